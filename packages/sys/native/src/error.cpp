@@ -1,0 +1,38 @@
+// Error handling with mlx-c's semantics: every entry point catches C++ exceptions and reports them
+// through one process-wide handler; the default handler prints the message and exits, as mlx-c's
+// does. Bindings (like @mlx/sys) install their own handler at load.
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "mlxc_private.h"
+
+namespace {
+void default_handler(const char* msg, void*) {
+  std::fprintf(stderr, "MLX error: %s\n", msg);
+  std::exit(-1);
+}
+std::mutex mu;
+mlx_error_handler_func handler = default_handler;
+void* handler_data = nullptr;
+mlx_payload_dtor handler_dtor = nullptr;
+}  // namespace
+
+extern "C" void mlx_set_error_handler(mlx_error_handler_func h, void* data, mlx_payload_dtor dtor) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (handler_dtor) handler_dtor(handler_data);
+  handler = h ? h : default_handler;
+  handler_data = data;
+  handler_dtor = dtor;
+}
+
+void mlxc::raise(const char* msg) {
+  mlx_error_handler_func h;
+  void* data;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    h = handler;
+    data = handler_data;
+  }
+  h(msg, data);
+}

@@ -1,0 +1,96 @@
+// Helpers shared by the hand-written and the generated C++: handle <-> C++ object conversion,
+// parameter adapters and error reporting. Handles own heap-allocated C++ objects through ctx.
+#pragma once
+
+#include <complex>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "mlx/mlx.h"
+#include "mlxc/functions.h"
+
+namespace mlxc {
+
+using mlx::core::array;
+namespace mx = mlx::core;
+
+/** Reports an error through the installed handler (mlx_set_error_handler). */
+void raise(const char* msg);
+
+using ClosureFn = std::function<std::vector<array>(const std::vector<array>&)>;
+using ValueAndGradFn = std::function<std::pair<std::vector<array>, std::vector<array>>(const std::vector<array>&)>;
+using CustomFn = std::function<std::vector<array>(const std::vector<array>&, const std::vector<array>&, const std::vector<array>&)>;
+using CustomJvpFn = std::function<std::vector<array>(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&)>;
+
+template <typename T, typename H>
+T& get(H h, const char* what) {
+  if (!h.ctx) throw std::invalid_argument(std::string("expected a non-empty ") + what + " handle");
+  return *static_cast<T*>(h.ctx);
+}
+
+inline const array& arr(mlx_array a) { return get<array>(a, "mlx_array"); }
+inline std::optional<array> opt_array(mlx_array a) {
+  return a.ctx ? std::optional<array>(*static_cast<array*>(a.ctx)) : std::nullopt;
+}
+inline mx::Stream stream(mlx_stream s) { return get<mx::Stream>(s, "mlx_stream"); }
+inline mx::Device device(mlx_device d) { return get<mx::Device>(d, "mlx_device"); }
+inline const std::vector<array>& vec(mlx_vector_array v) { return get<std::vector<array>>(v, "mlx_vector_array"); }
+inline const ClosureFn& closure(mlx_closure c) { return get<ClosureFn>(c, "mlx_closure"); }
+
+mx::Dtype dtype(mlx_dtype t);
+mlx_dtype to_c(mx::Dtype t);
+
+inline std::optional<int> opt(mlx_optional_int o) { return o.has_value ? std::optional<int>(o.value) : std::nullopt; }
+inline std::optional<float> opt(mlx_optional_float o) { return o.has_value ? std::optional<float>(o.value) : std::nullopt; }
+inline std::optional<mx::Dtype> opt_dtype(mlx_optional_dtype o) {
+  return o.has_value ? std::optional<mx::Dtype>(dtype(o.value)) : std::nullopt;
+}
+inline std::optional<std::string> opt_str(const char* s) { return s ? std::optional<std::string>(s) : std::nullopt; }
+
+/** A (pointer, count) pair from the C side that converts to whichever container MLX asks for. */
+template <typename T>
+struct span {
+  const T* p;
+  size_t n;
+  template <typename U>
+  operator std::vector<U>() const { return std::vector<U>(p, p + n); }
+  template <typename U>
+  operator mx::SmallVector<U>() const { return mx::SmallVector<U>(p, p + n); }
+};
+template <typename T>
+std::optional<std::vector<T>> opt_span(const T* p, size_t n) {
+  return p ? std::optional<std::vector<T>>(std::vector<T>(p, p + n)) : std::nullopt;
+}
+
+// Assigning results: an out-handle that already owns an object is assigned into (mlx-c semantics),
+// an empty one gets a new object.
+template <typename T, typename H, typename V>
+void assign(H& h, V&& v) {
+  if (h.ctx) *static_cast<T*>(h.ctx) = std::forward<V>(v);
+  else h.ctx = new T(std::forward<V>(v));
+}
+inline void set(mlx_array& h, const array& v) { assign<array>(h, v); }
+inline void set(mlx_vector_array& h, std::vector<array> v) { assign<std::vector<array>>(h, std::move(v)); }
+inline void set(mlx_closure& h, ClosureFn f) { assign<ClosureFn>(h, std::move(f)); }
+template <typename T>
+void set(bool& h, T v) { h = static_cast<bool>(v); }
+inline void set(size_t& h, size_t v) { h = v; }
+inline void set(int& h, int v) { h = v; }
+
+/** Wraps a vector of arrays in a new handle (the callee of a C callback owns nothing). */
+inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_array{new std::vector<array>(std::move(v))}; }
+
+}  // namespace mlxc
+
+#define MLXC_TRY try {
+#define MLXC_CATCH(ret)                 \
+  }                                     \
+  catch (const std::exception& e) {     \
+    mlxc::raise(e.what());              \
+    return ret;                         \
+  }
