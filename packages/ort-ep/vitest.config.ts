@@ -1,0 +1,2 @@
+import { sharedConfig } from '../../vitest.shared.js';
+export default sharedConfig;
