@@ -85,7 +85,8 @@ mlx_array make(F&& f) {
 template <typename T>
 int item(T* res, mlx_array a) {
   MLXC_TRY
-  *res = arr(a).item<T>();
+  array x = arr(a);  // the non-const item() evaluates first
+  *res = x.item<T>();
   MLXC_CATCH(1)
   return 0;
 }
