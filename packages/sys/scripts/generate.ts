@@ -123,6 +123,7 @@ function tsType(p: Param): string {
   if (t.endsWith('*')) {
     const inner = t.slice(0, -1).replace(/^const /, '').trim();
     if (handleTypes.has(inner)) return isOut(p) || !t.startsWith('const') ? 'MlxHandle' : 'MlxHandle[]';
+    if (inner === 'void') return 'unknown';
     if (!t.startsWith('const')) return 'unknown[]';
     return 'ArrayBufferView | ArrayBuffer | unknown[] | null';
   }

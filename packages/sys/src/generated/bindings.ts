@@ -515,11 +515,11 @@ export interface MlxCFunctions {
   /** array: `mlx_array mlx_array_new_complex(float real_val, float imag_val)` */
   mlx_array_new_complex(real_val: number, imag_val: number): MlxHandle;
   /** array: `mlx_array mlx_array_new_data(const void* data, const int* shape, int dim, mlx_dtype dtype)` */
-  mlx_array_new_data(data: ArrayBufferView | ArrayBuffer | unknown[] | null, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number): MlxHandle;
+  mlx_array_new_data(data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number): MlxHandle;
   /** array: `mlx_array mlx_array_new_data_managed(void* data, const int* shape, int dim, mlx_dtype dtype, mlx_data_dtor dtor)` */
-  mlx_array_new_data_managed(data: unknown[], shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, dtor: unknown /* registered koffi callback */): MlxHandle;
+  mlx_array_new_data_managed(data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, dtor: unknown /* registered koffi callback */): MlxHandle;
   /** array: `mlx_array mlx_array_new_data_managed_payload(void* data, const int* shape, int dim, mlx_dtype dtype, void* payload, mlx_data_dtor dtor)` */
-  mlx_array_new_data_managed_payload(data: unknown[], shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, payload: unknown[], dtor: unknown /* registered koffi callback */): MlxHandle;
+  mlx_array_new_data_managed_payload(data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, payload: unknown, dtor: unknown /* registered koffi callback */): MlxHandle;
   /** array: `int mlx_array_set(mlx_array* arr, const mlx_array src)` */
   mlx_array_set(arr: MlxHandle, src: MlxHandle): number;
   /** array: `int mlx_array_set_bool(mlx_array* arr, bool val)` */
@@ -537,7 +537,7 @@ export interface MlxCFunctions {
   /** array: `int mlx_array_set_complex(mlx_array* arr, float real_val, float imag_val)` */
   mlx_array_set_complex(arr: MlxHandle, real_val: number, imag_val: number): number;
   /** array: `int mlx_array_set_data(mlx_array* arr, const void* data, const int* shape, int dim, mlx_dtype dtype)` */
-  mlx_array_set_data(arr: MlxHandle, data: ArrayBufferView | ArrayBuffer | unknown[] | null, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number): number;
+  mlx_array_set_data(arr: MlxHandle, data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number): number;
   /** array: `size_t mlx_array_itemsize(const mlx_array arr)` */
   mlx_array_itemsize(arr: MlxHandle): number;
   /** array: `size_t mlx_array_size(const mlx_array arr)` */
@@ -775,7 +775,7 @@ export interface MlxCFunctions {
   /** closure: `mlx_closure mlx_closure_new_func(mlx_closure_fun fun)` */
   mlx_closure_new_func(fun: unknown /* registered koffi callback */): MlxHandle;
   /** closure: `mlx_closure mlx_closure_new_func_payload(mlx_closure_fun_payload fun, void* payload, mlx_payload_dtor dtor)` */
-  mlx_closure_new_func_payload(fun: unknown /* registered koffi callback */, payload: unknown[], dtor: unknown /* registered koffi callback */): MlxHandle;
+  mlx_closure_new_func_payload(fun: unknown /* registered koffi callback */, payload: unknown, dtor: unknown /* registered koffi callback */): MlxHandle;
   /** closure: `int mlx_closure_set(mlx_closure* cls, const mlx_closure src)` */
   mlx_closure_set(cls: MlxHandle, src: MlxHandle): number;
   /** closure: `int mlx_closure_apply(mlx_vector_array* res, mlx_closure cls, const mlx_vector_array input)` */
@@ -789,7 +789,7 @@ export interface MlxCFunctions {
   /** closure: `mlx_closure_value_and_grad mlx_closure_value_and_grad_new_func(mlx_closure_value_and_grad_fun fun)` */
   mlx_closure_value_and_grad_new_func(fun: unknown /* registered koffi callback */): MlxHandle;
   /** closure: `mlx_closure_value_and_grad mlx_closure_value_and_grad_new_func_payload(mlx_closure_value_and_grad_fun_payload fun, void* payload, mlx_payload_dtor dtor)` */
-  mlx_closure_value_and_grad_new_func_payload(fun: unknown /* registered koffi callback */, payload: unknown[], dtor: unknown /* registered koffi callback */): MlxHandle;
+  mlx_closure_value_and_grad_new_func_payload(fun: unknown /* registered koffi callback */, payload: unknown, dtor: unknown /* registered koffi callback */): MlxHandle;
   /** closure: `int mlx_closure_value_and_grad_set(mlx_closure_value_and_grad* cls, const mlx_closure_value_and_grad src)` */
   mlx_closure_value_and_grad_set(cls: MlxHandle, src: MlxHandle): number;
   /** closure: `int mlx_closure_value_and_grad_apply(mlx_vector_array* res_0, mlx_vector_array* res_1, mlx_closure_value_and_grad cls, const mlx_vector_array input)` */
@@ -801,7 +801,7 @@ export interface MlxCFunctions {
   /** closure: `mlx_closure_custom mlx_closure_custom_new_func(mlx_closure_custom_fun fun)` */
   mlx_closure_custom_new_func(fun: unknown /* registered koffi callback */): MlxHandle;
   /** closure: `mlx_closure_custom mlx_closure_custom_new_func_payload(mlx_closure_custom_fun_payload fun, void* payload, mlx_payload_dtor dtor)` */
-  mlx_closure_custom_new_func_payload(fun: unknown /* registered koffi callback */, payload: unknown[], dtor: unknown /* registered koffi callback */): MlxHandle;
+  mlx_closure_custom_new_func_payload(fun: unknown /* registered koffi callback */, payload: unknown, dtor: unknown /* registered koffi callback */): MlxHandle;
   /** closure: `int mlx_closure_custom_set(mlx_closure_custom* cls, const mlx_closure_custom src)` */
   mlx_closure_custom_set(cls: MlxHandle, src: MlxHandle): number;
   /** closure: `int mlx_closure_custom_apply(mlx_vector_array* res, mlx_closure_custom cls, const mlx_vector_array input_0, const mlx_vector_array input_1, const mlx_vector_array input_2)` */
@@ -813,7 +813,7 @@ export interface MlxCFunctions {
   /** closure: `mlx_closure_custom_jvp mlx_closure_custom_jvp_new_func(mlx_closure_custom_jvp_fun fun)` */
   mlx_closure_custom_jvp_new_func(fun: unknown /* registered koffi callback */): MlxHandle;
   /** closure: `mlx_closure_custom_jvp mlx_closure_custom_jvp_new_func_payload(mlx_closure_custom_jvp_fun_payload fun, void* payload, mlx_payload_dtor dtor)` */
-  mlx_closure_custom_jvp_new_func_payload(fun: unknown /* registered koffi callback */, payload: unknown[], dtor: unknown /* registered koffi callback */): MlxHandle;
+  mlx_closure_custom_jvp_new_func_payload(fun: unknown /* registered koffi callback */, payload: unknown, dtor: unknown /* registered koffi callback */): MlxHandle;
   /** closure: `int mlx_closure_custom_jvp_set(mlx_closure_custom_jvp* cls, const mlx_closure_custom_jvp src)` */
   mlx_closure_custom_jvp_set(cls: MlxHandle, src: MlxHandle): number;
   /** closure: `int mlx_closure_custom_jvp_apply(mlx_vector_array* res, mlx_closure_custom_jvp cls, const mlx_vector_array input_0, const mlx_vector_array input_1, const int* input_2, size_t input_2_num)` */
@@ -863,7 +863,7 @@ export interface MlxCFunctions {
   /** memory: `int mlx_clear_cache()` */
   mlx_clear_cache(): number;
   /** error: `void mlx_set_error_handler(mlx_error_handler_func handler, void* data, mlx_payload_dtor dtor)` */
-  mlx_set_error_handler(handler: unknown /* registered koffi callback */, data: unknown[], dtor: unknown /* registered koffi callback */): void;
+  mlx_set_error_handler(handler: unknown /* registered koffi callback */, data: unknown, dtor: unknown /* registered koffi callback */): void;
   /** ops: `int mlx_abs(mlx_array* res, const mlx_array a, const mlx_stream s)` */
   mlx_abs(res: MlxHandle, a: MlxHandle, s: MlxHandle): number;
   /** ops: `int mlx_add(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s)` */

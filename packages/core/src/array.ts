@@ -1,0 +1,281 @@
+// Array: owns exactly one mlx_array handle. Construction from numbers, nested arrays and TypedArrays;
+// data out through TypedArrays (evaluating first); float16/bfloat16 travel as uint16 bits.
+import type { MlxHandle } from '@mlx/sys';
+import {
+  bfloat16BitsToNumber, dtypeCode, dtypeFromCode, dtypeOfTypedArray, float16BitsToNumber, float32ToBfloat16Bits,
+  itemsize, numberToFloat16Bits, typedArrayCtor, type Dtype, type TypedArray,
+} from './dtype.js';
+import { trackArray, untrackArray } from './lifetime.js';
+import { check, checkHandle, fn, koffi } from './native.js';
+import { defaultStream } from './stream.js';
+
+/** What ops accept where MLX takes an array: an Array, or a JS scalar (see call.ts for its dtype). */
+export type ArrayLike = Array | number | boolean | bigint;
+export type NestedData = number | boolean | bigint | readonly NestedData[];
+
+export interface ArrayOptions {
+  dtype?: Dtype;
+  shape?: readonly number[];
+}
+
+export class Array {
+  #handle: MlxHandle;
+
+  private constructor(handle: MlxHandle) {
+    this.#handle = handle;
+    trackArray(this, handle);
+  }
+
+  /** @internal Takes ownership of a handle returned by the C API. */
+  static fromHandle(h: MlxHandle): Array {
+    if (!h.ctx) throw new Error('internal error: empty array handle');
+    return new Array(h);
+  }
+
+  /** An array from a TypedArray and a shape; the data is copied. */
+  static fromTypedArray(data: ArrayBufferView, shape: readonly number[], dtype?: Dtype): Array {
+    const natural = dtypeOfTypedArray(data);
+    const d = dtype ?? natural;
+    const n = shape.reduce((a, b) => a * b, 1);
+    for (const s of shape) {
+      if (!Number.isInteger(s) || s < 0) throw new RangeError(`invalid shape [${shape.join(', ')}]: dimensions must be non-negative integers`);
+    }
+    const ctor = typedArrayCtor(d);
+    const perElem = d === 'complex64' ? 2 : 1;
+    if (data.constructor === ctor) {
+      const len = (data as TypedArray).length;
+      if (len !== n * perElem) throw new RangeError(`data has ${len} elements but shape [${shape.join(', ')}] needs ${n * perElem}`);
+      const h = fn.mlx_array_new_data(data, Int32Array.from(shape), shape.length, dtypeCode(d));
+      return Array.fromHandle(checkHandle(h, 'mlx_array_new_data'));
+    }
+    // Different element type: build with the natural dtype, then cast.
+    const tmp = Array.fromTypedArray(data, shape, natural);
+    try {
+      return tmp.astype(d);
+    } finally {
+      tmp.dispose();
+    }
+  }
+
+  get handle(): MlxHandle {
+    if (!this.#handle.ctx) throw new Error('array was disposed');
+    return this.#handle;
+  }
+  get disposed(): boolean {
+    return !this.#handle.ctx;
+  }
+
+  get ndim(): number {
+    return Number(fn.mlx_array_ndim(this.handle));
+  }
+  get shape(): number[] {
+    const nd = this.ndim;
+    if (nd === 0) return [];
+    return globalThis.Array.from(koffi.decode(fn.mlx_array_shape(this.handle), 'int', nd) as ArrayLike<number>);
+  }
+  get size(): number {
+    return Number(fn.mlx_array_size(this.handle));
+  }
+  get nbytes(): number {
+    return Number(fn.mlx_array_nbytes(this.handle));
+  }
+  get itemsize(): number {
+    return itemsize(this.dtype);
+  }
+  get dtype(): Dtype {
+    return dtypeFromCode(fn.mlx_array_dtype(this.handle));
+  }
+
+  /** Evaluates the array's graph (a no-op once evaluated). */
+  eval(): this {
+    check(fn.mlx_array_eval(this.handle), 'mlx_array_eval');
+    return this;
+  }
+
+  /** Copies the data out, evaluating first. float16/bfloat16 come as Uint16Array bits, bool as 0/1 bytes. */
+  toTypedArray(): TypedArray {
+    const d = this.dtype;
+    const ctor = typedArrayCtor(d);
+    this.eval();
+    const n = this.size;
+    if (n === 0) return new ctor(0);
+    let src: Array = this;
+    const rc = [false];
+    check(fn._mlx_array_is_row_contiguous(rc as never, this.handle), '_mlx_array_is_row_contiguous');
+    if (!rc[0]) {
+      // Views (transposes, broadcasts, strided slices) are made contiguous before reading.
+      const res = { ctx: null };
+      check(fn.mlx_contiguous(res, this.handle, false, defaultStream().handle), 'mlx_contiguous');
+      src = Array.fromHandle(res).eval();
+    }
+    try {
+      const nbytes = n * itemsize(d);
+      const ptr = dataPointer(src, d);
+      if (!ptr) check(1, `mlx_array_data_${d}`);
+      const view = koffi.view(ptr, nbytes);
+      return new ctor(view.slice(0));
+    } finally {
+      if (src !== this) src.dispose();
+    }
+  }
+
+  /** The single element as a JS value (number, bigint for 64-bit integers, boolean for bool). */
+  item(): number | bigint | boolean {
+    if (this.size !== 1) throw new RangeError(`item() needs an array of one element, this one has shape [${this.shape.join(', ')}]`);
+    const d = this.dtype;
+    const v = this.toTypedArray()[0];
+    if (d === 'bool') return v !== 0;
+    if (d === 'float16') return float16BitsToNumber(v as number);
+    if (d === 'bfloat16') return bfloat16BitsToNumber(v as number);
+    return v;
+  }
+
+  /** The data as nested JS arrays (numbers; bigint for 64-bit integers; booleans for bool). */
+  toList(): NestedData {
+    const d = this.dtype;
+    const flat = this.toTypedArray();
+    const conv = (i: number): number | bigint | boolean => {
+      const v = flat[i];
+      if (d === 'bool') return v !== 0;
+      if (d === 'float16') return float16BitsToNumber(v as number);
+      if (d === 'bfloat16') return bfloat16BitsToNumber(v as number);
+      return v;
+    };
+    const shape = this.shape;
+    let k = 0;
+    const build = (dim: number): NestedData => {
+      if (dim === shape.length) return conv(k++);
+      const out: NestedData[] = [];
+      for (let i = 0; i < shape[dim]; i++) out.push(build(dim + 1));
+      return out;
+    };
+    return build(0);
+  }
+
+  astype(d: Dtype): Array {
+    const res = { ctx: null };
+    check(fn.mlx_astype(res, this.handle, dtypeCode(d), defaultStream().handle), 'mlx_astype');
+    return Array.fromHandle(res);
+  }
+
+  toString(): string {
+    if (this.disposed) return 'array(<disposed>)';
+    const s = { ctx: null };
+    check(fn.mlx_array_tostring(s, this.handle), 'mlx_array_tostring');
+    const text = fn.mlx_string_data(s);
+    fn.mlx_string_free(s);
+    return text;
+  }
+
+  dispose(): void {
+    if (!this.#handle.ctx) return;
+    untrackArray(this);
+    fn.mlx_array_free(this.#handle);
+    this.#handle.ctx = null;
+  }
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+function dataPointer(a: Array, d: Dtype): unknown {
+  switch (d) {
+    case 'bool': case 'uint8': return fn.mlx_array_data_uint8(a.handle);
+    case 'float16': case 'bfloat16': case 'uint16': return fn.mlx_array_data_uint16(a.handle);
+    case 'uint32': return fn.mlx_array_data_uint32(a.handle);
+    case 'uint64': return fn.mlx_array_data_uint64(a.handle);
+    case 'int8': return fn.mlx_array_data_int8(a.handle);
+    case 'int16': return fn.mlx_array_data_int16(a.handle);
+    case 'int32': return fn.mlx_array_data_int32(a.handle);
+    case 'int64': return fn.mlx_array_data_int64(a.handle);
+    case 'float32': return fn.mlx_array_data_float32(a.handle);
+    case 'float64': return fn.mlx_array_data_float64(a.handle);
+    case 'complex64': return fn.mlx_array_data_complex64(a.handle);
+  }
+}
+
+/** Fills a TypedArray of dtype `d` from JS values. */
+export function encodeValues(values: readonly (number | boolean | bigint)[], d: Dtype): TypedArray {
+  const ctor = typedArrayCtor(d);
+  const out = new ctor(d === 'complex64' ? values.length * 2 : values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    switch (d) {
+      case 'int64': case 'uint64':
+        (out as BigInt64Array)[i] = typeof v === 'bigint' ? v : BigInt(Math.trunc(Number(v)));
+        break;
+      case 'float16':
+        out[i] = numberToFloat16Bits(Number(v));
+        break;
+      case 'bfloat16':
+        out[i] = float32ToBfloat16Bits(Number(v));
+        break;
+      case 'bool':
+        out[i] = v ? 1 : 0;
+        break;
+      case 'complex64':
+        out[2 * i] = Number(v);
+        break;
+      default:
+        out[i] = Number(v);
+    }
+  }
+  return out;
+}
+
+function inferShape(data: NestedData): number[] {
+  const shape: number[] = [];
+  let cur: NestedData = data;
+  while (globalThis.Array.isArray(cur)) {
+    shape.push(cur.length);
+    if (cur.length === 0) break;
+    cur = (cur as readonly NestedData[])[0];
+  }
+  return shape;
+}
+
+function flatten(data: NestedData, shape: number[], dim: number, out: (number | boolean | bigint)[]): void {
+  if (dim === shape.length) {
+    if (globalThis.Array.isArray(data)) throw new TypeError('ragged nested array: deeper nesting than the first element');
+    out.push(data as number | boolean | bigint);
+    return;
+  }
+  if (!globalThis.Array.isArray(data) || data.length !== shape[dim]) {
+    throw new TypeError(`ragged nested array: expected ${shape[dim]} elements at depth ${dim}`);
+  }
+  for (const v of data) flatten(v, shape, dim + 1, out);
+}
+
+/**
+ * Creates an array. `data` is a number, boolean, bigint, a nested JS array of them, or a TypedArray
+ * (then `shape` defaults to its length). Without a dtype: booleans give bool, bigints int64, numbers
+ * float32, and a TypedArray its own element type.
+ */
+export function array(data: NestedData | ArrayBufferView, options: Dtype | ArrayOptions = {}): Array {
+  const opts: ArrayOptions = typeof options === 'string' ? { dtype: options } : options;
+  if (ArrayBuffer.isView(data)) {
+    const len = (data as TypedArray).length;
+    return Array.fromTypedArray(data, opts.shape ?? [len], opts.dtype);
+  }
+  const shape = inferShape(data);
+  const flat: (number | boolean | bigint)[] = [];
+  flatten(data, shape, 0, flat);
+  const d = opts.dtype ?? (flat.length && typeof flat[0] === 'boolean' ? 'bool' : flat.length && typeof flat[0] === 'bigint' ? 'int64' : 'float32');
+  const target = opts.shape ?? shape;
+  const arr = Array.fromTypedArray(encodeValues(flat, d), shape, d);
+  if (opts.shape && opts.shape.join(',') !== shape.join(',')) {
+    const res = { ctx: null };
+    try {
+      check(fn.mlx_reshape(res, arr.handle, Int32Array.from(target), target.length, defaultStream().handle), 'mlx_reshape');
+    } finally {
+      arr.dispose();
+    }
+    return Array.fromHandle(res);
+  }
+  return arr;
+}
+
+/** A zero-dimensional array of the given dtype. */
+export function scalar(value: number | boolean | bigint, dtype: Dtype): Array {
+  return Array.fromTypedArray(encodeValues([value], dtype), [], dtype);
+}

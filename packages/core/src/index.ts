@@ -1,0 +1,24 @@
+// @mlx/core: safe MLX arrays for TypeScript.
+export { Array, array, scalar, type ArrayLike, type ArrayOptions, type NestedData } from './array.js';
+export {
+  dtypes, itemsize, isFloating, isInteger, isUnsigned, float16BitsToNumber, numberToFloat16Bits,
+  bfloat16BitsToNumber, float32ToBfloat16Bits, type Dtype, type TypedArray, type TypedArrayFor,
+} from './dtype.js';
+export { MlxError } from './native.js';
+export { scope, keep, dispose, type Disposable } from './lifetime.js';
+export {
+  Device, Stream, defaultDevice, setDefaultDevice, defaultStream, defaultStreamOf, newStream, withStream,
+  synchronize, gpuAvailable, metalAvailable, cudaAvailable, type DeviceType, type StreamLike, type OpOptions,
+} from './stream.js';
+export {
+  Closure, compile, vjp, jvp, valueAndGrad, grad, customVjp, checkpoint, evaluate, asyncEval,
+  enableCompile, disableCompile, type CompiledFunction,
+} from './transforms.js';
+export { memory } from './memory.js';
+export type { FftNorm } from './enums.js';
+export * from './ops.js';
+export { fastOps as fast, linalgOps as linalg, randomOps as random, fftOps as fft } from './generated/ops.js';
+
+import { C } from './native.js';
+/** Where the native library was loaded from. */
+export const nativeLibraryPath: string = C.path;

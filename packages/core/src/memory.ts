@@ -1,0 +1,24 @@
+// MLX's memory figures and limits (bytes).
+import { check, fn } from './native.js';
+
+function read(f: (out: never) => number, name: string): number {
+  const out = [0];
+  check(f(out as never), name);
+  return Number(out[0]);
+}
+
+export const memory = {
+  /** Bytes held by live arrays. */
+  active: (): number => read(fn.mlx_get_active_memory, 'mlx_get_active_memory'),
+  /** The largest `active` seen since start or the last resetPeak(). */
+  peak: (): number => read(fn.mlx_get_peak_memory, 'mlx_get_peak_memory'),
+  resetPeak: (): void => check(fn.mlx_reset_peak_memory(), 'mlx_reset_peak_memory'),
+  /** Bytes freed by arrays but kept by MLX's allocator for reuse. */
+  cache: (): number => read(fn.mlx_get_cache_memory, 'mlx_get_cache_memory'),
+  clearCache: (): void => check(fn.mlx_clear_cache(), 'mlx_clear_cache'),
+  limit: (): number => read(fn.mlx_get_memory_limit, 'mlx_get_memory_limit'),
+  /** Sets the memory limit; returns the previous one. */
+  setLimit: (bytes: number): number => read((o) => fn.mlx_set_memory_limit(o, bytes), 'mlx_set_memory_limit'),
+  /** Sets the allocator cache limit; returns the previous one. */
+  setCacheLimit: (bytes: number): number => read((o) => fn.mlx_set_cache_limit(o, bytes), 'mlx_set_cache_limit'),
+};

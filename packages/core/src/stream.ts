@@ -1,0 +1,163 @@
+// Devices and streams. The default is the GPU where MLX has one (Metal or CUDA), else the CPU; every
+// op takes `{ stream }` (a Stream or 'cpu' | 'gpu') to override it for one call, and `withStream`
+// overrides it for a synchronous block.
+import { MlxDeviceType, type MlxHandle } from '@mlx/sys';
+import { check, checkHandle, fn } from './native.js';
+
+export type DeviceType = 'cpu' | 'gpu';
+
+export class Device {
+  constructor(readonly type: DeviceType, readonly index = 0) {}
+  /** Whether MLX can run on this device in this build (mlx_device_is_available). */
+  get available(): boolean {
+    const h = fn.mlx_device_new_type(this.type === 'gpu' ? MlxDeviceType.GPU : MlxDeviceType.CPU, this.index);
+    try {
+      const out = [false];
+      check(fn.mlx_device_is_available(out as never, h), 'mlx_device_is_available');
+      return out[0];
+    } finally {
+      fn.mlx_device_free(h);
+    }
+  }
+  toString(): string {
+    return `Device(${this.type}, ${this.index})`;
+  }
+}
+
+export class Stream {
+  #handle: MlxHandle;
+  private constructor(handle: MlxHandle, readonly device: Device, readonly owned: boolean) {
+    this.#handle = handle;
+  }
+  /** @internal */
+  static fromHandle(h: MlxHandle, owned: boolean): Stream {
+    const dev = { ctx: null };
+    check(fn.mlx_stream_get_device(dev, h), 'mlx_stream_get_device');
+    const t = [0];
+    const idx = [0];
+    check(fn.mlx_device_get_type(t as never, dev), 'mlx_device_get_type');
+    check(fn.mlx_device_get_index(idx as never, dev), 'mlx_device_get_index');
+    fn.mlx_device_free(dev);
+    return new Stream(h, new Device(t[0] === MlxDeviceType.GPU ? 'gpu' : 'cpu', idx[0]), owned);
+  }
+  get handle(): MlxHandle {
+    if (!this.#handle.ctx) throw new Error('stream was disposed');
+    return this.#handle;
+  }
+  get index(): number {
+    const i = [0];
+    check(fn.mlx_stream_get_index(i as never, this.handle), 'mlx_stream_get_index');
+    return i[0];
+  }
+  /** Waits for everything queued on this stream. */
+  synchronize(): void {
+    check(fn.mlx_synchronize(this.handle), 'mlx_synchronize');
+  }
+  toString(): string {
+    const s = { ctx: null };
+    check(fn.mlx_stream_tostring(s, this.handle), 'mlx_stream_tostring');
+    const text = fn.mlx_string_data(s);
+    fn.mlx_string_free(s);
+    return text;
+  }
+  dispose(): void {
+    if (this.owned && this.#handle.ctx) fn.mlx_stream_free(this.#handle);
+    this.#handle = { ctx: null };
+  }
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+const defaults = new Map<DeviceType, Stream>();
+
+/** The default stream of a device (created once, never freed). */
+export function defaultStreamOf(type: DeviceType): Stream {
+  let s = defaults.get(type);
+  if (!s) {
+    const h = type === 'gpu' ? fn.mlx_default_gpu_stream_new() : fn.mlx_default_cpu_stream_new();
+    s = Stream.fromHandle(checkHandle(h, type === 'gpu' ? 'mlx_default_gpu_stream_new' : 'mlx_default_cpu_stream_new'), false);
+    defaults.set(type, s);
+  }
+  return s;
+}
+
+let gpuAvailableCache: boolean | undefined;
+export function gpuAvailable(): boolean {
+  return (gpuAvailableCache ??= new Device('gpu').available);
+}
+export function metalAvailable(): boolean {
+  const out = [false];
+  check(fn.mlx_metal_is_available(out as never), 'mlx_metal_is_available');
+  return out[0];
+}
+export function cudaAvailable(): boolean {
+  const out = [false];
+  check(fn.mlx_cuda_is_available(out as never), 'mlx_cuda_is_available');
+  return out[0];
+}
+
+function initialDevice(): DeviceType {
+  const env = process.env.MLX_DEVICE;
+  if (env === 'cpu' || env === 'gpu') return env;
+  return gpuAvailable() ? 'gpu' : 'cpu';
+}
+
+let current: DeviceType | undefined;
+let overrides: Stream[] = [];
+
+/** The device ops run on unless told otherwise: MLX_DEVICE if set, else the GPU where available, else the CPU. */
+export function defaultDevice(): Device {
+  return new Device((current ??= initialDevice()));
+}
+
+export function setDefaultDevice(d: DeviceType | Device): void {
+  const type = typeof d === 'string' ? d : d.type;
+  if (type === 'gpu' && !gpuAvailable()) throw new Error('no GPU is available to MLX in this build (it has neither Metal nor CUDA)');
+  current = type;
+}
+
+export function defaultStream(): Stream {
+  return overrides.at(-1) ?? defaultStreamOf(defaultDevice().type);
+}
+
+/** A new stream on a device (yours to dispose). */
+export function newStream(device: DeviceType | Device = defaultDevice()): Stream {
+  const type = typeof device === 'string' ? device : device.type;
+  const d = fn.mlx_device_new_type(type === 'gpu' ? MlxDeviceType.GPU : MlxDeviceType.CPU, 0);
+  try {
+    return Stream.fromHandle(checkHandle(fn.mlx_stream_new_device(d), 'mlx_stream_new_device'), true);
+  } finally {
+    fn.mlx_device_free(d);
+  }
+}
+
+export type StreamLike = Stream | DeviceType;
+export interface OpOptions {
+  stream?: StreamLike;
+}
+
+export function resolveStream(s?: StreamLike): Stream {
+  if (s === undefined) return defaultStream();
+  if (typeof s === 'string') return defaultStreamOf(s);
+  return s;
+}
+
+/** @internal */
+export function streamHandle(opts?: OpOptions): MlxHandle {
+  return resolveStream(opts?.stream).handle;
+}
+
+/** Runs `fn` with `s` as the default stream (synchronous code only). */
+export function withStream<T>(s: StreamLike, body: () => T): T {
+  overrides.push(resolveStream(s));
+  try {
+    return body();
+  } finally {
+    overrides.pop();
+  }
+}
+
+export function synchronize(s?: StreamLike): void {
+  resolveStream(s).synchronize();
+}

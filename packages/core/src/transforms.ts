@@ -1,0 +1,286 @@
+// Closures from JS functions, and the transforms built on them: compile, vjp, jvp, valueAndGrad,
+// custom VJPs and checkpointing. MLX calls the JS function synchronously on the calling thread
+// while it traces; one trampoline per callback kind serves every closure, keyed by its payload.
+import type { MlxHandle } from '@mlx/sys';
+import { Array } from './array.js';
+import { makeVector, takeVector } from './call.js';
+import { scope } from './lifetime.js';
+import { C, check, checkHandle, fn, koffi, recordCallbackError } from './native.js';
+
+type ArrayFn = (inputs: Array[]) => Array[];
+type CustomVjpFn = (primals: Array[], cotangents: Array[], outputs: Array[]) => Array[];
+
+const bodies = new Map<bigint, ArrayFn>();
+const vjpBodies = new Map<bigint, CustomVjpFn>();
+
+function readVector(v: MlxHandle): Array[] {
+  const n = Number(fn.mlx_vector_array_size(v));
+  const out: Array[] = [];
+  for (let i = 0; i < n; i++) {
+    const h = { ctx: null };
+    check(fn.mlx_vector_array_get(h, v, i), 'mlx_vector_array_get');
+    out.push(Array.fromHandle(h));
+  }
+  return out;
+}
+
+function writeResult(resPtr: unknown, outs: Array[]): void {
+  const res = koffi.decode(resPtr, 'mlx_vector_array') as MlxHandle;
+  for (const o of outs) {
+    if (!(o instanceof Array)) throw new TypeError(`a traced function must return Arrays, got ${typeof o}`);
+    check(fn.mlx_vector_array_append_value(res, o.handle), 'mlx_vector_array_append_value');
+  }
+}
+
+// Every Array created during a callback (its inputs, intermediates, outputs) is freed when it returns:
+// the native side keeps its own references to what it needs.
+const trampoline = koffi.register((resPtr: unknown, input: MlxHandle, payload: unknown) => {
+  try {
+    const body = bodies.get(koffi.address(payload));
+    if (!body) throw new Error('internal error: closure called after it was disposed');
+    scope(() => {
+      writeResult(resPtr, body(readVector(input)));
+    });
+    return 0;
+  } catch (e) {
+    recordCallbackError(e);
+    return 1;
+  }
+}, koffi.pointer(C.types.callbacks.mlx_closure_fun_payload as never));
+
+const customTrampoline = koffi.register((resPtr: unknown, primals: MlxHandle, cotangents: MlxHandle, outputs: MlxHandle, payload: unknown) => {
+  try {
+    const body = vjpBodies.get(koffi.address(payload));
+    if (!body) throw new Error('internal error: custom vjp called after it was disposed');
+    scope(() => {
+      writeResult(resPtr, body(readVector(primals), readVector(cotangents), readVector(outputs)));
+    });
+    return 0;
+  } catch (e) {
+    recordCallbackError(e);
+    return 1;
+  }
+}, koffi.pointer(C.types.callbacks.mlx_closure_custom_fun_payload as never));
+
+/** A native closure (mlx_closure) that calls a JS function. */
+export class Closure {
+  #handle: MlxHandle;
+  #key: Buffer;
+  #deps: { dispose(): void }[] = [];
+
+  /** @internal */
+  constructor(handle: MlxHandle, key: Buffer, deps: { dispose(): void }[] = []) {
+    this.#handle = handle;
+    this.#key = key;
+    this.#deps = deps;
+  }
+
+  static fromFunction(body: ArrayFn): Closure {
+    const key = Buffer.alloc(1);
+    bodies.set(koffi.address(key), body);
+    const h = checkHandle(fn.mlx_closure_new_func_payload(trampoline, key, null), 'mlx_closure_new_func_payload');
+    return new Closure(h, key);
+  }
+
+  get handle(): MlxHandle {
+    if (!this.#handle.ctx) throw new Error('closure was disposed');
+    return this.#handle;
+  }
+
+  apply(inputs: readonly Array[]): Array[] {
+    const v = makeVector(inputs);
+    try {
+      const res = { ctx: null };
+      check(fn.mlx_closure_apply(res, this.handle, v), 'mlx_closure_apply');
+      return takeVector(res);
+    } finally {
+      fn.mlx_vector_array_free(v);
+    }
+  }
+
+  dispose(): void {
+    if (!this.#handle.ctx) return;
+    fn.mlx_closure_free(this.#handle);
+    this.#handle = { ctx: null };
+    bodies.delete(koffi.address(this.#key));
+    for (const d of this.#deps) d.dispose();
+  }
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+type Returned = Array | Array[];
+const asList = (r: Returned): Array[] => (r instanceof Array ? [r] : r);
+
+function closureOf(f: (...xs: Array[]) => Returned, single: { value?: boolean }): Closure {
+  return Closure.fromFunction((ins) => {
+    const r = f(...ins);
+    single.value = r instanceof Array;
+    return asList(r);
+  });
+}
+
+function withVectors<T>(lists: readonly (readonly Array[])[], body: (vs: MlxHandle[]) => T): T {
+  const vs = lists.map(makeVector);
+  try {
+    return body(vs);
+  } finally {
+    for (const v of vs) fn.mlx_vector_array_free(v);
+  }
+}
+
+/** Vector-Jacobian product: [outputs, vjps] of `f` at `primals` against `cotangents`. */
+export function vjp(f: (...xs: Array[]) => Returned, primals: readonly Array[], cotangents: readonly Array[]): [Array[], Array[]] {
+  const single = {};
+  using cl = closureOf(f, single);
+  return withVectors([primals, cotangents], ([p, c]) => {
+    const r0 = { ctx: null };
+    const r1 = { ctx: null };
+    check(fn.mlx_vjp(r0, r1, cl.handle, p, c), 'mlx_vjp');
+    return [takeVector(r0), takeVector(r1)];
+  });
+}
+
+/** Jacobian-vector product: [outputs, jvps] of `f` at `primals` along `tangents`. */
+export function jvp(f: (...xs: Array[]) => Returned, primals: readonly Array[], tangents: readonly Array[]): [Array[], Array[]] {
+  const single = {};
+  using cl = closureOf(f, single);
+  return withVectors([primals, tangents], ([p, t]) => {
+    const r0 = { ctx: null };
+    const r1 = { ctx: null };
+    check(fn.mlx_jvp(r0, r1, cl.handle, p, t), 'mlx_jvp');
+    return [takeVector(r0), takeVector(r1)];
+  });
+}
+
+/**
+ * Returns a function computing `[value, grad]` of `f`: `f`'s first output must be a scalar (the
+ * value differentiated); `grad` is one Array for a numeric `argnums`, a list for a list.
+ */
+export function valueAndGrad(f: (...xs: Array[]) => Returned, argnums: number | readonly number[] = 0) {
+  const nums = typeof argnums === 'number' ? [argnums] : [...argnums];
+  return (...xs: Array[]): [Returned, Array | Array[]] => {
+    const single: { value?: boolean } = {};
+    using cl = closureOf(f, single);
+    const vag = { ctx: null };
+    check(fn.mlx_value_and_grad(vag, cl.handle, Int32Array.from(nums), nums.length), 'mlx_value_and_grad');
+    try {
+      return withVectors([xs], ([input]) => {
+        const r0 = { ctx: null };
+        const r1 = { ctx: null };
+        check(fn.mlx_closure_value_and_grad_apply(r0, r1, vag, input), 'mlx_closure_value_and_grad_apply');
+        const values = takeVector(r0);
+        const grads = takeVector(r1);
+        return [single.value ? values[0] : values, typeof argnums === 'number' ? grads[0] : grads];
+      });
+    } finally {
+      fn.mlx_closure_value_and_grad_free(vag);
+    }
+  };
+}
+
+/** The gradient of a scalar-valued `f` with respect to `argnums`. */
+export function grad(f: (...xs: Array[]) => Array, argnums: number | readonly number[] = 0) {
+  const vg = valueAndGrad(f, argnums);
+  return (...xs: Array[]): Array | Array[] => {
+    const [value, g] = vg(...xs);
+    for (const v of asList(value)) v.dispose();
+    return g;
+  };
+}
+
+/** A JS function that MLX traces once per input signature and runs as one fused graph. */
+export interface CompiledFunction {
+  (...xs: Array[]): Returned;
+  dispose(): void;
+}
+
+function callableOf(cl: Closure, single: { value?: boolean }, extra: () => void = () => {}): CompiledFunction {
+  const call = ((...xs: Array[]) => {
+    const outs = cl.apply(xs);
+    return single.value ? outs[0] : outs;
+  }) as CompiledFunction;
+  call.dispose = () => {
+    cl.dispose();
+    extra();
+  };
+  return call;
+}
+
+/**
+ * Compiles `f`. The result caches one trace per input shapes and dtypes (any shapes with
+ * `shapeless`). Dispose it to release the trace and the JS function. On MLX's CPU backend each new
+ * fused kernel is built with the system C++ compiler the first time it runs.
+ */
+export function compile(f: (...xs: Array[]) => Returned, options: { shapeless?: boolean } = {}): CompiledFunction {
+  const single: { value?: boolean } = {};
+  const src = closureOf(f, single);
+  const res = { ctx: null };
+  try {
+    check(fn.mlx_compile(res, src.handle, options.shapeless ?? false), 'mlx_compile');
+  } catch (e) {
+    src.dispose();
+    throw e;
+  }
+  // The compiled closure calls back into `src` when it traces, so they live and die together.
+  return callableOf(new Closure(res, Buffer.alloc(1), [src]), single);
+}
+
+/**
+ * `f` with a custom vector-Jacobian product: `vjpFn(primals, cotangents, outputs)` returns one
+ * cotangent per primal. Transforms (vjp, valueAndGrad, grad) of anything that calls the result use it.
+ */
+export function customVjp(f: (...xs: Array[]) => Returned, vjpFn: CustomVjpFn): CompiledFunction {
+  const single: { value?: boolean } = {};
+  const src = closureOf(f, single);
+  const key = Buffer.alloc(1);
+  vjpBodies.set(koffi.address(key), vjpFn);
+  const custom = checkHandle(fn.mlx_closure_custom_new_func_payload(customTrampoline, key, null), 'mlx_closure_custom_new_func_payload');
+  const res = { ctx: null };
+  try {
+    check(fn.mlx_custom_vjp(res, src.handle, custom), 'mlx_custom_vjp');
+  } finally {
+    fn.mlx_closure_custom_free(custom);
+  }
+  const release = () => vjpBodies.delete(koffi.address(key));
+  return callableOf(new Closure(res, Buffer.alloc(1), [src, { dispose: release }]), single);
+}
+
+/** `f` whose intermediates are recomputed in the backward pass instead of kept. */
+export function checkpoint(f: (...xs: Array[]) => Returned): CompiledFunction {
+  const single: { value?: boolean } = {};
+  const src = closureOf(f, single);
+  const res = { ctx: null };
+  check(fn.mlx_checkpoint(res, src.handle), 'mlx_checkpoint');
+  return callableOf(new Closure(res, Buffer.alloc(1), [src]), single);
+}
+
+/** Evaluates arrays together (one graph walk). */
+export function evaluate(...xs: (Array | readonly Array[])[]): void {
+  const flat = xs.flat() as Array[];
+  const v = makeVector(flat);
+  try {
+    check(fn.mlx_eval(v), 'mlx_eval');
+  } finally {
+    fn.mlx_vector_array_free(v);
+  }
+}
+
+/** Starts evaluating arrays in the background; reading their data waits for the result. */
+export function asyncEval(...xs: (Array | readonly Array[])[]): void {
+  const flat = xs.flat() as Array[];
+  const v = makeVector(flat);
+  try {
+    check(fn.mlx_async_eval(v), 'mlx_async_eval');
+  } finally {
+    fn.mlx_vector_array_free(v);
+  }
+}
+
+export function enableCompile(): void {
+  check(fn.mlx_enable_compile(), 'mlx_enable_compile');
+}
+export function disableCompile(): void {
+  check(fn.mlx_disable_compile(), 'mlx_disable_compile');
+}
