@@ -71,7 +71,7 @@ export class Array {
   get shape(): number[] {
     const nd = this.ndim;
     if (nd === 0) return [];
-    return globalThis.Array.from(koffi.decode(fn.mlx_array_shape(this.handle), 'int', nd) as ArrayLike<number>);
+    return globalThis.Array.from(koffi.decode(fn.mlx_array_shape(this.handle), 'int', nd) as number[]);
   }
   get size(): number {
     return Number(fn.mlx_array_size(this.handle));
