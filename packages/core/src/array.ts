@@ -86,6 +86,13 @@ export class Array {
     return dtypeFromCode(fn.mlx_array_dtype(this.handle));
   }
 
+  /** Whether the array's value is computed (after evaluate or asyncEval); never blocks. */
+  isAvailable(): boolean {
+    const out = [false];
+    check(fn._mlx_array_is_available(out as never, this.handle), '_mlx_array_is_available');
+    return out[0];
+  }
+
   /** Evaluates the array's graph (a no-op once evaluated). */
   eval(): this {
     check(fn.mlx_array_eval(this.handle), 'mlx_array_eval');

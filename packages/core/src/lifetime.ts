@@ -78,6 +78,12 @@ export function keep<T extends Disposable>(d: T): T {
   return d;
 }
 
+/** Takes an array out of every scope: it lives until disposed (or collected). */
+export function persist<T extends Disposable>(d: T): T {
+  for (const s of scopes) s.delete(d);
+  return d;
+}
+
 /** Disposes every disposable found in `value` (arrays, nested arrays, plain objects). */
 export function dispose(value: unknown): void {
   const all = new Set<Disposable>();
