@@ -105,14 +105,21 @@ export class MlxLibraryNotFoundError extends Error {
 
 let loaded: MlxC | undefined;
 
-/** Loads the library once (MLX_C_LIBRARY, this repository's build, a system libmlxc) and declares every function. */
+/**
+ * Loads the library once and declares every function: MLX_C_LIBRARY when set (and then nothing else),
+ * else this repository's build, else a system libmlxc.
+ */
 export function loadMlxC(): MlxC {
   if (loaded) return loaded;
   declareTypes();
   const attempts: { path: string; why: string; error: string }[] = [];
   for (const cand of libraryCandidates()) {
+    // An explicit MLX_C_LIBRARY is authoritative: falling back to another library would run code
+    // the user did not ask for, so a bad path stops the search.
+    const explicit = cand.why === 'MLX_C_LIBRARY';
     if (cand.path.includes('/') && !existsSync(cand.path)) {
       attempts.push({ ...cand, error: 'no such file' });
+      if (explicit) break;
       continue;
     }
     let lib: ReturnType<Koffi['load']>;
@@ -120,6 +127,7 @@ export function loadMlxC(): MlxC {
       lib = koffi.load(cand.path);
     } catch (e) {
       attempts.push({ ...cand, error: (e as Error).message });
+      if (explicit) break;
       continue;
     }
     const fn: Record<string, unknown> = {};

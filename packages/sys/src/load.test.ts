@@ -1,0 +1,84 @@
+// Finding and loading the native library.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { functionCount, libraryCandidates, loadMlxC, prototypes, repoLibraryPath } from './index.js';
+
+const repo = fileURLToPath(new URL('../../..', import.meta.url));
+const indexTs = fileURLToPath(new URL('./index.ts', import.meta.url));
+
+/** Loads the library in a fresh process (loading is cached per process) and reports what happened. */
+function loadInChild(env: Record<string, string | undefined>) {
+  const code = `
+    const m = await import(${JSON.stringify(indexTs)});
+    try { const c = m.loadMlxC(); console.log(JSON.stringify({ ok: true, path: c.path })); }
+    catch (e) { console.log(JSON.stringify({ ok: false, name: e.name, message: e.message, attempts: e.attempts })); }`;
+  const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], {
+    cwd: repo, encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env },
+  });
+  expect(r.status, r.stderr).toBe(0);
+  return JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+}
+
+describe('loadMlxC', () => {
+  it('resolves every function of the spec in the built library', () => {
+    const c = loadMlxC();
+    expect(c.missing).toEqual([]);
+    expect(functionCount).toBe(prototypes.length);
+    expect(functionCount).toBeGreaterThanOrEqual(300);
+    for (const p of prototypes) {
+      const name = /(\w+)\(/.exec(p)![1];
+      expect(typeof (c.fn as unknown as Record<string, unknown>)[name], name).toBe('function');
+    }
+  });
+
+  it('loads once and returns the same object', () => {
+    expect(loadMlxC()).toBe(loadMlxC());
+  });
+
+  it("prefers this repository's build when MLX_C_LIBRARY is unset", () => {
+    if (process.env.MLX_C_LIBRARY) return; // a deliberate override in the environment
+    expect(existsSync(repoLibraryPath)).toBe(true);
+    expect(loadMlxC().path).toBe(repoLibraryPath);
+    expect(libraryCandidates()[0].path).toBe(repoLibraryPath);
+  });
+
+  it('lists MLX_C_LIBRARY first when set', () => {
+    const saved = process.env.MLX_C_LIBRARY;
+    process.env.MLX_C_LIBRARY = '/somewhere/libmlxc.so';
+    try {
+      expect(libraryCandidates()[0]).toEqual({ path: '/somewhere/libmlxc.so', why: 'MLX_C_LIBRARY' });
+      expect(libraryCandidates()[1].path).toBe(repoLibraryPath);
+    } finally {
+      if (saved === undefined) delete process.env.MLX_C_LIBRARY;
+      else process.env.MLX_C_LIBRARY = saved;
+    }
+  });
+
+  it('fails with the list of what was tried when MLX_C_LIBRARY names a missing file', () => {
+    const r = loadInChild({ MLX_C_LIBRARY: '/nonexistent/dir/libmlxc.so' });
+    expect(r.ok).toBe(false);
+    expect(r.name).toBe('MlxLibraryNotFoundError');
+    expect(r.message).toContain('Tried:');
+    expect(r.message).toContain('/nonexistent/dir/libmlxc.so (MLX_C_LIBRARY): no such file');
+    expect(r.message).toContain('MLX_C_LIBRARY');
+    expect(r.attempts).toEqual([{ path: '/nonexistent/dir/libmlxc.so', why: 'MLX_C_LIBRARY', error: 'no such file' }]);
+  });
+
+  it('fails with the loader message when MLX_C_LIBRARY names a file that is not a library', () => {
+    const notALibrary = fileURLToPath(new URL('./index.ts', import.meta.url));
+    const r = loadInChild({ MLX_C_LIBRARY: notALibrary });
+    expect(r.ok).toBe(false);
+    expect(r.name).toBe('MlxLibraryNotFoundError');
+    expect(r.attempts).toHaveLength(1);
+    expect(r.attempts[0].path).toBe(notALibrary);
+    expect(r.attempts[0].error.length).toBeGreaterThan(0);
+    expect(r.message).toContain(`${notALibrary} (MLX_C_LIBRARY)`);
+  });
+
+  it('loads from MLX_C_LIBRARY when it names a real library', () => {
+    const r = loadInChild({ MLX_C_LIBRARY: repoLibraryPath });
+    expect(r).toEqual({ ok: true, path: repoLibraryPath });
+  });
+});
