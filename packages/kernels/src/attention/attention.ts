@@ -1,0 +1,46 @@
+// scaledDotProductAttention: the public forward, registered with its own pullback as MLX's custom
+// VJP, so that vjp / valueAndGrad of any function that calls it run attentionVjp's strategies.
+import { zerosLike, type Array } from '@mlx/core';
+import { defineCustomVjp } from '../custom-vjp.js';
+import {
+  attentionConfig, DEFAULT_WORKSPACE_BYTES, type AttentionConfig, type AttentionImplementation, type AttentionOptions,
+  type AttentionVjpStrategy,
+} from './config.js';
+import { attentionComposite, attentionFused, fusedSupports } from './forward.js';
+import { attentionVjpResolved } from './vjp.js';
+
+interface AttentionOpConfig extends AttentionConfig {
+  implementation: AttentionImplementation;
+  strategy: AttentionVjpStrategy;
+  workspaceBytes: number;
+}
+
+function forward(q: Array, k: Array, v: Array, mask: Array | null, c: AttentionOpConfig): Array {
+  const fused = c.implementation === 'fused' || (c.implementation === 'auto' && fusedSupports(c));
+  return fused ? attentionFused(q, k, v, mask, c) : attentionComposite(q, k, v, mask, c);
+}
+
+const attentionOp = defineCustomVjp<AttentionOpConfig>(
+  ([q, k, v, mask], c) => [forward(q, k, v, mask ?? null, c)],
+  ([q, k, v, mask], [gradOut], [out], c) => {
+    const { dq, dk, dv } = attentionVjpResolved({ q, k, v, out, gradOut, mask }, c, { strategy: c.strategy, workspaceBytes: c.workspaceBytes });
+    return mask ? [dq, dk, dv, zerosLike(mask)] : [dq, dk, dv];
+  },
+);
+
+/**
+ * Attention over q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv] → [b, hq, sq, dv], with
+ * grouped-query heads (hq a multiple of hk), scale, causal masking, boolean or additive masks
+ * (shorter than sk: padded with −∞), softcap; rows with no visible key give zeros. See
+ * AttentionOptions. Differentiable: its VJP is attentionVjp (strategy from options.vjp).
+ */
+export function scaledDotProductAttention(q: Array, k: Array, v: Array, options: AttentionOptions = {}): Array {
+  const config: AttentionOpConfig = {
+    ...attentionConfig(options),
+    implementation: options.implementation ?? 'auto',
+    strategy: options.vjp?.strategy ?? 'auto',
+    workspaceBytes: options.vjp?.workspaceBytes ?? DEFAULT_WORKSPACE_BYTES,
+  };
+  const mask = options.mask ?? null;
+  return attentionOp(mask ? [q, k, v, mask] : [q, k, v], config)[0];
+}

@@ -1,0 +1,73 @@
+// Pieces shared by the dense and tiled pullbacks: recomputing a block of probabilities from the
+// row logsumexp, and the score-gradient step dS = P ∘ (dP − rowsum(O ∘ dO)) (∘ tanh′ with softcap).
+import {
+  exp, isneginf, matmul, multiply, scalar, slice, square, subtract, swapaxes, where, type Array,
+} from '@mlx/core';
+import { cappedScores } from './forward.js';
+import { maskScores, type BlockMasks } from './mask.js';
+
+/**
+ * The logsumexp of each row made safe for exp(S − lse): rows with no visible key (lse = −∞) get
+ * +∞, so every probability in them is exp(−∞) = 0 instead of exp(−∞ + ∞) = NaN.
+ */
+export function safeLogsumexp(lse: Array): Array {
+  using inf = scalar(Infinity, lse.dtype);
+  using empty = isneginf(lse);
+  return where(empty, inf, lse);
+}
+
+/** Rows [r0, r1) of axis 3 (the sequence axis of the grouped layout). */
+export function rows5(x: Array, r0: number, r1: number): Array {
+  const s = x.shape;
+  if (r0 === 0 && r1 === s[3]) return slice(x, [0, 0, 0, 0, 0], s, [1, 1, 1, 1, 1]);
+  return slice(x, [0, 0, 0, r0, 0], [s[0], s[1], s[2], r1, s[4]], [1, 1, 1, 1, 1]);
+}
+
+/** Rows [r0, r1) of axis 2 of a [b, h, s, d] array. */
+export function rows4(x: Array, r0: number, r1: number): Array {
+  const s = x.shape;
+  return slice(x, [0, 0, r0, 0], [s[0], s[1], r1, s[3]], [1, 1, 1, 1]);
+}
+
+export interface ScoreBlock {
+  /** Masked (softcapped) scores [b, hk, g, bq, bk]. */
+  scores: Array;
+  /** tanh(raw / softcap), kept for the softcap derivative; null without softcap. */
+  tanh: Array | null;
+}
+
+/**
+ * Masked scores of scaled query rows `qs` (rows [q0, q1)) against key rows [k0, k1) given as kT
+ * ([b, hk, 1, d, bk]); null when the whole block is masked out.
+ */
+export function scoreBlock(
+  qs: Array, kT: Array, softcap: number, masks: BlockMasks, q0: number, q1: number, k0: number, k1: number,
+): ScoreBlock | null {
+  const { scores, tanh } = cappedScores(qs, kT, softcap);
+  const masked = maskScores(scores, masks, q0, q1, k0, k1);
+  if (masked === null) {
+    tanh?.dispose();
+    return null;
+  }
+  return { scores: masked, tanh };
+}
+
+/** P = exp(S − lse) for a block, given the safe logsumexp of its rows. */
+export function blockProbabilities(block: ScoreBlock, lseSafe: Array): Array {
+  using shifted = subtract(block.scores, lseSafe);
+  return exp(shifted);
+}
+
+/** dS for a block: P ∘ (dP − delta), times tanh′ = 1 − tanh² under softcap. */
+export function scoreGradient(p: Array, doRows: Array, vT: Array, delta: Array, tanh: Array | null): Array {
+  using dp = matmul(doRows, vT);
+  using centred = subtract(dp, delta);
+  const ds = multiply(p, centred);
+  if (tanh === null) return ds;
+  using t2 = square(tanh);
+  using slope = subtract(1, t2);
+  using owned = ds;
+  return multiply(owned, slope);
+}
+
+export const transposeLast = (x: Array): Array => swapaxes(x, -1, -2);
