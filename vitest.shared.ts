@@ -20,5 +20,7 @@ export const sharedConfig = defineConfig({
     // koffi and MLX are process-global; one fork per file keeps native state isolated.
     pool: 'forks',
     fileParallelism: false,
+    // The JSON report feeds tools/test-summary.mjs, which prints the closing totals line.
+    reporters: ['default', ['json', { outputFile: 'reports/vitest.json' }]],
   },
 });
