@@ -130,6 +130,8 @@ export class Array {
   item(): number | bigint | boolean {
     if (this.size !== 1) throw new RangeError(`item() needs an array of one element, this one has shape [${this.shape.join(', ')}]`);
     const d = this.dtype;
+    // JS has no complex number; silently returning the real part would lose data.
+    if (d === 'complex64') throw new TypeError('item() of a complex64 array: read [re, im] with toTypedArray() or toList()');
     const v = this.toTypedArray()[0];
     if (d === 'bool') return v !== 0;
     if (d === 'float16') return float16BitsToNumber(v as number);
@@ -137,11 +139,12 @@ export class Array {
     return v;
   }
 
-  /** The data as nested JS arrays (numbers; bigint for 64-bit integers; booleans for bool). */
+  /** The data as nested JS arrays (numbers; bigint for 64-bit integers; booleans for bool; [re, im] for complex64). */
   toList(): NestedData {
     const d = this.dtype;
     const flat = this.toTypedArray();
-    const conv = (i: number): number | bigint | boolean => {
+    const conv = (i: number): NestedData => {
+      if (d === 'complex64') return [flat[2 * i] as number, flat[2 * i + 1] as number];
       const v = flat[i];
       if (d === 'bool') return v !== 0;
       if (d === 'float16') return float16BitsToNumber(v as number);
