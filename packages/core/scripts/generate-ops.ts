@@ -31,7 +31,9 @@ for (const [group, list] of Object.entries(spec)) {
     const sig: string[] = [];
     const pre: string[] = [];
     const args: string[] = [];
-    const arrayParams = ins.filter((p) => bare(p.type) === 'mlx_array').map((p) => jsName(p.name));
+    // A random key (uint32) is not a value operand: it must not decide the dtype of JS scalars
+    // beside it (randint(-3, 4, key) would wrap -3 to a uint32).
+    const arrayParams = ins.filter((p) => bare(p.type) === 'mlx_array' && p.name !== 'key').map((p) => jsName(p.name));
     const refArray = arrayParams.length > 1 ? '_ref' : '';
     if (refArray) pre.push(`const _ref = firstArray(${arrayParams.join(', ')});`);
     let hasStream = false;

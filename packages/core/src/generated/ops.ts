@@ -3620,9 +3620,8 @@ export function linalgTriInv(a: ArrayLike, upper: boolean, opts?: OpOptions): Ar
 export function randomBernoulli(p: ArrayLike, shape: readonly number[], key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(p, key);
-    const _p = t.arg(p, _ref);
-    const _key = key == null ? null : t.arg(key, _ref);
+    const _p = t.arg(p);
+    const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
     t.check(fn.mlx_random_bernoulli(res, _p.handle, Int32Array.from(shape), shape.length, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_bernoulli');
     return Array.fromHandle(res);
@@ -3648,9 +3647,8 @@ export function randomBits(shape: readonly number[], width: number, key?: ArrayL
 export function randomCategoricalShape(logits: ArrayLike, axis: number, shape: readonly number[], key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(logits, key);
-    const _logits = t.arg(logits, _ref);
-    const _key = key == null ? null : t.arg(key, _ref);
+    const _logits = t.arg(logits);
+    const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
     t.check(fn.mlx_random_categorical_shape(res, _logits.handle, axis, Int32Array.from(shape), shape.length, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_categorical_shape');
     return Array.fromHandle(res);
@@ -3663,9 +3661,8 @@ export function randomCategoricalShape(logits: ArrayLike, axis: number, shape: r
 export function randomCategoricalNumSamples(logits_: ArrayLike, axis: number, numSamples: number, key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(logits_, key);
-    const _logits_ = t.arg(logits_, _ref);
-    const _key = key == null ? null : t.arg(key, _ref);
+    const _logits_ = t.arg(logits_);
+    const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
     t.check(fn.mlx_random_categorical_num_samples(res, _logits_.handle, axis, numSamples, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_categorical_num_samples');
     return Array.fromHandle(res);
@@ -3678,9 +3675,8 @@ export function randomCategoricalNumSamples(logits_: ArrayLike, axis: number, nu
 export function randomCategorical(logits: ArrayLike, axis: number, key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(logits, key);
-    const _logits = t.arg(logits, _ref);
-    const _key = key == null ? null : t.arg(key, _ref);
+    const _logits = t.arg(logits);
+    const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
     t.check(fn.mlx_random_categorical(res, _logits.handle, axis, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_categorical');
     return Array.fromHandle(res);
@@ -3731,7 +3727,7 @@ export function randomLaplace(shape: readonly number[], dtype: Dtype, loc: numbe
 export function randomMultivariateNormal(mean: ArrayLike, cov: ArrayLike, shape: readonly number[], dtype: Dtype, key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(mean, cov, key);
+    const _ref = firstArray(mean, cov);
     const _mean = t.arg(mean, _ref);
     const _cov = t.arg(cov, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
@@ -3747,7 +3743,7 @@ export function randomMultivariateNormal(mean: ArrayLike, cov: ArrayLike, shape:
 export function randomNormalBroadcast(shape: readonly number[], dtype: Dtype, loc?: ArrayLike | null, scale?: ArrayLike | null, key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(loc, scale, key);
+    const _ref = firstArray(loc, scale);
     const _loc = loc == null ? null : t.arg(loc, _ref);
     const _scale = scale == null ? null : t.arg(scale, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
@@ -3776,9 +3772,8 @@ export function randomNormal(shape: readonly number[], dtype: Dtype, loc: number
 export function randomPermutation(x: ArrayLike, axis: number, key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(x, key);
-    const _x = t.arg(x, _ref);
-    const _key = key == null ? null : t.arg(key, _ref);
+    const _x = t.arg(x);
+    const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
     t.check(fn.mlx_random_permutation(res, _x.handle, axis, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_permutation');
     return Array.fromHandle(res);
@@ -3804,7 +3799,7 @@ export function randomPermutationArange(x: number, key?: ArrayLike | null, opts?
 export function randomRandint(low: ArrayLike, high: ArrayLike, shape: readonly number[], dtype: Dtype, key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(low, high, key);
+    const _ref = firstArray(low, high);
     const _low = t.arg(low, _ref);
     const _high = t.arg(high, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
@@ -3856,7 +3851,7 @@ export function randomSplit(key: ArrayLike, opts?: OpOptions): [Array, Array] {
 export function randomTruncatedNormal(lower: ArrayLike, upper: ArrayLike, shape: readonly number[], dtype: Dtype, key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(lower, upper, key);
+    const _ref = firstArray(lower, upper);
     const _lower = t.arg(lower, _ref);
     const _upper = t.arg(upper, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
@@ -3872,7 +3867,7 @@ export function randomTruncatedNormal(lower: ArrayLike, upper: ArrayLike, shape:
 export function randomUniform(low: ArrayLike, high: ArrayLike, shape: readonly number[], dtype: Dtype, key?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(low, high, key);
+    const _ref = firstArray(low, high);
     const _low = t.arg(low, _ref);
     const _high = t.arg(high, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
