@@ -16,3 +16,16 @@ export {
 } from './attention/config.js';
 export { broadcastAdjoint, broadcastAxes } from './broadcast.js';
 export { disposeCustomVjpCache, customVjpCacheSize } from './custom-vjp.js';
+export {
+  layerNorm, layerNormVjp, layerNormComposite, rmsNorm, rmsNormVjp, rmsNormComposite,
+  type NormOptions, type LayerNormGradients, type RmsNormGradients,
+} from './norms.js';
+export {
+  gelu, geluVjp, geluComposite, silu, siluVjp, siluComposite, swiglu, swigluVjp, swigluComposite, type GeluApproximation,
+} from './activations.js';
+export {
+  rotaryEmbedding, rotaryEmbeddingVjp, rotaryEmbeddingComposite, rotaryCache, type RotaryEmbeddingOptions,
+} from './rope.js';
+export {
+  softmaxCrossEntropy, softmaxCrossEntropyVjp, softmaxCrossEntropyComposite, type SoftmaxCrossEntropyOptions, type LossReduction,
+} from './losses.js';

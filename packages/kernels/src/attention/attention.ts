@@ -16,7 +16,7 @@ interface AttentionOpConfig extends AttentionConfig {
 }
 
 function forward(q: Array, k: Array, v: Array, mask: Array | null, c: AttentionOpConfig): Array {
-  const fused = c.implementation === 'fused' || (c.implementation === 'auto' && fusedSupports(c));
+  const fused = c.implementation === 'fused' || (c.implementation === 'auto' && fusedSupports(c, q.dtype));
   return fused ? attentionFused(q, k, v, mask, c) : attentionComposite(q, k, v, mask, c);
 }
 

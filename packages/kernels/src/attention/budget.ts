@@ -13,9 +13,9 @@ export interface AttentionBlockSizes {
 }
 
 /** Score-sized buffers alive at once in the dense pullback (S, P, dP, dS and their temporaries). */
-const DENSE_SCORE_BUFFERS = 5;
+const DENSE_SCORE_BUFFERS = 4;
 /** Score-sized buffers alive at once in one block step of the tiled pullback. */
-const TILED_SCORE_BUFFERS = 5;
+const TILED_SCORE_BUFFERS = 3;
 /** Extra buffers when softcap keeps tanh(scores) for its derivative. */
 const SOFTCAP_SCORE_BUFFERS = 2;
 

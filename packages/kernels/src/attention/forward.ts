@@ -2,9 +2,10 @@
 // plain ops in the grouped layout. They agree within float32 rounding; the fused op is used where
 // MLX's semantics match ours, and its empty rows are zeroed (MLX gives the mean of V, or NaN).
 import {
-  any, expandDims, fast, greater, logicalAnd, matmul, max, multiply, reshape, scalar, scope, softmax, swapaxes,
-  tanh, where, zeros, type Array,
+  any, expandDims, fast, greater, logicalAnd, matmul, max, multiply, reshape, scalar, scope, swapaxes,
+  tanh, where, zeros, type Array, type Dtype,
 } from '@mlx/core';
+import { softmax } from '../accurate-math.js';
 import {
   attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape,
 } from './config.js';
@@ -48,23 +49,26 @@ export function attentionComposite(q: Array, k: Array, v: Array, mask: Array | n
       // Softmax of an all −∞ row is NaN; give such rows finite scores, then zero their weights.
       const valid = greater(max(masked, -1, { keepdims: true }), negativeInfinity(shape.dtype));
       const zero = scalar(0, shape.dtype);
-      p = where(valid, softmax(where(valid, masked, zero), -1, { precise: true }), zero);
+      p = where(valid, softmax(where(valid, masked, zero), -1), zero);
     } else {
-      p = softmax(masked, -1, { precise: true });
+      p = softmax(masked, -1);
     }
     const o5 = matmul(p, groupedKv(v));
     return reshape(o5, [shape.batch, shape.queryHeads, shape.querySeq, shape.valueDim]);
   });
 }
 
-/** Whether MLX's fused op computes this configuration (it has no softcap). */
-export function fusedSupports(config: AttentionConfig): boolean {
-  return config.softcap <= 0;
+/**
+ * Whether MLX's fused op computes this configuration: it has no softcap, and in float64 its CPU
+ * softmax is only float32-accurate (see accurate-math.ts), so float64 takes the composite.
+ */
+export function fusedSupports(config: AttentionConfig, dtype?: Dtype): boolean {
+  return config.softcap <= 0 && dtype !== 'float64';
 }
 
 /** The forward through MLX's fast.scaledDotProductAttention. */
 export function attentionFused(q: Array, k: Array, v: Array, mask: Array | null, config: AttentionConfig): Array {
-  if (!fusedSupports(config)) throw new RangeError('MLX fast.scaledDotProductAttention has no softcap; use the composite implementation');
+  if (config.softcap > 0) throw new RangeError('MLX fast.scaledDotProductAttention has no softcap; use the composite implementation');
   const shape = attentionShape(q, k, v);
   if (shape.keySeq === 0 || shape.querySeq === 0) return emptyOutput(shape);
   const scale = resolvedScale(config, shape);

@@ -1,8 +1,9 @@
 // Pieces shared by the dense and tiled pullbacks: recomputing a block of probabilities from the
 // row logsumexp, and the score-gradient step dS = P ∘ (dP − rowsum(O ∘ dO)) (∘ tanh′ with softcap).
 import {
-  exp, isneginf, matmul, multiply, scalar, slice, square, subtract, swapaxes, where, type Array,
+  isneginf, matmul, multiply, scalar, slice, square, subtract, swapaxes, where, type Array,
 } from '@mlx/core';
+import { exp } from '../accurate-math.js';
 import { cappedScores } from './forward.js';
 import { maskScores, type BlockMasks } from './mask.js';
 

@@ -1,6 +1,7 @@
 // The dense pullback: the [b, hq, sq, sk] probabilities are materialised once (recomputed from q
 // and k), and every gradient is one batched matmul against them.
-import { logsumexp, matmul, multiply, reshape, scope, sum, zeros, type Array } from '@mlx/core';
+import { matmul, multiply, reshape, scope, sum, zeros, type Array } from '@mlx/core';
+import { logsumexp } from '../accurate-math.js';
 import { attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape } from './config.js';
 import { groupedKv, groupedQuery } from './forward.js';
 import { groupedMask } from './mask.js';

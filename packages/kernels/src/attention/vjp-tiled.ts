@@ -5,8 +5,9 @@
 // and the JS handles of a step's intermediates are released before it is evaluated, so MLX frees
 // each buffer as soon as its last consumer has run.
 import {
-  add, concatenate, evaluate, logaddexp, logsumexp, matmul, multiply, reshape, scope, sum, zeros, type Array,
+  add, concatenate, evaluate, matmul, multiply, reshape, scope, sum, zeros, type Array,
 } from '@mlx/core';
+import { logaddexp, logsumexp } from '../accurate-math.js';
 import { attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape } from './config.js';
 import type { AttentionBlockSizes } from './budget.js';
 import { groupedKv, groupedQuery } from './forward.js';
