@@ -1,0 +1,23 @@
+// The checked-in list of node-suite cases that pass through the mlx backend: a listed case that
+// stops passing fails the build, so the list only grows (regenerate it with the conformance script's
+// --write-passing after making more cases pass).
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCase } from './runner.js';
+
+const suite = new URL('../../../../../shared/onnx-node-tests/v1.22.0', import.meta.url).pathname;
+const listed = readFileSync(new URL('./passing.txt', import.meta.url), 'utf8')
+  .split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+
+describe.skipIf(!existsSync(suite))('ONNX node suite: listed cases keep passing', () => {
+  it('the list is not empty', () => {
+    expect(listed.length).toBeGreaterThan(0);
+  });
+  for (const name of listed) {
+    it(name, async () => {
+      const r = await runCase(join(suite, name), 'mlx');
+      expect(r.status === 'pass' ? 'pass' : `${r.status}: ${r.detail}`).toBe('pass');
+    });
+  }
+});

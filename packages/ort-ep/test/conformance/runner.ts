@@ -1,0 +1,105 @@
+// One conformance case through one engine: 'mlx' (this package, through onnxruntime-common's
+// InferenceSession, or through MlxSession for element types Tensor cannot hold) or 'ort'
+// (onnxruntime-node's CPU provider, the side-by-side reference).
+import { createRequire } from 'node:module';
+import { basename } from 'node:path';
+import { readTestCase, decodeModel, OnnxDataType, type HostTensor } from '../../src/onnx/index.js';
+import { MlxSession } from '../../src/executor/session.js';
+import { UnsupportedOperatorError } from '../../src/executor/errors.js';
+import { hostToTensor, tensorToHost } from '../../src/backend.js';
+import '../../src/index.js';
+import { compareTensor, type Tolerance } from './compare.js';
+
+const require = createRequire(import.meta.url);
+type Ort = typeof import('onnxruntime-node');
+let ortNode: Ort | undefined;
+const ort = (): Ort => (ortNode ??= require('onnxruntime-node') as Ort);
+
+export type Engine = 'mlx' | 'ort';
+export type Status = 'pass' | 'fail' | 'unsupported' | 'error';
+
+export interface CaseResult {
+  name: string;
+  status: Status;
+  detail?: string;
+  /** Fed through MlxSession because onnxruntime-common's Tensor cannot hold an element type. */
+  lowLevel?: boolean;
+  ms: number;
+}
+
+/** Element types onnxruntime-common's Tensor has no type for. */
+const tensorless = new Set<number>([
+  OnnxDataType.BFLOAT16, OnnxDataType.FLOAT8E4M3FN, OnnxDataType.FLOAT8E4M3FNUZ, OnnxDataType.FLOAT8E5M2,
+  OnnxDataType.FLOAT8E5M2FNUZ, OnnxDataType.FLOAT4E2M1, OnnxDataType.COMPLEX64, OnnxDataType.COMPLEX128,
+]);
+
+export function toleranceFor(name: string): Tolerance {
+  if (/_(dft|stft)/.test(name)) return { rtol: 1e-3, atol: 1e-4 };
+  return { rtol: 1e-3, atol: 1e-5 };
+}
+
+type Tagged = HostTensor | { kind: string };
+const isTensor = (v: unknown): v is HostTensor => !!v && typeof v === 'object' && 'dims' in v && 'dtype' in v;
+
+export async function runCase(dir: string, engine: Engine): Promise<CaseResult> {
+  const name = basename(dir);
+  const t0 = performance.now();
+  const done = (status: Status, detail?: string, lowLevel?: boolean): CaseResult => ({ name, status, detail, lowLevel, ms: Math.round(performance.now() - t0) });
+  let tc: ReturnType<typeof readTestCase>;
+  try {
+    tc = readTestCase(dir);
+  } catch (e) {
+    return done('error', `cannot read case: ${(e as Error).message}`);
+  }
+  const model = decodeModel(tc.modelBytes, {});
+  const inputs = model.graph.inputs.filter((i) => !model.graph.initializers.has(i.name)).map((i) => i.name);
+  const outputs = model.graph.outputs.map((o) => o.name);
+  const values = tc.datasets.flatMap((d) => [...d.inputs, ...d.outputs]) as Tagged[];
+  if (values.some((v) => !isTensor(v))) return done('unsupported', 'sequence/optional test data');
+  const lowLevel = (values as HostTensor[]).some((v) => tensorless.has(v.dtype));
+  const tol = toleranceFor(name);
+  try {
+    for (const ds of tc.datasets) {
+      const feeds: Record<string, HostTensor> = {};
+      (ds.inputs as HostTensor[]).forEach((t, i) => (feeds[inputs[i]] = t));
+      let got: Record<string, HostTensor>;
+      if (engine === 'ort') {
+        if (lowLevel) return done('unsupported', 'onnxruntime-common Tensor cannot hold this element type', true);
+        const o = ort();
+        const s = await o.InferenceSession.create(tc.modelBytes);
+        const f: Record<string, import('onnxruntime-node').Tensor> = {};
+        for (const [k, v] of Object.entries(feeds)) f[k] = hostToTensor(o as never, v) as never;
+        const r = await s.run(f);
+        got = {};
+        for (const [k, v] of Object.entries(r)) got[k] = tensorToHost(k, v as never);
+        await s.release();
+      } else if (lowLevel) {
+        const s = MlxSession.createSync(tc.modelBytes, {});
+        got = s.runSync(feeds) as Record<string, HostTensor>;
+        s.release();
+      } else {
+        const o = ort();
+        const s = await o.InferenceSession.create(tc.modelBytes, { executionProviders: ['mlx'] });
+        const f: Record<string, import('onnxruntime-node').Tensor> = {};
+        for (const [k, v] of Object.entries(feeds)) f[k] = hostToTensor(o as never, v) as never;
+        const r = await s.run(f);
+        got = {};
+        for (const [k, v] of Object.entries(r)) got[k] = tensorToHost(k, v as never);
+        await s.release();
+      }
+      for (let i = 0; i < (ds.outputs as HostTensor[]).length; i++) {
+        const want = (ds.outputs as HostTensor[])[i];
+        const have = got[outputs[i]];
+        if (!have) return done('fail', `output '${outputs[i]}' missing`, lowLevel);
+        const c = compareTensor(have, want, tol);
+        if (!c.ok) return done('fail', `output '${outputs[i]}': ${c.why}`, lowLevel);
+      }
+    }
+  } catch (e) {
+    if (e instanceof UnsupportedOperatorError || /UnsupportedOperator|does not support/.test((e as Error).message)) {
+      return done('unsupported', (e as Error).message.split('\n').slice(1).join(' ').trim() || (e as Error).message, lowLevel);
+    }
+    return done(engine === 'ort' ? 'fail' : 'error', (e as Error).message.split('\n')[0].slice(0, 400), lowLevel);
+  }
+  return done('pass', undefined, lowLevel);
+}

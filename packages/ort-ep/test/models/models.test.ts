@@ -1,0 +1,42 @@
+// Every model in ../shared/models matches onnxruntime's reference outputs (both data sets) within
+// the tolerances of its meta.json, through the onnxruntime-common API with the 'mlx' provider.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { readTestCase, type HostTensor } from '../../src/onnx/index.js';
+import { hostToTensor, tensorToHost } from '../../src/backend.js';
+import '../../src/index.js';
+import { compareTensor } from '../conformance/compare.js';
+
+const require = createRequire(import.meta.url);
+const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
+const modelsDir = new URL('../../../../../shared/models', import.meta.url).pathname;
+const models = existsSync(modelsDir) ? readdirSync(modelsDir).filter((m) => existsSync(join(modelsDir, m, 'model.onnx'))) : [];
+
+describe.skipIf(!models.length)('shared models through the mlx provider', () => {
+  for (const name of models) {
+    it(name, async () => {
+      const dir = join(modelsDir, name);
+      const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as { rtol?: number; atol?: number; tolerance?: { rtol: number; atol: number } };
+      const tol = { rtol: meta.rtol ?? meta.tolerance?.rtol ?? 1e-3, atol: meta.atol ?? meta.tolerance?.atol ?? 1e-4 };
+      const tc = readTestCase(dir);
+      const session = await ort.InferenceSession.create(join(dir, 'model.onnx'), { executionProviders: ['mlx'] });
+      try {
+        expect(tc.datasets.length).toBeGreaterThanOrEqual(2);
+        for (const ds of tc.datasets) {
+          const feeds: Record<string, import('onnxruntime-node').Tensor> = {};
+          (ds.inputs as HostTensor[]).forEach((t, i) => (feeds[session.inputNames[i]] = hostToTensor(ort as never, t) as never));
+          const out = await session.run(feeds);
+          (ds.outputs as HostTensor[]).forEach((want, i) => {
+            const name = session.outputNames[i];
+            const c = compareTensor(tensorToHost(name, out[name]), want, tol);
+            expect(c.ok ? 'ok' : `${name}: ${c.why}`).toBe('ok');
+          });
+        }
+      } finally {
+        await session.release();
+      }
+    }, 120_000);
+  }
+});
