@@ -1,0 +1,44 @@
+// ONNX element types <-> MLX dtypes, and host tensors <-> MLX arrays.
+import * as mx from '@mlx/core';
+import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+
+const toMx = new Map<number, mx.Dtype>([
+  [OnnxDataType.FLOAT, 'float32'], [OnnxDataType.UINT8, 'uint8'], [OnnxDataType.INT8, 'int8'],
+  [OnnxDataType.UINT16, 'uint16'], [OnnxDataType.INT16, 'int16'], [OnnxDataType.INT32, 'int32'],
+  [OnnxDataType.INT64, 'int64'], [OnnxDataType.BOOL, 'bool'], [OnnxDataType.FLOAT16, 'float16'],
+  [OnnxDataType.DOUBLE, 'float64'], [OnnxDataType.UINT32, 'uint32'], [OnnxDataType.UINT64, 'uint64'],
+  [OnnxDataType.BFLOAT16, 'bfloat16'], [OnnxDataType.COMPLEX64, 'complex64'],
+  // 4-bit integers are held unpacked, one value per byte.
+  [OnnxDataType.INT4, 'int8'], [OnnxDataType.UINT4, 'uint8'],
+]);
+const fromMx = new Map<mx.Dtype, number>([
+  ['float32', OnnxDataType.FLOAT], ['uint8', OnnxDataType.UINT8], ['int8', OnnxDataType.INT8],
+  ['uint16', OnnxDataType.UINT16], ['int16', OnnxDataType.INT16], ['int32', OnnxDataType.INT32],
+  ['int64', OnnxDataType.INT64], ['bool', OnnxDataType.BOOL], ['float16', OnnxDataType.FLOAT16],
+  ['float64', OnnxDataType.DOUBLE], ['uint32', OnnxDataType.UINT32], ['uint64', OnnxDataType.UINT64],
+  ['bfloat16', OnnxDataType.BFLOAT16], ['complex64', OnnxDataType.COMPLEX64],
+]);
+
+/** The MLX dtype holding an ONNX element type, or undefined (strings, float8, complex128). */
+export function mxDtypeOf(t: number): mx.Dtype | undefined {
+  return toMx.get(t);
+}
+
+export function onnxTypeOf(d: mx.Dtype): number {
+  const t = fromMx.get(d);
+  if (t === undefined) throw new Error(`no ONNX element type for MLX dtype ${d}`);
+  return t;
+}
+
+/** Uploads a host tensor. Throws for element types MLX cannot hold. */
+export function upload(t: HostTensor): mx.Array {
+  const d = mxDtypeOf(t.dtype);
+  if (!d || !ArrayBuffer.isView(t.data)) throw new Error(`element type ${t.dtype} cannot be held by MLX`);
+  return mx.Array.fromTypedArray(t.data, t.dims, d);
+}
+
+/** Downloads an array (evaluating it), keeping an ONNX element type that MLX widens (int4, uint4). */
+export function download(a: mx.Array, onnxType?: number): HostTensor {
+  const data = a.toTypedArray();
+  return { dtype: onnxType ?? onnxTypeOf(a.dtype), dims: a.shape, data };
+}

@@ -1,0 +1,14 @@
+// @mlx/ort-ep: ONNX models on MLX through onnxruntime's JavaScript API.
+//   import * as ort from 'onnxruntime-node';   // or 'onnxruntime-common'
+//   import '@mlx/ort-ep';                        // registers the 'mlx' backend
+//   const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
+export {
+  registerMlxBackend, createMlxBackend, tensorToHost, hostToTensor, MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY,
+  type MlxExecutionProviderOption,
+} from './backend.js';
+export { MlxSession, type MlxSessionOptions, type TensorMetadata } from './executor/session.js';
+export { OrtMlxError, UnsupportedOperatorError, NodeExecutionError, InvalidFeedError, type UnsupportedNode } from './executor/errors.js';
+export { OpRegistry } from './registry/registry.js';
+export type { OpEntry, OpContext, CheckContext, Value } from './registry/types.js';
+export { defaultRegistry } from './ops/index.js';
+export * from './onnx/index.js';

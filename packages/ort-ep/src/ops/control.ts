@@ -1,0 +1,102 @@
+// Control flow: If, Loop, Scan. Bodies are planned with the graph (planGraph plans every graph
+// attribute) and run through ctx.runSubgraph, which resolves outer-scope names.
+import * as mx from '@mlx/core';
+import { OnnxDataType } from '../onnx/index.js';
+import type { OpContext, OpEntry, Value } from '../registry/types.js';
+import { upload } from '../executor/convert.js';
+import { hostNumbers, normAxis } from './util.js';
+
+const D = 'ai.onnx';
+
+function truthy(ctx: OpContext, i: number): boolean {
+  return hostNumbers(ctx.host(i)).some((v) => v !== 0);
+}
+
+const ifEntry: OpEntry = {
+  domain: D, opType: 'If', since: 1,
+  run: (ctx) => ctx.runSubgraph(ctx.attrs.graph(truthy(ctx, 0) ? 'then_branch' : 'else_branch'), []),
+};
+
+function asArray(v: Value, where: string): mx.Array {
+  if (v.kind === 'device') return v.array;
+  if (v.kind === 'host') return upload(v.tensor);
+  throw new Error(`${where}: a scan output must be a tensor`);
+}
+
+/**
+ * Loop(M, cond, v_initial...) with body(iter, cond, v...) -> (cond, v..., scan_outputs...). The trip
+ * count and the condition are read on the host each iteration (data-dependent control flow).
+ */
+const loopEntry: OpEntry = {
+  domain: D, opType: 'Loop', since: 1,
+  run: (ctx) => {
+    const body = ctx.attrs.graph('body');
+    const maxTrip = ctx.has(0) ? Number(hostNumbers(ctx.host(0))[0]) : Infinity;
+    let cond = ctx.has(1) ? truthy(ctx, 1) : true;
+    let carried: Value[] = [];
+    for (let i = 2; i < ctx.inputCount; i++) carried.push(ctx.value(i));
+    const nScan = body.outputs.length - 1 - carried.length;
+    const scans: Value[][] = Array.from({ length: nScan }, () => []);
+    for (let it = 0; it < maxTrip && cond; it++) {
+      const iter: Value = { kind: 'host', tensor: { dtype: OnnxDataType.INT64, dims: [], data: BigInt64Array.of(BigInt(it)) } };
+      const condV: Value = { kind: 'host', tensor: { dtype: OnnxDataType.BOOL, dims: [], data: Uint8Array.of(1) } };
+      const outs = ctx.runSubgraph(body, [iter, condV, ...carried]);
+      const c = outs[0];
+      cond = c.kind === 'host' ? hostNumbers(c.tensor)[0] !== 0 : c.kind === 'device' ? Number(c.array.item()) !== 0 : true;
+      carried = outs.slice(1, 1 + carried.length);
+      outs.slice(1 + carried.length).forEach((v, k) => scans[k].push(v));
+    }
+    const scanOut = scans.map((vs, k) => {
+      if (!vs.length) {
+        // No iteration: an empty scan output, typed from the body's declaration.
+        const decl = body.outputs[1 + carried.length + k];
+        const et = decl.type.kind === 'tensor' ? decl.type.elemType : OnnxDataType.FLOAT;
+        return { kind: 'host', tensor: { dtype: et, dims: [0], data: new Float32Array(0) } } as Value;
+      }
+      return mx.stack(vs.map((v) => asArray(v, ctx.where)), 0);
+    });
+    return [...carried, ...scanOut];
+  },
+};
+
+/** Scan (opset 9+): iterates over axes of the scan inputs, carrying state. */
+const scanEntry: OpEntry = {
+  domain: D, opType: 'Scan', since: 9,
+  run: (ctx) => {
+    const body = ctx.attrs.graph('body');
+    const nScanIn = ctx.attrs.int('num_scan_inputs');
+    const nState = ctx.inputCount - nScanIn;
+    const nScanOut = body.outputs.length - nState;
+    const inAxes = ctx.attrs.ints('scan_input_axes', new Array(nScanIn).fill(0));
+    const inDirs = ctx.attrs.ints('scan_input_directions', new Array(nScanIn).fill(0));
+    const outAxes = ctx.attrs.ints('scan_output_axes', new Array(nScanOut).fill(0));
+    const outDirs = ctx.attrs.ints('scan_output_directions', new Array(nScanOut).fill(0));
+    let state: Value[] = [];
+    for (let i = 0; i < nState; i++) state.push(ctx.value(i));
+    const scanIns = Array.from({ length: nScanIn }, (_, k) => {
+      const a = ctx.input(nState + k);
+      return { a, axis: normAxis(inAxes[k], a.ndim) };
+    });
+    const steps = scanIns.length ? scanIns[0].a.shape[scanIns[0].axis] : 0;
+    const outs: mx.Array[][] = Array.from({ length: nScanOut }, () => []);
+    for (let t = 0; t < steps; t++) {
+      const slices: Value[] = scanIns.map(({ a, axis }, k) => {
+        const idx = inDirs[k] ? steps - 1 - t : t;
+        const s = mx.take(a, mx.scalar(idx, 'int32'), axis);
+        return { kind: 'device', array: s, onnxType: ctx.elemType(nState + k) };
+      });
+      const r = ctx.runSubgraph(body, [...state, ...slices]);
+      state = r.slice(0, nState);
+      r.slice(nState).forEach((v, k) => outs[k].push(asArray(v, ctx.where)));
+    }
+    const scanOut = outs.map((list, k) => {
+      const ordered = outDirs[k] ? [...list].reverse() : list;
+      const stacked = mx.stack(ordered, 0);
+      const axis = normAxis(outAxes[k], stacked.ndim);
+      return axis === 0 ? stacked : mx.moveaxis(stacked, 0, axis);
+    });
+    return [...state, ...scanOut];
+  },
+};
+
+export const controlOps: OpEntry[] = [ifEntry, loopEntry, scanEntry];

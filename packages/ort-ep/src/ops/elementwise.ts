@@ -1,0 +1,270 @@
+// Elementwise ops: arithmetic, comparisons, logic, unary math, Cast, Where, Clip.
+// Each entry is small: the MLX translation, and a host version for shape math where it matters.
+import * as mx from '@mlx/core';
+import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { OpContext, OpEntry } from '../registry/types.js';
+import { mxDtypeOf } from '../executor/convert.js';
+import { hostElementwise, hostMathTypes, isBig, isIntType } from './host-math.js';
+import { isFloatType, mxType } from './util.js';
+
+const D = 'ai.onnx';
+type Scalar = number | bigint;
+
+function hostArgs(ctx: OpContext): HostTensor[] | undefined {
+  const out: HostTensor[] = [];
+  for (let i = 0; i < ctx.inputCount; i++) {
+    const t = ctx.hostIfKnown(i);
+    if (!t || !hostMathTypes.has(t.dtype)) return undefined;
+    out.push(t);
+  }
+  return out;
+}
+
+/** Binary numeric op: MLX function, host function, and the opsets where it is the same. */
+function binary(opType: string, since: number, dev: (a: mx.Array, b: mx.Array, ctx: OpContext) => mx.Array,
+  host?: (a: Scalar, b: Scalar, type: number) => Scalar, outType?: number): OpEntry {
+  return {
+    domain: D, opType, since,
+    host: host && ((ctx) => {
+      const ins = hostArgs(ctx);
+      if (!ins) return undefined;
+      const t = ins[0].dtype;
+      if (ins[1].dtype !== t) return undefined;
+      const big = isBig(t);
+      return [hostElementwise(ins, outType ?? t, (a, b) => host(big ? BigInt(a) : Number(a), big ? BigInt(b) : Number(b), t))];
+    }),
+    run: (ctx) => {
+      const r = dev(ctx.input(0), ctx.input(1), ctx);
+      return [outType === undefined ? keepType(r, ctx.elemType(0)) : r];
+    },
+  };
+}
+
+/** MLX promotes some results (integer divide to float, ...): ONNX keeps the input's type. */
+function keepType(r: mx.Array, onnxType: number): mx.Array {
+  const want = mxDtypeOf(onnxType);
+  return want && r.dtype !== want ? mx.astype(r, want) : r;
+}
+
+/** ONNX integer division truncates toward zero; MLX's floor_divide floors. */
+function intDivide(a: mx.Array, b: mx.Array): mx.Array {
+  const q = mx.floorDivide(a, b);
+  const r = mx.remainder(a, b);
+  const fix = mx.logicalAnd(mx.notEqual(r, 0), mx.notEqual(mx.less(a, 0), mx.less(b, 0)));
+  return mx.where(fix, mx.add(q, 1), q);
+}
+
+function truncDiv(a: Scalar, b: Scalar): Scalar {
+  if (typeof a === 'bigint') return a / (b as bigint);
+  return Math.trunc(a / (b as number));
+}
+
+function divide(a: mx.Array, b: mx.Array, ctx: OpContext): mx.Array {
+  return isIntType(ctx.elemType(0)) ? intDivide(a, b) : mx.divide(a, b);
+}
+
+function mod(a: mx.Array, b: mx.Array, ctx: OpContext): mx.Array {
+  const fmod = ctx.attrs.int('fmod', 0);
+  if (!fmod) return mx.remainder(a, b);
+  // C fmod: the sign of the dividend.
+  if (isIntType(ctx.elemType(0))) return mx.subtract(a, mx.multiply(b, intDivide(a, b)));
+  const q = mx.divide(a, b);
+  return mx.subtract(a, mx.multiply(b, mx.where(mx.less(q, 0), mx.ceil(q), mx.floor(q))));
+}
+
+function power(a: mx.Array, b: mx.Array): mx.Array {
+  // ONNX Pow: the result has the base's type; integer bases with float exponents compute in float.
+  if (a.dtype !== b.dtype) {
+    const wide = mx.power(mx.astype(a, 'float64' === a.dtype ? 'float64' : 'float32'), mx.astype(b, 'float32'));
+    return mx.astype(wide, a.dtype);
+  }
+  return mx.power(a, b);
+}
+
+const cmp = (opType: string, since: number, dev: (a: mx.Array, b: mx.Array) => mx.Array, host: (a: Scalar, b: Scalar) => boolean): OpEntry =>
+  binary(opType, since, dev, (a, b) => (host(a, b) ? 1 : 0), OnnxDataType.BOOL);
+
+function unary(opType: string, since: number, dev: (a: mx.Array, ctx: OpContext) => mx.Array, opts: { host?: (a: Scalar) => Scalar; floatOnly?: boolean } = {}): OpEntry {
+  return {
+    domain: D, opType, since,
+    host: opts.host && ((ctx) => {
+      const ins = hostArgs(ctx);
+      if (!ins) return undefined;
+      return [hostElementwise(ins, ins[0].dtype, (a) => opts.host!(a))];
+    }),
+    run: (ctx) => [keepType(dev(ctx.input(0), ctx), ctx.elemType(0))],
+  };
+}
+
+function variadic(opType: string, since: number, f: (a: mx.Array, b: mx.Array) => mx.Array, host?: (a: Scalar, b: Scalar) => Scalar, finish?: (acc: mx.Array, n: number) => mx.Array): OpEntry {
+  return {
+    domain: D, opType, since,
+    host: host && ((ctx) => {
+      const ins = hostArgs(ctx);
+      if (!ins || finish) return undefined;
+      return [ins.slice(1).reduce((acc, t) => hostElementwise([acc, t], acc.dtype, (a, b) => host(a, b)), ins[0])];
+    }),
+    run: (ctx) => {
+      let acc = ctx.input(0);
+      for (let i = 1; i < ctx.inputCount; i++) acc = f(acc, ctx.input(i));
+      if (ctx.inputCount === 1) acc = mx.add(acc, mx.zerosLike(acc)); // a copy with the same broadcasting rules
+      return [keepType(finish ? finish(acc, ctx.inputCount) : acc, ctx.elemType(0))];
+    },
+  };
+}
+
+const max = (a: Scalar, b: Scalar) => (a > b ? a : b);
+const min = (a: Scalar, b: Scalar) => (a < b ? a : b);
+const num = (f: (x: number) => number) => (a: Scalar) => (typeof a === 'bigint' ? BigInt(f(Number(a))) : f(a));
+
+// ---------------------------------------------------------------------------------------------
+// Cast
+
+const castable = new Set<number>([
+  OnnxDataType.FLOAT, OnnxDataType.UINT8, OnnxDataType.INT8, OnnxDataType.UINT16, OnnxDataType.INT16,
+  OnnxDataType.INT32, OnnxDataType.INT64, OnnxDataType.BOOL, OnnxDataType.FLOAT16, OnnxDataType.DOUBLE,
+  OnnxDataType.UINT32, OnnxDataType.UINT64, OnnxDataType.BFLOAT16,
+]);
+
+function hostCast(t: HostTensor, to: number): HostTensor | undefined {
+  if (!hostMathTypes.has(t.dtype) || !hostMathTypes.has(to)) return undefined;
+  const fromFloat = isFloatType(t.dtype);
+  return hostElementwise([t], to, (a) => {
+    if (to === OnnxDataType.BOOL) return Number(a) !== 0;
+    if (isBig(to)) return BigInt(fromFloat ? Math.trunc(Number(a)) : a);
+    if (to === OnnxDataType.INT32) return fromFloat ? Math.trunc(Number(a)) | 0 : Number(BigInt.asIntN(32, BigInt(a)));
+    return Number(a);
+  });
+}
+
+function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry {
+  const target = (ctx: { attrs: OpContext['attrs']; elemType?: (i: number) => number; inputType: (i: number) => number | undefined }): number | undefined =>
+    opType === 'Cast' ? ctx.attrs.int('to') : ctx.inputType(1);
+  return {
+    domain: D, opType, since,
+    check: (ctx) => {
+      const to = target(ctx);
+      if (to !== undefined && !castable.has(to)) return `cast to element type ${to} is not supported on MLX (strings and float8 have no MLX dtype)`;
+      const from = ctx.inputType(0);
+      if (from !== undefined && !castable.has(from)) return `cast from element type ${from} is not supported on MLX`;
+      return undefined;
+    },
+    host: (ctx) => {
+      const t = ctx.hostIfKnown(0);
+      const to = opType === 'Cast' ? ctx.attrs.int('to') : ctx.elemType(1);
+      return t ? (() => { const r = hostCast(t, to); return r ? [r] : undefined; })() : undefined;
+    },
+    run: (ctx) => {
+      const to = opType === 'Cast' ? ctx.attrs.int('to') : ctx.elemType(1);
+      if (!castable.has(ctx.elemType(0))) throw new TypeError(`cast from element type ${ctx.elemType(0)} is not supported on MLX`);
+      return [mx.astype(ctx.input(0), mxType(to, ctx.where))];
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clip, Where, IsInf
+
+function clipEntry(since: number, until?: number): OpEntry {
+  return {
+    domain: D, opType: 'Clip', since, until,
+    run: (ctx) => {
+      const x = ctx.input(0);
+      if (since < 11) {
+        return [mx.clip(x, ctx.attrs.float('min', -3.4028234663852886e38), ctx.attrs.float('max', 3.4028234663852886e38))];
+      }
+      const lo = ctx.has(1) ? ctx.input(1) : null;
+      const hi = ctx.has(2) ? ctx.input(2) : null;
+      // min > max gives max everywhere (numpy semantics, which the spec follows).
+      let r = lo ? mx.maximum(x, lo) : x;
+      r = hi ? mx.minimum(r, hi) : r;
+      return [keepType(r, ctx.elemType(0))];
+    },
+  };
+}
+
+const whereEntry: OpEntry = {
+  domain: D, opType: 'Where', since: 9,
+  host: (ctx) => {
+    const c = ctx.hostIfKnown(0), a = ctx.hostIfKnown(1), b = ctx.hostIfKnown(2);
+    if (!c || !a || !b || !hostMathTypes.has(a.dtype) || a.dtype !== b.dtype) return undefined;
+    return [hostElementwise([c, a, b], a.dtype, (x, y, z) => (Number(x) ? y : z))];
+  },
+  run: (ctx) => [mx.where(mx.astype(ctx.input(0), 'bool'), ctx.input(1), ctx.input(2))],
+};
+
+const isInfEntry: OpEntry = {
+  domain: D, opType: 'IsInf', since: 10,
+  run: (ctx) => {
+    const x = ctx.input(0);
+    const neg = ctx.attrs.int('detect_negative', 1);
+    const pos = ctx.attrs.int('detect_positive', 1);
+    if (neg && pos) return [mx.isinf(x)];
+    if (neg) return [mx.isneginf(x)];
+    if (pos) return [mx.isposinf(x)];
+    return [mx.zerosLike(mx.astype(x, 'bool'))];
+  },
+};
+
+function bitShift(a: mx.Array, b: mx.Array, ctx: OpContext): mx.Array {
+  return ctx.attrs.string('direction') === 'LEFT' ? mx.leftShift(a, b) : mx.rightShift(a, b);
+}
+
+export const elementwiseOps: OpEntry[] = [
+  binary('Add', 7, (a, b) => mx.add(a, b), (a, b) => (a as number) + (b as number)),
+  binary('Sub', 7, (a, b) => mx.subtract(a, b), (a, b) => (a as number) - (b as number)),
+  binary('Mul', 7, (a, b) => mx.multiply(a, b), (a, b) => (a as number) * (b as number)),
+  binary('Div', 7, divide, (a, b, t) => (isIntType(t) ? truncDiv(a, b) : (a as number) / (b as number))),
+  binary('Pow', 7, power),
+  binary('Mod', 10, mod),
+  binary('BitShift', 11, bitShift),
+  binary('BitwiseAnd', 18, (a, b) => mx.bitwiseAnd(a, b)),
+  binary('BitwiseOr', 18, (a, b) => mx.bitwiseOr(a, b)),
+  binary('BitwiseXor', 18, (a, b) => mx.bitwiseXor(a, b)),
+  unary('BitwiseNot', 18, (a) => mx.bitwiseInvert(a)),
+  cmp('Equal', 7, (a, b) => mx.equal(a, b), (a, b) => a === b || Number(a) === Number(b)),
+  cmp('Greater', 7, (a, b) => mx.greater(a, b), (a, b) => a > b),
+  cmp('Less', 7, (a, b) => mx.less(a, b), (a, b) => a < b),
+  cmp('GreaterOrEqual', 12, (a, b) => mx.greaterEqual(a, b), (a, b) => a >= b),
+  cmp('LessOrEqual', 12, (a, b) => mx.lessEqual(a, b), (a, b) => a <= b),
+  cmp('And', 7, (a, b) => mx.logicalAnd(a, b), (a, b) => !!Number(a) && !!Number(b)),
+  cmp('Or', 7, (a, b) => mx.logicalOr(a, b), (a, b) => !!Number(a) || !!Number(b)),
+  cmp('Xor', 7, (a, b) => mx.notEqual(mx.astype(a, 'bool'), mx.astype(b, 'bool')), (a, b) => !!Number(a) !== !!Number(b)),
+  unary('Not', 1, (a) => mx.logicalNot(a), { host: (a) => (Number(a) ? 0 : 1) }),
+  variadic('Max', 8, (a, b) => mx.maximum(a, b), max),
+  variadic('Min', 8, (a, b) => mx.minimum(a, b), min),
+  variadic('Sum', 8, (a, b) => mx.add(a, b), (a, b) => (a as number) + (b as number)),
+  variadic('Mean', 8, (a, b) => mx.add(a, b), undefined, (acc, n) => mx.divide(acc, n)),
+  unary('Abs', 6, (a) => mx.abs(a), { host: (a) => (a < 0 ? -a : a) }),
+  unary('Neg', 6, (a) => mx.negative(a), { host: (a) => -a }),
+  unary('Exp', 6, (a) => mx.exp(a)),
+  unary('Log', 6, (a) => mx.log(a)),
+  unary('Sqrt', 6, (a) => mx.sqrt(a), { host: num(Math.sqrt) }),
+  unary('Reciprocal', 6, (a) => mx.reciprocal(a)),
+  unary('Floor', 6, (a) => mx.floor(a), { host: num(Math.floor) }),
+  unary('Ceil', 6, (a) => mx.ceil(a), { host: num(Math.ceil) }),
+  unary('Round', 11, (a) => mx.round(a, 0)),
+  unary('Sign', 9, (a) => mx.sign(a)),
+  unary('Sin', 7, (a) => mx.sin(a)),
+  unary('Cos', 7, (a) => mx.cos(a)),
+  unary('Tan', 7, (a) => mx.tan(a)),
+  unary('Asin', 7, (a) => mx.arcsin(a)),
+  unary('Acos', 7, (a) => mx.arccos(a)),
+  unary('Atan', 7, (a) => mx.arctan(a)),
+  unary('Sinh', 9, (a) => mx.sinh(a)),
+  unary('Cosh', 9, (a) => mx.cosh(a)),
+  unary('Asinh', 9, (a) => mx.arcsinh(a)),
+  unary('Acosh', 9, (a) => mx.arccosh(a)),
+  unary('Atanh', 9, (a) => mx.arctanh(a)),
+  unary('Tanh', 6, (a) => mx.tanh(a)),
+  unary('Erf', 9, (a) => mx.erf(a)),
+  unary('Sigmoid', 6, (a) => mx.sigmoid(a)),
+  unary('Relu', 6, (a) => mx.maximum(a, 0)),
+  { domain: D, opType: 'IsNaN', since: 9, run: (ctx) => [mx.isnan(ctx.input(0))] },
+  isInfEntry,
+  clipEntry(6, 10),
+  clipEntry(11),
+  whereEntry,
+  castEntry('Cast', 6),
+  castEntry('CastLike', 15),
+];

@@ -1,0 +1,22 @@
+// The default registry: every op family, one file each.
+import { OpRegistry } from '../registry/registry.js';
+import { activationOps } from './activation.js';
+import { contribOps } from './contrib.js';
+import { controlOps } from './control.js';
+import { convOps } from './conv.js';
+import { elementwiseOps } from './elementwise.js';
+import { indexingOps } from './indexing.js';
+import { matmulOps } from './matmul.js';
+import { miscOps } from './misc.js';
+import { normOps } from './norm.js';
+import { poolOps } from './pool.js';
+import { quantOps } from './quant.js';
+import { reduceOps } from './reduce.js';
+import { rnnOps } from './rnn.js';
+import { sequenceOps } from './sequence.js';
+import { shapeOps } from './shape.js';
+
+export const defaultRegistry = new OpRegistry().add(
+  elementwiseOps, activationOps, shapeOps, indexingOps, reduceOps, matmulOps, convOps, poolOps, normOps,
+  rnnOps, quantOps, controlOps, sequenceOps, contribOps, miscOps,
+);

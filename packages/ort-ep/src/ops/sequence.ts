@@ -1,0 +1,129 @@
+// Sequences and optionals. A sequence is a list of Values; an empty optional is the 'none' Value.
+import * as mx from '@mlx/core';
+import { OnnxDataType } from '../onnx/index.js';
+import type { OpContext, OpEntry, Value } from '../registry/types.js';
+import { asArray } from '../executor/graph.js';
+import { onnxTypeOf } from '../executor/convert.js';
+import { hostNumbers, normAxis } from './util.js';
+
+const D = 'ai.onnx';
+
+function seq(ctx: OpContext, i: number): Extract<Value, { kind: 'sequence' }> {
+  const v = ctx.value(i);
+  if (v.kind !== 'sequence') throw new TypeError(`${ctx.where}: input ${i} must be a sequence, got ${v.kind}`);
+  return v;
+}
+
+function position(ctx: OpContext, i: number, len: number, insert = false): number {
+  const p = Number(hostNumbers(ctx.host(i))[0]);
+  const n = p < 0 ? p + len : p;
+  if (n < 0 || n > len || (!insert && n === len)) throw new RangeError(`${ctx.where}: position ${p} is out of range for a sequence of length ${len}`);
+  return n;
+}
+
+const dev = (a: mx.Array): Value => ({ kind: 'device', array: a, onnxType: onnxTypeOf(a.dtype) });
+const int64 = (v: number): Value => ({ kind: 'host', tensor: { dtype: OnnxDataType.INT64, dims: [], data: BigInt64Array.of(BigInt(v)) } });
+
+export const sequenceOps: OpEntry[] = [
+  {
+    domain: D, opType: 'SequenceEmpty', since: 11,
+    run: (ctx) => [{ kind: 'sequence', items: [], elemType: ctx.attrs.int('dtype', OnnxDataType.FLOAT) }],
+  },
+  {
+    domain: D, opType: 'SequenceConstruct', since: 11,
+    run: (ctx) => {
+      const items: Value[] = [];
+      for (let i = 0; i < ctx.inputCount; i++) items.push(ctx.value(i));
+      return [{ kind: 'sequence', items, elemType: ctx.elemType(0) }];
+    },
+  },
+  {
+    domain: D, opType: 'SequenceAt', since: 11,
+    run: (ctx) => {
+      const s = seq(ctx, 0);
+      return [s.items[position(ctx, 1, s.items.length)]];
+    },
+  },
+  {
+    domain: D, opType: 'SequenceLength', since: 11,
+    run: (ctx) => [int64(seq(ctx, 0).items.length)],
+  },
+  {
+    domain: D, opType: 'SequenceInsert', since: 11,
+    run: (ctx) => {
+      const s = seq(ctx, 0);
+      const items = [...s.items];
+      const at = ctx.has(2) ? position(ctx, 2, items.length, true) : items.length;
+      items.splice(at, 0, ctx.value(1));
+      return [{ kind: 'sequence', items, elemType: s.elemType }];
+    },
+  },
+  {
+    domain: D, opType: 'SequenceErase', since: 11,
+    run: (ctx) => {
+      const s = seq(ctx, 0);
+      const items = [...s.items];
+      const at = ctx.has(1) ? position(ctx, 1, items.length) : items.length - 1;
+      items.splice(at, 1);
+      return [{ kind: 'sequence', items, elemType: s.elemType }];
+    },
+  },
+  {
+    domain: D, opType: 'ConcatFromSequence', since: 11,
+    run: (ctx) => {
+      const s = seq(ctx, 0);
+      const arrays = s.items.map((v) => asArray(v, ctx.where));
+      const newAxis = ctx.attrs.int('new_axis', 0);
+      const rank = arrays[0].ndim + (newAxis ? 1 : 0);
+      const axis = normAxis(ctx.attrs.int('axis'), rank);
+      return [newAxis ? mx.stack(arrays, axis) : mx.concatenate(arrays, axis)];
+    },
+  },
+  {
+    domain: D, opType: 'SplitToSequence', since: 11,
+    run: (ctx) => {
+      const x = ctx.input(0);
+      const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim);
+      const keepdims = ctx.attrs.int('keepdims', 1);
+      const dim = x.shape[axis];
+      let sizes: number[];
+      if (!ctx.has(1)) sizes = new Array(dim).fill(1);
+      else {
+        const sp = ctx.host(1);
+        const v = hostNumbers(sp);
+        if (sp.dims.length === 0) {
+          sizes = [];
+          for (let left = dim; left > 0; left -= v[0]) sizes.push(Math.min(v[0], left));
+        } else sizes = v;
+      }
+      const items: Value[] = [];
+      let off = 0;
+      for (const n of sizes) {
+        const start = new Array(x.ndim).fill(0);
+        const stop = [...x.shape];
+        start[axis] = off;
+        stop[axis] = off + n;
+        let part = mx.slice(x, start, stop, new Array(x.ndim).fill(1));
+        if (!ctx.has(1) && !keepdims) part = mx.squeeze(part, axis);
+        items.push(dev(part));
+        off += n;
+      }
+      return [{ kind: 'sequence', items, elemType: ctx.elemType(0) }];
+    },
+  },
+  {
+    domain: D, opType: 'Optional', since: 15,
+    run: (ctx) => [ctx.has(0) ? ctx.value(0) : { kind: 'none' }],
+  },
+  {
+    domain: D, opType: 'OptionalHasElement', since: 15,
+    run: (ctx) => [{ kind: 'host', tensor: { dtype: OnnxDataType.BOOL, dims: [], data: Uint8Array.of(ctx.has(0) ? 1 : 0) } }],
+  },
+  {
+    domain: D, opType: 'OptionalGetElement', since: 15,
+    run: (ctx) => {
+      if (!ctx.has(0)) throw new Error(`${ctx.where}: the optional input is empty`);
+      return [ctx.value(0)];
+    },
+  },
+];

@@ -1,0 +1,70 @@
+// Small helpers shared by the op families: axes, host tensors for shape math, dtype checks.
+import * as mx from '@mlx/core';
+import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import { mxDtypeOf } from '../executor/convert.js';
+import type { OpContext } from '../registry/types.js';
+
+/** Normalises a possibly negative axis against `rank`, with a clear error when out of range. */
+export function normAxis(axis: number, rank: number, where = 'axis'): number {
+  const a = axis < 0 ? axis + rank : axis;
+  if (!Number.isInteger(a) || a < 0 || a >= Math.max(rank, 1)) throw new RangeError(`${where} ${axis} is out of range for rank ${rank}`);
+  return a;
+}
+
+export const normAxes = (axes: readonly number[], rank: number): number[] => axes.map((a) => normAxis(a, rank));
+
+/** Numbers of a small host tensor (int64 as numbers). */
+export function hostNumbers(t: HostTensor): number[] {
+  const out: number[] = [];
+  const d = t.data as ArrayLike<number | bigint>;
+  for (let i = 0; i < d.length; i++) out.push(Number(d[i]));
+  return out;
+}
+
+export function hostInt64(values: readonly number[], dims: readonly number[] = [values.length]): HostTensor {
+  return { dtype: OnnxDataType.INT64, dims: [...dims], data: BigInt64Array.from(values, (v) => BigInt(Math.trunc(v))) };
+}
+
+/** A host tensor of an ONNX type from JS numbers (for shape math on int32/int64/float). */
+export function hostOf(dtype: number, values: readonly (number | bigint)[], dims: readonly number[]): HostTensor {
+  switch (dtype) {
+    case OnnxDataType.INT64: return { dtype, dims: [...dims], data: BigInt64Array.from(values, (v) => BigInt(typeof v === 'bigint' ? v : Math.trunc(v))) };
+    case OnnxDataType.UINT64: return { dtype, dims: [...dims], data: BigUint64Array.from(values, (v) => BigInt(typeof v === 'bigint' ? v : Math.trunc(v))) };
+    case OnnxDataType.INT32: return { dtype, dims: [...dims], data: Int32Array.from(values, Number) };
+    case OnnxDataType.FLOAT: return { dtype, dims: [...dims], data: Float32Array.from(values, Number) };
+    case OnnxDataType.DOUBLE: return { dtype, dims: [...dims], data: Float64Array.from(values, Number) };
+    case OnnxDataType.BOOL: return { dtype, dims: [...dims], data: Uint8Array.from(values, (v) => (Number(v) ? 1 : 0)) };
+    default: return { dtype, dims: [...dims], data: Int32Array.from(values, Number) };
+  }
+}
+
+export const sizeOf = (dims: readonly number[]): number => dims.reduce((a, b) => a * b, 1);
+
+/** The MLX dtype for an ONNX element type, or a clear error. */
+export function mxType(onnxType: number, where: string): mx.Dtype {
+  const d = mxDtypeOf(onnxType);
+  if (!d) throw new TypeError(`${where}: element type ${onnxType} is not supported on MLX`);
+  return d;
+}
+
+/** Optional int list input (e.g. axes since opset 13/18) or attribute of the same name (earlier opsets). */
+export function axesFrom(ctx: OpContext, inputIndex: number, attrName = 'axes'): number[] | undefined {
+  if (ctx.has(inputIndex)) return hostNumbers(ctx.host(inputIndex));
+  return ctx.attrs.has(attrName) ? ctx.attrs.ints(attrName) : undefined;
+}
+
+export const isFloatType = (t: number): boolean =>
+  t === OnnxDataType.FLOAT || t === OnnxDataType.FLOAT16 || t === OnnxDataType.DOUBLE || t === OnnxDataType.BFLOAT16;
+
+/** Broadcast shape of two shapes (numpy rules), or an error naming them. */
+export function broadcastShape(a: readonly number[], b: readonly number[]): number[] {
+  const n = Math.max(a.length, b.length);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const x = a[a.length - n + i] ?? 1;
+    const y = b[b.length - n + i] ?? 1;
+    if (x !== y && x !== 1 && y !== 1) throw new RangeError(`shapes [${a.join(', ')}] and [${b.join(', ')}] do not broadcast`);
+    out.push(x === 1 ? y : x);
+  }
+  return out;
+}

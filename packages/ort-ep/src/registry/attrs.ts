@@ -1,0 +1,73 @@
+// Typed access to a node's attributes, with the spec's defaults given at the call site.
+import type { AttrValue, GraphIR, HostTensor, NodeIR } from '../onnx/index.js';
+
+type Kind = AttrValue['type'];
+
+export class Attrs {
+  private readonly map: Map<string, AttrValue>;
+  constructor(private readonly node: NodeIR) {
+    this.map = node.attributes;
+  }
+
+  has(name: string): boolean {
+    return this.map.has(name);
+  }
+
+  private get(name: string, kinds: Kind[]): AttrValue | undefined {
+    const a = this.map.get(name);
+    if (a && !kinds.includes(a.type)) {
+      throw new TypeError(`attribute '${name}' of ${this.node.opType} node '${this.node.name}' is a ${a.type}, expected ${kinds.join(' or ')}`);
+    }
+    return a;
+  }
+
+  private need<T>(name: string, def: T | undefined): T {
+    if (def === undefined) throw new TypeError(`${this.node.opType} node '${this.node.name}' needs attribute '${name}'`);
+    return def;
+  }
+
+  int(name: string, def?: number): number {
+    const a = this.get(name, ['int']);
+    return a ? (a.value as number) : this.need(name, def);
+  }
+  float(name: string, def?: number): number {
+    const a = this.get(name, ['float', 'int']);
+    return a ? (a.value as number) : this.need(name, def);
+  }
+  string(name: string, def?: string): string {
+    const a = this.get(name, ['string']);
+    return a ? (a.value as string) : this.need(name, def);
+  }
+  ints(name: string, def?: number[]): number[] {
+    const a = this.get(name, ['ints']);
+    return a ? [...(a.value as number[])] : this.need(name, def);
+  }
+  floats(name: string, def?: number[]): number[] {
+    const a = this.get(name, ['floats']);
+    return a ? [...(a.value as number[])] : this.need(name, def);
+  }
+  strings(name: string, def?: string[]): string[] {
+    const a = this.get(name, ['strings']);
+    return a ? [...(a.value as string[])] : this.need(name, def);
+  }
+  tensor(name: string): HostTensor | undefined {
+    return this.get(name, ['tensor'])?.value as HostTensor | undefined;
+  }
+  graph(name: string): GraphIR {
+    const g = this.get(name, ['graph'])?.value as GraphIR | undefined;
+    return this.need(name, g);
+  }
+  /** Every graph attribute (subgraphs of If/Loop/Scan), in attribute order. */
+  graphs(): GraphIR[] {
+    const out: GraphIR[] = [];
+    for (const a of this.map.values()) {
+      if (a.type === 'graph') out.push(a.value as GraphIR);
+      else if (a.type === 'graphs') out.push(...(a.value as GraphIR[]));
+    }
+    return out;
+  }
+  /** The attribute names present, for checks that reject unknown or unsupported ones. */
+  names(): string[] {
+    return [...this.map.keys()];
+  }
+}
