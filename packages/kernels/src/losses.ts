@@ -29,7 +29,9 @@ interface LossConfig {
 }
 
 /** Per-example weight: the class weight of its label (1 without weights), 0 where ignored. */
-function exampleWeights(labels: Array, dtype: Array['dtype'], c: LossConfig, weights?: Array): { safeLabels: Array; w: Array } {
+function exampleWeights(rawLabels: Array, dtype: Array['dtype'], c: LossConfig, weights?: Array): { safeLabels: Array; w: Array } {
+  // Labels are indices: MLX cannot (and need not) differentiate with respect to them.
+  const labels = stopGradient(rawLabels);
   const valid = c.ignoreIndex === null ? null : notEqual(labels, c.ignoreIndex);
   const safeLabels = valid ? where(valid, labels, scalar(0, labels.dtype)) : labels;
   let w = weights ? take(stopGradient(astype(weights, dtype)), safeLabels, 0) : ones(labels.shape, dtype);

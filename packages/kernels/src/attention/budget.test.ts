@@ -1,0 +1,97 @@
+import * as mx from '@mlx/core';
+import { describe, expect, it } from 'vitest';
+import { AttentionVjpBudget, attentionConfig, attentionVjp, chooseAttentionVjpStrategy, type AttentionOptions } from '../index.js';
+import { randn, uniform } from '../testing/numeric.js';
+
+const MiB = 1024 * 1024;
+const shapeOf = (s: number, extra: Partial<{ b: number; hq: number; hk: number; sk: number; d: number }> = {}) => {
+  const { b = 1, hq = 1, hk = 1, sk = s, d = 32 } = extra;
+  return { batch: b, queryHeads: hq, kvHeads: hk, groupSize: hq / hk, querySeq: s, keySeq: sk, headDim: d, valueDim: d, dtype: 'float32' as const };
+};
+
+/**
+ * Peak bytes the pullback allocates beyond its (evaluated) inputs: memory.peak() after
+ * memory.resetPeak(), minus memory.active() measured once the inputs exist. This is what
+ * workspaceBytes bounds: inputs are not counted, the outputs dq, dk, dv are.
+ */
+function measuredWorkspace(run: () => { dq: mx.Array; dk: mx.Array; dv: mx.Array }): number {
+  mx.memory.clearCache();
+  const baseline = mx.memory.active();
+  mx.memory.resetPeak();
+  const g = run();
+  mx.evaluate(g.dq, g.dk, g.dv);
+  const peak = mx.memory.peak() - baseline;
+  mx.dispose(g);
+  return peak;
+}
+
+describe('AttentionVjpBudget', () => {
+  it('picks dense when its score buffers fit and tiled otherwise', () => {
+    const config = attentionConfig({});
+    const small = new AttentionVjpBudget(64 * MiB, shapeOf(256), config);
+    expect(small.fitsDense).toBe(true);
+    expect(small.strategy).toBe('dense');
+    const large = new AttentionVjpBudget(64 * MiB, shapeOf(4096), config);
+    expect(large.denseBytes).toBeGreaterThan(64 * MiB);
+    expect(large.strategy).toBe('tiled');
+  });
+
+  it('derives the largest blocks whose step fits, and names the minimum when nothing fits', () => {
+    for (const [ws, s, opts] of [[24 * MiB, 4096, {}], [16 * MiB, 4096, { softcap: 5, causal: true }], [1 * MiB, 300, { mask: mx.ones([1, 300], 'bool') }]] as const) {
+      const b = new AttentionVjpBudget(ws, shapeOf(s, { hq: 4, hk: 2 }), attentionConfig(opts as AttentionOptions));
+      const blocks = b.tiledBlocks();
+      expect(b.tiledFixedBytes + b.blockBytes(blocks)).toBeLessThanOrEqual(ws);
+      const bigger = { queryBlock: blocks.queryBlock + 1, keyBlock: blocks.keyBlock + 1 };
+      if (bigger.queryBlock <= s && bigger.keyBlock <= s) expect(b.tiledFixedBytes + b.blockBytes(bigger)).toBeGreaterThan(ws);
+    }
+    const tiny = new AttentionVjpBudget(64 * 1024, shapeOf(4096), attentionConfig({}));
+    expect(() => tiny.tiledBlocks()).toThrow(/needs at least \d+/);
+  });
+
+  it("'auto' resolves through the budget", () => {
+    const q = randn([1, 1, 512, 16]);
+    const k = randn([1, 1, 512, 16]);
+    const inputs = { q, k, v: k, gradOut: q };
+    expect(chooseAttentionVjpStrategy(inputs, attentionConfig({}), { workspaceBytes: 256 * MiB })).toBe('dense');
+    expect(chooseAttentionVjpStrategy(inputs, attentionConfig({}), { workspaceBytes: 2 * MiB })).toBe('tiled');
+    expect(chooseAttentionVjpStrategy(inputs, attentionConfig({}), { strategy: 'autodiff' })).toBe('autodiff');
+  });
+
+  it('bounds the measured peak of the dense pullback', () => {
+    const q = randn([1, 2, 512, 32]);
+    const k = randn([1, 1, 512, 32]);
+    const v = randn([1, 1, 512, 32]);
+    const gradOut = randn([1, 2, 512, 32]);
+    const mask = mx.greater(uniform([1, 1, 512, 500]), 0.2);
+    mx.evaluate(q, k, v, gradOut, mask);
+    for (const opts of [{}, { causal: true }, { softcap: 4 }, { mask }] as AttentionOptions[]) {
+      const estimate = new AttentionVjpBudget(1, shapeOf(512, { hq: 2, hk: 1 }), attentionConfig(opts)).denseBytes;
+      const peak = measuredWorkspace(() => attentionVjp({ q, k, v, gradOut, mask: opts.mask }, opts, { strategy: 'dense' }));
+      expect(peak, JSON.stringify(Object.keys(opts))).toBeLessThanOrEqual(estimate);
+    }
+  });
+});
+
+describe('tiled attention VJP memory', () => {
+  // b = 1, h = 1, d = 32, sq = sk = 4096: dense score buffers alone are 64 MiB each (~260 MiB in all).
+  const s = 4096;
+  const q = randn([1, 1, s, 32]);
+  const k = randn([1, 1, s, 32]);
+  const v = randn([1, 1, s, 32]);
+  const gradOut = randn([1, 1, s, 32]);
+  mx.evaluate(q, k, v, gradOut);
+  const workspaceBytes = 16 * MiB;
+
+  it.each([
+    ['no mask', {}],
+    ['causal', { causal: true }],
+    ['softcap', { softcap: 5 }],
+  ] as [string, AttentionOptions][])('stays within a 16 MiB workspace at sq = sk = 4096 (%s)', (_name, opts) => {
+    const budget = new AttentionVjpBudget(workspaceBytes, shapeOf(s), attentionConfig(opts));
+    expect(budget.denseBytes).toBeGreaterThan(10 * workspaceBytes);
+    expect(budget.strategy).toBe('tiled');
+    // 'auto' must pick tiled here; the forward output is recomputed block by block (out omitted).
+    const peak = measuredWorkspace(() => attentionVjp({ q, k, v, gradOut }, opts, { workspaceBytes }));
+    expect(peak).toBeLessThanOrEqual(workspaceBytes);
+  });
+});
