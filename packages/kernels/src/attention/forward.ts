@@ -3,13 +3,13 @@
 // MLX's semantics match ours, and its empty rows are zeroed (MLX gives the mean of V, or NaN).
 import {
   any, expandDims, fast, greater, logicalAnd, matmul, max, multiply, reshape, scalar, scope, swapaxes,
-  tanh, where, zeros, type Array, type Dtype,
+  where, zeros, type Array, type Dtype,
 } from '@mlx/core';
-import { softmax } from '../accurate-math.js';
 import {
   attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape,
 } from './config.js';
 import { causalKeep, groupedMask, maskScores, negativeInfinity, paddedMask } from './mask.js';
+import { cappedScores, rowSoftmax } from './probabilities.js';
 
 /** q as [b, hk, g, sq, d], so that each group of query heads meets its key/value head by broadcasting. */
 export function groupedQuery(q: Array, shape: AttentionShape): Array {
@@ -19,15 +19,6 @@ export function groupedQuery(q: Array, shape: AttentionShape): Array {
 /** k or v as [b, hk, 1, s, d]: broadcast over the group axis, never repeated in memory. */
 export function groupedKv(x: Array): Array {
   return expandDims(x, 2);
-}
-
-/** Scores of (already scaled) query rows against keys, softcapped; also returns tanh for the backward. */
-export function cappedScores(qScaled: Array, kT: Array, softcap: number): { scores: Array; tanh: Array | null } {
-  const raw = matmul(qScaled, kT);
-  if (softcap <= 0) return { scores: raw, tanh: null };
-  const t = scope(() => tanh(multiply(raw, 1 / softcap)));
-  raw.dispose();
-  return { scores: multiply(t, softcap), tanh: t };
 }
 
 function emptyOutput(shape: AttentionShape): Array {
@@ -44,15 +35,7 @@ export function attentionComposite(q: Array, k: Array, v: Array, mask: Array | n
     const masks = { causal: config.causal, causalOffset: config.causalOffset, mask: mask ? groupedMask(mask, shape) : null };
     const masked = maskScores(scores, masks, 0, shape.querySeq, 0, shape.keySeq);
     if (masked === null) return emptyOutput(shape);
-    let p: Array;
-    if (mayHaveEmptyRows(config)) {
-      // Softmax of an all −∞ row is NaN; give such rows finite scores, then zero their weights.
-      const valid = greater(max(masked, -1, { keepdims: true }), negativeInfinity(shape.dtype));
-      const zero = scalar(0, shape.dtype);
-      p = where(valid, softmax(where(valid, masked, zero), -1), zero);
-    } else {
-      p = softmax(masked, -1);
-    }
+    const p = rowSoftmax(masked, mayHaveEmptyRows(config));
     const o5 = matmul(p, groupedKv(v));
     return reshape(o5, [shape.batch, shape.queryHeads, shape.querySeq, shape.valueDim]);
   });

@@ -1,10 +1,9 @@
 // Pieces shared by the dense and tiled pullbacks: recomputing a block of probabilities from the
 // row logsumexp, and the score-gradient step dS = P ∘ (dP − rowsum(O ∘ dO)) (∘ tanh′ with softcap).
 import {
-  isneginf, matmul, multiply, scalar, slice, square, subtract, swapaxes, where, type Array,
+  greater, isneginf, matmul, max, multiply, scalar, scope, slice, square, subtract, swapaxes, tanh, where, type Array,
 } from '@mlx/core';
-import { exp } from '../accurate-math.js';
-import { cappedScores } from './forward.js';
+import { exp, softmax } from '../accurate-math.js';
 import { maskScores, type BlockMasks } from './mask.js';
 
 /**
@@ -30,6 +29,15 @@ export function rows4(x: Array, r0: number, r1: number): Array {
   return slice(x, [0, 0, r0, 0], [s[0], s[1], r1, s[3]], [1, 1, 1, 1]);
 }
 
+/** Scores of (already scaled) query rows against keys, softcapped; also returns tanh for the backward. */
+export function cappedScores(qScaled: Array, kT: Array, softcap: number): { scores: Array; tanh: Array | null } {
+  const raw = matmul(qScaled, kT);
+  if (softcap <= 0) return { scores: raw, tanh: null };
+  const t = scope(() => tanh(multiply(raw, 1 / softcap)));
+  raw.dispose();
+  return { scores: multiply(t, softcap), tanh: t };
+}
+
 export interface ScoreBlock {
   /** Masked (softcapped) scores [b, hk, g, bq, bk]. */
   scores: Array;
@@ -51,6 +59,20 @@ export function scoreBlock(
     return null;
   }
   return { scores: masked, tanh };
+}
+
+/**
+ * Softmax over keys that leaves rows with no visible key at zero: MLX's softmax of an all −∞ row
+ * is NaN, so such rows get finite scores first and zero weights after. One fused softmax pass is
+ * cheaper than logsumexp followed by exp(S − lse) when the whole row is at hand.
+ */
+export function rowSoftmax(scores: Array, emptyRowsPossible: boolean): Array {
+  if (!emptyRowsPossible) return softmax(scores, -1);
+  return scope(() => {
+    const valid = greater(max(scores, -1, { keepdims: true }), scalar(-Infinity, scores.dtype));
+    const zero = scalar(0, scores.dtype);
+    return where(valid, softmax(where(valid, scores, zero), -1), zero);
+  });
 }
 
 /** P = exp(S − lse) for a block, given the safe logsumexp of its rows. */

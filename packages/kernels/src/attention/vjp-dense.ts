@@ -1,11 +1,10 @@
 // The dense pullback: the [b, hq, sq, sk] probabilities are materialised once (recomputed from q
-// and k), and every gradient is one batched matmul against them.
+// and k by one softmax), and every gradient is one batched matmul against them.
 import { matmul, multiply, reshape, scope, sum, zeros, type Array } from '@mlx/core';
-import { logsumexp } from '../accurate-math.js';
 import { attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape } from './config.js';
 import { groupedKv, groupedQuery } from './forward.js';
 import { groupedMask } from './mask.js';
-import { blockProbabilities, safeLogsumexp, scoreBlock, scoreGradient, transposeLast } from './probabilities.js';
+import { rowSoftmax, scoreBlock, scoreGradient, transposeLast } from './probabilities.js';
 import type { AttentionGradients, AttentionVjpInputs } from './vjp-types.js';
 
 export function zeroGradients(shape: AttentionShape): AttentionGradients {
@@ -30,9 +29,7 @@ export function attentionVjpDense(inputs: AttentionVjpInputs, config: AttentionC
     const masks = { causal: config.causal, causalOffset: config.causalOffset, mask: inputs.mask ? groupedMask(inputs.mask, shape) : null };
     const block = scoreBlock(q5, transposeLast(k5), config.softcap, masks, 0, shape.querySeq, 0, shape.keySeq);
     if (block === null) return zeroGradients(shape);
-    let lse = logsumexp(block.scores, -1, { keepdims: true });
-    if (mayHaveEmptyRows(config)) lse = safeLogsumexp(lse);
-    const p = blockProbabilities(block, lse);
+    const p = rowSoftmax(block.scores, mayHaveEmptyRows(config));
     block.scores.dispose(); // its last consumer is built; let MLX free it as soon as P exists
     const do5 = groupedRows(gradOut, shape);
     // dV sums P ᵀ·dO over the query heads of each group (axis 2).
