@@ -6,6 +6,7 @@ import { Array } from './array.js';
 import { makeVector, takeVector } from './call.js';
 import { scope } from './lifetime.js';
 import { C, check, checkHandle, fn, koffi, recordCallbackError } from './native.js';
+import { defaultStream } from './stream.js';
 
 type ArrayFn = (inputs: Array[]) => Array[];
 type CustomVjpFn = (primals: Array[], cotangents: Array[], outputs: Array[]) => Array[];
@@ -214,6 +215,10 @@ function callableOf(cl: Closure, single: { value?: boolean }, extra: () => void 
  * fused kernel is built with the system C++ compiler the first time it runs.
  */
 export function compile(f: (...xs: Array[]) => Returned, options: { shapeless?: boolean } = {}): CompiledFunction {
+  // MLX 0.32 keys each trace by the default stream of the default device; if that stream is first
+  // created during the first call, the second call misses the cache and traces again. Creating it here
+  // keeps it to one trace per input signature.
+  defaultStream();
   const single: { value?: boolean } = {};
   const src = closureOf(f, single);
   const res = { ctx: null };
