@@ -75,7 +75,7 @@ async function run(args: string[]): Promise<void> {
     const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
     const s = await ort.InferenceSession.create(await readFile(path));
     const f: Record<string, import('onnxruntime-node').Tensor> = {};
-    for (const [k, t] of Object.entries(feeds)) f[k] = new ort.Tensor(({ 1: 'float32', 7: 'int64', 6: 'int32', 9: 'bool', 11: 'float64' } as Record<number, 'float32'>)[t.dtype], t.data as Float32Array, t.dims);
+    for (const [k, t] of Object.entries(feeds)) f[k] = new ort.Tensor(({ 1: 'float32', 7: 'int64', 6: 'int32', 9: 'bool', 11: 'float64' } as unknown as Record<number, 'float32'>)[t.dtype], t.data as Float32Array, t.dims);
     const ref = await s.run(f);
     for (const [name, v] of Object.entries(out)) {
       const a = Array.from((v as HostTensor).data as ArrayLike<number | bigint>, Number);

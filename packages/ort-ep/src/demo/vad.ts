@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import * as mx from '@mlx/core';
+import type { MlxExecutionProviderOption } from '../backend.js';
 import '../backend.js';
 
 const RATE = 16000;
@@ -108,7 +109,7 @@ export async function runDemo(options: { device?: 'cpu' | 'gpu' } = {}): Promise
   const device = options.device ?? mx.defaultDevice().type;
   console.log(`Silero VAD v5 (${path.split('/').slice(-3).join('/')}) on ${(audio.length / RATE).toFixed(1)} s of synthesized audio, ${FRAME}-sample frames`);
   console.log(`speech was synthesized at: ${SPEECH.map(([a, b]) => `${a.toFixed(2)}-${b.toFixed(2)} s`).join(', ')}\n`);
-  const mlx = await detect(ort, bytes, audio, { executionProviders: [{ name: 'mlx', device }] });
+  const mlx = await detect(ort, bytes, audio, { executionProviders: [{ name: 'mlx', device } as MlxExecutionProviderOption] });
   const cpu = await detect(ort, bytes, audio, { executionProviders: ['cpu'] });
   const diff = mlx.probs.reduce((m, p, i) => Math.max(m, Math.abs(p - cpu.probs[i])), 0);
   const fmt = (segs: [number, number][]) => segs.map(([a, b]) => `${a.toFixed(2)}-${b.toFixed(2)} s`).join(', ') || 'none';
