@@ -53,8 +53,9 @@ function unpack4(data: Uint8Array | Int8Array, n: number, signed: boolean): Int8
   return out;
 }
 
-function pack4(data: ArrayLike<number>, signed: boolean): Int8Array | Uint8Array {
-  const out = signed ? new Int8Array((data.length + 1) >> 1) : new Uint8Array((data.length + 1) >> 1);
+/** onnxruntime-common holds int4/uint4 packed two per byte, in a Uint8Array for both. */
+function pack4(data: ArrayLike<number>): Uint8Array {
+  const out = new Uint8Array((data.length + 1) >> 1);
   for (let i = 0; i < data.length; i++) {
     const v = data[i] & 0x0f;
     out[i >> 1] |= i & 1 ? v << 4 : v;
@@ -88,7 +89,7 @@ export function tensorToHost(name: string, t: OnnxValue): HostTensor {
 export function hostToTensor(ort: OrtModule, t: HostTensor): Tensor {
   const type = dataTypeName(t.dtype);
   let data = t.data as ArrayLike<number>;
-  if (t.dtype === OnnxDataType.INT4 || t.dtype === OnnxDataType.UINT4) data = pack4(data, t.dtype === OnnxDataType.INT4);
+  if (t.dtype === OnnxDataType.INT4 || t.dtype === OnnxDataType.UINT4) data = pack4(data);
   if (t.dtype === OnnxDataType.BFLOAT16 || !(type in ortTypeToOnnx)) {
     throw new Error(`output element type ${type} cannot be held by onnxruntime-common's Tensor; use MlxSession from @mlx/ort-ep`);
   }

@@ -24,7 +24,29 @@ function position(ctx: OpContext, i: number, len: number, insert = false): numbe
 const dev = (a: mx.Array): Value => ({ kind: 'device', array: a, onnxType: onnxTypeOf(a.dtype) });
 const int64 = (v: number): Value => ({ kind: 'host', tensor: { dtype: OnnxDataType.INT64, dims: [], data: BigInt64Array.of(BigInt(v)) } });
 
+/** SequenceMap: the body runs once per position; sequence inputs give their item, tensors themselves. */
+const sequenceMap: OpEntry = {
+  domain: D, opType: 'SequenceMap', since: 17,
+  run: (ctx) => {
+    const body = ctx.attrs.graph('body');
+    const ins: Value[] = [];
+    for (let i = 0; i < ctx.inputCount; i++) ins.push(ctx.value(i));
+    const len = seq(ctx, 0).items.length;
+    const outs: Value[][] = body.outputs.map(() => []);
+    for (let k = 0; k < len; k++) {
+      const args = ins.map((v) => (v.kind === 'sequence' ? v.items[k] : v));
+      ctx.runSubgraph(body, args).forEach((v, j) => outs[j].push(v));
+    }
+    return outs.map((items, j) => {
+      const decl = body.outputs[j].type;
+      const elemType = decl.kind === 'tensor' ? decl.elemType : items[0] && items[0].kind === 'host' ? items[0].tensor.dtype : OnnxDataType.FLOAT;
+      return { kind: 'sequence', items, elemType } as Value;
+    });
+  },
+};
+
 export const sequenceOps: OpEntry[] = [
+  sequenceMap,
   {
     domain: D, opType: 'SequenceEmpty', since: 11,
     run: (ctx) => [{ kind: 'sequence', items: [], elemType: ctx.attrs.int('dtype', OnnxDataType.FLOAT) }],

@@ -3,7 +3,9 @@
 // (onnxruntime-node's CPU provider, the side-by-side reference).
 import { createRequire } from 'node:module';
 import { basename } from 'node:path';
-import { readTestCase, decodeModel, OnnxDataType, type HostTensor } from '../../src/onnx/index.js';
+import { readTestCase, decodeModel, OnnxDataType, type HostTensor, type TestValue } from '../../src/onnx/index.js';
+import type { Value } from '../../src/registry/types.js';
+import { download } from '../../src/executor/convert.js';
 import { MlxSession } from '../../src/executor/session.js';
 import { UnsupportedOperatorError } from '../../src/executor/errors.js';
 import { hostToTensor, tensorToHost } from '../../src/backend.js';
@@ -38,8 +40,51 @@ export function toleranceFor(name: string): Tolerance {
   return { rtol: 1e-3, atol: 1e-5 };
 }
 
-type Tagged = HostTensor | { kind: string };
 const isTensor = (v: unknown): v is HostTensor => !!v && typeof v === 'object' && 'dims' in v && 'dtype' in v;
+
+function toValue(v: TestValue): Value {
+  if (isTensor(v)) return { kind: 'host', tensor: v };
+  if (v.kind === 'sequence') {
+    const items = v.items.map(toValue);
+    const first = v.items.find(isTensor);
+    return { kind: 'sequence', items, elemType: first ? first.dtype : OnnxDataType.FLOAT };
+  }
+  if (v.kind === 'optional') return v.value ? toValue(v.value) : { kind: 'none' };
+  throw new Error(v.why);
+}
+
+function flatten(v: TestValue): TestValue[] {
+  if (isTensor(v)) return [v];
+  if (v.kind === 'sequence') return v.items.flatMap(flatten);
+  if (v.kind === 'optional') return v.value ? flatten(v.value) : [];
+  return [v];
+}
+
+/** Compares a produced value with the expected one, tensors and containers alike. */
+function compareValue(have: HostTensor | Value | undefined, want: TestValue, tol: Tolerance): string | undefined {
+  if (isTensor(want)) {
+    const t = have && (isTensor(have) ? have : have.kind === 'host' ? have.tensor : undefined);
+    if (!t) return `expected a tensor, got ${have ? (have as Value).kind : 'nothing'}`;
+    const c = compareTensor(t, want, tol);
+    return c.ok ? undefined : c.why;
+  }
+  if (want.kind === 'optional') {
+    if (!want.value) return have && !isTensor(have) && have.kind === 'none' ? undefined : 'expected an empty optional';
+    return compareValue(have, want.value, tol);
+  }
+  if (want.kind === 'sequence') {
+    if (!have || isTensor(have) || have.kind !== 'sequence') return 'expected a sequence';
+    if (have.items.length !== want.items.length) return `sequence of ${have.items.length} items, expected ${want.items.length}`;
+    for (let i = 0; i < want.items.length; i++) {
+      const it = have.items[i];
+      const host = it.kind === 'device' ? download(it.array, it.onnxType) : it;
+      const why = compareValue(host as Value, want.items[i], tol);
+      if (why) return `item ${i}: ${why}`;
+    }
+    return undefined;
+  }
+  return want.why;
+}
 
 export async function runCase(dir: string, engine: Engine): Promise<CaseResult> {
   const name = basename(dir);
@@ -49,22 +94,25 @@ export async function runCase(dir: string, engine: Engine): Promise<CaseResult> 
   try {
     tc = readTestCase(dir);
   } catch (e) {
-    return done('error', `cannot read case: ${(e as Error).message}`);
+    const msg = (e as Error).message;
+    return done(/unknown element type/.test(msg) ? 'unsupported' : 'error', `cannot read case: ${msg}`);
   }
   const model = decodeModel(tc.modelBytes, {});
   const inputs = model.graph.inputs.filter((i) => !model.graph.initializers.has(i.name)).map((i) => i.name);
   const outputs = model.graph.outputs.map((o) => o.name);
-  const values = tc.datasets.flatMap((d) => [...d.inputs, ...d.outputs]) as Tagged[];
-  if (values.some((v) => !isTensor(v))) return done('unsupported', 'sequence/optional test data');
-  const lowLevel = (values as HostTensor[]).some((v) => tensorless.has(v.dtype));
+  const values = tc.datasets.flatMap((d) => [...d.inputs, ...d.outputs]).flatMap(flatten);
+  const odd = values.find((v) => !isTensor(v)) as { why: string } | undefined;
+  if (odd) return done('unsupported', odd.why);
+  const containers = tc.datasets.some((d) => [...d.inputs, ...d.outputs].some((v) => !isTensor(v)));
+  const lowLevel = containers || (values as HostTensor[]).some((v) => tensorless.has(v.dtype));
   const tol = toleranceFor(name);
   try {
     for (const ds of tc.datasets) {
       const feeds: Record<string, HostTensor> = {};
       (ds.inputs as HostTensor[]).forEach((t, i) => (feeds[inputs[i]] = t));
-      let got: Record<string, HostTensor>;
+      let got: Record<string, HostTensor | Value>;
       if (engine === 'ort') {
-        if (lowLevel) return done('unsupported', 'onnxruntime-common Tensor cannot hold this element type', true);
+        if (lowLevel) return done('unsupported', containers ? 'onnxruntime-node cannot take sequence or optional inputs from JavaScript' : 'onnxruntime-common Tensor cannot hold this element type', true);
         const o = ort();
         const s = await o.InferenceSession.create(tc.modelBytes);
         const f: Record<string, import('onnxruntime-node').Tensor> = {};
@@ -75,7 +123,9 @@ export async function runCase(dir: string, engine: Engine): Promise<CaseResult> 
         await s.release();
       } else if (lowLevel) {
         const s = MlxSession.createSync(tc.modelBytes, {});
-        got = s.runSync(feeds) as Record<string, HostTensor>;
+        const vfeeds: Record<string, Value> = {};
+        ds.inputs.forEach((t, i) => (vfeeds[inputs[i]] = toValue(t)));
+        got = s.runSync(vfeeds);
         s.release();
       } else {
         const o = ort();
@@ -87,12 +137,9 @@ export async function runCase(dir: string, engine: Engine): Promise<CaseResult> 
         for (const [k, v] of Object.entries(r)) got[k] = tensorToHost(k, v as never);
         await s.release();
       }
-      for (let i = 0; i < (ds.outputs as HostTensor[]).length; i++) {
-        const want = (ds.outputs as HostTensor[])[i];
-        const have = got[outputs[i]];
-        if (!have) return done('fail', `output '${outputs[i]}' missing`, lowLevel);
-        const c = compareTensor(have, want, tol);
-        if (!c.ok) return done('fail', `output '${outputs[i]}': ${c.why}`, lowLevel);
+      for (let i = 0; i < ds.outputs.length; i++) {
+        const why = compareValue(got[outputs[i]], ds.outputs[i], tol);
+        if (why) return done('fail', `output '${outputs[i]}': ${why}`, lowLevel);
       }
     }
   } catch (e) {
