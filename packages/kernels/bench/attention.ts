@@ -2,16 +2,16 @@
 // autodiff) and of the forward (fused vs composite), for b = 1, hq/hk = 8/2.
 //
 //   node --conditions=source --import tsx bench/attention.ts [--max-seq 1024] [--seqs 256,1024,4096,8192]
-//        [--dims 64,128] [--runs 3] [--workspace-mib 64]
+//        [--dims 64,128] [--runs 3] [--block-mib 32] [--passes vjp-dense,vjp-tiled,...]
 //
 // Time is the median of --runs runs after one warm-up run; peak is memory.peak() − memory.active()
 // once the inputs exist (inputs not counted, outputs counted), the largest over the runs. Combos
-// whose estimated buffers exceed the free memory are skipped, and say why.
+// whose estimated buffers exceed the free memory are skipped, and say why. The tiled strategy's
+// workspace is its fixed part (dq, dk, dv and per-row vectors, which grow with sq·d) plus
+// --block-mib for its score blocks; each tiled row prints the workspace it ran with.
 import { freemem } from 'node:os';
 import * as mx from '@mlx/core';
-import {
-  AttentionVjpBudget, attentionComposite, attentionConfig, attentionFused, attentionVjp, type AttentionGradients,
-} from '../src/index.js';
+import { AttentionVjpBudget, attentionVjp, scaledDotProductAttention, type AttentionGradients } from '../src/index.js';
 
 function flag(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -21,7 +21,8 @@ const maxSeq = Number(flag('max-seq', '1024'));
 const seqs = flag('seqs', '256,1024,4096,8192').split(',').map(Number);
 const dims = flag('dims', '64,128').split(',').map(Number);
 const runs = Number(flag('runs', '3'));
-const workspaceBytes = Number(flag('workspace-mib', '64')) * 2 ** 20;
+const blockBytes = Number(flag('block-mib', '32')) * 2 ** 20;
+const selected = flag('passes', '').split(',').filter(Boolean);
 const [hq, hk] = [8, 2];
 
 const MiB = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
@@ -47,7 +48,7 @@ function measure(run: () => mx.Array | AttentionGradients): { ms: number; peak: 
   return { ms: median(samples.map((s) => s.ms)), peak: Math.max(...samples.map((s) => s.peak)) };
 }
 
-console.log(`attention benchmark: b=1, hq/hk=${hq}/${hk}, float32, device ${mx.defaultDevice()}, median of ${runs} runs, tiled workspace ${MiB(workspaceBytes)} MiB`);
+console.log(`attention benchmark: b=1, hq/hk=${hq}/${hk}, causal, float32, device ${mx.defaultDevice()}, median of ${runs} runs, tiled block room ${MiB(blockBytes)} MiB`);
 console.log(['seq', 'd', 'pass', 'median ms', 'peak MiB'].map((h, i) => h.padEnd([6, 5, 22, 12, 10][i])).join(''));
 for (const s of seqs) {
   for (const d of dims) {
@@ -61,11 +62,11 @@ for (const s of seqs) {
       const k = mx.random.normal([1, hk, s, d], 'float32', 0, 1);
       const v = mx.random.normal([1, hk, s, d], 'float32', 0, 1);
       const gradOut = mx.random.normal([1, hq, s, d], 'float32', 0, 1);
-      const config = attentionConfig({ causal: true });
-      const out = attentionFused(q, k, v, null, config);
+      const out = scaledDotProductAttention(q, k, v, { causal: true, implementation: 'fused' });
       mx.evaluate(q, k, v, gradOut, out);
-      const shape = { batch: 1, queryHeads: hq, kvHeads: hk, groupSize: hq / hk, querySeq: s, keySeq: s, headDim: d, valueDim: d, dtype: 'float32' as const };
-      const budget = new AttentionVjpBudget(workspaceBytes, shape, config);
+      const fixed = AttentionVjpBudget.forInputs(1, q, k, v, { causal: true }).tiledFixedBytes;
+      const workspaceBytes = fixed + blockBytes;
+      const budget = AttentionVjpBudget.forInputs(workspaceBytes, q, k, v, { causal: true });
       const scoreBuffer = 1 * hq * s * s * 4;
       // Estimated peaks: the dense pullback from the budget; autodiff keeps the forward's scores and
       // probabilities besides the backward's; the forward holds about three score buffers.
@@ -77,10 +78,11 @@ for (const s of seqs) {
         'vjp dense': () => attentionVjp({ q, k, v, out, gradOut }, { causal: true }, { strategy: 'dense' }),
         'vjp tiled': () => attentionVjp({ q, k, v, out, gradOut }, { causal: true }, { strategy: 'tiled', workspaceBytes }),
         'vjp autodiff': () => attentionVjp({ q, k, v, out, gradOut }, { causal: true }, { strategy: 'autodiff' }),
-        'forward fused': () => attentionFused(q, k, v, null, config),
-        'forward composite': () => attentionComposite(q, k, v, null, config),
+        'forward fused': () => scaledDotProductAttention(q, k, v, { causal: true, implementation: 'fused' }),
+        'forward composite': () => scaledDotProductAttention(q, k, v, { causal: true, implementation: 'composite' }),
       };
       for (const [pass, run] of Object.entries(passes)) {
+        if (selected.length && !selected.includes(pass.replace(' ', '-'))) continue;
         const free = freemem();
         if (estimates[pass] > 0.8 * free) {
           row(pass, `skipped (needs ~${MiB(estimates[pass])} MiB, ${MiB(free)} MiB free)`);
@@ -88,7 +90,8 @@ for (const s of seqs) {
         }
         try {
           const { ms, peak } = measure(run);
-          row(pass, `${ms.toFixed(1).padEnd(12)}${MiB(peak)}`);
+          const note = pass === 'vjp tiled' ? `(workspace ${MiB(workspaceBytes)} MiB, blocks ${budget.tiledBlocks().queryBlock}×${budget.tiledBlocks().keyBlock})` : '';
+          row(pass, `${ms.toFixed(1).padEnd(12)}${MiB(peak).padEnd(10)}${note}`);
         } catch (e) {
           row(pass, `failed (${(e as Error).message})`);
         }

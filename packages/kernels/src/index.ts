@@ -1,18 +1,13 @@
-// @mlx/kernels: composite MLX ops with their gradients.
-export {
-  scaledDotProductAttention,
-} from './attention/attention.js';
-export {
-  attentionVjp, attentionVjpAutodiff, chooseAttentionVjpStrategy, type AttentionVjpConfig, type AttentionVjpRunOptions,
-} from './attention/vjp.js';
-export { attentionVjpDense } from './attention/vjp-dense.js';
-export { attentionVjpTiled } from './attention/vjp-tiled.js';
+// @mlx/kernels: composite MLX ops with their gradients. Every differentiable kernel registers its
+// own pullback as MLX's custom VJP; the *Vjp functions expose the same pullbacks directly, and the
+// *Composite functions are the plain-op references that MLX's autodiff differentiates in tests.
+export { scaledDotProductAttention } from './attention/attention.js';
+export { attentionVjp, chooseAttentionVjpStrategy, type AttentionVjpConfig, type AttentionVjpRunOptions } from './attention/vjp.js';
 export type { AttentionGradients, AttentionVjpInputs } from './attention/vjp-types.js';
 export { AttentionVjpBudget, type AttentionBlockSizes } from './attention/budget.js';
-export { attentionComposite, attentionFused } from './attention/forward.js';
 export {
-  attentionConfig, DEFAULT_WORKSPACE_BYTES, type AttentionConfig, type AttentionImplementation, type AttentionMaskKind,
-  type AttentionOptions, type AttentionVjpOptions, type AttentionVjpStrategy,
+  DEFAULT_WORKSPACE_BYTES, type AttentionConfig, type AttentionImplementation, type AttentionMaskKind, type AttentionOptions,
+  type AttentionShape, type AttentionVjpOptions, type AttentionVjpStrategy,
 } from './attention/config.js';
 export { broadcastAdjoint, broadcastAxes } from './broadcast.js';
 export { disposeCustomVjpCache, customVjpCacheSize } from './custom-vjp.js';

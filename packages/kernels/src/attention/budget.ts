@@ -5,7 +5,8 @@
 // count every score-sized buffer that can be alive at once when MLX frees intermediates as soon
 // as their last consumer has run.
 import { itemsize } from '@mlx/core';
-import type { AttentionConfig, AttentionShape } from './config.js';
+import type { Array } from '@mlx/core';
+import { attentionConfig, attentionShape, type AttentionConfig, type AttentionOptions, type AttentionShape } from './config.js';
 
 export interface AttentionBlockSizes {
   queryBlock: number;
@@ -23,6 +24,11 @@ const bytesOf = (elements: number, dtypeBytes: number) => elements * dtypeBytes;
 
 export class AttentionVjpBudget {
   readonly itemBytes: number;
+
+  /** The budget for attention over these q, k, v (and options.mask) within `workspaceBytes`. */
+  static forInputs(workspaceBytes: number, q: Array, k: Array, v: Array, options: AttentionOptions = {}): AttentionVjpBudget {
+    return new AttentionVjpBudget(workspaceBytes, attentionShape(q, k, v), attentionConfig(options));
+  }
 
   constructor(readonly workspaceBytes: number, readonly shape: AttentionShape, readonly config: AttentionConfig) {
     if (!(workspaceBytes > 0)) throw new RangeError(`workspaceBytes must be positive, got ${workspaceBytes}`);
@@ -51,17 +57,19 @@ export class AttentionVjpBudget {
     return bytesOf(b * hq * sq * d + b * hk * sk * (d + dv), this.itemBytes);
   }
 
-  /** Per-row vectors (logsumexp, rowsum(O∘dO)) and the O∘dO product they come from. */
+  /** Per-row vectors: logsumexp, its safe copy, rowsum(O∘dO). */
   private get rowBytes(): number {
-    const { batch: b, queryHeads: hq, querySeq: sq, valueDim: dv } = this.shape;
-    return bytesOf(b * hq * sq * (3 + dv), Math.max(4, this.itemBytes));
+    const { batch: b, queryHeads: hq, querySeq: sq } = this.shape;
+    return bytesOf(3 * b * hq * sq, Math.max(4, this.itemBytes));
   }
 
   /** Peak bytes of the dense pullback. */
   get denseBytes(): number {
     const { querySeq: sq, keySeq: sk } = this.shape;
+    const { batch: b, queryHeads: hq, valueDim: dv } = this.shape;
     const scores = sq * sk * (this.scoreColumnBytes * (DENSE_SCORE_BUFFERS + this.softcapBuffers) + this.maskBytesPerScore);
-    return scores + 2 * this.outputBytes + this.rowBytes;
+    // O∘dO (or P∘dP's row sums) and the group-summed products behind dK and dV.
+    return scores + 2 * this.outputBytes + this.rowBytes + bytesOf(b * hq * sq * dv, this.itemBytes);
   }
 
   /** Bytes of the tiled pullback that do not depend on the block sizes. */
@@ -76,10 +84,12 @@ export class AttentionVjpBudget {
   blockBytes({ queryBlock: bq, keyBlock: bk }: AttentionBlockSizes): number {
     const { batch: b, queryHeads: hq, kvHeads: hk, headDim: d, valueDim: dv } = this.shape;
     const scores = bq * bk * (this.scoreColumnBytes * (TILED_SCORE_BUFFERS + this.softcapBuffers) + this.maskBytesPerScore);
-    // Accumulators are replaced each step (old and new alive together), and the group sums of
-    // dK and dV start from [b, hk, g, bk, d] products.
+    // Accumulators are replaced each step (old and new alive together); the group sums of dK and
+    // dV start from [b, hk, g, bk, d] products; a query block's O∘dO (and, when out is not given,
+    // its recomputed output accumulated over key blocks) is [b, hq, bq, dv].
     const accumulators = bytesOf(2 * (b * hq * bq * d) + 2 * (b * hk * bk * (d + dv)) + b * hq * bk * (d + dv), this.itemBytes);
-    return scores + accumulators;
+    const outputRows = bytesOf(3 * b * hq * bq * dv, this.itemBytes);
+    return scores + accumulators + outputRows;
   }
 
   /** Whether the dense pullback fits in the workspace. */

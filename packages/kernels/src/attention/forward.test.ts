@@ -1,6 +1,8 @@
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import { attentionComposite, attentionConfig, attentionFused, scaledDotProductAttention, type AttentionOptions } from '../index.js';
+import { scaledDotProductAttention, type AttentionOptions } from '../index.js';
+import { attentionConfig } from './config.js';
+import { attentionComposite, attentionFused } from './forward.js';
 import { onnxNodeTestRoot, readNodeCase, type OnnxTensor } from '../testing/onnx-cases.js';
 import { hasNaN, maxAbs, randn, relativeError, uniform } from '../testing/numeric.js';
 

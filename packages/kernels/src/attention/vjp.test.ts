@@ -1,9 +1,9 @@
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import {
-  attentionComposite, attentionConfig, attentionVjp, attentionVjpAutodiff, scaledDotProductAttention, type AttentionOptions,
-  type AttentionVjpRunOptions,
-} from '../index.js';
+import { attentionVjp, scaledDotProductAttention, type AttentionOptions, type AttentionVjpRunOptions } from '../index.js';
+import { attentionConfig } from './config.js';
+import { attentionComposite } from './forward.js';
+import { attentionVjpAutodiff } from './vjp.js';
 import { finiteDifferenceVjp, hasNaN, maxAbs, onCpu, randn, relativeError, uniform } from '../testing/numeric.js';
 
 type Strategy = { name: string; run: AttentionVjpRunOptions };

@@ -31,17 +31,22 @@ export function attentionVjpAutodiff(inputs: AttentionVjpInputs, config: Attenti
   return { dq, dk, dv };
 }
 
-/** The strategy that `run` selects for these inputs (after resolving 'auto' from the budget). */
-export function chooseAttentionVjpStrategy(inputs: AttentionVjpInputs, config: AttentionConfig, run: AttentionVjpRunOptions = {}): Exclude<AttentionVjpStrategy, 'auto'> {
+/** The strategy `run` selects for a resolved config ('auto' resolved from the budget). */
+export function strategyFor(inputs: AttentionVjpInputs, config: AttentionConfig, run: AttentionVjpRunOptions = {}): Exclude<AttentionVjpStrategy, 'auto'> {
   const strategy = run.strategy ?? 'auto';
   if (strategy !== 'auto') return strategy;
   const budget = new AttentionVjpBudget(run.workspaceBytes ?? DEFAULT_WORKSPACE_BYTES, attentionShape(inputs.q, inputs.k, inputs.v), config);
   return budget.strategy;
 }
 
+/** Which strategy attentionVjp would run for these inputs, options and run options. */
+export function chooseAttentionVjpStrategy(inputs: AttentionVjpInputs, config: AttentionVjpConfig = {}, run: AttentionVjpRunOptions = {}): Exclude<AttentionVjpStrategy, 'auto'> {
+  return strategyFor(inputs, attentionConfig({ ...config, mask: inputs.mask ?? null }), run);
+}
+
 /** attentionVjp with an already resolved config (what the registered custom VJP calls). */
 export function attentionVjpResolved(inputs: AttentionVjpInputs, config: AttentionConfig, run: AttentionVjpRunOptions = {}): AttentionGradients {
-  const strategy = chooseAttentionVjpStrategy(inputs, config, run);
+  const strategy = strategyFor(inputs, config, run);
   if (strategy === 'autodiff') return attentionVjpAutodiff(inputs, config);
   if (strategy === 'dense') return attentionVjpDense(inputs, config);
   const shape = attentionShape(inputs.q, inputs.k, inputs.v);
