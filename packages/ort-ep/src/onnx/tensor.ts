@@ -1,148 +1,194 @@
-// TensorProto -> HostTensor: raw_data (little-endian, possibly unaligned), every typed field,
-// 4-bit packing, strings, and external data confined to the model's folder.
-import { readFileSync, existsSync } from 'node:fs';
-import { isAbsolute, join, normalize, resolve, sep } from 'node:path';
+// TensorProto -> HostTensor. A tensor's values come from raw_data, from external data, or from
+// the typed field its element type uses (onnx.proto's table); every size is checked against the
+// dims before anything is allocated, so a corrupt file gives an error instead of a huge array.
 import { fromBinary } from '@bufbuild/protobuf';
-import { TensorProtoSchema, type TensorProto } from 'onnx-buf';
-import { OnnxDataType, OnnxLoadError, type ExternalDataSpec, type HostData, type HostTensor } from './ir.js';
+import { TensorProtoSchema, type SparseTensorProto, type TensorProto } from 'onnx-buf';
+import { OnnxLoadError, messageOf } from './errors.js';
+import { ExternalDataSource } from './external.js';
+import { OnnxDataType, dataTypeName, elementCount, isKnownDataType, type ExternalDataSpec, type HostData, type HostTensor, type SparseTensorIR } from './ir.js';
+import { allocHost, bitsPerElement, fromRawBytes, normalizeBool, rawByteLength, unpackSubByte } from './layout.js';
+
+const T = OnnxDataType;
+const utf8 = new TextDecoder();
 
 export interface TensorContext {
-  /** Folder of the model file, for external data. */
+  /** Where external data is read from (decodeModel passes one for the whole model). */
+  external?: ExternalDataSource;
+  /** For a standalone decode: the model's folder and/or the caller's external data. */
   modelDir?: string;
-  externalData?: ExternalDataSpec[];
+  externalData?: readonly (ExternalDataSpec | string)[];
+  /** How messages name the tensor; default `tensor '<name>'`. */
+  where?: string;
 }
 
-/** Bytes per element in raw_data for fixed-size types (4-bit types are packed: handled apart). */
-const rawSize: Record<number, number> = {
-  1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 14: 8, 15: 16, 16: 2,
-  17: 1, 18: 1, 19: 1, 20: 1,
-};
+type Field = 'float_data' | 'double_data' | 'int32_data' | 'int64_data' | 'uint64_data' | 'string_data';
 
-function alloc(dtype: number, n: number): HostData {
+/** The typed field that holds values of each element type, and how many entries a value takes. */
+function typedField(dtype: OnnxDataType): { field: Field; perValue: number } {
   switch (dtype) {
-    case OnnxDataType.FLOAT: return new Float32Array(n);
-    case OnnxDataType.DOUBLE: return new Float64Array(n);
-    case OnnxDataType.INT8: case OnnxDataType.INT4: return new Int8Array(n);
-    case OnnxDataType.INT16: return new Int16Array(n);
-    case OnnxDataType.INT32: return new Int32Array(n);
-    case OnnxDataType.INT64: return new BigInt64Array(n);
-    case OnnxDataType.UINT16: case OnnxDataType.FLOAT16: case OnnxDataType.BFLOAT16: return new Uint16Array(n);
-    case OnnxDataType.UINT32: return new Uint32Array(n);
-    case OnnxDataType.UINT64: return new BigUint64Array(n);
-    case OnnxDataType.COMPLEX64: return new Float32Array(2 * n);
-    case OnnxDataType.COMPLEX128: return new Float64Array(2 * n);
-    case OnnxDataType.STRING: return new Array<string>(n).fill('');
-    default: return new Uint8Array(n); // uint8, bool, uint4, float8, float4
+    case T.FLOAT: return { field: 'float_data', perValue: 1 };
+    case T.COMPLEX64: return { field: 'float_data', perValue: 2 };
+    case T.DOUBLE: return { field: 'double_data', perValue: 1 };
+    case T.COMPLEX128: return { field: 'double_data', perValue: 2 };
+    case T.INT64: return { field: 'int64_data', perValue: 1 };
+    case T.UINT32: case T.UINT64: return { field: 'uint64_data', perValue: 1 };
+    case T.STRING: return { field: 'string_data', perValue: 1 };
+    // int32_data also carries the narrow integer, bool and 16/8/4/2-bit float types (their bits).
+    default: return { field: 'int32_data', perValue: 1 };
   }
 }
 
-const is4bit = (t: number) => t === OnnxDataType.INT4 || t === OnnxDataType.UINT4 || t === OnnxDataType.FLOAT4E2M1;
-
-function unpack4(bytes: Uint8Array, n: number, signed: boolean, out: Int8Array | Uint8Array): void {
-  if (bytes.length < Math.ceil(n / 2)) throw new OnnxLoadError(`packed 4-bit data has ${bytes.length} bytes, ${Math.ceil(n / 2)} needed`);
-  for (let i = 0; i < n; i++) {
-    let v = i & 1 ? bytes[i >> 1] >> 4 : bytes[i >> 1] & 0x0f;
-    if (signed && v >= 8) v -= 16;
-    out[i] = v;
+function fieldValues(p: TensorProto, f: Field): ArrayLike<number | bigint | Uint8Array> {
+  switch (f) {
+    case 'float_data': return p.floatData;
+    case 'double_data': return p.doubleData;
+    case 'int32_data': return p.int32Data;
+    case 'int64_data': return p.int64Data;
+    case 'uint64_data': return p.uint64Data;
+    case 'string_data': return p.stringData;
   }
 }
 
-function fromRaw(bytes: Uint8Array, dtype: number, n: number, name: string): HostData {
-  const out = alloc(dtype, n);
-  if (is4bit(dtype)) {
-    unpack4(bytes, n, dtype === OnnxDataType.INT4, out as Int8Array);
-    return out;
-  }
-  const size = rawSize[dtype];
-  if (size === undefined) throw new OnnxLoadError(`tensor '${name}': raw_data of element type ${dtype} is not supported`);
-  if (bytes.length !== size * n) throw new OnnxLoadError(`tensor '${name}': raw_data has ${bytes.length} bytes but its shape needs ${size * n}`);
-  // Copy into an aligned buffer (raw_data can start at any offset of the file).
-  new Uint8Array((out as Exclude<HostData, string[]>).buffer).set(bytes);
-  if (dtype === OnnxDataType.BOOL) for (let i = 0; i < n; i++) (out as Uint8Array)[i] = (out as Uint8Array)[i] ? 1 : 0;
-  return out;
+const allFields: Field[] = ['float_data', 'double_data', 'int32_data', 'int64_data', 'uint64_data', 'string_data'];
+
+function describe(dtype: OnnxDataType, dims: number[]): string {
+  return `${dataTypeName(dtype)} [${dims.join(', ')}]`;
 }
 
-function fromTyped(p: TensorProto, dtype: number, n: number, name: string): HostData {
-  const out = alloc(dtype, n);
-  const need = (len: number, field: string, per = 1) => {
-    if (len !== n * per) throw new OnnxLoadError(`tensor '${name}': ${field} has ${len} values but its shape needs ${n * per}`);
-  };
-  switch (dtype) {
-    case OnnxDataType.FLOAT: need(p.floatData.length, 'float_data'); (out as Float32Array).set(p.floatData); break;
-    case OnnxDataType.COMPLEX64: need(p.floatData.length, 'float_data', 2); (out as Float32Array).set(p.floatData); break;
-    case OnnxDataType.DOUBLE: need(p.doubleData.length, 'double_data'); (out as Float64Array).set(p.doubleData); break;
-    case OnnxDataType.COMPLEX128: need(p.doubleData.length, 'double_data', 2); (out as Float64Array).set(p.doubleData); break;
-    case OnnxDataType.INT64: need(p.int64Data.length, 'int64_data'); (out as BigInt64Array).set(p.int64Data); break;
-    case OnnxDataType.UINT64: need(p.uint64Data.length, 'uint64_data'); (out as BigUint64Array).set(p.uint64Data); break;
-    case OnnxDataType.UINT32: need(p.uint64Data.length, 'uint64_data'); p.uint64Data.forEach((v, i) => ((out as Uint32Array)[i] = Number(v))); break;
-    case OnnxDataType.STRING:
-      need(p.stringData.length, 'string_data');
-      p.stringData.forEach((s, i) => ((out as string[])[i] = new TextDecoder().decode(s)));
-      break;
-    default:
-      if (is4bit(dtype)) {
-        // int32_data holds the packed bytes, one per value.
-        unpack4(Uint8Array.from(p.int32Data), n, dtype === OnnxDataType.INT4, out as Int8Array);
-        break;
-      }
-      // int32_data carries int8/uint8/int16/uint16/bool/float16/bfloat16/float8 values (bits for floats).
-      need(p.int32Data.length, 'int32_data');
-      for (let i = 0; i < n; i++) (out as Int32Array)[i] = dtype === OnnxDataType.BOOL ? (p.int32Data[i] ? 1 : 0) : p.int32Data[i];
+function fromTyped(p: TensorProto, dtype: OnnxDataType, dims: number[], n: number, where: string): HostData {
+  const { field, perValue } = typedField(dtype);
+  const values = fieldValues(p, field);
+  const bits = bitsPerElement(dtype);
+  const subByte = bits !== undefined && bits < 8;
+  // Sub-byte values are packed into int32_data entries of one byte each (two or four values).
+  const want = subByte ? rawByteLength(dtype, n) : n * perValue;
+  if (values.length !== want) {
+    const others = allFields.filter((f) => f !== field && fieldValues(p, f).length).map((f) => `${f} has ${fieldValues(p, f).length}`);
+    const what = n > 0 && values.length === 0 && !others.length ? 'has no data' : `has ${values.length} entries in ${field}`;
+    throw new OnnxLoadError(`${where}: ${describe(dtype, dims)} ${what}, ${want} expected in ${field}${others.length ? ` (${others.join(', ')})` : ''}`);
   }
-  return out;
+  switch (field) {
+    case 'float_data': return Float32Array.from(p.floatData);
+    case 'double_data': return Float64Array.from(p.doubleData);
+    case 'int64_data': return BigInt64Array.from(p.int64Data);
+    case 'uint64_data': return dtype === T.UINT64 ? BigUint64Array.from(p.uint64Data) : Uint32Array.from(p.uint64Data, Number);
+    case 'string_data': return p.stringData.map((s) => utf8.decode(s));
+    case 'int32_data': {
+      if (subByte) return unpackSubByte(p.int32Data, n, bits as 2 | 4, dtype === T.INT4 || dtype === T.INT2);
+      const out = allocHost(dtype, n) as Int32Array;
+      out.set(p.int32Data); // narrower arrays keep the low bits: the integer value, or a float's bit pattern
+      if (dtype === T.BOOL) normalizeBool(out as unknown as Uint8Array);
+      return out;
+    }
+  }
 }
 
-function externalBytes(p: TensorProto, ctx: TensorContext, name: string): Uint8Array {
-  const kv = new Map(p.externalData.map((e) => [e.key, e.value]));
-  const location = kv.get('location');
-  if (!location) throw new OnnxLoadError(`tensor '${name}': external data without a location`);
-  if (isAbsolute(location) || /^[a-zA-Z]:[\\/]/.test(location)) throw new OnnxLoadError(`tensor '${name}': external data location '${location}' is absolute; locations must be relative to the model's folder`);
-  const norm = normalize(location);
-  if (norm === '..' || norm.startsWith(`..${sep}`) || norm.startsWith('../')) throw new OnnxLoadError(`tensor '${name}': external data location '${location}' escapes the model's folder`);
-  const offset = Number(kv.get('offset') ?? 0);
-  const length = kv.has('length') ? Number(kv.get('length')) : undefined;
-  let file: Uint8Array | undefined;
-  const spec = ctx.externalData?.find((e) => normalize(e.path) === norm);
-  if (spec) {
-    if (typeof spec.data === 'string') file = new Uint8Array(readFileSync(spec.data));
-    else file = spec.data instanceof Uint8Array ? spec.data : new Uint8Array(spec.data);
-  } else if (ctx.modelDir) {
-    const full = resolve(ctx.modelDir, norm);
-    if (!full.startsWith(resolve(ctx.modelDir) + sep)) throw new OnnxLoadError(`tensor '${name}': external data location '${location}' escapes the model's folder`);
-    if (!existsSync(full)) throw new OnnxLoadError(`tensor '${name}': external data file '${location}' not found next to the model (${join(ctx.modelDir, norm)})`);
-    file = new Uint8Array(readFileSync(full));
-  } else {
-    throw new OnnxLoadError(`tensor '${name}': external data '${location}' needs the model's path or the externalData session option`);
+function fromBytes(bytes: Uint8Array, dtype: OnnxDataType, dims: number[], n: number, where: string, source: string): HostData {
+  if (dtype === T.STRING) throw new OnnxLoadError(`${where}: string tensors cannot use ${source}; their values go in string_data`);
+  const want = rawByteLength(dtype, n);
+  if (bytes.length !== want) {
+    throw new OnnxLoadError(`${where}: ${source} has ${bytes.length} bytes, but ${describe(dtype, dims)} needs ${want}`);
   }
-  const end = length === undefined ? file.length : offset + length;
-  if (offset < 0 || end > file.length) throw new OnnxLoadError(`tensor '${name}': external data range ${offset}..${end} is outside '${location}' (${file.length} bytes)`);
-  return file.subarray(offset, end);
+  return fromRawBytes(bytes, dtype, n);
 }
 
-export function decodeTensor(p: TensorProto, ctx: TensorContext = {}): HostTensor {
-  const name = p.name || '<unnamed>';
-  const dims = p.dims.map((d) => {
-    const n = Number(d);
-    if (n < 0 || !Number.isSafeInteger(n)) throw new OnnxLoadError(`tensor '${name}': invalid dimension ${d}`);
-    return n;
+function decodeDims(p: TensorProto, where: string): number[] {
+  return p.dims.map((d) => {
+    const v = Number(d);
+    if (d < 0n || !Number.isSafeInteger(v)) throw new OnnxLoadError(`${where}: invalid dimension ${d} in dims [${p.dims.join(', ')}]`);
+    return v;
   });
-  const dtype = p.dataType;
-  if (dtype <= 0 || dtype > 23) throw new OnnxLoadError(`tensor '${name}': unknown element type ${dtype}`);
-  const n = dims.reduce((a, b) => a * b, 1);
-  let data: HostData;
-  if (p.dataLocation === 1) data = fromRaw(externalBytes(p, ctx, name), dtype, n, name);
-  else if (p.rawData.length > 0 || (n === 0 && dtype !== OnnxDataType.STRING)) data = fromRaw(p.rawData, dtype, n, name);
-  else data = fromTyped(p, dtype, n, name);
-  return { dtype, dims, data, name: p.name };
 }
 
-/** A standalone serialized TensorProto (the test-data .pb files). */
+/** Decodes one TensorProto into the canonical host layout (see HostTensor). */
+export function decodeTensor(p: TensorProto, ctx: TensorContext = {}): HostTensor {
+  const where = ctx.where ?? `tensor '${p.name || '<unnamed>'}'`;
+  const dtype = p.dataType;
+  if (dtype === T.UNDEFINED) throw new OnnxLoadError(`${where}: data_type is not set`);
+  if (!isKnownDataType(dtype)) throw new OnnxLoadError(`${where}: unknown data_type ${dtype}`);
+  const dims = decodeDims(p, where);
+  const n = elementCount(dims);
+  if (!Number.isSafeInteger(n)) throw new OnnxLoadError(`${where}: dims [${dims.join(', ')}] have more elements than can be addressed`);
+  if (p.segment) throw new OnnxLoadError(`${where}: segmented tensors (TensorProto.segment) are not supported`);
+  let data: HostData;
+  if (p.dataLocation === 1) {
+    const own = ctx.external ? undefined : new ExternalDataSource(ctx.modelDir, ctx.externalData);
+    try {
+      const bytes = (ctx.external ?? own)!.read(p.name || '<unnamed>', p.externalData);
+      data = fromBytes(bytes, dtype, dims, n, where, `external data (${p.externalData.find((e) => e.key === 'location')?.value})`);
+    } finally {
+      own?.close();
+    }
+  } else if (p.rawData.length > 0) {
+    data = fromBytes(p.rawData, dtype, dims, n, where, 'raw_data');
+  } else {
+    data = fromTyped(p, dtype, dims, n, where);
+  }
+  const t: HostTensor = { dtype, dims, data };
+  if (p.name) t.name = p.name;
+  return t;
+}
+
+function parseError(what: string, bytes: Uint8Array, e: unknown): OnnxLoadError {
+  const msg = messageOf(e);
+  if (bytes.length === 0) return new OnnxLoadError(`not a ${what}: it is empty`);
+  if (/premature EOF/i.test(msg)) return new OnnxLoadError(`truncated ${what}: the data ends inside a field (${bytes.length} bytes)`, { cause: e });
+  return new OnnxLoadError(`not a ${what}: ${msg}`, { cause: e });
+}
+
+/** Decodes a standalone serialized TensorProto (the ONNX test-data `.pb` files). */
 export function decodeTensorBytes(bytes: Uint8Array, ctx: TensorContext = {}): HostTensor {
   let p: TensorProto;
   try {
     p = fromBinary(TensorProtoSchema, bytes);
   } catch (e) {
-    throw new OnnxLoadError(`not a serialized TensorProto: ${(e as Error).message}`, { cause: e });
+    throw parseError('serialized TensorProto', bytes, e);
   }
   return decodeTensor(p, ctx);
+}
+
+/** Decodes a SparseTensorProto (values and indices as host tensors). */
+export function decodeSparseTensor(p: SparseTensorProto, ctx: TensorContext = {}): SparseTensorIR {
+  const name = p.values?.name || '<unnamed>';
+  const where = ctx.where ?? `sparse tensor '${name}'`;
+  if (!p.values || !p.indices) throw new OnnxLoadError(`${where}: values or indices are missing`);
+  const dims = p.dims.map((d) => {
+    if (d < 0n || !Number.isSafeInteger(Number(d))) throw new OnnxLoadError(`${where}: invalid dimension ${d}`);
+    return Number(d);
+  });
+  const values = decodeTensor(p.values, { ...ctx, where: `${where} values` });
+  const indices = decodeTensor(p.indices, { ...ctx, where: `${where} indices` });
+  if (indices.dtype !== T.INT64) throw new OnnxLoadError(`${where}: indices must be int64, got ${dataTypeName(indices.dtype)}`);
+  return { dims, values, indices };
+}
+
+/** The dense form of a sparse tensor (zeros, or '' for strings, where no value is given). */
+export function sparseToDense(sp: SparseTensorIR, where = 'sparse tensor'): HostTensor {
+  const { dims, values, indices } = sp;
+  const n = elementCount(dims);
+  const nnz = values.dims.length === 1 ? values.dims[0] : -1;
+  if (nnz < 0) throw new OnnxLoadError(`${where}: values must be 1-D, got [${values.dims.join(', ')}]`);
+  const idx = indices.data as BigInt64Array;
+  const rank = dims.length;
+  const linear = indices.dims.length === 1;
+  if (linear ? indices.dims[0] !== nnz : indices.dims.length !== 2 || indices.dims[0] !== nnz || indices.dims[1] !== rank) {
+    throw new OnnxLoadError(`${where}: indices [${indices.dims.join(', ')}] do not fit ${nnz} values of a rank-${rank} tensor`);
+  }
+  const strides = dims.map((_, i) => elementCount(dims.slice(i + 1)));
+  const dense = allocHost(values.dtype, n);
+  const per = values.dtype === T.COMPLEX64 || values.dtype === T.COMPLEX128 ? 2 : 1;
+  for (let k = 0; k < nnz; k++) {
+    let pos = 0;
+    if (linear) pos = Number(idx[k]);
+    else {
+      for (let r = 0; r < rank; r++) {
+        const c = Number(idx[k * rank + r]);
+        if (c < 0 || c >= dims[r]) throw new OnnxLoadError(`${where}: index ${c} of value ${k} is outside dimension ${r} (size ${dims[r]})`);
+        pos += c * strides[r];
+      }
+    }
+    if (!(pos >= 0 && pos < n)) throw new OnnxLoadError(`${where}: index ${pos} of value ${k} is outside the ${n} elements of [${dims.join(', ')}]`);
+    for (let j = 0; j < per; j++) (dense as unknown[])[pos * per + j] = (values.data as unknown as unknown[])[k * per + j];
+  }
+  return { dtype: values.dtype, dims: [...dims], data: dense, ...(values.name ? { name: values.name } : {}) };
 }

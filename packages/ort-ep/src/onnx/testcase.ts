@@ -1,61 +1,89 @@
-// The ONNX backend-test layout: model.onnx and test_data_set_*/{input,output}_<i>.pb.
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { BinaryReader } from '@bufbuild/protobuf/wire';
-import { decodeTensorBytes } from './tensor.js';
+// The ONNX backend-test layout, used by the node conformance suite and by ../shared/models:
+//   <case>/model.onnx
+//   <case>/test_data_set_<k>/input_<i>.pb, output_<i>.pb
+// Inputs bind to the graph inputs that have no initializer, in order; outputs to graph outputs.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { decodeValueBytes, isHostTensor, type DataValue, type MapValue, type SparseValue } from './data.js';
+import { OnnxLoadError, messageOf } from './errors.js';
+import type { HostTensor, ModelIR, OnnxDataType, ValueInfoIR } from './ir.js';
 import { decodeModel } from './model.js';
-import type { HostTensor, ValueInfoIR } from './ir.js';
 
+/**
+ * A test-data value as runners take it: a tensor, a sequence or an optional of such values, or a
+ * value kind that has no counterpart in execution (maps, sparse tensors), decoded but tagged
+ * 'unsupported' with the reason.
+ */
 export type TestValue =
   | HostTensor
-  | { kind: 'sequence'; items: TestValue[] }
-  | { kind: 'optional'; value?: TestValue }
-  | { kind: 'unsupported'; why: string };
+  | { kind: 'sequence'; name?: string; elemType: OnnxDataType; items: TestValue[] }
+  | { kind: 'optional'; name?: string; value: TestValue | null }
+  | { kind: 'unsupported'; name?: string; why: string; value: MapValue | SparseValue };
 
-// SequenceProto and OptionalProto (onnx-data.proto) are not in onnx-buf; their wire format is small:
-// field 3 holds tensor values, 5 sequence values, 7 optional values (repeated in a sequence,
-// single in an optional).
-function decodeContainer(bytes: Uint8Array, kind: 'sequence' | 'optional'): TestValue {
-  const r = new BinaryReader(bytes);
-  const items: TestValue[] = [];
-  while (r.pos < r.len) {
-    const [field, wt] = r.tag();
-    if (field === 3) items.push(decodeTensorBytes(r.bytes()));
-    else if (field === 5) items.push(decodeContainer(r.bytes(), 'sequence'));
-    else if (field === 7) items.push(decodeContainer(r.bytes(), 'optional'));
-    else if (field === 4 || field === 6) return { kind: 'unsupported', why: 'sparse tensor or map test data' };
-    else r.skip(wt);
+function toTestValue(v: DataValue): TestValue {
+  if (isHostTensor(v)) return v;
+  switch (v.kind) {
+    case 'sequence': return { ...v, items: v.items.map(toTestValue) };
+    case 'optional': return { ...v, value: v.value && toTestValue(v.value) };
+    case 'map': return { kind: 'unsupported', name: v.name, why: 'map test data (MapProto): execution has no map values', value: v };
+    case 'sparse_tensor': return { kind: 'unsupported', name: v.name, why: 'sparse tensor test data (SparseTensorProto) is not supported', value: v };
   }
-  return kind === 'sequence' ? { kind, items } : { kind, value: items[0] };
+}
+
+export interface TestDataset {
+  /** The folder's name, test_data_set_<k>. */
+  name: string;
+  inputs: TestValue[];
+  outputs: TestValue[];
 }
 
 export interface TestCase {
+  name: string;
+  modelPath: string;
   modelBytes: Uint8Array;
-  datasets: { inputs: TestValue[]; outputs: TestValue[] }[];
+  model: ModelIR;
+  datasets: TestDataset[];
 }
 
-function readValues(dir: string, prefix: string, infos: ValueInfoIR[]): TestValue[] {
-  const files = readdirSync(dir).filter((f) => f.startsWith(prefix) && f.endsWith('.pb'))
-    .sort((a, b) => Number(a.slice(prefix.length, -3)) - Number(b.slice(prefix.length, -3)));
-  return files.map((f, i) => {
-    const kind = infos[i]?.type.kind;
-    const bytes = new Uint8Array(readFileSync(join(dir, f)));
-    if (kind === 'sequence' || kind === 'optional') return decodeContainer(bytes, kind);
-    if (kind && kind !== 'tensor') return { kind: 'unsupported', why: `${kind} test data` };
-    return decodeTensorBytes(bytes);
+/** `prefix<k>suffix` entries of a folder, ordered by k. */
+function numbered(dir: string, prefix: string, suffix: string): { file: string; k: number }[] {
+  const re = new RegExp(`^${prefix}(\\d+)${suffix.replace('.', '\\.')}$`);
+  return readdirSync(dir)
+    .map((file) => ({ file, m: re.exec(file) }))
+    .filter((e) => e.m)
+    .map((e) => ({ file: e.file, k: Number(e.m![1]) }))
+    .sort((a, b) => a.k - b.k);
+}
+
+function readValues(dir: string, prefix: 'input_' | 'output_', infos: ValueInfoIR[]): TestValue[] {
+  return numbered(dir, prefix, '.pb').map(({ file, k }) => {
+    const info = infos[k];
+    let v: TestValue;
+    try {
+      v = toTestValue(decodeValueBytes(new Uint8Array(readFileSync(join(dir, file))), info?.type));
+    } catch (e) {
+      throw new OnnxLoadError(`${basename(dir)}/${file}: ${messageOf(e)}`, { cause: e });
+    }
+    // The file's own name where it has one; otherwise the graph's name at that position.
+    if (!v.name && info) v.name = info.name;
+    return v;
   });
 }
 
+/** Reads a backend-test case folder: the model, its decoded IR and every data set. */
 export function readTestCase(dir: string): TestCase {
-  const modelBytes = new Uint8Array(readFileSync(join(dir, 'model.onnx')));
-  const model = decodeModel(modelBytes, { modelPath: join(dir, 'model.onnx') });
-  const inputs = model.graph.inputs.filter((i) => !model.graph.initializers.has(i.name));
-  const sets = readdirSync(dir).filter((d) => d.startsWith('test_data_set_') && existsSync(join(dir, d))).sort();
-  return {
-    modelBytes,
-    datasets: sets.map((s) => ({
-      inputs: readValues(join(dir, s), 'input_', inputs),
-      outputs: readValues(join(dir, s), 'output_', model.graph.outputs),
-    })),
-  };
+  const modelPath = join(dir, 'model.onnx');
+  if (!existsSync(modelPath)) throw new OnnxLoadError(`${dir}: no model.onnx in this folder`);
+  const modelBytes = new Uint8Array(readFileSync(modelPath));
+  const model = decodeModel(modelBytes, { modelPath });
+  const g = model.graph;
+  const userInputs = g.inputs.filter((i) => !g.initializers.has(i.name));
+  const datasets = numbered(dir, 'test_data_set_', '')
+    .filter(({ file }) => statSync(join(dir, file)).isDirectory())
+    .map(({ file }) => ({
+      name: file,
+      inputs: readValues(join(dir, file), 'input_', userInputs),
+      outputs: readValues(join(dir, file), 'output_', g.outputs),
+    }));
+  return { name: basename(dir), modelPath, modelBytes, model, datasets };
 }
