@@ -1,0 +1,144 @@
+// Convolutions: Conv, ConvTranspose, ConvInteger, QLinearConv, DeformConv.
+// MLX convolves channels-last (input [N, ...spatial, C], weight [O, ...kernel, C/groups]); ONNX is
+// channels-first, so each op moves the channel axis in and out around one mx.convGeneral.
+import * as mx from '@mlx/core';
+import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { deformConvEntry } from './deform-conv.js';
+import { exactIntProduct, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound } from './quant-math.js';
+import { checkWindowAttrs, kernelOf, toChannelsFirst, toChannelsLast, windowOf, type Window } from './spatial.js';
+
+const D = 'ai.onnx';
+
+const ones = (n: number) => new Array<number>(n).fill(1);
+
+/** Channels-last convolution of x [N, ...sp, C] with ONNX weight w [O, C/g, ...k]. */
+function convLast(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.Array {
+  const wl = toChannelsLast(w);
+  return mx.convGeneral(xl, wl, win.strides, win.padsBegin, win.padsEnd, win.dilations, ones(win.kernel.length), group, false);
+}
+
+function convWindow(ctx: OpContext, x: readonly number[], w: readonly number[]): Window {
+  return windowOf(ctx, x.slice(2), kernelOf(ctx, w));
+}
+
+function conv(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const w = ctx.input(1);
+  const win = convWindow(ctx, x.shape, w.shape);
+  let y = convLast(toChannelsLast(x), w, win, ctx.attrs.int('group', 1));
+  if (ctx.inputCount > 2 && ctx.has(2)) y = mx.add(y, ctx.input(2));
+  return toChannelsFirst(y);
+}
+
+const convEntry: OpEntry = {
+  domain: D, opType: 'Conv', since: 1,
+  check: checkWindowAttrs,
+  run: (ctx) => [conv(ctx)],
+};
+
+// ---------------------------------------------------------------------------------------------
+// ConvTranspose: a convolution of the stride-dilated input with the flipped kernel. Padding
+// lo = d(k-1) - pad_begin; the high side is whatever makes the output the requested size
+// (negative pads crop, which MLX's convGeneral accepts).
+
+interface TransposeGeometry {
+  padsBegin: number[];
+  out: number[];
+}
+
+function transposeGeometry(ctx: OpContext, spatial: readonly number[], kernel: readonly number[]): TransposeGeometry {
+  const n = spatial.length;
+  const strides = ctx.attrs.ints('strides', ones(n));
+  const dilations = ctx.attrs.ints('dilations', ones(n));
+  const outPad = ctx.attrs.ints('output_padding', new Array(n).fill(0));
+  const autoPad = ctx.attrs.string('auto_pad', 'NOTSET');
+  const full = spatial.map((s, i) => strides[i] * (s - 1) + outPad[i] + (kernel[i] - 1) * dilations[i] + 1);
+  const given = ctx.attrs.has('output_shape') ? ctx.attrs.ints('output_shape') : undefined;
+  const outShape = given ? given.slice(-n) : undefined;
+  if (outShape || autoPad === 'SAME_UPPER' || autoPad === 'SAME_LOWER') {
+    // The spec's rule: total padding from the target size; SAME_UPPER puts the odd unit at the end.
+    const target = outShape ?? spatial.map((s, i) => s * strides[i]);
+    const padsBegin = target.map((t, i) => {
+      const total = full[i] - t;
+      const half = Math.floor(total / 2);
+      return autoPad === 'SAME_UPPER' ? half : total - half;
+    });
+    return { padsBegin, out: target };
+  }
+  const pads = autoPad === 'VALID' ? new Array(2 * n).fill(0) : ctx.attrs.ints('pads', new Array(2 * n).fill(0));
+  return { padsBegin: pads.slice(0, n), out: full.map((f, i) => f - pads[i] - pads[n + i]) };
+}
+
+/** ONNX transpose weight [C, O/g, ...k] -> MLX conv weight [O, ...k, C/g]. */
+function transposeWeight(w: mx.Array, group: number): mx.Array {
+  const [c, og, ...k] = w.shape;
+  const r = k.length;
+  const grouped = mx.reshape(w, [group, c / group, og, ...k]);
+  const moved = mx.transpose(grouped, [0, 2, ...Array.from({ length: r }, (_, i) => 3 + i), 1]);
+  return mx.reshape(moved, [group * og, ...k, c / group]);
+}
+
+function convTranspose(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const w = ctx.input(1);
+  const group = ctx.attrs.int('group', 1);
+  const spatial = x.shape.slice(2);
+  const kernel = kernelOf(ctx, w.shape);
+  const n = spatial.length;
+  const strides = ctx.attrs.ints('strides', ones(n));
+  const dilations = ctx.attrs.ints('dilations', ones(n));
+  const g = transposeGeometry(ctx, spatial, kernel);
+  const lo = kernel.map((k, i) => dilations[i] * (k - 1) - g.padsBegin[i]);
+  const hi = g.out.map((o, i) => o - (spatial[i] - 1) * strides[i] - 1 - lo[i] + dilations[i] * (kernel[i] - 1));
+  let y = mx.convGeneral(toChannelsLast(x), transposeWeight(w, group), ones(n), lo, hi, dilations, strides, group, true);
+  if (ctx.inputCount > 2 && ctx.has(2)) y = mx.add(y, ctx.input(2));
+  return toChannelsFirst(y);
+}
+
+const convTransposeEntry: OpEntry = {
+  domain: D, opType: 'ConvTranspose', since: 1,
+  check: checkWindowAttrs,
+  run: (ctx) => [convTranspose(ctx)],
+};
+
+// ---------------------------------------------------------------------------------------------
+// ConvInteger / QLinearConv: (x - x_zp) conv (w - w_zp) in exact int32 (float32 products,
+// split into 4-bit halves when a window's sum could exceed float32's integers).
+
+function integerConv(ctx: OpContext, ix: number, ixz: number, iw: number, iwz: number): mx.Array {
+  const x = quantInput(ctx, ix);
+  const w = quantInput(ctx, iw);
+  const has = (i: number) => ctx.inputCount > i && ctx.has(i);
+  const x0 = minusZeroPoint(x, has(ixz) ? quantInput(ctx, ixz) : undefined, 1);
+  const w0 = minusZeroPoint(w, has(iwz) ? quantInput(ctx, iwz) : undefined, 0);
+  const win = convWindow(ctx, x.shape, w.shape);
+  const group = ctx.attrs.int('group', 1);
+  const terms = w.shape.slice(1).reduce((a, b) => a * b, 1);
+  const f = (a: mx.Array, b: mx.Array) => convLast(a, b, win, group);
+  // Zero padding of (x - x_zp) is padding x with its zero point, as the spec asks.
+  return exactIntProduct(f, toChannelsLast(x0), w0, terms, zeroPointBound(ctx.elemType(ix)), zeroPointBound(ctx.elemType(iw)));
+}
+
+const convIntegerEntry: OpEntry = {
+  domain: D, opType: 'ConvInteger', since: 10,
+  check: checkWindowAttrs,
+  run: (ctx) => [toChannelsFirst(integerConv(ctx, 0, 2, 1, 3))],
+};
+
+function qlinearConv(ctx: OpContext): OpResult[] {
+  let acc = integerConv(ctx, 0, 2, 3, 5); // channels-last
+  if (ctx.inputCount > 8 && ctx.has(8)) acc = mx.add(acc, mx.astype(ctx.input(8), 'int32'));
+  // w_scale is per tensor or per output channel (the last axis here).
+  const multiplier = mx.astype(mx.divide(mx.multiply(ctx.input(1), ctx.input(4)), ctx.input(6)), 'float32');
+  const yType = ctx.elemType(7);
+  const y = mx.add(mx.multiply(mx.astype(acc, 'float32'), mx.reshape(multiplier, [-1])), mx.astype(quantInput(ctx, 7), 'float32'));
+  return [typed(toChannelsFirst(saturateRound(y, yType)), yType)];
+}
+
+const qlinearConvEntry: OpEntry = {
+  domain: D, opType: 'QLinearConv', since: 10,
+  check: checkWindowAttrs,
+  run: qlinearConv,
+};
+
+export const convOps: OpEntry[] = [convEntry, convTransposeEntry, convIntegerEntry, qlinearConvEntry, deformConvEntry];

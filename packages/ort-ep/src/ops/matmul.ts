@@ -1,0 +1,140 @@
+// Matrix products: MatMul, Gemm, MatMulInteger, QLinearMatMul, Einsum, Det.
+// MLX multiplies matrices only in floating point, so integer products go through helpers that
+// stay exact (quant-math.ts) instead of a float matmul that would round large sums.
+import * as mx from '@mlx/core';
+import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import {
+  broadcastIntMatmul, exactIntMatmul, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound,
+} from './quant-math.js';
+
+const D = 'ai.onnx';
+
+/** numpy matmul for every numeric dtype ONNX allows (integers exactly). */
+function matmulAny(a: mx.Array, b: mx.Array): mx.Array {
+  if (mx.isFloating(a.dtype)) return mx.matmul(a, b);
+  return broadcastIntMatmul(a, b);
+}
+
+const matmulEntry: OpEntry = {
+  domain: D, opType: 'MatMul', since: 1,
+  run: (ctx) => [matmulAny(ctx.input(0), ctx.input(1))],
+};
+
+// ---------------------------------------------------------------------------------------------
+// Gemm: Y = alpha * A' @ B' + beta * C, A and B 2-D, C unidirectionally broadcast to Y.
+
+function gemm(ctx: OpContext): mx.Array {
+  let a = ctx.input(0);
+  let b = ctx.input(1);
+  if (ctx.attrs.int('transA', 0)) a = mx.transpose(a);
+  if (ctx.attrs.int('transB', 0)) b = mx.transpose(b);
+  const alpha = ctx.attrs.float('alpha', 1);
+  const beta = ctx.attrs.float('beta', 1);
+  const hasC = ctx.inputCount > 2 && ctx.has(2) && beta !== 0;
+  if (mx.isFloating(a.dtype)) {
+    if (hasC) return mx.addmm(ctx.input(2), a, b, alpha, beta);
+    const y = mx.matmul(a, b);
+    return alpha === 1 ? y : mx.multiply(y, alpha);
+  }
+  // Integer Gemm: the product is exact; alpha/beta scale in the integer type (ONNX keeps it).
+  let y = broadcastIntMatmul(a, b);
+  if (alpha !== 1) y = mx.astype(mx.multiply(y, Math.trunc(alpha)), a.dtype);
+  if (hasC) {
+    const c = ctx.input(2);
+    y = mx.add(y, beta === 1 ? c : mx.astype(mx.multiply(c, Math.trunc(beta)), a.dtype));
+  }
+  return mx.astype(y, a.dtype);
+}
+
+const gemmEntry: OpEntry = {
+  domain: D, opType: 'Gemm', since: 1,
+  run: (ctx) => [gemm(ctx)],
+};
+
+// ---------------------------------------------------------------------------------------------
+// MatMulInteger / QLinearMatMul: zero points per tensor, per row of A (axis -2), per column of B.
+
+function rowsAxis(x: mx.Array): number {
+  return Math.max(x.ndim - 2, 0);
+}
+
+function zeroPoint(ctx: OpContext, i: number): mx.Array | undefined {
+  return ctx.inputCount > i && ctx.has(i) ? quantInput(ctx, i) : undefined;
+}
+
+/** (A - a_zp) @ (B - b_zp) in int32, exactly. */
+function integerProduct(ctx: OpContext, ia: number, iaz: number | undefined, ib: number, ibz: number | undefined): mx.Array {
+  const a = quantInput(ctx, ia);
+  const b = quantInput(ctx, ib);
+  const a0 = minusZeroPoint(a, iaz === undefined ? undefined : zeroPoint(ctx, iaz), rowsAxis(a));
+  const b0 = minusZeroPoint(b, ibz === undefined ? undefined : zeroPoint(ctx, ibz), b.ndim - 1);
+  return exactIntMatmul(a0, b0, zeroPointBound(ctx.elemType(ia)), zeroPointBound(ctx.elemType(ib)));
+}
+
+const matmulIntegerEntry: OpEntry = {
+  domain: D, opType: 'MatMulInteger', since: 10,
+  run: (ctx) => [integerProduct(ctx, 0, 2, 1, 3)],
+};
+
+/** A scale given per tensor or along `axis` of a result of rank `rank`. */
+function scaleAlong(s: mx.Array, axis: number, rank: number): mx.Array {
+  if (s.ndim !== 1 || s.size === 1) return s;
+  return mx.reshape(s, Array.from({ length: rank }, (_, i) => (i === axis ? s.size : 1)));
+}
+
+function qlinearMatmul(ctx: OpContext): OpResult[] {
+  const acc = integerProduct(ctx, 0, 2, 3, 5);
+  const rank = acc.ndim;
+  const aScale = scaleAlong(ctx.input(1), rank - 2, rank);
+  const bScale = scaleAlong(ctx.input(4), rank - 1, rank);
+  // The reference forms the multiplier in the scales' own type (float16 rounds it), then applies it.
+  const multiplier = mx.astype(mx.divide(mx.multiply(aScale, bScale), ctx.input(6)), 'float32');
+  const yType = ctx.elemType(7);
+  let y = mx.multiply(mx.astype(acc, 'float32'), multiplier);
+  y = mx.add(y, mx.astype(quantInput(ctx, 7), 'float32'));
+  return [typed(saturateRound(y, yType), yType)];
+}
+
+const qlinearMatmulEntry: OpEntry = {
+  domain: D, opType: 'QLinearMatMul', since: 10,
+  run: qlinearMatmul,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Einsum: MLX's einsum takes ONNX's equations (implicit output, ellipsis, repeated indices).
+
+const einsumEntry: OpEntry = {
+  domain: D, opType: 'Einsum', since: 12,
+  run: (ctx) => {
+    const eq = ctx.attrs.string('equation').replace(/\s+/g, '');
+    const ops = Array.from({ length: ctx.inputCount }, (_, i) => ctx.input(i));
+    const t = ops[0].dtype;
+    // Integer einsums contract in float32 (MLX has no integer matmul) and cast back.
+    if (!mx.isFloating(t)) return [mx.astype(mx.einsum(eq, ops.map((o) => mx.astype(o, 'float32'))), t)];
+    return [mx.einsum(eq, ops)];
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// Det: LU factorisation (MLX runs it on the CPU only); det = prod(diag(U)) * (-1)^swaps.
+
+function det(x: mx.Array): mx.Array {
+  const dtype = x.dtype;
+  const n = x.shape[x.ndim - 1];
+  if (n === 0) return mx.ones(x.shape.slice(0, -2), dtype);
+  const work = dtype === 'float64' ? x : mx.astype(x, 'float32');
+  const [lu, pivots] = mx.linalgLuFactor(work, { stream: 'cpu' });
+  const diag = mx.diagonal(lu, 0, -2, -1);
+  const swaps = mx.sum(mx.notEqual(mx.astype(pivots, 'int32'), mx.arange(0, n, 1, 'int32')), -1);
+  const sign = mx.subtract(1, mx.multiply(mx.remainder(mx.astype(swaps, work.dtype), 2), 2));
+  return mx.astype(mx.multiply(mx.prod(diag, -1), sign), dtype);
+}
+
+const detEntry: OpEntry = {
+  domain: D, opType: 'Det', since: 11,
+  run: (ctx) => [det(ctx.input(0))],
+};
+
+export const matmulOps: OpEntry[] = [
+  matmulEntry, gemmEntry, matmulIntegerEntry, qlinearMatmulEntry, einsumEntry, detEntry,
+];

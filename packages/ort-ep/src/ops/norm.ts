@@ -1,0 +1,182 @@
+// Normalisations: BatchNormalization, LayerNormalization, InstanceNormalization,
+// GroupNormalization, LpNormalization, MeanVarianceNormalization, LRN.
+// Statistics are computed in float32 at least (ONNX's stash_type 1) and results cast back to the
+// input's type, so float16 models do not lose the variance to rounding.
+import * as mx from '@mlx/core';
+import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { normAxis } from './util.js';
+
+const D = 'ai.onnx';
+
+/** float16/bfloat16 widen to float32 for statistics; float32/float64 stay. */
+const stash = (x: mx.Array): mx.Array => (x.dtype === 'float16' || x.dtype === 'bfloat16' ? mx.astype(x, 'float32') : x);
+
+/** A per-channel [C] parameter shaped to broadcast along axis 1 of a rank-`rank` input. */
+function perChannel(p: mx.Array, rank: number): mx.Array {
+  if (p.ndim !== 1 || rank < 2) return p;
+  return mx.reshape(p, [p.size, ...new Array(rank - 2).fill(1)]);
+}
+
+/** Mean and biased variance over `axes` (kept), in the stash type. */
+function moments(x: mx.Array, axes: number[]): [mx.Array, mx.Array] {
+  const mean = mx.mean(x, axes, { keepdims: true });
+  const variance = mx.mean(mx.square(mx.subtract(x, mean)), axes, { keepdims: true });
+  return [mean, variance];
+}
+
+// ---------------------------------------------------------------------------------------------
+// BatchNormalization: inference with the given statistics; training_mode (opset 14+) uses the
+// batch's statistics and also returns the updated running mean and variance.
+
+function batchNorm(ctx: OpContext): OpResult[] {
+  const x = ctx.input(0);
+  const r = x.ndim;
+  const eps = ctx.attrs.float('epsilon', 1e-5);
+  // Before opset 9, spatial=0 gives per-activation parameters of shape x.shape[1:]: those broadcast as they are.
+  const [scale, bias, mean, variance] = [1, 2, 3, 4].map((i) => stash(perChannel(ctx.input(i), r)));
+  const xs = stash(x);
+  const normalise = (m: mx.Array, v: mx.Array) =>
+    mx.astype(mx.add(mx.multiply(mx.divide(mx.subtract(xs, m), mx.sqrt(mx.add(v, eps))), scale), bias), x.dtype);
+  const training = ctx.opset >= 14 && ctx.attrs.int('training_mode', 0) !== 0;
+  if (!training) return [normalise(mean, variance)];
+  const axes = Array.from({ length: r }, (_, i) => i).filter((i) => i !== 1);
+  const [bm, bv] = moments(xs, axes);
+  const momentum = ctx.attrs.float('momentum', 0.9);
+  const running = (old: mx.Array, batch: mx.Array) =>
+    mx.astype(mx.add(mx.multiply(mx.reshape(old, [-1]), momentum), mx.multiply(mx.reshape(batch, [-1]), 1 - momentum)), ctx.input(3).dtype);
+  return [normalise(bm, bv), running(mean, bm), running(variance, bv)];
+}
+
+const batchNormEntry: OpEntry = {
+  domain: D, opType: 'BatchNormalization', since: 1,
+  check: (ctx) => {
+    const outs = ctx.node.outputs.filter((o) => o).length;
+    if (ctx.opset < 14 && outs > 1) return 'BatchNormalization training outputs (mean, var, saved_mean, saved_var) before opset 14 are not supported';
+    return undefined;
+  },
+  run: batchNorm,
+};
+
+// ---------------------------------------------------------------------------------------------
+// LayerNormalization: normalise over axes [axis, rank); optional Mean and InvStdDev outputs have
+// the reduced axes kept as size 1.
+
+function layerNorm(ctx: OpContext): OpResult[] {
+  const x = ctx.input(0);
+  const r = x.ndim;
+  const axis = normAxis(ctx.attrs.int('axis', -1), r);
+  const eps = ctx.attrs.float('epsilon', 1e-5);
+  const scale = ctx.input(1);
+  const bias = ctx.inputCount > 2 && ctx.has(2) ? ctx.input(2) : undefined;
+  const wantStats = ctx.node.outputs.slice(1).some((o) => o);
+  // The fused kernel normalises over the last axis with a 1-D weight: the common transformer case.
+  if (!wantStats && axis === r - 1 && scale.ndim <= 1 && (!bias || bias.ndim <= 1) && scale.size === x.shape[r - 1]) {
+    return [mx.fastLayerNorm(x, scale, bias ?? null, eps)];
+  }
+  const stashType = ctx.attrs.int('stash_type', 1);
+  const xs = stashType === 1 ? stash(x) : x;
+  const axes = Array.from({ length: r - axis }, (_, i) => axis + i);
+  const [mean, variance] = moments(xs, axes);
+  const inv = mx.rsqrt(mx.add(variance, eps));
+  let y = mx.multiply(mx.multiply(mx.subtract(xs, mean), inv), scale);
+  if (bias) y = mx.add(y, bias);
+  const statType = stashType === 1 ? xs.dtype : x.dtype;
+  return [mx.astype(y, x.dtype), mx.astype(mean, statType), mx.astype(inv, statType)];
+}
+
+const layerNormEntry: OpEntry = {
+  domain: D, opType: 'LayerNormalization', since: 17,
+  run: layerNorm,
+};
+
+// ---------------------------------------------------------------------------------------------
+// InstanceNormalization and GroupNormalization: statistics per (sample, channel group) over the
+// spatial axes.
+
+function instanceNorm(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const xs = stash(x);
+  const axes = Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
+  const [mean, variance] = moments(xs, axes);
+  const y = mx.divide(mx.subtract(xs, mean), mx.sqrt(mx.add(variance, ctx.attrs.float('epsilon', 1e-5))));
+  return mx.astype(mx.add(mx.multiply(y, perChannel(ctx.input(1), x.ndim)), perChannel(ctx.input(2), x.ndim)), x.dtype);
+}
+
+function groupNorm(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const [n, c] = x.shape;
+  const groups = ctx.attrs.int('num_groups');
+  const xs = ctx.attrs.int('stash_type', 1) === 1 ? stash(x) : x;
+  const grouped = mx.reshape(xs, [n, groups, -1]);
+  const [mean, variance] = moments(grouped, [2]);
+  const normed = mx.reshape(mx.divide(mx.subtract(grouped, mean), mx.sqrt(mx.add(variance, ctx.attrs.float('epsilon', 1e-5)))), x.shape);
+  // Opset 18 gives scale and bias per group; opset 21 per channel.
+  const param = (i: number) => {
+    const p = ctx.input(i);
+    const perC = p.size === c ? p : mx.repeat(p, c / groups, 0);
+    return perChannel(perC, x.ndim);
+  };
+  return mx.astype(mx.add(mx.multiply(normed, param(1)), param(2)), x.dtype);
+}
+
+const groupNormCheck = (ctx: { attrs: OpContext['attrs'] }) =>
+  ctx.attrs.has('num_groups') ? undefined : 'GroupNormalization needs the num_groups attribute';
+
+// ---------------------------------------------------------------------------------------------
+// LpNormalization, MeanVarianceNormalization, LRN
+
+function lpNorm(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const axis = normAxis(ctx.attrs.int('axis', -1), x.ndim);
+  const p = ctx.attrs.int('p', 2);
+  const norm = p === 1 ? mx.sum(mx.abs(x), axis, { keepdims: true }) : mx.sqrt(mx.sum(mx.square(x), axis, { keepdims: true }));
+  // A zero norm gives zeros rather than NaN (the reference's rule).
+  const zero = mx.equal(norm, 0);
+  return mx.where(zero, mx.zerosLike(x), mx.divide(x, mx.where(zero, mx.onesLike(norm), norm)));
+}
+
+function mvn(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const axes = ctx.attrs.ints('axes', [0, 2, 3]).map((a) => normAxis(a, x.ndim));
+  const xs = stash(x);
+  const mean = mx.mean(xs, axes, { keepdims: true });
+  // The function body: Var = E[x^2] - E[x]^2, y = (x - mean) / (sqrt(Var) + 1e-9).
+  const variance = mx.subtract(mx.mean(mx.square(xs), axes, { keepdims: true }), mx.square(mean));
+  return mx.astype(mx.divide(mx.subtract(xs, mean), mx.add(mx.sqrt(mx.maximum(variance, 0)), 1e-9)), x.dtype);
+}
+
+function lrn(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const size = ctx.attrs.int('size');
+  const alpha = ctx.attrs.float('alpha', 1e-4);
+  const beta = ctx.attrs.float('beta', 0.75);
+  const bias = ctx.attrs.float('bias', 1);
+  const xs = stash(x);
+  const c = x.shape[1];
+  // Channel window [c - floor((size-1)/2), c + ceil((size-1)/2)]: a sum of shifted slices of the padded squares.
+  const before = Math.floor((size - 1) / 2);
+  const after = Math.ceil((size - 1) / 2);
+  const padded = mx.pad(mx.square(xs), [1], [before], [after], mx.array(0, { dtype: xs.dtype }), 'constant');
+  let sum: mx.Array | undefined;
+  for (let k = 0; k < size; k++) {
+    const start = padded.shape.map((_, i) => (i === 1 ? k : 0));
+    const stop = padded.shape.map((d, i) => (i === 1 ? k + c : d));
+    const s = mx.slice(padded, start, stop, padded.shape.map(() => 1));
+    sum = sum ? mx.add(sum, s) : s;
+  }
+  const denom = mx.power(mx.add(mx.multiply(sum!, alpha / size), bias), beta);
+  return mx.astype(mx.divide(xs, denom), x.dtype);
+}
+
+const entry = (opType: string, since: number, f: (ctx: OpContext) => mx.Array, check?: OpEntry['check']): OpEntry =>
+  ({ domain: D, opType, since, check, run: (ctx) => [f(ctx)] });
+
+export const normOps: OpEntry[] = [
+  batchNormEntry,
+  layerNormEntry,
+  entry('InstanceNormalization', 1, instanceNorm),
+  entry('GroupNormalization', 18, groupNorm, groupNormCheck),
+  entry('LpNormalization', 1, lpNorm),
+  entry('MeanVarianceNormalization', 9, mvn),
+  entry('LRN', 1, lrn),
+];

@@ -1,0 +1,187 @@
+// Pooling: MaxPool (with Indices), AveragePool, LpPool, their Global forms, MaxUnpool.
+// A window reduction is computed as one strided slice of the padded input per kernel offset,
+// combined with maximum/add: no strided-view tricks, fine for the small kernels pools use.
+// AveragePool divides by a count pooled the same way from a mask, which gets count_include_pad,
+// ceil_mode's overhang and auto_pad right without case analysis.
+import * as mx from '@mlx/core';
+import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { roiOps } from './roi.js';
+import { hostNumbers } from './util.js';
+import { checkWindowAttrs, kernelOffsets, padSpatial, windowOf, windowSlice, type Window } from './spatial.js';
+
+const D = 'ai.onnx';
+
+/** The lowest value of a dtype: the padding that never wins a max. */
+function lowest(dtype: mx.Dtype): number | bigint | boolean {
+  switch (dtype) {
+    case 'bool': return false;
+    case 'uint8': case 'uint16': case 'uint32': return 0;
+    case 'uint64': return 0n;
+    case 'int8': return -128;
+    case 'int16': return -32768;
+    case 'int32': return -2147483648;
+    case 'int64': return -(2n ** 63n);
+    default: return -Infinity;
+  }
+}
+
+function poolWindow(ctx: OpContext, x: mx.Array): Window {
+  return windowOf(ctx, x.shape.slice(2), ctx.attrs.ints('kernel_shape'), ctx.attrs.int('ceil_mode', 0) !== 0);
+}
+
+/** Folds f over the window slices of `padded`. */
+function foldWindows(padded: mx.Array, w: Window, f: (acc: mx.Array, v: mx.Array) => mx.Array): mx.Array {
+  let acc: mx.Array | undefined;
+  for (const off of kernelOffsets(w.kernel)) {
+    const v = windowSlice(padded, w, off);
+    acc = acc ? f(acc, v) : v;
+  }
+  return acc!;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MaxPool
+
+/** Flat indices of every input element, row-major (storage_order 0) or column-major over the spatial axes. */
+function flatIndices(shape: readonly number[], columnMajor: boolean): mx.Array {
+  const [n, c, ...sp] = shape;
+  const spatialSize = sp.reduce((a, b) => a * b, 1);
+  let idx = mx.multiply(mx.reshape(mx.arange(0, n * c, 1, 'int64'), [n, c, ...sp.map(() => 1)]), spatialSize);
+  let stride = 1;
+  const order = sp.map((_, i) => i);
+  if (!columnMajor) order.reverse();
+  for (const i of order) {
+    const axis = mx.reshape(mx.arange(0, sp[i], 1, 'int64'), [1, 1, ...sp.map((d, j) => (j === i ? d : 1))]);
+    idx = mx.add(idx, mx.multiply(axis, stride));
+    stride *= sp[i];
+  }
+  return idx;
+}
+
+function maxPool(ctx: OpContext): OpResult[] {
+  const x = ctx.input(0);
+  const w = poolWindow(ctx, x);
+  const padded = padSpatial(x, w, lowest(x.dtype));
+  const wantIndices = ctx.node.outputs.length > 1 && !!ctx.node.outputs[1];
+  if (!wantIndices) return [foldWindows(padded, w, (a, v) => mx.maximum(a, v))];
+  const idx = padSpatial(flatIndices(x.shape, ctx.attrs.int('storage_order', 0) === 1), w, -1);
+  let best: mx.Array | undefined;
+  let bestIdx: mx.Array | undefined;
+  for (const off of kernelOffsets(w.kernel)) {
+    const v = windowSlice(padded, w, off);
+    const i = windowSlice(idx, w, off);
+    if (!best || !bestIdx) {
+      best = v;
+      bestIdx = mx.broadcastTo(i, v.shape);
+      continue;
+    }
+    // Strictly greater: the first maximum in scan order keeps its index, as onnxruntime does.
+    const better = mx.greater(v, best);
+    best = mx.where(better, v, best);
+    bestIdx = mx.where(better, i, bestIdx);
+  }
+  return [best, bestIdx];
+}
+
+const maxPoolEntry: OpEntry = {
+  domain: D, opType: 'MaxPool', since: 1,
+  check: checkWindowAttrs,
+  run: maxPool,
+};
+
+// ---------------------------------------------------------------------------------------------
+// AveragePool / LpPool
+
+/** Window sums of x, divided by the number of elements each window counts. */
+function averagePool(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const w = poolWindow(ctx, x);
+  const sum = foldWindows(padSpatial(x, w, 0), w, (a, v) => mx.add(a, v));
+  const spatial = x.shape.slice(2);
+  let mask = mx.ones([1, 1, ...spatial], x.dtype);
+  if (ctx.attrs.int('count_include_pad', 0)) {
+    // Explicit (or auto) pads count; the overhang ceil_mode adds beyond them does not.
+    const explicit = windowOf(ctx, spatial, w.kernel, false);
+    mask = padSpatial(mask, { ...w, padsBegin: explicit.padsBegin, padsEnd: explicit.padsEnd }, 1);
+    const extra = w.padsEnd.map((p, i) => p - explicit.padsEnd[i]);
+    mask = padSpatial(mask, { ...w, padsBegin: w.padsBegin.map(() => 0), padsEnd: extra }, 0);
+  } else {
+    mask = padSpatial(mask, w, 0);
+  }
+  const count = foldWindows(mask, w, (a, v) => mx.add(a, v));
+  return mx.divide(sum, count);
+}
+
+const averagePoolEntry: OpEntry = {
+  domain: D, opType: 'AveragePool', since: 1,
+  check: checkWindowAttrs,
+  run: (ctx) => [averagePool(ctx)],
+};
+
+/** p of LpPool: a float attribute in opset 1, an int from opset 2. */
+const pOf = (ctx: OpContext): number => ctx.attrs.float('p', 2);
+
+function lpPow(x: mx.Array, p: number): mx.Array {
+  return p === 2 ? mx.square(x) : p === 1 ? mx.abs(x) : mx.power(mx.abs(x), p);
+}
+function lpRoot(s: mx.Array, p: number): mx.Array {
+  return p === 2 ? mx.sqrt(s) : p === 1 ? s : mx.power(s, 1 / p);
+}
+
+function lpPool(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const p = pOf(ctx);
+  const w = poolWindow(ctx, x);
+  return lpRoot(foldWindows(padSpatial(lpPow(x, p), w, 0), w, (a, v) => mx.add(a, v)), p);
+}
+
+const lpPoolEntry: OpEntry = {
+  domain: D, opType: 'LpPool', since: 1,
+  check: checkWindowAttrs,
+  run: (ctx) => [lpPool(ctx)],
+};
+
+// ---------------------------------------------------------------------------------------------
+// Global pools: reductions over every spatial axis, kept as size-1 axes.
+
+const spatialAxes = (x: mx.Array) => Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
+
+function globalEntry(opType: string, f: (x: mx.Array, ctx: OpContext) => mx.Array): OpEntry {
+  return { domain: D, opType, since: 1, run: (ctx) => [f(ctx.input(0), ctx)] };
+}
+
+const globalOps: OpEntry[] = [
+  globalEntry('GlobalAveragePool', (x) => mx.mean(x, spatialAxes(x), { keepdims: true })),
+  globalEntry('GlobalMaxPool', (x) => mx.max(x, spatialAxes(x), { keepdims: true })),
+  globalEntry('GlobalLpPool', (x, ctx) => {
+    const p = pOf(ctx);
+    return lpRoot(mx.sum(lpPow(x, p), spatialAxes(x), { keepdims: true }), p);
+  }),
+];
+
+// ---------------------------------------------------------------------------------------------
+// MaxUnpool: scatter the pooled values back to the flat positions MaxPool's Indices name.
+
+function maxUnpool(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const indices = ctx.input(1);
+  const kernel = ctx.attrs.ints('kernel_shape');
+  const n = kernel.length;
+  const strides = ctx.attrs.ints('strides', new Array(n).fill(1));
+  const pads = ctx.attrs.ints('pads', new Array(2 * n).fill(0));
+  const sp = x.shape.slice(2).map((d, i) => (d - 1) * strides[i] + kernel[i] - pads[i] - pads[n + i]);
+  const shape = [x.shape[0], x.shape[1], ...sp];
+  const total = shape.reduce((a, b) => a * b, 1);
+  const flat = mx.putAlongAxis(mx.zeros([total], x.dtype), mx.reshape(indices, [-1]), mx.reshape(x, [-1]), 0);
+  const y = mx.reshape(flat, shape);
+  if (!(ctx.inputCount > 2 && ctx.has(2))) return y;
+  // The indices address the inferred shape (as MaxPool's input was); a larger requested shape
+  // extends it with zeros at the end of each axis, as the reference does.
+  const want = hostNumbers(ctx.host(2));
+  const grown = mx.pad(y, want.map((_, i) => i), want.map(() => 0), want.map((w, i) => Math.max(w - shape[i], 0)), mx.array(0, { dtype: x.dtype }), 'constant');
+  return mx.slice(grown, want.map(() => 0), want, want.map(() => 1));
+}
+
+const maxUnpoolEntry: OpEntry = { domain: D, opType: 'MaxUnpool', since: 9, run: (ctx) => [maxUnpool(ctx)] };
+
+export const poolOps: OpEntry[] = [maxPoolEntry, averagePoolEntry, lpPoolEntry, ...globalOps, maxUnpoolEntry, ...roiOps];

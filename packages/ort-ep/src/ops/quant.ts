@@ -1,0 +1,127 @@
+// QuantizeLinear, DequantizeLinear (per tensor, per axis, blocked; 2/4/8/16-bit integers, float8
+// and float4 codes) and DynamicQuantizeLinear. One entry per op covers opsets 10..25: later
+// versions only add attributes (axis 13, saturate 19, block_size/output_dtype 21, precision 23)
+// and types, each read with its default.
+import * as mx from '@mlx/core';
+import { OnnxDataType } from '../onnx/index.js';
+import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { mxDtypeOf } from '../executor/convert.js';
+import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './float8.js';
+import { qRange, quantInput, saturateRound, typed } from './quant-math.js';
+import { mxType, normAxis } from './util.js';
+
+const D = 'ai.onnx';
+
+/** A scale or zero point shaped to broadcast against x: per tensor, per axis, or blocked along axis. */
+function alongAxis(p: mx.Array, xShape: readonly number[], axis: number, blockSize: number): mx.Array {
+  if (p.size === 1) return mx.reshape(p, []);
+  if (!blockSize) {
+    if (p.ndim !== 1) throw new RangeError(`a scale of shape [${p.shape.join(', ')}] needs block_size for blocked quantization`);
+    return mx.reshape(p, xShape.map((d, i) => (i === axis ? p.size : 1)));
+  }
+  // Blocked: every scale covers block_size consecutive elements along axis (the last block may be short).
+  const repeated = mx.repeat(p, blockSize, axis);
+  const stop = repeated.shape.map((d, i) => (i === axis ? xShape[axis] : d));
+  return mx.slice(repeated, repeated.shape.map(() => 0), stop, repeated.shape.map(() => 1));
+}
+
+/** The quantization axis, normalised only where a per-axis or blocked scale needs it (rank-1 inputs keep the default 1). */
+function geometry(ctx: OpContext, x: mx.Array): { axis: number; block: number } {
+  const axis = ctx.attrs.int('axis', 1);
+  const perTensor = ctx.shape(1).reduce((a, b) => a * b, 1) === 1;
+  return { axis: perTensor ? 0 : normAxis(axis, x.ndim), block: ctx.attrs.int('block_size', 0) };
+}
+
+const hasZeroPoint = (ctx: OpContext) => ctx.inputCount > 2 && ctx.has(2);
+
+/** Element types the quantizers can produce or read: integers, float8 and float4 codes. */
+function quantizable(t: number): boolean {
+  return qRange(t) !== undefined || miniFloatOf(t) !== undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// QuantizeLinear: y = saturate(round(x / scale) + zero_point); float8/float4: the code of x / scale.
+
+function outputTypeOf(ctx: { attrs: OpContext['attrs'] }, zeroPointType: number | undefined): number {
+  const declared = ctx.attrs.int('output_dtype', 0);
+  return zeroPointType ?? (declared || OnnxDataType.UINT8);
+}
+
+function quantize(ctx: OpContext): OpResult[] {
+  const x = ctx.input(0);
+  const { axis, block } = geometry(ctx, x);
+  const scale = alongAxis(ctx.input(1), x.shape, axis, block);
+  const yType = outputTypeOf(ctx, hasZeroPoint(ctx) ? ctx.elemType(2) : undefined);
+  // The division runs in `precision` when given, else in the promoted type of x and the scale.
+  const precision = ctx.attrs.int('precision', 0);
+  const p = precision ? mxType(precision, ctx.where) : undefined;
+  const q = p ? mx.divide(mx.astype(x, p), mx.astype(scale, p)) : mx.divide(x, scale);
+  const mini = miniFloatOf(yType);
+  if (mini) {
+    // Float8 ignores the zero point (the reference does); float4 adds it before rounding.
+    let v = mx.astype(q, 'float32');
+    if (yType === OnnxDataType.FLOAT4E2M1 && hasZeroPoint(ctx)) v = mx.add(v, alongAxis(decodeMiniFloat(quantInput(ctx, 2), mini), x.shape, axis, block));
+    return [typed(encodeMiniFloat(v, mini, ctx.attrs.int('saturate', 1) !== 0 || yType === OnnxDataType.FLOAT4E2M1), yType)];
+  }
+  let r = mx.round(mx.astype(q, 'float32'), 0);
+  if (hasZeroPoint(ctx)) r = mx.add(r, alongAxis(mx.astype(quantInput(ctx, 2), 'float32'), x.shape, axis, block));
+  return [typed(saturateRound(r, yType), yType)];
+}
+
+function quantizeCheck(ctx: CheckContext): string | undefined {
+  const zp = ctx.inputType(2);
+  const t = zp ?? outputTypeOf(ctx, undefined);
+  if (!quantizable(t)) return `QuantizeLinear to element type ${t} is not supported (integers up to 16 bits, float8 and float4 are)`;
+  const s = ctx.inputType(1);
+  if (s !== undefined && !mxDtypeOf(s)) return `QuantizeLinear with a scale of element type ${s} is not supported on MLX (float8e8m0 scales have no MLX dtype)`;
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// DequantizeLinear: y = (x - zero_point) * scale, in float32, cast to output_dtype or the scale's type.
+
+function dequantValues(ctx: OpContext, i: number): mx.Array {
+  const t = ctx.elemType(i);
+  const mini = miniFloatOf(t);
+  return mini ? decodeMiniFloat(quantInput(ctx, i), mini) : mx.astype(quantInput(ctx, i), 'float32');
+}
+
+function dequantize(ctx: OpContext): mx.Array {
+  const x = dequantValues(ctx, 0);
+  const { axis, block } = geometry(ctx, x);
+  const scaleIn = ctx.input(1);
+  const scale = alongAxis(mx.astype(scaleIn, 'float32'), x.shape, axis, block);
+  // Float8 zero points must be zero (the reference refuses others); integer ones shift.
+  const shifted = hasZeroPoint(ctx) && !miniFloatOf(ctx.elemType(0)) ? mx.subtract(x, alongAxis(dequantValues(ctx, 2), x.shape, axis, block)) : x;
+  const outType = ctx.attrs.int('output_dtype', 0);
+  return mx.astype(mx.multiply(shifted, scale), outType ? mxType(outType, ctx.where) : scaleIn.dtype);
+}
+
+function dequantizeCheck(ctx: CheckContext): string | undefined {
+  const t = ctx.inputType(0);
+  if (t !== undefined && t !== OnnxDataType.INT32 && !quantizable(t)) return `DequantizeLinear of element type ${t} is not supported`;
+  const s = ctx.inputType(1);
+  if (s !== undefined && !mxDtypeOf(s)) return `DequantizeLinear with a scale of element type ${s} is not supported on MLX (float8e8m0 scales have no MLX dtype)`;
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// DynamicQuantizeLinear: uint8 with scale and zero point from the range of x (widened to hold 0).
+
+function dynamicQuantize(ctx: OpContext): OpResult[] {
+  const x = mx.astype(ctx.input(0), 'float32');
+  const lo = x.size ? mx.minimum(mx.min(x), 0) : mx.array(0);
+  const hi = x.size ? mx.maximum(mx.max(x), 0) : mx.array(0);
+  const scale = mx.divide(mx.subtract(hi, lo), 255);
+  // An all-zero input gives scale 0; dividing by 1 instead keeps y and the zero point at 0.
+  const safe = mx.where(mx.equal(scale, 0), 1, scale);
+  const zp = mx.clip(mx.round(mx.subtract(0, mx.divide(lo, safe)), 0), 0, 255);
+  const y = saturateRound(mx.add(mx.round(mx.divide(x, safe), 0), zp), OnnxDataType.UINT8);
+  return [y, scale, mx.astype(zp, 'uint8')];
+}
+
+export const quantOps: OpEntry[] = [
+  { domain: D, opType: 'QuantizeLinear', since: 10, check: quantizeCheck, run: quantize },
+  { domain: D, opType: 'DequantizeLinear', since: 10, check: dequantizeCheck, run: (ctx) => [dequantize(ctx)] },
+  { domain: D, opType: 'DynamicQuantizeLinear', since: 11, run: dynamicQuantize },
+];

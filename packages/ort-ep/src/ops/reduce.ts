@@ -1,0 +1,183 @@
+// Reductions: ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare, ArgMax/ArgMin.
+// The axes move from an attribute to an optional input at opset 13 (ReduceSum) and 18 (the
+// others); both forms share one translation. Reductions over zero elements give the reduction's
+// identity (MLX's max/min/logsumexp refuse empty input, so those never reach MLX).
+import * as mx from '@mlx/core';
+import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { OpContext, OpEntry } from '../registry/types.js';
+import { mxDtypeOf } from '../executor/convert.js';
+import { isIntType } from './host-math.js';
+import { axesFrom, hostOf, normAxis, sizeOf } from './util.js';
+
+const D = 'ai.onnx';
+
+type Kind = 'sum' | 'mean' | 'max' | 'min' | 'prod' | 'l1' | 'l2' | 'logsum' | 'logsumexp' | 'sumsquare';
+
+/** Integer type limits, for the identity of max/min over an empty set. */
+const intLimits: Record<string, [number | bigint, number | bigint]> = {
+  int8: [-128, 127], uint8: [0, 255], int16: [-32768, 32767], uint16: [0, 65535],
+  int32: [-2147483648, 2147483647], uint32: [0, 4294967295],
+  int64: [-(2n ** 63n), 2n ** 63n - 1n], uint64: [0n, 2n ** 64n - 1n],
+};
+
+/** The value a reduction over zero elements gives (the spec's "empty set" cases). */
+function identity(kind: Kind, dtype: mx.Dtype): number | bigint | boolean {
+  const lim = intLimits[dtype];
+  switch (kind) {
+    case 'max': return dtype === 'bool' ? false : lim ? lim[0] : -Infinity;
+    case 'min': return dtype === 'bool' ? true : lim ? lim[1] : Infinity;
+    case 'prod': return 1;
+    case 'mean': return NaN;
+    case 'logsum': case 'logsumexp': return -Infinity;
+    default: return 0;
+  }
+}
+
+/** Keeps ONNX's output element type where MLX promotes (integer sums, means, norms). */
+function keep(r: mx.Array, dtype: mx.Dtype): mx.Array {
+  return r.dtype === dtype ? r : mx.astype(r, dtype);
+}
+
+/** Integer inputs of the float-valued reductions are computed in float32 and cast back. */
+const inFloat = (x: mx.Array): mx.Array => (mx.isFloating(x.dtype) ? x : mx.astype(x, 'float32'));
+
+function reduceArray(kind: Kind, x: mx.Array, axes: number[], keepdims: boolean, onnxType: number): mx.Array {
+  const dtype = x.dtype;
+  const opts = { keepdims };
+  if (x.size === 0) {
+    const shape = x.shape.map((d, i) => (axes.includes(i) ? 1 : d)).filter((_, i) => keepdims || !axes.includes(i));
+    return mx.full(shape, identity(kind, dtype), dtype);
+  }
+  switch (kind) {
+    case 'sum': return keep(mx.sum(x, axes, opts), dtype);
+    case 'prod': return keep(mx.prod(x, axes, opts), dtype);
+    case 'max': return mx.max(x, axes, opts);
+    case 'min': return mx.min(x, axes, opts);
+    case 'mean': {
+      if (!isIntType(onnxType)) return keep(mx.mean(x, axes, opts), dtype);
+      // Integer means truncate toward zero, as integer division does in onnxruntime.
+      const n = axes.reduce((acc, a) => acc * x.shape[a], 1);
+      const s = mx.sum(mx.astype(x, 'float64' === dtype ? 'float64' : 'float32'), axes, opts);
+      return mx.astype(mx.divide(s, n), dtype);
+    }
+    case 'l1': return keep(mx.sum(mx.abs(x), axes, opts), dtype);
+    case 'sumsquare': return keep(mx.sum(mx.square(x), axes, opts), dtype);
+    case 'l2': return keep(mx.sqrt(mx.sum(mx.square(inFloat(x)), axes, opts)), dtype);
+    case 'logsum': return keep(mx.log(mx.sum(inFloat(x), axes, opts)), dtype);
+    case 'logsumexp': return keep(mx.logsumexp(inFloat(x), axes, opts), dtype);
+  }
+}
+
+/** The normalised, de-duplicated axes to reduce, or null for "return the input unchanged". */
+function reductionAxes(ctx: OpContext, rank: number, axesIsInput: boolean): number[] | null {
+  const given = axesIsInput ? axesFrom(ctx, 1) : ctx.attrs.has('axes') ? ctx.attrs.ints('axes') : undefined;
+  if (!given || given.length === 0) {
+    if (axesIsInput && ctx.attrs.int('noop_with_empty_axes', 0)) return null;
+    return Array.from({ length: rank }, (_, i) => i);
+  }
+  return [...new Set(given.map((a) => normAxis(a, rank, 'axes')))].sort((a, b) => a - b);
+}
+
+// Shape math sometimes reduces shapes on the host (ReduceProd of a Shape before a Reshape):
+// keep those on the host so the Reshape target stays static.
+const hostKinds = new Set<Kind>(['sum', 'prod', 'max', 'min']);
+const hostTypes = new Set<number>([OnnxDataType.INT64, OnnxDataType.INT32]);
+
+function hostReduce(kind: Kind, t: HostTensor, axes: number[], keepdims: boolean): HostTensor {
+  const dims = t.dims;
+  const outDims = dims.map((d, i) => (axes.includes(i) ? 1 : d));
+  const out: bigint[] = new Array(sizeOf(outDims));
+  const data = t.data as ArrayLike<number | bigint>;
+  const idx = new Array<number>(dims.length).fill(0);
+  for (let i = 0; i < data.length; i++) {
+    let o = 0;
+    for (let d = 0; d < dims.length; d++) o = o * outDims[d] + (axes.includes(d) ? 0 : idx[d]);
+    const v = BigInt(data[i]);
+    const prev = out[o];
+    if (prev === undefined) out[o] = v;
+    else if (kind === 'sum') out[o] = prev + v;
+    else if (kind === 'prod') out[o] = prev * v;
+    else if (kind === 'max') out[o] = v > prev ? v : prev;
+    else out[o] = v < prev ? v : prev;
+    for (let d = dims.length - 1; d >= 0; d--) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  const empty = kind === 'sum' ? 0n : kind === 'prod' ? 1n : undefined;
+  for (let i = 0; i < out.length; i++) if (out[i] === undefined) {
+    if (empty === undefined) throw new RangeError('max/min of an empty integer host tensor');
+    out[i] = empty;
+  }
+  return hostOf(t.dtype, out, keepdims ? outDims : dims.filter((_, i) => !axes.includes(i)));
+}
+
+function reduceEntry(opType: string, kind: Kind, since: number, until: number | undefined, axesIsInput: boolean): OpEntry {
+  return {
+    domain: D, opType, since, until,
+    check: (ctx) => {
+      const t = ctx.inputType(0);
+      if (t !== undefined && !mxDtypeOf(t)) return `${opType} of element type ${t} is not supported on MLX`;
+      return undefined;
+    },
+    host: hostKinds.has(kind) ? (ctx) => {
+      const t = ctx.hostIfKnown(0);
+      if (!t || !hostTypes.has(t.dtype) || (axesIsInput && ctx.has(1) && !ctx.hostIfKnown(1))) return undefined;
+      const axes = reductionAxes(ctx, t.dims.length, axesIsInput);
+      if (axes === null) return [t];
+      if (sizeOf(t.dims) === 0 && (kind === 'max' || kind === 'min')) return undefined;
+      return [hostReduce(kind, t, axes, ctx.attrs.int('keepdims', 1) !== 0)];
+    } : undefined,
+    run: (ctx) => {
+      const x = ctx.input(0);
+      const axes = reductionAxes(ctx, x.ndim, axesIsInput);
+      if (axes === null) return [x];
+      return [reduceArray(kind, x, axes, ctx.attrs.int('keepdims', 1) !== 0, ctx.elemType(0))];
+    },
+  };
+}
+
+/** Attribute form up to `lastAttr`, input form after it. */
+function reduceFamily(opType: string, kind: Kind, lastAttr: number): OpEntry[] {
+  return [reduceEntry(opType, kind, 1, lastAttr, false), reduceEntry(opType, kind, lastAttr + 1, undefined, true)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// ArgMax / ArgMin
+
+function argEntry(opType: 'ArgMax' | 'ArgMin'): OpEntry {
+  const f = opType === 'ArgMax' ? mx.argmax : mx.argmin;
+  return {
+    domain: D, opType, since: 1,
+    run: (ctx) => {
+      let x = ctx.input(0);
+      const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim);
+      const keepdims = ctx.attrs.int('keepdims', 1) !== 0;
+      if (x.dtype === 'bool') x = mx.astype(x, 'uint8');
+      if (!ctx.attrs.int('select_last_index', 0)) return [mx.astype(f(x, axis, { keepdims }), 'int64')];
+      // MLX picks the first extreme; the last one is the first of the reversed axis.
+      const n = x.shape[axis];
+      const reversed = mx.take(x, mx.arange(n - 1, -1, -1, 'int32'), axis);
+      const i = mx.astype(f(reversed, axis, { keepdims }), 'int64');
+      return [mx.subtract(mx.array(n - 1, { dtype: 'int64' }), i)];
+    },
+  };
+}
+
+export const reduceOps: OpEntry[] = [
+  ...reduceFamily('ReduceSum', 'sum', 12),
+  ...reduceFamily('ReduceMean', 'mean', 17),
+  ...reduceFamily('ReduceMax', 'max', 17),
+  ...reduceFamily('ReduceMin', 'min', 17),
+  ...reduceFamily('ReduceProd', 'prod', 17),
+  ...reduceFamily('ReduceL1', 'l1', 17),
+  ...reduceFamily('ReduceL2', 'l2', 17),
+  ...reduceFamily('ReduceLogSum', 'logsum', 17),
+  ...reduceFamily('ReduceLogSumExp', 'logsumexp', 17),
+  ...reduceFamily('ReduceSumSquare', 'sumsquare', 17),
+  argEntry('ArgMax'),
+  argEntry('ArgMin'),
+];
+
+/** Exposed for other families (normalisations, pooling) that reduce with the same rules. */
+export { reduceArray };
