@@ -9,7 +9,7 @@ const toMx = new Map<number, mx.Dtype>([
   [OnnxDataType.DOUBLE, 'float64'], [OnnxDataType.UINT32, 'uint32'], [OnnxDataType.UINT64, 'uint64'],
   [OnnxDataType.BFLOAT16, 'bfloat16'], [OnnxDataType.COMPLEX64, 'complex64'],
   // 4-bit integers are held unpacked, one value per byte.
-  [OnnxDataType.INT4, 'int8'], [OnnxDataType.UINT4, 'uint8'],
+  [OnnxDataType.INT4, 'int8'], [OnnxDataType.UINT4, 'uint8'], [OnnxDataType.INT2, 'int8'], [OnnxDataType.UINT2, 'uint8'],
 ]);
 const fromMx = new Map<mx.Dtype, number>([
   ['float32', OnnxDataType.FLOAT], ['uint8', OnnxDataType.UINT8], ['int8', OnnxDataType.INT8],

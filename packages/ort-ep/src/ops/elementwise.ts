@@ -6,6 +6,8 @@ import type { OpContext, OpEntry } from '../registry/types.js';
 import { mxDtypeOf } from '../executor/convert.js';
 import { hostElementwise, hostMathTypes, isBig, isIntType } from './host-math.js';
 import { isFloatType, mxType } from './util.js';
+import { decodeSmallFloat, encodeSmallFloat, isSmallFloat } from './minifloat.js';
+import { bfloat16BitsToNumber, float16BitsToNumber, float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
 
 const D = 'ai.onnx';
 type Scalar = number | bigint;
@@ -137,6 +139,72 @@ function hostCast(t: HostTensor, to: number): HostTensor | undefined {
   });
 }
 
+const packedInt: Record<number, [bits: number, signed: boolean]> = {
+  [OnnxDataType.INT4]: [4, true], [OnnxDataType.UINT4]: [4, false], [OnnxDataType.INT2]: [2, true], [OnnxDataType.UINT2]: [2, false],
+};
+/** Element types MLX has no dtype for, cast on the host. */
+const hostCastType = (t: number) => isSmallFloat(t) || t in packedInt;
+
+function hostValues(t: HostTensor): number[] {
+  const d = t.data as ArrayLike<number | bigint>;
+  const out = new Array<number>(d.length);
+  for (let i = 0; i < d.length; i++) {
+    const v = d[i];
+    if (isSmallFloat(t.dtype)) out[i] = decodeSmallFloat(Number(v), t.dtype);
+    else if (t.dtype === OnnxDataType.FLOAT16) out[i] = float16BitsToNumber(Number(v));
+    else if (t.dtype === OnnxDataType.BFLOAT16) out[i] = bfloat16BitsToNumber(Number(v));
+    else out[i] = Number(v);
+  }
+  return out;
+}
+
+/** The sign bit of each float element (NaN signs included, which JS numbers drop). */
+function signBits(t: HostTensor): boolean[] {
+  const d = t.data as ArrayBufferView & ArrayLike<number>;
+  const n = d.length;
+  if (t.dtype === OnnxDataType.FLOAT) { const u = new Uint32Array(d.buffer, d.byteOffset, n); return Array.from(u, (b) => b >>> 31 === 1); }
+  if (t.dtype === OnnxDataType.FLOAT16 || t.dtype === OnnxDataType.BFLOAT16) return Array.from(d, (b) => (b & 0x8000) !== 0);
+  if (t.dtype === OnnxDataType.DOUBLE) { const u = new Uint32Array(d.buffer, d.byteOffset, 2 * n); return Array.from({ length: n }, (_, i) => u[2 * i + 1] >>> 31 === 1); }
+  return Array.from(d, (v) => Number(v) < 0);
+}
+
+/** Casts from or to the formats MLX cannot hold (float8, float4, int4/int2 with wrap-around). */
+function castOnHost(t: HostTensor, to: number, saturate: boolean): HostTensor {
+  const vals = hostValues(t);
+  const n = vals.length;
+  if (isSmallFloat(to)) {
+    const neg = signBits(t);
+    return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v, i) => encodeSmallFloat(v, to, saturate, neg[i])) };
+  }
+  if (to in packedInt) {
+    const [bits, signed] = packedInt[to];
+    const m = 1 << bits;
+    const out = signed ? new Int8Array(n) : new Uint8Array(n);
+    vals.forEach((v, i) => {
+      let x = ((Math.trunc(v) % m) + m) % m;
+      if (signed && x >= m / 2) x -= m;
+      out[i] = x;
+    });
+    return { dtype: to, dims: [...t.dims], data: out };
+  }
+  switch (to) {
+    case OnnxDataType.FLOAT16: return { dtype: to, dims: [...t.dims], data: Uint16Array.from(vals, numberToFloat16Bits) };
+    case OnnxDataType.BFLOAT16: return { dtype: to, dims: [...t.dims], data: Uint16Array.from(vals, float32ToBfloat16Bits) };
+    case OnnxDataType.FLOAT: return { dtype: to, dims: [...t.dims], data: Float32Array.from(vals) };
+    case OnnxDataType.DOUBLE: return { dtype: to, dims: [...t.dims], data: Float64Array.from(vals) };
+    case OnnxDataType.INT8: return { dtype: to, dims: [...t.dims], data: Int8Array.from(vals, Math.trunc) };
+    case OnnxDataType.UINT8: return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, Math.trunc) };
+    case OnnxDataType.INT16: return { dtype: to, dims: [...t.dims], data: Int16Array.from(vals, Math.trunc) };
+    case OnnxDataType.UINT16: return { dtype: to, dims: [...t.dims], data: Uint16Array.from(vals, Math.trunc) };
+    case OnnxDataType.INT32: return { dtype: to, dims: [...t.dims], data: Int32Array.from(vals, Math.trunc) };
+    case OnnxDataType.UINT32: return { dtype: to, dims: [...t.dims], data: Uint32Array.from(vals, Math.trunc) };
+    case OnnxDataType.INT64: return { dtype: to, dims: [...t.dims], data: BigInt64Array.from(vals, (v) => BigInt(Math.trunc(v))) };
+    case OnnxDataType.UINT64: return { dtype: to, dims: [...t.dims], data: BigUint64Array.from(vals, (v) => BigInt(Math.trunc(v))) };
+    case OnnxDataType.BOOL: return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v) => (v !== 0 ? 1 : 0)) };
+  }
+  throw new TypeError(`cast to element type ${to} is not supported`);
+}
+
 function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry {
   const target = (ctx: { attrs: OpContext['attrs']; elemType?: (i: number) => number; inputType: (i: number) => number | undefined }): number | undefined =>
     opType === 'Cast' ? ctx.attrs.int('to') : ctx.inputType(1);
@@ -144,9 +212,9 @@ function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry {
     domain: D, opType, since,
     check: (ctx) => {
       const to = target(ctx);
-      if (to !== undefined && !castable.has(to)) return `cast to element type ${to} is not supported on MLX (strings and float8 have no MLX dtype)`;
+      if (to !== undefined && !castable.has(to) && !hostCastType(to)) return `cast to element type ${to} is not supported on MLX (strings have no MLX dtype)`;
       const from = ctx.inputType(0);
-      if (from !== undefined && !castable.has(from)) return `cast from element type ${from} is not supported on MLX`;
+      if (from !== undefined && !castable.has(from) && !hostCastType(from)) return `cast from element type ${from} is not supported on MLX`;
       return undefined;
     },
     host: (ctx) => {
@@ -156,7 +224,9 @@ function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry {
     },
     run: (ctx) => {
       const to = opType === 'Cast' ? ctx.attrs.int('to') : ctx.elemType(1);
-      if (!castable.has(ctx.elemType(0))) throw new TypeError(`cast from element type ${ctx.elemType(0)} is not supported on MLX`);
+      const from = ctx.elemType(0);
+      if (hostCastType(from) || hostCastType(to)) return [castOnHost(ctx.host(0), to, ctx.attrs.int('saturate', 1) !== 0)];
+      if (!castable.has(from)) throw new TypeError(`cast from element type ${from} is not supported on MLX`);
       return [mx.astype(ctx.input(0), mxType(to, ctx.where))];
     },
   };

@@ -33,6 +33,7 @@ export interface CaseResult {
 const tensorless = new Set<number>([
   OnnxDataType.BFLOAT16, OnnxDataType.FLOAT8E4M3FN, OnnxDataType.FLOAT8E4M3FNUZ, OnnxDataType.FLOAT8E5M2,
   OnnxDataType.FLOAT8E5M2FNUZ, OnnxDataType.FLOAT4E2M1, OnnxDataType.COMPLEX64, OnnxDataType.COMPLEX128,
+  OnnxDataType.FLOAT8E8M0, OnnxDataType.UINT2, OnnxDataType.INT2,
 ]);
 
 export function toleranceFor(name: string): Tolerance {

@@ -1,0 +1,93 @@
+// 8-bit and 4-bit float formats (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E2M1), decoded and encoded on the
+// host: MLX has no such dtypes. Encoding rounds to nearest, ties to even, by search over the
+// format's finite values, with the ONNX saturation rules.
+import { OnnxDataType } from '../onnx/index.js';
+
+interface Format {
+  bits: 8 | 4;
+  exp: number;
+  mant: number;
+  bias: number;
+  /** Whether the all-ones exponent encodes inf/NaN (IEEE-like), else only the NaN pattern. */
+  ieee: boolean;
+  /** 'uz' formats: NaN is the negative-zero pattern and there is no -0. */
+  uz: boolean;
+  /** E4M3FN: only S.1111.111 is NaN. */
+  fn: boolean;
+}
+
+const formats: Record<number, Format> = {
+  [OnnxDataType.FLOAT8E4M3FN]: { bits: 8, exp: 4, mant: 3, bias: 7, ieee: false, uz: false, fn: true },
+  [OnnxDataType.FLOAT8E4M3FNUZ]: { bits: 8, exp: 4, mant: 3, bias: 8, ieee: false, uz: true, fn: true },
+  [OnnxDataType.FLOAT8E5M2]: { bits: 8, exp: 5, mant: 2, bias: 15, ieee: true, uz: false, fn: false },
+  [OnnxDataType.FLOAT8E5M2FNUZ]: { bits: 8, exp: 5, mant: 2, bias: 16, ieee: false, uz: true, fn: true },
+  [OnnxDataType.FLOAT4E2M1]: { bits: 4, exp: 2, mant: 1, bias: 1, ieee: false, uz: false, fn: false },
+};
+
+export const isSmallFloat = (t: number): boolean => t in formats;
+
+function decodeWith(f: Format, code: number): number {
+  const signBit = 1 << (f.bits - 1);
+  const sign = code & signBit ? -1 : 1;
+  const e = (code >> f.mant) & ((1 << f.exp) - 1);
+  const m = code & ((1 << f.mant) - 1);
+  const maxE = (1 << f.exp) - 1;
+  if (f.uz && code === signBit) return NaN;
+  if (f.ieee && e === maxE) return m ? NaN : sign * Infinity;
+  if (f.fn && !f.uz && e === maxE && m === (1 << f.mant) - 1) return NaN;
+  if (e === 0) return sign * m * 2 ** (1 - f.bias - f.mant);
+  return sign * (1 + m / (1 << f.mant)) * 2 ** (e - f.bias);
+}
+
+const tables = new Map<number, { values: number[]; codes: number[]; max: number; nan: number; inf?: number }>();
+function table(type: number) {
+  let t = tables.get(type);
+  if (t) return t;
+  const f = formats[type];
+  const pos: [number, number][] = [];
+  for (let c = 0; c < 1 << (f.bits - 1); c++) {
+    const v = decodeWith(f, c);
+    if (Number.isFinite(v)) pos.push([v, c]);
+  }
+  pos.sort((a, b) => a[0] - b[0]);
+  // NaN codes as the ONNX reference writes them: 0x80 for the 'uz' formats, 0x7E for E5M2, 0x7F for E4M3FN.
+  const nan = f.uz ? 1 << (f.bits - 1) : f.ieee ? ((1 << (f.exp + f.mant)) - 2) : (1 << (f.bits - 1)) - 1;
+  t = { values: pos.map((p) => p[0]), codes: pos.map((p) => p[1]), max: pos[pos.length - 1][0], nan, inf: f.ieee ? ((1 << f.exp) - 1) << f.mant : undefined };
+  tables.set(type, t);
+  return t;
+}
+
+export function decodeSmallFloat(code: number, type: number): number {
+  return decodeWith(formats[type], code);
+}
+
+/** `negative` carries the sign of a NaN input (not observable on a JS number). */
+export function encodeSmallFloat(x: number, type: number, saturate = true, negative = false): number {
+  const f = formats[type];
+  const t = table(type);
+  const signBit = 1 << (f.bits - 1);
+  if (Number.isNaN(x)) return f.bits === 4 ? signBit : f.uz ? t.nan : t.nan | (negative ? signBit : 0);
+  const neg = x < 0 || Object.is(x, -0);
+  const signed = (c: number) => (neg && !(f.uz && c === 0) ? c | signBit : c);
+  const a = Math.abs(x);
+  if (!Number.isFinite(a) || a > t.max) {
+    if (f.bits === 4) return signed(t.codes[t.codes.length - 1]);
+    if (!Number.isFinite(a)) {
+      if (saturate) return signed(t.codes[t.codes.length - 1]);
+      return t.inf !== undefined ? signed(t.inf) : f.uz ? t.nan : signed(t.nan);
+    }
+    // Finite but above the largest value: rounding may still land on it.
+    const halfUlp = (t.max - t.values[t.values.length - 2]) / 2;
+    if (a >= t.max + halfUlp && !saturate) return t.inf !== undefined ? signed(t.inf) : f.uz ? t.nan : signed(t.nan);
+    return signed(t.codes[t.codes.length - 1]);
+  }
+  let lo = 0, hi = t.values.length - 1;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (t.values[mid] <= a) lo = mid;
+    else hi = mid;
+  }
+  const dl = a - t.values[lo], dh = t.values[hi] - a;
+  const pick = dl < dh ? lo : dh < dl ? hi : (t.codes[lo] & 1 ? hi : lo);
+  return signed(t.codes[pick]);
+}
