@@ -15,8 +15,14 @@ import { reduceOps } from './reduce.js';
 import { rnnOps } from './rnn.js';
 import { sequenceOps } from './sequence.js';
 import { shapeOps } from './shape.js';
+import { lossOps } from './loss.js';
+import { stringsOps } from './strings.js';
+import { signalOps } from './signal.js';
+import { spatialOps } from './spatial.js';
+import { attentionOps } from './attention.js';
 
 export const defaultRegistry = new OpRegistry().add(
   elementwiseOps, activationOps, shapeOps, indexingOps, reduceOps, matmulOps, convOps, poolOps, normOps,
-  rnnOps, quantOps, controlOps, sequenceOps, contribOps, miscOps,
+  rnnOps, quantOps, controlOps, sequenceOps, contribOps, miscOps, lossOps, stringsOps, signalOps, spatialOps,
+  attentionOps,
 );
