@@ -48,9 +48,8 @@ export class ExternalDataSource {
     }
   }
 
-  /** The bytes of the tensor `tensor` from its external_data entries. */
-  read(tensor: string, entries: readonly { key: string; value: string }[]): Uint8Array {
-    const where = `tensor '${tensor}'`;
+  /** The bytes a tensor's external_data entries point at; `where` names the tensor in messages. */
+  read(where: string, entries: readonly { key: string; value: string }[]): Uint8Array {
     const kv = new Map(entries.map((e) => [e.key, e.value]));
     const location = kv.get('location');
     if (location === undefined) throw new OnnxLoadError(`${where}: data_location is EXTERNAL but external_data has no 'location'`);

@@ -177,9 +177,10 @@ export function functionKey(domain: string, name: string, overload?: string): st
 }
 
 function decodeFunction(f: FunctionProto, ctx: Ctx): FunctionIR {
-  const path = `${f.domain}.${f.name}/`;
   const where = `function '${f.domain}:${f.name}'`;
-  const attributeDefaults = new Map(f.attributeProto.map((a) => [a.name, decodeAttr(a, ctx, where, path)]));
+  // Body nodes only ever run inlined, where the calling node's name is put in front of theirs.
+  const path = '';
+  const attributeDefaults = new Map(f.attributeProto.map((a) => [a.name, decodeAttr(a, ctx, where, `${f.name}.default`)]));
   return {
     name: f.name, domain: normalizeDomain(f.domain), overload: f.overload, inputs: [...f.input], outputs: [...f.output],
     attributes: [...f.attribute], attributeDefaults,
@@ -218,8 +219,12 @@ export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Mod
     const m = parseModel(bytes);
     const ctx: Ctx = { external };
     const opsetImports = opsetMap(m.opsetImport);
-    // IR versions before 3 had no opset_import: the default domain at opset 1.
-    if (!m.opsetImport.length && m.irVersion < 3n) opsetImports.set(DEFAULT_DOMAIN, 1);
+    // IR versions before 3 had no opset_import: the default domain at opset 1. Later ones must
+    // have one; serializers write it after the graph, so a file cut there lacks it.
+    if (!m.opsetImport.length) {
+      if (m.irVersion >= 3n) throw new OnnxLoadError(`truncated or invalid ONNX model: it has no opset_import, which IR version ${m.irVersion} requires`);
+      opsetImports.set(DEFAULT_DOMAIN, 1);
+    }
     const graph = decodeGraphIn(m.graph!, ctx, '');
     const functions = new Map<string, FunctionIR>();
     for (const f of m.functions) {

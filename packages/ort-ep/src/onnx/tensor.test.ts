@@ -6,10 +6,10 @@ import { TensorProtoSchema } from 'onnx-buf';
 import { describe, expect, it } from 'vitest';
 import { OnnxDataType as T, type HostData } from './ir.js';
 import { decodeTensor, decodeTensorBytes, sparseToDense } from './tensor.js';
-import { tensor, type TensorInit } from './testing/builders.js';
+import { tensor, type TensorFields } from './testing/builders.js';
 
 /** Little-endian bytes written with DataView, independently of the loader's own conversion. */
-function le(width: number, values: (number | bigint)[], set: (v: DataView, o: number, x: never) => void): Uint8Array {
+function le(width: number, values: (number | bigint)[], set: (v: DataView, o: number, x: never) => void): Uint8Array<ArrayBuffer> {
   const b = new Uint8Array(width * values.length);
   const v = new DataView(b.buffer);
   values.forEach((x, i) => set(v, i * width, x as never));
@@ -29,8 +29,8 @@ interface Case {
   dims: number[];
   /** The canonical host data the loader must produce. */
   want: HostData;
-  raw?: Uint8Array;
-  typed: Omit<TensorInit, 'name' | 'dataType' | 'dims'>;
+  raw?: Uint8Array<ArrayBuffer>;
+  typed: TensorFields;
 }
 
 const cases: Record<string, Case> = {

@@ -114,7 +114,7 @@ export function decodeTensor(p: TensorProto, ctx: TensorContext = {}): HostTenso
   if (p.dataLocation === 1) {
     const own = ctx.external ? undefined : new ExternalDataSource(ctx.modelDir, ctx.externalData);
     try {
-      const bytes = (ctx.external ?? own)!.read(p.name || '<unnamed>', p.externalData);
+      const bytes = (ctx.external ?? own)!.read(where, p.externalData);
       data = fromBytes(bytes, dtype, dims, n, where, `external data (${p.externalData.find((e) => e.key === 'location')?.value})`);
     } finally {
       own?.close();

@@ -4,13 +4,14 @@ import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import {
   AttributeProtoSchema, AttributeProto_AttributeType as A, FunctionProtoSchema, GraphProtoSchema, ModelProtoSchema,
   NodeProtoSchema, OperatorSetIdProtoSchema, TensorProtoSchema, TypeProtoSchema, ValueInfoProtoSchema,
-  type AttributeProto, type FunctionProto, type GraphProto, type NodeProto, type TensorProto, type TypeProto, type ValueInfoProto,
+  type AttributeProto, type FunctionProto, type GraphProto, type NodeProto, type SparseTensorProto, type TensorProto, type TypeProto, type ValueInfoProto,
 } from 'onnx-buf';
 
-export type TensorInit = MessageInitShape<typeof TensorProtoSchema>;
+/** The value fields of a TensorProto (name, data_type and dims are tensor()'s arguments). */
+export type TensorFields = Omit<Extract<MessageInitShape<typeof TensorProtoSchema>, { $typeName?: undefined }>, '$typeName' | 'name' | 'dataType' | 'dims'>;
 
-export function tensor(name: string, dataType: number, dims: number[], fields: Omit<TensorInit, 'name' | 'dataType' | 'dims'> = {}): TensorProto {
-  return create(TensorProtoSchema, { name, dataType, dims: dims.map(BigInt), ...fields });
+export function tensor(name: string, dataType: number, dims: number[], fields: TensorFields = {}): TensorProto {
+  return create(TensorProtoSchema, { ...fields, name, dataType, dims: dims.map(BigInt) });
 }
 
 export function tensorType(elemType: number, shape?: (number | string | null)[]): TypeProto {
@@ -55,12 +56,14 @@ export interface GraphInit {
   inputs?: ValueInfoProto[];
   outputs?: ValueInfoProto[];
   initializers?: TensorProto[];
+  sparseInitializers?: SparseTensorProto[];
   valueInfo?: ValueInfoProto[];
 }
 
 export function graph(g: GraphInit): GraphProto {
   return create(GraphProtoSchema, {
     name: g.name ?? 'g', node: g.nodes ?? [], input: g.inputs ?? [], output: g.outputs ?? [], initializer: g.initializers ?? [], valueInfo: g.valueInfo ?? [],
+    sparseInitializer: g.sparseInitializers ?? [],
   });
 }
 
