@@ -68,7 +68,7 @@ function rotate(x: Array, c: Array, s: Array, config: RopeConfig): Array {
 const rotaryOp = defineCustomVjp<RopeConfig>(
   ([x, c, s], config) => [rotate(x, c, s, config)],
   // R(θ)ᵀ = R(−θ): rotate the cotangent back. cos and sin are constants (zero cotangents).
-  ([x, c, s], [dy], _o, config) => {
+  ([, c, s], [dy], _o, config) => {
     using minusSin = negative(s);
     return [rotate(dy, c, minusSin, config), zerosLike(c), zerosLike(s)];
   },

@@ -1,7 +1,7 @@
 // attentionVjp: dq, dk, dv of scaled-dot-product attention by one of three strategies, chosen
 // from a workspace budget unless told: dense (probabilities materialised once), tiled (blocks of
 // queries and keys within the budget), or autodiff (MLX's own VJP of the composite forward).
-import { dispose, vjp, type Array } from '@mlx/core';
+import { dispose, vjp } from '@mlx/core';
 import { AttentionVjpBudget, type AttentionBlockSizes } from './budget.js';
 import {
   attentionConfig, attentionShape, DEFAULT_WORKSPACE_BYTES, type AttentionConfig, type AttentionOptions, type AttentionVjpStrategy,

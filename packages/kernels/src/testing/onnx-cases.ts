@@ -33,6 +33,23 @@ function* fields(buf: Uint8Array): Generator<Field> {
   }
 }
 
+/** A packed repeated varint field's values. */
+function packedVarints(b: Uint8Array): bigint[] {
+  const out: bigint[] = [];
+  let value = 0n;
+  let shift = 0n;
+  for (const byte of b) {
+    value |= BigInt(byte & 0x7f) << shift;
+    shift += 7n;
+    if ((byte & 0x80) === 0) {
+      out.push(value);
+      value = 0n;
+      shift = 0n;
+    }
+  }
+  return out;
+}
+
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const signed = (v: bigint) => Number(BigInt.asIntN(64, v));
 
@@ -61,7 +78,7 @@ export function readTensor(buf: Uint8Array): OnnxTensor {
   for (const f of fields(buf)) {
     if (f.no === 1) {
       if (f.wire === 0) dims.push(signed(f.value as bigint));
-      else for (const d of fields(new Uint8Array([...(f.value as Uint8Array)].flatMap((x, i, a) => (i === 0 ? [8, x] : [x]))))) dims.push(signed(d.value as bigint));
+      else dims.push(...packedVarints(f.value as Uint8Array).map(signed));
     } else if (f.no === 2) dataType = Number(f.value);
     else if (f.no === 8) name = text(f.value as Uint8Array);
     else if (f.no === 9) raw = f.value as Uint8Array;
