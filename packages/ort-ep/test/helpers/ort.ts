@@ -1,0 +1,45 @@
+// Running one model two ways: onnxruntime-node's CPU provider (the reference) and the 'mlx'
+// provider through onnxruntime-node's own ort object, with the same feeds.
+import { createRequire } from 'node:module';
+import { expect } from 'vitest';
+import '../../src/index.js';
+
+const require = createRequire(import.meta.url);
+export const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
+export type OrtTensor = import('onnxruntime-node').Tensor;
+export type Feeds = Record<string, OrtTensor>;
+
+export const f32 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('float32', Float32Array.from(data), dims);
+export const i64 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('int64', BigInt64Array.from(data.map(BigInt)), dims);
+export const bool = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('bool', Uint8Array.from(data), dims);
+
+/** Deterministic values in [-1, 1). */
+export function seeded(n: number, seed = 1): number[] {
+  let s = seed >>> 0 || 1;
+  return Array.from({ length: n }, () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 31 - 1);
+}
+
+export async function runOn(provider: 'cpu' | 'mlx', bytes: Uint8Array, feeds: Feeds): Promise<Record<string, OrtTensor>> {
+  const s = await ort.InferenceSession.create(bytes, provider === 'mlx' ? { executionProviders: ['mlx'] } : {});
+  try {
+    return await s.run(feeds);
+  } finally {
+    await s.release();
+  }
+}
+
+export const plain = (t: OrtTensor): number[] => Array.from(t.data as ArrayLike<number | bigint>, Number);
+
+/** Runs on both providers and checks every output agrees (dims, type, values within tolerance). Returns the mlx outputs. */
+export async function expectSameAsOrt(bytes: Uint8Array, feeds: Feeds, tol = { rtol: 1e-5, atol: 1e-6 }): Promise<Record<string, OrtTensor>> {
+  const [want, have] = [await runOn('cpu', bytes, feeds), await runOn('mlx', bytes, feeds)];
+  expect(Object.keys(have).sort()).toEqual(Object.keys(want).sort());
+  for (const name of Object.keys(want)) {
+    expect({ name, type: have[name].type, dims: [...have[name].dims] }).toEqual({ name, type: want[name].type, dims: [...want[name].dims] });
+    const a = plain(have[name]);
+    const b = plain(want[name]);
+    const bad = a.findIndex((x, i) => !(Math.abs(x - b[i]) <= tol.atol + tol.rtol * Math.abs(b[i])));
+    expect(bad === -1 ? 'ok' : `${name}[${bad}]: mlx ${a[bad]} vs onnxruntime ${b[bad]}`).toBe('ok');
+  }
+  return have;
+}
