@@ -18,11 +18,11 @@ import { shapeOps } from './shape.js';
 import { lossOps } from './loss.js';
 import { stringsOps } from './strings.js';
 import { signalOps } from './signal.js';
-import { spatialOps } from './spatial.js';
+import { geometryOps } from './geometry.js';
 import { attentionOps } from './attention.js';
 
 export const defaultRegistry = new OpRegistry().add(
   elementwiseOps, activationOps, shapeOps, indexingOps, reduceOps, matmulOps, convOps, poolOps, normOps,
-  rnnOps, quantOps, controlOps, sequenceOps, contribOps, miscOps, lossOps, stringsOps, signalOps, spatialOps,
+  rnnOps, quantOps, controlOps, sequenceOps, contribOps, miscOps, lossOps, stringsOps, signalOps, geometryOps,
   attentionOps,
 );

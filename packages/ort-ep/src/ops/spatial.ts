@@ -1,3 +1,111 @@
-import type { OpEntry } from '../registry/types.js';
+// Window geometry shared by convolutions and pooling: kernel, strides, dilations, pads (explicit
+// or auto_pad), output sizes, and the channels-first <-> channels-last moves MLX's conv needs.
+import * as mx from '@mlx/core';
+import type { CheckContext, OpContext } from '../registry/types.js';
 
-export const spatialOps: OpEntry[] = [];
+export interface Window {
+  kernel: number[];
+  strides: number[];
+  dilations: number[];
+  /** Padding before and after each spatial axis (may exceed the explicit pads in ceil mode). */
+  padsBegin: number[];
+  padsEnd: number[];
+  /** Output spatial sizes. */
+  out: number[];
+}
+
+const autoPads = new Set(['NOTSET', 'SAME_UPPER', 'SAME_LOWER', 'VALID']);
+
+/** A check for the shared attributes: the auto_pad value and the lengths of the int lists. */
+export function checkWindowAttrs(ctx: CheckContext): string | undefined {
+  const ap = ctx.attrs.string('auto_pad', 'NOTSET');
+  if (!autoPads.has(ap)) return `auto_pad '${ap}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID`;
+  return undefined;
+}
+
+/**
+ * The window of a conv or pool node over `spatial` input sizes. `ceil` is pooling's ceil_mode:
+ * sizes round up, a last window that would start in the end padding is dropped (as onnxruntime and
+ * PyTorch do), and padsEnd grows to cover the last window.
+ */
+export function windowOf(ctx: OpContext, spatial: readonly number[], kernel: readonly number[], ceil = false): Window {
+  const n = spatial.length;
+  const strides = ctx.attrs.ints('strides', new Array(n).fill(1));
+  const dilations = ctx.attrs.ints('dilations', new Array(n).fill(1));
+  const autoPad = ctx.attrs.string('auto_pad', 'NOTSET');
+  const pads = ctx.attrs.ints('pads', new Array(2 * n).fill(0));
+  const padsBegin = pads.slice(0, n);
+  const padsEnd = pads.slice(n, 2 * n);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const span = dilations[i] * (kernel[i] - 1) + 1;
+    if (autoPad === 'SAME_UPPER' || autoPad === 'SAME_LOWER') {
+      // Output ceil(in / stride); the padding that needs, the odd unit at the end (UPPER) or start (LOWER).
+      out.push(Math.ceil(spatial[i] / strides[i]));
+      const total = Math.max(0, (out[i] - 1) * strides[i] + span - spatial[i]);
+      const small = Math.floor(total / 2);
+      padsBegin[i] = autoPad === 'SAME_UPPER' ? small : total - small;
+      padsEnd[i] = total - padsBegin[i];
+      continue;
+    }
+    if (autoPad === 'VALID') padsBegin[i] = padsEnd[i] = 0;
+    const room = spatial[i] + padsBegin[i] + padsEnd[i] - span;
+    let o = (ceil ? Math.ceil(room / strides[i]) : Math.floor(room / strides[i])) + 1;
+    if (ceil && (o - 1) * strides[i] >= spatial[i] + padsBegin[i]) o--;
+    out.push(Math.max(o, 0));
+    const needed = (out[i] - 1) * strides[i] + span - (spatial[i] + padsBegin[i] + padsEnd[i]);
+    if (needed > 0) padsEnd[i] += needed;
+  }
+  return { kernel: [...kernel], strides, dilations, padsBegin, padsEnd, out };
+}
+
+/** The kernel's spatial shape: the attribute, else the weight's trailing dims. */
+export function kernelOf(ctx: OpContext, weightShape?: readonly number[]): number[] {
+  if (ctx.attrs.has('kernel_shape')) return ctx.attrs.ints('kernel_shape');
+  if (!weightShape) throw new TypeError(`${ctx.where} needs attribute 'kernel_shape'`);
+  return weightShape.slice(2);
+}
+
+/** [N, C, d1..dn] -> [N, d1..dn, C] */
+export function toChannelsLast(x: mx.Array): mx.Array {
+  const r = x.ndim;
+  return mx.transpose(x, [0, ...Array.from({ length: r - 2 }, (_, i) => i + 2), 1]);
+}
+
+/** [N, d1..dn, C] -> [N, C, d1..dn] */
+export function toChannelsFirst(x: mx.Array): mx.Array {
+  const r = x.ndim;
+  return mx.transpose(x, [0, r - 1, ...Array.from({ length: r - 2 }, (_, i) => i + 1)]);
+}
+
+/** Every kernel offset tuple, in row-major order (the order onnxruntime scans a window). */
+export function kernelOffsets(kernel: readonly number[]): number[][] {
+  let acc: number[][] = [[]];
+  for (const k of kernel) acc = acc.flatMap((p) => Array.from({ length: k }, (_, j) => [...p, j]));
+  return acc;
+}
+
+/**
+ * The strided view of a padded [N, C, ...] array that kernel offset `off` sees, one element per
+ * output position.
+ */
+export function windowSlice(padded: mx.Array, w: Window, off: readonly number[]): mx.Array {
+  const lead = padded.ndim - w.kernel.length;
+  const start = padded.shape.map(() => 0);
+  const stop = [...padded.shape];
+  const strides = padded.shape.map(() => 1);
+  w.kernel.forEach((_, i) => {
+    start[lead + i] = off[i] * w.dilations[i];
+    stop[lead + i] = start[lead + i] + (w.out[i] - 1) * w.strides[i] + 1;
+    strides[lead + i] = w.strides[i];
+  });
+  return mx.slice(padded, start, stop, strides);
+}
+
+/** Pads the trailing spatial axes of `x` as the window says, with `value`. */
+export function padSpatial(x: mx.Array, w: Window, value: number | bigint | boolean): mx.Array {
+  const lead = x.ndim - w.kernel.length;
+  if (w.padsBegin.every((p) => p === 0) && w.padsEnd.every((p) => p === 0)) return x;
+  const axes = w.kernel.map((_, i) => lead + i);
+  return mx.pad(x, axes, w.padsBegin, w.padsEnd, mx.array(value as number, { dtype: x.dtype }), 'constant');
+}

@@ -1,0 +1,3 @@
+import type { OpEntry } from '../registry/types.js';
+
+export const geometryOps: OpEntry[] = [];
