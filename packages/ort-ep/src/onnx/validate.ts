@@ -34,9 +34,9 @@ export function outerReferences(g: GraphIR): Set<string> {
  * Throws OnnxLoadError naming the node, its op and the value for a dangling edge, a value
  * defined twice, or a cycle.
  */
-export function validateGraph(g: GraphIR, outerNames: Iterable<string> = []): GraphIR {
+export function validateGraph(g: GraphIR, outerNames?: Iterable<string>): GraphIR {
   const outer = new Set(outerNames);
-  const isSub = outer.size > 0;
+  const isSub = outerNames !== undefined;
   const gname = `graph '${g.name || '<unnamed>'}'`;
   const scope = new Set<string>();
   for (const i of g.inputs) {
@@ -58,9 +58,9 @@ export function validateGraph(g: GraphIR, outerNames: Iterable<string> = []): Gr
       throw new OnnxLoadError(`${gname}: ${label(n)} has attribute '${attr}' referring to '${ref}' of a calling function, but it is not in a function body (expandFunctions binds these)`);
     }
   });
-  const missing = (n: NodeIR, name: string, via?: string) =>
+  const missing = (n: NodeIR, name: string) =>
     new OnnxLoadError(
-      `${gname}: ${label(n)}${via ? ` (in its subgraph '${via}')` : ''} reads '${name}', which is not a graph input, an initializer, ` +
+      `${gname}: ${label(n)} reads '${name}', which is not a graph input, an initializer, ` +
         `${isSub ? 'a value of an enclosing graph, ' : ''}or an output of any node (dangling edge)`,
     );
   // Dependencies of each node: producers of its inputs and of the outer values its subgraphs read.
@@ -70,7 +70,8 @@ export function validateGraph(g: GraphIR, outerNames: Iterable<string> = []): Gr
       if (!name || scope.has(name)) return;
       const p = producer.get(name);
       if (p !== undefined) d.push(p);
-      else if (!outer.has(name)) throw missing(n, name, via);
+      // A subgraph's unresolved read is reported by its own check below, naming the inner node.
+      else if (!outer.has(name) && !via) throw missing(n, name);
     };
     for (const i of n.inputs) need(i);
     for (const { attr, graph } of subgraphsOf(n)) for (const r of outerReferences(graph)) need(r, attr);
