@@ -1,0 +1,127 @@
+// Order-based ops: TopK, CumSum, ReverseSequence, Unique.
+import * as mx from '@mlx/core';
+import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { OpContext, OpEntry } from '../registry/types.js';
+import { hostGather, hostTranspose, numAt } from './shape-host.js';
+import { hostInt64, normAxis, sizeOf } from './util.js';
+
+const D = 'ai.onnx';
+
+// ---------------------------------------------------------------------------------------------
+// TopK. MLX's argsort is stable, so sorting ascending on an order-reversing key gives the largest
+// values first with ties in index order, which is what the spec asks for.
+
+function descendingKey(x: mx.Array): mx.Array {
+  if (x.dtype === 'bool') return mx.logicalNot(x);
+  // For integers ~x = -x - 1 reverses the order without overflowing (unsigned too: max - x).
+  if (x.dtype.startsWith('int') || x.dtype.startsWith('uint')) return mx.bitwiseInvert(x);
+  return mx.negative(x);
+}
+
+function topK(ctx: OpContext): mx.Array[] {
+  const x = ctx.input(0);
+  const axis = normAxis(ctx.attrs.int('axis', -1), x.ndim, 'TopK axis');
+  const k = ctx.opset < 10 ? ctx.attrs.int('k') : numAt(ctx.host(1), 0);
+  const n = x.shape[axis];
+  if (k < 0 || k > n) throw new RangeError(`TopK: k = ${k} is out of range for an axis of size ${n}`);
+  const largest = ctx.opset < 11 || ctx.attrs.int('largest', 1) !== 0;
+  // sorted = 0 leaves the order to the implementation: sorted order is a valid one.
+  const order = mx.argsort(largest ? descendingKey(x) : x, axis);
+  const stop = x.shape.map((d, i) => (i === axis ? k : d));
+  const idx = mx.slice(order, x.shape.map(() => 0), stop, x.shape.map(() => 1));
+  return [mx.takeAlongAxis(x, idx, axis), mx.astype(idx, 'int64')];
+}
+
+// ---------------------------------------------------------------------------------------------
+// CumSum (axis as an input, exclusive and reverse attributes).
+
+function cumSum(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const axis = normAxis(numAt(ctx.host(1), 0), x.ndim, 'CumSum axis');
+  const r = mx.cumsum(x, axis, { reverse: ctx.attrs.int('reverse', 0) !== 0, inclusive: ctx.attrs.int('exclusive', 0) === 0 });
+  return r.dtype === x.dtype ? r : mx.astype(r, x.dtype);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ReverseSequence: along time_axis, batch entry b has its first sequence_lens[b] steps reversed.
+
+function reverseSequence(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const timeAxis = normAxis(ctx.attrs.int('time_axis', 0), x.ndim, 'time_axis');
+  const batchAxis = normAxis(ctx.attrs.int('batch_axis', 1), x.ndim, 'batch_axis');
+  const along = (n: number, axis: number) => x.shape.map((_, i) => (i === axis ? n : 1));
+  const steps = x.shape[timeAxis];
+  const t = mx.reshape(mx.arange(0, steps, 1, 'int64'), along(steps, timeAxis));
+  const len = mx.reshape(mx.astype(ctx.input(1), 'int64'), along(x.shape[batchAxis], batchAxis));
+  const src = mx.where(mx.less(t, len), mx.subtract(mx.subtract(len, 1), t), t);
+  return mx.takeAlongAxis(x, mx.broadcastTo(src, x.shape), timeAxis);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unique, on the host (its output sizes depend on the data). Without an axis the elements are
+// compared; with one, the slices along it, in lexicographic order when sorted.
+
+type Elem = number | bigint | string;
+
+function elementsOf(t: HostTensor): (i: number) => Elem {
+  const d = t.data as ArrayLike<Elem>;
+  if (t.dtype === OnnxDataType.FLOAT16) return (i) => mx.float16BitsToNumber(d[i] as number);
+  if (t.dtype === OnnxDataType.BFLOAT16) return (i) => mx.bfloat16BitsToNumber(d[i] as number);
+  return (i) => d[i];
+}
+
+function compareSlices(a: Elem[], b: Elem[]): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return a[i] < b[i] ? -1 : 1;
+  return 0;
+}
+
+function unique(ctx: OpContext): HostTensor[] {
+  let t = ctx.host(0);
+  const hasAxis = ctx.attrs.has('axis');
+  const axis = hasAxis ? normAxis(ctx.attrs.int('axis'), t.dims.length, 'Unique axis') : 0;
+  if (!hasAxis) t = { ...t, dims: [sizeOf(t.dims)] };
+  // Bring the axis to the front, so slice i is the contiguous block i.
+  const perm = [axis, ...t.dims.map((_, i) => i).filter((i) => i !== axis)];
+  const front = hostTranspose(t, perm);
+  const count = t.dims[axis];
+  const width = count ? sizeOf(front.dims) / count : 0;
+  const at = elementsOf(front);
+  const slices = Array.from({ length: count }, (_, i) => Array.from({ length: width }, (_, j) => at(i * width + j)));
+  const firstOf = new Map<string, number>();
+  const keyOf = (s: Elem[]) => s.map((v) => (Object.is(v, -0) ? '0' : String(v))).join('\u0000');
+  const firsts: number[] = [];
+  const group = slices.map((s, i) => {
+    const key = keyOf(s);
+    let g = firstOf.get(key);
+    if (g === undefined) {
+      firstOf.set(key, (g = firsts.length));
+      firsts.push(i);
+    }
+    return g;
+  });
+  let order = firsts.map((_, g) => g);
+  if (ctx.attrs.int('sorted', 1)) order = order.sort((a, b) => compareSlices(slices[firsts[a]], slices[firsts[b]]));
+  const rank = new Array<number>(order.length);
+  order.forEach((g, r) => (rank[g] = r));
+  const counts = new Array<number>(order.length).fill(0);
+  for (const g of group) counts[g]++;
+  const firstIdx = order.map((g) => firsts[g]);
+  return [
+    hostGather(t, firstIdx, [firstIdx.length], axis),
+    hostInt64(firstIdx),
+    hostInt64(group.map((g) => rank[g])),
+    hostInt64(order.map((g) => counts[g])),
+  ];
+}
+
+export const sortOps: OpEntry[] = [
+  {
+    domain: D, opType: 'TopK', since: 1,
+    check: (ctx) => (ctx.inputType(0) === OnnxDataType.STRING ? 'TopK on strings is not supported on MLX' : undefined),
+    run: topK,
+  },
+  { domain: D, opType: 'CumSum', since: 11, run: (ctx) => [cumSum(ctx)] },
+  { domain: D, opType: 'ReverseSequence', since: 10, run: (ctx) => [reverseSequence(ctx)] },
+  { domain: D, opType: 'Unique', since: 11, host: unique, run: unique },
+];
+

@@ -1,0 +1,268 @@
+// Indexing ops: Slice, Gather, GatherElements, GatherND, Scatter, ScatterElements, ScatterND,
+// OneHot, NonZero, Compress. Negative indices wrap (index + dim) as the spec says, done explicitly
+// rather than trusting MLX's gather. Sorting-like ops are in indexing-sort.ts, Resize in resize.ts.
+import * as mx from '@mlx/core';
+import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { hostGather, hostStrided, numAt } from './shape-host.js';
+import { sortOps } from './indexing-sort.js';
+import { resizeOps } from './resize.js';
+import { hostInt64, hostNumbers, isFloatType, normAxis, sizeOf } from './util.js';
+
+const D = 'ai.onnx';
+
+/** Indices with negative entries moved up by `dim` (a number, or an array broadcasting against them). */
+export function wrapNegative(idx: mx.Array, dim: number | mx.Array): mx.Array {
+  return mx.where(mx.less(idx, 0), mx.add(idx, dim), idx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slice. Per axis: negative starts/ends count from the end; then, for step > 0, both clamp to
+// [0, dim]; for step < 0, start clamps to [0, dim - 1] and end to [-1, dim - 1]. INT64_MAX/MIN
+// sentinels arrive as huge numbers and clamp the same way.
+
+interface SlicePlan {
+  starts: number[];
+  steps: number[];
+  counts: number[];
+}
+
+function slicePlan(ctx: OpContext): SlicePlan {
+  const dims = ctx.shape(0);
+  const r = dims.length;
+  let starts: number[], ends: number[], axes: number[] | undefined, steps: number[] | undefined;
+  if (ctx.opset < 10) {
+    starts = ctx.attrs.ints('starts');
+    ends = ctx.attrs.ints('ends');
+    axes = ctx.attrs.has('axes') ? ctx.attrs.ints('axes') : undefined;
+  } else {
+    starts = hostNumbers(ctx.host(1));
+    ends = hostNumbers(ctx.host(2));
+    axes = ctx.has(3) ? hostNumbers(ctx.host(3)) : undefined;
+    steps = ctx.has(4) ? hostNumbers(ctx.host(4)) : undefined;
+  }
+  axes ??= starts.map((_, i) => i);
+  steps ??= starts.map(() => 1);
+  const plan: SlicePlan = { starts: dims.map(() => 0), steps: dims.map(() => 1), counts: [...dims] };
+  axes.forEach((ax, i) => {
+    const a = normAxis(ax, r, 'Slice axis');
+    const n = dims[a];
+    const step = steps![i];
+    if (!step) throw new RangeError('Slice: step 0');
+    let s = starts[i] < 0 ? starts[i] + n : starts[i];
+    let e = ends[i] < 0 ? ends[i] + n : ends[i];
+    if (step > 0) {
+      s = Math.min(Math.max(s, 0), n);
+      e = Math.min(Math.max(e, 0), n);
+    } else {
+      s = Math.min(Math.max(s, 0), n - 1);
+      e = Math.min(Math.max(e, -1), n - 1);
+    }
+    plan.starts[a] = s;
+    plan.steps[a] = step;
+    plan.counts[a] = Math.max(0, Math.ceil((e - s) / step));
+  });
+  return plan;
+}
+
+function sliceDevice(x: mx.Array, p: SlicePlan): mx.Array {
+  const n = x.shape;
+  if (p.counts.some((c) => c === 0)) return mx.zeros(p.counts, x.dtype);
+  // MLX reads a negative stop as counting from the end, so "down through index 0" (stop -1)
+  // is written as -(n + 1).
+  const stop = p.starts.map((s, d) => {
+    const last = s + (p.counts[d] - 1) * p.steps[d];
+    const e = p.steps[d] > 0 ? last + 1 : last - 1;
+    return e < 0 ? -(n[d] + 1) : e;
+  });
+  return mx.slice(x, p.starts, stop, p.steps);
+}
+
+const sliceEntry: OpEntry = {
+  domain: D, opType: 'Slice', since: 1,
+  host: (ctx) => {
+    const p = slicePlan(ctx);
+    return [hostStrided(ctx.host(0), p.starts, p.steps, p.counts)];
+  },
+  run: (ctx) => [sliceDevice(ctx.input(0), slicePlan(ctx))],
+};
+
+// ---------------------------------------------------------------------------------------------
+// Gather family
+
+const gatherEntry: OpEntry = {
+  domain: D, opType: 'Gather', since: 1,
+  host: (ctx) => {
+    const t = ctx.host(0);
+    const idx = ctx.host(1);
+    const axis = normAxis(ctx.attrs.int('axis', 0), t.dims.length, 'Gather axis');
+    const n = t.dims[axis];
+    const ids = hostNumbers(idx).map((i) => (i < 0 ? i + n : i));
+    if (ids.some((i) => i < 0 || i >= n)) throw new RangeError(`Gather: index out of range for axis of size ${n}`);
+    return [hostGather(t, ids, idx.dims, axis)];
+  },
+  run: (ctx) => {
+    const x = ctx.input(0);
+    const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim, 'Gather axis');
+    return [mx.take(x, wrapNegative(ctx.input(1), x.shape[axis]), axis)];
+  },
+};
+
+function gatherElements(ctx: OpContext): mx.Array {
+  let x = ctx.input(0);
+  const idx = ctx.input(1);
+  const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim, 'GatherElements axis');
+  const n = x.shape[axis];
+  // The output has the indices' shape; other axes of the data may be longer: cut them to match.
+  if (idx.shape.some((d, i) => i !== axis && d !== x.shape[i])) {
+    const stop = x.shape.map((d, i) => (i === axis ? d : idx.shape[i]));
+    x = mx.slice(x, x.shape.map(() => 0), stop, x.shape.map(() => 1));
+  }
+  return mx.takeAlongAxis(x, wrapNegative(idx, n), axis);
+}
+
+function gatherND(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const b = ctx.attrs.int('batch_dims', 0);
+  const dd = x.shape;
+  const qd = ctx.shape(1);
+  const k = qd[qd.length - 1];
+  const inner = dd.slice(b, b + k);
+  const rest = dd.slice(b + k);
+  const batch = sizeOf(dd.slice(0, b));
+  const innerSize = sizeOf(inner);
+  // One linear index into the data's leading (batch and indexed) axes, flattened together.
+  const idx = mx.astype(ctx.input(1), 'int64');
+  const dimsArr = mx.array(BigInt64Array.from(inner, BigInt), 'int64');
+  const strides = inner.map((_, j) => sizeOf(inner.slice(j + 1)));
+  const stridesArr = mx.array(BigInt64Array.from(strides, BigInt), 'int64');
+  let linear = mx.sum(mx.multiply(wrapNegative(idx, dimsArr), stridesArr), -1);
+  if (b > 0) {
+    const per = sizeOf(qd.slice(b, -1));
+    const offsets = mx.multiply(mx.reshape(mx.arange(0, batch, 1, 'int64'), [batch, 1]), innerSize);
+    linear = mx.add(mx.reshape(linear, [batch, per]), offsets);
+  }
+  const flat = mx.reshape(x, [batch * innerSize, ...rest]);
+  const out = mx.take(flat, mx.reshape(linear, [-1]), 0);
+  return mx.reshape(out, [...qd.slice(0, -1), ...rest]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scatter family: every form becomes MLX's scatter over all leading axes with slice size 1.
+
+type Scatter = (a: mx.Array, indices: mx.Array[], updates: mx.Array, axes: number[]) => mx.Array;
+const scatterBy: Record<string, Scatter> = {
+  none: (a, i, u, ax) => mx.scatter(a, i, u, ax),
+  add: (a, i, u, ax) => mx.scatterAdd(a, i, u, ax),
+  mul: (a, i, u, ax) => mx.scatterProd(a, i, u, ax),
+  max: (a, i, u, ax) => mx.scatterMax(a, i, u, ax),
+  min: (a, i, u, ax) => mx.scatterMin(a, i, u, ax),
+};
+
+function checkReduction(ctx: CheckContext): string | undefined {
+  const r = ctx.attrs.string('reduction', 'none');
+  const allowed = ctx.opset >= 18 ? ['none', 'add', 'mul', 'max', 'min'] : ctx.opset >= 16 ? ['none', 'add', 'mul'] : ['none'];
+  return allowed.includes(r) ? undefined : `${ctx.node.opType} reduction '${r}' is not defined at opset ${ctx.opset}`;
+}
+
+function scatterElements(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const r = x.ndim;
+  const axis = normAxis(ctx.attrs.int('axis', 0), r, `${ctx.node.opType} axis`);
+  const idx = ctx.input(1);
+  const s = idx.shape;
+  // Element (i0, .., i_axis, ..) of the updates goes to (i0, .., indices[..], ..).
+  const indices = s.map((n, d) => {
+    if (d === axis) return mx.astype(wrapNegative(idx, x.shape[axis]), 'int32');
+    const shape = s.map((_, j) => (j === d ? n : 1));
+    return mx.broadcastTo(mx.reshape(mx.arange(0, n, 1, 'int32'), shape), s);
+  });
+  const upd = mx.reshape(ctx.input(2), [...s, ...new Array<number>(r).fill(1)]);
+  const reduction = ctx.opset >= 16 ? ctx.attrs.string('reduction', 'none') : 'none';
+  return scatterBy[reduction](x, indices, upd, s.map((_, i) => i));
+}
+
+function scatterND(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const q = ctx.shape(1);
+  const k = q[q.length - 1];
+  const lead = q.slice(0, -1);
+  const dimsArr = mx.array(Int32Array.from(x.shape.slice(0, k)), 'int32');
+  const idx = wrapNegative(mx.astype(ctx.input(1), 'int32'), dimsArr);
+  const indices = Array.from({ length: k }, (_, j) =>
+    mx.reshape(mx.slice(idx, [...lead.map(() => 0), j], [...lead, j + 1], q.map(() => 1)), lead));
+  const upd = mx.reshape(ctx.input(2), [...lead, ...new Array<number>(k).fill(1), ...x.shape.slice(k)]);
+  const reduction = ctx.opset >= 16 ? ctx.attrs.string('reduction', 'none') : 'none';
+  return scatterBy[reduction](x, indices, upd, indices.map((_, i) => i));
+}
+
+// ---------------------------------------------------------------------------------------------
+// OneHot, NonZero, Compress
+
+function oneHot(ctx: OpContext): mx.Array {
+  let idx = ctx.input(0);
+  const depth = Math.trunc(numAt(ctx.host(1), 0));
+  const values = ctx.input(2);
+  const rank = idx.ndim + 1;
+  const axis = normAxis(ctx.attrs.int('axis', -1), rank, 'OneHot axis');
+  // Non-integer indices are truncated to integers first.
+  if (isFloatType(ctx.elemType(0))) idx = mx.astype(idx, 'int64');
+  const at = mx.expandDims(wrapNegative(idx, depth), axis);
+  const positions = mx.reshape(mx.arange(0, depth, 1, at.dtype), Array.from({ length: rank }, (_, i) => (i === axis ? depth : 1)));
+  const off = mx.reshape(mx.slice(values, [0], [1], [1]), []);
+  const on = mx.reshape(mx.slice(values, [1], [2], [1]), []);
+  return mx.where(mx.equal(at, positions), on, off);
+}
+
+/** Whether host element i is non-zero (float16/bfloat16 are bits: both zeros count as zero). */
+function truthy(t: HostTensor): (i: number) => boolean {
+  const d = t.data as ArrayLike<number | bigint>;
+  if (t.dtype === OnnxDataType.FLOAT16 || t.dtype === OnnxDataType.BFLOAT16) return (i) => (Number(d[i]) & 0x7fff) !== 0;
+  return (i) => d[i] !== 0 && d[i] !== 0n;
+}
+
+function nonZero(t: HostTensor): HostTensor {
+  const dims = t.dims.length ? t.dims : [1];
+  const nz = truthy(t);
+  const hits: number[] = [];
+  for (let i = 0; i < sizeOf(dims); i++) if (nz(i)) hits.push(i);
+  const out = new Array<number>(dims.length * hits.length);
+  hits.forEach((flat, j) => {
+    for (let d = dims.length - 1; d >= 0; d--) {
+      out[d * hits.length + j] = flat % dims[d];
+      flat = Math.floor(flat / dims[d]);
+    }
+  });
+  return hostInt64(out, [dims.length, hits.length]);
+}
+
+function compress(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const cond = ctx.host(1);
+  const nz = truthy(cond);
+  const hasAxis = ctx.attrs.has('axis');
+  const axis = hasAxis ? normAxis(ctx.attrs.int('axis'), x.ndim, 'Compress axis') : 0;
+  const src = hasAxis ? x : mx.reshape(x, [-1]);
+  const n = Math.min(sizeOf(cond.dims), src.shape[axis]);
+  const keep: number[] = [];
+  for (let i = 0; i < n; i++) if (nz(i)) keep.push(i);
+  return mx.take(src, mx.array(Int32Array.from(keep), 'int32'), axis);
+}
+
+const unsupportedIndexTypes = (ctx: CheckContext): string | undefined =>
+  ctx.inputType(0) === OnnxDataType.STRING ? `${ctx.node.opType} on string tensors is not supported on MLX` : undefined;
+
+export const indexingOps: OpEntry[] = [
+  sliceEntry,
+  gatherEntry,
+  { domain: D, opType: 'GatherElements', since: 11, run: (ctx) => [gatherElements(ctx)] },
+  { domain: D, opType: 'GatherND', since: 11, run: (ctx) => [gatherND(ctx)] },
+  { domain: D, opType: 'Scatter', since: 9, until: 10, check: unsupportedIndexTypes, run: (ctx) => [scatterElements(ctx)] },
+  { domain: D, opType: 'ScatterElements', since: 11, check: checkReduction, run: (ctx) => [scatterElements(ctx)] },
+  { domain: D, opType: 'ScatterND', since: 11, check: checkReduction, run: (ctx) => [scatterND(ctx)] },
+  { domain: D, opType: 'OneHot', since: 9, run: (ctx) => [oneHot(ctx)] },
+  { domain: D, opType: 'NonZero', since: 9, host: (ctx) => [nonZero(ctx.host(0))], run: (ctx) => [nonZero(ctx.host(0))] },
+  { domain: D, opType: 'Compress', since: 9, run: (ctx) => [compress(ctx)] },
+  ...sortOps,
+  ...resizeOps,
+];

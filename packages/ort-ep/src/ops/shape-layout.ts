@@ -1,0 +1,174 @@
+// Layout ops: Pad, CenterCropPad, DepthToSpace, SpaceToDepth, Trilu.
+import * as mx from '@mlx/core';
+import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { hostNumbers, normAxes } from './util.js';
+
+const D = 'ai.onnx';
+
+// ---------------------------------------------------------------------------------------------
+// Pad. Pads come as [begin per axis..., end per axis...]: the attribute `paddings` (opset 1),
+// `pads` (2-10), or input 1 (11+), over every axis or over input 3's axes (18+).
+// Negative pads crop; cropping is done first, then padding.
+
+const padModes = new Set(['constant', 'reflect', 'edge', 'wrap']);
+
+function padMode(ctx: CheckContext): string {
+  return ctx.attrs.string('mode', 'constant');
+}
+
+function padAmounts(ctx: OpContext, rank: number): { begin: number[]; end: number[] } {
+  let pads: number[];
+  let axes = Array.from({ length: rank }, (_, i) => i);
+  if (ctx.opset < 2) pads = ctx.attrs.ints('paddings');
+  else if (ctx.opset < 11) pads = ctx.attrs.ints('pads');
+  else {
+    pads = hostNumbers(ctx.host(1));
+    if (ctx.opset >= 18 && ctx.has(3)) axes = normAxes(hostNumbers(ctx.host(3)), rank);
+  }
+  const k = axes.length;
+  if (pads.length !== 2 * k) throw new RangeError(`Pad: ${pads.length} pads for ${k} axes`);
+  const begin = new Array<number>(rank).fill(0);
+  const end = new Array<number>(rank).fill(0);
+  axes.forEach((a, i) => {
+    begin[a] = pads[i];
+    end[a] = pads[k + i];
+  });
+  return { begin, end };
+}
+
+/** The value constant mode fills with, in x's dtype. */
+function padValue(ctx: OpContext, x: mx.Array): mx.Array {
+  if (ctx.opset < 11) return mx.scalar(ctx.attrs.float('value', 0), x.dtype);
+  if (!ctx.has(2)) return mx.scalar(0, x.dtype);
+  const v = mx.reshape(ctx.input(2), []);
+  return v.dtype === x.dtype ? v : mx.astype(v, x.dtype);
+}
+
+/** Source index of output position i along an axis of size n padded by `b` in front. */
+function padSource(mode: string, i: number, b: number, n: number): number {
+  const j = i - b;
+  if (mode === 'wrap') return ((j % n) + n) % n;
+  // reflect (numpy's): mirror about the edge elements, which are not repeated; period 2(n - 1).
+  if (n === 1) return 0;
+  const p = 2 * (n - 1);
+  const m = ((j % p) + p) % p;
+  return m < n ? m : p - m;
+}
+
+/** reflect/wrap, axis by axis, as a gather of host-computed indices. */
+function padByGather(x: mx.Array, mode: string, begin: number[], end: number[]): mx.Array {
+  let y = x;
+  begin.forEach((b, axis) => {
+    const e = end[axis];
+    if (!b && !e) return;
+    const n = y.shape[axis];
+    if (n === 0) throw new RangeError(`Pad: mode '${mode}' cannot pad an empty axis ${axis}`);
+    const idx = Int32Array.from({ length: n + b + e }, (_, i) => padSource(mode, i, b, n));
+    y = mx.take(y, mx.array(idx, 'int32'), axis);
+  });
+  return y;
+}
+
+function padRun(ctx: OpContext): mx.Array {
+  let x = ctx.input(0);
+  const dims = x.shape;
+  const { begin, end } = padAmounts(ctx, dims.length);
+  if (begin.some((v) => v < 0) || end.some((v) => v < 0)) {
+    const start = begin.map((b) => Math.max(0, -b));
+    const stop = end.map((e, i) => Math.max(start[i], dims[i] - Math.max(0, -e)));
+    x = mx.slice(x, start, stop, dims.map(() => 1));
+  }
+  const lo = begin.map((b) => Math.max(0, b));
+  const hi = end.map((e) => Math.max(0, e));
+  if (lo.every((v) => !v) && hi.every((v) => !v)) return x;
+  const mode = padMode(ctx);
+  const axes = dims.map((_, i) => i);
+  if (mode === 'constant') return mx.pad(x, axes, lo, hi, padValue(ctx, x), 'constant');
+  if (mode === 'edge') return mx.pad(x, axes, lo, hi, mx.scalar(0, x.dtype), 'edge');
+  return padByGather(x, mode, lo, hi);
+}
+
+const padEntry: OpEntry = {
+  domain: D, opType: 'Pad', since: 1,
+  check: (ctx) => {
+    const mode = padMode(ctx);
+    if (!padModes.has(mode) || (mode === 'wrap' && ctx.opset < 19)) return `Pad mode '${mode}' is not defined at opset ${ctx.opset}`;
+    return undefined;
+  },
+  run: (ctx) => [padRun(ctx)],
+};
+
+// ---------------------------------------------------------------------------------------------
+// CenterCropPad: each listed axis is cropped or zero-padded to its target, centred (the odd
+// unit goes to the end in both directions, as the reference does).
+
+const centerCropPadEntry: OpEntry = {
+  domain: D, opType: 'CenterCropPad', since: 18,
+  run: (ctx) => {
+    let x = ctx.input(0);
+    const dims = x.shape;
+    const target = hostNumbers(ctx.host(1));
+    const axes = ctx.attrs.has('axes') ? normAxes(ctx.attrs.ints('axes'), dims.length) : dims.map((_, i) => i);
+    if (target.length !== axes.length) throw new RangeError(`CenterCropPad: ${target.length} sizes for ${axes.length} axes`);
+    const start = dims.map(() => 0);
+    const stop = [...dims];
+    const lo = dims.map(() => 0);
+    const hi = dims.map(() => 0);
+    axes.forEach((a, i) => {
+      const t = target[i];
+      const diff = Math.abs(t - dims[a]);
+      if (t < dims[a]) [start[a], stop[a]] = [Math.floor(diff / 2), Math.floor(diff / 2) + t];
+      else if (t > dims[a]) [lo[a], hi[a]] = [Math.floor(diff / 2), diff - Math.floor(diff / 2)];
+    });
+    x = mx.slice(x, start, stop, dims.map(() => 1));
+    if (lo.some((v) => v) || hi.some((v) => v)) x = mx.pad(x, dims.map((_, i) => i), lo, hi, mx.scalar(0, x.dtype), 'constant');
+    return [x];
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// DepthToSpace / SpaceToDepth: a reshape, a transpose and a reshape.
+
+function depthToSpace(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const [n, c, h, w] = x.shape;
+  const b = ctx.attrs.int('blocksize');
+  const crd = ctx.opset >= 11 && ctx.attrs.string('mode', 'DCR') === 'CRD';
+  if (x.ndim !== 4 || c % (b * b) !== 0) throw new RangeError(`DepthToSpace: input [${x.shape.join(', ')}] does not fit blocksize ${b}`);
+  const cc = c / (b * b);
+  const t = crd
+    ? mx.transpose(mx.reshape(x, [n, cc, b, b, h, w]), [0, 1, 4, 2, 5, 3])
+    : mx.transpose(mx.reshape(x, [n, b, b, cc, h, w]), [0, 3, 4, 1, 5, 2]);
+  return mx.reshape(t, [n, cc, h * b, w * b]);
+}
+
+function spaceToDepth(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const [n, c, h, w] = x.shape;
+  const b = ctx.attrs.int('blocksize');
+  if (x.ndim !== 4 || h % b !== 0 || w % b !== 0) throw new RangeError(`SpaceToDepth: input [${x.shape.join(', ')}] does not fit blocksize ${b}`);
+  const t = mx.transpose(mx.reshape(x, [n, c, h / b, b, w / b, b]), [0, 3, 5, 1, 2, 4]);
+  return mx.reshape(t, [n, c * b * b, h / b, w / b]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trilu: keeps the upper (j - i >= k) or lower (j - i <= k) triangle of the last two axes.
+
+function trilu(ctx: OpContext): mx.Array {
+  const x = ctx.input(0);
+  const k = ctx.has(1) ? hostNumbers(ctx.host(1))[0] : 0;
+  const [rows, cols] = x.shape.slice(-2);
+  const diff = mx.subtract(mx.reshape(mx.arange(0, cols, 1, 'int32'), [1, cols]), mx.reshape(mx.arange(0, rows, 1, 'int32'), [rows, 1]));
+  // k can be far outside int32 (INT64 sentinels): clamp it to a value with the same effect.
+  const kk = Math.max(-rows - 1, Math.min(cols + 1, k));
+  const keep = ctx.attrs.int('upper', 1) ? mx.greaterEqual(diff, kk) : mx.lessEqual(diff, kk);
+  return mx.where(keep, x, mx.zerosLike(x));
+}
+
+export const layoutOps: OpEntry[] = [
+  padEntry,
+  centerCropPadEntry,
+  { domain: D, opType: 'DepthToSpace', since: 1, run: (ctx) => [depthToSpace(ctx)] },
+  { domain: D, opType: 'SpaceToDepth', since: 1, run: (ctx) => [spaceToDepth(ctx)] },
+  { domain: D, opType: 'Trilu', since: 14, run: (ctx) => [trilu(ctx)] },
+];
