@@ -1,0 +1,168 @@
+// Activations (LeakyRelu ... Mish, Swish), Softmax/LogSoftmax/Hardmax and Dropout (inference).
+// Each op is a closed form over MLX elementwise ops; attribute defaults are the spec's.
+// The opset ranges are the versions where the semantics are the same: later versions only
+// widened the type lists (bfloat16, ...), which MLX holds anyway.
+import * as mx from '@mlx/core';
+import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { mxDtypeOf } from '../executor/convert.js';
+import { hostNumbers, isFloatType, normAxis } from './util.js';
+
+const D = 'ai.onnx';
+
+/** MLX promotes some results (bool masks, float scalars with ints): ONNX keeps the input's type. */
+function keepType(r: mx.Array, onnxType: number): mx.Array {
+  const want = mxDtypeOf(onnxType);
+  return want && r.dtype !== want ? mx.astype(r, want) : r;
+}
+
+/** A unary op whose attributes are read per run (cheap: a map lookup). */
+function unary(opType: string, since: number, f: (x: mx.Array, ctx: OpContext) => mx.Array, until?: number): OpEntry {
+  return { domain: D, opType, since, until, run: (ctx) => [keepType(f(ctx.input(0), ctx), ctx.elemType(0))] };
+}
+
+const leakyRelu = (x: mx.Array, alpha: number) => mx.where(mx.less(x, 0), mx.multiply(x, alpha), x);
+const softplus = (x: mx.Array) => mx.logaddexp(x, mx.zerosLike(x)); // log(1 + e^x) without overflow
+const hardSigmoid = (x: mx.Array, alpha: number, beta: number) => mx.clip(mx.add(mx.multiply(x, alpha), beta), 0, 1);
+
+function elu(x: mx.Array, alpha: number): mx.Array {
+  return mx.where(mx.less(x, 0), mx.multiply(mx.expm1(x), alpha), x);
+}
+
+function gelu(x: mx.Array, approximate: string): mx.Array {
+  if (approximate === 'tanh') {
+    const inner = mx.multiply(mx.add(x, mx.multiply(mx.multiply(mx.square(x), x), 0.044715)), Math.sqrt(2 / Math.PI));
+    return mx.multiply(mx.multiply(x, 0.5), mx.add(mx.tanh(inner), 1));
+  }
+  return mx.multiply(mx.multiply(x, 0.5), mx.add(mx.erf(mx.multiply(x, Math.SQRT1_2)), 1));
+}
+
+/** Shrink takes every numeric type; integer inputs with fractional lambd/bias go through float32 and back. */
+function shrink(x: mx.Array, ctx: OpContext): mx.Array {
+  const lambd = ctx.attrs.float('lambd', 0.5);
+  const bias = ctx.attrs.float('bias', 0);
+  const exact = isFloatType(ctx.elemType(0)) || (Number.isInteger(lambd) && Number.isInteger(bias));
+  const xs = exact ? x : mx.astype(x, 'float32');
+  const y = mx.where(mx.less(xs, -lambd), mx.add(xs, bias), mx.where(mx.greater(xs, lambd), mx.subtract(xs, bias), mx.zerosLike(xs)));
+  return y;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax family. Opset < 13 coerces the input to 2-D [prod(d[:axis]), prod(d[axis:])] and
+// normalises over the flattened trailing dims (default axis 1); opset >= 13 works on one axis
+// (default -1).
+
+type AxisOp = (x: mx.Array, axis: number) => mx.Array;
+
+function softmaxLike(opType: string, f: AxisOp): OpEntry[] {
+  const legacy: OpEntry = {
+    domain: D, opType, since: 1, until: 12,
+    run: (ctx) => {
+      const x = ctx.input(0);
+      if (x.size === 0) return [x];
+      const axis = normAxis(ctx.attrs.int('axis', 1), Math.max(x.ndim, 1));
+      const outer = x.shape.slice(0, axis).reduce((a, b) => a * b, 1);
+      const flat = mx.reshape(x, [outer, -1]);
+      return [keepType(mx.reshape(f(flat, 1), x.shape), ctx.elemType(0))];
+    },
+  };
+  const perAxis: OpEntry = {
+    domain: D, opType, since: 13,
+    run: (ctx) => {
+      const x = ctx.input(0);
+      if (x.size === 0) return [x];
+      return [keepType(f(x, normAxis(ctx.attrs.int('axis', -1), x.ndim)), ctx.elemType(0))];
+    },
+  };
+  return [legacy, perAxis];
+}
+
+const lowPrecision = (x: mx.Array) => x.dtype === 'float16' || x.dtype === 'bfloat16';
+const softmax: AxisOp = (x, axis) => mx.softmax(x, axis, { precise: lowPrecision(x) });
+
+function logSoftmax(x: mx.Array, axis: number): mx.Array {
+  const xs = lowPrecision(x) ? mx.astype(x, 'float32') : x;
+  return mx.subtract(xs, mx.logsumexp(xs, axis, { keepdims: true }));
+}
+
+/** One-hot of the first maximum along `axis`. */
+function hardmax(x: mx.Array, axis: number): mx.Array {
+  const idx = mx.argmax(x, axis, { keepdims: true });
+  const shape = x.shape.map((d, i) => (i === axis ? d : 1));
+  const positions = mx.reshape(mx.arange(0, x.shape[axis], 1, idx.dtype), shape);
+  return mx.astype(mx.equal(positions, idx), x.dtype);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dropout: inference is the identity and the mask (where requested) is all true. Training mode is
+// random: MLX's generator cannot reproduce onnxruntime's or numpy's masks, so it is refused.
+
+function dropoutCheck(ctx: CheckContext): string | undefined {
+  if (ctx.opset < 7) {
+    return ctx.attrs.int('is_test', 0) ? undefined : `Dropout-${ctx.opset < 6 ? 1 : 6} with is_test=0 is training-mode (random) dropout, which is not supported`;
+  }
+  if (ctx.opset < 12 || !ctx.node.inputs[2]) return undefined;
+  const mode = ctx.constantInput(2);
+  if (!mode) return 'Dropout with a training_mode input that is not a constant: training-mode dropout is random and cannot reproduce the reference masks, so only a constant false is supported';
+  if (!hostNumbers(mode)[0]) return undefined;
+  const ratio = ctx.node.inputs[1] ? ctx.constantInput(1) : undefined;
+  if (ratio && hostNumbers(ratio)[0] === 0) return undefined; // ratio 0 drops nothing: the identity again
+  return 'Dropout with training_mode=true is random and cannot reproduce the reference masks; only inference (training_mode false or absent, or ratio 0) is supported';
+}
+
+function dropout(ctx: OpContext): OpResult[] {
+  const x = ctx.input(0);
+  if (!ctx.node.outputs[1]) return [x];
+  // Dropout-1..9 typed the mask like the input; from 10 it is bool. (onnxruntime fills the
+  // mask of 7..11 with zeros; the spec and its reference say nothing is dropped: all true.)
+  const mask = ctx.opset >= 10 ? mx.onesLike(mx.astype(x, 'bool')) : mx.onesLike(x);
+  return [x, mask];
+}
+
+const dropoutEntry: OpEntry = {
+  domain: D, opType: 'Dropout', since: 1, check: dropoutCheck, run: dropout,
+  note: 'inference only: training_mode must be absent or a constant false (or the ratio a constant 0)',
+};
+
+// ---------------------------------------------------------------------------------------------
+
+const prelu: OpEntry = {
+  domain: D, opType: 'PRelu', since: 1,
+  run: (ctx) => {
+    const x = ctx.input(0);
+    return [keepType(mx.where(mx.less(x, 0), mx.multiply(x, ctx.input(1)), x), ctx.elemType(0))];
+  },
+};
+
+export const activationOps: OpEntry[] = [
+  unary('LeakyRelu', 1, (x, c) => leakyRelu(x, c.attrs.float('alpha', 0.01))),
+  prelu,
+  unary('Elu', 1, (x, c) => elu(x, c.attrs.float('alpha', 1))),
+  unary('Selu', 1, (x, c) => {
+    const alpha = c.attrs.float('alpha', 1.67326319217681884765625);
+    const gamma = c.attrs.float('gamma', 1.05070102214813232421875);
+    return mx.multiply(mx.where(mx.lessEqual(x, 0), mx.multiply(mx.expm1(x), alpha), x), gamma);
+  }),
+  unary('Celu', 12, (x, c) => {
+    const alpha = c.attrs.float('alpha', 1);
+    return mx.add(mx.maximum(x, 0), mx.minimum(mx.multiply(mx.expm1(mx.divide(x, alpha)), alpha), 0));
+  }),
+  unary('ThresholdedRelu', 10, (x, c) => mx.where(mx.greater(x, c.attrs.float('alpha', 1)), x, mx.zerosLike(x))),
+  unary('HardSigmoid', 1, (x, c) => hardSigmoid(x, c.attrs.float('alpha', 0.2), c.attrs.float('beta', 0.5))),
+  unary('HardSwish', 14, (x) => mx.multiply(x, hardSigmoid(x, 1 / 6, 0.5))),
+  unary('Softplus', 1, softplus),
+  unary('Softsign', 1, (x) => mx.divide(x, mx.add(mx.abs(x), 1))),
+  {
+    ...unary('Gelu', 20, (x, c) => gelu(x, c.attrs.string('approximate', 'none'))),
+    check: (c) => (['none', 'tanh'].includes(c.attrs.string('approximate', 'none')) ? undefined : `Gelu approximate='${c.attrs.string('approximate')}' is not one of 'none', 'tanh'`),
+  },
+  unary('Mish', 18, (x) => mx.multiply(x, mx.tanh(softplus(x)))),
+  unary('Shrink', 9, shrink),
+  unary('Swish', 24, (x, c) => mx.multiply(x, mx.sigmoid(mx.multiply(x, c.attrs.float('alpha', 1))))),
+  ...softmaxLike('Softmax', softmax),
+  ...softmaxLike('LogSoftmax', logSoftmax),
+  ...softmaxLike('Hardmax', hardmax),
+  dropoutEntry,
+];
+
+/** Shared with the recurrent ops and the contrib ops, which name the same functions. */
+export { elu, gelu, hardSigmoid, leakyRelu, softplus };
