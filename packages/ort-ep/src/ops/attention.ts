@@ -1,3 +1,133 @@
-import type { OpEntry } from '../registry/types.js';
+// ai.onnx Attention (opsets 23, 24), RMSNormalization and RotaryEmbedding (opset 23), on the
+// kernels of @mlx/kernels: grouped-query attention without repeating K/V, causal masking aligned
+// after the past cache, masks shorter than the keys padded with -inf, softcap, empty rows as zeros.
+import * as mx from '@mlx/core';
+import { rmsNorm, rotaryEmbedding, scaledDotProductAttention } from '@mlx/kernels';
+import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { normAxis } from './util.js';
 
-export const attentionOps: OpEntry[] = [];
+const D = 'ai.onnx';
+
+/** [B, S, H*d] -> [B, H, S, d]. */
+function toHeads(x: mx.Array, heads: number, where: string, what: string): mx.Array {
+  if (x.ndim === 4) return x;
+  if (x.ndim !== 3) throw new RangeError(`${where}: ${what} must be 3-D or 4-D, got shape [${x.shape.join(', ')}]`);
+  if (!heads) throw new RangeError(`${where}: a 3-D ${what} needs the q_num_heads/kv_num_heads attributes`);
+  const [b, s, hidden] = x.shape;
+  if (hidden % heads) throw new RangeError(`${where}: ${what} hidden size ${hidden} is not a multiple of ${heads} heads`);
+  return mx.transpose(mx.reshape(x, [b, s, heads, hidden / heads]), [0, 2, 1, 3]);
+}
+
+/** nonpad_kv_seqlen (opset 24): keys at positions ≥ the batch's length are masked out. */
+function lengthMask(lengths: mx.Array, keys: number): mx.Array {
+  const pos = mx.reshape(mx.arange(0, keys, 1, 'int64'), [1, 1, 1, keys]);
+  return mx.less(pos, mx.reshape(mx.astype(lengths, 'int64'), [-1, 1, 1, 1]));
+}
+
+/** Combines boolean/additive masks into one the kernel takes (additive where any is float). */
+function combineMasks(a: mx.Array | null, b: mx.Array | null, dtype: mx.Dtype): mx.Array | null {
+  if (!a || !b) return a ?? b;
+  if (a.dtype === 'bool' && b.dtype === 'bool') return mx.logicalAnd(a, b);
+  const add = (m: mx.Array) => (m.dtype === 'bool' ? mx.where(m, mx.scalar(0, dtype), mx.scalar(-Infinity, dtype)) : m);
+  return mx.add(add(a), add(b));
+}
+
+/** Q·Kᵀ at the stage qk_matmul_output_mode names: 0 scaled, 1 + mask, 2 softcapped, 3 softmaxed. */
+function qkOutput(q: mx.Array, k: mx.Array, mask: mx.Array | null, scale: number, softcap: number, causalOffset: number | undefined, mode: number): mx.Array {
+  const group = q.shape[1] / k.shape[1];
+  const kk = group > 1 ? mx.repeat(k, group, 1) : k;
+  let s = mx.multiply(mx.matmul(q, mx.transpose(kk, [0, 1, 3, 2])), scale);
+  if (mode === 0) return s;
+  const [sq, sk] = [s.shape[2], s.shape[3]];
+  let add: mx.Array | null = null;
+  if (mask) {
+    let m = mask.dtype === 'bool' ? mx.where(mask, mx.scalar(0, s.dtype), mx.scalar(-Infinity, s.dtype)) : mx.astype(mask, s.dtype);
+    const w = m.shape[m.ndim - 1];
+    if (w < sk) m = mx.pad(m, [m.ndim - 1], [0], [sk - w], mx.scalar(-Infinity, s.dtype), 'constant');
+    add = m;
+  }
+  if (causalOffset !== undefined) {
+    const i = mx.reshape(mx.arange(0, sq, 1, 'int32'), [sq, 1]);
+    const j = mx.reshape(mx.arange(0, sk, 1, 'int32'), [1, sk]);
+    const c = mx.where(mx.lessEqual(j, mx.add(i, causalOffset)), mx.scalar(0, s.dtype), mx.scalar(-Infinity, s.dtype));
+    add = add ? mx.add(add, c) : c;
+  }
+  if (add) s = mx.add(s, add);
+  if (mode === 1) return s;
+  if (softcap > 0) s = mx.multiply(mx.tanh(mx.divide(s, softcap)), softcap);
+  if (mode === 2) return s;
+  return mx.softmax(s, -1);
+}
+
+function attention(ctx: OpContext): OpResult[] {
+  const w = ctx.where;
+  const qIn = ctx.input(0);
+  const threeD = qIn.ndim === 3;
+  const qHeads = ctx.attrs.int('q_num_heads', 0);
+  const kvHeads = ctx.attrs.int('kv_num_heads', 0);
+  const q = toHeads(qIn, qHeads, w, 'Q');
+  let k = toHeads(ctx.input(1), kvHeads, w, 'K');
+  let v = toHeads(ctx.input(2), kvHeads, w, 'V');
+  const past = ctx.has(4) ? ctx.shape(4)[2] : 0;
+  if (ctx.has(4)) k = mx.concatenate([ctx.input(4), k], 2);
+  if (ctx.has(5)) v = mx.concatenate([ctx.input(5), v], 2);
+  const scale = ctx.attrs.has('scale') ? ctx.attrs.float('scale') : 1 / Math.sqrt(q.shape[3]);
+  const softcap = ctx.attrs.float('softcap', 0);
+  const causal = ctx.attrs.int('is_causal', 0) !== 0;
+  let mask: mx.Array | null = ctx.has(3) ? ctx.input(3) : null;
+  if (ctx.opset >= 24 && ctx.has(6)) mask = combineMasks(mask, lengthMask(ctx.input(6), k.shape[2]), q.dtype);
+  let y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask });
+  if (threeD) {
+    const [b, h, s, dv] = y.shape;
+    y = mx.reshape(mx.transpose(y, [0, 2, 1, 3]), [b, s, h * dv]);
+  }
+  const outs: OpResult[] = [y, k, v];
+  if (ctx.node.outputs[3]) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, ctx.attrs.int('qk_matmul_output_mode', 0)));
+  return outs;
+}
+
+function attentionEntry(since: number, until?: number): OpEntry {
+  return {
+    domain: D, opType: 'Attention', since, until,
+    check: (c) => {
+      const mode = c.attrs.int('qk_matmul_output_mode', 0);
+      if (mode < 0 || mode > 3) return `qk_matmul_output_mode ${mode} is not one of 0-3`;
+      return undefined;
+    },
+    run: attention,
+  };
+}
+
+const rmsNormalization: OpEntry = {
+  domain: D, opType: 'RMSNormalization', since: 23,
+  run: (ctx) => {
+    const x = ctx.input(0);
+    const scale = ctx.input(1);
+    const axis = normAxis(ctx.attrs.int('axis', -1), x.ndim);
+    const eps = ctx.attrs.float('epsilon', 1e-5);
+    // stash_type 1 computes in float32, as the reference does for lower precisions.
+    const xf = ctx.attrs.int('stash_type', 1) === 1 && x.dtype !== 'float64' ? mx.astype(x, 'float32') : x;
+    const y = rmsNorm(xf, null, { eps, axis });
+    return [mx.astype(mx.multiply(y, scale), x.dtype)];
+  },
+};
+
+const rotary: OpEntry = {
+  domain: D, opType: 'RotaryEmbedding', since: 23,
+  run: (ctx) => {
+    const xIn = ctx.input(0);
+    const heads = ctx.attrs.int('num_heads', 0);
+    const x = xIn.ndim === 3 ? toHeads(xIn, heads, ctx.where, 'X') : xIn;
+    const d = x.shape[3];
+    const rd = ctx.attrs.int('rotary_embedding_dim', 0) || d;
+    const y = rotaryEmbedding(x, {
+      cos: ctx.input(1), sin: ctx.input(2), positionIds: ctx.has(3) ? ctx.input(3) : null,
+      interleaved: ctx.attrs.int('interleaved', 0) !== 0, rotaryDim: rd,
+    });
+    if (xIn.ndim !== 3) return [y];
+    const [b, h, s] = y.shape;
+    return [mx.reshape(mx.transpose(y, [0, 2, 1, 3]), [b, s, h * d])];
+  },
+};
+
+export const attentionOps: OpEntry[] = [attentionEntry(23), rmsNormalization, rotary];
