@@ -13,31 +13,42 @@ const RATE = 16000;
 const FRAME = 512; // 32 ms, the frame vad-web feeds Silero v5
 const SPEECH: [number, number][] = [[0.8, 2.6], [3.6, 5.0], [6.0, 7.4]];
 
-/** A deterministic recording: voiced, formant-shaped syllables in the SPEECH spans over room noise. */
+/**
+ * A deterministic recording: in the SPEECH spans, a source-filter voice (a glottal pulse train at a
+ * wandering pitch through three formant resonators, one vowel per syllable, ~4 syllables/s);
+ * elsewhere, quiet room noise.
+ */
 export function synthesizeRecording(seconds = 8, seed = 7): Float32Array {
   const n = Math.round(seconds * RATE);
   const out = new Float32Array(n);
   let s = seed;
   const rnd = () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32) * 2 - 1;
-  const formants = [[700, 130], [1220, 70], [2600, 160]];
+  const vowels = [[730, 1090, 2440], [270, 2290, 3010], [530, 1840, 2480], [570, 840, 2410], [300, 870, 2240], [660, 1720, 2410]];
+  const bandwidths = [90, 110, 170];
+  const state = [[0, 0], [0, 0], [0, 0]];
   let phase = 0;
   for (let i = 0; i < n; i++) {
     const t = i / RATE;
-    let x = 0.004 * rnd();
+    let x = 0.003 * rnd();
     const span = SPEECH.find(([a, b]) => t >= a && t < b);
     if (span) {
       const local = t - span[0];
-      const f0 = 120 + 30 * Math.sin(2 * Math.PI * 0.7 * local) + 10 * Math.sin(2 * Math.PI * 3 * local);
-      phase += (2 * Math.PI * f0) / RATE;
-      const syllable = Math.max(0, Math.sin(Math.PI * 4.5 * local)) ** 0.6;
-      const edge = Math.min(1, local / 0.05, (span[1] - t) / 0.05);
-      let v = 0;
-      for (let h = 1; h * f0 < 4000; h++) {
-        const f = h * f0;
-        const gain = formants.reduce((g, [fc, bw]) => g + 1 / (1 + ((f - fc) / bw) ** 2), 0) / h ** 0.5;
-        v += gain * Math.sin(h * phase);
-      }
-      x += 0.08 * syllable * edge * v + 0.01 * syllable * rnd();
+      const syllable = Math.floor(local * 4.2);
+      const f0 = 115 + 25 * Math.sin(2 * Math.PI * 0.6 * local) + 8 * Math.sin(2 * Math.PI * 5 * local);
+      phase += f0 / RATE;
+      const pulse = phase >= 1 ? 1 : 0;
+      if (pulse) phase -= 1;
+      const envelope = Math.max(0, Math.sin(Math.PI * ((local * 4.2) % 1))) ** 0.5 * Math.min(1, local / 0.03, (span[1] - t) / 0.03);
+      const formants = vowels[(syllable * 7 + 3) % vowels.length];
+      let voiced = 0;
+      formants.forEach((fc, k) => {
+        const r = Math.exp((-Math.PI * bandwidths[k]) / RATE);
+        const v = pulse * (1 - r) + 2 * r * Math.cos((2 * Math.PI * fc) / RATE) * state[k][0] - r * r * state[k][1];
+        state[k][1] = state[k][0];
+        state[k][0] = v;
+        voiced += v / (k + 1);
+      });
+      x += 0.9 * envelope * voiced + 0.004 * envelope * rnd();
     }
     out[i] = x;
   }
@@ -113,9 +124,11 @@ export async function runDemo(options: { device?: 'cpu' | 'gpu' } = {}): Promise
   const cpu = await detect(ort, bytes, audio, { executionProviders: ['cpu'] });
   const diff = mlx.probs.reduce((m, p, i) => Math.max(m, Math.abs(p - cpu.probs[i])), 0);
   const fmt = (segs: [number, number][]) => segs.map(([a, b]) => `${a.toFixed(2)}-${b.toFixed(2)} s`).join(', ') || 'none';
-  console.log(`time axis: one character = 64 ms`);
-  console.log(`MLX (${device})        |${timeline(mlx.probs)}|`);
-  console.log(`onnxruntime-node CPU |${timeline(cpu.probs)}|\n`);
+  console.log(`time axis: one character = 64 ms; █ speech probability ≥ 0.5, ▒ ≥ 0.35`);
+  const labels = [`MLX (${device})`, 'onnxruntime-node CPU'];
+  const width = Math.max(...labels.map((l) => l.length));
+  console.log(`${labels[0].padEnd(width)} |${timeline(mlx.probs)}|`);
+  console.log(`${labels[1].padEnd(width)} |${timeline(cpu.probs)}|\n`);
   console.log(`speech detected (MLX):              ${fmt(segments(mlx.probs))}`);
   console.log(`speech detected (onnxruntime-node): ${fmt(segments(cpu.probs))}`);
   console.log(`largest difference in speech probability: ${diff.toExponential(2)} over ${mlx.probs.length} frames`);
