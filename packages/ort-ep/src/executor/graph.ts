@@ -108,6 +108,22 @@ export function markPersistent(plan: GraphPlan): void {
   for (const sp of plan.subplans.values()) markPersistent(sp);
 }
 
+/**
+ * Frees what a plan holds natively: folded device constants and the persistent uploads of its
+ * host constants (initializers), in subgraph plans too. The uploads live in `uploads`, not in
+ * `plan.constants`, so disposing the device constants alone would leave every weight behind.
+ */
+export function releasePlan(plan: GraphPlan): void {
+  for (const v of plan.constants.values()) {
+    if (v.kind === 'device') v.array.dispose();
+    else if (v.kind === 'host') {
+      uploads.get(v.tensor)?.dispose();
+      uploads.delete(v.tensor);
+    }
+  }
+  for (const sp of plan.subplans.values()) releasePlan(sp);
+}
+
 export function asArray(v: Value, where: string): mx.Array {
   if (v.kind === 'device') return v.array;
   if (v.kind === 'host') {

@@ -12,7 +12,7 @@ import { defaultRegistry } from '../ops/index.js';
 import type { OpRegistry } from '../registry/registry.js';
 import type { Value } from '../registry/types.js';
 import { asHost } from './graph.js';
-import { Env, executeGraph, foldConstants, markPersistent, planGraph, type GraphPlan } from './graph.js';
+import { Env, executeGraph, foldConstants, markPersistent, planGraph, releasePlan, type GraphPlan } from './graph.js';
 import { InvalidFeedError, OrtMlxError, UnsupportedOperatorError, type UnsupportedNode } from './errors.js';
 
 export interface MlxSessionOptions {
@@ -175,7 +175,7 @@ export class MlxSession {
   release(): void {
     if (this.released) return;
     this.released = true;
-    for (const v of this.plan.constants.values()) if (v.kind === 'device') v.array.dispose();
+    releasePlan(this.plan);
   }
 }
 
