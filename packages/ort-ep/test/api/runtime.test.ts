@@ -1,0 +1,91 @@
+// Run-time behaviour a host application depends on: release() gives back the native memory a
+// session took (initializers, results), and run() leaves the event loop free while MLX computes.
+import { describe, expect, it } from 'vitest';
+import { model, node, v } from '../helpers/build.js';
+import { f32, ort, plain, seeded } from '../helpers/ort.js';
+
+const { memory } = await import('@mlx/core');
+
+describe('release()', () => {
+  // y = relu(x @ w1) @ w2 with w1, w2 of 512 x 512 float32 (1 MiB each).
+  const n = 512;
+  const bytes = model({
+    opsets: { '': 13 },
+    inputs: [v('x', 'float32', [4, n])], outputs: [v('y', 'float32', [4, n])],
+    initializers: [
+      { name: 'w1', type: 'float32', dims: [n, n], values: new Float32Array(n * n).fill(1 / n) },
+      { name: 'w2', type: 'float32', dims: [n, n], values: new Float32Array(n * n).fill(2 / n) },
+    ],
+    nodes: [node('MatMul', ['x', 'w1'], ['h']), node('Relu', ['h'], ['r']), node('MatMul', ['r', 'w2'], ['y'])],
+  });
+  const x = () => f32(new Array(4 * n).fill(1), [4, n]);
+
+  async function cycle(): Promise<number> {
+    const s = await ort.InferenceSession.create(bytes, { executionProviders: [{ name: 'mlx', device: 'cpu' }] });
+    let during = 0;
+    try {
+      for (let r = 0; r < 2; r++) {
+        const out = await s.run({ x: x() });
+        expect(plain(out.y).slice(0, 3)).toEqual([2, 2, 2]); // row of ones @ (1/n) -> 1, @ (2/n) -> 2
+      }
+      during = memory.active();
+    } finally {
+      await s.release();
+    }
+    return during;
+  }
+
+  it('returns active native memory to its baseline', async () => {
+    await cycle(); // first use: MLX's own one-time allocations
+    const baseline = memory.active();
+    const during = await cycle();
+    // The weights alone are 2 MiB while the session lives...
+    expect(during - baseline).toBeGreaterThanOrEqual(2 * n * n * 4);
+    // ...and none of it is left after release().
+    expect(memory.active() - baseline).toBeLessThanOrEqual(64 * 1024);
+    // Repeated create/run/release does not grow it either.
+    for (let i = 0; i < 3; i++) await cycle();
+    expect(memory.active() - baseline).toBeLessThanOrEqual(64 * 1024);
+  });
+
+  it('a released session refuses to run, with a clear error', async () => {
+    const s = await ort.InferenceSession.create(bytes, { executionProviders: ['mlx'] });
+    await s.release();
+    await expect(s.run({ x: x() })).rejects.toThrow(/session was released/);
+  });
+});
+
+describe('run() and the event loop', () => {
+  it('timers fire while a long run is in flight', async () => {
+    // Six chained 768 x 768 MatMuls on [768, 768]: a few hundred milliseconds on a small CPU.
+    const n = 768;
+    const layers = 6;
+    const bytes = model({
+      opsets: { '': 13 },
+      inputs: [v('x', 'float32', [n, n])], outputs: [v('y', 'float32', [n, n])],
+      initializers: Array.from({ length: layers }, (_, i) => ({ name: `w${i}`, type: 'float32' as const, dims: [n, n], values: seeded(n * n, i + 1).map((t) => t / Math.sqrt(n)) })),
+      nodes: Array.from({ length: layers }, (_, i) => node('MatMul', [i ? `h${i - 1}` : 'x', `w${i}`], [i === layers - 1 ? 'y' : `h${i}`])),
+    });
+    const s = await ort.InferenceSession.create(bytes, { executionProviders: [{ name: 'mlx', device: 'cpu' }] });
+    try {
+      const feed = { x: f32(seeded(n * n, 99), [n, n]) };
+      await s.run(feed); // warm-up: uploads the weights
+      let ticks = 0;
+      let done = false;
+      const timer = setInterval(() => void (done || ticks++), 1);
+      const t0 = performance.now();
+      const pending = s.run(feed).then((r) => ((done = true), r));
+      const ticksAtCall = ticks; // run() returned synchronously: nothing could have ticked yet
+      const out = await pending;
+      const ms = performance.now() - t0;
+      clearInterval(timer);
+      expect(ticksAtCall).toBe(0);
+      expect(out.y.dims).toEqual([n, n]);
+      expect(plain(out.y).every(Number.isFinite)).toBe(true);
+      // At least one tick happened before the result came back.
+      expect({ ticks: ticks > 0, ms: Math.round(ms) }).toEqual({ ticks: true, ms: Math.round(ms) });
+    } finally {
+      await s.release();
+    }
+  }, 60_000);
+});
