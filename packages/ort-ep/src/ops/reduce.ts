@@ -46,7 +46,8 @@ function reduceArray(kind: Kind, x: mx.Array, axes: number[], keepdims: boolean,
   const opts = { keepdims };
   if (x.size === 0) {
     const shape = x.shape.map((d, i) => (axes.includes(i) ? 1 : d)).filter((_, i) => keepdims || !axes.includes(i));
-    return mx.full(shape, identity(kind, dtype), dtype);
+    // The identity as an array of the dtype itself: a JS number would pass through float32 (int32 max rounds up and wraps).
+    return mx.full(shape, mx.array(identity(kind, dtype) as number, { dtype }), dtype);
   }
   switch (kind) {
     case 'sum': return keep(mx.sum(x, axes, opts), dtype);
