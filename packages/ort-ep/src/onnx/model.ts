@@ -122,7 +122,7 @@ function decodeNode(n: NodeProto, ctx: Ctx, index: number, path: string): NodeIR
   for (const a of n.attribute) {
     if (attributes.has(a.name) || refAttrs?.has(a.name)) throw new OnnxLoadError(`${where}: attribute '${a.name}' is given twice`);
     if (a.refAttrName) (refAttrs ??= new Map()).set(a.name, a.refAttrName);
-    else attributes.set(a.name, decodeAttr(a, ctx, where, `${name}`));
+    else attributes.set(a.name, decodeAttr(a, ctx, where, name));
   }
   const node: NodeIR = { name, opType: n.opType, domain: normalizeDomain(n.domain), inputs: [...n.input], outputs: [...n.output], attributes };
   if (n.overload) node.overload = n.overload;
