@@ -69,28 +69,35 @@ describe('InferenceSession.create with the mlx provider', () => {
     );
   });
 
-  it('CommonJS: require("onnxruntime-node") and require("@mlx/ort-ep") in a child process', async () => {
-    const code = `
-      const ort = require('onnxruntime-node');
-      const ep = require('@mlx/ort-ep');
-      (async () => {
-        const out = {};
-        for (const eps of [['mlx'], [{ name: 'mlx', device: 'cpu' }]]) {
-          const s = await ort.InferenceSession.create(process.env.MODEL, { executionProviders: eps });
-          const r = await s.run({ x: new ort.Tensor('float32', Float32Array.from(${JSON.stringify(xData)}), [2, 3]) });
-          out[JSON.stringify(eps)] = { handler: s.handler.constructor.name, dims: r.y.dims, y: Array.from(r.y.data) };
-          await s.release();
-        }
-        out.exports = typeof ep.registerMlxBackend + ' ' + typeof ep.MlxSession;
-        console.log(JSON.stringify(out));
-      })().catch((e) => { console.error(e); process.exit(1); });`;
-    const { stdout } = await promisify(execFile)(process.execPath, ['--conditions=source', '--import', 'tsx', '-e', code], {
-      cwd: pkgDir, env: { ...process.env, MODEL: linearPath }, timeout: 60_000,
-    });
-    const out = JSON.parse(stdout.trim().split('\n').pop()!);
-    expect(out.exports).toBe('function function');
-    for (const k of ['["mlx"]', '[{"name":"mlx","device":"cpu"}]']) expect(out[k]).toEqual({ handler: 'MlxSessionHandler', dims: [2, 2], y: yWant });
-  }, 60_000);
+  // A user's program in each module system, in a child process, taking both onnxruntime-common
+  // and onnxruntime-node (which uses onnxruntime-common's CommonJS instance even from ESM).
+  const program = (esm: boolean) => `
+    ${esm ? "import * as common from 'onnxruntime-common'; import * as node from 'onnxruntime-node'; import * as ep from '@mlx/ort-ep';"
+      : "const common = require('onnxruntime-common'); const node = require('onnxruntime-node'); const ep = require('@mlx/ort-ep');"}
+    const out = { exports: typeof ep.registerMlxBackend + ' ' + typeof ep.MlxSession };
+    for (const [label, ort] of [['common', common], ['node', node]]) {
+      for (const eps of [['mlx'], [{ name: 'mlx', device: 'cpu' }]]) {
+        const s = await ort.InferenceSession.create(process.env.MODEL, { executionProviders: eps });
+        const r = await s.run({ x: new ort.Tensor('float32', Float32Array.from(${JSON.stringify(xData)}), [2, 3]) });
+        out[label + ' ' + JSON.stringify(eps)] = { handler: s.handler.constructor.name, dims: r.y.dims, y: Array.from(r.y.data) };
+        await s.release();
+      }
+    }
+    console.log(JSON.stringify(out));`;
+  for (const esm of [false, true]) {
+    it(`${esm ? 'ESM' : 'CommonJS'} program (${esm ? 'import' : 'require'} of onnxruntime-common, onnxruntime-node and @mlx/ort-ep) in a child process`, async () => {
+      const code = esm ? program(true) : `(async () => { ${program(false)} })().catch((e) => { console.error(e); process.exit(1); });`;
+      const { stdout } = await promisify(execFile)(
+        process.execPath, ['--conditions=source', '--import', 'tsx', ...(esm ? ['--input-type=module'] : []), '-e', code],
+        { cwd: pkgDir, env: { ...process.env, MODEL: linearPath }, timeout: 60_000 },
+      );
+      const out = JSON.parse(stdout.trim().split('\n').pop()!);
+      expect(out.exports).toBe('function function');
+      for (const m of ['common', 'node']) {
+        for (const k of ['["mlx"]', '[{"name":"mlx","device":"cpu"}]']) expect(out[`${m} ${k}`]).toEqual({ handler: 'MlxSessionHandler', dims: [2, 2], y: yWant });
+      }
+    }, 60_000);
+  }
 });
 
 describe('registerMlxBackend', () => {
