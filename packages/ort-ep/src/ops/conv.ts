@@ -37,9 +37,8 @@ const convEntry: OpEntry = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// ConvTranspose: a convolution of the stride-dilated input with the flipped kernel. Padding
-// lo = d(k-1) - pad_begin; the high side is whatever makes the output the requested size
-// (negative pads crop, which MLX's convGeneral accepts).
+// ConvTranspose: a convolution of the stride-dilated input with the flipped kernel, cropped to
+// the output window that pads / output_padding / output_shape / auto_pad define.
 
 interface TransposeGeometry {
   padsBegin: number[];
@@ -88,9 +87,18 @@ function convTranspose(ctx: OpContext): mx.Array {
   const strides = ctx.attrs.ints('strides', ones(n));
   const dilations = ctx.attrs.ints('dilations', ones(n));
   const g = transposeGeometry(ctx, spatial, kernel);
-  const lo = kernel.map((k, i) => dilations[i] * (k - 1) - g.padsBegin[i]);
-  const hi = g.out.map((o, i) => o - (spatial[i] - 1) * strides[i] - 1 - lo[i] + dilations[i] * (kernel[i] - 1));
-  let y = mx.convGeneral(toChannelsLast(x), transposeWeight(w, group), ones(n), lo, hi, dilations, strides, group, true);
+  // The full transposed convolution (padding d(k-1) on both sides) has length F; output o is its
+  // element o + pad_begin. Extra zero padding covers what lies outside it (negative pads, output
+  // padding), then one slice takes the requested window.
+  const reach = kernel.map((k, i) => dilations[i] * (k - 1));
+  const full = spatial.map((s, i) => (s - 1) * strides[i] + reach[i] + 1);
+  const before = g.padsBegin.map((p) => Math.max(0, -p));
+  const after = g.out.map((o, i) => Math.max(0, g.padsBegin[i] + o - full[i]));
+  let y = mx.convGeneral(toChannelsLast(x), transposeWeight(w, group), ones(n), reach.map((r, i) => r + before[i]),
+    reach.map((r, i) => r + after[i]), dilations, strides, group, true);
+  const start = y.shape.map((_, i) => (i >= 1 && i <= n ? g.padsBegin[i - 1] + before[i - 1] : 0));
+  const stop = y.shape.map((d, i) => (i >= 1 && i <= n ? start[i] + g.out[i - 1] : d));
+  y = mx.slice(y, start, stop, y.shape.map(() => 1));
   if (ctx.inputCount > 2 && ctx.has(2)) y = mx.add(y, ctx.input(2));
   return toChannelsFirst(y);
 }
