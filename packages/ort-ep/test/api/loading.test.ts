@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MlxSession, OnnxLoadError, decodeModel, type HostTensor } from '../../src/index.js';
 import { encodeRaw, model, node, v, type ElemName, type TensorSpec } from '../helpers/build.js';
-import { f32, ort, plain } from '../helpers/ort.js';
+import { f32, ort, plain, runOn } from '../helpers/ort.js';
 
 const B = (x: number | bigint) => BigInt(x);
 
@@ -58,6 +58,29 @@ describe('initializers: every encoding', () => {
     }
   }
 
+  // The element types onnxruntime-common's Tensor can hold reach the caller exactly as the
+  // reference provider returns them (float16 as bits); int4/uint4, for which onnxruntime-node's
+  // CPU provider has no Identity, come packed two per byte in a Uint8Array as Tensor holds them.
+  it('every Tensor-holdable type comes out through onnxruntime-common as from onnxruntime-node', async () => {
+    const identity = (c: (typeof cases)[number]) => model({
+      opsets: { '': 21 },
+      inputs: [], outputs: [v('y', c.type, [c.values.length])],
+      initializers: [{ name: 'w', type: c.type, dims: [c.values.length], values: c.values }],
+      nodes: [node('Identity', ['w'], ['y'])],
+    });
+    const seen = (t: import('onnxruntime-node').Tensor) => ({ type: t.type, dims: t.dims, data: Array.from(t.data as ArrayLike<number | bigint>) });
+    for (const c of cases.filter((k) => !['bfloat16', 'int4', 'uint4'].includes(k.type))) {
+      const bytes = identity(c);
+      const [want, have] = [await runOn('cpu', bytes, {}), await runOn('mlx', bytes, {})];
+      expect({ t: c.type, ...seen(have.y) }).toEqual({ t: c.type, ...seen(want.y) });
+    }
+    const int4 = await runOn('mlx', identity(cases.find((k) => k.type === 'int4')!), {});
+    expect(seen(int4.y)).toEqual({ type: 'int4', dims: [5], data: [0x78, 0xf0, 0x03] }); // -8, 7 | 0, -1 | 3
+    expect(int4.y.data).toBeInstanceOf(Uint8Array);
+    const uint4 = await runOn('mlx', identity(cases.find((k) => k.type === 'uint4')!), {});
+    expect(seen(uint4.y)).toEqual({ type: 'uint4', dims: [5], data: [0xf0, 0x81, 0x09] });
+  });
+
   it('bool raw_data bytes other than 0/1 read as true', () => {
     const t = decodeModel(constModel({ name: 'w', type: 'bool', dims: [4], raw: Uint8Array.of(2, 0, 1, 255) })).graph.initializers.get('w')!;
     expect([...(t.data as Uint8Array)]).toEqual([1, 0, 1, 1]);
@@ -101,6 +124,8 @@ describe('graph inputs with an initializer are overridable defaults', () => {
       expect(plain(over.z)).toEqual([-2, -4, -6]);
       // And the default is back on the next run.
       expect(plain((await s.run({ x: f32([0, 0, 0], [3]) })).z)).toEqual([2, 4, 6]);
+      // A feed for a default is checked like any other.
+      await expect(s.run({ x: f32([0, 0, 0], [3]), bias: f32([1, 2], [2]) })).rejects.toThrow(/input 'bias' expects dimension 0 to be 3, got 2/);
     } finally {
       await s.release();
     }
@@ -162,6 +187,19 @@ describe('external data', () => {
       expect(plain(out.c)).toEqual([7, -8]);
     } finally {
       await s.release();
+    }
+  });
+
+  it('an externalData entry may give a path to read the file from instead of its bytes', async () => {
+    const wpath = write('given', 'weights.bin', weights);
+    const cpath = write('given', 'c-elsewhere.bin', cBytes);
+    const s = await MlxSession.create(extModel(), { externalData: [{ path: 'weights.bin', data: wpath }, { path: 'data/c.bin', data: cpath }] });
+    try {
+      const out = s.runSync({});
+      expect(asList(out.b as HostTensor)).toEqual(bVals);
+      expect(asList(out.c as HostTensor)).toEqual([7n, -8n]);
+    } finally {
+      s.release();
     }
   });
 

@@ -12,7 +12,7 @@ import * as ortCommon from 'onnxruntime-common';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY, createMlxBackend, registerMlxBackend } from '../../src/index.js';
 import { model, node, v } from '../helpers/build.js';
-import { f32, ort, plain } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, ort, plain, runOn } from '../helpers/ort.js';
 
 const pkgDir = fileURLToPath(new URL('../..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'ort-ep-session-'));
@@ -190,5 +190,29 @@ describe('fetches', () => {
     } finally {
       await s.release();
     }
+  });
+});
+
+describe('tensor types at the onnxruntime-common boundary', () => {
+  it('float16 feeds and outputs (bits in a Uint16Array) agree with onnxruntime-node', async () => {
+    const bytes = model({
+      opsets: { '': 13 },
+      inputs: [v('h', 'float16', [4])], outputs: [v('y', 'float16', [4])],
+      nodes: [node('Add', ['h', 'h'], ['y'])],
+    });
+    const h = new ort.Tensor('float16', Uint16Array.of(0x3c00, 0xc000, 0x3800, 0x0001), [4]); // 1, -2, 0.5, smallest subnormal
+    const out = await expectSameAsOrt(bytes, { h });
+    expect(out.y.type).toBe('float16');
+    expect(Array.from(out.y.data as Uint16Array)).toEqual([0x4000, 0xc400, 0x3c00, 0x0002]);
+  });
+
+  it('int4 feeds (packed two per byte) are unpacked with their sign', async () => {
+    const bytes = model({
+      opsets: { '': 21 },
+      inputs: [v('q', 'int4', [5])], outputs: [v('y', 'float32', [5])],
+      nodes: [node('Cast', ['q'], ['y'], { attrs: { to: 1 } })],
+    });
+    const out = await runOn('mlx', bytes, { q: new ort.Tensor('int4', Uint8Array.of(0x78, 0xf0, 0x03), [5]) });
+    expect(plain(out.y)).toEqual([-8, 7, 0, -1, 3]);
   });
 });
