@@ -1,7 +1,7 @@
 // Loading: every initializer encoding decodes to the right values (and survives a run through
 // MLX), graph inputs with an initializer are overridable defaults, and external data is read
 // next to the model file or from the `externalData` option, confined to the model's folder.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -223,6 +223,14 @@ describe('external data', () => {
     await expect(MlxSession.create(path2)).rejects.toThrow(/'data\/\.\.\/\.\.\/weights.bin' is refused/);
     // Through onnxruntime-common too: the same error reaches the caller.
     await expect(ort.InferenceSession.create(path, { executionProviders: ['mlx'] })).rejects.toThrow(/is refused/);
+  });
+
+  it('refuses a symbolic link that leads out of the model folder', async () => {
+    write('', 'outside.bin', weights);
+    write(join('link', 'data'), 'c.bin', cBytes);
+    symlinkSync(join(dir, 'outside.bin'), join(dir, 'link', 'weights.bin'));
+    const path = write('link', 'model.onnx', extModel());
+    await expect(MlxSession.create(path)).rejects.toThrow(/location 'weights.bin' is refused: it resolves \(through a symbolic link\) to .*outside.bin, outside the model's folder/);
   });
 
   it('names a missing external file', async () => {

@@ -48,6 +48,37 @@ describe('release()', () => {
     expect(memory.active() - baseline).toBeLessThanOrEqual(64 * 1024);
   });
 
+  it('nothing is left behind by a run that fails part-way, or by a create that fails', async () => {
+    // h = x @ w1 is computed, then the Reshape to 7 elements fails.
+    const failing = model({
+      opsets: { '': 13 },
+      inputs: [v('x', 'float32', [4, n])], outputs: [v('y', 'float32', [7])],
+      initializers: [
+        { name: 'w1', type: 'float32', dims: [n, n], values: new Float32Array(n * n).fill(1 / n) },
+        { name: 'seven', type: 'int64', dims: [1], values: [7n] },
+      ],
+      nodes: [node('MatMul', ['x', 'w1'], ['h']), node('Relu', ['h'], ['r']), node('Reshape', ['r', 'seven'], ['y'], { name: 'bad_reshape' })],
+    });
+    const s = await ort.InferenceSession.create(failing, { executionProviders: [{ name: 'mlx', device: 'cpu' }] });
+    try {
+      await expect(s.run({ x: x() })).rejects.toThrow(/bad_reshape/);
+      const baseline = memory.active(); // the session's weights are uploaded now
+      for (let i = 0; i < 3; i++) await expect(s.run({ x: x() })).rejects.toThrow(/bad_reshape/);
+      expect(memory.active() - baseline).toBeLessThanOrEqual(64 * 1024);
+    } finally {
+      await s.release();
+    }
+    const before = memory.active();
+    const unsupported = model({
+      inputs: [v('x', 'float32', [n])], outputs: [v('y', 'float32', [n])],
+      initializers: [{ name: 'w', type: 'float32', dims: [n, n], values: new Float32Array(n * n).fill(1) }],
+      nodes: [node('MatMul', ['x', 'w'], ['h']), node('FooBar', ['h'], ['y'], { domain: 'com.example' })],
+      opsets: { '': 13, 'com.example': 1 },
+    });
+    await expect(ort.InferenceSession.create(unsupported, { executionProviders: ['mlx'] })).rejects.toThrow(/FooBar/);
+    expect(memory.active() - before).toBeLessThanOrEqual(64 * 1024);
+  });
+
   it('a released session refuses to run, with a clear error', async () => {
     const s = await ort.InferenceSession.create(bytes, { executionProviders: ['mlx'] });
     await s.release();
