@@ -1,0 +1,2 @@
+import type { OpEntry } from '../registry/types.js';
+export const contribAttentionOps: OpEntry[] = [];

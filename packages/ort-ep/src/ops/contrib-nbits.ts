@@ -1,0 +1,191 @@
+// com.microsoft MatMulNBits: Y = A · dequant(B)^T (+ bias), with B [N, k_blocks, blob] uint8
+// quantized blockwise along K: w = (q - zero_point) · scale.
+//
+// MLX's affine quantization computes w = scale · q + bias, so bias = -scale · zero_point, and its
+// packing is the same bit order as onnxruntime's: element i of a uint32 word sits at bits
+// [i·bits, (i+1)·bits), i.e. the first element in the low bits of the first byte. A row of B's
+// bytes read as little-endian uint32 words is therefore exactly MLX's packed row, and
+// quantizedMatmul computes the product without materialising the weights.
+//
+// When B, scales and zero points are constants (the exported form) the packed operands are built
+// once on the host and kept. Block sizes MLX has no kernel for (16; or any non-constant weights)
+// dequantize with plain MLX ops instead; blocks above 128 map to groups of 128 with repeated scales.
+import * as mx from '@mlx/core';
+import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+
+const MS = 'com.microsoft';
+const MLX_GROUPS = new Set([32, 64, 128]);
+
+interface Layout {
+  K: number;
+  N: number;
+  bits: number;
+  block: number;
+  kBlocks: number;
+  blob: number;
+}
+
+function layoutOf(ctx: CheckContext): Layout {
+  const K = ctx.attrs.int('K');
+  const N = ctx.attrs.int('N');
+  const bits = ctx.attrs.int('bits', 4);
+  const block = ctx.attrs.int('block_size');
+  const kBlocks = Math.ceil(K / block);
+  return { K, N, bits, block, kBlocks, blob: (block * bits) / 8 };
+}
+
+function check(ctx: CheckContext): string | undefined {
+  const { bits, block } = layoutOf(ctx);
+  if (![2, 4, 8].includes(bits)) return `MatMulNBits with bits=${bits} is not supported (2, 4 and 8 are)`;
+  if (block < 16 || (block & (block - 1)) !== 0) return `MatMulNBits block_size ${block} is not a power of two >= 16`;
+  if (ctx.node.inputs[4]) return 'MatMulNBits with g_idx (act-order group indices, deprecated) is not supported';
+  if (ctx.attrs.int('weight_prepacked', 0) !== 0) return 'MatMulNBits with weight_prepacked (an execution-provider-specific layout) is not supported';
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host-side unpacking shared by both paths.
+
+const halfToNumber = (t: HostTensor, i: number): number => {
+  const d = t.data as ArrayLike<number>;
+  if (t.dtype === OnnxDataType.FLOAT16) return mx.float16BitsToNumber(d[i]);
+  if (t.dtype === OnnxDataType.BFLOAT16) return mx.bfloat16BitsToNumber(d[i]);
+  return d[i];
+};
+
+/** Zero point of every block, [N * kBlocks]: packed uint8 (low bits first, rows padded to a byte), float, or the default 2^(bits-1). */
+function zeroPoints(zp: HostTensor | undefined, l: Layout): Float64Array {
+  const out = new Float64Array(l.N * l.kBlocks);
+  if (!zp) return out.fill(2 ** (l.bits - 1));
+  if (zp.dtype !== OnnxDataType.UINT8) {
+    for (let i = 0; i < out.length; i++) out[i] = halfToNumber(zp, i);
+    return out;
+  }
+  const bytes = zp.data as Uint8Array;
+  const rowBytes = Math.ceil((l.kBlocks * l.bits) / 8);
+  const mask = (1 << l.bits) - 1;
+  for (let n = 0; n < l.N; n++) {
+    for (let b = 0; b < l.kBlocks; b++) {
+      const bit = b * l.bits;
+      out[n * l.kBlocks + b] = (bytes[n * rowBytes + (bit >> 3)] >> (bit & 7)) & mask;
+    }
+  }
+  return out;
+}
+
+/** A host float array as an MLX array of `dtype` (converted here, so nothing lazy is cached). */
+function upload(values: Float64Array, shape: number[], dtype: mx.Dtype): mx.Array {
+  if (dtype === 'float16') return mx.Array.fromTypedArray(Uint16Array.from(values, mx.numberToFloat16Bits), shape, 'float16');
+  if (dtype === 'bfloat16') return mx.Array.fromTypedArray(Uint16Array.from(values, mx.float32ToBfloat16Bits), shape, 'bfloat16');
+  return mx.Array.fromTypedArray(Float32Array.from(values), shape, 'float32');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused path: MLX quantized matmul on operands packed once.
+
+interface Packed {
+  w: mx.Array;
+  scales: mx.Array;
+  biases: mx.Array;
+  group: number;
+  /** K padded to whole blocks. */
+  kPadded: number;
+  sources: (HostTensor | undefined)[];
+}
+
+const packedCache = new WeakMap<HostTensor, Packed>();
+const seenOnce = new WeakSet<HostTensor>();
+
+function packOnHost(b: HostTensor, sc: HostTensor, zp: HostTensor | undefined, l: Layout, dtype: mx.Dtype, keep: boolean): Packed {
+  const hold = (a: mx.Array) => (keep ? mx.persist(a) : a);
+  const group = Math.min(l.block, 128);
+  const repeat = l.block / group;
+  const zps = zeroPoints(zp, l);
+  const groups = l.kBlocks * repeat;
+  const scales = new Float64Array(l.N * groups);
+  const biases = new Float64Array(l.N * groups);
+  for (let i = 0; i < l.N * l.kBlocks; i++) {
+    const s = halfToNumber(sc, i);
+    for (let r = 0; r < repeat; r++) {
+      scales[i * repeat + r] = s;
+      biases[i * repeat + r] = -s * zps[i];
+    }
+  }
+  // Copy so the words start on a 4-byte boundary whatever B's view offset was.
+  const bytes = new Uint8Array(b.data as Uint8Array);
+  const words = new Uint32Array(bytes.buffer, 0, bytes.length / 4);
+  const w = hold(mx.Array.fromTypedArray(words, [l.N, (l.kBlocks * l.blob) / 4], 'uint32'));
+  return {
+    w, group, kPadded: l.kBlocks * l.block, sources: [sc, zp],
+    scales: hold(upload(scales, [l.N, groups], dtype)),
+    biases: hold(upload(biases, [l.N, groups], dtype)),
+  };
+}
+
+/** The packed operands when B, scales and zero points are constants and MLX has a kernel for the layout. */
+function packed(ctx: OpContext, l: Layout, dtype: mx.Dtype): Packed | undefined {
+  const b = ctx.hostIfKnown(1);
+  const sc = ctx.hostIfKnown(2);
+  const zp = ctx.inputCount > 3 && ctx.has(3) ? ctx.hostIfKnown(3) : undefined;
+  if (!b || !sc || (ctx.inputCount > 3 && ctx.has(3) && !zp)) return undefined;
+  if (!MLX_GROUPS.has(Math.min(l.block, 128))) return undefined;
+  const p = packedCache.get(b);
+  if (p && p.sources[0] === sc && p.sources[1] === zp && p.scales.dtype === dtype) return p;
+  // Keep (and cache) what a second run sees again: initializers are the same host tensors every
+  // run, feeds are new ones, whose packing then lives only as long as the run.
+  const keep = seenOnce.has(b);
+  seenOnce.add(b);
+  const fresh = packOnHost(b, sc, zp, l, dtype, keep);
+  if (keep) packedCache.set(b, fresh);
+  return fresh;
+}
+
+function padK(a: mx.Array, k: number, kPadded: number): mx.Array {
+  if (k === kPadded) return a;
+  return mx.pad(a, [a.ndim - 1], [0], [kPadded - k], 0, 'constant');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference path: dequantize with MLX ops, then a plain matmul.
+
+/** Splits each byte of `q` (last axis) into its 8/bits fields, low bits first. */
+function unpackFields(q: mx.Array, bits: number): mx.Array {
+  if (bits === 8) return q;
+  const mask = (1 << bits) - 1;
+  const fields = Array.from({ length: 8 / bits }, (_, j) => mx.bitwiseAnd(mx.rightShift(q, j * bits), mask));
+  const s = mx.stack(fields, -1);
+  return mx.reshape(s, [...q.shape.slice(0, -1), q.shape[q.ndim - 1] * (8 / bits)]);
+}
+
+function dequantized(ctx: OpContext, l: Layout, dtype: mx.Dtype): mx.Array {
+  const q = mx.astype(unpackFields(mx.reshape(ctx.input(1), [l.N, l.kBlocks, l.blob]), l.bits), dtype); // [N, kb, block]
+  const scales = mx.reshape(mx.astype(ctx.input(2), dtype), [l.N, l.kBlocks, 1]);
+  let zp: mx.Array;
+  if (!(ctx.inputCount > 3 && ctx.has(3))) zp = mx.full([1], 2 ** (l.bits - 1), dtype);
+  else if (ctx.elemType(3) === OnnxDataType.UINT8) {
+    const rowBytes = Math.ceil((l.kBlocks * l.bits) / 8);
+    const fields = unpackFields(mx.reshape(ctx.input(3), [l.N, rowBytes]), l.bits);
+    zp = mx.reshape(mx.astype(mx.slice(fields, [0, 0], [l.N, l.kBlocks], [1, 1]), dtype), [l.N, l.kBlocks, 1]);
+  } else zp = mx.reshape(mx.astype(ctx.input(3), dtype), [l.N, l.kBlocks, 1]);
+  const w = mx.reshape(mx.multiply(mx.subtract(q, zp), scales), [l.N, l.kBlocks * l.block]);
+  return l.K === l.kBlocks * l.block ? w : mx.slice(w, [0, 0], [l.N, l.K], [1, 1]);
+}
+
+function run(ctx: OpContext): mx.Array[] {
+  const a = ctx.input(0);
+  const l = layoutOf(ctx);
+  const p = packed(ctx, l, a.dtype);
+  let y = p
+    ? mx.quantizedMatmul(padK(a, l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits, 'affine')
+    : mx.matmul(a, mx.transpose(dequantized(ctx, l, a.dtype)));
+  if (ctx.inputCount > 5 && ctx.has(5)) y = mx.add(y, ctx.input(5));
+  return [y];
+}
+
+export const matMulNBitsOps: OpEntry[] = [
+  {
+    domain: MS, opType: 'MatMulNBits', since: 1, check, run,
+    note: 'bits 2/4/8; MLX quantized matmul for constant weights with block 32-128 (larger blocks as groups of 128), dequantize + matmul otherwise; g_idx unsupported',
+  },
+];

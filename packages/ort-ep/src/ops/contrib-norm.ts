@@ -1,0 +1,114 @@
+// onnxruntime's fused normalisations: SkipLayerNormalization and SkipSimplifiedLayerNormalization
+// (com.microsoft), and the two onnxruntime registers in the ONNX domain: LayerNormalization for
+// opsets 1-16 (before ONNX had it; ops/norm.ts has 17+) and SimplifiedLayerNormalization (RMSNorm).
+import * as mx from '@mlx/core';
+import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { normAxis } from './util.js';
+
+const MS = 'com.microsoft';
+const D = 'ai.onnx';
+
+interface NormSpec {
+  axis: number;
+  eps: number;
+  /** RMSNorm: no mean subtraction and no beta. */
+  simplified: boolean;
+  /** Statistics in float32 for half inputs (stash_type 1, and onnxruntime's fused ops always). */
+  stashFloat: boolean;
+  /** Whether the Mean / InvStdDev outputs are wanted (forces the unfused path). */
+  stats: boolean;
+}
+
+interface NormOut {
+  y: mx.Array;
+  mean?: mx.Array;
+  invStd: mx.Array | undefined;
+}
+
+const isHalf = (d: mx.Dtype) => d === 'float16' || d === 'bfloat16';
+
+/** Normalises over axes [axis, rank), then scales by gamma and shifts by beta. */
+function normalize(x: mx.Array, gamma: mx.Array, beta: mx.Array | undefined, spec: NormSpec): NormOut {
+  const r = x.ndim;
+  const last = r - 1;
+  const fused = !spec.stats && spec.axis === last && gamma.ndim === 1 && gamma.shape[0] === x.shape[last] && (!beta || (beta.ndim === 1 && beta.shape[0] === x.shape[last]));
+  if (fused) {
+    // MLX's fused kernels accumulate in float32 whatever the input type.
+    const y = spec.simplified ? mx.fast.rmsNorm(x, gamma, spec.eps) : mx.fast.layerNorm(x, gamma, beta ?? null, spec.eps);
+    return { y, invStd: undefined };
+  }
+  const xs = spec.stashFloat && isHalf(x.dtype) ? mx.astype(x, 'float32') : x;
+  const axes = Array.from({ length: r - spec.axis }, (_, i) => spec.axis + i);
+  let y: mx.Array;
+  let mean: mx.Array | undefined;
+  let invStd: mx.Array;
+  if (spec.simplified) {
+    invStd = mx.rsqrt(mx.add(mx.mean(mx.square(xs), axes, { keepdims: true }), spec.eps));
+    y = mx.multiply(mx.multiply(xs, invStd), gamma);
+  } else {
+    mean = mx.mean(xs, axes, { keepdims: true });
+    const centered = mx.subtract(xs, mean);
+    invStd = mx.rsqrt(mx.add(mx.mean(mx.square(centered), axes, { keepdims: true }), spec.eps));
+    y = mx.multiply(mx.multiply(centered, invStd), gamma);
+    if (beta) y = mx.add(y, beta);
+  }
+  return { y: mx.astype(y, x.dtype), mean, invStd };
+}
+
+const wanted = (ctx: OpContext, i: number) => !!ctx.node.outputs[i];
+const optional = (ctx: OpContext, i: number) => (ctx.inputCount > i && ctx.has(i) ? ctx.input(i) : undefined);
+
+// ---------------------------------------------------------------------------------------------
+// Skip(Simplified)LayerNormalization: s = input + skip (+ bias); y = norm(s) over the last axis.
+// Outputs: output, mean, inv_std_var (float32, last axis kept as 1), input_skip_bias_sum.
+
+function skipNorm(simplified: boolean) {
+  return (ctx: OpContext): OpResult[] => {
+    const x = ctx.input(0);
+    const betaIndex = simplified ? -1 : 3;
+    const biasIndex = simplified ? 3 : 4;
+    let s = mx.add(x, ctx.input(1));
+    const bias = optional(ctx, biasIndex);
+    if (bias) s = mx.add(s, bias);
+    const stats = wanted(ctx, 1) || wanted(ctx, 2);
+    const out = normalize(s, ctx.input(2), betaIndex > 0 ? optional(ctx, betaIndex) : undefined, {
+      axis: s.ndim - 1, eps: ctx.attrs.float('epsilon', 1e-12), simplified, stashFloat: true, stats,
+    });
+    const f32 = (a: mx.Array | undefined) => (a ? mx.astype(a, 'float32') : undefined);
+    return [
+      out.y,
+      wanted(ctx, 1) ? f32(out.mean ?? mx.mean(s, -1, { keepdims: true })) : undefined,
+      wanted(ctx, 2) ? f32(out.invStd) : undefined,
+      wanted(ctx, 3) ? mx.astype(s, x.dtype) : undefined,
+    ];
+  };
+}
+
+function skipCheck(simplified: boolean) {
+  return (ctx: { node: { outputs: string[] } }): string | undefined =>
+    simplified && ctx.node.outputs[1] ? 'SkipSimplifiedLayerNormalization has no mean (RMSNorm subtracts none); the mean output is not supported' : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNormalization (ONNX domain, opsets 1-16 as onnxruntime registers it) and
+// SimplifiedLayerNormalization: axis (default -1), epsilon (1e-5), stash_type (1).
+
+function layerNorm(simplified: boolean) {
+  return (ctx: OpContext): OpResult[] => {
+    const x = ctx.input(0);
+    const stashFloat = ctx.attrs.int('stash_type', 1) === 1;
+    const stats = simplified ? wanted(ctx, 1) : wanted(ctx, 1) || wanted(ctx, 2);
+    const out = normalize(x, ctx.input(1), simplified ? undefined : optional(ctx, 2), {
+      axis: normAxis(ctx.attrs.int('axis', -1), x.ndim), eps: ctx.attrs.float('epsilon', 1e-5), simplified, stashFloat, stats,
+    });
+    if (simplified) return [out.y, out.invStd];
+    return [out.y, out.mean, out.invStd];
+  };
+}
+
+export const contribNormOps: OpEntry[] = [
+  { domain: MS, opType: 'SkipLayerNormalization', since: 1, run: skipNorm(false) },
+  { domain: MS, opType: 'SkipSimplifiedLayerNormalization', since: 1, check: skipCheck(true), run: skipNorm(true) },
+  { domain: D, opType: 'LayerNormalization', since: 1, until: 16, run: layerNorm(false), note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain" },
+  { domain: D, opType: 'SimplifiedLayerNormalization', since: 1, run: layerNorm(true), note: "onnxruntime's RMSNorm, registered in the ONNX domain" },
+];
