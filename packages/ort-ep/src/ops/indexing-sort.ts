@@ -33,12 +33,12 @@ function topK(ctx: OpContext): mx.Array[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CumSum (axis as an input, exclusive and reverse attributes).
+// CumSum and CumProd (axis as an input, exclusive and reverse attributes).
 
-function cumSum(ctx: OpContext): mx.Array {
+function cumulative(ctx: OpContext, f: typeof mx.cumsum): mx.Array {
   const x = ctx.input(0);
-  const axis = normAxis(numAt(ctx.host(1), 0), x.ndim, 'CumSum axis');
-  const r = mx.cumsum(x, axis, { reverse: ctx.attrs.int('reverse', 0) !== 0, inclusive: ctx.attrs.int('exclusive', 0) === 0 });
+  const axis = normAxis(numAt(ctx.host(1), 0), x.ndim, `${ctx.node.opType} axis`);
+  const r = f(x, axis, { reverse: ctx.attrs.int('reverse', 0) !== 0, inclusive: ctx.attrs.int('exclusive', 0) === 0 });
   return r.dtype === x.dtype ? r : mx.astype(r, x.dtype);
 }
 
@@ -120,7 +120,8 @@ export const sortOps: OpEntry[] = [
     check: (ctx) => (ctx.inputType(0) === OnnxDataType.STRING ? 'TopK on strings is not supported on MLX' : undefined),
     run: topK,
   },
-  { domain: D, opType: 'CumSum', since: 11, run: (ctx) => [cumSum(ctx)] },
+  { domain: D, opType: 'CumSum', since: 11, run: (ctx) => [cumulative(ctx, mx.cumsum)] },
+  { domain: D, opType: 'CumProd', since: 26, run: (ctx) => [cumulative(ctx, mx.cumprod)] },
   { domain: D, opType: 'ReverseSequence', since: 10, run: (ctx) => [reverseSequence(ctx)] },
   { domain: D, opType: 'Unique', since: 11, host: unique, run: unique },
 ];

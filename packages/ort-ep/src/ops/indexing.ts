@@ -4,10 +4,10 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { hostGather, hostStrided, numAt } from './shape-host.js';
+import { hostGather, hostStrided, keepStringsOnHost, numAt } from './shape-host.js';
 import { sortOps } from './indexing-sort.js';
 import { resizeOps } from './resize.js';
-import { hostInt64, hostNumbers, isFloatType, normAxis, sizeOf } from './util.js';
+import { hostInt64, hostNumbers, normAxis, sizeOf } from './util.js';
 
 const D = 'ai.onnx';
 
@@ -196,17 +196,35 @@ function scatterND(ctx: OpContext): mx.Array {
   return scatterBy[reduction](x, indices, upd, indices.map((_, i) => i));
 }
 
+/**
+ * TensorScatter (a KV-cache write): batch entry b of `update` goes to positions
+ * write_indices[b] + j along `axis` of the cache (modulo its length in circular mode).
+ */
+function tensorScatter(ctx: OpContext): mx.Array {
+  const cache = ctx.input(0);
+  const upd = ctx.input(1);
+  const axis = normAxis(ctx.attrs.int('axis', -2), cache.ndim, 'TensorScatter axis');
+  if (axis === 0) throw new RangeError('TensorScatter: axis 0 is the batch axis');
+  const along = (n: number, a: number) => cache.shape.map((_, i) => (i === a ? n : 1));
+  const steps = upd.shape[axis];
+  const batch = cache.shape[0];
+  const start = ctx.has(2) ? mx.reshape(mx.astype(ctx.input(2), 'int64'), along(batch, 0)) : mx.zeros(along(batch, 0), 'int64');
+  let pos = mx.add(start, mx.reshape(mx.arange(0, steps, 1, 'int64'), along(steps, axis)));
+  if (ctx.attrs.string('mode', 'linear') === 'circular') pos = mx.remainder(pos, cache.shape[axis]);
+  return mx.putAlongAxis(cache, mx.broadcastTo(pos, upd.shape), upd, axis);
+}
+
 // ---------------------------------------------------------------------------------------------
 // OneHot, NonZero, Compress
 
 function oneHot(ctx: OpContext): mx.Array {
-  let idx = ctx.input(0);
+  const idx = ctx.input(0);
   const depth = Math.trunc(numAt(ctx.host(1), 0));
   const values = ctx.input(2);
   const rank = idx.ndim + 1;
   const axis = normAxis(ctx.attrs.int('axis', -1), rank, 'OneHot axis');
-  // Non-integer indices are truncated to integers first.
-  if (isFloatType(ctx.elemType(0))) idx = mx.astype(idx, 'int64');
+  // Indices are compared as they are: a non-integer float index matches no position (as in the
+  // reference and onnxruntime), so it gives all off_value.
   const at = mx.expandDims(wrapNegative(idx, depth), axis);
   const positions = mx.reshape(mx.arange(0, depth, 1, at.dtype), Array.from({ length: rank }, (_, i) => (i === axis ? depth : 1)));
   const off = mx.reshape(mx.slice(values, [0], [1], [1]), []);
@@ -253,13 +271,18 @@ const unsupportedIndexTypes = (ctx: CheckContext): string | undefined =>
   ctx.inputType(0) === OnnxDataType.STRING ? `${ctx.node.opType} on string tensors is not supported on MLX` : undefined;
 
 export const indexingOps: OpEntry[] = [
-  sliceEntry,
-  gatherEntry,
+  keepStringsOnHost(sliceEntry),
+  keepStringsOnHost(gatherEntry),
   { domain: D, opType: 'GatherElements', since: 11, run: (ctx) => [gatherElements(ctx)] },
   { domain: D, opType: 'GatherND', since: 11, run: (ctx) => [gatherND(ctx)] },
   { domain: D, opType: 'Scatter', since: 9, until: 10, check: unsupportedIndexTypes, run: (ctx) => [scatterElements(ctx)] },
   { domain: D, opType: 'ScatterElements', since: 11, check: checkReduction, run: (ctx) => [scatterElements(ctx)] },
   { domain: D, opType: 'ScatterND', since: 11, check: checkReduction, run: (ctx) => [scatterND(ctx)] },
+  {
+    domain: D, opType: 'TensorScatter', since: 24,
+    check: (ctx) => (['linear', 'circular'].includes(ctx.attrs.string('mode', 'linear')) ? undefined : `TensorScatter mode '${ctx.attrs.string('mode')}' is not defined`),
+    run: (ctx) => [tensorScatter(ctx)],
+  },
   { domain: D, opType: 'OneHot', since: 9, run: (ctx) => [oneHot(ctx)] },
   { domain: D, opType: 'NonZero', since: 9, host: (ctx) => [nonZero(ctx.host(0))], run: (ctx) => [nonZero(ctx.host(0))] },
   { domain: D, opType: 'Compress', since: 9, run: (ctx) => [compress(ctx)] },

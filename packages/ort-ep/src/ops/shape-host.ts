@@ -3,6 +3,7 @@
 // serves reshape, transpose, slice, gather, expand, tile and concat, for every element type
 // (int64 stays a BigInt64Array, strings a string[]).
 import { OnnxDataType, type HostData, type HostTensor, type TypedArray } from '../onnx/index.js';
+import type { OpEntry } from '../registry/types.js';
 import { bfloat16BitsToNumber, float16BitsToNumber } from '@mlx/core';
 import { sizeOf } from './util.js';
 
@@ -142,4 +143,14 @@ export function hostFill(value: HostTensor, dims: readonly number[]): HostTensor
   const out = allocLike(value.data, n) as unknown as { fill(v: unknown): unknown };
   out.fill((value.data as unknown as ArrayLike<unknown>)[0]);
   return { dtype: value.dtype, dims: [...dims], data: out as unknown as HostData };
+}
+
+/**
+ * Strings have no MLX dtype, so an op with a host path keeps string tensors on the host whatever
+ * their size (the executor only tries host() for small inputs).
+ */
+export function keepStringsOnHost(e: OpEntry): OpEntry {
+  const { host, run } = e;
+  if (!host) return e;
+  return { ...e, run: (ctx) => (ctx.elemType(0) === OnnxDataType.STRING ? host(ctx) ?? run(ctx) : run(ctx)) };
 }

@@ -5,7 +5,7 @@
 import * as mx from '@mlx/core';
 import type { HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose, tooBigForHost } from './shape-host.js';
+import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose, keepStringsOnHost, tooBigForHost } from './shape-host.js';
 import { layoutOps } from './shape-layout.js';
 import { makeOps } from './shape-make.js';
 import { axesFrom, broadcastShape, hostInt64, hostNumbers, normAxes, normAxis, sizeOf } from './util.js';
@@ -216,18 +216,20 @@ const identityEntry: OpEntry = {
 };
 
 export const shapeOps: OpEntry[] = [
-  reshaping('Reshape', 1, reshapeTarget),
-  reshaping('Squeeze', 1, squeezeDims),
-  reshaping('Unsqueeze', 1, unsqueezeDims),
-  reshaping('Flatten', 1, flattenDims),
-  transposeEntry,
-  concatEntry,
-  splitEntry,
-  expandEntry,
-  tileEntry,
-  shapeEntry,
-  sizeEntry,
-  identityEntry,
+  ...[
+    reshaping('Reshape', 1, reshapeTarget),
+    reshaping('Squeeze', 1, squeezeDims),
+    reshaping('Unsqueeze', 1, unsqueezeDims),
+    reshaping('Flatten', 1, flattenDims),
+    transposeEntry,
+    concatEntry,
+    splitEntry,
+    expandEntry,
+    tileEntry,
+    shapeEntry,
+    sizeEntry,
+    identityEntry,
+  ].map(keepStringsOnHost),
   ...makeOps,
   ...layoutOps,
 ];

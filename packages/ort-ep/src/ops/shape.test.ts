@@ -1,0 +1,145 @@
+// Shape, creation and layout ops against onnxruntime-node's CPU provider, each case twice: as fed
+// (small host tensors take the ops' host() paths, as shape math does) and with the data inputs
+// first moved to MLX through a no-op Clip (the run() paths). Cases are the edges the node suite
+// does not reach: opset-specific forms, negative and clamped values, uneven splits, crops.
+import { describe, expect, it } from 'vitest';
+import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
+import { expectSameAsOrt, ort, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
+
+interface In {
+  name: string;
+  type: ElemName;
+  dims: number[];
+  data: (number | bigint)[];
+  /** A shape-like argument: stays a host tensor in the device variant. */
+  arg?: boolean;
+}
+
+const typed = (type: ElemName, data: (number | bigint)[]) => {
+  const n = data.map(Number);
+  switch (type) {
+    case 'int64': return BigInt64Array.from(data.map((x) => (typeof x === 'bigint' ? x : BigInt(x))));
+    case 'uint64': return BigUint64Array.from(data.map((x) => (typeof x === 'bigint' ? x : BigInt(x))));
+    case 'int32': return Int32Array.from(n);
+    case 'uint8': case 'bool': return Uint8Array.from(n);
+    case 'int8': return Int8Array.from(n);
+    case 'float64': return Float64Array.from(n);
+    default: return Float32Array.from(n);
+  }
+};
+
+const f = (name: string, dims: number[], seed = 1): In => ({ name, type: 'float32', dims, data: seeded(dims.reduce((a, b) => a * b, 1), seed) });
+const ints = (name: string, data: (number | bigint)[], dims = [data.length]): In => ({ name, type: 'int64', dims, data, arg: true });
+
+interface Case {
+  opset?: number;
+  attrs?: Record<string, AttrSpec>;
+  /** Output element types (default: the first input's), one per output. */
+  out?: ElemName[];
+  tol?: { rtol: number; atol: number };
+}
+
+/** Runs `op` on `ins` ('' entries are omitted optional inputs) both ways and compares with onnxruntime. */
+async function same(op: string, ins: (In | '')[], c: Case = {}): Promise<void> {
+  const present = ins.filter((i): i is In => i !== '');
+  const outTypes = c.out ?? [present[0].type];
+  // Clip before opset 6 has no onnxruntime kernel: old-opset cases run the host variant only.
+  for (const device of (c.opset ?? 18) >= 6 ? [false, true] : [false]) {
+    // Clip takes integers from opset 12 on; before, only floats are moved.
+    const moved = (i: In) => device && !i.arg && i.type !== 'bool' && ((c.opset ?? 18) >= 12 || i.type.startsWith('float'));
+    const nodes = present.filter(moved).map((i) => node('Clip', [i.name], [`${i.name}_dev`]));
+    const outs = outTypes.map((_, k) => `y${k}`);
+    nodes.push(node(op, ins.map((i) => (i === '' ? '' : moved(i) ? `${i.name}_dev` : i.name)), outs, { attrs: c.attrs }));
+    const bytes = model({
+      opsets: { '': c.opset ?? 18 },
+      inputs: present.map((i) => v(i.name, i.type, i.dims)),
+      outputs: outs.map((o, k) => v(o, outTypes[k])),
+      nodes,
+    });
+    const feeds: Feeds = {};
+    for (const i of present) feeds[i.name] = new ort.Tensor(i.type as 'float32', typed(i.type, i.data) as Float32Array, i.dims);
+    await expectSameAsOrt(bytes, feeds, c.tol);
+  }
+}
+
+describe('Reshape, Squeeze, Unsqueeze, Flatten', () => {
+  it('Reshape: 0 copies a dim, -1 is inferred', () => same('Reshape', [f('x', [2, 3, 4]), ints('s', [0, -1, 2])]));
+  it('Reshape allowzero keeps a 0 as an empty dim', () => same('Reshape', [f('x', [0, 3]), ints('s', [3, 0])], { attrs: { allowzero: 1 } }));
+  it('Reshape opset 1 takes the shape attribute', () => same('Reshape', [f('x', [2, 6])], { opset: 1, attrs: { shape: [3, 4] } }));
+  it('Squeeze opset 11 axes attribute, negative', () => same('Squeeze', [f('x', [1, 3, 1, 2])], { opset: 11, attrs: { axes: [-2, 0] } }));
+  it('Squeeze opset 13 without axes drops every 1', () => same('Squeeze', [f('x', [1, 3, 1, 2])], { opset: 13 }));
+  it('Unsqueeze opset 13, unsorted negative axes', () => same('Unsqueeze', [f('x', [3, 2]), ints('a', [-1, 0])], { opset: 13 }));
+  it('Unsqueeze opset 11 axes attribute', () => same('Unsqueeze', [f('x', [3, 2])], { opset: 11, attrs: { axes: [1, 3] } }));
+  for (const axis of [0, 2, -1, 3]) it(`Flatten axis ${axis}`, () => same('Flatten', [f('x', [2, 3, 2])], { attrs: { axis } }));
+});
+
+describe('Transpose, Concat, Split', () => {
+  it('Transpose default reverses', () => same('Transpose', [f('x', [2, 3, 4])]));
+  it('Transpose perm', () => same('Transpose', [f('x', [2, 3, 4])], { attrs: { perm: [1, 2, 0] } }));
+  it('Concat of three, negative axis', () => same('Concat', [f('a', [2, 1, 3]), f('b', [2, 2, 3], 2), f('c', [2, 0, 3])], { attrs: { axis: -2 } }));
+  it('Concat of int64 shape pieces', () => same('Concat', [{ ...ints('a', [1, 2]), arg: false }, { ...ints('b', [7]), arg: false }], { attrs: { axis: 0 } }));
+  it('Split opset 11: split attribute', () => same('Split', [f('x', [6, 2])], { opset: 11, attrs: { split: [1, 5] }, out: ['float32', 'float32'] }));
+  it('Split opset 13: split input with a zero part', () => same('Split', [f('x', [2, 5]), ints('s', [2, 0, 3])], { opset: 13, attrs: { axis: 1 }, out: ['float32', 'float32', 'float32'] }));
+  it('Split opset 18: num_outputs, uneven', () => same('Split', [f('x', [7, 2])], { attrs: { num_outputs: 3 }, out: ['float32', 'float32', 'float32'] }));
+  it('Split equal parts from the output count, negative axis', () => same('Split', [f('x', [2, 6])], { opset: 13, attrs: { axis: -1 }, out: ['float32', 'float32'] }));
+});
+
+describe('Expand, Tile, Shape, Size', () => {
+  it('Expand broadcasts both ways', () => same('Expand', [f('x', [3, 1]), ints('s', [2, 1, 4])]));
+  it('Expand to a smaller shape keeps the input dims', () => same('Expand', [f('x', [2, 3]), ints('s', [1, 1])]));
+  it('Tile', () => same('Tile', [f('x', [2, 3]), ints('r', [2, 1])]));
+  it('Tile past the host size limit', () => same('Tile', [f('x', [40, 30]), ints('r', [3, 2])]));
+  it('Shape start/end, clamped', () => same('Shape', [f('x', [2, 3, 4, 5])], { opset: 15, attrs: { start: -3, end: 10 }, out: ['int64'] }));
+  it('Size', () => same('Size', [f('x', [2, 3, 4])], { out: ['int64'] }));
+});
+
+describe('creation ops', () => {
+  it('ConstantOfShape int64 value', () => same('ConstantOfShape', [ints('s', [2, 3])], { attrs: { value: { t: { name: 'v', type: 'int64', dims: [1], values: [7n] } } }, out: ['int64'] }));
+  it('ConstantOfShape default float zeros, empty dim', () => same('ConstantOfShape', [ints('s', [2, 0])], { out: ['float32'] }));
+  it('Range int64 negative delta', () => same('Range', [ints('a', [10], []), ints('b', [-3], []), ints('c', [-4], [])], { out: ['int64'] }));
+  it('Range float', () => same('Range', [{ ...f('a', []), data: [0.5] }, { ...f('b', []), data: [3.2] }, { ...f('c', []), data: [0.7] }]));
+  it('EyeLike with dtype and k', () => same('EyeLike', [f('x', [3, 5])], { attrs: { k: 2, dtype: 7 }, out: ['int64'] }));
+  it('EyeLike negative k, default type', () => same('EyeLike', [f('x', [4, 3])], { attrs: { k: -1 } }));
+});
+
+describe('Pad', () => {
+  const x = f('x', [3, 4]);
+  for (const mode of ['constant', 'reflect', 'edge', 'wrap']) {
+    it(`${mode}, pads on both axes`, () => same('Pad', [x, ints('p', [1, 2, 2, 1])], { opset: 19, attrs: { mode } }));
+  }
+  it('constant with a value input', () => same('Pad', [x, ints('p', [0, 1, 1, 0]), { ...f('cv', []), data: [2.5] }], { opset: 19 }));
+  it('negative pads crop', () => same('Pad', [x, ints('p', [-1, 1, 0, -2])], { opset: 19 }));
+  it('axes input (opset 18), negative axis', () => same('Pad', [f('x', [2, 3, 4]), ints('p', [1, 2]), '', ints('a', [-1])], { opset: 18, attrs: { mode: 'edge' } }));
+  it('opset 2 pads and value attributes', () => same('Pad', [x], { opset: 2, attrs: { pads: [0, 1, 2, 0], value: { f: 1.5 } } }));
+  it('reflect wider than the axis', () => same('Pad', [f('x', [2, 3]), ints('p', [0, 2, 0, 2])], { opset: 19, attrs: { mode: 'reflect' } }));
+});
+
+describe('layout ops', () => {
+  for (const mode of ['DCR', 'CRD']) it(`DepthToSpace ${mode}`, () => same('DepthToSpace', [f('x', [1, 8, 2, 3])], { attrs: { blocksize: 2, mode } }));
+  it('SpaceToDepth', () => same('SpaceToDepth', [f('x', [2, 2, 4, 6])], { attrs: { blocksize: 2 } }));
+  it('Trilu lower, k = -1, batched', () => same('Trilu', [f('x', [2, 3, 4]), ints('k', [-1], [])], { attrs: { upper: 0 } }));
+  it('Trilu upper on int64 data', () => same('Trilu', [{ ...ints('x', [1, 2, 3, 4, 5, 6]), dims: [2, 3], arg: false }]));
+  it('CenterCropPad crops one axis and pads another', () => same('CenterCropPad', [f('x', [5, 2, 3]), ints('s', [2, 5])], { attrs: { axes: [0, -1] } }));
+});
+
+describe('string tensors stay on the host at any size', () => {
+  it('Reshape -> Transpose -> Slice -> Gather on 5000 strings', async () => {
+    const words = Array.from({ length: 5000 }, (_, i) => `w${i}`);
+    const bytes = model({
+      inputs: [v('x', 'string', [5000])], outputs: [v('y', 'string')],
+      initializers: [
+        { name: 's', type: 'int64', dims: [2], values: [50n, 100n] },
+        { name: 'b', type: 'int64', dims: [1], values: [10n] }, { name: 'e', type: 'int64', dims: [1], values: [-1n] },
+        { name: 'i', type: 'int64', dims: [2], values: [3n, -1n] },
+      ],
+      nodes: [
+        node('Reshape', ['x', 's'], ['r']), node('Transpose', ['r'], ['t']),
+        node('Slice', ['t', 'b', 'e'], ['sl']), node('Gather', ['sl', 'i'], ['y'], { attrs: { axis: 1 } }),
+      ],
+    });
+    const feeds = { x: new ort.Tensor('string', words, [5000]) };
+    const [want, have] = [await runOn('cpu', bytes, feeds), await runOn('mlx', bytes, feeds)];
+    expect(have.y.dims).toEqual(want.y.dims);
+    expect(have.y.data).toEqual(want.y.data);
+  });
+});
