@@ -2,7 +2,7 @@
 // session took (initializers, results), and run() leaves the event loop free while MLX computes.
 import { describe, expect, it } from 'vitest';
 import { model, node, v } from '../helpers/build.js';
-import { f32, ort, plain, seeded } from '../helpers/ort.js';
+import { f32, mlxCpu, ort, plain, seeded } from '../helpers/ort.js';
 
 const { memory } = await import('@mlx/core');
 
@@ -21,7 +21,7 @@ describe('release()', () => {
   const x = () => f32(new Array(4 * n).fill(1), [4, n]);
 
   async function cycle(): Promise<number> {
-    const s = await ort.InferenceSession.create(bytes, { executionProviders: [{ name: 'mlx', device: 'cpu' }] });
+    const s = await ort.InferenceSession.create(bytes, mlxCpu);
     let during = 0;
     try {
       for (let r = 0; r < 2; r++) {
@@ -59,7 +59,7 @@ describe('release()', () => {
       ],
       nodes: [node('MatMul', ['x', 'w1'], ['h']), node('Relu', ['h'], ['r']), node('Reshape', ['r', 'seven'], ['y'], { name: 'bad_reshape' })],
     });
-    const s = await ort.InferenceSession.create(failing, { executionProviders: [{ name: 'mlx', device: 'cpu' }] });
+    const s = await ort.InferenceSession.create(failing, mlxCpu);
     try {
       await expect(s.run({ x: x() })).rejects.toThrow(/bad_reshape/);
       const baseline = memory.active(); // the session's weights are uploaded now
@@ -97,7 +97,7 @@ describe('run() and the event loop', () => {
       initializers: Array.from({ length: layers }, (_, i) => ({ name: `w${i}`, type: 'float32' as const, dims: [n, n], values: seeded(n * n, i + 1).map((t) => t / Math.sqrt(n)) })),
       nodes: Array.from({ length: layers }, (_, i) => node('MatMul', [i ? `h${i - 1}` : 'x', `w${i}`], [i === layers - 1 ? 'y' : `h${i}`])),
     });
-    const s = await ort.InferenceSession.create(bytes, { executionProviders: [{ name: 'mlx', device: 'cpu' }] });
+    const s = await ort.InferenceSession.create(bytes, mlxCpu);
     try {
       const feed = { x: f32(seeded(n * n, 99), [n, n]) };
       await s.run(feed); // warm-up: uploads the weights

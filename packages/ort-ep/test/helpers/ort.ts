@@ -11,6 +11,13 @@ ort.env.logLevel = 'error';
 export type OrtTensor = import('onnxruntime-node').Tensor;
 export type Feeds = Record<string, OrtTensor>;
 
+/**
+ * `{ name: 'mlx', device: 'cpu' }` for onnxruntime-node's ort object. The cast is needed for
+ * types only: backend.ts augments onnxruntime-common's ESM declarations, while onnxruntime-node's
+ * types re-export its CommonJS ones, which TypeScript treats as a separate module.
+ */
+export const mlxCpu = { executionProviders: [{ name: 'mlx', device: 'cpu' }] } as unknown as import('onnxruntime-node').InferenceSession.SessionOptions;
+
 export const f32 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('float32', Float32Array.from(data), dims);
 export const i64 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('int64', BigInt64Array.from(data.map(BigInt)), dims);
 export const bool = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('bool', Uint8Array.from(data), dims);
