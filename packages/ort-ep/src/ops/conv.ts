@@ -129,6 +129,7 @@ function integerConv(ctx: OpContext, ix: number, ixz: number, iw: number, iwz: n
 
 const convIntegerEntry: OpEntry = {
   domain: D, opType: 'ConvInteger', since: 10,
+  note: 'exact int32 accumulation (float32 convolutions of 4-bit halves where a window sum could pass 2^24)',
   check: checkWindowAttrs,
   run: (ctx) => [toChannelsFirst(integerConv(ctx, 0, 2, 1, 3))],
 };

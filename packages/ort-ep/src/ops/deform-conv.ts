@@ -73,6 +73,7 @@ function deformConv(ctx: OpContext): mx.Array {
 
 export const deformConvEntry: OpEntry = {
   domain: 'ai.onnx', opType: 'DeformConv', since: 19,
+  note: '2-D (NCHW) inputs only',
   check: (ctx) => {
     const k = ctx.attrs.has('kernel_shape') ? ctx.attrs.ints('kernel_shape') : undefined;
     if (k && k.length !== 2) return `DeformConv is implemented for 2-D inputs only, not ${k.length}-D`;

@@ -17,6 +17,7 @@ function matmulAny(a: mx.Array, b: mx.Array): mx.Array {
 
 const matmulEntry: OpEntry = {
   domain: D, opType: 'MatMul', since: 1,
+  note: 'integer operands multiply exactly (broadcast multiply-and-sum; MLX matmul is float-only)',
   run: (ctx) => [matmulAny(ctx.input(0), ctx.input(1))],
 };
 
@@ -73,6 +74,7 @@ function integerProduct(ctx: OpContext, ia: number, iaz: number | undefined, ib:
 
 const matmulIntegerEntry: OpEntry = {
   domain: D, opType: 'MatMulInteger', since: 10,
+  note: 'exact int32: float32 products, split into 4-bit halves when a sum could pass 2^24; inner dimensions over 65535 refused at run time',
   run: (ctx) => [integerProduct(ctx, 0, 2, 1, 3)],
 };
 
@@ -105,6 +107,7 @@ const qlinearMatmulEntry: OpEntry = {
 
 const einsumEntry: OpEntry = {
   domain: D, opType: 'Einsum', since: 12,
+  note: 'integer operands contract in float32 (exact while sums stay below 2^24)',
   run: (ctx) => {
     const eq = ctx.attrs.string('equation').replace(/\s+/g, '');
     const ops = Array.from({ length: ctx.inputCount }, (_, i) => ctx.input(i));
@@ -132,6 +135,7 @@ function det(x: mx.Array): mx.Array {
 
 const detEntry: OpEntry = {
   domain: D, opType: 'Det', since: 11,
+  note: 'LU factorisation on the CPU stream (MLX has no GPU LU); float16 computes in float32',
   run: (ctx) => [det(ctx.input(0))],
 };
 

@@ -49,6 +49,7 @@ function batchNorm(ctx: OpContext): OpResult[] {
 
 const batchNormEntry: OpEntry = {
   domain: D, opType: 'BatchNormalization', since: 1,
+  note: 'training outputs from opset 14 (training_mode); the saved statistics outputs of opsets 1-13 are refused',
   check: (ctx) => {
     const outs = ctx.node.outputs.filter((o) => o).length;
     if (ctx.opset < 14 && outs > 1) return 'BatchNormalization training outputs (mean, var, saved_mean, saved_var) before opset 14 are not supported';

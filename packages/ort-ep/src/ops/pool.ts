@@ -85,6 +85,7 @@ function maxPool(ctx: OpContext): OpResult[] {
 
 const maxPoolEntry: OpEntry = {
   domain: D, opType: 'MaxPool', since: 1,
+  note: "auto_pad SAME pads for the dilated kernel, as the spec's formula says (onnxruntime pads for the undilated one)",
   check: checkWindowAttrs,
   run: maxPool,
 };

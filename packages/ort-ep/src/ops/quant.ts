@@ -121,7 +121,13 @@ function dynamicQuantize(ctx: OpContext): OpResult[] {
 }
 
 export const quantOps: OpEntry[] = [
-  { domain: D, opType: 'QuantizeLinear', since: 10, check: quantizeCheck, run: quantize },
-  { domain: D, opType: 'DequantizeLinear', since: 10, check: dequantizeCheck, run: (ctx) => [dequantize(ctx)] },
+  {
+    domain: D, opType: 'QuantizeLinear', since: 10, check: quantizeCheck, run: quantize,
+    note: 'float8/float4 outputs are codes computed with MLX integer ops; float8e8m0 scales are refused',
+  },
+  {
+    domain: D, opType: 'DequantizeLinear', since: 10, check: dequantizeCheck, run: (ctx) => [dequantize(ctx)],
+    note: 'float8e8m0 scales are refused',
+  },
   { domain: D, opType: 'DynamicQuantizeLinear', since: 11, run: dynamicQuantize },
 ];

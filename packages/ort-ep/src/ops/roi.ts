@@ -143,6 +143,6 @@ function maxRoiPool(ctx: OpContext): mx.Array {
 }
 
 export const roiOps: OpEntry[] = [
-  { domain: 'ai.onnx', opType: 'RoiAlign', since: 10, run: (ctx) => [roiAlign(ctx)] },
-  { domain: 'ai.onnx', opType: 'MaxRoiPool', since: 1, run: (ctx) => [maxRoiPool(ctx)] },
+  { domain: 'ai.onnx', opType: 'RoiAlign', since: 10, note: 'reads rois and batch_indices on the host (a sync point)', run: (ctx) => [roiAlign(ctx)] },
+  { domain: 'ai.onnx', opType: 'MaxRoiPool', since: 1, note: 'reads rois on the host (a sync point)', run: (ctx) => [maxRoiPool(ctx)] },
 ];
