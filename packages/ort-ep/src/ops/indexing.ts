@@ -4,7 +4,7 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { hostGather, hostStrided, keepStringsOnHost, numAt } from './shape-host.js';
+import { hostGather, hostStrided, keepHostOnlyTypesOnHost, numAt } from './shape-host.js';
 import { sortOps } from './indexing-sort.js';
 import { resizeOps } from './resize.js';
 import { hostInt64, hostNumbers, normAxis, sizeOf } from './util.js';
@@ -271,8 +271,8 @@ const unsupportedIndexTypes = (ctx: CheckContext): string | undefined =>
   ctx.inputType(0) === OnnxDataType.STRING ? `${ctx.node.opType} on string tensors is not supported on MLX` : undefined;
 
 export const indexingOps: OpEntry[] = [
-  keepStringsOnHost(sliceEntry),
-  keepStringsOnHost(gatherEntry),
+  keepHostOnlyTypesOnHost(sliceEntry),
+  keepHostOnlyTypesOnHost(gatherEntry),
   { domain: D, opType: 'GatherElements', since: 11, run: (ctx) => [gatherElements(ctx)] },
   { domain: D, opType: 'GatherND', since: 11, run: (ctx) => [gatherND(ctx)] },
   { domain: D, opType: 'Scatter', since: 9, until: 10, check: unsupportedIndexTypes, run: (ctx) => [scatterElements(ctx)] },

@@ -5,7 +5,7 @@
 import * as mx from '@mlx/core';
 import type { HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose, keepStringsOnHost, tooBigForHost } from './shape-host.js';
+import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose, keepHostOnlyTypesOnHost, tooBigForHost } from './shape-host.js';
 import { layoutOps } from './shape-layout.js';
 import { makeOps } from './shape-make.js';
 import { axesFrom, broadcastShape, hostInt64, hostNumbers, normAxes, normAxis, sizeOf } from './util.js';
@@ -229,7 +229,7 @@ export const shapeOps: OpEntry[] = [
     shapeEntry,
     sizeEntry,
     identityEntry,
-  ].map(keepStringsOnHost),
+  ].map(keepHostOnlyTypesOnHost),
   ...makeOps,
   ...layoutOps,
 ];
