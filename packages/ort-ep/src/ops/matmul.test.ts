@@ -1,7 +1,11 @@
 // Matrix products beyond the node suite: integer MatMul, Gemm's older opsets and integer types,
 // MatMulInteger with inner dimensions where one float32 product would round, per-axis
 // QLinearMatMul, Einsum with broadcast ellipses and Det, against onnxruntime-node.
+import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
+import { MlxSession } from '../executor/session.js';
+import type { HostTensor } from '../onnx/index.js';
+import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './float8.js';
 import { model, node, v, type ElemName, type ValueSpec } from '../../test/helpers/build.js';
 import { expectSameAsOrt, ort, plain, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
 
@@ -140,5 +144,34 @@ describe('Det', () => {
     const bytes = model({ opsets: { '': 22 }, inputs: [v('x', 'float32', [0, 2, 2])], outputs: [v('y', 'float32')], nodes: [node('Det', ['x'], ['y'])] });
     const out = await runOn('mlx', bytes, { x: t('float32', [], [0, 2, 2]) });
     expect([...out.y.dims]).toEqual([0]);
+  });
+});
+
+describe('QLinearMatMul with float8 operands (opset 21)', () => {
+  it('E4M3FN a and b, float8 result', async () => {
+    const E4M3 = 17;
+    const f = miniFloatOf(E4M3)!;
+    const codes = (xs: number[]) => encodeMiniFloat(mx.array(xs), f, true).toTypedArray() as Uint8Array;
+    const f8 = (xs: number[], dims: number[]): HostTensor => ({ dtype: E4M3, dims, data: codes(xs) });
+    const f32 = (xs: number[], dims: number[]): HostTensor => ({ dtype: 1, dims, data: Float32Array.from(xs) });
+    const bytes = model({
+      opsets: { '': 21 },
+      inputs: [v('a', E4M3, [2, 3]), v('as', 'float32', []), v('az', E4M3, []), v('b', E4M3, [3, 2]), v('bs', 'float32', []), v('bz', E4M3, []), v('ys', 'float32', []), v('yz', E4M3, [])],
+      outputs: [v('y', E4M3)],
+      nodes: [node('QLinearMatMul', ['a', 'as', 'az', 'b', 'bs', 'bz', 'ys', 'yz'], ['y'])],
+    });
+    const s = MlxSession.createSync(bytes, {});
+    try {
+      const out = s.runSync({
+        a: f8([1, 2, 0.5, -1, 4, 0.25], [2, 3]), as: f32([1], []), az: f8([0], []),
+        b: f8([1, 0, 0.5, 1, 2, -1], [3, 2]), bs: f32([1], []), bz: f8([0], []),
+        ys: f32([0.5], []), yz: f8([0], []),
+      }) as Record<string, HostTensor>;
+      expect(out.y.dtype).toBe(E4M3);
+      const values = Array.from(decodeMiniFloat(mx.array(Array.from(out.y.data as Uint8Array), { dtype: 'uint8' }), f).toTypedArray() as Float32Array);
+      expect(values).toEqual([6, 3, 3, 7.5]);
+    } finally {
+      s.release();
+    }
   });
 });

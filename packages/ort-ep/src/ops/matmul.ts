@@ -3,6 +3,7 @@
 // stay exact (quant-math.ts) instead of a float matmul that would round large sums.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './float8.js';
 import {
   broadcastIntMatmul, exactIntMatmul, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound,
 } from './quant-math.js';
@@ -84,21 +85,42 @@ function scaleAlong(s: mx.Array, axis: number, rank: number): mx.Array {
   return mx.reshape(s, Array.from({ length: rank }, (_, i) => (i === axis ? s.size : 1)));
 }
 
+/** A float8 operand of QLinearMatMul-21 as float32 values minus its (decoded) zero point. */
+function float8Operand(ctx: OpContext, i: number, iz: number): mx.Array {
+  const f = miniFloatOf(ctx.elemType(i))!;
+  const x = decodeMiniFloat(quantInput(ctx, i), f);
+  return ctx.inputCount > iz && ctx.has(iz) ? mx.subtract(x, decodeMiniFloat(quantInput(ctx, iz), f)) : x;
+}
+
+/** (A - a_zp) @ (B - b_zp) as float32: exact int32 for integer operands, float for float8 ones (opset 21). */
+function qlinearProduct(ctx: OpContext): mx.Array {
+  const isF8 = (i: number) => miniFloatOf(ctx.elemType(i)) !== undefined;
+  if (!isF8(0) && !isF8(3)) return mx.astype(integerProduct(ctx, 0, 2, 3, 5), 'float32');
+  const side = (i: number, iz: number, axis: (x: mx.Array) => number) => {
+    if (isF8(i)) return float8Operand(ctx, i, iz);
+    const x = quantInput(ctx, i);
+    return mx.astype(minusZeroPoint(x, zeroPoint(ctx, iz), axis(x)), 'float32');
+  };
+  return mx.matmul(side(0, 2, rowsAxis), side(3, 5, (b) => b.ndim - 1));
+}
+
 function qlinearMatmul(ctx: OpContext): OpResult[] {
-  const acc = integerProduct(ctx, 0, 2, 3, 5);
+  const acc = qlinearProduct(ctx);
   const rank = acc.ndim;
   const aScale = scaleAlong(ctx.input(1), rank - 2, rank);
   const bScale = scaleAlong(ctx.input(4), rank - 1, rank);
   // The reference forms the multiplier in the scales' own type (float16 rounds it), then applies it.
   const multiplier = mx.astype(mx.divide(mx.multiply(aScale, bScale), ctx.input(6)), 'float32');
   const yType = ctx.elemType(7);
-  let y = mx.multiply(mx.astype(acc, 'float32'), multiplier);
-  y = mx.add(y, mx.astype(quantInput(ctx, 7), 'float32'));
-  return [typed(saturateRound(y, yType), yType)];
+  const y = mx.multiply(acc, multiplier);
+  const f8 = miniFloatOf(yType);
+  if (f8) return [typed(encodeMiniFloat(mx.add(y, decodeMiniFloat(quantInput(ctx, 7), f8)), f8, true), yType)];
+  return [typed(saturateRound(mx.add(y, mx.astype(quantInput(ctx, 7), 'float32')), yType), yType)];
 }
 
 const qlinearMatmulEntry: OpEntry = {
   domain: D, opType: 'QLinearMatMul', since: 10,
+  note: 'float8 operands (opset 21) multiply in float32; the float8 result saturates',
   run: qlinearMatmul,
 };
 
