@@ -117,12 +117,13 @@ function unique(ctx: OpContext): HostTensor[] {
 export const sortOps: OpEntry[] = [
   {
     domain: D, opType: 'TopK', since: 1,
+    note: 'ties keep index order (stable argsort); sorted=0 returns sorted order',
     check: (ctx) => (ctx.inputType(0) === OnnxDataType.STRING ? 'TopK on strings is not supported on MLX' : undefined),
     run: topK,
   },
   { domain: D, opType: 'CumSum', since: 11, run: (ctx) => [cumulative(ctx, mx.cumsum)] },
   { domain: D, opType: 'CumProd', since: 26, run: (ctx) => [cumulative(ctx, mx.cumprod)] },
   { domain: D, opType: 'ReverseSequence', since: 10, run: (ctx) => [reverseSequence(ctx)] },
-  { domain: D, opType: 'Unique', since: 11, host: unique, run: unique },
+  { domain: D, opType: 'Unique', since: 11, host: unique, run: unique, note: 'computed on the host (its output size depends on the data): a sync point' },
 ];
 

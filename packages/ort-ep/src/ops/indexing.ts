@@ -283,9 +283,12 @@ export const indexingOps: OpEntry[] = [
     check: (ctx) => (['linear', 'circular'].includes(ctx.attrs.string('mode', 'linear')) ? undefined : `TensorScatter mode '${ctx.attrs.string('mode')}' is not defined`),
     run: (ctx) => [tensorScatter(ctx)],
   },
-  { domain: D, opType: 'OneHot', since: 9, run: (ctx) => [oneHot(ctx)] },
-  { domain: D, opType: 'NonZero', since: 9, host: (ctx) => [nonZero(ctx.host(0))], run: (ctx) => [nonZero(ctx.host(0))] },
-  { domain: D, opType: 'Compress', since: 9, run: (ctx) => [compress(ctx)] },
+  { domain: D, opType: 'OneHot', since: 9, run: (ctx) => [oneHot(ctx)], note: 'a non-integer float index matches no position (all off_value)' },
+  {
+    domain: D, opType: 'NonZero', since: 9, note: 'computed on the host (data-dependent output size): a sync point',
+    host: (ctx) => [nonZero(ctx.host(0))], run: (ctx) => [nonZero(ctx.host(0))],
+  },
+  { domain: D, opType: 'Compress', since: 9, run: (ctx) => [compress(ctx)], note: 'reads the condition on the host (data-dependent output size)' },
   ...sortOps,
   ...resizeOps,
 ];

@@ -227,6 +227,8 @@ function applyPlans(x: mx.Array, plans: AxisPlan[], extrapolation: number): mx.A
   return y.dtype === x.dtype ? y : mx.astype(y, x.dtype);
 }
 
+const legacyNote = 'asymmetric coordinates; nearest floors when upsampling and ceils when downsampling, as onnxruntime does';
+
 const modes = new Set(['nearest', 'linear', 'cubic']);
 const coords = new Set(['half_pixel', 'half_pixel_symmetric', 'pytorch_half_pixel', 'align_corners', 'asymmetric', 'tf_crop_and_resize']);
 const nearestModes = new Set(['round_prefer_floor', 'round_prefer_ceil', 'floor', 'ceil']);
@@ -243,7 +245,10 @@ function checkResize(ctx: CheckContext): string | undefined {
 }
 
 export const resizeOps: OpEntry[] = [
-  { domain: D, opType: 'Resize', since: 10, until: 10, check: checkResize, run: (ctx) => [resize(ctx, true)] },
-  { domain: D, opType: 'Resize', since: 11, check: checkResize, run: (ctx) => [resize(ctx, false)] },
-  { domain: D, opType: 'Upsample', since: 7, until: 9, check: checkResize, run: (ctx) => [resize(ctx, true)] },
+  { domain: D, opType: 'Resize', since: 10, until: 10, check: checkResize, run: (ctx) => [resize(ctx, true)], note: legacyNote },
+  {
+    domain: D, opType: 'Resize', since: 11, check: checkResize, run: (ctx) => [resize(ctx, false)],
+    note: 'follows the ONNX reference: align_corners and pytorch_half_pixel use the unrounded output length (onnxruntime rounds it when scale × size is fractional); computed in float32 (float64 for double)',
+  },
+  { domain: D, opType: 'Upsample', since: 7, until: 9, check: checkResize, run: (ctx) => [resize(ctx, true)], note: legacyNote },
 ];

@@ -90,6 +90,7 @@ function padRun(ctx: OpContext): mx.Array {
 
 const padEntry: OpEntry = {
   domain: D, opType: 'Pad', since: 1,
+  note: 'negative pads crop before positive ones pad; reflect and wrap may pad past the axis length',
   check: (ctx) => {
     const mode = padMode(ctx);
     if (!padModes.has(mode) || (mode === 'wrap' && ctx.opset < 19)) return `Pad mode '${mode}' is not defined at opset ${ctx.opset}`;

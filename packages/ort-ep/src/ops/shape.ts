@@ -39,7 +39,8 @@ function reshapeTarget(ctx: OpContext): number[] {
 function squeezeDims(ctx: OpContext): number[] {
   const dims = ctx.shape(0);
   const axes = ctx.opset < 13 ? (ctx.attrs.has('axes') ? ctx.attrs.ints('axes') : undefined) : axesFrom(ctx, 1);
-  if (!axes) return dims.filter((d) => d !== 1);
+  // An empty axes list means none given, as onnxruntime reads it.
+  if (!axes?.length) return dims.filter((d) => d !== 1);
   const drop = new Set(normAxes(axes, dims.length));
   for (const a of drop) if (dims[a] !== 1) throw new RangeError(`Squeeze: axis ${a} has size ${dims[a]}, not 1`);
   return dims.filter((_, i) => !drop.has(i));
@@ -111,6 +112,8 @@ function splitSizes(ctx: OpContext, dim: number): number[] {
   if (ctx.opset >= 13) split = ctx.has(1) ? hostNumbers(ctx.host(1)) : undefined;
   else if (ctx.attrs.has('split')) split = ctx.attrs.ints('split');
   else if (ctx.opset < 2 && ctx.has(1)) split = hostNumbers(ctx.host(1));
+  // Exporters write an empty split input for "not given".
+  if (split && !split.length) split = undefined;
   if (split) {
     if (split.length !== n || split.reduce((a, b) => a + b, 0) !== dim) throw new RangeError(`Split: sizes [${split.join(', ')}] do not split ${dim} into ${n} outputs`);
     return split;
