@@ -2,7 +2,11 @@
 // (small host tensors take the ops' host() paths, as shape math does) and with the data inputs
 // first moved to MLX through a no-op Clip (the run() paths). Cases are the edges the node suite
 // does not reach: opset-specific forms, negative and clamped values, uneven splits, crops.
+import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
+import { Env, executeGraph, planGraph } from '../executor/graph.js';
+import { decodeModel } from '../onnx/index.js';
+import { defaultRegistry } from './index.js';
 import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
 import { expectSameAsOrt, ort, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
 
@@ -141,5 +145,25 @@ describe('string tensors stay on the host at any size', () => {
     const [want, have] = [await runOn('cpu', bytes, feeds), await runOn('mlx', bytes, feeds)];
     expect(have.y.dims).toEqual(want.y.dims);
     expect(have.y.data).toEqual(want.y.data);
+  });
+});
+
+describe('shape math stays on the host', () => {
+  it('Shape -> Gather -> Unsqueeze -> Concat -> Reshape of an MLX array: every shape value is a host tensor', () => {
+    const bytes = model({
+      inputs: [v('x', 'float32', ['N', 6])], outputs: [v('y', 'float32')],
+      initializers: [{ name: 'zero', type: 'int64', dims: [], values: [0n] }, { name: 'ax', type: 'int64', dims: [1], values: [0n] }, { name: 'rest', type: 'int64', dims: [2], values: [3n, -1n] }],
+      nodes: [
+        node('Shape', ['x'], ['shape']), node('Gather', ['shape', 'zero'], ['n']), node('Unsqueeze', ['n', 'ax'], ['n1']),
+        node('Concat', ['n1', 'rest'], ['target'], { attrs: { axis: 0 } }), node('Reshape', ['x', 'target'], ['y']),
+      ],
+    });
+    const m = decodeModel(bytes, {});
+    const plan = planGraph(m.graph, { registry: defaultRegistry, opsets: m.opsetImports, modelName: 't' }, []);
+    const env = new Env(plan);
+    env.values.set('x', { kind: 'device', array: mx.reshape(mx.arange(0, 24, 1, 'float32'), [4, 6]), onnxType: 1 });
+    const [y] = executeGraph(plan, env, ['y']);
+    for (const name of ['shape', 'n', 'n1', 'target']) expect([name, env.get(name)?.kind]).toEqual([name, 'host']);
+    expect(y.kind === 'device' && y.array.shape).toEqual([4, 3, 2]);
   });
 });
