@@ -245,10 +245,10 @@ function checkResize(ctx: CheckContext): string | undefined {
 }
 
 export const resizeOps: OpEntry[] = [
-  { domain: D, opType: 'Resize', since: 10, until: 10, check: checkResize, run: (ctx) => [resize(ctx, true)], note: legacyNote },
+  { domain: D, opType: 'Resize', since: 10, until: 10, check: checkResize, run: (ctx) => [resize(ctx, true)], note: `opset 10: ${legacyNote}` },
   {
     domain: D, opType: 'Resize', since: 11, check: checkResize, run: (ctx) => [resize(ctx, false)],
-    note: 'follows the ONNX reference: align_corners and pytorch_half_pixel use the unrounded output length (onnxruntime rounds it when scale × size is fractional); computed in float32 (float64 for double)',
+    note: 'opset 11+ follows the ONNX reference: align_corners and pytorch_half_pixel use the unrounded output length (onnxruntime rounds it when scale × size is fractional); computed in float32 (float64 for double)',
   },
   { domain: D, opType: 'Upsample', since: 7, until: 9, check: checkResize, run: (ctx) => [resize(ctx, true)], note: legacyNote },
 ];
