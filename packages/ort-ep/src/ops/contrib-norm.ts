@@ -1,6 +1,6 @@
-// onnxruntime's fused normalisations: SkipLayerNormalization and SkipSimplifiedLayerNormalization
-// (com.microsoft), and the two onnxruntime registers in the ONNX domain: LayerNormalization for
-// opsets 1-16 (before ONNX had it; ops/norm.ts has 17+) and SimplifiedLayerNormalization (RMSNorm).
+// onnxruntime's fused normalisations: SkipLayerNormalization, SkipSimplifiedLayerNormalization and
+// EmbedLayerNormalization (com.microsoft), and the two onnxruntime registers in the ONNX domain:
+// LayerNormalization for opsets 1-16 (ops/norm.ts has 17+) and SimplifiedLayerNormalization (RMSNorm).
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { normAxis } from './util.js';
@@ -106,7 +106,30 @@ function layerNorm(simplified: boolean) {
   };
 }
 
+// ---------------------------------------------------------------------------------------------
+// EmbedLayerNormalization: word + position (+ segment) embeddings, then LayerNorm over the hidden
+// axis. Inputs: input_ids, segment_ids?, word, position, segment?, gamma, beta, mask?, position_ids?.
+// Outputs: output, mask_index (int32 [B]: the number of unmasked tokens), embedding_sum.
+
+function embedLayerNorm(ctx: OpContext): OpResult[] {
+  const ids = mx.astype(ctx.input(0), 'int32');
+  const [B, S] = ids.shape;
+  let sum = mx.take(ctx.input(2), ids, 0);
+  const pos = optional(ctx, 8) ?? mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]);
+  sum = mx.add(sum, mx.take(ctx.input(3), mx.astype(pos, 'int32'), 0));
+  const segments = optional(ctx, 1);
+  const segmentTable = optional(ctx, 4);
+  if (segments && segmentTable) sum = mx.add(sum, mx.take(segmentTable, mx.astype(segments, 'int32'), 0));
+  const out = normalize(sum, ctx.input(5), optional(ctx, 6), {
+    axis: sum.ndim - 1, eps: ctx.attrs.float('epsilon', 1e-12), simplified: false, stashFloat: true, stats: false,
+  });
+  const mask = optional(ctx, 7);
+  const maskIndex = mask ? mx.astype(mx.sum(mx.notEqual(mask, 0), 1), 'int32') : mx.zeros([B], 'int32');
+  return [out.y, wanted(ctx, 1) ? maskIndex : undefined, wanted(ctx, 2) ? sum : undefined];
+}
+
 export const contribNormOps: OpEntry[] = [
+  { domain: MS, opType: 'EmbedLayerNormalization', since: 1, run: embedLayerNorm },
   { domain: MS, opType: 'SkipLayerNormalization', since: 1, run: skipNorm(false) },
   { domain: MS, opType: 'SkipSimplifiedLayerNormalization', since: 1, check: skipCheck(true), run: skipNorm(true) },
   { domain: D, opType: 'LayerNormalization', since: 1, until: 16, run: layerNorm(false), note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain" },

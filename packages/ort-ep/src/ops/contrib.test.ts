@@ -74,6 +74,20 @@ describe('fused normalisations', () => {
     same({ op: 'LayerNormalization', domain: '', opset: 13, feeds: { x, g: rand([3, 16], 10), b: rand([3, 16], 11) }, inputs: ['x', 'g', 'b'], outputs: ['y', 'mean', 'inv'], attrs: { axis: 1 } }));
 });
 
+describe('EmbedLayerNormalization', () => {
+  const i32 = (d: number[], dims: number[]) => new ort.Tensor('int32', Int32Array.from(d), dims);
+  const ids = i32([1, 5, 7, 2, 0, 3, 3, 9], [2, 4]);
+  const seg = i32([0, 0, 1, 1, 0, 1, 1, 1], [2, 4]);
+  const tables = { word: rand([10, 16], 20), pos: rand([8, 16], 21), segt: rand([2, 16], 22), gamma: rand([16], 23), beta: rand([16], 24) };
+  const outTypes: ElemName[] = ['float32', 'int32', 'float32'];
+  it('with segments, mask and every output', () =>
+    same({ op: 'EmbedLayerNormalization', feeds: { ids, seg, ...tables, mask: i32([1, 1, 1, 0, 1, 1, 0, 0], [2, 4]) },
+      inputs: ['ids', 'seg', 'word', 'pos', 'segt', 'gamma', 'beta', 'mask'], outputs: ['y', 'mi', 'sum'], outTypes, attrs: { epsilon: 1e-5 } }));
+  it('without segments or mask, with position_ids', () =>
+    same({ op: 'EmbedLayerNormalization', feeds: { ids, word: tables.word, pos: tables.pos, gamma: tables.gamma, beta: tables.beta, pid: i32([3, 2, 1, 0], [1, 4]) },
+      inputs: ['ids', '', 'word', 'pos', '', 'gamma', 'beta', '', 'pid'], outputs: ['y', 'mi'], outTypes }));
+});
+
 describe('FusedMatMul', () => {
   it('transA, transB, alpha, batched', async () => {
     await same({ op: 'FusedMatMul', feeds: { a: rand([2, 4, 3], 12), b: rand([2, 4, 5], 13) }, inputs: ['a', 'b'], outputs: ['y'], attrs: { transA: 1, alpha: 0.5 } });

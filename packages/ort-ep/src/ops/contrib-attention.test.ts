@@ -1,0 +1,88 @@
+// com.microsoft Attention and GroupQueryAttention against onnxruntime-node's CPU provider.
+import { describe, it } from 'vitest';
+import { model, node, v, type ElemName, type NodeSpec } from '../../test/helpers/build.js';
+import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
+
+const MS = 'com.microsoft';
+const tol = { rtol: 1e-4, atol: 1e-5 };
+const rand = (dims: number[], seed: number, scale = 1) => f32(seeded(dims.reduce((a, b) => a * b, 1), seed).map((x) => x * scale), dims);
+const i32 = (data: number[], dims = [data.length]) => new ort.Tensor('int32', Int32Array.from(data), dims);
+
+function single(op: string, feeds: Record<string, OrtTensor | undefined>, inputs: string[], outputs: string[], attrs: NodeSpec['attrs']): [Uint8Array, Feeds] {
+  const given = Object.fromEntries(Object.entries(feeds).filter(([, t]) => t)) as Feeds;
+  const bytes = model({
+    opsets: { '': 17, [MS]: 1 },
+    inputs: Object.entries(given).map(([name, t]) => v(name, t.type as ElemName, [...t.dims])),
+    outputs: outputs.filter((o) => o).map((o) => v(o, 'float32')),
+    nodes: [node(op, inputs, outputs, { domain: MS, attrs })],
+  });
+  return [bytes, given];
+}
+
+describe('Attention', () => {
+  const B = 2, S = 4, Hin = 8, N = 2, hidden = 8;
+  const x = rand([B, S, Hin], 1);
+  const w = rand([Hin, 3 * hidden], 2, 0.5);
+  const bias = rand([3 * hidden], 3, 0.2);
+  const run = (feeds: Record<string, OrtTensor | undefined>, attrs: NodeSpec['attrs'] = {}, outputs = ['y']) => {
+    const inputs = ['x', 'w', 'bias', feeds.mask ? 'mask' : '', feeds.past ? 'past' : '', feeds.ab ? 'ab' : ''];
+    while (inputs.at(-1) === '') inputs.pop();
+    const [bytes, given] = single('Attention', { x, w, bias, ...feeds }, inputs, outputs, { num_heads: N, ...attrs });
+    return expectSameAsOrt(bytes, given, tol);
+  };
+  it('no mask', () => run({}));
+  it('raw 2-D mask', () => run({ mask: i32([1, 1, 1, 0, 1, 1, 0, 0], [B, S]) }));
+  it('right-padding lengths', () => run({ mask: i32([3, 2]) }));
+  it('left padding: ends then starts', () => run({ mask: i32([4, 4, 1, 2]) }));
+  it('3-D mask', () => run({ mask: i32(seeded(B * S * S, 4).map((r) => (r > -0.5 ? 1 : 0)).map((m, i) => (i % S === 0 ? 1 : m)), [B, S, S]) }));
+  it('unidirectional with past and present', () =>
+    run({ past: rand([2, B, N, 3, hidden / N], 5) }, { unidirectional: 1 }, ['y', 'present']));
+  it('attention_bias and a custom scale', () => run({ ab: rand([1, N, S, S], 6) }, { scale: 0.3 }));
+  // (onnxruntime's CPU kernel needs the bias input: without it the process aborts.)
+  it('qkv_hidden_sizes with a wider V', () => {
+    const w2 = rand([Hin, 8 + 8 + 16], 7, 0.5);
+    const b2 = rand([32], 8, 0.2);
+    const [bytes, given] = single('Attention', { x, w2, b2 }, ['x', 'w2', 'b2'], ['y'], { num_heads: N, qkv_hidden_sizes: [8, 8, 16] });
+    return expectSameAsOrt(bytes, given, tol);
+  });
+});
+
+describe('GroupQueryAttention', () => {
+  const N = 4, Nkv = 2, H = 16; // onnxruntime's rotary needs head_size % 16 == 0
+  const maxPos = 32;
+  const cache = (fn: (x: number) => number) => f32(Array.from({ length: maxPos * (H / 2) }, (_, i) => fn(Math.floor(i / (H / 2)) / 10000 ** ((2 * (i % (H / 2))) / H))), [maxPos, H / 2]);
+  const cos = cache(Math.cos);
+  const sin = cache(Math.sin);
+  interface G { B: number; S: number; past: number; lens: number[]; rotary?: boolean; packed?: boolean; attrs?: NodeSpec['attrs']; shared?: number }
+  const run = (c: G) => {
+    const total = Math.max(...c.lens);
+    const pastLen = c.shared ?? c.past;
+    const feeds: Record<string, OrtTensor | undefined> = {
+      q: rand([c.B, c.S, c.packed ? (N + 2 * Nkv) * H : N * H], 11),
+      k: c.packed ? undefined : rand([c.B, c.S, Nkv * H], 12),
+      val: c.packed ? undefined : rand([c.B, c.S, Nkv * H], 13),
+      pk: pastLen ? rand([c.B, Nkv, pastLen, H], 14) : undefined,
+      pv: pastLen ? rand([c.B, Nkv, pastLen, H], 15) : undefined,
+      sl: i32(c.lens.map((l) => l - 1)),
+      tl: i32([total], []),
+      cos: c.rotary ? cos : undefined,
+      sin: c.rotary ? sin : undefined,
+    };
+    const inputs = [
+      'q', c.packed ? '' : 'k', c.packed ? '' : 'val', pastLen ? 'pk' : '', pastLen ? 'pv' : '', 'sl', 'tl',
+      ...(c.rotary ? ['cos', 'sin'] : []),
+    ];
+    const [bytes, given] = single('GroupQueryAttention', feeds, inputs, ['y', 'present_k', 'present_v'], {
+      num_heads: N, kv_num_heads: Nkv, ...(c.rotary ? { do_rotary: 1 } : {}), ...c.attrs,
+    });
+    return expectSameAsOrt(bytes, given, tol);
+  };
+  it('prompt, no past', () => run({ B: 2, S: 5, past: 0, lens: [5, 5] }));
+  it('right-padded prompt with rotary', () => run({ B: 2, S: 5, past: 0, lens: [5, 3], rotary: true }));
+  it('bidirectional (causal 0) prompt', () => run({ B: 1, S: 4, past: 0, lens: [4], attrs: { causal: 0 } }));
+  it('prompt with rotary, packed QKV', () => run({ B: 1, S: 6, past: 0, lens: [6], rotary: true, packed: true }));
+  it('decode step with past', () => run({ B: 2, S: 1, past: 4, lens: [5, 5] }));
+  it('decode step with rotary and ragged lengths in a shared buffer', () => run({ B: 2, S: 1, past: 0, shared: 8, lens: [6, 4], rotary: true }));
+  it('local window and softcap', () => run({ B: 1, S: 7, past: 0, lens: [7], attrs: { local_window_size: 3, softcap: 2.5 } }));
+  it('interleaved rotary, decode', () => run({ B: 1, S: 1, past: 5, lens: [6], rotary: true, attrs: { rotary_interleaved: 1 } }));
+});
