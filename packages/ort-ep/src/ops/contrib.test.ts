@@ -1,7 +1,8 @@
 // com.microsoft ops against onnxruntime-node's CPU provider (which implements them), one tiny
 // model per case; MatMulNBits also against a plain-JS dequantization.
 import { describe, expect, it } from 'vitest';
-import { model, node, v, type ElemName, type NodeSpec, type TensorSpec } from '../../test/helpers/build.js';
+import { float16BitsToNumber } from '@mlx/core';
+import { model, node, toHalfBits, v, type ElemName, type NodeSpec, type TensorSpec } from '../../test/helpers/build.js';
 import { expectSameAsOrt, f32, i64, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
 
 const MS = 'com.microsoft';
@@ -121,7 +122,7 @@ describe('RotaryEmbedding', () => {
 // ---------------------------------------------------------------------------------------------
 // MatMulNBits
 
-interface NBits { K: number; N: number; bits: number; block: number; zp: 'packed' | 'float' | 'none'; bias?: boolean; constB?: boolean; M?: number }
+interface NBits { K: number; N: number; bits: number; block: number; zp: 'packed' | 'float' | 'none'; bias?: boolean; constB?: boolean; M?: number; half?: boolean }
 
 /** Random quantized operands in MatMulNBits' layout. */
 function quantized(p: NBits, seed: number) {
@@ -162,27 +163,32 @@ async function nbitsCase(p: NBits, seed: number): Promise<void> {
   const M = p.M ?? 3;
   const a = seeded(M * p.K, seed + 3);
   const biasV = p.bias ? seeded(p.N, seed + 4) : undefined;
-  const inits: TensorSpec[] = [{ name: 's', type: 'float32', dims: [p.N, qz.kb], values: qz.scales }];
-  const feeds: Feeds = { a: f32(a, [1, M, p.K]) };
+  const ft = p.half ? 'float16' : 'float32';
+  const inits: TensorSpec[] = [{ name: 's', type: ft, dims: [p.N, qz.kb], values: qz.scales }];
+  const feeds: Feeds = { a: p.half ? new ort.Tensor('float16', Uint16Array.from(a, toHalfBits), [1, M, p.K]) : f32(a, [1, M, p.K]) };
   const bDims = [p.N, qz.kb, qz.blob];
   if (p.constB === false) feeds.b = new ort.Tensor('uint8', qz.bytes, bDims);
   else inits.push({ name: 'b', type: 'uint8', dims: bDims, raw: qz.bytes });
   if (p.zp === 'packed') inits.push({ name: 'zp', type: 'uint8', dims: [p.N, qz.rowBytes], raw: zpPackedOf(p, qz) });
-  if (p.zp === 'float') inits.push({ name: 'zp', type: 'float32', dims: [p.N, qz.kb], values: qz.zps });
-  if (biasV) inits.push({ name: 'bias', type: 'float32', dims: [p.N], values: biasV });
+  if (p.zp === 'float') inits.push({ name: 'zp', type: ft, dims: [p.N, qz.kb], values: qz.zps });
+  if (biasV) inits.push({ name: 'bias', type: ft, dims: [p.N], values: biasV });
   const inputs = ['a', 'b', 's', p.zp === 'none' ? '' : 'zp', '', biasV ? 'bias' : ''];
   while (inputs.at(-1) === '') inputs.pop();
-  const bytes = build({ op: 'MatMulNBits', feeds, inits, inputs, outputs: ['y'], attrs: { K: p.K, N: p.N, bits: p.bits, block_size: p.block } });
-  const want = reference(p, a, qz, biasV);
-  const close = (x: number[]) => x.findIndex((y, i) => !(Math.abs(y - want[i]) <= 1e-4 + 1e-4 * Math.abs(want[i])));
+  const bytes = build({ op: 'MatMulNBits', feeds, inits, inputs, outputs: ['y'], outTypes: [ft], attrs: { K: p.K, N: p.N, bits: p.bits, block_size: p.block } });
+  // float16 operands: the reference sees the same rounded inputs, and the product is rounded once more.
+  const r16 = (x: number) => (p.half ? float16BitsToNumber(toHalfBits(x)) : x);
+  const want = reference(p, a.map(r16), { ...qz, scales: qz.scales.map(r16) }, biasV?.map(r16));
+  const t = p.half ? 2e-3 : 1e-4;
+  const values = (y: OrtTensor) => (p.half ? Array.from(y.data as Uint16Array, float16BitsToNumber) : plain(y));
+  const close = (y: OrtTensor) => values(y).findIndex((x, i) => !(Math.abs(x - want[i]) <= t + t * Math.abs(want[i])));
   // Three runs of one session: the first packs per run, the second packs and keeps, the third reuses.
   const session = await ort.InferenceSession.create(bytes, { executionProviders: ['mlx'] });
   try {
-    for (let run = 0; run < 3; run++) expect(close(plain((await session.run(feeds)).y))).toBe(-1);
+    for (let run = 0; run < 3; run++) expect(close((await session.run(feeds)).y)).toBe(-1);
   } finally {
     await session.release();
   }
-  expect(close(plain((await runOn('cpu', bytes, feeds)).y))).toBe(-1);
+  expect(close((await runOn('cpu', bytes, feeds)).y)).toBe(-1);
 }
 
 function zpPackedOf(p: NBits, qz: ReturnType<typeof quantized>): Uint8Array {
@@ -210,6 +216,8 @@ describe('MatMulNBits', () => {
     ['8 bits, no zero points (default 128)', { K: 64, N: 8, bits: 8, block: 32, zp: 'none' }],
     ['2 bits, block 32', { K: 64, N: 8, bits: 2, block: 32, zp: 'packed' }],
     ['single row (decode step)', { K: 64, N: 32, bits: 4, block: 32, zp: 'packed', M: 1 }],
+    ['float16 activations and scales', { K: 64, N: 16, bits: 4, block: 32, zp: 'packed', half: true, bias: true }],
+    ['float16, block 16 (dequantize path)', { K: 64, N: 8, bits: 4, block: 16, zp: 'float', half: true }],
   ];
   cases.forEach(([name, p], i) => it(name, () => nbitsCase(p, 100 + i * 10)));
 
