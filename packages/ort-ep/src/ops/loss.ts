@@ -1,3 +1,103 @@
-import type { OpEntry } from '../registry/types.js';
+// Losses: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opset 12 and 13+), classes on
+// axis 1 of (N, C, d1, ..., dk) inputs, with per-class weights, ignore_index and a reduction.
+// Semantics follow the ONNX reference (onnx/reference/ops/op_negative_log_likelihood_loss.py):
+// 'mean' divides by the total weight of the targets that count, so a batch in which every
+// target is ignored gives 0/0 = NaN there too; we do not invent a different answer.
+import * as mx from '@mlx/core';
+import type { OpContext, OpEntry } from '../registry/types.js';
+import { isFloatType } from './util.js';
 
-export const lossOps: OpEntry[] = [];
+const D = 'ai.onnx';
+type Reduction = 'none' | 'sum' | 'mean';
+const reductions: readonly string[] = ['none', 'sum', 'mean'];
+
+interface LossAttrs {
+  reduction: Reduction;
+  /** Targets equal to it contribute nothing; undefined when the attribute is absent. */
+  ignoreIndex: number | undefined;
+}
+
+function lossAttrs(ctx: OpContext): LossAttrs {
+  return {
+    reduction: ctx.attrs.string('reduction', 'mean') as Reduction,
+    ignoreIndex: ctx.attrs.has('ignore_index') ? ctx.attrs.int('ignore_index') : undefined,
+  };
+}
+
+function checkLoss(ctx: { attrs: OpContext['attrs']; inputType(i: number): number | undefined }): string | undefined {
+  const r = ctx.attrs.string('reduction', 'mean');
+  if (!reductions.includes(r)) return `reduction '${r}' is not one of none, sum, mean`;
+  const t = ctx.inputType(0);
+  if (t !== undefined && !isFloatType(t)) return `the loss input must be a float tensor, got element type ${t}`;
+  return undefined;
+}
+
+/**
+ * MLX's CPU exp is a float32 polynomial even on float64 arrays; expm1 is exact there, so float64
+ * log-softmax goes through it (as @mlx/kernels does) to match a float64 reference.
+ */
+function logSoftmaxAxis1(x: mx.Array): mx.Array {
+  if (x.dtype !== 'float64') return mx.subtract(x, mx.logsumexp(x, 1, { keepdims: true }));
+  const m = mx.max(x, 1, { keepdims: true });
+  const safeMax = mx.where(mx.isinf(m), mx.scalar(0, x.dtype), m);
+  const shifted = mx.subtract(x, safeMax);
+  const sumExp = mx.sum(mx.add(mx.expm1(shifted), 1), 1, { keepdims: true });
+  return mx.subtract(shifted, mx.log(sumExp));
+}
+
+/**
+ * The loss of log-probabilities `logp` (N, C, ...) against integer `target` (N, ...).
+ * Ignored targets may lie outside [0, C) (e.g. -1 or 100), so they are replaced by class 0
+ * before gathering and their weight is zeroed afterwards.
+ */
+export function nllLoss(logp: mx.Array, target: mx.Array, weight: mx.Array | undefined, a: LossAttrs): mx.Array {
+  const dtype = logp.dtype;
+  const labels = mx.astype(target, 'int32');
+  const valid = a.ignoreIndex === undefined ? undefined : mx.notEqual(labels, mx.scalar(a.ignoreIndex, 'int32'));
+  const safe = valid ? mx.where(valid, labels, mx.scalar(0, 'int32')) : labels;
+  const classesLast = mx.moveaxis(logp, 1, -1);
+  const picked = mx.squeeze(mx.takeAlongAxis(classesLast, mx.expandDims(safe, -1), -1), -1);
+  let w: mx.Array | undefined = weight ? mx.take(mx.astype(weight, dtype), safe, 0) : undefined;
+  if (valid) w = mx.where(valid, w ?? mx.scalar(1, dtype), mx.scalar(0, dtype));
+  const losses = w ? mx.multiply(mx.negative(picked), w) : mx.negative(picked);
+  if (a.reduction === 'none') return losses;
+  const total = mx.sum(losses);
+  if (a.reduction === 'sum') return total;
+  // 'mean' without weights or ignored targets is the plain mean over N·d1·…·dk.
+  return w ? mx.divide(total, mx.sum(w)) : mx.divide(total, Math.max(losses.size, 1));
+}
+
+function checkShapes(ctx: OpContext): void {
+  const x = ctx.shape(0), t = ctx.shape(1);
+  if (x.length < 2) throw new RangeError(`${ctx.where}: the input needs shape (N, C, ...), got [${x.join(', ')}]`);
+  const want = [x[0], ...x.slice(2)];
+  if (t.length !== want.length || t.some((d, i) => d !== want[i])) {
+    throw new RangeError(`${ctx.where}: target shape [${t.join(', ')}] does not match input shape [${x.join(', ')}] without its class axis`);
+  }
+}
+
+const weightOf = (ctx: OpContext): mx.Array | undefined => (ctx.has(2) ? ctx.input(2) : undefined);
+
+const nll = (since: number, until?: number): OpEntry => ({
+  domain: D, opType: 'NegativeLogLikelihoodLoss', since, until,
+  check: checkLoss,
+  run: (ctx) => {
+    checkShapes(ctx);
+    return [nllLoss(ctx.input(0), ctx.input(1), weightOf(ctx), lossAttrs(ctx))];
+  },
+});
+
+const sce = (since: number, until?: number): OpEntry => ({
+  domain: D, opType: 'SoftmaxCrossEntropyLoss', since, until,
+  check: checkLoss,
+  run: (ctx) => {
+    checkShapes(ctx);
+    const logp = logSoftmaxAxis1(ctx.input(0));
+    const loss = nllLoss(logp, ctx.input(1), weightOf(ctx), lossAttrs(ctx));
+    // The second output (log_prob) is optional; computing it costs nothing extra.
+    return ctx.node.outputs.length > 1 && ctx.node.outputs[1] ? [loss, logp] : [loss];
+  },
+});
+
+// Opset 13 widened the types (bfloat16, double for NLL) without changing the semantics.
+export const lossOps: OpEntry[] = [nll(12), sce(12)];
