@@ -80,10 +80,14 @@ function axisTaps(x: mx.Array, len: number, a: GridAttrs): Tap[] {
     // the Python reference (and PyTorch's 3-D kernel) round half away from zero there.
     x = mx.round(x, 0);
   }
-  // Coordinates beyond the borders are first clamped or reflected; the taps are then resolved again.
-  const outside = mx.logicalOr(mx.less(x, lo), mx.greater(x, hi));
-  if (a.padding === 'border') x = mx.where(outside, mx.clip(x, 0, len - 1), x);
-  else if (a.padding === 'reflection') x = mx.where(outside, reflect(x, lo, hi), x);
+  // Coordinates beyond the borders are first clamped or reflected, and the taps resolved again.
+  // Cubic skips the first step, as PyTorch and onnxruntime do (the Python reference clamps there
+  // too; the backend tests only cover cubic with zeros padding, where both agree).
+  if (a.mode !== 'cubic') {
+    const outside = mx.logicalOr(mx.less(x, lo), mx.greater(x, hi));
+    if (a.padding === 'border') x = mx.where(outside, mx.clip(x, 0, len - 1), x);
+    else if (a.padding === 'reflection') x = mx.where(outside, reflect(x, lo, hi), x);
+  }
   if (a.mode === 'nearest') return [{ index: x, weight: mx.onesLike(x) }];
   const x0 = mx.floor(x);
   const t = mx.subtract(x, x0);
