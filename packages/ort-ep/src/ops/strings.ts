@@ -1,3 +1,141 @@
-import type { OpEntry } from '../registry/types.js';
+// String ops: StringConcat, StringSplit, StringNormalizer, RegexFullMatch (ai.onnx), plus the
+// ai.onnx.ml ops (ml.ts, tree-ensemble.ts) and TfIdfVectorizer (tfidf.ts), re-exported here.
+// MLX holds no strings, so these are host code over `string[]` data, in run() as well as host():
+// the executor only calls host() for small inputs, and a large string tensor has nowhere else to go.
+import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { boolTensor, broadcastPairs, stringTensor, stringsOf } from './strings-host.js';
+import { hostInt64 } from './util.js';
+import { translateRe2 } from './regex.js';
+import { mlOps } from './ml.js';
+import { treeEnsembleOps } from './tree-ensemble.js';
+import { tfIdfOps } from './tfidf.js';
 
-export const stringsOps: OpEntry[] = [];
+export { stringEqual } from './strings-host.js';
+
+const D = 'ai.onnx';
+
+/** An entry whose host() and run() are the same host function. */
+function hostOp(opType: string, since: number, f: (ctx: OpContext) => HostTensor[], check?: (ctx: CheckContext) => string | undefined): OpEntry {
+  return { domain: D, opType, since, check, host: f, run: f };
+}
+
+const stringInput = (i: number) => (ctx: CheckContext): string | undefined => {
+  const t = ctx.inputType(i);
+  return t !== undefined && t !== OnnxDataType.STRING ? `input ${i} must be a string tensor, got element type ${t}` : undefined;
+};
+
+function concat(ctx: OpContext): HostTensor[] {
+  stringsOf(ctx.host(0), ctx.where);
+  stringsOf(ctx.host(1), ctx.where);
+  const { dims, values } = broadcastPairs(ctx.host(0), ctx.host(1), (a, b) => `${a as string}${b as string}`);
+  return [stringTensor(values, dims)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// StringSplit: Python's str.split semantics (the reference implementation is numpy's char.split).
+
+const PY_SPACE = /[\s\u001c-\u001f\u0085]/; // what Python's str.isspace() accepts beyond JS's \s
+
+/** str.split() with no separator: runs of whitespace separate, and leading/trailing ones vanish. */
+function splitWhitespace(s: string, maxsplit: number): string[] {
+  const parts: string[] = [];
+  let i = 0;
+  const n = s.length;
+  while (i < n) {
+    while (i < n && PY_SPACE.test(s[i])) i++;
+    if (i >= n) break;
+    if (maxsplit >= 0 && parts.length === maxsplit) {
+      // The remainder keeps its trailing whitespace, as Python's does.
+      parts.push(s.slice(i));
+      break;
+    }
+    let j = i;
+    while (j < n && !PY_SPACE.test(s[j])) j++;
+    parts.push(s.slice(i, j));
+    i = j;
+  }
+  return parts;
+}
+
+/** str.split(sep, maxsplit): every occurrence separates, so empty pieces are kept. */
+function splitOn(s: string, sep: string, maxsplit: number): string[] {
+  const parts: string[] = [];
+  let start = 0;
+  for (;;) {
+    const k = maxsplit >= 0 && parts.length === maxsplit ? -1 : s.indexOf(sep, start);
+    if (k < 0) break;
+    parts.push(s.slice(start, k));
+    start = k + sep.length;
+  }
+  parts.push(s.slice(start));
+  return parts;
+}
+
+function split(ctx: OpContext): HostTensor[] {
+  const x = ctx.host(0);
+  const xs = stringsOf(x, ctx.where);
+  const delimiter = ctx.attrs.string('delimiter', '');
+  const maxsplit = ctx.attrs.has('maxsplit') ? ctx.attrs.int('maxsplit') : -1;
+  const pieces = xs.map((s) => (delimiter === '' ? splitWhitespace(s, maxsplit) : splitOn(s, delimiter, maxsplit)));
+  const width = pieces.reduce((m, p) => Math.max(m, p.length), 0);
+  const padded = pieces.flatMap((p) => [...p, ...new Array<string>(width - p.length).fill('')]);
+  return [stringTensor(padded, [...x.dims, width]), hostInt64(pieces.map((p) => p.length), x.dims)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// StringNormalizer: drops elements equal to a stopword, then changes case ([C] or [1, C] input).
+
+function checkNormalizer(ctx: CheckContext): string | undefined {
+  const action = ctx.attrs.string('case_change_action', 'NONE');
+  if (!['NONE', 'LOWER', 'UPPER'].includes(action)) return `case_change_action '${action}' is not one of NONE, LOWER, UPPER`;
+  const locale = ctx.attrs.string('locale', '');
+  // Case mapping uses JavaScript's locale-independent toUpperCase/toLowerCase; only locales with
+  // the same mapping for every letter (English and the like) are safe to claim.
+  if (locale && !/^en([_-]|$)/i.test(locale)) return `locale '${locale}' is not supported (case changes follow Unicode's default mapping, as for 'en_US')`;
+  return stringInput(0)(ctx);
+}
+
+function normalize(ctx: OpContext): HostTensor[] {
+  const x = ctx.host(0);
+  const xs = stringsOf(x, ctx.where);
+  if (x.dims.length > 2 || (x.dims.length === 2 && x.dims[0] !== 1)) {
+    throw new RangeError(`${ctx.where}: the input must have shape [C] or [1, C], got [${x.dims.join(', ')}]`);
+  }
+  const action = ctx.attrs.string('case_change_action', 'NONE');
+  const sensitive = ctx.attrs.int('is_case_sensitive', 0) !== 0;
+  const fold = (s: string) => (sensitive ? s : s.toLowerCase());
+  const stop = new Set(ctx.attrs.strings('stopwords', []).map(fold));
+  const kept = xs.filter((s) => !stop.has(fold(s)));
+  const changed = kept.map((s) => (action === 'LOWER' ? s.toLowerCase() : action === 'UPPER' ? s.toUpperCase() : s));
+  // Everything dropped: one empty string, in the input's rank (the spec's [1] or [1, 1]).
+  const out = changed.length ? changed : [''];
+  return [stringTensor(out, x.dims.length === 2 ? [1, out.length] : [out.length])];
+}
+
+// ---------------------------------------------------------------------------------------------
+// RegexFullMatch
+
+function checkRegex(ctx: CheckContext): string | undefined {
+  const t = translateRe2(ctx.attrs.string('pattern'));
+  if ('error' in t) return `pattern cannot be run as a JavaScript RegExp: ${t.error}`;
+  return stringInput(0)(ctx);
+}
+
+function fullMatch(ctx: OpContext): HostTensor[] {
+  const x = ctx.host(0);
+  const t = translateRe2(ctx.attrs.string('pattern'));
+  if ('error' in t) throw new SyntaxError(`${ctx.where}: ${t.error}`);
+  const re = new RegExp(t.source, t.flags);
+  return [boolTensor(stringsOf(x, ctx.where).map((s) => re.test(s)), x.dims)];
+}
+
+export const stringsOps: OpEntry[] = [
+  hostOp('StringConcat', 20, concat, (ctx) => stringInput(0)(ctx) ?? stringInput(1)(ctx)),
+  hostOp('StringSplit', 20, split, stringInput(0)),
+  hostOp('StringNormalizer', 10, normalize, checkNormalizer),
+  hostOp('RegexFullMatch', 20, fullMatch, checkRegex),
+  ...mlOps,
+  ...treeEnsembleOps,
+  ...tfIdfOps,
+];
