@@ -1,5 +1,5 @@
 // Signal ops beyond the node suite, against onnxruntime-node: dft_length padding and truncation,
-// complex input with onesided output, opset 20's negative axis input, STFT with frame_length and window
+// complex input with onesided output refused, opset 20's negative axis input, STFT with frame_length and window
 // (and of a complex signal, against the definition), windows as float64 and float16, a MelWeightMatrix as float64.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
@@ -27,6 +27,10 @@ describe('DFT', () => {
   });
   it('dft_length shorter than the signal truncates, complex input, inverse (opset 17)', async () => {
     await same('DFT', 17, [x('x', [2, 8, 2]), int('n', [5])], { axis: 1, inverse: 1 });
+  });
+  it('onesided transform of a complex signal is refused, as the spec\'s shape inference does', async () => {
+    const bytes = model({ opsets: { '': 17 }, inputs: [v('x', 'float32', [2, 7, 2])], outputs: [v('y', 'float32')], nodes: [node('DFT', ['x'], ['y'], { attrs: { axis: 1, onesided: 1 } })] });
+    await expect(runOn('mlx', bytes, { x: f32(seeded(28), [2, 7, 2]) })).rejects.toThrow(/one-sided transform needs a real input/);
   });
   it('onesided transform of a real signal along an inner axis (opset 17)', async () => {
     await same('DFT', 17, [x('x', [2, 7, 3, 1])], { axis: 1, onesided: 1 });

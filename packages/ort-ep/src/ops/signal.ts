@@ -28,12 +28,6 @@ function toComplex(x: mx.Array): mx.Array {
 /** complex64 [...] -> float32 [..., 2]. */
 const fromComplex = (c: mx.Array): mx.Array => mx.stack([mx.real(c), mx.imag(c)], -1);
 
-/** The first `len` entries along `axis`. */
-function prefix(a: mx.Array, axis: number, len: number): mx.Array {
-  const stop = a.shape.map((d, i) => (i === axis ? len : d));
-  return mx.slice(a, a.shape.map(() => 0), stop, a.shape.map(() => 1));
-}
-
 interface DftArgs {
   axis: number; // of the input, in [0, rank - 2]
   length?: number; // dft_length; undefined: the axis's length (irfft: 2 * (bins - 1))
@@ -54,17 +48,27 @@ function dftCore(x: mx.Array, a: DftArgs): mx.Array {
     return mx.expandDims(mx.fftIrfft(toComplex(x), n, a.axis), -1);
   }
   const n = a.length ?? x.shape[a.axis];
-  if (!a.inverse && a.onesided && !complexIn) {
+  if (a.onesided) {
+    // The spec's shape inference (and onnxruntime) reject this; the Python reference would slice.
+    if (complexIn) throw new RangeError('a one-sided transform needs a real input (last dimension 1), not a complex one');
     const real = mx.squeeze(x.dtype === 'float32' ? x : mx.astype(x, 'float32'), last);
     return fromComplex(mx.fftRfft(real, n, a.axis));
   }
   const c = toComplex(x);
-  const y = a.inverse ? mx.fftIfft(c, n, a.axis) : mx.fftFft(c, n, a.axis);
-  // A onesided transform of a complex signal keeps the first half, as the reference does.
-  return fromComplex(a.onesided ? prefix(y, a.axis, Math.floor(n / 2) + 1) : y);
+  return fromComplex(a.inverse ? mx.fftIfft(c, n, a.axis) : mx.fftFft(c, n, a.axis));
 }
 
 const backTo = (y: mx.Array, like: mx.Array): mx.Array => (y.dtype === like.dtype ? y : mx.astype(y, like.dtype));
+
+/** Names the node in the range errors of helpers that do not know it. */
+function named<T>(ctx: OpContext, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof RangeError && !e.message.startsWith(ctx.where)) throw new RangeError(`${ctx.where}: ${e.message}`, { cause: e });
+    throw e;
+  }
+}
 
 function scalarInput(ctx: OpContext, i: number): number | undefined {
   return ctx.has(i) ? hostNumbers(ctx.host(i))[0] : undefined;
@@ -175,8 +179,8 @@ function melWeightMatrix(ctx: OpContext): OpResult[] {
 }
 
 export const signalOps: OpEntry[] = [
-  { domain: D, opType: 'DFT', since: 17, check: checkSignal, run: (ctx) => [dft(ctx)], note: 'float64 and float16 are transformed in float32 (MLX has no complex128)' },
-  { domain: D, opType: 'STFT', since: 17, check: checkSignal, run: (ctx) => [stft(ctx)] },
+  { domain: D, opType: 'DFT', since: 17, check: checkSignal, run: (ctx) => [named(ctx, () => dft(ctx))], note: 'float64 and float16 are transformed in float32 (MLX has no complex128)' },
+  { domain: D, opType: 'STFT', since: 17, check: checkSignal, run: (ctx) => [named(ctx, () => stft(ctx))] },
   { domain: D, opType: 'HannWindow', since: 17, run: cosineWindow([0.5, 0.5]) },
   { domain: D, opType: 'HammingWindow', since: 17, run: cosineWindow([25 / 46, 21 / 46]) },
   { domain: D, opType: 'BlackmanWindow', since: 17, run: cosineWindow([0.42, 0.5, 0.08]) },
