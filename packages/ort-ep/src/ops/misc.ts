@@ -1,3 +1,66 @@
-import type { OpEntry } from '../registry/types.js';
+// Ops without a family of their own: BitCast (opset 26), plus the random generators (random.ts)
+// and the preview-training optimizers (training.ts), re-exported here.
+import * as mx from '@mlx/core';
+import { OnnxDataType, bitsPerElement, fromRawBytes, toRawBytes, type HostTensor } from '../onnx/index.js';
+import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { mxDtypeOf } from '../executor/convert.js';
+import { sizeOf } from './util.js';
+import { randomOps } from './random.js';
+import { trainingOps } from './training.js';
 
-export const miscOps: OpEntry[] = [];
+const D = 'ai.onnx';
+
+// ---------------------------------------------------------------------------------------------
+// BitCast: the same bytes (little endian, as the spec requires) read as another type of equal width.
+
+/**
+ * Types whose MLX dtype has their exact width and layout, so mx.view reinterprets them without a
+ * host copy. int4/int2 are held unpacked (one per byte), float8 and complex128 have no dtype.
+ */
+const viewable = (t: number): boolean => {
+  const d = mxDtypeOf(t);
+  return !!d && (bitsPerElement(t) ?? 0) >= 8 && t !== OnnxDataType.COMPLEX64;
+};
+
+function checkBitCast(ctx: CheckContext): string | undefined {
+  const to = ctx.attrs.int('to');
+  if (to === OnnxDataType.STRING) return 'BitCast to string is not defined';
+  const toBits = bitsPerElement(to);
+  if (toBits === undefined) return `BitCast to element type ${to} is not supported`;
+  const from = ctx.inputType(0);
+  if (from === undefined) return undefined;
+  if (from === OnnxDataType.STRING) return 'BitCast from string is not defined';
+  const fromBits = bitsPerElement(from);
+  if (fromBits !== toBits) return `BitCast needs types of one width: element type ${from} has ${fromBits} bits, ${to} has ${toBits}`;
+  return undefined;
+}
+
+/** Reinterprets on the host through the raw_data layout (sub-byte types packed, little endian). */
+function bitCastHost(t: HostTensor, to: number, where: string): HostTensor {
+  if (bitsPerElement(t.dtype) !== bitsPerElement(to)) throw new TypeError(`${where}: element types ${t.dtype} and ${to} differ in width`);
+  const n = sizeOf(t.dims);
+  let data = fromRawBytes(toRawBytes(t.dtype, t.data), to, n);
+  // A bool is 0 or 1 everywhere downstream (MLX, onnxruntime-common); other bytes read as true.
+  if (to === OnnxDataType.BOOL) data = Uint8Array.from(data as Uint8Array, (b) => (b ? 1 : 0));
+  return { dtype: to, dims: [...t.dims], data };
+}
+
+function bitCast(ctx: OpContext): [mx.Array | HostTensor] {
+  const to = ctx.attrs.int('to');
+  const from = ctx.elemType(0);
+  const known = ctx.hostIfKnown(0);
+  if (!known && viewable(from) && viewable(to) && from !== OnnxDataType.BOOL && to !== OnnxDataType.BOOL) {
+    return [mx.view(ctx.input(0), mxDtypeOf(to)!)];
+  }
+  return [bitCastHost(ctx.host(0), to, ctx.where)];
+}
+
+const bitCastEntry: OpEntry = {
+  domain: D, opType: 'BitCast', since: 26,
+  check: checkBitCast,
+  host: (ctx) => [bitCastHost(ctx.host(0), ctx.attrs.int('to'), ctx.where)],
+  run: bitCast,
+  note: 'MLX views for types MLX holds at their width; a host copy for bool, int4/int2, float8/float4 and complex',
+};
+
+export const miscOps: OpEntry[] = [bitCastEntry, ...randomOps, ...trainingOps];

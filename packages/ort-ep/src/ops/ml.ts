@@ -123,6 +123,8 @@ function extractStrings(ctx: OpContext): HostTensor {
   const idx = hostNumbers(ctx.host(1));
   const c = x.dims[x.dims.length - 1] ?? 1;
   const rows = xs.length / Math.max(c, 1);
+  const bad = idx.find((i) => i < 0 || i >= c);
+  if (bad !== undefined) throw new RangeError(`${ctx.where}: index ${bad} is out of range for ${c} features`);
   const out: string[] = [];
   for (let r = 0; r < rows; r++) for (const i of idx) out.push(xs[r * c + i]);
   return stringTensor(out, featureShape(x.dims, idx.length));
