@@ -99,7 +99,9 @@ export function cudaAvailable(): boolean {
 
 function initialDevice(): DeviceType {
   const env = process.env.MLX_DEVICE;
+  if (env === 'gpu' && !gpuAvailable()) throw new Error('MLX_DEVICE=gpu, but this MLX build has no GPU (neither Metal nor CUDA); unset it or use MLX_DEVICE=cpu');
   if (env === 'cpu' || env === 'gpu') return env;
+  if (env) throw new Error(`MLX_DEVICE must be 'cpu' or 'gpu', got '${env}'`);
   return gpuAvailable() ? 'gpu' : 'cpu';
 }
 
