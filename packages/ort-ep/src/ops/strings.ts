@@ -34,6 +34,8 @@ function concat(ctx: OpContext): HostTensor[] {
 
 // ---------------------------------------------------------------------------------------------
 // StringSplit: Python's str.split semantics (the reference implementation is numpy's char.split).
+// Without a delimiter that means runs of any whitespace (tabs, newlines), and a maxsplit remainder
+// keeps its trailing whitespace; onnxruntime 1.30 splits on ' ' only and trims the remainder.
 
 const PY_SPACE = /[\s\u001c-\u001f\u0085]/; // what Python's str.isspace() accepts beyond JS's \s
 

@@ -15,13 +15,16 @@ interface Vocabulary {
   maxN: number;
   maxSkip: number;
   mode: string;
-  weights: number[];
+  /** Weight per output column: weights[j] of the pool n-gram j that the column counts. */
+  columnWeights: number[] | undefined;
 }
 
 /**
  * The pool lists all 1-grams, then all 2-grams, ...; ngram_counts[i] is where the (i+1)-grams
  * start. The j-th n-gram of the pool (over every size, in order) goes to column ngram_indexes[j];
  * sizes outside [min_gram_length, max_gram_length] still take their j's but are never counted.
+ * weights[j] belongs to the j-th pool n-gram (the spec, and onnxruntime); the Python reference
+ * indexes weights by output column instead, which agrees only when ngram_indexes is 0, 1, 2, ...
  */
 function vocabularyOf(ctx: CheckContext): Vocabulary {
   const a = ctx.attrs;
@@ -29,7 +32,10 @@ function vocabularyOf(ctx: CheckContext): Vocabulary {
   const counts = a.ints('ngram_counts');
   const indexes = a.ints('ngram_indexes');
   const minN = a.int('min_gram_length'), maxN = a.int('max_gram_length');
+  const weights = a.floats('weights', []);
   const columns = new Map<string, number>();
+  const width = indexes.length ? Math.max(...indexes) + 1 : 0;
+  const columnWeights = weights.length ? new Array<number>(width).fill(1) : undefined;
   let j = 0;
   counts.forEach((start, i) => {
     const n = i + 1;
@@ -38,11 +44,11 @@ function vocabularyOf(ctx: CheckContext): Vocabulary {
       if (n < minN || n > maxN) continue;
       if (j >= indexes.length) throw new RangeError(`ngram_indexes has ${indexes.length} entries, the pool more n-grams`);
       columns.set(pool.slice(p, p + n).join(SEP), indexes[j]);
+      if (columnWeights) columnWeights[indexes[j]] = weights[j] ?? 1;
     }
   });
   return {
-    columns, width: indexes.length ? Math.max(...indexes) + 1 : 0, minN, maxN,
-    maxSkip: a.int('max_skip_count', 0), mode: a.string('mode'), weights: a.floats('weights', []),
+    columns, width, minN, maxN, maxSkip: a.int('max_skip_count', 0), mode: a.string('mode'), columnWeights,
   };
 }
 
@@ -63,10 +69,10 @@ function countRow(tokens: string[], v: Vocabulary, counts: Float64Array): void {
 }
 
 function weigh(counts: Float64Array, v: Vocabulary): void {
-  const w = v.weights;
+  const w = v.columnWeights;
   counts.forEach((c, i) => {
-    if (v.mode === 'IDF') counts[i] = c > 0 ? (w.length ? w[i] : 1) : 0;
-    else if (v.mode === 'TFIDF') counts[i] = w.length ? w[i] * c : c;
+    if (v.mode === 'IDF') counts[i] = c > 0 ? (w ? w[i] : 1) : 0;
+    else if (v.mode === 'TFIDF') counts[i] = w ? w[i] * c : c;
   });
 }
 

@@ -129,28 +129,30 @@ function postTransform(row: Float64Array, post: number): void {
   }
 }
 
-const LARGEST: Record<number, number> = { [OnnxDataType.FLOAT]: 3.4028234663852886e38, [OnnxDataType.DOUBLE]: Number.MAX_VALUE, [OnnxDataType.FLOAT16]: 65504 };
-
 function predict(ctx: OpContext): HostTensor[] {
   const f = forestOf(ctx);
   const x = ctx.host(0);
   const xs = floats(x);
   const [n, nf] = x.dims.length === 1 ? [1, x.dims[0]] : x.dims;
   if (f.features.some((i) => i < 0 || i >= nf)) throw new RangeError(`${ctx.where}: a node reads a feature outside [0, ${nf})`);
-  const big = LARGEST[x.dtype];
-  const init = f.aggregate === Aggregate.MIN ? big : f.aggregate === Aggregate.MAX ? -big : 0;
+  // MIN/MAX start from ±Infinity; a target that no tree reaches scores 0, as in onnxruntime (the
+  // Python reference leaves the type's largest value there, an artifact of its initial value).
+  const init = f.aggregate === Aggregate.MIN ? Infinity : f.aggregate === Aggregate.MAX ? -Infinity : 0;
   const out = new Float64Array(n * f.nTargets);
   for (let r = 0; r < n; r++) {
     const row = out.subarray(r * f.nTargets, (r + 1) * f.nTargets).fill(init);
     const xr = xs.slice(r * nf, (r + 1) * nf);
+    const reached = new Uint8Array(f.nTargets);
     for (const root of f.roots) {
       const leaf = leafOf(f, root, xr, ctx.where);
       const t = f.leafTargets[leaf], w = f.leafWeights[leaf];
+      reached[t] = 1;
       if (f.aggregate === Aggregate.MIN) row[t] = Math.min(row[t], w);
       else if (f.aggregate === Aggregate.MAX) row[t] = Math.max(row[t], w);
       else row[t] += w;
     }
     if (f.aggregate === Aggregate.AVERAGE && f.roots.length) row.forEach((v, i) => (row[i] = v / f.roots.length));
+    if (f.aggregate === Aggregate.MIN || f.aggregate === Aggregate.MAX) row.forEach((v, i) => (row[i] = reached[i] ? v : 0));
     postTransform(row, f.post);
   }
   const data = x.dtype === OnnxDataType.FLOAT16 ? Uint16Array.from(out, numberToFloat16Bits)
