@@ -42,9 +42,11 @@ const uniform: Sampler = (shape, key, ctx) =>
 const normal: Sampler = (shape, key, ctx) =>
   mx.randomNormal(shape, 'float32', ctx.attrs.float('mean', 0), ctx.attrs.float('scale', 1), key);
 
+const NOTE = "MLX's generator: same distribution, not the same values as other runtimes; seeded nodes repeat per session";
+
 function generator(opType: string, since: number, until: number | undefined, sample: Sampler): OpEntry {
   return {
-    domain: D, opType, since, until,
+    domain: D, opType, since, until, note: NOTE,
     check: (ctx) => checkFloatOut(ctx, OnnxDataType.FLOAT),
     run: (ctx) => {
       const shape = ctx.attrs.ints('shape');
@@ -55,7 +57,7 @@ function generator(opType: string, since: number, until: number | undefined, sam
 
 function like(opType: string, since: number, until: number | undefined, sample: Sampler): OpEntry {
   return {
-    domain: D, opType, since, until,
+    domain: D, opType, since, until, note: NOTE,
     check: (ctx) => checkFloatOut(ctx, ctx.inputType(0)),
     run: (ctx) => {
       const t = outType(ctx, ctx.elemType(0))!;
@@ -67,7 +69,7 @@ function like(opType: string, since: number, until: number | undefined, sample: 
 
 function bernoulli(since: number, until?: number): OpEntry {
   return {
-    domain: D, opType: 'Bernoulli', since, until,
+    domain: D, opType: 'Bernoulli', since, until, note: NOTE,
     run: (ctx) => {
       const p = ctx.input(0);
       const draw = mx.randomBernoulli(mx.astype(p, 'float32'), p.shape, keyFor(ctx));
@@ -78,7 +80,7 @@ function bernoulli(since: number, until?: number): OpEntry {
 
 function multinomial(since: number, until?: number): OpEntry {
   return {
-    domain: D, opType: 'Multinomial', since, until,
+    domain: D, opType: 'Multinomial', since, until, note: NOTE,
     check: (ctx) => {
       const t = ctx.attrs.int('dtype', OnnxDataType.INT32);
       return t === OnnxDataType.INT32 || t === OnnxDataType.INT64 ? undefined : `dtype ${t} is not int32 or int64`;

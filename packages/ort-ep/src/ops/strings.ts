@@ -16,8 +16,8 @@ export { stringEqual } from './strings-host.js';
 const D = 'ai.onnx';
 
 /** An entry whose host() and run() are the same host function. */
-function hostOp(opType: string, since: number, f: (ctx: OpContext) => HostTensor[], check?: (ctx: CheckContext) => string | undefined): OpEntry {
-  return { domain: D, opType, since, check, host: f, run: f };
+function hostOp(opType: string, since: number, f: (ctx: OpContext) => HostTensor[], check?: (ctx: CheckContext) => string | undefined, note?: string): OpEntry {
+  return { domain: D, opType, since, check, host: f, run: f, note };
 }
 
 const stringInput = (i: number) => (ctx: CheckContext): string | undefined => {
@@ -134,9 +134,9 @@ function fullMatch(ctx: OpContext): HostTensor[] {
 
 export const stringsOps: OpEntry[] = [
   hostOp('StringConcat', 20, concat, (ctx) => stringInput(0)(ctx) ?? stringInput(1)(ctx)),
-  hostOp('StringSplit', 20, split, stringInput(0)),
-  hostOp('StringNormalizer', 10, normalize, checkNormalizer),
-  hostOp('RegexFullMatch', 20, fullMatch, checkRegex),
+  hostOp('StringSplit', 20, split, stringInput(0), 'host; no delimiter splits on any whitespace, as Python does (onnxruntime: spaces only)'),
+  hostOp('StringNormalizer', 10, normalize, checkNormalizer, 'host; Unicode default case mapping, so only en locales (or none)'),
+  hostOp('RegexFullMatch', 20, fullMatch, checkRegex, 'host; RE2 translated to RegExp; lookaround, backreferences, inline flags past the start, \\C, negated POSIX classes refused'),
   ...mlOps,
   ...treeEnsembleOps,
   ...tfIdfOps,

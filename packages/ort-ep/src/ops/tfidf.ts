@@ -101,4 +101,4 @@ function check(ctx: CheckContext): string | undefined {
   return undefined;
 }
 
-export const tfIdfOps: OpEntry[] = [{ domain: D, opType: 'TfIdfVectorizer', since: 9, check, host: vectorize, run: vectorize }];
+export const tfIdfOps: OpEntry[] = [{ domain: D, opType: 'TfIdfVectorizer', since: 9, check, host: vectorize, run: vectorize, note: 'host' }];

@@ -162,6 +162,7 @@ function predict(ctx: OpContext): HostTensor[] {
 
 export const treeEnsembleOps: OpEntry[] = [{
   domain: ML, opType: 'TreeEnsemble', since: 5,
+  note: 'host; post_transform numbered as the spec has it (onnxruntime swaps SOFTMAX and LOGISTIC)',
   check: (ctx) => {
     const t = ctx.inputType(0);
     if (t !== undefined && !FLOAT_TYPES.includes(t)) return `X must be float, double or float16, got element type ${t}`;
