@@ -6,6 +6,7 @@ import type { OpContext, OpEntry } from '../registry/types.js';
 import { mxDtypeOf } from '../executor/convert.js';
 import { hostElementwise, hostMathTypes, isBig, isIntType } from './host-math.js';
 import { isFloatType, mxType } from './util.js';
+import { stringEqual } from './strings.js';
 import { decodeSmallFloat, encodeSmallFloat, isSmallFloat } from './minifloat.js';
 import { bfloat16BitsToNumber, float16BitsToNumber, float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
 
@@ -280,6 +281,8 @@ function bitShift(a: mx.Array, b: mx.Array, ctx: OpContext): mx.Array {
   return ctx.attrs.string('direction') === 'LEFT' ? mx.leftShift(a, b) : mx.rightShift(a, b);
 }
 
+const cmpEqualHost = cmp('Equal', 7, (a, b) => mx.equal(a, b), (a, b) => a === b || Number(a) === Number(b)).host!;
+
 export const elementwiseOps: OpEntry[] = [
   binary('Add', 7, (a, b) => mx.add(a, b), (a, b) => (a as number) + (b as number)),
   binary('Sub', 7, (a, b) => mx.subtract(a, b), (a, b) => (a as number) - (b as number)),
@@ -292,7 +295,12 @@ export const elementwiseOps: OpEntry[] = [
   binary('BitwiseOr', 18, (a, b) => mx.bitwiseOr(a, b)),
   binary('BitwiseXor', 18, (a, b) => mx.bitwiseXor(a, b)),
   unary('BitwiseNot', 18, (a) => mx.bitwiseInvert(a)),
-  cmp('Equal', 7, (a, b) => mx.equal(a, b), (a, b) => a === b || Number(a) === Number(b)),
+  {
+    ...cmp('Equal', 7, (a, b) => mx.equal(a, b), (a, b) => a === b || Number(a) === Number(b)),
+    // Strings never reach MLX: they compare on the host at any size.
+    host: (ctx) => (ctx.elemType(0) === OnnxDataType.STRING ? [stringEqual(ctx.host(0), ctx.host(1), ctx.where)] : cmpEqualHost(ctx)),
+    run: (ctx) => (ctx.elemType(0) === OnnxDataType.STRING ? [stringEqual(ctx.host(0), ctx.host(1), ctx.where)] : [mx.equal(ctx.input(0), ctx.input(1))]),
+  },
   cmp('Greater', 7, (a, b) => mx.greater(a, b), (a, b) => a > b),
   cmp('Less', 7, (a, b) => mx.less(a, b), (a, b) => a < b),
   cmp('GreaterOrEqual', 12, (a, b) => mx.greaterEqual(a, b), (a, b) => a >= b),
