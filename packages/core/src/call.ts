@@ -7,10 +7,18 @@ import { check, checkHandle, fn } from './native.js';
 
 export const NULL_HANDLE: MlxHandle = Object.freeze({ ctx: null }) as MlxHandle;
 
-/** The first argument that is an Array: its dtype decides the dtype of JS scalars beside it. */
+/**
+ * The array whose dtype decides the dtype of JS scalars beside it: the first non-bool Array (so
+ * `where(mask, x, 0)` gives 0 the dtype of x, not of the mask), else the first Array.
+ */
 export function firstArray(...xs: unknown[]): Array | undefined {
-  for (const x of xs) if (x instanceof Array) return x;
-  return undefined;
+  let first: Array | undefined;
+  for (const x of xs) {
+    if (!(x instanceof Array)) continue;
+    if (x.dtype !== 'bool') return x;
+    first ??= x;
+  }
+  return first;
 }
 
 /** MLX's weak scalar rule: a JS scalar takes the dtype of the array it is combined with. */
