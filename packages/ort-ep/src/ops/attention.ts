@@ -27,6 +27,16 @@ function lengthMask(lengths: mx.Array, keys: number): mx.Array {
 /** Combines boolean/additive masks into one the kernel takes (additive where any is float). */
 function combineMasks(a: mx.Array | null, b: mx.Array | null, dtype: mx.Dtype): mx.Array | null {
   if (!a || !b) return a ?? b;
+  // A mask narrower than the keys is padded as masked-out (ONNX's rule), so both cover every key.
+  const widen = (m: mx.Array, w: number) => {
+    const have = m.shape[m.ndim - 1];
+    if (have >= w) return m;
+    const fill = m.dtype === 'bool' ? mx.scalar(false, 'bool') : mx.scalar(-Infinity, m.dtype);
+    return mx.pad(m, [m.ndim - 1], [0], [w - have], fill, 'constant');
+  };
+  const w = Math.max(a.shape[a.ndim - 1], b.shape[b.ndim - 1]);
+  a = widen(a, w);
+  b = widen(b, w);
   if (a.dtype === 'bool' && b.dtype === 'bool') return mx.logicalAnd(a, b);
   const add = (m: mx.Array) => (m.dtype === 'bool' ? mx.where(m, mx.scalar(0, dtype), mx.scalar(-Infinity, dtype)) : m);
   return mx.add(add(a), add(b));
@@ -38,6 +48,9 @@ function qkOutput(q: mx.Array, k: mx.Array, mask: mx.Array | null, scale: number
   const kk = group > 1 ? mx.repeat(k, group, 1) : k;
   let s = mx.multiply(mx.matmul(q, mx.transpose(kk, [0, 1, 3, 2])), scale);
   if (mode === 0) return s;
+  // The reference caps the scores before it adds the mask (as the kernel does): modes 1 and 2 both
+  // see the capped, masked scores.
+  if (softcap > 0) s = mx.multiply(mx.tanh(mx.divide(s, softcap)), softcap);
   const [sq, sk] = [s.shape[2], s.shape[3]];
   let add: mx.Array | null = null;
   if (mask) {
@@ -53,9 +66,7 @@ function qkOutput(q: mx.Array, k: mx.Array, mask: mx.Array | null, scale: number
     add = add ? mx.add(add, c) : c;
   }
   if (add) s = mx.add(s, add);
-  if (mode === 1) return s;
-  if (softcap > 0) s = mx.multiply(mx.tanh(mx.divide(s, softcap)), softcap);
-  if (mode === 2) return s;
+  if (mode === 1 || mode === 2) return s;
   return mx.softmax(s, -1);
 }
 
