@@ -4,64 +4,9 @@
 // suite leaves out: negative steps and sentinels, negative indices, batch_dims, every reduction,
 // ties in TopK, and a grid of Resize modes.
 import { describe, it } from 'vitest';
-import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
-import { expectSameAsOrt, ort, seeded, type Feeds } from '../../test/helpers/ort.js';
+import { node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
 
-interface In {
-  name: string;
-  type: ElemName;
-  dims: number[];
-  data: (number | bigint)[];
-  /** A shape-like argument: stays a host tensor in the device variant. */
-  arg?: boolean;
-}
-
-const typed = (type: ElemName, data: (number | bigint)[]) => {
-  const n = data.map(Number);
-  switch (type) {
-    case 'int64': return BigInt64Array.from(data.map((x) => (typeof x === 'bigint' ? x : BigInt(x))));
-    case 'uint64': return BigUint64Array.from(data.map((x) => (typeof x === 'bigint' ? x : BigInt(x))));
-    case 'int32': return Int32Array.from(n);
-    case 'uint8': case 'bool': return Uint8Array.from(n);
-    case 'int8': return Int8Array.from(n);
-    case 'float64': return Float64Array.from(n);
-    default: return Float32Array.from(n);
-  }
-};
-
-const f = (name: string, dims: number[], seed = 1): In => ({ name, type: 'float32', dims, data: seeded(dims.reduce((a, b) => a * b, 1), seed) });
-const ints = (name: string, data: (number | bigint)[], dims = [data.length]): In => ({ name, type: 'int64', dims, data, arg: true });
-
-interface Case {
-  opset?: number;
-  attrs?: Record<string, AttrSpec>;
-  /** Output element types (default: the first input's), one per output. */
-  out?: ElemName[];
-  tol?: { rtol: number; atol: number };
-}
-
-/** Runs `op` on `ins` ('' entries are omitted optional inputs) both ways and compares with onnxruntime. */
-async function same(op: string, ins: (In | '')[], c: Case = {}): Promise<void> {
-  const present = ins.filter((i): i is In => i !== '');
-  const outTypes = c.out ?? [present[0].type];
-  // Clip before opset 6 has no onnxruntime kernel: old-opset cases run the host variant only.
-  for (const device of (c.opset ?? 18) >= 6 ? [false, true] : [false]) {
-    // Clip takes integers from opset 12 on; before, only floats are moved.
-    const moved = (i: In) => device && !i.arg && i.type !== 'bool' && ((c.opset ?? 18) >= 12 || i.type.startsWith('float'));
-    const nodes = present.filter(moved).map((i) => node('Clip', [i.name], [`${i.name}_dev`]));
-    const outs = outTypes.map((_, k) => `y${k}`);
-    nodes.push(node(op, ins.map((i) => (i === '' ? '' : moved(i) ? `${i.name}_dev` : i.name)), outs, { attrs: c.attrs }));
-    const bytes = model({
-      opsets: { '': c.opset ?? 18 },
-      inputs: present.map((i) => v(i.name, i.type, i.dims)),
-      outputs: outs.map((o, k) => v(o, outTypes[k])),
-      nodes,
-    });
-    const feeds: Feeds = {};
-    for (const i of present) feeds[i.name] = new ort.Tensor(i.type as 'float32', typed(i.type, i.data) as Float32Array, i.dims);
-    await expectSameAsOrt(bytes, feeds, c.tol);
-  }
-}
+import { f, ints, same, type In } from '../../test/helpers/both-paths.js';
 
 const I64_MAX = 9223372036854775807n;
 const I64_MIN = -9223372036854775808n;
