@@ -158,41 +158,66 @@ function toValue(r: OpResult): Value {
   return { kind: 'host', tensor: r };
 }
 
-function makeContext(pn: PlannedNode, env: Env, runSub: (g: GraphIR, inputs: Value[], env: Env) => Value[]): OpContext {
-  const { node } = pn;
-  const where = `node '${node.name}' (${node.opType})`;
-  const valueOf = (i: number): Value => {
-    const name = node.inputs[i];
-    if (!name) return { kind: 'none' };
-    const v = env.get(name);
-    if (!v) throw new Error(`${where}: input '${name}' has no value`);
+type RunSub = (g: GraphIR, inputs: Value[], env: Env) => Value[];
+
+/** The OpContext of one node in one run: a class, so a run allocates one object per node, not a closure per method. */
+class NodeContext implements OpContext {
+  readonly node: NodeIR;
+  readonly opset: number;
+  readonly attrs: Attrs;
+  readonly inputCount: number;
+  constructor(pn: PlannedNode, private readonly env: Env, private readonly runSub: RunSub) {
+    this.node = pn.node;
+    this.opset = pn.opset;
+    this.attrs = pn.attrs;
+    this.inputCount = pn.node.inputs.length;
+  }
+  get where(): string {
+    return `node '${this.node.name}' (${this.node.opType})`;
+  }
+  value(i: number): Value {
+    const name = this.node.inputs[i];
+    if (!name) return NONE;
+    const v = this.env.get(name);
+    if (!v) throw new Error(`${this.where}: input '${name}' has no value`);
     return v;
-  };
-  return {
-    node, opset: pn.opset, attrs: pn.attrs, where,
-    inputCount: node.inputs.length,
-    has: (i) => !!node.inputs[i] && valueOf(i).kind !== 'none',
-    input: (i) => asArray(valueOf(i), where),
-    host: (i) => asHost(valueOf(i), where),
-    hostIfKnown: (i) => {
-      const v = valueOf(i);
-      return v.kind === 'host' ? v.tensor : undefined;
-    },
-    value: valueOf,
-    elemType: (i) => elemTypeOf(valueOf(i)),
-    shape: (i) => {
-      const v = valueOf(i);
-      if (v.kind === 'host') return v.tensor.dims;
-      if (v.kind === 'device') return v.array.shape;
-      throw new Error(`${where}: input ${i} is not a tensor`);
-    },
-    constantInput: (i) => {
-      const v = valueOf(i);
-      return v.kind === 'host' ? v.tensor : undefined;
-    },
-    inputType: (i) => elemTypeOf(valueOf(i)),
-    runSubgraph: (g, inputs) => runSub(g, inputs, env),
-  };
+  }
+  has(i: number): boolean {
+    return !!this.node.inputs[i] && this.value(i).kind !== 'none';
+  }
+  input(i: number): mx.Array {
+    return asArray(this.value(i), this.where);
+  }
+  host(i: number): HostTensor {
+    return asHost(this.value(i), this.where);
+  }
+  hostIfKnown(i: number): HostTensor | undefined {
+    const v = this.value(i);
+    return v.kind === 'host' ? v.tensor : undefined;
+  }
+  elemType(i: number): number {
+    return elemTypeOf(this.value(i));
+  }
+  shape(i: number): number[] {
+    const v = this.value(i);
+    if (v.kind === 'host') return v.tensor.dims;
+    if (v.kind === 'device') return v.array.shape;
+    throw new Error(`${this.where}: input ${i} is not a tensor`);
+  }
+  constantInput(i: number): HostTensor | undefined {
+    return this.hostIfKnown(i);
+  }
+  inputType(i: number): number | undefined {
+    return elemTypeOf(this.value(i));
+  }
+  runSubgraph(g: GraphIR, inputs: Value[]): Value[] {
+    return this.runSub(g, inputs, this.env);
+  }
+}
+const NONE: Value = Object.freeze({ kind: 'none' }) as Value;
+
+function makeContext(pn: PlannedNode, env: Env, runSub: RunSub): OpContext {
+  return new NodeContext(pn, env, runSub);
 }
 
 /** Host execution is for small tensors only: shape math, not data. */
