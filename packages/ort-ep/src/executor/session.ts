@@ -179,13 +179,16 @@ export class MlxSession {
   }
 }
 
-/** Resolves once every array is computed, polling without blocking the event loop. */
+/**
+ * Resolves once every array is computed, without blocking the event loop: setImmediate turns for
+ * the first milliseconds (most runs finish there, and other callbacks still run between turns),
+ * then 1 ms timers so a long computation does not spin a core.
+ */
 async function waitAvailable(arrays: mx.Array[]): Promise<void> {
-  let delay = 0;
+  const start = performance.now();
   for (const a of arrays) {
     while (!a.isAvailable()) {
-      await new Promise((r) => (delay === 0 ? setImmediate(r) : setTimeout(r, delay)));
-      delay = Math.min(delay + 1, 4);
+      await new Promise((r) => (performance.now() - start < 5 ? setImmediate(r) : setTimeout(r, 1)));
     }
   }
 }
