@@ -48,9 +48,10 @@ function qkOutput(q: mx.Array, k: mx.Array, mask: mx.Array | null, scale: number
   const kk = group > 1 ? mx.repeat(k, group, 1) : k;
   let s = mx.multiply(mx.matmul(q, mx.transpose(kk, [0, 1, 3, 2])), scale);
   if (mode === 0) return s;
-  // The reference caps the scores before it adds the mask (as the kernel does): modes 1 and 2 both
-  // see the capped, masked scores.
+  // The reference caps the scores before it adds the mask (as the kernel does); with a softcap,
+  // mode 1 reports the capped scores without the mask, mode 2 the capped, masked ones.
   if (softcap > 0) s = mx.multiply(mx.tanh(mx.divide(s, softcap)), softcap);
+  if (mode === 1 && softcap > 0) return s;
   const [sq, sk] = [s.shape[2], s.shape[3]];
   let add: mx.Array | null = null;
   if (mask) {
