@@ -66,17 +66,22 @@ export class CallTemps {
   }
 }
 
+/** The Arrays of a vector handle (each a new reference; the vector stays the caller's). */
+export function readVector(v: MlxHandle): Array[] {
+  const n = Number(fn.mlx_vector_array_size(v));
+  const out: Array[] = [];
+  for (let i = 0; i < n; i++) {
+    const h = { ctx: null };
+    check(fn.mlx_vector_array_get(h, v, i), 'mlx_vector_array_get');
+    out.push(Array.fromHandle(h));
+  }
+  return out;
+}
+
 /** Unwraps a vector result into Arrays and frees the vector. */
 export function takeVector(v: MlxHandle): Array[] {
   try {
-    const n = Number(fn.mlx_vector_array_size(v));
-    const out: Array[] = [];
-    for (let i = 0; i < n; i++) {
-      const h = { ctx: null };
-      check(fn.mlx_vector_array_get(h, v, i), 'mlx_vector_array_get');
-      out.push(Array.fromHandle(h));
-    }
-    return out;
+    return readVector(v);
   } finally {
     fn.mlx_vector_array_free(v);
   }

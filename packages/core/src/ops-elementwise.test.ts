@@ -1,17 +1,9 @@
 // Elementwise math, comparisons and logic, against float64 references computed in plain JS.
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
+import { inputs, flat } from '../test/numeric.js';
 
 /** Deterministic inputs: float32-representable values in [lo, hi). */
-function inputs(n: number, lo: number, hi: number, seed = 1): number[] {
-  let s = seed >>> 0;
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out.push(Math.fround(lo + ((hi - lo) * s) / 2 ** 32));
-  }
-  return out;
-}
 
 function expectClose(actual: mx.Array, expected: readonly number[], rtol = 2e-6, atol = 1e-6): void {
   const got = Array.from(actual.toTypedArray() as Float32Array);
@@ -23,8 +15,6 @@ function expectClose(actual: mx.Array, expected: readonly number[], rtol = 2e-6,
     else expect(Math.abs(got[i] - e), `element ${i}: got ${got[i]}, expected ${e}`).toBeLessThanOrEqual(atol + rtol * Math.abs(e));
   }
 }
-
-const flat = (a: mx.Array) => Array.from(a.toTypedArray() as ArrayLike<number>);
 
 /** erf by its Maclaurin series (exact to float64 rounding for |x| <= 3). */
 function erf(x: number): number {

@@ -2,24 +2,9 @@
 // shape, dtype, range and statistics with seeded keys.
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
+import { inputs, flat, expectAllClose } from '../test/numeric.js';
 
-function inputs(n: number, lo: number, hi: number, seed = 1): number[] {
-  let s = seed >>> 0;
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out.push(Math.fround(lo + ((hi - lo) * s) / 2 ** 32));
-  }
-  return out;
-}
-const flat = (a: mx.Array) => Array.from(a.toTypedArray() as ArrayLike<number>);
-function expectClose(actual: mx.Array, expected: readonly number[], rtol = 1e-5, atol = 1e-5): void {
-  const got = flat(actual);
-  expect(got.length).toBe(expected.length);
-  for (let i = 0; i < got.length; i++) {
-    expect(Math.abs(got[i] - expected[i]), `element ${i}: got ${got[i]}, expected ${expected[i]}`).toBeLessThanOrEqual(atol + rtol * Math.abs(expected[i]));
-  }
-}
+const expectClose = (actual: mx.Array, expected: readonly number[], rtol = 1e-5, atol = 1e-5): void => expectAllClose(actual, expected, rtol, atol);
 const rows = (xs: readonly number[], d: number) => Array.from({ length: xs.length / d }, (_, r) => xs.slice(r * d, r * d + d));
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const variance = (xs: readonly number[]) => { const m = mean(xs); return mean(xs.map((x) => (x - m) ** 2)); };

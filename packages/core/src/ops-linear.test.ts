@@ -1,24 +1,9 @@
 // Matrix products, convolutions, linear algebra and FFTs, against direct float64 loops in JS.
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
+import { inputs, flat, expectAllClose } from '../test/numeric.js';
 
-function inputs(n: number, lo: number, hi: number, seed = 1): number[] {
-  let s = seed >>> 0;
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out.push(Math.fround(lo + ((hi - lo) * s) / 2 ** 32));
-  }
-  return out;
-}
-const flat = (a: mx.Array) => Array.from(a.toTypedArray() as ArrayLike<number>);
-function expectClose(actual: mx.Array | number[], expected: readonly number[], rtol = 1e-5, atol = 1e-5): void {
-  const got = Array.isArray(actual) ? actual : flat(actual);
-  expect(got.length).toBe(expected.length);
-  for (let i = 0; i < got.length; i++) {
-    expect(Math.abs(got[i] - expected[i]), `element ${i}: got ${got[i]}, expected ${expected[i]}`).toBeLessThanOrEqual(atol + rtol * Math.abs(expected[i]));
-  }
-}
+const expectClose = (actual: mx.Array | number[], expected: readonly number[], rtol = 1e-5, atol = 1e-5): void => expectAllClose(actual, expected, rtol, atol);
 
 /** [m, k] x [k, n], row-major, float64. */
 function matmulRef(a: readonly number[], b: readonly number[], m: number, k: number, n: number): number[] {

@@ -1,8 +1,8 @@
 // Shape ops, slicing and indexing (take, gather, scatter, ...), against index arithmetic in JS.
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
+import { flat } from '../test/numeric.js';
 
-const flat = (a: mx.Array) => Array.from(a.toTypedArray() as ArrayLike<number>);
 const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);
 function unravel(i: number, shape: readonly number[]): number[] {

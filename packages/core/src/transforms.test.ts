@@ -2,15 +2,9 @@
 // and float64 central differences; JS exceptions inside traced functions.
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
+import { flat, expectAllClose } from '../test/numeric.js';
 
-const flat = (a: mx.Array | mx.Array[]) => Array.from((a as mx.Array).toTypedArray() as ArrayLike<number>);
-function expectClose(actual: mx.Array | number[], expected: readonly number[], rtol = 1e-5, atol = 1e-6): void {
-  const got = Array.isArray(actual) ? actual : flat(actual);
-  expect(got.length).toBe(expected.length);
-  for (let i = 0; i < got.length; i++) {
-    expect(Math.abs(got[i] - expected[i]), `element ${i}: got ${got[i]}, expected ${expected[i]}`).toBeLessThanOrEqual(atol + rtol * Math.abs(expected[i]));
-  }
-}
+const expectClose = (actual: mx.Array | number[], expected: readonly number[], rtol = 1e-5, atol = 1e-6): void => expectAllClose(actual, expected, rtol, atol);
 const xs = [-1.5, -0.3, 0.2, 0.9, 2.4];
 const ys = [0.7, -1.1, 2.0, 0.4, -0.6];
 

@@ -3,7 +3,7 @@
 // while it traces; one trampoline per callback kind serves every closure, keyed by its payload.
 import type { MlxHandle } from '@mlx/sys';
 import { Array } from './array.js';
-import { makeVector, takeVector } from './call.js';
+import { makeVector, readVector, takeVector } from './call.js';
 import { scope } from './lifetime.js';
 import { C, check, checkHandle, fn, koffi, recordCallbackError } from './native.js';
 import { defaultStream } from './stream.js';
@@ -13,17 +13,6 @@ type CustomVjpFn = (primals: Array[], cotangents: Array[], outputs: Array[]) => 
 
 const bodies = new Map<bigint, ArrayFn>();
 const vjpBodies = new Map<bigint, CustomVjpFn>();
-
-function readVector(v: MlxHandle): Array[] {
-  const n = Number(fn.mlx_vector_array_size(v));
-  const out: Array[] = [];
-  for (let i = 0; i < n; i++) {
-    const h = { ctx: null };
-    check(fn.mlx_vector_array_get(h, v, i), 'mlx_vector_array_get');
-    out.push(Array.fromHandle(h));
-  }
-  return out;
-}
 
 function writeResult(resPtr: unknown, outs: Array[]): void {
   const res = koffi.decode(resPtr, 'mlx_vector_array') as MlxHandle;
