@@ -4,25 +4,17 @@
 // batches; Col2Im with batches, channels, pads, strides and dilations at once; NonMaxSuppression
 // without a score threshold, with centre-point boxes and a zero box limit.
 import { describe, it } from 'vitest';
-import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
-import { expectSameAsOrt, f32, i64, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
+import type { AttrSpec, ElemName } from '../../test/helpers/build.js';
+import { expectNodeSameAsOrt, type NodeInput } from '../../test/helpers/single-node.js';
+import { f32, i64, seeded } from '../../test/helpers/ort.js';
 
-interface In { name: string; type: ElemName; dims: number[]; tensor: OrtTensor }
+type In = NodeInput;
 const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
 const x = (name: string, dims: number[], seed = 3, scale = 1): In => ({ name, type: 'float32', dims, tensor: f32(seeded(size(dims), seed).map((t) => t * scale), dims) });
 const int = (name: string, values: number[], dims: number[] = [values.length]): In => ({ name, type: 'int64', dims, tensor: i64(values, dims) });
 
-async function same(op: string, opset: number, ins: (In | '')[], attrs: Record<string, AttrSpec>, outType: ElemName = 'float32', tol = { rtol: 1e-4, atol: 1e-5 }) {
-  const real = ins.filter((i): i is In => i !== '');
-  const bytes = model({
-    opsets: { '': opset },
-    inputs: real.map((i) => v(i.name, i.type, i.dims)), outputs: [v('y', outType)],
-    nodes: [node(op, ins.map((i) => (i === '' ? '' : i.name)), ['y'], { attrs })],
-  });
-  const feeds: Feeds = {};
-  for (const i of real) feeds[i.name] = i.tensor;
-  await expectSameAsOrt(bytes, feeds, tol);
-}
+const same = (op: string, opset: number, ins: (In | '')[], attrs: Record<string, AttrSpec>, outType: ElemName = 'float32', tol = { rtol: 1e-4, atol: 1e-5 }) =>
+  expectNodeSameAsOrt(op, opset, ins, attrs, outType, tol);
 
 describe('GridSample', () => {
   const img = x('X', [2, 3, 5, 4], 5);

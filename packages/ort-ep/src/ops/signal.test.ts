@@ -3,23 +3,15 @@
 // (and of a complex signal, against the definition), windows as float64 and float16, a MelWeightMatrix as float64.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
-import { expectSameAsOrt, f32, i64, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
+import { expectNodeSameAsOrt, type NodeInput } from '../../test/helpers/single-node.js';
+import { f32, i64, plain, runOn, seeded } from '../../test/helpers/ort.js';
 
-interface In { name: string; type: ElemName; dims: number[]; tensor: OrtTensor }
+type In = NodeInput;
 const x = (name: string, dims: number[], seed = 3): In => ({ name, type: 'float32', dims, tensor: f32(seeded(dims.reduce((a, b) => a * b, 1), seed), dims) });
 const int = (name: string, values: number[], dims: number[] = []): In => ({ name, type: 'int64', dims, tensor: i64(values, dims) });
 
-async function same(op: string, opset: number, ins: (In | '')[], attrs: Record<string, AttrSpec>, outType: ElemName = 'float32', tol = { rtol: 1e-4, atol: 1e-4 }) {
-  const real = ins.filter((i): i is In => i !== '');
-  const bytes = model({
-    opsets: { '': opset },
-    inputs: real.map((i) => v(i.name, i.type, i.dims)), outputs: [v('y', outType)],
-    nodes: [node(op, ins.map((i) => (i === '' ? '' : i.name)), ['y'], { attrs })],
-  });
-  const feeds: Feeds = {};
-  for (const i of real) feeds[i.name] = i.tensor;
-  await expectSameAsOrt(bytes, feeds, tol);
-}
+const same = (op: string, opset: number, ins: (In | '')[], attrs: Record<string, AttrSpec>, outType: ElemName = 'float32', tol = { rtol: 1e-4, atol: 1e-4 }) =>
+  expectNodeSameAsOrt(op, opset, ins, attrs, outType, tol);
 
 describe('DFT', () => {
   it('dft_length longer than the signal zero-pads (opset 17)', async () => {
