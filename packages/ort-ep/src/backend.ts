@@ -9,8 +9,8 @@ import { createRequire } from 'node:module';
 import type { Backend, InferenceSession, InferenceSessionHandler, OnnxValue, SessionHandler, Tensor } from 'onnxruntime-common';
 import * as ortEsm from 'onnxruntime-common';
 import { OnnxDataType, dataTypeName, type HostTensor } from './onnx/index.js';
-import { MlxSession, type MlxSessionOptions, type TensorMetadata } from './executor/session.js';
-import { InvalidFeedError } from './executor/errors.js';
+import { MlxSession, type MlxSessionOptions, type TensorMetadata } from './session.js';
+import { InvalidFeedError } from './errors.js';
 
 export const MLX_BACKEND_NAME = 'mlx';
 export const MLX_BACKEND_PRIORITY = -10;

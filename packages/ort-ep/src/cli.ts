@@ -3,8 +3,8 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import * as mx from '@mlx/core';
-import { MlxSession } from './executor/session.js';
-import { checkModel } from './executor/check.js';
+import { MlxSession } from './session.js';
+import { checkModel } from './check.js';
 import { OnnxDataType, type HostTensor } from './onnx/index.js';
 import { runDemo } from './demo/vad.js';
 

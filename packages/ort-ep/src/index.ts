@@ -6,8 +6,8 @@ export {
   registerMlxBackend, createMlxBackend, tensorToHost, hostToTensor, MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY,
   type MlxExecutionProviderOption,
 } from './backend.js';
-export { MlxSession, type MlxSessionOptions, type TensorMetadata } from './executor/session.js';
-export { OrtMlxError, UnsupportedOperatorError, NodeExecutionError, InvalidFeedError, type UnsupportedNode } from './executor/errors.js';
+export { MlxSession, type MlxSessionOptions, type TensorMetadata } from './session.js';
+export { OrtMlxError, UnsupportedOperatorError, NodeExecutionError, InvalidFeedError, type UnsupportedNode } from './errors.js';
 export { OpRegistry } from './registry/registry.js';
 export type { OpEntry, OpContext, CheckContext, Value } from './registry/types.js';
 export { defaultRegistry } from './ops/index.js';

@@ -4,8 +4,8 @@
 // widened the type lists (bfloat16, ...), which MLX holds anyway.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { mxDtypeOf } from '../executor/convert.js';
-import { hostNumbers, isFloatType, normAxis } from './util.js';
+import { mxDtypeOf } from '../runtime/convert.js';
+import { hostNumbers, isFloatType, normAxis } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

@@ -4,7 +4,7 @@
 import * as mx from '@mlx/core';
 import { rmsNorm, rotaryEmbedding, scaledDotProductAttention } from '@mlx/kernels';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { normAxis } from './util.js';
+import { normAxis } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

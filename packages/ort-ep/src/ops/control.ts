@@ -3,8 +3,8 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { OpContext, OpEntry, Value } from '../registry/types.js';
-import { upload } from '../executor/convert.js';
-import { hostNumbers, normAxis } from './util.js';
+import { upload } from '../runtime/convert.js';
+import { hostNumbers, normAxis } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

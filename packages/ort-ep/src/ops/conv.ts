@@ -4,8 +4,8 @@
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { deformConvEntry } from './deform-conv.js';
-import { exactIntProduct, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound } from './quant-math.js';
-import { checkWindowAttrs, kernelOf, toChannelsFirst, toChannelsLast, windowOf, type Window } from './spatial.js';
+import { exactIntProduct, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound } from './helpers/quant-math.js';
+import { checkWindowAttrs, kernelOf, toChannelsFirst, toChannelsLast, windowOf, type Window } from './helpers/spatial.js';
 
 const D = 'ai.onnx';
 

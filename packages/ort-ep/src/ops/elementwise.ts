@@ -3,11 +3,11 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { mxDtypeOf } from '../executor/convert.js';
-import { hostElementwise, hostMathTypes, isBig, isIntType } from './host-math.js';
-import { isFloatType, mxType } from './util.js';
+import { mxDtypeOf } from '../runtime/convert.js';
+import { hostElementwise, hostMathTypes, isBig, isIntType } from './helpers/host-math.js';
+import { isFloatType, mxType } from './helpers/util.js';
 import { stringEqual } from './strings.js';
-import { decodeSmallFloat, encodeSmallFloat, isSmallFloat } from './minifloat.js';
+import { decodeSmallFloat, encodeSmallFloat, isSmallFloat } from './helpers/minifloat.js';
 import { bfloat16BitsToNumber, float16BitsToNumber, float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
 
 const D = 'ai.onnx';

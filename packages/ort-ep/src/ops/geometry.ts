@@ -6,7 +6,7 @@ import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { gridSampleOps } from './grid-sample.js';
-import { hostInt64, hostNumbers, sizeOf } from './util.js';
+import { hostInt64, hostNumbers, sizeOf } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

@@ -1,13 +1,13 @@
 // The default registry: every op family, one file each.
 import { OpRegistry } from '../registry/registry.js';
 import { activationOps } from './activation.js';
-import { contribOps } from './contrib.js';
+import { contribOps } from './com.microsoft/fused.js';
 import { controlOps } from './control.js';
 import { convOps } from './conv.js';
 import { elementwiseOps } from './elementwise.js';
 import { indexingOps } from './indexing.js';
 import { matmulOps } from './matmul.js';
-import { miscOps } from './misc.js';
+import { miscOps } from './bitcast.js';
 import { normOps } from './norm.js';
 import { poolOps } from './pool.js';
 import { quantOps } from './quant.js';

@@ -4,10 +4,10 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { hostGather, hostStrided, keepHostOnlyTypesOnHost, numAt } from './shape-host.js';
-import { sortOps } from './indexing-sort.js';
+import { hostGather, hostStrided, keepHostOnlyTypesOnHost, numAt } from './helpers/shape-host.js';
+import { sortOps } from './sort.js';
 import { resizeOps } from './resize.js';
-import { hostInt64, hostNumbers, normAxis, sizeOf } from './util.js';
+import { hostInt64, hostNumbers, normAxis, sizeOf } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

@@ -5,7 +5,7 @@
 // target is ignored gives 0/0 = NaN there too; we do not invent a different answer.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { isFloatType } from './util.js';
+import { isFloatType } from './helpers/util.js';
 
 const D = 'ai.onnx';
 type Reduction = 'none' | 'sum' | 'mean';

@@ -3,9 +3,9 @@
 // QLinearMatMul, Einsum with broadcast ellipses and Det, against onnxruntime-node.
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import { MlxSession } from '../executor/session.js';
+import { MlxSession } from '../session.js';
 import type { HostTensor } from '../onnx/index.js';
-import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './float8.js';
+import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
 import { model, node, v, type ElemName, type ValueSpec } from '../../test/helpers/build.js';
 import { expectSameAsOrt, ort, plain, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
 

@@ -3,10 +3,10 @@
 // stay exact (quant-math.ts) instead of a float matmul that would round large sums.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './float8.js';
+import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
 import {
   broadcastIntMatmul, exactIntMatmul, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound,
-} from './quant-math.js';
+} from './helpers/quant-math.js';
 
 const D = 'ai.onnx';
 

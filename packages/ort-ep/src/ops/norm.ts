@@ -4,7 +4,7 @@
 // input's type, so float16 models do not lose the variance to rounding.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { normAxis } from './util.js';
+import { normAxis } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

@@ -6,8 +6,8 @@
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { roiOps } from './roi.js';
-import { hostNumbers } from './util.js';
-import { checkWindowAttrs, kernelOffsets, padSpatial, windowOf, windowSlice, type Window } from './spatial.js';
+import { hostNumbers } from './helpers/util.js';
+import { checkWindowAttrs, kernelOffsets, padSpatial, windowOf, windowSlice, type Window } from './helpers/spatial.js';
 
 const D = 'ai.onnx';
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { OnnxDataType } from '../onnx/index.js';
 import { model, node, v } from '../../test/helpers/build.js';
 import { expectSameAsOrt, ort, plain, runOn } from '../../test/helpers/ort.js';
-import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './float8.js';
+import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
 
 const encode = (type: number, values: number[], saturate = true): number[] =>
   Array.from(encodeMiniFloat(mx.array(values), miniFloatOf(type)!, saturate).toTypedArray() as Uint8Array);

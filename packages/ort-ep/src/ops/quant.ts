@@ -5,10 +5,10 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { mxDtypeOf } from '../executor/convert.js';
-import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './float8.js';
-import { qRange, quantInput, saturateRound, typed } from './quant-math.js';
-import { mxType, normAxis } from './util.js';
+import { mxDtypeOf } from '../runtime/convert.js';
+import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
+import { qRange, quantInput, saturateRound, typed } from './helpers/quant-math.js';
+import { mxType, normAxis } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

@@ -10,7 +10,7 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { isFloatType, mxType } from './util.js';
+import { isFloatType, mxType } from './helpers/util.js';
 
 const D = 'ai.onnx';
 const runs = new WeakMap<object, number>();

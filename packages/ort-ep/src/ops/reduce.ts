@@ -5,9 +5,9 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { mxDtypeOf } from '../executor/convert.js';
-import { isIntType } from './host-math.js';
-import { axesFrom, hostOf, normAxis, sizeOf } from './util.js';
+import { mxDtypeOf } from '../runtime/convert.js';
+import { isIntType } from './helpers/host-math.js';
+import { axesFrom, hostOf, normAxis, sizeOf } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

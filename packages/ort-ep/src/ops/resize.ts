@@ -6,7 +6,7 @@
 // the source coordinate falls outside. On MLX each axis is then a gather and a weighted sum.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { hostNumbers, normAxes } from './util.js';
+import { hostNumbers, normAxes } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

@@ -5,7 +5,7 @@
 // (reverse directions start at its last valid step) and Y is zero there.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { hostNumbers } from './util.js';
+import { hostNumbers } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

@@ -3,7 +3,7 @@
 // host from the (small) ROI tensor, and MLX gathers and reduces the feature map with it.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { hostNumbers } from './util.js';
+import { hostNumbers } from './helpers/util.js';
 
 /** Gather plan: for every output cell, `taps` (flat row of [N*H*W, C], weight) pairs; `valid` marks real samples. */
 interface Plan {

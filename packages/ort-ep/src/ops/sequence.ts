@@ -2,9 +2,9 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { OpContext, OpEntry, Value } from '../registry/types.js';
-import { asArray } from '../executor/graph.js';
-import { onnxTypeOf } from '../executor/convert.js';
-import { hostNumbers, normAxis } from './util.js';
+import { asArray } from '../execute/graph.js';
+import { onnxTypeOf } from '../runtime/convert.js';
+import { hostNumbers, normAxis } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

@@ -4,7 +4,7 @@
 // does not reach: opset-specific forms, negative and clamped values, uneven splits, crops.
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import { Env, executeGraph, planGraph } from '../executor/graph.js';
+import { Env, executeGraph, planGraph } from '../execute/graph.js';
 import { decodeModel } from '../onnx/index.js';
 import { defaultRegistry } from './index.js';
 import { model, node, v } from '../../test/helpers/build.js';

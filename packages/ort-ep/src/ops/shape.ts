@@ -5,10 +5,10 @@
 import * as mx from '@mlx/core';
 import type { HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose, keepHostOnlyTypesOnHost, tooBigForHost } from './shape-host.js';
-import { layoutOps } from './shape-layout.js';
-import { makeOps } from './shape-make.js';
-import { axesFrom, broadcastShape, hostInt64, hostNumbers, normAxes, normAxis, sizeOf } from './util.js';
+import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose, keepHostOnlyTypesOnHost, tooBigForHost } from './helpers/shape-host.js';
+import { layoutOps } from './layout.js';
+import { makeOps } from './constant.js';
+import { axesFrom, broadcastShape, hostInt64, hostNumbers, normAxes, normAxis, sizeOf } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

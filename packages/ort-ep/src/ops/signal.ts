@@ -8,7 +8,7 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { hostNumbers, hostOf, isFloatType, mxType } from './util.js';
+import { hostNumbers, hostOf, isFloatType, mxType } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
 import { expectSameAsOrt, ort, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
-import { translateRe2 } from './regex.js';
+import { translateRe2 } from './helpers/regex.js';
 import { stringEqual } from './strings.js';
 
 const str = (data: string[], dims = [data.length]): OrtTensor => new ort.Tensor('string', data, dims);

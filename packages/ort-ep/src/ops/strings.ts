@@ -4,14 +4,14 @@
 // the executor only calls host() for small inputs, and a large string tensor has nowhere else to go.
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { boolTensor, broadcastPairs, stringTensor, stringsOf } from './strings-host.js';
-import { hostInt64 } from './util.js';
-import { translateRe2 } from './regex.js';
-import { mlOps } from './ml.js';
-import { treeEnsembleOps } from './tree-ensemble.js';
+import { boolTensor, broadcastPairs, stringTensor, stringsOf } from './helpers/strings.js';
+import { hostInt64 } from './helpers/util.js';
+import { translateRe2 } from './helpers/regex.js';
+import { mlOps } from './ai.onnx.ml/ml.js';
+import { treeEnsembleOps } from './ai.onnx.ml/tree-ensemble.js';
 import { tfIdfOps } from './tfidf.js';
 
-export { stringEqual } from './strings-host.js';
+export { stringEqual } from './helpers/strings.js';
 
 const D = 'ai.onnx';
 

@@ -2,10 +2,10 @@
 // value ranges of the quantized types, saturating round-half-to-even, and integer matmuls that
 // stay exact although MLX multiplies matrices only in floating point.
 import * as mx from '@mlx/core';
-import { OnnxDataType } from '../onnx/index.js';
-import type { OpContext, Value } from '../registry/types.js';
-import { mxDtypeOf } from '../executor/convert.js';
-import { miniFloatOf } from './float8.js';
+import { OnnxDataType } from '../../onnx/index.js';
+import type { OpContext, Value } from '../../registry/types.js';
+import { mxDtypeOf } from '../../runtime/convert.js';
+import { miniFloatOf } from './minifloat-mx.js';
 
 /** [lowest, highest] of an integer quantized type, or undefined for other types. */
 export function qRange(onnxType: number): [number, number] | undefined {

@@ -1,6 +1,6 @@
 // Host helpers for string tensors. MLX has no string dtype, so every string op is pure host code
 // over `string[]` data; these helpers give them numpy broadcasting and typed constructors.
-import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import { broadcastShape, sizeOf } from './util.js';
 
 export const isString = (t: HostTensor): boolean => t.dtype === OnnxDataType.STRING;

@@ -1,15 +1,15 @@
 // onnxruntime's contrib operators (domain com.microsoft) that exported transformer graphs use:
 // the GELU family, BiasAdd and FusedMatMul here; the fused normalisations and
-// EmbedLayerNormalization in contrib-norm.ts, MatMulNBits in contrib-nbits.ts, RotaryEmbedding in
-// contrib-rotary.ts, Attention and GroupQueryAttention in contrib-attention.ts.
+// EmbedLayerNormalization in norm.ts, MatMulNBits in nbits.ts, RotaryEmbedding in
+// rotary.ts, Attention and GroupQueryAttention in attention.ts.
 // Semantics follow onnxruntime's docs/ContribOperators.md and its CPU kernels.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { gelu } from './activation.js';
-import { contribAttentionOps } from './contrib-attention.js';
-import { matMulNBitsOps } from './contrib-nbits.js';
-import { contribNormOps } from './contrib-norm.js';
-import { rotaryEmbeddingOps } from './contrib-rotary.js';
+import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import { gelu } from '../activation.js';
+import { contribAttentionOps } from './attention.js';
+import { matMulNBitsOps } from './nbits.js';
+import { contribNormOps } from './norm.js';
+import { rotaryEmbeddingOps } from './rotary.js';
 
 const MS = 'com.microsoft';
 

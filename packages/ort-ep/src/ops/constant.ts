@@ -4,9 +4,9 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, sparseToDense, type HostTensor, type SparseTensorIR } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { hostFill, numAt, tooBigForHost } from './shape-host.js';
-import { hostInt64, hostNumbers, hostOf, mxType } from './util.js';
-import { upload } from '../executor/convert.js';
+import { hostFill, numAt, tooBigForHost } from './helpers/shape-host.js';
+import { hostInt64, hostNumbers, hostOf, mxType } from './helpers/util.js';
+import { upload } from '../runtime/convert.js';
 
 const D = 'ai.onnx';
 

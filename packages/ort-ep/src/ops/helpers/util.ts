@@ -1,8 +1,8 @@
 // Small helpers shared by the op families: axes, host tensors for shape math, dtype checks.
 import * as mx from '@mlx/core';
-import { OnnxDataType, type HostTensor } from '../onnx/index.js';
-import { mxDtypeOf } from '../executor/convert.js';
-import type { OpContext } from '../registry/types.js';
+import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
+import { mxDtypeOf } from '../../runtime/convert.js';
+import type { OpContext } from '../../registry/types.js';
 
 /** Normalises a possibly negative axis against `rank`, with a clear error when out of range. */
 export function normAxis(axis: number, rank: number, where = 'axis'): number {

@@ -3,10 +3,10 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, bitsPerElement, fromRawBytes, toRawBytes, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { mxDtypeOf } from '../executor/convert.js';
-import { sizeOf } from './util.js';
+import { mxDtypeOf } from '../runtime/convert.js';
+import { sizeOf } from './helpers/util.js';
 import { randomOps } from './random.js';
-import { trainingOps } from './training.js';
+import { trainingOps } from './training/optimizers.js';
 
 const D = 'ai.onnx';
 

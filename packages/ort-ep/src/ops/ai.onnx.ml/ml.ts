@@ -2,10 +2,10 @@
 // LabelEncoder is a host lookup table (its keys may be strings, which MLX cannot hold); Binarizer
 // and ArrayFeatureExtractor on numbers are MLX ops, with a host path for strings.
 import * as mx from '@mlx/core';
-import { OnnxDataType, allocHost, type HostData, type HostTensor } from '../onnx/index.js';
-import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { hostNumbers } from './util.js';
-import { stringTensor } from './strings-host.js';
+import { OnnxDataType, allocHost, type HostData, type HostTensor } from '../../onnx/index.js';
+import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import { hostNumbers } from '../helpers/util.js';
+import { stringTensor } from '../helpers/strings.js';
 
 const ML = 'ai.onnx.ml';
 

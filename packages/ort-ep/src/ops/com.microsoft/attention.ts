@@ -7,9 +7,9 @@
 // (causal) and outside local_window_size. Per-batch lengths are read on the host (small inputs).
 import * as mx from '@mlx/core';
 import { scaledDotProductAttention } from '@mlx/kernels';
-import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { rotate, rotaryTables } from './contrib-rotary.js';
-import { hostNumbers } from './util.js';
+import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
+import { rotate, rotaryTables } from './rotary.js';
+import { hostNumbers } from '../helpers/util.js';
 
 const MS = 'com.microsoft';
 

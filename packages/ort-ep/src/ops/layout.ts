@@ -1,7 +1,7 @@
 // Layout ops: Pad, CenterCropPad, DepthToSpace, SpaceToDepth, Trilu.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { hostNumbers, normAxes } from './util.js';
+import { hostNumbers, normAxes } from './helpers/util.js';
 
 const D = 'ai.onnx';
 

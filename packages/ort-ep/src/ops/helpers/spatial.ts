@@ -1,7 +1,7 @@
 // Window geometry shared by convolutions and pooling: kernel, strides, dilations, pads (explicit
 // or auto_pad), output sizes, and the channels-first <-> channels-last moves MLX's conv needs.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext } from '../registry/types.js';
+import type { CheckContext, OpContext } from '../../registry/types.js';
 
 export interface Window {
   kernel: number[];

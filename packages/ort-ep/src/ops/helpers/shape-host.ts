@@ -2,9 +2,9 @@
 // Every op here is "output element i comes from input element f(i)", so one remapping loop
 // serves reshape, transpose, slice, gather, expand, tile and concat, for every element type
 // (int64 stays a BigInt64Array, strings a string[]).
-import { OnnxDataType, type HostData, type HostTensor, type TypedArray } from '../onnx/index.js';
-import type { OpEntry } from '../registry/types.js';
-import { mxDtypeOf } from '../executor/convert.js';
+import { OnnxDataType, type HostData, type HostTensor, type TypedArray } from '../../onnx/index.js';
+import type { OpEntry } from '../../registry/types.js';
+import { mxDtypeOf } from '../../runtime/convert.js';
 import { bfloat16BitsToNumber, float16BitsToNumber } from '@mlx/core';
 import { sizeOf } from './util.js';
 

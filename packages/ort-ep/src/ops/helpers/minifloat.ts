@@ -1,7 +1,7 @@
 // 8-bit and 4-bit float formats (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E2M1), decoded and encoded on the
 // host: MLX has no such dtypes. Encoding rounds to nearest, ties to even, by search over the
 // format's finite values, with the ONNX saturation rules.
-import { OnnxDataType } from '../onnx/index.js';
+import { OnnxDataType } from '../../onnx/index.js';
 
 interface Format {
   bits: 8 | 4;

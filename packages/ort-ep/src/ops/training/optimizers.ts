@@ -4,7 +4,7 @@
 // T > 0 decisions (bias correction, first-step momentum) are mx.where on the device, so a training
 // step does not have to read T back to the host.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 
 const TRAINING = 'ai.onnx.preview.training';
 

@@ -2,8 +2,8 @@
 // Tree walks branch per sample on data values, which MLX's lazy array graph cannot express without
 // evaluating every node of every tree for every row, so this runs on the host (one copy of X).
 import { float16BitsToNumber, numberToFloat16Bits } from '@mlx/core';
-import { OnnxDataType, type HostTensor } from '../onnx/index.js';
-import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
+import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 
 const ML = 'ai.onnx.ml';
 const enum Mode { LEQ, LT, GTE, GT, EQ, NEQ, MEMBER }

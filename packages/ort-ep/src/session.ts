@@ -7,12 +7,12 @@ import * as mx from '@mlx/core';
 import {
   decodeModel, expandFunctions, validateGraph, OnnxDataType, dataTypeName,
   type ExternalDataSpec, type HostTensor, type ModelIR, type ValueInfoIR,
-} from '../onnx/index.js';
-import { defaultRegistry } from '../ops/index.js';
-import type { OpRegistry } from '../registry/registry.js';
-import type { Value } from '../registry/types.js';
-import { asHost } from './graph.js';
-import { Env, executeGraph, foldConstants, markPersistent, planGraph, releasePlan, type GraphPlan } from './graph.js';
+} from './onnx/index.js';
+import { defaultRegistry } from './ops/index.js';
+import type { OpRegistry } from './registry/registry.js';
+import type { Value } from './registry/types.js';
+import { asHost } from './execute/graph.js';
+import { Env, executeGraph, foldConstants, markPersistent, planGraph, releasePlan, type GraphPlan } from './execute/graph.js';
 import { InvalidFeedError, OrtMlxError, UnsupportedOperatorError, type UnsupportedNode } from './errors.js';
 
 export interface MlxSessionOptions {

@@ -1,9 +1,9 @@
 // Model-level answers from the registry: which nodes are claimed, which are not and why.
-import { decodeModel, expandFunctions, type ExternalDataSpec } from '../onnx/index.js';
-import { defaultRegistry } from '../ops/index.js';
-import { DEFAULT_DOMAIN, type OpRegistry } from '../registry/registry.js';
+import { decodeModel, expandFunctions, type ExternalDataSpec } from './onnx/index.js';
+import { defaultRegistry } from './ops/index.js';
+import { DEFAULT_DOMAIN, type OpRegistry } from './registry/registry.js';
 import type { UnsupportedNode } from './errors.js';
-import { planGraph } from './graph.js';
+import { planGraph } from './execute/graph.js';
 
 export interface ModelCheck {
   nodes: number;

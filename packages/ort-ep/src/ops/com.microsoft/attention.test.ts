@@ -1,7 +1,7 @@
 // com.microsoft Attention and GroupQueryAttention against onnxruntime-node's CPU provider.
 import { describe, it } from 'vitest';
-import { model, node, v, type ElemName, type NodeSpec } from '../../test/helpers/build.js';
-import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
+import { model, node, v, type ElemName, type NodeSpec } from '../../../test/helpers/build.js';
+import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
 
 const MS = 'com.microsoft';
 const tol = { rtol: 1e-4, atol: 1e-5 };

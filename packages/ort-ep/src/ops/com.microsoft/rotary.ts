@@ -1,6 +1,6 @@
 // com.microsoft RotaryEmbedding, and the rotation that GroupQueryAttention's do_rotary shares.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 
 const MS = 'com.microsoft';
 

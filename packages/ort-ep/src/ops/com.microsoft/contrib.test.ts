@@ -2,8 +2,8 @@
 // model per case; MatMulNBits also against a plain-JS dequantization.
 import { describe, expect, it } from 'vitest';
 import { float16BitsToNumber } from '@mlx/core';
-import { model, node, toHalfBits, v, type ElemName, type NodeSpec, type TensorSpec } from '../../test/helpers/build.js';
-import { expectSameAsOrt, f32, i64, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
+import { model, node, toHalfBits, v, type ElemName, type NodeSpec, type TensorSpec } from '../../../test/helpers/build.js';
+import { expectSameAsOrt, f32, i64, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
 
 const MS = 'com.microsoft';
 const tol = { rtol: 1e-4, atol: 1e-5 };

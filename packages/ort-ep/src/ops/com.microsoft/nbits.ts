@@ -11,8 +11,8 @@
 // once on the host and kept. Block sizes MLX has no kernel for (16; or any non-constant weights)
 // dequantize with plain MLX ops instead; blocks above 128 map to groups of 128 with repeated scales.
 import * as mx from '@mlx/core';
-import { OnnxDataType, type HostTensor } from '../onnx/index.js';
-import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
+import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 
 const MS = 'com.microsoft';
 const MLX_GROUPS = new Set([32, 64, 128]);

@@ -1,5 +1,5 @@
 // Elementwise math on small host tensors (shape computations), numpy broadcasting included.
-import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import { broadcastShape, hostOf, sizeOf } from './util.js';
 
 type Scalar = number | bigint;

@@ -2,8 +2,8 @@
 // EmbedLayerNormalization (com.microsoft), and the two onnxruntime registers in the ONNX domain:
 // LayerNormalization for opsets 1-16 (ops/norm.ts has 17+) and SimplifiedLayerNormalization (RMSNorm).
 import * as mx from '@mlx/core';
-import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { normAxis } from './util.js';
+import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
+import { normAxis } from '../helpers/util.js';
 
 const MS = 'com.microsoft';
 const D = 'ai.onnx';

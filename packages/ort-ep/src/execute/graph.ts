@@ -7,8 +7,8 @@ import { OnnxDataType, type GraphIR, type HostTensor, type NodeIR } from '../onn
 import { Attrs } from '../registry/attrs.js';
 import { DEFAULT_DOMAIN, type OpRegistry } from '../registry/registry.js';
 import type { CheckContext, OpContext, OpEntry, OpResult, Value } from '../registry/types.js';
-import { download, onnxTypeOf, upload } from './convert.js';
-import { NodeExecutionError, type UnsupportedNode } from './errors.js';
+import { download, onnxTypeOf, upload } from '../runtime/convert.js';
+import { NodeExecutionError, type UnsupportedNode } from '../errors.js';
 
 export interface PlannedNode {
   node: NodeIR;

@@ -2,8 +2,8 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { hostGather, hostTranspose, numAt } from './shape-host.js';
-import { hostInt64, normAxis, sizeOf } from './util.js';
+import { hostGather, hostTranspose, numAt } from './helpers/shape-host.js';
+import { hostInt64, normAxis, sizeOf } from './helpers/util.js';
 
 const D = 'ai.onnx';
 
