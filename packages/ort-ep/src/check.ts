@@ -3,7 +3,7 @@ import { decodeModel, expandFunctions, type ExternalDataSpec } from './onnx/inde
 import { defaultRegistry } from './ops/index.js';
 import { DEFAULT_DOMAIN, type OpRegistry } from './registry/registry.js';
 import type { UnsupportedNode } from './errors.js';
-import { planGraph } from './execute/graph.js';
+import { planGraph } from './plan/plan.js';
 
 export interface ModelCheck {
   nodes: number;

@@ -9,6 +9,7 @@ export {
 export { MlxSession, type MlxSessionOptions, type TensorMetadata } from './session.js';
 export { OrtMlxError, UnsupportedOperatorError, NodeExecutionError, InvalidFeedError, type UnsupportedNode } from './errors.js';
 export { OpRegistry } from './registry/registry.js';
-export type { OpEntry, OpContext, CheckContext, Value } from './registry/types.js';
+export type { OpEntry, OpContext, CheckContext } from './registry/types.js';
+export type { Value } from './runtime/value.js';
 export { defaultRegistry } from './ops/index.js';
 export * from './onnx/index.js';

@@ -10,9 +10,11 @@ import {
 } from './onnx/index.js';
 import { defaultRegistry } from './ops/index.js';
 import type { OpRegistry } from './registry/registry.js';
-import type { Value } from './registry/types.js';
-import { asHost } from './execute/graph.js';
-import { Env, executeGraph, foldConstants, markPersistent, planGraph, releasePlan, type GraphPlan } from './execute/graph.js';
+import { asHost, type Value } from './runtime/value.js';
+import { markPersistent, planGraph, releasePlan, type GraphPlan } from './plan/plan.js';
+import { Env } from './execute/env.js';
+import { foldConstants } from './execute/fold.js';
+import { executeGraph } from './execute/run.js';
 import { InvalidFeedError, OrtMlxError, UnsupportedOperatorError, type UnsupportedNode } from './errors.js';
 
 export interface MlxSessionOptions {

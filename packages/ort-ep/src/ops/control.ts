@@ -2,7 +2,8 @@
 // attribute) and run through ctx.runSubgraph, which resolves outer-scope names.
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
-import type { OpContext, OpEntry, Value } from '../registry/types.js';
+import type { OpContext, OpEntry } from '../registry/types.js';
+import type { Value } from '../runtime/value.js';
 import { upload } from '../runtime/convert.js';
 import { hostNumbers, normAxis } from './helpers/util.js';
 

@@ -1,8 +1,9 @@
 // Sequences and optionals. A sequence is a list of Values; an empty optional is the 'none' Value.
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
-import type { OpContext, OpEntry, Value } from '../registry/types.js';
-import { asArray } from '../execute/graph.js';
+import type { OpContext, OpEntry } from '../registry/types.js';
+import type { Value } from '../runtime/value.js';
+import { asArray } from '../runtime/value.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import { hostNumbers, normAxis } from './helpers/util.js';
 

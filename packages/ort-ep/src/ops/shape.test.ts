@@ -4,7 +4,9 @@
 // does not reach: opset-specific forms, negative and clamped values, uneven splits, crops.
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import { Env, executeGraph, planGraph } from '../execute/graph.js';
+import { planGraph } from '../plan/plan.js';
+import { Env } from '../execute/env.js';
+import { executeGraph } from '../execute/run.js';
 import { decodeModel } from '../onnx/index.js';
 import { defaultRegistry } from './index.js';
 import { model, node, v } from '../../test/helpers/build.js';

@@ -3,13 +3,7 @@
 import type * as mx from '@mlx/core';
 import type { GraphIR, HostTensor, NodeIR } from '../onnx/index.js';
 import type { Attrs } from './attrs.js';
-
-/** A tensor during execution: on the host (constants, shape math) or an MLX array (lazy). */
-export type Value =
-  | { kind: 'host'; tensor: HostTensor }
-  | { kind: 'device'; array: mx.Array; onnxType: number }
-  | { kind: 'sequence'; items: Value[]; elemType: number }
-  | { kind: 'none' };
+import type { Value } from '../runtime/value.js';
 
 export interface CheckContext {
   node: NodeIR;

@@ -4,7 +4,7 @@
 import { createRequire } from 'node:module';
 import { basename } from 'node:path';
 import { readTestCase, decodeModel, OnnxDataType, type HostTensor, type TestValue } from '../../src/onnx/index.js';
-import type { Value } from '../../src/registry/types.js';
+import type { Value } from '../../src/runtime/value.js';
 import { download } from '../../src/runtime/convert.js';
 import { MlxSession } from '../../src/session.js';
 import { UnsupportedOperatorError } from '../../src/errors.js';

@@ -3,7 +3,8 @@
 // stay exact although MLX multiplies matrices only in floating point.
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../../onnx/index.js';
-import type { OpContext, Value } from '../../registry/types.js';
+import type { OpContext } from '../../registry/types.js';
+import type { Value } from '../../runtime/value.js';
 import { mxDtypeOf } from '../../runtime/convert.js';
 import { miniFloatOf } from './minifloat-mx.js';
 
