@@ -1,9 +1,8 @@
 // Model-level answers from the registry: which nodes are claimed, which are not and why.
-import { decodeModel, expandFunctions, type ExternalDataSpec } from './onnx/index.js';
-import { defaultRegistry } from './ops/index.js';
-import { DEFAULT_DOMAIN, type OpRegistry } from './registry/registry.js';
+import { DEFAULT_DOMAIN, type ExternalDataSpec } from './onnx/index.js';
+import type { OpRegistry } from './registry/registry.js';
 import type { UnsupportedNode } from './errors.js';
-import { planGraph } from './plan/plan.js';
+import { prepareModel } from './plan/prepare.js';
 
 export interface ModelCheck {
   nodes: number;
@@ -14,18 +13,12 @@ export interface ModelCheck {
 }
 
 export function checkModel(bytes: Uint8Array, options: { modelPath?: string; externalData?: ExternalDataSpec[]; registry?: OpRegistry } = {}): ModelCheck {
-  const model = decodeModel(bytes, { modelPath: options.modelPath, externalData: options.externalData });
-  expandFunctions(model);
-  const unclaimed: UnsupportedNode[] = [];
-  const plan = planGraph(model.graph, { registry: options.registry ?? defaultRegistry, opsets: model.opsetImports, modelName: options.modelPath ?? '<bytes>' }, unclaimed);
-  const bad = new Set(unclaimed.map((u) => u.nodeName + '\0' + u.opType));
+  const { model, plan, unsupported } = prepareModel(bytes, options);
   const claimed = new Map<string, number>();
-  let nodes = 0;
   for (const pn of plan.nodes) {
-    nodes++;
-    if (bad.has(pn.node.name + '\0' + pn.node.opType)) continue;
+    if (!pn.entry) continue;
     const k = `${pn.node.domain || DEFAULT_DOMAIN}::${pn.node.opType}`;
     claimed.set(k, (claimed.get(k) ?? 0) + 1);
   }
-  return { nodes, claimed, unclaimed, opsets: model.opsetImports };
+  return { nodes: plan.nodes.length, claimed, unclaimed: unsupported, opsets: model.opsetImports };
 }

@@ -1,10 +1,26 @@
-// Errors a user can cause, each naming the model, node and op where it applies.
+// Every error this package throws on purpose: one base class, each subclass naming the model,
+// node and op where it applies. A leaf module (it imports nothing), so every layer may use it.
 
 /** Base class of every error this package throws on purpose. */
 export class OrtMlxError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
+  }
+}
+
+/**
+ * A model that cannot be loaded: a malformed or truncated file, a tensor whose data does not
+ * match its shape, missing or unsafe external data, a dangling edge or a cycle. The message names
+ * the model (where known), the tensor or node, and what is wrong.
+ */
+export class OnnxLoadError extends OrtMlxError {
+  /** The model file (or '<bytes>'), where known. */
+  readonly model?: string;
+
+  constructor(message: string, options?: { cause?: unknown; model?: string }) {
+    super(options?.model ? `${options.model}: ${message}` : message, options);
+    this.model = options?.model;
   }
 }
 
@@ -32,9 +48,13 @@ export class UnsupportedOperatorError extends OrtMlxError {
 /** A node failed while running. */
 export class NodeExecutionError extends OrtMlxError {
   constructor(readonly model: string, readonly nodeName: string, readonly opType: string, cause: unknown) {
-    super(`model ${model}, node '${nodeName}' (${opType}): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super(`model ${model}, node '${nodeName}' (${opType}): ${messageOf(cause)}`, { cause });
   }
 }
 
 /** A feed does not match the model's inputs. */
 export class InvalidFeedError extends OrtMlxError {}
+
+export function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}

@@ -4,18 +4,15 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
-import {
-  decodeModel, expandFunctions, validateGraph, OnnxDataType, dataTypeName,
-  type ExternalDataSpec, type HostTensor, type ModelIR, type ValueInfoIR,
-} from './onnx/index.js';
-import { defaultRegistry } from './ops/index.js';
+import { OnnxDataType, dataTypeName, type ExternalDataSpec, type HostTensor, type ModelIR, type ValueInfoIR } from './onnx/index.js';
 import type { OpRegistry } from './registry/registry.js';
+import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
-import { markPersistent, planGraph, releasePlan, type GraphPlan } from './plan/plan.js';
-import { Env } from './execute/env.js';
-import { foldConstants } from './execute/fold.js';
-import { executeGraph } from './execute/run.js';
-import { InvalidFeedError, OrtMlxError, UnsupportedOperatorError, type UnsupportedNode } from './errors.js';
+import { prepareModel } from './plan/prepare.js';
+import { Env, RunState } from './execute/env.js';
+import { foldConstants, registerConstants } from './execute/fold.js';
+import { GraphProgram } from './execute/run.js';
+import { InvalidFeedError, OrtMlxError, UnsupportedOperatorError } from './errors.js';
 
 export interface MlxSessionOptions {
   /** Where MLX runs the model: 'gpu' (Metal or CUDA, where available) or 'cpu'. Default: MLX's default device. */
@@ -54,7 +51,7 @@ export class MlxSession {
   readonly outputMetadata: TensorMetadata[];
   private released = false;
 
-  private constructor(readonly model: ModelIR, private readonly plan: GraphPlan, readonly options: MlxSessionOptions, readonly name: string) {
+  private constructor(readonly model: ModelIR, private readonly program: GraphProgram, private readonly constants: ConstantStore, readonly options: MlxSessionOptions, readonly name: string) {
     const g = model.graph;
     const user = g.inputs.filter((i) => !g.initializers.has(i.name));
     this.inputNames = user.map((i) => i.name);
@@ -71,19 +68,13 @@ export class MlxSession {
 
   /** @internal */
   static createSync(bytes: Uint8Array, options: MlxSessionOptions & { modelPath?: string }, name = '<bytes>'): MlxSession {
-    const model = decodeModel(bytes, { modelPath: options.modelPath, externalData: options.externalData });
-    expandFunctions(model);
-    validateGraph(model.graph);
-    const unsupported: UnsupportedNode[] = [];
-    const registry = options.registry ?? defaultRegistry;
-    const plan = mx.withStream(options.device ?? mx.defaultDevice().type, () => {
-      const p = planGraph(model.graph, { registry, opsets: model.opsetImports, modelName: name }, unsupported);
-      if (unsupported.length) throw new UnsupportedOperatorError(name, unsupported);
-      markPersistent(p);
-      foldConstants(p);
-      return p;
-    });
-    return new MlxSession(model, plan, options, name);
+    const { model, plan, unsupported } = prepareModel(bytes, { modelPath: options.modelPath, externalData: options.externalData, registry: options.registry, modelName: name });
+    if (unsupported.length) throw new UnsupportedOperatorError(name, unsupported);
+    const program = new GraphProgram(plan);
+    const constants = new ConstantStore();
+    registerConstants(program, constants);
+    mx.withStream(options.device ?? mx.defaultDevice().type, () => foldConstants(program, constants));
+    return new MlxSession(model, program, constants, options, name);
   }
 
   private validateFeeds(feeds: Record<string, HostTensor | Value>): void {
@@ -146,7 +137,7 @@ export class MlxSession {
   }
 
   private isConstant(v: Value): boolean {
-    for (const c of this.plan.constants.values()) if (c === v || (c.kind === 'device' && v.kind === 'device' && c.array === v.array)) return true;
+    for (const c of this.program.plan.constants.values()) if (c === v || (c.kind === 'device' && v.kind === 'device' && c.array === v.array)) return true;
     return false;
   }
 
@@ -158,11 +149,11 @@ export class MlxSession {
     if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
     this.validateFeeds(feeds);
     for (const f of fetches) {
-      if (!this.outputNames.includes(f) && !this.plan.producer.has(f)) throw new InvalidFeedError(`model ${this.name}: unknown output '${f}' (outputs are: ${this.outputNames.join(', ')})`);
+      if (!this.outputNames.includes(f) && !this.program.plan.producer.has(f)) throw new InvalidFeedError(`model ${this.name}: unknown output '${f}' (outputs are: ${this.outputNames.join(', ')})`);
     }
-    const env = new Env(this.plan);
+    const env = new Env(this.program.plan, new RunState(this.constants, this.name));
     for (const [name, f] of Object.entries(feeds)) env.values.set(name, 'kind' in f ? (f as Value) : { kind: 'host', tensor: f as HostTensor });
-    return executeGraph(this.plan, env, fetches);
+    return this.program.execute(env, fetches);
   }
 
   private collect(fetches: string[], values: Value[]): Record<string, HostTensor | Value> {
@@ -177,7 +168,8 @@ export class MlxSession {
   release(): void {
     if (this.released) return;
     this.released = true;
-    releasePlan(this.plan);
+    releaseDeviceConstants(this.program);
+    this.constants.release();
   }
 }
 
@@ -193,4 +185,10 @@ async function waitAvailable(arrays: mx.Array[]): Promise<void> {
       await new Promise((r) => (performance.now() - start < 5 ? setImmediate(r) : setTimeout(r, 1)));
     }
   }
+}
+
+/** Frees the folded device constants of a program and its subprograms. */
+function releaseDeviceConstants(program: GraphProgram): void {
+  for (const v of program.plan.constants.values()) if (v.kind === 'device') v.array.dispose();
+  for (const sub of program.subprograms.values()) releaseDeviceConstants(sub);
 }

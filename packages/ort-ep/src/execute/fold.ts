@@ -1,38 +1,41 @@
 // Constant folding at plan time: nodes whose inputs are all constants run once, and their
-// results join the plan's constants.
+// results join the plan's constants (the session's ConstantStore keeps their uploads).
 import * as mx from '@mlx/core';
-import type { GraphPlan } from '../plan/plan.js';
-import { Env } from './env.js';
-import { runNode } from './run.js';
+import type { ConstantStore } from '../runtime/uploads.js';
+import { Env, RunState } from './env.js';
+import type { GraphProgram } from './run.js';
 
-/** Folds nodes whose inputs are all constants, once, at plan time. Returns how many were folded. */
-export function foldConstants(plan: GraphPlan): number {
+const nondeterministic = new Set(['RandomNormal', 'RandomUniform', 'RandomNormalLike', 'RandomUniformLike', 'Multinomial', 'Bernoulli', 'Dropout']);
+
+/** Declares every host constant of a program (and its subprograms) to the store. */
+export function registerConstants(program: GraphProgram, store: ConstantStore): void {
+  for (const v of program.plan.constants.values()) if (v.kind === 'host') store.add(v.tensor);
+  for (const sub of program.subprograms.values()) registerConstants(sub, store);
+}
+
+/** Folds nodes whose inputs are all constants, once. Returns how many were folded. */
+export function foldConstants(program: GraphProgram, store: ConstantStore): number {
+  const plan = program.plan;
   let folded = 0;
-  const env = new Env(plan);
-  const runSub = () => {
-    throw new Error('subgraphs are not folded');
-  };
-  // Initializers that are also graph inputs are defaults a feed may override: not constants.
-  const overridable = new Set(plan.graph.inputs.map((i) => i.name));
-  for (const pn of plan.nodes) {
-    if (!pn.entry || pn.attrs.graphs().length) continue;
+  const env = new Env(plan, new RunState(store, plan.modelName));
+  plan.nodes.forEach((pn, idx) => {
+    if (!pn.entry || pn.subgraphs.length) return;
     const ins = pn.node.inputs.filter((i) => i);
-    if (!ins.every((i) => plan.constants.has(i) && !overridable.has(i))) continue;
-    if (nondeterministic.has(pn.node.opType)) continue;
+    if (!ins.every((i) => plan.constants.has(i) && !plan.overridable.has(i))) return;
+    if (nondeterministic.has(pn.node.opType)) return;
     try {
-      runNode(pn, env, plan, runSub);
+      program.runNode(idx, env);
     } catch {
-      continue; // leave it to run time, where the error names the run
+      return; // leave it to run time, where the error names the run
     }
     for (const o of pn.node.outputs) {
       const v = o ? env.values.get(o) : undefined;
       if (!v) continue;
-      if (v.kind === "device") mx.persist(v.array);
+      if (v.kind === 'device') mx.persist(v.array);
+      else if (v.kind === 'host') store.add(v.tensor);
       plan.constants.set(o, v);
     }
     folded++;
-  }
+  });
   return folded;
 }
-
-const nondeterministic = new Set(['RandomNormal', 'RandomUniform', 'RandomNormalLike', 'RandomUniformLike', 'Multinomial', 'Bernoulli', 'Dropout']);

@@ -4,7 +4,7 @@
 import { fromBinary } from '@bufbuild/protobuf';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { SparseTensorProtoSchema, TensorProtoSchema } from 'onnx-buf';
-import { OnnxLoadError, messageOf } from './errors.js';
+import { OnnxLoadError, messageOf } from '../errors.js';
 import { OnnxDataType, type HostTensor, type SparseTensorIR, type TypeIR } from './ir.js';
 import { decodeSparseTensor, decodeTensor, decodeTensorBytes } from './tensor.js';
 

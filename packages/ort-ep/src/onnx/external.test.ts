@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { OnnxLoadError } from './errors.js';
+import { OnnxLoadError } from '../errors.js';
 import { confineLocation, materializeExternalData } from './external.js';
 import { OnnxDataType as T } from './ir.js';
 import { decodeModel } from './model.js';

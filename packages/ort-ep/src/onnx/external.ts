@@ -4,7 +4,7 @@
 // symbolic links that lead out of it are refused, since a model file is untrusted input.
 import { closeSync, fstatSync, openSync, readSync, realpathSync } from 'node:fs';
 import { join, sep } from 'node:path';
-import { OnnxLoadError, messageOf } from './errors.js';
+import { OnnxLoadError, messageOf } from '../errors.js';
 import type { ExternalDataSpec } from './ir.js';
 
 /** A location as path segments inside the model's folder, or a sentence saying why it is refused. */

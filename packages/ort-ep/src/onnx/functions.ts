@@ -3,7 +3,7 @@
 // the calling node's name (subgraph scopes keep their shadowing), attributes that refer to the
 // caller's (ref_attr_name) are bound, and nodes of a function that imports another opset than the
 // model carry that version in opsetOverride.
-import { OnnxLoadError } from './errors.js';
+import { OnnxLoadError } from '../errors.js';
 import type { AttrValue, FunctionIR, GraphIR, ModelIR, NodeIR, ValueInfoIR } from './ir.js';
 import { functionKey } from './model.js';
 

@@ -4,7 +4,7 @@ export {
   type TypedArray, type HostData, type HostTensor, type SparseTensorIR, type AttrValue, type AttrType, type NodeIR,
   type Dim, type TypeIR, type ValueInfoIR, type GraphIR, type FunctionIR, type ModelIR, type ExternalDataSpec,
 } from './ir.js';
-export { OnnxLoadError } from './errors.js';
+export { OnnxLoadError } from '../errors.js';
 export { bitsPerElement, rawByteLength, allocHost, packSubByte, unpackSubByte, fromRawBytes, toRawBytes } from './layout.js';
 export { decodeTensor, decodeTensorBytes, decodeSparseTensor, sparseToDense, type TensorContext } from './tensor.js';
 export { confineLocation, materializeExternalData } from './external.js';

@@ -3,7 +3,7 @@
 import { create, toBinary } from '@bufbuild/protobuf';
 import { AttributeProto_AttributeType as A, SparseTensorProtoSchema, TensorProtoSchema, TypeProtoSchema } from 'onnx-buf';
 import { describe, expect, it } from 'vitest';
-import { OnnxLoadError } from './errors.js';
+import { OnnxLoadError } from '../errors.js';
 import { OnnxDataType as T, type GraphIR } from './ir.js';
 import { decodeModel } from './model.js';
 import { attr, fn, graph, modelBytes, node, tensor, tensorType, valueInfo } from './testing/builders.js';

@@ -8,7 +8,7 @@ import {
   type AttributeProto, type FunctionProto, type GraphProto, type ModelProto, type NodeProto, type TensorShapeProto,
   type TypeProto, type ValueInfoProto,
 } from 'onnx-buf';
-import { OnnxLoadError, messageOf } from './errors.js';
+import { OnnxLoadError, messageOf } from '../errors.js';
 import { ExternalDataSource } from './external.js';
 import type { AttrValue, Dim, ExternalDataSpec, FunctionIR, GraphIR, HostTensor, ModelIR, NodeIR, SparseTensorIR, TypeIR, ValueInfoIR } from './ir.js';
 import { decodeSparseTensor, decodeTensor, sparseToDense } from './tensor.js';

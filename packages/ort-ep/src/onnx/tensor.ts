@@ -3,7 +3,7 @@
 // dims before anything is allocated, so a corrupt file gives an error instead of a huge array.
 import { fromBinary } from '@bufbuild/protobuf';
 import { TensorProtoSchema, type SparseTensorProto, type TensorProto } from 'onnx-buf';
-import { OnnxLoadError, messageOf } from './errors.js';
+import { OnnxLoadError, messageOf } from '../errors.js';
 import { ExternalDataSource } from './external.js';
 import { OnnxDataType, dataTypeName, elementCount, isKnownDataType, type ExternalDataSpec, type HostData, type HostTensor, type SparseTensorIR } from './ir.js';
 import { allocHost, bitsPerElement, fromRawBytes, normalizeBool, rawByteLength, unpackSubByte } from './layout.js';

@@ -5,7 +5,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { decodeValueBytes, isHostTensor, type DataValue, type MapValue, type SparseValue } from './data.js';
-import { OnnxLoadError, messageOf } from './errors.js';
+import { OnnxLoadError, messageOf } from '../errors.js';
 import type { HostTensor, ModelIR, OnnxDataType, ValueInfoIR } from './ir.js';
 import { decodeModel } from './model.js';
 

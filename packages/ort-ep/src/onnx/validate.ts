@@ -1,7 +1,7 @@
 // Structural checks before planning: every edge has a producer, every value one definition, and
 // nodes run in topological order. The spec requires files to be sorted already; exporters that
 // do not get sorted here (a stable order: nodes stay in file order where dependencies allow).
-import { OnnxLoadError } from './errors.js';
+import { OnnxLoadError } from '../errors.js';
 import type { GraphIR, NodeIR } from './ir.js';
 
 const label = (n: NodeIR) => `node '${n.name}' (${n.opType})`;

@@ -1,12 +1,9 @@
-// Ops without a family of their own: BitCast (opset 26), plus the random generators (random.ts)
-// and the preview-training optimizers (training.ts), re-exported here.
+// BitCast (opset 26): the same bytes read as another element type of the same width.
 import * as mx from '@mlx/core';
 import { OnnxDataType, bitsPerElement, fromRawBytes, toRawBytes, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { sizeOf } from './helpers/util.js';
-import { randomOps } from './random.js';
-import { trainingOps } from './training/optimizers.js';
 
 const D = 'ai.onnx';
 
@@ -63,4 +60,4 @@ const bitCastEntry: OpEntry = {
   note: 'MLX views for types MLX holds at their width; a host copy for bool, int4/int2, float8/float4 and complex',
 };
 
-export const miscOps: OpEntry[] = [bitCastEntry, ...randomOps, ...trainingOps];
+export const bitCastOps: OpEntry[] = [bitCastEntry];

@@ -4,9 +4,10 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, sparseToDense, type HostTensor, type SparseTensorIR } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { hostFill, numAt, tooBigForHost } from './helpers/shape-host.js';
+import { hostFill, numAt } from './helpers/shape-host.js';
 import { hostInt64, hostNumbers, hostOf, mxType } from './helpers/util.js';
-import { upload } from '../runtime/convert.js';
+import { mxDtypeOf, upload } from '../runtime/convert.js';
+import { sizeOf } from './helpers/util.js';
 
 const D = 'ai.onnx';
 
@@ -50,11 +51,9 @@ const fillValue = (ctx: OpContext): HostTensor => ctx.attrs.tensor('value') ?? z
 
 const constantOfShapeEntry: OpEntry = {
   domain: D, opType: 'ConstantOfShape', since: 9,
-  host: (ctx) => {
-    const dims = hostNumbers(ctx.host(0));
-    const v = fillValue(ctx);
-    return tooBigForHost(v.dtype, dims) ? undefined : [hostFill(v, dims)];
-  },
+  // A fill value MLX cannot hold (a string) has only the host, whatever the size.
+  hostSize: (ctx) => (mxDtypeOf(fillValue(ctx).dtype) ? sizeOf(hostNumbers(ctx.host(0))) : 0),
+  host: (ctx) => [hostFill(fillValue(ctx), hostNumbers(ctx.host(0)))],
   run: (ctx) => {
     const dims = hostNumbers(ctx.host(0));
     const v = upload(fillValue(ctx));
@@ -75,9 +74,10 @@ const hostRangeTypes = new Set<number>([OnnxDataType.INT32, OnnxDataType.INT64, 
 
 const rangeEntry: OpEntry = {
   domain: D, opType: 'Range', since: 11,
+  hostSize: (ctx) => rangeArgs(ctx).n,
   host: (ctx) => {
     const { start, delta, n, type } = rangeArgs(ctx);
-    if (!hostRangeTypes.has(type) || tooBigForHost(type, [n])) return undefined;
+    if (!hostRangeTypes.has(type)) return undefined;
     return [hostOf(type, Array.from({ length: n }, (_, i) => start + i * delta), [n])];
   },
   run: (ctx) => {
@@ -111,4 +111,4 @@ const eyeLikeEntry: OpEntry = {
   },
 };
 
-export const makeOps: OpEntry[] = [constantEntry, constantOfShapeEntry, rangeEntry, eyeLikeEntry];
+export const constantOps: OpEntry[] = [constantEntry, constantOfShapeEntry, rangeEntry, eyeLikeEntry];

@@ -3,7 +3,6 @@
 // channels-first, so each op moves the channel axis in and out around one mx.convGeneral.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { deformConvEntry } from './deform-conv.js';
 import { exactIntProduct, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound } from './helpers/quant-math.js';
 import { checkWindowAttrs, kernelOf, toChannelsFirst, toChannelsLast, windowOf, type Window } from './helpers/spatial.js';
 
@@ -150,4 +149,4 @@ const qlinearConvEntry: OpEntry = {
   run: qlinearConv,
 };
 
-export const convOps: OpEntry[] = [convEntry, convTransposeEntry, convIntegerEntry, qlinearConvEntry, deformConvEntry];
+export const convOps: OpEntry[] = [convEntry, convTransposeEntry, convIntegerEntry, qlinearConvEntry];

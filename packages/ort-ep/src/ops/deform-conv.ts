@@ -71,7 +71,7 @@ function deformConv(ctx: OpContext): mx.Array {
   return mx.astype(out, x.dtype);
 }
 
-export const deformConvEntry: OpEntry = {
+const deformConvEntry: OpEntry = {
   domain: 'ai.onnx', opType: 'DeformConv', since: 19,
   note: '2-D (NCHW) inputs only',
   check: (ctx) => {
@@ -84,3 +84,5 @@ export const deformConvEntry: OpEntry = {
     return [deformConv(ctx)];
   },
 };
+
+export const deformConvOps: OpEntry[] = [deformConvEntry];

@@ -1,11 +1,10 @@
-// Geometry: GridSample (grid-sample.ts), AffineGrid (20), Col2Im (18) and NonMaxSuppression
+// Geometry: AffineGrid (20), Col2Im (18) and NonMaxSuppression
 // (10, 11). Index tables that depend only on shapes and attributes are built on the host; the
 // data moves on MLX. NonMaxSuppression is greedy and data-dependent with a data-dependent
 // output size, so it runs on the host (a sync point) like onnxruntime's CPU kernel.
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { gridSampleOps } from './grid-sample.js';
 import { hostInt64, hostNumbers, sizeOf } from './helpers/util.js';
 
 const D = 'ai.onnx';
@@ -174,7 +173,6 @@ function nonMaxSuppression(ctx: OpContext): HostTensor {
 }
 
 export const geometryOps: OpEntry[] = [
-  ...gridSampleOps,
   { domain: D, opType: 'AffineGrid', since: 20, run: (ctx) => [affineGrid(ctx)] },
   { domain: D, opType: 'Col2Im', since: 18, run: (ctx) => [col2im(ctx)] },
   { domain: D, opType: 'NonMaxSuppression', since: 10, run: (ctx) => [nonMaxSuppression(ctx)], note: 'runs on the host (data-dependent output size)' },

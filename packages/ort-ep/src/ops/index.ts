@@ -1,28 +1,59 @@
-// The default registry: every op family, one file each.
+// The op table: every family of the default registry, one file each, grouped by ONNX domain.
+// A family registers only its own ops; helpers shared by families live in helpers/.
 import { OpRegistry } from '../registry/registry.js';
+// ai.onnx
 import { activationOps } from './activation.js';
-import { contribOps } from './com.microsoft/fused.js';
+import { attentionOps } from './attention.js';
+import { bitCastOps } from './bitcast.js';
+import { constantOps } from './constant.js';
 import { controlOps } from './control.js';
 import { convOps } from './conv.js';
+import { deformConvOps } from './deform-conv.js';
 import { elementwiseOps } from './elementwise.js';
+import { geometryOps } from './geometry.js';
+import { gridSampleOps } from './grid-sample.js';
 import { indexingOps } from './indexing.js';
+import { layoutOps } from './layout.js';
+import { lossOps } from './loss.js';
 import { matmulOps } from './matmul.js';
-import { miscOps } from './bitcast.js';
 import { normOps } from './norm.js';
 import { poolOps } from './pool.js';
 import { quantOps } from './quant.js';
+import { randomOps } from './random.js';
 import { reduceOps } from './reduce.js';
+import { resizeOps } from './resize.js';
 import { rnnOps } from './rnn.js';
+import { roiOps } from './roi.js';
 import { sequenceOps } from './sequence.js';
 import { shapeOps } from './shape.js';
-import { lossOps } from './loss.js';
-import { stringsOps } from './strings.js';
 import { signalOps } from './signal.js';
-import { geometryOps } from './geometry.js';
-import { attentionOps } from './attention.js';
+import { sortOps } from './sort.js';
+import { stringsOps } from './strings.js';
+import { tfIdfOps } from './tfidf.js';
+// com.microsoft (onnxruntime's contrib ops; norm.ts also holds the two it registers in ai.onnx)
+import { msAttentionOps } from './com.microsoft/attention.js';
+import { fusedOps } from './com.microsoft/fused.js';
+import { matMulNBitsOps } from './com.microsoft/nbits.js';
+import { msNormOps } from './com.microsoft/norm.js';
+import { msRotaryOps } from './com.microsoft/rotary.js';
+// ai.onnx.ml
+import { mlOps } from './ai.onnx.ml/ml.js';
+import { treeEnsembleOps } from './ai.onnx.ml/tree-ensemble.js';
+// ai.onnx.preview.training
+import { trainingOps } from './training/optimizers.js';
 
-export const defaultRegistry = new OpRegistry().add(
-  elementwiseOps, activationOps, shapeOps, indexingOps, reduceOps, matmulOps, convOps, poolOps, normOps,
-  rnnOps, quantOps, controlOps, sequenceOps, contribOps, miscOps, lossOps, stringsOps, signalOps, geometryOps,
-  attentionOps,
-);
+export const opFamilies = {
+  activation: activationOps, attention: attentionOps, bitcast: bitCastOps, constant: constantOps, control: controlOps,
+  conv: convOps, 'deform-conv': deformConvOps, elementwise: elementwiseOps, geometry: geometryOps,
+  'grid-sample': gridSampleOps, indexing: indexingOps, layout: layoutOps, loss: lossOps, matmul: matmulOps,
+  norm: normOps, pool: poolOps, quant: quantOps, random: randomOps, reduce: reduceOps, resize: resizeOps,
+  rnn: rnnOps, roi: roiOps, sequence: sequenceOps, shape: shapeOps, signal: signalOps, sort: sortOps,
+  strings: stringsOps, tfidf: tfIdfOps,
+  'com.microsoft/attention': msAttentionOps, 'com.microsoft/fused': fusedOps, 'com.microsoft/nbits': matMulNBitsOps,
+  'com.microsoft/norm': msNormOps, 'com.microsoft/rotary': msRotaryOps,
+  'ai.onnx.ml/ml': mlOps, 'ai.onnx.ml/tree-ensemble': treeEnsembleOps,
+  'training/optimizers': trainingOps,
+};
+
+export const defaultRegistry = new OpRegistry();
+for (const [family, entries] of Object.entries(opFamilies)) defaultRegistry.addFamily(family, entries);

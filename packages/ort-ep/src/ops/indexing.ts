@@ -4,9 +4,7 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { hostGather, hostStrided, keepHostOnlyTypesOnHost, numAt } from './helpers/shape-host.js';
-import { sortOps } from './sort.js';
-import { resizeOps } from './resize.js';
+import { hostGather, hostStrided, numAt } from './helpers/shape-host.js';
 import { hostInt64, hostNumbers, normAxis, sizeOf } from './helpers/util.js';
 
 const D = 'ai.onnx';
@@ -271,8 +269,8 @@ const unsupportedIndexTypes = (ctx: CheckContext): string | undefined =>
   ctx.inputType(0) === OnnxDataType.STRING ? `${ctx.node.opType} on string tensors is not supported on MLX` : undefined;
 
 export const indexingOps: OpEntry[] = [
-  keepHostOnlyTypesOnHost(sliceEntry),
-  keepHostOnlyTypesOnHost(gatherEntry),
+  sliceEntry,
+  gatherEntry,
   { domain: D, opType: 'GatherElements', since: 11, run: (ctx) => [gatherElements(ctx)] },
   { domain: D, opType: 'GatherND', since: 11, run: (ctx) => [gatherND(ctx)] },
   { domain: D, opType: 'Scatter', since: 9, until: 10, check: unsupportedIndexTypes, run: (ctx) => [scatterElements(ctx)] },
@@ -289,6 +287,4 @@ export const indexingOps: OpEntry[] = [
     host: (ctx) => [nonZero(ctx.host(0))], run: (ctx) => [nonZero(ctx.host(0))],
   },
   { domain: D, opType: 'Compress', since: 9, run: (ctx) => [compress(ctx)], note: 'reads the condition on the host (data-dependent output size)' },
-  ...sortOps,
-  ...resizeOps,
 ];

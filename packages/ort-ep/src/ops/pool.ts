@@ -5,7 +5,6 @@
 // ceil_mode's overhang and auto_pad right without case analysis.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { roiOps } from './roi.js';
 import { hostNumbers } from './helpers/util.js';
 import { checkWindowAttrs, kernelOffsets, padSpatial, windowOf, windowSlice, type Window } from './helpers/spatial.js';
 
@@ -185,4 +184,4 @@ function maxUnpool(ctx: OpContext): mx.Array {
 
 const maxUnpoolEntry: OpEntry = { domain: D, opType: 'MaxUnpool', since: 9, run: (ctx) => [maxUnpool(ctx)] };
 
-export const poolOps: OpEntry[] = [maxPoolEntry, averagePoolEntry, lpPoolEntry, ...globalOps, maxUnpoolEntry, ...roiOps];
+export const poolOps: OpEntry[] = [maxPoolEntry, averagePoolEntry, lpPoolEntry, ...globalOps, maxUnpoolEntry];

@@ -3,7 +3,6 @@ import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import type { Value } from '../runtime/value.js';
-import { asArray } from '../runtime/value.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import { hostNumbers, normAxis } from './helpers/util.js';
 
@@ -95,7 +94,7 @@ export const sequenceOps: OpEntry[] = [
     domain: D, opType: 'ConcatFromSequence', since: 11,
     run: (ctx) => {
       const s = seq(ctx, 0);
-      const arrays = s.items.map((v) => asArray(v, ctx.where));
+      const arrays = s.items.map((v) => ctx.toArray(v));
       const newAxis = ctx.attrs.int('new_axis', 0);
       const rank = arrays[0].ndim + (newAxis ? 1 : 0);
       const axis = normAxis(ctx.attrs.int('axis'), rank);

@@ -5,8 +5,9 @@
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
 import { planGraph } from '../plan/plan.js';
-import { Env } from '../execute/env.js';
-import { executeGraph } from '../execute/run.js';
+import { Env, RunState } from '../execute/env.js';
+import { GraphProgram } from '../execute/run.js';
+import { ConstantStore } from '../runtime/uploads.js';
 import { decodeModel } from '../onnx/index.js';
 import { defaultRegistry } from './index.js';
 import { model, node, v } from '../../test/helpers/build.js';
@@ -108,9 +109,9 @@ describe('shape math stays on the host', () => {
     });
     const m = decodeModel(bytes, {});
     const plan = planGraph(m.graph, { registry: defaultRegistry, opsets: m.opsetImports, modelName: 't' }, []);
-    const env = new Env(plan);
+    const env = new Env(plan, new RunState(new ConstantStore(), 't'));
     env.values.set('x', { kind: 'device', array: mx.reshape(mx.arange(0, 24, 1, 'float32'), [4, 6]), onnxType: 1 });
-    const [y] = executeGraph(plan, env, ['y']);
+    const [y] = new GraphProgram(plan).execute(env, ['y']);
     for (const name of ['shape', 'n', 'n1', 'target']) expect([name, env.get(name)?.kind]).toEqual([name, 'host']);
     expect(y.kind === 'device' && y.array.shape).toEqual([4, 3, 2]);
   });

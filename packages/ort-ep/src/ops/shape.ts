@@ -5,9 +5,7 @@
 import * as mx from '@mlx/core';
 import type { HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose, keepHostOnlyTypesOnHost, tooBigForHost } from './helpers/shape-host.js';
-import { layoutOps } from './layout.js';
-import { makeOps } from './constant.js';
+import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose } from './helpers/shape-host.js';
 import { axesFrom, broadcastShape, hostInt64, hostNumbers, normAxes, normAxis, sizeOf } from './helpers/util.js';
 
 const D = 'ai.onnx';
@@ -166,11 +164,8 @@ const expandDims = (ctx: OpContext): number[] => broadcastShape(ctx.shape(0), ho
 
 const expandEntry: OpEntry = {
   domain: D, opType: 'Expand', since: 8,
-  host: (ctx) => {
-    const dims = expandDims(ctx);
-    const t = ctx.host(0);
-    return tooBigForHost(t.dtype, dims) ? undefined : [hostBroadcast(t, dims)];
-  },
+  hostSize: (ctx) => sizeOf(expandDims(ctx)),
+  host: (ctx) => [hostBroadcast(ctx.host(0), expandDims(ctx))],
   run: (ctx) => [mx.broadcastTo(ctx.input(0), expandDims(ctx))],
 };
 
@@ -183,11 +178,8 @@ function tileReps(ctx: OpContext): number[] {
 
 const tileEntry: OpEntry = {
   domain: D, opType: 'Tile', since: 6,
-  host: (ctx) => {
-    const t = ctx.host(0);
-    const reps = tileReps(ctx);
-    return tooBigForHost(t.dtype, t.dims.map((d, i) => d * reps[i])) ? undefined : [hostTile(t, reps)];
-  },
+  hostSize: (ctx) => sizeOf(ctx.shape(0)) * sizeOf(tileReps(ctx)),
+  host: (ctx) => [hostTile(ctx.host(0), tileReps(ctx))],
   run: (ctx) => [mx.tile(ctx.input(0), tileReps(ctx))],
 };
 
@@ -232,7 +224,5 @@ export const shapeOps: OpEntry[] = [
     shapeEntry,
     sizeEntry,
     identityEntry,
-  ].map(keepHostOnlyTypesOnHost),
-  ...makeOps,
-  ...layoutOps,
+  ],
 ];

@@ -1,15 +1,10 @@
-// String ops: StringConcat, StringSplit, StringNormalizer, RegexFullMatch (ai.onnx), plus the
-// ai.onnx.ml ops (ml.ts, tree-ensemble.ts) and TfIdfVectorizer (tfidf.ts), re-exported here.
-// MLX holds no strings, so these are host code over `string[]` data, in run() as well as host():
-// the executor only calls host() for small inputs, and a large string tensor has nowhere else to go.
+// String ops: StringConcat, StringSplit, StringNormalizer, RegexFullMatch. MLX holds no strings,
+// so these are host code over `string[]` data (placement 'host').
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { boolTensor, broadcastPairs, stringTensor, stringsOf } from './helpers/strings.js';
 import { hostInt64 } from './helpers/util.js';
 import { translateRe2 } from './helpers/regex.js';
-import { mlOps } from './ai.onnx.ml/ml.js';
-import { treeEnsembleOps } from './ai.onnx.ml/tree-ensemble.js';
-import { tfIdfOps } from './tfidf.js';
 
 export { stringEqual } from './helpers/strings.js';
 
@@ -137,7 +132,4 @@ export const stringsOps: OpEntry[] = [
   hostOp('StringSplit', 20, split, stringInput(0), 'host; no delimiter splits on any whitespace, as Python does (onnxruntime: spaces only)'),
   hostOp('StringNormalizer', 10, normalize, checkNormalizer, 'host; Unicode default case mapping, so only en locales (or none)'),
   hostOp('RegexFullMatch', 20, fullMatch, checkRegex, 'host; RE2 translated to RegExp; lookaround, backreferences, inline flags past the start, \\C, negated POSIX classes refused'),
-  ...mlOps,
-  ...treeEnsembleOps,
-  ...tfIdfOps,
 ];

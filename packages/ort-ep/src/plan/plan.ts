@@ -1,18 +1,25 @@
 // Planning of one graph (the main graph or an If/Loop/Scan body): every node looked up in the
-// registry and checked once, subgraph attributes planned with the graph, and the analysis that
-// runs need (which nodes produce which values, which nodes a set of outputs needs).
-import type { GraphIR, NodeIR } from '../onnx/index.js';
+// registry, its attributes parsed and checked once, subgraph attributes planned with the graph,
+// and the analysis that runs need (which node produces each value, which nodes outputs need).
+import { DEFAULT_DOMAIN, outerReferences, type GraphIR, type HostTensor, type NodeIR } from '../onnx/index.js';
 import { Attrs } from '../registry/attrs.js';
-import { DEFAULT_DOMAIN, type OpRegistry } from '../registry/registry.js';
+import type { OpRegistry } from '../registry/registry.js';
 import type { CheckContext, OpEntry } from '../registry/types.js';
-import { markPersistentTensor, releaseUpload, type Value } from '../runtime/value.js';
-import type { UnsupportedNode } from '../errors.js';
+import type { Value } from '../runtime/value.js';
+import { messageOf, type UnsupportedNode } from '../errors.js';
 
 export interface PlannedNode {
   node: NodeIR;
-  entry: OpEntry;
+  /** Undefined for a node the registry does not take (listed in the plan's `unsupported`). */
+  entry: OpEntry | undefined;
   opset: number;
   attrs: Attrs;
+  /** What entry.parse made of the attributes (undefined without a parse). */
+  params: unknown;
+  /** The subgraph attributes (If/Loop/Scan bodies), in attribute order. */
+  subgraphs: GraphIR[];
+  /** Names the node's subgraphs read from enclosing scopes. */
+  outerReads: string[];
 }
 
 export interface GraphPlan {
@@ -20,6 +27,8 @@ export interface GraphPlan {
   nodes: PlannedNode[];
   /** Values known before any run: initializers and folded nodes. */
   constants: Map<string, Value>;
+  /** Initializers that are also graph inputs: defaults a feed may override, so never folded. */
+  overridable: Set<string>;
   /** Node index producing each value name. */
   producer: Map<string, number>;
   /** Plans of subgraph attributes, by graph object. */
@@ -31,14 +40,12 @@ export interface PlanOptions {
   registry: OpRegistry;
   opsets: Map<string, number>;
   modelName: string;
-  /** Names visible from an enclosing graph (for subgraphs). */
-  outerNames?: Set<string>;
 }
 
 function opsetFor(node: NodeIR, opsets: Map<string, number>): number {
   const override = (node as NodeIR & { opsetOverride?: number }).opsetOverride;
   if (override !== undefined) return override;
-  return opsets.get(node.domain || DEFAULT_DOMAIN) ?? (node.domain === DEFAULT_DOMAIN ? 1 : 1);
+  return opsets.get(node.domain || DEFAULT_DOMAIN) ?? 1;
 }
 
 /** Plans a graph; unsupported nodes (including those inside subgraphs) are appended to `unsupported`. */
@@ -48,64 +55,44 @@ export function planGraph(graph: GraphIR, opts: PlanOptions, unsupported: Unsupp
   const nodes: PlannedNode[] = [];
   const producer = new Map<string, number>();
   const subplans = new Map<GraphIR, GraphPlan>();
-  const visible = new Set<string>([...(opts.outerNames ?? []), ...graph.inputs.map((i) => i.name), ...graph.initializers.keys()]);
+  const constantInput = (node: NodeIR, i: number): HostTensor | undefined => {
+    const v = constants.get(node.inputs[i] ?? '');
+    return v?.kind === 'host' ? v.tensor : undefined;
+  };
   for (const node of graph.nodes) {
     const domain = node.domain || DEFAULT_DOMAIN;
     const opset = opsetFor(node, opts.opsets);
     const attrs = new Attrs(node);
-    const entry = opts.registry.lookup(domain, node.opType, opset);
-    const fail = (reason: string) => unsupported.push({ opType: node.opType, domain, opset, nodeName: node.name, reason });
+    let entry = opts.registry.lookup(domain, node.opType, opset);
+    let params: unknown;
+    const fail = (reason: string) => {
+      unsupported.push({ opType: node.opType, domain, opset, nodeName: node.name, reason });
+      entry = undefined;
+    };
     if (!entry) fail(opts.registry.explainMissing(domain, node.opType, opset));
     else {
-      const check: CheckContext = {
-        node, opset, attrs,
-        constantInput: (i) => {
-          const v = constants.get(node.inputs[i] ?? '');
-          return v?.kind === 'host' ? v.tensor : undefined;
-        },
-        inputType: (i) => {
-          const v = constants.get(node.inputs[i] ?? '');
-          return v?.kind === 'host' ? v.tensor.dtype : undefined;
-        },
-      };
       let reason: string | undefined;
       try {
+        params = entry.parse?.(attrs, opset);
+        const check: CheckContext = {
+          node, opset, attrs, params,
+          constantInput: (i) => constantInput(node, i),
+          inputType: (i) => constantInput(node, i)?.dtype,
+        };
         reason = entry.check?.(check);
       } catch (e) {
-        reason = `invalid node: ${(e as Error).message}`;
+        reason = `invalid node: ${messageOf(e)}`;
       }
       if (reason) fail(reason);
     }
-    for (const g of attrs.graphs()) {
-      subplans.set(g, planGraph(g, { ...opts, outerNames: new Set([...visible, ...node.outputs]) }, unsupported));
-    }
-    for (const o of node.outputs) if (o) {
-      producer.set(o, nodes.length);
-      visible.add(o);
-    }
-    nodes.push({ node, entry: entry!, opset, attrs });
+    const subgraphs = attrs.graphs();
+    for (const g of subgraphs) subplans.set(g, planGraph(g, opts, unsupported));
+    const outerReads = [...new Set(subgraphs.flatMap((g) => [...outerReferences(g)]))];
+    for (const o of node.outputs) if (o) producer.set(o, nodes.length);
+    nodes.push({ node, entry, opset, attrs, params, subgraphs, outerReads });
   }
-  return { graph, nodes, constants, producer, subplans, modelName: opts.modelName };
-}
-
-
-
-export function markPersistent(plan: GraphPlan): void {
-  for (const v of plan.constants.values()) if (v.kind === 'host') markPersistentTensor(v.tensor);
-  for (const sp of plan.subplans.values()) markPersistent(sp);
-}
-
-/**
- * Frees what a plan holds natively: folded device constants and the persistent uploads of its
- * host constants (initializers), in subgraph plans too. The uploads live in the upload cache, not
- * in `plan.constants`, so disposing the device constants alone would leave every weight behind.
- */
-export function releasePlan(plan: GraphPlan): void {
-  for (const v of plan.constants.values()) {
-    if (v.kind === 'device') v.array.dispose();
-    else if (v.kind === 'host') releaseUpload(v.tensor);
-  }
-  for (const sp of plan.subplans.values()) releasePlan(sp);
+  const overridable = new Set(graph.inputs.map((i) => i.name));
+  return { graph, nodes, constants, overridable, producer, subplans, modelName: opts.modelName };
 }
 
 /** The indices of the nodes needed to compute `names`, in graph order. */
@@ -121,21 +108,7 @@ export function neededNodes(plan: GraphPlan, names: Iterable<string>): number[] 
     const pn = plan.nodes[idx];
     for (const i of pn.node.inputs) if (i) stack.push(i);
     // Subgraphs may read outer values by name.
-    for (const g of pn.attrs.graphs()) for (const name of outerReferences(g)) stack.push(name);
+    for (const name of pn.outerReads) stack.push(name);
   }
   return [...need].sort((a, b) => a - b);
 }
-
-/** Names a subgraph reads from enclosing scopes. */
-export function outerReferences(g: GraphIR): Set<string> {
-  const defined = new Set<string>([...g.inputs.map((i) => i.name), ...g.initializers.keys()]);
-  const refs = new Set<string>();
-  for (const n of g.nodes) {
-    for (const i of n.inputs) if (i && !defined.has(i)) refs.add(i);
-    for (const sg of new Attrs(n).graphs()) for (const r of outerReferences(sg)) if (!defined.has(r)) refs.add(r);
-    for (const o of n.outputs) if (o) defined.add(o);
-  }
-  return refs;
-}
-
-

@@ -1,13 +1,26 @@
 // The registry: entries indexed by (domain, op type), each with an opset range.
 import type { OpEntry } from './types.js';
 
-export const DEFAULT_DOMAIN = 'ai.onnx';
-
 export class OpRegistry {
   private readonly byKey = new Map<string, OpEntry[]>();
+  private readonly families = new Map<OpEntry, string>();
 
-  add(...entries: (OpEntry | OpEntry[])[]): this {
-    for (const e of entries.flat()) {
+  /** Adds entries of one family (the file that implements them, for OPERATORS.md and messages). */
+  addFamily(family: string, entries: readonly OpEntry[]): this {
+    this.add(...entries);
+    for (const e of entries) this.families.set(e, family);
+    return this;
+  }
+
+  /** The family an entry was added with, if any. */
+  familyOf(e: OpEntry): string | undefined {
+    return this.families.get(e);
+  }
+
+  add(...entries: (OpEntry | readonly OpEntry[])[]): this {
+    for (const e of entries.flat() as OpEntry[]) {
+      if (!e.run && !e.host) throw new Error(`registry: ${e.domain}::${e.opType} (since ${e.since}) has neither run() nor host()`);
+      if (e.placement === 'host' && !e.host) throw new Error(`registry: ${e.domain}::${e.opType} is placed on the host but has no host()`);
       const key = `${e.domain}::${e.opType}`;
       const list = this.byKey.get(key) ?? this.byKey.set(key, []).get(key)!;
       for (const other of list) {

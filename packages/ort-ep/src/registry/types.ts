@@ -2,26 +2,30 @@
 // questions the planner asks: can you take this node (yes, or why not) and translate it.
 import type * as mx from '@mlx/core';
 import type { GraphIR, HostTensor, NodeIR } from '../onnx/index.js';
-import type { Attrs } from './attrs.js';
 import type { Value } from '../runtime/value.js';
+import type { Attrs } from './attrs.js';
 
-export interface CheckContext {
+export interface CheckContext<P = unknown> {
   node: NodeIR;
   opset: number;
   attrs: Attrs;
+  /** What the entry's parse() made of the node's attributes, once, at plan time. */
+  params: P;
   /** Static knowledge of input i, where the planner has it (initializer or constant). */
   constantInput(i: number): HostTensor | undefined;
   /** The declared ONNX element type of input i, where known. */
   inputType(i: number): number | undefined;
 }
 
-export interface OpContext extends CheckContext {
+export interface OpContext<P = unknown> extends CheckContext<P> {
   /** Number of inputs the node lists (omitted optional inputs count; see has()). */
   readonly inputCount: number;
   /** Whether optional input i is present. */
   has(i: number): boolean;
   /** Input i as an MLX array (host values are uploaded once and cached). */
   input(i: number): mx.Array;
+  /** Optional input i as an MLX array, or undefined when it is omitted or empty. */
+  optional(i: number): mx.Array | undefined;
   /** Input i on the host. Device values are evaluated and copied (a sync point; use for small, data-dependent arguments). */
   host(i: number): HostTensor;
   /** Input i as a host tensor if it already is one (no sync), else undefined. */
@@ -32,6 +36,10 @@ export interface OpContext extends CheckContext {
   elemType(i: number): number;
   /** The shape of input i, known without evaluating. */
   shape(i: number): number[];
+  /** Whether output o is used (the node names it); optional outputs nobody reads need not be computed. */
+  wants(o: number): boolean;
+  /** A value as an MLX array, uploading host tensors through the run's cache. */
+  toArray(v: Value): mx.Array;
   /** Runs a subgraph attribute (If/Loop/Scan bodies) with the given inputs; outer-scope names resolve to this graph's values. */
   runSubgraph(graph: GraphIR, inputs: Value[]): Value[];
   /** Names the node for error messages. */
@@ -41,18 +49,45 @@ export interface OpContext extends CheckContext {
 /** What an op returns per output: a device array, a host tensor, or a full Value. */
 export type OpResult = mx.Array | HostTensor | Value | undefined;
 
-export interface OpEntry {
+/**
+ * Where a node runs, declared by its entry and applied by one rule (execute/placement.ts):
+ * - 'device' (the default): run() builds MLX ops; an entry with a host() twin runs that instead
+ *   when every input is a small host tensor (shape math), or when an input has an element type
+ *   MLX cannot hold (strings, float8, ...);
+ * - 'host': host() only (string ops, tree walks): MLX has nothing to run them with.
+ */
+export type Placement = 'device' | 'host';
+
+// `any` is the entry's own parameter type, erased where entries of every kind sit in one table.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export interface OpEntry<P = any> {
   domain: string; // 'ai.onnx', 'com.microsoft', ...
   opType: string;
   /** Opset range (inclusive) this entry implements. */
   since: number;
   until?: number;
+  /**
+   * Reads the node's attributes once, at plan time, with the spec's defaults; the result reaches
+   * check(), host() and run() as ctx.params. Throws for attributes the spec forbids.
+   */
+  parse?(attrs: Attrs, opset: number): P;
   /** Returns undefined when the node can be taken, or a sentence saying why not. */
-  check?(ctx: CheckContext): string | undefined;
-  /** Host implementation for shape math: used when every input is on the host and the result is small. */
-  host?(ctx: OpContext): HostTensor[] | undefined;
-  /** Translates the node into MLX ops. */
-  run(ctx: OpContext): OpResult[];
+  check?(ctx: CheckContext<P>): string | undefined;
+  /** See Placement. Default 'device'. */
+  placement?: Placement;
+  /**
+   * The host implementation: the whole op for placement 'host', else a twin for shape math. A
+   * twin may return undefined to leave the node to run().
+   */
+  host?(ctx: OpContext<P>): HostTensor[] | undefined;
+  /**
+   * For host twins whose result can be much larger than their inputs (Expand, Tile,
+   * ConstantOfShape, Range, broadcasting): the number of elements the host result would have,
+   * so that the placement rule sends large results to the device instead.
+   */
+  hostSize?(ctx: OpContext<P>): number;
+  /** Translates the node into MLX ops (required unless placement is 'host'). */
+  run?(ctx: OpContext<P>): OpResult[];
   /** A one-line note for OPERATORS.md (limitations, attributes not supported). */
   note?: string;
 }

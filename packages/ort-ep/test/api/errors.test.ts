@@ -6,8 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  InvalidFeedError, MlxSession, NodeExecutionError, OnnxLoadError, UnsupportedOperatorError, defaultRegistry, type HostTensor,
+  InvalidFeedError, MlxSession, NodeExecutionError, OnnxLoadError, OrtMlxError, UnsupportedOperatorError, defaultRegistry, type HostTensor,
 } from '../../src/index.js';
+import { checkModel } from '../../src/check.js';
 import { model, node, v } from '../helpers/build.js';
 import { f32, i64, ort, plain } from '../helpers/ort.js';
 
@@ -36,6 +37,9 @@ describe('files that are not (whole) models', () => {
   it('empty bytes', async () => {
     const e = await createErr(new Uint8Array(0));
     expect(e).toBeInstanceOf(OnnxLoadError);
+    // One hierarchy: load errors share the base class of every other error of the package.
+    expect(e).toBeInstanceOf(OrtMlxError);
+    expect(e!.name).toBe('OnnxLoadError');
     expect(e!.message).toMatch(/not an ONNX model: the file is empty/);
     await stillWorks();
   });
@@ -93,6 +97,8 @@ describe('models with broken parts', () => {
     const e = await createErr(bytes);
     expect(e).toBeInstanceOf(OnnxLoadError);
     expect(e!.message).toMatch(/node 'add_ghost' \(Add\) reads 'ghost'.*dangling edge/);
+    // mlx-ort check takes the same way through prepareModel: it refuses the graph too.
+    expect(() => checkModel(bytes)).toThrow(/node 'add_ghost' \(Add\) reads 'ghost'.*dangling edge/);
     await stillWorks();
   });
 

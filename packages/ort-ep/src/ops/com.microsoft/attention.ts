@@ -208,7 +208,7 @@ function gqa(ctx: OpContext): OpResult[] {
   return [fromHeads(y), presentK, presentV];
 }
 
-export const contribAttentionOps: OpEntry[] = [
+export const msAttentionOps: OpEntry[] = [
   { domain: MS, opType: 'Attention', since: 1, check: attentionCheck, run: attention, note: 'no do_rotary, past_present_share_buffer or 4-D masks' },
   {
     domain: MS, opType: 'GroupQueryAttention', since: 1, check: gqaCheck, run: gqa,

@@ -6,10 +6,6 @@
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 import { gelu } from '../activation.js';
-import { contribAttentionOps } from './attention.js';
-import { matMulNBitsOps } from './nbits.js';
-import { contribNormOps } from './norm.js';
-import { rotaryEmbeddingOps } from './rotary.js';
 
 const MS = 'com.microsoft';
 
@@ -50,7 +46,7 @@ function fusedMatMul(ctx: OpContext): mx.Array {
   return alpha === 1 ? y : mx.multiply(y, alpha);
 }
 
-export const contribOps: OpEntry[] = [
+export const fusedOps: OpEntry[] = [
   simple('Gelu', (ctx) => gelu(ctx.input(0), 'none')),
   simple('BiasGelu', (ctx) => gelu(withBias(ctx, 1), 'none')),
   simple('FastGelu', (ctx) => gelu(withBias(ctx, 1), 'tanh')),
@@ -60,8 +56,4 @@ export const contribOps: OpEntry[] = [
   }),
   simple('BiasAdd', (ctx) => mx.add(mx.add(ctx.input(0), ctx.input(1)), ctx.input(2))),
   simple('FusedMatMul', fusedMatMul, fusedMatMulCheck),
-  ...rotaryEmbeddingOps,
-  ...contribNormOps,
-  ...matMulNBitsOps,
-  ...contribAttentionOps,
 ];

@@ -128,7 +128,7 @@ function embedLayerNorm(ctx: OpContext): OpResult[] {
   return [out.y, wanted(ctx, 1) ? maskIndex : undefined, wanted(ctx, 2) ? sum : undefined];
 }
 
-export const contribNormOps: OpEntry[] = [
+export const msNormOps: OpEntry[] = [
   { domain: MS, opType: 'EmbedLayerNormalization', since: 1, run: embedLayerNorm },
   { domain: MS, opType: 'SkipLayerNormalization', since: 1, run: skipNorm(false) },
   { domain: MS, opType: 'SkipSimplifiedLayerNormalization', since: 1, check: skipCheck(true), run: skipNorm(true) },

@@ -65,6 +65,6 @@ function rotaryEmbedding(ctx: OpContext): mx.Array {
   return four ? y : mx.reshape(y, x.shape);
 }
 
-export const rotaryEmbeddingOps: OpEntry[] = [
+export const msRotaryOps: OpEntry[] = [
   { domain: MS, opType: 'RotaryEmbedding', since: 1, check: rotaryCheck, run: (ctx) => [rotaryEmbedding(ctx)] },
 ];

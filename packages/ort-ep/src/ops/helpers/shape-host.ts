@@ -3,20 +3,8 @@
 // serves reshape, transpose, slice, gather, expand, tile and concat, for every element type
 // (int64 stays a BigInt64Array, strings a string[]).
 import { OnnxDataType, type HostData, type HostTensor, type TypedArray } from '../../onnx/index.js';
-import type { OpEntry } from '../../registry/types.js';
-import { mxDtypeOf } from '../../runtime/convert.js';
 import { bfloat16BitsToNumber, float16BitsToNumber } from '@mlx/core';
 import { sizeOf } from './util.js';
-
-/**
- * Largest result (in elements) the host paths produce; beyond it they return undefined and the
- * MLX path runs (shape math is tiny; data is not). Types MLX cannot hold (strings, float8, ...)
- * have no MLX path, so they are exempt.
- */
-export const HOST_RESULT_LIMIT = 4096;
-
-export const tooBigForHost = (dtype: number, dims: readonly number[]): boolean =>
-  mxDtypeOf(dtype) !== undefined && sizeOf(dims) > HOST_RESULT_LIMIT;
 
 /** Fresh storage of `n` elements of the same kind as `data`. */
 export function allocLike(data: HostData, n: number): HostData {
@@ -145,21 +133,4 @@ export function hostFill(value: HostTensor, dims: readonly number[]): HostTensor
   const out = allocLike(value.data, n) as unknown as { fill(v: unknown): unknown };
   out.fill((value.data as unknown as ArrayLike<unknown>)[0]);
   return { dtype: value.dtype, dims: [...dims], data: out as unknown as HostData };
-}
-
-/**
- * Strings, float8/float4, complex128 and 2-bit integers have no MLX dtype, so an op with a host
- * path keeps such tensors on the host whatever their size (the executor only tries host() for
- * small inputs): reshaping or slicing a float8 weight before its DequantizeLinear still works.
- */
-export function keepHostOnlyTypesOnHost(e: OpEntry): OpEntry {
-  const { host, run } = e;
-  if (!host) return e;
-  return {
-    ...e,
-    run: (ctx) => {
-      const t = ctx.elemType(0);
-      return t !== OnnxDataType.UNDEFINED && !mxDtypeOf(t) ? host(ctx) ?? run(ctx) : run(ctx);
-    },
-  };
 }

@@ -1,0 +1,77 @@
+// The OpContext of a planned node. One object per node and program, made once and pointed at the
+// run's Env each time the node runs, so a run allocates nothing per node for its context.
+import type * as mx from '@mlx/core';
+import type { GraphIR, HostTensor, NodeIR } from '../onnx/index.js';
+import type { PlannedNode } from '../plan/plan.js';
+import type { Attrs } from '../registry/attrs.js';
+import type { OpContext } from '../registry/types.js';
+import { NONE, asHost, elemTypeOf, shapeOf, type Value } from '../runtime/value.js';
+import type { Env } from './env.js';
+
+export type RunSubgraph = (g: GraphIR, inputs: Value[], env: Env) => Value[];
+
+export class NodeContext implements OpContext {
+  readonly node: NodeIR;
+  readonly opset: number;
+  readonly attrs: Attrs;
+  readonly params: unknown;
+  readonly inputCount: number;
+  readonly where: string;
+  /** The Env of the current execution; set by runNode before each call. */
+  env!: Env;
+
+  constructor(pn: PlannedNode, private readonly runSub: RunSubgraph) {
+    this.node = pn.node;
+    this.opset = pn.opset;
+    this.attrs = pn.attrs;
+    this.params = pn.params;
+    this.inputCount = pn.node.inputs.length;
+    this.where = `node '${pn.node.name}' (${pn.node.opType})`;
+  }
+  value(i: number): Value {
+    const name = this.node.inputs[i];
+    if (!name) return NONE;
+    const v = this.env.get(name);
+    if (!v) throw new Error(`${this.where}: input '${name}' has no value`);
+    return v;
+  }
+  has(i: number): boolean {
+    return !!this.node.inputs[i] && this.value(i).kind !== 'none';
+  }
+  toArray(v: Value): mx.Array {
+    if (v.kind === 'device') return v.array;
+    if (v.kind === 'host') return this.env.run.uploads.array(v.tensor);
+    throw new Error(`${this.where}: expected a tensor, got a ${v.kind}`);
+  }
+  input(i: number): mx.Array {
+    return this.toArray(this.value(i));
+  }
+  optional(i: number): mx.Array | undefined {
+    return this.has(i) ? this.input(i) : undefined;
+  }
+  host(i: number): HostTensor {
+    return asHost(this.value(i), this.where);
+  }
+  hostIfKnown(i: number): HostTensor | undefined {
+    const v = this.value(i);
+    return v.kind === 'host' ? v.tensor : undefined;
+  }
+  elemType(i: number): number {
+    return elemTypeOf(this.value(i));
+  }
+  shape(i: number): number[] {
+    return shapeOf(this.value(i), `${this.where}, input ${i}`);
+  }
+  wants(o: number): boolean {
+    return !!this.node.outputs[o];
+  }
+  constantInput(i: number): HostTensor | undefined {
+    return this.hostIfKnown(i);
+  }
+  inputType(i: number): number | undefined {
+    return elemTypeOf(this.value(i));
+  }
+  runSubgraph(g: GraphIR, inputs: Value[]): Value[] {
+    return this.runSub(g, inputs, this.env);
+  }
+}

@@ -1,0 +1,30 @@
+// The one placement rule: whether a node runs its host code or its MLX translation, from its
+// entry's declaration (registry/types.ts, Placement) and what its inputs are right now.
+import type { OpEntry } from '../registry/types.js';
+import { mxDtypeOf } from '../runtime/convert.js';
+import { elemTypeOf } from '../runtime/value.js';
+import type { NodeContext } from './context.js';
+
+/**
+ * Host execution is for shape math: the largest tensor, in elements, that a host twin takes as
+ * an input or makes as a result. Larger data goes to MLX.
+ */
+export const HOST_LIMIT = 4096;
+
+/** 'host' to call entry.host (which may still decline), 'device' for entry.run. */
+export function placeNode(entry: OpEntry, ctx: NodeContext): 'host' | 'device' {
+  if (entry.placement === 'host' || !entry.run) return 'host';
+  if (!entry.host) return 'device';
+  let allSmallHost = true;
+  for (let i = 0; i < ctx.inputCount; i++) {
+    const v = ctx.value(i);
+    if (v.kind === 'none') continue;
+    // Element types MLX cannot hold (strings, float8, complex128, 2-bit) have only the host;
+    // float8 codes a quantizer left on the device come back to it here.
+    if ((v.kind === 'host' || v.kind === 'device') && !mxDtypeOf(elemTypeOf(v))) return 'host';
+    if (v.kind !== 'host' || v.tensor.data.length > HOST_LIMIT) allSmallHost = false;
+  }
+  if (!allSmallHost) return 'device';
+  if (entry.hostSize && entry.hostSize(ctx) > HOST_LIMIT) return 'device';
+  return 'host';
+}

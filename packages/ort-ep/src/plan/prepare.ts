@@ -1,0 +1,35 @@
+// The one way from bytes to a plan, shared by sessions and by checkModel: decode, expand
+// functions, validate the graph, then plan every node against the registry.
+import { decodeModel, expandFunctions, validateGraph, type ExternalDataSpec, type ModelIR } from '../onnx/index.js';
+import { defaultRegistry } from '../ops/index.js';
+import type { OpRegistry } from '../registry/registry.js';
+import type { UnsupportedNode } from '../errors.js';
+import { planGraph, type GraphPlan } from './plan.js';
+
+export interface PrepareOptions {
+  /** The model file, for external data and messages. */
+  modelPath?: string;
+  /** External data for models given as bytes (onnxruntime-common's `externalData`). */
+  externalData?: ExternalDataSpec[];
+  /** An alternative op registry (tests, experiments). */
+  registry?: OpRegistry;
+  /** The model's name in messages (default: modelPath, else '<bytes>'). */
+  modelName?: string;
+}
+
+export interface PreparedModel {
+  model: ModelIR;
+  plan: GraphPlan;
+  /** Nodes the registry does not take, subgraphs included, with reasons. */
+  unsupported: UnsupportedNode[];
+}
+
+export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): PreparedModel {
+  const model = decodeModel(bytes, { modelPath: options.modelPath, externalData: options.externalData });
+  expandFunctions(model);
+  validateGraph(model.graph);
+  const unsupported: UnsupportedNode[] = [];
+  const modelName = options.modelName ?? options.modelPath ?? '<bytes>';
+  const plan = planGraph(model.graph, { registry: options.registry ?? defaultRegistry, opsets: model.opsetImports, modelName }, unsupported);
+  return { model, plan, unsupported };
+}

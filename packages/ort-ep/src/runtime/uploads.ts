@@ -1,0 +1,48 @@
+// Host tensors become MLX arrays at most once: constants (initializers, folded results) once per
+// session, in a ConstantStore the session owns and releases; other host values once per run.
+import * as mx from '@mlx/core';
+import type { HostTensor } from '../onnx/index.js';
+import { upload } from './convert.js';
+
+/** The uploads of a session's constant host tensors, kept until release(). */
+export class ConstantStore {
+  private readonly tensors = new Set<HostTensor>();
+  private readonly arrays = new Map<HostTensor, mx.Array>();
+
+  /** Declares `t` a constant: its upload is kept for the session's life. */
+  add(t: HostTensor): void {
+    this.tensors.add(t);
+  }
+  has(t: HostTensor): boolean {
+    return this.tensors.has(t);
+  }
+  /** The upload of constant `t` (made on first use). */
+  array(t: HostTensor): mx.Array {
+    let a = this.arrays.get(t);
+    if (!a || a.disposed) {
+      a = mx.persist(upload(t));
+      this.arrays.set(t, a);
+    }
+    return a;
+  }
+  /** Frees every upload; the store can be used again (uploads are made anew). */
+  release(): void {
+    for (const a of this.arrays.values()) a.dispose();
+    this.arrays.clear();
+  }
+}
+
+/** Per-run uploads of non-constant host tensors; the run's scope frees them. */
+export class RunUploads {
+  private readonly arrays = new Map<HostTensor, mx.Array>();
+  constructor(private readonly constants: ConstantStore) {}
+  array(t: HostTensor): mx.Array {
+    if (this.constants.has(t)) return this.constants.array(t);
+    let a = this.arrays.get(t);
+    if (!a || a.disposed) {
+      a = upload(t);
+      this.arrays.set(t, a);
+    }
+    return a;
+  }
+}
