@@ -5,7 +5,7 @@ export {
   bfloat16BitsToNumber, float32ToBfloat16Bits, type Dtype, type TypedArray, type TypedArrayFor,
 } from './dtype.js';
 export { MlxError } from './native.js';
-export { scope, keep, persist, dispose, type Disposable } from './lifetime.js';
+export { scope, keep, persist, dispose, collect, type Disposable } from './lifetime.js';
 export {
   Device, Stream, defaultDevice, setDefaultDevice, defaultStream, defaultStreamOf, newStream, withStream,
   synchronize, gpuAvailable, metalAvailable, cudaAvailable, type DeviceType, type StreamLike, type OpOptions,

@@ -210,6 +210,30 @@ describe('no growth', () => {
   });
 });
 
+describe('collect', () => {
+  it('gathers the arrays of several synchronous steps into one set, outside every scope', () => {
+    const run = new Set<mx.Disposable>();
+    const outer = mx.scope(() => {
+      const a = mx.collect(run, () => mx.add(mx.full([4], 1), 2));
+      // A scope inside a collecting step returns its result into the set.
+      const b = mx.collect(run, () => mx.scope(() => mx.multiply(a, mx.full([4], 3))));
+      // The enclosing scope ends here; what the steps made survives it.
+      return [a, b];
+    });
+    const [a, b] = outer as mx.Array[];
+    expect(a.disposed || b.disposed).toBe(false);
+    // a, b, the two fulls and the scalar 2 made for add: each made once, each in the set.
+    expect(run.has(a) && run.has(b)).toBe(true);
+    expect(b.toList()).toEqual([9, 9, 9, 9]);
+    const persisted = mx.collect(run, () => mx.persist(mx.full([1], 5)));
+    expect(run.has(persisted)).toBe(false);
+    mx.dispose([...run]);
+    expect(a.disposed && b.disposed).toBe(true);
+    expect(persisted.disposed).toBe(false);
+    persisted.dispose();
+  });
+});
+
 describe('FinalizationRegistry', () => {
   it('frees arrays the program forgot, once they are collected', () => {
     const core = fileURLToPath(new URL('./index.ts', import.meta.url));

@@ -31,16 +31,16 @@ export function untrackArray(owner: Disposable): void {
   for (let i = scopes.length - 1; i >= 0; i--) if (scopes[i].delete(owner)) break;
 }
 
-function collect(value: unknown, out: Set<Disposable>, seen = new Set<unknown>()): void {
+function gather(value: unknown, out: Set<Disposable>, seen = new Set<unknown>()): void {
   if (value === null || typeof value !== 'object' || seen.has(value)) return;
   seen.add(value);
   if (typeof (value as Disposable).dispose === 'function' && 'disposed' in (value as object)) {
     out.add(value as Disposable);
     return;
   }
-  if (globalThis.Array.isArray(value)) for (const v of value) collect(v, out, seen);
-  else if (value instanceof Map) for (const v of value.values()) collect(v, out, seen);
-  else if (Object.getPrototypeOf(value) === Object.prototype) for (const v of Object.values(value)) collect(v, out, seen);
+  if (globalThis.Array.isArray(value)) for (const v of value) gather(v, out, seen);
+  else if (value instanceof Map) for (const v of value.values()) gather(v, out, seen);
+  else if (Object.getPrototypeOf(value) === Object.prototype) for (const v of Object.values(value)) gather(v, out, seen);
 }
 
 /**
@@ -62,7 +62,7 @@ export function scope<T>(body: () => T): T {
   }
   scopes.pop();
   const keepers = new Set<Disposable>();
-  collect(result, keepers);
+  gather(result, keepers);
   const parent = scopes.at(-1);
   for (const d of mine) {
     if (keepers.has(d)) parent?.add(d);
@@ -87,6 +87,20 @@ export function persist<T extends Disposable>(d: T): T {
 /** Disposes every disposable found in `value` (arrays, nested arrays, plain objects). */
 export function dispose(value: unknown): void {
   const all = new Set<Disposable>();
-  collect(value, all);
+  gather(value, all);
   for (const d of all) if (!d.disposed) d.dispose();
+}
+
+/**
+ * Runs synchronous `body` with `into` collecting every array created inside it (instead of the
+ * enclosing scope). Nothing is disposed: the owner of `into` disposes what it collected when it is
+ * done, e.g. after an asynchronous computation made of several synchronous steps.
+ */
+export function collect<T>(into: Set<Disposable>, body: () => T): T {
+  scopes.push(into);
+  try {
+    return body();
+  } finally {
+    scopes.pop();
+  }
 }
