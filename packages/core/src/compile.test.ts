@@ -101,4 +101,30 @@ describe('compile', () => {
       mx.enableCompile();
     }
   });
+
+  it("setCompileMode: 'disabled' at compile() gives an eager function; 'no_fuse' still traces once", () => {
+    let traces = 0;
+    const body = (a: mx.Array) => {
+      traces++;
+      return mx.add(mx.multiply(a, 2), 1);
+    };
+    mx.setCompileMode('disabled');
+    const eager = mx.compile(body);
+    mx.setCompileMode('no_fuse');
+    const traced = mx.compile(body);
+    try {
+      expect(flat(eager(mx.array([1, 2])))).toEqual([3, 5]);
+      expect(flat(eager(mx.array([3, 4])))).toEqual([7, 9]);
+      // Compiled while disabled: the JS function runs on every call.
+      expect(traces).toBe(2);
+      expect(flat(traced(mx.array([1, 2])))).toEqual([3, 5]);
+      expect(flat(traced(mx.array([5, 6])))).toEqual([11, 13]);
+      expect(traces).toBe(3);
+      expect(() => mx.setCompileMode('fast' as never)).toThrow("compile mode must be one of disabled, no_simplify, no_fuse, enabled, got 'fast'");
+    } finally {
+      mx.setCompileMode('enabled');
+      eager.dispose();
+      traced.dispose();
+    }
+  });
 });

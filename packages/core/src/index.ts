@@ -12,7 +12,7 @@ export {
 } from './stream.js';
 export {
   Closure, compile, vjp, jvp, valueAndGrad, grad, customVjp, checkpoint, evaluate, asyncEval,
-  enableCompile, disableCompile, type CompiledFunction,
+  enableCompile, disableCompile, setCompileMode, type CompiledFunction, type CompileMode,
 } from './transforms.js';
 export { memory } from './memory.js';
 export type { FftNorm } from './enums.js';

@@ -278,3 +278,17 @@ export function enableCompile(): void {
 export function disableCompile(): void {
   check(fn.mlx_disable_compile(), 'mlx_disable_compile');
 }
+
+export type CompileMode = 'disabled' | 'no_simplify' | 'no_fuse' | 'enabled';
+const compileModes: Record<CompileMode, number> = { disabled: 0, no_simplify: 1, no_fuse: 2, enabled: 3 };
+
+/**
+ * Sets how compile() works, process-wide: 'enabled' (the default) simplifies and fuses graphs;
+ * 'no_fuse' simplifies without fusing (on the CPU, fusing builds each new kernel with the system
+ * C++ compiler); 'no_simplify' only traces; 'disabled' makes compiled functions run eagerly.
+ */
+export function setCompileMode(mode: CompileMode): void {
+  const m = compileModes[mode];
+  if (m === undefined) throw new TypeError(`compile mode must be one of ${Object.keys(compileModes).join(', ')}, got '${String(mode)}'`);
+  check(fn.mlx_set_compile_mode(m), 'mlx_set_compile_mode');
+}
