@@ -140,7 +140,7 @@ function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionO
   const device = mine?.device;
   if (device !== undefined && device !== 'gpu' && device !== 'cpu') throw new TypeError(`mlx execution provider: device must be 'gpu' or 'cpu', got '${String(device)}'`);
   const externalData = (options as { externalData?: MlxSessionOptions['externalData'] } | undefined)?.externalData;
-  return { device, compiled: mine?.compiled ?? false, externalData };
+  return { device, compiled: mine?.compiled, externalData };
 }
 
 export function createMlxBackend(ort: OrtModule): Backend {

@@ -9,16 +9,23 @@ import type { OpRegistry } from './registry/registry.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
 import { prepareModel } from './plan/prepare.js';
-import { Env, RunState } from './execute/env.js';
+import { driveAsync, driveSync, evalAsync } from './execute/driver.js';
 import { foldConstants, registerConstants } from './execute/fold.js';
 import { GraphProgram } from './execute/run.js';
+import { ModelRunner, type CompileStats } from './execute/runner.js';
 import { InvalidFeedError, OrtMlxError, UnsupportedOperatorError } from './errors.js';
 
 export interface MlxSessionOptions {
   /** Where MLX runs the model: 'gpu' (Metal or CUDA, where available) or 'cpu'. Default: MLX's default device. */
   device?: 'gpu' | 'cpu';
-  /** Trace and compile the planned graph with mlx.compile (cached per input shapes). Default false. */
+  /**
+   * The compiled path (default true): per feed signature, shape math is folded once and the
+   * device work is traced with mlx.compile and replayed. The first run of a signature runs
+   * eagerly and learns the signature; the second traces. false: every run walks the plan.
+   */
   compiled?: boolean;
+  /** Feed signatures whose compiled programs are kept (LRU). Default 16. */
+  maxSignatures?: number;
   /** External data for models created from bytes (onnxruntime-common's `externalData`). */
   externalData?: ExternalDataSpec[];
   /** An alternative op registry (tests, experiments). */
@@ -50,6 +57,9 @@ export class MlxSession {
   readonly inputMetadata: TensorMetadata[];
   readonly outputMetadata: TensorMetadata[];
   private released = false;
+  private readonly runner: ModelRunner;
+  /** Runs of this session, one at a time, in the order they were asked for. */
+  private queue: Promise<unknown> = Promise.resolve();
 
   private constructor(readonly model: ModelIR, private readonly program: GraphProgram, private readonly constants: ConstantStore, readonly options: MlxSessionOptions, readonly name: string) {
     const g = model.graph;
@@ -58,6 +68,7 @@ export class MlxSession {
     this.inputMetadata = user.map(metadataOf);
     this.outputNames = g.outputs.map((o) => o.name);
     this.outputMetadata = g.outputs.map(metadataOf);
+    this.runner = new ModelRunner(program, constants, { compiled: options.compiled ?? true, maxSignatures: options.maxSignatures ?? 16 });
   }
 
   static async create(source: string | Uint8Array | ArrayBuffer, options: MlxSessionOptions = {}): Promise<MlxSession> {
@@ -75,6 +86,16 @@ export class MlxSession {
     registerConstants(program, constants);
     mx.withStream(options.device ?? mx.defaultDevice().type, () => foldConstants(program, constants));
     return new MlxSession(model, program, constants, options, name);
+  }
+
+  /** Hits, misses and evictions of the compiled path's signature cache. */
+  get compileStats(): Readonly<CompileStats> {
+    return { ...this.runner.stats };
+  }
+
+  /** @internal The shape of each cached signature's program (segments, steps, traced segments). */
+  describeSignatures(): ReturnType<ModelRunner['describe']> {
+    return this.runner.describe();
   }
 
   private validateFeeds(feeds: Record<string, HostTensor | Value>): void {
@@ -110,57 +131,61 @@ export class MlxSession {
     }
   }
 
-  /** Runs synchronously (blocks the thread for the compute). */
-  runSync(feeds: Record<string, HostTensor | Value>, fetches: string[] = this.outputNames): Record<string, HostTensor | Value> {
-    return mx.withStream(this.stream(), () => mx.scope(() => this.collect(fetches, this.build(feeds, fetches))));
-  }
-
-  /**
-   * Runs without blocking the event loop while MLX computes: the lazy graph is built (host work),
-   * evaluation starts in MLX's stream thread, and the outputs are copied once they are available.
-   */
-  async run(feeds: Record<string, HostTensor | Value>, fetches: string[] = this.outputNames): Promise<Record<string, HostTensor | Value>> {
-    const values = mx.withStream(this.stream(), () =>
-      mx.scope(() => {
-        const vs = this.build(feeds, fetches);
-        mx.asyncEval(vs.flatMap((v) => (v.kind === 'device' ? [v.array] : [])));
-        return vs;
-      }),
-    );
-    const owned = values.flatMap((v) => (v.kind === 'device' && !this.isConstant(v) ? [v.array] : []));
-    try {
-      await waitAvailable(owned);
-      return mx.withStream(this.stream(), () => this.collect(fetches, values));
-    } finally {
-      for (const a of owned) a.dispose();
+  private checkRun(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): void {
+    if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
+    this.validateFeeds(feeds);
+    for (const f of fetches) {
+      if (!this.outputNames.includes(f) && !this.program.plan.producer.has(f)) throw new InvalidFeedError(`model ${this.name}: unknown output '${f}' (outputs are: ${this.outputNames.join(', ')})`);
     }
   }
 
-  private isConstant(v: Value): boolean {
-    for (const c of this.program.plan.constants.values()) if (c === v || (c.kind === 'device' && v.kind === 'device' && c.array === v.array)) return true;
-    return false;
+  /** Runs synchronously (blocks the thread for the compute). For scripts; servers want run(). */
+  runSync(feeds: Record<string, HostTensor | Value>, fetches: string[] = this.outputNames): Record<string, HostTensor | Value> {
+    this.checkRun(feeds, fetches);
+    const run = this.runner.newRun();
+    try {
+      const values = driveSync(this.stream(), run, this.runner.run(run, feeds, fetches));
+      mx.withStream(this.stream(), () => mx.evaluate(deviceArrays(values)));
+      return this.collect(fetches, values);
+    } finally {
+      mx.dispose([...run.arrays]);
+    }
+  }
+
+  /**
+   * Runs without blocking the event loop: the lazy graph is built in short synchronous steps and
+   * MLX evaluates off the JS thread. Runs of one session queue in order; runs of different
+   * sessions overlap.
+   */
+  run(feeds: Record<string, HostTensor | Value>, fetches: string[] = this.outputNames): Promise<Record<string, HostTensor | Value>> {
+    const result = this.queue.then(async () => {
+      this.checkRun(feeds, fetches);
+      const run = this.runner.newRun();
+      run.deferSyncs = true;
+      try {
+        const values = await driveAsync(this.stream(), run, this.runner.run(run, feeds, fetches));
+        await evalAsync(this.stream(), deviceArrays(values));
+        return mx.withStream(this.stream(), () => this.collect(fetches, values));
+      } finally {
+        mx.dispose([...run.arrays]);
+      }
+    });
+    this.queue = result.catch(() => undefined);
+    return result;
   }
 
   private stream(): mx.StreamLike {
     return this.options.device ?? mx.defaultDevice().type;
   }
 
-  private build(feeds: Record<string, HostTensor | Value>, fetches: string[]): Value[] {
-    if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
-    this.validateFeeds(feeds);
-    for (const f of fetches) {
-      if (!this.outputNames.includes(f) && !this.program.plan.producer.has(f)) throw new InvalidFeedError(`model ${this.name}: unknown output '${f}' (outputs are: ${this.outputNames.join(', ')})`);
-    }
-    const env = new Env(this.program.plan, new RunState(this.constants, this.name));
-    for (const [name, f] of Object.entries(feeds)) env.values.set(name, 'kind' in f ? (f as Value) : { kind: 'host', tensor: f as HostTensor });
-    return this.program.execute(env, fetches);
-  }
-
-  private collect(fetches: string[], values: Value[]): Record<string, HostTensor | Value> {
+  /** Outputs on the host: tensors as HostTensors, sequences as sequences of host values. */
+  private collect(fetches: readonly string[], values: Value[]): Record<string, HostTensor | Value> {
     const out: Record<string, HostTensor | Value> = {};
+    const toHost = (v: Value, where: string): Value =>
+      v.kind === 'device' ? { kind: 'host', tensor: asHost(v, where) } : v.kind === 'sequence' ? { ...v, items: v.items.map((x) => toHost(x, where)) } : v;
     fetches.forEach((name, i) => {
       const v = values[i];
-      out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : v;
+      out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
     });
     return out;
   }
@@ -168,23 +193,21 @@ export class MlxSession {
   release(): void {
     if (this.released) return;
     this.released = true;
+    this.runner.release();
     releaseDeviceConstants(this.program);
     this.constants.release();
   }
 }
 
-/**
- * Resolves once every array is computed, without blocking the event loop: setImmediate turns for
- * the first milliseconds (most runs finish there, and other callbacks still run between turns),
- * then 1 ms timers so a long computation does not spin a core.
- */
-async function waitAvailable(arrays: mx.Array[]): Promise<void> {
-  const start = performance.now();
-  for (const a of arrays) {
-    while (!a.isAvailable()) {
-      await new Promise((r) => (performance.now() - start < 5 ? setImmediate(r) : setTimeout(r, 1)));
-    }
-  }
+/** The device arrays among values (sequences included), to evaluate together. */
+function deviceArrays(values: readonly Value[]): mx.Array[] {
+  const out: mx.Array[] = [];
+  const walk = (v: Value) => {
+    if (v.kind === 'device') out.push(v.array);
+    else if (v.kind === 'sequence') v.items.forEach(walk);
+  };
+  values.forEach(walk);
+  return out;
 }
 
 /** Frees the folded device constants of a program and its subprograms. */

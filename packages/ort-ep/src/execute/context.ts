@@ -10,6 +10,15 @@ import type { Env } from './env.js';
 
 export type RunSubgraph = (g: GraphIR, inputs: Value[], env: Env) => Value[];
 
+/**
+ * Thrown by a top-level node that needs the data of arrays not yet computed, in a run that must
+ * not block: the driver evaluates them off the JS thread, then runs the node again (nodes are
+ * pure, so running one twice gives the same result).
+ */
+export class NeedsEval {
+  constructor(readonly arrays: mx.Array[]) {}
+}
+
 export class NodeContext implements OpContext {
   readonly node: NodeIR;
   readonly opset: number;
@@ -28,39 +37,54 @@ export class NodeContext implements OpContext {
     this.inputCount = pn.node.inputs.length;
     this.where = `node '${pn.node.name}' (${pn.node.opType})`;
   }
-  value(i: number): Value {
+  /** Input i without recording a read (for placement and has()). */
+  peek(i: number): Value {
     const name = this.node.inputs[i];
     if (!name) return NONE;
     const v = this.env.get(name);
     if (!v) throw new Error(`${this.where}: input '${name}' has no value`);
     return v;
   }
+  value(i: number): Value {
+    const v = this.peek(i);
+    const a = this.env.run.analysis;
+    if (a) v.kind === 'host' ? a.hostRead(v) : a.deviceUse(v);
+    return v;
+  }
   has(i: number): boolean {
-    return !!this.node.inputs[i] && this.value(i).kind !== 'none';
+    return !!this.node.inputs[i] && this.peek(i).kind !== 'none';
   }
   toArray(v: Value): mx.Array {
+    this.env.run.analysis?.deviceUse(v);
     if (v.kind === 'device') return v.array;
     if (v.kind === 'host') return this.env.run.uploads.array(v.tensor);
     throw new Error(`${this.where}: expected a tensor, got a ${v.kind}`);
   }
   input(i: number): mx.Array {
-    return this.toArray(this.value(i));
+    return this.toArray(this.peek(i));
   }
   optional(i: number): mx.Array | undefined {
     return this.has(i) ? this.input(i) : undefined;
   }
   host(i: number): HostTensor {
-    return asHost(this.value(i), this.where);
+    const v = this.peek(i);
+    this.env.run.analysis?.hostRead(v);
+    if (v.kind === 'device' && this.env.run.deferSyncs && this.env.depth === 0 && !v.array.isAvailable()) throw new NeedsEval([v.array]);
+    return asHost(v, this.where);
   }
   hostIfKnown(i: number): HostTensor | undefined {
-    const v = this.value(i);
-    return v.kind === 'host' ? v.tensor : undefined;
+    const v = this.peek(i);
+    if (v.kind !== 'host') return undefined;
+    this.env.run.analysis?.hostRead(v);
+    return v.tensor;
   }
   elemType(i: number): number {
-    return elemTypeOf(this.value(i));
+    return elemTypeOf(this.peek(i));
   }
   shape(i: number): number[] {
-    return shapeOf(this.value(i), `${this.where}, input ${i}`);
+    const v = this.peek(i);
+    this.env.run.analysis?.shapeRead(v);
+    return shapeOf(v, `${this.where}, input ${i}`);
   }
   wants(o: number): boolean {
     return !!this.node.outputs[o];
@@ -69,9 +93,10 @@ export class NodeContext implements OpContext {
     return this.hostIfKnown(i);
   }
   inputType(i: number): number | undefined {
-    return elemTypeOf(this.value(i));
+    return elemTypeOf(this.peek(i));
   }
   runSubgraph(g: GraphIR, inputs: Value[]): Value[] {
+    this.env.run.analysis?.markSubgraphInputs(inputs);
     return this.runSub(g, inputs, this.env);
   }
 }

@@ -1,21 +1,41 @@
 // The state of one run, and the values of one execution of a graph within it: the graph's own
 // values, then its plan's constants, then the enclosing graph's.
+import type * as mx from '@mlx/core';
 import type { GraphPlan } from '../plan/plan.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 import { RunUploads } from '../runtime/uploads.js';
 import type { Value } from '../runtime/value.js';
+import type { Analysis } from './analysis.js';
 
-/** What one run (session.run, or constant folding) holds while it builds the graph. */
+/** What one run (session.run, a trace, or constant folding) holds while it builds the graph. */
 export class RunState {
   readonly uploads: RunUploads;
+  /** Set on a compiled path's first run of a signature: records what each node reads. */
+  analysis?: Analysis;
+  /** Whether top-level nodes hand host reads of unevaluated arrays back to the driver (NeedsEval) instead of blocking. */
+  deferSyncs = false;
+  /** Every array the run creates, freed when it ends (a run spans several synchronous steps). */
+  readonly arrays = new Set<mx.Disposable>();
+
   constructor(readonly constants: ConstantStore, readonly modelName: string) {
     this.uploads = new RunUploads(constants);
+  }
+
+  /** A tensor value as an MLX array (host tensors uploaded once per run). */
+  toArray(v: Value, name: string): mx.Array {
+    if (v.kind === 'device') return v.array;
+    if (v.kind === 'host') return this.uploads.array(v.tensor);
+    throw new Error(`value '${name}' is a ${v.kind}, not a tensor`);
   }
 }
 
 export class Env {
   readonly values = new Map<string, Value>();
-  constructor(readonly plan: GraphPlan, readonly run: RunState, readonly parent?: Env) {}
+  /** 0 for the main graph, +1 per enclosing subgraph. */
+  readonly depth: number;
+  constructor(readonly plan: GraphPlan, readonly run: RunState, readonly parent?: Env) {
+    this.depth = parent ? parent.depth + 1 : 0;
+  }
   get(name: string): Value | undefined {
     return this.values.get(name) ?? this.plan.constants.get(name) ?? this.parent?.get(name);
   }

@@ -17,7 +17,7 @@ export function placeNode(entry: OpEntry, ctx: NodeContext): 'host' | 'device' {
   if (!entry.host) return 'device';
   let allSmallHost = true;
   for (let i = 0; i < ctx.inputCount; i++) {
-    const v = ctx.value(i);
+    const v = ctx.peek(i);
     if (v.kind === 'none') continue;
     // Element types MLX cannot hold (strings, float8, complex128, 2-bit) have only the host;
     // float8 codes a quantizer left on the device come back to it here.

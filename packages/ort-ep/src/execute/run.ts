@@ -8,7 +8,7 @@ import type { OpResult } from '../registry/types.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import type { Value } from '../runtime/value.js';
 import { NodeExecutionError } from '../errors.js';
-import { NodeContext } from './context.js';
+import { NeedsEval, NodeContext } from './context.js';
 import { Env } from './env.js';
 import { placeNode } from './placement.js';
 
@@ -17,6 +17,11 @@ function toValue(r: OpResult): Value {
   if (r instanceof mx.Array) return { kind: 'device', array: r, onnxType: onnxTypeOf(r.dtype) };
   if ('kind' in r) return r;
   return { kind: 'host', tensor: r };
+}
+
+/** A request from a run to the driver: evaluate these arrays (off the JS thread), then continue. */
+export interface EvalRequest {
+  arrays: mx.Array[];
 }
 
 /**
@@ -50,35 +55,72 @@ export class GraphProgram {
     return o;
   }
 
-  /** Runs node `idx` in `env`, storing its outputs there. */
+  /**
+   * Runs node `idx` in `env`, storing its outputs there. Throws NeedsEval (from a top-level node
+   * of a run that defers syncs) before storing anything; any other failure is a NodeExecutionError.
+   */
   runNode(idx: number, env: Env): void {
     const pn = this.plan.nodes[idx];
     const entry = pn.entry;
     if (!entry) throw new NodeExecutionError(this.plan.modelName, pn.node.name, pn.node.opType, new Error('the node was not planned'));
     const ctx = this.contexts[idx];
     ctx.env = env;
+    const analysis = env.run.analysis;
+    analysis?.begin();
     let results: OpResult[] | undefined;
     try {
       if (placeNode(entry, ctx) === 'host') results = entry.host!(ctx);
       results ??= entry.run!(ctx);
     } catch (e) {
+      analysis?.abort();
+      if (e instanceof NeedsEval) throw e;
       throw new NodeExecutionError(this.plan.modelName, pn.node.name, pn.node.opType, e);
     }
-    storeOutputs(pn, env, results);
+    const values = storeOutputs(pn, env, results);
+    analysis?.end(values, env.depth === 0 ? idx : undefined);
   }
 
-  /** Runs the needed nodes in `env` and returns the values of `outputs`. */
-  execute(env: Env, outputs: string[]): Value[] {
+  /** Runs the needed nodes in `env` synchronously and returns the values of `outputs`. */
+  execute(env: Env, outputs: readonly string[]): Value[] {
     for (const idx of this.order(outputs)) this.runNode(idx, env);
-    return outputs.map((name) => {
-      const v = env.get(name);
-      if (!v) throw new Error(`graph output '${name}' was not computed`);
-      return v;
-    });
+    return outputsOf(env, outputs);
+  }
+
+  /**
+   * Runs nodes `indices` in `env`, yielding an EvalRequest whenever a node needs data that is not
+   * computed yet (the run's deferSyncs must be set); the node then runs again.
+   */
+  *runNodes(indices: readonly number[], env: Env): Generator<EvalRequest, void, void> {
+    for (const idx of indices) {
+      for (;;) {
+        try {
+          this.runNode(idx, env);
+          break;
+        } catch (e) {
+          if (!(e instanceof NeedsEval)) throw e;
+          yield { arrays: e.arrays };
+        }
+      }
+    }
   }
 }
 
-function storeOutputs(pn: PlannedNode, env: Env, results: OpResult[]): void {
+export function outputsOf(env: Env, outputs: readonly string[]): Value[] {
+  return outputs.map((name) => {
+    const v = env.get(name);
+    if (!v) throw new Error(`graph output '${name}' was not computed`);
+    return v;
+  });
+}
+
+function storeOutputs(pn: PlannedNode, env: Env, results: OpResult[]): Value[] {
   const outs = pn.node.outputs;
-  for (let i = 0; i < outs.length; i++) if (outs[i]) env.values.set(outs[i], toValue(results[i]));
+  const values: Value[] = [];
+  for (let i = 0; i < outs.length; i++) {
+    if (!outs[i]) continue;
+    const v = toValue(results[i]);
+    env.values.set(outs[i], v);
+    values.push(v);
+  }
+  return values;
 }

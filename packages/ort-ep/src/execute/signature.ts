@@ -1,0 +1,160 @@
+// The compiled path: for one feed signature (input dtypes and shapes, and the requested outputs),
+// the plan's needed nodes split by what the signature's first run taught (analysis.ts):
+// - static host results are kept and reused: shape math is folded per signature, never per run;
+// - device nodes form segments, each traced once with mx.compile and replayed on every run;
+// - steps (nodes that read dynamic data on the host) run eagerly between segments.
+// A segment that cannot be traced (it reads traced data on the host, or passes a sequence across
+// its boundary) runs eagerly instead, with the same results.
+import * as mx from '@mlx/core';
+import { elemTypeOf, type Value } from '../runtime/value.js';
+import type { Analysis } from './analysis.js';
+import { Env, RunState } from './env.js';
+import { outputsOf, type EvalRequest, type GraphProgram } from './run.js';
+import type { ConstantStore } from '../runtime/uploads.js';
+
+interface Segment {
+  kind: 'segment';
+  nodes: number[];
+  /** Values the segment reads that earlier groups (or the feeds) make. */
+  inputs: string[];
+  /** Values it makes that later groups read, or that are requested. */
+  outputs: string[];
+  /** ONNX element types of inputs and outputs (MLX widens int4 and holds float8 as codes). */
+  inputTypes: number[];
+  outputTypes: number[];
+  /** Traced on first use; undefined while not yet made, null when it cannot be traced. */
+  compiled?: mx.CompiledFunction | null;
+}
+
+interface Step {
+  kind: 'step';
+  node: number;
+}
+
+/** Segments with fewer device nodes than this run eagerly: a trace would cost more than it saves. */
+const MIN_TRACED_NODES = 2;
+
+export class SignatureProgram {
+  private constructor(
+    private readonly program: GraphProgram,
+    private readonly fetches: readonly string[],
+    /** Host values of static nodes, the same for every run of the signature. */
+    private readonly statics: Map<string, Value>,
+    private readonly groups: (Segment | Step)[],
+    private readonly constants: ConstantStore,
+  ) {}
+
+  /** How many segments and steps, and how many of the segments are traced (for stats and tests). */
+  describe(): { segments: number; steps: number; traced: number; staticValues: number } {
+    const segs = this.groups.filter((g): g is Segment => g.kind === 'segment');
+    return { segments: segs.length, steps: this.groups.length - segs.length, traced: segs.filter((s) => s.compiled).length, staticValues: this.statics.size };
+  }
+
+  /** Builds the program from the analysed first run, whose values are still in `env`. */
+  static fromAnalysis(program: GraphProgram, fetches: readonly string[], analysis: Analysis, env: Env, constants: ConstantStore): SignatureProgram {
+    const plan = program.plan;
+    const statics = new Map<string, Value>();
+    const groups: (Segment | Step)[] = [];
+    let seg: Segment | undefined;
+    for (const idx of program.order(fetches)) {
+      const outs = plan.nodes[idx].node.outputs.filter((o) => o);
+      const cls = analysis.classes.get(idx) ?? 'step';
+      if (cls === 'static' && outs.every((o) => env.values.get(o)?.kind === 'host' || env.values.get(o)?.kind === 'none')) {
+        for (const o of outs) statics.set(o, env.values.get(o)!);
+        continue;
+      }
+      if (cls === 'step') {
+        seg = undefined;
+        groups.push({ kind: 'step', node: idx });
+        continue;
+      }
+      if (!seg) groups.push((seg = { kind: 'segment', nodes: [], inputs: [], outputs: [], inputTypes: [], outputTypes: [] }));
+      seg.nodes.push(idx);
+    }
+    // Liveness: what each group reads, and which group makes each value.
+    const madeBy = new Map<string, number>();
+    const reads: Set<string>[] = groups.map((g, gi) => {
+      const r = new Set<string>();
+      for (const idx of g.kind === 'segment' ? g.nodes : [g.node]) {
+        const pn = plan.nodes[idx];
+        for (const i of pn.node.inputs) if (i) r.add(i);
+        for (const i of pn.outerReads) r.add(i);
+        for (const o of pn.node.outputs) if (o) madeBy.set(o, gi);
+      }
+      return r;
+    });
+    const wanted = new Set(fetches);
+    groups.forEach((g, gi) => {
+      if (g.kind !== 'segment') return;
+      for (const name of reads[gi]) {
+        const maker = madeBy.get(name);
+        if (maker === gi || statics.has(name) || (plan.constants.has(name) && !plan.overridable.has(name))) continue;
+        g.inputs.push(name);
+      }
+      for (const [name, maker] of madeBy) {
+        if (maker !== gi) continue;
+        if (wanted.has(name) || reads.some((r, k) => k > gi && r.has(name))) g.outputs.push(name);
+      }
+      const typeOf = (n: string) => elemTypeOf(env.get(n) ?? { kind: 'none' });
+      g.inputTypes = g.inputs.map(typeOf);
+      g.outputTypes = g.outputs.map(typeOf);
+      const tensors = (names: string[]) => names.every((n) => {
+        const k = env.get(n)?.kind;
+        return k === 'device' || k === 'host';
+      });
+      const deviceOut = g.outputs.every((n) => env.get(n)?.kind === 'device');
+      if (g.nodes.length < MIN_TRACED_NODES || !tensors(g.inputs) || !deviceOut) g.compiled = null;
+    });
+    return new SignatureProgram(program, fetches, statics, groups, constants);
+  }
+
+  /** Runs the signature's program in `env` (feeds set); yields when a step needs evaluated data. */
+  *run(env: Env): Generator<EvalRequest, Value[], void> {
+    for (const [n, v] of this.statics) env.values.set(n, v);
+    for (const g of this.groups) {
+      if (g.kind === 'step') {
+        yield* this.program.runNodes([g.node], env);
+        continue;
+      }
+      if (g.compiled === undefined) g.compiled = this.trace(g);
+      if (g.compiled) {
+        let outs: mx.Array[] | undefined;
+        try {
+          outs = g.compiled(...g.inputs.map((n) => env.run.toArray(env.get(n)!, n))) as mx.Array[];
+        } catch {
+          // The trace failed (a host read of traced data, an op MLX cannot compile): from now
+          // on this segment runs eagerly, which gives the same results.
+          g.compiled.dispose();
+          g.compiled = null;
+        }
+        if (outs) {
+          outs.forEach((a, k) => env.values.set(g.outputs[k], { kind: 'device', array: a, onnxType: g.outputTypes[k] }));
+          continue;
+        }
+      }
+      yield* this.program.runNodes(g.nodes, env);
+    }
+    return outputsOf(env, this.fetches);
+  }
+
+  private trace(g: Segment): mx.CompiledFunction {
+    const body = (...inputs: mx.Array[]): mx.Array[] => {
+      const run = new RunState(this.constants, this.program.plan.modelName);
+      const env = new Env(this.program.plan, run);
+      for (const [n, v] of this.statics) env.values.set(n, v);
+      inputs.forEach((a, k) => env.values.set(g.inputs[k], { kind: 'device', array: a, onnxType: g.inputTypes[k] }));
+      for (const idx of g.nodes) this.program.runNode(idx, env);
+      return g.outputs.map((n) => {
+        const v = env.get(n);
+        if (v?.kind !== 'device') throw new Error(`internal error: segment output '${n}' is not an MLX array`);
+        return v.array;
+      });
+    };
+    return mx.compile(body);
+  }
+
+  /** Frees the traces. */
+  dispose(): void {
+    for (const g of this.groups) if (g.kind === 'segment' && g.compiled) g.compiled.dispose();
+  }
+}
