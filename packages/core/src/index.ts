@@ -22,3 +22,4 @@ export { fastOps as fast, linalgOps as linalg, randomOps as random, fftOps as ff
 import { C } from './native.js';
 /** Where the native library was loaded from. */
 export const nativeLibraryPath: string = C.path;
+export { version } from './info.js';
