@@ -68,7 +68,9 @@ export class MlxSession {
     this.inputMetadata = user.map(metadataOf);
     this.outputNames = g.outputs.map((o) => o.name);
     this.outputMetadata = g.outputs.map(metadataOf);
-    this.runner = new ModelRunner(program, constants, { compiled: options.compiled ?? true, maxSignatures: options.maxSignatures ?? 16 });
+    this.runner = new ModelRunner(program, constants, {
+      compiled: options.compiled ?? true, maxSignatures: options.maxSignatures ?? 16, device: options.device ?? mx.defaultDevice().type,
+    });
   }
 
   static async create(source: string | Uint8Array | ArrayBuffer, options: MlxSessionOptions = {}): Promise<MlxSession> {

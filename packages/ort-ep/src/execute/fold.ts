@@ -1,11 +1,10 @@
 // Constant folding at plan time: nodes whose inputs are all constants run once, and their
 // results join the plan's constants (the session's ConstantStore keeps their uploads).
 import * as mx from '@mlx/core';
+import { isNondeterministic } from '../plan/plan.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 import { Env, RunState } from './env.js';
 import type { GraphProgram } from './run.js';
-
-const nondeterministic = new Set(['RandomNormal', 'RandomUniform', 'RandomNormalLike', 'RandomUniformLike', 'Multinomial', 'Bernoulli', 'Dropout']);
 
 /** Declares every host constant of a program (and its subprograms) to the store. */
 export function registerConstants(program: GraphProgram, store: ConstantStore): void {
@@ -22,7 +21,7 @@ export function foldConstants(program: GraphProgram, store: ConstantStore): numb
     if (!pn.entry || pn.subgraphs.length) return;
     const ins = pn.node.inputs.filter((i) => i);
     if (!ins.every((i) => plan.constants.has(i) && !plan.overridable.has(i))) return;
-    if (nondeterministic.has(pn.node.opType)) return;
+    if (isNondeterministic(pn)) return;
     try {
       program.runNode(idx, env);
     } catch {

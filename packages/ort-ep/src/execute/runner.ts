@@ -6,6 +6,7 @@ import { mxDtypeOf } from '../runtime/convert.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 import type { Value } from '../runtime/value.js';
 import { Analysis } from './analysis.js';
+import { compileSetup } from './compile-setup.js';
 import { Env, RunState } from './env.js';
 import { outputsOf, type EvalRequest, type GraphProgram } from './run.js';
 import { SignatureProgram } from './signature.js';
@@ -23,6 +24,7 @@ export interface CompileStats {
 
 export interface RunnerOptions {
   compiled: boolean;
+  device: 'cpu' | 'gpu';
   /** Most signatures kept (LRU). */
   maxSignatures: number;
 }
@@ -63,7 +65,7 @@ export class ModelRunner {
     for (const v of env.values.values()) analysis.markFeed(v);
     yield* this.program.runNodes(this.program.order(fetches), env);
     run.analysis = undefined;
-    const sig = SignatureProgram.fromAnalysis(this.program, fetches, analysis, env, this.constants);
+    const sig = SignatureProgram.fromAnalysis(this.program, fetches, analysis, env, this.constants, compileSetup(this.options.device).traced);
     this.programs.set(key, sig);
     while (this.programs.size > this.options.maxSignatures) {
       const [oldest, p] = this.programs.entries().next().value!;

@@ -6,6 +6,7 @@
 // A segment that cannot be traced (it reads traced data on the host, or passes a sequence across
 // its boundary) runs eagerly instead, with the same results.
 import * as mx from '@mlx/core';
+import { isNondeterministic } from '../plan/plan.js';
 import { elemTypeOf, type Value } from '../runtime/value.js';
 import type { Analysis } from './analysis.js';
 import { Env, RunState } from './env.js';
@@ -31,9 +32,6 @@ interface Step {
   node: number;
 }
 
-/** Segments with fewer device nodes than this run eagerly: a trace would cost more than it saves. */
-const MIN_TRACED_NODES = 2;
-
 export class SignatureProgram {
   private constructor(
     private readonly program: GraphProgram,
@@ -42,6 +40,8 @@ export class SignatureProgram {
     private readonly statics: Map<string, Value>,
     private readonly groups: (Segment | Step)[],
     private readonly constants: ConstantStore,
+    /** Whether mx.compile traces on the run's device (compile-setup.ts). */
+    private readonly traced: boolean,
   ) {}
 
   /** How many segments and steps, and how many of the segments are traced (for stats and tests). */
@@ -51,14 +51,14 @@ export class SignatureProgram {
   }
 
   /** Builds the program from the analysed first run, whose values are still in `env`. */
-  static fromAnalysis(program: GraphProgram, fetches: readonly string[], analysis: Analysis, env: Env, constants: ConstantStore): SignatureProgram {
+  static fromAnalysis(program: GraphProgram, fetches: readonly string[], analysis: Analysis, env: Env, constants: ConstantStore, traced: boolean): SignatureProgram {
     const plan = program.plan;
     const statics = new Map<string, Value>();
     const groups: (Segment | Step)[] = [];
     let seg: Segment | undefined;
     for (const idx of program.order(fetches)) {
       const outs = plan.nodes[idx].node.outputs.filter((o) => o);
-      const cls = analysis.classes.get(idx) ?? 'step';
+      const cls = isNondeterministic(plan.nodes[idx]) ? 'step' : analysis.classes.get(idx) ?? 'step';
       if (cls === 'static' && outs.every((o) => env.values.get(o)?.kind === 'host' || env.values.get(o)?.kind === 'none')) {
         for (const o of outs) statics.set(o, env.values.get(o)!);
         continue;
@@ -103,9 +103,9 @@ export class SignatureProgram {
         return k === 'device' || k === 'host';
       });
       const deviceOut = g.outputs.every((n) => env.get(n)?.kind === 'device');
-      if (g.nodes.length < MIN_TRACED_NODES || !tensors(g.inputs) || !deviceOut) g.compiled = null;
+      if (!tensors(g.inputs) || !deviceOut) g.compiled = null;
     });
-    return new SignatureProgram(program, fetches, statics, groups, constants);
+    return new SignatureProgram(program, fetches, statics, groups, constants, traced);
   }
 
   /** Runs the signature's program in `env` (feeds set); yields when a step needs evaluated data. */
@@ -116,7 +116,7 @@ export class SignatureProgram {
         yield* this.program.runNodes([g.node], env);
         continue;
       }
-      if (g.compiled === undefined) g.compiled = this.trace(g);
+      if (g.compiled === undefined) g.compiled = this.traced ? this.trace(g) : null;
       if (g.compiled) {
         let outs: mx.Array[] | undefined;
         try {

@@ -95,6 +95,16 @@ export function planGraph(graph: GraphIR, opts: PlanOptions, unsupported: Unsupp
   return { graph, nodes, constants, overridable, producer, subplans, modelName: opts.modelName };
 }
 
+/**
+ * Ops whose results differ from run to run (random generators, Dropout in training mode): never
+ * folded, and on the compiled path always run eagerly, since a trace would replay its draws.
+ */
+const NONDETERMINISTIC = new Set(['RandomNormal', 'RandomUniform', 'RandomNormalLike', 'RandomUniformLike', 'Multinomial', 'Bernoulli', 'Dropout']);
+
+export function isNondeterministic(pn: PlannedNode): boolean {
+  return NONDETERMINISTIC.has(pn.node.opType);
+}
+
 /** The indices of the nodes needed to compute `names`, in graph order. */
 export function neededNodes(plan: GraphPlan, names: Iterable<string>): number[] {
   const need = new Set<number>();

@@ -87,7 +87,19 @@ function compareValue(have: HostTensor | Value | undefined, want: TestValue, tol
   return want.why;
 }
 
-export async function runCase(dir: string, engine: Engine): Promise<CaseResult> {
+export interface CaseOptions {
+  /** For 'mlx': the compiled path (default) or the eager one. */
+  compiled?: boolean;
+  /**
+   * Runs per data set (default 1). The compiled path's first run of a signature is eager; the
+   * second traces; the third replays the trace: 3 checks all three.
+   */
+  runs?: number;
+}
+
+export async function runCase(dir: string, engine: Engine, opts: CaseOptions = {}): Promise<CaseResult> {
+  const compiled = opts.compiled ?? true;
+  const runs = opts.runs ?? 1;
   const name = basename(dir);
   const t0 = performance.now();
   const done = (status: Status, detail?: string, lowLevel?: boolean): CaseResult => ({ name, status, detail, lowLevel, ms: Math.round(performance.now() - t0) });
@@ -112,6 +124,13 @@ export async function runCase(dir: string, engine: Engine): Promise<CaseResult> 
       const feeds: Record<string, HostTensor> = {};
       (ds.inputs as HostTensor[]).forEach((t, i) => (feeds[inputs[i]] = t));
       let got: Record<string, HostTensor | Value>;
+      const check = (have: Record<string, HostTensor | Value>): string | undefined => {
+        for (let i = 0; i < ds.outputs.length; i++) {
+          const why = compareValue(have[outputs[i]], ds.outputs[i], tol);
+          if (why) return `output '${outputs[i]}': ${why}`;
+        }
+        return undefined;
+      };
       if (engine === 'ort') {
         if (lowLevel) return done('unsupported', containers ? 'onnxruntime-node cannot take sequence or optional inputs from JavaScript' : 'onnxruntime-common Tensor cannot hold this element type', true);
         const o = ort();
@@ -122,25 +141,36 @@ export async function runCase(dir: string, engine: Engine): Promise<CaseResult> 
         got = {};
         for (const [k, v] of Object.entries(r)) got[k] = tensorToHost(k, v as never);
         await s.release();
+        const why = check(got);
+        if (why) return done('fail', why, lowLevel);
       } else if (lowLevel) {
-        const s = MlxSession.createSync(tc.modelBytes, {});
-        const vfeeds: Record<string, Value> = {};
-        ds.inputs.forEach((t, i) => (vfeeds[inputs[i]] = toValue(t)));
-        got = s.runSync(vfeeds);
-        s.release();
+        const s = MlxSession.createSync(tc.modelBytes, { compiled });
+        try {
+          for (let r = 0; r < runs; r++) {
+            const vfeeds: Record<string, Value> = {};
+            ds.inputs.forEach((t, i) => (vfeeds[inputs[i]] = toValue(t)));
+            const why = check(s.runSync(vfeeds));
+            if (why) return done('fail', `${runs > 1 ? `run ${r + 1}: ` : ''}${why}`, lowLevel);
+          }
+        } finally {
+          s.release();
+        }
       } else {
         const o = ort();
-        const s = await o.InferenceSession.create(tc.modelBytes, { executionProviders: ['mlx'] });
-        const f: Record<string, import('onnxruntime-node').Tensor> = {};
-        for (const [k, v] of Object.entries(feeds)) f[k] = hostToTensor(o as never, v) as never;
-        const r = await s.run(f);
-        got = {};
-        for (const [k, v] of Object.entries(r)) got[k] = tensorToHost(k, v as never);
-        await s.release();
-      }
-      for (let i = 0; i < ds.outputs.length; i++) {
-        const why = compareValue(got[outputs[i]], ds.outputs[i], tol);
-        if (why) return done('fail', `output '${outputs[i]}': ${why}`, lowLevel);
+        const s = await o.InferenceSession.create(tc.modelBytes, { executionProviders: [{ name: 'mlx', compiled } as never] });
+        try {
+          for (let r = 0; r < runs; r++) {
+            const f: Record<string, import('onnxruntime-node').Tensor> = {};
+            for (const [k, v] of Object.entries(feeds)) f[k] = hostToTensor(o as never, v) as never;
+            const out = await s.run(f);
+            got = {};
+            for (const [k, v] of Object.entries(out)) got[k] = tensorToHost(k, v as never);
+            const why = check(got);
+            if (why) return done('fail', `${runs > 1 ? `run ${r + 1}: ` : ''}${why}`, lowLevel);
+          }
+        } finally {
+          await s.release();
+        }
       }
     }
   } catch (e) {

@@ -1,0 +1,133 @@
+// The compiled path through MlxSession: per-signature programs in an LRU, results equal to the
+// eager path on every run (first analysed, then traced, then replayed), data-dependent nodes run
+// as steps between traced segments, and random nodes keep drawing new values.
+import { describe, expect, it } from 'vitest';
+import { MlxSession, type HostTensor } from '../../src/index.js';
+import { model, node, v } from '../helpers/build.js';
+import { seeded } from '../helpers/ort.js';
+
+const f32 = (data: number[], dims: number[]): HostTensor => ({ dtype: 1, dims, data: Float32Array.from(data) });
+const i64 = (data: number[], dims: number[]): HostTensor => ({ dtype: 7, dims, data: BigInt64Array.from(data.map(BigInt)) });
+const values = (t: HostTensor | unknown) => Array.from((t as HostTensor).data as ArrayLike<number | bigint>, Number);
+
+// y = softmax(x @ w + b) * shape-derived scale: shape math (Shape/Gather/Cast) folds per signature.
+const mlp = model({
+  opsets: { '': 17 },
+  inputs: [v('x', 'float32', ['N', 4])], outputs: [v('y', 'float32', ['N', 3])],
+  initializers: [
+    { name: 'w', type: 'float32', dims: [4, 3], values: seeded(12, 3) },
+    { name: 'b', type: 'float32', dims: [3], values: [0.1, -0.2, 0.3] },
+    { name: 'zero', type: 'int64', dims: [], values: [0n] },
+  ],
+  nodes: [
+    node('MatMul', ['x', 'w'], ['xw']), node('Add', ['xw', 'b'], ['z']), node('Softmax', ['z'], ['p'], { attrs: { axis: -1 } }),
+    node('Shape', ['x'], ['shape']), node('Gather', ['shape', 'zero'], ['n']), node('Cast', ['n'], ['nf'], { attrs: { to: 1 } }),
+    node('Mul', ['p', 'nf'], ['y']),
+  ],
+});
+
+describe('compiled path', () => {
+  it('matches the eager path on the analysed, traced and replayed runs; one program per signature', async () => {
+    const eager = await MlxSession.create(mlp, { compiled: false, device: 'cpu' });
+    const compiled = await MlxSession.create(mlp, { device: 'cpu' });
+    try {
+      for (const n of [2, 5]) {
+        for (let r = 0; r < 4; r++) {
+          const x = f32(seeded(4 * n, 10 + r), [n, 4]);
+          const want = values((await eager.run({ x })).y);
+          const got = values((await compiled.run({ x })).y);
+          got.forEach((g, i) => expect(Math.abs(g - want[i])).toBeLessThan(1e-6));
+        }
+      }
+      expect(compiled.compileStats).toMatchObject({ misses: 2, hits: 6, size: 2 });
+      // Shape math (Shape -> Gather -> Cast) is static per signature; the rest is one traced segment.
+      expect(compiled.describeSignatures()).toEqual([
+        { segments: 1, steps: 0, traced: 1, staticValues: 3 },
+        { segments: 1, steps: 0, traced: 1, staticValues: 3 },
+      ]);
+      expect(eager.compileStats.size).toBe(0);
+    } finally {
+      eager.release();
+      compiled.release();
+    }
+  });
+
+  it('keeps at most maxSignatures programs, dropping the least recently used', async () => {
+    const s = await MlxSession.create(mlp, { device: 'cpu', maxSignatures: 2 });
+    try {
+      const run = (n: number) => s.runSync({ x: f32(seeded(4 * n), [n, 4]) });
+      run(1); run(2); run(1); run(3); // 3 evicts 2 (1 was used after 2)
+      expect(s.compileStats).toMatchObject({ misses: 3, hits: 1, evictions: 1, size: 2 });
+      run(1);
+      expect(s.compileStats).toMatchObject({ misses: 3, hits: 2 });
+      run(2);
+      expect(s.compileStats).toMatchObject({ misses: 4, evictions: 2 });
+    } finally {
+      s.release();
+    }
+  });
+
+  it('a Reshape to a fed shape is a step: one signature, new target values, right results', async () => {
+    // y = Reshape(Relu(x), shape) * 2, where shape is an input.
+    const m = model({
+      opsets: { '': 17 },
+      inputs: [v('x', 'float32', [6]), v('shape', 'int64', [2])], outputs: [v('y', 'float32')],
+      initializers: [{ name: 'two', type: 'float32', dims: [], values: [2] }],
+      nodes: [node('Relu', ['x'], ['r']), node('Reshape', ['r', 'shape'], ['rs']), node('Mul', ['rs', 'two'], ['y'])],
+    });
+    const s = await MlxSession.create(m, { device: 'cpu' });
+    try {
+      const x = f32([1, -2, 3, -4, 5, -6], [6]);
+      for (const [shape, dims] of [[[2, 3], [2, 3]], [[3, 2], [3, 2]], [[1, 6], [1, 6]], [[6, 1], [6, 1]]] as const) {
+        const y = s.runSync({ x, shape: i64([...shape], [2]) }).y as HostTensor;
+        expect(y.dims).toEqual(dims);
+        expect(values(y)).toEqual([2, 0, 6, 0, 10, 0]);
+      }
+      expect(s.compileStats).toMatchObject({ misses: 1, hits: 3 });
+      const [p] = s.describeSignatures();
+      expect(p.steps).toBe(1);
+      expect(p.segments).toBe(2);
+    } finally {
+      s.release();
+    }
+  });
+
+  it('NonZero makes shapes depend on data: later segments see new shapes under one signature', async () => {
+    // idx = NonZero(x > 0); y = Gather(x, idx[0]) * 3
+    const m = model({
+      opsets: { '': 17 },
+      inputs: [v('x', 'float32', [5])], outputs: [v('y', 'float32')],
+      initializers: [{ name: 'zero', type: 'float32', dims: [], values: [0] }, { name: 'three', type: 'float32', dims: [], values: [3] }, { name: 'row', type: 'int64', dims: [], values: [0n] }],
+      nodes: [
+        node('Greater', ['x', 'zero'], ['pos']), node('NonZero', ['pos'], ['nz']), node('Gather', ['nz', 'row'], ['idx']),
+        node('Gather', ['x', 'idx'], ['g']), node('Mul', ['g', 'three'], ['y']),
+      ],
+    });
+    const s = await MlxSession.create(m, { device: 'cpu' });
+    try {
+      for (const x of [[1, -1, 2, -2, 3], [-1, -1, -1, 4, -1], [5, 6, 7, 8, 9], [1, -1, 2, -2, 3]]) {
+        const want = x.filter((e) => e > 0).map((e) => e * 3);
+        expect(values((await s.run({ x: f32(x, [5]) })).y)).toEqual(want);
+      }
+      expect(s.compileStats).toMatchObject({ misses: 1, hits: 3 });
+    } finally {
+      s.release();
+    }
+  });
+
+  it('random nodes draw new values on every run, traced or not', async () => {
+    const m = model({
+      opsets: { '': 17 },
+      inputs: [v('x', 'float32', [64])], outputs: [v('y', 'float32')],
+      nodes: [node('RandomUniformLike', ['x'], ['u']), node('Add', ['u', 'x'], ['y'])],
+    });
+    const s = await MlxSession.create(m, { device: 'cpu' });
+    try {
+      const x = f32(new Array(64).fill(0), [64]);
+      const draws = [0, 1, 2, 3].map(() => values(s.runSync({ x }).y).join(','));
+      expect(new Set(draws).size).toBe(4);
+    } finally {
+      s.release();
+    }
+  });
+});
