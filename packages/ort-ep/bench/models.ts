@@ -1,75 +1,116 @@
-// Whole-model latency, side by side in one run: the 'mlx' provider, onnxruntime-node's CPU provider
-// and onnxruntime-web (wasm) on the same models and inputs (../shared/models, data set 0).
-// Prints medians over --runs runs after a warm-up, and the ratios to MLX. Never a test.
-//   tools/dev bench models [--runs 20] [--filter regex]
-import { existsSync, readdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
-import { performance } from 'node:perf_hooks';
-import { readTestCase, type HostTensor } from '../src/onnx/index.js';
-import { hostToTensor } from '../src/backend.js';
-import '../src/index.js';
+// Whole-model latency of the 'mlx' provider (compiled and eager), onnxruntime-node's CPU provider
+// and onnxruntime-web's wasm, each engine alone in its own process (model-worker.ts), alternated,
+// over several rounds; medians of the per-process medians, ratios to onnxruntime-node, first-run
+// times (the compiled path's first run analyses a signature, its second traces it; the first
+// round starts with an empty kernel cache: 'cold'), peak RSS and the largest event-loop gap.
+// Writes reports/bench-models.json and bench/models.svg. Never a test.
+//   tools/dev bench models [--rounds 3] [--runs 20] [--filter regex] [--engines mlx,mlx-eager,ort-node,ort-web]
+//   [--models dir,...] (extra model folders in the shared layout, e.g. from bench/export-models.py)
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { barChart } from './chart.js';
 
-const require = createRequire(import.meta.url);
-const ortNode = require('onnxruntime-node') as typeof import('onnxruntime-node');
-const arg = (n: string) => { const i = process.argv.indexOf(`--${n}`); return i >= 0 ? process.argv[i + 1] : undefined; };
-const runs = Number(arg('runs') ?? 20);
-const filter = new RegExp(arg('filter') ?? '.');
-const modelsDir = new URL('../../../../shared/models', import.meta.url).pathname;
+const here = dirname(fileURLToPath(import.meta.url));
+const pkg = join(here, '..');
+const arg = (n: string, d?: string) => {
+  const i = process.argv.indexOf(`--${n}`);
+  return i >= 0 ? process.argv[i + 1] : d;
+};
+const rounds = Number(arg('rounds', '3'));
+const runs = arg('runs', '20')!;
+const filter = new RegExp(arg('filter', '.')!);
+const engines = arg('engines', 'mlx,mlx-eager,ort-node,ort-web')!.split(',');
+const sharedModels = join(pkg, '..', '..', '..', 'shared', 'models');
+const extra = (arg('models') ?? '').split(',').filter(Boolean);
 
-type Engine = { name: string; create: (path: string) => Promise<{ run: (f: Record<string, unknown>) => Promise<unknown>; release: () => Promise<void> }>; ort: unknown };
+interface Sample { engine: string; model: string; createMs: number; firstMs: number; secondMs: number; medianMs: number; p10Ms: number; p90Ms: number; maxLoopGapMs: number; peakRssMiB: number; error?: string }
 
-async function engines(): Promise<Engine[]> {
-  const list: Engine[] = [
-    { name: 'mlx', ort: ortNode, create: (p) => ortNode.InferenceSession.create(p, { executionProviders: ['mlx'] }) as never },
-    { name: 'ort-node cpu', ort: ortNode, create: (p) => ortNode.InferenceSession.create(p, { executionProviders: ['cpu'] }) as never },
-  ];
-  try {
-    const ortWeb = (await import('onnxruntime-web')) as unknown as typeof import('onnxruntime-node');
-    (ortWeb as unknown as { env: { wasm: { numThreads: number } } }).env.wasm.numThreads = 1;
-    list.push({ name: 'ort-web wasm', ort: ortWeb, create: (p) => ortWeb.InferenceSession.create(p, { executionProviders: ['wasm'] }) as never });
-  } catch (e) {
-    console.log(`onnxruntime-web unavailable: ${(e as Error).message}`);
-  }
-  return list;
+const modelDirs = [
+  ...(existsSync(sharedModels) ? readdirSync(sharedModels).map((m) => join(sharedModels, m)) : []),
+  ...extra,
+].filter((d) => existsSync(join(d, 'model.onnx')) && filter.test(d.split('/').at(-1)!));
+
+const median = (xs: number[]) => (xs.length ? [...xs].sort((a, b) => a - b)[xs.length >> 1] : NaN);
+
+function worker(engine: string, dir: string, env: NodeJS.ProcessEnv): Sample {
+  const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', join(here, 'model-worker.ts'), '--engine', engine, '--model', dir, '--runs', runs], {
+    cwd: pkg, env: { ...process.env, ...env }, encoding: 'utf8', timeout: 600_000,
+  });
+  const line = r.stdout.trim().split('\n').filter((l) => l.startsWith('{')).at(-1);
+  if (!line) return { engine, model: dir.split('/').at(-1)!, error: (r.stderr || 'no output').trim().split('\n').at(-1) } as Sample;
+  return JSON.parse(line) as Sample;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-
-async function main(): Promise<void> {
-  const models = readdirSync(modelsDir).filter((m) => filter.test(m) && existsSync(join(modelsDir, m, 'model.onnx')));
-  const es = await engines();
-  console.log(`median ms per run over ${runs} runs (after 3 warm-up runs); ratio = engine / mlx`);
-  console.log(['model'.padEnd(22), ...es.map((e) => e.name.padStart(14)), ...es.slice(1).map((e) => `${e.name}/mlx`.padStart(18))].join(''));
-  for (const m of models) {
-    const path = join(modelsDir, m, 'model.onnx');
-    const ds = readTestCase(join(modelsDir, m)).datasets[0];
-    const row: number[] = [];
-    for (const e of es) {
-      try {
-        const s = await e.create(path);
-        const names = (s as unknown as { inputNames: string[] }).inputNames;
-        const feeds: Record<string, unknown> = {};
-        (ds.inputs as HostTensor[]).forEach((t, i) => (feeds[names[i]] = hostToTensor(e.ort as never, t)));
-        for (let i = 0; i < 3; i++) await s.run(feeds);
-        const times: number[] = [];
-        for (let i = 0; i < runs; i++) {
-          const t0 = performance.now();
-          await s.run(feeds);
-          times.push(performance.now() - t0);
-        }
-        await s.release();
-        row.push(median(times));
-      } catch (err) {
-        row.push(NaN);
-        console.log(`  ${m} on ${e.name}: ${(err as Error).message.split('\n')[0]}`);
+function main(): void {
+  const cold = mkdtempSync(join(tmpdir(), 'mlx-ort-bench-cache-'));
+  mkdirSync(join(cold, 'tmp'));
+  const samples: Sample[] = [];
+  console.log(`${modelDirs.length} models, ${rounds} rounds, ${runs} timed runs per process; engines: ${engines.join(', ')}`);
+  for (let round = 0; round < rounds; round++) {
+    for (const [mi, dir] of modelDirs.entries()) {
+      // Alternate the order so that no engine always runs first (or after the same neighbour).
+      const order = engines.map((_, i) => engines[(i + round + mi) % engines.length]);
+      for (const e of order) {
+        // Round 0 starts with empty kernel caches (cold): MLX's own folder lives under TMPDIR, and
+        // the lasting one the provider links it to under MLX_ORT_CACHE_DIR. Later rounds reuse them.
+        const s = worker(e, dir, { MLX_ORT_CACHE_DIR: join(cold, 'lasting'), TMPDIR: join(cold, 'tmp'), MLX_PTX_CACHE_DIR: join(cold, 'ptx') });
+        samples.push({ ...s, round } as Sample & { round: number });
+        if (s.error) console.log(`  ${s.model} on ${e}: ${s.error}`);
       }
     }
-    console.log([m.padEnd(22), ...row.map((t) => t.toFixed(2).padStart(14)), ...row.slice(1).map((t) => (t / row[0]).toFixed(2).padStart(18))].join(''));
+    console.log(`round ${round + 1}/${rounds} done`);
   }
+  rmSync(cold, { recursive: true, force: true });
+
+  const models = modelDirs.map((d) => d.split('/').at(-1)!);
+  const rows = models.map((m) => {
+    const per: Record<string, Record<string, number>> = {};
+    for (const e of engines) {
+      const ok = samples.filter((s) => s.model === m && s.engine === e && !s.error);
+      const warm = ok.filter((s) => (s as Sample & { round: number }).round > 0);
+      const c0 = ok.find((s) => (s as Sample & { round: number }).round === 0);
+      per[e] = {
+        medianMs: median(ok.map((s) => s.medianMs)),
+        createMs: median(ok.map((s) => s.createMs)),
+        coldFirstTwoMs: c0 ? c0.firstMs + c0.secondMs : NaN,
+        warmFirstTwoMs: median(warm.map((s) => s.firstMs + s.secondMs)),
+        peakRssMiB: median(ok.map((s) => s.peakRssMiB)),
+        maxLoopGapMs: Math.max(...ok.map((s) => s.maxLoopGapMs), 0),
+      };
+    }
+    return { model: m, engines: per };
+  });
+
+  const pad = (s: string, n: number) => s.padStart(n);
+  console.log('\nmedian ms per run (median over rounds of each process\'s median); ratio = engine / ort-node');
+  console.log(['model'.padEnd(22), ...engines.map((e) => pad(e, 11)), ...engines.filter((e) => e !== 'ort-node').map((e) => pad(`${e}/ort`, 14))].join(''));
+  for (const r of rows) {
+    const base = r.engines['ort-node']?.medianMs;
+    console.log([r.model.padEnd(22), ...engines.map((e) => pad(r.engines[e].medianMs.toFixed(3), 11)), ...engines.filter((e) => e !== 'ort-node').map((e) => pad((r.engines[e].medianMs / base).toFixed(2), 14))].join(''));
+  }
+  const geo = (e: string) => Math.exp(rows.reduce((a, r) => a + Math.log(r.engines[e].medianMs / r.engines['ort-node'].medianMs), 0) / rows.length);
+  if (engines.includes('ort-node')) console.log(['geomean ratio'.padEnd(22), ...engines.filter((e) => e !== 'ort-node').map((e) => `${e}/ort ${geo(e).toFixed(2)}`)].join('  '));
+  console.log('\nfirst runs (ms: create, then the first two runs; cold = empty kernel cache), peak RSS (MiB), largest event-loop gap while running (ms)');
+  for (const r of rows) {
+    for (const e of engines) {
+      const x = r.engines[e];
+      console.log(`  ${r.model.padEnd(20)} ${e.padEnd(10)} create ${x.createMs.toFixed(0).padStart(5)}  first two: cold ${x.coldFirstTwoMs.toFixed(0).padStart(6)} warm ${x.warmFirstTwoMs.toFixed(0).padStart(6)}  rss ${x.peakRssMiB.toFixed(0).padStart(5)}  gap ${x.maxLoopGapMs.toFixed(1).padStart(6)}`);
+    }
+  }
+  const out = join(pkg, '..', '..', 'reports');
+  mkdirSync(out, { recursive: true });
+  const report = { date: new Date().toISOString(), rounds, runs: Number(runs), engines, rows };
+  writeFileSync(join(out, 'bench-models.json'), JSON.stringify(report, null, 2));
+  writeFileSync(join(here, 'models.svg'), barChart({
+    title: 'Median ms per run, each engine alone in its process (lower is better)',
+    groups: rows.map((r) => r.model),
+    series: engines.map((e) => ({ name: e, values: rows.map((r) => r.engines[e].medianMs) })),
+    log: true,
+  }));
+  console.log(`\nwrote reports/bench-models.json and packages/ort-ep/bench/models.svg`);
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+main();

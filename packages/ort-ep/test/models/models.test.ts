@@ -20,28 +20,35 @@ describe('shared models through the mlx provider', () => {
     expectShared(modelsDir);
     expect(models.length).toBeGreaterThanOrEqual(9);
   });
-  for (const name of models) {
-    it(name, async () => {
-      const dir = join(modelsDir, name);
-      const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as { rtol?: number; atol?: number; tolerance?: { rtol: number; atol: number } };
-      const tol = { rtol: meta.rtol ?? meta.tolerance?.rtol ?? 1e-3, atol: meta.atol ?? meta.tolerance?.atol ?? 1e-4 };
-      const tc = readTestCase(dir);
-      const session = await ort.InferenceSession.create(join(dir, 'model.onnx'), { executionProviders: ['mlx'] });
-      try {
-        expect(tc.datasets.length).toBeGreaterThanOrEqual(2);
-        for (const ds of tc.datasets) {
-          const feeds: Record<string, import('onnxruntime-node').Tensor> = {};
-          (ds.inputs as HostTensor[]).forEach((t, i) => (feeds[session.inputNames[i]] = hostToTensor(ort as never, t) as never));
-          const out = await session.run(feeds);
-          (ds.outputs as HostTensor[]).forEach((want, i) => {
-            const name = session.outputNames[i];
-            const c = compareTensor(tensorToHost(name, out[name]), want, tol);
-            expect(c.ok ? 'ok' : `${name}: ${c.why}`).toBe('ok');
-          });
+  // The compiled path (fusion on: on the CPU each new fused kernel is built once with g++ and
+  // kept in the kernel cache), three runs per data set: analysed, traced, replayed. Then the
+  // eager path, one run.
+  for (const [label, compiled, runs] of [['compiled', true, 3], ['eager', false, 1]] as const) {
+    for (const name of models) {
+      it(`${name} (${label})`, async () => {
+        const dir = join(modelsDir, name);
+        const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as { rtol?: number; atol?: number; tolerance?: { rtol: number; atol: number } };
+        const tol = { rtol: meta.rtol ?? meta.tolerance?.rtol ?? 1e-3, atol: meta.atol ?? meta.tolerance?.atol ?? 1e-4 };
+        const tc = readTestCase(dir);
+        const session = await ort.InferenceSession.create(join(dir, 'model.onnx'), { executionProviders: [{ name: 'mlx', compiled } as never] });
+        try {
+          expect(tc.datasets.length).toBeGreaterThanOrEqual(2);
+          for (let r = 0; r < runs; r++) {
+            for (const ds of tc.datasets) {
+              const feeds: Record<string, import('onnxruntime-node').Tensor> = {};
+              (ds.inputs as HostTensor[]).forEach((t, i) => (feeds[session.inputNames[i]] = hostToTensor(ort as never, t) as never));
+              const out = await session.run(feeds);
+              (ds.outputs as HostTensor[]).forEach((want, i) => {
+                const name = session.outputNames[i];
+                const c = compareTensor(tensorToHost(name, out[name]), want, tol);
+                expect(c.ok ? 'ok' : `run ${r + 1}, ${name}: ${c.why}`).toBe('ok');
+              });
+            }
+          }
+        } finally {
+          await session.release();
         }
-      } finally {
-        await session.release();
-      }
-    }, 120_000);
+      }, 300_000);
+    }
   }
 });

@@ -1,0 +1,76 @@
+// One engine on one model in its own process (the benchmark orchestrator, models.ts, spawns it):
+// creates the session, times the first two runs apart (the compiled path analyses on its first run
+// of a signature and traces on its second), then a warm-up and N timed runs; prints one JSON line.
+//   node --conditions=source --import tsx bench/model-worker.ts --engine mlx --model dir [--runs 20]
+import { createRequire } from 'node:module';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { join } from 'node:path';
+import { readTestCase, type HostTensor } from '../src/onnx/index.js';
+import { hostToTensor } from '../src/backend.js';
+
+const arg = (n: string, d?: string) => {
+  const i = process.argv.indexOf(`--${n}`);
+  return i >= 0 ? process.argv[i + 1] : d;
+};
+const engine = arg('engine')!;
+const dir = arg('model')!;
+const runs = Number(arg('runs', '20'));
+const warmup = Number(arg('warmup', '3'));
+
+type Session = { inputNames: readonly string[]; run(f: Record<string, unknown>): Promise<unknown>; release(): Promise<void> };
+
+async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }> {
+  const path = join(dir, 'model.onnx');
+  const require = createRequire(import.meta.url);
+  if (engine === 'ort-web') {
+    const ortWeb = (await import('onnxruntime-web')) as unknown as typeof import('onnxruntime-node');
+    (ortWeb as unknown as { env: { wasm: { numThreads: number } } }).env.wasm.numThreads = Number(process.env.BENCH_THREADS ?? 2);
+    return { ort: ortWeb, create: () => ortWeb.InferenceSession.create(path, { executionProviders: ['wasm'] }) as never };
+  }
+  const ortNode = require('onnxruntime-node') as typeof import('onnxruntime-node');
+  if (engine === 'ort-node') {
+    const threads = Number(process.env.BENCH_THREADS ?? 2);
+    return { ort: ortNode, create: () => ortNode.InferenceSession.create(path, { executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1 }) as never };
+  }
+  await import('../src/index.js');
+  const compiled = engine === 'mlx';
+  const device = (process.env.BENCH_DEVICE ?? 'cpu') as 'cpu' | 'gpu';
+  return { ort: ortNode, create: () => ortNode.InferenceSession.create(path, { executionProviders: [{ name: 'mlx', compiled, device } as never] }) as never };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+
+async function main(): Promise<void> {
+  const { ort, create } = await open();
+  const ds = readTestCase(dir).datasets[0];
+  const t0 = performance.now();
+  const s = await create();
+  const createMs = performance.now() - t0;
+  const feeds: Record<string, unknown> = {};
+  (ds.inputs as HostTensor[]).forEach((t, i) => (feeds[s.inputNames[i]] = hostToTensor(ort as never, t)));
+  const timed = async () => {
+    const t = performance.now();
+    await s.run(feeds);
+    return performance.now() - t;
+  };
+  const firstMs = await timed();
+  const secondMs = await timed();
+  for (let i = 0; i < warmup; i++) await timed();
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) times.push(await timed());
+  loop.disable();
+  await s.release();
+  const sorted = [...times].sort((a, b) => a - b);
+  console.log(JSON.stringify({
+    engine, model: dir.split('/').at(-1), createMs, firstMs, secondMs, medianMs: median(times),
+    p10Ms: sorted[Math.floor(runs * 0.1)], p90Ms: sorted[Math.min(runs - 1, Math.floor(runs * 0.9))],
+    maxLoopGapMs: loop.max / 1e6, peakRssMiB: process.resourceUsage().maxRSS / 1024,
+  }));
+}
+
+main().catch((e) => {
+  console.log(JSON.stringify({ engine, model: dir.split('/').at(-1), error: String((e as Error).message).split('\n')[0] }));
+  process.exitCode = 1;
+});
