@@ -11,6 +11,7 @@ export { confineLocation, materializeExternalData } from './external.js';
 export { decodeModel, decodeGraph, decodeType, normalizeDomain, functionKey, DEFAULT_DOMAIN, type DecodeOptions } from './model.js';
 export { expandFunctions } from './functions.js';
 export { validateGraph, outerReferences, subgraphsOf } from './validate.js';
+export { checkSchemas, schemaOf, knownOpsetRange, typeString, type OpSchema } from './schema.js';
 export {
   decodeValueBytes, decodeSequenceBytes, decodeOptionalBytes, decodeMapBytes, isHostTensor,
   type DataValue, type SequenceValue, type OptionalValue, type MapValue, type SparseValue,

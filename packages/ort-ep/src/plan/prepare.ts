@@ -1,6 +1,6 @@
 // The one way from bytes to a plan, shared by sessions and by checkModel: decode, expand
 // functions, validate the graph, then plan every node against the registry.
-import { decodeModel, expandFunctions, validateGraph, type ExternalDataSpec, type ModelIR } from '../onnx/index.js';
+import { DEFAULT_DOMAIN, checkSchemas, decodeModel, knownOpsetRange, expandFunctions, validateGraph, type ExternalDataSpec, type ModelIR } from '../onnx/index.js';
 import { defaultRegistry } from '../ops/index.js';
 import type { OpRegistry } from '../registry/registry.js';
 import type { UnsupportedNode } from '../errors.js';
@@ -26,10 +26,14 @@ export interface PreparedModel {
 
 export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): PreparedModel {
   const model = decodeModel(bytes, { modelPath: options.modelPath, externalData: options.externalData });
+  // A model that imports other domains but not the default one gets its newest opset, as
+  // onnxruntime gives it (an empty opset_import is refused by decodeModel).
+  if (!model.opsetImports.has(DEFAULT_DOMAIN)) model.opsetImports.set(DEFAULT_DOMAIN, knownOpsetRange(DEFAULT_DOMAIN)![1]);
   expandFunctions(model);
   validateGraph(model.graph);
-  const unsupported: UnsupportedNode[] = [];
   const modelName = options.modelName ?? options.modelPath ?? '<bytes>';
+  checkSchemas(model, modelName);
+  const unsupported: UnsupportedNode[] = [];
   const plan = planGraph(model.graph, { registry: options.registry ?? defaultRegistry, opsets: model.opsetImports, modelName }, unsupported);
   return { model, plan, unsupported };
 }

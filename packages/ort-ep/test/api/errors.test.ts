@@ -108,11 +108,12 @@ describe('models with broken parts', () => {
     expect(real).toBeDefined();
     const bytes = model({
       opsets: { '': 20, 'com.example': 3 },
-      inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2]), v('z', 'float32')],
+      inputs: [v('x', 'float32', [2]), v('bytes', 'uint8', [16]), v('text', 'string', [2])], outputs: [v('y', 'float32', [2]), v('z', 'uint8')],
       nodes: [
         node('FooBar', ['x'], ['f1'], { domain: 'com.example', name: 'foo_a' }),
         node('FooBar', ['f1'], ['y'], { domain: 'com.example', name: 'foo_b' }),
-        node(real!, ['x'], ['z'], { name: 'real_one' }),
+        // With inputs of the types its schema takes: a valid node the provider does not claim.
+        node(real!, real === 'ImageDecoder' ? ['bytes'] : ['text'], ['z'], { name: 'real_one' }),
       ],
     });
     const e = (await createErr(bytes)) as UnsupportedOperatorError;

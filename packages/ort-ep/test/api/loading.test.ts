@@ -34,7 +34,8 @@ const cases: { type: ElemName; values: (number | bigint)[]; want: (number | bigi
 
 const bigTypes = new Set<ElemName>(['int64', 'uint64']);
 const asList = (t: HostTensor) => Array.from(t.data as ArrayLike<number | bigint>);
-const constModel = (w: TensorSpec) => model({ inputs: [], outputs: [v('y', w.type, w.dims)], initializers: [w], nodes: [node('Identity', ['w'], ['y'])] });
+// Opset 21: the first whose Identity takes int4 and uint4.
+const constModel = (w: TensorSpec) => model({ opsets: { '': 21 }, irVersion: 10, inputs: [], outputs: [v('y', w.type, w.dims)], initializers: [w], nodes: [node('Identity', ['w'], ['y'])] });
 
 describe('initializers: every encoding', () => {
   for (const c of cases) {

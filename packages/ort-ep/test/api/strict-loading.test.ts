@@ -1,0 +1,89 @@
+// Loading is as strict as onnxruntime's: models it refuses are refused here too, with the node,
+// the op and what is wrong. Each case is checked against onnxruntime-node first (the reference
+// must refuse it as well), then against the mlx provider.
+import { describe, expect, it } from 'vitest';
+import { MlxSession, OnnxLoadError, type HostTensor } from '../../src/index.js';
+import { model, node, v, type ModelSpec } from '../helpers/build.js';
+import { ort } from '../helpers/ort.js';
+
+async function ortRefuses(bytes: Uint8Array): Promise<boolean> {
+  try {
+    const s = await ort.InferenceSession.create(bytes);
+    await s.release();
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+const refused = async (spec: ModelSpec, message: RegExp) => {
+  const bytes = model(spec);
+  expect(await ortRefuses(bytes), 'onnxruntime-node refuses it too').toBe(true);
+  const e = await MlxSession.create(bytes, { device: 'cpu' }).then(() => undefined, (err: Error) => err);
+  expect(e).toBeInstanceOf(OnnxLoadError);
+  expect(e!.message).toMatch(message);
+};
+
+describe('models onnxruntime refuses', () => {
+  it('an attribute the op does not define', async () => {
+    await refused({
+      opsets: { '': 17 }, inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2])],
+      nodes: [node('Relu', ['x'], ['y'], { name: 'r', attrs: { alpha: 0.5 } })],
+    }, /node 'r' \(Relu\): unknown attribute 'alpha'/);
+  });
+
+  it('inputs of one type parameter with different element types (float + int64 Add)', async () => {
+    await refused({
+      opsets: { '': 17 }, inputs: [v('a', 'float32', [2]), v('b', 'int64', [2])], outputs: [v('y', 'float32', [2])],
+      nodes: [node('Add', ['a', 'b'], ['y'], { name: 'add' })],
+    }, /node 'add' \(Add\): inputs bound to type parameter T disagree: tensor\(float\) and tensor\(int64\)/);
+  });
+
+  it('an element type outside the constraint (Sqrt of int64), found through inferred types', async () => {
+    await refused({
+      opsets: { '': 17 }, inputs: [v('x', 'int64', [2])], outputs: [v('y', 'int64', [2])],
+      nodes: [node('Neg', ['x'], ['n']), node('Sqrt', ['n'], ['y'], { name: 'sqrt' })],
+    }, /node 'sqrt' \(Sqrt\): input 0 \('X'\) has type tensor\(int64\), which Sqrt-13 does not take/);
+  });
+
+  it('an opset the schemas do not know, with the supported range', async () => {
+    await refused({
+      opsets: { '': 999 }, inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2])],
+      nodes: [node('Relu', ['x'], ['y'])],
+    }, /opset 999 of domain ai\.onnx is not supported \(supported: 1 to \d+\)/);
+  });
+
+  it('ai.onnx nodes in a model that imports only another domain run at the newest opset, as in onnxruntime', async () => {
+    // ReduceSum takes its axes as an input from opset 13 on, as an attribute before.
+    const withInput = model({
+      opsets: { 'com.microsoft': 1 }, inputs: [v('x', 'float32', [2, 3]), v('a', 'int64', [1])], outputs: [v('y', 'float32')],
+      nodes: [node('ReduceSum', ['x', 'a'], ['y'], { name: 'sum' })],
+    });
+    const s = await MlxSession.create(withInput, { device: 'cpu' });
+    const y = s.runSync({ x: { dtype: 1, dims: [2, 3], data: Float32Array.from([1, 2, 3, 4, 5, 6]) }, a: { dtype: 7, dims: [1], data: BigInt64Array.of(1n) } }).y as HostTensor;
+    s.release();
+    expect([...(y.data as Float32Array)]).toEqual([6, 15]);
+    await refused({
+      opsets: { 'com.microsoft': 1 }, inputs: [v('x', 'float32', [2, 3])], outputs: [v('y', 'float32')],
+      nodes: [node('ReduceSum', ['x'], ['y'], { name: 'sum', attrs: { axes: [1] } })],
+    }, /node 'sum' \(ReduceSum\): unknown attribute 'axes'/);
+  });
+
+  it('a missing required attribute, and too many inputs', async () => {
+    await refused({
+      opsets: { '': 17 }, inputs: [v('x', 'float32', [2, 2])], outputs: [v('y', 'float32')],
+      nodes: [node('Cast', ['x'], ['y'], { name: 'cast' })],
+    }, /node 'cast' \(Cast\): missing required attribute 'to'/);
+    await refused({
+      opsets: { '': 17 }, inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2])],
+      nodes: [node('Relu', ['x', 'x'], ['y'], { name: 'relu2' })],
+    }, /node 'relu2' \(Relu\): has 2 input\(s\); Relu-14 takes 1/);
+  });
+
+  it('an IR version newer than the schemas', async () => {
+    await refused({
+      irVersion: 99, opsets: { '': 17 }, inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2])],
+      nodes: [node('Relu', ['x'], ['y'])],
+    }, /IR version 99 is not supported \(this loader reads IR versions 3 to \d+\)/);
+  });
+});
