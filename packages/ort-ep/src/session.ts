@@ -1,10 +1,9 @@
 // MlxSession: a planned model and its runs, over host tensors. The onnxruntime-common backend
 // (backend.ts) wraps it; it is also the lower-level API for element types that
 // onnxruntime-common's Tensor cannot hold (bfloat16, float8, int4 as unpacked bytes).
-import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
-import { OnnxDataType, dataTypeName, type ExternalDataSpec, type HostTensor, type ModelIR, type ValueInfoIR } from './onnx/index.js';
+import { OnnxDataType, dataTypeName, readRegularFile, type ExternalDataSpec, type HostTensor, type ModelIR, type ValueInfoIR } from './onnx/index.js';
 import type { OpRegistry } from './registry/registry.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
@@ -13,7 +12,7 @@ import { driveAsync, driveSync, evalAsync } from './execute/driver.js';
 import { foldConstants, registerConstants } from './execute/fold.js';
 import { GraphProgram } from './execute/run.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
-import { InvalidFeedError, OrtMlxError, UnsupportedOperatorError } from './errors.js';
+import { InvalidFeedError, OnnxLoadError, OrtMlxError, UnsupportedOperatorError, messageOf } from './errors.js';
 
 export interface MlxSessionOptions {
   /** Where MLX runs the model: 'gpu' (Metal or CUDA, where available) or 'cpu'. Default: MLX's default device. */
@@ -74,7 +73,7 @@ export class MlxSession {
   }
 
   static async create(source: string | Uint8Array | ArrayBuffer, options: MlxSessionOptions = {}): Promise<MlxSession> {
-    const bytes = typeof source === 'string' ? new Uint8Array(await readFile(source)) : source instanceof Uint8Array ? source : new Uint8Array(source);
+    const bytes = typeof source === 'string' ? readModelFile(source) : source instanceof Uint8Array ? source : new Uint8Array(source);
     const name = typeof source === 'string' ? basename(source) : '<bytes>';
     return MlxSession.createSync(bytes, { ...options, modelPath: typeof source === 'string' ? source : undefined }, name);
   }
@@ -198,6 +197,16 @@ export class MlxSession {
     this.runner.release();
     releaseDeviceConstants(this.program);
     this.constants.release();
+  }
+}
+
+/** A model file's bytes; a path that is not a regular file (a FIFO, a folder) is an OnnxLoadError. */
+function readModelFile(path: string): Uint8Array {
+  try {
+    return readRegularFile(path);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new OnnxLoadError(`cannot read the model file: ${code === 'ENOENT' ? 'no such file' : messageOf(e)}`, { model: path, cause: e });
   }
 }
 

@@ -2,7 +2,7 @@
 // by the caller (onnxruntime-common's `externalData` option) when the model comes from bytes.
 // Locations are confined to the model's folder: absolute paths, `..` that climbs out of it and
 // symbolic links that lead out of it are refused, since a model file is untrusted input.
-import { closeSync, fstatSync, openSync, readSync, realpathSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, realpathSync } from 'node:fs';
 import { join, sep } from 'node:path';
 import { OnnxLoadError, messageOf } from '../errors.js';
 import type { ExternalDataSpec } from './ir.js';
@@ -107,10 +107,8 @@ export class ExternalDataSource {
     if (f) return f;
     let fd: number | undefined;
     try {
-      fd = openSync(path, 'r');
-      const st = fstatSync(fd);
-      if (!st.isFile()) throw new Error('not a regular file');
-      f = { fd, size: st.size };
+      fd = openRegularFile(path);
+      f = { fd, size: fstatSync(fd).size };
     } catch (e) {
       if (fd !== undefined) closeSync(fd);
       const code = (e as NodeJS.ErrnoException).code;
@@ -138,6 +136,40 @@ export class ExternalDataSource {
   close(): void {
     for (const f of this.files.values()) closeSync(f.fd);
     this.files.clear();
+  }
+}
+
+/**
+ * Opens a file for reading only if it is a regular file. The open does not block (O_NONBLOCK), so
+ * a FIFO or a device cannot stall the caller; the type is checked on the opened descriptor, so it
+ * cannot change between the check and the read.
+ */
+export function openRegularFile(path: string): number {
+  const fd = openSync(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+  const st = fstatSync(fd);
+  if (!st.isFile()) {
+    closeSync(fd);
+    const kind = st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : st.isSocket() ? 'a socket' : 'not a regular file';
+    throw Object.assign(new Error(`it is ${kind}, not a regular file`), { code: 'ENOTREGULAR' });
+  }
+  return fd;
+}
+
+/** The whole content of a regular file (a model file), read with bounded reads. */
+export function readRegularFile(path: string): Uint8Array {
+  const fd = openRegularFile(path);
+  try {
+    const size = fstatSync(fd).size;
+    const out = new Uint8Array(size);
+    let done = 0;
+    while (done < size) {
+      const n = readSync(fd, out, done, Math.min(size - done, 1 << 30), done);
+      if (n === 0) break;
+      done += n;
+    }
+    return done === size ? out : out.subarray(0, done);
+  } finally {
+    closeSync(fd);
   }
 }
 

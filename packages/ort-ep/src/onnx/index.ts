@@ -7,7 +7,7 @@ export {
 export { OnnxLoadError } from '../errors.js';
 export { bitsPerElement, rawByteLength, allocHost, packSubByte, unpackSubByte, fromRawBytes, toRawBytes } from './layout.js';
 export { decodeTensor, decodeTensorBytes, decodeSparseTensor, sparseToDense, type TensorContext } from './tensor.js';
-export { confineLocation, materializeExternalData } from './external.js';
+export { confineLocation, materializeExternalData, openRegularFile, readRegularFile } from './external.js';
 export { decodeModel, decodeGraph, decodeType, normalizeDomain, functionKey, DEFAULT_DOMAIN, type DecodeOptions } from './model.js';
 export { expandFunctions } from './functions.js';
 export { validateGraph, outerReferences, subgraphsOf } from './validate.js';

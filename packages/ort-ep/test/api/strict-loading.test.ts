@@ -1,7 +1,11 @@
 // Loading is as strict as onnxruntime's: models it refuses are refused here too, with the node,
 // the op and what is wrong. Each case is checked against onnxruntime-node first (the reference
 // must refuse it as well), then against the mlx provider.
-import { describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { MlxSession, OnnxLoadError, type HostTensor } from '../../src/index.js';
 import { model, node, v, type ModelSpec } from '../helpers/build.js';
 import { ort } from '../helpers/ort.js';
@@ -85,5 +89,38 @@ describe('models onnxruntime refuses', () => {
       irVersion: 99, opsets: { '': 17 }, inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2])],
       nodes: [node('Relu', ['x'], ['y'])],
     }, /IR version 99 is not supported \(this loader reads IR versions 3 to \d+\)/);
+  });
+});
+
+describe('files that are not regular files', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ort-ep-fifo-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const fifo = (name: string) => {
+    const p = join(dir, name);
+    execFileSync('mkfifo', [p]);
+    return p;
+  };
+
+  it('external data in a FIFO is refused at once instead of blocking create()', async () => {
+    fifo('weights.bin');
+    const path = join(dir, 'model.onnx');
+    writeFileSync(path, model({
+      opsets: { '': 17 }, inputs: [], outputs: [v('y', 'float32', [4])],
+      initializers: [{ name: 'w', type: 'float32', dims: [4], external: { location: 'weights.bin', offset: 0, length: 16 } }],
+      nodes: [node('Identity', ['w'], ['y'])],
+    }));
+    const t0 = performance.now();
+    const e = await MlxSession.create(path, { device: 'cpu' }).then(() => undefined, (err: Error) => err);
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect(e).toBeInstanceOf(OnnxLoadError);
+    expect(e!.message).toMatch(/external data file 'weights\.bin' cannot be read \(it is a FIFO, not a regular file\)/);
+  });
+
+  it('a model path that is a FIFO or a folder is refused at once', async () => {
+    for (const [p, what] of [[fifo('model-fifo.onnx'), 'a FIFO'], [dir, 'a directory']]) {
+      const e = await MlxSession.create(p, { device: 'cpu' }).then(() => undefined, (err: Error) => err);
+      expect(e).toBeInstanceOf(OnnxLoadError);
+      expect(e!.message).toContain(`cannot read the model file: it is ${what}, not a regular file`);
+    }
   });
 });
