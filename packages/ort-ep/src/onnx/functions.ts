@@ -8,6 +8,9 @@ import type { AttrValue, FunctionIR, GraphIR, ModelIR, NodeIR, ValueInfoIR } fro
 import { functionKey } from './model.js';
 
 const MAX_DEPTH = 64;
+/** Nodes a model may have once its functions are inlined: a few levels of functions that call
+ *  others several times grow exponentially, and would otherwise exhaust memory. */
+export const MAX_EXPANDED_NODES = 1_000_000;
 
 type Rename = (name: string) => string;
 
@@ -75,6 +78,8 @@ function cloneGraph(g: GraphIR, outer: Rename, call: Call): GraphIR {
 
 class Expander {
   private readonly prefixes = new Set<string>();
+  /** Nodes inlined so far. */
+  private expanded = 0;
 
   constructor(private readonly model: ModelIR) {}
 
@@ -96,7 +101,7 @@ class Expander {
       const key = functionKey(node.domain, node.opType, node.overload);
       const fn = this.model.functions.get(key);
       if (!fn) out.push(node);
-      else out.push(...this.inline(node, fn, key, stack, valueInfo));
+      else for (const n of this.inline(node, fn, key, stack, valueInfo)) out.push(n);
     }
     return out;
   }
@@ -120,6 +125,10 @@ class Expander {
     // An output the caller does not take still needs a name inside the body, where other nodes may use it.
     fn.outputs.forEach((f, i) => formal.set(f, caller.outputs[i] || `${call.prefix}/${f}`));
     const rename: Rename = (n) => (n === '' ? '' : formal.get(n) ?? `${call.prefix}/${n}`);
+    this.expanded += fn.nodes.length;
+    if (this.expanded > MAX_EXPANDED_NODES) {
+      throw new OnnxLoadError(`${where}: inlining the model's functions makes more than ${MAX_EXPANDED_NODES.toLocaleString('en')} nodes (calls of function '${key}' nest and repeat)`);
+    }
     const body = fn.nodes.map((n) => cloneNode(n, rename, call));
     for (const v of fn.valueInfo.values()) {
       const name = rename(v.name);

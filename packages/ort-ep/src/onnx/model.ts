@@ -200,7 +200,11 @@ function parseModel(bytes: Uint8Array): ModelProto {
     if (/premature EOF/i.test(msg)) {
       throw new OnnxLoadError(`truncated ONNX model: the data ends inside a field after ${bytes.length} bytes (an incomplete download or copy?)`, { cause: e });
     }
-    if (e instanceof RangeError && /call stack/i.test(msg)) throw new OnnxLoadError('not an ONNX model: messages nest too deeply', { cause: e });
+    if ((e instanceof RangeError && /call stack/i.test(msg)) || /maximum recursion depth/i.test(msg)) {
+      // The protobuf reader's limit, as in onnxruntime's: 100 nested messages, about 33 levels of
+      // If/Loop/Scan bodies (graph -> node -> attribute -> graph).
+      throw new OnnxLoadError('the model nests messages deeper than 100 levels (subgraphs in subgraphs, about 33 levels of If/Loop/Scan bodies), the limit of the protobuf reader', { cause: e });
+    }
     throw new OnnxLoadError(`not an ONNX model: the bytes are not a valid protobuf ModelProto (${msg})`, { cause: e });
   }
   if (!m.graph) {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MlxSession, OnnxLoadError, type HostTensor } from '../../src/index.js';
-import { model, node, v, type ModelSpec } from '../helpers/build.js';
+import { model, node, v, type GraphSpec, type ModelSpec } from '../helpers/build.js';
 import { ort } from '../helpers/ort.js';
 
 async function ortRefuses(bytes: Uint8Array): Promise<boolean> {
@@ -122,5 +122,36 @@ describe('files that are not regular files', () => {
       expect(e).toBeInstanceOf(OnnxLoadError);
       expect(e!.message).toContain(`cannot read the model file: it is ${what}, not a regular file`);
     }
+  });
+});
+
+describe('limits of the loader', () => {
+  it('subgraphs nested past the protobuf reader limit: a clear error', async () => {
+    const leaf: GraphSpec = { inputs: [], outputs: [v('o', 'float32', [1])], nodes: [node('Constant', [], ['o'], { attrs: { value_float: { f: 1 } } })] };
+    let g = leaf;
+    for (let d = 0; d < 40; d++) g = { inputs: [], outputs: [v('o', 'float32', [1])], nodes: [node('If', ['c'], ['o'], { attrs: { then_branch: { g }, else_branch: { g: leaf } } })] };
+    const bytes = model({ inputs: [v('c', 'bool', [])], outputs: [v('o', 'float32', [1])], nodes: g.nodes });
+    expect(await ortRefuses(bytes)).toBe(true);
+    const e = await MlxSession.create(bytes).then(() => undefined, (err: Error) => err);
+    expect(e).toBeInstanceOf(OnnxLoadError);
+    expect(e!.message).toMatch(/nests messages deeper than 100 levels/);
+  });
+
+  it('functions that call each other repeatedly: inlining stops at a node budget', async () => {
+    // f0 = Relu; f(k) calls f(k-1) four times: 4^12 = 16.7 million nodes once inlined.
+    const functions = Array.from({ length: 13 }, (_, k) => ({
+      name: `f${k}`, domain: 'local', inputs: ['x'], outputs: ['y'], opsets: { '': 17, local: 1 },
+      nodes: k === 0 ? [node('Relu', ['x'], ['y'])]
+        : [node(`f${k - 1}`, ['x'], ['a'], { domain: 'local' }), node(`f${k - 1}`, ['a'], ['b'], { domain: 'local' }), node(`f${k - 1}`, ['b'], ['c'], { domain: 'local' }), node(`f${k - 1}`, ['c'], ['y'], { domain: 'local' })],
+    }));
+    const bytes = model({
+      opsets: { '': 17, local: 1 }, functions, inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2])],
+      nodes: [node('f12', ['x'], ['y'], { domain: 'local', name: 'call' })],
+    });
+    const t0 = performance.now();
+    const e = await MlxSession.create(bytes).then(() => undefined, (err: Error) => err);
+    expect(performance.now() - t0).toBeLessThan(20_000);
+    expect(e).toBeInstanceOf(OnnxLoadError);
+    expect(e!.message).toMatch(/inlining the model's functions makes more than 1,000,000 nodes/);
   });
 });
