@@ -1,21 +1,36 @@
 // Generates src/generated/ops.ts: one safe TypeScript function per mechanical op of the ABI spec
-// (packages/sys/spec, kind 'op'). `--check` exits 1 when the file is stale.
-import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+// (packages/sys/spec, kind 'op'), converting each parameter as the type table (spec/types.ts) says.
+// `--check` exits 1 when the file is stale.
+import { readFileSync, writeFileSync, existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spec } from '../../sys/spec/index.js';
-import { parseProto, type Param } from '../../sys/spec/dsl.js';
+import { isListAt, isOutParam as isOut, parseProto } from '../../sys/spec/dsl.js';
+import { resolveCType, type IntListRule } from '../../sys/spec/types.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+// `--root DIR` writes (or checks) DIR/src/generated/ops.ts instead of this package's (for tests).
+const rootArg = process.argv.indexOf('--root');
+const root = rootArg > 0 ? process.argv[rootArg + 1] : join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(root, 'src/generated/ops.ts');
 
 const camel = (s: string) => s.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
-const isOut = (p: Param) => /^res(_\d+)?$/.test(p.name) && p.type.endsWith('*') && !p.type.startsWith('const');
-const bare = (t: string) => t.replace(/^const /, '').trim();
 const reserved = new Set(['function', 'default', 'var', 'new', 'delete', 'in', 'class', 'const', 'let', 'import', 'export']);
 const jsName = (n: string) => (reserved.has(n) ? `${n}_` : camel(n));
 
 const namespaces = ['fast', 'linalg', 'random', 'fft'];
+
+/**
+ * What MLX makes of an int list, so that core can refuse values it would misread: shapes, sizes and
+ * repeat counts are dimensions (0 to 2^31-1; reshape and unflatten also take -1 for "inferred"),
+ * slice strides must not be 0 (MLX divides by them), everything else (axes, starts, stops,
+ * shifts, paddings, split indices) only has to fit in int32; MLX checks the rest.
+ */
+function listRule(fnName: string, param: string): IntListRule {
+  if (param === 'shape') return fnName === 'mlx_reshape' || fnName === 'mlx_unflatten' ? 'dimOrInfer' : 'dim';
+  if (['slice_sizes', 'slice_size', 'reps', 'n'].includes(param)) return 'dim';
+  if (param === 'strides' && /^mlx_slice/.test(fnName)) return 'nonzero';
+  return 'any';
+}
 
 let body = '';
 const nsMembers: Record<string, [string, string][]> = { fast: [], linalg: [], random: [], fft: [] };
@@ -33,69 +48,48 @@ for (const [group, list] of Object.entries(spec)) {
     const args: string[] = [];
     // A random key (uint32) is not a value operand: it must not decide the dtype of JS scalars
     // beside it (randint(-3, 4, key) would wrap -3 to a uint32).
-    const arrayParams = ins.filter((p) => bare(p.type) === 'mlx_array' && p.name !== 'key').map((p) => jsName(p.name));
+    const isOperand = (t: string) => { const r = resolveCType(t); return !r.pointer && r.row.core === 'operand'; };
+    const arrayParams = ins.filter((p) => isOperand(p.type) && p.name !== 'key').map((p) => jsName(p.name));
     const refArray = arrayParams.length > 1 ? '_ref' : '';
     if (refArray) pre.push(`const _ref = firstArray(${arrayParams.join(', ')});`);
     let hasStream = false;
     for (let i = 0; i < ins.length; i++) {
       const p = ins[i];
-      const t = bare(p.type);
       const v = jsName(p.name);
-      const next = ins[i + 1];
-      if (t.endsWith('*') && next && next.name === `${p.name}_num`) {
-        const elem = t.slice(0, -1).trim();
-        const ctor = elem === 'int64_t' ? 'BigInt64Array' : elem === 'uint64_t' ? 'BigUint64Array' : 'Int32Array';
-        const conv = elem.includes('64') ? `${ctor}.from(${v}, (x) => BigInt(x))` : `${ctor}.from(${v})`;
+      const label = `${name}: ${v}`;
+      const { name: ctype, row, pointer } = resolveCType(p.type);
+      if (isListAt(ins, i)) {
+        if (!row.coreList) throw new Error(`${fn.name}: no core conversion for a list of '${ctype}' (${p.name}) in sys/spec/types.ts`);
+        const conv = row.coreList.arg(v, label, listRule(fn.name, p.name));
         if (p.nullable) {
-          sig.push(`${v}?: readonly number[] | null`);
+          sig.push(`${v}?: ${row.coreList.type} | null`);
           args.push(`${v} == null ? null : ${conv}`, `${v} == null ? 0 : ${v}.length`);
         } else {
-          sig.push(`${v}: readonly number[]`);
+          sig.push(`${v}: ${row.coreList.type}`);
           args.push(conv, `${v}.length`);
         }
         i++;
         continue;
       }
-      if (t === 'mlx_array') {
+      const core = pointer ? undefined : p.nullable ? row.coreNullable ?? row.core : row.core;
+      if (!core) throw new Error(`${fn.name}: no core conversion for parameter type '${p.type}' (${p.name}) in sys/spec/types.ts`);
+      if (core === 'operand') {
+        const take = `t.arg(${v}${refArray ? `, ${refArray}` : ''})`;
         if (p.nullable) {
           sig.push(`${v}?: ArrayLike | null`);
-          pre.push(`const _${v} = ${v} == null ? null : t.arg(${v}${refArray ? `, ${refArray}` : ''});`);
+          pre.push(`const _${v} = ${v} == null ? null : ${take};`);
           args.push(`_${v} ? _${v}.handle : NULL_HANDLE`);
         } else {
           sig.push(`${v}: ArrayLike`);
-          pre.push(`const _${v} = t.arg(${v}${refArray ? `, ${refArray}` : ''});`);
+          pre.push(`const _${v} = ${take};`);
           args.push(`_${v}.handle`);
         }
-      } else if (t === 'mlx_stream') {
+      } else if (core === 'stream') {
         hasStream = true;
         args.push('streamHandle(opts)');
-      } else if (t === 'mlx_vector_array') {
-        sig.push(`${v}: readonly ArrayLike[]`);
-        args.push(`t.vector(${v})`);
-      } else if (t === 'mlx_dtype') {
-        sig.push(`${v}: Dtype`);
-        args.push(`dtypeCode(${v})`);
-      } else if (t === 'mlx_optional_dtype') {
-        sig.push(`${v}?: Dtype | null`);
-        args.push(`${v} == null ? { value: 0, has_value: false } : { value: dtypeCode(${v}), has_value: true }`);
-      } else if (t === 'mlx_optional_int' || t === 'mlx_optional_float') {
-        sig.push(`${v}?: number | null`);
-        args.push(`${v} == null ? { value: 0, has_value: false } : { value: ${v}, has_value: true }`);
-      } else if (t === 'mlx_fft_norm') {
-        sig.push(`${v}: FftNorm = 'backward'`);
-        args.push(`fftNormCode(${v})`);
-      } else if (t === 'char*') {
-        sig.push(p.nullable ? `${v}?: string | null` : `${v}: string`);
-        args.push(p.nullable ? `${v} ?? null` : v);
-      } else if (t === 'bool') {
-        sig.push(`${v}: boolean`);
-        args.push(v);
-      } else if (/^(size_t|u?int64_t)$/.test(t)) {
-        sig.push(`${v}: number | bigint`);
-        args.push(v);
       } else {
-        sig.push(`${v}: number`);
-        args.push(v);
+        sig.push(core.optional ? `${v}?: ${core.type}` : core.default ? `${v}: ${core.type} = ${core.default}` : `${v}: ${core.type}`);
+        args.push(core.arg(v, label));
       }
     }
     // An optional parameter followed by a required one takes null/undefined explicitly.
@@ -106,26 +100,27 @@ for (const [group, list] of Object.entries(spec)) {
       else if (!m && !sig[k].includes(' = ')) requiredAfter = true;
     }
     if (hasStream) sig.push('opts?: OpOptions');
+    const cname = fn.name;
+    const results = outs.map((o) => {
+      const { row, pointer } = resolveCType(o.type);
+      if (pointer !== 'out' || !row.coreResult) throw new Error(`${cname}: no core result for out-parameter '${o.type}' in sys/spec/types.ts`);
+      return row.coreResult;
+    });
+    const rs = outs.length === 1 ? ['res'] : outs.map((_, i) => `r${i}`);
+    const passed = [...results.map((r, i) => (r.pass ? r.pass(rs[i]) : rs[i])), ...args].join(', ');
+    const checked = `t.check(fn.${cname}(${passed}), '${cname}');`;
     let ret: string;
     let call: string;
-    const cname = fn.name;
-    if (outs.length === 1 && bare(outs[0].type) === 'mlx_array*') {
-      ret = 'Array';
-      call = `const res = { ctx: null };\n    t.check(fn.${cname}(res, ${args.join(', ')}), '${cname}');\n    return Array.fromHandle(res);`;
-    } else if (outs.length === 1 && bare(outs[0].type) === 'mlx_vector_array*') {
-      ret = 'Array[]';
-      call = `const res = { ctx: null };\n    t.check(fn.${cname}(res, ${args.join(', ')}), '${cname}');\n    return takeVector(res);`;
-    } else if (outs.length > 1 && outs.every((o) => bare(o.type) === 'mlx_array*')) {
-      ret = `[${outs.map(() => 'Array').join(', ')}]`;
-      const rs = outs.map((_, i) => `r${i}`);
-      call = `${rs.map((r) => `const ${r} = { ctx: null };`).join(' ')}\n    t.check(fn.${cname}(${rs.join(', ')}, ${args.join(', ')}), '${cname}');\n    return [${rs.map((r) => `Array.fromHandle(${r})`).join(', ')}];`;
-    } else if (outs.length === 1 && bare(outs[0].type) === 'bool*') {
-      ret = 'boolean';
-      call = `const res = [false];\n    t.check(fn.${cname}(res as never, ${args.join(', ')}), '${cname}');\n    return res[0];`;
-    } else if (outs.length === 0) {
+    if (outs.length === 0) {
       ret = 'void';
-      call = `t.check(fn.${cname}(${args.join(', ')}), '${cname}');`;
-    } else throw new Error(`${cname}: unsupported outputs`);
+      call = checked;
+    } else if (outs.length === 1) {
+      ret = results[0].type;
+      call = `const res = ${results[0].init};\n    ${checked}\n    return ${results[0].take('res')};`;
+    } else {
+      ret = `[${results.map((r) => r.type).join(', ')}]`;
+      call = `${rs.map((r, i) => `const ${r} = ${results[i].init};`).join(' ')}\n    ${checked}\n    return [${results.map((r, i) => r.take(rs[i])).join(', ')}];`;
+    }
     body += `\n/** \`${s.proto.replace(/\/\*.*?\*\//g, '').replace(/\s+/g, ' ')}\` */\nexport function ${name}(${sig.join(', ')}): ${ret} {\n  const t = new CallTemps();\n  try {\n    ${pre.join('\n    ')}${pre.length ? '\n    ' : ''}${call}\n  } finally {\n    t.release();\n  }\n}\n`;
     count++;
     for (const ns of namespaces) {
@@ -155,10 +150,11 @@ export const generatedOpCount = ${count};
 if (process.argv.includes('--check')) {
   const cur = existsSync(out) ? readFileSync(out, 'utf8') : '';
   if (cur !== text) {
-    console.error('packages/core/src/generated/ops.ts is stale: run `pnpm --filter @mlx/core generate`');
+    console.error('packages/core/src/generated/ops.ts is stale: run `corepack pnpm --filter @mlx/core exec tsx scripts/generate-ops.ts`');
     process.exit(1);
   }
 } else {
+  mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, text);
   console.log(`wrote ${count} ops`);
 }

@@ -20,6 +20,9 @@ export interface ArrayOptions {
 
 export class Array {
   #handle: MlxHandle;
+  #ndim?: number;
+  #shape?: number[];
+  #dtype?: Dtype;
 
   private constructor(handle: MlxHandle) {
     this.#handle = handle;
@@ -65,13 +68,19 @@ export class Array {
     return !this.#handle.ctx;
   }
 
+  // MLX never changes an array's shape or dtype, so each is read from MLX once, on first use, and
+  // kept in the wrapper (no FFI call at creation). `shape` returns a copy that callers may change.
   get ndim(): number {
-    return Number(fn.mlx_array_ndim(this.handle));
+    const h = this.handle;
+    return (this.#ndim ??= Number(fn.mlx_array_ndim(h)));
   }
   get shape(): number[] {
-    const nd = this.ndim;
-    if (nd === 0) return [];
-    return globalThis.Array.from(koffi.decode(fn.mlx_array_shape(this.handle), 'int', nd) as number[]);
+    const h = this.handle;
+    if (!this.#shape) {
+      const nd = this.ndim;
+      this.#shape = nd === 0 ? [] : globalThis.Array.from(koffi.decode(fn.mlx_array_shape(h), 'int', nd) as number[]);
+    }
+    return this.#shape.slice();
   }
   get size(): number {
     return Number(fn.mlx_array_size(this.handle));
@@ -83,7 +92,8 @@ export class Array {
     return itemsize(this.dtype);
   }
   get dtype(): Dtype {
-    return dtypeFromCode(fn.mlx_array_dtype(this.handle));
+    const h = this.handle;
+    return (this.#dtype ??= dtypeFromCode(fn.mlx_array_dtype(h)));
   }
 
   /** Whether the array's value is computed (after evaluate or asyncEval); never blocks. */

@@ -205,6 +205,29 @@ describe('logic and bits', () => {
     expect(r.toList()).toEqual([[1, -1, 3], [-1, -1, 3]]);
   });
 
+  it('a JS scalar beside a bool mask takes the dtype of the value operand, not of the mask', () => {
+    // where(mask, x, 0) keeps x's dtype: the first non-bool array decides the scalar's dtype.
+    const m = [true, false, true, false];
+    const mask = mx.array(m);
+    const pick = (x: number[], s: number) => x.map((v, i) => (m[i] ? v : s));
+    const hv = [1.5, 2.5, -3, 4];
+    const h = mx.where(mask, mx.array(hv, 'float16'), 0.25);
+    expect(h.dtype).toBe('float16');
+    expect(h.toList()).toEqual(pick(hv, 0.25));
+    const uv = [1, 2, 3, 250];
+    const u = mx.where(mask, mx.array(uv, 'uint8'), 7);
+    expect(u.dtype).toBe('uint8');
+    expect(u.toList()).toEqual(pick(uv, 7));
+    // The scalar before the value operand.
+    const b = mx.where(mask, 0.5, mx.array(hv, 'bfloat16'));
+    expect(b.dtype).toBe('bfloat16');
+    expect(b.toList()).toEqual(hv.map((v, i) => (m[i] ? 0.5 : v)));
+    // With only bool arrays, the scalar follows the first of them.
+    const bb = mx.where(mask, mask, false);
+    expect(bb.dtype).toBe('bool');
+    expect(bb.toList()).toEqual(m);
+  });
+
   it('clip with bounds on either side or both', () => {
     const xs = inputs(10, -5, 5, 3);
     expectClose(mx.clip(mx.array(xs), -1, 2), xs.map((x) => Math.min(2, Math.max(-1, x))));

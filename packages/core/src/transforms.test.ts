@@ -164,6 +164,25 @@ describe('exceptions inside traced functions', () => {
     expect(mx.sum(mx.arange(3)).item()).toBe(3);
   });
 
+  it('MLX refusing the arguments of vjp or jvp is an MlxError naming that function', () => {
+    const f = (a: mx.Array, b: mx.Array) => mx.multiply(a, b);
+    const errorOf = (body: () => unknown): mx.MlxError => {
+      try {
+        body();
+      } catch (e) {
+        return e as mx.MlxError;
+      }
+      throw new Error('expected an error');
+    };
+    // A cotangent of the wrong shape; one tangent too few.
+    const v = errorOf(() => mx.vjp(f, [mx.array(xs), mx.array(xs)], [mx.array([1, 2])]));
+    expect(v).toBeInstanceOf(mx.MlxError);
+    expect(v.functionName).toBe('mlx_vjp');
+    const j = errorOf(() => mx.jvp(f, [mx.array(xs), mx.array(xs)], [mx.array(xs)]));
+    expect(j).toBeInstanceOf(mx.MlxError);
+    expect(j.functionName).toBe('mlx_jvp');
+  });
+
   it('returning something that is not an Array is a TypeError', () => {
     expect(() => mx.vjp(() => 3 as never, [mx.array(xs)], [mx.array(1)])).toThrow(TypeError);
     expect(mx.add(1, 1).item()).toBe(2);

@@ -120,28 +120,28 @@ function withVectors<T>(lists: readonly (readonly Array[])[], body: (vs: MlxHand
   }
 }
 
-/** Vector-Jacobian product: [outputs, vjps] of `f` at `primals` against `cotangents`. */
-export function vjp(f: (...xs: Array[]) => Returned, primals: readonly Array[], cotangents: readonly Array[]): [Array[], Array[]] {
+// mlx_vjp and mlx_jvp take the same arguments (closure, primals, and cotangents or tangents) and
+// return [outputs, products] the same way.
+type ProductFn = typeof fn.mlx_vjp;
+function product(native: ProductFn, name: string, f: (...xs: Array[]) => Returned, primals: readonly Array[], seeds: readonly Array[]): [Array[], Array[]] {
   const single = {};
   using cl = closureOf(f, single);
-  return withVectors([primals, cotangents], ([p, c]) => {
+  return withVectors([primals, seeds], ([p, s]) => {
     const r0 = { ctx: null };
     const r1 = { ctx: null };
-    check(fn.mlx_vjp(r0, r1, cl.handle, p, c), 'mlx_vjp');
+    check(native(r0, r1, cl.handle, p, s), name);
     return [takeVector(r0), takeVector(r1)];
   });
 }
 
+/** Vector-Jacobian product: [outputs, vjps] of `f` at `primals` against `cotangents`. */
+export function vjp(f: (...xs: Array[]) => Returned, primals: readonly Array[], cotangents: readonly Array[]): [Array[], Array[]] {
+  return product(fn.mlx_vjp, 'mlx_vjp', f, primals, cotangents);
+}
+
 /** Jacobian-vector product: [outputs, jvps] of `f` at `primals` along `tangents`. */
 export function jvp(f: (...xs: Array[]) => Returned, primals: readonly Array[], tangents: readonly Array[]): [Array[], Array[]] {
-  const single = {};
-  using cl = closureOf(f, single);
-  return withVectors([primals, tangents], ([p, t]) => {
-    const r0 = { ctx: null };
-    const r1 = { ctx: null };
-    check(fn.mlx_jvp(r0, r1, cl.handle, p, t), 'mlx_jvp');
-    return [takeVector(r0), takeVector(r1)];
-  });
+  return product(fn.mlx_jvp, 'mlx_jvp', f, primals, tangents);
 }
 
 /**
@@ -250,26 +250,23 @@ export function checkpoint(f: (...xs: Array[]) => Returned): CompiledFunction {
   return callableOf(new Closure(res, Buffer.alloc(1), [src]), single);
 }
 
-/** Evaluates arrays together (one graph walk). */
-export function evaluate(...xs: (Array | readonly Array[])[]): void {
-  const flat = xs.flat() as Array[];
-  const v = makeVector(flat);
+function evalWith(native: typeof fn.mlx_eval, name: string, xs: (Array | readonly Array[])[]): void {
+  const v = makeVector(xs.flat() as Array[]);
   try {
-    check(fn.mlx_eval(v), 'mlx_eval');
+    check(native(v), name);
   } finally {
     fn.mlx_vector_array_free(v);
   }
 }
 
+/** Evaluates arrays together (one graph walk). */
+export function evaluate(...xs: (Array | readonly Array[])[]): void {
+  evalWith(fn.mlx_eval, 'mlx_eval', xs);
+}
+
 /** Starts evaluating arrays in the background; reading their data waits for the result. */
 export function asyncEval(...xs: (Array | readonly Array[])[]): void {
-  const flat = xs.flat() as Array[];
-  const v = makeVector(flat);
-  try {
-    check(fn.mlx_async_eval(v), 'mlx_async_eval');
-  } finally {
-    fn.mlx_vector_array_free(v);
-  }
+  evalWith(fn.mlx_async_eval, 'mlx_async_eval', xs);
 }
 
 export function enableCompile(): void {

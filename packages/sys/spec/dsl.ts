@@ -3,6 +3,7 @@
 //   native/generated/*.cpp   C++ glue for the mechanical entries (kind 'op'),
 //   native/include/mlxc/functions.h  the C declarations of every entry,
 //   src/generated/*.ts       koffi declarations with TypeScript types.
+// The C types they use are in types.ts, one row per type.
 // Entries of kind 'manual' are implemented by hand in native/src/*.cpp because their mapping to
 // MLX's C++ API is not mechanical (constructors, data access, closures, error handling).
 
@@ -55,3 +56,10 @@ export function parseProto(proto: string): ParsedFn {
   }
   return { ret: ret.replace(/\s*\*\s*/g, '* ').trim(), name, params };
 }
+
+/** mlx-c names its out-parameters `res`, `res_0`, `res_1`, ...: writable pointers the call fills. */
+export const isOutParam = (p: Param): boolean => /^res(_\d+)?$/.test(p.name) && p.type.endsWith('*') && !p.type.startsWith('const');
+
+/** A pointer parameter `x` followed by `x_num` is a list (pointer and count). */
+export const isListAt = (params: readonly Param[], i: number): boolean =>
+  params[i].type.endsWith('*') && params[i + 1]?.name === `${params[i].name}_num`;

@@ -1,31 +1,70 @@
-// The generated files (native glue, C declarations, koffi bindings, the README table, core's ops)
-// must match what the generators emit from the spec today.
+// The generated files (native glue, C declarations and types, koffi bindings and types, the README
+// table, core's ops) must match what the generators emit from the spec today, and the check must
+// notice when they do not.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 
 const repo = fileURLToPath(new URL('../../..', import.meta.url));
 const tsx = `${repo}node_modules/.bin/tsx`;
+const sysScript = 'packages/sys/scripts/generate.ts';
+const coreScript = 'packages/core/scripts/generate-ops.ts';
 
-function runCheck(script: string) {
-  return spawnSync(tsx, [script, '--check'], { cwd: repo, encoding: 'utf8', timeout: 60_000 });
+function run(script: string, ...args: string[]) {
+  return spawnSync(tsx, [script, ...args], { cwd: repo, encoding: 'utf8', timeout: 60_000 });
 }
+
+const scratch = mkdtempSync(join(tmpdir(), 'mlx-generated-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('generated files', () => {
   it('the tsx binary is where the checks expect it', () => {
     expect(existsSync(tsx)).toBe(true);
   });
 
-  it('sys: native glue, declarations, bindings and the ABI table are not stale', () => {
-    const r = runCheck('packages/sys/scripts/generate.ts');
+  it('sys: native glue, declarations, types, bindings and the ABI table are not stale', () => {
+    const r = run(sysScript, '--check');
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
   });
 
   it('core: generated ops are not stale', () => {
-    const r = runCheck('packages/core/scripts/generate-ops.ts');
+    const r = run(coreScript, '--check');
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
+  });
+});
+
+// The checks run against a scratch copy (--root), so that the package's own files stay untouched
+// while other test files load them.
+describe('the staleness checks fail when a generated file is stale', () => {
+  it('sys: an edited or a missing file is named, with the command that regenerates it', () => {
+    const root = join(scratch, 'sys');
+    expect(run(sysScript, '--root', root).status).toBe(0);
+    expect(run(sysScript, '--check', '--root', root).status).toBe(0);
+
+    writeFileSync(join(root, 'native/include/mlxc/types.h'), '/* edited by hand */\n');
+    unlinkSync(join(root, 'src/generated/ctypes.ts'));
+    const r = run(sysScript, '--check', '--root', root);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('native/include/mlxc/types.h');
+    expect(r.stderr).toContain('src/generated/ctypes.ts');
+    expect(r.stderr).not.toContain('bindings.ts');
+    expect(r.stderr).toContain('corepack pnpm --filter @mlx/sys generate');
+  });
+
+  it('core: an edited ops.ts is reported, with the command that regenerates it', () => {
+    const root = join(scratch, 'core');
+    expect(run(coreScript, '--root', root).status).toBe(0);
+    expect(run(coreScript, '--check', '--root', root).status).toBe(0);
+
+    writeFileSync(join(root, 'src/generated/ops.ts'), '// stale\n');
+    const r = run(coreScript, '--check', '--root', root);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('ops.ts is stale');
+    expect(r.stderr).toContain('corepack pnpm --filter @mlx/core exec tsx scripts/generate-ops.ts');
   });
 });

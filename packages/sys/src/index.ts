@@ -5,29 +5,17 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prototypes, type MlxCFunctions } from './generated/bindings.js';
+import { callbackTypes, enumTypes, handleTypes, structTypes } from './generated/ctypes.js';
 
 export type { MlxCFunctions } from './generated/bindings.js';
 export { prototypes, functionCount } from './generated/bindings.js';
 export type { MlxHandle } from './types.js';
+/** mlx-c's enum values. */
+export { MlxDtype, MlxDeviceType, MlxCompileMode, MlxFftNorm } from './generated/ctypes.js';
 
 const require = createRequire(import.meta.url);
 type Koffi = typeof import('koffi');
 const koffi: Koffi = require('koffi');
-
-/** mlx_dtype values, as in mlx-c. */
-export const MlxDtype = {
-  BOOL: 0, UINT8: 1, UINT16: 2, UINT32: 3, UINT64: 4, INT8: 5, INT16: 6, INT32: 7, INT64: 8,
-  FLOAT16: 9, FLOAT32: 10, FLOAT64: 11, BFLOAT16: 12, COMPLEX64: 13,
-} as const;
-export const MlxDeviceType = { CPU: 0, GPU: 1 } as const;
-export const MlxCompileMode = { DISABLED: 0, NO_SIMPLIFY: 1, NO_FUSE: 2, ENABLED: 3 } as const;
-export const MlxFftNorm = { BACKWARD: 0, ORTHO: 1, FORWARD: 2 } as const;
-
-const handleNames = [
-  'mlx_array', 'mlx_string', 'mlx_device', 'mlx_stream', 'mlx_vector_array', 'mlx_vector_vector_array',
-  'mlx_vector_int', 'mlx_vector_string', 'mlx_closure', 'mlx_closure_value_and_grad', 'mlx_closure_custom',
-  'mlx_closure_custom_jvp', 'mlx_closure_custom_vmap',
-];
 
 /** The koffi types the declarations use, for callers that register callbacks or decode memory. */
 export interface MlxCTypes {
@@ -46,29 +34,15 @@ export interface MlxC {
 }
 
 let types: MlxCTypes | undefined;
+/** Declares the ABI's types (from spec/types.ts, through src/generated/ctypes.ts) in dependency order. */
 function declareTypes(): MlxCTypes {
   if (types) return types;
   const handles: Record<string, unknown> = {};
-  for (const n of handleNames) handles[n] = koffi.struct(n, { ctx: 'void*' });
-  for (const n of ['mlx_dtype', 'mlx_device_type', 'mlx_compile_mode', 'mlx_fft_norm']) koffi.alias(n, 'int');
-  koffi.struct('mlx_optional_int', { value: 'int', has_value: 'bool' });
-  koffi.struct('mlx_optional_float', { value: 'float', has_value: 'bool' });
-  koffi.struct('mlx_optional_dtype', { value: 'int', has_value: 'bool' });
-  koffi.struct('mlx_complex64_t', { re: 'float', im: 'float' });
-  const callbacks: Record<string, unknown> = {
-    mlx_error_handler_func: koffi.proto('void mlx_error_handler_func(const char* msg, void* data)'),
-    mlx_payload_dtor: koffi.proto('void mlx_payload_dtor(void* payload)'),
-    mlx_data_dtor: koffi.proto('void mlx_data_dtor(void* data)'),
-    mlx_closure_fun: koffi.proto('int mlx_closure_fun(mlx_vector_array* res, mlx_vector_array input)'),
-    mlx_closure_fun_payload: koffi.proto('int mlx_closure_fun_payload(mlx_vector_array* res, mlx_vector_array input, void* payload)'),
-    mlx_closure_unary_fun: koffi.proto('int mlx_closure_unary_fun(mlx_array* res, mlx_array input)'),
-    mlx_closure_value_and_grad_fun: koffi.proto('int mlx_closure_value_and_grad_fun(mlx_vector_array* res_0, mlx_vector_array* res_1, mlx_vector_array input)'),
-    mlx_closure_value_and_grad_fun_payload: koffi.proto('int mlx_closure_value_and_grad_fun_payload(mlx_vector_array* res_0, mlx_vector_array* res_1, mlx_vector_array input, void* payload)'),
-    mlx_closure_custom_fun: koffi.proto('int mlx_closure_custom_fun(mlx_vector_array* res, mlx_vector_array primals, mlx_vector_array cotangents, mlx_vector_array outputs)'),
-    mlx_closure_custom_fun_payload: koffi.proto('int mlx_closure_custom_fun_payload(mlx_vector_array* res, mlx_vector_array primals, mlx_vector_array cotangents, mlx_vector_array outputs, void* payload)'),
-    mlx_closure_custom_jvp_fun: koffi.proto('int mlx_closure_custom_jvp_fun(mlx_vector_array* res, mlx_vector_array primals, mlx_vector_array tangents, const int* argnums, size_t argnums_num)'),
-    mlx_closure_custom_jvp_fun_payload: koffi.proto('int mlx_closure_custom_jvp_fun_payload(mlx_vector_array* res, mlx_vector_array primals, mlx_vector_array tangents, const int* argnums, size_t argnums_num, void* payload)'),
-  };
+  for (const n of handleTypes) handles[n] = koffi.struct(n, { ctx: 'void*' });
+  for (const n of enumTypes) koffi.alias(n, 'int');
+  for (const [n, fields] of Object.entries(structTypes)) koffi.struct(n, fields);
+  const callbacks: Record<string, unknown> = {};
+  for (const [n, proto] of Object.entries(callbackTypes)) callbacks[n] = koffi.proto(proto);
   types = { handles, callbacks };
   return types;
 }
