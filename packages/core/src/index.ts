@@ -23,3 +23,4 @@ import { C } from './native.js';
 /** Where the native library was loaded from. */
 export const nativeLibraryPath: string = C.path;
 export { version } from './info.js';
+export { evalInBackground, evaluateWithin, graphBytes, type EvalLimits } from './eval.js';

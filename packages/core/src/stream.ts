@@ -123,12 +123,16 @@ export function defaultStream(): Stream {
   return overrides.at(-1) ?? defaultStreamOf(defaultDevice().type);
 }
 
-/** A new stream on a device (yours to dispose). */
-export function newStream(device: DeviceType | Device = defaultDevice()): Stream {
+/**
+ * A new stream on a device (yours to dispose). MLX evaluates a stream's work on the thread that made
+ * it; `anyThread: true` makes one any thread may evaluate (one at a time), as evalInBackground needs.
+ */
+export function newStream(device: DeviceType | Device = defaultDevice(), options: { anyThread?: boolean } = {}): Stream {
   const type = typeof device === 'string' ? device : device.type;
   const d = fn.mlx_device_new_type(type === 'gpu' ? MlxDeviceType.GPU : MlxDeviceType.CPU, 0);
   try {
-    return Stream.fromHandle(checkHandle(fn.mlx_stream_new_device(d), 'mlx_stream_new_device'), true);
+    const h = options.anyThread ? fn.mlxc_stream_new_any_thread(d) : fn.mlx_stream_new_device(d);
+    return Stream.fromHandle(checkHandle(h, options.anyThread ? 'mlxc_stream_new_any_thread' : 'mlx_stream_new_device'), true);
   } finally {
     fn.mlx_device_free(d);
   }

@@ -5,9 +5,10 @@ import { linalg } from './linalg.js';
 import { random } from './random.js';
 import { fft } from './fft.js';
 import { array, string, vector, device, stream, closure, transforms, memory, error } from './runtime.js';
+import { extensions } from './extensions.js';
 
 /** Every exported function, by group. The group names the generated C++ file and the README row. */
 export const spec: Record<string, FnSpec[]> = {
   array, string, vector, device, stream, closure, transforms, memory, error,
-  ops, fast, linalg, random, fft,
+  ops, fast, linalg, random, fft, extensions,
 };

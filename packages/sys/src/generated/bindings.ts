@@ -488,6 +488,9 @@ export const prototypes: readonly string[] = [
   'int mlx_fft_rfft2(_Inout_ mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s)',
   'int mlx_fft_rfftfreq(_Inout_ mlx_array* res, int n, double d, const mlx_stream s)',
   'int mlx_fft_rfftn(_Inout_ mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s)',
+  'mlx_stream mlxc_stream_new_any_thread(mlx_device dev)',
+  'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
+  'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
 ];
 
 /** The raw functions, one per prototype, with their TypeScript types. */
@@ -1460,6 +1463,12 @@ export interface MlxCFunctions {
   mlx_fft_rfftfreq(res: MlxHandle, n: number, d: number, s: MlxHandle): number;
   /** fft: `int mlx_fft_rfftn(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s)` */
   mlx_fft_rfftn(res: MlxHandle, a: MlxHandle, n: ArrayBufferView | ArrayBuffer | unknown[] | null, n_num: number | bigint, axes: ArrayBufferView | ArrayBuffer | unknown[] | null, axes_num: number | bigint, norm: number, s: MlxHandle): number;
+  /** extensions: `mlx_stream mlxc_stream_new_any_thread(mlx_device dev)` */
+  mlxc_stream_new_any_thread(dev: MlxHandle): MlxHandle;
+  /** extensions: `int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)` */
+  mlxc_graph_bytes(total: unknown[], largest: unknown[], outputs: MlxHandle): number;
+  /** extensions: `int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)` */
+  mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
 }
 
-export const functionCount = 484;
+export const functionCount = 487;

@@ -518,6 +518,11 @@ int mlx_fft_rfft2(mlx_array* res, const mlx_array a, const int* n, size_t n_num,
 int mlx_fft_rfftfreq(mlx_array* res, int n, double d, const mlx_stream s);
 int mlx_fft_rfftn(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s);
 
+/* extensions */
+mlx_stream mlxc_stream_new_any_thread(mlx_device dev);
+int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs);
+int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes);
+
 #ifdef __cplusplus
 }
 #endif

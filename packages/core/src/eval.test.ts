@@ -1,0 +1,62 @@
+// Evaluation on a worker thread and within a memory budget.
+import { describe, expect, it } from 'vitest';
+import * as mx from './index.js';
+
+describe('evalInBackground', () => {
+  it('computes on a worker thread while the event loop keeps turning', async () => {
+    using s = mx.newStream('cpu', { anyThread: true });
+    const a = mx.withStream(s, () => {
+      let x = mx.full([512, 512], 0.001, 'float32');
+      for (let i = 0; i < 40; i++) x = mx.matmul(x, x);
+      return mx.sum(x);
+    });
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    const t0 = performance.now();
+    await mx.evalInBackground([a], {}, s);
+    const ms = performance.now() - t0;
+    clearInterval(timer);
+    expect(a.isAvailable()).toBe(true);
+    expect(a.item()).toBe(0);
+    // The timer fired while MLX computed (40 matmuls of 512² take tens of milliseconds here).
+    if (ms > 20) expect(ticks).toBeGreaterThan(2);
+  });
+
+  it('raises what MLX raises, and the stream keeps working', async () => {
+    using s = mx.newStream('cpu', { anyThread: true });
+    const bad = mx.withStream(s, () => mx.full([4], 1, 'float32'));
+    await expect(mx.evalInBackground([bad], { maxArrayBytes: 8 }, s)).rejects.toThrow(/memory budget/);
+    const good = mx.withStream(s, () => mx.add(mx.full([4], 1, 'float32'), 1));
+    await mx.evalInBackground([good], {}, s);
+    expect(good.toList()).toEqual([2, 2, 2, 2]);
+  });
+});
+
+describe('memory budget', () => {
+  it('counts what an evaluation would allocate, each array once', () => {
+    const a = mx.Array.fromTypedArray(new Float32Array(1000), [1000]);
+    const b = mx.add(a, a);
+    const c = mx.multiply(b, b);
+    // a is data; add and multiply make two float32 arrays of 1000; b is reached twice, counted once.
+    const g = mx.graphBytes([c, b]);
+    expect(g).toEqual({ total: 8000, largest: 4000 });
+    // A view (a broadcast) counts as the array it describes.
+    expect(mx.graphBytes([mx.broadcastTo(a, [3, 1000])]).total).toBe(12000);
+    c.eval();
+    expect(mx.graphBytes([c])).toEqual({ total: 0, largest: 0 });
+  });
+
+  it('refuses an evaluation over a limit before computing anything, naming the array', () => {
+    // 2^15 x 2^15 float32 is 4 GiB: refused, never allocated.
+    const big = mx.broadcastTo(mx.scalar(1, 'float32'), [1 << 15, 1 << 15]);
+    const huge = mx.add(big, 1);
+    expect(() => mx.evaluateWithin([huge], { maxArrayBytes: 1 << 30 })).toThrow(
+      /memory budget\] evaluating would allocate an array of shape \[32768, 32768\] float32 \(4294967296 bytes, made by Add\), over the limit of 1073741824 bytes per tensor/,
+    );
+    expect(huge.isAvailable()).toBe(false);
+    const small = mx.add(mx.full([8], 1, 'float32'), 1);
+    expect(() => mx.evaluateWithin([small], { maxTotalBytes: 16 })).toThrow(/bytes in all, over the limit of 16 bytes/);
+    mx.evaluateWithin([small], { maxTotalBytes: 1 << 20 });
+    expect(small.toList()).toEqual([2, 2, 2, 2, 2, 2, 2, 2]);
+  });
+});

@@ -1,0 +1,19 @@
+// ABI spec: functions of this library that mlx-c does not have (prefix mlxc_), written by hand in
+// native/src/extensions.cpp. They exist for what a runtime over MLX needs from native code that the
+// C API does not give: streams another thread may evaluate, and evaluation within a memory budget.
+import { manual, type FnSpec } from './dsl.js';
+
+export const extensions: FnSpec[] = [
+  manual(
+    'mlx_stream mlxc_stream_new_any_thread(mlx_device dev)',
+    "MLX's new_thread_unsafe_stream: arrays built on it can be evaluated from another thread (one thread at a time); mlx_stream_new_device's streams only evaluate on the thread that made them",
+  ),
+  manual(
+    'int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)',
+    'the bytes evaluating outputs would allocate: every array not yet computed, once (siblings included), and the largest',
+  ),
+  manual(
+    'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
+    'mlx_eval after mlxc_graph_bytes: over a limit (0: none), nothing is evaluated and the error names the largest array, its shape, dtype, bytes and primitive',
+  ),
+];
