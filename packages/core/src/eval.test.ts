@@ -22,6 +22,20 @@ describe('evalInBackground', () => {
     if (ms > 20) expect(ticks).toBeGreaterThan(2);
   });
 
+  it('what MLX makes without a stream inside withStream (custom VJP primitives) lands on that stream', async () => {
+    using s = mx.newStream('cpu', { anyThread: true });
+    const double = mx.customVjp((x) => mx.multiply(x, 2), (_p, cot) => [mx.multiply(cot[0], 2)]);
+    try {
+      const y = mx.withStream(s, () => mx.add(double(mx.full([3], 1.5, 'float32')) as mx.Array, 1));
+      // Built on MLX's thread-local default stream, the custom primitive could not be evaluated
+      // by a worker thread ("There is no Stream(cpu, n) in current thread").
+      await mx.evalInBackground([y], {}, s);
+      expect(y.toList()).toEqual([4, 4, 4]);
+    } finally {
+      double.dispose();
+    }
+  });
+
   it('raises what MLX raises, and the stream keeps working', async () => {
     using s = mx.newStream('cpu', { anyThread: true });
     const bad = mx.withStream(s, () => mx.full([4], 1, 'float32'));

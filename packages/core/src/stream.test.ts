@@ -84,6 +84,8 @@ describe('streams', () => {
       expect(mx.defaultStream()).toBe(before);
       expect(mx.withStream('cpu', () => mx.defaultStream())).toBe(mx.defaultStreamOf('cpu'));
       expect(mx.withStream(a, () => 42)).toBe(42);
+      // A device type names the innermost stream of that device, so { stream: 'cpu' } stays on it.
+      mx.withStream(a, () => expect(mx.withStream('cpu', () => mx.defaultStream())).toBe(a));
     } finally {
       a.dispose();
       b.dispose();

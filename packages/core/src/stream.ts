@@ -143,9 +143,17 @@ export interface OpOptions {
   stream?: StreamLike;
 }
 
+/**
+ * A stream from what ops take: a Stream as given; a device type as the innermost withStream stream
+ * of that device, else the device's default stream (so `{ stream: 'cpu' }` inside
+ * `withStream(myCpuStream, ...)` stays on myCpuStream).
+ */
 export function resolveStream(s?: StreamLike): Stream {
   if (s === undefined) return defaultStream();
-  if (typeof s === 'string') return defaultStreamOf(s);
+  if (typeof s === 'string') {
+    for (let i = overrides.length - 1; i >= 0; i--) if (overrides[i].device.type === s) return overrides[i];
+    return defaultStreamOf(s);
+  }
   return s;
 }
 
@@ -154,13 +162,32 @@ export function streamHandle(opts?: OpOptions): MlxHandle {
   return resolveStream(opts?.stream).handle;
 }
 
-/** Runs `fn` with `s` as the default stream (synchronous code only). */
+/** MLX's own default stream per device, as this module last set it (undefined: MLX's initial one). */
+const nativeDefaults = new Map<DeviceType, Stream>();
+
+function setNativeDefault(s: Stream): void {
+  check(fn.mlx_set_default_stream(s.handle), 'mlx_set_default_stream');
+  nativeDefaults.set(s.device.type, s);
+}
+
+/**
+ * Runs `fn` with `s` as the default stream (synchronous code only). MLX's own default stream of the
+ * device follows for the duration, so that what MLX makes internally without a stream (custom VJP
+ * primitives, for one) lands on `s` too: a stream that another thread evaluates must hold the whole
+ * graph.
+ */
 export function withStream<T>(s: StreamLike, body: () => T): T {
-  overrides.push(resolveStream(s));
+  const stream = resolveStream(s);
+  const type = stream.device.type;
+  const prev = nativeDefaults.get(type) ?? defaultStreamOf(type);
+  overrides.push(stream);
+  const switched = prev !== stream;
   try {
+    if (switched) setNativeDefault(stream);
     return body();
   } finally {
     overrides.pop();
+    if (switched) setNativeDefault(prev);
   }
 }
 

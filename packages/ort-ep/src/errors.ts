@@ -55,6 +55,12 @@ export class NodeExecutionError extends OrtMlxError {
 /** A feed does not match the model's inputs. */
 export class InvalidFeedError extends OrtMlxError {}
 
+/**
+ * A run would need more memory than the session allows (maxTensorBytes, maxSessionBytes): refused
+ * before anything is allocated. The message names the node where known, the shape and the bytes.
+ */
+export class ResourceLimitError extends OrtMlxError {}
+
 export function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }

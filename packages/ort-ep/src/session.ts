@@ -8,7 +8,7 @@ import type { OpRegistry } from './registry/registry.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
 import { prepareModel } from './plan/prepare.js';
-import { driveAsync, driveSync, evalAsync } from './execute/driver.js';
+import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
 import { foldConstants, registerConstants } from './execute/fold.js';
 import { GraphProgram } from './execute/run.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
@@ -25,6 +25,14 @@ export interface MlxSessionOptions {
   compiled?: boolean;
   /** Feed signatures whose compiled programs are kept (LRU). Default 16. */
   maxSignatures?: number;
+  /**
+   * The most bytes one tensor of a run may take. A node whose result would be larger, or an
+   * evaluation that would allocate a larger array, fails with ResourceLimitError before anything is
+   * allocated. Default: half of MLX's memory limit for the device (mx.memory.limit()).
+   */
+  maxTensorBytes?: number;
+  /** The most bytes one evaluation may allocate in all (each new array counted once). Default: MLX's memory limit. */
+  maxSessionBytes?: number;
   /** External data for models created from bytes (onnxruntime-common's `externalData`). */
   externalData?: ExternalDataSpec[];
   /** An alternative op registry (tests, experiments). */
@@ -60,15 +68,25 @@ export class MlxSession {
   /** Runs of this session, one at a time, in the order they were asked for. */
   private queue: Promise<unknown> = Promise.resolve();
 
-  private constructor(readonly model: ModelIR, private readonly program: GraphProgram, private readonly constants: ConstantStore, readonly options: MlxSessionOptions, readonly name: string) {
+  private constructor(
+    readonly model: ModelIR,
+    private readonly program: GraphProgram,
+    private readonly constants: ConstantStore,
+    readonly options: MlxSessionOptions,
+    readonly name: string,
+    /** The session's own streams: any thread may evaluate them, so runs evaluate off the JS thread. */
+    private readonly streams: RunStreams,
+  ) {
     const g = model.graph;
     const user = g.inputs.filter((i) => !g.initializers.has(i.name));
     this.inputNames = user.map((i) => i.name);
     this.inputMetadata = user.map(metadataOf);
     this.outputNames = g.outputs.map((o) => o.name);
     this.outputMetadata = g.outputs.map(metadataOf);
+    const budget = mx.memory.limit();
     this.runner = new ModelRunner(program, constants, {
-      compiled: options.compiled ?? true, maxSignatures: options.maxSignatures ?? 16, device: options.device ?? mx.defaultDevice().type,
+      compiled: options.compiled ?? true, maxSignatures: options.maxSignatures ?? 16, device: streams.main.device.type,
+      limits: { maxTensorBytes: limitOption(options.maxTensorBytes, 'maxTensorBytes') ?? Math.floor(budget / 2), maxSessionBytes: limitOption(options.maxSessionBytes, 'maxSessionBytes') ?? budget },
     });
   }
 
@@ -85,8 +103,11 @@ export class MlxSession {
     const program = new GraphProgram(plan);
     const constants = new ConstantStore();
     registerConstants(program, constants);
-    mx.withStream(options.device ?? mx.defaultDevice().type, () => foldConstants(program, constants));
-    return new MlxSession(model, program, constants, options, name);
+    const device = options.device ?? mx.defaultDevice().type;
+    const streams: RunStreams = { main: mx.newStream(device, { anyThread: true }) };
+    if (device === 'gpu') streams.cpu = mx.newStream('cpu', { anyThread: true });
+    within(streams, () => foldConstants(program, constants));
+    return new MlxSession(model, program, constants, options, name, streams);
   }
 
   /** Hits, misses and evictions of the compiled path's signature cache. */
@@ -145,9 +166,9 @@ export class MlxSession {
     this.checkRun(feeds, fetches);
     const run = this.runner.newRun();
     try {
-      const values = driveSync(this.stream(), run, this.runner.run(run, feeds, fetches));
-      mx.withStream(this.stream(), () => mx.evaluate(deviceArrays(values)));
-      return this.collect(fetches, values);
+      const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
+      evalSync(this.streams, run, deviceArrays(values));
+      return within(this.streams, () => this.collect(fetches, values));
     } finally {
       mx.dispose([...run.arrays]);
     }
@@ -164,9 +185,9 @@ export class MlxSession {
       const run = this.runner.newRun();
       run.deferSyncs = true;
       try {
-        const values = await driveAsync(this.stream(), run, this.runner.run(run, feeds, fetches));
-        await evalAsync(this.stream(), deviceArrays(values));
-        return mx.withStream(this.stream(), () => this.collect(fetches, values));
+        const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
+        await evalAsync(this.streams, run, deviceArrays(values));
+        return within(this.streams, () => this.collect(fetches, values));
       } finally {
         mx.dispose([...run.arrays]);
       }
@@ -175,8 +196,9 @@ export class MlxSession {
     return result;
   }
 
-  private stream(): mx.StreamLike {
-    return this.options.device ?? mx.defaultDevice().type;
+  /** The device the session runs on. */
+  get device(): 'cpu' | 'gpu' {
+    return this.streams.main.device.type;
   }
 
   /** Outputs on the host: tensors as HostTensors, sequences as sequences of host values. */
@@ -194,10 +216,21 @@ export class MlxSession {
   release(): void {
     if (this.released) return;
     this.released = true;
+    // A run in flight keeps its arrays until it ends; the session's own state goes now.
     this.runner.release();
     releaseDeviceConstants(this.program);
     this.constants.release();
+    void this.queue.then(() => {
+      this.streams.main.dispose();
+      this.streams.cpu?.dispose();
+    });
   }
+}
+
+function limitOption(v: number | undefined, name: string): number | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new TypeError(`${name} must be a positive number of bytes, got ${String(v)}`);
+  return Math.floor(v);
 }
 
 /** A model file's bytes; a path that is not a regular file (a FIFO, a folder) is an OnnxLoadError. */

@@ -1,40 +1,74 @@
 // Drives a run, written as a generator of EvalRequests, to completion: synchronously (runSync,
 // constant folding) or without blocking the event loop (run), evaluating off the JS thread.
 import * as mx from '@mlx/core';
+import { ResourceLimitError } from '../errors.js';
 import type { RunState } from './env.js';
 import type { EvalRequest } from './run.js';
 
-/** One synchronous step of `gen`, on the run's stream, collecting what it creates into the run. */
-function step<T>(stream: mx.StreamLike, run: RunState, gen: Generator<EvalRequest, T, void>): IteratorResult<EvalRequest, T> {
-  return mx.withStream(stream, () => mx.collect(run.arrays, () => gen.next()));
+/**
+ * The streams a session's runs build on: its own (any thread may evaluate it), and on a GPU a CPU
+ * companion of the same kind for what MLX computes only on the CPU (linalg, float64), which ops ask
+ * for with `{ stream: 'cpu' }`.
+ */
+export interface RunStreams {
+  main: mx.Stream;
+  cpu?: mx.Stream;
+}
+
+/** Runs `body` with the run's streams as the defaults. */
+export function within<T>(streams: RunStreams, body: () => T): T {
+  return streams.cpu ? mx.withStream(streams.cpu, () => mx.withStream(streams.main, body)) : mx.withStream(streams.main, body);
+}
+
+/** One synchronous step of `gen`, on the run's streams, collecting what it creates into the run. */
+function step<T>(streams: RunStreams, run: RunState, gen: Generator<EvalRequest, T, void>): IteratorResult<EvalRequest, T> {
+  return within(streams, () => mx.collect(run.arrays, () => gen.next()));
 }
 
 /** Runs `gen` to its result, evaluating each request on this thread. */
-export function driveSync<T>(stream: mx.StreamLike, run: RunState, gen: Generator<EvalRequest, T, void>): T {
+export function driveSync<T>(streams: RunStreams, run: RunState, gen: Generator<EvalRequest, T, void>): T {
   for (;;) {
-    const r = step(stream, run, gen);
+    const r = step(streams, run, gen);
     if (r.done) return r.value;
-    mx.withStream(stream, () => mx.evaluate(r.value.arrays));
+    evalSync(streams, run, r.value.arrays);
   }
 }
 
 /** Runs `gen` to its result; each request is evaluated while the event loop keeps turning. */
-export async function driveAsync<T>(stream: mx.StreamLike, run: RunState, gen: Generator<EvalRequest, T, void>): Promise<T> {
+export async function driveAsync<T>(streams: RunStreams, run: RunState, gen: Generator<EvalRequest, T, void>): Promise<T> {
   for (;;) {
-    const r = step(stream, run, gen);
+    const r = step(streams, run, gen);
     if (r.done) return r.value;
-    await evalAsync(stream, r.value.arrays);
+    await evalAsync(streams, run, r.value.arrays);
   }
 }
 
-/** Evaluates arrays without blocking the event loop. */
-export async function evalAsync(stream: mx.StreamLike, arrays: readonly mx.Array[]): Promise<void> {
-  if (!arrays.length) return;
-  mx.withStream(stream, () => mx.asyncEval(arrays));
-  const start = performance.now();
-  for (const a of arrays) {
-    while (!a.isAvailable()) {
-      await new Promise((r) => (performance.now() - start < 5 ? setImmediate(r) : setTimeout(r, 1)));
-    }
+const limitsOf = (run: RunState): mx.EvalLimits => ({ maxArrayBytes: run.limits.maxTensorBytes, maxTotalBytes: run.limits.maxSessionBytes });
+
+/** MLX's refusal of an evaluation over the budget, as the provider's error naming the model. */
+function budgetError(e: unknown, run: RunState): unknown {
+  if (e instanceof mx.MlxError && /\[memory budget\]/.test(e.message)) {
+    return new ResourceLimitError(`model ${run.modelName}: ${e.mlxMessage.replace('[memory budget] ', '')} (maxTensorBytes, maxSessionBytes)`, { cause: e });
+  }
+  return e;
+}
+
+/** Evaluates arrays on this thread, within the run's memory limits. */
+export function evalSync(streams: RunStreams, run: RunState, arrays: readonly mx.Array[]): void {
+  try {
+    within(streams, () => mx.evaluateWithin(arrays, limitsOf(run)));
+  } catch (e) {
+    throw budgetError(e, run);
+  }
+}
+
+/** Evaluates arrays on a worker thread (the stream must be one any thread may evaluate), within the run's limits. */
+export async function evalAsync(streams: RunStreams, run: RunState, arrays: readonly mx.Array[]): Promise<void> {
+  try {
+    await mx.evalInBackground(arrays, limitsOf(run), streams.main);
+    // Kernel errors recorded on the CPU companion surface here too.
+    if (streams.cpu) streams.cpu.synchronize();
+  } catch (e) {
+    throw budgetError(e, run);
   }
 }

@@ -7,6 +7,16 @@ import { RunUploads } from '../runtime/uploads.js';
 import type { Value } from '../runtime/value.js';
 import type { Analysis } from './analysis.js';
 
+/** Memory a run may use (0: no limit). */
+export interface MemoryLimits {
+  /** The most bytes one tensor may take. */
+  maxTensorBytes: number;
+  /** The most bytes one evaluation may allocate in all. */
+  maxSessionBytes: number;
+}
+
+export const NO_LIMITS: MemoryLimits = Object.freeze({ maxTensorBytes: 0, maxSessionBytes: 0 });
+
 /** What one run (session.run, a trace, or constant folding) holds while it builds the graph. */
 export class RunState {
   readonly uploads: RunUploads;
@@ -17,7 +27,7 @@ export class RunState {
   /** Every array the run creates, freed when it ends (a run spans several synchronous steps). */
   readonly arrays = new Set<mx.Disposable>();
 
-  constructor(readonly constants: ConstantStore, readonly modelName: string) {
+  constructor(readonly constants: ConstantStore, readonly modelName: string, readonly limits: MemoryLimits = NO_LIMITS) {
     this.uploads = new RunUploads(constants);
   }
 

@@ -7,7 +7,7 @@ import { neededNodes, type GraphPlan, type PlannedNode } from '../plan/plan.js';
 import type { OpResult } from '../registry/types.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import type { Value } from '../runtime/value.js';
-import { NodeExecutionError } from '../errors.js';
+import { NodeExecutionError, ResourceLimitError } from '../errors.js';
 import { NeedsEval, NodeContext } from './context.js';
 import { Env } from './env.js';
 import { placeNode } from './placement.js';
@@ -78,6 +78,8 @@ export class GraphProgram {
     }
     const values = storeOutputs(pn, env, results);
     analysis?.end(values, env.depth === 0 ? idx : undefined);
+    const limit = env.run.limits.maxTensorBytes;
+    if (limit) for (const v of values) if (v.kind === 'device') checkTensorBytes(v.array, limit, this.plan.modelName, pn);
   }
 
   /** Runs the needed nodes in `env` synchronously and returns the values of `outputs`. */
@@ -102,6 +104,16 @@ export class GraphProgram {
         }
       }
     }
+  }
+}
+
+/** Refuses, before it is evaluated, a node result larger than the per-tensor limit. */
+function checkTensorBytes(a: mx.Array, limit: number, model: string, pn: PlannedNode): void {
+  const shape = a.shape;
+  let bytes = a.itemsize;
+  for (const d of shape) bytes *= d;
+  if (bytes > limit) {
+    throw new ResourceLimitError(`model ${model}, node '${pn.node.name}' (${pn.node.opType}): its result of shape [${shape.join(', ')}] ${a.dtype} needs ${bytes} bytes, over the limit of ${limit} bytes per tensor (maxTensorBytes)`);
   }
 }
 

@@ -7,7 +7,7 @@ import type { ConstantStore } from '../runtime/uploads.js';
 import type { Value } from '../runtime/value.js';
 import { Analysis } from './analysis.js';
 import { compileSetup } from './compile-setup.js';
-import { Env, RunState } from './env.js';
+import { Env, RunState, type MemoryLimits } from './env.js';
 import { outputsOf, type EvalRequest, type GraphProgram } from './run.js';
 import { SignatureProgram } from './signature.js';
 
@@ -25,6 +25,7 @@ export interface CompileStats {
 export interface RunnerOptions {
   compiled: boolean;
   device: 'cpu' | 'gpu';
+  limits: MemoryLimits;
   /** Most signatures kept (LRU). */
   maxSignatures: number;
 }
@@ -37,7 +38,7 @@ export class ModelRunner {
 
   /** A new run's state. */
   newRun(): RunState {
-    return new RunState(this.constants, this.program.plan.modelName);
+    return new RunState(this.constants, this.program.plan.modelName, this.options.limits);
   }
 
   /** Builds the outputs of one run in `run` (lazily; the caller evaluates them). */
