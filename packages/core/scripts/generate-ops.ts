@@ -143,6 +143,7 @@ import { dtypeCode, type Dtype } from '../dtype.js';
 import { fn } from '../native.js';
 import { streamHandle, type OpOptions } from '../stream.js';
 import { fftNormCode, type FftNorm } from '../enums.js';
+import { toInt32, toInt32Array, toInt64Array } from '../ints.js';
 ${body}${nsText}
 export const generatedOpCount = ${count};
 `;
