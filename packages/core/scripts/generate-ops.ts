@@ -32,6 +32,11 @@ function listRule(fnName: string, param: string): IntListRule {
   return 'any';
 }
 
+const isOperand = (type: string): boolean => {
+  const r = resolveCType(type);
+  return !r.pointer && r.row.core === 'operand';
+};
+
 let body = '';
 const nsMembers: Record<string, [string, string][]> = { fast: [], linalg: [], random: [], fft: [] };
 let count = 0;
@@ -48,7 +53,6 @@ for (const [group, list] of Object.entries(spec)) {
     const args: string[] = [];
     // A random key (uint32) is not a value operand: it must not decide the dtype of JS scalars
     // beside it (randint(-3, 4, key) would wrap -3 to a uint32).
-    const isOperand = (t: string) => { const r = resolveCType(t); return !r.pointer && r.row.core === 'operand'; };
     const arrayParams = ins.filter((p) => isOperand(p.type) && p.name !== 'key').map((p) => jsName(p.name));
     const refArray = arrayParams.length > 1 ? '_ref' : '';
     if (refArray) pre.push(`const _ref = firstArray(${arrayParams.join(', ')});`);
@@ -143,6 +147,7 @@ import { dtypeCode, type Dtype } from '../dtype.js';
 import { fn } from '../native.js';
 import { streamHandle, type OpOptions } from '../stream.js';
 import { fftNormCode, type FftNorm } from '../enums.js';
+import { toInt32, toInt32Array, toInt64Array } from '../ints.js';
 ${body}${nsText}
 export const generatedOpCount = ${count};
 `;

@@ -6,6 +6,7 @@ import {
   itemsize, numberToFloat16Bits, typedArrayCtor, type Dtype, type TypedArray,
 } from './dtype.js';
 import { trackArray, untrackArray } from './lifetime.js';
+import { describeValue, toInt32Array } from './ints.js';
 import { check, checkHandle, fn, koffi } from './native.js';
 import { defaultStream } from './stream.js';
 
@@ -39,16 +40,14 @@ export class Array {
   static fromTypedArray(data: ArrayBufferView, shape: readonly number[], dtype?: Dtype): Array {
     const natural = dtypeOfTypedArray(data);
     const d = dtype ?? natural;
+    const dims = toInt32Array(shape, 'Array.fromTypedArray: shape', 'dim');
     const n = shape.reduce((a, b) => a * b, 1);
-    for (const s of shape) {
-      if (!Number.isInteger(s) || s < 0) throw new RangeError(`invalid shape [${shape.join(', ')}]: dimensions must be non-negative integers`);
-    }
     const ctor = typedArrayCtor(d);
     const perElem = d === 'complex64' ? 2 : 1;
     if (data.constructor === ctor) {
       const len = (data as TypedArray).length;
       if (len !== n * perElem) throw new RangeError(`data has ${len} elements but shape [${shape.join(', ')}] needs ${n * perElem}`);
-      const h = fn.mlx_array_new_data(data, Int32Array.from(shape), shape.length, dtypeCode(d));
+      const h = fn.mlx_array_new_data(data, dims, dims.length, dtypeCode(d));
       return Array.fromHandle(checkHandle(h, 'mlx_array_new_data'));
     }
     // Different element type: build with the natural dtype, then cast.
@@ -254,16 +253,32 @@ function inferShape(data: NestedData): number[] {
   return shape;
 }
 
-function flatten(data: NestedData, shape: number[], dim: number, out: (number | boolean | bigint)[]): void {
+/** Where in `data` a value sits, for messages: `data[1][0]`. */
+const at = (path: readonly number[]) => `data${path.map((i) => `[${i}]`).join('')}`;
+
+/** A JS value MLX can hold: a number, boolean or bigint; anything else would become NaN or 0. */
+function checkElement(v: unknown, where: string): asserts v is number | boolean | bigint {
+  if (typeof v !== 'number' && typeof v !== 'boolean' && typeof v !== 'bigint') {
+    throw new TypeError(`${where} is ${describeValue(v)}: an array holds numbers, booleans or bigints`);
+  }
+}
+
+function flatten(data: NestedData, shape: number[], path: number[], out: (number | boolean | bigint)[]): void {
+  const dim = path.length;
   if (dim === shape.length) {
     if (globalThis.Array.isArray(data)) throw new TypeError('ragged nested array: deeper nesting than the first element');
-    out.push(data as number | boolean | bigint);
+    checkElement(data, `array: ${at(path)}`);
+    out.push(data);
     return;
   }
   if (!globalThis.Array.isArray(data) || data.length !== shape[dim]) {
     throw new TypeError(`ragged nested array: expected ${shape[dim]} elements at depth ${dim}`);
   }
-  for (const v of data) flatten(v, shape, dim + 1, out);
+  for (let i = 0; i < data.length; i++) {
+    path.push(i);
+    flatten(data[i], shape, path, out);
+    path.pop();
+  }
 }
 
 /**
@@ -275,18 +290,20 @@ export function array(data: NestedData | ArrayBufferView, options: Dtype | Array
   const opts: ArrayOptions = typeof options === 'string' ? { dtype: options } : options;
   if (ArrayBuffer.isView(data)) {
     const len = (data as TypedArray).length;
+    if (opts.shape) toInt32Array(opts.shape, 'array: shape', 'dim');
     return Array.fromTypedArray(data, opts.shape ?? [len], opts.dtype);
   }
   const shape = inferShape(data);
   const flat: (number | boolean | bigint)[] = [];
-  flatten(data, shape, 0, flat);
+  flatten(data, shape, [], flat);
   const d = opts.dtype ?? (flat.length && typeof flat[0] === 'boolean' ? 'bool' : flat.length && typeof flat[0] === 'bigint' ? 'int64' : 'float32');
-  const target = opts.shape ?? shape;
+  // -1 in `shape` infers that dimension, as in reshape.
+  const target = opts.shape && toInt32Array(opts.shape, 'array: shape', 'dimOrInfer');
   const arr = Array.fromTypedArray(encodeValues(flat, d), shape, d);
-  if (opts.shape && opts.shape.join(',') !== shape.join(',')) {
+  if (target && opts.shape!.join(',') !== shape.join(',')) {
     const res = { ctx: null };
     try {
-      check(fn.mlx_reshape(res, arr.handle, Int32Array.from(target), target.length, defaultStream().handle), 'mlx_reshape');
+      check(fn.mlx_reshape(res, arr.handle, target, target.length, defaultStream().handle), 'mlx_reshape');
     } finally {
       arr.dispose();
     }
@@ -297,5 +314,6 @@ export function array(data: NestedData | ArrayBufferView, options: Dtype | Array
 
 /** A zero-dimensional array of the given dtype. */
 export function scalar(value: number | boolean | bigint, dtype: Dtype): Array {
+  checkElement(value, 'scalar: value');
   return Array.fromTypedArray(encodeValues([value], dtype), [], dtype);
 }

@@ -4,6 +4,7 @@
 import type { MlxHandle } from '@mlx/sys';
 import { Array } from './array.js';
 import { makeVector, readVector, takeVector } from './call.js';
+import { toInt32Array } from './ints.js';
 import { scope } from './lifetime.js';
 import { C, check, checkHandle, fn, koffi, recordCallbackError } from './native.js';
 import { defaultStream } from './stream.js';
@@ -149,12 +150,12 @@ export function jvp(f: (...xs: Array[]) => Returned, primals: readonly Array[], 
  * value differentiated); `grad` is one Array for a numeric `argnums`, a list for a list.
  */
 export function valueAndGrad(f: (...xs: Array[]) => Returned, argnums: number | readonly number[] = 0) {
-  const nums = typeof argnums === 'number' ? [argnums] : [...argnums];
+  const argnumList = toInt32Array(typeof argnums === 'number' ? [argnums] : argnums, 'valueAndGrad: argnums', 'dim');
   return (...xs: Array[]): [Returned, Array | Array[]] => {
     const single: { value?: boolean } = {};
     using cl = closureOf(f, single);
     const vag = { ctx: null };
-    check(fn.mlx_value_and_grad(vag, cl.handle, Int32Array.from(nums), nums.length), 'mlx_value_and_grad');
+    check(fn.mlx_value_and_grad(vag, cl.handle, argnumList, argnumList.length), 'mlx_value_and_grad');
     try {
       return withVectors([xs], ([input]) => {
         const r0 = { ctx: null };

@@ -22,7 +22,8 @@ export interface CoreParam {
   default?: string;
 }
 
-/** What an int list means to MLX; core checks each element against it (see core's src/ints.ts). */
+/** What an int list means to MLX; core checks each element against it (core's src/ints.ts has
+ * the same union, and the generated ops do not type-check if the two differ). */
 export type IntListRule = 'any' | 'dim' | 'dimOrInfer' | 'nonzero';
 
 /** How a core op returns an out-parameter: `r` is the local that the C function writes. */
@@ -119,7 +120,7 @@ export const cTypes: Readonly<Record<string, CType>> = {
   // Optionals: a value and whether it is set, by value.
   mlx_optional_int: optionalOf('int', {
     cpp: 'mlxc::opt($)',
-    core: { type: 'number | null', optional: true, arg: (v, l) => `${v} == null ? ${none} : { value: ${v}, has_value: true }` },
+    core: { type: 'number | null', optional: true, arg: (v, l) => `${v} == null ? ${none} : { value: toInt32(${v}, '${l}'), has_value: true }` },
   }),
   mlx_optional_float: optionalOf('float', {
     cpp: 'mlxc::opt($)',
@@ -150,12 +151,13 @@ export const cTypes: Readonly<Record<string, CType>> = {
   mlx_closure_custom_jvp_fun: callback('int mlx_closure_custom_jvp_fun(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array tangents, const int* argnums, size_t argnums_num)'),
   mlx_closure_custom_jvp_fun_payload: callback('int mlx_closure_custom_jvp_fun_payload(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array tangents, const int* argnums, size_t argnums_num, void* payload)'),
 
-  // Numbers.
+  // Numbers. koffi converts a JS number to an `int` by truncating and saturating, and an Int32Array
+  // wraps, so core checks ints itself (core's src/ints.ts) and names the argument instead.
   bool: number('boolean', { tsReturn: 'boolean', core: plain('boolean'),
     coreResult: { type: 'boolean', init: '[false]', pass: (r) => `${r} as never`, take: (r) => `${r}[0]` } }),
   int: number('number', {
-    core: plain('number'),
-    coreList: { type: 'readonly number[]', arg: (v) => `Int32Array.from(${v})` },
+    core: { type: 'number', arg: (v, l) => `toInt32(${v}, '${l}')` },
+    coreList: { type: 'readonly number[]', arg: (v, l, rule) => `toInt32Array(${v}, '${l}', '${rule}')` },
   }),
   float: number('number'),
   double: number('number'),
@@ -166,7 +168,7 @@ export const cTypes: Readonly<Record<string, CType>> = {
   uint16_t: number('number'),
   uint32_t: number('number'),
   size_t: wide(),
-  int64_t: wide({ coreList: { type: 'readonly number[]', arg: (v) => `BigInt64Array.from(${v}, (x) => BigInt(x))` } }),
+  int64_t: wide({ coreList: { type: 'readonly number[]', arg: (v, l) => `toInt64Array(${v}, '${l}')` } }),
   uint64_t: wide(),
   uintptr_t: wide(),
 

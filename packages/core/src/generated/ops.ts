@@ -7,6 +7,7 @@ import { dtypeCode, type Dtype } from '../dtype.js';
 import { fn } from '../native.js';
 import { streamHandle, type OpOptions } from '../stream.js';
 import { fftNormCode, type FftNorm } from '../enums.js';
+import { toInt32, toInt32Array, toInt64Array } from '../ints.js';
 
 /** `int mlx_abs(mlx_array* res, const mlx_array a, const mlx_stream s)` */
 export function abs(a: ArrayLike, opts?: OpOptions): Array {
@@ -58,7 +59,7 @@ export function allAxes(a: ArrayLike, axes: readonly number[], keepdims: boolean
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_all_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, streamHandle(opts)), 'mlx_all_axes');
+    t.check(fn.mlx_all_axes(res, _a.handle, toInt32Array(axes, 'allAxes: axes', 'any'), axes.length, keepdims, streamHandle(opts)), 'mlx_all_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -71,7 +72,7 @@ export function allAxis(a: ArrayLike, axis: number, keepdims: boolean, opts?: Op
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_all_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_all_axis');
+    t.check(fn.mlx_all_axis(res, _a.handle, toInt32(axis, 'allAxis: axis'), keepdims, streamHandle(opts)), 'mlx_all_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -112,7 +113,7 @@ export function anyAxes(a: ArrayLike, axes: readonly number[], keepdims: boolean
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_any_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, streamHandle(opts)), 'mlx_any_axes');
+    t.check(fn.mlx_any_axes(res, _a.handle, toInt32Array(axes, 'anyAxes: axes', 'any'), axes.length, keepdims, streamHandle(opts)), 'mlx_any_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -125,7 +126,7 @@ export function anyAxis(a: ArrayLike, axis: number, keepdims: boolean, opts?: Op
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_any_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_any_axis');
+    t.check(fn.mlx_any_axis(res, _a.handle, toInt32(axis, 'anyAxis: axis'), keepdims, streamHandle(opts)), 'mlx_any_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -256,7 +257,7 @@ export function argmaxAxis(a: ArrayLike, axis: number, keepdims: boolean, opts?:
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_argmax_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_argmax_axis');
+    t.check(fn.mlx_argmax_axis(res, _a.handle, toInt32(axis, 'argmaxAxis: axis'), keepdims, streamHandle(opts)), 'mlx_argmax_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -282,7 +283,7 @@ export function argminAxis(a: ArrayLike, axis: number, keepdims: boolean, opts?:
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_argmin_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_argmin_axis');
+    t.check(fn.mlx_argmin_axis(res, _a.handle, toInt32(axis, 'argminAxis: axis'), keepdims, streamHandle(opts)), 'mlx_argmin_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -308,7 +309,7 @@ export function argpartitionAxis(a: ArrayLike, kth: number, axis: number, opts?:
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_argpartition_axis(res, _a.handle, kth, axis, streamHandle(opts)), 'mlx_argpartition_axis');
+    t.check(fn.mlx_argpartition_axis(res, _a.handle, toInt32(kth, 'argpartitionAxis: kth'), toInt32(axis, 'argpartitionAxis: axis'), streamHandle(opts)), 'mlx_argpartition_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -321,7 +322,7 @@ export function argpartition(a: ArrayLike, kth: number, opts?: OpOptions): Array
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_argpartition(res, _a.handle, kth, streamHandle(opts)), 'mlx_argpartition');
+    t.check(fn.mlx_argpartition(res, _a.handle, toInt32(kth, 'argpartition: kth'), streamHandle(opts)), 'mlx_argpartition');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -334,7 +335,7 @@ export function argsortAxis(a: ArrayLike, axis: number, opts?: OpOptions): Array
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_argsort_axis(res, _a.handle, axis, streamHandle(opts)), 'mlx_argsort_axis');
+    t.check(fn.mlx_argsort_axis(res, _a.handle, toInt32(axis, 'argsortAxis: axis'), streamHandle(opts)), 'mlx_argsort_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -375,7 +376,7 @@ export function asStrided(a: ArrayLike, shape: readonly number[], strides: reado
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_as_strided(res, _a.handle, Int32Array.from(shape), shape.length, BigInt64Array.from(strides, (x) => BigInt(x)), strides.length, offset, streamHandle(opts)), 'mlx_as_strided');
+    t.check(fn.mlx_as_strided(res, _a.handle, toInt32Array(shape, 'asStrided: shape', 'dim'), shape.length, toInt64Array(strides, 'asStrided: strides'), strides.length, offset, streamHandle(opts)), 'mlx_as_strided');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -439,7 +440,7 @@ export function bartlett(M: number, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_bartlett(res, M, streamHandle(opts)), 'mlx_bartlett');
+    t.check(fn.mlx_bartlett(res, toInt32(M, 'bartlett: M'), streamHandle(opts)), 'mlx_bartlett');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -509,7 +510,7 @@ export function blackman(M: number, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_blackman(res, M, streamHandle(opts)), 'mlx_blackman');
+    t.check(fn.mlx_blackman(res, toInt32(M, 'blackman: M'), streamHandle(opts)), 'mlx_blackman');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -527,7 +528,7 @@ export function blockMaskedMm(a: ArrayLike, b: ArrayLike, blockSize: number, mas
     const _maskLhs = maskLhs == null ? null : t.arg(maskLhs, _ref);
     const _maskRhs = maskRhs == null ? null : t.arg(maskRhs, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_block_masked_mm(res, _a.handle, _b.handle, blockSize, _maskOut ? _maskOut.handle : NULL_HANDLE, _maskLhs ? _maskLhs.handle : NULL_HANDLE, _maskRhs ? _maskRhs.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_block_masked_mm');
+    t.check(fn.mlx_block_masked_mm(res, _a.handle, _b.handle, toInt32(blockSize, 'blockMaskedMm: blockSize'), _maskOut ? _maskOut.handle : NULL_HANDLE, _maskLhs ? _maskLhs.handle : NULL_HANDLE, _maskRhs ? _maskRhs.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_block_masked_mm');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -552,7 +553,7 @@ export function broadcastTo(a: ArrayLike, shape: readonly number[], opts?: OpOpt
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_broadcast_to(res, _a.handle, Int32Array.from(shape), shape.length, streamHandle(opts)), 'mlx_broadcast_to');
+    t.check(fn.mlx_broadcast_to(res, _a.handle, toInt32Array(shape, 'broadcastTo: shape', 'dim'), shape.length, streamHandle(opts)), 'mlx_broadcast_to');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -593,7 +594,7 @@ export function concatenateAxis(arrays: readonly ArrayLike[], axis: number, opts
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_concatenate_axis(res, t.vector(arrays), axis, streamHandle(opts)), 'mlx_concatenate_axis');
+    t.check(fn.mlx_concatenate_axis(res, t.vector(arrays), toInt32(axis, 'concatenateAxis: axis'), streamHandle(opts)), 'mlx_concatenate_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -646,7 +647,7 @@ export function conv1d(input: ArrayLike, weight: ArrayLike, stride: number, padd
     const _input = t.arg(input, _ref);
     const _weight = t.arg(weight, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_conv1d(res, _input.handle, _weight.handle, stride, padding, dilation, groups, streamHandle(opts)), 'mlx_conv1d');
+    t.check(fn.mlx_conv1d(res, _input.handle, _weight.handle, toInt32(stride, 'conv1d: stride'), toInt32(padding, 'conv1d: padding'), toInt32(dilation, 'conv1d: dilation'), toInt32(groups, 'conv1d: groups'), streamHandle(opts)), 'mlx_conv1d');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -661,7 +662,7 @@ export function conv2d(input: ArrayLike, weight: ArrayLike, stride0: number, str
     const _input = t.arg(input, _ref);
     const _weight = t.arg(weight, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_conv2d(res, _input.handle, _weight.handle, stride0, stride1, padding0, padding1, dilation0, dilation1, groups, streamHandle(opts)), 'mlx_conv2d');
+    t.check(fn.mlx_conv2d(res, _input.handle, _weight.handle, toInt32(stride0, 'conv2d: stride0'), toInt32(stride1, 'conv2d: stride1'), toInt32(padding0, 'conv2d: padding0'), toInt32(padding1, 'conv2d: padding1'), toInt32(dilation0, 'conv2d: dilation0'), toInt32(dilation1, 'conv2d: dilation1'), toInt32(groups, 'conv2d: groups'), streamHandle(opts)), 'mlx_conv2d');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -676,7 +677,7 @@ export function conv3d(input: ArrayLike, weight: ArrayLike, stride0: number, str
     const _input = t.arg(input, _ref);
     const _weight = t.arg(weight, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_conv3d(res, _input.handle, _weight.handle, stride0, stride1, stride2, padding0, padding1, padding2, dilation0, dilation1, dilation2, groups, streamHandle(opts)), 'mlx_conv3d');
+    t.check(fn.mlx_conv3d(res, _input.handle, _weight.handle, toInt32(stride0, 'conv3d: stride0'), toInt32(stride1, 'conv3d: stride1'), toInt32(stride2, 'conv3d: stride2'), toInt32(padding0, 'conv3d: padding0'), toInt32(padding1, 'conv3d: padding1'), toInt32(padding2, 'conv3d: padding2'), toInt32(dilation0, 'conv3d: dilation0'), toInt32(dilation1, 'conv3d: dilation1'), toInt32(dilation2, 'conv3d: dilation2'), toInt32(groups, 'conv3d: groups'), streamHandle(opts)), 'mlx_conv3d');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -691,7 +692,7 @@ export function convGeneral(input: ArrayLike, weight: ArrayLike, stride: readonl
     const _input = t.arg(input, _ref);
     const _weight = t.arg(weight, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_conv_general(res, _input.handle, _weight.handle, Int32Array.from(stride), stride.length, Int32Array.from(paddingLo), paddingLo.length, Int32Array.from(paddingHi), paddingHi.length, Int32Array.from(kernelDilation), kernelDilation.length, Int32Array.from(inputDilation), inputDilation.length, groups, flip, streamHandle(opts)), 'mlx_conv_general');
+    t.check(fn.mlx_conv_general(res, _input.handle, _weight.handle, toInt32Array(stride, 'convGeneral: stride', 'any'), stride.length, toInt32Array(paddingLo, 'convGeneral: paddingLo', 'any'), paddingLo.length, toInt32Array(paddingHi, 'convGeneral: paddingHi', 'any'), paddingHi.length, toInt32Array(kernelDilation, 'convGeneral: kernelDilation', 'any'), kernelDilation.length, toInt32Array(inputDilation, 'convGeneral: inputDilation', 'any'), inputDilation.length, toInt32(groups, 'convGeneral: groups'), flip, streamHandle(opts)), 'mlx_conv_general');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -706,7 +707,7 @@ export function convTranspose1d(input: ArrayLike, weight: ArrayLike, stride: num
     const _input = t.arg(input, _ref);
     const _weight = t.arg(weight, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_conv_transpose1d(res, _input.handle, _weight.handle, stride, padding, dilation, outputPadding, groups, streamHandle(opts)), 'mlx_conv_transpose1d');
+    t.check(fn.mlx_conv_transpose1d(res, _input.handle, _weight.handle, toInt32(stride, 'convTranspose1d: stride'), toInt32(padding, 'convTranspose1d: padding'), toInt32(dilation, 'convTranspose1d: dilation'), toInt32(outputPadding, 'convTranspose1d: outputPadding'), toInt32(groups, 'convTranspose1d: groups'), streamHandle(opts)), 'mlx_conv_transpose1d');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -721,7 +722,7 @@ export function convTranspose2d(input: ArrayLike, weight: ArrayLike, stride0: nu
     const _input = t.arg(input, _ref);
     const _weight = t.arg(weight, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_conv_transpose2d(res, _input.handle, _weight.handle, stride0, stride1, padding0, padding1, dilation0, dilation1, outputPadding0, outputPadding1, groups, streamHandle(opts)), 'mlx_conv_transpose2d');
+    t.check(fn.mlx_conv_transpose2d(res, _input.handle, _weight.handle, toInt32(stride0, 'convTranspose2d: stride0'), toInt32(stride1, 'convTranspose2d: stride1'), toInt32(padding0, 'convTranspose2d: padding0'), toInt32(padding1, 'convTranspose2d: padding1'), toInt32(dilation0, 'convTranspose2d: dilation0'), toInt32(dilation1, 'convTranspose2d: dilation1'), toInt32(outputPadding0, 'convTranspose2d: outputPadding0'), toInt32(outputPadding1, 'convTranspose2d: outputPadding1'), toInt32(groups, 'convTranspose2d: groups'), streamHandle(opts)), 'mlx_conv_transpose2d');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -736,7 +737,7 @@ export function convTranspose3d(input: ArrayLike, weight: ArrayLike, stride0: nu
     const _input = t.arg(input, _ref);
     const _weight = t.arg(weight, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_conv_transpose3d(res, _input.handle, _weight.handle, stride0, stride1, stride2, padding0, padding1, padding2, dilation0, dilation1, dilation2, outputPadding0, outputPadding1, outputPadding2, groups, streamHandle(opts)), 'mlx_conv_transpose3d');
+    t.check(fn.mlx_conv_transpose3d(res, _input.handle, _weight.handle, toInt32(stride0, 'convTranspose3d: stride0'), toInt32(stride1, 'convTranspose3d: stride1'), toInt32(stride2, 'convTranspose3d: stride2'), toInt32(padding0, 'convTranspose3d: padding0'), toInt32(padding1, 'convTranspose3d: padding1'), toInt32(padding2, 'convTranspose3d: padding2'), toInt32(dilation0, 'convTranspose3d: dilation0'), toInt32(dilation1, 'convTranspose3d: dilation1'), toInt32(dilation2, 'convTranspose3d: dilation2'), toInt32(outputPadding0, 'convTranspose3d: outputPadding0'), toInt32(outputPadding1, 'convTranspose3d: outputPadding1'), toInt32(outputPadding2, 'convTranspose3d: outputPadding2'), toInt32(groups, 'convTranspose3d: groups'), streamHandle(opts)), 'mlx_conv_transpose3d');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -788,7 +789,7 @@ export function cummax(a: ArrayLike, axis: number, reverse: boolean, inclusive: 
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_cummax(res, _a.handle, axis, reverse, inclusive, streamHandle(opts)), 'mlx_cummax');
+    t.check(fn.mlx_cummax(res, _a.handle, toInt32(axis, 'cummax: axis'), reverse, inclusive, streamHandle(opts)), 'mlx_cummax');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -801,7 +802,7 @@ export function cummin(a: ArrayLike, axis: number, reverse: boolean, inclusive: 
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_cummin(res, _a.handle, axis, reverse, inclusive, streamHandle(opts)), 'mlx_cummin');
+    t.check(fn.mlx_cummin(res, _a.handle, toInt32(axis, 'cummin: axis'), reverse, inclusive, streamHandle(opts)), 'mlx_cummin');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -814,7 +815,7 @@ export function cumprod(a: ArrayLike, axis: number, reverse: boolean, inclusive:
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_cumprod(res, _a.handle, axis, reverse, inclusive, streamHandle(opts)), 'mlx_cumprod');
+    t.check(fn.mlx_cumprod(res, _a.handle, toInt32(axis, 'cumprod: axis'), reverse, inclusive, streamHandle(opts)), 'mlx_cumprod');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -827,7 +828,7 @@ export function cumsum(a: ArrayLike, axis: number, reverse: boolean, inclusive: 
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_cumsum(res, _a.handle, axis, reverse, inclusive, streamHandle(opts)), 'mlx_cumsum');
+    t.check(fn.mlx_cumsum(res, _a.handle, toInt32(axis, 'cumsum: axis'), reverse, inclusive, streamHandle(opts)), 'mlx_cumsum');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -869,7 +870,7 @@ export function dequantize(w: ArrayLike, scales: ArrayLike, biases: ArrayLike | 
     const _biases = biases == null ? null : t.arg(biases, _ref);
     const _globalScale = globalScale == null ? null : t.arg(globalScale, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_dequantize(res, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, groupSize == null ? { value: 0, has_value: false } : { value: groupSize, has_value: true }, bits == null ? { value: 0, has_value: false } : { value: bits, has_value: true }, mode, _globalScale ? _globalScale.handle : NULL_HANDLE, dtype == null ? { value: 0, has_value: false } : { value: dtypeCode(dtype), has_value: true }, streamHandle(opts)), 'mlx_dequantize');
+    t.check(fn.mlx_dequantize(res, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'dequantize: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'dequantize: bits'), has_value: true }, mode, _globalScale ? _globalScale.handle : NULL_HANDLE, dtype == null ? { value: 0, has_value: false } : { value: dtypeCode(dtype), has_value: true }, streamHandle(opts)), 'mlx_dequantize');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -882,7 +883,7 @@ export function diag(a: ArrayLike, k: number, opts?: OpOptions): Array {
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_diag(res, _a.handle, k, streamHandle(opts)), 'mlx_diag');
+    t.check(fn.mlx_diag(res, _a.handle, toInt32(k, 'diag: k'), streamHandle(opts)), 'mlx_diag');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -895,7 +896,7 @@ export function diagonal(a: ArrayLike, offset: number, axis1: number, axis2: num
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_diagonal(res, _a.handle, offset, axis1, axis2, streamHandle(opts)), 'mlx_diagonal');
+    t.check(fn.mlx_diagonal(res, _a.handle, toInt32(offset, 'diagonal: offset'), toInt32(axis1, 'diagonal: axis1'), toInt32(axis2, 'diagonal: axis2'), streamHandle(opts)), 'mlx_diagonal');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1004,7 +1005,7 @@ export function expandDimsAxes(a: ArrayLike, axes: readonly number[], opts?: OpO
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_expand_dims_axes(res, _a.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_expand_dims_axes');
+    t.check(fn.mlx_expand_dims_axes(res, _a.handle, toInt32Array(axes, 'expandDimsAxes: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_expand_dims_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1017,7 +1018,7 @@ export function expandDims(a: ArrayLike, axis: number, opts?: OpOptions): Array 
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_expand_dims(res, _a.handle, axis, streamHandle(opts)), 'mlx_expand_dims');
+    t.check(fn.mlx_expand_dims(res, _a.handle, toInt32(axis, 'expandDims: axis'), streamHandle(opts)), 'mlx_expand_dims');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1042,7 +1043,7 @@ export function eye(n: number, m: number, k: number, dtype: Dtype, opts?: OpOpti
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_eye(res, n, m, k, dtypeCode(dtype), streamHandle(opts)), 'mlx_eye');
+    t.check(fn.mlx_eye(res, toInt32(n, 'eye: n'), toInt32(m, 'eye: m'), toInt32(k, 'eye: k'), dtypeCode(dtype), streamHandle(opts)), 'mlx_eye');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1055,7 +1056,7 @@ export function flatten(a: ArrayLike, startAxis: number, endAxis: number, opts?:
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_flatten(res, _a.handle, startAxis, endAxis, streamHandle(opts)), 'mlx_flatten');
+    t.check(fn.mlx_flatten(res, _a.handle, toInt32(startAxis, 'flatten: startAxis'), toInt32(endAxis, 'flatten: endAxis'), streamHandle(opts)), 'mlx_flatten');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1109,7 +1110,7 @@ export function full(shape: readonly number[], vals: ArrayLike, dtype: Dtype, op
   try {
     const _vals = t.arg(vals);
     const res = { ctx: null };
-    t.check(fn.mlx_full(res, Int32Array.from(shape), shape.length, _vals.handle, dtypeCode(dtype), streamHandle(opts)), 'mlx_full');
+    t.check(fn.mlx_full(res, toInt32Array(shape, 'full: shape', 'dim'), shape.length, _vals.handle, dtypeCode(dtype), streamHandle(opts)), 'mlx_full');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1137,7 +1138,7 @@ export function gather(a: ArrayLike, indices: readonly ArrayLike[], axes: readon
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_gather(res, _a.handle, t.vector(indices), Int32Array.from(axes), axes.length, Int32Array.from(sliceSizes), sliceSizes.length, streamHandle(opts)), 'mlx_gather');
+    t.check(fn.mlx_gather(res, _a.handle, t.vector(indices), toInt32Array(axes, 'gather: axes', 'any'), axes.length, toInt32Array(sliceSizes, 'gather: sliceSizes', 'dim'), sliceSizes.length, streamHandle(opts)), 'mlx_gather');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1152,7 +1153,7 @@ export function gatherSingle(a: ArrayLike, indices: ArrayLike, axis: number, sli
     const _a = t.arg(a, _ref);
     const _indices = t.arg(indices, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_gather_single(res, _a.handle, _indices.handle, axis, Int32Array.from(sliceSizes), sliceSizes.length, streamHandle(opts)), 'mlx_gather_single');
+    t.check(fn.mlx_gather_single(res, _a.handle, _indices.handle, toInt32(axis, 'gatherSingle: axis'), toInt32Array(sliceSizes, 'gatherSingle: sliceSizes', 'dim'), sliceSizes.length, streamHandle(opts)), 'mlx_gather_single');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1188,7 +1189,7 @@ export function gatherQmm(x: ArrayLike, w: ArrayLike, scales: ArrayLike, biases:
     const _lhsIndices = lhsIndices == null ? null : t.arg(lhsIndices, _ref);
     const _rhsIndices = rhsIndices == null ? null : t.arg(rhsIndices, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_gather_qmm(res, _x.handle, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, _lhsIndices ? _lhsIndices.handle : NULL_HANDLE, _rhsIndices ? _rhsIndices.handle : NULL_HANDLE, transpose, groupSize == null ? { value: 0, has_value: false } : { value: groupSize, has_value: true }, bits == null ? { value: 0, has_value: false } : { value: bits, has_value: true }, mode, sortedIndices, streamHandle(opts)), 'mlx_gather_qmm');
+    t.check(fn.mlx_gather_qmm(res, _x.handle, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, _lhsIndices ? _lhsIndices.handle : NULL_HANDLE, _rhsIndices ? _rhsIndices.handle : NULL_HANDLE, transpose, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'gatherQmm: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'gatherQmm: bits'), has_value: true }, mode, sortedIndices, streamHandle(opts)), 'mlx_gather_qmm');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1243,7 +1244,7 @@ export function hamming(M: number, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_hamming(res, M, streamHandle(opts)), 'mlx_hamming');
+    t.check(fn.mlx_hamming(res, toInt32(M, 'hamming: M'), streamHandle(opts)), 'mlx_hamming');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1255,7 +1256,7 @@ export function hanning(M: number, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_hanning(res, M, streamHandle(opts)), 'mlx_hanning');
+    t.check(fn.mlx_hanning(res, toInt32(M, 'hanning: M'), streamHandle(opts)), 'mlx_hanning');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1267,7 +1268,7 @@ export function identity(n: number, dtype: Dtype, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_identity(res, n, dtypeCode(dtype), streamHandle(opts)), 'mlx_identity');
+    t.check(fn.mlx_identity(res, toInt32(n, 'identity: n'), dtypeCode(dtype), streamHandle(opts)), 'mlx_identity');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1447,7 +1448,7 @@ export function linspace(start: number, stop: number, num: number, dtype: Dtype,
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_linspace(res, start, stop, num, dtypeCode(dtype), streamHandle(opts)), 'mlx_linspace');
+    t.check(fn.mlx_linspace(res, start, stop, toInt32(num, 'linspace: num'), dtypeCode(dtype), streamHandle(opts)), 'mlx_linspace');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1527,7 +1528,7 @@ export function logcumsumexp(a: ArrayLike, axis: number, reverse: boolean, inclu
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_logcumsumexp(res, _a.handle, axis, reverse, inclusive, streamHandle(opts)), 'mlx_logcumsumexp');
+    t.check(fn.mlx_logcumsumexp(res, _a.handle, toInt32(axis, 'logcumsumexp: axis'), reverse, inclusive, streamHandle(opts)), 'mlx_logcumsumexp');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1583,7 +1584,7 @@ export function logsumexpAxes(a: ArrayLike, axes: readonly number[], keepdims: b
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_logsumexp_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, streamHandle(opts)), 'mlx_logsumexp_axes');
+    t.check(fn.mlx_logsumexp_axes(res, _a.handle, toInt32Array(axes, 'logsumexpAxes: axes', 'any'), axes.length, keepdims, streamHandle(opts)), 'mlx_logsumexp_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1596,7 +1597,7 @@ export function logsumexpAxis(a: ArrayLike, axis: number, keepdims: boolean, opt
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_logsumexp_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_logsumexp_axis');
+    t.check(fn.mlx_logsumexp_axis(res, _a.handle, toInt32(axis, 'logsumexpAxis: axis'), keepdims, streamHandle(opts)), 'mlx_logsumexp_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1653,7 +1654,7 @@ export function maxAxes(a: ArrayLike, axes: readonly number[], keepdims: boolean
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_max_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, streamHandle(opts)), 'mlx_max_axes');
+    t.check(fn.mlx_max_axes(res, _a.handle, toInt32Array(axes, 'maxAxes: axes', 'any'), axes.length, keepdims, streamHandle(opts)), 'mlx_max_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1666,7 +1667,7 @@ export function maxAxis(a: ArrayLike, axis: number, keepdims: boolean, opts?: Op
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_max_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_max_axis');
+    t.check(fn.mlx_max_axis(res, _a.handle, toInt32(axis, 'maxAxis: axis'), keepdims, streamHandle(opts)), 'mlx_max_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1707,7 +1708,7 @@ export function meanAxes(a: ArrayLike, axes: readonly number[], keepdims: boolea
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_mean_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, streamHandle(opts)), 'mlx_mean_axes');
+    t.check(fn.mlx_mean_axes(res, _a.handle, toInt32Array(axes, 'meanAxes: axes', 'any'), axes.length, keepdims, streamHandle(opts)), 'mlx_mean_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1720,7 +1721,7 @@ export function meanAxis(a: ArrayLike, axis: number, keepdims: boolean, opts?: O
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_mean_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_mean_axis');
+    t.check(fn.mlx_mean_axis(res, _a.handle, toInt32(axis, 'meanAxis: axis'), keepdims, streamHandle(opts)), 'mlx_mean_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1746,7 +1747,7 @@ export function median(a: ArrayLike, axes: readonly number[], keepdims: boolean,
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_median(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, streamHandle(opts)), 'mlx_median');
+    t.check(fn.mlx_median(res, _a.handle, toInt32Array(axes, 'median: axes', 'any'), axes.length, keepdims, streamHandle(opts)), 'mlx_median');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1771,7 +1772,7 @@ export function minAxes(a: ArrayLike, axes: readonly number[], keepdims: boolean
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_min_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, streamHandle(opts)), 'mlx_min_axes');
+    t.check(fn.mlx_min_axes(res, _a.handle, toInt32Array(axes, 'minAxes: axes', 'any'), axes.length, keepdims, streamHandle(opts)), 'mlx_min_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1784,7 +1785,7 @@ export function minAxis(a: ArrayLike, axis: number, keepdims: boolean, opts?: Op
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_min_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_min_axis');
+    t.check(fn.mlx_min_axis(res, _a.handle, toInt32(axis, 'minAxis: axis'), keepdims, streamHandle(opts)), 'mlx_min_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1825,7 +1826,7 @@ export function moveaxis(a: ArrayLike, source: number, destination: number, opts
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_moveaxis(res, _a.handle, source, destination, streamHandle(opts)), 'mlx_moveaxis');
+    t.check(fn.mlx_moveaxis(res, _a.handle, toInt32(source, 'moveaxis: source'), toInt32(destination, 'moveaxis: destination'), streamHandle(opts)), 'mlx_moveaxis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1894,7 +1895,7 @@ export function numberOfElements(a: ArrayLike, axes: readonly number[], inverted
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_number_of_elements(res, _a.handle, Int32Array.from(axes), axes.length, inverted, dtypeCode(dtype), streamHandle(opts)), 'mlx_number_of_elements');
+    t.check(fn.mlx_number_of_elements(res, _a.handle, toInt32Array(axes, 'numberOfElements: axes', 'any'), axes.length, inverted, dtypeCode(dtype), streamHandle(opts)), 'mlx_number_of_elements');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1906,7 +1907,7 @@ export function ones(shape: readonly number[], dtype: Dtype, opts?: OpOptions): 
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_ones(res, Int32Array.from(shape), shape.length, dtypeCode(dtype), streamHandle(opts)), 'mlx_ones');
+    t.check(fn.mlx_ones(res, toInt32Array(shape, 'ones: shape', 'dim'), shape.length, dtypeCode(dtype), streamHandle(opts)), 'mlx_ones');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1949,7 +1950,7 @@ export function pad(a: ArrayLike, axes: readonly number[], lowPadSize: readonly 
     const _a = t.arg(a, _ref);
     const _padValue = t.arg(padValue, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_pad(res, _a.handle, Int32Array.from(axes), axes.length, Int32Array.from(lowPadSize), lowPadSize.length, Int32Array.from(highPadSize), highPadSize.length, _padValue.handle, mode, streamHandle(opts)), 'mlx_pad');
+    t.check(fn.mlx_pad(res, _a.handle, toInt32Array(axes, 'pad: axes', 'any'), axes.length, toInt32Array(lowPadSize, 'pad: lowPadSize', 'any'), lowPadSize.length, toInt32Array(highPadSize, 'pad: highPadSize', 'any'), highPadSize.length, _padValue.handle, mode, streamHandle(opts)), 'mlx_pad');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1964,7 +1965,7 @@ export function padSymmetric(a: ArrayLike, padWidth: number, padValue: ArrayLike
     const _a = t.arg(a, _ref);
     const _padValue = t.arg(padValue, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_pad_symmetric(res, _a.handle, padWidth, _padValue.handle, mode, streamHandle(opts)), 'mlx_pad_symmetric');
+    t.check(fn.mlx_pad_symmetric(res, _a.handle, toInt32(padWidth, 'padSymmetric: padWidth'), _padValue.handle, mode, streamHandle(opts)), 'mlx_pad_symmetric');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1977,7 +1978,7 @@ export function partitionAxis(a: ArrayLike, kth: number, axis: number, opts?: Op
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_partition_axis(res, _a.handle, kth, axis, streamHandle(opts)), 'mlx_partition_axis');
+    t.check(fn.mlx_partition_axis(res, _a.handle, toInt32(kth, 'partitionAxis: kth'), toInt32(axis, 'partitionAxis: axis'), streamHandle(opts)), 'mlx_partition_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1990,7 +1991,7 @@ export function partition(a: ArrayLike, kth: number, opts?: OpOptions): Array {
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_partition(res, _a.handle, kth, streamHandle(opts)), 'mlx_partition');
+    t.check(fn.mlx_partition(res, _a.handle, toInt32(kth, 'partition: kth'), streamHandle(opts)), 'mlx_partition');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2018,7 +2019,7 @@ export function prodAxes(a: ArrayLike, axes: readonly number[], keepdims: boolea
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_prod_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, streamHandle(opts)), 'mlx_prod_axes');
+    t.check(fn.mlx_prod_axes(res, _a.handle, toInt32Array(axes, 'prodAxes: axes', 'any'), axes.length, keepdims, streamHandle(opts)), 'mlx_prod_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2031,7 +2032,7 @@ export function prodAxis(a: ArrayLike, axis: number, keepdims: boolean, opts?: O
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_prod_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_prod_axis');
+    t.check(fn.mlx_prod_axis(res, _a.handle, toInt32(axis, 'prodAxis: axis'), keepdims, streamHandle(opts)), 'mlx_prod_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2060,7 +2061,7 @@ export function putAlongAxis(a: ArrayLike, indices: ArrayLike, values: ArrayLike
     const _indices = t.arg(indices, _ref);
     const _values = t.arg(values, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_put_along_axis(res, _a.handle, _indices.handle, _values.handle, axis, streamHandle(opts)), 'mlx_put_along_axis');
+    t.check(fn.mlx_put_along_axis(res, _a.handle, _indices.handle, _values.handle, toInt32(axis, 'putAlongAxis: axis'), streamHandle(opts)), 'mlx_put_along_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2078,7 +2079,7 @@ export function qqmm(x: ArrayLike, w: ArrayLike, wScales: ArrayLike | null | und
     const _globalScaleX = globalScaleX == null ? null : t.arg(globalScaleX, _ref);
     const _globalScaleW = globalScaleW == null ? null : t.arg(globalScaleW, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_qqmm(res, _x.handle, _w.handle, _wScales ? _wScales.handle : NULL_HANDLE, groupSize == null ? { value: 0, has_value: false } : { value: groupSize, has_value: true }, bits == null ? { value: 0, has_value: false } : { value: bits, has_value: true }, mode, _globalScaleX ? _globalScaleX.handle : NULL_HANDLE, _globalScaleW ? _globalScaleW.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_qqmm');
+    t.check(fn.mlx_qqmm(res, _x.handle, _w.handle, _wScales ? _wScales.handle : NULL_HANDLE, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'qqmm: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'qqmm: bits'), has_value: true }, mode, _globalScaleX ? _globalScaleX.handle : NULL_HANDLE, _globalScaleW ? _globalScaleW.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_qqmm');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2093,7 +2094,7 @@ export function quantize(w: ArrayLike, groupSize: number | null | undefined, bit
     const _w = t.arg(w, _ref);
     const _globalScale = globalScale == null ? null : t.arg(globalScale, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_quantize(res, _w.handle, groupSize == null ? { value: 0, has_value: false } : { value: groupSize, has_value: true }, bits == null ? { value: 0, has_value: false } : { value: bits, has_value: true }, mode, _globalScale ? _globalScale.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_quantize');
+    t.check(fn.mlx_quantize(res, _w.handle, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'quantize: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'quantize: bits'), has_value: true }, mode, _globalScale ? _globalScale.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_quantize');
     return takeVector(res);
   } finally {
     t.release();
@@ -2110,7 +2111,7 @@ export function quantizedMatmul(x: ArrayLike, w: ArrayLike, scales: ArrayLike, b
     const _scales = t.arg(scales, _ref);
     const _biases = biases == null ? null : t.arg(biases, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_quantized_matmul(res, _x.handle, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, transpose, groupSize == null ? { value: 0, has_value: false } : { value: groupSize, has_value: true }, bits == null ? { value: 0, has_value: false } : { value: bits, has_value: true }, mode, streamHandle(opts)), 'mlx_quantized_matmul');
+    t.check(fn.mlx_quantized_matmul(res, _x.handle, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, transpose, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'quantizedMatmul: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'quantizedMatmul: bits'), has_value: true }, mode, streamHandle(opts)), 'mlx_quantized_matmul');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2177,7 +2178,7 @@ export function repeatAxis(arr: ArrayLike, repeats: number, axis: number, opts?:
   try {
     const _arr = t.arg(arr);
     const res = { ctx: null };
-    t.check(fn.mlx_repeat_axis(res, _arr.handle, repeats, axis, streamHandle(opts)), 'mlx_repeat_axis');
+    t.check(fn.mlx_repeat_axis(res, _arr.handle, toInt32(repeats, 'repeatAxis: repeats'), toInt32(axis, 'repeatAxis: axis'), streamHandle(opts)), 'mlx_repeat_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2190,7 +2191,7 @@ export function repeat(arr: ArrayLike, repeats: number, opts?: OpOptions): Array
   try {
     const _arr = t.arg(arr);
     const res = { ctx: null };
-    t.check(fn.mlx_repeat(res, _arr.handle, repeats, streamHandle(opts)), 'mlx_repeat');
+    t.check(fn.mlx_repeat(res, _arr.handle, toInt32(repeats, 'repeat: repeats'), streamHandle(opts)), 'mlx_repeat');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2203,7 +2204,7 @@ export function reshape(a: ArrayLike, shape: readonly number[], opts?: OpOptions
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_reshape(res, _a.handle, Int32Array.from(shape), shape.length, streamHandle(opts)), 'mlx_reshape');
+    t.check(fn.mlx_reshape(res, _a.handle, toInt32Array(shape, 'reshape: shape', 'dimOrInfer'), shape.length, streamHandle(opts)), 'mlx_reshape');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2231,7 +2232,7 @@ export function rollAxis(a: ArrayLike, shift: readonly number[], axis: number, o
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_roll_axis(res, _a.handle, Int32Array.from(shift), shift.length, axis, streamHandle(opts)), 'mlx_roll_axis');
+    t.check(fn.mlx_roll_axis(res, _a.handle, toInt32Array(shift, 'rollAxis: shift', 'any'), shift.length, toInt32(axis, 'rollAxis: axis'), streamHandle(opts)), 'mlx_roll_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2244,7 +2245,7 @@ export function rollAxes(a: ArrayLike, shift: readonly number[], axes: readonly 
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_roll_axes(res, _a.handle, Int32Array.from(shift), shift.length, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_roll_axes');
+    t.check(fn.mlx_roll_axes(res, _a.handle, toInt32Array(shift, 'rollAxes: shift', 'any'), shift.length, toInt32Array(axes, 'rollAxes: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_roll_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2257,7 +2258,7 @@ export function roll(a: ArrayLike, shift: readonly number[], opts?: OpOptions): 
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_roll(res, _a.handle, Int32Array.from(shift), shift.length, streamHandle(opts)), 'mlx_roll');
+    t.check(fn.mlx_roll(res, _a.handle, toInt32Array(shift, 'roll: shift', 'any'), shift.length, streamHandle(opts)), 'mlx_roll');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2270,7 +2271,7 @@ export function round(a: ArrayLike, decimals: number, opts?: OpOptions): Array {
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_round(res, _a.handle, decimals, streamHandle(opts)), 'mlx_round');
+    t.check(fn.mlx_round(res, _a.handle, toInt32(decimals, 'round: decimals'), streamHandle(opts)), 'mlx_round');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2298,7 +2299,7 @@ export function scatter(a: ArrayLike, indices: readonly ArrayLike[], updates: Ar
     const _a = t.arg(a, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter(res, _a.handle, t.vector(indices), _updates.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_scatter');
+    t.check(fn.mlx_scatter(res, _a.handle, t.vector(indices), _updates.handle, toInt32Array(axes, 'scatter: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_scatter');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2314,7 +2315,7 @@ export function scatterSingle(a: ArrayLike, indices: ArrayLike, updates: ArrayLi
     const _indices = t.arg(indices, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_single(res, _a.handle, _indices.handle, _updates.handle, axis, streamHandle(opts)), 'mlx_scatter_single');
+    t.check(fn.mlx_scatter_single(res, _a.handle, _indices.handle, _updates.handle, toInt32(axis, 'scatterSingle: axis'), streamHandle(opts)), 'mlx_scatter_single');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2329,7 +2330,7 @@ export function scatterAdd(a: ArrayLike, indices: readonly ArrayLike[], updates:
     const _a = t.arg(a, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_add(res, _a.handle, t.vector(indices), _updates.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_scatter_add');
+    t.check(fn.mlx_scatter_add(res, _a.handle, t.vector(indices), _updates.handle, toInt32Array(axes, 'scatterAdd: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_scatter_add');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2345,7 +2346,7 @@ export function scatterAddSingle(a: ArrayLike, indices: ArrayLike, updates: Arra
     const _indices = t.arg(indices, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_add_single(res, _a.handle, _indices.handle, _updates.handle, axis, streamHandle(opts)), 'mlx_scatter_add_single');
+    t.check(fn.mlx_scatter_add_single(res, _a.handle, _indices.handle, _updates.handle, toInt32(axis, 'scatterAddSingle: axis'), streamHandle(opts)), 'mlx_scatter_add_single');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2361,7 +2362,7 @@ export function scatterAddAxis(a: ArrayLike, indices: ArrayLike, values: ArrayLi
     const _indices = t.arg(indices, _ref);
     const _values = t.arg(values, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_add_axis(res, _a.handle, _indices.handle, _values.handle, axis, streamHandle(opts)), 'mlx_scatter_add_axis');
+    t.check(fn.mlx_scatter_add_axis(res, _a.handle, _indices.handle, _values.handle, toInt32(axis, 'scatterAddAxis: axis'), streamHandle(opts)), 'mlx_scatter_add_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2376,7 +2377,7 @@ export function scatterMax(a: ArrayLike, indices: readonly ArrayLike[], updates:
     const _a = t.arg(a, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_max(res, _a.handle, t.vector(indices), _updates.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_scatter_max');
+    t.check(fn.mlx_scatter_max(res, _a.handle, t.vector(indices), _updates.handle, toInt32Array(axes, 'scatterMax: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_scatter_max');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2392,7 +2393,7 @@ export function scatterMaxSingle(a: ArrayLike, indices: ArrayLike, updates: Arra
     const _indices = t.arg(indices, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_max_single(res, _a.handle, _indices.handle, _updates.handle, axis, streamHandle(opts)), 'mlx_scatter_max_single');
+    t.check(fn.mlx_scatter_max_single(res, _a.handle, _indices.handle, _updates.handle, toInt32(axis, 'scatterMaxSingle: axis'), streamHandle(opts)), 'mlx_scatter_max_single');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2407,7 +2408,7 @@ export function scatterMin(a: ArrayLike, indices: readonly ArrayLike[], updates:
     const _a = t.arg(a, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_min(res, _a.handle, t.vector(indices), _updates.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_scatter_min');
+    t.check(fn.mlx_scatter_min(res, _a.handle, t.vector(indices), _updates.handle, toInt32Array(axes, 'scatterMin: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_scatter_min');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2423,7 +2424,7 @@ export function scatterMinSingle(a: ArrayLike, indices: ArrayLike, updates: Arra
     const _indices = t.arg(indices, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_min_single(res, _a.handle, _indices.handle, _updates.handle, axis, streamHandle(opts)), 'mlx_scatter_min_single');
+    t.check(fn.mlx_scatter_min_single(res, _a.handle, _indices.handle, _updates.handle, toInt32(axis, 'scatterMinSingle: axis'), streamHandle(opts)), 'mlx_scatter_min_single');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2438,7 +2439,7 @@ export function scatterProd(a: ArrayLike, indices: readonly ArrayLike[], updates
     const _a = t.arg(a, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_prod(res, _a.handle, t.vector(indices), _updates.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_scatter_prod');
+    t.check(fn.mlx_scatter_prod(res, _a.handle, t.vector(indices), _updates.handle, toInt32Array(axes, 'scatterProd: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_scatter_prod');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2454,7 +2455,7 @@ export function scatterProdSingle(a: ArrayLike, indices: ArrayLike, updates: Arr
     const _indices = t.arg(indices, _ref);
     const _updates = t.arg(updates, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_scatter_prod_single(res, _a.handle, _indices.handle, _updates.handle, axis, streamHandle(opts)), 'mlx_scatter_prod_single');
+    t.check(fn.mlx_scatter_prod_single(res, _a.handle, _indices.handle, _updates.handle, toInt32(axis, 'scatterProdSingle: axis'), streamHandle(opts)), 'mlx_scatter_prod_single');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2535,7 +2536,7 @@ export function slice(a: ArrayLike, start: readonly number[], stop: readonly num
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_slice(res, _a.handle, Int32Array.from(start), start.length, Int32Array.from(stop), stop.length, Int32Array.from(strides), strides.length, streamHandle(opts)), 'mlx_slice');
+    t.check(fn.mlx_slice(res, _a.handle, toInt32Array(start, 'slice: start', 'any'), start.length, toInt32Array(stop, 'slice: stop', 'any'), stop.length, toInt32Array(strides, 'slice: strides', 'nonzero'), strides.length, streamHandle(opts)), 'mlx_slice');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2550,7 +2551,7 @@ export function sliceDynamic(a: ArrayLike, start: ArrayLike, axes: readonly numb
     const _a = t.arg(a, _ref);
     const _start = t.arg(start, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_slice_dynamic(res, _a.handle, _start.handle, Int32Array.from(axes), axes.length, Int32Array.from(sliceSize), sliceSize.length, streamHandle(opts)), 'mlx_slice_dynamic');
+    t.check(fn.mlx_slice_dynamic(res, _a.handle, _start.handle, toInt32Array(axes, 'sliceDynamic: axes', 'any'), axes.length, toInt32Array(sliceSize, 'sliceDynamic: sliceSize', 'dim'), sliceSize.length, streamHandle(opts)), 'mlx_slice_dynamic');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2565,7 +2566,7 @@ export function sliceUpdate(src: ArrayLike, update: ArrayLike, start: readonly n
     const _src = t.arg(src, _ref);
     const _update = t.arg(update, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_slice_update(res, _src.handle, _update.handle, Int32Array.from(start), start.length, Int32Array.from(stop), stop.length, Int32Array.from(strides), strides.length, streamHandle(opts)), 'mlx_slice_update');
+    t.check(fn.mlx_slice_update(res, _src.handle, _update.handle, toInt32Array(start, 'sliceUpdate: start', 'any'), start.length, toInt32Array(stop, 'sliceUpdate: stop', 'any'), stop.length, toInt32Array(strides, 'sliceUpdate: strides', 'nonzero'), strides.length, streamHandle(opts)), 'mlx_slice_update');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2581,7 +2582,7 @@ export function sliceUpdateDynamic(src: ArrayLike, update: ArrayLike, start: Arr
     const _update = t.arg(update, _ref);
     const _start = t.arg(start, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_slice_update_dynamic(res, _src.handle, _update.handle, _start.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_slice_update_dynamic');
+    t.check(fn.mlx_slice_update_dynamic(res, _src.handle, _update.handle, _start.handle, toInt32Array(axes, 'sliceUpdateDynamic: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_slice_update_dynamic');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2596,7 +2597,7 @@ export function sliceUpdateAdd(src: ArrayLike, update: ArrayLike, start: readonl
     const _src = t.arg(src, _ref);
     const _update = t.arg(update, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_slice_update_add(res, _src.handle, _update.handle, Int32Array.from(start), start.length, Int32Array.from(stop), stop.length, Int32Array.from(strides), strides.length, streamHandle(opts)), 'mlx_slice_update_add');
+    t.check(fn.mlx_slice_update_add(res, _src.handle, _update.handle, toInt32Array(start, 'sliceUpdateAdd: start', 'any'), start.length, toInt32Array(stop, 'sliceUpdateAdd: stop', 'any'), stop.length, toInt32Array(strides, 'sliceUpdateAdd: strides', 'nonzero'), strides.length, streamHandle(opts)), 'mlx_slice_update_add');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2611,7 +2612,7 @@ export function sliceUpdateMax(src: ArrayLike, update: ArrayLike, start: readonl
     const _src = t.arg(src, _ref);
     const _update = t.arg(update, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_slice_update_max(res, _src.handle, _update.handle, Int32Array.from(start), start.length, Int32Array.from(stop), stop.length, Int32Array.from(strides), strides.length, streamHandle(opts)), 'mlx_slice_update_max');
+    t.check(fn.mlx_slice_update_max(res, _src.handle, _update.handle, toInt32Array(start, 'sliceUpdateMax: start', 'any'), start.length, toInt32Array(stop, 'sliceUpdateMax: stop', 'any'), stop.length, toInt32Array(strides, 'sliceUpdateMax: strides', 'nonzero'), strides.length, streamHandle(opts)), 'mlx_slice_update_max');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2626,7 +2627,7 @@ export function sliceUpdateMin(src: ArrayLike, update: ArrayLike, start: readonl
     const _src = t.arg(src, _ref);
     const _update = t.arg(update, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_slice_update_min(res, _src.handle, _update.handle, Int32Array.from(start), start.length, Int32Array.from(stop), stop.length, Int32Array.from(strides), strides.length, streamHandle(opts)), 'mlx_slice_update_min');
+    t.check(fn.mlx_slice_update_min(res, _src.handle, _update.handle, toInt32Array(start, 'sliceUpdateMin: start', 'any'), start.length, toInt32Array(stop, 'sliceUpdateMin: stop', 'any'), stop.length, toInt32Array(strides, 'sliceUpdateMin: strides', 'nonzero'), strides.length, streamHandle(opts)), 'mlx_slice_update_min');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2641,7 +2642,7 @@ export function sliceUpdateProd(src: ArrayLike, update: ArrayLike, start: readon
     const _src = t.arg(src, _ref);
     const _update = t.arg(update, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_slice_update_prod(res, _src.handle, _update.handle, Int32Array.from(start), start.length, Int32Array.from(stop), stop.length, Int32Array.from(strides), strides.length, streamHandle(opts)), 'mlx_slice_update_prod');
+    t.check(fn.mlx_slice_update_prod(res, _src.handle, _update.handle, toInt32Array(start, 'sliceUpdateProd: start', 'any'), start.length, toInt32Array(stop, 'sliceUpdateProd: stop', 'any'), stop.length, toInt32Array(strides, 'sliceUpdateProd: strides', 'nonzero'), strides.length, streamHandle(opts)), 'mlx_slice_update_prod');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2654,7 +2655,7 @@ export function softmaxAxes(a: ArrayLike, axes: readonly number[], precise: bool
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_softmax_axes(res, _a.handle, Int32Array.from(axes), axes.length, precise, streamHandle(opts)), 'mlx_softmax_axes');
+    t.check(fn.mlx_softmax_axes(res, _a.handle, toInt32Array(axes, 'softmaxAxes: axes', 'any'), axes.length, precise, streamHandle(opts)), 'mlx_softmax_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2667,7 +2668,7 @@ export function softmaxAxis(a: ArrayLike, axis: number, precise: boolean, opts?:
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_softmax_axis(res, _a.handle, axis, precise, streamHandle(opts)), 'mlx_softmax_axis');
+    t.check(fn.mlx_softmax_axis(res, _a.handle, toInt32(axis, 'softmaxAxis: axis'), precise, streamHandle(opts)), 'mlx_softmax_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2693,7 +2694,7 @@ export function sortAxis(a: ArrayLike, axis: number, opts?: OpOptions): Array {
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_sort_axis(res, _a.handle, axis, streamHandle(opts)), 'mlx_sort_axis');
+    t.check(fn.mlx_sort_axis(res, _a.handle, toInt32(axis, 'sortAxis: axis'), streamHandle(opts)), 'mlx_sort_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2719,7 +2720,7 @@ export function split(a: ArrayLike, numSplits: number, axis: number, opts?: OpOp
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_split(res, _a.handle, numSplits, axis, streamHandle(opts)), 'mlx_split');
+    t.check(fn.mlx_split(res, _a.handle, toInt32(numSplits, 'split: numSplits'), toInt32(axis, 'split: axis'), streamHandle(opts)), 'mlx_split');
     return takeVector(res);
   } finally {
     t.release();
@@ -2732,7 +2733,7 @@ export function splitSections(a: ArrayLike, indices: readonly number[], axis: nu
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_split_sections(res, _a.handle, Int32Array.from(indices), indices.length, axis, streamHandle(opts)), 'mlx_split_sections');
+    t.check(fn.mlx_split_sections(res, _a.handle, toInt32Array(indices, 'splitSections: indices', 'any'), indices.length, toInt32(axis, 'splitSections: axis'), streamHandle(opts)), 'mlx_split_sections');
     return takeVector(res);
   } finally {
     t.release();
@@ -2771,7 +2772,7 @@ export function squeezeAxes(a: ArrayLike, axes: readonly number[], opts?: OpOpti
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_squeeze_axes(res, _a.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_squeeze_axes');
+    t.check(fn.mlx_squeeze_axes(res, _a.handle, toInt32Array(axes, 'squeezeAxes: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_squeeze_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2784,7 +2785,7 @@ export function squeezeAxis(a: ArrayLike, axis: number, opts?: OpOptions): Array
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_squeeze_axis(res, _a.handle, axis, streamHandle(opts)), 'mlx_squeeze_axis');
+    t.check(fn.mlx_squeeze_axis(res, _a.handle, toInt32(axis, 'squeezeAxis: axis'), streamHandle(opts)), 'mlx_squeeze_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2809,7 +2810,7 @@ export function stackAxis(arrays: readonly ArrayLike[], axis: number, opts?: OpO
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_stack_axis(res, t.vector(arrays), axis, streamHandle(opts)), 'mlx_stack_axis');
+    t.check(fn.mlx_stack_axis(res, t.vector(arrays), toInt32(axis, 'stackAxis: axis'), streamHandle(opts)), 'mlx_stack_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2834,7 +2835,7 @@ export function stdAxes(a: ArrayLike, axes: readonly number[], keepdims: boolean
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_std_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, ddof, streamHandle(opts)), 'mlx_std_axes');
+    t.check(fn.mlx_std_axes(res, _a.handle, toInt32Array(axes, 'stdAxes: axes', 'any'), axes.length, keepdims, toInt32(ddof, 'stdAxes: ddof'), streamHandle(opts)), 'mlx_std_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2847,7 +2848,7 @@ export function stdAxis(a: ArrayLike, axis: number, keepdims: boolean, ddof: num
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_std_axis(res, _a.handle, axis, keepdims, ddof, streamHandle(opts)), 'mlx_std_axis');
+    t.check(fn.mlx_std_axis(res, _a.handle, toInt32(axis, 'stdAxis: axis'), keepdims, toInt32(ddof, 'stdAxis: ddof'), streamHandle(opts)), 'mlx_std_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2860,7 +2861,7 @@ export function std(a: ArrayLike, keepdims: boolean, ddof: number, opts?: OpOpti
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_std(res, _a.handle, keepdims, ddof, streamHandle(opts)), 'mlx_std');
+    t.check(fn.mlx_std(res, _a.handle, keepdims, toInt32(ddof, 'std: ddof'), streamHandle(opts)), 'mlx_std');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2901,7 +2902,7 @@ export function sumAxes(a: ArrayLike, axes: readonly number[], keepdims: boolean
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_sum_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, streamHandle(opts)), 'mlx_sum_axes');
+    t.check(fn.mlx_sum_axes(res, _a.handle, toInt32Array(axes, 'sumAxes: axes', 'any'), axes.length, keepdims, streamHandle(opts)), 'mlx_sum_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2914,7 +2915,7 @@ export function sumAxis(a: ArrayLike, axis: number, keepdims: boolean, opts?: Op
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_sum_axis(res, _a.handle, axis, keepdims, streamHandle(opts)), 'mlx_sum_axis');
+    t.check(fn.mlx_sum_axis(res, _a.handle, toInt32(axis, 'sumAxis: axis'), keepdims, streamHandle(opts)), 'mlx_sum_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2940,7 +2941,7 @@ export function swapaxes(a: ArrayLike, axis1: number, axis2: number, opts?: OpOp
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_swapaxes(res, _a.handle, axis1, axis2, streamHandle(opts)), 'mlx_swapaxes');
+    t.check(fn.mlx_swapaxes(res, _a.handle, toInt32(axis1, 'swapaxes: axis1'), toInt32(axis2, 'swapaxes: axis2'), streamHandle(opts)), 'mlx_swapaxes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2955,7 +2956,7 @@ export function takeAxis(a: ArrayLike, indices: ArrayLike, axis: number, opts?: 
     const _a = t.arg(a, _ref);
     const _indices = t.arg(indices, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_take_axis(res, _a.handle, _indices.handle, axis, streamHandle(opts)), 'mlx_take_axis');
+    t.check(fn.mlx_take_axis(res, _a.handle, _indices.handle, toInt32(axis, 'takeAxis: axis'), streamHandle(opts)), 'mlx_take_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2985,7 +2986,7 @@ export function takeAlongAxis(a: ArrayLike, indices: ArrayLike, axis: number, op
     const _a = t.arg(a, _ref);
     const _indices = t.arg(indices, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_take_along_axis(res, _a.handle, _indices.handle, axis, streamHandle(opts)), 'mlx_take_along_axis');
+    t.check(fn.mlx_take_along_axis(res, _a.handle, _indices.handle, toInt32(axis, 'takeAlongAxis: axis'), streamHandle(opts)), 'mlx_take_along_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3026,7 +3027,7 @@ export function tensordot(a: ArrayLike, b: ArrayLike, axesA: readonly number[], 
     const _a = t.arg(a, _ref);
     const _b = t.arg(b, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_tensordot(res, _a.handle, _b.handle, Int32Array.from(axesA), axesA.length, Int32Array.from(axesB), axesB.length, streamHandle(opts)), 'mlx_tensordot');
+    t.check(fn.mlx_tensordot(res, _a.handle, _b.handle, toInt32Array(axesA, 'tensordot: axesA', 'any'), axesA.length, toInt32Array(axesB, 'tensordot: axesB', 'any'), axesB.length, streamHandle(opts)), 'mlx_tensordot');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3041,7 +3042,7 @@ export function tensordotAxis(a: ArrayLike, b: ArrayLike, axis: number, opts?: O
     const _a = t.arg(a, _ref);
     const _b = t.arg(b, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_tensordot_axis(res, _a.handle, _b.handle, axis, streamHandle(opts)), 'mlx_tensordot_axis');
+    t.check(fn.mlx_tensordot_axis(res, _a.handle, _b.handle, toInt32(axis, 'tensordotAxis: axis'), streamHandle(opts)), 'mlx_tensordot_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3054,7 +3055,7 @@ export function tile(arr: ArrayLike, reps: readonly number[], opts?: OpOptions):
   try {
     const _arr = t.arg(arr);
     const res = { ctx: null };
-    t.check(fn.mlx_tile(res, _arr.handle, Int32Array.from(reps), reps.length, streamHandle(opts)), 'mlx_tile');
+    t.check(fn.mlx_tile(res, _arr.handle, toInt32Array(reps, 'tile: reps', 'dim'), reps.length, streamHandle(opts)), 'mlx_tile');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3080,7 +3081,7 @@ export function topkAxis(a: ArrayLike, k: number, axis: number, opts?: OpOptions
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_topk_axis(res, _a.handle, k, axis, streamHandle(opts)), 'mlx_topk_axis');
+    t.check(fn.mlx_topk_axis(res, _a.handle, toInt32(k, 'topkAxis: k'), toInt32(axis, 'topkAxis: axis'), streamHandle(opts)), 'mlx_topk_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3093,7 +3094,7 @@ export function topk(a: ArrayLike, k: number, opts?: OpOptions): Array {
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_topk(res, _a.handle, k, streamHandle(opts)), 'mlx_topk');
+    t.check(fn.mlx_topk(res, _a.handle, toInt32(k, 'topk: k'), streamHandle(opts)), 'mlx_topk');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3106,7 +3107,7 @@ export function trace(a: ArrayLike, offset: number, axis1: number, axis2: number
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_trace(res, _a.handle, offset, axis1, axis2, dtypeCode(dtype), streamHandle(opts)), 'mlx_trace');
+    t.check(fn.mlx_trace(res, _a.handle, toInt32(offset, 'trace: offset'), toInt32(axis1, 'trace: axis1'), toInt32(axis2, 'trace: axis2'), dtypeCode(dtype), streamHandle(opts)), 'mlx_trace');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3119,7 +3120,7 @@ export function transposeAxes(a: ArrayLike, axes: readonly number[], opts?: OpOp
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_transpose_axes(res, _a.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_transpose_axes');
+    t.check(fn.mlx_transpose_axes(res, _a.handle, toInt32Array(axes, 'transposeAxes: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_transpose_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3144,7 +3145,7 @@ export function tri(n: number, m: number, k: number, type: Dtype, opts?: OpOptio
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_tri(res, n, m, k, dtypeCode(type), streamHandle(opts)), 'mlx_tri');
+    t.check(fn.mlx_tri(res, toInt32(n, 'tri: n'), toInt32(m, 'tri: m'), toInt32(k, 'tri: k'), dtypeCode(type), streamHandle(opts)), 'mlx_tri');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3157,7 +3158,7 @@ export function tril(x: ArrayLike, k: number, opts?: OpOptions): Array {
   try {
     const _x = t.arg(x);
     const res = { ctx: null };
-    t.check(fn.mlx_tril(res, _x.handle, k, streamHandle(opts)), 'mlx_tril');
+    t.check(fn.mlx_tril(res, _x.handle, toInt32(k, 'tril: k'), streamHandle(opts)), 'mlx_tril');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3170,7 +3171,7 @@ export function triu(x: ArrayLike, k: number, opts?: OpOptions): Array {
   try {
     const _x = t.arg(x);
     const res = { ctx: null };
-    t.check(fn.mlx_triu(res, _x.handle, k, streamHandle(opts)), 'mlx_triu');
+    t.check(fn.mlx_triu(res, _x.handle, toInt32(k, 'triu: k'), streamHandle(opts)), 'mlx_triu');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3183,7 +3184,7 @@ export function unflatten(a: ArrayLike, axis: number, shape: readonly number[], 
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_unflatten(res, _a.handle, axis, Int32Array.from(shape), shape.length, streamHandle(opts)), 'mlx_unflatten');
+    t.check(fn.mlx_unflatten(res, _a.handle, toInt32(axis, 'unflatten: axis'), toInt32Array(shape, 'unflatten: shape', 'dimOrInfer'), shape.length, streamHandle(opts)), 'mlx_unflatten');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3196,7 +3197,7 @@ export function varAxes(a: ArrayLike, axes: readonly number[], keepdims: boolean
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_var_axes(res, _a.handle, Int32Array.from(axes), axes.length, keepdims, ddof, streamHandle(opts)), 'mlx_var_axes');
+    t.check(fn.mlx_var_axes(res, _a.handle, toInt32Array(axes, 'varAxes: axes', 'any'), axes.length, keepdims, toInt32(ddof, 'varAxes: ddof'), streamHandle(opts)), 'mlx_var_axes');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3209,7 +3210,7 @@ export function varAxis(a: ArrayLike, axis: number, keepdims: boolean, ddof: num
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_var_axis(res, _a.handle, axis, keepdims, ddof, streamHandle(opts)), 'mlx_var_axis');
+    t.check(fn.mlx_var_axis(res, _a.handle, toInt32(axis, 'varAxis: axis'), keepdims, toInt32(ddof, 'varAxis: ddof'), streamHandle(opts)), 'mlx_var_axis');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3222,7 +3223,7 @@ export function var_(a: ArrayLike, keepdims: boolean, ddof: number, opts?: OpOpt
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_var(res, _a.handle, keepdims, ddof, streamHandle(opts)), 'mlx_var');
+    t.check(fn.mlx_var(res, _a.handle, keepdims, toInt32(ddof, 'var_: ddof'), streamHandle(opts)), 'mlx_var');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3263,7 +3264,7 @@ export function zeros(shape: readonly number[], dtype: Dtype, opts?: OpOptions):
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_zeros(res, Int32Array.from(shape), shape.length, dtypeCode(dtype), streamHandle(opts)), 'mlx_zeros');
+    t.check(fn.mlx_zeros(res, toInt32Array(shape, 'zeros: shape', 'dim'), shape.length, dtypeCode(dtype), streamHandle(opts)), 'mlx_zeros');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3322,7 +3323,7 @@ export function fastRope(x: ArrayLike, dims: number, traditional: boolean, base:
     const _x = t.arg(x, _ref);
     const _freqs = freqs == null ? null : t.arg(freqs, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_fast_rope(res, _x.handle, dims, traditional, base == null ? { value: 0, has_value: false } : { value: base, has_value: true }, scale, offset, _freqs ? _freqs.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_fast_rope');
+    t.check(fn.mlx_fast_rope(res, _x.handle, toInt32(dims, 'fastRope: dims'), traditional, base == null ? { value: 0, has_value: false } : { value: base, has_value: true }, scale, toInt32(offset, 'fastRope: offset'), _freqs ? _freqs.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_fast_rope');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3338,7 +3339,7 @@ export function fastRopeDynamic(x: ArrayLike, dims: number, traditional: boolean
     const _offset = t.arg(offset, _ref);
     const _freqs = freqs == null ? null : t.arg(freqs, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_fast_rope_dynamic(res, _x.handle, dims, traditional, base == null ? { value: 0, has_value: false } : { value: base, has_value: true }, scale, _offset.handle, _freqs ? _freqs.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_fast_rope_dynamic');
+    t.check(fn.mlx_fast_rope_dynamic(res, _x.handle, toInt32(dims, 'fastRopeDynamic: dims'), traditional, base == null ? { value: 0, has_value: false } : { value: base, has_value: true }, scale, _offset.handle, _freqs ? _freqs.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_fast_rope_dynamic');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3397,7 +3398,7 @@ export function linalgCross(a: ArrayLike, b: ArrayLike, axis: number, opts?: OpO
     const _a = t.arg(a, _ref);
     const _b = t.arg(b, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_linalg_cross(res, _a.handle, _b.handle, axis, streamHandle(opts)), 'mlx_linalg_cross');
+    t.check(fn.mlx_linalg_cross(res, _a.handle, _b.handle, toInt32(axis, 'linalgCross: axis'), streamHandle(opts)), 'mlx_linalg_cross');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3501,7 +3502,7 @@ export function linalgNorm(a: ArrayLike, ord: number, axis: readonly number[] | 
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_linalg_norm(res, _a.handle, ord, axis == null ? null : Int32Array.from(axis), axis == null ? 0 : axis.length, keepdims, streamHandle(opts)), 'mlx_linalg_norm');
+    t.check(fn.mlx_linalg_norm(res, _a.handle, ord, axis == null ? null : toInt32Array(axis, 'linalgNorm: axis', 'any'), axis == null ? 0 : axis.length, keepdims, streamHandle(opts)), 'mlx_linalg_norm');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3514,7 +3515,7 @@ export function linalgNormMatrix(a: ArrayLike, ord: string, axis: readonly numbe
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_linalg_norm_matrix(res, _a.handle, ord, axis == null ? null : Int32Array.from(axis), axis == null ? 0 : axis.length, keepdims, streamHandle(opts)), 'mlx_linalg_norm_matrix');
+    t.check(fn.mlx_linalg_norm_matrix(res, _a.handle, ord, axis == null ? null : toInt32Array(axis, 'linalgNormMatrix: axis', 'any'), axis == null ? 0 : axis.length, keepdims, streamHandle(opts)), 'mlx_linalg_norm_matrix');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3527,7 +3528,7 @@ export function linalgNormL2(a: ArrayLike, axis: readonly number[] | null | unde
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_linalg_norm_l2(res, _a.handle, axis == null ? null : Int32Array.from(axis), axis == null ? 0 : axis.length, keepdims, streamHandle(opts)), 'mlx_linalg_norm_l2');
+    t.check(fn.mlx_linalg_norm_l2(res, _a.handle, axis == null ? null : toInt32Array(axis, 'linalgNormL2: axis', 'any'), axis == null ? 0 : axis.length, keepdims, streamHandle(opts)), 'mlx_linalg_norm_l2');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3623,7 +3624,7 @@ export function randomBernoulli(p: ArrayLike, shape: readonly number[], key?: Ar
     const _p = t.arg(p);
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_bernoulli(res, _p.handle, Int32Array.from(shape), shape.length, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_bernoulli');
+    t.check(fn.mlx_random_bernoulli(res, _p.handle, toInt32Array(shape, 'randomBernoulli: shape', 'dim'), shape.length, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_bernoulli');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3636,7 +3637,7 @@ export function randomBits(shape: readonly number[], width: number, key?: ArrayL
   try {
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_bits(res, Int32Array.from(shape), shape.length, width, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_bits');
+    t.check(fn.mlx_random_bits(res, toInt32Array(shape, 'randomBits: shape', 'dim'), shape.length, toInt32(width, 'randomBits: width'), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_bits');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3650,7 +3651,7 @@ export function randomCategoricalShape(logits: ArrayLike, axis: number, shape: r
     const _logits = t.arg(logits);
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_categorical_shape(res, _logits.handle, axis, Int32Array.from(shape), shape.length, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_categorical_shape');
+    t.check(fn.mlx_random_categorical_shape(res, _logits.handle, toInt32(axis, 'randomCategoricalShape: axis'), toInt32Array(shape, 'randomCategoricalShape: shape', 'dim'), shape.length, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_categorical_shape');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3664,7 +3665,7 @@ export function randomCategoricalNumSamples(logits_: ArrayLike, axis: number, nu
     const _logits_ = t.arg(logits_);
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_categorical_num_samples(res, _logits_.handle, axis, numSamples, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_categorical_num_samples');
+    t.check(fn.mlx_random_categorical_num_samples(res, _logits_.handle, toInt32(axis, 'randomCategoricalNumSamples: axis'), toInt32(numSamples, 'randomCategoricalNumSamples: numSamples'), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_categorical_num_samples');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3678,7 +3679,7 @@ export function randomCategorical(logits: ArrayLike, axis: number, key?: ArrayLi
     const _logits = t.arg(logits);
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_categorical(res, _logits.handle, axis, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_categorical');
+    t.check(fn.mlx_random_categorical(res, _logits.handle, toInt32(axis, 'randomCategorical: axis'), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_categorical');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3691,7 +3692,7 @@ export function randomGumbel(shape: readonly number[], dtype: Dtype, key?: Array
   try {
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_gumbel(res, Int32Array.from(shape), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_gumbel');
+    t.check(fn.mlx_random_gumbel(res, toInt32Array(shape, 'randomGumbel: shape', 'dim'), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_gumbel');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3716,7 +3717,7 @@ export function randomLaplace(shape: readonly number[], dtype: Dtype, loc: numbe
   try {
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_laplace(res, Int32Array.from(shape), shape.length, dtypeCode(dtype), loc, scale, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_laplace');
+    t.check(fn.mlx_random_laplace(res, toInt32Array(shape, 'randomLaplace: shape', 'dim'), shape.length, dtypeCode(dtype), loc, scale, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_laplace');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3732,7 +3733,7 @@ export function randomMultivariateNormal(mean: ArrayLike, cov: ArrayLike, shape:
     const _cov = t.arg(cov, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_random_multivariate_normal(res, _mean.handle, _cov.handle, Int32Array.from(shape), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_multivariate_normal');
+    t.check(fn.mlx_random_multivariate_normal(res, _mean.handle, _cov.handle, toInt32Array(shape, 'randomMultivariateNormal: shape', 'dim'), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_multivariate_normal');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3748,7 +3749,7 @@ export function randomNormalBroadcast(shape: readonly number[], dtype: Dtype, lo
     const _scale = scale == null ? null : t.arg(scale, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_random_normal_broadcast(res, Int32Array.from(shape), shape.length, dtypeCode(dtype), _loc ? _loc.handle : NULL_HANDLE, _scale ? _scale.handle : NULL_HANDLE, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_normal_broadcast');
+    t.check(fn.mlx_random_normal_broadcast(res, toInt32Array(shape, 'randomNormalBroadcast: shape', 'dim'), shape.length, dtypeCode(dtype), _loc ? _loc.handle : NULL_HANDLE, _scale ? _scale.handle : NULL_HANDLE, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_normal_broadcast');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3761,7 +3762,7 @@ export function randomNormal(shape: readonly number[], dtype: Dtype, loc: number
   try {
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_normal(res, Int32Array.from(shape), shape.length, dtypeCode(dtype), loc, scale, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_normal');
+    t.check(fn.mlx_random_normal(res, toInt32Array(shape, 'randomNormal: shape', 'dim'), shape.length, dtypeCode(dtype), loc, scale, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_normal');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3775,7 +3776,7 @@ export function randomPermutation(x: ArrayLike, axis: number, key?: ArrayLike | 
     const _x = t.arg(x);
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_permutation(res, _x.handle, axis, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_permutation');
+    t.check(fn.mlx_random_permutation(res, _x.handle, toInt32(axis, 'randomPermutation: axis'), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_permutation');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3788,7 +3789,7 @@ export function randomPermutationArange(x: number, key?: ArrayLike | null, opts?
   try {
     const _key = key == null ? null : t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_permutation_arange(res, x, _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_permutation_arange');
+    t.check(fn.mlx_random_permutation_arange(res, toInt32(x, 'randomPermutationArange: x'), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_permutation_arange');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3804,7 +3805,7 @@ export function randomRandint(low: ArrayLike, high: ArrayLike, shape: readonly n
     const _high = t.arg(high, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_random_randint(res, _low.handle, _high.handle, Int32Array.from(shape), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_randint');
+    t.check(fn.mlx_random_randint(res, _low.handle, _high.handle, toInt32Array(shape, 'randomRandint: shape', 'dim'), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_randint');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3827,7 +3828,7 @@ export function randomSplitNum(key: ArrayLike, num: number, opts?: OpOptions): A
   try {
     const _key = t.arg(key);
     const res = { ctx: null };
-    t.check(fn.mlx_random_split_num(res, _key.handle, num, streamHandle(opts)), 'mlx_random_split_num');
+    t.check(fn.mlx_random_split_num(res, _key.handle, toInt32(num, 'randomSplitNum: num'), streamHandle(opts)), 'mlx_random_split_num');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3856,7 +3857,7 @@ export function randomTruncatedNormal(lower: ArrayLike, upper: ArrayLike, shape:
     const _upper = t.arg(upper, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_random_truncated_normal(res, _lower.handle, _upper.handle, Int32Array.from(shape), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_truncated_normal');
+    t.check(fn.mlx_random_truncated_normal(res, _lower.handle, _upper.handle, toInt32Array(shape, 'randomTruncatedNormal: shape', 'dim'), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_truncated_normal');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3872,7 +3873,7 @@ export function randomUniform(low: ArrayLike, high: ArrayLike, shape: readonly n
     const _high = t.arg(high, _ref);
     const _key = key == null ? null : t.arg(key, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_random_uniform(res, _low.handle, _high.handle, Int32Array.from(shape), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_uniform');
+    t.check(fn.mlx_random_uniform(res, _low.handle, _high.handle, toInt32Array(shape, 'randomUniform: shape', 'dim'), shape.length, dtypeCode(dtype), _key ? _key.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_random_uniform');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3885,7 +3886,7 @@ export function fftFft(a: ArrayLike, n: number, axis: number, norm: FftNorm = 'b
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_fft(res, _a.handle, n, axis, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_fft');
+    t.check(fn.mlx_fft_fft(res, _a.handle, toInt32(n, 'fftFft: n'), toInt32(axis, 'fftFft: axis'), fftNormCode(norm), streamHandle(opts)), 'mlx_fft_fft');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3898,7 +3899,7 @@ export function fftFft2(a: ArrayLike, n: readonly number[], axes: readonly numbe
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_fft2(res, _a.handle, Int32Array.from(n), n.length, Int32Array.from(axes), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_fft2');
+    t.check(fn.mlx_fft_fft2(res, _a.handle, toInt32Array(n, 'fftFft2: n', 'dim'), n.length, toInt32Array(axes, 'fftFft2: axes', 'any'), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_fft2');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3910,7 +3911,7 @@ export function fftFftfreq(n: number, d: number, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_fft_fftfreq(res, n, d, streamHandle(opts)), 'mlx_fft_fftfreq');
+    t.check(fn.mlx_fft_fftfreq(res, toInt32(n, 'fftFftfreq: n'), d, streamHandle(opts)), 'mlx_fft_fftfreq');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3923,7 +3924,7 @@ export function fftFftn(a: ArrayLike, n: readonly number[], axes: readonly numbe
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_fftn(res, _a.handle, Int32Array.from(n), n.length, Int32Array.from(axes), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_fftn');
+    t.check(fn.mlx_fft_fftn(res, _a.handle, toInt32Array(n, 'fftFftn: n', 'dim'), n.length, toInt32Array(axes, 'fftFftn: axes', 'any'), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_fftn');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3936,7 +3937,7 @@ export function fftFftshift(a: ArrayLike, axes: readonly number[], opts?: OpOpti
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_fftshift(res, _a.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_fft_fftshift');
+    t.check(fn.mlx_fft_fftshift(res, _a.handle, toInt32Array(axes, 'fftFftshift: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_fft_fftshift');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3949,7 +3950,7 @@ export function fftIfft(a: ArrayLike, n: number, axis: number, norm: FftNorm = '
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_ifft(res, _a.handle, n, axis, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_ifft');
+    t.check(fn.mlx_fft_ifft(res, _a.handle, toInt32(n, 'fftIfft: n'), toInt32(axis, 'fftIfft: axis'), fftNormCode(norm), streamHandle(opts)), 'mlx_fft_ifft');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3962,7 +3963,7 @@ export function fftIfft2(a: ArrayLike, n: readonly number[], axes: readonly numb
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_ifft2(res, _a.handle, Int32Array.from(n), n.length, Int32Array.from(axes), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_ifft2');
+    t.check(fn.mlx_fft_ifft2(res, _a.handle, toInt32Array(n, 'fftIfft2: n', 'dim'), n.length, toInt32Array(axes, 'fftIfft2: axes', 'any'), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_ifft2');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3975,7 +3976,7 @@ export function fftIfftn(a: ArrayLike, n: readonly number[], axes: readonly numb
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_ifftn(res, _a.handle, Int32Array.from(n), n.length, Int32Array.from(axes), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_ifftn');
+    t.check(fn.mlx_fft_ifftn(res, _a.handle, toInt32Array(n, 'fftIfftn: n', 'dim'), n.length, toInt32Array(axes, 'fftIfftn: axes', 'any'), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_ifftn');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3988,7 +3989,7 @@ export function fftIfftshift(a: ArrayLike, axes: readonly number[], opts?: OpOpt
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_ifftshift(res, _a.handle, Int32Array.from(axes), axes.length, streamHandle(opts)), 'mlx_fft_ifftshift');
+    t.check(fn.mlx_fft_ifftshift(res, _a.handle, toInt32Array(axes, 'fftIfftshift: axes', 'any'), axes.length, streamHandle(opts)), 'mlx_fft_ifftshift');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -4001,7 +4002,7 @@ export function fftIrfft(a: ArrayLike, n: number, axis: number, norm: FftNorm = 
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_irfft(res, _a.handle, n, axis, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_irfft');
+    t.check(fn.mlx_fft_irfft(res, _a.handle, toInt32(n, 'fftIrfft: n'), toInt32(axis, 'fftIrfft: axis'), fftNormCode(norm), streamHandle(opts)), 'mlx_fft_irfft');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -4014,7 +4015,7 @@ export function fftIrfft2(a: ArrayLike, n: readonly number[], axes: readonly num
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_irfft2(res, _a.handle, Int32Array.from(n), n.length, Int32Array.from(axes), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_irfft2');
+    t.check(fn.mlx_fft_irfft2(res, _a.handle, toInt32Array(n, 'fftIrfft2: n', 'dim'), n.length, toInt32Array(axes, 'fftIrfft2: axes', 'any'), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_irfft2');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -4027,7 +4028,7 @@ export function fftIrfftn(a: ArrayLike, n: readonly number[], axes: readonly num
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_irfftn(res, _a.handle, Int32Array.from(n), n.length, Int32Array.from(axes), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_irfftn');
+    t.check(fn.mlx_fft_irfftn(res, _a.handle, toInt32Array(n, 'fftIrfftn: n', 'dim'), n.length, toInt32Array(axes, 'fftIrfftn: axes', 'any'), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_irfftn');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -4040,7 +4041,7 @@ export function fftRfft(a: ArrayLike, n: number, axis: number, norm: FftNorm = '
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_rfft(res, _a.handle, n, axis, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_rfft');
+    t.check(fn.mlx_fft_rfft(res, _a.handle, toInt32(n, 'fftRfft: n'), toInt32(axis, 'fftRfft: axis'), fftNormCode(norm), streamHandle(opts)), 'mlx_fft_rfft');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -4053,7 +4054,7 @@ export function fftRfft2(a: ArrayLike, n: readonly number[], axes: readonly numb
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_rfft2(res, _a.handle, Int32Array.from(n), n.length, Int32Array.from(axes), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_rfft2');
+    t.check(fn.mlx_fft_rfft2(res, _a.handle, toInt32Array(n, 'fftRfft2: n', 'dim'), n.length, toInt32Array(axes, 'fftRfft2: axes', 'any'), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_rfft2');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -4065,7 +4066,7 @@ export function fftRfftfreq(n: number, d: number, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_fft_rfftfreq(res, n, d, streamHandle(opts)), 'mlx_fft_rfftfreq');
+    t.check(fn.mlx_fft_rfftfreq(res, toInt32(n, 'fftRfftfreq: n'), d, streamHandle(opts)), 'mlx_fft_rfftfreq');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -4078,7 +4079,7 @@ export function fftRfftn(a: ArrayLike, n: readonly number[], axes: readonly numb
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_fft_rfftn(res, _a.handle, Int32Array.from(n), n.length, Int32Array.from(axes), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_rfftn');
+    t.check(fn.mlx_fft_rfftn(res, _a.handle, toInt32Array(n, 'fftRfftn: n', 'dim'), n.length, toInt32Array(axes, 'fftRfftn: axes', 'any'), axes.length, fftNormCode(norm), streamHandle(opts)), 'mlx_fft_rfftn');
     return Array.fromHandle(res);
   } finally {
     t.release();
