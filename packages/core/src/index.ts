@@ -20,6 +20,7 @@ export * from './ops.js';
 export { fastOps as fast, linalgOps as linalg, randomOps as random, fftOps as fft } from './generated/ops.js';
 
 import { C } from './native.js';
+export { nativeCallCounts } from '@mlx/sys';
 /** Where the native library was loaded from. */
 export const nativeLibraryPath: string = C.path;
 export { version } from './info.js';

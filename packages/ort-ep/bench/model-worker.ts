@@ -56,17 +56,22 @@ async function main(): Promise<void> {
   const firstMs = await timed();
   const secondMs = await timed();
   for (let i = 0; i < warmup; i++) await timed();
+  // Native calls per steady run (MLX_SYS_COUNT_CALLS=1, set by the orchestrator for the mlx engines).
+  const mx = engine.startsWith('mlx') ? await import('@mlx/core') : undefined;
+  const calls = () => [...(mx?.nativeCallCounts()?.values() ?? [])].reduce((a, b) => a + b, 0);
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
   const times: number[] = [];
+  const calls0 = calls();
   for (let i = 0; i < runs; i++) times.push(await timed());
+  const ffiPerRun = mx?.nativeCallCounts() ? (calls() - calls0) / runs : undefined;
   loop.disable();
   await s.release();
   const sorted = [...times].sort((a, b) => a - b);
   console.log(JSON.stringify({
     engine, model: dir.split('/').at(-1), createMs, firstMs, secondMs, medianMs: median(times),
     p10Ms: sorted[Math.floor(runs * 0.1)], p90Ms: sorted[Math.min(runs - 1, Math.floor(runs * 0.9))],
-    maxLoopGapMs: loop.max / 1e6, peakRssMiB: process.resourceUsage().maxRSS / 1024,
+    maxLoopGapMs: loop.max / 1e6, peakRssMiB: process.resourceUsage().maxRSS / 1024, ffiPerRun,
   }));
 }
 

@@ -26,7 +26,7 @@ const engines = arg('engines', 'mlx,mlx-eager,ort-node,ort-web')!.split(',');
 const sharedModels = join(pkg, '..', '..', '..', 'shared', 'models');
 const extra = (arg('models') ?? '').split(',').filter(Boolean);
 
-interface Sample { engine: string; model: string; createMs: number; firstMs: number; secondMs: number; medianMs: number; p10Ms: number; p90Ms: number; maxLoopGapMs: number; peakRssMiB: number; error?: string }
+interface Sample { engine: string; model: string; createMs: number; firstMs: number; secondMs: number; medianMs: number; p10Ms: number; p90Ms: number; maxLoopGapMs: number; peakRssMiB: number; ffiPerRun?: number; error?: string }
 
 const modelDirs = [
   ...(existsSync(sharedModels) ? readdirSync(sharedModels).map((m) => join(sharedModels, m)) : []),
@@ -63,6 +63,14 @@ function main(): void {
     }
     console.log(`round ${round + 1}/${rounds} done`);
   }
+  // Native calls per run, counted in processes of their own (the counting wrapper costs time).
+  const ffi = new Map<string, number>();
+  for (const dir of modelDirs) {
+    for (const e of engines.filter((x) => x.startsWith('mlx'))) {
+      const s = worker(e, dir, { MLX_SYS_COUNT_CALLS: '1' });
+      if (s.ffiPerRun !== undefined) ffi.set(`${s.model}\0${e}`, s.ffiPerRun);
+    }
+  }
   rmSync(cold, { recursive: true, force: true });
 
   const models = modelDirs.map((d) => d.split('/').at(-1)!);
@@ -79,6 +87,7 @@ function main(): void {
         warmFirstTwoMs: median(warm.map((s) => s.firstMs + s.secondMs)),
         peakRssMiB: median(ok.map((s) => s.peakRssMiB)),
         maxLoopGapMs: Math.max(...ok.map((s) => s.maxLoopGapMs), 0),
+        ffiPerRun: ffi.get(`${m}\0${e}`) ?? NaN,
       };
     }
     return { model: m, engines: per };
@@ -93,11 +102,12 @@ function main(): void {
   }
   const geo = (e: string) => Math.exp(rows.reduce((a, r) => a + Math.log(r.engines[e].medianMs / r.engines['ort-node'].medianMs), 0) / rows.length);
   if (engines.includes('ort-node')) console.log(['geomean ratio'.padEnd(22), ...engines.filter((e) => e !== 'ort-node').map((e) => `${e}/ort ${geo(e).toFixed(2)}`)].join('  '));
-  console.log('\nfirst runs (ms: create, then the first two runs; cold = empty kernel cache), peak RSS (MiB), largest event-loop gap while running (ms)');
+  console.log('\nfirst runs (ms: create, then the first two runs; cold = empty kernel cache), peak RSS (MiB), largest event-loop gap while running (ms), native calls per run');
   for (const r of rows) {
     for (const e of engines) {
       const x = r.engines[e];
-      console.log(`  ${r.model.padEnd(20)} ${e.padEnd(10)} create ${x.createMs.toFixed(0).padStart(5)}  first two: cold ${x.coldFirstTwoMs.toFixed(0).padStart(6)} warm ${x.warmFirstTwoMs.toFixed(0).padStart(6)}  rss ${x.peakRssMiB.toFixed(0).padStart(5)}  gap ${x.maxLoopGapMs.toFixed(1).padStart(6)}`);
+      const calls = Number.isFinite(x.ffiPerRun) ? `  native calls/run ${x.ffiPerRun.toFixed(0)}` : '';
+      console.log(`  ${r.model.padEnd(20)} ${e.padEnd(10)} create ${x.createMs.toFixed(0).padStart(5)}  first two: cold ${x.coldFirstTwoMs.toFixed(0).padStart(6)} warm ${x.warmFirstTwoMs.toFixed(0).padStart(6)}  rss ${x.peakRssMiB.toFixed(0).padStart(5)}  gap ${x.maxLoopGapMs.toFixed(1).padStart(6)}${calls}`);
     }
   }
   const out = join(pkg, '..', '..', 'reports');

@@ -79,6 +79,34 @@ export class MlxLibraryNotFoundError extends Error {
 
 let loaded: MlxC | undefined;
 
+// MLX_SYS_COUNT_CALLS=1 wraps every function to count its calls (benchmarks: FFI calls per run).
+// Off by default: the wrapper costs a JS call per native call.
+const counting = process.env.MLX_SYS_COUNT_CALLS === '1';
+const counts = new Map<string, number>();
+
+function countCalls(name: string, f: (...a: unknown[]) => unknown): unknown {
+  const wrapped = (...a: unknown[]) => {
+    counts.set(name, (counts.get(name) ?? 0) + 1);
+    return f(...a);
+  };
+  const async = (f as unknown as { async?: (...a: unknown[]) => void }).async;
+  if (async) {
+    (wrapped as unknown as { async: unknown }).async = (...a: unknown[]) => {
+      counts.set(name, (counts.get(name) ?? 0) + 1);
+      return async.apply(f, a);
+    };
+  }
+  return wrapped;
+}
+
+/**
+ * Native calls made so far, per function, when the library was loaded with MLX_SYS_COUNT_CALLS=1
+ * (undefined otherwise). For benchmarks; the counts keep growing (compare two readings).
+ */
+export function nativeCallCounts(): ReadonlyMap<string, number> | undefined {
+  return counting ? counts : undefined;
+}
+
 /**
  * Loads the library once and declares every function: MLX_C_LIBRARY when set (and then nothing else),
  * else this repository's build, else a system libmlxc.
@@ -109,7 +137,7 @@ export function loadMlxC(): MlxC {
     for (const proto of prototypes) {
       const name = /(\w+)\(/.exec(proto)![1];
       try {
-        fn[name] = lib.func(proto);
+        fn[name] = counting ? countCalls(name, lib.func(proto)) : lib.func(proto);
       } catch {
         missing.push(name);
         fn[name] = () => {

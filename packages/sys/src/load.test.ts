@@ -82,3 +82,25 @@ describe('loadMlxC', () => {
     expect(r).toEqual({ ok: true, path: repoLibraryPath });
   });
 });
+
+describe('MLX_SYS_COUNT_CALLS', () => {
+  it('counts native calls per function, sync and async, only when set', () => {
+    const code = `
+      const sys = await import(${JSON.stringify(indexTs)});
+      const c = sys.loadMlxC();
+      const before = sys.nativeCallCounts();
+      const s = c.fn.mlx_string_new();
+      c.fn.mlx_string_free(s);
+      c.fn.mlx_string_free.async(c.fn.mlx_string_new(), () => {
+        const n = sys.nativeCallCounts();
+        console.log(JSON.stringify({ on: !!before, news: n?.get('mlx_string_new') ?? 0, frees: n?.get('mlx_string_free') ?? 0 }));
+      });`;
+    const run = (env: Record<string, string>) => {
+      const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 30_000 });
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout.trim().split('\\n').at(-1)!);
+    };
+    expect(run({ MLX_SYS_COUNT_CALLS: '1' })).toEqual({ on: true, news: 2, frees: 2 });
+    expect(run({ MLX_SYS_COUNT_CALLS: '0' })).toEqual({ on: false, news: 0, frees: 0 });
+  });
+});
