@@ -75,3 +75,14 @@ describe('Array metadata', () => {
     expect(() => a.ndim).toThrow(/disposed/);
   });
 });
+
+describe('Array.fromBytes', () => {
+  it('reads little-endian element bytes at any alignment', () => {
+    const buf = new Uint8Array(1 + 8);
+    new DataView(buf.buffer).setFloat32(1, 1.5, true);
+    new DataView(buf.buffer).setFloat32(5, -2.25, true);
+    const a = mx.Array.fromBytes(buf.subarray(1), [2], 'float32');
+    expect(a.toList()).toEqual([1.5, -2.25]);
+    expect(() => mx.Array.fromBytes(buf.subarray(1, 8), [2], 'float32')).toThrow('Array.fromBytes: 7 bytes for shape [2] float32, which needs 8');
+  });
+});

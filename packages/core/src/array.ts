@@ -59,6 +59,19 @@ export class Array {
     }
   }
 
+  /**
+   * An array from the little-endian bytes of its elements (any alignment: the bytes are copied).
+   * For data read from files, where the element type's width and not a TypedArray is what is known.
+   */
+  static fromBytes(bytes: Uint8Array, shape: readonly number[], dtype: Dtype): Array {
+    const dims = toInt32Array(shape, 'Array.fromBytes: shape', 'dim');
+    const n = shape.reduce((a, b) => a * b, 1);
+    const want = n * itemsize(dtype);
+    if (bytes.length !== want) throw new RangeError(`Array.fromBytes: ${bytes.length} bytes for shape [${shape.join(', ')}] ${dtype}, which needs ${want}`);
+    const h = fn.mlx_array_new_data(bytes, dims, dims.length, dtypeCode(dtype));
+    return Array.fromHandle(checkHandle(h, 'mlx_array_new_data'));
+  }
+
   get handle(): MlxHandle {
     if (!this.#handle.ctx) throw new Error('array was disposed');
     return this.#handle;

@@ -9,7 +9,7 @@ import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
 import { prepareModel } from './plan/prepare.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
-import { foldConstants, registerConstants } from './execute/fold.js';
+import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { GraphProgram } from './execute/run.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
 import { InvalidFeedError, OnnxLoadError, OrtMlxError, UnsupportedOperatorError, messageOf } from './errors.js';
@@ -78,7 +78,7 @@ export class MlxSession {
     private readonly streams: RunStreams,
   ) {
     const g = model.graph;
-    const user = g.inputs.filter((i) => !g.initializers.has(i.name));
+    const user = g.inputs.filter((i) => !g.inputsWithDefaults.has(i.name));
     this.inputNames = user.map((i) => i.name);
     this.inputMetadata = user.map(metadataOf);
     this.outputNames = g.outputs.map((o) => o.name);
@@ -106,7 +106,10 @@ export class MlxSession {
     const device = options.device ?? mx.defaultDevice().type;
     const streams: RunStreams = { main: mx.newStream(device, { anyThread: true }) };
     if (device === 'gpu') streams.cpu = mx.newStream('cpu', { anyThread: true });
-    within(streams, () => foldConstants(program, constants));
+    within(streams, () => {
+      foldConstants(program, constants);
+      makeConstantsResident(program, constants);
+    });
     return new MlxSession(model, program, constants, options, name, streams);
   }
 

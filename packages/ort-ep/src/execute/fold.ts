@@ -1,7 +1,9 @@
 // Constant folding at plan time: nodes whose inputs are all constants run once, and their
 // results join the plan's constants (the session's ConstantStore keeps their uploads).
 import * as mx from '@mlx/core';
+import { elementCount, rawByteLength } from '../onnx/index.js';
 import { isNondeterministic } from '../plan/plan.js';
+import { mxDtypeOf } from '../runtime/convert.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 import { Env, RunState } from './env.js';
 import type { GraphProgram } from './run.js';
@@ -37,4 +39,29 @@ export function foldConstants(program: GraphProgram, store: ConstantStore): numb
     folded++;
   });
   return folded;
+}
+
+/** Constants at least this large (bytes) live on MLX only once the session is made. */
+export const RESIDENT_BYTES = 64 << 10;
+
+/**
+ * Uploads every large constant of a program (initializers, folded host results) and replaces it
+ * in the plan by its MLX array, dropping the host copy (and the graph's initializer entry), so a
+ * model's weights are held once, by MLX. A node that later reads such a constant on the host gets
+ * it back from MLX (a copy per read). Returns the bytes moved.
+ */
+export function makeConstantsResident(program: GraphProgram, store: ConstantStore): number {
+  let moved = 0;
+  const plan = program.plan;
+  for (const [name, v] of plan.constants) {
+    if (v.kind !== 'host' || !mxDtypeOf(v.tensor.dtype)) continue;
+    const bytes = rawByteLength(v.tensor.dtype, elementCount(v.tensor.dims));
+    if (bytes < RESIDENT_BYTES) continue;
+    const array = store.makeResident(v.tensor);
+    plan.constants.set(name, { kind: 'device', array, onnxType: v.tensor.dtype });
+    plan.graph.initializers.delete(name);
+    moved += bytes;
+  }
+  for (const sub of program.subprograms.values()) moved += makeConstantsResident(sub, store);
+  return moved;
 }

@@ -1,5 +1,6 @@
 // The one placement rule: whether a node runs its host code or its MLX translation, from its
 // entry's declaration (registry/types.ts, Placement) and what its inputs are right now.
+import { elementCount } from '../onnx/index.js';
 import type { OpEntry } from '../registry/types.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { elemTypeOf } from '../runtime/value.js';
@@ -22,7 +23,8 @@ export function placeNode(entry: OpEntry, ctx: NodeContext): 'host' | 'device' {
     // Element types MLX cannot hold (strings, float8, complex128, 2-bit) have only the host;
     // float8 codes a quantizer left on the device come back to it here.
     if ((v.kind === 'host' || v.kind === 'device') && !mxDtypeOf(elemTypeOf(v))) return 'host';
-    if (v.kind !== 'host' || v.tensor.data.length > HOST_LIMIT) allSmallHost = false;
+    // Counted from the dims: reading .data of a large constant would decode it.
+    if (v.kind !== 'host' || elementCount(v.tensor.dims) > HOST_LIMIT) allSmallHost = false;
   }
   if (!allSmallHost) return 'device';
   if (entry.hostSize && entry.hostSize(ctx) > HOST_LIMIT) return 'device';

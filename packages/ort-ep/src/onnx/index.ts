@@ -5,7 +5,7 @@ export {
   type Dim, type TypeIR, type ValueInfoIR, type GraphIR, type FunctionIR, type ModelIR, type ExternalDataSpec,
 } from './ir.js';
 export { OnnxLoadError } from '../errors.js';
-export { bitsPerElement, rawByteLength, allocHost, packSubByte, unpackSubByte, fromRawBytes, toRawBytes } from './layout.js';
+export { bitsPerElement, rawByteLength, allocHost, packSubByte, unpackSubByte, fromRawBytes, toRawBytes, lazyTensor, undecodedBytes, LAZY_DECODE_BYTES } from './layout.js';
 export { decodeTensor, decodeTensorBytes, decodeSparseTensor, sparseToDense, type TensorContext } from './tensor.js';
 export { confineLocation, materializeExternalData, openRegularFile, readRegularFile } from './external.js';
 export { decodeModel, decodeGraph, decodeType, normalizeDomain, functionKey, DEFAULT_DOMAIN, type DecodeOptions } from './model.js';

@@ -114,3 +114,44 @@ export function toRawBytes(dtype: number, data: HostData): Uint8Array {
   if (!hostIsLittleEndian) swapBytes(out, data.BYTES_PER_ELEMENT);
   return out;
 }
+
+// Large tensors read from raw_data or external data stay bytes until their values are first read
+// on the host: most are weights that only ever go to MLX, which takes the bytes directly, so the
+// file's copy is the only one until the upload, and none after it.
+
+/** Tensors at least this large (bytes) are decoded on first read. */
+export const LAZY_DECODE_BYTES = 1 << 20;
+
+const undecoded = new WeakMap<object, Uint8Array>();
+
+/**
+ * A host tensor whose `data` is decoded from little-endian `bytes` on first read (and kept);
+ * until then `undecodedBytes` gives the bytes themselves. Only for types of whole bytes other than
+ * bool (bool bytes need normalising) on little-endian hosts; others decode at once.
+ */
+export function lazyTensor(dtype: number, dims: number[], bytes: Uint8Array, n: number): { dtype: number; dims: number[]; data: HostData } {
+  const bits = bitsPerElement(dtype);
+  if (!hostIsLittleEndian || bits === undefined || bits < 8 || dtype === T.BOOL || bytes.length < LAZY_DECODE_BYTES) {
+    return { dtype, dims, data: fromRawBytes(bytes, dtype, n) };
+  }
+  const t = { dtype, dims } as { dtype: number; dims: number[]; data: HostData };
+  let decoded: HostData | undefined;
+  undecoded.set(t, bytes);
+  Object.defineProperty(t, 'data', {
+    enumerable: true,
+    configurable: true,
+    get() {
+      if (!decoded) {
+        decoded = fromRawBytes(bytes, dtype, n);
+        undecoded.delete(t);
+      }
+      return decoded;
+    },
+  });
+  return t;
+}
+
+/** The raw little-endian bytes of a lazy tensor whose values have not been read yet, else undefined. */
+export function undecodedBytes(t: object): Uint8Array | undefined {
+  return undecoded.get(t);
+}

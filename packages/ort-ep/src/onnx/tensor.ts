@@ -6,7 +6,7 @@ import { TensorProtoSchema, type SparseTensorProto, type TensorProto } from 'onn
 import { OnnxLoadError, messageOf } from '../errors.js';
 import { ExternalDataSource } from './external.js';
 import { OnnxDataType, dataTypeName, elementCount, isKnownDataType, type ExternalDataSpec, type HostData, type HostTensor, type SparseTensorIR } from './ir.js';
-import { allocHost, bitsPerElement, fromRawBytes, normalizeBool, rawByteLength, unpackSubByte } from './layout.js';
+import { allocHost, bitsPerElement, lazyTensor, normalizeBool, rawByteLength, unpackSubByte } from './layout.js';
 
 const T = OnnxDataType;
 const utf8 = new TextDecoder();
@@ -83,13 +83,13 @@ function fromTyped(p: TensorProto, dtype: OnnxDataType, dims: number[], n: numbe
   }
 }
 
-function fromBytes(bytes: Uint8Array, dtype: OnnxDataType, dims: number[], n: number, where: string, source: string): HostData {
+function fromBytes(bytes: Uint8Array, dtype: OnnxDataType, dims: number[], n: number, where: string, source: string): HostTensor {
   if (dtype === T.STRING) throw new OnnxLoadError(`${where}: string tensors cannot use ${source}; their values go in string_data`);
   const want = rawByteLength(dtype, n);
   if (bytes.length !== want) {
     throw new OnnxLoadError(`${where}: ${source} has ${bytes.length} bytes, but ${describe(dtype, dims)} needs ${want}`);
   }
-  return fromRawBytes(bytes, dtype, n);
+  return lazyTensor(dtype, dims, bytes, n) as HostTensor;
 }
 
 function decodeDims(p: TensorProto, where: string): number[] {
@@ -110,21 +110,20 @@ export function decodeTensor(p: TensorProto, ctx: TensorContext = {}): HostTenso
   const n = elementCount(dims);
   if (!Number.isSafeInteger(n)) throw new OnnxLoadError(`${where}: dims [${dims.join(', ')}] have more elements than can be addressed`);
   if (p.segment) throw new OnnxLoadError(`${where}: segmented tensors (TensorProto.segment) are not supported`);
-  let data: HostData;
+  let t: HostTensor;
   if (p.dataLocation === 1) {
     const own = ctx.external ? undefined : new ExternalDataSource(ctx.modelDir, ctx.externalData);
     try {
       const bytes = (ctx.external ?? own)!.read(where, p.externalData);
-      data = fromBytes(bytes, dtype, dims, n, where, `external data (${p.externalData.find((e) => e.key === 'location')?.value})`);
+      t = fromBytes(bytes, dtype, dims, n, where, `external data (${p.externalData.find((e) => e.key === 'location')?.value})`);
     } finally {
       own?.close();
     }
   } else if (p.rawData.length > 0) {
-    data = fromBytes(p.rawData, dtype, dims, n, where, 'raw_data');
+    t = fromBytes(p.rawData, dtype, dims, n, where, 'raw_data');
   } else {
-    data = fromTyped(p, dtype, dims, n, where);
+    t = { dtype, dims, data: fromTyped(p, dtype, dims, n, where) };
   }
-  const t: HostTensor = { dtype, dims, data };
   if (p.name) t.name = p.name;
   return t;
 }

@@ -1,6 +1,6 @@
 // ONNX element types <-> MLX dtypes, and host tensors <-> MLX arrays.
 import * as mx from '@mlx/core';
-import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import { OnnxDataType, undecodedBytes, type HostTensor } from '../onnx/index.js';
 
 const toMx = new Map<number, mx.Dtype>([
   [OnnxDataType.FLOAT, 'float32'], [OnnxDataType.UINT8, 'uint8'], [OnnxDataType.INT8, 'int8'],
@@ -30,10 +30,16 @@ export function onnxTypeOf(d: mx.Dtype): number {
   return t;
 }
 
-/** Uploads a host tensor. Throws for element types MLX cannot hold. */
+/**
+ * Uploads a host tensor. Throws for element types MLX cannot hold. A large tensor whose values were
+ * never read on the host goes up from its file bytes, without a decoded copy.
+ */
 export function upload(t: HostTensor): mx.Array {
   const d = mxDtypeOf(t.dtype);
-  if (!d || !ArrayBuffer.isView(t.data)) throw new Error(`element type ${t.dtype} cannot be held by MLX`);
+  if (!d) throw new Error(`element type ${t.dtype} cannot be held by MLX`);
+  const raw = undecodedBytes(t);
+  if (raw) return mx.Array.fromBytes(raw, t.dims, d);
+  if (!ArrayBuffer.isView(t.data)) throw new Error(`element type ${t.dtype} cannot be held by MLX`);
   return mx.Array.fromTypedArray(t.data, t.dims, d);
 }
 

@@ -8,6 +8,7 @@ import { upload } from './convert.js';
 export class ConstantStore {
   private readonly tensors = new Set<HostTensor>();
   private readonly arrays = new Map<HostTensor, mx.Array>();
+  private readonly resident: mx.Array[] = [];
 
   /** Declares `t` a constant: its upload is kept for the session's life. */
   add(t: HostTensor): void {
@@ -25,10 +26,25 @@ export class ConstantStore {
     }
     return a;
   }
+  /**
+   * Moves constant `t` to MLX for good: uploads it (unless it is already), forgets the host
+   * tensor, and returns the array, which the store frees on release(). The caller drops its
+   * references to `t`, so that its data (or the file bytes it still points into) can be collected.
+   */
+  makeResident(t: HostTensor): mx.Array {
+    const a = this.array(t);
+    this.arrays.delete(t);
+    this.tensors.delete(t);
+    this.resident.push(a);
+    return a;
+  }
+
   /** Frees every upload; the store can be used again (uploads are made anew). */
   release(): void {
     for (const a of this.arrays.values()) a.dispose();
+    for (const a of this.resident) a.dispose();
     this.arrays.clear();
+    this.resident.length = 0;
   }
 }
 
