@@ -4,17 +4,17 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, w
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { encodeRaw, externalFields, modelBytes, tensor, valueInfo } from '../../test/helpers/proto.js';
 import { OnnxLoadError } from '../errors.js';
 import { confineLocation, materializeExternalData } from './external.js';
 import { OnnxDataType as T } from './ir.js';
 import { decodeModel } from './model.js';
-import { modelBytes, tensor, valueInfo } from './testing/builders.js';
 
 const root = mkdtempSync(join(tmpdir(), 'onnx-external-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 function externalTensor(name: string, dims: number[], entries: Record<string, string>, dtype = T.FLOAT) {
-  return tensor(name, dtype, dims, { dataLocation: 1, externalData: Object.entries(entries).map(([key, value]) => ({ key, value })) });
+  return tensor(name, dtype, dims, externalFields(entries));
 }
 const modelWith = (...initializers: ReturnType<typeof externalTensor>[]) =>
   modelBytes({ initializers, inputs: initializers.map((t) => valueInfo(t.name, t.dataType, t.dims.map(Number))), outputs: [valueInfo(initializers[0].name)] });
@@ -33,8 +33,8 @@ function folder(name: string, bytes: Uint8Array, files: Record<string, Uint8Arra
 
 // 4096 bytes of padding, then six floats 0..5, then two int64s.
 const blob = new Uint8Array(4096 + 24 + 16);
-new Float32Array(blob.buffer, 4096, 6).set([0, 1, 2, 3, 4, 5]);
-new BigInt64Array(blob.buffer, 4096 + 24, 2).set([7n, -9n]);
+blob.set(encodeRaw(T.FLOAT, [0, 1, 2, 3, 4, 5]), 4096);
+blob.set(encodeRaw(T.INT64, [7n, -9n]), 4096 + 24);
 
 describe('external data beside the model', () => {
   it('reads ranges (offset, length, or to the end of the file) and subfolders', () => {
@@ -43,7 +43,7 @@ describe('external data beside the model', () => {
       externalTensor('k', [2], { location: 'sub/../weights.bin', offset: String(4096 + 24) }, T.INT64),
       externalTensor('d', [1], { location: './data/one.bin' }),
     );
-    const path = folder('ok', bytes, { 'weights.bin': blob, 'data/one.bin': new Uint8Array(Float32Array.of(42).buffer) });
+    const path = folder('ok', bytes, { 'weights.bin': blob, 'data/one.bin': encodeRaw(T.FLOAT, [42]) });
     const g = decodeModel(bytes, { modelPath: path }).graph;
     expect(g.initializers.get('w')).toEqual({ dtype: T.FLOAT, dims: [2, 3], data: Float32Array.of(0, 1, 2, 3, 4, 5), name: 'w' });
     expect(g.initializers.get('k')!.data).toEqual(BigInt64Array.of(7n, -9n));
@@ -83,7 +83,7 @@ describe('external data beside the model', () => {
 
 describe('locations confined to the model folder', () => {
   const outside = join(root, 'secret.bin');
-  writeFileSync(outside, new Uint8Array(Float32Array.of(1, 2, 3, 4, 5, 6).buffer));
+  writeFileSync(outside, encodeRaw(T.FLOAT, [1, 2, 3, 4, 5, 6]));
 
   it.each([
     ['../secret.bin', 'leads out of the model\'s folder'],
@@ -122,7 +122,7 @@ describe('external data given by the caller (models from bytes)', () => {
     externalTensor('w', [6], { location: 'weights.bin', offset: '4096', length: '24' }),
     externalTensor('k', [2], { location: 'k.bin' }, T.INT64),
   );
-  const kBytes = new Uint8Array(BigInt64Array.of(7n, -9n).buffer);
+  const kBytes = encodeRaw(T.INT64, [7n, -9n]);
 
   it('takes Uint8Array, ArrayBuffer and file paths, matching normalized locations', () => {
     const file = join(root, 'given-weights.bin');

@@ -2,10 +2,10 @@
 // function's defaults, opset versions of the function kept, nesting, subgraphs and recursion.
 import { AttributeProto_AttributeType as A } from 'onnx-buf';
 import { describe, expect, it } from 'vitest';
+import { attr, fn, graph, modelBytes, node, valueInfo, type GraphInit } from '../../test/helpers/proto.js';
 import { expandFunctions } from './functions.js';
 import { OnnxDataType as T, type GraphIR, type ModelIR, type NodeIR } from './ir.js';
 import { decodeModel } from './model.js';
-import { attr, fn, graph, modelBytes, node, valueInfo, type GraphInit } from './testing/builders.js';
 import { validateGraph } from './validate.js';
 
 // Scale(x) = x * alpha, with alpha a float attribute defaulting to 3.

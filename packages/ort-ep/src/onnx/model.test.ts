@@ -1,12 +1,13 @@
 // decodeModel on models built in code: what the IR keeps of nodes, attributes, types, subgraphs
 // and metadata, and the errors for files that are not models or were cut short.
-import { create, toBinary } from '@bufbuild/protobuf';
-import { AttributeProto_AttributeType as A, SparseTensorProtoSchema, TensorProtoSchema, TypeProtoSchema } from 'onnx-buf';
+import { AttributeProto_AttributeType as A } from 'onnx-buf';
 import { describe, expect, it } from 'vitest';
+import {
+  attr, fn, graph, mapType, modelBytes, node, optionalType, sequenceType, serializeTensor, sparseTensor, sparseTensorType, tensor, tensorType, unknownType, valueInfo,
+} from '../../test/helpers/proto.js';
 import { OnnxLoadError } from '../errors.js';
 import { OnnxDataType as T, type GraphIR } from './ir.js';
 import { decodeModel } from './model.js';
-import { attr, fn, graph, modelBytes, node, tensor, tensorType, valueInfo } from './testing/builders.js';
 
 function expectLoadError(f: () => unknown, pattern: RegExp): void {
   let err: unknown;
@@ -39,7 +40,7 @@ describe('files that are not models', () => {
     ['0xff', new Uint8Array(64).fill(0xff), /^not an ONNX model: the bytes are not a valid protobuf ModelProto \(invalid varint/],
     ['PNG', Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13), /^not an ONNX model/],
     ['pseudo-random', Uint8Array.from({ length: 4096 }, (_, i) => (i * 7919 + 13) & 0xff), /^not an ONNX model/],
-    ['a TensorProto', toBinary(TensorProtoSchema, tensor('t', T.FLOAT, [2], { floatData: [1, 2] })), /^(not an ONNX model|truncated or invalid ONNX model)/],
+    ['a TensorProto', serializeTensor(tensor('t', T.FLOAT, [2], { floatData: [1, 2] })), /^(not an ONNX model|truncated or invalid ONNX model)/],
   ])('%s', (_, bytes, pattern) => expectLoadError(() => decodeModel(bytes), pattern));
 
   it('a model without a graph, and a non-Uint8Array argument', () => {
@@ -56,11 +57,7 @@ describe('files that are not models', () => {
 describe('what the IR keeps', () => {
   const then = graph({ name: 'then', nodes: [node('Identity', ['x'], ['t'])], outputs: [valueInfo('t', T.FLOAT)] });
   const otherwise = graph({ name: 'else', nodes: [node('Neg', ['x'], ['e'])], outputs: [valueInfo('e', T.FLOAT)] });
-  const sparse = create(SparseTensorProtoSchema, {
-    dims: [2n, 2n],
-    values: tensor('sp', T.INT32, [2], { int32Data: [5, 6] }),
-    indices: tensor('', T.INT64, [2], { int64Data: [1n, 2n] }),
-  });
+  const sparse = sparseTensor([2, 2], tensor('sp', T.INT32, [2], { int32Data: [5, 6] }), tensor('', T.INT64, [2], { int64Data: [1n, 2n] }));
   // One node with every kind of attribute, a subgraph, typed inputs, metadata and a function.
   const model = decodeModel(modelBytes({
     name: 'main',
@@ -81,22 +78,22 @@ describe('what the IR keeps', () => {
     inputs: [
       valueInfo('x', T.FLOAT, ['batch', 3, null]), valueInfo('cond', T.BOOL, []), valueInfo('rankless', tensorType(T.INT8)),
       valueInfo('w', T.FLOAT, [2, 2]),
-      valueInfo('seq', create(TypeProtoSchema, { value: { case: 'sequenceType', value: { elemType: tensorType(T.FLOAT, [null]) } } })),
-      valueInfo('opt', create(TypeProtoSchema, { value: { case: 'optionalType', value: { elemType: create(TypeProtoSchema, { value: { case: 'sequenceType', value: { elemType: tensorType(T.INT64) } } }) } } })),
-      valueInfo('map', create(TypeProtoSchema, { value: { case: 'mapType', value: { keyType: T.INT64, valueType: tensorType(T.FLOAT) } } })),
-      valueInfo('sparse', create(TypeProtoSchema, { value: { case: 'sparseTensorType', value: { elemType: T.FLOAT, shape: { dim: [{ value: { case: 'dimValue', value: 4n } }] } } } })),
-      valueInfo('untyped', create(TypeProtoSchema, {})),
+      valueInfo('seq', sequenceType(tensorType(T.FLOAT, [null]))),
+      valueInfo('opt', optionalType(sequenceType(tensorType(T.INT64)))),
+      valueInfo('map', mapType(T.INT64, tensorType(T.FLOAT))),
+      valueInfo('sparse', sparseTensorType(T.FLOAT, [4])),
+      valueInfo('untyped', unknownType()),
     ],
     outputs: [valueInfo('r', T.FLOAT), valueInfo('o1', T.FLOAT)],
     initializers: [tensor('w', T.FLOAT, [2, 2], { floatData: [1, 2, 3, 4] })],
     valueInfo: [valueInfo('c', T.INT64, [2])],
-  }, { opsets: [['', 18], ['com.example', 2], ['ai.onnx.ml', 3]], metadata: { author: 'tests' }, functions: [fn({ name: 'F', domain: 'com.example', inputs: ['a'], outputs: ['b'], nodes: [node('Relu', ['a'], ['b'])], overload: 'v2' })] }));
+  }, { opsets: [['', 18], ['com.example', 2], ['ai.onnx.ml', 3]], irVersion: 8, metadata: { author: 'tests' }, functions: [fn({ name: 'F', domain: 'com.example', inputs: ['a'], outputs: ['b'], nodes: [node('Relu', ['a'], ['b'])], overload: 'v2' })] }));
   const g = model.graph;
   const [constant, branch, custom] = g.nodes;
 
   it('model fields, opset imports with the default domain as ai.onnx, functions by key', () => {
     expect(model.irVersion).toBe(8);
-    expect(model.producerName).toBe('onnx-loader-tests');
+    expect(model.producerName).toBe('ort-ep tests');
     expect(model.opsetImports).toEqual(new Map([['ai.onnx', 18], ['com.example', 2], ['ai.onnx.ml', 3]]));
     expect(model.metadata).toEqual(new Map([['author', 'tests']]));
     expect([...model.functions.keys()]).toEqual(['com.example:F:v2']);

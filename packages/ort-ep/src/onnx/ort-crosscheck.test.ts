@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import { fromBinary } from '@bufbuild/protobuf';
 import { ModelProtoSchema, type TensorProto } from 'onnx-buf';
 import { describe, expect, it } from 'vitest';
+import { attr, modelBytes, node, tensor, valueInfo } from '../../test/helpers/proto.js';
 import { OnnxDataType as T } from './ir.js';
 import { decodeModel } from './model.js';
 import { decodeTensor } from './tensor.js';
-import { attr, modelBytes, node, tensor, valueInfo } from './testing/builders.js';
 import { sharedDir } from './testing/shared.js';
 import { tensorCases } from './testing/tensor-cases.js';
 

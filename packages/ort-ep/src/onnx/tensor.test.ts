@@ -1,13 +1,11 @@
 // Every element type in every form a TensorProto may hold its values in: raw_data (also at odd
 // offsets of the file), the typed field the spec assigns it, packed sub-byte values, and the
 // errors for data that does not fit the dims.
-import { create, toBinary } from '@bufbuild/protobuf';
-import { TensorProtoSchema } from 'onnx-buf';
 import { describe, expect, it } from 'vitest';
+import { encodeRaw, serializeTensor, tensor } from '../../test/helpers/proto.js';
 import { OnnxDataType as T } from './ir.js';
 import { decodeTensor, decodeTensorBytes, sparseToDense } from './tensor.js';
-import { tensor } from './testing/builders.js';
-import { f32, tensorCases as cases } from './testing/tensor-cases.js';
+import { tensorCases as cases } from './testing/tensor-cases.js';
 
 describe('decodeTensor: every element type, every form', () => {
   for (const [name, c] of Object.entries(cases)) {
@@ -28,7 +26,7 @@ describe('decodeTensor: every element type, every form', () => {
       expect(odd.data).toEqual(c.want);
       expect(odd.data.constructor).toBe(c.want.constructor);
       // Through serialization, raw_data is a view into the file at whatever offset it lies.
-      const bytes = toBinary(TensorProtoSchema, tensor('a_name_of_odd_length', c.dtype, c.dims, { rawData: c.raw }));
+      const bytes = serializeTensor(tensor('a_name_of_odd_length', c.dtype, c.dims, { rawData: c.raw }));
       expect(decodeTensorBytes(bytes).data).toEqual(c.want);
     });
   }
@@ -65,7 +63,7 @@ describe('decodeTensor: data that does not fit the dims', () => {
     expect(err(['s', T.STRING, [1], { rawData: Uint8Array.of(65) }])).toThrow('string tensors cannot use raw_data');
     expect(err(['t', 0, [1], { floatData: [1] }])).toThrow("tensor 't': data_type is not set");
     expect(err(['t', 99, [1], { rawData: Uint8Array.of(1) }])).toThrow('unknown data_type 99');
-    expect(() => decodeTensor(create(TensorProtoSchema, { name: 'n', dataType: T.FLOAT, dims: [-1n], floatData: [1] }))).toThrow('invalid dimension -1');
+    expect(() => decodeTensor(tensor('n', T.FLOAT, [-1], { floatData: [1] }))).toThrow('invalid dimension -1');
     expect(err(['g', T.FLOAT, [1], { floatData: [1], segment: { begin: 0n, end: 1n } }])).toThrow('segmented tensors');
   });
   it('huge dims fail before anything is allocated', () => {
@@ -75,7 +73,7 @@ describe('decodeTensor: data that does not fit the dims', () => {
 });
 
 describe('decodeTensorBytes: standalone TensorProto files', () => {
-  const good = toBinary(TensorProtoSchema, tensor('input', T.FLOAT, [4], { rawData: f32([1, 2, 3, 4]) }));
+  const good = serializeTensor(tensor('input', T.FLOAT, [4], { rawData: encodeRaw(T.FLOAT, [1, 2, 3, 4]) }));
   it('decodes and keeps the name', () => {
     expect(decodeTensorBytes(good)).toEqual({ dtype: T.FLOAT, dims: [4], data: Float32Array.of(1, 2, 3, 4), name: 'input' });
   });

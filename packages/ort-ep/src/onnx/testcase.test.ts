@@ -4,42 +4,26 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { create, toBinary } from '@bufbuild/protobuf';
-import { BinaryWriter, WireType } from '@bufbuild/protobuf/wire';
-import { TensorProtoSchema, TypeProtoSchema } from 'onnx-buf';
 import { afterAll, describe, expect, it } from 'vitest';
+import { mapBytes, optionalBytes, sequenceBytes } from '../../test/helpers/data.js';
+import { mapType, modelBytes, node, optionalType, sequenceType, serializeTensor, tensor, tensorType, valueInfo } from '../../test/helpers/proto.js';
 import { decodeMapBytes, decodeOptionalBytes, decodeSequenceBytes, decodeValueBytes } from './data.js';
 import { OnnxDataType as T } from './ir.js';
 import { readTestCase } from './testcase.js';
-import { modelBytes, node, tensor, tensorType, valueInfo } from './testing/builders.js';
 
 const root = mkdtempSync(join(tmpdir(), 'onnx-testcase-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-const tensorBytes = (name: string, values: number[]) => toBinary(TensorProtoSchema, tensor(name, T.FLOAT, [values.length], { floatData: values }));
-const LD = WireType.LengthDelimited;
+const tensorBytes = (name: string, values: number[]) => serializeTensor(tensor(name, T.FLOAT, [values.length], { floatData: values }));
 
-function sequenceBytes(name: string, items: Uint8Array[], elemType = 1): Uint8Array {
-  const w = new BinaryWriter();
-  if (name) w.tag(1, LD).string(name);
-  w.tag(2, WireType.Varint).int32(elemType);
-  for (const t of items) w.tag(3, LD).bytes(t);
-  return w.finish();
-}
-function optionalBytes(name: string, value?: { field: 3 | 5; bytes: Uint8Array }): Uint8Array {
-  const w = new BinaryWriter().tag(1, LD).string(name).tag(2, WireType.Varint).int32(value ? (value.field === 3 ? 1 : 3) : 0);
-  if (value) w.tag(value.field, LD).bytes(value.bytes);
-  return w.finish();
-}
-
-const seqType = create(TypeProtoSchema, { value: { case: 'sequenceType', value: { elemType: tensorType(T.FLOAT, [null]) } } });
-const optType = create(TypeProtoSchema, { value: { case: 'optionalType', value: { elemType: tensorType(T.FLOAT, [null]) } } });
+const seqType = sequenceType(tensorType(T.FLOAT, [null]));
+const optType = optionalType(tensorType(T.FLOAT, [null]));
 
 describe('onnx-data.proto values', () => {
   it('sequences of tensors, nested sequences and empty sequences', () => {
     const s = decodeSequenceBytes(sequenceBytes('s', [tensorBytes('', [1, 2]), tensorBytes('', [3])]));
     expect(s).toEqual({ kind: 'sequence', name: 's', elemType: T.FLOAT, items: [{ dtype: T.FLOAT, dims: [2], data: Float32Array.of(1, 2) }, { dtype: T.FLOAT, dims: [1], data: Float32Array.of(3) }] });
-    const nested = new BinaryWriter().tag(2, WireType.Varint).int32(3).tag(5, LD).bytes(sequenceBytes('', [tensorBytes('', [4])])).finish();
+    const nested = sequenceBytes('', [sequenceBytes('', [tensorBytes('', [4])])], 'sequence');
     expect(decodeSequenceBytes(nested).items[0]).toMatchObject({ kind: 'sequence', items: [{ data: Float32Array.of(4) }] });
     // An empty sequence takes its element type from the declaration.
     expect(decodeValueBytes(sequenceBytes('e', []), { kind: 'sequence', elem: { kind: 'tensor', elemType: T.INT64 } })).toEqual({ kind: 'sequence', name: 'e', elemType: T.INT64, items: [] });
@@ -47,19 +31,19 @@ describe('onnx-data.proto values', () => {
 
   it('optionals: empty, holding a tensor, holding a sequence', () => {
     expect(decodeOptionalBytes(optionalBytes('o'))).toEqual({ kind: 'optional', name: 'o', value: null });
-    expect(decodeOptionalBytes(optionalBytes('o', { field: 3, bytes: tensorBytes('', [5]) })).value).toEqual({ dtype: T.FLOAT, dims: [1], data: Float32Array.of(5) });
-    expect(decodeOptionalBytes(optionalBytes('o', { field: 5, bytes: sequenceBytes('', [tensorBytes('', [6])]) })).value).toMatchObject({ kind: 'sequence', items: [{ data: Float32Array.of(6) }] });
+    expect(decodeOptionalBytes(optionalBytes('o', { kind: 'tensor', bytes: tensorBytes('', [5]) })).value).toEqual({ dtype: T.FLOAT, dims: [1], data: Float32Array.of(5) });
+    expect(decodeOptionalBytes(optionalBytes('o', { kind: 'sequence', bytes: sequenceBytes('', [tensorBytes('', [6])]) })).value).toMatchObject({ kind: 'sequence', items: [{ data: Float32Array.of(6) }] });
   });
 
   it('maps with int64 keys (packed or not) and string keys', () => {
     const values = sequenceBytes('', [tensorBytes('', [1]), tensorBytes('', [2])]);
-    const packed = new BinaryWriter().tag(1, LD).string('m').tag(2, WireType.Varint).int32(T.INT64).tag(3, LD).bytes(new BinaryWriter().int64(-1).int64(7).finish()).tag(5, LD).bytes(values).finish();
-    const unpacked = new BinaryWriter().tag(2, WireType.Varint).int32(T.INT64).tag(3, WireType.Varint).int64(-1).tag(3, WireType.Varint).int64(7).tag(5, LD).bytes(values).finish();
+    const packed = mapBytes('m', T.INT64, [-1n, 7n], values);
+    const unpacked = mapBytes('', T.INT64, [-1n, 7n], values, { packed: false });
     expect(decodeMapBytes(packed)).toMatchObject({ kind: 'map', name: 'm', keyType: T.INT64, keys: BigInt64Array.of(-1n, 7n), values: { items: [{ data: Float32Array.of(1) }, { data: Float32Array.of(2) }] } });
     expect(decodeMapBytes(unpacked).keys).toEqual(BigInt64Array.of(-1n, 7n));
-    const strings = new BinaryWriter().tag(2, WireType.Varint).int32(T.STRING).tag(4, LD).bytes(new TextEncoder().encode('a')).tag(4, LD).bytes(new TextEncoder().encode('b')).tag(5, LD).bytes(values).finish();
+    const strings = mapBytes('', T.STRING, ['a', 'b'], values);
     expect(decodeMapBytes(strings).keys).toEqual(['a', 'b']);
-    const mismatch = new BinaryWriter().tag(2, WireType.Varint).int32(T.STRING).tag(4, LD).bytes(new TextEncoder().encode('a')).tag(5, LD).bytes(values).finish();
+    const mismatch = mapBytes('', T.STRING, ['a'], values);
     expect(() => decodeMapBytes(mismatch)).toThrow('not a serialized MapProto: MapProto \'\' has 1 keys but 2 values');
   });
 
@@ -89,7 +73,7 @@ describe('readTestCase', () => {
     set(k, {
       'input_0.pb': tensorBytes(k === 0 ? 'x' : '', [k]),
       'input_1.pb': sequenceBytes('', [tensorBytes('', [k, k])]),
-      'input_2.pb': optionalBytes('o', k === 2 ? { field: 3, bytes: tensorBytes('', [1]) } : undefined),
+      'input_2.pb': optionalBytes('o', k === 2 ? { kind: 'tensor', bytes: tensorBytes('', [1]) } : undefined),
       'output_0.pb': tensorBytes('y', [k]),
       'output_1.pb': sequenceBytes('z', [tensorBytes('', [k, k])]),
     });
@@ -127,9 +111,9 @@ describe('readTestCase', () => {
   it('tags map test data as unsupported, keeping the decoded value', () => {
     const mapCase = join(root, 'map');
     mkdirSync(join(mapCase, 'test_data_set_0'), { recursive: true });
-    const mapType = create(TypeProtoSchema, { value: { case: 'mapType', value: { keyType: T.INT64, valueType: tensorType(T.FLOAT) } } });
-    writeFileSync(join(mapCase, 'model.onnx'), modelBytes({ inputs: [valueInfo('m', mapType)], outputs: [valueInfo('m', mapType)] }));
-    const map = new BinaryWriter().tag(2, WireType.Varint).int32(T.INT64).tag(3, WireType.Varint).int64(1).tag(5, LD).bytes(sequenceBytes('', [tensorBytes('', [1])])).finish();
+    const mapOf = mapType(T.INT64, tensorType(T.FLOAT));
+    writeFileSync(join(mapCase, 'model.onnx'), modelBytes({ inputs: [valueInfo('m', mapOf)], outputs: [valueInfo('m', mapOf)] }));
+    const map = mapBytes('', T.INT64, [1n], sequenceBytes('', [tensorBytes('', [1])]), { packed: false });
     writeFileSync(join(mapCase, 'test_data_set_0', 'input_0.pb'), map);
     const [v] = readTestCase(mapCase).datasets[0].inputs;
     expect(v).toMatchObject({ kind: 'unsupported', name: 'm', why: 'map test data (MapProto): execution has no map values', value: { kind: 'map', keys: BigInt64Array.of(1n) } });

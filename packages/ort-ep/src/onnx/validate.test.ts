@@ -1,9 +1,9 @@
 // validateGraph: dangling edges named by node, op and value; lenient sorting of out-of-order
 // files (stable, and safe for long chains); cycles; scopes of subgraphs.
 import { describe, expect, it } from 'vitest';
+import { attr, graph, modelBytes, node, valueInfo, type GraphInit } from '../../test/helpers/proto.js';
 import { OnnxDataType as T, type GraphIR, type NodeIR } from './ir.js';
 import { decodeModel } from './model.js';
-import { attr, graph, modelBytes, node, valueInfo, type GraphInit } from './testing/builders.js';
 import { outerReferences, validateGraph } from './validate.js';
 
 const decode = (g: GraphInit): GraphIR => decodeModel(modelBytes(g)).graph;

@@ -1,25 +1,23 @@
-// A small ModelProto builder for tests: models are described compactly (value infos with element
-// type names and symbolic dims, nodes with inferred attribute types, initializers as raw_data or
-// as the typed field onnx.proto assigns, external data entries, functions, opset imports) and
-// serialized with onnx-buf. Values are encoded here independently of the loader under test.
-import { create, toBinary } from '@bufbuild/protobuf';
-import {
-  AttributeProto_AttributeType as A, AttributeProtoSchema, FunctionProtoSchema, GraphProtoSchema, ModelProtoSchema,
-  NodeProtoSchema, OperatorSetIdProtoSchema, StringStringEntryProtoSchema, TensorProtoSchema, TensorShapeProto_DimensionSchema,
-  TensorShapeProtoSchema, TypeProto_TensorSchema, TypeProtoSchema, ValueInfoProtoSchema,
-  type AttributeProto, type FunctionProto, type GraphProto, type ModelProto, type NodeProto, type TensorProto, type ValueInfoProto,
-} from 'onnx-buf';
+// The test-side ONNX builder. Two levels, one module:
+//  - compact descriptions (this file): value infos with element type names and symbolic dims,
+//    nodes with inferred attribute types, initializers from logical values (raw_data or the typed
+//    field onnx.proto assigns), external data entries, functions, opset imports; `patch` edits a
+//    tensor at the last moment (corrupt files, odd fields). Used by op and API tests.
+//  - exact protobuf messages (proto.ts, also as `proto` here): every field a file may set, for the
+//    loader's own tests; the compact level is built on it. onnx-data.proto values are in data.ts.
+// Values are encoded by encode.ts, independently of the loader under test.
+import type { AttributeProto, FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto } from 'onnx-buf';
+import { AttributeProto_AttributeType as A } from 'onnx-buf';
+import { elemCode as code, type ElemName } from './encode.js';
+import * as P from './proto.js';
 
-/** ONNX element type codes by the names onnxruntime-common uses. */
-export const ELEM = {
-  float32: 1, uint8: 2, int8: 3, uint16: 4, int16: 5, int32: 6, int64: 7, string: 8, bool: 9, float16: 10,
-  float64: 11, uint32: 12, uint64: 13, complex64: 14, complex128: 15, bfloat16: 16, uint4: 21, int4: 22,
-} as const;
-export type ElemName = keyof typeof ELEM;
-const code = (t: ElemName | number): number => (typeof t === 'number' ? t : ELEM[t]);
+export { ELEM, encodeRaw, pack4, toBfloatBits, toHalfBits, type ElemName } from './encode.js';
+export { serialize } from './proto.js';
+export * as proto from './proto.js';
+export * as data from './data.js';
 
 /** A dimension: a size, a symbolic name (dim_param), or null (unknown, neither set). */
-export type DimSpec = number | string | null;
+export type DimSpec = P.Dim;
 
 export interface ValueSpec {
   name: string;
@@ -94,191 +92,78 @@ export interface ModelSpec extends GraphSpec {
   /** Domain -> version; '' is the default domain. Default { '': 17 }. */
   opsets?: Record<string, number>;
   functions?: FunctionSpec[];
+  /** Default 9. */
   irVersion?: number;
 }
 
-// ---- element encodings (little-endian) ----
-
-const f32 = new Float32Array(1);
-const u32 = new Uint32Array(f32.buffer);
-
-/** float32 -> IEEE half bits, round to nearest even. */
-export function toHalfBits(x: number): number {
-  f32[0] = x;
-  const b = u32[0];
-  const sign = (b >>> 16) & 0x8000;
-  const exp = (b >>> 23) & 0xff;
-  let mant = b & 0x7fffff;
-  if (exp === 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
-  let e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    mant |= 0x800000;
-    const shift = 14 - e;
-    let h = mant >>> shift;
-    const rem = mant & ((1 << shift) - 1);
-    const half = 1 << (shift - 1);
-    if (rem > half || (rem === half && h & 1)) h++;
-    return sign | h;
+/** Its value fields: external data entries, the explicit raw bytes, the typed field, or raw_data of its values. */
+function tensorFields(s: TensorSpec, type: number): P.TensorFields {
+  if (s.external) {
+    const { location, offset, length } = s.external;
+    return P.externalFields({ location, ...(offset !== undefined && { offset: String(offset) }), ...(length !== undefined && { length: String(length) }) });
   }
-  let h = (e << 10) | (mant >>> 13);
-  const rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem === 0x1000 && h & 1)) h++;
-  return sign | h;
-}
-
-/** float32 -> bfloat16 bits, round to nearest even. */
-export function toBfloatBits(x: number): number {
-  f32[0] = x;
-  const b = u32[0];
-  return ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
-}
-
-function rawBytes(type: number, values: ArrayLike<number | bigint>): Uint8Array {
-  const n = values.length;
-  const num = (i: number) => Number(values[i]);
-  const big = (i: number) => BigInt(values[i]);
-  switch (type) {
-    case ELEM.float32: return bytesOf(Float32Array.from({ length: n }, (_, i) => num(i)));
-    case ELEM.float64: return bytesOf(Float64Array.from({ length: n }, (_, i) => num(i)));
-    case ELEM.float16: return bytesOf(Uint16Array.from({ length: n }, (_, i) => toHalfBits(num(i))));
-    case ELEM.bfloat16: return bytesOf(Uint16Array.from({ length: n }, (_, i) => toBfloatBits(num(i))));
-    case ELEM.int8: return bytesOf(Int8Array.from({ length: n }, (_, i) => num(i)));
-    case ELEM.uint8: case ELEM.bool: return Uint8Array.from({ length: n }, (_, i) => num(i));
-    case ELEM.int16: return bytesOf(Int16Array.from({ length: n }, (_, i) => num(i)));
-    case ELEM.uint16: return bytesOf(Uint16Array.from({ length: n }, (_, i) => num(i)));
-    case ELEM.int32: return bytesOf(Int32Array.from({ length: n }, (_, i) => num(i)));
-    case ELEM.uint32: return bytesOf(Uint32Array.from({ length: n }, (_, i) => num(i)));
-    case ELEM.int64: return bytesOf(BigInt64Array.from({ length: n }, (_, i) => big(i)));
-    case ELEM.uint64: return bytesOf(BigUint64Array.from({ length: n }, (_, i) => big(i)));
-    case ELEM.int4: case ELEM.uint4: return pack4(Array.from({ length: n }, (_, i) => num(i)));
-    default: throw new Error(`build: no raw encoding for element type ${type}`);
-  }
-}
-
-function bytesOf(a: ArrayBufferView): Uint8Array {
-  return new Uint8Array(a.buffer.slice(a.byteOffset, a.byteOffset + a.byteLength));
-}
-
-/** Two 4-bit values per byte, the first in the low nibble. */
-export function pack4(values: number[]): Uint8Array {
-  const out = new Uint8Array((values.length + 1) >> 1);
-  values.forEach((x, i) => (out[i >> 1] |= (x & 0xf) << (i & 1 ? 4 : 0)));
-  return out;
-}
-
-/** Fills the typed field onnx.proto assigns to the element type. */
-function fillTyped(t: TensorProto, type: number, values: ArrayLike<number | bigint>): void {
-  const list = Array.from(values as ArrayLike<number | bigint>);
-  switch (type) {
-    case ELEM.float32: t.floatData = list.map(Number); break;
-    case ELEM.float64: t.doubleData = list.map(Number); break;
-    case ELEM.int64: t.int64Data = list.map((x) => BigInt(x)); break;
-    case ELEM.uint32: case ELEM.uint64: t.uint64Data = list.map((x) => BigInt(x)); break;
-    case ELEM.float16: t.int32Data = list.map((x) => toHalfBits(Number(x))); break;
-    case ELEM.bfloat16: t.int32Data = list.map((x) => toBfloatBits(Number(x))); break;
-    case ELEM.int4: case ELEM.uint4: t.int32Data = [...pack4(list.map(Number))]; break;
-    default: t.int32Data = list.map(Number); // int8..int32, uint8, uint16, bool
-  }
+  if (s.raw) return { rawData: s.raw as Uint8Array<ArrayBuffer> };
+  return s.form === 'typed' ? P.typedFields(type, s.values ?? []) : P.rawFields(type, s.values ?? []);
 }
 
 export function tensor(s: TensorSpec): TensorProto {
   const type = code(s.type);
-  const t = create(TensorProtoSchema, { name: s.name, dataType: type, dims: s.dims.map(BigInt) });
-  const values = s.values ?? [];
-  if (s.external) {
-    t.dataLocation = 1;
-    const kv: [string, string][] = [['location', s.external.location]];
-    if (s.external.offset !== undefined) kv.push(['offset', String(s.external.offset)]);
-    if (s.external.length !== undefined) kv.push(['length', String(s.external.length)]);
-    t.externalData = kv.map(([key, value]) => create(StringStringEntryProtoSchema, { key, value }));
-  } else if (s.raw) t.rawData = s.raw as Uint8Array<ArrayBuffer>;
-  else if (s.form === 'typed') fillTyped(t, type, values);
-  else t.rawData = rawBytes(type, values) as Uint8Array<ArrayBuffer>;
+  const t = P.tensor(s.name, type, s.dims, tensorFields(s, type));
   s.patch?.(t);
   return t;
 }
 
-/** The raw little-endian bytes of values (for external data files). */
-export function encodeRaw(type: ElemName | number, values: ArrayLike<number | bigint>): Uint8Array {
-  return rawBytes(code(type), values);
-}
+export const valueInfo = (s: ValueSpec): ValueInfoProto => P.valueInfo(s.name, code(s.type), s.shape);
 
-export function valueInfo(s: ValueSpec): ValueInfoProto {
-  const tt = create(TypeProto_TensorSchema, { elemType: code(s.type) });
-  if (s.shape) {
-    tt.shape = create(TensorShapeProtoSchema, {
-      dim: s.shape.map((d) =>
-        create(TensorShapeProto_DimensionSchema, {
-          value: d === null ? { case: undefined } : typeof d === 'number' ? { case: 'dimValue', value: BigInt(d) } : { case: 'dimParam', value: d },
-        }),
-      ),
-    });
-  }
-  return create(ValueInfoProtoSchema, { name: s.name, type: create(TypeProtoSchema, { value: { case: 'tensorType', value: tt } }) });
-}
-
-const utf8 = new TextEncoder();
 const refTypes = { float: A.FLOAT, int: A.INT, string: A.STRING, ints: A.INTS, floats: A.FLOATS, tensor: A.TENSOR } as const;
 
+/** Plain numbers are INT when integral, FLOAT otherwise; lists likewise (all integral: INTS). */
 export function attribute(name: string, s: AttrSpec): AttributeProto {
-  const a = create(AttributeProtoSchema, { name });
-  if (typeof s === 'number') Object.assign(a, Number.isInteger(s) ? { type: A.INT, i: BigInt(s) } : { type: A.FLOAT, f: s });
-  else if (typeof s === 'string') Object.assign(a, { type: A.STRING, s: utf8.encode(s) });
-  else if (Array.isArray(s)) {
-    if (s.every((x) => typeof x === 'string')) Object.assign(a, { type: A.STRINGS, strings: (s as string[]).map((x) => utf8.encode(x)) });
-    else if ((s as number[]).every(Number.isInteger)) Object.assign(a, { type: A.INTS, ints: (s as number[]).map(BigInt) });
-    else Object.assign(a, { type: A.FLOATS, floats: s });
-  } else if ('f' in s) Object.assign(a, { type: A.FLOAT, f: s.f });
-  else if ('floats' in s) Object.assign(a, { type: A.FLOATS, floats: s.floats });
-  else if ('i' in s) Object.assign(a, { type: A.INT, i: BigInt(s.i) });
-  else if ('ints' in s) Object.assign(a, { type: A.INTS, ints: s.ints.map(BigInt) });
-  else if ('t' in s) Object.assign(a, { type: A.TENSOR, t: tensor(s.t) });
-  else if ('g' in s) Object.assign(a, { type: A.GRAPH, g: graph(s.g) });
-  else Object.assign(a, { type: refTypes[s.type], refAttrName: s.ref });
-  return a;
+  if (typeof s === 'number') return Number.isInteger(s) ? P.attr.int(name, s) : P.attr.float(name, s);
+  if (typeof s === 'string') return P.attr.string(name, s);
+  if (Array.isArray(s)) {
+    if (s.every((x) => typeof x === 'string')) return P.attr.strings(name, s as string[]);
+    return (s as number[]).every(Number.isInteger) ? P.attr.ints(name, s as number[]) : P.attr.floats(name, s as number[]);
+  }
+  if ('f' in s) return P.attr.float(name, s.f);
+  if ('floats' in s) return P.attr.floats(name, s.floats);
+  if ('i' in s) return P.attr.int(name, s.i);
+  if ('ints' in s) return P.attr.ints(name, s.ints);
+  if ('t' in s) return P.attr.tensor(name, tensor(s.t));
+  if ('g' in s) return P.attr.graph(name, graph(s.g));
+  return P.attr.ref(name, s.ref, refTypes[s.type]);
 }
 
+const attributes = (a: Record<string, AttrSpec> = {}) => Object.entries(a).map(([k, x]) => attribute(k, x));
+
 export function nodeProto(s: NodeSpec): NodeProto {
-  return create(NodeProtoSchema, {
-    name: s.name ?? '', opType: s.op, domain: s.domain ?? '', input: s.inputs, output: s.outputs,
-    attribute: Object.entries(s.attrs ?? {}).map(([k, x]) => attribute(k, x)),
-  });
+  return P.node(s.op, s.inputs, s.outputs, attributes(s.attrs), { name: s.name ?? '', domain: s.domain ?? '' });
 }
 
 export function graph(s: GraphSpec): GraphProto {
-  return create(GraphProtoSchema, {
+  return P.graph({
     name: s.name ?? 'g',
-    input: s.inputs.map(valueInfo),
-    output: s.outputs.map(valueInfo),
-    node: s.nodes.map(nodeProto),
-    initializer: (s.initializers ?? []).map(tensor),
+    inputs: s.inputs.map(valueInfo),
+    outputs: s.outputs.map(valueInfo),
+    nodes: s.nodes.map(nodeProto),
+    initializers: (s.initializers ?? []).map(tensor),
     valueInfo: (s.valueInfo ?? []).map(valueInfo),
   });
 }
 
-const opsetList = (o: Record<string, number>) => Object.entries(o).map(([domain, version]) => create(OperatorSetIdProtoSchema, { domain, version: BigInt(version) }));
-
 export function functionProto(s: FunctionSpec): FunctionProto {
-  return create(FunctionProtoSchema, {
-    name: s.name, domain: s.domain, input: s.inputs, output: s.outputs, attribute: s.attributes ?? [],
-    attributeProto: Object.entries(s.attributeDefaults ?? {}).map(([k, x]) => attribute(k, x)),
-    node: s.nodes.map(nodeProto), opsetImport: opsetList(s.opsets),
+  return P.fn({
+    name: s.name, domain: s.domain, inputs: s.inputs, outputs: s.outputs, attributes: s.attributes ?? [],
+    defaults: attributes(s.attributeDefaults), nodes: s.nodes.map(nodeProto), opsets: Object.entries(s.opsets),
   });
 }
 
+/** Defaults: ai.onnx opset 17, IR version 9 (proto.ts's MODEL_DEFAULTS). */
 export function modelProto(s: ModelSpec): ModelProto {
-  return create(ModelProtoSchema, {
-    irVersion: BigInt(s.irVersion ?? 9), producerName: 'ort-ep tests',
-    opsetImport: opsetList(s.opsets ?? { '': 17 }),
-    graph: graph(s), functions: (s.functions ?? []).map(functionProto),
+  return P.modelProto(graph(s), {
+    opsets: s.opsets && Object.entries(s.opsets), functions: (s.functions ?? []).map(functionProto), irVersion: s.irVersion,
   });
 }
 
 /** The serialized ModelProto of a compact description. */
-export function model(s: ModelSpec): Uint8Array {
-  return toBinary(ModelProtoSchema, modelProto(s));
-}
-
-export const serialize = (m: ModelProto): Uint8Array => toBinary(ModelProtoSchema, m);
+export const model = (s: ModelSpec): Uint8Array => P.serialize(modelProto(s));
