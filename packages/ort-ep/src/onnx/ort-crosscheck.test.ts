@@ -11,7 +11,7 @@ import { attr, modelBytes, node, tensor, valueInfo } from '../../test/helpers/pr
 import { OnnxDataType as T } from './ir.js';
 import { decodeModel } from './model.js';
 import { decodeTensor } from './tensor.js';
-import { sharedDir } from './testing/shared.js';
+import { expectShared, sharedPath } from '../../test/helpers/shared.js';
 import { tensorCases } from './testing/tensor-cases.js';
 
 const require = createRequire(import.meta.url);
@@ -50,13 +50,14 @@ describe('sample tensors read as onnxruntime-node reads them', () => {
   }
 });
 
-const modelsDir = sharedDir('models');
-const models = modelsDir ? readdirSync(modelsDir).filter((m) => existsSync(join(modelsDir, m, 'model.onnx'))) : [];
+const modelsDir = sharedPath('models');
+const models = existsSync(modelsDir) ? readdirSync(modelsDir).filter((m) => existsSync(join(modelsDir, m, 'model.onnx'))) : [];
 
-describe.skipIf(!models.length)('initializers of the shared models read as onnxruntime-node reads them', () => {
+describe('initializers of the shared models read as onnxruntime-node reads them', () => {
+  it('the models are there', () => expectShared(modelsDir));
   for (const name of models) {
     it(name, async () => {
-      const path = join(modelsDir!, name, 'model.onnx');
+      const path = join(modelsDir, name, 'model.onnx');
       const bytes = new Uint8Array(readFileSync(path));
       const ours = decodeModel(bytes, { modelPath: path }).graph.initializers;
       // Up to four initializers of each element type, the largest first: they are the weights.

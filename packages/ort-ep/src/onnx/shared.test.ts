@@ -8,7 +8,7 @@ import { expandFunctions } from './functions.js';
 import { OnnxDataType as T, dataTypeFromName, dataTypeName, elementCount, type ModelIR, type TypeIR } from './ir.js';
 import { decodeModel } from './model.js';
 import { readTestCase, type TestCase, type TestValue } from './testcase.js';
-import { sharedDir } from './testing/shared.js';
+import { expectShared, sharedPath } from '../../test/helpers/shared.js';
 import { validateGraph } from './validate.js';
 
 /** Why a value does not fit its declared type, or undefined; symbolic dims are bound in `bind`. */
@@ -73,8 +73,8 @@ function prepared(tc: TestCase): ModelIR {
   return validateGraph(expandFunctions(tc.model).graph) && tc.model;
 }
 
-const modelsDir = sharedDir('models');
-const models = modelsDir ? readdirSync(modelsDir).filter((m) => existsSync(join(modelsDir, m, 'meta.json'))) : [];
+const modelsDir = sharedPath('models');
+const models = existsSync(modelsDir) ? readdirSync(modelsDir).filter((m) => existsSync(join(modelsDir, m, 'meta.json'))) : [];
 
 interface Meta {
   ir_version: number;
@@ -86,10 +86,14 @@ interface Meta {
 // meta.json spells types as ONNX does: tensor(float), tensor(int64), ...
 const typeOf = (s: string) => dataTypeFromName(({ float: 'float32', double: 'float64' } as Record<string, string>)[s.slice(7, -1)] ?? s.slice(7, -1));
 
-describe.skipIf(!models.length)('the shared models', () => {
+describe('the shared models', () => {
+  it('are there', () => {
+    expectShared(modelsDir);
+    expect(models.length).toBeGreaterThanOrEqual(9);
+  });
   for (const name of models) {
     it(name, () => {
-      const dir = join(modelsDir!, name);
+      const dir = join(modelsDir, name);
       const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as Meta;
       const tc = readTestCase(dir);
       const m = prepared(tc);
@@ -114,8 +118,8 @@ describe.skipIf(!models.length)('the shared models', () => {
     });
   }
 
-  it.skipIf(!models.includes('gpt2-tiny-int4'))('gpt2-tiny-int4: MatMulNBits weights are packed uint8 blocks', () => {
-    const g = decodeModel(readFileSync(join(modelsDir!, 'gpt2-tiny-int4', 'model.onnx'))).graph;
+  it('gpt2-tiny-int4: MatMulNBits weights are packed uint8 blocks', () => {
+    const g = decodeModel(readFileSync(join(modelsDir, 'gpt2-tiny-int4', 'model.onnx'))).graph;
     const mm = g.nodes.find((n) => n.opType === 'MatMulNBits')!;
     expect(mm.domain).toBe('com.microsoft');
     expect(mm.attributes.get('bits')).toEqual({ type: 'int', value: 4 });
@@ -127,8 +131,8 @@ describe.skipIf(!models.length)('the shared models', () => {
   });
 });
 
-const nodeDir = sharedDir('onnx-node-tests/v1.22.0');
-const allCases = nodeDir ? readdirSync(nodeDir).sort() : [];
+const nodeDir = sharedPath('onnx-node-tests/v1.22.0');
+const allCases = existsSync(nodeDir) ? readdirSync(nodeDir).sort() : [];
 // Every 36th case, plus ones that exercise containers, subgraphs, strings and the narrow types.
 const sample = [...new Set([
   ...allCases.filter((_, i) => i % 36 === 0),
@@ -138,10 +142,11 @@ const sample = [...new Set([
   'test_cast_FLOAT_to_FLOAT4E2M1', 'test_dequantizelinear_uint2', 'test_layer_normalization_2d_axis0_expanded',
 ])].filter((c) => allCases.includes(c));
 
-describe.skipIf(!allCases.length)('ONNX node test cases', () => {
+describe('ONNX node test cases', () => {
+  it('are there', () => expectShared(nodeDir));
   for (const name of sample) {
     it(name, () => {
-      const tc = readTestCase(join(nodeDir!, name));
+      const tc = readTestCase(join(nodeDir, name));
       prepared(tc);
       expect(tc.datasets.length).toBeGreaterThanOrEqual(1);
       expect(tc.datasets[0].outputs.length).toBe(tc.model.graph.outputs.length);
@@ -171,7 +176,7 @@ describe.skipIf(!allCases.length)('ONNX node test cases', () => {
     const problems: string[] = [];
     for (const name of allCases) {
       try {
-        const tc = readTestCase(join(nodeDir!, name));
+        const tc = readTestCase(join(nodeDir, name));
         prepared(tc);
         problems.push(...checkCase(tc).map((p) => `${name}: ${p}`));
       } catch (e) {
