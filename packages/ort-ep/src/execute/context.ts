@@ -95,6 +95,9 @@ export class NodeContext implements OpContext {
   inputType(i: number): number | undefined {
     return elemTypeOf(this.peek(i));
   }
+  guard(bad: mx.Array, describe: (detail: number[]) => string, detail?: mx.Array): void {
+    this.env.run.guards.push({ bad, detail, describe, node: this.node.name, opType: this.node.opType });
+  }
   runSubgraph(g: GraphIR, inputs: Value[]): Value[] {
     this.env.run.analysis?.markSubgraphInputs(inputs);
     return this.runSub(g, inputs, this.env);

@@ -1,8 +1,8 @@
 // Drives a run, written as a generator of EvalRequests, to completion: synchronously (runSync,
 // constant folding) or without blocking the event loop (run), evaluating off the JS thread.
 import * as mx from '@mlx/core';
-import { ResourceLimitError } from '../errors.js';
-import type { RunState } from './env.js';
+import { NodeExecutionError, ResourceLimitError } from '../errors.js';
+import type { Guard, RunState } from './env.js';
 import type { EvalRequest } from './run.js';
 
 /**
@@ -53,22 +53,49 @@ function budgetError(e: unknown, run: RunState): unknown {
   return e;
 }
 
-/** Evaluates arrays on this thread, within the run's memory limits. */
+/**
+ * The run's pending guards as one boolean vector to evaluate with `arrays` (undefined when there
+ * are none); the guards move to the returned check.
+ */
+function takeGuards(streams: RunStreams, run: RunState): { flags: mx.Array; guards: Guard[] } | undefined {
+  const guards = run.guards;
+  if (!guards.length) return undefined;
+  run.guards = [];
+  const flags = within(streams, () => mx.collect(run.arrays, () => mx.stack(guards.map((g) => mx.reshape(mx.astype(g.bad, 'bool'), [])))));
+  return { flags, guards };
+}
+
+/** Fails the run at the first guard that turned out true (after evaluation). */
+function checkGuards(streams: RunStreams, run: RunState, pending: { flags: mx.Array; guards: Guard[] } | undefined): void {
+  if (!pending) return;
+  const bad = pending.flags.toTypedArray() as Uint8Array;
+  const i = bad.findIndex((b) => b !== 0);
+  if (i < 0) return;
+  const g = pending.guards[i];
+  const detail = g.detail ? within(streams, () => Array.from(g.detail!.toTypedArray() as ArrayLike<number | bigint>, Number)) : [];
+  throw new NodeExecutionError(run.modelName, g.node, g.opType, new Error(g.describe(detail)));
+}
+
+/** Evaluates arrays on this thread, within the run's memory limits, and checks the run's guards. */
 export function evalSync(streams: RunStreams, run: RunState, arrays: readonly mx.Array[]): void {
+  const pending = takeGuards(streams, run);
   try {
-    within(streams, () => mx.evaluateWithin(arrays, limitsOf(run)));
+    within(streams, () => mx.evaluateWithin(pending ? [...arrays, pending.flags] : arrays, limitsOf(run)));
   } catch (e) {
     throw budgetError(e, run);
   }
+  checkGuards(streams, run, pending);
 }
 
 /** Evaluates arrays on a worker thread (the stream must be one any thread may evaluate), within the run's limits. */
 export async function evalAsync(streams: RunStreams, run: RunState, arrays: readonly mx.Array[]): Promise<void> {
+  const pending = takeGuards(streams, run);
   try {
-    await mx.evalInBackground(arrays, limitsOf(run), streams.main);
+    await mx.evalInBackground(pending ? [...arrays, pending.flags] : arrays, limitsOf(run), streams.main);
     // Kernel errors recorded on the CPU companion surface here too.
     if (streams.cpu) streams.cpu.synchronize();
   } catch (e) {
     throw budgetError(e, run);
   }
+  checkGuards(streams, run, pending);
 }

@@ -17,8 +17,19 @@ export interface MemoryLimits {
 
 export const NO_LIMITS: MemoryLimits = Object.freeze({ maxTensorBytes: 0, maxSessionBytes: 0 });
 
+/** A data check an op made on the device (OpContext.guard). */
+export interface Guard {
+  bad: mx.Array;
+  detail?: mx.Array;
+  describe: (detail: number[]) => string;
+  node: string;
+  opType: string;
+}
+
 /** What one run (session.run, a trace, or constant folding) holds while it builds the graph. */
 export class RunState {
+  /** Guards not yet checked: they are evaluated with the next request and checked after it. */
+  guards: Guard[] = [];
   readonly uploads: RunUploads;
   /** Set on a compiled path's first run of a signature: records what each node reads. */
   analysis?: Analysis;

@@ -26,7 +26,16 @@ export function foldConstants(program: GraphProgram, store: ConstantStore): numb
     if (isNondeterministic(pn)) return;
     try {
       program.runNode(idx, env);
+      // A data check that fails (an index out of range in constants) leaves the node to run time,
+      // where the error names the run; a check that passes needs no repeating.
+      const guards = env.run.guards;
+      env.run.guards = [];
+      if (guards.length) {
+        const flags = mx.stack(guards.map((g) => mx.reshape(mx.astype(g.bad, 'bool'), [])));
+        if ((flags.toTypedArray() as Uint8Array).some((b) => b !== 0)) throw new Error('a data check failed');
+      }
     } catch {
+      for (const o of pn.node.outputs) if (o) env.values.delete(o);
       return; // leave it to run time, where the error names the run
     }
     for (const o of pn.node.outputs) {

@@ -25,7 +25,14 @@ interface Segment {
   outputTypes: number[];
   /** Traced on first use; undefined while not yet made, null when it cannot be traced. */
   compiled?: mx.CompiledFunction | null;
+  /**
+   * The guards (OpContext.guard) a trace made, by input shapes (MLX traces again for new shapes):
+   * the compiled function returns each guard's flag, and its detail where it has one, after the outputs.
+   */
+  guards: Map<string, { describe: (d: number[]) => string; node: string; opType: string; hasDetail: boolean }[]>;
 }
+
+const shapesKey = (arrays: readonly mx.Array[]): string => arrays.map((a) => a.shape.join(',')).join(';');
 
 interface Step {
   kind: 'step';
@@ -68,7 +75,7 @@ export class SignatureProgram {
         groups.push({ kind: 'step', node: idx });
         continue;
       }
-      if (!seg) groups.push((seg = { kind: 'segment', nodes: [], inputs: [], outputs: [], inputTypes: [], outputTypes: [] }));
+      if (!seg) groups.push((seg = { kind: 'segment', nodes: [], inputs: [], outputs: [], inputTypes: [], outputTypes: [], guards: new Map() }));
       seg.nodes.push(idx);
     }
     // Liveness: what each group reads, and which group makes each value.
@@ -119,8 +126,10 @@ export class SignatureProgram {
       if (g.compiled === undefined) g.compiled = this.traced ? this.trace(g) : null;
       if (g.compiled) {
         let outs: mx.Array[] | undefined;
+        let args: mx.Array[] = [];
         try {
-          outs = g.compiled(...g.inputs.map((n) => env.run.toArray(env.get(n)!, n))) as mx.Array[];
+          args = g.inputs.map((n) => env.run.toArray(env.get(n)!, n));
+          outs = g.compiled(...args) as mx.Array[];
         } catch {
           // The trace failed (a host read of traced data, an op MLX cannot compile): from now
           // on this segment runs eagerly, which gives the same results.
@@ -128,7 +137,13 @@ export class SignatureProgram {
           g.compiled = null;
         }
         if (outs) {
-          outs.forEach((a, k) => env.values.set(g.outputs[k], { kind: 'device', array: a, onnxType: g.outputTypes[k] }));
+          outs.slice(0, g.outputs.length).forEach((a, k) => env.values.set(g.outputs[k], { kind: 'device', array: a, onnxType: g.outputTypes[k] }));
+          let k = g.outputs.length;
+          for (const info of g.guards.get(shapesKey(args)) ?? []) {
+            const bad = outs[k++];
+            const detail = info.hasDetail ? outs[k++] : undefined;
+            env.run.guards.push({ bad, detail, describe: info.describe, node: info.node, opType: info.opType });
+          }
           continue;
         }
       }
@@ -144,11 +159,18 @@ export class SignatureProgram {
       for (const [n, v] of this.statics) env.values.set(n, v);
       inputs.forEach((a, k) => env.values.set(g.inputs[k], { kind: 'device', array: a, onnxType: g.inputTypes[k] }));
       for (const idx of g.nodes) this.program.runNode(idx, env);
-      return g.outputs.map((n) => {
+      const outs = g.outputs.map((n) => {
         const v = env.get(n);
         if (v?.kind !== 'device') throw new Error(`internal error: segment output '${n}' is not an MLX array`);
         return v.array;
       });
+      // The guards become outputs too, so that every replay checks its own data.
+      g.guards.set(shapesKey(inputs), run.guards.map((x) => ({ describe: x.describe, node: x.node, opType: x.opType, hasDetail: !!x.detail })));
+      for (const x of run.guards) {
+        outs.push(x.bad);
+        if (x.detail) outs.push(x.detail);
+      }
+      return outs;
     };
     return mx.compile(body);
   }

@@ -42,6 +42,14 @@ export interface OpContext<P = unknown> extends CheckContext<P> {
   toArray(v: Value): mx.Array;
   /** Runs a subgraph attribute (If/Loop/Scan bodies) with the given inputs; outer-scope names resolve to this graph's values. */
   runSubgraph(graph: GraphIR, inputs: Value[]): Value[];
+  /**
+   * Checks data on the device, without a host round trip per node: `bad` is a boolean scalar
+   * computed with the results (an index out of range, a zero divisor). The op makes its own work
+   * safe regardless (clamped indices, a divisor of 1), and when `bad` turns out true the run fails
+   * with a NodeExecutionError naming the node, the message `describe(detail)` where `detail` is
+   * the flattened values of `detail` (e.g. the smallest and largest index seen).
+   */
+  guard(bad: mx.Array, describe: (detail: number[]) => string, detail?: mx.Array): void;
   /** Names the node for error messages. */
   readonly where: string;
 }
