@@ -4,10 +4,9 @@
 // widened the type lists (bfloat16, ...), which MLX holds anyway.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { hostNumbers, isFloatType, normAxis } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 /** MLX promotes some results (bool masks, float scalars with ints): ONNX keeps the input's type. */
 function keepType(r: mx.Array, onnxType: number): mx.Array {
@@ -17,7 +16,7 @@ function keepType(r: mx.Array, onnxType: number): mx.Array {
 
 /** A unary op whose attributes are read per run (cheap: a map lookup). */
 function unary(opType: string, since: number, f: (x: mx.Array, ctx: OpContext) => mx.Array, until?: number): OpEntry {
-  return { domain: D, opType, since, until, run: (ctx) => [keepType(f(ctx.input(0), ctx), ctx.elemType(0))] };
+  return onnxOp(opType, since, { until, run: (ctx) => [keepType(f(ctx.input(0), ctx), ctx.elemType(0))] });
 }
 
 const leakyRelu = (x: mx.Array, alpha: number) => mx.where(mx.less(x, 0), mx.multiply(x, alpha), x);
@@ -54,8 +53,8 @@ function shrink(x: mx.Array, ctx: OpContext): mx.Array {
 type AxisOp = (x: mx.Array, axis: number) => mx.Array;
 
 function softmaxLike(opType: string, f: AxisOp): OpEntry[] {
-  const legacy: OpEntry = {
-    domain: D, opType, since: 1, until: 12,
+  const legacy: OpEntry = onnxOp(opType, 1, {
+    until: 12,
     run: (ctx) => {
       const x = ctx.input(0);
       if (x.size === 0) return [x];
@@ -64,15 +63,14 @@ function softmaxLike(opType: string, f: AxisOp): OpEntry[] {
       const flat = mx.reshape(x, [outer, -1]);
       return [keepType(mx.reshape(f(flat, 1), x.shape), ctx.elemType(0))];
     },
-  };
-  const perAxis: OpEntry = {
-    domain: D, opType, since: 13,
+  });
+  const perAxis: OpEntry = onnxOp(opType, 13, {
     run: (ctx) => {
       const x = ctx.input(0);
       if (x.size === 0) return [x];
       return [keepType(f(x, normAxis(ctx.attrs.int('axis', -1), x.ndim)), ctx.elemType(0))];
     },
-  };
+  });
   return [legacy, perAxis];
 }
 
@@ -118,20 +116,19 @@ function dropout(ctx: OpContext): OpResult[] {
   return [x, mask];
 }
 
-const dropoutEntry: OpEntry = {
-  domain: D, opType: 'Dropout', since: 1, check: dropoutCheck, run: dropout,
+const dropoutEntry: OpEntry = onnxOp('Dropout', 1, {
+  check: dropoutCheck, run: dropout,
   note: 'inference only: training_mode must be absent or a constant false (or the ratio a constant 0)',
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 
-const prelu: OpEntry = {
-  domain: D, opType: 'PRelu', since: 1,
+const prelu: OpEntry = onnxOp('PRelu', 1, {
   run: (ctx) => {
     const x = ctx.input(0);
     return [keepType(mx.where(mx.less(x, 0), mx.multiply(x, ctx.input(1)), x), ctx.elemType(0))];
   },
-};
+});
 
 export const activationOps: OpEntry[] = [
   unary('LeakyRelu', 1, (x, c) => leakyRelu(x, c.attrs.float('alpha', 0.01))),

@@ -4,9 +4,8 @@
 import * as mx from '@mlx/core';
 import { rmsNorm, rotaryEmbedding, scaledDotProductAttention } from '@mlx/kernels';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { normAxis } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 /** [B, S, H*d] -> [B, H, S, d]. */
 function toHeads(x: mx.Array, heads: number, where: string, what: string): mx.Array {
@@ -99,19 +98,18 @@ function attention(ctx: OpContext): OpResult[] {
 }
 
 function attentionEntry(since: number, until?: number): OpEntry {
-  return {
-    domain: D, opType: 'Attention', since, until,
+  return onnxOp('Attention', since, {
+    until,
     check: (c) => {
       const mode = c.attrs.int('qk_matmul_output_mode', 0);
       if (mode < 0 || mode > 3) return `qk_matmul_output_mode ${mode} is not one of 0-3`;
       return undefined;
     },
     run: attention,
-  };
+  });
 }
 
-const rmsNormalization: OpEntry = {
-  domain: D, opType: 'RMSNormalization', since: 23,
+const rmsNormalization: OpEntry = onnxOp('RMSNormalization', 23, {
   run: (ctx) => {
     const x = ctx.input(0);
     const scale = ctx.input(1);
@@ -122,10 +120,9 @@ const rmsNormalization: OpEntry = {
     const y = rmsNorm(xf, null, { eps, axis });
     return [mx.astype(mx.multiply(y, scale), x.dtype)];
   },
-};
+});
 
-const rotary: OpEntry = {
-  domain: D, opType: 'RotaryEmbedding', since: 23,
+const rotary: OpEntry = onnxOp('RotaryEmbedding', 23, {
   run: (ctx) => {
     const xIn = ctx.input(0);
     const heads = ctx.attrs.int('num_heads', 0);
@@ -140,6 +137,6 @@ const rotary: OpEntry = {
     const [b, h, s] = y.shape;
     return [mx.reshape(mx.transpose(y, [0, 2, 1, 3]), [b, s, h * d])];
   },
-};
+});
 
 export const attentionOps: OpEntry[] = [attentionEntry(23), rmsNormalization, rotary];

@@ -2,10 +2,9 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, bitsPerElement, fromRawBytes, toRawBytes, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // BitCast: the same bytes (little endian, as the spec requires) read as another type of equal width.
@@ -52,12 +51,11 @@ function bitCast(ctx: OpContext): [mx.Array | HostTensor] {
   return [bitCastHost(ctx.host(0), to, ctx.where)];
 }
 
-const bitCastEntry: OpEntry = {
-  domain: D, opType: 'BitCast', since: 26,
+const bitCastEntry: OpEntry = onnxOp('BitCast', 26, {
   check: checkBitCast,
   host: (ctx) => [bitCastHost(ctx.host(0), ctx.attrs.int('to'), ctx.where)],
   run: bitCast,
   note: 'MLX views for types MLX holds at their width; a host copy for bool, int4/int2, float8/float4 and complex',
-};
+});
 
 export const bitCastOps: OpEntry[] = [bitCastEntry];

@@ -3,20 +3,18 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import type { Value } from '../runtime/value.js';
 import { upload } from '../runtime/convert.js';
 import { hostNumbers, normAxis } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 function truthy(ctx: OpContext, i: number): boolean {
   return hostNumbers(ctx.host(i)).some((v) => v !== 0);
 }
 
-const ifEntry: OpEntry = {
-  domain: D, opType: 'If', since: 1,
+const ifEntry: OpEntry = onnxOp('If', 1, {
   run: (ctx) => ctx.runSubgraph(ctx.attrs.graph(truthy(ctx, 0) ? 'then_branch' : 'else_branch'), []),
-};
+});
 
 function asArray(v: Value, where: string): mx.Array {
   if (v.kind === 'device') return v.array;
@@ -28,8 +26,7 @@ function asArray(v: Value, where: string): mx.Array {
  * Loop(M, cond, v_initial...) with body(iter, cond, v...) -> (cond, v..., scan_outputs...). The trip
  * count and the condition are read on the host each iteration (data-dependent control flow).
  */
-const loopEntry: OpEntry = {
-  domain: D, opType: 'Loop', since: 1,
+const loopEntry: OpEntry = onnxOp('Loop', 1, {
   run: (ctx) => {
     const body = ctx.attrs.graph('body');
     const maxTrip = ctx.has(0) ? Number(hostNumbers(ctx.host(0))[0]) : Infinity;
@@ -58,11 +55,10 @@ const loopEntry: OpEntry = {
     });
     return [...carried, ...scanOut];
   },
-};
+});
 
 /** Scan (opset 9+): iterates over axes of the scan inputs, carrying state. */
-const scanEntry: OpEntry = {
-  domain: D, opType: 'Scan', since: 9,
+const scanEntry: OpEntry = onnxOp('Scan', 9, {
   run: (ctx) => {
     const body = ctx.attrs.graph('body');
     const nScanIn = ctx.attrs.int('num_scan_inputs');
@@ -98,6 +94,6 @@ const scanEntry: OpEntry = {
     });
     return [...state, ...scanOut];
   },
-};
+});
 
 export const controlOps: OpEntry[] = [ifEntry, loopEntry, scanEntry];

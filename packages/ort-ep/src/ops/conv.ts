@@ -3,10 +3,9 @@
 // channels-first, so each op moves the channel axis in and out around one mx.convGeneral.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { exactIntProduct, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound } from './helpers/quant-math.js';
 import { checkWindowAttrs, kernelOf, toChannelsFirst, toChannelsLast, windowOf, type Window } from './helpers/spatial.js';
-
-const D = 'ai.onnx';
 
 const ones = (n: number) => new Array<number>(n).fill(1);
 
@@ -29,11 +28,10 @@ function conv(ctx: OpContext): mx.Array {
   return toChannelsFirst(y);
 }
 
-const convEntry: OpEntry = {
-  domain: D, opType: 'Conv', since: 1,
+const convEntry: OpEntry = onnxOp('Conv', 1, {
   check: checkWindowAttrs,
   run: (ctx) => [conv(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // ConvTranspose: a convolution of the stride-dilated input with the flipped kernel, cropped to
@@ -102,11 +100,10 @@ function convTranspose(ctx: OpContext): mx.Array {
   return toChannelsFirst(y);
 }
 
-const convTransposeEntry: OpEntry = {
-  domain: D, opType: 'ConvTranspose', since: 1,
+const convTransposeEntry: OpEntry = onnxOp('ConvTranspose', 1, {
   check: checkWindowAttrs,
   run: (ctx) => [convTranspose(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // ConvInteger / QLinearConv: (x - x_zp) conv (w - w_zp) in exact int32 (float32 products,
@@ -126,12 +123,11 @@ function integerConv(ctx: OpContext, ix: number, ixz: number, iw: number, iwz: n
   return exactIntProduct(f, toChannelsLast(x0), w0, terms, zeroPointBound(ctx.elemType(ix)), zeroPointBound(ctx.elemType(iw)));
 }
 
-const convIntegerEntry: OpEntry = {
-  domain: D, opType: 'ConvInteger', since: 10,
+const convIntegerEntry: OpEntry = onnxOp('ConvInteger', 10, {
   note: 'exact int32 accumulation (float32 convolutions of 4-bit halves where a window sum could pass 2^24)',
   check: checkWindowAttrs,
   run: (ctx) => [toChannelsFirst(integerConv(ctx, 0, 2, 1, 3))],
-};
+});
 
 function qlinearConv(ctx: OpContext): OpResult[] {
   let acc = integerConv(ctx, 0, 2, 3, 5); // channels-last
@@ -143,10 +139,9 @@ function qlinearConv(ctx: OpContext): OpResult[] {
   return [typed(toChannelsFirst(saturateRound(y, yType)), yType)];
 }
 
-const qlinearConvEntry: OpEntry = {
-  domain: D, opType: 'QLinearConv', since: 10,
+const qlinearConvEntry: OpEntry = onnxOp('QLinearConv', 10, {
   check: checkWindowAttrs,
   run: qlinearConv,
-};
+});
 
 export const convOps: OpEntry[] = [convEntry, convTransposeEntry, convIntegerEntry, qlinearConvEntry];

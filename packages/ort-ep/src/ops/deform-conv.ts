@@ -3,6 +3,7 @@
 // the optional mask; the samples are then contracted with the weights as a grouped matmul.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 
 /** Regular sampling positions along one axis: [k, o] = -pad + stride * o + dilation * k. */
 function basePositions(k: number, o: number, pad: number, stride: number, dilation: number): mx.Array {
@@ -71,8 +72,7 @@ function deformConv(ctx: OpContext): mx.Array {
   return mx.astype(out, x.dtype);
 }
 
-const deformConvEntry: OpEntry = {
-  domain: 'ai.onnx', opType: 'DeformConv', since: 19,
+const deformConvEntry: OpEntry = onnxOp('DeformConv', 19, {
   note: '2-D (NCHW) inputs only',
   check: (ctx) => {
     const k = ctx.attrs.has('kernel_shape') ? ctx.attrs.ints('kernel_shape') : undefined;
@@ -83,6 +83,6 @@ const deformConvEntry: OpEntry = {
     if (ctx.shape(0).length !== 4) throw new TypeError(`${ctx.where}: DeformConv is implemented for 2-D (NCHW) inputs only`);
     return [deformConv(ctx)];
   },
-};
+});
 
 export const deformConvOps: OpEntry[] = [deformConvEntry];

@@ -3,6 +3,7 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { hostElementwise, hostMathTypes, isBig, isIntType } from './helpers/host-math.js';
 import { isFloatType, mxType } from './helpers/util.js';
@@ -10,7 +11,6 @@ import { stringEqual } from './strings.js';
 import { decodeSmallFloat, encodeSmallFloat, isSmallFloat } from './helpers/minifloat.js';
 import { bfloat16BitsToNumber, float16BitsToNumber, float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
 
-const D = 'ai.onnx';
 type Scalar = number | bigint;
 
 function hostArgs(ctx: OpContext): HostTensor[] | undefined {
@@ -26,8 +26,7 @@ function hostArgs(ctx: OpContext): HostTensor[] | undefined {
 /** Binary numeric op: MLX function, host function, and the opsets where it is the same. */
 function binary(opType: string, since: number, dev: (a: mx.Array, b: mx.Array, ctx: OpContext) => mx.Array,
   host?: (a: Scalar, b: Scalar, type: number) => Scalar, outType?: number): OpEntry {
-  return {
-    domain: D, opType, since,
+  return onnxOp(opType, since, {
     host: host && ((ctx) => {
       const ins = hostArgs(ctx);
       if (!ins) return undefined;
@@ -40,7 +39,7 @@ function binary(opType: string, since: number, dev: (a: mx.Array, b: mx.Array, c
       const r = dev(ctx.input(0), ctx.input(1), ctx);
       return [outType === undefined ? keepType(r, ctx.elemType(0)) : r];
     },
-  };
+  });
 }
 
 /** MLX promotes some results (integer divide to float, ...): ONNX keeps the input's type. */
@@ -88,20 +87,18 @@ const cmp = (opType: string, since: number, dev: (a: mx.Array, b: mx.Array) => m
   binary(opType, since, dev, (a, b) => (host(a, b) ? 1 : 0), OnnxDataType.BOOL);
 
 function unary(opType: string, since: number, dev: (a: mx.Array, ctx: OpContext) => mx.Array, opts: { host?: (a: Scalar) => Scalar; floatOnly?: boolean } = {}): OpEntry {
-  return {
-    domain: D, opType, since,
+  return onnxOp(opType, since, {
     host: opts.host && ((ctx) => {
       const ins = hostArgs(ctx);
       if (!ins) return undefined;
       return [hostElementwise(ins, ins[0].dtype, (a) => opts.host!(a))];
     }),
     run: (ctx) => [keepType(dev(ctx.input(0), ctx), ctx.elemType(0))],
-  };
+  });
 }
 
 function variadic(opType: string, since: number, f: (a: mx.Array, b: mx.Array) => mx.Array, host?: (a: Scalar, b: Scalar) => Scalar, finish?: (acc: mx.Array, n: number) => mx.Array): OpEntry {
-  return {
-    domain: D, opType, since,
+  return onnxOp(opType, since, {
     host: host && ((ctx) => {
       const ins = hostArgs(ctx);
       if (!ins || finish) return undefined;
@@ -113,7 +110,7 @@ function variadic(opType: string, since: number, f: (a: mx.Array, b: mx.Array) =
       if (ctx.inputCount === 1) acc = mx.add(acc, mx.zerosLike(acc)); // a copy with the same broadcasting rules
       return [keepType(finish ? finish(acc, ctx.inputCount) : acc, ctx.elemType(0))];
     },
-  };
+  });
 }
 
 const max = (a: Scalar, b: Scalar) => (a > b ? a : b);
@@ -209,8 +206,7 @@ function castOnHost(t: HostTensor, to: number, saturate: boolean): HostTensor {
 function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry {
   const target = (ctx: { attrs: OpContext['attrs']; elemType?: (i: number) => number; inputType: (i: number) => number | undefined }): number | undefined =>
     opType === 'Cast' ? ctx.attrs.int('to') : ctx.inputType(1);
-  return {
-    domain: D, opType, since,
+  return onnxOp(opType, since, {
     check: (ctx) => {
       const to = target(ctx);
       if (to !== undefined && !castable.has(to) && !hostCastType(to)) return `cast to element type ${to} is not supported on MLX (strings have no MLX dtype)`;
@@ -230,15 +226,15 @@ function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry {
       if (!castable.has(from)) throw new TypeError(`cast from element type ${from} is not supported on MLX`);
       return [mx.astype(ctx.input(0), mxType(to, ctx.where))];
     },
-  };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
 // Clip, Where, IsInf
 
 function clipEntry(since: number, until?: number): OpEntry {
-  return {
-    domain: D, opType: 'Clip', since, until,
+  return onnxOp('Clip', since, {
+    until,
     run: (ctx) => {
       const x = ctx.input(0);
       if (since < 11) {
@@ -251,21 +247,19 @@ function clipEntry(since: number, until?: number): OpEntry {
       r = hi ? mx.minimum(r, hi) : r;
       return [keepType(r, ctx.elemType(0))];
     },
-  };
+  });
 }
 
-const whereEntry: OpEntry = {
-  domain: D, opType: 'Where', since: 9,
+const whereEntry: OpEntry = onnxOp('Where', 9, {
   host: (ctx) => {
     const c = ctx.hostIfKnown(0), a = ctx.hostIfKnown(1), b = ctx.hostIfKnown(2);
     if (!c || !a || !b || !hostMathTypes.has(a.dtype) || a.dtype !== b.dtype) return undefined;
     return [hostElementwise([c, a, b], a.dtype, (x, y, z) => (Number(x) ? y : z))];
   },
   run: (ctx) => [mx.where(mx.astype(ctx.input(0), 'bool'), ctx.input(1), ctx.input(2))],
-};
+});
 
-const isInfEntry: OpEntry = {
-  domain: D, opType: 'IsInf', since: 10,
+const isInfEntry: OpEntry = onnxOp('IsInf', 10, {
   run: (ctx) => {
     const x = ctx.input(0);
     const neg = ctx.attrs.int('detect_negative', 1);
@@ -275,7 +269,7 @@ const isInfEntry: OpEntry = {
     if (pos) return [mx.isposinf(x)];
     return [mx.zerosLike(mx.astype(x, 'bool'))];
   },
-};
+});
 
 function bitShift(a: mx.Array, b: mx.Array, ctx: OpContext): mx.Array {
   return ctx.attrs.string('direction') === 'LEFT' ? mx.leftShift(a, b) : mx.rightShift(a, b);
@@ -338,7 +332,7 @@ export const elementwiseOps: OpEntry[] = [
   unary('Erf', 9, (a) => mx.erf(a)),
   unary('Sigmoid', 6, (a) => mx.sigmoid(a)),
   unary('Relu', 6, (a) => mx.maximum(a, 0)),
-  { domain: D, opType: 'IsNaN', since: 9, run: (ctx) => [mx.isnan(ctx.input(0))] },
+  onnxOp('IsNaN', 9, { run: (ctx) => [mx.isnan(ctx.input(0))] }),
   isInfEntry,
   clipEntry(6, 10),
   clipEntry(11),

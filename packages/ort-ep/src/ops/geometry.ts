@@ -5,9 +5,8 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostInt64, hostNumbers, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // AffineGrid
@@ -173,7 +172,7 @@ function nonMaxSuppression(ctx: OpContext): HostTensor {
 }
 
 export const geometryOps: OpEntry[] = [
-  { domain: D, opType: 'AffineGrid', since: 20, run: (ctx) => [affineGrid(ctx)] },
-  { domain: D, opType: 'Col2Im', since: 18, run: (ctx) => [col2im(ctx)] },
-  { domain: D, opType: 'NonMaxSuppression', since: 10, run: (ctx) => [nonMaxSuppression(ctx)], note: 'runs on the host (data-dependent output size)' },
+  onnxOp('AffineGrid', 20, { run: (ctx) => [affineGrid(ctx)] }),
+  onnxOp('Col2Im', 18, { run: (ctx) => [col2im(ctx)] }),
+  onnxOp('NonMaxSuppression', 10, { run: (ctx) => [nonMaxSuppression(ctx)], note: 'runs on the host (data-dependent output size)' }),
 ];

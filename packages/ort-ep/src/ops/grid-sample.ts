@@ -5,8 +5,7 @@
 // the device: the grid is data, so the taps are MLX arrays, not host tables.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-
-const D = 'ai.onnx';
+import { onnxOp } from '../registry/op.js';
 
 // Opset 16 named the modes after 2-D interpolation; opset 20 generalised them to N-D.
 const modeNames: Record<string, 'linear' | 'nearest' | 'cubic'> = {
@@ -146,5 +145,5 @@ function runGridSample(ctx: OpContext): mx.Array[] {
 }
 
 export const gridSampleOps: OpEntry[] = [
-  { domain: D, opType: 'GridSample', since: 16, check: checkGridSample, run: runGridSample, note: 'computed in float32' },
+  onnxOp('GridSample', 16, { check: checkGridSample, run: runGridSample, note: 'computed in float32' }),
 ];

@@ -4,10 +4,9 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostGather, hostStrided, numAt } from './helpers/shape-host.js';
 import { hostInt64, hostNumbers, normAxis, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 /** Indices with negative entries moved up by `dim` (a number, or an array broadcasting against them). */
 export function wrapNegative(idx: mx.Array, dim: number | mx.Array): mx.Array {
@@ -76,20 +75,18 @@ function sliceDevice(x: mx.Array, p: SlicePlan): mx.Array {
   return mx.slice(x, p.starts, stop, p.steps);
 }
 
-const sliceEntry: OpEntry = {
-  domain: D, opType: 'Slice', since: 1,
+const sliceEntry: OpEntry = onnxOp('Slice', 1, {
   host: (ctx) => {
     const p = slicePlan(ctx);
     return [hostStrided(ctx.host(0), p.starts, p.steps, p.counts)];
   },
   run: (ctx) => [sliceDevice(ctx.input(0), slicePlan(ctx))],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Gather family
 
-const gatherEntry: OpEntry = {
-  domain: D, opType: 'Gather', since: 1,
+const gatherEntry: OpEntry = onnxOp('Gather', 1, {
   host: (ctx) => {
     const t = ctx.host(0);
     const idx = ctx.host(1);
@@ -104,7 +101,7 @@ const gatherEntry: OpEntry = {
     const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim, 'Gather axis');
     return [mx.take(x, wrapNegative(ctx.input(1), x.shape[axis]), axis)];
   },
-};
+});
 
 function gatherElements(ctx: OpContext): mx.Array {
   let x = ctx.input(0);
@@ -271,20 +268,19 @@ const unsupportedIndexTypes = (ctx: CheckContext): string | undefined =>
 export const indexingOps: OpEntry[] = [
   sliceEntry,
   gatherEntry,
-  { domain: D, opType: 'GatherElements', since: 11, run: (ctx) => [gatherElements(ctx)] },
-  { domain: D, opType: 'GatherND', since: 11, run: (ctx) => [gatherND(ctx)] },
-  { domain: D, opType: 'Scatter', since: 9, until: 10, check: unsupportedIndexTypes, run: (ctx) => [scatterElements(ctx)] },
-  { domain: D, opType: 'ScatterElements', since: 11, check: checkReduction, run: (ctx) => [scatterElements(ctx)] },
-  { domain: D, opType: 'ScatterND', since: 11, check: checkReduction, run: (ctx) => [scatterND(ctx)] },
-  {
-    domain: D, opType: 'TensorScatter', since: 24,
+  onnxOp('GatherElements', 11, { run: (ctx) => [gatherElements(ctx)] }),
+  onnxOp('GatherND', 11, { run: (ctx) => [gatherND(ctx)] }),
+  onnxOp('Scatter', 9, { until: 10, check: unsupportedIndexTypes, run: (ctx) => [scatterElements(ctx)] }),
+  onnxOp('ScatterElements', 11, { check: checkReduction, run: (ctx) => [scatterElements(ctx)] }),
+  onnxOp('ScatterND', 11, { check: checkReduction, run: (ctx) => [scatterND(ctx)] }),
+  onnxOp('TensorScatter', 24, {
     check: (ctx) => (['linear', 'circular'].includes(ctx.attrs.string('mode', 'linear')) ? undefined : `TensorScatter mode '${ctx.attrs.string('mode')}' is not defined`),
     run: (ctx) => [tensorScatter(ctx)],
-  },
-  { domain: D, opType: 'OneHot', since: 9, run: (ctx) => [oneHot(ctx)], note: 'a non-integer float index matches no position (all off_value)' },
-  {
-    domain: D, opType: 'NonZero', since: 9, note: 'computed on the host (data-dependent output size): a sync point',
-    host: (ctx) => [nonZero(ctx.host(0))], run: (ctx) => [nonZero(ctx.host(0))],
-  },
-  { domain: D, opType: 'Compress', since: 9, run: (ctx) => [compress(ctx)], note: 'reads the condition on the host (data-dependent output size)' },
+  }),
+  onnxOp('OneHot', 9, { run: (ctx) => [oneHot(ctx)], note: 'a non-integer float index matches no position (all off_value)' }),
+  onnxOp('NonZero', 9, {
+    note: 'computed on the host (data-dependent output size): a sync point',
+    placement: 'host', host: (ctx) => [nonZero(ctx.host(0))],
+  }),
+  onnxOp('Compress', 9, { run: (ctx) => [compress(ctx)], note: 'reads the condition on the host (data-dependent output size)' }),
 ];

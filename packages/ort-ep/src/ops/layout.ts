@@ -1,9 +1,8 @@
 // Layout ops: Pad, CenterCropPad, DepthToSpace, SpaceToDepth, Trilu.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostNumbers, normAxes } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // Pad. Pads come as [begin per axis..., end per axis...]: the attribute `paddings` (opset 1),
@@ -88,8 +87,7 @@ function padRun(ctx: OpContext): mx.Array {
   return padByGather(x, mode, lo, hi);
 }
 
-const padEntry: OpEntry = {
-  domain: D, opType: 'Pad', since: 1,
+const padEntry: OpEntry = onnxOp('Pad', 1, {
   note: 'negative pads crop before positive ones pad; reflect and wrap may pad past the axis length',
   check: (ctx) => {
     const mode = padMode(ctx);
@@ -97,14 +95,13 @@ const padEntry: OpEntry = {
     return undefined;
   },
   run: (ctx) => [padRun(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // CenterCropPad: each listed axis is cropped or zero-padded to its target, centred (the odd
 // unit goes to the end in both directions, as the reference does).
 
-const centerCropPadEntry: OpEntry = {
-  domain: D, opType: 'CenterCropPad', since: 18,
+const centerCropPadEntry: OpEntry = onnxOp('CenterCropPad', 18, {
   run: (ctx) => {
     let x = ctx.input(0);
     const dims = x.shape;
@@ -125,7 +122,7 @@ const centerCropPadEntry: OpEntry = {
     if (lo.some((v) => v) || hi.some((v) => v)) x = mx.pad(x, dims.map((_, i) => i), lo, hi, mx.scalar(0, x.dtype), 'constant');
     return [x];
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // DepthToSpace / SpaceToDepth: a reshape, a transpose and a reshape.
@@ -169,7 +166,7 @@ function trilu(ctx: OpContext): mx.Array {
 export const layoutOps: OpEntry[] = [
   padEntry,
   centerCropPadEntry,
-  { domain: D, opType: 'DepthToSpace', since: 1, run: (ctx) => [depthToSpace(ctx)] },
-  { domain: D, opType: 'SpaceToDepth', since: 1, run: (ctx) => [spaceToDepth(ctx)] },
-  { domain: D, opType: 'Trilu', since: 14, run: (ctx) => [trilu(ctx)] },
+  onnxOp('DepthToSpace', 1, { run: (ctx) => [depthToSpace(ctx)] }),
+  onnxOp('SpaceToDepth', 1, { run: (ctx) => [spaceToDepth(ctx)] }),
+  onnxOp('Trilu', 14, { run: (ctx) => [trilu(ctx)] }),
 ];

@@ -5,9 +5,9 @@
 // target is ignored gives 0/0 = NaN there too; we do not invent a different answer.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { isFloatType } from './helpers/util.js';
 
-const D = 'ai.onnx';
 type Reduction = 'none' | 'sum' | 'mean';
 const reductions: readonly string[] = ['none', 'sum', 'mean'];
 
@@ -78,8 +78,8 @@ function checkShapes(ctx: OpContext): void {
 
 const weightOf = (ctx: OpContext): mx.Array | undefined => (ctx.has(2) ? ctx.input(2) : undefined);
 
-const nll = (since: number, until?: number): OpEntry => ({
-  domain: D, opType: 'NegativeLogLikelihoodLoss', since, until,
+const nll = (since: number, until?: number): OpEntry => onnxOp('NegativeLogLikelihoodLoss', since, {
+  until,
   check: checkLoss,
   run: (ctx) => {
     checkShapes(ctx);
@@ -87,8 +87,8 @@ const nll = (since: number, until?: number): OpEntry => ({
   },
 });
 
-const sce = (since: number, until?: number): OpEntry => ({
-  domain: D, opType: 'SoftmaxCrossEntropyLoss', since, until,
+const sce = (since: number, until?: number): OpEntry => onnxOp('SoftmaxCrossEntropyLoss', since, {
+  until,
   check: checkLoss,
   run: (ctx) => {
     checkShapes(ctx);

@@ -3,12 +3,11 @@
 // stay exact (quant-math.ts) instead of a float matmul that would round large sums.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
 import {
   broadcastIntMatmul, exactIntMatmul, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound,
 } from './helpers/quant-math.js';
-
-const D = 'ai.onnx';
 
 /** numpy matmul for every numeric dtype ONNX allows (integers exactly). */
 function matmulAny(a: mx.Array, b: mx.Array): mx.Array {
@@ -16,11 +15,10 @@ function matmulAny(a: mx.Array, b: mx.Array): mx.Array {
   return broadcastIntMatmul(a, b);
 }
 
-const matmulEntry: OpEntry = {
-  domain: D, opType: 'MatMul', since: 1,
+const matmulEntry: OpEntry = onnxOp('MatMul', 1, {
   note: 'integer operands multiply exactly (broadcast multiply-and-sum; MLX matmul is float-only)',
   run: (ctx) => [matmulAny(ctx.input(0), ctx.input(1))],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Gemm: Y = alpha * A' @ B' + beta * C, A and B 2-D, C unidirectionally broadcast to Y.
@@ -48,10 +46,9 @@ function gemm(ctx: OpContext): mx.Array {
   return mx.astype(y, a.dtype);
 }
 
-const gemmEntry: OpEntry = {
-  domain: D, opType: 'Gemm', since: 1,
+const gemmEntry: OpEntry = onnxOp('Gemm', 1, {
   run: (ctx) => [gemm(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // MatMulInteger / QLinearMatMul: zero points per tensor, per row of A (axis -2), per column of B.
@@ -73,11 +70,10 @@ function integerProduct(ctx: OpContext, ia: number, iaz: number | undefined, ib:
   return exactIntMatmul(a0, b0, zeroPointBound(ctx.elemType(ia)), zeroPointBound(ctx.elemType(ib)));
 }
 
-const matmulIntegerEntry: OpEntry = {
-  domain: D, opType: 'MatMulInteger', since: 10,
+const matmulIntegerEntry: OpEntry = onnxOp('MatMulInteger', 10, {
   note: 'exact int32: float32 products, split into 4-bit halves when a sum could pass 2^24; inner dimensions over 65535 refused at run time',
   run: (ctx) => [integerProduct(ctx, 0, 2, 1, 3)],
-};
+});
 
 /** A scale given per tensor or along `axis` of a result of rank `rank`. */
 function scaleAlong(s: mx.Array, axis: number, rank: number): mx.Array {
@@ -118,17 +114,15 @@ function qlinearMatmul(ctx: OpContext): OpResult[] {
   return [typed(saturateRound(mx.add(y, mx.astype(quantInput(ctx, 7), 'float32')), yType), yType)];
 }
 
-const qlinearMatmulEntry: OpEntry = {
-  domain: D, opType: 'QLinearMatMul', since: 10,
+const qlinearMatmulEntry: OpEntry = onnxOp('QLinearMatMul', 10, {
   note: 'float8 operands (opset 21) multiply in float32; the float8 result saturates',
   run: qlinearMatmul,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Einsum: MLX's einsum takes ONNX's equations (implicit output, ellipsis, repeated indices).
 
-const einsumEntry: OpEntry = {
-  domain: D, opType: 'Einsum', since: 12,
+const einsumEntry: OpEntry = onnxOp('Einsum', 12, {
   note: 'integer operands contract in float32 (exact while sums stay below 2^24)',
   run: (ctx) => {
     const eq = ctx.attrs.string('equation').replace(/\s+/g, '');
@@ -138,7 +132,7 @@ const einsumEntry: OpEntry = {
     if (!mx.isFloating(t)) return [mx.astype(mx.einsum(eq, ops.map((o) => mx.astype(o, 'float32'))), t)];
     return [mx.einsum(eq, ops)];
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Det: LU factorisation (MLX runs it on the CPU only); det = prod(diag(U)) * (-1)^swaps.
@@ -155,11 +149,10 @@ function det(x: mx.Array): mx.Array {
   return mx.astype(mx.multiply(mx.prod(diag, -1), sign), dtype);
 }
 
-const detEntry: OpEntry = {
-  domain: D, opType: 'Det', since: 11,
+const detEntry: OpEntry = onnxOp('Det', 11, {
   note: 'LU factorisation on the CPU stream (MLX has no GPU LU); float16 computes in float32',
   run: (ctx) => [det(ctx.input(0))],
-};
+});
 
 export const matmulOps: OpEntry[] = [
   matmulEntry, gemmEntry, matmulIntegerEntry, qlinearMatmulEntry, einsumEntry, detEntry,

@@ -4,9 +4,8 @@
 // input's type, so float16 models do not lose the variance to rounding.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { normAxis } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 /** float16/bfloat16 widen to float32 for statistics; float32/float64 stay. */
 const stash = (x: mx.Array): mx.Array => (x.dtype === 'float16' || x.dtype === 'bfloat16' ? mx.astype(x, 'float32') : x);
@@ -47,8 +46,7 @@ function batchNorm(ctx: OpContext): OpResult[] {
   return [normalise(bm, bv), running(mean, bm), running(variance, bv)];
 }
 
-const batchNormEntry: OpEntry = {
-  domain: D, opType: 'BatchNormalization', since: 1,
+const batchNormEntry: OpEntry = onnxOp('BatchNormalization', 1, {
   note: 'training outputs from opset 14 (training_mode); the saved statistics outputs of opsets 1-13 are refused',
   check: (ctx) => {
     const outs = ctx.node.outputs.filter((o) => o).length;
@@ -56,7 +54,7 @@ const batchNormEntry: OpEntry = {
     return undefined;
   },
   run: batchNorm,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // LayerNormalization: normalise over axes [axis, rank); optional Mean and InvStdDev outputs have
@@ -85,10 +83,9 @@ function layerNorm(ctx: OpContext): OpResult[] {
   return [mx.astype(y, x.dtype), mx.astype(mean, statType), mx.astype(inv, statType)];
 }
 
-const layerNormEntry: OpEntry = {
-  domain: D, opType: 'LayerNormalization', since: 17,
+const layerNormEntry: OpEntry = onnxOp('LayerNormalization', 17, {
   run: layerNorm,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // InstanceNormalization and GroupNormalization: statistics per (sample, channel group) over the
@@ -170,7 +167,7 @@ function lrn(ctx: OpContext): mx.Array {
 }
 
 const entry = (opType: string, since: number, f: (ctx: OpContext) => mx.Array, check?: OpEntry['check']): OpEntry =>
-  ({ domain: D, opType, since, check, run: (ctx) => [f(ctx)] });
+  onnxOp(opType, since, { check, run: (ctx) => [f(ctx)] });
 
 export const normOps: OpEntry[] = [
   batchNormEntry,

@@ -5,10 +5,9 @@
 // ceil_mode's overhang and auto_pad right without case analysis.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostNumbers } from './helpers/util.js';
 import { checkWindowAttrs, kernelOffsets, padSpatial, windowOf, windowSlice, type Window } from './helpers/spatial.js';
-
-const D = 'ai.onnx';
 
 /** The lowest value of a dtype: the padding that never wins a max. */
 function lowest(dtype: mx.Dtype): number | bigint | boolean {
@@ -82,12 +81,11 @@ function maxPool(ctx: OpContext): OpResult[] {
   return [best, bestIdx];
 }
 
-const maxPoolEntry: OpEntry = {
-  domain: D, opType: 'MaxPool', since: 1,
+const maxPoolEntry: OpEntry = onnxOp('MaxPool', 1, {
   note: "auto_pad SAME pads for the dilated kernel, as the spec's formula says (onnxruntime pads for the undilated one)",
   check: checkWindowAttrs,
   run: maxPool,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // AveragePool / LpPool
@@ -112,11 +110,10 @@ function averagePool(ctx: OpContext): mx.Array {
   return mx.divide(sum, count);
 }
 
-const averagePoolEntry: OpEntry = {
-  domain: D, opType: 'AveragePool', since: 1,
+const averagePoolEntry: OpEntry = onnxOp('AveragePool', 1, {
   check: checkWindowAttrs,
   run: (ctx) => [averagePool(ctx)],
-};
+});
 
 /** p of LpPool: a float attribute in opset 1, an int from opset 2. */
 const pOf = (ctx: OpContext): number => ctx.attrs.float('p', 2);
@@ -135,11 +132,10 @@ function lpPool(ctx: OpContext): mx.Array {
   return lpRoot(foldWindows(padSpatial(lpPow(x, p), w, 0), w, (a, v) => mx.add(a, v)), p);
 }
 
-const lpPoolEntry: OpEntry = {
-  domain: D, opType: 'LpPool', since: 1,
+const lpPoolEntry: OpEntry = onnxOp('LpPool', 1, {
   check: checkWindowAttrs,
   run: (ctx) => [lpPool(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Global pools: reductions over every spatial axis, kept as size-1 axes.
@@ -147,7 +143,7 @@ const lpPoolEntry: OpEntry = {
 const spatialAxes = (x: mx.Array) => Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
 
 function globalEntry(opType: string, f: (x: mx.Array, ctx: OpContext) => mx.Array): OpEntry {
-  return { domain: D, opType, since: 1, run: (ctx) => [f(ctx.input(0), ctx)] };
+  return onnxOp(opType, 1, { run: (ctx) => [f(ctx.input(0), ctx)] });
 }
 
 const globalOps: OpEntry[] = [
@@ -182,6 +178,6 @@ function maxUnpool(ctx: OpContext): mx.Array {
   return mx.slice(grown, want.map(() => 0), want, want.map(() => 1));
 }
 
-const maxUnpoolEntry: OpEntry = { domain: D, opType: 'MaxUnpool', since: 9, run: (ctx) => [maxUnpool(ctx)] };
+const maxUnpoolEntry: OpEntry = onnxOp('MaxUnpool', 9, { run: (ctx) => [maxUnpool(ctx)] });
 
 export const poolOps: OpEntry[] = [maxPoolEntry, averagePoolEntry, lpPoolEntry, ...globalOps, maxUnpoolEntry];

@@ -5,12 +5,11 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
 import { qRange, quantInput, saturateRound, typed } from './helpers/quant-math.js';
 import { mxType, normAxis } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 /** A scale or zero point shaped to broadcast against x: per tensor, per axis, or blocked along axis. */
 function alongAxis(p: mx.Array, xShape: readonly number[], axis: number, blockSize: number): mx.Array {
@@ -121,13 +120,13 @@ function dynamicQuantize(ctx: OpContext): OpResult[] {
 }
 
 export const quantOps: OpEntry[] = [
-  {
-    domain: D, opType: 'QuantizeLinear', since: 10, check: quantizeCheck, run: quantize,
+  onnxOp('QuantizeLinear', 10, {
+    check: quantizeCheck, run: quantize,
     note: 'float8/float4 outputs are codes computed with MLX integer ops; float8e8m0 scales are refused',
-  },
-  {
-    domain: D, opType: 'DequantizeLinear', since: 10, check: dequantizeCheck, run: (ctx) => [dequantize(ctx)],
+  }),
+  onnxOp('DequantizeLinear', 10, {
+    check: dequantizeCheck, run: (ctx) => [dequantize(ctx)],
     note: 'float8e8m0 scales are refused',
-  },
-  { domain: D, opType: 'DynamicQuantizeLinear', since: 11, run: dynamicQuantize },
+  }),
+  onnxOp('DynamicQuantizeLinear', 11, { run: dynamicQuantize }),
 ];

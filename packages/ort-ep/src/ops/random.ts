@@ -10,9 +10,9 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { isFloatType, mxType } from './helpers/util.js';
 
-const D = 'ai.onnx';
 const runs = new WeakMap<object, number>();
 
 /** The key for this run of a seeded node, or undefined for MLX's global generator. */
@@ -45,42 +45,42 @@ const normal: Sampler = (shape, key, ctx) =>
 const NOTE = "MLX's generator: same distribution, not the same values as other runtimes; seeded nodes repeat per session";
 
 function generator(opType: string, since: number, until: number | undefined, sample: Sampler): OpEntry {
-  return {
-    domain: D, opType, since, until, note: NOTE,
+  return onnxOp(opType, since, {
+    until, note: NOTE,
     check: (ctx) => checkFloatOut(ctx, OnnxDataType.FLOAT),
     run: (ctx) => {
       const shape = ctx.attrs.ints('shape');
       return [mx.astype(sample(shape, keyFor(ctx), ctx), mxType(outType(ctx, OnnxDataType.FLOAT)!, ctx.where))];
     },
-  };
+  });
 }
 
 function like(opType: string, since: number, until: number | undefined, sample: Sampler): OpEntry {
-  return {
-    domain: D, opType, since, until, note: NOTE,
+  return onnxOp(opType, since, {
+    until, note: NOTE,
     check: (ctx) => checkFloatOut(ctx, ctx.inputType(0)),
     run: (ctx) => {
       const t = outType(ctx, ctx.elemType(0))!;
       if (!isFloatType(t)) throw new TypeError(`${ctx.where}: the output element type ${t} is not a float type (set dtype)`);
       return [mx.astype(sample(ctx.shape(0), keyFor(ctx), ctx), mxType(t, ctx.where))];
     },
-  };
+  });
 }
 
 function bernoulli(since: number, until?: number): OpEntry {
-  return {
-    domain: D, opType: 'Bernoulli', since, until, note: NOTE,
+  return onnxOp('Bernoulli', since, {
+    until, note: NOTE,
     run: (ctx) => {
       const p = ctx.input(0);
       const draw = mx.randomBernoulli(mx.astype(p, 'float32'), p.shape, keyFor(ctx));
       return [mx.astype(draw, mxType(outType(ctx, ctx.elemType(0))!, ctx.where))];
     },
-  };
+  });
 }
 
 function multinomial(since: number, until?: number): OpEntry {
-  return {
-    domain: D, opType: 'Multinomial', since, until, note: NOTE,
+  return onnxOp('Multinomial', since, {
+    until, note: NOTE,
     check: (ctx) => {
       const t = ctx.attrs.int('dtype', OnnxDataType.INT32);
       return t === OnnxDataType.INT32 || t === OnnxDataType.INT64 ? undefined : `dtype ${t} is not int32 or int64`;
@@ -92,7 +92,7 @@ function multinomial(since: number, until?: number): OpEntry {
       const draws = mx.randomCategoricalNumSamples(logits, -1, ctx.attrs.int('sample_size', 1), keyFor(ctx));
       return [mx.astype(draws, mxType(ctx.attrs.int('dtype', OnnxDataType.INT32), ctx.where))];
     },
-  };
+  });
 }
 
 export const randomOps: OpEntry[] = [

@@ -5,11 +5,10 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { isIntType } from './helpers/host-math.js';
 import { axesFrom, hostOf, normAxis, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 type Kind = 'sum' | 'mean' | 'max' | 'min' | 'prod' | 'l1' | 'l2' | 'logsum' | 'logsumexp' | 'sumsquare';
 
@@ -114,8 +113,8 @@ function hostReduce(kind: Kind, t: HostTensor, axes: number[], keepdims: boolean
 }
 
 function reduceEntry(opType: string, kind: Kind, since: number, until: number | undefined, axesIsInput: boolean): OpEntry {
-  return {
-    domain: D, opType, since, until,
+  return onnxOp(opType, since, {
+    until,
     check: (ctx) => {
       const t = ctx.inputType(0);
       if (t !== undefined && !mxDtypeOf(t)) return `${opType} of element type ${t} is not supported on MLX`;
@@ -135,7 +134,7 @@ function reduceEntry(opType: string, kind: Kind, since: number, until: number | 
       if (axes === null) return [x];
       return [reduceArray(kind, x, axes, ctx.attrs.int('keepdims', 1) !== 0, ctx.elemType(0))];
     },
-  };
+  });
 }
 
 /** Attribute form up to `lastAttr`, input form after it. */
@@ -148,8 +147,7 @@ function reduceFamily(opType: string, kind: Kind, lastAttr: number): OpEntry[] {
 
 function argEntry(opType: 'ArgMax' | 'ArgMin'): OpEntry {
   const f = opType === 'ArgMax' ? mx.argmax : mx.argmin;
-  return {
-    domain: D, opType, since: 1,
+  return onnxOp(opType, 1, {
     run: (ctx) => {
       let x = ctx.input(0);
       const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim);
@@ -162,7 +160,7 @@ function argEntry(opType: 'ArgMax' | 'ArgMin'): OpEntry {
       const i = mx.astype(f(reversed, axis, { keepdims }), 'int64');
       return [mx.subtract(mx.array(n - 1, { dtype: 'int64' }), i)];
     },
-  };
+  });
 }
 
 export const reduceOps: OpEntry[] = [

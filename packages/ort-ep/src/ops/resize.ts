@@ -6,9 +6,8 @@
 // the source coordinate falls outside. On MLX each axis is then a gather and a weighted sum.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostNumbers, normAxes } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 interface ResizeAttrs {
   mode: string;
@@ -245,10 +244,10 @@ function checkResize(ctx: CheckContext): string | undefined {
 }
 
 export const resizeOps: OpEntry[] = [
-  { domain: D, opType: 'Resize', since: 10, until: 10, check: checkResize, run: (ctx) => [resize(ctx, true)], note: `opset 10: ${legacyNote}` },
-  {
-    domain: D, opType: 'Resize', since: 11, check: checkResize, run: (ctx) => [resize(ctx, false)],
+  onnxOp('Resize', 10, { until: 10, check: checkResize, run: (ctx) => [resize(ctx, true)], note: `opset 10: ${legacyNote}` }),
+  onnxOp('Resize', 11, {
+    check: checkResize, run: (ctx) => [resize(ctx, false)],
     note: 'opset 11+ follows the ONNX reference: align_corners and pytorch_half_pixel use the unrounded output length (onnxruntime rounds it when scale × size is fractional); computed in float32 (float64 for double)',
-  },
-  { domain: D, opType: 'Upsample', since: 7, until: 9, check: checkResize, run: (ctx) => [resize(ctx, true)], note: legacyNote },
+  }),
+  onnxOp('Upsample', 7, { until: 9, check: checkResize, run: (ctx) => [resize(ctx, true)], note: legacyNote }),
 ];

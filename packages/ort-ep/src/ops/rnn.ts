@@ -5,9 +5,8 @@
 // (reverse directions start at its last valid step) and Y is zero there.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostNumbers } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // Activation functions named by the `activations` attribute, with alpha/beta consumed in order.
@@ -242,11 +241,10 @@ function outputs(ctx: OpContext, layout: number, ys: mx.Array[], hs: mx.Array[],
 }
 
 function family(fam: Family): OpEntry {
-  return {
-    domain: D, opType: fam.opType, since: 1,
+  return onnxOp(fam.opType, 1, {
     check: rnnCheck(fam),
     run: (ctx) => runLayer(fam, ctx),
-  };
+  });
 }
 
 export const rnnOps: OpEntry[] = [

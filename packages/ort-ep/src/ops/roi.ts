@@ -3,6 +3,7 @@
 // host from the (small) ROI tensor, and MLX gathers and reduces the feature map with it.
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostNumbers } from './helpers/util.js';
 
 /** Gather plan: for every output cell, `taps` (flat row of [N*H*W, C], weight) pairs; `valid` marks real samples. */
@@ -143,6 +144,6 @@ function maxRoiPool(ctx: OpContext): mx.Array {
 }
 
 export const roiOps: OpEntry[] = [
-  { domain: 'ai.onnx', opType: 'RoiAlign', since: 10, note: 'reads rois and batch_indices on the host (a sync point)', run: (ctx) => [roiAlign(ctx)] },
-  { domain: 'ai.onnx', opType: 'MaxRoiPool', since: 1, note: 'reads rois on the host (a sync point)', run: (ctx) => [maxRoiPool(ctx)] },
+  onnxOp('RoiAlign', 10, { note: 'reads rois and batch_indices on the host (a sync point)', run: (ctx) => [roiAlign(ctx)] }),
+  onnxOp('MaxRoiPool', 1, { note: 'reads rois on the host (a sync point)', run: (ctx) => [maxRoiPool(ctx)] }),
 ];

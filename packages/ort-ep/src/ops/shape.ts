@@ -5,10 +5,9 @@
 import * as mx from '@mlx/core';
 import type { HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose } from './helpers/shape-host.js';
 import { axesFrom, broadcastShape, hostInt64, hostNumbers, normAxes, normAxis, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // Output shapes, shared by host() and run()
@@ -66,11 +65,10 @@ function flattenDims(ctx: OpContext): number[] {
 
 /** An entry whose output is its input with new dims (Reshape, Squeeze, Unsqueeze, Flatten). */
 function reshaping(opType: string, since: number, dims: (ctx: OpContext) => number[]): OpEntry {
-  return {
-    domain: D, opType, since,
+  return onnxOp(opType, since, {
     host: (ctx) => [hostReshape(ctx.host(0), dims(ctx))],
     run: (ctx) => [mx.reshape(ctx.input(0), dims(ctx))],
-  };
+  });
 }
 
 function transposePerm(ctx: OpContext): number[] {
@@ -81,16 +79,14 @@ function transposePerm(ctx: OpContext): number[] {
   return perm;
 }
 
-const transposeEntry: OpEntry = {
-  domain: D, opType: 'Transpose', since: 1,
+const transposeEntry: OpEntry = onnxOp('Transpose', 1, {
   host: (ctx) => [hostTranspose(ctx.host(0), transposePerm(ctx))],
   run: (ctx) => [mx.transpose(ctx.input(0), transposePerm(ctx))],
-};
+});
 
 const concatAxis = (ctx: OpContext): number => normAxis(ctx.attrs.int('axis', ctx.opset < 4 ? 1 : undefined), ctx.shape(0).length, 'Concat axis');
 
-const concatEntry: OpEntry = {
-  domain: D, opType: 'Concat', since: 1,
+const concatEntry: OpEntry = onnxOp('Concat', 1, {
   host: (ctx) => {
     const ts = Array.from({ length: ctx.inputCount }, (_, i) => ctx.host(i));
     return [hostConcat(ts, concatAxis(ctx))];
@@ -99,7 +95,7 @@ const concatEntry: OpEntry = {
     const xs = Array.from({ length: ctx.inputCount }, (_, i) => ctx.input(i));
     return [xs.length === 1 ? xs[0] : mx.concatenate(xs, concatAxis(ctx))];
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Split: sizes from the attribute (<13), the input (>=13), num_outputs (>=18) or equal parts.
@@ -135,8 +131,7 @@ function splitPlan(ctx: OpContext): { axis: number; starts: number[]; sizes: num
   return { axis, starts, sizes };
 }
 
-const splitEntry: OpEntry = {
-  domain: D, opType: 'Split', since: 1,
+const splitEntry: OpEntry = onnxOp('Split', 1, {
   host: (ctx) => {
     const t = ctx.host(0);
     const { axis, starts, sizes } = splitPlan(ctx);
@@ -155,19 +150,18 @@ const splitEntry: OpEntry = {
       return mx.slice(x, start, stop, dims.map(() => 1));
     });
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Expand and Tile
 
 const expandDims = (ctx: OpContext): number[] => broadcastShape(ctx.shape(0), hostNumbers(ctx.host(1)));
 
-const expandEntry: OpEntry = {
-  domain: D, opType: 'Expand', since: 8,
+const expandEntry: OpEntry = onnxOp('Expand', 8, {
   hostSize: (ctx) => sizeOf(expandDims(ctx)),
   host: (ctx) => [hostBroadcast(ctx.host(0), expandDims(ctx))],
   run: (ctx) => [mx.broadcastTo(ctx.input(0), expandDims(ctx))],
-};
+});
 
 function tileReps(ctx: OpContext): number[] {
   const reps = hostNumbers(ctx.host(1));
@@ -176,12 +170,11 @@ function tileReps(ctx: OpContext): number[] {
   return reps;
 }
 
-const tileEntry: OpEntry = {
-  domain: D, opType: 'Tile', since: 6,
+const tileEntry: OpEntry = onnxOp('Tile', 6, {
   hostSize: (ctx) => sizeOf(ctx.shape(0)) * sizeOf(tileReps(ctx)),
   host: (ctx) => [hostTile(ctx.host(0), tileReps(ctx))],
   run: (ctx) => [mx.tile(ctx.input(0), tileReps(ctx))],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Shape, Size, Identity: their results never need the input's data.
@@ -195,20 +188,19 @@ function shapeOf(ctx: OpContext): HostTensor {
   return hostInt64(dims.slice(start, Math.max(start, end)));
 }
 
-const shapeEntry: OpEntry = { domain: D, opType: 'Shape', since: 1, host: (ctx) => [shapeOf(ctx)], run: (ctx) => [shapeOf(ctx)] };
+const shapeEntry: OpEntry = onnxOp('Shape', 1, { placement: 'host', host: (ctx) => [shapeOf(ctx)] });
 
 const sizeOfInput = (ctx: OpContext): HostTensor => hostInt64([sizeOf(ctx.shape(0))], []);
-const sizeEntry: OpEntry = { domain: D, opType: 'Size', since: 1, host: (ctx) => [sizeOfInput(ctx)], run: (ctx) => [sizeOfInput(ctx)] };
+const sizeEntry: OpEntry = onnxOp('Size', 1, { placement: 'host', host: (ctx) => [sizeOfInput(ctx)] });
 
 // Identity passes any value through unchanged: tensors (host or device), sequences, optionals.
-const identityEntry: OpEntry = {
-  domain: D, opType: 'Identity', since: 1,
+const identityEntry: OpEntry = onnxOp('Identity', 1, {
   host: (ctx) => {
     const t = ctx.hostIfKnown(0);
     return t ? [t] : undefined;
   },
   run: (ctx) => [ctx.value(0)],
-};
+});
 
 export const shapeOps: OpEntry[] = [
   ...[

@@ -8,9 +8,8 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostNumbers, hostOf, isFloatType, mxType } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // Complex values in ONNX's layout
@@ -155,7 +154,6 @@ function cosineWindow(coeffs: readonly number[]) {
   };
 }
 
-
 /** Triangular filters between mel-spaced points, rounded to DFT bins as the reference does. */
 function melWeightMatrix(ctx: OpContext): OpResult[] {
   const [bins, dftLength, rate, lo, hi] = [0, 1, 2, 3, 4].map((i) => scalarInput(ctx, i)!);
@@ -179,10 +177,10 @@ function melWeightMatrix(ctx: OpContext): OpResult[] {
 }
 
 export const signalOps: OpEntry[] = [
-  { domain: D, opType: 'DFT', since: 17, check: checkSignal, run: (ctx) => [named(ctx, () => dft(ctx))], note: 'float64 and float16 are transformed in float32 (MLX has no complex128)' },
-  { domain: D, opType: 'STFT', since: 17, check: checkSignal, run: (ctx) => [named(ctx, () => stft(ctx))] },
-  { domain: D, opType: 'HannWindow', since: 17, run: cosineWindow([0.5, 0.5]) },
-  { domain: D, opType: 'HammingWindow', since: 17, run: cosineWindow([25 / 46, 21 / 46]) },
-  { domain: D, opType: 'BlackmanWindow', since: 17, run: cosineWindow([0.42, 0.5, 0.08]) },
-  { domain: D, opType: 'MelWeightMatrix', since: 17, run: melWeightMatrix },
+  onnxOp('DFT', 17, { check: checkSignal, run: (ctx) => [named(ctx, () => dft(ctx))], note: 'float64 and float16 are transformed in float32 (MLX has no complex128)' }),
+  onnxOp('STFT', 17, { check: checkSignal, run: (ctx) => [named(ctx, () => stft(ctx))] }),
+  onnxOp('HannWindow', 17, { run: cosineWindow([0.5, 0.5]) }),
+  onnxOp('HammingWindow', 17, { run: cosineWindow([25 / 46, 21 / 46]) }),
+  onnxOp('BlackmanWindow', 17, { run: cosineWindow([0.42, 0.5, 0.08]) }),
+  onnxOp('MelWeightMatrix', 17, { run: melWeightMatrix }),
 ];

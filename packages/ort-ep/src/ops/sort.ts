@@ -2,10 +2,9 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostGather, hostTranspose, numAt } from './helpers/shape-host.js';
 import { hostInt64, normAxis, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // TopK. MLX's argsort is stable, so sorting ascending on an order-reversing key gives the largest
@@ -115,15 +114,14 @@ function unique(ctx: OpContext): HostTensor[] {
 }
 
 export const sortOps: OpEntry[] = [
-  {
-    domain: D, opType: 'TopK', since: 1,
+  onnxOp('TopK', 1, {
     note: 'ties keep index order (stable argsort); sorted=0 returns sorted order',
     check: (ctx) => (ctx.inputType(0) === OnnxDataType.STRING ? 'TopK on strings is not supported on MLX' : undefined),
     run: topK,
-  },
-  { domain: D, opType: 'CumSum', since: 11, run: (ctx) => [cumulative(ctx, mx.cumsum)] },
-  { domain: D, opType: 'CumProd', since: 26, run: (ctx) => [cumulative(ctx, mx.cumprod)] },
-  { domain: D, opType: 'ReverseSequence', since: 10, run: (ctx) => [reverseSequence(ctx)] },
-  { domain: D, opType: 'Unique', since: 11, host: unique, run: unique, note: 'computed on the host (its output size depends on the data): a sync point' },
+  }),
+  onnxOp('CumSum', 11, { run: (ctx) => [cumulative(ctx, mx.cumsum)] }),
+  onnxOp('CumProd', 26, { run: (ctx) => [cumulative(ctx, mx.cumprod)] }),
+  onnxOp('ReverseSequence', 10, { run: (ctx) => [reverseSequence(ctx)] }),
+  onnxOp('Unique', 11, { placement: 'host', host: unique, note: 'computed on the host (its output size depends on the data): a sync point' }),
 ];
 

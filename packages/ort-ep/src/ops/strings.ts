@@ -2,17 +2,16 @@
 // so these are host code over `string[]` data (placement 'host').
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { boolTensor, broadcastPairs, stringTensor, stringsOf } from './helpers/strings.js';
 import { hostInt64 } from './helpers/util.js';
 import { translateRe2 } from './helpers/regex.js';
 
 export { stringEqual } from './helpers/strings.js';
 
-const D = 'ai.onnx';
-
-/** An entry whose host() and run() are the same host function. */
+/** An entry that runs on the host only. */
 function hostOp(opType: string, since: number, f: (ctx: OpContext) => HostTensor[], check?: (ctx: CheckContext) => string | undefined, note?: string): OpEntry {
-  return { domain: D, opType, since, check, host: f, run: f, note };
+  return onnxOp(opType, since, { placement: 'host', check, host: f, note });
 }
 
 const stringInput = (i: number) => (ctx: CheckContext): string | undefined => {

@@ -3,8 +3,8 @@
 // code; the output is a small float matrix.
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 
-const D = 'ai.onnx';
 const SEP = '\u0000'; // joins the tokens of an n-gram into one Map key; cannot occur in an int token
 
 interface Vocabulary {
@@ -101,4 +101,4 @@ function check(ctx: CheckContext): string | undefined {
   return undefined;
 }
 
-export const tfIdfOps: OpEntry[] = [{ domain: D, opType: 'TfIdfVectorizer', since: 9, check, host: vectorize, run: vectorize, note: 'host' }];
+export const tfIdfOps: OpEntry[] = [onnxOp('TfIdfVectorizer', 9, { placement: 'host', check, host: vectorize, note: 'host' })];

@@ -4,10 +4,9 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, allocHost, type HostData, type HostTensor } from '../../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import { mlOp } from '../../registry/op.js';
 import { hostNumbers } from '../helpers/util.js';
 import { stringTensor } from '../helpers/strings.js';
-
-const ML = 'ai.onnx.ml';
 
 // ---------------------------------------------------------------------------------------------
 // LabelEncoder
@@ -87,27 +86,26 @@ function labelEncode(ctx: OpContext): HostTensor[] {
   return [{ dtype: table.outType, dims: [...x.dims], data: outputData(table.outType, xs) }];
 }
 
-const labelEncoder = (since: number, until?: number): OpEntry => ({
-  domain: ML, opType: 'LabelEncoder', since, until,
+const labelEncoder = (since: number, until?: number): OpEntry => mlOp('LabelEncoder', since, {
+  until,
   check: (ctx) => {
     const t = tableOf(ctx, ctx.inputType(0));
     return typeof t === 'string' ? t : undefined;
   },
+  placement: 'host',
   host: labelEncode,
-  run: labelEncode,
 });
 
 // ---------------------------------------------------------------------------------------------
 // Binarizer and ArrayFeatureExtractor
 
-const binarizer: OpEntry = {
-  domain: ML, opType: 'Binarizer', since: 1,
+const binarizer: OpEntry = mlOp('Binarizer', 1, {
   // A JS-number threshold is a weak scalar, so integer inputs compare with a fractional threshold exactly.
   run: (ctx) => {
     const x = ctx.input(0);
     return [mx.astype(mx.greater(x, ctx.attrs.float('threshold', 0)), x.dtype)];
   },
-};
+});
 
 /**
  * Gathers the last axis at `indices` (flattened). A 1-D input gives a [1, K] output, as
@@ -130,8 +128,7 @@ function extractStrings(ctx: OpContext): HostTensor {
   return stringTensor(out, featureShape(x.dims, idx.length));
 }
 
-const arrayFeatureExtractor: OpEntry = {
-  domain: ML, opType: 'ArrayFeatureExtractor', since: 1,
+const arrayFeatureExtractor: OpEntry = mlOp('ArrayFeatureExtractor', 1, {
   run: (ctx) => {
     const c = ctx.shape(0).at(-1) ?? 1;
     const idxHost = ctx.hostIfKnown(1);
@@ -141,6 +138,6 @@ const arrayFeatureExtractor: OpEntry = {
     const idx = mx.flatten(mx.astype(ctx.input(1), 'int32'));
     return [mx.reshape(mx.take(ctx.input(0), idx, -1), featureShape(ctx.shape(0), idx.size))];
   },
-};
+});
 
 export const mlOps: OpEntry[] = [labelEncoder(1, 1), labelEncoder(2), binarizer, arrayFeatureExtractor];

@@ -4,8 +4,8 @@
 import { float16BitsToNumber, numberToFloat16Bits } from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import { mlOp } from '../../registry/op.js';
 
-const ML = 'ai.onnx.ml';
 const enum Mode { LEQ, LT, GTE, GT, EQ, NEQ, MEMBER }
 const enum Aggregate { AVERAGE, SUM, MIN, MAX }
 const enum Post { NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT }
@@ -160,14 +160,13 @@ function predict(ctx: OpContext): HostTensor[] {
   return [{ dtype: x.dtype, dims: [n, f.nTargets], data }];
 }
 
-export const treeEnsembleOps: OpEntry[] = [{
-  domain: ML, opType: 'TreeEnsemble', since: 5,
+export const treeEnsembleOps: OpEntry[] = [mlOp('TreeEnsemble', 5, {
   note: 'host; post_transform numbered as the spec has it (onnxruntime swaps SOFTMAX and LOGISTIC)',
   check: (ctx) => {
     const t = ctx.inputType(0);
     if (t !== undefined && !FLOAT_TYPES.includes(t)) return `X must be float, double or float16, got element type ${t}`;
     return validate(forestOf(ctx));
   },
+  placement: 'host',
   host: predict,
-  run: predict,
-}];
+})];

@@ -8,10 +8,9 @@
 import * as mx from '@mlx/core';
 import { scaledDotProductAttention } from '@mlx/kernels';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
 import { rotate, rotaryTables } from './rotary.js';
 import { hostNumbers } from '../helpers/util.js';
-
-const MS = 'com.microsoft';
 
 const present = (ctx: OpContext, i: number) => ctx.inputCount > i && ctx.has(i);
 const wanted = (ctx: OpContext, i: number) => !!ctx.node.outputs[i];
@@ -209,9 +208,9 @@ function gqa(ctx: OpContext): OpResult[] {
 }
 
 export const msAttentionOps: OpEntry[] = [
-  { domain: MS, opType: 'Attention', since: 1, check: attentionCheck, run: attention, note: 'no do_rotary, past_present_share_buffer or 4-D masks' },
-  {
-    domain: MS, opType: 'GroupQueryAttention', since: 1, check: gqaCheck, run: gqa,
+  msOp('Attention', 1, { check: attentionCheck, run: attention, note: 'no do_rotary, past_present_share_buffer or 4-D masks' }),
+  msOp('GroupQueryAttention', 1, {
+    check: gqaCheck, run: gqa,
     note: 'float KV cache only; no head_sink, smooth_softmax, output_qk, sliding_window_cache or Q/K norms',
-  },
+  }),
 ];

@@ -5,14 +5,13 @@
 // Semantics follow onnxruntime's docs/ContribOperators.md and its CPU kernels.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
 import { gelu } from '../activation.js';
-
-const MS = 'com.microsoft';
 
 const optional = (ctx: OpContext, i: number) => (ctx.inputCount > i && ctx.has(i) ? ctx.input(i) : undefined);
 
 function simple(opType: string, f: (ctx: OpContext) => mx.Array, check?: (ctx: CheckContext) => string | undefined): OpEntry {
-  return { domain: MS, opType, since: 1, check, run: (ctx) => [f(ctx)] };
+  return msOp(opType, 1, { check, run: (ctx) => [f(ctx)] });
 }
 
 /** x + bias where the bias input is present. */

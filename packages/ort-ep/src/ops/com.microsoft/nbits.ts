@@ -13,8 +13,8 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
 
-const MS = 'com.microsoft';
 const MLX_GROUPS = new Set([32, 64, 128]);
 
 interface Layout {
@@ -183,8 +183,8 @@ function run(ctx: OpContext): mx.Array[] {
 }
 
 export const matMulNBitsOps: OpEntry[] = [
-  {
-    domain: MS, opType: 'MatMulNBits', since: 1, check, run,
+  msOp('MatMulNBits', 1, {
+    check, run,
     note: 'bits 2/4/8; MLX quantized matmul for constant weights with block 32-128 (larger blocks as groups of 128), dequantize + matmul otherwise; g_idx unsupported',
-  },
+  }),
 ];

@@ -3,10 +3,8 @@
 // LayerNormalization for opsets 1-16 (ops/norm.ts has 17+) and SimplifiedLayerNormalization (RMSNorm).
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
+import { msOp, onnxOp } from '../../registry/op.js';
 import { normAxis } from '../helpers/util.js';
-
-const MS = 'com.microsoft';
-const D = 'ai.onnx';
 
 interface NormSpec {
   axis: number;
@@ -129,9 +127,9 @@ function embedLayerNorm(ctx: OpContext): OpResult[] {
 }
 
 export const msNormOps: OpEntry[] = [
-  { domain: MS, opType: 'EmbedLayerNormalization', since: 1, run: embedLayerNorm },
-  { domain: MS, opType: 'SkipLayerNormalization', since: 1, run: skipNorm(false) },
-  { domain: MS, opType: 'SkipSimplifiedLayerNormalization', since: 1, check: skipCheck(true), run: skipNorm(true) },
-  { domain: D, opType: 'LayerNormalization', since: 1, until: 16, run: layerNorm(false), note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain" },
-  { domain: D, opType: 'SimplifiedLayerNormalization', since: 1, run: layerNorm(true), note: "onnxruntime's RMSNorm, registered in the ONNX domain" },
+  msOp('EmbedLayerNormalization', 1, { run: embedLayerNorm }),
+  msOp('SkipLayerNormalization', 1, { run: skipNorm(false) }),
+  msOp('SkipSimplifiedLayerNormalization', 1, { check: skipCheck(true), run: skipNorm(true) }),
+  onnxOp('LayerNormalization', 1, { until: 16, run: layerNorm(false), note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain" }),
+  onnxOp('SimplifiedLayerNormalization', 1, { run: layerNorm(true), note: "onnxruntime's RMSNorm, registered in the ONNX domain" }),
 ];

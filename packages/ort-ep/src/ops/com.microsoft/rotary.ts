@@ -1,8 +1,7 @@
 // com.microsoft RotaryEmbedding, and the rotation that GroupQueryAttention's do_rotary shares.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
-
-const MS = 'com.microsoft';
+import { msOp } from '../../registry/op.js';
 
 // ---------------------------------------------------------------------------------------------
 // RotaryEmbedding: input [B, S, hidden] or [B, N, S, H]; position_ids [B, S] (or [1]: an offset
@@ -66,5 +65,5 @@ function rotaryEmbedding(ctx: OpContext): mx.Array {
 }
 
 export const msRotaryOps: OpEntry[] = [
-  { domain: MS, opType: 'RotaryEmbedding', since: 1, check: rotaryCheck, run: (ctx) => [rotaryEmbedding(ctx)] },
+  msOp('RotaryEmbedding', 1, { check: rotaryCheck, run: (ctx) => [rotaryEmbedding(ctx)] }),
 ];

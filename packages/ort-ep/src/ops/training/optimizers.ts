@@ -5,8 +5,7 @@
 // step does not have to read T back to the host.
 import * as mx from '@mlx/core';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
-
-const TRAINING = 'ai.onnx.preview.training';
+import { trainingOp } from '../../registry/op.js';
 
 /** Scalars R and T in X's dtype, and whether T > 0. */
 function step(ctx: OpContext, x: mx.Array): { r: mx.Array; t: mx.Array; started: mx.Array } {
@@ -85,7 +84,7 @@ function checkMomentum(ctx: CheckContext): string | undefined {
 }
 
 export const trainingOps: OpEntry[] = [
-  { domain: TRAINING, opType: 'Momentum', since: 1, check: checkMomentum, run: momentum },
-  { domain: TRAINING, opType: 'Adagrad', since: 1, check: (ctx) => groups(ctx, 1), run: adagrad },
-  { domain: TRAINING, opType: 'Adam', since: 1, check: (ctx) => groups(ctx, 2), run: adam },
+  trainingOp('Momentum', 1, { check: checkMomentum, run: momentum }),
+  trainingOp('Adagrad', 1, { check: (ctx) => groups(ctx, 1), run: adagrad }),
+  trainingOp('Adam', 1, { check: (ctx) => groups(ctx, 2), run: adam }),
 ];
