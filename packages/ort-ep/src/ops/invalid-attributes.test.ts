@@ -1,0 +1,48 @@
+// Attribute values the spec forbids (an unknown direction or mode, a list of the wrong length)
+// are found by the entries' parse() at plan time: the node is refused as an invalid node, with
+// a sentence naming the attribute, before anything runs.
+import { describe, expect, it } from 'vitest';
+import { checkModel } from '../check.js';
+import { model, node, v, type AttrSpec } from '../../test/helpers/build.js';
+
+interface Refusal {
+  op: string;
+  opset: number;
+  attrs: Record<string, AttrSpec>;
+  /** Number of inputs the node lists (all float32 graph inputs). */
+  inputs: number;
+  outputs?: number;
+  domain?: string;
+  why: RegExp;
+}
+
+/** The reasons the planner gives for the one node of a model. */
+function reasons(r: Refusal): string[] {
+  const ins = Array.from({ length: r.inputs }, (_, i) => `x${i}`);
+  const outs = Array.from({ length: r.outputs ?? 1 }, (_, i) => `y${i}`);
+  const bytes = model({
+    opsets: r.domain ? { '': 21, [r.domain]: r.opset } : { '': r.opset },
+    inputs: ins.map((n) => v(n, 'float32')),
+    outputs: outs.map((n) => v(n, 'float32')),
+    nodes: [node(r.op, ins, outs, { attrs: r.attrs, domain: r.domain, name: 'n' })],
+  });
+  return checkModel(bytes).unclaimed.map((u) => u.reason);
+}
+
+const cases: Refusal[] = [
+  { op: 'RNN', opset: 14, attrs: { direction: 'sideways' }, inputs: 3, why: /RNN direction 'sideways' is not forward, reverse or bidirectional/ },
+  { op: 'GRU', opset: 14, attrs: { activations: ['Sigmoid', 'Wobble'] }, inputs: 3, why: /GRU activation 'Wobble' is not one of/ },
+  { op: 'LSTM', opset: 14, attrs: { direction: 'bidirectional', activations: ['Sigmoid', 'Tanh', 'Tanh', 'Tanh'] }, inputs: 3, why: /LSTM needs 6 activations for direction 'bidirectional', got 4/ },
+  { op: 'RNN', opset: 14, attrs: { layout: 2 }, inputs: 3, why: /RNN layout 2 is not 0 or 1/ },
+];
+
+describe('attributes the spec forbids refuse the node at plan time', () => {
+  for (const c of cases) {
+    it(`${c.op}-${c.opset} ${JSON.stringify(c.attrs)}`, () => {
+      const got = reasons(c);
+      expect(got).toHaveLength(1);
+      expect(got[0]).toMatch(/^invalid node: /);
+      expect(got[0]).toMatch(c.why);
+    });
+  }
+});
