@@ -34,6 +34,10 @@ const cases: Refusal[] = [
   { op: 'GRU', opset: 14, attrs: { activations: ['Sigmoid', 'Wobble'] }, inputs: 3, why: /GRU activation 'Wobble' is not one of/ },
   { op: 'LSTM', opset: 14, attrs: { direction: 'bidirectional', activations: ['Sigmoid', 'Tanh', 'Tanh', 'Tanh'] }, inputs: 3, why: /LSTM needs 6 activations for direction 'bidirectional', got 4/ },
   { op: 'RNN', opset: 14, attrs: { layout: 2 }, inputs: 3, why: /RNN layout 2 is not 0 or 1/ },
+  { op: 'Conv', opset: 11, attrs: { auto_pad: 'SAME' }, inputs: 2, why: /auto_pad 'SAME' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID/ },
+  { op: 'AveragePool', opset: 19, attrs: { kernel_shape: [2, 2], auto_pad: 'same_upper' }, inputs: 1, why: /auto_pad 'same_upper'/ },
+  { op: 'MaxPool', opset: 12, attrs: {}, inputs: 1, why: /needs attribute 'kernel_shape'/ },
+  { op: 'MaxUnpool', opset: 11, attrs: {}, inputs: 2, why: /needs attribute 'kernel_shape'/ },
 ];
 
 describe('attributes the spec forbids refuse the node at plan time', () => {

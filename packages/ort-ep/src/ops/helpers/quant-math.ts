@@ -55,6 +55,11 @@ export function quantInput(ctx: OpContext, i: number): mx.Array {
   return mx.Array.fromTypedArray(host.data, host.dims, dtype);
 }
 
+/** Optional input i (a zero point) as quantInput gives it, or undefined when omitted. */
+export function optionalQuantInput(ctx: OpContext, i: number): mx.Array | undefined {
+  return ctx.has(i) ? quantInput(ctx, i) : undefined;
+}
+
 // float32 adds integers exactly while every partial sum stays below 2^24.
 const EXACT = 2 ** 24;
 

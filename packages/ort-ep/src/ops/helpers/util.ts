@@ -2,6 +2,7 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import { mxDtypeOf } from '../../runtime/convert.js';
+import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext } from '../../registry/types.js';
 
 /** Normalises a possibly negative axis against `rank`, with a clear error when out of range. */
@@ -45,6 +46,11 @@ export function mxType(onnxType: number, where: string): mx.Dtype {
   const d = mxDtypeOf(onnxType);
   if (!d) throw new TypeError(`${where}: element type ${onnxType} is not supported on MLX`);
   return d;
+}
+
+/** An int list attribute, or undefined when the node does not give it (its default depends on the input). */
+export function intsIfGiven(attrs: Attrs, name: string): number[] | undefined {
+  return attrs.has(name) ? attrs.ints(name) : undefined;
 }
 
 /** Optional int list input (e.g. axes since opset 13/18) or attribute of the same name (earlier opsets). */
