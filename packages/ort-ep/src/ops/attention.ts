@@ -6,6 +6,7 @@ import { rmsNorm, rotaryEmbedding, scaledDotProductAttention } from '@mlx/kernel
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { normAxis } from './helpers/util.js';
+import { parseLayerNorm } from './norm.js';
 
 /** [B, S, H*d] -> [B, H, S, d]. */
 function toHeads(x: mx.Array, heads: number, where: string, what: string): mx.Array {
@@ -109,15 +110,15 @@ function attentionEntry(since: number, until?: number): OpEntry {
   });
 }
 
-const rmsNormalization: OpEntry = onnxOp('RMSNormalization', 23, {
+const rmsNormalization = onnxOp('RMSNormalization', 23, {
+  parse: parseLayerNorm,
   run: (ctx) => {
     const x = ctx.input(0);
     const scale = ctx.input(1);
-    const axis = normAxis(ctx.attrs.int('axis', -1), x.ndim);
-    const eps = ctx.attrs.float('epsilon', 1e-5);
+    const axis = normAxis(ctx.params.axis, x.ndim);
     // stash_type 1 computes in float32, as the reference does for lower precisions.
-    const xf = ctx.attrs.int('stash_type', 1) === 1 && x.dtype !== 'float64' ? mx.astype(x, 'float32') : x;
-    const y = rmsNorm(xf, null, { eps, axis });
+    const xf = ctx.params.stashFloat && x.dtype !== 'float64' ? mx.astype(x, 'float32') : x;
+    const y = rmsNorm(xf, null, { eps: ctx.params.epsilon, axis });
     return [mx.astype(mx.multiply(y, scale), x.dtype)];
   },
 });

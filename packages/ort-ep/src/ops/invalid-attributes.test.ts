@@ -38,6 +38,9 @@ const cases: Refusal[] = [
   { op: 'AveragePool', opset: 19, attrs: { kernel_shape: [2, 2], auto_pad: 'same_upper' }, inputs: 1, why: /auto_pad 'same_upper'/ },
   { op: 'MaxPool', opset: 12, attrs: {}, inputs: 1, why: /needs attribute 'kernel_shape'/ },
   { op: 'MaxUnpool', opset: 11, attrs: {}, inputs: 2, why: /needs attribute 'kernel_shape'/ },
+  { op: 'LpNormalization', opset: 1, attrs: { p: 3 }, inputs: 1, why: /LpNormalization p 3 is not 1 or 2/ },
+  { op: 'GroupNormalization', opset: 21, attrs: {}, inputs: 3, why: /needs attribute 'num_groups'/ },
+  { op: 'LRN', opset: 13, attrs: {}, inputs: 1, why: /needs attribute 'size'/ },
 ];
 
 describe('attributes the spec forbids refuse the node at plan time', () => {
