@@ -41,6 +41,7 @@ const cases: Refusal[] = [
   { op: 'LpNormalization', opset: 1, attrs: { p: 3 }, inputs: 1, why: /LpNormalization p 3 is not 1 or 2/ },
   { op: 'GroupNormalization', opset: 21, attrs: {}, inputs: 3, why: /needs attribute 'num_groups'/ },
   { op: 'LRN', opset: 13, attrs: {}, inputs: 1, why: /needs attribute 'size'/ },
+  { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 
 describe('attributes the spec forbids refuse the node at plan time', () => {

@@ -7,7 +7,7 @@ import type { HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose } from './helpers/shape-host.js';
-import { axesFrom, broadcastShape, hostInt64, hostNumbers, normAxes, normAxis, sizeOf } from './helpers/util.js';
+import { axesFrom, broadcastShape, hostInt64, hostNumbers, intsIfGiven, normAxes, normAxis, sizeOf } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // Output shapes, shared by host() and run()
@@ -35,7 +35,7 @@ function reshapeTarget(ctx: OpContext): number[] {
 
 function squeezeDims(ctx: OpContext): number[] {
   const dims = ctx.shape(0);
-  const axes = ctx.opset < 13 ? (ctx.attrs.has('axes') ? ctx.attrs.ints('axes') : undefined) : axesFrom(ctx, 1);
+  const axes = ctx.opset < 13 ? (ctx.attrs.has('axes') ? ctx.attrs.ints('axes') : undefined) : axesFrom(ctx, 1, intsIfGiven(ctx.attrs, 'axes'));
   // An empty axes list means none given, as onnxruntime reads it.
   if (!axes?.length) return dims.filter((d) => d !== 1);
   const drop = new Set(normAxes(axes, dims.length));

@@ -53,10 +53,9 @@ export function intsIfGiven(attrs: Attrs, name: string): number[] | undefined {
   return attrs.has(name) ? attrs.ints(name) : undefined;
 }
 
-/** Optional int list input (e.g. axes since opset 13/18) or attribute of the same name (earlier opsets). */
-export function axesFrom(ctx: OpContext, inputIndex: number, attrName = 'axes'): number[] | undefined {
-  if (ctx.has(inputIndex)) return hostNumbers(ctx.host(inputIndex));
-  return ctx.attrs.has(attrName) ? ctx.attrs.ints(attrName) : undefined;
+/** An optional int list input (axes since opset 13/18), else `attribute`: the attribute of the same name (earlier opsets) as parse read it. */
+export function axesFrom(ctx: OpContext, inputIndex: number, attribute: number[] | undefined): number[] | undefined {
+  return ctx.has(inputIndex) ? hostNumbers(ctx.host(inputIndex)) : attribute;
 }
 
 export const isFloatType = (t: number): boolean =>
