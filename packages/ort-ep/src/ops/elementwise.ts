@@ -4,9 +4,8 @@ import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
-import { mxDtypeOf } from '../runtime/convert.js';
 import { hostElementwise, hostMathTypes, isBig, isIntType } from './helpers/host-math.js';
-import { isFloatType, mxType } from './helpers/util.js';
+import { isFloatType, keepType, mxType } from './helpers/util.js';
 import { stringEqual } from './strings.js';
 import { decodeSmallFloat, encodeSmallFloat, isSmallFloat } from './helpers/minifloat.js';
 import { bfloat16BitsToNumber, float16BitsToNumber, float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
@@ -40,12 +39,6 @@ function binary(opType: string, since: number, dev: (a: mx.Array, b: mx.Array, c
       return [outType === undefined ? keepType(r, ctx.elemType(0)) : r];
     },
   });
-}
-
-/** MLX promotes some results (integer divide to float, ...): ONNX keeps the input's type. */
-function keepType(r: mx.Array, onnxType: number): mx.Array {
-  const want = mxDtypeOf(onnxType);
-  return want && r.dtype !== want ? mx.astype(r, want) : r;
 }
 
 /** ONNX integer division truncates toward zero; MLX's floor_divide floors. */

@@ -41,6 +41,8 @@ const cases: Refusal[] = [
   { op: 'LpNormalization', opset: 1, attrs: { p: 3 }, inputs: 1, why: /LpNormalization p 3 is not 1 or 2/ },
   { op: 'GroupNormalization', opset: 21, attrs: {}, inputs: 3, why: /needs attribute 'num_groups'/ },
   { op: 'LRN', opset: 13, attrs: {}, inputs: 1, why: /needs attribute 'size'/ },
+  { op: 'Gelu', opset: 20, attrs: { approximate: 'fast' }, inputs: 1, why: /Gelu approximate='fast' is not one of 'none', 'tanh'/ },
+  { op: 'Softmax', opset: 13, attrs: { axis: 1.5 }, inputs: 1, why: /attribute 'axis' of Softmax node 'n' is a float, expected int/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 

@@ -53,6 +53,12 @@ export function intsIfGiven(attrs: Attrs, name: string): number[] | undefined {
   return attrs.has(name) ? attrs.ints(name) : undefined;
 }
 
+/** MLX promotes some results (integer division to float, bool masks, float scalars with ints): ONNX keeps the input's type. */
+export function keepType(r: mx.Array, onnxType: number): mx.Array {
+  const want = mxDtypeOf(onnxType);
+  return want && r.dtype !== want ? mx.astype(r, want) : r;
+}
+
 /** An optional int list input (axes since opset 13/18), else `attribute`: the attribute of the same name (earlier opsets) as parse read it. */
 export function axesFrom(ctx: OpContext, inputIndex: number, attribute: number[] | undefined): number[] | undefined {
   return ctx.has(inputIndex) ? hostNumbers(ctx.host(inputIndex)) : attribute;
