@@ -45,6 +45,8 @@ const cases: Refusal[] = [
   { op: 'Softmax', opset: 13, attrs: { axis: 1.5 }, inputs: 1, why: /attribute 'axis' of Softmax node 'n' is a float, expected int/ },
   { op: 'BitShift', opset: 11, attrs: { direction: 'UP' }, inputs: 2, why: /BitShift direction 'UP' is not LEFT or RIGHT/ },
   { op: 'Cast', opset: 19, attrs: {}, inputs: 1, why: /Cast node 'n' needs attribute 'to'/ },
+  { op: 'Concat', opset: 13, attrs: {}, inputs: 2, why: /Concat node 'n' needs attribute 'axis'/ },
+  { op: 'Unsqueeze', opset: 11, attrs: {}, inputs: 1, why: /Unsqueeze node 'n' needs attribute 'axes'/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 
