@@ -47,6 +47,10 @@ const cases: Refusal[] = [
   { op: 'Cast', opset: 19, attrs: {}, inputs: 1, why: /Cast node 'n' needs attribute 'to'/ },
   { op: 'Concat', opset: 13, attrs: {}, inputs: 2, why: /Concat node 'n' needs attribute 'axis'/ },
   { op: 'Unsqueeze', opset: 11, attrs: {}, inputs: 1, why: /Unsqueeze node 'n' needs attribute 'axes'/ },
+  { op: 'ScatterElements', opset: 16, attrs: { reduction: 'max' }, inputs: 3, why: /ScatterElements reduction 'max' is not defined at opset 16/ },
+  { op: 'ScatterND', opset: 13, attrs: { reduction: 'add' }, inputs: 3, why: /ScatterND reduction 'add' is not defined at opset 13/ },
+  { op: 'TensorScatter', opset: 24, attrs: { mode: 'ring' }, inputs: 3, why: /TensorScatter mode 'ring' is not defined/ },
+  { op: 'Slice', opset: 1, attrs: { ends: [1] }, inputs: 1, why: /Slice node 'n' needs attribute 'starts'/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 
