@@ -51,6 +51,9 @@ const cases: Refusal[] = [
   { op: 'ScatterND', opset: 13, attrs: { reduction: 'add' }, inputs: 3, why: /ScatterND reduction 'add' is not defined at opset 13/ },
   { op: 'TensorScatter', opset: 24, attrs: { mode: 'ring' }, inputs: 3, why: /TensorScatter mode 'ring' is not defined/ },
   { op: 'Slice', opset: 1, attrs: { ends: [1] }, inputs: 1, why: /Slice node 'n' needs attribute 'starts'/ },
+  { op: 'Pad', opset: 18, attrs: { mode: 'wrap' }, inputs: 2, why: /Pad mode 'wrap' is not defined at opset 18/ },
+  { op: 'DepthToSpace', opset: 13, attrs: { blocksize: 2, mode: 'RCD' }, inputs: 1, why: /DepthToSpace mode 'RCD' is not DCR or CRD/ },
+  { op: 'TopK', opset: 1, attrs: {}, inputs: 1, outputs: 2, why: /TopK node 'n' needs attribute 'k'/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 
