@@ -54,6 +54,10 @@ const cases: Refusal[] = [
   { op: 'Pad', opset: 18, attrs: { mode: 'wrap' }, inputs: 2, why: /Pad mode 'wrap' is not defined at opset 18/ },
   { op: 'DepthToSpace', opset: 13, attrs: { blocksize: 2, mode: 'RCD' }, inputs: 1, why: /DepthToSpace mode 'RCD' is not DCR or CRD/ },
   { op: 'TopK', opset: 1, attrs: {}, inputs: 1, outputs: 2, why: /TopK node 'n' needs attribute 'k'/ },
+  { op: 'Resize', opset: 13, attrs: { mode: 'area' }, inputs: 3, why: /Resize mode 'area' is not supported/ },
+  { op: 'Resize', opset: 18, attrs: { coordinate_transformation_mode: 'half_pixel_symmetric' }, inputs: 3, why: /coordinate_transformation_mode 'half_pixel_symmetric' is not defined at opset 18/ },
+  { op: 'Resize', opset: 19, attrs: { keep_aspect_ratio_policy: 'fit' }, inputs: 3, why: /keep_aspect_ratio_policy 'fit' is not one of stretch, not_larger, not_smaller/ },
+  { op: 'Upsample', opset: 7, attrs: {}, inputs: 1, why: /Upsample node 'n' needs attribute 'scales'/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 
