@@ -58,6 +58,7 @@ const cases: Refusal[] = [
   { op: 'Resize', opset: 18, attrs: { coordinate_transformation_mode: 'half_pixel_symmetric' }, inputs: 3, why: /coordinate_transformation_mode 'half_pixel_symmetric' is not defined at opset 18/ },
   { op: 'Resize', opset: 19, attrs: { keep_aspect_ratio_policy: 'fit' }, inputs: 3, why: /keep_aspect_ratio_policy 'fit' is not one of stretch, not_larger, not_smaller/ },
   { op: 'Upsample', opset: 7, attrs: {}, inputs: 1, why: /Upsample node 'n' needs attribute 'scales'/ },
+  { op: 'Einsum', opset: 12, attrs: {}, inputs: 2, why: /Einsum node 'n' needs attribute 'equation'/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 

@@ -2,11 +2,12 @@
 // MLX multiplies matrices only in floating point, so integer products go through helpers that
 // stay exact (quant-math.ts) instead of a float matmul that would round large sums.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
 import {
-  broadcastIntMatmul, exactIntMatmul, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound,
+  broadcastIntMatmul, exactIntMatmul, minusZeroPoint, optionalQuantInput, quantInput, saturateRound, typed, zeroPointBound,
 } from './helpers/quant-math.js';
 
 /** numpy matmul for every numeric dtype ONNX allows (integers exactly). */
@@ -23,30 +24,35 @@ const matmulEntry: OpEntry = onnxOp('MatMul', 1, {
 // ---------------------------------------------------------------------------------------------
 // Gemm: Y = alpha * A' @ B' + beta * C, A and B 2-D, C unidirectionally broadcast to Y.
 
-function gemm(ctx: OpContext): mx.Array {
+interface GemmParams { transA: boolean; transB: boolean; alpha: number; beta: number }
+
+const parseGemm = (attrs: Attrs): GemmParams => ({
+  transA: attrs.int('transA', 0) !== 0, transB: attrs.int('transB', 0) !== 0, alpha: attrs.float('alpha', 1), beta: attrs.float('beta', 1),
+});
+
+function gemm(ctx: OpContext<GemmParams>): mx.Array {
+  const { transA, transB, alpha, beta } = ctx.params;
   let a = ctx.input(0);
   let b = ctx.input(1);
-  if (ctx.attrs.int('transA', 0)) a = mx.transpose(a);
-  if (ctx.attrs.int('transB', 0)) b = mx.transpose(b);
-  const alpha = ctx.attrs.float('alpha', 1);
-  const beta = ctx.attrs.float('beta', 1);
-  const hasC = ctx.inputCount > 2 && ctx.has(2) && beta !== 0;
+  if (transA) a = mx.transpose(a);
+  if (transB) b = mx.transpose(b);
+  const c = beta !== 0 ? ctx.optional(2) : undefined;
   if (mx.isFloating(a.dtype)) {
-    if (hasC) return mx.addmm(ctx.input(2), a, b, alpha, beta);
+    if (c) return mx.addmm(c, a, b, alpha, beta);
     const y = mx.matmul(a, b);
     return alpha === 1 ? y : mx.multiply(y, alpha);
   }
   // Integer Gemm: the product is exact; alpha/beta scale in the integer type (ONNX keeps it).
   let y = broadcastIntMatmul(a, b);
   if (alpha !== 1) y = mx.astype(mx.multiply(y, Math.trunc(alpha)), a.dtype);
-  if (hasC) {
-    const c = ctx.input(2);
+  if (c) {
     y = mx.add(y, beta === 1 ? c : mx.astype(mx.multiply(c, Math.trunc(beta)), a.dtype));
   }
   return mx.astype(y, a.dtype);
 }
 
-const gemmEntry: OpEntry = onnxOp('Gemm', 1, {
+const gemmEntry = onnxOp('Gemm', 1, {
+  parse: parseGemm,
   run: (ctx) => [gemm(ctx)],
 });
 
@@ -57,16 +63,12 @@ function rowsAxis(x: mx.Array): number {
   return Math.max(x.ndim - 2, 0);
 }
 
-function zeroPoint(ctx: OpContext, i: number): mx.Array | undefined {
-  return ctx.inputCount > i && ctx.has(i) ? quantInput(ctx, i) : undefined;
-}
-
 /** (A - a_zp) @ (B - b_zp) in int32, exactly. */
-function integerProduct(ctx: OpContext, ia: number, iaz: number | undefined, ib: number, ibz: number | undefined): mx.Array {
+function integerProduct(ctx: OpContext, ia: number, iaz: number, ib: number, ibz: number): mx.Array {
   const a = quantInput(ctx, ia);
   const b = quantInput(ctx, ib);
-  const a0 = minusZeroPoint(a, iaz === undefined ? undefined : zeroPoint(ctx, iaz), rowsAxis(a));
-  const b0 = minusZeroPoint(b, ibz === undefined ? undefined : zeroPoint(ctx, ibz), b.ndim - 1);
+  const a0 = minusZeroPoint(a, optionalQuantInput(ctx, iaz), rowsAxis(a));
+  const b0 = minusZeroPoint(b, optionalQuantInput(ctx, ibz), b.ndim - 1);
   return exactIntMatmul(a0, b0, zeroPointBound(ctx.elemType(ia)), zeroPointBound(ctx.elemType(ib)));
 }
 
@@ -85,7 +87,7 @@ function scaleAlong(s: mx.Array, axis: number, rank: number): mx.Array {
 function float8Operand(ctx: OpContext, i: number, iz: number): mx.Array {
   const f = miniFloatOf(ctx.elemType(i))!;
   const x = decodeMiniFloat(quantInput(ctx, i), f);
-  return ctx.inputCount > iz && ctx.has(iz) ? mx.subtract(x, decodeMiniFloat(quantInput(ctx, iz), f)) : x;
+  return ctx.has(iz) ? mx.subtract(x, decodeMiniFloat(quantInput(ctx, iz), f)) : x;
 }
 
 /** (A - a_zp) @ (B - b_zp) as float32: exact int32 for integer operands, float for float8 ones (opset 21). */
@@ -95,7 +97,7 @@ function qlinearProduct(ctx: OpContext): mx.Array {
   const side = (i: number, iz: number, axis: (x: mx.Array) => number) => {
     if (isF8(i)) return float8Operand(ctx, i, iz);
     const x = quantInput(ctx, i);
-    return mx.astype(minusZeroPoint(x, zeroPoint(ctx, iz), axis(x)), 'float32');
+    return mx.astype(minusZeroPoint(x, optionalQuantInput(ctx, iz), axis(x)), 'float32');
   };
   return mx.matmul(side(0, 2, rowsAxis), side(3, 5, (b) => b.ndim - 1));
 }
@@ -122,10 +124,11 @@ const qlinearMatmulEntry: OpEntry = onnxOp('QLinearMatMul', 10, {
 // ---------------------------------------------------------------------------------------------
 // Einsum: MLX's einsum takes ONNX's equations (implicit output, ellipsis, repeated indices).
 
-const einsumEntry: OpEntry = onnxOp('Einsum', 12, {
+const einsumEntry = onnxOp('Einsum', 12, {
   note: 'integer operands contract in float32 (exact while sums stay below 2^24)',
+  parse: (attrs) => attrs.string('equation').replace(/\s+/g, ''),
   run: (ctx) => {
-    const eq = ctx.attrs.string('equation').replace(/\s+/g, '');
+    const eq = ctx.params;
     const ops = Array.from({ length: ctx.inputCount }, (_, i) => ctx.input(i));
     const t = ops[0].dtype;
     // Integer einsums contract in float32 (MLX has no integer matmul) and cast back.
