@@ -3,6 +3,7 @@
 // after the past cache, masks shorter than the keys padded with -inf, softcap, empty rows as zeros.
 import * as mx from '@mlx/core';
 import { rmsNorm, rotaryEmbedding, scaledDotProductAttention } from '@mlx/kernels';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { normAxis } from './helpers/util.js';
@@ -71,44 +72,60 @@ function qkOutput(q: mx.Array, k: mx.Array, mask: mx.Array | null, scale: number
   return mx.softmax(s, -1);
 }
 
-function attention(ctx: OpContext): OpResult[] {
+interface AttentionParams {
+  /** Head counts of 3-D Q and K/V (0: not given). */
+  qHeads: number;
+  kvHeads: number;
+  /** Default 1/sqrt(head size). */
+  scale?: number;
+  softcap: number;
+  causal: boolean;
+  /** What the optional 4th output holds: 0 scaled Q·Kᵀ, 1 + mask, 2 softcapped, 3 softmaxed. */
+  qkMode: number;
+}
+
+function parseAttention(attrs: Attrs): AttentionParams {
+  const qkMode = attrs.int('qk_matmul_output_mode', 0);
+  if (qkMode < 0 || qkMode > 3) throw new RangeError(`qk_matmul_output_mode ${qkMode} is not one of 0-3`);
+  return {
+    qHeads: attrs.int('q_num_heads', 0),
+    kvHeads: attrs.int('kv_num_heads', 0),
+    scale: attrs.has('scale') ? attrs.float('scale') : undefined,
+    softcap: attrs.float('softcap', 0),
+    causal: attrs.int('is_causal', 0) !== 0,
+    qkMode,
+  };
+}
+
+function attention(ctx: OpContext<AttentionParams>): OpResult[] {
   const w = ctx.where;
+  const p = ctx.params;
   const qIn = ctx.input(0);
   const threeD = qIn.ndim === 3;
-  const qHeads = ctx.attrs.int('q_num_heads', 0);
-  const kvHeads = ctx.attrs.int('kv_num_heads', 0);
-  const q = toHeads(qIn, qHeads, w, 'Q');
-  let k = toHeads(ctx.input(1), kvHeads, w, 'K');
-  let v = toHeads(ctx.input(2), kvHeads, w, 'V');
-  const past = ctx.has(4) ? ctx.shape(4)[2] : 0;
-  if (ctx.has(4)) k = mx.concatenate([ctx.input(4), k], 2);
-  if (ctx.has(5)) v = mx.concatenate([ctx.input(5), v], 2);
-  const scale = ctx.attrs.has('scale') ? ctx.attrs.float('scale') : 1 / Math.sqrt(q.shape[3]);
-  const softcap = ctx.attrs.float('softcap', 0);
-  const causal = ctx.attrs.int('is_causal', 0) !== 0;
-  let mask: mx.Array | null = ctx.has(3) ? ctx.input(3) : null;
-  if (ctx.opset >= 24 && ctx.has(6)) mask = combineMasks(mask, lengthMask(ctx.input(6), k.shape[2]), q.dtype);
+  const q = toHeads(qIn, p.qHeads, w, 'Q');
+  let k = toHeads(ctx.input(1), p.kvHeads, w, 'K');
+  let v = toHeads(ctx.input(2), p.kvHeads, w, 'V');
+  const pastKey = ctx.optional(4);
+  const pastValue = ctx.optional(5);
+  const past = pastKey ? pastKey.shape[2] : 0;
+  if (pastKey) k = mx.concatenate([pastKey, k], 2);
+  if (pastValue) v = mx.concatenate([pastValue, v], 2);
+  const scale = p.scale ?? 1 / Math.sqrt(q.shape[3]);
+  const { softcap, causal } = p;
+  let mask: mx.Array | null = ctx.optional(3) ?? null;
+  const lengths = ctx.opset >= 24 ? ctx.optional(6) : undefined;
+  if (lengths) mask = combineMasks(mask, lengthMask(lengths, k.shape[2]), q.dtype);
   let y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask });
   if (threeD) {
     const [b, h, s, dv] = y.shape;
     y = mx.reshape(mx.transpose(y, [0, 2, 1, 3]), [b, s, h * dv]);
   }
   const outs: OpResult[] = [y, k, v];
-  if (ctx.node.outputs[3]) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, ctx.attrs.int('qk_matmul_output_mode', 0)));
+  if (ctx.wants(3)) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, p.qkMode));
   return outs;
 }
 
-function attentionEntry(since: number, until?: number): OpEntry {
-  return onnxOp('Attention', since, {
-    until,
-    check: (c) => {
-      const mode = c.attrs.int('qk_matmul_output_mode', 0);
-      if (mode < 0 || mode > 3) return `qk_matmul_output_mode ${mode} is not one of 0-3`;
-      return undefined;
-    },
-    run: attention,
-  });
-}
+const attentionEntry = onnxOp('Attention', 23, { parse: parseAttention, run: attention });
 
 const rmsNormalization = onnxOp('RMSNormalization', 23, {
   parse: parseLayerNorm,
@@ -123,16 +140,20 @@ const rmsNormalization = onnxOp('RMSNormalization', 23, {
   },
 });
 
-const rotary: OpEntry = onnxOp('RotaryEmbedding', 23, {
+const rotary = onnxOp('RotaryEmbedding', 23, {
+  parse: (attrs) => ({
+    heads: attrs.int('num_heads', 0),
+    /** 0: the whole head. */
+    rotaryDim: attrs.int('rotary_embedding_dim', 0),
+    interleaved: attrs.int('interleaved', 0) !== 0,
+  }),
   run: (ctx) => {
     const xIn = ctx.input(0);
-    const heads = ctx.attrs.int('num_heads', 0);
-    const x = xIn.ndim === 3 ? toHeads(xIn, heads, ctx.where, 'X') : xIn;
+    const x = xIn.ndim === 3 ? toHeads(xIn, ctx.params.heads, ctx.where, 'X') : xIn;
     const d = x.shape[3];
-    const rd = ctx.attrs.int('rotary_embedding_dim', 0) || d;
     const y = rotaryEmbedding(x, {
-      cos: ctx.input(1), sin: ctx.input(2), positionIds: ctx.has(3) ? ctx.input(3) : null,
-      interleaved: ctx.attrs.int('interleaved', 0) !== 0, rotaryDim: rd,
+      cos: ctx.input(1), sin: ctx.input(2), positionIds: ctx.optional(3) ?? null,
+      interleaved: ctx.params.interleaved, rotaryDim: ctx.params.rotaryDim || d,
     });
     if (xIn.ndim !== 3) return [y];
     const [b, h, s] = y.shape;
@@ -140,4 +161,4 @@ const rotary: OpEntry = onnxOp('RotaryEmbedding', 23, {
   },
 });
 
-export const attentionOps: OpEntry[] = [attentionEntry(23), rmsNormalization, rotary];
+export const attentionOps: OpEntry[] = [attentionEntry, rmsNormalization, rotary];

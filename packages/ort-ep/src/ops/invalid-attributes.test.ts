@@ -59,6 +59,10 @@ const cases: Refusal[] = [
   { op: 'Resize', opset: 19, attrs: { keep_aspect_ratio_policy: 'fit' }, inputs: 3, why: /keep_aspect_ratio_policy 'fit' is not one of stretch, not_larger, not_smaller/ },
   { op: 'Upsample', opset: 7, attrs: {}, inputs: 1, why: /Upsample node 'n' needs attribute 'scales'/ },
   { op: 'Einsum', opset: 12, attrs: {}, inputs: 2, why: /Einsum node 'n' needs attribute 'equation'/ },
+  { op: 'Attention', opset: 23, attrs: { qk_matmul_output_mode: 4 }, inputs: 3, why: /qk_matmul_output_mode 4 is not one of 0-3/ },
+  { op: 'Attention', domain: 'com.microsoft', opset: 1, attrs: {}, inputs: 3, why: /Attention node 'n' needs attribute 'num_heads'/ },
+  { op: 'RotaryEmbedding', domain: 'com.microsoft', opset: 1, attrs: { rotary_embedding_dim: 8 }, inputs: 4, why: /RotaryEmbedding needs num_heads when rotary_embedding_dim is set/ },
+  { op: 'MatMulNBits', domain: 'com.microsoft', opset: 1, attrs: { K: 32, N: 4 }, inputs: 3, why: /MatMulNBits node 'n' needs attribute 'block_size'/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 
