@@ -63,6 +63,9 @@ const cases: Refusal[] = [
   { op: 'Attention', domain: 'com.microsoft', opset: 1, attrs: {}, inputs: 3, why: /Attention node 'n' needs attribute 'num_heads'/ },
   { op: 'RotaryEmbedding', domain: 'com.microsoft', opset: 1, attrs: { rotary_embedding_dim: 8 }, inputs: 4, why: /RotaryEmbedding needs num_heads when rotary_embedding_dim is set/ },
   { op: 'MatMulNBits', domain: 'com.microsoft', opset: 1, attrs: { K: 32, N: 4 }, inputs: 3, why: /MatMulNBits node 'n' needs attribute 'block_size'/ },
+  { op: 'StringNormalizer', opset: 10, attrs: { case_change_action: 'TITLE' }, inputs: 1, why: /case_change_action 'TITLE' is not one of NONE, LOWER, UPPER/ },
+  { op: 'TfIdfVectorizer', opset: 9, attrs: { mode: 'BM25', min_gram_length: 1, max_gram_length: 1, ngram_counts: [0], ngram_indexes: [0], pool_int64s: [1] }, inputs: 1, why: /mode 'BM25' is not one of TF, IDF, TFIDF/ },
+  { op: 'LabelEncoder', domain: 'ai.onnx.ml', opset: 2, attrs: { keys_strings: ['a'] }, inputs: 1, why: /LabelEncoder needs one values_\* attribute/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 

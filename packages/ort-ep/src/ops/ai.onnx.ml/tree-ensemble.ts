@@ -3,7 +3,8 @@
 // evaluating every node of every tree for every row, so this runs on the host (one copy of X).
 import { float16BitsToNumber, numberToFloat16Bits } from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
-import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import type { Attrs } from '../../registry/attrs.js';
+import type { OpContext, OpEntry } from '../../registry/types.js';
 import { mlOp } from '../../registry/op.js';
 
 const enum Mode { LEQ, LT, GTE, GT, EQ, NEQ, MEMBER }
@@ -36,8 +37,7 @@ function memberSets(modes: number[], values: number[] | undefined): (Set<number>
   return modes.map((m) => (m === Mode.MEMBER ? groups[g++] : undefined));
 }
 
-function forestOf(ctx: CheckContext): Forest {
-  const a = ctx.attrs;
+function forestOf(a: Attrs): Forest {
   const tensor = (name: string) => {
     const t = a.tensor(name);
     if (!t) throw new TypeError(`TreeEnsemble needs the tensor attribute '${name}'`);
@@ -129,8 +129,16 @@ function postTransform(row: Float64Array, post: number): void {
   }
 }
 
-function predict(ctx: OpContext): HostTensor[] {
-  const f = forestOf(ctx);
+/** The forest of the node's attributes, refused (thrown) where they do not describe one. */
+function parseForest(a: Attrs): Forest {
+  const f = forestOf(a);
+  const invalid = validate(f);
+  if (invalid) throw new RangeError(`TreeEnsemble: ${invalid}`);
+  return f;
+}
+
+function predict(ctx: OpContext<Forest>): HostTensor[] {
+  const f = ctx.params;
   const x = ctx.host(0);
   const xs = floats(x);
   const [n, nf] = x.dims.length === 1 ? [1, x.dims[0]] : x.dims;
@@ -162,10 +170,10 @@ function predict(ctx: OpContext): HostTensor[] {
 
 export const treeEnsembleOps: OpEntry[] = [mlOp('TreeEnsemble', 5, {
   note: 'host; post_transform numbered as the spec has it (onnxruntime swaps SOFTMAX and LOGISTIC)',
+  parse: parseForest,
   check: (ctx) => {
     const t = ctx.inputType(0);
-    if (t !== undefined && !FLOAT_TYPES.includes(t)) return `X must be float, double or float16, got element type ${t}`;
-    return validate(forestOf(ctx));
+    return t !== undefined && !FLOAT_TYPES.includes(t) ? `X must be float, double or float16, got element type ${t}` : undefined;
   },
   placement: 'host',
   host: predict,
