@@ -45,15 +45,15 @@ const constantEntry: OpEntry = onnxOp('Constant', 1, {
 // ConstantOfShape: a one-element `value` tensor (default float32 0) broadcast to the given shape.
 
 const zeroFloat: HostTensor = { dtype: OnnxDataType.FLOAT, dims: [1], data: new Float32Array(1) };
-const fillValue = (ctx: OpContext): HostTensor => ctx.attrs.tensor('value') ?? zeroFloat;
 
-const constantOfShapeEntry: OpEntry = onnxOp('ConstantOfShape', 9, {
+const constantOfShapeEntry = onnxOp('ConstantOfShape', 9, {
+  parse: (attrs) => attrs.tensor('value') ?? zeroFloat,
   // A fill value MLX cannot hold (a string) has only the host, whatever the size.
-  hostSize: (ctx) => (mxDtypeOf(fillValue(ctx).dtype) ? sizeOf(hostNumbers(ctx.host(0))) : 0),
-  host: (ctx) => [hostFill(fillValue(ctx), hostNumbers(ctx.host(0)))],
+  hostSize: (ctx) => (mxDtypeOf(ctx.params.dtype) ? sizeOf(hostNumbers(ctx.host(0))) : 0),
+  host: (ctx) => [hostFill(ctx.params, hostNumbers(ctx.host(0)))],
   run: (ctx) => {
     const dims = hostNumbers(ctx.host(0));
-    const v = upload(fillValue(ctx));
+    const v = upload(ctx.params);
     return [mx.broadcastTo(mx.reshape(v, []), dims)];
   },
 });
@@ -89,16 +89,15 @@ const rangeEntry: OpEntry = onnxOp('Range', 11, {
 // ---------------------------------------------------------------------------------------------
 // EyeLike: ones on diagonal k of a 2-D tensor shaped like the input.
 
-const eyeLikeEntry: OpEntry = onnxOp('EyeLike', 9, {
-  check: (ctx) => {
-    const t = ctx.attrs.has('dtype') ? ctx.attrs.int('dtype') : undefined;
-    return t === OnnxDataType.STRING ? 'EyeLike to string is not supported on MLX' : undefined;
-  },
+const eyeLikeEntry = onnxOp('EyeLike', 9, {
+  /** dtype: the input's type when absent; k: the diagonal. */
+  parse: (attrs) => ({ dtype: attrs.has('dtype') ? attrs.int('dtype') : undefined, k: attrs.int('k', 0) }),
+  check: (ctx) => (ctx.params.dtype === OnnxDataType.STRING ? 'EyeLike to string is not supported on MLX' : undefined),
   run: (ctx) => {
     const dims = ctx.shape(0);
     if (dims.length !== 2) throw new RangeError(`EyeLike: input must be 2-D, got [${dims.join(', ')}]`);
-    const type = ctx.attrs.has('dtype') ? ctx.attrs.int('dtype') : ctx.elemType(0);
-    const k = ctx.attrs.int('k', 0);
+    const type = ctx.params.dtype ?? ctx.elemType(0);
+    const k = ctx.params.k;
     const [n, m] = dims;
     // Build in float32 and cast: MLX's eye may not take every ONNX element type directly.
     const eye = k >= m || -k >= n ? mx.zeros([n, m], 'float32') : mx.eye(n, m, k, 'float32');

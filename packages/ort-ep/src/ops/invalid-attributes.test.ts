@@ -66,6 +66,7 @@ const cases: Refusal[] = [
   { op: 'StringNormalizer', opset: 10, attrs: { case_change_action: 'TITLE' }, inputs: 1, why: /case_change_action 'TITLE' is not one of NONE, LOWER, UPPER/ },
   { op: 'TfIdfVectorizer', opset: 9, attrs: { mode: 'BM25', min_gram_length: 1, max_gram_length: 1, ngram_counts: [0], ngram_indexes: [0], pool_int64s: [1] }, inputs: 1, why: /mode 'BM25' is not one of TF, IDF, TFIDF/ },
   { op: 'LabelEncoder', domain: 'ai.onnx.ml', opset: 2, attrs: { keys_strings: ['a'] }, inputs: 1, why: /LabelEncoder needs one values_\* attribute/ },
+  { op: 'BitCast', opset: 26, attrs: {}, inputs: 1, why: /BitCast node 'n' needs attribute 'to'/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 

@@ -24,9 +24,10 @@ const dev = (a: mx.Array): Value => ({ kind: 'device', array: a, onnxType: onnxT
 const int64 = (v: number): Value => ({ kind: 'host', tensor: { dtype: OnnxDataType.INT64, dims: [], data: BigInt64Array.of(BigInt(v)) } });
 
 /** SequenceMap: the body runs once per position; sequence inputs give their item, tensors themselves. */
-const sequenceMap: OpEntry = onnxOp('SequenceMap', 17, {
+const sequenceMap = onnxOp('SequenceMap', 17, {
+  parse: (attrs) => attrs.graph('body'),
   run: (ctx) => {
-    const body = ctx.attrs.graph('body');
+    const body = ctx.params;
     const ins: Value[] = [];
     for (let i = 0; i < ctx.inputCount; i++) ins.push(ctx.value(i));
     const len = seq(ctx, 0).items.length;
@@ -46,7 +47,8 @@ const sequenceMap: OpEntry = onnxOp('SequenceMap', 17, {
 export const sequenceOps: OpEntry[] = [
   sequenceMap,
   onnxOp('SequenceEmpty', 11, {
-    run: (ctx) => [{ kind: 'sequence', items: [], elemType: ctx.attrs.int('dtype', OnnxDataType.FLOAT) }],
+    parse: (attrs) => attrs.int('dtype', OnnxDataType.FLOAT),
+    run: (ctx) => [{ kind: 'sequence', items: [], elemType: ctx.params }],
   }),
   onnxOp('SequenceConstruct', 11, {
     run: (ctx) => {
@@ -83,20 +85,22 @@ export const sequenceOps: OpEntry[] = [
     },
   }),
   onnxOp('ConcatFromSequence', 11, {
+    parse: (attrs) => ({ axis: attrs.int('axis'), newAxis: attrs.int('new_axis', 0) !== 0 }),
     run: (ctx) => {
       const s = seq(ctx, 0);
       const arrays = s.items.map((v) => ctx.toArray(v));
-      const newAxis = ctx.attrs.int('new_axis', 0);
+      const { newAxis } = ctx.params;
       const rank = arrays[0].ndim + (newAxis ? 1 : 0);
-      const axis = normAxis(ctx.attrs.int('axis'), rank);
+      const axis = normAxis(ctx.params.axis, rank);
       return [newAxis ? mx.stack(arrays, axis) : mx.concatenate(arrays, axis)];
     },
   }),
   onnxOp('SplitToSequence', 11, {
+    parse: (attrs) => ({ axis: attrs.int('axis', 0), keepdims: attrs.int('keepdims', 1) !== 0 }),
     run: (ctx) => {
       const x = ctx.input(0);
-      const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim);
-      const keepdims = ctx.attrs.int('keepdims', 1);
+      const axis = normAxis(ctx.params.axis, x.ndim);
+      const { keepdims } = ctx.params;
       const dim = x.shape[axis];
       let sizes: number[];
       if (!ctx.has(1)) sizes = new Array(dim).fill(1);
