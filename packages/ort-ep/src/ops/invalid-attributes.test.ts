@@ -67,6 +67,11 @@ const cases: Refusal[] = [
   { op: 'TfIdfVectorizer', opset: 9, attrs: { mode: 'BM25', min_gram_length: 1, max_gram_length: 1, ngram_counts: [0], ngram_indexes: [0], pool_int64s: [1] }, inputs: 1, why: /mode 'BM25' is not one of TF, IDF, TFIDF/ },
   { op: 'LabelEncoder', domain: 'ai.onnx.ml', opset: 2, attrs: { keys_strings: ['a'] }, inputs: 1, why: /LabelEncoder needs one values_\* attribute/ },
   { op: 'BitCast', opset: 26, attrs: {}, inputs: 1, why: /BitCast node 'n' needs attribute 'to'/ },
+  { op: 'GridSample', opset: 20, attrs: { mode: 'bicubic' }, inputs: 2, why: /GridSample mode 'bicubic' is not defined at opset 20/ },
+  { op: 'GridSample', opset: 16, attrs: { padding_mode: 'mirror' }, inputs: 2, why: /GridSample padding_mode 'mirror' is not one of zeros, border, reflection/ },
+  { op: 'RoiAlign', opset: 16, attrs: { mode: 'min' }, inputs: 3, why: /RoiAlign mode 'min' is not avg or max/ },
+  { op: 'RoiAlign', opset: 16, attrs: { coordinate_transformation_mode: 'asymmetric' }, inputs: 3, why: /RoiAlign coordinate_transformation_mode 'asymmetric' is not half_pixel or output_half_pixel/ },
+  { op: 'MaxRoiPool', opset: 1, attrs: {}, inputs: 2, why: /MaxRoiPool node 'n' needs attribute 'pooled_shape'/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 
