@@ -72,6 +72,10 @@ const cases: Refusal[] = [
   { op: 'RoiAlign', opset: 16, attrs: { mode: 'min' }, inputs: 3, why: /RoiAlign mode 'min' is not avg or max/ },
   { op: 'RoiAlign', opset: 16, attrs: { coordinate_transformation_mode: 'asymmetric' }, inputs: 3, why: /RoiAlign coordinate_transformation_mode 'asymmetric' is not half_pixel or output_half_pixel/ },
   { op: 'MaxRoiPool', opset: 1, attrs: {}, inputs: 2, why: /MaxRoiPool node 'n' needs attribute 'pooled_shape'/ },
+  { op: 'SoftmaxCrossEntropyLoss', opset: 13, attrs: { reduction: 'max' }, inputs: 2, why: /reduction 'max' is not one of none, sum, mean/ },
+  { op: 'Multinomial', opset: 7, attrs: { dtype: 1 }, inputs: 1, why: /dtype 1 is not int32 or int64/ },
+  { op: 'RandomNormal', opset: 1, attrs: {}, inputs: 0, why: /RandomNormal node 'n' needs attribute 'shape'/ },
+  { op: 'Momentum', domain: 'ai.onnx.preview.training', opset: 1, attrs: { alpha: 0.9, beta: 0.1, norm_coefficient: 0, mode: 'heavy' }, inputs: 5, outputs: 2, why: /mode 'heavy' is not one of standard, nesterov/ },
   { op: 'ReduceSum', opset: 11, attrs: { keepdims: 'yes' }, inputs: 1, why: /attribute 'keepdims' of ReduceSum node 'n' is a string, expected int/ },
 ];
 
