@@ -2,21 +2,19 @@
 // kernels of @mlx/kernels: grouped-query attention without repeating K/V, causal masking aligned
 // after the past cache, masks shorter than the keys padded with -inf, softcap, empty rows as zeros.
 import * as mx from '@mlx/core';
-import { rmsNorm, rotaryEmbedding, scaledDotProductAttention } from '@mlx/kernels';
+import { fromHeads, rmsNorm, rotaryEmbedding, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { normAxis } from './helpers/util.js';
 import { parseLayerNorm } from './norm.js';
 
-/** [B, S, H*d] -> [B, H, S, d]. */
-function toHeads(x: mx.Array, heads: number, where: string, what: string): mx.Array {
+/** Q, K or V as [B, H, S, d]: 4-D inputs are, 3-D ones [B, S, H*d] split into the attribute's head count. */
+function headsOf(x: mx.Array, heads: number, where: string, what: string): mx.Array {
   if (x.ndim === 4) return x;
   if (x.ndim !== 3) throw new RangeError(`${where}: ${what} must be 3-D or 4-D, got shape [${x.shape.join(', ')}]`);
   if (!heads) throw new RangeError(`${where}: a 3-D ${what} needs the q_num_heads/kv_num_heads attributes`);
-  const [b, s, hidden] = x.shape;
-  if (hidden % heads) throw new RangeError(`${where}: ${what} hidden size ${hidden} is not a multiple of ${heads} heads`);
-  return mx.transpose(mx.reshape(x, [b, s, heads, hidden / heads]), [0, 2, 1, 3]);
+  return toHeads(x, heads);
 }
 
 /** nonpad_kv_seqlen (opset 24): keys at positions ≥ the batch's length are masked out. */
@@ -102,9 +100,9 @@ function attention(ctx: OpContext<AttentionParams>): OpResult[] {
   const p = ctx.params;
   const qIn = ctx.input(0);
   const threeD = qIn.ndim === 3;
-  const q = toHeads(qIn, p.qHeads, w, 'Q');
-  let k = toHeads(ctx.input(1), p.kvHeads, w, 'K');
-  let v = toHeads(ctx.input(2), p.kvHeads, w, 'V');
+  const q = headsOf(qIn, p.qHeads, w, 'Q');
+  let k = headsOf(ctx.input(1), p.kvHeads, w, 'K');
+  let v = headsOf(ctx.input(2), p.kvHeads, w, 'V');
   const pastKey = ctx.optional(4);
   const pastValue = ctx.optional(5);
   const past = pastKey ? pastKey.shape[2] : 0;
@@ -116,10 +114,7 @@ function attention(ctx: OpContext<AttentionParams>): OpResult[] {
   const lengths = ctx.opset >= 24 ? ctx.optional(6) : undefined;
   if (lengths) mask = combineMasks(mask, lengthMask(lengths, k.shape[2]), q.dtype);
   let y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask });
-  if (threeD) {
-    const [b, h, s, dv] = y.shape;
-    y = mx.reshape(mx.transpose(y, [0, 2, 1, 3]), [b, s, h * dv]);
-  }
+  if (threeD) y = fromHeads(y);
   const outs: OpResult[] = [y, k, v];
   if (ctx.wants(3)) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, p.qkMode));
   return outs;
@@ -149,15 +144,13 @@ const rotary = onnxOp('RotaryEmbedding', 23, {
   }),
   run: (ctx) => {
     const xIn = ctx.input(0);
-    const x = xIn.ndim === 3 ? toHeads(xIn, ctx.params.heads, ctx.where, 'X') : xIn;
+    const x = headsOf(xIn, ctx.params.heads, ctx.where, 'X');
     const d = x.shape[3];
     const y = rotaryEmbedding(x, {
       cos: ctx.input(1), sin: ctx.input(2), positionIds: ctx.optional(3) ?? null,
       interleaved: ctx.params.interleaved, rotaryDim: ctx.params.rotaryDim || d,
     });
-    if (xIn.ndim !== 3) return [y];
-    const [b, h, s] = y.shape;
-    return [mx.reshape(mx.transpose(y, [0, 2, 1, 3]), [b, s, h * d])];
+    return [xIn.ndim === 3 ? fromHeads(y) : y];
   },
 });
 

@@ -6,24 +6,12 @@
 // a key is masked; GroupQueryAttention hides keys past each sequence's length, after the query
 // (causal) and outside local_window_size. Per-batch lengths are read on the host (small inputs).
 import * as mx from '@mlx/core';
-import { scaledDotProductAttention } from '@mlx/kernels';
+import { fromHeads, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
 import { rotate, rotaryTables } from './rotary.js';
 import { hostNumbers, intsIfGiven } from '../helpers/util.js';
-
-/** [B, S, N*H] -> [B, N, S, H]. */
-function toHeads(x: mx.Array, heads: number): mx.Array {
-  const [b, s, hidden] = x.shape;
-  return mx.transpose(mx.reshape(x, [b, s, heads, hidden / heads]), [0, 2, 1, 3]);
-}
-
-/** [B, N, S, H] -> [B, S, N*H]. */
-function fromHeads(x: mx.Array): mx.Array {
-  const [b, n, s, h] = x.shape;
-  return mx.reshape(mx.transpose(x, [0, 2, 1, 3]), [b, s, n * h]);
-}
 
 const lowest = (d: mx.Dtype) => (d === 'float16' ? -65504 : d === 'bfloat16' ? -3.38e38 : -3.4028234663852886e38);
 
