@@ -8,7 +8,7 @@ import { onnxOp } from '../registry/op.js';
 import { hostElementwise, hostMathTypes, isBig, isIntType } from './helpers/host-math.js';
 import { isFloatType, keepType, mxType } from './helpers/util.js';
 import { stringEqual } from './strings.js';
-import { decodeSmallFloat, encodeSmallFloat, isSmallFloat } from './helpers/minifloat.js';
+import { decodeMiniFloat, encodeMiniFloat, isMiniFloat } from './helpers/minifloat.js';
 import { bfloat16BitsToNumber, float16BitsToNumber, float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
 
 type Scalar = number | bigint;
@@ -144,14 +144,14 @@ const packedInt: Record<number, [bits: number, signed: boolean]> = {
   [OnnxDataType.INT4]: [4, true], [OnnxDataType.UINT4]: [4, false], [OnnxDataType.INT2]: [2, true], [OnnxDataType.UINT2]: [2, false],
 };
 /** Element types MLX has no dtype for, cast on the host. */
-const hostCastType = (t: number) => isSmallFloat(t) || t in packedInt;
+const hostCastType = (t: number) => isMiniFloat(t) || t in packedInt;
 
 function hostValues(t: HostTensor): number[] {
   const d = t.data as ArrayLike<number | bigint>;
   const out = new Array<number>(d.length);
   for (let i = 0; i < d.length; i++) {
     const v = d[i];
-    if (isSmallFloat(t.dtype)) out[i] = decodeSmallFloat(Number(v), t.dtype);
+    if (isMiniFloat(t.dtype)) out[i] = decodeMiniFloat(Number(v), t.dtype);
     else if (t.dtype === OnnxDataType.FLOAT16) out[i] = float16BitsToNumber(Number(v));
     else if (t.dtype === OnnxDataType.BFLOAT16) out[i] = bfloat16BitsToNumber(Number(v));
     else out[i] = Number(v);
@@ -173,9 +173,9 @@ function signBits(t: HostTensor): boolean[] {
 function castOnHost(t: HostTensor, to: number, saturate: boolean): HostTensor {
   const vals = hostValues(t);
   const n = vals.length;
-  if (isSmallFloat(to)) {
+  if (isMiniFloat(to)) {
     const neg = signBits(t);
-    return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v, i) => encodeSmallFloat(v, to, saturate, neg[i])) };
+    return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v, i) => encodeMiniFloat(v, to, saturate, neg[i])) };
   }
   if (to in packedInt) {
     const [bits, signed] = packedInt[to];

@@ -5,7 +5,7 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
-import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
+import { decodeMiniFloatArray, encodeMiniFloatArray, isMiniFloat } from './helpers/minifloat.js';
 import {
   broadcastIntMatmul, exactIntMatmul, minusZeroPoint, optionalQuantInput, quantInput, saturateRound, typed, zeroPointBound,
 } from './helpers/quant-math.js';
@@ -85,14 +85,14 @@ function scaleAlong(s: mx.Array, axis: number, rank: number): mx.Array {
 
 /** A float8 operand of QLinearMatMul-21 as float32 values minus its (decoded) zero point. */
 function float8Operand(ctx: OpContext, i: number, iz: number): mx.Array {
-  const f = miniFloatOf(ctx.elemType(i))!;
-  const x = decodeMiniFloat(quantInput(ctx, i), f);
-  return ctx.has(iz) ? mx.subtract(x, decodeMiniFloat(quantInput(ctx, iz), f)) : x;
+  const f = ctx.elemType(i);
+  const x = decodeMiniFloatArray(quantInput(ctx, i), f);
+  return ctx.has(iz) ? mx.subtract(x, decodeMiniFloatArray(quantInput(ctx, iz), f)) : x;
 }
 
 /** (A - a_zp) @ (B - b_zp) as float32: exact int32 for integer operands, float for float8 ones (opset 21). */
 function qlinearProduct(ctx: OpContext): mx.Array {
-  const isF8 = (i: number) => miniFloatOf(ctx.elemType(i)) !== undefined;
+  const isF8 = (i: number) => isMiniFloat(ctx.elemType(i));
   if (!isF8(0) && !isF8(3)) return mx.astype(integerProduct(ctx, 0, 2, 3, 5), 'float32');
   const side = (i: number, iz: number, axis: (x: mx.Array) => number) => {
     if (isF8(i)) return float8Operand(ctx, i, iz);
@@ -111,8 +111,7 @@ function qlinearMatmul(ctx: OpContext): OpResult[] {
   const multiplier = mx.astype(mx.divide(mx.multiply(aScale, bScale), ctx.input(6)), 'float32');
   const yType = ctx.elemType(7);
   const y = mx.multiply(acc, multiplier);
-  const f8 = miniFloatOf(yType);
-  if (f8) return [typed(encodeMiniFloat(mx.add(y, decodeMiniFloat(quantInput(ctx, 7), f8)), f8, true), yType)];
+  if (isMiniFloat(yType)) return [typed(encodeMiniFloatArray(mx.add(y, decodeMiniFloatArray(quantInput(ctx, 7), yType)), yType, true), yType)];
   return [typed(saturateRound(mx.add(y, mx.astype(quantInput(ctx, 7), 'float32')), yType), yType)];
 }
 

@@ -8,7 +8,7 @@ import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
-import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
+import { decodeMiniFloatArray, encodeMiniFloatArray, isMiniFloat } from './helpers/minifloat.js';
 import { qRange, quantInput, saturateRound, typed } from './helpers/quant-math.js';
 import { mxType, normAxis } from './helpers/util.js';
 
@@ -54,7 +54,7 @@ function geometry(ctx: OpContext<QuantParams>, x: mx.Array): { axis: number; blo
 
 /** Element types the quantizers can produce or read: integers, float8 and float4 codes. */
 function quantizable(t: number): boolean {
-  return qRange(t) !== undefined || miniFloatOf(t) !== undefined;
+  return qRange(t) !== undefined || isMiniFloat(t);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -73,12 +73,11 @@ function quantize(ctx: OpContext<QuantParams>): OpResult[] {
   const precision = ctx.params.precision;
   const p = precision ? mxType(precision, ctx.where) : undefined;
   const q = p ? mx.divide(mx.astype(x, p), mx.astype(scale, p)) : mx.divide(x, scale);
-  const mini = miniFloatOf(yType);
-  if (mini) {
+  if (isMiniFloat(yType)) {
     // Float8 ignores the zero point (the reference does); float4 adds it before rounding.
     let v = mx.astype(q, 'float32');
-    if (yType === OnnxDataType.FLOAT4E2M1 && ctx.has(2)) v = mx.add(v, alongAxis(decodeMiniFloat(quantInput(ctx, 2), mini), x.shape, axis, block));
-    return [typed(encodeMiniFloat(v, mini, ctx.params.saturate || yType === OnnxDataType.FLOAT4E2M1), yType)];
+    if (yType === OnnxDataType.FLOAT4E2M1 && ctx.has(2)) v = mx.add(v, alongAxis(decodeMiniFloatArray(quantInput(ctx, 2), yType), x.shape, axis, block));
+    return [typed(encodeMiniFloatArray(v, yType, ctx.params.saturate || yType === OnnxDataType.FLOAT4E2M1), yType)];
   }
   let r = mx.round(mx.astype(q, 'float32'), 0);
   if (ctx.has(2)) r = mx.add(r, alongAxis(mx.astype(quantInput(ctx, 2), 'float32'), x.shape, axis, block));
@@ -99,8 +98,7 @@ function quantizeCheck(ctx: CheckContext<QuantParams>): string | undefined {
 
 function dequantValues(ctx: OpContext, i: number): mx.Array {
   const t = ctx.elemType(i);
-  const mini = miniFloatOf(t);
-  return mini ? decodeMiniFloat(quantInput(ctx, i), mini) : mx.astype(quantInput(ctx, i), 'float32');
+  return isMiniFloat(t) ? decodeMiniFloatArray(quantInput(ctx, i), t) : mx.astype(quantInput(ctx, i), 'float32');
 }
 
 function dequantize(ctx: OpContext<QuantParams>): mx.Array {
@@ -109,7 +107,7 @@ function dequantize(ctx: OpContext<QuantParams>): mx.Array {
   const scaleIn = ctx.input(1);
   const scale = alongAxis(mx.astype(scaleIn, 'float32'), x.shape, axis, block);
   // Float8 zero points must be zero (the reference refuses others); integer ones shift.
-  const shifted = ctx.has(2) && !miniFloatOf(ctx.elemType(0)) ? mx.subtract(x, alongAxis(dequantValues(ctx, 2), x.shape, axis, block)) : x;
+  const shifted = ctx.has(2) && !isMiniFloat(ctx.elemType(0)) ? mx.subtract(x, alongAxis(dequantValues(ctx, 2), x.shape, axis, block)) : x;
   const outType = ctx.params.outputDtype;
   return mx.astype(mx.multiply(shifted, scale), outType ? mxType(outType, ctx.where) : scaleIn.dtype);
 }
