@@ -9,7 +9,8 @@ import { hostElementwise, hostMathTypes, isBig, isIntType } from './helpers/host
 import { isFloatType, keepType, mxType } from './helpers/util.js';
 import { stringEqual } from './strings.js';
 import { decodeMiniFloat, encodeMiniFloat, isMiniFloat } from './helpers/minifloat.js';
-import { bfloat16BitsToNumber, float16BitsToNumber, float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
+import { float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
+import { hostFloats } from './helpers/shape-host.js';
 
 type Scalar = number | bigint;
 
@@ -147,16 +148,8 @@ const packedInt: Record<number, [bits: number, signed: boolean]> = {
 const hostCastType = (t: number) => isMiniFloat(t) || t in packedInt;
 
 function hostValues(t: HostTensor): number[] {
-  const d = t.data as ArrayLike<number | bigint>;
-  const out = new Array<number>(d.length);
-  for (let i = 0; i < d.length; i++) {
-    const v = d[i];
-    if (isMiniFloat(t.dtype)) out[i] = decodeMiniFloat(Number(v), t.dtype);
-    else if (t.dtype === OnnxDataType.FLOAT16) out[i] = float16BitsToNumber(Number(v));
-    else if (t.dtype === OnnxDataType.BFLOAT16) out[i] = bfloat16BitsToNumber(Number(v));
-    else out[i] = Number(v);
-  }
-  return out;
+  if (!isMiniFloat(t.dtype)) return hostFloats(t);
+  return Array.from(t.data as ArrayLike<number>, (code) => decodeMiniFloat(code, t.dtype));
 }
 
 /** The sign bit of each float element (NaN signs included, which JS numbers drop). */

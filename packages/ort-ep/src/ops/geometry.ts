@@ -7,7 +7,7 @@ import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
-import { hostInt64, hostNumbers, intsIfGiven, sizeOf } from './helpers/util.js';
+import { hostInt64, hostNumbers, intsIfGiven, optionalNumbers, sizeOf } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // AffineGrid
@@ -152,7 +152,8 @@ function nonMaxSuppression(ctx: OpContext<boolean>): HostTensor {
   if (boxes.dims.length !== 3 || boxes.dims[2] !== 4 || scores.dims[0] !== B || scores.dims[2] !== S) {
     throw new RangeError(`${ctx.where}: boxes [${boxes.dims.join(', ')}] and scores [${scores.dims.join(', ')}] are not [B, S, 4] and [B, C, S]`);
   }
-  const optional = (i: number) => (ctx.has(i) && sizeOf(ctx.host(i).dims) > 0 ? hostNumbers(ctx.host(i))[0] : undefined);
+  // An empty tensor counts as not given.
+  const optional = (i: number) => optionalNumbers(ctx, i)?.[0];
   const maxPerClass = optional(2) ?? 0;
   const iouThreshold = optional(3) ?? 0;
   const scoreThreshold = optional(4);

@@ -7,7 +7,7 @@ import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { hostGather, hostStrided, numAt } from './helpers/shape-host.js';
-import { hostInt64, hostNumbers, intsIfGiven, normAxis, sizeOf } from './helpers/util.js';
+import { hostInt64, hostNumbers, intsIfGiven, normAxis, optionalNumbers, sizeOf } from './helpers/util.js';
 
 /** Indices with negative entries moved up by `dim` (a number, or an array broadcasting against them). */
 export function wrapNegative(idx: mx.Array, dim: number | mx.Array): mx.Array {
@@ -40,8 +40,8 @@ function slicePlan(ctx: OpContext<SliceAttrs | undefined>): SlicePlan {
   } else {
     starts = hostNumbers(ctx.host(1));
     ends = hostNumbers(ctx.host(2));
-    axes = ctx.has(3) ? hostNumbers(ctx.host(3)) : undefined;
-    steps = ctx.has(4) ? hostNumbers(ctx.host(4)) : undefined;
+    axes = optionalNumbers(ctx, 3);
+    steps = optionalNumbers(ctx, 4);
   }
   axes ??= starts.map((_, i) => i);
   steps ??= starts.map(() => 1);

@@ -7,24 +7,10 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
-import { hostNumbers, intsIfGiven } from './helpers/util.js';
+import { dtypeRange, hostNumbers, intsIfGiven } from './helpers/util.js';
 import {
   kernelOffsets, ones, padSpatial, parseWindow, windowOf, windowSlice, zeros, type Window, type WindowAttrs,
 } from './helpers/spatial.js';
-
-/** The lowest value of a dtype: the padding that never wins a max. */
-function lowest(dtype: mx.Dtype): number | bigint | boolean {
-  switch (dtype) {
-    case 'bool': return false;
-    case 'uint8': case 'uint16': case 'uint32': return 0;
-    case 'uint64': return 0n;
-    case 'int8': return -128;
-    case 'int16': return -32768;
-    case 'int32': return -2147483648;
-    case 'int64': return -(2n ** 63n);
-    default: return -Infinity;
-  }
-}
 
 /** The attributes of MaxPool, AveragePool and LpPool (each reads the ones it has). */
 interface PoolParams extends WindowAttrs {
@@ -86,7 +72,8 @@ function flatIndices(shape: readonly number[], columnMajor: boolean): mx.Array {
 function maxPool(ctx: OpContext<PoolParams>): OpResult[] {
   const x = ctx.input(0);
   const w = poolWindow(ctx.params, x);
-  const padded = padSpatial(x, w, lowest(x.dtype));
+  // Padding with the dtype's lowest value never wins a max.
+  const padded = padSpatial(x, w, dtypeRange(x.dtype)[0]);
   if (!ctx.wants(1)) return [foldWindows(padded, w, (a, v) => mx.maximum(a, v))];
   const idx = padSpatial(flatIndices(x.shape, ctx.params.columnMajor), w, -1);
   let best: mx.Array | undefined;

@@ -9,23 +9,15 @@ import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { isIntType } from './helpers/host-math.js';
-import { axesFrom, hostOf, intsIfGiven, normAxis, sizeOf } from './helpers/util.js';
+import { axesFrom, dtypeRange, hostOf, intsIfGiven, normAxis, sizeOf } from './helpers/util.js';
 
 type Kind = 'sum' | 'mean' | 'max' | 'min' | 'prod' | 'l1' | 'l2' | 'logsum' | 'logsumexp' | 'sumsquare';
 
-/** Integer type limits, for the identity of max/min over an empty set. */
-const intLimits: Record<string, [number | bigint, number | bigint]> = {
-  int8: [-128, 127], uint8: [0, 255], int16: [-32768, 32767], uint16: [0, 65535],
-  int32: [-2147483648, 2147483647], uint32: [0, 4294967295],
-  int64: [-(2n ** 63n), 2n ** 63n - 1n], uint64: [0n, 2n ** 64n - 1n],
-};
-
 /** The value a reduction over zero elements gives (the spec's "empty set" cases). */
 function identity(kind: Kind, dtype: mx.Dtype): number | bigint | boolean {
-  const lim = intLimits[dtype];
   switch (kind) {
-    case 'max': return dtype === 'bool' ? false : lim ? lim[0] : -Infinity;
-    case 'min': return dtype === 'bool' ? true : lim ? lim[1] : Infinity;
+    case 'max': return dtypeRange(dtype)[0];
+    case 'min': return dtypeRange(dtype)[1];
     case 'prod': return 1;
     case 'mean': return NaN;
     case 'logsum': case 'logsumexp': return -Infinity;

@@ -8,7 +8,7 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
-import { hostNumbers, intsIfGiven, normAxes } from './helpers/util.js';
+import { hostNumbers, intsIfGiven, normAxes, optionalNumbers } from './helpers/util.js';
 
 interface ResizeAttrs {
   mode: string;
@@ -202,11 +202,8 @@ function parseResize(opType: 'Resize' | 'Upsample', legacy: boolean) {
   };
 }
 
-const optionalNumbers = (ctx: OpContext, i: number): number[] | undefined => {
-  if (!ctx.has(i)) return undefined;
-  const v = hostNumbers(ctx.host(i));
-  return v.length ? v : undefined;
-};
+/** roi, scales, sizes: an empty tensor counts as not given. */
+const nonEmpty = (v: number[] | undefined): number[] | undefined => (v?.length ? v : undefined);
 
 function resize(ctx: OpContext<ResizeParams>): mx.Array {
   const x = ctx.input(0);
@@ -219,9 +216,9 @@ function resize(ctx: OpContext<ResizeParams>): mx.Array {
   else if (attrs.legacy) scalesIn = hostNumbers(ctx.host(1));
   else {
     if (attrs.axes) axes = normAxes(attrs.axes, r);
-    roi = optionalNumbers(ctx, 1);
-    scalesIn = optionalNumbers(ctx, 2);
-    sizesIn = optionalNumbers(ctx, 3);
+    roi = nonEmpty(optionalNumbers(ctx, 1));
+    scalesIn = nonEmpty(optionalNumbers(ctx, 2));
+    sizesIn = nonEmpty(optionalNumbers(ctx, 3));
   }
   if (!scalesIn && !sizesIn) throw new RangeError('Resize: neither scales nor sizes given');
   const n = axes.length;

@@ -8,7 +8,7 @@ import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose } from './helpers/shape-host.js';
-import { axesFrom, broadcastShape, hostInt64, hostNumbers, intsIfGiven, normAxes, normAxis, sizeOf } from './helpers/util.js';
+import { axesFrom, broadcastShape, hostInt64, hostNumbers, intsIfGiven, normAxes, normAxis, optionalNumbers, sizeOf } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // Output shapes, shared by host() and run()
@@ -140,9 +140,9 @@ const parseSplit = (attrs: Attrs, opset: number): SplitParams => ({
 function splitSizes(ctx: OpContext<SplitParams>, dim: number): number[] {
   const n = ctx.node.outputs.length;
   let split: number[] | undefined;
-  if (ctx.opset >= 13) split = ctx.has(1) ? hostNumbers(ctx.host(1)) : undefined;
+  if (ctx.opset >= 13) split = optionalNumbers(ctx, 1);
   else if (ctx.params.split) split = ctx.params.split;
-  else if (ctx.opset < 2 && ctx.has(1)) split = hostNumbers(ctx.host(1));
+  else if (ctx.opset < 2) split = optionalNumbers(ctx, 1);
   // Exporters write an empty split input for "not given".
   if (split && !split.length) split = undefined;
   if (split) {

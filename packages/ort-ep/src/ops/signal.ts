@@ -10,7 +10,7 @@ import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
-import { hostNumbers, hostOf, isFloatType, mxType } from './helpers/util.js';
+import { hostOf, isFloatType, mxType, optionalNumbers } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // Complex values in ONNX's layout
@@ -70,9 +70,7 @@ function named<T>(ctx: OpContext, f: () => T): T {
   }
 }
 
-function scalarInput(ctx: OpContext, i: number): number | undefined {
-  return ctx.has(i) ? hostNumbers(ctx.host(i))[0] : undefined;
-}
+const scalarInput = (ctx: OpContext, i: number): number | undefined => optionalNumbers(ctx, i)?.[0];
 
 // ---------------------------------------------------------------------------------------------
 // DFT
@@ -131,7 +129,7 @@ function stft(ctx: OpContext<boolean>): mx.Array {
   if (x.ndim !== 3) throw new RangeError(`${ctx.where}: signal must be [batch, length, 1|2], got rank ${x.ndim}`);
   const step = scalarInput(ctx, 1)!;
   if (!(step >= 1)) throw new RangeError(`${ctx.where}: frame_step ${step} must be positive`);
-  const window = ctx.has(2) ? ctx.input(2) : undefined;
+  const window = ctx.optional(2);
   const frameLength = window?.shape[0] ?? scalarInput(ctx, 3) ?? x.shape[1];
   const given = scalarInput(ctx, 3);
   if (window && given !== undefined && given !== frameLength) throw new RangeError(`${ctx.where}: frame_length ${given} differs from the window's length ${frameLength}`);

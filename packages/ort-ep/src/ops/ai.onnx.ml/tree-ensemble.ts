@@ -1,22 +1,17 @@
 // ai.onnx.ml TreeEnsemble (opset 5): a forest of decision trees over the rows of X [N, F].
 // Tree walks branch per sample on data values, which MLX's lazy array graph cannot express without
 // evaluating every node of every tree for every row, so this runs on the host (one copy of X).
-import { float16BitsToNumber, numberToFloat16Bits } from '@mlx/core';
+import { numberToFloat16Bits } from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { mlOp } from '../../registry/op.js';
+import { hostFloats } from '../helpers/shape-host.js';
 
 const enum Mode { LEQ, LT, GTE, GT, EQ, NEQ, MEMBER }
 const enum Aggregate { AVERAGE, SUM, MIN, MAX }
 const enum Post { NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT }
 const FLOAT_TYPES = [OnnxDataType.FLOAT, OnnxDataType.DOUBLE, OnnxDataType.FLOAT16];
-
-/** Numbers of a float tensor (float16 bits decoded). */
-function floats(t: HostTensor): number[] {
-  const d = t.data as ArrayLike<number>;
-  return t.dtype === OnnxDataType.FLOAT16 ? Array.from(d, float16BitsToNumber) : Array.from(d, Number);
-}
 
 interface Forest {
   modes: number[]; splits: number[]; features: number[];
@@ -46,12 +41,12 @@ function forestOf(a: Attrs): Forest {
   const modes = Array.from(tensor('nodes_modes').data as ArrayLike<number>, Number);
   const membership = a.tensor('membership_values');
   return {
-    modes, splits: floats(tensor('nodes_splits')), features: a.ints('nodes_featureids'),
+    modes, splits: hostFloats(tensor('nodes_splits')), features: a.ints('nodes_featureids'),
     trueIds: a.ints('nodes_truenodeids'), falseIds: a.ints('nodes_falsenodeids'),
     trueLeaf: a.ints('nodes_trueleafs'), falseLeaf: a.ints('nodes_falseleafs'),
     missingTrue: a.ints('nodes_missing_value_tracks_true', []),
-    sets: memberSets(modes, membership && floats(membership)),
-    leafTargets: a.ints('leaf_targetids'), leafWeights: floats(tensor('leaf_weights')), roots: a.ints('tree_roots'),
+    sets: memberSets(modes, membership && hostFloats(membership)),
+    leafTargets: a.ints('leaf_targetids'), leafWeights: hostFloats(tensor('leaf_weights')), roots: a.ints('tree_roots'),
     nTargets: a.int('n_targets', 1), aggregate: a.int('aggregate_function', Aggregate.SUM), post: a.int('post_transform', Post.NONE),
   };
 }
@@ -140,7 +135,7 @@ function parseForest(a: Attrs): Forest {
 function predict(ctx: OpContext<Forest>): HostTensor[] {
   const f = ctx.params;
   const x = ctx.host(0);
-  const xs = floats(x);
+  const xs = hostFloats(x);
   const [n, nf] = x.dims.length === 1 ? [1, x.dims[0]] : x.dims;
   if (f.features.some((i) => i < 0 || i >= nf)) throw new RangeError(`${ctx.where}: a node reads a feature outside [0, ${nf})`);
   // MIN/MAX start from ±Infinity; a target that no tree reaches scores 0, as in onnxruntime (the

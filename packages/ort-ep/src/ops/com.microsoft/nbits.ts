@@ -15,6 +15,7 @@ import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
+import { numAt } from '../helpers/shape-host.js';
 
 const MLX_GROUPS = new Set([32, 64, 128]);
 
@@ -52,19 +53,12 @@ function check(ctx: CheckContext<NBitsParams>): string | undefined {
 // ---------------------------------------------------------------------------------------------
 // Host-side unpacking shared by both paths.
 
-const halfToNumber = (t: HostTensor, i: number): number => {
-  const d = t.data as ArrayLike<number>;
-  if (t.dtype === OnnxDataType.FLOAT16) return mx.float16BitsToNumber(d[i]);
-  if (t.dtype === OnnxDataType.BFLOAT16) return mx.bfloat16BitsToNumber(d[i]);
-  return d[i];
-};
-
 /** Zero point of every block, [N * kBlocks]: packed uint8 (low bits first, rows padded to a byte), float, or the default 2^(bits-1). */
 function zeroPoints(zp: HostTensor | undefined, l: Layout): Float64Array {
   const out = new Float64Array(l.N * l.kBlocks);
   if (!zp) return out.fill(2 ** (l.bits - 1));
   if (zp.dtype !== OnnxDataType.UINT8) {
-    for (let i = 0; i < out.length; i++) out[i] = halfToNumber(zp, i);
+    for (let i = 0; i < out.length; i++) out[i] = numAt(zp, i);
     return out;
   }
   const bytes = zp.data as Uint8Array;
@@ -107,7 +101,7 @@ function packOnHost(b: HostTensor, sc: HostTensor, zp: HostTensor | undefined, l
   const scales = new Float64Array(l.N * groups);
   const biases = new Float64Array(l.N * groups);
   for (let i = 0; i < l.N * l.kBlocks; i++) {
-    const s = halfToNumber(sc, i);
+    const s = numAt(sc, i);
     for (let r = 0; r < repeat; r++) {
       scales[i * repeat + r] = s;
       biases[i * repeat + r] = -s * zps[i];

@@ -39,6 +39,18 @@ export function hostOf(dtype: number, values: readonly (number | bigint)[], dims
   }
 }
 
+const intRanges: Partial<Record<mx.Dtype, [number | bigint, number | bigint]>> = {
+  int8: [-128, 127], uint8: [0, 255], int16: [-32768, 32767], uint16: [0, 65535],
+  int32: [-2147483648, 2147483647], uint32: [0, 4294967295],
+  int64: [-(2n ** 63n), 2n ** 63n - 1n], uint64: [0n, 2n ** 64n - 1n],
+};
+
+/** [lowest, highest] value of an MLX dtype: the integer limits, false/true, ±Infinity for floats (the identities of max and min). */
+export function dtypeRange(dtype: mx.Dtype): [number | bigint | boolean, number | bigint | boolean] {
+  if (dtype === 'bool') return [false, true];
+  return intRanges[dtype] ?? [-Infinity, Infinity];
+}
+
 export const sizeOf = (dims: readonly number[]): number => dims.reduce((a, b) => a * b, 1);
 
 /** The MLX dtype for an ONNX element type, or a clear error. */
@@ -61,7 +73,12 @@ export function keepType(r: mx.Array, onnxType: number): mx.Array {
 
 /** An optional int list input (axes since opset 13/18), else `attribute`: the attribute of the same name (earlier opsets) as parse read it. */
 export function axesFrom(ctx: OpContext, inputIndex: number, attribute: number[] | undefined): number[] | undefined {
-  return ctx.has(inputIndex) ? hostNumbers(ctx.host(inputIndex)) : attribute;
+  return optionalNumbers(ctx, inputIndex) ?? attribute;
+}
+
+/** The numbers of optional input i, read on the host (small, shape-like inputs), or undefined when it is omitted. */
+export function optionalNumbers(ctx: OpContext, i: number): number[] | undefined {
+  return ctx.has(i) ? hostNumbers(ctx.host(i)) : undefined;
 }
 
 export const isFloatType = (t: number): boolean =>
