@@ -77,26 +77,20 @@ function checkShapes(ctx: OpContext): void {
   }
 }
 
-const nll = onnxOp('NegativeLogLikelihoodLoss', 12, {
-  parse: parseLoss,
-  check: checkLoss,
-  run: (ctx) => {
-    checkShapes(ctx);
-    return [nllLoss(ctx.input(0), ctx.input(1), ctx.optional(2), ctx.params)];
-  },
-});
-
-const sce = onnxOp('SoftmaxCrossEntropyLoss', 12, {
-  parse: parseLoss,
-  check: checkLoss,
-  run: (ctx) => {
-    checkShapes(ctx);
-    const logp = logSoftmaxAxis1(ctx.input(0));
-    const loss = nllLoss(logp, ctx.input(1), ctx.optional(2), ctx.params);
-    // The second output (log_prob) is optional; computing it costs nothing extra.
-    return ctx.wants(1) ? [loss, logp] : [loss];
-  },
-});
+/** NegativeLogLikelihoodLoss takes log-probabilities; SoftmaxCrossEntropyLoss takes scores and can also return their log-softmax. */
+function lossEntry(opType: string, fromScores: boolean): OpEntry<LossAttrs> {
+  return onnxOp(opType, 12, {
+    parse: parseLoss,
+    check: checkLoss,
+    run: (ctx) => {
+      checkShapes(ctx);
+      const logp = fromScores ? logSoftmaxAxis1(ctx.input(0)) : ctx.input(0);
+      const loss = nllLoss(logp, ctx.input(1), ctx.optional(2), ctx.params);
+      // The second output (log_prob) is optional; computing it costs nothing extra.
+      return fromScores && ctx.wants(1) ? [loss, logp] : [loss];
+    },
+  });
+}
 
 // Opset 13 widened the types (bfloat16, double for NLL) without changing the semantics.
-export const lossOps: OpEntry[] = [nll, sce];
+export const lossOps: OpEntry[] = [lossEntry('NegativeLogLikelihoodLoss', false), lossEntry('SoftmaxCrossEntropyLoss', true)];

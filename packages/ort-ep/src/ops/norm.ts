@@ -6,10 +6,8 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
+import { normalize, stash } from './helpers/normalize.js';
 import { normAxis } from './helpers/util.js';
-
-/** float16/bfloat16 widen to float32 for statistics; float32/float64 stay. */
-const stash = (x: mx.Array): mx.Array => (x.dtype === 'float16' || x.dtype === 'bfloat16' ? mx.astype(x, 'float32') : x);
 
 /** A per-channel [C] parameter shaped to broadcast along axis 1 of a rank-`rank` input. */
 function perChannel(p: mx.Array, rank: number): mx.Array {
@@ -87,26 +85,14 @@ export interface LayerNormParams {
 
 export const parseLayerNorm = (attrs: Attrs): LayerNormParams => ({ axis: attrs.int('axis', -1), epsilon: epsilonOf(attrs), stashFloat: stashOf(attrs) });
 
-function layerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
+/** LayerNormalization: also onnxruntime's opset 1-16 registration in the ONNX domain (com.microsoft/norm.ts). */
+export function layerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
   const x = ctx.input(0);
-  const r = x.ndim;
-  const axis = normAxis(ctx.params.axis, r);
-  const eps = ctx.params.epsilon;
-  const scale = ctx.input(1);
-  const bias = ctx.optional(2);
-  const wantStats = ctx.wants(1) || ctx.wants(2);
-  // The fused kernel normalises over the last axis with a 1-D weight: the common transformer case.
-  if (!wantStats && axis === r - 1 && scale.ndim <= 1 && (!bias || bias.ndim <= 1) && scale.size === x.shape[r - 1]) {
-    return [mx.fastLayerNorm(x, scale, bias ?? null, eps)];
-  }
-  const xs = ctx.params.stashFloat ? stash(x) : x;
-  const axes = Array.from({ length: r - axis }, (_, i) => axis + i);
-  const [mean, variance] = moments(xs, axes);
-  const inv = mx.rsqrt(mx.add(variance, eps));
-  let y = mx.multiply(mx.multiply(mx.subtract(xs, mean), inv), scale);
-  if (bias) y = mx.add(y, bias);
-  const statType = ctx.params.stashFloat ? xs.dtype : x.dtype;
-  return [mx.astype(y, x.dtype), mx.astype(mean, statType), mx.astype(inv, statType)];
+  const { axis, epsilon, stashFloat } = ctx.params;
+  const out = normalize(x, ctx.input(1), ctx.optional(2), {
+    axis: normAxis(axis, x.ndim), eps: epsilon, simplified: false, stashFloat, stats: ctx.wants(1) || ctx.wants(2),
+  });
+  return [out.y, out.mean, out.invStd];
 }
 
 const layerNormEntry = onnxOp('LayerNormalization', 17, {

@@ -6,54 +6,8 @@ import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp, onnxOp } from '../../registry/op.js';
 import { normAxis } from '../helpers/util.js';
-import { parseLayerNorm, type LayerNormParams } from '../norm.js';
-
-interface NormSpec {
-  axis: number;
-  eps: number;
-  /** RMSNorm: no mean subtraction and no beta. */
-  simplified: boolean;
-  /** Statistics in float32 for half inputs (stash_type 1, and onnxruntime's fused ops always). */
-  stashFloat: boolean;
-  /** Whether the Mean / InvStdDev outputs are wanted (forces the unfused path). */
-  stats: boolean;
-}
-
-interface NormOut {
-  y: mx.Array;
-  mean?: mx.Array;
-  invStd: mx.Array | undefined;
-}
-
-const isHalf = (d: mx.Dtype) => d === 'float16' || d === 'bfloat16';
-
-/** Normalises over axes [axis, rank), then scales by gamma and shifts by beta. */
-function normalize(x: mx.Array, gamma: mx.Array, beta: mx.Array | undefined, spec: NormSpec): NormOut {
-  const r = x.ndim;
-  const last = r - 1;
-  const fused = !spec.stats && spec.axis === last && gamma.ndim === 1 && gamma.shape[0] === x.shape[last] && (!beta || (beta.ndim === 1 && beta.shape[0] === x.shape[last]));
-  if (fused) {
-    // MLX's fused kernels accumulate in float32 whatever the input type.
-    const y = spec.simplified ? mx.fast.rmsNorm(x, gamma, spec.eps) : mx.fast.layerNorm(x, gamma, beta ?? null, spec.eps);
-    return { y, invStd: undefined };
-  }
-  const xs = spec.stashFloat && isHalf(x.dtype) ? mx.astype(x, 'float32') : x;
-  const axes = Array.from({ length: r - spec.axis }, (_, i) => spec.axis + i);
-  let y: mx.Array;
-  let mean: mx.Array | undefined;
-  let invStd: mx.Array;
-  if (spec.simplified) {
-    invStd = mx.rsqrt(mx.add(mx.mean(mx.square(xs), axes, { keepdims: true }), spec.eps));
-    y = mx.multiply(mx.multiply(xs, invStd), gamma);
-  } else {
-    mean = mx.mean(xs, axes, { keepdims: true });
-    const centered = mx.subtract(xs, mean);
-    invStd = mx.rsqrt(mx.add(mx.mean(mx.square(centered), axes, { keepdims: true }), spec.eps));
-    y = mx.multiply(mx.multiply(centered, invStd), gamma);
-    if (beta) y = mx.add(y, beta);
-  }
-  return { y: mx.astype(y, x.dtype), mean, invStd };
-}
+import { normalize } from '../helpers/normalize.js';
+import { layerNorm, parseLayerNorm, type LayerNormParams } from '../norm.js';
 
 /** onnxruntime's fused ops (Skip*, EmbedLayerNormalization) default epsilon to 1e-12. */
 const fusedEpsilon = (attrs: Attrs): number => attrs.float('epsilon', 1e-12);
@@ -90,20 +44,16 @@ function skipCheck(simplified: boolean) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// LayerNormalization (ONNX domain, opsets 1-16 as onnxruntime registers it) and
-// SimplifiedLayerNormalization: axis (default -1), epsilon (1e-5), stash_type (1).
+// LayerNormalization (ONNX domain, opsets 1-16 as onnxruntime registers it: the same op as
+// opset 17's, so norm.ts's translation) and SimplifiedLayerNormalization (RMSNorm, outputs Y and
+// InvStdDev), with LayerNormalization's attributes.
 
-function layerNorm(simplified: boolean) {
-  return (ctx: OpContext<LayerNormParams>): OpResult[] => {
-    const x = ctx.input(0);
-    const { stashFloat } = ctx.params;
-    const stats = simplified ? ctx.wants(1) : ctx.wants(1) || ctx.wants(2);
-    const out = normalize(x, ctx.input(1), simplified ? undefined : ctx.optional(2), {
-      axis: normAxis(ctx.params.axis, x.ndim), eps: ctx.params.epsilon, simplified, stashFloat, stats,
-    });
-    if (simplified) return [out.y, out.invStd];
-    return [out.y, out.mean, out.invStd];
-  };
+function simplifiedLayerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
+  const x = ctx.input(0);
+  const out = normalize(x, ctx.input(1), undefined, {
+    axis: normAxis(ctx.params.axis, x.ndim), eps: ctx.params.epsilon, simplified: true, stashFloat: ctx.params.stashFloat, stats: ctx.wants(1),
+  });
+  return [out.y, out.invStd];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -132,6 +82,6 @@ export const msNormOps: OpEntry[] = [
   msOp('EmbedLayerNormalization', 1, { parse: fusedEpsilon, run: embedLayerNorm }),
   msOp('SkipLayerNormalization', 1, { parse: fusedEpsilon, run: skipNorm(false) }),
   msOp('SkipSimplifiedLayerNormalization', 1, { parse: fusedEpsilon, check: skipCheck(true), run: skipNorm(true) }),
-  onnxOp('LayerNormalization', 1, { until: 16, parse: parseLayerNorm, run: layerNorm(false), note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain" }),
-  onnxOp('SimplifiedLayerNormalization', 1, { parse: parseLayerNorm, run: layerNorm(true), note: "onnxruntime's RMSNorm, registered in the ONNX domain" }),
+  onnxOp('LayerNormalization', 1, { until: 16, parse: parseLayerNorm, run: layerNorm, note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain" }),
+  onnxOp('SimplifiedLayerNormalization', 1, { parse: parseLayerNorm, run: simplifiedLayerNorm, note: "onnxruntime's RMSNorm, registered in the ONNX domain" }),
 ];
