@@ -27,14 +27,17 @@ function convWindow(p: WindowAttrs, x: readonly number[], w: readonly number[]):
   return windowOf(p, x.slice(2), kernelOf(p, w));
 }
 
+/** A channels-last result plus the optional bias (input 2, one per output channel), as [N, C, ...]. */
+function addBiasChannelsFirst(ctx: OpContext, y: mx.Array): mx.Array {
+  const bias = ctx.optional(2);
+  return toChannelsFirst(bias ? mx.add(y, bias) : y);
+}
+
 function conv(ctx: OpContext<ConvParams>): mx.Array {
   const x = ctx.input(0);
   const w = ctx.input(1);
   const win = convWindow(ctx.params, x.shape, w.shape);
-  let y = convLast(toChannelsLast(x), w, win, ctx.params.group);
-  const bias = ctx.optional(2);
-  if (bias) y = mx.add(y, bias);
-  return toChannelsFirst(y);
+  return addBiasChannelsFirst(ctx, convLast(toChannelsLast(x), w, win, ctx.params.group));
 }
 
 const convEntry = onnxOp('Conv', 1, {
@@ -114,9 +117,7 @@ function convTranspose(ctx: OpContext<ConvTransposeParams>): mx.Array {
   const start = y.shape.map((_, i) => (i >= 1 && i <= n ? g.padsBegin[i - 1] + before[i - 1] : 0));
   const stop = y.shape.map((d, i) => (i >= 1 && i <= n ? start[i] + g.out[i - 1] : d));
   y = mx.slice(y, start, stop, y.shape.map(() => 1));
-  const bias = ctx.optional(2);
-  if (bias) y = mx.add(y, bias);
-  return toChannelsFirst(y);
+  return addBiasChannelsFirst(ctx, y);
 }
 
 const convTransposeEntry = onnxOp('ConvTranspose', 1, {
