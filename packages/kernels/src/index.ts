@@ -10,6 +10,7 @@ export {
   type AttentionShape, type AttentionVjpOptions, type AttentionVjpStrategy,
 } from './attention/config.js';
 export { broadcastAdjoint, broadcastAxes } from './broadcast.js';
+export { fromHeads, toHeads } from './heads.js';
 export { disposeCustomVjpCache, customVjpCacheSize } from './custom-vjp.js';
 export {
   layerNorm, layerNormVjp, layerNormComposite, rmsNorm, rmsNormVjp, rmsNormComposite,

@@ -3,22 +3,17 @@
 // The opset ranges are the versions where the semantics are the same: later versions only
 // widened the type lists (bfloat16, ...), which MLX holds anyway.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { mxDtypeOf } from '../runtime/convert.js';
-import { hostNumbers, isFloatType, normAxis } from './helpers/util.js';
+import { onnxOp } from '../registry/op.js';
+import { hostNumbers, isFloatType, keepType, normAxis } from './helpers/util.js';
 
-const D = 'ai.onnx';
-
-/** MLX promotes some results (bool masks, float scalars with ints): ONNX keeps the input's type. */
-function keepType(r: mx.Array, onnxType: number): mx.Array {
-  const want = mxDtypeOf(onnxType);
-  return want && r.dtype !== want ? mx.astype(r, want) : r;
+/** A unary op keeping its input's type, with the attributes `parse` reads. */
+function unary<P = undefined>(opType: string, since: number, f: (x: mx.Array, ctx: OpContext<P>) => mx.Array, parse?: (attrs: Attrs) => P): OpEntry<P> {
+  return onnxOp<P>(opType, since, { parse, run: (ctx) => [keepType(f(ctx.input(0), ctx), ctx.elemType(0))] });
 }
 
-/** A unary op whose attributes are read per run (cheap: a map lookup). */
-function unary(opType: string, since: number, f: (x: mx.Array, ctx: OpContext) => mx.Array, until?: number): OpEntry {
-  return { domain: D, opType, since, until, run: (ctx) => [keepType(f(ctx.input(0), ctx), ctx.elemType(0))] };
-}
+const alphaOf = (def: number) => (attrs: Attrs): number => attrs.float('alpha', def);
 
 const leakyRelu = (x: mx.Array, alpha: number) => mx.where(mx.less(x, 0), mx.multiply(x, alpha), x);
 const softplus = (x: mx.Array) => mx.logaddexp(x, mx.zerosLike(x)); // log(1 + e^x) without overflow
@@ -36,10 +31,19 @@ function gelu(x: mx.Array, approximate: string): mx.Array {
   return mx.multiply(mx.multiply(x, 0.5), mx.add(mx.erf(mx.multiply(x, Math.SQRT1_2)), 1));
 }
 
+const geluModes = ['none', 'tanh'];
+
+function parseGelu(attrs: Attrs): string {
+  const approximate = attrs.string('approximate', 'none');
+  if (!geluModes.includes(approximate)) throw new RangeError(`Gelu approximate='${approximate}' is not one of 'none', 'tanh'`);
+  return approximate;
+}
+
+interface ShrinkParams { lambd: number; bias: number }
+
 /** Shrink takes every numeric type; integer inputs with fractional lambd/bias go through float32 and back. */
-function shrink(x: mx.Array, ctx: OpContext): mx.Array {
-  const lambd = ctx.attrs.float('lambd', 0.5);
-  const bias = ctx.attrs.float('bias', 0);
+function shrink(x: mx.Array, ctx: OpContext<ShrinkParams>): mx.Array {
+  const { lambd, bias } = ctx.params;
   const exact = isFloatType(ctx.elemType(0)) || (Number.isInteger(lambd) && Number.isInteger(bias));
   const xs = exact ? x : mx.astype(x, 'float32');
   const y = mx.where(mx.less(xs, -lambd), mx.add(xs, bias), mx.where(mx.greater(xs, lambd), mx.subtract(xs, bias), mx.zerosLike(xs)));
@@ -54,25 +58,26 @@ function shrink(x: mx.Array, ctx: OpContext): mx.Array {
 type AxisOp = (x: mx.Array, axis: number) => mx.Array;
 
 function softmaxLike(opType: string, f: AxisOp): OpEntry[] {
-  const legacy: OpEntry = {
-    domain: D, opType, since: 1, until: 12,
+  const legacy = onnxOp(opType, 1, {
+    until: 12,
+    parse: (attrs) => attrs.int('axis', 1),
     run: (ctx) => {
       const x = ctx.input(0);
       if (x.size === 0) return [x];
-      const axis = normAxis(ctx.attrs.int('axis', 1), Math.max(x.ndim, 1));
+      const axis = normAxis(ctx.params, Math.max(x.ndim, 1));
       const outer = x.shape.slice(0, axis).reduce((a, b) => a * b, 1);
       const flat = mx.reshape(x, [outer, -1]);
       return [keepType(mx.reshape(f(flat, 1), x.shape), ctx.elemType(0))];
     },
-  };
-  const perAxis: OpEntry = {
-    domain: D, opType, since: 13,
+  });
+  const perAxis = onnxOp(opType, 13, {
+    parse: (attrs) => attrs.int('axis', -1),
     run: (ctx) => {
       const x = ctx.input(0);
       if (x.size === 0) return [x];
-      return [keepType(f(x, normAxis(ctx.attrs.int('axis', -1), x.ndim)), ctx.elemType(0))];
+      return [keepType(f(x, normAxis(ctx.params, x.ndim)), ctx.elemType(0))];
     },
-  };
+  });
   return [legacy, perAxis];
 }
 
@@ -96,9 +101,9 @@ function hardmax(x: mx.Array, axis: number): mx.Array {
 // Dropout: inference is the identity and the mask (where requested) is all true. Training mode is
 // random: MLX's generator cannot reproduce onnxruntime's or numpy's masks, so it is refused.
 
-function dropoutCheck(ctx: CheckContext): string | undefined {
+function dropoutCheck(ctx: CheckContext<boolean>): string | undefined {
   if (ctx.opset < 7) {
-    return ctx.attrs.int('is_test', 0) ? undefined : `Dropout-${ctx.opset < 6 ? 1 : 6} with is_test=0 is training-mode (random) dropout, which is not supported`;
+    return ctx.params ? undefined : `Dropout-${ctx.opset < 6 ? 1 : 6} with is_test=0 is training-mode (random) dropout, which is not supported`;
   }
   if (ctx.opset < 12 || !ctx.node.inputs[2]) return undefined;
   const mode = ctx.constantInput(2);
@@ -111,53 +116,50 @@ function dropoutCheck(ctx: CheckContext): string | undefined {
 
 function dropout(ctx: OpContext): OpResult[] {
   const x = ctx.input(0);
-  if (!ctx.node.outputs[1]) return [x];
+  if (!ctx.wants(1)) return [x];
   // Dropout-1..9 typed the mask like the input; from 10 it is bool. (onnxruntime fills the
   // mask of 7..11 with zeros; the spec and its reference say nothing is dropped: all true.)
   const mask = ctx.opset >= 10 ? mx.onesLike(mx.astype(x, 'bool')) : mx.onesLike(x);
   return [x, mask];
 }
 
-const dropoutEntry: OpEntry = {
-  domain: D, opType: 'Dropout', since: 1, check: dropoutCheck, run: dropout,
+const dropoutEntry = onnxOp('Dropout', 1, {
+  // is_test (opsets 1-6): inference mode.
+  parse: (attrs) => attrs.int('is_test', 0) !== 0,
+  check: dropoutCheck, run: dropout,
   note: 'inference only: training_mode must be absent or a constant false (or the ratio a constant 0)',
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 
-const prelu: OpEntry = {
-  domain: D, opType: 'PRelu', since: 1,
+const prelu: OpEntry = onnxOp('PRelu', 1, {
   run: (ctx) => {
     const x = ctx.input(0);
     return [keepType(mx.where(mx.less(x, 0), mx.multiply(x, ctx.input(1)), x), ctx.elemType(0))];
   },
-};
+});
 
 export const activationOps: OpEntry[] = [
-  unary('LeakyRelu', 1, (x, c) => leakyRelu(x, c.attrs.float('alpha', 0.01))),
+  unary('LeakyRelu', 1, (x, c) => leakyRelu(x, c.params), alphaOf(0.01)),
   prelu,
-  unary('Elu', 1, (x, c) => elu(x, c.attrs.float('alpha', 1))),
+  unary('Elu', 1, (x, c) => elu(x, c.params), alphaOf(1)),
   unary('Selu', 1, (x, c) => {
-    const alpha = c.attrs.float('alpha', 1.67326319217681884765625);
-    const gamma = c.attrs.float('gamma', 1.05070102214813232421875);
+    const { alpha, gamma } = c.params;
     return mx.multiply(mx.where(mx.lessEqual(x, 0), mx.multiply(mx.expm1(x), alpha), x), gamma);
-  }),
+  }, (attrs) => ({ alpha: attrs.float('alpha', 1.67326319217681884765625), gamma: attrs.float('gamma', 1.05070102214813232421875) })),
   unary('Celu', 12, (x, c) => {
-    const alpha = c.attrs.float('alpha', 1);
+    const alpha = c.params;
     return mx.add(mx.maximum(x, 0), mx.minimum(mx.multiply(mx.expm1(mx.divide(x, alpha)), alpha), 0));
-  }),
-  unary('ThresholdedRelu', 10, (x, c) => mx.where(mx.greater(x, c.attrs.float('alpha', 1)), x, mx.zerosLike(x))),
-  unary('HardSigmoid', 1, (x, c) => hardSigmoid(x, c.attrs.float('alpha', 0.2), c.attrs.float('beta', 0.5))),
+  }, alphaOf(1)),
+  unary('ThresholdedRelu', 10, (x, c) => mx.where(mx.greater(x, c.params), x, mx.zerosLike(x)), alphaOf(1)),
+  unary('HardSigmoid', 1, (x, c) => hardSigmoid(x, c.params.alpha, c.params.beta), (attrs) => ({ alpha: attrs.float('alpha', 0.2), beta: attrs.float('beta', 0.5) })),
   unary('HardSwish', 14, (x) => mx.multiply(x, hardSigmoid(x, 1 / 6, 0.5))),
   unary('Softplus', 1, softplus),
   unary('Softsign', 1, (x) => mx.divide(x, mx.add(mx.abs(x), 1))),
-  {
-    ...unary('Gelu', 20, (x, c) => gelu(x, c.attrs.string('approximate', 'none'))),
-    check: (c) => (['none', 'tanh'].includes(c.attrs.string('approximate', 'none')) ? undefined : `Gelu approximate='${c.attrs.string('approximate')}' is not one of 'none', 'tanh'`),
-  },
+  unary('Gelu', 20, (x, c) => gelu(x, c.params), parseGelu),
   unary('Mish', 18, (x) => mx.multiply(x, mx.tanh(softplus(x)))),
-  unary('Shrink', 9, shrink),
-  unary('Swish', 24, (x, c) => mx.multiply(x, mx.sigmoid(mx.multiply(x, c.attrs.float('alpha', 1))))),
+  unary('Shrink', 9, shrink, (attrs) => ({ lambd: attrs.float('lambd', 0.5), bias: attrs.float('bias', 0) })),
+  unary('Swish', 24, (x, c) => mx.multiply(x, mx.sigmoid(mx.multiply(x, c.params))), alphaOf(1)),
   ...softmaxLike('Softmax', softmax),
   ...softmaxLike('LogSoftmax', logSoftmax),
   ...softmaxLike('Hardmax', hardmax),

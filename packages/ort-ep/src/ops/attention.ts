@@ -2,20 +2,19 @@
 // kernels of @mlx/kernels: grouped-query attention without repeating K/V, causal masking aligned
 // after the past cache, masks shorter than the keys padded with -inf, softcap, empty rows as zeros.
 import * as mx from '@mlx/core';
-import { rmsNorm, rotaryEmbedding, scaledDotProductAttention } from '@mlx/kernels';
+import { fromHeads, rmsNorm, rotaryEmbedding, scaledDotProductAttention, toHeads } from '@mlx/kernels';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { normAxis } from './helpers/util.js';
+import { parseLayerNorm } from './norm.js';
 
-const D = 'ai.onnx';
-
-/** [B, S, H*d] -> [B, H, S, d]. */
-function toHeads(x: mx.Array, heads: number, where: string, what: string): mx.Array {
+/** Q, K or V as [B, H, S, d]: 4-D inputs are, 3-D ones [B, S, H*d] split into the attribute's head count. */
+function headsOf(x: mx.Array, heads: number, where: string, what: string): mx.Array {
   if (x.ndim === 4) return x;
   if (x.ndim !== 3) throw new RangeError(`${where}: ${what} must be 3-D or 4-D, got shape [${x.shape.join(', ')}]`);
   if (!heads) throw new RangeError(`${where}: a 3-D ${what} needs the q_num_heads/kv_num_heads attributes`);
-  const [b, s, hidden] = x.shape;
-  if (hidden % heads) throw new RangeError(`${where}: ${what} hidden size ${hidden} is not a multiple of ${heads} heads`);
-  return mx.transpose(mx.reshape(x, [b, s, heads, hidden / heads]), [0, 2, 1, 3]);
+  return toHeads(x, heads);
 }
 
 /** nonpad_kv_seqlen (opset 24): keys at positions ≥ the batch's length are masked out. */
@@ -71,75 +70,88 @@ function qkOutput(q: mx.Array, k: mx.Array, mask: mx.Array | null, scale: number
   return mx.softmax(s, -1);
 }
 
-function attention(ctx: OpContext): OpResult[] {
-  const w = ctx.where;
-  const qIn = ctx.input(0);
-  const threeD = qIn.ndim === 3;
-  const qHeads = ctx.attrs.int('q_num_heads', 0);
-  const kvHeads = ctx.attrs.int('kv_num_heads', 0);
-  const q = toHeads(qIn, qHeads, w, 'Q');
-  let k = toHeads(ctx.input(1), kvHeads, w, 'K');
-  let v = toHeads(ctx.input(2), kvHeads, w, 'V');
-  const past = ctx.has(4) ? ctx.shape(4)[2] : 0;
-  if (ctx.has(4)) k = mx.concatenate([ctx.input(4), k], 2);
-  if (ctx.has(5)) v = mx.concatenate([ctx.input(5), v], 2);
-  const scale = ctx.attrs.has('scale') ? ctx.attrs.float('scale') : 1 / Math.sqrt(q.shape[3]);
-  const softcap = ctx.attrs.float('softcap', 0);
-  const causal = ctx.attrs.int('is_causal', 0) !== 0;
-  let mask: mx.Array | null = ctx.has(3) ? ctx.input(3) : null;
-  if (ctx.opset >= 24 && ctx.has(6)) mask = combineMasks(mask, lengthMask(ctx.input(6), k.shape[2]), q.dtype);
-  let y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask });
-  if (threeD) {
-    const [b, h, s, dv] = y.shape;
-    y = mx.reshape(mx.transpose(y, [0, 2, 1, 3]), [b, s, h * dv]);
-  }
-  const outs: OpResult[] = [y, k, v];
-  if (ctx.node.outputs[3]) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, ctx.attrs.int('qk_matmul_output_mode', 0)));
-  return outs;
+interface AttentionParams {
+  /** Head counts of 3-D Q and K/V (0: not given). */
+  qHeads: number;
+  kvHeads: number;
+  /** Default 1/sqrt(head size). */
+  scale?: number;
+  softcap: number;
+  causal: boolean;
+  /** What the optional 4th output holds: 0 scaled Q·Kᵀ, 1 + mask, 2 softcapped, 3 softmaxed. */
+  qkMode: number;
 }
 
-function attentionEntry(since: number, until?: number): OpEntry {
+function parseAttention(attrs: Attrs): AttentionParams {
+  const qkMode = attrs.int('qk_matmul_output_mode', 0);
+  if (qkMode < 0 || qkMode > 3) throw new RangeError(`qk_matmul_output_mode ${qkMode} is not one of 0-3`);
   return {
-    domain: D, opType: 'Attention', since, until,
-    check: (c) => {
-      const mode = c.attrs.int('qk_matmul_output_mode', 0);
-      if (mode < 0 || mode > 3) return `qk_matmul_output_mode ${mode} is not one of 0-3`;
-      return undefined;
-    },
-    run: attention,
+    qHeads: attrs.int('q_num_heads', 0),
+    kvHeads: attrs.int('kv_num_heads', 0),
+    scale: attrs.has('scale') ? attrs.float('scale') : undefined,
+    softcap: attrs.float('softcap', 0),
+    causal: attrs.int('is_causal', 0) !== 0,
+    qkMode,
   };
 }
 
-const rmsNormalization: OpEntry = {
-  domain: D, opType: 'RMSNormalization', since: 23,
+function attention(ctx: OpContext<AttentionParams>): OpResult[] {
+  const w = ctx.where;
+  const p = ctx.params;
+  const qIn = ctx.input(0);
+  const threeD = qIn.ndim === 3;
+  const q = headsOf(qIn, p.qHeads, w, 'Q');
+  let k = headsOf(ctx.input(1), p.kvHeads, w, 'K');
+  let v = headsOf(ctx.input(2), p.kvHeads, w, 'V');
+  const pastKey = ctx.optional(4);
+  const pastValue = ctx.optional(5);
+  const past = pastKey ? pastKey.shape[2] : 0;
+  if (pastKey) k = mx.concatenate([pastKey, k], 2);
+  if (pastValue) v = mx.concatenate([pastValue, v], 2);
+  const scale = p.scale ?? 1 / Math.sqrt(q.shape[3]);
+  const { softcap, causal } = p;
+  let mask: mx.Array | null = ctx.optional(3) ?? null;
+  const lengths = ctx.opset >= 24 ? ctx.optional(6) : undefined;
+  if (lengths) mask = combineMasks(mask, lengthMask(lengths, k.shape[2]), q.dtype);
+  let y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask });
+  if (threeD) y = fromHeads(y);
+  const outs: OpResult[] = [y, k, v];
+  if (ctx.wants(3)) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, p.qkMode));
+  return outs;
+}
+
+const attentionEntry = onnxOp('Attention', 23, { parse: parseAttention, run: attention });
+
+const rmsNormalization = onnxOp('RMSNormalization', 23, {
+  parse: parseLayerNorm,
   run: (ctx) => {
     const x = ctx.input(0);
     const scale = ctx.input(1);
-    const axis = normAxis(ctx.attrs.int('axis', -1), x.ndim);
-    const eps = ctx.attrs.float('epsilon', 1e-5);
+    const axis = normAxis(ctx.params.axis, x.ndim);
     // stash_type 1 computes in float32, as the reference does for lower precisions.
-    const xf = ctx.attrs.int('stash_type', 1) === 1 && x.dtype !== 'float64' ? mx.astype(x, 'float32') : x;
-    const y = rmsNorm(xf, null, { eps, axis });
+    const xf = ctx.params.stashFloat && x.dtype !== 'float64' ? mx.astype(x, 'float32') : x;
+    const y = rmsNorm(xf, null, { eps: ctx.params.epsilon, axis });
     return [mx.astype(mx.multiply(y, scale), x.dtype)];
   },
-};
+});
 
-const rotary: OpEntry = {
-  domain: D, opType: 'RotaryEmbedding', since: 23,
+const rotary = onnxOp('RotaryEmbedding', 23, {
+  parse: (attrs) => ({
+    heads: attrs.int('num_heads', 0),
+    /** 0: the whole head. */
+    rotaryDim: attrs.int('rotary_embedding_dim', 0),
+    interleaved: attrs.int('interleaved', 0) !== 0,
+  }),
   run: (ctx) => {
     const xIn = ctx.input(0);
-    const heads = ctx.attrs.int('num_heads', 0);
-    const x = xIn.ndim === 3 ? toHeads(xIn, heads, ctx.where, 'X') : xIn;
+    const x = headsOf(xIn, ctx.params.heads, ctx.where, 'X');
     const d = x.shape[3];
-    const rd = ctx.attrs.int('rotary_embedding_dim', 0) || d;
     const y = rotaryEmbedding(x, {
-      cos: ctx.input(1), sin: ctx.input(2), positionIds: ctx.has(3) ? ctx.input(3) : null,
-      interleaved: ctx.attrs.int('interleaved', 0) !== 0, rotaryDim: rd,
+      cos: ctx.input(1), sin: ctx.input(2), positionIds: ctx.optional(3) ?? null,
+      interleaved: ctx.params.interleaved, rotaryDim: ctx.params.rotaryDim || d,
     });
-    if (xIn.ndim !== 3) return [y];
-    const [b, h, s] = y.shape;
-    return [mx.reshape(mx.transpose(y, [0, 2, 1, 3]), [b, s, h * d])];
+    return [xIn.ndim === 3 ? fromHeads(y) : y];
   },
-};
+});
 
-export const attentionOps: OpEntry[] = [attentionEntry(23), rmsNormalization, rotary];
+export const attentionOps: OpEntry[] = [attentionEntry, rmsNormalization, rotary];

@@ -2,10 +2,9 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, bitsPerElement, fromRawBytes, toRawBytes, type HostTensor } from '../onnx/index.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // BitCast: the same bytes (little endian, as the spec requires) read as another type of equal width.
@@ -19,8 +18,8 @@ const viewable = (t: number): boolean => {
   return !!d && (bitsPerElement(t) ?? 0) >= 8 && t !== OnnxDataType.COMPLEX64;
 };
 
-function checkBitCast(ctx: CheckContext): string | undefined {
-  const to = ctx.attrs.int('to');
+function checkBitCast(ctx: CheckContext<number>): string | undefined {
+  const to = ctx.params;
   if (to === OnnxDataType.STRING) return 'BitCast to string is not defined';
   const toBits = bitsPerElement(to);
   if (toBits === undefined) return `BitCast to element type ${to} is not supported`;
@@ -42,8 +41,8 @@ function bitCastHost(t: HostTensor, to: number, where: string): HostTensor {
   return { dtype: to, dims: [...t.dims], data };
 }
 
-function bitCast(ctx: OpContext): [mx.Array | HostTensor] {
-  const to = ctx.attrs.int('to');
+function bitCast(ctx: OpContext<number>): [mx.Array | HostTensor] {
+  const to = ctx.params;
   const from = ctx.elemType(0);
   const known = ctx.hostIfKnown(0);
   if (!known && viewable(from) && viewable(to) && from !== OnnxDataType.BOOL && to !== OnnxDataType.BOOL) {
@@ -52,12 +51,12 @@ function bitCast(ctx: OpContext): [mx.Array | HostTensor] {
   return [bitCastHost(ctx.host(0), to, ctx.where)];
 }
 
-const bitCastEntry: OpEntry = {
-  domain: D, opType: 'BitCast', since: 26,
+const bitCastEntry = onnxOp('BitCast', 26, {
+  parse: (attrs) => attrs.int('to'),
   check: checkBitCast,
-  host: (ctx) => [bitCastHost(ctx.host(0), ctx.attrs.int('to'), ctx.where)],
+  host: (ctx) => [bitCastHost(ctx.host(0), ctx.params, ctx.where)],
   run: bitCast,
   note: 'MLX views for types MLX holds at their width; a host copy for bool, int4/int2, float8/float4 and complex',
-};
+});
 
 export const bitCastOps: OpEntry[] = [bitCastEntry];

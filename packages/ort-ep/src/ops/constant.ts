@@ -4,12 +4,11 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, sparseToDense, type HostTensor, type SparseTensorIR } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostFill, numAt } from './helpers/shape-host.js';
 import { hostInt64, hostNumbers, hostOf, mxType } from './helpers/util.js';
 import { mxDtypeOf, upload } from '../runtime/convert.js';
 import { sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // Constant: exactly one of value, sparse_value, value_float(s), value_int(s), value_string(s).
@@ -29,8 +28,7 @@ function constantValue(ctx: { attrs: OpContext['attrs']; node: OpContext['node']
   throw new TypeError(`Constant '${ctx.node.name}' has no value attribute`);
 }
 
-const constantEntry: OpEntry = {
-  domain: D, opType: 'Constant', since: 1,
+const constantEntry: OpEntry = onnxOp('Constant', 1, {
   check: (ctx) => {
     try {
       constantValue(ctx);
@@ -41,25 +39,24 @@ const constantEntry: OpEntry = {
   },
   host: (ctx) => [constantValue(ctx)],
   run: (ctx) => [constantValue(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // ConstantOfShape: a one-element `value` tensor (default float32 0) broadcast to the given shape.
 
 const zeroFloat: HostTensor = { dtype: OnnxDataType.FLOAT, dims: [1], data: new Float32Array(1) };
-const fillValue = (ctx: OpContext): HostTensor => ctx.attrs.tensor('value') ?? zeroFloat;
 
-const constantOfShapeEntry: OpEntry = {
-  domain: D, opType: 'ConstantOfShape', since: 9,
+const constantOfShapeEntry = onnxOp('ConstantOfShape', 9, {
+  parse: (attrs) => attrs.tensor('value') ?? zeroFloat,
   // A fill value MLX cannot hold (a string) has only the host, whatever the size.
-  hostSize: (ctx) => (mxDtypeOf(fillValue(ctx).dtype) ? sizeOf(hostNumbers(ctx.host(0))) : 0),
-  host: (ctx) => [hostFill(fillValue(ctx), hostNumbers(ctx.host(0)))],
+  hostSize: (ctx) => (mxDtypeOf(ctx.params.dtype) ? sizeOf(hostNumbers(ctx.host(0))) : 0),
+  host: (ctx) => [hostFill(ctx.params, hostNumbers(ctx.host(0)))],
   run: (ctx) => {
     const dims = hostNumbers(ctx.host(0));
-    const v = upload(fillValue(ctx));
+    const v = upload(ctx.params);
     return [mx.broadcastTo(mx.reshape(v, []), dims)];
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Range: ceil((limit - start) / delta) elements start + i * delta, in the inputs' type.
@@ -72,8 +69,7 @@ function rangeArgs(ctx: OpContext): { start: number; delta: number; n: number; t
 
 const hostRangeTypes = new Set<number>([OnnxDataType.INT32, OnnxDataType.INT64, OnnxDataType.FLOAT, OnnxDataType.DOUBLE]);
 
-const rangeEntry: OpEntry = {
-  domain: D, opType: 'Range', since: 11,
+const rangeEntry: OpEntry = onnxOp('Range', 11, {
   hostSize: (ctx) => rangeArgs(ctx).n,
   host: (ctx) => {
     const { start, delta, n, type } = rangeArgs(ctx);
@@ -88,27 +84,25 @@ const rangeEntry: OpEntry = {
     const r = mx.add(mx.multiply(mx.arange(0, n, 1, work), delta), start);
     return [r.dtype === want ? r : mx.astype(r, want)];
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // EyeLike: ones on diagonal k of a 2-D tensor shaped like the input.
 
-const eyeLikeEntry: OpEntry = {
-  domain: D, opType: 'EyeLike', since: 9,
-  check: (ctx) => {
-    const t = ctx.attrs.has('dtype') ? ctx.attrs.int('dtype') : undefined;
-    return t === OnnxDataType.STRING ? 'EyeLike to string is not supported on MLX' : undefined;
-  },
+const eyeLikeEntry = onnxOp('EyeLike', 9, {
+  /** dtype: the input's type when absent; k: the diagonal. */
+  parse: (attrs) => ({ dtype: attrs.has('dtype') ? attrs.int('dtype') : undefined, k: attrs.int('k', 0) }),
+  check: (ctx) => (ctx.params.dtype === OnnxDataType.STRING ? 'EyeLike to string is not supported on MLX' : undefined),
   run: (ctx) => {
     const dims = ctx.shape(0);
     if (dims.length !== 2) throw new RangeError(`EyeLike: input must be 2-D, got [${dims.join(', ')}]`);
-    const type = ctx.attrs.has('dtype') ? ctx.attrs.int('dtype') : ctx.elemType(0);
-    const k = ctx.attrs.int('k', 0);
+    const type = ctx.params.dtype ?? ctx.elemType(0);
+    const k = ctx.params.k;
     const [n, m] = dims;
     // Build in float32 and cast: MLX's eye may not take every ONNX element type directly.
     const eye = k >= m || -k >= n ? mx.zeros([n, m], 'float32') : mx.eye(n, m, k, 'float32');
     return [mx.astype(eye, mxType(type, ctx.where))];
   },
-};
+});
 
 export const constantOps: OpEntry[] = [constantEntry, constantOfShapeEntry, rangeEntry, eyeLikeEntry];

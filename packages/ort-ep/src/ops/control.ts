@@ -2,36 +2,32 @@
 // attribute) and run through ctx.runSubgraph, which resolves outer-scope names.
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
+import type { GraphIR } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import type { Value } from '../runtime/value.js';
-import { upload } from '../runtime/convert.js';
-import { hostNumbers, normAxis } from './helpers/util.js';
-
-const D = 'ai.onnx';
+import { hostNumbers, intsIfGiven, normAxis } from './helpers/util.js';
 
 function truthy(ctx: OpContext, i: number): boolean {
   return hostNumbers(ctx.host(i)).some((v) => v !== 0);
 }
 
-const ifEntry: OpEntry = {
-  domain: D, opType: 'If', since: 1,
-  run: (ctx) => ctx.runSubgraph(ctx.attrs.graph(truthy(ctx, 0) ? 'then_branch' : 'else_branch'), []),
-};
+const ifEntry = onnxOp('If', 1, {
+  parse: (attrs) => ({ then: attrs.graph('then_branch'), else: attrs.graph('else_branch') }),
+  run: (ctx) => ctx.runSubgraph(truthy(ctx, 0) ? ctx.params.then : ctx.params.else, []),
+});
 
-function asArray(v: Value, where: string): mx.Array {
-  if (v.kind === 'device') return v.array;
-  if (v.kind === 'host') return upload(v.tensor);
-  throw new Error(`${where}: a scan output must be a tensor`);
-}
+const bodyOf = (attrs: Attrs): GraphIR => attrs.graph('body');
 
 /**
  * Loop(M, cond, v_initial...) with body(iter, cond, v...) -> (cond, v..., scan_outputs...). The trip
  * count and the condition are read on the host each iteration (data-dependent control flow).
  */
-const loopEntry: OpEntry = {
-  domain: D, opType: 'Loop', since: 1,
+const loopEntry = onnxOp('Loop', 1, {
+  parse: bodyOf,
   run: (ctx) => {
-    const body = ctx.attrs.graph('body');
+    const body = ctx.params;
     const maxTrip = ctx.has(0) ? Number(hostNumbers(ctx.host(0))[0]) : Infinity;
     let cond = ctx.has(1) ? truthy(ctx, 1) : true;
     let carried: Value[] = [];
@@ -54,24 +50,43 @@ const loopEntry: OpEntry = {
         const et = decl.type.kind === 'tensor' ? decl.type.elemType : OnnxDataType.FLOAT;
         return { kind: 'host', tensor: { dtype: et, dims: [0], data: new Float32Array(0) } } as Value;
       }
-      return mx.stack(vs.map((v) => asArray(v, ctx.where)), 0);
+      return mx.stack(vs.map((v) => ctx.toArray(v)), 0);
     });
     return [...carried, ...scanOut];
   },
-};
+});
 
 /** Scan (opset 9+): iterates over axes of the scan inputs, carrying state. */
-const scanEntry: OpEntry = {
-  domain: D, opType: 'Scan', since: 9,
+interface ScanParams {
+  body: GraphIR;
+  scanInputs: number;
+  /** Per scan input/output; absent: axis 0, forward (0) every one. */
+  inAxes?: number[];
+  inDirs?: number[];
+  outAxes?: number[];
+  outDirs?: number[];
+}
+
+const parseScan = (attrs: Attrs): ScanParams => ({
+  body: bodyOf(attrs),
+  scanInputs: attrs.int('num_scan_inputs'),
+  inAxes: intsIfGiven(attrs, 'scan_input_axes'),
+  inDirs: intsIfGiven(attrs, 'scan_input_directions'),
+  outAxes: intsIfGiven(attrs, 'scan_output_axes'),
+  outDirs: intsIfGiven(attrs, 'scan_output_directions'),
+});
+
+const scanEntry = onnxOp('Scan', 9, {
+  parse: parseScan,
   run: (ctx) => {
-    const body = ctx.attrs.graph('body');
-    const nScanIn = ctx.attrs.int('num_scan_inputs');
+    const { body, scanInputs: nScanIn } = ctx.params;
     const nState = ctx.inputCount - nScanIn;
     const nScanOut = body.outputs.length - nState;
-    const inAxes = ctx.attrs.ints('scan_input_axes', new Array(nScanIn).fill(0));
-    const inDirs = ctx.attrs.ints('scan_input_directions', new Array(nScanIn).fill(0));
-    const outAxes = ctx.attrs.ints('scan_output_axes', new Array(nScanOut).fill(0));
-    const outDirs = ctx.attrs.ints('scan_output_directions', new Array(nScanOut).fill(0));
+    const zeros = (n: number) => new Array<number>(n).fill(0);
+    const inAxes = ctx.params.inAxes ?? zeros(nScanIn);
+    const inDirs = ctx.params.inDirs ?? zeros(nScanIn);
+    const outAxes = ctx.params.outAxes ?? zeros(nScanOut);
+    const outDirs = ctx.params.outDirs ?? zeros(nScanOut);
     let state: Value[] = [];
     for (let i = 0; i < nState; i++) state.push(ctx.value(i));
     const scanIns = Array.from({ length: nScanIn }, (_, k) => {
@@ -88,7 +103,7 @@ const scanEntry: OpEntry = {
       });
       const r = ctx.runSubgraph(body, [...state, ...slices]);
       state = r.slice(0, nState);
-      r.slice(nState).forEach((v, k) => outs[k].push(asArray(v, ctx.where)));
+      r.slice(nState).forEach((v, k) => outs[k].push(ctx.toArray(v)));
     }
     const scanOut = outs.map((list, k) => {
       const ordered = outDirs[k] ? [...list].reverse() : list;
@@ -98,6 +113,6 @@ const scanEntry: OpEntry = {
     });
     return [...state, ...scanOut];
   },
-};
+});
 
 export const controlOps: OpEntry[] = [ifEntry, loopEntry, scanEntry];

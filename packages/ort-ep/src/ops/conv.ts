@@ -2,13 +2,20 @@
 // MLX convolves channels-last (input [N, ...spatial, C], weight [O, ...kernel, C/groups]); ONNX is
 // channels-first, so each op moves the channel axis in and out around one mx.convGeneral.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { exactIntProduct, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound } from './helpers/quant-math.js';
-import { checkWindowAttrs, kernelOf, toChannelsFirst, toChannelsLast, windowOf, type Window } from './helpers/spatial.js';
+import { onnxOp } from '../registry/op.js';
+import { intsIfGiven } from './helpers/util.js';
+import { exactIntProduct, minusZeroPoint, optionalQuantInput, quantInput, saturateRound, typed, zeroPointBound } from './helpers/quant-math.js';
+import {
+  kernelOf, ones, padsOf, parseWindow, toChannelsFirst, toChannelsLast, windowOf, zeros, type Window, type WindowAttrs,
+} from './helpers/spatial.js';
 
-const D = 'ai.onnx';
+interface ConvParams extends WindowAttrs {
+  group: number;
+}
 
-const ones = (n: number) => new Array<number>(n).fill(1);
+const parseConv = (attrs: Attrs): ConvParams => ({ ...parseWindow(attrs), group: attrs.int('group', 1) });
 
 /** Channels-last convolution of x [N, ...sp, C] with ONNX weight w [O, C/g, ...k]. */
 function convLast(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.Array {
@@ -16,24 +23,27 @@ function convLast(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.Arr
   return mx.convGeneral(xl, wl, win.strides, win.padsBegin, win.padsEnd, win.dilations, ones(win.kernel.length), group, false);
 }
 
-function convWindow(ctx: OpContext, x: readonly number[], w: readonly number[]): Window {
-  return windowOf(ctx, x.slice(2), kernelOf(ctx, w));
+function convWindow(p: WindowAttrs, x: readonly number[], w: readonly number[]): Window {
+  return windowOf(p, x.slice(2), kernelOf(p, w));
 }
 
-function conv(ctx: OpContext): mx.Array {
+/** A channels-last result plus the optional bias (input 2, one per output channel), as [N, C, ...]. */
+function addBiasChannelsFirst(ctx: OpContext, y: mx.Array): mx.Array {
+  const bias = ctx.optional(2);
+  return toChannelsFirst(bias ? mx.add(y, bias) : y);
+}
+
+function conv(ctx: OpContext<ConvParams>): mx.Array {
   const x = ctx.input(0);
   const w = ctx.input(1);
-  const win = convWindow(ctx, x.shape, w.shape);
-  let y = convLast(toChannelsLast(x), w, win, ctx.attrs.int('group', 1));
-  if (ctx.inputCount > 2 && ctx.has(2)) y = mx.add(y, ctx.input(2));
-  return toChannelsFirst(y);
+  const win = convWindow(ctx.params, x.shape, w.shape);
+  return addBiasChannelsFirst(ctx, convLast(toChannelsLast(x), w, win, ctx.params.group));
 }
 
-const convEntry: OpEntry = {
-  domain: D, opType: 'Conv', since: 1,
-  check: checkWindowAttrs,
+const convEntry = onnxOp('Conv', 1, {
+  parse: parseConv,
   run: (ctx) => [conv(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // ConvTranspose: a convolution of the stride-dilated input with the flipped kernel, cropped to
@@ -44,15 +54,23 @@ interface TransposeGeometry {
   out: number[];
 }
 
-function transposeGeometry(ctx: OpContext, spatial: readonly number[], kernel: readonly number[]): TransposeGeometry {
+interface ConvTransposeParams extends ConvParams {
+  outputPadding?: number[];
+  outputShape?: number[];
+}
+
+function parseConvTranspose(attrs: Attrs): ConvTransposeParams {
+  return { ...parseConv(attrs), outputPadding: intsIfGiven(attrs, 'output_padding'), outputShape: intsIfGiven(attrs, 'output_shape') };
+}
+
+function transposeGeometry(p: ConvTransposeParams, spatial: readonly number[], kernel: readonly number[]): TransposeGeometry {
   const n = spatial.length;
-  const strides = ctx.attrs.ints('strides', ones(n));
-  const dilations = ctx.attrs.ints('dilations', ones(n));
-  const outPad = ctx.attrs.ints('output_padding', new Array(n).fill(0));
-  const autoPad = ctx.attrs.string('auto_pad', 'NOTSET');
+  const strides = p.strides ?? ones(n);
+  const dilations = p.dilations ?? ones(n);
+  const outPad = p.outputPadding ?? zeros(n);
+  const autoPad = p.autoPad;
   const full = spatial.map((s, i) => strides[i] * (s - 1) + outPad[i] + (kernel[i] - 1) * dilations[i] + 1);
-  const given = ctx.attrs.has('output_shape') ? ctx.attrs.ints('output_shape') : undefined;
-  const outShape = given ? given.slice(-n) : undefined;
+  const outShape = p.outputShape?.slice(-n);
   if (outShape || autoPad === 'SAME_UPPER' || autoPad === 'SAME_LOWER') {
     // The spec's rule: total padding from the target size; SAME_UPPER puts the odd unit at the end.
     const target = outShape ?? spatial.map((s, i) => s * strides[i]);
@@ -63,7 +81,7 @@ function transposeGeometry(ctx: OpContext, spatial: readonly number[], kernel: r
     });
     return { padsBegin, out: target };
   }
-  const pads = autoPad === 'VALID' ? new Array(2 * n).fill(0) : ctx.attrs.ints('pads', new Array(2 * n).fill(0));
+  const pads = autoPad === 'VALID' ? zeros(2 * n) : padsOf(p, n);
   return { padsBegin: pads.slice(0, n), out: full.map((f, i) => f - pads[i] - pads[n + i]) };
 }
 
@@ -76,16 +94,17 @@ function transposeWeight(w: mx.Array, group: number): mx.Array {
   return mx.reshape(moved, [group * og, ...k, c / group]);
 }
 
-function convTranspose(ctx: OpContext): mx.Array {
+function convTranspose(ctx: OpContext<ConvTransposeParams>): mx.Array {
+  const p = ctx.params;
   const x = ctx.input(0);
   const w = ctx.input(1);
-  const group = ctx.attrs.int('group', 1);
+  const group = p.group;
   const spatial = x.shape.slice(2);
-  const kernel = kernelOf(ctx, w.shape);
+  const kernel = kernelOf(p, w.shape);
   const n = spatial.length;
-  const strides = ctx.attrs.ints('strides', ones(n));
-  const dilations = ctx.attrs.ints('dilations', ones(n));
-  const g = transposeGeometry(ctx, spatial, kernel);
+  const strides = p.strides ?? ones(n);
+  const dilations = p.dilations ?? ones(n);
+  const g = transposeGeometry(p, spatial, kernel);
   // The full transposed convolution (padding d(k-1) on both sides) has length F; output o is its
   // element o + pad_begin. Extra zero padding covers what lies outside it (negative pads, output
   // padding), then one slice takes the requested window.
@@ -98,44 +117,41 @@ function convTranspose(ctx: OpContext): mx.Array {
   const start = y.shape.map((_, i) => (i >= 1 && i <= n ? g.padsBegin[i - 1] + before[i - 1] : 0));
   const stop = y.shape.map((d, i) => (i >= 1 && i <= n ? start[i] + g.out[i - 1] : d));
   y = mx.slice(y, start, stop, y.shape.map(() => 1));
-  if (ctx.inputCount > 2 && ctx.has(2)) y = mx.add(y, ctx.input(2));
-  return toChannelsFirst(y);
+  return addBiasChannelsFirst(ctx, y);
 }
 
-const convTransposeEntry: OpEntry = {
-  domain: D, opType: 'ConvTranspose', since: 1,
-  check: checkWindowAttrs,
+const convTransposeEntry = onnxOp('ConvTranspose', 1, {
+  parse: parseConvTranspose,
   run: (ctx) => [convTranspose(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // ConvInteger / QLinearConv: (x - x_zp) conv (w - w_zp) in exact int32 (float32 products,
 // split into 4-bit halves when a window's sum could exceed float32's integers).
 
-function integerConv(ctx: OpContext, ix: number, ixz: number, iw: number, iwz: number): mx.Array {
+function integerConv(ctx: OpContext<ConvParams>, ix: number, ixz: number, iw: number, iwz: number): mx.Array {
   const x = quantInput(ctx, ix);
   const w = quantInput(ctx, iw);
-  const has = (i: number) => ctx.inputCount > i && ctx.has(i);
-  const x0 = minusZeroPoint(x, has(ixz) ? quantInput(ctx, ixz) : undefined, 1);
-  const w0 = minusZeroPoint(w, has(iwz) ? quantInput(ctx, iwz) : undefined, 0);
-  const win = convWindow(ctx, x.shape, w.shape);
-  const group = ctx.attrs.int('group', 1);
+  const x0 = minusZeroPoint(x, optionalQuantInput(ctx, ixz), 1);
+  const w0 = minusZeroPoint(w, optionalQuantInput(ctx, iwz), 0);
+  const win = convWindow(ctx.params, x.shape, w.shape);
+  const group = ctx.params.group;
   const terms = w.shape.slice(1).reduce((a, b) => a * b, 1);
   const f = (a: mx.Array, b: mx.Array) => convLast(a, b, win, group);
   // Zero padding of (x - x_zp) is padding x with its zero point, as the spec asks.
   return exactIntProduct(f, toChannelsLast(x0), w0, terms, zeroPointBound(ctx.elemType(ix)), zeroPointBound(ctx.elemType(iw)));
 }
 
-const convIntegerEntry: OpEntry = {
-  domain: D, opType: 'ConvInteger', since: 10,
+const convIntegerEntry = onnxOp('ConvInteger', 10, {
   note: 'exact int32 accumulation (float32 convolutions of 4-bit halves where a window sum could pass 2^24)',
-  check: checkWindowAttrs,
+  parse: parseConv,
   run: (ctx) => [toChannelsFirst(integerConv(ctx, 0, 2, 1, 3))],
-};
+});
 
-function qlinearConv(ctx: OpContext): OpResult[] {
+function qlinearConv(ctx: OpContext<ConvParams>): OpResult[] {
   let acc = integerConv(ctx, 0, 2, 3, 5); // channels-last
-  if (ctx.inputCount > 8 && ctx.has(8)) acc = mx.add(acc, mx.astype(ctx.input(8), 'int32'));
+  const bias = ctx.optional(8);
+  if (bias) acc = mx.add(acc, mx.astype(bias, 'int32'));
   // w_scale is per tensor or per output channel (the last axis here).
   const multiplier = mx.astype(mx.divide(mx.multiply(ctx.input(1), ctx.input(4)), ctx.input(6)), 'float32');
   const yType = ctx.elemType(7);
@@ -143,10 +159,9 @@ function qlinearConv(ctx: OpContext): OpResult[] {
   return [typed(toChannelsFirst(saturateRound(y, yType)), yType)];
 }
 
-const qlinearConvEntry: OpEntry = {
-  domain: D, opType: 'QLinearConv', since: 10,
-  check: checkWindowAttrs,
+const qlinearConvEntry = onnxOp('QLinearConv', 10, {
+  parse: parseConv,
   run: qlinearConv,
-};
+});
 
 export const convOps: OpEntry[] = [convEntry, convTransposeEntry, convIntegerEntry, qlinearConvEntry];

@@ -2,7 +2,10 @@
 // offset, by bilinear interpolation with zeros outside (GridSample, align_corners=1), scaled by
 // the optional mask; the samples are then contracted with the weights as a grouped matmul.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
+import { intsIfGiven } from './helpers/util.js';
 
 /** Regular sampling positions along one axis: [k, o] = -pad + stride * o + dilation * k. */
 function basePositions(k: number, o: number, pad: number, stride: number, dilation: number): mx.Array {
@@ -37,18 +40,37 @@ function bilinear(xg: mx.Array, y: mx.Array, x: mx.Array, h: number, w: number):
   return acc!;
 }
 
-function deformConv(ctx: OpContext): mx.Array {
+interface DeformConvParams {
+  group: number;
+  offsetGroup: number;
+  strides: number[];
+  dilations: number[];
+  /** [top, left, bottom, right] */
+  pads: number[];
+  kernelShape?: number[];
+}
+
+function parseDeformConv(attrs: Attrs): DeformConvParams {
+  return {
+    group: attrs.int('group', 1),
+    offsetGroup: attrs.int('offset_group', 1),
+    strides: attrs.ints('strides', [1, 1]),
+    dilations: attrs.ints('dilations', [1, 1]),
+    pads: attrs.ints('pads', [0, 0, 0, 0]),
+    kernelShape: intsIfGiven(attrs, 'kernel_shape'),
+  };
+}
+
+function deformConv(ctx: OpContext<DeformConvParams>): mx.Array {
   const x = ctx.input(0);
   const wt = ctx.input(1);
   const offset = ctx.input(2);
   const [n, ic, h, w] = x.shape;
   const [oc, icg, kh, kw] = wt.shape;
   const [oh, ow] = offset.shape.slice(2);
-  const group = ctx.attrs.int('group', 1);
-  const og = ctx.attrs.int('offset_group', 1);
-  const [sh, sw] = ctx.attrs.ints('strides', [1, 1]);
-  const [dh, dw] = ctx.attrs.ints('dilations', [1, 1]);
-  const pads = ctx.attrs.ints('pads', [0, 0, 0, 0]);
+  const { group, offsetGroup: og, pads } = ctx.params;
+  const [sh, sw] = ctx.params.strides;
+  const [dh, dw] = ctx.params.dilations;
   const K = kh * kw;
   const off = mx.reshape(mx.astype(offset, 'float32'), [n, og, K, 2, oh, ow]);
   const take = (i: number) => mx.squeeze(mx.slice(off, [0, 0, 0, i, 0, 0], [n, og, K, i + 1, oh, ow], [1, 1, 1, 1, 1, 1]), 3);
@@ -59,23 +81,22 @@ function deformConv(ctx: OpContext): mx.Array {
   const xs = mx.add(cols, take(1));
   const xg = mx.reshape(mx.astype(x, 'float32'), [n, og, ic / og, h * w]);
   let samples = bilinear(xg, y, xs, h, w); // [n, og, ic/og, K*oh*ow]
-  if (ctx.inputCount > 4 && ctx.has(4)) {
-    const mask = mx.reshape(mx.astype(ctx.input(4), 'float32'), [n, og, 1, K * oh * ow]);
-    samples = mx.multiply(samples, mask);
-  }
+  const mask = ctx.optional(4);
+  if (mask) samples = mx.multiply(samples, mx.reshape(mx.astype(mask, 'float32'), [n, og, 1, K * oh * ow]));
   // [n, ic, K, oh*ow] -> per group [n, g, icg*K, oh*ow], contracted with W [g, oc/g, icg*K].
   const colsByGroup = mx.reshape(samples, [n, group, icg * K, oh * ow]);
   const wg = mx.reshape(mx.astype(wt, 'float32'), [group, oc / group, icg * K]);
   let out = mx.reshape(mx.matmul(wg, colsByGroup), [n, oc, oh, ow]);
-  if (ctx.inputCount > 3 && ctx.has(3)) out = mx.add(out, mx.reshape(ctx.input(3), [1, oc, 1, 1]));
+  const bias = ctx.optional(3);
+  if (bias) out = mx.add(out, mx.reshape(bias, [1, oc, 1, 1]));
   return mx.astype(out, x.dtype);
 }
 
-const deformConvEntry: OpEntry = {
-  domain: 'ai.onnx', opType: 'DeformConv', since: 19,
+const deformConvEntry = onnxOp('DeformConv', 19, {
   note: '2-D (NCHW) inputs only',
+  parse: parseDeformConv,
   check: (ctx) => {
-    const k = ctx.attrs.has('kernel_shape') ? ctx.attrs.ints('kernel_shape') : undefined;
+    const k = ctx.params.kernelShape;
     if (k && k.length !== 2) return `DeformConv is implemented for 2-D inputs only, not ${k.length}-D`;
     return undefined;
   },
@@ -83,6 +104,6 @@ const deformConvEntry: OpEntry = {
     if (ctx.shape(0).length !== 4) throw new TypeError(`${ctx.where}: DeformConv is implemented for 2-D (NCHW) inputs only`);
     return [deformConv(ctx)];
   },
-};
+});
 
 export const deformConvOps: OpEntry[] = [deformConvEntry];

@@ -2,15 +2,16 @@
 // Each entry is small: the MLX translation, and a host version for shape math where it matters.
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { mxDtypeOf } from '../runtime/convert.js';
+import { onnxOp } from '../registry/op.js';
 import { hostElementwise, hostMathTypes, isBig, isIntType } from './helpers/host-math.js';
-import { isFloatType, mxType } from './helpers/util.js';
+import { isFloatType, keepType, mxType } from './helpers/util.js';
 import { stringEqual } from './strings.js';
-import { decodeSmallFloat, encodeSmallFloat, isSmallFloat } from './helpers/minifloat.js';
-import { bfloat16BitsToNumber, float16BitsToNumber, float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
+import { decodeMiniFloat, encodeMiniFloat, isMiniFloat } from './helpers/minifloat.js';
+import { float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
+import { hostFloats } from './helpers/shape-host.js';
 
-const D = 'ai.onnx';
 type Scalar = number | bigint;
 
 function hostArgs(ctx: OpContext): HostTensor[] | undefined {
@@ -23,11 +24,19 @@ function hostArgs(ctx: OpContext): HostTensor[] | undefined {
   return out;
 }
 
+interface BinaryOptions<P> {
+  /** The host version, for shape math on small host tensors. */
+  host?: (a: Scalar, b: Scalar, type: number) => Scalar;
+  /** The result's element type when it is not the input's (comparisons: bool). */
+  outType?: number;
+  parse?: (attrs: Attrs) => P;
+}
+
 /** Binary numeric op: MLX function, host function, and the opsets where it is the same. */
-function binary(opType: string, since: number, dev: (a: mx.Array, b: mx.Array, ctx: OpContext) => mx.Array,
-  host?: (a: Scalar, b: Scalar, type: number) => Scalar, outType?: number): OpEntry {
-  return {
-    domain: D, opType, since,
+function binary<P = undefined>(opType: string, since: number, dev: (a: mx.Array, b: mx.Array, ctx: OpContext<P>) => mx.Array, opts: BinaryOptions<P> = {}): OpEntry<P> {
+  const { host, outType } = opts;
+  return onnxOp<P>(opType, since, {
+    parse: opts.parse,
     host: host && ((ctx) => {
       const ins = hostArgs(ctx);
       if (!ins) return undefined;
@@ -40,13 +49,7 @@ function binary(opType: string, since: number, dev: (a: mx.Array, b: mx.Array, c
       const r = dev(ctx.input(0), ctx.input(1), ctx);
       return [outType === undefined ? keepType(r, ctx.elemType(0)) : r];
     },
-  };
-}
-
-/** MLX promotes some results (integer divide to float, ...): ONNX keeps the input's type. */
-function keepType(r: mx.Array, onnxType: number): mx.Array {
-  const want = mxDtypeOf(onnxType);
-  return want && r.dtype !== want ? mx.astype(r, want) : r;
+  });
 }
 
 /** ONNX integer division truncates toward zero; MLX's floor_divide floors. */
@@ -66,9 +69,9 @@ function divide(a: mx.Array, b: mx.Array, ctx: OpContext): mx.Array {
   return isIntType(ctx.elemType(0)) ? intDivide(a, b) : mx.divide(a, b);
 }
 
-function mod(a: mx.Array, b: mx.Array, ctx: OpContext): mx.Array {
-  const fmod = ctx.attrs.int('fmod', 0);
-  if (!fmod) return mx.remainder(a, b);
+/** Mod's fmod: C's fmod (the dividend's sign) instead of the divisor's sign. */
+function mod(a: mx.Array, b: mx.Array, ctx: OpContext<boolean>): mx.Array {
+  if (!ctx.params) return mx.remainder(a, b);
   // C fmod: the sign of the dividend.
   if (isIntType(ctx.elemType(0))) return mx.subtract(a, mx.multiply(b, intDivide(a, b)));
   const q = mx.divide(a, b);
@@ -85,23 +88,21 @@ function power(a: mx.Array, b: mx.Array): mx.Array {
 }
 
 const cmp = (opType: string, since: number, dev: (a: mx.Array, b: mx.Array) => mx.Array, host: (a: Scalar, b: Scalar) => boolean): OpEntry =>
-  binary(opType, since, dev, (a, b) => (host(a, b) ? 1 : 0), OnnxDataType.BOOL);
+  binary(opType, since, dev, { host: (a, b) => (host(a, b) ? 1 : 0), outType: OnnxDataType.BOOL });
 
 function unary(opType: string, since: number, dev: (a: mx.Array, ctx: OpContext) => mx.Array, opts: { host?: (a: Scalar) => Scalar; floatOnly?: boolean } = {}): OpEntry {
-  return {
-    domain: D, opType, since,
+  return onnxOp(opType, since, {
     host: opts.host && ((ctx) => {
       const ins = hostArgs(ctx);
       if (!ins) return undefined;
       return [hostElementwise(ins, ins[0].dtype, (a) => opts.host!(a))];
     }),
     run: (ctx) => [keepType(dev(ctx.input(0), ctx), ctx.elemType(0))],
-  };
+  });
 }
 
 function variadic(opType: string, since: number, f: (a: mx.Array, b: mx.Array) => mx.Array, host?: (a: Scalar, b: Scalar) => Scalar, finish?: (acc: mx.Array, n: number) => mx.Array): OpEntry {
-  return {
-    domain: D, opType, since,
+  return onnxOp(opType, since, {
     host: host && ((ctx) => {
       const ins = hostArgs(ctx);
       if (!ins || finish) return undefined;
@@ -113,7 +114,7 @@ function variadic(opType: string, since: number, f: (a: mx.Array, b: mx.Array) =
       if (ctx.inputCount === 1) acc = mx.add(acc, mx.zerosLike(acc)); // a copy with the same broadcasting rules
       return [keepType(finish ? finish(acc, ctx.inputCount) : acc, ctx.elemType(0))];
     },
-  };
+  });
 }
 
 const max = (a: Scalar, b: Scalar) => (a > b ? a : b);
@@ -144,19 +145,11 @@ const packedInt: Record<number, [bits: number, signed: boolean]> = {
   [OnnxDataType.INT4]: [4, true], [OnnxDataType.UINT4]: [4, false], [OnnxDataType.INT2]: [2, true], [OnnxDataType.UINT2]: [2, false],
 };
 /** Element types MLX has no dtype for, cast on the host. */
-const hostCastType = (t: number) => isSmallFloat(t) || t in packedInt;
+const hostCastType = (t: number) => isMiniFloat(t) || t in packedInt;
 
 function hostValues(t: HostTensor): number[] {
-  const d = t.data as ArrayLike<number | bigint>;
-  const out = new Array<number>(d.length);
-  for (let i = 0; i < d.length; i++) {
-    const v = d[i];
-    if (isSmallFloat(t.dtype)) out[i] = decodeSmallFloat(Number(v), t.dtype);
-    else if (t.dtype === OnnxDataType.FLOAT16) out[i] = float16BitsToNumber(Number(v));
-    else if (t.dtype === OnnxDataType.BFLOAT16) out[i] = bfloat16BitsToNumber(Number(v));
-    else out[i] = Number(v);
-  }
-  return out;
+  if (!isMiniFloat(t.dtype)) return hostFloats(t);
+  return Array.from(t.data as ArrayLike<number>, (code) => decodeMiniFloat(code, t.dtype));
 }
 
 /** The sign bit of each float element (NaN signs included, which JS numbers drop). */
@@ -173,9 +166,9 @@ function signBits(t: HostTensor): boolean[] {
 function castOnHost(t: HostTensor, to: number, saturate: boolean): HostTensor {
   const vals = hostValues(t);
   const n = vals.length;
-  if (isSmallFloat(to)) {
+  if (isMiniFloat(to)) {
     const neg = signBits(t);
-    return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v, i) => encodeSmallFloat(v, to, saturate, neg[i])) };
+    return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v, i) => encodeMiniFloat(v, to, saturate, neg[i])) };
   }
   if (to in packedInt) {
     const [bits, signed] = packedInt[to];
@@ -206,13 +199,18 @@ function castOnHost(t: HostTensor, to: number, saturate: boolean): HostTensor {
   throw new TypeError(`cast to element type ${to} is not supported`);
 }
 
-function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry {
-  const target = (ctx: { attrs: OpContext['attrs']; elemType?: (i: number) => number; inputType: (i: number) => number | undefined }): number | undefined =>
-    opType === 'Cast' ? ctx.attrs.int('to') : ctx.inputType(1);
-  return {
-    domain: D, opType, since,
+interface CastParams {
+  /** Cast's `to`; CastLike takes its input 1's type. */
+  to?: number;
+  /** Out-of-range values to float8 saturate (opset 19+; the default). */
+  saturate: boolean;
+}
+
+function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry<CastParams> {
+  return onnxOp(opType, since, {
+    parse: (attrs): CastParams => ({ to: opType === 'Cast' ? attrs.int('to') : undefined, saturate: attrs.int('saturate', 1) !== 0 }),
     check: (ctx) => {
-      const to = target(ctx);
+      const to = ctx.params.to ?? ctx.inputType(1);
       if (to !== undefined && !castable.has(to) && !hostCastType(to)) return `cast to element type ${to} is not supported on MLX (strings have no MLX dtype)`;
       const from = ctx.inputType(0);
       if (from !== undefined && !castable.has(from) && !hostCastType(from)) return `cast from element type ${from} is not supported on MLX`;
@@ -220,87 +218,91 @@ function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry {
     },
     host: (ctx) => {
       const t = ctx.hostIfKnown(0);
-      const to = opType === 'Cast' ? ctx.attrs.int('to') : ctx.elemType(1);
+      const to = ctx.params.to ?? ctx.elemType(1);
       return t ? (() => { const r = hostCast(t, to); return r ? [r] : undefined; })() : undefined;
     },
     run: (ctx) => {
-      const to = opType === 'Cast' ? ctx.attrs.int('to') : ctx.elemType(1);
+      const to = ctx.params.to ?? ctx.elemType(1);
       const from = ctx.elemType(0);
-      if (hostCastType(from) || hostCastType(to)) return [castOnHost(ctx.host(0), to, ctx.attrs.int('saturate', 1) !== 0)];
+      if (hostCastType(from) || hostCastType(to)) return [castOnHost(ctx.host(0), to, ctx.params.saturate)];
       if (!castable.has(from)) throw new TypeError(`cast from element type ${from} is not supported on MLX`);
       return [mx.astype(ctx.input(0), mxType(to, ctx.where))];
     },
-  };
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
 // Clip, Where, IsInf
 
-function clipEntry(since: number, until?: number): OpEntry {
-  return {
-    domain: D, opType: 'Clip', since, until,
-    run: (ctx) => {
-      const x = ctx.input(0);
-      if (since < 11) {
-        return [mx.clip(x, ctx.attrs.float('min', -3.4028234663852886e38), ctx.attrs.float('max', 3.4028234663852886e38))];
-      }
-      const lo = ctx.has(1) ? ctx.input(1) : null;
-      const hi = ctx.has(2) ? ctx.input(2) : null;
-      // min > max gives max everywhere (numpy semantics, which the spec follows).
-      let r = lo ? mx.maximum(x, lo) : x;
-      r = hi ? mx.minimum(r, hi) : r;
-      return [keepType(r, ctx.elemType(0))];
-    },
-  };
-}
+const FLT_MAX = 3.4028234663852886e38;
 
-const whereEntry: OpEntry = {
-  domain: D, opType: 'Where', since: 9,
+/** Clip-6: the bounds are attributes. */
+const legacyClipEntry = onnxOp('Clip', 6, {
+  until: 10,
+  parse: (attrs) => ({ min: attrs.float('min', -FLT_MAX), max: attrs.float('max', FLT_MAX) }),
+  run: (ctx) => [mx.clip(ctx.input(0), ctx.params.min, ctx.params.max)],
+});
+
+/** Clip-11+: the bounds are optional inputs. */
+const clipEntry = onnxOp('Clip', 11, {
+  run: (ctx) => {
+    const x = ctx.input(0);
+    const lo = ctx.optional(1);
+    const hi = ctx.optional(2);
+    // min > max gives max everywhere (numpy semantics, which the spec follows).
+    let r = lo ? mx.maximum(x, lo) : x;
+    r = hi ? mx.minimum(r, hi) : r;
+    return [keepType(r, ctx.elemType(0))];
+  },
+});
+
+const whereEntry: OpEntry = onnxOp('Where', 9, {
   host: (ctx) => {
     const c = ctx.hostIfKnown(0), a = ctx.hostIfKnown(1), b = ctx.hostIfKnown(2);
     if (!c || !a || !b || !hostMathTypes.has(a.dtype) || a.dtype !== b.dtype) return undefined;
     return [hostElementwise([c, a, b], a.dtype, (x, y, z) => (Number(x) ? y : z))];
   },
   run: (ctx) => [mx.where(mx.astype(ctx.input(0), 'bool'), ctx.input(1), ctx.input(2))],
-};
+});
 
-const isInfEntry: OpEntry = {
-  domain: D, opType: 'IsInf', since: 10,
+const isInfEntry = onnxOp('IsInf', 10, {
+  parse: (attrs) => ({ neg: attrs.int('detect_negative', 1) !== 0, pos: attrs.int('detect_positive', 1) !== 0 }),
   run: (ctx) => {
     const x = ctx.input(0);
-    const neg = ctx.attrs.int('detect_negative', 1);
-    const pos = ctx.attrs.int('detect_positive', 1);
+    const { neg, pos } = ctx.params;
     if (neg && pos) return [mx.isinf(x)];
     if (neg) return [mx.isneginf(x)];
     if (pos) return [mx.isposinf(x)];
     return [mx.zerosLike(mx.astype(x, 'bool'))];
   },
-};
+});
 
-function bitShift(a: mx.Array, b: mx.Array, ctx: OpContext): mx.Array {
-  return ctx.attrs.string('direction') === 'LEFT' ? mx.leftShift(a, b) : mx.rightShift(a, b);
+/** BitShift's direction: true for LEFT. */
+function parseShiftLeft(attrs: Attrs): boolean {
+  const direction = attrs.string('direction');
+  if (direction !== 'LEFT' && direction !== 'RIGHT') throw new RangeError(`BitShift direction '${direction}' is not LEFT or RIGHT`);
+  return direction === 'LEFT';
 }
 
-const cmpEqualHost = cmp('Equal', 7, (a, b) => mx.equal(a, b), (a, b) => a === b || Number(a) === Number(b)).host!;
+/** Equal compares strings too: on the host at any size (MLX holds no strings, so placement sends them there). */
+function equalEntry(): OpEntry {
+  const numeric = cmp('Equal', 7, (a, b) => mx.equal(a, b), (a, b) => a === b || Number(a) === Number(b));
+  return { ...numeric, host: (ctx) => (ctx.elemType(0) === OnnxDataType.STRING ? [stringEqual(ctx.host(0), ctx.host(1), ctx.where)] : numeric.host!(ctx)) };
+}
 
 export const elementwiseOps: OpEntry[] = [
-  binary('Add', 7, (a, b) => mx.add(a, b), (a, b) => (a as number) + (b as number)),
-  binary('Sub', 7, (a, b) => mx.subtract(a, b), (a, b) => (a as number) - (b as number)),
-  binary('Mul', 7, (a, b) => mx.multiply(a, b), (a, b) => (a as number) * (b as number)),
-  binary('Div', 7, divide, (a, b, t) => (isIntType(t) ? truncDiv(a, b) : (a as number) / (b as number))),
+  binary('Add', 7, (a, b) => mx.add(a, b), { host: (a, b) => (a as number) + (b as number) }),
+  binary('Sub', 7, (a, b) => mx.subtract(a, b), { host: (a, b) => (a as number) - (b as number) }),
+  binary('Mul', 7, (a, b) => mx.multiply(a, b), { host: (a, b) => (a as number) * (b as number) }),
+  binary('Div', 7, divide, { host: (a, b, t) => (isIntType(t) ? truncDiv(a, b) : (a as number) / (b as number)) }),
   binary('Pow', 7, power),
-  binary('Mod', 10, mod),
-  binary('BitShift', 11, bitShift),
+  binary('Mod', 10, mod, { parse: (attrs) => attrs.int('fmod', 0) !== 0 }),
+  binary('BitShift', 11, (a, b, ctx) => (ctx.params ? mx.leftShift(a, b) : mx.rightShift(a, b)), { parse: parseShiftLeft }),
   binary('BitwiseAnd', 18, (a, b) => mx.bitwiseAnd(a, b)),
   binary('BitwiseOr', 18, (a, b) => mx.bitwiseOr(a, b)),
   binary('BitwiseXor', 18, (a, b) => mx.bitwiseXor(a, b)),
   unary('BitwiseNot', 18, (a) => mx.bitwiseInvert(a)),
-  {
-    ...cmp('Equal', 7, (a, b) => mx.equal(a, b), (a, b) => a === b || Number(a) === Number(b)),
-    // Strings never reach MLX: they compare on the host at any size.
-    host: (ctx) => (ctx.elemType(0) === OnnxDataType.STRING ? [stringEqual(ctx.host(0), ctx.host(1), ctx.where)] : cmpEqualHost(ctx)),
-    run: (ctx) => (ctx.elemType(0) === OnnxDataType.STRING ? [stringEqual(ctx.host(0), ctx.host(1), ctx.where)] : [mx.equal(ctx.input(0), ctx.input(1))]),
-  },
+  equalEntry(),
   cmp('Greater', 7, (a, b) => mx.greater(a, b), (a, b) => a > b),
   cmp('Less', 7, (a, b) => mx.less(a, b), (a, b) => a < b),
   cmp('GreaterOrEqual', 12, (a, b) => mx.greaterEqual(a, b), (a, b) => a >= b),
@@ -338,10 +340,10 @@ export const elementwiseOps: OpEntry[] = [
   unary('Erf', 9, (a) => mx.erf(a)),
   unary('Sigmoid', 6, (a) => mx.sigmoid(a)),
   unary('Relu', 6, (a) => mx.maximum(a, 0)),
-  { domain: D, opType: 'IsNaN', since: 9, run: (ctx) => [mx.isnan(ctx.input(0))] },
+  onnxOp('IsNaN', 9, { run: (ctx) => [mx.isnan(ctx.input(0))] }),
   isInfEntry,
-  clipEntry(6, 10),
-  clipEntry(11),
+  legacyClipEntry,
+  clipEntry,
   whereEntry,
   castEntry('Cast', 6),
   castEntry('CastLike', 15),

@@ -4,10 +4,10 @@
 // output size, so it runs on the host (a sync point) like onnxruntime's CPU kernel.
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { hostInt64, hostNumbers, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
+import { onnxOp } from '../registry/op.js';
+import { hostInt64, hostNumbers, intsIfGiven, optionalNumbers, sizeOf } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // AffineGrid
@@ -34,7 +34,7 @@ function baseGrid(spatial: number[], align: boolean): mx.Array {
   return mx.array(out, { shape: [1, Q, K + 1], dtype: 'float32' });
 }
 
-function affineGrid(ctx: OpContext): mx.Array {
+function affineGrid(ctx: OpContext<boolean>): mx.Array {
   const theta = ctx.input(0);
   const size = hostNumbers(ctx.host(1));
   const spatial = size.slice(2);
@@ -43,7 +43,7 @@ function affineGrid(ctx: OpContext): mx.Array {
     throw new RangeError(`${ctx.where}: theta [${theta.shape.join(', ')}] and size [${size.join(', ')}] are not a 2-D or 3-D affine transform`);
   }
   const work = theta.dtype === 'float64' ? theta : mx.astype(theta, 'float32');
-  const base = baseGrid(spatial, ctx.attrs.int('align_corners', 0) === 1);
+  const base = baseGrid(spatial, ctx.params);
   const grid = mx.matmul(base, mx.transpose(work, [0, 2, 1])); // [N, Q, K]
   const out = mx.reshape(grid, [size[0], ...spatial, K]);
   return out.dtype === theta.dtype ? out : mx.astype(out, theta.dtype);
@@ -86,14 +86,21 @@ function col2imTable(image: number[], block: number[], dil: number[], pads: numb
   return { index, L };
 }
 
-function col2im(ctx: OpContext): mx.Array {
+/** Col2Im's window lists; their defaults (ones, zeros) need the image's rank, an input. */
+interface Col2ImParams { dilations?: number[]; pads?: number[]; strides?: number[] }
+
+const parseCol2Im = (attrs: Attrs): Col2ImParams => ({
+  dilations: intsIfGiven(attrs, 'dilations'), pads: intsIfGiven(attrs, 'pads'), strides: intsIfGiven(attrs, 'strides'),
+});
+
+function col2im(ctx: OpContext<Col2ImParams>): mx.Array {
   const x = ctx.input(0);
   const image = hostNumbers(ctx.host(1));
   const block = hostNumbers(ctx.host(2));
   const K = image.length;
-  const dil = ctx.attrs.ints('dilations', Array(K).fill(1));
-  const pads = ctx.attrs.ints('pads', Array(2 * K).fill(0));
-  const strides = ctx.attrs.ints('strides', Array(K).fill(1));
+  const dil = ctx.params.dilations ?? Array(K).fill(1);
+  const pads = ctx.params.pads ?? Array(2 * K).fill(0);
+  const strides = ctx.params.strides ?? Array(K).fill(1);
   const [N, CB, Lx] = x.shape;
   const B = sizeOf(block);
   if (x.ndim !== 3 || CB % B !== 0) throw new RangeError(`${ctx.where}: input [${x.shape.join(', ')}] is not [N, C * ${B}, L]`);
@@ -137,7 +144,7 @@ function floatData(t: HostTensor): ArrayLike<number> {
   return t.dtype === OnnxDataType.FLOAT || t.dtype === OnnxDataType.DOUBLE ? (t.data as ArrayLike<number>) : hostNumbers(t);
 }
 
-function nonMaxSuppression(ctx: OpContext): HostTensor {
+function nonMaxSuppression(ctx: OpContext<boolean>): HostTensor {
   const boxes = ctx.host(0);
   const scores = ctx.host(1);
   const [B, S] = boxes.dims;
@@ -145,11 +152,12 @@ function nonMaxSuppression(ctx: OpContext): HostTensor {
   if (boxes.dims.length !== 3 || boxes.dims[2] !== 4 || scores.dims[0] !== B || scores.dims[2] !== S) {
     throw new RangeError(`${ctx.where}: boxes [${boxes.dims.join(', ')}] and scores [${scores.dims.join(', ')}] are not [B, S, 4] and [B, C, S]`);
   }
-  const optional = (i: number) => (ctx.has(i) && sizeOf(ctx.host(i).dims) > 0 ? hostNumbers(ctx.host(i))[0] : undefined);
+  // An empty tensor counts as not given.
+  const optional = (i: number) => optionalNumbers(ctx, i)?.[0];
   const maxPerClass = optional(2) ?? 0;
   const iouThreshold = optional(3) ?? 0;
   const scoreThreshold = optional(4);
-  const centre = ctx.attrs.int('center_point_box', 0) === 1;
+  const centre = ctx.params;
   const bd = floatData(boxes);
   const sd = floatData(scores);
   const picked: number[] = [];
@@ -173,7 +181,11 @@ function nonMaxSuppression(ctx: OpContext): HostTensor {
 }
 
 export const geometryOps: OpEntry[] = [
-  { domain: D, opType: 'AffineGrid', since: 20, run: (ctx) => [affineGrid(ctx)] },
-  { domain: D, opType: 'Col2Im', since: 18, run: (ctx) => [col2im(ctx)] },
-  { domain: D, opType: 'NonMaxSuppression', since: 10, run: (ctx) => [nonMaxSuppression(ctx)], note: 'runs on the host (data-dependent output size)' },
+  onnxOp('AffineGrid', 20, { parse: (attrs) => attrs.int('align_corners', 0) === 1, run: (ctx) => [affineGrid(ctx)] }),
+  onnxOp('Col2Im', 18, { parse: parseCol2Im, run: (ctx) => [col2im(ctx)] }),
+  onnxOp('NonMaxSuppression', 10, {
+    // center_point_box 1: boxes are [x_center, y_center, width, height].
+    parse: (attrs) => attrs.int('center_point_box', 0) === 1,
+    run: (ctx) => [nonMaxSuppression(ctx)], note: 'runs on the host (data-dependent output size)',
+  }),
 ];

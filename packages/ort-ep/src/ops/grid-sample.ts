@@ -4,9 +4,9 @@
 // plane, gathered in one take_along_axis and summed with their weights. Everything stays on
 // the device: the grid is data, so the taps are MLX arrays, not host tables.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-
-const D = 'ai.onnx';
+import type { Attrs } from '../registry/attrs.js';
+import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 
 // Opset 16 named the modes after 2-D interpolation; opset 20 generalised them to N-D.
 const modeNames: Record<string, 'linear' | 'nearest' | 'cubic'> = {
@@ -20,14 +20,14 @@ interface GridAttrs {
   alignCorners: boolean;
 }
 
-function gridAttrs(ctx: CheckContext): GridAttrs | string {
-  const name = ctx.attrs.string('mode', ctx.opset >= 20 ? 'linear' : 'bilinear');
-  const allowed = ctx.opset >= 20 ? ['linear', 'cubic', 'nearest'] : ['bilinear', 'bicubic', 'nearest'];
+function gridAttrs(attrs: Attrs, opset: number): GridAttrs {
+  const name = attrs.string('mode', opset >= 20 ? 'linear' : 'bilinear');
+  const allowed = opset >= 20 ? ['linear', 'cubic', 'nearest'] : ['bilinear', 'bicubic', 'nearest'];
   const mode = modeNames[name];
-  if (!mode || !allowed.includes(name)) return `GridSample mode '${name}' is not defined at opset ${ctx.opset}`;
-  const padding = ctx.attrs.string('padding_mode', 'zeros');
-  if (!paddings.has(padding)) return `GridSample padding_mode '${padding}' is not supported`;
-  return { mode, padding, alignCorners: ctx.attrs.int('align_corners', 0) === 1 };
+  if (!mode || !allowed.includes(name)) throw new RangeError(`GridSample mode '${name}' is not defined at opset ${opset}`);
+  const padding = attrs.string('padding_mode', 'zeros');
+  if (!paddings.has(padding)) throw new RangeError(`GridSample padding_mode '${padding}' is not one of ${[...paddings].join(', ')}`);
+  return { mode, padding, alignCorners: attrs.int('align_corners', 0) === 1 };
 }
 
 /** A tap along one axis: source index (not yet made valid) and its weight. */
@@ -134,17 +134,7 @@ function gridSample(ctx: OpContext, a: GridAttrs): mx.Array {
   return out.dtype === X.dtype ? out : mx.astype(out, X.dtype);
 }
 
-function checkGridSample(ctx: CheckContext): string | undefined {
-  const a = gridAttrs(ctx);
-  return typeof a === 'string' ? a : undefined;
-}
-
-function runGridSample(ctx: OpContext): mx.Array[] {
-  const a = gridAttrs(ctx);
-  if (typeof a === 'string') throw new Error(`${ctx.where}: ${a}`);
-  return [gridSample(ctx, a)];
-}
 
 export const gridSampleOps: OpEntry[] = [
-  { domain: D, opType: 'GridSample', since: 16, check: checkGridSample, run: runGridSample, note: 'computed in float32' },
+  onnxOp('GridSample', 16, { parse: gridAttrs, run: (ctx) => [gridSample(ctx, ctx.params)], note: 'computed in float32' }),
 ];

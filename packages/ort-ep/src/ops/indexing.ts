@@ -1,13 +1,13 @@
 // Indexing ops: Slice, Gather, GatherElements, GatherND, Scatter, ScatterElements, ScatterND,
 // OneHot, NonZero, Compress. Negative indices wrap (index + dim) as the spec says, done explicitly
-// rather than trusting MLX's gather. Sorting-like ops are in indexing-sort.ts, Resize in resize.ts.
+// rather than trusting MLX's gather. Sorting-like ops are in sort.ts, Resize in resize.ts.
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostGather, hostStrided, numAt } from './helpers/shape-host.js';
-import { hostInt64, hostNumbers, normAxis, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
+import { hostInt64, hostNumbers, intsIfGiven, normAxis, optionalNumbers, sizeOf } from './helpers/util.js';
 
 /** Indices with negative entries moved up by `dim` (a number, or an array broadcasting against them). */
 export function wrapNegative(idx: mx.Array, dim: number | mx.Array): mx.Array {
@@ -25,19 +25,23 @@ interface SlicePlan {
   counts: number[];
 }
 
-function slicePlan(ctx: OpContext): SlicePlan {
+/** Slice-1's attributes (later opsets take them as inputs). */
+interface SliceAttrs { starts: number[]; ends: number[]; axes?: number[] }
+
+const parseSlice = (attrs: Attrs, opset: number): SliceAttrs | undefined =>
+  opset < 10 ? { starts: attrs.ints('starts'), ends: attrs.ints('ends'), axes: intsIfGiven(attrs, 'axes') } : undefined;
+
+function slicePlan(ctx: OpContext<SliceAttrs | undefined>): SlicePlan {
   const dims = ctx.shape(0);
   const r = dims.length;
   let starts: number[], ends: number[], axes: number[] | undefined, steps: number[] | undefined;
-  if (ctx.opset < 10) {
-    starts = ctx.attrs.ints('starts');
-    ends = ctx.attrs.ints('ends');
-    axes = ctx.attrs.has('axes') ? ctx.attrs.ints('axes') : undefined;
+  if (ctx.params) {
+    ({ starts, ends, axes } = ctx.params);
   } else {
     starts = hostNumbers(ctx.host(1));
     ends = hostNumbers(ctx.host(2));
-    axes = ctx.has(3) ? hostNumbers(ctx.host(3)) : undefined;
-    steps = ctx.has(4) ? hostNumbers(ctx.host(4)) : undefined;
+    axes = optionalNumbers(ctx, 3);
+    steps = optionalNumbers(ctx, 4);
   }
   axes ??= starts.map((_, i) => i);
   steps ??= starts.map(() => 1);
@@ -76,24 +80,27 @@ function sliceDevice(x: mx.Array, p: SlicePlan): mx.Array {
   return mx.slice(x, p.starts, stop, p.steps);
 }
 
-const sliceEntry: OpEntry = {
-  domain: D, opType: 'Slice', since: 1,
+const sliceEntry = onnxOp('Slice', 1, {
+  parse: parseSlice,
   host: (ctx) => {
     const p = slicePlan(ctx);
     return [hostStrided(ctx.host(0), p.starts, p.steps, p.counts)];
   },
   run: (ctx) => [sliceDevice(ctx.input(0), slicePlan(ctx))],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Gather family
 
-const gatherEntry: OpEntry = {
-  domain: D, opType: 'Gather', since: 1,
+/** The axis attribute of Gather, GatherElements, Scatter(Elements), default 0. */
+const parseAxis = (attrs: Attrs): number => attrs.int('axis', 0);
+
+const gatherEntry = onnxOp('Gather', 1, {
+  parse: parseAxis,
   host: (ctx) => {
     const t = ctx.host(0);
     const idx = ctx.host(1);
-    const axis = normAxis(ctx.attrs.int('axis', 0), t.dims.length, 'Gather axis');
+    const axis = normAxis(ctx.params, t.dims.length, 'Gather axis');
     const n = t.dims[axis];
     const ids = hostNumbers(idx).map((i) => (i < 0 ? i + n : i));
     if (ids.some((i) => i < 0 || i >= n)) throw new RangeError(`Gather: index out of range for axis of size ${n}`);
@@ -101,15 +108,15 @@ const gatherEntry: OpEntry = {
   },
   run: (ctx) => {
     const x = ctx.input(0);
-    const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim, 'Gather axis');
+    const axis = normAxis(ctx.params, x.ndim, 'Gather axis');
     return [mx.take(x, wrapNegative(ctx.input(1), x.shape[axis]), axis)];
   },
-};
+});
 
-function gatherElements(ctx: OpContext): mx.Array {
+function gatherElements(ctx: OpContext<number>): mx.Array {
   let x = ctx.input(0);
   const idx = ctx.input(1);
-  const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim, 'GatherElements axis');
+  const axis = normAxis(ctx.params, x.ndim, 'GatherElements axis');
   const n = x.shape[axis];
   // The output has the indices' shape; other axes of the data may be longer: cut them to match.
   if (idx.shape.some((d, i) => i !== axis && d !== x.shape[i])) {
@@ -119,9 +126,9 @@ function gatherElements(ctx: OpContext): mx.Array {
   return mx.takeAlongAxis(x, wrapNegative(idx, n), axis);
 }
 
-function gatherND(ctx: OpContext): mx.Array {
+function gatherND(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
-  const b = ctx.attrs.int('batch_dims', 0);
+  const b = ctx.params;
   const dd = x.shape;
   const qd = ctx.shape(1);
   const k = qd[qd.length - 1];
@@ -157,16 +164,27 @@ const scatterBy: Record<string, Scatter> = {
   min: (a, i, u, ax) => mx.scatterMin(a, i, u, ax),
 };
 
-function checkReduction(ctx: CheckContext): string | undefined {
-  const r = ctx.attrs.string('reduction', 'none');
-  const allowed = ctx.opset >= 18 ? ['none', 'add', 'mul', 'max', 'min'] : ctx.opset >= 16 ? ['none', 'add', 'mul'] : ['none'];
-  return allowed.includes(r) ? undefined : `${ctx.node.opType} reduction '${r}' is not defined at opset ${ctx.opset}`;
+interface ScatterParams {
+  axis: number;
+  /** How updates combine with the data: a key of scatterBy. */
+  reduction: string;
 }
 
-function scatterElements(ctx: OpContext): mx.Array {
+/** ScatterElements' and ScatterND's reduction, from the values the node's opset defines (none only before 16). */
+function parseReduction(opType: string, attrs: Attrs, opset: number): string {
+  const r = attrs.string('reduction', 'none');
+  const allowed = opset >= 18 ? ['none', 'add', 'mul', 'max', 'min'] : opset >= 16 ? ['none', 'add', 'mul'] : ['none'];
+  if (!allowed.includes(r)) throw new RangeError(`${opType} reduction '${r}' is not defined at opset ${opset}`);
+  return r;
+}
+
+const parseScatter = (opType: string) => (attrs: Attrs, opset: number): ScatterParams =>
+  ({ axis: parseAxis(attrs), reduction: opType === 'Scatter' ? 'none' : parseReduction(opType, attrs, opset) });
+
+function scatterElements(ctx: OpContext<ScatterParams>): mx.Array {
   const x = ctx.input(0);
   const r = x.ndim;
-  const axis = normAxis(ctx.attrs.int('axis', 0), r, `${ctx.node.opType} axis`);
+  const axis = normAxis(ctx.params.axis, r, `${ctx.node.opType} axis`);
   const idx = ctx.input(1);
   const s = idx.shape;
   // Element (i0, .., i_axis, ..) of the updates goes to (i0, .., indices[..], ..).
@@ -176,11 +194,10 @@ function scatterElements(ctx: OpContext): mx.Array {
     return mx.broadcastTo(mx.reshape(mx.arange(0, n, 1, 'int32'), shape), s);
   });
   const upd = mx.reshape(ctx.input(2), [...s, ...new Array<number>(r).fill(1)]);
-  const reduction = ctx.opset >= 16 ? ctx.attrs.string('reduction', 'none') : 'none';
-  return scatterBy[reduction](x, indices, upd, s.map((_, i) => i));
+  return scatterBy[ctx.params.reduction](x, indices, upd, s.map((_, i) => i));
 }
 
-function scatterND(ctx: OpContext): mx.Array {
+function scatterND(ctx: OpContext<ScatterParams>): mx.Array {
   const x = ctx.input(0);
   const q = ctx.shape(1);
   const k = q[q.length - 1];
@@ -190,37 +207,45 @@ function scatterND(ctx: OpContext): mx.Array {
   const indices = Array.from({ length: k }, (_, j) =>
     mx.reshape(mx.slice(idx, [...lead.map(() => 0), j], [...lead, j + 1], q.map(() => 1)), lead));
   const upd = mx.reshape(ctx.input(2), [...lead, ...new Array<number>(k).fill(1), ...x.shape.slice(k)]);
-  const reduction = ctx.opset >= 16 ? ctx.attrs.string('reduction', 'none') : 'none';
-  return scatterBy[reduction](x, indices, upd, indices.map((_, i) => i));
+  return scatterBy[ctx.params.reduction](x, indices, upd, indices.map((_, i) => i));
 }
 
 /**
  * TensorScatter (a KV-cache write): batch entry b of `update` goes to positions
  * write_indices[b] + j along `axis` of the cache (modulo its length in circular mode).
  */
-function tensorScatter(ctx: OpContext): mx.Array {
+interface TensorScatterParams { axis: number; circular: boolean }
+
+function parseTensorScatter(attrs: Attrs): TensorScatterParams {
+  const mode = attrs.string('mode', 'linear');
+  if (mode !== 'linear' && mode !== 'circular') throw new RangeError(`TensorScatter mode '${mode}' is not defined`);
+  return { axis: attrs.int('axis', -2), circular: mode === 'circular' };
+}
+
+function tensorScatter(ctx: OpContext<TensorScatterParams>): mx.Array {
   const cache = ctx.input(0);
   const upd = ctx.input(1);
-  const axis = normAxis(ctx.attrs.int('axis', -2), cache.ndim, 'TensorScatter axis');
+  const axis = normAxis(ctx.params.axis, cache.ndim, 'TensorScatter axis');
   if (axis === 0) throw new RangeError('TensorScatter: axis 0 is the batch axis');
   const along = (n: number, a: number) => cache.shape.map((_, i) => (i === a ? n : 1));
   const steps = upd.shape[axis];
   const batch = cache.shape[0];
-  const start = ctx.has(2) ? mx.reshape(mx.astype(ctx.input(2), 'int64'), along(batch, 0)) : mx.zeros(along(batch, 0), 'int64');
+  const writeIndices = ctx.optional(2);
+  const start = writeIndices ? mx.reshape(mx.astype(writeIndices, 'int64'), along(batch, 0)) : mx.zeros(along(batch, 0), 'int64');
   let pos = mx.add(start, mx.reshape(mx.arange(0, steps, 1, 'int64'), along(steps, axis)));
-  if (ctx.attrs.string('mode', 'linear') === 'circular') pos = mx.remainder(pos, cache.shape[axis]);
+  if (ctx.params.circular) pos = mx.remainder(pos, cache.shape[axis]);
   return mx.putAlongAxis(cache, mx.broadcastTo(pos, upd.shape), upd, axis);
 }
 
 // ---------------------------------------------------------------------------------------------
 // OneHot, NonZero, Compress
 
-function oneHot(ctx: OpContext): mx.Array {
+function oneHot(ctx: OpContext<number>): mx.Array {
   const idx = ctx.input(0);
   const depth = Math.trunc(numAt(ctx.host(1), 0));
   const values = ctx.input(2);
   const rank = idx.ndim + 1;
-  const axis = normAxis(ctx.attrs.int('axis', -1), rank, 'OneHot axis');
+  const axis = normAxis(ctx.params, rank, 'OneHot axis');
   // Indices are compared as they are: a non-integer float index matches no position (as in the
   // reference and onnxruntime), so it gives all off_value.
   const at = mx.expandDims(wrapNegative(idx, depth), axis);
@@ -252,12 +277,13 @@ function nonZero(t: HostTensor): HostTensor {
   return hostInt64(out, [dims.length, hits.length]);
 }
 
-function compress(ctx: OpContext): mx.Array {
+/** Compress's axis; without one the input is flattened. */
+function compress(ctx: OpContext<number | undefined>): mx.Array {
   const x = ctx.input(0);
   const cond = ctx.host(1);
   const nz = truthy(cond);
-  const hasAxis = ctx.attrs.has('axis');
-  const axis = hasAxis ? normAxis(ctx.attrs.int('axis'), x.ndim, 'Compress axis') : 0;
+  const hasAxis = ctx.params !== undefined;
+  const axis = hasAxis ? normAxis(ctx.params!, x.ndim, 'Compress axis') : 0;
   const src = hasAxis ? x : mx.reshape(x, [-1]);
   const n = Math.min(sizeOf(cond.dims), src.shape[axis]);
   const keep: number[] = [];
@@ -265,26 +291,25 @@ function compress(ctx: OpContext): mx.Array {
   return mx.take(src, mx.array(Int32Array.from(keep), 'int32'), axis);
 }
 
-const unsupportedIndexTypes = (ctx: CheckContext): string | undefined =>
+const unsupportedIndexTypes = <P>(ctx: CheckContext<P>): string | undefined =>
   ctx.inputType(0) === OnnxDataType.STRING ? `${ctx.node.opType} on string tensors is not supported on MLX` : undefined;
 
 export const indexingOps: OpEntry[] = [
   sliceEntry,
   gatherEntry,
-  { domain: D, opType: 'GatherElements', since: 11, run: (ctx) => [gatherElements(ctx)] },
-  { domain: D, opType: 'GatherND', since: 11, run: (ctx) => [gatherND(ctx)] },
-  { domain: D, opType: 'Scatter', since: 9, until: 10, check: unsupportedIndexTypes, run: (ctx) => [scatterElements(ctx)] },
-  { domain: D, opType: 'ScatterElements', since: 11, check: checkReduction, run: (ctx) => [scatterElements(ctx)] },
-  { domain: D, opType: 'ScatterND', since: 11, check: checkReduction, run: (ctx) => [scatterND(ctx)] },
-  {
-    domain: D, opType: 'TensorScatter', since: 24,
-    check: (ctx) => (['linear', 'circular'].includes(ctx.attrs.string('mode', 'linear')) ? undefined : `TensorScatter mode '${ctx.attrs.string('mode')}' is not defined`),
-    run: (ctx) => [tensorScatter(ctx)],
-  },
-  { domain: D, opType: 'OneHot', since: 9, run: (ctx) => [oneHot(ctx)], note: 'a non-integer float index matches no position (all off_value)' },
-  {
-    domain: D, opType: 'NonZero', since: 9, note: 'computed on the host (data-dependent output size): a sync point',
-    host: (ctx) => [nonZero(ctx.host(0))], run: (ctx) => [nonZero(ctx.host(0))],
-  },
-  { domain: D, opType: 'Compress', since: 9, run: (ctx) => [compress(ctx)], note: 'reads the condition on the host (data-dependent output size)' },
+  onnxOp('GatherElements', 11, { parse: parseAxis, run: (ctx) => [gatherElements(ctx)] }),
+  onnxOp('GatherND', 11, { parse: (attrs) => attrs.int('batch_dims', 0), run: (ctx) => [gatherND(ctx)] }),
+  onnxOp('Scatter', 9, { until: 10, parse: parseScatter('Scatter'), check: unsupportedIndexTypes, run: (ctx) => [scatterElements(ctx)] }),
+  onnxOp('ScatterElements', 11, { parse: parseScatter('ScatterElements'), run: (ctx) => [scatterElements(ctx)] }),
+  onnxOp('ScatterND', 11, { parse: parseScatter('ScatterND'), run: (ctx) => [scatterND(ctx)] }),
+  onnxOp('TensorScatter', 24, { parse: parseTensorScatter, run: (ctx) => [tensorScatter(ctx)] }),
+  onnxOp('OneHot', 9, {
+    parse: (attrs) => attrs.int('axis', -1), run: (ctx) => [oneHot(ctx)],
+    note: 'a non-integer float index matches no position (all off_value)',
+  }),
+  onnxOp('NonZero', 9, {
+    note: 'computed on the host (data-dependent output size): a sync point',
+    placement: 'host', host: (ctx) => [nonZero(ctx.host(0))],
+  }),
+  onnxOp('Compress', 9, { parse: (attrs) => (attrs.has('axis') ? attrs.int('axis') : undefined), run: (ctx) => [compress(ctx)], note: 'reads the condition on the host (data-dependent output size)' }),
 ];

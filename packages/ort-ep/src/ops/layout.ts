@@ -1,9 +1,9 @@
 // Layout ops: Pad, CenterCropPad, DepthToSpace, SpaceToDepth, Trilu.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { hostNumbers, normAxes } from './helpers/util.js';
-
-const D = 'ai.onnx';
+import type { Attrs } from '../registry/attrs.js';
+import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
+import { hostNumbers, intsIfGiven, normAxes, optionalNumbers } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // Pad. Pads come as [begin per axis..., end per axis...]: the attribute `paddings` (opset 1),
@@ -12,15 +12,25 @@ const D = 'ai.onnx';
 
 const padModes = new Set(['constant', 'reflect', 'edge', 'wrap']);
 
-function padMode(ctx: CheckContext): string {
-  return ctx.attrs.string('mode', 'constant');
+interface PadParams {
+  mode: string;
+  /** The pads attribute (`paddings` in opset 1) before opset 11; input 1 after. */
+  pads?: number[];
+  /** Constant mode's value attribute, before opset 11 (input 2 after). */
+  value: number;
 }
 
-function padAmounts(ctx: OpContext, rank: number): { begin: number[]; end: number[] } {
+function parsePad(attrs: Attrs, opset: number): PadParams {
+  const mode = attrs.string('mode', 'constant');
+  if (!padModes.has(mode) || (mode === 'wrap' && opset < 19)) throw new RangeError(`Pad mode '${mode}' is not defined at opset ${opset}`);
+  const pads = opset < 2 ? attrs.ints('paddings') : opset < 11 ? attrs.ints('pads') : undefined;
+  return { mode, pads, value: opset < 11 ? attrs.float('value', 0) : 0 };
+}
+
+function padAmounts(ctx: OpContext<PadParams>, rank: number): { begin: number[]; end: number[] } {
   let pads: number[];
   let axes = Array.from({ length: rank }, (_, i) => i);
-  if (ctx.opset < 2) pads = ctx.attrs.ints('paddings');
-  else if (ctx.opset < 11) pads = ctx.attrs.ints('pads');
+  if (ctx.params.pads) pads = ctx.params.pads;
   else {
     pads = hostNumbers(ctx.host(1));
     if (ctx.opset >= 18 && ctx.has(3)) axes = normAxes(hostNumbers(ctx.host(3)), rank);
@@ -37,10 +47,10 @@ function padAmounts(ctx: OpContext, rank: number): { begin: number[]; end: numbe
 }
 
 /** The value constant mode fills with, in x's dtype. */
-function padValue(ctx: OpContext, x: mx.Array): mx.Array {
-  if (ctx.opset < 11) return mx.scalar(ctx.attrs.float('value', 0), x.dtype);
-  if (!ctx.has(2)) return mx.scalar(0, x.dtype);
-  const v = mx.reshape(ctx.input(2), []);
+function padValue(ctx: OpContext<PadParams>, x: mx.Array): mx.Array {
+  const given = ctx.opset >= 11 ? ctx.optional(2) : undefined;
+  if (!given) return mx.scalar(ctx.params.value, x.dtype);
+  const v = mx.reshape(given, []);
   return v.dtype === x.dtype ? v : mx.astype(v, x.dtype);
 }
 
@@ -69,7 +79,7 @@ function padByGather(x: mx.Array, mode: string, begin: number[], end: number[]):
   return y;
 }
 
-function padRun(ctx: OpContext): mx.Array {
+function padRun(ctx: OpContext<PadParams>): mx.Array {
   let x = ctx.input(0);
   const dims = x.shape;
   const { begin, end } = padAmounts(ctx, dims.length);
@@ -81,35 +91,30 @@ function padRun(ctx: OpContext): mx.Array {
   const lo = begin.map((b) => Math.max(0, b));
   const hi = end.map((e) => Math.max(0, e));
   if (lo.every((v) => !v) && hi.every((v) => !v)) return x;
-  const mode = padMode(ctx);
+  const mode = ctx.params.mode;
   const axes = dims.map((_, i) => i);
   if (mode === 'constant') return mx.pad(x, axes, lo, hi, padValue(ctx, x), 'constant');
   if (mode === 'edge') return mx.pad(x, axes, lo, hi, mx.scalar(0, x.dtype), 'edge');
   return padByGather(x, mode, lo, hi);
 }
 
-const padEntry: OpEntry = {
-  domain: D, opType: 'Pad', since: 1,
+const padEntry = onnxOp('Pad', 1, {
   note: 'negative pads crop before positive ones pad; reflect and wrap may pad past the axis length',
-  check: (ctx) => {
-    const mode = padMode(ctx);
-    if (!padModes.has(mode) || (mode === 'wrap' && ctx.opset < 19)) return `Pad mode '${mode}' is not defined at opset ${ctx.opset}`;
-    return undefined;
-  },
+  parse: parsePad,
   run: (ctx) => [padRun(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // CenterCropPad: each listed axis is cropped or zero-padded to its target, centred (the odd
 // unit goes to the end in both directions, as the reference does).
 
-const centerCropPadEntry: OpEntry = {
-  domain: D, opType: 'CenterCropPad', since: 18,
+const centerCropPadEntry = onnxOp('CenterCropPad', 18, {
+  parse: (attrs) => intsIfGiven(attrs, 'axes'),
   run: (ctx) => {
     let x = ctx.input(0);
     const dims = x.shape;
     const target = hostNumbers(ctx.host(1));
-    const axes = ctx.attrs.has('axes') ? normAxes(ctx.attrs.ints('axes'), dims.length) : dims.map((_, i) => i);
+    const axes = ctx.params ? normAxes(ctx.params, dims.length) : dims.map((_, i) => i);
     if (target.length !== axes.length) throw new RangeError(`CenterCropPad: ${target.length} sizes for ${axes.length} axes`);
     const start = dims.map(() => 0);
     const stop = [...dims];
@@ -125,16 +130,27 @@ const centerCropPadEntry: OpEntry = {
     if (lo.some((v) => v) || hi.some((v) => v)) x = mx.pad(x, dims.map((_, i) => i), lo, hi, mx.scalar(0, x.dtype), 'constant');
     return [x];
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // DepthToSpace / SpaceToDepth: a reshape, a transpose and a reshape.
 
-function depthToSpace(ctx: OpContext): mx.Array {
+interface DepthToSpaceParams {
+  blocksize: number;
+  /** mode CRD (opset 11+): column, row, depth; else DCR. */
+  crd: boolean;
+}
+
+function parseDepthToSpace(attrs: Attrs, opset: number): DepthToSpaceParams {
+  const mode = opset >= 11 ? attrs.string('mode', 'DCR') : 'DCR';
+  if (mode !== 'DCR' && mode !== 'CRD') throw new RangeError(`DepthToSpace mode '${mode}' is not DCR or CRD`);
+  return { blocksize: attrs.int('blocksize'), crd: mode === 'CRD' };
+}
+
+function depthToSpace(ctx: OpContext<DepthToSpaceParams>): mx.Array {
   const x = ctx.input(0);
   const [n, c, h, w] = x.shape;
-  const b = ctx.attrs.int('blocksize');
-  const crd = ctx.opset >= 11 && ctx.attrs.string('mode', 'DCR') === 'CRD';
+  const { blocksize: b, crd } = ctx.params;
   if (x.ndim !== 4 || c % (b * b) !== 0) throw new RangeError(`DepthToSpace: input [${x.shape.join(', ')}] does not fit blocksize ${b}`);
   const cc = c / (b * b);
   const t = crd
@@ -143,10 +159,10 @@ function depthToSpace(ctx: OpContext): mx.Array {
   return mx.reshape(t, [n, cc, h * b, w * b]);
 }
 
-function spaceToDepth(ctx: OpContext): mx.Array {
+function spaceToDepth(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
   const [n, c, h, w] = x.shape;
-  const b = ctx.attrs.int('blocksize');
+  const b = ctx.params;
   if (x.ndim !== 4 || h % b !== 0 || w % b !== 0) throw new RangeError(`SpaceToDepth: input [${x.shape.join(', ')}] does not fit blocksize ${b}`);
   const t = mx.transpose(mx.reshape(x, [n, c, h / b, b, w / b, b]), [0, 3, 5, 1, 2, 4]);
   return mx.reshape(t, [n, c * b * b, h / b, w / b]);
@@ -155,21 +171,22 @@ function spaceToDepth(ctx: OpContext): mx.Array {
 // ---------------------------------------------------------------------------------------------
 // Trilu: keeps the upper (j - i >= k) or lower (j - i <= k) triangle of the last two axes.
 
-function trilu(ctx: OpContext): mx.Array {
+function trilu(ctx: OpContext<boolean>): mx.Array {
   const x = ctx.input(0);
-  const k = ctx.has(1) ? hostNumbers(ctx.host(1))[0] : 0;
+  const k = optionalNumbers(ctx, 1)?.[0] ?? 0;
   const [rows, cols] = x.shape.slice(-2);
   const diff = mx.subtract(mx.reshape(mx.arange(0, cols, 1, 'int32'), [1, cols]), mx.reshape(mx.arange(0, rows, 1, 'int32'), [rows, 1]));
   // k can be far outside int32 (INT64 sentinels): clamp it to a value with the same effect.
   const kk = Math.max(-rows - 1, Math.min(cols + 1, k));
-  const keep = ctx.attrs.int('upper', 1) ? mx.greaterEqual(diff, kk) : mx.lessEqual(diff, kk);
+  const keep = ctx.params ? mx.greaterEqual(diff, kk) : mx.lessEqual(diff, kk);
   return mx.where(keep, x, mx.zerosLike(x));
 }
 
 export const layoutOps: OpEntry[] = [
   padEntry,
   centerCropPadEntry,
-  { domain: D, opType: 'DepthToSpace', since: 1, run: (ctx) => [depthToSpace(ctx)] },
-  { domain: D, opType: 'SpaceToDepth', since: 1, run: (ctx) => [spaceToDepth(ctx)] },
-  { domain: D, opType: 'Trilu', since: 14, run: (ctx) => [trilu(ctx)] },
+  onnxOp('DepthToSpace', 1, { parse: parseDepthToSpace, run: (ctx) => [depthToSpace(ctx)] }),
+  onnxOp('SpaceToDepth', 1, { parse: (attrs) => attrs.int('blocksize'), run: (ctx) => [spaceToDepth(ctx)] }),
+  // upper: keep the upper triangle (the default), else the lower.
+  onnxOp('Trilu', 14, { parse: (attrs) => attrs.int('upper', 1) !== 0, run: (ctx) => [trilu(ctx)] }),
 ];

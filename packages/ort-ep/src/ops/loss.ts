@@ -4,10 +4,11 @@
 // 'mean' divides by the total weight of the targets that count, so a batch in which every
 // target is ignored gives 0/0 = NaN there too; we do not invent a different answer.
 import * as mx from '@mlx/core';
-import type { OpContext, OpEntry } from '../registry/types.js';
+import type { Attrs } from '../registry/attrs.js';
+import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { isFloatType } from './helpers/util.js';
 
-const D = 'ai.onnx';
 type Reduction = 'none' | 'sum' | 'mean';
 const reductions: readonly string[] = ['none', 'sum', 'mean'];
 
@@ -17,16 +18,16 @@ interface LossAttrs {
   ignoreIndex: number | undefined;
 }
 
-function lossAttrs(ctx: OpContext): LossAttrs {
+function parseLoss(attrs: Attrs): LossAttrs {
+  const reduction = attrs.string('reduction', 'mean');
+  if (!reductions.includes(reduction)) throw new RangeError(`reduction '${reduction}' is not one of none, sum, mean`);
   return {
-    reduction: ctx.attrs.string('reduction', 'mean') as Reduction,
-    ignoreIndex: ctx.attrs.has('ignore_index') ? ctx.attrs.int('ignore_index') : undefined,
+    reduction: reduction as Reduction,
+    ignoreIndex: attrs.has('ignore_index') ? attrs.int('ignore_index') : undefined,
   };
 }
 
-function checkLoss(ctx: { attrs: OpContext['attrs']; inputType(i: number): number | undefined }): string | undefined {
-  const r = ctx.attrs.string('reduction', 'mean');
-  if (!reductions.includes(r)) return `reduction '${r}' is not one of none, sum, mean`;
+function checkLoss(ctx: CheckContext<LossAttrs>): string | undefined {
   const t = ctx.inputType(0);
   if (t !== undefined && !isFloatType(t)) return `the loss input must be a float tensor, got element type ${t}`;
   return undefined;
@@ -76,28 +77,20 @@ function checkShapes(ctx: OpContext): void {
   }
 }
 
-const weightOf = (ctx: OpContext): mx.Array | undefined => (ctx.has(2) ? ctx.input(2) : undefined);
-
-const nll = (since: number, until?: number): OpEntry => ({
-  domain: D, opType: 'NegativeLogLikelihoodLoss', since, until,
-  check: checkLoss,
-  run: (ctx) => {
-    checkShapes(ctx);
-    return [nllLoss(ctx.input(0), ctx.input(1), weightOf(ctx), lossAttrs(ctx))];
-  },
-});
-
-const sce = (since: number, until?: number): OpEntry => ({
-  domain: D, opType: 'SoftmaxCrossEntropyLoss', since, until,
-  check: checkLoss,
-  run: (ctx) => {
-    checkShapes(ctx);
-    const logp = logSoftmaxAxis1(ctx.input(0));
-    const loss = nllLoss(logp, ctx.input(1), weightOf(ctx), lossAttrs(ctx));
-    // The second output (log_prob) is optional; computing it costs nothing extra.
-    return ctx.node.outputs.length > 1 && ctx.node.outputs[1] ? [loss, logp] : [loss];
-  },
-});
+/** NegativeLogLikelihoodLoss takes log-probabilities; SoftmaxCrossEntropyLoss takes scores and can also return their log-softmax. */
+function lossEntry(opType: string, fromScores: boolean): OpEntry<LossAttrs> {
+  return onnxOp(opType, 12, {
+    parse: parseLoss,
+    check: checkLoss,
+    run: (ctx) => {
+      checkShapes(ctx);
+      const logp = fromScores ? logSoftmaxAxis1(ctx.input(0)) : ctx.input(0);
+      const loss = nllLoss(logp, ctx.input(1), ctx.optional(2), ctx.params);
+      // The second output (log_prob) is optional; computing it costs nothing extra.
+      return fromScores && ctx.wants(1) ? [loss, logp] : [loss];
+    },
+  });
+}
 
 // Opset 13 widened the types (bfloat16, double for NLL) without changing the semantics.
-export const lossOps: OpEntry[] = [nll(12), sce(12)];
+export const lossOps: OpEntry[] = [lossEntry('NegativeLogLikelihoodLoss', false), lossEntry('SoftmaxCrossEntropyLoss', true)];

@@ -5,7 +5,7 @@ import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
 import { MlxSession } from '../session.js';
 import type { HostTensor } from '../onnx/index.js';
-import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
+import { decodeMiniFloatArray, encodeMiniFloatArray } from './helpers/minifloat.js';
 import { model, node, v, type ElemName, type ValueSpec } from '../../test/helpers/build.js';
 import { expectSameAsOrt, ort, plain, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
 
@@ -150,8 +150,7 @@ describe('Det', () => {
 describe('QLinearMatMul with float8 operands (opset 21)', () => {
   it('E4M3FN a and b, float8 result', async () => {
     const E4M3 = 17;
-    const f = miniFloatOf(E4M3)!;
-    const codes = (xs: number[]) => encodeMiniFloat(mx.array(xs), f, true).toTypedArray() as Uint8Array;
+    const codes = (xs: number[]) => encodeMiniFloatArray(mx.array(xs), E4M3, true).toTypedArray() as Uint8Array;
     const f8 = (xs: number[], dims: number[]): HostTensor => ({ dtype: E4M3, dims, data: codes(xs) });
     const f32 = (xs: number[], dims: number[]): HostTensor => ({ dtype: 1, dims, data: Float32Array.from(xs) });
     const bytes = model({
@@ -168,7 +167,7 @@ describe('QLinearMatMul with float8 operands (opset 21)', () => {
         ys: f32([0.5], []), yz: f8([0], []),
       }) as Record<string, HostTensor>;
       expect(out.y.dtype).toBe(E4M3);
-      const values = Array.from(decodeMiniFloat(mx.array(Array.from(out.y.data as Uint8Array), { dtype: 'uint8' }), f).toTypedArray() as Float32Array);
+      const values = Array.from(decodeMiniFloatArray(mx.array(Array.from(out.y.data as Uint8Array), { dtype: 'uint8' }), E4M3).toTypedArray() as Float32Array);
       expect(values).toEqual([6, 3, 3, 7.5]);
     } finally {
       s.release();

@@ -2,13 +2,13 @@
 // MLX multiplies matrices only in floating point, so integer products go through helpers that
 // stay exact (quant-math.ts) instead of a float matmul that would round large sums.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
+import { onnxOp } from '../registry/op.js';
+import { decodeMiniFloatArray, encodeMiniFloatArray, isMiniFloat } from './helpers/minifloat.js';
 import {
-  broadcastIntMatmul, exactIntMatmul, minusZeroPoint, quantInput, saturateRound, typed, zeroPointBound,
+  broadcastIntMatmul, exactIntMatmul, minusZeroPoint, optionalQuantInput, quantInput, saturateRound, typed, zeroPointBound,
 } from './helpers/quant-math.js';
-
-const D = 'ai.onnx';
 
 /** numpy matmul for every numeric dtype ONNX allows (integers exactly). */
 function matmulAny(a: mx.Array, b: mx.Array): mx.Array {
@@ -16,42 +16,45 @@ function matmulAny(a: mx.Array, b: mx.Array): mx.Array {
   return broadcastIntMatmul(a, b);
 }
 
-const matmulEntry: OpEntry = {
-  domain: D, opType: 'MatMul', since: 1,
+const matmulEntry: OpEntry = onnxOp('MatMul', 1, {
   note: 'integer operands multiply exactly (broadcast multiply-and-sum; MLX matmul is float-only)',
   run: (ctx) => [matmulAny(ctx.input(0), ctx.input(1))],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Gemm: Y = alpha * A' @ B' + beta * C, A and B 2-D, C unidirectionally broadcast to Y.
 
-function gemm(ctx: OpContext): mx.Array {
+interface GemmParams { transA: boolean; transB: boolean; alpha: number; beta: number }
+
+const parseGemm = (attrs: Attrs): GemmParams => ({
+  transA: attrs.int('transA', 0) !== 0, transB: attrs.int('transB', 0) !== 0, alpha: attrs.float('alpha', 1), beta: attrs.float('beta', 1),
+});
+
+function gemm(ctx: OpContext<GemmParams>): mx.Array {
+  const { transA, transB, alpha, beta } = ctx.params;
   let a = ctx.input(0);
   let b = ctx.input(1);
-  if (ctx.attrs.int('transA', 0)) a = mx.transpose(a);
-  if (ctx.attrs.int('transB', 0)) b = mx.transpose(b);
-  const alpha = ctx.attrs.float('alpha', 1);
-  const beta = ctx.attrs.float('beta', 1);
-  const hasC = ctx.inputCount > 2 && ctx.has(2) && beta !== 0;
+  if (transA) a = mx.transpose(a);
+  if (transB) b = mx.transpose(b);
+  const c = beta !== 0 ? ctx.optional(2) : undefined;
   if (mx.isFloating(a.dtype)) {
-    if (hasC) return mx.addmm(ctx.input(2), a, b, alpha, beta);
+    if (c) return mx.addmm(c, a, b, alpha, beta);
     const y = mx.matmul(a, b);
     return alpha === 1 ? y : mx.multiply(y, alpha);
   }
   // Integer Gemm: the product is exact; alpha/beta scale in the integer type (ONNX keeps it).
   let y = broadcastIntMatmul(a, b);
   if (alpha !== 1) y = mx.astype(mx.multiply(y, Math.trunc(alpha)), a.dtype);
-  if (hasC) {
-    const c = ctx.input(2);
+  if (c) {
     y = mx.add(y, beta === 1 ? c : mx.astype(mx.multiply(c, Math.trunc(beta)), a.dtype));
   }
   return mx.astype(y, a.dtype);
 }
 
-const gemmEntry: OpEntry = {
-  domain: D, opType: 'Gemm', since: 1,
+const gemmEntry = onnxOp('Gemm', 1, {
+  parse: parseGemm,
   run: (ctx) => [gemm(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // MatMulInteger / QLinearMatMul: zero points per tensor, per row of A (axis -2), per column of B.
@@ -60,24 +63,19 @@ function rowsAxis(x: mx.Array): number {
   return Math.max(x.ndim - 2, 0);
 }
 
-function zeroPoint(ctx: OpContext, i: number): mx.Array | undefined {
-  return ctx.inputCount > i && ctx.has(i) ? quantInput(ctx, i) : undefined;
-}
-
 /** (A - a_zp) @ (B - b_zp) in int32, exactly. */
-function integerProduct(ctx: OpContext, ia: number, iaz: number | undefined, ib: number, ibz: number | undefined): mx.Array {
+function integerProduct(ctx: OpContext, ia: number, iaz: number, ib: number, ibz: number): mx.Array {
   const a = quantInput(ctx, ia);
   const b = quantInput(ctx, ib);
-  const a0 = minusZeroPoint(a, iaz === undefined ? undefined : zeroPoint(ctx, iaz), rowsAxis(a));
-  const b0 = minusZeroPoint(b, ibz === undefined ? undefined : zeroPoint(ctx, ibz), b.ndim - 1);
+  const a0 = minusZeroPoint(a, optionalQuantInput(ctx, iaz), rowsAxis(a));
+  const b0 = minusZeroPoint(b, optionalQuantInput(ctx, ibz), b.ndim - 1);
   return exactIntMatmul(a0, b0, zeroPointBound(ctx.elemType(ia)), zeroPointBound(ctx.elemType(ib)));
 }
 
-const matmulIntegerEntry: OpEntry = {
-  domain: D, opType: 'MatMulInteger', since: 10,
+const matmulIntegerEntry: OpEntry = onnxOp('MatMulInteger', 10, {
   note: 'exact int32: float32 products, split into 4-bit halves when a sum could pass 2^24; inner dimensions over 65535 refused at run time',
   run: (ctx) => [integerProduct(ctx, 0, 2, 1, 3)],
-};
+});
 
 /** A scale given per tensor or along `axis` of a result of rank `rank`. */
 function scaleAlong(s: mx.Array, axis: number, rank: number): mx.Array {
@@ -87,19 +85,19 @@ function scaleAlong(s: mx.Array, axis: number, rank: number): mx.Array {
 
 /** A float8 operand of QLinearMatMul-21 as float32 values minus its (decoded) zero point. */
 function float8Operand(ctx: OpContext, i: number, iz: number): mx.Array {
-  const f = miniFloatOf(ctx.elemType(i))!;
-  const x = decodeMiniFloat(quantInput(ctx, i), f);
-  return ctx.inputCount > iz && ctx.has(iz) ? mx.subtract(x, decodeMiniFloat(quantInput(ctx, iz), f)) : x;
+  const f = ctx.elemType(i);
+  const x = decodeMiniFloatArray(quantInput(ctx, i), f);
+  return ctx.has(iz) ? mx.subtract(x, decodeMiniFloatArray(quantInput(ctx, iz), f)) : x;
 }
 
 /** (A - a_zp) @ (B - b_zp) as float32: exact int32 for integer operands, float for float8 ones (opset 21). */
 function qlinearProduct(ctx: OpContext): mx.Array {
-  const isF8 = (i: number) => miniFloatOf(ctx.elemType(i)) !== undefined;
+  const isF8 = (i: number) => isMiniFloat(ctx.elemType(i));
   if (!isF8(0) && !isF8(3)) return mx.astype(integerProduct(ctx, 0, 2, 3, 5), 'float32');
   const side = (i: number, iz: number, axis: (x: mx.Array) => number) => {
     if (isF8(i)) return float8Operand(ctx, i, iz);
     const x = quantInput(ctx, i);
-    return mx.astype(minusZeroPoint(x, zeroPoint(ctx, iz), axis(x)), 'float32');
+    return mx.astype(minusZeroPoint(x, optionalQuantInput(ctx, iz), axis(x)), 'float32');
   };
   return mx.matmul(side(0, 2, rowsAxis), side(3, 5, (b) => b.ndim - 1));
 }
@@ -113,32 +111,30 @@ function qlinearMatmul(ctx: OpContext): OpResult[] {
   const multiplier = mx.astype(mx.divide(mx.multiply(aScale, bScale), ctx.input(6)), 'float32');
   const yType = ctx.elemType(7);
   const y = mx.multiply(acc, multiplier);
-  const f8 = miniFloatOf(yType);
-  if (f8) return [typed(encodeMiniFloat(mx.add(y, decodeMiniFloat(quantInput(ctx, 7), f8)), f8, true), yType)];
+  if (isMiniFloat(yType)) return [typed(encodeMiniFloatArray(mx.add(y, decodeMiniFloatArray(quantInput(ctx, 7), yType)), yType, true), yType)];
   return [typed(saturateRound(mx.add(y, mx.astype(quantInput(ctx, 7), 'float32')), yType), yType)];
 }
 
-const qlinearMatmulEntry: OpEntry = {
-  domain: D, opType: 'QLinearMatMul', since: 10,
+const qlinearMatmulEntry: OpEntry = onnxOp('QLinearMatMul', 10, {
   note: 'float8 operands (opset 21) multiply in float32; the float8 result saturates',
   run: qlinearMatmul,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Einsum: MLX's einsum takes ONNX's equations (implicit output, ellipsis, repeated indices).
 
-const einsumEntry: OpEntry = {
-  domain: D, opType: 'Einsum', since: 12,
+const einsumEntry = onnxOp('Einsum', 12, {
   note: 'integer operands contract in float32 (exact while sums stay below 2^24)',
+  parse: (attrs) => attrs.string('equation').replace(/\s+/g, ''),
   run: (ctx) => {
-    const eq = ctx.attrs.string('equation').replace(/\s+/g, '');
+    const eq = ctx.params;
     const ops = Array.from({ length: ctx.inputCount }, (_, i) => ctx.input(i));
     const t = ops[0].dtype;
     // Integer einsums contract in float32 (MLX has no integer matmul) and cast back.
     if (!mx.isFloating(t)) return [mx.astype(mx.einsum(eq, ops.map((o) => mx.astype(o, 'float32'))), t)];
     return [mx.einsum(eq, ops)];
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Det: LU factorisation (MLX runs it on the CPU only); det = prod(diag(U)) * (-1)^swaps.
@@ -155,11 +151,10 @@ function det(x: mx.Array): mx.Array {
   return mx.astype(mx.multiply(mx.prod(diag, -1), sign), dtype);
 }
 
-const detEntry: OpEntry = {
-  domain: D, opType: 'Det', since: 11,
+const detEntry: OpEntry = onnxOp('Det', 11, {
   note: 'LU factorisation on the CPU stream (MLX has no GPU LU); float16 computes in float32',
   run: (ctx) => [det(ctx.input(0))],
-};
+});
 
 export const matmulOps: OpEntry[] = [
   matmulEntry, gemmEntry, matmulIntegerEntry, qlinearMatmulEntry, einsumEntry, detEntry,

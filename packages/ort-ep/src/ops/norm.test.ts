@@ -40,6 +40,9 @@ describe('LayerNormalization', () => {
   it('last axis with 1-D scale and bias (the fused kernel)', async () => {
     await same('LayerNormalization', 17, [{ name: 'x', dims: [2, 3, 8] }, { name: 's', dims: [8] }, { name: 'b', dims: [8] }], { epsilon: { f: 1e-3 } });
   });
+  it('last axis with a one-element bias, which broadcasts (the fused kernel refuses it)', async () => {
+    await same('LayerNormalization', 17, [{ name: 'x', dims: [2, 3, 8] }, { name: 's', dims: [8] }, { name: 'b', dims: [1] }], {});
+  });
   it('axis 1 without bias, Mean and InvStdDev outputs', async () => {
     await same('LayerNormalization', 17, [{ name: 'x', dims: [2, 3, 4] }, { name: 's', dims: [3, 4] }], { axis: 1 },
       [v('y', 'float32'), v('mean', 'float32'), v('inv', 'float32')]);

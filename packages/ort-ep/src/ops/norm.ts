@@ -3,13 +3,11 @@
 // Statistics are computed in float32 at least (ONNX's stash_type 1) and results cast back to the
 // input's type, so float16 models do not lose the variance to rounding.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
+import { normalize, stash } from './helpers/normalize.js';
 import { normAxis } from './helpers/util.js';
-
-const D = 'ai.onnx';
-
-/** float16/bfloat16 widen to float32 for statistics; float32/float64 stay. */
-const stash = (x: mx.Array): mx.Array => (x.dtype === 'float16' || x.dtype === 'bfloat16' ? mx.astype(x, 'float32') : x);
 
 /** A per-channel [C] parameter shaped to broadcast along axis 1 of a rank-`rank` input. */
 function perChannel(p: mx.Array, rank: number): mx.Array {
@@ -28,89 +26,109 @@ function moments(x: mx.Array, axes: number[]): [mx.Array, mx.Array] {
 // BatchNormalization: inference with the given statistics; training_mode (opset 14+) uses the
 // batch's statistics and also returns the updated running mean and variance.
 
-function batchNorm(ctx: OpContext): OpResult[] {
+const epsilonOf = (attrs: Attrs): number => attrs.float('epsilon', 1e-5);
+/** stash_type 1: statistics in float32 (at least). */
+const stashOf = (attrs: Attrs): boolean => attrs.int('stash_type', 1) === 1;
+
+interface BatchNormParams {
+  epsilon: number;
+  momentum: number;
+  /** Opset 14+: normalise with the batch's statistics and return the running ones. */
+  training: boolean;
+}
+
+const parseBatchNorm = (attrs: Attrs, opset: number): BatchNormParams => ({
+  epsilon: epsilonOf(attrs),
+  momentum: attrs.float('momentum', 0.9),
+  training: opset >= 14 && attrs.int('training_mode', 0) !== 0,
+});
+
+function batchNorm(ctx: OpContext<BatchNormParams>): OpResult[] {
   const x = ctx.input(0);
   const r = x.ndim;
-  const eps = ctx.attrs.float('epsilon', 1e-5);
+  const eps = ctx.params.epsilon;
   // Before opset 9, spatial=0 gives per-activation parameters of shape x.shape[1:]: those broadcast as they are.
   const [scale, bias, mean, variance] = [1, 2, 3, 4].map((i) => stash(perChannel(ctx.input(i), r)));
   const xs = stash(x);
   const normalise = (m: mx.Array, v: mx.Array) =>
     mx.astype(mx.add(mx.multiply(mx.divide(mx.subtract(xs, m), mx.sqrt(mx.add(v, eps))), scale), bias), x.dtype);
-  const training = ctx.opset >= 14 && ctx.attrs.int('training_mode', 0) !== 0;
-  if (!training) return [normalise(mean, variance)];
+  if (!ctx.params.training) return [normalise(mean, variance)];
   const axes = Array.from({ length: r }, (_, i) => i).filter((i) => i !== 1);
   const [bm, bv] = moments(xs, axes);
-  const momentum = ctx.attrs.float('momentum', 0.9);
+  const momentum = ctx.params.momentum;
   const running = (old: mx.Array, batch: mx.Array) =>
     mx.astype(mx.add(mx.multiply(mx.reshape(old, [-1]), momentum), mx.multiply(mx.reshape(batch, [-1]), 1 - momentum)), ctx.input(3).dtype);
   return [normalise(bm, bv), running(mean, bm), running(variance, bv)];
 }
 
-const batchNormEntry: OpEntry = {
-  domain: D, opType: 'BatchNormalization', since: 1,
+const batchNormEntry = onnxOp('BatchNormalization', 1, {
   note: 'training outputs from opset 14 (training_mode); the saved statistics outputs of opsets 1-13 are refused',
+  parse: parseBatchNorm,
   check: (ctx) => {
     const outs = ctx.node.outputs.filter((o) => o).length;
     if (ctx.opset < 14 && outs > 1) return 'BatchNormalization training outputs (mean, var, saved_mean, saved_var) before opset 14 are not supported';
     return undefined;
   },
   run: batchNorm,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // LayerNormalization: normalise over axes [axis, rank); optional Mean and InvStdDev outputs have
 // the reduced axes kept as size 1.
 
-function layerNorm(ctx: OpContext): OpResult[] {
-  const x = ctx.input(0);
-  const r = x.ndim;
-  const axis = normAxis(ctx.attrs.int('axis', -1), r);
-  const eps = ctx.attrs.float('epsilon', 1e-5);
-  const scale = ctx.input(1);
-  const bias = ctx.inputCount > 2 && ctx.has(2) ? ctx.input(2) : undefined;
-  const wantStats = ctx.node.outputs.slice(1).some((o) => o);
-  // The fused kernel normalises over the last axis with a 1-D weight: the common transformer case.
-  if (!wantStats && axis === r - 1 && scale.ndim <= 1 && (!bias || bias.ndim <= 1) && scale.size === x.shape[r - 1]) {
-    return [mx.fastLayerNorm(x, scale, bias ?? null, eps)];
-  }
-  const stashType = ctx.attrs.int('stash_type', 1);
-  const xs = stashType === 1 ? stash(x) : x;
-  const axes = Array.from({ length: r - axis }, (_, i) => axis + i);
-  const [mean, variance] = moments(xs, axes);
-  const inv = mx.rsqrt(mx.add(variance, eps));
-  let y = mx.multiply(mx.multiply(mx.subtract(xs, mean), inv), scale);
-  if (bias) y = mx.add(y, bias);
-  const statType = stashType === 1 ? xs.dtype : x.dtype;
-  return [mx.astype(y, x.dtype), mx.astype(mean, statType), mx.astype(inv, statType)];
+/** The attributes of LayerNormalization, and of the RMS norms, which share them and their defaults. */
+export interface LayerNormParams {
+  axis: number;
+  epsilon: number;
+  stashFloat: boolean;
 }
 
-const layerNormEntry: OpEntry = {
-  domain: D, opType: 'LayerNormalization', since: 17,
+export const parseLayerNorm = (attrs: Attrs): LayerNormParams => ({ axis: attrs.int('axis', -1), epsilon: epsilonOf(attrs), stashFloat: stashOf(attrs) });
+
+/** LayerNormalization: also onnxruntime's opset 1-16 registration in the ONNX domain (com.microsoft/norm.ts). */
+export function layerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
+  const x = ctx.input(0);
+  const { axis, epsilon, stashFloat } = ctx.params;
+  const out = normalize(x, ctx.input(1), ctx.optional(2), {
+    axis: normAxis(axis, x.ndim), eps: epsilon, simplified: false, stashFloat, stats: ctx.wants(1) || ctx.wants(2),
+  });
+  return [out.y, out.mean, out.invStd];
+}
+
+const layerNormEntry = onnxOp('LayerNormalization', 17, {
+  parse: parseLayerNorm,
   run: layerNorm,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // InstanceNormalization and GroupNormalization: statistics per (sample, channel group) over the
 // spatial axes.
 
-function instanceNorm(ctx: OpContext): mx.Array {
+function instanceNorm(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
   const xs = stash(x);
   const axes = Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
   const [mean, variance] = moments(xs, axes);
-  const y = mx.divide(mx.subtract(xs, mean), mx.sqrt(mx.add(variance, ctx.attrs.float('epsilon', 1e-5))));
+  const y = mx.divide(mx.subtract(xs, mean), mx.sqrt(mx.add(variance, ctx.params)));
   return mx.astype(mx.add(mx.multiply(y, perChannel(ctx.input(1), x.ndim)), perChannel(ctx.input(2), x.ndim)), x.dtype);
 }
 
-function groupNorm(ctx: OpContext): mx.Array {
+interface GroupNormParams {
+  groups: number;
+  epsilon: number;
+  stashFloat: boolean;
+}
+
+const parseGroupNorm = (attrs: Attrs): GroupNormParams => ({ groups: attrs.int('num_groups'), epsilon: epsilonOf(attrs), stashFloat: stashOf(attrs) });
+
+function groupNorm(ctx: OpContext<GroupNormParams>): mx.Array {
   const x = ctx.input(0);
   const [n, c] = x.shape;
-  const groups = ctx.attrs.int('num_groups');
-  const xs = ctx.attrs.int('stash_type', 1) === 1 ? stash(x) : x;
+  const { groups, epsilon } = ctx.params;
+  const xs = ctx.params.stashFloat ? stash(x) : x;
   const grouped = mx.reshape(xs, [n, groups, -1]);
   const [mean, variance] = moments(grouped, [2]);
-  const normed = mx.reshape(mx.divide(mx.subtract(grouped, mean), mx.sqrt(mx.add(variance, ctx.attrs.float('epsilon', 1e-5)))), x.shape);
+  const normed = mx.reshape(mx.divide(mx.subtract(grouped, mean), mx.sqrt(mx.add(variance, epsilon))), x.shape);
   // Opset 18 gives scale and bias per group; opset 21 per channel.
   const param = (i: number) => {
     const p = ctx.input(i);
@@ -120,25 +138,33 @@ function groupNorm(ctx: OpContext): mx.Array {
   return mx.astype(mx.add(mx.multiply(normed, param(1)), param(2)), x.dtype);
 }
 
-const groupNormCheck = (ctx: { attrs: OpContext['attrs'] }) =>
-  ctx.attrs.has('num_groups') ? undefined : 'GroupNormalization needs the num_groups attribute';
-
 // ---------------------------------------------------------------------------------------------
 // LpNormalization, MeanVarianceNormalization, LRN
 
-function lpNorm(ctx: OpContext): mx.Array {
+interface LpNormParams {
+  axis: number;
+  p: 1 | 2;
+}
+
+function parseLpNorm(attrs: Attrs): LpNormParams {
+  const p = attrs.int('p', 2);
+  if (p !== 1 && p !== 2) throw new RangeError(`LpNormalization p ${p} is not 1 or 2`);
+  return { axis: attrs.int('axis', -1), p };
+}
+
+function lpNorm(ctx: OpContext<LpNormParams>): mx.Array {
   const x = ctx.input(0);
-  const axis = normAxis(ctx.attrs.int('axis', -1), x.ndim);
-  const p = ctx.attrs.int('p', 2);
+  const axis = normAxis(ctx.params.axis, x.ndim);
+  const p = ctx.params.p;
   const norm = p === 1 ? mx.sum(mx.abs(x), axis, { keepdims: true }) : mx.sqrt(mx.sum(mx.square(x), axis, { keepdims: true }));
   // A zero norm gives zeros rather than NaN (the reference's rule).
   const zero = mx.equal(norm, 0);
   return mx.where(zero, mx.zerosLike(x), mx.divide(x, mx.where(zero, mx.onesLike(norm), norm)));
 }
 
-function mvn(ctx: OpContext): mx.Array {
+function mvn(ctx: OpContext<number[]>): mx.Array {
   const x = ctx.input(0);
-  const axes = ctx.attrs.ints('axes', [0, 2, 3]).map((a) => normAxis(a, x.ndim));
+  const axes = ctx.params.map((a) => normAxis(a, x.ndim));
   const xs = stash(x);
   const mean = mx.mean(xs, axes, { keepdims: true });
   // The function body: Var = E[x^2] - E[x]^2, y = (x - mean) / (sqrt(Var) + 1e-9).
@@ -146,12 +172,20 @@ function mvn(ctx: OpContext): mx.Array {
   return mx.astype(mx.divide(mx.subtract(xs, mean), mx.add(mx.sqrt(mx.maximum(variance, 0)), 1e-9)), x.dtype);
 }
 
-function lrn(ctx: OpContext): mx.Array {
+interface LrnParams {
+  size: number;
+  alpha: number;
+  beta: number;
+  bias: number;
+}
+
+const parseLrn = (attrs: Attrs): LrnParams => ({
+  size: attrs.int('size'), alpha: attrs.float('alpha', 1e-4), beta: attrs.float('beta', 0.75), bias: attrs.float('bias', 1),
+});
+
+function lrn(ctx: OpContext<LrnParams>): mx.Array {
   const x = ctx.input(0);
-  const size = ctx.attrs.int('size');
-  const alpha = ctx.attrs.float('alpha', 1e-4);
-  const beta = ctx.attrs.float('beta', 0.75);
-  const bias = ctx.attrs.float('bias', 1);
+  const { size, alpha, beta, bias } = ctx.params;
   const xs = stash(x);
   const c = x.shape[1];
   // Channel window [c - floor((size-1)/2), c + ceil((size-1)/2)]: a sum of shifted slices of the padded squares.
@@ -169,15 +203,16 @@ function lrn(ctx: OpContext): mx.Array {
   return mx.astype(mx.divide(xs, denom), x.dtype);
 }
 
-const entry = (opType: string, since: number, f: (ctx: OpContext) => mx.Array, check?: OpEntry['check']): OpEntry =>
-  ({ domain: D, opType, since, check, run: (ctx) => [f(ctx)] });
+/** An entry with one output: f's. */
+const entry = <P>(opType: string, since: number, parse: (attrs: Attrs) => P, f: (ctx: OpContext<P>) => mx.Array): OpEntry<P> =>
+  onnxOp(opType, since, { parse, run: (ctx) => [f(ctx)] });
 
 export const normOps: OpEntry[] = [
   batchNormEntry,
   layerNormEntry,
-  entry('InstanceNormalization', 1, instanceNorm),
-  entry('GroupNormalization', 18, groupNorm, groupNormCheck),
-  entry('LpNormalization', 1, lpNorm),
-  entry('MeanVarianceNormalization', 9, mvn),
-  entry('LRN', 1, lrn),
+  entry('InstanceNormalization', 1, epsilonOf, instanceNorm),
+  entry('GroupNormalization', 18, parseGroupNorm, groupNorm),
+  entry('LpNormalization', 1, parseLpNorm, lpNorm),
+  entry('MeanVarianceNormalization', 9, (attrs) => attrs.ints('axes', [0, 2, 3]), mvn),
+  entry('LRN', 1, parseLrn, lrn),
 ];

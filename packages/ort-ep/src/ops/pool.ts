@@ -4,28 +4,40 @@
 // AveragePool divides by a count pooled the same way from a mask, which gets count_include_pad,
 // ceil_mode's overhang and auto_pad right without case analysis.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { hostNumbers } from './helpers/util.js';
-import { checkWindowAttrs, kernelOffsets, padSpatial, windowOf, windowSlice, type Window } from './helpers/spatial.js';
+import { onnxOp } from '../registry/op.js';
+import { dtypeRange, hostNumbers, intsIfGiven } from './helpers/util.js';
+import {
+  kernelOffsets, ones, padSpatial, parseWindow, windowOf, windowSlice, zeros, type Window, type WindowAttrs,
+} from './helpers/spatial.js';
 
-const D = 'ai.onnx';
-
-/** The lowest value of a dtype: the padding that never wins a max. */
-function lowest(dtype: mx.Dtype): number | bigint | boolean {
-  switch (dtype) {
-    case 'bool': return false;
-    case 'uint8': case 'uint16': case 'uint32': return 0;
-    case 'uint64': return 0n;
-    case 'int8': return -128;
-    case 'int16': return -32768;
-    case 'int32': return -2147483648;
-    case 'int64': return -(2n ** 63n);
-    default: return -Infinity;
-  }
+/** The attributes of MaxPool, AveragePool and LpPool (each reads the ones it has). */
+interface PoolParams extends WindowAttrs {
+  kernel: number[];
+  ceil: boolean;
+  /** MaxPool's Indices: column-major over the spatial axes. */
+  columnMajor: boolean;
+  countIncludePad: boolean;
+  /** LpPool's p: a float attribute in opset 1, an int from opset 2. */
+  p: number;
 }
 
-function poolWindow(ctx: OpContext, x: mx.Array): Window {
-  return windowOf(ctx, x.shape.slice(2), ctx.attrs.ints('kernel_shape'), ctx.attrs.int('ceil_mode', 0) !== 0);
+function parsePool(attrs: Attrs): PoolParams {
+  return {
+    ...parseWindow(attrs),
+    kernel: attrs.ints('kernel_shape'),
+    ceil: attrs.int('ceil_mode', 0) !== 0,
+    columnMajor: attrs.int('storage_order', 0) === 1,
+    countIncludePad: attrs.int('count_include_pad', 0) !== 0,
+    p: parseP(attrs),
+  };
+}
+
+const parseP = (attrs: Attrs): number => attrs.float('p', 2);
+
+function poolWindow(p: PoolParams, x: mx.Array): Window {
+  return windowOf(p, x.shape.slice(2), p.kernel, p.ceil);
 }
 
 /** Folds f over the window slices of `padded`. */
@@ -57,13 +69,13 @@ function flatIndices(shape: readonly number[], columnMajor: boolean): mx.Array {
   return idx;
 }
 
-function maxPool(ctx: OpContext): OpResult[] {
+function maxPool(ctx: OpContext<PoolParams>): OpResult[] {
   const x = ctx.input(0);
-  const w = poolWindow(ctx, x);
-  const padded = padSpatial(x, w, lowest(x.dtype));
-  const wantIndices = ctx.node.outputs.length > 1 && !!ctx.node.outputs[1];
-  if (!wantIndices) return [foldWindows(padded, w, (a, v) => mx.maximum(a, v))];
-  const idx = padSpatial(flatIndices(x.shape, ctx.attrs.int('storage_order', 0) === 1), w, -1);
+  const w = poolWindow(ctx.params, x);
+  // Padding with the dtype's lowest value never wins a max.
+  const padded = padSpatial(x, w, dtypeRange(x.dtype)[0]);
+  if (!ctx.wants(1)) return [foldWindows(padded, w, (a, v) => mx.maximum(a, v))];
+  const idx = padSpatial(flatIndices(x.shape, ctx.params.columnMajor), w, -1);
   let best: mx.Array | undefined;
   let bestIdx: mx.Array | undefined;
   for (const off of kernelOffsets(w.kernel)) {
@@ -82,26 +94,25 @@ function maxPool(ctx: OpContext): OpResult[] {
   return [best, bestIdx];
 }
 
-const maxPoolEntry: OpEntry = {
-  domain: D, opType: 'MaxPool', since: 1,
+const maxPoolEntry = onnxOp('MaxPool', 1, {
   note: "auto_pad SAME pads for the dilated kernel, as the spec's formula says (onnxruntime pads for the undilated one)",
-  check: checkWindowAttrs,
+  parse: parsePool,
   run: maxPool,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // AveragePool / LpPool
 
 /** Window sums of x, divided by the number of elements each window counts. */
-function averagePool(ctx: OpContext): mx.Array {
+function averagePool(ctx: OpContext<PoolParams>): mx.Array {
   const x = ctx.input(0);
-  const w = poolWindow(ctx, x);
+  const w = poolWindow(ctx.params, x);
   const sum = foldWindows(padSpatial(x, w, 0), w, (a, v) => mx.add(a, v));
   const spatial = x.shape.slice(2);
   let mask = mx.ones([1, 1, ...spatial], x.dtype);
-  if (ctx.attrs.int('count_include_pad', 0)) {
+  if (ctx.params.countIncludePad) {
     // Explicit (or auto) pads count; the overhang ceil_mode adds beyond them does not.
-    const explicit = windowOf(ctx, spatial, w.kernel, false);
+    const explicit = windowOf(ctx.params, spatial, w.kernel, false);
     mask = padSpatial(mask, { ...w, padsBegin: explicit.padsBegin, padsEnd: explicit.padsEnd }, 1);
     const extra = w.padsEnd.map((p, i) => p - explicit.padsEnd[i]);
     mask = padSpatial(mask, { ...w, padsBegin: w.padsBegin.map(() => 0), padsEnd: extra }, 0);
@@ -112,14 +123,10 @@ function averagePool(ctx: OpContext): mx.Array {
   return mx.divide(sum, count);
 }
 
-const averagePoolEntry: OpEntry = {
-  domain: D, opType: 'AveragePool', since: 1,
-  check: checkWindowAttrs,
+const averagePoolEntry = onnxOp('AveragePool', 1, {
+  parse: parsePool,
   run: (ctx) => [averagePool(ctx)],
-};
-
-/** p of LpPool: a float attribute in opset 1, an int from opset 2. */
-const pOf = (ctx: OpContext): number => ctx.attrs.float('p', 2);
+});
 
 function lpPow(x: mx.Array, p: number): mx.Array {
   return p === 2 ? mx.square(x) : p === 1 ? mx.abs(x) : mx.power(mx.abs(x), p);
@@ -128,53 +135,61 @@ function lpRoot(s: mx.Array, p: number): mx.Array {
   return p === 2 ? mx.sqrt(s) : p === 1 ? s : mx.power(s, 1 / p);
 }
 
-function lpPool(ctx: OpContext): mx.Array {
+function lpPool(ctx: OpContext<PoolParams>): mx.Array {
   const x = ctx.input(0);
-  const p = pOf(ctx);
-  const w = poolWindow(ctx, x);
+  const p = ctx.params.p;
+  const w = poolWindow(ctx.params, x);
   return lpRoot(foldWindows(padSpatial(lpPow(x, p), w, 0), w, (a, v) => mx.add(a, v)), p);
 }
 
-const lpPoolEntry: OpEntry = {
-  domain: D, opType: 'LpPool', since: 1,
-  check: checkWindowAttrs,
+const lpPoolEntry = onnxOp('LpPool', 1, {
+  parse: parsePool,
   run: (ctx) => [lpPool(ctx)],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Global pools: reductions over every spatial axis, kept as size-1 axes.
 
 const spatialAxes = (x: mx.Array) => Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
 
-function globalEntry(opType: string, f: (x: mx.Array, ctx: OpContext) => mx.Array): OpEntry {
-  return { domain: D, opType, since: 1, run: (ctx) => [f(ctx.input(0), ctx)] };
-}
-
 const globalOps: OpEntry[] = [
-  globalEntry('GlobalAveragePool', (x) => mx.mean(x, spatialAxes(x), { keepdims: true })),
-  globalEntry('GlobalMaxPool', (x) => mx.max(x, spatialAxes(x), { keepdims: true })),
-  globalEntry('GlobalLpPool', (x, ctx) => {
-    const p = pOf(ctx);
-    return lpRoot(mx.sum(lpPow(x, p), spatialAxes(x), { keepdims: true }), p);
+  onnxOp('GlobalAveragePool', 1, { run: (ctx) => [mx.mean(ctx.input(0), spatialAxes(ctx.input(0)), { keepdims: true })] }),
+  onnxOp('GlobalMaxPool', 1, { run: (ctx) => [mx.max(ctx.input(0), spatialAxes(ctx.input(0)), { keepdims: true })] }),
+  onnxOp('GlobalLpPool', 1, {
+    parse: parseP,
+    run: (ctx) => {
+      const x = ctx.input(0);
+      return [lpRoot(mx.sum(lpPow(x, ctx.params), spatialAxes(x), { keepdims: true }), ctx.params)];
+    },
   }),
 ];
 
 // ---------------------------------------------------------------------------------------------
 // MaxUnpool: scatter the pooled values back to the flat positions MaxPool's Indices name.
 
-function maxUnpool(ctx: OpContext): mx.Array {
+interface UnpoolParams {
+  kernel: number[];
+  strides?: number[];
+  pads?: number[];
+}
+
+function parseUnpool(attrs: Attrs): UnpoolParams {
+  return { kernel: attrs.ints('kernel_shape'), strides: intsIfGiven(attrs, 'strides'), pads: intsIfGiven(attrs, 'pads') };
+}
+
+function maxUnpool(ctx: OpContext<UnpoolParams>): mx.Array {
   const x = ctx.input(0);
   const indices = ctx.input(1);
-  const kernel = ctx.attrs.ints('kernel_shape');
+  const kernel = ctx.params.kernel;
   const n = kernel.length;
-  const strides = ctx.attrs.ints('strides', new Array(n).fill(1));
-  const pads = ctx.attrs.ints('pads', new Array(2 * n).fill(0));
+  const strides = ctx.params.strides ?? ones(n);
+  const pads = ctx.params.pads ?? zeros(2 * n);
   const sp = x.shape.slice(2).map((d, i) => (d - 1) * strides[i] + kernel[i] - pads[i] - pads[n + i]);
   const shape = [x.shape[0], x.shape[1], ...sp];
   const total = shape.reduce((a, b) => a * b, 1);
   const flat = mx.putAlongAxis(mx.zeros([total], x.dtype), mx.reshape(indices, [-1]), mx.reshape(x, [-1]), 0);
   const y = mx.reshape(flat, shape);
-  if (!(ctx.inputCount > 2 && ctx.has(2))) return y;
+  if (!ctx.has(2)) return y;
   // The indices address the inferred shape (as MaxPool's input was); a larger requested shape
   // extends it with zeros at the end of each axis, as the reference does.
   const want = hostNumbers(ctx.host(2));
@@ -182,6 +197,6 @@ function maxUnpool(ctx: OpContext): mx.Array {
   return mx.slice(grown, want.map(() => 0), want, want.map(() => 1));
 }
 
-const maxUnpoolEntry: OpEntry = { domain: D, opType: 'MaxUnpool', since: 9, run: (ctx) => [maxUnpool(ctx)] };
+const maxUnpoolEntry = onnxOp('MaxUnpool', 9, { parse: parseUnpool, run: (ctx) => [maxUnpool(ctx)] });
 
 export const poolOps: OpEntry[] = [maxPoolEntry, averagePoolEntry, lpPoolEntry, ...globalOps, maxUnpoolEntry];

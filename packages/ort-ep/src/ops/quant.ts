@@ -4,13 +4,13 @@
 // and types, each read with its default.
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
-import { decodeMiniFloat, encodeMiniFloat, miniFloatOf } from './helpers/minifloat-mx.js';
+import { decodeMiniFloatArray, encodeMiniFloatArray, isMiniFloat } from './helpers/minifloat.js';
 import { qRange, quantInput, saturateRound, typed } from './helpers/quant-math.js';
 import { mxType, normAxis } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 /** A scale or zero point shaped to broadcast against x: per tensor, per axis, or blocked along axis. */
 function alongAxis(p: mx.Array, xShape: readonly number[], axis: number, blockSize: number): mx.Array {
@@ -25,52 +25,68 @@ function alongAxis(p: mx.Array, xShape: readonly number[], axis: number, blockSi
   return mx.slice(repeated, repeated.shape.map(() => 0), stop, repeated.shape.map(() => 1));
 }
 
-/** The quantization axis, normalised only where a per-axis or blocked scale needs it (rank-1 inputs keep the default 1). */
-function geometry(ctx: OpContext, x: mx.Array): { axis: number; block: number } {
-  const axis = ctx.attrs.int('axis', 1);
-  const perTensor = ctx.shape(1).reduce((a, b) => a * b, 1) === 1;
-  return { axis: perTensor ? 0 : normAxis(axis, x.ndim), block: ctx.attrs.int('block_size', 0) };
+/** The attributes of QuantizeLinear and DequantizeLinear (each opset adds some; absent ones take their defaults). */
+interface QuantParams {
+  axis: number;
+  /** 0: per tensor or per axis; else blocked along axis (opset 21). */
+  blockSize: number;
+  /** 0: the zero point's type, else uint8 (QuantizeLinear) or the scale's type (DequantizeLinear). */
+  outputDtype: number;
+  /** Float8 outputs saturate out-of-range values (opset 19). */
+  saturate: boolean;
+  /** The type QuantizeLinear divides in, 0 for the promoted type of x and the scale (opset 23). */
+  precision: number;
 }
 
-const hasZeroPoint = (ctx: OpContext) => ctx.inputCount > 2 && ctx.has(2);
+const parseQuant = (attrs: Attrs): QuantParams => ({
+  axis: attrs.int('axis', 1),
+  blockSize: attrs.int('block_size', 0),
+  outputDtype: attrs.int('output_dtype', 0),
+  saturate: attrs.int('saturate', 1) !== 0,
+  precision: attrs.int('precision', 0),
+});
+
+/** The quantization axis, normalised only where a per-axis or blocked scale needs it (rank-1 inputs keep the default 1). */
+function geometry(ctx: OpContext<QuantParams>, x: mx.Array): { axis: number; block: number } {
+  const perTensor = ctx.shape(1).reduce((a, b) => a * b, 1) === 1;
+  return { axis: perTensor ? 0 : normAxis(ctx.params.axis, x.ndim), block: ctx.params.blockSize };
+}
 
 /** Element types the quantizers can produce or read: integers, float8 and float4 codes. */
 function quantizable(t: number): boolean {
-  return qRange(t) !== undefined || miniFloatOf(t) !== undefined;
+  return qRange(t) !== undefined || isMiniFloat(t);
 }
 
 // ---------------------------------------------------------------------------------------------
 // QuantizeLinear: y = saturate(round(x / scale) + zero_point); float8/float4: the code of x / scale.
 
-function outputTypeOf(ctx: { attrs: OpContext['attrs'] }, zeroPointType: number | undefined): number {
-  const declared = ctx.attrs.int('output_dtype', 0);
-  return zeroPointType ?? (declared || OnnxDataType.UINT8);
+function outputTypeOf(p: QuantParams, zeroPointType: number | undefined): number {
+  return zeroPointType ?? (p.outputDtype || OnnxDataType.UINT8);
 }
 
-function quantize(ctx: OpContext): OpResult[] {
+function quantize(ctx: OpContext<QuantParams>): OpResult[] {
   const x = ctx.input(0);
   const { axis, block } = geometry(ctx, x);
   const scale = alongAxis(ctx.input(1), x.shape, axis, block);
-  const yType = outputTypeOf(ctx, hasZeroPoint(ctx) ? ctx.elemType(2) : undefined);
+  const yType = outputTypeOf(ctx.params, ctx.has(2) ? ctx.elemType(2) : undefined);
   // The division runs in `precision` when given, else in the promoted type of x and the scale.
-  const precision = ctx.attrs.int('precision', 0);
+  const precision = ctx.params.precision;
   const p = precision ? mxType(precision, ctx.where) : undefined;
   const q = p ? mx.divide(mx.astype(x, p), mx.astype(scale, p)) : mx.divide(x, scale);
-  const mini = miniFloatOf(yType);
-  if (mini) {
+  if (isMiniFloat(yType)) {
     // Float8 ignores the zero point (the reference does); float4 adds it before rounding.
     let v = mx.astype(q, 'float32');
-    if (yType === OnnxDataType.FLOAT4E2M1 && hasZeroPoint(ctx)) v = mx.add(v, alongAxis(decodeMiniFloat(quantInput(ctx, 2), mini), x.shape, axis, block));
-    return [typed(encodeMiniFloat(v, mini, ctx.attrs.int('saturate', 1) !== 0 || yType === OnnxDataType.FLOAT4E2M1), yType)];
+    if (yType === OnnxDataType.FLOAT4E2M1 && ctx.has(2)) v = mx.add(v, alongAxis(decodeMiniFloatArray(quantInput(ctx, 2), yType), x.shape, axis, block));
+    return [typed(encodeMiniFloatArray(v, yType, ctx.params.saturate || yType === OnnxDataType.FLOAT4E2M1), yType)];
   }
   let r = mx.round(mx.astype(q, 'float32'), 0);
-  if (hasZeroPoint(ctx)) r = mx.add(r, alongAxis(mx.astype(quantInput(ctx, 2), 'float32'), x.shape, axis, block));
+  if (ctx.has(2)) r = mx.add(r, alongAxis(mx.astype(quantInput(ctx, 2), 'float32'), x.shape, axis, block));
   return [typed(saturateRound(r, yType), yType)];
 }
 
-function quantizeCheck(ctx: CheckContext): string | undefined {
+function quantizeCheck(ctx: CheckContext<QuantParams>): string | undefined {
   const zp = ctx.inputType(2);
-  const t = zp ?? outputTypeOf(ctx, undefined);
+  const t = zp ?? outputTypeOf(ctx.params, undefined);
   if (!quantizable(t)) return `QuantizeLinear to element type ${t} is not supported (integers up to 16 bits, float8 and float4 are)`;
   const s = ctx.inputType(1);
   if (s !== undefined && !mxDtypeOf(s)) return `QuantizeLinear with a scale of element type ${s} is not supported on MLX (float8e8m0 scales have no MLX dtype)`;
@@ -82,22 +98,21 @@ function quantizeCheck(ctx: CheckContext): string | undefined {
 
 function dequantValues(ctx: OpContext, i: number): mx.Array {
   const t = ctx.elemType(i);
-  const mini = miniFloatOf(t);
-  return mini ? decodeMiniFloat(quantInput(ctx, i), mini) : mx.astype(quantInput(ctx, i), 'float32');
+  return isMiniFloat(t) ? decodeMiniFloatArray(quantInput(ctx, i), t) : mx.astype(quantInput(ctx, i), 'float32');
 }
 
-function dequantize(ctx: OpContext): mx.Array {
+function dequantize(ctx: OpContext<QuantParams>): mx.Array {
   const x = dequantValues(ctx, 0);
   const { axis, block } = geometry(ctx, x);
   const scaleIn = ctx.input(1);
   const scale = alongAxis(mx.astype(scaleIn, 'float32'), x.shape, axis, block);
   // Float8 zero points must be zero (the reference refuses others); integer ones shift.
-  const shifted = hasZeroPoint(ctx) && !miniFloatOf(ctx.elemType(0)) ? mx.subtract(x, alongAxis(dequantValues(ctx, 2), x.shape, axis, block)) : x;
-  const outType = ctx.attrs.int('output_dtype', 0);
+  const shifted = ctx.has(2) && !isMiniFloat(ctx.elemType(0)) ? mx.subtract(x, alongAxis(dequantValues(ctx, 2), x.shape, axis, block)) : x;
+  const outType = ctx.params.outputDtype;
   return mx.astype(mx.multiply(shifted, scale), outType ? mxType(outType, ctx.where) : scaleIn.dtype);
 }
 
-function dequantizeCheck(ctx: CheckContext): string | undefined {
+function dequantizeCheck(ctx: CheckContext<QuantParams>): string | undefined {
   const t = ctx.inputType(0);
   if (t !== undefined && t !== OnnxDataType.INT32 && !quantizable(t)) return `DequantizeLinear of element type ${t} is not supported`;
   const s = ctx.inputType(1);
@@ -121,13 +136,13 @@ function dynamicQuantize(ctx: OpContext): OpResult[] {
 }
 
 export const quantOps: OpEntry[] = [
-  {
-    domain: D, opType: 'QuantizeLinear', since: 10, check: quantizeCheck, run: quantize,
+  onnxOp('QuantizeLinear', 10, {
+    parse: parseQuant, check: quantizeCheck, run: quantize,
     note: 'float8/float4 outputs are codes computed with MLX integer ops; float8e8m0 scales are refused',
-  },
-  {
-    domain: D, opType: 'DequantizeLinear', since: 10, check: dequantizeCheck, run: (ctx) => [dequantize(ctx)],
+  }),
+  onnxOp('DequantizeLinear', 10, {
+    parse: parseQuant, check: dequantizeCheck, run: (ctx) => [dequantize(ctx)],
     note: 'float8e8m0 scales are refused',
-  },
-  { domain: D, opType: 'DynamicQuantizeLinear', since: 11, run: dynamicQuantize },
+  }),
+  onnxOp('DynamicQuantizeLinear', 11, { run: dynamicQuantize }),
 ];

@@ -4,28 +4,20 @@
 // identity (MLX's max/min/logsumexp refuse empty input, so those never reach MLX).
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { isIntType } from './helpers/host-math.js';
-import { axesFrom, hostOf, normAxis, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
+import { axesFrom, dtypeRange, hostOf, intsIfGiven, normAxis, sizeOf } from './helpers/util.js';
 
 type Kind = 'sum' | 'mean' | 'max' | 'min' | 'prod' | 'l1' | 'l2' | 'logsum' | 'logsumexp' | 'sumsquare';
 
-/** Integer type limits, for the identity of max/min over an empty set. */
-const intLimits: Record<string, [number | bigint, number | bigint]> = {
-  int8: [-128, 127], uint8: [0, 255], int16: [-32768, 32767], uint16: [0, 65535],
-  int32: [-2147483648, 2147483647], uint32: [0, 4294967295],
-  int64: [-(2n ** 63n), 2n ** 63n - 1n], uint64: [0n, 2n ** 64n - 1n],
-};
-
 /** The value a reduction over zero elements gives (the spec's "empty set" cases). */
 function identity(kind: Kind, dtype: mx.Dtype): number | bigint | boolean {
-  const lim = intLimits[dtype];
   switch (kind) {
-    case 'max': return dtype === 'bool' ? false : lim ? lim[0] : -Infinity;
-    case 'min': return dtype === 'bool' ? true : lim ? lim[1] : Infinity;
+    case 'max': return dtypeRange(dtype)[0];
+    case 'min': return dtypeRange(dtype)[1];
     case 'prod': return 1;
     case 'mean': return NaN;
     case 'logsum': case 'logsumexp': return -Infinity;
@@ -69,11 +61,25 @@ function reduceArray(kind: Kind, x: mx.Array, axes: number[], keepdims: boolean,
   }
 }
 
+interface ReduceParams {
+  keepdims: boolean;
+  /** The axes attribute (the only form before the axes input; read as a fallback after). */
+  axes?: number[];
+  /** Input form: no axes means no reduction (else every axis). */
+  noopWithEmptyAxes: boolean;
+}
+
+const parseReduce = (attrs: Attrs): ReduceParams => ({
+  keepdims: attrs.int('keepdims', 1) !== 0,
+  axes: intsIfGiven(attrs, 'axes'),
+  noopWithEmptyAxes: attrs.int('noop_with_empty_axes', 0) !== 0,
+});
+
 /** The normalised, de-duplicated axes to reduce, or null for "return the input unchanged". */
-function reductionAxes(ctx: OpContext, rank: number, axesIsInput: boolean): number[] | null {
-  const given = axesIsInput ? axesFrom(ctx, 1) : ctx.attrs.has('axes') ? ctx.attrs.ints('axes') : undefined;
+function reductionAxes(ctx: OpContext<ReduceParams>, rank: number, axesIsInput: boolean): number[] | null {
+  const given = axesIsInput ? axesFrom(ctx, 1, ctx.params.axes) : ctx.params.axes;
   if (!given || given.length === 0) {
-    if (axesIsInput && ctx.attrs.int('noop_with_empty_axes', 0)) return null;
+    if (axesIsInput && ctx.params.noopWithEmptyAxes) return null;
     return Array.from({ length: rank }, (_, i) => i);
   }
   return [...new Set(given.map((a) => normAxis(a, rank, 'axes')))].sort((a, b) => a - b);
@@ -113,9 +119,10 @@ function hostReduce(kind: Kind, t: HostTensor, axes: number[], keepdims: boolean
   return hostOf(t.dtype, out, keepdims ? outDims : dims.filter((_, i) => !axes.includes(i)));
 }
 
-function reduceEntry(opType: string, kind: Kind, since: number, until: number | undefined, axesIsInput: boolean): OpEntry {
-  return {
-    domain: D, opType, since, until,
+function reduceEntry(opType: string, kind: Kind, since: number, until: number | undefined, axesIsInput: boolean): OpEntry<ReduceParams> {
+  return onnxOp(opType, since, {
+    until,
+    parse: parseReduce,
     check: (ctx) => {
       const t = ctx.inputType(0);
       if (t !== undefined && !mxDtypeOf(t)) return `${opType} of element type ${t} is not supported on MLX`;
@@ -127,15 +134,15 @@ function reduceEntry(opType: string, kind: Kind, since: number, until: number | 
       const axes = reductionAxes(ctx, t.dims.length, axesIsInput);
       if (axes === null) return [t];
       if (sizeOf(t.dims) === 0 && (kind === 'max' || kind === 'min')) return undefined;
-      return [hostReduce(kind, t, axes, ctx.attrs.int('keepdims', 1) !== 0)];
+      return [hostReduce(kind, t, axes, ctx.params.keepdims)];
     } : undefined,
     run: (ctx) => {
       const x = ctx.input(0);
       const axes = reductionAxes(ctx, x.ndim, axesIsInput);
       if (axes === null) return [x];
-      return [reduceArray(kind, x, axes, ctx.attrs.int('keepdims', 1) !== 0, ctx.elemType(0))];
+      return [reduceArray(kind, x, axes, ctx.params.keepdims, ctx.elemType(0))];
     },
-  };
+  });
 }
 
 /** Attribute form up to `lastAttr`, input form after it. */
@@ -148,21 +155,21 @@ function reduceFamily(opType: string, kind: Kind, lastAttr: number): OpEntry[] {
 
 function argEntry(opType: 'ArgMax' | 'ArgMin'): OpEntry {
   const f = opType === 'ArgMax' ? mx.argmax : mx.argmin;
-  return {
-    domain: D, opType, since: 1,
+  return onnxOp(opType, 1, {
+    parse: (attrs) => ({ axis: attrs.int('axis', 0), keepdims: attrs.int('keepdims', 1) !== 0, selectLast: attrs.int('select_last_index', 0) !== 0 }),
     run: (ctx) => {
       let x = ctx.input(0);
-      const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim);
-      const keepdims = ctx.attrs.int('keepdims', 1) !== 0;
+      const { keepdims, selectLast } = ctx.params;
+      const axis = normAxis(ctx.params.axis, x.ndim);
       if (x.dtype === 'bool') x = mx.astype(x, 'uint8');
-      if (!ctx.attrs.int('select_last_index', 0)) return [mx.astype(f(x, axis, { keepdims }), 'int64')];
+      if (!selectLast) return [mx.astype(f(x, axis, { keepdims }), 'int64')];
       // MLX picks the first extreme; the last one is the first of the reversed axis.
       const n = x.shape[axis];
       const reversed = mx.take(x, mx.arange(n - 1, -1, -1, 'int32'), axis);
       const i = mx.astype(f(reversed, axis, { keepdims }), 'int64');
       return [mx.subtract(mx.array(n - 1, { dtype: 'int64' }), i)];
     },
-  };
+  });
 }
 
 export const reduceOps: OpEntry[] = [

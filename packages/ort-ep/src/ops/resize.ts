@@ -5,10 +5,10 @@
 // drops the taps outside it and renormalises, tf_crop_and_resize puts extrapolation_value where
 // the source coordinate falls outside. On MLX each axis is then a gather and a weighted sum.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { hostNumbers, normAxes } from './helpers/util.js';
-
-const D = 'ai.onnx';
+import type { Attrs } from '../registry/attrs.js';
+import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
+import { hostNumbers, intsIfGiven, normAxes, optionalNumbers } from './helpers/util.js';
 
 interface ResizeAttrs {
   mode: string;
@@ -128,12 +128,11 @@ function planAxis(a: ResizeAttrs, axis: number, inW: number, out: number, scale:
 // ---------------------------------------------------------------------------------------------
 // Output sizes and scales (full rank), from scales or sizes (over `axes`), keep_aspect_ratio_policy.
 
-function sizesAndScales(ctx: OpContext, dims: number[], axes: number[], scalesIn?: number[], sizesIn?: number[]): { out: number[]; scales: number[] } {
+function sizesAndScales(policy: string, dims: number[], axes: number[], scalesIn?: number[], sizesIn?: number[]): { out: number[]; scales: number[] } {
   const out = [...dims];
   const scales = dims.map(() => 1);
   if (sizesIn) {
     axes.forEach((a, i) => (scales[a] = sizesIn[i] / dims[a]));
-    const policy = ctx.opset >= 18 ? ctx.attrs.string('keep_aspect_ratio_policy', 'stretch') : 'stretch';
     if (policy === 'stretch') axes.forEach((a, i) => (out[a] = sizesIn[i]));
     else {
       const pick = policy === 'not_larger' ? Math.min : Math.max;
@@ -150,8 +149,7 @@ function sizesAndScales(ctx: OpContext, dims: number[], axes: number[], scalesIn
   return { out, scales };
 }
 
-function resizeAttrs(ctx: CheckContext, legacy: boolean): ResizeAttrs {
-  const at = ctx.attrs;
+function resizeAttrs(at: Attrs, opset: number, legacy: boolean): ResizeAttrs {
   const mode = at.string('mode', 'nearest');
   if (legacy) {
     // Upsample and Resize-10 are asymmetric; for nearest onnxruntime floors when upsampling and
@@ -165,35 +163,67 @@ function resizeAttrs(ctx: CheckContext, legacy: boolean): ResizeAttrs {
     cubicA: at.float('cubic_coeff_a', -0.75),
     excludeOutside: at.int('exclude_outside', 0) !== 0,
     extrapolation: at.float('extrapolation_value', 0),
-    antialias: ctx.opset >= 18 && at.int('antialias', 0) !== 0,
+    antialias: opset >= 18 && at.int('antialias', 0) !== 0,
   };
 }
 
-const optionalNumbers = (ctx: OpContext, i: number): number[] | undefined => {
-  if (!ctx.has(i)) return undefined;
-  const v = hostNumbers(ctx.host(i));
-  return v.length ? v : undefined;
-};
+interface ResizeParams extends ResizeAttrs {
+  /** Resize-10 and Upsample: the old rules (asymmetric, onnxruntime's nearest). */
+  legacy: boolean;
+  /** Upsample-7's scales attribute (an input from Upsample-9 and in Resize). */
+  scales?: number[];
+  /** Resize-18's axes (every axis when absent). */
+  axes?: number[];
+  keepAspectRatioPolicy: string;
+}
 
-function resize(ctx: OpContext, legacy: boolean): mx.Array {
+const modes = new Set(['nearest', 'linear', 'cubic']);
+const coords = new Set(['half_pixel', 'half_pixel_symmetric', 'pytorch_half_pixel', 'align_corners', 'asymmetric', 'tf_crop_and_resize']);
+const nearestModes = new Set(['round_prefer_floor', 'round_prefer_ceil', 'floor', 'ceil']);
+const policies = new Set(['stretch', 'not_larger', 'not_smaller']);
+
+/** The attributes of Resize (opset 11+ unless `legacy`) or Upsample, checked against the values the opset defines. */
+function parseResize(opType: 'Resize' | 'Upsample', legacy: boolean) {
+  return (attrs: Attrs, opset: number): ResizeParams => {
+    const a = resizeAttrs(attrs, opset, legacy);
+    if (legacy ? !['nearest', 'linear'].includes(a.mode) : !modes.has(a.mode)) throw new RangeError(`${opType} mode '${a.mode}' is not supported`);
+    const keepAspectRatioPolicy = opset >= 18 ? attrs.string('keep_aspect_ratio_policy', 'stretch') : 'stretch';
+    const p: ResizeParams = {
+      ...a, legacy, keepAspectRatioPolicy,
+      scales: opType === 'Upsample' && opset < 9 ? attrs.floats('scales') : undefined,
+      axes: opset >= 18 ? intsIfGiven(attrs, 'axes') : undefined,
+    };
+    if (legacy) return p;
+    if (!coords.has(a.coord) || (a.coord === 'half_pixel_symmetric' && opset < 19)) throw new RangeError(`Resize coordinate_transformation_mode '${a.coord}' is not defined at opset ${opset}`);
+    if (!nearestModes.has(a.nearest)) throw new RangeError(`Resize nearest_mode '${a.nearest}' is not supported`);
+    if (a.antialias && a.mode === 'nearest') throw new RangeError('Resize antialias is not defined for mode nearest');
+    if (!policies.has(keepAspectRatioPolicy)) throw new RangeError(`Resize keep_aspect_ratio_policy '${keepAspectRatioPolicy}' is not one of ${[...policies].join(', ')}`);
+    return p;
+  };
+}
+
+/** roi, scales, sizes: an empty tensor counts as not given. */
+const nonEmpty = (v: number[] | undefined): number[] | undefined => (v?.length ? v : undefined);
+
+function resize(ctx: OpContext<ResizeParams>): mx.Array {
   const x = ctx.input(0);
   const dims = x.shape;
   const r = dims.length;
-  const attrs = resizeAttrs(ctx, legacy);
+  const attrs = ctx.params;
   let axes = dims.map((_, i) => i);
   let scalesIn: number[] | undefined, sizesIn: number[] | undefined, roi: number[] | undefined;
-  if (ctx.node.opType === 'Upsample' && ctx.opset < 9) scalesIn = ctx.attrs.floats('scales');
-  else if (legacy) scalesIn = hostNumbers(ctx.host(1));
+  if (attrs.scales) scalesIn = attrs.scales;
+  else if (attrs.legacy) scalesIn = hostNumbers(ctx.host(1));
   else {
-    if (ctx.opset >= 18 && ctx.attrs.has('axes')) axes = normAxes(ctx.attrs.ints('axes'), r);
-    roi = optionalNumbers(ctx, 1);
-    scalesIn = optionalNumbers(ctx, 2);
-    sizesIn = optionalNumbers(ctx, 3);
+    if (attrs.axes) axes = normAxes(attrs.axes, r);
+    roi = nonEmpty(optionalNumbers(ctx, 1));
+    scalesIn = nonEmpty(optionalNumbers(ctx, 2));
+    sizesIn = nonEmpty(optionalNumbers(ctx, 3));
   }
   if (!scalesIn && !sizesIn) throw new RangeError('Resize: neither scales nor sizes given');
   const n = axes.length;
   if ((sizesIn ?? scalesIn)!.length !== n) throw new RangeError(`Resize: ${(sizesIn ?? scalesIn)!.length} scales/sizes for ${n} axes`);
-  const { out, scales } = sizesAndScales(ctx, dims, axes, scalesIn, sizesIn);
+  const { out, scales } = sizesAndScales(attrs.keepAspectRatioPolicy, dims, axes, scalesIn, sizesIn);
   const plans: AxisPlan[] = [];
   for (let d = 0; d < r; d++) {
     const k = axes.indexOf(d);
@@ -229,26 +259,11 @@ function applyPlans(x: mx.Array, plans: AxisPlan[], extrapolation: number): mx.A
 
 const legacyNote = 'asymmetric coordinates; nearest floors when upsampling and ceils when downsampling, as onnxruntime does';
 
-const modes = new Set(['nearest', 'linear', 'cubic']);
-const coords = new Set(['half_pixel', 'half_pixel_symmetric', 'pytorch_half_pixel', 'align_corners', 'asymmetric', 'tf_crop_and_resize']);
-const nearestModes = new Set(['round_prefer_floor', 'round_prefer_ceil', 'floor', 'ceil']);
-
-function checkResize(ctx: CheckContext): string | undefined {
-  const legacy = ctx.node.opType === 'Upsample' || ctx.opset < 11;
-  const a = resizeAttrs(ctx, legacy);
-  if (legacy ? !['nearest', 'linear'].includes(a.mode) : !modes.has(a.mode)) return `${ctx.node.opType} mode '${a.mode}' is not supported`;
-  if (legacy) return undefined;
-  if (!coords.has(a.coord) || (a.coord === 'half_pixel_symmetric' && ctx.opset < 19)) return `Resize coordinate_transformation_mode '${a.coord}' is not defined at opset ${ctx.opset}`;
-  if (!nearestModes.has(a.nearest)) return `Resize nearest_mode '${a.nearest}' is not supported`;
-  if (a.antialias && a.mode === 'nearest') return 'Resize antialias is not defined for mode nearest';
-  return undefined;
-}
-
 export const resizeOps: OpEntry[] = [
-  { domain: D, opType: 'Resize', since: 10, until: 10, check: checkResize, run: (ctx) => [resize(ctx, true)], note: `opset 10: ${legacyNote}` },
-  {
-    domain: D, opType: 'Resize', since: 11, check: checkResize, run: (ctx) => [resize(ctx, false)],
+  onnxOp('Resize', 10, { until: 10, parse: parseResize('Resize', true), run: (ctx) => [resize(ctx)], note: `opset 10: ${legacyNote}` }),
+  onnxOp('Resize', 11, {
+    parse: parseResize('Resize', false), run: (ctx) => [resize(ctx)],
     note: 'opset 11+ follows the ONNX reference: align_corners and pytorch_half_pixel use the unrounded output length (onnxruntime rounds it when scale × size is fractional); computed in float32 (float64 for double)',
-  },
-  { domain: D, opType: 'Upsample', since: 7, until: 9, check: checkResize, run: (ctx) => [resize(ctx, true)], note: legacyNote },
+  }),
+  onnxOp('Upsample', 7, { until: 9, parse: parseResize('Upsample', true), run: (ctx) => [resize(ctx)], note: legacyNote }),
 ];

@@ -4,10 +4,10 @@
 // masks padded steps as onnxruntime does: the state stops updating after a sequence's length
 // (reverse directions start at its last valid step) and Y is zero there.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
+import type { Attrs } from '../registry/attrs.js';
+import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostNumbers } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // Activation functions named by the `activations` attribute, with alpha/beta consumed in order.
@@ -38,44 +38,62 @@ interface Family {
   step: StepFn;
 }
 
-function directionsOf(ctx: CheckContext): number {
-  const d = ctx.attrs.string('direction', 'forward');
-  return d === 'bidirectional' ? 2 : 1;
+/** The attributes of a recurrent node, read once with the spec's defaults. */
+interface RnnParams {
+  directions: 1 | 2;
+  reverse: boolean;
+  /** fam.defaults.length activations per direction, directions after one another. */
+  activations: Act[];
+  /** hidden_size, where given (else R's last axis). */
+  hidden?: number;
+  clip?: number;
+  /** 1: X, Y, initial and final states are batch-major (opset 14+; 0 before). */
+  layout: 0 | 1;
+  /** GRU (opset 3+): the reset gate applies after the recurrent matmul. */
+  linearBeforeReset: boolean;
+  /** LSTM: the forget gate is 1 - the input gate. */
+  inputForget: boolean;
 }
 
-/** The activation names for every direction (a per-direction list is repeated for bidirectional). */
-function activationNames(ctx: CheckContext, fam: Family): string[] {
-  const dirs = directionsOf(ctx);
-  const names = ctx.attrs.has('activations') ? ctx.attrs.strings('activations') : fam.defaults;
-  return names.length === fam.defaults.length && dirs === 2 ? [...names, ...names] : names;
+// 'foward' is a typo in an old ONNX test model that onnxruntime accepts as forward.
+const directionNames = ['forward', 'reverse', 'bidirectional', 'foward'];
+
+function parseRnn(fam: Family, attrs: Attrs, opset: number): RnnParams {
+  const op = fam.opType;
+  const direction = attrs.string('direction', 'forward');
+  if (!directionNames.includes(direction)) throw new RangeError(`${op} direction '${direction}' is not forward, reverse or bidirectional`);
+  const directions = direction === 'bidirectional' ? 2 : 1;
+  // A list of one direction's activations is repeated for bidirectional.
+  const given = attrs.has('activations') ? attrs.strings('activations') : fam.defaults;
+  const names = given.length === fam.defaults.length && directions === 2 ? [...given, ...given] : given;
+  const unknown = names.find((n) => !activationSpecs[n.toLowerCase()]);
+  if (unknown) throw new RangeError(`${op} activation '${unknown}' is not one of ${Object.keys(activationSpecs).join(', ')}`);
+  const want = fam.defaults.length * directions;
+  if (names.length !== want) throw new RangeError(`${op} needs ${want} activations for direction '${direction}', got ${names.length}`);
+  const layout = attrs.int('layout', 0);
+  if (layout !== 0 && layout !== 1) throw new RangeError(`${op} layout ${layout} is not 0 or 1`);
+  return {
+    directions,
+    reverse: direction === 'reverse',
+    activations: buildActivations(names, attrs.floats('activation_alpha', []), attrs.floats('activation_beta', [])),
+    hidden: attrs.has('hidden_size') ? attrs.int('hidden_size') : undefined,
+    clip: attrs.has('clip') ? attrs.float('clip') : undefined,
+    layout: opset >= 14 ? layout : 0,
+    linearBeforeReset: opset >= 3 && attrs.int('linear_before_reset', 0) !== 0,
+    inputForget: attrs.int('input_forget', 0) !== 0,
+  };
 }
 
-function buildActivations(ctx: CheckContext, fam: Family): Act[] {
-  const alphas = ctx.attrs.floats('activation_alpha', []);
-  const betas = ctx.attrs.floats('activation_beta', []);
+/** The functions `names` name, taking alpha/beta values in order where the function has them. */
+function buildActivations(names: string[], alphas: number[], betas: number[]): Act[] {
   let ai = 0;
   let bi = 0;
-  return activationNames(ctx, fam).map((name) => {
+  return names.map((name) => {
     const spec = activationSpecs[name.toLowerCase()];
     const a = spec.alpha === undefined ? 0 : ai < alphas.length ? alphas[ai++] : spec.alpha;
     const b = spec.beta === undefined ? 0 : bi < betas.length ? betas[bi++] : spec.beta;
     return spec.make(a, b);
   });
-}
-
-function rnnCheck(fam: Family) {
-  return (ctx: CheckContext): string | undefined => {
-    const dir = ctx.attrs.string('direction', 'forward');
-    if (!['forward', 'reverse', 'bidirectional', 'foward'].includes(dir)) return `${fam.opType} direction '${dir}' is not forward, reverse or bidirectional`;
-    const names = activationNames(ctx, fam);
-    const unknown = names.find((n) => !activationSpecs[n.toLowerCase()]);
-    if (unknown) return `${fam.opType} activation '${unknown}' is not one of ${Object.keys(activationSpecs).join(', ')}`;
-    const want = fam.defaults.length * directionsOf(ctx);
-    if (names.length !== want) return `${fam.opType} needs ${want} activations for direction '${dir}', got ${names.length}`;
-    const layout = ctx.attrs.int('layout', 0);
-    if (layout !== 0 && layout !== 1) return `${fam.opType} layout ${layout} is not 0 or 1`;
-    return undefined;
-  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -93,7 +111,7 @@ interface DirInputs {
   acts: Act[];
   clip?: number;
   hidden: number;
-  ctx: OpContext;
+  params: RnnParams;
 }
 
 interface State { h: mx.Array; c?: mx.Array }
@@ -110,13 +128,12 @@ function rnnStep(xt: mx.Array, s: State, d: DirInputs): State {
 function gruStep(xt: mx.Array, s: State, d: DirInputs): State {
   const [f, g] = d.acts;
   const H = d.hidden;
-  const lbr = d.ctx.opset >= 3 && d.ctx.attrs.int('linear_before_reset', 0) !== 0;
   const rh = mx.matmul(s.h, mx.slice(d.rT, [0, 0], [H, 2 * H], [1, 1])); // z, r
   const z = f(clipped(mx.add(part(xt, 0, H), part(rh, 0, H)), d.clip));
   const r = f(clipped(mx.add(part(xt, 1, H), part(rh, 1, H)), d.clip));
   const rhT = mx.slice(d.rT, [0, 2 * H], [H, 3 * H], [1, 1]);
   let hin: mx.Array;
-  if (lbr) {
+  if (d.params.linearBeforeReset) {
     let hr = mx.matmul(s.h, rhT);
     if (d.rb) hr = mx.add(hr, mx.slice(d.rb, [2 * H], [3 * H], [1]));
     hin = mx.add(part(xt, 2, H), mx.multiply(r, hr));
@@ -137,7 +154,7 @@ function lstmStep(xt: mx.Array, s: State, d: DirInputs): State {
   const peep = (k: number, c: mx.Array, x: mx.Array) => (d.p ? mx.add(x, mx.multiply(mx.slice(d.p, [k * H], [(k + 1) * H], [1]), c)) : x);
   const i = f(clipped(peep(0, cPrev, part(gates, 0, H)), d.clip));
   // input_forget couples the gates: f = 1 - i.
-  const fg = d.ctx.attrs.int('input_forget', 0) ? mx.subtract(1, i) : f(clipped(peep(2, cPrev, part(gates, 2, H)), d.clip));
+  const fg = d.params.inputForget ? mx.subtract(1, i) : f(clipped(peep(2, cPrev, part(gates, 2, H)), d.clip));
   const cc = g(clipped(part(gates, 3, H), d.clip));
   const c = mx.add(mx.multiply(fg, cPrev), mx.multiply(i, cc));
   const o = f(clipped(peep(1, c, part(gates, 1, H)), d.clip));
@@ -150,7 +167,7 @@ function lstmStep(xt: mx.Array, s: State, d: DirInputs): State {
 const dirSlice = (a: mx.Array, d: number) => mx.squeeze(mx.slice(a, [d, ...a.shape.slice(1).map(() => 0)], [d + 1, ...a.shape.slice(1)], a.shape.map(() => 1)), 0);
 
 /** Step validity masks [batch, 1] per step, or undefined when every sequence is full length. */
-function stepMasks(ctx: OpContext, seq: number, batch: number): mx.Array[] | undefined {
+function stepMasks(ctx: OpContext<RnnParams>, seq: number, batch: number): mx.Array[] | undefined {
   if (!ctx.has(4)) return undefined;
   const known = ctx.hostIfKnown(4);
   if (known && hostNumbers(known).every((n) => n === seq)) return undefined;
@@ -159,29 +176,29 @@ function stepMasks(ctx: OpContext, seq: number, batch: number): mx.Array[] | und
 }
 
 /** initial_h / initial_c as [dirs, batch, H] (layout 1 holds them as [batch, dirs, H]). */
-function initialState(ctx: OpContext, i: number, layout: number, shape: number[], dtype: mx.Dtype): mx.Array {
-  if (!ctx.has(i)) return mx.zeros(shape, dtype);
-  const v = ctx.input(i);
-  return layout === 1 ? mx.transpose(v, [1, 0, 2]) : v;
+function initialState(ctx: OpContext<RnnParams>, i: number, shape: number[], dtype: mx.Dtype): mx.Array {
+  const v = ctx.optional(i);
+  if (!v) return mx.zeros(shape, dtype);
+  return ctx.params.layout === 1 ? mx.transpose(v, [1, 0, 2]) : v;
 }
 
-function runLayer(fam: Family, ctx: OpContext): OpResult[] {
-  const layout = ctx.opset >= 14 ? ctx.attrs.int('layout', 0) : 0;
+function runLayer(fam: Family, ctx: OpContext<RnnParams>): OpResult[] {
+  const p = ctx.params;
+  const layout = p.layout;
   const xIn = ctx.input(0);
   const x = layout === 1 ? mx.transpose(xIn, [1, 0, 2]) : xIn; // [seq, batch, input]
   const [seq, batch] = x.shape;
   const w = ctx.input(1);
   const r = ctx.input(2);
-  const dirs = directionsOf(ctx);
-  const H = ctx.attrs.int('hidden_size', r.shape[2]);
+  const dirs = p.directions;
+  const H = p.hidden ?? r.shape[2];
   const G = fam.gates;
-  const acts = buildActivations(ctx, fam);
   const per = fam.defaults.length;
-  const clip = ctx.attrs.has('clip') ? ctx.attrs.float('clip') : undefined;
   const masks = stepMasks(ctx, seq, batch);
-  const h0 = initialState(ctx, 5, layout, [dirs, batch, H], x.dtype);
-  const c0 = fam.opType === 'LSTM' ? initialState(ctx, 6, layout, [dirs, batch, H], x.dtype) : undefined;
-  const reverse = ctx.attrs.string('direction', 'forward') === 'reverse';
+  const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);
+  const c0 = fam.opType === 'LSTM' ? initialState(ctx, 6, [dirs, batch, H], x.dtype) : undefined;
+  const bias = ctx.optional(3);
+  const peepholes = fam.opType === 'LSTM' ? ctx.optional(7) : undefined;
 
   const ys: mx.Array[] = [];
   const hs: mx.Array[] = [];
@@ -189,8 +206,8 @@ function runLayer(fam: Family, ctx: OpContext): OpResult[] {
   for (let d = 0; d < dirs; d++) {
     let proj = mx.matmul(x, mx.transpose(dirSlice(w, d))); // [seq, batch, G*H]
     let rb: mx.Array | undefined;
-    if (ctx.has(3)) {
-      const b = dirSlice(ctx.input(3), d);
+    if (bias) {
+      const b = dirSlice(bias, d);
       const wb = mx.slice(b, [0], [G * H], [1]);
       rb = mx.slice(b, [G * H], [2 * G * H], [1]);
       // GRU's hidden-gate recurrent bias depends on linear_before_reset: its step adds it.
@@ -201,13 +218,13 @@ function runLayer(fam: Family, ctx: OpContext): OpResult[] {
       xw: seq > 0 ? mx.split(proj, seq, 0).map((a) => mx.squeeze(a, 0)) : [],
       rT: mx.transpose(dirSlice(r, d)),
       rb: fam.opType === 'GRU' ? rb : undefined,
-      p: fam.opType === 'LSTM' && ctx.has(7) ? dirSlice(ctx.input(7), d) : undefined,
-      acts: acts.slice(d * per, (d + 1) * per),
-      clip, hidden: H, ctx,
+      p: peepholes && dirSlice(peepholes, d),
+      acts: p.activations.slice(d * per, (d + 1) * per),
+      clip: p.clip, hidden: H, params: p,
     };
     let s: State = { h: dirSlice(h0, d), c: c0 && dirSlice(c0, d) };
     const out: mx.Array[] = new Array(seq);
-    const backwards = d === 1 || reverse;
+    const backwards = d === 1 || p.reverse;
     for (let k = 0; k < seq; k++) {
       const t = backwards ? seq - 1 - k : k;
       const next = fam.step(dir.xw[t], s, dir);
@@ -228,25 +245,23 @@ function runLayer(fam: Family, ctx: OpContext): OpResult[] {
 }
 
 function outputs(ctx: OpContext, layout: number, ys: mx.Array[], hs: mx.Array[], cs: mx.Array[]): OpResult[] {
-  const want = (i: number) => !!ctx.node.outputs[i];
   const state = (list: mx.Array[]) => {
     const s = mx.stack(list, 0); // [dirs, batch, H]
     return layout === 1 ? mx.transpose(s, [1, 0, 2]) : s;
   };
   let y: mx.Array | undefined;
-  if (want(0)) {
+  if (ctx.wants(0)) {
     y = mx.stack(ys, 1); // [seq, dirs, batch, H]
     if (layout === 1) y = mx.transpose(y, [2, 0, 1, 3]);
   }
-  return [y, want(1) ? state(hs) : undefined, want(2) && cs.length ? state(cs) : undefined];
+  return [y, ctx.wants(1) ? state(hs) : undefined, ctx.wants(2) && cs.length ? state(cs) : undefined];
 }
 
 function family(fam: Family): OpEntry {
-  return {
-    domain: D, opType: fam.opType, since: 1,
-    check: rnnCheck(fam),
+  return onnxOp(fam.opType, 1, {
+    parse: (attrs, opset) => parseRnn(fam, attrs, opset),
     run: (ctx) => runLayer(fam, ctx),
-  };
+  });
 }
 
 export const rnnOps: OpEntry[] = [

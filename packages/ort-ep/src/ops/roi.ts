@@ -2,7 +2,9 @@
 // (RoiAlign's adaptive grid, MaxRoiPool's rounded windows), so the sampling plan is made on the
 // host from the (small) ROI tensor, and MLX gathers and reduces the feature map with it.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostNumbers } from './helpers/util.js';
 
 /** Gather plan: for every output cell, `taps` (flat row of [N*H*W, C], weight) pairs; `valid` marks real samples. */
@@ -75,17 +77,30 @@ function alignPlan(rois: number[], batch: number[], g: AlignGeometry): { plan: P
   return { plan, counts };
 }
 
-function roiAlign(ctx: OpContext): mx.Array {
+/** RoiAlign's attributes: everything of AlignGeometry but the input's size, and the mode. */
+interface RoiAlignParams extends Omit<AlignGeometry, 'h' | 'w'> {
+  max: boolean;
+}
+
+function parseRoiAlign(attrs: Attrs, opset: number): RoiAlignParams {
+  // Opset 10 had no attribute and behaved as 'output_half_pixel'.
+  const coord = attrs.string('coordinate_transformation_mode', opset >= 16 ? 'half_pixel' : 'output_half_pixel');
+  if (coord !== 'half_pixel' && coord !== 'output_half_pixel') throw new RangeError(`RoiAlign coordinate_transformation_mode '${coord}' is not half_pixel or output_half_pixel`);
+  const mode = attrs.string('mode', 'avg');
+  if (mode !== 'avg' && mode !== 'max') throw new RangeError(`RoiAlign mode '${mode}' is not avg or max`);
+  return {
+    oh: attrs.int('output_height', 1), ow: attrs.int('output_width', 1),
+    scale: attrs.float('spatial_scale', 1), ratio: attrs.int('sampling_ratio', 0),
+    halfPixel: coord === 'half_pixel', max: mode === 'max',
+  };
+}
+
+function roiAlign(ctx: OpContext<RoiAlignParams>): mx.Array {
   const x = ctx.input(0);
   const [, c, h, w] = x.shape;
   const rois = hostNumbers(ctx.host(1));
   const batch = hostNumbers(ctx.host(2));
-  const g: AlignGeometry = {
-    h, w, oh: ctx.attrs.int('output_height', 1), ow: ctx.attrs.int('output_width', 1),
-    scale: ctx.attrs.float('spatial_scale', 1), ratio: ctx.attrs.int('sampling_ratio', 0),
-    // Opset 10 had no attribute and behaved as 'output_half_pixel'.
-    halfPixel: ctx.attrs.string('coordinate_transformation_mode', ctx.opset >= 16 ? 'half_pixel' : 'output_half_pixel') === 'half_pixel',
-  };
+  const g: AlignGeometry = { ...ctx.params, h, w };
   const r = batch.length;
   const cells = r * g.oh * g.ow;
   const { plan, counts } = alignPlan(rois, batch, g);
@@ -94,7 +109,7 @@ function roiAlign(ctx: OpContext): mx.Array {
   const weights = mx.reshape(mx.Array.fromTypedArray(plan.weight, [plan.weight.length], 'float32'), [cells, samples, 4, 1]);
   const weighted = mx.multiply(vals, weights);
   let y: mx.Array;
-  if (ctx.attrs.string('mode', 'avg') === 'max') {
+  if (ctx.params.max) {
     const valid = mx.reshape(mx.Array.fromTypedArray(plan.valid, [plan.valid.length], 'uint8'), [cells, samples, 1]);
     y = mx.max(mx.where(mx.astype(valid, 'bool'), mx.max(weighted, 2), -Infinity), 1);
   } else {
@@ -109,12 +124,12 @@ function roiAlign(ctx: OpContext): mx.Array {
 // MaxRoiPool: ROIs [R, 5] = (batch, x1, y1, x2, y2), rounded to the grid; each bin is the max of
 // its window, 0 where the window is empty.
 
-function maxRoiPool(ctx: OpContext): mx.Array {
+function maxRoiPool(ctx: OpContext<{ pooledShape: number[]; scale: number }>): mx.Array {
   const x = ctx.input(0);
   const [, c, h, w] = x.shape;
   const rois = hostNumbers(ctx.host(1));
-  const [oh, ow] = ctx.attrs.ints('pooled_shape');
-  const scale = ctx.attrs.float('spatial_scale', 1);
+  const [oh, ow] = ctx.params.pooledShape;
+  const scale = ctx.params.scale;
   const r = rois.length / 5;
   const windows: number[][] = [];
   for (let i = 0; i < r; i++) {
@@ -143,6 +158,10 @@ function maxRoiPool(ctx: OpContext): mx.Array {
 }
 
 export const roiOps: OpEntry[] = [
-  { domain: 'ai.onnx', opType: 'RoiAlign', since: 10, note: 'reads rois and batch_indices on the host (a sync point)', run: (ctx) => [roiAlign(ctx)] },
-  { domain: 'ai.onnx', opType: 'MaxRoiPool', since: 1, note: 'reads rois on the host (a sync point)', run: (ctx) => [maxRoiPool(ctx)] },
+  onnxOp('RoiAlign', 10, { note: 'reads rois and batch_indices on the host (a sync point)', parse: parseRoiAlign, run: (ctx) => [roiAlign(ctx)] }),
+  onnxOp('MaxRoiPool', 1, {
+    note: 'reads rois on the host (a sync point)',
+    parse: (attrs) => ({ pooledShape: attrs.ints('pooled_shape'), scale: attrs.float('spatial_scale', 1) }),
+    run: (ctx) => [maxRoiPool(ctx)],
+  }),
 ];

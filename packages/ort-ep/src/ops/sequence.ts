@@ -2,11 +2,10 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import type { Value } from '../runtime/value.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import { hostNumbers, normAxis } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 function seq(ctx: OpContext, i: number): Extract<Value, { kind: 'sequence' }> {
   const v = ctx.value(i);
@@ -25,10 +24,10 @@ const dev = (a: mx.Array): Value => ({ kind: 'device', array: a, onnxType: onnxT
 const int64 = (v: number): Value => ({ kind: 'host', tensor: { dtype: OnnxDataType.INT64, dims: [], data: BigInt64Array.of(BigInt(v)) } });
 
 /** SequenceMap: the body runs once per position; sequence inputs give their item, tensors themselves. */
-const sequenceMap: OpEntry = {
-  domain: D, opType: 'SequenceMap', since: 17,
+const sequenceMap = onnxOp('SequenceMap', 17, {
+  parse: (attrs) => attrs.graph('body'),
   run: (ctx) => {
-    const body = ctx.attrs.graph('body');
+    const body = ctx.params;
     const ins: Value[] = [];
     for (let i = 0; i < ctx.inputCount; i++) ins.push(ctx.value(i));
     const len = seq(ctx, 0).items.length;
@@ -43,35 +42,31 @@ const sequenceMap: OpEntry = {
       return { kind: 'sequence', items, elemType } as Value;
     });
   },
-};
+});
 
 export const sequenceOps: OpEntry[] = [
   sequenceMap,
-  {
-    domain: D, opType: 'SequenceEmpty', since: 11,
-    run: (ctx) => [{ kind: 'sequence', items: [], elemType: ctx.attrs.int('dtype', OnnxDataType.FLOAT) }],
-  },
-  {
-    domain: D, opType: 'SequenceConstruct', since: 11,
+  onnxOp('SequenceEmpty', 11, {
+    parse: (attrs) => attrs.int('dtype', OnnxDataType.FLOAT),
+    run: (ctx) => [{ kind: 'sequence', items: [], elemType: ctx.params }],
+  }),
+  onnxOp('SequenceConstruct', 11, {
     run: (ctx) => {
       const items: Value[] = [];
       for (let i = 0; i < ctx.inputCount; i++) items.push(ctx.value(i));
       return [{ kind: 'sequence', items, elemType: ctx.elemType(0) }];
     },
-  },
-  {
-    domain: D, opType: 'SequenceAt', since: 11,
+  }),
+  onnxOp('SequenceAt', 11, {
     run: (ctx) => {
       const s = seq(ctx, 0);
       return [s.items[position(ctx, 1, s.items.length)]];
     },
-  },
-  {
-    domain: D, opType: 'SequenceLength', since: 11,
+  }),
+  onnxOp('SequenceLength', 11, {
     run: (ctx) => [int64(seq(ctx, 0).items.length)],
-  },
-  {
-    domain: D, opType: 'SequenceInsert', since: 11,
+  }),
+  onnxOp('SequenceInsert', 11, {
     run: (ctx) => {
       const s = seq(ctx, 0);
       const items = [...s.items];
@@ -79,9 +74,8 @@ export const sequenceOps: OpEntry[] = [
       items.splice(at, 0, ctx.value(1));
       return [{ kind: 'sequence', items, elemType: s.elemType }];
     },
-  },
-  {
-    domain: D, opType: 'SequenceErase', since: 11,
+  }),
+  onnxOp('SequenceErase', 11, {
     run: (ctx) => {
       const s = seq(ctx, 0);
       const items = [...s.items];
@@ -89,24 +83,24 @@ export const sequenceOps: OpEntry[] = [
       items.splice(at, 1);
       return [{ kind: 'sequence', items, elemType: s.elemType }];
     },
-  },
-  {
-    domain: D, opType: 'ConcatFromSequence', since: 11,
+  }),
+  onnxOp('ConcatFromSequence', 11, {
+    parse: (attrs) => ({ axis: attrs.int('axis'), newAxis: attrs.int('new_axis', 0) !== 0 }),
     run: (ctx) => {
       const s = seq(ctx, 0);
       const arrays = s.items.map((v) => ctx.toArray(v));
-      const newAxis = ctx.attrs.int('new_axis', 0);
+      const { newAxis } = ctx.params;
       const rank = arrays[0].ndim + (newAxis ? 1 : 0);
-      const axis = normAxis(ctx.attrs.int('axis'), rank);
+      const axis = normAxis(ctx.params.axis, rank);
       return [newAxis ? mx.stack(arrays, axis) : mx.concatenate(arrays, axis)];
     },
-  },
-  {
-    domain: D, opType: 'SplitToSequence', since: 11,
+  }),
+  onnxOp('SplitToSequence', 11, {
+    parse: (attrs) => ({ axis: attrs.int('axis', 0), keepdims: attrs.int('keepdims', 1) !== 0 }),
     run: (ctx) => {
       const x = ctx.input(0);
-      const axis = normAxis(ctx.attrs.int('axis', 0), x.ndim);
-      const keepdims = ctx.attrs.int('keepdims', 1);
+      const axis = normAxis(ctx.params.axis, x.ndim);
+      const { keepdims } = ctx.params;
       const dim = x.shape[axis];
       let sizes: number[];
       if (!ctx.has(1)) sizes = new Array(dim).fill(1);
@@ -132,20 +126,17 @@ export const sequenceOps: OpEntry[] = [
       }
       return [{ kind: 'sequence', items, elemType: ctx.elemType(0) }];
     },
-  },
-  {
-    domain: D, opType: 'Optional', since: 15,
+  }),
+  onnxOp('Optional', 15, {
     run: (ctx) => [ctx.has(0) ? ctx.value(0) : { kind: 'none' }],
-  },
-  {
-    domain: D, opType: 'OptionalHasElement', since: 15,
+  }),
+  onnxOp('OptionalHasElement', 15, {
     run: (ctx) => [{ kind: 'host', tensor: { dtype: OnnxDataType.BOOL, dims: [], data: Uint8Array.of(ctx.has(0) ? 1 : 0) } }],
-  },
-  {
-    domain: D, opType: 'OptionalGetElement', since: 15,
+  }),
+  onnxOp('OptionalGetElement', 15, {
     run: (ctx) => {
       if (!ctx.has(0)) throw new Error(`${ctx.where}: the optional input is empty`);
       return [ctx.value(0)];
     },
-  },
+  }),
 ];

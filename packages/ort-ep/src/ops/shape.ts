@@ -1,14 +1,14 @@
 // Shape ops: Reshape, Transpose, Concat, Split, Squeeze, Unsqueeze, Flatten, Expand, Tile, Shape,
 // Size, Identity. Each has a host() twin over small host tensors, so shape computations
 // (Shape -> Gather -> Concat -> Reshape) are folded on the host and Reshape/Expand/Tile get static
-// arguments; run() builds the MLX op. Creation and layout ops live in shape-make.ts / shape-layout.ts.
+// arguments; run() builds the MLX op. Creation and layout ops live in constant.ts / layout.ts.
 import * as mx from '@mlx/core';
 import type { HostTensor } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose } from './helpers/shape-host.js';
-import { axesFrom, broadcastShape, hostInt64, hostNumbers, normAxes, normAxis, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
+import { axesFrom, broadcastShape, hostInt64, hostNumbers, intsIfGiven, normAxes, normAxis, optionalNumbers, sizeOf } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // Output shapes, shared by host() and run()
@@ -29,14 +29,28 @@ export function reshapeDims(inDims: readonly number[], target: readonly number[]
   return out;
 }
 
-function reshapeTarget(ctx: OpContext): number[] {
-  const target = ctx.opset < 5 ? ctx.attrs.ints('shape') : hostNumbers(ctx.host(1));
-  return reshapeDims(ctx.shape(0), target, ctx.opset >= 14 && ctx.attrs.int('allowzero', 0) !== 0);
+interface ReshapeParams {
+  /** Reshape-1's shape attribute (later opsets take it as input 1). */
+  shape?: number[];
+  allowzero: boolean;
 }
 
-function squeezeDims(ctx: OpContext): number[] {
+const parseReshape = (attrs: Attrs, opset: number): ReshapeParams => ({
+  shape: opset < 5 ? attrs.ints('shape') : undefined,
+  allowzero: opset >= 14 && attrs.int('allowzero', 0) !== 0,
+});
+
+function reshapeTarget(ctx: OpContext<ReshapeParams>): number[] {
+  const target = ctx.params.shape ?? hostNumbers(ctx.host(1));
+  return reshapeDims(ctx.shape(0), target, ctx.params.allowzero);
+}
+
+/** Squeeze's and Unsqueeze's axes attribute (before opset 13; the axes input after). */
+const parseAxes = (attrs: Attrs): number[] | undefined => intsIfGiven(attrs, 'axes');
+
+function squeezeDims(ctx: OpContext<number[] | undefined>): number[] {
   const dims = ctx.shape(0);
-  const axes = ctx.opset < 13 ? (ctx.attrs.has('axes') ? ctx.attrs.ints('axes') : undefined) : axesFrom(ctx, 1);
+  const axes = ctx.opset < 13 ? ctx.params : axesFrom(ctx, 1, ctx.params);
   // An empty axes list means none given, as onnxruntime reads it.
   if (!axes?.length) return dims.filter((d) => d !== 1);
   const drop = new Set(normAxes(axes, dims.length));
@@ -44,9 +58,13 @@ function squeezeDims(ctx: OpContext): number[] {
   return dims.filter((_, i) => !drop.has(i));
 }
 
-function unsqueezeDims(ctx: OpContext): number[] {
+function parseUnsqueeze(attrs: Attrs, opset: number): number[] | undefined {
+  return opset < 13 ? attrs.ints('axes') : undefined;
+}
+
+function unsqueezeDims(ctx: OpContext<number[] | undefined>): number[] {
   const dims = ctx.shape(0);
-  const axes = ctx.opset < 13 ? ctx.attrs.ints('axes') : hostNumbers(ctx.host(1));
+  const axes = ctx.params ?? hostNumbers(ctx.host(1));
   const rank = dims.length + axes.length;
   const add = new Set(normAxes(axes, rank));
   if (add.size !== axes.length) throw new RangeError(`Unsqueeze: repeated axes [${axes.join(', ')}]`);
@@ -56,41 +74,42 @@ function unsqueezeDims(ctx: OpContext): number[] {
   return out;
 }
 
-function flattenDims(ctx: OpContext): number[] {
+function flattenDims(ctx: OpContext<number>): number[] {
   const dims = ctx.shape(0);
-  let axis = ctx.attrs.int('axis', 1);
+  let axis = ctx.params;
   if (axis < 0) axis += dims.length;
-  if (axis < 0 || axis > dims.length) throw new RangeError(`Flatten: axis ${ctx.attrs.int('axis', 1)} is out of range for rank ${dims.length}`);
+  if (axis < 0 || axis > dims.length) throw new RangeError(`Flatten: axis ${ctx.params} is out of range for rank ${dims.length}`);
   return [sizeOf(dims.slice(0, axis)), sizeOf(dims.slice(axis))];
 }
 
 /** An entry whose output is its input with new dims (Reshape, Squeeze, Unsqueeze, Flatten). */
-function reshaping(opType: string, since: number, dims: (ctx: OpContext) => number[]): OpEntry {
-  return {
-    domain: D, opType, since,
+function reshaping<P>(opType: string, since: number, parse: (attrs: Attrs, opset: number) => P, dims: (ctx: OpContext<P>) => number[]): OpEntry<P> {
+  return onnxOp<P>(opType, since, {
+    parse,
     host: (ctx) => [hostReshape(ctx.host(0), dims(ctx))],
     run: (ctx) => [mx.reshape(ctx.input(0), dims(ctx))],
-  };
+  });
 }
 
-function transposePerm(ctx: OpContext): number[] {
+function transposePerm(ctx: OpContext<number[] | undefined>): number[] {
   const rank = ctx.shape(0).length;
-  if (!ctx.attrs.has('perm')) return Array.from({ length: rank }, (_, i) => rank - 1 - i);
-  const perm = normAxes(ctx.attrs.ints('perm'), rank);
+  if (!ctx.params) return Array.from({ length: rank }, (_, i) => rank - 1 - i);
+  const perm = normAxes(ctx.params, rank);
   if (perm.length !== rank || new Set(perm).size !== rank) throw new RangeError(`Transpose: perm [${perm.join(', ')}] is not a permutation of ${rank} axes`);
   return perm;
 }
 
-const transposeEntry: OpEntry = {
-  domain: D, opType: 'Transpose', since: 1,
+const transposeEntry = onnxOp('Transpose', 1, {
+  parse: (attrs) => intsIfGiven(attrs, 'perm'),
   host: (ctx) => [hostTranspose(ctx.host(0), transposePerm(ctx))],
   run: (ctx) => [mx.transpose(ctx.input(0), transposePerm(ctx))],
-};
+});
 
-const concatAxis = (ctx: OpContext): number => normAxis(ctx.attrs.int('axis', ctx.opset < 4 ? 1 : undefined), ctx.shape(0).length, 'Concat axis');
+const concatAxis = (ctx: OpContext<number>): number => normAxis(ctx.params, ctx.shape(0).length, 'Concat axis');
 
-const concatEntry: OpEntry = {
-  domain: D, opType: 'Concat', since: 1,
+const concatEntry = onnxOp('Concat', 1, {
+  // axis is required from opset 4 on.
+  parse: (attrs, opset) => attrs.int('axis', opset < 4 ? 1 : undefined),
   host: (ctx) => {
     const ts = Array.from({ length: ctx.inputCount }, (_, i) => ctx.host(i));
     return [hostConcat(ts, concatAxis(ctx))];
@@ -99,26 +118,40 @@ const concatEntry: OpEntry = {
     const xs = Array.from({ length: ctx.inputCount }, (_, i) => ctx.input(i));
     return [xs.length === 1 ? xs[0] : mx.concatenate(xs, concatAxis(ctx))];
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Split: sizes from the attribute (<13), the input (>=13), num_outputs (>=18) or equal parts.
 
-function splitSizes(ctx: OpContext, dim: number): number[] {
+interface SplitParams {
+  axis: number;
+  /** The split attribute (before opset 13). */
+  split?: number[];
+  /** Opset 18+. */
+  numOutputs?: number;
+}
+
+const parseSplit = (attrs: Attrs, opset: number): SplitParams => ({
+  axis: attrs.int('axis', 0),
+  split: opset < 13 ? intsIfGiven(attrs, 'split') : undefined,
+  numOutputs: opset >= 18 && attrs.has('num_outputs') ? attrs.int('num_outputs') : undefined,
+});
+
+function splitSizes(ctx: OpContext<SplitParams>, dim: number): number[] {
   const n = ctx.node.outputs.length;
   let split: number[] | undefined;
-  if (ctx.opset >= 13) split = ctx.has(1) ? hostNumbers(ctx.host(1)) : undefined;
-  else if (ctx.attrs.has('split')) split = ctx.attrs.ints('split');
-  else if (ctx.opset < 2 && ctx.has(1)) split = hostNumbers(ctx.host(1));
+  if (ctx.opset >= 13) split = optionalNumbers(ctx, 1);
+  else if (ctx.params.split) split = ctx.params.split;
+  else if (ctx.opset < 2) split = optionalNumbers(ctx, 1);
   // Exporters write an empty split input for "not given".
   if (split && !split.length) split = undefined;
   if (split) {
     if (split.length !== n || split.reduce((a, b) => a + b, 0) !== dim) throw new RangeError(`Split: sizes [${split.join(', ')}] do not split ${dim} into ${n} outputs`);
     return split;
   }
-  if (ctx.opset >= 18 && ctx.attrs.has('num_outputs')) {
+  if (ctx.params.numOutputs !== undefined) {
     // Chunks of ceil(dim / num_outputs); the last one takes what is left.
-    const k = ctx.attrs.int('num_outputs');
+    const k = ctx.params.numOutputs;
     const chunk = Math.ceil(dim / k);
     return Array.from({ length: k }, (_, i) => Math.max(0, Math.min(chunk, dim - i * chunk)));
   }
@@ -126,17 +159,17 @@ function splitSizes(ctx: OpContext, dim: number): number[] {
   return new Array<number>(n).fill(dim / n);
 }
 
-function splitPlan(ctx: OpContext): { axis: number; starts: number[]; sizes: number[] } {
+function splitPlan(ctx: OpContext<SplitParams>): { axis: number; starts: number[]; sizes: number[] } {
   const dims = ctx.shape(0);
-  const axis = normAxis(ctx.attrs.int('axis', 0), dims.length, 'Split axis');
+  const axis = normAxis(ctx.params.axis, dims.length, 'Split axis');
   const sizes = splitSizes(ctx, dims[axis]);
   const starts: number[] = [];
   sizes.reduce((acc, s) => (starts.push(acc), acc + s), 0);
   return { axis, starts, sizes };
 }
 
-const splitEntry: OpEntry = {
-  domain: D, opType: 'Split', since: 1,
+const splitEntry = onnxOp('Split', 1, {
+  parse: parseSplit,
   host: (ctx) => {
     const t = ctx.host(0);
     const { axis, starts, sizes } = splitPlan(ctx);
@@ -155,19 +188,18 @@ const splitEntry: OpEntry = {
       return mx.slice(x, start, stop, dims.map(() => 1));
     });
   },
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Expand and Tile
 
 const expandDims = (ctx: OpContext): number[] => broadcastShape(ctx.shape(0), hostNumbers(ctx.host(1)));
 
-const expandEntry: OpEntry = {
-  domain: D, opType: 'Expand', since: 8,
+const expandEntry: OpEntry = onnxOp('Expand', 8, {
   hostSize: (ctx) => sizeOf(expandDims(ctx)),
   host: (ctx) => [hostBroadcast(ctx.host(0), expandDims(ctx))],
   run: (ctx) => [mx.broadcastTo(ctx.input(0), expandDims(ctx))],
-};
+});
 
 function tileReps(ctx: OpContext): number[] {
   const reps = hostNumbers(ctx.host(1));
@@ -176,53 +208,56 @@ function tileReps(ctx: OpContext): number[] {
   return reps;
 }
 
-const tileEntry: OpEntry = {
-  domain: D, opType: 'Tile', since: 6,
+const tileEntry: OpEntry = onnxOp('Tile', 6, {
   hostSize: (ctx) => sizeOf(ctx.shape(0)) * sizeOf(tileReps(ctx)),
   host: (ctx) => [hostTile(ctx.host(0), tileReps(ctx))],
   run: (ctx) => [mx.tile(ctx.input(0), tileReps(ctx))],
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Shape, Size, Identity: their results never need the input's data.
 
-function shapeOf(ctx: OpContext): HostTensor {
+/** Shape's start and end (opset 15+); end's default is the rank. */
+interface ShapeParams { start: number; end?: number }
+
+function shapeOf(ctx: OpContext<ShapeParams>): HostTensor {
   const dims = ctx.shape(0);
   const r = dims.length;
   const clamp = (v: number) => Math.min(Math.max(v < 0 ? v + r : v, 0), r);
-  const start = clamp(ctx.attrs.int('start', 0));
-  const end = clamp(ctx.attrs.int('end', r));
+  const start = clamp(ctx.params.start);
+  const end = clamp(ctx.params.end ?? r);
   return hostInt64(dims.slice(start, Math.max(start, end)));
 }
 
-const shapeEntry: OpEntry = { domain: D, opType: 'Shape', since: 1, host: (ctx) => [shapeOf(ctx)], run: (ctx) => [shapeOf(ctx)] };
+const shapeEntry = onnxOp('Shape', 1, {
+  parse: (attrs): ShapeParams => ({ start: attrs.int('start', 0), end: attrs.has('end') ? attrs.int('end') : undefined }),
+  placement: 'host',
+  host: (ctx) => [shapeOf(ctx)],
+});
 
 const sizeOfInput = (ctx: OpContext): HostTensor => hostInt64([sizeOf(ctx.shape(0))], []);
-const sizeEntry: OpEntry = { domain: D, opType: 'Size', since: 1, host: (ctx) => [sizeOfInput(ctx)], run: (ctx) => [sizeOfInput(ctx)] };
+const sizeEntry: OpEntry = onnxOp('Size', 1, { placement: 'host', host: (ctx) => [sizeOfInput(ctx)] });
 
 // Identity passes any value through unchanged: tensors (host or device), sequences, optionals.
-const identityEntry: OpEntry = {
-  domain: D, opType: 'Identity', since: 1,
+const identityEntry: OpEntry = onnxOp('Identity', 1, {
   host: (ctx) => {
     const t = ctx.hostIfKnown(0);
     return t ? [t] : undefined;
   },
   run: (ctx) => [ctx.value(0)],
-};
+});
 
 export const shapeOps: OpEntry[] = [
-  ...[
-    reshaping('Reshape', 1, reshapeTarget),
-    reshaping('Squeeze', 1, squeezeDims),
-    reshaping('Unsqueeze', 1, unsqueezeDims),
-    reshaping('Flatten', 1, flattenDims),
-    transposeEntry,
-    concatEntry,
-    splitEntry,
-    expandEntry,
-    tileEntry,
-    shapeEntry,
-    sizeEntry,
-    identityEntry,
-  ],
+  reshaping('Reshape', 1, parseReshape, reshapeTarget),
+  reshaping('Squeeze', 1, parseAxes, squeezeDims),
+  reshaping('Unsqueeze', 1, parseUnsqueeze, unsqueezeDims),
+  reshaping('Flatten', 1, (attrs) => attrs.int('axis', 1), flattenDims),
+  transposeEntry,
+  concatEntry,
+  splitEntry,
+  expandEntry,
+  tileEntry,
+  shapeEntry,
+  sizeEntry,
+  identityEntry,
 ];

@@ -7,10 +7,10 @@
 // op_mel_weight_matrix.py) and the backend tests' numpy expectations.
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { hostNumbers, hostOf, isFloatType, mxType } from './helpers/util.js';
-
-const D = 'ai.onnx';
+import { onnxOp } from '../registry/op.js';
+import { hostOf, isFloatType, mxType, optionalNumbers } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // Complex values in ONNX's layout
@@ -70,33 +70,44 @@ function named<T>(ctx: OpContext, f: () => T): T {
   }
 }
 
-function scalarInput(ctx: OpContext, i: number): number | undefined {
-  return ctx.has(i) ? hostNumbers(ctx.host(i))[0] : undefined;
-}
+const scalarInput = (ctx: OpContext, i: number): number | undefined => optionalNumbers(ctx, i)?.[0];
 
 // ---------------------------------------------------------------------------------------------
 // DFT
 
-function checkSignal(ctx: CheckContext): string | undefined {
+function checkSignal<P>(ctx: CheckContext<P>): string | undefined {
   const t = ctx.inputType(0);
   if (t !== undefined && !isFloatType(t)) return `${ctx.node.opType} input of element type ${t} is not a float signal`;
   if (t === OnnxDataType.BFLOAT16) return `${ctx.node.opType} of bfloat16 is not supported (no complex bfloat16 in MLX)`;
   return undefined;
 }
 
-function dft(ctx: OpContext): mx.Array {
+interface DftParams {
+  /** DFT-17's axis attribute (an input from opset 20). */
+  axis?: number;
+  inverse: boolean;
+  onesided: boolean;
+}
+
+const parseDft = (attrs: Attrs, opset: number): DftParams => ({
+  axis: opset < 20 ? attrs.int('axis', 1) : undefined,
+  inverse: attrs.int('inverse', 0) === 1,
+  onesided: attrs.int('onesided', 0) === 1,
+});
+
+function dft(ctx: OpContext<DftParams>): mx.Array {
   const x = ctx.input(0);
   const rank = x.ndim;
   const last = x.shape[rank - 1];
   if (last !== 1 && last !== 2) throw new RangeError(`${ctx.where}: the last dimension must be 1 (real) or 2 (complex), got ${last}`);
   // Opset 20 moved axis from an attribute (default 1) to an input (default -2); both count
   // negative values against the input's rank, the trailing complex dimension included.
-  const raw = ctx.opset >= 20 ? scalarInput(ctx, 2) ?? -2 : ctx.attrs.int('axis', 1);
+  const raw = ctx.params.axis ?? scalarInput(ctx, 2) ?? -2;
   const axis = raw < 0 ? raw + rank : raw;
   if (axis < 0 || axis > rank - 2) throw new RangeError(`${ctx.where}: axis ${raw} is outside [-${rank}, -2] and [0, ${rank - 2}]`);
   const length = scalarInput(ctx, 1);
   if (length !== undefined && length < 1) throw new RangeError(`${ctx.where}: dft_length ${length} must be positive`);
-  const args = { axis, length, inverse: ctx.attrs.int('inverse', 0) === 1, onesided: ctx.attrs.int('onesided', 0) === 1 };
+  const args = { axis, length, inverse: ctx.params.inverse, onesided: ctx.params.onesided };
   return backTo(dftCore(x, args), x);
 }
 
@@ -113,18 +124,18 @@ function frames(x: mx.Array, step: number, frameLength: number): mx.Array {
   return mx.reshape(taken, [x.shape[0], count, frameLength, x.shape[2]]);
 }
 
-function stft(ctx: OpContext): mx.Array {
+function stft(ctx: OpContext<boolean>): mx.Array {
   const x = ctx.input(0);
   if (x.ndim !== 3) throw new RangeError(`${ctx.where}: signal must be [batch, length, 1|2], got rank ${x.ndim}`);
   const step = scalarInput(ctx, 1)!;
   if (!(step >= 1)) throw new RangeError(`${ctx.where}: frame_step ${step} must be positive`);
-  const window = ctx.has(2) ? ctx.input(2) : undefined;
+  const window = ctx.optional(2);
   const frameLength = window?.shape[0] ?? scalarInput(ctx, 3) ?? x.shape[1];
   const given = scalarInput(ctx, 3);
   if (window && given !== undefined && given !== frameLength) throw new RangeError(`${ctx.where}: frame_length ${given} differs from the window's length ${frameLength}`);
   let framed = frames(x.dtype === 'float32' ? x : mx.astype(x, 'float32'), step, frameLength);
   if (window) framed = mx.multiply(framed, mx.reshape(mx.astype(window, 'float32'), [1, 1, frameLength, 1]));
-  const onesided = ctx.attrs.int('onesided', 1) === 1;
+  const onesided = ctx.params;
   return backTo(dftCore(framed, { axis: 2, length: frameLength, inverse: false, onesided }), x);
 }
 
@@ -139,25 +150,31 @@ function emit(values: Float64Array, dims: number[], to: number, where: string): 
   return mx.astype(mx.array(Float32Array.from(values), { shape: dims, dtype: 'float32' }), mxType(to, where));
 }
 
+/** output_datatype of the windows and the mel matrix. */
+const outputTypeOf = (attrs: Attrs): number => attrs.int('output_datatype', OnnxDataType.FLOAT);
+
+interface WindowParams { periodic: boolean; outputType: number }
+
+const parseWindow = (attrs: Attrs): WindowParams => ({ periodic: attrs.int('periodic', 1) === 1, outputType: outputTypeOf(attrs) });
+
 /** Generalised cosine window: sum_k (-1)^k a_k cos(2 pi k n / N), N = size (periodic) or size - 1. */
 function cosineWindow(coeffs: readonly number[]) {
-  return (ctx: OpContext): OpResult[] => {
+  return (ctx: OpContext<WindowParams>): OpResult[] => {
     const size = scalarInput(ctx, 0)!;
     if (!Number.isInteger(size) || size < 0) throw new RangeError(`${ctx.where}: size ${size} must be a non-negative integer`);
-    const N = ctx.attrs.int('periodic', 1) === 1 ? size : size - 1;
+    const N = ctx.params.periodic ? size : size - 1;
     const w = new Float64Array(size);
     for (let n = 0; n < size; n++) {
       let v = 0;
       coeffs.forEach((a, k) => { v += (k % 2 ? -a : a) * Math.cos((2 * Math.PI * k * n) / N); });
       w[n] = N === 0 ? 1 : v;
     }
-    return [emit(w, [size], ctx.attrs.int('output_datatype', OnnxDataType.FLOAT), ctx.where)];
+    return [emit(w, [size], ctx.params.outputType, ctx.where)];
   };
 }
 
-
 /** Triangular filters between mel-spaced points, rounded to DFT bins as the reference does. */
-function melWeightMatrix(ctx: OpContext): OpResult[] {
+function melWeightMatrix(ctx: OpContext<number>): OpResult[] {
   const [bins, dftLength, rate, lo, hi] = [0, 1, 2, 3, 4].map((i) => scalarInput(ctx, i)!);
   const spectrum = Math.floor(dftLength / 2) + 1;
   const mel = (hz: number) => 2595 * Math.log10(1 + hz / 700);
@@ -175,14 +192,17 @@ function melWeightMatrix(ctx: OpContext): OpResult[] {
     else for (let j = left; j <= center; j++) put(j, i, (j - left) / (center - left));
     for (let j = center; j < right; j++) put(j, i, (right - j) / (right - center));
   }
-  return [emit(out, [spectrum, bins], ctx.attrs.int('output_datatype', OnnxDataType.FLOAT), ctx.where)];
+  return [emit(out, [spectrum, bins], ctx.params, ctx.where)];
 }
 
 export const signalOps: OpEntry[] = [
-  { domain: D, opType: 'DFT', since: 17, check: checkSignal, run: (ctx) => [named(ctx, () => dft(ctx))], note: 'float64 and float16 are transformed in float32 (MLX has no complex128)' },
-  { domain: D, opType: 'STFT', since: 17, check: checkSignal, run: (ctx) => [named(ctx, () => stft(ctx))] },
-  { domain: D, opType: 'HannWindow', since: 17, run: cosineWindow([0.5, 0.5]) },
-  { domain: D, opType: 'HammingWindow', since: 17, run: cosineWindow([25 / 46, 21 / 46]) },
-  { domain: D, opType: 'BlackmanWindow', since: 17, run: cosineWindow([0.42, 0.5, 0.08]) },
-  { domain: D, opType: 'MelWeightMatrix', since: 17, run: melWeightMatrix },
+  onnxOp('DFT', 17, {
+    parse: parseDft, check: checkSignal, run: (ctx) => [named(ctx, () => dft(ctx))],
+    note: 'float64 and float16 are transformed in float32 (MLX has no complex128)',
+  }),
+  onnxOp('STFT', 17, { parse: (attrs) => attrs.int('onesided', 1) === 1, check: checkSignal, run: (ctx) => [named(ctx, () => stft(ctx))] }),
+  onnxOp('HannWindow', 17, { parse: parseWindow, run: cosineWindow([0.5, 0.5]) }),
+  onnxOp('HammingWindow', 17, { parse: parseWindow, run: cosineWindow([25 / 46, 21 / 46]) }),
+  onnxOp('BlackmanWindow', 17, { parse: parseWindow, run: cosineWindow([0.42, 0.5, 0.08]) }),
+  onnxOp('MelWeightMatrix', 17, { parse: outputTypeOf, run: melWeightMatrix }),
 ];

@@ -1,11 +1,11 @@
 // Order-based ops: TopK, CumSum, ReverseSequence, Unique.
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 import { hostGather, hostTranspose, numAt } from './helpers/shape-host.js';
 import { hostInt64, normAxis, sizeOf } from './helpers/util.js';
-
-const D = 'ai.onnx';
 
 // ---------------------------------------------------------------------------------------------
 // TopK. MLX's argsort is stable, so sorting ascending on an order-reversing key gives the largest
@@ -18,13 +18,27 @@ function descendingKey(x: mx.Array): mx.Array {
   return mx.negative(x);
 }
 
-function topK(ctx: OpContext): mx.Array[] {
+interface TopKParams {
+  axis: number;
+  /** TopK-1's k attribute (an input from opset 10). */
+  k?: number;
+  /** opset 11+: false picks the smallest. */
+  largest: boolean;
+}
+
+const parseTopK = (attrs: Attrs, opset: number): TopKParams => ({
+  axis: attrs.int('axis', -1),
+  k: opset < 10 ? attrs.int('k') : undefined,
+  largest: opset < 11 || attrs.int('largest', 1) !== 0,
+});
+
+function topK(ctx: OpContext<TopKParams>): mx.Array[] {
   const x = ctx.input(0);
-  const axis = normAxis(ctx.attrs.int('axis', -1), x.ndim, 'TopK axis');
-  const k = ctx.opset < 10 ? ctx.attrs.int('k') : numAt(ctx.host(1), 0);
+  const axis = normAxis(ctx.params.axis, x.ndim, 'TopK axis');
+  const k = ctx.params.k ?? numAt(ctx.host(1), 0);
   const n = x.shape[axis];
   if (k < 0 || k > n) throw new RangeError(`TopK: k = ${k} is out of range for an axis of size ${n}`);
-  const largest = ctx.opset < 11 || ctx.attrs.int('largest', 1) !== 0;
+  const largest = ctx.params.largest;
   // sorted = 0 leaves the order to the implementation: sorted order is a valid one.
   const order = mx.argsort(largest ? descendingKey(x) : x, axis);
   const stop = x.shape.map((d, i) => (i === axis ? k : d));
@@ -35,20 +49,26 @@ function topK(ctx: OpContext): mx.Array[] {
 // ---------------------------------------------------------------------------------------------
 // CumSum and CumProd (axis as an input, exclusive and reverse attributes).
 
-function cumulative(ctx: OpContext, f: typeof mx.cumsum): mx.Array {
+interface CumulativeParams { reverse: boolean; inclusive: boolean }
+
+const parseCumulative = (attrs: Attrs): CumulativeParams => ({ reverse: attrs.int('reverse', 0) !== 0, inclusive: attrs.int('exclusive', 0) === 0 });
+
+function cumulative(ctx: OpContext<CumulativeParams>, f: typeof mx.cumsum): mx.Array {
   const x = ctx.input(0);
   const axis = normAxis(numAt(ctx.host(1), 0), x.ndim, `${ctx.node.opType} axis`);
-  const r = f(x, axis, { reverse: ctx.attrs.int('reverse', 0) !== 0, inclusive: ctx.attrs.int('exclusive', 0) === 0 });
+  const r = f(x, axis, ctx.params);
   return r.dtype === x.dtype ? r : mx.astype(r, x.dtype);
 }
 
 // ---------------------------------------------------------------------------------------------
 // ReverseSequence: along time_axis, batch entry b has its first sequence_lens[b] steps reversed.
 
-function reverseSequence(ctx: OpContext): mx.Array {
+interface ReverseSequenceParams { timeAxis: number; batchAxis: number }
+
+function reverseSequence(ctx: OpContext<ReverseSequenceParams>): mx.Array {
   const x = ctx.input(0);
-  const timeAxis = normAxis(ctx.attrs.int('time_axis', 0), x.ndim, 'time_axis');
-  const batchAxis = normAxis(ctx.attrs.int('batch_axis', 1), x.ndim, 'batch_axis');
+  const timeAxis = normAxis(ctx.params.timeAxis, x.ndim, 'time_axis');
+  const batchAxis = normAxis(ctx.params.batchAxis, x.ndim, 'batch_axis');
   const along = (n: number, axis: number) => x.shape.map((_, i) => (i === axis ? n : 1));
   const steps = x.shape[timeAxis];
   const t = mx.reshape(mx.arange(0, steps, 1, 'int64'), along(steps, timeAxis));
@@ -75,10 +95,16 @@ function compareSlices(a: Elem[], b: Elem[]): number {
   return 0;
 }
 
-function unique(ctx: OpContext): HostTensor[] {
+interface UniqueParams {
+  /** Without an axis the elements are compared, flattened. */
+  axis?: number;
+  sorted: boolean;
+}
+
+function unique(ctx: OpContext<UniqueParams>): HostTensor[] {
   let t = ctx.host(0);
-  const hasAxis = ctx.attrs.has('axis');
-  const axis = hasAxis ? normAxis(ctx.attrs.int('axis'), t.dims.length, 'Unique axis') : 0;
+  const hasAxis = ctx.params.axis !== undefined;
+  const axis = hasAxis ? normAxis(ctx.params.axis!, t.dims.length, 'Unique axis') : 0;
   if (!hasAxis) t = { ...t, dims: [sizeOf(t.dims)] };
   // Bring the axis to the front, so slice i is the contiguous block i.
   const perm = [axis, ...t.dims.map((_, i) => i).filter((i) => i !== axis)];
@@ -100,7 +126,7 @@ function unique(ctx: OpContext): HostTensor[] {
     return g;
   });
   let order = firsts.map((_, g) => g);
-  if (ctx.attrs.int('sorted', 1)) order = order.sort((a, b) => compareSlices(slices[firsts[a]], slices[firsts[b]]));
+  if (ctx.params.sorted) order = order.sort((a, b) => compareSlices(slices[firsts[a]], slices[firsts[b]]));
   const rank = new Array<number>(order.length);
   order.forEach((g, r) => (rank[g] = r));
   const counts = new Array<number>(order.length).fill(0);
@@ -115,15 +141,22 @@ function unique(ctx: OpContext): HostTensor[] {
 }
 
 export const sortOps: OpEntry[] = [
-  {
-    domain: D, opType: 'TopK', since: 1,
+  onnxOp('TopK', 1, {
     note: 'ties keep index order (stable argsort); sorted=0 returns sorted order',
+    parse: parseTopK,
     check: (ctx) => (ctx.inputType(0) === OnnxDataType.STRING ? 'TopK on strings is not supported on MLX' : undefined),
     run: topK,
-  },
-  { domain: D, opType: 'CumSum', since: 11, run: (ctx) => [cumulative(ctx, mx.cumsum)] },
-  { domain: D, opType: 'CumProd', since: 26, run: (ctx) => [cumulative(ctx, mx.cumprod)] },
-  { domain: D, opType: 'ReverseSequence', since: 10, run: (ctx) => [reverseSequence(ctx)] },
-  { domain: D, opType: 'Unique', since: 11, host: unique, run: unique, note: 'computed on the host (its output size depends on the data): a sync point' },
+  }),
+  onnxOp('CumSum', 11, { parse: parseCumulative, run: (ctx) => [cumulative(ctx, mx.cumsum)] }),
+  onnxOp('CumProd', 26, { parse: parseCumulative, run: (ctx) => [cumulative(ctx, mx.cumprod)] }),
+  onnxOp('ReverseSequence', 10, {
+    parse: (attrs): ReverseSequenceParams => ({ timeAxis: attrs.int('time_axis', 0), batchAxis: attrs.int('batch_axis', 1) }),
+    run: (ctx) => [reverseSequence(ctx)],
+  }),
+  onnxOp('Unique', 11, {
+    parse: (attrs): UniqueParams => ({ axis: attrs.has('axis') ? attrs.int('axis') : undefined, sorted: attrs.int('sorted', 1) !== 0 }),
+    placement: 'host', host: unique,
+    note: 'computed on the host (its output size depends on the data): a sync point',
+  }),
 ];
 

@@ -2,9 +2,10 @@
 // the counts. Token matching is hash lookups over data values (ints or strings), so it is host
 // code; the output is a small float matrix.
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
+import { onnxOp } from '../registry/op.js';
 
-const D = 'ai.onnx';
 const SEP = '\u0000'; // joins the tokens of an n-gram into one Map key; cannot occur in an int token
 
 interface Vocabulary {
@@ -26,8 +27,9 @@ interface Vocabulary {
  * weights[j] belongs to the j-th pool n-gram (the spec, and onnxruntime); the Python reference
  * indexes weights by output column instead, which agrees only when ngram_indexes is 0, 1, 2, ...
  */
-function vocabularyOf(ctx: CheckContext): Vocabulary {
-  const a = ctx.attrs;
+function vocabularyOf(a: Attrs): Vocabulary {
+  const mode = a.string('mode');
+  if (!['TF', 'IDF', 'TFIDF'].includes(mode)) throw new RangeError(`mode '${mode}' is not one of TF, IDF, TFIDF`);
   const pool: string[] = a.has('pool_strings') ? a.strings('pool_strings') : a.ints('pool_int64s', []).map(String);
   const counts = a.ints('ngram_counts');
   const indexes = a.ints('ngram_indexes');
@@ -48,7 +50,7 @@ function vocabularyOf(ctx: CheckContext): Vocabulary {
     }
   });
   return {
-    columns, width, minN, maxN, maxSkip: a.int('max_skip_count', 0), mode: a.string('mode'), columnWeights,
+    columns, width, minN, maxN, maxSkip: a.int('max_skip_count', 0), mode, columnWeights,
   };
 }
 
@@ -76,8 +78,8 @@ function weigh(counts: Float64Array, v: Vocabulary): void {
   });
 }
 
-function vectorize(ctx: OpContext): HostTensor[] {
-  const v = vocabularyOf(ctx);
+function vectorize(ctx: OpContext<Vocabulary>): HostTensor[] {
+  const v = ctx.params;
   const x = ctx.host(0);
   if (x.dims.length > 2) throw new RangeError(`${ctx.where}: X must be [C] or [N, C], got [${x.dims.join(', ')}]`);
   const tokens = Array.from(x.data as ArrayLike<unknown>, String);
@@ -92,13 +94,10 @@ function vectorize(ctx: OpContext): HostTensor[] {
   return [{ dtype: OnnxDataType.FLOAT, dims: x.dims.length === 2 ? [rows, v.width] : [v.width], data: out }];
 }
 
-function check(ctx: CheckContext): string | undefined {
-  const mode = ctx.attrs.string('mode');
-  if (!['TF', 'IDF', 'TFIDF'].includes(mode)) return `mode '${mode}' is not one of TF, IDF, TFIDF`;
+function check(ctx: CheckContext<Vocabulary>): string | undefined {
   const t = ctx.inputType(0);
   if (t !== undefined && ![OnnxDataType.STRING, OnnxDataType.INT32, OnnxDataType.INT64].includes(t)) return `X must be string, int32 or int64, got element type ${t}`;
-  vocabularyOf(ctx);
   return undefined;
 }
 
-export const tfIdfOps: OpEntry[] = [{ domain: D, opType: 'TfIdfVectorizer', since: 9, check, host: vectorize, run: vectorize, note: 'host' }];
+export const tfIdfOps: OpEntry[] = [onnxOp('TfIdfVectorizer', 9, { parse: vocabularyOf, placement: 'host', check, host: vectorize, note: 'host' })];

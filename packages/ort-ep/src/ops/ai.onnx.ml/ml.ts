@@ -3,29 +3,34 @@
 // and ArrayFeatureExtractor on numbers are MLX ops, with a host path for strings.
 import * as mx from '@mlx/core';
 import { OnnxDataType, allocHost, type HostData, type HostTensor } from '../../onnx/index.js';
-import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import type { Attrs } from '../../registry/attrs.js';
+import type { OpContext, OpEntry } from '../../registry/types.js';
+import { mlOp } from '../../registry/op.js';
 import { hostNumbers } from '../helpers/util.js';
 import { stringTensor } from '../helpers/strings.js';
-
-const ML = 'ai.onnx.ml';
 
 // ---------------------------------------------------------------------------------------------
 // LabelEncoder
 
 interface Table {
-  keys: unknown[];
-  values: unknown[];
+  /** Key (by keyOf) -> value; a repeated key: the last one wins (the spec), which Map insertion order gives. */
+  map: Map<unknown, unknown>;
   fallback: unknown;
   outType: number;
+  /** The element type the input must have (opset 2+). */
+  keyType?: number;
 }
 
 /** Keys compare by value: int64 inputs arrive as bigint, keys_int64s as numbers; NaN matches NaN (Map's SameValueZero). */
 const keyOf = (v: unknown): unknown => (typeof v === 'bigint' ? Number(v) : v);
 
+function table(keys: unknown[], values: unknown[], fallback: unknown, outType: number, keyType?: number): Table {
+  return { map: new Map(keys.map((k, i) => [keyOf(k), values[i]])), fallback, outType, keyType };
+}
+
 const tensorValues = (t: HostTensor): unknown[] => Array.from(t.data as ArrayLike<unknown>);
 
-function keysOf(ctx: CheckContext): { keys: unknown[]; type: number } | undefined {
-  const a = ctx.attrs;
+function keysOf(a: Attrs): { keys: unknown[]; type: number } | undefined {
   if (a.has('keys_strings')) return { keys: a.strings('keys_strings'), type: OnnxDataType.STRING };
   if (a.has('keys_int64s')) return { keys: a.ints('keys_int64s'), type: OnnxDataType.INT64 };
   if (a.has('keys_floats')) return { keys: a.floats('keys_floats'), type: OnnxDataType.FLOAT };
@@ -40,8 +45,7 @@ function typeDefault(type: number): unknown {
   return -1;
 }
 
-function valuesOf(ctx: CheckContext): Omit<Table, 'keys'> | undefined {
-  const a = ctx.attrs;
+function valuesOf(a: Attrs): { values: unknown[]; fallback: unknown; outType: number } | undefined {
   if (a.has('values_strings')) return { values: a.strings('values_strings'), fallback: a.string('default_string', '_Unused'), outType: OnnxDataType.STRING };
   if (a.has('values_int64s')) return { values: a.ints('values_int64s'), fallback: a.int('default_int64', -1), outType: OnnxDataType.INT64 };
   if (a.has('values_floats')) return { values: a.floats('values_floats'), fallback: a.float('default_float', -0), outType: OnnxDataType.FLOAT };
@@ -51,23 +55,33 @@ function valuesOf(ctx: CheckContext): Omit<Table, 'keys'> | undefined {
   return { values: tensorValues(t), fallback: d ? tensorValues(d)[0] : typeDefault(t.dtype), outType: t.dtype };
 }
 
-/** Opset 1 maps strings to their index in classes_strings, or int64 indices back to strings. */
-function tableV1(ctx: CheckContext, inputIsString: boolean): Table {
-  const classes = ctx.attrs.strings('classes_strings', []);
-  const idx = classes.map((_, i) => i);
-  return inputIsString
-    ? { keys: classes, values: idx, fallback: ctx.attrs.int('default_int64', -1), outType: OnnxDataType.INT64 }
-    : { keys: idx, values: classes, fallback: ctx.attrs.string('default_string', '_Unused'), outType: OnnxDataType.STRING };
+/**
+ * The lookup table of opset 2+; opset 1 maps strings to their index in classes_strings, or int64
+ * indices back to strings, whichever the input is: both tables.
+ */
+type LabelEncoderParams = Table | { fromStrings: Table; fromIndices: Table };
+
+function parseLabelEncoder(a: Attrs, opset: number): LabelEncoderParams {
+  if (opset < 2) {
+    const classes = a.strings('classes_strings', []);
+    const idx = classes.map((_, i) => i);
+    return {
+      fromStrings: table(classes, idx, a.int('default_int64', -1), OnnxDataType.INT64),
+      fromIndices: table(idx, classes, a.string('default_string', '_Unused'), OnnxDataType.STRING),
+    };
+  }
+  const k = keysOf(a), v = valuesOf(a);
+  if (!k) throw new TypeError('LabelEncoder needs one keys_* attribute');
+  if (!v) throw new TypeError('LabelEncoder needs one values_* attribute');
+  if (k.keys.length !== v.values.length) throw new RangeError(`LabelEncoder has ${k.keys.length} keys but ${v.values.length} values`);
+  return table(k.keys, v.values, v.fallback, v.outType, k.type);
 }
 
-function tableOf(ctx: CheckContext, inputType: number | undefined): Table | string {
-  if (ctx.opset < 2) return tableV1(ctx, inputType === OnnxDataType.STRING);
-  const k = keysOf(ctx), v = valuesOf(ctx);
-  if (!k) return 'LabelEncoder needs one keys_* attribute';
-  if (!v) return 'LabelEncoder needs one values_* attribute';
-  if (k.keys.length !== v.values.length) return `LabelEncoder has ${k.keys.length} keys but ${v.values.length} values`;
-  if (inputType !== undefined && inputType !== k.type) return `the input's element type ${inputType} differs from the keys' type ${k.type}`;
-  return { keys: k.keys, ...v };
+/** The table for an input of `inputType`, or why that input does not fit. */
+function tableFor(p: LabelEncoderParams, inputType: number | undefined): Table | string {
+  if ('fromStrings' in p) return inputType === OnnxDataType.STRING ? p.fromStrings : p.fromIndices;
+  if (inputType !== undefined && inputType !== p.keyType) return `the input's element type ${inputType} differs from the keys' type ${p.keyType}`;
+  return p;
 }
 
 function outputData(type: number, values: unknown[]): HostData {
@@ -77,37 +91,36 @@ function outputData(type: number, values: unknown[]): HostData {
   return out;
 }
 
-function labelEncode(ctx: OpContext): HostTensor[] {
+function labelEncode(ctx: OpContext<LabelEncoderParams>): HostTensor[] {
   const x = ctx.host(0);
-  const table = tableOf(ctx, x.dtype);
-  if (typeof table === 'string') throw new TypeError(`${ctx.where}: ${table}`);
-  // A repeated key: the last one wins (the spec), which Map insertion order gives.
-  const map = new Map<unknown, unknown>(table.keys.map((k, i) => [keyOf(k), table.values[i]]));
-  const xs = Array.from(x.data as ArrayLike<unknown>, (v) => (map.has(keyOf(v)) ? map.get(keyOf(v)) : table.fallback));
-  return [{ dtype: table.outType, dims: [...x.dims], data: outputData(table.outType, xs) }];
+  const t = tableFor(ctx.params, x.dtype);
+  if (typeof t === 'string') throw new TypeError(`${ctx.where}: ${t}`);
+  const xs = Array.from(x.data as ArrayLike<unknown>, (v) => (t.map.has(keyOf(v)) ? t.map.get(keyOf(v)) : t.fallback));
+  return [{ dtype: t.outType, dims: [...x.dims], data: outputData(t.outType, xs) }];
 }
 
-const labelEncoder = (since: number, until?: number): OpEntry => ({
-  domain: ML, opType: 'LabelEncoder', since, until,
+const labelEncoder = (since: number, until?: number): OpEntry<LabelEncoderParams> => mlOp('LabelEncoder', since, {
+  until,
+  parse: parseLabelEncoder,
   check: (ctx) => {
-    const t = tableOf(ctx, ctx.inputType(0));
+    const t = tableFor(ctx.params, ctx.inputType(0));
     return typeof t === 'string' ? t : undefined;
   },
+  placement: 'host',
   host: labelEncode,
-  run: labelEncode,
 });
 
 // ---------------------------------------------------------------------------------------------
 // Binarizer and ArrayFeatureExtractor
 
-const binarizer: OpEntry = {
-  domain: ML, opType: 'Binarizer', since: 1,
+const binarizer = mlOp('Binarizer', 1, {
+  parse: (attrs) => attrs.float('threshold', 0),
   // A JS-number threshold is a weak scalar, so integer inputs compare with a fractional threshold exactly.
   run: (ctx) => {
     const x = ctx.input(0);
-    return [mx.astype(mx.greater(x, ctx.attrs.float('threshold', 0)), x.dtype)];
+    return [mx.astype(mx.greater(x, ctx.params), x.dtype)];
   },
-};
+});
 
 /**
  * Gathers the last axis at `indices` (flattened). A 1-D input gives a [1, K] output, as
@@ -130,8 +143,7 @@ function extractStrings(ctx: OpContext): HostTensor {
   return stringTensor(out, featureShape(x.dims, idx.length));
 }
 
-const arrayFeatureExtractor: OpEntry = {
-  domain: ML, opType: 'ArrayFeatureExtractor', since: 1,
+const arrayFeatureExtractor: OpEntry = mlOp('ArrayFeatureExtractor', 1, {
   run: (ctx) => {
     const c = ctx.shape(0).at(-1) ?? 1;
     const idxHost = ctx.hostIfKnown(1);
@@ -141,6 +153,6 @@ const arrayFeatureExtractor: OpEntry = {
     const idx = mx.flatten(mx.astype(ctx.input(1), 'int32'));
     return [mx.reshape(mx.take(ctx.input(0), idx, -1), featureShape(ctx.shape(0), idx.size))];
   },
-};
+});
 
 export const mlOps: OpEntry[] = [labelEncoder(1, 1), labelEncoder(2), binarizer, arrayFeatureExtractor];

@@ -1,21 +1,17 @@
 // ai.onnx.ml TreeEnsemble (opset 5): a forest of decision trees over the rows of X [N, F].
 // Tree walks branch per sample on data values, which MLX's lazy array graph cannot express without
 // evaluating every node of every tree for every row, so this runs on the host (one copy of X).
-import { float16BitsToNumber, numberToFloat16Bits } from '@mlx/core';
+import { numberToFloat16Bits } from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
-import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import type { Attrs } from '../../registry/attrs.js';
+import type { OpContext, OpEntry } from '../../registry/types.js';
+import { mlOp } from '../../registry/op.js';
+import { hostFloats } from '../helpers/shape-host.js';
 
-const ML = 'ai.onnx.ml';
 const enum Mode { LEQ, LT, GTE, GT, EQ, NEQ, MEMBER }
 const enum Aggregate { AVERAGE, SUM, MIN, MAX }
 const enum Post { NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT }
 const FLOAT_TYPES = [OnnxDataType.FLOAT, OnnxDataType.DOUBLE, OnnxDataType.FLOAT16];
-
-/** Numbers of a float tensor (float16 bits decoded). */
-function floats(t: HostTensor): number[] {
-  const d = t.data as ArrayLike<number>;
-  return t.dtype === OnnxDataType.FLOAT16 ? Array.from(d, float16BitsToNumber) : Array.from(d, Number);
-}
 
 interface Forest {
   modes: number[]; splits: number[]; features: number[];
@@ -36,8 +32,7 @@ function memberSets(modes: number[], values: number[] | undefined): (Set<number>
   return modes.map((m) => (m === Mode.MEMBER ? groups[g++] : undefined));
 }
 
-function forestOf(ctx: CheckContext): Forest {
-  const a = ctx.attrs;
+function forestOf(a: Attrs): Forest {
   const tensor = (name: string) => {
     const t = a.tensor(name);
     if (!t) throw new TypeError(`TreeEnsemble needs the tensor attribute '${name}'`);
@@ -46,12 +41,12 @@ function forestOf(ctx: CheckContext): Forest {
   const modes = Array.from(tensor('nodes_modes').data as ArrayLike<number>, Number);
   const membership = a.tensor('membership_values');
   return {
-    modes, splits: floats(tensor('nodes_splits')), features: a.ints('nodes_featureids'),
+    modes, splits: hostFloats(tensor('nodes_splits')), features: a.ints('nodes_featureids'),
     trueIds: a.ints('nodes_truenodeids'), falseIds: a.ints('nodes_falsenodeids'),
     trueLeaf: a.ints('nodes_trueleafs'), falseLeaf: a.ints('nodes_falseleafs'),
     missingTrue: a.ints('nodes_missing_value_tracks_true', []),
-    sets: memberSets(modes, membership && floats(membership)),
-    leafTargets: a.ints('leaf_targetids'), leafWeights: floats(tensor('leaf_weights')), roots: a.ints('tree_roots'),
+    sets: memberSets(modes, membership && hostFloats(membership)),
+    leafTargets: a.ints('leaf_targetids'), leafWeights: hostFloats(tensor('leaf_weights')), roots: a.ints('tree_roots'),
     nTargets: a.int('n_targets', 1), aggregate: a.int('aggregate_function', Aggregate.SUM), post: a.int('post_transform', Post.NONE),
   };
 }
@@ -129,10 +124,18 @@ function postTransform(row: Float64Array, post: number): void {
   }
 }
 
-function predict(ctx: OpContext): HostTensor[] {
-  const f = forestOf(ctx);
+/** The forest of the node's attributes, refused (thrown) where they do not describe one. */
+function parseForest(a: Attrs): Forest {
+  const f = forestOf(a);
+  const invalid = validate(f);
+  if (invalid) throw new RangeError(`TreeEnsemble: ${invalid}`);
+  return f;
+}
+
+function predict(ctx: OpContext<Forest>): HostTensor[] {
+  const f = ctx.params;
   const x = ctx.host(0);
-  const xs = floats(x);
+  const xs = hostFloats(x);
   const [n, nf] = x.dims.length === 1 ? [1, x.dims[0]] : x.dims;
   if (f.features.some((i) => i < 0 || i >= nf)) throw new RangeError(`${ctx.where}: a node reads a feature outside [0, ${nf})`);
   // MIN/MAX start from ±Infinity; a target that no tree reaches scores 0, as in onnxruntime (the
@@ -160,14 +163,13 @@ function predict(ctx: OpContext): HostTensor[] {
   return [{ dtype: x.dtype, dims: [n, f.nTargets], data }];
 }
 
-export const treeEnsembleOps: OpEntry[] = [{
-  domain: ML, opType: 'TreeEnsemble', since: 5,
+export const treeEnsembleOps: OpEntry[] = [mlOp('TreeEnsemble', 5, {
   note: 'host; post_transform numbered as the spec has it (onnxruntime swaps SOFTMAX and LOGISTIC)',
+  parse: parseForest,
   check: (ctx) => {
     const t = ctx.inputType(0);
-    if (t !== undefined && !FLOAT_TYPES.includes(t)) return `X must be float, double or float16, got element type ${t}`;
-    return validate(forestOf(ctx));
+    return t !== undefined && !FLOAT_TYPES.includes(t) ? `X must be float, double or float16, got element type ${t}` : undefined;
   },
+  placement: 'host',
   host: predict,
-  run: predict,
-}];
+})];

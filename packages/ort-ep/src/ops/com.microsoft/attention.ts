@@ -6,36 +6,43 @@
 // a key is masked; GroupQueryAttention hides keys past each sequence's length, after the query
 // (causal) and outside local_window_size. Per-batch lengths are read on the host (small inputs).
 import * as mx from '@mlx/core';
-import { scaledDotProductAttention } from '@mlx/kernels';
+import { fromHeads, scaledDotProductAttention, toHeads } from '@mlx/kernels';
+import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
 import { rotate, rotaryTables } from './rotary.js';
-import { hostNumbers } from '../helpers/util.js';
-
-const MS = 'com.microsoft';
-
-const present = (ctx: OpContext, i: number) => ctx.inputCount > i && ctx.has(i);
-const wanted = (ctx: OpContext, i: number) => !!ctx.node.outputs[i];
-
-/** [B, S, N*H] -> [B, N, S, H]. */
-function toHeads(x: mx.Array, heads: number): mx.Array {
-  const [b, s, hidden] = x.shape;
-  return mx.transpose(mx.reshape(x, [b, s, heads, hidden / heads]), [0, 2, 1, 3]);
-}
-
-/** [B, N, S, H] -> [B, S, N*H]. */
-function fromHeads(x: mx.Array): mx.Array {
-  const [b, n, s, h] = x.shape;
-  return mx.reshape(mx.transpose(x, [0, 2, 1, 3]), [b, s, n * h]);
-}
+import { hostNumbers, intsIfGiven } from '../helpers/util.js';
 
 const lowest = (d: mx.Dtype) => (d === 'float16' ? -65504 : d === 'bfloat16' ? -3.38e38 : -3.4028234663852886e38);
 
 // ---------------------------------------------------------------------------------------------
 // Attention
 
-function attentionCheck(ctx: CheckContext): string | undefined {
-  if (ctx.attrs.int('do_rotary', 0)) return 'Attention with do_rotary is not supported';
-  if (ctx.attrs.int('past_present_share_buffer', 0)) return 'Attention with past_present_share_buffer is not supported';
+interface AttentionParams {
+  heads: number;
+  /** Q, K, V widths of the packed projection; default three equal parts. */
+  qkvHiddenSizes?: number[];
+  maskFilterValue: number;
+  unidirectional: boolean;
+  /** Default 1/sqrt(head size). */
+  scale?: number;
+  doRotary: boolean;
+  pastPresentShareBuffer: boolean;
+}
+
+const parseAttention = (attrs: Attrs): AttentionParams => ({
+  heads: attrs.int('num_heads'),
+  qkvHiddenSizes: intsIfGiven(attrs, 'qkv_hidden_sizes'),
+  maskFilterValue: attrs.float('mask_filter_value', -10000),
+  unidirectional: attrs.int('unidirectional', 0) !== 0,
+  scale: attrs.has('scale') ? attrs.float('scale') : undefined,
+  doRotary: attrs.int('do_rotary', 0) !== 0,
+  pastPresentShareBuffer: attrs.int('past_present_share_buffer', 0) !== 0,
+});
+
+function attentionCheck(ctx: CheckContext<AttentionParams>): string | undefined {
+  if (ctx.params.doRotary) return 'Attention with do_rotary is not supported';
+  if (ctx.params.pastPresentShareBuffer) return 'Attention with past_present_share_buffer is not supported';
   const mask = ctx.node.inputs[3] ? ctx.constantInput(3) : undefined;
   if (mask && mask.dims.length === 4) return 'Attention with a 4-D (Megatron) mask_index is not supported';
   return undefined;
@@ -57,51 +64,89 @@ function attentionMask(m: mx.Array, batch: number, seq: number, total: number, f
   return add.ndim === 2 ? mx.reshape(add, [batch, 1, 1, total]) : mx.expandDims(add, 1);
 }
 
-function attention(ctx: OpContext): OpResult[] {
+function attention(ctx: OpContext<AttentionParams>): OpResult[] {
+  const p = ctx.params;
   const x = ctx.input(0);
   const [B, S] = x.shape;
-  const N = ctx.attrs.int('num_heads');
+  const N = p.heads;
   let qkv = mx.matmul(x, ctx.input(1));
-  if (present(ctx, 2)) qkv = mx.add(qkv, ctx.input(2));
+  const bias = ctx.optional(2);
+  if (bias) qkv = mx.add(qkv, bias);
   const total = qkv.shape[2];
-  const sizes = ctx.attrs.ints('qkv_hidden_sizes', [total / 3, total / 3, total / 3]);
+  const sizes = p.qkvHiddenSizes ?? [total / 3, total / 3, total / 3];
   const [q, k, v] = mx.splitSections(qkv, [sizes[0], sizes[0] + sizes[1]], 2).map((a) => toHeads(a, N));
   let keys = k;
   let values = v;
   let past = 0;
-  if (present(ctx, 4)) {
-    const [pk, pv] = mx.split(ctx.input(4), 2, 0).map((a) => mx.squeeze(a, 0));
+  const pastKv = ctx.optional(4);
+  if (pastKv) {
+    const [pk, pv] = mx.split(pastKv, 2, 0).map((a) => mx.squeeze(a, 0));
     past = pk.shape[2];
     keys = mx.concatenate([pk, k], 2);
     values = mx.concatenate([pv, v], 2);
   }
   const T = past + S;
-  const filter = ctx.attrs.float('mask_filter_value', -10000);
-  let mask: mx.Array | null = present(ctx, 3) ? attentionMask(ctx.input(3), B, S, T, filter, q.dtype) : null;
-  if (ctx.attrs.int('unidirectional', 0)) {
+  const filter = p.maskFilterValue;
+  const maskIndex = ctx.optional(3);
+  let mask: mx.Array | null = maskIndex ? attentionMask(maskIndex, B, S, T, filter, q.dtype) : null;
+  if (p.unidirectional) {
     const i = mx.reshape(mx.arange(0, S, 1, 'int32'), [S, 1]);
     const j = mx.reshape(mx.arange(0, T, 1, 'int32'), [1, T]);
     const causal = mx.where(mx.lessEqual(j, mx.add(i, past)), mx.scalar(0, q.dtype), mx.scalar(filter, q.dtype));
     mask = mask ? mx.add(mask, causal) : causal;
   }
-  if (present(ctx, 5)) mask = mask ? mx.add(mask, ctx.input(5)) : ctx.input(5);
-  const scale = ctx.attrs.float('scale', 1 / Math.sqrt(sizes[0] / N));
+  const relativeBias = ctx.optional(5);
+  if (relativeBias) mask = mask ? mx.add(mask, relativeBias) : relativeBias;
+  const scale = p.scale ?? 1 / Math.sqrt(sizes[0] / N);
   const y = scaledDotProductAttention(q, keys, values, { scale, mask });
   const out: OpResult[] = [fromHeads(y)];
-  if (wanted(ctx, 1)) out.push(mx.stack([keys, values], 0));
+  if (ctx.wants(1)) out.push(mx.stack([keys, values], 0));
   return out;
 }
 
 // ---------------------------------------------------------------------------------------------
 // GroupQueryAttention
 
-function gqaCheck(ctx: CheckContext): string | undefined {
-  const a = ctx.attrs;
+interface GqaParams {
+  heads: number;
+  kvHeads: number;
+  doRotary: boolean;
+  rotaryInterleaved: boolean;
+  causal: boolean;
+  /** Keys further back than this from the query are hidden; <= 0: no window. */
+  localWindow: number;
+  /** Default 1/sqrt(head size). */
+  scale?: number;
+  softcap: number;
+  /** Attributes of features not implemented (check() refuses them). */
+  smoothSoftmax: boolean;
+  qkOutput: boolean;
+  slidingWindowCache: boolean;
+  quantizedCache: boolean;
+}
+
+const parseGqa = (attrs: Attrs): GqaParams => ({
+  heads: attrs.int('num_heads'),
+  kvHeads: attrs.int('kv_num_heads'),
+  doRotary: attrs.int('do_rotary', 0) !== 0,
+  rotaryInterleaved: attrs.int('rotary_interleaved', 0) !== 0,
+  causal: attrs.int('causal', 1) !== 0,
+  localWindow: attrs.int('local_window_size', -1),
+  scale: attrs.has('scale') ? attrs.float('scale') : undefined,
+  softcap: attrs.float('softcap', 0),
+  smoothSoftmax: attrs.int('smooth_softmax', 0) !== 0,
+  qkOutput: attrs.int('qk_output', 0) !== 0,
+  slidingWindowCache: attrs.int('sliding_window_cache', 0) !== 0,
+  quantizedCache: attrs.string('k_quant_type', 'NONE') !== 'NONE' || attrs.string('v_quant_type', 'NONE') !== 'NONE',
+});
+
+function gqaCheck(ctx: CheckContext<GqaParams>): string | undefined {
+  const a = ctx.params;
   if (ctx.node.inputs[11]) return 'GroupQueryAttention with head_sink is not supported';
-  if (a.int('smooth_softmax', 0)) return 'GroupQueryAttention with smooth_softmax is not supported';
-  if (a.int('qk_output', 0) || ctx.node.outputs[3]) return 'GroupQueryAttention with the output_qk output is not supported';
-  if (a.int('sliding_window_cache', 0)) return 'GroupQueryAttention with sliding_window_cache (window-sized KV buffers) is not supported';
-  if (a.string('k_quant_type', 'NONE') !== 'NONE' || a.string('v_quant_type', 'NONE') !== 'NONE' || ctx.node.inputs[12] || ctx.node.inputs[13]) {
+  if (a.smoothSoftmax) return 'GroupQueryAttention with smooth_softmax is not supported';
+  if (a.qkOutput || ctx.node.outputs[3]) return 'GroupQueryAttention with the output_qk output is not supported';
+  if (a.slidingWindowCache) return 'GroupQueryAttention with sliding_window_cache (window-sized KV buffers) is not supported';
+  if (a.quantizedCache || ctx.node.inputs[12] || ctx.node.inputs[13]) {
     return 'GroupQueryAttention with a quantized KV cache is not supported';
   }
   if (ctx.node.inputs[14] || ctx.node.inputs[15]) return 'GroupQueryAttention with q_norm_weight/k_norm_weight is not supported';
@@ -124,20 +169,21 @@ interface GqaShape {
 /** Q [B, N, S, H], K and V [B, Nkv, S, H] from separate inputs or one packed QKV. */
 function gqaProjections(ctx: OpContext, N: number, Nkv: number): [mx.Array, mx.Array, mx.Array] {
   const q = ctx.input(0);
-  if (present(ctx, 1)) return [toHeads(q, N), toHeads(ctx.input(1), Nkv), toHeads(ctx.input(2), Nkv)];
+  const key = ctx.optional(1);
+  if (key) return [toHeads(q, N), toHeads(key, Nkv), toHeads(ctx.input(2), Nkv)];
   const H = q.shape[2] / (N + 2 * Nkv);
   const [qq, k, v] = mx.splitSections(q, [N * H, (N + Nkv) * H], 2);
   return [toHeads(qq, N), toHeads(k, Nkv), toHeads(v, Nkv)];
 }
 
 /** Rotates the new Q and K at their absolute positions. */
-function gqaRotary(ctx: OpContext, q: mx.Array, k: mx.Array, g: GqaShape, first: boolean): [mx.Array, mx.Array] {
-  const positions = present(ctx, 9) && !first
-    ? ctx.input(9)
-    : mx.Array.fromTypedArray(Int32Array.from({ length: g.B * g.S }, (_, i) => g.starts[Math.floor(i / g.S)] + (i % g.S)), [g.B, g.S], 'int32');
+function gqaRotary(ctx: OpContext<GqaParams>, q: mx.Array, k: mx.Array, g: GqaShape, first: boolean): [mx.Array, mx.Array] {
+  const given = first ? undefined : ctx.optional(9);
+  const positions = given
+    ?? mx.Array.fromTypedArray(Int32Array.from({ length: g.B * g.S }, (_, i) => g.starts[Math.floor(i / g.S)] + (i % g.S)), [g.B, g.S], 'int32');
   const [cos, sin] = rotaryTables(positions, ctx.input(7), ctx.input(8), g.S).map((t) => mx.expandDims(t, 1)); // [B, 1, S, rd/2]
   const rd = cos.shape[3] * 2;
-  const interleaved = ctx.attrs.int('rotary_interleaved', 0) !== 0;
+  const interleaved = ctx.params.rotaryInterleaved;
   const rot = (x: mx.Array) => {
     if (rd === g.H) return rotate(x, cos, sin, interleaved);
     const [head, tail] = mx.splitSections(x, [rd], 3);
@@ -166,9 +212,9 @@ function gqaCache(past: mx.Array | undefined, fresh: mx.Array, g: GqaShape, leng
 }
 
 /** Key visibility [B, 1, S, T]: key j < the entry's length, j ≤ the query's position, inside the window. */
-function gqaMask(ctx: OpContext, g: GqaShape): mx.Array {
-  const causal = ctx.attrs.int('causal', 1) !== 0;
-  const window = ctx.attrs.int('local_window_size', -1);
+function gqaMask(p: GqaParams, g: GqaShape): mx.Array {
+  const causal = p.causal;
+  const window = p.localWindow;
   const data = new Uint8Array(g.B * g.S * g.total);
   for (let b = 0; b < g.B; b++) for (let i = 0; i < g.S; i++) {
     const pos = g.starts[b] + i;
@@ -181,9 +227,10 @@ function gqaMask(ctx: OpContext, g: GqaShape): mx.Array {
   return mx.Array.fromTypedArray(data, [g.B, 1, g.S, g.total], 'bool');
 }
 
-function gqa(ctx: OpContext): OpResult[] {
-  const N = ctx.attrs.int('num_heads');
-  const Nkv = ctx.attrs.int('kv_num_heads');
+function gqa(ctx: OpContext<GqaParams>): OpResult[] {
+  const p = ctx.params;
+  const N = p.heads;
+  const Nkv = p.kvHeads;
   let [q, k, v] = gqaProjections(ctx, N, Nkv);
   const [B, , S, H] = q.shape;
   const lens = hostNumbers(ctx.host(5)).map((n) => n + 1);
@@ -192,26 +239,25 @@ function gqa(ctx: OpContext): OpResult[] {
   const first = S === total;
   const starts = lens.map((l) => (first ? 0 : l - S));
   const g: GqaShape = { B, S, N, Nkv, H, lens, starts, total };
-  if (ctx.attrs.int('do_rotary', 0)) [q, k] = gqaRotary(ctx, q, k, g, first);
-  const pastK = present(ctx, 3) ? ctx.input(3) : undefined;
-  const pastV = present(ctx, 4) ? ctx.input(4) : undefined;
+  if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, g, first);
+  const pastK = ctx.optional(3);
+  const pastV = ctx.optional(4);
   const length = Math.max(total, pastK ? pastK.shape[2] : 0);
   const presentK = gqaCache(pastK, k, g, length);
   const presentV = gqaCache(pastV, v, g, length);
   const keys = length === total ? presentK : mx.slice(presentK, [0, 0, 0, 0], [B, Nkv, total, H], [1, 1, 1, 1]);
   const values = length === total ? presentV : mx.slice(presentV, [0, 0, 0, 0], [B, Nkv, total, H], [1, 1, 1, 1]);
-  let mask: mx.Array = gqaMask(ctx, g);
-  if (present(ctx, 10)) mask = mx.add(mx.where(mask, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), ctx.input(10));
-  const y = scaledDotProductAttention(q, keys, values, {
-    scale: ctx.attrs.float('scale', 1 / Math.sqrt(H)), mask, softcap: ctx.attrs.float('softcap', 0),
-  });
+  let mask: mx.Array = gqaMask(p, g);
+  const attentionBias = ctx.optional(10);
+  if (attentionBias) mask = mx.add(mx.where(mask, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), attentionBias);
+  const y = scaledDotProductAttention(q, keys, values, { scale: p.scale ?? 1 / Math.sqrt(H), mask, softcap: p.softcap });
   return [fromHeads(y), presentK, presentV];
 }
 
 export const msAttentionOps: OpEntry[] = [
-  { domain: MS, opType: 'Attention', since: 1, check: attentionCheck, run: attention, note: 'no do_rotary, past_present_share_buffer or 4-D masks' },
-  {
-    domain: MS, opType: 'GroupQueryAttention', since: 1, check: gqaCheck, run: gqa,
+  msOp('Attention', 1, { parse: parseAttention, check: attentionCheck, run: attention, note: 'no do_rotary, past_present_share_buffer or 4-D masks' }),
+  msOp('GroupQueryAttention', 1, {
+    parse: parseGqa, check: gqaCheck, run: gqa,
     note: 'float KV cache only; no head_sink, smooth_softmax, output_qk, sliding_window_cache or Q/K norms',
-  },
+  }),
 ];

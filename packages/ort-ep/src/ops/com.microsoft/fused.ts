@@ -4,30 +4,33 @@
 // rotary.ts, Attention and GroupQueryAttention in attention.ts.
 // Semantics follow onnxruntime's docs/ContribOperators.md and its CPU kernels.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
 import { gelu } from '../activation.js';
 
-const MS = 'com.microsoft';
-
-const optional = (ctx: OpContext, i: number) => (ctx.inputCount > i && ctx.has(i) ? ctx.input(i) : undefined);
-
-function simple(opType: string, f: (ctx: OpContext) => mx.Array, check?: (ctx: CheckContext) => string | undefined): OpEntry {
-  return { domain: MS, opType, since: 1, check, run: (ctx) => [f(ctx)] };
+/** An entry with one output: f's. */
+function simple<P = undefined>(opType: string, f: (ctx: OpContext<P>) => mx.Array, opts: { parse?: (attrs: Attrs) => P; check?: (ctx: CheckContext<P>) => string | undefined } = {}): OpEntry<P> {
+  return msOp<P>(opType, 1, { ...opts, run: (ctx) => [f(ctx)] });
 }
 
 /** x + bias where the bias input is present. */
 function withBias(ctx: OpContext, i: number): mx.Array {
-  const b = optional(ctx, i);
+  const b = ctx.optional(i);
   return b ? mx.add(ctx.input(0), b) : ctx.input(0);
 }
 
 // ---------------------------------------------------------------------------------------------
 // FusedMatMul: alpha · op(A) · op(B), op transposing the last two axes where transA/transB is set.
 
-function fusedMatMulCheck(ctx: CheckContext): string | undefined {
-  if (ctx.attrs.int('transBatchA', 0) || ctx.attrs.int('transBatchB', 0)) return 'FusedMatMul with transBatchA/transBatchB is not supported';
-  return undefined;
-}
+interface FusedMatMulParams { transA: boolean; transB: boolean; alpha: number; transBatch: boolean }
+
+const parseFusedMatMul = (attrs: Attrs): FusedMatMulParams => ({
+  transA: attrs.int('transA', 0) !== 0,
+  transB: attrs.int('transB', 0) !== 0,
+  alpha: attrs.float('alpha', 1),
+  transBatch: attrs.int('transBatchA', 0) !== 0 || attrs.int('transBatchB', 0) !== 0,
+});
 
 function lastTwoSwapped(a: mx.Array): mx.Array {
   if (a.ndim < 2) return a;
@@ -36,13 +39,13 @@ function lastTwoSwapped(a: mx.Array): mx.Array {
   return mx.transpose(a, axes);
 }
 
-function fusedMatMul(ctx: OpContext): mx.Array {
+function fusedMatMul(ctx: OpContext<FusedMatMulParams>): mx.Array {
   let a = ctx.input(0);
   let b = ctx.input(1);
-  if (ctx.attrs.int('transA', 0)) a = lastTwoSwapped(a);
-  if (ctx.attrs.int('transB', 0)) b = lastTwoSwapped(b);
+  if (ctx.params.transA) a = lastTwoSwapped(a);
+  if (ctx.params.transB) b = lastTwoSwapped(b);
   const y = mx.matmul(a, b);
-  const alpha = ctx.attrs.float('alpha', 1);
+  const alpha = ctx.params.alpha;
   return alpha === 1 ? y : mx.multiply(y, alpha);
 }
 
@@ -52,8 +55,11 @@ export const fusedOps: OpEntry[] = [
   simple('FastGelu', (ctx) => gelu(withBias(ctx, 1), 'tanh')),
   simple('QuickGelu', (ctx) => {
     const x = ctx.input(0);
-    return mx.multiply(x, mx.sigmoid(mx.multiply(x, ctx.attrs.float('alpha', 1.702))));
-  }),
+    return mx.multiply(x, mx.sigmoid(mx.multiply(x, ctx.params)));
+  }, { parse: (attrs) => attrs.float('alpha', 1.702) }),
   simple('BiasAdd', (ctx) => mx.add(mx.add(ctx.input(0), ctx.input(1)), ctx.input(2))),
-  simple('FusedMatMul', fusedMatMul, fusedMatMulCheck),
+  simple('FusedMatMul', fusedMatMul, {
+    parse: parseFusedMatMul,
+    check: (ctx) => (ctx.params.transBatch ? 'FusedMatMul with transBatchA/transBatchB is not supported' : undefined),
+  }),
 ];

@@ -12,9 +12,11 @@
 // dequantize with plain MLX ops instead; blocks above 128 map to groups of 128 with repeated scales.
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
+import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
+import { numAt } from '../helpers/shape-host.js';
 
-const MS = 'com.microsoft';
 const MLX_GROUPS = new Set([32, 64, 128]);
 
 interface Layout {
@@ -26,40 +28,37 @@ interface Layout {
   blob: number;
 }
 
-function layoutOf(ctx: CheckContext): Layout {
-  const K = ctx.attrs.int('K');
-  const N = ctx.attrs.int('N');
-  const bits = ctx.attrs.int('bits', 4);
-  const block = ctx.attrs.int('block_size');
-  const kBlocks = Math.ceil(K / block);
-  return { K, N, bits, block, kBlocks, blob: (block * bits) / 8 };
+interface NBitsParams extends Layout {
+  weightPrepacked: boolean;
 }
 
-function check(ctx: CheckContext): string | undefined {
-  const { bits, block } = layoutOf(ctx);
+function parseNBits(attrs: Attrs): NBitsParams {
+  const K = attrs.int('K');
+  const N = attrs.int('N');
+  const bits = attrs.int('bits', 4);
+  const block = attrs.int('block_size');
+  const kBlocks = Math.ceil(K / block);
+  return { K, N, bits, block, kBlocks, blob: (block * bits) / 8, weightPrepacked: attrs.int('weight_prepacked', 0) !== 0 };
+}
+
+function check(ctx: CheckContext<NBitsParams>): string | undefined {
+  const { bits, block } = ctx.params;
   if (![2, 4, 8].includes(bits)) return `MatMulNBits with bits=${bits} is not supported (2, 4 and 8 are)`;
   if (block < 16 || (block & (block - 1)) !== 0) return `MatMulNBits block_size ${block} is not a power of two >= 16`;
   if (ctx.node.inputs[4]) return 'MatMulNBits with g_idx (act-order group indices, deprecated) is not supported';
-  if (ctx.attrs.int('weight_prepacked', 0) !== 0) return 'MatMulNBits with weight_prepacked (an execution-provider-specific layout) is not supported';
+  if (ctx.params.weightPrepacked) return 'MatMulNBits with weight_prepacked (an execution-provider-specific layout) is not supported';
   return undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Host-side unpacking shared by both paths.
 
-const halfToNumber = (t: HostTensor, i: number): number => {
-  const d = t.data as ArrayLike<number>;
-  if (t.dtype === OnnxDataType.FLOAT16) return mx.float16BitsToNumber(d[i]);
-  if (t.dtype === OnnxDataType.BFLOAT16) return mx.bfloat16BitsToNumber(d[i]);
-  return d[i];
-};
-
 /** Zero point of every block, [N * kBlocks]: packed uint8 (low bits first, rows padded to a byte), float, or the default 2^(bits-1). */
 function zeroPoints(zp: HostTensor | undefined, l: Layout): Float64Array {
   const out = new Float64Array(l.N * l.kBlocks);
   if (!zp) return out.fill(2 ** (l.bits - 1));
   if (zp.dtype !== OnnxDataType.UINT8) {
-    for (let i = 0; i < out.length; i++) out[i] = halfToNumber(zp, i);
+    for (let i = 0; i < out.length; i++) out[i] = numAt(zp, i);
     return out;
   }
   const bytes = zp.data as Uint8Array;
@@ -102,7 +101,7 @@ function packOnHost(b: HostTensor, sc: HostTensor, zp: HostTensor | undefined, l
   const scales = new Float64Array(l.N * groups);
   const biases = new Float64Array(l.N * groups);
   for (let i = 0; i < l.N * l.kBlocks; i++) {
-    const s = halfToNumber(sc, i);
+    const s = numAt(sc, i);
     for (let r = 0; r < repeat; r++) {
       scales[i * repeat + r] = s;
       biases[i * repeat + r] = -s * zps[i];
@@ -123,8 +122,8 @@ function packOnHost(b: HostTensor, sc: HostTensor, zp: HostTensor | undefined, l
 function packed(ctx: OpContext, l: Layout): Packed | undefined {
   const b = ctx.hostIfKnown(1);
   const sc = ctx.hostIfKnown(2);
-  const zp = ctx.inputCount > 3 && ctx.has(3) ? ctx.hostIfKnown(3) : undefined;
-  if (!b || !sc || (ctx.inputCount > 3 && ctx.has(3) && !zp)) return undefined;
+  const zp = ctx.has(3) ? ctx.hostIfKnown(3) : undefined;
+  if (!b || !sc || (ctx.has(3) && !zp)) return undefined;
   if (!MLX_GROUPS.has(Math.min(l.block, 128))) return undefined;
   const p = packedCache.get(b);
   if (p && p.sources[0] === sc && p.sources[1] === zp) return p;
@@ -158,7 +157,7 @@ function dequantized(ctx: OpContext, l: Layout, dtype: mx.Dtype): mx.Array {
   const q = mx.astype(unpackFields(mx.reshape(ctx.input(1), [l.N, l.kBlocks, l.blob]), l.bits), dtype); // [N, kb, block]
   const scales = mx.reshape(mx.astype(ctx.input(2), dtype), [l.N, l.kBlocks, 1]);
   let zp: mx.Array;
-  if (!(ctx.inputCount > 3 && ctx.has(3))) zp = mx.full([1], 2 ** (l.bits - 1), dtype);
+  if (!ctx.has(3)) zp = mx.full([1], 2 ** (l.bits - 1), dtype);
   else if (ctx.elemType(3) === OnnxDataType.UINT8) {
     const rowBytes = Math.ceil((l.kBlocks * l.bits) / 8);
     const fields = unpackFields(mx.reshape(ctx.input(3), [l.N, rowBytes]), l.bits);
@@ -168,9 +167,9 @@ function dequantized(ctx: OpContext, l: Layout, dtype: mx.Dtype): mx.Array {
   return l.K === l.kBlocks * l.block ? w : mx.slice(w, [0, 0], [l.N, l.K], [1, 1]);
 }
 
-function run(ctx: OpContext): mx.Array[] {
+function run(ctx: OpContext<NBitsParams>): mx.Array[] {
   const a = ctx.input(0);
-  const l = layoutOf(ctx);
+  const l = ctx.params;
   // The affine form adds bias · Σx per group, and bias = -scale · zero_point is as large as the
   // weights' offset: in half precision its rounding alone costs ~1e-2 of a 64-term product, where
   // onnxruntime's (q - zp) · scale rounds each weight once. So the fused path runs in float32.
@@ -178,13 +177,14 @@ function run(ctx: OpContext): mx.Array[] {
   let y = p
     ? mx.astype(mx.quantizedMatmul(padK(mx.astype(a, 'float32'), l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits, 'affine'), a.dtype)
     : mx.matmul(a, mx.transpose(dequantized(ctx, l, a.dtype)));
-  if (ctx.inputCount > 5 && ctx.has(5)) y = mx.add(y, ctx.input(5));
+  const bias = ctx.optional(5);
+  if (bias) y = mx.add(y, bias);
   return [y];
 }
 
 export const matMulNBitsOps: OpEntry[] = [
-  {
-    domain: MS, opType: 'MatMulNBits', since: 1, check, run,
+  msOp('MatMulNBits', 1, {
+    parse: parseNBits, check, run,
     note: 'bits 2/4/8; MLX quantized matmul for constant weights with block 32-128 (larger blocks as groups of 128), dequantize + matmul otherwise; g_idx unsupported',
-  },
+  }),
 ];

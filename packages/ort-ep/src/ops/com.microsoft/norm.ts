@@ -2,84 +2,38 @@
 // EmbedLayerNormalization (com.microsoft), and the two onnxruntime registers in the ONNX domain:
 // LayerNormalization for opsets 1-16 (ops/norm.ts has 17+) and SimplifiedLayerNormalization (RMSNorm).
 import * as mx from '@mlx/core';
+import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
+import { msOp, onnxOp } from '../../registry/op.js';
 import { normAxis } from '../helpers/util.js';
+import { normalize } from '../helpers/normalize.js';
+import { layerNorm, parseLayerNorm, type LayerNormParams } from '../norm.js';
 
-const MS = 'com.microsoft';
-const D = 'ai.onnx';
-
-interface NormSpec {
-  axis: number;
-  eps: number;
-  /** RMSNorm: no mean subtraction and no beta. */
-  simplified: boolean;
-  /** Statistics in float32 for half inputs (stash_type 1, and onnxruntime's fused ops always). */
-  stashFloat: boolean;
-  /** Whether the Mean / InvStdDev outputs are wanted (forces the unfused path). */
-  stats: boolean;
-}
-
-interface NormOut {
-  y: mx.Array;
-  mean?: mx.Array;
-  invStd: mx.Array | undefined;
-}
-
-const isHalf = (d: mx.Dtype) => d === 'float16' || d === 'bfloat16';
-
-/** Normalises over axes [axis, rank), then scales by gamma and shifts by beta. */
-function normalize(x: mx.Array, gamma: mx.Array, beta: mx.Array | undefined, spec: NormSpec): NormOut {
-  const r = x.ndim;
-  const last = r - 1;
-  const fused = !spec.stats && spec.axis === last && gamma.ndim === 1 && gamma.shape[0] === x.shape[last] && (!beta || (beta.ndim === 1 && beta.shape[0] === x.shape[last]));
-  if (fused) {
-    // MLX's fused kernels accumulate in float32 whatever the input type.
-    const y = spec.simplified ? mx.fast.rmsNorm(x, gamma, spec.eps) : mx.fast.layerNorm(x, gamma, beta ?? null, spec.eps);
-    return { y, invStd: undefined };
-  }
-  const xs = spec.stashFloat && isHalf(x.dtype) ? mx.astype(x, 'float32') : x;
-  const axes = Array.from({ length: r - spec.axis }, (_, i) => spec.axis + i);
-  let y: mx.Array;
-  let mean: mx.Array | undefined;
-  let invStd: mx.Array;
-  if (spec.simplified) {
-    invStd = mx.rsqrt(mx.add(mx.mean(mx.square(xs), axes, { keepdims: true }), spec.eps));
-    y = mx.multiply(mx.multiply(xs, invStd), gamma);
-  } else {
-    mean = mx.mean(xs, axes, { keepdims: true });
-    const centered = mx.subtract(xs, mean);
-    invStd = mx.rsqrt(mx.add(mx.mean(mx.square(centered), axes, { keepdims: true }), spec.eps));
-    y = mx.multiply(mx.multiply(centered, invStd), gamma);
-    if (beta) y = mx.add(y, beta);
-  }
-  return { y: mx.astype(y, x.dtype), mean, invStd };
-}
-
-const wanted = (ctx: OpContext, i: number) => !!ctx.node.outputs[i];
-const optional = (ctx: OpContext, i: number) => (ctx.inputCount > i && ctx.has(i) ? ctx.input(i) : undefined);
+/** onnxruntime's fused ops (Skip*, EmbedLayerNormalization) default epsilon to 1e-12. */
+const fusedEpsilon = (attrs: Attrs): number => attrs.float('epsilon', 1e-12);
 
 // ---------------------------------------------------------------------------------------------
 // Skip(Simplified)LayerNormalization: s = input + skip (+ bias); y = norm(s) over the last axis.
 // Outputs: output, mean, inv_std_var (float32, last axis kept as 1), input_skip_bias_sum.
 
 function skipNorm(simplified: boolean) {
-  return (ctx: OpContext): OpResult[] => {
+  return (ctx: OpContext<number>): OpResult[] => {
     const x = ctx.input(0);
     const betaIndex = simplified ? -1 : 3;
     const biasIndex = simplified ? 3 : 4;
     let s = mx.add(x, ctx.input(1));
-    const bias = optional(ctx, biasIndex);
+    const bias = ctx.optional(biasIndex);
     if (bias) s = mx.add(s, bias);
-    const stats = wanted(ctx, 1) || wanted(ctx, 2);
-    const out = normalize(s, ctx.input(2), betaIndex > 0 ? optional(ctx, betaIndex) : undefined, {
-      axis: s.ndim - 1, eps: ctx.attrs.float('epsilon', 1e-12), simplified, stashFloat: true, stats,
+    const stats = ctx.wants(1) || ctx.wants(2);
+    const out = normalize(s, ctx.input(2), betaIndex > 0 ? ctx.optional(betaIndex) : undefined, {
+      axis: s.ndim - 1, eps: ctx.params, simplified, stashFloat: true, stats,
     });
     const f32 = (a: mx.Array | undefined) => (a ? mx.astype(a, 'float32') : undefined);
     return [
       out.y,
-      wanted(ctx, 1) ? f32(out.mean ?? mx.mean(s, -1, { keepdims: true })) : undefined,
-      wanted(ctx, 2) ? f32(out.invStd) : undefined,
-      wanted(ctx, 3) ? mx.astype(s, x.dtype) : undefined,
+      ctx.wants(1) ? f32(out.mean ?? mx.mean(s, -1, { keepdims: true })) : undefined,
+      ctx.wants(2) ? f32(out.invStd) : undefined,
+      ctx.wants(3) ? mx.astype(s, x.dtype) : undefined,
     ];
   };
 }
@@ -90,20 +44,16 @@ function skipCheck(simplified: boolean) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// LayerNormalization (ONNX domain, opsets 1-16 as onnxruntime registers it) and
-// SimplifiedLayerNormalization: axis (default -1), epsilon (1e-5), stash_type (1).
+// LayerNormalization (ONNX domain, opsets 1-16 as onnxruntime registers it: the same op as
+// opset 17's, so norm.ts's translation) and SimplifiedLayerNormalization (RMSNorm, outputs Y and
+// InvStdDev), with LayerNormalization's attributes.
 
-function layerNorm(simplified: boolean) {
-  return (ctx: OpContext): OpResult[] => {
-    const x = ctx.input(0);
-    const stashFloat = ctx.attrs.int('stash_type', 1) === 1;
-    const stats = simplified ? wanted(ctx, 1) : wanted(ctx, 1) || wanted(ctx, 2);
-    const out = normalize(x, ctx.input(1), simplified ? undefined : optional(ctx, 2), {
-      axis: normAxis(ctx.attrs.int('axis', -1), x.ndim), eps: ctx.attrs.float('epsilon', 1e-5), simplified, stashFloat, stats,
-    });
-    if (simplified) return [out.y, out.invStd];
-    return [out.y, out.mean, out.invStd];
-  };
+function simplifiedLayerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
+  const x = ctx.input(0);
+  const out = normalize(x, ctx.input(1), undefined, {
+    axis: normAxis(ctx.params.axis, x.ndim), eps: ctx.params.epsilon, simplified: true, stashFloat: ctx.params.stashFloat, stats: ctx.wants(1),
+  });
+  return [out.y, out.invStd];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -111,27 +61,27 @@ function layerNorm(simplified: boolean) {
 // axis. Inputs: input_ids, segment_ids?, word, position, segment?, gamma, beta, mask?, position_ids?.
 // Outputs: output, mask_index (int32 [B]: the number of unmasked tokens), embedding_sum.
 
-function embedLayerNorm(ctx: OpContext): OpResult[] {
+function embedLayerNorm(ctx: OpContext<number>): OpResult[] {
   const ids = mx.astype(ctx.input(0), 'int32');
   const [B, S] = ids.shape;
   let sum = mx.take(ctx.input(2), ids, 0);
-  const pos = optional(ctx, 8) ?? mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]);
+  const pos = ctx.optional(8) ?? mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]);
   sum = mx.add(sum, mx.take(ctx.input(3), mx.astype(pos, 'int32'), 0));
-  const segments = optional(ctx, 1);
-  const segmentTable = optional(ctx, 4);
+  const segments = ctx.optional(1);
+  const segmentTable = ctx.optional(4);
   if (segments && segmentTable) sum = mx.add(sum, mx.take(segmentTable, mx.astype(segments, 'int32'), 0));
-  const out = normalize(sum, ctx.input(5), optional(ctx, 6), {
-    axis: sum.ndim - 1, eps: ctx.attrs.float('epsilon', 1e-12), simplified: false, stashFloat: true, stats: false,
+  const out = normalize(sum, ctx.input(5), ctx.optional(6), {
+    axis: sum.ndim - 1, eps: ctx.params, simplified: false, stashFloat: true, stats: false,
   });
-  const mask = optional(ctx, 7);
+  const mask = ctx.optional(7);
   const maskIndex = mask ? mx.astype(mx.sum(mx.notEqual(mask, 0), 1), 'int32') : mx.zeros([B], 'int32');
-  return [out.y, wanted(ctx, 1) ? maskIndex : undefined, wanted(ctx, 2) ? sum : undefined];
+  return [out.y, ctx.wants(1) ? maskIndex : undefined, ctx.wants(2) ? sum : undefined];
 }
 
 export const msNormOps: OpEntry[] = [
-  { domain: MS, opType: 'EmbedLayerNormalization', since: 1, run: embedLayerNorm },
-  { domain: MS, opType: 'SkipLayerNormalization', since: 1, run: skipNorm(false) },
-  { domain: MS, opType: 'SkipSimplifiedLayerNormalization', since: 1, check: skipCheck(true), run: skipNorm(true) },
-  { domain: D, opType: 'LayerNormalization', since: 1, until: 16, run: layerNorm(false), note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain" },
-  { domain: D, opType: 'SimplifiedLayerNormalization', since: 1, run: layerNorm(true), note: "onnxruntime's RMSNorm, registered in the ONNX domain" },
+  msOp('EmbedLayerNormalization', 1, { parse: fusedEpsilon, run: embedLayerNorm }),
+  msOp('SkipLayerNormalization', 1, { parse: fusedEpsilon, run: skipNorm(false) }),
+  msOp('SkipSimplifiedLayerNormalization', 1, { parse: fusedEpsilon, check: skipCheck(true), run: skipNorm(true) }),
+  onnxOp('LayerNormalization', 1, { until: 16, parse: parseLayerNorm, run: layerNorm, note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain" }),
+  onnxOp('SimplifiedLayerNormalization', 1, { parse: parseLayerNorm, run: simplifiedLayerNorm, note: "onnxruntime's RMSNorm, registered in the ONNX domain" }),
 ];

@@ -1,18 +1,32 @@
 // com.microsoft RotaryEmbedding, and the rotation that GroupQueryAttention's do_rotary shares.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
-
-const MS = 'com.microsoft';
+import type { Attrs } from '../../registry/attrs.js';
+import type { OpContext, OpEntry } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
 
 // ---------------------------------------------------------------------------------------------
 // RotaryEmbedding: input [B, S, hidden] or [B, N, S, H]; position_ids [B, S] (or [1]: an offset
 // for positions 0..S-1); cos/sin caches [max_pos, rotary_dim / 2]. The first rotary_dim channels
 // of each head rotate (halves, or interleaved pairs); the rest pass through.
 
-function rotaryCheck(ctx: CheckContext): string | undefined {
-  if (ctx.attrs.int('is_packed_batching', 0)) return 'RotaryEmbedding with is_packed_batching (ragged batches) is not supported';
-  if (ctx.attrs.int('rotary_embedding_dim', 0) > 0 && ctx.attrs.int('num_heads', 0) <= 0) return 'RotaryEmbedding needs num_heads when rotary_embedding_dim is set';
-  return undefined;
+interface RotaryParams {
+  interleaved: boolean;
+  /** 0: twice the cache's width. */
+  rotaryDim: number;
+  /** 0: hidden / rotary_embedding_dim. */
+  heads: number;
+  packedBatching: boolean;
+}
+
+function parseRotary(attrs: Attrs): RotaryParams {
+  const p = {
+    interleaved: attrs.int('interleaved', 0) !== 0,
+    rotaryDim: attrs.int('rotary_embedding_dim', 0),
+    heads: attrs.int('num_heads', 0),
+    packedBatching: attrs.int('is_packed_batching', 0) !== 0,
+  };
+  if (p.rotaryDim > 0 && p.heads <= 0) throw new RangeError('RotaryEmbedding needs num_heads when rotary_embedding_dim is set');
+  return p;
 }
 
 /** Rotates x [..., S, ?, rd] by cos/sin broadcastable to [..., rd/2]. */
@@ -40,16 +54,16 @@ export function rotaryTables(positions: mx.Array, cosCache: mx.Array, sinCache: 
   return [mx.take(cosCache, pos, 0), mx.take(sinCache, pos, 0)];
 }
 
-function rotaryEmbedding(ctx: OpContext): mx.Array {
+function rotaryEmbedding(ctx: OpContext<RotaryParams>): mx.Array {
   const x = ctx.input(0);
-  const interleaved = ctx.attrs.int('interleaved', 0) !== 0;
-  const rd = ctx.attrs.int('rotary_embedding_dim', 0) || ctx.shape(2)[1] * 2;
+  const { interleaved } = ctx.params;
+  const rd = ctx.params.rotaryDim || ctx.shape(2)[1] * 2;
   const four = x.ndim === 4;
   const [B, S] = four ? [x.shape[0], x.shape[2]] : [x.shape[0], x.shape[1]];
   let heads: mx.Array; // [B, S, N, H] or [B, N, S, H]
   if (four) heads = x;
   else {
-    const n = ctx.attrs.int('num_heads', 0) || x.shape[2] / rd;
+    const n = ctx.params.heads || x.shape[2] / rd;
     heads = mx.reshape(x, [B, S, n, x.shape[2] / n]);
   }
   const H = heads.shape[3];
@@ -66,5 +80,9 @@ function rotaryEmbedding(ctx: OpContext): mx.Array {
 }
 
 export const msRotaryOps: OpEntry[] = [
-  { domain: MS, opType: 'RotaryEmbedding', since: 1, check: rotaryCheck, run: (ctx) => [rotaryEmbedding(ctx)] },
+  msOp('RotaryEmbedding', 1, {
+    parse: parseRotary,
+    check: (ctx) => (ctx.params.packedBatching ? 'RotaryEmbedding with is_packed_batching (ragged batches) is not supported' : undefined),
+    run: (ctx) => [rotaryEmbedding(ctx)],
+  }),
 ];

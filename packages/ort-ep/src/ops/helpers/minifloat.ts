@@ -1,6 +1,10 @@
-// 8-bit and 4-bit float formats (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E2M1), decoded and encoded on the
-// host: MLX has no such dtypes. Encoding rounds to nearest, ties to even, by search over the
+// Mini floats: the 8-bit and 4-bit float formats (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E2M1), which
+// MLX has no dtypes for. A value of one is its code (a byte): decodeMiniFloat/encodeMiniFloat
+// convert one code on the host; the ...Array forms convert MLX arrays of codes (uint8) for the
+// quantizers, decoding through a 256-entry table (a take) and encoding on the host, where the
+// rounding rules are easiest exact. Encoding rounds to nearest, ties to even, by search over the
 // format's finite values, with the ONNX saturation rules.
+import * as mx from '@mlx/core';
 import { OnnxDataType } from '../../onnx/index.js';
 
 interface Format {
@@ -24,7 +28,8 @@ const formats: Record<number, Format> = {
   [OnnxDataType.FLOAT4E2M1]: { bits: 4, exp: 2, mant: 1, bias: 1, ieee: false, uz: false, fn: false },
 };
 
-export const isSmallFloat = (t: number): boolean => t in formats;
+/** Whether ONNX element type `t` is a mini float (float8 or float4). */
+export const isMiniFloat = (t: number): boolean => t in formats;
 
 function decodeWith(f: Format, code: number): number {
   const signBit = 1 << (f.bits - 1);
@@ -57,12 +62,13 @@ function table(type: number) {
   return t;
 }
 
-export function decodeSmallFloat(code: number, type: number): number {
+/** The value of one code of mini-float type `type`. */
+export function decodeMiniFloat(code: number, type: number): number {
   return decodeWith(formats[type], code);
 }
 
-/** `negative` carries the sign of a NaN input (not observable on a JS number). */
-export function encodeSmallFloat(x: number, type: number, saturate = true, negative = false): number {
+/** The code of `x` in mini-float type `type`; `negative` carries the sign of a NaN input (not observable on a JS number). */
+export function encodeMiniFloat(x: number, type: number, saturate = true, negative = false): number {
   const f = formats[type];
   const t = table(type);
   const signBit = 1 << (f.bits - 1);
@@ -90,4 +96,33 @@ export function encodeSmallFloat(x: number, type: number, saturate = true, negat
   const dl = a - t.values[lo], dh = t.values[hi] - a;
   const pick = dl < dh ? lo : dh < dl ? hi : (t.codes[lo] & 1 ? hi : lo);
   return signed(t.codes[pick]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MLX arrays of codes
+
+const luts = new Map<number, Float32Array>();
+function lut(type: number): Float32Array {
+  let t = luts.get(type);
+  if (!t) {
+    // A float4 code sits in the low nibble of its byte.
+    const mask = formats[type].bits === 4 ? 0x0f : 0xff;
+    t = Float32Array.from({ length: 256 }, (_, c) => decodeMiniFloat(c & mask, type));
+    luts.set(type, t);
+  }
+  return t;
+}
+
+/** Codes (uint8) of mini-float type `type` -> float32 values. */
+export function decodeMiniFloatArray(codes: mx.Array, type: number): mx.Array {
+  const table = mx.array(lut(type), { shape: [256] });
+  return mx.take(table, mx.astype(codes, 'int32'), 0);
+}
+
+/** float values -> codes (uint8) of mini-float type `type`, rounding to nearest even, with the ONNX saturation rules. */
+export function encodeMiniFloatArray(values: mx.Array, type: number, saturate: boolean): mx.Array {
+  const v = mx.astype(values, 'float32');
+  const data = v.toTypedArray() as Float32Array;
+  const codes = Uint8Array.from(data, (x) => encodeMiniFloat(x, type, saturate));
+  return mx.Array.fromTypedArray(codes, v.shape, 'uint8');
 }

@@ -6,7 +6,7 @@ import { OnnxDataType } from '../../onnx/index.js';
 import type { OpContext } from '../../registry/types.js';
 import type { Value } from '../../runtime/value.js';
 import { mxDtypeOf } from '../../runtime/convert.js';
-import { miniFloatOf } from './minifloat-mx.js';
+import { isMiniFloat } from './minifloat.js';
 
 /** [lowest, highest] of an integer quantized type, or undefined for other types. */
 export function qRange(onnxType: number): [number, number] | undefined {
@@ -49,10 +49,15 @@ export function quantInput(ctx: OpContext, i: number): mx.Array {
   const t = ctx.elemType(i);
   if (mxDtypeOf(t)) return ctx.input(i);
   // Float8/float4 codes are held as their bytes.
-  const dtype = qStorage(t) ?? (miniFloatOf(t) ? 'uint8' : undefined);
+  const dtype = qStorage(t) ?? (isMiniFloat(t) ? 'uint8' : undefined);
   const host = ctx.host(i);
   if (!dtype || !ArrayBuffer.isView(host.data)) throw new TypeError(`${ctx.where}: element type ${t} is not supported on MLX`);
   return mx.Array.fromTypedArray(host.data, host.dims, dtype);
+}
+
+/** Optional input i (a zero point) as quantInput gives it, or undefined when omitted. */
+export function optionalQuantInput(ctx: OpContext, i: number): mx.Array | undefined {
+  return ctx.has(i) ? quantInput(ctx, i) : undefined;
 }
 
 // float32 adds integers exactly while every partial sum stays below 2^24.

@@ -63,6 +63,30 @@ export function hostStrided(t: HostTensor, starts: readonly number[], steps: rea
   });
 }
 
+/** Flat offsets into `dims` (a shape broadcast to `out`) for every position of `out`, in order. */
+export function broadcastOffsets(dims: readonly number[], out: readonly number[]): Int32Array {
+  const pad = out.length - dims.length;
+  const strides = new Array<number>(out.length).fill(0);
+  for (let d = dims.length - 1, acc = 1; d >= 0; d--) {
+    strides[d + pad] = dims[d] === 1 ? 0 : acc;
+    acc *= dims[d];
+  }
+  const n = sizeOf(out);
+  const offs = new Int32Array(n);
+  const idx = new Array<number>(out.length).fill(0);
+  let off = 0;
+  for (let i = 0; i < n; i++) {
+    offs[i] = off;
+    for (let d = out.length - 1; d >= 0; d--) {
+      off += strides[d];
+      if (++idx[d] < out[d]) break;
+      off -= strides[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+  return offs;
+}
+
 /** numpy-style broadcast of `t` to `dims` (the caller has checked compatibility). */
 export function hostBroadcast(t: HostTensor, dims: readonly number[]): HostTensor {
   const pad = dims.length - t.dims.length;
@@ -125,6 +149,14 @@ export function numAt(t: HostTensor, i: number): number {
   if (t.dtype === OnnxDataType.FLOAT16) return float16BitsToNumber(v);
   if (t.dtype === OnnxDataType.BFLOAT16) return bfloat16BitsToNumber(v);
   return v;
+}
+
+/** Every value of a host tensor as a number (see numAt). */
+export function hostFloats(t: HostTensor): number[] {
+  const n = (t.data as ArrayLike<unknown>).length;
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) out[i] = numAt(t, i);
+  return out;
 }
 
 /** A host tensor filled with `value`'s single element. */

@@ -1,7 +1,8 @@
 // Window geometry shared by convolutions and pooling: kernel, strides, dilations, pads (explicit
 // or auto_pad), output sizes, and the channels-first <-> channels-last moves MLX's conv needs.
 import * as mx from '@mlx/core';
-import type { CheckContext, OpContext } from '../../registry/types.js';
+import type { Attrs } from '../../registry/attrs.js';
+import { intsIfGiven } from './util.js';
 
 export interface Window {
   kernel: number[];
@@ -14,26 +15,49 @@ export interface Window {
   out: number[];
 }
 
-const autoPads = new Set(['NOTSET', 'SAME_UPPER', 'SAME_LOWER', 'VALID']);
+const autoPads = ['NOTSET', 'SAME_UPPER', 'SAME_LOWER', 'VALID'] as const;
+type AutoPad = (typeof autoPads)[number];
 
-/** A check for the shared attributes: the auto_pad value and the lengths of the int lists. */
-export function checkWindowAttrs(ctx: CheckContext): string | undefined {
-  const ap = ctx.attrs.string('auto_pad', 'NOTSET');
-  if (!autoPads.has(ap)) return `auto_pad '${ap}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID`;
-  return undefined;
+/**
+ * The window attributes convolutions and pools share, as the node gives them. The int lists'
+ * defaults depend on the spatial rank, which only the input knows: windowOf() fills them in.
+ */
+export interface WindowAttrs {
+  autoPad: AutoPad;
+  strides?: number[];
+  dilations?: number[];
+  pads?: number[];
+  kernelShape?: number[];
 }
+
+/** Reads the shared window attributes; an auto_pad outside the spec's four values throws. */
+export function parseWindow(attrs: Attrs): WindowAttrs {
+  const autoPad = attrs.string('auto_pad', 'NOTSET');
+  if (!(autoPads as readonly string[]).includes(autoPad)) throw new RangeError(`auto_pad '${autoPad}' is not one of ${autoPads.join(', ')}`);
+  return {
+    autoPad: autoPad as AutoPad,
+    strides: intsIfGiven(attrs, 'strides'), dilations: intsIfGiven(attrs, 'dilations'),
+    pads: intsIfGiven(attrs, 'pads'), kernelShape: intsIfGiven(attrs, 'kernel_shape'),
+  };
+}
+
+export const ones = (n: number): number[] => new Array<number>(n).fill(1);
+export const zeros = (n: number): number[] => new Array<number>(n).fill(0);
+
+/** The explicit pads, [begin..., end...] over n spatial axes (zeros when not given). */
+export const padsOf = (a: WindowAttrs, n: number): number[] => a.pads ?? zeros(2 * n);
 
 /**
  * The window of a conv or pool node over `spatial` input sizes. `ceil` is pooling's ceil_mode:
  * sizes round up, a last window that would start in the end padding is dropped (as onnxruntime and
  * PyTorch do), and padsEnd grows to cover the last window.
  */
-export function windowOf(ctx: OpContext, spatial: readonly number[], kernel: readonly number[], ceil = false): Window {
+export function windowOf(a: WindowAttrs, spatial: readonly number[], kernel: readonly number[], ceil = false): Window {
   const n = spatial.length;
-  const strides = ctx.attrs.ints('strides', new Array(n).fill(1));
-  const dilations = ctx.attrs.ints('dilations', new Array(n).fill(1));
-  const autoPad = ctx.attrs.string('auto_pad', 'NOTSET');
-  const pads = ctx.attrs.ints('pads', new Array(2 * n).fill(0));
+  const strides = a.strides ?? ones(n);
+  const dilations = a.dilations ?? ones(n);
+  const autoPad = a.autoPad;
+  const pads = padsOf(a, n);
   const padsBegin = pads.slice(0, n);
   const padsEnd = pads.slice(n, 2 * n);
   const out: number[] = [];
@@ -60,10 +84,8 @@ export function windowOf(ctx: OpContext, spatial: readonly number[], kernel: rea
 }
 
 /** The kernel's spatial shape: the attribute, else the weight's trailing dims. */
-export function kernelOf(ctx: OpContext, weightShape?: readonly number[]): number[] {
-  if (ctx.attrs.has('kernel_shape')) return ctx.attrs.ints('kernel_shape');
-  if (!weightShape) throw new TypeError(`${ctx.where} needs attribute 'kernel_shape'`);
-  return weightShape.slice(2);
+export function kernelOf(a: WindowAttrs, weightShape: readonly number[]): number[] {
+  return a.kernelShape ?? weightShape.slice(2);
 }
 
 /** [N, C, d1..dn] -> [N, d1..dn, C] */

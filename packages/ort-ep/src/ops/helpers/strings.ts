@@ -1,7 +1,8 @@
 // Host helpers for string tensors. MLX has no string dtype, so every string op is pure host code
 // over `string[]` data; these helpers give them numpy broadcasting and typed constructors.
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
-import { broadcastShape, sizeOf } from './util.js';
+import { broadcastOffsets } from './shape-host.js';
+import { broadcastShape } from './util.js';
 
 export const isString = (t: HostTensor): boolean => t.dtype === OnnxDataType.STRING;
 
@@ -19,30 +20,6 @@ export function stringsOf(t: HostTensor, where: string): string[] {
   return t.data;
 }
 
-/** Flat offsets into `dims` (a shape broadcast to `out`) for every position of `out`, in order. */
-function broadcastOffsets(dims: readonly number[], out: readonly number[]): Int32Array {
-  const pad = out.length - dims.length;
-  const strides = new Array<number>(out.length).fill(0);
-  for (let d = dims.length - 1, acc = 1; d >= 0; d--) {
-    strides[d + pad] = dims[d] === 1 ? 0 : acc;
-    acc *= dims[d];
-  }
-  const n = sizeOf(out);
-  const offs = new Int32Array(n);
-  const idx = new Array<number>(out.length).fill(0);
-  let off = 0;
-  for (let i = 0; i < n; i++) {
-    offs[i] = off;
-    for (let d = out.length - 1; d >= 0; d--) {
-      off += strides[d];
-      if (++idx[d] < out[d]) break;
-      off -= strides[d] * idx[d];
-      idx[d] = 0;
-    }
-  }
-  return offs;
-}
-
 /** Applies `f` to the broadcast pairs of `a` and `b` (any element types: strings, numbers). */
 export function broadcastPairs<T>(a: HostTensor, b: HostTensor, f: (x: unknown, y: unknown) => T): { dims: number[]; values: T[] } {
   const dims = broadcastShape(a.dims, b.dims);
@@ -54,7 +31,7 @@ export function broadcastPairs<T>(a: HostTensor, b: HostTensor, f: (x: unknown, 
 
 /**
  * Equal on string tensors (opset 19+ allows them), for the Equal entry in elementwise.ts to call
- * when its inputs are strings: they never reach MLX, so both its host() and run() need this path.
+ * from its host() when its inputs are strings (they never reach MLX).
  */
 export function stringEqual(a: HostTensor, b: HostTensor, where = 'Equal'): HostTensor {
   stringsOf(a, where);

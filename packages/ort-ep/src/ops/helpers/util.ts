@@ -2,6 +2,7 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import { mxDtypeOf } from '../../runtime/convert.js';
+import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext } from '../../registry/types.js';
 
 /** Normalises a possibly negative axis against `rank`, with a clear error when out of range. */
@@ -38,6 +39,18 @@ export function hostOf(dtype: number, values: readonly (number | bigint)[], dims
   }
 }
 
+const intRanges: Partial<Record<mx.Dtype, [number | bigint, number | bigint]>> = {
+  int8: [-128, 127], uint8: [0, 255], int16: [-32768, 32767], uint16: [0, 65535],
+  int32: [-2147483648, 2147483647], uint32: [0, 4294967295],
+  int64: [-(2n ** 63n), 2n ** 63n - 1n], uint64: [0n, 2n ** 64n - 1n],
+};
+
+/** [lowest, highest] value of an MLX dtype: the integer limits, false/true, ±Infinity for floats (the identities of max and min). */
+export function dtypeRange(dtype: mx.Dtype): [number | bigint | boolean, number | bigint | boolean] {
+  if (dtype === 'bool') return [false, true];
+  return intRanges[dtype] ?? [-Infinity, Infinity];
+}
+
 export const sizeOf = (dims: readonly number[]): number => dims.reduce((a, b) => a * b, 1);
 
 /** The MLX dtype for an ONNX element type, or a clear error. */
@@ -47,10 +60,25 @@ export function mxType(onnxType: number, where: string): mx.Dtype {
   return d;
 }
 
-/** Optional int list input (e.g. axes since opset 13/18) or attribute of the same name (earlier opsets). */
-export function axesFrom(ctx: OpContext, inputIndex: number, attrName = 'axes'): number[] | undefined {
-  if (ctx.has(inputIndex)) return hostNumbers(ctx.host(inputIndex));
-  return ctx.attrs.has(attrName) ? ctx.attrs.ints(attrName) : undefined;
+/** An int list attribute, or undefined when the node does not give it (its default depends on the input). */
+export function intsIfGiven(attrs: Attrs, name: string): number[] | undefined {
+  return attrs.has(name) ? attrs.ints(name) : undefined;
+}
+
+/** MLX promotes some results (integer division to float, bool masks, float scalars with ints): ONNX keeps the input's type. */
+export function keepType(r: mx.Array, onnxType: number): mx.Array {
+  const want = mxDtypeOf(onnxType);
+  return want && r.dtype !== want ? mx.astype(r, want) : r;
+}
+
+/** An optional int list input (axes since opset 13/18), else `attribute`: the attribute of the same name (earlier opsets) as parse read it. */
+export function axesFrom(ctx: OpContext, inputIndex: number, attribute: number[] | undefined): number[] | undefined {
+  return optionalNumbers(ctx, inputIndex) ?? attribute;
+}
+
+/** The numbers of optional input i, read on the host (small, shape-like inputs), or undefined when it is omitted. */
+export function optionalNumbers(ctx: OpContext, i: number): number[] | undefined {
+  return ctx.has(i) ? hostNumbers(ctx.host(i)) : undefined;
 }
 
 export const isFloatType = (t: number): boolean =>

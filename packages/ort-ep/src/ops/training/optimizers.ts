@@ -4,9 +4,9 @@
 // T > 0 decisions (bias correction, first-step momentum) are mx.where on the device, so a training
 // step does not have to read T back to the host.
 import * as mx from '@mlx/core';
+import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
-
-const TRAINING = 'ai.onnx.preview.training';
+import { trainingOp } from '../../registry/op.js';
 
 /** Scalars R and T in X's dtype, and whether T > 0. */
 function step(ctx: OpContext, x: mx.Array): { r: mx.Array; t: mx.Array; started: mx.Array } {
@@ -17,7 +17,7 @@ function step(ctx: OpContext, x: mx.Array): { r: mx.Array; t: mx.Array; started:
 /** g + λ·x: the gradient of the loss plus that of the L2 regularizer. */
 const regularized = (g: mx.Array, x: mx.Array, norm: number): mx.Array => (norm ? mx.add(mx.multiply(x, norm), g) : g);
 
-function groups(ctx: CheckContext, states: number): string | undefined {
+function groups<P>(ctx: CheckContext<P>, states: number): string | undefined {
   const rest = ctx.node.inputs.length - 2;
   const n = rest / (2 + states);
   if (!Number.isInteger(n) || n < 1) return `expects R, T and ${2 + states} inputs per optimized tensor, got ${ctx.node.inputs.length} inputs`;
@@ -36,9 +36,16 @@ function perTensor(ctx: OpContext, states: number, update: (x: mx.Array, g: mx.A
   return out.flat();
 }
 
-function momentum(ctx: OpContext): mx.Array[] {
-  const alpha = ctx.attrs.float('alpha'), beta = ctx.attrs.float('beta'), norm = ctx.attrs.float('norm_coefficient');
-  const nesterov = ctx.attrs.string('mode') === 'nesterov';
+interface MomentumParams { alpha: number; beta: number; norm: number; nesterov: boolean }
+
+function parseMomentum(attrs: Attrs): MomentumParams {
+  const mode = attrs.string('mode');
+  if (mode !== 'standard' && mode !== 'nesterov') throw new RangeError(`mode '${mode}' is not one of standard, nesterov`);
+  return { alpha: attrs.float('alpha'), beta: attrs.float('beta'), norm: attrs.float('norm_coefficient'), nesterov: mode === 'nesterov' };
+}
+
+function momentum(ctx: OpContext<MomentumParams>): mx.Array[] {
+  const { alpha, beta, norm, nesterov } = ctx.params;
   return perTensor(ctx, 1, (x, g, [v]) => {
     const { r, started } = step(ctx, x);
     const gr = regularized(g, x, norm);
@@ -50,8 +57,14 @@ function momentum(ctx: OpContext): mx.Array[] {
   });
 }
 
-function adagrad(ctx: OpContext): mx.Array[] {
-  const decay = ctx.attrs.float('decay_factor', 0), eps = ctx.attrs.float('epsilon', 0), norm = ctx.attrs.float('norm_coefficient', 0);
+interface AdagradParams { decay: number; eps: number; norm: number }
+
+const parseAdagrad = (attrs: Attrs): AdagradParams => ({
+  decay: attrs.float('decay_factor', 0), eps: attrs.float('epsilon', 0), norm: attrs.float('norm_coefficient', 0),
+});
+
+function adagrad(ctx: OpContext<AdagradParams>): mx.Array[] {
+  const { decay, eps, norm } = ctx.params;
   return perTensor(ctx, 1, (x, g, [h]) => {
     const { r, t } = step(ctx, x);
     const rate = mx.divide(r, mx.add(mx.multiply(t, decay), 1));
@@ -61,9 +74,15 @@ function adagrad(ctx: OpContext): mx.Array[] {
   });
 }
 
-function adam(ctx: OpContext): mx.Array[] {
-  const alpha = ctx.attrs.float('alpha', 0.9), beta = ctx.attrs.float('beta', 0.999), eps = ctx.attrs.float('epsilon', 0);
-  const norm = ctx.attrs.float('norm_coefficient', 0), post = ctx.attrs.float('norm_coefficient_post', 0);
+interface AdamParams { alpha: number; beta: number; eps: number; norm: number; post: number }
+
+const parseAdam = (attrs: Attrs): AdamParams => ({
+  alpha: attrs.float('alpha', 0.9), beta: attrs.float('beta', 0.999), eps: attrs.float('epsilon', 0),
+  norm: attrs.float('norm_coefficient', 0), post: attrs.float('norm_coefficient_post', 0),
+});
+
+function adam(ctx: OpContext<AdamParams>): mx.Array[] {
+  const { alpha, beta, eps, norm, post } = ctx.params;
   return perTensor(ctx, 2, (x, g, [v, h]) => {
     const { r, t, started } = step(ctx, x);
     const gr = regularized(g, x, norm);
@@ -78,14 +97,8 @@ function adam(ctx: OpContext): mx.Array[] {
   });
 }
 
-function checkMomentum(ctx: CheckContext): string | undefined {
-  const mode = ctx.attrs.string('mode');
-  if (mode !== 'standard' && mode !== 'nesterov') return `mode '${mode}' is not one of standard, nesterov`;
-  return groups(ctx, 1);
-}
-
 export const trainingOps: OpEntry[] = [
-  { domain: TRAINING, opType: 'Momentum', since: 1, check: checkMomentum, run: momentum },
-  { domain: TRAINING, opType: 'Adagrad', since: 1, check: (ctx) => groups(ctx, 1), run: adagrad },
-  { domain: TRAINING, opType: 'Adam', since: 1, check: (ctx) => groups(ctx, 2), run: adam },
+  trainingOp('Momentum', 1, { parse: parseMomentum, check: (ctx) => groups(ctx, 1), run: momentum }),
+  trainingOp('Adagrad', 1, { parse: parseAdagrad, check: (ctx) => groups(ctx, 1), run: adagrad }),
+  trainingOp('Adam', 1, { parse: parseAdam, check: (ctx) => groups(ctx, 2), run: adam }),
 ];
