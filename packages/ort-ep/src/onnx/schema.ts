@@ -181,7 +181,8 @@ function checkNode(node: NodeIR, opset: number, typeOf: (name: string) => string
     const param = f[1];
     const allowed = param in schema.constraints ? schemaData.types[schema.constraints[param]] : [param];
     if (!allowed.includes(t)) {
-      fail(`input ${i} ('${f[0]}') has type ${t}, which ${node.opType}-${schema.since} does not take (${param}: ${allowed.join(', ')})`);
+      const takes = param in schema.constraints ? `${param}: ${allowed.join(', ')}` : `it takes ${param}`;
+      fail(`input ${i} ('${f[0]}') has type ${t}, which ${node.opType}-${schema.since} does not take (${takes})`);
       return;
     }
     if (!(param in schema.constraints)) return;
