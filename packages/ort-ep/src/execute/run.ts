@@ -70,7 +70,10 @@ export class GraphProgram {
     let results: OpResult[] | undefined;
     try {
       if (placeNode(entry, ctx) === 'host') results = entry.host!(ctx);
-      results ??= entry.run!(ctx);
+      if (!results) {
+        if (!entry.run) throw new Error(`internal error: ${pn.node.opType} runs on the host only, and its host() gave no result`);
+        results = entry.run(ctx);
+      }
     } catch (e) {
       analysis?.abort();
       if (e instanceof NeedsEval) throw e;

@@ -1,5 +1,5 @@
 // Typed access to a node's attributes, with the spec's defaults given at the call site.
-import type { AttrValue, GraphIR, HostTensor, NodeIR } from '../onnx/index.js';
+import type { AttrValue, GraphIR, HostTensor, NodeIR, SparseTensorIR } from '../onnx/index.js';
 
 type Kind = AttrValue['type'];
 
@@ -11,6 +11,11 @@ export class Attrs {
 
   has(name: string): boolean {
     return this.map.has(name);
+  }
+
+  /** The node's op type and name, for messages: `Conv node 'conv1'`. */
+  get where(): string {
+    return `${this.node.opType} node '${this.node.name}'`;
   }
 
   private get(name: string, kinds: Kind[]): AttrValue | undefined {
@@ -52,6 +57,13 @@ export class Attrs {
   }
   tensor(name: string): HostTensor | undefined {
     return this.get(name, ['tensor'])?.value as HostTensor | undefined;
+  }
+  sparseTensor(name: string): SparseTensorIR | undefined {
+    return this.get(name, ['sparse_tensor'])?.value as SparseTensorIR | undefined;
+  }
+  /** An int list the node may leave out (undefined then, whatever its default). */
+  intsIfGiven(name: string): number[] | undefined {
+    return this.has(name) ? this.ints(name) : undefined;
   }
   graph(name: string): GraphIR {
     const g = this.get(name, ['graph'])?.value as GraphIR | undefined;
