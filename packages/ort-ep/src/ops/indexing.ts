@@ -8,6 +8,7 @@ import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { hostGather, hostStrided, numAt } from './helpers/shape-host.js';
 import { hostInt64, hostNumbers, intsIfGiven, normAxis, optionalNumbers, sizeOf } from './helpers/util.js';
+import { checkedIndices } from './helpers/bounds.js';
 
 /** Indices with negative entries moved up by `dim` (a number, or an array broadcasting against them). */
 export function wrapNegative(idx: mx.Array, dim: number | mx.Array): mx.Array {
@@ -102,14 +103,16 @@ const gatherEntry = onnxOp('Gather', 1, {
     const idx = ctx.host(1);
     const axis = normAxis(ctx.params, t.dims.length, 'Gather axis');
     const n = t.dims[axis];
-    const ids = hostNumbers(idx).map((i) => (i < 0 ? i + n : i));
-    if (ids.some((i) => i < 0 || i >= n)) throw new RangeError(`Gather: index out of range for axis of size ${n}`);
+    const raw = hostNumbers(idx);
+    const badIndex = raw.find((i) => !(i >= -n && i < n));
+    if (badIndex !== undefined) throw new RangeError(`Gather along axis ${axis} of size ${n}: index ${badIndex} is out of range [${-n}, ${n - 1}]`);
+    const ids = raw.map((i) => (i < 0 ? i + n : i));
     return [hostGather(t, ids, idx.dims, axis)];
   },
   run: (ctx) => {
     const x = ctx.input(0);
     const axis = normAxis(ctx.params, x.ndim, 'Gather axis');
-    return [mx.take(x, wrapNegative(ctx.input(1), x.shape[axis]), axis)];
+    return [mx.take(x, checkedIndices(ctx, ctx.input(1), x.shape[axis], `Gather along axis ${axis} of size ${x.shape[axis]}`), axis)];
   },
 });
 
@@ -123,7 +126,7 @@ function gatherElements(ctx: OpContext<number>): mx.Array {
     const stop = x.shape.map((d, i) => (i === axis ? d : idx.shape[i]));
     x = mx.slice(x, x.shape.map(() => 0), stop, x.shape.map(() => 1));
   }
-  return mx.takeAlongAxis(x, wrapNegative(idx, n), axis);
+  return mx.takeAlongAxis(x, checkedIndices(ctx, idx, n, `GatherElements along axis ${axis} of size ${n}`), axis);
 }
 
 function gatherND(ctx: OpContext<number>): mx.Array {
@@ -141,7 +144,8 @@ function gatherND(ctx: OpContext<number>): mx.Array {
   const dimsArr = mx.array(BigInt64Array.from(inner, BigInt), 'int64');
   const strides = inner.map((_, j) => sizeOf(inner.slice(j + 1)));
   const stridesArr = mx.array(BigInt64Array.from(strides, BigInt), 'int64');
-  let linear = mx.sum(mx.multiply(wrapNegative(idx, dimsArr), stridesArr), -1);
+  const safe = mx.astype(checkedIndices(ctx, idx, dimsArr, `GatherND into data of shape [${dd.join(', ')}]`), 'int64');
+  let linear = mx.sum(mx.multiply(safe, stridesArr), -1);
   if (b > 0) {
     const per = sizeOf(qd.slice(b, -1));
     const offsets = mx.multiply(mx.reshape(mx.arange(0, batch, 1, 'int64'), [batch, 1]), innerSize);
@@ -189,7 +193,7 @@ function scatterElements(ctx: OpContext<ScatterParams>): mx.Array {
   const s = idx.shape;
   // Element (i0, .., i_axis, ..) of the updates goes to (i0, .., indices[..], ..).
   const indices = s.map((n, d) => {
-    if (d === axis) return mx.astype(wrapNegative(idx, x.shape[axis]), 'int32');
+    if (d === axis) return checkedIndices(ctx, idx, x.shape[axis], `${ctx.node.opType} along axis ${axis} of size ${x.shape[axis]}`);
     const shape = s.map((_, j) => (j === d ? n : 1));
     return mx.broadcastTo(mx.reshape(mx.arange(0, n, 1, 'int32'), shape), s);
   });
@@ -203,7 +207,7 @@ function scatterND(ctx: OpContext<ScatterParams>): mx.Array {
   const k = q[q.length - 1];
   const lead = q.slice(0, -1);
   const dimsArr = mx.array(Int32Array.from(x.shape.slice(0, k)), 'int32');
-  const idx = wrapNegative(mx.astype(ctx.input(1), 'int32'), dimsArr);
+  const idx = checkedIndices(ctx, ctx.input(1), dimsArr, `ScatterND into data of shape [${x.shape.join(', ')}]`);
   const indices = Array.from({ length: k }, (_, j) =>
     mx.reshape(mx.slice(idx, [...lead.map(() => 0), j], [...lead, j + 1], q.map(() => 1)), lead));
   const upd = mx.reshape(ctx.input(2), [...lead, ...new Array<number>(k).fill(1), ...x.shape.slice(k)]);
@@ -234,7 +238,9 @@ function tensorScatter(ctx: OpContext<TensorScatterParams>): mx.Array {
   const start = writeIndices ? mx.reshape(mx.astype(writeIndices, 'int64'), along(batch, 0)) : mx.zeros(along(batch, 0), 'int64');
   let pos = mx.add(start, mx.reshape(mx.arange(0, steps, 1, 'int64'), along(steps, axis)));
   if (ctx.params.circular) pos = mx.remainder(pos, cache.shape[axis]);
-  return mx.putAlongAxis(cache, mx.broadcastTo(pos, upd.shape), upd, axis);
+  // Linear mode writes past the cache's end for a write index too close to it: an error, not a stray write.
+  const safe = checkedIndices(ctx, pos, cache.shape[axis], `TensorScatter along axis ${axis} of size ${cache.shape[axis]}`);
+  return mx.putAlongAxis(cache, mx.broadcastTo(safe, upd.shape), upd, axis);
 }
 
 // ---------------------------------------------------------------------------------------------

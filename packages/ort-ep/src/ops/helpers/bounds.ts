@@ -1,0 +1,41 @@
+// Index checks for ops that hand data-dependent indices to MLX's take/gather/scatter, which read
+// and write memory wherever an index points. Every such index goes through checkedIndices: indices
+// in [-dim, dim) become positions in [0, dim) (negative ones count from the end, as the spec says);
+// any other index is clamped into range, so the op stays memory-safe, and reported through
+// ctx.guard, so the run fails naming the node and the index. The check costs a few elementwise
+// ops and reductions on the device, evaluated with the results; no host round trip per node.
+import * as mx from '@mlx/core';
+import type { OpContext } from '../../registry/types.js';
+
+/** Index dtypes compare in their own type (int64 indices past 2^31 must not wrap into range). */
+const wideInt = (a: mx.Array): mx.Array => (a.dtype === 'int64' || a.dtype === 'int32' ? a : mx.astype(a, 'int64'));
+
+/**
+ * `idx` (integers) checked against an axis of `dim` positions: returns int32 positions in
+ * [0, dim). `dim` may be an array broadcasting against `idx` (GatherND and ScatterND check each
+ * index component against its own axis); `label` names what is indexed in the message.
+ */
+export function checkedIndices(ctx: OpContext<unknown>, idx: mx.Array, dim: number | mx.Array, label: string): mx.Array {
+  const i = wideInt(idx);
+  const n = typeof dim === 'number' ? dim : mx.astype(dim, i.dtype);
+  const lo = typeof n === 'number' ? -n : mx.negative(n);
+  const wrapped = mx.where(mx.less(i, 0), mx.add(i, n), i);
+  if (i.size > 0) {
+    const bad = mx.any(mx.logicalOr(mx.less(i, lo), mx.greaterEqual(i, n)));
+    // The offending value: the smallest index when it is below range, else the largest.
+    const below = mx.min(typeof n === 'number' ? i : mx.where(mx.less(i, lo), i, mx.zerosLike(i)));
+    const above = mx.max(typeof n === 'number' ? i : mx.where(mx.greaterEqual(i, n), i, mx.zerosLike(i)));
+    const range = typeof dim === 'number' ? `[${-dim}, ${dim - 1}]` : 'the range of its axis';
+    ctx.guard(bad, ([min, max]) => {
+      const v = typeof dim === 'number' ? (min < -dim ? min : max) : min < 0 ? min : max;
+      return `${label}: index ${v} is out of range ${range}`;
+    }, mx.stack([below, above]));
+  }
+  const top = typeof n === 'number' ? Math.max(n - 1, 0) : mx.maximum(mx.subtract(n, 1), 0);
+  return mx.astype(mx.clip(wrapped, 0, top), 'int32');
+}
+
+/** Float coordinates (sampling positions) made safe to floor into indices: NaN becomes `fill`. */
+export function finiteOr(x: mx.Array, fill: number): mx.Array {
+  return mx.where(mx.isnan(x), fill, x);
+}
