@@ -15,7 +15,11 @@ interface ConvParams extends WindowAttrs {
   group: number;
 }
 
-const parseConv = (attrs: Attrs): ConvParams => ({ ...parseWindow(attrs), group: attrs.int('group', 1) });
+function parseConv(attrs: Attrs): ConvParams {
+  const group = attrs.int('group', 1);
+  if (!(group > 0)) throw new RangeError(`${attrs.where}: group must be positive, got ${group}`);
+  return { ...parseWindow(attrs), group };
+}
 
 /** Channels-last convolution of x [N, ...sp, C] with ONNX weight w [O, C/g, ...k]. */
 function convLast(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.Array {

@@ -17,6 +17,11 @@ function basePositions(k: number, o: number, pad: number, stride: number, dilati
 /** Bilinear samples of xg [n, og, c, h*w] at (y, x) [n, og, K, oh, ow] -> [n, og, c, K*oh*ow]. */
 function bilinear(xg: mx.Array, y: mx.Array, x: mx.Array, h: number, w: number): mx.Array {
   const [n, og, c] = xg.shape;
+  // NaN and infinite positions (from the offsets) become finite ones outside the input, where
+  // the weight is 0: NaN cast to an integer index read wild memory.
+  const far = (len: number) => 2 * len + 4;
+  y = mx.where(mx.isnan(y), -far(h), mx.clip(y, -far(h), far(h)));
+  x = mx.where(mx.isnan(x), -far(w), mx.clip(x, -far(w), far(w)));
   const y0 = mx.floor(y);
   const x0 = mx.floor(x);
   const fy = mx.subtract(y, y0);
@@ -51,7 +56,7 @@ interface DeformConvParams {
 }
 
 function parseDeformConv(attrs: Attrs): DeformConvParams {
-  return {
+  const p: DeformConvParams = {
     group: attrs.int('group', 1),
     offsetGroup: attrs.int('offset_group', 1),
     strides: attrs.ints('strides', [1, 1]),
@@ -59,6 +64,14 @@ function parseDeformConv(attrs: Attrs): DeformConvParams {
     pads: attrs.ints('pads', [0, 0, 0, 0]),
     kernelShape: intsIfGiven(attrs, 'kernel_shape'),
   };
+  const positive = [['group', [p.group]], ['offset_group', [p.offsetGroup]], ['strides', p.strides], ['dilations', p.dilations], ['kernel_shape', p.kernelShape ?? []]] as const;
+  for (const [name, v] of positive) {
+    const bad = v.find((x) => !(x > 0));
+    if (bad !== undefined) throw new RangeError(`${attrs.where}: ${name} must be positive, got ${bad}`);
+  }
+  const neg = p.pads.find((x) => x < 0);
+  if (neg !== undefined) throw new RangeError(`${attrs.where}: pads must not be negative, got ${neg}`);
+  return p;
 }
 
 function deformConv(ctx: OpContext<DeformConvParams>): mx.Array {

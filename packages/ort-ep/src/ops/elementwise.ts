@@ -52,28 +52,47 @@ function binary<P = undefined>(opType: string, since: number, dev: (a: mx.Array,
   });
 }
 
-/** ONNX integer division truncates toward zero; MLX's floor_divide floors. */
-function intDivide(a: mx.Array, b: mx.Array): mx.Array {
-  const q = mx.floorDivide(a, b);
-  const r = mx.remainder(a, b);
-  const fix = mx.logicalAnd(mx.notEqual(r, 0), mx.notEqual(mx.less(a, 0), mx.less(b, 0)));
-  return mx.where(fix, mx.add(q, 1), q);
+/**
+ * ONNX integer division truncates toward zero; MLX's floor_divide floors. A zero divisor is an
+ * error (a guard), and the hardware's trap is avoided either way: zero divisors divide by 1, and
+ * the most negative value divided by -1 is negated instead (it wraps to itself, as in
+ * two's-complement arithmetic, where x86's idiv raises SIGFPE).
+ */
+function intDivide(a: mx.Array, b: mx.Array, ctx?: OpContext<unknown>): mx.Array {
+  const zero = mx.equal(b, 0);
+  if (ctx) ctx.guard(mx.any(zero), () => 'integer division by zero');
+  const minusOne = mx.equal(b, -1);
+  const safe = mx.where(mx.logicalOr(zero, minusOne), mx.onesLike(b), b);
+  const q = mx.floorDivide(a, safe);
+  const r = mx.remainder(a, safe);
+  const fix = mx.logicalAnd(mx.notEqual(r, 0), mx.notEqual(mx.less(a, 0), mx.less(safe, 0)));
+  const t = mx.where(fix, mx.add(q, 1), q);
+  return mx.where(minusOne, mx.negative(mx.broadcastTo(a, t.shape)), t);
 }
 
 function truncDiv(a: Scalar, b: Scalar): Scalar {
+  if (b === 0 || b === 0n) throw new RangeError('integer division by zero');
   if (typeof a === 'bigint') return a / (b as bigint);
   return Math.trunc(a / (b as number));
 }
 
 function divide(a: mx.Array, b: mx.Array, ctx: OpContext): mx.Array {
-  return isIntType(ctx.elemType(0)) ? intDivide(a, b) : mx.divide(a, b);
+  return isIntType(ctx.elemType(0)) ? intDivide(a, b, ctx) : mx.divide(a, b);
 }
 
 /** Mod's fmod: C's fmod (the dividend's sign) instead of the divisor's sign. */
 function mod(a: mx.Array, b: mx.Array, ctx: OpContext<boolean>): mx.Array {
+  if (isIntType(ctx.elemType(0))) {
+    // As for Div: a zero divisor is an error and never reaches the hardware; x mod -1 is 0.
+    const zero = mx.equal(b, 0);
+    ctx.guard(mx.any(zero), () => 'integer modulo by zero');
+    const minusOne = mx.equal(b, -1);
+    const safe = mx.where(mx.logicalOr(zero, minusOne), mx.onesLike(b), b);
+    // Python's % (the divisor's sign) for fmod=0; C's fmod (the dividend's sign) for fmod=1.
+    const r = ctx.params ? mx.subtract(a, mx.multiply(safe, intDivide(a, safe))) : mx.remainder(a, safe);
+    return mx.where(minusOne, mx.zerosLike(r), r);
+  }
   if (!ctx.params) return mx.remainder(a, b);
-  // C fmod: the sign of the dividend.
-  if (isIntType(ctx.elemType(0))) return mx.subtract(a, mx.multiply(b, intDivide(a, b)));
   const q = mx.divide(a, b);
   return mx.subtract(a, mx.multiply(b, mx.where(mx.less(q, 0), mx.ceil(q), mx.floor(q))));
 }

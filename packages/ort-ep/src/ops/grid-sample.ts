@@ -112,7 +112,11 @@ function gridSample(ctx: OpContext, a: GridAttrs): mx.Array {
   for (let d = K - 1; d >= 0; d--) {
     const len = dims[d];
     const n = mx.squeeze(mx.slice(grid, [0, 0, K - 1 - d], [N, Q, K - d], [1, 1, 1]), 2);
-    const x = a.alignCorners ? mx.multiply(mx.divide(mx.add(n, 1), 2), len - 1) : mx.divide(mx.subtract(mx.multiply(mx.add(n, 1), len), 1), 2);
+    const raw = a.alignCorners ? mx.multiply(mx.divide(mx.add(n, 1), 2), len - 1) : mx.divide(mx.subtract(mx.multiply(mx.add(n, 1), len), 1), 2);
+    // NaN and infinite coordinates become finite ones outside the input (NaN below it), so every
+    // tap index below stays a real position: NaN cast to an integer indexed wild memory.
+    const far = 4 * len + 8;
+    const x = mx.where(mx.isnan(raw), -far, mx.clip(raw, -far, far));
     const taps = axisTaps(x, len, a).map((tap) => {
       const r = resolve(tap.index, len, a);
       return { index: mx.multiply(r.index, stride), weight: r.inside ? mx.multiply(tap.weight, r.inside) : tap.weight };

@@ -8,6 +8,7 @@ import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { isFloatType } from './helpers/util.js';
+import { checkedIndices } from './helpers/bounds.js';
 
 type Reduction = 'none' | 'sum' | 'mean';
 const reductions: readonly string[] = ['none', 'sum', 'mean'];
@@ -51,11 +52,13 @@ function logSoftmaxAxis1(x: mx.Array): mx.Array {
  * Ignored targets may lie outside [0, C) (e.g. -1 or 100), so they are replaced by class 0
  * before gathering and their weight is zeroed afterwards.
  */
-export function nllLoss(logp: mx.Array, target: mx.Array, weight: mx.Array | undefined, a: LossAttrs): mx.Array {
+export function nllLoss(ctx: OpContext<unknown>, logp: mx.Array, target: mx.Array, weight: mx.Array | undefined, a: LossAttrs): mx.Array {
   const dtype = logp.dtype;
   const labels = mx.astype(target, 'int32');
   const valid = a.ignoreIndex === undefined ? undefined : mx.notEqual(labels, mx.scalar(a.ignoreIndex, 'int32'));
-  const safe = valid ? mx.where(valid, labels, mx.scalar(0, 'int32')) : labels;
+  const unchecked = valid ? mx.where(valid, labels, mx.scalar(0, 'int32')) : labels;
+  const classes = logp.shape[1];
+  const safe = checkedIndices(ctx, unchecked, classes, `target class (of ${classes})`, { negative: false });
   const classesLast = mx.moveaxis(logp, 1, -1);
   const picked = mx.squeeze(mx.takeAlongAxis(classesLast, mx.expandDims(safe, -1), -1), -1);
   let w: mx.Array | undefined = weight ? mx.take(mx.astype(weight, dtype), safe, 0) : undefined;
@@ -85,7 +88,7 @@ function lossEntry(opType: string, fromScores: boolean): OpEntry<LossAttrs> {
     run: (ctx) => {
       checkShapes(ctx);
       const logp = fromScores ? logSoftmaxAxis1(ctx.input(0)) : ctx.input(0);
-      const loss = nllLoss(logp, ctx.input(1), ctx.optional(2), ctx.params);
+      const loss = nllLoss(ctx, logp, ctx.input(1), ctx.optional(2), ctx.params);
       // The second output (log_prob) is optional; computing it costs nothing extra.
       return fromScores && ctx.wants(1) ? [loss, logp] : [loss];
     },

@@ -4,6 +4,7 @@
 // AveragePool divides by a count pooled the same way from a mask, which gets count_include_pad,
 // ceil_mode's overhang and auto_pad right without case analysis.
 import * as mx from '@mlx/core';
+import { checkedIndices } from './helpers/bounds.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -187,7 +188,8 @@ function maxUnpool(ctx: OpContext<UnpoolParams>): mx.Array {
   const sp = x.shape.slice(2).map((d, i) => (d - 1) * strides[i] + kernel[i] - pads[i] - pads[n + i]);
   const shape = [x.shape[0], x.shape[1], ...sp];
   const total = shape.reduce((a, b) => a * b, 1);
-  const flat = mx.putAlongAxis(mx.zeros([total], x.dtype), mx.reshape(indices, [-1]), mx.reshape(x, [-1]), 0);
+  const at = checkedIndices(ctx, mx.reshape(indices, [-1]), total, `MaxUnpool into an output of ${total} elements`, { negative: false });
+  const flat = mx.putAlongAxis(mx.zeros([total], x.dtype), at, mx.reshape(x, [-1]), 0);
   const y = mx.reshape(flat, shape);
   if (!ctx.has(2)) return y;
   // The indices address the inferred shape (as MaxPool's input was); a larger requested shape

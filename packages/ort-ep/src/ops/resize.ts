@@ -91,6 +91,11 @@ function normalise(w: number[]): void {
 }
 
 function planAxis(a: ResizeAttrs, axis: number, inW: number, out: number, scale: number, roi: [number, number]): AxisPlan | undefined {
+  // Antialiasing a strong downscale widens each tap window by 1/scale.
+  const window = a.mode === 'nearest' ? 1 : Math.ceil((a.mode === 'cubic' ? 4 : 2) / (a.antialias ? Math.min(scale, 1) : 1)) + 1;
+  if (out * window > MAX_TABLE) {
+    throw new RangeError(`resizing axis ${axis} to ${out} positions with ${window} taps each needs a table of ${out * window} entries, over the limit of ${MAX_TABLE}`);
+  }
   const rows: { index: number[]; weight: number[] }[] = [];
   const outside = new Uint8Array(out);
   let identity = out === inW;
@@ -115,7 +120,7 @@ function planAxis(a: ResizeAttrs, axis: number, inW: number, out: number, scale:
     rows.push({ index, weight: weights });
   }
   if (identity) return undefined;
-  const taps = Math.max(...rows.map((r) => r.index.length), 1);
+  const taps = rows.reduce((m, r) => Math.max(m, r.index.length), 1);
   const index = new Int32Array(out * taps);
   const weight = new Float32Array(out * taps);
   rows.forEach((r, x) => r.index.forEach((v, t) => {
@@ -146,8 +151,18 @@ function sizesAndScales(policy: string, dims: number[], axes: number[], scalesIn
       out[a] = Math.floor(scalesIn[i] * dims[a]);
     });
   }
+  // NaN, infinite, zero or negative scales and sizes, and outputs past MLX's int32 dimensions, are
+  // errors (a NaN scale used to give an empty tensor).
+  axes.forEach((a) => {
+    if (!(scales[a] > 0) || !Number.isFinite(scales[a])) throw new RangeError(`scale ${scales[a]} of axis ${a} is not a finite positive number`);
+    if (!Number.isSafeInteger(out[a]) || out[a] < 0 || out[a] > MAX_DIM) throw new RangeError(`the output size ${out[a]} of axis ${a} is not a dimension (0 to ${MAX_DIM})`);
+  });
   return { out, scales };
 }
+
+const MAX_DIM = 2 ** 31 - 1;
+/** The most entries (output positions x taps) one axis's host-made index table may have. */
+const MAX_TABLE = 1 << 26;
 
 function resizeAttrs(at: Attrs, opset: number, legacy: boolean): ResizeAttrs {
   const mode = at.string('mode', 'nearest');

@@ -41,6 +41,19 @@ function corners(y: number, x: number, h: number, w: number): [number, number][]
   return [[y0 * w + x0, hy * hx], [y0 * w + x1, hy * lx], [y1 * w + x0, ly * hx], [y1 * w + x1, ly * lx]];
 }
 
+/** The most sampling taps (cells x samples x 4) a plan may hold: a bigger one is an error, not an allocation. */
+const MAX_TAPS = 1 << 26;
+
+/** Batch indices must name a batch entry; rois must be finite (the plan is made from them on the host). */
+function checkRois(rois: number[], batch: number[], n: number, perRoi: number): void {
+  batch.forEach((b, i) => {
+    if (!Number.isInteger(b) || b < 0 || b >= n) throw new RangeError(`batch index ${b} of roi ${i} is out of range [0, ${n - 1}]`);
+  });
+  for (let i = 0; i < rois.length; i++) {
+    if (!Number.isFinite(rois[i])) throw new RangeError(`roi ${Math.floor(i / perRoi)} has a non-finite coordinate (${rois[i]})`);
+  }
+}
+
 function alignPlan(rois: number[], batch: number[], g: AlignGeometry): { plan: Plan; counts: Float32Array } {
   const r = batch.length;
   const off = g.halfPixel ? 0.5 : 0;
@@ -52,9 +65,12 @@ function alignPlan(rois: number[], batch: number[], g: AlignGeometry): { plan: P
     const gw = g.ratio > 0 ? g.ratio : Math.ceil(rw / g.ow);
     return { x1, y1, bh: rh / g.oh, bw: rw / g.ow, gh, gw };
   });
-  const samples = Math.max(1, ...boxes.map((b) => b.gh * b.gw));
+  const samples = boxes.reduce((m, b) => Math.max(m, b.gh * b.gw), 1);
   const taps = samples * 4;
   const cells = r * g.oh * g.ow;
+  if (cells * taps > MAX_TAPS) {
+    throw new RangeError(`the rois need ${samples} samples per bin (${cells} bins): over the limit of ${MAX_TAPS} sampling taps; give sampling_ratio or smaller rois`);
+  }
   const plan: Plan = { index: new Int32Array(cells * taps), weight: new Float32Array(cells * taps), valid: new Uint8Array(cells * samples), taps };
   const counts = new Float32Array(r);
   boxes.forEach((b, i) => {
@@ -100,6 +116,8 @@ function roiAlign(ctx: OpContext<RoiAlignParams>): mx.Array {
   const [, c, h, w] = x.shape;
   const rois = hostNumbers(ctx.host(1));
   const batch = hostNumbers(ctx.host(2));
+  checkRois(rois, batch, x.shape[0], 4);
+  if (rois.length !== 4 * batch.length) throw new RangeError(`rois [${ctx.shape(1).join(', ')}] and batch_indices [${ctx.shape(2).join(', ')}] do not describe the same rois`);
   const g: AlignGeometry = { ...ctx.params, h, w };
   const r = batch.length;
   const cells = r * g.oh * g.ow;
@@ -131,6 +149,8 @@ function maxRoiPool(ctx: OpContext<{ pooledShape: number[]; scale: number }>): m
   const [oh, ow] = ctx.params.pooledShape;
   const scale = ctx.params.scale;
   const r = rois.length / 5;
+  checkRois(rois, Array.from({ length: r }, (_, i) => rois[5 * i]), x.shape[0], 5);
+  if (r * oh * ow * h * w > MAX_TAPS) throw new RangeError(`${r} rois of ${oh}x${ow} bins over a ${h}x${w} input exceed the limit of ${MAX_TAPS} sampling taps`);
   const windows: number[][] = [];
   for (let i = 0; i < r; i++) {
     const [b, x1, y1, x2, y2] = rois.slice(5 * i, 5 * i + 5);
@@ -146,7 +166,7 @@ function maxRoiPool(ctx: OpContext<{ pooledShape: number[]; scale: number }>): m
       windows.push(cell);
     }
   }
-  const taps = Math.max(1, ...windows.map((win) => win.length));
+  const taps = windows.reduce((m, win) => Math.max(m, win.length), 1);
   const plan: Plan = { index: new Int32Array(windows.length * taps), weight: new Float32Array(0), valid: new Uint8Array(windows.length * taps), taps };
   windows.forEach((win, i) => win.forEach((pos, k) => { plan.index[i * taps + k] = pos; plan.valid[i * taps + k] = 1; }));
   const vals = gather(x, plan, windows.length);

@@ -72,7 +72,10 @@ function reverseSequence(ctx: OpContext<ReverseSequenceParams>): mx.Array {
   const along = (n: number, axis: number) => x.shape.map((_, i) => (i === axis ? n : 1));
   const steps = x.shape[timeAxis];
   const t = mx.reshape(mx.arange(0, steps, 1, 'int64'), along(steps, timeAxis));
-  const len = mx.reshape(mx.astype(ctx.input(1), 'int64'), along(x.shape[batchAxis], batchAxis));
+  const lens = mx.astype(ctx.input(1), 'int64');
+  // A length past the time axis would read outside it.
+  ctx.guard(mx.any(mx.logicalOr(mx.less(lens, 0), mx.greater(lens, steps))), ([lo, hi]) => `sequence_lens must lie in [0, ${steps}] (the time axis), got ${lo < 0 ? lo : hi}`, mx.stack([mx.min(lens), mx.max(lens)]));
+  const len = mx.reshape(mx.clip(lens, 0, steps), along(x.shape[batchAxis], batchAxis));
   const src = mx.where(mx.less(t, len), mx.subtract(mx.subtract(len, 1), t), t);
   return mx.takeAlongAxis(x, mx.broadcastTo(src, x.shape), timeAxis);
 }

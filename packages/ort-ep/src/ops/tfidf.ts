@@ -36,7 +36,7 @@ function vocabularyOf(a: Attrs): Vocabulary {
   const minN = a.int('min_gram_length'), maxN = a.int('max_gram_length');
   const weights = a.floats('weights', []);
   const columns = new Map<string, number>();
-  const width = indexes.length ? Math.max(...indexes) + 1 : 0;
+  const width = indexes.reduce((m, i) => Math.max(m, i + 1), 0);
   const columnWeights = weights.length ? new Array<number>(width).fill(1) : undefined;
   let j = 0;
   counts.forEach((start, i) => {

@@ -86,3 +86,109 @@ describe('out-of-range indices are errors naming the node and the index', () => 
     });
   }
 });
+
+/** One run through MlxSession on the compiled path (three runs: analysed, traced, replayed) and eagerly. */
+async function everyPath(spec: ModelSpec, feeds: Record<string, HostTensor>): Promise<string[]> {
+  return [...(await outcomes(spec, feeds, true)), ...(await outcomes(spec, feeds, false))];
+}
+const int32 = (data: number[], dims: number[]): HostTensor => ({ dtype: 6, dims, data: Int32Array.from(data) });
+const binary = (op: string, type: 'int32' | 'int64', attrs?: Record<string, number>): ModelSpec => ({
+  opsets: { '': 17 }, inputs: [v('a', type, [3]), v('b', type, [3])], outputs: [v('y', type, [3])],
+  // A no-op Clip moves the operands to the device on the eager path too (small host feeds would take the host path).
+  nodes: [node('Clip', ['a'], ['ad']), node('Clip', ['b'], ['bd']), node(op, ['ad', 'bd'], ['y'], { name: 'op', attrs })],
+});
+
+describe('integer faults', () => {
+  const MIN = -(2 ** 31);
+  it('integer Div and Mod by zero are errors; INT_MIN / -1 wraps and INT_MIN mod -1 is 0', async () => {
+    for (const op of ['Div', 'Mod']) {
+      const got = await everyPath(binary(op, 'int32'), { a: int32([7, 1, 2], [3]), b: int32([2, 0, 1], [3]) });
+      for (const g of got) expect(g).toMatch(new RegExp(`node 'op' \\(${op}\\): integer ${op === 'Div' ? 'division' : 'modulo'} by zero`));
+    }
+    const s = await MlxSession.create(model(binary('Div', 'int32')), { device: 'cpu' });
+    const s2 = await MlxSession.create(model(binary('Mod', 'int32', { fmod: 1 })), { device: 'cpu' });
+    try {
+      for (let r = 0; r < 3; r++) {
+        expect([...(s.runSync({ a: int32([MIN, -7, 7], [3]), b: int32([-1, 2, -1], [3]) }).y as HostTensor).data as Int32Array]).toEqual([MIN, -3, -7]);
+        expect([...(s2.runSync({ a: int32([MIN, -7, 7], [3]), b: int32([-1, 2, -1], [3]) }).y as HostTensor).data as Int32Array]).toEqual([0, -1, 0]);
+      }
+    } finally {
+      s.release();
+      s2.release();
+    }
+  });
+
+  it('zero strides, dilations or group and negative pads refuse the node at create()', async () => {
+    for (const attrs of [{ strides: [0, 1] }, { dilations: [1, 0] }, { group: 0 }, { pads: [0, -1, 0, 0] }]) {
+      const bytes = model({
+        opsets: { '': 17 }, inputs: [v('x', 'float32', [1, 1, 4, 4])], outputs: [v('y', 'float32')],
+        initializers: [{ name: 'w', type: 'float32', dims: [1, 1, 2, 2], values: [1, 1, 1, 1] }],
+        nodes: [node('Conv', ['x', 'w'], ['y'], { name: 'conv', attrs })],
+      });
+      const e = await MlxSession.create(bytes, { device: 'cpu' }).then(() => undefined, (err: Error) => err);
+      expect(e?.message).toMatch(/Conv node 'conv': (strides|dilations|group) must be positive|pads must not be negative/);
+    }
+  });
+});
+
+describe('non-finite data and impossible sizes', () => {
+  it('GridSample with NaN and infinite coordinates samples as outside the input (zeros), never wild memory', async () => {
+    const spec: ModelSpec = {
+      opsets: { '': 20 }, inputs: [v('x', 'float32', [1, 1, 2, 2]), v('g', 'float32', [1, 1, 3, 2])], outputs: [v('y', 'float32')],
+      nodes: [node('GridSample', ['x', 'g'], ['y'], { name: 'gs' })],
+    };
+    const s = await MlxSession.create(model(spec), { device: 'cpu' });
+    try {
+      for (let r = 0; r < 3; r++) {
+        const y = s.runSync({ x: f32([1, 2, 3, 4], [1, 1, 2, 2]), g: f32([NaN, 0, Infinity, -Infinity, 0, 0], [1, 1, 3, 2]) }).y as HostTensor;
+        const got = [...(y.data as Float32Array)];
+        expect(got.slice(0, 2)).toEqual([0, 0]);
+        // The in-range sample: the centre of the 2x2 input, the mean of its values.
+        expect(got[2]).toBeCloseTo(2.5, 5);
+      }
+    } finally {
+      s.release();
+    }
+  });
+
+  const roiSpec: ModelSpec = {
+    opsets: { '': 16 }, inputs: [v('x', 'float32', [1, 1, 4, 4]), v('rois', 'float32', [2, 4]), v('b', 'int64', [2])], outputs: [v('y', 'float32')],
+    nodes: [node('RoiAlign', ['x', 'rois', 'b'], ['y'], { name: 'roi', attrs: { output_height: 2, output_width: 2 } })],
+  };
+  const x4 = f32(Array.from({ length: 16 }, (_, i) => i), [1, 1, 4, 4]);
+  it('RoiAlign: a NaN roi, a huge one and a batch index out of range are errors, at once', async () => {
+    const t0 = performance.now();
+    const cases: [Record<string, HostTensor>, RegExp][] = [
+      [{ x: x4, rois: f32([0, 0, 2, 2, NaN, 0, 1, 1], [2, 4]), b: i64([0, 0], [2]) }, /roi 1 has a non-finite coordinate \(NaN\)/],
+      [{ x: x4, rois: f32([0, 0, 1e30, 1e30, NaN, 0, 1, 1], [2, 4]), b: i64([0, 0], [2]) }, /non-finite|over the limit of \d+ sampling taps/],
+      [{ x: x4, rois: f32([0, 0, 1e30, 1e30, 0, 0, 1, 1], [2, 4]), b: i64([0, 0], [2]) }, /over the limit of \d+ sampling taps/],
+      [{ x: x4, rois: f32([0, 0, 2, 2, 0, 0, 1, 1], [2, 4]), b: i64([0, 3], [2]) }, /batch index 3 of roi 1 is out of range \[0, 0\]/],
+    ];
+    for (const [feeds, message] of cases) for (const g of await everyPath(roiSpec, feeds)) expect(g).toMatch(message);
+    expect(performance.now() - t0).toBeLessThan(30_000);
+  });
+
+  it('Resize with NaN or absurd scales is an error, not an empty or enormous tensor', async () => {
+    const spec: ModelSpec = {
+      opsets: { '': 13 }, inputs: [v('x', 'float32', [1, 1, 2, 2]), v('s', 'float32', [4])], outputs: [v('y', 'float32')],
+      initializers: [{ name: 'roi', type: 'float32', dims: [0], values: [] }],
+      nodes: [node('Resize', ['x', 'roi', 's'], ['y'], { name: 'rs', attrs: { mode: 'linear' } })],
+    };
+    const x = f32([1, 2, 3, 4], [1, 1, 2, 2]);
+    for (const g of await everyPath(spec, { x, s: f32([1, 1, NaN, 2], [4]) })) expect(g).toMatch(/node 'rs' \(Resize\): scale NaN of axis 2 is not a finite positive number/);
+    for (const g of await everyPath(spec, { x, s: f32([1, 1, 1e12, 1], [4]) })) expect(g).toMatch(/output size \d+ of axis 2 is not a dimension|over the limit/);
+  });
+
+  it('shapes that need more memory than the budget are refused before anything is allocated', async () => {
+    // ConstantOfShape of a fed shape, then an Expand to terabytes.
+    const spec: ModelSpec = {
+      opsets: { '': 17 }, inputs: [v('shape', 'int64', [2])], outputs: [v('y', 'float32')],
+      nodes: [node('ConstantOfShape', ['shape'], ['y'], { name: 'cos' })],
+    };
+    for (const dims of [[2 ** 20, 2 ** 20], [2 ** 32 + 2, 1], [-3, 2]]) {
+      for (const g of await everyPath(spec, { shape: i64(dims, [2]) })) {
+        expect(g).toMatch(/^(NodeExecutionError|ResourceLimitError).*node 'cos' \(ConstantOfShape\)/);
+      }
+    }
+  });
+});

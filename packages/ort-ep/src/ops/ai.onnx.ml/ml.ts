@@ -2,6 +2,7 @@
 // LabelEncoder is a host lookup table (its keys may be strings, which MLX cannot hold); Binarizer
 // and ArrayFeatureExtractor on numbers are MLX ops, with a host path for strings.
 import * as mx from '@mlx/core';
+import { checkedIndices } from '../helpers/bounds.js';
 import { OnnxDataType, allocHost, type HostData, type HostTensor } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
@@ -150,7 +151,7 @@ const arrayFeatureExtractor: OpEntry = mlOp('ArrayFeatureExtractor', 1, {
     const bad = idxHost && hostNumbers(idxHost).find((i) => i < 0 || i >= c);
     if (bad !== undefined) throw new RangeError(`${ctx.where}: index ${bad} is out of range for ${c} features`);
     if (ctx.elemType(0) === OnnxDataType.STRING) return [extractStrings(ctx)];
-    const idx = mx.flatten(mx.astype(ctx.input(1), 'int32'));
+    const idx = checkedIndices(ctx, mx.flatten(ctx.input(1)), c, `ArrayFeatureExtractor over ${c} features`, { negative: false });
     return [mx.reshape(mx.take(ctx.input(0), idx, -1), featureShape(ctx.shape(0), idx.size))];
   },
 });

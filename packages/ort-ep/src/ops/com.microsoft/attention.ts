@@ -181,7 +181,7 @@ function gqaRotary(ctx: OpContext<GqaParams>, q: mx.Array, k: mx.Array, g: GqaSh
   const given = first ? undefined : ctx.optional(9);
   const positions = given
     ?? mx.Array.fromTypedArray(Int32Array.from({ length: g.B * g.S }, (_, i) => g.starts[Math.floor(i / g.S)] + (i % g.S)), [g.B, g.S], 'int32');
-  const [cos, sin] = rotaryTables(positions, ctx.input(7), ctx.input(8), g.S).map((t) => mx.expandDims(t, 1)); // [B, 1, S, rd/2]
+  const [cos, sin] = rotaryTables(ctx, positions, ctx.input(7), ctx.input(8), g.S).map((t) => mx.expandDims(t, 1)); // [B, 1, S, rd/2]
   const rd = cos.shape[3] * 2;
   const interleaved = ctx.params.rotaryInterleaved;
   const rot = (x: mx.Array) => {

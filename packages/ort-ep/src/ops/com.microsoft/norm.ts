@@ -2,6 +2,7 @@
 // EmbedLayerNormalization (com.microsoft), and the two onnxruntime registers in the ONNX domain:
 // LayerNormalization for opsets 1-16 (ops/norm.ts has 17+) and SimplifiedLayerNormalization (RMSNorm).
 import * as mx from '@mlx/core';
+import { checkedIndices } from '../helpers/bounds.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp, onnxOp } from '../../registry/op.js';
@@ -62,14 +63,16 @@ function simplifiedLayerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
 // Outputs: output, mask_index (int32 [B]: the number of unmasked tokens), embedding_sum.
 
 function embedLayerNorm(ctx: OpContext<number>): OpResult[] {
-  const ids = mx.astype(ctx.input(0), 'int32');
+  const rows = (table: mx.Array, idx: mx.Array, what: string) =>
+    mx.take(table, checkedIndices(ctx, idx, table.shape[0], `${what} (a table of ${table.shape[0]} rows)`, { negative: false }), 0);
+  const ids = ctx.input(0);
   const [B, S] = ids.shape;
-  let sum = mx.take(ctx.input(2), ids, 0);
+  let sum = rows(ctx.input(2), ids, 'input_ids');
   const pos = ctx.optional(8) ?? mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]);
-  sum = mx.add(sum, mx.take(ctx.input(3), mx.astype(pos, 'int32'), 0));
+  sum = mx.add(sum, rows(ctx.input(3), pos, 'position ids'));
   const segments = ctx.optional(1);
   const segmentTable = ctx.optional(4);
-  if (segments && segmentTable) sum = mx.add(sum, mx.take(segmentTable, mx.astype(segments, 'int32'), 0));
+  if (segments && segmentTable) sum = mx.add(sum, rows(segmentTable, segments, 'segment_ids'));
   const out = normalize(sum, ctx.input(5), ctx.optional(6), {
     axis: sum.ndim - 1, eps: ctx.params, simplified: false, stashFloat: true, stats: false,
   });

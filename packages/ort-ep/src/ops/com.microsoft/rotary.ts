@@ -1,5 +1,6 @@
 // com.microsoft RotaryEmbedding, and the rotation that GroupQueryAttention's do_rotary shares.
 import * as mx from '@mlx/core';
+import { checkedIndices } from '../helpers/bounds.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
@@ -48,10 +49,12 @@ export function rotate(x: mx.Array, cos: mx.Array, sin: mx.Array, interleaved: b
 }
 
 /** cos/sin rows for positions [B or 1, S] (a single element is an offset for 0..S-1): [B or 1, S, rd/2]. */
-export function rotaryTables(positions: mx.Array, cosCache: mx.Array, sinCache: mx.Array, seq: number): [mx.Array, mx.Array] {
-  let pos = mx.astype(positions, 'int32');
-  if (pos.size === 1) pos = mx.add(mx.reshape(pos, [1, 1]), mx.reshape(mx.arange(0, seq, 1, 'int32'), [1, seq]));
-  return [mx.take(cosCache, pos, 0), mx.take(sinCache, pos, 0)];
+export function rotaryTables(ctx: OpContext<unknown>, positions: mx.Array, cosCache: mx.Array, sinCache: mx.Array, seq: number): [mx.Array, mx.Array] {
+  let pos = mx.astype(positions, 'int64');
+  if (pos.size === 1) pos = mx.add(mx.reshape(pos, [1, 1]), mx.reshape(mx.arange(0, seq, 1, 'int64'), [1, seq]));
+  const rows = cosCache.shape[0];
+  const safe = checkedIndices(ctx, pos, rows, `position (a cos/sin cache of ${rows} rows)`, { negative: false });
+  return [mx.take(cosCache, safe, 0), mx.take(sinCache, safe, 0)];
 }
 
 function rotaryEmbedding(ctx: OpContext<RotaryParams>): mx.Array {
@@ -67,7 +70,7 @@ function rotaryEmbedding(ctx: OpContext<RotaryParams>): mx.Array {
     heads = mx.reshape(x, [B, S, n, x.shape[2] / n]);
   }
   const H = heads.shape[3];
-  let [cos, sin] = rotaryTables(ctx.input(1), ctx.input(2), ctx.input(3), S); // [B|1, S, rd/2]
+  let [cos, sin] = rotaryTables(ctx, ctx.input(1), ctx.input(2), ctx.input(3), S); // [B|1, S, rd/2]
   // Broadcast over the head axis: [B, 1, S, rd/2] for BNSH, [B, S, 1, rd/2] for BSNH.
   const axis = four ? 1 : 2;
   cos = mx.expandDims(cos, axis);

@@ -13,21 +13,24 @@ const wideInt = (a: mx.Array): mx.Array => (a.dtype === 'int64' || a.dtype === '
 /**
  * `idx` (integers) checked against an axis of `dim` positions: returns int32 positions in
  * [0, dim). `dim` may be an array broadcasting against `idx` (GatherND and ScatterND check each
- * index component against its own axis); `label` names what is indexed in the message.
+ * index component against its own axis); `label` names what is indexed in the message. With
+ * `negative: false` only [0, dim) is valid (class labels, token ids, flat indices).
  */
-export function checkedIndices(ctx: OpContext<unknown>, idx: mx.Array, dim: number | mx.Array, label: string): mx.Array {
+export function checkedIndices(ctx: OpContext<unknown>, idx: mx.Array, dim: number | mx.Array, label: string, opts: { negative?: boolean } = {}): mx.Array {
+  const negative = opts.negative ?? true;
   const i = wideInt(idx);
   const n = typeof dim === 'number' ? dim : mx.astype(dim, i.dtype);
-  const lo = typeof n === 'number' ? -n : mx.negative(n);
-  const wrapped = mx.where(mx.less(i, 0), mx.add(i, n), i);
+  const lo = !negative ? 0 : typeof n === 'number' ? -n : mx.negative(n);
+  const wrapped = negative ? mx.where(mx.less(i, 0), mx.add(i, n), i) : i;
   if (i.size > 0) {
     const bad = mx.any(mx.logicalOr(mx.less(i, lo), mx.greaterEqual(i, n)));
     // The offending value: the smallest index when it is below range, else the largest.
-    const below = mx.min(typeof n === 'number' ? i : mx.where(mx.less(i, lo), i, mx.zerosLike(i)));
+    const below = mx.min(typeof n === 'number' && negative ? i : mx.where(mx.less(i, lo), i, mx.zerosLike(i)));
     const above = mx.max(typeof n === 'number' ? i : mx.where(mx.greaterEqual(i, n), i, mx.zerosLike(i)));
-    const range = typeof dim === 'number' ? `[${-dim}, ${dim - 1}]` : 'the range of its axis';
+    const low = negative && typeof dim === 'number' ? -dim : 0;
+    const range = typeof dim === 'number' ? `[${low}, ${dim - 1}]` : 'the range of its axis';
     ctx.guard(bad, ([min, max]) => {
-      const v = typeof dim === 'number' ? (min < -dim ? min : max) : min < 0 ? min : max;
+      const v = typeof dim === 'number' ? (min < low ? min : max) : min < 0 ? min : max;
       return `${label}: index ${v} is out of range ${range}`;
     }, mx.stack([below, above]));
   }

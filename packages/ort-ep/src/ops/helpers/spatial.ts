@@ -34,11 +34,26 @@ export interface WindowAttrs {
 export function parseWindow(attrs: Attrs): WindowAttrs {
   const autoPad = attrs.string('auto_pad', 'NOTSET');
   if (!(autoPads as readonly string[]).includes(autoPad)) throw new RangeError(`auto_pad '${autoPad}' is not one of ${autoPads.join(', ')}`);
-  return {
+  const w: WindowAttrs = {
     autoPad: autoPad as AutoPad,
     strides: intsIfGiven(attrs, 'strides'), dilations: intsIfGiven(attrs, 'dilations'),
     pads: intsIfGiven(attrs, 'pads'), kernelShape: intsIfGiven(attrs, 'kernel_shape'),
   };
+  // Zero strides, dilations or kernel sizes divide by zero in the window arithmetic (a SIGFPE in
+  // the kernels); negative pads are not defined for these ops (onnxruntime refuses them too).
+  const positive = (name: string, v: number[] | undefined) => {
+    const bad = v?.find((x) => !(x > 0));
+    if (bad !== undefined) throw new RangeError(`${attrs.where}: ${name} must be positive, got ${bad} in [${v!.join(', ')}]`);
+  };
+  positive('strides', w.strides);
+  positive('dilations', w.dilations);
+  positive('kernel_shape', w.kernelShape);
+  const negPad = w.pads?.find((p) => p < 0);
+  if (negPad !== undefined) throw new RangeError(`${attrs.where}: pads must not be negative, got ${negPad} in [${w.pads!.join(', ')}]`);
+  if (w.pads && w.kernelShape && w.pads.length !== 2 * w.kernelShape.length) {
+    throw new RangeError(`${attrs.where}: pads [${w.pads.join(', ')}] need 2 entries per spatial axis (${w.kernelShape.length} axes)`);
+  }
+  return w;
 }
 
 export const ones = (n: number): number[] => new Array<number>(n).fill(1);
