@@ -59,11 +59,30 @@ def resnet50(batch=1):
     return m, (x,), ['image'], ['logits'], {'image': {0: 'batch'}}
 
 
-MODELS = {'bert-base': bert, 'gpt2-small': gpt2, 'resnet50': resnet50}
+def bert_b8():
+    return bert(batch=8, seq=128)
+
+
+class MatMul(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(n, n, generator=torch.Generator().manual_seed(4)) / n**0.5)
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def matmul4096(n=4096):
+    x = torch.randn(n, n, generator=torch.Generator().manual_seed(5))
+    return MatMul(n).eval(), (x,), ['x'], ['y'], {}
+
+
+MODELS = {'bert-base': bert, 'bert-base-b8': bert_b8, 'gpt2-small': gpt2, 'resnet50': resnet50, 'matmul4096': matmul4096}
+SEEDS = {'bert-base': 11, 'bert-base-b8': 11, 'gpt2-small': 12, 'resnet50': 13, 'matmul4096': 14}
 
 
 def export(name, out, device):
-    torch.manual_seed({'bert-base': 11, 'gpt2-small': 12, 'resnet50': 13}[name])
+    torch.manual_seed(SEEDS[name])
     model, inputs, in_names, out_names, axes = MODELS[name]()
     folder = os.path.join(out, name)
     data = os.path.join(folder, 'test_data_set_0')
@@ -86,7 +105,7 @@ def export(name, out, device):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument('out')
-    p.add_argument('--only', default=','.join(MODELS))
+    p.add_argument('--only', default='bert-base,gpt2-small,resnet50')
     p.add_argument('--device', default='cpu')
     a = p.parse_args()
     torch.set_num_threads(max(1, os.cpu_count() or 1))

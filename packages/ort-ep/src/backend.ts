@@ -20,8 +20,15 @@ export interface MlxExecutionProviderOption {
   readonly name: 'mlx';
   /** 'gpu' (Metal/CUDA where MLX has it) or 'cpu'. Default: MLX's default device. */
   device?: 'gpu' | 'cpu';
-  /** Run the planned graph through mlx.compile (cached per input shapes). Default false. */
+  /** The compiled path (per input signature, traced with mlx.compile and replayed). Default true. */
   compiled?: boolean;
+  /** float32 products on a GPU: 'fp32' (default) or 'tf32' (see MlxSessionOptions.precision). */
+  precision?: 'fp32' | 'tf32';
+  /** Memory limits of a run, in bytes (see MlxSessionOptions). */
+  maxTensorBytes?: number;
+  maxSessionBytes?: number;
+  /** Input signatures whose compiled programs are kept. Default 16. */
+  maxSignatures?: number;
 }
 
 declare module 'onnxruntime-common' {
@@ -140,7 +147,10 @@ function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionO
   const device = mine?.device;
   if (device !== undefined && device !== 'gpu' && device !== 'cpu') throw new TypeError(`mlx execution provider: device must be 'gpu' or 'cpu', got '${String(device)}'`);
   const externalData = (options as { externalData?: MlxSessionOptions['externalData'] } | undefined)?.externalData;
-  return { device, compiled: mine?.compiled, externalData };
+  return {
+    device, compiled: mine?.compiled, externalData, precision: mine?.precision,
+    maxTensorBytes: mine?.maxTensorBytes, maxSessionBytes: mine?.maxSessionBytes, maxSignatures: mine?.maxSignatures,
+  };
 }
 
 export function createMlxBackend(ort: OrtModule): Backend {

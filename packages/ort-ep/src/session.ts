@@ -23,6 +23,14 @@ export interface MlxSessionOptions {
    * eagerly and learns the signature; the second traces. false: every run walks the plan.
    */
   compiled?: boolean;
+  /**
+   * float32 matrix products and convolutions on a GPU: 'fp32' (the default, as onnxruntime's CUDA
+   * provider does) or 'tf32', MLX's default, which rounds operands to 10 mantissa bits on the matrix
+   * units: about 3e-4 relative error per product, enough to miss onnxruntime's outputs by 1e-3..1e-2
+   * on transformer models. MLX reads the choice once per process (MLX_ENABLE_TF32), when the first
+   * GPU product runs: the first session's setting holds for the process.
+   */
+  precision?: 'fp32' | 'tf32';
   /** Feed signatures whose compiled programs are kept (LRU). Default 16. */
   maxSignatures?: number;
   /**
@@ -104,6 +112,11 @@ export class MlxSession {
     const constants = new ConstantStore();
     registerConstants(program, constants);
     const device = options.device ?? mx.defaultDevice().type;
+    if (options.precision !== undefined && options.precision !== 'fp32' && options.precision !== 'tf32') {
+      throw new TypeError(`precision must be 'fp32' or 'tf32', got '${String(options.precision)}'`);
+    }
+    // Unless the process already chose (MLX_ENABLE_TF32 set by the user or an earlier session).
+    if (device === 'gpu' && process.env.MLX_ENABLE_TF32 === undefined) process.env.MLX_ENABLE_TF32 = options.precision === 'tf32' ? '1' : '0';
     const streams: RunStreams = { main: mx.newStream(device, { anyThread: true }) };
     if (device === 'gpu') streams.cpu = mx.newStream('cpu', { anyThread: true });
     within(streams, () => {

@@ -78,6 +78,23 @@ export class MlxLibraryNotFoundError extends Error {
 }
 
 let loaded: MlxC | undefined;
+let libmlx: unknown;
+
+/**
+ * MLX_LIBMLX names the libmlx the native library should use (MLX's CUDA build, say, whose ABI is
+ * the CPU build's for the same version): it is loaded first, so that libmlxc's dependency on
+ * libmlx.so binds to it (the dynamic linker reuses a loaded library of the same soname).
+ */
+function preloadLibmlx(): void {
+  const path = process.env.MLX_LIBMLX;
+  if (!path || libmlx) return;
+  if (!existsSync(path)) throw new MlxLibraryNotFoundError([{ path, why: 'MLX_LIBMLX', error: 'no such file' }]);
+  try {
+    libmlx = koffi.load(path);
+  } catch (e) {
+    throw new MlxLibraryNotFoundError([{ path, why: 'MLX_LIBMLX', error: (e as Error).message }]);
+  }
+}
 
 // MLX_SYS_COUNT_CALLS=1 wraps every function to count its calls (benchmarks: FFI calls per run).
 // Off by default: the wrapper costs a JS call per native call.
@@ -114,6 +131,7 @@ export function nativeCallCounts(): ReadonlyMap<string, number> | undefined {
 export function loadMlxC(): MlxC {
   if (loaded) return loaded;
   declareTypes();
+  preloadLibmlx();
   const attempts: { path: string; why: string; error: string }[] = [];
   for (const cand of libraryCandidates()) {
     // An explicit MLX_C_LIBRARY is authoritative: falling back to another library would run code

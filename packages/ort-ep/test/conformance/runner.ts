@@ -90,6 +90,10 @@ function compareValue(have: HostTensor | Value | undefined, want: TestValue, tol
 export interface CaseOptions {
   /** For 'mlx': the compiled path (default) or the eager one. */
   compiled?: boolean;
+  /** For 'mlx': the device (default: MLX's default device). */
+  device?: 'cpu' | 'gpu';
+  /** For 'mlx': always through MlxSession (where onnxruntime-node is not installed). */
+  viaSession?: boolean;
   /**
    * Runs per data set (default 1). The compiled path's first run of a signature is eager; the
    * second traces; the third replays the trace: 3 checks all three.
@@ -143,8 +147,8 @@ export async function runCase(dir: string, engine: Engine, opts: CaseOptions = {
         await s.release();
         const why = check(got);
         if (why) return done('fail', why, lowLevel);
-      } else if (lowLevel) {
-        const s = MlxSession.createSync(tc.modelBytes, { compiled });
+      } else if (lowLevel || opts.viaSession) {
+        const s = MlxSession.createSync(tc.modelBytes, { compiled, device: opts.device });
         try {
           for (let r = 0; r < runs; r++) {
             const vfeeds: Record<string, Value> = {};
@@ -157,7 +161,7 @@ export async function runCase(dir: string, engine: Engine, opts: CaseOptions = {
         }
       } else {
         const o = ort();
-        const s = await o.InferenceSession.create(tc.modelBytes, { executionProviders: [{ name: 'mlx', compiled } as never] });
+        const s = await o.InferenceSession.create(tc.modelBytes, { executionProviders: [{ name: 'mlx', compiled, device: opts.device } as never] });
         try {
           for (let r = 0; r < runs; r++) {
             const f: Record<string, import('onnxruntime-node').Tensor> = {};
