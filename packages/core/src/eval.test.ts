@@ -1,4 +1,6 @@
 // Evaluation on a worker thread and within a memory budget.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 
@@ -34,6 +36,30 @@ describe('evalInBackground', () => {
     } finally {
       double.dispose();
     }
+  });
+
+  it('queues evaluations per stream: many in flight on two streams all complete, each with its result', async () => {
+    using s1 = mx.newStream('cpu', { anyThread: true });
+    using s2 = mx.newStream('cpu', { anyThread: true });
+    const jobs = Array.from({ length: 24 }, (_, k) => {
+      const s = k % 2 ? s1 : s2;
+      const y = mx.withStream(s, () => mx.sum(mx.multiply(mx.full([1000], k, 'float32'), 2)));
+      return mx.evalInBackground([y], {}, s).then(() => y.item());
+    });
+    expect(await Promise.all(jobs)).toEqual(Array.from({ length: 24 }, (_, k) => 2000 * k));
+  });
+
+  it('keeps the process alive until the result arrives (a native thread does not)', () => {
+    const core = fileURLToPath(new URL('./index.ts', import.meta.url));
+    const code = `
+      const mx = await import(${JSON.stringify(core)});
+      const s = mx.newStream('cpu', { anyThread: true });
+      const y = mx.withStream(s, () => mx.sum(mx.full([100], 2, 'float32')));
+      // Nothing else keeps the event loop alive here.
+      mx.evalInBackground([y], {}, s).then(() => console.log('result', y.item()));`;
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], { encoding: 'utf8', timeout: 30_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.trim()).toBe('result 200');
   });
 
   it('raises what MLX raises, and the stream keeps working', async () => {

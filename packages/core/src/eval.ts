@@ -1,16 +1,16 @@
 // Evaluation off the JS thread and within a memory budget.
 //
-// evalInBackground runs MLX's eval on a worker thread (koffi's asynchronous calls), so the event
-// loop keeps turning while MLX computes. MLX evaluates a stream's work only on the thread that made
-// the stream, unless it was made with `newStream(device, { anyThread: true })`: arrays evaluated in
-// the background must be built on such a stream, and one evaluation at a time may use it.
+// evalInBackground runs MLX's eval on a native worker thread, one per stream, so the event loop
+// keeps turning while MLX computes. MLX evaluates a stream's work only on the thread that made the
+// stream, unless it was made with `newStream(device, { anyThread: true })`: arrays evaluated in the
+// background must be built on such a stream.
 //
 // Both forms take limits: before anything is computed, every array the evaluation would allocate is
 // counted (native code walks the graph); over a limit, nothing runs and an MlxError names the
 // largest array, its shape, dtype, bytes and the primitive that makes it.
 import type { Array } from './array.js';
 import { makeVector } from './call.js';
-import { check, fn, throwLastError } from './native.js';
+import { C, MlxError, check, fn, koffi } from './native.js';
 import { resolveStream, type StreamLike } from './stream.js';
 
 export interface EvalLimits {
@@ -36,28 +36,68 @@ export function evaluateWithin(arrays: readonly Array[], limits: EvalLimits = {}
   }
 }
 
+// Background evaluations in flight, by the address of their payload buffer; one registered
+// callback serves them all (koffi runs it on the JS thread, queued from the native worker).
+const pending = new Map<bigint, { resolve: () => void; reject: (e: unknown) => void; keep: Buffer; stream: StreamLike | undefined }>();
+let onDone: unknown;
+// A native thread's callback does not keep Node's event loop alive, as koffi's asynchronous calls
+// do: a timer does, while anything is in flight (else the process could exit before the result).
+let keepAlive: ReturnType<typeof setInterval> | undefined;
+const settle = () => {
+  if (!pending.size && keepAlive) {
+    clearInterval(keepAlive);
+    keepAlive = undefined;
+  }
+};
+
+function doneCallback(): unknown {
+  onDone ??= koffi.register((error: string | null, payload: unknown) => {
+    const key = koffi.address(payload);
+    const p = pending.get(key);
+    if (!p) return;
+    pending.delete(key);
+    settle();
+    if (error) {
+      p.reject(new MlxError(error, 'mlxc_eval_background'));
+      return;
+    }
+    try {
+      // Kernel errors MLX recorded on a CPU stream surface at the next enqueue from this thread.
+      const s = resolveStream(p.stream);
+      if (s.device.type === 'cpu') check(fn.mlx_synchronize(s.handle), 'mlx_synchronize');
+      p.resolve();
+    } catch (e) {
+      p.reject(e);
+    }
+  }, koffi.pointer(C.types.callbacks.mlxc_eval_done as never));
+  return onDone;
+}
+
 /**
- * Evaluates arrays on a worker thread; resolves when they are computed. `stream` is the stream they
- * were built on: after the evaluation, errors MLX recorded on it (a kernel that failed) are raised.
+ * Evaluates arrays on a thread of the native library's own, one per stream (a stream is always
+ * evaluated on the same thread, as MLX's CUDA backend needs); resolves when they are computed.
+ * `stream` is the stream they were built on, made with `newStream(device, { anyThread: true })`.
  */
 export function evalInBackground(arrays: readonly Array[], limits: EvalLimits = {}, stream?: StreamLike): Promise<void> {
   if (!arrays.length) return Promise.resolve();
-  const v = makeVector(arrays);
   const maxArray = size(limits.maxArrayBytes);
   const maxTotal = size(limits.maxTotalBytes);
+  const s = resolveStream(stream);
+  const keep = Buffer.alloc(1);
   return new Promise<void>((resolve, reject) => {
-    (fn.mlxc_eval_within as unknown as { async: (...a: unknown[]) => void }).async(v, maxArray, maxTotal, (err: unknown, rc: number) => {
+    pending.set(koffi.address(keep), { resolve, reject, keep, stream: s });
+    keepAlive ??= setInterval(() => {}, 1 << 30);
+    // The worker holds its own references to the arrays: the vector can go at once.
+    const v = makeVector(arrays);
+    try {
+      check(fn.mlxc_eval_background(v, s.handle, maxArray, maxTotal, doneCallback(), keep), 'mlxc_eval_background');
+    } catch (e) {
+      pending.delete(koffi.address(keep));
+      settle();
+      reject(e);
+    } finally {
       fn.mlx_vector_array_free(v);
-      try {
-        if (err) throw err;
-        if (rc !== 0) throwLastError('mlxc_eval_within');
-        // Kernel errors on MLX's stream threads surface at the next enqueue from this thread.
-        check(fn.mlx_synchronize(resolveStream(stream).handle), 'mlx_synchronize');
-        resolve();
-      } catch (e) {
-        reject(e);
-      }
-    });
+    }
   });
 }
 

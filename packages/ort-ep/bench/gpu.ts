@@ -20,6 +20,8 @@ const arg = (n: string, d?: string) => {
 };
 const device = (arg('device', 'gpu') as 'gpu' | 'cpu');
 const runs = Number(arg('runs', '20'));
+const modes = (arg('modes', 'compiled,eager') as string).split(',').map((m) => m === 'compiled');
+const sync = process.argv.includes('--sync');
 const report: Record<string, unknown> = { date: new Date().toISOString(), device, mlx: mx.version(), library: mx.nativeLibraryPath, cuda: mx.cudaAvailable() };
 const log = (s: string) => console.log(s);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
@@ -39,12 +41,12 @@ async function sharedModels(dir: string): Promise<void> {
     const tc = readTestCase(join(dir, name));
     let verdict = 'pass';
     let worst = 0;
-    for (const compiled of [true, false]) {
+    for (const compiled of modes) {
       const s = await MlxSession.create(join(dir, name, 'model.onnx'), { device, compiled });
       try {
         for (let r = 0; r < (compiled ? 3 : 1); r++) {
           for (const ds of tc.datasets) {
-            const out = await s.run(feedsOf(s, ds));
+            const out = sync ? s.runSync(feedsOf(s, ds)) : await s.run(feedsOf(s, ds));
             (ds.outputs as HostTensor[]).forEach((want, i) => {
               const got = out[s.outputNames[i]] as HostTensor;
               const c = compareTensor(got, want, tol);

@@ -13,6 +13,10 @@ export const extensions: FnSpec[] = [
     'the bytes evaluating outputs would allocate: every array not yet computed, once (siblings included), and the largest',
   ),
   manual(
+    'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload)',
+    "mlxc_eval_within on a thread of this library's own, one per stream, so that a stream is always evaluated on the same thread (CUDA's per-thread state, cuDNN's handles, need that); done(error, payload) is called from that thread when it ends. The arrays are held until then",
+  ),
+  manual(
     'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
     'mlx_eval after mlxc_graph_bytes: over a limit (0: none), nothing is evaluated and the error names the largest array, its shape, dtype, bytes and primitive',
   ),

@@ -83,6 +83,7 @@ export class GraphProgram {
     analysis?.end(values, env.depth === 0 ? idx : undefined);
     const limit = env.run.limits.maxTensorBytes;
     if (limit) for (const v of values) if (v.kind === 'device') checkTensorBytes(v.array, limit, this.plan.modelName, pn);
+    if (DEBUG_SYNC) debugSync(pn, values);
   }
 
   /** Runs the needed nodes in `env` synchronously and returns the values of `outputs`. */
@@ -108,6 +109,15 @@ export class GraphProgram {
       }
     }
   }
+}
+
+// MLX_ORT_DEBUG_SYNC=1: evaluate every node's results as soon as it runs and name it on stderr,
+// to find the node behind a failure deep in MLX (a crash names no node). Slow; for debugging.
+const DEBUG_SYNC = process.env.MLX_ORT_DEBUG_SYNC === '1';
+function debugSync(pn: PlannedNode, values: Value[]): void {
+  process.stderr.write(`[mlx-ort] ${pn.node.opType} '${pn.node.name}'\n`);
+  const arrays = values.flatMap((v) => (v.kind === 'device' ? [v.array] : []));
+  if (arrays.length) mx.evaluate(arrays);
 }
 
 /** Refuses, before it is evaluated, a node result larger than the per-tensor limit. */

@@ -1,6 +1,11 @@
 // Functions this library adds to mlx-c's ABI (see spec/extensions.ts).
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 #include <unordered_set>
 
 #include "mlxc_private.h"
@@ -66,6 +71,85 @@ size_t clamp(double v) {
   return v >= 1.8e19 ? static_cast<size_t>(-1) : static_cast<size_t>(v);
 }
 
+/** Evaluates within the limits (0: none); throws what MLX throws, or the budget's refusal. */
+void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t max_total_bytes) {
+  if (max_array_bytes || max_total_bytes) {
+    auto g = graph_bytes(outs);
+    if (max_array_bytes && g.largest > static_cast<double>(max_array_bytes)) {
+      throw std::runtime_error("[memory budget] evaluating would allocate " + describe(*g.largest_array, g.largest) +
+                               ", over the limit of " + std::to_string(max_array_bytes) + " bytes per tensor");
+    }
+    if (max_total_bytes && g.total > static_cast<double>(max_total_bytes)) {
+      throw std::runtime_error("[memory budget] evaluating would allocate " + std::to_string(std::llround(g.total)) +
+                               " bytes in all, over the limit of " + std::to_string(max_total_bytes) + " bytes (the largest is " +
+                               describe(*g.largest_array, g.largest) + ")");
+    }
+  }
+  mx::eval(outs);
+}
+
+/**
+ * One thread per stream, evaluating that stream's jobs in order. A stream is always evaluated on
+ * the same thread: MLX's CUDA backend keeps per-thread state (the current context, cuDNN handles),
+ * and evaluating one stream from several threads in turn crashed there.
+ */
+struct Job {
+  std::vector<array> outputs;
+  size_t max_array_bytes, max_total_bytes;
+  mlxc_eval_done done;
+  void* payload;
+};
+
+class Worker {
+ public:
+  Worker() : thread_([this] { run(); }) { thread_.detach(); }
+  void push(Job job) {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      q_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lk(m_);
+        cv_.wait(lk, [this] { return !q_.empty(); });
+        job = std::move(q_.front());
+        q_.pop_front();
+      }
+      std::string error;
+      try {
+        eval_within(job.outputs, job.max_array_bytes, job.max_total_bytes);
+      } catch (const std::exception& e) {
+        error = e.what();
+        if (error.empty()) error = "evaluation failed";
+      }
+      // The arrays go before the callback: the caller may free what they depend on then.
+      job.outputs.clear();
+      job.done(error.empty() ? nullptr : error.c_str(), job.payload);
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Job> q_;
+  std::thread thread_;
+};
+
+Worker& worker_for(const mx::Stream& s) {
+  static std::mutex m;
+  // Never freed: a detached thread may outlive static destruction (MLX leaks its scheduler too).
+  static auto* workers = new std::map<std::pair<int, int>, Worker*>();
+  std::lock_guard<std::mutex> lk(m);
+  auto key = std::make_pair(static_cast<int>(s.device.type), s.index);
+  auto it = workers->find(key);
+  if (it == workers->end()) it = workers->emplace(key, new Worker()).first;
+  return *it->second;
+}
+
 }  // namespace
 
 extern "C" {
@@ -85,21 +169,15 @@ int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outp
 }
 
 int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes) {
+  MLXC_TRY eval_within(mlxc::vec(outputs), max_array_bytes, max_total_bytes); MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes,
+                         mlxc_eval_done done, void* payload) {
   MLXC_TRY
-  const auto& outs = mlxc::vec(outputs);
-  if (max_array_bytes || max_total_bytes) {
-    auto g = graph_bytes(outs);
-    if (max_array_bytes && g.largest > static_cast<double>(max_array_bytes)) {
-      throw std::runtime_error("[memory budget] evaluating would allocate " + describe(*g.largest_array, g.largest) +
-                               ", over the limit of " + std::to_string(max_array_bytes) + " bytes per tensor");
-    }
-    if (max_total_bytes && g.total > static_cast<double>(max_total_bytes)) {
-      throw std::runtime_error("[memory budget] evaluating would allocate " + std::to_string(std::llround(g.total)) +
-                               " bytes in all, over the limit of " + std::to_string(max_total_bytes) + " bytes (the largest is " +
-                               describe(*g.largest_array, g.largest) + ")");
-    }
-  }
-  mx::eval(outs);
+  if (!done) throw std::invalid_argument("mlxc_eval_background: done must not be null");
+  worker_for(mlxc::stream(stream)).push(Job{mlxc::vec(outputs), max_array_bytes, max_total_bytes, done, payload});
   MLXC_CATCH(1)
   return 0;
 }

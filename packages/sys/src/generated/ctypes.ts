@@ -38,6 +38,7 @@ export const structTypes: Readonly<Record<string, Readonly<Record<string, string
 /** Callback types: the C prototype of each, for koffi.proto. */
 export const callbackTypes: Readonly<Record<string, string>> = {
   mlx_error_handler_func: 'void mlx_error_handler_func(const char* msg, void* data)',
+  mlxc_eval_done: 'void mlxc_eval_done(const char* error, void* payload)',
   mlx_payload_dtor: 'void mlx_payload_dtor(void* payload)',
   mlx_data_dtor: 'void mlx_data_dtor(void* data)',
   mlx_closure_fun: 'int mlx_closure_fun(mlx_vector_array* res, const mlx_vector_array input)',

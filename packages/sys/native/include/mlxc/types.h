@@ -58,6 +58,7 @@ typedef struct mlx_optional_dtype_ { mlx_dtype value; bool has_value; } mlx_opti
 
 /* Callback types. mlx-c spells these inline in each prototype; the typedefs are ABI-identical. */
 typedef void (*mlx_error_handler_func)(const char* msg, void* data);
+typedef void (*mlxc_eval_done)(const char* error, void* payload);
 typedef void (*mlx_payload_dtor)(void* payload);
 typedef void (*mlx_data_dtor)(void* data);
 typedef int (*mlx_closure_fun)(mlx_vector_array* res, const mlx_vector_array input);
