@@ -19,6 +19,9 @@ export interface ArrayOptions {
   shape?: readonly number[];
 }
 
+/** Transfers smaller than this are left to the page faults: the prefetch call would cost more. */
+const PREFETCH_BYTES = 1 << 20;
+
 export class Array {
   #handle: MlxHandle;
   #ndim?: number;
@@ -121,6 +124,17 @@ export class Array {
     return this;
   }
 
+  /**
+   * On MLX's CUDA build, moves an evaluated array's memory to the host or the GPU in one transfer
+   * (instead of page by page when it is first touched there); returns whether it moved (false on
+   * builds without CUDA, where it does nothing).
+   */
+  prefetch(to: 'host' | 'device'): boolean {
+    const moved = [false];
+    check(fn.mlxc_array_prefetch(moved as never, this.handle, to === 'host'), 'mlxc_array_prefetch');
+    return moved[0];
+  }
+
   /** Copies the data out, evaluating first. float16/bfloat16 come as Uint16Array bits, bool as 0/1 bytes. */
   toTypedArray(): TypedArray {
     const d = this.dtype;
@@ -139,6 +153,9 @@ export class Array {
     }
     try {
       const nbytes = n * itemsize(d);
+      // On MLX's CUDA build, move the data to the host in one transfer (a no-op elsewhere);
+      // reading unified memory page by page runs at a fraction of the bus's speed.
+      if (nbytes >= PREFETCH_BYTES) src.prefetch('host');
       const ptr = dataPointer(src, d);
       if (!ptr) check(1, `mlx_array_data_${d}`);
       const view = koffi.view(ptr, nbytes);

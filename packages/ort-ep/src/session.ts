@@ -109,9 +109,9 @@ export class MlxSession {
     const { model, plan, unsupported } = prepareModel(bytes, { modelPath: options.modelPath, externalData: options.externalData, registry: options.registry, modelName: name });
     if (unsupported.length) throw new UnsupportedOperatorError(name, unsupported);
     const program = new GraphProgram(plan);
-    const constants = new ConstantStore();
-    registerConstants(program, constants);
     const device = options.device ?? mx.defaultDevice().type;
+    const constants = new ConstantStore(device === 'gpu');
+    registerConstants(program, constants);
     if (options.precision !== undefined && options.precision !== 'fp32' && options.precision !== 'tf32') {
       throw new TypeError(`precision must be 'fp32' or 'tf32', got '${String(options.precision)}'`);
     }

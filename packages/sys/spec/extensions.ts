@@ -9,6 +9,10 @@ export const extensions: FnSpec[] = [
     "MLX's new_thread_unsafe_stream: arrays built on it can be evaluated from another thread (one thread at a time); mlx_stream_new_device's streams only evaluate on the thread that made them",
   ),
   manual(
+    'int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host)',
+    "on MLX's CUDA build, migrates an evaluated array's unified memory to the host or the GPU in one transfer (the driver's cuMemPrefetchAsync) instead of page by page on first touch; moved is false where there is no CUDA (a no-op)",
+  ),
+  manual(
     'int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)',
     'the bytes evaluating outputs would allocate: every array not yet computed, once (siblings included), and the largest',
   ),

@@ -4,8 +4,20 @@ import * as mx from '@mlx/core';
 import type { HostTensor } from '../onnx/index.js';
 import { upload } from './convert.js';
 
+/**
+ * A GPU's uploads go over the bus in one transfer (on MLX's CUDA build, host-made arrays live in
+ * unified memory and would otherwise move page by page when a kernel first reads them).
+ */
+function toDevice(a: mx.Array, gpu: boolean): mx.Array {
+  if (gpu && a.nbytes >= 1 << 20) a.prefetch('device');
+  return a;
+}
+
 /** The uploads of a session's constant host tensors, kept until release(). */
 export class ConstantStore {
+  /** `gpu`: the session runs on a GPU (uploads are moved there at once). */
+  constructor(readonly gpu = false) {}
+
   private readonly tensors = new Set<HostTensor>();
   private readonly arrays = new Map<HostTensor, mx.Array>();
   private readonly resident: mx.Array[] = [];
@@ -21,7 +33,7 @@ export class ConstantStore {
   array(t: HostTensor): mx.Array {
     let a = this.arrays.get(t);
     if (!a || a.disposed) {
-      a = mx.persist(upload(t));
+      a = mx.persist(toDevice(upload(t), this.gpu));
       this.arrays.set(t, a);
     }
     return a;
@@ -56,7 +68,7 @@ export class RunUploads {
     if (this.constants.has(t)) return this.constants.array(t);
     let a = this.arrays.get(t);
     if (!a || a.disposed) {
-      a = upload(t);
+      a = toDevice(upload(t), this.constants.gpu);
       this.arrays.set(t, a);
     }
     return a;

@@ -489,6 +489,7 @@ export const prototypes: readonly string[] = [
   'int mlx_fft_rfftfreq(_Inout_ mlx_array* res, int n, double d, const mlx_stream s)',
   'int mlx_fft_rfftn(_Inout_ mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s)',
   'mlx_stream mlxc_stream_new_any_thread(mlx_device dev)',
+  'int mlxc_array_prefetch(_Inout_ bool* moved, const mlx_array arr, bool to_host)',
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
@@ -1466,6 +1467,8 @@ export interface MlxCFunctions {
   mlx_fft_rfftn(res: MlxHandle, a: MlxHandle, n: ArrayBufferView | ArrayBuffer | unknown[] | null, n_num: number | bigint, axes: ArrayBufferView | ArrayBuffer | unknown[] | null, axes_num: number | bigint, norm: number, s: MlxHandle): number;
   /** extensions: `mlx_stream mlxc_stream_new_any_thread(mlx_device dev)` */
   mlxc_stream_new_any_thread(dev: MlxHandle): MlxHandle;
+  /** extensions: `int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host)` */
+  mlxc_array_prefetch(moved: unknown[], arr: MlxHandle, to_host: boolean): number;
   /** extensions: `int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)` */
   mlxc_graph_bytes(total: unknown[], largest: unknown[], outputs: MlxHandle): number;
   /** extensions: `int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload)` */
@@ -1474,4 +1477,4 @@ export interface MlxCFunctions {
   mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
 }
 
-export const functionCount = 488;
+export const functionCount = 489;
