@@ -4,7 +4,10 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
-let passed = 0, failed = 0, skipped = 0, missing = [];
+let passed = 0,
+  failed = 0,
+  skipped = 0,
+  missing = [];
 for (const pkg of readdirSync(join(root, 'packages'))) {
   const report = join(root, 'packages', pkg, 'reports', 'vitest.json');
   if (!existsSync(report)) {
@@ -15,7 +18,9 @@ for (const pkg of readdirSync(join(root, 'packages'))) {
   passed += r.numPassedTests;
   failed += r.numFailedTests;
   skipped += r.numPendingTests + (r.numTodoTests ?? 0);
-  console.log(`@mlx/${pkg}: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests} skipped (${r.numTotalTestSuites} suites)`);
+  console.log(
+    `@mlx/${pkg}: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests} skipped (${r.numTotalTestSuites} suites)`,
+  );
 }
 if (missing.length) console.log(`no test report from: ${missing.join(', ')}`);
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);

@@ -75,7 +75,7 @@ for (const [group, list] of Object.entries(spec)) {
         i++;
         continue;
       }
-      const core = pointer ? undefined : p.nullable ? row.coreNullable ?? row.core : row.core;
+      const core = pointer ? undefined : p.nullable ? (row.coreNullable ?? row.core) : row.core;
       if (!core) throw new Error(`${fn.name}: no core conversion for parameter type '${p.type}' (${p.name}) in sys/spec/types.ts`);
       if (core === 'operand') {
         const take = `t.arg(${v}${refArray ? `, ${refArray}` : ''})`;
@@ -107,7 +107,8 @@ for (const [group, list] of Object.entries(spec)) {
     const cname = fn.name;
     const results = outs.map((o) => {
       const { row, pointer } = resolveCType(o.type);
-      if (pointer !== 'out' || !row.coreResult) throw new Error(`${cname}: no core result for out-parameter '${o.type}' in sys/spec/types.ts`);
+      if (pointer !== 'out' || !row.coreResult)
+        throw new Error(`${cname}: no core result for out-parameter '${o.type}' in sys/spec/types.ts`);
       return row.coreResult;
     });
     const rs = outs.length === 1 ? ['res'] : outs.map((_, i) => `r${i}`);

@@ -63,7 +63,10 @@ describe('Array metadata', () => {
     s.push(7);
     s[0] = 9;
     expect(a.shape).toEqual([2, 3]);
-    expect(a.toList()).toEqual([[0, 0, 0], [0, 0, 0]]);
+    expect(a.toList()).toEqual([
+      [0, 0, 0],
+      [0, 0, 0],
+    ]);
   });
 
   it('a disposed array still refuses metadata reads, cached or not', () => {
@@ -83,6 +86,8 @@ describe('Array.fromBytes', () => {
     new DataView(buf.buffer).setFloat32(5, -2.25, true);
     const a = mx.Array.fromBytes(buf.subarray(1), [2], 'float32');
     expect(a.toList()).toEqual([1.5, -2.25]);
-    expect(() => mx.Array.fromBytes(buf.subarray(1, 8), [2], 'float32')).toThrow('Array.fromBytes: 7 bytes for shape [2] float32, which needs 8');
+    expect(() => mx.Array.fromBytes(buf.subarray(1, 8), [2], 'float32')).toThrow(
+      'Array.fromBytes: 7 bytes for shape [2] float32, which needs 8',
+    );
   });
 });

@@ -2,8 +2,17 @@
 // data out through TypedArrays (evaluating first); float16/bfloat16 travel as uint16 bits.
 import type { MlxHandle } from '@mlx/sys';
 import {
-  bfloat16BitsToNumber, dtypeCode, dtypeFromCode, dtypeOfTypedArray, float16BitsToNumber, float32ToBfloat16Bits,
-  itemsize, numberToFloat16Bits, typedArrayCtor, type Dtype, type TypedArray,
+  bfloat16BitsToNumber,
+  dtypeCode,
+  dtypeFromCode,
+  dtypeOfTypedArray,
+  float16BitsToNumber,
+  float32ToBfloat16Bits,
+  itemsize,
+  numberToFloat16Bits,
+  typedArrayCtor,
+  type Dtype,
+  type TypedArray,
 } from './dtype.js';
 import { trackArray, untrackArray } from './lifetime.js';
 import { describeValue, toInt32Array } from './ints.js';
@@ -70,7 +79,8 @@ export class Array {
     const dims = toInt32Array(shape, 'Array.fromBytes: shape', 'dim');
     const n = shape.reduce((a, b) => a * b, 1);
     const want = n * itemsize(dtype);
-    if (bytes.length !== want) throw new RangeError(`Array.fromBytes: ${bytes.length} bytes for shape [${shape.join(', ')}] ${dtype}, which needs ${want}`);
+    if (bytes.length !== want)
+      throw new RangeError(`Array.fromBytes: ${bytes.length} bytes for shape [${shape.join(', ')}] ${dtype}, which needs ${want}`);
     const h = fn.mlx_array_new_data(bytes, dims, dims.length, dtypeCode(dtype));
     return Array.fromHandle(checkHandle(h, 'mlx_array_new_data'));
   }
@@ -229,17 +239,31 @@ export class Array {
 
 function dataPointer(a: Array, d: Dtype): unknown {
   switch (d) {
-    case 'bool': case 'uint8': return fn.mlx_array_data_uint8(a.handle);
-    case 'float16': case 'bfloat16': case 'uint16': return fn.mlx_array_data_uint16(a.handle);
-    case 'uint32': return fn.mlx_array_data_uint32(a.handle);
-    case 'uint64': return fn.mlx_array_data_uint64(a.handle);
-    case 'int8': return fn.mlx_array_data_int8(a.handle);
-    case 'int16': return fn.mlx_array_data_int16(a.handle);
-    case 'int32': return fn.mlx_array_data_int32(a.handle);
-    case 'int64': return fn.mlx_array_data_int64(a.handle);
-    case 'float32': return fn.mlx_array_data_float32(a.handle);
-    case 'float64': return fn.mlx_array_data_float64(a.handle);
-    case 'complex64': return fn.mlx_array_data_complex64(a.handle);
+    case 'bool':
+    case 'uint8':
+      return fn.mlx_array_data_uint8(a.handle);
+    case 'float16':
+    case 'bfloat16':
+    case 'uint16':
+      return fn.mlx_array_data_uint16(a.handle);
+    case 'uint32':
+      return fn.mlx_array_data_uint32(a.handle);
+    case 'uint64':
+      return fn.mlx_array_data_uint64(a.handle);
+    case 'int8':
+      return fn.mlx_array_data_int8(a.handle);
+    case 'int16':
+      return fn.mlx_array_data_int16(a.handle);
+    case 'int32':
+      return fn.mlx_array_data_int32(a.handle);
+    case 'int64':
+      return fn.mlx_array_data_int64(a.handle);
+    case 'float32':
+      return fn.mlx_array_data_float32(a.handle);
+    case 'float64':
+      return fn.mlx_array_data_float64(a.handle);
+    case 'complex64':
+      return fn.mlx_array_data_complex64(a.handle);
   }
 }
 
@@ -250,7 +274,8 @@ export function encodeValues(values: readonly (number | boolean | bigint)[], d: 
   for (let i = 0; i < values.length; i++) {
     const v = values[i];
     switch (d) {
-      case 'int64': case 'uint64':
+      case 'int64':
+      case 'uint64':
         (out as BigInt64Array)[i] = typeof v === 'bigint' ? v : BigInt(Math.trunc(Number(v)));
         break;
       case 'float16':
@@ -326,7 +351,8 @@ export function array(data: NestedData | ArrayBufferView, options: Dtype | Array
   const shape = inferShape(data);
   const flat: (number | boolean | bigint)[] = [];
   flatten(data, shape, [], flat);
-  const d = opts.dtype ?? (flat.length && typeof flat[0] === 'boolean' ? 'bool' : flat.length && typeof flat[0] === 'bigint' ? 'int64' : 'float32');
+  const d =
+    opts.dtype ?? (flat.length && typeof flat[0] === 'boolean' ? 'bool' : flat.length && typeof flat[0] === 'bigint' ? 'int64' : 'float32');
   // -1 in `shape` infers that dimension, as in reshape.
   const target = opts.shape && toInt32Array(opts.shape, 'array: shape', 'dimOrInfer');
   const arr = Array.fromTypedArray(encodeValues(flat, d), shape, d);

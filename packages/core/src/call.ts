@@ -89,5 +89,11 @@ export function takeVector(v: MlxHandle): Array[] {
 
 /** Builds a vector handle from arrays (the caller frees it). */
 export function makeVector(xs: readonly Array[]): MlxHandle {
-  return checkHandle(fn.mlx_vector_array_new_data(xs.map((x) => x.handle), xs.length), 'mlx_vector_array_new_data');
+  return checkHandle(
+    fn.mlx_vector_array_new_data(
+      xs.map((x) => x.handle),
+      xs.length,
+    ),
+    'mlx_vector_array_new_data',
+  );
 }

@@ -40,12 +40,21 @@ describe('compile', () => {
       traces++;
       return [mx.matmul(a, b), mx.sum(b)];
     });
-    const s = mx.compile((a) => {
-      traces++;
-      return mx.multiply(a, 2);
-    }, { shapeless: true });
+    const s = mx.compile(
+      (a) => {
+        traces++;
+        return mx.multiply(a, 2);
+      },
+      { shapeless: true },
+    );
     try {
-      const [p, t] = g(mx.array([[1, 2], [3, 4]]), mx.array([[5], [6]])) as mx.Array[];
+      const [p, t] = g(
+        mx.array([
+          [1, 2],
+          [3, 4],
+        ]),
+        mx.array([[5], [6]]),
+      ) as mx.Array[];
       expect(p.toList()).toEqual([[17], [39]]);
       expect(t.item()).toBe(11);
       expect(traces).toBe(1);
@@ -79,7 +88,10 @@ describe('compile', () => {
     try {
       const xs = [0.1, 1.2, -0.7];
       const g = mx.grad((x) => f(x) as mx.Array)(mx.array(xs)) as mx.Array;
-      expectClose(flat(g), xs.map((x) => Math.cos(x) * x + Math.sin(x)));
+      expectClose(
+        flat(g),
+        xs.map((x) => Math.cos(x) * x + Math.sin(x)),
+      );
     } finally {
       f.dispose();
     }
@@ -120,7 +132,9 @@ describe('compile', () => {
       expect(flat(traced(mx.array([1, 2])))).toEqual([3, 5]);
       expect(flat(traced(mx.array([5, 6])))).toEqual([11, 13]);
       expect(traces).toBe(3);
-      expect(() => mx.setCompileMode('fast' as never)).toThrow("compile mode must be one of disabled, no_simplify, no_fuse, enabled, got 'fast'");
+      expect(() => mx.setCompileMode('fast' as never)).toThrow(
+        "compile mode must be one of disabled, no_simplify, no_fuse, enabled, got 'fast'",
+      );
     } finally {
       mx.setCompileMode('enabled');
       eager.dispose();

@@ -54,7 +54,10 @@ describe('construction from TypedArrays', () => {
 
   it('with a shape, and converting to another dtype', () => {
     const a = mx.array(new Int32Array([1, 2, 3, 4, 5, 6]), { shape: [2, 3] });
-    expect(a.toList()).toEqual([[1, 2, 3], [4, 5, 6]]);
+    expect(a.toList()).toEqual([
+      [1, 2, 3],
+      [4, 5, 6],
+    ]);
     const f = mx.array(new Float32Array([1.9, -1.9]), { dtype: 'int32' });
     expect(f.dtype).toBe('int32');
     expect(f.toList()).toEqual([1, -1]); // truncation toward zero
@@ -85,7 +88,10 @@ describe('construction from TypedArrays', () => {
   it('complex64 from interleaved float32 pairs', () => {
     const c = mx.array(new Float32Array([1, 2, -3, 0.5]), { dtype: 'complex64', shape: [2] });
     expect(c.dtype).toBe('complex64');
-    expect(c.toList()).toEqual([[1, 2], [-3, 0.5]]);
+    expect(c.toList()).toEqual([
+      [1, 2],
+      [-3, 0.5],
+    ]);
     expect(mx.real(c).toList()).toEqual([1, -3]);
     expect(mx.imag(c).toList()).toEqual([2, 0.5]);
     expect(() => mx.slice(c, [0], [1], [1]).item()).toThrow(TypeError);
@@ -93,16 +99,23 @@ describe('construction from TypedArrays', () => {
 });
 
 describe('construction from nested arrays', () => {
-  const values = [[0, 1, 2], [3, 4, 5]];
+  const values = [
+    [0, 1, 2],
+    [3, 4, 5],
+  ];
   for (const d of mx.dtypes) {
     it(`${d}: shape, values, item() and toList()`, () => {
       const a = mx.array(values, d);
       expect(a.dtype).toBe(d);
       expect(a.shape).toEqual([2, 3]);
-      const expected = d === 'bool' ? values.map((r) => r.map((v) => v !== 0))
-        : d === 'int64' || d === 'uint64' ? values.map((r) => r.map(BigInt))
-        : d === 'complex64' ? values.map((r) => r.map((v) => [v, 0]))
-        : values;
+      const expected =
+        d === 'bool'
+          ? values.map((r) => r.map((v) => v !== 0))
+          : d === 'int64' || d === 'uint64'
+            ? values.map((r) => r.map(BigInt))
+            : d === 'complex64'
+              ? values.map((r) => r.map((v) => [v, 0]))
+              : values;
       expect(a.toList()).toEqual(expected);
       if (d !== 'complex64') expect(mx.slice(a, [1, 2], [2, 3], [1, 1]).item()).toEqual((expected as unknown[][])[1][2]);
     });
@@ -171,11 +184,33 @@ describe('casts', () => {
 describe('non-contiguous results read back in logical order', () => {
   for (const d of ['float32', 'int64', 'float16', 'bool', 'uint8'] as const) {
     it(`${d}: transpose, broadcast and strided slice`, () => {
-      const base = mx.array([[0, 1, 2], [3, 4, 5]], d);
+      const base = mx.array(
+        [
+          [0, 1, 2],
+          [3, 4, 5],
+        ],
+        d,
+      );
       const conv = (v: number) => (d === 'bool' ? v !== 0 : d === 'int64' ? BigInt(v) : v);
-      expect(mx.transpose(base).toList()).toEqual([[0, 3], [1, 4], [2, 5]].map((r) => r.map(conv)));
-      expect(mx.broadcastTo(mx.array([[7], [9]], d), [2, 3]).toList()).toEqual([[7, 7, 7], [9, 9, 9]].map((r) => r.map(conv)));
-      expect(mx.slice(base, [0, 0], [2, 3], [1, 2]).toList()).toEqual([[0, 2], [3, 5]].map((r) => r.map(conv)));
+      expect(mx.transpose(base).toList()).toEqual(
+        [
+          [0, 3],
+          [1, 4],
+          [2, 5],
+        ].map((r) => r.map(conv)),
+      );
+      expect(mx.broadcastTo(mx.array([[7], [9]], d), [2, 3]).toList()).toEqual(
+        [
+          [7, 7, 7],
+          [9, 9, 9],
+        ].map((r) => r.map(conv)),
+      );
+      expect(mx.slice(base, [0, 0], [2, 3], [1, 2]).toList()).toEqual(
+        [
+          [0, 2],
+          [3, 5],
+        ].map((r) => r.map(conv)),
+      );
       const flatT = Array.from(mx.transpose(base).toTypedArray() as ArrayLike<number | bigint>);
       expect(flatT.length).toBe(6);
     });

@@ -2,13 +2,37 @@
 import { MlxDtype } from '@mlx/sys';
 
 export type Dtype =
-  | 'bool' | 'uint8' | 'uint16' | 'uint32' | 'uint64' | 'int8' | 'int16' | 'int32' | 'int64'
-  | 'float16' | 'float32' | 'float64' | 'bfloat16' | 'complex64';
+  | 'bool'
+  | 'uint8'
+  | 'uint16'
+  | 'uint32'
+  | 'uint64'
+  | 'int8'
+  | 'int16'
+  | 'int32'
+  | 'int64'
+  | 'float16'
+  | 'float32'
+  | 'float64'
+  | 'bfloat16'
+  | 'complex64';
 
 /** In mlx_dtype order, so the index is the C enum value. */
 export const dtypes: readonly Dtype[] = [
-  'bool', 'uint8', 'uint16', 'uint32', 'uint64', 'int8', 'int16', 'int32', 'int64',
-  'float16', 'float32', 'float64', 'bfloat16', 'complex64',
+  'bool',
+  'uint8',
+  'uint16',
+  'uint32',
+  'uint64',
+  'int8',
+  'int16',
+  'int32',
+  'int64',
+  'float16',
+  'float32',
+  'float64',
+  'bfloat16',
+  'complex64',
 ];
 
 const codes = new Map(dtypes.map((d, i) => [d, i]));
@@ -27,8 +51,20 @@ export function dtypeFromCode(c: number): Dtype {
 }
 
 const sizes: Record<Dtype, number> = {
-  bool: 1, uint8: 1, uint16: 2, uint32: 4, uint64: 8, int8: 1, int16: 2, int32: 4, int64: 8,
-  float16: 2, float32: 4, float64: 8, bfloat16: 2, complex64: 8,
+  bool: 1,
+  uint8: 1,
+  uint16: 2,
+  uint32: 4,
+  uint64: 8,
+  int8: 1,
+  int16: 2,
+  int32: 4,
+  int64: 8,
+  float16: 2,
+  float32: 4,
+  float64: 8,
+  bfloat16: 2,
+  complex64: 8,
 };
 export const itemsize = (d: Dtype): number => sizes[d];
 export const isFloating = (d: Dtype): boolean => d === 'float16' || d === 'float32' || d === 'float64' || d === 'bfloat16';
@@ -36,27 +72,56 @@ export const isInteger = (d: Dtype): boolean => /int/.test(d);
 export const isUnsigned = (d: Dtype): boolean => d.startsWith('uint');
 
 export type TypedArray =
-  | Float32Array | Float64Array | Int8Array | Int16Array | Int32Array | BigInt64Array
-  | Uint8Array | Uint16Array | Uint32Array | BigUint64Array;
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Int16Array
+  | Int32Array
+  | BigInt64Array
+  | Uint8Array
+  | Uint16Array
+  | Uint32Array
+  | BigUint64Array;
 
 /** The TypedArray for each dtype: float16/bfloat16 as their uint16 bits, bool as 0/1 bytes, complex64 interleaved. */
-export type TypedArrayFor<D extends Dtype> = D extends 'float32' | 'complex64' ? Float32Array
-  : D extends 'float64' ? Float64Array
-  : D extends 'int8' ? Int8Array
-  : D extends 'int16' ? Int16Array
-  : D extends 'int32' ? Int32Array
-  : D extends 'int64' ? BigInt64Array
-  : D extends 'uint8' | 'bool' ? Uint8Array
-  : D extends 'uint16' | 'float16' | 'bfloat16' ? Uint16Array
-  : D extends 'uint32' ? Uint32Array
-  : D extends 'uint64' ? BigUint64Array
-  : TypedArray;
+export type TypedArrayFor<D extends Dtype> = D extends 'float32' | 'complex64'
+  ? Float32Array
+  : D extends 'float64'
+    ? Float64Array
+    : D extends 'int8'
+      ? Int8Array
+      : D extends 'int16'
+        ? Int16Array
+        : D extends 'int32'
+          ? Int32Array
+          : D extends 'int64'
+            ? BigInt64Array
+            : D extends 'uint8' | 'bool'
+              ? Uint8Array
+              : D extends 'uint16' | 'float16' | 'bfloat16'
+                ? Uint16Array
+                : D extends 'uint32'
+                  ? Uint32Array
+                  : D extends 'uint64'
+                    ? BigUint64Array
+                    : TypedArray;
 
 type Ctor = { new (buf: ArrayBuffer, off?: number, len?: number): TypedArray; new (n: number): TypedArray; BYTES_PER_ELEMENT: number };
 const ctors: Record<Dtype, Ctor> = {
-  bool: Uint8Array, uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array, uint64: BigUint64Array,
-  int8: Int8Array, int16: Int16Array, int32: Int32Array, int64: BigInt64Array, float16: Uint16Array,
-  float32: Float32Array, float64: Float64Array, bfloat16: Uint16Array, complex64: Float32Array,
+  bool: Uint8Array,
+  uint8: Uint8Array,
+  uint16: Uint16Array,
+  uint32: Uint32Array,
+  uint64: BigUint64Array,
+  int8: Int8Array,
+  int16: Int16Array,
+  int32: Int32Array,
+  int64: BigInt64Array,
+  float16: Uint16Array,
+  float32: Float32Array,
+  float64: Float64Array,
+  bfloat16: Uint16Array,
+  complex64: Float32Array,
 } as unknown as Record<Dtype, Ctor>;
 export const typedArrayCtor = (d: Dtype): Ctor => ctors[d];
 
@@ -81,7 +146,7 @@ const u32 = new Uint32Array(f32.buffer);
 export function float32ToBfloat16Bits(x: number): number {
   f32[0] = x;
   const b = u32[0];
-  if ((b & 0x7f800000) === 0x7f800000 && (b & 0x7fffff)) return ((b >>> 16) | 0x40) & 0xffff; // NaN stays NaN
+  if ((b & 0x7f800000) === 0x7f800000 && b & 0x7fffff) return ((b >>> 16) | 0x40) & 0xffff; // NaN stays NaN
   return ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
 }
 export function bfloat16BitsToNumber(h: number): number {

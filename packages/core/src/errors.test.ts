@@ -15,7 +15,13 @@ function thrown(f: () => unknown): mx.MlxError {
 
 /** The library still computes after an error: a fresh op gives the right numbers. */
 function stillWorks(): void {
-  const r = mx.matmul(mx.array([[1, 2], [3, 4]]), mx.array([[5], [6]]));
+  const r = mx.matmul(
+    mx.array([
+      [1, 2],
+      [3, 4],
+    ]),
+    mx.array([[5], [6]]),
+  );
   expect(r.toList()).toEqual([[17], [39]]);
 }
 

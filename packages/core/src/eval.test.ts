@@ -26,7 +26,10 @@ describe('evalInBackground', () => {
 
   it('what MLX makes without a stream inside withStream (custom VJP primitives) lands on that stream', async () => {
     using s = mx.newStream('cpu', { anyThread: true });
-    const double = mx.customVjp((x) => mx.multiply(x, 2), (_p, cot) => [mx.multiply(cot[0], 2)]);
+    const double = mx.customVjp(
+      (x) => mx.multiply(x, 2),
+      (_p, cot) => [mx.multiply(cot[0], 2)],
+    );
     try {
       const y = mx.withStream(s, () => mx.add(double(mx.full([3], 1.5, 'float32')) as mx.Array, 1));
       // Built on MLX's thread-local default stream, the custom primitive could not be evaluated
@@ -57,7 +60,10 @@ describe('evalInBackground', () => {
       const y = mx.withStream(s, () => mx.sum(mx.full([100], 2, 'float32')));
       // Nothing else keeps the event loop alive here.
       mx.evalInBackground([y], {}, s).then(() => console.log('result', y.item()));`;
-    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], { encoding: 'utf8', timeout: 30_000 });
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout.trim()).toBe('result 200');
   });

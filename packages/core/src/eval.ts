@@ -51,25 +51,28 @@ const settle = () => {
 };
 
 function doneCallback(): unknown {
-  onDone ??= koffi.register((error: string | null, payload: unknown) => {
-    const key = koffi.address(payload);
-    const p = pending.get(key);
-    if (!p) return;
-    pending.delete(key);
-    settle();
-    if (error) {
-      p.reject(new MlxError(error, 'mlxc_eval_background'));
-      return;
-    }
-    try {
-      // Kernel errors MLX recorded on a CPU stream surface at the next enqueue from this thread.
-      const s = resolveStream(p.stream);
-      if (s.device.type === 'cpu') check(fn.mlx_synchronize(s.handle), 'mlx_synchronize');
-      p.resolve();
-    } catch (e) {
-      p.reject(e);
-    }
-  }, koffi.pointer(C.types.callbacks.mlxc_eval_done as never));
+  onDone ??= koffi.register(
+    (error: string | null, payload: unknown) => {
+      const key = koffi.address(payload);
+      const p = pending.get(key);
+      if (!p) return;
+      pending.delete(key);
+      settle();
+      if (error) {
+        p.reject(new MlxError(error, 'mlxc_eval_background'));
+        return;
+      }
+      try {
+        // Kernel errors MLX recorded on a CPU stream surface at the next enqueue from this thread.
+        const s = resolveStream(p.stream);
+        if (s.device.type === 'cpu') check(fn.mlx_synchronize(s.handle), 'mlx_synchronize');
+        p.resolve();
+      } catch (e) {
+        p.reject(e);
+      }
+    },
+    koffi.pointer(C.types.callbacks.mlxc_eval_done as never),
+  );
   return onDone;
 }
 

@@ -1,18 +1,54 @@
 // @mlx/core: safe MLX arrays for TypeScript.
 export { Array, array, scalar, type ArrayLike, type ArrayOptions, type NestedData } from './array.js';
 export {
-  dtypes, itemsize, isFloating, isInteger, isUnsigned, float16BitsToNumber, numberToFloat16Bits,
-  bfloat16BitsToNumber, float32ToBfloat16Bits, type Dtype, type TypedArray, type TypedArrayFor,
+  dtypes,
+  itemsize,
+  isFloating,
+  isInteger,
+  isUnsigned,
+  float16BitsToNumber,
+  numberToFloat16Bits,
+  bfloat16BitsToNumber,
+  float32ToBfloat16Bits,
+  type Dtype,
+  type TypedArray,
+  type TypedArrayFor,
 } from './dtype.js';
 export { MlxError } from './native.js';
 export { scope, keep, persist, dispose, collect, type Disposable } from './lifetime.js';
 export {
-  Device, Stream, defaultDevice, setDefaultDevice, defaultStream, defaultStreamOf, newStream, withStream,
-  synchronize, gpuAvailable, metalAvailable, cudaAvailable, type DeviceType, type StreamLike, type OpOptions,
+  Device,
+  Stream,
+  defaultDevice,
+  setDefaultDevice,
+  defaultStream,
+  defaultStreamOf,
+  newStream,
+  withStream,
+  synchronize,
+  gpuAvailable,
+  metalAvailable,
+  cudaAvailable,
+  type DeviceType,
+  type StreamLike,
+  type OpOptions,
 } from './stream.js';
 export {
-  Closure, compile, vjp, jvp, valueAndGrad, grad, customVjp, checkpoint, evaluate, asyncEval,
-  enableCompile, disableCompile, setCompileMode, type CompiledFunction, type CompileMode,
+  Closure,
+  compile,
+  vjp,
+  jvp,
+  valueAndGrad,
+  grad,
+  customVjp,
+  checkpoint,
+  evaluate,
+  asyncEval,
+  enableCompile,
+  disableCompile,
+  setCompileMode,
+  type CompiledFunction,
+  type CompileMode,
 } from './transforms.js';
 export { memory } from './memory.js';
 export type { FftNorm } from './enums.js';

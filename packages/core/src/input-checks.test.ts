@@ -32,14 +32,32 @@ describe('array data that MLX cannot hold', () => {
     expectRefused(() => mx.array(undefined as never), TypeError, /^array: data is undefined/);
     expectRefused(() => mx.array(null as never), TypeError, /^array: data is null/);
     expectRefused(() => mx.array([1, null] as never), TypeError, /^array: data\[1\] is null/);
-    expectRefused(() => mx.array([[1, 2], [3, 'x']] as never), TypeError, /^array: data\[1\]\[1\] is the string "x"/);
+    expectRefused(
+      () =>
+        mx.array([
+          [1, 2],
+          [3, 'x'],
+        ] as never),
+      TypeError,
+      /^array: data\[1\]\[1\] is the string "x"/,
+    );
     expectRefused(() => mx.array([[1], [undefined]] as never, 'int32'), TypeError, /^array: data\[1\]\[0\] is undefined/);
     expectRefused(() => mx.array([new Map()] as never), TypeError, /^array: data\[0\] is an object \(Map\)/);
     expectRefused(() => mx.scalar('1' as never, 'float32'), TypeError, /^scalar: value is the string "1"/);
   });
 
   it('numbers, booleans and bigints (NaN included) are still taken', () => {
-    expect(mx.array([[1, 2.5], [-3, 4]]).toList()).toEqual([[1, 2.5], [-3, 4]]);
+    expect(
+      mx
+        .array([
+          [1, 2.5],
+          [-3, 4],
+        ])
+        .toList(),
+    ).toEqual([
+      [1, 2.5],
+      [-3, 4],
+    ]);
     expect(mx.array([true, false]).toList()).toEqual([true, false]);
     expect(mx.array([2n ** 40n]).toList()).toEqual([2n ** 40n]);
     expect(mx.array([NaN]).item()).toBeNaN();
@@ -64,18 +82,33 @@ describe('shapes, axes and other ints', () => {
     expect(mx.reshape(x23(), [-1]).shape).toEqual([6]);
     expect(mx.reshape(x23(), [3, -1]).shape).toEqual([3, 2]);
     // MLX itself accepted [-2, -3] for six elements and made an array of that "shape".
-    expectRefused(() => mx.reshape(x23(), [-2, -3]), RangeError, /^reshape: shape\[0\] must be an integer in \[0, 2147483647\] or -1, got -2$/);
+    expectRefused(
+      () => mx.reshape(x23(), [-2, -3]),
+      RangeError,
+      /^reshape: shape\[0\] must be an integer in \[0, 2147483647\] or -1, got -2$/,
+    );
   });
 
   it('the shape of array() and Array.fromTypedArray is checked the same way', () => {
-    expectRefused(() => mx.Array.fromTypedArray(new Float32Array(0), [2 ** 32, 0]), RangeError, /^Array\.fromTypedArray: shape\[0\] .* got 4294967296$/);
+    expectRefused(
+      () => mx.Array.fromTypedArray(new Float32Array(0), [2 ** 32, 0]),
+      RangeError,
+      /^Array\.fromTypedArray: shape\[0\] .* got 4294967296$/,
+    );
     expectRefused(() => mx.array(new Float32Array(0), { shape: [2 ** 32, 0] }), RangeError, /^array: shape\[0\] .* got 4294967296$/);
     expectRefused(() => mx.array([1, 2, 3, 4], { shape: [2 ** 32 + 2, 2] }), RangeError, /^array: shape\[0\] .* got 4294967298$/);
-    expect(mx.array([1, 2, 3, 4], { shape: [2, -1] }).toList()).toEqual([[1, 2], [3, 4]]);
+    expect(mx.array([1, 2, 3, 4], { shape: [2, -1] }).toList()).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
   });
 
   it('axes and int arguments must be int32 integers', () => {
-    expectRefused(() => mx.sum(x23(), [2 ** 32]), RangeError, /^sumAxes: axes\[0\] must be an integer in \[-2147483648, 2147483647\], got 4294967296$/);
+    expectRefused(
+      () => mx.sum(x23(), [2 ** 32]),
+      RangeError,
+      /^sumAxes: axes\[0\] must be an integer in \[-2147483648, 2147483647\], got 4294967296$/,
+    );
     expectRefused(() => mx.expandDims(x23(), 0.7), RangeError, /^expandDims: axis .* got 0\.7$/);
     expectRefused(() => mx.expandDims(x23(), 2 ** 32), RangeError, /^expandDims: axis .* got 4294967296$/);
     expectRefused(() => mx.repeat(x23(), 2 ** 32 + 1, 0), RangeError, /^repeatAxis: repeats .* got 4294967297$/);
@@ -114,7 +147,8 @@ describe('slice strides of 0', () => {
       out.push(String(mx.slice(mx.arange(0, 6), [5], [0], [-2]).toList()));
       console.log(JSON.stringify(out));`;
     const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
-      encoding: 'utf8', timeout: 60_000,
+      encoding: 'utf8',
+      timeout: 60_000,
     });
     expect({ status: r.status, signal: r.signal, stderr: r.stderr }).toEqual({ status: 0, signal: null, stderr: '' });
     expect(JSON.parse(r.stdout)).toEqual([

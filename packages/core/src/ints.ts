@@ -24,7 +24,8 @@ export function describeValue(v: unknown): string {
   if (typeof v === 'string') return `the string ${JSON.stringify(v.length > 20 ? `${v.slice(0, 20)}...` : v)}`;
   if (typeof v === 'bigint') return `${v}n`;
   if (v === null) return 'null';
-  if (typeof v === 'object') return globalThis.Array.isArray(v) ? 'an array' : `an object (${Object.prototype.toString.call(v).slice(8, -1)})`;
+  if (typeof v === 'object')
+    return globalThis.Array.isArray(v) ? 'an array' : `an object (${Object.prototype.toString.call(v).slice(8, -1)})`;
   if (typeof v === 'number' || typeof v === 'boolean' || v === undefined) return String(v);
   return `a ${typeof v}`;
 }

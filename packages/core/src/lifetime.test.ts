@@ -152,11 +152,13 @@ describe('scope', () => {
   it('frees everything when the body throws, and rethrows', () => {
     const base = mx.memory.active();
     const boom = new Error('boom');
-    expect(() => mx.scope(() => {
-      block(MB);
-      block(MB);
-      throw boom;
-    })).toThrow(boom);
+    expect(() =>
+      mx.scope(() => {
+        block(MB);
+        block(MB);
+        throw boom;
+      }),
+    ).toThrow(boom);
     expect(mx.memory.active()).toBe(base);
     // An MlxError inside a scope behaves the same.
     expect(() => mx.scope(() => mx.matmul(block(MB), mx.zeros([3, 3])))).toThrow(mx.MlxError);
@@ -250,7 +252,11 @@ describe('FinalizationRegistry', () => {
         await new Promise((r) => setTimeout(r, 20));
       }
       console.log(JSON.stringify({ held, after: mx.memory.active() - base, keptAlive: !kept.disposed && mx.sum(kept).item() }));`;
-    const r = spawnSync(process.execPath, ['--expose-gc', '--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], { cwd: repo, encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(process.execPath, ['--expose-gc', '--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
     expect(out.held).toBe(64 * MB);

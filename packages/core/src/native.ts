@@ -25,9 +25,12 @@ let pendingCallbackError: unknown;
 // MLX reports errors synchronously, on the thread of the failing call, through this handler; the
 // default one in the library would exit the process. The handler only records the message: the
 // call's non-zero return turns it into an exception.
-const handler = koffi.register((msg: string) => {
-  lastMessage = msg;
-}, koffi.pointer(C.types.callbacks.mlx_error_handler_func as never));
+const handler = koffi.register(
+  (msg: string) => {
+    lastMessage = msg;
+  },
+  koffi.pointer(C.types.callbacks.mlx_error_handler_func as never),
+);
 fn.mlx_set_error_handler(handler, null, null);
 
 /** A JS callback (closure body) threw: keep the error so the failing native call rethrows it. */

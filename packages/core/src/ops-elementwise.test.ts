@@ -199,10 +199,16 @@ describe('logic and bits', () => {
   });
 
   it('where selects with broadcasting', () => {
-    const cond = mx.array([[true, false, true], [false, false, true]]);
+    const cond = mx.array([
+      [true, false, true],
+      [false, false, true],
+    ]);
     const x = mx.array([1, 2, 3]);
     const r = mx.where(cond, x, -1);
-    expect(r.toList()).toEqual([[1, -1, 3], [-1, -1, 3]]);
+    expect(r.toList()).toEqual([
+      [1, -1, 3],
+      [-1, -1, 3],
+    ]);
   });
 
   it('a JS scalar beside a bool mask takes the dtype of the value operand, not of the mask', () => {
@@ -230,8 +236,17 @@ describe('logic and bits', () => {
 
   it('clip with bounds on either side or both', () => {
     const xs = inputs(10, -5, 5, 3);
-    expectClose(mx.clip(mx.array(xs), -1, 2), xs.map((x) => Math.min(2, Math.max(-1, x))));
-    expectClose(mx.clip(mx.array(xs), null, 0), xs.map((x) => Math.min(0, x)));
-    expectClose(mx.clip(mx.array(xs), 0, null), xs.map((x) => Math.max(0, x)));
+    expectClose(
+      mx.clip(mx.array(xs), -1, 2),
+      xs.map((x) => Math.min(2, Math.max(-1, x))),
+    );
+    expectClose(
+      mx.clip(mx.array(xs), null, 0),
+      xs.map((x) => Math.min(0, x)),
+    );
+    expectClose(
+      mx.clip(mx.array(xs), 0, null),
+      xs.map((x) => Math.max(0, x)),
+    );
   });
 });

@@ -4,10 +4,14 @@ import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 import { inputs, flat, expectAllClose } from '../test/numeric.js';
 
-const expectClose = (actual: mx.Array, expected: readonly number[], rtol = 1e-5, atol = 1e-5): void => expectAllClose(actual, expected, rtol, atol);
+const expectClose = (actual: mx.Array, expected: readonly number[], rtol = 1e-5, atol = 1e-5): void =>
+  expectAllClose(actual, expected, rtol, atol);
 const rows = (xs: readonly number[], d: number) => Array.from({ length: xs.length / d }, (_, r) => xs.slice(r * d, r * d + d));
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-const variance = (xs: readonly number[]) => { const m = mean(xs); return mean(xs.map((x) => (x - m) ** 2)); };
+const variance = (xs: readonly number[]) => {
+  const m = mean(xs);
+  return mean(xs.map((x) => (x - m) ** 2));
+};
 
 describe('fast', () => {
   const D = 8;
@@ -17,15 +21,25 @@ describe('fast', () => {
 
   it('layerNorm with and without weight and bias', () => {
     const eps = 1e-5;
-    const norm = (r: number[]) => { const m = mean(r); const s = Math.sqrt(variance(r) + eps); return r.map((v) => (v - m) / s); };
+    const norm = (r: number[]) => {
+      const m = mean(r);
+      const s = Math.sqrt(variance(r) + eps);
+      return r.map((v) => (v - m) / s);
+    };
     const x = mx.array(X, { shape: [3, D] });
     expectClose(mx.fast.layerNorm(x, null, null, eps), rows(X, D).flatMap(norm));
-    expectClose(mx.fast.layerNorm(x, mx.array(w), mx.array(b), eps), rows(X, D).flatMap((r) => norm(r).map((v, i) => v * w[i] + b[i])));
+    expectClose(
+      mx.fast.layerNorm(x, mx.array(w), mx.array(b), eps),
+      rows(X, D).flatMap((r) => norm(r).map((v, i) => v * w[i] + b[i])),
+    );
   });
 
   it('rmsNorm', () => {
     const eps = 1e-6;
-    const ref = rows(X, D).flatMap((r) => { const s = Math.sqrt(mean(r.map((v) => v * v)) + eps); return r.map((v, i) => (v / s) * w[i]); });
+    const ref = rows(X, D).flatMap((r) => {
+      const s = Math.sqrt(mean(r.map((v) => v * v)) + eps);
+      return r.map((v, i) => (v / s) * w[i]);
+    });
     expectClose(mx.fast.rmsNorm(mx.array(X, { shape: [3, D] }), mx.array(w), eps), ref);
   });
 
@@ -59,7 +73,16 @@ describe('fast', () => {
   }
 
   /** softmax(q k^T * scale + mask) v for one head: q [Lq, d], k/v [Lk, d]. */
-  function attentionRef(q: number[], k: number[], v: number[], Lq: number, Lk: number, d: number, scale: number, mask?: (i: number, j: number) => number) {
+  function attentionRef(
+    q: number[],
+    k: number[],
+    v: number[],
+    Lq: number,
+    Lk: number,
+    d: number,
+    scale: number,
+    mask?: (i: number, j: number) => number,
+  ) {
     const out: number[] = [];
     for (let i = 0; i < Lq; i++) {
       const s = Array.from({ length: Lk }, (_, j) => {
@@ -87,10 +110,14 @@ describe('fast', () => {
     const V = mx.array(v, { shape: [1, Hkv, L, d] });
     // Query head h reads KV head floor(h / (Hq / Hkv)).
     const kvOf = (h: number) => Math.floor(h / (Hq / Hkv));
-    const full = Array.from({ length: Hq }, (_, h) => attentionRef(head(q, h, L, d), head(k, kvOf(h), L, d), head(v, kvOf(h), L, d), L, L, d, scale)).flat();
+    const full = Array.from({ length: Hq }, (_, h) =>
+      attentionRef(head(q, h, L, d), head(k, kvOf(h), L, d), head(v, kvOf(h), L, d), L, L, d, scale),
+    ).flat();
     expectClose(mx.fast.scaledDotProductAttention(Q, K, V, scale, '', null, null), full, 1e-4, 1e-5);
     const causal = (i: number, j: number) => (j <= i ? 0 : -Infinity);
-    const ref = Array.from({ length: Hq }, (_, h) => attentionRef(head(q, h, L, d), head(k, kvOf(h), L, d), head(v, kvOf(h), L, d), L, L, d, scale, causal)).flat();
+    const ref = Array.from({ length: Hq }, (_, h) =>
+      attentionRef(head(q, h, L, d), head(k, kvOf(h), L, d), head(v, kvOf(h), L, d), L, L, d, scale, causal),
+    ).flat();
     expectClose(mx.fast.scaledDotProductAttention(Q, K, V, scale, 'causal', null, null), ref, 1e-4, 1e-5);
   });
 
@@ -102,8 +129,13 @@ describe('fast', () => {
     const m = inputs(Lq * Lk, -2, 0, 11);
     const ref = attentionRef(q, k, v, Lq, Lk, d, 0.7, (i, j) => m[i * Lk + j]);
     const r = mx.fast.scaledDotProductAttention(
-      mx.array(q, { shape: [1, 1, Lq, d] }), mx.array(k, { shape: [1, 1, Lk, d] }), mx.array(v, { shape: [1, 1, Lk, d] }),
-      0.7, 'array', mx.array(m, { shape: [1, 1, Lq, Lk] }), null,
+      mx.array(q, { shape: [1, 1, Lq, d] }),
+      mx.array(k, { shape: [1, 1, Lk, d] }),
+      mx.array(v, { shape: [1, 1, Lk, d] }),
+      0.7,
+      'array',
+      mx.array(m, { shape: [1, 1, Lq, Lk] }),
+      null,
     );
     expectClose(r, ref, 1e-4, 1e-5);
   });

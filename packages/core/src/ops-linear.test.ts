@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 import { inputs, flat, expectAllClose } from '../test/numeric.js';
 
-const expectClose = (actual: mx.Array | number[], expected: readonly number[], rtol = 1e-5, atol = 1e-5): void => expectAllClose(actual, expected, rtol, atol);
+const expectClose = (actual: mx.Array | number[], expected: readonly number[], rtol = 1e-5, atol = 1e-5): void =>
+  expectAllClose(actual, expected, rtol, atol);
 
 /** [m, k] x [k, n], row-major, float64. */
 function matmulRef(a: readonly number[], b: readonly number[], m: number, k: number, n: number): number[] {
@@ -11,7 +12,8 @@ function matmulRef(a: readonly number[], b: readonly number[], m: number, k: num
   for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) for (let p = 0; p < k; p++) c[i * n + j] += a[i * k + p] * b[p * n + j];
   return c;
 }
-const transposeRef = (a: readonly number[], m: number, n: number) => Array.from({ length: m * n }, (_, i) => a[(i % m) * n + Math.floor(i / m)]);
+const transposeRef = (a: readonly number[], m: number, n: number) =>
+  Array.from({ length: m * n }, (_, i) => a[(i % m) * n + Math.floor(i / m)]);
 
 describe('matrix products', () => {
   const [m, k, n] = [5, 7, 3];
@@ -39,7 +41,10 @@ describe('matrix products', () => {
     const C = inputs(m * n, -1, 1, 4);
     const ab = matmulRef(A, B, m, k, n);
     const r = mx.addmm(mx.array(C, { shape: [m, n] }), mx.array(A, { shape: [m, k] }), mx.array(B, { shape: [k, n] }), 0.5, 2);
-    expectClose(r, ab.map((v, i) => 0.5 * v + 2 * C[i]));
+    expectClose(
+      r,
+      ab.map((v, i) => 0.5 * v + 2 * C[i]),
+    );
   });
 
   it('tensordot over paired axes and over the last/first axes', () => {
@@ -47,11 +52,12 @@ describe('matrix products', () => {
     const X = inputs(24, -1, 1, 5);
     const Y = inputs(60, -1, 1, 6);
     const ref: number[] = [];
-    for (let i = 0; i < 2; i++) for (let l = 0; l < 5; l++) {
-      let s = 0;
-      for (let j = 0; j < 3; j++) for (let q = 0; q < 4; q++) s += X[i * 12 + j * 4 + q] * Y[q * 15 + j * 5 + l];
-      ref.push(s);
-    }
+    for (let i = 0; i < 2; i++)
+      for (let l = 0; l < 5; l++) {
+        let s = 0;
+        for (let j = 0; j < 3; j++) for (let q = 0; q < 4; q++) s += X[i * 12 + j * 4 + q] * Y[q * 15 + j * 5 + l];
+        ref.push(s);
+      }
     expectClose(mx.tensordot(mx.array(X, { shape: [2, 3, 4] }), mx.array(Y, { shape: [4, 3, 5] }), [1, 2], [1, 0]), ref);
     expectClose(mx.tensordotAxis(mx.array(A, { shape: [m, k] }), mx.array(B, { shape: [k, n] }), 1), matmulRef(A, B, m, k, n));
   });
@@ -61,7 +67,10 @@ describe('matrix products', () => {
     const b = mx.array(B, { shape: [k, n] });
     expectClose(mx.einsum('ik,kj->ij', [a, b]), matmulRef(A, B, m, k, n));
     const sq = inputs(2 * 9, -1, 1, 8);
-    expectClose(mx.einsum('bii->b', [mx.array(sq, { shape: [2, 3, 3] })]), [0, 1].map((bb) => sq[bb * 9] + sq[bb * 9 + 4] + sq[bb * 9 + 8]));
+    expectClose(
+      mx.einsum('bii->b', [mx.array(sq, { shape: [2, 3, 3] })]),
+      [0, 1].map((bb) => sq[bb * 9] + sq[bb * 9 + 4] + sq[bb * 9 + 8]),
+    );
     expectClose(mx.einsum('i,j->ij', [mx.array([1, 2]), mx.array([3, 4, 5])]), [3, 4, 5, 6, 8, 10]);
   });
 
@@ -70,26 +79,40 @@ describe('matrix products', () => {
     const v = [4, -5, 6];
     expect(mx.inner(mx.array(u), mx.array(v)).item()).toBe(4 - 10 + 18);
     expect(flat(mx.outer(mx.array(u), mx.array(v)))).toEqual(u.flatMap((p) => v.map((q) => p * q)));
-    expect(mx.kron(mx.array([[1, 2]]), mx.array([[1], [10]])).toList()).toEqual([[1, 2], [10, 20]]);
+    expect(mx.kron(mx.array([[1, 2]]), mx.array([[1], [10]])).toList()).toEqual([
+      [1, 2],
+      [10, 20],
+    ]);
   });
 });
 
 /** Direct 1-D convolution (cross-correlation, as MLX): x [N, L, Cin], w [Cout, K, Cin/groups]. */
-function conv1dRef(x: number[], [N, L, Cin]: number[], w: number[], [Cout, K]: number[], stride: number, pad: number, dil: number, groups: number) {
+function conv1dRef(
+  x: number[],
+  [N, L, Cin]: number[],
+  w: number[],
+  [Cout, K]: number[],
+  stride: number,
+  pad: number,
+  dil: number,
+  groups: number,
+) {
   const cinG = Cin / groups;
   const coutG = Cout / groups;
   const Lout = Math.floor((L + 2 * pad - dil * (K - 1) - 1) / stride) + 1;
   const out: number[] = [];
-  for (let b = 0; b < N; b++) for (let t = 0; t < Lout; t++) for (let o = 0; o < Cout; o++) {
-    const g = Math.floor(o / coutG);
-    let s = 0;
-    for (let kk = 0; kk < K; kk++) {
-      const pos = t * stride - pad + kk * dil;
-      if (pos < 0 || pos >= L) continue;
-      for (let c = 0; c < cinG; c++) s += x[(b * L + pos) * Cin + g * cinG + c] * w[(o * K + kk) * cinG + c];
-    }
-    out.push(s);
-  }
+  for (let b = 0; b < N; b++)
+    for (let t = 0; t < Lout; t++)
+      for (let o = 0; o < Cout; o++) {
+        const g = Math.floor(o / coutG);
+        let s = 0;
+        for (let kk = 0; kk < K; kk++) {
+          const pos = t * stride - pad + kk * dil;
+          if (pos < 0 || pos >= L) continue;
+          for (let c = 0; c < cinG; c++) s += x[(b * L + pos) * Cin + g * cinG + c] * w[(o * K + kk) * cinG + c];
+        }
+        out.push(s);
+      }
   return { out, shape: [N, Lout, Cout] };
 }
 
@@ -98,21 +121,30 @@ function conv2dRef(x: number[], [N, H, W, Cin]: number[], w: number[], [Cout, KH
   const Ho = Math.floor((H + 2 * ph - KH) / sh) + 1;
   const Wo = Math.floor((W + 2 * pw - KW) / sw) + 1;
   const out: number[] = [];
-  for (let b = 0; b < N; b++) for (let i = 0; i < Ho; i++) for (let j = 0; j < Wo; j++) for (let o = 0; o < Cout; o++) {
-    let s = 0;
-    for (let u = 0; u < KH; u++) for (let v = 0; v < KW; v++) {
-      const y = i * sh - ph + u;
-      const z = j * sw - pw + v;
-      if (y < 0 || y >= H || z < 0 || z >= W) continue;
-      for (let c = 0; c < Cin; c++) s += x[((b * H + y) * W + z) * Cin + c] * w[((o * KH + u) * KW + v) * Cin + c];
-    }
-    out.push(s);
-  }
+  for (let b = 0; b < N; b++)
+    for (let i = 0; i < Ho; i++)
+      for (let j = 0; j < Wo; j++)
+        for (let o = 0; o < Cout; o++) {
+          let s = 0;
+          for (let u = 0; u < KH; u++)
+            for (let v = 0; v < KW; v++) {
+              const y = i * sh - ph + u;
+              const z = j * sw - pw + v;
+              if (y < 0 || y >= H || z < 0 || z >= W) continue;
+              for (let c = 0; c < Cin; c++) s += x[((b * H + y) * W + z) * Cin + c] * w[((o * KH + u) * KW + v) * Cin + c];
+            }
+          out.push(s);
+        }
   return { out, shape: [N, Ho, Wo, Cout] };
 }
 
 describe('convolutions', () => {
-  for (const [stride, pad, dil, groups] of [[1, 0, 1, 1], [2, 1, 1, 1], [1, 2, 2, 1], [1, 1, 1, 2]]) {
+  for (const [stride, pad, dil, groups] of [
+    [1, 0, 1, 1],
+    [2, 1, 1, 1],
+    [1, 2, 2, 1],
+    [1, 1, 1, 2],
+  ]) {
     it(`conv1d stride ${stride} padding ${pad} dilation ${dil} groups ${groups}`, () => {
       const xs = [2, 9, 4];
       const ws = [6, 3, 4 / groups];
@@ -125,7 +157,16 @@ describe('convolutions', () => {
     });
   }
 
-  for (const [s, p] of [[[1, 1], [0, 0]], [[2, 1], [1, 2]]]) {
+  for (const [s, p] of [
+    [
+      [1, 1],
+      [0, 0],
+    ],
+    [
+      [2, 1],
+      [1, 2],
+    ],
+  ]) {
     it(`conv2d stride ${s} padding ${p}`, () => {
       const xs = [2, 6, 5, 3];
       const ws = [4, 3, 2, 3];
@@ -145,11 +186,12 @@ describe('convolutions', () => {
     const Wt = inputs(Cout * K * Cin, -1, 1, 41);
     const Lout = (L - 1) * stride - 2 * pad + K;
     const ref = new Array<number>(Lout * Cout).fill(0);
-    for (let t = 0; t < L; t++) for (let k = 0; k < K; k++) {
-      const pos = t * stride - pad + k;
-      if (pos < 0 || pos >= Lout) continue;
-      for (let o = 0; o < Cout; o++) for (let c = 0; c < Cin; c++) ref[pos * Cout + o] += X[t * Cin + c] * Wt[(o * K + k) * Cin + c];
-    }
+    for (let t = 0; t < L; t++)
+      for (let k = 0; k < K; k++) {
+        const pos = t * stride - pad + k;
+        if (pos < 0 || pos >= Lout) continue;
+        for (let o = 0; o < Cout; o++) for (let c = 0; c < Cin; c++) ref[pos * Cout + o] += X[t * Cin + c] * Wt[(o * K + k) * Cin + c];
+      }
     const r = mx.convTranspose1d(mx.array(X, { shape: [1, L, Cin] }), mx.array(Wt, { shape: [Cout, K, Cin] }), stride, pad, 1, 0, 1);
     expect(r.shape).toEqual([1, Lout, Cout]);
     expectClose(r, ref);
@@ -165,7 +207,11 @@ function invRef(a: readonly number[], n: number): number[] {
     [m[c], m[p]] = [m[p], m[c]];
     const d = m[c][c];
     for (let j = 0; j < 2 * n; j++) m[c][j] /= d;
-    for (let r = 0; r < n; r++) if (r !== c) { const f = m[r][c]; for (let j = 0; j < 2 * n; j++) m[r][j] -= f * m[c][j]; }
+    for (let r = 0; r < n; r++)
+      if (r !== c) {
+        const f = m[r][c];
+        for (let j = 0; j < 2 * n; j++) m[r][j] -= f * m[c][j];
+      }
   }
   return m.flatMap((row) => row.slice(n));
 }
@@ -208,7 +254,10 @@ describe('linalg (CPU stream)', () => {
 
   it('norm (Frobenius / L2)', () => {
     expect(mx.linalg.normL2(mx.array([3, 4]), null, false, cpu).item()).toBeCloseTo(5, 6);
-    expect(mx.linalg.normL2(mx.array(A, { shape: [n, n] }), null, false, cpu).item()).toBeCloseTo(Math.sqrt(A.reduce((s, v) => s + v * v, 0)), 5);
+    expect(mx.linalg.normL2(mx.array(A, { shape: [n, n] }), null, false, cpu).item()).toBeCloseTo(
+      Math.sqrt(A.reduce((s, v) => s + v * v, 0)),
+      5,
+    );
   });
 });
 
@@ -219,7 +268,10 @@ function dftRef(x: readonly number[], bins: number): number[] {
   for (let k = 0; k < bins; k++) {
     let re = 0;
     let im = 0;
-    for (let t = 0; t < n; t++) { re += x[t] * Math.cos((2 * Math.PI * k * t) / n); im -= x[t] * Math.sin((2 * Math.PI * k * t) / n); }
+    for (let t = 0; t < n; t++) {
+      re += x[t] * Math.cos((2 * Math.PI * k * t) / n);
+      im -= x[t] * Math.sin((2 * Math.PI * k * t) / n);
+    }
     out.push(re, im);
   }
   return out;
@@ -232,12 +284,23 @@ describe('fft', () => {
     expect(r.dtype).toBe('complex64');
     expect(r.shape).toEqual([9]);
     expectClose(Array.from(r.toTypedArray() as Float32Array), dftRef(sig, 9), 1e-5, 1e-5);
-    expect((r.toList() as number[][])[0]).toEqual([expect.closeTo(sig.reduce((a, b) => a + b, 0), 5), 0]);
+    expect((r.toList() as number[][])[0]).toEqual([
+      expect.closeTo(
+        sig.reduce((a, b) => a + b, 0),
+        5,
+      ),
+      0,
+    ]);
   });
   it('fft of a real signal matches a direct DFT (all bins), ortho norm scales by 1/sqrt(n)', () => {
     expectClose(Array.from(mx.fft.fft(mx.array(sig), 16, -1).toTypedArray() as Float32Array), dftRef(sig, 16), 1e-5, 1e-5);
     const o = mx.fft.fft(mx.array(sig), 16, -1, 'ortho');
-    expectClose(Array.from(o.toTypedArray() as Float32Array), dftRef(sig, 16).map((v) => v / 4), 1e-5, 1e-5);
+    expectClose(
+      Array.from(o.toTypedArray() as Float32Array),
+      dftRef(sig, 16).map((v) => v / 4),
+      1e-5,
+      1e-5,
+    );
   });
   it('irfft inverts rfft', () => {
     const back = mx.fft.irfft(mx.fft.rfft(mx.array(sig), 16, -1), 16, -1);

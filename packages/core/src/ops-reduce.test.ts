@@ -3,12 +3,19 @@ import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 import { inputs, flat, expectAllClose } from '../test/numeric.js';
 
-const expectClose = (actual: mx.Array, expected: readonly number[], rtol = 2e-6, atol = 1e-5): void => expectAllClose(actual, expected, rtol, atol);
+const expectClose = (actual: mx.Array, expected: readonly number[], rtol = 2e-6, atol = 1e-5): void =>
+  expectAllClose(actual, expected, rtol, atol);
 
 const strides = (shape: readonly number[]) => shape.map((_, i) => shape.slice(i + 1).reduce((a, b) => a * b, 1));
 
 /** Reduces `data` of `shape` over `axes` with `f` (which sees the reduced values in index order). */
-function reduceRef(data: readonly number[], shape: readonly number[], axes: readonly number[], f: (xs: number[]) => number, keepdims = false) {
+function reduceRef(
+  data: readonly number[],
+  shape: readonly number[],
+  axes: readonly number[],
+  f: (xs: number[]) => number,
+  keepdims = false,
+) {
   const ax = axes.map((a) => (a < 0 ? a + shape.length : a));
   const outShapeKeep = shape.map((s, i) => (ax.includes(i) ? 1 : s));
   const outSize = outShapeKeep.reduce((a, b) => a * b, 1);
@@ -41,8 +48,14 @@ function alongAxis(data: readonly number[], shape: readonly number[], axis: numb
 
 const sumF = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 const meanF = (xs: number[]) => sumF(xs) / xs.length;
-const varF = (ddof: number) => (xs: number[]) => { const m = meanF(xs); return sumF(xs.map((x) => (x - m) ** 2)) / (xs.length - ddof); };
-const lseF = (xs: number[]) => { const m = Math.max(...xs); return m + Math.log(sumF(xs.map((x) => Math.exp(x - m)))); };
+const varF = (ddof: number) => (xs: number[]) => {
+  const m = meanF(xs);
+  return sumF(xs.map((x) => (x - m) ** 2)) / (xs.length - ddof);
+};
+const lseF = (xs: number[]) => {
+  const m = Math.max(...xs);
+  return m + Math.log(sumF(xs.map((x) => Math.exp(x - m))));
+};
 
 const shape = [2, 3, 4];
 const data = inputs(24, -2, 2, 42);
@@ -62,7 +75,12 @@ describe('reductions', () => {
       const all = f(x());
       expect(all.shape).toEqual([]);
       expectClose(all, [ref(data)]);
-      for (const [axis, keepdims] of [[1, false], [-1, true], [[0, 2], false], [[0, 1], true]] as const) {
+      for (const [axis, keepdims] of [
+        [1, false],
+        [-1, true],
+        [[0, 2], false],
+        [[0, 1], true],
+      ] as const) {
         const r = reduceRef(data, shape, typeof axis === 'number' ? [axis] : axis, ref, keepdims);
         const got = f(x(), axis, { keepdims });
         expect(got.shape, `axis ${String(axis)}`).toEqual(r.shape);
@@ -94,25 +112,45 @@ describe('reductions', () => {
     const argOf = (pick: (a: number, b: number) => boolean) => (xs: number[]) => xs.reduce((bi, v, i) => (pick(v, xs[bi]) ? i : bi), 0);
     expect(mx.argmax(x()).item()).toBe(argOf((a, b) => a > b)(data));
     expect(mx.argmin(x()).item()).toBe(argOf((a, b) => a < b)(data));
-    const r = reduceRef(data, shape, [1], argOf((a, b) => a > b));
+    const r = reduceRef(
+      data,
+      shape,
+      [1],
+      argOf((a, b) => a > b),
+    );
     const got = mx.argmax(x(), 1);
     expect(got.shape).toEqual(r.shape);
     expect(flat(got)).toEqual(r.values);
-    const rk = reduceRef(data, shape, [2], argOf((a, b) => a < b), true);
+    const rk = reduceRef(
+      data,
+      shape,
+      [2],
+      argOf((a, b) => a < b),
+      true,
+    );
     const gotk = mx.argmin(x(), 2, { keepdims: true });
     expect(gotk.shape).toEqual(rk.shape);
     expect(flat(gotk)).toEqual(rk.values);
   });
 
   it('median over axes', () => {
-    const med = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
+    const med = (xs: number[]) => {
+      const s = [...xs].sort((a, b) => a - b);
+      const m = s.length >> 1;
+      return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+    };
     expectClose(mx.median(x(), [2], false), reduceRef(data, shape, [2], med).values);
     expectClose(mx.median(x(), [0, 1], false), reduceRef(data, shape, [0, 1], med).values);
   });
 });
 
 describe('softmax', () => {
-  const softmaxLine = (xs: number[]) => { const m = Math.max(...xs); const e = xs.map((v) => Math.exp(v - m)); const s = sumF(e); return e.map((v) => v / s); };
+  const softmaxLine = (xs: number[]) => {
+    const m = Math.max(...xs);
+    const e = xs.map((v) => Math.exp(v - m));
+    const s = sumF(e);
+    return e.map((v) => v / s);
+  };
   it('along the last axis (the default) and along axis 0', () => {
     expectClose(mx.softmax(x()), alongAxis(data, shape, 2, softmaxLine), 1e-5, 1e-6);
     expectClose(mx.softmax(x(), 0), alongAxis(data, shape, 0, softmaxLine), 1e-5, 1e-6);
@@ -129,7 +167,11 @@ describe('softmax', () => {
 });
 
 describe('scans', () => {
-  const scan = (f: (acc: number, v: number) => number) => (xs: number[]) => { const out: number[] = []; xs.forEach((v, i) => out.push(i ? f(out[i - 1], v) : v)); return out; };
+  const scan = (f: (acc: number, v: number) => number) => (xs: number[]) => {
+    const out: number[] = [];
+    xs.forEach((v, i) => out.push(i ? f(out[i - 1], v) : v));
+    return out;
+  };
   const cases: [string, (a: mx.Array, axis?: number, o?: mx.CumOptions) => mx.Array, (acc: number, v: number) => number][] = [
     ['cumsum', mx.cumsum, (a, v) => a + v],
     ['cumprod', mx.cumprod, (a, v) => a * v],
@@ -160,7 +202,11 @@ describe('sorting', () => {
   });
 
   it('argsort gives the permutation that sorts', () => {
-    const argsorted = (xs: number[]) => xs.map((v, i) => [v, i]).sort((a, b) => a[0] - b[0]).map((p) => p[1]);
+    const argsorted = (xs: number[]) =>
+      xs
+        .map((v, i) => [v, i])
+        .sort((a, b) => a[0] - b[0])
+        .map((p) => p[1]);
     // Distinct values, so the permutation is unique.
     expect(new Set(data).size).toBe(data.length);
     expect(flat(mx.argsort(x(), -1))).toEqual(alongAxis(data, shape, 2, argsorted));

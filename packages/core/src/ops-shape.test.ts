@@ -7,7 +7,10 @@ const size = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 const iota = (n: number) => Array.from({ length: n }, (_, i) => i);
 function unravel(i: number, shape: readonly number[]): number[] {
   const idx = new Array<number>(shape.length);
-  for (let d = shape.length - 1; d >= 0; d--) { idx[d] = i % shape[d]; i = Math.floor(i / shape[d]); }
+  for (let d = shape.length - 1; d >= 0; d--) {
+    idx[d] = i % shape[d];
+    i = Math.floor(i / shape[d]);
+  }
   return idx;
 }
 const ravel = (idx: readonly number[], shape: readonly number[]) => idx.reduce((acc, v, d) => acc * shape[d] + v, 0);
@@ -63,24 +66,48 @@ describe('permuting', () => {
 
 describe('joining and splitting', () => {
   it('concatenate along an axis and flattened', () => {
-    const a = mx.array([[1, 2], [3, 4]]);
+    const a = mx.array([
+      [1, 2],
+      [3, 4],
+    ]);
     const b = mx.array([[5, 6]]);
-    expect(mx.concatenate([a, b], 0).toList()).toEqual([[1, 2], [3, 4], [5, 6]]);
-    expect(mx.concatenate([a, mx.array([[7], [8]])], 1).toList()).toEqual([[1, 2, 7], [3, 4, 8]]);
+    expect(mx.concatenate([a, b], 0).toList()).toEqual([
+      [1, 2],
+      [3, 4],
+      [5, 6],
+    ]);
+    expect(mx.concatenate([a, mx.array([[7], [8]])], 1).toList()).toEqual([
+      [1, 2, 7],
+      [3, 4, 8],
+    ]);
     expect(mx.concatenate([a, b], null).toList()).toEqual([1, 2, 3, 4, 5, 6]);
   });
   it('stack on a new axis', () => {
     const a = mx.array([1, 2, 3]);
     const b = mx.array([4, 5, 6]);
-    expect(mx.stack([a, b]).toList()).toEqual([[1, 2, 3], [4, 5, 6]]);
-    expect(mx.stack([a, b], 1).toList()).toEqual([[1, 4], [2, 5], [3, 6]]);
+    expect(mx.stack([a, b]).toList()).toEqual([
+      [1, 2, 3],
+      [4, 5, 6],
+    ]);
+    expect(mx.stack([a, b], 1).toList()).toEqual([
+      [1, 4],
+      [2, 5],
+      [3, 6],
+    ]);
   });
   it('split into equal parts and at indices', () => {
     const parts = mx.split(x(), 2, 2);
-    expect(parts.map((p) => p.shape)).toEqual([[2, 3, 2], [2, 3, 2]]);
+    expect(parts.map((p) => p.shape)).toEqual([
+      [2, 3, 2],
+      [2, 3, 2],
+    ]);
     expect(flat(parts[1])).toEqual(build([2, 3, 2], ([a, b, c]) => at([a, b, c + 2])));
     const at1 = mx.split(mx.arange(7), [2, 5]);
-    expect(at1.map((p) => p.toList())).toEqual([[0, 1], [2, 3, 4], [5, 6]]);
+    expect(at1.map((p) => p.toList())).toEqual([
+      [0, 1],
+      [2, 3, 4],
+      [5, 6],
+    ]);
   });
 });
 
@@ -91,26 +118,78 @@ describe('slicing and padding', () => {
     expect(flat(s)).toEqual(build([2, 2, 2], ([a, b, c]) => at([a, b + 1, 2 * c])));
   });
   it('sliceUpdate writes a block', () => {
-    const u = mx.sliceUpdate(mx.zeros([3, 4]), mx.array([[1, 2], [3, 4]]), [1, 2], [3, 4], [1, 1]);
-    expect(u.toList()).toEqual([[0, 0, 0, 0], [0, 0, 1, 2], [0, 0, 3, 4]]);
+    const u = mx.sliceUpdate(
+      mx.zeros([3, 4]),
+      mx.array([
+        [1, 2],
+        [3, 4],
+      ]),
+      [1, 2],
+      [3, 4],
+      [1, 1],
+    );
+    expect(u.toList()).toEqual([
+      [0, 0, 0, 0],
+      [0, 0, 1, 2],
+      [0, 0, 3, 4],
+    ]);
   });
   it('pad with a constant, per axis low and high', () => {
-    const a = mx.array([[1, 2], [3, 4]]);
+    const a = mx.array([
+      [1, 2],
+      [3, 4],
+    ]);
     const p = mx.pad(a, [0, 1], [1, 0], [0, 2], -1, 'constant');
-    expect(p.toList()).toEqual([[-1, -1, -1, -1], [1, 2, -1, -1], [3, 4, -1, -1]]);
+    expect(p.toList()).toEqual([
+      [-1, -1, -1, -1],
+      [1, 2, -1, -1],
+      [3, 4, -1, -1],
+    ]);
     expect(mx.padSymmetric(mx.array([1, 2, 3]), 2, 0, 'edge').toList()).toEqual([1, 1, 1, 2, 3, 3, 3]);
   });
   it('tile, repeat, broadcastTo', () => {
-    const a = mx.array([[1, 2], [3, 4]]);
-    expect(flat(mx.tile(a, [2, 3]))).toEqual(build([4, 6], ([i, j]) => [[1, 2], [3, 4]][i % 2][j % 2]));
-    expect(mx.repeat(a, 2, 1).toList()).toEqual([[1, 1, 2, 2], [3, 3, 4, 4]]);
+    const a = mx.array([
+      [1, 2],
+      [3, 4],
+    ]);
+    expect(flat(mx.tile(a, [2, 3]))).toEqual(
+      build(
+        [4, 6],
+        ([i, j]) =>
+          [
+            [1, 2],
+            [3, 4],
+          ][i % 2][j % 2],
+      ),
+    );
+    expect(mx.repeat(a, 2, 1).toList()).toEqual([
+      [1, 1, 2, 2],
+      [3, 3, 4, 4],
+    ]);
     expect(mx.repeat(a, 2).toList()).toEqual([1, 1, 2, 2, 3, 3, 4, 4]);
     const b = mx.broadcastTo(mx.array([[1], [2]]), [2, 3]);
-    expect(b.toList()).toEqual([[1, 1, 1], [2, 2, 2]]);
+    expect(b.toList()).toEqual([
+      [1, 1, 1],
+      [2, 2, 2],
+    ]);
   });
   it('roll along an axis and flattened', () => {
     expect(mx.roll(mx.arange(5), 2).toList()).toEqual([3, 4, 0, 1, 2]);
-    expect(mx.roll(mx.array([[1, 2, 3], [4, 5, 6]]), -1, 1).toList()).toEqual([[2, 3, 1], [5, 6, 4]]);
+    expect(
+      mx
+        .roll(
+          mx.array([
+            [1, 2, 3],
+            [4, 5, 6],
+          ]),
+          -1,
+          1,
+        )
+        .toList(),
+    ).toEqual([
+      [2, 3, 1],
+      [5, 6, 4],
+    ]);
   });
   it('tril, triu, eye, diag, trace', () => {
     const m = build([3, 3], ([i, j]) => 3 * i + j + 1);
@@ -129,7 +208,10 @@ describe('constructors', () => {
     expect(mx.arange(1, 2, 0.25).toList()).toEqual([1, 1.25, 1.5, 1.75]);
     expect(mx.arange(3, undefined, 1, 'int32').dtype).toBe('int32');
     expect(mx.linspace(0, 1, 5, 'float32').toList()).toEqual([0, 0.25, 0.5, 0.75, 1]);
-    expect(mx.full([2, 2], 7).toList()).toEqual([[7, 7], [7, 7]]);
+    expect(mx.full([2, 2], 7).toList()).toEqual([
+      [7, 7],
+      [7, 7],
+    ]);
     expect(mx.full([2], 3, 'int32').dtype).toBe('int32');
     expect(mx.zeros([2, 1]).toList()).toEqual([[0], [0]]);
     expect(mx.ones([3], 'uint8').toList()).toEqual([1, 1, 1]);
@@ -146,13 +228,20 @@ describe('indexing', () => {
     expect(flat(mx.take(x(), idx([23, 0, 5])))).toEqual([data[23], data[0], data[5]]);
   });
   it('takeAlongAxis and putAlongAxis', () => {
-    const ind = [[3, 0], [1, 1], [2, 3]];
+    const ind = [
+      [3, 0],
+      [1, 1],
+      [2, 3],
+    ];
     const I = mx.array([ind, ind], 'int32'); // [2, 3, 2]
     const t = mx.takeAlongAxis(x(), I, 2);
     expect(flat(t)).toEqual(build([2, 3, 2], ([a, b, c]) => at([a, b, ind[b][c]])));
     const z = mx.zeros([2, 4]);
     const p = mx.putAlongAxis(z, mx.array([[1], [3]], 'int32'), mx.array([[10], [20]]), 1);
-    expect(p.toList()).toEqual([[0, 10, 0, 0], [0, 0, 0, 20]]);
+    expect(p.toList()).toEqual([
+      [0, 10, 0, 0],
+      [0, 0, 0, 20],
+    ]);
   });
   it('gather slices at index tuples', () => {
     // Rows 1 and 0 of axis 0, whole slices: output is indices.shape + sliceSizes.
@@ -160,19 +249,45 @@ describe('indexing', () => {
     expect(g.shape).toEqual([2, 1, 3, 4]);
     expect(flat(g)).toEqual([...data.slice(12), ...data.slice(0, 12)]);
     // Points (a, b) with full last axis.
-    const pts = [[1, 2], [0, 1], [1, 0]];
+    const pts = [
+      [1, 2],
+      [0, 1],
+      [1, 0],
+    ];
     const g2 = mx.gather(x(), [idx(pts.map((p) => p[0])), idx(pts.map((p) => p[1]))], [0, 1], [1, 1, 4]);
     expect(g2.shape).toEqual([3, 1, 1, 4]);
     expect(flat(g2)).toEqual(pts.flatMap(([a, b]) => iota(4).map((c) => at([a, b, c]))));
   });
   it('scatter writes and scatterAdd accumulates duplicates', () => {
     const s = mx.scatter(mx.zeros([4, 2]), [idx([3, 1])], mx.array([[[1, 2]], [[3, 4]]]), [0]);
-    expect(s.toList()).toEqual([[0, 0], [3, 4], [0, 0], [1, 2]]);
+    expect(s.toList()).toEqual([
+      [0, 0],
+      [3, 4],
+      [0, 0],
+      [1, 2],
+    ]);
     const sa = mx.scatterAdd(mx.zeros([3]), [idx([0, 2, 0, 0])], mx.array([[1], [2], [3], [4]]), [0]);
     expect(sa.toList()).toEqual([8, 0, 2]);
     const sm = mx.scatterMax(mx.full([3], -100), [idx([1, 1, 2])], mx.array([[5], [9], [-1]]), [0]);
     expect(sm.toList()).toEqual([-100, 9, -1]);
-    const sad = mx.scatterAddAxis(mx.zeros([2, 3]), mx.array([[0, 0], [2, 1]], 'int32'), mx.array([[1, 2], [3, 4]]), 1);
-    expect(sad.toList()).toEqual([[3, 0, 0], [0, 4, 3]]);
+    const sad = mx.scatterAddAxis(
+      mx.zeros([2, 3]),
+      mx.array(
+        [
+          [0, 0],
+          [2, 1],
+        ],
+        'int32',
+      ),
+      mx.array([
+        [1, 2],
+        [3, 4],
+      ]),
+      1,
+    );
+    expect(sad.toList()).toEqual([
+      [3, 0, 0],
+      [0, 4, 3],
+    ]);
   });
 });

@@ -116,7 +116,10 @@ export interface CumOptions extends OpOptions {
   reverse?: boolean;
   inclusive?: boolean;
 }
-const cum = (f: typeof g.cumsum) => (a: ArrayLike, axis = 0, o: CumOptions = {}) => f(a, axis, o.reverse ?? false, o.inclusive ?? true, o);
+const cum =
+  (f: typeof g.cumsum) =>
+  (a: ArrayLike, axis = 0, o: CumOptions = {}) =>
+    f(a, axis, o.reverse ?? false, o.inclusive ?? true, o);
 export const cumsum = cum(g.cumsum);
 export const cumprod = cum(g.cumprod);
 export const cummax = cum(g.cummax);

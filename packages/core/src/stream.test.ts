@@ -25,7 +25,13 @@ describe('devices', () => {
   });
 
   it('asking for the GPU stream of a CPU-only build is an MlxError', () => {
-    const e = (() => { try { mx.add(1, 2, { stream: 'gpu' }); } catch (err) { return err; } })();
+    const e = (() => {
+      try {
+        mx.add(1, 2, { stream: 'gpu' });
+      } catch (err) {
+        return err;
+      }
+    })();
     expect(e).toBeInstanceOf(mx.MlxError);
     expect((e as mx.MlxError).mlxMessage).toMatch(/gpu/i);
     expect(mx.add(1, 2).item()).toBe(3);
@@ -80,7 +86,11 @@ describe('streams', () => {
         expect(mx.sum(mx.arange(4)).item()).toBe(6);
       });
       expect(mx.defaultStream()).toBe(before);
-      expect(() => mx.withStream(a, () => { throw new Error('inside'); })).toThrow('inside');
+      expect(() =>
+        mx.withStream(a, () => {
+          throw new Error('inside');
+        }),
+      ).toThrow('inside');
       expect(mx.defaultStream()).toBe(before);
       expect(mx.withStream('cpu', () => mx.defaultStream())).toBe(mx.defaultStreamOf('cpu'));
       expect(mx.withStream(a, () => 42)).toBe(42);

@@ -7,7 +7,10 @@ import { check, checkHandle, fn } from './native.js';
 export type DeviceType = 'cpu' | 'gpu';
 
 export class Device {
-  constructor(readonly type: DeviceType, readonly index = 0) {}
+  constructor(
+    readonly type: DeviceType,
+    readonly index = 0,
+  ) {}
   /** Whether MLX can run on this device in this build (mlx_device_is_available). */
   get available(): boolean {
     const h = fn.mlx_device_new_type(this.type === 'gpu' ? MlxDeviceType.GPU : MlxDeviceType.CPU, this.index);
@@ -26,7 +29,11 @@ export class Device {
 
 export class Stream {
   #handle: MlxHandle;
-  private constructor(handle: MlxHandle, readonly device: Device, readonly owned: boolean) {
+  private constructor(
+    handle: MlxHandle,
+    readonly device: Device,
+    readonly owned: boolean,
+  ) {
     this.#handle = handle;
   }
   /** @internal */
@@ -99,7 +106,8 @@ export function cudaAvailable(): boolean {
 
 function initialDevice(): DeviceType {
   const env = process.env.MLX_DEVICE;
-  if (env === 'gpu' && !gpuAvailable()) throw new Error('MLX_DEVICE=gpu, but this MLX build has no GPU (neither Metal nor CUDA); unset it or use MLX_DEVICE=cpu');
+  if (env === 'gpu' && !gpuAvailable())
+    throw new Error('MLX_DEVICE=gpu, but this MLX build has no GPU (neither Metal nor CUDA); unset it or use MLX_DEVICE=cpu');
   if (env === 'cpu' || env === 'gpu') return env;
   if (env) throw new Error(`MLX_DEVICE must be 'cpu' or 'gpu', got '${env}'`);
   return gpuAvailable() ? 'gpu' : 'cpu';

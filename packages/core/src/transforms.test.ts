@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 import { flat, expectAllClose } from '../test/numeric.js';
 
-const expectClose = (actual: mx.Array | number[], expected: readonly number[], rtol = 1e-5, atol = 1e-6): void => expectAllClose(actual, expected, rtol, atol);
+const expectClose = (actual: mx.Array | number[], expected: readonly number[], rtol = 1e-5, atol = 1e-6): void =>
+  expectAllClose(actual, expected, rtol, atol);
 const xs = [-1.5, -0.3, 0.2, 0.9, 2.4];
 const ys = [0.7, -1.1, 2.0, 0.4, -0.6];
 
@@ -12,7 +13,10 @@ describe('vjp and jvp', () => {
   it('vjp of sum(sin(x) * x) is cos(x) * x + sin(x)', () => {
     const [outs, [g]] = mx.vjp((x) => mx.sum(mx.multiply(mx.sin(x), x)), [mx.array(xs)], [mx.array(1)]);
     expectClose(outs[0], [xs.reduce((s, x) => s + Math.sin(x) * x, 0)]);
-    expectClose(g, xs.map((x) => Math.cos(x) * x + Math.sin(x)));
+    expectClose(
+      g,
+      xs.map((x) => Math.cos(x) * x + Math.sin(x)),
+    );
   });
 
   it('vjp of two outputs of two inputs with given cotangents', () => {
@@ -20,29 +24,51 @@ describe('vjp and jvp', () => {
     const c1 = [1, 2, -1, 0.5, 3];
     const c2 = [0.1, -0.2, 0.3, 1, 2];
     const [outs, [da, db]] = mx.vjp((a, b) => [mx.multiply(a, b), mx.sin(a)], [mx.array(xs), mx.array(ys)], [mx.array(c1), mx.array(c2)]);
-    expectClose(outs[0], xs.map((x, i) => x * ys[i]));
+    expectClose(
+      outs[0],
+      xs.map((x, i) => x * ys[i]),
+    );
     expectClose(outs[1], xs.map(Math.sin));
-    expectClose(da, xs.map((x, i) => c1[i] * ys[i] + c2[i] * Math.cos(x)));
-    expectClose(db, xs.map((x, i) => c1[i] * x));
+    expectClose(
+      da,
+      xs.map((x, i) => c1[i] * ys[i] + c2[i] * Math.cos(x)),
+    );
+    expectClose(
+      db,
+      xs.map((x, i) => c1[i] * x),
+    );
   });
 
   it('jvp of a * b + exp(a) along (ta, tb) is ta * b + a * tb + exp(a) * ta', () => {
     const ta = [1, 0, -1, 2, 0.5];
     const tb = [0, 1, 1, -1, 2];
     const [outs, [t]] = mx.jvp((a, b) => mx.add(mx.multiply(a, b), mx.exp(a)), [mx.array(xs), mx.array(ys)], [mx.array(ta), mx.array(tb)]);
-    expectClose(outs[0], xs.map((x, i) => x * ys[i] + Math.exp(x)));
-    expectClose(t, xs.map((x, i) => ta[i] * ys[i] + x * tb[i] + Math.exp(x) * ta[i]));
+    expectClose(
+      outs[0],
+      xs.map((x, i) => x * ys[i] + Math.exp(x)),
+    );
+    expectClose(
+      t,
+      xs.map((x, i) => ta[i] * ys[i] + x * tb[i] + Math.exp(x) * ta[i]),
+    );
   });
 });
 
 describe('valueAndGrad and grad', () => {
   it('grad of sum(sin(x) * x)', () => {
     const g = mx.grad((x) => mx.sum(mx.multiply(mx.sin(x), x)))(mx.array(xs));
-    expectClose(g as mx.Array, xs.map((x) => Math.cos(x) * x + Math.sin(x)));
+    expectClose(
+      g as mx.Array,
+      xs.map((x) => Math.cos(x) * x + Math.sin(x)),
+    );
   });
 
   it('least squares: d/dx sum((A x - y)^2) = 2 A^T (A x - y)', () => {
-    const A = [[1, 2], [3, -1], [0.5, 4]];
+    const A = [
+      [1, 2],
+      [3, -1],
+      [0.5, 4],
+    ];
     const x = [0.3, -0.7];
     const y = [1, 0, 2];
     const r = A.map((row, i) => row[0] * x[0] + row[1] * x[1] - y[i]);
@@ -61,19 +87,34 @@ describe('valueAndGrad and grad', () => {
     const m = Math.max(...z);
     const e = z.map((v) => Math.exp(v - m));
     const s = e.reduce((a, b) => a + b, 0);
-    expectClose(mx.grad(ce)(mx.array(z)) as mx.Array, e.map((v, i) => v / s - onehot[i]));
+    expectClose(
+      mx.grad(ce)(mx.array(z)) as mx.Array,
+      e.map((v, i) => v / s - onehot[i]),
+    );
   });
 
   it('argnums: one index gives one gradient, a list gives a list; extra outputs ride along', () => {
     const f = (a: mx.Array, b: mx.Array) => [mx.sum(mx.multiply(mx.square(a), b)), mx.add(a, b)];
     const [values, gb] = mx.valueAndGrad(f, 1)(mx.array(xs), mx.array(ys));
     expect(Array.isArray(values)).toBe(true);
-    expectClose((values as mx.Array[])[1], xs.map((x, i) => x + ys[i]));
-    expectClose(gb as mx.Array, xs.map((x) => x * x));
+    expectClose(
+      (values as mx.Array[])[1],
+      xs.map((x, i) => x + ys[i]),
+    );
+    expectClose(
+      gb as mx.Array,
+      xs.map((x) => x * x),
+    );
     const [, both] = mx.valueAndGrad(f, [0, 1])(mx.array(xs), mx.array(ys));
     const [ga, gb2] = both as mx.Array[];
-    expectClose(ga, xs.map((x, i) => 2 * x * ys[i]));
-    expectClose(gb2, xs.map((x) => x * x));
+    expectClose(
+      ga,
+      xs.map((x, i) => 2 * x * ys[i]),
+    );
+    expectClose(
+      gb2,
+      xs.map((x) => x * x),
+    );
   });
 
   it('matches float64 central differences on the CPU stream', () => {
@@ -94,7 +135,8 @@ describe('valueAndGrad and grad', () => {
       });
       expectClose(g, fd, 1e-7, 1e-7);
       // And against the hand-derived derivative.
-      const d = (x: number) => 3 * x * x * Math.log(x) + x * x + (1 - 3 * x * x) / (2 * Math.sqrt(x) * (1 + x * x) ** 2) + 2 * x * (1 - Math.tanh(x * x) ** 2);
+      const d = (x: number) =>
+        3 * x * x * Math.log(x) + x * x + (1 - 3 * x * x) / (2 * Math.sqrt(x) * (1 + x * x) ** 2) + 2 * x * (1 - Math.tanh(x * x) ** 2);
       expectClose(g, x0.map(d), 1e-12, 1e-12);
     });
   });
@@ -103,18 +145,33 @@ describe('valueAndGrad and grad', () => {
 describe('customVjp and checkpoint', () => {
   it('the custom VJP replaces the derived one and sees primals, cotangents and outputs', () => {
     // Straight-through floor: the gradient passes unchanged.
-    const ste = mx.customVjp((x) => mx.floor(x), (_p, c) => [c[0]]);
+    const ste = mx.customVjp(
+      (x) => mx.floor(x),
+      (_p, c) => [c[0]],
+    );
     try {
       expect((ste(mx.array(xs)) as mx.Array).toList()).toEqual(xs.map(Math.floor));
-      expectClose(mx.grad((x) => mx.sum(mx.multiply(ste(x) as mx.Array, 3)))(mx.array(xs)) as mx.Array, xs.map(() => 3));
+      expectClose(
+        mx.grad((x) => mx.sum(mx.multiply(ste(x) as mx.Array, 3)))(mx.array(xs)) as mx.Array,
+        xs.map(() => 3),
+      );
     } finally {
       ste.dispose();
     }
     // A VJP written from the outputs (exp' = exp) and one from the primals.
-    const myExp = mx.customVjp((x) => mx.exp(x), (_p, c, o) => [mx.multiply(mx.multiply(c[0], o[0]), 2)]);
-    const withX = mx.customVjp((x) => mx.sin(x), (p, c) => [mx.multiply(c[0], p[0])]);
+    const myExp = mx.customVjp(
+      (x) => mx.exp(x),
+      (_p, c, o) => [mx.multiply(mx.multiply(c[0], o[0]), 2)],
+    );
+    const withX = mx.customVjp(
+      (x) => mx.sin(x),
+      (p, c) => [mx.multiply(c[0], p[0])],
+    );
     try {
-      expectClose(mx.grad((x) => mx.sum(myExp(x) as mx.Array))(mx.array(xs)) as mx.Array, xs.map((x) => 2 * Math.exp(x)));
+      expectClose(
+        mx.grad((x) => mx.sum(myExp(x) as mx.Array))(mx.array(xs)) as mx.Array,
+        xs.map((x) => 2 * Math.exp(x)),
+      );
       expectClose(mx.grad((x) => mx.sum(withX(x) as mx.Array))(mx.array(xs)) as mx.Array, xs);
     } finally {
       myExp.dispose();
@@ -126,9 +183,15 @@ describe('customVjp and checkpoint', () => {
     const body = (x: mx.Array) => mx.multiply(mx.tanh(x), mx.exp(x));
     const ck = mx.checkpoint(body);
     try {
-      expectClose(ck(mx.array(xs)) as mx.Array, xs.map((x) => Math.tanh(x) * Math.exp(x)));
+      expectClose(
+        ck(mx.array(xs)) as mx.Array,
+        xs.map((x) => Math.tanh(x) * Math.exp(x)),
+      );
       const g = mx.grad((x) => mx.sum(ck(x) as mx.Array))(mx.array(xs)) as mx.Array;
-      expectClose(g, xs.map((x) => (1 - Math.tanh(x) ** 2) * Math.exp(x) + Math.tanh(x) * Math.exp(x)));
+      expectClose(
+        g,
+        xs.map((x) => (1 - Math.tanh(x) ** 2) * Math.exp(x) + Math.tanh(x) * Math.exp(x)),
+      );
     } finally {
       ck.dispose();
     }
@@ -139,17 +202,45 @@ describe('exceptions inside traced functions', () => {
   class Mine extends Error {}
   it('propagate as the same error out of vjp, jvp, grad and a custom VJP', () => {
     const err = new Mine('from the traced function');
-    expect(() => mx.vjp(() => { throw err; }, [mx.array(xs)], [mx.array(1)])).toThrow(err);
-    expect(() => mx.jvp(() => { throw err; }, [mx.array(xs)], [mx.array(xs)])).toThrow(err);
-    expect(() => mx.grad(() => { throw err; })(mx.array(xs))).toThrow(err);
-    const cv = mx.customVjp((x) => mx.sin(x), () => { throw err; });
+    expect(() =>
+      mx.vjp(
+        () => {
+          throw err;
+        },
+        [mx.array(xs)],
+        [mx.array(1)],
+      ),
+    ).toThrow(err);
+    expect(() =>
+      mx.jvp(
+        () => {
+          throw err;
+        },
+        [mx.array(xs)],
+        [mx.array(xs)],
+      ),
+    ).toThrow(err);
+    expect(() =>
+      mx.grad(() => {
+        throw err;
+      })(mx.array(xs)),
+    ).toThrow(err);
+    const cv = mx.customVjp(
+      (x) => mx.sin(x),
+      () => {
+        throw err;
+      },
+    );
     try {
       expect(() => mx.grad((x) => mx.sum(cv(x) as mx.Array))(mx.array(xs))).toThrow(err);
     } finally {
       cv.dispose();
     }
     // The process keeps working.
-    expectClose(mx.grad((x) => mx.sum(mx.square(x)))(mx.array(xs)) as mx.Array, xs.map((x) => 2 * x));
+    expectClose(
+      mx.grad((x) => mx.sum(mx.square(x)))(mx.array(xs)) as mx.Array,
+      xs.map((x) => 2 * x),
+    );
   });
 
   it('an MlxError raised inside keeps its function name', () => {

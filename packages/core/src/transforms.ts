@@ -25,33 +25,39 @@ function writeResult(resPtr: unknown, outs: Array[]): void {
 
 // Every Array created during a callback (its inputs, intermediates, outputs) is freed when it returns:
 // the native side keeps its own references to what it needs.
-const trampoline = koffi.register((resPtr: unknown, input: MlxHandle, payload: unknown) => {
-  try {
-    const body = bodies.get(koffi.address(payload));
-    if (!body) throw new Error('internal error: closure called after it was disposed');
-    scope(() => {
-      writeResult(resPtr, body(readVector(input)));
-    });
-    return 0;
-  } catch (e) {
-    recordCallbackError(e);
-    return 1;
-  }
-}, koffi.pointer(C.types.callbacks.mlx_closure_fun_payload as never));
+const trampoline = koffi.register(
+  (resPtr: unknown, input: MlxHandle, payload: unknown) => {
+    try {
+      const body = bodies.get(koffi.address(payload));
+      if (!body) throw new Error('internal error: closure called after it was disposed');
+      scope(() => {
+        writeResult(resPtr, body(readVector(input)));
+      });
+      return 0;
+    } catch (e) {
+      recordCallbackError(e);
+      return 1;
+    }
+  },
+  koffi.pointer(C.types.callbacks.mlx_closure_fun_payload as never),
+);
 
-const customTrampoline = koffi.register((resPtr: unknown, primals: MlxHandle, cotangents: MlxHandle, outputs: MlxHandle, payload: unknown) => {
-  try {
-    const body = vjpBodies.get(koffi.address(payload));
-    if (!body) throw new Error('internal error: custom vjp called after it was disposed');
-    scope(() => {
-      writeResult(resPtr, body(readVector(primals), readVector(cotangents), readVector(outputs)));
-    });
-    return 0;
-  } catch (e) {
-    recordCallbackError(e);
-    return 1;
-  }
-}, koffi.pointer(C.types.callbacks.mlx_closure_custom_fun_payload as never));
+const customTrampoline = koffi.register(
+  (resPtr: unknown, primals: MlxHandle, cotangents: MlxHandle, outputs: MlxHandle, payload: unknown) => {
+    try {
+      const body = vjpBodies.get(koffi.address(payload));
+      if (!body) throw new Error('internal error: custom vjp called after it was disposed');
+      scope(() => {
+        writeResult(resPtr, body(readVector(primals), readVector(cotangents), readVector(outputs)));
+      });
+      return 0;
+    } catch (e) {
+      recordCallbackError(e);
+      return 1;
+    }
+  },
+  koffi.pointer(C.types.callbacks.mlx_closure_custom_fun_payload as never),
+);
 
 /** A native closure (mlx_closure) that calls a JS function. */
 export class Closure {
@@ -124,7 +130,13 @@ function withVectors<T>(lists: readonly (readonly Array[])[], body: (vs: MlxHand
 // mlx_vjp and mlx_jvp take the same arguments (closure, primals, and cotangents or tangents) and
 // return [outputs, products] the same way.
 type ProductFn = typeof fn.mlx_vjp;
-function product(native: ProductFn, name: string, f: (...xs: Array[]) => Returned, primals: readonly Array[], seeds: readonly Array[]): [Array[], Array[]] {
+function product(
+  native: ProductFn,
+  name: string,
+  f: (...xs: Array[]) => Returned,
+  primals: readonly Array[],
+  seeds: readonly Array[],
+): [Array[], Array[]] {
   const single = {};
   using cl = closureOf(f, single);
   return withVectors([primals, seeds], ([p, s]) => {

@@ -20,6 +20,8 @@ export function expectAllClose(actual: mx.Array | number[], expected: readonly n
   const got = Array.isArray(actual) ? actual : flat(actual);
   expect(got.length).toBe(expected.length);
   for (let i = 0; i < got.length; i++) {
-    expect(Math.abs(got[i] - expected[i]), `element ${i}: got ${got[i]}, expected ${expected[i]}`).toBeLessThanOrEqual(atol + rtol * Math.abs(expected[i]));
+    expect(Math.abs(got[i] - expected[i]), `element ${i}: got ${got[i]}, expected ${expected[i]}`).toBeLessThanOrEqual(
+      atol + rtol * Math.abs(expected[i]),
+    );
   }
 }

@@ -48,7 +48,9 @@ function measure(run: () => mx.Array | AttentionGradients): { ms: number; peak: 
   return { ms: median(samples.map((s) => s.ms)), peak: Math.max(...samples.map((s) => s.peak)) };
 }
 
-console.log(`attention benchmark: b=1, hq/hk=${hq}/${hk}, causal, float32, device ${mx.defaultDevice()}, median of ${runs} runs, tiled block room ${MiB(blockBytes)} MiB`);
+console.log(
+  `attention benchmark: b=1, hq/hk=${hq}/${hk}, causal, float32, device ${mx.defaultDevice()}, median of ${runs} runs, tiled block room ${MiB(blockBytes)} MiB`,
+);
 console.log(['seq', 'd', 'pass', 'median ms', 'peak MiB'].map((h, i) => h.padEnd([6, 5, 22, 12, 10][i])).join(''));
 for (const s of seqs) {
   for (const d of dims) {
@@ -71,8 +73,11 @@ for (const s of seqs) {
       // Estimated peaks: the dense pullback from the budget; autodiff keeps the forward's scores and
       // probabilities besides the backward's; the forward holds about three score buffers.
       const estimates: Record<string, number> = {
-        'vjp dense': budget.denseBytes, 'vjp tiled': workspaceBytes, 'vjp autodiff': budget.denseBytes + 3 * scoreBuffer,
-        'forward fused': 3 * scoreBuffer, 'forward composite': 3 * scoreBuffer,
+        'vjp dense': budget.denseBytes,
+        'vjp tiled': workspaceBytes,
+        'vjp autodiff': budget.denseBytes + 3 * scoreBuffer,
+        'forward fused': 3 * scoreBuffer,
+        'forward composite': 3 * scoreBuffer,
       };
       const passes: Record<string, () => mx.Array | AttentionGradients> = {
         'vjp dense': () => attentionVjp({ q, k, v, out, gradOut }, { causal: true }, { strategy: 'dense' }),
@@ -90,7 +95,10 @@ for (const s of seqs) {
         }
         try {
           const { ms, peak } = measure(run);
-          const note = pass === 'vjp tiled' ? `(workspace ${MiB(workspaceBytes)} MiB, blocks ${budget.tiledBlocks().queryBlock}×${budget.tiledBlocks().keyBlock})` : '';
+          const note =
+            pass === 'vjp tiled'
+              ? `(workspace ${MiB(workspaceBytes)} MiB, blocks ${budget.tiledBlocks().queryBlock}×${budget.tiledBlocks().keyBlock})`
+              : '';
           row(pass, `${ms.toFixed(1).padEnd(12)}${MiB(peak).padEnd(10)}${note}`);
         } catch (e) {
           row(pass, `failed (${(e as Error).message})`);

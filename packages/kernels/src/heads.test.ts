@@ -6,7 +6,9 @@ describe('toHeads / fromHeads', () => {
   // x[b, s, f] = 100·b + 10·s + f: every element says where it came from.
   const [B, S, H, D] = [2, 3, 2, 4];
   const data = Float32Array.from({ length: B * S * H * D }, (_, i) => {
-    const f = i % (H * D), s = Math.floor(i / (H * D)) % S, b = Math.floor(i / (S * H * D));
+    const f = i % (H * D),
+      s = Math.floor(i / (H * D)) % S,
+      b = Math.floor(i / (S * H * D));
     return 100 * b + 10 * s + f;
   });
   const x = mx.Array.fromTypedArray(data, [B, S, H * D], 'float32');
@@ -15,9 +17,12 @@ describe('toHeads / fromHeads', () => {
     const y = toHeads(x, H);
     expect(y.shape).toEqual([B, H, S, D]);
     const out = y.toTypedArray() as Float32Array;
-    for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) for (let s = 0; s < S; s++) for (let d = 0; d < D; d++) {
-      expect(out[((b * H + h) * S + s) * D + d]).toBe(100 * b + 10 * s + h * D + d);
-    }
+    for (let b = 0; b < B; b++)
+      for (let h = 0; h < H; h++)
+        for (let s = 0; s < S; s++)
+          for (let d = 0; d < D; d++) {
+            expect(out[((b * H + h) * S + s) * D + d]).toBe(100 * b + 10 * s + h * D + d);
+          }
   });
 
   it('fromHeads undoes it', () => {

@@ -6,22 +6,52 @@ export { attentionVjp, chooseAttentionVjpStrategy, type AttentionVjpConfig, type
 export type { AttentionGradients, AttentionVjpInputs } from './attention/vjp-types.js';
 export { AttentionVjpBudget, type AttentionBlockSizes } from './attention/budget.js';
 export {
-  DEFAULT_WORKSPACE_BYTES, type AttentionConfig, type AttentionImplementation, type AttentionMaskKind, type AttentionOptions,
-  type AttentionShape, type AttentionVjpOptions, type AttentionVjpStrategy,
+  DEFAULT_WORKSPACE_BYTES,
+  type AttentionConfig,
+  type AttentionImplementation,
+  type AttentionMaskKind,
+  type AttentionOptions,
+  type AttentionShape,
+  type AttentionVjpOptions,
+  type AttentionVjpStrategy,
 } from './attention/config.js';
 export { broadcastAdjoint, broadcastAxes } from './broadcast.js';
 export { fromHeads, toHeads } from './heads.js';
 export { disposeCustomVjpCache, customVjpCacheSize } from './custom-vjp.js';
 export {
-  layerNorm, layerNormVjp, layerNormComposite, rmsNorm, rmsNormVjp, rmsNormComposite,
-  type NormOptions, type LayerNormGradients, type RmsNormGradients,
+  layerNorm,
+  layerNormVjp,
+  layerNormComposite,
+  rmsNorm,
+  rmsNormVjp,
+  rmsNormComposite,
+  type NormOptions,
+  type LayerNormGradients,
+  type RmsNormGradients,
 } from './norms.js';
 export {
-  gelu, geluVjp, geluComposite, silu, siluVjp, siluComposite, swiglu, swigluVjp, swigluComposite, type GeluApproximation,
+  gelu,
+  geluVjp,
+  geluComposite,
+  silu,
+  siluVjp,
+  siluComposite,
+  swiglu,
+  swigluVjp,
+  swigluComposite,
+  type GeluApproximation,
 } from './activations.js';
 export {
-  rotaryEmbedding, rotaryEmbeddingVjp, rotaryEmbeddingComposite, rotaryCache, type RotaryEmbeddingOptions,
+  rotaryEmbedding,
+  rotaryEmbeddingVjp,
+  rotaryEmbeddingComposite,
+  rotaryCache,
+  type RotaryEmbeddingOptions,
 } from './rope.js';
 export {
-  softmaxCrossEntropy, softmaxCrossEntropyVjp, softmaxCrossEntropyComposite, type SoftmaxCrossEntropyOptions, type LossReduction,
+  softmaxCrossEntropy,
+  softmaxCrossEntropyVjp,
+  softmaxCrossEntropyComposite,
+  type SoftmaxCrossEntropyOptions,
+  type LossReduction,
 } from './losses.js';

@@ -46,18 +46,37 @@ describe('softmaxCrossEntropy', () => {
     ['sum', { ignoreIndex: -100, reduction: 'sum' }, [5, 7], null],
     ['none', { ignoreIndex: -100, reduction: 'none' }, [5, 7], null],
     ['classes on axis 1 ([N, C, d]), weights', { ignoreIndex: 2, classAxis: 1 }, [2, 7, 3], [7]],
-  ] as [string, SoftmaxCrossEntropyOptions, number[], number[] | null][])('VJP matches finite differences and autodiff: %s', (_n, opts, shape, ws) => {
-    onCpu(() => {
-      const z = mx.multiply(randn(shape, 'float64'), 2);
-      const labelShape = opts.classAxis === 1 ? [shape[0], shape[2]] : [shape[0]];
-      const lab = mx.reshape(mx.array([1, -100, 6, 0, 3, 2].slice(0, labelShape.reduce((a, b) => a * b, 1)).map((v) => (v === -100 && opts.ignoreIndex !== -100 ? 2 : v)), 'int32'), labelShape);
-      const o = { ...opts, weights: ws ? mx.abs(randn(ws, 'float64')) : null };
-      const e = gradientErrors({ kernel: (x, l) => softmaxCrossEntropy(x, l, o), composite: (x, l) => softmaxCrossEntropyComposite(x, l, o), primals: [z, lab], wrt: [0] });
-      expect(e.forward).toBeLessThan(1e-14);
-      expect(e.finiteDifference[0]).toBeLessThan(1e-8);
-      expect(e.autodiff[0]).toBeLessThan(1e-12);
-    });
-  });
+  ] as [string, SoftmaxCrossEntropyOptions, number[], number[] | null][])(
+    'VJP matches finite differences and autodiff: %s',
+    (_n, opts, shape, ws) => {
+      onCpu(() => {
+        const z = mx.multiply(randn(shape, 'float64'), 2);
+        const labelShape = opts.classAxis === 1 ? [shape[0], shape[2]] : [shape[0]];
+        const lab = mx.reshape(
+          mx.array(
+            [1, -100, 6, 0, 3, 2]
+              .slice(
+                0,
+                labelShape.reduce((a, b) => a * b, 1),
+              )
+              .map((v) => (v === -100 && opts.ignoreIndex !== -100 ? 2 : v)),
+            'int32',
+          ),
+          labelShape,
+        );
+        const o = { ...opts, weights: ws ? mx.abs(randn(ws, 'float64')) : null };
+        const e = gradientErrors({
+          kernel: (x, l) => softmaxCrossEntropy(x, l, o),
+          composite: (x, l) => softmaxCrossEntropyComposite(x, l, o),
+          primals: [z, lab],
+          wrt: [0],
+        });
+        expect(e.forward).toBeLessThan(1e-14);
+        expect(e.finiteDifference[0]).toBeLessThan(1e-8);
+        expect(e.autodiff[0]).toBeLessThan(1e-12);
+      });
+    },
+  );
 
   it('softmaxCrossEntropyVjp equals the registered VJP', () => {
     const g = randn([]);

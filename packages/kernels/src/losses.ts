@@ -1,8 +1,28 @@
 // Softmax cross-entropy with integer labels, an ignore index and optional class weights, with
 // its closed-form pullback (softmax − one-hot, weighted) registered as its custom VJP.
 import {
-  arange, astype, divide, equal, expandDims, moveaxis, multiply, negative, notEqual, ones,
-  reshape, scalar, scope, squeeze, stopGradient, subtract, sum, take, takeAlongAxis, where, zerosLike, type Array,
+  arange,
+  astype,
+  divide,
+  equal,
+  expandDims,
+  moveaxis,
+  multiply,
+  negative,
+  notEqual,
+  ones,
+  reshape,
+  scalar,
+  scope,
+  squeeze,
+  stopGradient,
+  subtract,
+  sum,
+  take,
+  takeAlongAxis,
+  where,
+  zerosLike,
+  type Array,
 } from '@mlx/core';
 import { exp, logsumexp } from './accurate-math.js';
 import { defineCustomVjp } from './custom-vjp.js';
@@ -72,7 +92,8 @@ export function softmaxCrossEntropyVjp(logits: Array, labels: Array, gradOut: Ar
     const p = exp(subtract(z, logsumexp(z, -1, { keepdims: true })));
     const { safeLabels, w } = exampleWeights(labels, z.dtype, c, options.weights ?? undefined);
     const onehot = astype(equal(arange(0, classes, 1, 'int32'), expandDims(astype(safeLabels, 'int32'), -1)), z.dtype);
-    const upstream = c.reduction === 'none' ? gradOut : c.reduction === 'sum' ? reshape(gradOut, []) : divide(reshape(gradOut, []), denominator(w));
+    const upstream =
+      c.reduction === 'none' ? gradOut : c.reduction === 'sum' ? reshape(gradOut, []) : divide(reshape(gradOut, []), denominator(w));
     const scaleRows = expandDims(multiply(w, upstream), -1);
     const dz = multiply(subtract(p, onehot), scaleRows);
     return moved ? moveaxis(dz, -1, c.classAxis) : dz;
@@ -109,4 +130,3 @@ export function softmaxCrossEntropy(logits: Array, labels: Array, options: Softm
 export function softmaxCrossEntropyComposite(logits: Array, labels: Array, options: SoftmaxCrossEntropyOptions = {}): Array {
   return lossForward(logits, labels, lossConfig(logits, options), options.weights ?? undefined);
 }
-

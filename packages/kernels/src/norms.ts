@@ -2,9 +2,7 @@
 // custom VJPs. The forward is MLX's fast.layerNorm / fast.rmsNorm on the trailing axes flattened
 // into one; the pullback is the closed form (one pass, no saved statistics needed: it recomputes
 // mean and 1/std from x, which is cheaper than keeping them alive across the forward).
-import {
-  add, broadcastTo, fast, mean, multiply, reshape, rsqrt, scope, square, subtract, type Array,
-} from '@mlx/core';
+import { add, broadcastTo, fast, mean, multiply, reshape, rsqrt, scope, square, subtract, type Array } from '@mlx/core';
 import { reduceToShape } from './broadcast.js';
 import { defineCustomVjp } from './custom-vjp.js';
 
@@ -59,7 +57,13 @@ export interface LayerNormGradients {
 }
 
 /** The layer-norm pullback: dx = rstd·(g − mean(g) − x̂·mean(g·x̂)) with g = dy·w. */
-export function layerNormVjp(x: Array, weight: Array | null | undefined, bias: Array | null | undefined, gradOut: Array, options: NormOptions = {}): LayerNormGradients {
+export function layerNormVjp(
+  x: Array,
+  weight: Array | null | undefined,
+  bias: Array | null | undefined,
+  gradOut: Array,
+  options: NormOptions = {},
+): LayerNormGradients {
   const c = normConfig(x, options, !!weight, !!bias);
   return scope(() => {
     const axes = normAxes(x.ndim, c.axis);
@@ -67,7 +71,10 @@ export function layerNormVjp(x: Array, weight: Array | null | undefined, bias: A
     const rstd = rsqrt(add(mean(square(centred), axes, { keepdims: true }), c.eps));
     const xhat = multiply(centred, rstd);
     const g = weight ? multiply(gradOut, weight) : gradOut;
-    const inner = subtract(subtract(g, mean(g, axes, { keepdims: true })), multiply(xhat, mean(multiply(g, xhat), axes, { keepdims: true })));
+    const inner = subtract(
+      subtract(g, mean(g, axes, { keepdims: true })),
+      multiply(xhat, mean(multiply(g, xhat), axes, { keepdims: true })),
+    );
     const dx = multiply(rstd, inner);
     const dweight = weight ? reduceToShape(multiply(gradOut, xhat), weight.shape) : undefined;
     const dbias = bias ? reduceToShape(gradOut, bias.shape) : undefined;

@@ -9,20 +9,25 @@ function referenceRope(x: mx.Array, positions: number[][], rotaryDim: number, in
   const [b, h, s, d] = x.shape;
   const data = x.toTypedArray() as Float32Array;
   const out = Array.from(data);
-  for (let bi = 0; bi < b; bi++) for (let hi = 0; hi < h; hi++) for (let si = 0; si < s; si++) {
-    const row = ((bi * h + hi) * s + si) * d;
-    for (let i = 0; i < rotaryDim / 2; i++) {
-      const angle = positions[bi][si] / Math.pow(base, (2 * i) / rotaryDim);
-      const [a, c] = interleaved ? [row + 2 * i, row + 2 * i + 1] : [row + i, row + i + rotaryDim / 2];
-      out[a] = data[a] * Math.cos(angle) - data[c] * Math.sin(angle);
-      out[c] = data[c] * Math.cos(angle) + data[a] * Math.sin(angle);
-    }
-  }
+  for (let bi = 0; bi < b; bi++)
+    for (let hi = 0; hi < h; hi++)
+      for (let si = 0; si < s; si++) {
+        const row = ((bi * h + hi) * s + si) * d;
+        for (let i = 0; i < rotaryDim / 2; i++) {
+          const angle = positions[bi][si] / Math.pow(base, (2 * i) / rotaryDim);
+          const [a, c] = interleaved ? [row + 2 * i, row + 2 * i + 1] : [row + i, row + i + rotaryDim / 2];
+          out[a] = data[a] * Math.cos(angle) - data[c] * Math.sin(angle);
+          out[c] = data[c] * Math.cos(angle) + data[a] * Math.sin(angle);
+        }
+      }
   return out;
 }
 
 describe('rotaryEmbedding', () => {
-  const positions = [[0, 3, 5, 7], [1, 2, 9, 15]];
+  const positions = [
+    [0, 3, 5, 7],
+    [1, 2, 9, 15],
+  ];
   const positionIds = mx.array(positions, 'int32');
   const { cos, sin } = rotaryCache(16, 6);
 
@@ -37,7 +42,17 @@ describe('rotaryEmbedding', () => {
     const x = randn([2, 4, 6]);
     const full = rotaryCache(4, 6);
     const y = rotaryEmbedding(x, { cos: full.cos, sin: full.sin });
-    const viaIds = rotaryEmbedding(x, { cos, sin, positionIds: mx.array([[0, 1, 2, 3], [0, 1, 2, 3]], 'int32') });
+    const viaIds = rotaryEmbedding(x, {
+      cos,
+      sin,
+      positionIds: mx.array(
+        [
+          [0, 1, 2, 3],
+          [0, 1, 2, 3],
+        ],
+        'int32',
+      ),
+    });
     expect(relativeError(y, viaIds)).toBeLessThan(1e-6);
   });
 
@@ -45,7 +60,11 @@ describe('rotaryEmbedding', () => {
     onCpu(() => {
       const c64 = rotaryCache(16, 6, { dtype: 'float64' });
       const opts = { cos: c64.cos, sin: c64.sin, positionIds, interleaved, rotaryDim: 6 };
-      const e = gradientErrors({ kernel: (x) => rotaryEmbedding(x, opts), composite: (x) => rotaryEmbeddingComposite(x, opts), primals: [randn([2, 2, 4, 8], 'float64')] });
+      const e = gradientErrors({
+        kernel: (x) => rotaryEmbedding(x, opts),
+        composite: (x) => rotaryEmbeddingComposite(x, opts),
+        primals: [randn([2, 2, 4, 8], 'float64')],
+      });
       expect(e.forward).toBeLessThan(1e-14);
       expect(e.finiteDifference[0]).toBeLessThan(1e-8);
       expect(e.autodiff[0]).toBeLessThan(1e-12);

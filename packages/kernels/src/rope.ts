@@ -3,8 +3,27 @@
 // with i + r/2, GPT-NeoX / LLaMA) and interleaved (2i with 2i+1, GPT-J). The rotation is
 // orthogonal, so the pullback is the same rotation by the negated angles.
 import {
-  arange, astype, concatenate, cos, expandDims, multiply, negative, outer, power, reshape, scope, sin, slice, stack,
-  stopGradient, subtract, add, take, zerosLike, type Array, type Dtype,
+  arange,
+  astype,
+  concatenate,
+  cos,
+  expandDims,
+  multiply,
+  negative,
+  outer,
+  power,
+  reshape,
+  scope,
+  sin,
+  slice,
+  stack,
+  stopGradient,
+  subtract,
+  add,
+  take,
+  zerosLike,
+  type Array,
+  type Dtype,
 } from '@mlx/core';
 import { defineCustomVjp } from './custom-vjp.js';
 
@@ -28,7 +47,11 @@ interface RopeConfig {
 }
 
 /** cos/sin caches for positions [0, maxPositions): angle(p, i) = p·scale / base^(2i/r). */
-export function rotaryCache(maxPositions: number, rotaryDim: number, options: { base?: number; scale?: number; dtype?: Dtype } = {}): { cos: Array; sin: Array } {
+export function rotaryCache(
+  maxPositions: number,
+  rotaryDim: number,
+  options: { base?: number; scale?: number; dtype?: Dtype } = {},
+): { cos: Array; sin: Array } {
   if (rotaryDim % 2 !== 0) throw new RangeError(`rotaryDim must be even, got ${rotaryDim}`);
   return scope(() => {
     const exponents = multiply(arange(0, rotaryDim, 2, 'float32'), 1 / rotaryDim);
@@ -93,7 +116,8 @@ function anglesFor(x: Array, table: Array, positionIds: Array | null | undefined
 export function rotaryEmbedding(x: Array, options: RotaryEmbeddingOptions): Array {
   const d = x.shape[x.ndim - 1];
   const rotaryDim = options.rotaryDim ?? d;
-  if (rotaryDim % 2 !== 0 || rotaryDim > d || rotaryDim <= 0) throw new RangeError(`rotaryDim must be even and in (0, ${d}], got ${rotaryDim}`);
+  if (rotaryDim % 2 !== 0 || rotaryDim > d || rotaryDim <= 0)
+    throw new RangeError(`rotaryDim must be even and in (0, ${d}], got ${rotaryDim}`);
   const config: RopeConfig = { interleaved: options.interleaved ?? false, rotaryDim };
   return scope(() => {
     const c = anglesFor(x, options.cos, options.positionIds);

@@ -18,11 +18,17 @@ const arg = (n: string, d?: string) => {
   const i = process.argv.indexOf(`--${n}`);
   return i >= 0 ? process.argv[i + 1] : d;
 };
-const device = (arg('device', 'gpu') as 'gpu' | 'cpu');
+const device = arg('device', 'gpu') as 'gpu' | 'cpu';
 const runs = Number(arg('runs', '20'));
 const modes = (arg('modes', 'compiled,eager') as string).split(',').map((m) => m === 'compiled');
 const sync = process.argv.includes('--sync');
-const report: Record<string, unknown> = { date: new Date().toISOString(), device, mlx: mx.version(), library: mx.nativeLibraryPath, cuda: mx.cudaAvailable() };
+const report: Record<string, unknown> = {
+  date: new Date().toISOString(),
+  device,
+  mlx: mx.version(),
+  library: mx.nativeLibraryPath,
+  cuda: mx.cudaAvailable(),
+};
 const log = (s: string) => console.log(s);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
@@ -52,7 +58,8 @@ async function sharedModels(dir: string): Promise<void> {
               const c = compareTensor(got, want, tol);
               const a = got.data as Float32Array;
               const b = want.data as Float32Array;
-              if (a instanceof Float32Array) for (let k = 0; k < a.length; k++) worst = Math.max(worst, Math.abs(a[k] - b[k]) / (tol.atol + tol.rtol * Math.abs(b[k])));
+              if (a instanceof Float32Array)
+                for (let k = 0; k < a.length; k++) worst = Math.max(worst, Math.abs(a[k] - b[k]) / (tol.atol + tol.rtol * Math.abs(b[k])));
               if (!c.ok && verdict === 'pass') verdict = `${compiled ? 'compiled' : 'eager'} run ${r + 1}: ${c.why}`;
             });
           }
@@ -71,7 +78,9 @@ async function sharedModels(dir: string): Promise<void> {
 
 /** A sample of node cases: eager and compiled (three runs), through MlxSession. */
 async function nodeCases(dir: string): Promise<void> {
-  const names = readdirSync(dir).filter((c) => existsSync(join(dir, c, 'model.onnx'))).sort();
+  const names = readdirSync(dir)
+    .filter((c) => existsSync(join(dir, c, 'model.onnx')))
+    .sort();
   const results: Record<string, string> = {};
   let pass = 0;
   for (const name of names) {
@@ -79,7 +88,9 @@ async function nodeCases(dir: string): Promise<void> {
     const compiled = await runCase(join(dir, name), 'mlx', { compiled: true, runs: 3, device, viaSession: true });
     const ok = eager.status === 'pass' && compiled.status === 'pass';
     if (ok) pass++;
-    results[name] = ok ? 'pass' : `${eager.status === 'pass' ? '' : `eager ${eager.status}: ${eager.detail} `}${compiled.status === 'pass' ? '' : `compiled ${compiled.status}: ${compiled.detail}`}`.trim();
+    results[name] = ok
+      ? 'pass'
+      : `${eager.status === 'pass' ? '' : `eager ${eager.status}: ${eager.detail} `}${compiled.status === 'pass' ? '' : `compiled ${compiled.status}: ${compiled.detail}`}`.trim();
   }
   log(`  node cases: ${pass} of ${names.length} pass on ${device}`);
   for (const [n, r] of Object.entries(results)) if (r !== 'pass') log(`    ${n}: ${r.slice(0, 200)}`);
@@ -89,7 +100,9 @@ async function nodeCases(dir: string): Promise<void> {
 /** Large models: create, first run (analysis; kernels compiled by NVRTC), second (trace), warm median. */
 async function speed(dir: string): Promise<void> {
   const rows: Record<string, unknown> = {};
-  for (const name of readdirSync(dir).filter((m) => existsSync(join(dir, m, 'model.onnx'))).sort()) {
+  for (const name of readdirSync(dir)
+    .filter((m) => existsSync(join(dir, m, 'model.onnx')))
+    .sort()) {
     const tc = readTestCase(join(dir, name));
     const t0 = performance.now();
     const s = await MlxSession.create(join(dir, name, 'model.onnx'), { device });
@@ -117,8 +130,17 @@ async function speed(dir: string): Promise<void> {
       num += (a[k] - b[k]) ** 2;
       den += b[k] ** 2;
     }
-    rows[name] = { createMs, firstMs: first.ms, secondMs: second.ms, medianMs: median(times), minMs: Math.min(...times), relErrVsOrt: Math.sqrt(num / Math.max(den, 1e-30)) };
-    log(`  ${name.padEnd(20)} create ${createMs.toFixed(0)} ms, first ${first.ms.toFixed(0)} ms, second ${second.ms.toFixed(0)} ms, warm median ${median(times).toFixed(2)} ms, rel. error vs onnxruntime CPU ${(rows[name] as { relErrVsOrt: number }).relErrVsOrt.toExponential(2)}`);
+    rows[name] = {
+      createMs,
+      firstMs: first.ms,
+      secondMs: second.ms,
+      medianMs: median(times),
+      minMs: Math.min(...times),
+      relErrVsOrt: Math.sqrt(num / Math.max(den, 1e-30)),
+    };
+    log(
+      `  ${name.padEnd(20)} create ${createMs.toFixed(0)} ms, first ${first.ms.toFixed(0)} ms, second ${second.ms.toFixed(0)} ms, warm median ${median(times).toFixed(2)} ms, rel. error vs onnxruntime CPU ${(rows[name] as { relErrVsOrt: number }).relErrVsOrt.toExponential(2)}`,
+    );
     s.release();
   }
   report.speed = rows;
@@ -155,9 +177,11 @@ async function transfers(): Promise<void> {
       timesOut.push(tDown);
       timesAll.push(tUp + tEval + tDown);
     }
-    const gbps = (ms: number) => (mib / 1024) / (ms / 1000);
+    const gbps = (ms: number) => mib / 1024 / (ms / 1000);
     rows[`${mib}MiB`] = { inMs: median(timesIn), outMs: median(timesOut), inGBps: gbps(median(timesIn)), outGBps: gbps(median(timesOut)) };
-    log(`  ${mib} MiB: host->GPU (+x2) ${median(timesIn).toFixed(1)} ms (${gbps(median(timesIn)).toFixed(1)} GB/s), GPU->host ${median(timesOut).toFixed(1)} ms (${gbps(median(timesOut)).toFixed(1)} GB/s)`);
+    log(
+      `  ${mib} MiB: host->GPU (+x2) ${median(timesIn).toFixed(1)} ms (${gbps(median(timesIn)).toFixed(1)} GB/s), GPU->host ${median(timesOut).toFixed(1)} ms (${gbps(median(timesOut)).toFixed(1)} GB/s)`,
+    );
   }
   report.transfers = rows;
 }

@@ -30,12 +30,19 @@ async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }>
   const ortNode = require('onnxruntime-node') as typeof import('onnxruntime-node');
   if (engine === 'ort-node') {
     const threads = Number(process.env.BENCH_THREADS ?? 2);
-    return { ort: ortNode, create: () => ortNode.InferenceSession.create(path, { executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1 }) as never };
+    return {
+      ort: ortNode,
+      create: () =>
+        ortNode.InferenceSession.create(path, { executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1 }) as never,
+    };
   }
   await import('../src/index.js');
   const compiled = engine === 'mlx';
   const device = (process.env.BENCH_DEVICE ?? 'cpu') as 'cpu' | 'gpu';
-  return { ort: ortNode, create: () => ortNode.InferenceSession.create(path, { executionProviders: [{ name: 'mlx', compiled, device } as never] }) as never };
+  return {
+    ort: ortNode,
+    create: () => ortNode.InferenceSession.create(path, { executionProviders: [{ name: 'mlx', compiled, device } as never] }) as never,
+  };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
@@ -68,11 +75,21 @@ async function main(): Promise<void> {
   loop.disable();
   await s.release();
   const sorted = [...times].sort((a, b) => a - b);
-  console.log(JSON.stringify({
-    engine, model: dir.split('/').at(-1), createMs, firstMs, secondMs, medianMs: median(times),
-    p10Ms: sorted[Math.floor(runs * 0.1)], p90Ms: sorted[Math.min(runs - 1, Math.floor(runs * 0.9))],
-    maxLoopGapMs: loop.max / 1e6, peakRssMiB: process.resourceUsage().maxRSS / 1024, ffiPerRun,
-  }));
+  console.log(
+    JSON.stringify({
+      engine,
+      model: dir.split('/').at(-1),
+      createMs,
+      firstMs,
+      secondMs,
+      medianMs: median(times),
+      p10Ms: sorted[Math.floor(runs * 0.1)],
+      p90Ms: sorted[Math.min(runs - 1, Math.floor(runs * 0.9))],
+      maxLoopGapMs: loop.max / 1e6,
+      peakRssMiB: process.resourceUsage().maxRSS / 1024,
+      ffiPerRun,
+    }),
+  );
 }
 
 main().catch((e) => {

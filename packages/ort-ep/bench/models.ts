@@ -26,20 +26,43 @@ const engines = arg('engines', 'mlx,mlx-eager,ort-node,ort-web')!.split(',');
 const sharedModels = join(pkg, '..', '..', '..', 'shared', 'models');
 const extra = (arg('models') ?? '').split(',').filter(Boolean);
 
-interface Sample { engine: string; model: string; createMs: number; firstMs: number; secondMs: number; medianMs: number; p10Ms: number; p90Ms: number; maxLoopGapMs: number; peakRssMiB: number; ffiPerRun?: number; error?: string }
+interface Sample {
+  engine: string;
+  model: string;
+  createMs: number;
+  firstMs: number;
+  secondMs: number;
+  medianMs: number;
+  p10Ms: number;
+  p90Ms: number;
+  maxLoopGapMs: number;
+  peakRssMiB: number;
+  ffiPerRun?: number;
+  error?: string;
+}
 
-const modelDirs = [
-  ...(existsSync(sharedModels) ? readdirSync(sharedModels).map((m) => join(sharedModels, m)) : []),
-  ...extra,
-].filter((d) => existsSync(join(d, 'model.onnx')) && filter.test(d.split('/').at(-1)!));
+const modelDirs = [...(existsSync(sharedModels) ? readdirSync(sharedModels).map((m) => join(sharedModels, m)) : []), ...extra].filter(
+  (d) => existsSync(join(d, 'model.onnx')) && filter.test(d.split('/').at(-1)!),
+);
 
 const median = (xs: number[]) => (xs.length ? [...xs].sort((a, b) => a - b)[xs.length >> 1] : NaN);
 
 function worker(engine: string, dir: string, env: NodeJS.ProcessEnv): Sample {
-  const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', join(here, 'model-worker.ts'), '--engine', engine, '--model', dir, '--runs', runs], {
-    cwd: pkg, env: { ...process.env, ...env }, encoding: 'utf8', timeout: 600_000,
-  });
-  const line = r.stdout.trim().split('\n').filter((l) => l.startsWith('{')).at(-1);
+  const r = spawnSync(
+    process.execPath,
+    ['--conditions=source', '--import', 'tsx', join(here, 'model-worker.ts'), '--engine', engine, '--model', dir, '--runs', runs],
+    {
+      cwd: pkg,
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+      timeout: 600_000,
+    },
+  );
+  const line = r.stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .at(-1);
   if (!line) return { engine, model: dir.split('/').at(-1)!, error: (r.stderr || 'no output').trim().split('\n').at(-1) } as Sample;
   return JSON.parse(line) as Sample;
 }
@@ -56,7 +79,11 @@ function main(): void {
       for (const e of order) {
         // Round 0 starts with empty kernel caches (cold): MLX's own folder lives under TMPDIR, and
         // the lasting one the provider links it to under MLX_ORT_CACHE_DIR. Later rounds reuse them.
-        const s = worker(e, dir, { MLX_ORT_CACHE_DIR: join(cold, 'lasting'), TMPDIR: join(cold, 'tmp'), MLX_PTX_CACHE_DIR: join(cold, 'ptx') });
+        const s = worker(e, dir, {
+          MLX_ORT_CACHE_DIR: join(cold, 'lasting'),
+          TMPDIR: join(cold, 'tmp'),
+          MLX_PTX_CACHE_DIR: join(cold, 'ptx'),
+        });
         samples.push({ ...s, round } as Sample & { round: number });
         if (s.error) console.log(`  ${s.model} on ${e}: ${s.error}`);
       }
@@ -94,32 +121,55 @@ function main(): void {
   });
 
   const pad = (s: string, n: number) => s.padStart(n);
-  console.log('\nmedian ms per run (median over rounds of each process\'s median); ratio = engine / ort-node');
-  console.log(['model'.padEnd(22), ...engines.map((e) => pad(e, 11)), ...engines.filter((e) => e !== 'ort-node').map((e) => pad(`${e}/ort`, 14))].join(''));
+  console.log("\nmedian ms per run (median over rounds of each process's median); ratio = engine / ort-node");
+  console.log(
+    [
+      'model'.padEnd(22),
+      ...engines.map((e) => pad(e, 11)),
+      ...engines.filter((e) => e !== 'ort-node').map((e) => pad(`${e}/ort`, 14)),
+    ].join(''),
+  );
   for (const r of rows) {
     const base = r.engines['ort-node']?.medianMs;
-    console.log([r.model.padEnd(22), ...engines.map((e) => pad(r.engines[e].medianMs.toFixed(3), 11)), ...engines.filter((e) => e !== 'ort-node').map((e) => pad((r.engines[e].medianMs / base).toFixed(2), 14))].join(''));
+    console.log(
+      [
+        r.model.padEnd(22),
+        ...engines.map((e) => pad(r.engines[e].medianMs.toFixed(3), 11)),
+        ...engines.filter((e) => e !== 'ort-node').map((e) => pad((r.engines[e].medianMs / base).toFixed(2), 14)),
+      ].join(''),
+    );
   }
-  const geo = (e: string) => Math.exp(rows.reduce((a, r) => a + Math.log(r.engines[e].medianMs / r.engines['ort-node'].medianMs), 0) / rows.length);
-  if (engines.includes('ort-node')) console.log(['geomean ratio'.padEnd(22), ...engines.filter((e) => e !== 'ort-node').map((e) => `${e}/ort ${geo(e).toFixed(2)}`)].join('  '));
-  console.log('\nfirst runs (ms: create, then the first two runs; cold = empty kernel cache), peak RSS (MiB), largest event-loop gap while running (ms), native calls per run');
+  const geo = (e: string) =>
+    Math.exp(rows.reduce((a, r) => a + Math.log(r.engines[e].medianMs / r.engines['ort-node'].medianMs), 0) / rows.length);
+  if (engines.includes('ort-node'))
+    console.log(
+      ['geomean ratio'.padEnd(22), ...engines.filter((e) => e !== 'ort-node').map((e) => `${e}/ort ${geo(e).toFixed(2)}`)].join('  '),
+    );
+  console.log(
+    '\nfirst runs (ms: create, then the first two runs; cold = empty kernel cache), peak RSS (MiB), largest event-loop gap while running (ms), native calls per run',
+  );
   for (const r of rows) {
     for (const e of engines) {
       const x = r.engines[e];
       const calls = Number.isFinite(x.ffiPerRun) ? `  native calls/run ${x.ffiPerRun.toFixed(0)}` : '';
-      console.log(`  ${r.model.padEnd(20)} ${e.padEnd(10)} create ${x.createMs.toFixed(0).padStart(5)}  first two: cold ${x.coldFirstTwoMs.toFixed(0).padStart(6)} warm ${x.warmFirstTwoMs.toFixed(0).padStart(6)}  rss ${x.peakRssMiB.toFixed(0).padStart(5)}  gap ${x.maxLoopGapMs.toFixed(1).padStart(6)}${calls}`);
+      console.log(
+        `  ${r.model.padEnd(20)} ${e.padEnd(10)} create ${x.createMs.toFixed(0).padStart(5)}  first two: cold ${x.coldFirstTwoMs.toFixed(0).padStart(6)} warm ${x.warmFirstTwoMs.toFixed(0).padStart(6)}  rss ${x.peakRssMiB.toFixed(0).padStart(5)}  gap ${x.maxLoopGapMs.toFixed(1).padStart(6)}${calls}`,
+      );
     }
   }
   const out = join(pkg, '..', '..', 'reports');
   mkdirSync(out, { recursive: true });
   const report = { date: new Date().toISOString(), rounds, runs: Number(runs), engines, rows };
   writeFileSync(join(out, 'bench-models.json'), JSON.stringify(report, null, 2));
-  writeFileSync(join(here, 'models.svg'), barChart({
-    title: 'Median ms per run, each engine alone in its process (lower is better)',
-    groups: rows.map((r) => r.model),
-    series: engines.map((e) => ({ name: e, values: rows.map((r) => r.engines[e].medianMs) })),
-    log: true,
-  }));
+  writeFileSync(
+    join(here, 'models.svg'),
+    barChart({
+      title: 'Median ms per run, each engine alone in its process (lower is better)',
+      groups: rows.map((r) => r.model),
+      series: engines.map((e) => ({ name: e, values: rows.map((r) => r.engines[e].medianMs) })),
+      log: true,
+    }),
+  );
   console.log(`\nwrote reports/bench-models.json and packages/ort-ep/bench/models.svg`);
 }
 

@@ -43,37 +43,47 @@ async function worker(): Promise<void> {
 async function runPool(engine: Engine, suite: string, cases: string[], n: number, onResult: (r: CaseResult) => void): Promise<void> {
   const queue = [...cases];
   const self = fileURLToPath(import.meta.url);
-  const one = () => new Promise<void>((resolve) => {
-    const next = () => {
-      if (!queue.length) return resolve();
-      const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', self, '--worker', '--engine', engine, '--suite', suite], {
-        stdio: ['pipe', 'pipe', 'pipe'],
-        env: { ...process.env, ORT_LOG_LEVEL: 'error' },
-      });
-      let current: string | undefined;
-      let stderr = '';
-      child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-2000)));
-      const feed = () => {
-        current = queue.shift();
-        if (current) child.stdin.write(`${current}\n`);
-        else child.stdin.end();
-      };
-      createInterface({ input: child.stdout }).on('line', (line) => {
-        if (!line.startsWith('RESULT ')) return;
-        onResult(JSON.parse(line.slice(7)) as CaseResult);
+  const one = () =>
+    new Promise<void>((resolve) => {
+      const next = () => {
+        if (!queue.length) return resolve();
+        const child = spawn(
+          process.execPath,
+          ['--conditions=source', '--import', 'tsx', self, '--worker', '--engine', engine, '--suite', suite],
+          {
+            stdio: ['pipe', 'pipe', 'pipe'],
+            env: { ...process.env, ORT_LOG_LEVEL: 'error' },
+          },
+        );
+        let current: string | undefined;
+        let stderr = '';
+        child.stderr.on('data', (d) => (stderr = (stderr + d).slice(-2000)));
+        const feed = () => {
+          current = queue.shift();
+          if (current) child.stdin.write(`${current}\n`);
+          else child.stdin.end();
+        };
+        createInterface({ input: child.stdout }).on('line', (line) => {
+          if (!line.startsWith('RESULT ')) return;
+          onResult(JSON.parse(line.slice(7)) as CaseResult);
+          feed();
+        });
+        child.on('exit', (code, signal) => {
+          if (current) {
+            onResult({
+              name: current,
+              status: 'error',
+              detail: `worker died (${signal ?? `exit ${code}`}): ${stderr.trim().split('\n').slice(-3).join(' | ')}`,
+              ms: 0,
+            });
+            current = undefined;
+            next();
+          } else resolve();
+        });
         feed();
-      });
-      child.on('exit', (code, signal) => {
-        if (current) {
-          onResult({ name: current, status: 'error', detail: `worker died (${signal ?? `exit ${code}`}): ${stderr.trim().split('\n').slice(-3).join(' | ')}`, ms: 0 });
-          current = undefined;
-          next();
-        } else resolve();
-      });
-      feed();
-    };
-    next();
-  });
+      };
+      next();
+    });
   await Promise.all(Array.from({ length: Math.max(1, Math.min(n, cases.length)) }, one));
 }
 
@@ -81,7 +91,9 @@ async function main(): Promise<void> {
   const suite = arg('suite') ?? defaultSuite;
   if (!existsSync(suite)) throw new Error(`suite not found at ${suite} (pass --suite)`);
   const re = new RegExp(arg('filter') ?? '.');
-  const cases = readdirSync(suite).filter((c) => c.startsWith('test_') && re.test(c)).sort();
+  const cases = readdirSync(suite)
+    .filter((c) => c.startsWith('test_') && re.test(c))
+    .sort();
   const engines: Engine[] = (arg('engine') ?? 'both') === 'both' ? ['mlx', 'ort'] : [arg('engine') as Engine];
   const workers = Number(arg('workers') ?? 2);
   const results: Record<string, Record<string, CaseResult>> = {};
@@ -95,14 +107,27 @@ async function main(): Promise<void> {
     const rs = Object.values(results[engine]);
     const count = (s: string) => rs.filter((r) => r.status === s).length;
     const low = rs.filter((r) => r.lowLevel);
-    console.log(`${engine === 'mlx' ? 'mlx (onnxruntime-common backend)' : 'onnxruntime-node CPU'}: ${count('pass')} passed, ${count('fail')} failed, ${count('unsupported')} unsupported, ${count('error')} errors of ${cases.length} cases` +
-      (engine === 'mlx' ? ` (${low.filter((r) => r.status === 'pass').length} of the passes fed through MlxSession for bfloat16/float8/complex types)` : '') + ` in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    console.log(
+      `${engine === 'mlx' ? 'mlx (onnxruntime-common backend)' : 'onnxruntime-node CPU'}: ${count('pass')} passed, ${count('fail')} failed, ${count('unsupported')} unsupported, ${count('error')} errors of ${cases.length} cases` +
+        (engine === 'mlx'
+          ? ` (${low.filter((r) => r.status === 'pass').length} of the passes fed through MlxSession for bfloat16/float8/complex types)`
+          : '') +
+        ` in ${((Date.now() - t0) / 1000).toFixed(0)} s`,
+    );
   }
   const report = arg('report');
   if (report) {
     mkdirSync(dirname(report), { recursive: true });
     const lines = ['# ONNX node-suite conformance', '', `| case | ${engines.join(' | ')} |`, `|---|${engines.map(() => '---').join('|')}|`];
-    for (const c of cases) lines.push(`| ${c} | ${engines.map((e) => { const r = results[e][c]; return `${r.status}${r.lowLevel ? ' (low-level)' : ''}${r.detail ? `: ${r.detail.replace(/\|/g, '\\|').slice(0, 200)}` : ''}`; }).join(' | ')} |`);
+    for (const c of cases)
+      lines.push(
+        `| ${c} | ${engines
+          .map((e) => {
+            const r = results[e][c];
+            return `${r.status}${r.lowLevel ? ' (low-level)' : ''}${r.detail ? `: ${r.detail.replace(/\|/g, '\\|').slice(0, 200)}` : ''}`;
+          })
+          .join(' | ')} |`,
+      );
     writeFileSync(report, lines.join('\n') + '\n');
   }
   const json = arg('json');
@@ -110,12 +135,16 @@ async function main(): Promise<void> {
   const passing = arg('write-passing');
   if (passing && results.mlx) {
     const names = cases.filter((c) => results.mlx[c]?.status === 'pass');
-    writeFileSync(passing, `# Node-suite cases that pass through the mlx backend. The tests fail if a listed case stops passing.\n${names.join('\n')}\n`);
+    writeFileSync(
+      passing,
+      `# Node-suite cases that pass through the mlx backend. The tests fail if a listed case stops passing.\n${names.join('\n')}\n`,
+    );
   }
 }
 
 if (flag('worker')) void worker();
-else main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+else
+  main().catch((e) => {
+    console.error(e);
+    process.exit(1);
+  });

@@ -15,9 +15,10 @@ export function operatorsMarkdown(): string {
     op.files.add(`src/ops/${defaultRegistry.familyOf(e)}.ts`);
     if (e.note) op.notes.push(e.note);
   }
-  let md = '# Operators of the MLX execution provider\n\nGenerated from the op registry by `scripts/operators.ts`; do not edit.\n' +
+  let md =
+    '# Operators of the MLX execution provider\n\nGenerated from the op registry by `scripts/operators.ts`; do not edit.\n' +
     'Each row is an op the registry claims, with the opset versions it implements. A node can still be\n' +
-    'refused by its entry\'s check (an attribute value or element type it does not support); `mlx-ort check\nmodel.onnx` says which and why.\n';
+    "refused by its entry's check (an attribute value or element type it does not support); `mlx-ort check\nmodel.onnx` says which and why.\n";
   for (const [domain, ops] of [...byDomain].sort()) {
     md += `\n## ${domain} (${ops.size} ops)\n\n| op | opsets | file | notes |\n|---|---|---|---|\n`;
     for (const [op, info] of [...ops].sort()) {

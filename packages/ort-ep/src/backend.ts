@@ -43,10 +43,21 @@ declare module 'onnxruntime-common' {
 type OrtModule = { Tensor: typeof Tensor; registerBackend: (name: string, backend: Backend, priority: number) => void };
 
 const ortTypeToOnnx: Record<string, number> = {
-  float32: OnnxDataType.FLOAT, uint8: OnnxDataType.UINT8, int8: OnnxDataType.INT8, uint16: OnnxDataType.UINT16,
-  int16: OnnxDataType.INT16, int32: OnnxDataType.INT32, int64: OnnxDataType.INT64, string: OnnxDataType.STRING,
-  bool: OnnxDataType.BOOL, float16: OnnxDataType.FLOAT16, float64: OnnxDataType.DOUBLE, uint32: OnnxDataType.UINT32,
-  uint64: OnnxDataType.UINT64, int4: OnnxDataType.INT4, uint4: OnnxDataType.UINT4,
+  float32: OnnxDataType.FLOAT,
+  uint8: OnnxDataType.UINT8,
+  int8: OnnxDataType.INT8,
+  uint16: OnnxDataType.UINT16,
+  int16: OnnxDataType.INT16,
+  int32: OnnxDataType.INT32,
+  int64: OnnxDataType.INT64,
+  string: OnnxDataType.STRING,
+  bool: OnnxDataType.BOOL,
+  float16: OnnxDataType.FLOAT16,
+  float64: OnnxDataType.DOUBLE,
+  uint32: OnnxDataType.UINT32,
+  uint64: OnnxDataType.UINT64,
+  int4: OnnxDataType.INT4,
+  uint4: OnnxDataType.UINT4,
 };
 
 function unpack4(data: Uint8Array | Int8Array, n: number, signed: boolean): Int8Array | Uint8Array {
@@ -80,7 +91,8 @@ export function tensorToHost(name: string, t: OnnxValue): HostTensor {
     throw new InvalidFeedError(`input '${name}' is on '${tensor.location}'; the MLX backend takes CPU tensors`);
   }
   const dtype = ortTypeToOnnx[tensor.type];
-  if (dtype === undefined) throw new InvalidFeedError(`input '${name}' has tensor type '${tensor.type}', which the MLX backend does not take`);
+  if (dtype === undefined)
+    throw new InvalidFeedError(`input '${name}' has tensor type '${tensor.type}', which the MLX backend does not take`);
   const dims = [...tensor.dims];
   const n = dims.reduce((a, b) => a * b, 1);
   let data = tensor.data as HostTensor['data'];
@@ -114,7 +126,10 @@ class MlxSessionHandler implements InferenceSessionHandler {
   readonly inputMetadata: readonly InferenceSession.ValueMetadata[];
   readonly outputMetadata: readonly InferenceSession.ValueMetadata[];
 
-  constructor(private readonly ort: OrtModule, private readonly session: MlxSession) {
+  constructor(
+    private readonly ort: OrtModule,
+    private readonly session: MlxSession,
+  ) {
     this.inputNames = session.inputNames;
     this.outputNames = session.outputNames;
     this.inputMetadata = session.inputMetadata.map(metadata);
@@ -128,7 +143,8 @@ class MlxSessionHandler implements InferenceSessionHandler {
     const out = await this.session.run(host, names.length ? names : [...this.outputNames]);
     const result: SessionHandler.ReturnType = {};
     for (const [name, v] of Object.entries(out)) {
-      if (!('dims' in v)) throw new Error(`output '${name}' is a ${(v as { kind: string }).kind}, which onnxruntime-common cannot return from this backend`);
+      if (!('dims' in v))
+        throw new Error(`output '${name}' is a ${(v as { kind: string }).kind}, which onnxruntime-common cannot return from this backend`);
       result[name] = hostToTensor(this.ort, v as HostTensor);
     }
     return result;
@@ -143,13 +159,21 @@ class MlxSessionHandler implements InferenceSessionHandler {
 
 function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionOptions {
   const eps = options?.executionProviders ?? [];
-  const mine = eps.find((e) => typeof e === 'object' && e !== null && (e as { name?: string }).name === MLX_BACKEND_NAME) as MlxExecutionProviderOption | undefined;
+  const mine = eps.find((e) => typeof e === 'object' && e !== null && (e as { name?: string }).name === MLX_BACKEND_NAME) as
+    | MlxExecutionProviderOption
+    | undefined;
   const device = mine?.device;
-  if (device !== undefined && device !== 'gpu' && device !== 'cpu') throw new TypeError(`mlx execution provider: device must be 'gpu' or 'cpu', got '${String(device)}'`);
+  if (device !== undefined && device !== 'gpu' && device !== 'cpu')
+    throw new TypeError(`mlx execution provider: device must be 'gpu' or 'cpu', got '${String(device)}'`);
   const externalData = (options as { externalData?: MlxSessionOptions['externalData'] } | undefined)?.externalData;
   return {
-    device, compiled: mine?.compiled, externalData, precision: mine?.precision,
-    maxTensorBytes: mine?.maxTensorBytes, maxSessionBytes: mine?.maxSessionBytes, maxSignatures: mine?.maxSignatures,
+    device,
+    compiled: mine?.compiled,
+    externalData,
+    precision: mine?.precision,
+    maxTensorBytes: mine?.maxTensorBytes,
+    maxSessionBytes: mine?.maxSessionBytes,
+    maxSignatures: mine?.maxSignatures,
   };
 }
 

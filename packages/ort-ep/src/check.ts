@@ -12,7 +12,10 @@ export interface ModelCheck {
   opsets: Map<string, number>;
 }
 
-export function checkModel(bytes: Uint8Array, options: { modelPath?: string; externalData?: ExternalDataSpec[]; registry?: OpRegistry } = {}): ModelCheck {
+export function checkModel(
+  bytes: Uint8Array,
+  options: { modelPath?: string; externalData?: ExternalDataSpec[]; registry?: OpRegistry } = {},
+): ModelCheck {
   const { model, plan, unsupported } = prepareModel(bytes, options);
   const claimed = new Map<string, number>();
   for (const pn of plan.nodes) {

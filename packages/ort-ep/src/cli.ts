@@ -26,14 +26,20 @@ function opt(args: string[], name: string): string | undefined {
 function randomInput(elemType: number, dims: number[], seed: number): HostTensor {
   const n = dims.reduce((a, b) => a * b, 1);
   let s = seed >>> 0 || 1;
-  const rnd = () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+  const rnd = () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32;
   switch (elemType) {
-    case OnnxDataType.FLOAT: return { dtype: elemType, dims, data: Float32Array.from({ length: n }, () => rnd() * 2 - 1) };
-    case OnnxDataType.DOUBLE: return { dtype: elemType, dims, data: Float64Array.from({ length: n }, () => rnd() * 2 - 1) };
-    case OnnxDataType.INT64: return { dtype: elemType, dims, data: BigInt64Array.from({ length: n }, () => BigInt(Math.floor(rnd() * 4))) };
-    case OnnxDataType.INT32: return { dtype: elemType, dims, data: Int32Array.from({ length: n }, () => Math.floor(rnd() * 4)) };
-    case OnnxDataType.BOOL: return { dtype: elemType, dims, data: Uint8Array.from({ length: n }, () => (rnd() < 0.5 ? 1 : 0)) };
-    default: throw new Error(`mlx-ort run: cannot make a random input of element type ${elemType}`);
+    case OnnxDataType.FLOAT:
+      return { dtype: elemType, dims, data: Float32Array.from({ length: n }, () => rnd() * 2 - 1) };
+    case OnnxDataType.DOUBLE:
+      return { dtype: elemType, dims, data: Float64Array.from({ length: n }, () => rnd() * 2 - 1) };
+    case OnnxDataType.INT64:
+      return { dtype: elemType, dims, data: BigInt64Array.from({ length: n }, () => BigInt(Math.floor(rnd() * 4))) };
+    case OnnxDataType.INT32:
+      return { dtype: elemType, dims, data: Int32Array.from({ length: n }, () => Math.floor(rnd() * 4)) };
+    case OnnxDataType.BOOL:
+      return { dtype: elemType, dims, data: Uint8Array.from({ length: n }, () => (rnd() < 0.5 ? 1 : 0)) };
+    default:
+      throw new Error(`mlx-ort run: cannot make a random input of element type ${elemType}`);
   }
 }
 
@@ -52,7 +58,7 @@ async function run(args: string[]): Promise<void> {
   const session = await MlxSession.create(path, { device });
   const feeds: Record<string, HostTensor> = {};
   session.inputMetadata.forEach((m, i) => {
-    const shape = m.shape.map((d) => (typeof d === 'string' ? dims.get(d) ?? 1 : d < 0 ? 1 : d));
+    const shape = m.shape.map((d) => (typeof d === 'string' ? (dims.get(d) ?? 1) : d < 0 ? 1 : d));
     feeds[m.name] = randomInput(m.elemType, shape, 1234 + i);
   });
   const times: number[] = [];
@@ -68,14 +74,24 @@ async function run(args: string[]): Promise<void> {
     const t = v as HostTensor;
     const nums = Array.from(t.data as ArrayLike<number | bigint>, Number);
     const mean = nums.reduce((a, b) => a + b, 0) / Math.max(nums.length, 1);
-    console.log(`  ${name}: [${t.dims.join(', ')}] mean ${mean.toPrecision(6)} first ${nums.slice(0, 4).map((x) => x.toPrecision(5)).join(', ')}`);
+    console.log(
+      `  ${name}: [${t.dims.join(', ')}] mean ${mean.toPrecision(6)} first ${nums
+        .slice(0, 4)
+        .map((x) => x.toPrecision(5))
+        .join(', ')}`,
+    );
   }
   if (args.includes('--compare')) {
     const require = createRequire(import.meta.url);
     const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
     const s = await ort.InferenceSession.create(await readFile(path));
     const f: Record<string, import('onnxruntime-node').Tensor> = {};
-    for (const [k, t] of Object.entries(feeds)) f[k] = new ort.Tensor(({ 1: 'float32', 7: 'int64', 6: 'int32', 9: 'bool', 11: 'float64' } as unknown as Record<number, 'float32'>)[t.dtype], t.data as Float32Array, t.dims);
+    for (const [k, t] of Object.entries(feeds))
+      f[k] = new ort.Tensor(
+        ({ 1: 'float32', 7: 'int64', 6: 'int32', 9: 'bool', 11: 'float64' } as unknown as Record<number, 'float32'>)[t.dtype],
+        t.data as Float32Array,
+        t.dims,
+      );
     const ref = await s.run(f);
     for (const [name, v] of Object.entries(out)) {
       const a = Array.from((v as HostTensor).data as ArrayLike<number | bigint>, Number);
@@ -92,7 +108,9 @@ async function check(args: string[]): Promise<void> {
   if (!path) throw new Error(usage);
   const r = checkModel(new Uint8Array(await readFile(path)), { modelPath: path });
   const claimedCount = [...r.claimed.values()].reduce((a, b) => a + b, 0);
-  console.log(`${path}: ${r.nodes} nodes, ${claimedCount} claimed by the MLX provider, ${r.unclaimed.length} not (opsets: ${[...r.opsets].map(([d, v]) => `${d} ${v}`).join(', ')})`);
+  console.log(
+    `${path}: ${r.nodes} nodes, ${claimedCount} claimed by the MLX provider, ${r.unclaimed.length} not (opsets: ${[...r.opsets].map(([d, v]) => `${d} ${v}`).join(', ')})`,
+  );
   console.log('claimed:');
   for (const [k, n] of [...r.claimed].sort()) console.log(`  ${k} x${n}`);
   if (r.unclaimed.length) {

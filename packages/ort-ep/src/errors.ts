@@ -34,20 +34,34 @@ export interface UnsupportedNode {
 
 /** create() found nodes that the registry does not take. */
 export class UnsupportedOperatorError extends OrtMlxError {
-  constructor(readonly model: string, readonly nodes: UnsupportedNode[]) {
+  constructor(
+    readonly model: string,
+    readonly nodes: UnsupportedNode[],
+  ) {
     const groups = new Map<string, UnsupportedNode[]>();
     for (const n of nodes) {
       const k = `${n.domain}::${n.opType} (opset ${n.opset}): ${n.reason}`;
       (groups.get(k) ?? groups.set(k, []).get(k)!).push(n);
     }
-    const lines = [...groups].map(([k, ns]) => `  - ${k} [nodes: ${ns.slice(0, 5).map((n) => n.nodeName || '<unnamed>').join(', ')}${ns.length > 5 ? `, … ${ns.length - 5} more` : ''}]`);
+    const lines = [...groups].map(
+      ([k, ns]) =>
+        `  - ${k} [nodes: ${ns
+          .slice(0, 5)
+          .map((n) => n.nodeName || '<unnamed>')
+          .join(', ')}${ns.length > 5 ? `, … ${ns.length - 5} more` : ''}]`,
+    );
     super(`model ${model} has ${nodes.length} node(s) the MLX execution provider does not support:\n${lines.join('\n')}`);
   }
 }
 
 /** A node failed while running. */
 export class NodeExecutionError extends OrtMlxError {
-  constructor(readonly model: string, readonly nodeName: string, readonly opType: string, cause: unknown) {
+  constructor(
+    readonly model: string,
+    readonly nodeName: string,
+    readonly opType: string,
+    cause: unknown,
+  ) {
     super(`model ${model}, node '${nodeName}' (${opType}): ${messageOf(cause)}`, { cause });
   }
 }

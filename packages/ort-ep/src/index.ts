@@ -3,7 +3,12 @@
 //   import '@mlx/ort-ep';                        // registers the 'mlx' backend
 //   const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
 export {
-  registerMlxBackend, createMlxBackend, tensorToHost, hostToTensor, MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY,
+  registerMlxBackend,
+  createMlxBackend,
+  tensorToHost,
+  hostToTensor,
+  MLX_BACKEND_NAME,
+  MLX_BACKEND_PRIORITY,
   type MlxExecutionProviderOption,
 } from './backend.js';
 export { MlxSession, type MlxSessionOptions, type TensorMetadata } from './session.js';

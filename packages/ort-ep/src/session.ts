@@ -3,7 +3,15 @@
 // onnxruntime-common's Tensor cannot hold (bfloat16, float8, int4 as unpacked bytes).
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
-import { OnnxDataType, dataTypeName, readRegularFile, type ExternalDataSpec, type HostTensor, type ModelIR, type ValueInfoIR } from './onnx/index.js';
+import {
+  OnnxDataType,
+  dataTypeName,
+  readRegularFile,
+  type ExternalDataSpec,
+  type HostTensor,
+  type ModelIR,
+  type ValueInfoIR,
+} from './onnx/index.js';
 import type { OpRegistry } from './registry/registry.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
@@ -61,7 +69,10 @@ function metadataOf(v: ValueInfoIR): TensorMetadata {
   const t = v.type;
   if (t.kind !== 'tensor') return { name: v.name, isTensor: false, elemType: 0, type: t.kind, shape: [] };
   return {
-    name: v.name, isTensor: true, elemType: t.elemType, type: dataTypeName(t.elemType),
+    name: v.name,
+    isTensor: true,
+    elemType: t.elemType,
+    type: dataTypeName(t.elemType),
     shape: (t.shape ?? []).map((d) => (d === null || d === undefined ? -1 : d)),
   };
 }
@@ -93,8 +104,13 @@ export class MlxSession {
     this.outputMetadata = g.outputs.map(metadataOf);
     const budget = mx.memory.limit();
     this.runner = new ModelRunner(program, constants, {
-      compiled: options.compiled ?? true, maxSignatures: options.maxSignatures ?? 16, device: streams.main.device.type,
-      limits: { maxTensorBytes: limitOption(options.maxTensorBytes, 'maxTensorBytes') ?? Math.floor(budget / 2), maxSessionBytes: limitOption(options.maxSessionBytes, 'maxSessionBytes') ?? budget },
+      compiled: options.compiled ?? true,
+      maxSignatures: options.maxSignatures ?? 16,
+      device: streams.main.device.type,
+      limits: {
+        maxTensorBytes: limitOption(options.maxTensorBytes, 'maxTensorBytes') ?? Math.floor(budget / 2),
+        maxSessionBytes: limitOption(options.maxSessionBytes, 'maxSessionBytes') ?? budget,
+      },
     });
   }
 
@@ -106,7 +122,12 @@ export class MlxSession {
 
   /** @internal */
   static createSync(bytes: Uint8Array, options: MlxSessionOptions & { modelPath?: string }, name = '<bytes>'): MlxSession {
-    const { model, plan, unsupported } = prepareModel(bytes, { modelPath: options.modelPath, externalData: options.externalData, registry: options.registry, modelName: name });
+    const { model, plan, unsupported } = prepareModel(bytes, {
+      modelPath: options.modelPath,
+      externalData: options.externalData,
+      registry: options.registry,
+      modelName: name,
+    });
     if (unsupported.length) throw new UnsupportedOperatorError(name, unsupported);
     const program = new GraphProgram(plan);
     const device = options.device ?? mx.defaultDevice().type;
@@ -116,7 +137,8 @@ export class MlxSession {
       throw new TypeError(`precision must be 'fp32' or 'tf32', got '${String(options.precision)}'`);
     }
     // Unless the process already chose (MLX_ENABLE_TF32 set by the user or an earlier session).
-    if (device === 'gpu' && process.env.MLX_ENABLE_TF32 === undefined) process.env.MLX_ENABLE_TF32 = options.precision === 'tf32' ? '1' : '0';
+    if (device === 'gpu' && process.env.MLX_ENABLE_TF32 === undefined)
+      process.env.MLX_ENABLE_TF32 = options.precision === 'tf32' ? '1' : '0';
     const streams: RunStreams = { main: mx.newStream(device, { anyThread: true }) };
     if (device === 'gpu') streams.cpu = mx.newStream('cpu', { anyThread: true });
     within(streams, () => {
@@ -140,7 +162,8 @@ export class MlxSession {
     const g = this.model.graph;
     const known = new Map(g.inputs.map((i) => [i.name, i]));
     for (const name of Object.keys(feeds)) {
-      if (!known.has(name)) throw new InvalidFeedError(`model ${this.name}: unknown input '${name}' (inputs are: ${this.inputNames.join(', ')})`);
+      if (!known.has(name))
+        throw new InvalidFeedError(`model ${this.name}: unknown input '${name}' (inputs are: ${this.inputNames.join(', ')})`);
     }
     for (const name of this.inputNames) {
       if (!(name in feeds)) throw new InvalidFeedError(`model ${this.name}: missing input '${name}'`);
@@ -151,21 +174,30 @@ export class MlxSession {
       const t = ('kind' in f ? f.tensor : f) as HostTensor;
       const want = info.type.elemType;
       if (want && t.dtype !== want) {
-        throw new InvalidFeedError(`model ${this.name}: input '${name}' expects element type ${dataTypeName(want)}, got ${dataTypeName(t.dtype)}`);
+        throw new InvalidFeedError(
+          `model ${this.name}: input '${name}' expects element type ${dataTypeName(want)}, got ${dataTypeName(t.dtype)}`,
+        );
       }
       const shape = info.type.shape;
       if (!shape) continue;
       if (shape.length !== t.dims.length) {
-        throw new InvalidFeedError(`model ${this.name}: input '${name}' expects rank ${shape.length} (shape [${shape.map((d) => d ?? '?').join(', ')}]), got rank ${t.dims.length} (shape [${t.dims.join(', ')}])`);
+        throw new InvalidFeedError(
+          `model ${this.name}: input '${name}' expects rank ${shape.length} (shape [${shape.map((d) => d ?? '?').join(', ')}]), got rank ${t.dims.length} (shape [${t.dims.join(', ')}])`,
+        );
       }
       shape.forEach((d, i) => {
         if (typeof d === 'number' && d >= 0 && t.dims[i] !== d) {
-          throw new InvalidFeedError(`model ${this.name}: input '${name}' expects dimension ${i} to be ${d}, got ${t.dims[i]} (shape [${t.dims.join(', ')}])`);
+          throw new InvalidFeedError(
+            `model ${this.name}: input '${name}' expects dimension ${i} to be ${d}, got ${t.dims[i]} (shape [${t.dims.join(', ')}])`,
+          );
         }
       });
       const n = t.dims.reduce((a, b) => a * b, 1);
       const len = t.dtype === OnnxDataType.COMPLEX64 ? t.data.length / 2 : t.data.length;
-      if (len !== n) throw new InvalidFeedError(`model ${this.name}: input '${name}' has ${len} elements but its shape [${t.dims.join(', ')}] needs ${n}`);
+      if (len !== n)
+        throw new InvalidFeedError(
+          `model ${this.name}: input '${name}' has ${len} elements but its shape [${t.dims.join(', ')}] needs ${n}`,
+        );
     }
   }
 
@@ -173,7 +205,8 @@ export class MlxSession {
     if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
     this.validateFeeds(feeds);
     for (const f of fetches) {
-      if (!this.outputNames.includes(f) && !this.program.plan.producer.has(f)) throw new InvalidFeedError(`model ${this.name}: unknown output '${f}' (outputs are: ${this.outputNames.join(', ')})`);
+      if (!this.outputNames.includes(f) && !this.program.plan.producer.has(f))
+        throw new InvalidFeedError(`model ${this.name}: unknown output '${f}' (outputs are: ${this.outputNames.join(', ')})`);
     }
   }
 
@@ -221,7 +254,11 @@ export class MlxSession {
   private collect(fetches: readonly string[], values: Value[]): Record<string, HostTensor | Value> {
     const out: Record<string, HostTensor | Value> = {};
     const toHost = (v: Value, where: string): Value =>
-      v.kind === 'device' ? { kind: 'host', tensor: asHost(v, where) } : v.kind === 'sequence' ? { ...v, items: v.items.map((x) => toHost(x, where)) } : v;
+      v.kind === 'device'
+        ? { kind: 'host', tensor: asHost(v, where) }
+        : v.kind === 'sequence'
+          ? { ...v, items: v.items.map((x) => toHost(x, where)) }
+          : v;
     fetches.forEach((name, i) => {
       const v = values[i];
       out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
@@ -245,7 +282,8 @@ export class MlxSession {
 
 function limitOption(v: number | undefined, name: string): number | undefined {
   if (v === undefined) return undefined;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new TypeError(`${name} must be a positive number of bytes, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
+    throw new TypeError(`${name} must be a positive number of bytes, got ${String(v)}`);
   return Math.floor(v);
 }
 

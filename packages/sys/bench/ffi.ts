@@ -6,7 +6,11 @@ import { loadMlxC, MlxDtype, type MlxHandle } from '../src/index.js';
 const c = loadMlxC();
 const { fn, koffi } = c;
 const errors: string[] = [];
-fn.mlx_set_error_handler(koffi.register((m: string) => void errors.push(m), koffi.pointer(c.types.callbacks.mlx_error_handler_func as never)), null, null);
+fn.mlx_set_error_handler(
+  koffi.register((m: string) => void errors.push(m), koffi.pointer(c.types.callbacks.mlx_error_handler_func as never)),
+  null,
+  null,
+);
 const stream = fn.mlx_default_cpu_stream_new();
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 7);
 
@@ -21,7 +25,9 @@ function bench(name: string, iters: number, body: () => void, bytes?: number): v
   const times = Array.from({ length: REPEATS }, run).sort((a, b) => a - b);
   const med = times[REPEATS >> 1];
   const rate = bytes ? `  ${(bytes / med).toFixed(2).padStart(6)} GB/s` : '';
-  console.log(`${name.padEnd(58)} ${med.toFixed(0).padStart(9)} ns/call  (min ${times[0].toFixed(0)}, max ${times.at(-1)!.toFixed(0)})${rate}`);
+  console.log(
+    `${name.padEnd(58)} ${med.toFixed(0).padStart(9)} ns/call  (min ${times[0].toFixed(0)}, max ${times.at(-1)!.toFixed(0)})${rate}`,
+  );
 }
 
 function check(rc: number, what: string): void {
@@ -63,25 +69,40 @@ bench('scalar add, evaluated: mlx_add + item + free', 10_000, () => {
   fn.mlx_array_item_float32(item, r);
   fn.mlx_array_free(r);
 });
-bench('copy in 1 MB: mlx_array_new_data(Float32Array) + free', 1_000, () => {
-  fn.mlx_array_free(fn.mlx_array_new_data(big, bigShape, 1, MlxDtype.FLOAT32));
-}, MB);
+bench(
+  'copy in 1 MB: mlx_array_new_data(Float32Array) + free',
+  1_000,
+  () => {
+    fn.mlx_array_free(fn.mlx_array_new_data(big, bigShape, 1, MlxDtype.FLOAT32));
+  },
+  MB,
+);
 const rc = [false];
 // As toTypedArray does: a fresh 1 MB ArrayBuffer per read (allocation and page faults included).
-bench('copy out 1 MB: eval + data pointer + new Float32Array', 1_000, () => {
-  fn.mlx_array_eval(out);
-  fn._mlx_array_is_row_contiguous(rc as never, out);
-  const view = koffi.view(fn.mlx_array_data_float32(out), MB);
-  const copy = new Float32Array(view.slice(0));
-  if (copy.length !== MB / 4) throw new Error('short copy');
-}, MB);
+bench(
+  'copy out 1 MB: eval + data pointer + new Float32Array',
+  1_000,
+  () => {
+    fn.mlx_array_eval(out);
+    fn._mlx_array_is_row_contiguous(rc as never, out);
+    const view = koffi.view(fn.mlx_array_data_float32(out), MB);
+    const copy = new Float32Array(view.slice(0));
+    if (copy.length !== MB / 4) throw new Error('short copy');
+  },
+  MB,
+);
 // The copy alone, into a buffer reused across reads.
 const dst = new Float32Array(MB / 4);
-bench('copy out 1 MB: eval + data pointer + into a reused buffer', 1_000, () => {
-  fn.mlx_array_eval(out);
-  fn._mlx_array_is_row_contiguous(rc as never, out);
-  dst.set(new Float32Array(koffi.view(fn.mlx_array_data_float32(out), MB)));
-}, MB);
+bench(
+  'copy out 1 MB: eval + data pointer + into a reused buffer',
+  1_000,
+  () => {
+    fn.mlx_array_eval(out);
+    fn._mlx_array_is_row_contiguous(rc as never, out);
+    dst.set(new Float32Array(koffi.view(fn.mlx_array_data_float32(out), MB)));
+  },
+  MB,
+);
 
 for (const h of [a, b, out]) fn.mlx_array_free(h);
 fn.mlx_stream_free(stream);

@@ -59,7 +59,9 @@ export function typesHeader(): string {
   h += '\n';
   for (const [n, r] of byValueStructs()) {
     if (r.c) continue;
-    h += `typedef struct ${n}_ { ${Object.entries(r.fields!).map(([f, t]) => `${t} ${f};`).join(' ')} } ${n};\n`;
+    h += `typedef struct ${n}_ { ${Object.entries(r.fields!)
+      .map(([f, t]) => `${t} ${f};`)
+      .join(' ')} } ${n};\n`;
   }
   h += '\n/* Callback types. mlx-c spells these inline in each prototype; the typedefs are ABI-identical. */\n';
   for (const [n, r] of rows('callback')) h += `${callbackTypedef(n, r.proto!)}\n`;
@@ -79,7 +81,9 @@ export function koffiTypesModule(header: string): string {
   ts += `/** Structs passed by value: fields (koffi types) in layout order. */\n`;
   ts += `export const structTypes: Readonly<Record<string, Readonly<Record<string, string>>>> = {\n`;
   for (const [n, r] of byValueStructs()) {
-    ts += `  ${n}: { ${Object.entries(r.fields!).map(([f, t]) => `${f}: '${t}'`).join(', ')} },\n`;
+    ts += `  ${n}: { ${Object.entries(r.fields!)
+      .map(([f, t]) => `${f}: '${t}'`)
+      .join(', ')} },\n`;
   }
   ts += `};\n\n/** Callback types: the C prototype of each, for koffi.proto. */\nexport const callbackTypes: Readonly<Record<string, string>> = {\n`;
   for (const [n, r] of rows('callback')) ts += `  ${n}: '${r.proto}',\n`;

@@ -51,7 +51,14 @@ export function parseProto(proto: string): ParsedFn {
       const p = raw.replace(/\/\*.*?\*\//g, '').trim();
       const pm = /^(.*?)(\w+)$/.exec(p);
       if (!pm) throw new Error(`cannot parse parameter '${raw}' of ${name}`);
-      params.push({ type: pm[1].replace(/\s+/g, ' ').replace(/\s*\*\s*/g, '* ').trim(), name: pm[2], nullable });
+      params.push({
+        type: pm[1]
+          .replace(/\s+/g, ' ')
+          .replace(/\s*\*\s*/g, '* ')
+          .trim(),
+        name: pm[2],
+        nullable,
+      });
     }
   }
   return { ret: ret.replace(/\s*\*\s*/g, '* ').trim(), name, params };

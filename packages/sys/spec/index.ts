@@ -9,6 +9,19 @@ import { extensions } from './extensions.js';
 
 /** Every exported function, by group. The group names the generated C++ file and the README row. */
 export const spec: Record<string, FnSpec[]> = {
-  array, string, vector, device, stream, closure, transforms, memory, error,
-  ops, fast, linalg, random, fft, extensions,
+  array,
+  string,
+  vector,
+  device,
+  stream,
+  closure,
+  transforms,
+  memory,
+  error,
+  ops,
+  fast,
+  linalg,
+  random,
+  fft,
+  extensions,
 };

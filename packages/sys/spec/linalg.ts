@@ -14,9 +14,15 @@ export const linalg: FnSpec[] = [
   op('int mlx_linalg_inv(mlx_array* res, const mlx_array a, const mlx_stream s)'),
   op('int mlx_linalg_lu(mlx_vector_array* res, const mlx_array a, const mlx_stream s)'),
   op('int mlx_linalg_lu_factor(mlx_array* res_0, mlx_array* res_1, const mlx_array a, const mlx_stream s)'),
-  op('int mlx_linalg_norm(mlx_array* res, const mlx_array a, double ord, const int* axis /* may be null */, size_t axis_num, bool keepdims, const mlx_stream s)'),
-  op('int mlx_linalg_norm_matrix(mlx_array* res, const mlx_array a, const char* ord, const int* axis /* may be null */, size_t axis_num, bool keepdims, const mlx_stream s)'),
-  op('int mlx_linalg_norm_l2(mlx_array* res, const mlx_array a, const int* axis /* may be null */, size_t axis_num, bool keepdims, const mlx_stream s)'),
+  op(
+    'int mlx_linalg_norm(mlx_array* res, const mlx_array a, double ord, const int* axis /* may be null */, size_t axis_num, bool keepdims, const mlx_stream s)',
+  ),
+  op(
+    'int mlx_linalg_norm_matrix(mlx_array* res, const mlx_array a, const char* ord, const int* axis /* may be null */, size_t axis_num, bool keepdims, const mlx_stream s)',
+  ),
+  op(
+    'int mlx_linalg_norm_l2(mlx_array* res, const mlx_array a, const int* axis /* may be null */, size_t axis_num, bool keepdims, const mlx_stream s)',
+  ),
   op('int mlx_linalg_pinv(mlx_array* res, const mlx_array a, const mlx_stream s)'),
   op('int mlx_linalg_qr(mlx_array* res_0, mlx_array* res_1, const mlx_array a, const mlx_stream s)'),
   op('int mlx_linalg_solve(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s)'),

@@ -5,9 +5,18 @@ import { manual, type FnSpec } from './dsl.js';
 
 const scalarTypes = ['bool', 'uint8', 'uint16', 'uint32', 'uint64', 'int8', 'int16', 'int32', 'int64', 'float32', 'float64', 'complex64'];
 const cType: Record<string, string> = {
-  bool: 'bool', uint8: 'uint8_t', uint16: 'uint16_t', uint32: 'uint32_t', uint64: 'uint64_t',
-  int8: 'int8_t', int16: 'int16_t', int32: 'int32_t', int64: 'int64_t', float32: 'float',
-  float64: 'double', complex64: 'mlx_complex64_t',
+  bool: 'bool',
+  uint8: 'uint8_t',
+  uint16: 'uint16_t',
+  uint32: 'uint32_t',
+  uint64: 'uint64_t',
+  int8: 'int8_t',
+  int16: 'int16_t',
+  int32: 'int32_t',
+  int64: 'int64_t',
+  float32: 'float',
+  float64: 'double',
+  complex64: 'mlx_complex64_t',
 };
 
 export const array: FnSpec[] = [
@@ -24,7 +33,9 @@ export const array: FnSpec[] = [
   manual('mlx_array mlx_array_new_complex(float real_val, float imag_val)'),
   manual('mlx_array mlx_array_new_data(const void* data, const int* shape, int dim, mlx_dtype dtype)'),
   manual('mlx_array mlx_array_new_data_managed(void* data, const int* shape, int dim, mlx_dtype dtype, mlx_data_dtor dtor)'),
-  manual('mlx_array mlx_array_new_data_managed_payload(void* data, const int* shape, int dim, mlx_dtype dtype, void* payload, mlx_data_dtor dtor)'),
+  manual(
+    'mlx_array mlx_array_new_data_managed_payload(void* data, const int* shape, int dim, mlx_dtype dtype, void* payload, mlx_data_dtor dtor)',
+  ),
   manual('int mlx_array_set(mlx_array* arr, const mlx_array src)'),
   manual('int mlx_array_set_bool(mlx_array* arr, bool val)'),
   manual('int mlx_array_set_int(mlx_array* arr, int val)'),
@@ -44,8 +55,12 @@ export const array: FnSpec[] = [
   manual('mlx_dtype mlx_array_dtype(const mlx_array arr)'),
   manual('int mlx_array_eval(mlx_array arr)'),
   ...scalarTypes.map((t) => manual(`int mlx_array_item_${t}(${cType[t]}* res, const mlx_array arr)`)),
-  ...scalarTypes.map((t) => manual(`const ${cType[t]}* mlx_array_data_${t}(const mlx_array arr)`,
-    t === 'uint16' ? 'also the view through which float16 and bfloat16 data is read on x86-64' : undefined)),
+  ...scalarTypes.map((t) =>
+    manual(
+      `const ${cType[t]}* mlx_array_data_${t}(const mlx_array arr)`,
+      t === 'uint16' ? 'also the view through which float16 and bfloat16 data is read on x86-64' : undefined,
+    ),
+  ),
   manual('int _mlx_array_is_available(bool* res, const mlx_array arr)'),
   manual('int _mlx_array_wait(const mlx_array arr)'),
   manual('int _mlx_array_is_contiguous(bool* res, const mlx_array arr)'),
@@ -63,7 +78,7 @@ export const string: FnSpec[] = [
 ];
 
 function vectorOf(v: string, elem: string, constData = true): FnSpec[] {
-  const data = elem.startsWith("const ") ? `${elem}*` : `${constData ? "const " : ""}${elem}*`;
+  const data = elem.startsWith('const ') ? `${elem}*` : `${constData ? 'const ' : ''}${elem}*`;
   const getRes = elem === 'const char*' ? 'char**' : `${elem.replace(/^const /, '')}*`;
   return [
     manual(`${v} ${v}_new(void)`),
@@ -132,27 +147,49 @@ function closureOf(c: string, fun: string, funPayload: string, apply: string): F
 }
 
 export const closure: FnSpec[] = [
-  ...closureOf('mlx_closure', 'mlx_closure_fun', 'mlx_closure_fun_payload',
-    'int mlx_closure_apply(mlx_vector_array* res, mlx_closure cls, const mlx_vector_array input)'),
+  ...closureOf(
+    'mlx_closure',
+    'mlx_closure_fun',
+    'mlx_closure_fun_payload',
+    'int mlx_closure_apply(mlx_vector_array* res, mlx_closure cls, const mlx_vector_array input)',
+  ),
   manual('mlx_closure mlx_closure_new_unary(mlx_closure_unary_fun fun)'),
-  ...closureOf('mlx_closure_value_and_grad', 'mlx_closure_value_and_grad_fun', 'mlx_closure_value_and_grad_fun_payload',
-    'int mlx_closure_value_and_grad_apply(mlx_vector_array* res_0, mlx_vector_array* res_1, mlx_closure_value_and_grad cls, const mlx_vector_array input)'),
-  ...closureOf('mlx_closure_custom', 'mlx_closure_custom_fun', 'mlx_closure_custom_fun_payload',
-    'int mlx_closure_custom_apply(mlx_vector_array* res, mlx_closure_custom cls, const mlx_vector_array input_0, const mlx_vector_array input_1, const mlx_vector_array input_2)'),
-  ...closureOf('mlx_closure_custom_jvp', 'mlx_closure_custom_jvp_fun', 'mlx_closure_custom_jvp_fun_payload',
-    'int mlx_closure_custom_jvp_apply(mlx_vector_array* res, mlx_closure_custom_jvp cls, const mlx_vector_array input_0, const mlx_vector_array input_1, const int* input_2, size_t input_2_num)'),
+  ...closureOf(
+    'mlx_closure_value_and_grad',
+    'mlx_closure_value_and_grad_fun',
+    'mlx_closure_value_and_grad_fun_payload',
+    'int mlx_closure_value_and_grad_apply(mlx_vector_array* res_0, mlx_vector_array* res_1, mlx_closure_value_and_grad cls, const mlx_vector_array input)',
+  ),
+  ...closureOf(
+    'mlx_closure_custom',
+    'mlx_closure_custom_fun',
+    'mlx_closure_custom_fun_payload',
+    'int mlx_closure_custom_apply(mlx_vector_array* res, mlx_closure_custom cls, const mlx_vector_array input_0, const mlx_vector_array input_1, const mlx_vector_array input_2)',
+  ),
+  ...closureOf(
+    'mlx_closure_custom_jvp',
+    'mlx_closure_custom_jvp_fun',
+    'mlx_closure_custom_jvp_fun_payload',
+    'int mlx_closure_custom_jvp_apply(mlx_vector_array* res, mlx_closure_custom_jvp cls, const mlx_vector_array input_0, const mlx_vector_array input_1, const int* input_2, size_t input_2_num)',
+  ),
 ];
 
 export const transforms: FnSpec[] = [
   manual('int mlx_checkpoint(mlx_closure* res, const mlx_closure fun)'),
-  manual('int mlx_custom_function(mlx_closure* res, const mlx_closure fun, const mlx_closure_custom fun_vjp /* may be null */, const mlx_closure_custom_jvp fun_jvp /* may be null */, const mlx_closure_custom_vmap fun_vmap /* may be null */)',
-    'custom vmap closures are not exported; fun_vmap must be null'),
+  manual(
+    'int mlx_custom_function(mlx_closure* res, const mlx_closure fun, const mlx_closure_custom fun_vjp /* may be null */, const mlx_closure_custom_jvp fun_jvp /* may be null */, const mlx_closure_custom_vmap fun_vmap /* may be null */)',
+    'custom vmap closures are not exported; fun_vmap must be null',
+  ),
   manual('int mlx_custom_vjp(mlx_closure* res, const mlx_closure fun, const mlx_closure_custom fun_vjp)'),
   manual('int mlx_eval(const mlx_vector_array outputs)'),
   manual('int mlx_async_eval(const mlx_vector_array outputs)'),
-  manual('int mlx_jvp(mlx_vector_array* res_0, mlx_vector_array* res_1, const mlx_closure fun, const mlx_vector_array primals, const mlx_vector_array tangents)'),
+  manual(
+    'int mlx_jvp(mlx_vector_array* res_0, mlx_vector_array* res_1, const mlx_closure fun, const mlx_vector_array primals, const mlx_vector_array tangents)',
+  ),
   manual('int mlx_value_and_grad(mlx_closure_value_and_grad* res, const mlx_closure fun, const int* argnums, size_t argnums_num)'),
-  manual('int mlx_vjp(mlx_vector_array* res_0, mlx_vector_array* res_1, const mlx_closure fun, const mlx_vector_array primals, const mlx_vector_array cotangents)'),
+  manual(
+    'int mlx_vjp(mlx_vector_array* res_0, mlx_vector_array* res_1, const mlx_closure fun, const mlx_vector_array primals, const mlx_vector_array cotangents)',
+  ),
   manual('int mlx_compile(mlx_closure* res, const mlx_closure fun, bool shapeless)'),
   manual('int mlx_detail_compile_clear_cache(void)'),
   manual('int mlx_disable_compile(void)'),
@@ -172,6 +209,4 @@ export const memory: FnSpec[] = [
   manual('int mlx_clear_cache(void)'),
 ];
 
-export const error: FnSpec[] = [
-  manual('void mlx_set_error_handler(mlx_error_handler_func handler, void* data, mlx_payload_dtor dtor)'),
-];
+export const error: FnSpec[] = [manual('void mlx_set_error_handler(mlx_error_handler_func handler, void* data, mlx_payload_dtor dtor)')];

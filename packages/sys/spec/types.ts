@@ -66,19 +66,34 @@ export interface CType {
 }
 
 const handle = (row: Partial<CType> = {}): CType => ({
-  kind: 'handle', ts: 'MlxHandle', tsPointer: { out: 'MlxHandle', in: 'MlxHandle[]' }, ...row,
+  kind: 'handle',
+  ts: 'MlxHandle',
+  tsPointer: { out: 'MlxHandle', in: 'MlxHandle[]' },
+  ...row,
 });
 const enumOf = (cPrefix: string, members: readonly string[], row: Partial<CType> = {}): CType => ({
-  kind: 'enum', cPrefix, members, ts: 'number', ...row,
+  kind: 'enum',
+  cPrefix,
+  members,
+  ts: 'number',
+  ...row,
 });
 const optionalOf = (value: string, row: Partial<CType>): CType => ({
-  kind: 'optional', fields: { value, has_value: 'bool' }, ts: '{ value: number; has_value: boolean }', ...row,
+  kind: 'optional',
+  fields: { value, has_value: 'bool' },
+  ts: '{ value: number; has_value: boolean }',
+  ...row,
 });
 const callback = (proto: string): CType => ({ kind: 'callback', proto, ts: 'unknown /* registered koffi callback */' });
 const plain = (type: string): CoreParam => ({ type, arg: (v) => v });
 /** A C number passed through unchanged (koffi converts it). */
 const number = (ts: string, row: Partial<CType> = {}): CType => ({
-  kind: 'scalar', cpp: '$', ts, tsReturn: 'number', core: plain(ts), ...row,
+  kind: 'scalar',
+  cpp: '$',
+  ts,
+  tsReturn: 'number',
+  core: plain(ts),
+  ...row,
 });
 const wide = (row: Partial<CType> = {}) => number('number | bigint', row);
 const none = '{ value: 0, has_value: false }';
@@ -86,14 +101,17 @@ const none = '{ value: 0, has_value: false }';
 export const cTypes: Readonly<Record<string, CType>> = {
   // Handles: mlx-c's `{ void* ctx }` structs, passed by value.
   mlx_array: handle({
-    cpp: 'mlxc::arr($)', cppNullable: 'mlxc::opt_array($)', core: 'operand',
+    cpp: 'mlxc::arr($)',
+    cppNullable: 'mlxc::opt_array($)',
+    core: 'operand',
     coreResult: { type: 'Array', init: '{ ctx: null }', take: (r) => `Array.fromHandle(${r})` },
   }),
   mlx_string: handle(),
   mlx_device: handle(),
   mlx_stream: handle({ cpp: 'mlxc::stream($)', core: 'stream' }),
   mlx_vector_array: handle({
-    cpp: 'mlxc::vec($)', core: { type: 'readonly ArrayLike[]', arg: (v) => `t.vector(${v})` },
+    cpp: 'mlxc::vec($)',
+    core: { type: 'readonly ArrayLike[]', arg: (v) => `t.vector(${v})` },
     coreResult: { type: 'Array[]', init: '{ ctx: null }', take: (r) => `takeVector(${r})` },
   }),
   mlx_vector_vector_array: handle(),
@@ -106,10 +124,26 @@ export const cTypes: Readonly<Record<string, CType>> = {
   mlx_closure_custom_vmap: handle(),
 
   // Enums, passed as int.
-  mlx_dtype: enumOf('MLX_', [
-    'BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FLOAT16', 'FLOAT32', 'FLOAT64',
-    'BFLOAT16', 'COMPLEX64',
-  ], { cpp: 'mlxc::dtype($)', core: { type: 'Dtype', arg: (v) => `dtypeCode(${v})` } }),
+  mlx_dtype: enumOf(
+    'MLX_',
+    [
+      'BOOL',
+      'UINT8',
+      'UINT16',
+      'UINT32',
+      'UINT64',
+      'INT8',
+      'INT16',
+      'INT32',
+      'INT64',
+      'FLOAT16',
+      'FLOAT32',
+      'FLOAT64',
+      'BFLOAT16',
+      'COMPLEX64',
+    ],
+    { cpp: 'mlxc::dtype($)', core: { type: 'Dtype', arg: (v) => `dtypeCode(${v})` } },
+  ),
   mlx_device_type: enumOf('MLX_', ['CPU', 'GPU']),
   mlx_compile_mode: enumOf('MLX_COMPILE_MODE_', ['DISABLED', 'NO_SIMPLIFY', 'NO_FUSE', 'ENABLED']),
   mlx_fft_norm: enumOf('MLX_FFT_NORM_', ['BACKWARD', 'ORTHO', 'FORWARD'], {
@@ -120,7 +154,11 @@ export const cTypes: Readonly<Record<string, CType>> = {
   // Optionals: a value and whether it is set, by value.
   mlx_optional_int: optionalOf('int', {
     cpp: 'mlxc::opt($)',
-    core: { type: 'number | null', optional: true, arg: (v, l) => `${v} == null ? ${none} : { value: toInt32(${v}, '${l}'), has_value: true }` },
+    core: {
+      type: 'number | null',
+      optional: true,
+      arg: (v, l) => `${v} == null ? ${none} : { value: toInt32(${v}, '${l}'), has_value: true }`,
+    },
   }),
   mlx_optional_float: optionalOf('float', {
     cpp: 'mlxc::opt($)',
@@ -132,7 +170,9 @@ export const cTypes: Readonly<Record<string, CType>> = {
   }),
 
   mlx_complex64_t: {
-    kind: 'struct', fields: { re: 'float', im: 'float' }, ts: 'unknown',
+    kind: 'struct',
+    fields: { re: 'float', im: 'float' },
+    ts: 'unknown',
     // C++ and C spell the same layout (two floats) differently.
     c: '#ifdef __cplusplus\ntypedef std::complex<float> mlx_complex64_t;\n#else\ntypedef float _Complex mlx_complex64_t;\n#endif',
   },
@@ -147,17 +187,32 @@ export const cTypes: Readonly<Record<string, CType>> = {
   mlx_closure_fun: callback('int mlx_closure_fun(mlx_vector_array* res, const mlx_vector_array input)'),
   mlx_closure_fun_payload: callback('int mlx_closure_fun_payload(mlx_vector_array* res, const mlx_vector_array input, void* payload)'),
   mlx_closure_unary_fun: callback('int mlx_closure_unary_fun(mlx_array* res, const mlx_array input)'),
-  mlx_closure_value_and_grad_fun: callback('int mlx_closure_value_and_grad_fun(mlx_vector_array* res_0, mlx_vector_array* res_1, const mlx_vector_array input)'),
-  mlx_closure_value_and_grad_fun_payload: callback('int mlx_closure_value_and_grad_fun_payload(mlx_vector_array* res_0, mlx_vector_array* res_1, const mlx_vector_array input, void* payload)'),
-  mlx_closure_custom_fun: callback('int mlx_closure_custom_fun(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array cotangents, const mlx_vector_array outputs)'),
-  mlx_closure_custom_fun_payload: callback('int mlx_closure_custom_fun_payload(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array cotangents, const mlx_vector_array outputs, void* payload)'),
-  mlx_closure_custom_jvp_fun: callback('int mlx_closure_custom_jvp_fun(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array tangents, const int* argnums, size_t argnums_num)'),
-  mlx_closure_custom_jvp_fun_payload: callback('int mlx_closure_custom_jvp_fun_payload(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array tangents, const int* argnums, size_t argnums_num, void* payload)'),
+  mlx_closure_value_and_grad_fun: callback(
+    'int mlx_closure_value_and_grad_fun(mlx_vector_array* res_0, mlx_vector_array* res_1, const mlx_vector_array input)',
+  ),
+  mlx_closure_value_and_grad_fun_payload: callback(
+    'int mlx_closure_value_and_grad_fun_payload(mlx_vector_array* res_0, mlx_vector_array* res_1, const mlx_vector_array input, void* payload)',
+  ),
+  mlx_closure_custom_fun: callback(
+    'int mlx_closure_custom_fun(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array cotangents, const mlx_vector_array outputs)',
+  ),
+  mlx_closure_custom_fun_payload: callback(
+    'int mlx_closure_custom_fun_payload(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array cotangents, const mlx_vector_array outputs, void* payload)',
+  ),
+  mlx_closure_custom_jvp_fun: callback(
+    'int mlx_closure_custom_jvp_fun(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array tangents, const int* argnums, size_t argnums_num)',
+  ),
+  mlx_closure_custom_jvp_fun_payload: callback(
+    'int mlx_closure_custom_jvp_fun_payload(mlx_vector_array* res, const mlx_vector_array primals, const mlx_vector_array tangents, const int* argnums, size_t argnums_num, void* payload)',
+  ),
 
   // Numbers. koffi converts a JS number to an `int` by truncating and saturating, and an Int32Array
   // wraps, so core checks ints itself (core's src/ints.ts) and names the argument instead.
-  bool: number('boolean', { tsReturn: 'boolean', core: plain('boolean'),
-    coreResult: { type: 'boolean', init: '[false]', pass: (r) => `${r} as never`, take: (r) => `${r}[0]` } }),
+  bool: number('boolean', {
+    tsReturn: 'boolean',
+    core: plain('boolean'),
+    coreResult: { type: 'boolean', init: '[false]', pass: (r) => `${r} as never`, take: (r) => `${r}[0]` },
+  }),
   int: number('number', {
     core: { type: 'number', arg: (v, l) => `toInt32(${v}, '${l}')` },
     coreList: { type: 'readonly number[]', arg: (v, l, rule) => `toInt32Array(${v}, '${l}', '${rule}')` },
@@ -177,8 +232,13 @@ export const cTypes: Readonly<Record<string, CType>> = {
 
   // `const char*` and `char*`: a NUL-terminated string (koffi converts JS strings).
   'char*': {
-    kind: 'string', cpp: 'std::string($)', cppNullable: 'mlxc::opt_str($)', ts: 'string | null', tsReturn: 'string',
-    core: plain('string'), coreNullable: { type: 'string | null', optional: true, arg: (v) => `${v} ?? null` },
+    kind: 'string',
+    cpp: 'std::string($)',
+    cppNullable: 'mlxc::opt_str($)',
+    ts: 'string | null',
+    tsReturn: 'string',
+    core: plain('string'),
+    coreNullable: { type: 'string | null', optional: true, arg: (v) => `${v} ?? null` },
   },
   // Only behind a pointer (an opaque payload or data pointer) or as a return type.
   void: { kind: 'void', ts: 'unknown', tsReturn: 'void', tsPointer: { out: 'unknown', in: 'unknown' } },

@@ -15,7 +15,10 @@ function loadInChild(env: Record<string, string | undefined>) {
     try { const c = m.loadMlxC(); console.log(JSON.stringify({ ok: true, path: c.path })); }
     catch (e) { console.log(JSON.stringify({ ok: false, name: e.name, message: e.message, attempts: e.attempts })); }`;
   const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], {
-    cwd: repo, encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env },
+    cwd: repo,
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, ...env },
   });
   expect(r.status, r.stderr).toBe(0);
   return JSON.parse(r.stdout.trim().split('\n').at(-1)!);
@@ -96,7 +99,11 @@ describe('MLX_SYS_COUNT_CALLS', () => {
         console.log(JSON.stringify({ on: !!before, news: n?.get('mlx_string_new') ?? 0, frees: n?.get('mlx_string_free') ?? 0 }));
       });`;
     const run = (env: Record<string, string>) => {
-      const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 30_000 });
+      const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
+        env: { ...process.env, ...env },
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
       expect(r.status, r.stderr).toBe(0);
       return JSON.parse(r.stdout.trim().split('\\n').at(-1)!);
     };

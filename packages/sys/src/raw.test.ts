@@ -10,9 +10,12 @@ let stream: MlxHandle;
 
 beforeAll(() => {
   // mlx-c's default handler exits the process; this one records the message instead.
-  handler = koffi.register((msg: string) => {
-    messages.push(msg);
-  }, koffi.pointer(c.types.callbacks.mlx_error_handler_func as never));
+  handler = koffi.register(
+    (msg: string) => {
+      messages.push(msg);
+    },
+    koffi.pointer(c.types.callbacks.mlx_error_handler_func as never),
+  );
   fn.mlx_set_error_handler(handler, null, null);
   stream = fn.mlx_default_cpu_stream_new();
 });
@@ -73,7 +76,7 @@ describe('raw koffi calls', () => {
     for (const h of [a, b, res]) fn.mlx_array_free(h);
   });
 
-  it('a bad matmul returns non-zero and hands MLX\'s message to the error handler', () => {
+  it("a bad matmul returns non-zero and hands MLX's message to the error handler", () => {
     messages.length = 0;
     const a = fromData(new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
     const bad = fromData(new Float32Array(8), [2, 4]);

@@ -3,7 +3,11 @@
 import { zerosLike, type Array } from '@mlx/core';
 import { defineCustomVjp } from '../custom-vjp.js';
 import {
-  attentionConfig, DEFAULT_WORKSPACE_BYTES, type AttentionConfig, type AttentionImplementation, type AttentionOptions,
+  attentionConfig,
+  DEFAULT_WORKSPACE_BYTES,
+  type AttentionConfig,
+  type AttentionImplementation,
+  type AttentionOptions,
   type AttentionVjpStrategy,
 } from './config.js';
 import { attentionComposite, attentionFused, fusedSupports } from './forward.js';
@@ -23,7 +27,10 @@ function forward(q: Array, k: Array, v: Array, mask: Array | null, c: AttentionO
 const attentionOp = defineCustomVjp<AttentionOpConfig>(
   ([q, k, v, mask], c) => [forward(q, k, v, mask ?? null, c)],
   ([q, k, v, mask], [gradOut], [out], c) => {
-    const { dq, dk, dv } = attentionVjpResolved({ q, k, v, out, gradOut, mask }, c, { strategy: c.strategy, workspaceBytes: c.workspaceBytes });
+    const { dq, dk, dv } = attentionVjpResolved({ q, k, v, out, gradOut, mask }, c, {
+      strategy: c.strategy,
+      workspaceBytes: c.workspaceBytes,
+    });
     return mask ? [dq, dk, dv, zerosLike(mask)] : [dq, dk, dv];
   },
 );

@@ -7,7 +7,17 @@ import { randn, uniform } from '../testing/numeric.js';
 const MiB = 1024 * 1024;
 const shapeOf = (s: number, extra: Partial<{ b: number; hq: number; hk: number; sk: number; d: number }> = {}) => {
   const { b = 1, hq = 1, hk = 1, sk = s, d = 32 } = extra;
-  return { batch: b, queryHeads: hq, kvHeads: hk, groupSize: hq / hk, querySeq: s, keySeq: sk, headDim: d, valueDim: d, dtype: 'float32' as const };
+  return {
+    batch: b,
+    queryHeads: hq,
+    kvHeads: hk,
+    groupSize: hq / hk,
+    querySeq: s,
+    keySeq: sk,
+    headDim: d,
+    valueDim: d,
+    dtype: 'float32' as const,
+  };
 };
 
 /**
@@ -38,7 +48,11 @@ describe('AttentionVjpBudget', () => {
   });
 
   it('derives the largest blocks whose step fits, and names the minimum when nothing fits', () => {
-    for (const [ws, s, opts] of [[24 * MiB, 4096, {}], [16 * MiB, 4096, { softcap: 5, causal: true }], [1 * MiB, 300, { mask: mx.ones([1, 300], 'bool') }]] as const) {
+    for (const [ws, s, opts] of [
+      [24 * MiB, 4096, {}],
+      [16 * MiB, 4096, { softcap: 5, causal: true }],
+      [1 * MiB, 300, { mask: mx.ones([1, 300], 'bool') }],
+    ] as const) {
       const b = new AttentionVjpBudget(ws, shapeOf(s, { hq: 4, hk: 2 }), attentionConfig(opts as AttentionOptions));
       const blocks = b.tiledBlocks();
       expect(b.tiledFixedBytes + b.blockBytes(blocks)).toBeLessThanOrEqual(ws);

@@ -30,7 +30,11 @@ export class AttentionVjpBudget {
     return new AttentionVjpBudget(workspaceBytes, attentionShape(q, k, v), attentionConfig(options));
   }
 
-  constructor(readonly workspaceBytes: number, readonly shape: AttentionShape, readonly config: AttentionConfig) {
+  constructor(
+    readonly workspaceBytes: number,
+    readonly shape: AttentionShape,
+    readonly config: AttentionConfig,
+  ) {
     if (!(workspaceBytes > 0)) throw new RangeError(`workspaceBytes must be positive, got ${workspaceBytes}`);
     this.itemBytes = itemsize(shape.dtype);
   }
@@ -113,7 +117,9 @@ export class AttentionVjpBudget {
     const minimal = { queryBlock: 1, keyBlock: 1 };
     if (!fits(minimal)) {
       const needed = this.tiledFixedBytes + this.blockBytes(minimal);
-      throw new RangeError(`attention VJP workspace of ${this.workspaceBytes} bytes is too small for these shapes: the tiled strategy needs at least ${needed}`);
+      throw new RangeError(
+        `attention VJP workspace of ${this.workspaceBytes} bytes is too small for these shapes: the tiled strategy needs at least ${needed}`,
+      );
     }
     // Grow a square block by bisection, then let the other side take what is left.
     const largestWith = (make: (n: number) => AttentionBlockSizes, limit: number) => {

@@ -89,7 +89,8 @@ export function attentionShape(q: Array, k: Array, v: Array): AttentionShape {
   if (kb !== batch || vs[0] !== batch) throw new RangeError(`batch sizes differ: q [${qs}], k [${ks}], v [${vs}]`);
   if (kd !== headDim) throw new RangeError(`q and k head sizes differ: q [${qs}], k [${ks}]`);
   if (vs[1] !== kvHeads || vs[2] !== keySeq) throw new RangeError(`k and v disagree on heads or length: k [${ks}], v [${vs}]`);
-  if (kvHeads === 0 || queryHeads % kvHeads !== 0) throw new RangeError(`query heads (${queryHeads}) must be a multiple of key/value heads (${kvHeads})`);
+  if (kvHeads === 0 || queryHeads % kvHeads !== 0)
+    throw new RangeError(`query heads (${queryHeads}) must be a multiple of key/value heads (${kvHeads})`);
   return { batch, queryHeads, kvHeads, groupSize: queryHeads / kvHeads, querySeq, keySeq, headDim, valueDim: vs[3], dtype: q.dtype };
 }
 

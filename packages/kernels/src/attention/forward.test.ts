@@ -7,30 +7,42 @@ import { onnxNodeTestRoot, readNodeCase, type OnnxTensor } from '../testing/onnx
 import { hasNaN, maxAbs, randn, relativeError, uniform } from '../testing/numeric.js';
 
 /** Attention computed row by row in JS doubles: the plain definition, for small cases. */
-function referenceAttention(q: mx.Array, k: mx.Array, v: mx.Array, opts: { scale: number; keep: (b: number, h: number, i: number, j: number) => boolean; bias?: (b: number, h: number, i: number, j: number) => number }): number[] {
+function referenceAttention(
+  q: mx.Array,
+  k: mx.Array,
+  v: mx.Array,
+  opts: {
+    scale: number;
+    keep: (b: number, h: number, i: number, j: number) => boolean;
+    bias?: (b: number, h: number, i: number, j: number) => number;
+  },
+): number[] {
   const [b, hq, sq, d] = q.shape;
   const [, hk, sk, dv] = v.shape;
-  const Q = q.toTypedArray() as Float32Array, Kd = k.toTypedArray() as Float32Array, V = v.toTypedArray() as Float32Array;
+  const Q = q.toTypedArray() as Float32Array,
+    Kd = k.toTypedArray() as Float32Array,
+    V = v.toTypedArray() as Float32Array;
   const out: number[] = [];
-  for (let bi = 0; bi < b; bi++) for (let h = 0; h < hq; h++) {
-    const kh = Math.floor(h / (hq / hk));
-    for (let i = 0; i < sq; i++) {
-      const s: number[] = [];
-      for (let j = 0; j < sk; j++) {
-        let dot = 0;
-        for (let c = 0; c < d; c++) dot += Q[((bi * hq + h) * sq + i) * d + c] * Kd[((bi * hk + kh) * sk + j) * d + c];
-        s.push(opts.keep(bi, h, i, j) ? dot * opts.scale + (opts.bias?.(bi, h, i, j) ?? 0) : -Infinity);
-      }
-      const m = Math.max(...s);
-      const e = s.map((x) => (m === -Infinity ? 0 : Math.exp(x - m)));
-      const z = e.reduce((a, x) => a + x, 0);
-      for (let c = 0; c < dv; c++) {
-        let acc = 0;
-        for (let j = 0; j < sk; j++) acc += z === 0 ? 0 : (e[j] / z) * V[((bi * hk + kh) * sk + j) * dv + c];
-        out.push(acc);
+  for (let bi = 0; bi < b; bi++)
+    for (let h = 0; h < hq; h++) {
+      const kh = Math.floor(h / (hq / hk));
+      for (let i = 0; i < sq; i++) {
+        const s: number[] = [];
+        for (let j = 0; j < sk; j++) {
+          let dot = 0;
+          for (let c = 0; c < d; c++) dot += Q[((bi * hq + h) * sq + i) * d + c] * Kd[((bi * hk + kh) * sk + j) * d + c];
+          s.push(opts.keep(bi, h, i, j) ? dot * opts.scale + (opts.bias?.(bi, h, i, j) ?? 0) : -Infinity);
+        }
+        const m = Math.max(...s);
+        const e = s.map((x) => (m === -Infinity ? 0 : Math.exp(x - m)));
+        const z = e.reduce((a, x) => a + x, 0);
+        for (let c = 0; c < dv; c++) {
+          let acc = 0;
+          for (let j = 0; j < sk; j++) acc += z === 0 ? 0 : (e[j] / z) * V[((bi * hk + kh) * sk + j) * dv + c];
+          out.push(acc);
+        }
       }
     }
-  }
   return out;
 }
 
@@ -74,13 +86,19 @@ describe('scaledDotProductAttention forward', () => {
     for (const [name, mask, keep] of cases) {
       for (const implementation of ['fused', 'composite'] as const) {
         const out = scaledDotProductAttention(q, k, v, { mask, implementation });
-        expect(maxDiff(out, referenceAttention(q, k, v, { scale: 1 / Math.sqrt(d), keep })), `${name} ${implementation}`).toBeLessThan(1e-5);
+        expect(maxDiff(out, referenceAttention(q, k, v, { scale: 1 / Math.sqrt(d), keep })), `${name} ${implementation}`).toBeLessThan(
+          1e-5,
+        );
       }
     }
     const bias = mx.multiply(randn([b, 1, sq, width]), 2);
     const bv = bias.toList() as number[][][][];
     const out = scaledDotProductAttention(q, k, v, { mask: bias });
-    const ref = referenceAttention(q, k, v, { scale: 1 / Math.sqrt(d), keep: (_b, _h, _i, j) => j < width, bias: (bi, _h, i, j) => bv[bi][0][i][j] });
+    const ref = referenceAttention(q, k, v, {
+      scale: 1 / Math.sqrt(d),
+      keep: (_b, _h, _i, j) => j < width,
+      bias: (bi, _h, i, j) => bv[bi][0][i][j],
+    });
     expect(maxDiff(out, ref)).toBeLessThan(1e-5);
   });
 
@@ -89,7 +107,11 @@ describe('scaledDotProductAttention forward', () => {
     const rowMasked = mx.where(mx.less(mx.reshape(mx.arange(sq), [1, 1, sq, 1]), 2), false, keep);
     const additive = mx.where(rowMasked, mx.scalar(0, 'float32'), mx.scalar(-Infinity, 'float32'));
     const opts: AttentionOptions[] = [
-      { mask: rowMasked }, { mask: additive }, { mask: rowMasked, softcap: 2 }, { causal: true, causalOffset: -3 }, { mask: mx.zeros([1, 0], 'bool') },
+      { mask: rowMasked },
+      { mask: additive },
+      { mask: rowMasked, softcap: 2 },
+      { causal: true, causalOffset: -3 },
+      { mask: mx.zeros([1, 0], 'bool') },
     ];
     for (const o of opts) {
       for (const implementation of ['auto', 'composite'] as const) {
@@ -107,29 +129,40 @@ describe('scaledDotProductAttention forward', () => {
     const kv = keep.toList() as boolean[][];
     const out = scaledDotProductAttention(q, k, v, { softcap, mask: keep, scale: 1 });
     // softcap·tanh(s/softcap) as an additive term relative to s: bias = capped − s.
-    const Q = q.toTypedArray() as Float32Array, Kd = k.toTypedArray() as Float32Array;
+    const Q = q.toTypedArray() as Float32Array,
+      Kd = k.toTypedArray() as Float32Array;
     const raw = (bi: number, h: number, i: number, j: number) => {
       let dot = 0;
       const kh = Math.floor(h / 2);
       for (let c = 0; c < d; c++) dot += Q[((bi * hq + h) * sq + i) * d + c] * Kd[((bi * hk + kh) * sk + j) * d + c];
       return dot;
     };
-    const ref = referenceAttention(q, k, v, { scale: 1, keep: (_b, _h, i, j) => kv[i][j], bias: (bi, h, i, j) => softcap * Math.tanh(raw(bi, h, i, j) / softcap) - raw(bi, h, i, j) });
+    const ref = referenceAttention(q, k, v, {
+      scale: 1,
+      keep: (_b, _h, i, j) => kv[i][j],
+      bias: (bi, h, i, j) => softcap * Math.tanh(raw(bi, h, i, j) / softcap) - raw(bi, h, i, j),
+    });
     expect(maxDiff(out, ref)).toBeLessThan(1e-5);
   });
 
   it('fused and composite agree within float32 rounding over masks, causal offsets and GQA ratios', () => {
-    for (const [h, kvh] of [[2, 2], [4, 2], [4, 1]]) {
+    for (const [h, kvh] of [
+      [2, 2],
+      [4, 2],
+      [4, 1],
+    ]) {
       const qq = randn([2, h, sq, d]);
       const kk = randn([2, kvh, sk, d]);
       const vv = randn([2, kvh, sk, d]);
       const masks = [null, mx.greater(uniform([2, 1, sq, sk - 3]), 0.3), mx.multiply(randn([1, h, sq, sk]), 3)];
-      for (const mask of masks) for (const causal of [false, true]) for (const causalOffset of [0, sk - sq, -1]) {
-        const c = attentionConfig({ mask, causal, causalOffset });
-        const fused = attentionFused(qq, kk, vv, mask, c);
-        const composite = attentionComposite(qq, kk, vv, mask, c);
-        expect(relativeError(fused, composite)).toBeLessThan(1e-6);
-      }
+      for (const mask of masks)
+        for (const causal of [false, true])
+          for (const causalOffset of [0, sk - sq, -1]) {
+            const c = attentionConfig({ mask, causal, causalOffset });
+            const fused = attentionFused(qq, kk, vv, mask, c);
+            const composite = attentionComposite(qq, kk, vv, mask, c);
+            expect(relativeError(fused, composite)).toBeLessThan(1e-6);
+          }
     }
   });
 
@@ -144,17 +177,39 @@ const root = onnxNodeTestRoot();
 describe('scaledDotProductAttention against the ONNX Attention conformance cases (onnx 1.22)', () => {
   it('the ONNX node suite is there', () => {
     // A suite that skipped itself where the shared data is missing would pass without checking anything.
-    expect(root, 'the ONNX node suite (shared/onnx-node-tests/v1.22.0 beside the repository, or ONNX_NODE_TESTS) is missing').not.toBeNull();
+    expect(
+      root,
+      'the ONNX node suite (shared/onnx-node-tests/v1.22.0 beside the repository, or ONNX_NODE_TESTS) is missing',
+    ).not.toBeNull();
   });
   if (!root) return;
-  const toArray = (t: OnnxTensor) => mx.array(t.dataType === 9 ? Uint8Array.from(t.values) : Float32Array.from(t.values), { shape: t.dims, dtype: t.dataType === 9 ? 'bool' : 'float32' });
+  const toArray = (t: OnnxTensor) =>
+    mx.array(t.dataType === 9 ? Uint8Array.from(t.values) : Float32Array.from(t.values), {
+      shape: t.dims,
+      dtype: t.dataType === 9 ? 'bool' : 'float32',
+    });
   const cases = [
-    'test_attention_4d', 'test_attention_4d_causal', 'test_attention_4d_gqa', 'test_attention_4d_gqa_causal', 'test_attention_4d_scaled',
-    'test_attention_4d_softcap', 'test_attention_4d_gqa_softcap', 'test_attention_4d_diff_heads_sizes', 'test_attention_4d_attn_mask',
-    'test_attention_4d_attn_mask_bool', 'test_attention_4d_attn_mask_bool_4d', 'test_attention_4d_attn_mask_3d', 'test_attention_4d_attn_mask_4d',
-    'test_attention_4d_attn_mask_3d_causal', 'test_attention_4d_attn_mask_4d_causal', 'test_attention_4d_softcap_neginf_mask',
-    'test_attention_4d_softcap_neginf_mask_poison', 'test_attention_4d_with_past_and_present', 'test_attention_4d_gqa_with_past_and_present',
-    'test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal', 'test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal',
+    'test_attention_4d',
+    'test_attention_4d_causal',
+    'test_attention_4d_gqa',
+    'test_attention_4d_gqa_causal',
+    'test_attention_4d_scaled',
+    'test_attention_4d_softcap',
+    'test_attention_4d_gqa_softcap',
+    'test_attention_4d_diff_heads_sizes',
+    'test_attention_4d_attn_mask',
+    'test_attention_4d_attn_mask_bool',
+    'test_attention_4d_attn_mask_bool_4d',
+    'test_attention_4d_attn_mask_3d',
+    'test_attention_4d_attn_mask_4d',
+    'test_attention_4d_attn_mask_3d_causal',
+    'test_attention_4d_attn_mask_4d_causal',
+    'test_attention_4d_softcap_neginf_mask',
+    'test_attention_4d_softcap_neginf_mask_poison',
+    'test_attention_4d_with_past_and_present',
+    'test_attention_4d_gqa_with_past_and_present',
+    'test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal',
+    'test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal',
     'test_attention_4d_diff_heads_mask4d_padded_kv',
   ];
   it.each(cases)('%s', (name) => {
@@ -175,16 +230,27 @@ describe('scaledDotProductAttention against the ONNX Attention conformance cases
     const nonpad = input(6);
     if (nonpad) {
       const sk = k.shape[2];
-      const valid = mx.less(mx.reshape(mx.arange(sk, undefined, 1, 'int32'), [1, 1, 1, sk]), mx.reshape(mx.array(Int32Array.from(nonpad.values)), [nonpad.dims[0], 1, 1, 1]));
+      const valid = mx.less(
+        mx.reshape(mx.arange(sk, undefined, 1, 'int32'), [1, 1, 1, sk]),
+        mx.reshape(mx.array(Int32Array.from(nonpad.values)), [nonpad.dims[0], 1, 1, 1]),
+      );
       const padding = mx.where(valid, mx.scalar(0, 'float32'), mx.scalar(-Infinity, 'float32'));
-      const base = mask ? (mask.dtype === 'bool' ? mx.where(mask, mx.scalar(0, 'float32'), mx.scalar(-Infinity, 'float32')) : mask) : mx.zeros([1, 1, 1, 1]);
+      const base = mask
+        ? mask.dtype === 'bool'
+          ? mx.where(mask, mx.scalar(0, 'float32'), mx.scalar(-Infinity, 'float32'))
+          : mask
+        : mx.zeros([1, 1, 1, 1]);
       const width = base.shape[base.ndim - 1];
-      const padded = width < sk && width > 1 ? mx.pad(base, [base.ndim - 1], [0], [sk - width], mx.scalar(-Infinity, 'float32'), 'constant') : base;
+      const padded =
+        width < sk && width > 1 ? mx.pad(base, [base.ndim - 1], [0], [sk - width], mx.scalar(-Infinity, 'float32'), 'constant') : base;
       mask = mx.add(padded, padding);
     }
     const out = scaledDotProductAttention(q, k, v, {
-      mask, causal: c.attributes.is_causal === 1, causalOffset: past ? past.dims[2] : 0,
-      scale: c.attributes.scale as number | undefined, softcap: (c.attributes.softcap as number | undefined) ?? 0,
+      mask,
+      causal: c.attributes.is_causal === 1,
+      causalOffset: past ? past.dims[2] : 0,
+      scale: c.attributes.scale as number | undefined,
+      softcap: (c.attributes.softcap as number | undefined) ?? 0,
     });
     const expected = c.outputs[0];
     expect(out.shape).toEqual(expected.dims);

@@ -2,12 +2,24 @@
 // plain ops in the grouped layout. They agree within float32 rounding; the fused op is used where
 // MLX's semantics match ours, and its empty rows are zeroed (MLX gives the mean of V, or NaN).
 import {
-  any, expandDims, fast, greater, logicalAnd, matmul, max, multiply, reshape, scalar, scope, swapaxes,
-  where, zeros, type Array, type Dtype,
+  any,
+  expandDims,
+  fast,
+  greater,
+  logicalAnd,
+  matmul,
+  max,
+  multiply,
+  reshape,
+  scalar,
+  scope,
+  swapaxes,
+  where,
+  zeros,
+  type Array,
+  type Dtype,
 } from '@mlx/core';
-import {
-  attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape,
-} from './config.js';
+import { attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape } from './config.js';
 import { causalKeep, groupedMask, maskScores, negativeInfinity, paddedMask } from './mask.js';
 import { cappedScores, rowSoftmax } from './probabilities.js';
 
@@ -71,9 +83,8 @@ export function attentionFused(q: Array, k: Array, v: Array, mask: Array | null,
     const m = combined as Array;
     const out = fast.scaledDotProductAttention(q, k, v, scale, 'array', m);
     if (!mayHaveEmptyRows(config)) return out;
-    const valid = m.dtype === 'bool'
-      ? any(m, -1, { keepdims: true })
-      : greater(max(m, -1, { keepdims: true }), negativeInfinity(shape.dtype));
+    const valid =
+      m.dtype === 'bool' ? any(m, -1, { keepdims: true }) : greater(max(m, -1, { keepdims: true }), negativeInfinity(shape.dtype));
     return where(valid, out, scalar(0, shape.dtype));
   });
 }

@@ -2,9 +2,7 @@
 // heads per key/value head), so a user mask broadcastable to [b, hq, sq, w] is viewed as
 // [b | 1, hk | 1, g | 1, sq | 1, w] and sliced per block; columns past its width w are masked
 // out, which is the ONNX rule for masks shorter than the key sequence.
-import {
-  add, arange, astype, expandDims, greaterEqual, pad, reshape, scalar, slice, where, type Array, type Dtype,
-} from '@mlx/core';
+import { add, arange, astype, expandDims, greaterEqual, pad, reshape, scalar, slice, where, type Array, type Dtype } from '@mlx/core';
 import type { AttentionMaskKind, AttentionShape } from './config.js';
 
 /** A mask in the grouped layout, with its real (unpadded) width. */

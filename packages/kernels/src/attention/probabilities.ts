@@ -1,7 +1,20 @@
 // Pieces shared by the dense and tiled pullbacks: recomputing a block of probabilities from the
 // row logsumexp, and the score-gradient step dS = P ∘ (dP − rowsum(O ∘ dO)) (∘ tanh′ with softcap).
 import {
-  greater, isneginf, matmul, max, multiply, scalar, scope, slice, square, subtract, swapaxes, tanh, where, type Array,
+  greater,
+  isneginf,
+  matmul,
+  max,
+  multiply,
+  scalar,
+  scope,
+  slice,
+  square,
+  subtract,
+  swapaxes,
+  tanh,
+  where,
+  type Array,
 } from '@mlx/core';
 import { exp, softmax } from '../accurate-math.js';
 import { maskScores, type BlockMasks } from './mask.js';
@@ -50,7 +63,14 @@ export interface ScoreBlock {
  * ([b, hk, 1, d, bk]); null when the whole block is masked out.
  */
 export function scoreBlock(
-  qs: Array, kT: Array, softcap: number, masks: BlockMasks, q0: number, q1: number, k0: number, k1: number,
+  qs: Array,
+  kT: Array,
+  softcap: number,
+  masks: BlockMasks,
+  q0: number,
+  q1: number,
+  k0: number,
+  k1: number,
 ): ScoreBlock | null {
   const { scores, tanh } = cappedScores(qs, kT, softcap);
   const masked = maskScores(scores, masks, q0, q1, k0, k1);

@@ -4,17 +4,13 @@
 // step is evaluated before the next is built, so the lazy graph never holds more than one block,
 // and the JS handles of a step's intermediates are released before it is evaluated, so MLX frees
 // each buffer as soon as its last consumer has run.
-import {
-  add, concatenate, evaluate, matmul, multiply, reshape, scope, sum, zeros, type Array,
-} from '@mlx/core';
+import { add, concatenate, evaluate, matmul, multiply, reshape, scope, sum, zeros, type Array } from '@mlx/core';
 import { logaddexp, logsumexp } from '../accurate-math.js';
 import { attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape } from './config.js';
 import type { AttentionBlockSizes } from './budget.js';
 import { groupedKv, groupedQuery } from './forward.js';
 import { groupedMask, type BlockMasks } from './mask.js';
-import {
-  blockProbabilities, rows4, rows5, safeLogsumexp, scoreBlock, scoreGradient, transposeLast,
-} from './probabilities.js';
+import { blockProbabilities, rows4, rows5, safeLogsumexp, scoreBlock, scoreGradient, transposeLast } from './probabilities.js';
 import { groupedRows, zeroGradients } from './vjp-dense.js';
 import type { AttentionGradients, AttentionVjpInputs } from './vjp-types.js';
 
@@ -102,7 +98,12 @@ export function attentionVjpTiled(inputs: AttentionVjpInputs, config: AttentionC
     const kBlocks = kRanges.map(([k0, k1]) => groupedKv(rows4(k, k0, k1)));
     const vBlocks = kRanges.map(([k0, k1]) => groupedKv(rows4(v, k0, k1)));
     const ops: Operands = {
-      shape, qs5, k5: kBlocks, kT: kBlocks.map(transposeLast), v5: vBlocks, vT: vBlocks.map(transposeLast),
+      shape,
+      qs5,
+      k5: kBlocks,
+      kT: kBlocks.map(transposeLast),
+      v5: vBlocks,
+      vT: vBlocks.map(transposeLast),
       masks: { causal: config.causal, causalOffset: config.causalOffset, mask: inputs.mask ? groupedMask(inputs.mask, shape) : null },
       softcap: config.softcap,
     };

@@ -26,8 +26,16 @@ function maskWithEmptyRow(sq: number, width: number, dtype: 'bool' | 'float32' |
 describe('attentionVjp against central finite differences (float64, CPU)', () => {
   const configs: [string, { sq: number; sk: number; hq: number; hk: number }, (sq: number, sk: number) => AttentionOptions][] = [
     ['GQA 4/2, no mask', { sq: 3, sk: 5, hq: 4, hk: 2 }, () => ({})],
-    ['boolean mask narrower than sk, an empty row, causal offset 1', { sq: 4, sk: 5, hq: 2, hk: 1 }, (sq, sk) => ({ mask: maskWithEmptyRow(sq, sk - 2), causal: true, causalOffset: 1 })],
-    ['additive mask with −∞, softcap, scale', { sq: 3, sk: 4, hq: 2, hk: 2 }, (sq, sk) => ({ mask: mx.add(maskWithEmptyRow(sq, sk, 'float64'), randn([1, 2, sq, sk], 'float64')), softcap: 1.5, scale: 0.7 })],
+    [
+      'boolean mask narrower than sk, an empty row, causal offset 1',
+      { sq: 4, sk: 5, hq: 2, hk: 1 },
+      (sq, sk) => ({ mask: maskWithEmptyRow(sq, sk - 2), causal: true, causalOffset: 1 }),
+    ],
+    [
+      'additive mask with −∞, softcap, scale',
+      { sq: 3, sk: 4, hq: 2, hk: 2 },
+      (sq, sk) => ({ mask: mx.add(maskWithEmptyRow(sq, sk, 'float64'), randn([1, 2, sq, sk], 'float64')), softcap: 1.5, scale: 0.7 }),
+    ],
     ['causal with sq > sk and empty rows (offset −1)', { sq: 5, sk: 3, hq: 2, hk: 1 }, () => ({ causal: true, causalOffset: -1 })],
   ];
   it.each(configs)('%s', (_name, { sq, sk, hq, hk }, makeOptions) => {
@@ -50,7 +58,11 @@ describe('attentionVjp against central finite differences (float64, CPU)', () =>
       }
       // Through the registered custom VJP, for each strategy it can be told to use.
       for (const s of strategies) {
-        const [, grads] = mx.vjp((a, b, c) => scaledDotProductAttention(a, b, c, { ...options, vjp: { strategy: s.run.strategy } }), [q, k, v], [gradOut]);
+        const [, grads] = mx.vjp(
+          (a, b, c) => scaledDotProductAttention(a, b, c, { ...options, vjp: { strategy: s.run.strategy } }),
+          [q, k, v],
+          [gradOut],
+        );
         grads.forEach((g, i) => expect(relativeError(g, fd[i]), `registered ${s.name} #${i}`).toBeLessThan(1e-7));
       }
     });
@@ -59,10 +71,18 @@ describe('attentionVjp against central finite differences (float64, CPU)', () =>
 
 describe('attentionVjp strategies agree (float32, rel. error ≤ 1e-5)', () => {
   const grid: { hq: number; hk: number; mask: string; causal: string; sq: number; sk: number; softcap: number }[] = [];
-  for (const [hq, hk] of [[2, 2], [4, 2], [4, 1]]) {
+  for (const [hq, hk] of [
+    [2, 2],
+    [4, 2],
+    [4, 1],
+  ]) {
     for (const mask of ['none', 'boolean', 'boolean narrow, empty row', 'additive narrow']) {
       for (const causal of ['off', 'offset 0', 'bottom-right', 'offset −2']) {
-        for (const [sq, sk] of [[6, 9], [9, 6]]) grid.push({ hq, hk, mask, causal, sq, sk, softcap: grid.length % 5 === 0 ? 2 : 0 });
+        for (const [sq, sk] of [
+          [6, 9],
+          [9, 6],
+        ])
+          grid.push({ hq, hk, mask, causal, sq, sk, softcap: grid.length % 5 === 0 ? 2 : 0 });
       }
     }
   }
@@ -74,10 +94,14 @@ describe('attentionVjp strategies agree (float32, rel. error ≤ 1e-5)', () => {
         const k = randn([2, c.hk, c.sk, d]);
         const v = randn([2, c.hk, c.sk, d]);
         const gradOut = randn([2, c.hq, c.sq, d]);
-        const mask = c.mask === 'none' ? null
-          : c.mask === 'boolean' ? mx.greater(uniform([2, 1, c.sq, c.sk]), 0.3)
-          : c.mask === 'boolean narrow, empty row' ? maskWithEmptyRow(c.sq, c.sk - 3)
-          : mx.add(maskWithEmptyRow(c.sq, c.sk - 2, 'float32'), randn([1, c.hq, c.sq, c.sk - 2]));
+        const mask =
+          c.mask === 'none'
+            ? null
+            : c.mask === 'boolean'
+              ? mx.greater(uniform([2, 1, c.sq, c.sk]), 0.3)
+              : c.mask === 'boolean narrow, empty row'
+                ? maskWithEmptyRow(c.sq, c.sk - 3)
+                : mx.add(maskWithEmptyRow(c.sq, c.sk - 2, 'float32'), randn([1, c.hq, c.sq, c.sk - 2]));
         const causalOffset = c.causal === 'bottom-right' ? c.sk - c.sq : c.causal === 'offset −2' ? -2 : 0;
         const options: AttentionOptions = { mask, causal: c.causal !== 'off', causalOffset, softcap: c.softcap };
         const label = JSON.stringify(c);
@@ -87,7 +111,10 @@ describe('attentionVjp strategies agree (float32, rel. error ≤ 1e-5)', () => {
         const candidates = {
           dense: attentionVjp({ q, k, v, out, gradOut, mask }, options, { strategy: 'dense' }),
           tiled: attentionVjp({ q, k, v, out, gradOut, mask }, options, { strategy: 'tiled', blocks: { queryBlock: 4, keyBlock: 4 } }),
-          'tiled without out': attentionVjp({ q, k, v, gradOut, mask }, options, { strategy: 'tiled', blocks: { queryBlock: 5, keyBlock: 2 } }),
+          'tiled without out': attentionVjp({ q, k, v, gradOut, mask }, options, {
+            strategy: 'tiled',
+            blocks: { queryBlock: 5, keyBlock: 2 },
+          }),
           'dense without out': attentionVjp({ q, k, v, gradOut, mask }, options, { strategy: 'dense' }),
         };
         for (const [name, g] of Object.entries(candidates)) {
@@ -124,7 +151,11 @@ describe('attentionVjp behaviour', () => {
     const [value, dq] = mx.valueAndGrad(loss)(q) as [mx.Array, mx.Array];
     expect(Number.isFinite(value.item())).toBe(true);
     expect(hasNaN(dq)).toBe(false);
-    const [, [autodiffOfFused]] = mx.vjp((a) => mx.fast.scaledDotProductAttention(a, k, v, 1 / Math.sqrt(8), 'array', mask), [q], [mx.onesLike(q)]);
+    const [, [autodiffOfFused]] = mx.vjp(
+      (a) => mx.fast.scaledDotProductAttention(a, k, v, 1 / Math.sqrt(8), 'array', mask),
+      [q],
+      [mx.onesLike(q)],
+    );
     expect(hasNaN(autodiffOfFused)).toBe(true);
   });
 

@@ -4,7 +4,12 @@
 import { dispose, vjp } from '@mlx/core';
 import { AttentionVjpBudget, type AttentionBlockSizes } from './budget.js';
 import {
-  attentionConfig, attentionShape, DEFAULT_WORKSPACE_BYTES, type AttentionConfig, type AttentionOptions, type AttentionVjpStrategy,
+  attentionConfig,
+  attentionShape,
+  DEFAULT_WORKSPACE_BYTES,
+  type AttentionConfig,
+  type AttentionOptions,
+  type AttentionVjpStrategy,
 } from './config.js';
 import { attentionComposite } from './forward.js';
 import { attentionVjpDense } from './vjp-dense.js';
@@ -26,26 +31,46 @@ export type AttentionVjpConfig = Pick<AttentionOptions, 'scale' | 'causal' | 'ca
 /** MLX's own VJP of the composite forward: the reference the other strategies are tested against. */
 export function attentionVjpAutodiff(inputs: AttentionVjpInputs, config: AttentionConfig): AttentionGradients {
   const mask = inputs.mask ?? null;
-  const [outs, [dq, dk, dv]] = vjp((q, k, v) => attentionComposite(q, k, v, mask, config), [inputs.q, inputs.k, inputs.v], [inputs.gradOut]);
+  const [outs, [dq, dk, dv]] = vjp(
+    (q, k, v) => attentionComposite(q, k, v, mask, config),
+    [inputs.q, inputs.k, inputs.v],
+    [inputs.gradOut],
+  );
   dispose(outs);
   return { dq, dk, dv };
 }
 
 /** The strategy `run` selects for a resolved config ('auto' resolved from the budget). */
-export function strategyFor(inputs: AttentionVjpInputs, config: AttentionConfig, run: AttentionVjpRunOptions = {}): Exclude<AttentionVjpStrategy, 'auto'> {
+export function strategyFor(
+  inputs: AttentionVjpInputs,
+  config: AttentionConfig,
+  run: AttentionVjpRunOptions = {},
+): Exclude<AttentionVjpStrategy, 'auto'> {
   const strategy = run.strategy ?? 'auto';
   if (strategy !== 'auto') return strategy;
-  const budget = new AttentionVjpBudget(run.workspaceBytes ?? DEFAULT_WORKSPACE_BYTES, attentionShape(inputs.q, inputs.k, inputs.v), config);
+  const budget = new AttentionVjpBudget(
+    run.workspaceBytes ?? DEFAULT_WORKSPACE_BYTES,
+    attentionShape(inputs.q, inputs.k, inputs.v),
+    config,
+  );
   return budget.strategy;
 }
 
 /** Which strategy attentionVjp would run for these inputs, options and run options. */
-export function chooseAttentionVjpStrategy(inputs: AttentionVjpInputs, config: AttentionVjpConfig = {}, run: AttentionVjpRunOptions = {}): Exclude<AttentionVjpStrategy, 'auto'> {
+export function chooseAttentionVjpStrategy(
+  inputs: AttentionVjpInputs,
+  config: AttentionVjpConfig = {},
+  run: AttentionVjpRunOptions = {},
+): Exclude<AttentionVjpStrategy, 'auto'> {
   return strategyFor(inputs, attentionConfig({ ...config, mask: inputs.mask ?? null }), run);
 }
 
 /** attentionVjp with an already resolved config (what the registered custom VJP calls). */
-export function attentionVjpResolved(inputs: AttentionVjpInputs, config: AttentionConfig, run: AttentionVjpRunOptions = {}): AttentionGradients {
+export function attentionVjpResolved(
+  inputs: AttentionVjpInputs,
+  config: AttentionConfig,
+  run: AttentionVjpRunOptions = {},
+): AttentionGradients {
   const strategy = strategyFor(inputs, config, run);
   if (strategy === 'autodiff') return attentionVjpAutodiff(inputs, config);
   if (strategy === 'dense') return attentionVjpDense(inputs, config);
@@ -59,6 +84,10 @@ export function attentionVjpResolved(inputs: AttentionVjpInputs, config: Attenti
  * and the output's cotangent, returns { dq, dk, dv } (the mask is a constant: no cotangent).
  * Only the three gradients escape; every intermediate is released as soon as it is consumed.
  */
-export function attentionVjp(inputs: AttentionVjpInputs, config: AttentionVjpConfig = {}, run: AttentionVjpRunOptions = {}): AttentionGradients {
+export function attentionVjp(
+  inputs: AttentionVjpInputs,
+  config: AttentionVjpConfig = {},
+  run: AttentionVjpRunOptions = {},
+): AttentionGradients {
   return attentionVjpResolved(inputs, attentionConfig({ ...config, mask: inputs.mask ?? null }), run);
 }

@@ -46,7 +46,10 @@ export function maxAbs(a: Array): number {
  * in `wrt`: the reference for vector-Jacobian products. Primals must be float64.
  */
 export function finiteDifferenceVjp(
-  f: (...xs: Array[]) => Array, primals: readonly Array[], cotangent: Array, options: { step?: number; wrt?: number[] } = {},
+  f: (...xs: Array[]) => Array,
+  primals: readonly Array[],
+  cotangent: Array,
+  options: { step?: number; wrt?: number[] } = {},
 ): Array[] {
   const h = options.step ?? 1e-5;
   const wrt = options.wrt ?? primals.map((_, i) => i);

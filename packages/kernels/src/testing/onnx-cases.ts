@@ -23,9 +23,13 @@ function* fields(buf: Uint8Array): Generator<Field> {
     const no = key >>> 3;
     const wire = key & 7;
     if (wire === 0) yield { no, wire, value: varint() };
-    else if (wire === 1) { yield { no, wire, value: buf.subarray(pos, pos + 8) }; pos += 8; }
-    else if (wire === 5) { yield { no, wire, value: buf.subarray(pos, pos + 4) }; pos += 4; }
-    else if (wire === 2) {
+    else if (wire === 1) {
+      yield { no, wire, value: buf.subarray(pos, pos + 8) };
+      pos += 8;
+    } else if (wire === 5) {
+      yield { no, wire, value: buf.subarray(pos, pos + 4) };
+      pos += 4;
+    } else if (wire === 2) {
       const n = Number(varint());
       yield { no, wire, value: buf.subarray(pos, pos + n) };
       pos += n;
@@ -125,7 +129,8 @@ function readNode(buf: Uint8Array): Omit<OnnxNodeCase, 'name' | 'inputs' | 'outp
           let value: number | string = 0;
           for (const a of fields(n.value as Uint8Array)) {
             if (a.no === 1) key = text(a.value as Uint8Array);
-            else if (a.no === 2) value = new DataView((a.value as Uint8Array).buffer, (a.value as Uint8Array).byteOffset).getFloat32(0, true);
+            else if (a.no === 2)
+              value = new DataView((a.value as Uint8Array).buffer, (a.value as Uint8Array).byteOffset).getFloat32(0, true);
             else if (a.no === 3) value = signed(a.value as bigint);
             else if (a.no === 4) value = text(a.value as Uint8Array);
           }

@@ -11,7 +11,11 @@ import '../backend.js';
 
 const RATE = 16000;
 const FRAME = 512; // 32 ms, the frame vad-web feeds Silero v5
-const SPEECH: [number, number][] = [[0.8, 2.6], [3.6, 5.0], [6.0, 7.4]];
+const SPEECH: [number, number][] = [
+  [0.8, 2.6],
+  [3.6, 5.0],
+  [6.0, 7.4],
+];
 
 /**
  * A deterministic recording: in the SPEECH spans, a source-filter voice (a glottal pulse train at a
@@ -23,9 +27,20 @@ export function synthesizeRecording(seconds = 8, seed = 7): Float32Array {
   const out = new Float32Array(n);
   let s = seed;
   const rnd = () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32) * 2 - 1;
-  const vowels = [[730, 1090, 2440], [270, 2290, 3010], [530, 1840, 2480], [570, 840, 2410], [300, 870, 2240], [660, 1720, 2410]];
+  const vowels = [
+    [730, 1090, 2440],
+    [270, 2290, 3010],
+    [530, 1840, 2480],
+    [570, 840, 2410],
+    [300, 870, 2240],
+    [660, 1720, 2410],
+  ];
   const bandwidths = [90, 110, 170];
-  const state = [[0, 0], [0, 0], [0, 0]];
+  const state = [
+    [0, 0],
+    [0, 0],
+    [0, 0],
+  ];
   let phase = 0;
   for (let i = 0; i < n; i++) {
     const t = i / RATE;
@@ -68,7 +83,12 @@ function modelPath(): string {
 
 type Ort = typeof import('onnxruntime-node');
 
-async function detect(ort: Ort, bytes: Uint8Array, audio: Float32Array, options: import('onnxruntime-node').InferenceSession.SessionOptions) {
+async function detect(
+  ort: Ort,
+  bytes: Uint8Array,
+  audio: Float32Array,
+  options: import('onnxruntime-node').InferenceSession.SessionOptions,
+) {
   const session = await ort.InferenceSession.create(bytes, options);
   let state = new ort.Tensor('float32', new Float32Array(2 * 128), [2, 1, 128]);
   const sr = new ort.Tensor('int64', BigInt64Array.of(BigInt(RATE)), []);
@@ -118,7 +138,9 @@ export async function runDemo(options: { device?: 'cpu' | 'gpu' } = {}): Promise
   const bytes = new Uint8Array(await readFile(path));
   const audio = synthesizeRecording();
   const device = options.device ?? mx.defaultDevice().type;
-  console.log(`Silero VAD v5 (${path.split('/').slice(-3).join('/')}) on ${(audio.length / RATE).toFixed(1)} s of synthesized audio, ${FRAME}-sample frames`);
+  console.log(
+    `Silero VAD v5 (${path.split('/').slice(-3).join('/')}) on ${(audio.length / RATE).toFixed(1)} s of synthesized audio, ${FRAME}-sample frames`,
+  );
   console.log(`speech was synthesized at: ${SPEECH.map(([a, b]) => `${a.toFixed(2)}-${b.toFixed(2)} s`).join(', ')}\n`);
   const mlx = await detect(ort, bytes, audio, { executionProviders: [{ name: 'mlx', device } as MlxExecutionProviderOption] });
   const cpu = await detect(ort, bytes, audio, { executionProviders: ['cpu'] });
@@ -132,5 +154,7 @@ export async function runDemo(options: { device?: 'cpu' | 'gpu' } = {}): Promise
   console.log(`speech detected (MLX):              ${fmt(segments(mlx.probs))}`);
   console.log(`speech detected (onnxruntime-node): ${fmt(segments(cpu.probs))}`);
   console.log(`largest difference in speech probability: ${diff.toExponential(2)} over ${mlx.probs.length} frames`);
-  console.log(`time: MLX ${mlx.totalMs.toFixed(0)} ms total (median ${mlx.medianMs.toFixed(2)} ms/frame), onnxruntime-node ${cpu.totalMs.toFixed(0)} ms total (median ${cpu.medianMs.toFixed(2)} ms/frame)`);
+  console.log(
+    `time: MLX ${mlx.totalMs.toFixed(0)} ms total (median ${mlx.medianMs.toFixed(2)} ms/frame), onnxruntime-node ${cpu.totalMs.toFixed(0)} ms total (median ${cpu.medianMs.toFixed(2)} ms/frame)`,
+  );
 }

@@ -66,7 +66,10 @@ export function compileSetup(device: 'cpu' | 'gpu'): CompileSetup {
   if (!fusion) mx.setCompileMode('no_fuse');
   if (device === 'cpu' && !hasCxxCompiler()) {
     s = { traced: false, fusion: false };
-    process.emitWarning('no C++ compiler (g++) found: MLX cannot compile on the CPU, so the compiled path runs its segments eagerly (shape math is still folded per signature)', { code: 'MLX_ORT_NO_COMPILER' });
+    process.emitWarning(
+      'no C++ compiler (g++) found: MLX cannot compile on the CPU, so the compiled path runs its segments eagerly (shape math is still folded per signature)',
+      { code: 'MLX_ORT_NO_COMPILER' },
+    );
   } else {
     s = { traced: true, fusion, kernelCache: device === 'cpu' && fusion ? linkKernelCache() : undefined };
   }

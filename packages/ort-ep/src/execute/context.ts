@@ -29,7 +29,10 @@ export class NodeContext implements OpContext {
   /** The Env of the current execution; set by runNode before each call. */
   env!: Env;
 
-  constructor(pn: PlannedNode, private readonly runSub: RunSubgraph) {
+  constructor(
+    pn: PlannedNode,
+    private readonly runSub: RunSubgraph,
+  ) {
     this.node = pn.node;
     this.opset = pn.opset;
     this.attrs = pn.attrs;

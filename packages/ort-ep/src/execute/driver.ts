@@ -43,12 +43,18 @@ export async function driveAsync<T>(streams: RunStreams, run: RunState, gen: Gen
   }
 }
 
-const limitsOf = (run: RunState): mx.EvalLimits => ({ maxArrayBytes: run.limits.maxTensorBytes, maxTotalBytes: run.limits.maxSessionBytes });
+const limitsOf = (run: RunState): mx.EvalLimits => ({
+  maxArrayBytes: run.limits.maxTensorBytes,
+  maxTotalBytes: run.limits.maxSessionBytes,
+});
 
 /** MLX's refusal of an evaluation over the budget, as the provider's error naming the model. */
 function budgetError(e: unknown, run: RunState): unknown {
   if (e instanceof mx.MlxError && /\[memory budget\]/.test(e.message)) {
-    return new ResourceLimitError(`model ${run.modelName}: ${e.mlxMessage.replace('[memory budget] ', '')} (maxTensorBytes, maxSessionBytes)`, { cause: e });
+    return new ResourceLimitError(
+      `model ${run.modelName}: ${e.mlxMessage.replace('[memory budget] ', '')} (maxTensorBytes, maxSessionBytes)`,
+      { cause: e },
+    );
   }
   return e;
 }

@@ -38,7 +38,11 @@ export class RunState {
   /** Every array the run creates, freed when it ends (a run spans several synchronous steps). */
   readonly arrays = new Set<mx.Disposable>();
 
-  constructor(readonly constants: ConstantStore, readonly modelName: string, readonly limits: MemoryLimits = NO_LIMITS) {
+  constructor(
+    readonly constants: ConstantStore,
+    readonly modelName: string,
+    readonly limits: MemoryLimits = NO_LIMITS,
+  ) {
     this.uploads = new RunUploads(constants);
   }
 
@@ -54,7 +58,11 @@ export class Env {
   readonly values = new Map<string, Value>();
   /** 0 for the main graph, +1 per enclosing subgraph. */
   readonly depth: number;
-  constructor(readonly plan: GraphPlan, readonly run: RunState, readonly parent?: Env) {
+  constructor(
+    readonly plan: GraphPlan,
+    readonly run: RunState,
+    readonly parent?: Env,
+  ) {
     this.depth = parent ? parent.depth + 1 : 0;
   }
   get(name: string): Value | undefined {

@@ -41,7 +41,10 @@ export class GraphProgram {
       g.inputs.forEach((inp, i) => {
         if (i < inputs.length) subEnv.values.set(inp.name, inputs[i]);
       });
-      return sub.execute(subEnv, g.outputs.map((o) => o.name));
+      return sub.execute(
+        subEnv,
+        g.outputs.map((o) => o.name),
+      );
     };
     this.contexts = plan.nodes.map((pn) => new NodeContext(pn, runSub));
     for (const [g, sp] of plan.subplans) this.subprograms.set(g, new GraphProgram(sp));
@@ -126,7 +129,9 @@ function checkTensorBytes(a: mx.Array, limit: number, model: string, pn: Planned
   let bytes = a.itemsize;
   for (const d of shape) bytes *= d;
   if (bytes > limit) {
-    throw new ResourceLimitError(`model ${model}, node '${pn.node.name}' (${pn.node.opType}): its result of shape [${shape.join(', ')}] ${a.dtype} needs ${bytes} bytes, over the limit of ${limit} bytes per tensor (maxTensorBytes)`);
+    throw new ResourceLimitError(
+      `model ${model}, node '${pn.node.name}' (${pn.node.opType}): its result of shape [${shape.join(', ')}] ${a.dtype} needs ${bytes} bytes, over the limit of ${limit} bytes per tensor (maxTensorBytes)`,
+    );
   }
 }
 

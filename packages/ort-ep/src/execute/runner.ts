@@ -34,7 +34,11 @@ export class ModelRunner {
   private readonly programs = new Map<string, SignatureProgram>();
   readonly stats: CompileStats = { hits: 0, misses: 0, evictions: 0, size: 0 };
 
-  constructor(readonly program: GraphProgram, readonly constants: ConstantStore, readonly options: RunnerOptions) {}
+  constructor(
+    readonly program: GraphProgram,
+    readonly constants: ConstantStore,
+    readonly options: RunnerOptions,
+  ) {}
 
   /** A new run's state. */
   newRun(): RunState {
@@ -45,7 +49,8 @@ export class ModelRunner {
   *run(run: RunState, feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): Generator<EvalRequest, Value[], void> {
     const env = new Env(this.program.plan, run);
     if (!this.options.compiled) {
-      for (const [name, f] of Object.entries(feeds)) env.values.set(name, 'kind' in f ? (f as Value) : { kind: 'host', tensor: f as HostTensor });
+      for (const [name, f] of Object.entries(feeds))
+        env.values.set(name, 'kind' in f ? (f as Value) : { kind: 'host', tensor: f as HostTensor });
       yield* this.program.runNodes(this.program.order(fetches), env);
       return outputsOf(env, fetches);
     }
@@ -66,7 +71,14 @@ export class ModelRunner {
     for (const v of env.values.values()) analysis.markFeed(v);
     yield* this.program.runNodes(this.program.order(fetches), env);
     run.analysis = undefined;
-    const sig = SignatureProgram.fromAnalysis(this.program, fetches, analysis, env, this.constants, compileSetup(this.options.device).traced);
+    const sig = SignatureProgram.fromAnalysis(
+      this.program,
+      fetches,
+      analysis,
+      env,
+      this.constants,
+      compileSetup(this.options.device).traced,
+    );
     this.programs.set(key, sig);
     while (this.programs.size > this.options.maxSignatures) {
       const [oldest, p] = this.programs.entries().next().value!;

@@ -54,18 +54,30 @@ export class SignatureProgram {
   /** How many segments and steps, and how many of the segments are traced (for stats and tests). */
   describe(): { segments: number; steps: number; traced: number; staticValues: number } {
     const segs = this.groups.filter((g): g is Segment => g.kind === 'segment');
-    return { segments: segs.length, steps: this.groups.length - segs.length, traced: segs.filter((s) => s.compiled).length, staticValues: this.statics.size };
+    return {
+      segments: segs.length,
+      steps: this.groups.length - segs.length,
+      traced: segs.filter((s) => s.compiled).length,
+      staticValues: this.statics.size,
+    };
   }
 
   /** Builds the program from the analysed first run, whose values are still in `env`. */
-  static fromAnalysis(program: GraphProgram, fetches: readonly string[], analysis: Analysis, env: Env, constants: ConstantStore, traced: boolean): SignatureProgram {
+  static fromAnalysis(
+    program: GraphProgram,
+    fetches: readonly string[],
+    analysis: Analysis,
+    env: Env,
+    constants: ConstantStore,
+    traced: boolean,
+  ): SignatureProgram {
     const plan = program.plan;
     const statics = new Map<string, Value>();
     const groups: (Segment | Step)[] = [];
     let seg: Segment | undefined;
     for (const idx of program.order(fetches)) {
       const outs = plan.nodes[idx].node.outputs.filter((o) => o);
-      const cls = isNondeterministic(plan.nodes[idx]) ? 'step' : analysis.classes.get(idx) ?? 'step';
+      const cls = isNondeterministic(plan.nodes[idx]) ? 'step' : (analysis.classes.get(idx) ?? 'step');
       if (cls === 'static' && outs.every((o) => env.values.get(o)?.kind === 'host' || env.values.get(o)?.kind === 'none')) {
         for (const o of outs) statics.set(o, env.values.get(o)!);
         continue;
@@ -75,7 +87,8 @@ export class SignatureProgram {
         groups.push({ kind: 'step', node: idx });
         continue;
       }
-      if (!seg) groups.push((seg = { kind: 'segment', nodes: [], inputs: [], outputs: [], inputTypes: [], outputTypes: [], guards: new Map() }));
+      if (!seg)
+        groups.push((seg = { kind: 'segment', nodes: [], inputs: [], outputs: [], inputTypes: [], outputTypes: [], guards: new Map() }));
       seg.nodes.push(idx);
     }
     // Liveness: what each group reads, and which group makes each value.
@@ -105,10 +118,11 @@ export class SignatureProgram {
       const typeOf = (n: string) => elemTypeOf(env.get(n) ?? { kind: 'none' });
       g.inputTypes = g.inputs.map(typeOf);
       g.outputTypes = g.outputs.map(typeOf);
-      const tensors = (names: string[]) => names.every((n) => {
-        const k = env.get(n)?.kind;
-        return k === 'device' || k === 'host';
-      });
+      const tensors = (names: string[]) =>
+        names.every((n) => {
+          const k = env.get(n)?.kind;
+          return k === 'device' || k === 'host';
+        });
       const deviceOut = g.outputs.every((n) => env.get(n)?.kind === 'device');
       if (!tensors(g.inputs) || !deviceOut) g.compiled = null;
     });
@@ -137,7 +151,9 @@ export class SignatureProgram {
           g.compiled = null;
         }
         if (outs) {
-          outs.slice(0, g.outputs.length).forEach((a, k) => env.values.set(g.outputs[k], { kind: 'device', array: a, onnxType: g.outputTypes[k] }));
+          outs
+            .slice(0, g.outputs.length)
+            .forEach((a, k) => env.values.set(g.outputs[k], { kind: 'device', array: a, onnxType: g.outputTypes[k] }));
           let k = g.outputs.length;
           for (const info of g.guards.get(shapesKey(args)) ?? []) {
             const bad = outs[k++];
@@ -165,7 +181,10 @@ export class SignatureProgram {
         return v.array;
       });
       // The guards become outputs too, so that every replay checks its own data.
-      g.guards.set(shapesKey(inputs), run.guards.map((x) => ({ describe: x.describe, node: x.node, opType: x.opType, hasDetail: !!x.detail })));
+      g.guards.set(
+        shapesKey(inputs),
+        run.guards.map((x) => ({ describe: x.describe, node: x.node, opType: x.opType, hasDetail: !!x.detail })),
+      );
       for (const x of run.guards) {
         outs.push(x.bad);
         if (x.detail) outs.push(x.detail);

@@ -67,16 +67,21 @@ function readSequence(bytes: Uint8Array): SequenceValue {
   let declared = 0;
   const items: DataValue[] = [];
   readFields(bytes, (no, wt, r) => {
-    if (no === 1) { expectWire(wt, WireType.LengthDelimited, 'SequenceProto', no); name = r.string(); }
-    else if (no === 2) { expectWire(wt, WireType.Varint, 'SequenceProto', no); declared = r.int32(); }
-    else if (no >= 3 && no <= 7) {
+    if (no === 1) {
+      expectWire(wt, WireType.LengthDelimited, 'SequenceProto', no);
+      name = r.string();
+    } else if (no === 2) {
+      expectWire(wt, WireType.Varint, 'SequenceProto', no);
+      declared = r.int32();
+    } else if (no >= 3 && no <= 7) {
       expectWire(wt, WireType.LengthDelimited, 'SequenceProto', no);
       const b = r.bytes();
       items.push(no === 3 ? tensorOf(b) : no === 4 ? sparseOf(b) : no === 5 ? readSequence(b) : no === 6 ? readMap(b) : readOptional(b));
     } else return false;
     return true;
   });
-  if (declared !== ELEM.UNDEFINED && declared !== ELEM.TENSOR && items.some(isHostTensor)) throw new Error(`SequenceProto '${name}' declares elem_type ${declared} but holds tensors`);
+  if (declared !== ELEM.UNDEFINED && declared !== ELEM.TENSOR && items.some(isHostTensor))
+    throw new Error(`SequenceProto '${name}' declares elem_type ${declared} but holds tensors`);
   const first = items.find(isHostTensor);
   return { kind: 'sequence', ...(name ? { name } : {}), elemType: first?.dtype ?? OnnxDataType.UNDEFINED, items };
 }
@@ -85,9 +90,13 @@ function readOptional(bytes: Uint8Array): OptionalValue {
   let name = '';
   let value: DataValue | null = null;
   readFields(bytes, (no, wt, r) => {
-    if (no === 1) { expectWire(wt, WireType.LengthDelimited, 'OptionalProto', no); name = r.string(); }
-    else if (no === 2) { expectWire(wt, WireType.Varint, 'OptionalProto', no); r.int32(); }
-    else if (no >= 3 && no <= 7) {
+    if (no === 1) {
+      expectWire(wt, WireType.LengthDelimited, 'OptionalProto', no);
+      name = r.string();
+    } else if (no === 2) {
+      expectWire(wt, WireType.Varint, 'OptionalProto', no);
+      r.int32();
+    } else if (no >= 3 && no <= 7) {
       expectWire(wt, WireType.LengthDelimited, 'OptionalProto', no);
       const b = r.bytes();
       value = no === 3 ? tensorOf(b) : no === 4 ? sparseOf(b) : no === 5 ? readSequence(b) : no === 6 ? readMap(b) : readOptional(b);
@@ -104,17 +113,28 @@ function readMap(bytes: Uint8Array): MapValue {
   const strKeys: string[] = [];
   let values: SequenceValue = { kind: 'sequence', elemType: OnnxDataType.UNDEFINED, items: [] };
   readFields(bytes, (no, wt, r) => {
-    if (no === 1) { expectWire(wt, WireType.LengthDelimited, 'MapProto', no); name = r.string(); }
-    else if (no === 2) { expectWire(wt, WireType.Varint, 'MapProto', no); keyType = r.int32(); }
-    else if (no === 3) {
+    if (no === 1) {
+      expectWire(wt, WireType.LengthDelimited, 'MapProto', no);
+      name = r.string();
+    } else if (no === 2) {
+      expectWire(wt, WireType.Varint, 'MapProto', no);
+      keyType = r.int32();
+    } else if (no === 3) {
       // Repeated int64: packed or not, depending on the writer.
       if (wt === WireType.LengthDelimited) {
         const p = new BinaryReader(r.bytes());
         while (p.pos < p.len) intKeys.push(BigInt(p.int64()));
-      } else { expectWire(wt, WireType.Varint, 'MapProto', no); intKeys.push(BigInt(r.int64())); }
-    } else if (no === 4) { expectWire(wt, WireType.LengthDelimited, 'MapProto', no); strKeys.push(utf8.decode(r.bytes())); }
-    else if (no === 5) { expectWire(wt, WireType.LengthDelimited, 'MapProto', no); values = readSequence(r.bytes()); }
-    else return false;
+      } else {
+        expectWire(wt, WireType.Varint, 'MapProto', no);
+        intKeys.push(BigInt(r.int64()));
+      }
+    } else if (no === 4) {
+      expectWire(wt, WireType.LengthDelimited, 'MapProto', no);
+      strKeys.push(utf8.decode(r.bytes()));
+    } else if (no === 5) {
+      expectWire(wt, WireType.LengthDelimited, 'MapProto', no);
+      values = readSequence(r.bytes());
+    } else return false;
     return true;
   });
   const keys = keyType === OnnxDataType.STRING ? strKeys : BigInt64Array.from(intKeys);
@@ -128,7 +148,8 @@ function wrap<T>(what: string, bytes: Uint8Array, f: () => T): T {
   } catch (e) {
     if (e instanceof OnnxLoadError) throw e;
     const msg = messageOf(e);
-    if (/premature EOF/i.test(msg)) throw new OnnxLoadError(`truncated ${what}: the data ends inside a field (${bytes.length} bytes)`, { cause: e });
+    if (/premature EOF/i.test(msg))
+      throw new OnnxLoadError(`truncated ${what}: the data ends inside a field (${bytes.length} bytes)`, { cause: e });
     throw new OnnxLoadError(`not a serialized ${what}: ${msg}`, { cause: e });
   }
 }
@@ -150,9 +171,13 @@ export function decodeValueBytes(bytes: Uint8Array, type?: TypeIR): DataValue {
       if (!s.elemType && type.elem?.kind === 'tensor') s.elemType = type.elem.elemType;
       return s;
     }
-    case 'optional': return decodeOptionalBytes(bytes);
-    case 'map': return decodeMapBytes(bytes);
-    case 'sparse_tensor': return wrap('SparseTensorProto', bytes, () => sparseOf(bytes));
-    default: return decodeTensorBytes(bytes);
+    case 'optional':
+      return decodeOptionalBytes(bytes);
+    case 'map':
+      return decodeMapBytes(bytes);
+    case 'sparse_tensor':
+      return wrap('SparseTensorProto', bytes, () => sparseOf(bytes));
+    default:
+      return decodeTensorBytes(bytes);
   }
 }

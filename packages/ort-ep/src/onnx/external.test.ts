@@ -17,7 +17,11 @@ function externalTensor(name: string, dims: number[], entries: Record<string, st
   return tensor(name, dtype, dims, externalFields(entries));
 }
 const modelWith = (...initializers: ReturnType<typeof externalTensor>[]) =>
-  modelBytes({ initializers, inputs: initializers.map((t) => valueInfo(t.name, t.dataType, t.dims.map(Number))), outputs: [valueInfo(initializers[0].name)] });
+  modelBytes({
+    initializers,
+    inputs: initializers.map((t) => valueInfo(t.name, t.dataType, t.dims.map(Number))),
+    outputs: [valueInfo(initializers[0].name)],
+  });
 
 /** A folder holding model.onnx and the given files. */
 function folder(name: string, bytes: Uint8Array, files: Record<string, Uint8Array> = {}): string {
@@ -57,7 +61,9 @@ describe('external data beside the model', () => {
     const path = folder('fds', bytes, { 'weights.bin': blob });
     const before = readdirSync('/proc/self/fd').length;
     for (let i = 0; i < 20; i++) decodeModel(bytes, { modelPath: path });
-    expect(() => decodeModel(modelWith(externalTensor('w', [7], { location: 'weights.bin', offset: '4096', length: '100' })), { modelPath: path })).toThrow();
+    expect(() =>
+      decodeModel(modelWith(externalTensor('w', [7], { location: 'weights.bin', offset: '4096', length: '100' })), { modelPath: path }),
+    ).toThrow();
     expect(readdirSync('/proc/self/fd').length).toBe(before);
   });
 
@@ -65,19 +71,27 @@ describe('external data beside the model', () => {
     const bytes = modelWith(externalTensor('big.weight', [6], { location: 'missing.bin' }));
     const path = folder('missing', bytes);
     expect(() => decodeModel(bytes, { modelPath: path })).toThrow(OnnxLoadError);
-    expect(() => decodeModel(bytes, { modelPath: path })).toThrow(/^model\.onnx: initializer 'big\.weight': external data file 'missing\.bin' not found/);
+    expect(() => decodeModel(bytes, { modelPath: path })).toThrow(
+      /^model\.onnx: initializer 'big\.weight': external data file 'missing\.bin' not found/,
+    );
   });
 
   it('refuses ranges outside the file and lengths that do not fit the dims', () => {
     const path = folder('ranges', new Uint8Array(), { 'weights.bin': blob });
     const short = modelWith(externalTensor('w', [6], { location: 'weights.bin', offset: String(blob.length - 8), length: '24' }));
-    expect(() => decodeModel(short, { modelPath: path })).toThrow(`initializer 'w': external data range [${blob.length - 8}, ${blob.length + 16}) lies outside 'weights.bin' (${blob.length} bytes): truncated external data file?`);
+    expect(() => decodeModel(short, { modelPath: path })).toThrow(
+      `initializer 'w': external data range [${blob.length - 8}, ${blob.length + 16}) lies outside 'weights.bin' (${blob.length} bytes): truncated external data file?`,
+    );
     const wrong = modelWith(externalTensor('w', [2, 2], { location: 'weights.bin', offset: '4096', length: '24' }));
-    expect(() => decodeModel(wrong, { modelPath: path })).toThrow("initializer 'w': external data (weights.bin) has 24 bytes, but float32 [2, 2] needs 16");
+    expect(() => decodeModel(wrong, { modelPath: path })).toThrow(
+      "initializer 'w': external data (weights.bin) has 24 bytes, but float32 [2, 2] needs 16",
+    );
     const bad = modelWith(externalTensor('w', [1], { location: 'weights.bin', offset: '-4' }));
     expect(() => decodeModel(bad, { modelPath: path })).toThrow("external data offset '-4' is not a non-negative integer");
     const noLoc = modelWith(externalTensor('w', [1], { offset: '0' }));
-    expect(() => decodeModel(noLoc, { modelPath: path })).toThrow("initializer 'w': data_location is EXTERNAL but external_data has no 'location'");
+    expect(() => decodeModel(noLoc, { modelPath: path })).toThrow(
+      "initializer 'w': data_location is EXTERNAL but external_data has no 'location'",
+    );
   });
 });
 
@@ -86,18 +100,20 @@ describe('locations confined to the model folder', () => {
   writeFileSync(outside, encodeRaw(T.FLOAT, [1, 2, 3, 4, 5, 6]));
 
   it.each([
-    ['../secret.bin', 'leads out of the model\'s folder'],
-    ['data/../../secret.bin', 'leads out of the model\'s folder'],
+    ['../secret.bin', "leads out of the model's folder"],
+    ['data/../../secret.bin', "leads out of the model's folder"],
     [outside, 'is an absolute path'],
     ['/etc/passwd', 'is an absolute path'],
     ['C:\\weights.bin', 'is an absolute path'],
     ['\\\\server\\share\\w.bin', 'is an absolute path'],
     ['file:///etc/passwd', 'is an absolute path'],
-    ['.', 'names the model\'s folder itself'],
+    ['.', "names the model's folder itself"],
   ])('refuses %s', (location, why) => {
     const bytes = modelWith(externalTensor('w', [6], { location }));
     const path = folder('confined', bytes);
-    expect(() => decodeModel(bytes, { modelPath: path })).toThrow(`initializer 'w': external data location '${location}' is refused: it ${why}`);
+    expect(() => decodeModel(bytes, { modelPath: path })).toThrow(
+      `initializer 'w': external data location '${location}' is refused: it ${why}`,
+    );
     // The same holds for models from bytes: the location is checked before any lookup.
     expect(() => decodeModel(bytes, { externalData: [{ path: location, data: new Uint8Array(24) }] })).toThrow('is refused');
   });
@@ -106,7 +122,9 @@ describe('locations confined to the model folder', () => {
     const bytes = modelWith(externalTensor('w', [6], { location: 'link.bin' }));
     const path = folder('symlink', bytes);
     symlinkSync(outside, join(root, 'symlink', 'link.bin'));
-    expect(() => decodeModel(bytes, { modelPath: path })).toThrow(/external data location 'link\.bin' is refused: it resolves \(through a symbolic link\) to .*secret\.bin, outside the model's folder/);
+    expect(() => decodeModel(bytes, { modelPath: path })).toThrow(
+      /external data location 'link\.bin' is refused: it resolves \(through a symbolic link\) to .*secret\.bin, outside the model's folder/,
+    );
   });
 
   it('confineLocation normalizes what it accepts', () => {
@@ -128,7 +146,12 @@ describe('external data given by the caller (models from bytes)', () => {
     const file = join(root, 'given-weights.bin');
     writeFileSync(file, blob);
     for (const data of [blob, blob.slice().buffer, file]) {
-      const g = decodeModel(bytes, { externalData: [{ path: './weights.bin', data }, { path: 'k.bin', data: kBytes }] }).graph;
+      const g = decodeModel(bytes, {
+        externalData: [
+          { path: './weights.bin', data },
+          { path: 'k.bin', data: kBytes },
+        ],
+      }).graph;
       expect(g.initializers.get('w')!.data).toEqual(Float32Array.of(0, 1, 2, 3, 4, 5));
       expect(g.initializers.get('k')!.data).toEqual(BigInt64Array.of(7n, -9n));
     }
@@ -141,7 +164,10 @@ describe('external data given by the caller (models from bytes)', () => {
   });
 
   it('refuses a Blob until it is read, and materializeExternalData reads it', async () => {
-    const specs = [{ path: 'weights.bin', data: new Blob([blob]) }, { path: 'k.bin', data: kBytes }];
+    const specs = [
+      { path: 'weights.bin', data: new Blob([blob]) },
+      { path: 'k.bin', data: kBytes },
+    ];
     expect(() => decodeModel(bytes, { externalData: specs })).toThrow("external data 'weights.bin' is a Blob; read it first");
     const g = decodeModel(bytes, { externalData: await materializeExternalData(specs) }).graph;
     expect(g.initializers.get('w')!.data).toEqual(Float32Array.of(0, 1, 2, 3, 4, 5));

@@ -10,22 +10,24 @@ import type { ExternalDataSpec } from './ir.js';
 /** A location as path segments inside the model's folder, or a sentence saying why it is refused. */
 export function confineLocation(location: string): string[] | string {
   if (location === '') return 'the location is empty';
-  if (/^([\\/]|[a-zA-Z]:|[a-zA-Z][a-zA-Z0-9+.-]*:\/\/)/.test(location)) return 'it is an absolute path; locations must be relative to the model\'s folder';
+  if (/^([\\/]|[a-zA-Z]:|[a-zA-Z][a-zA-Z0-9+.-]*:\/\/)/.test(location))
+    return "it is an absolute path; locations must be relative to the model's folder";
   if (location.includes('\0')) return 'it contains a NUL character';
   const out: string[] = [];
   for (const seg of location.split(/[\\/]/)) {
     if (seg === '' || seg === '.') continue;
     if (seg === '..') {
-      if (!out.length) return 'it leads out of the model\'s folder (..)';
+      if (!out.length) return "it leads out of the model's folder (..)";
       out.pop();
     } else out.push(seg);
   }
-  return out.length ? out : 'it names the model\'s folder itself, not a file';
+  return out.length ? out : "it names the model's folder itself, not a file";
 }
 
 function parseCount(v: string | undefined, key: string, where: string): number | undefined {
   if (v === undefined) return undefined;
-  if (!/^\s*\d+\s*$/.test(v) || !Number.isSafeInteger(Number(v))) throw new OnnxLoadError(`${where}: external data ${key} '${v}' is not a non-negative integer`);
+  if (!/^\s*\d+\s*$/.test(v) || !Number.isSafeInteger(Number(v)))
+    throw new OnnxLoadError(`${where}: external data ${key} '${v}' is not a non-negative integer`);
   return Number(v);
 }
 
@@ -39,7 +41,10 @@ export class ExternalDataSource {
   private readonly files = new Map<string, OpenFile>();
   private readonly given = new Map<string, ExternalDataSpec>();
 
-  constructor(private readonly modelDir?: string, externalData: readonly (ExternalDataSpec | string)[] = []) {
+  constructor(
+    private readonly modelDir?: string,
+    externalData: readonly (ExternalDataSpec | string)[] = [],
+  ) {
     for (const entry of externalData) {
       // onnxruntime-common also takes a bare path: the file of that name, read from that path.
       const spec = typeof entry === 'string' ? { path: entry, data: entry } : entry;
@@ -74,9 +79,16 @@ export class ExternalDataSource {
     const d = spec.data;
     if (typeof d === 'string') return this.range(this.open(d, where, location), offset, length, where, location);
     if (typeof Blob !== 'undefined' && d instanceof Blob) {
-      throw new OnnxLoadError(`${where}: external data '${location}' is a Blob; read it first (materializeExternalData) since models are decoded synchronously`);
+      throw new OnnxLoadError(
+        `${where}: external data '${location}' is a Blob; read it first (materializeExternalData) since models are decoded synchronously`,
+      );
     }
-    const bytes = d instanceof Uint8Array ? d : ArrayBuffer.isView(d) ? new Uint8Array((d as ArrayBufferView).buffer, (d as ArrayBufferView).byteOffset, (d as ArrayBufferView).byteLength) : new Uint8Array(d as ArrayBufferLike);
+    const bytes =
+      d instanceof Uint8Array
+        ? d
+        : ArrayBuffer.isView(d)
+          ? new Uint8Array((d as ArrayBufferView).buffer, (d as ArrayBufferView).byteOffset, (d as ArrayBufferView).byteLength)
+          : new Uint8Array(d as ArrayBufferLike);
     const end = length === undefined ? bytes.length : offset + length;
     if (offset > bytes.length || end > bytes.length) {
       throw new OnnxLoadError(`${where}: external data range [${offset}, ${end}) lies outside '${location}' (${bytes.length} bytes given)`);
@@ -94,10 +106,15 @@ export class ExternalDataSource {
       real = realpathSync(full);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      throw new OnnxLoadError(`${where}: external data file '${location}' ${code === 'ENOENT' ? 'not found' : `cannot be read (${messageOf(e)})`} (looked for ${full})`, { cause: e });
+      throw new OnnxLoadError(
+        `${where}: external data file '${location}' ${code === 'ENOENT' ? 'not found' : `cannot be read (${messageOf(e)})`} (looked for ${full})`,
+        { cause: e },
+      );
     }
     if (!real.startsWith(realDir.endsWith(sep) ? realDir : realDir + sep)) {
-      throw new OnnxLoadError(`${where}: external data location '${location}' is refused: it resolves (through a symbolic link) to ${real}, outside the model's folder`);
+      throw new OnnxLoadError(
+        `${where}: external data location '${location}' is refused: it resolves (through a symbolic link) to ${real}, outside the model's folder`,
+      );
     }
     return this.open(real, where, location);
   }
@@ -112,7 +129,10 @@ export class ExternalDataSource {
     } catch (e) {
       if (fd !== undefined) closeSync(fd);
       const code = (e as NodeJS.ErrnoException).code;
-      throw new OnnxLoadError(`${where}: external data file '${location}' ${code === 'ENOENT' ? 'not found' : `cannot be read (${messageOf(e)})`} (${path})`, { cause: e });
+      throw new OnnxLoadError(
+        `${where}: external data file '${location}' ${code === 'ENOENT' ? 'not found' : `cannot be read (${messageOf(e)})`} (${path})`,
+        { cause: e },
+      );
     }
     this.files.set(path, f);
     return f;
@@ -121,7 +141,9 @@ export class ExternalDataSource {
   private range(f: OpenFile, offset: number, length: number | undefined, where: string, location: string): Uint8Array {
     const end = length === undefined ? f.size : offset + length;
     if (offset > f.size || end > f.size) {
-      throw new OnnxLoadError(`${where}: external data range [${offset}, ${end}) lies outside '${location}' (${f.size} bytes): truncated external data file?`);
+      throw new OnnxLoadError(
+        `${where}: external data range [${offset}, ${end}) lies outside '${location}' (${f.size} bytes): truncated external data file?`,
+      );
     }
     const out = new Uint8Array(end - offset);
     let done = 0;
@@ -149,7 +171,15 @@ export function openRegularFile(path: string): number {
   const st = fstatSync(fd);
   if (!st.isFile()) {
     closeSync(fd);
-    const kind = st.isFIFO() ? 'a FIFO' : st.isDirectory() ? 'a directory' : st.isCharacterDevice() || st.isBlockDevice() ? 'a device' : st.isSocket() ? 'a socket' : 'not a regular file';
+    const kind = st.isFIFO()
+      ? 'a FIFO'
+      : st.isDirectory()
+        ? 'a directory'
+        : st.isCharacterDevice() || st.isBlockDevice()
+          ? 'a device'
+          : st.isSocket()
+            ? 'a socket'
+            : 'not a regular file';
     throw Object.assign(new Error(`it is ${kind}, not a regular file`), { code: 'ENOTREGULAR' });
   }
   return fd;
@@ -176,6 +206,8 @@ export function readRegularFile(path: string): Uint8Array {
 /** Reads Blob entries of externalData into bytes, so that decodeModel (synchronous) can use them. */
 export async function materializeExternalData(specs: readonly ExternalDataSpec[]): Promise<ExternalDataSpec[]> {
   return Promise.all(
-    specs.map(async (s) => (typeof Blob !== 'undefined' && s.data instanceof Blob ? { path: s.path, data: new Uint8Array(await s.data.arrayBuffer()) } : s)),
+    specs.map(async (s) =>
+      typeof Blob !== 'undefined' && s.data instanceof Blob ? { path: s.path, data: new Uint8Array(await s.data.arrayBuffer()) } : s,
+    ),
   );
 }

@@ -10,13 +10,32 @@ import { validateGraph } from './validate.js';
 
 // Scale(x) = x * alpha, with alpha a float attribute defaulting to 3.
 const scale = fn({
-  name: 'Scale', domain: 'com.ex', inputs: ['x'], outputs: ['y'], attributes: [], defaults: [attr.float('alpha', 3)],
+  name: 'Scale',
+  domain: 'com.ex',
+  inputs: ['x'],
+  outputs: ['y'],
+  attributes: [],
+  defaults: [attr.float('alpha', 3)],
   nodes: [node('Constant', [], ['c'], [attr.ref('value_float', 'alpha', A.FLOAT)]), node('Mul', ['x', 'c'], ['y'])],
 });
 // Leaky(x) = LeakyRelu(x) with the caller's alpha when it gives one, the op's default otherwise.
-const leaky = fn({ name: 'Leaky', domain: 'com.ex', inputs: ['x'], outputs: ['y'], attributes: ['alpha'], nodes: [node('LeakyRelu', ['x'], ['y'], [attr.ref('alpha', 'alpha', A.FLOAT)])] });
+const leaky = fn({
+  name: 'Leaky',
+  domain: 'com.ex',
+  inputs: ['x'],
+  outputs: ['y'],
+  attributes: ['alpha'],
+  nodes: [node('LeakyRelu', ['x'], ['y'], [attr.ref('alpha', 'alpha', A.FLOAT)])],
+});
 
-function expanded(g: GraphInit, functions = [scale, leaky], opsets: [string, number][] = [['', 17], ['com.ex', 1]]): ModelIR {
+function expanded(
+  g: GraphInit,
+  functions = [scale, leaky],
+  opsets: [string, number][] = [
+    ['', 17],
+    ['com.ex', 1],
+  ],
+): ModelIR {
   return expandFunctions(decodeModel(modelBytes(g, { functions, opsets })));
 }
 const summary = (nodes: NodeIR[]) => nodes.map((n) => `${n.name}: ${n.opType}(${n.inputs.join(', ')}) -> ${n.outputs.join(', ')}`);
@@ -46,43 +65,82 @@ describe('expandFunctions', () => {
   it('gives each call site its own names, also for callers of the same name', () => {
     const m = expanded({
       ...io,
-      nodes: [node('Scale', ['in'], ['a'], [], { name: 's', domain: 'com.ex' }), node('Scale', ['a'], ['out'], [], { name: 's', domain: 'com.ex' })],
+      nodes: [
+        node('Scale', ['in'], ['a'], [], { name: 's', domain: 'com.ex' }),
+        node('Scale', ['a'], ['out'], [], { name: 's', domain: 'com.ex' }),
+      ],
     });
     expect(summary(m.graph.nodes)).toEqual([
-      's/Constant#0: Constant() -> s/c', 's/Mul#1: Mul(in, s/c) -> a',
-      's#2/Constant#0: Constant() -> s#2/c', 's#2/Mul#1: Mul(a, s#2/c) -> out',
+      's/Constant#0: Constant() -> s/c',
+      's/Mul#1: Mul(in, s/c) -> a',
+      's#2/Constant#0: Constant() -> s#2/c',
+      's#2/Mul#1: Mul(a, s#2/c) -> out',
     ]);
     validateGraph(m.graph);
   });
 
   it('keeps omitted optional inputs omitted and names outputs the caller does not take', () => {
     const f = fn({
-      name: 'Two', domain: 'com.ex', inputs: ['x', 'bias'], outputs: ['y', 'aux'],
+      name: 'Two',
+      domain: 'com.ex',
+      inputs: ['x', 'bias'],
+      outputs: ['y', 'aux'],
       nodes: [node('Clip', ['x', 'bias', ''], ['aux']), node('Relu', ['aux'], ['y'])],
     });
     const m = expanded({ ...io, nodes: [node('Two', ['in'], ['out'], [], { name: 't', domain: 'com.ex' })] }, [f]);
     expect(summary(m.graph.nodes)).toEqual(['t/Clip#0: Clip(in, , ) -> t/aux', 't/Relu#1: Relu(t/aux) -> out']);
   });
 
-  it('records the function\'s own opset version where it differs from the model\'s', () => {
-    const old = fn({ name: 'Old', domain: 'com.ex', inputs: ['x'], outputs: ['y'], opsets: [['', 11]], nodes: [node('Relu', ['x'], ['y'])] });
-    const same = fn({ name: 'Same', domain: 'com.ex', inputs: ['x'], outputs: ['y'], opsets: [['', 17]], nodes: [node('Relu', ['x'], ['y'])] });
-    const m = expanded({ ...io, nodes: [node('Old', ['in'], ['a'], [], { domain: 'com.ex' }), node('Same', ['a'], ['out'], [], { domain: 'com.ex' })] }, [old, same]);
+  it("records the function's own opset version where it differs from the model's", () => {
+    const old = fn({
+      name: 'Old',
+      domain: 'com.ex',
+      inputs: ['x'],
+      outputs: ['y'],
+      opsets: [['', 11]],
+      nodes: [node('Relu', ['x'], ['y'])],
+    });
+    const same = fn({
+      name: 'Same',
+      domain: 'com.ex',
+      inputs: ['x'],
+      outputs: ['y'],
+      opsets: [['', 17]],
+      nodes: [node('Relu', ['x'], ['y'])],
+    });
+    const m = expanded(
+      { ...io, nodes: [node('Old', ['in'], ['a'], [], { domain: 'com.ex' }), node('Same', ['a'], ['out'], [], { domain: 'com.ex' })] },
+      [old, same],
+    );
     expect(m.graph.nodes.map((n) => n.opsetOverride)).toEqual([11, undefined]);
   });
 
   it('expands nested functions, binding attributes through both levels', () => {
     // Outer(x; beta) = Leaky(Scale(x; alpha = beta); alpha = beta), opset 13 inside.
     const outer = fn({
-      name: 'Outer', domain: 'com.ex', inputs: ['x'], outputs: ['y'], attributes: ['beta'], opsets: [['', 13], ['com.ex', 1]],
+      name: 'Outer',
+      domain: 'com.ex',
+      inputs: ['x'],
+      outputs: ['y'],
+      attributes: ['beta'],
+      opsets: [
+        ['', 13],
+        ['com.ex', 1],
+      ],
       nodes: [
         node('Scale', ['x'], ['s'], [attr.ref('alpha', 'beta', A.FLOAT)], { name: 'inner', domain: 'com.ex' }),
         node('Leaky', ['s'], ['y'], [attr.ref('alpha', 'beta', A.FLOAT)], { domain: 'com.ex' }),
       ],
     });
-    const m = expanded({ ...io, nodes: [node('Outer', ['in'], ['out'], [attr.float('beta', 0.5)], { name: 'o', domain: 'com.ex' })] }, [outer, scale, leaky]);
+    const m = expanded({ ...io, nodes: [node('Outer', ['in'], ['out'], [attr.float('beta', 0.5)], { name: 'o', domain: 'com.ex' })] }, [
+      outer,
+      scale,
+      leaky,
+    ]);
     expect(summary(m.graph.nodes)).toEqual([
-      'o/inner/Constant#0: Constant() -> o/inner/c', 'o/inner/Mul#1: Mul(in, o/inner/c) -> o/s', 'o/Leaky#1/LeakyRelu#0: LeakyRelu(o/s) -> out',
+      'o/inner/Constant#0: Constant() -> o/inner/c',
+      'o/inner/Mul#1: Mul(in, o/inner/c) -> o/s',
+      'o/Leaky#1/LeakyRelu#0: LeakyRelu(o/s) -> out',
     ]);
     expect(m.graph.nodes[0].attributes.get('value_float')).toEqual({ type: 'float', value: 0.5 });
     expect(m.graph.nodes[2].attributes.get('alpha')).toEqual({ type: 'float', value: 0.5 });
@@ -91,19 +149,37 @@ describe('expandFunctions', () => {
     validateGraph(m.graph);
   });
 
-  it('expands calls inside subgraphs and renames function-local names inside the body\'s subgraphs', () => {
+  it("expands calls inside subgraphs and renames function-local names inside the body's subgraphs", () => {
     // Body: If(cond) then { t = Neg(x) } else { e = Scale(x) }: the branches read the function's x.
     const branchy = fn({
-      name: 'Branchy', domain: 'com.ex', inputs: ['cond', 'x'], outputs: ['y'],
-      nodes: [node('If', ['cond'], ['y'], [
-        attr.graph('then_branch', graph({ name: 'then', nodes: [node('Neg', ['x'], ['t'])], outputs: [valueInfo('t')] })),
-        attr.graph('else_branch', graph({ name: 'else', nodes: [node('Scale', ['x'], ['e'], [], { domain: 'com.ex' })], outputs: [valueInfo('e')] })),
-      ], { name: 'if' })],
+      name: 'Branchy',
+      domain: 'com.ex',
+      inputs: ['cond', 'x'],
+      outputs: ['y'],
+      nodes: [
+        node(
+          'If',
+          ['cond'],
+          ['y'],
+          [
+            attr.graph('then_branch', graph({ name: 'then', nodes: [node('Neg', ['x'], ['t'])], outputs: [valueInfo('t')] })),
+            attr.graph(
+              'else_branch',
+              graph({ name: 'else', nodes: [node('Scale', ['x'], ['e'], [], { domain: 'com.ex' })], outputs: [valueInfo('e')] }),
+            ),
+          ],
+          { name: 'if' },
+        ),
+      ],
     });
-    const m = expanded({
-      inputs: [valueInfo('c', T.BOOL, []), valueInfo('in', T.FLOAT, [2])], outputs: [valueInfo('out')],
-      nodes: [node('Branchy', ['c', 'in'], ['out'], [], { name: 'b', domain: 'com.ex' })],
-    }, [branchy, scale]);
+    const m = expanded(
+      {
+        inputs: [valueInfo('c', T.BOOL, []), valueInfo('in', T.FLOAT, [2])],
+        outputs: [valueInfo('out')],
+        nodes: [node('Branchy', ['c', 'in'], ['out'], [], { name: 'b', domain: 'com.ex' })],
+      },
+      [branchy, scale],
+    );
     const [ifNode] = m.graph.nodes;
     expect(summary([ifNode])).toEqual(['b/if: If(c) -> out']);
     const then = ifNode.attributes.get('then_branch')!.value as GraphIR;
@@ -119,11 +195,22 @@ describe('expandFunctions', () => {
 
   it('expands a call in a subgraph of the main graph', () => {
     const m = expanded({
-      inputs: [valueInfo('c', T.BOOL, []), valueInfo('in', T.FLOAT, [2])], outputs: [valueInfo('out')],
-      nodes: [node('If', ['c'], ['out'], [
-        attr.graph('then_branch', graph({ nodes: [node('Scale', ['in'], ['t'], [], { name: 's', domain: 'com.ex' })], outputs: [valueInfo('t')] })),
-        attr.graph('else_branch', graph({ nodes: [node('Identity', ['in'], ['e'])], outputs: [valueInfo('e')] })),
-      ])],
+      inputs: [valueInfo('c', T.BOOL, []), valueInfo('in', T.FLOAT, [2])],
+      outputs: [valueInfo('out')],
+      nodes: [
+        node(
+          'If',
+          ['c'],
+          ['out'],
+          [
+            attr.graph(
+              'then_branch',
+              graph({ nodes: [node('Scale', ['in'], ['t'], [], { name: 's', domain: 'com.ex' })], outputs: [valueInfo('t')] }),
+            ),
+            attr.graph('else_branch', graph({ nodes: [node('Identity', ['in'], ['e'])], outputs: [valueInfo('e')] })),
+          ],
+        ),
+      ],
     });
     const then = m.graph.nodes[0].attributes.get('then_branch')!.value as GraphIR;
     expect(then.nodes.map((n) => n.opType)).toEqual(['Constant', 'Mul']);
@@ -138,13 +225,33 @@ describe('expandFunctions', () => {
   });
 
   it('refuses recursion and calls with more inputs than the function declares', () => {
-    const selfCall = fn({ name: 'Loop', domain: 'com.ex', inputs: ['x'], outputs: ['y'], nodes: [node('Loop', ['x'], ['y'], [], { domain: 'com.ex' })] });
+    const selfCall = fn({
+      name: 'Loop',
+      domain: 'com.ex',
+      inputs: ['x'],
+      outputs: ['y'],
+      nodes: [node('Loop', ['x'], ['y'], [], { domain: 'com.ex' })],
+    });
     expect(() => expanded({ ...io, nodes: [node('Loop', ['in'], ['out'], [], { name: 'l', domain: 'com.ex' })] }, [selfCall])).toThrow(
       "node 'l/Loop#0' (com.ex:Loop): function 'com.ex:Loop' calls itself (com.ex:Loop -> com.ex:Loop)",
     );
-    const ping = fn({ name: 'Ping', domain: 'com.ex', inputs: ['x'], outputs: ['y'], nodes: [node('Pong', ['x'], ['y'], [], { domain: 'com.ex' })] });
-    const pong = fn({ name: 'Pong', domain: 'com.ex', inputs: ['x'], outputs: ['y'], nodes: [node('Ping', ['x'], ['y'], [], { domain: 'com.ex' })] });
-    expect(() => expanded({ ...io, nodes: [node('Ping', ['in'], ['out'], [], { domain: 'com.ex' })] }, [ping, pong])).toThrow('com.ex:Ping -> com.ex:Pong -> com.ex:Ping');
+    const ping = fn({
+      name: 'Ping',
+      domain: 'com.ex',
+      inputs: ['x'],
+      outputs: ['y'],
+      nodes: [node('Pong', ['x'], ['y'], [], { domain: 'com.ex' })],
+    });
+    const pong = fn({
+      name: 'Pong',
+      domain: 'com.ex',
+      inputs: ['x'],
+      outputs: ['y'],
+      nodes: [node('Ping', ['x'], ['y'], [], { domain: 'com.ex' })],
+    });
+    expect(() => expanded({ ...io, nodes: [node('Ping', ['in'], ['out'], [], { domain: 'com.ex' })] }, [ping, pong])).toThrow(
+      'com.ex:Ping -> com.ex:Pong -> com.ex:Ping',
+    );
     expect(() => expanded({ ...io, nodes: [node('Scale', ['in', 'in'], ['out'], [], { name: 'x2', domain: 'com.ex' })] })).toThrow(
       "node 'x2' (com.ex:Scale): it has 2 inputs and 1 outputs, but function 'com.ex:Scale' declares 1 and 1",
     );

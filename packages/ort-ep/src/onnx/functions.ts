@@ -124,10 +124,12 @@ class Expander {
     fn.inputs.forEach((f, i) => formal.set(f, caller.inputs[i] ?? ''));
     // An output the caller does not take still needs a name inside the body, where other nodes may use it.
     fn.outputs.forEach((f, i) => formal.set(f, caller.outputs[i] || `${call.prefix}/${f}`));
-    const rename: Rename = (n) => (n === '' ? '' : formal.get(n) ?? `${call.prefix}/${n}`);
+    const rename: Rename = (n) => (n === '' ? '' : (formal.get(n) ?? `${call.prefix}/${n}`));
     this.expanded += fn.nodes.length;
     if (this.expanded > MAX_EXPANDED_NODES) {
-      throw new OnnxLoadError(`${where}: inlining the model's functions makes more than ${MAX_EXPANDED_NODES.toLocaleString('en')} nodes (calls of function '${key}' nest and repeat)`);
+      throw new OnnxLoadError(
+        `${where}: inlining the model's functions makes more than ${MAX_EXPANDED_NODES.toLocaleString('en')} nodes (calls of function '${key}' nest and repeat)`,
+      );
     }
     const body = fn.nodes.map((n) => cloneNode(n, rename, call));
     for (const v of fn.valueInfo.values()) {

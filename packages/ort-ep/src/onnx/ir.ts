@@ -4,17 +4,64 @@
 
 /** TensorProto.DataType codes (onnx.proto). */
 export enum OnnxDataType {
-  UNDEFINED = 0, FLOAT = 1, UINT8 = 2, INT8 = 3, UINT16 = 4, INT16 = 5, INT32 = 6, INT64 = 7, STRING = 8,
-  BOOL = 9, FLOAT16 = 10, DOUBLE = 11, UINT32 = 12, UINT64 = 13, COMPLEX64 = 14, COMPLEX128 = 15,
-  BFLOAT16 = 16, FLOAT8E4M3FN = 17, FLOAT8E4M3FNUZ = 18, FLOAT8E5M2 = 19, FLOAT8E5M2FNUZ = 20,
-  UINT4 = 21, INT4 = 22, FLOAT4E2M1 = 23, FLOAT8E8M0 = 24, UINT2 = 25, INT2 = 26,
+  UNDEFINED = 0,
+  FLOAT = 1,
+  UINT8 = 2,
+  INT8 = 3,
+  UINT16 = 4,
+  INT16 = 5,
+  INT32 = 6,
+  INT64 = 7,
+  STRING = 8,
+  BOOL = 9,
+  FLOAT16 = 10,
+  DOUBLE = 11,
+  UINT32 = 12,
+  UINT64 = 13,
+  COMPLEX64 = 14,
+  COMPLEX128 = 15,
+  BFLOAT16 = 16,
+  FLOAT8E4M3FN = 17,
+  FLOAT8E4M3FNUZ = 18,
+  FLOAT8E5M2 = 19,
+  FLOAT8E5M2FNUZ = 20,
+  UINT4 = 21,
+  INT4 = 22,
+  FLOAT4E2M1 = 23,
+  FLOAT8E8M0 = 24,
+  UINT2 = 25,
+  INT2 = 26,
 }
 
 // onnxruntime-common's Tensor type strings where it has one; the rest follow ONNX's names.
 const typeNames: readonly string[] = [
-  'undefined', 'float32', 'uint8', 'int8', 'uint16', 'int16', 'int32', 'int64', 'string', 'bool',
-  'float16', 'float64', 'uint32', 'uint64', 'complex64', 'complex128', 'bfloat16', 'float8e4m3fn',
-  'float8e4m3fnuz', 'float8e5m2', 'float8e5m2fnuz', 'uint4', 'int4', 'float4e2m1', 'float8e8m0', 'uint2', 'int2',
+  'undefined',
+  'float32',
+  'uint8',
+  'int8',
+  'uint16',
+  'int16',
+  'int32',
+  'int64',
+  'string',
+  'bool',
+  'float16',
+  'float64',
+  'uint32',
+  'uint64',
+  'complex64',
+  'complex128',
+  'bfloat16',
+  'float8e4m3fn',
+  'float8e4m3fnuz',
+  'float8e5m2',
+  'float8e5m2fnuz',
+  'uint4',
+  'int4',
+  'float4e2m1',
+  'float8e8m0',
+  'uint2',
+  'int2',
 ];
 
 /** The element type's name: 'float32', 'int64', 'bfloat16', 'float8e4m3fn', ... */
@@ -34,8 +81,16 @@ export function isKnownDataType(t: number): t is OnnxDataType {
 }
 
 export type TypedArray =
-  | Float32Array | Float64Array | Int8Array | Int16Array | Int32Array | BigInt64Array
-  | Uint8Array | Uint16Array | Uint32Array | BigUint64Array;
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Int16Array
+  | Int32Array
+  | BigInt64Array
+  | Uint8Array
+  | Uint16Array
+  | Uint32Array
+  | BigUint64Array;
 
 export type HostData = TypedArray | string[];
 

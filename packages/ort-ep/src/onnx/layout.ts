@@ -7,15 +7,40 @@ const T = OnnxDataType;
 /** Bits one element takes in raw_data (complex: both parts); undefined for strings and unknown codes. */
 export function bitsPerElement(dtype: number): number | undefined {
   switch (dtype) {
-    case T.UINT2: case T.INT2: return 2;
-    case T.UINT4: case T.INT4: case T.FLOAT4E2M1: return 4;
-    case T.UINT8: case T.INT8: case T.BOOL: case T.FLOAT8E4M3FN: case T.FLOAT8E4M3FNUZ:
-    case T.FLOAT8E5M2: case T.FLOAT8E5M2FNUZ: case T.FLOAT8E8M0: return 8;
-    case T.UINT16: case T.INT16: case T.FLOAT16: case T.BFLOAT16: return 16;
-    case T.FLOAT: case T.INT32: case T.UINT32: return 32;
-    case T.DOUBLE: case T.INT64: case T.UINT64: case T.COMPLEX64: return 64;
-    case T.COMPLEX128: return 128;
-    default: return undefined;
+    case T.UINT2:
+    case T.INT2:
+      return 2;
+    case T.UINT4:
+    case T.INT4:
+    case T.FLOAT4E2M1:
+      return 4;
+    case T.UINT8:
+    case T.INT8:
+    case T.BOOL:
+    case T.FLOAT8E4M3FN:
+    case T.FLOAT8E4M3FNUZ:
+    case T.FLOAT8E5M2:
+    case T.FLOAT8E5M2FNUZ:
+    case T.FLOAT8E8M0:
+      return 8;
+    case T.UINT16:
+    case T.INT16:
+    case T.FLOAT16:
+    case T.BFLOAT16:
+      return 16;
+    case T.FLOAT:
+    case T.INT32:
+    case T.UINT32:
+      return 32;
+    case T.DOUBLE:
+    case T.INT64:
+    case T.UINT64:
+    case T.COMPLEX64:
+      return 64;
+    case T.COMPLEX128:
+      return 128;
+    default:
+      return undefined;
   }
 }
 
@@ -32,20 +57,37 @@ export function rawByteLength(dtype: number, n: number): number {
 /** A zero-filled host array of `n` elements in the canonical layout. */
 export function allocHost(dtype: number, n: number): HostData {
   switch (dtype) {
-    case T.FLOAT: return new Float32Array(n);
-    case T.DOUBLE: return new Float64Array(n);
-    case T.COMPLEX64: return new Float32Array(2 * n);
-    case T.COMPLEX128: return new Float64Array(2 * n);
-    case T.INT8: case T.INT4: case T.INT2: return new Int8Array(n);
-    case T.INT16: return new Int16Array(n);
-    case T.INT32: return new Int32Array(n);
-    case T.INT64: return new BigInt64Array(n);
-    case T.UINT16: case T.FLOAT16: case T.BFLOAT16: return new Uint16Array(n);
-    case T.UINT32: return new Uint32Array(n);
-    case T.UINT64: return new BigUint64Array(n);
-    case T.STRING: return new Array<string>(n).fill('');
+    case T.FLOAT:
+      return new Float32Array(n);
+    case T.DOUBLE:
+      return new Float64Array(n);
+    case T.COMPLEX64:
+      return new Float32Array(2 * n);
+    case T.COMPLEX128:
+      return new Float64Array(2 * n);
+    case T.INT8:
+    case T.INT4:
+    case T.INT2:
+      return new Int8Array(n);
+    case T.INT16:
+      return new Int16Array(n);
+    case T.INT32:
+      return new Int32Array(n);
+    case T.INT64:
+      return new BigInt64Array(n);
+    case T.UINT16:
+    case T.FLOAT16:
+    case T.BFLOAT16:
+      return new Uint16Array(n);
+    case T.UINT32:
+      return new Uint32Array(n);
+    case T.UINT64:
+      return new BigUint64Array(n);
+    case T.STRING:
+      return new Array<string>(n).fill('');
     // uint8, bool, uint4, uint2, float8 and float4 types: one byte per value.
-    default: return new Uint8Array(n);
+    default:
+      return new Uint8Array(n);
   }
 }
 

@@ -4,13 +4,33 @@
 import { basename, dirname } from 'node:path';
 import { fromBinary, isFieldSet } from '@bufbuild/protobuf';
 import {
-  AttributeProtoSchema, AttributeProto_AttributeType as A, ModelProtoSchema,
-  type AttributeProto, type FunctionProto, type GraphProto, type ModelProto, type NodeProto, type TensorShapeProto,
-  type TypeProto, type ValueInfoProto,
+  AttributeProtoSchema,
+  AttributeProto_AttributeType as A,
+  ModelProtoSchema,
+  type AttributeProto,
+  type FunctionProto,
+  type GraphProto,
+  type ModelProto,
+  type NodeProto,
+  type TensorShapeProto,
+  type TypeProto,
+  type ValueInfoProto,
 } from 'onnx-buf';
 import { OnnxLoadError, messageOf } from '../errors.js';
 import { ExternalDataSource } from './external.js';
-import type { AttrValue, Dim, ExternalDataSpec, FunctionIR, GraphIR, HostTensor, ModelIR, NodeIR, SparseTensorIR, TypeIR, ValueInfoIR } from './ir.js';
+import type {
+  AttrValue,
+  Dim,
+  ExternalDataSpec,
+  FunctionIR,
+  GraphIR,
+  HostTensor,
+  ModelIR,
+  NodeIR,
+  SparseTensorIR,
+  TypeIR,
+  ValueInfoIR,
+} from './ir.js';
 import { decodeSparseTensor, decodeTensor, sparseToDense } from './tensor.js';
 
 export const DEFAULT_DOMAIN = 'ai.onnx';
@@ -51,10 +71,16 @@ export function decodeType(t: TypeProto | undefined): TypeIR {
       const shape = decodeShape(v.value.shape);
       return shape ? { kind: 'sparse_tensor', elemType: v.value.elemType, shape } : { kind: 'sparse_tensor', elemType: v.value.elemType };
     }
-    case 'sequenceType': return v.value.elemType ? { kind: 'sequence', elem: decodeType(v.value.elemType) } : { kind: 'sequence' };
-    case 'optionalType': return v.value.elemType ? { kind: 'optional', elem: decodeType(v.value.elemType) } : { kind: 'optional' };
-    case 'mapType': return v.value.valueType ? { kind: 'map', keyType: v.value.keyType, value: decodeType(v.value.valueType) } : { kind: 'map', keyType: v.value.keyType };
-    default: return { kind: 'unknown' };
+    case 'sequenceType':
+      return v.value.elemType ? { kind: 'sequence', elem: decodeType(v.value.elemType) } : { kind: 'sequence' };
+    case 'optionalType':
+      return v.value.elemType ? { kind: 'optional', elem: decodeType(v.value.elemType) } : { kind: 'optional' };
+    case 'mapType':
+      return v.value.valueType
+        ? { kind: 'map', keyType: v.value.keyType, value: decodeType(v.value.valueType) }
+        : { kind: 'map', keyType: v.value.keyType };
+    default:
+      return { kind: 'unknown' };
   }
 }
 
@@ -93,22 +119,38 @@ function decodeAttr(a: AttributeProto, ctx: Ctx, where: string, path: string): A
   const graph = (g: GraphProto, i?: number): GraphIR => decodeGraphIn(g, ctx, `${path}/${a.name}${i === undefined ? '' : `[${i}]`}`);
   const type = a.type === A.UNDEFINED ? inferAttrType(a) : a.type;
   switch (type) {
-    case A.FLOAT: return { type: 'float', value: a.f };
-    case A.INT: return { type: 'int', value: Number(a.i) };
-    case A.STRING: return { type: 'string', value: utf8.decode(a.s) };
-    case A.TENSOR: return { type: 'tensor', value: tensor(need(a.t)) };
-    case A.GRAPH: return { type: 'graph', value: graph(need(a.g)) };
-    case A.SPARSE_TENSOR: return { type: 'sparse_tensor', value: sparse(need(a.sparseTensor)) };
-    case A.TYPE_PROTO: return { type: 'type_proto', value: decodeType(need(a.tp)) };
-    case A.FLOATS: return { type: 'floats', value: [...a.floats] };
-    case A.INTS: return { type: 'ints', value: a.ints.map(Number) };
-    case A.STRINGS: return { type: 'strings', value: a.strings.map((s) => utf8.decode(s)) };
-    case A.TENSORS: return { type: 'tensors', value: a.tensors.map(tensor) };
-    case A.GRAPHS: return { type: 'graphs', value: a.graphs.map(graph) };
-    case A.SPARSE_TENSORS: return { type: 'sparse_tensors', value: a.sparseTensors.map(sparse) };
-    case A.TYPE_PROTOS: return { type: 'type_protos', value: a.typeProtos.map(decodeType) };
-    case A.UNDEFINED: throw new OnnxLoadError(`${at}: it has neither a type nor a value`);
-    default: throw new OnnxLoadError(`${at}: unknown attribute type ${type}`);
+    case A.FLOAT:
+      return { type: 'float', value: a.f };
+    case A.INT:
+      return { type: 'int', value: Number(a.i) };
+    case A.STRING:
+      return { type: 'string', value: utf8.decode(a.s) };
+    case A.TENSOR:
+      return { type: 'tensor', value: tensor(need(a.t)) };
+    case A.GRAPH:
+      return { type: 'graph', value: graph(need(a.g)) };
+    case A.SPARSE_TENSOR:
+      return { type: 'sparse_tensor', value: sparse(need(a.sparseTensor)) };
+    case A.TYPE_PROTO:
+      return { type: 'type_proto', value: decodeType(need(a.tp)) };
+    case A.FLOATS:
+      return { type: 'floats', value: [...a.floats] };
+    case A.INTS:
+      return { type: 'ints', value: a.ints.map(Number) };
+    case A.STRINGS:
+      return { type: 'strings', value: a.strings.map((s) => utf8.decode(s)) };
+    case A.TENSORS:
+      return { type: 'tensors', value: a.tensors.map(tensor) };
+    case A.GRAPHS:
+      return { type: 'graphs', value: a.graphs.map(graph) };
+    case A.SPARSE_TENSORS:
+      return { type: 'sparse_tensors', value: a.sparseTensors.map(sparse) };
+    case A.TYPE_PROTOS:
+      return { type: 'type_protos', value: a.typeProtos.map(decodeType) };
+    case A.UNDEFINED:
+      throw new OnnxLoadError(`${at}: it has neither a type nor a value`);
+    default:
+      throw new OnnxLoadError(`${at}: unknown attribute type ${type}`);
   }
 }
 
@@ -124,7 +166,14 @@ function decodeNode(n: NodeProto, ctx: Ctx, index: number, path: string): NodeIR
     if (a.refAttrName) (refAttrs ??= new Map()).set(a.name, a.refAttrName);
     else attributes.set(a.name, decodeAttr(a, ctx, where, name));
   }
-  const node: NodeIR = { name, opType: n.opType, domain: normalizeDomain(n.domain), inputs: [...n.input], outputs: [...n.output], attributes };
+  const node: NodeIR = {
+    name,
+    opType: n.opType,
+    domain: normalizeDomain(n.domain),
+    inputs: [...n.input],
+    outputs: [...n.output],
+    attributes,
+  };
   if (n.overload) node.overload = n.overload;
   if (refAttrs) node.refAttrs = refAttrs;
   return node;
@@ -182,8 +231,13 @@ function decodeFunction(f: FunctionProto, ctx: Ctx): FunctionIR {
   const path = '';
   const attributeDefaults = new Map(f.attributeProto.map((a) => [a.name, decodeAttr(a, ctx, where, `${f.name}.default`)]));
   return {
-    name: f.name, domain: normalizeDomain(f.domain), overload: f.overload, inputs: [...f.input], outputs: [...f.output],
-    attributes: [...f.attribute], attributeDefaults,
+    name: f.name,
+    domain: normalizeDomain(f.domain),
+    overload: f.overload,
+    inputs: [...f.input],
+    outputs: [...f.output],
+    attributes: [...f.attribute],
+    attributeDefaults,
     nodes: f.node.map((n, i) => decodeNode(n, ctx, i, path)),
     opsetImports: opsetMap(f.opsetImport),
     valueInfo: new Map(f.valueInfo.map((v) => [v.name, valueInfo(v)])),
@@ -198,18 +252,26 @@ function parseModel(bytes: Uint8Array): ModelProto {
   } catch (e) {
     const msg = messageOf(e);
     if (/premature EOF/i.test(msg)) {
-      throw new OnnxLoadError(`truncated ONNX model: the data ends inside a field after ${bytes.length} bytes (an incomplete download or copy?)`, { cause: e });
+      throw new OnnxLoadError(
+        `truncated ONNX model: the data ends inside a field after ${bytes.length} bytes (an incomplete download or copy?)`,
+        { cause: e },
+      );
     }
     if ((e instanceof RangeError && /call stack/i.test(msg)) || /maximum recursion depth/i.test(msg)) {
       // The protobuf reader's limit, as in onnxruntime's: 100 nested messages, about 33 levels of
       // If/Loop/Scan bodies (graph -> node -> attribute -> graph).
-      throw new OnnxLoadError('the model nests messages deeper than 100 levels (subgraphs in subgraphs, about 33 levels of If/Loop/Scan bodies), the limit of the protobuf reader', { cause: e });
+      throw new OnnxLoadError(
+        'the model nests messages deeper than 100 levels (subgraphs in subgraphs, about 33 levels of If/Loop/Scan bodies), the limit of the protobuf reader',
+        { cause: e },
+      );
     }
     throw new OnnxLoadError(`not an ONNX model: the bytes are not a valid protobuf ModelProto (${msg})`, { cause: e });
   }
   if (!m.graph) {
     // A cut exactly between fields parses; a model without its graph is one such cut, or not a model.
-    throw new OnnxLoadError(m.irVersion === 0n ? 'not an ONNX model: it has neither ir_version nor a graph' : 'truncated or invalid ONNX model: it has no graph');
+    throw new OnnxLoadError(
+      m.irVersion === 0n ? 'not an ONNX model: it has neither ir_version nor a graph' : 'truncated or invalid ONNX model: it has no graph',
+    );
   }
   return m;
 }
@@ -226,7 +288,8 @@ export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Mod
     // IR versions before 3 had no opset_import: the default domain at opset 1. Later ones must
     // have one; serializers write it after the graph, so a file cut there lacks it.
     if (!m.opsetImport.length) {
-      if (m.irVersion >= 3n) throw new OnnxLoadError(`truncated or invalid ONNX model: it has no opset_import, which IR version ${m.irVersion} requires`);
+      if (m.irVersion >= 3n)
+        throw new OnnxLoadError(`truncated or invalid ONNX model: it has no opset_import, which IR version ${m.irVersion} requires`);
       opsetImports.set(DEFAULT_DOMAIN, 1);
     }
     const graph = decodeGraphIn(m.graph!, ctx, '');
@@ -237,8 +300,15 @@ export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Mod
       functions.set(key, decodeFunction(f, ctx));
     }
     return {
-      irVersion: Number(m.irVersion), opsetImports, producerName: m.producerName, producerVersion: m.producerVersion,
-      domain: m.domain, modelVersion: Number(m.modelVersion), docString: m.docString, graph, functions,
+      irVersion: Number(m.irVersion),
+      opsetImports,
+      producerName: m.producerName,
+      producerVersion: m.producerVersion,
+      domain: m.domain,
+      modelVersion: Number(m.modelVersion),
+      docString: m.docString,
+      graph,
+      functions,
       metadata: new Map(m.metadataProps.map((p) => [p.key, p.value])),
     };
   } catch (e) {

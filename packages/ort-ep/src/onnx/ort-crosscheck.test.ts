@@ -37,7 +37,14 @@ describe('sample tensors read as onnxruntime-node reads them', () => {
         const proto = tensor('w', c.dtype, c.dims, fields);
         const ours = decodeTensor(proto);
         const n = how.op === 'Identity' ? node('Identity', ['w'], ['out']) : node('Cast', ['w'], ['out'], [attr.int('to', how.to)]);
-        const out = (await runOrt(modelBytes({ nodes: [n], initializers: [proto], outputs: [valueInfo('out', how.op === 'Identity' ? c.dtype : how.to)] }, { opsets: [['', 25]], irVersion: 11 }))).out;
+        const out = (
+          await runOrt(
+            modelBytes(
+              { nodes: [n], initializers: [proto], outputs: [valueInfo('out', how.op === 'Identity' ? c.dtype : how.to)] },
+              { opsets: [['', 25]], irVersion: 11 },
+            ),
+          )
+        ).out;
         expect([...out.dims]).toEqual(c.dims);
         if (how.op === 'Identity') expect(out.data).toEqual(ours.data);
         else {
@@ -70,11 +77,16 @@ describe('initializers of the shared models read as onnxruntime-node reads them'
       }
       const picked = [...byType.values()].flat();
       expect(picked.length).toBeGreaterThan(0);
-      const out = await runOrt(modelBytes({
-        nodes: picked.map((t, i) => node('Identity', [t.name], [`out${i}`])),
-        initializers: picked,
-        outputs: picked.map((t, i) => valueInfo(`out${i}`, t.dataType)),
-      }, { opsets: [['', 17]] }));
+      const out = await runOrt(
+        modelBytes(
+          {
+            nodes: picked.map((t, i) => node('Identity', [t.name], [`out${i}`])),
+            initializers: picked,
+            outputs: picked.map((t, i) => valueInfo(`out${i}`, t.dataType)),
+          },
+          { opsets: [['', 17]] },
+        ),
+      );
       picked.forEach((t, i) => {
         const mine = ours.get(t.name)!;
         expect([...out[`out${i}`].dims]).toEqual(mine.dims);

@@ -60,14 +60,32 @@ export function schemaOf(domain: string, op: string, opset: number): OpSchema | 
 
 // ONNX's names of the element types, for type strings like 'tensor(float)'.
 const onnxNames: Record<number, string> = {
-  [OnnxDataType.FLOAT]: 'float', [OnnxDataType.UINT8]: 'uint8', [OnnxDataType.INT8]: 'int8', [OnnxDataType.UINT16]: 'uint16',
-  [OnnxDataType.INT16]: 'int16', [OnnxDataType.INT32]: 'int32', [OnnxDataType.INT64]: 'int64', [OnnxDataType.STRING]: 'string',
-  [OnnxDataType.BOOL]: 'bool', [OnnxDataType.FLOAT16]: 'float16', [OnnxDataType.DOUBLE]: 'double', [OnnxDataType.UINT32]: 'uint32',
-  [OnnxDataType.UINT64]: 'uint64', [OnnxDataType.COMPLEX64]: 'complex64', [OnnxDataType.COMPLEX128]: 'complex128',
-  [OnnxDataType.BFLOAT16]: 'bfloat16', [OnnxDataType.FLOAT8E4M3FN]: 'float8e4m3fn', [OnnxDataType.FLOAT8E4M3FNUZ]: 'float8e4m3fnuz',
-  [OnnxDataType.FLOAT8E5M2]: 'float8e5m2', [OnnxDataType.FLOAT8E5M2FNUZ]: 'float8e5m2fnuz', [OnnxDataType.UINT4]: 'uint4',
-  [OnnxDataType.INT4]: 'int4', [OnnxDataType.FLOAT4E2M1]: 'float4e2m1', [OnnxDataType.FLOAT8E8M0]: 'float8e8m0',
-  [OnnxDataType.UINT2]: 'uint2', [OnnxDataType.INT2]: 'int2',
+  [OnnxDataType.FLOAT]: 'float',
+  [OnnxDataType.UINT8]: 'uint8',
+  [OnnxDataType.INT8]: 'int8',
+  [OnnxDataType.UINT16]: 'uint16',
+  [OnnxDataType.INT16]: 'int16',
+  [OnnxDataType.INT32]: 'int32',
+  [OnnxDataType.INT64]: 'int64',
+  [OnnxDataType.STRING]: 'string',
+  [OnnxDataType.BOOL]: 'bool',
+  [OnnxDataType.FLOAT16]: 'float16',
+  [OnnxDataType.DOUBLE]: 'double',
+  [OnnxDataType.UINT32]: 'uint32',
+  [OnnxDataType.UINT64]: 'uint64',
+  [OnnxDataType.COMPLEX64]: 'complex64',
+  [OnnxDataType.COMPLEX128]: 'complex128',
+  [OnnxDataType.BFLOAT16]: 'bfloat16',
+  [OnnxDataType.FLOAT8E4M3FN]: 'float8e4m3fn',
+  [OnnxDataType.FLOAT8E4M3FNUZ]: 'float8e4m3fnuz',
+  [OnnxDataType.FLOAT8E5M2]: 'float8e5m2',
+  [OnnxDataType.FLOAT8E5M2FNUZ]: 'float8e5m2fnuz',
+  [OnnxDataType.UINT4]: 'uint4',
+  [OnnxDataType.INT4]: 'int4',
+  [OnnxDataType.FLOAT4E2M1]: 'float4e2m1',
+  [OnnxDataType.FLOAT8E8M0]: 'float8e8m0',
+  [OnnxDataType.UINT2]: 'uint2',
+  [OnnxDataType.INT2]: 'int2',
 };
 
 /** A TypeIR as ONNX writes it in schemas ('tensor(float)', 'seq(tensor(int64))'), or undefined where unknown. */
@@ -154,7 +172,10 @@ function checkNode(node: NodeIR, opset: number, typeOf: (name: string) => string
   const fail = (what: string) => problems.push({ node, what });
   // Attributes: only the ones the op defines; required ones present.
   for (const name of node.attributes.keys()) {
-    if (!(name in schema.attributes)) fail(`unknown attribute '${name}' (${node.opType}-${schema.since} defines ${Object.keys(schema.attributes).sort().join(', ') || 'none'})`);
+    if (!(name in schema.attributes))
+      fail(
+        `unknown attribute '${name}' (${node.opType}-${schema.since} defines ${Object.keys(schema.attributes).sort().join(', ') || 'none'})`,
+      );
   }
   for (const [name, [, required]] of Object.entries(schema.attributes)) {
     if (required && !node.attributes.has(name)) fail(`missing required attribute '${name}'`);
@@ -163,9 +184,12 @@ function checkNode(node: NodeIR, opset: number, typeOf: (name: string) => string
   let nIn = node.inputs.length;
   while (nIn > 0 && !node.inputs[nIn - 1]) nIn--;
   if (nIn < schema.minInputs || nIn > schema.maxInputs) {
-    fail(`has ${nIn} input(s); ${node.opType}-${schema.since} takes ${schema.minInputs === schema.maxInputs ? schema.minInputs : `${schema.minInputs} to ${schema.maxInputs >= 2 ** 31 - 1 ? 'any number' : schema.maxInputs}`}`);
+    fail(
+      `has ${nIn} input(s); ${node.opType}-${schema.since} takes ${schema.minInputs === schema.maxInputs ? schema.minInputs : `${schema.minInputs} to ${schema.maxInputs >= 2 ** 31 - 1 ? 'any number' : schema.maxInputs}`}`,
+    );
   }
-  if (node.outputs.length > schema.maxOutputs) fail(`has ${node.outputs.length} outputs; ${node.opType}-${schema.since} makes at most ${schema.maxOutputs}`);
+  if (node.outputs.length > schema.maxOutputs)
+    fail(`has ${node.outputs.length} outputs; ${node.opType}-${schema.since} makes at most ${schema.maxOutputs}`);
   node.inputs.forEach((name, i) => {
     if (name) return;
     const f = formalAt(schema.inputs, i);
@@ -223,18 +247,26 @@ function checkGraph(g: GraphIR, opsetOf: (n: NodeIR) => number, outer: Map<strin
  */
 export function checkSchemas(model: ModelIR, modelName?: string): void {
   if (model.irVersion > schemaData.irVersion) {
-    throw new OnnxLoadError(`IR version ${model.irVersion} is not supported (this loader reads IR versions 3 to ${schemaData.irVersion})`, { model: modelName });
+    throw new OnnxLoadError(`IR version ${model.irVersion} is not supported (this loader reads IR versions 3 to ${schemaData.irVersion})`, {
+      model: modelName,
+    });
   }
   for (const [domain, version] of model.opsetImports) {
     const range = knownOpsetRange(domain);
     if (range && (version < range[0] || version > range[1])) {
-      throw new OnnxLoadError(`opset ${version} of domain ${domain} is not supported (supported: ${range[0]} to ${range[1]})`, { model: modelName });
+      throw new OnnxLoadError(`opset ${version} of domain ${domain} is not supported (supported: ${range[0]} to ${range[1]})`, {
+        model: modelName,
+      });
     }
   }
   const opsetOf = (n: NodeIR): number => {
     if (n.opsetOverride !== undefined) return n.opsetOverride;
     const v = model.opsetImports.get(n.domain || DEFAULT_DOMAIN);
-    if (v === undefined) throw new OnnxLoadError(`${label(n)} uses domain ${n.domain || DEFAULT_DOMAIN}, which the model does not import (opset_import has ${[...model.opsetImports.keys()].join(', ') || 'nothing'})`, { model: modelName });
+    if (v === undefined)
+      throw new OnnxLoadError(
+        `${label(n)} uses domain ${n.domain || DEFAULT_DOMAIN}, which the model does not import (opset_import has ${[...model.opsetImports.keys()].join(', ') || 'nothing'})`,
+        { model: modelName },
+      );
     return v;
   };
   const problems: Problem[] = [];
@@ -242,5 +274,7 @@ export function checkSchemas(model: ModelIR, modelName?: string): void {
   if (!problems.length) return;
   const lines = problems.slice(0, 10).map((p) => `  - ${label(p.node)}: ${p.what}`);
   if (problems.length > 10) lines.push(`  - … ${problems.length - 10} more`);
-  throw new OnnxLoadError(`the model does not satisfy ONNX's operator schemas (as onnxruntime checks them):\n${lines.join('\n')}`, { model: modelName });
+  throw new OnnxLoadError(`the model does not satisfy ONNX's operator schemas (as onnxruntime checks them):\n${lines.join('\n')}`, {
+    model: modelName,
+  });
 }

@@ -23,7 +23,8 @@ function misfit(v: TestValue, t: TypeIR, bind: Map<string, number>, where: strin
       if (t.shape.length !== v.dims.length) return `${where}: rank ${v.dims.length} where [${t.shape.join(', ')}] is declared`;
       for (let i = 0; i < t.shape.length; i++) {
         const d = t.shape[i];
-        if (typeof d === 'number' && d !== v.dims[i]) return `${where}: dims [${v.dims.join(', ')}] where [${t.shape.join(', ')}] is declared`;
+        if (typeof d === 'number' && d !== v.dims[i])
+          return `${where}: dims [${v.dims.join(', ')}] where [${t.shape.join(', ')}] is declared`;
         if (typeof d === 'string') {
           if (!bind.has(d)) bind.set(d, v.dims[i]);
           else if (bind.get(d) !== v.dims[i]) return `${where}: dim '${d}' is ${v.dims[i]} here but ${bind.get(d)} elsewhere`;
@@ -55,9 +56,11 @@ function checkCase(tc: TestCase): string[] {
   for (const ds of tc.datasets) {
     const bind = new Map<string, number>();
     if (ds.inputs.length > inputs.length) problems.push(`${ds.name}: ${ds.inputs.length} inputs for ${inputs.length} graph inputs`);
-    if (ds.outputs.length !== g.outputs.length) problems.push(`${ds.name}: ${ds.outputs.length} outputs for ${g.outputs.length} graph outputs`);
+    if (ds.outputs.length !== g.outputs.length)
+      problems.push(`${ds.name}: ${ds.outputs.length} outputs for ${g.outputs.length} graph outputs`);
     ds.inputs.forEach((v, i) => {
-      if (inputs[i] && v.name !== inputs[i].name) problems.push(`${ds.name}: input ${i} is named '${v.name}', the graph's is '${inputs[i].name}'`);
+      if (inputs[i] && v.name !== inputs[i].name)
+        problems.push(`${ds.name}: input ${i} is named '${v.name}', the graph's is '${inputs[i].name}'`);
       const why = inputs[i] && misfit(v, inputs[i].type, bind, `${ds.name} input '${inputs[i].name}'`);
       if (why) problems.push(why);
     });
@@ -84,7 +87,8 @@ interface Meta {
   outputs: Meta['inputs'];
 }
 // meta.json spells types as ONNX does: tensor(float), tensor(int64), ...
-const typeOf = (s: string) => dataTypeFromName(({ float: 'float32', double: 'float64' } as Record<string, string>)[s.slice(7, -1)] ?? s.slice(7, -1));
+const typeOf = (s: string) =>
+  dataTypeFromName(({ float: 'float32', double: 'float64' } as Record<string, string>)[s.slice(7, -1)] ?? s.slice(7, -1));
 
 describe('the shared models', () => {
   it('are there', () => {
@@ -105,7 +109,12 @@ describe('the shared models', () => {
         ops[k] = (ops[k] ?? 0) + 1;
       }
       expect(ops).toEqual(meta.ops);
-      const io = (vs: typeof m.graph.inputs) => vs.map((v) => ({ name: v.name, type: v.type.kind === 'tensor' ? v.type.elemType : -1, shape: v.type.kind === 'tensor' ? v.type.shape : [] }));
+      const io = (vs: typeof m.graph.inputs) =>
+        vs.map((v) => ({
+          name: v.name,
+          type: v.type.kind === 'tensor' ? v.type.elemType : -1,
+          shape: v.type.kind === 'tensor' ? v.type.shape : [],
+        }));
       const declared = (vs: Meta['inputs']) => vs.map((v) => ({ name: v.name, type: typeOf(v.type), shape: v.shape }));
       expect(io(m.graph.inputs.filter((i) => !m.graph.inputsWithDefaults.has(i.name)))).toEqual(declared(meta.inputs));
       expect(io(m.graph.outputs)).toEqual(declared(meta.outputs));
@@ -134,13 +143,26 @@ describe('the shared models', () => {
 const nodeDir = sharedPath('onnx-node-tests/v1.22.0');
 const allCases = existsSync(nodeDir) ? readdirSync(nodeDir).sort() : [];
 // Every 36th case, plus ones that exercise containers, subgraphs, strings and the narrow types.
-const sample = [...new Set([
-  ...allCases.filter((_, i) => i % 36 === 0),
-  'test_identity_sequence', 'test_optional_get_element_optional_sequence', 'test_optional_has_element_empty_optional_input',
-  'test_if_seq', 'test_loop16_seq_none', 'test_scan9_sum', 'test_sequence_map_add_2_sequences', 'test_split_to_sequence_1',
-  'test_string_split_basic', 'test_cast_FLOAT_to_INT4', 'test_cast_BFLOAT16_to_FLOAT', 'test_cast_FLOAT_to_FLOAT8E4M3FN',
-  'test_cast_FLOAT_to_FLOAT4E2M1', 'test_dequantizelinear_uint2', 'test_layer_normalization_2d_axis0_expanded',
-])].filter((c) => allCases.includes(c));
+const sample = [
+  ...new Set([
+    ...allCases.filter((_, i) => i % 36 === 0),
+    'test_identity_sequence',
+    'test_optional_get_element_optional_sequence',
+    'test_optional_has_element_empty_optional_input',
+    'test_if_seq',
+    'test_loop16_seq_none',
+    'test_scan9_sum',
+    'test_sequence_map_add_2_sequences',
+    'test_split_to_sequence_1',
+    'test_string_split_basic',
+    'test_cast_FLOAT_to_INT4',
+    'test_cast_BFLOAT16_to_FLOAT',
+    'test_cast_FLOAT_to_FLOAT8E4M3FN',
+    'test_cast_FLOAT_to_FLOAT4E2M1',
+    'test_dequantizelinear_uint2',
+    'test_layer_normalization_2d_axis0_expanded',
+  ]),
+].filter((c) => allCases.includes(c));
 
 describe('ONNX node test cases', () => {
   it('are there', () => expectShared(nodeDir));
@@ -166,7 +188,10 @@ describe('ONNX node test cases', () => {
   it('sequence and optional data come out as tagged values', () => {
     const seq = readTestCase(join(nodeDir!, 'test_identity_sequence')).datasets[0].inputs[0];
     expect(seq).toMatchObject({ kind: 'sequence', name: 'x', elemType: T.FLOAT });
-    expect((seq as Extract<TestValue, { kind: 'sequence' }>).items.map((t) => 'dims' in t && t.dims)).toEqual([[1, 1, 2, 2], [1, 1, 2, 2]]);
+    expect((seq as Extract<TestValue, { kind: 'sequence' }>).items.map((t) => 'dims' in t && t.dims)).toEqual([
+      [1, 1, 2, 2],
+      [1, 1, 2, 2],
+    ]);
     const empty = readTestCase(join(nodeDir!, 'test_optional_has_element_empty_optional_input')).datasets[0];
     expect(empty.inputs[0]).toEqual({ kind: 'optional', name: 'optional_input', value: null });
     expect(empty.outputs[0]).toMatchObject({ dtype: T.BOOL, dims: [], data: Uint8Array.of(0) });

@@ -49,11 +49,15 @@ describe('decodeTensor: every element type, every form', () => {
 describe('decodeTensor: data that does not fit the dims', () => {
   const err = (init: Parameters<typeof tensor>) => () => decodeTensor(tensor(...init));
   it('raw_data of the wrong length', () => {
-    expect(err(['w', T.FLOAT, [2, 3], { rawData: new Uint8Array(20) }])).toThrow("tensor 'w': raw_data has 20 bytes, but float32 [2, 3] needs 24");
+    expect(err(['w', T.FLOAT, [2, 3], { rawData: new Uint8Array(20) }])).toThrow(
+      "tensor 'w': raw_data has 20 bytes, but float32 [2, 3] needs 24",
+    );
     expect(err(['q', T.INT4, [5], { rawData: new Uint8Array(2) }])).toThrow('raw_data has 2 bytes, but int4 [5] needs 3');
   });
   it('a typed field of the wrong length, the wrong field, or none', () => {
-    expect(err(['w', T.FLOAT, [2, 3], { floatData: [1, 2, 3, 4, 5] }])).toThrow('float32 [2, 3] has 5 entries in float_data, 6 expected in float_data');
+    expect(err(['w', T.FLOAT, [2, 3], { floatData: [1, 2, 3, 4, 5] }])).toThrow(
+      'float32 [2, 3] has 5 entries in float_data, 6 expected in float_data',
+    );
     expect(err(['w', T.FLOAT, [2], { int32Data: [1, 2] }])).toThrow('(int32_data has 2)');
     expect(err(['w', T.INT64, [2]])).toThrow("tensor 'w': int64 [2] has no data, 2 expected in int64_data");
     expect(err(['c', T.COMPLEX64, [2], { floatData: [1, 2] }])).toThrow('4 expected in float_data');
@@ -87,12 +91,20 @@ describe('sparseToDense', () => {
   const values = { dtype: T.FLOAT, dims: [3], data: Float32Array.of(1, 2, 3) };
   it('linear and coordinate indices give the same dense tensor', () => {
     const linear = sparseToDense({ dims: [2, 3], values, indices: { dtype: T.INT64, dims: [3], data: BigInt64Array.of(0n, 4n, 5n) } });
-    const coords = sparseToDense({ dims: [2, 3], values, indices: { dtype: T.INT64, dims: [3, 2], data: BigInt64Array.of(0n, 0n, 1n, 1n, 1n, 2n) } });
+    const coords = sparseToDense({
+      dims: [2, 3],
+      values,
+      indices: { dtype: T.INT64, dims: [3, 2], data: BigInt64Array.of(0n, 0n, 1n, 1n, 1n, 2n) },
+    });
     expect(linear).toEqual({ dtype: T.FLOAT, dims: [2, 3], data: Float32Array.of(1, 0, 0, 0, 2, 3) });
     expect(coords).toEqual(linear);
   });
   it('indices outside the shape are refused', () => {
-    expect(() => sparseToDense({ dims: [2, 3], values, indices: { dtype: T.INT64, dims: [3], data: BigInt64Array.of(0n, 4n, 6n) } })).toThrow('index 6 of value 2 is outside the 6 elements');
-    expect(() => sparseToDense({ dims: [2, 3], values, indices: { dtype: T.INT64, dims: [3, 2], data: BigInt64Array.of(0n, 0n, 2n, 0n, 0n, 1n) } })).toThrow('outside dimension 0');
+    expect(() =>
+      sparseToDense({ dims: [2, 3], values, indices: { dtype: T.INT64, dims: [3], data: BigInt64Array.of(0n, 4n, 6n) } }),
+    ).toThrow('index 6 of value 2 is outside the 6 elements');
+    expect(() =>
+      sparseToDense({ dims: [2, 3], values, indices: { dtype: T.INT64, dims: [3, 2], data: BigInt64Array.of(0n, 0n, 2n, 0n, 0n, 1n) } }),
+    ).toThrow('outside dimension 0');
   });
 });

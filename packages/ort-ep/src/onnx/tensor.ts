@@ -5,7 +5,16 @@ import { fromBinary } from '@bufbuild/protobuf';
 import { TensorProtoSchema, type SparseTensorProto, type TensorProto } from 'onnx-buf';
 import { OnnxLoadError, messageOf } from '../errors.js';
 import { ExternalDataSource } from './external.js';
-import { OnnxDataType, dataTypeName, elementCount, isKnownDataType, type ExternalDataSpec, type HostData, type HostTensor, type SparseTensorIR } from './ir.js';
+import {
+  OnnxDataType,
+  dataTypeName,
+  elementCount,
+  isKnownDataType,
+  type ExternalDataSpec,
+  type HostData,
+  type HostTensor,
+  type SparseTensorIR,
+} from './ir.js';
 import { allocHost, bitsPerElement, lazyTensor, normalizeBool, rawByteLength, unpackSubByte } from './layout.js';
 
 const T = OnnxDataType;
@@ -26,26 +35,41 @@ type Field = 'float_data' | 'double_data' | 'int32_data' | 'int64_data' | 'uint6
 /** The typed field that holds values of each element type, and how many entries a value takes. */
 function typedField(dtype: OnnxDataType): { field: Field; perValue: number } {
   switch (dtype) {
-    case T.FLOAT: return { field: 'float_data', perValue: 1 };
-    case T.COMPLEX64: return { field: 'float_data', perValue: 2 };
-    case T.DOUBLE: return { field: 'double_data', perValue: 1 };
-    case T.COMPLEX128: return { field: 'double_data', perValue: 2 };
-    case T.INT64: return { field: 'int64_data', perValue: 1 };
-    case T.UINT32: case T.UINT64: return { field: 'uint64_data', perValue: 1 };
-    case T.STRING: return { field: 'string_data', perValue: 1 };
+    case T.FLOAT:
+      return { field: 'float_data', perValue: 1 };
+    case T.COMPLEX64:
+      return { field: 'float_data', perValue: 2 };
+    case T.DOUBLE:
+      return { field: 'double_data', perValue: 1 };
+    case T.COMPLEX128:
+      return { field: 'double_data', perValue: 2 };
+    case T.INT64:
+      return { field: 'int64_data', perValue: 1 };
+    case T.UINT32:
+    case T.UINT64:
+      return { field: 'uint64_data', perValue: 1 };
+    case T.STRING:
+      return { field: 'string_data', perValue: 1 };
     // int32_data also carries the narrow integer, bool and 16/8/4/2-bit float types (their bits).
-    default: return { field: 'int32_data', perValue: 1 };
+    default:
+      return { field: 'int32_data', perValue: 1 };
   }
 }
 
 function fieldValues(p: TensorProto, f: Field): ArrayLike<number | bigint | Uint8Array> {
   switch (f) {
-    case 'float_data': return p.floatData;
-    case 'double_data': return p.doubleData;
-    case 'int32_data': return p.int32Data;
-    case 'int64_data': return p.int64Data;
-    case 'uint64_data': return p.uint64Data;
-    case 'string_data': return p.stringData;
+    case 'float_data':
+      return p.floatData;
+    case 'double_data':
+      return p.doubleData;
+    case 'int32_data':
+      return p.int32Data;
+    case 'int64_data':
+      return p.int64Data;
+    case 'uint64_data':
+      return p.uint64Data;
+    case 'string_data':
+      return p.stringData;
   }
 }
 
@@ -65,14 +89,21 @@ function fromTyped(p: TensorProto, dtype: OnnxDataType, dims: number[], n: numbe
   if (values.length !== want) {
     const others = allFields.filter((f) => f !== field && fieldValues(p, f).length).map((f) => `${f} has ${fieldValues(p, f).length}`);
     const what = n > 0 && values.length === 0 && !others.length ? 'has no data' : `has ${values.length} entries in ${field}`;
-    throw new OnnxLoadError(`${where}: ${describe(dtype, dims)} ${what}, ${want} expected in ${field}${others.length ? ` (${others.join(', ')})` : ''}`);
+    throw new OnnxLoadError(
+      `${where}: ${describe(dtype, dims)} ${what}, ${want} expected in ${field}${others.length ? ` (${others.join(', ')})` : ''}`,
+    );
   }
   switch (field) {
-    case 'float_data': return Float32Array.from(p.floatData);
-    case 'double_data': return Float64Array.from(p.doubleData);
-    case 'int64_data': return BigInt64Array.from(p.int64Data);
-    case 'uint64_data': return dtype === T.UINT64 ? BigUint64Array.from(p.uint64Data) : Uint32Array.from(p.uint64Data, Number);
-    case 'string_data': return p.stringData.map((s) => utf8.decode(s));
+    case 'float_data':
+      return Float32Array.from(p.floatData);
+    case 'double_data':
+      return Float64Array.from(p.doubleData);
+    case 'int64_data':
+      return BigInt64Array.from(p.int64Data);
+    case 'uint64_data':
+      return dtype === T.UINT64 ? BigUint64Array.from(p.uint64Data) : Uint32Array.from(p.uint64Data, Number);
+    case 'string_data':
+      return p.stringData.map((s) => utf8.decode(s));
     case 'int32_data': {
       if (subByte) return unpackSubByte(p.int32Data, n, bits as 2 | 4, dtype === T.INT4 || dtype === T.INT2);
       const out = allocHost(dtype, n) as Int32Array;
@@ -131,7 +162,8 @@ export function decodeTensor(p: TensorProto, ctx: TensorContext = {}): HostTenso
 function parseError(what: string, bytes: Uint8Array, e: unknown): OnnxLoadError {
   const msg = messageOf(e);
   if (bytes.length === 0) return new OnnxLoadError(`not a ${what}: it is empty`);
-  if (/premature EOF/i.test(msg)) return new OnnxLoadError(`truncated ${what}: the data ends inside a field (${bytes.length} bytes)`, { cause: e });
+  if (/premature EOF/i.test(msg))
+    return new OnnxLoadError(`truncated ${what}: the data ends inside a field (${bytes.length} bytes)`, { cause: e });
   return new OnnxLoadError(`not a ${what}: ${msg}`, { cause: e });
 }
 
@@ -182,11 +214,13 @@ export function sparseToDense(sp: SparseTensorIR, where = 'sparse tensor'): Host
     else {
       for (let r = 0; r < rank; r++) {
         const c = Number(idx[k * rank + r]);
-        if (c < 0 || c >= dims[r]) throw new OnnxLoadError(`${where}: index ${c} of value ${k} is outside dimension ${r} (size ${dims[r]})`);
+        if (c < 0 || c >= dims[r])
+          throw new OnnxLoadError(`${where}: index ${c} of value ${k} is outside dimension ${r} (size ${dims[r]})`);
         pos += c * strides[r];
       }
     }
-    if (!(pos >= 0 && pos < n)) throw new OnnxLoadError(`${where}: index ${pos} of value ${k} is outside the ${n} elements of [${dims.join(', ')}]`);
+    if (!(pos >= 0 && pos < n))
+      throw new OnnxLoadError(`${where}: index ${pos} of value ${k} is outside the ${n} elements of [${dims.join(', ')}]`);
     for (let j = 0; j < per; j++) (dense as unknown[])[pos * per + j] = (values.data as unknown as unknown[])[k * per + j];
   }
   return { dtype: values.dtype, dims: [...dims], data: dense, ...(values.name ? { name: values.name } : {}) };

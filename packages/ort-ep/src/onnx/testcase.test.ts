@@ -6,7 +6,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { mapBytes, optionalBytes, sequenceBytes } from '../../test/helpers/data.js';
-import { mapType, modelBytes, node, optionalType, sequenceType, serializeTensor, tensor, tensorType, valueInfo } from '../../test/helpers/proto.js';
+import {
+  mapType,
+  modelBytes,
+  node,
+  optionalType,
+  sequenceType,
+  serializeTensor,
+  tensor,
+  tensorType,
+  valueInfo,
+} from '../../test/helpers/proto.js';
 import { decodeMapBytes, decodeOptionalBytes, decodeSequenceBytes, decodeValueBytes } from './data.js';
 import { OnnxDataType as T } from './ir.js';
 import { readTestCase } from './testcase.js';
@@ -22,36 +32,63 @@ const optType = optionalType(tensorType(T.FLOAT, [null]));
 describe('onnx-data.proto values', () => {
   it('sequences of tensors, nested sequences and empty sequences', () => {
     const s = decodeSequenceBytes(sequenceBytes('s', [tensorBytes('', [1, 2]), tensorBytes('', [3])]));
-    expect(s).toEqual({ kind: 'sequence', name: 's', elemType: T.FLOAT, items: [{ dtype: T.FLOAT, dims: [2], data: Float32Array.of(1, 2) }, { dtype: T.FLOAT, dims: [1], data: Float32Array.of(3) }] });
+    expect(s).toEqual({
+      kind: 'sequence',
+      name: 's',
+      elemType: T.FLOAT,
+      items: [
+        { dtype: T.FLOAT, dims: [2], data: Float32Array.of(1, 2) },
+        { dtype: T.FLOAT, dims: [1], data: Float32Array.of(3) },
+      ],
+    });
     const nested = sequenceBytes('', [sequenceBytes('', [tensorBytes('', [4])])], 'sequence');
     expect(decodeSequenceBytes(nested).items[0]).toMatchObject({ kind: 'sequence', items: [{ data: Float32Array.of(4) }] });
     // An empty sequence takes its element type from the declaration.
-    expect(decodeValueBytes(sequenceBytes('e', []), { kind: 'sequence', elem: { kind: 'tensor', elemType: T.INT64 } })).toEqual({ kind: 'sequence', name: 'e', elemType: T.INT64, items: [] });
+    expect(decodeValueBytes(sequenceBytes('e', []), { kind: 'sequence', elem: { kind: 'tensor', elemType: T.INT64 } })).toEqual({
+      kind: 'sequence',
+      name: 'e',
+      elemType: T.INT64,
+      items: [],
+    });
   });
 
   it('optionals: empty, holding a tensor, holding a sequence', () => {
     expect(decodeOptionalBytes(optionalBytes('o'))).toEqual({ kind: 'optional', name: 'o', value: null });
-    expect(decodeOptionalBytes(optionalBytes('o', { kind: 'tensor', bytes: tensorBytes('', [5]) })).value).toEqual({ dtype: T.FLOAT, dims: [1], data: Float32Array.of(5) });
-    expect(decodeOptionalBytes(optionalBytes('o', { kind: 'sequence', bytes: sequenceBytes('', [tensorBytes('', [6])]) })).value).toMatchObject({ kind: 'sequence', items: [{ data: Float32Array.of(6) }] });
+    expect(decodeOptionalBytes(optionalBytes('o', { kind: 'tensor', bytes: tensorBytes('', [5]) })).value).toEqual({
+      dtype: T.FLOAT,
+      dims: [1],
+      data: Float32Array.of(5),
+    });
+    expect(
+      decodeOptionalBytes(optionalBytes('o', { kind: 'sequence', bytes: sequenceBytes('', [tensorBytes('', [6])]) })).value,
+    ).toMatchObject({ kind: 'sequence', items: [{ data: Float32Array.of(6) }] });
   });
 
   it('maps with int64 keys (packed or not) and string keys', () => {
     const values = sequenceBytes('', [tensorBytes('', [1]), tensorBytes('', [2])]);
     const packed = mapBytes('m', T.INT64, [-1n, 7n], values);
     const unpacked = mapBytes('', T.INT64, [-1n, 7n], values, { packed: false });
-    expect(decodeMapBytes(packed)).toMatchObject({ kind: 'map', name: 'm', keyType: T.INT64, keys: BigInt64Array.of(-1n, 7n), values: { items: [{ data: Float32Array.of(1) }, { data: Float32Array.of(2) }] } });
+    expect(decodeMapBytes(packed)).toMatchObject({
+      kind: 'map',
+      name: 'm',
+      keyType: T.INT64,
+      keys: BigInt64Array.of(-1n, 7n),
+      values: { items: [{ data: Float32Array.of(1) }, { data: Float32Array.of(2) }] },
+    });
     expect(decodeMapBytes(unpacked).keys).toEqual(BigInt64Array.of(-1n, 7n));
     const strings = mapBytes('', T.STRING, ['a', 'b'], values);
     expect(decodeMapBytes(strings).keys).toEqual(['a', 'b']);
     const mismatch = mapBytes('', T.STRING, ['a'], values);
-    expect(() => decodeMapBytes(mismatch)).toThrow('not a serialized MapProto: MapProto \'\' has 1 keys but 2 values');
+    expect(() => decodeMapBytes(mismatch)).toThrow("not a serialized MapProto: MapProto '' has 1 keys but 2 values");
   });
 
   it('truncated and malformed containers', () => {
     const s = sequenceBytes('s', [tensorBytes('', [1, 2, 3])]);
     expect(() => decodeSequenceBytes(s.subarray(0, s.length - 3))).toThrow(/^truncated SequenceProto/);
     expect(() => decodeOptionalBytes(Uint8Array.of(0x0a, 0x05, 0x08))).toThrow(/^truncated OptionalProto/);
-    expect(() => decodeSequenceBytes(Uint8Array.of(0x08, 0x01))).toThrow('not a serialized SequenceProto: SequenceProto field 1 has wire type 0, expected 2');
+    expect(() => decodeSequenceBytes(Uint8Array.of(0x08, 0x01))).toThrow(
+      'not a serialized SequenceProto: SequenceProto field 1 has wire type 0, expected 2',
+    );
   });
 });
 
@@ -59,12 +96,15 @@ describe('readTestCase', () => {
   const dir = join(root, 'case');
   mkdirSync(dir);
   // Inputs: w has an initializer (a default), so files bind to x, s, o in that order.
-  writeFileSync(join(dir, 'model.onnx'), modelBytes({
-    inputs: [valueInfo('x', T.FLOAT, [null]), valueInfo('w', T.FLOAT, [1]), valueInfo('s', seqType), valueInfo('o', optType)],
-    outputs: [valueInfo('y', T.FLOAT, [null]), valueInfo('z', seqType)],
-    initializers: [tensor('w', T.FLOAT, [1], { floatData: [0] })],
-    nodes: [node('Add', ['x', 'w'], ['y']), node('Identity', ['s'], ['z'])],
-  }));
+  writeFileSync(
+    join(dir, 'model.onnx'),
+    modelBytes({
+      inputs: [valueInfo('x', T.FLOAT, [null]), valueInfo('w', T.FLOAT, [1]), valueInfo('s', seqType), valueInfo('o', optType)],
+      outputs: [valueInfo('y', T.FLOAT, [null]), valueInfo('z', seqType)],
+      initializers: [tensor('w', T.FLOAT, [1], { floatData: [0] })],
+      nodes: [node('Add', ['x', 'w'], ['y']), node('Identity', ['s'], ['z'])],
+    }),
+  );
   const set = (k: number, files: Record<string, Uint8Array>) => {
     mkdirSync(join(dir, `test_data_set_${k}`));
     for (const [f, b] of Object.entries(files)) writeFileSync(join(dir, `test_data_set_${k}`, f), b);
@@ -116,6 +156,11 @@ describe('readTestCase', () => {
     const map = mapBytes('', T.INT64, [1n], sequenceBytes('', [tensorBytes('', [1])]), { packed: false });
     writeFileSync(join(mapCase, 'test_data_set_0', 'input_0.pb'), map);
     const [v] = readTestCase(mapCase).datasets[0].inputs;
-    expect(v).toMatchObject({ kind: 'unsupported', name: 'm', why: 'map test data (MapProto): execution has no map values', value: { kind: 'map', keys: BigInt64Array.of(1n) } });
+    expect(v).toMatchObject({
+      kind: 'unsupported',
+      name: 'm',
+      why: 'map test data (MapProto): execution has no map values',
+      value: { kind: 'map', keys: BigInt64Array.of(1n) },
+    });
   });
 });

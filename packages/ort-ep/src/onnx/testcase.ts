@@ -23,10 +23,14 @@ export type TestValue =
 function toTestValue(v: DataValue): TestValue {
   if (isHostTensor(v)) return v;
   switch (v.kind) {
-    case 'sequence': return { ...v, items: v.items.map(toTestValue) };
-    case 'optional': return { ...v, value: v.value && toTestValue(v.value) };
-    case 'map': return { kind: 'unsupported', name: v.name, why: 'map test data (MapProto): execution has no map values', value: v };
-    case 'sparse_tensor': return { kind: 'unsupported', name: v.name, why: 'sparse tensor test data (SparseTensorProto) is not supported', value: v };
+    case 'sequence':
+      return { ...v, items: v.items.map(toTestValue) };
+    case 'optional':
+      return { ...v, value: v.value && toTestValue(v.value) };
+    case 'map':
+      return { kind: 'unsupported', name: v.name, why: 'map test data (MapProto): execution has no map values', value: v };
+    case 'sparse_tensor':
+      return { kind: 'unsupported', name: v.name, why: 'sparse tensor test data (SparseTensorProto) is not supported', value: v };
   }
 }
 

@@ -16,7 +16,11 @@ function irNode(name: string, inputs: string[], outputs: string[]): NodeIR {
 
 describe('validateGraph', () => {
   it('reports a dangling edge with the node, its op and the missing value', () => {
-    const g = decode({ ...io, name: 'main', nodes: [node('Relu', ['x'], ['a'], [], { name: 'r' }), node('Add', ['a', 'bias'], ['y'], [], { name: 'add' })] });
+    const g = decode({
+      ...io,
+      name: 'main',
+      nodes: [node('Relu', ['x'], ['a'], [], { name: 'r' }), node('Add', ['a', 'bias'], ['y'], [], { name: 'add' })],
+    });
     expect(() => validateGraph(g)).toThrow(
       "graph 'main': node 'add' (Add) reads 'bias', which is not a graph input, an initializer, or an output of any node (dangling edge)",
     );
@@ -24,7 +28,8 @@ describe('validateGraph', () => {
 
   it('accepts omitted optional inputs, initializers and sorted graphs without changing them', () => {
     const g = decode({
-      ...io, initializers: [],
+      ...io,
+      initializers: [],
       nodes: [node('Clip', ['x', '', ''], ['a'], [], { name: 'clip' }), node('Relu', ['a'], ['y'], [], { name: 'relu' })],
     });
     const nodes = g.nodes;
@@ -47,10 +52,18 @@ describe('validateGraph', () => {
 
   it('sorts a long reversed chain without exhausting the stack', () => {
     const n = 50_000;
-    const nodes = Array.from({ length: n }, (_, i) => irNode(`n${i}`, [i === 0 ? 'x' : `v${i - 1}`], [i === n - 1 ? 'y' : `v${i}`])).reverse();
+    const nodes = Array.from({ length: n }, (_, i) =>
+      irNode(`n${i}`, [i === 0 ? 'x' : `v${i - 1}`], [i === n - 1 ? 'y' : `v${i}`]),
+    ).reverse();
     const g: GraphIR = {
-      name: 'chain', nodes, inputs: [{ name: 'x', type: { kind: 'unknown' } }], outputs: [{ name: 'y', type: { kind: 'unknown' } }],
-      initializers: new Map(), inputsWithDefaults: new Set(), valueInfo: new Map(), sparseInitializers: new Map(),
+      name: 'chain',
+      nodes,
+      inputs: [{ name: 'x', type: { kind: 'unknown' } }],
+      outputs: [{ name: 'y', type: { kind: 'unknown' } }],
+      initializers: new Map(),
+      inputsWithDefaults: new Set(),
+      valueInfo: new Map(),
+      sparseInitializers: new Map(),
     };
     validateGraph(g);
     expect(g.nodes[0].name).toBe('n0');
@@ -59,10 +72,18 @@ describe('validateGraph', () => {
 
   it('detects cycles and says which nodes form them', () => {
     const g = decode({
-      ...io, name: 'loop',
-      nodes: [node('Relu', ['x'], ['a'], [], { name: 'r' }), node('Add', ['a', 'c'], ['b'], [], { name: 'add' }), node('Neg', ['b'], ['c'], [], { name: 'neg' }), node('Identity', ['b'], ['y'], [], { name: 'out' })],
+      ...io,
+      name: 'loop',
+      nodes: [
+        node('Relu', ['x'], ['a'], [], { name: 'r' }),
+        node('Add', ['a', 'c'], ['b'], [], { name: 'add' }),
+        node('Neg', ['b'], ['c'], [], { name: 'neg' }),
+        node('Identity', ['b'], ['y'], [], { name: 'out' }),
+      ],
     });
-    expect(() => validateGraph(g)).toThrow("graph 'loop' has a cycle: node 'add' (Add) -> node 'neg' (Neg) -> node 'add' (Add) (each feeds the next)");
+    expect(() => validateGraph(g)).toThrow(
+      "graph 'loop' has a cycle: node 'add' (Add) -> node 'neg' (Neg) -> node 'add' (Add) (each feeds the next)",
+    );
     const self = decode({ ...io, name: 'self', nodes: [node('Add', ['x', 'y'], ['y'], [], { name: 'me' })] });
     expect(() => validateGraph(self)).toThrow("graph 'self' has a cycle: node 'me' (Add) -> node 'me' (Add)");
   });
@@ -82,8 +103,12 @@ describe('validateGraph', () => {
     const body = graph({ name: 'then', nodes: [node('Add', ['x', 'late'], ['t'], [], { name: 'inner' })], outputs: [valueInfo('t')] });
     const other = graph({ name: 'else', nodes: [], outputs: [valueInfo('x')] });
     const g = decode({
-      inputs: [valueInfo('x', T.FLOAT, [2]), valueInfo('c', T.BOOL, [])], outputs: [valueInfo('y')],
-      nodes: [node('If', ['c'], ['y'], [attr.graph('then_branch', body), attr.graph('else_branch', other)], { name: 'if' }), node('Relu', ['x'], ['late'], [], { name: 'producer' })],
+      inputs: [valueInfo('x', T.FLOAT, [2]), valueInfo('c', T.BOOL, [])],
+      outputs: [valueInfo('y')],
+      nodes: [
+        node('If', ['c'], ['y'], [attr.graph('then_branch', body), attr.graph('else_branch', other)], { name: 'if' }),
+        node('Relu', ['x'], ['late'], [], { name: 'producer' }),
+      ],
     });
     expect(outerReferences(g.nodes[0].attributes.get('then_branch')!.value as GraphIR)).toEqual(new Set(['x', 'late']));
     expect(order(validateGraph(g))).toEqual(['producer', 'if']);
@@ -91,23 +116,41 @@ describe('validateGraph', () => {
 
   it('names the inner node of a dangling edge in a subgraph, and finds a subgraph reading its own node', () => {
     const bad = graph({ name: 'body', nodes: [node('Add', ['x', 'nowhere'], ['t'], [], { name: 'inner' })], outputs: [valueInfo('t')] });
-    const g = decode({ inputs: [valueInfo('x'), valueInfo('c', T.BOOL)], outputs: [valueInfo('y')], nodes: [node('If', ['c'], ['y'], [attr.graph('then_branch', bad)], { name: 'if' })] });
+    const g = decode({
+      inputs: [valueInfo('x'), valueInfo('c', T.BOOL)],
+      outputs: [valueInfo('y')],
+      nodes: [node('If', ['c'], ['y'], [attr.graph('then_branch', bad)], { name: 'if' })],
+    });
     expect(() => validateGraph(g)).toThrow(
       "graph 'body': node 'inner' (Add) reads 'nowhere', which is not a graph input, an initializer, a value of an enclosing graph, or an output of any node (dangling edge)",
     );
     const own = graph({ name: 'body', nodes: [node('Neg', ['y'], ['t'])], outputs: [valueInfo('t')] });
-    const g2 = decode({ inputs: [valueInfo('c', T.BOOL)], outputs: [valueInfo('y')], nodes: [node('If', ['c'], ['y'], [attr.graph('then_branch', own)], { name: 'if' })] });
+    const g2 = decode({
+      inputs: [valueInfo('c', T.BOOL)],
+      outputs: [valueInfo('y')],
+      nodes: [node('If', ['c'], ['y'], [attr.graph('then_branch', own)], { name: 'if' })],
+    });
     expect(() => validateGraph(g2)).toThrow("has a cycle: node 'if' (If) -> node 'if' (If)");
   });
 
   it('checks a subgraph on its own given the outer names', () => {
-    const sub = decode({ name: 'body', inputs: [valueInfo('i')], outputs: [valueInfo('o')], nodes: [node('Add', ['i', 'outer'], ['o'], [], { name: 'add' })] });
+    const sub = decode({
+      name: 'body',
+      inputs: [valueInfo('i')],
+      outputs: [valueInfo('o')],
+      nodes: [node('Add', ['i', 'outer'], ['o'], [], { name: 'add' })],
+    });
     expect(() => validateGraph(sub)).toThrow("node 'add' (Add) reads 'outer'");
     expect(validateGraph(sub, ['outer']).nodes).toHaveLength(1);
   });
 
   it('refuses attribute references outside function bodies', () => {
-    const g = decode({ ...io, nodes: [node('LeakyRelu', ['x'], ['y'], [attr.raw({ name: 'alpha', refAttrName: 'a', type: 1 })], { name: 'l' })] });
-    expect(() => validateGraph(g)).toThrow("node 'l' (LeakyRelu) has attribute 'alpha' referring to 'a' of a calling function, but it is not in a function body");
+    const g = decode({
+      ...io,
+      nodes: [node('LeakyRelu', ['x'], ['y'], [attr.raw({ name: 'alpha', refAttrName: 'a', type: 1 })], { name: 'l' })],
+    });
+    expect(() => validateGraph(g)).toThrow(
+      "node 'l' (LeakyRelu) has attribute 'alpha' referring to 'a' of a calling function, but it is not in a function body",
+    );
   });
 });

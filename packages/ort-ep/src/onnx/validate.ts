@@ -55,7 +55,9 @@ export function validateGraph(g: GraphIR, outerNames?: Iterable<string>): GraphI
     }
     if (n.refAttrs?.size) {
       const [attr, ref] = [...n.refAttrs][0];
-      throw new OnnxLoadError(`${gname}: ${label(n)} has attribute '${attr}' referring to '${ref}' of a calling function, but it is not in a function body (expandFunctions binds these)`);
+      throw new OnnxLoadError(
+        `${gname}: ${label(n)} has attribute '${attr}' referring to '${ref}' of a calling function, but it is not in a function body (expandFunctions binds these)`,
+      );
     }
   });
   const missing = (n: NodeIR, name: string) =>
@@ -80,7 +82,9 @@ export function validateGraph(g: GraphIR, outerNames?: Iterable<string>): GraphI
   if (deps.some((d, idx) => d.some((p) => p >= idx))) g.nodes = topologicalOrder(g.nodes, deps, gname);
   for (const o of g.outputs) {
     if (!scope.has(o.name) && !producer.has(o.name) && !outer.has(o.name)) {
-      throw new OnnxLoadError(`${gname}: output '${o.name}' is not produced by any node, nor a graph input or initializer${isSub ? ' or a value of an enclosing graph' : ''}`);
+      throw new OnnxLoadError(
+        `${gname}: output '${o.name}' is not produced by any node, nor a graph input or initializer${isSub ? ' or a value of an enclosing graph' : ''}`,
+      );
     }
   }
   const visible = [...outer, ...scope, ...producer.keys()];

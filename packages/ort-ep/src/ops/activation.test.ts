@@ -5,23 +5,42 @@ import { describe, expect, it } from 'vitest';
 import { model, node, v, type ElemName, type NodeSpec, type TensorSpec } from '../../test/helpers/build.js';
 import { expectSameAsOrt, f32, ort, plain, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
 
-function one(op: string, opset: number, feeds: Feeds, attrs: NodeSpec['attrs'] = {}, outs: [string, ElemName][] = [['y', 'float32']], inputs?: string[], inits?: TensorSpec[]): Uint8Array {
+function one(
+  op: string,
+  opset: number,
+  feeds: Feeds,
+  attrs: NodeSpec['attrs'] = {},
+  outs: [string, ElemName][] = [['y', 'float32']],
+  inputs?: string[],
+  inits?: TensorSpec[],
+): Uint8Array {
   return model({
     opsets: { '': opset },
     inputs: Object.entries(feeds).map(([name, t]) => v(name, t.type as ElemName, [...t.dims])),
     outputs: outs.map(([name, type]) => v(name, type)),
     initializers: inits,
-    nodes: [node(op, inputs ?? Object.keys(feeds), outs.map(([n]) => n), { attrs })],
+    nodes: [
+      node(
+        op,
+        inputs ?? Object.keys(feeds),
+        outs.map(([n]) => n),
+        { attrs },
+      ),
+    ],
   });
 }
 
-const x4 = f32(seeded(2 * 3 * 4 * 5, 1).map((t) => t * 4), [2, 3, 4, 5]);
+const x4 = f32(
+  seeded(2 * 3 * 4 * 5, 1).map((t) => t * 4),
+  [2, 3, 4, 5],
+);
 const tol = { rtol: 1e-5, atol: 1e-6 };
 
 describe('Softmax, LogSoftmax, Hardmax before opset 13 coerce to 2-D', () => {
   for (const op of ['Softmax', 'LogSoftmax', 'Hardmax']) {
     for (const opset of [1, 11]) {
-      it(`${op}-${opset}: default axis 1 normalises over the flattened trailing dims`, () => expectSameAsOrt(one(op, opset, { x: x4 }), { x: x4 }, tol));
+      it(`${op}-${opset}: default axis 1 normalises over the flattened trailing dims`, () =>
+        expectSameAsOrt(one(op, opset, { x: x4 }), { x: x4 }, tol));
       it(`${op}-${opset}: axis 2`, () => expectSameAsOrt(one(op, opset, { x: x4 }, { axis: 2 }), { x: x4 }, tol));
     }
     it(`${op}-11: negative axis`, () => expectSameAsOrt(one(op, 11, { x: x4 }, { axis: -1 }), { x: x4 }, tol));
@@ -34,11 +53,23 @@ describe('Softmax, LogSoftmax, Hardmax before opset 13 coerce to 2-D', () => {
 });
 
 describe('activations at older opsets and other types', () => {
-  const x = f32(seeded(24, 2).map((t) => t * 3), [2, 3, 4]);
+  const x = f32(
+    seeded(24, 2).map((t) => t * 3),
+    [2, 3, 4],
+  );
   const cases: [string, number, NodeSpec['attrs']][] = [
-    ['LeakyRelu', 6, { alpha: 0.2 }], ['Elu', 6, {}], ['Selu', 6, { alpha: 1.5, gamma: { f: 2 } }], ['HardSigmoid', 6, {}],
-    ['Softplus', 1, {}], ['Softsign', 1, {}], ['ThresholdedRelu', 10, { alpha: 0.5 }], ['Celu', 12, { alpha: 0.7 }],
-    ['HardSwish', 14, {}], ['Mish', 18, {}], ['Shrink', 9, { lambd: 0.8, bias: 0.3 }], ['Gelu', 20, { approximate: 'tanh' }],
+    ['LeakyRelu', 6, { alpha: 0.2 }],
+    ['Elu', 6, {}],
+    ['Selu', 6, { alpha: 1.5, gamma: { f: 2 } }],
+    ['HardSigmoid', 6, {}],
+    ['Softplus', 1, {}],
+    ['Softsign', 1, {}],
+    ['ThresholdedRelu', 10, { alpha: 0.5 }],
+    ['Celu', 12, { alpha: 0.7 }],
+    ['HardSwish', 14, {}],
+    ['Mish', 18, {}],
+    ['Shrink', 9, { lambd: 0.8, bias: 0.3 }],
+    ['Gelu', 20, { approximate: 'tanh' }],
   ];
   for (const [op, opset, attrs] of cases) it(`${op}-${opset}`, () => expectSameAsOrt(one(op, opset, { x }, attrs), { x }, tol));
 
@@ -60,26 +91,56 @@ describe('activations at older opsets and other types', () => {
 describe('Dropout (inference)', () => {
   const x = f32(seeded(12, 3), [3, 4]);
   it('opset 7: identity and a mask of ones typed like the input', async () => {
-    const out = await runOn('mlx', one('Dropout', 7, { x }, { ratio: 0.3 }, [['y', 'float32'], ['mask', 'float32']]), { x });
+    const out = await runOn(
+      'mlx',
+      one('Dropout', 7, { x }, { ratio: 0.3 }, [
+        ['y', 'float32'],
+        ['mask', 'float32'],
+      ]),
+      { x },
+    );
     expect(plain(out.y)).toEqual(plain(x));
     expect(out.mask.type).toBe('float32');
     expect(plain(out.mask).every((m) => m === 1)).toBe(true);
   });
   it('opset 13 with ratio and a constant training_mode false: identity and a mask of trues', async () => {
-    const inits: TensorSpec[] = [{ name: 'r', type: 'float32', dims: [], values: [0.4] }, { name: 't', type: 'bool', dims: [], values: [0] }];
-    const out = await runOn('mlx', one('Dropout', 13, { x }, {}, [['y', 'float32'], ['mask', 'bool']], ['x', 'r', 't'], inits), { x });
+    const inits: TensorSpec[] = [
+      { name: 'r', type: 'float32', dims: [], values: [0.4] },
+      { name: 't', type: 'bool', dims: [], values: [0] },
+    ];
+    const out = await runOn(
+      'mlx',
+      one(
+        'Dropout',
+        13,
+        { x },
+        {},
+        [
+          ['y', 'float32'],
+          ['mask', 'bool'],
+        ],
+        ['x', 'r', 't'],
+        inits,
+      ),
+      { x },
+    );
     expect(plain(out.y)).toEqual(plain(x));
     expect(out.mask.type).toBe('bool');
     expect(plain(out.mask).every((m) => m === 1)).toBe(true);
   });
   it('a constant training_mode true with ratio 0 is the identity', async () => {
-    const inits: TensorSpec[] = [{ name: 'r', type: 'float32', dims: [], values: [0] }, { name: 't', type: 'bool', dims: [], values: [1] }];
+    const inits: TensorSpec[] = [
+      { name: 'r', type: 'float32', dims: [], values: [0] },
+      { name: 't', type: 'bool', dims: [], values: [1] },
+    ];
     const out = await runOn('mlx', one('Dropout', 13, { x }, {}, [['y', 'float32']], ['x', 'r', 't'], inits), { x });
     expect(plain(out.y)).toEqual(plain(x));
   });
   it('refuses training mode, and is_test=0 before opset 7', async () => {
     const inits: TensorSpec[] = [{ name: 't', type: 'bool', dims: [], values: [1] }];
-    await expect(runOn('mlx', one('Dropout', 13, { x }, {}, [['y', 'float32']], ['x', '', 't'], inits), { x })).rejects.toThrow(/training_mode=true/);
+    await expect(runOn('mlx', one('Dropout', 13, { x }, {}, [['y', 'float32']], ['x', '', 't'], inits), { x })).rejects.toThrow(
+      /training_mode=true/,
+    );
     await expect(runOn('mlx', one('Dropout', 6, { x }, {}, [['y', 'float32']]), { x })).rejects.toThrow(/is_test=0/);
     expect(plain((await runOn('mlx', one('Dropout', 6, { x }, { is_test: 1 }), { x })).y)).toEqual(plain(x));
   });

@@ -9,11 +9,19 @@ import { onnxOp } from '../registry/op.js';
 import { hostNumbers, isFloatType, keepType, normAxis } from './helpers/util.js';
 
 /** A unary op keeping its input's type, with the attributes `parse` reads. */
-function unary<P = undefined>(opType: string, since: number, f: (x: mx.Array, ctx: OpContext<P>) => mx.Array, parse?: (attrs: Attrs) => P): OpEntry<P> {
+function unary<P = undefined>(
+  opType: string,
+  since: number,
+  f: (x: mx.Array, ctx: OpContext<P>) => mx.Array,
+  parse?: (attrs: Attrs) => P,
+): OpEntry<P> {
   return onnxOp<P>(opType, since, { parse, run: (ctx) => [keepType(f(ctx.input(0), ctx), ctx.elemType(0))] });
 }
 
-const alphaOf = (def: number) => (attrs: Attrs): number => attrs.float('alpha', def);
+const alphaOf =
+  (def: number) =>
+  (attrs: Attrs): number =>
+    attrs.float('alpha', def);
 
 const leakyRelu = (x: mx.Array, alpha: number) => mx.where(mx.less(x, 0), mx.multiply(x, alpha), x);
 const softplus = (x: mx.Array) => mx.logaddexp(x, mx.zerosLike(x)); // log(1 + e^x) without overflow
@@ -39,7 +47,10 @@ function parseGelu(attrs: Attrs): string {
   return approximate;
 }
 
-interface ShrinkParams { lambd: number; bias: number }
+interface ShrinkParams {
+  lambd: number;
+  bias: number;
+}
 
 /** Shrink takes every numeric type; integer inputs with fractional lambd/bias go through float32 and back. */
 function shrink(x: mx.Array, ctx: OpContext<ShrinkParams>): mx.Array {
@@ -103,11 +114,14 @@ function hardmax(x: mx.Array, axis: number): mx.Array {
 
 function dropoutCheck(ctx: CheckContext<boolean>): string | undefined {
   if (ctx.opset < 7) {
-    return ctx.params ? undefined : `Dropout-${ctx.opset < 6 ? 1 : 6} with is_test=0 is training-mode (random) dropout, which is not supported`;
+    return ctx.params
+      ? undefined
+      : `Dropout-${ctx.opset < 6 ? 1 : 6} with is_test=0 is training-mode (random) dropout, which is not supported`;
   }
   if (ctx.opset < 12 || !ctx.node.inputs[2]) return undefined;
   const mode = ctx.constantInput(2);
-  if (!mode) return 'Dropout with a training_mode input that is not a constant: training-mode dropout is random and cannot reproduce the reference masks, so only a constant false is supported';
+  if (!mode)
+    return 'Dropout with a training_mode input that is not a constant: training-mode dropout is random and cannot reproduce the reference masks, so only a constant false is supported';
   if (!hostNumbers(mode)[0]) return undefined;
   const ratio = ctx.node.inputs[1] ? ctx.constantInput(1) : undefined;
   if (ratio && hostNumbers(ratio)[0] === 0) return undefined; // ratio 0 drops nothing: the identity again
@@ -126,7 +140,8 @@ function dropout(ctx: OpContext): OpResult[] {
 const dropoutEntry = onnxOp('Dropout', 1, {
   // is_test (opsets 1-6): inference mode.
   parse: (attrs) => attrs.int('is_test', 0) !== 0,
-  check: dropoutCheck, run: dropout,
+  check: dropoutCheck,
+  run: dropout,
   note: 'inference only: training_mode must be absent or a constant false (or the ratio a constant 0)',
 });
 
@@ -143,16 +158,31 @@ export const activationOps: OpEntry[] = [
   unary('LeakyRelu', 1, (x, c) => leakyRelu(x, c.params), alphaOf(0.01)),
   prelu,
   unary('Elu', 1, (x, c) => elu(x, c.params), alphaOf(1)),
-  unary('Selu', 1, (x, c) => {
-    const { alpha, gamma } = c.params;
-    return mx.multiply(mx.where(mx.lessEqual(x, 0), mx.multiply(mx.expm1(x), alpha), x), gamma);
-  }, (attrs) => ({ alpha: attrs.float('alpha', 1.67326319217681884765625), gamma: attrs.float('gamma', 1.05070102214813232421875) })),
-  unary('Celu', 12, (x, c) => {
-    const alpha = c.params;
-    return mx.add(mx.maximum(x, 0), mx.minimum(mx.multiply(mx.expm1(mx.divide(x, alpha)), alpha), 0));
-  }, alphaOf(1)),
+  unary(
+    'Selu',
+    1,
+    (x, c) => {
+      const { alpha, gamma } = c.params;
+      return mx.multiply(mx.where(mx.lessEqual(x, 0), mx.multiply(mx.expm1(x), alpha), x), gamma);
+    },
+    (attrs) => ({ alpha: attrs.float('alpha', 1.67326319217681884765625), gamma: attrs.float('gamma', 1.05070102214813232421875) }),
+  ),
+  unary(
+    'Celu',
+    12,
+    (x, c) => {
+      const alpha = c.params;
+      return mx.add(mx.maximum(x, 0), mx.minimum(mx.multiply(mx.expm1(mx.divide(x, alpha)), alpha), 0));
+    },
+    alphaOf(1),
+  ),
   unary('ThresholdedRelu', 10, (x, c) => mx.where(mx.greater(x, c.params), x, mx.zerosLike(x)), alphaOf(1)),
-  unary('HardSigmoid', 1, (x, c) => hardSigmoid(x, c.params.alpha, c.params.beta), (attrs) => ({ alpha: attrs.float('alpha', 0.2), beta: attrs.float('beta', 0.5) })),
+  unary(
+    'HardSigmoid',
+    1,
+    (x, c) => hardSigmoid(x, c.params.alpha, c.params.beta),
+    (attrs) => ({ alpha: attrs.float('alpha', 0.2), beta: attrs.float('beta', 0.5) }),
+  ),
   unary('HardSwish', 14, (x) => mx.multiply(x, hardSigmoid(x, 1 / 6, 0.5))),
   unary('Softplus', 1, softplus),
   unary('Softsign', 1, (x) => mx.divide(x, mx.add(mx.abs(x), 1))),

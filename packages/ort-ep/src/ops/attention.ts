@@ -42,7 +42,15 @@ function combineMasks(a: mx.Array | null, b: mx.Array | null, dtype: mx.Dtype): 
 }
 
 /** Q·Kᵀ at the stage qk_matmul_output_mode names: 0 scaled, 1 + mask, 2 softcapped, 3 softmaxed. */
-function qkOutput(q: mx.Array, k: mx.Array, mask: mx.Array | null, scale: number, softcap: number, causalOffset: number | undefined, mode: number): mx.Array {
+function qkOutput(
+  q: mx.Array,
+  k: mx.Array,
+  mask: mx.Array | null,
+  scale: number,
+  softcap: number,
+  causalOffset: number | undefined,
+  mode: number,
+): mx.Array {
   const group = q.shape[1] / k.shape[1];
   const kk = group > 1 ? mx.repeat(k, group, 1) : k;
   let s = mx.multiply(mx.matmul(q, mx.transpose(kk, [0, 1, 3, 2])), scale);
@@ -113,7 +121,13 @@ function attention(ctx: OpContext<AttentionParams>): OpResult[] {
   let mask: mx.Array | null = ctx.optional(3) ?? null;
   const lengths = ctx.opset >= 24 ? ctx.optional(6) : undefined;
   if (lengths) mask = combineMasks(mask, lengthMask(lengths, k.shape[2]), q.dtype);
-  let y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask });
+  let y = scaledDotProductAttention(q, k, v, {
+    scale,
+    softcap,
+    causal,
+    causalOffset: past,
+    mask: mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask,
+  });
   if (threeD) y = fromHeads(y);
   const outs: OpResult[] = [y, k, v];
   if (ctx.wants(3)) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, p.qkMode));
@@ -147,8 +161,11 @@ const rotary = onnxOp('RotaryEmbedding', 23, {
     const x = headsOf(xIn, ctx.params.heads, ctx.where, 'X');
     const d = x.shape[3];
     const y = rotaryEmbedding(x, {
-      cos: ctx.input(1), sin: ctx.input(2), positionIds: ctx.optional(3) ?? null,
-      interleaved: ctx.params.interleaved, rotaryDim: ctx.params.rotaryDim || d,
+      cos: ctx.input(1),
+      sin: ctx.input(2),
+      positionIds: ctx.optional(3) ?? null,
+      interleaved: ctx.params.interleaved,
+      rotaryDim: ctx.params.rotaryDim || d,
     });
     return [xIn.ndim === 3 ? fromHeads(y) : y];
   },

@@ -20,11 +20,17 @@ function constantValue(ctx: { attrs: OpContext['attrs']; node: OpContext['node']
   const sp = ctx.node.attributes.get('sparse_value');
   if (sp?.type === 'sparse_tensor') return sparseToDense(sp.value as SparseTensorIR, `Constant '${ctx.node.name}'`);
   if (a.has('value_float')) return { dtype: OnnxDataType.FLOAT, dims: [], data: Float32Array.of(a.float('value_float')) };
-  if (a.has('value_floats')) { const v = a.floats('value_floats'); return { dtype: OnnxDataType.FLOAT, dims: [v.length], data: Float32Array.from(v) }; }
+  if (a.has('value_floats')) {
+    const v = a.floats('value_floats');
+    return { dtype: OnnxDataType.FLOAT, dims: [v.length], data: Float32Array.from(v) };
+  }
   if (a.has('value_int')) return hostInt64([a.int('value_int')], []);
   if (a.has('value_ints')) return hostInt64(a.ints('value_ints'));
   if (a.has('value_string')) return { dtype: OnnxDataType.STRING, dims: [], data: [a.string('value_string')] };
-  if (a.has('value_strings')) { const v = a.strings('value_strings'); return { dtype: OnnxDataType.STRING, dims: [v.length], data: v }; }
+  if (a.has('value_strings')) {
+    const v = a.strings('value_strings');
+    return { dtype: OnnxDataType.STRING, dims: [v.length], data: v };
+  }
   throw new TypeError(`Constant '${ctx.node.name}' has no value attribute`);
 }
 
@@ -74,7 +80,13 @@ const rangeEntry: OpEntry = onnxOp('Range', 11, {
   host: (ctx) => {
     const { start, delta, n, type } = rangeArgs(ctx);
     if (!hostRangeTypes.has(type)) return undefined;
-    return [hostOf(type, Array.from({ length: n }, (_, i) => start + i * delta), [n])];
+    return [
+      hostOf(
+        type,
+        Array.from({ length: n }, (_, i) => start + i * delta),
+        [n],
+      ),
+    ];
   },
   run: (ctx) => {
     const { start, delta, n, type } = rangeArgs(ctx);

@@ -50,7 +50,10 @@ const loopEntry = onnxOp('Loop', 1, {
         const et = decl.type.kind === 'tensor' ? decl.type.elemType : OnnxDataType.FLOAT;
         return { kind: 'host', tensor: { dtype: et, dims: [0], data: new Float32Array(0) } } as Value;
       }
-      return mx.stack(vs.map((v) => ctx.toArray(v)), 0);
+      return mx.stack(
+        vs.map((v) => ctx.toArray(v)),
+        0,
+      );
     });
     return [...carried, ...scanOut];
   },

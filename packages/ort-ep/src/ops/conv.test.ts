@@ -6,28 +6,58 @@ import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers
 import { expectSameAsOrt, ort, seeded, type Feeds } from '../../test/helpers/ort.js';
 
 const make: Record<string, (d: number[]) => ArrayLike<number | bigint>> = {
-  float32: (d) => Float32Array.from(d), int32: (d) => Int32Array.from(d), uint8: (d) => Uint8Array.from(d), int8: (d) => Int8Array.from(d),
+  float32: (d) => Float32Array.from(d),
+  int32: (d) => Int32Array.from(d),
+  uint8: (d) => Uint8Array.from(d),
+  int8: (d) => Int8Array.from(d),
 };
 const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
 const ints = (n: number, seed: number, lo: number, hi: number) => seeded(n, seed).map((x) => Math.round(lo + ((x + 1) / 2) * (hi - lo)));
 
-interface Input { name: string; type: ElemName; dims: number[]; data?: number[] }
+interface Input {
+  name: string;
+  type: ElemName;
+  dims: number[];
+  data?: number[];
+}
 
-async function same(op: string, ins: Input[], attrs: Record<string, AttrSpec>, outType: ElemName = 'float32', opset = 22, tol = { rtol: 1e-4, atol: 1e-5 }) {
+async function same(
+  op: string,
+  ins: Input[],
+  attrs: Record<string, AttrSpec>,
+  outType: ElemName = 'float32',
+  opset = 22,
+  tol = { rtol: 1e-4, atol: 1e-5 },
+) {
   const bytes = model({
     opsets: { '': opset },
-    inputs: ins.map((i) => v(i.name, i.type, i.dims)), outputs: [v('y', outType)],
-    nodes: [node(op, ins.map((i) => i.name), ['y'], { attrs })],
+    inputs: ins.map((i) => v(i.name, i.type, i.dims)),
+    outputs: [v('y', outType)],
+    nodes: [
+      node(
+        op,
+        ins.map((i) => i.name),
+        ['y'],
+        { attrs },
+      ),
+    ],
   });
   const feeds: Feeds = {};
-  ins.forEach((i, k) => (feeds[i.name] = new ort.Tensor(i.type as never, make[i.type](i.data ?? seeded(size(i.dims), k + 1)) as never, i.dims)));
+  ins.forEach(
+    (i, k) => (feeds[i.name] = new ort.Tensor(i.type as never, make[i.type](i.data ?? seeded(size(i.dims), k + 1)) as never, i.dims)),
+  );
   return expectSameAsOrt(bytes, feeds, tol);
 }
 const f = (name: string, dims: number[]): Input => ({ name, type: 'float32', dims });
 
 describe('Conv', () => {
   it('depthwise (group = channels), dilation 2, stride 2, bias', async () => {
-    await same('Conv', [f('x', [2, 4, 9, 9]), f('w', [4, 1, 3, 3]), f('b', [4])], { group: 4, dilations: [2, 2], strides: [2, 2], pads: [1, 2, 2, 1] });
+    await same('Conv', [f('x', [2, 4, 9, 9]), f('w', [4, 1, 3, 3]), f('b', [4])], {
+      group: 4,
+      dilations: [2, 2],
+      strides: [2, 2],
+      pads: [1, 2, 2, 1],
+    });
   });
   it('grouped 1-D with SAME_LOWER', async () => {
     await same('Conv', [f('x', [1, 6, 10]), f('w', [4, 3, 4])], { group: 2, auto_pad: 'SAME_LOWER', strides: [3] });
@@ -48,7 +78,12 @@ describe('ConvTranspose', () => {
     await same('ConvTranspose', [f('x', [1, 1, 1, 1]), f('w', [1, 1, 3, 3])], { pads: [1, 1, 1, 0] });
   });
   it('groups, dilations, output_padding and bias', async () => {
-    await same('ConvTranspose', [f('x', [2, 4, 3, 3]), f('w', [4, 2, 3, 3]), f('b', [4])], { group: 2, dilations: [2, 1], strides: [2, 3], output_padding: [1, 2] });
+    await same('ConvTranspose', [f('x', [2, 4, 3, 3]), f('w', [4, 2, 3, 3]), f('b', [4])], {
+      group: 2,
+      dilations: [2, 1],
+      strides: [2, 3],
+      output_padding: [1, 2],
+    });
   });
   it('output_shape with SAME_UPPER and stride 2, 1-D', async () => {
     await same('ConvTranspose', [f('x', [1, 1, 5]), f('w', [1, 2, 4])], { strides: [2], output_shape: [11], auto_pad: 'SAME_UPPER' });
@@ -61,23 +96,37 @@ describe('ConvTranspose', () => {
 describe('ConvInteger and QLinearConv', () => {
   it('ConvInteger uint8 with a large window sum, per-tensor zero points', async () => {
     // 8 channels x 7x7 window x 255 x 127: a float32 sum would round; the product must be exact.
-    await same('ConvInteger', [
-      { name: 'x', type: 'uint8', dims: [1, 8, 9, 9], data: ints(648, 1, 200, 255) },
-      { name: 'w', type: 'int8', dims: [2, 8, 7, 7], data: ints(784, 2, 100, 127) },
-      { name: 'xz', type: 'uint8', dims: [], data: [3] },
-    ], { pads: [1, 1, 1, 1] }, 'int32', 10, { rtol: 0, atol: 0 });
+    await same(
+      'ConvInteger',
+      [
+        { name: 'x', type: 'uint8', dims: [1, 8, 9, 9], data: ints(648, 1, 200, 255) },
+        { name: 'w', type: 'int8', dims: [2, 8, 7, 7], data: ints(784, 2, 100, 127) },
+        { name: 'xz', type: 'uint8', dims: [], data: [3] },
+      ],
+      { pads: [1, 1, 1, 1] },
+      'int32',
+      10,
+      { rtol: 0, atol: 0 },
+    );
   });
   it('QLinearConv int8 with per-channel weight scales, zero points and bias', async () => {
-    await same('QLinearConv', [
-      { name: 'x', type: 'int8', dims: [1, 3, 6, 6], data: ints(108, 3, -128, 127) },
-      { name: 'xs', type: 'float32', dims: [], data: [0.05] },
-      { name: 'xz', type: 'int8', dims: [], data: [-3] },
-      { name: 'w', type: 'int8', dims: [4, 3, 3, 3], data: ints(108, 4, -128, 127) },
-      { name: 'ws', type: 'float32', dims: [4], data: [0.01, 0.02, 0.004, 0.03] },
-      { name: 'wz', type: 'int8', dims: [4], data: [0, 0, 0, 0] },
-      { name: 'ys', type: 'float32', dims: [], data: [0.2] },
-      { name: 'yz', type: 'int8', dims: [], data: [5] },
-      { name: 'b', type: 'int32', dims: [4], data: [100, -200, 3000, 0] },
-    ], { strides: [2, 1], pads: [1, 0, 1, 1] }, 'int8', 10, { rtol: 0, atol: 1 });
+    await same(
+      'QLinearConv',
+      [
+        { name: 'x', type: 'int8', dims: [1, 3, 6, 6], data: ints(108, 3, -128, 127) },
+        { name: 'xs', type: 'float32', dims: [], data: [0.05] },
+        { name: 'xz', type: 'int8', dims: [], data: [-3] },
+        { name: 'w', type: 'int8', dims: [4, 3, 3, 3], data: ints(108, 4, -128, 127) },
+        { name: 'ws', type: 'float32', dims: [4], data: [0.01, 0.02, 0.004, 0.03] },
+        { name: 'wz', type: 'int8', dims: [4], data: [0, 0, 0, 0] },
+        { name: 'ys', type: 'float32', dims: [], data: [0.2] },
+        { name: 'yz', type: 'int8', dims: [], data: [5] },
+        { name: 'b', type: 'int32', dims: [4], data: [100, -200, 3000, 0] },
+      ],
+      { strides: [2, 1], pads: [1, 0, 1, 1] },
+      'int8',
+      10,
+      { rtol: 0, atol: 1 },
+    );
   });
 });

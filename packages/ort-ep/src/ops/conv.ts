@@ -6,9 +6,26 @@ import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { intsIfGiven } from './helpers/util.js';
-import { exactIntProduct, minusZeroPoint, optionalQuantInput, quantInput, saturateRound, typed, zeroPointBound } from './helpers/quant-math.js';
 import {
-  kernelOf, ones, padsOf, parseWindow, toChannelsFirst, toChannelsLast, windowOf, zeros, type Window, type WindowAttrs,
+  exactIntProduct,
+  minusZeroPoint,
+  optionalQuantInput,
+  quantInput,
+  saturateRound,
+  typed,
+  zeroPointBound,
+} from './helpers/quant-math.js';
+import {
+  kernelOf,
+  ones,
+  padsOf,
+  parseWindow,
+  toChannelsFirst,
+  toChannelsLast,
+  windowOf,
+  zeros,
+  type Window,
+  type WindowAttrs,
 } from './helpers/spatial.js';
 
 interface ConvParams extends WindowAttrs {
@@ -116,11 +133,25 @@ function convTranspose(ctx: OpContext<ConvTransposeParams>): mx.Array {
   const full = spatial.map((s, i) => (s - 1) * strides[i] + reach[i] + 1);
   const before = g.padsBegin.map((p) => Math.max(0, -p));
   const after = g.out.map((o, i) => Math.max(0, g.padsBegin[i] + o - full[i]));
-  let y = mx.convGeneral(toChannelsLast(x), transposeWeight(w, group), ones(n), reach.map((r, i) => r + before[i]),
-    reach.map((r, i) => r + after[i]), dilations, strides, group, true);
+  let y = mx.convGeneral(
+    toChannelsLast(x),
+    transposeWeight(w, group),
+    ones(n),
+    reach.map((r, i) => r + before[i]),
+    reach.map((r, i) => r + after[i]),
+    dilations,
+    strides,
+    group,
+    true,
+  );
   const start = y.shape.map((_, i) => (i >= 1 && i <= n ? g.padsBegin[i - 1] + before[i - 1] : 0));
   const stop = y.shape.map((d, i) => (i >= 1 && i <= n ? start[i] + g.out[i - 1] : d));
-  y = mx.slice(y, start, stop, y.shape.map(() => 1));
+  y = mx.slice(
+    y,
+    start,
+    stop,
+    y.shape.map(() => 1),
+  );
   return addBiasChannelsFirst(ctx, y);
 }
 

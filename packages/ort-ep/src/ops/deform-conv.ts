@@ -27,14 +27,20 @@ function bilinear(xg: mx.Array, y: mx.Array, x: mx.Array, h: number, w: number):
   const fy = mx.subtract(y, y0);
   const fx = mx.subtract(x, x0);
   let acc: mx.Array | undefined;
-  for (const [dy, dx] of [[0, 0], [0, 1], [1, 0], [1, 1]]) {
+  for (const [dy, dx] of [
+    [0, 0],
+    [0, 1],
+    [1, 0],
+    [1, 1],
+  ]) {
     const yc = mx.add(y0, dy);
     const xc = mx.add(x0, dx);
     const wy = dy ? fy : mx.subtract(1, fy);
     const wx = dx ? fx : mx.subtract(1, fx);
     const inside = mx.logicalAnd(
       mx.logicalAnd(mx.greaterEqual(yc, 0), mx.less(yc, h)),
-      mx.logicalAnd(mx.greaterEqual(xc, 0), mx.less(xc, w)));
+      mx.logicalAnd(mx.greaterEqual(xc, 0), mx.less(xc, w)),
+    );
     const weight = mx.where(inside, mx.multiply(wy, wx), 0);
     const idx = mx.astype(mx.add(mx.multiply(mx.clip(yc, 0, h - 1), w), mx.clip(xc, 0, w - 1)), 'int32');
     const flatIdx = mx.reshape(idx, [n, og, 1, -1]);
@@ -64,7 +70,13 @@ function parseDeformConv(attrs: Attrs): DeformConvParams {
     pads: attrs.ints('pads', [0, 0, 0, 0]),
     kernelShape: intsIfGiven(attrs, 'kernel_shape'),
   };
-  const positive = [['group', [p.group]], ['offset_group', [p.offsetGroup]], ['strides', p.strides], ['dilations', p.dilations], ['kernel_shape', p.kernelShape ?? []]] as const;
+  const positive = [
+    ['group', [p.group]],
+    ['offset_group', [p.offsetGroup]],
+    ['strides', p.strides],
+    ['dilations', p.dilations],
+    ['kernel_shape', p.kernelShape ?? []],
+  ] as const;
   for (const [name, v] of positive) {
     const bad = v.find((x) => !(x > 0));
     if (bad !== undefined) throw new RangeError(`${attrs.where}: ${name} must be positive, got ${bad}`);

@@ -24,8 +24,10 @@ const divisorSignMod = (a: number, b: number) => a - b * Math.floor(a / b);
 const dividendSignMod = (a: number, b: number) => a % b;
 
 const typed = (type: ElemName, xs: number[]) =>
-  type === 'int64' ? new ort.Tensor('int64', BigInt64Array.from(xs, BigInt), [xs.length])
-    : type === 'int32' ? new ort.Tensor('int32', Int32Array.from(xs), [xs.length])
+  type === 'int64'
+    ? new ort.Tensor('int64', BigInt64Array.from(xs, BigInt), [xs.length])
+    : type === 'int32'
+      ? new ort.Tensor('int32', Int32Array.from(xs), [xs.length])
       : new ort.Tensor('float32', Float32Array.from(xs), [xs.length]);
 
 /** Runs `op` on a and b moved to the device, on the mlx provider. */
@@ -34,11 +36,7 @@ async function onDevice(op: string, type: ElemName, attrs: Record<string, number
     opsets: { '': 18 },
     inputs: [v('a', type, [as.length]), v('b', type, [bs.length])],
     outputs: [v('y', type, [as.length])],
-    nodes: [
-      node('Clip', ['a'], ['a_dev']),
-      node('Clip', ['b'], ['b_dev']),
-      node(op, ['a_dev', 'b_dev'], ['y'], { attrs }),
-    ],
+    nodes: [node('Clip', ['a'], ['a_dev']), node('Clip', ['b'], ['b_dev']), node(op, ['a_dev', 'b_dev'], ['y'], { attrs })],
   });
   const feeds: Feeds = { a: typed(type, as), b: typed(type, bs) };
   return plain((await runOn('mlx', bytes, feeds)).y);
@@ -58,7 +56,7 @@ describe('integer Div and Mod with negative operands on MLX', () => {
       expect(await onDevice('Mod', type, { fmod: 1 })).toEqual(expected(dividendSignMod));
     });
   }
-  it('Mod of float32, fmod=1, takes the dividend\'s sign', async () => {
+  it("Mod of float32, fmod=1, takes the dividend's sign", async () => {
     expect((await onDevice('Mod', 'float32', { fmod: 1 })).map((x) => x + 0)).toEqual(expected(dividendSignMod));
   });
 });

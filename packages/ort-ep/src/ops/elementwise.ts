@@ -33,18 +33,25 @@ interface BinaryOptions<P> {
 }
 
 /** Binary numeric op: MLX function, host function, and the opsets where it is the same. */
-function binary<P = undefined>(opType: string, since: number, dev: (a: mx.Array, b: mx.Array, ctx: OpContext<P>) => mx.Array, opts: BinaryOptions<P> = {}): OpEntry<P> {
+function binary<P = undefined>(
+  opType: string,
+  since: number,
+  dev: (a: mx.Array, b: mx.Array, ctx: OpContext<P>) => mx.Array,
+  opts: BinaryOptions<P> = {},
+): OpEntry<P> {
   const { host, outType } = opts;
   return onnxOp<P>(opType, since, {
     parse: opts.parse,
-    host: host && ((ctx) => {
-      const ins = hostArgs(ctx);
-      if (!ins) return undefined;
-      const t = ins[0].dtype;
-      if (ins[1].dtype !== t) return undefined;
-      const big = isBig(t);
-      return [hostElementwise(ins, outType ?? t, (a, b) => host(big ? BigInt(a) : Number(a), big ? BigInt(b) : Number(b), t))];
-    }),
+    host:
+      host &&
+      ((ctx) => {
+        const ins = hostArgs(ctx);
+        if (!ins) return undefined;
+        const t = ins[0].dtype;
+        if (ins[1].dtype !== t) return undefined;
+        const big = isBig(t);
+        return [hostElementwise(ins, outType ?? t, (a, b) => host(big ? BigInt(a) : Number(a), big ? BigInt(b) : Number(b), t))];
+      }),
     run: (ctx) => {
       const r = dev(ctx.input(0), ctx.input(1), ctx);
       return [outType === undefined ? keepType(r, ctx.elemType(0)) : r];
@@ -106,27 +113,46 @@ function power(a: mx.Array, b: mx.Array): mx.Array {
   return mx.power(a, b);
 }
 
-const cmp = (opType: string, since: number, dev: (a: mx.Array, b: mx.Array) => mx.Array, host: (a: Scalar, b: Scalar) => boolean): OpEntry =>
-  binary(opType, since, dev, { host: (a, b) => (host(a, b) ? 1 : 0), outType: OnnxDataType.BOOL });
+const cmp = (
+  opType: string,
+  since: number,
+  dev: (a: mx.Array, b: mx.Array) => mx.Array,
+  host: (a: Scalar, b: Scalar) => boolean,
+): OpEntry => binary(opType, since, dev, { host: (a, b) => (host(a, b) ? 1 : 0), outType: OnnxDataType.BOOL });
 
-function unary(opType: string, since: number, dev: (a: mx.Array, ctx: OpContext) => mx.Array, opts: { host?: (a: Scalar) => Scalar; floatOnly?: boolean } = {}): OpEntry {
+function unary(
+  opType: string,
+  since: number,
+  dev: (a: mx.Array, ctx: OpContext) => mx.Array,
+  opts: { host?: (a: Scalar) => Scalar; floatOnly?: boolean } = {},
+): OpEntry {
   return onnxOp(opType, since, {
-    host: opts.host && ((ctx) => {
-      const ins = hostArgs(ctx);
-      if (!ins) return undefined;
-      return [hostElementwise(ins, ins[0].dtype, (a) => opts.host!(a))];
-    }),
+    host:
+      opts.host &&
+      ((ctx) => {
+        const ins = hostArgs(ctx);
+        if (!ins) return undefined;
+        return [hostElementwise(ins, ins[0].dtype, (a) => opts.host!(a))];
+      }),
     run: (ctx) => [keepType(dev(ctx.input(0), ctx), ctx.elemType(0))],
   });
 }
 
-function variadic(opType: string, since: number, f: (a: mx.Array, b: mx.Array) => mx.Array, host?: (a: Scalar, b: Scalar) => Scalar, finish?: (acc: mx.Array, n: number) => mx.Array): OpEntry {
+function variadic(
+  opType: string,
+  since: number,
+  f: (a: mx.Array, b: mx.Array) => mx.Array,
+  host?: (a: Scalar, b: Scalar) => Scalar,
+  finish?: (acc: mx.Array, n: number) => mx.Array,
+): OpEntry {
   return onnxOp(opType, since, {
-    host: host && ((ctx) => {
-      const ins = hostArgs(ctx);
-      if (!ins || finish) return undefined;
-      return [ins.slice(1).reduce((acc, t) => hostElementwise([acc, t], acc.dtype, (a, b) => host(a, b)), ins[0])];
-    }),
+    host:
+      host &&
+      ((ctx) => {
+        const ins = hostArgs(ctx);
+        if (!ins || finish) return undefined;
+        return [ins.slice(1).reduce((acc, t) => hostElementwise([acc, t], acc.dtype, (a, b) => host(a, b)), ins[0])];
+      }),
     run: (ctx) => {
       let acc = ctx.input(0);
       for (let i = 1; i < ctx.inputCount; i++) acc = f(acc, ctx.input(i));
@@ -144,9 +170,19 @@ const num = (f: (x: number) => number) => (a: Scalar) => (typeof a === 'bigint' 
 // Cast
 
 const castable = new Set<number>([
-  OnnxDataType.FLOAT, OnnxDataType.UINT8, OnnxDataType.INT8, OnnxDataType.UINT16, OnnxDataType.INT16,
-  OnnxDataType.INT32, OnnxDataType.INT64, OnnxDataType.BOOL, OnnxDataType.FLOAT16, OnnxDataType.DOUBLE,
-  OnnxDataType.UINT32, OnnxDataType.UINT64, OnnxDataType.BFLOAT16,
+  OnnxDataType.FLOAT,
+  OnnxDataType.UINT8,
+  OnnxDataType.INT8,
+  OnnxDataType.UINT16,
+  OnnxDataType.INT16,
+  OnnxDataType.INT32,
+  OnnxDataType.INT64,
+  OnnxDataType.BOOL,
+  OnnxDataType.FLOAT16,
+  OnnxDataType.DOUBLE,
+  OnnxDataType.UINT32,
+  OnnxDataType.UINT64,
+  OnnxDataType.BFLOAT16,
 ]);
 
 function hostCast(t: HostTensor, to: number): HostTensor | undefined {
@@ -161,7 +197,10 @@ function hostCast(t: HostTensor, to: number): HostTensor | undefined {
 }
 
 const packedInt: Record<number, [bits: number, signed: boolean]> = {
-  [OnnxDataType.INT4]: [4, true], [OnnxDataType.UINT4]: [4, false], [OnnxDataType.INT2]: [2, true], [OnnxDataType.UINT2]: [2, false],
+  [OnnxDataType.INT4]: [4, true],
+  [OnnxDataType.UINT4]: [4, false],
+  [OnnxDataType.INT2]: [2, true],
+  [OnnxDataType.UINT2]: [2, false],
 };
 /** Element types MLX has no dtype for, cast on the host. */
 const hostCastType = (t: number) => isMiniFloat(t) || t in packedInt;
@@ -175,9 +214,15 @@ function hostValues(t: HostTensor): number[] {
 function signBits(t: HostTensor): boolean[] {
   const d = t.data as ArrayBufferView & ArrayLike<number>;
   const n = d.length;
-  if (t.dtype === OnnxDataType.FLOAT) { const u = new Uint32Array(d.buffer, d.byteOffset, n); return Array.from(u, (b) => b >>> 31 === 1); }
+  if (t.dtype === OnnxDataType.FLOAT) {
+    const u = new Uint32Array(d.buffer, d.byteOffset, n);
+    return Array.from(u, (b) => b >>> 31 === 1);
+  }
   if (t.dtype === OnnxDataType.FLOAT16 || t.dtype === OnnxDataType.BFLOAT16) return Array.from(d, (b) => (b & 0x8000) !== 0);
-  if (t.dtype === OnnxDataType.DOUBLE) { const u = new Uint32Array(d.buffer, d.byteOffset, 2 * n); return Array.from({ length: n }, (_, i) => u[2 * i + 1] >>> 31 === 1); }
+  if (t.dtype === OnnxDataType.DOUBLE) {
+    const u = new Uint32Array(d.buffer, d.byteOffset, 2 * n);
+    return Array.from({ length: n }, (_, i) => u[2 * i + 1] >>> 31 === 1);
+  }
   return Array.from(d, (v) => Number(v) < 0);
 }
 
@@ -201,19 +246,32 @@ function castOnHost(t: HostTensor, to: number, saturate: boolean): HostTensor {
     return { dtype: to, dims: [...t.dims], data: out };
   }
   switch (to) {
-    case OnnxDataType.FLOAT16: return { dtype: to, dims: [...t.dims], data: Uint16Array.from(vals, numberToFloat16Bits) };
-    case OnnxDataType.BFLOAT16: return { dtype: to, dims: [...t.dims], data: Uint16Array.from(vals, float32ToBfloat16Bits) };
-    case OnnxDataType.FLOAT: return { dtype: to, dims: [...t.dims], data: Float32Array.from(vals) };
-    case OnnxDataType.DOUBLE: return { dtype: to, dims: [...t.dims], data: Float64Array.from(vals) };
-    case OnnxDataType.INT8: return { dtype: to, dims: [...t.dims], data: Int8Array.from(vals, Math.trunc) };
-    case OnnxDataType.UINT8: return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, Math.trunc) };
-    case OnnxDataType.INT16: return { dtype: to, dims: [...t.dims], data: Int16Array.from(vals, Math.trunc) };
-    case OnnxDataType.UINT16: return { dtype: to, dims: [...t.dims], data: Uint16Array.from(vals, Math.trunc) };
-    case OnnxDataType.INT32: return { dtype: to, dims: [...t.dims], data: Int32Array.from(vals, Math.trunc) };
-    case OnnxDataType.UINT32: return { dtype: to, dims: [...t.dims], data: Uint32Array.from(vals, Math.trunc) };
-    case OnnxDataType.INT64: return { dtype: to, dims: [...t.dims], data: BigInt64Array.from(vals, (v) => BigInt(Math.trunc(v))) };
-    case OnnxDataType.UINT64: return { dtype: to, dims: [...t.dims], data: BigUint64Array.from(vals, (v) => BigInt(Math.trunc(v))) };
-    case OnnxDataType.BOOL: return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v) => (v !== 0 ? 1 : 0)) };
+    case OnnxDataType.FLOAT16:
+      return { dtype: to, dims: [...t.dims], data: Uint16Array.from(vals, numberToFloat16Bits) };
+    case OnnxDataType.BFLOAT16:
+      return { dtype: to, dims: [...t.dims], data: Uint16Array.from(vals, float32ToBfloat16Bits) };
+    case OnnxDataType.FLOAT:
+      return { dtype: to, dims: [...t.dims], data: Float32Array.from(vals) };
+    case OnnxDataType.DOUBLE:
+      return { dtype: to, dims: [...t.dims], data: Float64Array.from(vals) };
+    case OnnxDataType.INT8:
+      return { dtype: to, dims: [...t.dims], data: Int8Array.from(vals, Math.trunc) };
+    case OnnxDataType.UINT8:
+      return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, Math.trunc) };
+    case OnnxDataType.INT16:
+      return { dtype: to, dims: [...t.dims], data: Int16Array.from(vals, Math.trunc) };
+    case OnnxDataType.UINT16:
+      return { dtype: to, dims: [...t.dims], data: Uint16Array.from(vals, Math.trunc) };
+    case OnnxDataType.INT32:
+      return { dtype: to, dims: [...t.dims], data: Int32Array.from(vals, Math.trunc) };
+    case OnnxDataType.UINT32:
+      return { dtype: to, dims: [...t.dims], data: Uint32Array.from(vals, Math.trunc) };
+    case OnnxDataType.INT64:
+      return { dtype: to, dims: [...t.dims], data: BigInt64Array.from(vals, (v) => BigInt(Math.trunc(v))) };
+    case OnnxDataType.UINT64:
+      return { dtype: to, dims: [...t.dims], data: BigUint64Array.from(vals, (v) => BigInt(Math.trunc(v))) };
+    case OnnxDataType.BOOL:
+      return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v) => (v !== 0 ? 1 : 0)) };
   }
   throw new TypeError(`cast to element type ${to} is not supported`);
 }
@@ -230,7 +288,8 @@ function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry<CastPara
     parse: (attrs): CastParams => ({ to: opType === 'Cast' ? attrs.int('to') : undefined, saturate: attrs.int('saturate', 1) !== 0 }),
     check: (ctx) => {
       const to = ctx.params.to ?? ctx.inputType(1);
-      if (to !== undefined && !castable.has(to) && !hostCastType(to)) return `cast to element type ${to} is not supported on MLX (strings have no MLX dtype)`;
+      if (to !== undefined && !castable.has(to) && !hostCastType(to))
+        return `cast to element type ${to} is not supported on MLX (strings have no MLX dtype)`;
       const from = ctx.inputType(0);
       if (from !== undefined && !castable.has(from) && !hostCastType(from)) return `cast from element type ${from} is not supported on MLX`;
       return undefined;
@@ -238,7 +297,12 @@ function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry<CastPara
     host: (ctx) => {
       const t = ctx.hostIfKnown(0);
       const to = ctx.params.to ?? ctx.elemType(1);
-      return t ? (() => { const r = hostCast(t, to); return r ? [r] : undefined; })() : undefined;
+      return t
+        ? (() => {
+            const r = hostCast(t, to);
+            return r ? [r] : undefined;
+          })()
+        : undefined;
     },
     run: (ctx) => {
       const to = ctx.params.to ?? ctx.elemType(1);
@@ -277,7 +341,9 @@ const clipEntry = onnxOp('Clip', 11, {
 
 const whereEntry: OpEntry = onnxOp('Where', 9, {
   host: (ctx) => {
-    const c = ctx.hostIfKnown(0), a = ctx.hostIfKnown(1), b = ctx.hostIfKnown(2);
+    const c = ctx.hostIfKnown(0),
+      a = ctx.hostIfKnown(1),
+      b = ctx.hostIfKnown(2);
     if (!c || !a || !b || !hostMathTypes.has(a.dtype) || a.dtype !== b.dtype) return undefined;
     return [hostElementwise([c, a, b], a.dtype, (x, y, z) => (Number(x) ? y : z))];
   },
@@ -305,8 +371,16 @@ function parseShiftLeft(attrs: Attrs): boolean {
 
 /** Equal compares strings too: on the host at any size (MLX holds no strings, so placement sends them there). */
 function equalEntry(): OpEntry {
-  const numeric = cmp('Equal', 7, (a, b) => mx.equal(a, b), (a, b) => a === b || Number(a) === Number(b));
-  return { ...numeric, host: (ctx) => (ctx.elemType(0) === OnnxDataType.STRING ? [stringEqual(ctx.host(0), ctx.host(1), ctx.where)] : numeric.host!(ctx)) };
+  const numeric = cmp(
+    'Equal',
+    7,
+    (a, b) => mx.equal(a, b),
+    (a, b) => a === b || Number(a) === Number(b),
+  );
+  return {
+    ...numeric,
+    host: (ctx) => (ctx.elemType(0) === OnnxDataType.STRING ? [stringEqual(ctx.host(0), ctx.host(1), ctx.where)] : numeric.host!(ctx)),
+  };
 }
 
 export const elementwiseOps: OpEntry[] = [
@@ -322,18 +396,64 @@ export const elementwiseOps: OpEntry[] = [
   binary('BitwiseXor', 18, (a, b) => mx.bitwiseXor(a, b)),
   unary('BitwiseNot', 18, (a) => mx.bitwiseInvert(a)),
   equalEntry(),
-  cmp('Greater', 7, (a, b) => mx.greater(a, b), (a, b) => a > b),
-  cmp('Less', 7, (a, b) => mx.less(a, b), (a, b) => a < b),
-  cmp('GreaterOrEqual', 12, (a, b) => mx.greaterEqual(a, b), (a, b) => a >= b),
-  cmp('LessOrEqual', 12, (a, b) => mx.lessEqual(a, b), (a, b) => a <= b),
-  cmp('And', 7, (a, b) => mx.logicalAnd(a, b), (a, b) => !!Number(a) && !!Number(b)),
-  cmp('Or', 7, (a, b) => mx.logicalOr(a, b), (a, b) => !!Number(a) || !!Number(b)),
-  cmp('Xor', 7, (a, b) => mx.notEqual(mx.astype(a, 'bool'), mx.astype(b, 'bool')), (a, b) => !!Number(a) !== !!Number(b)),
+  cmp(
+    'Greater',
+    7,
+    (a, b) => mx.greater(a, b),
+    (a, b) => a > b,
+  ),
+  cmp(
+    'Less',
+    7,
+    (a, b) => mx.less(a, b),
+    (a, b) => a < b,
+  ),
+  cmp(
+    'GreaterOrEqual',
+    12,
+    (a, b) => mx.greaterEqual(a, b),
+    (a, b) => a >= b,
+  ),
+  cmp(
+    'LessOrEqual',
+    12,
+    (a, b) => mx.lessEqual(a, b),
+    (a, b) => a <= b,
+  ),
+  cmp(
+    'And',
+    7,
+    (a, b) => mx.logicalAnd(a, b),
+    (a, b) => !!Number(a) && !!Number(b),
+  ),
+  cmp(
+    'Or',
+    7,
+    (a, b) => mx.logicalOr(a, b),
+    (a, b) => !!Number(a) || !!Number(b),
+  ),
+  cmp(
+    'Xor',
+    7,
+    (a, b) => mx.notEqual(mx.astype(a, 'bool'), mx.astype(b, 'bool')),
+    (a, b) => !!Number(a) !== !!Number(b),
+  ),
   unary('Not', 1, (a) => mx.logicalNot(a), { host: (a) => (Number(a) ? 0 : 1) }),
   variadic('Max', 8, (a, b) => mx.maximum(a, b), max),
   variadic('Min', 8, (a, b) => mx.minimum(a, b), min),
-  variadic('Sum', 8, (a, b) => mx.add(a, b), (a, b) => (a as number) + (b as number)),
-  variadic('Mean', 8, (a, b) => mx.add(a, b), undefined, (acc, n) => mx.divide(acc, n)),
+  variadic(
+    'Sum',
+    8,
+    (a, b) => mx.add(a, b),
+    (a, b) => (a as number) + (b as number),
+  ),
+  variadic(
+    'Mean',
+    8,
+    (a, b) => mx.add(a, b),
+    undefined,
+    (acc, n) => mx.divide(acc, n),
+  ),
   unary('Abs', 6, (a) => mx.abs(a), { host: (a) => (a < 0 ? -a : a) }),
   unary('Neg', 6, (a) => mx.negative(a), { host: (a) => -a }),
   unary('Exp', 6, (a) => mx.exp(a)),

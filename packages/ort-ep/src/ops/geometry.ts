@@ -40,7 +40,9 @@ function affineGrid(ctx: OpContext<boolean>): mx.Array {
   const spatial = size.slice(2);
   const K = spatial.length;
   if ((K !== 2 && K !== 3) || theta.ndim !== 3 || theta.shape[1] !== K || theta.shape[2] !== K + 1) {
-    throw new RangeError(`${ctx.where}: theta [${theta.shape.join(', ')}] and size [${size.join(', ')}] are not a 2-D or 3-D affine transform`);
+    throw new RangeError(
+      `${ctx.where}: theta [${theta.shape.join(', ')}] and size [${size.join(', ')}] are not a 2-D or 3-D affine transform`,
+    );
   }
   const work = theta.dtype === 'float64' ? theta : mx.astype(theta, 'float32');
   const base = baseGrid(spatial, ctx.params);
@@ -59,14 +61,18 @@ function affineGrid(ctx: OpContext<boolean>): mx.Array {
 function col2imTable(image: number[], block: number[], dil: number[], pads: number[], strides: number[]): { index: Int32Array; L: number } {
   const K = image.length;
   const counts = image.map((len, d) => Math.floor((len + pads[d] + pads[K + d] - (dil[d] * (block[d] - 1) + 1)) / strides[d]) + 1);
-  if (counts.some((c) => c < 1)) throw new RangeError(`Col2Im: blocks [${block.join(', ')}] do not fit image [${image.join(', ')}] with these pads and dilations`);
+  if (counts.some((c) => c < 1))
+    throw new RangeError(`Col2Im: blocks [${block.join(', ')}] do not fit image [${image.join(', ')}] with these pads and dilations`);
   const B = sizeOf(block);
   const L = sizeOf(counts);
   const P = sizeOf(image);
   const index = new Int32Array(B * L);
   const unravel = (i: number, shape: number[]) => {
     const out = new Array<number>(shape.length);
-    for (let d = shape.length - 1; d >= 0; d--) { out[d] = i % shape[d]; i = Math.floor(i / shape[d]); }
+    for (let d = shape.length - 1; d >= 0; d--) {
+      out[d] = i % shape[d];
+      i = Math.floor(i / shape[d]);
+    }
     return out;
   };
   for (let b = 0; b < B; b++) {
@@ -87,10 +93,16 @@ function col2imTable(image: number[], block: number[], dil: number[], pads: numb
 }
 
 /** Col2Im's window lists; their defaults (ones, zeros) need the image's rank, an input. */
-interface Col2ImParams { dilations?: number[]; pads?: number[]; strides?: number[] }
+interface Col2ImParams {
+  dilations?: number[];
+  pads?: number[];
+  strides?: number[];
+}
 
 const parseCol2Im = (attrs: Attrs): Col2ImParams => ({
-  dilations: intsIfGiven(attrs, 'dilations'), pads: intsIfGiven(attrs, 'pads'), strides: intsIfGiven(attrs, 'strides'),
+  dilations: intsIfGiven(attrs, 'dilations'),
+  pads: intsIfGiven(attrs, 'pads'),
+  strides: intsIfGiven(attrs, 'strides'),
 });
 
 function col2im(ctx: OpContext<Col2ImParams>): mx.Array {
@@ -150,7 +162,9 @@ function nonMaxSuppression(ctx: OpContext<boolean>): HostTensor {
   const [B, S] = boxes.dims;
   const Cl = scores.dims[1];
   if (boxes.dims.length !== 3 || boxes.dims[2] !== 4 || scores.dims[0] !== B || scores.dims[2] !== S) {
-    throw new RangeError(`${ctx.where}: boxes [${boxes.dims.join(', ')}] and scores [${scores.dims.join(', ')}] are not [B, S, 4] and [B, C, S]`);
+    throw new RangeError(
+      `${ctx.where}: boxes [${boxes.dims.join(', ')}] and scores [${scores.dims.join(', ')}] are not [B, S, 4] and [B, C, S]`,
+    );
   }
   // An empty tensor counts as not given.
   const optional = (i: number) => optionalNumbers(ctx, i)?.[0];
@@ -186,6 +200,7 @@ export const geometryOps: OpEntry[] = [
   onnxOp('NonMaxSuppression', 10, {
     // center_point_box 1: boxes are [x_center, y_center, width, height].
     parse: (attrs) => attrs.int('center_point_box', 0) === 1,
-    run: (ctx) => [nonMaxSuppression(ctx)], note: 'runs on the host (data-dependent output size)',
+    run: (ctx) => [nonMaxSuppression(ctx)],
+    note: 'runs on the host (data-dependent output size)',
   }),
 ];

@@ -10,7 +10,11 @@ import { onnxOp } from '../registry/op.js';
 
 // Opset 16 named the modes after 2-D interpolation; opset 20 generalised them to N-D.
 const modeNames: Record<string, 'linear' | 'nearest' | 'cubic'> = {
-  bilinear: 'linear', bicubic: 'cubic', linear: 'linear', cubic: 'cubic', nearest: 'nearest',
+  bilinear: 'linear',
+  bicubic: 'cubic',
+  linear: 'linear',
+  cubic: 'cubic',
+  nearest: 'nearest',
 };
 const paddings = new Set(['zeros', 'border', 'reflection']);
 
@@ -31,7 +35,10 @@ function gridAttrs(attrs: Attrs, opset: number): GridAttrs {
 }
 
 /** A tap along one axis: source index (not yet made valid) and its weight. */
-interface Tap { index: mx.Array; weight: mx.Array }
+interface Tap {
+  index: mx.Array;
+  weight: mx.Array;
+}
 
 /** Folds x into [lo, hi] by reflecting at the nearer border, as often as needed. */
 function reflect(x: mx.Array, lo: number, hi: number): mx.Array {
@@ -91,7 +98,11 @@ function axisTaps(x: mx.Array, len: number, a: GridAttrs): Tap[] {
   if (a.mode === 'nearest') return [{ index: x, weight: mx.onesLike(x) }];
   const x0 = mx.floor(x);
   const t = mx.subtract(x, x0);
-  if (a.mode === 'linear') return [{ index: x0, weight: mx.subtract(1, t) }, { index: mx.add(x0, 1), weight: t }];
+  if (a.mode === 'linear')
+    return [
+      { index: x0, weight: mx.subtract(1, t) },
+      { index: mx.add(x0, 1), weight: t },
+    ];
   return cubicWeights(t).map((weight, k) => ({ index: mx.add(x0, k - 1), weight }));
 }
 
@@ -101,7 +112,8 @@ function gridSample(ctx: OpContext, a: GridAttrs): mx.Array {
   const K = dims.length;
   const [N, C] = X.shape;
   let grid = ctx.input(1);
-  if (grid.ndim !== K + 2 || grid.shape[K + 1] !== K) throw new RangeError(`${ctx.where}: grid [${grid.shape.join(', ')}] does not match a ${K}-D input`);
+  if (grid.ndim !== K + 2 || grid.shape[K + 1] !== K)
+    throw new RangeError(`${ctx.where}: grid [${grid.shape.join(', ')}] does not match a ${K}-D input`);
   const outSpatial = grid.shape.slice(1, K + 1);
   const Q = outSpatial.reduce((p, d) => p * d, 1);
   grid = mx.reshape(mx.astype(grid, 'float32'), [N, Q, K]);
@@ -112,7 +124,9 @@ function gridSample(ctx: OpContext, a: GridAttrs): mx.Array {
   for (let d = K - 1; d >= 0; d--) {
     const len = dims[d];
     const n = mx.squeeze(mx.slice(grid, [0, 0, K - 1 - d], [N, Q, K - d], [1, 1, 1]), 2);
-    const raw = a.alignCorners ? mx.multiply(mx.divide(mx.add(n, 1), 2), len - 1) : mx.divide(mx.subtract(mx.multiply(mx.add(n, 1), len), 1), 2);
+    const raw = a.alignCorners
+      ? mx.multiply(mx.divide(mx.add(n, 1), 2), len - 1)
+      : mx.divide(mx.subtract(mx.multiply(mx.add(n, 1), len), 1), 2);
     // NaN and infinite coordinates become finite ones outside the input (NaN below it), so every
     // tap index below stays a real position: NaN cast to an integer indexed wild memory.
     const far = 4 * len + 8;
@@ -121,8 +135,14 @@ function gridSample(ctx: OpContext, a: GridAttrs): mx.Array {
       const r = resolve(tap.index, len, a);
       return { index: mx.multiply(r.index, stride), weight: r.inside ? mx.multiply(tap.weight, r.inside) : tap.weight };
     });
-    const idx = mx.stack(taps.map((t) => t.index), 2); // [N, Q, taps]
-    const w = mx.stack(taps.map((t) => t.weight), 2);
+    const idx = mx.stack(
+      taps.map((t) => t.index),
+      2,
+    ); // [N, Q, taps]
+    const w = mx.stack(
+      taps.map((t) => t.weight),
+      2,
+    );
     // Outer product with the taps so far: T grows to taps^(axes done).
     flat = flat ? mx.flatten(mx.add(mx.expandDims(idx, 3), mx.expandDims(flat, 2)), 2, 3) : idx;
     weight = weight ? mx.flatten(mx.multiply(mx.expandDims(w, 3), mx.expandDims(weight, 2)), 2, 3) : w;
@@ -137,7 +157,6 @@ function gridSample(ctx: OpContext, a: GridAttrs): mx.Array {
   const out = mx.reshape(y, [N, C, ...outSpatial]);
   return out.dtype === X.dtype ? out : mx.astype(out, X.dtype);
 }
-
 
 export const gridSampleOps: OpEntry[] = [
   onnxOp('GridSample', 16, { parse: gridAttrs, run: (ctx) => [gridSample(ctx, ctx.params)], note: 'computed in float32' }),

@@ -27,7 +27,11 @@ interface SlicePlan {
 }
 
 /** Slice-1's attributes (later opsets take them as inputs). */
-interface SliceAttrs { starts: number[]; ends: number[]; axes?: number[] }
+interface SliceAttrs {
+  starts: number[];
+  ends: number[];
+  axes?: number[];
+}
 
 const parseSlice = (attrs: Attrs, opset: number): SliceAttrs | undefined =>
   opset < 10 ? { starts: attrs.ints('starts'), ends: attrs.ints('ends'), axes: intsIfGiven(attrs, 'axes') } : undefined;
@@ -105,7 +109,8 @@ const gatherEntry = onnxOp('Gather', 1, {
     const n = t.dims[axis];
     const raw = hostNumbers(idx);
     const badIndex = raw.find((i) => !(i >= -n && i < n));
-    if (badIndex !== undefined) throw new RangeError(`Gather along axis ${axis} of size ${n}: index ${badIndex} is out of range [${-n}, ${n - 1}]`);
+    if (badIndex !== undefined)
+      throw new RangeError(`Gather along axis ${axis} of size ${n}: index ${badIndex} is out of range [${-n}, ${n - 1}]`);
     const ids = raw.map((i) => (i < 0 ? i + n : i));
     return [hostGather(t, ids, idx.dims, axis)];
   },
@@ -124,7 +129,12 @@ function gatherElements(ctx: OpContext<number>): mx.Array {
   // The output has the indices' shape; other axes of the data may be longer: cut them to match.
   if (idx.shape.some((d, i) => i !== axis && d !== x.shape[i])) {
     const stop = x.shape.map((d, i) => (i === axis ? d : idx.shape[i]));
-    x = mx.slice(x, x.shape.map(() => 0), stop, x.shape.map(() => 1));
+    x = mx.slice(
+      x,
+      x.shape.map(() => 0),
+      stop,
+      x.shape.map(() => 1),
+    );
   }
   return mx.takeAlongAxis(x, checkedIndices(ctx, idx, n, `GatherElements along axis ${axis} of size ${n}`), axis);
 }
@@ -182,8 +192,12 @@ function parseReduction(opType: string, attrs: Attrs, opset: number): string {
   return r;
 }
 
-const parseScatter = (opType: string) => (attrs: Attrs, opset: number): ScatterParams =>
-  ({ axis: parseAxis(attrs), reduction: opType === 'Scatter' ? 'none' : parseReduction(opType, attrs, opset) });
+const parseScatter =
+  (opType: string) =>
+  (attrs: Attrs, opset: number): ScatterParams => ({
+    axis: parseAxis(attrs),
+    reduction: opType === 'Scatter' ? 'none' : parseReduction(opType, attrs, opset),
+  });
 
 function scatterElements(ctx: OpContext<ScatterParams>): mx.Array {
   const x = ctx.input(0);
@@ -198,7 +212,12 @@ function scatterElements(ctx: OpContext<ScatterParams>): mx.Array {
     return mx.broadcastTo(mx.reshape(mx.arange(0, n, 1, 'int32'), shape), s);
   });
   const upd = mx.reshape(ctx.input(2), [...s, ...new Array<number>(r).fill(1)]);
-  return scatterBy[ctx.params.reduction](x, indices, upd, s.map((_, i) => i));
+  return scatterBy[ctx.params.reduction](
+    x,
+    indices,
+    upd,
+    s.map((_, i) => i),
+  );
 }
 
 function scatterND(ctx: OpContext<ScatterParams>): mx.Array {
@@ -209,16 +228,33 @@ function scatterND(ctx: OpContext<ScatterParams>): mx.Array {
   const dimsArr = mx.array(Int32Array.from(x.shape.slice(0, k)), 'int32');
   const idx = checkedIndices(ctx, ctx.input(1), dimsArr, `ScatterND into data of shape [${x.shape.join(', ')}]`);
   const indices = Array.from({ length: k }, (_, j) =>
-    mx.reshape(mx.slice(idx, [...lead.map(() => 0), j], [...lead, j + 1], q.map(() => 1)), lead));
+    mx.reshape(
+      mx.slice(
+        idx,
+        [...lead.map(() => 0), j],
+        [...lead, j + 1],
+        q.map(() => 1),
+      ),
+      lead,
+    ),
+  );
   const upd = mx.reshape(ctx.input(2), [...lead, ...new Array<number>(k).fill(1), ...x.shape.slice(k)]);
-  return scatterBy[ctx.params.reduction](x, indices, upd, indices.map((_, i) => i));
+  return scatterBy[ctx.params.reduction](
+    x,
+    indices,
+    upd,
+    indices.map((_, i) => i),
+  );
 }
 
 /**
  * TensorScatter (a KV-cache write): batch entry b of `update` goes to positions
  * write_indices[b] + j along `axis` of the cache (modulo its length in circular mode).
  */
-interface TensorScatterParams { axis: number; circular: boolean }
+interface TensorScatterParams {
+  axis: number;
+  circular: boolean;
+}
 
 function parseTensorScatter(attrs: Attrs): TensorScatterParams {
   const mode = attrs.string('mode', 'linear');
@@ -255,7 +291,10 @@ function oneHot(ctx: OpContext<number>): mx.Array {
   // Indices are compared as they are: a non-integer float index matches no position (as in the
   // reference and onnxruntime), so it gives all off_value.
   const at = mx.expandDims(wrapNegative(idx, depth), axis);
-  const positions = mx.reshape(mx.arange(0, depth, 1, at.dtype), Array.from({ length: rank }, (_, i) => (i === axis ? depth : 1)));
+  const positions = mx.reshape(
+    mx.arange(0, depth, 1, at.dtype),
+    Array.from({ length: rank }, (_, i) => (i === axis ? depth : 1)),
+  );
   const off = mx.reshape(mx.slice(values, [0], [1], [1]), []);
   const on = mx.reshape(mx.slice(values, [1], [2], [1]), []);
   return mx.where(mx.equal(at, positions), on, off);
@@ -310,12 +349,18 @@ export const indexingOps: OpEntry[] = [
   onnxOp('ScatterND', 11, { parse: parseScatter('ScatterND'), run: (ctx) => [scatterND(ctx)] }),
   onnxOp('TensorScatter', 24, { parse: parseTensorScatter, run: (ctx) => [tensorScatter(ctx)] }),
   onnxOp('OneHot', 9, {
-    parse: (attrs) => attrs.int('axis', -1), run: (ctx) => [oneHot(ctx)],
+    parse: (attrs) => attrs.int('axis', -1),
+    run: (ctx) => [oneHot(ctx)],
     note: 'a non-integer float index matches no position (all off_value)',
   }),
   onnxOp('NonZero', 9, {
     note: 'computed on the host (data-dependent output size): a sync point',
-    placement: 'host', host: (ctx) => [nonZero(ctx.host(0))],
+    placement: 'host',
+    host: (ctx) => [nonZero(ctx.host(0))],
   }),
-  onnxOp('Compress', 9, { parse: (attrs) => (attrs.has('axis') ? attrs.int('axis') : undefined), run: (ctx) => [compress(ctx)], note: 'reads the condition on the host (data-dependent output size)' }),
+  onnxOp('Compress', 9, {
+    parse: (attrs) => (attrs.has('axis') ? attrs.int('axis') : undefined),
+    run: (ctx) => [compress(ctx)],
+    note: 'reads the condition on the host (data-dependent output size)',
+  }),
 ];

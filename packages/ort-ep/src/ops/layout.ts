@@ -86,7 +86,12 @@ function padRun(ctx: OpContext<PadParams>): mx.Array {
   if (begin.some((v) => v < 0) || end.some((v) => v < 0)) {
     const start = begin.map((b) => Math.max(0, -b));
     const stop = end.map((e, i) => Math.max(start[i], dims[i] - Math.max(0, -e)));
-    x = mx.slice(x, start, stop, dims.map(() => 1));
+    x = mx.slice(
+      x,
+      start,
+      stop,
+      dims.map(() => 1),
+    );
   }
   const lo = begin.map((b) => Math.max(0, b));
   const hi = end.map((e) => Math.max(0, e));
@@ -126,8 +131,21 @@ const centerCropPadEntry = onnxOp('CenterCropPad', 18, {
       if (t < dims[a]) [start[a], stop[a]] = [Math.floor(diff / 2), Math.floor(diff / 2) + t];
       else if (t > dims[a]) [lo[a], hi[a]] = [Math.floor(diff / 2), diff - Math.floor(diff / 2)];
     });
-    x = mx.slice(x, start, stop, dims.map(() => 1));
-    if (lo.some((v) => v) || hi.some((v) => v)) x = mx.pad(x, dims.map((_, i) => i), lo, hi, mx.scalar(0, x.dtype), 'constant');
+    x = mx.slice(
+      x,
+      start,
+      stop,
+      dims.map(() => 1),
+    );
+    if (lo.some((v) => v) || hi.some((v) => v))
+      x = mx.pad(
+        x,
+        dims.map((_, i) => i),
+        lo,
+        hi,
+        mx.scalar(0, x.dtype),
+        'constant',
+      );
     return [x];
   },
 });
@@ -163,7 +181,8 @@ function spaceToDepth(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
   const [n, c, h, w] = x.shape;
   const b = ctx.params;
-  if (x.ndim !== 4 || h % b !== 0 || w % b !== 0) throw new RangeError(`SpaceToDepth: input [${x.shape.join(', ')}] does not fit blocksize ${b}`);
+  if (x.ndim !== 4 || h % b !== 0 || w % b !== 0)
+    throw new RangeError(`SpaceToDepth: input [${x.shape.join(', ')}] does not fit blocksize ${b}`);
   const t = mx.transpose(mx.reshape(x, [n, c, h / b, b, w / b, b]), [0, 3, 5, 1, 2, 4]);
   return mx.reshape(t, [n, c * b * b, h / b, w / b]);
 }

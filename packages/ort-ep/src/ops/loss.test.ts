@@ -42,16 +42,36 @@ describe('NegativeLogLikelihoodLoss', () => {
   it('ignore_index 100 (outside [0, C)) with weights, mean', () =>
     same({ op: 'NegativeLogLikelihoodLoss', x: [4, 3], targets: [0, 100, 2, 1], weights: [0.2, 0.5, 0.3], attrs: { ignore_index: 100 } }));
   it('negative ignore_index, N-d, sum, on MLX', () =>
-    same({ op: 'NegativeLogLikelihoodLoss', x: [2, 3, 2, 2], targets: [0, -5, 2, 1, 1, 1, -5, 0], attrs: { ignore_index: -5, reduction: 'sum' }, device: true }));
+    same({
+      op: 'NegativeLogLikelihoodLoss',
+      x: [2, 3, 2, 2],
+      targets: [0, -5, 2, 1, 1, 1, -5, 0],
+      attrs: { ignore_index: -5, reduction: 'sum' },
+      device: true,
+    }));
   it('reduction none, float64', () =>
     same({ op: 'NegativeLogLikelihoodLoss', x: [3, 4, 2], type: 'float64', targets: [3, 0, 1, 2, 0, 0], attrs: { reduction: 'none' } }));
 });
 
 describe('SoftmaxCrossEntropyLoss', () => {
   it('float64 with log_prob, N-d, none', () =>
-    same({ op: 'SoftmaxCrossEntropyLoss', x: [2, 5, 3], type: 'float64', targets: [4, 0, 1, 2, 3, 3], attrs: { reduction: 'none' }, logProb: true }));
+    same({
+      op: 'SoftmaxCrossEntropyLoss',
+      x: [2, 5, 3],
+      type: 'float64',
+      targets: [4, 0, 1, 2, 3, 3],
+      attrs: { reduction: 'none' },
+      logProb: true,
+    }));
   it('weights and ignore_index, mean, on MLX', () =>
-    same({ op: 'SoftmaxCrossEntropyLoss', x: [5, 3], targets: [0, 1, -1, 2, 1], weights: [1, 2, 0.5], attrs: { ignore_index: -1 }, device: true }));
+    same({
+      op: 'SoftmaxCrossEntropyLoss',
+      x: [5, 3],
+      targets: [0, 1, -1, 2, 1],
+      weights: [1, 2, 0.5],
+      attrs: { ignore_index: -1 },
+      device: true,
+    }));
   it('ignore_index without weights, mean over the counted targets', () =>
     same({ op: 'SoftmaxCrossEntropyLoss', x: [4, 6, 2], targets: [0, 5, 7, 7, 1, 2, 3, 7], attrs: { ignore_index: 7 }, logProb: true }));
 });

@@ -72,11 +72,14 @@ export function nllLoss(ctx: OpContext<unknown>, logp: mx.Array, target: mx.Arra
 }
 
 function checkShapes(ctx: OpContext): void {
-  const x = ctx.shape(0), t = ctx.shape(1);
+  const x = ctx.shape(0),
+    t = ctx.shape(1);
   if (x.length < 2) throw new RangeError(`${ctx.where}: the input needs shape (N, C, ...), got [${x.join(', ')}]`);
   const want = [x[0], ...x.slice(2)];
   if (t.length !== want.length || t.some((d, i) => d !== want[i])) {
-    throw new RangeError(`${ctx.where}: target shape [${t.join(', ')}] does not match input shape [${x.join(', ')}] without its class axis`);
+    throw new RangeError(
+      `${ctx.where}: target shape [${t.join(', ')}] does not match input shape [${x.join(', ')}] without its class axis`,
+    );
   }
 }
 

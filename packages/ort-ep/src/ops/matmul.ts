@@ -7,7 +7,14 @@ import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { decodeMiniFloatArray, encodeMiniFloatArray, isMiniFloat } from './helpers/minifloat.js';
 import {
-  broadcastIntMatmul, exactIntMatmul, minusZeroPoint, optionalQuantInput, quantInput, saturateRound, typed, zeroPointBound,
+  broadcastIntMatmul,
+  exactIntMatmul,
+  minusZeroPoint,
+  optionalQuantInput,
+  quantInput,
+  saturateRound,
+  typed,
+  zeroPointBound,
 } from './helpers/quant-math.js';
 
 /** numpy matmul for every numeric dtype ONNX allows (integers exactly). */
@@ -24,10 +31,18 @@ const matmulEntry: OpEntry = onnxOp('MatMul', 1, {
 // ---------------------------------------------------------------------------------------------
 // Gemm: Y = alpha * A' @ B' + beta * C, A and B 2-D, C unidirectionally broadcast to Y.
 
-interface GemmParams { transA: boolean; transB: boolean; alpha: number; beta: number }
+interface GemmParams {
+  transA: boolean;
+  transB: boolean;
+  alpha: number;
+  beta: number;
+}
 
 const parseGemm = (attrs: Attrs): GemmParams => ({
-  transA: attrs.int('transA', 0) !== 0, transB: attrs.int('transB', 0) !== 0, alpha: attrs.float('alpha', 1), beta: attrs.float('beta', 1),
+  transA: attrs.int('transA', 0) !== 0,
+  transB: attrs.int('transB', 0) !== 0,
+  alpha: attrs.float('alpha', 1),
+  beta: attrs.float('beta', 1),
 });
 
 function gemm(ctx: OpContext<GemmParams>): mx.Array {
@@ -80,7 +95,10 @@ const matmulIntegerEntry: OpEntry = onnxOp('MatMulInteger', 10, {
 /** A scale given per tensor or along `axis` of a result of rank `rank`. */
 function scaleAlong(s: mx.Array, axis: number, rank: number): mx.Array {
   if (s.ndim !== 1 || s.size === 1) return s;
-  return mx.reshape(s, Array.from({ length: rank }, (_, i) => (i === axis ? s.size : 1)));
+  return mx.reshape(
+    s,
+    Array.from({ length: rank }, (_, i) => (i === axis ? s.size : 1)),
+  );
 }
 
 /** A float8 operand of QLinearMatMul-21 as float32 values minus its (decoded) zero point. */
@@ -99,7 +117,10 @@ function qlinearProduct(ctx: OpContext): mx.Array {
     const x = quantInput(ctx, i);
     return mx.astype(minusZeroPoint(x, optionalQuantInput(ctx, iz), axis(x)), 'float32');
   };
-  return mx.matmul(side(0, 2, rowsAxis), side(3, 5, (b) => b.ndim - 1));
+  return mx.matmul(
+    side(0, 2, rowsAxis),
+    side(3, 5, (b) => b.ndim - 1),
+  );
 }
 
 function qlinearMatmul(ctx: OpContext): OpResult[] {
@@ -111,7 +132,8 @@ function qlinearMatmul(ctx: OpContext): OpResult[] {
   const multiplier = mx.astype(mx.divide(mx.multiply(aScale, bScale), ctx.input(6)), 'float32');
   const yType = ctx.elemType(7);
   const y = mx.multiply(acc, multiplier);
-  if (isMiniFloat(yType)) return [typed(encodeMiniFloatArray(mx.add(y, decodeMiniFloatArray(quantInput(ctx, 7), yType)), yType, true), yType)];
+  if (isMiniFloat(yType))
+    return [typed(encodeMiniFloatArray(mx.add(y, decodeMiniFloatArray(quantInput(ctx, 7), yType)), yType, true), yType)];
   return [typed(saturateRound(mx.add(y, mx.astype(quantInput(ctx, 7), 'float32')), yType), yType)];
 }
 
@@ -131,7 +153,16 @@ const einsumEntry = onnxOp('Einsum', 12, {
     const ops = Array.from({ length: ctx.inputCount }, (_, i) => ctx.input(i));
     const t = ops[0].dtype;
     // Integer einsums contract in float32 (MLX has no integer matmul) and cast back.
-    if (!mx.isFloating(t)) return [mx.astype(mx.einsum(eq, ops.map((o) => mx.astype(o, 'float32'))), t)];
+    if (!mx.isFloating(t))
+      return [
+        mx.astype(
+          mx.einsum(
+            eq,
+            ops.map((o) => mx.astype(o, 'float32')),
+          ),
+          t,
+        ),
+      ];
     return [mx.einsum(eq, ops)];
   },
 });
@@ -156,6 +187,4 @@ const detEntry: OpEntry = onnxOp('Det', 11, {
   run: (ctx) => [det(ctx.input(0))],
 });
 
-export const matmulOps: OpEntry[] = [
-  matmulEntry, gemmEntry, matmulIntegerEntry, qlinearMatmulEntry, einsumEntry, detEntry,
-];
+export const matmulOps: OpEntry[] = [matmulEntry, gemmEntry, matmulIntegerEntry, qlinearMatmulEntry, einsumEntry, detEntry];

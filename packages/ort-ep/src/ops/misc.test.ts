@@ -33,7 +33,11 @@ describe('BitCast', () => {
       it(`${from} -> ${to}${device ? ' (MLX array)' : ''}`, async () => {
         // A Clip with no bounds moves the input onto MLX without changing it.
         const nodes = device ? [node('Clip', ['x'], ['xd'])] : [];
-        nodes.push(node('BitCast', [device ? 'xd' : 'x'], ['y'], { attrs: { to: { i: { int32: 6, float64: 11, uint16: 4, float32: 1, int8: 3 }[to as string]! } } }));
+        nodes.push(
+          node('BitCast', [device ? 'xd' : 'x'], ['y'], {
+            attrs: { to: { i: { int32: 6, float64: 11, uint16: 4, float32: 1, int8: 3 }[to as string]! } },
+          }),
+        );
         const bytes = model({ opsets: { '': 26 }, inputs: [v('x', from, [data.length])], outputs: [v('y', to)], nodes });
         await expectSameAsOrt(bytes, { x: new ort.Tensor(from as 'float32', data as Float32Array, [data.length]) }, { rtol: 0, atol: 0 });
       });
@@ -49,7 +53,13 @@ const scalarI = (x: number) => new ort.Tensor('int64', BigInt64Array.of(BigInt(x
 const vec = (xs: number[]) => new ort.Tensor('float32', Float32Array.from(xs), [xs.length]);
 
 /** Runs an optimizer on two tensors [X1, X2, G1, G2, S1a, S1b, ...] and returns its outputs in order. */
-async function optimizer(op: string, states: number, attrs: Record<string, AttrSpec>, step: number, tensors: number[][]): Promise<number[][]> {
+async function optimizer(
+  op: string,
+  states: number,
+  attrs: Record<string, AttrSpec>,
+  step: number,
+  tensors: number[][],
+): Promise<number[][]> {
   const names = ['r', 't', ...tensors.map((_, i) => `in${i}`)];
   const outs = Array.from({ length: 2 * (1 + states) }, (_, i) => `out${i}`);
   const bytes = model({
@@ -68,53 +78,80 @@ const close = (have: number[][], want: number[][]) =>
   have.forEach((row, i) => row.forEach((x, j) => expect(x, `output ${i}[${j}]`).toBeCloseTo(want[i][j], 5)));
 
 describe('preview training optimizers at T = 3', () => {
-  const x = [[1.2, -0.4], [2.8]], g = [[-0.9, 0.3], [-2.5]], s1 = [[1.7, 0.2], [3.6]], s2 = [[0.1, 0.4], [0.3]];
+  const x = [[1.2, -0.4], [2.8]],
+    g = [[-0.9, 0.3], [-2.5]],
+    s1 = [[1.7, 0.2], [3.6]],
+    s2 = [[0.1, 0.4], [0.3]];
   const flat = (...groups: number[][][]) => groups.flat();
   it('Momentum standard and nesterov', async () => {
     for (const mode of ['standard', 'nesterov']) {
       const attrs = { alpha: { f: 0.9 }, beta: { f: 0.5 }, mode, norm_coefficient: { f: 0.01 } };
       const have = await optimizer('Momentum', 1, attrs, 3, flat(x, g, s1));
       const want: number[][] = [[], [], [], []];
-      x.forEach((xi, k) => xi.forEach((xv, j) => {
-        const gr = 0.01 * xv + g[k][j];
-        const vn = 0.9 * s1[k][j] + 0.5 * gr;
-        want[k].push(xv - 0.1 * (mode === 'standard' ? vn : gr + 0.9 * vn));
-        want[2 + k].push(vn);
-      }));
+      x.forEach((xi, k) =>
+        xi.forEach((xv, j) => {
+          const gr = 0.01 * xv + g[k][j];
+          const vn = 0.9 * s1[k][j] + 0.5 * gr;
+          want[k].push(xv - 0.1 * (mode === 'standard' ? vn : gr + 0.9 * vn));
+          want[2 + k].push(vn);
+        }),
+      );
       close(have, want);
     }
   });
   it('Adagrad with decay', async () => {
-    const have = await optimizer('Adagrad', 1, { decay_factor: { f: 0.1 }, epsilon: { f: 1e-6 }, norm_coefficient: { f: 0.01 } }, 3, flat(x, g, s1));
+    const have = await optimizer(
+      'Adagrad',
+      1,
+      { decay_factor: { f: 0.1 }, epsilon: { f: 1e-6 }, norm_coefficient: { f: 0.01 } },
+      3,
+      flat(x, g, s1),
+    );
     const want: number[][] = [[], [], [], []];
-    x.forEach((xi, k) => xi.forEach((xv, j) => {
-      const gr = 0.01 * xv + g[k][j];
-      const h = s1[k][j] + gr * gr;
-      want[k].push(xv - (0.1 / (1 + 3 * 0.1)) * gr / (Math.sqrt(h) + 1e-6));
-      want[2 + k].push(h);
-    }));
+    x.forEach((xi, k) =>
+      xi.forEach((xv, j) => {
+        const gr = 0.01 * xv + g[k][j];
+        const h = s1[k][j] + gr * gr;
+        want[k].push(xv - ((0.1 / (1 + 3 * 0.1)) * gr) / (Math.sqrt(h) + 1e-6));
+        want[2 + k].push(h);
+      }),
+    );
     close(have, want);
   });
   it('Adam with bias correction and post-update decay', async () => {
     const [a, b] = [0.9, 0.99];
-    const have = await optimizer('Adam', 2, { alpha: { f: a }, beta: { f: b }, epsilon: { f: 1e-6 }, norm_coefficient: { f: 0.01 }, norm_coefficient_post: { f: 0.02 } }, 3, flat(x, g, s1, s2));
+    const have = await optimizer(
+      'Adam',
+      2,
+      { alpha: { f: a }, beta: { f: b }, epsilon: { f: 1e-6 }, norm_coefficient: { f: 0.01 }, norm_coefficient_post: { f: 0.02 } },
+      3,
+      flat(x, g, s1, s2),
+    );
     const want: number[][] = [[], [], [], [], [], []];
-    x.forEach((xi, k) => xi.forEach((xv, j) => {
-      const gr = 0.01 * xv + g[k][j];
-      const vn = a * s1[k][j] + (1 - a) * gr;
-      const hn = b * s2[k][j] + (1 - b) * gr * gr;
-      const rate = (0.1 * Math.sqrt(1 - b ** 3)) / (1 - a ** 3);
-      want[k].push((1 - 0.02) * (xv - rate * (vn / (Math.sqrt(hn) + 1e-6))));
-      want[2 + k].push(vn);
-      want[4 + k].push(hn);
-    }));
+    x.forEach((xi, k) =>
+      xi.forEach((xv, j) => {
+        const gr = 0.01 * xv + g[k][j];
+        const vn = a * s1[k][j] + (1 - a) * gr;
+        const hn = b * s2[k][j] + (1 - b) * gr * gr;
+        const rate = (0.1 * Math.sqrt(1 - b ** 3)) / (1 - a ** 3);
+        want[k].push((1 - 0.02) * (xv - rate * (vn / (Math.sqrt(hn) + 1e-6))));
+        want[2 + k].push(vn);
+        want[4 + k].push(hn);
+      }),
+    );
     close(have, want);
   });
 });
 
 // ---------------------------------------------------------------------------------------------
 
-function randomModel(op: string, attrs: Record<string, AttrSpec>, input?: [ElemName, number[]], out: ElemName = 'float32', opset = 22): Uint8Array {
+function randomModel(
+  op: string,
+  attrs: Record<string, AttrSpec>,
+  input?: [ElemName, number[]],
+  out: ElemName = 'float32',
+  opset = 22,
+): Uint8Array {
   return model({
     opsets: { '': opset },
     inputs: input ? [v('x', input[0], input[1])] : [],
@@ -130,7 +167,10 @@ const stats = (xs: number[]) => {
 
 describe('random generators', () => {
   it('RandomNormal: shape, float64, mean and scale', async () => {
-    const [r] = await mlx(randomModel('RandomNormal', { shape: [100, 80], mean: { f: 2 }, scale: { f: 0.5 }, dtype: 11 }, undefined, 'float64'), {});
+    const [r] = await mlx(
+      randomModel('RandomNormal', { shape: [100, 80], mean: { f: 2 }, scale: { f: 0.5 }, dtype: 11 }, undefined, 'float64'),
+      {},
+    );
     expect({ type: r.y.type, dims: [...r.y.dims] }).toEqual({ type: 'float64', dims: [100, 80] });
     const s = stats(plain(r.y));
     expect(Math.abs(s.mean - 2)).toBeLessThan(0.03);
@@ -138,7 +178,10 @@ describe('random generators', () => {
   });
   it('RandomUniformLike of an int tensor with dtype float16 stays in [low, high)', async () => {
     const x = new ort.Tensor('int32', new Int32Array(3000), [30, 100]);
-    const [r] = await mlx(randomModel('RandomUniformLike', { low: { f: -3 }, high: { f: -1 }, dtype: 10 }, ['int32', [30, 100]], 'float16'), { x });
+    const [r] = await mlx(
+      randomModel('RandomUniformLike', { low: { f: -3 }, high: { f: -1 }, dtype: 10 }, ['int32', [30, 100]], 'float16'),
+      { x },
+    );
     expect({ type: r.y.type, dims: [...r.y.dims] }).toEqual({ type: 'float16', dims: [30, 100] });
     // float16 data arrives as its bits; rounding to float16 may reach `high` itself.
     const ys = plain(r.y).map(float16BitsToNumber);

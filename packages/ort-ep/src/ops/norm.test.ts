@@ -8,11 +8,26 @@ import { expectSameAsOrt, ort, plain, runOn, seeded, type Feeds } from '../../te
 
 const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
 
-async function same(op: string, opset: number, ins: { name: string; dims: number[]; data?: number[] }[], attrs: Record<string, AttrSpec>, outs: ValueSpec[] = [v('y', 'float32')], tol = { rtol: 1e-4, atol: 1e-5 }) {
+async function same(
+  op: string,
+  opset: number,
+  ins: { name: string; dims: number[]; data?: number[] }[],
+  attrs: Record<string, AttrSpec>,
+  outs: ValueSpec[] = [v('y', 'float32')],
+  tol = { rtol: 1e-4, atol: 1e-5 },
+) {
   const bytes = model({
     opsets: { '': opset },
-    inputs: ins.map((i) => v(i.name, 'float32', i.dims)), outputs: outs,
-    nodes: [node(op, ins.map((i) => i.name), outs.map((o) => o.name), { attrs })],
+    inputs: ins.map((i) => v(i.name, 'float32', i.dims)),
+    outputs: outs,
+    nodes: [
+      node(
+        op,
+        ins.map((i) => i.name),
+        outs.map((o) => o.name),
+        { attrs },
+      ),
+    ],
   });
   const feeds: Feeds = {};
   ins.forEach((i, k) => (feeds[i.name] = new ort.Tensor('float32', Float32Array.from(i.data ?? seeded(size(i.dims), k + 2)), i.dims)));
@@ -22,7 +37,10 @@ const positive = (n: number, seed: number) => seeded(n, seed).map((t) => t + 1.2
 
 describe('BatchNormalization', () => {
   const params = (c: number) => [
-    { name: 's', dims: [c] }, { name: 'b', dims: [c] }, { name: 'm', dims: [c] }, { name: 'var', dims: [c], data: positive(c, 9) },
+    { name: 's', dims: [c] },
+    { name: 'b', dims: [c] },
+    { name: 'm', dims: [c] },
+    { name: 'var', dims: [c], data: positive(c, 9) },
   ];
   it('opset 7 on a 2-D [N, C] input', async () => {
     await same('BatchNormalization', 7, [{ name: 'x', dims: [5, 3] }, ...params(3)], { epsilon: { f: 1e-3 } });
@@ -31,27 +49,57 @@ describe('BatchNormalization', () => {
     await same('BatchNormalization', 9, [{ name: 'x', dims: [2, 4, 6] }, ...params(4)], {});
   });
   it('opset 15 training mode on a 3-D input: Y and running statistics', async () => {
-    await same('BatchNormalization', 15, [{ name: 'x', dims: [3, 2, 5] }, ...params(2)], { training_mode: 1, momentum: { f: 0.7 } },
-      [v('y', 'float32'), v('rm', 'float32'), v('rv', 'float32')]);
+    await same('BatchNormalization', 15, [{ name: 'x', dims: [3, 2, 5] }, ...params(2)], { training_mode: 1, momentum: { f: 0.7 } }, [
+      v('y', 'float32'),
+      v('rm', 'float32'),
+      v('rv', 'float32'),
+    ]);
   });
 });
 
 describe('LayerNormalization', () => {
   it('last axis with 1-D scale and bias (the fused kernel)', async () => {
-    await same('LayerNormalization', 17, [{ name: 'x', dims: [2, 3, 8] }, { name: 's', dims: [8] }, { name: 'b', dims: [8] }], { epsilon: { f: 1e-3 } });
+    await same(
+      'LayerNormalization',
+      17,
+      [
+        { name: 'x', dims: [2, 3, 8] },
+        { name: 's', dims: [8] },
+        { name: 'b', dims: [8] },
+      ],
+      { epsilon: { f: 1e-3 } },
+    );
   });
   it('last axis with a one-element bias, which broadcasts (the fused kernel refuses it)', async () => {
-    await same('LayerNormalization', 17, [{ name: 'x', dims: [2, 3, 8] }, { name: 's', dims: [8] }, { name: 'b', dims: [1] }], {});
+    await same(
+      'LayerNormalization',
+      17,
+      [
+        { name: 'x', dims: [2, 3, 8] },
+        { name: 's', dims: [8] },
+        { name: 'b', dims: [1] },
+      ],
+      {},
+    );
   });
   it('axis 1 without bias, Mean and InvStdDev outputs', async () => {
-    await same('LayerNormalization', 17, [{ name: 'x', dims: [2, 3, 4] }, { name: 's', dims: [3, 4] }], { axis: 1 },
-      [v('y', 'float32'), v('mean', 'float32'), v('inv', 'float32')]);
+    await same(
+      'LayerNormalization',
+      17,
+      [
+        { name: 'x', dims: [2, 3, 4] },
+        { name: 's', dims: [3, 4] },
+      ],
+      { axis: 1 },
+      [v('y', 'float32'), v('mean', 'float32'), v('inv', 'float32')],
+    );
   });
   it('float16 input computes its statistics in float32', async () => {
     const x = seeded(64, 4).map((t) => t * 100 + 1000); // float16 sums of squares would overflow or round
     const bytes = model({
       opsets: { '': 17 },
-      inputs: [v('x', 'float16', [4, 16]), v('s', 'float16', [16])], outputs: [v('y', 'float16'), v('mean', 'float32'), v('inv', 'float32')],
+      inputs: [v('x', 'float16', [4, 16]), v('s', 'float16', [16])],
+      outputs: [v('y', 'float16'), v('mean', 'float32'), v('inv', 'float32')],
       nodes: [node('LayerNormalization', ['x', 's'], ['y', 'mean', 'inv'])],
     });
     const half = (d: number[]) => Uint16Array.from(d.map(toHalfBits));
@@ -66,13 +114,40 @@ describe('LayerNormalization', () => {
 
 describe('InstanceNormalization and GroupNormalization', () => {
   it('InstanceNormalization on a 3-D input', async () => {
-    await same('InstanceNormalization', 6, [{ name: 'x', dims: [2, 3, 7] }, { name: 's', dims: [3] }, { name: 'b', dims: [3] }], { epsilon: { f: 1e-2 } });
+    await same(
+      'InstanceNormalization',
+      6,
+      [
+        { name: 'x', dims: [2, 3, 7] },
+        { name: 's', dims: [3] },
+        { name: 'b', dims: [3] },
+      ],
+      { epsilon: { f: 1e-2 } },
+    );
   });
   it('GroupNormalization opset 18: scale and bias per group', async () => {
-    await same('GroupNormalization', 18, [{ name: 'x', dims: [2, 6, 3, 2] }, { name: 's', dims: [3] }, { name: 'b', dims: [3] }], { num_groups: 3 });
+    await same(
+      'GroupNormalization',
+      18,
+      [
+        { name: 'x', dims: [2, 6, 3, 2] },
+        { name: 's', dims: [3] },
+        { name: 'b', dims: [3] },
+      ],
+      { num_groups: 3 },
+    );
   });
   it('GroupNormalization opset 21: scale and bias per channel, 3-D input', async () => {
-    await same('GroupNormalization', 21, [{ name: 'x', dims: [2, 6, 5] }, { name: 's', dims: [6] }, { name: 'b', dims: [6] }], { num_groups: 2, epsilon: { f: 1e-3 } });
+    await same(
+      'GroupNormalization',
+      21,
+      [
+        { name: 'x', dims: [2, 6, 5] },
+        { name: 's', dims: [6] },
+        { name: 'b', dims: [6] },
+      ],
+      { num_groups: 2, epsilon: { f: 1e-3 } },
+    );
   });
 });
 

@@ -66,7 +66,8 @@ const batchNormEntry = onnxOp('BatchNormalization', 1, {
   parse: parseBatchNorm,
   check: (ctx) => {
     const outs = ctx.node.outputs.filter((o) => o).length;
-    if (ctx.opset < 14 && outs > 1) return 'BatchNormalization training outputs (mean, var, saved_mean, saved_var) before opset 14 are not supported';
+    if (ctx.opset < 14 && outs > 1)
+      return 'BatchNormalization training outputs (mean, var, saved_mean, saved_var) before opset 14 are not supported';
     return undefined;
   },
   run: batchNorm,
@@ -83,14 +84,22 @@ export interface LayerNormParams {
   stashFloat: boolean;
 }
 
-export const parseLayerNorm = (attrs: Attrs): LayerNormParams => ({ axis: attrs.int('axis', -1), epsilon: epsilonOf(attrs), stashFloat: stashOf(attrs) });
+export const parseLayerNorm = (attrs: Attrs): LayerNormParams => ({
+  axis: attrs.int('axis', -1),
+  epsilon: epsilonOf(attrs),
+  stashFloat: stashOf(attrs),
+});
 
 /** LayerNormalization: also onnxruntime's opset 1-16 registration in the ONNX domain (com.microsoft/norm.ts). */
 export function layerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
   const x = ctx.input(0);
   const { axis, epsilon, stashFloat } = ctx.params;
   const out = normalize(x, ctx.input(1), ctx.optional(2), {
-    axis: normAxis(axis, x.ndim), eps: epsilon, simplified: false, stashFloat, stats: ctx.wants(1) || ctx.wants(2),
+    axis: normAxis(axis, x.ndim),
+    eps: epsilon,
+    simplified: false,
+    stashFloat,
+    stats: ctx.wants(1) || ctx.wants(2),
   });
   return [out.y, out.mean, out.invStd];
 }
@@ -119,7 +128,11 @@ interface GroupNormParams {
   stashFloat: boolean;
 }
 
-const parseGroupNorm = (attrs: Attrs): GroupNormParams => ({ groups: attrs.int('num_groups'), epsilon: epsilonOf(attrs), stashFloat: stashOf(attrs) });
+const parseGroupNorm = (attrs: Attrs): GroupNormParams => ({
+  groups: attrs.int('num_groups'),
+  epsilon: epsilonOf(attrs),
+  stashFloat: stashOf(attrs),
+});
 
 function groupNorm(ctx: OpContext<GroupNormParams>): mx.Array {
   const x = ctx.input(0);
@@ -180,7 +193,10 @@ interface LrnParams {
 }
 
 const parseLrn = (attrs: Attrs): LrnParams => ({
-  size: attrs.int('size'), alpha: attrs.float('alpha', 1e-4), beta: attrs.float('beta', 0.75), bias: attrs.float('bias', 1),
+  size: attrs.int('size'),
+  alpha: attrs.float('alpha', 1e-4),
+  beta: attrs.float('beta', 0.75),
+  bias: attrs.float('bias', 1),
 });
 
 function lrn(ctx: OpContext<LrnParams>): mx.Array {
@@ -196,7 +212,12 @@ function lrn(ctx: OpContext<LrnParams>): mx.Array {
   for (let k = 0; k < size; k++) {
     const start = padded.shape.map((_, i) => (i === 1 ? k : 0));
     const stop = padded.shape.map((d, i) => (i === 1 ? k + c : d));
-    const s = mx.slice(padded, start, stop, padded.shape.map(() => 1));
+    const s = mx.slice(
+      padded,
+      start,
+      stop,
+      padded.shape.map(() => 1),
+    );
     sum = sum ? mx.add(sum, s) : s;
   }
   const denom = mx.power(mx.add(mx.multiply(sum!, alpha / size), bias), beta);

@@ -6,15 +6,32 @@ import { model, node, v, type AttrSpec, type ElemName, type ValueSpec } from '..
 import { expectSameAsOrt, ort, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
 
 const make: Record<string, (d: number[]) => ArrayLike<number | bigint>> = {
-  float32: (d) => Float32Array.from(d), int8: (d) => Int8Array.from(d), uint8: (d) => Uint8Array.from(d),
+  float32: (d) => Float32Array.from(d),
+  int8: (d) => Int8Array.from(d),
+  uint8: (d) => Uint8Array.from(d),
 };
 const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
 
-async function same(op: string, x: { type: ElemName; dims: number[]; data?: number[] }, attrs: Record<string, AttrSpec>, outs: ValueSpec[], opset = 22, extra: { name: string; dims: number[]; data: number[] }[] = []) {
+async function same(
+  op: string,
+  x: { type: ElemName; dims: number[]; data?: number[] },
+  attrs: Record<string, AttrSpec>,
+  outs: ValueSpec[],
+  opset = 22,
+  extra: { name: string; dims: number[]; data: number[] }[] = [],
+) {
   const bytes = model({
     opsets: { '': opset },
-    inputs: [v('x', x.type, x.dims), ...extra.map((e) => v(e.name, 'float32', e.dims))], outputs: outs,
-    nodes: [node(op, ['x', ...extra.map((e) => e.name)], outs.map((o) => o.name), { attrs })],
+    inputs: [v('x', x.type, x.dims), ...extra.map((e) => v(e.name, 'float32', e.dims))],
+    outputs: outs,
+    nodes: [
+      node(
+        op,
+        ['x', ...extra.map((e) => e.name)],
+        outs.map((o) => o.name),
+        { attrs },
+      ),
+    ],
   });
   const feeds: Feeds = { x: new ort.Tensor(x.type as never, make[x.type](x.data ?? seeded(size(x.dims), 3)) as never, x.dims) };
   for (const e of extra) feeds[e.name] = new ort.Tensor('float32', Float32Array.from(e.data), e.dims);
@@ -25,10 +42,16 @@ const y = [v('y', 'float32')];
 
 describe('MaxPool', () => {
   it('3-D with Indices, pads and strides', async () => {
-    await same('MaxPool', fx([1, 2, 4, 5, 6]), { kernel_shape: [2, 3, 2], strides: [2, 1, 2], pads: [1, 0, 1, 0, 1, 1] }, [v('y', 'float32'), v('i', 'int64')]);
+    await same('MaxPool', fx([1, 2, 4, 5, 6]), { kernel_shape: [2, 3, 2], strides: [2, 1, 2], pads: [1, 0, 1, 0, 1, 1] }, [
+      v('y', 'float32'),
+      v('i', 'int64'),
+    ]);
   });
   it('column-major Indices (storage_order 1), ceil mode', async () => {
-    await same('MaxPool', fx([2, 2, 5, 7]), { kernel_shape: [3, 2], strides: [2, 2], ceil_mode: 1, storage_order: 1 }, [v('y', 'float32'), v('i', 'int64')]);
+    await same('MaxPool', fx([2, 2, 5, 7]), { kernel_shape: [3, 2], strides: [2, 2], ceil_mode: 1, storage_order: 1 }, [
+      v('y', 'float32'),
+      v('i', 'int64'),
+    ]);
   });
   it('int8 with negative values padded by the type minimum', async () => {
     const data = seeded(50, 4).map((t) => Math.round(t * 127));
@@ -38,7 +61,9 @@ describe('MaxPool', () => {
     await same('MaxPool', fx([1, 1, 9, 8]), { kernel_shape: [3, 2], strides: [2, 3], auto_pad: 'SAME_UPPER' }, y);
     // onnxruntime pads for the undilated kernel here and returns 7x6; the spec's pad formula uses the dilated one.
     const bytes = model({
-      opsets: { '': 22 }, inputs: [v('x', 'float32', [1, 1, 9, 8])], outputs: y,
+      opsets: { '': 22 },
+      inputs: [v('x', 'float32', [1, 1, 9, 8])],
+      outputs: y,
       nodes: [node('MaxPool', ['x'], ['y'], { attrs: { kernel_shape: [3, 2], dilations: [2, 3], auto_pad: 'SAME_UPPER' } })],
     });
     const out = await runOn('mlx', bytes, { x: new ort.Tensor('float32', Float32Array.from(seeded(72, 3)), [1, 1, 9, 8]) });
@@ -52,7 +77,12 @@ describe('MaxPool', () => {
 describe('AveragePool', () => {
   for (const include of [0, 1]) {
     it(`ceil mode with asymmetric pads, count_include_pad ${include}`, async () => {
-      await same('AveragePool', fx([1, 2, 7, 6]), { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 0, 0, 1], ceil_mode: 1, count_include_pad: include }, y);
+      await same(
+        'AveragePool',
+        fx([1, 2, 7, 6]),
+        { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 0, 0, 1], ceil_mode: 1, count_include_pad: include },
+        y,
+      );
     });
     it(`SAME_LOWER, count_include_pad ${include}`, async () => {
       await same('AveragePool', fx([1, 1, 6, 5]), { kernel_shape: [2, 3], auto_pad: 'SAME_LOWER', count_include_pad: include }, y);
@@ -82,6 +112,8 @@ describe('LpPool and the global pools', () => {
 describe('MaxRoiPool', () => {
   it('ROIs with spatial_scale, including one partly outside the map', async () => {
     const rois = [0, 0, 0, 3, 3, 1, 2, 1, 7, 6, 0, 5, 5, 12, 12];
-    await same('MaxRoiPool', fx([2, 3, 8, 8]), { pooled_shape: [2, 3], spatial_scale: { f: 0.5 } }, y, 1, [{ name: 'rois', dims: [3, 5], data: rois }]);
+    await same('MaxRoiPool', fx([2, 3, 8, 8]), { pooled_shape: [2, 3], spatial_scale: { f: 0.5 } }, y, 1, [
+      { name: 'rois', dims: [3, 5], data: rois },
+    ]);
   });
 });

@@ -10,7 +10,15 @@ import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { dtypeRange, hostNumbers, intsIfGiven } from './helpers/util.js';
 import {
-  kernelOffsets, ones, padSpatial, parseWindow, windowOf, windowSlice, zeros, type Window, type WindowAttrs,
+  kernelOffsets,
+  ones,
+  padSpatial,
+  parseWindow,
+  windowOf,
+  windowSlice,
+  zeros,
+  type Window,
+  type WindowAttrs,
 } from './helpers/spatial.js';
 
 /** The attributes of MaxPool, AveragePool and LpPool (each reads the ones it has). */
@@ -140,7 +148,10 @@ function lpPool(ctx: OpContext<PoolParams>): mx.Array {
   const x = ctx.input(0);
   const p = ctx.params.p;
   const w = poolWindow(ctx.params, x);
-  return lpRoot(foldWindows(padSpatial(lpPow(x, p), w, 0), w, (a, v) => mx.add(a, v)), p);
+  return lpRoot(
+    foldWindows(padSpatial(lpPow(x, p), w, 0), w, (a, v) => mx.add(a, v)),
+    p,
+  );
 }
 
 const lpPoolEntry = onnxOp('LpPool', 1, {
@@ -195,8 +206,20 @@ function maxUnpool(ctx: OpContext<UnpoolParams>): mx.Array {
   // The indices address the inferred shape (as MaxPool's input was); a larger requested shape
   // extends it with zeros at the end of each axis, as the reference does.
   const want = hostNumbers(ctx.host(2));
-  const grown = mx.pad(y, want.map((_, i) => i), want.map(() => 0), want.map((w, i) => Math.max(w - shape[i], 0)), mx.array(0, { dtype: x.dtype }), 'constant');
-  return mx.slice(grown, want.map(() => 0), want, want.map(() => 1));
+  const grown = mx.pad(
+    y,
+    want.map((_, i) => i),
+    want.map(() => 0),
+    want.map((w, i) => Math.max(w - shape[i], 0)),
+    mx.array(0, { dtype: x.dtype }),
+    'constant',
+  );
+  return mx.slice(
+    grown,
+    want.map(() => 0),
+    want,
+    want.map(() => 1),
+  );
 }
 
 const maxUnpoolEntry = onnxOp('MaxUnpool', 9, { parse: parseUnpool, run: (ctx) => [maxUnpool(ctx)] });

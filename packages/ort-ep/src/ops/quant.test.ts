@@ -28,18 +28,32 @@ describe('float8 and float4 codes', () => {
     expect(encode(OnnxDataType.FLOAT8E5M2FNUZ, [-0, 57344, 1])).toEqual([0x00, 0x7f, 0x40]);
   });
   it('FLOAT4E2M1: the eight magnitudes, ties to even, saturation at 6', () => {
-    expect(encode(OnnxDataType.FLOAT4E2M1, [0, 0.5, 1, 1.5, 2, 3, 4, 6, 5, 0.25, 0.75, 7, -3, -100])).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 6, 0, 2, 7, 0xd, 0xf]);
+    expect(encode(OnnxDataType.FLOAT4E2M1, [0, 0.5, 1, 1.5, 2, 3, 4, 6, 5, 0.25, 0.75, 7, -3, -100])).toEqual([
+      0, 1, 2, 3, 4, 5, 6, 7, 6, 0, 2, 7, 0xd, 0xf,
+    ]);
   });
-  for (const type of [OnnxDataType.FLOAT8E4M3FN, OnnxDataType.FLOAT8E4M3FNUZ, OnnxDataType.FLOAT8E5M2, OnnxDataType.FLOAT8E5M2FNUZ, OnnxDataType.FLOAT4E2M1]) {
+  for (const type of [
+    OnnxDataType.FLOAT8E4M3FN,
+    OnnxDataType.FLOAT8E4M3FNUZ,
+    OnnxDataType.FLOAT8E5M2,
+    OnnxDataType.FLOAT8E5M2FNUZ,
+    OnnxDataType.FLOAT4E2M1,
+  ]) {
     it(`every code of type ${type} decodes and encodes back to itself`, () => {
       const n = type === OnnxDataType.FLOAT4E2M1 ? 16 : 256;
       const unsignedZero = type === OnnxDataType.FLOAT8E4M3FNUZ || type === OnnxDataType.FLOAT8E5M2FNUZ;
-      const codes = mx.array(Array.from({ length: n }, (_, i) => i), { dtype: 'uint8' });
+      const codes = mx.array(
+        Array.from({ length: n }, (_, i) => i),
+        { dtype: 'uint8' },
+      );
       const values = Array.from(decodeMiniFloatArray(codes, type).toTypedArray() as Float32Array);
       const back = encode(type, values, false);
       expect(values.length).toBe(n);
       values.forEach((val, i) => {
-        if (Number.isNaN(val)) expect(Number.isNaN(Array.from(decodeMiniFloatArray(mx.array([back[i]], { dtype: 'uint8' }), type).toTypedArray() as Float32Array)[0])).toBe(true);
+        if (Number.isNaN(val))
+          expect(
+            Number.isNaN(Array.from(decodeMiniFloatArray(mx.array([back[i]], { dtype: 'uint8' }), type).toTypedArray() as Float32Array)[0]),
+          ).toBe(true);
         else if (unsignedZero || val !== 0) expect(back[i]).toBe(i);
       });
     });
@@ -51,12 +65,16 @@ describe('integer QuantizeLinear / DequantizeLinear', () => {
     const x = [-1.25, 0.5, 2.5, 3.5, -7, 100, -100, 0.03];
     const bytes = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [2, 4])], outputs: [v('q', 'int8'), v('y', 'float32')],
+      inputs: [v('x', 'float32', [2, 4])],
+      outputs: [v('q', 'int8'), v('y', 'float32')],
       initializers: [
         { name: 's', type: 'float32', dims: [2], values: [0.5, 0.25] },
         { name: 'z', type: 'int8', dims: [2], values: [1, -3] },
       ],
-      nodes: [node('QuantizeLinear', ['x', 's', 'z'], ['q'], { attrs: { axis: 0 } }), node('DequantizeLinear', ['q', 's', 'z'], ['y'], { attrs: { axis: 0 } })],
+      nodes: [
+        node('QuantizeLinear', ['x', 's', 'z'], ['q'], { attrs: { axis: 0 } }),
+        node('DequantizeLinear', ['q', 's', 'z'], ['y'], { attrs: { axis: 0 } }),
+      ],
     });
     const out = await expectSameAsOrt(bytes, { x: new ort.Tensor('float32', Float32Array.from(x), [2, 4]) }, { rtol: 0, atol: 0 });
     // Halves round to even: -1.25/0.5 = -2.5 -> -2, 2.5/0.5 = 5, 3.5/0.5 = 7; 100 saturates.
@@ -65,7 +83,8 @@ describe('integer QuantizeLinear / DequantizeLinear', () => {
   it('blocked uint8 quantization (block_size 2 along axis 1), checked by hand', async () => {
     const bytes = model({
       opsets: { '': 21 },
-      inputs: [v('x', 'float32', [2, 5])], outputs: [v('q', 'uint8')],
+      inputs: [v('x', 'float32', [2, 5])],
+      outputs: [v('q', 'uint8')],
       initializers: [
         { name: 's', type: 'float32', dims: [2, 3], values: [1, 2, 4, 0.5, 0.25, 1] },
         { name: 'z', type: 'uint8', dims: [2, 3], values: [10, 20, 30, 40, 50, 60] },
@@ -82,7 +101,8 @@ describe('DynamicQuantizeLinear', () => {
   it('an all-zero input gives zeros, scale 0 and zero point 0 without NaN', async () => {
     const bytes = model({
       opsets: { '': 11 },
-      inputs: [v('x', 'float32', [4])], outputs: [v('y', 'uint8'), v('s', 'float32'), v('z', 'uint8')],
+      inputs: [v('x', 'float32', [4])],
+      outputs: [v('y', 'uint8'), v('s', 'float32'), v('z', 'uint8')],
       nodes: [node('DynamicQuantizeLinear', ['x'], ['y', 's', 'z'])],
     });
     const out = await runOn('mlx', bytes, { x: new ort.Tensor('float32', new Float32Array(4), [4]) });

@@ -17,12 +17,20 @@ function alongAxis(p: mx.Array, xShape: readonly number[], axis: number, blockSi
   if (p.size === 1) return mx.reshape(p, []);
   if (!blockSize) {
     if (p.ndim !== 1) throw new RangeError(`a scale of shape [${p.shape.join(', ')}] needs block_size for blocked quantization`);
-    return mx.reshape(p, xShape.map((d, i) => (i === axis ? p.size : 1)));
+    return mx.reshape(
+      p,
+      xShape.map((d, i) => (i === axis ? p.size : 1)),
+    );
   }
   // Blocked: every scale covers block_size consecutive elements along axis (the last block may be short).
   const repeated = mx.repeat(p, blockSize, axis);
   const stop = repeated.shape.map((d, i) => (i === axis ? xShape[axis] : d));
-  return mx.slice(repeated, repeated.shape.map(() => 0), stop, repeated.shape.map(() => 1));
+  return mx.slice(
+    repeated,
+    repeated.shape.map(() => 0),
+    stop,
+    repeated.shape.map(() => 1),
+  );
 }
 
 /** The attributes of QuantizeLinear and DequantizeLinear (each opset adds some; absent ones take their defaults). */
@@ -76,7 +84,8 @@ function quantize(ctx: OpContext<QuantParams>): OpResult[] {
   if (isMiniFloat(yType)) {
     // Float8 ignores the zero point (the reference does); float4 adds it before rounding.
     let v = mx.astype(q, 'float32');
-    if (yType === OnnxDataType.FLOAT4E2M1 && ctx.has(2)) v = mx.add(v, alongAxis(decodeMiniFloatArray(quantInput(ctx, 2), yType), x.shape, axis, block));
+    if (yType === OnnxDataType.FLOAT4E2M1 && ctx.has(2))
+      v = mx.add(v, alongAxis(decodeMiniFloatArray(quantInput(ctx, 2), yType), x.shape, axis, block));
     return [typed(encodeMiniFloatArray(v, yType, ctx.params.saturate || yType === OnnxDataType.FLOAT4E2M1), yType)];
   }
   let r = mx.round(mx.astype(q, 'float32'), 0);
@@ -89,7 +98,8 @@ function quantizeCheck(ctx: CheckContext<QuantParams>): string | undefined {
   const t = zp ?? outputTypeOf(ctx.params, undefined);
   if (!quantizable(t)) return `QuantizeLinear to element type ${t} is not supported (integers up to 16 bits, float8 and float4 are)`;
   const s = ctx.inputType(1);
-  if (s !== undefined && !mxDtypeOf(s)) return `QuantizeLinear with a scale of element type ${s} is not supported on MLX (float8e8m0 scales have no MLX dtype)`;
+  if (s !== undefined && !mxDtypeOf(s))
+    return `QuantizeLinear with a scale of element type ${s} is not supported on MLX (float8e8m0 scales have no MLX dtype)`;
   return undefined;
 }
 
@@ -116,7 +126,8 @@ function dequantizeCheck(ctx: CheckContext<QuantParams>): string | undefined {
   const t = ctx.inputType(0);
   if (t !== undefined && t !== OnnxDataType.INT32 && !quantizable(t)) return `DequantizeLinear of element type ${t} is not supported`;
   const s = ctx.inputType(1);
-  if (s !== undefined && !mxDtypeOf(s)) return `DequantizeLinear with a scale of element type ${s} is not supported on MLX (float8e8m0 scales have no MLX dtype)`;
+  if (s !== undefined && !mxDtypeOf(s))
+    return `DequantizeLinear with a scale of element type ${s} is not supported on MLX (float8e8m0 scales have no MLX dtype)`;
   return undefined;
 }
 
@@ -137,11 +148,15 @@ function dynamicQuantize(ctx: OpContext): OpResult[] {
 
 export const quantOps: OpEntry[] = [
   onnxOp('QuantizeLinear', 10, {
-    parse: parseQuant, check: quantizeCheck, run: quantize,
+    parse: parseQuant,
+    check: quantizeCheck,
+    run: quantize,
     note: 'float8/float4 outputs are codes computed with MLX integer ops; float8e8m0 scales are refused',
   }),
   onnxOp('DequantizeLinear', 10, {
-    parse: parseQuant, check: dequantizeCheck, run: (ctx) => [dequantize(ctx)],
+    parse: parseQuant,
+    check: dequantizeCheck,
+    run: (ctx) => [dequantize(ctx)],
     note: 'float8e8m0 scales are refused',
   }),
   onnxOp('DynamicQuantizeLinear', 11, { run: dynamicQuantize }),

@@ -67,7 +67,9 @@ function generator<D>(opType: string, dist: Distribution<D>): OpEntry {
     note: NOTE,
     parse: (attrs) => ({ ...parseRandom(attrs), shape: attrs.ints('shape'), dist: dist.parse(attrs) }),
     check: (ctx) => checkFloatOut(ctx.params.dtype ?? OnnxDataType.FLOAT),
-    run: (ctx) => [mx.astype(dist.sample(ctx.params.shape, keyFor(ctx), ctx.params.dist), mxType(ctx.params.dtype ?? OnnxDataType.FLOAT, ctx.where))],
+    run: (ctx) => [
+      mx.astype(dist.sample(ctx.params.shape, keyFor(ctx), ctx.params.dist), mxType(ctx.params.dtype ?? OnnxDataType.FLOAT, ctx.where)),
+    ],
   });
 }
 

@@ -6,21 +6,45 @@ import { model, node, v, type ElemName } from '../../test/helpers/build.js';
 import { expectSameAsOrt, ort, plain, runOn, seeded } from '../../test/helpers/ort.js';
 
 const typed: Record<string, (d: number[]) => ArrayLike<number | bigint>> = {
-  float32: (d) => Float32Array.from(d), int32: (d) => Int32Array.from(d), int64: (d) => BigInt64Array.from(d.map(BigInt)),
-  uint8: (d) => Uint8Array.from(d), int8: (d) => Int8Array.from(d), bool: (d) => Uint8Array.from(d),
+  float32: (d) => Float32Array.from(d),
+  int32: (d) => Int32Array.from(d),
+  int64: (d) => BigInt64Array.from(d.map(BigInt)),
+  uint8: (d) => Uint8Array.from(d),
+  int8: (d) => Int8Array.from(d),
+  bool: (d) => Uint8Array.from(d),
 };
 const tensor = (type: ElemName, data: number[], dims: number[]) => new ort.Tensor(type as never, typed[type](data) as never, dims);
 
-async function reduceCase(op: string, opset: number, type: ElemName, dims: number[], data: number[], outType: ElemName, attrs: Record<string, number | number[]>) {
+async function reduceCase(
+  op: string,
+  opset: number,
+  type: ElemName,
+  dims: number[],
+  data: number[],
+  outType: ElemName,
+  attrs: Record<string, number | number[]>,
+) {
   const bytes = model({
     opsets: { '': opset },
-    inputs: [v('x', type, dims)], outputs: [v('y', outType)],
+    inputs: [v('x', type, dims)],
+    outputs: [v('y', outType)],
     nodes: [node(op, ['x'], ['y'], { attrs })],
   });
   return expectSameAsOrt(bytes, { x: tensor(type, data, dims) }, { rtol: 1e-5, atol: 1e-5 });
 }
 
-const reductions = ['ReduceSum', 'ReduceMean', 'ReduceMax', 'ReduceMin', 'ReduceProd', 'ReduceL1', 'ReduceL2', 'ReduceLogSum', 'ReduceLogSumExp', 'ReduceSumSquare'];
+const reductions = [
+  'ReduceSum',
+  'ReduceMean',
+  'ReduceMax',
+  'ReduceMin',
+  'ReduceProd',
+  'ReduceL1',
+  'ReduceL2',
+  'ReduceLogSum',
+  'ReduceLogSumExp',
+  'ReduceSumSquare',
+];
 const positive = seeded(24, 3).map((t) => t + 1.5);
 
 describe('reductions with axes as an attribute (opset 11)', () => {
@@ -51,12 +75,14 @@ describe('integer reductions keep the integer type', () => {
 
 describe('empty reductions', () => {
   it('ReduceMax/ReduceMin of an empty int32 axis give the type limits; ReduceSum 0, ReduceProd 1', async () => {
-    const bytes = (op: string) => model({
-      opsets: { '': 20 },
-      inputs: [v('x', 'int32', [2, 0, 3])], outputs: [v('y', 'int32')],
-      initializers: [{ name: 'axes', type: 'int64', dims: [1], values: [1n] }],
-      nodes: [node(op, ['x', 'axes'], ['y'], { attrs: { keepdims: 0 } })],
-    });
+    const bytes = (op: string) =>
+      model({
+        opsets: { '': 20 },
+        inputs: [v('x', 'int32', [2, 0, 3])],
+        outputs: [v('y', 'int32')],
+        initializers: [{ name: 'axes', type: 'int64', dims: [1], values: [1n] }],
+        nodes: [node(op, ['x', 'axes'], ['y'], { attrs: { keepdims: 0 } })],
+      });
     const x = tensor('int32', [], [2, 0, 3]);
     expect(plain((await runOn('mlx', bytes('ReduceMax'), { x })).y)).toEqual(new Array(6).fill(-2147483648));
     expect(plain((await runOn('mlx', bytes('ReduceMin'), { x })).y)).toEqual(new Array(6).fill(2147483647));
@@ -69,7 +95,8 @@ describe('shape math on the host', () => {
   it('ReduceProd of a Shape feeds a Reshape (the product stays a host value)', async () => {
     const bytes = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [2, 3, 4])], outputs: [v('y', 'float32', [24])],
+      inputs: [v('x', 'float32', [2, 3, 4])],
+      outputs: [v('y', 'float32', [24])],
       nodes: [
         node('Shape', ['x'], ['s']),
         node('ReduceProd', ['s'], ['n'], { attrs: { keepdims: 1 } }),

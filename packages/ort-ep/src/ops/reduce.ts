@@ -16,12 +16,19 @@ type Kind = 'sum' | 'mean' | 'max' | 'min' | 'prod' | 'l1' | 'l2' | 'logsum' | '
 /** The value a reduction over zero elements gives (the spec's "empty set" cases). */
 function identity(kind: Kind, dtype: mx.Dtype): number | bigint | boolean {
   switch (kind) {
-    case 'max': return dtypeRange(dtype)[0];
-    case 'min': return dtypeRange(dtype)[1];
-    case 'prod': return 1;
-    case 'mean': return NaN;
-    case 'logsum': case 'logsumexp': return -Infinity;
-    default: return 0;
+    case 'max':
+      return dtypeRange(dtype)[0];
+    case 'min':
+      return dtypeRange(dtype)[1];
+    case 'prod':
+      return 1;
+    case 'mean':
+      return NaN;
+    case 'logsum':
+    case 'logsumexp':
+      return -Infinity;
+    default:
+      return 0;
   }
 }
 
@@ -42,10 +49,14 @@ function reduceArray(kind: Kind, x: mx.Array, axes: number[], keepdims: boolean,
     return mx.full(shape, mx.array(identity(kind, dtype) as number, { dtype }), dtype);
   }
   switch (kind) {
-    case 'sum': return keep(mx.sum(x, axes, opts), dtype);
-    case 'prod': return keep(mx.prod(x, axes, opts), dtype);
-    case 'max': return mx.max(x, axes, opts);
-    case 'min': return mx.min(x, axes, opts);
+    case 'sum':
+      return keep(mx.sum(x, axes, opts), dtype);
+    case 'prod':
+      return keep(mx.prod(x, axes, opts), dtype);
+    case 'max':
+      return mx.max(x, axes, opts);
+    case 'min':
+      return mx.min(x, axes, opts);
     case 'mean': {
       if (!isIntType(onnxType)) return keep(mx.mean(x, axes, opts), dtype);
       // Integer means truncate toward zero, as integer division does in onnxruntime.
@@ -53,11 +64,16 @@ function reduceArray(kind: Kind, x: mx.Array, axes: number[], keepdims: boolean,
       const s = mx.sum(mx.astype(x, 'float64' === dtype ? 'float64' : 'float32'), axes, opts);
       return mx.astype(mx.divide(s, n), dtype);
     }
-    case 'l1': return keep(mx.sum(mx.abs(x), axes, opts), dtype);
-    case 'sumsquare': return keep(mx.sum(mx.square(x), axes, opts), dtype);
-    case 'l2': return keep(mx.sqrt(mx.sum(mx.square(inFloat(x)), axes, opts)), dtype);
-    case 'logsum': return keep(mx.log(mx.sum(inFloat(x), axes, opts)), dtype);
-    case 'logsumexp': return keep(mx.logsumexp(inFloat(x), axes, opts), dtype);
+    case 'l1':
+      return keep(mx.sum(mx.abs(x), axes, opts), dtype);
+    case 'sumsquare':
+      return keep(mx.sum(mx.square(x), axes, opts), dtype);
+    case 'l2':
+      return keep(mx.sqrt(mx.sum(mx.square(inFloat(x)), axes, opts)), dtype);
+    case 'logsum':
+      return keep(mx.log(mx.sum(inFloat(x), axes, opts)), dtype);
+    case 'logsumexp':
+      return keep(mx.logsumexp(inFloat(x), axes, opts), dtype);
   }
 }
 
@@ -112,10 +128,11 @@ function hostReduce(kind: Kind, t: HostTensor, axes: number[], keepdims: boolean
     }
   }
   const empty = kind === 'sum' ? 0n : kind === 'prod' ? 1n : undefined;
-  for (let i = 0; i < out.length; i++) if (out[i] === undefined) {
-    if (empty === undefined) throw new RangeError('max/min of an empty integer host tensor');
-    out[i] = empty;
-  }
+  for (let i = 0; i < out.length; i++)
+    if (out[i] === undefined) {
+      if (empty === undefined) throw new RangeError('max/min of an empty integer host tensor');
+      out[i] = empty;
+    }
   return hostOf(t.dtype, out, keepdims ? outDims : dims.filter((_, i) => !axes.includes(i)));
 }
 
@@ -128,14 +145,16 @@ function reduceEntry(opType: string, kind: Kind, since: number, until: number | 
       if (t !== undefined && !mxDtypeOf(t)) return `${opType} of element type ${t} is not supported on MLX`;
       return undefined;
     },
-    host: hostKinds.has(kind) ? (ctx) => {
-      const t = ctx.hostIfKnown(0);
-      if (!t || !hostTypes.has(t.dtype) || (axesIsInput && ctx.has(1) && !ctx.hostIfKnown(1))) return undefined;
-      const axes = reductionAxes(ctx, t.dims.length, axesIsInput);
-      if (axes === null) return [t];
-      if (sizeOf(t.dims) === 0 && (kind === 'max' || kind === 'min')) return undefined;
-      return [hostReduce(kind, t, axes, ctx.params.keepdims)];
-    } : undefined,
+    host: hostKinds.has(kind)
+      ? (ctx) => {
+          const t = ctx.hostIfKnown(0);
+          if (!t || !hostTypes.has(t.dtype) || (axesIsInput && ctx.has(1) && !ctx.hostIfKnown(1))) return undefined;
+          const axes = reductionAxes(ctx, t.dims.length, axesIsInput);
+          if (axes === null) return [t];
+          if (sizeOf(t.dims) === 0 && (kind === 'max' || kind === 'min')) return undefined;
+          return [hostReduce(kind, t, axes, ctx.params.keepdims)];
+        }
+      : undefined,
     run: (ctx) => {
       const x = ctx.input(0);
       const axes = reductionAxes(ctx, x.ndim, axesIsInput);
@@ -156,7 +175,11 @@ function reduceFamily(opType: string, kind: Kind, lastAttr: number): OpEntry[] {
 function argEntry(opType: 'ArgMax' | 'ArgMin'): OpEntry {
   const f = opType === 'ArgMax' ? mx.argmax : mx.argmin;
   return onnxOp(opType, 1, {
-    parse: (attrs) => ({ axis: attrs.int('axis', 0), keepdims: attrs.int('keepdims', 1) !== 0, selectLast: attrs.int('select_last_index', 0) !== 0 }),
+    parse: (attrs) => ({
+      axis: attrs.int('axis', 0),
+      keepdims: attrs.int('keepdims', 1) !== 0,
+      selectLast: attrs.int('select_last_index', 0) !== 0,
+    }),
     run: (ctx) => {
       let x = ctx.input(0);
       const { keepdims, selectLast } = ctx.params;

@@ -38,9 +38,12 @@ interface AxisPlan {
 function sourceCoord(a: ResizeAttrs, x: number, scale: number, inW: number, outInt: number, roi: [number, number]): number {
   const outW = scale * inW; // the reference uses the unrounded output length
   switch (a.coord) {
-    case 'align_corners': return outW === 1 ? 0 : (x * (inW - 1)) / (outW - 1);
-    case 'asymmetric': return x / scale;
-    case 'pytorch_half_pixel': return outW === 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+    case 'align_corners':
+      return outW === 1 ? 0 : (x * (inW - 1)) / (outW - 1);
+    case 'asymmetric':
+      return x / scale;
+    case 'pytorch_half_pixel':
+      return outW === 1 ? -0.5 : (x + 0.5) / scale - 0.5;
     case 'half_pixel_symmetric': {
       const offset = (inW / 2) * (1 - outInt / outW);
       return offset + (x + 0.5) / scale - 0.5;
@@ -50,7 +53,8 @@ function sourceCoord(a: ResizeAttrs, x: number, scale: number, inW: number, outI
       const v = (outW === 1 ? ((r1 - r0) * (inW - 1)) / 2 : (x * (r1 - r0) * (inW - 1)) / (outW - 1)) + r0 * (inW - 1);
       return v < 0 || v > inW - 1 ? NaN : v;
     }
-    default: return (x + 0.5) / scale - 0.5; // half_pixel
+    default:
+      return (x + 0.5) / scale - 0.5; // half_pixel
   }
 }
 
@@ -68,7 +72,8 @@ function tapsFor(a: ResizeAttrs, c: number, scale: number): { base: number; offs
   const base = c - ratio;
   if (a.mode === 'nearest') {
     if (ratio === 1) return { base, offsets: [1], weights: [1] };
-    const up = a.nearest === 'ceil' || (a.nearest === 'round_prefer_ceil' && ratio >= 0.5) || (a.nearest === 'round_prefer_floor' && ratio > 0.5);
+    const up =
+      a.nearest === 'ceil' || (a.nearest === 'round_prefer_ceil' && ratio >= 0.5) || (a.nearest === 'round_prefer_floor' && ratio > 0.5);
     return { base, offsets: [up ? 1 : 0], weights: [1] };
   }
   const s = a.antialias ? Math.min(scale, 1) : 1;
@@ -94,7 +99,9 @@ function planAxis(a: ResizeAttrs, axis: number, inW: number, out: number, scale:
   // Antialiasing a strong downscale widens each tap window by 1/scale.
   const window = a.mode === 'nearest' ? 1 : Math.ceil((a.mode === 'cubic' ? 4 : 2) / (a.antialias ? Math.min(scale, 1) : 1)) + 1;
   if (out * window > MAX_TABLE) {
-    throw new RangeError(`resizing axis ${axis} to ${out} positions with ${window} taps each needs a table of ${out * window} entries, over the limit of ${MAX_TABLE}`);
+    throw new RangeError(
+      `resizing axis ${axis} to ${out} positions with ${window} taps each needs a table of ${out * window} entries, over the limit of ${MAX_TABLE}`,
+    );
   }
   const rows: { index: number[]; weight: number[] }[] = [];
   const outside = new Uint8Array(out);
@@ -123,17 +130,25 @@ function planAxis(a: ResizeAttrs, axis: number, inW: number, out: number, scale:
   const taps = rows.reduce((m, r) => Math.max(m, r.index.length), 1);
   const index = new Int32Array(out * taps);
   const weight = new Float32Array(out * taps);
-  rows.forEach((r, x) => r.index.forEach((v, t) => {
-    index[x * taps + t] = v;
-    weight[x * taps + t] = r.weight[t];
-  }));
+  rows.forEach((r, x) =>
+    r.index.forEach((v, t) => {
+      index[x * taps + t] = v;
+      weight[x * taps + t] = r.weight[t];
+    }),
+  );
   return { axis, out, taps, index, weight, outside: outside.some((v) => v) ? outside : undefined };
 }
 
 // ---------------------------------------------------------------------------------------------
 // Output sizes and scales (full rank), from scales or sizes (over `axes`), keep_aspect_ratio_policy.
 
-function sizesAndScales(policy: string, dims: number[], axes: number[], scalesIn?: number[], sizesIn?: number[]): { out: number[]; scales: number[] } {
+function sizesAndScales(
+  policy: string,
+  dims: number[],
+  axes: number[],
+  scalesIn?: number[],
+  sizesIn?: number[],
+): { out: number[]; scales: number[] } {
   const out = [...dims];
   const scales = dims.map(() => 1);
   if (sizesIn) {
@@ -154,8 +169,10 @@ function sizesAndScales(policy: string, dims: number[], axes: number[], scalesIn
   // NaN, infinite, zero or negative scales and sizes, and outputs past MLX's int32 dimensions, are
   // errors (a NaN scale used to give an empty tensor).
   axes.forEach((a) => {
-    if (!(scales[a] > 0) || !Number.isFinite(scales[a])) throw new RangeError(`scale ${scales[a]} of axis ${a} is not a finite positive number`);
-    if (!Number.isSafeInteger(out[a]) || out[a] < 0 || out[a] > MAX_DIM) throw new RangeError(`the output size ${out[a]} of axis ${a} is not a dimension (0 to ${MAX_DIM})`);
+    if (!(scales[a] > 0) || !Number.isFinite(scales[a]))
+      throw new RangeError(`scale ${scales[a]} of axis ${a} is not a finite positive number`);
+    if (!Number.isSafeInteger(out[a]) || out[a] < 0 || out[a] > MAX_DIM)
+      throw new RangeError(`the output size ${out[a]} of axis ${a} is not a dimension (0 to ${MAX_DIM})`);
   });
   return { out, scales };
 }
@@ -169,7 +186,15 @@ function resizeAttrs(at: Attrs, opset: number, legacy: boolean): ResizeAttrs {
   if (legacy) {
     // Upsample and Resize-10 are asymmetric; for nearest onnxruntime floors when upsampling and
     // ceils when downsampling (its 'simple' mode); 'legacy' marks that rule in tapsFor's caller.
-    return { mode: mode === 'bilinear' ? 'linear' : mode, coord: 'asymmetric', nearest: 'legacy', cubicA: -0.75, excludeOutside: false, extrapolation: 0, antialias: false };
+    return {
+      mode: mode === 'bilinear' ? 'linear' : mode,
+      coord: 'asymmetric',
+      nearest: 'legacy',
+      cubicA: -0.75,
+      excludeOutside: false,
+      extrapolation: 0,
+      antialias: false,
+    };
   }
   return {
     mode,
@@ -201,18 +226,23 @@ const policies = new Set(['stretch', 'not_larger', 'not_smaller']);
 function parseResize(opType: 'Resize' | 'Upsample', legacy: boolean) {
   return (attrs: Attrs, opset: number): ResizeParams => {
     const a = resizeAttrs(attrs, opset, legacy);
-    if (legacy ? !['nearest', 'linear'].includes(a.mode) : !modes.has(a.mode)) throw new RangeError(`${opType} mode '${a.mode}' is not supported`);
+    if (legacy ? !['nearest', 'linear'].includes(a.mode) : !modes.has(a.mode))
+      throw new RangeError(`${opType} mode '${a.mode}' is not supported`);
     const keepAspectRatioPolicy = opset >= 18 ? attrs.string('keep_aspect_ratio_policy', 'stretch') : 'stretch';
     const p: ResizeParams = {
-      ...a, legacy, keepAspectRatioPolicy,
+      ...a,
+      legacy,
+      keepAspectRatioPolicy,
       scales: opType === 'Upsample' && opset < 9 ? attrs.floats('scales') : undefined,
       axes: opset >= 18 ? intsIfGiven(attrs, 'axes') : undefined,
     };
     if (legacy) return p;
-    if (!coords.has(a.coord) || (a.coord === 'half_pixel_symmetric' && opset < 19)) throw new RangeError(`Resize coordinate_transformation_mode '${a.coord}' is not defined at opset ${opset}`);
+    if (!coords.has(a.coord) || (a.coord === 'half_pixel_symmetric' && opset < 19))
+      throw new RangeError(`Resize coordinate_transformation_mode '${a.coord}' is not defined at opset ${opset}`);
     if (!nearestModes.has(a.nearest)) throw new RangeError(`Resize nearest_mode '${a.nearest}' is not supported`);
     if (a.antialias && a.mode === 'nearest') throw new RangeError('Resize antialias is not defined for mode nearest');
-    if (!policies.has(keepAspectRatioPolicy)) throw new RangeError(`Resize keep_aspect_ratio_policy '${keepAspectRatioPolicy}' is not one of ${[...policies].join(', ')}`);
+    if (!policies.has(keepAspectRatioPolicy))
+      throw new RangeError(`Resize keep_aspect_ratio_policy '${keepAspectRatioPolicy}' is not one of ${[...policies].join(', ')}`);
     return p;
   };
 }
@@ -264,11 +294,18 @@ function applyPlans(x: mx.Array, plans: AxisPlan[], extrapolation: number): mx.A
       y = mx.sum(mx.multiply(y, w), p.axis + 1);
     }
   }
-  const masks = plans.filter((p) => p.outside).map((p) => {
-    const shape = y.shape.map((d, i) => (i === p.axis ? d : 1));
-    return mx.reshape(mx.array(p.outside!, 'bool'), shape);
-  });
-  if (masks.length) y = mx.where(masks.reduce((m, q) => mx.logicalOr(m, q)), mx.scalar(extrapolation, y.dtype), y);
+  const masks = plans
+    .filter((p) => p.outside)
+    .map((p) => {
+      const shape = y.shape.map((d, i) => (i === p.axis ? d : 1));
+      return mx.reshape(mx.array(p.outside!, 'bool'), shape);
+    });
+  if (masks.length)
+    y = mx.where(
+      masks.reduce((m, q) => mx.logicalOr(m, q)),
+      mx.scalar(extrapolation, y.dtype),
+      y,
+    );
   return y.dtype === x.dtype ? y : mx.astype(y, x.dtype);
 }
 
@@ -277,7 +314,8 @@ const legacyNote = 'asymmetric coordinates; nearest floors when upsampling and c
 export const resizeOps: OpEntry[] = [
   onnxOp('Resize', 10, { until: 10, parse: parseResize('Resize', true), run: (ctx) => [resize(ctx)], note: `opset 10: ${legacyNote}` }),
   onnxOp('Resize', 11, {
-    parse: parseResize('Resize', false), run: (ctx) => [resize(ctx)],
+    parse: parseResize('Resize', false),
+    run: (ctx) => [resize(ctx)],
     note: 'opset 11+ follows the ONNX reference: align_corners and pytorch_half_pixel use the unrounded output length (onnxruntime rounds it when scale × size is fractional); computed in float32 (float64 for double)',
   }),
   onnxOp('Upsample', 7, { until: 9, parse: parseResize('Upsample', true), run: (ctx) => [resize(ctx)], note: legacyNote }),

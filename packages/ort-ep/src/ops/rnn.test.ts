@@ -7,7 +7,14 @@ import { expectSameAsOrt, f32, ort, plain, runOn, seeded, type Feeds, type OrtTe
 
 const tol = { rtol: 1e-4, atol: 1e-5 };
 const i32 = (data: number[]) => new ort.Tensor('int32', Int32Array.from(data), [data.length]);
-const rand = (dims: number[], seed: number, scale = 0.5) => f32(seeded(dims.reduce((a, b) => a * b, 1), seed).map((x) => x * scale), dims);
+const rand = (dims: number[], seed: number, scale = 0.5) =>
+  f32(
+    seeded(
+      dims.reduce((a, b) => a * b, 1),
+      seed,
+    ).map((x) => x * scale),
+    dims,
+  );
 
 interface RnnCase {
   op: 'RNN' | 'GRU' | 'LSTM';
@@ -33,7 +40,8 @@ function swap01(t: OrtTensor): OrtTensor {
   const inner = rest.reduce((x, y) => x * y, 1);
   const src = plain(t);
   const out = new Float32Array(src.length);
-  for (let i = 0; i < a; i++) for (let j = 0; j < b; j++) out.set(src.slice((i * b + j) * inner, (i * b + j + 1) * inner), (j * a + i) * inner);
+  for (let i = 0; i < a; i++)
+    for (let j = 0; j < b; j++) out.set(src.slice((i * b + j) * inner, (i * b + j + 1) * inner), (j * a + i) * inner);
   return f32([...out], [b, a, ...rest]);
 }
 
@@ -42,7 +50,9 @@ function yToBatchwise(t: OrtTensor): number[] {
   const [S, D, B, H] = t.dims as number[];
   const src = plain(t);
   const out: number[] = [];
-  for (let b = 0; b < B; b++) for (let s = 0; s < S; s++) for (let d = 0; d < D; d++) out.push(...src.slice(((s * D + d) * B + b) * H, ((s * D + d) * B + b + 1) * H));
+  for (let b = 0; b < B; b++)
+    for (let s = 0; s < S; s++)
+      for (let d = 0; d < D; d++) out.push(...src.slice(((s * D + d) * B + b) * H, ((s * D + d) * B + b + 1) * H));
   return out;
 }
 
@@ -51,7 +61,8 @@ async function checkBatchwise(bytes1: Uint8Array, bytes0: Uint8Array, feeds: Fee
   const feeds0: Feeds = { ...feeds, X: swap01(feeds.X) };
   for (const k of ['H0', 'C0']) if (feeds[k]) feeds0[k] = swap01(feeds[k]);
   const [want, have] = [await runOn('cpu', bytes0, feeds0), await runOn('mlx', bytes1, feeds)];
-  const close = (a: number[], b: number[]) => a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= tol.atol + tol.rtol * Math.abs(b[i]));
+  const close = (a: number[], b: number[]) =>
+    a.length === b.length && a.every((x, i) => Math.abs(x - b[i]) <= tol.atol + tol.rtol * Math.abs(b[i]));
   expect(close(plain(have.Y), yToBatchwise(want.Y))).toBe(true);
   for (const k of ['Y_h', 'Y_c']) if (want[k]) expect(close(plain(have[k]), plain(swap01(want[k])))).toBe(true);
 }
@@ -75,13 +86,14 @@ async function check(c: RnnCase): Promise<void> {
   if (c.peepholes) (feeds.P = rand([c.dirs, 3 * c.hidden], 7)), (inputs[7] = 'P');
   while (inputs.at(-1) === '') inputs.pop();
   const outputs = c.op === 'LSTM' ? ['Y', 'Y_h', 'Y_c'] : ['Y', 'Y_h'];
-  const direction = c.dirs === 2 ? 'bidirectional' : (c.attrs?.direction as string | undefined) ?? 'forward';
-  const build = (lay: number) => model({
-    opsets: { '': c.opset ?? 14 },
-    inputs: Object.entries(feeds).map(([name, t]) => v(name, t.type as 'float32')),
-    outputs: outputs.map((o) => v(o, 'float32')),
-    nodes: [node(c.op, inputs, outputs, { attrs: { hidden_size: c.hidden, ...(lay ? { layout: lay } : {}), ...c.attrs, direction } })],
-  });
+  const direction = c.dirs === 2 ? 'bidirectional' : ((c.attrs?.direction as string | undefined) ?? 'forward');
+  const build = (lay: number) =>
+    model({
+      opsets: { '': c.opset ?? 14 },
+      inputs: Object.entries(feeds).map(([name, t]) => v(name, t.type as 'float32')),
+      outputs: outputs.map((o) => v(o, 'float32')),
+      nodes: [node(c.op, inputs, outputs, { attrs: { hidden_size: c.hidden, ...(lay ? { layout: lay } : {}), ...c.attrs, direction } })],
+    });
   if (layout === 1) await checkBatchwise(build(1), build(0), feeds);
   else await expectSameAsOrt(build(0), feeds, tol);
 }
@@ -89,13 +101,21 @@ async function check(c: RnnCase): Promise<void> {
 const base = { seq: 5, batch: 3, input: 4, hidden: 6 } as const;
 
 describe('LSTM', () => {
-  it('bidirectional with bias, initial states and peepholes', () => check({ op: 'LSTM', ...base, dirs: 2, bias: true, initial: true, peepholes: true }));
-  it('bidirectional with sequence_lens (reverse starts at each sequence end)', () => check({ op: 'LSTM', ...base, dirs: 2, bias: true, lens: [5, 2, 3], initial: true }));
+  it('bidirectional with bias, initial states and peepholes', () =>
+    check({ op: 'LSTM', ...base, dirs: 2, bias: true, initial: true, peepholes: true }));
+  it('bidirectional with sequence_lens (reverse starts at each sequence end)', () =>
+    check({ op: 'LSTM', ...base, dirs: 2, bias: true, lens: [5, 2, 3], initial: true }));
   it('reverse with sequence_lens', () => check({ op: 'LSTM', ...base, dirs: 1, lens: [1, 5, 4], attrs: { direction: 'reverse' } }));
   it('layout 1, bidirectional, every output', () => check({ op: 'LSTM', ...base, dirs: 2, layout: 1, bias: true, initial: true }));
   it('clip and input_forget', () => check({ op: 'LSTM', ...base, dirs: 1, bias: true, attrs: { clip: 0.3, input_forget: 1 } }));
   it('activations with alpha/beta (HardSigmoid, ScaledTanh, Elu)', () =>
-    check({ op: 'LSTM', ...base, dirs: 1, bias: true, attrs: { activations: ['HardSigmoid', 'ScaledTanh', 'Elu'], activation_alpha: [0.3, 0.9, 1.2], activation_beta: [0.4, 1.1] } }));
+    check({
+      op: 'LSTM',
+      ...base,
+      dirs: 1,
+      bias: true,
+      attrs: { activations: ['HardSigmoid', 'ScaledTanh', 'Elu'], activation_alpha: [0.3, 0.9, 1.2], activation_beta: [0.4, 1.1] },
+    }));
   it('opset 7 (no layout attribute)', () => check({ op: 'LSTM', ...base, dirs: 2, bias: true, opset: 7 }));
 });
 
@@ -103,14 +123,19 @@ describe('GRU', () => {
   for (const lbr of [0, 1]) {
     it(`bidirectional, linear_before_reset=${lbr}, with bias and initial state`, () =>
       check({ op: 'GRU', ...base, dirs: 2, bias: true, initial: true, attrs: { linear_before_reset: lbr } }));
-    it(`sequence_lens, linear_before_reset=${lbr}`, () => check({ op: 'GRU', ...base, dirs: 2, bias: true, lens: [3, 5, 1], attrs: { linear_before_reset: lbr } }));
+    it(`sequence_lens, linear_before_reset=${lbr}`, () =>
+      check({ op: 'GRU', ...base, dirs: 2, bias: true, lens: [3, 5, 1], attrs: { linear_before_reset: lbr } }));
   }
-  it('layout 1, reverse, clip', () => check({ op: 'GRU', ...base, dirs: 1, layout: 1, bias: true, initial: true, attrs: { direction: 'reverse', clip: 0.5 } }));
-  it('activations LeakyRelu and Softsign', () => check({ op: 'GRU', ...base, dirs: 1, bias: true, attrs: { activations: ['LeakyRelu', 'Softsign'], activation_alpha: [0.2] } }));
+  it('layout 1, reverse, clip', () =>
+    check({ op: 'GRU', ...base, dirs: 1, layout: 1, bias: true, initial: true, attrs: { direction: 'reverse', clip: 0.5 } }));
+  it('activations LeakyRelu and Softsign', () =>
+    check({ op: 'GRU', ...base, dirs: 1, bias: true, attrs: { activations: ['LeakyRelu', 'Softsign'], activation_alpha: [0.2] } }));
 });
 
 describe('RNN', () => {
-  it('bidirectional with sequence_lens and initial state', () => check({ op: 'RNN', ...base, dirs: 2, bias: true, initial: true, lens: [2, 5, 4] }));
+  it('bidirectional with sequence_lens and initial state', () =>
+    check({ op: 'RNN', ...base, dirs: 2, bias: true, initial: true, lens: [2, 5, 4] }));
   it('Relu activation, layout 1', () => check({ op: 'RNN', ...base, dirs: 1, layout: 1, bias: true, attrs: { activations: ['Relu'] } }));
-  it('Sigmoid and Softplus per direction', () => check({ op: 'RNN', ...base, dirs: 2, bias: true, attrs: { activations: ['Sigmoid', 'Softplus'] } }));
+  it('Sigmoid and Softplus per direction', () =>
+    check({ op: 'RNN', ...base, dirs: 2, bias: true, attrs: { activations: ['Sigmoid', 'Softplus'] } }));
 });

@@ -13,7 +13,11 @@ import { hostNumbers } from './helpers/util.js';
 // Activation functions named by the `activations` attribute, with alpha/beta consumed in order.
 
 type Act = (x: mx.Array) => mx.Array;
-interface ActSpec { alpha?: number; beta?: number; make: (alpha: number, beta: number) => Act }
+interface ActSpec {
+  alpha?: number;
+  beta?: number;
+  make: (alpha: number, beta: number) => Act;
+}
 
 // Defaults are those of the ONNX operator of the same name (onnxruntime uses 0 where it has no
 // default; the spec says "the same as of corresponding ONNX operators").
@@ -114,7 +118,10 @@ interface DirInputs {
   params: RnnParams;
 }
 
-interface State { h: mx.Array; c?: mx.Array }
+interface State {
+  h: mx.Array;
+  c?: mx.Array;
+}
 type StepFn = (xt: mx.Array, s: State, d: DirInputs) => State;
 
 const clipped = (x: mx.Array, clip?: number) => (clip === undefined ? x : mx.clip(x, -clip, clip));
@@ -164,7 +171,16 @@ function lstmStep(xt: mx.Array, s: State, d: DirInputs): State {
 // ---------------------------------------------------------------------------------------------
 // The layer: layout, per-direction weights, masking, outputs.
 
-const dirSlice = (a: mx.Array, d: number) => mx.squeeze(mx.slice(a, [d, ...a.shape.slice(1).map(() => 0)], [d + 1, ...a.shape.slice(1)], a.shape.map(() => 1)), 0);
+const dirSlice = (a: mx.Array, d: number) =>
+  mx.squeeze(
+    mx.slice(
+      a,
+      [d, ...a.shape.slice(1).map(() => 0)],
+      [d + 1, ...a.shape.slice(1)],
+      a.shape.map(() => 1),
+    ),
+    0,
+  );
 
 /** Step validity masks [batch, 1] per step, or undefined when every sequence is full length. */
 function stepMasks(ctx: OpContext<RnnParams>, seq: number, batch: number): mx.Array[] | undefined {
@@ -220,7 +236,9 @@ function runLayer(fam: Family, ctx: OpContext<RnnParams>): OpResult[] {
       rb: fam.opType === 'GRU' ? rb : undefined,
       p: peepholes && dirSlice(peepholes, d),
       acts: p.activations.slice(d * per, (d + 1) * per),
-      clip: p.clip, hidden: H, params: p,
+      clip: p.clip,
+      hidden: H,
+      params: p,
     };
     let s: State = { h: dirSlice(h0, d), c: c0 && dirSlice(c0, d) };
     const out: mx.Array[] = new Array(seq);

@@ -27,18 +27,49 @@ function gather(x: mx.Array, plan: Plan, cells: number): mx.Array {
 // RoiAlign: bilinear samples on a grid per bin (adaptive: ceil(roi size / bins) unless
 // sampling_ratio is set), averaged, or in 'max' mode the largest weighted corner (onnxruntime's rule).
 
-interface AlignGeometry { h: number; w: number; oh: number; ow: number; scale: number; ratio: number; halfPixel: boolean }
+interface AlignGeometry {
+  h: number;
+  w: number;
+  oh: number;
+  ow: number;
+  scale: number;
+  ratio: number;
+  halfPixel: boolean;
+}
 
 /** The four weighted corners of a bilinear sample at (y, x), as the reference clamps them. */
 function corners(y: number, x: number, h: number, w: number): [number, number][] {
-  if (y < -1 || y > h || x < -1 || x > w) return [[0, 0], [0, 0], [0, 0], [0, 0]];
+  if (y < -1 || y > h || x < -1 || x > w)
+    return [
+      [0, 0],
+      [0, 0],
+      [0, 0],
+      [0, 0],
+    ];
   y = Math.max(y, 0);
   x = Math.max(x, 0);
-  let y0 = Math.trunc(y), x0 = Math.trunc(x), y1: number, x1: number;
-  if (y0 >= h - 1) { y0 = y1 = h - 1; y = y0; } else y1 = y0 + 1;
-  if (x0 >= w - 1) { x0 = x1 = w - 1; x = x0; } else x1 = x0 + 1;
-  const ly = y - y0, lx = x - x0, hy = 1 - ly, hx = 1 - lx;
-  return [[y0 * w + x0, hy * hx], [y0 * w + x1, hy * lx], [y1 * w + x0, ly * hx], [y1 * w + x1, ly * lx]];
+  let y0 = Math.trunc(y),
+    x0 = Math.trunc(x),
+    y1: number,
+    x1: number;
+  if (y0 >= h - 1) {
+    y0 = y1 = h - 1;
+    y = y0;
+  } else y1 = y0 + 1;
+  if (x0 >= w - 1) {
+    x0 = x1 = w - 1;
+    x = x0;
+  } else x1 = x0 + 1;
+  const ly = y - y0,
+    lx = x - x0,
+    hy = 1 - ly,
+    hx = 1 - lx;
+  return [
+    [y0 * w + x0, hy * hx],
+    [y0 * w + x1, hy * lx],
+    [y1 * w + x0, ly * hx],
+    [y1 * w + x1, ly * lx],
+  ];
 }
 
 /** The most sampling taps (cells x samples x 4) a plan may hold: a bigger one is an error, not an allocation. */
@@ -59,8 +90,12 @@ function alignPlan(rois: number[], batch: number[], g: AlignGeometry): { plan: P
   const off = g.halfPixel ? 0.5 : 0;
   const boxes = Array.from({ length: r }, (_, i) => {
     const [x1, y1, x2, y2] = rois.slice(4 * i, 4 * i + 4).map((v) => v * g.scale - off);
-    let rw = x2 - x1, rh = y2 - y1;
-    if (!g.halfPixel) { rw = Math.max(rw, 1); rh = Math.max(rh, 1); }
+    let rw = x2 - x1,
+      rh = y2 - y1;
+    if (!g.halfPixel) {
+      rw = Math.max(rw, 1);
+      rh = Math.max(rh, 1);
+    }
     const gh = g.ratio > 0 ? g.ratio : Math.ceil(rh / g.oh);
     const gw = g.ratio > 0 ? g.ratio : Math.ceil(rw / g.ow);
     return { x1, y1, bh: rh / g.oh, bw: rw / g.ow, gh, gw };
@@ -69,26 +104,35 @@ function alignPlan(rois: number[], batch: number[], g: AlignGeometry): { plan: P
   const taps = samples * 4;
   const cells = r * g.oh * g.ow;
   if (cells * taps > MAX_TAPS) {
-    throw new RangeError(`the rois need ${samples} samples per bin (${cells} bins): over the limit of ${MAX_TAPS} sampling taps; give sampling_ratio or smaller rois`);
+    throw new RangeError(
+      `the rois need ${samples} samples per bin (${cells} bins): over the limit of ${MAX_TAPS} sampling taps; give sampling_ratio or smaller rois`,
+    );
   }
-  const plan: Plan = { index: new Int32Array(cells * taps), weight: new Float32Array(cells * taps), valid: new Uint8Array(cells * samples), taps };
+  const plan: Plan = {
+    index: new Int32Array(cells * taps),
+    weight: new Float32Array(cells * taps),
+    valid: new Uint8Array(cells * samples),
+    taps,
+  };
   const counts = new Float32Array(r);
   boxes.forEach((b, i) => {
     counts[i] = Math.max(b.gh * b.gw, 1);
     const base = batch[i] * g.h * g.w;
-    for (let ph = 0; ph < g.oh; ph++) for (let pw = 0; pw < g.ow; pw++) {
-      const cell = (i * g.oh + ph) * g.ow + pw;
-      let s = 0;
-      for (let iy = 0; iy < b.gh; iy++) for (let ix = 0; ix < b.gw; ix++, s++) {
-        const y = b.y1 + ph * b.bh + ((iy + 0.5) * b.bh) / b.gh;
-        const x = b.x1 + pw * b.bw + ((ix + 0.5) * b.bw) / b.gw;
-        plan.valid[cell * samples + s] = 1;
-        corners(y, x, g.h, g.w).forEach(([pos, wt], k) => {
-          plan.index[(cell * samples + s) * 4 + k] = base + pos;
-          plan.weight[(cell * samples + s) * 4 + k] = wt;
-        });
+    for (let ph = 0; ph < g.oh; ph++)
+      for (let pw = 0; pw < g.ow; pw++) {
+        const cell = (i * g.oh + ph) * g.ow + pw;
+        let s = 0;
+        for (let iy = 0; iy < b.gh; iy++)
+          for (let ix = 0; ix < b.gw; ix++, s++) {
+            const y = b.y1 + ph * b.bh + ((iy + 0.5) * b.bh) / b.gh;
+            const x = b.x1 + pw * b.bw + ((ix + 0.5) * b.bw) / b.gw;
+            plan.valid[cell * samples + s] = 1;
+            corners(y, x, g.h, g.w).forEach(([pos, wt], k) => {
+              plan.index[(cell * samples + s) * 4 + k] = base + pos;
+              plan.weight[(cell * samples + s) * 4 + k] = wt;
+            });
+          }
       }
-    }
   });
   return { plan, counts };
 }
@@ -101,13 +145,17 @@ interface RoiAlignParams extends Omit<AlignGeometry, 'h' | 'w'> {
 function parseRoiAlign(attrs: Attrs, opset: number): RoiAlignParams {
   // Opset 10 had no attribute and behaved as 'output_half_pixel'.
   const coord = attrs.string('coordinate_transformation_mode', opset >= 16 ? 'half_pixel' : 'output_half_pixel');
-  if (coord !== 'half_pixel' && coord !== 'output_half_pixel') throw new RangeError(`RoiAlign coordinate_transformation_mode '${coord}' is not half_pixel or output_half_pixel`);
+  if (coord !== 'half_pixel' && coord !== 'output_half_pixel')
+    throw new RangeError(`RoiAlign coordinate_transformation_mode '${coord}' is not half_pixel or output_half_pixel`);
   const mode = attrs.string('mode', 'avg');
   if (mode !== 'avg' && mode !== 'max') throw new RangeError(`RoiAlign mode '${mode}' is not avg or max`);
   return {
-    oh: attrs.int('output_height', 1), ow: attrs.int('output_width', 1),
-    scale: attrs.float('spatial_scale', 1), ratio: attrs.int('sampling_ratio', 0),
-    halfPixel: coord === 'half_pixel', max: mode === 'max',
+    oh: attrs.int('output_height', 1),
+    ow: attrs.int('output_width', 1),
+    scale: attrs.float('spatial_scale', 1),
+    ratio: attrs.int('sampling_ratio', 0),
+    halfPixel: coord === 'half_pixel',
+    max: mode === 'max',
   };
 }
 
@@ -117,7 +165,8 @@ function roiAlign(ctx: OpContext<RoiAlignParams>): mx.Array {
   const rois = hostNumbers(ctx.host(1));
   const batch = hostNumbers(ctx.host(2));
   checkRois(rois, batch, x.shape[0], 4);
-  if (rois.length !== 4 * batch.length) throw new RangeError(`rois [${ctx.shape(1).join(', ')}] and batch_indices [${ctx.shape(2).join(', ')}] do not describe the same rois`);
+  if (rois.length !== 4 * batch.length)
+    throw new RangeError(`rois [${ctx.shape(1).join(', ')}] and batch_indices [${ctx.shape(2).join(', ')}] do not describe the same rois`);
   const g: AlignGeometry = { ...ctx.params, h, w };
   const r = batch.length;
   const cells = r * g.oh * g.ow;
@@ -149,26 +198,47 @@ function maxRoiPool(ctx: OpContext<{ pooledShape: number[]; scale: number }>): m
   const [oh, ow] = ctx.params.pooledShape;
   const scale = ctx.params.scale;
   const r = rois.length / 5;
-  checkRois(rois, Array.from({ length: r }, (_, i) => rois[5 * i]), x.shape[0], 5);
-  if (r * oh * ow * h * w > MAX_TAPS) throw new RangeError(`${r} rois of ${oh}x${ow} bins over a ${h}x${w} input exceed the limit of ${MAX_TAPS} sampling taps`);
+  checkRois(
+    rois,
+    Array.from({ length: r }, (_, i) => rois[5 * i]),
+    x.shape[0],
+    5,
+  );
+  if (r * oh * ow * h * w > MAX_TAPS)
+    throw new RangeError(`${r} rois of ${oh}x${ow} bins over a ${h}x${w} input exceed the limit of ${MAX_TAPS} sampling taps`);
   const windows: number[][] = [];
   for (let i = 0; i < r; i++) {
     const [b, x1, y1, x2, y2] = rois.slice(5 * i, 5 * i + 5);
-    const sw = Math.round(x1 * scale), sh = Math.round(y1 * scale);
-    const rh = Math.max(Math.round(y2 * scale) - sh + 1, 1), rw = Math.max(Math.round(x2 * scale) - sw + 1, 1);
-    for (let ph = 0; ph < oh; ph++) for (let pw = 0; pw < ow; pw++) {
-      const clampH = (v: number) => Math.min(Math.max(v + sh, 0), h);
-      const clampW = (v: number) => Math.min(Math.max(v + sw, 0), w);
-      const hs = clampH(Math.floor((ph * rh) / oh)), he = clampH(Math.ceil(((ph + 1) * rh) / oh));
-      const ws = clampW(Math.floor((pw * rw) / ow)), we = clampW(Math.ceil(((pw + 1) * rw) / ow));
-      const cell: number[] = [];
-      for (let yy = hs; yy < he; yy++) for (let xx = ws; xx < we; xx++) cell.push((b * h + yy) * w + xx);
-      windows.push(cell);
-    }
+    const sw = Math.round(x1 * scale),
+      sh = Math.round(y1 * scale);
+    const rh = Math.max(Math.round(y2 * scale) - sh + 1, 1),
+      rw = Math.max(Math.round(x2 * scale) - sw + 1, 1);
+    for (let ph = 0; ph < oh; ph++)
+      for (let pw = 0; pw < ow; pw++) {
+        const clampH = (v: number) => Math.min(Math.max(v + sh, 0), h);
+        const clampW = (v: number) => Math.min(Math.max(v + sw, 0), w);
+        const hs = clampH(Math.floor((ph * rh) / oh)),
+          he = clampH(Math.ceil(((ph + 1) * rh) / oh));
+        const ws = clampW(Math.floor((pw * rw) / ow)),
+          we = clampW(Math.ceil(((pw + 1) * rw) / ow));
+        const cell: number[] = [];
+        for (let yy = hs; yy < he; yy++) for (let xx = ws; xx < we; xx++) cell.push((b * h + yy) * w + xx);
+        windows.push(cell);
+      }
   }
   const taps = windows.reduce((m, win) => Math.max(m, win.length), 1);
-  const plan: Plan = { index: new Int32Array(windows.length * taps), weight: new Float32Array(0), valid: new Uint8Array(windows.length * taps), taps };
-  windows.forEach((win, i) => win.forEach((pos, k) => { plan.index[i * taps + k] = pos; plan.valid[i * taps + k] = 1; }));
+  const plan: Plan = {
+    index: new Int32Array(windows.length * taps),
+    weight: new Float32Array(0),
+    valid: new Uint8Array(windows.length * taps),
+    taps,
+  };
+  windows.forEach((win, i) =>
+    win.forEach((pos, k) => {
+      plan.index[i * taps + k] = pos;
+      plan.valid[i * taps + k] = 1;
+    }),
+  );
   const vals = gather(x, plan, windows.length);
   const valid = mx.reshape(mx.astype(mx.Array.fromTypedArray(plan.valid, [plan.valid.length], 'uint8'), 'bool'), [windows.length, taps, 1]);
   const best = mx.max(mx.where(valid, vals, -Infinity), 1);
@@ -178,7 +248,11 @@ function maxRoiPool(ctx: OpContext<{ pooledShape: number[]; scale: number }>): m
 }
 
 export const roiOps: OpEntry[] = [
-  onnxOp('RoiAlign', 10, { note: 'reads rois and batch_indices on the host (a sync point)', parse: parseRoiAlign, run: (ctx) => [roiAlign(ctx)] }),
+  onnxOp('RoiAlign', 10, {
+    note: 'reads rois and batch_indices on the host (a sync point)',
+    parse: parseRoiAlign,
+    run: (ctx) => [roiAlign(ctx)],
+  }),
   onnxOp('MaxRoiPool', 1, {
     note: 'reads rois on the host (a sync point)',
     parse: (attrs) => ({ pooledShape: attrs.ints('pooled_shape'), scale: attrs.float('spatial_scale', 1) }),

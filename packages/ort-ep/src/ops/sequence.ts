@@ -16,7 +16,8 @@ function seq(ctx: OpContext, i: number): Extract<Value, { kind: 'sequence' }> {
 function position(ctx: OpContext, i: number, len: number, insert = false): number {
   const p = Number(hostNumbers(ctx.host(i))[0]);
   const n = p < 0 ? p + len : p;
-  if (n < 0 || n > len || (!insert && n === len)) throw new RangeError(`${ctx.where}: position ${p} is out of range for a sequence of length ${len}`);
+  if (n < 0 || n > len || (!insert && n === len))
+    throw new RangeError(`${ctx.where}: position ${p} is out of range for a sequence of length ${len}`);
   return n;
 }
 
@@ -38,7 +39,8 @@ const sequenceMap = onnxOp('SequenceMap', 17, {
     }
     return outs.map((items, j) => {
       const decl = body.outputs[j].type;
-      const elemType = decl.kind === 'tensor' ? decl.elemType : items[0] && items[0].kind === 'host' ? items[0].tensor.dtype : OnnxDataType.FLOAT;
+      const elemType =
+        decl.kind === 'tensor' ? decl.elemType : items[0] && items[0].kind === 'host' ? items[0].tensor.dtype : OnnxDataType.FLOAT;
       return { kind: 'sequence', items, elemType } as Value;
     });
   },

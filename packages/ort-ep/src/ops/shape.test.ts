@@ -17,7 +17,8 @@ import { f, ints, same } from '../../test/helpers/both-paths.js';
 
 describe('Reshape, Squeeze, Unsqueeze, Flatten', () => {
   it('Reshape: 0 copies a dim, -1 is inferred', () => same('Reshape', [f('x', [2, 3, 4]), ints('s', [0, -1, 2])]));
-  it('Reshape allowzero keeps a 0 as an empty dim', () => same('Reshape', [f('x', [0, 3]), ints('s', [3, 0])], { attrs: { allowzero: 1 } }));
+  it('Reshape allowzero keeps a 0 as an empty dim', () =>
+    same('Reshape', [f('x', [0, 3]), ints('s', [3, 0])], { attrs: { allowzero: 1 } }));
   it('Reshape opset 1 takes the shape attribute', () => same('Reshape', [f('x', [2, 6])], { opset: 1, attrs: { shape: [3, 4] } }));
   it('Squeeze opset 11 axes attribute, negative', () => same('Squeeze', [f('x', [1, 3, 1, 2])], { opset: 11, attrs: { axes: [-2, 0] } }));
   it('Squeeze opset 13 without axes drops every 1', () => same('Squeeze', [f('x', [1, 3, 1, 2])], { opset: 13 }));
@@ -29,12 +30,25 @@ describe('Reshape, Squeeze, Unsqueeze, Flatten', () => {
 describe('Transpose, Concat, Split', () => {
   it('Transpose default reverses', () => same('Transpose', [f('x', [2, 3, 4])]));
   it('Transpose perm', () => same('Transpose', [f('x', [2, 3, 4])], { attrs: { perm: [1, 2, 0] } }));
-  it('Concat of three, negative axis', () => same('Concat', [f('a', [2, 1, 3]), f('b', [2, 2, 3], 2), f('c', [2, 0, 3])], { attrs: { axis: -2 } }));
-  it('Concat of int64 shape pieces', () => same('Concat', [{ ...ints('a', [1, 2]), arg: false }, { ...ints('b', [7]), arg: false }], { attrs: { axis: 0 } }));
-  it('Split opset 11: split attribute', () => same('Split', [f('x', [6, 2])], { opset: 11, attrs: { split: [1, 5] }, out: ['float32', 'float32'] }));
-  it('Split opset 13: split input with a zero part', () => same('Split', [f('x', [2, 5]), ints('s', [2, 0, 3])], { opset: 13, attrs: { axis: 1 }, out: ['float32', 'float32', 'float32'] }));
-  it('Split opset 18: num_outputs, uneven', () => same('Split', [f('x', [7, 2])], { attrs: { num_outputs: 3 }, out: ['float32', 'float32', 'float32'] }));
-  it('Split equal parts from the output count, negative axis', () => same('Split', [f('x', [2, 6])], { opset: 13, attrs: { axis: -1 }, out: ['float32', 'float32'] }));
+  it('Concat of three, negative axis', () =>
+    same('Concat', [f('a', [2, 1, 3]), f('b', [2, 2, 3], 2), f('c', [2, 0, 3])], { attrs: { axis: -2 } }));
+  it('Concat of int64 shape pieces', () =>
+    same(
+      'Concat',
+      [
+        { ...ints('a', [1, 2]), arg: false },
+        { ...ints('b', [7]), arg: false },
+      ],
+      { attrs: { axis: 0 } },
+    ));
+  it('Split opset 11: split attribute', () =>
+    same('Split', [f('x', [6, 2])], { opset: 11, attrs: { split: [1, 5] }, out: ['float32', 'float32'] }));
+  it('Split opset 13: split input with a zero part', () =>
+    same('Split', [f('x', [2, 5]), ints('s', [2, 0, 3])], { opset: 13, attrs: { axis: 1 }, out: ['float32', 'float32', 'float32'] }));
+  it('Split opset 18: num_outputs, uneven', () =>
+    same('Split', [f('x', [7, 2])], { attrs: { num_outputs: 3 }, out: ['float32', 'float32', 'float32'] }));
+  it('Split equal parts from the output count, negative axis', () =>
+    same('Split', [f('x', [2, 6])], { opset: 13, attrs: { axis: -1 }, out: ['float32', 'float32'] }));
 });
 
 describe('Expand, Tile, Shape, Size', () => {
@@ -47,10 +61,20 @@ describe('Expand, Tile, Shape, Size', () => {
 });
 
 describe('creation ops', () => {
-  it('ConstantOfShape int64 value', () => same('ConstantOfShape', [ints('s', [2, 3])], { attrs: { value: { t: { name: 'v', type: 'int64', dims: [1], values: [7n] } } }, out: ['int64'] }));
+  it('ConstantOfShape int64 value', () =>
+    same('ConstantOfShape', [ints('s', [2, 3])], {
+      attrs: { value: { t: { name: 'v', type: 'int64', dims: [1], values: [7n] } } },
+      out: ['int64'],
+    }));
   it('ConstantOfShape default float zeros, empty dim', () => same('ConstantOfShape', [ints('s', [2, 0])], { out: ['float32'] }));
-  it('Range int64 negative delta', () => same('Range', [ints('a', [10], []), ints('b', [-3], []), ints('c', [-4], [])], { out: ['int64'] }));
-  it('Range float', () => same('Range', [{ ...f('a', []), data: [0.5] }, { ...f('b', []), data: [3.2] }, { ...f('c', []), data: [0.7] }]));
+  it('Range int64 negative delta', () =>
+    same('Range', [ints('a', [10], []), ints('b', [-3], []), ints('c', [-4], [])], { out: ['int64'] }));
+  it('Range float', () =>
+    same('Range', [
+      { ...f('a', []), data: [0.5] },
+      { ...f('b', []), data: [3.2] },
+      { ...f('c', []), data: [0.7] },
+    ]));
   it('EyeLike with dtype and k', () => same('EyeLike', [f('x', [3, 5])], { attrs: { k: 2, dtype: 7 }, out: ['int64'] }));
   it('EyeLike negative k, default type', () => same('EyeLike', [f('x', [4, 3])], { attrs: { k: -1 } }));
 });
@@ -62,32 +86,40 @@ describe('Pad', () => {
   }
   it('constant with a value input', () => same('Pad', [x, ints('p', [0, 1, 1, 0]), { ...f('cv', []), data: [2.5] }], { opset: 19 }));
   it('negative pads crop', () => same('Pad', [x, ints('p', [-1, 1, 0, -2])], { opset: 19 }));
-  it('axes input (opset 18), negative axis', () => same('Pad', [f('x', [2, 3, 4]), ints('p', [1, 2]), '', ints('a', [-1])], { opset: 18, attrs: { mode: 'edge' } }));
+  it('axes input (opset 18), negative axis', () =>
+    same('Pad', [f('x', [2, 3, 4]), ints('p', [1, 2]), '', ints('a', [-1])], { opset: 18, attrs: { mode: 'edge' } }));
   it('opset 2 pads and value attributes', () => same('Pad', [x], { opset: 2, attrs: { pads: [0, 1, 2, 0], value: { f: 1.5 } } }));
-  it('reflect wider than the axis', () => same('Pad', [f('x', [2, 3]), ints('p', [0, 2, 0, 2])], { opset: 19, attrs: { mode: 'reflect' } }));
+  it('reflect wider than the axis', () =>
+    same('Pad', [f('x', [2, 3]), ints('p', [0, 2, 0, 2])], { opset: 19, attrs: { mode: 'reflect' } }));
 });
 
 describe('layout ops', () => {
-  for (const mode of ['DCR', 'CRD']) it(`DepthToSpace ${mode}`, () => same('DepthToSpace', [f('x', [1, 8, 2, 3])], { attrs: { blocksize: 2, mode } }));
+  for (const mode of ['DCR', 'CRD'])
+    it(`DepthToSpace ${mode}`, () => same('DepthToSpace', [f('x', [1, 8, 2, 3])], { attrs: { blocksize: 2, mode } }));
   it('SpaceToDepth', () => same('SpaceToDepth', [f('x', [2, 2, 4, 6])], { attrs: { blocksize: 2 } }));
   it('Trilu lower, k = -1, batched', () => same('Trilu', [f('x', [2, 3, 4]), ints('k', [-1], [])], { attrs: { upper: 0 } }));
   it('Trilu upper on int64 data', () => same('Trilu', [{ ...ints('x', [1, 2, 3, 4, 5, 6]), dims: [2, 3], arg: false }]));
-  it('CenterCropPad crops one axis and pads another', () => same('CenterCropPad', [f('x', [5, 2, 3]), ints('s', [2, 5])], { attrs: { axes: [0, -1] } }));
+  it('CenterCropPad crops one axis and pads another', () =>
+    same('CenterCropPad', [f('x', [5, 2, 3]), ints('s', [2, 5])], { attrs: { axes: [0, -1] } }));
 });
 
 describe('string tensors stay on the host at any size', () => {
   it('Reshape -> Transpose -> Slice -> Gather on 5000 strings', async () => {
     const words = Array.from({ length: 5000 }, (_, i) => `w${i}`);
     const bytes = model({
-      inputs: [v('x', 'string', [5000])], outputs: [v('y', 'string')],
+      inputs: [v('x', 'string', [5000])],
+      outputs: [v('y', 'string')],
       initializers: [
         { name: 's', type: 'int64', dims: [2], values: [50n, 100n] },
-        { name: 'b', type: 'int64', dims: [1], values: [10n] }, { name: 'e', type: 'int64', dims: [1], values: [-1n] },
+        { name: 'b', type: 'int64', dims: [1], values: [10n] },
+        { name: 'e', type: 'int64', dims: [1], values: [-1n] },
         { name: 'i', type: 'int64', dims: [2], values: [3n, -1n] },
       ],
       nodes: [
-        node('Reshape', ['x', 's'], ['r']), node('Transpose', ['r'], ['t']),
-        node('Slice', ['t', 'b', 'e'], ['sl']), node('Gather', ['sl', 'i'], ['y'], { attrs: { axis: 1 } }),
+        node('Reshape', ['x', 's'], ['r']),
+        node('Transpose', ['r'], ['t']),
+        node('Slice', ['t', 'b', 'e'], ['sl']),
+        node('Gather', ['sl', 'i'], ['y'], { attrs: { axis: 1 } }),
       ],
     });
     const feeds = { x: new ort.Tensor('string', words, [5000]) };
@@ -100,11 +132,19 @@ describe('string tensors stay on the host at any size', () => {
 describe('shape math stays on the host', () => {
   it('Shape -> Gather -> Unsqueeze -> Concat -> Reshape of an MLX array: every shape value is a host tensor', () => {
     const bytes = model({
-      inputs: [v('x', 'float32', ['N', 6])], outputs: [v('y', 'float32')],
-      initializers: [{ name: 'zero', type: 'int64', dims: [], values: [0n] }, { name: 'ax', type: 'int64', dims: [1], values: [0n] }, { name: 'rest', type: 'int64', dims: [2], values: [3n, -1n] }],
+      inputs: [v('x', 'float32', ['N', 6])],
+      outputs: [v('y', 'float32')],
+      initializers: [
+        { name: 'zero', type: 'int64', dims: [], values: [0n] },
+        { name: 'ax', type: 'int64', dims: [1], values: [0n] },
+        { name: 'rest', type: 'int64', dims: [2], values: [3n, -1n] },
+      ],
       nodes: [
-        node('Shape', ['x'], ['shape']), node('Gather', ['shape', 'zero'], ['n']), node('Unsqueeze', ['n', 'ax'], ['n1']),
-        node('Concat', ['n1', 'rest'], ['target'], { attrs: { axis: 0 } }), node('Reshape', ['x', 'target'], ['y']),
+        node('Shape', ['x'], ['shape']),
+        node('Gather', ['shape', 'zero'], ['n']),
+        node('Unsqueeze', ['n', 'ax'], ['n1']),
+        node('Concat', ['n1', 'rest'], ['target'], { attrs: { axis: 0 } }),
+        node('Reshape', ['x', 'target'], ['y']),
       ],
     });
     const m = decodeModel(bytes, {});

@@ -8,7 +8,17 @@ import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose } from './helpers/shape-host.js';
-import { axesFrom, broadcastShape, hostInt64, hostNumbers, intsIfGiven, normAxes, normAxis, optionalNumbers, sizeOf } from './helpers/util.js';
+import {
+  axesFrom,
+  broadcastShape,
+  hostInt64,
+  hostNumbers,
+  intsIfGiven,
+  normAxes,
+  normAxis,
+  optionalNumbers,
+  sizeOf,
+} from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // Output shapes, shared by host() and run()
@@ -16,7 +26,8 @@ import { axesFrom, broadcastShape, hostInt64, hostNumbers, intsIfGiven, normAxes
 /** Reshape's target: 0 copies the input dim (unless allowzero), one -1 is inferred. */
 export function reshapeDims(inDims: readonly number[], target: readonly number[], allowzero: boolean): number[] {
   const out = target.map((d, i) => (d === 0 && !allowzero ? inDims[i] : d));
-  if (out.some((d) => d === undefined)) throw new RangeError(`Reshape: a 0 in shape [${target.join(', ')}] has no input dim to copy (input [${inDims.join(', ')}])`);
+  if (out.some((d) => d === undefined))
+    throw new RangeError(`Reshape: a 0 in shape [${target.join(', ')}] has no input dim to copy (input [${inDims.join(', ')}])`);
   const neg = out.indexOf(-1);
   const total = sizeOf(inDims);
   if (neg >= 0) {
@@ -83,7 +94,12 @@ function flattenDims(ctx: OpContext<number>): number[] {
 }
 
 /** An entry whose output is its input with new dims (Reshape, Squeeze, Unsqueeze, Flatten). */
-function reshaping<P>(opType: string, since: number, parse: (attrs: Attrs, opset: number) => P, dims: (ctx: OpContext<P>) => number[]): OpEntry<P> {
+function reshaping<P>(
+  opType: string,
+  since: number,
+  parse: (attrs: Attrs, opset: number) => P,
+  dims: (ctx: OpContext<P>) => number[],
+): OpEntry<P> {
   return onnxOp<P>(opType, since, {
     parse,
     host: (ctx) => [hostReshape(ctx.host(0), dims(ctx))],
@@ -95,7 +111,8 @@ function transposePerm(ctx: OpContext<number[] | undefined>): number[] {
   const rank = ctx.shape(0).length;
   if (!ctx.params) return Array.from({ length: rank }, (_, i) => rank - 1 - i);
   const perm = normAxes(ctx.params, rank);
-  if (perm.length !== rank || new Set(perm).size !== rank) throw new RangeError(`Transpose: perm [${perm.join(', ')}] is not a permutation of ${rank} axes`);
+  if (perm.length !== rank || new Set(perm).size !== rank)
+    throw new RangeError(`Transpose: perm [${perm.join(', ')}] is not a permutation of ${rank} axes`);
   return perm;
 }
 
@@ -146,7 +163,8 @@ function splitSizes(ctx: OpContext<SplitParams>, dim: number): number[] {
   // Exporters write an empty split input for "not given".
   if (split && !split.length) split = undefined;
   if (split) {
-    if (split.length !== n || split.reduce((a, b) => a + b, 0) !== dim) throw new RangeError(`Split: sizes [${split.join(', ')}] do not split ${dim} into ${n} outputs`);
+    if (split.length !== n || split.reduce((a, b) => a + b, 0) !== dim)
+      throw new RangeError(`Split: sizes [${split.join(', ')}] do not split ${dim} into ${n} outputs`);
     return split;
   }
   if (ctx.params.numOutputs !== undefined) {
@@ -175,7 +193,12 @@ const splitEntry = onnxOp('Split', 1, {
     const { axis, starts, sizes } = splitPlan(ctx);
     return sizes.map((s, i) => {
       const begin = t.dims.map((_, d) => (d === axis ? starts[i] : 0));
-      return hostStrided(t, begin, t.dims.map(() => 1), t.dims.map((d, j) => (j === axis ? s : d)));
+      return hostStrided(
+        t,
+        begin,
+        t.dims.map(() => 1),
+        t.dims.map((d, j) => (j === axis ? s : d)),
+      );
     });
   },
   run: (ctx) => {
@@ -185,7 +208,12 @@ const splitEntry = onnxOp('Split', 1, {
     return sizes.map((s, i) => {
       const start = dims.map((_, d) => (d === axis ? starts[i] : 0));
       const stop = dims.map((d, j) => (j === axis ? starts[i] + s : d));
-      return mx.slice(x, start, stop, dims.map(() => 1));
+      return mx.slice(
+        x,
+        start,
+        stop,
+        dims.map(() => 1),
+      );
     });
   },
 });
@@ -218,7 +246,10 @@ const tileEntry: OpEntry = onnxOp('Tile', 6, {
 // Shape, Size, Identity: their results never need the input's data.
 
 /** Shape's start and end (opset 15+); end's default is the rank. */
-interface ShapeParams { start: number; end?: number }
+interface ShapeParams {
+  start: number;
+  end?: number;
+}
 
 function shapeOf(ctx: OpContext<ShapeParams>): HostTensor {
   const dims = ctx.shape(0);

@@ -132,7 +132,8 @@ function stft(ctx: OpContext<boolean>): mx.Array {
   const window = ctx.optional(2);
   const frameLength = window?.shape[0] ?? scalarInput(ctx, 3) ?? x.shape[1];
   const given = scalarInput(ctx, 3);
-  if (window && given !== undefined && given !== frameLength) throw new RangeError(`${ctx.where}: frame_length ${given} differs from the window's length ${frameLength}`);
+  if (window && given !== undefined && given !== frameLength)
+    throw new RangeError(`${ctx.where}: frame_length ${given} differs from the window's length ${frameLength}`);
   let framed = frames(x.dtype === 'float32' ? x : mx.astype(x, 'float32'), step, frameLength);
   if (window) framed = mx.multiply(framed, mx.reshape(mx.astype(window, 'float32'), [1, 1, frameLength, 1]));
   const onesided = ctx.params;
@@ -153,7 +154,10 @@ function emit(values: Float64Array, dims: number[], to: number, where: string): 
 /** output_datatype of the windows and the mel matrix. */
 const outputTypeOf = (attrs: Attrs): number => attrs.int('output_datatype', OnnxDataType.FLOAT);
 
-interface WindowParams { periodic: boolean; outputType: number }
+interface WindowParams {
+  periodic: boolean;
+  outputType: number;
+}
 
 const parseWindow = (attrs: Attrs): WindowParams => ({ periodic: attrs.int('periodic', 1) === 1, outputType: outputTypeOf(attrs) });
 
@@ -166,7 +170,9 @@ function cosineWindow(coeffs: readonly number[]) {
     const w = new Float64Array(size);
     for (let n = 0; n < size; n++) {
       let v = 0;
-      coeffs.forEach((a, k) => { v += (k % 2 ? -a : a) * Math.cos((2 * Math.PI * k * n) / N); });
+      coeffs.forEach((a, k) => {
+        v += (k % 2 ? -a : a) * Math.cos((2 * Math.PI * k * n) / N);
+      });
       w[n] = N === 0 ? 1 : v;
     }
     return [emit(w, [size], ctx.params.outputType, ctx.where)];
@@ -185,7 +191,9 @@ function melWeightMatrix(ctx: OpContext<number>): OpResult[] {
     return Math.trunc(Math.floor(((dftLength + 1) * hz) / rate));
   });
   const out = new Float64Array(spectrum * bins);
-  const put = (j: number, i: number, v: number) => { if (j >= 0 && j < spectrum) out[j * bins + i] = v; };
+  const put = (j: number, i: number, v: number) => {
+    if (j >= 0 && j < spectrum) out[j * bins + i] = v;
+  };
   for (let i = 0; i < bins; i++) {
     const [left, center, right] = [points[i], points[i + 1], points[i + 2]];
     if (center === left) put(center, i, 1);
@@ -197,7 +205,9 @@ function melWeightMatrix(ctx: OpContext<number>): OpResult[] {
 
 export const signalOps: OpEntry[] = [
   onnxOp('DFT', 17, {
-    parse: parseDft, check: checkSignal, run: (ctx) => [named(ctx, () => dft(ctx))],
+    parse: parseDft,
+    check: checkSignal,
+    run: (ctx) => [named(ctx, () => dft(ctx))],
     note: 'float64 and float16 are transformed in float32 (MLX has no complex128)',
   }),
   onnxOp('STFT', 17, { parse: (attrs) => attrs.int('onesided', 1) === 1, check: checkSignal, run: (ctx) => [named(ctx, () => stft(ctx))] }),

@@ -42,16 +42,27 @@ function topK(ctx: OpContext<TopKParams>): mx.Array[] {
   // sorted = 0 leaves the order to the implementation: sorted order is a valid one.
   const order = mx.argsort(largest ? descendingKey(x) : x, axis);
   const stop = x.shape.map((d, i) => (i === axis ? k : d));
-  const idx = mx.slice(order, x.shape.map(() => 0), stop, x.shape.map(() => 1));
+  const idx = mx.slice(
+    order,
+    x.shape.map(() => 0),
+    stop,
+    x.shape.map(() => 1),
+  );
   return [mx.takeAlongAxis(x, idx, axis), mx.astype(idx, 'int64')];
 }
 
 // ---------------------------------------------------------------------------------------------
 // CumSum and CumProd (axis as an input, exclusive and reverse attributes).
 
-interface CumulativeParams { reverse: boolean; inclusive: boolean }
+interface CumulativeParams {
+  reverse: boolean;
+  inclusive: boolean;
+}
 
-const parseCumulative = (attrs: Attrs): CumulativeParams => ({ reverse: attrs.int('reverse', 0) !== 0, inclusive: attrs.int('exclusive', 0) === 0 });
+const parseCumulative = (attrs: Attrs): CumulativeParams => ({
+  reverse: attrs.int('reverse', 0) !== 0,
+  inclusive: attrs.int('exclusive', 0) === 0,
+});
 
 function cumulative(ctx: OpContext<CumulativeParams>, f: typeof mx.cumsum): mx.Array {
   const x = ctx.input(0);
@@ -63,7 +74,10 @@ function cumulative(ctx: OpContext<CumulativeParams>, f: typeof mx.cumsum): mx.A
 // ---------------------------------------------------------------------------------------------
 // ReverseSequence: along time_axis, batch entry b has its first sequence_lens[b] steps reversed.
 
-interface ReverseSequenceParams { timeAxis: number; batchAxis: number }
+interface ReverseSequenceParams {
+  timeAxis: number;
+  batchAxis: number;
+}
 
 function reverseSequence(ctx: OpContext<ReverseSequenceParams>): mx.Array {
   const x = ctx.input(0);
@@ -74,7 +88,11 @@ function reverseSequence(ctx: OpContext<ReverseSequenceParams>): mx.Array {
   const t = mx.reshape(mx.arange(0, steps, 1, 'int64'), along(steps, timeAxis));
   const lens = mx.astype(ctx.input(1), 'int64');
   // A length past the time axis would read outside it.
-  ctx.guard(mx.any(mx.logicalOr(mx.less(lens, 0), mx.greater(lens, steps))), ([lo, hi]) => `sequence_lens must lie in [0, ${steps}] (the time axis), got ${lo < 0 ? lo : hi}`, mx.stack([mx.min(lens), mx.max(lens)]));
+  ctx.guard(
+    mx.any(mx.logicalOr(mx.less(lens, 0), mx.greater(lens, steps))),
+    ([lo, hi]) => `sequence_lens must lie in [0, ${steps}] (the time axis), got ${lo < 0 ? lo : hi}`,
+    mx.stack([mx.min(lens), mx.max(lens)]),
+  );
   const len = mx.reshape(mx.clip(lens, 0, steps), along(x.shape[batchAxis], batchAxis));
   const src = mx.where(mx.less(t, len), mx.subtract(mx.subtract(len, 1), t), t);
   return mx.takeAlongAxis(x, mx.broadcastTo(src, x.shape), timeAxis);
@@ -158,8 +176,8 @@ export const sortOps: OpEntry[] = [
   }),
   onnxOp('Unique', 11, {
     parse: (attrs): UniqueParams => ({ axis: attrs.has('axis') ? attrs.int('axis') : undefined, sorted: attrs.int('sorted', 1) !== 0 }),
-    placement: 'host', host: unique,
+    placement: 'host',
+    host: unique,
     note: 'computed on the host (its output size depends on the data): a sync point',
   }),
 ];
-

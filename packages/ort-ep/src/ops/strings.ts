@@ -17,14 +17,21 @@ interface HostOpBody<P> {
 }
 
 /** An entry that runs on the host only. */
-function hostOp<P = undefined>(opType: string, since: number, f: (ctx: OpContext<P>) => HostTensor[], body: HostOpBody<P> = {}): OpEntry<P> {
+function hostOp<P = undefined>(
+  opType: string,
+  since: number,
+  f: (ctx: OpContext<P>) => HostTensor[],
+  body: HostOpBody<P> = {},
+): OpEntry<P> {
   return onnxOp<P>(opType, since, { ...body, placement: 'host', host: f });
 }
 
-const stringInput = (i: number) => <P>(ctx: CheckContext<P>): string | undefined => {
-  const t = ctx.inputType(i);
-  return t !== undefined && t !== OnnxDataType.STRING ? `input ${i} must be a string tensor, got element type ${t}` : undefined;
-};
+const stringInput =
+  (i: number) =>
+  <P>(ctx: CheckContext<P>): string | undefined => {
+    const t = ctx.inputType(i);
+    return t !== undefined && t !== OnnxDataType.STRING ? `input ${i} must be a string tensor, got element type ${t}` : undefined;
+  };
 
 function concat(ctx: OpContext): HostTensor[] {
   stringsOf(ctx.host(0), ctx.where);
@@ -82,7 +89,10 @@ interface SplitParams {
   maxsplit: number;
 }
 
-const parseSplit = (attrs: Attrs): SplitParams => ({ delimiter: attrs.string('delimiter', ''), maxsplit: attrs.has('maxsplit') ? attrs.int('maxsplit') : -1 });
+const parseSplit = (attrs: Attrs): SplitParams => ({
+  delimiter: attrs.string('delimiter', ''),
+  maxsplit: attrs.has('maxsplit') ? attrs.int('maxsplit') : -1,
+});
 
 function split(ctx: OpContext<SplitParams>): HostTensor[] {
   const x = ctx.host(0);
@@ -91,7 +101,13 @@ function split(ctx: OpContext<SplitParams>): HostTensor[] {
   const pieces = xs.map((s) => (delimiter === '' ? splitWhitespace(s, maxsplit) : splitOn(s, delimiter, maxsplit)));
   const width = pieces.reduce((m, p) => Math.max(m, p.length), 0);
   const padded = pieces.flatMap((p) => [...p, ...new Array<string>(width - p.length).fill('')]);
-  return [stringTensor(padded, [...x.dims, width]), hostInt64(pieces.map((p) => p.length), x.dims)];
+  return [
+    stringTensor(padded, [...x.dims, width]),
+    hostInt64(
+      pieces.map((p) => p.length),
+      x.dims,
+    ),
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -121,7 +137,8 @@ function checkNormalizer(ctx: CheckContext<NormalizerParams>): string | undefine
   const locale = ctx.params.locale;
   // Case mapping uses JavaScript's locale-independent toUpperCase/toLowerCase; only locales with
   // the same mapping for every letter (English and the like) are safe to claim.
-  if (locale && !/^en([_-]|$)/i.test(locale)) return `locale '${locale}' is not supported (case changes follow Unicode's default mapping, as for 'en_US')`;
+  if (locale && !/^en([_-]|$)/i.test(locale))
+    return `locale '${locale}' is not supported (case changes follow Unicode's default mapping, as for 'en_US')`;
   return stringInput(0)(ctx);
 }
 
@@ -161,21 +178,29 @@ function fullMatch(ctx: OpContext<Compiled>): HostTensor[] {
   const x = ctx.host(0);
   if ('error' in ctx.params) throw new SyntaxError(`${ctx.where}: ${ctx.params.error}`);
   const re = ctx.params.re;
-  return [boolTensor(stringsOf(x, ctx.where).map((s) => re.test(s)), x.dims)];
+  return [
+    boolTensor(
+      stringsOf(x, ctx.where).map((s) => re.test(s)),
+      x.dims,
+    ),
+  ];
 }
 
 export const stringsOps: OpEntry[] = [
   hostOp('StringConcat', 20, concat, { check: (ctx) => stringInput(0)(ctx) ?? stringInput(1)(ctx) }),
   hostOp('StringSplit', 20, split, {
-    parse: parseSplit, check: stringInput(0),
+    parse: parseSplit,
+    check: stringInput(0),
     note: 'host; no delimiter splits on any whitespace, as Python does (onnxruntime: spaces only)',
   }),
   hostOp('StringNormalizer', 10, normalize, {
-    parse: parseNormalizer, check: checkNormalizer,
+    parse: parseNormalizer,
+    check: checkNormalizer,
     note: 'host; Unicode default case mapping, so only en locales (or none)',
   }),
   hostOp('RegexFullMatch', 20, fullMatch, {
-    parse: parseRegex, check: checkRegex,
+    parse: parseRegex,
+    check: checkRegex,
     note: 'host; RE2 translated to RegExp; lookaround, backreferences, inline flags past the start, \\C, negated POSIX classes refused',
   }),
 ];

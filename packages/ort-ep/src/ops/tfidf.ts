@@ -33,7 +33,8 @@ function vocabularyOf(a: Attrs): Vocabulary {
   const pool: string[] = a.has('pool_strings') ? a.strings('pool_strings') : a.ints('pool_int64s', []).map(String);
   const counts = a.ints('ngram_counts');
   const indexes = a.ints('ngram_indexes');
-  const minN = a.int('min_gram_length'), maxN = a.int('max_gram_length');
+  const minN = a.int('min_gram_length'),
+    maxN = a.int('max_gram_length');
   const weights = a.floats('weights', []);
   const columns = new Map<string, number>();
   const width = indexes.reduce((m, i) => Math.max(m, i + 1), 0);
@@ -50,7 +51,13 @@ function vocabularyOf(a: Attrs): Vocabulary {
     }
   });
   return {
-    columns, width, minN, maxN, maxSkip: a.int('max_skip_count', 0), mode, columnWeights,
+    columns,
+    width,
+    minN,
+    maxN,
+    maxSkip: a.int('max_skip_count', 0),
+    mode,
+    columnWeights,
   };
 }
 
@@ -96,8 +103,11 @@ function vectorize(ctx: OpContext<Vocabulary>): HostTensor[] {
 
 function check(ctx: CheckContext<Vocabulary>): string | undefined {
   const t = ctx.inputType(0);
-  if (t !== undefined && ![OnnxDataType.STRING, OnnxDataType.INT32, OnnxDataType.INT64].includes(t)) return `X must be string, int32 or int64, got element type ${t}`;
+  if (t !== undefined && ![OnnxDataType.STRING, OnnxDataType.INT32, OnnxDataType.INT64].includes(t))
+    return `X must be string, int32 or int64, got element type ${t}`;
   return undefined;
 }
 
-export const tfIdfOps: OpEntry[] = [onnxOp('TfIdfVectorizer', 9, { parse: vocabularyOf, placement: 'host', check, host: vectorize, note: 'host' })];
+export const tfIdfOps: OpEntry[] = [
+  onnxOp('TfIdfVectorizer', 9, { parse: vocabularyOf, placement: 'host', check, host: vectorize, note: 'host' }),
+];

@@ -75,7 +75,10 @@ export function planGraph(graph: GraphIR, opts: PlanOptions, unsupported: Unsupp
       try {
         params = entry.parse?.(attrs, opset);
         const check: CheckContext = {
-          node, opset, attrs, params,
+          node,
+          opset,
+          attrs,
+          params,
           constantInput: (i) => constantInput(node, i),
           inputType: (i) => constantInput(node, i)?.dtype,
         };
@@ -99,7 +102,15 @@ export function planGraph(graph: GraphIR, opts: PlanOptions, unsupported: Unsupp
  * Ops whose results differ from run to run (random generators, Dropout in training mode): never
  * folded, and on the compiled path always run eagerly, since a trace would replay its draws.
  */
-const NONDETERMINISTIC = new Set(['RandomNormal', 'RandomUniform', 'RandomNormalLike', 'RandomUniformLike', 'Multinomial', 'Bernoulli', 'Dropout']);
+const NONDETERMINISTIC = new Set([
+  'RandomNormal',
+  'RandomUniform',
+  'RandomNormalLike',
+  'RandomUniformLike',
+  'Multinomial',
+  'Bernoulli',
+  'Dropout',
+]);
 
 export function isNondeterministic(pn: PlannedNode): boolean {
   return NONDETERMINISTIC.has(pn.node.opType);

@@ -1,6 +1,15 @@
 // The one way from bytes to a plan, shared by sessions and by checkModel: decode, expand
 // functions, validate the graph, then plan every node against the registry.
-import { DEFAULT_DOMAIN, checkSchemas, decodeModel, knownOpsetRange, expandFunctions, validateGraph, type ExternalDataSpec, type ModelIR } from '../onnx/index.js';
+import {
+  DEFAULT_DOMAIN,
+  checkSchemas,
+  decodeModel,
+  knownOpsetRange,
+  expandFunctions,
+  validateGraph,
+  type ExternalDataSpec,
+  type ModelIR,
+} from '../onnx/index.js';
 import { defaultRegistry } from '../ops/index.js';
 import type { OpRegistry } from '../registry/registry.js';
 import type { UnsupportedNode } from '../errors.js';
@@ -34,6 +43,10 @@ export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): P
   const modelName = options.modelName ?? options.modelPath ?? '<bytes>';
   checkSchemas(model, modelName);
   const unsupported: UnsupportedNode[] = [];
-  const plan = planGraph(model.graph, { registry: options.registry ?? defaultRegistry, opsets: model.opsetImports, modelName }, unsupported);
+  const plan = planGraph(
+    model.graph,
+    { registry: options.registry ?? defaultRegistry, opsets: model.opsetImports, modelName },
+    unsupported,
+  );
   return { model, plan, unsupported };
 }

@@ -21,7 +21,9 @@ export class Attrs {
   private get(name: string, kinds: Kind[]): AttrValue | undefined {
     const a = this.map.get(name);
     if (a && !kinds.includes(a.type)) {
-      throw new TypeError(`attribute '${name}' of ${this.node.opType} node '${this.node.name}' is a ${a.type}, expected ${kinds.join(' or ')}`);
+      throw new TypeError(
+        `attribute '${name}' of ${this.node.opType} node '${this.node.name}' is a ${a.type}, expected ${kinds.join(' or ')}`,
+      );
     }
     return a;
   }

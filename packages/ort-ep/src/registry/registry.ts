@@ -25,7 +25,8 @@ export class OpRegistry {
       const list = this.byKey.get(key) ?? this.byKey.set(key, []).get(key)!;
       for (const other of list) {
         const overlap = e.since <= (other.until ?? Infinity) && other.since <= (e.until ?? Infinity);
-        if (overlap) throw new Error(`registry: ${key} opset ranges overlap (${e.since}..${e.until ?? ''} and ${other.since}..${other.until ?? ''})`);
+        if (overlap)
+          throw new Error(`registry: ${key} opset ranges overlap (${e.since}..${e.until ?? ''} and ${other.since}..${other.until ?? ''})`);
       }
       list.push(e);
       list.sort((a, b) => a.since - b.since);

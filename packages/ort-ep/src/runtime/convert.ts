@@ -3,20 +3,41 @@ import * as mx from '@mlx/core';
 import { OnnxDataType, undecodedBytes, type HostTensor } from '../onnx/index.js';
 
 const toMx = new Map<number, mx.Dtype>([
-  [OnnxDataType.FLOAT, 'float32'], [OnnxDataType.UINT8, 'uint8'], [OnnxDataType.INT8, 'int8'],
-  [OnnxDataType.UINT16, 'uint16'], [OnnxDataType.INT16, 'int16'], [OnnxDataType.INT32, 'int32'],
-  [OnnxDataType.INT64, 'int64'], [OnnxDataType.BOOL, 'bool'], [OnnxDataType.FLOAT16, 'float16'],
-  [OnnxDataType.DOUBLE, 'float64'], [OnnxDataType.UINT32, 'uint32'], [OnnxDataType.UINT64, 'uint64'],
-  [OnnxDataType.BFLOAT16, 'bfloat16'], [OnnxDataType.COMPLEX64, 'complex64'],
+  [OnnxDataType.FLOAT, 'float32'],
+  [OnnxDataType.UINT8, 'uint8'],
+  [OnnxDataType.INT8, 'int8'],
+  [OnnxDataType.UINT16, 'uint16'],
+  [OnnxDataType.INT16, 'int16'],
+  [OnnxDataType.INT32, 'int32'],
+  [OnnxDataType.INT64, 'int64'],
+  [OnnxDataType.BOOL, 'bool'],
+  [OnnxDataType.FLOAT16, 'float16'],
+  [OnnxDataType.DOUBLE, 'float64'],
+  [OnnxDataType.UINT32, 'uint32'],
+  [OnnxDataType.UINT64, 'uint64'],
+  [OnnxDataType.BFLOAT16, 'bfloat16'],
+  [OnnxDataType.COMPLEX64, 'complex64'],
   // 4-bit integers are held unpacked, one value per byte.
-  [OnnxDataType.INT4, 'int8'], [OnnxDataType.UINT4, 'uint8'], [OnnxDataType.INT2, 'int8'], [OnnxDataType.UINT2, 'uint8'],
+  [OnnxDataType.INT4, 'int8'],
+  [OnnxDataType.UINT4, 'uint8'],
+  [OnnxDataType.INT2, 'int8'],
+  [OnnxDataType.UINT2, 'uint8'],
 ]);
 const fromMx = new Map<mx.Dtype, number>([
-  ['float32', OnnxDataType.FLOAT], ['uint8', OnnxDataType.UINT8], ['int8', OnnxDataType.INT8],
-  ['uint16', OnnxDataType.UINT16], ['int16', OnnxDataType.INT16], ['int32', OnnxDataType.INT32],
-  ['int64', OnnxDataType.INT64], ['bool', OnnxDataType.BOOL], ['float16', OnnxDataType.FLOAT16],
-  ['float64', OnnxDataType.DOUBLE], ['uint32', OnnxDataType.UINT32], ['uint64', OnnxDataType.UINT64],
-  ['bfloat16', OnnxDataType.BFLOAT16], ['complex64', OnnxDataType.COMPLEX64],
+  ['float32', OnnxDataType.FLOAT],
+  ['uint8', OnnxDataType.UINT8],
+  ['int8', OnnxDataType.INT8],
+  ['uint16', OnnxDataType.UINT16],
+  ['int16', OnnxDataType.INT16],
+  ['int32', OnnxDataType.INT32],
+  ['int64', OnnxDataType.INT64],
+  ['bool', OnnxDataType.BOOL],
+  ['float16', OnnxDataType.FLOAT16],
+  ['float64', OnnxDataType.DOUBLE],
+  ['uint32', OnnxDataType.UINT32],
+  ['uint64', OnnxDataType.UINT64],
+  ['bfloat16', OnnxDataType.BFLOAT16],
+  ['complex64', OnnxDataType.COMPLEX64],
 ]);
 
 /** The MLX dtype holding an ONNX element type, or undefined (strings, float8, complex128). */

@@ -24,18 +24,24 @@ async function capture(argv: string[]): Promise<string[]> {
 
 describe('mlx-ort check', () => {
   it('lists claimed nodes by op and each unclaimed node with its reason', async () => {
-    const real = ['ImageDecoder', 'StringSplit', 'RegexFullMatch', 'TfIdfVectorizer'].find((op) => !defaultRegistry.lookup('ai.onnx', op, 18))!;
+    const real = ['ImageDecoder', 'StringSplit', 'RegexFullMatch', 'TfIdfVectorizer'].find(
+      (op) => !defaultRegistry.lookup('ai.onnx', op, 18),
+    )!;
     const path = join(dir, 'mixed.onnx');
-    writeFileSync(path, model({
-      opsets: { '': 18, 'com.example': 2 },
-      inputs: [v('x', 'float32', [4])], outputs: [v('y', 'float32', [4]), v('z', 'float32')],
-      nodes: [
-        node('Relu', ['x'], ['r1'], { name: 'relu_1' }),
-        node('Relu', ['r1'], ['r2'], { name: 'relu_2' }),
-        node('FooBar', ['r2'], ['y'], { domain: 'com.example', name: 'the_foo' }),
-        node(real, ['x'], ['z'], { name: 'the_real' }),
-      ],
-    }));
+    writeFileSync(
+      path,
+      model({
+        opsets: { '': 18, 'com.example': 2 },
+        inputs: [v('x', 'float32', [4])],
+        outputs: [v('y', 'float32', [4]), v('z', 'float32')],
+        nodes: [
+          node('Relu', ['x'], ['r1'], { name: 'relu_1' }),
+          node('Relu', ['r1'], ['r2'], { name: 'relu_2' }),
+          node('FooBar', ['r2'], ['y'], { domain: 'com.example', name: 'the_foo' }),
+          node(real, ['x'], ['z'], { name: 'the_real' }),
+        ],
+      }),
+    );
     const out = await capture(['check', path]);
     expect(out[0]).toBe(`${path}: 4 nodes, 2 claimed by the MLX provider, 2 not (opsets: ai.onnx 18, com.example 2)`);
     expect(out).toContain('claimed:');
@@ -49,7 +55,15 @@ describe('mlx-ort check', () => {
 
   it('a model whose nodes are all claimed has no "not claimed" section', async () => {
     const path = join(dir, 'ok.onnx');
-    writeFileSync(path, model({ opsets: { '': 13 }, inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2])], nodes: [node('Neg', ['x'], ['y'])] }));
+    writeFileSync(
+      path,
+      model({
+        opsets: { '': 13 },
+        inputs: [v('x', 'float32', [2])],
+        outputs: [v('y', 'float32', [2])],
+        nodes: [node('Neg', ['x'], ['y'])],
+      }),
+    );
     const out = await capture(['check', path]);
     expect(out[0]).toMatch(/1 nodes, 1 claimed by the MLX provider, 0 not/);
     expect(out).not.toContain('not claimed:');
@@ -59,17 +73,22 @@ describe('mlx-ort check', () => {
 describe('mlx-ort run', () => {
   // y = tanh(x @ w) with a symbolic batch; k: int64 [B] counts added as float.
   const path = join(dir, 'run.onnx');
-  writeFileSync(path, model({
-    opsets: { '': 13 },
-    inputs: [v('x', 'float32', ['B', 3]), v('k', 'int64', ['B'])],
-    outputs: [v('y', 'float32', ['B', 2]), v('kf', 'float32', ['B'])],
-    initializers: [{ name: 'w', type: 'float32', dims: [3, 2], values: [0.5, -1, 2, 0.25, -0.75, 1] }],
-    nodes: [node('MatMul', ['x', 'w'], ['xw']), node('Tanh', ['xw'], ['y']), node('Cast', ['k'], ['kf'], { attrs: { to: 1 } })],
-  }));
+  writeFileSync(
+    path,
+    model({
+      opsets: { '': 13 },
+      inputs: [v('x', 'float32', ['B', 3]), v('k', 'int64', ['B'])],
+      outputs: [v('y', 'float32', ['B', 2]), v('kf', 'float32', ['B'])],
+      initializers: [{ name: 'w', type: 'float32', dims: [3, 2], values: [0.5, -1, 2, 0.25, -0.75, 1] }],
+      nodes: [node('MatMul', ['x', 'w'], ['xw']), node('Tanh', ['xw'], ['y']), node('Cast', ['k'], ['kf'], { attrs: { to: 1 } })],
+    }),
+  );
 
   it('--compare prints each output and its largest difference from onnxruntime-node', async () => {
     const out = await capture(['run', path, '--device', 'cpu', '--runs', '2', '--compare', '--dim', 'B=5']);
-    expect(out[0]).toMatch(new RegExp(`^model ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on cpu: median \\d+\\.\\d\\d ms over 2 runs$`));
+    expect(out[0]).toMatch(
+      new RegExp(`^model ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on cpu: median \\d+\\.\\d\\d ms over 2 runs$`),
+    );
     const y = out.find((l) => l.startsWith('  y: ['));
     expect(y).toMatch(/^ {2}y: \[5, 2\] mean -?\d\.\d+(e[-+]\d+)? first( -?\d\.\d+(e[-+]\d+)?,?){4}$/);
     expect(out.find((l) => l.startsWith('  kf: ['))).toMatch(/^ {2}kf: \[5\] mean /);

@@ -13,15 +13,20 @@ const values = (t: HostTensor | unknown) => Array.from((t as HostTensor).data as
 // y = softmax(x @ w + b) * shape-derived scale: shape math (Shape/Gather/Cast) folds per signature.
 const mlp = model({
   opsets: { '': 17 },
-  inputs: [v('x', 'float32', ['N', 4])], outputs: [v('y', 'float32', ['N', 3])],
+  inputs: [v('x', 'float32', ['N', 4])],
+  outputs: [v('y', 'float32', ['N', 3])],
   initializers: [
     { name: 'w', type: 'float32', dims: [4, 3], values: seeded(12, 3) },
     { name: 'b', type: 'float32', dims: [3], values: [0.1, -0.2, 0.3] },
     { name: 'zero', type: 'int64', dims: [], values: [0n] },
   ],
   nodes: [
-    node('MatMul', ['x', 'w'], ['xw']), node('Add', ['xw', 'b'], ['z']), node('Softmax', ['z'], ['p'], { attrs: { axis: -1 } }),
-    node('Shape', ['x'], ['shape']), node('Gather', ['shape', 'zero'], ['n']), node('Cast', ['n'], ['nf'], { attrs: { to: 1 } }),
+    node('MatMul', ['x', 'w'], ['xw']),
+    node('Add', ['xw', 'b'], ['z']),
+    node('Softmax', ['z'], ['p'], { attrs: { axis: -1 } }),
+    node('Shape', ['x'], ['shape']),
+    node('Gather', ['shape', 'zero'], ['n']),
+    node('Cast', ['n'], ['nf'], { attrs: { to: 1 } }),
     node('Mul', ['p', 'nf'], ['y']),
   ],
 });
@@ -56,7 +61,10 @@ describe('compiled path', () => {
     const s = await MlxSession.create(mlp, { device: 'cpu', maxSignatures: 2 });
     try {
       const run = (n: number) => s.runSync({ x: f32(seeded(4 * n), [n, 4]) });
-      run(1); run(2); run(1); run(3); // 3 evicts 2 (1 was used after 2)
+      run(1);
+      run(2);
+      run(1);
+      run(3); // 3 evicts 2 (1 was used after 2)
       expect(s.compileStats).toMatchObject({ misses: 3, hits: 1, evictions: 1, size: 2 });
       run(1);
       expect(s.compileStats).toMatchObject({ misses: 3, hits: 2 });
@@ -71,14 +79,32 @@ describe('compiled path', () => {
     // y = Reshape(Relu(x), shape) * 2, where shape is an input.
     const m = model({
       opsets: { '': 17 },
-      inputs: [v('x', 'float32', [6]), v('shape', 'int64', [2])], outputs: [v('y', 'float32')],
+      inputs: [v('x', 'float32', [6]), v('shape', 'int64', [2])],
+      outputs: [v('y', 'float32')],
       initializers: [{ name: 'two', type: 'float32', dims: [], values: [2] }],
       nodes: [node('Relu', ['x'], ['r']), node('Reshape', ['r', 'shape'], ['rs']), node('Mul', ['rs', 'two'], ['y'])],
     });
     const s = await MlxSession.create(m, { device: 'cpu' });
     try {
       const x = f32([1, -2, 3, -4, 5, -6], [6]);
-      for (const [shape, dims] of [[[2, 3], [2, 3]], [[3, 2], [3, 2]], [[1, 6], [1, 6]], [[6, 1], [6, 1]]] as const) {
+      for (const [shape, dims] of [
+        [
+          [2, 3],
+          [2, 3],
+        ],
+        [
+          [3, 2],
+          [3, 2],
+        ],
+        [
+          [1, 6],
+          [1, 6],
+        ],
+        [
+          [6, 1],
+          [6, 1],
+        ],
+      ] as const) {
         const y = s.runSync({ x, shape: i64([...shape], [2]) }).y as HostTensor;
         expect(y.dims).toEqual(dims);
         expect(values(y)).toEqual([2, 0, 6, 0, 10, 0]);
@@ -96,16 +122,29 @@ describe('compiled path', () => {
     // idx = NonZero(x > 0); y = Gather(x, idx[0]) * 3
     const m = model({
       opsets: { '': 17 },
-      inputs: [v('x', 'float32', [5])], outputs: [v('y', 'float32')],
-      initializers: [{ name: 'zero', type: 'float32', dims: [], values: [0] }, { name: 'three', type: 'float32', dims: [], values: [3] }, { name: 'row', type: 'int64', dims: [], values: [0n] }],
+      inputs: [v('x', 'float32', [5])],
+      outputs: [v('y', 'float32')],
+      initializers: [
+        { name: 'zero', type: 'float32', dims: [], values: [0] },
+        { name: 'three', type: 'float32', dims: [], values: [3] },
+        { name: 'row', type: 'int64', dims: [], values: [0n] },
+      ],
       nodes: [
-        node('Greater', ['x', 'zero'], ['pos']), node('NonZero', ['pos'], ['nz']), node('Gather', ['nz', 'row'], ['idx']),
-        node('Gather', ['x', 'idx'], ['g']), node('Mul', ['g', 'three'], ['y']),
+        node('Greater', ['x', 'zero'], ['pos']),
+        node('NonZero', ['pos'], ['nz']),
+        node('Gather', ['nz', 'row'], ['idx']),
+        node('Gather', ['x', 'idx'], ['g']),
+        node('Mul', ['g', 'three'], ['y']),
       ],
     });
     const s = await MlxSession.create(m, { device: 'cpu' });
     try {
-      for (const x of [[1, -1, 2, -2, 3], [-1, -1, -1, 4, -1], [5, 6, 7, 8, 9], [1, -1, 2, -2, 3]]) {
+      for (const x of [
+        [1, -1, 2, -2, 3],
+        [-1, -1, -1, 4, -1],
+        [5, 6, 7, 8, 9],
+        [1, -1, 2, -2, 3],
+      ]) {
         const want = x.filter((e) => e > 0).map((e) => e * 3);
         expect(values((await s.run({ x: f32(x, [5]) })).y)).toEqual(want);
       }
@@ -118,7 +157,8 @@ describe('compiled path', () => {
   it('random nodes draw new values on every run, traced or not', async () => {
     const m = model({
       opsets: { '': 17 },
-      inputs: [v('x', 'float32', [64])], outputs: [v('y', 'float32')],
+      inputs: [v('x', 'float32', [64])],
+      outputs: [v('y', 'float32')],
       nodes: [node('RandomUniformLike', ['x'], ['u']), node('Add', ['u', 'x'], ['y'])],
     });
     const s = await MlxSession.create(m, { device: 'cpu' });

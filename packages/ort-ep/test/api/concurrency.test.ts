@@ -8,7 +8,9 @@ import { model, node, v } from '../helpers/build.js';
 function chain(n: number, d: number): Uint8Array {
   const w = Array.from({ length: d * d }, (_, i) => ((i * 7919) % 13) / 13 / d);
   return model({
-    opsets: { '': 17 }, inputs: [v('x', 'float32', [d, d])], outputs: [v('y', 'float32', [d, d])],
+    opsets: { '': 17 },
+    inputs: [v('x', 'float32', [d, d])],
+    outputs: [v('y', 'float32', [d, d])],
     initializers: [{ name: 'w', type: 'float32', dims: [d, d], values: w }],
     nodes: Array.from({ length: n }, (_, i) => node('MatMul', [i ? `h${i}` : 'x', 'w'], [i === n - 1 ? 'y' : `h${i + 1}`])),
   });

@@ -9,18 +9,23 @@ const x4 = () => f32([1, -2, 3, -4], [4]);
 describe('If', () => {
   // then: x * 2, else: x - 1; both read x from the enclosing graph.
   const thenG: GraphSpec = {
-    name: 'then', inputs: [], outputs: [v('t_out', 'float32', [4])],
+    name: 'then',
+    inputs: [],
+    outputs: [v('t_out', 'float32', [4])],
     initializers: [{ name: 'two', type: 'float32', dims: [], values: [2] }],
     nodes: [node('Mul', ['x', 'two'], ['t_out'])],
   };
   const elseG: GraphSpec = {
-    name: 'else', inputs: [], outputs: [v('e_out', 'float32', [4])],
+    name: 'else',
+    inputs: [],
+    outputs: [v('e_out', 'float32', [4])],
     initializers: [{ name: 'one', type: 'float32', dims: [], values: [1] }],
     nodes: [node('Sub', ['x', 'one'], ['e_out'])],
   };
   const bytes = model({
     opsets: { '': 13 },
-    inputs: [v('c', 'bool', []), v('x', 'float32', [4])], outputs: [v('y', 'float32', [4])],
+    inputs: [v('c', 'bool', []), v('x', 'float32', [4])],
+    outputs: [v('y', 'float32', [4])],
     nodes: [node('If', ['c'], ['y'], { attrs: { then_branch: { g: thenG }, else_branch: { g: elseG } } })],
   });
 
@@ -32,7 +37,9 @@ describe('If', () => {
   it('with a condition computed in the graph, and a nested If', async () => {
     // y = sum(x) > 0 ? (max(x) > 2 ? x * 2 : x - 1) : -x
     const inner: GraphSpec = {
-      name: 'inner', inputs: [], outputs: [v('in_out', 'float32', [4])],
+      name: 'inner',
+      inputs: [],
+      outputs: [v('in_out', 'float32', [4])],
       nodes: [
         node('ReduceMax', ['x'], ['mx'], { attrs: { keepdims: 0 } }),
         node('Greater', ['mx', 'two0'], ['c2']),
@@ -43,7 +50,8 @@ describe('If', () => {
     const neg: GraphSpec = { name: 'neg', inputs: [], outputs: [v('n_out', 'float32', [4])], nodes: [node('Neg', ['x'], ['n_out'])] };
     const nested = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [4])], outputs: [v('y', 'float32', [4])],
+      inputs: [v('x', 'float32', [4])],
+      outputs: [v('y', 'float32', [4])],
       initializers: [{ name: 'zero', type: 'float32', dims: [], values: [0] }],
       nodes: [
         node('ReduceSum', ['x'], ['s'], { attrs: { keepdims: 0 } }),
@@ -102,15 +110,20 @@ describe('Loop', () => {
   it('a loop nested in a loop (outer iteration count read by the inner body)', async () => {
     // inner: acc += 1, repeated (outer iter + 1) times; outer sums them: 1 + 2 + 3 = 6 for M = 3.
     const innerBody: GraphSpec = {
-      name: 'inner', inputs: [v('j', 'int64', []), v('ci', 'bool', []), v('a', 'float32', [])],
+      name: 'inner',
+      inputs: [v('j', 'int64', []), v('ci', 'bool', []), v('a', 'float32', [])],
       outputs: [v('co', 'bool', []), v('a_out', 'float32', [])],
       initializers: [{ name: 'one_f', type: 'float32', dims: [], values: [1] }],
       nodes: [node('Identity', ['ci'], ['co']), node('Add', ['a', 'one_f'], ['a_out'])],
     };
     const outerBody: GraphSpec = {
-      name: 'outer', inputs: [v('i', 'int64', []), v('c', 'bool', []), v('tot', 'float32', [])],
+      name: 'outer',
+      inputs: [v('i', 'int64', []), v('c', 'bool', []), v('tot', 'float32', [])],
       outputs: [v('c_out', 'bool', []), v('tot_out', 'float32', [])],
-      initializers: [{ name: 'one_i', type: 'int64', dims: [], values: [1n] }, { name: 'zero_f', type: 'float32', dims: [], values: [0] }],
+      initializers: [
+        { name: 'one_i', type: 'int64', dims: [], values: [1n] },
+        { name: 'zero_f', type: 'float32', dims: [], values: [0] },
+      ],
       nodes: [
         node('Add', ['i', 'one_i'], ['n']),
         node('Loop', ['n', 'c', 'zero_f'], ['cnt'], { attrs: { body: { g: innerBody } } }),
@@ -120,8 +133,12 @@ describe('Loop', () => {
     };
     const bytes = model({
       opsets: { '': 13 },
-      inputs: [v('M', 'int64', [])], outputs: [v('total', 'float32', [])],
-      initializers: [{ name: 'cond0', type: 'bool', dims: [], values: [1] }, { name: 't0', type: 'float32', dims: [], values: [0] }],
+      inputs: [v('M', 'int64', [])],
+      outputs: [v('total', 'float32', [])],
+      initializers: [
+        { name: 'cond0', type: 'bool', dims: [], values: [1] },
+        { name: 't0', type: 'float32', dims: [], values: [0] },
+      ],
       nodes: [node('Loop', ['M', 'cond0', 't0'], ['total'], { attrs: { body: { g: outerBody } } })],
     });
     expect(plain((await expectSameAsOrt(bytes, { M: i64([3], []) })).total)).toEqual([6]);
@@ -131,7 +148,8 @@ describe('Loop', () => {
 describe('Scan', () => {
   // body(s, row) -> (s + row, (s + row) * w), w read from the enclosing graph.
   const body: GraphSpec = {
-    name: 'body', inputs: [v('s', 'float32', [2]), v('row', 'float32', [2])],
+    name: 'body',
+    inputs: [v('s', 'float32', [2]), v('row', 'float32', [2])],
     outputs: [v('s_out', 'float32', [2]), v('y', 'float32', [2])],
     nodes: [node('Add', ['s', 'row'], ['s_out']), node('Mul', ['s_out', 'w'], ['y'])],
   };

@@ -6,7 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  InvalidFeedError, MlxSession, NodeExecutionError, OnnxLoadError, OrtMlxError, UnsupportedOperatorError, defaultRegistry, type HostTensor,
+  InvalidFeedError,
+  MlxSession,
+  NodeExecutionError,
+  OnnxLoadError,
+  OrtMlxError,
+  UnsupportedOperatorError,
+  defaultRegistry,
+  type HostTensor,
 } from '../../src/index.js';
 import { checkModel } from '../../src/check.js';
 import { model, node, v } from '../helpers/build.js';
@@ -18,7 +25,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 // y = x * 2 + w, x: [2, N]
 const good = model({
   opsets: { '': 13 },
-  inputs: [v('x', 'float32', [2, 'N'])], outputs: [v('y', 'float32', [2, 'N'])],
+  inputs: [v('x', 'float32', [2, 'N'])],
+  outputs: [v('y', 'float32', [2, 'N'])],
   initializers: [{ name: 'two', type: 'float32', dims: [], values: [2] }],
   nodes: [node('Mul', ['x', 'two'], ['y'], { name: 'mul' })],
 });
@@ -31,7 +39,11 @@ async function stillWorks(): Promise<void> {
   await s.release();
 }
 
-const createErr = (bytes: Uint8Array | string) => MlxSession.create(bytes).then(() => undefined, (e: unknown) => e as Error);
+const createErr = (bytes: Uint8Array | string) =>
+  MlxSession.create(bytes).then(
+    () => undefined,
+    (e: unknown) => e as Error,
+  );
 
 describe('files that are not (whole) models', () => {
   it('empty bytes', async () => {
@@ -62,7 +74,8 @@ describe('files that are not (whole) models', () => {
   it('a truncated file names the file and says it was cut short', async () => {
     const big = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [64])], outputs: [v('y', 'float32', [64])],
+      inputs: [v('x', 'float32', [64])],
+      outputs: [v('y', 'float32', [64])],
       initializers: [{ name: 'w', type: 'float32', dims: [64], values: new Float32Array(64).fill(1) }],
       nodes: [node('Add', ['x', 'w'], ['y'])],
     });
@@ -78,7 +91,8 @@ describe('files that are not (whole) models', () => {
 describe('models with broken parts', () => {
   it('an unknown element type in an initializer', async () => {
     const bytes = model({
-      inputs: [], outputs: [v('y', 'float32', [1])],
+      inputs: [],
+      outputs: [v('y', 'float32', [1])],
       initializers: [{ name: 'w', type: 'float32', dims: [1], values: [1], patch: (t) => void (t.dataType = 99) }],
       nodes: [node('Identity', ['w'], ['y'])],
     });
@@ -91,7 +105,8 @@ describe('models with broken parts', () => {
   it('a dangling edge names the node, its op and the missing value', async () => {
     const bytes = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2])],
+      inputs: [v('x', 'float32', [2])],
+      outputs: [v('y', 'float32', [2])],
       nodes: [node('Relu', ['x'], ['r'], { name: 'relu' }), node('Add', ['r', 'ghost'], ['y'], { name: 'add_ghost' })],
     });
     const e = await createErr(bytes);
@@ -104,11 +119,14 @@ describe('models with broken parts', () => {
 
   it('unsupported ops: create() lists op type, domain, opset and node names', async () => {
     // A made-up op in a custom domain, and a real ONNX op the registry does not claim.
-    const real = ['ImageDecoder', 'StringSplit', 'RegexFullMatch', 'TfIdfVectorizer', 'LabelEncoder'].find((op) => !defaultRegistry.lookup('ai.onnx', op, 20));
+    const real = ['ImageDecoder', 'StringSplit', 'RegexFullMatch', 'TfIdfVectorizer', 'LabelEncoder'].find(
+      (op) => !defaultRegistry.lookup('ai.onnx', op, 20),
+    );
     expect(real).toBeDefined();
     const bytes = model({
       opsets: { '': 20, 'com.example': 3 },
-      inputs: [v('x', 'float32', [2]), v('bytes', 'uint8', [16]), v('text', 'string', [2])], outputs: [v('y', 'float32', [2]), v('z', 'uint8')],
+      inputs: [v('x', 'float32', [2]), v('bytes', 'uint8', [16]), v('text', 'string', [2])],
+      outputs: [v('y', 'float32', [2]), v('z', 'uint8')],
       nodes: [
         node('FooBar', ['x'], ['f1'], { domain: 'com.example', name: 'foo_a' }),
         node('FooBar', ['f1'], ['y'], { domain: 'com.example', name: 'foo_b' }),
@@ -119,7 +137,9 @@ describe('models with broken parts', () => {
     const e = (await createErr(bytes)) as UnsupportedOperatorError;
     expect(e).toBeInstanceOf(UnsupportedOperatorError);
     expect(e.nodes.map((n) => [n.opType, n.domain, n.opset, n.nodeName])).toEqual([
-      ['FooBar', 'com.example', 3, 'foo_a'], ['FooBar', 'com.example', 3, 'foo_b'], [real, 'ai.onnx', 20, 'real_one'],
+      ['FooBar', 'com.example', 3, 'foo_a'],
+      ['FooBar', 'com.example', 3, 'foo_b'],
+      [real, 'ai.onnx', 20, 'real_one'],
     ]);
     expect(e.message).toMatch(/has 3 node\(s\) the MLX execution provider does not support/);
     expect(e.message).toMatch(/com\.example::FooBar \(opset 3\): .*\[nodes: foo_a, foo_b\]/);
@@ -134,13 +154,17 @@ describe('models with broken parts', () => {
     // Reshape to [7] fails for a [2, 3] feed (6 elements) and works for a [1, 7] one.
     const bytes = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', ['A', 'B'])], outputs: [v('y', 'float32', [7])],
+      inputs: [v('x', 'float32', ['A', 'B'])],
+      outputs: [v('y', 'float32', [7])],
       initializers: [{ name: 'shape', type: 'int64', dims: [1], values: [7n] }],
       nodes: [node('Reshape', ['x', 'shape'], ['y'], { name: 'to_seven' })],
     });
     const s = await MlxSession.create(bytes, { device: 'cpu' });
     try {
-      const bad = await s.run({ x: { dtype: 1, dims: [2, 3], data: new Float32Array(6) } }).then(() => undefined, (e: Error) => e);
+      const bad = await s.run({ x: { dtype: 1, dims: [2, 3], data: new Float32Array(6) } }).then(
+        () => undefined,
+        (e: Error) => e,
+      );
       expect(bad).toBeInstanceOf(NodeExecutionError);
       expect(bad!.message).toMatch(/node 'to_seven' \(Reshape\)/);
       const ok = await s.run({ x: { dtype: 1, dims: [1, 7], data: Float32Array.from([1, 2, 3, 4, 5, 6, 7]) } });
@@ -154,16 +178,24 @@ describe('models with broken parts', () => {
 describe('feeds that do not match the inputs (InvalidFeedError)', () => {
   const two = model({
     opsets: { '': 13 },
-    inputs: [v('x', 'float32', [2, 'N']), v('k', 'int64', [1])], outputs: [v('y', 'float32', [2, 'N'])],
+    inputs: [v('x', 'float32', [2, 'N']), v('k', 'int64', [1])],
+    outputs: [v('y', 'float32', [2, 'N'])],
     nodes: [node('Cast', ['k'], ['kf'], { attrs: { to: 1 } }), node('Mul', ['x', 'kf'], ['y'])],
   });
-  const x = (dims = [2, 3], n = dims.reduce((a, b) => a * b, 1)) => f32(Array.from({ length: n }, (_, i) => i), dims);
+  const x = (dims = [2, 3], n = dims.reduce((a, b) => a * b, 1)) =>
+    f32(
+      Array.from({ length: n }, (_, i) => i),
+      dims,
+    );
   const k = i64([3], [1]);
 
   async function runErr(feeds: Record<string, import('onnxruntime-node').Tensor>): Promise<Error | undefined> {
     const s = await ort.InferenceSession.create(two, { executionProviders: ['mlx'] });
     try {
-      return await s.run(feeds).then(() => undefined, (e: Error) => e);
+      return await s.run(feeds).then(
+        () => undefined,
+        (e: Error) => e,
+      );
     } finally {
       await s.release();
     }

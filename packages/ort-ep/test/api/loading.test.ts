@@ -35,7 +35,15 @@ const cases: { type: ElemName; values: (number | bigint)[]; want: (number | bigi
 const bigTypes = new Set<ElemName>(['int64', 'uint64']);
 const asList = (t: HostTensor) => Array.from(t.data as ArrayLike<number | bigint>);
 // Opset 21: the first whose Identity takes int4 and uint4.
-const constModel = (w: TensorSpec) => model({ opsets: { '': 21 }, irVersion: 10, inputs: [], outputs: [v('y', w.type, w.dims)], initializers: [w], nodes: [node('Identity', ['w'], ['y'])] });
+const constModel = (w: TensorSpec) =>
+  model({
+    opsets: { '': 21 },
+    irVersion: 10,
+    inputs: [],
+    outputs: [v('y', w.type, w.dims)],
+    initializers: [w],
+    nodes: [node('Identity', ['w'], ['y'])],
+  });
 
 describe('initializers: every encoding', () => {
   for (const c of cases) {
@@ -63,13 +71,19 @@ describe('initializers: every encoding', () => {
   // reference provider returns them (float16 as bits); int4/uint4, for which onnxruntime-node's
   // CPU provider has no Identity, come packed two per byte in a Uint8Array as Tensor holds them.
   it('every Tensor-holdable type comes out through onnxruntime-common as from onnxruntime-node', async () => {
-    const identity = (c: (typeof cases)[number]) => model({
-      opsets: { '': 21 },
-      inputs: [], outputs: [v('y', c.type, [c.values.length])],
-      initializers: [{ name: 'w', type: c.type, dims: [c.values.length], values: c.values }],
-      nodes: [node('Identity', ['w'], ['y'])],
+    const identity = (c: (typeof cases)[number]) =>
+      model({
+        opsets: { '': 21 },
+        inputs: [],
+        outputs: [v('y', c.type, [c.values.length])],
+        initializers: [{ name: 'w', type: c.type, dims: [c.values.length], values: c.values }],
+        nodes: [node('Identity', ['w'], ['y'])],
+      });
+    const seen = (t: import('onnxruntime-node').Tensor) => ({
+      type: t.type,
+      dims: t.dims,
+      data: Array.from(t.data as ArrayLike<number | bigint>),
     });
-    const seen = (t: import('onnxruntime-node').Tensor) => ({ type: t.type, dims: t.dims, data: Array.from(t.data as ArrayLike<number | bigint>) });
     for (const c of cases.filter((k) => !['bfloat16', 'int4', 'uint4'].includes(k.type))) {
       const bytes = identity(c);
       const [want, have] = [await runOn('cpu', bytes, {}), await runOn('mlx', bytes, {})];
@@ -83,12 +97,16 @@ describe('initializers: every encoding', () => {
   });
 
   it('bool raw_data bytes other than 0/1 read as true', () => {
-    const t = decodeModel(constModel({ name: 'w', type: 'bool', dims: [4], raw: Uint8Array.of(2, 0, 1, 255) })).graph.initializers.get('w')!;
+    const t = decodeModel(constModel({ name: 'w', type: 'bool', dims: [4], raw: Uint8Array.of(2, 0, 1, 255) })).graph.initializers.get(
+      'w',
+    )!;
     expect([...(t.data as Uint8Array)]).toEqual([1, 0, 1, 1]);
   });
 
   it('a 2-D float32 initializer keeps its dims and row-major order', () => {
-    const t = decodeModel(constModel({ name: 'w', type: 'float32', dims: [2, 3], values: [1, 2, 3, 4, 5, 6], form: 'typed' })).graph.initializers.get('w')!;
+    const t = decodeModel(
+      constModel({ name: 'w', type: 'float32', dims: [2, 3], values: [1, 2, 3, 4, 5, 6], form: 'typed' }),
+    ).graph.initializers.get('w')!;
     expect(t.dims).toEqual([2, 3]);
     expect([...(t.data as Float32Array)]).toEqual([1, 2, 3, 4, 5, 6]);
   });
@@ -108,7 +126,10 @@ describe('graph inputs with an initializer are overridable defaults', () => {
     opsets: { '': 13 },
     inputs: [v('x', 'float32', [3]), v('bias', 'float32', [3])],
     outputs: [v('y', 'float32', [3]), v('z', 'float32', [3])],
-    initializers: [{ name: 'bias', type: 'float32', dims: [3], values: [1, 2, 3] }, { name: 'two', type: 'float32', dims: [], values: [2] }],
+    initializers: [
+      { name: 'bias', type: 'float32', dims: [3], values: [1, 2, 3] },
+      { name: 'two', type: 'float32', dims: [], values: [2] },
+    ],
     nodes: [node('Add', ['x', 'bias'], ['y']), node('Mul', ['bias', 'two'], ['z'])],
   });
 
@@ -126,7 +147,9 @@ describe('graph inputs with an initializer are overridable defaults', () => {
       // And the default is back on the next run.
       expect(plain((await s.run({ x: f32([0, 0, 0], [3]) })).z)).toEqual([2, 4, 6]);
       // A feed for a default is checked like any other.
-      await expect(s.run({ x: f32([0, 0, 0], [3]), bias: f32([1, 2], [2]) })).rejects.toThrow(/input 'bias' expects dimension 0 to be 3, got 2/);
+      await expect(s.run({ x: f32([0, 0, 0], [3]), bias: f32([1, 2], [2]) })).rejects.toThrow(
+        /input 'bias' expects dimension 0 to be 3, got 2/,
+      );
     } finally {
       await s.release();
     }
@@ -143,7 +166,8 @@ describe('external data', () => {
   const cBytes = encodeRaw('int64', [7n, -8n]);
   const extModel = (locA = 'weights.bin', locC = 'data/c.bin') =>
     model({
-      inputs: [], outputs: [v('a', 'float32', [4]), v('b', 'float32', [3]), v('c', 'int64', [2])],
+      inputs: [],
+      outputs: [v('a', 'float32', [4]), v('b', 'float32', [3]), v('c', 'int64', [2])],
       initializers: [
         { name: 'wa', type: 'float32', dims: [4], external: { location: locA, offset: 0, length: 16 } },
         { name: 'wb', type: 'float32', dims: [3], external: { location: 'weights.bin', offset: 16, length: 12 } },
@@ -184,7 +208,10 @@ describe('external data', () => {
   it('comes from the externalData option when the model is given as bytes', async () => {
     const s = await ort.InferenceSession.create(extModel(), {
       executionProviders: ['mlx'],
-      externalData: [{ path: 'weights.bin', data: weights }, { path: 'data/c.bin', data: cBytes }],
+      externalData: [
+        { path: 'weights.bin', data: weights },
+        { path: 'data/c.bin', data: cBytes },
+      ],
     });
     await expectWeights(s);
   });
@@ -192,7 +219,12 @@ describe('external data', () => {
   it('an externalData entry may give a path to read the file from instead of its bytes', async () => {
     const wpath = write('given', 'weights.bin', weights);
     const cpath = write('given', 'c-elsewhere.bin', cBytes);
-    const s = await MlxSession.create(extModel(), { externalData: [{ path: 'weights.bin', data: wpath }, { path: 'data/c.bin', data: cpath }] });
+    const s = await MlxSession.create(extModel(), {
+      externalData: [
+        { path: 'weights.bin', data: wpath },
+        { path: 'data/c.bin', data: cpath },
+      ],
+    });
     try {
       const out = s.runSync({});
       expect(asList(out.b as HostTensor)).toEqual(bVals);
@@ -229,7 +261,9 @@ describe('external data', () => {
     write(join('link', 'data'), 'c.bin', cBytes);
     symlinkSync(join(dir, 'outside.bin'), join(dir, 'link', 'weights.bin'));
     const path = write('link', 'model.onnx', extModel());
-    await expect(MlxSession.create(path)).rejects.toThrow(/location 'weights.bin' is refused: it resolves \(through a symbolic link\) to .*outside.bin, outside the model's folder/);
+    await expect(MlxSession.create(path)).rejects.toThrow(
+      /location 'weights.bin' is refused: it resolves \(through a symbolic link\) to .*outside.bin, outside the model's folder/,
+    );
   });
 
   it('names a missing external file', async () => {
@@ -244,6 +278,8 @@ describe('external data', () => {
     write('short', 'weights.bin', weights.subarray(0, 20));
     write(join('short', 'data'), 'c.bin', cBytes);
     const path = write('short', 'model.onnx', extModel());
-    await expect(MlxSession.create(path)).rejects.toThrow(/(initializer|tensor) 'wb': external data range \[16, 28\) lies outside 'weights.bin' \(20 bytes\)/);
+    await expect(MlxSession.create(path)).rejects.toThrow(
+      /(initializer|tensor) 'wb': external data range \[16, 28\) lies outside 'weights.bin' \(20 bytes\)/,
+    );
   });
 });

@@ -5,7 +5,11 @@ import { describe, expect, it } from 'vitest';
 import { model, node, v } from '../helpers/build.js';
 import { expectSameAsOrt, f32, plain, runOn, seeded } from '../helpers/ort.js';
 
-const x3 = () => f32(seeded(24, 7).map((t) => t * 3), [2, 3, 4]);
+const x3 = () =>
+  f32(
+    seeded(24, 7).map((t) => t * 3),
+    [2, 3, 4],
+  );
 
 describe('opset imports select the semantics', () => {
   // Softmax before 13 flattens to 2-D at `axis` (default 1); from 13 it normalizes along `axis` (default -1).
@@ -13,7 +17,8 @@ describe('opset imports select the semantics', () => {
     it(`Softmax, opset ${opset}, on a 3-D input (default axis)`, async () => {
       const bytes = model({
         opsets: { '': opset },
-        inputs: [v('x', 'float32', [2, 3, 4])], outputs: [v('y', 'float32', [2, 3, 4])],
+        inputs: [v('x', 'float32', [2, 3, 4])],
+        outputs: [v('y', 'float32', [2, 3, 4])],
         nodes: [node('Softmax', ['x'], ['y'])],
       });
       const out = await expectSameAsOrt(bytes, { x: x3() });
@@ -27,12 +32,14 @@ describe('opset imports select the semantics', () => {
   it('ReduceSum: axes as an attribute (opset 11) and as an input (opset 13) give the same sums', async () => {
     const at11 = model({
       opsets: { '': 11 },
-      inputs: [v('x', 'float32', [2, 3, 4])], outputs: [v('y', 'float32', [2, 1, 4])],
+      inputs: [v('x', 'float32', [2, 3, 4])],
+      outputs: [v('y', 'float32', [2, 1, 4])],
       nodes: [node('ReduceSum', ['x'], ['y'], { attrs: { axes: [1], keepdims: 1 } })],
     });
     const at13 = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [2, 3, 4])], outputs: [v('y', 'float32', [2, 1, 4])],
+      inputs: [v('x', 'float32', [2, 3, 4])],
+      outputs: [v('y', 'float32', [2, 1, 4])],
       initializers: [{ name: 'axes', type: 'int64', dims: [1], values: [1n] }],
       nodes: [node('ReduceSum', ['x', 'axes'], ['y'], { attrs: { keepdims: 1 } })],
     });
@@ -46,12 +53,16 @@ describe('opset imports select the semantics', () => {
     const mk = (noop: number) =>
       model({
         opsets: { '': 13 },
-        inputs: [v('x', 'float32', [2, 3, 4])], outputs: [v('y', 'float32')],
+        inputs: [v('x', 'float32', [2, 3, 4])],
+        outputs: [v('y', 'float32')],
         nodes: [node('ReduceSum', ['x'], ['y'], { attrs: { keepdims: 0, noop_with_empty_axes: noop } })],
       });
     const all = await expectSameAsOrt(mk(0), { x: x3() });
     expect(all.y.dims).toEqual([]);
-    expect(plain(all.y)[0]).toBeCloseTo(plain(x3()).reduce((p, q) => p + q, 0), 5);
+    expect(plain(all.y)[0]).toBeCloseTo(
+      plain(x3()).reduce((p, q) => p + q, 0),
+      5,
+    );
     const noop = await expectSameAsOrt(mk(1), { x: x3() });
     expect(plain(noop.y)).toEqual(plain(x3()));
   });
@@ -59,12 +70,14 @@ describe('opset imports select the semantics', () => {
   it('Unsqueeze: axes attribute (opset 11) vs axes input (opset 13)', async () => {
     const at11 = model({
       opsets: { '': 11 },
-      inputs: [v('x', 'float32', [3, 4])], outputs: [v('y', 'float32', [1, 3, 1, 4])],
+      inputs: [v('x', 'float32', [3, 4])],
+      outputs: [v('y', 'float32', [1, 3, 1, 4])],
       nodes: [node('Unsqueeze', ['x'], ['y'], { attrs: { axes: [0, 2] } })],
     });
     const at13 = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [3, 4])], outputs: [v('y', 'float32', [1, 3, 1, 4])],
+      inputs: [v('x', 'float32', [3, 4])],
+      outputs: [v('y', 'float32', [1, 3, 1, 4])],
       initializers: [{ name: 'axes', type: 'int64', dims: [2], values: [0n, -2n] }],
       nodes: [node('Unsqueeze', ['x', 'axes'], ['y'])],
     });
@@ -76,13 +89,18 @@ describe('opset imports select the semantics', () => {
   it('Clip: min/max attributes (opset 6) vs inputs (opset 13)', async () => {
     const at6 = model({
       opsets: { '': 6 },
-      inputs: [v('x', 'float32', [6])], outputs: [v('y', 'float32', [6])],
+      inputs: [v('x', 'float32', [6])],
+      outputs: [v('y', 'float32', [6])],
       nodes: [node('Clip', ['x'], ['y'], { attrs: { min: { f: -0.5 }, max: { f: 0.25 } } })],
     });
     const at13 = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [6])], outputs: [v('y', 'float32', [6])],
-      initializers: [{ name: 'lo', type: 'float32', dims: [], values: [-0.5] }, { name: 'hi', type: 'float32', dims: [], values: [0.25] }],
+      inputs: [v('x', 'float32', [6])],
+      outputs: [v('y', 'float32', [6])],
+      initializers: [
+        { name: 'lo', type: 'float32', dims: [], values: [-0.5] },
+        { name: 'hi', type: 'float32', dims: [], values: [0.25] },
+      ],
       nodes: [node('Clip', ['x', 'lo', 'hi'], ['y'])],
     });
     const x = f32([-2, -0.5, -0.1, 0.1, 0.3, 5], [6]);
@@ -95,8 +113,12 @@ describe('opset imports select the semantics', () => {
 describe('model-local functions', () => {
   // custom.ScaledAdd(a, b) = a + alpha * b, alpha defaulting to 0.5.
   const scaledAdd = {
-    name: 'ScaledAdd', domain: 'custom', inputs: ['a', 'b'], outputs: ['c'],
-    attributeDefaults: { alpha: { f: 0.5 } }, opsets: { '': 13 },
+    name: 'ScaledAdd',
+    domain: 'custom',
+    inputs: ['a', 'b'],
+    outputs: ['c'],
+    attributeDefaults: { alpha: { f: 0.5 } },
+    opsets: { '': 13 },
     nodes: [
       node('Constant', [], ['k'], { attrs: { value_float: { ref: 'alpha', type: 'float' } } }),
       node('Mul', ['b', 'k'], ['bk']),
@@ -105,7 +127,12 @@ describe('model-local functions', () => {
   };
   // custom.Outer(a, b) = Relu(ScaledAdd(a, b; alpha = beta)) - a: a function calling a function.
   const outer = {
-    name: 'Outer', domain: 'custom', inputs: ['a', 'b'], outputs: ['out'], attributes: ['beta'], opsets: { '': 13, custom: 1 },
+    name: 'Outer',
+    domain: 'custom',
+    inputs: ['a', 'b'],
+    outputs: ['out'],
+    attributes: ['beta'],
+    opsets: { '': 13, custom: 1 },
     nodes: [
       node('ScaledAdd', ['a', 'b'], ['s'], { domain: 'custom', attrs: { alpha: { ref: 'beta', type: 'float' } } }),
       node('Relu', ['s'], ['r']),
@@ -150,13 +177,18 @@ describe('model-local functions', () => {
   // ReduceSum has no axes attribute); the loader keeps the function's version (opsetOverride).
   it('a function body follows its own opset import (ReduceSum with axes attribute inside an opset-13 model)', async () => {
     const rowSum = {
-      name: 'RowSum', domain: 'custom', inputs: ['a'], outputs: ['s'], opsets: { '': 11 },
+      name: 'RowSum',
+      domain: 'custom',
+      inputs: ['a'],
+      outputs: ['s'],
+      opsets: { '': 11 },
       nodes: [node('ReduceSum', ['a'], ['s'], { attrs: { axes: [1], keepdims: 0 } })],
     };
     const bytes = model({
       opsets: { '': 13, custom: 1 },
       functions: [rowSum],
-      inputs: [v('x', 'float32', [2, 3])], outputs: [v('z', 'float32', [2])],
+      inputs: [v('x', 'float32', [2, 3])],
+      outputs: [v('z', 'float32', [2])],
       nodes: [node('RowSum', ['x'], ['z'], { domain: 'custom' })],
     });
     const out = await runOn('mlx', bytes, { x: f32([1, 2, 3, 4, 5, 6], [2, 3]) });
@@ -168,7 +200,8 @@ describe('model-local functions', () => {
     const bytes = model({
       opsets: { '': 13, custom: 1 },
       functions: [scaledAdd],
-      inputs: [v('x', 'float32', [2, 3]), v('y', 'float32', [2, 3])], outputs: [v('z', 'float32', [2, 3])],
+      inputs: [v('x', 'float32', [2, 3]), v('y', 'float32', [2, 3])],
+      outputs: [v('z', 'float32', [2, 3])],
       nodes: [
         node('ScaledAdd', ['x', 'y'], ['t'], { domain: 'custom', attrs: { alpha: { f: 2 } } }),
         node('ScaledAdd', ['t', 'x'], ['z'], { domain: 'custom', attrs: { alpha: { f: -1 } } }),

@@ -11,7 +11,8 @@ describe('release()', () => {
   const n = 512;
   const bytes = model({
     opsets: { '': 13 },
-    inputs: [v('x', 'float32', [4, n])], outputs: [v('y', 'float32', [4, n])],
+    inputs: [v('x', 'float32', [4, n])],
+    outputs: [v('y', 'float32', [4, n])],
     initializers: [
       { name: 'w1', type: 'float32', dims: [n, n], values: new Float32Array(n * n).fill(1 / n) },
       { name: 'w2', type: 'float32', dims: [n, n], values: new Float32Array(n * n).fill(2 / n) },
@@ -52,12 +53,17 @@ describe('release()', () => {
     // h = x @ w1 is computed, then the Reshape to 7 elements fails.
     const failing = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [4, n])], outputs: [v('y', 'float32', [7])],
+      inputs: [v('x', 'float32', [4, n])],
+      outputs: [v('y', 'float32', [7])],
       initializers: [
         { name: 'w1', type: 'float32', dims: [n, n], values: new Float32Array(n * n).fill(1 / n) },
         { name: 'seven', type: 'int64', dims: [1], values: [7n] },
       ],
-      nodes: [node('MatMul', ['x', 'w1'], ['h']), node('Relu', ['h'], ['r']), node('Reshape', ['r', 'seven'], ['y'], { name: 'bad_reshape' })],
+      nodes: [
+        node('MatMul', ['x', 'w1'], ['h']),
+        node('Relu', ['h'], ['r']),
+        node('Reshape', ['r', 'seven'], ['y'], { name: 'bad_reshape' }),
+      ],
     });
     const s = await ort.InferenceSession.create(failing, mlxCpu);
     try {
@@ -70,7 +76,8 @@ describe('release()', () => {
     }
     const before = memory.active();
     const unsupported = model({
-      inputs: [v('x', 'float32', [n])], outputs: [v('y', 'float32', [n])],
+      inputs: [v('x', 'float32', [n])],
+      outputs: [v('y', 'float32', [n])],
       initializers: [{ name: 'w', type: 'float32', dims: [n, n], values: new Float32Array(n * n).fill(1) }],
       nodes: [node('MatMul', ['x', 'w'], ['h']), node('FooBar', ['h'], ['y'], { domain: 'com.example' })],
       opsets: { '': 13, 'com.example': 1 },
@@ -93,8 +100,14 @@ describe('run() and the event loop', () => {
     const layers = 6;
     const bytes = model({
       opsets: { '': 13 },
-      inputs: [v('x', 'float32', [n, n])], outputs: [v('y', 'float32', [n, n])],
-      initializers: Array.from({ length: layers }, (_, i) => ({ name: `w${i}`, type: 'float32' as const, dims: [n, n], values: seeded(n * n, i + 1).map((t) => t / Math.sqrt(n)) })),
+      inputs: [v('x', 'float32', [n, n])],
+      outputs: [v('y', 'float32', [n, n])],
+      initializers: Array.from({ length: layers }, (_, i) => ({
+        name: `w${i}`,
+        type: 'float32' as const,
+        dims: [n, n],
+        values: seeded(n * n, i + 1).map((t) => t / Math.sqrt(n)),
+      })),
       nodes: Array.from({ length: layers }, (_, i) => node('MatMul', [i ? `h${i - 1}` : 'x', `w${i}`], [i === layers - 1 ? 'y' : `h${i}`])),
     });
     const s = await ort.InferenceSession.create(bytes, mlxCpu);

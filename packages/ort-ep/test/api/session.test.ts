@@ -21,7 +21,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 // y = x @ w + b (w: [3, 2]), x: [batch, 3]
 const linear = model({
   opsets: { '': 13 },
-  inputs: [v('x', 'float32', ['batch', 3])], outputs: [v('y', 'float32', ['batch', 2])],
+  inputs: [v('x', 'float32', ['batch', 3])],
+  outputs: [v('y', 'float32', ['batch', 2])],
   initializers: [
     { name: 'w', type: 'float32', dims: [3, 2], values: [1, 0, 0, 1, 1, 1] },
     { name: 'b', type: 'float32', dims: [2], values: [0.5, -0.5] },
@@ -33,17 +34,27 @@ writeFileSync(linearPath, linear);
 const xData = [1, 2, 3, 4, 5, 6];
 const yWant = [4.5, 4.5, 10.5, 10.5];
 
-type AnySession = { inputNames: readonly string[]; outputNames: readonly string[]; run(f: never, o?: never): Promise<Record<string, { data: unknown; dims: readonly number[] }>>; release(): Promise<void> };
+type AnySession = {
+  inputNames: readonly string[];
+  outputNames: readonly string[];
+  run(f: never, o?: never): Promise<Record<string, { data: unknown; dims: readonly number[] }>>;
+  release(): Promise<void>;
+};
 const handlerName = (s: unknown) => (s as { handler: object }).handler.constructor.name;
 
 describe('InferenceSession.create with the mlx provider', () => {
   const forms = [
-    ['path', linearPath], ['bytes', linear],
+    ['path', linearPath],
+    ['bytes', linear],
   ] as const;
   const providers = [
-    ['"mlx"', ['mlx']], ['{ name: "mlx", device: "cpu" }', [{ name: 'mlx', device: 'cpu' }]],
+    ['"mlx"', ['mlx']],
+    ['{ name: "mlx", device: "cpu" }', [{ name: 'mlx', device: 'cpu' }]],
   ] as const;
-  for (const [label, ortModule] of [['onnxruntime-common', ortCommon], ['onnxruntime-node', ort]] as const) {
+  for (const [label, ortModule] of [
+    ['onnxruntime-common', ortCommon],
+    ['onnxruntime-node', ort],
+  ] as const) {
     for (const [what, source] of forms) {
       for (const [pname, eps] of providers) {
         it(`${label}: from ${what}, executionProviders [${pname}]`, async () => {
@@ -64,16 +75,19 @@ describe('InferenceSession.create with the mlx provider', () => {
   }
 
   it('an unknown device is refused with a clear error', async () => {
-    await expect(ortCommon.InferenceSession.create(linear, { executionProviders: [{ name: 'mlx', device: 'tpu' } as never] })).rejects.toThrow(
-      /device must be 'gpu' or 'cpu', got 'tpu'/,
-    );
+    await expect(
+      ortCommon.InferenceSession.create(linear, { executionProviders: [{ name: 'mlx', device: 'tpu' } as never] }),
+    ).rejects.toThrow(/device must be 'gpu' or 'cpu', got 'tpu'/);
   });
 
   // A user's program in each module system, in a child process, taking both onnxruntime-common
   // and onnxruntime-node (which uses onnxruntime-common's CommonJS instance even from ESM).
   const program = (esm: boolean) => `
-    ${esm ? "import * as common from 'onnxruntime-common'; import * as node from 'onnxruntime-node'; import * as ep from '@mlx/ort-ep';"
-      : "const common = require('onnxruntime-common'); const node = require('onnxruntime-node'); const ep = require('@mlx/ort-ep');"}
+    ${
+      esm
+        ? "import * as common from 'onnxruntime-common'; import * as node from 'onnxruntime-node'; import * as ep from '@mlx/ort-ep';"
+        : "const common = require('onnxruntime-common'); const node = require('onnxruntime-node'); const ep = require('@mlx/ort-ep');"
+    }
     const out = { exports: typeof ep.registerMlxBackend + ' ' + typeof ep.MlxSession };
     for (const [label, ort] of [['common', common], ['node', node]]) {
       for (const eps of [['mlx'], [{ name: 'mlx', device: 'cpu' }]]) {
@@ -88,13 +102,15 @@ describe('InferenceSession.create with the mlx provider', () => {
     it(`${esm ? 'ESM' : 'CommonJS'} program (${esm ? 'import' : 'require'} of onnxruntime-common, onnxruntime-node and @mlx/ort-ep) in a child process`, async () => {
       const code = esm ? program(true) : `(async () => { ${program(false)} })().catch((e) => { console.error(e); process.exit(1); });`;
       const { stdout } = await promisify(execFile)(
-        process.execPath, ['--conditions=source', '--import', 'tsx', ...(esm ? ['--input-type=module'] : []), '-e', code],
+        process.execPath,
+        ['--conditions=source', '--import', 'tsx', ...(esm ? ['--input-type=module'] : []), '-e', code],
         { cwd: pkgDir, env: { ...process.env, MODEL: linearPath }, timeout: 60_000 },
       );
       const out = JSON.parse(stdout.trim().split('\n').pop()!);
       expect(out.exports).toBe('function function');
       for (const m of ['common', 'node']) {
-        for (const k of ['["mlx"]', '[{"name":"mlx","device":"cpu"}]']) expect(out[`${m} ${k}`]).toEqual({ handler: 'MlxSessionHandler', dims: [2, 2], y: yWant });
+        for (const k of ['["mlx"]', '[{"name":"mlx","device":"cpu"}]'])
+          expect(out[`${m} ${k}`]).toEqual({ handler: 'MlxSessionHandler', dims: [2, 2], y: yWant });
       }
     }, 60_000);
   }
@@ -103,7 +119,10 @@ describe('InferenceSession.create with the mlx provider', () => {
 describe('registerMlxBackend', () => {
   it('registers once into a fresh module object, at priority -10, and the backend it registers works', async () => {
     const calls: [string, unknown, number][] = [];
-    const fresh = { Tensor: ortCommon.Tensor, registerBackend: (name: string, backend: unknown, priority: number) => void calls.push([name, backend, priority]) };
+    const fresh = {
+      Tensor: ortCommon.Tensor,
+      registerBackend: (name: string, backend: unknown, priority: number) => void calls.push([name, backend, priority]),
+    };
     registerMlxBackend(fresh);
     registerMlxBackend(fresh); // idempotent per module object
     expect(calls.map(([n, , p]) => [n, p])).toEqual([[MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY]]);
@@ -126,7 +145,12 @@ describe('metadata', () => {
   it('inputNames, outputNames, inputMetadata and outputMetadata (types, static and symbolic dims)', async () => {
     const bytes = model({
       opsets: { '': 13 },
-      inputs: [v('tokens', 'int64', ['batch', 'seq']), v('scale', 'float32', [1]), v('mask', 'bool', ['batch', null]), v('w', 'float32', [2])],
+      inputs: [
+        v('tokens', 'int64', ['batch', 'seq']),
+        v('scale', 'float32', [1]),
+        v('mask', 'bool', ['batch', null]),
+        v('w', 'float32', [2]),
+      ],
       outputs: [v('logits', 'float32', ['batch', 'seq']), v('flag', 'bool', ['batch', null])],
       initializers: [{ name: 'w', type: 'float32', dims: [2], values: [1, 1] }],
       nodes: [
@@ -166,7 +190,8 @@ describe('fetches', () => {
   // a = Relu(x) and b = Reshape(x, [5]): evaluating b fails for any [2, 3] x.
   const twoBranches = model({
     opsets: { '': 13 },
-    inputs: [v('x', 'float32', [2, 3])], outputs: [v('a', 'float32', [2, 3]), v('b', 'float32', [5]), v('c', 'float32', [2, 3])],
+    inputs: [v('x', 'float32', [2, 3])],
+    outputs: [v('a', 'float32', [2, 3]), v('b', 'float32', [5]), v('c', 'float32', [2, 3])],
     initializers: [{ name: 'five', type: 'int64', dims: [1], values: [5n] }],
     nodes: [
       node('Relu', ['x'], ['a'], { name: 'relu' }),
@@ -197,7 +222,8 @@ describe('tensor types at the onnxruntime-common boundary', () => {
   it('float16 feeds and outputs (bits in a Uint16Array) agree with onnxruntime-node', async () => {
     const bytes = model({
       opsets: { '': 13 },
-      inputs: [v('h', 'float16', [4])], outputs: [v('y', 'float16', [4])],
+      inputs: [v('h', 'float16', [4])],
+      outputs: [v('y', 'float16', [4])],
       nodes: [node('Add', ['h', 'h'], ['y'])],
     });
     const h = new ort.Tensor('float16', Uint16Array.of(0x3c00, 0xc000, 0x3800, 0x0001), [4]); // 1, -2, 0.5, smallest subnormal
@@ -209,7 +235,8 @@ describe('tensor types at the onnxruntime-common boundary', () => {
   it('int4 feeds (packed two per byte) are unpacked with their sign', async () => {
     const bytes = model({
       opsets: { '': 21 },
-      inputs: [v('q', 'int4', [5])], outputs: [v('y', 'float32', [5])],
+      inputs: [v('q', 'int4', [5])],
+      outputs: [v('y', 'float32', [5])],
       nodes: [node('Cast', ['q'], ['y'], { attrs: { to: 1 } })],
     });
     const out = await runOn('mlx', bytes, { q: new ort.Tensor('int4', Uint8Array.of(0x78, 0xf0, 0x03), [5]) });

@@ -15,7 +15,13 @@ export interface Mismatch {
   worst?: number;
 }
 
-const floatTypes = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.DOUBLE, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16, OnnxDataType.COMPLEX64]);
+const floatTypes = new Set<number>([
+  OnnxDataType.FLOAT,
+  OnnxDataType.DOUBLE,
+  OnnxDataType.FLOAT16,
+  OnnxDataType.BFLOAT16,
+  OnnxDataType.COMPLEX64,
+]);
 
 function toNumbers(t: HostTensor): ArrayLike<number> | string[] {
   if (t.dtype === OnnxDataType.FLOAT16) return Array.from(t.data as Uint16Array, float16BitsToNumber);
@@ -25,25 +31,30 @@ function toNumbers(t: HostTensor): ArrayLike<number> | string[] {
 }
 
 export function compareTensor(actual: HostTensor, expected: HostTensor, tol: Tolerance): { ok: true; worst: number } | Mismatch {
-  if (actual.dims.join(',') !== expected.dims.join(',')) return { ok: false, why: `shape [${actual.dims.join(', ')}] != expected [${expected.dims.join(', ')}]` };
+  if (actual.dims.join(',') !== expected.dims.join(','))
+    return { ok: false, why: `shape [${actual.dims.join(', ')}] != expected [${expected.dims.join(', ')}]` };
   if (actual.dtype !== expected.dtype) return { ok: false, why: `element type ${actual.dtype} != expected ${expected.dtype}` };
   if (actual.dtype === OnnxDataType.STRING) {
-    const a = actual.data as string[], e = expected.data as string[];
+    const a = actual.data as string[],
+      e = expected.data as string[];
     for (let i = 0; i < e.length; i++) if (a[i] !== e[i]) return { ok: false, why: `string ${i}: '${a[i]}' != '${e[i]}'` };
     return { ok: true, worst: 0 };
   }
   if (actual.data instanceof BigInt64Array || actual.data instanceof BigUint64Array) {
-    const a = actual.data, e = expected.data as BigInt64Array;
+    const a = actual.data,
+      e = expected.data as BigInt64Array;
     for (let i = 0; i < e.length; i++) if (a[i] !== e[i]) return { ok: false, why: `element ${i}: ${a[i]} != ${e[i]}` };
     return { ok: true, worst: 0 };
   }
-  const a = toNumbers(actual) as ArrayLike<number>, e = toNumbers(expected) as ArrayLike<number>;
+  const a = toNumbers(actual) as ArrayLike<number>,
+    e = toNumbers(expected) as ArrayLike<number>;
   if (a.length !== e.length) return { ok: false, why: `${a.length} elements != expected ${e.length}` };
   const isFloat = floatTypes.has(expected.dtype);
   let worst = 0;
   let firstBad = -1;
   for (let i = 0; i < e.length; i++) {
-    const x = a[i], y = e[i];
+    const x = a[i],
+      y = e[i];
     if (Number.isNaN(y) && Number.isNaN(x)) continue;
     if (!isFloat) {
       if (x !== y && firstBad < 0) firstBad = i;
@@ -56,6 +67,11 @@ export function compareTensor(actual: HostTensor, expected: HostTensor, tol: Tol
       if (!(err <= worst)) worst = Number.isNaN(err) ? Infinity : err;
     }
   }
-  if (firstBad >= 0) return { ok: false, why: `element ${firstBad}: ${a[firstBad]} != expected ${e[firstBad]}${isFloat ? ` (worst error ${worst.toExponential(2)})` : ''}`, worst };
+  if (firstBad >= 0)
+    return {
+      ok: false,
+      why: `element ${firstBad}: ${a[firstBad]} != expected ${e[firstBad]}${isFloat ? ` (worst error ${worst.toExponential(2)})` : ''}`,
+      worst,
+    };
   return { ok: true, worst };
 }

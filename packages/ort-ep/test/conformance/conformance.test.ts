@@ -9,7 +9,9 @@ import { runCase } from './runner.js';
 
 const suite = sharedPath('onnx-node-tests/v1.22.0');
 const listed = readFileSync(new URL('./passing.txt', import.meta.url), 'utf8')
-  .split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  .split('\n')
+  .map((l) => l.trim())
+  .filter((l) => l && !l.startsWith('#'));
 
 describe('ONNX node suite: listed cases keep passing', () => {
   it('the suite is there and the list is not empty', () => {

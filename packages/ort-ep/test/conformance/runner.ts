@@ -31,9 +31,17 @@ export interface CaseResult {
 
 /** Element types onnxruntime-common's Tensor has no type for. */
 const tensorless = new Set<number>([
-  OnnxDataType.BFLOAT16, OnnxDataType.FLOAT8E4M3FN, OnnxDataType.FLOAT8E4M3FNUZ, OnnxDataType.FLOAT8E5M2,
-  OnnxDataType.FLOAT8E5M2FNUZ, OnnxDataType.FLOAT4E2M1, OnnxDataType.COMPLEX64, OnnxDataType.COMPLEX128,
-  OnnxDataType.FLOAT8E8M0, OnnxDataType.UINT2, OnnxDataType.INT2,
+  OnnxDataType.BFLOAT16,
+  OnnxDataType.FLOAT8E4M3FN,
+  OnnxDataType.FLOAT8E4M3FNUZ,
+  OnnxDataType.FLOAT8E5M2,
+  OnnxDataType.FLOAT8E5M2FNUZ,
+  OnnxDataType.FLOAT4E2M1,
+  OnnxDataType.COMPLEX64,
+  OnnxDataType.COMPLEX128,
+  OnnxDataType.FLOAT8E8M0,
+  OnnxDataType.UINT2,
+  OnnxDataType.INT2,
 ]);
 
 export function toleranceFor(name: string): Tolerance {
@@ -106,7 +114,13 @@ export async function runCase(dir: string, engine: Engine, opts: CaseOptions = {
   const runs = opts.runs ?? 1;
   const name = basename(dir);
   const t0 = performance.now();
-  const done = (status: Status, detail?: string, lowLevel?: boolean): CaseResult => ({ name, status, detail, lowLevel, ms: Math.round(performance.now() - t0) });
+  const done = (status: Status, detail?: string, lowLevel?: boolean): CaseResult => ({
+    name,
+    status,
+    detail,
+    lowLevel,
+    ms: Math.round(performance.now() - t0),
+  });
   let tc: ReturnType<typeof readTestCase>;
   try {
     tc = readTestCase(dir);
@@ -136,7 +150,14 @@ export async function runCase(dir: string, engine: Engine, opts: CaseOptions = {
         return undefined;
       };
       if (engine === 'ort') {
-        if (lowLevel) return done('unsupported', containers ? 'onnxruntime-node cannot take sequence or optional inputs from JavaScript' : 'onnxruntime-common Tensor cannot hold this element type', true);
+        if (lowLevel)
+          return done(
+            'unsupported',
+            containers
+              ? 'onnxruntime-node cannot take sequence or optional inputs from JavaScript'
+              : 'onnxruntime-common Tensor cannot hold this element type',
+            true,
+          );
         const o = ort();
         const s = await o.InferenceSession.create(tc.modelBytes);
         const f: Record<string, import('onnxruntime-node').Tensor> = {};
@@ -161,7 +182,9 @@ export async function runCase(dir: string, engine: Engine, opts: CaseOptions = {
         }
       } else {
         const o = ort();
-        const s = await o.InferenceSession.create(tc.modelBytes, { executionProviders: [{ name: 'mlx', compiled, device: opts.device } as never] });
+        const s = await o.InferenceSession.create(tc.modelBytes, {
+          executionProviders: [{ name: 'mlx', compiled, device: opts.device } as never],
+        });
         try {
           for (let r = 0; r < runs; r++) {
             const f: Record<string, import('onnxruntime-node').Tensor> = {};

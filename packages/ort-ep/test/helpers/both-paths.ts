@@ -15,17 +15,33 @@ export interface In {
 export const typed = (type: ElemName, data: (number | bigint)[]) => {
   const n = data.map(Number);
   switch (type) {
-    case 'int64': return BigInt64Array.from(data.map((x) => (typeof x === 'bigint' ? x : BigInt(x))));
-    case 'uint64': return BigUint64Array.from(data.map((x) => (typeof x === 'bigint' ? x : BigInt(x))));
-    case 'int32': return Int32Array.from(n);
-    case 'uint8': case 'bool': return Uint8Array.from(n);
-    case 'int8': return Int8Array.from(n);
-    case 'float64': return Float64Array.from(n);
-    default: return Float32Array.from(n);
+    case 'int64':
+      return BigInt64Array.from(data.map((x) => (typeof x === 'bigint' ? x : BigInt(x))));
+    case 'uint64':
+      return BigUint64Array.from(data.map((x) => (typeof x === 'bigint' ? x : BigInt(x))));
+    case 'int32':
+      return Int32Array.from(n);
+    case 'uint8':
+    case 'bool':
+      return Uint8Array.from(n);
+    case 'int8':
+      return Int8Array.from(n);
+    case 'float64':
+      return Float64Array.from(n);
+    default:
+      return Float32Array.from(n);
   }
 };
 
-export const f = (name: string, dims: number[], seed = 1): In => ({ name, type: 'float32', dims, data: seeded(dims.reduce((a, b) => a * b, 1), seed) });
+export const f = (name: string, dims: number[], seed = 1): In => ({
+  name,
+  type: 'float32',
+  dims,
+  data: seeded(
+    dims.reduce((a, b) => a * b, 1),
+    seed,
+  ),
+});
 export const ints = (name: string, data: (number | bigint)[], dims = [data.length]): In => ({ name, type: 'int64', dims, data, arg: true });
 
 export interface Case {
@@ -46,7 +62,14 @@ export async function same(op: string, ins: (In | '')[], c: Case = {}): Promise<
     const moved = (i: In) => device && !i.arg && i.type !== 'bool' && ((c.opset ?? 18) >= 12 || i.type.startsWith('float'));
     const nodes = present.filter(moved).map((i) => node('Clip', [i.name], [`${i.name}_dev`]));
     const outs = outTypes.map((_, k) => `y${k}`);
-    nodes.push(node(op, ins.map((i) => (i === '' ? '' : moved(i) ? `${i.name}_dev` : i.name)), outs, { attrs: c.attrs }));
+    nodes.push(
+      node(
+        op,
+        ins.map((i) => (i === '' ? '' : moved(i) ? `${i.name}_dev` : i.name)),
+        outs,
+        { attrs: c.attrs },
+      ),
+    );
     const bytes = model({
       opsets: { '': c.opset ?? 18 },
       inputs: present.map((i) => v(i.name, i.type, i.dims)),

@@ -67,23 +67,52 @@ describe('onnx-data.proto values', () => {
   });
   it('maps: packed or unpacked int64 keys, string keys', () => {
     const varintMinus1 = [...Array(9).fill(0xff), 0x01];
-    expect(bytes(mapBytes('m', ELEM.int64, [-1n, 7n], Uint8Array.of(9)))).toEqual([0x0a, 1, 0x6d, 0x10, 7, 0x1a, 11, ...varintMinus1, 7, 0x2a, 1, 9]);
-    expect(bytes(mapBytes('', ELEM.int64, [-1n, 7n], Uint8Array.of(9), { packed: false }))).toEqual([0x10, 7, 0x18, ...varintMinus1, 0x18, 7, 0x2a, 1, 9]);
+    expect(bytes(mapBytes('m', ELEM.int64, [-1n, 7n], Uint8Array.of(9)))).toEqual([
+      0x0a,
+      1,
+      0x6d,
+      0x10,
+      7,
+      0x1a,
+      11,
+      ...varintMinus1,
+      7,
+      0x2a,
+      1,
+      9,
+    ]);
+    expect(bytes(mapBytes('', ELEM.int64, [-1n, 7n], Uint8Array.of(9), { packed: false }))).toEqual([
+      0x10,
+      7,
+      0x18,
+      ...varintMinus1,
+      0x18,
+      7,
+      0x2a,
+      1,
+      9,
+    ]);
     expect(bytes(mapBytes('', ELEM.string, ['a'], Uint8Array.of(9)))).toEqual([0x10, 8, 0x22, 1, 0x61, 0x2a, 1, 9]);
   });
 });
 
 describe('compact descriptions', () => {
   it('serialize to the ModelProto they describe', () => {
-    const m = fromBinary(ModelProtoSchema, model({
-      inputs: [v('x', 'float16', ['N', 2, null])], outputs: [v('y', 'float16')],
-      initializers: [
-        { name: 'w', type: 'float16', dims: [2], values: [1, -2] },
-        { name: 'k', type: 'int64', dims: [1], values: [5n], form: 'typed' },
-        { name: 'e', type: 'float32', dims: [2], external: { location: 'w.bin', offset: 8 } },
-      ],
-      nodes: [node('Mul', ['x', 'w'], ['y'], { name: 'mul', attrs: { i: 2, f: 0.5, is: [1, 2], s: 'a', r: { ref: 'outer', type: 'float' } } })],
-    }));
+    const m = fromBinary(
+      ModelProtoSchema,
+      model({
+        inputs: [v('x', 'float16', ['N', 2, null])],
+        outputs: [v('y', 'float16')],
+        initializers: [
+          { name: 'w', type: 'float16', dims: [2], values: [1, -2] },
+          { name: 'k', type: 'int64', dims: [1], values: [5n], form: 'typed' },
+          { name: 'e', type: 'float32', dims: [2], external: { location: 'w.bin', offset: 8 } },
+        ],
+        nodes: [
+          node('Mul', ['x', 'w'], ['y'], { name: 'mul', attrs: { i: 2, f: 0.5, is: [1, 2], s: 'a', r: { ref: 'outer', type: 'float' } } }),
+        ],
+      }),
+    );
     expect([m.irVersion, m.producerName, m.opsetImport.map((o) => [o.domain, o.version])]).toEqual([9n, 'ort-ep tests', [['', 17n]]]);
     const g = m.graph!;
     const x = g.input[0].type!.value;
@@ -92,7 +121,13 @@ describe('compact descriptions', () => {
     const [w, k, e] = g.initializer;
     expect([w.dataType, w.dims, bytes(w.rawData)]).toEqual([ELEM.float16, [2n], [0x00, 0x3c, 0x00, 0xc0]]);
     expect([k.int64Data, k.rawData.length]).toEqual([[5n], 0]);
-    expect([e.dataLocation, e.externalData.map((kv) => [kv.key, kv.value])]).toEqual([TensorProto_DataLocation.EXTERNAL, [['location', 'w.bin'], ['offset', '8']]]);
+    expect([e.dataLocation, e.externalData.map((kv) => [kv.key, kv.value])]).toEqual([
+      TensorProto_DataLocation.EXTERNAL,
+      [
+        ['location', 'w.bin'],
+        ['offset', '8'],
+      ],
+    ]);
     const a = Object.fromEntries(g.node[0].attribute.map((x) => [x.name, x]));
     expect([a.i.i, a.f.f, a.is.ints, new TextDecoder().decode(a.s.s), a.r.refAttrName]).toEqual([2n, 0.5, [1n, 2n], 'a', 'outer']);
   });

@@ -47,9 +47,16 @@ export interface TensorSpec {
 
 /** Attribute values: plain values get an inferred type; tagged forms say it explicitly. */
 export type AttrSpec =
-  | number | string | number[] | string[]
-  | { f: number } | { floats: number[] } | { i: number } | { ints: number[] }
-  | { t: TensorSpec } | { g: GraphSpec }
+  | number
+  | string
+  | number[]
+  | string[]
+  | { f: number }
+  | { floats: number[] }
+  | { i: number }
+  | { ints: number[] }
+  | { t: TensorSpec }
+  | { g: GraphSpec }
   | { ref: string; type: 'float' | 'int' | 'string' | 'ints' | 'floats' | 'tensor' };
 
 export interface NodeSpec {
@@ -100,7 +107,11 @@ export interface ModelSpec extends GraphSpec {
 function tensorFields(s: TensorSpec, type: number): P.TensorFields {
   if (s.external) {
     const { location, offset, length } = s.external;
-    return P.externalFields({ location, ...(offset !== undefined && { offset: String(offset) }), ...(length !== undefined && { length: String(length) }) });
+    return P.externalFields({
+      location,
+      ...(offset !== undefined && { offset: String(offset) }),
+      ...(length !== undefined && { length: String(length) }),
+    });
   }
   if (s.raw) return { rawData: s.raw as Uint8Array<ArrayBuffer> };
   return s.form === 'typed' ? P.typedFields(type, s.values ?? []) : P.rawFields(type, s.values ?? []);
@@ -153,15 +164,23 @@ export function graph(s: GraphSpec): GraphProto {
 
 export function functionProto(s: FunctionSpec): FunctionProto {
   return P.fn({
-    name: s.name, domain: s.domain, inputs: s.inputs, outputs: s.outputs, attributes: s.attributes ?? [],
-    defaults: attributes(s.attributeDefaults), nodes: s.nodes.map(nodeProto), opsets: Object.entries(s.opsets),
+    name: s.name,
+    domain: s.domain,
+    inputs: s.inputs,
+    outputs: s.outputs,
+    attributes: s.attributes ?? [],
+    defaults: attributes(s.attributeDefaults),
+    nodes: s.nodes.map(nodeProto),
+    opsets: Object.entries(s.opsets),
   });
 }
 
 /** Defaults: ai.onnx opset 17, IR version 9 (proto.ts's MODEL_DEFAULTS). */
 export function modelProto(s: ModelSpec): ModelProto {
   return P.modelProto(graph(s), {
-    opsets: s.opsets && Object.entries(s.opsets), functions: (s.functions ?? []).map(functionProto), irVersion: s.irVersion,
+    opsets: s.opsets && Object.entries(s.opsets),
+    functions: (s.functions ?? []).map(functionProto),
+    irVersion: s.irVersion,
   });
 }
 

@@ -23,7 +23,11 @@ export function sequenceBytes(name: string, items: Uint8Array[], kind: DataKind 
 
 /** An OptionalProto: empty (elem_type UNDEFINED) or holding one serialized value. */
 export function optionalBytes(name: string, value?: { kind: DataKind; bytes: Uint8Array }): Uint8Array {
-  const w = new BinaryWriter().tag(1, LD).string(name).tag(2, WireType.Varint).int32(value ? DATA_TYPE[value.kind] : 0);
+  const w = new BinaryWriter()
+    .tag(1, LD)
+    .string(name)
+    .tag(2, WireType.Varint)
+    .int32(value ? DATA_TYPE[value.kind] : 0);
   if (value) w.tag(valueField(value.kind), LD).bytes(value.bytes);
   return w.finish();
 }
@@ -33,7 +37,13 @@ export function optionalBytes(name: string, value?: { kind: DataKind; bytes: Uin
  * key type string, string keys; `values` is a serialized SequenceProto. Key and value counts are
  * not checked, so that a mismatch can be tested.
  */
-export function mapBytes(name: string, keyType: number, keys: (number | bigint)[] | string[], values: Uint8Array, opts: { packed?: boolean } = {}): Uint8Array {
+export function mapBytes(
+  name: string,
+  keyType: number,
+  keys: (number | bigint)[] | string[],
+  values: Uint8Array,
+  opts: { packed?: boolean } = {},
+): Uint8Array {
   const w = new BinaryWriter();
   if (name) w.tag(1, LD).string(name);
   w.tag(2, WireType.Varint).int32(keyType);

@@ -5,8 +5,24 @@
 
 /** ONNX element type codes by the names onnxruntime-common uses. */
 export const ELEM = {
-  float32: 1, uint8: 2, int8: 3, uint16: 4, int16: 5, int32: 6, int64: 7, string: 8, bool: 9, float16: 10,
-  float64: 11, uint32: 12, uint64: 13, complex64: 14, complex128: 15, bfloat16: 16, uint4: 21, int4: 22,
+  float32: 1,
+  uint8: 2,
+  int8: 3,
+  uint16: 4,
+  int16: 5,
+  int32: 6,
+  int64: 7,
+  string: 8,
+  bool: 9,
+  float16: 10,
+  float64: 11,
+  uint32: 12,
+  uint64: 13,
+  complex64: 14,
+  complex128: 15,
+  bfloat16: 16,
+  uint4: 21,
+  int4: 22,
 } as const;
 export type ElemName = keyof typeof ELEM;
 

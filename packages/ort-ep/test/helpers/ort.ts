@@ -16,7 +16,9 @@ export type Feeds = Record<string, OrtTensor>;
  * types only: backend.ts augments onnxruntime-common's ESM declarations, while onnxruntime-node's
  * types re-export its CommonJS ones, which TypeScript treats as a separate module.
  */
-export const mlxCpu = { executionProviders: [{ name: 'mlx', device: 'cpu' }] } as unknown as import('onnxruntime-node').InferenceSession.SessionOptions;
+export const mlxCpu = {
+  executionProviders: [{ name: 'mlx', device: 'cpu' }],
+} as unknown as import('onnxruntime-node').InferenceSession.SessionOptions;
 
 export const f32 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('float32', Float32Array.from(data), dims);
 export const i64 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('int64', BigInt64Array.from(data.map(BigInt)), dims);
@@ -40,11 +42,19 @@ export async function runOn(provider: 'cpu' | 'mlx', bytes: Uint8Array, feeds: F
 export const plain = (t: OrtTensor): number[] => Array.from(t.data as ArrayLike<number | bigint>, Number);
 
 /** Runs on both providers and checks every output agrees (dims, type, values within tolerance). Returns the mlx outputs. */
-export async function expectSameAsOrt(bytes: Uint8Array, feeds: Feeds, tol = { rtol: 1e-5, atol: 1e-6 }): Promise<Record<string, OrtTensor>> {
+export async function expectSameAsOrt(
+  bytes: Uint8Array,
+  feeds: Feeds,
+  tol = { rtol: 1e-5, atol: 1e-6 },
+): Promise<Record<string, OrtTensor>> {
   const [want, have] = [await runOn('cpu', bytes, feeds), await runOn('mlx', bytes, feeds)];
   expect(Object.keys(have).sort()).toEqual(Object.keys(want).sort());
   for (const name of Object.keys(want)) {
-    expect({ name, type: have[name].type, dims: [...have[name].dims] }).toEqual({ name, type: want[name].type, dims: [...want[name].dims] });
+    expect({ name, type: have[name].type, dims: [...have[name].dims] }).toEqual({
+      name,
+      type: want[name].type,
+      dims: [...want[name].dims],
+    });
     const a = plain(have[name]);
     const b = plain(want[name]);
     const bad = a.findIndex((x, i) => !(Math.abs(x - b[i]) <= tol.atol + tol.rtol * Math.abs(b[i])));

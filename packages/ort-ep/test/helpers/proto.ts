@@ -7,11 +7,29 @@
 // Values are encoded by encode.ts, never by the loader under test.
 import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import {
-  AttributeProtoSchema, AttributeProto_AttributeType as A, FunctionProtoSchema, GraphProtoSchema, ModelProtoSchema,
-  NodeProtoSchema, OperatorSetIdProtoSchema, SparseTensorProtoSchema, TensorProto_DataLocation, TensorProtoSchema,
-  TensorShapeProtoSchema, TypeProtoSchema, ValueInfoProtoSchema,
-  type AttributeProto, type FunctionProto, type GraphProto, type ModelProto, type NodeProto, type OperatorSetIdProto,
-  type SparseTensorProto, type TensorProto, type TypeProto, type ValueInfoProto,
+  AttributeProtoSchema,
+  AttributeProto_AttributeType as A,
+  FunctionProtoSchema,
+  GraphProtoSchema,
+  ModelProtoSchema,
+  NodeProtoSchema,
+  OperatorSetIdProtoSchema,
+  SparseTensorProtoSchema,
+  TensorProto_DataLocation,
+  TensorProtoSchema,
+  TensorShapeProtoSchema,
+  TypeProtoSchema,
+  ValueInfoProtoSchema,
+  type AttributeProto,
+  type FunctionProto,
+  type GraphProto,
+  type ModelProto,
+  type NodeProto,
+  type OperatorSetIdProto,
+  type SparseTensorProto,
+  type TensorProto,
+  type TypeProto,
+  type ValueInfoProto,
 } from 'onnx-buf';
 import { ELEM, elemCode, encodeRaw, pack4, toBfloatBits, toHalfBits, type ElemName } from './encode.js';
 
@@ -23,7 +41,10 @@ export const MODEL_DEFAULTS = { irVersion: 9, producerName: 'ort-ep tests', opse
 // ---- tensors ----
 
 /** The value fields of a TensorProto (name, data_type and dims are tensor()'s arguments). */
-export type TensorFields = Omit<Extract<MessageInitShape<typeof TensorProtoSchema>, { $typeName?: undefined }>, '$typeName' | 'name' | 'dataType' | 'dims'>;
+export type TensorFields = Omit<
+  Extract<MessageInitShape<typeof TensorProtoSchema>, { $typeName?: undefined }>,
+  '$typeName' | 'name' | 'dataType' | 'dims'
+>;
 
 /** A TensorProto with exactly the given value fields (none: a tensor without data). */
 export function tensor(name: string, dataType: number, dims: number[], fields: TensorFields = {}): TensorProto {
@@ -31,7 +52,9 @@ export function tensor(name: string, dataType: number, dims: number[], fields: T
 }
 
 /** raw_data holding the values (see encodeRaw). */
-export const rawFields = (type: ElemName | number, values: ArrayLike<number | bigint>): TensorFields => ({ rawData: encodeRaw(type, values) });
+export const rawFields = (type: ElemName | number, values: ArrayLike<number | bigint>): TensorFields => ({
+  rawData: encodeRaw(type, values),
+});
 
 /**
  * The typed field onnx.proto assigns to the element type, holding the values: float_data,
@@ -41,14 +64,26 @@ export const rawFields = (type: ElemName | number, values: ArrayLike<number | bi
 export function typedFields(type: ElemName | number, values: ArrayLike<number | bigint>): TensorFields {
   const list = Array.from(values);
   switch (elemCode(type)) {
-    case ELEM.float32: case ELEM.complex64: return { floatData: list.map(Number) };
-    case ELEM.float64: case ELEM.complex128: return { doubleData: list.map(Number) };
-    case ELEM.int64: return { int64Data: list.map((x) => BigInt(x)) };
-    case ELEM.uint32: case ELEM.uint64: return { uint64Data: list.map((x) => BigInt(x)) };
-    case ELEM.float16: return { int32Data: list.map((x) => toHalfBits(Number(x))) };
-    case ELEM.bfloat16: return { int32Data: list.map((x) => toBfloatBits(Number(x))) };
-    case ELEM.int4: case ELEM.uint4: return { int32Data: [...pack4(list.map(Number))] };
-    default: return { int32Data: list.map(Number) }; // int8..int32, uint8, uint16, bool
+    case ELEM.float32:
+    case ELEM.complex64:
+      return { floatData: list.map(Number) };
+    case ELEM.float64:
+    case ELEM.complex128:
+      return { doubleData: list.map(Number) };
+    case ELEM.int64:
+      return { int64Data: list.map((x) => BigInt(x)) };
+    case ELEM.uint32:
+    case ELEM.uint64:
+      return { uint64Data: list.map((x) => BigInt(x)) };
+    case ELEM.float16:
+      return { int32Data: list.map((x) => toHalfBits(Number(x))) };
+    case ELEM.bfloat16:
+      return { int32Data: list.map((x) => toBfloatBits(Number(x))) };
+    case ELEM.int4:
+    case ELEM.uint4:
+      return { int32Data: [...pack4(list.map(Number))] };
+    default:
+      return { int32Data: list.map(Number) }; // int8..int32, uint8, uint16, bool
   }
 }
 
@@ -76,7 +111,13 @@ export type Dim = number | string | null;
 
 function shapeOf(shape: Dim[]): MessageInitShape<typeof TensorShapeProtoSchema> {
   return {
-    dim: shape.map((d) => (typeof d === 'number' ? { value: { case: 'dimValue' as const, value: BigInt(d) } } : typeof d === 'string' ? { value: { case: 'dimParam' as const, value: d } } : {})),
+    dim: shape.map((d) =>
+      typeof d === 'number'
+        ? { value: { case: 'dimValue' as const, value: BigInt(d) } }
+        : typeof d === 'string'
+          ? { value: { case: 'dimParam' as const, value: d } }
+          : {},
+    ),
   };
 }
 
@@ -87,9 +128,12 @@ export function tensorType(elemType: number, shape?: Dim[]): TypeProto {
 export function sparseTensorType(elemType: number, shape?: Dim[]): TypeProto {
   return create(TypeProtoSchema, { value: { case: 'sparseTensorType', value: { elemType, shape: shape && shapeOf(shape) } } });
 }
-export const sequenceType = (elemType: TypeProto): TypeProto => create(TypeProtoSchema, { value: { case: 'sequenceType', value: { elemType } } });
-export const optionalType = (elemType: TypeProto): TypeProto => create(TypeProtoSchema, { value: { case: 'optionalType', value: { elemType } } });
-export const mapType = (keyType: number, valueType: TypeProto): TypeProto => create(TypeProtoSchema, { value: { case: 'mapType', value: { keyType, valueType } } });
+export const sequenceType = (elemType: TypeProto): TypeProto =>
+  create(TypeProtoSchema, { value: { case: 'sequenceType', value: { elemType } } });
+export const optionalType = (elemType: TypeProto): TypeProto =>
+  create(TypeProtoSchema, { value: { case: 'optionalType', value: { elemType } } });
+export const mapType = (keyType: number, valueType: TypeProto): TypeProto =>
+  create(TypeProtoSchema, { value: { case: 'mapType', value: { keyType, valueType } } });
 /** A TypeProto with no value set (a value info that says nothing about its type). */
 export const unknownType = (): TypeProto => create(TypeProtoSchema, {});
 
@@ -119,7 +163,10 @@ export const attr = {
 };
 
 export function node(
-  opType: string, inputs: string[], outputs: string[], attributes: AttributeProto[] = [],
+  opType: string,
+  inputs: string[],
+  outputs: string[],
+  attributes: AttributeProto[] = [],
   extra: { name?: string; domain?: string; overload?: string } = {},
 ): NodeProto {
   return create(NodeProtoSchema, { opType, input: inputs, output: outputs, attribute: attributes, ...extra });
@@ -139,15 +186,21 @@ export interface GraphInit {
 
 export function graph(g: GraphInit): GraphProto {
   return create(GraphProtoSchema, {
-    name: g.name ?? 'g', node: g.nodes ?? [], input: g.inputs ?? [], output: g.outputs ?? [], initializer: g.initializers ?? [],
-    valueInfo: g.valueInfo ?? [], sparseInitializer: g.sparseInitializers ?? [],
+    name: g.name ?? 'g',
+    node: g.nodes ?? [],
+    input: g.inputs ?? [],
+    output: g.outputs ?? [],
+    initializer: g.initializers ?? [],
+    valueInfo: g.valueInfo ?? [],
+    sparseInitializer: g.sparseInitializers ?? [],
   });
 }
 
 /** Opset imports in the given order; '' is the default domain (ai.onnx). */
 export type Opsets = [domain: string, version: number][];
 
-export const opset = (domain: string, version: number): OperatorSetIdProto => create(OperatorSetIdProtoSchema, { domain, version: BigInt(version) });
+export const opset = (domain: string, version: number): OperatorSetIdProto =>
+  create(OperatorSetIdProtoSchema, { domain, version: BigInt(version) });
 
 export interface FunctionInit {
   name: string;
@@ -166,8 +219,14 @@ export interface FunctionInit {
 
 export function fn(init: FunctionInit): FunctionProto {
   return create(FunctionProtoSchema, {
-    name: init.name, domain: init.domain, input: init.inputs, output: init.outputs, node: init.nodes, attribute: init.attributes ?? [],
-    attributeProto: init.defaults ?? [], opsetImport: (init.opsets ?? MODEL_DEFAULTS.opsets).map(([d, v]) => opset(d, v)),
+    name: init.name,
+    domain: init.domain,
+    input: init.inputs,
+    output: init.outputs,
+    node: init.nodes,
+    attribute: init.attributes ?? [],
+    attributeProto: init.defaults ?? [],
+    opsetImport: (init.opsets ?? MODEL_DEFAULTS.opsets).map(([d, v]) => opset(d, v)),
     ...(init.overload !== undefined && { overload: init.overload }),
   });
 }

@@ -11,14 +11,26 @@ export interface NodeInput {
 }
 
 export async function expectNodeSameAsOrt(
-  op: string, opset: number, ins: (NodeInput | '')[], attrs: Record<string, AttrSpec>, outType: ElemName,
+  op: string,
+  opset: number,
+  ins: (NodeInput | '')[],
+  attrs: Record<string, AttrSpec>,
+  outType: ElemName,
   tol: { rtol: number; atol: number },
 ): Promise<void> {
   const real = ins.filter((i): i is NodeInput => i !== '');
   const bytes = model({
     opsets: { '': opset },
-    inputs: real.map((i) => v(i.name, i.type, i.dims)), outputs: [v('y', outType)],
-    nodes: [node(op, ins.map((i) => (i === '' ? '' : i.name)), ['y'], { attrs })],
+    inputs: real.map((i) => v(i.name, i.type, i.dims)),
+    outputs: [v('y', outType)],
+    nodes: [
+      node(
+        op,
+        ins.map((i) => (i === '' ? '' : i.name)),
+        ['y'],
+        { attrs },
+      ),
+    ],
   });
   const feeds: Feeds = {};
   for (const i of real) feeds[i.name] = i.tensor;

@@ -23,14 +23,23 @@ describe('shared models through the mlx provider', () => {
   // The compiled path (fusion on: on the CPU each new fused kernel is built once with g++ and
   // kept in the kernel cache), three runs per data set: analysed, traced, replayed. Then the
   // eager path, one run.
-  for (const [label, compiled, runs] of [['compiled', true, 3], ['eager', false, 1]] as const) {
+  for (const [label, compiled, runs] of [
+    ['compiled', true, 3],
+    ['eager', false, 1],
+  ] as const) {
     for (const name of models) {
       it(`${name} (${label})`, async () => {
         const dir = join(modelsDir, name);
-        const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as { rtol?: number; atol?: number; tolerance?: { rtol: number; atol: number } };
+        const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as {
+          rtol?: number;
+          atol?: number;
+          tolerance?: { rtol: number; atol: number };
+        };
         const tol = { rtol: meta.rtol ?? meta.tolerance?.rtol ?? 1e-3, atol: meta.atol ?? meta.tolerance?.atol ?? 1e-4 };
         const tc = readTestCase(dir);
-        const session = await ort.InferenceSession.create(join(dir, 'model.onnx'), { executionProviders: [{ name: 'mlx', compiled } as never] });
+        const session = await ort.InferenceSession.create(join(dir, 'model.onnx'), {
+          executionProviders: [{ name: 'mlx', compiled } as never],
+        });
         try {
           expect(tc.datasets.length).toBeGreaterThanOrEqual(2);
           for (let r = 0; r < runs; r++) {

@@ -47,9 +47,11 @@ function typeDefault(type: number): unknown {
 }
 
 function valuesOf(a: Attrs): { values: unknown[]; fallback: unknown; outType: number } | undefined {
-  if (a.has('values_strings')) return { values: a.strings('values_strings'), fallback: a.string('default_string', '_Unused'), outType: OnnxDataType.STRING };
+  if (a.has('values_strings'))
+    return { values: a.strings('values_strings'), fallback: a.string('default_string', '_Unused'), outType: OnnxDataType.STRING };
   if (a.has('values_int64s')) return { values: a.ints('values_int64s'), fallback: a.int('default_int64', -1), outType: OnnxDataType.INT64 };
-  if (a.has('values_floats')) return { values: a.floats('values_floats'), fallback: a.float('default_float', -0), outType: OnnxDataType.FLOAT };
+  if (a.has('values_floats'))
+    return { values: a.floats('values_floats'), fallback: a.float('default_float', -0), outType: OnnxDataType.FLOAT };
   const t = a.tensor('values_tensor');
   if (!t) return undefined;
   const d = a.tensor('default_tensor');
@@ -71,7 +73,8 @@ function parseLabelEncoder(a: Attrs, opset: number): LabelEncoderParams {
       fromIndices: table(idx, classes, a.string('default_string', '_Unused'), OnnxDataType.STRING),
     };
   }
-  const k = keysOf(a), v = valuesOf(a);
+  const k = keysOf(a),
+    v = valuesOf(a);
   if (!k) throw new TypeError('LabelEncoder needs one keys_* attribute');
   if (!v) throw new TypeError('LabelEncoder needs one values_* attribute');
   if (k.keys.length !== v.values.length) throw new RangeError(`LabelEncoder has ${k.keys.length} keys but ${v.values.length} values`);
@@ -81,7 +84,8 @@ function parseLabelEncoder(a: Attrs, opset: number): LabelEncoderParams {
 /** The table for an input of `inputType`, or why that input does not fit. */
 function tableFor(p: LabelEncoderParams, inputType: number | undefined): Table | string {
   if ('fromStrings' in p) return inputType === OnnxDataType.STRING ? p.fromStrings : p.fromIndices;
-  if (inputType !== undefined && inputType !== p.keyType) return `the input's element type ${inputType} differs from the keys' type ${p.keyType}`;
+  if (inputType !== undefined && inputType !== p.keyType)
+    return `the input's element type ${inputType} differs from the keys' type ${p.keyType}`;
   return p;
 }
 
@@ -100,16 +104,17 @@ function labelEncode(ctx: OpContext<LabelEncoderParams>): HostTensor[] {
   return [{ dtype: t.outType, dims: [...x.dims], data: outputData(t.outType, xs) }];
 }
 
-const labelEncoder = (since: number, until?: number): OpEntry<LabelEncoderParams> => mlOp('LabelEncoder', since, {
-  until,
-  parse: parseLabelEncoder,
-  check: (ctx) => {
-    const t = tableFor(ctx.params, ctx.inputType(0));
-    return typeof t === 'string' ? t : undefined;
-  },
-  placement: 'host',
-  host: labelEncode,
-});
+const labelEncoder = (since: number, until?: number): OpEntry<LabelEncoderParams> =>
+  mlOp('LabelEncoder', since, {
+    until,
+    parse: parseLabelEncoder,
+    check: (ctx) => {
+      const t = tableFor(ctx.params, ctx.inputType(0));
+      return typeof t === 'string' ? t : undefined;
+    },
+    placement: 'host',
+    host: labelEncode,
+  });
 
 // ---------------------------------------------------------------------------------------------
 // Binarizer and ArrayFeatureExtractor

@@ -8,17 +8,46 @@ import type { OpContext, OpEntry } from '../../registry/types.js';
 import { mlOp } from '../../registry/op.js';
 import { hostFloats } from '../helpers/shape-host.js';
 
-const enum Mode { LEQ, LT, GTE, GT, EQ, NEQ, MEMBER }
-const enum Aggregate { AVERAGE, SUM, MIN, MAX }
-const enum Post { NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT }
+const enum Mode {
+  LEQ,
+  LT,
+  GTE,
+  GT,
+  EQ,
+  NEQ,
+  MEMBER,
+}
+const enum Aggregate {
+  AVERAGE,
+  SUM,
+  MIN,
+  MAX,
+}
+const enum Post {
+  NONE,
+  SOFTMAX,
+  LOGISTIC,
+  SOFTMAX_ZERO,
+  PROBIT,
+}
 const FLOAT_TYPES = [OnnxDataType.FLOAT, OnnxDataType.DOUBLE, OnnxDataType.FLOAT16];
 
 interface Forest {
-  modes: number[]; splits: number[]; features: number[];
-  trueIds: number[]; falseIds: number[]; trueLeaf: number[]; falseLeaf: number[];
-  missingTrue: number[]; sets: (Set<number> | undefined)[];
-  leafTargets: number[]; leafWeights: number[]; roots: number[];
-  nTargets: number; aggregate: number; post: number;
+  modes: number[];
+  splits: number[];
+  features: number[];
+  trueIds: number[];
+  falseIds: number[];
+  trueLeaf: number[];
+  falseLeaf: number[];
+  missingTrue: number[];
+  sets: (Set<number> | undefined)[];
+  leafTargets: number[];
+  leafWeights: number[];
+  roots: number[];
+  nTargets: number;
+  aggregate: number;
+  post: number;
 }
 
 /** Member sets, one per BRANCH_MEMBER node in node order, delimited by NaN in membership_values. */
@@ -41,21 +70,37 @@ function forestOf(a: Attrs): Forest {
   const modes = Array.from(tensor('nodes_modes').data as ArrayLike<number>, Number);
   const membership = a.tensor('membership_values');
   return {
-    modes, splits: hostFloats(tensor('nodes_splits')), features: a.ints('nodes_featureids'),
-    trueIds: a.ints('nodes_truenodeids'), falseIds: a.ints('nodes_falsenodeids'),
-    trueLeaf: a.ints('nodes_trueleafs'), falseLeaf: a.ints('nodes_falseleafs'),
+    modes,
+    splits: hostFloats(tensor('nodes_splits')),
+    features: a.ints('nodes_featureids'),
+    trueIds: a.ints('nodes_truenodeids'),
+    falseIds: a.ints('nodes_falsenodeids'),
+    trueLeaf: a.ints('nodes_trueleafs'),
+    falseLeaf: a.ints('nodes_falseleafs'),
     missingTrue: a.ints('nodes_missing_value_tracks_true', []),
     sets: memberSets(modes, membership && hostFloats(membership)),
-    leafTargets: a.ints('leaf_targetids'), leafWeights: hostFloats(tensor('leaf_weights')), roots: a.ints('tree_roots'),
-    nTargets: a.int('n_targets', 1), aggregate: a.int('aggregate_function', Aggregate.SUM), post: a.int('post_transform', Post.NONE),
+    leafTargets: a.ints('leaf_targetids'),
+    leafWeights: hostFloats(tensor('leaf_weights')),
+    roots: a.ints('tree_roots'),
+    nTargets: a.int('n_targets', 1),
+    aggregate: a.int('aggregate_function', Aggregate.SUM),
+    post: a.int('post_transform', Post.NONE),
   };
 }
 
 function validate(f: Forest): string | undefined {
   const n = f.modes.length;
-  const perNode = { nodes_splits: f.splits, nodes_featureids: f.features, nodes_truenodeids: f.trueIds, nodes_falsenodeids: f.falseIds, nodes_trueleafs: f.trueLeaf, nodes_falseleafs: f.falseLeaf };
+  const perNode = {
+    nodes_splits: f.splits,
+    nodes_featureids: f.features,
+    nodes_truenodeids: f.trueIds,
+    nodes_falsenodeids: f.falseIds,
+    nodes_trueleafs: f.trueLeaf,
+    nodes_falseleafs: f.falseLeaf,
+  };
   for (const [name, v] of Object.entries(perNode)) if (v.length !== n) return `${name} has ${v.length} entries, nodes_modes ${n}`;
-  if (f.missingTrue.length && f.missingTrue.length !== n) return `nodes_missing_value_tracks_true has ${f.missingTrue.length} entries, nodes_modes ${n}`;
+  if (f.missingTrue.length && f.missingTrue.length !== n)
+    return `nodes_missing_value_tracks_true has ${f.missingTrue.length} entries, nodes_modes ${n}`;
   if (f.leafTargets.length !== f.leafWeights.length) return 'leaf_targetids and leaf_weights differ in length';
   if (f.modes.some((m) => m < Mode.LEQ || m > Mode.MEMBER)) return 'nodes_modes holds a mode outside 0..6';
   if (f.modes.some((m, i) => m === Mode.MEMBER && !f.sets[i])) return 'membership_values has fewer sets than there are BRANCH_MEMBER nodes';
@@ -72,13 +117,20 @@ function branchTrue(f: Forest, node: number, v: number): boolean {
   if (Number.isNaN(v) && f.missingTrue[node]) return true;
   const s = f.splits[node];
   switch (f.modes[node]) {
-    case Mode.LEQ: return v <= s;
-    case Mode.LT: return v < s;
-    case Mode.GTE: return v >= s;
-    case Mode.GT: return v > s;
-    case Mode.EQ: return v === s;
-    case Mode.NEQ: return v !== s;
-    default: return f.sets[node]!.has(v);
+    case Mode.LEQ:
+      return v <= s;
+    case Mode.LT:
+      return v < s;
+    case Mode.GTE:
+      return v >= s;
+    case Mode.GT:
+      return v > s;
+    case Mode.EQ:
+      return v === s;
+    case Mode.NEQ:
+      return v !== s;
+    default:
+      return f.sets[node]!.has(v);
   }
 }
 
@@ -101,12 +153,14 @@ function erfinv(x: number): number {
   let p: number;
   if (w < 5) {
     w -= 2.5;
-    p = 2.81022636e-08;
-    for (const c of [3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]) p = c + p * w;
+    p = 2.81022636e-8;
+    for (const c of [3.43273939e-7, -3.5233877e-6, -4.39150654e-6, 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941])
+      p = c + p * w;
   } else {
     w = Math.sqrt(w) - 3;
     p = -0.000200214257;
-    for (const c of [0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]) p = c + p * w;
+    for (const c of [0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682])
+      p = c + p * w;
   }
   return p * x;
 }
@@ -119,7 +173,10 @@ function postTransform(row: Float64Array, post: number): void {
     const use = (v: number) => post === Post.SOFTMAX || v !== 0;
     const max = row.reduce((m, v) => (use(v) ? Math.max(m, v) : m), -Infinity);
     let sum = 0;
-    row.forEach((v, i) => { row[i] = use(v) ? Math.exp(v - max) : 0; sum += row[i]; });
+    row.forEach((v, i) => {
+      row[i] = use(v) ? Math.exp(v - max) : 0;
+      sum += row[i];
+    });
     if (sum > 0) row.forEach((v, i) => (row[i] = v / sum));
   }
 }
@@ -148,7 +205,8 @@ function predict(ctx: OpContext<Forest>): HostTensor[] {
     const reached = new Uint8Array(f.nTargets);
     for (const root of f.roots) {
       const leaf = leafOf(f, root, xr, ctx.where);
-      const t = f.leafTargets[leaf], w = f.leafWeights[leaf];
+      const t = f.leafTargets[leaf],
+        w = f.leafWeights[leaf];
       reached[t] = 1;
       if (f.aggregate === Aggregate.MIN) row[t] = Math.min(row[t], w);
       else if (f.aggregate === Aggregate.MAX) row[t] = Math.max(row[t], w);
@@ -158,18 +216,24 @@ function predict(ctx: OpContext<Forest>): HostTensor[] {
     if (f.aggregate === Aggregate.MIN || f.aggregate === Aggregate.MAX) row.forEach((v, i) => (row[i] = reached[i] ? v : 0));
     postTransform(row, f.post);
   }
-  const data = x.dtype === OnnxDataType.FLOAT16 ? Uint16Array.from(out, numberToFloat16Bits)
-    : x.dtype === OnnxDataType.DOUBLE ? out : Float32Array.from(out);
+  const data =
+    x.dtype === OnnxDataType.FLOAT16
+      ? Uint16Array.from(out, numberToFloat16Bits)
+      : x.dtype === OnnxDataType.DOUBLE
+        ? out
+        : Float32Array.from(out);
   return [{ dtype: x.dtype, dims: [n, f.nTargets], data }];
 }
 
-export const treeEnsembleOps: OpEntry[] = [mlOp('TreeEnsemble', 5, {
-  note: 'host; post_transform numbered as the spec has it (onnxruntime swaps SOFTMAX and LOGISTIC)',
-  parse: parseForest,
-  check: (ctx) => {
-    const t = ctx.inputType(0);
-    return t !== undefined && !FLOAT_TYPES.includes(t) ? `X must be float, double or float16, got element type ${t}` : undefined;
-  },
-  placement: 'host',
-  host: predict,
-})];
+export const treeEnsembleOps: OpEntry[] = [
+  mlOp('TreeEnsemble', 5, {
+    note: 'host; post_transform numbered as the spec has it (onnxruntime swaps SOFTMAX and LOGISTIC)',
+    parse: parseForest,
+    check: (ctx) => {
+      const t = ctx.inputType(0);
+      return t !== undefined && !FLOAT_TYPES.includes(t) ? `X must be float, double or float16, got element type ${t}` : undefined;
+    },
+    placement: 'host',
+    host: predict,
+  }),
+];

@@ -5,10 +5,23 @@ import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor } from '.
 
 const MS = 'com.microsoft';
 const tol = { rtol: 1e-4, atol: 1e-5 };
-const rand = (dims: number[], seed: number, scale = 1) => f32(seeded(dims.reduce((a, b) => a * b, 1), seed).map((x) => x * scale), dims);
+const rand = (dims: number[], seed: number, scale = 1) =>
+  f32(
+    seeded(
+      dims.reduce((a, b) => a * b, 1),
+      seed,
+    ).map((x) => x * scale),
+    dims,
+  );
 const i32 = (data: number[], dims = [data.length]) => new ort.Tensor('int32', Int32Array.from(data), dims);
 
-function single(op: string, feeds: Record<string, OrtTensor | undefined>, inputs: string[], outputs: string[], attrs: NodeSpec['attrs']): [Uint8Array, Feeds] {
+function single(
+  op: string,
+  feeds: Record<string, OrtTensor | undefined>,
+  inputs: string[],
+  outputs: string[],
+  attrs: NodeSpec['attrs'],
+): [Uint8Array, Feeds] {
   const given = Object.fromEntries(Object.entries(feeds).filter(([, t]) => t)) as Feeds;
   const bytes = model({
     opsets: { '': 17, [MS]: 1 },
@@ -20,7 +33,11 @@ function single(op: string, feeds: Record<string, OrtTensor | undefined>, inputs
 }
 
 describe('Attention', () => {
-  const B = 2, S = 4, Hin = 8, N = 2, hidden = 8;
+  const B = 2,
+    S = 4,
+    Hin = 8,
+    N = 2,
+    hidden = 8;
   const x = rand([B, S, Hin], 1);
   const w = rand([Hin, 3 * hidden], 2, 0.5);
   const bias = rand([3 * hidden], 3, 0.2);
@@ -34,7 +51,15 @@ describe('Attention', () => {
   it('raw 2-D mask', () => run({ mask: i32([1, 1, 1, 0, 1, 1, 0, 0], [B, S]) }));
   it('right-padding lengths', () => run({ mask: i32([3, 2]) }));
   it('left padding: ends then starts', () => run({ mask: i32([4, 4, 1, 2]) }));
-  it('3-D mask', () => run({ mask: i32(seeded(B * S * S, 4).map((r) => (r > -0.5 ? 1 : 0)).map((m, i) => (i % S === 0 ? 1 : m)), [B, S, S]) }));
+  it('3-D mask', () =>
+    run({
+      mask: i32(
+        seeded(B * S * S, 4)
+          .map((r) => (r > -0.5 ? 1 : 0))
+          .map((m, i) => (i % S === 0 ? 1 : m)),
+        [B, S, S],
+      ),
+    }));
   it('unidirectional with past and present', () =>
     run({ past: rand([2, B, N, 3, hidden / N], 5) }, { unidirectional: 1 }, ['y', 'present']));
   it('attention_bias and a custom scale', () => run({ ab: rand([1, N, S, S], 6) }, { scale: 0.3 }));
@@ -48,12 +73,27 @@ describe('Attention', () => {
 });
 
 describe('GroupQueryAttention', () => {
-  const N = 4, Nkv = 2, H = 16; // onnxruntime's rotary needs head_size % 16 == 0
+  const N = 4,
+    Nkv = 2,
+    H = 16; // onnxruntime's rotary needs head_size % 16 == 0
   const maxPos = 32;
-  const cache = (fn: (x: number) => number) => f32(Array.from({ length: maxPos * (H / 2) }, (_, i) => fn(Math.floor(i / (H / 2)) / 10000 ** ((2 * (i % (H / 2))) / H))), [maxPos, H / 2]);
+  const cache = (fn: (x: number) => number) =>
+    f32(
+      Array.from({ length: maxPos * (H / 2) }, (_, i) => fn(Math.floor(i / (H / 2)) / 10000 ** ((2 * (i % (H / 2))) / H))),
+      [maxPos, H / 2],
+    );
   const cos = cache(Math.cos);
   const sin = cache(Math.sin);
-  interface G { B: number; S: number; past: number; lens: number[]; rotary?: boolean; packed?: boolean; attrs?: NodeSpec['attrs']; shared?: number }
+  interface G {
+    B: number;
+    S: number;
+    past: number;
+    lens: number[];
+    rotary?: boolean;
+    packed?: boolean;
+    attrs?: NodeSpec['attrs'];
+    shared?: number;
+  }
   const run = (c: G) => {
     const total = Math.max(...c.lens);
     const pastLen = c.shared ?? c.past;
@@ -69,11 +109,20 @@ describe('GroupQueryAttention', () => {
       sin: c.rotary ? sin : undefined,
     };
     const inputs = [
-      'q', c.packed ? '' : 'k', c.packed ? '' : 'val', pastLen ? 'pk' : '', pastLen ? 'pv' : '', 'sl', 'tl',
+      'q',
+      c.packed ? '' : 'k',
+      c.packed ? '' : 'val',
+      pastLen ? 'pk' : '',
+      pastLen ? 'pv' : '',
+      'sl',
+      'tl',
       ...(c.rotary ? ['cos', 'sin'] : []),
     ];
     const [bytes, given] = single('GroupQueryAttention', feeds, inputs, ['y', 'present_k', 'present_v'], {
-      num_heads: N, kv_num_heads: Nkv, ...(c.rotary ? { do_rotary: 1 } : {}), ...c.attrs,
+      num_heads: N,
+      kv_num_heads: Nkv,
+      ...(c.rotary ? { do_rotary: 1 } : {}),
+      ...c.attrs,
     });
     return expectSameAsOrt(bytes, given, tol);
   };
@@ -82,7 +131,8 @@ describe('GroupQueryAttention', () => {
   it('bidirectional (causal 0) prompt', () => run({ B: 1, S: 4, past: 0, lens: [4], attrs: { causal: 0 } }));
   it('prompt with rotary, packed QKV', () => run({ B: 1, S: 6, past: 0, lens: [6], rotary: true, packed: true }));
   it('decode step with past', () => run({ B: 2, S: 1, past: 4, lens: [5, 5] }));
-  it('decode step with rotary and ragged lengths in a shared buffer', () => run({ B: 2, S: 1, past: 0, shared: 8, lens: [6, 4], rotary: true }));
+  it('decode step with rotary and ragged lengths in a shared buffer', () =>
+    run({ B: 2, S: 1, past: 0, shared: 8, lens: [6, 4], rotary: true }));
   it('local window and softcap', () => run({ B: 1, S: 7, past: 0, lens: [7], attrs: { local_window_size: 3, softcap: 2.5 } }));
   it('interleaved rotary, decode', () => run({ B: 1, S: 1, past: 5, lens: [6], rotary: true, attrs: { rotary_interleaved: 1 } }));
 });

@@ -52,12 +52,14 @@ function attentionCheck(ctx: CheckContext<AttentionParams>): string | undefined 
 function attentionMask(m: mx.Array, batch: number, seq: number, total: number, filter: number, dtype: mx.Dtype): mx.Array {
   const keys = mx.reshape(mx.arange(0, total, 1, 'int32'), [1, total]);
   let valid: mx.Array;
-  if (m.ndim === 1 && m.shape[0] === batch) valid = mx.less(keys, mx.reshape(mx.astype(m, 'int32'), [batch, 1])); // right padding: lengths
+  if (m.ndim === 1 && m.shape[0] === batch)
+    valid = mx.less(keys, mx.reshape(mx.astype(m, 'int32'), [batch, 1])); // right padding: lengths
   else if (m.ndim === 1 && m.shape[0] === 2 * batch) {
     // Left padding: exclusive ends, then inclusive starts.
     const [end, start] = mx.split(mx.astype(m, 'int32'), 2, 0).map((a) => mx.reshape(a, [batch, 1]));
     valid = mx.logicalAnd(mx.less(keys, end), mx.greaterEqual(keys, start));
-  } else if (m.ndim === 2 || m.ndim === 3) valid = mx.notEqual(m, 0); // raw 0/1 mask [B, T] or [B, S, T]
+  } else if (m.ndim === 2 || m.ndim === 3)
+    valid = mx.notEqual(m, 0); // raw 0/1 mask [B, T] or [B, S, T]
   else throw new RangeError(`Attention mask_index of shape [${m.shape.join(', ')}] is not supported`);
   const add = mx.where(valid, mx.scalar(0, dtype), mx.scalar(filter, dtype));
   // -> [B, 1, S or 1, T]
@@ -179,8 +181,13 @@ function gqaProjections(ctx: OpContext, N: number, Nkv: number): [mx.Array, mx.A
 /** Rotates the new Q and K at their absolute positions. */
 function gqaRotary(ctx: OpContext<GqaParams>, q: mx.Array, k: mx.Array, g: GqaShape, first: boolean): [mx.Array, mx.Array] {
   const given = first ? undefined : ctx.optional(9);
-  const positions = given
-    ?? mx.Array.fromTypedArray(Int32Array.from({ length: g.B * g.S }, (_, i) => g.starts[Math.floor(i / g.S)] + (i % g.S)), [g.B, g.S], 'int32');
+  const positions =
+    given ??
+    mx.Array.fromTypedArray(
+      Int32Array.from({ length: g.B * g.S }, (_, i) => g.starts[Math.floor(i / g.S)] + (i % g.S)),
+      [g.B, g.S],
+      'int32',
+    );
   const [cos, sin] = rotaryTables(ctx, positions, ctx.input(7), ctx.input(8), g.S).map((t) => mx.expandDims(t, 1)); // [B, 1, S, rd/2]
   const rd = cos.shape[3] * 2;
   const interleaved = ctx.params.rotaryInterleaved;
@@ -216,14 +223,15 @@ function gqaMask(p: GqaParams, g: GqaShape): mx.Array {
   const causal = p.causal;
   const window = p.localWindow;
   const data = new Uint8Array(g.B * g.S * g.total);
-  for (let b = 0; b < g.B; b++) for (let i = 0; i < g.S; i++) {
-    const pos = g.starts[b] + i;
-    for (let j = 0; j < g.total; j++) {
-      let ok = j < g.lens[b];
-      if (causal) ok &&= j <= pos && (window <= 0 || j > pos - window);
-      data[(b * g.S + i) * g.total + j] = ok ? 1 : 0;
+  for (let b = 0; b < g.B; b++)
+    for (let i = 0; i < g.S; i++) {
+      const pos = g.starts[b] + i;
+      for (let j = 0; j < g.total; j++) {
+        let ok = j < g.lens[b];
+        if (causal) ok &&= j <= pos && (window <= 0 || j > pos - window);
+        data[(b * g.S + i) * g.total + j] = ok ? 1 : 0;
+      }
     }
-  }
   return mx.Array.fromTypedArray(data, [g.B, 1, g.S, g.total], 'bool');
 }
 
@@ -255,9 +263,16 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
 }
 
 export const msAttentionOps: OpEntry[] = [
-  msOp('Attention', 1, { parse: parseAttention, check: attentionCheck, run: attention, note: 'no do_rotary, past_present_share_buffer or 4-D masks' }),
+  msOp('Attention', 1, {
+    parse: parseAttention,
+    check: attentionCheck,
+    run: attention,
+    note: 'no do_rotary, past_present_share_buffer or 4-D masks',
+  }),
   msOp('GroupQueryAttention', 1, {
-    parse: parseGqa, check: gqaCheck, run: gqa,
+    parse: parseGqa,
+    check: gqaCheck,
+    run: gqa,
     note: 'float KV cache only; no head_sink, smooth_softmax, output_qk, sliding_window_cache or Q/K norms',
   }),
 ];

@@ -31,7 +31,14 @@ function build(c: Case): Uint8Array {
 }
 
 const same = (c: Case, t = tol) => expectSameAsOrt(build(c), c.feeds, t);
-const rand = (dims: number[], seed: number, scale = 1) => f32(seeded(dims.reduce((a, b) => a * b, 1), seed).map((x) => x * scale), dims);
+const rand = (dims: number[], seed: number, scale = 1) =>
+  f32(
+    seeded(
+      dims.reduce((a, b) => a * b, 1),
+      seed,
+    ).map((x) => x * scale),
+    dims,
+  );
 
 describe('GELU family and BiasAdd', () => {
   const x = rand([2, 3, 8], 1, 3);
@@ -49,7 +56,9 @@ describe('GELU family and BiasAdd', () => {
   // onnxruntime implements BiasAdd on CUDA only: a plain sum is the reference.
   it('BiasAdd', async () => {
     const s = rand([2, 3, 8], 3);
-    const y = plain((await runOn('mlx', build({ op: 'BiasAdd', feeds: { x, b, s }, inputs: ['x', 'b', 's'], outputs: ['y'] }), { x, b, s })).y);
+    const y = plain(
+      (await runOn('mlx', build({ op: 'BiasAdd', feeds: { x, b, s }, inputs: ['x', 'b', 's'], outputs: ['y'] }), { x, b, s })).y,
+    );
     const [xv, bv, sv] = [plain(x), plain(b), plain(s)];
     expect(y.map((t, i) => Math.abs(t - (xv[i] + bv[i % 8] + sv[i])) < 1e-6).every(Boolean)).toBe(true);
   });
@@ -62,17 +71,44 @@ describe('fused normalisations', () => {
   const beta = rand([16], 7);
   const bias = rand([16], 8);
   it('SkipLayerNormalization with beta, bias and the residual sum', () =>
-    same({ op: 'SkipLayerNormalization', feeds: { x, skip, gamma, beta, bias }, inputs: ['x', 'skip', 'gamma', 'beta', 'bias'], outputs: ['y', '', '', 'sum'], attrs: { epsilon: 1e-5 } }));
+    same({
+      op: 'SkipLayerNormalization',
+      feeds: { x, skip, gamma, beta, bias },
+      inputs: ['x', 'skip', 'gamma', 'beta', 'bias'],
+      outputs: ['y', '', '', 'sum'],
+      attrs: { epsilon: 1e-5 },
+    }));
   it('SkipLayerNormalization without beta and bias, 2-D skip broadcast over the batch', () =>
     same({ op: 'SkipLayerNormalization', feeds: { x, skip: rand([3, 16], 9), gamma }, inputs: ['x', 'skip', 'gamma'], outputs: ['y'] }));
   it('SkipSimplifiedLayerNormalization with bias and the residual sum', () =>
-    same({ op: 'SkipSimplifiedLayerNormalization', feeds: { x, skip, gamma, bias }, inputs: ['x', 'skip', 'gamma', 'bias'], outputs: ['y', '', '', 'sum'], attrs: { epsilon: 1e-6 } }));
+    same({
+      op: 'SkipSimplifiedLayerNormalization',
+      feeds: { x, skip, gamma, bias },
+      inputs: ['x', 'skip', 'gamma', 'bias'],
+      outputs: ['y', '', '', 'sum'],
+      attrs: { epsilon: 1e-6 },
+    }));
   it('SkipSimplifiedLayerNormalization without bias', () =>
     same({ op: 'SkipSimplifiedLayerNormalization', feeds: { x, skip, gamma }, inputs: ['x', 'skip', 'gamma'], outputs: ['y'] }));
   it('SimplifiedLayerNormalization (ONNX domain) with inv_std_var', () =>
-    same({ op: 'SimplifiedLayerNormalization', domain: '', feeds: { x, gamma }, inputs: ['x', 'gamma'], outputs: ['y', 'inv'], attrs: { epsilon: 1e-6 } }));
+    same({
+      op: 'SimplifiedLayerNormalization',
+      domain: '',
+      feeds: { x, gamma },
+      inputs: ['x', 'gamma'],
+      outputs: ['y', 'inv'],
+      attrs: { epsilon: 1e-6 },
+    }));
   it('LayerNormalization at opset 13 (onnxruntime, ONNX domain) over two axes with Mean and InvStdDev', () =>
-    same({ op: 'LayerNormalization', domain: '', opset: 13, feeds: { x, g: rand([3, 16], 10), b: rand([3, 16], 11) }, inputs: ['x', 'g', 'b'], outputs: ['y', 'mean', 'inv'], attrs: { axis: 1 } }));
+    same({
+      op: 'LayerNormalization',
+      domain: '',
+      opset: 13,
+      feeds: { x, g: rand([3, 16], 10), b: rand([3, 16], 11) },
+      inputs: ['x', 'g', 'b'],
+      outputs: ['y', 'mean', 'inv'],
+      attrs: { axis: 1 },
+    }));
 });
 
 describe('EmbedLayerNormalization', () => {
@@ -82,17 +118,40 @@ describe('EmbedLayerNormalization', () => {
   const tables = { word: rand([10, 16], 20), pos: rand([8, 16], 21), segt: rand([2, 16], 22), gamma: rand([16], 23), beta: rand([16], 24) };
   const outTypes: ElemName[] = ['float32', 'int32', 'float32'];
   it('with segments, mask and every output', () =>
-    same({ op: 'EmbedLayerNormalization', feeds: { ids, seg, ...tables, mask: i32([1, 1, 1, 0, 1, 1, 0, 0], [2, 4]) },
-      inputs: ['ids', 'seg', 'word', 'pos', 'segt', 'gamma', 'beta', 'mask'], outputs: ['y', 'mi', 'sum'], outTypes, attrs: { epsilon: 1e-5 } }));
+    same({
+      op: 'EmbedLayerNormalization',
+      feeds: { ids, seg, ...tables, mask: i32([1, 1, 1, 0, 1, 1, 0, 0], [2, 4]) },
+      inputs: ['ids', 'seg', 'word', 'pos', 'segt', 'gamma', 'beta', 'mask'],
+      outputs: ['y', 'mi', 'sum'],
+      outTypes,
+      attrs: { epsilon: 1e-5 },
+    }));
   it('without segments or mask, with position_ids', () =>
-    same({ op: 'EmbedLayerNormalization', feeds: { ids, word: tables.word, pos: tables.pos, gamma: tables.gamma, beta: tables.beta, pid: i32([3, 2, 1, 0], [1, 4]) },
-      inputs: ['ids', '', 'word', 'pos', '', 'gamma', 'beta', '', 'pid'], outputs: ['y', 'mi'], outTypes }));
+    same({
+      op: 'EmbedLayerNormalization',
+      feeds: { ids, word: tables.word, pos: tables.pos, gamma: tables.gamma, beta: tables.beta, pid: i32([3, 2, 1, 0], [1, 4]) },
+      inputs: ['ids', '', 'word', 'pos', '', 'gamma', 'beta', '', 'pid'],
+      outputs: ['y', 'mi'],
+      outTypes,
+    }));
 });
 
 describe('FusedMatMul', () => {
   it('transA, transB, alpha, batched', async () => {
-    await same({ op: 'FusedMatMul', feeds: { a: rand([2, 4, 3], 12), b: rand([2, 4, 5], 13) }, inputs: ['a', 'b'], outputs: ['y'], attrs: { transA: 1, alpha: 0.5 } });
-    await same({ op: 'FusedMatMul', feeds: { a: rand([2, 3, 4], 14), b: rand([5, 4], 15) }, inputs: ['a', 'b'], outputs: ['y'], attrs: { transB: 1 } });
+    await same({
+      op: 'FusedMatMul',
+      feeds: { a: rand([2, 4, 3], 12), b: rand([2, 4, 5], 13) },
+      inputs: ['a', 'b'],
+      outputs: ['y'],
+      attrs: { transA: 1, alpha: 0.5 },
+    });
+    await same({
+      op: 'FusedMatMul',
+      feeds: { a: rand([2, 3, 4], 14), b: rand([5, 4], 15) },
+      inputs: ['a', 'b'],
+      outputs: ['y'],
+      attrs: { transB: 1 },
+    });
   });
 });
 
@@ -101,35 +160,64 @@ describe('RotaryEmbedding', () => {
   const caches = (half: number) => {
     const cos: number[] = [];
     const sin: number[] = [];
-    for (let p = 0; p < maxPos; p++) for (let i = 0; i < half; i++) {
-      const a = p / 10000 ** ((2 * i) / (2 * half));
-      cos.push(Math.cos(a));
-      sin.push(Math.sin(a));
-    }
+    for (let p = 0; p < maxPos; p++)
+      for (let i = 0; i < half; i++) {
+        const a = p / 10000 ** ((2 * i) / (2 * half));
+        cos.push(Math.cos(a));
+        sin.push(Math.sin(a));
+      }
     return { cos: f32(cos, [maxPos, half]), sin: f32(sin, [maxPos, half]) };
   };
   const pos = i64([1, 2, 3, 4, 3, 5, 7, 9], [2, 4]);
   for (const interleaved of [0, 1]) {
     it(`3-D input with num_heads, interleaved=${interleaved}`, () =>
-      same({ op: 'RotaryEmbedding', feeds: { x: rand([2, 4, 16], 16), pos, ...caches(4) }, inputs: ['x', 'pos', 'cos', 'sin'], outputs: ['y'], attrs: { interleaved, num_heads: 2 } }));
+      same({
+        op: 'RotaryEmbedding',
+        feeds: { x: rand([2, 4, 16], 16), pos, ...caches(4) },
+        inputs: ['x', 'pos', 'cos', 'sin'],
+        outputs: ['y'],
+        attrs: { interleaved, num_heads: 2 },
+      }));
     it(`4-D input (BNSH), interleaved=${interleaved}`, () =>
-      same({ op: 'RotaryEmbedding', feeds: { x: rand([2, 3, 4, 8], 17), pos, ...caches(4) }, inputs: ['x', 'pos', 'cos', 'sin'], outputs: ['y'], attrs: { interleaved } }));
+      same({
+        op: 'RotaryEmbedding',
+        feeds: { x: rand([2, 3, 4, 8], 17), pos, ...caches(4) },
+        inputs: ['x', 'pos', 'cos', 'sin'],
+        outputs: ['y'],
+        attrs: { interleaved },
+      }));
   }
   it('position offset [1] and a partial rotary_embedding_dim', () =>
-    same({ op: 'RotaryEmbedding', feeds: { x: rand([1, 4, 32], 18), pos: i64([3], [1]), ...caches(4) }, inputs: ['x', 'pos', 'cos', 'sin'], outputs: ['y'], attrs: { num_heads: 2, rotary_embedding_dim: 8 } }));
+    same({
+      op: 'RotaryEmbedding',
+      feeds: { x: rand([1, 4, 32], 18), pos: i64([3], [1]), ...caches(4) },
+      inputs: ['x', 'pos', 'cos', 'sin'],
+      outputs: ['y'],
+      attrs: { num_heads: 2, rotary_embedding_dim: 8 },
+    }));
 });
 
 // ---------------------------------------------------------------------------------------------
 // MatMulNBits
 
-interface NBits { K: number; N: number; bits: number; block: number; zp: 'packed' | 'float' | 'none'; bias?: boolean; constB?: boolean; M?: number; half?: boolean }
+interface NBits {
+  K: number;
+  N: number;
+  bits: number;
+  block: number;
+  zp: 'packed' | 'float' | 'none';
+  bias?: boolean;
+  constB?: boolean;
+  M?: number;
+  half?: boolean;
+}
 
 /** Random quantized operands in MatMulNBits' layout. */
 function quantized(p: NBits, seed: number) {
   const kb = Math.ceil(p.K / p.block);
   const blob = (p.block * p.bits) / 8;
   const levels = 2 ** p.bits;
-  const q = seeded(p.N * kb * p.block, seed).map((r) => Math.floor((r + 1) / 2 * levels) % levels);
+  const q = seeded(p.N * kb * p.block, seed).map((r) => Math.floor(((r + 1) / 2) * levels) % levels);
   const bytes = new Uint8Array(p.N * kb * blob);
   q.forEach((x, i) => {
     const bit = (i % p.block) * p.bits;
@@ -137,7 +225,7 @@ function quantized(p: NBits, seed: number) {
     bytes[row * blob + (bit >> 3)] |= x << (bit & 7);
   });
   const scales = seeded(p.N * kb, seed + 1).map((r) => 0.01 + Math.abs(r) * 0.05);
-  const zps = seeded(p.N * kb, seed + 2).map((r) => Math.floor((r + 1) / 2 * levels) % levels);
+  const zps = seeded(p.N * kb, seed + 2).map((r) => Math.floor(((r + 1) / 2) * levels) % levels);
   const rowBytes = Math.ceil((kb * p.bits) / 8);
   return { q, bytes, scales, zps, kb, blob, rowBytes };
 }
@@ -146,15 +234,16 @@ function quantized(p: NBits, seed: number) {
 function reference(p: NBits, a: number[], qz: ReturnType<typeof quantized>, biasV?: number[]): number[] {
   const M = a.length / p.K;
   const out: number[] = [];
-  for (let m = 0; m < M; m++) for (let n = 0; n < p.N; n++) {
-    let acc = biasV ? biasV[n] : 0;
-    for (let k = 0; k < p.K; k++) {
-      const blk = n * qz.kb + Math.floor(k / p.block);
-      const zp = p.zp === 'none' ? 2 ** (p.bits - 1) : qz.zps[blk];
-      acc += a[m * p.K + k] * (qz.q[blk * p.block + (k % p.block)] - zp) * qz.scales[blk];
+  for (let m = 0; m < M; m++)
+    for (let n = 0; n < p.N; n++) {
+      let acc = biasV ? biasV[n] : 0;
+      for (let k = 0; k < p.K; k++) {
+        const blk = n * qz.kb + Math.floor(k / p.block);
+        const zp = p.zp === 'none' ? 2 ** (p.bits - 1) : qz.zps[blk];
+        acc += a[m * p.K + k] * (qz.q[blk * p.block + (k % p.block)] - zp) * qz.scales[blk];
+      }
+      out.push(acc);
     }
-    out.push(acc);
-  }
   return out;
 }
 
@@ -174,7 +263,15 @@ async function nbitsCase(p: NBits, seed: number): Promise<void> {
   if (biasV) inits.push({ name: 'bias', type: ft, dims: [p.N], values: biasV });
   const inputs = ['a', 'b', 's', p.zp === 'none' ? '' : 'zp', '', biasV ? 'bias' : ''];
   while (inputs.at(-1) === '') inputs.pop();
-  const bytes = build({ op: 'MatMulNBits', feeds, inits, inputs, outputs: ['y'], outTypes: [ft], attrs: { K: p.K, N: p.N, bits: p.bits, block_size: p.block } });
+  const bytes = build({
+    op: 'MatMulNBits',
+    feeds,
+    inits,
+    inputs,
+    outputs: ['y'],
+    outTypes: [ft],
+    attrs: { K: p.K, N: p.N, bits: p.bits, block_size: p.block },
+  });
   // float16 operands: the reference sees the same rounded inputs, and the product is rounded once more.
   const r16 = (x: number) => (p.half ? float16BitsToNumber(toHalfBits(x)) : x);
   const want = reference(p, a.map(r16), { ...qz, scales: qz.scales.map(r16) }, biasV?.map(r16));
@@ -225,9 +322,14 @@ describe('MatMulNBits', () => {
     const p: NBits = { K: 32, N: 4, bits: 4, block: 32, zp: 'none' };
     const qz = quantized(p, 7);
     const bytes = build({
-      op: 'MatMulNBits', feeds: { a: rand([1, 32], 1) }, inputs: ['a', 'b', 's', '', 'g'], outputs: ['y'], attrs: { K: 32, N: 4, bits: 4, block_size: 32 },
+      op: 'MatMulNBits',
+      feeds: { a: rand([1, 32], 1) },
+      inputs: ['a', 'b', 's', '', 'g'],
+      outputs: ['y'],
+      attrs: { K: 32, N: 4, bits: 4, block_size: 32 },
       inits: [
-        { name: 'b', type: 'uint8', dims: [4, 1, 16], raw: qz.bytes }, { name: 's', type: 'float32', dims: [4, 1], values: qz.scales },
+        { name: 'b', type: 'uint8', dims: [4, 1, 16], raw: qz.bytes },
+        { name: 's', type: 'float32', dims: [4, 1], values: qz.scales },
         { name: 'g', type: 'int32', dims: [32], values: Array.from({ length: 32 }, () => 0) },
       ],
     });

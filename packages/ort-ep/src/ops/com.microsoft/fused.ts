@@ -10,7 +10,11 @@ import { msOp } from '../../registry/op.js';
 import { gelu } from '../activation.js';
 
 /** An entry with one output: f's. */
-function simple<P = undefined>(opType: string, f: (ctx: OpContext<P>) => mx.Array, opts: { parse?: (attrs: Attrs) => P; check?: (ctx: CheckContext<P>) => string | undefined } = {}): OpEntry<P> {
+function simple<P = undefined>(
+  opType: string,
+  f: (ctx: OpContext<P>) => mx.Array,
+  opts: { parse?: (attrs: Attrs) => P; check?: (ctx: CheckContext<P>) => string | undefined } = {},
+): OpEntry<P> {
   return msOp<P>(opType, 1, { ...opts, run: (ctx) => [f(ctx)] });
 }
 
@@ -23,7 +27,12 @@ function withBias(ctx: OpContext, i: number): mx.Array {
 // ---------------------------------------------------------------------------------------------
 // FusedMatMul: alpha · op(A) · op(B), op transposing the last two axes where transA/transB is set.
 
-interface FusedMatMulParams { transA: boolean; transB: boolean; alpha: number; transBatch: boolean }
+interface FusedMatMulParams {
+  transA: boolean;
+  transB: boolean;
+  alpha: number;
+  transBatch: boolean;
+}
 
 const parseFusedMatMul = (attrs: Attrs): FusedMatMulParams => ({
   transA: attrs.int('transA', 0) !== 0,
@@ -53,10 +62,14 @@ export const fusedOps: OpEntry[] = [
   simple('Gelu', (ctx) => gelu(ctx.input(0), 'none')),
   simple('BiasGelu', (ctx) => gelu(withBias(ctx, 1), 'none')),
   simple('FastGelu', (ctx) => gelu(withBias(ctx, 1), 'tanh')),
-  simple('QuickGelu', (ctx) => {
-    const x = ctx.input(0);
-    return mx.multiply(x, mx.sigmoid(mx.multiply(x, ctx.params)));
-  }, { parse: (attrs) => attrs.float('alpha', 1.702) }),
+  simple(
+    'QuickGelu',
+    (ctx) => {
+      const x = ctx.input(0);
+      return mx.multiply(x, mx.sigmoid(mx.multiply(x, ctx.params)));
+    },
+    { parse: (attrs) => attrs.float('alpha', 1.702) },
+  ),
   simple('BiasAdd', (ctx) => mx.add(mx.add(ctx.input(0), ctx.input(1)), ctx.input(2))),
   simple('FusedMatMul', fusedMatMul, {
     parse: parseFusedMatMul,

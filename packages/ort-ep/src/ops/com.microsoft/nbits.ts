@@ -112,7 +112,10 @@ function packOnHost(b: HostTensor, sc: HostTensor, zp: HostTensor | undefined, l
   const words = new Uint32Array(bytes.buffer, 0, bytes.length / 4);
   const w = hold(mx.Array.fromTypedArray(words, [l.N, (l.kBlocks * l.blob) / 4], 'uint32'));
   return {
-    w, group, kPadded: l.kBlocks * l.block, sources: [sc, zp],
+    w,
+    group,
+    kPadded: l.kBlocks * l.block,
+    sources: [sc, zp],
     scales: hold(upload(scales, [l.N, groups])),
     biases: hold(upload(biases, [l.N, groups])),
   };
@@ -175,7 +178,10 @@ function run(ctx: OpContext<NBitsParams>): mx.Array[] {
   // onnxruntime's (q - zp) · scale rounds each weight once. So the fused path runs in float32.
   const p = packed(ctx, l);
   let y = p
-    ? mx.astype(mx.quantizedMatmul(padK(mx.astype(a, 'float32'), l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits, 'affine'), a.dtype)
+    ? mx.astype(
+        mx.quantizedMatmul(padK(mx.astype(a, 'float32'), l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits, 'affine'),
+        a.dtype,
+      )
     : mx.matmul(a, mx.transpose(dequantized(ctx, l, a.dtype)));
   const bias = ctx.optional(5);
   if (bias) y = mx.add(y, bias);
@@ -184,7 +190,9 @@ function run(ctx: OpContext<NBitsParams>): mx.Array[] {
 
 export const matMulNBitsOps: OpEntry[] = [
   msOp('MatMulNBits', 1, {
-    parse: parseNBits, check, run,
+    parse: parseNBits,
+    check,
+    run,
     note: 'bits 2/4/8; MLX quantized matmul for constant weights with block 32-128 (larger blocks as groups of 128), dequantize + matmul otherwise; g_idx unsupported',
   }),
 ];

@@ -27,7 +27,11 @@ function skipNorm(simplified: boolean) {
     if (bias) s = mx.add(s, bias);
     const stats = ctx.wants(1) || ctx.wants(2);
     const out = normalize(s, ctx.input(2), betaIndex > 0 ? ctx.optional(betaIndex) : undefined, {
-      axis: s.ndim - 1, eps: ctx.params, simplified, stashFloat: true, stats,
+      axis: s.ndim - 1,
+      eps: ctx.params,
+      simplified,
+      stashFloat: true,
+      stats,
     });
     const f32 = (a: mx.Array | undefined) => (a ? mx.astype(a, 'float32') : undefined);
     return [
@@ -41,7 +45,9 @@ function skipNorm(simplified: boolean) {
 
 function skipCheck(simplified: boolean) {
   return (ctx: { node: { outputs: string[] } }): string | undefined =>
-    simplified && ctx.node.outputs[1] ? 'SkipSimplifiedLayerNormalization has no mean (RMSNorm subtracts none); the mean output is not supported' : undefined;
+    simplified && ctx.node.outputs[1]
+      ? 'SkipSimplifiedLayerNormalization has no mean (RMSNorm subtracts none); the mean output is not supported'
+      : undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -52,7 +58,11 @@ function skipCheck(simplified: boolean) {
 function simplifiedLayerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
   const x = ctx.input(0);
   const out = normalize(x, ctx.input(1), undefined, {
-    axis: normAxis(ctx.params.axis, x.ndim), eps: ctx.params.epsilon, simplified: true, stashFloat: ctx.params.stashFloat, stats: ctx.wants(1),
+    axis: normAxis(ctx.params.axis, x.ndim),
+    eps: ctx.params.epsilon,
+    simplified: true,
+    stashFloat: ctx.params.stashFloat,
+    stats: ctx.wants(1),
   });
   return [out.y, out.invStd];
 }
@@ -74,7 +84,11 @@ function embedLayerNorm(ctx: OpContext<number>): OpResult[] {
   const segmentTable = ctx.optional(4);
   if (segments && segmentTable) sum = mx.add(sum, rows(segmentTable, segments, 'segment_ids'));
   const out = normalize(sum, ctx.input(5), ctx.optional(6), {
-    axis: sum.ndim - 1, eps: ctx.params, simplified: false, stashFloat: true, stats: false,
+    axis: sum.ndim - 1,
+    eps: ctx.params,
+    simplified: false,
+    stashFloat: true,
+    stats: false,
   });
   const mask = ctx.optional(7);
   const maskIndex = mask ? mx.astype(mx.sum(mx.notEqual(mask, 0), 1), 'int32') : mx.zeros([B], 'int32');
@@ -85,6 +99,15 @@ export const msNormOps: OpEntry[] = [
   msOp('EmbedLayerNormalization', 1, { parse: fusedEpsilon, run: embedLayerNorm }),
   msOp('SkipLayerNormalization', 1, { parse: fusedEpsilon, run: skipNorm(false) }),
   msOp('SkipSimplifiedLayerNormalization', 1, { parse: fusedEpsilon, check: skipCheck(true), run: skipNorm(true) }),
-  onnxOp('LayerNormalization', 1, { until: 16, parse: parseLayerNorm, run: layerNorm, note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain" }),
-  onnxOp('SimplifiedLayerNormalization', 1, { parse: parseLayerNorm, run: simplifiedLayerNorm, note: "onnxruntime's RMSNorm, registered in the ONNX domain" }),
+  onnxOp('LayerNormalization', 1, {
+    until: 16,
+    parse: parseLayerNorm,
+    run: layerNorm,
+    note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain",
+  }),
+  onnxOp('SimplifiedLayerNormalization', 1, {
+    parse: parseLayerNorm,
+    run: simplifiedLayerNorm,
+    note: "onnxruntime's RMSNorm, registered in the ONNX domain",
+  }),
 ];

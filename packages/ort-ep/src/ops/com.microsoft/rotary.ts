@@ -49,7 +49,13 @@ export function rotate(x: mx.Array, cos: mx.Array, sin: mx.Array, interleaved: b
 }
 
 /** cos/sin rows for positions [B or 1, S] (a single element is an offset for 0..S-1): [B or 1, S, rd/2]. */
-export function rotaryTables(ctx: OpContext<unknown>, positions: mx.Array, cosCache: mx.Array, sinCache: mx.Array, seq: number): [mx.Array, mx.Array] {
+export function rotaryTables(
+  ctx: OpContext<unknown>,
+  positions: mx.Array,
+  cosCache: mx.Array,
+  sinCache: mx.Array,
+  seq: number,
+): [mx.Array, mx.Array] {
   let pos = mx.astype(positions, 'int64');
   if (pos.size === 1) pos = mx.add(mx.reshape(pos, [1, 1]), mx.reshape(mx.arange(0, seq, 1, 'int64'), [1, seq]));
   const rows = cosCache.shape[0];

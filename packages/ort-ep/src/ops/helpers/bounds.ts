@@ -16,7 +16,13 @@ const wideInt = (a: mx.Array): mx.Array => (a.dtype === 'int64' || a.dtype === '
  * index component against its own axis); `label` names what is indexed in the message. With
  * `negative: false` only [0, dim) is valid (class labels, token ids, flat indices).
  */
-export function checkedIndices(ctx: OpContext<unknown>, idx: mx.Array, dim: number | mx.Array, label: string, opts: { negative?: boolean } = {}): mx.Array {
+export function checkedIndices(
+  ctx: OpContext<unknown>,
+  idx: mx.Array,
+  dim: number | mx.Array,
+  label: string,
+  opts: { negative?: boolean } = {},
+): mx.Array {
   const negative = opts.negative ?? true;
   const i = wideInt(idx);
   const n = typeof dim === 'number' ? dim : mx.astype(dim, i.dtype);
@@ -29,10 +35,14 @@ export function checkedIndices(ctx: OpContext<unknown>, idx: mx.Array, dim: numb
     const above = mx.max(typeof n === 'number' ? i : mx.where(mx.greaterEqual(i, n), i, mx.zerosLike(i)));
     const low = negative && typeof dim === 'number' ? -dim : 0;
     const range = typeof dim === 'number' ? `[${low}, ${dim - 1}]` : 'the range of its axis';
-    ctx.guard(bad, ([min, max]) => {
-      const v = typeof dim === 'number' ? (min < low ? min : max) : min < 0 ? min : max;
-      return `${label}: index ${v} is out of range ${range}`;
-    }, mx.stack([below, above]));
+    ctx.guard(
+      bad,
+      ([min, max]) => {
+        const v = typeof dim === 'number' ? (min < low ? min : max) : min < 0 ? min : max;
+        return `${label}: index ${v} is out of range ${range}`;
+      },
+      mx.stack([below, above]),
+    );
   }
   const top = typeof n === 'number' ? Math.max(n - 1, 0) : mx.maximum(mx.subtract(n, 1), 0);
   return mx.astype(mx.clip(wrapped, 0, top), 'int32');

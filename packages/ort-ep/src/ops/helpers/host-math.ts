@@ -21,10 +21,22 @@ export function hostElementwise(inputs: HostTensor[], outType: number, f: (...xs
 
 export const isBig = (t: number): boolean => t === OnnxDataType.INT64 || t === OnnxDataType.UINT64;
 export const isIntType = (t: number): boolean =>
-  [OnnxDataType.INT8, OnnxDataType.INT16, OnnxDataType.INT32, OnnxDataType.INT64, OnnxDataType.UINT8,
-    OnnxDataType.UINT16, OnnxDataType.UINT32, OnnxDataType.UINT64].includes(t);
+  [
+    OnnxDataType.INT8,
+    OnnxDataType.INT16,
+    OnnxDataType.INT32,
+    OnnxDataType.INT64,
+    OnnxDataType.UINT8,
+    OnnxDataType.UINT16,
+    OnnxDataType.UINT32,
+    OnnxDataType.UINT64,
+  ].includes(t);
 
 /** Host types the shape-math fast path handles (numbers and 64-bit integers). */
 export const hostMathTypes = new Set<number>([
-  OnnxDataType.INT64, OnnxDataType.INT32, OnnxDataType.FLOAT, OnnxDataType.DOUBLE, OnnxDataType.BOOL,
+  OnnxDataType.INT64,
+  OnnxDataType.INT32,
+  OnnxDataType.FLOAT,
+  OnnxDataType.DOUBLE,
+  OnnxDataType.BOOL,
 ]);

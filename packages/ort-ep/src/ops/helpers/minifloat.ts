@@ -56,8 +56,14 @@ function table(type: number) {
   }
   pos.sort((a, b) => a[0] - b[0]);
   // NaN codes as the ONNX reference writes them: 0x80 for the 'uz' formats, 0x7E for E5M2, 0x7F for E4M3FN.
-  const nan = f.uz ? 1 << (f.bits - 1) : f.ieee ? ((1 << (f.exp + f.mant)) - 2) : (1 << (f.bits - 1)) - 1;
-  t = { values: pos.map((p) => p[0]), codes: pos.map((p) => p[1]), max: pos[pos.length - 1][0], nan, inf: f.ieee ? ((1 << f.exp) - 1) << f.mant : undefined };
+  const nan = f.uz ? 1 << (f.bits - 1) : f.ieee ? (1 << (f.exp + f.mant)) - 2 : (1 << (f.bits - 1)) - 1;
+  t = {
+    values: pos.map((p) => p[0]),
+    codes: pos.map((p) => p[1]),
+    max: pos[pos.length - 1][0],
+    nan,
+    inf: f.ieee ? ((1 << f.exp) - 1) << f.mant : undefined,
+  };
   tables.set(type, t);
   return t;
 }
@@ -87,14 +93,16 @@ export function encodeMiniFloat(x: number, type: number, saturate = true, negati
     if (a >= t.max + halfUlp && !saturate) return t.inf !== undefined ? signed(t.inf) : f.uz ? t.nan : signed(t.nan);
     return signed(t.codes[t.codes.length - 1]);
   }
-  let lo = 0, hi = t.values.length - 1;
+  let lo = 0,
+    hi = t.values.length - 1;
   while (hi - lo > 1) {
     const mid = (lo + hi) >> 1;
     if (t.values[mid] <= a) lo = mid;
     else hi = mid;
   }
-  const dl = a - t.values[lo], dh = t.values[hi] - a;
-  const pick = dl < dh ? lo : dh < dl ? hi : (t.codes[lo] & 1 ? hi : lo);
+  const dl = a - t.values[lo],
+    dh = t.values[hi] - a;
+  const pick = dl < dh ? lo : dh < dl ? hi : t.codes[lo] & 1 ? hi : lo;
   return signed(t.codes[pick]);
 }
 

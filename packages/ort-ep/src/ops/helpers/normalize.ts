@@ -27,7 +27,12 @@ export interface NormOut {
 export function normalize(x: mx.Array, gamma: mx.Array, beta: mx.Array | undefined, spec: NormSpec): NormOut {
   const r = x.ndim;
   const last = r - 1;
-  const fused = !spec.stats && spec.axis === last && gamma.ndim === 1 && gamma.shape[0] === x.shape[last] && (!beta || (beta.ndim === 1 && beta.shape[0] === x.shape[last]));
+  const fused =
+    !spec.stats &&
+    spec.axis === last &&
+    gamma.ndim === 1 &&
+    gamma.shape[0] === x.shape[last] &&
+    (!beta || (beta.ndim === 1 && beta.shape[0] === x.shape[last]));
   if (fused) {
     // MLX's fused kernels accumulate in float32 whatever the input type.
     const y = spec.simplified ? mx.fast.rmsNorm(x, gamma, spec.eps) : mx.fast.layerNorm(x, gamma, beta ?? null, spec.eps);

@@ -11,16 +11,26 @@ import { isMiniFloat } from './minifloat.js';
 /** [lowest, highest] of an integer quantized type, or undefined for other types. */
 export function qRange(onnxType: number): [number, number] | undefined {
   switch (onnxType) {
-    case OnnxDataType.INT8: return [-128, 127];
-    case OnnxDataType.UINT8: return [0, 255];
-    case OnnxDataType.INT16: return [-32768, 32767];
-    case OnnxDataType.UINT16: return [0, 65535];
-    case OnnxDataType.INT32: return [-2147483648, 2147483647];
-    case OnnxDataType.INT4: return [-8, 7];
-    case OnnxDataType.UINT4: return [0, 15];
-    case OnnxDataType.INT2: return [-2, 1];
-    case OnnxDataType.UINT2: return [0, 3];
-    default: return undefined;
+    case OnnxDataType.INT8:
+      return [-128, 127];
+    case OnnxDataType.UINT8:
+      return [0, 255];
+    case OnnxDataType.INT16:
+      return [-32768, 32767];
+    case OnnxDataType.UINT16:
+      return [0, 65535];
+    case OnnxDataType.INT32:
+      return [-2147483648, 2147483647];
+    case OnnxDataType.INT4:
+      return [-8, 7];
+    case OnnxDataType.UINT4:
+      return [0, 15];
+    case OnnxDataType.INT2:
+      return [-2, 1];
+    case OnnxDataType.UINT2:
+      return [0, 3];
+    default:
+      return undefined;
   }
 }
 

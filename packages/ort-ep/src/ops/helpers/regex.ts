@@ -7,9 +7,20 @@
 // RE2's \s is ASCII [\t\n\f\r ]; JavaScript's also matches \v and Unicode spaces.
 const RE2_SPACE = '\\t\\n\\f\\r ';
 const POSIX: Record<string, string> = {
-  alnum: '0-9A-Za-z', alpha: 'A-Za-z', ascii: '\\x00-\\x7F', blank: '\\t ', cntrl: '\\x00-\\x1F\\x7F',
-  digit: '0-9', graph: '!-~', lower: 'a-z', print: ' -~', punct: '!-\\/:-@\\[-`{-~', space: '\\t\\n\\v\\f\\r ',
-  upper: 'A-Z', word: '0-9A-Za-z_', xdigit: '0-9A-Fa-f',
+  alnum: '0-9A-Za-z',
+  alpha: 'A-Za-z',
+  ascii: '\\x00-\\x7F',
+  blank: '\\t ',
+  cntrl: '\\x00-\\x1F\\x7F',
+  digit: '0-9',
+  graph: '!-~',
+  lower: 'a-z',
+  print: ' -~',
+  punct: '!-\\/:-@\\[-`{-~',
+  space: '\\t\\n\\v\\f\\r ',
+  upper: 'A-Z',
+  word: '0-9A-Za-z_',
+  xdigit: '0-9A-Fa-f',
 };
 const GENERAL_CATEGORY = /^(?:L[ultmo]?|M[nce]?|N[dlo]?|P[cdseifo]?|S[mcko]?|Z[slp]?|C[cfson]?)$/;
 // Characters that JavaScript's u-mode lets (or needs) an escape on; RE2 lets any punctuation be escaped.
@@ -136,7 +147,10 @@ export function translateRe2(pattern: string): TranslatedRegex {
       } else if (c === '[') {
         out.push('[');
         i++;
-        if (p[i] === '^') { out.push('^'); i++; }
+        if (p[i] === '^') {
+          out.push('^');
+          i++;
+        }
         i = classBody(p, i, out);
         out.push(']');
       } else if (c === '(' && p[i + 1] === '?') {

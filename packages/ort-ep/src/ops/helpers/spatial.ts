@@ -33,11 +33,14 @@ export interface WindowAttrs {
 /** Reads the shared window attributes; an auto_pad outside the spec's four values throws. */
 export function parseWindow(attrs: Attrs): WindowAttrs {
   const autoPad = attrs.string('auto_pad', 'NOTSET');
-  if (!(autoPads as readonly string[]).includes(autoPad)) throw new RangeError(`auto_pad '${autoPad}' is not one of ${autoPads.join(', ')}`);
+  if (!(autoPads as readonly string[]).includes(autoPad))
+    throw new RangeError(`auto_pad '${autoPad}' is not one of ${autoPads.join(', ')}`);
   const w: WindowAttrs = {
     autoPad: autoPad as AutoPad,
-    strides: intsIfGiven(attrs, 'strides'), dilations: intsIfGiven(attrs, 'dilations'),
-    pads: intsIfGiven(attrs, 'pads'), kernelShape: intsIfGiven(attrs, 'kernel_shape'),
+    strides: intsIfGiven(attrs, 'strides'),
+    dilations: intsIfGiven(attrs, 'dilations'),
+    pads: intsIfGiven(attrs, 'pads'),
+    kernelShape: intsIfGiven(attrs, 'kernel_shape'),
   };
   // Zero strides, dilations or kernel sizes divide by zero in the window arithmetic (a SIGFPE in
   // the kernels); negative pads are not defined for these ops (onnxruntime refuses them too).

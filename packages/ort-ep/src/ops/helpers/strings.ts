@@ -23,8 +23,10 @@ export function stringsOf(t: HostTensor, where: string): string[] {
 /** Applies `f` to the broadcast pairs of `a` and `b` (any element types: strings, numbers). */
 export function broadcastPairs<T>(a: HostTensor, b: HostTensor, f: (x: unknown, y: unknown) => T): { dims: number[]; values: T[] } {
   const dims = broadcastShape(a.dims, b.dims);
-  const oa = broadcastOffsets(a.dims, dims), ob = broadcastOffsets(b.dims, dims);
-  const da = a.data as ArrayLike<unknown>, db = b.data as ArrayLike<unknown>;
+  const oa = broadcastOffsets(a.dims, dims),
+    ob = broadcastOffsets(b.dims, dims);
+  const da = a.data as ArrayLike<unknown>,
+    db = b.data as ArrayLike<unknown>;
   const values = Array.from(oa, (o, i) => f(da[o], db[ob[i]]));
   return { dims, values };
 }

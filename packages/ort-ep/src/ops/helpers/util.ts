@@ -29,20 +29,32 @@ export function hostInt64(values: readonly number[], dims: readonly number[] = [
 /** A host tensor of an ONNX type from JS numbers (for shape math on int32/int64/float). */
 export function hostOf(dtype: number, values: readonly (number | bigint)[], dims: readonly number[]): HostTensor {
   switch (dtype) {
-    case OnnxDataType.INT64: return { dtype, dims: [...dims], data: BigInt64Array.from(values, (v) => BigInt(typeof v === 'bigint' ? v : Math.trunc(v))) };
-    case OnnxDataType.UINT64: return { dtype, dims: [...dims], data: BigUint64Array.from(values, (v) => BigInt(typeof v === 'bigint' ? v : Math.trunc(v))) };
-    case OnnxDataType.INT32: return { dtype, dims: [...dims], data: Int32Array.from(values, Number) };
-    case OnnxDataType.FLOAT: return { dtype, dims: [...dims], data: Float32Array.from(values, Number) };
-    case OnnxDataType.DOUBLE: return { dtype, dims: [...dims], data: Float64Array.from(values, Number) };
-    case OnnxDataType.BOOL: return { dtype, dims: [...dims], data: Uint8Array.from(values, (v) => (Number(v) ? 1 : 0)) };
-    default: return { dtype, dims: [...dims], data: Int32Array.from(values, Number) };
+    case OnnxDataType.INT64:
+      return { dtype, dims: [...dims], data: BigInt64Array.from(values, (v) => BigInt(typeof v === 'bigint' ? v : Math.trunc(v))) };
+    case OnnxDataType.UINT64:
+      return { dtype, dims: [...dims], data: BigUint64Array.from(values, (v) => BigInt(typeof v === 'bigint' ? v : Math.trunc(v))) };
+    case OnnxDataType.INT32:
+      return { dtype, dims: [...dims], data: Int32Array.from(values, Number) };
+    case OnnxDataType.FLOAT:
+      return { dtype, dims: [...dims], data: Float32Array.from(values, Number) };
+    case OnnxDataType.DOUBLE:
+      return { dtype, dims: [...dims], data: Float64Array.from(values, Number) };
+    case OnnxDataType.BOOL:
+      return { dtype, dims: [...dims], data: Uint8Array.from(values, (v) => (Number(v) ? 1 : 0)) };
+    default:
+      return { dtype, dims: [...dims], data: Int32Array.from(values, Number) };
   }
 }
 
 const intRanges: Partial<Record<mx.Dtype, [number | bigint, number | bigint]>> = {
-  int8: [-128, 127], uint8: [0, 255], int16: [-32768, 32767], uint16: [0, 65535],
-  int32: [-2147483648, 2147483647], uint32: [0, 4294967295],
-  int64: [-(2n ** 63n), 2n ** 63n - 1n], uint64: [0n, 2n ** 64n - 1n],
+  int8: [-128, 127],
+  uint8: [0, 255],
+  int16: [-32768, 32767],
+  uint16: [0, 65535],
+  int32: [-2147483648, 2147483647],
+  uint32: [0, 4294967295],
+  int64: [-(2n ** 63n), 2n ** 63n - 1n],
+  uint64: [0n, 2n ** 64n - 1n],
 };
 
 /** [lowest, highest] value of an MLX dtype: the integer limits, false/true, ±Infinity for floats (the identities of max and min). */

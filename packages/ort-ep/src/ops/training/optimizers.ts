@@ -20,8 +20,10 @@ const regularized = (g: mx.Array, x: mx.Array, norm: number): mx.Array => (norm 
 function groups<P>(ctx: CheckContext<P>, states: number): string | undefined {
   const rest = ctx.node.inputs.length - 2;
   const n = rest / (2 + states);
-  if (!Number.isInteger(n) || n < 1) return `expects R, T and ${2 + states} inputs per optimized tensor, got ${ctx.node.inputs.length} inputs`;
-  if (ctx.node.outputs.length !== n * (1 + states)) return `expects ${n * (1 + states)} outputs for ${n} tensors, got ${ctx.node.outputs.length}`;
+  if (!Number.isInteger(n) || n < 1)
+    return `expects R, T and ${2 + states} inputs per optimized tensor, got ${ctx.node.inputs.length} inputs`;
+  if (ctx.node.outputs.length !== n * (1 + states))
+    return `expects ${n * (1 + states)} outputs for ${n} tensors, got ${ctx.node.outputs.length}`;
   return undefined;
 }
 
@@ -36,7 +38,12 @@ function perTensor(ctx: OpContext, states: number, update: (x: mx.Array, g: mx.A
   return out.flat();
 }
 
-interface MomentumParams { alpha: number; beta: number; norm: number; nesterov: boolean }
+interface MomentumParams {
+  alpha: number;
+  beta: number;
+  norm: number;
+  nesterov: boolean;
+}
 
 function parseMomentum(attrs: Attrs): MomentumParams {
   const mode = attrs.string('mode');
@@ -57,10 +64,16 @@ function momentum(ctx: OpContext<MomentumParams>): mx.Array[] {
   });
 }
 
-interface AdagradParams { decay: number; eps: number; norm: number }
+interface AdagradParams {
+  decay: number;
+  eps: number;
+  norm: number;
+}
 
 const parseAdagrad = (attrs: Attrs): AdagradParams => ({
-  decay: attrs.float('decay_factor', 0), eps: attrs.float('epsilon', 0), norm: attrs.float('norm_coefficient', 0),
+  decay: attrs.float('decay_factor', 0),
+  eps: attrs.float('epsilon', 0),
+  norm: attrs.float('norm_coefficient', 0),
 });
 
 function adagrad(ctx: OpContext<AdagradParams>): mx.Array[] {
@@ -74,11 +87,20 @@ function adagrad(ctx: OpContext<AdagradParams>): mx.Array[] {
   });
 }
 
-interface AdamParams { alpha: number; beta: number; eps: number; norm: number; post: number }
+interface AdamParams {
+  alpha: number;
+  beta: number;
+  eps: number;
+  norm: number;
+  post: number;
+}
 
 const parseAdam = (attrs: Attrs): AdamParams => ({
-  alpha: attrs.float('alpha', 0.9), beta: attrs.float('beta', 0.999), eps: attrs.float('epsilon', 0),
-  norm: attrs.float('norm_coefficient', 0), post: attrs.float('norm_coefficient_post', 0),
+  alpha: attrs.float('alpha', 0.9),
+  beta: attrs.float('beta', 0.999),
+  eps: attrs.float('epsilon', 0),
+  norm: attrs.float('norm_coefficient', 0),
+  post: attrs.float('norm_coefficient_post', 0),
 });
 
 function adam(ctx: OpContext<AdamParams>): mx.Array[] {
@@ -89,7 +111,8 @@ function adam(ctx: OpContext<AdamParams>): mx.Array[] {
     const vNew = mx.add(mx.multiply(v, alpha), mx.multiply(gr, 1 - alpha));
     const hNew = mx.add(mx.multiply(h, beta), mx.multiply(mx.square(gr), 1 - beta));
     // Bias correction r·sqrt(1 − βᵗ)/(1 − αᵗ) from the first counted step on (T > 0).
-    const a = mx.scalar(alpha, x.dtype), b = mx.scalar(beta, x.dtype);
+    const a = mx.scalar(alpha, x.dtype),
+      b = mx.scalar(beta, x.dtype);
     const corrected = mx.divide(mx.multiply(r, mx.sqrt(mx.subtract(1, mx.power(b, t)))), mx.subtract(1, mx.power(a, t)));
     const rate = mx.where(started, corrected, r);
     const xNew = mx.subtract(x, mx.multiply(rate, mx.divide(vNew, mx.add(mx.sqrt(hNew), eps))));
