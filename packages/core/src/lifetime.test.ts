@@ -16,8 +16,14 @@ function countHandles(body: () => void): { made: number; freed: number } {
   const fromHandle = mx.Array.fromHandle;
   const free = fn.mlx_array_free;
   // Plain wrappers rather than vi.spyOn: a spy would record (and keep) the arguments of every call.
-  mx.Array.fromHandle = (h) => (counts.made++, fromHandle.call(mx.Array, h));
-  fn.mlx_array_free = (h) => (counts.freed++, free(h));
+  mx.Array.fromHandle = (h) => {
+    counts.made++;
+    return fromHandle.call(mx.Array, h);
+  };
+  fn.mlx_array_free = (h) => {
+    counts.freed++;
+    return free(h);
+  };
   try {
     body();
     return counts;

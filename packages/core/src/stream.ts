@@ -114,7 +114,7 @@ function initialDevice(): DeviceType {
 }
 
 let current: DeviceType | undefined;
-let overrides: Stream[] = [];
+const overrides: Stream[] = [];
 
 /** The device ops run on unless told otherwise: MLX_DEVICE if set, else the GPU where available, else the CPU. */
 export function defaultDevice(): Device {

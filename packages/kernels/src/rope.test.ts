@@ -14,7 +14,7 @@ function referenceRope(x: mx.Array, positions: number[][], rotaryDim: number, in
       for (let si = 0; si < s; si++) {
         const row = ((bi * h + hi) * s + si) * d;
         for (let i = 0; i < rotaryDim / 2; i++) {
-          const angle = positions[bi][si] / Math.pow(base, (2 * i) / rotaryDim);
+          const angle = positions[bi][si] / base ** ((2 * i) / rotaryDim);
           const [a, c] = interleaved ? [row + 2 * i, row + 2 * i + 1] : [row + i, row + i + rotaryDim / 2];
           out[a] = data[a] * Math.cos(angle) - data[c] * Math.sin(angle);
           out[c] = data[c] * Math.cos(angle) + data[a] * Math.sin(angle);

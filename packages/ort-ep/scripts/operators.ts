@@ -23,7 +23,7 @@ export function operatorsMarkdown(): string {
     md += `\n## ${domain} (${ops.size} ops)\n\n| op | opsets | file | notes |\n|---|---|---|---|\n`;
     for (const [op, info] of [...ops].sort()) {
       const files = [...info.files].map((f) => `[${f.slice('src/ops/'.length)}](${f})`).join(', ');
-      md += `| ${op} | ${info.ranges.sort((a, b) => parseInt(a) - parseInt(b)).join(', ')} | ${files} | ${info.notes.join('; ')} |\n`;
+      md += `| ${op} | ${info.ranges.sort((a, b) => parseInt(a, 10) - parseInt(b, 10)).join(', ')} | ${files} | ${info.notes.join('; ')} |\n`;
     }
   }
   return md;

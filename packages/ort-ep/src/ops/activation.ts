@@ -165,7 +165,7 @@ export const activationOps: OpEntry[] = [
       const { alpha, gamma } = c.params;
       return mx.multiply(mx.where(mx.lessEqual(x, 0), mx.multiply(mx.expm1(x), alpha), x), gamma);
     },
-    (attrs) => ({ alpha: attrs.float('alpha', 1.67326319217681884765625), gamma: attrs.float('gamma', 1.05070102214813232421875) }),
+    (attrs) => ({ alpha: attrs.float('alpha', 1.6732631921768188), gamma: attrs.float('gamma', 1.0507010221481323) }),
   ),
   unary(
     'Celu',

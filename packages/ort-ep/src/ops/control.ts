@@ -14,8 +14,8 @@ function truthy(ctx: OpContext, i: number): boolean {
 }
 
 const ifEntry = onnxOp('If', 1, {
-  parse: (attrs) => ({ then: attrs.graph('then_branch'), else: attrs.graph('else_branch') }),
-  run: (ctx) => ctx.runSubgraph(truthy(ctx, 0) ? ctx.params.then : ctx.params.else, []),
+  parse: (attrs) => ({ thenBranch: attrs.graph('then_branch'), elseBranch: attrs.graph('else_branch') }),
+  run: (ctx) => ctx.runSubgraph(truthy(ctx, 0) ? ctx.params.thenBranch : ctx.params.elseBranch, []),
 });
 
 const bodyOf = (attrs: Attrs): GraphIR => attrs.graph('body');

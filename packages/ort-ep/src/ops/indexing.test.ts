@@ -4,7 +4,7 @@
 // suite leaves out: negative steps and sentinels, negative indices, batch_dims, every reduction,
 // ties in TopK, and a grid of Resize modes.
 import { describe, it } from 'vitest';
-import { node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
+import type { AttrSpec, ElemName } from '../../test/helpers/build.js';
 
 import { f, ints, same, type In } from '../../test/helpers/both-paths.js';
 

@@ -19,7 +19,7 @@ function alongAxis(p: mx.Array, xShape: readonly number[], axis: number, blockSi
     if (p.ndim !== 1) throw new RangeError(`a scale of shape [${p.shape.join(', ')}] needs block_size for blocked quantization`);
     return mx.reshape(
       p,
-      xShape.map((d, i) => (i === axis ? p.size : 1)),
+      xShape.map((_d, i) => (i === axis ? p.size : 1)),
     );
   }
   // Blocked: every scale covers block_size consecutive elements along axis (the last block may be short).

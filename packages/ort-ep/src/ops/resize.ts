@@ -81,10 +81,16 @@ function tapsFor(a: ResizeAttrs, c: number, scale: number): { base: number; offs
   const weights: number[] = [];
   if (a.mode === 'linear') {
     const start = Math.floor(-1 / s) + 1;
-    for (let i = start; i < 2 - start; i++) offsets.push(i), weights.push(Math.min(Math.max(1 - Math.abs((i - ratio) * s), 0), 1));
+    for (let i = start; i < 2 - start; i++) {
+      offsets.push(i);
+      weights.push(Math.min(Math.max(1 - Math.abs((i - ratio) * s), 0), 1));
+    }
   } else {
     const start = Math.floor(-2 / s) + 1;
-    for (let i = start; i < 2 - start; i++) offsets.push(i), weights.push(cubicKernel(s * (i - ratio), a.cubicA));
+    for (let i = start; i < 2 - start; i++) {
+      offsets.push(i);
+      weights.push(cubicKernel(s * (i - ratio), a.cubicA));
+    }
   }
   if (a.antialias) normalise(weights);
   return { base, offsets, weights };

@@ -77,13 +77,26 @@ async function check(c: RnnCase): Promise<void> {
   };
   const inputs = ['X', 'W', 'R', '', '', '', '', ''];
   const state = layout ? [c.batch, c.dirs, c.hidden] : [c.dirs, c.batch, c.hidden];
-  if (c.bias) (feeds.B = rand([c.dirs, 2 * G * c.hidden], 4)), (inputs[3] = 'B');
-  if (c.lens) (feeds.L = i32(c.lens)), (inputs[4] = 'L');
-  if (c.initial) {
-    (feeds.H0 = rand(state, 5)), (inputs[5] = 'H0');
-    if (c.op === 'LSTM') (feeds.C0 = rand(state, 6)), (inputs[6] = 'C0');
+  if (c.bias) {
+    feeds.B = rand([c.dirs, 2 * G * c.hidden], 4);
+    inputs[3] = 'B';
   }
-  if (c.peepholes) (feeds.P = rand([c.dirs, 3 * c.hidden], 7)), (inputs[7] = 'P');
+  if (c.lens) {
+    feeds.L = i32(c.lens);
+    inputs[4] = 'L';
+  }
+  if (c.initial) {
+    feeds.H0 = rand(state, 5);
+    inputs[5] = 'H0';
+    if (c.op === 'LSTM') {
+      feeds.C0 = rand(state, 6);
+      inputs[6] = 'C0';
+    }
+  }
+  if (c.peepholes) {
+    feeds.P = rand([c.dirs, 3 * c.hidden], 7);
+    inputs[7] = 'P';
+  }
   while (inputs.at(-1) === '') inputs.pop();
   const outputs = c.op === 'LSTM' ? ['Y', 'Y_h', 'Y_c'] : ['Y', 'Y_h'];
   const direction = c.dirs === 2 ? 'bidirectional' : ((c.attrs?.direction as string | undefined) ?? 'forward');

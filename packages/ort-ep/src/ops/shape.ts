@@ -182,7 +182,11 @@ function splitPlan(ctx: OpContext<SplitParams>): { axis: number; starts: number[
   const axis = normAxis(ctx.params.axis, dims.length, 'Split axis');
   const sizes = splitSizes(ctx, dims[axis]);
   const starts: number[] = [];
-  sizes.reduce((acc, s) => (starts.push(acc), acc + s), 0);
+  let at = 0;
+  for (const s of sizes) {
+    starts.push(at);
+    at += s;
+  }
   return { axis, starts, sizes };
 }
 

@@ -67,7 +67,7 @@ export type OpResult = mx.Array | HostTensor | Value | undefined;
 export type Placement = 'device' | 'host';
 
 // `any` is the entry's own parameter type, erased where entries of every kind sit in one table.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: the entry's parameter type is erased in the shared table
 export interface OpEntry<P = any> {
   domain: string; // 'ai.onnx', 'com.microsoft', ...
   opType: string;

@@ -46,7 +46,14 @@ describe('concurrency', () => {
     try {
       const xs = [1, 2, 3, 4, 5].map((k) => ({ dtype: 1, dims: [16, 16], data: new Float32Array(256).fill(k) }) as HostTensor);
       const done: number[] = [];
-      const results = await Promise.all(xs.map((x, k) => s.run({ x }).then((r) => (done.push(k), r.y as HostTensor))));
+      const results = await Promise.all(
+        xs.map((x, k) =>
+          s.run({ x }).then((r) => {
+            done.push(k);
+            return r.y as HostTensor;
+          }),
+        ),
+      );
       expect(done).toEqual([0, 1, 2, 3, 4]);
       // Each result is its own feed's: linear in the feed's constant value.
       const first = (results[0].data as Float32Array)[0];

@@ -1,7 +1,3 @@
-// Hostile feeds and models: every case gives a clear error (or the spec's result) and leaves the
-// session and the process working. Index checks run on the device (OpContext.guard), so these
-// also hold for traced runs (the third run of each signature replays a trace).
-import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MlxSession, NodeExecutionError, type HostTensor } from '../../src/index.js';

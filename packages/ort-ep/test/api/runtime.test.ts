@@ -118,7 +118,10 @@ describe('run() and the event loop', () => {
       let done = false;
       const timer = setInterval(() => void (done || ticks++), 1);
       const t0 = performance.now();
-      const pending = s.run(feed).then((r) => ((done = true), r));
+      const pending = s.run(feed).then((r) => {
+        done = true;
+        return r;
+      });
       const ticksAtCall = ticks; // run() returned synchronously: nothing could have ticked yet
       const out = await pending;
       const ms = performance.now() - t0;

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import * as ortCommon from 'onnxruntime-common';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY, createMlxBackend, registerMlxBackend } from '../../src/index.js';
+import { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY, type createMlxBackend, registerMlxBackend } from '../../src/index.js';
 import { model, node, v } from '../helpers/build.js';
 import { expectSameAsOrt, f32, ort, plain, runOn } from '../helpers/ort.js';
 
@@ -34,12 +34,6 @@ writeFileSync(linearPath, linear);
 const xData = [1, 2, 3, 4, 5, 6];
 const yWant = [4.5, 4.5, 10.5, 10.5];
 
-type AnySession = {
-  inputNames: readonly string[];
-  outputNames: readonly string[];
-  run(f: never, o?: never): Promise<Record<string, { data: unknown; dims: readonly number[] }>>;
-  release(): Promise<void>;
-};
 const handlerName = (s: unknown) => (s as { handler: object }).handler.constructor.name;
 
 describe('InferenceSession.create with the mlx provider', () => {

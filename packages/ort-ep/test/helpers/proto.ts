@@ -17,7 +17,7 @@ import {
   SparseTensorProtoSchema,
   TensorProto_DataLocation,
   TensorProtoSchema,
-  TensorShapeProtoSchema,
+  type TensorShapeProtoSchema,
   TypeProtoSchema,
   ValueInfoProtoSchema,
   type AttributeProto,

@@ -8,7 +8,7 @@ import type { OpContext, OpEntry } from '../../registry/types.js';
 import { mlOp } from '../../registry/op.js';
 import { hostFloats } from '../helpers/shape-host.js';
 
-const enum Mode {
+enum Mode {
   LEQ,
   LT,
   GTE,
@@ -17,13 +17,13 @@ const enum Mode {
   NEQ,
   MEMBER,
 }
-const enum Aggregate {
+enum Aggregate {
   AVERAGE,
   SUM,
   MIN,
   MAX,
 }
-const enum Post {
+enum Post {
   NONE,
   SOFTMAX,
   LOGISTIC,
