@@ -12,7 +12,7 @@ import { OnnxDataType as T } from './ir.js';
 import { decodeModel } from './model.js';
 import { decodeTensor } from './tensor.js';
 import { expectShared, sharedPath } from '../../test/helpers/shared.js';
-import { tensorCases } from './testing/tensor-cases.js';
+import { tensorCases } from '../../test/helpers/tensor-cases.js';
 
 const require = createRequire(import.meta.url);
 const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { encodeRaw, serializeTensor, tensor } from '../../test/helpers/proto.js';
 import { OnnxDataType as T } from './ir.js';
 import { decodeTensor, decodeTensorBytes, sparseToDense } from './tensor.js';
-import { tensorCases as cases } from './testing/tensor-cases.js';
+import { tensorCases as cases } from '../../test/helpers/tensor-cases.js';
 
 describe('decodeTensor: every element type, every form', () => {
   for (const [name, c] of Object.entries(cases)) {

@@ -2,8 +2,8 @@
 // (raw_data, from the test builder's little-endian encoder or as literal bytes, and the typed
 // field; float16 and bfloat16 as their bits), with how onnxruntime reads it back where it can
 // (Identity, or Cast for types its Tensor lacks).
-import { encodeRaw, type TensorFields } from '../../../test/helpers/proto.js';
-import { OnnxDataType as T, type HostData } from '../ir.js';
+import { encodeRaw, type TensorFields } from './proto.js';
+import { OnnxDataType as T, type HostData } from '../../src/onnx/ir.js';
 
 export interface TensorCase {
   dtype: T;
