@@ -1,0 +1,80 @@
+// The folders of src/ form layers: each imports only the layers below it (README, "How a model
+// flows through the code"). This reads every import of every non-test source file and fails on
+// one that points up or sideways across layers, so a folder cycle cannot come back unnoticed.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../src');
+
+/** Lowest first. Entries of one rank may not import each other. */
+const LAYERS: string[][] = [
+  ['errors.ts'],
+  ['onnx'],
+  ['runtime'],
+  ['registry'],
+  ['ops'],
+  ['plan'],
+  ['execute'],
+  ['session.ts', 'check.ts'],
+  ['backend.ts'],
+  ['demo'],
+  ['cli.ts'],
+  ['index.ts'],
+];
+
+function rankOf(top: string): number {
+  const r = LAYERS.findIndex((names) => names.includes(top));
+  if (r < 0) throw new Error(`src/${top} is in no layer: add it to LAYERS in test/layers.test.ts (and to the README)`);
+  return r;
+}
+
+function sources(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) return sources(p);
+    return /\.ts$/.test(name) && !/\.test\.ts$/.test(name) && !/\.d\.ts$/.test(name) ? [p] : [];
+  });
+}
+
+/** The first path segment under src/ of a file: its folder, or the file itself at the top. */
+const topOf = (file: string) => relative(SRC, file).split(sep)[0].replace(/\.js$/, '.ts');
+
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const specs = [...text.matchAll(/(?:from\s+|import\s*\(\s*|import\s+)'(\.[^']*)'/g)].map((m) => m[1]);
+  return specs.map((s) => resolve(dirname(file), s));
+}
+
+describe('src/ layers', () => {
+  const files = sources(SRC);
+
+  it('finds the sources', () => {
+    expect(files.length).toBeGreaterThan(50);
+  });
+
+  it('every import points to a lower layer or within its own folder', () => {
+    const bad: string[] = [];
+    for (const file of files) {
+      const from = topOf(file);
+      for (const target of importsOf(file)) {
+        if (!target.startsWith(SRC + sep)) {
+          bad.push(`${relative(SRC, file)} imports ${relative(SRC, target)}, outside src/`);
+          continue;
+        }
+        const to = topOf(target);
+        if (to === from) continue;
+        if (rankOf(to) >= rankOf(from)) bad.push(`${relative(SRC, file)} (${from}) imports ${relative(SRC, target)} (${to})`);
+      }
+    }
+    expect(bad).toEqual([]);
+  });
+
+  it('the check itself catches an upward import', () => {
+    // ops importing execute would be a cycle (execute imports ops through plan).
+    expect(rankOf('execute')).toBeGreaterThan(rankOf('ops'));
+    expect(rankOf('ops')).toBeGreaterThan(rankOf('registry'));
+    expect(() => rankOf('nowhere')).toThrow(/no layer/);
+  });
+});
