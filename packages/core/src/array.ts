@@ -14,7 +14,7 @@ import {
   type Dtype,
   type TypedArray,
 } from './dtype.js';
-import { trackArray, untrackArray } from './lifetime.js';
+import { freeLater, trackArray, untrackArray } from './lifetime.js';
 import { describeValue, toInt32Array } from './ints.js';
 import { check, checkHandle, fn, koffi } from './native.js';
 import { defaultStream } from './stream.js';
@@ -27,6 +27,9 @@ export interface ArrayOptions {
   dtype?: Dtype;
   shape?: readonly number[];
 }
+
+/** mlxc_array_meta's buffer: dtype, ndim and up to 30 dims (one buffer: JS is single-threaded). */
+const META = new Int32Array(32);
 
 /** Transfers smaller than this are left to the page faults: the prefetch call would cost more. */
 const PREFETCH_BYTES = 1 << 20;
@@ -95,17 +98,27 @@ export class Array {
 
   // MLX never changes an array's shape or dtype, so each is read from MLX once, on first use, and
   // kept in the wrapper (no FFI call at creation). `shape` returns a copy that callers may change.
-  get ndim(): number {
+  // The three come from one call (mlxc_array_meta) on the first read of any of them.
+  #readMeta(): void {
     const h = this.handle;
-    return (this.#ndim ??= Number(fn.mlx_array_ndim(h)));
+    check(fn.mlxc_array_meta(META as never, h, META.length), 'mlxc_array_meta');
+    const nd = META[1];
+    this.#dtype = dtypeFromCode(META[0]);
+    this.#ndim = nd;
+    this.#shape =
+      nd <= META.length - 2
+        ? globalThis.Array.from(META.subarray(2, 2 + nd))
+        : globalThis.Array.from(koffi.decode(fn.mlx_array_shape(h), 'int', nd) as number[]);
+  }
+  get ndim(): number {
+    if (!this.#handle.ctx) throw new Error('array was disposed');
+    if (this.#ndim === undefined) this.#readMeta();
+    return this.#ndim!;
   }
   get shape(): number[] {
-    const h = this.handle;
-    if (!this.#shape) {
-      const nd = this.ndim;
-      this.#shape = nd === 0 ? [] : globalThis.Array.from(koffi.decode(fn.mlx_array_shape(h), 'int', nd) as number[]);
-    }
-    return this.#shape.slice();
+    if (!this.#handle.ctx) throw new Error('array was disposed');
+    if (!this.#shape) this.#readMeta();
+    return this.#shape!.slice();
   }
   get size(): number {
     return Number(fn.mlx_array_size(this.handle));
@@ -117,8 +130,9 @@ export class Array {
     return itemsize(this.dtype);
   }
   get dtype(): Dtype {
-    const h = this.handle;
-    return (this.#dtype ??= dtypeFromCode(fn.mlx_array_dtype(h)));
+    if (!this.#handle.ctx) throw new Error('array was disposed');
+    if (!this.#dtype) this.#readMeta();
+    return this.#dtype!;
   }
 
   /** Whether the array's value is computed (after evaluate or asyncEval); never blocks. */
@@ -229,8 +243,7 @@ export class Array {
   dispose(): void {
     if (!this.#handle.ctx) return;
     untrackArray(this);
-    fn.mlx_array_free(this.#handle);
-    this.#handle.ctx = null;
+    freeLater(this.#handle);
   }
   [Symbol.dispose](): void {
     this.dispose();

@@ -10,6 +10,7 @@
 // largest array, its shape, dtype, bytes and the primitive that makes it.
 import type { Array } from './array.js';
 import { makeVector } from './call.js';
+import { flushDisposed } from './lifetime.js';
 import { C, MlxError, check, fn, koffi } from './native.js';
 import { resolveStream, type StreamLike } from './stream.js';
 
@@ -28,6 +29,7 @@ const size = (n: number | undefined): number => {
 
 /** Evaluates arrays on this thread, within the limits. */
 export function evaluateWithin(arrays: readonly Array[], limits: EvalLimits = {}): void {
+  flushDisposed();
   const v = makeVector(arrays);
   try {
     check(fn.mlxc_eval_within(v, size(limits.maxArrayBytes), size(limits.maxTotalBytes)), 'mlxc_eval_within');
@@ -83,6 +85,7 @@ function doneCallback(): unknown {
  */
 export function evalInBackground(arrays: readonly Array[], limits: EvalLimits = {}, stream?: StreamLike): Promise<void> {
   if (!arrays.length) return Promise.resolve();
+  flushDisposed();
   const maxArray = size(limits.maxArrayBytes);
   const maxTotal = size(limits.maxTotalBytes);
   const s = resolveStream(stream);

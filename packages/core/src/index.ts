@@ -15,7 +15,7 @@ export {
   type TypedArrayFor,
 } from './dtype.js';
 export { MlxError } from './native.js';
-export { scope, keep, persist, dispose, collect, type Disposable } from './lifetime.js';
+export { scope, keep, persist, dispose, collect, flushDisposed, type Disposable } from './lifetime.js';
 export {
   Device,
   Stream,

@@ -2,7 +2,7 @@
 // inside them except what they return, and a FinalizationRegistry as a safety net for handles the
 // program forgot. The finalizer is a net, not a plan: MLX memory is only returned promptly by dispose.
 import type { MlxHandle } from '@mlx/sys';
-import { fn } from './native.js';
+import { fn, koffi } from './native.js';
 
 export interface Disposable {
   dispose(): void;
@@ -15,6 +15,31 @@ const finalizer = new FinalizationRegistry<MlxHandle>((h) => {
     h.ctx = null;
   }
 });
+
+// dispose() hands its handle to a batch, freed in one native call (mlxc_array_free_many) when the
+// batch is full, before any evaluation and before memory figures are read: a run that drops a
+// hundred intermediates costs one call, not a hundred. The handle is unusable at once.
+const BATCH = 256;
+const batch = new BigUint64Array(BATCH);
+let batched = 0;
+
+/** @internal Called by Array.dispose: the handle's array is freed with the next batch. */
+export function freeLater(h: MlxHandle): void {
+  batch[batched++] = BigInt(koffi.address(h.ctx) as bigint | number);
+  h.ctx = null;
+  if (batched === BATCH) flushDisposed();
+}
+
+/**
+ * Frees the arrays whose dispose() is still batched. Evaluation and the memory figures call it
+ * first, so callers rarely need to; it is cheap when nothing is pending.
+ */
+export function flushDisposed(): void {
+  if (batched === 0) return;
+  const n = batched;
+  batched = 0;
+  fn.mlxc_array_free_many(batch, n);
+}
 
 type Scope = Set<Disposable>;
 const scopes: Scope[] = [];

@@ -1,7 +1,10 @@
 // MLX's memory figures and limits (bytes).
+import { flushDisposed } from './lifetime.js';
 import { check, fn } from './native.js';
 
+// Each figure first frees the arrays whose dispose() is batched (lifetime.ts), so it counts them freed.
 function read(f: (out: never) => number, name: string): number {
+  flushDisposed();
   const out = [0];
   check(f(out as never), name);
   return Number(out[0]);
@@ -15,7 +18,10 @@ export const memory = {
   resetPeak: (): void => check(fn.mlx_reset_peak_memory(), 'mlx_reset_peak_memory'),
   /** Bytes freed by arrays but kept by MLX's allocator for reuse. */
   cache: (): number => read(fn.mlx_get_cache_memory, 'mlx_get_cache_memory'),
-  clearCache: (): void => check(fn.mlx_clear_cache(), 'mlx_clear_cache'),
+  clearCache: (): void => {
+    flushDisposed();
+    check(fn.mlx_clear_cache(), 'mlx_clear_cache');
+  },
   limit: (): number => read(fn.mlx_get_memory_limit, 'mlx_get_memory_limit'),
   /** Sets the memory limit; returns the previous one. */
   setLimit: (bytes: number): number => read((o) => fn.mlx_set_memory_limit(o, bytes), 'mlx_set_memory_limit'),

@@ -5,7 +5,7 @@ import type { MlxHandle } from '@mlx/sys';
 import { Array } from './array.js';
 import { makeVector, readVector, takeVector } from './call.js';
 import { toInt32Array } from './ints.js';
-import { scope } from './lifetime.js';
+import { flushDisposed, scope } from './lifetime.js';
 import { C, check, checkHandle, fn, koffi, recordCallbackError } from './native.js';
 import { defaultStream } from './stream.js';
 
@@ -264,6 +264,7 @@ export function checkpoint(f: (...xs: Array[]) => Returned): CompiledFunction {
 }
 
 function evalWith(native: typeof fn.mlx_eval, name: string, xs: (Array | readonly Array[])[]): void {
+  flushDisposed();
   const v = makeVector(xs.flat() as Array[]);
   try {
     check(native(v), name);

@@ -13,6 +13,14 @@ export const extensions: FnSpec[] = [
     "on MLX's CUDA build, migrates an evaluated array's unified memory to the host or the GPU in one transfer (the driver's cuMemPrefetchAsync) instead of page by page on first touch; moved is false where there is no CUDA (a no-op)",
   ),
   manual(
+    'int mlxc_array_meta(int* meta, const mlx_array arr, size_t meta_len)',
+    "an array's dtype, ndim and shape in one call: meta[0] = dtype, meta[1] = ndim, meta[2..] = the dims, as many as meta_len - 2 allows (the caller reads the shape through mlx_array_shape when ndim is larger)",
+  ),
+  manual(
+    'int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num)',
+    'frees many arrays in one call: each entry is the ctx of an mlx_array (0 is skipped), as mlx_array_free would',
+  ),
+  manual(
     'int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)',
     'the bytes evaluating outputs would allocate: every array not yet computed, once (siblings included), and the largest',
   ),

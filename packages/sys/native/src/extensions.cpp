@@ -204,6 +204,23 @@ int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host) {
   return 0;
 }
 
+int mlxc_array_meta(int* meta, const mlx_array arr, size_t meta_len) {
+  MLXC_TRY
+  if (meta_len < 2) throw std::invalid_argument("mlxc_array_meta: meta_len must be at least 2");
+  const auto& a = mlxc::arr(arr);
+  meta[0] = static_cast<int>(mlxc::to_c(a.dtype()));
+  meta[1] = static_cast<int>(a.ndim());
+  const size_t n = std::min(a.ndim(), meta_len - 2);
+  for (size_t i = 0; i < n; i++) meta[2 + i] = a.shape()[i];
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num) {
+  for (size_t i = 0; i < ctxs_num; i++) delete reinterpret_cast<mx::array*>(ctxs[i]);
+  return 0;
+}
+
 mlx_stream mlxc_stream_new_any_thread(mlx_device dev) {
   MLXC_TRY return mlx_stream{new mx::Stream(mx::new_thread_unsafe_stream(mlxc::device(dev)))};
   MLXC_CATCH(mlx_stream{nullptr})

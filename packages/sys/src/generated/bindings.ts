@@ -490,6 +490,8 @@ export const prototypes: readonly string[] = [
   'int mlx_fft_rfftn(_Inout_ mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s)',
   'mlx_stream mlxc_stream_new_any_thread(mlx_device dev)',
   'int mlxc_array_prefetch(_Inout_ bool* moved, const mlx_array arr, bool to_host)',
+  'int mlxc_array_meta(_Inout_ int* meta, const mlx_array arr, size_t meta_len)',
+  'int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num)',
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
@@ -1469,6 +1471,10 @@ export interface MlxCFunctions {
   mlxc_stream_new_any_thread(dev: MlxHandle): MlxHandle;
   /** extensions: `int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host)` */
   mlxc_array_prefetch(moved: unknown[], arr: MlxHandle, to_host: boolean): number;
+  /** extensions: `int mlxc_array_meta(int* meta, const mlx_array arr, size_t meta_len)` */
+  mlxc_array_meta(meta: unknown[], arr: MlxHandle, meta_len: number | bigint): number;
+  /** extensions: `int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num)` */
+  mlxc_array_free_many(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint): number;
   /** extensions: `int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)` */
   mlxc_graph_bytes(total: unknown[], largest: unknown[], outputs: MlxHandle): number;
   /** extensions: `int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload)` */
@@ -1477,4 +1483,4 @@ export interface MlxCFunctions {
   mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
 }
 
-export const functionCount = 489;
+export const functionCount = 491;
