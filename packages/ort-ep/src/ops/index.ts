@@ -33,6 +33,7 @@ import { tfIdfOps } from './tfidf.js';
 // com.microsoft (onnxruntime's contrib ops; norm.ts also holds the two it registers in ai.onnx)
 import { msAttentionOps } from './com.microsoft/attention.js';
 import { fusedOps } from './com.microsoft/fused.js';
+import { gatherBlockQuantizedOps } from './com.microsoft/gather-block-quantized.js';
 import { matMulNBitsOps } from './com.microsoft/nbits.js';
 import { msNormOps } from './com.microsoft/norm.js';
 import { msRotaryOps } from './com.microsoft/rotary.js';
@@ -73,6 +74,7 @@ export const opFamilies = {
   tfidf: tfIdfOps,
   'com.microsoft/attention': msAttentionOps,
   'com.microsoft/fused': fusedOps,
+  'com.microsoft/gather-block-quantized': gatherBlockQuantizedOps,
   'com.microsoft/nbits': matMulNBitsOps,
   'com.microsoft/norm': msNormOps,
   'com.microsoft/rotary': msRotaryOps,
