@@ -34,6 +34,7 @@ import { tfIdfOps } from './tfidf.js';
 import { msAttentionOps } from './com.microsoft/attention.js';
 import { fusedOps } from './com.microsoft/fused.js';
 import { gatherBlockQuantizedOps } from './com.microsoft/gather-block-quantized.js';
+import { msMultiHeadAttentionOps } from './com.microsoft/multi-head-attention.js';
 import { matMulNBitsOps } from './com.microsoft/nbits.js';
 import { msNormOps } from './com.microsoft/norm.js';
 import { msRotaryOps } from './com.microsoft/rotary.js';
@@ -75,6 +76,7 @@ export const opFamilies = {
   'com.microsoft/attention': msAttentionOps,
   'com.microsoft/fused': fusedOps,
   'com.microsoft/gather-block-quantized': gatherBlockQuantizedOps,
+  'com.microsoft/multi-head-attention': msMultiHeadAttentionOps,
   'com.microsoft/nbits': matMulNBitsOps,
   'com.microsoft/norm': msNormOps,
   'com.microsoft/rotary': msRotaryOps,

@@ -49,7 +49,7 @@ function attentionCheck(ctx: CheckContext<AttentionParams>): string | undefined 
 }
 
 /** mask_index as an additive mask broadcastable to [B, N, S, T]. */
-function attentionMask(m: mx.Array, batch: number, seq: number, total: number, filter: number, dtype: mx.Dtype): mx.Array {
+export function attentionMask(m: mx.Array, batch: number, seq: number, total: number, filter: number, dtype: mx.Dtype): mx.Array {
   const keys = mx.reshape(mx.arange(0, total, 1, 'int32'), [1, total]);
   let valid: mx.Array;
   if (m.ndim === 1 && m.shape[0] === batch)
