@@ -66,7 +66,7 @@ function mha(ctx: OpContext<MhaParams>): OpResult[] {
       if (bias) throw new RangeError(`${ctx.where}: bias with a packed KV key is not supported`);
       [k, v] = unpack(key, 2);
     } else if (key.ndim === 4) {
-      if (!value || value.ndim !== 4) throw new RangeError(`${ctx.where}: a per-head [B, N, L, H] key needs a value of the same layout`);
+      if (value?.ndim !== 4) throw new RangeError(`${ctx.where}: a per-head [B, N, L, H] key needs a value of the same layout`);
       k = key;
       v = value;
       fixedKv = true;
