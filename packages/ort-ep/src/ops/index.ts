@@ -39,7 +39,9 @@ import { matMulNBitsOps } from './com.microsoft/nbits.js';
 import { msNormOps } from './com.microsoft/norm.js';
 import { msRotaryOps } from './com.microsoft/rotary.js';
 // ai.onnx.ml
+import { linearOps } from './ai.onnx.ml/linear.js';
 import { mlOps } from './ai.onnx.ml/ml.js';
+import { preprocessOps } from './ai.onnx.ml/preprocess.js';
 import { treeEnsembleOps } from './ai.onnx.ml/tree-ensemble.js';
 // ai.onnx.preview.training
 import { trainingOps } from './training/optimizers.js';
@@ -80,7 +82,9 @@ export const opFamilies = {
   'com.microsoft/nbits': matMulNBitsOps,
   'com.microsoft/norm': msNormOps,
   'com.microsoft/rotary': msRotaryOps,
+  'ai.onnx.ml/linear': linearOps,
   'ai.onnx.ml/ml': mlOps,
+  'ai.onnx.ml/preprocess': preprocessOps,
   'ai.onnx.ml/tree-ensemble': treeEnsembleOps,
   'training/optimizers': trainingOps,
 };
