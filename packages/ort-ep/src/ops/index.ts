@@ -42,6 +42,7 @@ import { msRotaryOps } from './com.microsoft/rotary.js';
 import { linearOps } from './ai.onnx.ml/linear.js';
 import { mlOps } from './ai.onnx.ml/ml.js';
 import { preprocessOps } from './ai.onnx.ml/preprocess.js';
+import { svmOps } from './ai.onnx.ml/svm.js';
 import { treeEnsembleOps } from './ai.onnx.ml/tree-ensemble.js';
 // ai.onnx.preview.training
 import { trainingOps } from './training/optimizers.js';
@@ -85,6 +86,7 @@ export const opFamilies = {
   'ai.onnx.ml/linear': linearOps,
   'ai.onnx.ml/ml': mlOps,
   'ai.onnx.ml/preprocess': preprocessOps,
+  'ai.onnx.ml/svm': svmOps,
   'ai.onnx.ml/tree-ensemble': treeEnsembleOps,
   'training/optimizers': trainingOps,
 };

@@ -163,3 +163,83 @@ describe('OneHotEncoder, FeatureVectorizer, CategoryMapper', () => {
     await same('CategoryMapper', { X: i64([20, 5, 30, 10], [2, 2]) }, [['y', 'string']], attrs);
   });
 });
+
+describe('SVMClassifier', () => {
+  const F = 3;
+  const X = rand([6, F], 20, 1.5);
+  const outs: [string, ElemName][] = [
+    ['label', 'int64'],
+    ['scores', 'float32'],
+  ];
+  const strOuts: [string, ElemName][] = [
+    ['label', 'string'],
+    ['scores', 'float32'],
+  ];
+  // Three classes with 2, 1 and 2 support vectors: coefficients [classes - 1, vectors].
+  const svc3 = {
+    vectors_per_class: [2, 1, 2],
+    support_vectors: seeded(5 * F, 21),
+    coefficients: seeded(2 * 5, 22),
+    rho: seeded(3, 23),
+    classlabels_ints: [1, 2, 3],
+  };
+  it('RBF, three classes, votes and pairwise scores', () =>
+    same('SVMClassifier', { X }, outs, { ...svc3, kernel_type: 'RBF', kernel_params: [0.5, 0, 0] }));
+  it('SIGMOID and POLY kernels, three classes', async () => {
+    await same('SVMClassifier', { X }, outs, { ...svc3, kernel_type: 'SIGMOID', kernel_params: [0.3, 0.1, 0] });
+    await same('SVMClassifier', { X }, outs, { ...svc3, kernel_type: 'POLY', kernel_params: [0.3, 0.5, 3] });
+  });
+  it('RBF with prob_a/prob_b: coupled class probabilities, string labels', () =>
+    same('SVMClassifier', { X }, strOuts, {
+      vectors_per_class: svc3.vectors_per_class,
+      support_vectors: svc3.support_vectors,
+      coefficients: svc3.coefficients,
+      rho: svc3.rho,
+      classlabels_strings: ['x', 'y', 'z'],
+      kernel_type: 'RBF',
+      kernel_params: [0.5, 0, 0],
+      prob_a: [-2, -1.5, -3],
+      prob_b: [0.1, -0.2, 0.05],
+    }));
+  const svc2 = {
+    vectors_per_class: [2, 2],
+    support_vectors: seeded(4 * F, 24),
+    coefficients: seeded(4, 25),
+    rho: { floats: [0.2] },
+    classlabels_ints: [0, 1],
+    kernel_params: { floats: [0, 0, 0] },
+  };
+  it('binary SVC, linear kernel, NONE and LOGISTIC', async () => {
+    await same('SVMClassifier', { X }, outs, { ...svc2, kernel_type: 'LINEAR' });
+    await same('SVMClassifier', { X }, outs, { ...svc2, kernel_type: 'LINEAR', post_transform: 'LOGISTIC' });
+  });
+  it('linear mode (no support vectors), three and two classes', async () => {
+    await same('SVMClassifier', { X }, outs, {
+      coefficients: seeded(3 * F, 26),
+      rho: [0.3],
+      classlabels_ints: [5, 6, 7],
+      kernel_params: { floats: [0, 0, 0] },
+    });
+    await same('SVMClassifier', { X }, outs, {
+      coefficients: seeded(2 * F, 27),
+      rho: [-0.1],
+      classlabels_ints: [5, 6],
+      kernel_params: { floats: [0, 0, 0] },
+      post_transform: 'SOFTMAX',
+    });
+  });
+});
+
+describe('SVMRegressor', () => {
+  const F = 3;
+  const X = rand([5, F], 30, 1.5);
+  const svr = { n_supports: 4, support_vectors: seeded(4 * F, 31), coefficients: seeded(4, 32), rho: [0.25] };
+  it('RBF and POLY kernels', async () => {
+    await same('SVMRegressor', { X }, [['y', 'float32']], { ...svr, kernel_type: 'RBF', kernel_params: [0.7, 0, 0] });
+    await same('SVMRegressor', { X }, [['y', 'float32']], { ...svr, kernel_type: 'POLY', kernel_params: [0.5, 1, 2] });
+  });
+  it('one_class', () =>
+    same('SVMRegressor', { X }, [['y', 'float32']], { ...svr, kernel_type: 'RBF', kernel_params: [0.7, 0, 0], one_class: 1 }));
+  it('linear mode', () =>
+    same('SVMRegressor', { X }, [['y', 'float32']], { coefficients: seeded(F, 33), rho: [0.5], kernel_params: { floats: [0, 0, 0] } }));
+});
