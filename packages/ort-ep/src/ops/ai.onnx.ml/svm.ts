@@ -172,7 +172,7 @@ function svmClassifier(ctx: OpContext<ClassifierParams>): HostTensor[] {
   const secondClass = svc && !haveProba && classes <= 2 ? (p.post === Post.NONE ? 2 : 0) : -1;
   const allPositive = p.coefficients.every((c) => c >= 0);
   const starts: number[] = [];
-  p.vectorsPerClass.reduce((at, n) => (starts.push(at), at + n), 0);
+  if (svc) for (let c = 0, at = 0; c < classes; at += p.vectorsPerClass[c++]) starts.push(at);
 
   const z = new Float32Array(rows * width);
   const picked: (number | string)[] = [];
