@@ -33,11 +33,16 @@ import { tfIdfOps } from './tfidf.js';
 // com.microsoft (onnxruntime's contrib ops; norm.ts also holds the two it registers in ai.onnx)
 import { msAttentionOps } from './com.microsoft/attention.js';
 import { fusedOps } from './com.microsoft/fused.js';
+import { gatherBlockQuantizedOps } from './com.microsoft/gather-block-quantized.js';
+import { msMultiHeadAttentionOps } from './com.microsoft/multi-head-attention.js';
 import { matMulNBitsOps } from './com.microsoft/nbits.js';
 import { msNormOps } from './com.microsoft/norm.js';
 import { msRotaryOps } from './com.microsoft/rotary.js';
 // ai.onnx.ml
+import { linearOps } from './ai.onnx.ml/linear.js';
 import { mlOps } from './ai.onnx.ml/ml.js';
+import { preprocessOps } from './ai.onnx.ml/preprocess.js';
+import { svmOps } from './ai.onnx.ml/svm.js';
 import { treeEnsembleOps } from './ai.onnx.ml/tree-ensemble.js';
 // ai.onnx.preview.training
 import { trainingOps } from './training/optimizers.js';
@@ -73,10 +78,15 @@ export const opFamilies = {
   tfidf: tfIdfOps,
   'com.microsoft/attention': msAttentionOps,
   'com.microsoft/fused': fusedOps,
+  'com.microsoft/gather-block-quantized': gatherBlockQuantizedOps,
+  'com.microsoft/multi-head-attention': msMultiHeadAttentionOps,
   'com.microsoft/nbits': matMulNBitsOps,
   'com.microsoft/norm': msNormOps,
   'com.microsoft/rotary': msRotaryOps,
+  'ai.onnx.ml/linear': linearOps,
   'ai.onnx.ml/ml': mlOps,
+  'ai.onnx.ml/preprocess': preprocessOps,
+  'ai.onnx.ml/svm': svmOps,
   'ai.onnx.ml/tree-ensemble': treeEnsembleOps,
   'training/optimizers': trainingOps,
 };

@@ -1,7 +1,7 @@
 // com.microsoft Attention and GroupQueryAttention against onnxruntime-node's CPU provider.
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { model, node, v, type ElemName, type NodeSpec } from '../../../test/helpers/build.js';
-import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import { expectSameAsOrt, f32, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
 
 const MS = 'com.microsoft';
 const tol = { rtol: 1e-4, atol: 1e-5 };
@@ -93,8 +93,10 @@ describe('GroupQueryAttention', () => {
     packed?: boolean;
     attrs?: NodeSpec['attrs'];
     shared?: number;
+    /** Further inputs by position: attention_bias 10, head_sink 11, q_norm_weight 14, k_norm_weight 15. */
+    extra?: Record<number, [string, OrtTensor]>;
   }
-  const run = (c: G) => {
+  const caseOf = (c: G): [Uint8Array, Feeds] => {
     const total = Math.max(...c.lens);
     const pastLen = c.shared ?? c.past;
     const feeds: Record<string, OrtTensor | undefined> = {
@@ -118,14 +120,56 @@ describe('GroupQueryAttention', () => {
       'tl',
       ...(c.rotary ? ['cos', 'sin'] : []),
     ];
+    for (const [at, [name, t]] of Object.entries(c.extra ?? {})) {
+      while (inputs.length < Number(at)) inputs.push('');
+      inputs[Number(at)] = name;
+      feeds[name] = t;
+    }
     const [bytes, given] = single('GroupQueryAttention', feeds, inputs, ['y', 'present_k', 'present_v'], {
       num_heads: N,
       kv_num_heads: Nkv,
       ...(c.rotary ? { do_rotary: 1 } : {}),
       ...c.attrs,
     });
-    return expectSameAsOrt(bytes, given, tol);
+    return [bytes, given];
   };
+  const run = (c: G) => expectSameAsOrt(...caseOf(c), tol);
+  // onnxruntime's CPU kernel has no Q/K norms: it runs the same case on Q and K normalised here
+  // (float64 RMSNorm of each head's H values, times the weight), which is what the norms do
+  // before rotary and the cache.
+  async function sameAsPreNormed(c: G, eps: number) {
+    const qn = rand([H], 19);
+    const kn = rand([H], 20);
+    const attrs = eps === 1e-6 ? c.attrs : { ...c.attrs, qk_norm_epsilon: { f: eps } }; // 1e-6: the default
+    const [bytes, feeds] = caseOf({ ...c, attrs, extra: { 14: ['qn', qn], 15: ['kn', kn] } });
+    const [refBytes, refFeeds] = caseOf(c);
+    const normed = (t: OrtTensor, weightOf: (head: number) => Float32Array | undefined, heads: number) => {
+      const x = Float64Array.from(t.data as Float32Array);
+      for (let chunk = 0; chunk < x.length / H; chunk++) {
+        const w = weightOf(chunk % heads);
+        if (!w) continue;
+        let ss = 0;
+        for (let h = 0; h < H; h++) ss += x[chunk * H + h] ** 2;
+        const inv = 1 / Math.sqrt(ss / H + eps);
+        for (let h = 0; h < H; h++) x[chunk * H + h] *= inv * w[h];
+      }
+      return f32(Array.from(x), [...t.dims]);
+    };
+    const [qw, kw] = [qn.data as Float32Array, kn.data as Float32Array];
+    if (c.packed) refFeeds.q = normed(refFeeds.q, (n) => (n < N ? qw : n < N + Nkv ? kw : undefined), N + 2 * Nkv);
+    else {
+      refFeeds.q = normed(refFeeds.q, () => qw, N);
+      refFeeds.k = normed(refFeeds.k, () => kw, Nkv);
+    }
+    const have = await runOn('mlx', bytes, feeds);
+    const want = await runOn('cpu', refBytes, refFeeds);
+    for (const name of Object.keys(want)) {
+      const [a, b] = [plain(have[name]), plain(want[name])];
+      expect(a.length).toBe(b.length);
+      const bad = a.findIndex((x, i) => !(Math.abs(x - b[i]) <= tol.atol + tol.rtol * Math.abs(b[i])));
+      expect(bad === -1 ? 'ok' : `${name}[${bad}]: mlx ${a[bad]} vs onnxruntime ${b[bad]}`).toBe('ok');
+    }
+  }
   it('prompt, no past', () => run({ B: 2, S: 5, past: 0, lens: [5, 5] }));
   it('right-padded prompt with rotary', () => run({ B: 2, S: 5, past: 0, lens: [5, 3], rotary: true }));
   it('bidirectional (causal 0) prompt', () => run({ B: 1, S: 4, past: 0, lens: [4], attrs: { causal: 0 } }));
@@ -135,4 +179,32 @@ describe('GroupQueryAttention', () => {
     run({ B: 2, S: 1, past: 0, shared: 8, lens: [6, 4], rotary: true }));
   it('local window and softcap', () => run({ B: 1, S: 7, past: 0, lens: [7], attrs: { local_window_size: 3, softcap: 2.5 } }));
   it('interleaved rotary, decode', () => run({ B: 1, S: 1, past: 5, lens: [6], rotary: true, attrs: { rotary_interleaved: 1 } }));
+  it('sliding window over the past KV: decode steps with ragged lengths', () =>
+    run({ B: 2, S: 1, past: 6, lens: [7, 5], attrs: { local_window_size: 3 } }));
+  it('sliding window over the past KV: a prompt chunk after cached tokens, with rotary', () =>
+    run({ B: 1, S: 3, past: 4, lens: [7], rotary: true, attrs: { local_window_size: 4 } }));
+  it('smooth_softmax, prompt and decode with past', async () => {
+    await run({ B: 2, S: 5, past: 0, lens: [5, 4], attrs: { smooth_softmax: 1 } });
+    await run({ B: 2, S: 1, past: 4, lens: [5, 3], attrs: { smooth_softmax: 1 } });
+  });
+  it('head_sink per head, with softcap and a sliding window over the past', () =>
+    run({
+      B: 1,
+      S: 2,
+      past: 5,
+      lens: [7],
+      attrs: { softcap: { f: 3 }, local_window_size: 4 },
+      extra: { 11: ['sink', rand([N], 16, 2)] },
+    }));
+  it('head_sink on a prompt with attention_bias', () =>
+    run({
+      B: 1,
+      S: 4,
+      past: 0,
+      lens: [4],
+      extra: { 10: ['ab', rand([1, N, 4, 4], 17)], 11: ['sink', rand([N], 18, 2)] },
+    }));
+  it('q_norm/k_norm (per-head RMSNorm) before rotary, decode with past', () =>
+    sameAsPreNormed({ B: 2, S: 1, past: 3, lens: [4, 4], rotary: true }, 1e-5));
+  it('q_norm/k_norm on a packed prompt, default epsilon', () => sameAsPreNormed({ B: 1, S: 4, past: 0, lens: [4], packed: true }, 1e-6));
 });

@@ -49,7 +49,7 @@ function attentionCheck(ctx: CheckContext<AttentionParams>): string | undefined 
 }
 
 /** mask_index as an additive mask broadcastable to [B, N, S, T]. */
-function attentionMask(m: mx.Array, batch: number, _seq: number, total: number, filter: number, dtype: mx.Dtype): mx.Array {
+export function attentionMask(m: mx.Array, batch: number, _seq: number, total: number, filter: number, dtype: mx.Dtype): mx.Array {
   const keys = mx.reshape(mx.arange(0, total, 1, 'int32'), [1, total]);
   let valid: mx.Array;
   if (m.ndim === 1 && m.shape[0] === batch)
@@ -120,8 +120,11 @@ interface GqaParams {
   /** Default 1/sqrt(head size). */
   scale?: number;
   softcap: number;
-  /** Attributes of features not implemented (check() refuses them). */
+  /** An extra logit of 0 in every softmax (head_sink gives one per head instead). */
   smoothSoftmax: boolean;
+  /** Epsilon of the RMSNorm of Q and K per head (q_norm_weight, k_norm_weight). */
+  qkNormEpsilon: number;
+  /** Attributes of features not implemented (check() refuses them). */
   qkOutput: boolean;
   slidingWindowCache: boolean;
   quantizedCache: boolean;
@@ -137,6 +140,7 @@ const parseGqa = (attrs: Attrs): GqaParams => ({
   scale: attrs.has('scale') ? attrs.float('scale') : undefined,
   softcap: attrs.float('softcap', 0),
   smoothSoftmax: attrs.int('smooth_softmax', 0) !== 0,
+  qkNormEpsilon: attrs.float('qk_norm_epsilon', 1e-6),
   qkOutput: attrs.int('qk_output', 0) !== 0,
   slidingWindowCache: attrs.int('sliding_window_cache', 0) !== 0,
   quantizedCache: attrs.string('k_quant_type', 'NONE') !== 'NONE' || attrs.string('v_quant_type', 'NONE') !== 'NONE',
@@ -144,14 +148,12 @@ const parseGqa = (attrs: Attrs): GqaParams => ({
 
 function gqaCheck(ctx: CheckContext<GqaParams>): string | undefined {
   const a = ctx.params;
-  if (ctx.node.inputs[11]) return 'GroupQueryAttention with head_sink is not supported';
-  if (a.smoothSoftmax) return 'GroupQueryAttention with smooth_softmax is not supported';
   if (a.qkOutput || ctx.node.outputs[3]) return 'GroupQueryAttention with the output_qk output is not supported';
   if (a.slidingWindowCache) return 'GroupQueryAttention with sliding_window_cache (window-sized KV buffers) is not supported';
   if (a.quantizedCache || ctx.node.inputs[12] || ctx.node.inputs[13]) {
     return 'GroupQueryAttention with a quantized KV cache is not supported';
   }
-  if (ctx.node.inputs[14] || ctx.node.inputs[15]) return 'GroupQueryAttention with q_norm_weight/k_norm_weight is not supported';
+  if (!ctx.node.inputs[14] !== !ctx.node.inputs[15]) return 'GroupQueryAttention needs both q_norm_weight and k_norm_weight, or neither';
   return undefined;
 }
 
@@ -235,6 +237,46 @@ function gqaMask(p: GqaParams, g: GqaShape): mx.Array {
   return mx.Array.fromTypedArray(data, [g.B, 1, g.S, g.total], 'bool');
 }
 
+/** RMSNorm of each head's vector (the last axis), in float32, times `weight` [H]. */
+function headRmsNorm(x: mx.Array, weight: mx.Array, eps: number): mx.Array {
+  const xf = mx.astype(x, 'float32');
+  const inv = mx.rsqrt(mx.add(mx.mean(mx.square(xf), -1, { keepdims: true }), eps));
+  return mx.astype(mx.multiply(mx.multiply(xf, inv), mx.astype(weight, 'float32')), x.dtype);
+}
+
+/**
+ * Attention whose softmax has one more logit per head that takes probability but no value:
+ * head_sink[n], or 0 for smooth_softmax. Composite, in float32: q [B, N, S, H], k and v
+ * [B, Nkv, T, H], `visible` [B, 1, S, T], `bias` additive (broadcast to [B, N, S, T]).
+ */
+function sinkAttention(
+  q: mx.Array,
+  k: mx.Array,
+  v: mx.Array,
+  sink: mx.Array,
+  visible: mx.Array,
+  bias: mx.Array | undefined,
+  scale: number,
+  softcap: number,
+): mx.Array {
+  const [B, N, S, H] = q.shape;
+  const Nkv = k.shape[1];
+  const T = k.shape[2];
+  const G = N / Nkv;
+  const f32 = (a: mx.Array) => mx.astype(a, 'float32');
+  const qg = mx.reshape(f32(q), [B, Nkv, G, S, H]);
+  let scores = mx.multiply(mx.matmul(qg, mx.expandDims(mx.swapaxes(f32(k), 2, 3), 2)), scale); // [B, Nkv, G, S, T]
+  if (softcap > 0) scores = mx.multiply(mx.tanh(mx.divide(scores, softcap)), softcap);
+  if (bias) scores = mx.add(scores, mx.reshape(mx.broadcastTo(f32(bias), [B, N, S, T]), [B, Nkv, G, S, T]));
+  scores = mx.where(mx.expandDims(visible, 2), scores, mx.scalar(-Infinity, 'float32'));
+  const sinks = mx.reshape(f32(sink), [1, Nkv, G, 1, 1]);
+  const top = mx.maximum(mx.max(scores, -1, { keepdims: true }), sinks);
+  const e = mx.exp(mx.subtract(scores, top));
+  const denom = mx.add(mx.sum(e, -1, { keepdims: true }), mx.exp(mx.subtract(sinks, top)));
+  const y = mx.matmul(mx.divide(e, denom), mx.expandDims(f32(v), 2)); // [B, Nkv, G, S, H]
+  return mx.astype(mx.reshape(y, [B, N, S, H]), q.dtype);
+}
+
 function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const p = ctx.params;
   const N = p.heads;
@@ -247,6 +289,12 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const first = S === total;
   const starts = lens.map((l) => (first ? 0 : l - S));
   const g: GqaShape = { B, S, N, Nkv, H, lens, starts, total };
+  const qNorm = ctx.optional(14);
+  const kNorm = ctx.optional(15);
+  if (qNorm && kNorm) {
+    q = headRmsNorm(q, qNorm, p.qkNormEpsilon);
+    k = headRmsNorm(k, kNorm, p.qkNormEpsilon);
+  }
   if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, g, first);
   const pastK = ctx.optional(3);
   const pastV = ctx.optional(4);
@@ -255,10 +303,20 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const presentV = gqaCache(pastV, v, g, length);
   const keys = length === total ? presentK : mx.slice(presentK, [0, 0, 0, 0], [B, Nkv, total, H], [1, 1, 1, 1]);
   const values = length === total ? presentV : mx.slice(presentV, [0, 0, 0, 0], [B, Nkv, total, H], [1, 1, 1, 1]);
-  let mask: mx.Array = gqaMask(p, g);
+  const visible = gqaMask(p, g);
   const attentionBias = ctx.optional(10);
-  if (attentionBias) mask = mx.add(mx.where(mask, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), attentionBias);
-  const y = scaledDotProductAttention(q, keys, values, { scale: p.scale ?? 1 / Math.sqrt(H), mask, softcap: p.softcap });
+  const scale = p.scale ?? 1 / Math.sqrt(H);
+  const headSink = ctx.optional(11);
+  const sink = headSink ?? (p.smoothSoftmax ? mx.zeros([N], 'float32') : undefined);
+  if (sink) {
+    if (sink.size !== N) throw new RangeError(`${ctx.where}: head_sink has ${sink.size} values for ${N} heads`);
+    const y = sinkAttention(q, keys, values, sink, visible, attentionBias, scale, p.softcap);
+    return [fromHeads(y), presentK, presentV];
+  }
+  const mask = attentionBias
+    ? mx.add(mx.where(visible, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), attentionBias)
+    : visible;
+  const y = scaledDotProductAttention(q, keys, values, { scale, mask, softcap: p.softcap });
   return [fromHeads(y), presentK, presentV];
 }
 
@@ -273,6 +331,6 @@ export const msAttentionOps: OpEntry[] = [
     parse: parseGqa,
     check: gqaCheck,
     run: gqa,
-    note: 'float KV cache only; no head_sink, smooth_softmax, output_qk, sliding_window_cache or Q/K norms',
+    note: 'float KV cache only; no output_qk or sliding_window_cache',
   }),
 ];

@@ -336,3 +336,31 @@ describe('MatMulNBits', () => {
     await expect(runOn('mlx', bytes, { a: rand([1, 32], 1) })).rejects.toThrow(/g_idx/);
   });
 });
+
+// onnxruntime registers Sigmoid and SimplifiedLayerNormalization only in the ONNX domain: the
+// com.microsoft spellings run on MLX against onnxruntime running the ONNX-domain node.
+describe('com.microsoft spellings of ONNX-domain ops', () => {
+  const x = rand([2, 3, 16], 30, 4);
+  const gamma = rand([16], 31);
+  async function sameAsOnnxDomain(c: Case) {
+    const have = await runOn('mlx', build(c), c.feeds);
+    const want = await runOn('cpu', build({ ...c, domain: '' }), c.feeds);
+    for (const name of Object.keys(want)) {
+      const [a, b] = [plain(have[name]), plain(want[name])];
+      expect(a.length).toBe(b.length);
+      const bad = a.findIndex((v, i) => !(Math.abs(v - b[i]) <= tol.atol + tol.rtol * Math.abs(b[i])));
+      expect(bad === -1 ? 'ok' : `${name}[${bad}]: mlx ${a[bad]} vs onnxruntime ${b[bad]}`).toBe('ok');
+    }
+  }
+  it('Sigmoid', () => sameAsOnnxDomain({ op: 'Sigmoid', feeds: { x }, inputs: ['x'], outputs: ['y'] }));
+  it('SimplifiedLayerNormalization with inv_std_var, over the last two axes', () =>
+    sameAsOnnxDomain({
+      op: 'SimplifiedLayerNormalization',
+      feeds: { x, g: rand([3, 16], 32) },
+      inputs: ['x', 'g'],
+      outputs: ['y', 'inv'],
+      attrs: { epsilon: 1e-6, axis: -2 },
+    }));
+  it('SimplifiedLayerNormalization, default axis', () =>
+    sameAsOnnxDomain({ op: 'SimplifiedLayerNormalization', feeds: { x, gamma }, inputs: ['x', 'gamma'], outputs: ['y'] }));
+});

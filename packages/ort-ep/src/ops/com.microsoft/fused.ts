@@ -70,6 +70,8 @@ export const fusedOps: OpEntry[] = [
     },
     { parse: (attrs) => attrs.float('alpha', 1.702) },
   ),
+  // The reference EP's com.microsoft Sigmoid: ONNX's Sigmoid under onnxruntime's domain.
+  simple('Sigmoid', (ctx) => mx.sigmoid(ctx.input(0))),
   simple('BiasAdd', (ctx) => mx.add(mx.add(ctx.input(0), ctx.input(1)), ctx.input(2))),
   simple('FusedMatMul', fusedMatMul, {
     parse: parseFusedMatMul,

@@ -110,4 +110,9 @@ export const msNormOps: OpEntry[] = [
     run: simplifiedLayerNorm,
     note: "onnxruntime's RMSNorm, registered in the ONNX domain",
   }),
+  msOp('SimplifiedLayerNormalization', 1, {
+    parse: parseLayerNorm,
+    run: simplifiedLayerNorm,
+    note: 'the same RMSNorm under com.microsoft, as exporters for other providers write it',
+  }),
 ];

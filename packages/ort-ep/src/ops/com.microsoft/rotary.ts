@@ -1,4 +1,5 @@
-// com.microsoft RotaryEmbedding, and the rotation that GroupQueryAttention's do_rotary shares.
+// com.microsoft RotaryEmbedding and MRotaryEmbedding (Qwen-VL's multimodal rotary), and the
+// rotation that GroupQueryAttention's do_rotary shares.
 import * as mx from '@mlx/core';
 import { checkedIndices } from '../helpers/bounds.js';
 import type { Attrs } from '../../registry/attrs.js';
@@ -88,10 +89,104 @@ function rotaryEmbedding(ctx: OpContext<RotaryParams>): mx.Array {
   return four ? y : mx.reshape(y, x.shape);
 }
 
+// ---------------------------------------------------------------------------------------------
+// MRotaryEmbedding: as RotaryEmbedding, with position_ids [3, B, S] (temporal, height, width
+// streams) and each cos/sin column taken from the stream mrope_section assigns it: contiguous
+// sections (mrope_layout 0, Qwen2-VL) or H and W every third column (mrope_layout 1, Qwen3-VL).
+// cos and sin are multiplied by `scale`.
+
+interface MRotaryParams {
+  interleaved: boolean;
+  rotaryDim: number;
+  heads: number;
+  section: number[];
+  layout: number;
+  scale: number;
+}
+
+function parseMRotary(attrs: Attrs): MRotaryParams {
+  const p = {
+    interleaved: attrs.int('interleaved', 0) !== 0,
+    rotaryDim: attrs.int('rotary_embedding_dim', 0),
+    heads: attrs.int('num_heads', 0),
+    section: attrs.ints('mrope_section'),
+    layout: attrs.int('mrope_layout', 0),
+    scale: attrs.float('scale', 1),
+  };
+  if (p.section.length !== 3 || p.section.some((n) => n < 0))
+    throw new RangeError(`MRotaryEmbedding mrope_section must be 3 non-negative sizes, not [${p.section.join(', ')}]`);
+  if (p.layout !== 0 && p.layout !== 1) throw new RangeError(`MRotaryEmbedding mrope_layout must be 0 or 1, not ${p.layout}`);
+  if (p.rotaryDim > 0 && p.heads <= 0) throw new RangeError('MRotaryEmbedding needs num_heads when rotary_embedding_dim is set');
+  return p;
+}
+
+/** The stream (0 T, 1 H, 2 W) of each of the half rotary columns. */
+function streamOfColumn(p: MRotaryParams, half: number): number[] {
+  const out = new Array<number>(half).fill(0);
+  if (p.layout === 0) {
+    let col = 0;
+    for (let s = 0; s < 3; s++) for (let i = 0; i < p.section[s] && col < half; i++) out[col++] = s;
+  } else {
+    for (let s = 1; s < 3; s++) for (let i = s; i < p.section[s] * 3 && i < half; i += 3) out[i] = s;
+  }
+  return out;
+}
+
+function mRotaryEmbedding(ctx: OpContext<MRotaryParams>): mx.Array {
+  const p = ctx.params;
+  const x = ctx.input(0);
+  const four = x.ndim === 4;
+  if (x.ndim !== 3 && !four) throw new RangeError(`${ctx.where}: input must be 3-D or 4-D, not ${x.ndim}-D`);
+  const [B, S] = four ? [x.shape[0], x.shape[2]] : [x.shape[0], x.shape[1]];
+  if (!four && p.heads <= 0) throw new RangeError(`${ctx.where}: a 3-D input needs num_heads`);
+  const heads = four ? x : mx.reshape(x, [B, S, p.heads, x.shape[2] / p.heads]);
+  const H = heads.shape[3];
+  const rd = p.rotaryDim || H;
+  const half = rd / 2;
+  const cosCache = ctx.input(2);
+  const sinCache = ctx.input(3);
+  if (cosCache.ndim !== 2 || cosCache.shape[1] !== half)
+    throw new RangeError(`${ctx.where}: cos_cache of shape [${cosCache.shape.join(', ')}] does not have ${half} columns`);
+  if (p.section[0] + p.section[1] + p.section[2] !== half)
+    throw new RangeError(`${ctx.where}: mrope_section [${p.section.join(', ')}] does not add up to rotary_embedding_dim / 2 = ${half}`);
+  const posShape = ctx.shape(1);
+  if (posShape.length !== 3 || posShape[0] !== 3 || posShape[1] !== B || posShape[2] !== S)
+    throw new RangeError(`${ctx.where}: position_ids of shape [${posShape.join(', ')}] is not [3, ${B}, ${S}]`);
+  const rows = cosCache.shape[0];
+  const pos = checkedIndices(ctx, ctx.input(1), rows, `position (a cos/sin cache of ${rows} rows)`, { negative: false });
+  // [3, B, S, half] per stream, then each column from its stream: [B, S, half].
+  const streams = streamOfColumn(p, half);
+  const pick = mx.Array.fromTypedArray(
+    Int32Array.from(streams, (s, col) => s * half + col),
+    [half],
+    'int32',
+  );
+  const combine = (cache: mx.Array) => {
+    const perStream = mx.split(mx.take(cache, pos, 0), 3, 0).map((a) => mx.squeeze(a, 0));
+    const c = mx.take(mx.concatenate(perStream, -1), pick, -1);
+    return p.scale === 1 ? c : mx.multiply(c, p.scale);
+  };
+  const axis = four ? 1 : 2;
+  const cos = mx.expandDims(combine(cosCache), axis);
+  const sin = mx.expandDims(combine(sinCache), axis);
+  const rot = rd === H ? heads : mx.slice(heads, [0, 0, 0, 0], [...heads.shape.slice(0, 3), rd], [1, 1, 1, 1]);
+  let y = rotate(rot, cos, sin, p.interleaved);
+  if (rd < H) y = mx.concatenate([y, mx.slice(heads, [0, 0, 0, rd], heads.shape, [1, 1, 1, 1])], -1);
+  return four ? y : mx.reshape(y, x.shape);
+}
+
 export const msRotaryOps: OpEntry[] = [
   msOp('RotaryEmbedding', 1, {
     parse: parseRotary,
     check: (ctx) => (ctx.params.packedBatching ? 'RotaryEmbedding with is_packed_batching (ragged batches) is not supported' : undefined),
     run: (ctx) => [rotaryEmbedding(ctx)],
+  }),
+  msOp('MRotaryEmbedding', 1, {
+    parse: parseMRotary,
+    check: (ctx) =>
+      ctx.attrs.int('is_packed_batching', 0) !== 0
+        ? 'MRotaryEmbedding with is_packed_batching (ragged batches) is not supported'
+        : undefined,
+    run: (ctx) => [mRotaryEmbedding(ctx)],
   }),
 ];

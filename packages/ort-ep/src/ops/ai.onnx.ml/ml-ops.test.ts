@@ -1,0 +1,245 @@
+// ai.onnx.ml classifiers, regressors and preprocessing ops against onnxruntime-node's CPU kernels,
+// one single-node model per case (string outputs compared exactly, numbers within tolerance).
+import { describe, expect, it } from 'vitest';
+import { model, node, v, type ElemName, type NodeSpec } from '../../../test/helpers/build.js';
+import { f32, i64, ort, runOn, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+
+const ML = 'ai.onnx.ml';
+const tol = { rtol: 1e-5, atol: 1e-6 };
+
+function build(op: string, feeds: Feeds, outs: [string, ElemName][], attrs: NodeSpec['attrs']): Uint8Array {
+  return model({
+    opsets: { '': 17, [ML]: 3 },
+    inputs: Object.entries(feeds).map(([name, t]) => v(name, t.type as ElemName, [...t.dims])),
+    outputs: outs.map(([n, t]) => v(n, t)),
+    nodes: [
+      node(
+        op,
+        Object.keys(feeds),
+        outs.map(([n]) => n),
+        { domain: ML, attrs },
+      ),
+    ],
+  });
+}
+
+const values = (t: OrtTensor): (number | string)[] =>
+  Array.from(t.data as ArrayLike<number | bigint | string>, (x) => (typeof x === 'string' ? x : Number(x)));
+
+async function same(op: string, feeds: Feeds, outs: [string, ElemName][], attrs: NodeSpec['attrs'], t = tol) {
+  const bytes = build(op, feeds, outs, attrs);
+  const [want, have] = [await runOn('cpu', bytes, feeds), await runOn('mlx', bytes, feeds)];
+  for (const [name] of outs) {
+    expect({ name, type: have[name].type, dims: [...have[name].dims] }).toEqual({
+      name,
+      type: want[name].type,
+      dims: [...want[name].dims],
+    });
+    const [a, b] = [values(have[name]), values(want[name])];
+    const bad = a.findIndex((x, i) => {
+      const y = b[i];
+      if (typeof x === 'string' || typeof y === 'string') return x !== y;
+      if (Number.isNaN(x) && Number.isNaN(y)) return false;
+      return !(Math.abs(x - y) <= t.atol + t.rtol * Math.abs(y));
+    });
+    expect(bad === -1 ? 'ok' : `${name}[${bad}]: mlx ${a[bad]} vs onnxruntime ${b[bad]}`).toBe('ok');
+  }
+}
+
+const rand = (dims: number[], seed: number, scale = 1) =>
+  f32(
+    seeded(
+      dims.reduce((a, b) => a * b, 1),
+      seed,
+    ).map((x) => x * scale),
+    dims,
+  );
+const f64 = (t: OrtTensor) => new ort.Tensor('float64', Float64Array.from(t.data as Float32Array), [...t.dims]);
+const asInt64 = (t: OrtTensor) =>
+  i64(
+    Array.from(t.data as Float32Array, (x) => Math.round(x * 3)),
+    [...t.dims],
+  );
+
+describe('LinearClassifier', () => {
+  const X = rand([5, 3], 1, 2);
+  const coefficients = seeded(9, 2);
+  const intercepts = seeded(3, 3);
+  const labels: [string, ElemName][] = [
+    ['label', 'int64'],
+    ['scores', 'float32'],
+  ];
+  const strLabels: [string, ElemName][] = [
+    ['label', 'string'],
+    ['scores', 'float32'],
+  ];
+  for (const post of ['NONE', 'SOFTMAX', 'LOGISTIC', 'SOFTMAX_ZERO', 'PROBIT'])
+    it(`three classes, int labels, ${post}`, () =>
+      same('LinearClassifier', { X }, labels, { coefficients, intercepts, classlabels_ints: [4, 7, 9], post_transform: post }));
+  it('string labels, SOFTMAX, double input', () =>
+    same('LinearClassifier', { X: f64(X) }, strLabels, {
+      coefficients,
+      intercepts,
+      classlabels_strings: ['a', 'b', 'c'],
+      post_transform: 'SOFTMAX',
+    }));
+  it('int64 input, 1-D', () =>
+    same('LinearClassifier', { X: i64([1, -2, 3], [3]) }, labels, { coefficients, intercepts, classlabels_ints: [0, 1, 2] }));
+  it('binary: one score column expands to two, with and without LOGISTIC', async () => {
+    const base = { coefficients: [0.5, -1, 0.25], intercepts: [0.1] };
+    const attrs = { ...base, classlabels_ints: [3, 5] };
+    await same('LinearClassifier', { X }, labels, attrs);
+    await same('LinearClassifier', { X }, labels, { ...attrs, post_transform: 'LOGISTIC' });
+    await same('LinearClassifier', { X }, labels, { ...attrs, post_transform: 'SOFTMAX' });
+    await same('LinearClassifier', { X }, strLabels, { ...base, classlabels_strings: ['no', 'yes'] });
+    await same('LinearClassifier', { X }, labels, base); // no labels: 0/1 and the one score column
+  });
+});
+
+describe('LinearRegressor', () => {
+  const X = rand([4, 3], 4, 2);
+  it('two targets with intercepts', () =>
+    same('LinearRegressor', { X }, [['y', 'float32']], { coefficients: seeded(6, 5), intercepts: [0.5, -0.25], targets: 2 }));
+  it('one target, no intercepts, 1-D input', () =>
+    same('LinearRegressor', { X: rand([3], 6) }, [['y', 'float32']], { coefficients: seeded(3, 7) }));
+  it('three targets with SOFTMAX', () =>
+    same('LinearRegressor', { X }, [['y', 'float32']], { coefficients: seeded(9, 8), targets: 3, post_transform: 'SOFTMAX' }));
+});
+
+describe('Scaler, Normalizer, Imputer', () => {
+  const X = rand([4, 3], 9, 3);
+  it('Scaler per column, single values, double and int64 inputs', async () => {
+    const attrs = { offset: { floats: [0.5, -1, 2] }, scale: { floats: [2, 0.5, -3] } };
+    await same('Scaler', { X }, [['y', 'float32']], attrs);
+    await same('Scaler', { X }, [['y', 'float32']], { offset: { floats: [0.25] }, scale: { floats: [4] } });
+    await same('Scaler', { X: f64(X) }, [['y', 'float32']], attrs);
+    await same('Scaler', { X: asInt64(X) }, [['y', 'float32']], attrs);
+  });
+  it('Normalizer MAX, L1, L2, with a zero row', async () => {
+    const Z = f32([...(X.data as Float32Array).slice(0, 9), 0, 0, 0], [4, 3]);
+    for (const norm of ['MAX', 'L1', 'L2']) await same('Normalizer', { X: Z }, [['y', 'float32']], { norm });
+    await same('Normalizer', { X: asInt64(X) }, [['y', 'float32']], { norm: 'L2' });
+  });
+  it('Imputer: NaN per column, a replaced value, a single imputed value, int64', async () => {
+    const data = Array.from(X.data as Float32Array);
+    data[1] = Number.NaN;
+    data[5] = Number.NaN;
+    data[6] = 7;
+    const Xn = f32(data, [4, 3]);
+    await same('Imputer', { X: Xn }, [['y', 'float32']], {
+      imputed_value_floats: { floats: [1, 2, 3] },
+      replaced_value_float: { f: Number.NaN },
+    });
+    await same('Imputer', { X: Xn }, [['y', 'float32']], { imputed_value_floats: { floats: [-1] }, replaced_value_float: { f: 7 } });
+    await same('Imputer', { X: i64([1, 0, 3, 0, 5, 6], [2, 3]) }, [['y', 'int64']], {
+      imputed_value_int64s: [9, 8, 7],
+      replaced_value_int64: 0,
+    });
+  });
+});
+
+describe('OneHotEncoder, FeatureVectorizer, CategoryMapper', () => {
+  const s = (data: string[], dims: number[]) => new ort.Tensor('string', data, dims);
+  it('OneHotEncoder on strings with an unknown value, and on numbers', async () => {
+    await same('OneHotEncoder', { X: s(['b', 'z', 'a', 'c'], [2, 2]) }, [['y', 'float32']], { cats_strings: ['a', 'b', 'c'] });
+    await same('OneHotEncoder', { X: i64([3, 1, 2, 9], [4]) }, [['y', 'float32']], { cats_int64s: [1, 2, 3] });
+    await same('OneHotEncoder', { X: f32([3.7, 1, 2], [1, 3]) }, [['y', 'float32']], { cats_int64s: [1, 2, 3] });
+  });
+  it('OneHotEncoder with zeros=0 rejects an unknown category', async () => {
+    const X = s(['a', 'q'], [2]);
+    await expect(runOn('mlx', build('OneHotEncoder', { X }, [['y', 'float32']], { cats_strings: ['a'], zeros: 0 }), { X })).rejects.toThrow(
+      /"q" is not a category/,
+    );
+  });
+  it('FeatureVectorizer pads and cuts each input to its width', async () => {
+    await same('FeatureVectorizer', { A: i64([1, 2, 3, 4], [2, 2]), B: i64([5, 6, 7, 8, 9, 10], [2, 3]) }, [['y', 'float32']], {
+      inputdimensions: [3, 2],
+    });
+    await same('FeatureVectorizer', { A: rand([2, 2], 10), B: rand([2, 3], 11) }, [['y', 'float32']], { inputdimensions: [3, 2] });
+  });
+  it('CategoryMapper both ways, with defaults', async () => {
+    const attrs = { cats_strings: ['x', 'y', 'z'], cats_int64s: [10, 20, 30], default_string: 'none', default_int64: -7 };
+    await same('CategoryMapper', { X: s(['z', 'q', 'x'], [3]) }, [['y', 'int64']], attrs);
+    await same('CategoryMapper', { X: i64([20, 5, 30, 10], [2, 2]) }, [['y', 'string']], attrs);
+  });
+});
+
+describe('SVMClassifier', () => {
+  const F = 3;
+  const X = rand([6, F], 20, 1.5);
+  const outs: [string, ElemName][] = [
+    ['label', 'int64'],
+    ['scores', 'float32'],
+  ];
+  const strOuts: [string, ElemName][] = [
+    ['label', 'string'],
+    ['scores', 'float32'],
+  ];
+  // Three classes with 2, 1 and 2 support vectors: coefficients [classes - 1, vectors].
+  const svc3 = {
+    vectors_per_class: [2, 1, 2],
+    support_vectors: seeded(5 * F, 21),
+    coefficients: seeded(2 * 5, 22),
+    rho: seeded(3, 23),
+    classlabels_ints: [1, 2, 3],
+  };
+  it('RBF, three classes, votes and pairwise scores', () =>
+    same('SVMClassifier', { X }, outs, { ...svc3, kernel_type: 'RBF', kernel_params: [0.5, 0, 0] }));
+  it('SIGMOID and POLY kernels, three classes', async () => {
+    await same('SVMClassifier', { X }, outs, { ...svc3, kernel_type: 'SIGMOID', kernel_params: [0.3, 0.1, 0] });
+    await same('SVMClassifier', { X }, outs, { ...svc3, kernel_type: 'POLY', kernel_params: [0.3, 0.5, 3] });
+  });
+  it('RBF with prob_a/prob_b: coupled class probabilities, string labels', () =>
+    same('SVMClassifier', { X }, strOuts, {
+      vectors_per_class: svc3.vectors_per_class,
+      support_vectors: svc3.support_vectors,
+      coefficients: svc3.coefficients,
+      rho: svc3.rho,
+      classlabels_strings: ['x', 'y', 'z'],
+      kernel_type: 'RBF',
+      kernel_params: [0.5, 0, 0],
+      prob_a: [-2, -1.5, -3],
+      prob_b: [0.1, -0.2, 0.05],
+    }));
+  const svc2 = {
+    vectors_per_class: [2, 2],
+    support_vectors: seeded(4 * F, 24),
+    coefficients: seeded(4, 25),
+    rho: { floats: [0.2] },
+    classlabels_ints: [0, 1],
+    kernel_params: { floats: [0, 0, 0] },
+  };
+  it('binary SVC, linear kernel, NONE and LOGISTIC', async () => {
+    await same('SVMClassifier', { X }, outs, { ...svc2, kernel_type: 'LINEAR' });
+    await same('SVMClassifier', { X }, outs, { ...svc2, kernel_type: 'LINEAR', post_transform: 'LOGISTIC' });
+  });
+  it('linear mode (no support vectors), three and two classes', async () => {
+    await same('SVMClassifier', { X }, outs, {
+      coefficients: seeded(3 * F, 26),
+      rho: [0.3],
+      classlabels_ints: [5, 6, 7],
+      kernel_params: { floats: [0, 0, 0] },
+    });
+    await same('SVMClassifier', { X }, outs, {
+      coefficients: seeded(2 * F, 27),
+      rho: [-0.1],
+      classlabels_ints: [5, 6],
+      kernel_params: { floats: [0, 0, 0] },
+      post_transform: 'SOFTMAX',
+    });
+  });
+});
+
+describe('SVMRegressor', () => {
+  const F = 3;
+  const X = rand([5, F], 30, 1.5);
+  const svr = { n_supports: 4, support_vectors: seeded(4 * F, 31), coefficients: seeded(4, 32), rho: [0.25] };
+  it('RBF and POLY kernels', async () => {
+    await same('SVMRegressor', { X }, [['y', 'float32']], { ...svr, kernel_type: 'RBF', kernel_params: [0.7, 0, 0] });
+    await same('SVMRegressor', { X }, [['y', 'float32']], { ...svr, kernel_type: 'POLY', kernel_params: [0.5, 1, 2] });
+  });
+  it('one_class', () =>
+    same('SVMRegressor', { X }, [['y', 'float32']], { ...svr, kernel_type: 'RBF', kernel_params: [0.7, 0, 0], one_class: 1 }));
+  it('linear mode', () =>
+    same('SVMRegressor', { X }, [['y', 'float32']], { coefficients: seeded(F, 33), rho: [0.5], kernel_params: { floats: [0, 0, 0] } }));
+});

@@ -1,0 +1,130 @@
+// GatherBlockQuantized against onnxruntime-node's CPU kernel: packed uint8 at 2, 4 and 8 bits,
+// int4/uint4 tables on other axes, asymmetric zero points, partial final blocks, negative indices.
+import { describe, expect, it } from 'vitest';
+import { model, node, v, type ElemName, type TensorSpec } from '../../../test/helpers/build.js';
+import { expectSameAsOrt, f32, i64, ort, runOn, seeded, type OrtTensor } from '../../../test/helpers/ort.js';
+
+const MS = 'com.microsoft';
+
+interface Case {
+  feeds: Record<string, OrtTensor>;
+  inits?: TensorSpec[];
+  inputs: string[];
+  attrs: Record<string, number>;
+  outType?: ElemName;
+}
+
+function build(c: Case): Uint8Array {
+  return model({
+    opsets: { '': 21, [MS]: 1 },
+    inputs: Object.entries(c.feeds).map(([name, t]) => v(name, t.type as ElemName, [...t.dims])),
+    outputs: [v('y', c.outType ?? 'float32')],
+    initializers: c.inits,
+    nodes: [node('GatherBlockQuantized', c.inputs, ['y'], { domain: MS, attrs: c.attrs })],
+  });
+}
+
+const count = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
+/** Deterministic integers in [0, n). */
+const ints = (len: number, n: number, seed: number) => seeded(len, seed).map((x) => Math.floor(((x + 1) / 2) * n) % n);
+const u8 = (dims: number[], seed: number) => new ort.Tensor('uint8', Uint8Array.from(ints(count(dims), 256, seed)), dims);
+const scalesOf = (dims: number[], seed: number) =>
+  f32(
+    seeded(count(dims), seed).map((x) => 0.01 + Math.abs(x) * 0.1),
+    dims,
+  );
+const i32 = (data: number[], dims: number[]) => new ort.Tensor('int32', Int32Array.from(data), dims);
+const tol = { rtol: 1e-6, atol: 1e-7 };
+
+describe('GatherBlockQuantized, uint8 data', () => {
+  // K = 40 logical values per row in blocks of 16: two full blocks and a partial one of 8.
+  const V = 10;
+  const K = 40;
+  it('4 bits, asymmetric packed zero points, partial final block, negative int64 indices', () =>
+    expectSameAsOrt(
+      build({
+        feeds: { d: u8([V, K / 2], 1), i: i64([3, -1, 0, 7, -10, 3], [2, 3]), s: scalesOf([V, 3], 2), z: u8([V, 2], 3) },
+        inputs: ['d', 'i', 's', 'z'],
+        attrs: { block_size: 16, bits: 4, gather_axis: 0, quantize_axis: 1 },
+      }),
+      { d: u8([V, K / 2], 1), i: i64([3, -1, 0, 7, -10, 3], [2, 3]), s: scalesOf([V, 3], 2), z: u8([V, 2], 3) },
+      tol,
+    ));
+  it('4 bits with the default zero point (8), int32 indices, a 3-D table and negative quantize_axis', () => {
+    const feeds = { d: u8([6, 2, 16], 4), i: i32([5, 1, 1], [3]), s: scalesOf([6, 2, 2], 5) };
+    return expectSameAsOrt(build({ feeds, inputs: ['d', 'i', 's'], attrs: { block_size: 16, quantize_axis: -1 } }), feeds, tol);
+  });
+  it('8 bits with zero points and a partial block', () => {
+    const feeds = { d: u8([V, K], 6), i: i64([9, 2], [2]), s: scalesOf([V, 3], 7), z: u8([V, 3], 8) };
+    return expectSameAsOrt(build({ feeds, inputs: ['d', 'i', 's', 'z'], attrs: { block_size: 16, bits: 8 } }), feeds, tol);
+  });
+  it('2 bits, with and without zero points (four to a byte)', async () => {
+    const feeds = { d: u8([V, K / 4], 9), i: i64([4, 0, 8], [3]), s: scalesOf([V, 3], 10) };
+    await expectSameAsOrt(build({ feeds, inputs: ['d', 'i', 's'], attrs: { block_size: 16, bits: 2 } }), feeds, tol);
+    const withZp = { ...feeds, z: u8([V, 1], 11) };
+    await expectSameAsOrt(build({ feeds: withZp, inputs: ['d', 'i', 's', 'z'], attrs: { block_size: 16, bits: 2 } }), withZp, tol);
+  });
+  it('float16 scales give a float16 output; block_size 128 over a whole row', () => {
+    const s = new ort.Tensor('float16', Uint16Array.from(seeded(V, 12).map((x) => 0x2000 + Math.floor(Math.abs(x) * 0x800))), [V, 1]);
+    const feeds = { d: u8([V, 64], 13), i: i64([1, 6], [2]), s };
+    return expectSameAsOrt(build({ feeds, inputs: ['d', 'i', 's'], attrs: { block_size: 128 }, outType: 'float16' }), feeds, {
+      rtol: 1e-3,
+      atol: 1e-4,
+    });
+  });
+  it('an index out of range fails naming the node and the index', async () => {
+    const feeds = { d: u8([V, K / 2], 1), i: i64([10], [1]), s: scalesOf([V, 3], 2) };
+    await expect(runOn('mlx', build({ feeds, inputs: ['d', 'i', 's'], attrs: { block_size: 16 } }), feeds)).rejects.toThrow(
+      /index 10 is out of range \[-10, 9\]/,
+    );
+  });
+});
+
+describe('GatherBlockQuantized, int4/uint4 tables (initializers)', () => {
+  const table = (type: 'int4' | 'uint4', dims: number[], seed: number): TensorSpec => ({
+    name: 'd',
+    type,
+    dims,
+    values: ints(count(dims), 16, seed).map((x) => (type === 'int4' ? x - 8 : x)),
+  });
+  const zps = (type: 'int4' | 'uint4', dims: number[], seed: number): TensorSpec => ({ ...table(type, dims, seed), name: 'z' });
+  const scaleInit = (dims: number[], seed: number): TensorSpec => ({
+    name: 's',
+    type: 'float32',
+    dims,
+    values: seeded(count(dims), seed).map((x) => 0.01 + Math.abs(x) * 0.1),
+  });
+  it('uint4, gather_axis 0, quantize_axis 1, zero points, partial block', () =>
+    expectSameAsOrt(
+      build({
+        feeds: { i: i64([2, -3, 0], [3]) },
+        inits: [table('uint4', [7, 20], 20), scaleInit([7, 2], 21), zps('uint4', [7, 2], 22)],
+        inputs: ['d', 'i', 's', 'z'],
+        attrs: { block_size: 16 },
+      }),
+      { i: i64([2, -3, 0], [3]) },
+      tol,
+    ));
+  it('int4, gather_axis 1, quantize_axis 0 (blocks across rows), no zero points', () =>
+    expectSameAsOrt(
+      build({
+        feeds: { i: i64([4, 0, 4, 1], [2, 2]) },
+        inits: [table('int4', [33, 5], 23), scaleInit([3, 5], 24)],
+        inputs: ['d', 'i', 's'],
+        attrs: { block_size: 16, gather_axis: 1, quantize_axis: 0 },
+      }),
+      { i: i64([4, 0, 4, 1], [2, 2]) },
+      tol,
+    ));
+  it('int4, gathering along the quantized axis itself, with zero points', () =>
+    expectSameAsOrt(
+      build({
+        feeds: { i: i64([0, 17, 31, 16], [4]) },
+        inits: [table('int4', [3, 40], 25), scaleInit([3, 3], 26), zps('int4', [3, 3], 27)],
+        inputs: ['d', 'i', 's', 'z'],
+        attrs: { block_size: 16, gather_axis: 1, quantize_axis: 1 },
+      }),
+      { i: i64([0, 17, 31, 16], [4]) },
+      tol,
+    ));
+});
