@@ -278,3 +278,22 @@ export function summarizePartitions(plan: GraphPlan): PartitionSummary {
   }
   return summary;
 }
+
+/**
+ * The summary as `mlx-ort check` prints it: one line per partition, the fallback nodes with their
+ * reasons, the warning. `backend`: the CPU backend that would run the fallback partitions, if any resolves.
+ */
+export function formatPartitions(s: PartitionSummary, backend: string | undefined): string[] {
+  if (!s.fallback) return ['partitions: 1 (MLX takes every node)'];
+  const lines = [`partitions: ${s.partitions.length} (${s.mlx} on MLX, ${s.fallback} on onnxruntime through ${backend ?? 'nothing'})`];
+  if (!backend) lines.push('  neither onnxruntime-node nor onnxruntime-web resolves: create() refuses this model (install one to run it)');
+  let k = 0;
+  s.partitions.forEach((p, i) => {
+    lines.push(`  ${i + 1}. ${p.kind === 'mlx' ? 'MLX' : 'onnxruntime'}: ${p.nodes} node(s) (${p.ops.join(', ')})`);
+    if (p.kind !== 'fallback') return;
+    for (const n of s.fallbackNodes.slice(k, k + p.nodes)) lines.push(`       ${n.op} '${n.name}': ${n.reason}`);
+    k += p.nodes;
+  });
+  if (s.warning) lines.push(`warning: ${s.warning}`);
+  return lines;
+}
