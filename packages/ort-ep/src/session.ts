@@ -181,7 +181,8 @@ export class MlxSession {
 
   /** @internal */
   static createSync(bytes: Uint8Array, options: MlxSessionOptions & { modelPath?: string }, name = '<bytes>'): MlxSession {
-    const fallback = options.fallback;
+    // MLX_ORT_FALLBACK=none|cpu sets the default (tests that must measure MLX alone, deployments that want no fallback).
+    const fallback = options.fallback ?? fallbackFromEnv();
     if (fallback !== undefined && fallback !== 'cpu' && fallback !== 'none')
       throw new TypeError(`fallback must be 'cpu' or 'none', got '${String(fallback)}'`);
     const cpu = fallback === 'none' ? undefined : resolveCpuBackend(options.cpuBackend);
@@ -352,6 +353,13 @@ export class MlxSession {
       this.streams.cpu?.dispose();
     });
   }
+}
+
+function fallbackFromEnv(): 'cpu' | 'none' | undefined {
+  const v = process.env.MLX_ORT_FALLBACK;
+  if (v === undefined || v === '') return undefined;
+  if (v !== 'cpu' && v !== 'none') throw new TypeError(`MLX_ORT_FALLBACK must be 'cpu' or 'none', got '${v}'`);
+  return v;
 }
 
 function limitOption(v: number | undefined, name: string): number | undefined {

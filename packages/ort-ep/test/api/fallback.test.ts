@@ -18,11 +18,13 @@ import { sharedPath } from '../helpers/shared.js';
 
 // On the CPU each fused kernel is built with g++: the shared-model tests exercise fusion.
 process.env.MLX_ORT_FUSION = '0';
+// The package's test config turns fallback off (MLX_ORT_FALLBACK=none): each case here asks for it.
+const cpu = { fallback: 'cpu' } as const;
 
 type Options = Omit<MlxSessionOptions, 'registry' | 'externalData'>;
 
 async function runMlx(bytes: Uint8Array, feeds: Feeds, options: Options, runs = 1): Promise<Record<string, OrtTensor>[]> {
-  const s = await ort.InferenceSession.create(bytes, { executionProviders: [{ name: 'mlx', device: 'cpu', ...options } as never] });
+  const s = await ort.InferenceSession.create(bytes, { executionProviders: [{ name: 'mlx', device: 'cpu', ...cpu, ...options } as never] });
   try {
     const out: Record<string, OrtTensor>[] = [];
     for (let r = 0; r < runs; r++) out.push(await s.run(feeds));
@@ -142,7 +144,7 @@ describe('fallback partitions', () => {
 
   it('a disabled op really runs on onnxruntime: its partition counts the runs', async () => {
     const bytes = chain([node('Relu', ['x'], ['a']), node('Softmax', ['a'], ['b']), node('Add', ['b', 'x'], ['y'])]);
-    const s = await MlxSession.create(bytes, { device: 'cpu', disabledOps: ['Softmax'] });
+    const s = await MlxSession.create(bytes, { ...cpu, device: 'cpu', disabledOps: ['Softmax'] });
     try {
       expect(s.fallbackStats).toEqual([
         { partition: 0, ops: ['Softmax'], inputs: ['a'], outputs: ['b'], runs: 0, backend: 'onnxruntime-node' },
@@ -158,7 +160,7 @@ describe('fallback partitions', () => {
       s.release();
     }
     // Without the option MLX runs Softmax itself: no partition.
-    const plain = await MlxSession.create(bytes, { device: 'cpu' });
+    const plain = await MlxSession.create(bytes, { ...cpu, device: 'cpu' });
     expect(plain.fallbackStats).toEqual([]);
     plain.release();
   });
@@ -170,8 +172,11 @@ describe('fallback partitions', () => {
       /Softmax.*disabled by the disabledOps option/,
     );
     await expect(MlxSession.create(bytes, { fallback: 'gpu' as never })).rejects.toThrow(/fallback must be 'cpu' or 'none'/);
+    // The environment's default (here: the test config's MLX_ORT_FALLBACK=none) applies without the option.
+    expect(process.env.MLX_ORT_FALLBACK).toBe('none');
+    await expect(MlxSession.create(bytes, { disabledOps: ['Softmax'] })).rejects.toBeInstanceOf(UnsupportedOperatorError);
     await expect(MlxSession.create(bytes, { disabledOps: 'Softmax' as never })).rejects.toThrow(/disabledOps must be an array/);
-    const s = await MlxSession.create(bytes, { device: 'cpu', disabledOps: ['Softmax'] });
+    const s = await MlxSession.create(bytes, { ...cpu, device: 'cpu', disabledOps: ['Softmax'] });
     expect(() => s.runSync({ x: tensorToHost('x', x23()) })).toThrow(/runs on onnxruntime.*use run\(\), not runSync\(\)/);
     s.release();
   });
@@ -184,7 +189,7 @@ describe('fallback partitions', () => {
       outputs: [v('y', 'float32')],
       nodes: [node('FooBar', ['x'], ['a'], { domain: 'com.example', name: 'foo' }), node('Relu', ['a'], ['y'])],
     });
-    const e = await MlxSession.create(early, {}).catch((err: unknown) => err as Error);
+    const e = await MlxSession.create(early, cpu).catch((err: unknown) => err as Error);
     expect(e).toBeInstanceOf(UnsupportedOperatorError);
     expect(e.message).toMatch(/com\.example::FooBar[\s\S]*onnxruntime \(the fallback\) cannot run them either/);
     // It reads an MLX result of no declared type: its sub-model is made on the first run, which fails naming it.
@@ -194,7 +199,7 @@ describe('fallback partitions', () => {
       outputs: [v('y', 'float32')],
       nodes: [node('Relu', ['x'], ['a']), node('FooBar', ['a'], ['y'], { domain: 'com.example', name: 'foo' })],
     });
-    const s = await MlxSession.create(late, { device: 'cpu' });
+    const s = await MlxSession.create(late, { ...cpu, device: 'cpu' });
     try {
       await expect(s.run({ x: tensorToHost('x', f32([1, 2], [2])) })).rejects.toThrow(
         /node 'onnxruntime partition 0' \(onnxruntime: FooBar\): onnxruntime-node cannot load the partition's sub-model: .*FooBar/,
@@ -223,7 +228,7 @@ describe('fallback partitions', () => {
 
   it('onnxruntime-web (wasm) runs fallback partitions where onnxruntime-node is not used', async () => {
     const bytes = chain([node('Relu', ['x'], ['a']), node('Softmax', ['a'], ['b']), node('Add', ['b', 'x'], ['y'])]);
-    const s = await MlxSession.create(bytes, { device: 'cpu', disabledOps: ['Softmax'], cpuBackend: 'onnxruntime-web' });
+    const s = await MlxSession.create(bytes, { ...cpu, device: 'cpu', disabledOps: ['Softmax'], cpuBackend: 'onnxruntime-web' });
     try {
       expect(s.fallbackStats[0].backend).toBe('onnxruntime-web');
       const x = x23();
@@ -251,7 +256,7 @@ describe('a shared model with a third of its op types disabled', () => {
       const tc = readTestCase(dir);
       for (const compiled of [true, false]) {
         const s = await ort.InferenceSession.create(join(dir, 'model.onnx'), {
-          executionProviders: [{ name: 'mlx', device: 'cpu', compiled, disabledOps } as never],
+          executionProviders: [{ name: 'mlx', device: 'cpu', compiled, disabledOps, ...cpu } as never],
         });
         try {
           for (let r = 0; r < (compiled ? 3 : 1); r++) {
