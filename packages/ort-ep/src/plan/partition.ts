@@ -119,9 +119,9 @@ export class FallbackPartition {
   declaredType(name: string): TypeIR | undefined {
     const g = this.facts.graph;
     const input = g.inputs.find((i) => i.name === name);
-    if (input && input.type.kind !== 'unknown') return input.type;
+    if (input && (input.type.kind !== 'tensor' || input.type.elemType) && input.type.kind !== 'unknown') return input.type;
     const info = g.valueInfo.get(name)?.type;
-    if (info?.kind === 'tensor') return { kind: 'tensor', elemType: info.elemType };
+    if (info?.kind === 'tensor' && info.elemType) return { kind: 'tensor', elemType: info.elemType };
     return undefined;
   }
 
@@ -198,6 +198,8 @@ export function contractFallback(plan: GraphPlan, model: ModelIR, partitions: Pa
       if (member.get(i) !== k) for (const name of readsOf(pn)) readOutside.add(name);
     });
     const outputs = [...made].filter((o) => readOutside.has(o) || graphOutputs.has(o));
+    // Nodes nothing reads (dead code) never run: no sub-model for them.
+    if (!outputs.length) return;
     const fb = new FallbackPartition(
       fallbacks.length,
       members,

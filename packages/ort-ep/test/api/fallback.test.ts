@@ -142,6 +142,14 @@ describe('fallback partitions', () => {
     await expectFallbackSame(bytes, { x: x33 }, {});
   });
 
+  it('an unsupported node whose result nothing reads makes no partition', async () => {
+    const bytes = chain([node('Relu', ['x'], ['a']), node('Softmax', ['a'], ['unused']), node('Neg', ['a'], ['y'])]);
+    const s = await MlxSession.create(bytes, { ...cpu, device: 'cpu', disabledOps: ['Softmax'] });
+    expect(s.fallbackStats).toEqual([]);
+    s.release();
+    await expectFallbackSame(bytes, { x: x23() }, { disabledOps: ['Softmax'] });
+  });
+
   it('a disabled op really runs on onnxruntime: its partition counts the runs', async () => {
     const bytes = chain([node('Relu', ['x'], ['a']), node('Softmax', ['a'], ['b']), node('Add', ['b', 'x'], ['y'])]);
     const s = await MlxSession.create(bytes, { ...cpu, device: 'cpu', disabledOps: ['Softmax'] });
