@@ -9,6 +9,8 @@
 //     --json <file>        write the results as JSON
 //     --write-passing <file>  write the names of the cases passing through mlx (the checked-in list)
 //     --suite <dir>        the suite (default ../shared/onnx-node-tests/v1.22.0 beside the repository)
+//     --fallback cpu|none  for mlx: run the nodes MLX does not take on onnxruntime (default none:
+//                          the suite measures MLX alone)
 //     --verbose            print every case
 import { spawn } from 'node:child_process';
 import { readdirSync, writeFileSync, existsSync, mkdirSync } from 'node:fs';
@@ -34,7 +36,7 @@ async function worker(): Promise<void> {
   for await (const line of rl) {
     const name = line.trim();
     if (!name) continue;
-    const r = await runCase(join(suite, name), engine);
+    const r = await runCase(join(suite, name), engine, { fallback: arg('fallback') === 'cpu' ? 'cpu' : 'none' });
     process.stdout.write(`RESULT ${JSON.stringify(r)}\n`);
   }
 }
@@ -49,7 +51,19 @@ async function runPool(engine: Engine, suite: string, cases: string[], n: number
         if (!queue.length) return resolve();
         const child = spawn(
           process.execPath,
-          ['--conditions=source', '--import', 'tsx', self, '--worker', '--engine', engine, '--suite', suite],
+          [
+            '--conditions=source',
+            '--import',
+            'tsx',
+            self,
+            '--worker',
+            '--engine',
+            engine,
+            '--suite',
+            suite,
+            '--fallback',
+            arg('fallback') ?? 'none',
+          ],
           {
             stdio: ['pipe', 'pipe', 'pipe'],
             env: { ...process.env, ORT_LOG_LEVEL: 'error' },

@@ -29,6 +29,10 @@ export interface MlxExecutionProviderOption {
   maxSessionBytes?: number;
   /** Input signatures whose compiled programs are kept. Default 16. */
   maxSignatures?: number;
+  /** Nodes MLX does not take: 'cpu' runs them on onnxruntime (default where it resolves), 'none' refuses the model (see MlxSessionOptions.fallback). */
+  fallback?: 'cpu' | 'none';
+  /** Op types the MLX provider declines, so that they fall back ('Softmax', 'com.microsoft::Attention'). */
+  disabledOps?: string[];
 }
 
 declare module 'onnxruntime-common' {
@@ -174,6 +178,8 @@ function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionO
     maxTensorBytes: mine?.maxTensorBytes,
     maxSessionBytes: mine?.maxSessionBytes,
     maxSignatures: mine?.maxSignatures,
+    fallback: mine?.fallback,
+    disabledOps: mine?.disabledOps,
   };
 }
 

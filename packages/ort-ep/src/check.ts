@@ -3,6 +3,8 @@ import { DEFAULT_DOMAIN, type ExternalDataSpec } from './onnx/index.js';
 import type { OpRegistry } from './registry/registry.js';
 import type { UnsupportedNode } from './errors.js';
 import { prepareModel } from './plan/prepare.js';
+import { summarizePartitions, type PartitionSummary } from './plan/partition.js';
+import { resolveCpuBackend } from './runtime/onnxruntime.js';
 
 export interface ModelCheck {
   nodes: number;
@@ -10,11 +12,15 @@ export interface ModelCheck {
   claimed: Map<string, number>;
   unclaimed: UnsupportedNode[];
   opsets: Map<string, number>;
+  /** How the graph splits into MLX and fallback partitions. */
+  partitions: PartitionSummary;
+  /** The CPU backend that would run fallback partitions, where one resolves. */
+  cpuBackend?: string;
 }
 
 export function checkModel(
   bytes: Uint8Array,
-  options: { modelPath?: string; externalData?: ExternalDataSpec[]; registry?: OpRegistry } = {},
+  options: { modelPath?: string; externalData?: ExternalDataSpec[]; registry?: OpRegistry; disabledOps?: string[] } = {},
 ): ModelCheck {
   const { model, plan, unsupported } = prepareModel(bytes, options);
   const claimed = new Map<string, number>();
@@ -23,5 +29,12 @@ export function checkModel(
     const k = `${pn.node.domain || DEFAULT_DOMAIN}::${pn.node.opType}`;
     claimed.set(k, (claimed.get(k) ?? 0) + 1);
   }
-  return { nodes: plan.nodes.length, claimed, unclaimed: unsupported, opsets: model.opsetImports };
+  return {
+    nodes: plan.nodes.length,
+    claimed,
+    unclaimed: unsupported,
+    opsets: model.opsetImports,
+    partitions: summarizePartitions(plan),
+    cpuBackend: resolveCpuBackend()?.name,
+  };
 }

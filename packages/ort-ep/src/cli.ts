@@ -5,6 +5,7 @@ import { performance } from 'node:perf_hooks';
 import * as mx from '@mlx/core';
 import { MlxSession } from './session.js';
 import { checkModel } from './check.js';
+import { formatPartitions } from './plan/partition.js';
 import { OnnxDataType, type HostTensor } from './onnx/index.js';
 import { runDemo } from './demo/vad.js';
 
@@ -113,6 +114,7 @@ async function check(args: string[]): Promise<void> {
   );
   console.log('claimed:');
   for (const [k, n] of [...r.claimed].sort()) console.log(`  ${k} x${n}`);
+  for (const line of formatPartitions(r.partitions, r.cpuBackend)) console.log(line);
   if (r.unclaimed.length) {
     console.log('not claimed:');
     for (const u of r.unclaimed) console.log(`  ${u.domain}::${u.opType} (opset ${u.opset}) node '${u.nodeName}': ${u.reason}`);

@@ -37,6 +37,8 @@ export class UnsupportedOperatorError extends OrtMlxError {
   constructor(
     readonly model: string,
     readonly nodes: UnsupportedNode[],
+    /** A last line: what would run them (the fallback option, a CPU backend to install). */
+    hint = '',
   ) {
     const groups = new Map<string, UnsupportedNode[]>();
     for (const n of nodes) {
@@ -50,7 +52,9 @@ export class UnsupportedOperatorError extends OrtMlxError {
           .map((n) => n.nodeName || '<unnamed>')
           .join(', ')}${ns.length > 5 ? `, … ${ns.length - 5} more` : ''}]`,
     );
-    super(`model ${model} has ${nodes.length} node(s) the MLX execution provider does not support:\n${lines.join('\n')}`);
+    super(
+      `model ${model} has ${nodes.length} node(s) the MLX execution provider does not support:\n${lines.join('\n')}${hint ? `\n${hint}` : ''}`,
+    );
   }
 }
 

@@ -13,6 +13,7 @@ import {
   type ValueInfoIR,
 } from './onnx/index.js';
 import type { OpRegistry } from './registry/registry.js';
+import { resolveCpuBackend, type CpuBackendName } from './runtime/onnxruntime.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
 import { prepareModel } from './plan/prepare.js';
@@ -20,7 +21,7 @@ import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } f
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { GraphProgram } from './execute/run.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
-import { InvalidFeedError, OnnxLoadError, OrtMlxError, UnsupportedOperatorError, messageOf } from './errors.js';
+import { InvalidFeedError, OnnxLoadError, OrtMlxError, UnsupportedOperatorError, messageOf, type UnsupportedNode } from './errors.js';
 
 export interface MlxSessionOptions {
   /** Where MLX runs the model: 'gpu' (Metal or CUDA, where available) or 'cpu'. Default: MLX's default device. */
@@ -49,6 +50,19 @@ export interface MlxSessionOptions {
   maxTensorBytes?: number;
   /** The most bytes one evaluation may allocate in all (each new array counted once). Default: MLX's memory limit. */
   maxSessionBytes?: number;
+  /**
+   * Nodes MLX does not take: 'cpu' (the default where onnxruntime-node or onnxruntime-web resolves)
+   * runs them on onnxruntime's CPU backend, in partitions made at create(); 'none' refuses the
+   * model with UnsupportedOperatorError (the default where neither resolves).
+   */
+  fallback?: 'cpu' | 'none';
+  /**
+   * Op types the MLX provider declines, so that they fall back ('Softmax', or with a domain
+   * 'com.microsoft::Attention'): for testing, and for working around a bug.
+   */
+  disabledOps?: string[];
+  /** @internal Which CPU backend runs fallback partitions (default: onnxruntime-node, else onnxruntime-web). */
+  cpuBackend?: CpuBackendName;
   /** External data for models created from bytes (onnxruntime-common's `externalData`). */
   externalData?: ExternalDataSpec[];
   /** An alternative op registry (tests, experiments). */
@@ -95,6 +109,8 @@ export class MlxSession {
     readonly name: string,
     /** The session's own streams: any thread may evaluate them, so runs evaluate off the JS thread. */
     private readonly streams: RunStreams,
+    /** The nodes MLX does not take (they run in fallback partitions). */
+    private readonly unsupported: UnsupportedNode[] = [],
   ) {
     const g = model.graph;
     const user = g.inputs.filter((i) => !g.inputsWithDefaults.has(i.name));
@@ -117,19 +133,77 @@ export class MlxSession {
   static async create(source: string | Uint8Array | ArrayBuffer, options: MlxSessionOptions = {}): Promise<MlxSession> {
     const bytes = typeof source === 'string' ? readModelFile(source) : source instanceof Uint8Array ? source : new Uint8Array(source);
     const name = typeof source === 'string' ? basename(source) : '<bytes>';
-    return MlxSession.createSync(bytes, { ...options, modelPath: typeof source === 'string' ? source : undefined }, name);
+    const session = MlxSession.createSync(bytes, { ...options, modelPath: typeof source === 'string' ? source : undefined }, name);
+    try {
+      await session.openFallbacks();
+    } catch (e) {
+      session.release();
+      throw e;
+    }
+    return session;
+  }
+
+  /**
+   * Makes the onnxruntime sessions of the fallback partitions whose input types are known before
+   * any run (the others are made on their first run), so that onnxruntime's refusal of a
+   * sub-model surfaces at create().
+   */
+  private async openFallbacks(): Promise<void> {
+    const plan = this.program.plan;
+    const known = (name: string): number | undefined => {
+      const c = plan.constants.get(name);
+      if (c?.kind === 'host') return c.tensor.dtype;
+      if (c?.kind === 'device') return c.onnxType;
+      return undefined;
+    };
+    const runners = [...this.program.fallbacks.values()];
+    const results = await Promise.allSettled(runners.map((r) => r.prepare(known)));
+    const refused = results.flatMap((r, k) => (r.status === 'rejected' ? [`${runners[k].where}: ${messageOf(r.reason)}`] : []));
+    if (refused.length)
+      throw new UnsupportedOperatorError(
+        this.name,
+        this.unsupported,
+        `onnxruntime (the fallback) cannot run them either:\n  ${refused.join('\n  ')}`,
+      );
+  }
+
+  /** The fallback partitions, in run order: their nodes' op types, and how many times onnxruntime ran each. */
+  get fallbackStats(): { partition: number; ops: string[]; inputs: string[]; outputs: string[]; runs: number; backend: string }[] {
+    return [...this.program.fallbacks.values()].map((r) => ({
+      partition: r.partition.index,
+      ops: r.partition.nodes.map((pn) => pn.node.opType),
+      inputs: [...r.partition.inputs],
+      outputs: [...r.partition.outputs],
+      runs: r.runs,
+      backend: r.backend.name,
+    }));
   }
 
   /** @internal */
   static createSync(bytes: Uint8Array, options: MlxSessionOptions & { modelPath?: string }, name = '<bytes>'): MlxSession {
+    // MLX_ORT_FALLBACK=none|cpu sets the default (tests that must measure MLX alone, deployments that want no fallback).
+    const fallback = options.fallback ?? fallbackFromEnv();
+    if (fallback !== undefined && fallback !== 'cpu' && fallback !== 'none')
+      throw new TypeError(`fallback must be 'cpu' or 'none', got '${String(fallback)}'`);
+    const cpu = fallback === 'none' ? undefined : resolveCpuBackend(options.cpuBackend);
     const { model, plan, unsupported } = prepareModel(bytes, {
       modelPath: options.modelPath,
       externalData: options.externalData,
       registry: options.registry,
       modelName: name,
+      disabledOps: options.disabledOps,
+      partition: !!cpu,
     });
-    if (unsupported.length) throw new UnsupportedOperatorError(name, unsupported);
-    const program = new GraphProgram(plan);
+    if (unsupported.length && !cpu) {
+      const hint =
+        fallback === 'none'
+          ? ''
+          : fallback === 'cpu'
+            ? `fallback 'cpu' was asked for, but ${options.cpuBackend ?? 'neither onnxruntime-node nor onnxruntime-web'} resolves: install one to run these nodes on onnxruntime`
+            : 'install onnxruntime-node (or onnxruntime-web) to run these nodes on onnxruntime (fallback)';
+      throw new UnsupportedOperatorError(name, unsupported, hint);
+    }
+    const program = new GraphProgram(plan, cpu);
     const device = options.device ?? mx.defaultDevice().type;
     const constants = new ConstantStore(device === 'gpu');
     registerConstants(program, constants);
@@ -145,7 +219,7 @@ export class MlxSession {
       foldConstants(program, constants);
       makeConstantsResident(program, constants);
     });
-    return new MlxSession(model, program, constants, options, name, streams);
+    return new MlxSession(model, program, constants, options, name, streams, unsupported);
   }
 
   /** Hits, misses and evictions of the compiled path's signature cache. */
@@ -274,10 +348,18 @@ export class MlxSession {
     releaseDeviceConstants(this.program);
     this.constants.release();
     void this.queue.then(() => {
+      this.program.releaseFallbacks();
       this.streams.main.dispose();
       this.streams.cpu?.dispose();
     });
   }
+}
+
+function fallbackFromEnv(): 'cpu' | 'none' | undefined {
+  const v = process.env.MLX_ORT_FALLBACK;
+  if (v === undefined || v === '') return undefined;
+  if (v !== 'cpu' && v !== 'none') throw new TypeError(`MLX_ORT_FALLBACK must be 'cpu' or 'none', got '${v}'`);
+  return v;
 }
 
 function limitOption(v: number | undefined, name: string): number | undefined {

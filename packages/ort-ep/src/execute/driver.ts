@@ -1,7 +1,7 @@
 // Drives a run, written as a generator of EvalRequests, to completion: synchronously (runSync,
 // constant folding) or without blocking the event loop (run), evaluating off the JS thread.
 import * as mx from '@mlx/core';
-import { NodeExecutionError, ResourceLimitError } from '../errors.js';
+import { NodeExecutionError, OrtMlxError, ResourceLimitError } from '../errors.js';
 import type { Guard, RunState } from './env.js';
 import type { EvalRequest } from './run.js';
 
@@ -30,6 +30,12 @@ export function driveSync<T>(streams: RunStreams, run: RunState, gen: Generator<
   for (;;) {
     const r = step(streams, run, gen);
     if (r.done) return r.value;
+    if (r.value.wait) {
+      void r.value.wait.promise;
+      throw new OrtMlxError(
+        `model ${run.modelName}: ${r.value.wait.what} runs on onnxruntime (a fallback partition), whose runs are asynchronous: use run(), not runSync()`,
+      );
+    }
     evalSync(streams, run, r.value.arrays);
   }
 }
@@ -39,7 +45,8 @@ export async function driveAsync<T>(streams: RunStreams, run: RunState, gen: Gen
   for (;;) {
     const r = step(streams, run, gen);
     if (r.done) return r.value;
-    await evalAsync(streams, run, r.value.arrays);
+    if (r.value.wait) await r.value.wait.promise;
+    else await evalAsync(streams, run, r.value.arrays);
   }
 }
 

@@ -2,14 +2,17 @@
 // graph; host tensors carry shape math (Shape, Gather on shapes, Concat, ...) so that
 // Reshape/Expand/Slice see static arguments.
 import * as mx from '@mlx/core';
-import type { GraphIR } from '../onnx/index.js';
+import type { GraphIR, HostTensor } from '../onnx/index.js';
 import { neededNodes, type GraphPlan, type PlannedNode } from '../plan/plan.js';
+import type { FallbackPartition } from '../plan/partition.js';
 import type { OpResult } from '../registry/types.js';
 import { onnxTypeOf } from '../runtime/convert.js';
-import type { Value } from '../runtime/value.js';
-import { NodeExecutionError, ResourceLimitError } from '../errors.js';
+import type { CpuBackend } from '../runtime/onnxruntime.js';
+import { asHost, type Value } from '../runtime/value.js';
+import { NodeExecutionError, OrtMlxError, ResourceLimitError } from '../errors.js';
 import { NeedsEval, NodeContext } from './context.js';
 import { Env } from './env.js';
+import { FallbackRunner } from './fallback.js';
 import { placeNode } from './placement.js';
 
 function toValue(r: OpResult): Value {
@@ -31,9 +34,13 @@ function deviceValue(array: mx.Array): Value {
   };
 }
 
-/** A request from a run to the driver: evaluate these arrays (off the JS thread), then continue. */
+/**
+ * A request from a run to the driver: evaluate these arrays (off the JS thread), then continue; or,
+ * with `wait`, wait for onnxruntime to run a fallback partition (only asynchronous drivers can).
+ */
 export interface EvalRequest {
   arrays: mx.Array[];
+  wait?: { promise: Promise<void>; what: string };
 }
 
 /**
@@ -43,9 +50,14 @@ export interface EvalRequest {
 export class GraphProgram {
   readonly contexts: NodeContext[];
   readonly subprograms = new Map<GraphIR, GraphProgram>();
+  /** The onnxruntime side of each fallback partition, by node index. */
+  readonly fallbacks = new Map<number, FallbackRunner>();
   private readonly orders = new Map<string, number[]>();
 
-  constructor(readonly plan: GraphPlan) {
+  constructor(
+    readonly plan: GraphPlan,
+    cpu?: CpuBackend,
+  ) {
     const runSub = (g: GraphIR, inputs: Value[], outer: Env): Value[] => {
       const sub = this.subprograms.get(g);
       if (!sub) throw new Error('internal error: subgraph was not planned');
@@ -60,6 +72,11 @@ export class GraphProgram {
     };
     this.contexts = plan.nodes.map((pn) => new NodeContext(pn, runSub));
     for (const [g, sp] of plan.subplans) this.subprograms.set(g, new GraphProgram(sp));
+    plan.nodes.forEach((pn, idx) => {
+      if (!pn.fallback) return;
+      if (!cpu) throw new Error('internal error: a fallback partition without a CPU backend');
+      this.fallbacks.set(idx, new FallbackRunner(pn.fallback, cpu, `${pn.node.name} (${opList(pn.fallback)})`));
+    });
   }
 
   /** The indices of the nodes `outputs` need, in graph order (computed once per set). */
@@ -113,6 +130,11 @@ export class GraphProgram {
    */
   *runNodes(indices: readonly number[], env: Env): Generator<EvalRequest, void, void> {
     for (const idx of indices) {
+      const fallback = this.fallbacks.get(idx);
+      if (fallback) {
+        yield* this.runFallback(idx, fallback, env);
+        continue;
+      }
       for (;;) {
         try {
           this.runNode(idx, env);
@@ -124,6 +146,64 @@ export class GraphProgram {
       }
     }
   }
+
+  /**
+   * Runs a fallback partition: its inputs are read on the host (MLX arrays evaluated first, off
+   * the JS thread), onnxruntime runs the sub-model, and its outputs become host values. For the
+   * compiled path's analysis it is a node that reads its inputs on the host: a step between
+   * segments (or a static value when none of its inputs depends on the feeds).
+   */
+  private *runFallback(idx: number, runner: FallbackRunner, env: Env): Generator<EvalRequest, void, void> {
+    const pn = this.plan.nodes[idx];
+    const fb = runner.partition;
+    const fail = (e: unknown) => new NodeExecutionError(this.plan.modelName, pn.node.name, `onnxruntime: ${opList(fb)}`, e);
+    if (!env.run.deferSyncs)
+      throw new OrtMlxError(
+        `model ${this.plan.modelName}: ${pn.node.name} (${fb.nodes.length} node(s)) runs on onnxruntime, whose runs are asynchronous: use run(), not runSync()`,
+      );
+    const values = fb.inputs.map((name) => {
+      const v = env.get(name);
+      if (!v) throw fail(new Error(`input '${name}' has no value`));
+      return v;
+    });
+    const pending = values.flatMap((v) => (v.kind === 'device' && !v.array.isAvailable() ? [v.array] : []));
+    if (pending.length && env.run.deferSyncs) yield { arrays: pending };
+    let inputs: HostTensor[];
+    try {
+      inputs = values.map((v, k) => asHost(v, `input '${fb.inputs[k]}'`));
+    } catch (e) {
+      throw fail(e);
+    }
+    let outputs: HostTensor[] | undefined;
+    let error: unknown;
+    const promise = runner.run(inputs).then(
+      (o) => void (outputs = o),
+      (e: unknown) => void (error = e),
+    );
+    yield { arrays: [], wait: { promise, what: `${pn.node.name} (${fb.nodes.length} node(s))` } };
+    if (!outputs) throw fail(error ?? new Error('onnxruntime gave no result'));
+    const analysis = env.run.analysis;
+    analysis?.begin();
+    for (const v of values) analysis?.hostRead(v);
+    const stored: Value[] = outputs.map((tensor, k) => {
+      const v: Value = { kind: 'host', tensor };
+      env.values.set(fb.outputs[k], v);
+      return v;
+    });
+    analysis?.end(stored, env.depth === 0 ? idx : undefined);
+  }
+
+  /** Closes the onnxruntime sessions of the fallback partitions. */
+  releaseFallbacks(): void {
+    for (const r of this.fallbacks.values()) r.release();
+  }
+}
+
+/** The op types of a fallback partition, for messages: 'Softmax, Gelu x2'. */
+function opList(fb: FallbackPartition): string {
+  const counts = new Map<string, number>();
+  for (const pn of fb.nodes) counts.set(pn.node.opType, (counts.get(pn.node.opType) ?? 0) + 1);
+  return [...counts].map(([op, n]) => (n > 1 ? `${op} x${n}` : op)).join(', ');
 }
 
 // MLX_ORT_DEBUG_SYNC=1: evaluate every node's results as soon as it runs and name it on stderr,

@@ -7,6 +7,7 @@ import type { OpRegistry } from '../registry/registry.js';
 import type { CheckContext, OpEntry } from '../registry/types.js';
 import type { Value } from '../runtime/value.js';
 import { messageOf, type UnsupportedNode } from '../errors.js';
+import type { FallbackPartition } from './partition.js';
 
 export interface PlannedNode {
   node: NodeIR;
@@ -20,6 +21,10 @@ export interface PlannedNode {
   subgraphs: GraphIR[];
   /** Names the node's subgraphs read from enclosing scopes. */
   outerReads: string[];
+  /** Why the registry does not take the node (set when entry is undefined). */
+  reason?: string;
+  /** Set on the node that stands for a fallback partition (plan/partition.ts): onnxruntime runs it. */
+  fallback?: FallbackPartition;
 }
 
 export interface GraphPlan {
@@ -40,6 +45,16 @@ export interface PlanOptions {
   registry: OpRegistry;
   opsets: Map<string, number>;
   modelName: string;
+  /**
+   * Op types the provider declines (MlxSessionOptions.disabledOps): 'Softmax' (any domain) or
+   * 'com.microsoft::Attention'.
+   */
+  disabledOps?: ReadonlySet<string>;
+}
+
+/** Whether `disabledOps` names this node's op type. */
+export function isDisabled(disabled: ReadonlySet<string> | undefined, domain: string, opType: string): boolean {
+  return !!disabled && (disabled.has(opType) || disabled.has(`${domain}::${opType}`));
 }
 
 function opsetFor(node: NodeIR, opsets: Map<string, number>): number {
@@ -65,11 +80,14 @@ export function planGraph(graph: GraphIR, opts: PlanOptions, unsupported: Unsupp
     const attrs = new Attrs(node);
     let entry = opts.registry.lookup(domain, node.opType, opset);
     let params: unknown;
+    let why: string | undefined;
     const fail = (reason: string) => {
       unsupported.push({ opType: node.opType, domain, opset, nodeName: node.name, reason });
       entry = undefined;
+      why = reason;
     };
     if (!entry) fail(opts.registry.explainMissing(domain, node.opType, opset));
+    else if (isDisabled(opts.disabledOps, domain, node.opType)) fail('disabled by the disabledOps option');
     else {
       let reason: string | undefined;
       try {
@@ -92,7 +110,7 @@ export function planGraph(graph: GraphIR, opts: PlanOptions, unsupported: Unsupp
     for (const g of subgraphs) subplans.set(g, planGraph(g, opts, unsupported));
     const outerReads = [...new Set(subgraphs.flatMap((g) => [...outerReferences(g)]))];
     for (const o of node.outputs) if (o) producer.set(o, nodes.length);
-    nodes.push({ node, entry, opset, attrs, params, subgraphs, outerReads });
+    nodes.push({ node, entry, opset, attrs, params, subgraphs, outerReads, ...(why !== undefined && { reason: why }) });
   }
   const overridable = new Set(graph.inputs.map((i) => i.name));
   return { graph, nodes, constants, overridable, producer, subplans, modelName: opts.modelName };
@@ -102,7 +120,7 @@ export function planGraph(graph: GraphIR, opts: PlanOptions, unsupported: Unsupp
  * Ops whose results differ from run to run (random generators, Dropout in training mode): never
  * folded, and on the compiled path always run eagerly, since a trace would replay its draws.
  */
-const NONDETERMINISTIC = new Set([
+export const NONDETERMINISTIC: ReadonlySet<string> = new Set([
   'RandomNormal',
   'RandomUniform',
   'RandomNormalLike',
@@ -113,6 +131,7 @@ const NONDETERMINISTIC = new Set([
 ]);
 
 export function isNondeterministic(pn: PlannedNode): boolean {
+  if (pn.fallback) return pn.fallback.nondeterministic;
   return NONDETERMINISTIC.has(pn.node.opType);
 }
 

@@ -14,6 +14,7 @@ import { defaultRegistry } from '../ops/index.js';
 import type { OpRegistry } from '../registry/registry.js';
 import type { UnsupportedNode } from '../errors.js';
 import { planGraph, type GraphPlan } from './plan.js';
+import { contractFallback, findPartitions, type FallbackPartition } from './partition.js';
 
 export interface PrepareOptions {
   /** The model file, for external data and messages. */
@@ -24,6 +25,13 @@ export interface PrepareOptions {
   registry?: OpRegistry;
   /** The model's name in messages (default: modelPath, else '<bytes>'). */
   modelName?: string;
+  /** Op types the provider declines ('Softmax', or 'com.microsoft::Attention'). */
+  disabledOps?: readonly string[];
+  /**
+   * Split the plan into MLX and fallback partitions (partition.ts) when MLX does not take every
+   * node; without it the plan keeps every node and `unsupported` says which MLX cannot run.
+   */
+  partition?: boolean;
 }
 
 export interface PreparedModel {
@@ -31,6 +39,8 @@ export interface PreparedModel {
   plan: GraphPlan;
   /** Nodes the registry does not take, subgraphs included, with reasons. */
   unsupported: UnsupportedNode[];
+  /** With `partition`: the fallback partitions, whose nodes the plan now holds as one node each. */
+  fallbacks: FallbackPartition[];
 }
 
 export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): PreparedModel {
@@ -45,8 +55,16 @@ export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): P
   const unsupported: UnsupportedNode[] = [];
   const plan = planGraph(
     model.graph,
-    { registry: options.registry ?? defaultRegistry, opsets: model.opsetImports, modelName },
+    { registry: options.registry ?? defaultRegistry, opsets: model.opsetImports, modelName, disabledOps: disabledSet(options.disabledOps) },
     unsupported,
   );
-  return { model, plan, unsupported };
+  const fallbacks = options.partition && unsupported.length ? contractFallback(plan, model, findPartitions(plan)) : [];
+  return { model, plan, unsupported, fallbacks };
+}
+
+function disabledSet(ops: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  if (ops === undefined) return undefined;
+  if (!Array.isArray(ops) || ops.some((o) => typeof o !== 'string' || !o))
+    throw new TypeError(`disabledOps must be an array of op types ('Softmax', 'com.microsoft::Attention'), got ${JSON.stringify(ops)}`);
+  return new Set(ops);
 }

@@ -53,6 +53,32 @@ describe('mlx-ort check', () => {
     ]);
   });
 
+  it('prints the partitions: how many, which nodes fall back and why', async () => {
+    const path = join(dir, 'partitions.onnx');
+    writeFileSync(
+      path,
+      model({
+        opsets: { '': 18, 'com.example': 2 },
+        inputs: [v('x', 'float32', [4])],
+        outputs: [v('y', 'float32', [4])],
+        nodes: [
+          node('Relu', ['x'], ['r1'], { name: 'relu_1' }),
+          node('FooBar', ['r1'], ['f'], { domain: 'com.example', name: 'the_foo' }),
+          node('Neg', ['f'], ['y'], { name: 'neg' }),
+        ],
+      }),
+    );
+    const out = await capture(['check', path]);
+    const at = out.findIndex((l) => l.startsWith('partitions:'));
+    expect(out.slice(at, at + 5)).toEqual([
+      'partitions: 3 (2 on MLX, 1 on onnxruntime through onnxruntime-node)',
+      '  1. MLX: 1 node(s) (Relu)',
+      '  2. onnxruntime: 1 node(s) (com.example::FooBar)',
+      "       com.example::FooBar 'the_foo': no implementation of FooBar in domain com.example",
+      '  3. MLX: 1 node(s) (Neg)',
+    ]);
+  });
+
   it('a model whose nodes are all claimed has no "not claimed" section', async () => {
     const path = join(dir, 'ok.onnx');
     writeFileSync(
@@ -67,6 +93,7 @@ describe('mlx-ort check', () => {
     const out = await capture(['check', path]);
     expect(out[0]).toMatch(/1 nodes, 1 claimed by the MLX provider, 0 not/);
     expect(out).not.toContain('not claimed:');
+    expect(out).toContain('partitions: 1 (MLX takes every node)');
   });
 });
 

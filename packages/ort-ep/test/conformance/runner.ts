@@ -107,6 +107,11 @@ export interface CaseOptions {
    * second traces; the third replays the trace: 3 checks all three.
    */
   runs?: number;
+  /**
+   * For 'mlx': what nodes MLX does not take do. Default 'none' (the case counts as unsupported), so
+   * that the suite measures MLX itself; 'cpu' runs them on onnxruntime (fallback partitions).
+   */
+  fallback?: 'cpu' | 'none';
 }
 
 export async function runCase(dir: string, engine: Engine, opts: CaseOptions = {}): Promise<CaseResult> {
@@ -169,12 +174,14 @@ export async function runCase(dir: string, engine: Engine, opts: CaseOptions = {
         const why = check(got);
         if (why) return done('fail', why, lowLevel);
       } else if (lowLevel || opts.viaSession) {
-        const s = MlxSession.createSync(tc.modelBytes, { compiled, device: opts.device });
+        const fallback = opts.fallback ?? 'none';
+        const s = MlxSession.createSync(tc.modelBytes, { compiled, device: opts.device, fallback });
         try {
           for (let r = 0; r < runs; r++) {
             const vfeeds: Record<string, Value> = {};
             ds.inputs.forEach((t, i) => (vfeeds[inputs[i]] = toValue(t)));
-            const why = check(s.runSync(vfeeds));
+            // Fallback partitions run on onnxruntime, asynchronously: only run() takes them.
+            const why = check(fallback === 'cpu' ? await s.run(vfeeds) : s.runSync(vfeeds));
             if (why) return done('fail', `${runs > 1 ? `run ${r + 1}: ` : ''}${why}`, lowLevel);
           }
         } finally {
@@ -183,7 +190,7 @@ export async function runCase(dir: string, engine: Engine, opts: CaseOptions = {
       } else {
         const o = ort();
         const s = await o.InferenceSession.create(tc.modelBytes, {
-          executionProviders: [{ name: 'mlx', compiled, device: opts.device } as never],
+          executionProviders: [{ name: 'mlx', compiled, device: opts.device, fallback: opts.fallback ?? 'none' } as never],
         });
         try {
           for (let r = 0; r < runs; r++) {

@@ -1,0 +1,178 @@
+// IR -> protobuf messages: the inverse of model.ts, for the sub-models that fallback partitions
+// hand to onnxruntime (plan/partition.ts). Tensors are written as raw_data (strings as
+// string_data); a large tensor whose values were never read goes out as the file's own bytes.
+import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
+import {
+  AttributeProto_AttributeType as A,
+  AttributeProtoSchema,
+  FunctionProtoSchema,
+  GraphProtoSchema,
+  ModelProtoSchema,
+  NodeProtoSchema,
+  SparseTensorProtoSchema,
+  TensorProtoSchema,
+  TypeProtoSchema,
+  ValueInfoProtoSchema,
+  type AttributeProto,
+  type FunctionProto,
+  type GraphProto,
+  type NodeProto,
+  type SparseTensorProto,
+  type TensorProto,
+  type TypeProto,
+  type ValueInfoProto,
+} from 'onnx-buf';
+import {
+  OnnxDataType,
+  type AttrValue,
+  type Dim,
+  type GraphIR,
+  type HostTensor,
+  type NodeIR,
+  type SparseTensorIR,
+  type TypeIR,
+  type ValueInfoIR,
+} from './ir.js';
+import { toRawBytes, undecodedBytes } from './layout.js';
+import { DEFAULT_DOMAIN } from './model.js';
+
+const utf8 = new TextEncoder();
+/** The file's spelling of a domain: '' for the default one. */
+export const fileDomain = (d: string): string => (d === DEFAULT_DOMAIN ? '' : d);
+
+export function encodeTensor(t: HostTensor, name = t.name ?? ''): TensorProto {
+  const base = { name, dataType: t.dtype, dims: t.dims.map(BigInt) };
+  if (t.dtype === OnnxDataType.STRING)
+    return create(TensorProtoSchema, { ...base, stringData: (t.data as string[]).map((s) => utf8.encode(s)) });
+  const raw = undecodedBytes(t) ?? toRawBytes(t.dtype, t.data);
+  return create(TensorProtoSchema, { ...base, rawData: raw as Uint8Array<ArrayBuffer> });
+}
+
+function encodeSparse(s: SparseTensorIR): SparseTensorProto {
+  return create(SparseTensorProtoSchema, { dims: s.dims.map(BigInt), values: encodeTensor(s.values), indices: encodeTensor(s.indices) });
+}
+
+function shapeInit(shape: Dim[]) {
+  return {
+    dim: shape.map((d) =>
+      typeof d === 'number'
+        ? { value: { case: 'dimValue' as const, value: BigInt(d) } }
+        : typeof d === 'string'
+          ? { value: { case: 'dimParam' as const, value: d } }
+          : {},
+    ),
+  };
+}
+
+export function encodeType(t: TypeIR): TypeProto {
+  let value: MessageInitShape<typeof TypeProtoSchema>['value'];
+  switch (t.kind) {
+    case 'tensor':
+      value = { case: 'tensorType', value: { elemType: t.elemType, shape: t.shape && shapeInit(t.shape) } };
+      break;
+    case 'sparse_tensor':
+      value = { case: 'sparseTensorType', value: { elemType: t.elemType, shape: t.shape && shapeInit(t.shape) } };
+      break;
+    case 'sequence':
+      value = { case: 'sequenceType', value: { elemType: t.elem && encodeType(t.elem) } };
+      break;
+    case 'optional':
+      value = { case: 'optionalType', value: { elemType: t.elem && encodeType(t.elem) } };
+      break;
+    case 'map':
+      value = { case: 'mapType', value: { keyType: t.keyType, valueType: t.value && encodeType(t.value) } };
+      break;
+    default:
+      return create(TypeProtoSchema, {});
+  }
+  return create(TypeProtoSchema, { value });
+}
+
+/** A value info; `type` undefined writes none (onnxruntime infers it). */
+export const encodeValueInfo = (name: string, type?: TypeIR): ValueInfoProto =>
+  create(ValueInfoProtoSchema, type ? { name, type: encodeType(type) } : { name });
+
+function encodeAttribute(name: string, a: AttrValue): AttributeProto {
+  const init = (() => {
+    switch (a.type) {
+      case 'float':
+        return { type: A.FLOAT, f: a.value };
+      case 'int':
+        return { type: A.INT, i: BigInt(a.value) };
+      case 'string':
+        return { type: A.STRING, s: utf8.encode(a.value) };
+      case 'tensor':
+        return { type: A.TENSOR, t: encodeTensor(a.value) };
+      case 'graph':
+        return { type: A.GRAPH, g: encodeGraph(a.value) };
+      case 'sparse_tensor':
+        return { type: A.SPARSE_TENSOR, sparseTensor: encodeSparse(a.value) };
+      case 'type_proto':
+        return { type: A.TYPE_PROTO, tp: encodeType(a.value) };
+      case 'floats':
+        return { type: A.FLOATS, floats: a.value };
+      case 'ints':
+        return { type: A.INTS, ints: a.value.map(BigInt) };
+      case 'strings':
+        return { type: A.STRINGS, strings: a.value.map((s) => utf8.encode(s)) };
+      case 'tensors':
+        return { type: A.TENSORS, tensors: a.value.map((t) => encodeTensor(t)) };
+      case 'graphs':
+        return { type: A.GRAPHS, graphs: a.value.map(encodeGraph) };
+      case 'sparse_tensors':
+        return { type: A.SPARSE_TENSORS, sparseTensors: a.value.map(encodeSparse) };
+      case 'type_protos':
+        return { type: A.TYPE_PROTOS, typeProtos: a.value.map(encodeType) };
+    }
+  })();
+  return create(AttributeProtoSchema, { name, ...init });
+}
+
+export function encodeNode(n: NodeIR, opType = n.opType, domain = fileDomain(n.domain)): NodeProto {
+  return create(NodeProtoSchema, {
+    name: n.name,
+    opType,
+    domain,
+    input: n.inputs,
+    output: n.outputs,
+    attribute: [...n.attributes].map(([k, v]) => encodeAttribute(k, v)),
+    ...(n.overload !== undefined && { overload: n.overload }),
+  });
+}
+
+const infoOf = (v: ValueInfoIR): ValueInfoProto => encodeValueInfo(v.name, v.type.kind === 'unknown' ? undefined : v.type);
+
+/** A whole graph (a subgraph attribute): its nodes, inputs, outputs, initializers and value infos. */
+export function encodeGraph(g: GraphIR): GraphProto {
+  return create(GraphProtoSchema, {
+    name: g.name,
+    node: g.nodes.map((n) => encodeNode(n)),
+    input: g.inputs.map(infoOf),
+    output: g.outputs.map(infoOf),
+    initializer: [...g.initializers].map(([name, t]) => encodeTensor(t, name)),
+    valueInfo: [...g.valueInfo.values()].map(infoOf),
+  });
+}
+
+export interface ModelInit {
+  irVersion: number;
+  /** Domain ('ai.onnx' for the default one) -> version. */
+  opsets: Map<string, number>;
+  graph: GraphProto;
+  functions?: FunctionProto[];
+  producerName?: string;
+}
+
+export function encodeModel(m: ModelInit): Uint8Array {
+  const proto = create(ModelProtoSchema, {
+    irVersion: BigInt(m.irVersion),
+    producerName: m.producerName ?? '@mlx/ort-ep',
+    opsetImport: [...m.opsets].map(([domain, version]) => ({ domain: fileDomain(domain), version: BigInt(version) })),
+    graph: m.graph,
+    functions: m.functions ?? [],
+  });
+  return toBinary(ModelProtoSchema, proto);
+}
+
+export const encodeFunction = (init: MessageInitShape<typeof FunctionProtoSchema>): FunctionProto => create(FunctionProtoSchema, init);
+export const encodeGraphProto = (init: MessageInitShape<typeof GraphProtoSchema>): GraphProto => create(GraphProtoSchema, init);
