@@ -172,9 +172,33 @@ describe('hangs the fuzz harness found', () => {
     await bothRefuse(spec(1e9), { x }, /num_outputs 1000000000 does not match the node's 2 outputs/, { ortToo: false });
     await expectSameAsOrt(model(spec(2)), { x });
   });
+
+  it('LRN with a size of 2^31 (one slice per window position: looped for minutes)', async () => {
+    const x = f32(
+      Array.from({ length: 12 }, (_, i) => i / 4),
+      [1, 3, 2, 2],
+    );
+    const spec = (size: number) => single('LRN', 13, [v('x', 'float32', [1, 3, 2, 2])], { size });
+    await bothRefuse(spec(2 ** 31 - 1), { x }, /node 'n' \(LRN\): LRN size 2147483647 is over the 4096 window positions this implementation folds/, { ortToo: false });
+    await bothRefuse(spec(0), { x }, /LRN size 0 must be a positive integer/);
+    await expectSameAsOrt(model(spec(3)), { x });
+  });
 });
 
 describe('JavaScript faults the fuzz harness found, now specific errors', () => {
+  it('AffineGrid with a negative or fractional size ("Invalid typed array length")', async () => {
+    const spec: ModelSpec = {
+      opsets: { '': 20 },
+      inputs: [v('theta', 'float32', [1, 2, 3]), v('size', 'int64', [4])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('AffineGrid', ['theta', 'size'], ['y'], { name: 'ag' })],
+    };
+    const theta = f32([1, 0, 0, 0, 1, 0], [1, 2, 3]);
+    await bothRefuse(spec, { theta, size: i64([1, 1, -3, 2], [4]) }, /node 'ag' \(AffineGrid\): size \[1, 1, -3, 2\] has a dim -3 that is not a non-negative integer/);
+    await expectSameAsOrt(model(spec), { theta, size: i64([1, 1, 3, 2], [4]) });
+  });
+
+
   it('ConcatFromSequence of an empty sequence', () =>
     bothRefuse(
       {
