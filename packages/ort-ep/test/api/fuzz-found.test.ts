@@ -179,7 +179,12 @@ describe('hangs the fuzz harness found', () => {
       [1, 3, 2, 2],
     );
     const spec = (size: number) => single('LRN', 13, [v('x', 'float32', [1, 3, 2, 2])], { size });
-    await bothRefuse(spec(2 ** 31 - 1), { x }, /node 'n' \(LRN\): LRN size 2147483647 is over the 4096 window positions this implementation folds/, { ortToo: false });
+    await bothRefuse(
+      spec(2 ** 31 - 1),
+      { x },
+      /node 'n' \(LRN\): LRN size 2147483647 is over the 4096 window positions this implementation folds/,
+      { ortToo: false },
+    );
     await bothRefuse(spec(0), { x }, /LRN size 0 must be a positive integer/);
     await expectSameAsOrt(model(spec(3)), { x });
   });
@@ -194,10 +199,13 @@ describe('JavaScript faults the fuzz harness found, now specific errors', () => 
       nodes: [node('AffineGrid', ['theta', 'size'], ['y'], { name: 'ag' })],
     };
     const theta = f32([1, 0, 0, 0, 1, 0], [1, 2, 3]);
-    await bothRefuse(spec, { theta, size: i64([1, 1, -3, 2], [4]) }, /node 'ag' \(AffineGrid\): size \[1, 1, -3, 2\] has a dim -3 that is not a non-negative integer/);
+    await bothRefuse(
+      spec,
+      { theta, size: i64([1, 1, -3, 2], [4]) },
+      /node 'ag' \(AffineGrid\): size \[1, 1, -3, 2\] has a dim -3 that is not a non-negative integer/,
+    );
     await expectSameAsOrt(model(spec), { theta, size: i64([1, 1, 3, 2], [4]) });
   });
-
 
   it('ConcatFromSequence of an empty sequence', () =>
     bothRefuse(
@@ -240,4 +248,38 @@ describe('JavaScript faults the fuzz harness found, now specific errors', () => 
       /kernel_shape \[1048576,1048576\] has 1099511627776 positions, over the 65536 this implementation folds/,
       { ortToo: false },
     ));
+});
+
+describe('wrong results the fuzz harness found', () => {
+  // onnxruntime reads these flags as `== 1`; mlx read them as `!= 0`, so keepdims 2 kept the axis.
+  const x = f32(
+    Array.from({ length: 24 }, (_, i) => ((i * 7) % 11) - 5),
+    [2, 3, 4],
+  );
+  for (const flag of [2, -1, 0, 1])
+    it(`ReduceSum, ReduceMax and ArgMin with keepdims ${flag}`, async () => {
+      // ReduceMax at opset 13 takes its axes as an attribute; ArgMin one axis.
+      for (const [op, attrs, out] of [
+        ['ReduceMax', { axes: [1], keepdims: flag }, 'float32'],
+        ['ArgMin', { axis: 1, keepdims: flag }, 'int64'],
+      ] as const)
+        await expectSameAsOrt(
+          model({
+            opsets: { '': 13 },
+            inputs: [v('x', 'float32', [2, 3, 4])],
+            outputs: [v('y', out)],
+            nodes: [node(op, ['x'], ['y'], { attrs: { ...attrs } })],
+          }),
+          { x },
+        );
+      await expectSameAsOrt(
+        model({
+          opsets: { '': 18 },
+          inputs: [v('x', 'float32', [2, 3, 4]), v('a', 'int64', [0])],
+          outputs: [v('y', 'float32')],
+          nodes: [node('ReduceSum', ['x', 'a'], ['y'], { attrs: { keepdims: flag, noop_with_empty_axes: flag } })],
+        }),
+        { x, a: i64([], [0]) },
+      );
+    });
 });
