@@ -2,6 +2,7 @@
 // kernels of @mlx/kernels: grouped-query attention without repeating K/V, causal masking aligned
 // after the past cache, masks shorter than the keys padded with -inf, softcap, empty rows as zeros.
 import * as mx from '@mlx/core';
+import { checkedIndices } from './helpers/bounds.js';
 import { fromHeads, rmsNorm, rotaryEmbedding, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
@@ -160,10 +161,16 @@ const rotary = onnxOp('RotaryEmbedding', 23, {
     const xIn = ctx.input(0);
     const x = headsOf(xIn, ctx.params.heads, ctx.where, 'X');
     const d = x.shape[3];
+    const cos = ctx.input(1);
+    const ids = ctx.optional(3);
+    // take() reads wherever a position points: positions index the cache's rows.
+    const positionIds = ids
+      ? checkedIndices(ctx, ids, cos.shape[0], `position_ids (a cos/sin cache of ${cos.shape[0]} rows)`, { negative: false })
+      : null;
     const y = rotaryEmbedding(x, {
-      cos: ctx.input(1),
+      cos,
       sin: ctx.input(2),
-      positionIds: ctx.optional(3) ?? null,
+      positionIds,
       interleaved: ctx.params.interleaved,
       rotaryDim: ctx.params.rotaryDim || d,
     });

@@ -52,13 +52,22 @@ const constantEntry: OpEntry = onnxOp('Constant', 1, {
 
 const zeroFloat: HostTensor = { dtype: OnnxDataType.FLOAT, dims: [1], data: new Float32Array(1) };
 
+/** The shape input: non-negative integer dims (onnxruntime refuses negative ones). */
+function fillDims(ctx: OpContext): number[] {
+  const dims = hostNumbers(ctx.host(0));
+  const bad = dims.find((d) => !Number.isSafeInteger(d) || d < 0);
+  if (bad !== undefined)
+    throw new RangeError(`ConstantOfShape: the shape [${dims.join(', ')}] has a dim ${bad} that is not a non-negative integer`);
+  return dims;
+}
+
 const constantOfShapeEntry = onnxOp('ConstantOfShape', 9, {
   parse: (attrs) => attrs.tensor('value') ?? zeroFloat,
   // A fill value MLX cannot hold (a string) has only the host, whatever the size.
-  hostSize: (ctx) => (mxDtypeOf(ctx.params.dtype) ? sizeOf(hostNumbers(ctx.host(0))) : 0),
-  host: (ctx) => [hostFill(ctx.params, hostNumbers(ctx.host(0)))],
+  hostSize: (ctx) => (mxDtypeOf(ctx.params.dtype) ? sizeOf(fillDims(ctx)) : 0),
+  host: (ctx) => [hostFill(ctx.params, fillDims(ctx))],
   run: (ctx) => {
-    const dims = hostNumbers(ctx.host(0));
+    const dims = fillDims(ctx);
     const v = upload(ctx.params);
     return [mx.broadcastTo(mx.reshape(v, []), dims)];
   },

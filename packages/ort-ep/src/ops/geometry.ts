@@ -7,6 +7,7 @@ import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
+import { checkHostElements } from './helpers/bounds.js';
 import { hostInt64, hostNumbers, intsIfGiven, optionalNumbers, sizeOf } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -44,6 +45,10 @@ function affineGrid(ctx: OpContext<boolean>): mx.Array {
       `${ctx.where}: theta [${theta.shape.join(', ')}] and size [${size.join(', ')}] are not a 2-D or 3-D affine transform`,
     );
   }
+  const bad = size.find((d) => !Number.isSafeInteger(d) || d < 0);
+  if (bad !== undefined) throw new RangeError(`size [${size.join(', ')}] has a dim ${bad} that is not a non-negative integer`);
+  if (size[0] !== theta.shape[0]) throw new RangeError(`size's batch ${size[0]} differs from theta's ${theta.shape[0]}`);
+  checkHostElements(sizeOf(spatial) * (K + 1), `the base grid of size [${size.join(', ')}]`);
   const work = theta.dtype === 'float64' ? theta : mx.astype(theta, 'float32');
   const base = baseGrid(spatial, ctx.params);
   const grid = mx.matmul(base, mx.transpose(work, [0, 2, 1])); // [N, Q, K]

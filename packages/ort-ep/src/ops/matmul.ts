@@ -172,6 +172,8 @@ const einsumEntry = onnxOp('Einsum', 12, {
 
 function det(x: mx.Array): mx.Array {
   const dtype = x.dtype;
+  if (x.ndim < 2 || x.shape[x.ndim - 1] !== x.shape[x.ndim - 2])
+    throw new RangeError(`Det takes square matrices [..., M, M], got shape [${x.shape.join(', ')}]`);
   const n = x.shape[x.ndim - 1];
   if (n === 0) return mx.ones(x.shape.slice(0, -2), dtype);
   const work = dtype === 'float64' ? x : mx.astype(x, 'float32');

@@ -202,8 +202,13 @@ const parseLrn = (attrs: Attrs): LrnParams => ({
 function lrn(ctx: OpContext<LrnParams>): mx.Array {
   const x = ctx.input(0);
   const { size, alpha, beta, bias } = ctx.params;
-  const xs = stash(x);
+  if (x.ndim < 3) throw new RangeError(`LRN needs an input of rank 3 or more ([N, C, ...]), got rank ${x.ndim}`);
   const c = x.shape[1];
+  // One slice per window position: a window wider than the channels adds only zeros, so a size
+  // past 2C - 1 is refused rather than folded (size 2^31 looped for minutes).
+  if (!Number.isInteger(size) || size < 1) throw new RangeError(`LRN size ${size} must be a positive integer`);
+  if (size > 2 * c + 1 && size > 4096) throw new RangeError(`LRN size ${size} is over the 4096 window positions this implementation folds`);
+  const xs = stash(x);
   // Channel window [c - floor((size-1)/2), c + ceil((size-1)/2)]: a sum of shifted slices of the padded squares.
   const before = Math.floor((size - 1) / 2);
   const after = Math.ceil((size - 1) / 2);

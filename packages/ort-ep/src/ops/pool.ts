@@ -45,8 +45,22 @@ function parsePool(attrs: Attrs): PoolParams {
 
 const parseP = (attrs: Attrs): number => attrs.float('p', 2);
 
+/** Kernel positions a pool folds at most (one slice of the input each). */
+const MAX_KERNEL_POSITIONS = 1 << 16;
+
 function poolWindow(p: PoolParams, x: mx.Array): Window {
-  return windowOf(p, x.shape.slice(2), p.kernel, p.ceil);
+  if (x.ndim < 3) throw new RangeError(`pooling needs an input of rank 3 or more ([N, C, spatial...]), got rank ${x.ndim}`);
+  const spatial = x.shape.slice(2);
+  if (p.kernel.length !== spatial.length)
+    throw new RangeError(`kernel_shape [${p.kernel}] has ${p.kernel.length} entries for ${spatial.length} spatial axes`);
+  const bad = p.kernel.find((k) => !Number.isInteger(k) || k < 1);
+  if (bad !== undefined) throw new RangeError(`kernel_shape [${p.kernel}]: ${bad} is not a positive size`);
+  const positions = p.kernel.reduce((a, b) => a * b, 1);
+  if (positions > MAX_KERNEL_POSITIONS)
+    throw new RangeError(
+      `kernel_shape [${p.kernel}] has ${positions} positions, over the ${MAX_KERNEL_POSITIONS} this implementation folds`,
+    );
+  return windowOf(p, spatial, p.kernel, p.ceil);
 }
 
 /** Folds f over the window slices of `padded`. */

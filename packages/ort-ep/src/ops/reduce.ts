@@ -85,10 +85,11 @@ interface ReduceParams {
   noopWithEmptyAxes: boolean;
 }
 
+// onnxruntime reads keepdims and noop_with_empty_axes as `== 1`: a 2 or a -1 is false.
 const parseReduce = (attrs: Attrs): ReduceParams => ({
-  keepdims: attrs.int('keepdims', 1) !== 0,
+  keepdims: attrs.int('keepdims', 1) === 1,
   axes: intsIfGiven(attrs, 'axes'),
-  noopWithEmptyAxes: attrs.int('noop_with_empty_axes', 0) !== 0,
+  noopWithEmptyAxes: attrs.int('noop_with_empty_axes', 0) === 1,
 });
 
 /** The normalised, de-duplicated axes to reduce, or null for "return the input unchanged". */
@@ -177,7 +178,7 @@ function argEntry(opType: 'ArgMax' | 'ArgMin'): OpEntry {
   return onnxOp(opType, 1, {
     parse: (attrs) => ({
       axis: attrs.int('axis', 0),
-      keepdims: attrs.int('keepdims', 1) !== 0,
+      keepdims: attrs.int('keepdims', 1) === 1,
       selectLast: attrs.int('select_last_index', 0) !== 0,
     }),
     run: (ctx) => {

@@ -90,6 +90,7 @@ export const sequenceOps: OpEntry[] = [
     parse: (attrs) => ({ axis: attrs.int('axis'), newAxis: attrs.int('new_axis', 0) !== 0 }),
     run: (ctx) => {
       const s = seq(ctx, 0);
+      if (s.items.length === 0) throw new RangeError(`the sequence is empty; there is nothing to concatenate`);
       const arrays = s.items.map((v) => ctx.toArray(v));
       const { newAxis } = ctx.params;
       const rank = arrays[0].ndim + (newAxis ? 1 : 0);
@@ -109,10 +110,19 @@ export const sequenceOps: OpEntry[] = [
       else {
         const sp = ctx.host(1);
         const v = hostNumbers(sp);
+        if (sp.dims.length > 1) throw new RangeError(`split must be a scalar or 1-D, got dims [${sp.dims}]`);
         if (sp.dims.length === 0) {
+          // A chunk size: dim / size pieces of that size, the last one shorter.
+          if (!(v[0] > 0)) throw new RangeError(`split ${v[0]} must be a positive chunk size`);
           sizes = [];
           for (let left = dim; left > 0; left -= v[0]) sizes.push(Math.min(v[0], left));
-        } else sizes = v;
+        } else {
+          const bad = v.find((n) => !(n >= 0));
+          if (bad !== undefined) throw new RangeError(`split sizes must not be negative, got ${bad}`);
+          const sum = v.reduce((a, b) => a + b, 0);
+          if (sum !== dim) throw new RangeError(`split sizes [${v}] sum to ${sum}, not to the size ${dim} of axis ${axis}`);
+          sizes = v;
+        }
       }
       const items: Value[] = [];
       let off = 0;

@@ -163,6 +163,8 @@ function splitSizes(ctx: OpContext<SplitParams>, dim: number): number[] {
   // Exporters write an empty split input for "not given".
   if (split && !split.length) split = undefined;
   if (split) {
+    const negative = split.find((s) => !(s >= 0));
+    if (negative !== undefined) throw new RangeError(`Split: size ${negative} in [${split.join(', ')}] is negative`);
     if (split.length !== n || split.reduce((a, b) => a + b, 0) !== dim)
       throw new RangeError(`Split: sizes [${split.join(', ')}] do not split ${dim} into ${n} outputs`);
     return split;
@@ -170,6 +172,7 @@ function splitSizes(ctx: OpContext<SplitParams>, dim: number): number[] {
   if (ctx.params.numOutputs !== undefined) {
     // Chunks of ceil(dim / num_outputs); the last one takes what is left.
     const k = ctx.params.numOutputs;
+    if (k !== n) throw new RangeError(`Split: num_outputs ${k} does not match the node's ${n} outputs`);
     const chunk = Math.ceil(dim / k);
     return Array.from({ length: k }, (_, i) => Math.max(0, Math.min(chunk, dim - i * chunk)));
   }

@@ -10,6 +10,7 @@ import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
+import { checkHostElements } from './helpers/bounds.js';
 import { hostOf, isFloatType, mxType, optionalNumbers } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ function dft(ctx: OpContext<DftParams>): mx.Array {
   const axis = raw < 0 ? raw + rank : raw;
   if (axis < 0 || axis > rank - 2) throw new RangeError(`${ctx.where}: axis ${raw} is outside [-${rank}, -2] and [0, ${rank - 2}]`);
   const length = scalarInput(ctx, 1);
-  if (length !== undefined && length < 1) throw new RangeError(`${ctx.where}: dft_length ${length} must be positive`);
+  if (length !== undefined && length < 1) throw new RangeError(`dft_length ${length} must be positive`);
   const args = { axis, length, inverse: ctx.params.inverse, onesided: ctx.params.onesided };
   return backTo(dftCore(x, args), x);
 }
@@ -164,8 +165,11 @@ const parseWindow = (attrs: Attrs): WindowParams => ({ periodic: attrs.int('peri
 /** Generalised cosine window: sum_k (-1)^k a_k cos(2 pi k n / N), N = size (periodic) or size - 1. */
 function cosineWindow(coeffs: readonly number[]) {
   return (ctx: OpContext<WindowParams>): OpResult[] => {
-    const size = scalarInput(ctx, 0)!;
+    const sizes = optionalNumbers(ctx, 0) ?? [];
+    if (sizes.length !== 1) throw new RangeError(`size must be a scalar, got ${sizes.length} values`);
+    const size = sizes[0];
     if (!Number.isInteger(size) || size < 0) throw new RangeError(`${ctx.where}: size ${size} must be a non-negative integer`);
+    checkHostElements(size, `a window of size ${size}`);
     const N = ctx.params.periodic ? size : size - 1;
     const w = new Float64Array(size);
     for (let n = 0; n < size; n++) {
@@ -182,7 +186,13 @@ function cosineWindow(coeffs: readonly number[]) {
 /** Triangular filters between mel-spaced points, rounded to DFT bins as the reference does. */
 function melWeightMatrix(ctx: OpContext<number>): OpResult[] {
   const [bins, dftLength, rate, lo, hi] = [0, 1, 2, 3, 4].map((i) => scalarInput(ctx, i)!);
+  if (!Number.isInteger(bins) || bins < 0) throw new RangeError(`num_mel_bins ${bins} must be a non-negative integer`);
+  if (!Number.isInteger(dftLength) || dftLength < 1) throw new RangeError(`dft_length ${dftLength} must be a positive integer`);
+  if (!(rate > 0)) throw new RangeError(`sample_rate ${rate} must be positive`);
+  if (!(lo >= 0 && hi >= lo && Number.isFinite(hi)))
+    throw new RangeError(`the edges ${lo}..${hi} Hz must satisfy 0 <= lower <= upper and be finite`);
   const spectrum = Math.floor(dftLength / 2) + 1;
+  checkHostElements(spectrum * (bins + 2), `a [${spectrum}, ${bins}] filter bank`);
   const mel = (hz: number) => 2595 * Math.log10(1 + hz / 700);
   const lowMel = mel(lo);
   const step = (mel(hi) - lowMel) / (bins + 2);
@@ -196,9 +206,11 @@ function melWeightMatrix(ctx: OpContext<number>): OpResult[] {
   };
   for (let i = 0; i < bins; i++) {
     const [left, center, right] = [points[i], points[i + 1], points[i + 2]];
+    // Only bins inside the spectrum are written: the loops stay within it whatever the edges.
+    const [from, to] = [(a: number) => Math.max(a, 0), (b: number) => Math.min(b, spectrum - 1)];
     if (center === left) put(center, i, 1);
-    else for (let j = left; j <= center; j++) put(j, i, (j - left) / (center - left));
-    for (let j = center; j < right; j++) put(j, i, (right - j) / (right - center));
+    else for (let j = from(left); j <= to(center); j++) put(j, i, (j - left) / (center - left));
+    for (let j = from(center); j <= to(right - 1); j++) put(j, i, (right - j) / (right - center));
   }
   return [emit(out, [spectrum, bins], ctx.params, ctx.where)];
 }

@@ -52,3 +52,15 @@ export function checkedIndices(
 export function finiteOr(x: mx.Array, fill: number): mx.Array {
   return mx.where(mx.isnan(x), fill, x);
 }
+
+/**
+ * Results that an op computes element by element on the host (windows, filter banks, host
+ * twins) are bounded before the loop starts: a size from the data (2^31, 10^12) would otherwise
+ * loop for hours or exhaust the heap.
+ */
+export const MAX_HOST_ELEMENTS = 2 ** 27;
+
+export function checkHostElements(count: number, what: string): void {
+  if (!(count <= MAX_HOST_ELEMENTS))
+    throw new RangeError(`${what} has ${count} elements, over the ${MAX_HOST_ELEMENTS} computed on the host`);
+}

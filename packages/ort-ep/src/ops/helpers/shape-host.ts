@@ -4,10 +4,12 @@
 // (int64 stays a BigInt64Array, strings a string[]).
 import { OnnxDataType, type HostData, type HostTensor, type TypedArray } from '../../onnx/index.js';
 import { bfloat16BitsToNumber, float16BitsToNumber } from '@mlx/core';
+import { checkHostElements } from './bounds.js';
 import { sizeOf } from './util.js';
 
 /** Fresh storage of `n` elements of the same kind as `data`. */
 export function allocLike(data: HostData, n: number): HostData {
+  checkHostElements(n, 'a host result');
   if (Array.isArray(data)) return new Array<string>(n).fill('');
   const ctor = (data as TypedArray).constructor as new (n: number) => TypedArray;
   return new ctor(n);

@@ -1,0 +1,255 @@
+// The fuzz worker: a child process that runs cases through the public API, the 'mlx' provider
+// first, then onnxruntime-node's CPU provider as the reference, and classifies each one. It tells
+// its parent which case and which phase it is in before each step, so that a crash or a hang
+// is attributed to the case (and to mlx or the reference) that caused it.
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { MlxError } from '@mlx/core';
+import '../../src/index.js';
+import { OrtMlxError } from '../../src/errors.js';
+import type { HostTensor } from '../../src/onnx/index.js';
+import { OnnxDataType as T } from '../../src/onnx/index.js';
+import { generateCase, type FuzzCase, type Roots } from './generate.js';
+import { halfToNumber, tensorFromJson, type TensorJson } from './values.js';
+
+const require = createRequire(import.meta.url);
+const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
+ort.env.logLevel = 'fatal';
+type OrtTensor = import('onnxruntime-node').Tensor;
+type Outputs = Record<string, OrtTensor>;
+
+export type Outcome = 'error' | 'unclear-error' | 'matched' | 'mismatched' | 'unverified' | 'crashed' | 'hung' | 'skipped';
+
+export interface CaseResult {
+  key: string;
+  id: string;
+  source: string;
+  label: string;
+  mutation: string;
+  outcome: Outcome;
+  /** mlx's error or the difference, in a line. */
+  detail: string;
+  /** What the reference did: 'ok', 'error', 'unavailable' (no kernel), 'failed' (crashed or hung). */
+  reference: 'ok' | 'error' | 'unavailable' | 'failed' | 'skipped';
+  /** Whether a float feed or a mutated tensor holds NaN, an infinity or a value beyond 1e30 (results of such cases may differ by evaluation order). */
+  nonFinite?: boolean;
+}
+
+export type Item = { key: string; seed: number; index: number } | { key: string; file: string };
+
+export type ToParent =
+  | { type: 'phase'; key: string; phase: 'generate' | 'mlx' | 'ort'; partial?: Omit<CaseResult, 'reference'> }
+  | { type: 'result'; result: CaseResult }
+  | { type: 'ready' }
+  | { type: 'done' };
+
+export type ToChild = { type: 'run'; items: Item[]; roots: Roots; maxTensorBytes: number };
+
+/** A corpus file: the case, as written by the parent. */
+export interface CaseFile {
+  id: string;
+  source: string;
+  label: string;
+  mutation: string;
+  outcome?: string;
+  detail?: string;
+  runs: number;
+  model: string;
+  feeds: Record<string, TensorJson>;
+}
+
+export function readCaseFile(path: string): FuzzCase {
+  const j = JSON.parse(readFileSync(path, 'utf8')) as CaseFile;
+  return {
+    id: j.id,
+    source: j.source as FuzzCase['source'],
+    label: j.label,
+    mutation: j.mutation,
+    runs: j.runs,
+    model: new Uint8Array(Buffer.from(j.model, 'base64')),
+    feeds: Object.fromEntries(Object.entries(j.feeds).map(([k, t]) => [k, tensorFromJson(t)])),
+  };
+}
+
+const ortTypes: Record<number, string> = {
+  [T.FLOAT]: 'float32',
+  [T.UINT8]: 'uint8',
+  [T.INT8]: 'int8',
+  [T.UINT16]: 'uint16',
+  [T.INT16]: 'int16',
+  [T.INT32]: 'int32',
+  [T.INT64]: 'int64',
+  [T.STRING]: 'string',
+  [T.BOOL]: 'bool',
+  [T.FLOAT16]: 'float16',
+  [T.DOUBLE]: 'float64',
+  [T.UINT32]: 'uint32',
+  [T.UINT64]: 'uint64',
+};
+
+function ortFeeds(feeds: Record<string, HostTensor>): Record<string, OrtTensor> {
+  const out: Record<string, OrtTensor> = {};
+  for (const [k, t] of Object.entries(feeds)) {
+    const data = t.dtype === T.BOOL ? new Uint8Array(t.data as Uint8Array) : t.data.slice();
+    out[k] = new ort.Tensor(ortTypes[t.dtype] as 'float32', data as Float32Array, t.dims);
+  }
+  return out;
+}
+
+// Errors that name a JavaScript fault rather than the input: a bug even inside a NodeExecutionError.
+const INTERNAL =
+  /Cannot read propert|is not a function|is not iterable|Invalid typed array length|Invalid array length|Maximum call stack|Array buffer allocation failed|Cannot convert|\w is not defined$|undefined is not|of undefined|of null|Cannot mix BigInt|RangeError: offset|out of memory/i;
+
+function classifyError(e: unknown): 'error' | 'unclear-error' {
+  if (!(e instanceof Error)) return 'unclear-error';
+  if (INTERNAL.test(e.message)) return 'unclear-error';
+  if (e instanceof OrtMlxError || e instanceof MlxError) return 'error';
+  // onnxruntime-common's own argument checks (feeds, fetches, options) run before the backend.
+  if (/onnxruntime-common/.test(e.stack ?? '')) return 'error';
+  return 'unclear-error';
+}
+
+const RANDOM_OPS = /::(RandomUniform|RandomNormal|RandomUniformLike|RandomNormalLike|Bernoulli|Multinomial|Dropout)$/;
+
+const line = (e: unknown) => {
+  const s = `${e instanceof Error ? e.constructor.name : typeof e}: ${e instanceof Error ? e.message : String(e)}`;
+  return process.env.FUZZ_FULL ? `${s}\n${e instanceof Error ? e.stack : ''}` : s.replace(/\s*\n\s*/g, ' ').slice(0, 400);
+};
+
+function close(a: number, b: number, tol: { rtol: number; atol: number }): boolean {
+  if (Number.isNaN(a) && Number.isNaN(b)) return true;
+  if (a === b) return true;
+  return Math.abs(a - b) <= tol.atol + tol.rtol * Math.abs(b);
+}
+
+/** Undefined when the outputs agree, else what differs. */
+function compare(have: Outputs, want: Outputs, exact: boolean, valuesToo: boolean, loose = false): string | undefined {
+  const names = Object.keys(want).sort();
+  if (Object.keys(have).sort().join() !== names.join()) return `outputs ${Object.keys(have)} vs ${names}`;
+  for (const n of names) {
+    const [h, w] = [have[n], want[n]];
+    if (h.type !== w.type) return `${n}: type ${h.type} vs ${w.type}`;
+    if (h.dims.join() !== w.dims.join()) return `${n}: dims [${h.dims}] vs [${w.dims}]`;
+    if (!valuesToo) continue;
+    const tol = exact ? { rtol: 0, atol: 0 } : w.type === 'float16' || loose ? { rtol: 1e-2, atol: 2e-2 } : { rtol: 1e-3, atol: 1e-4 };
+    // float16 data are bits (Uint16Array): compare their values.
+    const [a, b] = w.type === 'float16' ? [halves(h.data), halves(w.data)] : [h.data as ArrayLike<unknown>, w.data as ArrayLike<unknown>];
+    for (let i = 0; i < b.length; i++) {
+      const [x, y] = [a[i], b[i]];
+      const same = typeof y === 'string' || typeof y === 'bigint' ? x === y : close(Number(x), Number(y), tol);
+      if (!same) return `${n}[${i}]: ${String(x)} vs ${String(y)}`;
+    }
+  }
+  return undefined;
+}
+
+const halves = (d: unknown) => (d instanceof Uint16Array ? Array.from(d, halfToNumber) : (d as ArrayLike<number>));
+
+function nonFinite(c: FuzzCase): boolean {
+  if (/edge value/.test(c.mutation)) return true;
+  for (const t of Object.values(c.feeds)) {
+    if (t.dtype === T.FLOAT16) {
+      if ((t.data as Uint16Array).some((h) => (h & 0x7c00) === 0x7c00)) return true;
+    } else if (t.dtype === T.FLOAT || t.dtype === T.DOUBLE) {
+      if ((t.data as Float32Array).some((x) => !(Math.abs(x) <= 1e30))) return true;
+    }
+  }
+  return false;
+}
+
+async function runOn(c: FuzzCase, provider: 'mlx' | 'cpu', maxTensorBytes: number, runs: number): Promise<Outputs[]> {
+  const options =
+    provider === 'mlx'
+      ? ({
+          executionProviders: [{ name: 'mlx', device: 'cpu', maxTensorBytes }],
+        } as unknown as import('onnxruntime-node').InferenceSession.SessionOptions)
+      : { executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1 };
+  const s = await ort.InferenceSession.create(c.model, options);
+  try {
+    const outs: Outputs[] = [];
+    for (let r = 0; r < runs; r++) outs.push(await s.run(ortFeeds(c.feeds)));
+    return outs;
+  } finally {
+    await s.release();
+  }
+}
+
+const ORT_UNAVAILABLE =
+  /NOT_IMPLEMENTED|Could not find an implementation|is not implemented|not supported|Unsupported model IR version|is under development|No Op registered/i;
+
+export async function runCase(c: FuzzCase, key: string, maxTensorBytes: number, tell: (m: ToParent) => void): Promise<CaseResult> {
+  const head = { key, id: c.id, source: c.source, label: c.label, mutation: c.mutation };
+  tell({ type: 'phase', key, phase: 'mlx' });
+  let mine: Outputs[] | undefined;
+  let mineError: unknown;
+  try {
+    mine = await runOn(c, 'mlx', maxTensorBytes, c.runs);
+  } catch (e) {
+    mineError = e;
+  }
+  const partial: Omit<CaseResult, 'reference'> = mine
+    ? { ...head, outcome: 'unverified', detail: 'ran' }
+    : { ...head, outcome: classifyError(mineError), detail: line(mineError) };
+  tell({ type: 'phase', key, phase: 'ort', partial });
+  let ref: Outputs | undefined;
+  let refError: unknown;
+  try {
+    [ref] = await runOn(c, 'cpu', maxTensorBytes, 1);
+  } catch (e) {
+    refError = e;
+  }
+  const reference: CaseResult['reference'] = ref ? 'ok' : ORT_UNAVAILABLE.test(line(refError)) ? 'unavailable' : 'error';
+  if (!mine) {
+    const detail = ref ? `${partial.detail} (onnxruntime ran)` : `${partial.detail} (onnxruntime: ${line(refError).slice(0, 160)})`;
+    return { ...partial, detail, reference };
+  }
+  const random = RANDOM_OPS.test(c.label);
+  for (let r = 1; r < mine.length; r++) {
+    const d = compare(mine[r], mine[0], true, !random);
+    if (d) return { ...head, outcome: 'mismatched', detail: `run ${r + 1} differs from run 1: ${d}`, reference };
+  }
+  if (!ref) {
+    if (reference === 'unavailable')
+      return { ...head, outcome: 'unverified', detail: `onnxruntime: ${line(refError).slice(0, 200)}`, reference };
+    return { ...head, outcome: 'mismatched', detail: `ran where onnxruntime refused: ${line(refError).slice(0, 300)}`, reference };
+  }
+  // Quantized models (the shared QDQ and int4 ones) differ by a quantization step where a rounding differs.
+  const d = compare(mine[0], ref, false, !random, /qdq|int4|Quantize|QLinear|MatMulNBits/i.test(c.label));
+  return d
+    ? { ...head, outcome: 'mismatched', detail: d, reference, nonFinite: nonFinite(c) }
+    : { ...head, outcome: 'matched', detail: '', reference };
+}
+
+// ---- the process ----
+
+if (process.send) {
+  const tell = (m: ToParent) => process.send!(m);
+  process.on('message', async (m: ToChild) => {
+    if (m.type !== 'run') return;
+    for (const item of m.items) {
+      tell({ type: 'phase', key: item.key, phase: 'generate' });
+      let c: FuzzCase;
+      try {
+        c = 'file' in item ? readCaseFile(item.file) : generateCase(item.seed, item.index, m.roots);
+      } catch (e) {
+        tell({
+          type: 'result',
+          result: {
+            key: item.key,
+            id: item.key,
+            source: '?',
+            label: '?',
+            mutation: '',
+            outcome: 'skipped',
+            detail: `generator: ${line(e)}`,
+            reference: 'skipped',
+          },
+        });
+        continue;
+      }
+      tell({ type: 'result', result: await runCase(c, item.key, m.maxTensorBytes, tell) });
+    }
+    tell({ type: 'done' });
+  });
+  tell({ type: 'ready' });
+}

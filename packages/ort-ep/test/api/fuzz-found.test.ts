@@ -1,0 +1,285 @@
+// Inputs the fuzz harness (scripts/fuzz.ts) found to crash, hang or fail with a JavaScript fault,
+// one regression test each: onnxruntime-node's CPU provider refuses them too (or computes what
+// mlx computes), and mlx gives a NodeExecutionError naming the node and what is wrong.
+import { describe, expect, it } from 'vitest';
+import { NodeExecutionError } from '../../src/index.js';
+import { model, node, v, type ModelSpec } from '../helpers/build.js';
+import { expectSameAsOrt, f32, i64, ort, type Feeds } from '../helpers/ort.js';
+
+const mlx = {
+  executionProviders: [{ name: 'mlx', device: 'cpu' }],
+} as unknown as import('onnxruntime-node').InferenceSession.SessionOptions;
+
+async function outcome(
+  bytes: Uint8Array,
+  feeds: Feeds,
+  options?: import('onnxruntime-node').InferenceSession.SessionOptions,
+): Promise<unknown> {
+  try {
+    const s = await ort.InferenceSession.create(bytes, options);
+    try {
+      await s.run(feeds);
+      return 'ran';
+    } finally {
+      await s.release();
+    }
+  } catch (e) {
+    return e;
+  }
+}
+
+/** onnxruntime refuses the case; mlx refuses it with a NodeExecutionError whose message matches. */
+async function bothRefuse(spec: ModelSpec, feeds: Feeds, message: RegExp, opts: { ortToo?: boolean } = {}): Promise<void> {
+  const bytes = model(spec);
+  if (opts.ortToo ?? true) expect(await outcome(bytes, feeds)).toBeInstanceOf(Error);
+  const e = await outcome(bytes, feeds, mlx);
+  expect(e).toBeInstanceOf(NodeExecutionError);
+  expect((e as Error).message).toMatch(message);
+}
+
+const single = (
+  op: string,
+  opset: number,
+  inputs: ModelSpec['inputs'],
+  attrs: Record<string, number | number[]> = {},
+  outputs = 1,
+): ModelSpec => ({
+  opsets: { '': opset },
+  irVersion: opset > 21 ? 11 : 10,
+  inputs,
+  outputs: Array.from({ length: outputs }, (_, i) => v(`y${i}`, 'float32')),
+  nodes: [
+    node(
+      op,
+      inputs.map((i) => i.name),
+      Array.from({ length: outputs }, (_, i) => `y${i}`),
+      { name: 'n', attrs },
+    ),
+  ],
+});
+
+describe('crashes the fuzz harness found', () => {
+  it('Det of a non-square [0, 1] input (was SIGFPE)', async () => {
+    await bothRefuse(
+      single('Det', 11, [v('x', 'float32', [0, 1])]),
+      { x: f32([], [0, 1]) },
+      /node 'n' \(Det\): Det takes square matrices \[\.\.\., M, M\], got shape \[0, 1\]/,
+    );
+    await bothRefuse(single('Det', 11, [v('x', 'float32', [2, 3])]), { x: f32([1, 2, 3, 4, 5, 6], [2, 3]) }, /got shape \[2, 3\]/);
+  });
+
+  describe('RotaryEmbedding (opset 23) position_ids outside the cache (was SIGSEGV)', () => {
+    const spec: ModelSpec = {
+      opsets: { '': 23 },
+      irVersion: 11,
+      inputs: [v('x', 'float32', [1, 2, 3, 4]), v('cos', 'float32', [5, 2]), v('sin', 'float32', [5, 2]), v('p', 'int64', [1, 3])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('RotaryEmbedding', ['x', 'cos', 'sin', 'p'], ['y'], { name: 'rope' })],
+    };
+    const x = f32(
+      Array.from({ length: 24 }, (_, i) => Math.sin(i)),
+      [1, 2, 3, 4],
+    );
+    const cos = f32(
+      Array.from({ length: 10 }, (_, i) => Math.cos(i / 3)),
+      [5, 2],
+    );
+    const sin = f32(
+      Array.from({ length: 10 }, (_, i) => Math.sin(i / 3)),
+      [5, 2],
+    );
+    for (const bad of [5, 1_000_000_000, -1, -(2 ** 62)])
+      it(`position ${bad}`, () =>
+        bothRefuse(
+          spec,
+          { x, cos, sin, p: i64([0, bad, 1], [1, 3]) },
+          new RegExp(
+            `node 'rope' \\(RotaryEmbedding\\): position_ids \\(a cos/sin cache of 5 rows\\): index ${bad} is out of range \\[0, 4\\]`,
+          ),
+        ));
+    it('positions in range agree with onnxruntime', () => expectSameAsOrt(model(spec), { x, cos, sin, p: i64([4, 0, 2], [1, 3]) }));
+  });
+});
+
+describe('hangs the fuzz harness found', () => {
+  it('SplitToSequence with a split of 0 or a negative one (looped forever)', async () => {
+    const spec = (split: number[], dims: number[]): ModelSpec => ({
+      opsets: { '': 13 },
+      inputs: [v('x', 'float32', [4, 2]), v('s', 'int64', dims)],
+      outputs: [v('n', 'int64')],
+      nodes: [node('SplitToSequence', ['x', 's'], ['q'], { name: 'sts' }), node('SequenceLength', ['q'], ['n'])],
+    });
+    const x = f32([1, 2, 3, 4, 5, 6, 7, 8], [4, 2]);
+    for (const s of [0, -1, -(2 ** 40)])
+      await bothRefuse(
+        spec([s], []),
+        { x, s: i64([s], []) },
+        new RegExp(`node 'sts' \\(SplitToSequence\\): split ${s} must be a positive chunk size`),
+      );
+    await bothRefuse(spec([5, -1], [2]), { x, s: i64([5, -1], [2]) }, /split sizes must not be negative, got -1/);
+    await bothRefuse(spec([1, 1], [2]), { x, s: i64([1, 1], [2]) }, /split sizes \[1,1\] sum to 2, not to the size 4 of axis 0/);
+    // Valid chunk sizes still agree with onnxruntime (4 rows in chunks of 3: 2 pieces).
+    await expectSameAsOrt(model(spec([3], [])), { x, s: i64([3], []) });
+  });
+
+  it('HannWindow with a non-scalar size whose first value is 2^31 (looped for minutes)', async () => {
+    const spec: ModelSpec = {
+      opsets: { '': 17 },
+      inputs: [v('n', 'int64', [2])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('HannWindow', ['n'], ['y'], { name: 'w' })],
+    };
+    await bothRefuse(spec, { n: i64([2 ** 31, 1], [2]) }, /node 'w' \(HannWindow\): size must be a scalar, got 2 values/);
+    const scalar: ModelSpec = { ...spec, inputs: [v('n', 'int64', [])] };
+    // 2^40 points is refused before the loop (onnxruntime would try to allocate 4 TiB).
+    await bothRefuse(
+      scalar,
+      { n: i64([2 ** 40], []) },
+      /a window of size 1099511627776 has 1099511627776 elements, over the 134217728 computed on the host/,
+      {
+        ortToo: false,
+      },
+    );
+    await expectSameAsOrt(model(scalar), { n: i64([9], []) });
+  });
+
+  it('MelWeightMatrix with an upper edge of 3e38 Hz (looped over 1e38 bins)', async () => {
+    const spec: ModelSpec = {
+      opsets: { '': 17 },
+      inputs: ['bins', 'len', 'rate'].map((n) => v(n, 'int64', [])).concat([v('lo', 'float32', []), v('hi', 'float32', [])]),
+      outputs: [v('y', 'float32')],
+      nodes: [node('MelWeightMatrix', ['bins', 'len', 'rate', 'lo', 'hi'], ['y'], { name: 'mel' })],
+    };
+    const feeds = (hi: number) => ({ bins: i64([4], []), len: i64([16], []), rate: i64([8000], []), lo: f32([0], []), hi: f32([hi], []) });
+    const started = Date.now();
+    const e = await outcome(model(spec), feeds(3e38), mlx);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    const ref = await outcome(model(spec), feeds(3e38));
+    // Whatever each does with such an edge, mlx answers (a result or a clear error) instead of looping.
+    if (e !== 'ran') expect(e).toBeInstanceOf(NodeExecutionError);
+    expect(['ran', 'error']).toContain(ref === 'ran' ? 'ran' : 'error');
+    await expectSameAsOrt(model(spec), feeds(4000));
+  });
+
+  it('Split with num_outputs 10^9 (exhausted the heap)', async () => {
+    const spec = (k: number) => single('Split', 18, [v('x', 'float32', [4, 2])], { num_outputs: k }, 2);
+    const x = f32([1, 2, 3, 4, 5, 6, 7, 8], [4, 2]);
+    // The spec has the node list num_outputs outputs. onnxruntime is no reference here: it ignores a
+    // num_outputs below the dim (3 for 2 outputs gives [2, 2] twice), fails above it, and runs out of
+    // memory at 10^9. mlx refuses every mismatch.
+    await bothRefuse(spec(3), { x }, /node 'n' \(Split\): Split: num_outputs 3 does not match the node's 2 outputs/, { ortToo: false });
+    await bothRefuse(spec(5), { x }, /num_outputs 5 does not match the node's 2 outputs/);
+    await bothRefuse(spec(1e9), { x }, /num_outputs 1000000000 does not match the node's 2 outputs/, { ortToo: false });
+    await expectSameAsOrt(model(spec(2)), { x });
+  });
+
+  it('LRN with a size of 2^31 (one slice per window position: looped for minutes)', async () => {
+    const x = f32(
+      Array.from({ length: 12 }, (_, i) => i / 4),
+      [1, 3, 2, 2],
+    );
+    const spec = (size: number) => single('LRN', 13, [v('x', 'float32', [1, 3, 2, 2])], { size });
+    await bothRefuse(
+      spec(2 ** 31 - 1),
+      { x },
+      /node 'n' \(LRN\): LRN size 2147483647 is over the 4096 window positions this implementation folds/,
+      { ortToo: false },
+    );
+    await bothRefuse(spec(0), { x }, /LRN size 0 must be a positive integer/);
+    await expectSameAsOrt(model(spec(3)), { x });
+  });
+});
+
+describe('JavaScript faults the fuzz harness found, now specific errors', () => {
+  it('AffineGrid with a negative or fractional size ("Invalid typed array length")', async () => {
+    const spec: ModelSpec = {
+      opsets: { '': 20 },
+      inputs: [v('theta', 'float32', [1, 2, 3]), v('size', 'int64', [4])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('AffineGrid', ['theta', 'size'], ['y'], { name: 'ag' })],
+    };
+    const theta = f32([1, 0, 0, 0, 1, 0], [1, 2, 3]);
+    await bothRefuse(
+      spec,
+      { theta, size: i64([1, 1, -3, 2], [4]) },
+      /node 'ag' \(AffineGrid\): size \[1, 1, -3, 2\] has a dim -3 that is not a non-negative integer/,
+    );
+    await expectSameAsOrt(model(spec), { theta, size: i64([1, 1, 3, 2], [4]) });
+  });
+
+  it('ConcatFromSequence of an empty sequence', () =>
+    bothRefuse(
+      {
+        opsets: { '': 13 },
+        inputs: [v('x', 'float32', [2])],
+        outputs: [v('y', 'float32')],
+        nodes: [
+          node('SequenceEmpty', [], ['q'], { attrs: { dtype: 1 } }),
+          node('ConcatFromSequence', ['q'], ['y'], { name: 'cat', attrs: { axis: 0 } }),
+        ],
+      },
+      { x: f32([1, 2], [2]) },
+      /node 'cat' \(ConcatFromSequence\): the sequence is empty; there is nothing to concatenate/,
+    ));
+
+  it('ConstantOfShape with a negative dim ("Invalid typed array length: -1")', () =>
+    bothRefuse(
+      {
+        opsets: { '': 13 },
+        inputs: [v('s', 'int64', [2])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('ConstantOfShape', ['s'], ['y'], { name: 'c' })],
+      },
+      { s: i64([2, -1], [2]) },
+      /node 'c' \(ConstantOfShape\): ConstantOfShape: the shape \[2, -1\] has a dim -1 that is not a non-negative integer/,
+    ));
+
+  it('LpPool of a rank-2 input ("Invalid array length")', () =>
+    bothRefuse(
+      single('LpPool', 11, [v('x', 'float32', [2, 3])], { kernel_shape: [2] }),
+      { x: f32([1, 2, 3, 4, 5, 6], [2, 3]) },
+      /node 'n' \(LpPool\): pooling needs an input of rank 3 or more/,
+    ));
+
+  it('a pool kernel of 2^40 positions', () =>
+    bothRefuse(
+      single('MaxPool', 12, [v('x', 'float32', [1, 1, 2, 2])], { kernel_shape: [2 ** 20, 2 ** 20] }),
+      { x: f32([1, 2, 3, 4], [1, 1, 2, 2]) },
+      /kernel_shape \[1048576,1048576\] has 1099511627776 positions, over the 65536 this implementation folds/,
+      { ortToo: false },
+    ));
+});
+
+describe('wrong results the fuzz harness found', () => {
+  // onnxruntime reads these flags as `== 1`; mlx read them as `!= 0`, so keepdims 2 kept the axis.
+  const x = f32(
+    Array.from({ length: 24 }, (_, i) => ((i * 7) % 11) - 5),
+    [2, 3, 4],
+  );
+  for (const flag of [2, -1, 0, 1])
+    it(`ReduceSum, ReduceMax and ArgMin with keepdims ${flag}`, async () => {
+      // ReduceMax at opset 13 takes its axes as an attribute; ArgMin one axis.
+      for (const [op, attrs, out] of [
+        ['ReduceMax', { axes: [1], keepdims: flag }, 'float32'],
+        ['ArgMin', { axis: 1, keepdims: flag }, 'int64'],
+      ] as const)
+        await expectSameAsOrt(
+          model({
+            opsets: { '': 13 },
+            inputs: [v('x', 'float32', [2, 3, 4])],
+            outputs: [v('y', out)],
+            nodes: [node(op, ['x'], ['y'], { attrs: { ...attrs } })],
+          }),
+          { x },
+        );
+      await expectSameAsOrt(
+        model({
+          opsets: { '': 18 },
+          inputs: [v('x', 'float32', [2, 3, 4]), v('a', 'int64', [0])],
+          outputs: [v('y', 'float32')],
+          nodes: [node('ReduceSum', ['x', 'a'], ['y'], { attrs: { keepdims: flag, noop_with_empty_axes: flag } })],
+        }),
+        { x, a: i64([], [0]) },
+      );
+    });
+});
