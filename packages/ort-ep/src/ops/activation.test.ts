@@ -136,6 +136,24 @@ describe('Dropout (inference)', () => {
     const out = await runOn('mlx', one('Dropout', 13, { x }, {}, [['y', 'float32']], ['x', 'r', 't'], inits), { x });
     expect(plain(out.y)).toEqual(plain(x));
   });
+  it('training_mode and ratio fed at run time: true with ratio 0 is the identity (as onnxruntime), else an error', async () => {
+    const t = new ort.Tensor('bool', Uint8Array.from([1]), []);
+    const outs: [string, ElemName][] = [
+      ['y', 'float32'],
+      ['mask', 'bool'],
+    ];
+    await expectSameAsOrt(one('Dropout', 22, { x, r: f32([0], []), t }, {}, outs), { x, r: f32([0], []), t });
+    const off = new ort.Tensor('bool', Uint8Array.from([0]), []);
+    await expectSameAsOrt(one('Dropout', 22, { x, r: f32([0.4], []), t: off }, {}, outs), { x, r: f32([0.4], []), t: off });
+    await expect(runOn('mlx', one('Dropout', 22, { x, r: f32([0.4], []), t }, {}, outs), { x, r: f32([0.4], []), t })).rejects.toThrow(
+      /training_mode=true is random.*\(ratio 0\.4/,
+    );
+    // A constant true with a fed ratio is checked at run time too.
+    const tInit: TensorSpec[] = [{ name: 't', type: 'bool', dims: [], values: [1] }];
+    await expect(
+      runOn('mlx', one('Dropout', 22, { x, r: f32([0.4], []) }, {}, outs, ['x', 'r', 't'], tInit), { x, r: f32([0.4], []) }),
+    ).rejects.toThrow(/\(ratio 0\.4/);
+  });
   it('refuses training mode, and is_test=0 before opset 7', async () => {
     const inits: TensorSpec[] = [{ name: 't', type: 'bool', dims: [], values: [1] }];
     await expect(runOn('mlx', one('Dropout', 13, { x }, {}, [['y', 'float32']], ['x', '', 't'], inits), { x })).rejects.toThrow(

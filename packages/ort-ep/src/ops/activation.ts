@@ -120,15 +120,27 @@ function dropoutCheck(ctx: CheckContext<boolean>): string | undefined {
   }
   if (ctx.opset < 12 || !ctx.node.inputs[2]) return undefined;
   const mode = ctx.constantInput(2);
-  if (!mode)
-    return 'Dropout with a training_mode input that is not a constant: training-mode dropout is random and cannot reproduce the reference masks, so only a constant false is supported';
-  if (!hostNumbers(mode)[0]) return undefined;
+  // A training_mode fed at run time is read then (dropoutDeterministic).
+  if (!mode || !hostNumbers(mode)[0]) return undefined;
   const ratio = ctx.node.inputs[1] ? ctx.constantInput(1) : undefined;
+  if (ratio === undefined && ctx.node.inputs[1]) return undefined;
   if (ratio && hostNumbers(ratio)[0] === 0) return undefined; // ratio 0 drops nothing: the identity again
-  return 'Dropout with training_mode=true is random and cannot reproduce the reference masks; only inference (training_mode false or absent, or ratio 0) is supported';
+  return DROPOUT_TRAINING;
+}
+
+const DROPOUT_TRAINING =
+  'Dropout with training_mode=true is random and cannot reproduce the reference masks; only inference (training_mode false or absent, or ratio 0) is supported';
+
+/** Training mode and ratio fed at run time (small scalars, read on the host): only the deterministic cases run. */
+function dropoutDeterministic(ctx: OpContext): void {
+  if (ctx.opset < 12 || !ctx.has(2)) return;
+  if (!hostNumbers(ctx.host(2))[0]) return;
+  const ratio = ctx.has(1) ? hostNumbers(ctx.host(1))[0] : 0.5;
+  if (ratio !== 0) throw new RangeError(`${ctx.where}: ${DROPOUT_TRAINING} (ratio ${ratio})`);
 }
 
 function dropout(ctx: OpContext): OpResult[] {
+  dropoutDeterministic(ctx);
   const x = ctx.input(0);
   if (!ctx.wants(1)) return [x];
   // Dropout-1..9 typed the mask like the input; from 10 it is bool. (onnxruntime fills the
@@ -142,7 +154,7 @@ const dropoutEntry = onnxOp('Dropout', 1, {
   parse: (attrs) => attrs.int('is_test', 0) !== 0,
   check: dropoutCheck,
   run: dropout,
-  note: 'inference only: training_mode must be absent or a constant false (or the ratio a constant 0)',
+  note: 'inference only: training_mode must be absent or false, or the ratio 0 (a fed training_mode is checked at run time)',
 });
 
 // ---------------------------------------------------------------------------------------------

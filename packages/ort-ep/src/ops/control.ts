@@ -118,4 +118,60 @@ const scanEntry = onnxOp('Scan', 9, {
   },
 });
 
-export const controlOps: OpEntry[] = [ifEntry, loopEntry, scanEntry];
+/**
+ * Scan-8: inputs [sequence_lens?, states..., scan inputs...], every one with a leading batch axis;
+ * each batch entry scans its own inputs along their next axis (reversed where `directions` says
+ * so), and the outputs stack the entries again. Batch entries shorter than the scan axis
+ * (sequence_lens) are refused at run time.
+ */
+interface Scan8Params {
+  body: GraphIR;
+  scanInputs: number;
+  directions?: number[];
+}
+
+const scan8Entry = onnxOp<Scan8Params>('Scan', 8, {
+  until: 8,
+  parse: (attrs) => ({ body: bodyOf(attrs), scanInputs: attrs.int('num_scan_inputs'), directions: intsIfGiven(attrs, 'directions') }),
+  run: (ctx) => {
+    const { body, scanInputs: nScanIn } = ctx.params;
+    const nState = ctx.inputCount - 1 - nScanIn;
+    const nScanOut = body.outputs.length - nState;
+    const dirs = ctx.params.directions ?? new Array<number>(nScanIn).fill(0);
+    const states = Array.from({ length: nState }, (_, i) => ctx.input(1 + i));
+    const scans = Array.from({ length: nScanIn }, (_, k) => ctx.input(1 + nState + k));
+    const batch = (states[0] ?? scans[0])?.shape[0] ?? 0;
+    const steps = scans.length ? scans[0].shape[1] : 0;
+    if (ctx.has(0)) {
+      const short = hostNumbers(ctx.host(0)).find((n) => n !== steps);
+      if (short !== undefined)
+        throw new RangeError(
+          `${ctx.where}: a sequence length of ${short} (the scan axis has ${steps}) is not supported; lengths must be the full axis`,
+        );
+    }
+    const typeOf = (i: number) => ctx.elemType(i);
+    const finals: mx.Array[][] = Array.from({ length: nState }, () => []);
+    const outs: mx.Array[][] = Array.from({ length: nScanOut }, () => []);
+    for (let b = 0; b < batch; b++) {
+      const at = (a: mx.Array) => mx.take(a, mx.scalar(b, 'int32'), 0);
+      let state: Value[] = states.map((a, i) => ({ kind: 'device', array: at(a), onnxType: typeOf(1 + i) }));
+      const mine = scans.map(at);
+      const stepOuts: mx.Array[][] = Array.from({ length: nScanOut }, () => []);
+      for (let t = 0; t < steps; t++) {
+        const slices: Value[] = mine.map((a, k) => ({
+          kind: 'device',
+          array: mx.take(a, mx.scalar(dirs[k] ? steps - 1 - t : t, 'int32'), 0),
+          onnxType: typeOf(1 + nState + k),
+        }));
+        const r = ctx.runSubgraph(body, [...state, ...slices]);
+        state = r.slice(0, nState);
+        r.slice(nState).forEach((v, k) => stepOuts[k].push(ctx.toArray(v)));
+      }
+      state.forEach((v, i) => finals[i].push(ctx.toArray(v)));
+      stepOuts.forEach((list, k) => outs[k].push(mx.stack(list, 0)));
+    }
+    return [...finals.map((list) => mx.stack(list, 0)), ...outs.map((list) => mx.stack(list, 0))];
+  },
+});
+
+export const controlOps: OpEntry[] = [ifEntry, loopEntry, scan8Entry, scanEntry];

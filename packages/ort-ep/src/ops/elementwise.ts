@@ -8,7 +8,7 @@ import { onnxOp } from '../registry/op.js';
 import { hostElementwise, hostMathTypes, isBig, isIntType } from './helpers/host-math.js';
 import { isFloatType, keepType, mxType } from './helpers/util.js';
 import { stringEqual } from './strings.js';
-import { decodeMiniFloat, encodeMiniFloat, isMiniFloat } from './helpers/minifloat.js';
+import { decodeE8M0, decodeMiniFloat, encodeE8M0, encodeMiniFloat, isMiniFloat, type E8M0Rounding } from './helpers/minifloat.js';
 import { float32ToBfloat16Bits, numberToFloat16Bits } from '@mlx/core';
 import { hostFloats } from './helpers/shape-host.js';
 
@@ -203,9 +203,10 @@ const packedInt: Record<number, [bits: number, signed: boolean]> = {
   [OnnxDataType.UINT2]: [2, false],
 };
 /** Element types MLX has no dtype for, cast on the host. */
-const hostCastType = (t: number) => isMiniFloat(t) || t in packedInt;
+const hostCastType = (t: number) => isMiniFloat(t) || t in packedInt || t === OnnxDataType.FLOAT8E8M0;
 
 function hostValues(t: HostTensor): number[] {
+  if (t.dtype === OnnxDataType.FLOAT8E8M0) return Array.from(t.data as ArrayLike<number>, decodeE8M0);
   if (!isMiniFloat(t.dtype)) return hostFloats(t);
   return Array.from(t.data as ArrayLike<number>, (code) => decodeMiniFloat(code, t.dtype));
 }
@@ -227,9 +228,11 @@ function signBits(t: HostTensor): boolean[] {
 }
 
 /** Casts from or to the formats MLX cannot hold (float8, float4, int4/int2 with wrap-around). */
-function castOnHost(t: HostTensor, to: number, saturate: boolean): HostTensor {
+function castOnHost(t: HostTensor, to: number, saturate: boolean, rounding: E8M0Rounding = 'up'): HostTensor {
   const vals = hostValues(t);
   const n = vals.length;
+  if (to === OnnxDataType.FLOAT8E8M0)
+    return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v) => encodeE8M0(v, saturate, rounding)) };
   if (isMiniFloat(to)) {
     const neg = signBits(t);
     return { dtype: to, dims: [...t.dims], data: Uint8Array.from(vals, (v, i) => encodeMiniFloat(v, to, saturate, neg[i])) };
@@ -281,11 +284,23 @@ interface CastParams {
   to?: number;
   /** Out-of-range values to float8 saturate (opset 19+; the default). */
   saturate: boolean;
+  /** How values round to float8e8m0 (opset 25+). */
+  rounding: E8M0Rounding;
+}
+
+function parseRounding(attrs: Attrs): E8M0Rounding {
+  const r = attrs.string('round_mode', 'up');
+  if (r !== 'up' && r !== 'down' && r !== 'nearest') throw new RangeError(`Cast round_mode '${r}' is not up, down or nearest`);
+  return r;
 }
 
 function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry<CastParams> {
   return onnxOp(opType, since, {
-    parse: (attrs): CastParams => ({ to: opType === 'Cast' ? attrs.int('to') : undefined, saturate: attrs.int('saturate', 1) !== 0 }),
+    parse: (attrs): CastParams => ({
+      to: opType === 'Cast' ? attrs.int('to') : undefined,
+      saturate: attrs.int('saturate', 1) !== 0,
+      rounding: parseRounding(attrs),
+    }),
     check: (ctx) => {
       const to = ctx.params.to ?? ctx.inputType(1);
       if (to !== undefined && !castable.has(to) && !hostCastType(to))
@@ -307,7 +322,7 @@ function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry<CastPara
     run: (ctx) => {
       const to = ctx.params.to ?? ctx.elemType(1);
       const from = ctx.elemType(0);
-      if (hostCastType(from) || hostCastType(to)) return [castOnHost(ctx.host(0), to, ctx.params.saturate)];
+      if (hostCastType(from) || hostCastType(to)) return [castOnHost(ctx.host(0), to, ctx.params.saturate, ctx.params.rounding)];
       if (!castable.has(from)) throw new TypeError(`cast from element type ${from} is not supported on MLX`);
       return [mx.astype(ctx.input(0), mxType(to, ctx.where))];
     },

@@ -43,6 +43,7 @@ import { linearOps } from './ai.onnx.ml/linear.js';
 import { mlOps } from './ai.onnx.ml/ml.js';
 import { preprocessOps } from './ai.onnx.ml/preprocess.js';
 import { svmOps } from './ai.onnx.ml/svm.js';
+import { treeClassicOps } from './ai.onnx.ml/tree-classic.js';
 import { treeEnsembleOps } from './ai.onnx.ml/tree-ensemble.js';
 // ai.onnx.preview.training
 import { trainingOps } from './training/optimizers.js';
@@ -87,6 +88,7 @@ export const opFamilies = {
   'ai.onnx.ml/ml': mlOps,
   'ai.onnx.ml/preprocess': preprocessOps,
   'ai.onnx.ml/svm': svmOps,
+  'ai.onnx.ml/tree-classic': treeClassicOps,
   'ai.onnx.ml/tree-ensemble': treeEnsembleOps,
   'training/optimizers': trainingOps,
 };

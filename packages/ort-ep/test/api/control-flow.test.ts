@@ -2,7 +2,7 @@
 // outputs, early exit, and nesting, each against onnxruntime-node's CPU provider.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type GraphSpec } from '../helpers/build.js';
-import { bool, expectSameAsOrt, f32, i64, plain } from '../helpers/ort.js';
+import { bool, expectSameAsOrt, f32, i64, plain, runOn, seeded } from '../helpers/ort.js';
 
 const x4 = () => f32([1, -2, 3, -4], [4]);
 
@@ -186,5 +186,38 @@ describe('Scan', () => {
     });
     const out = await expectSameAsOrt(bytes, { init: f32([0, 0], [2]), xs: f32([1, 2, 3, 4, 5, 6], [2, 3]) });
     expect(plain(out.last)).toEqual([6, 15]);
+  });
+});
+
+describe('Scan-8 (batched)', () => {
+  // body(s, a, b) -> (s + a - b, s * a): two scan inputs, one state, one scan output.
+  const body: GraphSpec = {
+    name: 'body8',
+    inputs: [v('s', 'float32', [2]), v('a', 'float32', [2]), v('b', 'float32', [2])],
+    outputs: [v('s_out', 'float32', [2]), v('y', 'float32', [2])],
+    nodes: [node('Add', ['s', 'a'], ['t']), node('Sub', ['t', 'b'], ['s_out']), node('Mul', ['s', 'a'], ['y'])],
+  };
+  const scan8 = (directions?: number[], lens = false) =>
+    model({
+      opsets: { '': 8 },
+      inputs: [
+        ...(lens ? [v('lens', 'int64', [3])] : []),
+        v('init', 'float32', [3, 2]),
+        v('xa', 'float32', [3, 4, 2]),
+        v('xb', 'float32', [3, 4, 2]),
+      ],
+      outputs: [v('last', 'float32', [3, 2]), v('ys', 'float32', [3, 4, 2])],
+      nodes: [
+        node('Scan', [lens ? 'lens' : '', 'init', 'xa', 'xb'], ['last', 'ys'], {
+          attrs: { num_scan_inputs: 2, body: { g: body }, ...(directions ? { directions } : {}) },
+        }),
+      ],
+    });
+  const feeds = () => ({ init: f32(seeded(6, 1), [3, 2]), xa: f32(seeded(24, 2), [3, 4, 2]), xb: f32(seeded(24, 3), [3, 4, 2]) });
+  it('each batch entry scans its own rows, forward', () => expectSameAsOrt(scan8(), feeds()));
+  it('one scan input reversed', () => expectSameAsOrt(scan8([0, 1]), feeds()));
+  it('full-length sequence_lens; a shorter one is refused at run time', async () => {
+    await expectSameAsOrt(scan8(undefined, true), { lens: i64([4, 4, 4], [3]), ...feeds() });
+    await expect(runOn('mlx', scan8(undefined, true), { lens: i64([4, 2, 4], [3]), ...feeds() })).rejects.toThrow(/sequence length of 2/);
   });
 });

@@ -243,3 +243,103 @@ describe('SVMRegressor', () => {
   it('linear mode', () =>
     same('SVMRegressor', { X }, [['y', 'float32']], { coefficients: seeded(F, 33), rho: [0.5], kernel_params: { floats: [0, 0, 0] } }));
 });
+
+// Two trees over three features: tree 0 splits on x0 then x1 (4 leaves), tree 1 on x2 (2 leaves).
+// Leaf weights go to targets/classes as each case says.
+const forest = {
+  nodes_treeids: [0, 0, 0, 0, 0, 0, 0, 1, 1, 1],
+  nodes_nodeids: [0, 1, 2, 3, 4, 5, 6, 0, 1, 2],
+  nodes_featureids: [0, 1, 1, 0, 0, 0, 0, 2, 0, 0],
+  nodes_modes: ['BRANCH_LEQ', 'BRANCH_LT', 'BRANCH_GTE', 'LEAF', 'LEAF', 'LEAF', 'LEAF', 'BRANCH_GT', 'LEAF', 'LEAF'],
+  nodes_values: { floats: [0.1, -0.3, 0.2, 0, 0, 0, 0, 0.05, 0, 0] },
+  nodes_truenodeids: [1, 3, 5, 0, 0, 0, 0, 1, 0, 0],
+  nodes_falsenodeids: [2, 4, 6, 0, 0, 0, 0, 2, 0, 0],
+  nodes_missing_value_tracks_true: [1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+};
+const leaves: [number, number][] = [
+  [0, 3],
+  [0, 4],
+  [0, 5],
+  [0, 6],
+  [1, 1],
+  [1, 2],
+];
+/** Weights for `prefix` (target/class): each leaf gives weight w(leaf, id) to every id of `ids`. */
+function weighted(prefix: string, ids: number[], w: (leaf: number, id: number) => number) {
+  const rows = leaves.flatMap(([t, n], li) => ids.map((id) => [t, n, id, w(li, id)]));
+  return {
+    [`${prefix}_treeids`]: rows.map((r) => r[0]),
+    [`${prefix}_nodeids`]: rows.map((r) => r[1]),
+    [`${prefix}_ids`]: rows.map((r) => r[2]),
+    [`${prefix}_weights`]: { floats: rows.map((r) => r[3]) },
+  };
+}
+
+describe('TreeEnsembleRegressor and TreeEnsembleClassifier (opsets 1-4)', () => {
+  const data = seeded(8 * 3, 40);
+  data[3] = Number.NaN; // row 1, x0: missing, tracked to the true branch
+  const X = f32(data, [8, 3]);
+  const y: [string, ElemName][] = [['y', 'float32']];
+  const wr = (leaf: number, id: number) => Math.fround(0.3 * leaf - 0.7 + 0.2 * id);
+  it('regressor: SUM, AVERAGE, MIN, MAX over two targets with base values', async () => {
+    for (const aggregate_function of ['SUM', 'AVERAGE', 'MIN', 'MAX'])
+      await same('TreeEnsembleRegressor', { X }, y, {
+        ...forest,
+        ...weighted('target', [0, 1], wr),
+        n_targets: 2,
+        aggregate_function,
+        base_values: { floats: [0.5, -0.25] },
+      });
+  });
+  it('regressor: one target, one base value, PROBIT on scores in (0, 1); double input', async () => {
+    const attrs = { ...forest, ...weighted('target', [0], (l) => 0.05 + 0.05 * l), n_targets: 1, base_values: { floats: [0.1] } };
+    await same('TreeEnsembleRegressor', { X }, y, { ...attrs, post_transform: 'PROBIT' });
+    await same('TreeEnsembleRegressor', { X: f64(X) }, y, attrs);
+  });
+  const outs: [string, ElemName][] = [
+    ['label', 'int64'],
+    ['scores', 'float32'],
+  ];
+  it('classifier: three classes, with base values, NONE and SOFTMAX', async () => {
+    const attrs = { ...forest, ...weighted('class', [0, 1, 2], wr), classlabels_int64s: [10, 20, 30] };
+    await same('TreeEnsembleClassifier', { X }, outs, attrs);
+    await same('TreeEnsembleClassifier', { X }, outs, { ...attrs, base_values: { floats: [0.1, 0, -0.1] }, post_transform: 'SOFTMAX' });
+  });
+  it('classifier: binary with both classes weighted (probabilities), string labels', () =>
+    same(
+      'TreeEnsembleClassifier',
+      { X },
+      [
+        ['label', 'string'],
+        ['scores', 'float32'],
+      ],
+      { ...forest, ...weighted('class', [0, 1], (l, id) => (id ? 0.1 * l : 1 - 0.1 * l) / 2), classlabels_strings: ['no', 'yes'] },
+    ));
+  it('classifier: binary with one weighted class, positive weights, and with mixed signs under LOGISTIC', async () => {
+    await same('TreeEnsembleClassifier', { X }, outs, {
+      ...forest,
+      ...weighted('class', [1], (l) => 0.08 * l + 0.1),
+      classlabels_int64s: [0, 1],
+    });
+    await same('TreeEnsembleClassifier', { X }, outs, {
+      ...forest,
+      ...weighted('class', [1], wr),
+      classlabels_int64s: [0, 1],
+      post_transform: 'LOGISTIC',
+    });
+    await same('TreeEnsembleClassifier', { X }, outs, {
+      ...forest,
+      ...weighted('class', [0], wr),
+      classlabels_int64s: [4, 5],
+      base_values: { floats: [0.2, 0.2] },
+    });
+    // Class 0 alone, no base values: [-s, s]; class 1 with one base value (unscored class 0 writes 0).
+    await same('TreeEnsembleClassifier', { X }, outs, { ...forest, ...weighted('class', [0], wr), classlabels_int64s: [4, 5] });
+    await same('TreeEnsembleClassifier', { X }, outs, {
+      ...forest,
+      ...weighted('class', [1], (l) => 0.08 * l + 0.1),
+      classlabels_int64s: [0, 1],
+      base_values: { floats: [0.3] },
+    });
+  });
+});

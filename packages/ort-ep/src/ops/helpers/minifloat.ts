@@ -134,3 +134,35 @@ export function encodeMiniFloatArray(values: mx.Array, type: number, saturate: b
   const codes = Uint8Array.from(data, (x) => encodeMiniFloat(x, type, saturate));
   return mx.Array.fromTypedArray(codes, v.shape, 'uint8');
 }
+
+// ---------------------------------------------------------------------------------------------
+// float8e8m0: an exponent alone (a scale of 2^(code - 127)); 0xFF is NaN. Encoding keeps the
+// float32 exponent of |x| and rounds by its mantissa as the ONNX reference does: 'up' (the
+// default) when any mantissa bit is set, 'nearest' by the guard/round/sticky bits, 'down' never;
+// saturation stops rounding past the largest exponent (0xFE).
+
+export type E8M0Rounding = 'up' | 'down' | 'nearest';
+
+export function decodeE8M0(code: number): number {
+  return code === 0xff ? Number.NaN : 2 ** (code - 127);
+}
+
+const e8m0Bits = new Uint32Array(1);
+const e8m0Float = new Float32Array(e8m0Bits.buffer);
+
+export function encodeE8M0(x: number, saturate: boolean, rounding: E8M0Rounding): number {
+  e8m0Float[0] = x;
+  const bits = e8m0Bits[0];
+  const exponent = (bits >>> 23) & 0xff;
+  if (exponent === 0xff) return 0xff;
+  let up = false;
+  if (rounding === 'up') up = (bits & 0x7fffff) !== 0;
+  else if (rounding === 'nearest') {
+    const g = (bits & 0x400000) !== 0;
+    const r = (bits & 0x200000) !== 0;
+    const s = (bits & 0x1fffff) !== 0;
+    up = g && (r || s || exponent > 0);
+  }
+  if (up && saturate && exponent === 0xfe) up = false;
+  return (exponent + (up ? 1 : 0)) & 0xff;
+}
