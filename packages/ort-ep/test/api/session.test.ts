@@ -125,9 +125,19 @@ describe('registerMlxBackend', () => {
     };
     registerMlxBackend(fresh);
     registerMlxBackend(fresh); // idempotent per module object
-    expect(calls.map(([n, , p]) => [n, p])).toEqual([[MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY]]);
+    const mine = calls.filter(([n]) => n === MLX_BACKEND_NAME);
+    expect(mine.map(([n, , p]) => [n, p])).toEqual([[MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY]]);
     expect([MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY]).toEqual(['mlx', -10]);
-    const backend = calls[0][1] as ReturnType<typeof createMlxBackend>;
+    // Every other name registered is a misspelling whose backend refuses with a hint.
+    const others = calls.filter(([n]) => n !== MLX_BACKEND_NAME);
+    expect(others.map(([n]) => n)).toContain('MLX');
+    for (const [n, b, p] of others) {
+      expect(p).toBe(MLX_BACKEND_PRIORITY);
+      await expect((b as ReturnType<typeof createMlxBackend>).init(n)).rejects.toThrow(
+        `'${n}' is not an execution provider name: write 'mlx'`,
+      );
+    }
+    const backend = mine[0][1] as ReturnType<typeof createMlxBackend>;
     await backend.init('mlx');
     const handler = await backend.createInferenceSessionHandler(linear, {});
     try {
@@ -138,6 +148,25 @@ describe('registerMlxBackend', () => {
     } finally {
       await handler.dispose();
     }
+  });
+});
+
+describe('one backend object', () => {
+  it('registerMlxBackend on the onnxruntime-common that the import already registered with does not throw', () => {
+    // onnxruntime-common throws "cannot register backend" for a second, different object at the
+    // same priority: the backend is one object, so this is a no-op.
+    expect(() => registerMlxBackend(ortCommon as never)).not.toThrow();
+    const real = { Tensor: ortCommon.Tensor, registerBackend: ortCommon.registerBackend };
+    expect(() => registerMlxBackend(real)).not.toThrow();
+  });
+
+  it("'MLX' and other misspellings fail with a hint", async () => {
+    await expect(ortCommon.InferenceSession.create(linear, { executionProviders: ['MLX'] })).rejects.toThrow(
+      "[MLX] Error: 'MLX' is not an execution provider name: write 'mlx'",
+    );
+    await expect(ortCommon.InferenceSession.create(linear, { executionProviders: ['mlx-gpu'] })).rejects.toThrow(
+      "'mlx-gpu' is not an execution provider name",
+    );
   });
 });
 
