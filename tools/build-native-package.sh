@@ -23,16 +23,18 @@ LIC="$PKG/licenses"
 log() { printf '[build-native-package %s] %s\n' "$TARGET" "$*" >&2; }
 pin() { node -p "require('./packages/sys/mlx-wheel.json')$1"; }
 unpack() { python3 -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$1" "$2"; }
-fetch_wheel() { # name version [pip platform args...] -> wheel path
+fetch_wheel() { # name version [pip platform args...] -> wheel path (.mlx/wheels where tools/dev put it, else .cache/wheels)
   local n=$1 v=$2 w; shift 2
-  w=$(ls .mlx/wheels/${n//-/_}-${v}-*.whl 2>/dev/null | head -1 || true)
+  w=$(ls .mlx/wheels/${n//-/_}-${v}-*.whl .cache/wheels/${n//-/_}-${v}-*.whl 2>/dev/null | head -1 || true)
   if [[ -z $w ]]; then
     log "downloading ${n}==${v} from PyPI"
-    python3 -m pip download --quiet --no-deps --only-binary=:all: "$@" -d .mlx/wheels "${n}==${v}"
-    w=$(ls .mlx/wheels/${n//-/_}-${v}-*.whl | head -1)
+    python3 -m pip download --quiet --no-deps --only-binary=:all: "$@" -d .cache/wheels "${n}==${v}"
+    w=$(ls .cache/wheels/${n//-/_}-${v}-*.whl | head -1)
   fi
   echo "$w"
 }
+TMPD=""
+trap '[[ -z $TMPD ]] || rm -rf "$TMPD"' EXIT
 
 # The libraries a Linux package may need from the system.
 SYSTEM_LIBS="libc.so.6 libm.so.6 libstdc++.so.6 libgcc_s.so.1 ld-linux-x86-64.so.2 libpthread.so.0 libdl.so.2 librt.so.1"
@@ -74,7 +76,7 @@ native_build() {
 }
 
 linux_gnu() {
-  local mlx so; so=$(native_build); mlx="$(bash tools/install-mlx.sh --print-root)/.."
+  local mlx; mlx="$(bash tools/install-mlx.sh --print-root)/.."
   local name; name=$(pin .name)
   rm -rf "$LIB" "$LIC" && mkdir -p "$LIB" "$LIC"
   cp "$so" "$LIB/libmlxc.so"
@@ -115,9 +117,8 @@ linux_gnu() {
 }
 
 linux_cuda() {
-  local so; so=$(native_build)
   local whl tmp; whl=$(fetch_wheel "$(pin .cuda.name)" "$(pin .cuda.version)")
-  tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+  tmp=$(mktemp -d) && TMPD=$tmp
   unpack "$whl" "$tmp"
   rm -rf "$LIB" "$LIC" && mkdir -p "$LIB" "$LIC"
   # The CPU build's libmlxc: MLX's ABI is the same in both builds of one version.
@@ -137,7 +138,7 @@ darwin_arm64() {
     return
   fi
   local whl tmp build; whl=$(fetch_wheel "$(pin .metal.name)" "$(pin .metal.version)" --platform macosx_14_0_arm64)
-  tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+  tmp=$(mktemp -d) && TMPD=$tmp
   unpack "$whl" "$tmp"
   build="$ROOT/packages/sys/native/build-darwin-arm64"
   cmake -S packages/sys/native -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMLX_ROOT="$tmp/mlx" >/dev/null
@@ -158,10 +159,24 @@ darwin_arm64() {
   fi
 }
 
+# lib/ is rebuilt when an input is newer than the stamp of the last build (or MLX_BLAS changed).
+STAMP="$PKG/.build-stamp"
+fresh() { # inputs...
+  [[ -f $STAMP && $(cat "$STAMP") == "${MLX_BLAS:-openblas}" ]] || return 1
+  local f
+  for f in "$@" "${BASH_SOURCE[0]}" packages/sys/mlx-wheel.json; do [[ $f -nt $STAMP ]] && return 1; done
+  return 0
+}
+if [[ $TARGET == linux-* ]]; then
+  so=$(native_build)
+  if fresh "$so"; then log "lib/ is up to date ($(du -sh "$LIB" | cut -f1))"; exit 0; fi
+fi
+
 case "$TARGET" in
   linux-x64-gnu) linux_gnu ;;
   linux-x64-cuda13) linux_cuda ;;
   darwin-arm64) darwin_arm64 ;;
   *) echo "unknown target $TARGET" >&2; exit 2 ;;
 esac
+echo "${MLX_BLAS:-openblas}" > "$STAMP"
 log "$(du -sh "$LIB" | cut -f1) in $LIB: $(ls "$LIB" | tr '\n' ' ')"

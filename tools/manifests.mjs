@@ -5,6 +5,7 @@
 // copy of LICENSE.
 //   node tools/manifests.mjs          write them
 //   node tools/manifests.mjs --check  exit 1, listing what differs (tools/dev test runs this)
+//   node tools/manifests.mjs --list   the published packages' folders, as JSON
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +37,10 @@ function withoutSource(exp) {
   );
 }
 
+if (process.argv.includes('--list')) {
+  console.log(JSON.stringify(packageDirs));
+  process.exit(0);
+}
 const problems = [];
 for (const dir of packageDirs) {
   const file = join(root, dir, 'package.json');
