@@ -170,6 +170,38 @@ describe('one backend object', () => {
   });
 });
 
+describe('lazy loading', () => {
+  it("importing loads nothing native; without MLX, ['mlx', 'cpu'] falls back with onnxruntime's warning", async () => {
+    const code = `
+      import * as ort from 'onnxruntime-node';
+      import { readFileSync } from 'node:fs';
+      const ep = await import('@mlx/ort-ep');
+      const native = /libmlxc|koffi/.test(readFileSync('/proc/self/maps', 'utf8'));
+      const s = await ort.InferenceSession.create(process.env.MODEL, { executionProviders: ['mlx', 'cpu'] });
+      let only = '';
+      try { await ort.InferenceSession.create(process.env.MODEL, { executionProviders: [ep.mlx()] }); } catch (e) { only = e.message; }
+      console.log(JSON.stringify({ native, handler: s.handler.constructor.name, only }));`;
+    const { stdout, stderr } = await promisify(execFile)(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code],
+      {
+        cwd: pkgDir,
+        env: { ...process.env, MODEL: linearPath, MLX_C_LIBRARY: '/nonexistent/libmlxc.so' },
+        timeout: 60_000,
+      },
+    );
+    const out = JSON.parse(stdout.trim().split('\n').pop()!);
+    expect(out.native).toBe(false);
+    expect(out.handler).not.toBe('MlxSessionHandler');
+    expect(stderr).toMatch(
+      /removing requested execution provider "mlx" from session options because it is not available: MlxLibraryNotFoundError: could not load the MLX C library/,
+    );
+    expect(out.only).toMatch(
+      /\[mlx\] MlxLibraryNotFoundError: could not load the MLX C library.*\/nonexistent\/libmlxc\.so \(MLX_C_LIBRARY\): no such file/s,
+    );
+  }, 60_000);
+});
+
 describe('metadata', () => {
   it('inputNames, outputNames, inputMetadata and outputMetadata (types, static and symbolic dims)', async () => {
     const bytes = model({
