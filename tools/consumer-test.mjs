@@ -11,7 +11,7 @@
 // npm works from a cache in .cache/npm (offline where it holds everything). Results go to
 // reports/consumer-test.json for tools/test-summary.mjs.
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -164,6 +164,15 @@ await step(`npm install of the tarballs with onnxruntime-node and -web ${ortVers
     ],
     { cwd: app, env: cleanEnv() },
   );
+  // Source maps and declaration maps point at sources that ship.
+  for (const pkg of ['sys', 'core', 'kernels', 'ort-ep']) {
+    const dist = join(app, 'node_modules', '@mlx', pkg, 'dist');
+    for (const map of ['index.js.map', 'index.d.ts.map']) {
+      const { sources } = JSON.parse(readFileSync(join(dist, map), 'utf8'));
+      for (const src of sources)
+        assert(existsSync(join(dist, src)), `@mlx/${pkg}/dist/${map} points at ${src}, which is not in the package`);
+    }
+  }
   cpSync(join(shared, 'gpt2-tiny', 'model.onnx'), join(app, 'model.onnx'));
   cpSync(join(shared, 'gpt2-tiny', 'test_data_set_0'), join(app, 'test_data_set_0'), { recursive: true });
   const commons = execFileSync('find', ['node_modules', '-path', '*/onnxruntime-common/package.json'], { cwd: app, encoding: 'utf8' })
