@@ -22,6 +22,17 @@ for (const pkg of readdirSync(join(root, 'packages'))) {
     `@mlx/${pkg}: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests} skipped (${r.numTotalTestSuites} suites)`,
   );
 }
+// --consumer: tools/consumer-test.mjs's steps count as tests (its report must exist).
+if (process.argv.includes('--consumer')) {
+  const report = join(root, 'reports', 'consumer-test.json');
+  if (!existsSync(report)) missing.push('consumer test');
+  else {
+    const r = JSON.parse(readFileSync(report, 'utf8'));
+    passed += r.passed;
+    failed += r.failed;
+    console.log(`consumer test: ${r.passed} passed, ${r.failed} failed (${r.secs} s)`);
+  }
+}
 if (missing.length) console.log(`no test report from: ${missing.join(', ')}`);
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(failed || missing.length ? 1 : 0);

@@ -11,7 +11,7 @@
 import type { Array } from './array.js';
 import { makeVector } from './call.js';
 import { flushDisposed } from './lifetime.js';
-import { C, MlxError, check, fn, koffi } from './native.js';
+import { MlxError, check, fn, koffi, native } from './native.js';
 import { resolveStream, type StreamLike } from './stream.js';
 
 export interface EvalLimits {
@@ -73,7 +73,7 @@ function doneCallback(): unknown {
         p.reject(e);
       }
     },
-    koffi.pointer(C.types.callbacks.mlxc_eval_done as never),
+    koffi.pointer(native().types.callbacks.mlxc_eval_done as never),
   );
   return onDone;
 }

@@ -55,9 +55,17 @@ export type { FftNorm } from './enums.js';
 export * from './ops.js';
 export { fastOps as fast, linalgOps as linalg, randomOps as random, fftOps as fft } from './generated/ops.js';
 
-import { C } from './native.js';
 export { nativeCallCounts } from '@mlx/sys';
-/** Where the native library was loaded from. */
-export const nativeLibraryPath: string = C.path;
+/**
+ * `nativeLibraryPath`: where the native library was loaded from ('' until it loads: importing this
+ * package loads nothing native; the first MLX call, or loadNativeLibrary(), loads it).
+ */
+export { nativeLibraryPath, nativeLoaded } from './native.js';
+import { native } from './native.js';
+/** Loads the native library now (it otherwise loads on first use) and returns its path. Throws MlxLibraryNotFoundError. */
+export function loadNativeLibrary(): string {
+  return native().path;
+}
+export { MlxLibraryNotFoundError } from '@mlx/sys';
 export { version } from './info.js';
 export { evalInBackground, evaluateWithin, graphBytes, type EvalLimits } from './eval.js';

@@ -1,9 +1,65 @@
-// The loaded library, the process-wide error handler, and MlxError.
-import { loadMlxC, type MlxC } from '@mlx/sys';
+// The native library, loaded on first use, the process-wide error handler, and MlxError.
+// Importing @mlx/core loads nothing native: `fn` starts as stubs that load the library on their
+// first call and then replace themselves (and every other stub) with the real functions, so later
+// calls cost nothing extra; `koffi` reaches the koffi module the same way.
+import { loadMlxC, prototypes, type MlxC, type MlxCFunctions } from '@mlx/sys';
 
-export const C: MlxC = loadMlxC();
-export const fn = C.fn;
-export const koffi: MlxC['koffi'] = C.koffi;
+let C: MlxC | undefined;
+/** Where the native library was loaded from; '' until it loads (on first use, or loadNativeLibrary()). */
+export let nativeLibraryPath = '';
+const onLoad: ((c: MlxC) => void)[] = [];
+
+/** Loads the native library (once) and returns it; every native call goes through here the first time. */
+export function native(): MlxC {
+  if (C) return C;
+  const c = loadMlxC();
+  Object.assign(fn, c.fn);
+  Object.setPrototypeOf(koffi, c.koffi);
+  C = c;
+  nativeLibraryPath = c.path;
+  installErrorHandler(c);
+  for (const f of onLoad) f(c);
+  return c;
+}
+
+/** Runs `f` once the library is loaded (at once if it already is). */
+export function whenLoaded(f: (c: MlxC) => void): void {
+  if (C) f(C);
+  else onLoad.push(f);
+}
+
+/** Whether the native library is loaded in this process. */
+export function nativeLoaded(): boolean {
+  return C !== undefined;
+}
+
+function stubs(): MlxCFunctions {
+  const o: Record<string, unknown> = {};
+  for (const proto of prototypes) {
+    const name = /(\w+)\(/.exec(proto)![1];
+    const stub = (...a: unknown[]) => (native().fn as unknown as Record<string, (...a: unknown[]) => unknown>)[name](...a);
+    (stub as unknown as { async: unknown }).async = (...a: unknown[]) =>
+      (native().fn as unknown as Record<string, { async: (...a: unknown[]) => unknown }>)[name].async(...a);
+    o[name] = stub;
+  }
+  return o as unknown as MlxCFunctions;
+}
+
+/** The raw functions (stubs until the library loads). */
+export const fn: MlxCFunctions = stubs();
+
+// Until the library loads, reading any property of `koffi` loads it (the Proxy below is its
+// prototype); native() then makes the koffi module itself the prototype.
+export const koffi: MlxC['koffi'] = Object.create(
+  new Proxy(
+    {},
+    {
+      get(_t, key) {
+        return Reflect.get(native().koffi, key);
+      },
+    },
+  ),
+);
 
 /** An error reported by MLX (or by this binding on MLX's behalf), with the C function that failed. */
 export class MlxError extends Error {
@@ -25,13 +81,16 @@ let pendingCallbackError: unknown;
 // MLX reports errors synchronously, on the thread of the failing call, through this handler; the
 // default one in the library would exit the process. The handler only records the message: the
 // call's non-zero return turns it into an exception.
-const handler = koffi.register(
-  (msg: string) => {
-    lastMessage = msg;
-  },
-  koffi.pointer(C.types.callbacks.mlx_error_handler_func as never),
-);
-fn.mlx_set_error_handler(handler, null, null);
+let handler: unknown;
+function installErrorHandler(c: MlxC): void {
+  handler = c.koffi.register(
+    (msg: string) => {
+      lastMessage = msg;
+    },
+    c.koffi.pointer(c.types.callbacks.mlx_error_handler_func as never),
+  );
+  c.fn.mlx_set_error_handler(handler, null, null);
+}
 
 /** A JS callback (closure body) threw: keep the error so the failing native call rethrows it. */
 export function recordCallbackError(e: unknown): void {

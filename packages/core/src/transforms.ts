@@ -6,7 +6,7 @@ import { Array } from './array.js';
 import { makeVector, readVector, takeVector } from './call.js';
 import { toInt32Array } from './ints.js';
 import { flushDisposed, scope } from './lifetime.js';
-import { C, check, checkHandle, fn, koffi, recordCallbackError } from './native.js';
+import { check, checkHandle, fn, koffi, native, recordCallbackError } from './native.js';
 import { defaultStream } from './stream.js';
 
 type ArrayFn = (inputs: Array[]) => Array[];
@@ -25,39 +25,43 @@ function writeResult(resPtr: unknown, outs: Array[]): void {
 
 // Every Array created during a callback (its inputs, intermediates, outputs) is freed when it returns:
 // the native side keeps its own references to what it needs.
-const trampoline = koffi.register(
-  (resPtr: unknown, input: MlxHandle, payload: unknown) => {
-    try {
-      const body = bodies.get(koffi.address(payload));
-      if (!body) throw new Error('internal error: closure called after it was disposed');
-      scope(() => {
-        writeResult(resPtr, body(readVector(input)));
-      });
-      return 0;
-    } catch (e) {
-      recordCallbackError(e);
-      return 1;
-    }
-  },
-  koffi.pointer(C.types.callbacks.mlx_closure_fun_payload as never),
-);
+let trampolineFn: unknown;
+let customTrampolineFn: unknown;
+const trampoline = (): unknown =>
+  (trampolineFn ??= koffi.register(
+    (resPtr: unknown, input: MlxHandle, payload: unknown) => {
+      try {
+        const body = bodies.get(koffi.address(payload));
+        if (!body) throw new Error('internal error: closure called after it was disposed');
+        scope(() => {
+          writeResult(resPtr, body(readVector(input)));
+        });
+        return 0;
+      } catch (e) {
+        recordCallbackError(e);
+        return 1;
+      }
+    },
+    koffi.pointer(native().types.callbacks.mlx_closure_fun_payload as never),
+  ));
 
-const customTrampoline = koffi.register(
-  (resPtr: unknown, primals: MlxHandle, cotangents: MlxHandle, outputs: MlxHandle, payload: unknown) => {
-    try {
-      const body = vjpBodies.get(koffi.address(payload));
-      if (!body) throw new Error('internal error: custom vjp called after it was disposed');
-      scope(() => {
-        writeResult(resPtr, body(readVector(primals), readVector(cotangents), readVector(outputs)));
-      });
-      return 0;
-    } catch (e) {
-      recordCallbackError(e);
-      return 1;
-    }
-  },
-  koffi.pointer(C.types.callbacks.mlx_closure_custom_fun_payload as never),
-);
+const customTrampoline = (): unknown =>
+  (customTrampolineFn ??= koffi.register(
+    (resPtr: unknown, primals: MlxHandle, cotangents: MlxHandle, outputs: MlxHandle, payload: unknown) => {
+      try {
+        const body = vjpBodies.get(koffi.address(payload));
+        if (!body) throw new Error('internal error: custom vjp called after it was disposed');
+        scope(() => {
+          writeResult(resPtr, body(readVector(primals), readVector(cotangents), readVector(outputs)));
+        });
+        return 0;
+      } catch (e) {
+        recordCallbackError(e);
+        return 1;
+      }
+    },
+    koffi.pointer(native().types.callbacks.mlx_closure_custom_fun_payload as never),
+  ));
 
 /** A native closure (mlx_closure) that calls a JS function. */
 export class Closure {
@@ -75,7 +79,7 @@ export class Closure {
   static fromFunction(body: ArrayFn): Closure {
     const key = Buffer.alloc(1);
     bodies.set(koffi.address(key), body);
-    const h = checkHandle(fn.mlx_closure_new_func_payload(trampoline, key, null), 'mlx_closure_new_func_payload');
+    const h = checkHandle(fn.mlx_closure_new_func_payload(trampoline(), key, null), 'mlx_closure_new_func_payload');
     return new Closure(h, key);
   }
 
@@ -243,7 +247,7 @@ export function customVjp(f: (...xs: Array[]) => Returned, vjpFn: CustomVjpFn): 
   const src = closureOf(f, single);
   const key = Buffer.alloc(1);
   vjpBodies.set(koffi.address(key), vjpFn);
-  const custom = checkHandle(fn.mlx_closure_custom_new_func_payload(customTrampoline, key, null), 'mlx_closure_custom_new_func_payload');
+  const custom = checkHandle(fn.mlx_closure_custom_new_func_payload(customTrampoline(), key, null), 'mlx_closure_custom_new_func_payload');
   const res = { ctx: null };
   try {
     check(fn.mlx_custom_vjp(res, src.handle, custom), 'mlx_custom_vjp');

@@ -1,11 +1,20 @@
-// The onnxruntime-common backend named 'mlx'. onnxruntime-common ships a CommonJS and an ESM module
-// instance, each with its own backend registry (onnxruntime-node uses the CommonJS one), so the
-// backend is registered into both; registerMlxBackend(ort) covers bundled copies.
+// The onnxruntime-common backend named 'mlx'. An install can hold several copies of
+// onnxruntime-common (this package's peer, the exact version onnxruntime-node and onnxruntime-web
+// each pin), and each copy ships a CommonJS and an ESM module instance with its own backend
+// registry. One backend object is registered into every instance that can be found (see
+// registerEverywhere); registerMlxBackend(ort) covers bundled copies.
+//
+// Importing this module loads nothing native: the backend's init() loads MLX, the way
+// onnxruntime-web starts its wasm, so `executionProviders: ['mlx', 'cpu']` falls back to the next
+// provider, with onnxruntime's own warning, when the native library is missing.
 //
 // Priority: -10. onnxruntime-common picks a backend by priority only when a session names no
 // execution providers; a low priority means importing this package never changes which backend
 // existing code gets. `executionProviders: ['mlx']` selects it explicitly.
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { loadNativeLibrary } from '@mlx/core';
 import type { Backend, InferenceSession, InferenceSessionHandler, OnnxValue, SessionHandler, Tensor } from 'onnxruntime-common';
 import * as ortEsm from 'onnxruntime-common';
 import { OnnxDataType, dataTypeName, type HostTensor } from './onnx/index.js';
@@ -15,7 +24,11 @@ import { InvalidFeedError } from './errors.js';
 export const MLX_BACKEND_NAME = 'mlx';
 export const MLX_BACKEND_PRIORITY = -10;
 
-/** Options of the 'mlx' execution provider. */
+/**
+ * Options of the 'mlx' execution provider. It is an onnxruntime `ExecutionProviderOption` of any
+ * onnxruntime-common copy (it has `name`), so `mlx({...})` fits `executionProviders` whichever
+ * onnxruntime package the types come from.
+ */
 export interface MlxExecutionProviderOption {
   readonly name: 'mlx';
   /** 'gpu' (Metal/CUDA where MLX has it) or 'cpu'. Default: MLX's default device. */
@@ -42,6 +55,17 @@ declare module 'onnxruntime-common' {
       mlx: MlxExecutionProviderOption;
     }
   }
+}
+
+/** The 'mlx' provider's options without the name, for mlx({...}). */
+export type MlxProviderOptions = Omit<MlxExecutionProviderOption, 'name'>;
+
+/**
+ * The 'mlx' execution provider with options, typed for `executionProviders` of onnxruntime-node,
+ * onnxruntime-web or onnxruntime-common: `executionProviders: [mlx({ device: 'gpu' }), 'cpu']`.
+ */
+export function mlx(options: MlxProviderOptions = {}): MlxExecutionProviderOption {
+  return { ...options, name: MLX_BACKEND_NAME };
 }
 
 type OrtModule = { Tensor: typeof Tensor; registerBackend: (name: string, backend: Backend, priority: number) => void };
@@ -183,9 +207,16 @@ function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionO
   };
 }
 
-export function createMlxBackend(ort: OrtModule): Backend {
+/**
+ * A backend object for onnxruntime-common's registerBackend. `ort` gives the Tensor class its
+ * results are made with (onnxruntime-common wraps results of another copy's Tensor in its own).
+ * init() loads the native library; its error (MlxLibraryNotFoundError) is what onnxruntime reports.
+ */
+export function createMlxBackend(ort: OrtModule = ortEsm as unknown as OrtModule): Backend {
   return {
-    async init() {},
+    async init() {
+      loadNativeLibrary();
+    },
     async createInferenceSessionHandler(uriOrBuffer, options) {
       const session = await MlxSession.create(uriOrBuffer, providerOptions(options));
       return new MlxSessionHandler(ort, session);
@@ -193,20 +224,137 @@ export function createMlxBackend(ort: OrtModule): Backend {
   };
 }
 
+/** The one backend object every onnxruntime-common instance gets. */
+const backend = createMlxBackend();
+
+/** Names users write for 'mlx' by mistake: registered with a backend whose init() says what to write. */
+const misspellings = ['MLX', 'Mlx', 'mlx-gpu', 'mlx-cpu', 'mlx_gpu', 'mlx_cpu', 'mlxep', 'mlx-ep'];
+const hintBackend: Backend = {
+  async init(name?: string) {
+    throw new Error(
+      `'${name}' is not an execution provider name: write 'mlx', with options as mlx({ device: 'gpu' }) or { name: 'mlx', device: 'gpu' }`,
+    );
+  },
+  async createInferenceSessionHandler() {
+    throw new Error("the MLX backend is named 'mlx'");
+  },
+};
+
 const registered = new WeakSet<object>();
 
-/** Registers the 'mlx' backend with an onnxruntime-common module object (e.g. a bundled copy). */
-export function registerMlxBackend(ort: OrtModule): void {
-  if (registered.has(ort)) return;
-  ort.registerBackend(MLX_BACKEND_NAME, createMlxBackend(ort), MLX_BACKEND_PRIORITY);
-  registered.add(ort);
+/** Where the backend went: one entry per onnxruntime-common module instance. */
+export interface MlxRegistration {
+  /** The folder of that onnxruntime-common copy ('' for a module object passed to registerMlxBackend). */
+  path: string;
+  version: string;
+  format: 'esm' | 'cjs' | 'module';
+}
+const registrations: MlxRegistration[] = [];
+
+/**
+ * Registers the 'mlx' backend with an onnxruntime-common module object (a bundled copy, say).
+ * Idempotent: every module gets the same backend object.
+ */
+export function registerMlxBackend(ort: OrtModule, where: MlxRegistration = { path: '', version: '', format: 'module' }): void {
+  // Keyed by registerBackend itself: two module objects of one instance share it.
+  const key = ort.registerBackend;
+  if (registered.has(key)) return;
+  ort.registerBackend(MLX_BACKEND_NAME, backend, MLX_BACKEND_PRIORITY);
+  for (const n of misspellings) ort.registerBackend(n, hintBackend, MLX_BACKEND_PRIORITY);
+  registered.add(key);
+  registrations.push(where);
 }
 
-registerMlxBackend(ortEsm as unknown as OrtModule);
-try {
-  const require = createRequire(import.meta.url);
-  const ortCjs = require('onnxruntime-common') as OrtModule;
-  if ((ortCjs as unknown) !== ortEsm) registerMlxBackend(ortCjs);
-} catch {
-  // No CommonJS copy reachable: ESM-only environments.
+/** The onnxruntime-common instances the backend is registered with. */
+export function mlxRegistrations(): readonly MlxRegistration[] {
+  return registrations;
 }
+
+/** The folder of the package that holds `file` and is named `name`. */
+function packageRoot(file: string, name: string): string | undefined {
+  for (let d = dirname(file); d !== dirname(d); d = dirname(d)) {
+    try {
+      const p = JSON.parse(readFileSync(join(d, 'package.json'), 'utf8')) as { name?: string };
+      if (p.name === name) return d;
+    } catch {
+      // no package.json here
+    }
+  }
+  return undefined;
+}
+
+/** The file an `exports` entry gives for `import` under Node (conditions node, import, default). */
+function importTarget(exp: unknown): string | undefined {
+  if (typeof exp === 'string') return exp;
+  if (Array.isArray(exp)) return importTarget(exp[0]);
+  if (!exp || typeof exp !== 'object') return undefined;
+  const o = exp as Record<string, unknown>;
+  if ('.' in o) return importTarget(o['.']);
+  for (const c of ['node', 'import', 'default']) if (c in o) return importTarget(o[c]);
+  return undefined;
+}
+
+/**
+ * Registers the backend into every onnxruntime-common copy reachable from this package and from the
+ * working directory, directly or through onnxruntime-node and onnxruntime-web: each copy's CommonJS
+ * instance (require) and ESM instance (require of the ES module, Node 20.19+, so that this stays
+ * synchronous and importing this package registers everything before the next line runs).
+ */
+function registerEverywhere(): void {
+  let own = '';
+  try {
+    own = packageRoot(createRequire(import.meta.url).resolve('onnxruntime-common'), 'onnxruntime-common') ?? '';
+  } catch {
+    // only the ES module is reachable
+  }
+  registerMlxBackend(ortEsm as unknown as OrtModule, { path: own, version: ortEsm.env.versions.common ?? '', format: 'esm' });
+  const bases = [import.meta.url, join(process.cwd(), 'package.json')];
+  const roots = new Set<string>();
+  for (const base of bases) {
+    const req = createRequire(base);
+    const froms: NodeRequire[] = [req];
+    for (const host of ['onnxruntime-node', 'onnxruntime-web']) {
+      try {
+        froms.push(createRequire(req.resolve(host)));
+      } catch {
+        // not installed there
+      }
+    }
+    for (const r of froms) {
+      try {
+        const root = packageRoot(r.resolve('onnxruntime-common'), 'onnxruntime-common');
+        if (root) roots.add(root);
+      } catch {
+        // no onnxruntime-common reachable from there
+      }
+    }
+  }
+  for (const root of roots) {
+    let manifest: { version?: string; main?: string; exports?: unknown };
+    try {
+      manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+    } catch {
+      continue;
+    }
+    const version = manifest.version ?? '';
+    const req = createRequire(join(root, 'package.json'));
+    const files: [string, 'cjs' | 'esm'][] = [];
+    try {
+      files.push([req.resolve(root), 'cjs']);
+    } catch {
+      // no CommonJS entry
+    }
+    const esm = importTarget(manifest.exports);
+    if (esm) files.push([join(root, esm), 'esm']);
+    for (const [file, format] of files) {
+      try {
+        const m = req(file) as OrtModule;
+        if (typeof m?.registerBackend === 'function') registerMlxBackend(m, { path: root, version, format });
+      } catch {
+        // an instance that does not load (require of ESM before Node 20.19): skipped
+      }
+    }
+  }
+}
+
+registerEverywhere();

@@ -1,27 +1,98 @@
 // mlx-ort: run an ONNX model on MLX, check which nodes the MLX provider claims, run the demo.
+// Each command parses its own options with node:util parseArgs (strict: unknown options and
+// missing values are errors) and has its own --help. Nothing native loads before a command needs
+// MLX, so --help, --version and usage errors work without the native library.
+import { readFileSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import * as mx from '@mlx/core';
 import { MlxSession } from './session.js';
 import { checkModel } from './check.js';
 import { formatPartitions } from './plan/partition.js';
-import { OnnxDataType, type HostTensor } from './onnx/index.js';
-import { runDemo } from './demo/vad.js';
+import { OnnxDataType, decodeModel, readTestDataset, type HostTensor, type TestValue } from './onnx/index.js';
 
+const commands = {
+  run: {
+    synopsis: 'mlx-ort run <model.onnx> [--device cpu|gpu] [--runs N] [--dim name=value ...] [--inputs DIR] [--compare]',
+    about: `runs the model and prints each output's shape and a summary, and the median time.
+      Inputs are random (symbolic dimensions default to 1, or --dim), or those of --inputs DIR
+      (a test_data_set_<k> folder: input_<i>.pb, output_<i>.pb), whose outputs it then compares
+      with. --compare also runs onnxruntime-node's CPU provider on the same inputs and prints
+      the largest difference from it.`,
+    options: {
+      device: { type: 'string' },
+      runs: { type: 'string' },
+      dim: { type: 'string', multiple: true },
+      inputs: { type: 'string' },
+      compare: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  },
+  check: {
+    synopsis: 'mlx-ort check <model.onnx>',
+    about: 'lists the nodes the MLX provider claims (by op) and those it does not, with reasons',
+    options: { help: { type: 'boolean', short: 'h' } },
+  },
+  demo: {
+    synopsis: 'mlx-ort demo [--device cpu|gpu]',
+    about: 'voice activity detection with Silero VAD on a synthesized recording, side by side with onnxruntime-node',
+    options: { device: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  },
+} as const satisfies Record<string, { synopsis: string; about: string; options: ParseArgsConfig['options'] }>;
+type Command = keyof typeof commands;
+
+const commandUsage = (c: Command) => `  ${commands[c].synopsis}\n      ${commands[c].about}`;
 const usage = `usage:
-  mlx-ort run <model.onnx> [--device cpu|gpu] [--runs N] [--compare] [--dim name=value ...]
-      runs the model on random inputs (symbolic dimensions default to 1, or --dim), prints
-      each output's shape and a summary, the median time, and with --compare the largest
-      difference from onnxruntime-node's CPU provider on the same inputs
-  mlx-ort check <model.onnx>
-      lists the nodes the MLX provider claims (by op) and those it does not, with reasons
-  mlx-ort demo [--device cpu|gpu]
-      voice activity detection with Silero VAD on a synthesized recording, side by side with onnxruntime-node`;
+${(Object.keys(commands) as Command[]).map(commandUsage).join('\n')}
+  mlx-ort --version
+  mlx-ort <command> --help`;
 
-function opt(args: string[], name: string): string | undefined {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : undefined;
+/** Bad command-line input: the message and the command's usage go to stderr, exit code 2. */
+class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly command?: Command,
+  ) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** This package's version (package.json is one folder above both src/ and dist/). */
+export function cliVersion(): string {
+  return (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+}
+
+function parse<C extends Command>(command: C, args: string[]) {
+  const options = commands[command].options as (typeof commands)[C]['options'];
+  try {
+    return parseArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (e) {
+    throw new UsageError((e as Error).message, command);
+  }
+}
+
+function device(v: string | undefined, command: Command): 'cpu' | 'gpu' | undefined {
+  if (v === undefined || v === 'cpu' || v === 'gpu') return v;
+  throw new UsageError(`--device must be cpu or gpu, got '${v}'`, command);
+}
+
+function positiveInt(v: string, what: string, command: Command): number {
+  if (!/^\d+$/.test(v) || Number(v) < 1 || !Number.isSafeInteger(Number(v)))
+    throw new UsageError(`${what} must be a positive integer, got '${v}'`, command);
+  return Number(v);
+}
+
+function modelPath(positionals: string[], command: Command): string {
+  if (positionals.length !== 1)
+    throw new UsageError(
+      positionals.length ? `one model path expected, got ${positionals.length}: ${positionals.join(' ')}` : 'no model path given',
+      command,
+    );
+  return positionals[0];
 }
 
 function randomInput(elemType: number, dims: number[], seed: number): HostTensor {
@@ -44,88 +115,168 @@ function randomInput(elemType: number, dims: number[], seed: number): HostTensor
   }
 }
 
+const isTensor = (v: TestValue | undefined): v is HostTensor => !!v && 'dims' in v;
+const numbers = (t: { data: unknown }) => Array.from(t.data as ArrayLike<number | bigint>, Number);
+function largestDifference(a: { data: unknown }, b: { data: unknown }): number {
+  const x = numbers(a);
+  const y = numbers(b);
+  if (x.length !== y.length) return Number.POSITIVE_INFINITY;
+  return x.reduce((m, v, i) => Math.max(m, v === y[i] ? 0 : Math.abs(v - y[i])), 0);
+}
+
+/** onnxruntime-node, from this package or the working directory, or a clear error. */
+function requireOnnxruntimeNode(): typeof import('onnxruntime-node') {
+  for (const base of [import.meta.url, join(process.cwd(), 'package.json')]) {
+    try {
+      return createRequire(base)('onnxruntime-node');
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'MODULE_NOT_FOUND') throw e;
+    }
+  }
+  throw new Error('--compare runs onnxruntime-node, which is not installed: `npm install onnxruntime-node` (or leave out --compare)');
+}
+
+/** Loads a session, with a progress line for large models and for loads longer than a second. */
+async function loadSession(path: string, dev: 'cpu' | 'gpu' | undefined): Promise<MlxSession> {
+  let size = 0;
+  try {
+    size = statSync(path).size;
+  } catch {
+    // MlxSession.create reports a missing file
+  }
+  if (size >= 32 * 2 ** 20) console.error(`loading ${path} (${(size / 2 ** 20).toFixed(0)} MiB)...`);
+  const t0 = performance.now();
+  const session = await MlxSession.create(path, { device: dev });
+  const s = (performance.now() - t0) / 1000;
+  if (s > 1) console.error(`loaded ${path} in ${s.toFixed(1)} s`);
+  return session;
+}
+
 async function run(args: string[]): Promise<void> {
-  const path = args[0];
-  if (!path) throw new Error(usage);
-  const device = opt(args, 'device') as 'cpu' | 'gpu' | undefined;
-  const runs = Number(opt(args, 'runs') ?? 5);
+  const { values, positionals } = parse('run', args);
+  if (values.help) return void console.log(commandUsage('run'));
+  const path = modelPath(positionals, 'run');
+  const dev = device(values.device, 'run');
+  const runs = values.runs === undefined ? 5 : positiveInt(values.runs, '--runs', 'run');
   const dims = new Map<string, number>();
-  args.forEach((a, i) => {
-    if (a === '--dim') {
-      const [k, v] = args[i + 1].split('=');
-      dims.set(k, Number(v));
+  for (const d of values.dim ?? []) {
+    const m = /^([^=]+)=(.*)$/.exec(d);
+    if (!m) throw new UsageError(`--dim takes name=value, got '${d}'`, 'run');
+    dims.set(m[1], positiveInt(m[2], `--dim ${m[1]}`, 'run'));
+  }
+  if (values.inputs && dims.size) throw new UsageError('--dim applies to random inputs; --inputs gives them', 'run');
+  const ort = values.compare ? requireOnnxruntimeNode() : undefined;
+
+  const session = await loadSession(path, dev);
+  try {
+    const feeds: Record<string, HostTensor> = {};
+    let expected: TestValue[] | undefined;
+    if (values.inputs) {
+      const data = readTestDataset(values.inputs, decodeModel(new Uint8Array(readFileSync(path)), { modelPath: path }));
+      if (data.inputs.length !== session.inputNames.length)
+        throw new UsageError(
+          `${values.inputs} has ${data.inputs.length} inputs; the model takes ${session.inputNames.length} (${session.inputNames.join(', ')})`,
+          'run',
+        );
+      data.inputs.forEach((t, i) => {
+        if (!isTensor(t)) throw new UsageError(`${values.inputs}: input ${i} is not a tensor`, 'run');
+        feeds[session.inputNames[i]] = t;
+      });
+      expected = data.outputs;
+    } else {
+      session.inputMetadata.forEach((m, i) => {
+        const shape = m.shape.map((d) => (typeof d === 'string' ? (dims.get(d) ?? 1) : d < 0 ? 1 : d));
+        feeds[m.name] = randomInput(m.elemType, shape, 1234 + i);
+      });
     }
-  });
-  const session = await MlxSession.create(path, { device });
-  const feeds: Record<string, HostTensor> = {};
-  session.inputMetadata.forEach((m, i) => {
-    const shape = m.shape.map((d) => (typeof d === 'string' ? (dims.get(d) ?? 1) : d < 0 ? 1 : d));
-    feeds[m.name] = randomInput(m.elemType, shape, 1234 + i);
-  });
-  const times: number[] = [];
-  let out: Record<string, unknown> = {};
-  for (let r = 0; r < runs; r++) {
-    const t0 = performance.now();
-    out = await session.run(feeds);
-    times.push(performance.now() - t0);
-  }
-  times.sort((a, b) => a - b);
-  console.log(`model ${path} on ${device ?? mx.defaultDevice().type}: median ${times[times.length >> 1].toFixed(2)} ms over ${runs} runs`);
-  for (const [name, v] of Object.entries(out)) {
-    const t = v as HostTensor;
-    const nums = Array.from(t.data as ArrayLike<number | bigint>, Number);
-    const mean = nums.reduce((a, b) => a + b, 0) / Math.max(nums.length, 1);
-    console.log(
-      `  ${name}: [${t.dims.join(', ')}] mean ${mean.toPrecision(6)} first ${nums
-        .slice(0, 4)
-        .map((x) => x.toPrecision(5))
-        .join(', ')}`,
-    );
-  }
-  if (args.includes('--compare')) {
-    const require = createRequire(import.meta.url);
-    const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
-    const s = await ort.InferenceSession.create(await readFile(path));
-    const f: Record<string, import('onnxruntime-node').Tensor> = {};
-    for (const [k, t] of Object.entries(feeds))
-      f[k] = new ort.Tensor(
-        ({ 1: 'float32', 7: 'int64', 6: 'int32', 9: 'bool', 11: 'float64' } as unknown as Record<number, 'float32'>)[t.dtype],
-        t.data as Float32Array,
-        t.dims,
-      );
-    const ref = await s.run(f);
+    const times: number[] = [];
+    let out: Record<string, unknown> = {};
+    for (let r = 0; r < runs; r++) {
+      const t0 = performance.now();
+      out = await session.run(feeds);
+      times.push(performance.now() - t0);
+    }
+    times.sort((a, b) => a - b);
+    console.log(`model ${path} on ${dev ?? mx.defaultDevice().type}: median ${times[times.length >> 1].toFixed(2)} ms over ${runs} runs`);
     for (const [name, v] of Object.entries(out)) {
-      const a = Array.from((v as HostTensor).data as ArrayLike<number | bigint>, Number);
-      const b = Array.from(ref[name].data as ArrayLike<number | bigint>, Number);
-      const diff = a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i])), 0);
-      console.log(`  ${name}: largest |mlx - onnxruntime-node| = ${diff.toExponential(3)}`);
+      const nums = numbers(v as HostTensor);
+      const mean = nums.reduce((a, b) => a + b, 0) / Math.max(nums.length, 1);
+      console.log(
+        `  ${name}: [${(v as HostTensor).dims.join(', ')}] mean ${mean.toPrecision(6)} first ${nums
+          .slice(0, 4)
+          .map((x) => x.toPrecision(5))
+          .join(', ')}`,
+      );
     }
+    if (expected) {
+      session.outputNames.forEach((name, i) => {
+        const want = expected[i];
+        if (isTensor(want) && isTensor(out[name] as TestValue))
+          console.log(`  ${name}: largest |mlx - expected| = ${largestDifference(out[name] as HostTensor, want).toExponential(3)}`);
+      });
+    }
+    if (ort) {
+      const s = await ort.InferenceSession.create(await readFile(path));
+      const f: Record<string, import('onnxruntime-node').Tensor> = {};
+      const types = { 1: 'float32', 7: 'int64', 6: 'int32', 9: 'bool', 11: 'float64' } as unknown as Record<number, 'float32'>;
+      for (const [k, t] of Object.entries(feeds)) f[k] = new ort.Tensor(types[t.dtype], t.data as Float32Array, t.dims);
+      const ref = await s.run(f);
+      for (const [name, v] of Object.entries(out)) {
+        const diff = largestDifference(v as HostTensor, ref[name]);
+        console.log(`  ${name}: largest |mlx - onnxruntime-node| = ${diff.toExponential(3)}`);
+      }
+      await s.release();
+    }
+  } finally {
+    session.release();
   }
-  session.release();
 }
 
 async function check(args: string[]): Promise<void> {
-  const path = args[0];
-  if (!path) throw new Error(usage);
+  const { values, positionals } = parse('check', args);
+  if (values.help) return void console.log(commandUsage('check'));
+  const path = modelPath(positionals, 'check');
   const r = checkModel(new Uint8Array(await readFile(path)), { modelPath: path });
   const claimedCount = [...r.claimed.values()].reduce((a, b) => a + b, 0);
-  console.log(
+  // One section per line group; add new sections (partitions, devices) as further blocks.
+  const lines: string[] = [
     `${path}: ${r.nodes} nodes, ${claimedCount} claimed by the MLX provider, ${r.unclaimed.length} not (opsets: ${[...r.opsets].map(([d, v]) => `${d} ${v}`).join(', ')})`,
-  );
-  console.log('claimed:');
-  for (const [k, n] of [...r.claimed].sort()) console.log(`  ${k} x${n}`);
-  for (const line of formatPartitions(r.partitions, r.cpuBackend)) console.log(line);
+    'claimed:',
+    ...[...r.claimed].sort().map(([k, n]) => `  ${k} x${n}`),
+  ];
+  lines.push(...formatPartitions(r.partitions, r.cpuBackend));
   if (r.unclaimed.length) {
-    console.log('not claimed:');
-    for (const u of r.unclaimed) console.log(`  ${u.domain}::${u.opType} (opset ${u.opset}) node '${u.nodeName}': ${u.reason}`);
+    lines.push('not claimed:');
+    for (const u of r.unclaimed) lines.push(`  ${u.domain}::${u.opType} (opset ${u.opset}) node '${u.nodeName}': ${u.reason}`);
   }
+  for (const l of lines) console.log(l);
 }
 
+async function demo(args: string[]): Promise<void> {
+  const { values, positionals } = parse('demo', args);
+  if (values.help) return void console.log(commandUsage('demo'));
+  if (positionals.length) throw new UsageError(`demo takes no arguments, got ${positionals.join(' ')}`, 'demo');
+  const { runDemo } = await import('./demo/vad.js');
+  return runDemo({ device: device(values.device, 'demo') });
+}
+
+/** Runs the command line; usage errors set process.exitCode = 2, other errors propagate. */
 export async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv;
-  if (cmd === 'run') return run(rest);
-  if (cmd === 'check') return check(rest);
-  if (cmd === 'demo') return runDemo({ device: opt(rest, 'device') as 'cpu' | 'gpu' | undefined });
-  console.log(usage);
-  if (cmd && cmd !== 'help' && cmd !== '--help') process.exitCode = 2;
+  try {
+    if (cmd === '--version' || cmd === '-v' || cmd === 'version') return void console.log(cliVersion());
+    if (cmd === 'run') return await run(rest);
+    if (cmd === 'check') return await check(rest);
+    if (cmd === 'demo') return await demo(rest);
+    console.log(usage);
+    if (cmd && cmd !== 'help' && cmd !== '--help' && cmd !== '-h') {
+      console.error(`mlx-ort: unknown command '${cmd}'`);
+      process.exitCode = 2;
+    }
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    console.error(`mlx-ort${e.command ? ` ${e.command}` : ''}: ${e.message}`);
+    console.error(e.command ? `usage: ${commands[e.command].synopsis}\n(mlx-ort ${e.command} --help says more)` : usage);
+    process.exitCode = 2;
+  }
 }

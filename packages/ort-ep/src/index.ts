@@ -1,8 +1,11 @@
 // @mlx/ort-ep: ONNX models on MLX through onnxruntime's JavaScript API.
-//   import * as ort from 'onnxruntime-node';   // or 'onnxruntime-common'
-//   import '@mlx/ort-ep';                        // registers the 'mlx' backend
-//   const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
+//   import * as ort from 'onnxruntime-node';   // or 'onnxruntime-common', 'onnxruntime-web'
+//   import { mlx } from '@mlx/ort-ep';           // registers the 'mlx' backend
+//   const s = await ort.InferenceSession.create('model.onnx', { executionProviders: [mlx({ device: 'gpu' })] });
+// Importing it loads nothing native: the backend's init() loads MLX when a session asks for 'mlx'.
 export {
+  mlx,
+  mlxRegistrations,
   registerMlxBackend,
   createMlxBackend,
   tensorToHost,
@@ -10,6 +13,8 @@ export {
   MLX_BACKEND_NAME,
   MLX_BACKEND_PRIORITY,
   type MlxExecutionProviderOption,
+  type MlxProviderOptions,
+  type MlxRegistration,
 } from './backend.js';
 export { MlxSession, type MlxSessionOptions, type TensorMetadata } from './session.js';
 export { OrtMlxError, UnsupportedOperatorError, NodeExecutionError, InvalidFeedError, type UnsupportedNode } from './errors.js';

@@ -1,8 +1,8 @@
 // @mlx/sys: finds and loads the native library and declares its functions with koffi.
 // Raw declarations only: no ownership, no defaults, no caching of MLX state.
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prototypes, type MlxCFunctions } from './generated/bindings.js';
 import { callbackTypes, enumTypes, handleTypes, structTypes } from './generated/ctypes.js';
@@ -15,7 +15,12 @@ export { MlxDtype, MlxDeviceType, MlxCompileMode, MlxFftNorm } from './generated
 
 const require = createRequire(import.meta.url);
 type Koffi = typeof import('koffi');
-const koffi: Koffi = require('koffi');
+// koffi is required on first load, not at import: importing this package loads nothing native.
+let koffi: Koffi | undefined;
+function getKoffi(): Koffi {
+  koffi ??= require('koffi') as Koffi;
+  return koffi;
+}
 
 /** The koffi types the declarations use, for callers that register callbacks or decode memory. */
 export interface MlxCTypes {
@@ -37,6 +42,7 @@ let types: MlxCTypes | undefined;
 /** Declares the ABI's types (from spec/types.ts, through src/generated/ctypes.ts) in dependency order. */
 function declareTypes(): MlxCTypes {
   if (types) return types;
+  const koffi = getKoffi();
   const handles: Record<string, unknown> = {};
   for (const n of handleTypes) handles[n] = koffi.struct(n, { ctx: 'void*' });
   for (const n of enumTypes) koffi.alias(n, 'int');
@@ -48,14 +54,106 @@ function declareTypes(): MlxCTypes {
 }
 
 const here = dirname(fileURLToPath(import.meta.url));
+const libName = process.platform === 'darwin' ? 'libmlxc.dylib' : 'libmlxc.so';
 /** Where this repository's build puts the library (from src/ or dist/). */
-export const repoLibraryPath = join(here, '..', 'native', 'build', process.platform === 'darwin' ? 'libmlxc.dylib' : 'libmlxc.so');
+export const repoLibraryPath = join(here, '..', 'native', 'build', libName);
 
-/** The candidates, in the order they are tried. */
-export function libraryCandidates(): { path: string; why: string }[] {
-  const c: { path: string; why: string }[] = [];
+/** A prebuilt platform package: `@mlx/sys-<platform>`, holding lib/libmlxc and what it needs. */
+export interface PlatformPackage {
+  name: string;
+  os: NodeJS.Platform;
+  cpu: string;
+  /** 'glibc' where the package needs it. */
+  libc?: 'glibc';
+  /** The MLX backend its libmlx was built with (MLX_BACKEND selects by this). */
+  backend: 'cpu' | 'cuda' | 'metal';
+  /** Not a dependency of @mlx/sys: installed by hand where wanted. */
+  optIn?: boolean;
+}
+
+/** Every platform package, in the order the loader tries those that fit this machine. */
+export const platformPackages: readonly PlatformPackage[] = [
+  { name: '@mlx/sys-linux-x64-cuda13', os: 'linux', cpu: 'x64', libc: 'glibc', backend: 'cuda', optIn: true },
+  { name: '@mlx/sys-linux-x64-gnu', os: 'linux', cpu: 'x64', libc: 'glibc', backend: 'cpu' },
+  { name: '@mlx/sys-darwin-arm64', os: 'darwin', cpu: 'arm64', backend: 'metal' },
+];
+
+function hasGlibc(): boolean {
+  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+  return !!header?.glibcVersionRuntime;
+}
+
+/** The platform packages that fit this machine (os, cpu, libc), CUDA first. */
+export function platformPackagesForHost(): PlatformPackage[] {
+  const fits = platformPackages.filter((p) => p.os === process.platform && p.cpu === process.arch);
+  if (fits.some((p) => p.libc) && !hasGlibc()) return [];
+  return fits;
+}
+
+let ownVersion: string | undefined;
+/** This package's version: a platform package must have the same one. */
+export function sysVersion(): string {
+  ownVersion ??= (require('../package.json') as { version: string }).version;
+  return ownVersion;
+}
+
+/** Where a platform package is installed: resolved from this package, then from the working directory. */
+function resolvePlatformPackage(name: string): string | undefined {
+  const froms = [require, createRequire(join(process.cwd(), 'package.json'))];
+  for (const r of froms) {
+    try {
+      return dirname(r.resolve(`${name}/package.json`));
+    } catch {
+      // not reachable from there
+    }
+  }
+  return undefined;
+}
+
+export type MlxBackendChoice = 'auto' | 'cpu' | 'cuda' | 'metal';
+
+/** MLX_BACKEND: which platform package to use ('auto' by default; 'cuda' and 'metal' are authoritative). */
+export function backendChoice(): MlxBackendChoice {
+  const v = (process.env.MLX_BACKEND ?? 'auto').toLowerCase() || 'auto';
+  if (v === 'auto' || v === 'cpu' || v === 'cuda' || v === 'metal') return v;
+  throw new MlxLibraryNotFoundError([], `MLX_BACKEND must be auto, cpu, cuda or metal, got '${process.env.MLX_BACKEND}'`);
+}
+
+export interface LibraryCandidate {
+  path: string;
+  why: string;
+  /** Why it is skipped without trying to load it (a platform package of another version). */
+  skip?: string;
+}
+
+/**
+ * The candidates, in the order they are tried: MLX_C_LIBRARY; this repository's build when it
+ * exists (a checkout builds its own, so a stale platform package never wins there); the platform
+ * packages that fit this machine (MLX_BACKEND narrows them unless MLX_LIBMLX is set); the repository
+ * build's path where it does not exist; a system libmlxc.
+ */
+export function libraryCandidates(): LibraryCandidate[] {
+  const c: LibraryCandidate[] = [];
   if (process.env.MLX_C_LIBRARY) c.push({ path: process.env.MLX_C_LIBRARY, why: 'MLX_C_LIBRARY' });
-  c.push({ path: repoLibraryPath, why: 'built by this repository (tools/dev setup)' });
+  const repo = { path: repoLibraryPath, why: 'built by this repository (tools/dev setup)' };
+  const repoBuilt = existsSync(repoLibraryPath);
+  if (repoBuilt) c.push(repo);
+  const choice = process.env.MLX_LIBMLX ? 'auto' : backendChoice();
+  for (const p of platformPackagesForHost()) {
+    if (choice !== 'auto' && p.backend !== choice) continue;
+    const dir = resolvePlatformPackage(p.name);
+    const why = `platform package ${p.name}`;
+    if (!dir) {
+      c.push({ path: `${p.name}/lib/${libName}`, why, skip: 'not installed' });
+      continue;
+    }
+    const version = (require(join(dir, 'package.json')) as { version?: string }).version;
+    const skip = version === sysVersion() ? undefined : `version ${version}, but @mlx/sys is ${sysVersion()}`;
+    c.push({ path: join(dir, 'lib', libName), why, skip });
+  }
+  // MLX_BACKEND=cuda or metal: that platform package or nothing.
+  if (choice === 'cuda' || choice === 'metal') return c;
+  if (!repoBuilt) c.push(repo);
   if (process.platform === 'darwin') {
     c.push({ path: '/opt/homebrew/lib/libmlxc.dylib', why: 'Homebrew (Apple Silicon)' });
     c.push({ path: '/usr/local/lib/libmlxc.dylib', why: 'Homebrew (Intel) or /usr/local' });
@@ -67,18 +165,34 @@ export function libraryCandidates(): { path: string; why: string }[] {
   return c;
 }
 
+/** What to install (or set) on this machine, for the error message. */
+function installAdvice(): string {
+  const fits = platformPackagesForHost().filter((p) => !p.optIn);
+  const pkgs = fits.map((p) => p.name);
+  const where = `${process.platform}-${process.arch}`;
+  const install = pkgs.length
+    ? `install the prebuilt library for ${where}: \`npm install ${pkgs.join(' ')}\` (an optional dependency of @mlx/sys, which is skipped when optional dependencies are omitted)` +
+      (process.platform === 'linux' && process.arch === 'x64' ? '; for NVIDIA GPUs, `npm install @mlx/sys-linux-x64-cuda13`' : '')
+    : `no prebuilt library exists for ${where}; build libmlxc (packages/sys/native) against MLX`;
+  return `Fix: ${install}; or set MLX_C_LIBRARY to the path of a libmlxc. In a checkout of the repository, run \`tools/dev setup\`.`;
+}
+
 export class MlxLibraryNotFoundError extends Error {
-  constructor(readonly attempts: { path: string; why: string; error: string }[]) {
+  constructor(
+    readonly attempts: { path: string; why: string; error: string }[],
+    reason?: string,
+  ) {
     super(
-      `could not load the MLX C library. Tried:\n${attempts.map((a) => `  - ${a.path} (${a.why}): ${a.error}`).join('\n')}\n` +
-        `Fix: run \`tools/dev setup\` in the repository (builds packages/sys/native), or point MLX_C_LIBRARY at a libmlxc built from ml-explore/mlx-c.`,
+      `could not load the MLX C library${reason ? `: ${reason}` : ''}.` +
+        (attempts.length ? ` Tried:\n${attempts.map((a) => `  - ${a.path} (${a.why}): ${a.error}`).join('\n')}` : '') +
+        `\n${installAdvice()}`,
     );
     this.name = 'MlxLibraryNotFoundError';
   }
 }
 
 let loaded: MlxC | undefined;
-let libmlx: unknown;
+const preloaded: unknown[] = [];
 
 /**
  * MLX_LIBMLX names the libmlx the native library should use (MLX's CUDA build, say, whose ABI is
@@ -87,12 +201,48 @@ let libmlx: unknown;
  */
 function preloadLibmlx(): void {
   const path = process.env.MLX_LIBMLX;
-  if (!path || libmlx) return;
+  if (!path || preloaded.length) return;
   if (!existsSync(path)) throw new MlxLibraryNotFoundError([{ path, why: 'MLX_LIBMLX', error: 'no such file' }]);
   try {
-    libmlx = koffi.load(path);
+    preloaded.push(getKoffi().load(path));
   } catch (e) {
     throw new MlxLibraryNotFoundError([{ path, why: 'MLX_LIBMLX', error: (e as Error).message }]);
+  }
+}
+
+/**
+ * The NVIDIA libraries MLX's CUDA build needs, dependencies first. With MLX_CUDA_LIBRARY_PATH (folders
+ * separated by the path delimiter; each searched with its `<name>/lib` subfolders, as in a pip
+ * site-packages/nvidia folder), those found are loaded by path before the CUDA package's libmlxc,
+ * so its dependencies bind to them. Without it they come from the system's loader path.
+ */
+const nvidiaLibraries = [
+  'libnvJitLink.so.13',
+  'libcublasLt.so.13',
+  'libcublas.so.13',
+  'libcusparse.so.12',
+  'libcusolver.so.12',
+  'libcufft.so.12',
+  'libnvrtc.so.13',
+  'libnvrtc-builtins.so.13.0',
+  'libcudnn.so.9',
+  'libnccl.so.2',
+];
+
+function preloadCudaLibraries(): void {
+  const dirs = (process.env.MLX_CUDA_LIBRARY_PATH ?? '').split(delimiter).filter(Boolean);
+  const search: string[] = [];
+  for (const d of dirs) {
+    search.push(d);
+    try {
+      for (const e of readdirSync(d)) if (existsSync(join(d, e, 'lib'))) search.push(join(d, e, 'lib'));
+    } catch {
+      throw new MlxLibraryNotFoundError([], `MLX_CUDA_LIBRARY_PATH names '${d}', which is not a readable folder`);
+    }
+  }
+  for (const name of nvidiaLibraries) {
+    const dir = search.find((d) => existsSync(join(d, name)));
+    if (dir) preloaded.push(getKoffi().load(join(dir, name)));
   }
 }
 
@@ -124,29 +274,42 @@ export function nativeCallCounts(): ReadonlyMap<string, number> | undefined {
   return counting ? counts : undefined;
 }
 
+/** Whether loadMlxC() has loaded the library in this process (nothing loads at import). */
+export function isMlxCLoaded(): boolean {
+  return loaded !== undefined;
+}
+
 /**
- * Loads the library once and declares every function: MLX_C_LIBRARY when set (and then nothing else),
- * else this repository's build, else a system libmlxc.
+ * Loads the library once and declares every function, trying libraryCandidates() in order. An
+ * explicit MLX_C_LIBRARY is authoritative (and then nothing else is tried), as is MLX_BACKEND=cuda
+ * or metal.
  */
 export function loadMlxC(): MlxC {
   if (loaded) return loaded;
+  const candidates = libraryCandidates();
+  const koffi = getKoffi();
   declareTypes();
   preloadLibmlx();
   const attempts: { path: string; why: string; error: string }[] = [];
-  for (const cand of libraryCandidates()) {
+  for (const cand of candidates) {
     // An explicit MLX_C_LIBRARY is authoritative: falling back to another library would run code
     // the user did not ask for, so a bad path stops the search.
     const explicit = cand.why === 'MLX_C_LIBRARY';
+    if (cand.skip) {
+      attempts.push({ path: cand.path, why: cand.why, error: cand.skip });
+      continue;
+    }
     if (cand.path.includes('/') && !existsSync(cand.path)) {
-      attempts.push({ ...cand, error: 'no such file' });
+      attempts.push({ path: cand.path, why: cand.why, error: 'no such file' });
       if (explicit) break;
       continue;
     }
     let lib: ReturnType<Koffi['load']>;
     try {
+      if (cand.why === 'platform package @mlx/sys-linux-x64-cuda13') preloadCudaLibraries();
       lib = koffi.load(cand.path);
     } catch (e) {
-      attempts.push({ ...cand, error: (e as Error).message });
+      attempts.push({ path: cand.path, why: cand.why, error: (e as Error).message });
       if (explicit) break;
       continue;
     }

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { functionCount, libraryCandidates, loadMlxC, prototypes, repoLibraryPath } from './index.js';
+import { functionCount, isMlxCLoaded, libraryCandidates, loadMlxC, platformPackagesForHost, prototypes, repoLibraryPath } from './index.js';
 
 const repo = fileURLToPath(new URL('../../..', import.meta.url));
 const indexTs = fileURLToPath(new URL('./index.ts', import.meta.url));
@@ -109,5 +109,82 @@ describe('MLX_SYS_COUNT_CALLS', () => {
     };
     expect(run({ MLX_SYS_COUNT_CALLS: '1' })).toEqual({ on: true, news: 2, frees: 2 });
     expect(run({ MLX_SYS_COUNT_CALLS: '0' })).toEqual({ on: false, news: 0, frees: 0 });
+  });
+});
+
+describe('lazy loading', () => {
+  it('importing @mlx/sys loads neither koffi nor the library', () => {
+    const code = `
+      const m = await import(${JSON.stringify(indexTs)});
+      const maps = (await import('node:fs')).readFileSync('/proc/self/maps', 'utf8');
+      console.log(JSON.stringify({ loaded: m.isMlxCLoaded(), koffi: /koffi/.test(maps), mlxc: /libmlxc/.test(maps) }));`;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({ loaded: false, koffi: false, mlxc: false });
+    expect(isMlxCLoaded()).toBe(loadMlxC() !== undefined);
+  });
+});
+
+describe('platform packages', () => {
+  // In the workspace every platform package resolves (pnpm links them); their version check runs
+  // on an installed tree in tools/consumer-test.mjs.
+  function candidates(env: Record<string, string>) {
+    const code = `
+      const m = await import(${JSON.stringify(indexTs)});
+      try { console.log(JSON.stringify({ ok: true, c: m.libraryCandidates() })); }
+      catch (e) { console.log(JSON.stringify({ ok: false, message: e.message })); }`;
+    const clean = { ...process.env };
+    delete clean.MLX_C_LIBRARY;
+    delete clean.MLX_LIBMLX;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...clean, ...env },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    return JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+  }
+  const platformWhys = (c: { why: string }[]) => c.map((x) => x.why).filter((w) => w.startsWith('platform package'));
+
+  it('come after the repository build (in a checkout its own build wins), then the system', () => {
+    const host = platformPackagesForHost();
+    expect(host.length).toBeGreaterThan(0); // this machine has a prebuilt package
+    const { c } = candidates({});
+    expect(c[0]).toEqual({ path: repoLibraryPath, why: 'built by this repository (tools/dev setup)' });
+    expect(platformWhys(c)).toEqual(host.map((p) => `platform package ${p.name}`));
+    expect(c.at(-1).why).toBe('the system loader path');
+    for (const x of c.filter((x: { why: string }) => x.why.startsWith('platform package')))
+      expect(x.path).toMatch(/\/lib\/libmlxc\.(so|dylib)$/);
+  });
+
+  it('MLX_BACKEND narrows them; cuda and metal are authoritative; a wrong value is refused', () => {
+    const host = platformPackagesForHost();
+    for (const backend of new Set(host.map((p) => p.backend))) {
+      const { c } = candidates({ MLX_BACKEND: backend });
+      expect(platformWhys(c)).toEqual(host.filter((p) => p.backend === backend).map((p) => `platform package ${p.name}`));
+      if (backend === 'cpu') expect(c.at(-1).why).toBe('the system loader path');
+      else expect(c.at(-1).why).toMatch(/^platform package /);
+    }
+    // MLX_LIBMLX (the GPU set-up of tools/dev) does not narrow the list.
+    expect(platformWhys(candidates({ MLX_BACKEND: 'cuda', MLX_LIBMLX: '/x/libmlx.so' }).c)).toEqual(
+      host.map((p) => `platform package ${p.name}`),
+    );
+    expect(candidates({ MLX_BACKEND: 'tpu' })).toEqual({
+      ok: false,
+      message: expect.stringContaining("MLX_BACKEND must be auto, cpu, cuda or metal, got 'tpu'"),
+    });
+  });
+
+  it('the error names the platform package to install and MLX_C_LIBRARY', () => {
+    const r = loadInChild({ MLX_C_LIBRARY: '/nonexistent/dir/libmlxc.so' });
+    const host = platformPackagesForHost().filter((p) => !p.optIn);
+    expect(host.length).toBeGreaterThan(0);
+    for (const p of host) expect(r.message).toContain(`npm install ${p.name}`);
+    expect(r.message).toMatch(/or set MLX_C_LIBRARY to the path of a libmlxc/);
   });
 });

@@ -51,4 +51,4 @@ export {
   type MapValue,
   type SparseValue,
 } from './data.js';
-export { readTestCase, type TestCase, type TestDataset, type TestValue } from './testcase.js';
+export { readTestCase, readTestDataset, type TestCase, type TestDataset, type TestValue } from './testcase.js';

@@ -74,6 +74,16 @@ function readValues(dir: string, prefix: 'input_' | 'output_', infos: ValueInfoI
   });
 }
 
+/** Reads one test_data_set_<k> folder for a decoded model: inputs bind to its non-initializer graph inputs in order. */
+export function readTestDataset(dir: string, model: ModelIR): TestDataset {
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new OnnxLoadError(`${dir}: not a folder`);
+  const g = model.graph;
+  const userInputs = g.inputs.filter((i) => !g.initializers.has(i.name));
+  const inputs = readValues(dir, 'input_', userInputs);
+  if (!inputs.length) throw new OnnxLoadError(`${dir}: no input_<i>.pb files (a test_data_set_<k> folder holds them)`);
+  return { name: basename(dir), inputs, outputs: readValues(dir, 'output_', g.outputs) };
+}
+
 /** Reads a backend-test case folder: the model, its decoded IR and every data set. */
 export function readTestCase(dir: string): TestCase {
   const modelPath = join(dir, 'model.onnx');

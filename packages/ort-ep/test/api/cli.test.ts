@@ -1,8 +1,9 @@
 // The mlx-ort command line, called in-process through main() (the bin runs the built dist/cli.js;
 // there is no source entry for it) with console.log captured.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { main } from '../../src/cli.js';
 import { defaultRegistry } from '../../src/index.js';
@@ -16,10 +17,17 @@ afterEach(() => {
 });
 
 async function capture(argv: string[]): Promise<string[]> {
-  const lines: string[] = [];
-  vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void lines.push(a.map(String).join(' ')));
+  return (await captureBoth(argv)).out;
+}
+
+/** stdout and stderr lines of one main() call. */
+async function captureBoth(argv: string[]): Promise<{ out: string[]; err: string[] }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.map(String).join(' ')));
+  vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void err.push(a.map(String).join(' ')));
   await main(argv);
-  return lines;
+  return { out, err };
 }
 
 describe('mlx-ort check', () => {
@@ -131,8 +139,58 @@ describe('mlx-ort run', () => {
   });
 
   it('an unknown command prints the usage and sets exit code 2', async () => {
-    const out = await capture(['frobnicate']);
+    const { out, err } = await captureBoth(['frobnicate']);
     expect(out.join('\n')).toMatch(/^usage:\n {2}mlx-ort run <model.onnx>/);
+    expect(err).toEqual(["mlx-ort: unknown command 'frobnicate'"]);
     expect(process.exitCode).toBe(2);
   });
+
+  it('--inputs DIR runs a test_data_set folder and compares with its outputs', async () => {
+    // gpt2-tiny's reference outputs are onnxruntime CPU's (../shared/models/README.md).
+    const m = join(sharedModels, 'gpt2-tiny');
+    const out = await capture(['run', join(m, 'model.onnx'), '--runs', '1', '--inputs', join(m, 'test_data_set_1')]);
+    expect(out[1]).toMatch(/^ {2}logits: \[\d+, \d+, 512\] mean /);
+    const diff = out.find((l) => l.startsWith('  logits: largest |mlx - expected| = '));
+    expect(Number(diff!.split('= ')[1])).toBeLessThan(1e-3);
+    expect(process.exitCode).toBeUndefined();
+  });
+});
+
+const sharedModels = fileURLToPath(new URL('../../../../../shared/models', import.meta.url));
+
+describe('mlx-ort options', () => {
+  it('--version prints the package version', async () => {
+    const pkg = JSON.parse(readFileSync(fileURLToPath(new URL('../../package.json', import.meta.url)), 'utf8'));
+    expect(await capture(['--version'])).toEqual([pkg.version]);
+  });
+
+  it("<command> --help prints that command's usage and reads no file", async () => {
+    for (const cmd of ['run', 'check', 'demo']) {
+      const out = await capture([cmd, '--help']);
+      expect(out.join('\n')).toMatch(new RegExp(`^ {2}mlx-ort ${cmd}`));
+      expect(process.exitCode).toBeUndefined();
+    }
+  });
+
+  const bad: [string[], string][] = [
+    [['run', 'm.onnx', '--device', 'gpuu'], "mlx-ort run: --device must be cpu or gpu, got 'gpuu'"],
+    [['run', 'm.onnx', '--runs', 'abc'], "mlx-ort run: --runs must be a positive integer, got 'abc'"],
+    [['run', 'm.onnx', '--runs', '0'], "mlx-ort run: --runs must be a positive integer, got '0'"],
+    [['run', 'm.onnx', '--dim', 'B'], "mlx-ort run: --dim takes name=value, got 'B'"],
+    [['run', 'm.onnx', '--dim', 'B=-1'], "mlx-ort run: --dim B must be a positive integer, got '-1'"],
+    [['run', 'm.onnx', '--runs'], "mlx-ort run: Option '--runs <value>' argument missing"],
+    [['run', 'm.onnx', '--frob'], "mlx-ort run: Unknown option '--frob'"],
+    [['run'], 'mlx-ort run: no model path given'],
+    [['check', 'a.onnx', 'b.onnx'], 'mlx-ort check: one model path expected, got 2: a.onnx b.onnx'],
+    [['demo', '--device', 'tpu'], "mlx-ort demo: --device must be cpu or gpu, got 'tpu'"],
+  ];
+  for (const [argv, message] of bad) {
+    it(`${argv.join(' ')}: exit code 2 and a specific message`, async () => {
+      const { out, err } = await captureBoth(argv);
+      expect(process.exitCode).toBe(2);
+      expect(err[0].startsWith(message), err[0]).toBe(true);
+      expect(err[1]).toMatch(new RegExp(`^usage: mlx-ort ${argv[0]}`));
+      expect(out).toEqual([]);
+    });
+  }
 });

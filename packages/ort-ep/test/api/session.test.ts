@@ -119,9 +119,19 @@ describe('registerMlxBackend', () => {
     };
     registerMlxBackend(fresh);
     registerMlxBackend(fresh); // idempotent per module object
-    expect(calls.map(([n, , p]) => [n, p])).toEqual([[MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY]]);
+    const mine = calls.filter(([n]) => n === MLX_BACKEND_NAME);
+    expect(mine.map(([n, , p]) => [n, p])).toEqual([[MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY]]);
     expect([MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY]).toEqual(['mlx', -10]);
-    const backend = calls[0][1] as ReturnType<typeof createMlxBackend>;
+    // Every other name registered is a misspelling whose backend refuses with a hint.
+    const others = calls.filter(([n]) => n !== MLX_BACKEND_NAME);
+    expect(others.map(([n]) => n)).toContain('MLX');
+    for (const [n, b, p] of others) {
+      expect(p).toBe(MLX_BACKEND_PRIORITY);
+      await expect((b as ReturnType<typeof createMlxBackend>).init(n)).rejects.toThrow(
+        `'${n}' is not an execution provider name: write 'mlx'`,
+      );
+    }
+    const backend = mine[0][1] as ReturnType<typeof createMlxBackend>;
     await backend.init('mlx');
     const handler = await backend.createInferenceSessionHandler(linear, {});
     try {
@@ -133,6 +143,57 @@ describe('registerMlxBackend', () => {
       await handler.dispose();
     }
   });
+});
+
+describe('one backend object', () => {
+  it('registerMlxBackend on the onnxruntime-common that the import already registered with does not throw', () => {
+    // onnxruntime-common throws "cannot register backend" for a second, different object at the
+    // same priority: the backend is one object, so this is a no-op.
+    expect(() => registerMlxBackend(ortCommon as never)).not.toThrow();
+    const real = { Tensor: ortCommon.Tensor, registerBackend: ortCommon.registerBackend };
+    expect(() => registerMlxBackend(real)).not.toThrow();
+  });
+
+  it("'MLX' and other misspellings fail with a hint", async () => {
+    await expect(ortCommon.InferenceSession.create(linear, { executionProviders: ['MLX'] })).rejects.toThrow(
+      "[MLX] Error: 'MLX' is not an execution provider name: write 'mlx'",
+    );
+    await expect(ortCommon.InferenceSession.create(linear, { executionProviders: ['mlx-gpu'] })).rejects.toThrow(
+      "'mlx-gpu' is not an execution provider name",
+    );
+  });
+});
+
+describe('lazy loading', () => {
+  it("importing loads nothing native; without MLX, ['mlx', 'cpu'] falls back with onnxruntime's warning", async () => {
+    const code = `
+      import * as ort from 'onnxruntime-node';
+      import { readFileSync } from 'node:fs';
+      const ep = await import('@mlx/ort-ep');
+      const native = /libmlxc|koffi/.test(readFileSync('/proc/self/maps', 'utf8'));
+      const s = await ort.InferenceSession.create(process.env.MODEL, { executionProviders: ['mlx', 'cpu'] });
+      let only = '';
+      try { await ort.InferenceSession.create(process.env.MODEL, { executionProviders: [ep.mlx()] }); } catch (e) { only = e.message; }
+      console.log(JSON.stringify({ native, handler: s.handler.constructor.name, only }));`;
+    const { stdout, stderr } = await promisify(execFile)(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code],
+      {
+        cwd: pkgDir,
+        env: { ...process.env, MODEL: linearPath, MLX_C_LIBRARY: '/nonexistent/libmlxc.so' },
+        timeout: 60_000,
+      },
+    );
+    const out = JSON.parse(stdout.trim().split('\n').pop()!);
+    expect(out.native).toBe(false);
+    expect(out.handler).not.toBe('MlxSessionHandler');
+    expect(stderr).toMatch(
+      /removing requested execution provider "mlx" from session options because it is not available: MlxLibraryNotFoundError: could not load the MLX C library/,
+    );
+    expect(out.only).toMatch(
+      /\[mlx\] MlxLibraryNotFoundError: could not load the MLX C library.*\/nonexistent\/libmlxc\.so \(MLX_C_LIBRARY\): no such file/s,
+    );
+  }, 60_000);
 });
 
 describe('metadata', () => {

@@ -1,0 +1,425 @@
+// The consumer test: the packages as a user gets them. Packs every package (`pnpm -r pack`: each
+// prepack builds, the platform packages' fill lib/ from the pinned wheels), lints the tarballs
+// (publint --strict, attw), installs them with npm in a folder outside the workspace, and runs
+// there, with no MLX_C_LIBRARY and no path of this repository in the environment:
+//   the README's "Using it" blocks (ESM, CommonJS, strict TypeScript), gpt2-tiny against its
+//   reference outputs through ['mlx'] from onnxruntime-node, -common and -web in both module
+//   systems, imports that load nothing native, the fallback of ['mlx', 'cpu'] without MLX, the
+//   CLI, and which library the loader picks (the CUDA package is installed too: on a machine
+//   without the NVIDIA driver the loader must skip it for the CPU package).
+//   node tools/consumer-test.mjs [--keep]     (tools/dev test runs it; --keep leaves the folder)
+// npm works from a cache in .cache/npm (offline where it holds everything). Results go to
+// reports/consumer-test.json for tools/test-summary.mjs.
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const shared = join(root, '..', 'shared', 'models');
+const keep = process.argv.includes('--keep');
+const t0 = performance.now();
+const work = realpathSync(mkdtempSync(join(tmpdir(), 'mlx-consumer-')));
+const tarballs = join(work, 'tarballs');
+const app = join(work, 'app');
+const results = [];
+const ortVersion = JSON.parse(readFileSync(join(root, 'packages/ort-ep/package.json'), 'utf8')).devDependencies['onnxruntime-node'];
+const tsVersion = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies.typescript;
+const typesNode = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies['@types/node'];
+
+/** An environment with nothing that points at this repository or at a native library. */
+function cleanEnv(extra = {}) {
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (/^(MLX_|LD_LIBRARY_PATH|LD_PRELOAD|NODE_PATH|NODE_OPTIONS|npm_)/.test(k)) continue;
+    if (k === 'PATH') continue;
+    env[k] = v;
+  }
+  env.PATH = (process.env.PATH ?? '')
+    .split(':')
+    .filter((p) => !p.startsWith(root))
+    .join(':');
+  env.ONNXRUNTIME_NODE_INSTALL = 'skip';
+  return { ...env, ...extra };
+}
+
+function sh(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts });
+  if (r.status !== 0 || r.error) {
+    const err = new Error(`${cmd} ${args.join(' ')} exited with ${r.status ?? r.error}\n${r.stdout ?? ''}\n${r.stderr ?? ''}`);
+    err.stdout = r.stdout;
+    err.stderr = r.stderr;
+    err.status = r.status;
+    throw err;
+  }
+  return r;
+}
+
+/** Runs a node script in the app folder; returns stdout, stderr and status. */
+function node(args, extra = {}, expectStatus = 0) {
+  const r = spawnSync(process.execPath, args, { cwd: app, encoding: 'utf8', env: cleanEnv(extra), timeout: 120_000 });
+  if (r.status !== expectStatus)
+    throw new Error(`node ${args.join(' ')}: status ${r.status} (wanted ${expectStatus})\n${r.stdout}\n${r.stderr}`);
+  return r;
+}
+
+function assert(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+async function step(name, body) {
+  const s = performance.now();
+  try {
+    const note = await body();
+    const secs = ((performance.now() - s) / 1000).toFixed(1);
+    results.push({ name, ok: true, secs });
+    console.log(`ok   ${name} (${secs} s)${note ? `: ${note}` : ''}`);
+  } catch (e) {
+    results.push({ name, ok: false, error: String(e?.message ?? e) });
+    console.log(`FAIL ${name}\n${String(e?.stack ?? e).replace(/^/gm, '     ')}`);
+  }
+}
+
+/** The README's "Using it" code blocks, by the file name on their first line. */
+function readmeBlocks() {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## Using it'), readme.indexOf('\n## ', readme.indexOf('## Using it') + 5));
+  const blocks = {};
+  for (const m of section.matchAll(/```(?:js|ts)\n(\/\/ (index\.\w+)[^\n]*\n[\s\S]*?)```/g)) blocks[m[2]] = m[1];
+  return blocks;
+}
+
+const published = JSON.parse(execFileSync(process.execPath, [join(root, 'tools/manifests.mjs'), '--list'], { encoding: 'utf8' })).filter(
+  (p) => !p.endsWith('darwin-arm64'),
+);
+let packed = [];
+
+await step('pnpm -r pack (prepack builds; platform packages from the pinned wheels)', () => {
+  mkdirSync(tarballs, { recursive: true });
+  const filters = published.flatMap((d) => ['--filter', `./${d}`]);
+  sh('corepack', ['pnpm', '-r', ...filters, 'pack', '--pack-destination', tarballs], {
+    cwd: root,
+    env: { ...process.env, COREPACK_ENABLE_DOWNLOAD_PROMPT: '0' },
+  });
+  packed = readdirSync(tarballs).filter((f) => f.endsWith('.tgz'));
+  assert(packed.length === published.length, `packed ${packed.length} tarballs for ${published.length} packages`);
+  const mib = (f) => (readFileSync(join(tarballs, f)).length / 2 ** 20).toFixed(1);
+  return packed.map((f) => `${f.replace(/-\d+\.\d+\.\d+.*\.tgz$/, '')} ${mib(f)} MiB`).join(', ');
+});
+
+await step('publint --strict and attw on every tarball', async () => {
+  // The platform packages are linted without lib/ (the manifest and entry files are what the
+  // linters check; unpacking 150 MiB of libraries in JavaScript is what would take the time).
+  const lint = join(work, 'lint');
+  mkdirSync(lint, { recursive: true });
+  const targets = packed.map((f) => {
+    if (!f.startsWith('mlx-sys-') || f.startsWith('mlx-sys-0')) return join(tarballs, f);
+    const dir = join(lint, f.replace(/\.tgz$/, ''));
+    mkdirSync(dir, { recursive: true });
+    sh('tar', ['-xzf', join(tarballs, f), '-C', dir, '--exclude', 'package/lib']);
+    sh('tar', ['-czf', join(lint, f), '-C', dir, 'package']);
+    return join(lint, f);
+  });
+  const run = (cmd, args) =>
+    new Promise((resolve, reject) =>
+      execFile(cmd, args, { cwd: work, maxBuffer: 16 << 20 }, (e, stdout, stderr) =>
+        e ? reject(new Error(`${cmd} ${args.join(' ')}\n${stdout}${stderr}`)) : resolve(stdout),
+      ),
+    );
+  const jobs = targets.flatMap((t) => [
+    () => run(join(root, 'node_modules/.bin/publint'), ['run', t, '--strict']),
+    () => run(join(root, 'node_modules/.bin/attw'), [t, '--format', 'ascii', '--no-emoji', '--profile', 'node16']),
+  ]);
+  // Two at a time.
+  const next = async () => {
+    for (let j = jobs.shift(); j; j = jobs.shift()) await j();
+  };
+  await Promise.all([next(), next()]);
+  // No `source` condition reaches users.
+  for (const f of packed) {
+    const manifest = execFileSync('tar', ['-xzOf', join(tarballs, f), 'package/package.json'], { encoding: 'utf8' });
+    assert(!manifest.includes('"source"'), `${f}: the packed package.json has a source condition`);
+  }
+});
+
+await step(`npm install of the tarballs with onnxruntime-node and -web ${ortVersion}, typescript ${tsVersion}`, () => {
+  mkdirSync(app, { recursive: true });
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }, null, 2));
+  sh(
+    'npm',
+    [
+      'install',
+      '--ignore-scripts',
+      '--no-audit',
+      '--no-fund',
+      '--prefer-offline',
+      '--cache',
+      join(root, '.cache', 'npm'),
+      ...packed.map((f) => join(tarballs, f)),
+      `onnxruntime-node@${ortVersion}`,
+      `onnxruntime-web@${ortVersion}`,
+      `typescript@${tsVersion}`,
+      `@types/node@${typesNode}`,
+    ],
+    { cwd: app, env: cleanEnv() },
+  );
+  // Source maps and declaration maps point at sources that ship.
+  for (const pkg of ['sys', 'core', 'kernels', 'ort-ep']) {
+    const dist = join(app, 'node_modules', '@mlx', pkg, 'dist');
+    for (const map of ['index.js.map', 'index.d.ts.map']) {
+      const { sources } = JSON.parse(readFileSync(join(dist, map), 'utf8'));
+      for (const src of sources)
+        assert(existsSync(join(dist, src)), `@mlx/${pkg}/dist/${map} points at ${src}, which is not in the package`);
+    }
+  }
+  cpSync(join(shared, 'gpt2-tiny', 'model.onnx'), join(app, 'model.onnx'));
+  cpSync(join(shared, 'gpt2-tiny', 'test_data_set_0'), join(app, 'test_data_set_0'), { recursive: true });
+  const commons = execFileSync('find', ['node_modules', '-path', '*/onnxruntime-common/package.json'], { cwd: app, encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .map((p) => `${dirname(p)} ${JSON.parse(readFileSync(join(app, p), 'utf8')).version}`);
+  return `onnxruntime-common copies: ${commons.join('; ')}`;
+});
+
+// Prints the library that loaded and any mapped library from the repository (there must be none).
+const nativeProbe = `
+process.on('exit', () => {
+  const maps = require('node:fs').readFileSync('/proc/self/maps', 'utf8');
+  const libs = [...new Set(maps.split('\\n').map((l) => l.split(/\\s+/)[5]).filter((p) => p && p.includes('.so')))];
+  console.log('PROBE ' + JSON.stringify({ mlxc: libs.filter((p) => /libmlxc/.test(p)), repo: libs.filter((p) => p.startsWith(${JSON.stringify(root)})) }));
+});`;
+const probeOf = (stdout) =>
+  JSON.parse(
+    stdout
+      .split('\n')
+      .find((l) => l.startsWith('PROBE '))
+      .slice(6),
+  );
+const expectGnu = (probe) => {
+  assert(probe.repo.length === 0, `libraries of the repository were loaded: ${probe.repo.join(', ')}`);
+  assert(probe.mlxc.length === 1 && probe.mlxc[0].includes('node_modules/@mlx/sys-linux-x64-gnu/lib/'), `libmlxc from ${probe.mlxc}`);
+};
+
+await step(
+  'the README\'s "Using it" blocks: ESM, CommonJS, strict TypeScript; mlx({...}) typed with onnxruntime-node, -common, -web and in .cts, a wrong option refused',
+  () => {
+    const blocks = readmeBlocks();
+    for (const f of ['index.mjs', 'index.cjs', 'index.ts']) assert(blocks[f], `README has no ${f} block under "Using it"`);
+    writeFileSync(
+      join(app, 'index.mjs'),
+      blocks['index.mjs'] + `import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);${nativeProbe}`,
+    );
+    writeFileSync(join(app, 'index.cjs'), blocks['index.cjs'] + nativeProbe);
+    mkdirSync(join(app, 'ts'), { recursive: true });
+    writeFileSync(join(app, 'ts', 'index.ts'), blocks['index.ts']);
+    writeTypeChecks();
+    // One strict tsc run (skipLibCheck off: the packages' declarations are checked too) over the
+    // README's block and the type checks of the next step; the block's output then runs.
+    writeFileSync(
+      join(app, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          strict: true,
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          target: 'es2022',
+          outDir: 'out',
+          skipLibCheck: false,
+          types: ['node'],
+        },
+        include: ['ts', 'types'],
+      }),
+    );
+    sh(process.execPath, [join(app, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: app });
+    const dims = /\[\s*1,\s*4,\s*512\s*\]/;
+    for (const f of ['index.mjs', 'index.cjs', 'out/ts/index.js']) {
+      const r = node([f]);
+      assert(dims.test(r.stdout), `${f} printed ${r.stdout}`);
+      assert(!/removing requested execution provider/.test(r.stderr), `${f}: onnxruntime fell back: ${r.stderr}`);
+      if (f !== 'out/ts/index.js') expectGnu(probeOf(r.stdout));
+    }
+  },
+);
+
+/** Type checks: mlx({...}) in the session options of each onnxruntime package, and CommonJS types. */
+function writeTypeChecks() {
+  mkdirSync(join(app, 'types'), { recursive: true });
+  const body = (m) => `import * as ort from '${m}';
+import { mlx, type MlxExecutionProviderOption } from '@mlx/ort-ep';
+const options: ort.InferenceSession.SessionOptions = { executionProviders: [mlx({ device: 'gpu', precision: 'tf32', maxSignatures: 4 }), 'cpu'] };
+const one: MlxExecutionProviderOption = mlx();
+// A wrong option is a type error (else tsc fails on the unused directive).
+// @ts-expect-error device is 'cpu' | 'gpu'
+const bad = mlx({ device: 'gpuu' });
+export const all = [options, one, bad];
+`;
+  writeFileSync(join(app, 'types', 'node.ts'), body('onnxruntime-node'));
+  writeFileSync(join(app, 'types', 'common.ts'), body('onnxruntime-common'));
+  writeFileSync(join(app, 'types', 'web.ts'), body('onnxruntime-web'));
+  writeFileSync(
+    join(app, 'types', 'cjs.cts'),
+    `import ort = require('onnxruntime-node');
+import ep = require('@mlx/ort-ep');
+import core = require('@mlx/core');
+import kernels = require('@mlx/kernels');
+import sys = require('@mlx/sys');
+export const o: ort.InferenceSession.SessionOptions = { executionProviders: [ep.mlx({ device: 'cpu' })] };
+export const f: [typeof core.array, typeof kernels, typeof sys.loadMlxC] = [core.array, kernels, sys.loadMlxC];
+`,
+  );
+}
+
+await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime-node, -common, -web; ESM and CommonJS", () => {
+  const program = (esm) => `
+    ${esm ? "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" : ''}
+    const main = async () => {
+      const mods = ${esm ? "{ node: await import('onnxruntime-node'), common: await import('onnxruntime-common'), web: await import('onnxruntime-web') }" : "{ node: require('onnxruntime-node'), common: require('onnxruntime-common'), web: require('onnxruntime-web') }"};
+      const ep = ${esm ? "await import('@mlx/ort-ep')" : "require('@mlx/ort-ep')"};
+      const data = ep.readTestCase('.').datasets[0];
+      const out = {};
+      for (const [label, ort] of Object.entries(mods)) {
+        const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
+        const feeds = {};
+        data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
+        const r = await s.run(feeds);
+        const want = data.outputs[0].data;
+        const got = r.logits.data;
+        let worst = 0;
+        for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
+        out[label] = { handler: s.handler.constructor.name, n: got.length === want.length, worst };
+        await s.release();
+      }
+      out.registrations = ep.mlxRegistrations().map((r) => r.version + ' ' + r.format + ' ' + r.path.replace(process.cwd(), '.'));
+      console.log('RESULT ' + JSON.stringify(out));
+    };
+    main().catch((e) => { console.error(e); process.exit(1); });
+    ${nativeProbe}`;
+  const notes = [];
+  for (const esm of [true, false]) {
+    const file = esm ? 'gpt2.mjs' : 'gpt2.cjs';
+    writeFileSync(join(app, file), program(esm));
+    const r = node([file]);
+    const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
+    assert(line, `${file}: ${r.stdout}${r.stderr}`);
+    const out = JSON.parse(line.slice(7));
+    for (const label of ['node', 'common', 'web']) {
+      assert(out[label].handler === 'MlxSessionHandler', `${file} ${label}: handler ${out[label].handler}`);
+      assert(out[label].n && out[label].worst <= 0, `${file} ${label}: outside rtol 1e-3 / atol 1e-4 (by ${out[label].worst})`);
+    }
+    expectGnu(probeOf(r.stdout));
+    if (!esm) notes.push(`${out.registrations.length} registrations (${out.registrations.join('; ')})`);
+  }
+  return notes.join('');
+});
+
+await step('importing the four packages loads nothing native; --help and --version neither', () => {
+  writeFileSync(
+    join(app, 'imports.mjs'),
+    `await import('@mlx/sys'); await import('@mlx/core'); await import('@mlx/kernels'); const ep = await import('@mlx/ort-ep');
+     const sys = await import('@mlx/sys');
+     const maps = (await import('node:fs')).readFileSync('/proc/self/maps', 'utf8');
+     console.log(JSON.stringify({ loaded: sys.isMlxCLoaded(), native: /koffi|libmlx/.test(maps), exports: typeof ep.mlx }));`,
+  );
+  const r = node(['imports.mjs']);
+  assert(r.stdout.trim() === JSON.stringify({ loaded: false, native: false, exports: 'function' }), r.stdout);
+  // The CLI's --help and --version with a library that cannot load: they never try.
+  const bin = join(app, 'node_modules/.bin/mlx-ort');
+  const env = { MLX_C_LIBRARY: '/nonexistent/libmlxc.so' };
+  assert(/^usage:\n {2}mlx-ort run/.test(node([bin, '--help'], env).stdout), 'mlx-ort --help');
+  const version = JSON.parse(readFileSync(join(app, 'node_modules/@mlx/ort-ep/package.json'), 'utf8')).version;
+  assert(node([bin, '--version'], env).stdout.trim() === version, 'mlx-ort --version');
+  assert(/^ {2}mlx-ort run/.test(node([bin, 'run', '--help'], env).stdout), 'mlx-ort run --help');
+});
+
+await step("['mlx', 'cpu'] without MLX falls back with onnxruntime's warning; ['mlx'] fails naming the fix", () => {
+  writeFileSync(
+    join(app, 'fallback.mjs'),
+    `import * as ort from 'onnxruntime-node'; import { mlx } from '@mlx/ort-ep';
+     const eps = JSON.parse(process.argv[2]).map((e) => (e === 'mlx()' ? mlx() : e));
+     try {
+       const s = await ort.InferenceSession.create('model.onnx', { executionProviders: eps });
+       console.log('HANDLER ' + s.handler.constructor.name);
+     } catch (e) { console.log('ERROR ' + e.message); }`,
+  );
+  // MLX_C_LIBRARY is authoritative: a missing file means no MLX.
+  const env = { MLX_C_LIBRARY: '/nonexistent/libmlxc.so' };
+  const fb = node(['fallback.mjs', '["mlx()","cpu"]'], env);
+  assert(/HANDLER (?!MlxSessionHandler)/.test(fb.stdout), `fallback: ${fb.stdout}`);
+  assert(/removing requested execution provider "mlx" .*could not load the MLX C library/.test(fb.stderr), `warning: ${fb.stderr}`);
+  const only = node(['fallback.mjs', '["mlx"]'], env);
+  assert(/ERROR .*\[mlx\] MlxLibraryNotFoundError: could not load the MLX C library/.test(only.stdout), only.stdout);
+  assert(/npm install @mlx\/sys-linux-x64-gnu/.test(only.stdout) && /MLX_C_LIBRARY/.test(only.stdout), `advice: ${only.stdout}`);
+  const hint = node(['fallback.mjs', '["MLX"]']);
+  assert(/'MLX' is not an execution provider name: write 'mlx'/.test(hint.stdout), hint.stdout);
+});
+
+await step('mlx-ort: check, run --inputs --compare, bad options, --compare without onnxruntime-node', () => {
+  const bin = join(app, 'node_modules/.bin/mlx-ort');
+  const check = node([bin, 'check', 'model.onnx']);
+  assert(/^model\.onnx: \d+ nodes, \d+ claimed by the MLX provider, 0 not/.test(check.stdout), check.stdout);
+  const run = node([bin, 'run', 'model.onnx', '--runs', '1', '--inputs', 'test_data_set_0', '--compare']);
+  for (const which of ['expected', 'onnxruntime-node']) {
+    const m = new RegExp(`logits: largest \\|mlx - ${which}\\| = (\\S+)`).exec(run.stdout);
+    assert(m && Number(m[1]) < 1e-3, `run vs ${which}: ${run.stdout}`);
+  }
+  const bad = node([bin, 'run', 'model.onnx', '--device', 'gpuu'], {}, 2);
+  assert(/--device must be cpu or gpu, got 'gpuu'/.test(bad.stderr), bad.stderr);
+  node([bin, 'run', 'model.onnx', '--runs', 'abc'], {}, 2);
+  // onnxruntime-node made unresolvable for this process only.
+  writeFileSync(
+    join(app, 'no-ort-node.cjs'),
+    `const M = require('node:module'); const orig = M._resolveFilename;
+     M._resolveFilename = function (req, ...a) { if (req === 'onnxruntime-node') { const e = new Error("Cannot find module 'onnxruntime-node'"); e.code = 'MODULE_NOT_FOUND'; throw e; } return orig.call(this, req, ...a); };`,
+  );
+  const missing = node(['--require', './no-ort-node.cjs', bin, 'run', 'model.onnx', '--compare'], {}, 1);
+  assert(/--compare runs onnxruntime-node, which is not installed: `npm install onnxruntime-node`/.test(missing.stderr), missing.stderr);
+});
+
+await step('the loader: CUDA package skipped without a driver, MLX_BACKEND=cuda authoritative, version check', () => {
+  const cuda = join(app, 'node_modules/@mlx/sys-linux-x64-cuda13');
+  const files = readdirSync(join(cuda, 'lib')).sort();
+  for (const f of ['libmlx.so', 'libmlxc.so']) assert(files.includes(f), `CUDA package lib/: ${files}`);
+  writeFileSync(
+    join(app, 'which.mjs'),
+    `import * as sys from '@mlx/sys';
+     try { console.log('PATH ' + sys.loadMlxC().path); } catch (e) { console.log('ERROR ' + e.message.replace(/\\n/g, ' | ')); }`,
+  );
+  const auto = node(['which.mjs']);
+  let driver = false;
+  try {
+    driver = execFileSync('ldconfig', ['-p'], { encoding: 'utf8' }).includes('libcuda.so.1');
+  } catch {}
+  if (!driver) {
+    assert(/PATH .*node_modules\/@mlx\/sys-linux-x64-gnu\/lib\/libmlxc\.so/.test(auto.stdout), `auto: ${auto.stdout}`);
+    const forced = node(['which.mjs'], { MLX_BACKEND: 'cuda' });
+    const cudaFailure =
+      /ERROR could not load the MLX C library\..*sys-linux-x64-cuda13\/lib\/libmlxc\.so \(platform package @mlx\/sys-linux-x64-cuda13\): .*lib\w+\.so\.\d+: cannot open shared object file/;
+    assert(cudaFailure.test(forced.stdout), `cuda: ${forced.stdout}`);
+    assert(!/sys-linux-x64-gnu/.test(forced.stdout.split('Fix:')[0]), `MLX_BACKEND=cuda tried the CPU package: ${forced.stdout}`);
+  }
+  const cpu = node(['which.mjs'], { MLX_BACKEND: 'cpu' });
+  assert(/PATH .*sys-linux-x64-gnu\/lib\/libmlxc\.so/.test(cpu.stdout), `cpu: ${cpu.stdout}`);
+  // A platform package of another version is refused.
+  const pj = join(app, 'node_modules/@mlx/sys-linux-x64-gnu/package.json');
+  const original = readFileSync(pj, 'utf8');
+  try {
+    writeFileSync(pj, original.replace(/"version": "[^"]+"/, '"version": "0.0.0-other"'));
+    const old = node(['which.mjs'], { MLX_BACKEND: 'cpu' });
+    assert(/ERROR .*@mlx\/sys-linux-x64-gnu\): version 0\.0\.0-other, but @mlx\/sys is/.test(old.stdout), `version: ${old.stdout}`);
+  } finally {
+    writeFileSync(pj, original);
+  }
+  return driver ? 'a CUDA driver is present: the CUDA package may load' : `CUDA package lib/: ${files.join(' ')}`;
+});
+
+const secs = ((performance.now() - t0) / 1000).toFixed(1);
+const failed = results.filter((r) => !r.ok).length;
+console.log(`consumer test: ${results.length - failed} passed, ${failed} failed (${secs} s)${keep ? `; folder ${work}` : ''}`);
+mkdirSync(join(root, 'reports'), { recursive: true });
+writeFileSync(
+  join(root, 'reports', 'consumer-test.json'),
+  JSON.stringify({ passed: results.length - failed, failed, secs: Number(secs), results }, null, 2),
+);
+if (!keep) rmSync(work, { recursive: true, force: true });
+process.exit(failed ? 1 : 0);
