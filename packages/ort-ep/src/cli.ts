@@ -70,6 +70,7 @@ async function run(args: string[]): Promise<void> {
   }
   times.sort((a, b) => a - b);
   console.log(`model ${path} on ${device ?? mx.defaultDevice().type}: median ${times[times.length >> 1].toFixed(2)} ms over ${runs} runs`);
+  console.log(`device: ${session.device} (MLX backend ${session.backend})`);
   for (const [name, v] of Object.entries(out)) {
     const t = v as HostTensor;
     const nums = Array.from(t.data as ArrayLike<number | bigint>, Number);
@@ -111,6 +112,7 @@ async function check(args: string[]): Promise<void> {
   console.log(
     `${path}: ${r.nodes} nodes, ${claimedCount} claimed by the MLX provider, ${r.unclaimed.length} not (opsets: ${[...r.opsets].map(([d, v]) => `${d} ${v}`).join(', ')})`,
   );
+  console.log(`MLX devices: cpu${mx.gpuAvailable() ? `, gpu (${mx.cudaAvailable() ? 'cuda' : 'metal'})` : ''}`);
   console.log('claimed:');
   for (const [k, n] of [...r.claimed].sort()) console.log(`  ${k} x${n}`);
   if (r.unclaimed.length) {

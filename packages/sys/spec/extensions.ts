@@ -13,6 +13,18 @@ export const extensions: FnSpec[] = [
     "on MLX's CUDA build, migrates an evaluated array's unified memory to the host or the GPU in one transfer (the driver's cuMemPrefetchAsync) instead of page by page on first touch; moved is false where there is no CUDA (a no-op)",
   ),
   manual(
+    'int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
+    "mlx_array_new_data for the device that evaluates on stream: on MLX's CUDA build and a GPU stream, large data (256 KiB and more) is copied into device memory by the copy engine, through pinned staging buffers, instead of into unified memory that kernels then fault in page by page; elsewhere the data is copied on the host. MLXC_TRANSFER=staged (the default), pageable, pinned or unified (MLX's own path) picks how",
+  ),
+  manual(
+    'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
+    "copies a row-contiguous array's nbytes bytes into dst, evaluating (or waiting for) it first: device memory on MLX's CUDA build by the copy engine (see mlxc_array_new_data_on), anything else with memcpy from its host pointer",
+  ),
+  manual(
+    'int mlxc_array_device_index(int* res, const mlx_array arr)',
+    "the CUDA device whose memory holds the array's buffer, -1 for unified or host memory (always -1 without CUDA)",
+  ),
+  manual(
     'int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)',
     'the bytes evaluating outputs would allocate: every array not yet computed, once (siblings included), and the largest',
   ),

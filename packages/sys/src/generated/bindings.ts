@@ -490,6 +490,9 @@ export const prototypes: readonly string[] = [
   'int mlx_fft_rfftn(_Inout_ mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s)',
   'mlx_stream mlxc_stream_new_any_thread(mlx_device dev)',
   'int mlxc_array_prefetch(_Inout_ bool* moved, const mlx_array arr, bool to_host)',
+  'int mlxc_array_new_data_on(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
+  'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
+  'int mlxc_array_device_index(_Inout_ int* res, const mlx_array arr)',
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
@@ -1469,6 +1472,12 @@ export interface MlxCFunctions {
   mlxc_stream_new_any_thread(dev: MlxHandle): MlxHandle;
   /** extensions: `int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host)` */
   mlxc_array_prefetch(moved: unknown[], arr: MlxHandle, to_host: boolean): number;
+  /** extensions: `int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)` */
+  mlxc_array_new_data_on(res: MlxHandle, data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, stream: MlxHandle): number;
+  /** extensions: `int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)` */
+  mlxc_array_read(dst: unknown, nbytes: number | bigint, arr: MlxHandle): number;
+  /** extensions: `int mlxc_array_device_index(int* res, const mlx_array arr)` */
+  mlxc_array_device_index(res: unknown[], arr: MlxHandle): number;
   /** extensions: `int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)` */
   mlxc_graph_bytes(total: unknown[], largest: unknown[], outputs: MlxHandle): number;
   /** extensions: `int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload)` */
@@ -1477,4 +1486,4 @@ export interface MlxCFunctions {
   mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
 }
 
-export const functionCount = 489;
+export const functionCount = 492;

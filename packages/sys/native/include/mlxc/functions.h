@@ -521,6 +521,9 @@ int mlx_fft_rfftn(mlx_array* res, const mlx_array a, const int* n, size_t n_num,
 /* extensions */
 mlx_stream mlxc_stream_new_any_thread(mlx_device dev);
 int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host);
+int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream);
+int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr);
+int mlxc_array_device_index(int* res, const mlx_array arr);
 int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs);
 int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload);
 int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes);
