@@ -341,6 +341,11 @@ int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr) {
     g.download(dst, reinterpret_cast<CUdeviceptr>(cb->data) + static_cast<CUdeviceptr>(a.offset()), nbytes, how);
     return 0;
   }
+  if (on_cuda() && how != Mode::unified && nbytes >= kMinBytes) {
+    // Unified memory: one migration to the host rather than a page fault per page.
+    bool moved = false;
+    if (mlxc_array_prefetch(&moved, arr, true) != 0) return 1;
+  }
   std::memcpy(dst, a.data<char>(), nbytes);
   MLXC_CATCH(1)
   return 0;
