@@ -273,10 +273,14 @@ array device_array(const void* data, size_t nbytes, mx::Shape shape, mx::Dtype d
   mx::allocator::Data owned(mx::allocator::Buffer(buf), [](mx::allocator::Buffer b) {
     auto* cb = static_cast<CudaBuffer*>(b.ptr());
     const auto& drv = driver();
-    Gpu& gg = gpu(cb->device < 0 ? 0 : cb->device);
-    CtxScope sc(gg.ctx);
-    if (cb->device >= 0) drv.free_async(reinterpret_cast<CUdeviceptr>(cb->data), gg.stream);
-    else drv.free(reinterpret_cast<CUdeviceptr>(cb->data));
+    // Runs in destructors (and at exit, when the driver may be gone): nothing may throw.
+    try {
+      Gpu& gg = gpu(cb->device < 0 ? 0 : cb->device);
+      CtxScope sc(gg.ctx);
+      if (cb->device >= 0) drv.free_async(reinterpret_cast<CUdeviceptr>(cb->data), gg.stream);
+      else drv.free(reinterpret_cast<CUdeviceptr>(cb->data));
+    } catch (...) {
+    }
     delete cb;
   });
   return array(std::move(owned), std::move(shape), dt);
