@@ -12,16 +12,18 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 CASES=320
+# Where the CUDA wheel is kept (downloaded once): MLX_WHEEL_DIR, else .mlx/wheels.
+WHEELS="${MLX_WHEEL_DIR:-.mlx/wheels}"
 [[ "${1:-}" == "--cases" ]] && CASES=$2
 log() { printf '[gpu-bundle] %s\n' "$*" >&2; }
 
 tools/dev setup >/dev/null
 # The CUDA wheel alone (its NVIDIA libraries come from the machine's torch): no NVIDIA downloads.
 CUDA_WHEEL=$(node -e "const c=require('./packages/sys/mlx-wheel.json').cuda; console.log(c.name.replace(/-/g,'_')+'-'+c.version)")
-whl=$(ls .mlx/wheels/${CUDA_WHEEL}-*.whl 2>/dev/null | head -1 || true)
+whl=$(ls "$WHEELS"/${CUDA_WHEEL}-*.whl 2>/dev/null | head -1 || true)
 if [[ -z $whl ]]; then
-  python3 -m pip download --quiet --no-deps --only-binary=:all: -d .mlx/wheels "$(node -p "const c=require('./packages/sys/mlx-wheel.json').cuda; c.name+'=='+c.version")"
-  whl=$(ls .mlx/wheels/${CUDA_WHEEL}-*.whl | head -1)
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$WHEELS" "$(node -p "const c=require('./packages/sys/mlx-wheel.json').cuda; c.name+'=='+c.version")"
+  whl=$(ls "$WHEELS"/${CUDA_WHEEL}-*.whl | head -1)
 fi
 
 rm -rf .gpu && mkdir -p .gpu/node_modules .gpu-parts

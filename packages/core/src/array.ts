@@ -16,7 +16,7 @@ import {
 } from './dtype.js';
 import { freeLater, trackArray, untrackArray } from './lifetime.js';
 import { describeValue, toInt32Array } from './ints.js';
-import { check, checkHandle, fn, koffi } from './native.js';
+import { check, fn, koffi } from './native.js';
 import { defaultStream } from './stream.js';
 
 /** What ops accept where MLX takes an array: an Array, or a JS scalar (see call.ts for its dtype). */
@@ -30,9 +30,6 @@ export interface ArrayOptions {
 
 /** mlxc_array_meta's buffer: dtype, ndim and up to 30 dims (one buffer: JS is single-threaded). */
 const META = new Int32Array(32);
-
-/** Transfers smaller than this are left to the page faults: the prefetch call would cost more. */
-const PREFETCH_BYTES = 1 << 20;
 
 export class Array {
   #handle: MlxHandle;
@@ -62,8 +59,7 @@ export class Array {
     if (data.constructor === ctor) {
       const len = (data as TypedArray).length;
       if (len !== n * perElem) throw new RangeError(`data has ${len} elements but shape [${shape.join(', ')}] needs ${n * perElem}`);
-      const h = fn.mlx_array_new_data(data, dims, dims.length, dtypeCode(d));
-      return Array.fromHandle(checkHandle(h, 'mlx_array_new_data'));
+      return newData(data, dims, d);
     }
     // Different element type: build with the natural dtype, then cast.
     const tmp = Array.fromTypedArray(data, shape, natural);
@@ -84,8 +80,7 @@ export class Array {
     const want = n * itemsize(dtype);
     if (bytes.length !== want)
       throw new RangeError(`Array.fromBytes: ${bytes.length} bytes for shape [${shape.join(', ')}] ${dtype}, which needs ${want}`);
-    const h = fn.mlx_array_new_data(bytes, dims, dims.length, dtypeCode(dtype));
-    return Array.fromHandle(checkHandle(h, 'mlx_array_new_data'));
+    return newData(bytes, dims, dtype);
   }
 
   get handle(): MlxHandle {
@@ -159,6 +154,17 @@ export class Array {
     return moved[0];
   }
 
+  /**
+   * The CUDA device whose memory holds the array's data, or -1 (host or unified memory, and always
+   * on builds without CUDA). Arrays made from JS data for a GPU stream, and results of GPU kernels,
+   * live in device memory; reading them copies them out over the bus in one transfer.
+   */
+  get deviceIndex(): number {
+    const out = [0];
+    check(fn.mlxc_array_device_index(out as never, this.handle), 'mlxc_array_device_index');
+    return out[0];
+  }
+
   /** Copies the data out, evaluating first. float16/bfloat16 come as Uint16Array bits, bool as 0/1 bytes. */
   toTypedArray(): TypedArray {
     const d = this.dtype;
@@ -176,14 +182,10 @@ export class Array {
       src = Array.fromHandle(res).eval();
     }
     try {
-      const nbytes = n * itemsize(d);
-      // On MLX's CUDA build, move the data to the host in one transfer (a no-op elsewhere);
-      // reading unified memory page by page runs at a fraction of the bus's speed.
-      if (nbytes >= PREFETCH_BYTES) src.prefetch('host');
-      const ptr = dataPointer(src, d);
-      if (!ptr) check(1, `mlx_array_data_${d}`);
-      const view = koffi.view(ptr, nbytes);
-      return new ctor(view.slice(0));
+      const out = new ctor(n * (d === 'complex64' ? 2 : 1));
+      // One copy into the result: on MLX's CUDA build, device memory comes out by the copy engine.
+      check(fn.mlxc_array_read(out, out.byteLength, src.handle), 'mlxc_array_read');
+      return out;
     } finally {
       if (src !== this) src.dispose();
     }
@@ -250,34 +252,14 @@ export class Array {
   }
 }
 
-function dataPointer(a: Array, d: Dtype): unknown {
-  switch (d) {
-    case 'bool':
-    case 'uint8':
-      return fn.mlx_array_data_uint8(a.handle);
-    case 'float16':
-    case 'bfloat16':
-    case 'uint16':
-      return fn.mlx_array_data_uint16(a.handle);
-    case 'uint32':
-      return fn.mlx_array_data_uint32(a.handle);
-    case 'uint64':
-      return fn.mlx_array_data_uint64(a.handle);
-    case 'int8':
-      return fn.mlx_array_data_int8(a.handle);
-    case 'int16':
-      return fn.mlx_array_data_int16(a.handle);
-    case 'int32':
-      return fn.mlx_array_data_int32(a.handle);
-    case 'int64':
-      return fn.mlx_array_data_int64(a.handle);
-    case 'float32':
-      return fn.mlx_array_data_float32(a.handle);
-    case 'float64':
-      return fn.mlx_array_data_float64(a.handle);
-    case 'complex64':
-      return fn.mlx_array_data_complex64(a.handle);
-  }
+/**
+ * An array of `data` (copied) for the current default stream's device: on MLX's CUDA build and a
+ * GPU stream, large data goes straight to device memory (mlxc_array_new_data_on).
+ */
+function newData(data: ArrayBufferView, dims: Int32Array, d: Dtype): Array {
+  const res = { ctx: null };
+  check(fn.mlxc_array_new_data_on(res, data, dims, dims.length, dtypeCode(d), defaultStream().handle), 'mlxc_array_new_data_on');
+  return Array.fromHandle(res);
 }
 
 /** Fills a TypedArray of dtype `d` from JS values. */

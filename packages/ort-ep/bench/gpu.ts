@@ -1,18 +1,23 @@
 // The 'mlx' provider on a GPU: correctness (every shared model, compiled and eager, and a sample of
 // ONNX node cases, at the tolerances of the CPU runs) and speed (first-run and warm times of large
-// exported models, and the bandwidth of feeds and results crossing the bus). Writes one JSON file;
-// bench/gpu-report.ts merges it with the torch and onnxruntime figures of gpu_baselines.py.
-// Run on a machine with MLX's CUDA build (MLX_BACKEND=cuda tools/dev setup, or MLX_LIBMLX):
-//   node --conditions=source --import tsx bench/gpu.ts --models DIR --exports DIR [--cases DIR] [--out FILE]
+// exported models, and the bandwidth of feeds and results crossing the bus), and the references:
+// gpu_baselines.py exports the large models with the machine's torch (fixed seeds) and times torch
+// CUDA eager and onnxruntime CPU on them. Prints medians, ratios and first-run times, and writes one
+// JSON file and an SVG chart. On a machine with MLX's CUDA build (MLX_BACKEND=cuda tools/dev setup):
+//   tools/dev bench gpu [--exports DIR] [--models DIR] [--cases DIR] [--out FILE] [--chart FILE]
+//     [--only baselines,models,cases,transfers,speed] [--shard i/K] [--runs N]
 // or from the bundle tools/gpu-bundle.sh makes (for machines without a registry).
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import * as mx from '@mlx/core';
 import { readTestCase, type HostTensor } from '../src/onnx/index.js';
 import { MlxSession } from '../src/session.js';
 import { compareTensor } from '../test/conformance/compare.js';
 import { runCase } from '../test/conformance/runner.js';
+import { barChart } from './chart.js';
 
 const arg = (n: string, d?: string) => {
   const i = process.argv.indexOf(`--${n}`);
@@ -22,6 +27,10 @@ const device = arg('device', 'gpu') as 'gpu' | 'cpu';
 const runs = Number(arg('runs', '20'));
 const modes = (arg('modes', 'compiled,eager') as string).split(',').map((m) => m === 'compiled');
 const sync = process.argv.includes('--sync');
+const out = arg('out');
+const save = () => {
+  if (out) writeFileSync(out, JSON.stringify(report, null, 2));
+};
 const report: Record<string, unknown> = {
   date: new Date().toISOString(),
   device,
@@ -78,11 +87,15 @@ async function sharedModels(dir: string): Promise<void> {
 
 /** A sample of node cases: eager and compiled (three runs), through MlxSession. */
 async function nodeCases(dir: string): Promise<void> {
+  // --shard i/K: every K-th case from the i-th, so that K processes share the sample.
+  const [shard, shards] = (arg('shard', '0/1') as string).split('/').map(Number);
   const names = readdirSync(dir)
     .filter((c) => existsSync(join(dir, c, 'model.onnx')))
-    .sort();
+    .sort()
+    .filter((_, i) => i % shards === shard);
   const results: Record<string, string> = {};
   let pass = 0;
+  report.nodeCases = { total: names.length, pass, results };
   for (const name of names) {
     const eager = await runCase(join(dir, name), 'mlx', { compiled: false, device, viaSession: true });
     const compiled = await runCase(join(dir, name), 'mlx', { compiled: true, runs: 3, device, viaSession: true });
@@ -91,6 +104,8 @@ async function nodeCases(dir: string): Promise<void> {
     results[name] = ok
       ? 'pass'
       : `${eager.status === 'pass' ? '' : `eager ${eager.status}: ${eager.detail} `}${compiled.status === 'pass' ? '' : `compiled ${compiled.status}: ${compiled.detail}`}`.trim();
+    report.nodeCases = { total: names.length, pass, results };
+    save(); // a run cut short still leaves the cases done so far
   }
   log(`  node cases: ${pass} of ${names.length} pass on ${device}`);
   for (const [n, r] of Object.entries(results)) if (r !== 'pass') log(`    ${n}: ${r.slice(0, 200)}`);
@@ -113,8 +128,10 @@ async function speed(dir: string): Promise<void> {
       const out = await s.run(feeds);
       return { ms: performance.now() - t, out };
     };
+    // warmup() on the data set's feeds: the first run (analysis; MLX's kernels compiled, by NVRTC
+    // on a cold kernel cache) and the second (the compiled path's trace); then the first request.
+    const { runsMs } = await s.warmup({ feeds });
     const first = await time();
-    const second = await time();
     for (let i = 0; i < 3; i++) await time();
     const times: number[] = [];
     for (let i = 0; i < runs; i++) times.push((await time()).ms);
@@ -132,68 +149,159 @@ async function speed(dir: string): Promise<void> {
     }
     rows[name] = {
       createMs,
-      firstMs: first.ms,
-      secondMs: second.ms,
+      warmupMs: runsMs,
+      firstRequestMs: first.ms,
       medianMs: median(times),
       minMs: Math.min(...times),
       relErrVsOrt: Math.sqrt(num / Math.max(den, 1e-30)),
     };
     log(
-      `  ${name.padEnd(20)} create ${createMs.toFixed(0)} ms, first ${first.ms.toFixed(0)} ms, second ${second.ms.toFixed(0)} ms, warm median ${median(times).toFixed(2)} ms, rel. error vs onnxruntime CPU ${(rows[name] as { relErrVsOrt: number }).relErrVsOrt.toExponential(2)}`,
+      `  ${name.padEnd(20)} create ${createMs.toFixed(0)} ms, warmup ${runsMs.map((m) => m.toFixed(0)).join(' + ')} ms, first request ${first.ms.toFixed(1)} ms, warm median ${median(times).toFixed(2)} ms, rel. error vs onnxruntime CPU ${(rows[name] as { relErrVsOrt: number }).relErrVsOrt.toExponential(2)}`,
     );
     s.release();
+    report.speed = rows;
+    save();
   }
-  report.speed = rows;
 }
 
-/** Feeds and results crossing the bus: y = x * 2 on n float32s, split into in, compute and out. */
+/**
+ * Feeds and results crossing the bus: y = x * 2 on n float32s, split into upload (the array made
+ * from JS data), compute and download (toTypedArray). Each way of moving the data that
+ * mlxc_array_new_data_on / mlxc_array_read know (MLXC_TRANSFER) is measured in the same process:
+ * 'unified' is MLX's own path (unified memory, with the prefetch the provider used before), the
+ * others copy into and out of device memory.
+ */
 async function transfers(): Promise<void> {
-  const rows: Record<string, unknown> = {};
-  for (const mib of [16, 64, 256]) {
-    const n = (mib << 20) / 4;
-    const x = new Float32Array(n).fill(1.5);
-    using stream = mx.newStream(device, { anyThread: true });
-    const timesIn: number[] = [];
-    const timesOut: number[] = [];
-    const timesAll: number[] = [];
-    for (let r = 0; r < 7; r++) {
-      let t = performance.now();
-      const a = mx.withStream(stream, () => mx.Array.fromTypedArray(x, [n]));
-      // As the provider uploads: one transfer to the GPU (MLX's CUDA build), not page faults.
-      if (device === 'gpu') a.prefetch('device');
-      const y = mx.withStream(stream, () => mx.multiply(a, 2));
-      // The upload, then the product: MLX moves the data to the GPU when the kernel reads it.
-      const tUp = performance.now() - t;
-      t = performance.now();
-      await mx.evalInBackground([y], {}, stream);
-      const tEval = performance.now() - t;
-      t = performance.now();
-      const back = mx.withStream(stream, () => y.toTypedArray() as Float32Array);
-      const tDown = performance.now() - t;
-      if (back[n - 1] !== 3) throw new Error('wrong result');
-      a.dispose();
-      y.dispose();
-      timesIn.push(tUp + tEval);
-      timesOut.push(tDown);
-      timesAll.push(tUp + tEval + tDown);
+  const rows: Record<string, Record<string, unknown>> = {};
+  const ways = (arg('transfer-modes', 'unified,pageable,pinned,staged') as string).split(',');
+  const before = process.env.MLXC_TRANSFER;
+  for (const way of ways) {
+    process.env.MLXC_TRANSFER = way;
+    rows[way] = {};
+    for (const mib of [1, 16, 64, 256, 1024]) {
+      const n = (mib << 20) / 4;
+      const x = new Float32Array(n).fill(1.5);
+      using stream = mx.newStream(device, { anyThread: true });
+      const up: number[] = [];
+      const ins: number[] = [];
+      const outs: number[] = [];
+      let resident = -1;
+      for (let r = 0; r < (mib >= 1024 ? 3 : 7); r++) {
+        let t = performance.now();
+        const a = mx.withStream(stream, () => mx.Array.fromTypedArray(x, [n]));
+        if (device === 'gpu' && way === 'unified') a.prefetch('device');
+        const tUp = performance.now() - t;
+        resident = a.deviceIndex;
+        const y = mx.withStream(stream, () => mx.multiply(a, 2));
+        t = performance.now();
+        await mx.evalInBackground([y], {}, stream);
+        const tEval = performance.now() - t;
+        t = performance.now();
+        const back = mx.withStream(stream, () => y.toTypedArray() as Float32Array);
+        const tDown = performance.now() - t;
+        if (back[0] !== 3 || back[n - 1] !== 3) throw new Error(`wrong result (${way}, ${mib} MiB)`);
+        a.dispose();
+        y.dispose();
+        up.push(tUp);
+        ins.push(tUp + tEval);
+        outs.push(tDown);
+      }
+      const gbps = (ms: number) => (mib * 1.048576) / ms; // GB/s (10^9 bytes per second)
+      rows[way][`${mib}MiB`] = {
+        uploadMs: median(up),
+        inMs: median(ins),
+        outMs: median(outs),
+        uploadGBps: gbps(median(up)),
+        inGBps: gbps(median(ins)),
+        outGBps: gbps(median(outs)),
+        inputOnDevice: resident,
+      };
+      log(
+        `  ${way.padEnd(8)} ${String(mib).padStart(4)} MiB: upload ${median(up).toFixed(2)} ms (${gbps(median(up)).toFixed(1)} GB/s), upload+x2 ${median(ins).toFixed(2)} ms (${gbps(median(ins)).toFixed(1)} GB/s), download ${median(outs).toFixed(2)} ms (${gbps(median(outs)).toFixed(1)} GB/s)${resident >= 0 ? ', input in device memory' : ''}`,
+      );
     }
-    const gbps = (ms: number) => mib / 1024 / (ms / 1000);
-    rows[`${mib}MiB`] = { inMs: median(timesIn), outMs: median(timesOut), inGBps: gbps(median(timesIn)), outGBps: gbps(median(timesOut)) };
-    log(
-      `  ${mib} MiB: host->GPU (+x2) ${median(timesIn).toFixed(1)} ms (${gbps(median(timesIn)).toFixed(1)} GB/s), GPU->host ${median(timesOut).toFixed(1)} ms (${gbps(median(timesOut)).toFixed(1)} GB/s)`,
-    );
   }
+  if (before === undefined) delete process.env.MLXC_TRANSFER;
+  else process.env.MLXC_TRANSFER = before;
   report.transfers = rows;
 }
 
+const here = dirname(fileURLToPath(import.meta.url));
+const MODELS = ['bert-base', 'bert-base-b8', 'gpt2-small', 'resnet50', 'matmul4096'];
+
+/** gpu_baselines.py: exports the models with the machine's torch, times torch CUDA and onnxruntime CPU. */
+function baselines(exportsDir: string): void {
+  const py = [join(here, 'gpu_baselines.py'), join(here, '..', 'bench', 'gpu_baselines.py')].find(existsSync);
+  if (!py) throw new Error('gpu_baselines.py not found beside the benchmark');
+  mkdirSync(exportsDir, { recursive: true });
+  const json = join(exportsDir, 'baselines.json');
+  const r = spawnSync(process.env.PYTHON ?? 'python3', [py, exportsDir, json, '--runs', String(runs), '--only', MODELS.join(',')], {
+    stdio: 'inherit',
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  });
+  if (r.status !== 0) throw new Error(`gpu_baselines.py failed (exit ${r.status})`);
+  report.baselines = JSON.parse(readFileSync(json, 'utf8'));
+  save();
+}
+
+/** The table: mlx on the GPU against torch CUDA eager and onnxruntime CPU, and the chart. */
+function summary(chartFile?: string): void {
+  const base = (
+    report.baselines as { models?: Record<string, { torchCuda?: { medianMs: number; firstMs: number }; ortCpu?: { medianMs: number } }> }
+  )?.models;
+  const speed = report.speed as Record<string, { medianMs: number; warmupMs: number[] }> | undefined;
+  if (!base || !speed) return;
+  const names = MODELS.filter((m) => speed[m] && base[m]);
+  const rows: Record<string, unknown> = {};
+  log('\nmodel            mlx gpu    torch cuda   ort cpu    mlx/torch  ort/mlx   first run mlx (torch)');
+  for (const m of names) {
+    const x = speed[m].medianMs;
+    const t = base[m].torchCuda?.medianMs ?? Number.NaN;
+    const o = base[m].ortCpu?.medianMs ?? Number.NaN;
+    rows[m] = {
+      mlxMs: x,
+      torchMs: t,
+      ortMs: o,
+      mlxOverTorch: x / t,
+      ortOverMlx: o / x,
+      mlxFirstMs: speed[m].warmupMs[0],
+      torchFirstMs: base[m].torchCuda?.firstMs,
+    };
+    log(
+      `${m.padEnd(16)} ${x.toFixed(2).padStart(7)} ms ${t.toFixed(2).padStart(8)} ms ${o.toFixed(1).padStart(8)} ms ${(x / t).toFixed(2).padStart(8)}x ${(o / x).toFixed(1).padStart(7)}x   ${speed[m].warmupMs[0].toFixed(0)} ms (${(base[m].torchCuda?.firstMs ?? Number.NaN).toFixed(0)} ms)`,
+    );
+  }
+  report.summary = rows;
+  if (chartFile) {
+    writeFileSync(
+      chartFile,
+      barChart({
+        title: `Latency on ${(report.baselines as { gpu?: string }).gpu ?? 'the GPU'}, fp32, median of ${runs} warm runs (ms, log scale)`,
+        groups: names,
+        log: true,
+        series: [
+          { name: 'mlx (GPU)', values: names.map((m) => speed[m].medianMs) },
+          { name: 'torch CUDA eager', values: names.map((m) => base[m].torchCuda?.medianMs ?? Number.NaN) },
+          { name: 'onnxruntime CPU', values: names.map((m) => base[m].ortCpu?.medianMs ?? Number.NaN) },
+        ],
+      }),
+    );
+    log(`chart: ${chartFile}`);
+  }
+}
+
 async function main(): Promise<void> {
-  const models = arg('models');
-  const exports = arg('exports');
+  const shared = join(here, '..', '..', '..', '..', 'shared', 'models');
+  const models = arg('models', existsSync(shared) ? shared : undefined);
+  const exports = arg('exports', join(here, 'exports')) as string;
   const cases = arg('cases');
-  const only = (arg('only', 'models,cases,transfers,speed') as string).split(',');
+  const only = (arg('only', 'baselines,models,cases,transfers,speed') as string).split(',');
+  if (arg('baselines')) report.baselines = JSON.parse(readFileSync(arg('baselines') as string, 'utf8'));
+  if (only.includes('baselines')) baselines(exports);
   if (models && only.includes('models')) {
     log(`shared models on ${device}:`);
     await sharedModels(models);
+    save();
   }
   if (cases && only.includes('cases')) {
     log(`node cases on ${device}:`);
@@ -202,13 +310,14 @@ async function main(): Promise<void> {
   if (only.includes('transfers')) {
     log('transfers:');
     await transfers();
+    save();
   }
   if (exports && only.includes('speed')) {
     log(`large models on ${device} (median of ${runs} warm runs):`);
     await speed(exports);
   }
-  const out = arg('out');
-  if (out) writeFileSync(out, JSON.stringify(report, null, 2));
+  summary(arg('chart'));
+  save();
 }
 
 main().catch((e) => {

@@ -198,6 +198,7 @@ async function run(args: string[]): Promise<void> {
     }
     times.sort((a, b) => a - b);
     console.log(`model ${path} on ${dev ?? mx.defaultDevice().type}: median ${times[times.length >> 1].toFixed(2)} ms over ${runs} runs`);
+    console.log(`device: ${session.device} (MLX backend ${session.backend})`);
     for (const [name, v] of Object.entries(out)) {
       const nums = numbers(v as HostTensor);
       const mean = nums.reduce((a, b) => a + b, 0) / Math.max(nums.length, 1);
@@ -241,6 +242,7 @@ async function check(args: string[]): Promise<void> {
   // One section per line group; add new sections (partitions, devices) as further blocks.
   const lines: string[] = [
     `${path}: ${r.nodes} nodes, ${claimedCount} claimed by the MLX provider, ${r.unclaimed.length} not (opsets: ${[...r.opsets].map(([d, v]) => `${d} ${v}`).join(', ')})`,
+    `MLX devices: cpu${mx.gpuAvailable() ? `, gpu (${mx.cudaAvailable() ? 'cuda' : 'metal'})` : ''}`,
     'claimed:',
     ...[...r.claimed].sort().map(([k, n]) => `  ${k} x${n}`),
   ];

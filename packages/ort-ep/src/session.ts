@@ -5,6 +5,7 @@ import { basename } from 'node:path';
 import * as mx from '@mlx/core';
 import {
   OnnxDataType,
+  allocHost,
   dataTypeName,
   readRegularFile,
   type ExternalDataSpec,
@@ -322,6 +323,55 @@ export class MlxSession {
   /** The device the session runs on. */
   get device(): 'cpu' | 'gpu' {
     return this.streams.main.device.type;
+  }
+
+  /** The MLX backend that runs the session: 'cuda' or 'metal' on a GPU, 'cpu' otherwise. */
+  get backend(): 'cpu' | 'cuda' | 'metal' {
+    if (this.device === 'cpu') return 'cpu';
+    return mx.cudaAvailable() ? 'cuda' : 'metal';
+  }
+
+  /**
+   * Compiles ahead of the first real request. Runs the model on `feeds` (default: zeros of each
+   * input's declared shape, symbolic or unknown dimensions taken from `dims`, else 1) as many
+   * times as the compiled path needs to trace and compile that feed signature (twice; once with
+   * `compiled: false`), so that MLX builds its kernels (on CUDA, NVRTC compiles them, seconds per
+   * model on a cold kernel cache) now rather than on the first request. Returns each run's time.
+   * Warm only the signatures that requests will use: each one is compiled separately.
+   */
+  async warmup(options: { feeds?: Record<string, HostTensor>; dims?: Record<string, number> } = {}): Promise<{ runsMs: number[] }> {
+    const feeds = options.feeds ?? this.zeroFeeds(options.dims ?? {});
+    const runsMs: number[] = [];
+    for (let r = 0; r < ((this.options.compiled ?? true) ? 2 : 1); r++) {
+      const t0 = performance.now();
+      await this.run(feeds);
+      runsMs.push(performance.now() - t0);
+    }
+    return { runsMs };
+  }
+
+  private zeroFeeds(dims: Record<string, number>): Record<string, HostTensor> {
+    const feeds: Record<string, HostTensor> = {};
+    for (const m of this.inputMetadata) {
+      if (!m.isTensor) throw new InvalidFeedError(`model ${this.name}: warmup: input '${m.name}' is a ${m.type}, not a tensor: pass feeds`);
+      const shape = m.shape.map((d) => {
+        const v = typeof d === 'string' ? dims[d] : d < 0 ? undefined : d;
+        if (v !== undefined && (!Number.isInteger(v) || v < 0))
+          throw new InvalidFeedError(
+            `model ${this.name}: warmup: dimension '${String(d)}' of input '${m.name}' must be a non-negative integer, got ${v}`,
+          );
+        return v ?? 1;
+      });
+      feeds[m.name] = {
+        dtype: m.elemType,
+        dims: shape,
+        data: allocHost(
+          m.elemType,
+          shape.reduce((a, b) => a * b, 1),
+        ),
+      };
+    }
+    return feeds;
   }
 
   /** Outputs on the host: tensors as HostTensors, sequences as sequences of host values. */

@@ -21,6 +21,18 @@ export const extensions: FnSpec[] = [
     'frees many arrays in one call: each entry is the ctx of an mlx_array (0 is skipped), as mlx_array_free would',
   ),
   manual(
+    'int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
+    "mlx_array_new_data for the device that evaluates on stream: on MLX's CUDA build and a GPU stream, large data (256 KiB and more) is copied into device memory by the copy engine, through pinned staging buffers, instead of into unified memory that kernels then fault in page by page; elsewhere the data is copied on the host. MLXC_TRANSFER=staged (the default), pageable, pinned or unified (MLX's own path) picks how",
+  ),
+  manual(
+    'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
+    "copies a row-contiguous array's nbytes bytes into dst, evaluating (or waiting for) it first: device memory on MLX's CUDA build by the copy engine (see mlxc_array_new_data_on), anything else with memcpy from its host pointer",
+  ),
+  manual(
+    'int mlxc_array_device_index(int* res, const mlx_array arr)',
+    "the CUDA device whose memory holds the array's buffer, -1 for unified or host memory (always -1 without CUDA)",
+  ),
+  manual(
     'int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)',
     'the bytes evaluating outputs would allocate: every array not yet computed, once (siblings included), and the largest',
   ),

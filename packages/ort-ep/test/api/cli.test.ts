@@ -52,6 +52,7 @@ describe('mlx-ort check', () => {
     );
     const out = await capture(['check', path]);
     expect(out[0]).toBe(`${path}: 4 nodes, 2 claimed by the MLX provider, 2 not (opsets: ai.onnx 18, com.example 2)`);
+    expect(out[1]).toMatch(/^MLX devices: cpu(, gpu \((cuda|metal)\))?$/);
     expect(out).toContain('claimed:');
     expect(out).toContain('  ai.onnx::Relu x2');
     const notClaimed = out.slice(out.indexOf('not claimed:') + 1);
@@ -124,6 +125,7 @@ describe('mlx-ort run', () => {
     expect(out[0]).toMatch(
       new RegExp(`^model ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on cpu: median \\d+\\.\\d\\d ms over 2 runs$`),
     );
+    expect(out[1]).toBe('device: cpu (MLX backend cpu)');
     const y = out.find((l) => l.startsWith('  y: ['));
     expect(y).toMatch(/^ {2}y: \[5, 2\] mean -?\d\.\d+(e[-+]\d+)? first( -?\d\.\d+(e[-+]\d+)?,?){4}$/);
     expect(out.find((l) => l.startsWith('  kf: ['))).toMatch(/^ {2}kf: \[5\] mean /);

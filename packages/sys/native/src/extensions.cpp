@@ -190,6 +190,9 @@ int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host) {
   const auto& d = cuda_driver();
   const auto& a = mlxc::arr(arr);
   if (!d.prefetch || !a.is_available() || a.nbytes() == 0) return 0;
+  // Device memory (mlxc_array_new_data_on's, or a kernel's result): already on the GPU, and asking
+  // for its host pointer would move it to unified memory; mlxc_array_read copies it out directly.
+  if (mlxc::buffer_device(a) >= 0) return 0;
   // raw_ptr() hands out the buffer's unified (managed) pointer, first copying a GPU-only buffer
   // into one; the whole buffer moves (a view may start inside it).
   auto buf = a.buffer();

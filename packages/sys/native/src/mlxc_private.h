@@ -43,6 +43,8 @@ inline const std::vector<array>& vec(mlx_vector_array v) { return get<std::vecto
 inline const ClosureFn& closure(mlx_closure c) { return get<ClosureFn>(c, "mlx_closure"); }
 
 mx::Dtype dtype(mlx_dtype t);
+/** On MLX's CUDA build, the device index of an array's buffer; -1 for unified or host memory (transfer.cpp). */
+int buffer_device(const array& a);
 mlx_dtype to_c(mx::Dtype t);
 
 inline std::optional<int> opt(mlx_optional_int o) { return o.has_value ? std::optional<int>(o.value) : std::nullopt; }

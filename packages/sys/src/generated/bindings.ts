@@ -492,6 +492,9 @@ export const prototypes: readonly string[] = [
   'int mlxc_array_prefetch(_Inout_ bool* moved, const mlx_array arr, bool to_host)',
   'int mlxc_array_meta(_Inout_ int* meta, const mlx_array arr, size_t meta_len)',
   'int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num)',
+  'int mlxc_array_new_data_on(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
+  'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
+  'int mlxc_array_device_index(_Inout_ int* res, const mlx_array arr)',
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
@@ -1475,6 +1478,12 @@ export interface MlxCFunctions {
   mlxc_array_meta(meta: unknown[], arr: MlxHandle, meta_len: number | bigint): number;
   /** extensions: `int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num)` */
   mlxc_array_free_many(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint): number;
+  /** extensions: `int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)` */
+  mlxc_array_new_data_on(res: MlxHandle, data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, stream: MlxHandle): number;
+  /** extensions: `int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)` */
+  mlxc_array_read(dst: unknown, nbytes: number | bigint, arr: MlxHandle): number;
+  /** extensions: `int mlxc_array_device_index(int* res, const mlx_array arr)` */
+  mlxc_array_device_index(res: unknown[], arr: MlxHandle): number;
   /** extensions: `int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)` */
   mlxc_graph_bytes(total: unknown[], largest: unknown[], outputs: MlxHandle): number;
   /** extensions: `int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload)` */
@@ -1483,4 +1492,4 @@ export interface MlxCFunctions {
   mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
 }
 
-export const functionCount = 491;
+export const functionCount = 494;

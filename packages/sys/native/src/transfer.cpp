@@ -1,0 +1,364 @@
+// Host <-> GPU transfers on MLX's CUDA build (see spec/extensions.ts).
+//
+// MLX's CUDA allocator gives arrays made from host data unified (managed) memory: the host writes
+// it page by page, then the first kernel to read it migrates it page fault by page fault, at a
+// fraction of the bus's speed; results, computed into device memory, are copied into fresh unified
+// memory when the host asks for their pointer, and fault back page by page when it reads them.
+// Here feeds are copied straight into device memory and results straight out of it, with the
+// driver's copy engine, through a ring of pinned staging buffers (or from the caller's pageable
+// memory, or the caller's memory pinned for the copy: MLXC_TRANSFER picks, for measurements).
+//
+// This library is built against MLX's CPU build, so CUDA's driver API is resolved at run time from
+// the libcuda.so.1 that MLX's CUDA build has loaded; without it every function here falls back to
+// plain host copies. CudaBuffer mirrors mlx/backend/cuda/allocator.h of the pinned MLX version:
+// an allocator::Buffer of that build points to one.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "mlx/backend/cuda/cuda.h"
+#include "mlxc_private.h"
+
+namespace mx = mlx::core;
+using mlxc::array;
+
+namespace {
+
+struct CudaBuffer {
+  void* data;
+  size_t size;
+  int device;  // -1: unified (managed) memory
+};
+
+using CUresult = int;
+using CUdeviceptr = unsigned long long;
+using CUstream = void*;
+using CUcontext = void*;
+using CUevent = void*;
+
+struct Driver {
+  bool ok = false;
+  CUresult (*ctx_get)(CUcontext*) = nullptr;
+  CUresult (*ctx_set)(CUcontext) = nullptr;
+  CUresult (*primary_ctx)(CUcontext*, int) = nullptr;
+  CUresult (*device_get)(int*, int) = nullptr;
+  CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
+  CUresult (*stream_sync)(CUstream) = nullptr;
+  CUresult (*alloc_async)(CUdeviceptr*, size_t, CUstream) = nullptr;
+  CUresult (*free_async)(CUdeviceptr, CUstream) = nullptr;
+  CUresult (*free)(CUdeviceptr) = nullptr;
+  CUresult (*htod_async)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
+  CUresult (*dtoh_async)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*host_alloc)(void**, size_t, unsigned) = nullptr;
+  CUresult (*host_register)(void*, size_t, unsigned) = nullptr;
+  CUresult (*host_unregister)(void*) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_sync)(CUevent) = nullptr;
+  CUresult (*error_string)(CUresult, const char**) = nullptr;
+};
+
+const Driver& driver() {
+  static Driver d = [] {
+    Driver r;
+    bool cuda = false;
+    try {
+      cuda = mx::cu::is_available();
+    } catch (...) {
+    }
+    if (!cuda) return r;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) return r;
+    bool all = true;
+    auto sym = [&](auto& f, const char* name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib, name));
+      all = all && f;
+    };
+    sym(r.ctx_get, "cuCtxGetCurrent");
+    sym(r.ctx_set, "cuCtxSetCurrent");
+    sym(r.primary_ctx, "cuDevicePrimaryCtxRetain");
+    sym(r.device_get, "cuDeviceGet");
+    sym(r.stream_create, "cuStreamCreate");
+    sym(r.stream_sync, "cuStreamSynchronize");
+    sym(r.alloc_async, "cuMemAllocAsync");
+    sym(r.free_async, "cuMemFreeAsync");
+    sym(r.free, "cuMemFree_v2");
+    sym(r.htod_async, "cuMemcpyHtoDAsync_v2");
+    sym(r.dtoh_async, "cuMemcpyDtoHAsync_v2");
+    sym(r.host_alloc, "cuMemHostAlloc");
+    sym(r.host_register, "cuMemHostRegister_v2");
+    sym(r.host_unregister, "cuMemHostUnregister");
+    sym(r.event_create, "cuEventCreate");
+    sym(r.event_record, "cuEventRecord");
+    sym(r.event_sync, "cuEventSynchronize");
+    sym(r.error_string, "cuGetErrorString");
+    r.ok = all;
+    return r;
+  }();
+  return d;
+}
+
+void cu_check(CUresult rc, const char* what) {
+  if (rc == 0) return;
+  const char* s = nullptr;
+  if (driver().error_string) driver().error_string(rc, &s);
+  throw std::runtime_error(std::string("[transfer] ") + what + " failed: " + (s ? s : "CUDA error ") + " (" + std::to_string(rc) + ")");
+}
+
+enum class Mode { unified, staged, pageable, pinned };
+
+/** MLXC_TRANSFER: staged (the default), pageable, pinned or unified (MLX's own path). */
+Mode mode() {
+  const char* m = std::getenv("MLXC_TRANSFER");
+  if (!m || !*m || !std::strcmp(m, "staged")) return Mode::staged;
+  if (!std::strcmp(m, "pageable")) return Mode::pageable;
+  if (!std::strcmp(m, "pinned")) return Mode::pinned;
+  if (!std::strcmp(m, "unified")) return Mode::unified;
+  throw std::invalid_argument(std::string("MLXC_TRANSFER=") + m + ": expected staged, pageable, pinned or unified");
+}
+
+/** Smaller transfers stay on MLX's path: unified memory costs less than a synchronised copy there. */
+constexpr size_t kMinBytes = 256 << 10;
+constexpr size_t kChunk = 8 << 20;
+constexpr int kSlots = 4;
+
+/** Makes `ctx` current on this thread for the scope, restoring the previous one after. */
+struct CtxScope {
+  CUcontext prev = nullptr;
+  bool changed = false;
+  explicit CtxScope(CUcontext ctx) {
+    cu_check(driver().ctx_get(&prev), "cuCtxGetCurrent");
+    if (prev != ctx) {
+      cu_check(driver().ctx_set(ctx), "cuCtxSetCurrent");
+      changed = true;
+    }
+  }
+  ~CtxScope() {
+    if (changed) driver().ctx_set(prev);
+  }
+};
+
+/** memcpy over several threads: one core's copy rate is below the bus's. */
+void copy_host(void* dst, const void* src, size_t n) {
+  constexpr size_t kPart = 2 << 20;
+  unsigned threads = std::min<unsigned>(4, std::max<size_t>(1, n / kPart));
+  if (threads <= 1) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  size_t per = (n + threads - 1) / threads;
+  std::thread pool[4];
+  for (unsigned t = 1; t < threads; t++) {
+    size_t off = t * per;
+    size_t len = off >= n ? 0 : std::min(per, n - off);
+    pool[t] = std::thread([=] { std::memcpy(static_cast<char*>(dst) + off, static_cast<const char*>(src) + off, len); });
+  }
+  std::memcpy(dst, src, std::min(per, n));
+  for (unsigned t = 1; t < threads; t++) pool[t].join();
+}
+
+/** Per GPU: its primary context, a stream of ours, and the pinned staging ring. */
+struct Gpu {
+  CUcontext ctx = nullptr;
+  CUstream stream = nullptr;
+  void* pinned[kSlots] = {};
+  CUevent done[kSlots] = {};
+  std::mutex m;  // one staged transfer at a time uses the ring
+
+  explicit Gpu(int index) {
+    const auto& d = driver();
+    int dev = 0;
+    cu_check(d.device_get(&dev, index), "cuDeviceGet");
+    cu_check(d.primary_ctx(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    CtxScope scope(ctx);
+    cu_check(d.stream_create(&stream, 1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate");
+  }
+  void ensure_ring() {
+    if (pinned[0]) return;
+    for (int i = 0; i < kSlots; i++) {
+      cu_check(driver().host_alloc(&pinned[i], kChunk, 0), "cuMemHostAlloc");
+      cu_check(driver().event_create(&done[i], 2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+    }
+  }
+
+  void upload(CUdeviceptr dst, const void* src, size_t n, Mode how) {
+    const auto& d = driver();
+    if (how == Mode::pageable) {
+      cu_check(d.htod_async(dst, src, n, stream), "cuMemcpyHtoDAsync");
+    } else if (how == Mode::pinned) {
+      void* p = const_cast<void*>(src);
+      bool registered = d.host_register(p, n, 0) == 0;
+      cu_check(d.htod_async(dst, src, n, stream), "cuMemcpyHtoDAsync");
+      cu_check(d.stream_sync(stream), "cuStreamSynchronize");
+      if (registered) d.host_unregister(p);
+    } else {
+      std::lock_guard<std::mutex> lk(m);
+      ensure_ring();
+      size_t i = 0;
+      for (size_t off = 0; off < n; off += kChunk, i++) {
+        int s = static_cast<int>(i % kSlots);
+        size_t len = std::min(kChunk, n - off);
+        if (i >= kSlots) cu_check(d.event_sync(done[s]), "cuEventSynchronize");
+        copy_host(pinned[s], static_cast<const char*>(src) + off, len);
+        cu_check(d.htod_async(dst + off, pinned[s], len, stream), "cuMemcpyHtoDAsync");
+        cu_check(d.event_record(done[s], stream), "cuEventRecord");
+      }
+    }
+    cu_check(d.stream_sync(stream), "cuStreamSynchronize");
+  }
+
+  void download(void* dst, CUdeviceptr src, size_t n, Mode how) {
+    const auto& d = driver();
+    if (how == Mode::pageable || how == Mode::pinned) {
+      bool registered = how == Mode::pinned && d.host_register(dst, n, 0) == 0;
+      cu_check(d.dtoh_async(dst, src, n, stream), "cuMemcpyDtoHAsync");
+      cu_check(d.stream_sync(stream), "cuStreamSynchronize");
+      if (registered) d.host_unregister(dst);
+      return;
+    }
+    std::lock_guard<std::mutex> lk(m);
+    ensure_ring();
+    size_t chunks = (n + kChunk - 1) / kChunk;
+    auto issue = [&](size_t i) {
+      int s = static_cast<int>(i % kSlots);
+      size_t off = i * kChunk;
+      cu_check(d.dtoh_async(pinned[s], src + off, std::min(kChunk, n - off), stream), "cuMemcpyDtoHAsync");
+      cu_check(d.event_record(done[s], stream), "cuEventRecord");
+    };
+    for (size_t i = 0; i < std::min<size_t>(kSlots, chunks); i++) issue(i);
+    for (size_t i = 0; i < chunks; i++) {
+      int s = static_cast<int>(i % kSlots);
+      size_t off = i * kChunk;
+      cu_check(d.event_sync(done[s]), "cuEventSynchronize");
+      copy_host(static_cast<char*>(dst) + off, pinned[s], std::min(kChunk, n - off));
+      if (i + kSlots < chunks) issue(i + kSlots);
+    }
+  }
+};
+
+Gpu& gpu(int index) {
+  static std::mutex m;
+  // Never freed: buffers may be released by MLX's threads during static destruction.
+  static auto* gpus = new std::map<int, Gpu*>();
+  std::lock_guard<std::mutex> lk(m);
+  auto it = gpus->find(index);
+  if (it == gpus->end()) it = gpus->emplace(index, new Gpu(index)).first;
+  return *it->second;
+}
+
+/**
+ * A device buffer that MLX's kernels read like their own (CudaBuffer with a device index). It is
+ * not MLX's to reuse (allocator::Data with a deleter is not "owned", so never donated). If MLX
+ * asks for its host pointer, MLX itself moves it to unified memory (cudaFreeAsync of our
+ * stream-ordered allocation, device -1): the deleter frees whichever it holds.
+ */
+array device_array(const void* data, size_t nbytes, mx::Shape shape, mx::Dtype dt, int index, Mode how) {
+  const auto& d = driver();
+  Gpu& g = gpu(index);
+  CtxScope scope(g.ctx);
+  CUdeviceptr p = 0;
+  cu_check(d.alloc_async(&p, nbytes, g.stream), "cuMemAllocAsync");
+  try {
+    g.upload(p, data, nbytes, how);
+  } catch (...) {
+    d.free_async(p, g.stream);
+    throw;
+  }
+  auto* buf = new CudaBuffer{reinterpret_cast<void*>(p), nbytes, index};
+  mx::allocator::Data owned(mx::allocator::Buffer(buf), [](mx::allocator::Buffer b) {
+    auto* cb = static_cast<CudaBuffer*>(b.ptr());
+    const auto& drv = driver();
+    // Runs in destructors (and at exit, when the driver may be gone): nothing may throw.
+    try {
+      Gpu& gg = gpu(cb->device < 0 ? 0 : cb->device);
+      CtxScope sc(gg.ctx);
+      if (cb->device >= 0) drv.free_async(reinterpret_cast<CUdeviceptr>(cb->data), gg.stream);
+      else drv.free(reinterpret_cast<CUdeviceptr>(cb->data));
+    } catch (...) {
+    }
+    delete cb;
+  });
+  return array(std::move(owned), std::move(shape), dt);
+}
+
+bool on_cuda() { return driver().ok; }
+
+}  // namespace
+
+namespace mlxc {
+/** The CUDA device index an evaluated array's buffer lives on, -1 for unified or host memory. */
+int buffer_device(const array& a) {
+  if (!on_cuda() || !a.buffer().ptr() || a.nbytes() == 0) return -1;
+  return static_cast<const CudaBuffer*>(a.buffer().ptr())->device;
+}
+}  // namespace mlxc
+
+extern "C" {
+
+int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream) {
+  MLXC_TRY
+  if (dim < 0 || (dim > 0 && !shape)) throw std::invalid_argument("mlxc_array_new_data_on: bad shape");
+  mx::Shape sh(shape, shape + dim);
+  size_t n = 1;
+  for (auto v : sh) {
+    if (v < 0) throw std::invalid_argument("negative dimension " + std::to_string(v) + " in shape");
+    n *= static_cast<size_t>(v);
+  }
+  auto dt = mlxc::dtype(dtype);
+  size_t nbytes = n * mx::size_of(dt);
+  if (nbytes > 0 && !data) throw std::invalid_argument("null data for a non-empty array");
+  auto s = mlxc::stream(stream);
+  Mode how = mode();
+  if (on_cuda() && s.device.type == mx::Device::gpu && how != Mode::unified && nbytes >= kMinBytes) {
+    mlxc::set(*res, device_array(data, nbytes, std::move(sh), dt, s.device.index, how));
+    return 0;
+  }
+  void* buf = std::malloc(nbytes > 0 ? nbytes : 1);
+  if (!buf) throw std::bad_alloc();
+  if (nbytes) std::memcpy(buf, data, nbytes);
+  mlxc::set(*res, array(buf, std::move(sh), dt, [](void* p) { std::free(p); }));
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr) {
+  MLXC_TRY
+  auto a = mlxc::arr(arr);
+  if (a.status() == array::Status::unscheduled) mx::eval(a);
+  a.wait();
+  if (nbytes != a.nbytes())
+    throw std::invalid_argument("mlxc_array_read: " + std::to_string(nbytes) + " bytes asked of an array of " + std::to_string(a.nbytes()));
+  if (!a.flags().row_contiguous) throw std::invalid_argument("mlxc_array_read: the array is not row-contiguous");
+  if (nbytes == 0) return 0;
+  if (!dst) throw std::invalid_argument("mlxc_array_read: null destination");
+  int dev = mlxc::buffer_device(a);
+  Mode how = mode();
+  if (dev >= 0 && how != Mode::unified && nbytes >= kMinBytes) {
+    Gpu& g = gpu(dev);
+    CtxScope scope(g.ctx);
+    auto* cb = static_cast<const CudaBuffer*>(a.buffer().ptr());
+    g.download(dst, reinterpret_cast<CUdeviceptr>(cb->data) + static_cast<CUdeviceptr>(a.offset()), nbytes, how);
+    return 0;
+  }
+  if (on_cuda() && how != Mode::unified && nbytes >= kMinBytes) {
+    // Unified memory: one migration to the host rather than a page fault per page.
+    bool moved = false;
+    if (mlxc_array_prefetch(&moved, arr, true) != 0) return 1;
+  }
+  std::memcpy(dst, a.data<char>(), nbytes);
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_array_device_index(int* res, const mlx_array arr) {
+  MLXC_TRY *res = mlxc::buffer_device(mlxc::arr(arr));
+  MLXC_CATCH(1)
+  return 0;
+}
+
+}  // extern "C"
