@@ -151,7 +151,8 @@ describe('mlx-ort run', () => {
     // gpt2-tiny's reference outputs are onnxruntime CPU's (../shared/models/README.md).
     const m = join(sharedModels, 'gpt2-tiny');
     const out = await capture(['run', join(m, 'model.onnx'), '--runs', '1', '--inputs', join(m, 'test_data_set_1')]);
-    expect(out[1]).toMatch(/^ {2}logits: \[\d+, \d+, 512\] mean /);
+    expect(out[1]).toMatch(/^device: cpu \(MLX backend cpu\)$/);
+    expect(out[2]).toMatch(/^ {2}logits: \[\d+, \d+, 512\] mean /);
     const diff = out.find((l) => l.startsWith('  logits: largest |mlx - expected| = '));
     expect(Number(diff!.split('= ')[1])).toBeLessThan(1e-3);
     expect(process.exitCode).toBeUndefined();
