@@ -29,6 +29,8 @@ export interface MlxExecutionProviderOption {
   maxSessionBytes?: number;
   /** Input signatures whose compiled programs are kept. Default 16. */
   maxSignatures?: number;
+  /** Plan-time graph rewrites (fused GELU, norms, MatMul + bias, ...): true (default), false, or names. */
+  graphRewrites?: MlxSessionOptions['graphRewrites'];
 }
 
 declare module 'onnxruntime-common' {
@@ -174,6 +176,8 @@ function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionO
     maxTensorBytes: mine?.maxTensorBytes,
     maxSessionBytes: mine?.maxSessionBytes,
     maxSignatures: mine?.maxSignatures,
+    graphRewrites: mine?.graphRewrites,
+    intraOpNumThreads: options?.intraOpNumThreads,
   };
 }
 

@@ -39,6 +39,8 @@ import { msRotaryOps } from './com.microsoft/rotary.js';
 // ai.onnx.ml
 import { mlOps } from './ai.onnx.ml/ml.js';
 import { treeEnsembleOps } from './ai.onnx.ml/tree-ensemble.js';
+// mlx.fused (produced by plan-time rewrites only)
+import { mlxFusedOps } from './mlx/fused.js';
 // ai.onnx.preview.training
 import { trainingOps } from './training/optimizers.js';
 
@@ -79,6 +81,7 @@ export const opFamilies = {
   'ai.onnx.ml/ml': mlOps,
   'ai.onnx.ml/tree-ensemble': treeEnsembleOps,
   'training/optimizers': trainingOps,
+  'mlx/fused': mlxFusedOps,
 };
 
 export const defaultRegistry = new OpRegistry();

@@ -14,6 +14,7 @@ import { defaultRegistry } from '../ops/index.js';
 import type { OpRegistry } from '../registry/registry.js';
 import type { UnsupportedNode } from '../errors.js';
 import { planGraph, type GraphPlan } from './plan.js';
+import { rewriteGraph, type RewriteCounts, type RewriteSelection } from './rewrite/index.js';
 
 export interface PrepareOptions {
   /** The model file, for external data and messages. */
@@ -24,6 +25,8 @@ export interface PrepareOptions {
   registry?: OpRegistry;
   /** The model's name in messages (default: modelPath, else '<bytes>'). */
   modelName?: string;
+  /** Plan-time graph rewrites (rewrite/index.ts): default all, unless MLX_ORT_REWRITES says otherwise. */
+  rewrites?: RewriteSelection;
 }
 
 export interface PreparedModel {
@@ -31,6 +34,8 @@ export interface PreparedModel {
   plan: GraphPlan;
   /** Nodes the registry does not take, subgraphs included, with reasons. */
   unsupported: UnsupportedNode[];
+  /** What the graph rewrites replaced. */
+  rewrites: RewriteCounts;
 }
 
 export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): PreparedModel {
@@ -42,11 +47,12 @@ export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): P
   validateGraph(model.graph);
   const modelName = options.modelName ?? options.modelPath ?? '<bytes>';
   checkSchemas(model, modelName);
+  const rewrites = rewriteGraph(model.graph, options.rewrites, options.registry ?? defaultRegistry);
   const unsupported: UnsupportedNode[] = [];
   const plan = planGraph(
     model.graph,
     { registry: options.registry ?? defaultRegistry, opsets: model.opsetImports, modelName },
     unsupported,
   );
-  return { model, plan, unsupported };
+  return { model, plan, unsupported, rewrites };
 }
