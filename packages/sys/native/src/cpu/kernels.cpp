@@ -4,6 +4,7 @@
 // that composition, so gradients flow through either path.
 #include "cpu/kernels.h"
 
+#include <cstdlib>
 #include <functional>
 #include <stdexcept>
 
@@ -52,9 +53,18 @@ array composed_act(const array& x, Act act, mx::Stream s) {
   return x;
 }
 
+/** MLXC_CPU_KERNELS=off: MLX's ops everywhere (for comparisons; read once per process). */
+bool kernels_off() {
+  static const bool off = [] {
+    const char* e = std::getenv("MLXC_CPU_KERNELS");
+    return e && std::string(e) == "off";
+  }();
+  return off;
+}
+
 /** Whether the primitive path takes x on s. */
 bool native(const array& x, mx::Stream s) {
-  return s.device == mx::Device::cpu && x.dtype() == mx::float32 && x.ndim() >= 1 && x.size() > 0;
+  return !kernels_off() && s.device == mx::Device::cpu && x.dtype() == mx::float32 && x.ndim() >= 1 && x.size() > 0;
 }
 bool vector_of(const std::optional<array>& v, int n) {
   return !v || (v->ndim() == 1 && v->shape(0) == n && v->dtype() == mx::float32);

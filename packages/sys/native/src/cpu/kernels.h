@@ -1,7 +1,8 @@
 // Fused CPU kernels (spec/cpu.ts): MLX primitives whose eval_cpu runs vectorized (AVX2+FMA where
 // the running CPU has it, a portable loop elsewhere) and multithreaded loops. On any other device,
 // or for dtypes other than float32, the front ends build the same computation from MLX's own ops,
-// so callers need not know where they run.
+// so callers need not know where they run. MLXC_CPU_KERNELS=off takes MLX's ops everywhere and
+// MLXC_CPU_KERNELS=generic the portable build (both read once per process).
 #pragma once
 
 #include <functional>
