@@ -47,7 +47,7 @@ for (const list of Object.values(spec)) {
     const fn = parseProto(s.proto);
     const outs = fn.params.filter(isOut);
     const ins = fn.params.filter((p) => !isOut(p));
-    const name = jsName(fn.name.replace(/^mlx_/, ''));
+    const name = jsName(fn.name.replace(/^mlxc?_/, ''));
     const sig: string[] = [];
     const pre: string[] = [];
     const args: string[] = [];

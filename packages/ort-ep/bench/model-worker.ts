@@ -37,11 +37,19 @@ async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }>
     };
   }
   await import('../src/index.js');
-  const compiled = engine === 'mlx';
+  // mlx-unfused: the compiled path as it was before the fused CPU kernels and the graph rewrites
+  // (the orchestrator also sets MLXC_CPU_KERNELS=off for it).
+  const compiled = engine === 'mlx' || engine === 'mlx-unfused';
+  const graphRewrites = engine !== 'mlx-unfused';
   const device = (process.env.BENCH_DEVICE ?? 'cpu') as 'cpu' | 'gpu';
+  const intraOpNumThreads = Number(process.env.BENCH_THREADS ?? 2);
   return {
     ort: ortNode,
-    create: () => ortNode.InferenceSession.create(path, { executionProviders: [{ name: 'mlx', compiled, device } as never] }) as never,
+    create: () =>
+      ortNode.InferenceSession.create(path, {
+        executionProviders: [{ name: 'mlx', compiled, device, graphRewrites } as never],
+        intraOpNumThreads,
+      }) as never,
   };
 }
 

@@ -5,6 +5,8 @@
 // round starts with an empty kernel cache: 'cold'), peak RSS and the largest event-loop gap.
 // Writes reports/bench-models.json and bench/models.svg. Never a test.
 //   tools/dev bench models [--rounds 3] [--runs 20] [--filter regex] [--engines mlx,mlx-eager,ort-node,ort-web]
+//   (also mlx-unfused: the compiled path without the fused CPU kernels and graph rewrites; BENCH_THREADS
+//   threads for every engine, default 2)
 //   [--models dir,...] (extra model folders in the shared layout, e.g. from bench/export-models.py)
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -83,6 +85,7 @@ function main(): void {
           MLX_ORT_CACHE_DIR: join(cold, 'lasting'),
           TMPDIR: join(cold, 'tmp'),
           MLX_PTX_CACHE_DIR: join(cold, 'ptx'),
+          ...(e === 'mlx-unfused' && { MLXC_CPU_KERNELS: 'off' }),
         });
         samples.push({ ...s, round } as Sample & { round: number });
         if (s.error) console.log(`  ${s.model} on ${e}: ${s.error}`);
@@ -94,7 +97,7 @@ function main(): void {
   const ffi = new Map<string, number>();
   for (const dir of modelDirs) {
     for (const e of engines.filter((x) => x.startsWith('mlx'))) {
-      const s = worker(e, dir, { MLX_SYS_COUNT_CALLS: '1' });
+      const s = worker(e, dir, { MLX_SYS_COUNT_CALLS: '1', ...(e === 'mlx-unfused' && { MLXC_CPU_KERNELS: 'off' }) });
       if (s.ffiPerRun !== undefined) ffi.set(`${s.model}\0${e}`, s.ffiPerRun);
     }
   }

@@ -46,6 +46,8 @@ export interface MlxExecutionProviderOption {
   fallback?: 'cpu' | 'none';
   /** Op types the MLX provider declines, so that they fall back ('Softmax', 'com.microsoft::Attention'). */
   disabledOps?: string[];
+  /** Plan-time graph rewrites (fused GELU, norms, MatMul + bias, ...): true (default), false, or names. */
+  graphRewrites?: MlxSessionOptions['graphRewrites'];
 }
 
 declare module 'onnxruntime-common' {
@@ -204,6 +206,8 @@ function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionO
     maxSignatures: mine?.maxSignatures,
     fallback: mine?.fallback,
     disabledOps: mine?.disabledOps,
+    graphRewrites: mine?.graphRewrites,
+    intraOpNumThreads: options?.intraOpNumThreads,
   };
 }
 

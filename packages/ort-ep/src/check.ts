@@ -22,7 +22,8 @@ export function checkModel(
   bytes: Uint8Array,
   options: { modelPath?: string; externalData?: ExternalDataSpec[]; registry?: OpRegistry; disabledOps?: string[] } = {},
 ): ModelCheck {
-  const { model, plan, unsupported } = prepareModel(bytes, options);
+  // The model's own nodes, as written: no rewrites.
+  const { model, plan, unsupported } = prepareModel(bytes, { rewrites: false, ...options });
   const claimed = new Map<string, number>();
   for (const pn of plan.nodes) {
     if (!pn.entry) continue;

@@ -18,6 +18,7 @@ import { resolveCpuBackend, type CpuBackendName } from './runtime/onnxruntime.js
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
 import { prepareModel } from './plan/prepare.js';
+import type { RewriteSelection } from './plan/rewrite/index.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { GraphProgram } from './execute/run.js';
@@ -68,6 +69,20 @@ export interface MlxSessionOptions {
   externalData?: ExternalDataSpec[];
   /** An alternative op registry (tests, experiments). */
   registry?: OpRegistry;
+  /**
+   * Plan-time graph rewrites (src/plan/rewrite): exporters' spellings of GELU, RMS and layer norm,
+   * MatMul + bias and Pow(x, 2|3) become one op each. true (the default), false, or the names to
+   * keep ('gelu', 'rms-norm', 'layer-norm', 'matmul-add', 'pow'). MLX_ORT_REWRITES=0 (or a
+   * comma-separated list) sets the default.
+   */
+  graphRewrites?: RewriteSelection;
+  /**
+   * CPU threads (onnxruntime's session option of the same name): the fused CPU kernels' pool and
+   * OpenBLAS, which MLX's CPU matrix products and convolutions run on. Both are per process, so
+   * the last session that sets it wins. 0 or unset: left as is (default: every core this process
+   * may use; OPENBLAS_NUM_THREADS for BLAS).
+   */
+  intraOpNumThreads?: number;
 }
 
 export interface TensorMetadata {
@@ -194,7 +209,14 @@ export class MlxSession {
       modelName: name,
       disabledOps: options.disabledOps,
       partition: !!cpu,
+      rewrites: options.graphRewrites,
     });
+    const threads = options.intraOpNumThreads;
+    if (threads !== undefined && threads !== 0) {
+      if (!Number.isInteger(threads) || threads < 0 || threads > 1024)
+        throw new TypeError(`intraOpNumThreads must be an integer from 0 to 1024, got ${String(threads)}`);
+      mx.setCpuThreads(threads);
+    }
     if (unsupported.length && !cpu) {
       const hint =
         fallback === 'none'

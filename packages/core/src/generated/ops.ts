@@ -4086,6 +4086,65 @@ export function fftRfftn(a: ArrayLike, n: readonly number[], axes: readonly numb
   }
 }
 
+/** `int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias , const char* kind, const mlx_stream s)` */
+export function fusedActivation(x: ArrayLike, bias: ArrayLike | null | undefined, kind: string, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, bias);
+    const _x = t.arg(x, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_fused_activation(res, _x.handle, _bias ? _bias.handle : NULL_HANDLE, kind, streamHandle(opts)), 'mlxc_fused_activation');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/** `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)` */
+export function fusedSoftmax(x: ArrayLike, log: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_fused_softmax(res, _x.handle, log, streamHandle(opts)), 'mlxc_fused_softmax');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/** `int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight , const mlx_array bias , float eps, const mlx_stream s)` */
+export function fusedLayerNorm(x: ArrayLike, weight: ArrayLike | null | undefined, bias: ArrayLike | null | undefined, eps: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, weight, bias);
+    const _x = t.arg(x, _ref);
+    const _weight = weight == null ? null : t.arg(weight, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_fused_layer_norm(res, _x.handle, _weight ? _weight.handle : NULL_HANDLE, _bias ? _bias.handle : NULL_HANDLE, eps, streamHandle(opts)), 'mlxc_fused_layer_norm');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/** `int mlxc_fused_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weight , float eps, const mlx_stream s)` */
+export function fusedRmsNorm(x: ArrayLike, weight: ArrayLike | null | undefined, eps: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, weight);
+    const _x = t.arg(x, _ref);
+    const _weight = weight == null ? null : t.arg(weight, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_fused_rms_norm(res, _x.handle, _weight ? _weight.handle : NULL_HANDLE, eps, streamHandle(opts)), 'mlxc_fused_rms_norm');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** MLX's `fast` functions under their own names. */
 export const fastOps = {
   layerNorm: fastLayerNorm,
@@ -4161,4 +4220,4 @@ export const fftOps = {
   rfftn: fftRfftn,
 } as const;
 
-export const generatedOpCount = 298;
+export const generatedOpCount = 302;

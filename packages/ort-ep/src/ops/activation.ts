@@ -31,12 +31,12 @@ function elu(x: mx.Array, alpha: number): mx.Array {
   return mx.where(mx.less(x, 0), mx.multiply(mx.expm1(x), alpha), x);
 }
 
-function gelu(x: mx.Array, approximate: string): mx.Array {
-  if (approximate === 'tanh') {
-    const inner = mx.multiply(mx.add(x, mx.multiply(mx.multiply(mx.square(x), x), 0.044715)), Math.sqrt(2 / Math.PI));
-    return mx.multiply(mx.multiply(x, 0.5), mx.add(mx.tanh(inner), 1));
-  }
-  return mx.multiply(mx.multiply(x, 0.5), mx.add(mx.erf(mx.multiply(x, Math.SQRT1_2)), 1));
+/**
+ * GELU, erf or tanh form, of x (+ bias along the last axis): one fused kernel on the CPU for
+ * float32 (vectorized, multithreaded), MLX's ops elsewhere (mlxc_fused_activation decides).
+ */
+function gelu(x: mx.Array, approximate: string, bias?: mx.Array): mx.Array {
+  return mx.fusedActivation(x, bias ?? null, approximate === 'tanh' ? 'gelu_tanh' : 'gelu');
 }
 
 const geluModes = ['none', 'tanh'];
@@ -93,9 +93,12 @@ function softmaxLike(opType: string, f: AxisOp): OpEntry[] {
 }
 
 const lowPrecision = (x: mx.Array) => x.dtype === 'float16' || x.dtype === 'bfloat16';
-const softmax: AxisOp = (x, axis) => mx.softmax(x, axis, { precise: lowPrecision(x) });
+// The last axis of a float32 input goes to the fused CPU kernel (MLX's op off the CPU).
+const softmax: AxisOp = (x, axis) =>
+  axis === x.ndim - 1 && x.dtype === 'float32' ? mx.fusedSoftmax(x, false) : mx.softmax(x, axis, { precise: lowPrecision(x) });
 
 function logSoftmax(x: mx.Array, axis: number): mx.Array {
+  if (axis === x.ndim - 1 && x.dtype === 'float32') return mx.fusedSoftmax(x, true);
   const xs = lowPrecision(x) ? mx.astype(x, 'float32') : x;
   return mx.subtract(xs, mx.logsumexp(xs, axis, { keepdims: true }));
 }

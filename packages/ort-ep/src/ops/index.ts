@@ -45,6 +45,8 @@ import { preprocessOps } from './ai.onnx.ml/preprocess.js';
 import { svmOps } from './ai.onnx.ml/svm.js';
 import { treeClassicOps } from './ai.onnx.ml/tree-classic.js';
 import { treeEnsembleOps } from './ai.onnx.ml/tree-ensemble.js';
+// mlx.fused (produced by plan-time rewrites only)
+import { mlxFusedOps } from './mlx/fused.js';
 // ai.onnx.preview.training
 import { trainingOps } from './training/optimizers.js';
 
@@ -91,6 +93,7 @@ export const opFamilies = {
   'ai.onnx.ml/tree-classic': treeClassicOps,
   'ai.onnx.ml/tree-ensemble': treeEnsembleOps,
   'training/optimizers': trainingOps,
+  'mlx/fused': mlxFusedOps,
 };
 
 export const defaultRegistry = new OpRegistry();

@@ -15,6 +15,7 @@ import type { OpRegistry } from '../registry/registry.js';
 import type { UnsupportedNode } from '../errors.js';
 import { planGraph, type GraphPlan } from './plan.js';
 import { contractFallback, findPartitions, type FallbackPartition } from './partition.js';
+import { rewriteGraph, type RewriteCounts, type RewriteSelection } from './rewrite/index.js';
 
 export interface PrepareOptions {
   /** The model file, for external data and messages. */
@@ -32,6 +33,8 @@ export interface PrepareOptions {
    * node; without it the plan keeps every node and `unsupported` says which MLX cannot run.
    */
   partition?: boolean;
+  /** Plan-time graph rewrites (rewrite/index.ts): default all, unless MLX_ORT_REWRITES says otherwise. */
+  rewrites?: RewriteSelection;
 }
 
 export interface PreparedModel {
@@ -39,6 +42,7 @@ export interface PreparedModel {
   plan: GraphPlan;
   /** Nodes the registry does not take, subgraphs included, with reasons. */
   unsupported: UnsupportedNode[];
+  rewrites: RewriteCounts;
   /** With `partition`: the fallback partitions, whose nodes the plan now holds as one node each. */
   fallbacks: FallbackPartition[];
 }
@@ -52,6 +56,10 @@ export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): P
   validateGraph(model.graph);
   const modelName = options.modelName ?? options.modelPath ?? '<bytes>';
   checkSchemas(model, modelName);
+  // disabledOps keeps the graph as written: a rewrite could fold a disabled op into a fused node
+  // MLX takes (or that onnxruntime, in a fallback partition, would not know).
+  const selection = options.disabledOps?.length ? false : options.rewrites;
+  const rewrites = rewriteGraph(model.graph, selection, options.registry ?? defaultRegistry);
   const unsupported: UnsupportedNode[] = [];
   const plan = planGraph(
     model.graph,
@@ -59,7 +67,7 @@ export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): P
     unsupported,
   );
   const fallbacks = options.partition && unsupported.length ? contractFallback(plan, model, findPartitions(plan)) : [];
-  return { model, plan, unsupported, fallbacks };
+  return { model, plan, unsupported, fallbacks, rewrites };
 }
 
 function disabledSet(ops: readonly string[] | undefined): ReadonlySet<string> | undefined {

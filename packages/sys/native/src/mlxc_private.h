@@ -13,6 +13,7 @@
 
 #include "mlx/mlx.h"
 #include "mlxc/functions.h"
+#include "cpu/kernels.h"  // the fused CPU kernels (spec/cpu.ts)
 
 namespace mlxc {
 

@@ -498,6 +498,13 @@ export const prototypes: readonly string[] = [
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
+  'int mlxc_fused_activation(_Inout_ mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)',
+  'int mlxc_fused_softmax(_Inout_ mlx_array* res, const mlx_array x, bool log, const mlx_stream s)',
+  'int mlxc_fused_layer_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)',
+  'int mlxc_fused_rms_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s)',
+  'int mlxc_cpu_set_threads(int n)',
+  'int mlxc_cpu_threads(_Inout_ int* res)',
+  'int mlxc_cpu_has_avx2(_Inout_ bool* res)',
 ];
 
 /** The raw functions, one per prototype, with their TypeScript types. */
@@ -1490,6 +1497,20 @@ export interface MlxCFunctions {
   mlxc_eval_background(outputs: MlxHandle, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, done: unknown /* registered koffi callback */, payload: unknown): number;
   /** extensions: `int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)` */
   mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
+  /** cpu: `int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)` */
+  mlxc_fused_activation(res: MlxHandle, x: MlxHandle, bias: MlxHandle, kind: string | null, s: MlxHandle): number;
+  /** cpu: `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)` */
+  mlxc_fused_softmax(res: MlxHandle, x: MlxHandle, log: boolean, s: MlxHandle): number;
+  /** cpu: `int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)` */
+  mlxc_fused_layer_norm(res: MlxHandle, x: MlxHandle, weight: MlxHandle, bias: MlxHandle, eps: number, s: MlxHandle): number;
+  /** cpu: `int mlxc_fused_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s)` */
+  mlxc_fused_rms_norm(res: MlxHandle, x: MlxHandle, weight: MlxHandle, eps: number, s: MlxHandle): number;
+  /** cpu: `int mlxc_cpu_set_threads(int n)` */
+  mlxc_cpu_set_threads(n: number): number;
+  /** cpu: `int mlxc_cpu_threads(int* res)` */
+  mlxc_cpu_threads(res: unknown[]): number;
+  /** cpu: `int mlxc_cpu_has_avx2(bool* res)` */
+  mlxc_cpu_has_avx2(res: unknown[]): number;
 }
 
-export const functionCount = 494;
+export const functionCount = 501;

@@ -18,12 +18,6 @@ function simple<P = undefined>(
   return msOp<P>(opType, 1, { ...opts, run: (ctx) => [f(ctx)] });
 }
 
-/** x + bias where the bias input is present. */
-function withBias(ctx: OpContext, i: number): mx.Array {
-  const b = ctx.optional(i);
-  return b ? mx.add(ctx.input(0), b) : ctx.input(0);
-}
-
 // ---------------------------------------------------------------------------------------------
 // FusedMatMul: alpha · op(A) · op(B), op transposing the last two axes where transA/transB is set.
 
@@ -60,8 +54,8 @@ function fusedMatMul(ctx: OpContext<FusedMatMulParams>): mx.Array {
 
 export const fusedOps: OpEntry[] = [
   simple('Gelu', (ctx) => gelu(ctx.input(0), 'none')),
-  simple('BiasGelu', (ctx) => gelu(withBias(ctx, 1), 'none')),
-  simple('FastGelu', (ctx) => gelu(withBias(ctx, 1), 'tanh')),
+  simple('BiasGelu', (ctx) => gelu(ctx.input(0), 'none', ctx.optional(1))),
+  simple('FastGelu', (ctx) => gelu(ctx.input(0), 'tanh', ctx.optional(1))),
   simple(
     'QuickGelu',
     (ctx) => {

@@ -34,8 +34,8 @@ export function normalize(x: mx.Array, gamma: mx.Array, beta: mx.Array | undefin
     gamma.shape[0] === x.shape[last] &&
     (!beta || (beta.ndim === 1 && beta.shape[0] === x.shape[last]));
   if (fused) {
-    // MLX's fused kernels accumulate in float32 whatever the input type.
-    const y = spec.simplified ? mx.fast.rmsNorm(x, gamma, spec.eps) : mx.fast.layerNorm(x, gamma, beta ?? null, spec.eps);
+    // The fused CPU kernels for float32 on the CPU, else MLX's fast norms (both accumulate in float32).
+    const y = spec.simplified ? mx.fusedRmsNorm(x, gamma, spec.eps) : mx.fusedLayerNorm(x, gamma, beta ?? null, spec.eps);
     return { y, invStd: undefined };
   }
   const xs = spec.stashFloat ? stash(x) : x;

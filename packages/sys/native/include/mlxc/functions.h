@@ -530,6 +530,15 @@ int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outp
 int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload);
 int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes);
 
+/* cpu */
+int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias /* may be null */, const char* kind, const mlx_stream s);
+int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s);
+int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight /* may be null */, const mlx_array bias /* may be null */, float eps, const mlx_stream s);
+int mlxc_fused_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weight /* may be null */, float eps, const mlx_stream s);
+int mlxc_cpu_set_threads(int n);
+int mlxc_cpu_threads(int* res);
+int mlxc_cpu_has_avx2(bool* res);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,26 @@
+// The fused CPU kernels' knobs: one thread count for their pool and for OpenBLAS. The kernels
+// themselves are ops (fusedActivation, fusedSoftmax, fusedLayerNorm, fusedRmsNorm).
+import { check, fn } from './native.js';
+import { toInt32 } from './ints.js';
+
+/** Threads the fused CPU kernels use (the calling thread included). */
+export function cpuThreads(): number {
+  const out = [0];
+  check(fn.mlxc_cpu_threads(out as never), 'mlxc_cpu_threads');
+  return Number(out[0]);
+}
+
+/**
+ * Sets the threads of the fused CPU kernels' pool and of OpenBLAS (MLX's matrix products on the
+ * CPU) together; 0 or less: the cores this process may run on (the default).
+ */
+export function setCpuThreads(n: number): void {
+  check(fn.mlxc_cpu_set_threads(toInt32(n, 'setCpuThreads: n')), 'mlxc_cpu_set_threads');
+}
+
+/** Whether the fused CPU kernels run their AVX2+FMA build on this machine. */
+export function cpuKernelsUseAvx2(): boolean {
+  const out = [false];
+  check(fn.mlxc_cpu_has_avx2(out as never), 'mlxc_cpu_has_avx2');
+  return Boolean(out[0]);
+}

@@ -1,0 +1,202 @@
+// The fused CPU kernels (mlxc_fused_*: vectorized, multithreaded MLX primitives) against MLX's own
+// ops evaluated in float64 on the CPU, over ordinary values, odd sizes (vector tails), edge values
+// (NaN, ±Inf, denormals, signed zeros) and empty arrays; the composed path off float32; gradients.
+import { describe, expect, it } from 'vitest';
+import * as mx from './index.js';
+import { inputs, flat } from '../test/numeric.js';
+
+const cpu = { stream: 'cpu' } as const;
+const f64 = (x: mx.Array) => mx.astype(x, 'float64', cpu);
+
+/** |got − ref| ≤ atol + rtol·|ref| elementwise, NaN where ref is NaN, equal infinities. */
+function expectMatches(got: mx.Array, ref: mx.Array, rtol: number, atol: number, what: string): void {
+  expect(got.shape).toEqual(ref.shape);
+  const g = flat(got);
+  const r = flat(ref);
+  for (let i = 0; i < r.length; i++) {
+    const tag = `${what}[${i}]: got ${g[i]}, reference ${r[i]}`;
+    if (Number.isNaN(r[i])) expect(Number.isNaN(g[i]), tag).toBe(true);
+    else if (!Number.isFinite(r[i])) expect(g[i], tag).toBe(r[i]);
+    else expect(Math.abs(g[i] - r[i]), tag).toBeLessThanOrEqual(atol + rtol * Math.abs(r[i]));
+  }
+}
+
+const DENORM = 1e-40;
+const edges = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 0, -0, DENORM, -DENORM, 1e-30, -1e-30];
+const wide = (n: number, seed: number) => inputs(n, -9, 9, seed);
+
+// float64 references in JS: erf from its series (|x| < 2.5: all terms positive, no cancellation)
+// and erfc's continued fraction beyond; ±Inf give the limits the kernels give (0 at -inf for the
+// GELU and SiLU forms, where the textbook formula is -inf * 0).
+function erf64(x: number): number {
+  if (Number.isNaN(x)) return x;
+  const a = Math.abs(x);
+  if (a >= 6) return Math.sign(x);
+  if (a < 2.5) {
+    let term = a;
+    let sum = a;
+    for (let n = 1; n < 400 && term > sum * 1e-18; n++) {
+      term *= (2 * a * a) / (2 * n + 1);
+      sum += term;
+    }
+    return Math.sign(x) * ((2 / Math.sqrt(Math.PI)) * Math.exp(-a * a) * sum);
+  }
+  let f = a;
+  for (let k = 300; k >= 1; k--) f = a + k / 2 / f;
+  return Math.sign(x) * (1 - Math.exp(-a * a) / Math.sqrt(Math.PI) / f);
+}
+/** 1 + erf(x) without cancellation for negative x (erfc(|x|) by the continued fraction). */
+function onePlusErf64(x: number): number {
+  if (x > -2.5) return 1 + erf64(x);
+  const a = -x;
+  let f = a;
+  for (let k = 300; k >= 1; k--) f = a + k / 2 / f;
+  return Math.exp(-a * a) / Math.sqrt(Math.PI) / f;
+}
+const sigmoid64 = (x: number) => 1 / (1 + Math.exp(-x));
+const reference: Record<string, (x: number) => number> = {
+  exp: Math.exp,
+  erf: erf64,
+  tanh: Math.tanh,
+  sigmoid: sigmoid64,
+  relu: (x) => (Number.isNaN(x) ? x : Math.max(x, 0)),
+  silu: (x) => (x === Number.NEGATIVE_INFINITY ? 0 : x * sigmoid64(x)),
+  gelu: (x) => (x === Number.NEGATIVE_INFINITY ? 0 : x === Number.POSITIVE_INFINITY ? x : 0.5 * x * onePlusErf64(x * Math.SQRT1_2)),
+  gelu_tanh: (x) => {
+    if (x === Number.NEGATIVE_INFINITY) return 0;
+    if (x === Number.POSITIVE_INFINITY) return x;
+    const u = Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3);
+    return x / (1 + Math.exp(-2 * u));
+  },
+};
+const refArray = (kind: string, x: mx.Array) =>
+  mx.array(
+    Float32Array.from(flat(x), (v) => reference[kind](v)),
+    { shape: x.shape },
+  );
+
+describe('fused activations', () => {
+  for (const kind of Object.keys(reference)) {
+    it(`${kind}: float32 kernel against float64, odd sizes and edge values`, () => {
+      for (const n of [1, 7, 8, 9, 1000, 40_001]) {
+        const data = [...edges, ...wide(n, n)];
+        const x = mx.array(new Float32Array(data));
+        const got = mx.fusedActivation(x, null, kind, cpu);
+        expect(got.dtype).toBe('float32');
+        const ref = refArray(kind, x);
+        // Denormal outputs are compared absolutely (1e-37). The GELU forms' far negative tails
+        // (|y| < 1e-14, x < -5.6) are too: there 1 + erf is below 1.5e-8 and the kernel gives 0 for
+        // it, and float32 rounding of the tanh form's argument dominates (MLX's and onnxruntime's
+        // float32 formulas give 0 on the whole tail from x = -5.6 on).
+        const atol = kind.startsWith('gelu') ? 1e-14 : 1e-37;
+        expectMatches(got, ref, 4e-6, atol, `${kind} n=${n}`);
+      }
+    });
+  }
+
+  it('with a bias along the last axis, on a strided (transposed) input', () => {
+    const x = mx.transpose(mx.array(new Float32Array(wide(13 * 37, 3)), { shape: [37, 13] }), null, cpu);
+    const bias = mx.array(new Float32Array(wide(37, 4)));
+    const got = mx.fusedActivation(x, bias, 'gelu', cpu);
+    // The kernel adds in float32, as onnxruntime's BiasGelu does: the reference gets that sum.
+    const ref = refArray('gelu', mx.add(x, bias, cpu));
+    expectMatches(got, ref, 4e-6, 1e-14, 'bias gelu');
+  });
+
+  it('the portable and vectorized builds agree (tails included)', () => {
+    // The vector body and the scalar tail of one call must agree. (The whole file also passes on
+    // the portable build alone: MLXC_CPU_KERNELS=generic, read once per process.)
+    const data = new Float32Array(wide(11, 9));
+    const whole = flat(mx.fusedActivation(mx.array(data), null, 'erf', cpu));
+    const one = Array.from(data, (v) => flat(mx.fusedActivation(mx.array(new Float32Array([v])), null, 'erf', cpu))[0]);
+    for (let i = 0; i < data.length; i++) expect(Math.abs(whole[i] - one[i])).toBeLessThanOrEqual(2e-7);
+  });
+
+  it('empty arrays, other dtypes and unknown kinds', () => {
+    expect(mx.fusedActivation(mx.zeros([0, 4], 'float32'), null, 'tanh', cpu).shape).toEqual([0, 4]);
+    const h = mx.array(new Float32Array([0.5, -1, 2]));
+    const x16 = mx.astype(h, 'float16', cpu);
+    const got = mx.fusedActivation(x16, null, 'gelu_tanh', cpu);
+    expect(got.dtype).toBe('float16');
+    expectMatches(mx.astype(got, 'float32', cpu), refArray('gelu_tanh', h), 2e-3, 1e-3, 'f16');
+    expect(() => mx.fusedActivation(h, null, 'swish', cpu)).toThrow(/unknown kind 'swish'/);
+  });
+
+  it('gradients go through the composition', () => {
+    const x = mx.array(new Float32Array(wide(9, 5)));
+    const g = mx.grad((a: mx.Array) => mx.sum(mx.fusedActivation(a, null, 'gelu', cpu)))(x) as mx.Array;
+    // d/dx 0.5 x (1 + erf(x / sqrt 2)) = Φ(x) + x φ(x)
+    const d = (v: number) => 0.5 * onePlusErf64(v * Math.SQRT1_2) + (v * Math.exp((-v * v) / 2)) / Math.sqrt(2 * Math.PI);
+    expectMatches(g, mx.array(Float32Array.from(flat(x), d)), 1e-5, 1e-6, 'd gelu');
+  });
+});
+
+describe('fused softmax and norms', () => {
+  const shapes = [
+    [3, 1],
+    [5, 7],
+    [4, 64],
+    [2, 3, 1001],
+  ];
+  it('softmax and log-softmax over the last axis', () => {
+    for (const shape of shapes) {
+      const n = shape.reduce((a, b) => a * b, 1);
+      const x = mx.array(new Float32Array(inputs(n, -30, 30, n)), { shape });
+      for (const log of [false, true]) {
+        const got = mx.fusedSoftmax(x, log, cpu);
+        const ref = log
+          ? mx.subtract(f64(x), mx.logsumexp(f64(x), -1, { keepdims: true, stream: 'cpu' }), cpu)
+          : mx.softmax(f64(x), -1, cpu);
+        expectMatches(got, mx.astype(ref, 'float32', cpu), 1e-5, 1e-7, `softmax log=${log} ${shape}`);
+      }
+    }
+  });
+
+  it('softmax rows with -inf (masked), NaN and denormals', () => {
+    const rows = [
+      [0, Number.NEGATIVE_INFINITY, 1, 2, Number.NEGATIVE_INFINITY, 3, 4, 5, 6],
+      [Number.NaN, 1, 2, 3, 4, 5, 6, 7, 8],
+      [DENORM, -DENORM, 0, 0, 0, 0, 0, 0, 0],
+    ];
+    const x = mx.array(new Float32Array(rows.flat()), { shape: [3, 9] });
+    const got = mx.fusedSoftmax(x, false, cpu);
+    expectMatches(got, mx.astype(mx.softmax(f64(x), -1, cpu), 'float32', cpu), 1e-5, 1e-7, 'softmax edges');
+  });
+
+  it('layer norm and RMS norm, with and without weight and bias', () => {
+    for (const shape of shapes) {
+      const d = shape[shape.length - 1];
+      const n = shape.reduce((a, b) => a * b, 1);
+      const x = mx.array(new Float32Array(inputs(n, -3, 5, n + 1)), { shape });
+      const w = mx.array(new Float32Array(inputs(d, 0.5, 1.5, 2)));
+      const b = mx.array(new Float32Array(inputs(d, -1, 1, 3)));
+      for (const [wt, bs] of [
+        [null, null],
+        [w, b],
+        [w, null],
+      ] as const) {
+        const eps = 1e-5;
+        const ln = mx.fusedLayerNorm(x, wt, bs, eps, cpu);
+        const ref = mx.fast.layerNorm(f64(x), wt && f64(wt), bs && f64(bs), eps, cpu);
+        expectMatches(ln, mx.astype(ref, 'float32', cpu), 2e-5, 2e-5, `layer norm ${shape}`);
+        const rms = mx.fusedRmsNorm(x, wt, eps, cpu);
+        const rref = mx.fast.rmsNorm(f64(x), wt && f64(wt), eps, cpu);
+        expectMatches(rms, mx.astype(rref, 'float32', cpu), 2e-5, 2e-5, `rms norm ${shape}`);
+      }
+    }
+  });
+
+  it('threads: one knob, at least one thread', () => {
+    const before = mx.cpuThreads();
+    mx.setCpuThreads(1);
+    expect(mx.cpuThreads()).toBe(1);
+    const x = mx.array(new Float32Array(inputs(300_000, -4, 4, 7)));
+    const one = flat(mx.fusedActivation(x, null, 'tanh', cpu));
+    mx.setCpuThreads(3);
+    expect(mx.cpuThreads()).toBe(3);
+    expect(flat(mx.fusedActivation(x, null, 'tanh', cpu))).toEqual(one);
+    mx.setCpuThreads(0);
+    expect(mx.cpuThreads()).toBeGreaterThanOrEqual(1);
+    mx.setCpuThreads(before);
+  });
+});

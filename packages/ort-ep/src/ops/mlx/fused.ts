@@ -1,0 +1,64 @@
+// The ops that plan-time rewrites (src/plan/rewrite/) put in place of the patterns exporters
+// write: domain mlx.fused, never in a model file. Each computes what its pattern computed; on the
+// CPU, float32 runs the native fused kernels, elsewhere MLX's own ops.
+import * as mx from '@mlx/core';
+import type { Attrs } from '../../registry/attrs.js';
+import type { OpContext, OpEntry } from '../../registry/types.js';
+import { gelu } from '../activation.js';
+
+export const FUSED_DOMAIN = 'mlx.fused';
+
+const entry = <P>(opType: string, parse: (a: Attrs) => P, run: (ctx: OpContext<P>) => mx.Array, note: string): OpEntry<P> => ({
+  domain: FUSED_DOMAIN,
+  opType,
+  since: 1,
+  parse,
+  run: (ctx) => [run(ctx)],
+  note,
+});
+
+const epsilon = (a: Attrs) => a.float('epsilon');
+/** A 1-D parameter the fused kernels take as is; anything else is applied by broadcasting afterwards. */
+const lastAxisVector = (p: mx.Array | undefined, x: mx.Array) => !p || (p.ndim === 1 && p.shape[0] === x.shape[x.ndim - 1]);
+
+function matMulAdd(ctx: OpContext<undefined>): mx.Array {
+  const a = ctx.input(0);
+  const w = ctx.input(1);
+  const b = ctx.input(2);
+  if (a.ndim < 2) return mx.add(mx.matmul(a, w), b);
+  if (a.ndim === 2) return mx.addmm(b, a, w, 1, 1);
+  const k = a.shape[a.ndim - 1];
+  const y = mx.addmm(b, mx.reshape(a, [-1, k]), w, 1, 1);
+  return mx.reshape(y, [...a.shape.slice(0, -1), w.shape[1]]);
+}
+
+function rmsNorm(ctx: OpContext<number>): mx.Array {
+  const x = ctx.input(0);
+  const w = ctx.optional(1);
+  if (x.ndim === 0) throw new RangeError('RMSNorm of a scalar');
+  if (lastAxisVector(w, x)) return mx.fusedRmsNorm(x, w ?? null, ctx.params);
+  return mx.multiply(mx.fusedRmsNorm(x, null, ctx.params), w!);
+}
+
+function layerNorm(ctx: OpContext<number>): mx.Array {
+  const x = ctx.input(0);
+  const w = ctx.optional(1);
+  const b = ctx.optional(2);
+  if (x.ndim === 0) throw new RangeError('LayerNorm of a scalar');
+  if (lastAxisVector(w, x) && lastAxisVector(b, x)) return mx.fusedLayerNorm(x, w ?? null, b ?? null, ctx.params);
+  let y = mx.fusedLayerNorm(x, null, null, ctx.params);
+  if (w) y = mx.multiply(y, w);
+  return b ? mx.add(y, b) : y;
+}
+
+export const mlxFusedOps: OpEntry[] = [
+  entry(
+    'Gelu',
+    (a) => a.string('approximate', 'none'),
+    (ctx) => gelu(ctx.input(0), ctx.params, ctx.optional(1)),
+    'GELU (erf or tanh form) of x (+ bias), from the rewrite of its decomposition',
+  ),
+  entry('MatMulAdd', () => undefined, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
+  entry('RMSNorm', epsilon, rmsNorm, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
+  entry('LayerNorm', epsilon, layerNorm, 'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition'),
+];

@@ -1,0 +1,59 @@
+// Plan-time graph rewrites: patterns that exporters spell as chains of small ops, replaced by one
+// op that runs as one kernel (the fused CPU kernels of @mlx/sys on the CPU, MLX's fast ops on a
+// GPU). They run on the main graph after validation and before planning; each keeps the
+// semantics of what it replaces (tests compare the outputs with the rewrites off). The order
+// matters: the GELU and norm patterns contain a Pow that the Pow rewrite would otherwise take.
+//
+// Off with the session option `graphRewrites: false` or MLX_ORT_REWRITES=0; a list of names
+// (option or comma-separated variable) keeps only those.
+import type { GraphIR } from '../../onnx/index.js';
+import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
+import type { OpRegistry } from '../../registry/registry.js';
+import { geluRewrite } from './gelu.js';
+import { matmulAddRewrite } from './matmul-add.js';
+import { layerNormRewrite, rmsNormRewrite } from './norms.js';
+import { powRewrite } from './pow.js';
+import { GraphView } from './view.js';
+
+export const REWRITES = {
+  gelu: geluRewrite,
+  // Before rms-norm: a layer norm's d / Sqrt(ReduceMean(d^2) + eps) is itself an RMS norm of d.
+  'layer-norm': layerNormRewrite,
+  'rms-norm': rmsNormRewrite,
+  'matmul-add': matmulAddRewrite,
+  pow: powRewrite,
+} as const;
+
+export type RewriteName = keyof typeof REWRITES;
+/** true (default): all; false: none; a list: those. */
+export type RewriteSelection = boolean | readonly RewriteName[];
+
+/** How many patterns each rewrite replaced. */
+export type RewriteCounts = Partial<Record<RewriteName, number>>;
+
+function selected(option: RewriteSelection | undefined): RewriteName[] {
+  const all = Object.keys(REWRITES) as RewriteName[];
+  const env = process.env.MLX_ORT_REWRITES;
+  let sel: RewriteSelection = option ?? true;
+  if (option === undefined && env !== undefined && env !== '' && env !== '1') {
+    sel = env === '0' || env === 'false' ? false : (env.split(',').map((s) => s.trim()) as RewriteName[]);
+  }
+  if (sel === true) return all;
+  if (sel === false) return [];
+  for (const n of sel) if (!all.includes(n)) throw new TypeError(`unknown graph rewrite '${n}' (known: ${all.join(', ')})`);
+  return all.filter((n) => sel.includes(n));
+}
+
+/** Applies the selected rewrites to `graph` in place; returns what each replaced. */
+export function rewriteGraph(graph: GraphIR, option: RewriteSelection | undefined, registry: OpRegistry): RewriteCounts {
+  const counts: RewriteCounts = {};
+  // A registry without the fused ops (tests, experiments) gets the graph as written.
+  if (!registry.lookup(FUSED_DOMAIN, 'Gelu', 1)) return counts;
+  for (const name of selected(option)) {
+    const view = new GraphView(graph);
+    REWRITES[name](view);
+    const n = view.commit();
+    if (n) counts[name] = n;
+  }
+  return counts;
+}

@@ -1,0 +1,30 @@
+// The hand-written entries of spec/cpu.ts: the thread count and what the kernels run on.
+#include "mlxc_private.h"
+
+extern "C" int mlxc_cpu_set_threads(int n) {
+  try {
+    mlxc::cpu::set_num_threads(n);
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  }
+  return 0;
+}
+
+extern "C" int mlxc_cpu_threads(int* res) {
+  if (!res) {
+    mlxc::raise("mlxc_cpu_threads: res is null");
+    return 1;
+  }
+  *res = mlxc::cpu::num_threads();
+  return 0;
+}
+
+extern "C" int mlxc_cpu_has_avx2(bool* res) {
+  if (!res) {
+    mlxc::raise("mlxc_cpu_has_avx2: res is null");
+    return 1;
+  }
+  *res = mlxc::cpu::has_avx2();
+  return 0;
+}

@@ -1,0 +1,69 @@
+// The portable kernels of math_impl.h (one float at a time; the compiler may vectorize them for the
+// baseline ISA), and the dispatch to the AVX2+FMA build where the running CPU has it.
+#include <cstddef>
+#include <cstdlib>
+#include <string>
+
+#include "cpu/kernels.h"
+
+#define MLXC_MATH_NS mlxc_math_generic
+#include "cpu/math_impl.h"
+
+#if defined(__x86_64__)
+#define MLXC_HAVE_AVX2_BUILD 1
+namespace mlxc::cpu::avx2 {
+void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act);
+void softmax_row(const float* in, float* out, size_t n, bool log);
+void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);
+void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps);
+}  // namespace mlxc::cpu::avx2
+#endif
+
+namespace mlxc::cpu {
+
+using G = mlxc_math_generic::S;
+
+bool has_avx2() {
+#ifdef MLXC_HAVE_AVX2_BUILD
+  // MLXC_CPU_KERNELS=generic forces the portable path (tests run both).
+  static const bool yes = [] {
+    const char* e = std::getenv("MLXC_CPU_KERNELS");
+    if (e && std::string(e) == "generic") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, Act act) {
+#ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx2()) return avx2::activation_rows(in, bias, out, n, c, static_cast<int>(act));
+#endif
+  mlxc_math_generic::act_rows<G>(in, bias, out, n, c, static_cast<int>(act));
+}
+
+void softmax_row(const float* in, float* out, size_t n, bool log) {
+#ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx2()) return avx2::softmax_row(in, out, n, log);
+#endif
+  mlxc_math_generic::softmax_row<G>(in, out, n, log);
+}
+
+void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps) {
+#ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx2()) return avx2::layer_norm_row(in, w, b, out, n, eps);
+#endif
+  mlxc_math_generic::layer_norm_row<G>(in, w, b, out, n, eps);
+}
+
+void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps) {
+#ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx2()) return avx2::rms_norm_row(in, w, out, n, eps);
+#endif
+  mlxc_math_generic::rms_norm_row<G>(in, w, out, n, eps);
+}
+
+}  // namespace mlxc::cpu
