@@ -20,6 +20,7 @@ import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } f
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { GraphProgram } from './execute/run.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
+import type { RunState } from './execute/env.js';
 import { InvalidFeedError, OnnxLoadError, OrtMlxError, UnsupportedOperatorError, messageOf } from './errors.js';
 
 export interface MlxSessionOptions {
@@ -53,6 +54,22 @@ export interface MlxSessionOptions {
   externalData?: ExternalDataSpec[];
   /** An alternative op registry (tests, experiments). */
   registry?: OpRegistry;
+}
+
+/** Per-run choices of MlxSession.run / runSync. */
+export interface MlxRunOptions {
+  /**
+   * Outputs returned as device Values (`{ kind: 'device', array, onnxType }`) instead of host
+   * tensors: true for all, or the names. Nothing is downloaded for them; the caller owns each
+   * array and disposes it (`value.array.dispose()`), or feeds it to a later run.
+   */
+  keepOnDevice?: boolean | readonly string[];
+  /**
+   * Device feeds the run may consume (KV caches): their arrays are disposed once the graph is
+   * built, before evaluation, so that MLX can write results into their buffers in place (a
+   * GroupQueryAttention present written over its past). The caller must not use them afterwards.
+   */
+  donate?: readonly string[];
 }
 
 export interface TensorMetadata {
@@ -170,7 +187,12 @@ export class MlxSession {
     }
     for (const [name, f] of Object.entries(feeds)) {
       const info = known.get(name)!;
-      if (info.type.kind !== 'tensor' || ('kind' in f && f.kind !== 'host')) continue;
+      if (info.type.kind !== 'tensor') continue;
+      if ('kind' in f && f.kind === 'device') {
+        this.validateDeviceFeed(name, info, f);
+        continue;
+      }
+      if ('kind' in f && f.kind !== 'host') continue;
       const t = ('kind' in f ? f.tensor : f) as HostTensor;
       const want = info.type.elemType;
       if (want && t.dtype !== want) {
@@ -201,6 +223,26 @@ export class MlxSession {
     }
   }
 
+  /** A device feed: a live array of the input's element type, rank and static dimensions. */
+  private validateDeviceFeed(name: string, info: ValueInfoIR, f: Extract<Value, { kind: 'device' }>): void {
+    if (f.array.disposed)
+      throw new InvalidFeedError(`model ${this.name}: input '${name}' is a device array that was already disposed (or donated to a run)`);
+    // A lazy array made on another thread's streams cannot be evaluated by the run's worker: evaluate it here.
+    if (!f.array.isAvailable()) f.array.eval();
+    if (info.type.kind !== 'tensor') return;
+    const want = info.type.elemType;
+    if (want && f.onnxType !== want)
+      throw new InvalidFeedError(
+        `model ${this.name}: input '${name}' expects element type ${dataTypeName(want)}, got ${dataTypeName(f.onnxType)}`,
+      );
+    const shape = info.type.shape;
+    const dims = f.array.shape;
+    if (shape && (shape.length !== dims.length || shape.some((d, i) => typeof d === 'number' && d >= 0 && dims[i] !== d)))
+      throw new InvalidFeedError(
+        `model ${this.name}: input '${name}' expects shape [${shape.map((d) => d ?? '?').join(', ')}], got [${dims.join(', ')}]`,
+      );
+  }
+
   private checkRun(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): void {
     if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
     this.validateFeeds(feeds);
@@ -211,13 +253,18 @@ export class MlxSession {
   }
 
   /** Runs synchronously (blocks the thread for the compute). For scripts; servers want run(). */
-  runSync(feeds: Record<string, HostTensor | Value>, fetches: string[] = this.outputNames): Record<string, HostTensor | Value> {
+  runSync(
+    feeds: Record<string, HostTensor | Value>,
+    fetches: string[] = this.outputNames,
+    options: MlxRunOptions = {},
+  ): Record<string, HostTensor | Value> {
     this.checkRun(feeds, fetches);
     const run = this.runner.newRun();
     try {
       const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
+      donateFeeds(feeds, options.donate, values);
       evalSync(this.streams, run, deviceArrays(values));
-      return within(this.streams, () => this.collect(fetches, values));
+      return within(this.streams, () => this.collect(fetches, values, run, options.keepOnDevice));
     } finally {
       mx.dispose([...run.arrays]);
     }
@@ -228,15 +275,20 @@ export class MlxSession {
    * MLX evaluates off the JS thread. Runs of one session queue in order; runs of different
    * sessions overlap.
    */
-  run(feeds: Record<string, HostTensor | Value>, fetches: string[] = this.outputNames): Promise<Record<string, HostTensor | Value>> {
+  run(
+    feeds: Record<string, HostTensor | Value>,
+    fetches: string[] = this.outputNames,
+    options: MlxRunOptions = {},
+  ): Promise<Record<string, HostTensor | Value>> {
     const result = this.queue.then(async () => {
       this.checkRun(feeds, fetches);
       const run = this.runner.newRun();
       run.deferSyncs = true;
       try {
         const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
+        donateFeeds(feeds, options.donate, values);
         await evalAsync(this.streams, run, deviceArrays(values));
-        return within(this.streams, () => this.collect(fetches, values));
+        return within(this.streams, () => this.collect(fetches, values, run, options.keepOnDevice));
       } finally {
         mx.dispose([...run.arrays]);
       }
@@ -250,9 +302,20 @@ export class MlxSession {
     return this.streams.main.device.type;
   }
 
-  /** Outputs on the host: tensors as HostTensors, sequences as sequences of host values. */
-  private collect(fetches: readonly string[], values: Value[]): Record<string, HostTensor | Value> {
+  /**
+   * Outputs on the host: tensors as HostTensors, sequences as sequences of host values; those in
+   * `keep` as device Values whose arrays the caller now owns (taken out of the run's arrays, or a
+   * new handle where the run does not own the array: a feed, a constant, an output named twice).
+   */
+  private collect(
+    fetches: readonly string[],
+    values: Value[],
+    run: RunState,
+    keep: MlxRunOptions['keepOnDevice'],
+  ): Record<string, HostTensor | Value> {
     const out: Record<string, HostTensor | Value> = {};
+    const kept = new Set<mx.Array>();
+    const keepIt = (name: string) => keep === true || (Array.isArray(keep) && keep.includes(name));
     const toHost = (v: Value, where: string): Value =>
       v.kind === 'device'
         ? { kind: 'host', tensor: asHost(v, where) }
@@ -261,6 +324,13 @@ export class MlxSession {
           : v;
     fetches.forEach((name, i) => {
       const v = values[i];
+      if (keepIt(name) && v.kind === 'device') {
+        let array = v.array;
+        if (!kept.has(array) && run.arrays.delete(array)) kept.add(array);
+        else array = mx.copy(array);
+        out[name] = { kind: 'device', array, onnxType: v.onnxType };
+        return;
+      }
       out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
     });
     return out;
@@ -294,6 +364,20 @@ function readModelFile(path: string): Uint8Array {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw new OnnxLoadError(`cannot read the model file: ${code === 'ENOENT' ? 'no such file' : messageOf(e)}`, { model: path, cause: e });
+  }
+}
+
+/**
+ * Disposes the donated device feeds (MlxRunOptions.donate) once the graph is built, so that the
+ * graph holds their arrays' only references and MLX may reuse their buffers for results. A feed
+ * that is itself an output stays.
+ */
+function donateFeeds(feeds: Record<string, HostTensor | Value>, names: readonly string[] | undefined, outputs: readonly Value[]): void {
+  if (!names?.length) return;
+  const out = new Set(deviceArrays(outputs));
+  for (const name of names) {
+    const f = feeds[name];
+    if (f && 'kind' in f && f.kind === 'device' && !out.has(f.array)) f.array.dispose();
   }
 }
 
