@@ -38,7 +38,7 @@ export interface GenerateOptions {
   kvCapacity?: number;
   /** The Tensor class of the session's onnxruntime module (default: onnxruntime-common's). */
   Tensor?: typeof Tensor;
-  /** Called after each run with the step's index (0: the prompt) and its sequence length. */
+  /** Called once each step's token is chosen, with the step's index (0: the prompt) and how many tokens it fed. */
   onStep?: (step: number, sequenceLength: number) => void;
 }
 
@@ -190,7 +190,6 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
         fetches[c.present] = capacity !== undefined && isDevice(past[i]) ? past[i] : null;
       });
       const out = (await session.run(feeds, fetches)) as Record<string, Tensor>;
-      options.onStep?.(step, tokens.length);
       const next = caches.map((c) => out[c.present]);
       for (let i = 0; i < past.length; i++) if (past[i] !== next[i] && isDevice(past[i])) past[i].dispose();
       past = next;
@@ -203,6 +202,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       const data = (isDevice(logits) ? await logits.getData(true) : logits.data) as Float32Array;
       const last = data.subarray(data.length - vocab);
       const token = pickToken(last, options.sampling, random);
+      options.onStep?.(step, tokens.length);
       cached = total;
       tokens = [token];
       yield token;
