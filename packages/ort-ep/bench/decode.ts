@@ -2,9 +2,10 @@
 // weights, test/helpers/decoder.ts) for the 'mlx' provider and onnxruntime-node's CPU provider,
 // each engine alone in its own process (decode-worker.ts), with the bytes each token moves
 // between host and device (mlx) or into and out of onnxruntime (its feeds and outputs).
-// Writes reports/bench-decode.json and bench/decode.svg. Never a test.
+// Engines alternate over --rounds rounds; figures are medians over the rounds (a shared machine's
+// load moves single runs by 2-4x). Writes reports/bench-decode.json and bench/decode.svg. Never a test.
 //   tools/dev bench decode [--size tiny|small|100m] [--prefill 512] [--contexts 128,1024,4096]
-//     [--tokens 16] [--engines mlx,ort-node] [--device cpu|gpu]
+//     [--tokens 16] [--rounds 3] [--engines mlx,ort-node] [--device cpu|gpu]
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -18,6 +19,8 @@ const arg = (n: string, d?: string) => {
   return i >= 0 ? process.argv[i + 1] : d;
 };
 const engines = arg('engines', 'mlx,ort-node')!.split(',');
+const rounds = Number(arg('rounds', '3'));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const pass = ['size', 'prefill', 'contexts', 'tokens', 'warmup', 'device'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
 
 interface Result {
@@ -51,12 +54,25 @@ const fmtBytes = (n: number) =>
   n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`;
 
 function main(): void {
-  const results = engines.map((e) => {
-    const r = worker(e);
-    if (r.error) console.error(`${e}: ${r.error}`);
-    return r;
-  });
-  const ok = results.filter((r) => !r.error);
+  const runs = new Map<string, Result[]>(engines.map((e) => [e, []]));
+  for (let round = 0; round < rounds; round++)
+    for (const e of round % 2 ? [...engines].reverse() : engines) {
+      const r = worker(e);
+      if (r.error) console.error(`${e}: ${r.error}`);
+      else runs.get(e)!.push(r);
+    }
+  const results: Result[] = [...runs.values()]
+    .filter((rs) => rs.length)
+    .map((rs) => ({
+      ...rs[0],
+      rounds: rs.length,
+      prefillMs: median(rs.map((r) => r.prefillMs)),
+      decode: rs[0].decode.map((d, i) => {
+        const ms = median(rs.map((r) => r.decode[i].msPerToken));
+        return { ...d, msPerToken: ms, tokensPerSecond: 1000 / ms, bytesPerToken: median(rs.map((r) => r.decode[i].bytesPerToken)) };
+      }),
+    }));
+  const ok = results;
   if (!ok.length) process.exit(1);
   const ref = ok.find((r) => r.engine === 'ort-node');
   console.log(`model: Llama-shaped (GQA), ${ok[0].size}, ${(ok[0].parameters / 1e6).toFixed(1)}M parameters, random weights\n`);

@@ -235,7 +235,8 @@ class MlxSessionHandler implements InferenceSessionHandler {
     const donate: string[] = [];
     for (const [name, v] of Object.entries(feeds))
       for (const b of bound.values()) if (b.buffer && b.tensor === v && !donate.includes(name)) donate.push(name);
-    const keep = wanted.filter((n) => this.onDevice.has(n) || bound.get(n)?.buffer);
+    // A pre-allocated tensor decides where its output goes; otherwise preferredOutputLocation does.
+    const keep = wanted.filter((n) => (bound.has(n) ? !!bound.get(n)!.buffer : this.onDevice.has(n)));
     const out = await this.session.run(inputs, wanted, { keepOnDevice: keep, donate });
     const result: SessionHandler.ReturnType = {};
     for (const [name, v] of Object.entries(out)) {

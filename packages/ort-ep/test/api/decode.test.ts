@@ -192,6 +192,63 @@ describe('GroupQueryAttention shared buffer in place', () => {
   }, 120_000);
 });
 
+describe('binding outputs into tensors (onnxruntime-common)', () => {
+  const capacity = 1024;
+  const config: DecoderConfig = { ...llama, hidden: 128, heads: 4, kvHeads: 4, maxPositions: 2048 };
+  const bufferBytes = 4 * capacity * 32 * 4;
+
+  it('a device tensor fed as the past and pre-allocated as the present is written in place and returned', async () => {
+    await withSession(buildDecoder(config), onDevice, async (s) => {
+      const caches = cacheNames(s);
+      const ints = (v: number[]) => new ort.Tensor('int64', BigInt64Array.from(v.map(BigInt)), [1, v.length]);
+      const mask = (n: number) => ints(Array.from({ length: capacity }, (_, k) => (k < n ? 1 : 0)));
+      const zeros = () => new ort.Tensor('float32', new Float32Array(4 * capacity * 32), [1, 4, capacity, 32]);
+      const f: Record<string, OrtTensor> = { input_ids: ints(prompt), attention_mask: mask(prompt.length) };
+      for (const c of caches) f[c.past] = zeros();
+      const first = await s.run(f);
+      const past = caches.map((c) => first[c.present]);
+      first.logits.dispose();
+      let n = prompt.length;
+      for (let step = 0; step < 6; step++) {
+        const feeds: Record<string, OrtTensor> = { input_ids: ints([step + 1]), attention_mask: mask(++n) };
+        const fetches: Record<string, OrtTensor | null> = { logits: null };
+        caches.forEach((c, i) => {
+          feeds[c.past] = past[i];
+          fetches[c.present] = past[i];
+        });
+        mx.memory.clearCache();
+        const active = mx.memory.active();
+        mx.memory.resetPeak();
+        const out = await s.run(feeds, fetches as never);
+        expect(mx.memory.peak() - active).toBeLessThan(bufferBytes / 4);
+        caches.forEach((c, i) => expect(out[c.present]).toBe(past[i]));
+        out.logits.dispose();
+      }
+      // The cache holds the rows written in place: its first rows are the prompt's, its tail still zeros.
+      const key = (await past[0].getData()) as Float32Array;
+      expect(key.subarray(0, 32).some((x) => x !== 0)).toBe(true);
+      expect(key.subarray((n + 1) * 32, capacity * 32).every((x) => x === 0)).toBe(true);
+      // A pre-allocated device tensor of another shape is a clear error.
+      const feeds: Record<string, OrtTensor> = { input_ids: ints([1]), attention_mask: mask(n + 1) };
+      caches.forEach((c, i) => (feeds[c.past] = past[i]));
+      const other = await s.run({
+        input_ids: ints(prompt),
+        attention_mask: ints(new Array(prompt.length).fill(1)),
+        ...Object.fromEntries(caches.map((c) => [c.past, new ort.Tensor('float32', new Float32Array(0), [1, 4, 0, 32])])),
+      });
+      await expect(s.run(feeds, { logits: null, [caches[0].present]: other[caches[0].present] } as never)).rejects.toThrow(
+        /output 'present.0.key' is float32 \[1, 4, 1024, 32\], but its pre-allocated tensor is float32 \[1, 4, 8, 32\]/,
+      );
+      // A pre-allocated CPU tensor is filled.
+      const logits = new ort.Tensor('float32', new Float32Array(config.vocab), [1, 1, config.vocab]);
+      const filled = await s.run(feeds, { logits } as never);
+      expect(filled.logits).toBe(logits);
+      expect((logits.data as Float32Array).some((x) => x !== 0)).toBe(true);
+      for (const t of [...past, ...Object.values(other), ...Object.values(filled)]) if (t !== logits) t.dispose();
+    });
+  }, 120_000);
+});
+
 describe('sampling', () => {
   it('is seeded, and top-k 1 and a tiny top-p are greedy', async () => {
     const bytes = buildDecoder(llama);
