@@ -89,12 +89,19 @@ function pack4(data: ArrayLike<number>): Uint8Array {
  * downloads it; `dispose()` frees it. `value` is undefined once it is disposed.
  */
 export class MlxDeviceBuffer {
+  /**
+   * Set by the tensor's owner to let the next run that reads it consume it (as a donated feed,
+   * MlxRunOptions.donate): MLX may then write that run's outputs into its memory, e.g. a growing
+   * KV cache's new rows. The tensor is disposed by that run. generate() sets it on its caches.
+   */
+  consumable = false;
   constructor(public value: Extract<Value, { kind: 'device' }> | undefined) {}
   get disposed(): boolean {
     return !this.value || this.value.array.disposed;
   }
   dispose(): void {
     this.value?.array.dispose();
+    this.value?.reserve?.buffer.dispose();
     this.value = undefined;
   }
 }
@@ -233,11 +240,24 @@ class MlxSessionHandler implements InferenceSessionHandler {
       if (t) bound.set(name, { tensor: t, buffer: deviceBufferOf(t) });
     }
     const donate: string[] = [];
-    for (const [name, v] of Object.entries(feeds))
+    const consumed: MlxDeviceBuffer[] = [];
+    for (const [name, v] of Object.entries(feeds)) {
+      const own = deviceBufferOf(v);
+      if (own?.consumable && ![...bound.values()].some((b) => b.tensor === v)) {
+        donate.push(name);
+        consumed.push(own);
+        continue;
+      }
       for (const b of bound.values()) if (b.buffer && b.tensor === v && !donate.includes(name)) donate.push(name);
+    }
     // A pre-allocated tensor decides where its output goes; otherwise preferredOutputLocation does.
     const keep = wanted.filter((n) => (bound.has(n) ? !!bound.get(n)!.buffer : this.onDevice.has(n)));
-    const out = await this.session.run(inputs, wanted, { keepOnDevice: keep, donate });
+    let out: Awaited<ReturnType<MlxSession['run']>>;
+    try {
+      out = await this.session.run(inputs, wanted, { keepOnDevice: keep, donate });
+    } finally {
+      for (const b of consumed) if (b.disposed) b.value = undefined;
+    }
     const result: SessionHandler.ReturnType = {};
     for (const [name, v] of Object.entries(out)) {
       const b = bound.get(name);

@@ -9,6 +9,7 @@
 // buffer of fixed capacity per layer: each step binds the present into the past's own tensor, so
 // the new rows are written in place and every decode step has the same shapes.
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
+import { deviceBufferOf } from './backend.js';
 import { InvalidFeedError, OrtMlxError } from './errors.js';
 
 export interface SamplingOptions {
@@ -187,7 +188,11 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       caches.forEach((c, i) => {
         feeds[c.past] = past[i];
         // Shared buffer on the device: the present is written into the past's own tensor.
-        fetches[c.present] = capacity !== undefined && isDevice(past[i]) ? past[i] : null;
+        const shared = capacity !== undefined && isDevice(past[i]);
+        fetches[c.present] = shared ? past[i] : null;
+        // A growing cache on the mlx backend: the run may consume the past, appending in place.
+        const own = deviceBufferOf(past[i]);
+        if (own && !shared) own.consumable = true;
       });
       const out = (await session.run(feeds, fetches)) as Record<string, Tensor>;
       const next = caches.map((c) => out[c.present]);

@@ -67,7 +67,8 @@ export interface MlxRunOptions {
   /**
    * Device feeds the run may consume (KV caches): their arrays are disposed once the graph is
    * built, before evaluation, so that MLX can write results into their buffers in place (a
-   * GroupQueryAttention present written over its past). The caller must not use them afterwards.
+   * GroupQueryAttention present written over its past, a growing cache's rows appended to its
+   * reserve). The caller must not use them afterwards.
    */
   donate?: readonly string[];
 }
@@ -252,6 +253,14 @@ export class MlxSession {
     }
   }
 
+  private newRun(options: MlxRunOptions): RunState {
+    const run = this.runner.newRun();
+    const keep = options.keepOnDevice;
+    run.donated = new Set(options.donate ?? []);
+    run.keptOnDevice = (name) => keep === true || (Array.isArray(keep) && keep.includes(name));
+    return run;
+  }
+
   /** Runs synchronously (blocks the thread for the compute). For scripts; servers want run(). */
   runSync(
     feeds: Record<string, HostTensor | Value>,
@@ -259,7 +268,7 @@ export class MlxSession {
     options: MlxRunOptions = {},
   ): Record<string, HostTensor | Value> {
     this.checkRun(feeds, fetches);
-    const run = this.runner.newRun();
+    const run = this.newRun(options);
     try {
       const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
       donateFeeds(feeds, options.donate, values);
@@ -282,7 +291,7 @@ export class MlxSession {
   ): Promise<Record<string, HostTensor | Value>> {
     const result = this.queue.then(async () => {
       this.checkRun(feeds, fetches);
-      const run = this.runner.newRun();
+      const run = this.newRun(options);
       run.deferSyncs = true;
       try {
         const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
@@ -325,10 +334,17 @@ export class MlxSession {
     fetches.forEach((name, i) => {
       const v = values[i];
       if (keepIt(name) && v.kind === 'device') {
-        let array = v.array;
-        if (!kept.has(array) && run.arrays.delete(array)) kept.add(array);
-        else array = mx.copy(array);
-        out[name] = { kind: 'device', array, onnxType: v.onnxType };
+        const own = (a: mx.Array) => {
+          if (!kept.has(a) && run.arrays.delete(a)) {
+            kept.add(a);
+            return a;
+          }
+          return mx.copy(a).eval();
+        };
+        const array = own(v.array);
+        // A growing cache's reserve goes with its view (execute/kv-append.ts).
+        const reserve = v.reserve && !v.reserve.buffer.disposed ? { axis: v.reserve.axis, buffer: own(v.reserve.buffer) } : undefined;
+        out[name] = reserve ? { kind: 'device', array, onnxType: v.onnxType, reserve } : { kind: 'device', array, onnxType: v.onnxType };
         return;
       }
       out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
@@ -377,7 +393,10 @@ function donateFeeds(feeds: Record<string, HostTensor | Value>, names: readonly 
   const out = new Set(deviceArrays(outputs));
   for (const name of names) {
     const f = feeds[name];
-    if (f && 'kind' in f && f.kind === 'device' && !out.has(f.array)) f.array.dispose();
+    if (f && 'kind' in f && f.kind === 'device' && !out.has(f.array)) {
+      f.array.dispose();
+      if (f.reserve && !out.has(f.reserve.buffer)) f.reserve.buffer.dispose();
+    }
   }
 }
 

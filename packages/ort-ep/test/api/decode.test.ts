@@ -2,7 +2,7 @@
 // shared buffer written in place, and the generation loop, against onnxruntime-node token by token.
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import { MlxSession, type Value, cacheNames, generate, pickToken, transferStats } from '../../src/index.js';
+import { MlxSession, type Value, cacheNames, deviceBufferOf, generate, pickToken, transferStats } from '../../src/index.js';
 import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
 import { mlxCpu, ort, type OrtTensor } from '../helpers/ort.js';
 
@@ -246,6 +246,59 @@ describe('binding outputs into tensors (onnxruntime-common)', () => {
       expect((logits.data as Float32Array).some((x) => x !== 0)).toBe(true);
       for (const t of [...past, ...Object.values(other), ...Object.values(filled)]) if (t !== logits) t.dispose();
     });
+  }, 120_000);
+});
+
+describe('growing caches (Concat past/present) appended in place', () => {
+  const config: DecoderConfig = { ...gpt2, hidden: 128, heads: 4, maxPositions: 1024 };
+  const H = 32;
+  /** Decode steps after a 300-token prompt: each step's peak memory over its start, and whether the pasts were consumed. */
+  async function steps(consume: boolean): Promise<{ peaks: number[]; tokens: number[]; cacheBytes: number }> {
+    return withSession(buildDecoder(config), onDevice, async (s) => {
+      const caches = cacheNames(s);
+      const ints = (v: number[]) => new ort.Tensor('int64', BigInt64Array.from(v.map(BigInt)), [1, v.length]);
+      let past: OrtTensor[] = caches.map(() => new ort.Tensor('float32', new Float32Array(0), [1, 4, 0, H]));
+      let ids = Array.from({ length: 300 }, (_, i) => (i * 31) % config.vocab);
+      let cached = 0;
+      const peaks: number[] = [];
+      const tokens: number[] = [];
+      for (let step = 0; step < 12; step++) {
+        const feeds: Record<string, OrtTensor> = {
+          input_ids: ints(ids),
+          attention_mask: ints(new Array(cached + ids.length).fill(1)),
+          position_ids: ints(ids.map((_, i) => cached + i)),
+        };
+        caches.forEach((c, i) => {
+          feeds[c.past] = past[i];
+          const own = deviceBufferOf(past[i]);
+          if (own) own.consumable = consume;
+        });
+        mx.memory.clearCache();
+        const active = mx.memory.active();
+        mx.memory.resetPeak();
+        const out = await s.run(feeds);
+        peaks.push(mx.memory.peak() - active);
+        for (const t of past) if (t.location === 'gpu-buffer') t.dispose();
+        past = caches.map((c) => out[c.present]);
+        const logits = (await out.logits.getData(true)) as Float32Array;
+        cached += ids.length;
+        ids = [pickToken(logits.subarray(logits.length - config.vocab), 'greedy')];
+        tokens.push(ids[0]);
+      }
+      for (const t of past) t.dispose();
+      return { peaks, tokens, cacheBytes: caches.length * 4 * cached * H * 4 };
+    });
+  }
+
+  it('consumed pasts grow in their reserve: no decode step copies the cache', async () => {
+    const kept = await steps(false);
+    const consumed = await steps(true);
+    expect(consumed.tokens).toEqual(kept.tokens);
+    // Steps 2.. append to the reserve made at the prompt (room for 1024 rows); the first decode step
+    // still reads a past the caller held through the prompt's run.
+    for (const p of consumed.peaks.slice(2)) expect(p).toBeLessThan(consumed.cacheBytes / 8);
+    // The control: a past the caller keeps is concatenated, a copy of the whole cache, every step.
+    for (const p of kept.peaks.slice(2)) expect(p).toBeGreaterThan(consumed.cacheBytes);
   }, 120_000);
 });
 
