@@ -34,8 +34,10 @@ export const SIZES: Record<string, DecoderConfig> = {
   '100m': { kind: 'llama', layers: 12, hidden: 768, heads: 12, kvHeads: 4, ffn: 2048, vocab: 32000, maxPositions: 0 },
 };
 const size = arg('size', 'small')!;
+// --model gpt2: the same sizes as a GPT-2-shaped graph (present = Concat(past, new)), growing caches on both engines.
+const kind = arg('model', 'llama') as 'llama' | 'gpt2';
 const longest = Math.max(prefillLen, ...contexts) + warmup + tokens + 1;
-const config: DecoderConfig = { ...SIZES[size], maxPositions: longest };
+const config: DecoderConfig = { ...SIZES[size], kind, maxPositions: longest };
 
 const require = createRequire(import.meta.url);
 const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
@@ -68,7 +70,7 @@ async function main(): Promise<void> {
     return out;
   };
   const moved = () => (engine === 'mlx' ? transferStats().uploadedBytes + transferStats().downloadedBytes : ioBytes);
-  const kv = (n: number) => (engine === 'mlx' ? n + warmup + tokens + 1 : undefined);
+  const kv = (n: number) => (engine === 'mlx' && kind === 'llama' ? n + warmup + tokens + 1 : undefined);
 
   // Each step runs from the previous step's token to its own (the run, the logits' download, the
   // choice of the token and the loop's own work).
@@ -125,6 +127,7 @@ async function main(): Promise<void> {
       engine,
       device: engine === 'mlx' ? device : 'cpu',
       size,
+      model: kind,
       parameters: parameterCount(config),
       createMs,
       prefillTokens: prefillLen,

@@ -4,7 +4,7 @@
 // between host and device (mlx) or into and out of onnxruntime (its feeds and outputs).
 // Engines alternate over --rounds rounds; figures are medians over the rounds (a shared machine's
 // load moves single runs by 2-4x). Writes reports/bench-decode.json and bench/decode.svg. Never a test.
-//   tools/dev bench decode [--size tiny|small|100m] [--prefill 512] [--contexts 128,1024,4096]
+//   tools/dev bench decode [--size tiny|small|100m] [--model llama|gpt2] [--prefill 512] [--contexts 128,1024,4096]
 //     [--tokens 16] [--rounds 3] [--engines mlx,ort-node] [--device cpu|gpu]
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -21,10 +21,11 @@ const arg = (n: string, d?: string) => {
 const engines = arg('engines', 'mlx,ort-node')!.split(',');
 const rounds = Number(arg('rounds', '3'));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-const pass = ['size', 'prefill', 'contexts', 'tokens', 'warmup', 'device'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
+const pass = ['size', 'model', 'prefill', 'contexts', 'tokens', 'warmup', 'device'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
 
 interface Result {
   engine: string;
+  model: string;
   device: string;
   size: string;
   parameters: number;
@@ -75,7 +76,9 @@ function main(): void {
   const ok = results;
   if (!ok.length) process.exit(1);
   const ref = ok.find((r) => r.engine === 'ort-node');
-  console.log(`model: Llama-shaped (GQA), ${ok[0].size}, ${(ok[0].parameters / 1e6).toFixed(1)}M parameters, random weights\n`);
+  const shape = ok[0].model === 'gpt2' ? 'GPT-2-shaped (Concat past/present)' : 'Llama-shaped (GQA)';
+  const suffix = ok[0].model === 'gpt2' ? '-gpt2' : '';
+  console.log(`model: ${shape}, ${ok[0].size}, ${(ok[0].parameters / 1e6).toFixed(1)}M parameters, random weights\n`);
   console.log(
     '| engine | prefill ms (tokens) | ' +
       ok[0].decode.map((d) => `decode tok/s @${d.context}`).join(' | ') +
@@ -94,11 +97,11 @@ function main(): void {
     );
   }
   mkdirSync(join(pkg, 'reports'), { recursive: true });
-  writeFileSync(join(pkg, 'reports', 'bench-decode.json'), JSON.stringify({ date: new Date().toISOString(), results }, null, 2));
+  writeFileSync(join(pkg, 'reports', `bench-decode${suffix}.json`), JSON.stringify({ date: new Date().toISOString(), results }, null, 2));
   writeFileSync(
-    join(here, 'decode.svg'),
+    join(here, `decode${suffix}.svg`),
     barChart({
-      title: `Decode tokens/s, Llama-shaped ${(ok[0].parameters / 1e6).toFixed(0)}M (GQA), by context`,
+      title: `Decode tokens/s, ${shape}, ${(ok[0].parameters / 1e6).toFixed(0)}M parameters, by context`,
       groups: ok[0].decode.map((d) => `context ${d.context}`),
       series: ok.map((r) => ({ name: `${r.engine} (${r.device})`, values: r.decode.map((d) => d.tokensPerSecond) })),
       log: true,

@@ -73,6 +73,14 @@ export function cacheNames(session: Session): CacheName[] {
   return out;
 }
 
+/** An IEEE half's bits as a number (float16 logits held as Uint16Array). */
+function halfToFloat(h: number): number {
+  const e = (h >> 10) & 0x1f;
+  const m = h & 0x3ff;
+  const v = e === 0 ? m * 2 ** -24 : e === 31 ? (m ? Number.NaN : Number.POSITIVE_INFINITY) : (1 + m / 1024) * 2 ** (e - 15);
+  return h & 0x8000 ? -v : v;
+}
+
 /** mulberry32: a small seeded generator of floats in [0, 1). */
 function seeded(seed: number): () => number {
   let a = seed >>> 0;
@@ -204,8 +212,9 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
         );
       const logits = out.logits;
       const vocab = logits.dims[logits.dims.length - 1];
-      const data = (isDevice(logits) ? await logits.getData(true) : logits.data) as Float32Array;
-      const last = data.subarray(data.length - vocab);
+      const data = (isDevice(logits) ? await logits.getData(true) : logits.data) as Float32Array | Uint16Array;
+      const tail = data.subarray(data.length - vocab);
+      const last = logits.type === 'float16' && tail instanceof Uint16Array ? Float32Array.from(tail, halfToFloat) : tail;
       const token = pickToken(last, options.sampling, random);
       options.onStep?.(step, tokens.length);
       cached = total;
