@@ -290,6 +290,17 @@ describe('growing caches (Concat past/present) appended in place', () => {
     });
   }
 
+  it('a second generation in one session (13 signatures: the second traces them, the third replays; traced Concats copy) gives the same tokens', async () => {
+    const bytes = buildDecoder(gpt2);
+    const want = await withSession(bytes, {}, (s) => tokens(s, { maxNewTokens: 12 }));
+    const have = await withSession(bytes, onDevice, async (s) => [
+      await tokens(s, { maxNewTokens: 12 }),
+      await tokens(s, { maxNewTokens: 12 }),
+      await tokens(s, { maxNewTokens: 12 }),
+    ]);
+    expect(have).toEqual([want, want, want]);
+  }, 120_000);
+
   it('consumed pasts grow in their reserve: no decode step copies the cache', async () => {
     const kept = await steps(false);
     const consumed = await steps(true);
