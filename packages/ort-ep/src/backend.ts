@@ -19,7 +19,8 @@ import type { Backend, InferenceSession, InferenceSessionHandler, OnnxValue, Ses
 import * as ortEsm from 'onnxruntime-common';
 import { OnnxDataType, dataTypeName, type HostTensor } from './onnx/index.js';
 import { MlxSession, type MlxSessionOptions, type TensorMetadata } from './session.js';
-import { InvalidFeedError } from './errors.js';
+import { asHost, type Value } from './runtime/value.js';
+import { InvalidFeedError, OrtMlxError } from './errors.js';
 
 export const MLX_BACKEND_NAME = 'mlx';
 export const MLX_BACKEND_PRIORITY = -10;
@@ -111,14 +112,65 @@ function pack4(data: ArrayLike<number>): Uint8Array {
   return out;
 }
 
+/**
+ * The device memory behind an onnxruntime-common Tensor of location 'gpu-buffer' that this backend
+ * hands out (`tensor.gpuBuffer`): an MLX array that stays where the session computed it. Feeding
+ * the tensor to a run of any 'mlx' session uses the array without a copy. The Tensor's `getData()`
+ * downloads it; `dispose()` frees it. `value` is undefined once it is disposed.
+ */
+export class MlxDeviceBuffer {
+  /**
+   * Set by the tensor's owner to let the next run that reads it consume it (as a donated feed,
+   * MlxRunOptions.donate): MLX may then write that run's outputs into its memory, e.g. a growing
+   * KV cache's new rows. The tensor is disposed by that run. generate() sets it on its caches.
+   */
+  consumable = false;
+  constructor(public value: Extract<Value, { kind: 'device' }> | undefined) {}
+  get disposed(): boolean {
+    return !this.value || this.value.array.disposed;
+  }
+  dispose(): void {
+    this.value?.array.dispose();
+    this.value?.reserve?.buffer.dispose();
+    this.value = undefined;
+  }
+}
+
+/** The MlxDeviceBuffer of a Tensor this backend made, else undefined. */
+export function deviceBufferOf(t: unknown): MlxDeviceBuffer | undefined {
+  const tensor = t as Tensor;
+  if (!tensor || typeof tensor !== 'object' || tensor.location !== 'gpu-buffer') return undefined;
+  const b = tensor.gpuBuffer as unknown;
+  return b instanceof MlxDeviceBuffer ? b : undefined;
+}
+
+/** onnxruntime-common's 'gpu-buffer' tensors take these element types (tensor-impl.ts). */
+const gpuBufferTypes = new Set(['float32', 'float16', 'int32', 'int64', 'uint32', 'uint8', 'bool']);
+
+/** A feed: a host tensor, or the device Value behind a 'gpu-buffer' tensor of this backend. */
+function feedOf(name: string, t: OnnxValue): HostTensor | Value {
+  const tensor = t as Tensor;
+  if (tensor && typeof tensor === 'object' && tensor.location === 'none')
+    throw new InvalidFeedError(`input '${name}' is a tensor that was disposed`);
+  if (tensor && typeof tensor === 'object' && tensor.location === 'gpu-buffer') {
+    const b = deviceBufferOf(tensor);
+    if (!b) throw new InvalidFeedError(`input '${name}' is a 'gpu-buffer' tensor that the MLX backend did not make`);
+    if (b.disposed) throw new InvalidFeedError(`input '${name}' is a device tensor that was already disposed`);
+    return b.value!;
+  }
+  return tensorToHost(name, t);
+}
+
 /** An onnxruntime-common Tensor as a host tensor (data is not copied where layouts agree). */
 export function tensorToHost(name: string, t: OnnxValue): HostTensor {
   const tensor = t as Tensor;
   if (!tensor || typeof tensor !== 'object' || !('type' in tensor) || !('dims' in tensor)) {
     throw new InvalidFeedError(`input '${name}' is not a Tensor`);
   }
-  if (tensor.location && tensor.location !== 'cpu') {
-    throw new InvalidFeedError(`input '${name}' is on '${tensor.location}'; the MLX backend takes CPU tensors`);
+  if (tensor.location && tensor.location !== 'cpu' && tensor.location !== 'cpu-pinned') {
+    throw new InvalidFeedError(
+      `input '${name}' is on '${tensor.location}'; the MLX backend takes CPU tensors and its own 'gpu-buffer' tensors`,
+    );
   }
   const dtype = ortTypeToOnnx[tensor.type];
   if (dtype === undefined)
@@ -145,6 +197,39 @@ export function hostToTensor(ort: OrtModule, t: HostTensor): Tensor {
   return new ort.Tensor(type as 'float32', data as Float32Array, t.dims);
 }
 
+/** A device Value as a 'gpu-buffer' Tensor owning its array (see MlxDeviceBuffer). */
+function deviceToTensor(ort: OrtModule, v: Extract<Value, { kind: 'device' }>, where: string): Tensor {
+  const buffer = new MlxDeviceBuffer(v);
+  return ort.Tensor.fromGpuBuffer(buffer as never, {
+    dataType: dataTypeName(v.onnxType) as Tensor.GpuBufferDataTypes,
+    dims: v.array.shape,
+    download: async () => {
+      if (!buffer.value) throw new OrtMlxError(`${where}: the device tensor was disposed`);
+      return hostToTensor(ort, asHost(buffer.value, where)).data as never;
+    },
+    dispose: () => buffer.dispose(),
+  });
+}
+
+/** Which outputs a session returns on the device, from `preferredOutputLocation`. */
+function deviceOutputs(options: InferenceSession.SessionOptions | undefined, outputNames: readonly string[]): Set<string> {
+  const pref = options?.preferredOutputLocation;
+  const where = (name: string) => (typeof pref === 'string' || pref === undefined ? pref : pref[name]);
+  const known = new Set(['cpu', 'cpu-pinned', 'gpu-buffer']);
+  if (pref !== undefined && typeof pref === 'object')
+    for (const name of Object.keys(pref))
+      if (!outputNames.includes(name)) throw new TypeError(`preferredOutputLocation names '${name}', which is not an output of the model`);
+  const out = new Set<string>();
+  for (const name of outputNames) {
+    const loc = where(name);
+    if (loc === undefined) continue;
+    if (!known.has(loc))
+      throw new TypeError(`mlx execution provider: preferredOutputLocation '${loc}' is not supported (use 'cpu' or 'gpu-buffer')`);
+    if (loc === 'gpu-buffer') out.add(name);
+  }
+  return out;
+}
+
 function metadata(m: TensorMetadata): InferenceSession.ValueMetadata {
   if (!m.isTensor) return { name: m.name, isTensor: false };
   return { name: m.name, isTensor: true, type: m.type as Tensor.Type, shape: m.shape };
@@ -159,6 +244,8 @@ class MlxSessionHandler implements InferenceSessionHandler {
   constructor(
     private readonly ort: OrtModule,
     private readonly session: MlxSession,
+    /** Outputs returned as 'gpu-buffer' tensors (preferredOutputLocation). */
+    private readonly onDevice: ReadonlySet<string> = new Set(),
   ) {
     this.inputNames = session.inputNames;
     this.outputNames = session.outputNames;
@@ -166,16 +253,63 @@ class MlxSessionHandler implements InferenceSessionHandler {
     this.outputMetadata = session.outputMetadata.map(metadata);
   }
 
+  /**
+   * Feeds may be CPU tensors or this backend's 'gpu-buffer' tensors. A pre-allocated fetch that is
+   * a device tensor gets the output bound into it; when that same tensor is also a feed (a KV
+   * cache in shared-buffer mode: past and present one buffer), the run consumes the fed array so
+   * that the output is written over it in place, and the tensor then holds the output.
+   */
   async run(feeds: SessionHandler.FeedsType, fetches: SessionHandler.FetchesType): Promise<SessionHandler.ReturnType> {
-    const host: Record<string, HostTensor> = {};
-    for (const [name, v] of Object.entries(feeds)) host[name] = tensorToHost(name, v);
+    const inputs: Record<string, HostTensor | Value> = {};
+    for (const [name, v] of Object.entries(feeds)) inputs[name] = feedOf(name, v);
     const names = Object.keys(fetches);
-    const out = await this.session.run(host, names.length ? names : [...this.outputNames]);
+    const wanted = names.length ? names : [...this.outputNames];
+    const bound = new Map<string, { tensor: Tensor; buffer?: MlxDeviceBuffer }>();
+    for (const name of wanted) {
+      const t = fetches[name] as Tensor | null | undefined;
+      if (t) bound.set(name, { tensor: t, buffer: deviceBufferOf(t) });
+    }
+    const donate: string[] = [];
+    const consumed: MlxDeviceBuffer[] = [];
+    for (const [name, v] of Object.entries(feeds)) {
+      const own = deviceBufferOf(v);
+      if (own?.consumable && ![...bound.values()].some((b) => b.tensor === v)) {
+        donate.push(name);
+        consumed.push(own);
+        continue;
+      }
+      for (const b of bound.values()) if (b.buffer && b.tensor === v && !donate.includes(name)) donate.push(name);
+    }
+    // A pre-allocated tensor decides where its output goes; otherwise preferredOutputLocation does.
+    const keep = wanted.filter((n) => (bound.has(n) ? !!bound.get(n)!.buffer : this.onDevice.has(n)));
+    let out: Awaited<ReturnType<MlxSession['run']>>;
+    try {
+      out = await this.session.run(inputs, wanted, { keepOnDevice: keep, donate });
+    } finally {
+      for (const b of consumed) if (b.disposed) b.value = undefined;
+    }
     const result: SessionHandler.ReturnType = {};
     for (const [name, v] of Object.entries(out)) {
+      const b = bound.get(name);
+      if ('kind' in v && v.kind === 'device') {
+        if (b?.buffer) {
+          bindInto(b.tensor, b.buffer, v, name);
+          result[name] = b.tensor;
+        } else if (gpuBufferTypes.has(dataTypeName(v.onnxType))) result[name] = deviceToTensor(this.ort, v, `output '${name}'`);
+        else {
+          // Element types a 'gpu-buffer' tensor cannot hold come back on the CPU.
+          result[name] = hostToTensor(this.ort, asHost(v, `output '${name}'`));
+          v.array.dispose();
+        }
+        continue;
+      }
       if (!('dims' in v))
         throw new Error(`output '${name}' is a ${(v as { kind: string }).kind}, which onnxruntime-common cannot return from this backend`);
-      result[name] = hostToTensor(this.ort, v as HostTensor);
+      const t = hostToTensor(this.ort, v as HostTensor);
+      if (b) {
+        copyInto(b.tensor, t, name);
+        result[name] = b.tensor;
+      } else result[name] = t;
     }
     return result;
   }
@@ -185,6 +319,31 @@ class MlxSessionHandler implements InferenceSessionHandler {
   }
   startProfiling(): void {}
   endProfiling(): void {}
+}
+
+/** Binds a device output into a pre-allocated device tensor, which must have its type and shape. */
+function bindInto(tensor: Tensor, buffer: MlxDeviceBuffer, v: Extract<Value, { kind: 'device' }>, name: string): void {
+  const dims = v.array.shape;
+  if (tensor.type !== dataTypeName(v.onnxType) || dims.length !== tensor.dims.length || dims.some((d, i) => d !== tensor.dims[i])) {
+    v.array.dispose();
+    buffer.dispose();
+    throw new InvalidFeedError(
+      `output '${name}' is ${dataTypeName(v.onnxType)} [${dims.join(', ')}], but its pre-allocated tensor is ${tensor.type} [${tensor.dims.join(', ')}] (the pre-allocated tensor was consumed)`,
+    );
+  }
+  if (buffer.value && buffer.value.array !== v.array) buffer.value.array.dispose();
+  buffer.value = v;
+}
+
+/** Copies a host output into a pre-allocated CPU tensor of the same type and shape. */
+function copyInto(dst: Tensor, src: Tensor, name: string): void {
+  if (dst.location !== 'cpu' && dst.location !== 'cpu-pinned')
+    throw new InvalidFeedError(`output '${name}': a pre-allocated tensor on '${dst.location}' that the MLX backend did not make`);
+  if (dst.type !== src.type || dst.dims.length !== src.dims.length || dst.dims.some((d, i) => d !== src.dims[i]))
+    throw new InvalidFeedError(
+      `output '${name}' is ${src.type} [${src.dims.join(', ')}], but its pre-allocated tensor is ${dst.type} [${dst.dims.join(', ')}]`,
+    );
+  (dst.data as unknown as { set(a: ArrayLike<unknown>): void }).set(src.data as ArrayLike<unknown>);
 }
 
 function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionOptions {
@@ -223,7 +382,12 @@ export function createMlxBackend(ort: OrtModule = ortEsm as unknown as OrtModule
     },
     async createInferenceSessionHandler(uriOrBuffer, options) {
       const session = await MlxSession.create(uriOrBuffer, providerOptions(options));
-      return new MlxSessionHandler(ort, session);
+      try {
+        return new MlxSessionHandler(ort, session, deviceOutputs(options, session.outputNames));
+      } catch (e) {
+        session.release();
+        throw e;
+      }
     },
   };
 }

@@ -15,8 +15,12 @@ export {
   type MlxExecutionProviderOption,
   type MlxProviderOptions,
   type MlxRegistration,
+  MlxDeviceBuffer,
+  deviceBufferOf,
 } from './backend.js';
-export { MlxSession, type MlxSessionOptions, type TensorMetadata } from './session.js';
+export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type TensorMetadata } from './session.js';
+export { generate, pickToken, cacheNames, type GenerateOptions, type SamplingOptions } from './generate.js';
+export { transferStats, type TransferStats } from './runtime/convert.js';
 export { OrtMlxError, UnsupportedOperatorError, NodeExecutionError, InvalidFeedError, type UnsupportedNode } from './errors.js';
 export { OpRegistry } from './registry/registry.js';
 export type { OpEntry, OpContext, CheckContext } from './registry/types.js';

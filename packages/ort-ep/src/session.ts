@@ -23,6 +23,7 @@ import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } f
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { GraphProgram } from './execute/run.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
+import type { RunState } from './execute/env.js';
 import { InvalidFeedError, OnnxLoadError, OrtMlxError, UnsupportedOperatorError, messageOf, type UnsupportedNode } from './errors.js';
 
 export interface MlxSessionOptions {
@@ -83,6 +84,23 @@ export interface MlxSessionOptions {
    * may use; OPENBLAS_NUM_THREADS for BLAS).
    */
   intraOpNumThreads?: number;
+}
+
+/** Per-run choices of MlxSession.run / runSync. */
+export interface MlxRunOptions {
+  /**
+   * Outputs returned as device Values (`{ kind: 'device', array, onnxType }`) instead of host
+   * tensors: true for all, or the names. Nothing is downloaded for them; the caller owns each
+   * array and disposes it (`value.array.dispose()`), or feeds it to a later run.
+   */
+  keepOnDevice?: boolean | readonly string[];
+  /**
+   * Device feeds the run may consume (KV caches): their arrays are disposed once the graph is
+   * built, before evaluation, so that MLX can write results into their buffers in place (a
+   * GroupQueryAttention present written over its past, a growing cache's rows appended to its
+   * reserve). The caller must not use them afterwards.
+   */
+  donate?: readonly string[];
 }
 
 export interface TensorMetadata {
@@ -267,7 +285,12 @@ export class MlxSession {
     }
     for (const [name, f] of Object.entries(feeds)) {
       const info = known.get(name)!;
-      if (info.type.kind !== 'tensor' || ('kind' in f && f.kind !== 'host')) continue;
+      if (info.type.kind !== 'tensor') continue;
+      if ('kind' in f && f.kind === 'device') {
+        this.validateDeviceFeed(name, info, f);
+        continue;
+      }
+      if ('kind' in f && f.kind !== 'host') continue;
       const t = ('kind' in f ? f.tensor : f) as HostTensor;
       const want = info.type.elemType;
       if (want && t.dtype !== want) {
@@ -298,6 +321,26 @@ export class MlxSession {
     }
   }
 
+  /** A device feed: a live array of the input's element type, rank and static dimensions. */
+  private validateDeviceFeed(name: string, info: ValueInfoIR, f: Extract<Value, { kind: 'device' }>): void {
+    if (f.array.disposed)
+      throw new InvalidFeedError(`model ${this.name}: input '${name}' is a device array that was already disposed (or donated to a run)`);
+    // A lazy array made on another thread's streams cannot be evaluated by the run's worker: evaluate it here.
+    if (!f.array.isAvailable()) f.array.eval();
+    if (info.type.kind !== 'tensor') return;
+    const want = info.type.elemType;
+    if (want && f.onnxType !== want)
+      throw new InvalidFeedError(
+        `model ${this.name}: input '${name}' expects element type ${dataTypeName(want)}, got ${dataTypeName(f.onnxType)}`,
+      );
+    const shape = info.type.shape;
+    const dims = f.array.shape;
+    if (shape && (shape.length !== dims.length || shape.some((d, i) => typeof d === 'number' && d >= 0 && dims[i] !== d)))
+      throw new InvalidFeedError(
+        `model ${this.name}: input '${name}' expects shape [${shape.map((d) => d ?? '?').join(', ')}], got [${dims.join(', ')}]`,
+      );
+  }
+
   private checkRun(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): void {
     if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
     this.validateFeeds(feeds);
@@ -307,14 +350,27 @@ export class MlxSession {
     }
   }
 
-  /** Runs synchronously (blocks the thread for the compute). For scripts; servers want run(). */
-  runSync(feeds: Record<string, HostTensor | Value>, fetches: string[] = this.outputNames): Record<string, HostTensor | Value> {
-    this.checkRun(feeds, fetches);
+  private newRun(options: MlxRunOptions): RunState {
     const run = this.runner.newRun();
+    const keep = options.keepOnDevice;
+    run.donated = new Set(options.donate ?? []);
+    run.keptOnDevice = (name) => keep === true || (Array.isArray(keep) && keep.includes(name));
+    return run;
+  }
+
+  /** Runs synchronously (blocks the thread for the compute). For scripts; servers want run(). */
+  runSync(
+    feeds: Record<string, HostTensor | Value>,
+    fetches: string[] = this.outputNames,
+    options: MlxRunOptions = {},
+  ): Record<string, HostTensor | Value> {
+    this.checkRun(feeds, fetches);
+    const run = this.newRun(options);
     try {
       const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
+      donateFeeds(feeds, options.donate, values);
       evalSync(this.streams, run, deviceArrays(values));
-      return within(this.streams, () => this.collect(fetches, values));
+      return within(this.streams, () => this.collect(fetches, values, run, options.keepOnDevice));
     } finally {
       mx.dispose([...run.arrays]);
     }
@@ -325,15 +381,20 @@ export class MlxSession {
    * MLX evaluates off the JS thread. Runs of one session queue in order; runs of different
    * sessions overlap.
    */
-  run(feeds: Record<string, HostTensor | Value>, fetches: string[] = this.outputNames): Promise<Record<string, HostTensor | Value>> {
+  run(
+    feeds: Record<string, HostTensor | Value>,
+    fetches: string[] = this.outputNames,
+    options: MlxRunOptions = {},
+  ): Promise<Record<string, HostTensor | Value>> {
     const result = this.queue.then(async () => {
       this.checkRun(feeds, fetches);
-      const run = this.runner.newRun();
+      const run = this.newRun(options);
       run.deferSyncs = true;
       try {
         const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
+        donateFeeds(feeds, options.donate, values);
         await evalAsync(this.streams, run, deviceArrays(values));
-        return within(this.streams, () => this.collect(fetches, values));
+        return within(this.streams, () => this.collect(fetches, values, run, options.keepOnDevice));
       } finally {
         mx.dispose([...run.arrays]);
       }
@@ -396,9 +457,20 @@ export class MlxSession {
     return feeds;
   }
 
-  /** Outputs on the host: tensors as HostTensors, sequences as sequences of host values. */
-  private collect(fetches: readonly string[], values: Value[]): Record<string, HostTensor | Value> {
+  /**
+   * Outputs on the host: tensors as HostTensors, sequences as sequences of host values; those in
+   * `keep` as device Values whose arrays the caller now owns (taken out of the run's arrays, or a
+   * new handle where the run does not own the array: a feed, a constant, an output named twice).
+   */
+  private collect(
+    fetches: readonly string[],
+    values: Value[],
+    run: RunState,
+    keep: MlxRunOptions['keepOnDevice'],
+  ): Record<string, HostTensor | Value> {
     const out: Record<string, HostTensor | Value> = {};
+    const kept = new Set<mx.Array>();
+    const keepIt = (name: string) => keep === true || (Array.isArray(keep) && keep.includes(name));
     const toHost = (v: Value, where: string): Value =>
       v.kind === 'device'
         ? { kind: 'host', tensor: asHost(v, where) }
@@ -407,6 +479,20 @@ export class MlxSession {
           : v;
     fetches.forEach((name, i) => {
       const v = values[i];
+      if (keepIt(name) && v.kind === 'device') {
+        const own = (a: mx.Array) => {
+          if (!kept.has(a) && run.arrays.delete(a)) {
+            kept.add(a);
+            return a;
+          }
+          return mx.copy(a).eval();
+        };
+        const array = own(v.array);
+        // A growing cache's reserve goes with its view (execute/kv-append.ts).
+        const reserve = v.reserve && !v.reserve.buffer.disposed ? { axis: v.reserve.axis, buffer: own(v.reserve.buffer) } : undefined;
+        out[name] = reserve ? { kind: 'device', array, onnxType: v.onnxType, reserve } : { kind: 'device', array, onnxType: v.onnxType };
+        return;
+      }
       out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
     });
     return out;
@@ -448,6 +534,23 @@ function readModelFile(path: string): Uint8Array {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw new OnnxLoadError(`cannot read the model file: ${code === 'ENOENT' ? 'no such file' : messageOf(e)}`, { model: path, cause: e });
+  }
+}
+
+/**
+ * Disposes the donated device feeds (MlxRunOptions.donate) once the graph is built, so that the
+ * graph holds their arrays' only references and MLX may reuse their buffers for results. A feed
+ * that is itself an output stays.
+ */
+function donateFeeds(feeds: Record<string, HostTensor | Value>, names: readonly string[] | undefined, outputs: readonly Value[]): void {
+  if (!names?.length) return;
+  const out = new Set(deviceArrays(outputs));
+  for (const name of names) {
+    const f = feeds[name];
+    if (f && 'kind' in f && f.kind === 'device' && !out.has(f.array)) {
+      f.array.dispose();
+      if (f.reserve && !out.has(f.reserve.buffer)) f.reserve.buffer.dispose();
+    }
   }
 }
 

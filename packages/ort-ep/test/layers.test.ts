@@ -19,6 +19,7 @@ const LAYERS: string[][] = [
   ['execute'],
   ['session.ts', 'check.ts'],
   ['backend.ts'],
+  ['generate.ts'],
   ['demo'],
   ['cli.ts'],
   ['index.ts'],

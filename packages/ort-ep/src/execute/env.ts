@@ -35,6 +35,11 @@ export class RunState {
   analysis?: Analysis;
   /** Whether top-level nodes hand host reads of unevaluated arrays back to the driver (NeedsEval) instead of blocking. */
   deferSyncs = false;
+  /** Feeds the run may consume (MlxRunOptions.donate), and whether an output stays on the device: kv-append.ts reads them. */
+  donated: ReadonlySet<string> = new Set();
+  keptOnDevice: (name: string) => boolean = () => false;
+  /** Set while mx.compile traces a segment (signature.ts): tracers, not data. */
+  tracing = false;
   /** Every array the run creates, freed when it ends (a run spans several synchronous steps). */
   readonly arrays = new Set<mx.Disposable>();
 

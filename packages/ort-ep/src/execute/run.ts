@@ -1,6 +1,7 @@
 // Execution of a planned graph: walk the nodes the requested outputs need, building MLX's lazy
 // graph; host tensors carry shape math (Shape, Gather on shapes, Concat, ...) so that
 // Reshape/Expand/Slice see static arguments.
+import { appendKv, kvAppendNodes } from './kv-append.js';
 import * as mx from '@mlx/core';
 import type { GraphIR, HostTensor } from '../onnx/index.js';
 import { neededNodes, type GraphPlan, type PlannedNode } from '../plan/plan.js';
@@ -54,10 +55,14 @@ export class GraphProgram {
   readonly fallbacks = new Map<number, FallbackRunner>();
   private readonly orders = new Map<string, number[]>();
 
+  /** Concat nodes that append a fed KV cache (kv-append.ts). */
+  private readonly kvAppend: Set<number>;
+
   constructor(
     readonly plan: GraphPlan,
     cpu?: CpuBackend,
   ) {
+    this.kvAppend = kvAppendNodes(plan);
     const runSub = (g: GraphIR, inputs: Value[], outer: Env): Value[] => {
       const sub = this.subprograms.get(g);
       if (!sub) throw new Error('internal error: subgraph was not planned');
@@ -101,7 +106,11 @@ export class GraphProgram {
     analysis?.begin();
     let results: OpResult[] | undefined;
     try {
-      if (placeNode(entry, ctx) === 'host') results = entry.host!(ctx);
+      if (this.kvAppend.has(idx) && !env.run.tracing && env.depth === 0) {
+        const v = appendKv(ctx);
+        if (v) results = [v];
+      }
+      if (!results && placeNode(entry, ctx) === 'host') results = entry.host!(ctx);
       if (!results) {
         if (!entry.run) throw new Error(`internal error: ${pn.node.opType} runs on the host only, and its host() gave no result`);
         results = entry.run(ctx);

@@ -171,6 +171,7 @@ export class SignatureProgram {
   private trace(g: Segment): mx.CompiledFunction {
     const body = (...inputs: mx.Array[]): mx.Array[] => {
       const run = new RunState(this.constants, this.program.plan.modelName);
+      run.tracing = true;
       const env = new Env(this.program.plan, run);
       for (const [n, v] of this.statics) env.values.set(n, v);
       inputs.forEach((a, k) => env.values.set(g.inputs[k], { kind: 'device', array: a, onnxType: g.inputTypes[k] }));

@@ -52,6 +52,25 @@ export function onnxTypeOf(d: mx.Dtype): number {
 }
 
 /**
+ * Bytes copied between host memory and MLX arrays by upload() and download(), since the process
+ * started: every feed, result and host read of device data goes through them, so the difference
+ * of two readings is what a run moved (constants uploaded at session creation included).
+ */
+export interface TransferStats {
+  uploadedBytes: number;
+  downloadedBytes: number;
+  uploads: number;
+  downloads: number;
+}
+
+const transfers: TransferStats = { uploadedBytes: 0, downloadedBytes: 0, uploads: 0, downloads: 0 };
+
+/** A copy of the process-wide transfer counters. */
+export function transferStats(): TransferStats {
+  return { ...transfers };
+}
+
+/**
  * Uploads a host tensor. Throws for element types MLX cannot hold. A large tensor whose values were
  * never read on the host goes up from its file bytes, without a decoded copy.
  */
@@ -59,13 +78,20 @@ export function upload(t: HostTensor): mx.Array {
   const d = mxDtypeOf(t.dtype);
   if (!d) throw new Error(`element type ${t.dtype} cannot be held by MLX`);
   const raw = undecodedBytes(t);
-  if (raw) return mx.Array.fromBytes(raw, t.dims, d);
+  transfers.uploads++;
+  if (raw) {
+    transfers.uploadedBytes += raw.byteLength;
+    return mx.Array.fromBytes(raw, t.dims, d);
+  }
   if (!ArrayBuffer.isView(t.data)) throw new Error(`element type ${t.dtype} cannot be held by MLX`);
+  transfers.uploadedBytes += t.data.byteLength;
   return mx.Array.fromTypedArray(t.data, t.dims, d);
 }
 
 /** Downloads an array (evaluating it), keeping an ONNX element type that MLX widens (int4, uint4). */
 export function download(a: mx.Array, onnxType?: number): HostTensor {
   const data = a.toTypedArray();
+  transfers.downloads++;
+  transfers.downloadedBytes += data.byteLength;
   return { dtype: onnxType ?? onnxTypeOf(a.dtype), dims: a.shape, data };
 }

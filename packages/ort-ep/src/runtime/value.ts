@@ -4,10 +4,19 @@ import type * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import { download } from './convert.js';
 
+/**
+ * A growing KV cache's buffer (execute/kv-append.ts): `array` is a view of its leading rows along
+ * `axis`, and the rows after them are room for the next steps. Whoever owns the Value owns both.
+ */
+export interface KvReserve {
+  buffer: mx.Array;
+  axis: number;
+}
+
 /** A tensor during execution: on the host (constants, shape math) or an MLX array (lazy). */
 export type Value =
   | { kind: 'host'; tensor: HostTensor }
-  | { kind: 'device'; array: mx.Array; onnxType: number }
+  | { kind: 'device'; array: mx.Array; onnxType: number; reserve?: KvReserve }
   | { kind: 'sequence'; items: Value[]; elemType: number }
   | { kind: 'none' };
 

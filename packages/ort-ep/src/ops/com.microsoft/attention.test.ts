@@ -96,6 +96,17 @@ describe('GroupQueryAttention', () => {
     /** Further inputs by position: attention_bias 10, head_sink 11, q_norm_weight 14, k_norm_weight 15. */
     extra?: Record<number, [string, OrtTensor]>;
   }
+  // A shared buffer holds zeros past each entry's cached rows (as a generation loop's buffer does):
+  // the present keeps the buffer's rows there, where onnxruntime's kernel, given two buffers, writes zeros.
+  const pastOf = (c: G, len: number, seed: number) => {
+    const t = rand([c.B, Nkv, len, H], seed);
+    if (c.shared === undefined) return t;
+    const data = t.data as Float32Array;
+    for (let b = 0; b < c.B; b++)
+      for (let n = 0; n < Nkv; n++)
+        for (let r = c.lens[b] - c.S; r < len; r++) data.fill(0, ((b * Nkv + n) * len + r) * H, ((b * Nkv + n) * len + r + 1) * H);
+    return t;
+  };
   const caseOf = (c: G): [Uint8Array, Feeds] => {
     const total = Math.max(...c.lens);
     const pastLen = c.shared ?? c.past;
@@ -103,8 +114,8 @@ describe('GroupQueryAttention', () => {
       q: rand([c.B, c.S, c.packed ? (N + 2 * Nkv) * H : N * H], 11),
       k: c.packed ? undefined : rand([c.B, c.S, Nkv * H], 12),
       val: c.packed ? undefined : rand([c.B, c.S, Nkv * H], 13),
-      pk: pastLen ? rand([c.B, Nkv, pastLen, H], 14) : undefined,
-      pv: pastLen ? rand([c.B, Nkv, pastLen, H], 15) : undefined,
+      pk: pastLen ? pastOf(c, pastLen, 14) : undefined,
+      pv: pastLen ? pastOf(c, pastLen, 15) : undefined,
       sl: i32(c.lens.map((l) => l - 1)),
       tl: i32([total], []),
       cos: c.rotary ? cos : undefined,

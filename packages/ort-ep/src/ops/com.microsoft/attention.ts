@@ -206,6 +206,7 @@ function gqaRotary(ctx: OpContext<GqaParams>, q: mx.Array, k: mx.Array, g: GqaSh
  * zeros (as onnxruntime's CPU kernel leaves a present buffer that is not the past's own).
  */
 function gqaCache(past: mx.Array | undefined, fresh: mx.Array, g: GqaShape, length: number): mx.Array {
+  if (past && past.shape[2] === length) return gqaCacheInPlace(past, fresh, g);
   const rows: mx.Array[] = [];
   for (let b = 0; b < g.B; b++) {
     const one = (a: mx.Array, from: number, to: number) => mx.slice(a, [b, 0, from, 0], [b + 1, g.Nkv, to, g.H], [1, 1, 1, 1]);
@@ -218,6 +219,34 @@ function gqaCache(past: mx.Array | undefined, fresh: mx.Array, g: GqaShape, leng
     rows.push(parts.length === 1 ? parts[0] : mx.concatenate(parts, 2));
   }
   return rows.length === 1 ? rows[0] : mx.concatenate(rows, 0);
+}
+
+/**
+ * Shared-buffer mode (the past is a buffer of fixed capacity, at least the total length, and the
+ * present is the same buffer): each entry's new rows are written over the past at its start with a
+ * slice update, so that the step costs its new rows, not the cache. When the run holds the past's
+ * only reference (a donated feed, MlxRunOptions.donate), MLX writes into the past's own buffer;
+ * otherwise it copies the past once. Rows past each entry's end keep the past's contents, as in
+ * onnxruntime's shared buffer (attention never reads them).
+ */
+function gqaCacheInPlace(past: mx.Array, fresh: mx.Array, g: GqaShape): mx.Array {
+  let out = past;
+  for (let b = 0; b < g.B; b++) {
+    const rows = g.B === 1 ? fresh : mx.slice(fresh, [b, 0, 0, 0], [b + 1, g.Nkv, g.S, g.H], [1, 1, 1, 1]);
+    const start = g.starts[b];
+    if (start < 0 || start + g.S > past.shape[2])
+      throw new RangeError(
+        `seqlens_k puts batch entry ${b}'s new tokens at ${start}..${start + g.S}, outside the KV buffer of ${past.shape[2]}`,
+      );
+    out = mx.sliceUpdate(
+      out,
+      rows.dtype === past.dtype ? rows : mx.astype(rows, past.dtype),
+      [b, 0, start, 0],
+      [b + 1, g.Nkv, start + g.S, g.H],
+      [1, 1, 1, 1],
+    );
+  }
+  return out;
 }
 
 /** Key visibility [B, 1, S, T]: key j < the entry's length, j ≤ the query's position, inside the window. */

@@ -1,0 +1,143 @@
+// One engine decoding one Llama-shaped model (GroupQueryAttention, grouped KV heads) in its own
+// process (decode.ts spawns it); prints one JSON line.
+//   node --conditions=source --import tsx bench/decode-worker.ts --engine mlx|ort-node --size tiny|small|100m
+//     [--device cpu|gpu] [--prefill 512] [--contexts 128,1024,4096] [--tokens 16] [--warmup 4]
+// - prefill: one run of a prompt of --prefill tokens into an empty cache (median of 3 after one warm-up);
+// - decode at context C: generate() after a C-token prompt; the time of each step after --warmup
+//   steps, as tokens/s, and the bytes each step moved (mlx: host<->device copies, transferStats();
+//   onnxruntime-node: the bytes of its feeds and outputs, which cross into and out of its native
+//   memory).
+// mlx runs shared-buffer mode (kvCapacity: the cache stays on the device and the presents are
+// written into the pasts); onnxruntime-node runs the growing cache its JS API allows (CPU tensors
+// in and out each step).
+import { createRequire } from 'node:module';
+import { performance } from 'node:perf_hooks';
+import type { InferenceSession, Tensor } from 'onnxruntime-common';
+import { generate, transferStats } from '../src/index.js';
+import { buildDecoder, type DecoderConfig, parameterCount } from '../test/helpers/decoder.js';
+
+const arg = (n: string, d?: string) => {
+  const i = process.argv.indexOf(`--${n}`);
+  return i >= 0 ? process.argv[i + 1] : d;
+};
+const engine = arg('engine', 'mlx')!;
+const device = arg('device', 'cpu') as 'cpu' | 'gpu';
+const prefillLen = Number(arg('prefill', '512'));
+const contexts = arg('contexts', '128,1024,4096')!.split(',').map(Number);
+const tokens = Number(arg('tokens', '16'));
+const warmup = Number(arg('warmup', '4'));
+
+export const SIZES: Record<string, DecoderConfig> = {
+  tiny: { kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 512, maxPositions: 0 },
+  small: { kind: 'llama', layers: 4, hidden: 256, heads: 8, kvHeads: 2, ffn: 704, vocab: 8192, maxPositions: 0 },
+  // ~110M parameters: the shape the issue's goal names (a ~100M Llama at context 1024).
+  '100m': { kind: 'llama', layers: 12, hidden: 768, heads: 12, kvHeads: 4, ffn: 2048, vocab: 32000, maxPositions: 0 },
+};
+const size = arg('size', 'small')!;
+// --model gpt2: the same sizes as a GPT-2-shaped graph (present = Concat(past, new)), growing caches on both engines.
+const kind = arg('model', 'llama') as 'llama' | 'gpt2';
+const longest = Math.max(prefillLen, ...contexts) + warmup + tokens + 1;
+const config: DecoderConfig = { ...SIZES[size], kind, maxPositions: longest };
+
+const require = createRequire(import.meta.url);
+const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
+ort.env.logLevel = 'error';
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+const prompt = (n: number) => Array.from({ length: n }, (_, i) => (i * 7919 + 13) % config.vocab);
+const bytesOf = (ts: Iterable<Tensor>) => {
+  let n = 0;
+  for (const t of ts) if (t.location === 'cpu') n += (t.data as ArrayBufferView).byteLength;
+  return n;
+};
+
+async function main(): Promise<void> {
+  const bytes = buildDecoder(config);
+  if (engine === 'mlx') await import('../src/index.js');
+  const threads = Number(process.env.BENCH_THREADS ?? 2);
+  const options =
+    engine === 'mlx'
+      ? { executionProviders: [{ name: 'mlx', device }], preferredOutputLocation: 'gpu-buffer' }
+      : { executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1 };
+  const t0 = performance.now();
+  const session = (await ort.InferenceSession.create(bytes, options as never)) as unknown as InferenceSession;
+  const createMs = performance.now() - t0;
+  // onnxruntime-node: count the bytes of each run's feeds and outputs.
+  let ioBytes = 0;
+  const run = session.run.bind(session);
+  (session as { run: unknown }).run = async (feeds: Record<string, Tensor>, fetches: never) => {
+    const out = (await run(feeds, fetches)) as Record<string, Tensor>;
+    ioBytes += bytesOf(Object.values(feeds)) + bytesOf(Object.values(out));
+    return out;
+  };
+  const moved = () => (engine === 'mlx' ? transferStats().uploadedBytes + transferStats().downloadedBytes : ioBytes);
+  const kv = (n: number) => (engine === 'mlx' && kind === 'llama' ? n + warmup + tokens + 1 : undefined);
+
+  // Each step runs from the previous step's token to its own (the run, the logits' download, the
+  // choice of the token and the loop's own work).
+  let last = 0;
+  let lastBytes = 0;
+  const times: number[] = [];
+  const bytesMoved: number[] = [];
+  const onStep = (step: number) => {
+    const now = performance.now();
+    const b = moved();
+    if (step > 0) {
+      times.push(now - last);
+      bytesMoved.push(b - lastBytes);
+    }
+    last = now;
+    lastBytes = b;
+  };
+  const begin = () => {
+    times.length = 0;
+    bytesMoved.length = 0;
+    last = performance.now();
+    lastBytes = moved();
+  };
+
+  // Prefill: the prompt's run alone, from an empty cache to its first token.
+  const prefill: number[] = [];
+  for (let r = 0; r < 4; r++) {
+    const start = performance.now();
+    for await (const _ of generate(session, {
+      inputIds: prompt(prefillLen),
+      maxNewTokens: 1,
+      kvCapacity: kv(prefillLen),
+      Tensor: ort.Tensor as never,
+    }));
+    if (r > 0) prefill.push(performance.now() - start);
+  }
+
+  const decode: { context: number; tokensPerSecond: number; msPerToken: number; bytesPerToken: number }[] = [];
+  for (const context of contexts) {
+    begin();
+    for await (const _ of generate(session, {
+      inputIds: prompt(context),
+      maxNewTokens: warmup + tokens + 1,
+      kvCapacity: kv(context),
+      Tensor: ort.Tensor as never,
+      onStep,
+    }));
+    const ms = median(times.slice(warmup));
+    decode.push({ context, tokensPerSecond: 1000 / ms, msPerToken: ms, bytesPerToken: median(bytesMoved.slice(warmup)) });
+  }
+  await session.release();
+  console.log(
+    JSON.stringify({
+      engine,
+      device: engine === 'mlx' ? device : 'cpu',
+      size,
+      model: kind,
+      parameters: parameterCount(config),
+      createMs,
+      prefillTokens: prefillLen,
+      prefillMs: median(prefill),
+      decode,
+    }),
+  );
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

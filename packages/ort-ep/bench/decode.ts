@@ -1,0 +1,113 @@
+// LLM decoding: prefill and decode tokens/s of a Llama-shaped model (GroupQueryAttention, random
+// weights, test/helpers/decoder.ts) for the 'mlx' provider and onnxruntime-node's CPU provider,
+// each engine alone in its own process (decode-worker.ts), with the bytes each token moves
+// between host and device (mlx) or into and out of onnxruntime (its feeds and outputs).
+// Engines alternate over --rounds rounds; figures are medians over the rounds (a shared machine's
+// load moves single runs by 2-4x). Writes reports/bench-decode.json and bench/decode.svg. Never a test.
+//   tools/dev bench decode [--size tiny|small|100m] [--model llama|gpt2] [--prefill 512] [--contexts 128,1024,4096]
+//     [--tokens 16] [--rounds 3] [--engines mlx,ort-node] [--device cpu|gpu]
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { barChart } from './chart.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const pkg = join(here, '..');
+const arg = (n: string, d?: string) => {
+  const i = process.argv.indexOf(`--${n}`);
+  return i >= 0 ? process.argv[i + 1] : d;
+};
+const engines = arg('engines', 'mlx,ort-node')!.split(',');
+const rounds = Number(arg('rounds', '3'));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+const pass = ['size', 'model', 'prefill', 'contexts', 'tokens', 'warmup', 'device'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
+
+interface Result {
+  engine: string;
+  model: string;
+  device: string;
+  size: string;
+  parameters: number;
+  createMs: number;
+  prefillTokens: number;
+  prefillMs: number;
+  decode: { context: number; tokensPerSecond: number; msPerToken: number; bytesPerToken: number }[];
+  error?: string;
+}
+
+function worker(engine: string): Result {
+  const r = spawnSync(
+    process.execPath,
+    ['--conditions=source', '--import', 'tsx', join(here, 'decode-worker.ts'), '--engine', engine, ...pass],
+    { cwd: pkg, encoding: 'utf8', timeout: 1_800_000 },
+  );
+  const line = r.stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .at(-1);
+  if (!line) return { engine, error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' | ') } as Result;
+  return JSON.parse(line) as Result;
+}
+
+const fmtBytes = (n: number) =>
+  n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`;
+
+function main(): void {
+  const runs = new Map<string, Result[]>(engines.map((e) => [e, []]));
+  for (let round = 0; round < rounds; round++)
+    for (const e of round % 2 ? [...engines].reverse() : engines) {
+      const r = worker(e);
+      if (r.error) console.error(`${e}: ${r.error}`);
+      else runs.get(e)!.push(r);
+    }
+  const results: Result[] = [...runs.values()]
+    .filter((rs) => rs.length)
+    .map((rs) => ({
+      ...rs[0],
+      rounds: rs.length,
+      prefillMs: median(rs.map((r) => r.prefillMs)),
+      decode: rs[0].decode.map((d, i) => {
+        const ms = median(rs.map((r) => r.decode[i].msPerToken));
+        return { ...d, msPerToken: ms, tokensPerSecond: 1000 / ms, bytesPerToken: median(rs.map((r) => r.decode[i].bytesPerToken)) };
+      }),
+    }));
+  const ok = results;
+  if (!ok.length) process.exit(1);
+  const ref = ok.find((r) => r.engine === 'ort-node');
+  const shape = ok[0].model === 'gpt2' ? 'GPT-2-shaped (Concat past/present)' : 'Llama-shaped (GQA)';
+  const suffix = ok[0].model === 'gpt2' ? '-gpt2' : '';
+  console.log(`model: ${shape}, ${ok[0].size}, ${(ok[0].parameters / 1e6).toFixed(1)}M parameters, random weights\n`);
+  console.log(
+    '| engine | prefill ms (tokens) | ' +
+      ok[0].decode.map((d) => `decode tok/s @${d.context}`).join(' | ') +
+      ' | bytes/token @' +
+      ok[0].decode.map((d) => d.context).join('/') +
+      ' |',
+  );
+  console.log('|---|---|' + ok[0].decode.map(() => '---|').join('') + '---|');
+  for (const r of ok) {
+    const ratio = (i: number) =>
+      ref && r !== ref ? ` (${(r.decode[i].tokensPerSecond / ref.decode[i].tokensPerSecond).toFixed(2)}×)` : '';
+    console.log(
+      `| ${r.engine} (${r.device}) | ${r.prefillMs.toFixed(1)} (${r.prefillTokens})${ref && r !== ref ? ` (${(ref.prefillMs / r.prefillMs).toFixed(2)}×)` : ''} | ` +
+        r.decode.map((d, i) => `${d.tokensPerSecond.toFixed(1)}${ratio(i)}`).join(' | ') +
+        ` | ${r.decode.map((d) => fmtBytes(d.bytesPerToken)).join(' / ')} |`,
+    );
+  }
+  mkdirSync(join(pkg, 'reports'), { recursive: true });
+  writeFileSync(join(pkg, 'reports', `bench-decode${suffix}.json`), JSON.stringify({ date: new Date().toISOString(), results }, null, 2));
+  writeFileSync(
+    join(here, `decode${suffix}.svg`),
+    barChart({
+      title: `Decode tokens/s, ${shape}, ${(ok[0].parameters / 1e6).toFixed(0)}M parameters, by context`,
+      groups: ok[0].decode.map((d) => `context ${d.context}`),
+      series: ok.map((r) => ({ name: `${r.engine} (${r.device})`, values: r.decode.map((d) => d.tokensPerSecond) })),
+      log: true,
+      unit: 'tokens/s',
+    }),
+  );
+}
+
+main();

@@ -1,0 +1,228 @@
+// A token generation loop over any onnxruntime-common InferenceSession of a decoder-only model
+// with a KV cache (the 'mlx' backend, onnxruntime-node, onnxruntime-web), named as
+// onnxruntime-genai and transformers.js export them: input_ids, attention_mask, position_ids,
+// past_key_values.{i}.key/value (or past.{i}.key/value) in, logits and present.{i}.key/value out.
+//
+// On the 'mlx' backend with `preferredOutputLocation: 'gpu-buffer'` the presents come back as
+// device tensors and are fed back as they are: the cache never crosses to the host, only the
+// last logits do. With `kvCapacity` (GroupQueryAttention's shared-buffer mode) the cache is one
+// buffer of fixed capacity per layer: each step binds the present into the past's own tensor, so
+// the new rows are written in place and every decode step has the same shapes.
+import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
+import { deviceBufferOf } from './backend.js';
+import { InvalidFeedError, OrtMlxError } from './errors.js';
+
+export interface SamplingOptions {
+  /** Softmax temperature; default 1. */
+  temperature?: number;
+  /** Keep only the k most likely tokens (0 or absent: all). */
+  topK?: number;
+  /** Keep the smallest set of most likely tokens whose probability reaches p (1 or absent: all). */
+  topP?: number;
+  /** Seed of the sampler's generator (default 0): one seed, one sequence of tokens. */
+  seed?: number;
+}
+
+export interface GenerateOptions {
+  /** The prompt (batch 1). */
+  inputIds: readonly (number | bigint)[];
+  maxNewTokens: number;
+  /** 'greedy' (default) or sampling (temperature, top-k, top-p, seed). */
+  sampling?: 'greedy' | SamplingOptions;
+  /** Tokens that end generation; the stop token is yielded, then the iteration ends. */
+  stopTokens?: readonly number[];
+  /**
+   * Shared-buffer mode (GroupQueryAttention's past_present_share_buffer, as onnxruntime-genai runs
+   * it): each layer's past is one buffer of this many positions, and the present is bound into it.
+   * Prompt plus new tokens must fit. Absent: the cache grows by concatenation each step.
+   */
+  kvCapacity?: number;
+  /** The Tensor class of the session's onnxruntime module (default: onnxruntime-common's). */
+  Tensor?: typeof Tensor;
+  /** Called once each step's token is chosen, with the step's index (0: the prompt) and how many tokens it fed. */
+  onStep?: (step: number, sequenceLength: number) => void;
+}
+
+interface CacheName {
+  past: string;
+  present: string;
+  dims: [number, number];
+  type: Tensor.Type;
+}
+
+type Session = Pick<InferenceSession, 'inputNames' | 'outputNames' | 'inputMetadata' | 'run'>;
+
+/** The past/present pairs of a session, with each past's heads and head size from its metadata. */
+export function cacheNames(session: Session): CacheName[] {
+  const out: CacheName[] = [];
+  session.inputNames.forEach((name, i) => {
+    const m = /^(past_key_values|past)\.(\d+)\.(key|value)$/.exec(name);
+    if (!m) return;
+    const candidates = [`present.${m[2]}.${m[3]}`, `present_key_values.${m[2]}.${m[3]}`];
+    const present = candidates.find((c) => session.outputNames.includes(c));
+    if (!present) throw new InvalidFeedError(`generate: input '${name}' has no present output (looked for ${candidates.join(', ')})`);
+    const meta = session.inputMetadata[i];
+    const shape = meta?.isTensor ? meta.shape : [];
+    if (shape.length !== 4 || typeof shape[1] !== 'number' || typeof shape[3] !== 'number')
+      throw new InvalidFeedError(
+        `generate: input '${name}' needs a static [batch, heads, past, head size] shape in the model, got [${shape.join(', ')}]`,
+      );
+    out.push({ past: name, present, dims: [shape[1], shape[3]], type: meta.isTensor ? meta.type : 'float32' });
+  });
+  if (!out.length) throw new InvalidFeedError('generate: the model has no past_key_values.{i}.key/value inputs');
+  return out;
+}
+
+/** An IEEE half's bits as a number (float16 logits held as Uint16Array). */
+function halfToFloat(h: number): number {
+  const e = (h >> 10) & 0x1f;
+  const m = h & 0x3ff;
+  const v = e === 0 ? m * 2 ** -24 : e === 31 ? (m ? Number.NaN : Number.POSITIVE_INFINITY) : (1 + m / 1024) * 2 ** (e - 15);
+  return h & 0x8000 ? -v : v;
+}
+
+/** mulberry32: a small seeded generator of floats in [0, 1). */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The next token from one position's logits. Ties go to the lowest id, as argmax does. */
+export function pickToken(logits: ArrayLike<number>, sampling: GenerateOptions['sampling'], random?: () => number): number {
+  if (sampling === undefined || sampling === 'greedy') {
+    let best = 0;
+    for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+    return best;
+  }
+  const temperature = sampling.temperature ?? 1;
+  if (!(temperature > 0)) throw new RangeError(`generate: temperature must be > 0, got ${temperature}`);
+  const ids = Array.from({ length: logits.length }, (_, i) => i).sort((a, b) => logits[b] - logits[a] || a - b);
+  const k = sampling.topK && sampling.topK > 0 ? Math.min(sampling.topK, ids.length) : ids.length;
+  const top = ids.slice(0, k);
+  const max = logits[top[0]];
+  const weights = top.map((i) => Math.exp((logits[i] - max) / temperature));
+  const sum = weights.reduce((a, b) => a + b, 0);
+  const topP = sampling.topP ?? 1;
+  let keep = top.length;
+  if (topP < 1) {
+    let acc = 0;
+    for (let j = 0; j < top.length; j++) {
+      acc += weights[j] / sum;
+      if (acc >= topP) {
+        keep = j + 1;
+        break;
+      }
+    }
+  }
+  const kept = weights.slice(0, keep);
+  const total = kept.reduce((a, b) => a + b, 0);
+  let r = (random ?? Math.random)() * total;
+  for (let j = 0; j < keep; j++) {
+    r -= kept[j];
+    if (r < 0) return top[j];
+  }
+  return top[keep - 1];
+}
+
+/**
+ * The attention mask of a context of `total` tokens. In shared-buffer mode it is padded with zeros
+ * to a power of two (at most the capacity): GroupQueryAttention reads the context from seqlens_k
+ * (the mask's sum) and the padded length as total_sequence_length, so decode steps share feed
+ * shapes across each bucket and a session compiles one program per bucket, not per token.
+ */
+function maskOf(total: number, capacity: number | undefined): number[] {
+  if (capacity === undefined) return new Array(total).fill(1);
+  let len = 16;
+  while (len < total) len *= 2;
+  len = Math.min(len, capacity);
+  return Array.from({ length: len }, (_, i) => (i < total ? 1 : 0));
+}
+
+const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'cpu-pinned';
+
+/**
+ * Generates up to `maxNewTokens` tokens after the prompt, yielding each as it is chosen. Breaking
+ * out of the loop (or an error) frees the cache tensors the loop holds.
+ */
+export async function* generate(session: Session, options: GenerateOptions): AsyncGenerator<number, void, void> {
+  const T = options.Tensor ?? (CommonTensor as unknown as typeof Tensor);
+  const caches = cacheNames(session);
+  const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch', ...caches.map((c) => c.past)]);
+  const unknown = session.inputNames.filter((n) => !known.has(n));
+  if (unknown.length) throw new InvalidFeedError(`generate: the model has inputs it cannot feed: ${unknown.join(', ')}`);
+  if (!session.inputNames.includes('input_ids')) throw new InvalidFeedError("generate: the model has no 'input_ids' input");
+  if (!session.outputNames.includes('logits')) throw new InvalidFeedError("generate: the model has no 'logits' output");
+  const prompt = options.inputIds.map(Number);
+  if (!prompt.length) throw new RangeError('generate: inputIds is empty');
+  const capacity = options.kvCapacity;
+  if (capacity !== undefined && prompt.length + options.maxNewTokens > capacity)
+    throw new RangeError(`generate: ${prompt.length} prompt tokens + ${options.maxNewTokens} new ones do not fit kvCapacity ${capacity}`);
+  const typeOf = (name: string) => {
+    const m = session.inputMetadata[session.inputNames.indexOf(name)];
+    return m?.isTensor ? m.type : 'int64';
+  };
+  const ints = (name: string, values: number[]) =>
+    typeOf(name) === 'int32'
+      ? new T('int32', Int32Array.from(values), [1, values.length])
+      : new T('int64', BigInt64Array.from(values.map(BigInt)), [1, values.length]);
+  const zeros = (c: CacheName, len: number) => {
+    const n = c.dims[0] * len * c.dims[1];
+    const data = c.type === 'float16' ? new Uint16Array(n) : new Float32Array(n);
+    return new T(c.type as 'float32', data as Float32Array, [1, c.dims[0], len, c.dims[1]]);
+  };
+  let past: Tensor[] = caches.map((c) => zeros(c, capacity ?? 0));
+  const random = typeof options.sampling === 'object' ? seeded(options.sampling.seed ?? 0) : undefined;
+  const stops = new Set(options.stopTokens ?? []);
+  let cached = 0;
+  let tokens = prompt;
+  try {
+    for (let step = 0; step < options.maxNewTokens; step++) {
+      const total = cached + tokens.length;
+      const feeds: Record<string, Tensor> = { input_ids: ints('input_ids', tokens) };
+      if (session.inputNames.includes('attention_mask')) feeds.attention_mask = ints('attention_mask', maskOf(total, capacity));
+      if (session.inputNames.includes('position_ids'))
+        feeds.position_ids = ints(
+          'position_ids',
+          tokens.map((_, i) => cached + i),
+        );
+      if (session.inputNames.includes('use_cache_branch')) feeds.use_cache_branch = new T('bool', [cached > 0], [1]);
+      const fetches: Record<string, Tensor | null> = { logits: null };
+      caches.forEach((c, i) => {
+        feeds[c.past] = past[i];
+        // Shared buffer on the device: the present is written into the past's own tensor.
+        const shared = capacity !== undefined && isDevice(past[i]);
+        fetches[c.present] = shared ? past[i] : null;
+        // A growing cache on the mlx backend: the run may consume the past, appending in place.
+        const own = deviceBufferOf(past[i]);
+        if (own && !shared) own.consumable = true;
+      });
+      const out = (await session.run(feeds, fetches)) as Record<string, Tensor>;
+      const next = caches.map((c) => out[c.present]);
+      for (let i = 0; i < past.length; i++) if (past[i] !== next[i] && isDevice(past[i])) past[i].dispose();
+      past = next;
+      if (capacity !== undefined && past[0].dims[2] !== capacity)
+        throw new OrtMlxError(
+          `generate: kvCapacity ${capacity} was given, but the model's present has ${past[0].dims[2]} positions (its attention does not share past and present buffers)`,
+        );
+      const logits = out.logits;
+      const vocab = logits.dims[logits.dims.length - 1];
+      const data = (isDevice(logits) ? await logits.getData(true) : logits.data) as Float32Array | Uint16Array;
+      const tail = data.subarray(data.length - vocab);
+      const last = logits.type === 'float16' && tail instanceof Uint16Array ? Float32Array.from(tail, halfToFloat) : tail;
+      const token = pickToken(last, options.sampling, random);
+      options.onStep?.(step, tokens.length);
+      cached = total;
+      tokens = [token];
+      yield token;
+      if (stops.has(token)) return;
+    }
+  } finally {
+    for (const t of past) if (isDevice(t)) t.dispose();
+  }
+}
