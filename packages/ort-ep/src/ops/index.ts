@@ -5,6 +5,7 @@ import { OpRegistry } from '../registry/registry.js';
 import { activationOps } from './activation.js';
 import { attentionOps } from './attention.js';
 import { bitCastOps } from './bitcast.js';
+import { causalConvOps } from './causal-conv.js';
 import { constantOps } from './constant.js';
 import { controlOps } from './control.js';
 import { convOps } from './conv.js';
@@ -52,6 +53,7 @@ export const opFamilies = {
   activation: activationOps,
   attention: attentionOps,
   bitcast: bitCastOps,
+  'causal-conv': causalConvOps,
   constant: constantOps,
   control: controlOps,
   conv: convOps,
