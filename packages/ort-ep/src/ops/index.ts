@@ -15,6 +15,7 @@ import { geometryOps } from './geometry.js';
 import { gridSampleOps } from './grid-sample.js';
 import { indexingOps } from './indexing.js';
 import { layoutOps } from './layout.js';
+import { linearAttentionOps } from './linear-attention.js';
 import { lossOps } from './loss.js';
 import { matmulOps } from './matmul.js';
 import { normOps } from './norm.js';
@@ -63,6 +64,7 @@ export const opFamilies = {
   'grid-sample': gridSampleOps,
   indexing: indexingOps,
   layout: layoutOps,
+  'linear-attention': linearAttentionOps,
   loss: lossOps,
   matmul: matmulOps,
   norm: normOps,
