@@ -6,13 +6,13 @@
 // quantize axis, gathered along axis 0) or int4/uint4 (held one value per element, any axes).
 // Zero points: uint8 ones packed like the data along the block axis (default 2^(bits-1));
 // int4/uint4 ones of the data's type (default 0). The final block along quantize_axis may be
-// partial. Only the gathered rows are unpacked and dequantized, never the whole table.
+// partial. Only the gathered rows are unpacked and dequantized, never the whole table. An index
+// outside [-s, s) gives zeros, as the spec says (unlike Gather).
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
-import { checkedIndices } from '../helpers/bounds.js';
 import { normAxis } from '../helpers/util.js';
 
 interface GbqParams {
@@ -92,7 +92,10 @@ function run(ctx: OpContext<GbqParams>): mx.Array[] {
   }
 
   const idxShape = ctx.shape(1);
-  const idx = checkedIndices(ctx, mx.flatten(ctx.input(1)), dims[ga], `GatherBlockQuantized indices (an axis of ${dims[ga]})`);
+  // The spec's rule: an index outside [-s, s) yields zeros (the gather itself reads a clamped row).
+  const raw = mx.astype(mx.flatten(ctx.input(1)), 'int64');
+  const inRange = mx.logicalAnd(mx.greaterEqual(raw, -dims[ga]), mx.less(raw, dims[ga]));
+  const idx = mx.astype(mx.clip(mx.where(mx.less(raw, 0), mx.add(raw, dims[ga]), raw), 0, Math.max(dims[ga] - 1, 0)), 'int32');
   let q = mx.take(ctx.input(0), idx, ga);
   if (packed) q = unpackLast(q, p.bits);
   // Scales and zero points along the gathered axis: the same rows, or (gathering along the
@@ -107,7 +110,10 @@ function run(ctx: OpContext<GbqParams>): mx.Array[] {
   const spread = (a: mx.Array) => (ga === qa ? a : head(mx.repeat(a, p.block, qa), qa, qLen));
   const qf = mx.astype(q, 'float32');
   const centred = zp ? mx.subtract(qf, spread(mx.astype(zp, 'float32'))) : packed ? mx.subtract(qf, 2 ** (p.bits - 1)) : qf;
-  const y = mx.astype(mx.multiply(centred, spread(mx.astype(s, 'float32'))), scales.dtype);
+  let y = mx.multiply(centred, spread(mx.astype(s, 'float32')));
+  // Zero the slices of out-of-range indices: a mask along the gathered axis.
+  const maskShape = y.shape.map((d, i) => (i === ga ? d : 1));
+  y = mx.astype(mx.where(mx.reshape(inRange, maskShape), y, 0), scales.dtype);
   const outDims = [...dims.slice(0, ga), ...idxShape, ...dims.slice(ga + 1)];
   if (qa !== ga) outDims[qa < ga ? qa : qa + idxShape.length - 1] = qLen;
   return [mx.reshape(y, outDims)];
