@@ -11,6 +11,7 @@ import { controlOps } from './control.js';
 import { convOps } from './conv.js';
 import { deformConvOps } from './deform-conv.js';
 import { elementwiseOps } from './elementwise.js';
+import { flexAttentionOps } from './flex-attention.js';
 import { geometryOps } from './geometry.js';
 import { gridSampleOps } from './grid-sample.js';
 import { indexingOps } from './indexing.js';
@@ -61,6 +62,7 @@ export const opFamilies = {
   conv: convOps,
   'deform-conv': deformConvOps,
   elementwise: elementwiseOps,
+  'flex-attention': flexAttentionOps,
   geometry: geometryOps,
   'grid-sample': gridSampleOps,
   indexing: indexingOps,
