@@ -65,3 +65,23 @@ describe('LinearAttention (com.microsoft)', () => {
       heads,
     ));
 });
+
+describe('LinearAttentionGate (com.microsoft)', () => {
+  const a = rand([2, 3, 4], 20, 4);
+  const dt = rand([4], 21);
+  const ds = f32([-0.5, -1, -2, -0.1], [4]);
+  const b = rand([2, 3, 4], 22, 3);
+  const gate = (feeds: Feeds, inputs: string[], outputs: string[]) =>
+    expectSameAsOrt(
+      model({
+        opsets: { '': 17, 'com.microsoft': 1 },
+        inputs: Object.entries(feeds).map(([name, t]) => v(name, t.type as ElemName, [...t.dims])),
+        outputs: outputs.map((o) => v(o, 'float32')),
+        nodes: [node('LinearAttentionGate', inputs, outputs, { domain: 'com.microsoft' })],
+      }),
+      feeds,
+      { rtol: 1e-5, atol: 1e-6 },
+    );
+  it('decay and beta', () => gate({ a, dt, ds, b }, ['a', 'dt', 'ds', 'b'], ['decay', 'beta']));
+  it('decay alone', () => gate({ a, dt, ds }, ['a', 'dt', 'ds'], ['decay']));
+});

@@ -101,7 +101,34 @@ function linearAttention(ctx: OpContext<LinearAttentionParams>): OpResult[] {
   return [output, ctx.wants(1) ? mx.astype(state, past ? past.dtype : query.dtype) : undefined];
 }
 
+// LinearAttentionGate (com.microsoft): the gate projections of gated DeltaNet in float32:
+// decay = decay_scale · Softplus(a + dt_bias), beta = Sigmoid(b) (b optional).
+
+function linearAttentionGate(ctx: OpContext): OpResult[] {
+  const a = ctx.input(0);
+  const H = a.shape[a.ndim - 1];
+  const perHead = (i: number, name: string) => {
+    const t = ctx.input(i);
+    if (t.size !== H) throw new RangeError(`${ctx.where}: ${name} has ${t.size} values for ${H} heads`);
+    return mx.reshape(mx.astype(t, 'float32'), [H]);
+  };
+  const z = mx.add(mx.astype(a, 'float32'), perHead(1, 'dt_bias'));
+  // Softplus without overflow: max(z, 0) + log1p(exp(-|z|)).
+  const softplus = mx.add(mx.maximum(z, 0), mx.log1p(mx.exp(mx.negative(mx.abs(z)))));
+  const decay = mx.astype(mx.multiply(softplus, perHead(2, 'decay_scale')), a.dtype);
+  const b = ctx.optional(3);
+  if (ctx.wants(1) && !b) throw new RangeError(`${ctx.where}: the beta output needs input b`);
+  return [decay, ctx.wants(1) && b ? mx.astype(mx.sigmoid(mx.astype(b, 'float32')), b.dtype) : undefined];
+}
+
 export const linearAttentionOps: OpEntry[] = [
   onnxOp('LinearAttention', 27, { parse, check, run: linearAttention, note: 'token-by-token recurrence (no chunked prefill)' }),
-  msOp('LinearAttention', 1, { parse, check, run: linearAttention, note: 'token-by-token recurrence (no chunked prefill)' }),
+  msOp('LinearAttention', 1, {
+    parse,
+    check: (ctx) =>
+      ctx.attrs.int('state_window', 0) > 0 ? 'LinearAttention with state_window (a window of states) is not supported' : check(ctx),
+    run: linearAttention,
+    note: 'token-by-token recurrence (no chunked prefill); no state_window or inverse GQA',
+  }),
+  msOp('LinearAttentionGate', 1, { run: linearAttentionGate }),
 ];
