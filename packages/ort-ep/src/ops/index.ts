@@ -5,15 +5,18 @@ import { OpRegistry } from '../registry/registry.js';
 import { activationOps } from './activation.js';
 import { attentionOps } from './attention.js';
 import { bitCastOps } from './bitcast.js';
+import { causalConvOps } from './causal-conv.js';
 import { constantOps } from './constant.js';
 import { controlOps } from './control.js';
 import { convOps } from './conv.js';
 import { deformConvOps } from './deform-conv.js';
 import { elementwiseOps } from './elementwise.js';
+import { flexAttentionOps } from './flex-attention.js';
 import { geometryOps } from './geometry.js';
 import { gridSampleOps } from './grid-sample.js';
 import { indexingOps } from './indexing.js';
 import { layoutOps } from './layout.js';
+import { linearAttentionOps } from './linear-attention.js';
 import { lossOps } from './loss.js';
 import { matmulOps } from './matmul.js';
 import { normOps } from './norm.js';
@@ -32,10 +35,12 @@ import { stringsOps } from './strings.js';
 import { tfIdfOps } from './tfidf.js';
 // com.microsoft (onnxruntime's contrib ops; norm.ts also holds the two it registers in ai.onnx)
 import { msAttentionOps } from './com.microsoft/attention.js';
+import { fpWeightOps } from './com.microsoft/fp-weights.js';
 import { fusedOps } from './com.microsoft/fused.js';
 import { gatherBlockQuantizedOps } from './com.microsoft/gather-block-quantized.js';
 import { msMultiHeadAttentionOps } from './com.microsoft/multi-head-attention.js';
 import { matMulNBitsOps } from './com.microsoft/nbits.js';
+import { quantMatMulOps } from './com.microsoft/quant-matmul.js';
 import { msNormOps } from './com.microsoft/norm.js';
 import { msRotaryOps } from './com.microsoft/rotary.js';
 // ai.onnx.ml
@@ -54,15 +59,18 @@ export const opFamilies = {
   activation: activationOps,
   attention: attentionOps,
   bitcast: bitCastOps,
+  'causal-conv': causalConvOps,
   constant: constantOps,
   control: controlOps,
   conv: convOps,
   'deform-conv': deformConvOps,
   elementwise: elementwiseOps,
+  'flex-attention': flexAttentionOps,
   geometry: geometryOps,
   'grid-sample': gridSampleOps,
   indexing: indexingOps,
   layout: layoutOps,
+  'linear-attention': linearAttentionOps,
   loss: lossOps,
   matmul: matmulOps,
   norm: normOps,
@@ -80,10 +88,12 @@ export const opFamilies = {
   strings: stringsOps,
   tfidf: tfIdfOps,
   'com.microsoft/attention': msAttentionOps,
+  'com.microsoft/fp-weights': fpWeightOps,
   'com.microsoft/fused': fusedOps,
   'com.microsoft/gather-block-quantized': gatherBlockQuantizedOps,
   'com.microsoft/multi-head-attention': msMultiHeadAttentionOps,
   'com.microsoft/nbits': matMulNBitsOps,
+  'com.microsoft/quant-matmul': quantMatMulOps,
   'com.microsoft/norm': msNormOps,
   'com.microsoft/rotary': msRotaryOps,
   'ai.onnx.ml/linear': linearOps,

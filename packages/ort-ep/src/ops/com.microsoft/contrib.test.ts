@@ -364,3 +364,20 @@ describe('com.microsoft spellings of ONNX-domain ops', () => {
   it('SimplifiedLayerNormalization, default axis', () =>
     sameAsOnnxDomain({ op: 'SimplifiedLayerNormalization', feeds: { x, gamma }, inputs: ['x', 'gamma'], outputs: ['y'] }));
 });
+
+describe('GatedAdd and GatedRMSNorm (gated DeltaNet outputs)', () => {
+  const x = rand([2, 3, 16], 40, 2);
+  it('GatedAdd: a per-row gate', () =>
+    same({ op: 'GatedAdd', feeds: { x, y: rand([2, 3, 16], 41), g: rand([2, 3, 1], 42) }, inputs: ['x', 'y', 'g'], outputs: ['o'] }));
+  it('GatedRMSNorm over groups of the last axis, default and explicit epsilon', async () => {
+    const feeds = { x, s: rand([4], 43), g: rand([2, 3, 16], 44, 3) };
+    await same({ op: 'GatedRMSNorm', feeds, inputs: ['x', 's', 'g'], outputs: ['y'] });
+    await same({
+      op: 'GatedRMSNorm',
+      feeds: { ...feeds, s: rand([16], 45) },
+      inputs: ['x', 's', 'g'],
+      outputs: ['y'],
+      attrs: { epsilon: 1e-3 },
+    });
+  });
+});

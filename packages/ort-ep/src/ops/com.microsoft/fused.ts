@@ -67,6 +67,8 @@ export const fusedOps: OpEntry[] = [
   // The reference EP's com.microsoft Sigmoid: ONNX's Sigmoid under onnxruntime's domain.
   simple('Sigmoid', (ctx) => mx.sigmoid(ctx.input(0))),
   simple('BiasAdd', (ctx) => mx.add(mx.add(ctx.input(0), ctx.input(1)), ctx.input(2))),
+  // GatedAdd: X + Y · gate (gate [..., 1] per row), the product rounded to T before the add.
+  simple('GatedAdd', (ctx) => mx.add(ctx.input(0), mx.multiply(ctx.input(1), ctx.input(2)))),
   simple('FusedMatMul', fusedMatMul, {
     parse: parseFusedMatMul,
     check: (ctx) => (ctx.params.transBatch ? 'FusedMatMul with transBatchA/transBatchB is not supported' : undefined),

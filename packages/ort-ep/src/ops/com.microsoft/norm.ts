@@ -1,5 +1,5 @@
-// onnxruntime's fused normalisations: SkipLayerNormalization, SkipSimplifiedLayerNormalization and
-// EmbedLayerNormalization (com.microsoft), and the two onnxruntime registers in the ONNX domain:
+// onnxruntime's fused normalisations: SkipLayerNormalization, SkipSimplifiedLayerNormalization,
+// GatedRMSNorm and EmbedLayerNormalization (com.microsoft), and the two onnxruntime registers in the ONNX domain:
 // LayerNormalization for opsets 1-16 (ops/norm.ts has 17+) and SimplifiedLayerNormalization (RMSNorm).
 import * as mx from '@mlx/core';
 import { checkedIndices } from '../helpers/bounds.js';
@@ -95,7 +95,26 @@ function embedLayerNorm(ctx: OpContext<number>): OpResult[] {
   return [out.y, ctx.wants(1) ? maskIndex : undefined, ctx.wants(2) ? sum : undefined];
 }
 
+// ---------------------------------------------------------------------------------------------
+// GatedRMSNorm (Mamba2 / gated DeltaNet outputs): Y = X · rsqrt(mean(X²) + ε) · scale · SiLU(gate),
+// the mean over each group of C = len(scale) trailing elements, all in float32.
+
+function gatedRmsNorm(ctx: OpContext<number>): OpResult[] {
+  const x = ctx.input(0);
+  const scale = ctx.input(1);
+  const C = scale.size;
+  const last = x.shape[x.ndim - 1] ?? 1;
+  if (C === 0 || last % C !== 0) throw new RangeError(`${ctx.where}: the last axis ${last} is not a multiple of scale's ${C} elements`);
+  const grouped = [...x.shape.slice(0, -1), last / C, C];
+  const xf = mx.reshape(mx.astype(x, 'float32'), grouped);
+  const inv = mx.rsqrt(mx.add(mx.mean(mx.square(xf), -1, { keepdims: true }), ctx.params));
+  const g = mx.reshape(mx.astype(ctx.input(2), 'float32'), grouped);
+  const y = mx.multiply(mx.multiply(mx.multiply(xf, inv), mx.astype(mx.reshape(scale, [C]), 'float32')), mx.multiply(g, mx.sigmoid(g)));
+  return [mx.astype(mx.reshape(y, x.shape), x.dtype)];
+}
+
 export const msNormOps: OpEntry[] = [
+  msOp('GatedRMSNorm', 1, { parse: (attrs) => attrs.float('epsilon', 1e-6), run: gatedRmsNorm }),
   msOp('EmbedLayerNormalization', 1, { parse: fusedEpsilon, run: embedLayerNorm }),
   msOp('SkipLayerNormalization', 1, { parse: fusedEpsilon, run: skipNorm(false) }),
   msOp('SkipSimplifiedLayerNormalization', 1, { parse: fusedEpsilon, check: skipCheck(true), run: skipNorm(true) }),

@@ -1,0 +1,93 @@
+// com.microsoft integer matmuls that dynamic quantization (onnxruntime.quantization.quantize_dynamic)
+// writes: DynamicQuantizeMatMul (A quantized to uint8 on the fly from its range) and
+// MatMulIntegerToFloat (both operands already 8-bit). Y = (A - a_zp)·(B - b_zp) · a_scale · b_scale
+// (+ bias), the integer product exact (quant-math's split float32 products), scales per tensor or
+// per column of B.
+//
+// A's dynamic parameters follow onnxruntime's kernel: the range widened to hold 0, scale
+// (max - min) / 255 (1 when the range is empty), zero point round(-min / scale) half away from
+// zero, values rounded half to even.
+import * as mx from '@mlx/core';
+import { OnnxDataType } from '../../onnx/index.js';
+import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
+import { exactIntMatmul, zeroPointBound } from '../helpers/quant-math.js';
+
+/** A per-tensor or per-column (last axis of B, N) parameter as a broadcastable array. */
+function perColumn(ctx: OpContext, i: number, N: number, name: string): mx.Array {
+  const p = ctx.input(i);
+  if (p.size !== 1 && p.size !== N)
+    throw new RangeError(`${ctx.where}: ${name} has ${p.size} values; it must be a scalar or one per column (${N})`);
+  return mx.reshape(p, p.size === 1 ? [] : [N]);
+}
+
+/** (x - zp) in int32, zp per tensor or per column of B. */
+function centred(x: mx.Array, zp: mx.Array | undefined): mx.Array {
+  const x32 = mx.astype(x, 'int32');
+  return zp ? mx.subtract(x32, mx.astype(zp, 'int32')) : x32;
+}
+
+function integerProduct(ctx: OpContext, a: mx.Array, b: mx.Array, bType: number, aType: number): mx.Array {
+  const K = ctx.shape(1).at(-2);
+  if (ctx.shape(0).at(-1) !== K) throw new RangeError(`${ctx.where}: A's last axis ${ctx.shape(0).at(-1)} does not match B's ${K}`);
+  return exactIntMatmul(a, b, zeroPointBound(aType), zeroPointBound(bType));
+}
+
+function finish(ctx: OpContext, product: mx.Array, multiplier: mx.Array, biasAt: number): OpResult[] {
+  let y = mx.multiply(mx.astype(product, 'float32'), multiplier);
+  const bias = ctx.optional(biasAt);
+  if (bias) y = mx.add(y, mx.astype(bias, 'float32'));
+  return [y];
+}
+
+function dynamicQuantizeMatMul(ctx: OpContext): OpResult[] {
+  const a = mx.astype(ctx.input(0), 'float32');
+  const N = ctx.shape(1).at(-1) ?? 1;
+  const lo = a.size ? mx.minimum(mx.min(a), 0) : mx.array(0);
+  const hi = a.size ? mx.maximum(mx.max(a), 0) : mx.array(0);
+  const scale = mx.where(mx.equal(hi, lo), 1, mx.divide(mx.subtract(hi, lo), 255));
+  const zp = mx.floor(mx.add(mx.clip(mx.divide(mx.negative(lo), scale), 0, 255), 0.5));
+  const aq = mx.clip(mx.add(mx.round(mx.divide(a, scale), 0), zp), 0, 255);
+  const bZp = ctx.optional(3) ? perColumn(ctx, 3, N, 'b_zero_point') : undefined;
+  const product = integerProduct(
+    ctx,
+    mx.subtract(mx.astype(aq, 'int32'), mx.astype(zp, 'int32')),
+    centred(ctx.input(1), bZp),
+    ctx.elemType(1),
+    OnnxDataType.UINT8,
+  );
+  return finish(ctx, product, mx.multiply(scale, mx.astype(perColumn(ctx, 2, N, 'b_scale'), 'float32')), 4);
+}
+
+function matMulIntegerToFloat(ctx: OpContext): OpResult[] {
+  const N = ctx.shape(1).at(-1) ?? 1;
+  const aScale = ctx.input(2);
+  if (aScale.size !== 1) throw new RangeError(`${ctx.where}: a per-column a_scale is not supported (a scalar is)`);
+  const aZp = ctx.optional(4);
+  if (aZp && aZp.size !== 1) throw new RangeError(`${ctx.where}: a per-column a_zero_point is not supported (a scalar is)`);
+  const bZp = ctx.optional(5) ? perColumn(ctx, 5, N, 'b_zero_point') : undefined;
+  const product = integerProduct(
+    ctx,
+    centred(ctx.input(0), aZp ? mx.reshape(aZp, []) : undefined),
+    centred(ctx.input(1), bZp),
+    ctx.elemType(1),
+    ctx.elemType(0),
+  );
+  const multiplier = mx.multiply(mx.astype(mx.reshape(aScale, []), 'float32'), mx.astype(perColumn(ctx, 3, N, 'b_scale'), 'float32'));
+  return finish(ctx, product, multiplier, 6);
+}
+
+const EIGHT_BIT = new Set<number>([OnnxDataType.INT8, OnnxDataType.UINT8]);
+const eightBit = (op: string, inputs: number[]) => (ctx: { inputType(i: number): number | undefined }) => {
+  const bad = inputs.map((i) => ctx.inputType(i)).find((t) => t !== undefined && !EIGHT_BIT.has(t));
+  return bad === undefined ? undefined : `${op} takes int8/uint8 operands, not element type ${bad}`;
+};
+
+export const quantMatMulOps: OpEntry[] = [
+  msOp('DynamicQuantizeMatMul', 1, { check: eightBit('DynamicQuantizeMatMul', [1]), run: dynamicQuantizeMatMul }),
+  msOp('MatMulIntegerToFloat', 1, {
+    check: eightBit('MatMulIntegerToFloat', [0, 1]),
+    run: matMulIntegerToFloat,
+    note: 'a_scale and a_zero_point per tensor',
+  }),
+];
