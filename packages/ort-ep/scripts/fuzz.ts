@@ -3,7 +3,8 @@
 // Prints the count per class and every finding; keeps crashing and hanging cases as files.
 //
 //   node --conditions=source --import tsx scripts/fuzz.ts [--seed N] [--cases N] [--start N]
-//        [--jobs N] [--batch N] [--timeout MS] [--corpus DIR] [--report FILE] [--quiet]
+//        [--jobs N] [--batch N] [--timeout MS] [--minutes M] [--corpus DIR] [--report FILE] [--quiet]
+//   (--minutes: start no new batch after M minutes; the summary covers the cases run)
 //   node --conditions=source --import tsx scripts/fuzz.ts --replay FILE_OR_DIR...
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -63,8 +64,9 @@ const summary = await runFuzz({
   roots,
   jobs: Number(opt('jobs', '2')),
   batch: Number(opt('batch', '40')),
-  timeoutMs: Number(opt('timeout', '20000')),
+  timeoutMs: Number(opt('timeout', '30000')),
   corpus: opt('corpus', join(pkg, 'reports/fuzz-corpus')),
+  deadline: opt('minutes') ? Date.now() + Number(opt('minutes')) * 60_000 : undefined,
   onResult: (r) => {
     done++;
     const finding = r.outcome === 'crashed' || r.outcome === 'hung' || r.outcome === 'mismatched' || r.outcome === 'unclear-error';

@@ -25,7 +25,7 @@ export interface FuzzOptions {
   jobs?: number;
   /** Cases per child process. Default 40. */
   batch?: number;
-  /** Per phase (mlx session, reference session) of one case. Default 20 s. */
+  /** Per phase (mlx session, reference session) of one case. Default 30 s. */
   timeoutMs?: number;
   /** A child whose resident memory passes this is stopped (its case crashed). Default 3 GiB. */
   rssLimit?: number;
@@ -34,6 +34,8 @@ export interface FuzzOptions {
   /** Where crashing and hanging cases are written. */
   corpus?: string;
   onResult?: (r: CaseResult) => void;
+  /** No new batch starts after this time (ms since the epoch); the summary covers the cases run. */
+  deadline?: number;
 }
 
 export interface Summary {
@@ -56,7 +58,7 @@ export async function runFuzz(o: FuzzOptions): Promise<Summary> {
   const t0 = performance.now();
   const jobs = o.jobs ?? 2;
   const batch = o.batch ?? 40;
-  const timeoutMs = o.timeoutMs ?? 20_000;
+  const timeoutMs = o.timeoutMs ?? 30_000;
   const rssLimit = o.rssLimit ?? 3 * 2 ** 30;
   const maxTensorBytes = o.maxTensorBytes ?? 256 * 2 ** 20;
   const queue: Slot[] = o.files
@@ -104,6 +106,8 @@ export async function runFuzz(o: FuzzOptions): Promise<Summary> {
         stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
         env: { ...process.env, OMP_NUM_THREADS: '1' },
       });
+      const stop = () => child.kill('SIGKILL');
+      process.once('exit', stop);
       let stderr = '';
       child.stderr!.on('data', (d: Buffer) => {
         stderr = (stderr + d.toString()).slice(-2000);
@@ -152,6 +156,7 @@ export async function runFuzz(o: FuzzOptions): Promise<Summary> {
         }
       });
       child.on('exit', (code, signal) => {
+        process.off('exit', stop);
         clearTimeout(timer);
         clearInterval(rss);
         if (!finished && current) {
@@ -201,7 +206,7 @@ export async function runFuzz(o: FuzzOptions): Promise<Summary> {
     });
 
   const worker = async () => {
-    while (queue.length) {
+    while (queue.length && !(o.deadline && Date.now() > o.deadline)) {
       const first = queue.shift()!;
       const slots = [first];
       if (!first.alone) while (slots.length < batch && queue.length && !queue[0].alone) slots.push(queue.shift()!);

@@ -181,6 +181,18 @@ export function tensorOf(rng: Rng, type: number, dims: number[], mode: Mode, ext
   return t;
 }
 
+/**
+ * Whether a tensor holds values whose results legitimately differ between implementations:
+ * NaN, infinities or magnitudes past 1e30 in floats (evaluation order, float-to-int casts), and
+ * integers of magnitude 100 or more (the edge values: sums and products overflow).
+ */
+export function extreme(t: HostTensor): boolean {
+  if (t.dtype === T.STRING || t.dtype === T.BOOL) return false;
+  if (t.dtype === T.FLOAT16) return (t.data as Uint16Array).some((h) => (h & 0x7c00) === 0x7c00);
+  if (isFloat(t.dtype)) return (t.data as Float32Array).some((x) => !(Math.abs(x) <= 1e30));
+  return Array.from(t.data as ArrayLike<number | bigint>).some((x) => x >= 100 || x <= -100);
+}
+
 /** The logical values of a tensor (float16 decoded), for conversions between element types. */
 export function logical(t: HostTensor): (number | bigint | string)[] {
   if (t.dtype === T.FLOAT16) return Array.from(t.data as Uint16Array, halfToNumber);
