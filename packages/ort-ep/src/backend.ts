@@ -392,8 +392,9 @@ export function createMlxBackend(ort: OrtModule = ortEsm as unknown as OrtModule
   };
 }
 
-/** The one backend object every onnxruntime-common instance gets. */
-const backend = createMlxBackend();
+// One backend object per onnxruntime-common instance, made with that instance's Tensor class:
+// onnxruntime-common rebuilds a result that is not `instanceof` its own Tensor from its `data`,
+// which a 'gpu-buffer' tensor does not have on the host.
 
 /** Names users write for 'mlx' by mistake: registered with a backend whose init() says what to write. */
 const misspellings = ['MLX', 'Mlx', 'mlx-gpu', 'mlx-cpu', 'mlx_gpu', 'mlx_cpu', 'mlxep', 'mlx-ep'];
@@ -408,7 +409,7 @@ const hintBackend: Backend = {
   },
 };
 
-const registered = new WeakSet<object>();
+const registered = new WeakMap<object, Backend>();
 
 /** Where the backend went: one entry per onnxruntime-common module instance. */
 export interface MlxRegistration {
@@ -421,15 +422,17 @@ const registrations: MlxRegistration[] = [];
 
 /**
  * Registers the 'mlx' backend with an onnxruntime-common module object (a bundled copy, say).
- * Idempotent: every module gets the same backend object.
+ * Idempotent: an instance keeps the backend object it got first (two module objects of one
+ * instance share it).
  */
 export function registerMlxBackend(ort: OrtModule, where: MlxRegistration = { path: '', version: '', format: 'module' }): void {
   // Keyed by registerBackend itself: two module objects of one instance share it.
   const key = ort.registerBackend;
   if (registered.has(key)) return;
+  const backend = createMlxBackend(ort);
   ort.registerBackend(MLX_BACKEND_NAME, backend, MLX_BACKEND_PRIORITY);
   for (const n of misspellings) ort.registerBackend(n, hintBackend, MLX_BACKEND_PRIORITY);
-  registered.add(key);
+  registered.set(key, backend);
   registrations.push(where);
 }
 
