@@ -146,7 +146,8 @@ const rmsNormalization = onnxOp('RMSNormalization', 23, {
     // stash_type 1 computes in float32, as the reference does for lower precisions.
     const xf = ctx.params.stashFloat && x.dtype !== 'float64' ? mx.astype(x, 'float32') : x;
     const y = rmsNorm(xf, null, { eps: ctx.params.epsilon, axis });
-    return [mx.astype(mx.multiply(y, scale), x.dtype)];
+    // Y has the scale's type (V in the schema), which may differ from X's (T).
+    return [mx.astype(mx.multiply(y, scale), scale.dtype)];
   },
 });
 

@@ -282,4 +282,17 @@ describe('wrong results the fuzz harness found', () => {
         { x, a: i64([], [0]) },
       );
     });
+
+  // RMSNormalization's Y has the scale's type (V), not X's (T): mlx returned float16 here.
+  it('RMSNormalization of a float16 X with a float32 scale returns float32', () =>
+    expectSameAsOrt(
+      model({
+        opsets: { '': 23 },
+        inputs: [v('s', 'float32', [1, 1])],
+        outputs: [v('y')],
+        initializers: [{ name: 'x', type: 'float16', dims: [1, 1], values: new Uint16Array([0xc1d4]) }],
+        nodes: [node('RMSNormalization', ['x', 's'], ['y'], { attrs: { stash_type: 2 } })],
+      }),
+      { s: f32([-2.914], [1, 1]) },
+    ));
 });
