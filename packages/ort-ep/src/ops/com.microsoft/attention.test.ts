@@ -211,10 +211,8 @@ describe('GroupQueryAttention', () => {
   it('q_norm/k_norm on a packed prompt, default epsilon', () => sameAsPreNormed({ B: 1, S: 4, past: 0, lens: [4], packed: true }, 1e-6));
   it('output_qk before softmax (qk_output 1), decode with past', () =>
     run({ B: 2, S: 1, past: 4, lens: [5, 5], qk: true, attrs: { qk_output: 1 } }));
-  it('output_qk of both kinds on ragged lengths', async () => {
-    await run({ B: 2, S: 1, past: 5, lens: [6, 4], qk: true, attrs: { qk_output: 1 } });
-    await run({ B: 2, S: 1, past: 5, lens: [6, 4], qk: true, attrs: { qk_output: 2 } });
-  });
+  // (With ragged lengths onnxruntime leaves output_qk unwritten past each entry's length: no
+  // reference there.)
   it('output_qk after softmax (qk_output 2), a prompt with a window', () =>
     run({ B: 1, S: 4, past: 0, lens: [4], qk: true, attrs: { qk_output: 2, local_window_size: 2 } }));
 });
