@@ -35,6 +35,7 @@ import { stringsOps } from './strings.js';
 import { tfIdfOps } from './tfidf.js';
 // com.microsoft (onnxruntime's contrib ops; norm.ts also holds the two it registers in ai.onnx)
 import { msAttentionOps } from './com.microsoft/attention.js';
+import { dynamicQuantizeLstmOps } from './com.microsoft/dynamic-quantize-lstm.js';
 import { fpWeightOps } from './com.microsoft/fp-weights.js';
 import { fusedOps } from './com.microsoft/fused.js';
 import { gatherBlockQuantizedOps } from './com.microsoft/gather-block-quantized.js';
@@ -88,6 +89,7 @@ export const opFamilies = {
   strings: stringsOps,
   tfidf: tfIdfOps,
   'com.microsoft/attention': msAttentionOps,
+  'com.microsoft/dynamic-quantize-lstm': dynamicQuantizeLstmOps,
   'com.microsoft/fp-weights': fpWeightOps,
   'com.microsoft/fused': fusedOps,
   'com.microsoft/gather-block-quantized': gatherBlockQuantizedOps,

@@ -35,7 +35,7 @@ const activationSpecs: Record<string, ActSpec> = {
   softplus: { make: () => (x) => mx.logaddexp(x, mx.zerosLike(x)) },
 };
 
-interface Family {
+export interface Family {
   opType: 'RNN' | 'GRU' | 'LSTM';
   gates: number;
   defaults: string[]; // per direction
@@ -43,7 +43,7 @@ interface Family {
 }
 
 /** The attributes of a recurrent node, read once with the spec's defaults. */
-interface RnnParams {
+export interface RnnParams {
   directions: 1 | 2;
   reverse: boolean;
   /** fam.defaults.length activations per direction, directions after one another. */
@@ -62,7 +62,7 @@ interface RnnParams {
 // 'foward' is a typo in an old ONNX test model that onnxruntime accepts as forward.
 const directionNames = ['forward', 'reverse', 'bidirectional', 'foward'];
 
-function parseRnn(fam: Family, attrs: Attrs, opset: number): RnnParams {
+export function parseRnn(fam: Family, attrs: Attrs, opset: number): RnnParams {
   const op = fam.opType;
   const direction = attrs.string('direction', 'forward');
   if (!directionNames.includes(direction)) throw new RangeError(`${op} direction '${direction}' is not forward, reverse or bidirectional`);
@@ -112,6 +112,8 @@ interface DirInputs {
   rb?: mx.Array;
   /** LSTM peepholes [3H] (i, o, f). */
   p?: mx.Array;
+  /** h · Rᵀ when the weights are not a plain float matrix (DynamicQuantizeLSTM); else matmul(h, rT). */
+  recurrent?: (h: mx.Array) => mx.Array;
   acts: Act[];
   clip?: number;
   hidden: number;
@@ -156,7 +158,7 @@ function gruStep(xt: mx.Array, s: State, d: DirInputs): State {
 function lstmStep(xt: mx.Array, s: State, d: DirInputs): State {
   const [f, g, hAct] = d.acts;
   const H = d.hidden;
-  const gates = mx.add(xt, mx.matmul(s.h, d.rT));
+  const gates = mx.add(xt, d.recurrent ? d.recurrent(s.h) : mx.matmul(s.h, d.rT));
   const cPrev = s.c!;
   const peep = (k: number, c: mx.Array, x: mx.Array) => (d.p ? mx.add(x, mx.multiply(mx.slice(d.p, [k * H], [(k + 1) * H], [1]), c)) : x);
   const i = f(clipped(peep(0, cPrev, part(gates, 0, H)), d.clip));
@@ -198,7 +200,17 @@ function initialState(ctx: OpContext<RnnParams>, i: number, shape: number[], dty
   return ctx.params.layout === 1 ? mx.transpose(v, [1, 0, 2]) : v;
 }
 
-function runLayer(fam: Family, ctx: OpContext<RnnParams>): OpResult[] {
+/**
+ * Weights that are not float matrices (DynamicQuantizeLSTM's 8-bit ones): the input projection of
+ * every step and the recurrent product of each direction, and the hidden size.
+ */
+export interface LayerWeights {
+  hidden: number;
+  project(x: mx.Array, dir: number): mx.Array;
+  recurrent(dir: number): (h: mx.Array) => mx.Array;
+}
+
+export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: LayerWeights): OpResult[] {
   const p = ctx.params;
   const layout = p.layout;
   const xIn = ctx.input(0);
@@ -207,7 +219,7 @@ function runLayer(fam: Family, ctx: OpContext<RnnParams>): OpResult[] {
   const w = ctx.input(1);
   const r = ctx.input(2);
   const dirs = p.directions;
-  const H = p.hidden ?? r.shape[2];
+  const H = weights?.hidden ?? p.hidden ?? r.shape[2];
   const G = fam.gates;
   const per = fam.defaults.length;
   const masks = stepMasks(ctx, seq, batch);
@@ -220,7 +232,7 @@ function runLayer(fam: Family, ctx: OpContext<RnnParams>): OpResult[] {
   const hs: mx.Array[] = [];
   const cs: mx.Array[] = [];
   for (let d = 0; d < dirs; d++) {
-    let proj = mx.matmul(x, mx.transpose(dirSlice(w, d))); // [seq, batch, G*H]
+    let proj = weights ? weights.project(x, d) : mx.matmul(x, mx.transpose(dirSlice(w, d))); // [seq, batch, G*H]
     let rb: mx.Array | undefined;
     if (bias) {
       const b = dirSlice(bias, d);
@@ -232,7 +244,8 @@ function runLayer(fam: Family, ctx: OpContext<RnnParams>): OpResult[] {
     }
     const dir: DirInputs = {
       xw: seq > 0 ? mx.split(proj, seq, 0).map((a) => mx.squeeze(a, 0)) : [],
-      rT: mx.transpose(dirSlice(r, d)),
+      rT: weights ? r : mx.transpose(dirSlice(r, d)),
+      recurrent: weights?.recurrent(d),
       rb: fam.opType === 'GRU' ? rb : undefined,
       p: peepholes && dirSlice(peepholes, d),
       acts: p.activations.slice(d * per, (d + 1) * per),
@@ -282,8 +295,10 @@ function family(fam: Family): OpEntry {
   });
 }
 
+export const lstmFamily: Family = { opType: 'LSTM', gates: 4, defaults: ['Sigmoid', 'Tanh', 'Tanh'], step: lstmStep };
+
 export const rnnOps: OpEntry[] = [
   family({ opType: 'RNN', gates: 1, defaults: ['Tanh'], step: rnnStep }),
   family({ opType: 'GRU', gates: 3, defaults: ['Sigmoid', 'Tanh'], step: gruStep }),
-  family({ opType: 'LSTM', gates: 4, defaults: ['Sigmoid', 'Tanh', 'Tanh'], step: lstmStep }),
+  family(lstmFamily),
 ];

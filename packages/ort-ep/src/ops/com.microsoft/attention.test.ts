@@ -93,6 +93,8 @@ describe('GroupQueryAttention', () => {
     packed?: boolean;
     attrs?: NodeSpec['attrs'];
     shared?: number;
+    /** Request output_qk (attribute qk_output set in attrs). */
+    qk?: boolean;
     /** Further inputs by position: attention_bias 10, head_sink 11, q_norm_weight 14, k_norm_weight 15. */
     extra?: Record<number, [string, OrtTensor]>;
   }
@@ -136,7 +138,7 @@ describe('GroupQueryAttention', () => {
       inputs[Number(at)] = name;
       feeds[name] = t;
     }
-    const [bytes, given] = single('GroupQueryAttention', feeds, inputs, ['y', 'present_k', 'present_v'], {
+    const [bytes, given] = single('GroupQueryAttention', feeds, inputs, ['y', 'present_k', 'present_v', ...(c.qk ? ['qk'] : [])], {
       num_heads: N,
       kv_num_heads: Nkv,
       ...(c.rotary ? { do_rotary: 1 } : {}),
@@ -218,4 +220,10 @@ describe('GroupQueryAttention', () => {
   it('q_norm/k_norm (per-head RMSNorm) before rotary, decode with past', () =>
     sameAsPreNormed({ B: 2, S: 1, past: 3, lens: [4, 4], rotary: true }, 1e-5));
   it('q_norm/k_norm on a packed prompt, default epsilon', () => sameAsPreNormed({ B: 1, S: 4, past: 0, lens: [4], packed: true }, 1e-6));
+  it('output_qk before softmax (qk_output 1), decode with past', () =>
+    run({ B: 2, S: 1, past: 4, lens: [5, 5], qk: true, attrs: { qk_output: 1 } }));
+  // (With ragged lengths onnxruntime leaves output_qk unwritten past each entry's length: no
+  // reference there.)
+  it('output_qk after softmax (qk_output 2), a prompt with a window', () =>
+    run({ B: 1, S: 4, past: 0, lens: [4], qk: true, attrs: { qk_output: 2, local_window_size: 2 } }));
 });

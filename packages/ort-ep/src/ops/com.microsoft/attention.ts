@@ -125,7 +125,8 @@ interface GqaParams {
   /** Epsilon of the RMSNorm of Q and K per head (q_norm_weight, k_norm_weight). */
   qkNormEpsilon: number;
   /** Attributes of features not implemented (check() refuses them). */
-  qkOutput: boolean;
+  /** output_qk: 0 none, 1 the scaled scores before softmax, 2 the probabilities after it. */
+  qkOutput: number;
   slidingWindowCache: boolean;
   quantizedCache: boolean;
 }
@@ -141,14 +142,15 @@ const parseGqa = (attrs: Attrs): GqaParams => ({
   softcap: attrs.float('softcap', 0),
   smoothSoftmax: attrs.int('smooth_softmax', 0) !== 0,
   qkNormEpsilon: attrs.float('qk_norm_epsilon', 1e-6),
-  qkOutput: attrs.int('qk_output', 0) !== 0,
+  qkOutput: attrs.int('qk_output', 0),
   slidingWindowCache: attrs.int('sliding_window_cache', 0) !== 0,
   quantizedCache: attrs.string('k_quant_type', 'NONE') !== 'NONE' || attrs.string('v_quant_type', 'NONE') !== 'NONE',
 });
 
 function gqaCheck(ctx: CheckContext<GqaParams>): string | undefined {
   const a = ctx.params;
-  if (a.qkOutput || ctx.node.outputs[3]) return 'GroupQueryAttention with the output_qk output is not supported';
+  if (a.qkOutput < 0 || a.qkOutput > 2) return `GroupQueryAttention qk_output ${a.qkOutput} is not 0, 1 or 2`;
+  if (ctx.node.outputs[3] && a.qkOutput === 0) return 'GroupQueryAttention output_qk needs qk_output 1 or 2';
   if (a.slidingWindowCache) return 'GroupQueryAttention with sliding_window_cache (window-sized KV buffers) is not supported';
   if (a.quantizedCache || ctx.node.inputs[12] || ctx.node.inputs[13]) {
     return 'GroupQueryAttention with a quantized KV cache is not supported';
@@ -346,7 +348,20 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
     ? mx.add(mx.where(visible, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), attentionBias)
     : visible;
   const y = scaledDotProductAttention(q, keys, values, { scale, mask, softcap: p.softcap });
-  return [fromHeads(y), presentK, presentV];
+  return [fromHeads(y), presentK, presentV, ctx.wants(3) ? gqaScores(q, keys, visible, attentionBias, scale, p) : undefined];
+}
+
+/** output_qk [B, N, S, T]: the scaled scores (qk_output 1) or the probabilities (2). */
+function gqaScores(q: mx.Array, keys: mx.Array, visible: mx.Array, bias: mx.Array | undefined, scale: number, p: GqaParams): mx.Array {
+  const G = q.shape[1] / keys.shape[1];
+  const k = G === 1 ? keys : mx.repeat(keys, G, 1);
+  let s = mx.multiply(mx.matmul(mx.astype(q, 'float32'), mx.swapaxes(mx.astype(k, 'float32'), 2, 3)), scale);
+  if (p.qkOutput === 2) {
+    if (p.softcap > 0) s = mx.multiply(mx.tanh(mx.divide(s, p.softcap)), p.softcap);
+    if (bias) s = mx.add(s, mx.astype(bias, 'float32'));
+    s = mx.softmax(mx.where(visible, s, mx.scalar(-Infinity, 'float32')), -1, { precise: true });
+  }
+  return mx.astype(s, q.dtype);
 }
 
 export const msAttentionOps: OpEntry[] = [
@@ -360,6 +375,6 @@ export const msAttentionOps: OpEntry[] = [
     parse: parseGqa,
     check: gqaCheck,
     run: gqa,
-    note: 'float KV cache only; no output_qk or sliding_window_cache',
+    note: 'float KV cache only; no sliding_window_cache',
   }),
 ];

@@ -114,3 +114,75 @@ describe('MultiHeadAttention', () => {
     return samePacked({ q: qkv }, { q: qu, k: ku, v: vu }, { num_heads: N });
   });
 });
+
+// onnxruntime runs PackedMultiHeadAttention on CUDA only: the reference is its MultiHeadAttention on
+// the same tokens padded, with the sequence lengths as key_padding_mask, read at the real tokens.
+describe('PackedMultiHeadAttention', () => {
+  const B = 2;
+  const S = 4;
+  const N = 2;
+  const H = 4;
+  const D = N * H;
+  const lengths = [3, 2];
+  const offsets = [0, 1, 2, 4, 5, 3, 6, 7]; // real tokens of each sequence, then the padding
+  const T = 5;
+  const real = offsets.slice(0, T);
+  /** Padded [B, S, D] values -> packed [T, D] (the rows at the real positions). */
+  const packRows = (t: OrtTensor, width: number) => {
+    const x = t.data as Float32Array;
+    return f32(
+      real.flatMap((p) => Array.from(x.subarray(p * width, (p + 1) * width))),
+      [T, width],
+    );
+  };
+  const tokenOffset = i32(offsets, [B, S]);
+  const cu = i32([0, 3, 5]);
+  async function samePacked(packed: Record<string, OrtTensor>, padded: Record<string, OrtTensor>, attrs: NodeSpec['attrs']) {
+    const inputs = ['q', 'k', 'v', 'bias', 'off', 'cu', 'ab'].map((n) => (packed[n] ? n : ''));
+    while (inputs.at(-1) === '') inputs.pop();
+    const bytes = model({
+      opsets: { '': 17, [MS]: 1 },
+      inputs: Object.entries(packed).map(([name, t]) => v(name, t.type as ElemName, [...t.dims])),
+      outputs: [v('y', 'float32')],
+      nodes: [node('PackedMultiHeadAttention', inputs, ['y'], { domain: MS, attrs })],
+    });
+    const have = plain((await runOn('mlx', bytes, packed)).y);
+    const want = plain((await runOn('cpu', ...build({ ...padded, mask: i32(lengths) }, attrs))).y);
+    const wanted = real.flatMap((p) => want.slice(p * D, (p + 1) * D));
+    expect(have.length).toBe(wanted.length);
+    const bad = have.findIndex((x, i) => !(Math.abs(x - wanted[i]) <= tol.atol + tol.rtol * Math.abs(wanted[i])));
+    expect(bad === -1 ? 'ok' : `y[${bad}]: mlx ${have[bad]} vs onnxruntime ${wanted[bad]}`).toBe('ok');
+  }
+  const q = rand([B, S, D], 30);
+  const k = rand([B, S, D], 31);
+  const val = rand([B, S, D], 32);
+  it('separate Q, K, V with bias', () => {
+    const bias = rand([3 * D], 33, 0.3);
+    return samePacked(
+      { q: packRows(q, D), k: packRows(k, D), v: packRows(val, D), bias, off: tokenOffset, cu },
+      { q, k, v: val, bias },
+      { num_heads: N },
+    );
+  });
+  it('attention_bias and a custom scale', () => {
+    const ab = rand([1, N, S, S], 34);
+    return samePacked(
+      { q: packRows(q, D), k: packRows(k, D), v: packRows(val, D), off: tokenOffset, cu, ab },
+      { q, k, v: val, ab },
+      { num_heads: N, scale: 0.4 },
+    );
+  });
+  it('packed QKV [T, N, 3, H]', () => {
+    const qkv = rand([T, N, 3, H], 35);
+    // The same values as separate padded Q, K, V.
+    const x = qkv.data as Float32Array;
+    const padded = (part: number) => {
+      const out = new Float32Array(B * S * D);
+      real.forEach((p, t) => {
+        for (let n = 0; n < N; n++) for (let h = 0; h < H; h++) out[p * D + n * H + h] = x[((t * N + n) * 3 + part) * H + h];
+      });
+      return f32(Array.from(out), [B, S, D]);
+    };
+    return samePacked({ q: qkv, off: tokenOffset, cu }, { q: padded(0), k: padded(1), v: padded(2) }, { num_heads: N });
+  });
+});

@@ -1,4 +1,4 @@
-// com.microsoft MultiHeadAttention: attention on already-projected Q, K, V (BERT, T5, Whisper
+// com.microsoft MultiHeadAttention (and PackedMultiHeadAttention, its packed-token form): attention on already-projected Q, K, V (BERT, T5, Whisper
 // decoders; self- and cross-attention), with an optional packed bias, key padding mask, additive
 // attention bias and a KV cache (past_key/past_value in BNSH, concatenated into present_*).
 //
@@ -109,7 +109,62 @@ function mha(ctx: OpContext<MhaParams>): OpResult[] {
   return out;
 }
 
+// ---------------------------------------------------------------------------------------------
+// PackedMultiHeadAttention: MultiHeadAttention on packed tokens (no padding). token_offset [B, S]
+// lists each real token's position in the padded [B·S] layout, then the padding positions;
+// cumulative_sequence_length [B + 1] gives each sequence's token count. The tokens are scattered
+// into the padded layout (through the inverse of token_offset), attend within their sequence
+// (padding keys get mask_filter_value), and are gathered back.
+
+/** Packed rows [T, D] laid out padded [B·S, D] (zeros at padding), by the inverse of token_offset. */
+function toPadded(x: mx.Array, inverse: mx.Array, padRows: number): mx.Array {
+  const ext = padRows > 0 ? mx.concatenate([x, mx.zeros([padRows, x.shape[1]], x.dtype)], 0) : x;
+  return mx.take(ext, inverse, 0);
+}
+
+function packedMha(ctx: OpContext<MhaParams>): OpResult[] {
+  const p = ctx.params;
+  const N = p.heads;
+  const [B, S] = ctx.shape(4);
+  const query = ctx.input(0);
+  const T = query.shape[0];
+  if (T > B * S) throw new RangeError(`${ctx.where}: ${T} tokens do not fit token_offset [${B}, ${S}]`);
+  const offsets = mx.astype(mx.flatten(ctx.input(4)), 'int32');
+  const inverse = mx.argsort(offsets, 0); // offsets is a permutation of [0, B·S)
+  const pad = (x: mx.Array) => mx.reshape(toPadded(x, inverse, B * S - T), [B, S, x.shape[1]]);
+  let q: mx.Array;
+  let k: mx.Array;
+  let v: mx.Array;
+  const bias = ctx.optional(3);
+  if (query.ndim === 4) {
+    // [T, N, 3, H]
+    const H = query.shape[3];
+    const parts = mx.split(query, 3, 2).map((a) => pad(mx.reshape(a, [T, N * H])));
+    [q, k, v] = parts.map((a) => toHeads(a, N));
+  } else {
+    const D = query.shape[1];
+    const parts = bias ? mx.splitSections(bias, [D, 2 * D], 0) : undefined;
+    const withBias = (x: mx.Array, i: number) => (parts ? mx.add(x, parts[i]) : x);
+    q = toHeads(pad(withBias(query, 0)), N);
+    k = toHeads(pad(withBias(ctx.input(1), 1)), N);
+    v = toHeads(pad(withBias(ctx.input(2), 2)), N);
+  }
+  const cu = mx.astype(mx.flatten(ctx.input(5)), 'int32');
+  const lengths = mx.subtract(mx.slice(cu, [1], [B + 1], [1]), mx.slice(cu, [0], [B], [1]));
+  let mask: mx.Array = attentionMask(lengths, B, S, S, p.maskFilterValue, q.dtype);
+  const attentionBias = ctx.optional(6);
+  if (attentionBias) mask = mx.add(mask, attentionBias);
+  const y = fromHeads(scaledDotProductAttention(q, k, v, { scale: p.scale ?? 1 / Math.sqrt(q.shape[3]), mask })); // [B, S, Dv]
+  const flat = mx.reshape(y, [B * S, y.shape[2]]);
+  return [mx.take(flat, mx.slice(offsets, [0], [T], [1]), 0)];
+}
+
 export const msMultiHeadAttentionOps: OpEntry[] = [
+  msOp('PackedMultiHeadAttention', 1, {
+    parse: parseMha,
+    run: packedMha,
+    note: 'token_offset must list every padded position (a permutation of [0, B·S))',
+  }),
   msOp('MultiHeadAttention', 1, {
     parse: parseMha,
     check,

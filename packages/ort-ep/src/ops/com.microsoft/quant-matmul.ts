@@ -40,23 +40,28 @@ function finish(ctx: OpContext, product: mx.Array, multiplier: mx.Array, biasAt:
   return [y];
 }
 
-function dynamicQuantizeMatMul(ctx: OpContext): OpResult[] {
-  const a = mx.astype(ctx.input(0), 'float32');
-  const N = ctx.shape(1).at(-1) ?? 1;
-  const lo = a.size ? mx.minimum(mx.min(a), 0) : mx.array(0);
-  const hi = a.size ? mx.maximum(mx.max(a), 0) : mx.array(0);
+/**
+ * `x` quantized to uint8 from its own range (or each row's, `perRow`), as onnxruntime's dynamic
+ * kernels do: (q - zp) in int32 and the scale.
+ */
+export function dynamicQuantizeU8(x: mx.Array, perRow = false): { centred: mx.Array; scale: mx.Array } {
+  const a = mx.astype(x, 'float32');
+  const range = (f: (a: mx.Array, axis?: number, opts?: { keepdims?: boolean }) => mx.Array) =>
+    perRow ? f(a, -1, { keepdims: true }) : f(a);
+  const lo = a.size ? mx.minimum(range(mx.min), 0) : mx.array(0);
+  const hi = a.size ? mx.maximum(range(mx.max), 0) : mx.array(0);
   const scale = mx.where(mx.equal(hi, lo), 1, mx.divide(mx.subtract(hi, lo), 255));
   const zp = mx.floor(mx.add(mx.clip(mx.divide(mx.negative(lo), scale), 0, 255), 0.5));
-  const aq = mx.clip(mx.add(mx.round(mx.divide(a, scale), 0), zp), 0, 255);
+  const q = mx.clip(mx.add(mx.round(mx.divide(a, scale), 0), zp), 0, 255);
+  return { centred: mx.subtract(mx.astype(q, 'int32'), mx.astype(zp, 'int32')), scale };
+}
+
+function dynamicQuantizeMatMul(ctx: OpContext): OpResult[] {
+  const N = ctx.shape(1).at(-1) ?? 1;
+  const a = dynamicQuantizeU8(ctx.input(0));
   const bZp = ctx.optional(3) ? perColumn(ctx, 3, N, 'b_zero_point') : undefined;
-  const product = integerProduct(
-    ctx,
-    mx.subtract(mx.astype(aq, 'int32'), mx.astype(zp, 'int32')),
-    centred(ctx.input(1), bZp),
-    ctx.elemType(1),
-    OnnxDataType.UINT8,
-  );
-  return finish(ctx, product, mx.multiply(scale, mx.astype(perColumn(ctx, 2, N, 'b_scale'), 'float32')), 4);
+  const product = integerProduct(ctx, a.centred, centred(ctx.input(1), bZp), ctx.elemType(1), OnnxDataType.UINT8);
+  return finish(ctx, product, mx.multiply(a.scale, mx.astype(perColumn(ctx, 2, N, 'b_scale'), 'float32')), 4);
 }
 
 function matMulIntegerToFloat(ctx: OpContext): OpResult[] {
