@@ -313,7 +313,7 @@ await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime
   return notes.join('');
 });
 
-await step('importing the four packages loads nothing native; --help and --version neither', () => {
+await step('importing or requiring the four packages loads nothing native; --help and --version neither', () => {
   writeFileSync(
     join(app, 'imports.mjs'),
     `await import('@mlx/sys'); await import('@mlx/core'); await import('@mlx/kernels'); const ep = await import('@mlx/ort-ep');
@@ -323,6 +323,26 @@ await step('importing the four packages loads nothing native; --help and --versi
   );
   const r = node(['imports.mjs']);
   assert(r.stdout.trim() === JSON.stringify({ loaded: false, native: false, exports: 'function' }), r.stdout);
+  // require() of each package (CommonJS gets the ES module itself: one instance for both).
+  writeFileSync(
+    join(app, 'imports.cjs'),
+    `const sys = require('@mlx/sys'), core = require('@mlx/core'), kernels = require('@mlx/kernels'), ep = require('@mlx/ort-ep');
+     const maps = require('node:fs').readFileSync('/proc/self/maps', 'utf8');
+     const before = { loaded: sys.isMlxCLoaded(), native: /koffi|libmlx/.test(maps) };
+     const same = import('@mlx/core').then((m) => m.array === core.array);
+     same.then((same) => console.log(JSON.stringify({ before, same, types: [typeof sys.loadMlxC, typeof core.array, typeof kernels.scaledDotProductAttention, typeof ep.mlx], sum: core.sum(core.array([1, 2, 3])).item() })));`,
+  );
+  const c = node(['imports.cjs']);
+  assert(
+    c.stdout.trim() ===
+      JSON.stringify({
+        before: { loaded: false, native: false },
+        same: true,
+        types: ['function', 'function', 'function', 'function'],
+        sum: 6,
+      }),
+    `require(): ${c.stdout}${c.stderr}`,
+  );
   // The CLI's --help and --version with a library that cannot load: they never try.
   const bin = join(app, 'node_modules/.bin/mlx-ort');
   const env = { MLX_C_LIBRARY: '/nonexistent/libmlxc.so' };
