@@ -56,12 +56,33 @@ function sh(cmd, args, opts = {}) {
   return r;
 }
 
+function shAsync(cmd, args, opts = {}) {
+  return new Promise((resolve, reject) =>
+    execFile(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts }, (e, stdout, stderr) =>
+      e ? reject(new Error(`${cmd} ${args.join(' ')}: ${e.message}\n${stdout}${stderr}`)) : resolve(stdout),
+    ),
+  );
+}
+
 /** Runs a node script in the app folder; returns stdout, stderr and status. */
 function node(args, extra = {}, expectStatus = 0) {
   const r = spawnSync(process.execPath, args, { cwd: app, encoding: 'utf8', env: cleanEnv(extra), timeout: 120_000 });
   if (r.status !== expectStatus)
     throw new Error(`node ${args.join(' ')}: status ${r.status} (wanted ${expectStatus})\n${r.stdout}\n${r.stderr}`);
   return r;
+}
+
+/** node() without blocking: resolves with stdout and stderr when it exits with status 0. */
+function nodeAsync(args, extra = {}) {
+  return new Promise((resolve, reject) =>
+    execFile(
+      process.execPath,
+      args,
+      { cwd: app, encoding: 'utf8', env: cleanEnv(extra), timeout: 120_000, maxBuffer: 16 << 20 },
+      (e, stdout, stderr) =>
+        e ? reject(new Error(`node ${args.join(' ')}: ${e.message}\n${stdout}\n${stderr}`)) : resolve({ stdout, stderr }),
+    ),
+  );
 }
 
 function assert(cond, message) {
@@ -108,7 +129,8 @@ await step('pnpm -r pack (prepack builds; platform packages from the pinned whee
   return packed.map((f) => `${f.replace(/-\d+\.\d+\.\d+.*\.tgz$/, '')} ${mib(f)} MiB`).join(', ');
 });
 
-await step('publint --strict and attw on every tarball', async () => {
+// Linting and installing run side by side (the one is CPU-bound, the other mostly waits on files).
+const linting = step('publint --strict and attw on every tarball', async () => {
   // The platform packages are linted without lib/ (the manifest and entry files are what the
   // linters check; unpacking 150 MiB of libraries in JavaScript is what would take the time).
   const lint = join(work, 'lint');
@@ -121,12 +143,7 @@ await step('publint --strict and attw on every tarball', async () => {
     sh('tar', ['-czf', join(lint, f), '-C', dir, 'package']);
     return join(lint, f);
   });
-  const run = (cmd, args) =>
-    new Promise((resolve, reject) =>
-      execFile(cmd, args, { cwd: work, maxBuffer: 16 << 20 }, (e, stdout, stderr) =>
-        e ? reject(new Error(`${cmd} ${args.join(' ')}\n${stdout}${stderr}`)) : resolve(stdout),
-      ),
-    );
+  const run = (cmd, args) => shAsync(cmd, args, { cwd: work });
   const jobs = targets.flatMap((t) => [
     () => run(join(root, 'node_modules/.bin/publint'), ['run', t, '--strict']),
     () => run(join(root, 'node_modules/.bin/attw'), [t, '--format', 'ascii', '--no-emoji', '--profile', 'node16']),
@@ -143,10 +160,10 @@ await step('publint --strict and attw on every tarball', async () => {
   }
 });
 
-await step(`npm install of the tarballs with onnxruntime-node and -web ${ortVersion}, typescript ${tsVersion}`, () => {
+const installing = step(`npm install of the tarballs with onnxruntime-node and -web ${ortVersion}, typescript ${tsVersion}`, async () => {
   mkdirSync(app, { recursive: true });
   writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }, null, 2));
-  sh(
+  await shAsync(
     'npm',
     [
       'install',
@@ -181,6 +198,7 @@ await step(`npm install of the tarballs with onnxruntime-node and -web ${ortVers
     .map((p) => `${dirname(p)} ${JSON.parse(readFileSync(join(app, p), 'utf8')).version}`);
   return `onnxruntime-common copies: ${commons.join('; ')}`;
 });
+await Promise.all([linting, installing]);
 
 // Prints the library that loaded and any mapped library from the repository (there must be none).
 const nativeProbe = `
@@ -203,7 +221,7 @@ const expectGnu = (probe) => {
 
 await step(
   'the README\'s "Using it" blocks: ESM, CommonJS, strict TypeScript; mlx({...}) typed with onnxruntime-node, -common, -web and in .cts, a wrong option refused',
-  () => {
+  async () => {
     const blocks = readmeBlocks();
     for (const f of ['index.mjs', 'index.cjs', 'index.ts']) assert(blocks[f], `README has no ${f} block under "Using it"`);
     writeFileSync(
@@ -231,14 +249,21 @@ await step(
         include: ['ts', 'types'],
       }),
     );
-    sh(process.execPath, [join(app, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: app });
     const dims = /\[\s*1,\s*4,\s*512\s*\]/;
-    for (const f of ['index.mjs', 'index.cjs', 'out/ts/index.js']) {
-      const r = node([f]);
-      assert(dims.test(r.stdout), `${f} printed ${r.stdout}`);
-      assert(!/removing requested execution provider/.test(r.stderr), `${f}: onnxruntime fell back: ${r.stderr}`);
-      if (f !== 'out/ts/index.js') expectGnu(probeOf(r.stdout));
-    }
+    const check = (f, stdout, stderr) => {
+      assert(dims.test(stdout), `${f} printed ${stdout}`);
+      assert(!/removing requested execution provider/.test(stderr), `${f}: onnxruntime fell back: ${stderr}`);
+    };
+    // The JavaScript blocks run while tsc checks; then the compiled TypeScript block runs.
+    const runs = ['index.mjs', 'index.cjs'].map((f) =>
+      nodeAsync([f]).then(({ stdout, stderr }) => {
+        check(f, stdout, stderr);
+        expectGnu(probeOf(stdout));
+      }),
+    );
+    await Promise.all([shAsync(process.execPath, [join(app, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: app }), ...runs]);
+    const ts = node(['out/ts/index.js']);
+    check('out/ts/index.js', ts.stdout, ts.stderr);
   },
 );
 
@@ -270,7 +295,7 @@ export const f: [typeof core.array, typeof kernels, typeof sys.loadMlxC] = [core
   );
 }
 
-await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime-node, -common, -web; ESM and CommonJS", () => {
+await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime-node, -common, -web; ESM and CommonJS", async () => {
   const program = (esm) => `
     ${esm ? "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" : ''}
     const main = async () => {
@@ -296,10 +321,12 @@ await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime
     main().catch((e) => { console.error(e); process.exit(1); });
     ${nativeProbe}`;
   const notes = [];
+  const files = ['gpt2.mjs', 'gpt2.cjs'];
+  files.forEach((f, i) => writeFileSync(join(app, f), program(i === 0)));
+  const outs = await Promise.all(files.map((f) => nodeAsync([f])));
   for (const esm of [true, false]) {
     const file = esm ? 'gpt2.mjs' : 'gpt2.cjs';
-    writeFileSync(join(app, file), program(esm));
-    const r = node([file]);
+    const r = outs[esm ? 0 : 1];
     const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
     assert(line, `${file}: ${r.stdout}${r.stderr}`);
     const out = JSON.parse(line.slice(7));
@@ -313,7 +340,7 @@ await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime
   return notes.join('');
 });
 
-await step('importing the four packages loads nothing native; --help and --version neither', () => {
+await step('importing or requiring the four packages loads nothing native; --help and --version neither', () => {
   writeFileSync(
     join(app, 'imports.mjs'),
     `await import('@mlx/sys'); await import('@mlx/core'); await import('@mlx/kernels'); const ep = await import('@mlx/ort-ep');
@@ -323,6 +350,26 @@ await step('importing the four packages loads nothing native; --help and --versi
   );
   const r = node(['imports.mjs']);
   assert(r.stdout.trim() === JSON.stringify({ loaded: false, native: false, exports: 'function' }), r.stdout);
+  // require() of each package (CommonJS gets the ES module itself: one instance for both).
+  writeFileSync(
+    join(app, 'imports.cjs'),
+    `const sys = require('@mlx/sys'), core = require('@mlx/core'), kernels = require('@mlx/kernels'), ep = require('@mlx/ort-ep');
+     const maps = require('node:fs').readFileSync('/proc/self/maps', 'utf8');
+     const before = { loaded: sys.isMlxCLoaded(), native: /koffi|libmlx/.test(maps) };
+     const same = import('@mlx/core').then((m) => m.array === core.array);
+     same.then((same) => console.log(JSON.stringify({ before, same, types: [typeof sys.loadMlxC, typeof core.array, typeof kernels.scaledDotProductAttention, typeof ep.mlx], sum: core.sum(core.array([1, 2, 3])).item() })));`,
+  );
+  const c = node(['imports.cjs']);
+  assert(
+    c.stdout.trim() ===
+      JSON.stringify({
+        before: { loaded: false, native: false },
+        same: true,
+        types: ['function', 'function', 'function', 'function'],
+        sum: 6,
+      }),
+    `require(): ${c.stdout}${c.stderr}`,
+  );
   // The CLI's --help and --version with a library that cannot load: they never try.
   const bin = join(app, 'node_modules/.bin/mlx-ort');
   const env = { MLX_C_LIBRARY: '/nonexistent/libmlxc.so' };

@@ -431,7 +431,13 @@ export function registerMlxBackend(ort: OrtModule, where: MlxRegistration = { pa
   if (registered.has(key)) return;
   const backend = createMlxBackend(ort);
   ort.registerBackend(MLX_BACKEND_NAME, backend, MLX_BACKEND_PRIORITY);
-  for (const n of misspellings) ort.registerBackend(n, hintBackend, MLX_BACKEND_PRIORITY);
+  for (const n of misspellings) {
+    try {
+      ort.registerBackend(n, hintBackend, MLX_BACKEND_PRIORITY);
+    } catch {
+      // the name is taken (another package's backend, or another copy of this one's hint)
+    }
+  }
   registered.set(key, backend);
   registrations.push(where);
 }
@@ -478,7 +484,14 @@ function registerEverywhere(): void {
   } catch {
     // only the ES module is reachable
   }
-  registerMlxBackend(ortEsm as unknown as OrtModule, { path: own, version: ortEsm.env.versions.common ?? '', format: 'esm' });
+  // Another copy of this package (another version, installed beside this one) may hold 'mlx' in a
+  // registry already: onnxruntime-common refuses a second backend object at the same priority,
+  // and the first one stays. Importing never throws for that.
+  try {
+    registerMlxBackend(ortEsm as unknown as OrtModule, { path: own, version: ortEsm.env.versions.common ?? '', format: 'esm' });
+  } catch {
+    // kept the other copy's backend
+  }
   const bases = [import.meta.url, join(process.cwd(), 'package.json')];
   const roots = new Set<string>();
   for (const base of bases) {
@@ -522,7 +535,8 @@ function registerEverywhere(): void {
         const m = req(file) as OrtModule;
         if (typeof m?.registerBackend === 'function') registerMlxBackend(m, { path: root, version, format });
       } catch {
-        // an instance that does not load (require of ESM before Node 20.19): skipped
+        // an instance that does not load (require of ESM before Node 20.19), or one where another
+        // copy of this package holds the name: skipped
       }
     }
   }

@@ -154,6 +154,23 @@ describe('one backend object', () => {
     expect(() => registerMlxBackend(real)).not.toThrow();
   });
 
+  it('a second copy of this package (another backend object under the name) does not make the import throw', async () => {
+    const code = `
+      const common = await import('onnxruntime-common');
+      common.registerBackend('mlx', { init: async () => {}, createInferenceSessionHandler: async () => { throw new Error('other copy'); } }, -10);
+      const ep = await import('@mlx/ort-ep');
+      console.log(JSON.stringify({ mlx: typeof ep.mlx }));`;
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code],
+      {
+        cwd: pkgDir,
+        timeout: 60_000,
+      },
+    );
+    expect(JSON.parse(stdout.trim().split('\n').pop()!)).toEqual({ mlx: 'function' });
+  }, 60_000);
+
   it("'MLX' and other misspellings fail with a hint", async () => {
     await expect(ortCommon.InferenceSession.create(linear, { executionProviders: ['MLX'] })).rejects.toThrow(
       "[MLX] Error: 'MLX' is not an execution provider name: write 'mlx'",
