@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <functional>
 #include <stdexcept>
+#include <typeinfo>
 
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
@@ -102,7 +103,9 @@ class FusedActivation : public FusedPrimitive {
  public:
   FusedActivation(mx::Stream s, Act act) : FusedPrimitive(s), act_(act) {}
   const char* name() const override { return "FusedActivation"; }
-  bool is_equivalent(const mx::Primitive& o) const override { return act_ == static_cast<const FusedActivation&>(o).act_; }
+  bool is_equivalent(const mx::Primitive& o) const override {
+    return typeid(o) == typeid(*this) && act_ == static_cast<const FusedActivation&>(o).act_;
+  }
   array compose(const std::vector<array>& in) const override {
     auto s = const_cast<FusedActivation*>(this)->stream();
     return composed_act(in.size() > 1 ? mx::add(in[0], in[1], s) : in[0], act_, s);
@@ -154,6 +157,7 @@ class FusedRows : public FusedPrimitive {
     }
   }
   bool is_equivalent(const mx::Primitive& o) const override {
+    if (typeid(o) != typeid(*this)) return false;
     auto& p = static_cast<const FusedRows&>(o);
     return op_ == p.op_ && eps_ == p.eps_ && has_w_ == p.has_w_ && has_b_ == p.has_b_;
   }
