@@ -136,12 +136,11 @@ export function pickToken(logits: ArrayLike<number>, sampling: GenerateOptions['
  * (the mask's sum) and the padded length as total_sequence_length, so decode steps share feed
  * shapes across each bucket and a session compiles one program per bucket, not per token.
  */
-function maskOf(total: number, capacity: number | undefined): number[] {
-  if (capacity === undefined) return new Array(total).fill(1);
+function maskLength(total: number, capacity: number | undefined): number {
+  if (capacity === undefined) return total;
   let len = 16;
   while (len < total) len *= 2;
-  len = Math.min(len, capacity);
-  return Array.from({ length: len }, (_, i) => (i < total ? 1 : 0));
+  return Math.min(len, capacity);
 }
 
 const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'cpu-pinned';
@@ -167,6 +166,16 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
     const m = session.inputMetadata[session.inputNames.indexOf(name)];
     return m?.isTensor ? m.type : 'int64';
   };
+  // The mask's data, reused from step to step while its length stays (a bucket): ones, then zeros.
+  const maskType = typeOf('attention_mask') === 'int32' ? 'int32' : 'int64';
+  let maskData: Int32Array | BigInt64Array | undefined;
+  const maskOf = (total: number): Tensor => {
+    const len = maskLength(total, capacity);
+    if (maskData?.length !== len) maskData = maskType === 'int32' ? new Int32Array(len) : new BigInt64Array(len);
+    if (maskData instanceof Int32Array) maskData.fill(1, 0, total).fill(0, total);
+    else maskData.fill(1n, 0, total).fill(0n, total);
+    return new T(maskType as 'int32', maskData as Int32Array, [1, len]);
+  };
   const ints = (name: string, values: number[]) =>
     typeOf(name) === 'int32'
       ? new T('int32', Int32Array.from(values), [1, values.length])
@@ -185,7 +194,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
     for (let step = 0; step < options.maxNewTokens; step++) {
       const total = cached + tokens.length;
       const feeds: Record<string, Tensor> = { input_ids: ints('input_ids', tokens) };
-      if (session.inputNames.includes('attention_mask')) feeds.attention_mask = ints('attention_mask', maskOf(total, capacity));
+      if (session.inputNames.includes('attention_mask')) feeds.attention_mask = maskOf(total);
       if (session.inputNames.includes('position_ids'))
         feeds.position_ids = ints(
           'position_ids',

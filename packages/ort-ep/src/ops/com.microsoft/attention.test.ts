@@ -190,6 +190,10 @@ describe('GroupQueryAttention', () => {
   it('decode step with past', () => run({ B: 2, S: 1, past: 4, lens: [5, 5] }));
   it('decode step with rotary and ragged lengths in a shared buffer', () =>
     run({ B: 2, S: 1, past: 0, shared: 8, lens: [6, 4], rotary: true }));
+  // One sequence in a shared buffer: the lengths stay on the device (a dynamic slice update).
+  it('one sequence, decode step in a shared buffer, rotary', () => run({ B: 1, S: 1, past: 0, shared: 8, lens: [6], rotary: true }));
+  it('one sequence, two new tokens in a shared buffer, local window and softcap', () =>
+    run({ B: 1, S: 2, past: 0, shared: 10, lens: [7], rotary: true, attrs: { local_window_size: 3, softcap: 2.5 } }));
   it('local window and softcap', () => run({ B: 1, S: 7, past: 0, lens: [7], attrs: { local_window_size: 3, softcap: 2.5 } }));
   it('interleaved rotary, decode', () => run({ B: 1, S: 1, past: 5, lens: [6], rotary: true, attrs: { rotary_interleaved: 1 } }));
   it('sliding window over the past KV: decode steps with ragged lengths', () =>

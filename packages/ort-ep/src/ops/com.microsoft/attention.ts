@@ -183,10 +183,18 @@ function gqaProjections(ctx: OpContext, N: number, Nkv: number): [mx.Array, mx.A
 }
 
 /** Rotates the new Q and K at their absolute positions. */
-function gqaRotary(ctx: OpContext<GqaParams>, q: mx.Array, k: mx.Array, g: GqaShape, first: boolean): [mx.Array, mx.Array] {
+function gqaRotary(
+  ctx: OpContext<GqaParams>,
+  q: mx.Array,
+  k: mx.Array,
+  g: Pick<GqaShape, 'B' | 'S' | 'H' | 'starts'>,
+  first: boolean,
+  at?: mx.Array,
+): [mx.Array, mx.Array] {
   const given = first ? undefined : ctx.optional(9);
   const positions =
     given ??
+    at ??
     mx.Array.fromTypedArray(
       Int32Array.from({ length: g.B * g.S }, (_, i) => g.starts[Math.floor(i / g.S)] + (i % g.S)),
       [g.B, g.S],
@@ -308,14 +316,66 @@ function sinkAttention(
   return mx.astype(mx.reshape(y, [B, N, S, H]), q.dtype);
 }
 
+/**
+ * A decode step of one sequence into a shared buffer, with its length left on the device:
+ * seqlens_k is not read on the host, so the node needs no evaluation mid-run and a compiled
+ * signature traces it with the rest of the step (one program for every step whose
+ * total_sequence_length, a shape, is the same). The new rows go in with a dynamic slice update at
+ * the sequence's length; the mask and rotary positions are computed from it on the device.
+ */
+function gqaSharedStep(
+  ctx: OpContext<GqaParams>,
+  q: mx.Array,
+  k: mx.Array,
+  v: mx.Array,
+  pastK: mx.Array,
+  pastV: mx.Array,
+  total: number,
+): OpResult[] {
+  const p = ctx.params;
+  const [, , S, H] = q.shape;
+  const capacity = pastK.shape[2];
+  const len = mx.add(mx.reshape(mx.astype(ctx.input(5), 'int32'), [1]), mx.scalar(1, 'int32'));
+  const start = mx.subtract(len, mx.scalar(S, 'int32'));
+  ctx.guard(
+    mx.logicalOr(mx.less(start, mx.scalar(0, 'int32')), mx.greater(len, mx.scalar(Math.min(total, capacity), 'int32'))),
+    (d) => `seqlens_k + 1 = ${d[0]} does not fit ${S} new tokens within total_sequence_length ${total} and the KV buffer of ${capacity}`,
+    len,
+  );
+  const positions = mx.add(mx.reshape(start, [1, 1]), mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]));
+  if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, { B: 1, S, H, starts: [] }, false, positions);
+  const write = (past: mx.Array, rows: mx.Array) =>
+    mx.sliceUpdateDynamic(past, rows.dtype === past.dtype ? rows : mx.astype(rows, past.dtype), start, [2]);
+  const presentK = write(pastK, k);
+  const presentV = write(pastV, v);
+  const Nkv = pastK.shape[1];
+  const view = (a: mx.Array) => (capacity === total ? a : mx.slice(a, [0, 0, 0, 0], [1, Nkv, total, H], [1, 1, 1, 1]));
+  // Key j is visible to query i (at positions[i]) when j < len, j <= positions[i] and inside the window.
+  const j = mx.reshape(mx.arange(0, total, 1, 'int32'), [1, 1, 1, total]);
+  const pos = mx.reshape(positions, [1, 1, S, 1]);
+  let mask = mx.less(j, mx.reshape(len, [1, 1, 1, 1]));
+  if (p.causal) {
+    mask = mx.logicalAnd(mask, mx.lessEqual(j, pos));
+    if (p.localWindow > 0) mask = mx.logicalAnd(mask, mx.greater(j, mx.subtract(pos, mx.scalar(p.localWindow, 'int32'))));
+  }
+  const attentionBias = ctx.optional(10);
+  if (attentionBias) mask = mx.add(mx.where(mask, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), attentionBias);
+  const y = scaledDotProductAttention(q, view(presentK), view(presentV), { scale: p.scale ?? 1 / Math.sqrt(H), mask, softcap: p.softcap });
+  return [fromHeads(y), presentK, presentV];
+}
+
 function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const p = ctx.params;
   const N = p.heads;
   const Nkv = p.kvHeads;
   let [q, k, v] = gqaProjections(ctx, N, Nkv);
   const [B, , S, H] = q.shape;
-  const lens = hostNumbers(ctx.host(5)).map((n) => n + 1);
   const total = hostNumbers(ctx.host(6))[0];
+  // The device-side decode step covers plain attention: sinks, Q/K norms and output_qk take the general path.
+  const plain = !p.smoothSoftmax && !ctx.has(11) && !ctx.has(14) && !ctx.has(15) && !ctx.wants(3);
+  if (plain && B === 1 && S < total && ctx.has(3) && ctx.has(4) && ctx.shape(3)[2] >= total && !ctx.hostIfKnown(5))
+    return gqaSharedStep(ctx, q, k, v, ctx.input(3), ctx.input(4), total);
+  const lens = hostNumbers(ctx.host(5)).map((n) => n + 1);
   // The first prompt (no cached tokens) may be right-padded: its tokens start at 0 in every entry.
   const first = S === total;
   const starts = lens.map((l) => (first ? 0 : l - S));
