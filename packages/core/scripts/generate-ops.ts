@@ -41,13 +41,13 @@ let body = '';
 const nsMembers: Record<string, [string, string][]> = { fast: [], linalg: [], random: [], fft: [] };
 let count = 0;
 
-for (const list of Object.values(spec)) {
+for (const [group, list] of Object.entries(spec)) {
   for (const s of list) {
     if (s.kind !== 'op') continue;
     const fn = parseProto(s.proto);
     const outs = fn.params.filter(isOut);
     const ins = fn.params.filter((p) => !isOut(p));
-    const name = jsName(fn.name.replace(/^mlx_/, ''));
+    const name = jsName(fn.name.replace(/^mlxc?_/, ''));
     const sig: string[] = [];
     const pre: string[] = [];
     const args: string[] = [];

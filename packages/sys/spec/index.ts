@@ -6,6 +6,7 @@ import { random } from './random.js';
 import { fft } from './fft.js';
 import { array, string, vector, device, stream, closure, transforms, memory, error } from './runtime.js';
 import { extensions } from './extensions.js';
+import { layers } from './layers.js';
 
 /** Every exported function, by group. The group names the generated C++ file and the README row. */
 export const spec: Record<string, FnSpec[]> = {
@@ -24,4 +25,5 @@ export const spec: Record<string, FnSpec[]> = {
   random,
   fft,
   extensions,
+  layers,
 };
