@@ -1,4 +1,5 @@
-// ABI spec: CPU layer kernels (native/src/layers/): depthwise convolution and the LSTM recurrence.
+// ABI spec: CPU layer kernels (native/src/layers/): depthwise convolution, the LSTM recurrence and
+// HardSigmoid/HardSwish.
 // Each takes any array on any stream: float32 on a CPU stream runs the library's own loop as an MLX
 // primitive; anything else gets the same computation from MLX's ops. Their own section, so that
 // other additions to the spec merge without touching it.
@@ -14,5 +15,10 @@ export const layers: FnSpec[] = [
     'int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r_t, const mlx_array h0, const mlx_array c0, const mlx_array lens /* may be null */, bool reverse, const mlx_stream s)',
     'mlxc::layers::lstm($proj, $r_t, $h0, $c0, $lens, $reverse, $s)',
     'one direction of a standard LSTM (gates i, o, f, c; sigmoid, tanh, tanh) over precomputed input projections [T, B, 4H]: {Y, h_T, c_T}',
+  ),
+  op(
+    'int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
+    'mlxc::layers::hard_sigmoid($x, $alpha, $beta, $swish, $s)',
+    'clip(alpha * x + beta, 0, 1), times x where swish (HardSwish), in one pass',
   ),
 ];

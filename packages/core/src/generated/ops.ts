@@ -4120,6 +4120,19 @@ export function lstm(proj: ArrayLike, rT: ArrayLike, h0: ArrayLike, c0: ArrayLik
   }
 }
 
+/** `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
+export function hardSigmoid(x: ArrayLike, alpha: number, beta: number, swish: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_hard_sigmoid(res, _x.handle, alpha, beta, swish, streamHandle(opts)), 'mlxc_hard_sigmoid');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** MLX's `fast` functions under their own names. */
 export const fastOps = {
   layerNorm: fastLayerNorm,
@@ -4195,4 +4208,4 @@ export const fftOps = {
   rfftn: fftRfftn,
 } as const;
 
-export const generatedOpCount = 300;
+export const generatedOpCount = 301;

@@ -20,3 +20,13 @@ extern "C" int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_
   }
   return 0;
 }
+
+extern "C" int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::layers::hard_sigmoid(mlxc::arr(x), alpha, beta, swish, mlxc::stream(s)));
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,7 +1,7 @@
-// CPU layer kernels (spec/layers.ts): depthwise convolution and the LSTM recurrence as MLX
-// primitives. On a CPU stream with float32 data they run the library's own loops (vectorized over
-// the contiguous axis by the compiler); on any other device or dtype the front ends build the same
-// computation from MLX's ops, so callers need not know where they run.
+// CPU layer kernels (spec/layers.ts): depthwise convolution, the LSTM recurrence and HardSigmoid/
+// HardSwish as MLX primitives. On a CPU stream with float32 data they run the library's own loops
+// (vectorized over the contiguous axis by the compiler); on any other device or dtype the front
+// ends build the same computation from MLX's ops, so callers need not know where they run.
 #pragma once
 
 #include <optional>
@@ -30,5 +30,8 @@ mx::array depthwise_conv2d(const mx::array& x, const mx::array& w, const std::op
  */
 std::vector<mx::array> lstm(const mx::array& proj, const mx::array& rT, const mx::array& h0, const mx::array& c0,
                             const std::optional<mx::array>& lens, bool reverse, mx::Stream s);
+
+/** HardSigmoid clip(alpha * x + beta, 0, 1), or with swish HardSwish x * that. */
+mx::array hard_sigmoid(const mx::array& x, float alpha, float beta, bool swish, mx::Stream s);
 
 }  // namespace mlxc::layers
