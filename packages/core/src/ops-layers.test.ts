@@ -46,6 +46,9 @@ describe('depthwiseConv2d', () => {
     { n: 2, c: 3, h: 9, w: 11, m: 1, kh: 3, kw: 3, s: [1, 1], p: [1, 1, 1, 1], d: [1, 1] },
     { n: 1, c: 2, h: 8, w: 7, m: 3, kh: 3, kw: 2, s: [2, 3], p: [0, 2, 1, 0], d: [2, 1] },
     { n: 1, c: 4, h: 2, w: 3, m: 1, kh: 5, kw: 5, s: [1, 1], p: [2, 2, 2, 2], d: [1, 1] },
+    // The 3-wide stride-1 row pass: no left pad with two on the right, and the narrowest row.
+    { n: 1, c: 3, h: 6, w: 5, m: 2, kh: 3, kw: 3, s: [1, 1], p: [0, 0, 1, 2], d: [1, 1] },
+    { n: 2, c: 2, h: 4, w: 3, m: 1, kh: 3, kw: 3, s: [1, 1], p: [1, 1, 1, 1], d: [1, 1] },
   ];
   for (const [i, g] of cases.entries()) {
     for (const dtype of ['float32', 'float16'] as const) {

@@ -34,6 +34,27 @@ void plane(const float* in, const float* k, float b, float* out, int H, int W, i
       int iy = oy * g.sh - g.pt + ky * g.dh;
       if (iy < 0 || iy >= H) continue;
       const float* irow = in + static_cast<size_t>(iy) * W;
+      if (KW == 3 && g.sw == 1 && g.dw == 1 && g.pl <= 1 && OW >= 3 && W >= 3) {
+        // The common 3-wide row at stride 1: the three taps in one pass over the interior (one load
+        // and store of the output per element instead of three), the edges tap by tap.
+        const float w0 = k[ky * 3], w1 = k[ky * 3 + 1], w2 = k[ky * 3 + 2];
+        const float* src = irow - g.pl;  // src[ox + kx] = in[ox + kx - pl]
+        const int lo = g.pl;             // ox + 0 - pl >= 0
+        int hi = W - 2 + g.pl;           // ox + 2 - pl <= W - 1
+        if (hi > OW) hi = OW;
+        for (int ox = lo; ox < hi; ox++) row[ox] += w0 * src[ox] + w1 * src[ox + 1] + w2 * src[ox + 2];
+        for (int ox = 0; ox < lo; ox++)
+          for (int kx = 0; kx < 3; kx++) {
+            int ix = ox + kx - g.pl;
+            if (ix >= 0 && ix < W) row[ox] += k[ky * 3 + kx] * irow[ix];
+          }
+        for (int ox = hi < lo ? lo : hi; ox < OW; ox++)
+          for (int kx = 0; kx < 3; kx++) {
+            int ix = ox + kx - g.pl;
+            if (ix >= 0 && ix < W) row[ox] += k[ky * 3 + kx] * irow[ix];
+          }
+        continue;
+      }
       for (int kx = 0; kx < KW; kx++) {
         const float wv = k[ky * KW + kx];
         const int off = kx * g.dw - g.pl;  // ix = ox * sw + off
