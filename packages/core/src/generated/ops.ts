@@ -4102,18 +4102,18 @@ export function depthwiseConv2d(x: ArrayLike, w: ArrayLike, bias: ArrayLike | nu
   }
 }
 
-/** `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r_t, const mlx_array h0, const mlx_array c0, const mlx_array lens , bool reverse, const mlx_stream s)` */
-export function lstm(proj: ArrayLike, rT: ArrayLike, h0: ArrayLike, c0: ArrayLike, lens: ArrayLike | null | undefined, reverse: boolean, opts?: OpOptions): Array[] {
+/** `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens , bool reverse, const mlx_stream s)` */
+export function lstm(proj: ArrayLike, r: ArrayLike, h0: ArrayLike, c0: ArrayLike, lens: ArrayLike | null | undefined, reverse: boolean, opts?: OpOptions): Array[] {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(proj, rT, h0, c0, lens);
+    const _ref = firstArray(proj, r, h0, c0, lens);
     const _proj = t.arg(proj, _ref);
-    const _rT = t.arg(rT, _ref);
+    const _r = t.arg(r, _ref);
     const _h0 = t.arg(h0, _ref);
     const _c0 = t.arg(c0, _ref);
     const _lens = lens == null ? null : t.arg(lens, _ref);
     const res = { ctx: null };
-    t.check(fn.mlxc_lstm(res, _proj.handle, _rT.handle, _h0.handle, _c0.handle, _lens ? _lens.handle : NULL_HANDLE, reverse, streamHandle(opts)), 'mlxc_lstm');
+    t.check(fn.mlxc_lstm(res, _proj.handle, _r.handle, _h0.handle, _c0.handle, _lens ? _lens.handle : NULL_HANDLE, reverse, streamHandle(opts)), 'mlxc_lstm');
     return takeVector(res);
   } finally {
     t.release();

@@ -253,7 +253,7 @@ function runLayer(fam: Family, ctx: OpContext<RnnParams>): OpResult[] {
     }
     const backwards = d === 1 || p.reverse;
     if (native) {
-      const [yd, hT, cT] = mx.lstm(proj, mx.transpose(dirSlice(r, d)), dirSlice(h0, d), dirSlice(c0!, d), lens ?? null, backwards);
+      const [yd, hT, cT] = mx.lstm(proj, dirSlice(r, d), dirSlice(h0, d), dirSlice(c0!, d), lens ?? null, backwards);
       ys.push(yd);
       hs.push(hT);
       cs.push(cT);

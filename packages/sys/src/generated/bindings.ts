@@ -496,7 +496,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
   'int mlxc_depthwise_conv2d(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
-  'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array r_t, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)',
+  'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)',
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
 ];
 
@@ -1486,8 +1486,8 @@ export interface MlxCFunctions {
   mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
   /** layers: `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
   mlxc_depthwise_conv2d(res: MlxHandle, x: MlxHandle, w: MlxHandle, bias: MlxHandle, stride_h: number, stride_w: number, pad_top: number, pad_left: number, pad_bottom: number, pad_right: number, dilation_h: number, dilation_w: number, s: MlxHandle): number;
-  /** layers: `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r_t, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)` */
-  mlxc_lstm(res: MlxHandle, proj: MlxHandle, r_t: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, reverse: boolean, s: MlxHandle): number;
+  /** layers: `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)` */
+  mlxc_lstm(res: MlxHandle, proj: MlxHandle, r: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, reverse: boolean, s: MlxHandle): number;
   /** layers: `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
   mlxc_hard_sigmoid(res: MlxHandle, x: MlxHandle, alpha: number, beta: number, swish: boolean, s: MlxHandle): number;
 }

@@ -24,11 +24,12 @@ mx::array depthwise_conv2d(const mx::array& x, const mx::array& w, const std::op
 /**
  * One direction of a standard LSTM (sigmoid, tanh, tanh; no peepholes, clip or input_forget):
  * proj [T, B, 4H] holds each step's input projection plus both biases, gates in ONNX's order
- * i, o, f, c; rT [H, 4H] is R transposed; h0, c0 [B, H]; lens (optional, int32 [B]) are the
- * sequence lengths (steps at or past a sequence's length leave its state alone and give zeros in Y).
- * reverse runs from the last valid step back. Returns {Y [T, B, H], h_T [B, H], c_T [B, H]}.
+ * i, o, f, c; r [4H, H] is the recurrence weight as ONNX holds it; h0, c0 [B, H]; lens (optional,
+ * [B]) are the sequence lengths (steps at or past a sequence's length leave its state alone and
+ * give zeros in Y). reverse runs from the last valid step back. Inputs may be strided views.
+ * Returns {Y [T, B, H], h_T [B, H], c_T [B, H]}.
  */
-std::vector<mx::array> lstm(const mx::array& proj, const mx::array& rT, const mx::array& h0, const mx::array& c0,
+std::vector<mx::array> lstm(const mx::array& proj, const mx::array& r, const mx::array& h0, const mx::array& c0,
                             const std::optional<mx::array>& lens, bool reverse, mx::Stream s);
 
 /** HardSigmoid clip(alpha * x + beta, 0, 1), or with swish HardSwish x * that. */

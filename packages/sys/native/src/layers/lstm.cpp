@@ -27,7 +27,7 @@ class Lstm : public mx::Primitive {
     return reverse_ == p.reverse_ && lens_ == p.lens_;
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
-    const int T = in[0].shape(0), B = in[0].shape(1), H = in[1].shape(0);
+    const int T = in[0].shape(0), B = in[0].shape(1), H = in[1].shape(1);
     return {{T, B, H}, {B, H}, {B, H}};
   }
   void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
@@ -39,19 +39,39 @@ class Lstm : public mx::Primitive {
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& a : in) enc.set_input_array(a);
     for (auto& o : outs) enc.set_output_array(o);
-    enc.dispatch([proj = array::unsafe_weak_copy(in[0]), rT = array::unsafe_weak_copy(in[1]), h0 = array::unsafe_weak_copy(in[2]),
+    enc.dispatch([proj = array::unsafe_weak_copy(in[0]), r = array::unsafe_weak_copy(in[1]), h0 = array::unsafe_weak_copy(in[2]),
                   c0 = array::unsafe_weak_copy(in[3]), lens = array::unsafe_weak_copy(lens_ ? in[4] : in[3]),
                   y = array::unsafe_weak_copy(outs[0]), hT = array::unsafe_weak_copy(outs[1]), cT = array::unsafe_weak_copy(outs[2]),
                   reverse = reverse_, has_lens = lens_]() mutable {
-      const int T = proj.shape(0), B = proj.shape(1), H = rT.shape(0), G = 4 * H;
+      const int T = proj.shape(0), B = proj.shape(1), H = r.shape(1), G = 4 * H;
+      // The inputs may be views (slices of a direction, broadcast zeros): read them through their
+      // strides. R [4H, H] is laid out once as R^T [H, 4H], so that each step's product is rows of
+      // multiply-adds over the gates.
       const float* pp = proj.data<float>();
-      const float* rp = rT.data<float>();
-      const int32_t* lp = has_lens ? lens.data<int32_t>() : nullptr;
+      const auto ps = proj.strides();
+      std::vector<float> rt(static_cast<size_t>(H) * G);
+      {
+        const float* rp = r.data<float>();
+        const auto rs = r.strides();
+        for (int j = 0; j < G; j++)
+          for (int i = 0; i < H; i++) rt[static_cast<size_t>(i) * G + j] = rp[j * rs[0] + i * rs[1]];
+      }
       float* yp = y.data<float>();
       float* hp = hT.data<float>();
       float* cp = cT.data<float>();
-      std::copy(h0.data<float>(), h0.data<float>() + static_cast<size_t>(B) * H, hp);
-      std::copy(c0.data<float>(), c0.data<float>() + static_cast<size_t>(B) * H, cp);
+      const auto copy_state = [B, H](const array& from, float* to) {
+        const float* f = from.data<float>();
+        const auto st = from.strides();
+        for (int b = 0; b < B; b++)
+          for (int j = 0; j < H; j++) to[static_cast<size_t>(b) * H + j] = f[b * st[0] + j * st[1]];
+      };
+      copy_state(h0, hp);
+      copy_state(c0, cp);
+      std::vector<int64_t> len(B, T);
+      if (has_lens) {
+        const int32_t* lp = lens.data<int32_t>();
+        for (int b = 0; b < B; b++) len[b] = lp[b * lens.strides()[0]];
+      }
       std::vector<float> gates(G);
       float* g = gates.data();
       for (int k = 0; k < T; k++) {
@@ -60,16 +80,19 @@ class Lstm : public mx::Primitive {
           float* yrow = yp + (static_cast<size_t>(t) * B + b) * H;
           float* h = hp + static_cast<size_t>(b) * H;
           float* c = cp + static_cast<size_t>(b) * H;
-          if (lp && t >= lp[b]) {
+          if (t >= len[b]) {
             for (int j = 0; j < H; j++) yrow[j] = 0.0f;
             continue;
           }
-          const float* prow = pp + (static_cast<size_t>(t) * B + b) * G;
-          for (int j = 0; j < G; j++) g[j] = prow[j];
+          const float* prow = pp + t * ps[0] + b * ps[1];
+          if (ps[2] == 1)
+            for (int j = 0; j < G; j++) g[j] = prow[j];
+          else
+            for (int j = 0; j < G; j++) g[j] = prow[j * ps[2]];
           for (int i = 0; i < H; i++) {
             const float hv = h[i];
-            const float* r = rp + static_cast<size_t>(i) * G;
-            for (int j = 0; j < G; j++) g[j] += hv * r[j];
+            const float* rr = rt.data() + static_cast<size_t>(i) * G;
+            for (int j = 0; j < G; j++) g[j] += hv * rr[j];
           }
           // ONNX's gate order: i, o, f, c.
           for (int j = 0; j < H; j++) {
@@ -90,9 +113,10 @@ class Lstm : public mx::Primitive {
 };
 
 /** The same recurrence from MLX's ops, one step at a time. */
-std::vector<array> composed(const array& proj, const array& rT, const array& h0, const array& c0, const std::optional<array>& lens,
+std::vector<array> composed(const array& proj, const array& r, const array& h0, const array& c0, const std::optional<array>& lens,
                             bool reverse, mx::Stream s) {
-  const int T = proj.shape(0), B = proj.shape(1), H = rT.shape(0);
+  const int T = proj.shape(0), B = proj.shape(1), H = r.shape(1);
+  auto rT = mx::transpose(r, s);
   auto part = [&](const array& a, int i) { return mx::slice(a, {0, i * H}, {B, (i + 1) * H}, s); };
   std::vector<array> ys(T, mx::zeros({B, H}, proj.dtype(), s));
   array h = h0, c = c0;
@@ -122,21 +146,21 @@ std::vector<array> composed(const array& proj, const array& rT, const array& h0,
 
 }  // namespace
 
-std::vector<array> lstm(const array& proj, const array& rT, const array& h0, const array& c0, const std::optional<array>& lens,
+std::vector<array> lstm(const array& proj, const array& r, const array& h0, const array& c0, const std::optional<array>& lens,
                         bool reverse, mx::Stream s) {
   const std::string where = "lstm: ";
-  if (proj.ndim() != 3 || rT.ndim() != 2) throw std::invalid_argument(where + "proj must be [T, B, 4H] and rT [H, 4H]");
-  const int T = proj.shape(0), B = proj.shape(1), H = rT.shape(0);
-  if (rT.shape(1) != 4 * H || proj.shape(2) != 4 * H)
-    throw std::invalid_argument(where + "proj's last axis and rT's second must be 4H = " + std::to_string(4 * H));
+  if (proj.ndim() != 3 || r.ndim() != 2) throw std::invalid_argument(where + "proj must be [T, B, 4H] and r [4H, H]");
+  const int T = proj.shape(0), B = proj.shape(1), H = r.shape(1);
+  if (r.shape(0) != 4 * H || proj.shape(2) != 4 * H)
+    throw std::invalid_argument(where + "proj's last axis and r's first must be 4H = " + std::to_string(4 * H));
   if (h0.shape() != mx::Shape{B, H} || c0.shape() != mx::Shape{B, H}) throw std::invalid_argument(where + "h0 and c0 must be [B, H]");
   if (lens && (lens->ndim() != 1 || lens->shape(0) != B)) throw std::invalid_argument(where + "lens must be [B]");
   auto dt = proj.dtype();
-  bool all_f32 = dt == mx::float32 && rT.dtype() == dt && h0.dtype() == dt && c0.dtype() == dt;
-  if (s.device != mx::Device::cpu || !all_f32 || T == 0 || B == 0 || H == 0) return composed(proj, rT, h0, c0, lens, reverse, s);
-  std::vector<array> in{mx::contiguous(proj, false, s), mx::contiguous(rT, false, s), mx::contiguous(h0, false, s),
-                        mx::contiguous(c0, false, s)};
-  if (lens) in.push_back(mx::contiguous(mx::astype(*lens, mx::int32, s), false, s));
+  bool all_f32 = dt == mx::float32 && r.dtype() == dt && h0.dtype() == dt && c0.dtype() == dt;
+  if (s.device != mx::Device::cpu || !all_f32 || T == 0 || B == 0 || H == 0) return composed(proj, r, h0, c0, lens, reverse, s);
+  // No contiguous copies: the kernel reads every input through its strides.
+  std::vector<array> in{proj, r, h0, c0};
+  if (lens) in.push_back(mx::astype(*lens, mx::int32, s));
   const mx::Shape yshape{T, B, H}, sshape{B, H};
   return array::make_arrays({yshape, sshape, sshape}, {dt, dt, dt}, std::make_shared<Lstm>(s, reverse, lens.has_value()), in);
 }
