@@ -78,6 +78,22 @@ for (const [c, o, hw] of [
   rows.push([shape, 'MLX conv_general', time(() => mlxConv(x, w, 2, 1, 1))]);
   rows.push([shape, 'im2col (9 strided slices) + matmul', time(() => im2col(x, w, 2, 1))]);
 }
+// The layout moves around a full convolution: NCHW data through the transposes against the same
+// convolution on data already channels-last (what keeping activations NHWC would save).
+for (const [c, o, hw, s] of [
+  [3, 16, 96, 2],
+  [1, 8, 28, 1],
+  [8, 16, 14, 1],
+]) {
+  const x = rand([1, c, hw, hw]);
+  const w = rand([o, c, 3, 3]);
+  const xl = mx.contiguous(nhwc(x), false);
+  const wl = mx.contiguous(nhwc(w), false);
+  mx.evaluate(x, w, xl, wl);
+  const shape = `3x3 s${s} ${c} -> ${o}, ${hw}x${hw}`;
+  rows.push([shape, 'NCHW in and out (transposes)', time(() => mlxConv(x, w, s, 1, 1))]);
+  rows.push([shape, 'NHWC in and out (none)', time(() => mx.convGeneral(xl, wl, [s, s], [1, 1], [1, 1], [1, 1], [1, 1], 1, false))]);
+}
 console.log(`median ms of ${runs} evaluated runs, CPU`);
 console.log('| shape | form | ms |\n|---|---|---|');
 for (const [shape, form, ms] of rows) console.log(`| ${shape} | ${form} | ${ms.toFixed(3)} |`);
