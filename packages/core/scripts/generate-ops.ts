@@ -41,7 +41,7 @@ let body = '';
 const nsMembers: Record<string, [string, string][]> = { fast: [], linalg: [], random: [], fft: [] };
 let count = 0;
 
-for (const list of Object.values(spec)) {
+for (const [group, list] of Object.entries(spec)) {
   for (const s of list) {
     if (s.kind !== 'op') continue;
     const fn = parseProto(s.proto);

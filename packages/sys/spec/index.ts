@@ -7,6 +7,7 @@ import { fft } from './fft.js';
 import { array, string, vector, device, stream, closure, transforms, memory, error } from './runtime.js';
 import { extensions } from './extensions.js';
 import { cpu } from './cpu.js';
+import { layers } from './layers.js';
 
 /** Every exported function, by group. The group names the generated C++ file and the README row. */
 export const spec: Record<string, FnSpec[]> = {
@@ -26,4 +27,5 @@ export const spec: Record<string, FnSpec[]> = {
   fft,
   extensions,
   cpu,
+  layers,
 };

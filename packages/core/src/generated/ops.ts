@@ -4145,6 +4145,53 @@ export function fusedRmsNorm(x: ArrayLike, weight: ArrayLike | null | undefined,
   }
 }
 
+/** `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
+export function depthwiseConv2d(x: ArrayLike, w: ArrayLike, bias: ArrayLike | null | undefined, strideH: number, strideW: number, padTop: number, padLeft: number, padBottom: number, padRight: number, dilationH: number, dilationW: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, w, bias);
+    const _x = t.arg(x, _ref);
+    const _w = t.arg(w, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_depthwise_conv2d(res, _x.handle, _w.handle, _bias ? _bias.handle : NULL_HANDLE, toInt32(strideH, 'depthwiseConv2d: strideH'), toInt32(strideW, 'depthwiseConv2d: strideW'), toInt32(padTop, 'depthwiseConv2d: padTop'), toInt32(padLeft, 'depthwiseConv2d: padLeft'), toInt32(padBottom, 'depthwiseConv2d: padBottom'), toInt32(padRight, 'depthwiseConv2d: padRight'), toInt32(dilationH, 'depthwiseConv2d: dilationH'), toInt32(dilationW, 'depthwiseConv2d: dilationW'), streamHandle(opts)), 'mlxc_depthwise_conv2d');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/** `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens , bool reverse, const mlx_stream s)` */
+export function lstm(proj: ArrayLike, r: ArrayLike, h0: ArrayLike, c0: ArrayLike, lens: ArrayLike | null | undefined, reverse: boolean, opts?: OpOptions): Array[] {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(proj, r, h0, c0, lens);
+    const _proj = t.arg(proj, _ref);
+    const _r = t.arg(r, _ref);
+    const _h0 = t.arg(h0, _ref);
+    const _c0 = t.arg(c0, _ref);
+    const _lens = lens == null ? null : t.arg(lens, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_lstm(res, _proj.handle, _r.handle, _h0.handle, _c0.handle, _lens ? _lens.handle : NULL_HANDLE, reverse, streamHandle(opts)), 'mlxc_lstm');
+    return takeVector(res);
+  } finally {
+    t.release();
+  }
+}
+
+/** `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
+export function hardSigmoid(x: ArrayLike, alpha: number, beta: number, swish: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_hard_sigmoid(res, _x.handle, alpha, beta, swish, streamHandle(opts)), 'mlxc_hard_sigmoid');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** MLX's `fast` functions under their own names. */
 export const fastOps = {
   layerNorm: fastLayerNorm,
@@ -4220,4 +4267,4 @@ export const fftOps = {
   rfftn: fftRfftn,
 } as const;
 
-export const generatedOpCount = 302;
+export const generatedOpCount = 305;

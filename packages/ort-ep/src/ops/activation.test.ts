@@ -73,6 +73,21 @@ describe('activations at older opsets and other types', () => {
   ];
   for (const [op, opset, attrs] of cases) it(`${op}-${opset}`, () => expectSameAsOrt(one(op, opset, { x }, attrs), { x }, tol));
 
+  // HardSigmoid/HardSwish run one native pass in float32: the knees, values far outside, alpha and
+  // beta, and a transposed (non-contiguous) input.
+  const knees = f32([-1e30, -4, -3, -2.5, -0.5, 0, 0.5, 2.5, 3, 4, 1e30, -1e-30], [3, 4]);
+  it('HardSigmoid at its knees with alpha and beta', () =>
+    expectSameAsOrt(one('HardSigmoid', 6, { x: knees }, { alpha: 0.4, beta: 0.6 }), { x: knees }, tol));
+  it('HardSwish at its knees', () => expectSameAsOrt(one('HardSwish', 14, { x: knees }), { x: knees }, tol));
+  it('HardSwish of a transposed input', () => {
+    const bytes = model({
+      opsets: { '': 14 },
+      inputs: [v('x', 'float32', [2, 3, 4])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('Transpose', ['x'], ['t'], { attrs: { perm: [2, 0, 1] } }), node('HardSwish', ['t'], ['y'])],
+    });
+    return expectSameAsOrt(bytes, { x }, tol);
+  });
   it('PRelu with a slope broadcast over the channel axis', () => {
     const slope = f32([0.1, 0.2, 0.3, 0.4], [4]);
     return expectSameAsOrt(one('PRelu', 9, { x, slope }), { x, slope }, tol);

@@ -25,7 +25,11 @@ const alphaOf =
 
 const leakyRelu = (x: mx.Array, alpha: number) => mx.where(mx.less(x, 0), mx.multiply(x, alpha), x);
 const softplus = (x: mx.Array) => mx.logaddexp(x, mx.zerosLike(x)); // log(1 + e^x) without overflow
-const hardSigmoid = (x: mx.Array, alpha: number, beta: number) => mx.clip(mx.add(mx.multiply(x, alpha), beta), 0, 1);
+// One native pass in float32 (composed, these are four or five passes that MLX's CPU compile barely fuses).
+const hardSigmoid = (x: mx.Array, alpha: number, beta: number) =>
+  x.dtype === 'float32' ? mx.hardSigmoid(x, alpha, beta, false) : mx.clip(mx.add(mx.multiply(x, alpha), beta), 0, 1);
+const hardSwish = (x: mx.Array) =>
+  x.dtype === 'float32' ? mx.hardSigmoid(x, 1 / 6, 0.5, true) : mx.multiply(x, mx.clip(mx.add(mx.multiply(x, 1 / 6), 0.5), 0, 1));
 
 function elu(x: mx.Array, alpha: number): mx.Array {
   return mx.where(mx.less(x, 0), mx.multiply(mx.expm1(x), alpha), x);
@@ -198,7 +202,7 @@ export const activationOps: OpEntry[] = [
     (x, c) => hardSigmoid(x, c.params.alpha, c.params.beta),
     (attrs) => ({ alpha: attrs.float('alpha', 0.2), beta: attrs.float('beta', 0.5) }),
   ),
-  unary('HardSwish', 14, (x) => mx.multiply(x, hardSigmoid(x, 1 / 6, 0.5))),
+  unary('HardSwish', 14, hardSwish),
   unary('Softplus', 1, softplus),
   unary('Softsign', 1, (x) => mx.divide(x, mx.add(mx.abs(x), 1))),
   unary('Gelu', 20, (x, c) => gelu(x, c.params), parseGelu),

@@ -59,6 +59,33 @@ describe('Conv', () => {
       pads: [1, 2, 2, 1],
     });
   });
+  // The native depthwise kernel: stride 1 (the vectorized span), stride 2 with odd sizes,
+  // SAME_UPPER, a channel multiplier of 3, a 5x5 kernel larger than the image's width plus pads.
+  it('depthwise 3x3, stride 1, pads 1, no bias', async () => {
+    await same('Conv', [f('x', [1, 5, 7, 6]), f('w', [5, 1, 3, 3])], { group: 5, pads: [1, 1, 1, 1] });
+  });
+  it('depthwise stride 2 on odd sizes, SAME_UPPER, bias', async () => {
+    await same('Conv', [f('x', [2, 3, 11, 9]), f('w', [3, 1, 3, 3]), f('b', [3])], { group: 3, strides: [2, 2], auto_pad: 'SAME_UPPER' });
+  });
+  it('depthwise with a channel multiplier (w [C*3, 1, kh, kw]) and a rectangular kernel', async () => {
+    await same('Conv', [f('x', [1, 2, 6, 8]), f('w', [6, 1, 2, 3]), f('b', [6])], { group: 2, pads: [0, 1, 1, 0], strides: [1, 2] });
+  });
+  it('depthwise 5x5 wider than the input (taps fully in the padding)', async () => {
+    await same('Conv', [f('x', [1, 4, 3, 2]), f('w', [4, 1, 5, 5])], { group: 4, pads: [2, 2, 2, 2] });
+  });
+  // 1x1 convolutions run as a matmul over the flattened spatial axes.
+  it('1x1, batch 1, bias', async () => {
+    await same('Conv', [f('x', [1, 6, 5, 7]), f('w', [4, 6, 1, 1]), f('b', [4])], {});
+  });
+  it('1x1, batch 3, bias, 1-D', async () => {
+    await same('Conv', [f('x', [3, 5, 9]), f('w', [7, 5, 1]), f('b', [7])], {});
+  });
+  it('1x1, batch 2, no bias, 3-D', async () => {
+    await same('Conv', [f('x', [2, 3, 2, 3, 4]), f('w', [5, 3, 1, 1, 1])], {});
+  });
+  it('1x1 with a stride or pads is still a convolution', async () => {
+    await same('Conv', [f('x', [1, 3, 5, 5]), f('w', [2, 3, 1, 1]), f('b', [2])], { strides: [2, 2], pads: [1, 0, 0, 1] });
+  });
   it('grouped 1-D with SAME_LOWER', async () => {
     await same('Conv', [f('x', [1, 6, 10]), f('w', [4, 3, 4])], { group: 2, auto_pad: 'SAME_LOWER', strides: [3] });
   });

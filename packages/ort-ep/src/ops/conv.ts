@@ -54,11 +54,47 @@ function addBiasChannelsFirst(ctx: OpContext, y: mx.Array): mx.Array {
   return toChannelsFirst(bias ? mx.add(y, bias) : y);
 }
 
+/** A 1x1 convolution with unit strides and no padding: [O, C] x [N, C, S] over the flattened spatial axes. */
+const isPointwise = (win: Window, w: readonly number[], group: number) =>
+  group === 1 &&
+  w.slice(2).every((k) => k === 1) &&
+  win.kernel.every((k) => k === 1) &&
+  win.strides.every((s) => s === 1) &&
+  win.padsBegin.every((p) => p === 0) &&
+  win.padsEnd.every((p) => p === 0);
+
+function pointwise(ctx: OpContext, x: mx.Array, w: mx.Array): mx.Array {
+  const [n, c, ...spatial] = x.shape;
+  const o = w.shape[0];
+  const bias = ctx.optional(2);
+  const wm = mx.reshape(w, [o, c]);
+  const xm = mx.reshape(x, n === 1 ? [c, -1] : [n, c, -1]);
+  const y = bias && n === 1 ? mx.addmm(mx.reshape(bias, [o, 1]), wm, xm, 1, 1) : mx.matmul(wm, xm);
+  const yb = bias && n !== 1 ? mx.add(y, mx.reshape(bias, [o, 1])) : y;
+  return mx.reshape(yb, [n, o, ...spatial]);
+}
+
+/** One filter per input channel (group = C, weight [C*M, 1, kh, kw]) over 2-D images. */
+const isDepthwise = (x: readonly number[], w: readonly number[], group: number) =>
+  x.length === 4 && group > 1 && group === x[1] && w[1] === 1 && w[0] % group === 0;
+
 function conv(ctx: OpContext<ConvParams>): mx.Array {
   const x = ctx.input(0);
   const w = ctx.input(1);
   const win = convWindow(ctx.params, x.shape, w.shape);
-  return addBiasChannelsFirst(ctx, convLast(toChannelsLast(x), w, win, ctx.params.group));
+  const group = ctx.params.group;
+  // The channels-first forms that skip the layout moves: 1x1 as a matmul, depthwise as the native
+  // kernel (MLX's grouped conv on the CPU is a scalar loop per group; off the CPU it is what the
+  // kernel composes).
+  const fast = x.size > 0 && x.dtype === 'float32' && w.dtype === 'float32' && win.out.every((o) => o > 0);
+  if (fast && isPointwise(win, w.shape, group)) return pointwise(ctx, x, w);
+  if (fast && isDepthwise(x.shape, w.shape, group) && win.kernel.every((k, i) => k === w.shape[2 + i])) {
+    const [sh, sw] = win.strides;
+    const [dh, dw] = win.dilations;
+    const bias = ctx.optional(2);
+    return mx.depthwiseConv2d(x, w, bias ?? null, sh, sw, win.padsBegin[0], win.padsBegin[1], win.padsEnd[0], win.padsEnd[1], dh, dw);
+  }
+  return addBiasChannelsFirst(ctx, convLast(toChannelsLast(x), w, win, group));
 }
 
 const convEntry = onnxOp('Conv', 1, {

@@ -119,6 +119,10 @@ describe('LSTM', () => {
   it('bidirectional with sequence_lens (reverse starts at each sequence end)', () =>
     check({ op: 'LSTM', ...base, dirs: 2, bias: true, lens: [5, 2, 3], initial: true }));
   it('reverse with sequence_lens', () => check({ op: 'LSTM', ...base, dirs: 1, lens: [1, 5, 4], attrs: { direction: 'reverse' } }));
+  // The standard cell runs the native recurrence kernel: a longer sequence, a wider state, mixed
+  // lengths in both directions.
+  it('standard cell: 17 steps, hidden 40, sequence_lens, initial states', () =>
+    check({ op: 'LSTM', seq: 17, batch: 4, input: 9, hidden: 40, dirs: 2, bias: true, initial: true, lens: [17, 2, 9, 1] }));
   it('layout 1, bidirectional, every output', () => check({ op: 'LSTM', ...base, dirs: 2, layout: 1, bias: true, initial: true }));
   it('clip and input_forget', () => check({ op: 'LSTM', ...base, dirs: 1, bias: true, attrs: { clip: 0.3, input_forget: 1 } }));
   it('activations with alpha/beta (HardSigmoid, ScaledTanh, Elu)', () =>

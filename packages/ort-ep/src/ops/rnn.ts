@@ -2,7 +2,9 @@
 // direction unrolls into one MLX op chain per step: the input projection of every step is one
 // matmul up front, each step adds only the recurrent matmul and the gate math. sequence_lens
 // masks padded steps as onnxruntime does: the state stops updating after a sequence's length
-// (reverse directions start at its last valid step) and Y is zero there.
+// (reverse directions start at its last valid step) and Y is zero there. The standard LSTM cell
+// in float32 runs each direction's whole recurrence as one native primitive instead (mx.lstm):
+// unrolled, a short sequence is hundreds of tiny scheduled ops.
 import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
@@ -57,6 +59,8 @@ export interface RnnParams {
   linearBeforeReset: boolean;
   /** LSTM: the forget gate is 1 - the input gate. */
   inputForget: boolean;
+  /** Every direction uses the family's default activations (whose native kernel may apply). */
+  defaultActivations: boolean;
 }
 
 // 'foward' is a typo in an old ONNX test model that onnxruntime accepts as forward.
@@ -85,6 +89,7 @@ export function parseRnn(fam: Family, attrs: Attrs, opset: number): RnnParams {
     layout: opset >= 14 ? layout : 0,
     linearBeforeReset: opset >= 3 && attrs.int('linear_before_reset', 0) !== 0,
     inputForget: attrs.int('input_forget', 0) !== 0,
+    defaultActivations: names.every((n, i) => n.toLowerCase() === fam.defaults[i % fam.defaults.length].toLowerCase()),
   };
 }
 
@@ -184,13 +189,27 @@ const dirSlice = (a: mx.Array, d: number) =>
     0,
   );
 
-/** Step validity masks [batch, 1] per step, or undefined when every sequence is full length. */
-function stepMasks(ctx: OpContext<RnnParams>, seq: number, batch: number): mx.Array[] | undefined {
+/** sequence_lens as int32 [batch], or undefined when absent or every sequence is full length. */
+function seqLens(ctx: OpContext<RnnParams>, seq: number): mx.Array | undefined {
   if (!ctx.has(4)) return undefined;
   const known = ctx.hostIfKnown(4);
   if (known && hostNumbers(known).every((n) => n === seq)) return undefined;
-  const lens = mx.reshape(mx.astype(ctx.input(4), 'int32'), [batch, 1]);
-  return Array.from({ length: seq }, (_, t) => mx.less(t, lens));
+  return mx.reshape(mx.astype(ctx.input(4), 'int32'), [-1]);
+}
+
+/** Step validity masks [batch, 1] per step. */
+function stepMasks(lens: mx.Array, seq: number, batch: number): mx.Array[] {
+  const col = mx.reshape(lens, [batch, 1]);
+  return Array.from({ length: seq }, (_, t) => mx.less(t, col));
+}
+
+/**
+ * Whether the native LSTM kernel computes this layer: the standard cell (default activations, no
+ * clip, input_forget or peepholes) in float32. It runs the whole recurrence of a direction as one
+ * primitive on the CPU (off the CPU it composes the same MLX ops as lstmStep).
+ */
+function nativeLstm(fam: Family, p: RnnParams, x: mx.Array, peepholes: mx.Array | undefined): boolean {
+  return fam.opType === 'LSTM' && p.defaultActivations && p.clip === undefined && !p.inputForget && !peepholes && x.dtype === 'float32';
 }
 
 /** initial_h / initial_c as [dirs, batch, H] (layout 1 holds them as [batch, dirs, H]). */
@@ -222,11 +241,13 @@ export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: Layer
   const H = weights?.hidden ?? p.hidden ?? r.shape[2];
   const G = fam.gates;
   const per = fam.defaults.length;
-  const masks = stepMasks(ctx, seq, batch);
+  const lens = seqLens(ctx, seq);
   const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);
   const c0 = fam.opType === 'LSTM' ? initialState(ctx, 6, [dirs, batch, H], x.dtype) : undefined;
   const bias = ctx.optional(3);
   const peepholes = fam.opType === 'LSTM' ? ctx.optional(7) : undefined;
+  const native = seq > 0 && nativeLstm(fam, p, x, peepholes);
+  const masks = lens && !native ? stepMasks(lens, seq, batch) : undefined;
 
   const ys: mx.Array[] = [];
   const hs: mx.Array[] = [];
@@ -242,6 +263,14 @@ export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: Layer
       const outside = fam.opType === 'GRU' ? mx.concatenate([mx.slice(rb, [0], [2 * H], [1]), mx.zeros([H], rb.dtype)], 0) : rb;
       proj = mx.add(proj, mx.add(wb, outside));
     }
+    const backwards = d === 1 || p.reverse;
+    if (native) {
+      const [yd, hT, cT] = mx.lstm(proj, dirSlice(r, d), dirSlice(h0, d), dirSlice(c0!, d), lens ?? null, backwards);
+      ys.push(yd);
+      hs.push(hT);
+      cs.push(cT);
+      continue;
+    }
     const dir: DirInputs = {
       xw: seq > 0 ? mx.split(proj, seq, 0).map((a) => mx.squeeze(a, 0)) : [],
       rT: weights ? r : mx.transpose(dirSlice(r, d)),
@@ -255,7 +284,6 @@ export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: Layer
     };
     let s: State = { h: dirSlice(h0, d), c: c0 && dirSlice(c0, d) };
     const out: mx.Array[] = new Array(seq);
-    const backwards = d === 1 || p.reverse;
     for (let k = 0; k < seq; k++) {
       const t = backwards ? seq - 1 - k : k;
       const next = fam.step(dir.xw[t], s, dir);

@@ -97,3 +97,5 @@ inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_arr
     mlxc::raise(e.what());              \
     return ret;                         \
   }
+
+#include "layers/layers.h"  // the CPU layer kernels (spec/layers.ts)

@@ -505,6 +505,9 @@ export const prototypes: readonly string[] = [
   'int mlxc_cpu_set_threads(int n)',
   'int mlxc_cpu_threads(_Inout_ int* res)',
   'int mlxc_cpu_has_avx2(_Inout_ bool* res)',
+  'int mlxc_depthwise_conv2d(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
+  'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)',
+  'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
 ];
 
 /** The raw functions, one per prototype, with their TypeScript types. */
@@ -1511,6 +1514,12 @@ export interface MlxCFunctions {
   mlxc_cpu_threads(res: unknown[]): number;
   /** cpu: `int mlxc_cpu_has_avx2(bool* res)` */
   mlxc_cpu_has_avx2(res: unknown[]): number;
+  /** layers: `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
+  mlxc_depthwise_conv2d(res: MlxHandle, x: MlxHandle, w: MlxHandle, bias: MlxHandle, stride_h: number, stride_w: number, pad_top: number, pad_left: number, pad_bottom: number, pad_right: number, dilation_h: number, dilation_w: number, s: MlxHandle): number;
+  /** layers: `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)` */
+  mlxc_lstm(res: MlxHandle, proj: MlxHandle, r: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, reverse: boolean, s: MlxHandle): number;
+  /** layers: `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
+  mlxc_hard_sigmoid(res: MlxHandle, x: MlxHandle, alpha: number, beta: number, swish: boolean, s: MlxHandle): number;
 }
 
-export const functionCount = 501;
+export const functionCount = 504;

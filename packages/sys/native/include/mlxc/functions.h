@@ -539,6 +539,11 @@ int mlxc_cpu_set_threads(int n);
 int mlxc_cpu_threads(int* res);
 int mlxc_cpu_has_avx2(bool* res);
 
+/* layers */
+int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s);
+int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens /* may be null */, bool reverse, const mlx_stream s);
+int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s);
+
 #ifdef __cplusplus
 }
 #endif
