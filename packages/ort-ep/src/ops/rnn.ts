@@ -246,7 +246,8 @@ export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: Layer
   const c0 = fam.opType === 'LSTM' ? initialState(ctx, 6, [dirs, batch, H], x.dtype) : undefined;
   const bias = ctx.optional(3);
   const peepholes = fam.opType === 'LSTM' ? ctx.optional(7) : undefined;
-  const native = seq > 0 && nativeLstm(fam, p, x, peepholes);
+  // Custom weights (DynamicQuantizeLSTM: quantized R in its own layout) keep the composed step.
+  const native = seq > 0 && !weights && nativeLstm(fam, p, x, peepholes);
   const masks = lens && !native ? stepMasks(lens, seq, batch) : undefined;
 
   const ys: mx.Array[] = [];
