@@ -94,6 +94,21 @@ describe('fused activations', () => {
     });
   }
 
+  it('GELU on vectors whose lanes are all in the central range, or all in a tail', () => {
+    // The kernel evaluates its tail branches only where some lane of a vector needs them.
+    for (const [lo, hi] of [
+      [-1.4, 1.4],
+      [-12, -5.7],
+      [1.5, 5],
+    ]) {
+      const x = mx.array(new Float32Array(inputs(1001, lo, hi, 8)));
+      // Far in the negative tail, erfc's relative sensitivity to its argument (2t²) turns float32
+      // rounding of x / sqrt 2 into ~1e-5 relative: still exact to 1e-30 absolutely.
+      const rtol = lo < -5 ? 1.5e-5 : 4e-6;
+      expectMatches(mx.fusedActivation(x, null, 'gelu', cpu), refArray('gelu', x), rtol, 1e-37, `gelu [${lo}, ${hi}]`);
+    }
+  });
+
   it('with a bias along the last axis, on a strided (transposed) input', () => {
     const x = mx.transpose(mx.array(new Float32Array(wide(13 * 37, 3)), { shape: [37, 13] }), null, cpu);
     const bias = mx.array(new Float32Array(wide(37, 4)));

@@ -148,9 +148,14 @@ template <class V>
 inline V vgelu(V x) {
   V z = x * V::splat(0.70710678118654752f);
   V a = V::abs(z);
-  V e = V::select(V::lt(a, V::splat(4.0f)), erfc_large(a), erfc_tail(a));
-  V one_plus = V::select(V::lt(z, V::splat(0.0f)), e, V::splat(2.0f) - e);
-  one_plus = V::select(V::lt(a, V::splat(1.0f)), V::splat(1.0f) + erf_small(z), one_plus);
+  // Each branch only where some lane needs it: most activations have |x / sqrt 2| < 1.
+  V one_plus = V::splat(1.0f) + erf_small(z);
+  if (V::any(V::mor(V::gt(a, V::splat(1.0f)), V::isnan(a)))) {
+    V e = erfc_large(a);
+    if (V::any(V::gt(a, V::splat(4.0f)))) e = V::select(V::lt(a, V::splat(4.0f)), e, erfc_tail(a));
+    V big = V::select(V::lt(z, V::splat(0.0f)), e, V::splat(2.0f) - e);
+    one_plus = V::select(V::lt(a, V::splat(1.0f)), one_plus, big);
+  }
   V y = V::splat(0.5f) * x * one_plus;
   // The limits at ±inf (the product is -inf * 0 at -inf); NaN propagates through the product.
   return V::select(V::isinf(x), V::max(x, V::splat(0.0f)), y);
