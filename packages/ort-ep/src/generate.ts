@@ -9,7 +9,9 @@
 // buffer of fixed capacity per layer: each step binds the present into the past's own tensor, so
 // the new rows are written in place and every decode step has the same shapes.
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
+import * as mx from '@mlx/core';
 import { deviceBufferOf } from './backend.js';
+import { download } from './runtime/convert.js';
 import { InvalidFeedError, OrtMlxError } from './errors.js';
 
 export interface SamplingOptions {
@@ -143,6 +145,25 @@ function maskLength(total: number, capacity: number | undefined): number {
   return Math.min(len, capacity);
 }
 
+/**
+ * The last position's logits. A device tensor of the mlx backend is sliced on the device first,
+ * so a prompt's run downloads one row, not [sequence, vocab]; the tensor is freed either way.
+ */
+async function lastRow(logits: Tensor, vocab: number): Promise<Float32Array | Uint16Array> {
+  const own = deviceBufferOf(logits);
+  if (own?.value && own.value.array.ndim >= 2) {
+    const a = own.value.array;
+    const n = a.size / vocab;
+    const row = mx.scope(() => mx.slice(mx.reshape(a, [n, vocab]), [n - 1, 0], [n, vocab], [1, 1]));
+    const data = download(row, own.value.onnxType).data as Float32Array | Uint16Array;
+    row.dispose();
+    logits.dispose();
+    return data;
+  }
+  const data = (isDevice(logits) ? await logits.getData(true) : logits.data) as Float32Array | Uint16Array;
+  return data.subarray(data.length - vocab);
+}
+
 const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'cpu-pinned';
 
 /**
@@ -221,8 +242,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
         );
       const logits = out.logits;
       const vocab = logits.dims[logits.dims.length - 1];
-      const data = (isDevice(logits) ? await logits.getData(true) : logits.data) as Float32Array | Uint16Array;
-      const tail = data.subarray(data.length - vocab);
+      const tail = await lastRow(logits, vocab);
       const last = logits.type === 'float16' && tail instanceof Uint16Array ? Float32Array.from(tail, halfToFloat) : tail;
       const token = pickToken(last, options.sampling, random);
       options.onStep?.(step, tokens.length);

@@ -330,6 +330,20 @@ describe('sampling', () => {
     });
   }, 120_000);
 
+  it("downloads only the last position's logits, also for a prompt", async () => {
+    await withSession(buildDecoder(llama), onDevice, async (s) => {
+      const long = Array.from({ length: 64 }, (_, i) => (i * 5) % llama.vocab);
+      const before = transferStats().downloadedBytes;
+      const got = await tokens(s, { inputIds: long, maxNewTokens: 1, kvCapacity: 80 });
+      // One row of logits, and the prompt's seqlens_k and total_sequence_length (GroupQueryAttention reads them on the host).
+      const down = transferStats().downloadedBytes - before;
+      expect(down).toBeGreaterThanOrEqual(llama.vocab * 4);
+      expect(down).toBeLessThanOrEqual(llama.vocab * 4 + 16);
+      const want = await withSession(buildDecoder(llama), {}, (r) => tokens(r, { inputIds: long, maxNewTokens: 1, kvCapacity: 80 }));
+      expect(got).toEqual(want);
+    });
+  });
+
   it('top-k and top-p keep the right tokens (frequencies)', () => {
     const logits = [0, Math.log(2), Math.log(3), Math.log(4)]; // p = .1 .2 .3 .4
     let s = 1;
