@@ -50,7 +50,11 @@ class Pool {
     workers_.clear();
     stop_ = false;
     threads_ = std::max(1, n);
-    for (int i = 1; i < threads_; i++) workers_.emplace_back([this] { work(); });
+    // Each worker starts from the generation at its creation (use_ is held: no run() can bump it
+    // now). Reading generation_ when the thread first runs lost a job that run() posted before
+    // then: the worker waited for the next generation and run() for its check-in, forever.
+    const size_t gen = generation_;
+    for (int i = 1; i < threads_; i++) workers_.emplace_back([this, gen] { work(gen); });
   }
 
   void run(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
@@ -92,8 +96,7 @@ class Pool {
     }
   }
 
-  void work() {
-    size_t seen = generation_;
+  void work(size_t seen) {
     for (;;) {
       Job job;
       {

@@ -1,0 +1,36 @@
+// The fused CPU kernels' thread pool: a kernel run right after the pool is made or resized must
+// not wait forever. A worker once read the job generation when its thread first ran, so a job
+// posted before then was lost and the caller waited for the worker's check-in for ever. The
+// loop runs in a child process, so that a hang is a timeout here rather than a stuck test run.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+describe('CPU thread pool', () => {
+  it('kernels run at once after every resize (400 resizes, 2-4 threads)', () => {
+    const core = fileURLToPath(new URL('./index.ts', import.meta.url));
+    const repo = fileURLToPath(new URL('../../..', import.meta.url));
+    const code = `
+      const mx = await import(${JSON.stringify(core)});
+      const x = mx.full([64, 4096], 0.5).eval();
+      let lo = Infinity, hi = -Infinity;
+      for (let i = 0; i < 400; i++) {
+        mx.setCpuThreads(2 + (i % 3));
+        const y = mx.fusedActivation(x, null, 'tanh');
+        lo = Math.min(lo, mx.min(y).item());
+        hi = Math.max(hi, mx.max(y).item());
+      }
+      console.log(JSON.stringify({ lo, hi, want: Math.tanh(0.5) }));`;
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 90_000,
+    });
+    expect(r.signal, 'the loop hung (killed at the timeout)').toBeNull();
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    // Every element of every run was computed (a chunk left undone would keep no 0.46 there).
+    expect(out.lo).toBeCloseTo(out.want, 5);
+    expect(out.hi).toBeCloseTo(out.want, 5);
+  }, 100_000);
+});
