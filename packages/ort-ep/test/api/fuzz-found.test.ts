@@ -68,6 +68,33 @@ describe('crashes the fuzz harness found', () => {
     await bothRefuse(single('Det', 11, [v('x', 'float32', [2, 3])]), { x: f32([1, 2, 3, 4, 5, 6], [2, 3]) }, /got shape \[2, 3\]/);
   });
 
+  it('ScatterND with index tuples of length 0 and mismatched updates (was SIGFPE)', async () => {
+    const spec = (reduction?: string): ModelSpec => ({
+      opsets: { '': reduction === 'max' || reduction === 'min' ? 18 : 16 },
+      inputs: [v('x', 'float32'), v('i', 'int64'), v('u', 'float32')],
+      outputs: [v('y', 'float32')],
+      nodes: [node('ScatterND', ['x', 'i', 'u'], ['y'], { name: 'sc', attrs: reduction ? { reduction } : {} })],
+    });
+    await bothRefuse(
+      spec(),
+      { x: f32([], [0, 3]), i: i64([], [0]), u: f32([], [0, 0]) },
+      /node 'sc' \(ScatterND\): ScatterND into data of shape \[0, 3\]: updates must have shape \[0, 3\] \(indices \[0\]\), got \[0, 0\]/,
+    );
+    const x = f32([1, 2, 3, 4, 5, 6], [2, 3]);
+    await bothRefuse(
+      spec(),
+      { x, i: i64([0, 1], [1, 2]), u: f32([7, 8], [2]) },
+      /updates must have shape \[1\] \(indices \[1, 2\]\), got \[2\]/,
+    );
+    await bothRefuse(spec(), { x, i: i64([0, 1, 0], [1, 3]), u: f32([7], [1]) }, /index tuples of length 3 exceed the data's rank 2/);
+    // Valid edge cases agree with onnxruntime: tuples of length 0 (each update is the whole data), no tuples at all.
+    for (const r of [undefined, 'add', 'mul', 'max', 'min'])
+      await expectSameAsOrt(model(spec(r)), { x, i: i64([], [0]), u: f32([9, -1, 3, 0, 8, 2], [2, 3]) });
+    await expectSameAsOrt(model(spec('add')), { x, i: i64([], [2, 0]), u: f32([9, -1, 3, 0, 8, 2, 1, 1, 1, 1, 1, 1], [2, 2, 3]) });
+    await expectSameAsOrt(model(spec()), { x, i: i64([], [0, 2]), u: f32([], [0]) });
+    await expectSameAsOrt(model(spec()), { x: f32([], [0, 3]), i: i64([], [0]), u: f32([], [0, 3]) });
+  });
+
   describe('RotaryEmbedding (opset 23) position_ids outside the cache (was SIGSEGV)', () => {
     const spec: ModelSpec = {
       opsets: { '': 23 },
