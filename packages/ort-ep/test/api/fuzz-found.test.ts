@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { NodeExecutionError } from '../../src/index.js';
 import { model, node, v, type ModelSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, i64, ort, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, i64, ort, seeded, type Feeds } from '../helpers/ort.js';
 
 const mlx = {
   executionProviders: [{ name: 'mlx', device: 'cpu' }],
@@ -93,6 +93,26 @@ describe('crashes the fuzz harness found', () => {
     await expectSameAsOrt(model(spec('add')), { x, i: i64([], [2, 0]), u: f32([9, -1, 3, 0, 8, 2, 1, 1, 1, 1, 1, 1], [2, 2, 3]) });
     await expectSameAsOrt(model(spec()), { x, i: i64([], [0, 2]), u: f32([], [0]) });
     await expectSameAsOrt(model(spec()), { x: f32([], [0, 3]), i: i64([], [0]), u: f32([], [0, 3]) });
+  });
+
+  it('Attention with qk_matmul_output_mode outside 0-3 (onnxruntime, the fallback, crashed with SIGSEGV)', async () => {
+    const spec = (mode: number): ModelSpec => ({
+      opsets: { '': 23 },
+      irVersion: 11,
+      inputs: [v('Q', 'float32', [1, 2, 3, 4]), v('K', 'float32', [1, 2, 5, 4]), v('V', 'float32', [1, 2, 5, 4])],
+      outputs: [v('Y', 'float32'), v('qk', 'float32')],
+      nodes: [node('Attention', ['Q', 'K', 'V'], ['Y', '', '', 'qk'], { name: 'att', attrs: { qk_matmul_output_mode: mode } })],
+    });
+    const t = (n: number, dims: number[], s: number) => f32(seeded(n, s), dims);
+    const feeds = { Q: t(24, [1, 2, 3, 4], 1), K: t(40, [1, 2, 5, 4], 2), V: t(40, [1, 2, 5, 4], 3) };
+    // onnxruntime is no reference for the bad values (it crashes the process); the fallback must not be asked.
+    for (const mode of [-1, 4, 2 ** 31])
+      await bothRefuse(spec(mode), feeds, new RegExp(`node 'att' \\(Attention\\): qk_matmul_output_mode ${mode} is not one of 0-3`), {
+        ortToo: false,
+      });
+    const fallback = { executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'cpu' }] } as unknown as typeof mlx;
+    expect(await outcome(model(spec(-1)), feeds, fallback)).toBeInstanceOf(NodeExecutionError);
+    for (const mode of [0, 1, 2, 3]) await expectSameAsOrt(model(spec(mode)), feeds);
   });
 
   describe('RotaryEmbedding (opset 23) position_ids outside the cache (was SIGSEGV)', () => {
