@@ -220,6 +220,39 @@ describe('hangs the fuzz harness found', () => {
     await expectSameAsOrt(model(spec(2)), { x });
   });
 
+  it('MaxRoiPool with a huge pooled_shape over an empty input, or a 1-D X (looped over 2^53 bins)', async () => {
+    const spec = (pooled_shape: number[]) => single('MaxRoiPool', 7, [v('x', 'float32'), v('rois', 'float32')], { pooled_shape });
+    const x = f32(
+      Array.from({ length: 32 }, (_, i) => Math.sin(i)),
+      [1, 2, 4, 4],
+    );
+    const rois = f32([0, 0, 0, 3, 3, 0, 1, 0, 2, 3], [2, 5]);
+    // onnxruntime is no reference for the huge shapes (it tries to allocate them).
+    for (const ps of [
+      [2 ** 53, 3, 3, 2 ** 31],
+      [1, 2 ** 53, -2],
+      [0, 2],
+    ])
+      await bothRefuse(
+        spec(ps),
+        { x: f32([], [2, 1, 4, 0]), rois },
+        new RegExp(`node 'n' \\(MaxRoiPool\\): pooled_shape must be two positive integers \\(height, width\\), got \\[${ps.join(', ')}\\]`),
+        { ortToo: false },
+      );
+    await bothRefuse(
+      spec([2 ** 32 + 2, 1]),
+      { x: f32([], [2, 1, 4, 0]), rois },
+      /2 rois of 4294967298x1 bins exceed the limit of 67108864 bins/,
+      {
+        ortToo: false,
+      },
+    );
+    // Nor for the wrong ranks: its CPU kernel does not check them.
+    await bothRefuse(spec([2, 2]), { x, rois: f32([0, 1, 2, 3], [4]) }, /rois must have shape \[R, 5\], got \[4\]/, { ortToo: false });
+    await bothRefuse(spec([2, 2]), { x: f32([1, 2, 3, 4], [4]), rois }, /X must be 4-D \[N, C, H, W\], got shape \[4\]/, { ortToo: false });
+    await expectSameAsOrt(model(spec([2, 3])), { x, rois });
+  });
+
   it('LRN with a size of 2^31 (one slice per window position: looped for minutes)', async () => {
     const x = f32(
       Array.from({ length: 12 }, (_, i) => i / 4),
