@@ -253,6 +253,39 @@ describe('hangs the fuzz harness found', () => {
     await expectSameAsOrt(model(spec([2, 3])), { x, rois });
   });
 
+  it('Col2Im with a block of 2^32 + 2 and 3 pads for a 3-D image (looped over 10^10 block positions)', async () => {
+    const spec = (pads?: number[]): ModelSpec => ({
+      opsets: { '': 18 },
+      inputs: [v('x', 'float32'), v('img', 'int64', [-1]), v('blk', 'int64', [-1])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('Col2Im', ['x', 'img', 'blk'], ['y'], { name: 'c', attrs: pads ? { pads } : {} })],
+    });
+    const empty = { x: f32([], [4, 0, 2]), img: i64([0, 2, 2], [3]) };
+    await bothRefuse(
+      spec([2, 0, 2 ** 31]),
+      { ...empty, blk: i64([4, 1, 2 ** 32 + 2], [3]) },
+      /node 'c' \(Col2Im\): Col2Im: pads has 3 values, the 3-D image needs 6/,
+    );
+    // onnxruntime is no reference for a block of 2^34 positions over an empty input.
+    await bothRefuse(
+      spec(),
+      { ...empty, blk: i64([4, 1, 2 ** 32 + 2], [3]) },
+      /a block of \[4, 1, 4294967298\] has 17179869192 positions, over the 134217728/,
+      {
+        ortToo: false,
+      },
+    );
+    await bothRefuse(spec(), { ...empty, blk: i64([4, 1], [2]) }, /block_shape has 2 values, the 3-D image needs 3/);
+    await bothRefuse(spec(), { ...empty, blk: i64([4, 0, 1], [3]) }, /block_shape must be integers >= 1, got \[4, 0, 1\]/, {
+      ortToo: false,
+    });
+    const x = f32(
+      Array.from({ length: 2 * 4 * 15 }, (_, i) => Math.cos(i)),
+      [1, 8, 15],
+    );
+    await expectSameAsOrt(model(spec([0, 0, 1, 1])), { x, img: i64([3, 5], [2]), blk: i64([2, 2], [2]) });
+  });
+
   it('LRN with a size of 2^31 (one slice per window position: looped for minutes)', async () => {
     const x = f32(
       Array.from({ length: 12 }, (_, i) => i / 4),
