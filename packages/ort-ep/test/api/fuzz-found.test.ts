@@ -286,6 +286,37 @@ describe('hangs the fuzz harness found', () => {
     await expectSameAsOrt(model(spec([0, 0, 1, 1])), { x, img: i64([3, 5], [2]), blk: i64([2, 2], [2]) });
   });
 
+  it('TfIdfVectorizer with an ngram_index of 10^9 (an 8 GB output: memory above 3 GiB)', async () => {
+    const spec = (ngram_indexes: number[]): ModelSpec => ({
+      opsets: { '': 9 },
+      inputs: [v('X', 'int32', [2, 6])],
+      outputs: [v('Y', 'float32')],
+      nodes: [
+        node('TfIdfVectorizer', ['X'], ['Y'], {
+          name: 'tf',
+          attrs: {
+            max_gram_length: 2,
+            max_skip_count: 5,
+            min_gram_length: 2,
+            mode: 'TF',
+            ngram_counts: [0, 4],
+            ngram_indexes,
+            pool_int64s: [2, 3, 5, 4, 5, 6, 7, 8, 6, 7],
+          },
+        }),
+      ],
+    });
+    const X = new ort.Tensor('int32', Int32Array.from([1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8]), [2, 6]);
+    // onnxruntime is no reference: it allocates the [2, 10^9 + 1] output.
+    await bothRefuse(
+      spec([0, 1, 2, 3, 4, 1e9, 6]),
+      { X },
+      /node 'tf' \(TfIdfVectorizer\): an output of 2 row\(s\) of 1000000001 columns \(ngram_indexes up to 1000000000\) has 2000000002 elements, over the 134217728/,
+      { ortToo: false },
+    );
+    await expectSameAsOrt(model(spec([0, 1, 2, 3, 4, 9, 6])), { X });
+  });
+
   it('LRN with a size of 2^31 (one slice per window position: looped for minutes)', async () => {
     const x = f32(
       Array.from({ length: 12 }, (_, i) => i / 4),
