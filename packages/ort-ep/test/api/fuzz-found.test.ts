@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { NodeExecutionError } from '../../src/index.js';
 import { model, node, v, type ModelSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, i64, ort, seeded, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, i64, ort, runOn, seeded, type Feeds } from '../helpers/ort.js';
 
 const mlx = {
   executionProviders: [{ name: 'mlx', device: 'cpu' }],
@@ -316,6 +316,23 @@ describe('hangs the fuzz harness found', () => {
     );
     await expectSameAsOrt(model(spec([0, 1, 2, 3, 4, 9, 6])), { X });
   });
+
+  it('a fused CPU kernel right after the thread pool is resized (test_sce_*_expanded: deadlocked)', async () => {
+    // A pool worker read its starting job generation on its own thread; started late, it took the
+    // first job's generation for one it had done and never checked in. intraOpNumThreads resizes the pool.
+    const spec = single('LogSoftmax', 13, [v('x', 'float32', [90, 240])], { axis: 1 });
+    const x = f32(seeded(90 * 240, 5), [90, 240]);
+    const want = (await runOn('cpu', model(spec), { x })).y0;
+    for (let i = 0; i < 12; i++) {
+      const opts = { executionProviders: [{ name: 'mlx', device: 'cpu' }], intraOpNumThreads: 2 + (i % 3) };
+      const s = await ort.InferenceSession.create(model(spec), opts as unknown as typeof mlx);
+      const got = (await s.run({ x })).y0;
+      await s.release();
+      const g = got.data as Float32Array;
+      const w = want.data as Float32Array;
+      expect(Math.max(...Array.from(g, (a, j) => Math.abs(a - w[j])))).toBeLessThan(1e-4);
+    }
+  }, 60_000);
 
   it('LRN with a size of 2^31 (one slice per window position: looped for minutes)', async () => {
     const x = f32(

@@ -50,7 +50,10 @@ class Pool {
     workers_.clear();
     stop_ = false;
     threads_ = std::max(1, n);
-    for (int i = 1; i < threads_; i++) workers_.emplace_back([this] { work(); });
+    // A worker starts from the generation current now: read on its own thread, it could already be a
+    // job's, which it would then skip without checking in (run() waited forever).
+    const size_t start = generation_;
+    for (int i = 1; i < threads_; i++) workers_.emplace_back([this, start] { work(start); });
   }
 
   void run(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
@@ -92,8 +95,7 @@ class Pool {
     }
   }
 
-  void work() {
-    size_t seen = generation_;
+  void work(size_t seen) {
     for (;;) {
       Job job;
       {
