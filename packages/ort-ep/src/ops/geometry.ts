@@ -7,7 +7,7 @@ import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
-import { checkHostElements } from './helpers/bounds.js';
+import { checkHostElements, MAX_HOST_ELEMENTS } from './helpers/bounds.js';
 import { hostInt64, hostNumbers, intsIfGiven, optionalNumbers, sizeOf } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -97,6 +97,30 @@ function col2imTable(image: number[], block: number[], dil: number[], pads: numb
   return { index, L };
 }
 
+/** The window lists' lengths and ranges, and the size of the host table they make. */
+function checkCol2ImShapes(image: number[], block: number[], dil: number[], pads: number[], strides: number[]): void {
+  const K = image.length;
+  const list = (name: string, xs: number[], n: number, min: number) => {
+    if (xs.length !== n) throw new RangeError(`Col2Im: ${name} has ${xs.length} values, the ${K}-D image needs ${n}`);
+    const bad = xs.find((d) => !Number.isSafeInteger(d) || d < min);
+    if (bad !== undefined) throw new RangeError(`Col2Im: ${name} must be integers >= ${min}, got [${xs.join(', ')}]`);
+  };
+  list('image_shape', image, K, 0);
+  list('block_shape', block, K, 1);
+  list('dilations', dil, K, 1);
+  list('pads', pads, 2 * K, 0);
+  list('strides', strides, K, 1);
+  const B = sizeOf(block);
+  if (B > MAX_HOST_ELEMENTS)
+    throw new RangeError(`Col2Im: a block of [${block.join(', ')}] has ${B} positions, over the ${MAX_HOST_ELEMENTS} computed on the host`);
+  const counts = image.map((len, d) => Math.floor((len + pads[d] + pads[K + d] - (dil[d] * (block[d] - 1) + 1)) / strides[d]) + 1);
+  const table = B * sizeOf(counts.map((c) => Math.max(c, 0)));
+  if (table > MAX_HOST_ELEMENTS)
+    throw new RangeError(
+      `Col2Im: blocks [${block.join(', ')}] over image [${image.join(', ')}] make a table of ${table} entries, over the ${MAX_HOST_ELEMENTS} computed on the host`,
+    );
+}
+
 /** Col2Im's window lists; their defaults (ones, zeros) need the image's rank, an input. */
 interface Col2ImParams {
   dilations?: number[];
@@ -118,6 +142,7 @@ function col2im(ctx: OpContext<Col2ImParams>): mx.Array {
   const dil = ctx.params.dilations ?? Array(K).fill(1);
   const pads = ctx.params.pads ?? Array(2 * K).fill(0);
   const strides = ctx.params.strides ?? Array(K).fill(1);
+  checkCol2ImShapes(image, block, dil, pads, strides);
   const [N, CB, Lx] = x.shape;
   const B = sizeOf(block);
   if (x.ndim !== 3 || CB % B !== 0) throw new RangeError(`${ctx.where}: input [${x.shape.join(', ')}] is not [N, C * ${B}, L]`);

@@ -223,10 +223,21 @@ function scatterElements(ctx: OpContext<ScatterParams>): mx.Array {
 function scatterND(ctx: OpContext<ScatterParams>): mx.Array {
   const x = ctx.input(0);
   const q = ctx.shape(1);
+  const where = `ScatterND into data of shape [${x.shape.join(', ')}]`;
+  if (q.length === 0) throw new RangeError(`${where}: indices must have rank >= 1, got a scalar`);
   const k = q[q.length - 1];
   const lead = q.slice(0, -1);
+  if (k > x.ndim) throw new RangeError(`${where}: index tuples of length ${k} exceed the data's rank ${x.ndim}`);
+  const want = [...lead, ...x.shape.slice(k)];
+  const got = ctx.shape(2);
+  if (got.length !== want.length || got.some((d, i) => d !== want[i]))
+    throw new RangeError(`${where}: updates must have shape [${want.join(', ')}] (indices [${q.join(', ')}]), got [${got.join(', ')}]`);
+  // No index tuples: nothing is written.
+  if (lead.some((d) => d === 0)) return x;
+  // Tuples of length 0 each address the whole data; the update slices combine in order.
+  if (k === 0) return scatterWhole(x, mx.reshape(ctx.input(2), [sizeOf(lead), ...x.shape]), ctx.params.reduction);
   const dimsArr = mx.array(Int32Array.from(x.shape.slice(0, k)), 'int32');
-  const idx = checkedIndices(ctx, ctx.input(1), dimsArr, `ScatterND into data of shape [${x.shape.join(', ')}]`);
+  const idx = checkedIndices(ctx, ctx.input(1), dimsArr, where);
   const indices = Array.from({ length: k }, (_, j) =>
     mx.reshape(
       mx.slice(
@@ -245,6 +256,33 @@ function scatterND(ctx: OpContext<ScatterParams>): mx.Array {
     upd,
     indices.map((_, i) => i),
   );
+}
+
+/** ScatterND with index tuples of length 0: each of the `n` slices of `u` [n, ...data] updates all of `x`. */
+function scatterWhole(x: mx.Array, u: mx.Array, reduction: string): mx.Array {
+  const n = u.shape[0];
+  const u0 = mx.astype(u, x.dtype);
+  switch (reduction) {
+    case 'add':
+      return mx.add(x, mx.sumAxis(u0, 0, false));
+    case 'mul':
+      return mx.multiply(x, mx.prodAxis(u0, 0, false));
+    case 'max':
+      return mx.maximum(x, mx.maxAxis(u0, 0, false));
+    case 'min':
+      return mx.minimum(x, mx.minAxis(u0, 0, false));
+    default:
+      // Duplicate indices are undefined for 'none'; the last slice wins, as in onnxruntime.
+      return mx.reshape(
+        mx.slice(
+          u0,
+          [n - 1, ...x.shape.map(() => 0)],
+          [n, ...x.shape],
+          u0.shape.map(() => 1),
+        ),
+        x.shape,
+      );
+  }
 }
 
 /**

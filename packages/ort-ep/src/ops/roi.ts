@@ -194,10 +194,19 @@ function roiAlign(ctx: OpContext<RoiAlignParams>): mx.Array {
 function maxRoiPool(ctx: OpContext<{ pooledShape: number[]; scale: number }>): mx.Array {
   const x = ctx.input(0);
   const [, c, h, w] = x.shape;
+  const ps = ctx.params.pooledShape;
+  if (ps.length !== 2 || ps.some((d) => !Number.isSafeInteger(d) || d < 1))
+    throw new RangeError(`pooled_shape must be two positive integers (height, width), got [${ps.join(', ')}]`);
+  const [oh, ow] = ps;
+  const rs = ctx.shape(1);
+  if (rs.length !== 2 || rs[1] !== 5) throw new RangeError(`rois must have shape [R, 5], got [${rs.join(', ')}]`);
+  if (x.ndim !== 4) throw new RangeError(`X must be 4-D [N, C, H, W], got shape [${x.shape.join(', ')}]`);
   const rois = hostNumbers(ctx.host(1));
-  const [oh, ow] = ctx.params.pooledShape;
   const scale = ctx.params.scale;
-  const r = rois.length / 5;
+  const r = rs[0];
+  // Every bin is visited on the host, even over an empty input.
+  if (r * oh * ow > MAX_TAPS)
+    throw new RangeError(`${r} rois of ${oh}x${ow} bins exceed the limit of ${MAX_TAPS} bins computed on the host`);
   checkRois(
     rois,
     Array.from({ length: r }, (_, i) => rois[5 * i]),

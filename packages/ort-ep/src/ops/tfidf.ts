@@ -5,6 +5,7 @@ import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
+import { checkHostElements } from './helpers/bounds.js';
 
 const SEP = '\u0000'; // joins the tokens of an n-gram into one Map key; cannot occur in an int token
 
@@ -91,6 +92,8 @@ function vectorize(ctx: OpContext<Vocabulary>): HostTensor[] {
   if (x.dims.length > 2) throw new RangeError(`${ctx.where}: X must be [C] or [N, C], got [${x.dims.join(', ')}]`);
   const tokens = Array.from(x.data as ArrayLike<unknown>, String);
   const [rows, c] = x.dims.length === 2 ? x.dims : [1, x.dims[0] ?? 1];
+  // The output is as wide as the largest of ngram_indexes, whatever the pool holds.
+  checkHostElements(rows * v.width, `an output of ${rows} row(s) of ${v.width} columns (ngram_indexes up to ${v.width - 1})`);
   const out = new Float32Array(rows * v.width);
   for (let r = 0; r < rows; r++) {
     const counts = new Float64Array(v.width);

@@ -3,6 +3,7 @@
 // and the analysis that runs need (which node produces each value, which nodes outputs need).
 import { DEFAULT_DOMAIN, outerReferences, type GraphIR, type HostTensor, type NodeIR } from '../onnx/index.js';
 import { Attrs } from '../registry/attrs.js';
+import { RefusedNode } from '../registry/op.js';
 import type { OpRegistry } from '../registry/registry.js';
 import type { CheckContext, OpEntry } from '../registry/types.js';
 import type { Value } from '../runtime/value.js';
@@ -102,7 +103,19 @@ export function planGraph(graph: GraphIR, opts: PlanOptions, unsupported: Unsupp
         };
         reason = entry.check?.(check);
       } catch (e) {
-        reason = `invalid node: ${messageOf(e)}`;
+        if (e instanceof RefusedNode) {
+          // Not handed to the fallback (onnxruntime crashes the process on it): the node fails when it runs.
+          const refused = e;
+          entry = {
+            domain: entry.domain,
+            opType: entry.opType,
+            since: entry.since,
+            run: () => {
+              throw refused;
+            },
+          };
+          params = undefined;
+        } else reason = `invalid node: ${messageOf(e)}`;
       }
       if (reason) fail(reason);
     }

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { NodeExecutionError } from '../../src/index.js';
 import { model, node, v, type ModelSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, i64, ort, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, i64, ort, runOn, seeded, type Feeds } from '../helpers/ort.js';
 
 const mlx = {
   executionProviders: [{ name: 'mlx', device: 'cpu' }],
@@ -66,6 +66,53 @@ describe('crashes the fuzz harness found', () => {
       /node 'n' \(Det\): Det takes square matrices \[\.\.\., M, M\], got shape \[0, 1\]/,
     );
     await bothRefuse(single('Det', 11, [v('x', 'float32', [2, 3])]), { x: f32([1, 2, 3, 4, 5, 6], [2, 3]) }, /got shape \[2, 3\]/);
+  });
+
+  it('ScatterND with index tuples of length 0 and mismatched updates (was SIGFPE)', async () => {
+    const spec = (reduction?: string): ModelSpec => ({
+      opsets: { '': reduction === 'max' || reduction === 'min' ? 18 : 16 },
+      inputs: [v('x', 'float32'), v('i', 'int64'), v('u', 'float32')],
+      outputs: [v('y', 'float32')],
+      nodes: [node('ScatterND', ['x', 'i', 'u'], ['y'], { name: 'sc', attrs: reduction ? { reduction } : {} })],
+    });
+    await bothRefuse(
+      spec(),
+      { x: f32([], [0, 3]), i: i64([], [0]), u: f32([], [0, 0]) },
+      /node 'sc' \(ScatterND\): ScatterND into data of shape \[0, 3\]: updates must have shape \[0, 3\] \(indices \[0\]\), got \[0, 0\]/,
+    );
+    const x = f32([1, 2, 3, 4, 5, 6], [2, 3]);
+    await bothRefuse(
+      spec(),
+      { x, i: i64([0, 1], [1, 2]), u: f32([7, 8], [2]) },
+      /updates must have shape \[1\] \(indices \[1, 2\]\), got \[2\]/,
+    );
+    await bothRefuse(spec(), { x, i: i64([0, 1, 0], [1, 3]), u: f32([7], [1]) }, /index tuples of length 3 exceed the data's rank 2/);
+    // Valid edge cases agree with onnxruntime: tuples of length 0 (each update is the whole data), no tuples at all.
+    for (const r of [undefined, 'add', 'mul', 'max', 'min'])
+      await expectSameAsOrt(model(spec(r)), { x, i: i64([], [0]), u: f32([9, -1, 3, 0, 8, 2], [2, 3]) });
+    await expectSameAsOrt(model(spec('add')), { x, i: i64([], [2, 0]), u: f32([9, -1, 3, 0, 8, 2, 1, 1, 1, 1, 1, 1], [2, 2, 3]) });
+    await expectSameAsOrt(model(spec()), { x, i: i64([], [0, 2]), u: f32([], [0]) });
+    await expectSameAsOrt(model(spec()), { x: f32([], [0, 3]), i: i64([], [0]), u: f32([], [0, 3]) });
+  });
+
+  it('Attention with qk_matmul_output_mode outside 0-3 (onnxruntime, the fallback, crashed with SIGSEGV)', async () => {
+    const spec = (mode: number): ModelSpec => ({
+      opsets: { '': 23 },
+      irVersion: 11,
+      inputs: [v('Q', 'float32', [1, 2, 3, 4]), v('K', 'float32', [1, 2, 5, 4]), v('V', 'float32', [1, 2, 5, 4])],
+      outputs: [v('Y', 'float32'), v('qk', 'float32')],
+      nodes: [node('Attention', ['Q', 'K', 'V'], ['Y', '', '', 'qk'], { name: 'att', attrs: { qk_matmul_output_mode: mode } })],
+    });
+    const t = (n: number, dims: number[], s: number) => f32(seeded(n, s), dims);
+    const feeds = { Q: t(24, [1, 2, 3, 4], 1), K: t(40, [1, 2, 5, 4], 2), V: t(40, [1, 2, 5, 4], 3) };
+    // onnxruntime is no reference for the bad values (it crashes the process); the fallback must not be asked.
+    for (const mode of [-1, 4, 2 ** 31])
+      await bothRefuse(spec(mode), feeds, new RegExp(`node 'att' \\(Attention\\): qk_matmul_output_mode ${mode} is not one of 0-3`), {
+        ortToo: false,
+      });
+    const fallback = { executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'cpu' }] } as unknown as typeof mlx;
+    expect(await outcome(model(spec(-1)), feeds, fallback)).toBeInstanceOf(NodeExecutionError);
+    for (const mode of [0, 1, 2, 3]) await expectSameAsOrt(model(spec(mode)), feeds);
   });
 
   describe('RotaryEmbedding (opset 23) position_ids outside the cache (was SIGSEGV)', () => {
@@ -172,6 +219,120 @@ describe('hangs the fuzz harness found', () => {
     await bothRefuse(spec(1e9), { x }, /num_outputs 1000000000 does not match the node's 2 outputs/, { ortToo: false });
     await expectSameAsOrt(model(spec(2)), { x });
   });
+
+  it('MaxRoiPool with a huge pooled_shape over an empty input, or a 1-D X (looped over 2^53 bins)', async () => {
+    const spec = (pooled_shape: number[]) => single('MaxRoiPool', 7, [v('x', 'float32'), v('rois', 'float32')], { pooled_shape });
+    const x = f32(
+      Array.from({ length: 32 }, (_, i) => Math.sin(i)),
+      [1, 2, 4, 4],
+    );
+    const rois = f32([0, 0, 0, 3, 3, 0, 1, 0, 2, 3], [2, 5]);
+    // onnxruntime is no reference for the huge shapes (it tries to allocate them).
+    for (const ps of [
+      [2 ** 53, 3, 3, 2 ** 31],
+      [1, 2 ** 53, -2],
+      [0, 2],
+    ])
+      await bothRefuse(
+        spec(ps),
+        { x: f32([], [2, 1, 4, 0]), rois },
+        new RegExp(`node 'n' \\(MaxRoiPool\\): pooled_shape must be two positive integers \\(height, width\\), got \\[${ps.join(', ')}\\]`),
+        { ortToo: false },
+      );
+    await bothRefuse(
+      spec([2 ** 32 + 2, 1]),
+      { x: f32([], [2, 1, 4, 0]), rois },
+      /2 rois of 4294967298x1 bins exceed the limit of 67108864 bins/,
+      {
+        ortToo: false,
+      },
+    );
+    // Nor for the wrong ranks: its CPU kernel does not check them.
+    await bothRefuse(spec([2, 2]), { x, rois: f32([0, 1, 2, 3], [4]) }, /rois must have shape \[R, 5\], got \[4\]/, { ortToo: false });
+    await bothRefuse(spec([2, 2]), { x: f32([1, 2, 3, 4], [4]), rois }, /X must be 4-D \[N, C, H, W\], got shape \[4\]/, { ortToo: false });
+    await expectSameAsOrt(model(spec([2, 3])), { x, rois });
+  });
+
+  it('Col2Im with a block of 2^32 + 2 and 3 pads for a 3-D image (looped over 10^10 block positions)', async () => {
+    const spec = (pads?: number[]): ModelSpec => ({
+      opsets: { '': 18 },
+      inputs: [v('x', 'float32'), v('img', 'int64', [-1]), v('blk', 'int64', [-1])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('Col2Im', ['x', 'img', 'blk'], ['y'], { name: 'c', attrs: pads ? { pads } : {} })],
+    });
+    const empty = { x: f32([], [4, 0, 2]), img: i64([0, 2, 2], [3]) };
+    await bothRefuse(
+      spec([2, 0, 2 ** 31]),
+      { ...empty, blk: i64([4, 1, 2 ** 32 + 2], [3]) },
+      /node 'c' \(Col2Im\): Col2Im: pads has 3 values, the 3-D image needs 6/,
+    );
+    // onnxruntime is no reference for a block of 2^34 positions over an empty input.
+    await bothRefuse(
+      spec(),
+      { ...empty, blk: i64([4, 1, 2 ** 32 + 2], [3]) },
+      /a block of \[4, 1, 4294967298\] has 17179869192 positions, over the 134217728/,
+      {
+        ortToo: false,
+      },
+    );
+    await bothRefuse(spec(), { ...empty, blk: i64([4, 1], [2]) }, /block_shape has 2 values, the 3-D image needs 3/);
+    await bothRefuse(spec(), { ...empty, blk: i64([4, 0, 1], [3]) }, /block_shape must be integers >= 1, got \[4, 0, 1\]/, {
+      ortToo: false,
+    });
+    const x = f32(
+      Array.from({ length: 2 * 4 * 15 }, (_, i) => Math.cos(i)),
+      [1, 8, 15],
+    );
+    await expectSameAsOrt(model(spec([0, 0, 1, 1])), { x, img: i64([3, 5], [2]), blk: i64([2, 2], [2]) });
+  });
+
+  it('TfIdfVectorizer with an ngram_index of 10^9 (an 8 GB output: memory above 3 GiB)', async () => {
+    const spec = (ngram_indexes: number[]): ModelSpec => ({
+      opsets: { '': 9 },
+      inputs: [v('X', 'int32', [2, 6])],
+      outputs: [v('Y', 'float32')],
+      nodes: [
+        node('TfIdfVectorizer', ['X'], ['Y'], {
+          name: 'tf',
+          attrs: {
+            max_gram_length: 2,
+            max_skip_count: 5,
+            min_gram_length: 2,
+            mode: 'TF',
+            ngram_counts: [0, 4],
+            ngram_indexes,
+            pool_int64s: [2, 3, 5, 4, 5, 6, 7, 8, 6, 7],
+          },
+        }),
+      ],
+    });
+    const X = new ort.Tensor('int32', Int32Array.from([1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8]), [2, 6]);
+    // onnxruntime is no reference: it allocates the [2, 10^9 + 1] output.
+    await bothRefuse(
+      spec([0, 1, 2, 3, 4, 1e9, 6]),
+      { X },
+      /node 'tf' \(TfIdfVectorizer\): an output of 2 row\(s\) of 1000000001 columns \(ngram_indexes up to 1000000000\) has 2000000002 elements, over the 134217728/,
+      { ortToo: false },
+    );
+    await expectSameAsOrt(model(spec([0, 1, 2, 3, 4, 9, 6])), { X });
+  });
+
+  it('a fused CPU kernel right after the thread pool is resized (test_sce_*_expanded: deadlocked)', async () => {
+    // A pool worker read its starting job generation on its own thread; started late, it took the
+    // first job's generation for one it had done and never checked in. intraOpNumThreads resizes the pool.
+    const spec = single('LogSoftmax', 13, [v('x', 'float32', [90, 240])], { axis: 1 });
+    const x = f32(seeded(90 * 240, 5), [90, 240]);
+    const want = (await runOn('cpu', model(spec), { x })).y0;
+    for (let i = 0; i < 12; i++) {
+      const opts = { executionProviders: [{ name: 'mlx', device: 'cpu' }], intraOpNumThreads: 2 + (i % 3) };
+      const s = await ort.InferenceSession.create(model(spec), opts as unknown as typeof mlx);
+      const got = (await s.run({ x })).y0;
+      await s.release();
+      const g = got.data as Float32Array;
+      const w = want.data as Float32Array;
+      expect(Math.max(...Array.from(g, (a, j) => Math.abs(a - w[j])))).toBeLessThan(1e-4);
+    }
+  }, 60_000);
 
   it('LRN with a size of 2^31 (one slice per window position: looped for minutes)', async () => {
     const x = f32(
