@@ -13,7 +13,7 @@ import { UnsupportedOperatorError } from '../../src/errors.js';
 import { hostToTensor, tensorToHost } from '../../src/backend.js';
 import { compareTensor } from '../conformance/compare.js';
 import { model, node, v, type ModelSpec } from '../helpers/build.js';
-import { bool, f32, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../helpers/ort.js';
+import { bool, expectSameOutputs, f32, ort, runOn, seeded, type Feeds, type OrtTensor } from '../helpers/ort.js';
 import { sharedPath } from '../helpers/shared.js';
 
 // On the CPU each fused kernel is built with g++: the shared-model tests exercise fusion.
@@ -34,27 +34,12 @@ async function runMlx(bytes: Uint8Array, feeds: Feeds, options: Options, runs = 
   }
 }
 
-function expectSame(have: Record<string, OrtTensor>, want: Record<string, OrtTensor>, tol = { rtol: 1e-5, atol: 1e-6 }): void {
-  expect(Object.keys(have).sort()).toEqual(Object.keys(want).sort());
-  for (const name of Object.keys(want)) {
-    expect({ name, type: have[name].type, dims: [...have[name].dims] }).toEqual({
-      name,
-      type: want[name].type,
-      dims: [...want[name].dims],
-    });
-    const a = plain(have[name]);
-    const b = plain(want[name]);
-    const bad = a.findIndex((x, i) => !(Math.abs(x - b[i]) <= tol.atol + tol.rtol * Math.abs(b[i])));
-    expect(bad === -1 ? 'ok' : `${name}[${bad}]: mlx ${a[bad]} vs onnxruntime ${b[bad]}`).toBe('ok');
-  }
-}
-
 /** Runs on onnxruntime-node alone and through mlx with fallback, on the compiled path (3 runs) and the eager one. */
 async function expectFallbackSame(bytes: Uint8Array, feeds: Feeds, options: Options): Promise<void> {
   const want = await runOn('cpu', bytes, feeds);
   for (const compiled of [true, false]) {
     const runs = await runMlx(bytes, feeds, { ...options, compiled }, compiled ? 3 : 1);
-    for (const have of runs) expectSame(have, want);
+    for (const have of runs) expectSameOutputs(have, want);
   }
 }
 

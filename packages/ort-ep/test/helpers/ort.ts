@@ -48,6 +48,16 @@ export async function expectSameAsOrt(
   tol = { rtol: 1e-5, atol: 1e-6 },
 ): Promise<Record<string, OrtTensor>> {
   const [want, have] = [await runOn('cpu', bytes, feeds), await runOn('mlx', bytes, feeds)];
+  expectSameOutputs(have, want, tol);
+  return have;
+}
+
+/** mlx's outputs `have` equal onnxruntime's `want`: the same names, types and dims, values within `tol`. */
+export function expectSameOutputs(
+  have: Record<string, OrtTensor>,
+  want: Record<string, OrtTensor>,
+  tol = { rtol: 1e-5, atol: 1e-6 },
+): void {
   expect(Object.keys(have).sort()).toEqual(Object.keys(want).sort());
   for (const name of Object.keys(want)) {
     expect({ name, type: have[name].type, dims: [...have[name].dims] }).toEqual({
@@ -60,5 +70,4 @@ export async function expectSameAsOrt(
     const bad = a.findIndex((x, i) => !(Math.abs(x - b[i]) <= tol.atol + tol.rtol * Math.abs(b[i])));
     expect(bad === -1 ? 'ok' : `${name}[${bad}]: mlx ${a[bad]} vs onnxruntime ${b[bad]}`).toBe('ok');
   }
-  return have;
 }
