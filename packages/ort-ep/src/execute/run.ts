@@ -18,21 +18,9 @@ import { placeNode } from './placement.js';
 
 function toValue(r: OpResult): Value {
   if (r === undefined) return { kind: 'none' };
-  if (r instanceof mx.Array) return deviceValue(r);
+  if (r instanceof mx.Array) return { kind: 'device', array: r, onnxType: onnxTypeOf(r.dtype) };
   if ('kind' in r) return r;
   return { kind: 'host', tensor: r };
-}
-
-/** A device result; its ONNX type is read from the array (an FFI call) only if something asks. */
-function deviceValue(array: mx.Array): Value {
-  let t: number | undefined;
-  return {
-    kind: 'device',
-    array,
-    get onnxType() {
-      return (t ??= onnxTypeOf(array.dtype));
-    },
-  };
 }
 
 /**
