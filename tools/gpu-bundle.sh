@@ -31,6 +31,22 @@ log 'bundling bench/gpu.ts'
 node_modules/.bin/esbuild packages/ort-ep/bench/gpu.ts --bundle --platform=node --target=node20 --format=esm --conditions=source \
   --external:koffi --external:onnxruntime-node --external:onnxruntime-web --outfile=.gpu/bench.mjs \
   --banner:js="import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" --log-level=warning
+# The decode benchmark: its driver and its worker, with onnxruntime-node (JavaScript and binding
+# here; its 45 MB libonnxruntime in a part of its own) to compare against on the machine's CPU.
+for f in decode decode-worker; do
+  node_modules/.bin/esbuild packages/ort-ep/bench/$f.ts --bundle --platform=node --target=node20 --format=esm --conditions=source \
+    --external:koffi --external:onnxruntime-node --external:onnxruntime-common --external:onnxruntime-web --outfile=.gpu/$f.mjs \
+    --banner:js="import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" --log-level=warning
+done
+# A package's folder: the nearest one above its entry point whose package.json names it.
+pkgdir() { node -e "const p=require('path'),fs=require('fs');let d=p.dirname(require.resolve(process.argv[1],{paths:[process.argv[2]]}));const named=(x)=>{try{return JSON.parse(fs.readFileSync(p.join(x,'package.json'),'utf8')).name===process.argv[1]}catch{return false}};while(!named(d))d=p.dirname(d);console.log(d)" "$1" "$2"; }
+ORTN=$(pkgdir onnxruntime-node packages/ort-ep)
+ORTC=$(pkgdir onnxruntime-common "$ORTN")
+mkdir -p .gpu/node_modules/onnxruntime-node/bin/napi-v6/linux/x64 .gpu/node_modules/onnxruntime-common
+cp -r "$ORTN"/package.json "$ORTN"/dist .gpu/node_modules/onnxruntime-node/
+cp "$ORTN"/bin/napi-v6/linux/x64/onnxruntime_binding.node .gpu/node_modules/onnxruntime-node/bin/napi-v6/linux/x64/
+cp -r "$ORTC"/package.json "$ORTC"/dist .gpu/node_modules/onnxruntime-common/
+if [[ ! -f .gpu-parts/ort.so.xz ]]; then xz -T2 -6 -c "$ORTN"/bin/napi-v6/linux/x64/libonnxruntime.so.1 > .gpu-parts/ort.so.xz; fi
 KOFFI=$(node -p "require('path').dirname(require.resolve('koffi/package.json', { paths: ['packages/sys'] }))")
 mkdir -p .gpu/node_modules/koffi/build/koffi
 cp "$KOFFI"/package.json "$KOFFI"/index.js "$KOFFI"/indirect.js .gpu/node_modules/koffi/

@@ -9,6 +9,8 @@
 #   check      the shared models (compiled and eager) and the sample of ONNX node cases, in SHARDS
 #              parallel processes (default 12; NVRTC compiling each case's kernels is the slow
 #              part, and it runs on the CPU), each stopped after CASE_SECONDS (default 480)
+#   decode     the decode benchmark (bench/decode.ts): a ~110M-parameter Llama-shaped model, mlx on the
+#              GPU against onnxruntime-node on the machine's CPU (BENCH_THREADS, default all cores)
 #   speed      gpu_baselines.py (exports with the machine's torch, torch CUDA eager and onnxruntime
 #              CPU), then the mlx provider on the same models; the table, JSON and SVG chart
 # MLX's kernel cache (MLX_PTX_CACHE_DIR) and the driver's (CUDA_CACHE_PATH) live in DIR/cache, so
@@ -62,10 +64,15 @@ for step in "$@"; do
       ' "$OUT/cases.json" | tee -a "$OUT/cases.log"
       grep -E "pass|fail|error" "$OUT/models.log" | head -20
       cache_size | tee -a "$OUT/cases.log" ;;
+    decode)
+      lib=node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1
+      [[ -f $lib ]] || xz -dc parts/ort.so.xz > "$lib"
+      BENCH_THREADS=${BENCH_THREADS:-$(nproc)} ./node decode.mjs --device gpu --size "${DECODE_SIZE:-100m}" \
+        --rounds "${DECODE_ROUNDS:-2}" --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/decode.log" ;;
     speed)
       ./node bench.mjs --device gpu --exports exports --only baselines,speed --out "$OUT/speed.json" --chart "$OUT/gpu.svg" 2>&1 |
         grep -v -i warn | tee "$OUT/speed.log"
       cache_size | tee -a "$OUT/speed.log" ;;
-    *) echo "unknown step $step (transfers, check, speed)" >&2; exit 2 ;;
+    *) echo "unknown step $step (transfers, check, decode, speed)" >&2; exit 2 ;;
   esac
 done

@@ -5,9 +5,10 @@
 // Engines alternate over --rounds rounds; figures are medians over the rounds (a shared machine's
 // load moves single runs by 2-4x). Writes reports/bench-decode.json and bench/decode.svg. Never a test.
 //   tools/dev bench decode [--size tiny|small|100m] [--model llama|gpt2] [--prefill 512] [--contexts 128,1024,4096]
-//     [--tokens 16] [--rounds 3] [--engines mlx,ort-node] [--device cpu|gpu]
+//     [--tokens 16] [--rounds 3] [--engines mlx,ort-node] [--device cpu|gpu] [--out DIR]
+// BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2, this project's CI machines).
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { barChart } from './chart.js';
@@ -36,10 +37,15 @@ interface Result {
   error?: string;
 }
 
+// The bundle tools/gpu-bundle.sh makes (for machines without a registry) carries the worker as one
+// file beside this one; in the repository it runs from its source.
+const bundled = join(here, 'decode-worker.mjs');
+const workerArgs = existsSync(bundled) ? [bundled] : ['--conditions=source', '--import', 'tsx', join(here, 'decode-worker.ts')];
+
 function worker(engine: string): Result {
   const r = spawnSync(
     process.execPath,
-    ['--conditions=source', '--import', 'tsx', join(here, 'decode-worker.ts'), '--engine', engine, ...pass],
+    [...workerArgs, '--engine', engine, ...pass],
     { cwd: pkg, encoding: 'utf8', timeout: 1_800_000 },
   );
   const line = r.stdout
@@ -96,10 +102,13 @@ function main(): void {
         ` | ${r.decode.map((d) => fmtBytes(d.bytesPerToken)).join(' / ')} |`,
     );
   }
-  mkdirSync(join(pkg, 'reports'), { recursive: true });
-  writeFileSync(join(pkg, 'reports', `bench-decode${suffix}.json`), JSON.stringify({ date: new Date().toISOString(), results }, null, 2));
+  // --out DIR: the JSON and the chart go there (default: reports/ and bench/ of the package).
+  const outDir = arg('out');
+  const jsonDir = outDir ?? join(pkg, 'reports');
+  mkdirSync(jsonDir, { recursive: true });
+  writeFileSync(join(jsonDir, `bench-decode${suffix}.json`), JSON.stringify({ date: new Date().toISOString(), results }, null, 2));
   writeFileSync(
-    join(here, `decode${suffix}.svg`),
+    join(outDir ?? here, `decode${suffix}.svg`),
     barChart({
       title: `Decode tokens/s, ${shape}, ${(ok[0].parameters / 1e6).toFixed(0)}M parameters, by context`,
       groups: ok[0].decode.map((d) => `context ${d.context}`),

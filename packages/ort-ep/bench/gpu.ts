@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import * as mx from '@mlx/core';
 import { readTestCase, type HostTensor } from '../src/onnx/index.js';
+import { NodeExecutionError } from '../src/errors.js';
 import { MlxSession } from '../src/session.js';
 import { compareTensor } from '../test/conformance/compare.js';
 import { runCase } from '../test/conformance/runner.js';
@@ -85,6 +86,40 @@ async function sharedModels(dir: string): Promise<void> {
   report.sharedModels = rows;
 }
 
+/**
+ * A token id outside gpt2-tiny's vocabulary (512 rows) on this device: the run must fail with a
+ * NodeExecutionError naming the Gather node and the index, and the session must keep working.
+ */
+async function outOfVocabulary(dir: string): Promise<void> {
+  const model = join(dir, 'gpt2-tiny');
+  if (!existsSync(join(model, 'model.onnx'))) return;
+  const tc = readTestCase(model);
+  const [ids, mask] = tc.datasets[0].inputs as HostTensor[];
+  const rows: Record<string, string> = {};
+  for (const compiled of [true, false]) {
+    const s = await MlxSession.create(join(model, 'model.onnx'), { device, compiled });
+    try {
+      for (const bad of [512n, -513n, 2n ** 40n]) {
+        const data = BigInt64Array.from(ids.data as BigInt64Array);
+        data[1] = bad;
+        const e = await s.run({ input_ids: { ...ids, data }, attention_mask: mask }).then(
+          () => undefined,
+          (err: Error) => err,
+        );
+        const ok = e instanceof NodeExecutionError && /\(Gather\).*out of range/.test(e.message);
+        rows[`${compiled ? 'compiled' : 'eager'} ${bad}`] = ok ? `pass: ${e.message}` : `FAIL: ${e ? e.message : 'no error'}`;
+      }
+      const good = await s.run({ input_ids: ids, attention_mask: mask });
+      const c = compareTensor(good[s.outputNames[0]] as HostTensor, tc.datasets[0].outputs[0] as HostTensor, { rtol: 1e-3, atol: 1e-4 });
+      rows[`${compiled ? 'compiled' : 'eager'} then a good feed`] = c.ok ? 'pass' : `FAIL: ${c.why}`;
+    } finally {
+      s.release();
+    }
+  }
+  for (const [k, v] of Object.entries(rows)) log(`  out-of-vocabulary ${k}: ${v}`);
+  report.outOfVocabulary = rows;
+}
+
 /** A sample of node cases: eager and compiled (three runs), through MlxSession. */
 async function nodeCases(dir: string): Promise<void> {
   // --shard i/K: every K-th case from the i-th, so that K processes share the sample.
@@ -135,6 +170,16 @@ async function speed(dir: string): Promise<void> {
     for (let i = 0; i < 3; i++) await time();
     const times: number[] = [];
     for (let i = 0; i < runs; i++) times.push((await time()).ms);
+    // The same runs with the results left on the device (keepOnDevice), as torch's timing leaves
+    // them: the difference is the download of the results into JS memory.
+    const onDevice: number[] = [];
+    for (let i = 0; i < runs + 3; i++) {
+      const t = performance.now();
+      const out = await s.run(feeds, { keepOnDevice: true });
+      const ms = performance.now() - t;
+      for (const v of Object.values(out)) if (v && typeof v === 'object' && 'kind' in v && v.kind === 'device') v.array.dispose();
+      if (i >= 3) onDevice.push(ms);
+    }
     // Against onnxruntime CPU's outputs on the same graph (gpu_baselines.py saves them as the data
     // set's outputs): relative error of the first output.
     const want = tc.datasets[0].outputs[0] as HostTensor;
@@ -153,10 +198,11 @@ async function speed(dir: string): Promise<void> {
       firstRequestMs: first.ms,
       medianMs: median(times),
       minMs: Math.min(...times),
+      resultsOnDeviceMedianMs: median(onDevice),
       relErrVsOrt: Math.sqrt(num / Math.max(den, 1e-30)),
     };
     log(
-      `  ${name.padEnd(20)} create ${createMs.toFixed(0)} ms, warmup ${runsMs.map((m) => m.toFixed(0)).join(' + ')} ms, first request ${first.ms.toFixed(1)} ms, warm median ${median(times).toFixed(2)} ms, rel. error vs onnxruntime CPU ${(rows[name] as { relErrVsOrt: number }).relErrVsOrt.toExponential(2)}`,
+      `  ${name.padEnd(20)} create ${createMs.toFixed(0)} ms, warmup ${runsMs.map((m) => m.toFixed(0)).join(' + ')} ms, first request ${first.ms.toFixed(1)} ms, warm median ${median(times).toFixed(2)} ms (results left on the device ${median(onDevice).toFixed(2)} ms), rel. error vs onnxruntime CPU ${(rows[name] as { relErrVsOrt: number }).relErrVsOrt.toExponential(2)}`,
     );
     s.release();
     report.speed = rows;
@@ -249,26 +295,29 @@ function summary(chartFile?: string): void {
   const base = (
     report.baselines as { models?: Record<string, { torchCuda?: { medianMs: number; firstMs: number }; ortCpu?: { medianMs: number } }> }
   )?.models;
-  const speed = report.speed as Record<string, { medianMs: number; warmupMs: number[] }> | undefined;
+  const speed = report.speed as Record<string, { medianMs: number; resultsOnDeviceMedianMs?: number; warmupMs: number[] }> | undefined;
   if (!base || !speed) return;
   const names = MODELS.filter((m) => speed[m] && base[m]);
   const rows: Record<string, unknown> = {};
-  log('\nmodel            mlx gpu    torch cuda   ort cpu    mlx/torch  ort/mlx   first run mlx (torch)');
+  log('\nmodel            mlx gpu  (on device)  torch cuda   ort cpu    mlx/torch (on device)  ort/mlx   first run mlx (torch)');
   for (const m of names) {
     const x = speed[m].medianMs;
+    const xd = speed[m].resultsOnDeviceMedianMs ?? Number.NaN;
     const t = base[m].torchCuda?.medianMs ?? Number.NaN;
     const o = base[m].ortCpu?.medianMs ?? Number.NaN;
     rows[m] = {
       mlxMs: x,
+      mlxResultsOnDeviceMs: xd,
       torchMs: t,
       ortMs: o,
       mlxOverTorch: x / t,
+      mlxOnDeviceOverTorch: xd / t,
       ortOverMlx: o / x,
       mlxFirstMs: speed[m].warmupMs[0],
       torchFirstMs: base[m].torchCuda?.firstMs,
     };
     log(
-      `${m.padEnd(16)} ${x.toFixed(2).padStart(7)} ms ${t.toFixed(2).padStart(8)} ms ${o.toFixed(1).padStart(8)} ms ${(x / t).toFixed(2).padStart(8)}x ${(o / x).toFixed(1).padStart(7)}x   ${speed[m].warmupMs[0].toFixed(0)} ms (${(base[m].torchCuda?.firstMs ?? Number.NaN).toFixed(0)} ms)`,
+      `${m.padEnd(16)} ${x.toFixed(2).padStart(7)} ms ${xd.toFixed(2).padStart(8)} ms ${t.toFixed(2).padStart(8)} ms ${o.toFixed(1).padStart(8)} ms ${(x / t).toFixed(2).padStart(8)}x ${(xd / t).toFixed(2).padStart(8)}x ${(o / x).toFixed(1).padStart(7)}x   ${speed[m].warmupMs[0].toFixed(0)} ms (${(base[m].torchCuda?.firstMs ?? Number.NaN).toFixed(0)} ms)`,
     );
   }
   report.summary = rows;
@@ -280,7 +329,8 @@ function summary(chartFile?: string): void {
         groups: names,
         log: true,
         series: [
-          { name: 'mlx (GPU)', values: names.map((m) => speed[m].medianMs) },
+          { name: 'mlx (GPU), results to JS', values: names.map((m) => speed[m].medianMs) },
+          { name: 'mlx (GPU), results on device', values: names.map((m) => speed[m].resultsOnDeviceMedianMs ?? Number.NaN) },
           { name: 'torch CUDA eager', values: names.map((m) => base[m].torchCuda?.medianMs ?? Number.NaN) },
           { name: 'onnxruntime CPU', values: names.map((m) => base[m].ortCpu?.medianMs ?? Number.NaN) },
         ],
@@ -301,6 +351,7 @@ async function main(): Promise<void> {
   if (models && only.includes('models')) {
     log(`shared models on ${device}:`);
     await sharedModels(models);
+    await outOfVocabulary(models);
     save();
   }
   if (cases && only.includes('cases')) {

@@ -164,6 +164,8 @@ void copy_host(void* dst, const void* src, size_t n) {
   for (unsigned t = 1; t < threads; t++) pool[t].join();
 }
 
+void prefault(void* dst, size_t n);
+
 /** Per GPU: its primary context, a stream of ours, and the pinned staging ring. */
 struct Gpu {
   CUcontext ctx = nullptr;
@@ -217,6 +219,7 @@ struct Gpu {
   void download(void* dst, CUdeviceptr src, size_t n, Mode how) {
     const auto& d = driver();
     if (how == Mode::pageable || how == Mode::pinned) {
+      prefault(dst, n);
       bool registered = how == Mode::pinned && d.host_register(dst, n, 0) == 0;
       cu_check(d.dtoh_async(dst, src, n, stream), "cuMemcpyDtoHAsync");
       cu_check(d.stream_sync(stream), "cuStreamSynchronize");
@@ -233,6 +236,8 @@ struct Gpu {
       cu_check(d.event_record(done[s], stream), "cuEventRecord");
     };
     for (size_t i = 0; i < std::min<size_t>(kSlots, chunks); i++) issue(i);
+    // The destination's pages are populated while the first chunks cross the bus.
+    prefault(dst, n);
     for (size_t i = 0; i < chunks; i++) {
       int s = static_cast<int>(i % kSlots);
       size_t off = i * kChunk;
@@ -293,16 +298,50 @@ bool on_cuda() { return driver().ok; }
 /**
  * A fresh destination (a new TypedArray) has no pages yet: writing it faults them in one by one,
  * which bounds a download far below the bus. Ask the kernel to populate them in one call instead
- * (MADV_POPULATE_WRITE, Linux 5.14; elsewhere a no-op), on huge pages where it allows.
+ * (MADV_POPULATE_WRITE, Linux 5.14; elsewhere a no-op), on huge pages where it allows. The kernel
+ * zeroes each page it populates, at one core's memory bandwidth: large destinations are split over
+ * several threads, which the kernel populates in parallel.
  */
+void prefault_range(uintptr_t lo, uintptr_t hi) {
+#ifdef __linux__
+  madvise(reinterpret_cast<void*>(lo), hi - lo, 14 /* MADV_HUGEPAGE */);
+  madvise(reinterpret_cast<void*>(lo), hi - lo, 23 /* MADV_POPULATE_WRITE */);
+#else
+  (void)lo;
+  (void)hi;
+#endif
+}
+
 void prefault(void* dst, size_t n) {
 #ifdef __linux__
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   uintptr_t lo = (reinterpret_cast<uintptr_t>(dst) + page - 1) & ~(page - 1);
   uintptr_t hi = (reinterpret_cast<uintptr_t>(dst) + n) & ~(page - 1);
   if (hi <= lo) return;
-  madvise(reinterpret_cast<void*>(lo), hi - lo, 14 /* MADV_HUGEPAGE */);
-  madvise(reinterpret_cast<void*>(lo), hi - lo, 23 /* MADV_POPULATE_WRITE */);
+  constexpr uintptr_t kSlice = 16 << 20;  // below this, a thread costs more than it saves
+  constexpr unsigned kMaxThreads = 8;
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  unsigned threads = static_cast<unsigned>(std::min<uintptr_t>({kMaxThreads, cores, (hi - lo) / kSlice}));
+  if (threads <= 1) {
+    prefault_range(lo, hi);
+    return;
+  }
+  // Slices on 2 MiB boundaries, so that huge pages are not split between threads.
+  constexpr uintptr_t kHuge = 2 << 20;
+  uintptr_t per = (((hi - lo) / threads) + kHuge - 1) & ~(kHuge - 1);
+  std::thread pool[kMaxThreads];
+  unsigned started = 0;
+  for (unsigned t = 1; t < threads; t++) {
+    uintptr_t a = lo + t * per;
+    if (a >= hi) break;
+    uintptr_t b = std::min(hi, a + per);
+    pool[started++] = std::thread([=] { prefault_range(a, b); });
+  }
+  prefault_range(lo, std::min(hi, lo + per));
+  for (unsigned t = 0; t < started; t++) pool[t].join();
+#else
+  (void)dst;
+  (void)n;
 #endif
 }
 
@@ -357,7 +396,6 @@ int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr) {
   int dev = mlxc::buffer_device(a);
   Mode how = mode();
   if (dev >= 0 && how != Mode::unified && nbytes >= kMinBytes) {
-    prefault(dst, nbytes);
     Gpu& g = gpu(dev);
     CtxScope scope(g.ctx);
     auto* cb = static_cast<const CudaBuffer*>(a.buffer().ptr());
