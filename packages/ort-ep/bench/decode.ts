@@ -43,11 +43,7 @@ const bundled = join(here, 'decode-worker.mjs');
 const workerArgs = existsSync(bundled) ? [bundled] : ['--conditions=source', '--import', 'tsx', join(here, 'decode-worker.ts')];
 
 function worker(engine: string): Result {
-  const r = spawnSync(
-    process.execPath,
-    [...workerArgs, '--engine', engine, ...pass],
-    { cwd: pkg, encoding: 'utf8', timeout: 1_800_000 },
-  );
+  const r = spawnSync(process.execPath, [...workerArgs, '--engine', engine, ...pass], { cwd: pkg, encoding: 'utf8', timeout: 1_800_000 });
   const line = r.stdout
     .trim()
     .split('\n')

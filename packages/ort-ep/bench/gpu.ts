@@ -175,7 +175,7 @@ async function speed(dir: string): Promise<void> {
     const onDevice: number[] = [];
     for (let i = 0; i < runs + 3; i++) {
       const t = performance.now();
-      const out = await s.run(feeds, { keepOnDevice: true });
+      const out = await s.run(feeds, s.outputNames, { keepOnDevice: true });
       const ms = performance.now() - t;
       for (const v of Object.values(out)) if (v && typeof v === 'object' && 'kind' in v && v.kind === 'device') v.array.dispose();
       if (i >= 3) onDevice.push(ms);
