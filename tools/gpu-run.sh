@@ -11,6 +11,7 @@
 #              part, and it runs on the CPU), each stopped after CASE_SECONDS (default 480)
 #   decode     the decode benchmark (bench/decode.ts): a ~110M-parameter Llama-shaped model, mlx on the
 #              GPU against onnxruntime-node on the machine's CPU (BENCH_THREADS, default all cores)
+#   decode-profile  the mlx decode worker alone under V8's profiler
 #   speed      gpu_baselines.py (exports with the machine's torch, torch CUDA eager and onnxruntime
 #              CPU), then the mlx provider on the same models; the table, JSON and SVG chart
 # MLX's kernel cache (MLX_PTX_CACHE_DIR) and the driver's (CUDA_CACHE_PATH) live in DIR/cache, so
@@ -69,10 +70,15 @@ for step in "$@"; do
       [[ -f $lib ]] || xz -dc parts/ort.so.xz > "$lib"
       BENCH_THREADS=${BENCH_THREADS:-$(nproc)} ./node decode.mjs --device gpu --size "${DECODE_SIZE:-100m}" \
         --rounds "${DECODE_ROUNDS:-2}" --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/decode.log" ;;
+    decode-profile)
+      # One mlx worker at context 1024 under V8's sampling profiler (the .cpuprofile comes back).
+      mkdir -p "$OUT/prof"
+      ./node --cpu-prof --cpu-prof-dir="$OUT/prof" decode-worker.mjs --engine mlx --device gpu --size "${DECODE_SIZE:-100m}" \
+        --contexts 1024 --tokens 64 --prefill 128 2>&1 | tail -3 ;;
     speed)
       ./node bench.mjs --device gpu --exports exports --only baselines,speed --out "$OUT/speed.json" --chart "$OUT/gpu.svg" 2>&1 |
         grep -v -i warn | tee "$OUT/speed.log"
       cache_size | tee -a "$OUT/speed.log" ;;
-    *) echo "unknown step $step (transfers, check, decode, speed)" >&2; exit 2 ;;
+    *) echo "unknown step $step (transfers, check, decode, decode-profile, speed)" >&2; exit 2 ;;
   esac
 done

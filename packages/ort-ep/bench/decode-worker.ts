@@ -62,10 +62,14 @@ async function main(): Promise<void> {
   const session = (await ort.InferenceSession.create(bytes, options as never)) as unknown as InferenceSession;
   const createMs = performance.now() - t0;
   // onnxruntime-node: count the bytes of each run's feeds and outputs.
+  // Both engines: the time of each session.run (the rest of a step is generate()'s own work).
   let ioBytes = 0;
+  const runMs: number[] = [];
   const run = session.run.bind(session);
   (session as { run: unknown }).run = async (feeds: Record<string, Tensor>, fetches: never) => {
+    const t = performance.now();
     const out = (await run(feeds, fetches)) as Record<string, Tensor>;
+    runMs.push(performance.now() - t);
     ioBytes += bytesOf(Object.values(feeds)) + bytesOf(Object.values(out));
     return out;
   };
@@ -108,9 +112,10 @@ async function main(): Promise<void> {
     if (r > 0) prefill.push(performance.now() - start);
   }
 
-  const decode: { context: number; tokensPerSecond: number; msPerToken: number; bytesPerToken: number }[] = [];
+  const decode: { context: number; tokensPerSecond: number; msPerToken: number; runMsPerToken: number; bytesPerToken: number }[] = [];
   for (const context of contexts) {
     begin();
+    runMs.length = 0;
     for await (const _ of generate(session, {
       inputIds: prompt(context),
       maxNewTokens: warmup + tokens + 1,
@@ -119,7 +124,14 @@ async function main(): Promise<void> {
       onStep,
     }));
     const ms = median(times.slice(warmup));
-    decode.push({ context, tokensPerSecond: 1000 / ms, msPerToken: ms, bytesPerToken: median(bytesMoved.slice(warmup)) });
+    // runMs[0] is the prompt's run.
+    decode.push({
+      context,
+      tokensPerSecond: 1000 / ms,
+      msPerToken: ms,
+      runMsPerToken: median(runMs.slice(1 + warmup)),
+      bytesPerToken: median(bytesMoved.slice(warmup)),
+    });
   }
   await session.release();
   console.log(

@@ -33,7 +33,7 @@ interface Result {
   createMs: number;
   prefillTokens: number;
   prefillMs: number;
-  decode: { context: number; tokensPerSecond: number; msPerToken: number; bytesPerToken: number }[];
+  decode: { context: number; tokensPerSecond: number; msPerToken: number; runMsPerToken?: number; bytesPerToken: number }[];
   error?: string;
 }
 
@@ -72,7 +72,13 @@ function main(): void {
       prefillMs: median(rs.map((r) => r.prefillMs)),
       decode: rs[0].decode.map((d, i) => {
         const ms = median(rs.map((r) => r.decode[i].msPerToken));
-        return { ...d, msPerToken: ms, tokensPerSecond: 1000 / ms, bytesPerToken: median(rs.map((r) => r.decode[i].bytesPerToken)) };
+        return {
+          ...d,
+          msPerToken: ms,
+          tokensPerSecond: 1000 / ms,
+          runMsPerToken: median(rs.map((r) => r.decode[i].runMsPerToken ?? Number.NaN)),
+          bytesPerToken: median(rs.map((r) => r.decode[i].bytesPerToken)),
+        };
       }),
     }));
   const ok = results;
@@ -86,9 +92,11 @@ function main(): void {
       ok[0].decode.map((d) => `decode tok/s @${d.context}`).join(' | ') +
       ' | bytes/token @' +
       ok[0].decode.map((d) => d.context).join('/') +
+      ' | ms per run() @' +
+      ok[0].decode.map((d) => d.context).join('/') +
       ' |',
   );
-  console.log('|---|---|' + ok[0].decode.map(() => '---|').join('') + '---|');
+  console.log('|---|---|' + ok[0].decode.map(() => '---|').join('') + '---|---|');
   for (const r of ok) {
     const ratio = (i: number) =>
       ref && r !== ref ? ` (${(r.decode[i].tokensPerSecond / ref.decode[i].tokensPerSecond).toFixed(2)}×)` : '';

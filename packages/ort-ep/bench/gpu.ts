@@ -219,10 +219,12 @@ async function speed(dir: string): Promise<void> {
  */
 async function transfers(): Promise<void> {
   const rows: Record<string, Record<string, unknown>> = {};
-  const ways = (arg('transfer-modes', 'unified,pageable,pinned,staged') as string).split(',');
+  // WAY or WAY/PREFAULT: MLXC_PREFAULT, how a download populates its fresh destination's pages.
+  const ways = (arg('transfer-modes', 'unified,pageable,pinned,staged,staged/single,staged/touch,staged/none') as string).split(',');
   const before = process.env.MLXC_TRANSFER;
   for (const way of ways) {
-    process.env.MLXC_TRANSFER = way;
+    process.env.MLXC_TRANSFER = way.split('/')[0];
+    process.env.MLXC_PREFAULT = way.split('/')[1] ?? 'parallel';
     rows[way] = {};
     for (const mib of [1, 16, 64, 256, 1024]) {
       const n = (mib << 20) / 4;
@@ -235,7 +237,7 @@ async function transfers(): Promise<void> {
       for (let r = 0; r < (mib >= 1024 ? 3 : 7); r++) {
         let t = performance.now();
         const a = mx.withStream(stream, () => mx.Array.fromTypedArray(x, [n]));
-        if (device === 'gpu' && way === 'unified') a.prefetch('device');
+        if (device === 'gpu' && way.startsWith('unified')) a.prefetch('device');
         const tUp = performance.now() - t;
         resident = a.deviceIndex;
         const y = mx.withStream(stream, () => mx.multiply(a, 2));
@@ -263,10 +265,11 @@ async function transfers(): Promise<void> {
         inputOnDevice: resident,
       };
       log(
-        `  ${way.padEnd(8)} ${String(mib).padStart(4)} MiB: upload ${median(up).toFixed(2)} ms (${gbps(median(up)).toFixed(1)} GB/s), upload+x2 ${median(ins).toFixed(2)} ms (${gbps(median(ins)).toFixed(1)} GB/s), download ${median(outs).toFixed(2)} ms (${gbps(median(outs)).toFixed(1)} GB/s)${resident >= 0 ? ', input in device memory' : ''}`,
+        `  ${way.padEnd(13)} ${String(mib).padStart(4)} MiB: upload ${median(up).toFixed(2)} ms (${gbps(median(up)).toFixed(1)} GB/s), upload+x2 ${median(ins).toFixed(2)} ms (${gbps(median(ins)).toFixed(1)} GB/s), download ${median(outs).toFixed(2)} ms (${gbps(median(outs)).toFixed(1)} GB/s)${resident >= 0 ? ', input in device memory' : ''}`,
       );
     }
   }
+  delete process.env.MLXC_PREFAULT;
   if (before === undefined) delete process.env.MLXC_TRANSFER;
   else process.env.MLXC_TRANSFER = before;
   report.transfers = rows;

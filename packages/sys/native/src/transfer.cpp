@@ -299,45 +299,62 @@ bool on_cuda() { return driver().ok; }
  * A fresh destination (a new TypedArray) has no pages yet: writing it faults them in one by one,
  * which bounds a download far below the bus. Ask the kernel to populate them in one call instead
  * (MADV_POPULATE_WRITE, Linux 5.14; elsewhere a no-op), on huge pages where it allows. The kernel
- * zeroes each page it populates, at one core's memory bandwidth: large destinations are split over
- * several threads, which the kernel populates in parallel.
+ * zeroes each page it populates at one core's memory bandwidth, so large destinations are split
+ * over several threads. MLXC_PREFAULT picks the way, for measurements: parallel (the default),
+ * single (one call), touch (threads write a byte per page) or none.
  */
-void prefault_range(uintptr_t lo, uintptr_t hi) {
+enum class Prefault { parallel, single, touch, none };
+
+Prefault prefault_mode() {
+  const char* m = std::getenv("MLXC_PREFAULT");
+  if (!m || !*m || !std::strcmp(m, "parallel")) return Prefault::parallel;
+  if (!std::strcmp(m, "single")) return Prefault::single;
+  if (!std::strcmp(m, "touch")) return Prefault::touch;
+  if (!std::strcmp(m, "none")) return Prefault::none;
+  throw std::invalid_argument(std::string("MLXC_PREFAULT=") + m + ": expected parallel, single, touch or none");
+}
+
+void populate(uintptr_t lo, uintptr_t hi, Prefault how, uintptr_t page) {
+  if (how == Prefault::touch) {
+    for (uintptr_t p = lo; p < hi; p += page) *reinterpret_cast<volatile char*>(p) = 0;
+    return;
+  }
 #ifdef __linux__
-  madvise(reinterpret_cast<void*>(lo), hi - lo, 14 /* MADV_HUGEPAGE */);
+  // EINVAL before Linux 5.14: the copy then faults the pages in as it goes.
   madvise(reinterpret_cast<void*>(lo), hi - lo, 23 /* MADV_POPULATE_WRITE */);
-#else
-  (void)lo;
-  (void)hi;
 #endif
 }
 
 void prefault(void* dst, size_t n) {
 #ifdef __linux__
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  Prefault how = prefault_mode();
+  if (how == Prefault::none) return;
   uintptr_t lo = (reinterpret_cast<uintptr_t>(dst) + page - 1) & ~(page - 1);
   uintptr_t hi = (reinterpret_cast<uintptr_t>(dst) + n) & ~(page - 1);
   if (hi <= lo) return;
-  constexpr uintptr_t kSlice = 16 << 20;  // below this, a thread costs more than it saves
+  // Once, over the whole range, before any thread populates: a flag change splits the mapping,
+  // which must not race with the threads' population.
+  madvise(reinterpret_cast<void*>(lo), hi - lo, 14 /* MADV_HUGEPAGE */);
+  constexpr uintptr_t kSlice = 8 << 20;  // below this, a thread costs more than it saves
   constexpr unsigned kMaxThreads = 8;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  unsigned threads = static_cast<unsigned>(std::min<uintptr_t>({kMaxThreads, cores, (hi - lo) / kSlice}));
+  unsigned threads = how == Prefault::single ? 1 : static_cast<unsigned>(std::min<uintptr_t>({kMaxThreads, cores, (hi - lo) / kSlice}));
   if (threads <= 1) {
-    prefault_range(lo, hi);
+    populate(lo, hi, how, page);
     return;
   }
-  // Slices on 2 MiB boundaries, so that huge pages are not split between threads.
+  // Slices on 2 MiB boundaries, so that no huge page is split between threads.
   constexpr uintptr_t kHuge = 2 << 20;
   uintptr_t per = (((hi - lo) / threads) + kHuge - 1) & ~(kHuge - 1);
+  uintptr_t first = std::min(hi, ((lo + per) + kHuge - 1) & ~(kHuge - 1));
   std::thread pool[kMaxThreads];
   unsigned started = 0;
-  for (unsigned t = 1; t < threads; t++) {
-    uintptr_t a = lo + t * per;
-    if (a >= hi) break;
+  for (uintptr_t a = first; a < hi && started < kMaxThreads; a += per) {
     uintptr_t b = std::min(hi, a + per);
-    pool[started++] = std::thread([=] { prefault_range(a, b); });
+    pool[started++] = std::thread([=] { populate(a, b, how, page); });
   }
-  prefault_range(lo, std::min(hi, lo + per));
+  populate(lo, first, how, page);
   for (unsigned t = 0; t < started; t++) pool[t].join();
 #else
   (void)dst;
