@@ -30,3 +30,21 @@ export function placeNode(entry: OpEntry, ctx: NodeContext): 'host' | 'device' {
   if (entry.hostSize && entry.hostSize(ctx) > HOST_LIMIT) return 'device';
   return 'host';
 }
+
+const DOUBLE = 11; // OnnxDataType.DOUBLE
+
+/**
+ * Whether a node computes in float64: an input of that type, or an attribute that asks for it
+ * (Cast's `to`, the `dtype` of EyeLike and the random generators, ConstantOfShape's `value`). MLX's
+ * GPU backends have no float64, so on a GPU session such a node runs on the session's CPU stream.
+ */
+export function computesInFloat64(ctx: NodeContext): boolean {
+  for (let i = 0; i < ctx.inputCount; i++) {
+    const v = ctx.peek(i);
+    if (v.kind !== 'none' && elemTypeOf(v) === DOUBLE) return true;
+  }
+  const a = ctx.attrs;
+  if (a.has('to') && a.int('to') === DOUBLE) return true;
+  if (a.has('dtype') && a.int('dtype') === DOUBLE) return true;
+  return a.has('value') && a.tensor('value')?.dtype === DOUBLE;
+}

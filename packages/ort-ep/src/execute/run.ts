@@ -14,7 +14,7 @@ import { NodeExecutionError, OrtMlxError, ResourceLimitError } from '../errors.j
 import { NeedsEval, NodeContext } from './context.js';
 import { Env } from './env.js';
 import { FallbackRunner } from './fallback.js';
-import { placeNode } from './placement.js';
+import { computesInFloat64, placeNode } from './placement.js';
 
 function toValue(r: OpResult): Value {
   if (r === undefined) return { kind: 'none' };
@@ -101,7 +101,9 @@ export class GraphProgram {
       if (!results && placeNode(entry, ctx) === 'host') results = entry.host!(ctx);
       if (!results) {
         if (!entry.run) throw new Error(`internal error: ${pn.node.opType} runs on the host only, and its host() gave no result`);
-        results = entry.run(ctx);
+        const run = entry.run;
+        // float64 on a GPU session: the session's CPU stream (MLX's GPU backends have none).
+        results = mx.defaultStream().device.type === 'gpu' && computesInFloat64(ctx) ? mx.withStream('cpu', () => run(ctx)) : run(ctx);
       }
     } catch (e) {
       analysis?.abort();
