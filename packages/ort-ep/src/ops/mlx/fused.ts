@@ -5,6 +5,7 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { gelu } from '../activation.js';
+import { fusedAttention, parseFusedAttention } from './attention.js';
 
 export const FUSED_DOMAIN = 'mlx.fused';
 
@@ -59,6 +60,12 @@ export const mlxFusedOps: OpEntry[] = [
     'GELU (erf or tanh form) of x (+ bias), from the rewrite of its decomposition',
   ),
   entry('MatMulAdd', () => undefined, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
+  entry(
+    'Attention',
+    parseFusedAttention,
+    fusedAttention,
+    "MatMul(Softmax(masks(MatMul(q, kᵀ) × scale)), v), from the rewrite of decomposed attention: MLX's fused attention where it takes the shapes",
+  ),
   entry('RMSNorm', epsilon, rmsNorm, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
   entry('LayerNorm', epsilon, layerNorm, 'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition'),
 ];

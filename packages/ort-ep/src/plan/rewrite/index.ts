@@ -9,6 +9,7 @@
 import type { GraphIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import type { OpRegistry } from '../../registry/registry.js';
+import { attentionRewrite } from './attention.js';
 import { geluRewrite } from './gelu.js';
 import { matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
@@ -21,6 +22,7 @@ export const REWRITES = {
   'layer-norm': layerNormRewrite,
   'rms-norm': rmsNormRewrite,
   'matmul-add': matmulAddRewrite,
+  attention: attentionRewrite,
   pow: powRewrite,
 } as const;
 
