@@ -10,6 +10,7 @@ import type { GraphIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import type { OpRegistry } from '../../registry/registry.js';
 import { attentionRewrite } from './attention.js';
+import { convEpilogueRewrite } from './conv-epilogue.js';
 import { geluRewrite } from './gelu.js';
 import { matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
@@ -23,6 +24,7 @@ export const REWRITES = {
   'rms-norm': rmsNormRewrite,
   'matmul-add': matmulAddRewrite,
   attention: attentionRewrite,
+  'conv-epilogue': convEpilogueRewrite,
   pow: powRewrite,
 } as const;
 
