@@ -39,8 +39,12 @@ async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }>
   await import('../src/index.js');
   // mlx-unfused: the compiled path as it was before the fused CPU kernels and the graph rewrites
   // (the orchestrator also sets MLXC_CPU_KERNELS=off for it).
-  const compiled = engine === 'mlx' || engine === 'mlx-unfused';
-  const graphRewrites = engine !== 'mlx-unfused';
+  // mlx-no-NAME: the compiled path with every graph rewrite but NAME (one rewrite's effect).
+  const { REWRITES } = await import('../src/plan/rewrite/index.js');
+  const without = engine.startsWith('mlx-no-') ? engine.slice('mlx-no-'.length) : undefined;
+  if (without && !(without in REWRITES)) throw new Error(`unknown rewrite '${without}' in engine ${engine}`);
+  const compiled = engine === 'mlx' || engine === 'mlx-unfused' || without !== undefined;
+  const graphRewrites = without ? Object.keys(REWRITES).filter((n) => n !== without) : engine !== 'mlx-unfused';
   const device = (process.env.BENCH_DEVICE ?? 'cpu') as 'cpu' | 'gpu';
   const intraOpNumThreads = Number(process.env.BENCH_THREADS ?? 2);
   return {

@@ -5,7 +5,8 @@
 // round starts with an empty kernel cache: 'cold'), peak RSS and the largest event-loop gap.
 // Writes reports/bench-models.json and bench/models.svg. Never a test.
 //   tools/dev bench models [--rounds 3] [--runs 20] [--filter regex] [--engines mlx,mlx-eager,ort-node,ort-web]
-//   (also mlx-unfused: the compiled path without the fused CPU kernels and graph rewrites; BENCH_THREADS
+//   (also mlx-unfused: the compiled path without the fused CPU kernels and graph rewrites; mlx-no-NAME:
+//   the compiled path with every graph rewrite but NAME, e.g. mlx-no-conv-epilogue; BENCH_THREADS
 //   threads for every engine, default 2)
 //   [--models dir,...] (extra model folders in the shared layout, e.g. from bench/export-models.py)
 import { spawnSync } from 'node:child_process';

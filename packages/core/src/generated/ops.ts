@@ -4192,6 +4192,22 @@ export function hardSigmoid(x: ArrayLike, alpha: number, beta: number, swish: bo
   }
 }
 
+/** `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias , const mlx_array residual , float lo, float hi, bool channels_last, const mlx_stream s)` */
+export function convEpilogue(y: ArrayLike, bias: ArrayLike | null | undefined, residual: ArrayLike | null | undefined, lo: number, hi: number, channelsLast: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(y, bias, residual);
+    const _y = t.arg(y, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const _residual = residual == null ? null : t.arg(residual, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_conv_epilogue(res, _y.handle, _bias ? _bias.handle : NULL_HANDLE, _residual ? _residual.handle : NULL_HANDLE, lo, hi, channelsLast, streamHandle(opts)), 'mlxc_conv_epilogue');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** MLX's `fast` functions under their own names. */
 export const fastOps = {
   layerNorm: fastLayerNorm,
@@ -4267,4 +4283,4 @@ export const fftOps = {
   rfftn: fftRfftn,
 } as const;
 
-export const generatedOpCount = 305;
+export const generatedOpCount = 306;

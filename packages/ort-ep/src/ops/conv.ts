@@ -28,11 +28,11 @@ import {
   type WindowAttrs,
 } from './helpers/spatial.js';
 
-interface ConvParams extends WindowAttrs {
+export interface ConvParams extends WindowAttrs {
   group: number;
 }
 
-function parseConv(attrs: Attrs): ConvParams {
+export function parseConv(attrs: Attrs): ConvParams {
   const group = attrs.int('group', 1);
   if (!(group > 0)) throw new RangeError(`${attrs.where}: group must be positive, got ${group}`);
   return { ...parseWindow(attrs), group };
@@ -63,10 +63,9 @@ const isPointwise = (win: Window, w: readonly number[], group: number) =>
   win.padsBegin.every((p) => p === 0) &&
   win.padsEnd.every((p) => p === 0);
 
-function pointwise(ctx: OpContext, x: mx.Array, w: mx.Array): mx.Array {
+function pointwise(x: mx.Array, w: mx.Array, bias: mx.Array | undefined): mx.Array {
   const [n, c, ...spatial] = x.shape;
   const o = w.shape[0];
-  const bias = ctx.optional(2);
   const wm = mx.reshape(w, [o, c]);
   const xm = mx.reshape(x, n === 1 ? [c, -1] : [n, c, -1]);
   const y = bias && n === 1 ? mx.addmm(mx.reshape(bias, [o, 1]), wm, xm, 1, 1) : mx.matmul(wm, xm);
@@ -78,23 +77,34 @@ function pointwise(ctx: OpContext, x: mx.Array, w: mx.Array): mx.Array {
 const isDepthwise = (x: readonly number[], w: readonly number[], group: number) =>
   x.length === 4 && group > 1 && group === x[1] && w[1] === 1 && w[0] % group === 0;
 
-function conv(ctx: OpContext<ConvParams>): mx.Array {
+/**
+ * A Conv's product in the layout its form leaves it: channels-first [N, O, ...] from the 1x1
+ * matmul and the depthwise kernel (bias applied), channels-last [N, ..., O] from conv_general
+ * (bias not applied). The fused epilogue (mlx/fused.ts) takes either.
+ */
+export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channelsLast: boolean } {
   const x = ctx.input(0);
   const w = ctx.input(1);
+  const bias = ctx.optional(2);
   const win = convWindow(ctx.params, x.shape, w.shape);
   const group = ctx.params.group;
   // The channels-first forms that skip the layout moves: 1x1 as a matmul, depthwise as the native
   // kernel (MLX's grouped conv on the CPU is a scalar loop per group; off the CPU it is what the
   // kernel composes).
   const fast = x.size > 0 && x.dtype === 'float32' && w.dtype === 'float32' && win.out.every((o) => o > 0);
-  if (fast && isPointwise(win, w.shape, group)) return pointwise(ctx, x, w);
+  if (fast && isPointwise(win, w.shape, group)) return { y: pointwise(x, w, bias), channelsLast: false };
   if (fast && isDepthwise(x.shape, w.shape, group) && win.kernel.every((k, i) => k === w.shape[2 + i])) {
     const [sh, sw] = win.strides;
     const [dh, dw] = win.dilations;
-    const bias = ctx.optional(2);
-    return mx.depthwiseConv2d(x, w, bias ?? null, sh, sw, win.padsBegin[0], win.padsBegin[1], win.padsEnd[0], win.padsEnd[1], dh, dw);
+    const y = mx.depthwiseConv2d(x, w, bias ?? null, sh, sw, win.padsBegin[0], win.padsBegin[1], win.padsEnd[0], win.padsEnd[1], dh, dw);
+    return { y, channelsLast: false };
   }
-  return addBiasChannelsFirst(ctx, convLast(toChannelsLast(x), w, win, group));
+  return { y: convLast(toChannelsLast(x), w, win, group), channelsLast: true };
+}
+
+function conv(ctx: OpContext<ConvParams>): mx.Array {
+  const { y, channelsLast } = convProduct(ctx);
+  return channelsLast ? addBiasChannelsFirst(ctx, y) : y;
 }
 
 const convEntry = onnxOp('Conv', 1, {

@@ -14,6 +14,7 @@
 #include "mlx/mlx.h"
 #include "mlxc/functions.h"
 #include "cpu/kernels.h"  // the fused CPU kernels (spec/cpu.ts)
+#include "cpu/epilogue.h"  // the convolution epilogue (spec/epilogue.ts)
 
 namespace mlxc {
 

@@ -508,6 +508,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_depthwise_conv2d(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
   'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)',
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
+  'int mlxc_conv_epilogue(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)',
 ];
 
 /** The raw functions, one per prototype, with their TypeScript types. */
@@ -1520,6 +1521,8 @@ export interface MlxCFunctions {
   mlxc_lstm(res: MlxHandle, proj: MlxHandle, r: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, reverse: boolean, s: MlxHandle): number;
   /** layers: `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
   mlxc_hard_sigmoid(res: MlxHandle, x: MlxHandle, alpha: number, beta: number, swish: boolean, s: MlxHandle): number;
+  /** epilogue: `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)` */
+  mlxc_conv_epilogue(res: MlxHandle, y: MlxHandle, bias: MlxHandle, residual: MlxHandle, lo: number, hi: number, channels_last: boolean, s: MlxHandle): number;
 }
 
-export const functionCount = 504;
+export const functionCount = 505;

@@ -5,6 +5,8 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { gelu } from '../activation.js';
+import { convProduct, parseConv, type ConvParams } from '../conv.js';
+import { fusedAttention, parseFusedAttention } from './attention.js';
 
 export const FUSED_DOMAIN = 'mlx.fused';
 
@@ -30,6 +32,19 @@ function matMulAdd(ctx: OpContext<undefined>): mx.Array {
   const k = a.shape[a.ndim - 1];
   const y = mx.addmm(b, mx.reshape(a, [-1, k]), w, 1, 1);
   return mx.reshape(y, [...a.shape.slice(0, -1), w.shape[1]]);
+}
+
+interface ConvEpilogueParams extends ConvParams {
+  lo: number;
+  hi: number;
+}
+
+/** Conv (+ residual) (+ Relu/Clip) with the bias, residual and clamp in one pass after the product. */
+function convEpilogue(ctx: OpContext<ConvEpilogueParams>): mx.Array {
+  const { y, channelsLast } = convProduct(ctx);
+  const bias = channelsLast ? ctx.optional(2) : undefined;
+  const residual = ctx.has(3) ? ctx.input(3) : undefined;
+  return mx.convEpilogue(y, bias ?? null, residual ?? null, ctx.params.lo, ctx.params.hi, channelsLast);
 }
 
 function rmsNorm(ctx: OpContext<number>): mx.Array {
@@ -59,6 +74,18 @@ export const mlxFusedOps: OpEntry[] = [
     'GELU (erf or tanh form) of x (+ bias), from the rewrite of its decomposition',
   ),
   entry('MatMulAdd', () => undefined, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
+  entry(
+    'Attention',
+    parseFusedAttention,
+    fusedAttention,
+    "MatMul(Softmax(masks(MatMul(q, kᵀ) × scale)), v), from the rewrite of decomposed attention: MLX's fused attention where it takes the shapes",
+  ),
+  entry(
+    'Conv',
+    (a) => ({ ...parseConv(a), lo: a.float('lo', Number.NEGATIVE_INFINITY), hi: a.float('hi', Number.POSITIVE_INFINITY) }),
+    convEpilogue,
+    'Conv (+ residual Add) (+ Relu/Clip), from the rewrite of that chain: bias, residual and clamp in one pass after the product',
+  ),
   entry('RMSNorm', epsilon, rmsNorm, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
   entry('LayerNorm', epsilon, layerNorm, 'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition'),
 ];

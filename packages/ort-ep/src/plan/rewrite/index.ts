@@ -9,6 +9,8 @@
 import type { GraphIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import type { OpRegistry } from '../../registry/registry.js';
+import { attentionRewrite } from './attention.js';
+import { convEpilogueRewrite } from './conv-epilogue.js';
 import { geluRewrite } from './gelu.js';
 import { matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
@@ -21,6 +23,8 @@ export const REWRITES = {
   'layer-norm': layerNormRewrite,
   'rms-norm': rmsNormRewrite,
   'matmul-add': matmulAddRewrite,
+  attention: attentionRewrite,
+  'conv-epilogue': convEpilogueRewrite,
   pow: powRewrite,
 } as const;
 

@@ -1,0 +1,90 @@
+// convEpilogue (native/src/cpu/epilogue.cpp) against a float64 loop in JS: float32 on the CPU runs
+// the native pass (both layouts, with and without bias and residual, odd sizes that leave partial
+// tiles), float16 and a broadcasting residual the composition of MLX ops; NaN passes through the
+// clamp and ±Inf clamp like any value.
+import { describe, expect, it } from 'vitest';
+import * as mx from './index.js';
+import { expectAllClose, inputs } from '../test/numeric.js';
+
+/** y [n, ...sp, c] (channelsLast) or [n, c, ...sp] -> clamp(y' + b + r) as [n, c, ...sp], in float64. */
+function reference(
+  y: number[],
+  n: number,
+  c: number,
+  sp: number,
+  last: boolean,
+  b: number[] | null,
+  r: number[] | null,
+  lo: number,
+  hi: number,
+) {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++)
+    for (let ch = 0; ch < c; ch++)
+      for (let s = 0; s < sp; s++) {
+        const at = last ? (i * sp + s) * c + ch : (i * c + ch) * sp + s;
+        const v = y[at] + (b ? b[ch] : 0) + (r ? r[(i * c + ch) * sp + s] : 0);
+        // Math.max/min keep NaN, as Relu and Clip do.
+        out.push(Math.min(hi, Math.max(lo, v)));
+      }
+  return out;
+}
+
+describe('convEpilogue', () => {
+  const shapes: [number, number, number, number][] = [
+    [1, 64, 7, 7],
+    [2, 70, 5, 9],
+    [1, 3, 1, 33],
+    [3, 129, 2, 17],
+  ];
+  for (const [n, c, h, w] of shapes)
+    for (const last of [true, false])
+      for (const [hasB, hasR, lo, hi] of [
+        [true, true, 0, Number.POSITIVE_INFINITY],
+        [false, true, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY],
+        [true, false, 0, 6],
+      ] as const)
+        it(`[${n}, ${c}, ${h}, ${w}] ${last ? 'channels-last' : 'channels-first'}, bias ${hasB}, residual ${hasR}, clamp [${lo}, ${hi}]`, () => {
+          const sp = h * w;
+          const y = inputs(n * c * sp, -4, 4, c + h);
+          const b = hasB ? inputs(c, -1, 1, 3) : null;
+          const r = hasR ? inputs(n * c * sp, -2, 2, 5) : null;
+          const ya = mx.array(y, { shape: last ? [n, h, w, c] : [n, c, h, w] });
+          const out = mx.convEpilogue(ya, b && mx.array(b), r && mx.array(r, { shape: [n, c, h, w] }), lo, hi, last);
+          expect(out.shape).toEqual([n, c, h, w]);
+          expectAllClose(out, reference(y, n, c, sp, last, b, r, lo, hi), 1e-6, 1e-6);
+        });
+
+  it('NaN passes through, ±Inf clamp, in both layouts', () => {
+    const y = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -1, 0.5, 7, 1e-40, -0];
+    for (const last of [true, false]) {
+      const out = mx.convEpilogue(mx.array(y, { shape: [1, 2, 4] }), null, null, 0, 6, last);
+      const [c, sp] = last ? [4, 2] : [2, 4];
+      const ref = reference(y, 1, c, sp, last, null, null, 0, 6);
+      const got = Array.from(out.toTypedArray() as Float32Array);
+      got.forEach((v, i) => (Number.isNaN(ref[i]) ? expect(v).toBeNaN() : expect(v).toBeCloseTo(ref[i], 6)));
+    }
+  });
+
+  it('float16 and a broadcasting residual take the composition; empty arrays; bad bias is refused', () => {
+    const [n, c, h, w] = [2, 5, 3, 4];
+    const y = inputs(n * c * h * w, -3, 3, 8);
+    const b = inputs(c, -1, 1, 9);
+    const r1 = inputs(c, -1, 1, 10);
+    const r = Array.from({ length: n * c * h * w }, (_, i) => r1[Math.floor(i / (h * w)) % c]);
+    const ya = mx.array(y, { shape: [n, h, w, c] });
+    const ref = reference(y, n, c, h * w, true, b, r, 0, Number.POSITIVE_INFINITY);
+    const broad = mx.convEpilogue(ya, mx.array(b), mx.array(r1, { shape: [1, c, 1, 1] }), 0, Number.POSITIVE_INFINITY, true);
+    expectAllClose(broad, ref, 1e-6, 1e-6);
+    const half = mx.convEpilogue(mx.astype(ya, 'float16'), mx.astype(mx.array(b), 'float16'), null, 0, 6, true);
+    expectAllClose(mx.astype(half, 'float32'), reference(y, n, c, h * w, true, b, null, 0, 6), 1e-2, 1e-2);
+    expect(mx.convEpilogue(mx.zeros([0, 3, 2, 2]), null, null, 0, 1, false).shape).toEqual([0, 3, 2, 2]);
+    expect(() => mx.convEpilogue(ya, mx.zeros([c + 1]), null, 0, 1, true)).toThrow(/bias must be a vector of 5 channels/);
+  });
+
+  it('differentiates through the composition', () => {
+    const y = mx.array([-1, 2, 3, -4], { shape: [1, 2, 2] });
+    const [, [g]] = mx.vjp((a: mx.Array) => mx.convEpilogue(a, mx.array([0.5, 0.5]), null, 0, 3, false), [y], [mx.onesLike(y)]);
+    expect(Array.from(g.toTypedArray() as Float32Array)).toEqual([0, 1, 0, 0]);
+  });
+});

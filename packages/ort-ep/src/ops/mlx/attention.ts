@@ -1,0 +1,128 @@
+// mlx.fused::Attention, from the rewrite of decomposed attention (src/plan/rewrite/attention.ts):
+//   y = MatMul(Softmax(masks(MatMul(q, kt) * scale), -1) [-> Cast], v)
+// with masks an additive `mask` (input 3) and a Where on `cond` (input 4: keep the score where cond
+// is keep_if_true, else `fill`), in the order where_first says. Where MLX's fused
+// scaled_dot_product_attention takes the shapes (4-D, equal batch, query heads a multiple of the
+// key heads, a mask that broadcasts to the scores), it runs that, with the masks folded into one
+// additive mask (the fill swamps every score, so a Where is an additive fill); otherwise the same
+// ops as the pattern, with the fused softmax kernel on the CPU.
+//
+// Which devices take the fused op is measured (`bench/sdpa.ts`): on the CPU, MLX's fused op is
+// its own composition of the same ops with MLX's scalar softmax, slower than the composition here
+// with the fused softmax kernel, so the CPU keeps the composition.
+import * as mx from '@mlx/core';
+import type { Attrs } from '../../registry/attrs.js';
+import type { OpContext } from '../../registry/types.js';
+import { mxDtypeOf } from '../../runtime/convert.js';
+import { keepType } from '../helpers/util.js';
+
+export interface FusedAttentionParams {
+  scale: number;
+  fill: number;
+  keepIfTrue: boolean;
+  whereFirst: boolean;
+  /** Casts of the probabilities, in order. */
+  castTo: number[];
+}
+
+export const parseFusedAttention = (a: Attrs): FusedAttentionParams => ({
+  scale: a.float('scale', 1),
+  fill: a.float('fill', 0),
+  keepIfTrue: a.int('keep_if_true', 1) !== 0,
+  whereFirst: a.int('where_first', 0) !== 0,
+  castTo: a.ints('cast_to', []),
+});
+
+/** MLX_ORT_SDPA=fused|composite forces one form on every device (for measurements and tests). */
+function form(): 'fused' | 'composite' | 'auto' {
+  const e = process.env.MLX_ORT_SDPA;
+  return e === 'fused' || e === 'composite' ? e : 'auto';
+}
+
+const FLOAT_DTYPES = new Set<mx.Dtype>(['float32', 'float16', 'bfloat16']);
+
+/** Whether `shape` broadcasts to `to` (right-aligned, no more dims). */
+function broadcastsTo(shape: readonly number[], to: readonly number[]): boolean {
+  if (shape.length > to.length) return false;
+  const off = to.length - shape.length;
+  return shape.every((d, i) => d === 1 || d === to[off + i]);
+}
+
+function composite(
+  q: mx.Array,
+  kt: mx.Array,
+  v: mx.Array,
+  mask: mx.Array | undefined,
+  cond: mx.Array | undefined,
+  p: FusedAttentionParams,
+) {
+  let s = mx.matmul(q, kt);
+  if (p.scale !== 1) s = mx.multiply(s, mx.scalar(p.scale, s.dtype));
+  const where = (x: mx.Array) => {
+    const f = mx.scalar(p.fill, x.dtype);
+    return p.keepIfTrue ? mx.where(cond!, x, f) : mx.where(cond!, f, x);
+  };
+  if (cond && p.whereFirst) s = where(s);
+  if (mask) s = mx.add(s, mask);
+  if (cond && !p.whereFirst) s = where(s);
+  // The Softmax op's own rule: float32 over the last axis takes the fused CPU kernel.
+  let probs = s.size === 0 ? s : s.dtype === 'float32' ? mx.fusedSoftmax(s, false) : mx.softmax(s, -1, { precise: s.dtype !== 'float64' });
+  for (const to of p.castTo) probs = keepType(probs, to);
+  return mx.matmul(probs, v);
+}
+
+/** The additive mask that the masks amount to (for the fused op), in the scores' dtype. */
+function additiveMask(
+  mask: mx.Array | undefined,
+  cond: mx.Array | undefined,
+  p: FusedAttentionParams,
+  dtype: mx.Dtype,
+): mx.Array | undefined {
+  let m = mask ? (mask.dtype === dtype ? mask : mx.astype(mask, dtype)) : undefined;
+  if (!cond) return m;
+  const f = mx.scalar(p.fill, dtype);
+  const open = m && !p.whereFirst ? m : mx.scalar(0, dtype);
+  const w = p.keepIfTrue ? mx.where(cond, open, f) : mx.where(cond, f, open);
+  // where first, then + mask: a filled score is fill + mask; else the fill alone.
+  if (m && p.whereFirst) m = mx.add(w, m);
+  else m = w;
+  return m;
+}
+
+export function fusedAttention(ctx: OpContext<FusedAttentionParams>): mx.Array {
+  const p = ctx.params;
+  const q = ctx.input(0);
+  const kt = ctx.input(1);
+  const v = ctx.input(2);
+  const mask = ctx.has(3) ? ctx.input(3) : undefined;
+  const cond = ctx.has(4) ? ctx.input(4) : undefined;
+  const f = form();
+  const onCpu = mx.defaultStream().device.type === 'cpu';
+  if (f === 'composite' || (f === 'auto' && onCpu)) return composite(q, kt, v, mask, cond, p);
+  const [b, h, sq, d] = q.shape;
+  const [kb, hk, kd, sk] = kt.shape;
+  const fits =
+    q.ndim === 4 &&
+    kt.ndim === 4 &&
+    v.ndim === 4 &&
+    FLOAT_DTYPES.has(q.dtype) &&
+    kt.dtype === q.dtype &&
+    v.dtype === q.dtype &&
+    kb === b &&
+    v.shape[0] === b &&
+    kd === d &&
+    hk > 0 &&
+    h % hk === 0 &&
+    v.shape[1] === hk &&
+    v.shape[2] === sk &&
+    sq > 0 &&
+    sk > 0 &&
+    d > 0 &&
+    p.castTo.every((to) => mxDtypeOf(to) === q.dtype) &&
+    (!mask || broadcastsTo(mask.shape, [b, h, sq, sk])) &&
+    (!cond || (cond.dtype === 'bool' && broadcastsTo(cond.shape, [b, h, sq, sk])));
+  if (!fits) return composite(q, kt, v, mask, cond, p);
+  const m = additiveMask(mask, cond, p, q.dtype);
+  const k = mx.swapaxes(kt, -1, -2);
+  return mx.fast.scaledDotProductAttention(q, k, v, p.scale, m ? 'array' : '', m ?? null);
+}

@@ -1,0 +1,141 @@
+// The conv-epilogue rewrite (src/plan/rewrite/conv-epilogue.ts): Conv -> [Add] -> [Relu | Clip]
+// becomes one mlx.fused::Conv whose bias, residual and clamp run in one pass after the product.
+// Each form of the product (conv_general's channels-last result, the 1x1 matmul and the depthwise
+// kernel, both channels-first) is checked against onnxruntime-node and against the rewrites off,
+// on the eager and the compiled path; chains the rewrite must leave alone stay as written.
+import { describe, expect, it } from 'vitest';
+import { prepareModel } from '../../src/plan/prepare.js';
+import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
+import { expectSameAsOrt, f32, ort, plain, seeded, type Feeds } from '../helpers/ort.js';
+
+const init = (name: string, dims: number[], seed: number): TensorSpec => ({
+  name,
+  type: 'float32',
+  dims,
+  values: seeded(
+    dims.reduce((a, b) => a * b, 1),
+    seed,
+  ).map((x) => x - 0.5),
+});
+const scalar = (name: string, value: number): TensorSpec => ({ name, type: 'float32', dims: [], values: [value] });
+
+const X = [2, 8, 9, 7];
+
+function build(nodes: NodeSpec[], inits: TensorSpec[], opts: { r?: number[]; outputs?: string[]; opset?: number } = {}) {
+  return model({
+    inputs: [v('x', 'float32', X), ...(opts.r ? [v('r', 'float32', opts.r)] : [])],
+    outputs: (opts.outputs ?? ['y']).map((o) => v(o, 'float32')),
+    nodes,
+    initializers: inits,
+    opsets: { '': opts.opset ?? 17 },
+  });
+}
+
+const t = (dims: number[], seed: number, scale = 2) =>
+  f32(
+    seeded(
+      dims.reduce((a, b) => a * b, 1),
+      seed,
+    ).map((x) => (x - 0.5) * scale),
+    dims,
+  );
+
+async function runMlx(bytes: Uint8Array, f: Feeds, graphRewrites: boolean, compiled: boolean) {
+  const s = await ort.InferenceSession.create(bytes, {
+    executionProviders: [{ name: 'mlx', device: 'cpu', compiled, graphRewrites }],
+  } as never);
+  try {
+    let out = await s.run(f);
+    // The compiled path traces on the second run and replays from the third.
+    if (compiled) for (let i = 0; i < 2; i++) out = await s.run(f);
+    return out;
+  } finally {
+    await s.release();
+  }
+}
+
+async function expectRewrite(bytes: Uint8Array, counts: Record<string, number>, f: Feeds, tol = { rtol: 1e-5, atol: 1e-5 }) {
+  expect(prepareModel(bytes).rewrites).toEqual(counts);
+  await expectSameAsOrt(bytes, f, tol);
+  for (const compiled of [false, true]) {
+    const [on, off] = [await runMlx(bytes, f, true, compiled), await runMlx(bytes, f, false, compiled)];
+    for (const k of Object.keys(off)) {
+      const [a, b] = [plain(on[k]), plain(off[k])];
+      expect(a.length).toBe(b.length);
+      a.forEach((x, i) =>
+        expect(Math.abs(x - b[i]), `compiled ${compiled} ${k}[${i}]`).toBeLessThanOrEqual(tol.atol + tol.rtol * Math.abs(b[i])),
+      );
+    }
+  }
+}
+
+const conv3 = (inputs: string[], out: string, attrs: Record<string, number[] | { i: number }> = { pads: [1, 1, 1, 1] }): NodeSpec =>
+  node('Conv', inputs, [out], { attrs: { kernel_shape: [3, 3], ...attrs } });
+
+describe('Conv + Add + Relu/Clip -> one conv with a fused epilogue', () => {
+  it('ResNet block end: 3x3 Conv (bias) + residual + Relu, and the residual first in the Add', async () => {
+    const inits = [init('W', [8, 8, 3, 3], 1), init('B', [8], 2)];
+    for (const add of [node('Add', ['c', 'r'], ['a']), node('Add', ['r', 'c'], ['a'])])
+      await expectRewrite(
+        build([conv3(['x', 'W', 'B'], 'c'), add, node('Relu', ['a'], ['y'])], inits, { r: X }),
+        { 'conv-epilogue': 1 },
+        {
+          x: t(X, 3),
+          r: t(X, 4),
+        },
+      );
+  });
+
+  it('strided 3x3 Conv + Relu without residual; 1x1 Conv (the matmul form) + residual + Relu', async () => {
+    const s2 = build(
+      [conv3(['x', 'W', 'B'], 'c', { pads: [1, 1, 1, 1], strides: [2, 2] }), node('Relu', ['c'], ['y'])],
+      [init('W', [16, 8, 3, 3], 5), init('B', [16], 6)],
+    );
+    await expectRewrite(s2, { 'conv-epilogue': 1 }, { x: t(X, 7) });
+    const pw = build(
+      [
+        node('Conv', ['x', 'W', 'B'], ['c'], { attrs: { kernel_shape: [1, 1] } }),
+        node('Add', ['c', 'r'], ['a']),
+        node('Relu', ['a'], ['y']),
+      ],
+      [init('W', [8, 8, 1, 1], 8), init('B', [8], 9)],
+      { r: X },
+    );
+    await expectRewrite(pw, { 'conv-epilogue': 1 }, { x: t(X, 10), r: t(X, 11) });
+  });
+
+  it('depthwise Conv + Clip(0, 6) (MobileNet), Clip-6 attributes, and Conv + Add with a broadcast residual and no bias', async () => {
+    const dw = build(
+      [conv3(['x', 'W', 'B'], 'c', { pads: [1, 1, 1, 1], group: { i: 8 } }), node('Clip', ['c', 'lo', 'hi'], ['y'])],
+      [init('W', [8, 1, 3, 3], 12), init('B', [8], 13), scalar('lo', 0), scalar('hi', 0.5)],
+    );
+    await expectRewrite(dw, { 'conv-epilogue': 1 }, { x: t(X, 14) });
+    const clip6 = build(
+      [conv3(['x', 'W'], 'c'), node('Clip', ['c'], ['y'], { attrs: { min: { f: -0.25 }, max: { f: 0.75 } } })],
+      [init('W', [4, 8, 3, 3], 15)],
+      {
+        opset: 10,
+      },
+    );
+    await expectRewrite(clip6, { 'conv-epilogue': 1 }, { x: t(X, 16) });
+    const broad = build([conv3(['x', 'W'], 'c'), node('Add', ['c', 'r'], ['y'])], [init('W', [8, 8, 3, 3], 17)], { r: [1, 8, 1, 1] });
+    await expectRewrite(broad, { 'conv-epilogue': 1 }, { x: t(X, 18), r: t([1, 8, 1, 1], 19) });
+  });
+
+  it('not when the Conv output is read elsewhere, nor for a Clip with bounds fed at run time', async () => {
+    const inits = [init('W', [8, 8, 3, 3], 20), init('B', [8], 21)];
+    await expectRewrite(
+      build([conv3(['x', 'W', 'B'], 'c'), node('Relu', ['c'], ['y'])], inits, { outputs: ['y', 'c'] }),
+      {},
+      { x: t(X, 22) },
+    );
+    const fed = model({
+      inputs: [v('x', 'float32', X), v('hi', 'float32', [])],
+      outputs: [v('y', 'float32')],
+      nodes: [conv3(['x', 'W', 'B'], 'c'), node('Clip', ['c', '', 'hi'], ['y'])],
+      initializers: inits,
+      opsets: { '': 17 },
+    });
+    await expectRewrite(fed, {}, { x: t(X, 23), hi: f32([0.3], []) });
+  });
+});
