@@ -14,6 +14,7 @@ import { elementwiseOps } from './elementwise.js';
 import { flexAttentionOps } from './flex-attention.js';
 import { geometryOps } from './geometry.js';
 import { gridSampleOps } from './grid-sample.js';
+import { imageDecoderOps } from './image-decoder.js';
 import { indexingOps } from './indexing.js';
 import { layoutOps } from './layout.js';
 import { linearAttentionOps } from './linear-attention.js';
@@ -69,6 +70,7 @@ export const opFamilies = {
   'flex-attention': flexAttentionOps,
   geometry: geometryOps,
   'grid-sample': gridSampleOps,
+  'image-decoder': imageDecoderOps,
   indexing: indexingOps,
   layout: layoutOps,
   'linear-attention': linearAttentionOps,
