@@ -2,16 +2,27 @@
 // the expected pixels are the ones encoded: layouts (RGB, BGR, Grayscale), alpha, gray expansion,
 // 16-bit samples; JPEG and JPEG 2000 against the ONNX suite's Pillow outputs (conformance) and here
 // for their failure modes. onnxruntime has no ImageDecoder kernel, so it cannot be the reference.
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { crc32, deflateSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { model, node, v } from '../../test/helpers/build.js';
 import { ort } from '../../test/helpers/ort.js';
+import { sharedPath } from '../../test/helpers/shared.js';
+import { decodeTensorBytes } from '../onnx/tensor.js';
 import { NodeExecutionError, UnsupportedOperatorError } from '../errors.js';
 import { OnnxDataType } from '../onnx/index.js';
 import { MlxSession } from '../session.js';
 import { codecOf, resetImageCodecs } from './image-decoder.js';
 
 type Format = 'RGB' | 'BGR' | 'Grayscale';
+
+/** A suite case's encoded stream, where the shared suite is there. */
+function suiteInput(name: string) {
+  const file = join(sharedPath('onnx-node-tests/v1.22.0'), name, 'test_data_set_0', 'input_0.pb');
+  return existsSync(file) ? decodeTensorBytes(readFileSync(file)) : undefined;
+}
 
 const decoderModel = (format: Format) =>
   model({
@@ -237,6 +248,29 @@ describe('ImageDecoder: the optional packages', () => {
     resetImageCodecs(nowhere());
     expect(() => MlxSession.createSync(decoderModel('RGB'), { fallback: 'none' })).toThrow(UnsupportedOperatorError);
     expect(() => MlxSession.createSync(decoderModel('RGB'), { fallback: 'none' })).toThrow(/npm install|@napi-rs\/image/);
+  });
+
+  it('with only the wasm codecs installed, the node is taken: JPEG decodes, PNG names its package', () => {
+    // The real require, less @napi-rs/image. The cornerstone packages export no package.json.
+    const real = createRequire(import.meta.url);
+    const some = ((id: string) => {
+      if (id.startsWith('@napi-rs/image')) throw Object.assign(new Error(`Cannot find module '${id}'`), { code: 'MODULE_NOT_FOUND' });
+      return real(id);
+    }) as unknown as NodeJS.Require;
+    some.resolve = ((id: string) => {
+      if (id.startsWith('@napi-rs/image')) throw Object.assign(new Error(`Cannot find module '${id}'`), { code: 'MODULE_NOT_FOUND' });
+      return real.resolve(id);
+    }) as NodeJS.RequireResolve;
+    resetImageCodecs([some]);
+    const s = MlxSession.createSync(decoderModel('Grayscale'), { fallback: 'none' });
+    try {
+      const jpeg = suiteInput('test_image_decoder_decode_jpeg_grayscale');
+      if (jpeg) expect(s.runSync({ data: jpeg }).image).toMatchObject({ dims: [32, 32, 1] });
+      const d = png(2, 2, pixels(2, 2, 3), 2);
+      expect(() => s.runSync({ data: { dtype: OnnxDataType.UINT8, dims: [d.length], data: d } })).toThrow(/npm install @napi-rs\/image/);
+    } finally {
+      s.release();
+    }
   });
 
   it('a format whose package is missing fails naming the package', () => {

@@ -64,11 +64,11 @@ function requirers(): NodeJS.Require[] {
   return out;
 }
 
-/** Whether `pkg` resolves (without loading it). */
+/** Whether `pkg` resolves (without loading it). Its main entry: not every package exports its package.json. */
 function resolves(pkg: string): boolean {
   return requirers().some((req) => {
     try {
-      req.resolve(`${pkg}/package.json`);
+      req.resolve(pkg);
       return true;
     } catch {
       return false;
