@@ -24,6 +24,6 @@ export { transferStats, type TransferStats } from './runtime/convert.js';
 export { OrtMlxError, UnsupportedOperatorError, NodeExecutionError, InvalidFeedError, type UnsupportedNode } from './errors.js';
 export { OpRegistry } from './registry/registry.js';
 export type { OpEntry, OpContext, CheckContext } from './registry/types.js';
-export type { Value, KvReserve } from './runtime/value.js';
+export type { Value, KvReserve, MapValue } from './runtime/value.js';
 export { defaultRegistry } from './ops/index.js';
 export * from './onnx/index.js';

@@ -11,6 +11,7 @@ import {
   type ExternalDataSpec,
   type HostTensor,
   type ModelIR,
+  type TypeIR,
   type ValueInfoIR,
 } from './onnx/index.js';
 import type { OpRegistry } from './registry/registry.js';
@@ -285,6 +286,7 @@ export class MlxSession {
     }
     for (const [name, f] of Object.entries(feeds)) {
       const info = known.get(name)!;
+      if (info.type.kind === 'map') this.validateMapFeed(name, info.type, f);
       if (info.type.kind !== 'tensor') continue;
       if ('kind' in f && f.kind === 'device') {
         this.validateDeviceFeed(name, info, f);
@@ -319,6 +321,28 @@ export class MlxSession {
           `model ${this.name}: input '${name}' has ${len} elements but its shape [${t.dims.join(', ')}] needs ${n}`,
         );
     }
+  }
+
+  /** A map feed (ai.onnx.ml): a map Value of the input's key and value types, 1-D keys and values of one length. */
+  private validateMapFeed(name: string, type: Extract<TypeIR, { kind: 'map' }>, f: HostTensor | Value): void {
+    const bad = (why: string) => new InvalidFeedError(`model ${this.name}: input '${name}' ${why}`);
+    if (!('kind' in f) || f.kind !== 'map')
+      throw bad(`is a map: feed { kind: 'map', keys, values } (1-D host tensors), got a ${'kind' in f ? f.kind : 'tensor'}`);
+    if (f.keys.dtype !== type.keyType) throw bad(`expects ${dataTypeName(type.keyType)} keys, got ${dataTypeName(f.keys.dtype)}`);
+    const valueType = type.value?.kind === 'tensor' ? type.value.elemType : undefined;
+    if (valueType && f.values.dtype !== valueType)
+      throw bad(`expects ${dataTypeName(valueType)} values, got ${dataTypeName(f.values.dtype)}`);
+    const n = f.keys.data.length;
+    if (
+      f.keys.dims.length !== 1 ||
+      f.values.dims.length !== 1 ||
+      f.keys.dims[0] !== n ||
+      f.values.dims[0] !== n ||
+      f.values.data.length !== n
+    )
+      throw bad(
+        `needs 1-D keys and values of one length, got keys [${f.keys.dims.join(', ')}] (${n} elements) and values [${f.values.dims.join(', ')}] (${f.values.data.length} elements)`,
+      );
   }
 
   /** A device feed: a live array of the input's element type, rank and static dimensions. */

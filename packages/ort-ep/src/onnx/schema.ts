@@ -105,7 +105,8 @@ export function typeString(t: TypeIR | undefined): string | undefined {
       return e && `optional(${e})`;
     }
     case 'map': {
-      const v = typeString(t.value);
+      // Schemas name a map's scalar values by element type alone: map(int64, string).
+      const v = t.value?.kind === 'tensor' ? onnxNames[t.value.elemType] : typeString(t.value);
       return onnxNames[t.keyType] && v ? `map(${onnxNames[t.keyType]}, ${v})` : undefined;
     }
     default:

@@ -14,6 +14,7 @@ import { elementwiseOps } from './elementwise.js';
 import { flexAttentionOps } from './flex-attention.js';
 import { geometryOps } from './geometry.js';
 import { gridSampleOps } from './grid-sample.js';
+import { imageDecoderOps } from './image-decoder.js';
 import { indexingOps } from './indexing.js';
 import { layoutOps } from './layout.js';
 import { linearAttentionOps } from './linear-attention.js';
@@ -46,6 +47,7 @@ import { msNormOps } from './com.microsoft/norm.js';
 import { msRotaryOps } from './com.microsoft/rotary.js';
 // ai.onnx.ml
 import { linearOps } from './ai.onnx.ml/linear.js';
+import { mapOps } from './ai.onnx.ml/maps.js';
 import { mlOps } from './ai.onnx.ml/ml.js';
 import { preprocessOps } from './ai.onnx.ml/preprocess.js';
 import { svmOps } from './ai.onnx.ml/svm.js';
@@ -69,6 +71,7 @@ export const opFamilies = {
   'flex-attention': flexAttentionOps,
   geometry: geometryOps,
   'grid-sample': gridSampleOps,
+  'image-decoder': imageDecoderOps,
   indexing: indexingOps,
   layout: layoutOps,
   'linear-attention': linearAttentionOps,
@@ -99,6 +102,7 @@ export const opFamilies = {
   'com.microsoft/norm': msNormOps,
   'com.microsoft/rotary': msRotaryOps,
   'ai.onnx.ml/linear': linearOps,
+  'ai.onnx.ml/maps': mapOps,
   'ai.onnx.ml/ml': mlOps,
   'ai.onnx.ml/preprocess': preprocessOps,
   'ai.onnx.ml/svm': svmOps,

@@ -18,7 +18,20 @@ export type Value =
   | { kind: 'host'; tensor: HostTensor }
   | { kind: 'device'; array: mx.Array; onnxType: number; reserve?: KvReserve }
   | { kind: 'sequence'; items: Value[]; elemType: number }
+  | MapValue
   | { kind: 'none' };
+
+/**
+ * An ONNX map (ai.onnx.ml's ZipMap, DictVectorizer, CastMap): 1-D `keys` (int64 or string) and
+ * `values` of one length, entry i mapping keys[i] to values[i]. Maps the provider makes have
+ * unique keys in ascending order (onnxruntime's std::map); a fed map may have any order, and a
+ * repeated key's last entry wins.
+ */
+export interface MapValue {
+  kind: 'map';
+  keys: HostTensor;
+  values: HostTensor;
+}
 
 export const NONE: Value = Object.freeze({ kind: 'none' }) as Value;
 
