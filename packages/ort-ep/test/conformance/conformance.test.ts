@@ -3,6 +3,7 @@
 // --write-passing after making more cases pass).
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
 import { expectShared, sharedPath } from '../helpers/shared.js';
 import { runCase } from './runner.js';
@@ -32,3 +33,22 @@ describe('ONNX node suite: listed cases keep passing', () => {
     });
   }
 });
+
+// On a machine whose MLX has a GPU (MLX_BACKEND=cuda tools/dev setup on a CUDA machine, or Metal):
+// the GPU list, on device 'gpu', both paths. Where MLX has no GPU (CI's machines) it has nothing to
+// run: the list is checked there by the GPU benchmark (bench/gpu.ts, tools/gpu-run.sh check).
+const gpuListed = readFileSync(new URL('./gpu-passing.txt', import.meta.url), 'utf8')
+  .split('\n')
+  .map((l) => l.trim())
+  .filter((l) => l && !l.startsWith('#'));
+if (existsSync(suite) && mx.gpuAvailable())
+  describe('ONNX node suite on the GPU: listed cases keep passing', () => {
+    for (const name of gpuListed) {
+      it(name, async () => {
+        const eager = await runCase(join(suite, name), 'mlx', { compiled: false, device: 'gpu', viaSession: true });
+        expect(eager.status === 'pass' ? 'pass' : `eager ${eager.status}: ${eager.detail}`).toBe('pass');
+        const compiled = await runCase(join(suite, name), 'mlx', { compiled: true, runs: 3, device: 'gpu', viaSession: true });
+        expect(compiled.status === 'pass' ? 'pass' : `compiled ${compiled.status}: ${compiled.detail}`).toBe('pass');
+      });
+    }
+  });
