@@ -133,6 +133,9 @@ async function main(): Promise<void> {
       bytesPerToken: median(bytesMoved.slice(warmup)),
     });
   }
+  // mlx: the compiled path's signature cache over the whole run (hits are replays of a trace).
+  const handler = (session as unknown as { handler?: { session?: { compileStats?: unknown } } }).handler;
+  const compileStats = engine === 'mlx' ? handler?.session?.compileStats : undefined;
   await session.release();
   console.log(
     JSON.stringify({
@@ -145,6 +148,7 @@ async function main(): Promise<void> {
       prefillTokens: prefillLen,
       prefillMs: median(prefill),
       decode,
+      compileStats,
     }),
   );
 }
