@@ -5,7 +5,7 @@
 # where libmlx.so's RPATH looks, and runs the steps asked for. Results go to OUT.
 #   bash DIR/run.sh OUT STEP...
 # Steps:
-#   transfers  feeds and results over the bus, every MLXC_TRANSFER way, 1 MiB to 1 GiB
+#   transfers  MLX's cost per operation, then feeds and results over the bus, every MLXC_TRANSFER way, 1 MiB to 1 GiB
 #   check      the shared models (compiled and eager) and the sample of ONNX node cases, in SHARDS
 #              parallel processes (default 12; NVRTC compiling each case's kernels is the slow
 #              part, and it runs on the CPU), each stopped after CASE_SECONDS (default 480)
@@ -36,7 +36,7 @@ cache_size() { echo "kernel caches: MLX's PTX $(du -sh cache/ptx 2>/dev/null | c
 for step in "$@"; do
   case $step in
     transfers)
-      ./node bench.mjs --device gpu --only transfers --out "$OUT/transfers.json" 2>&1 | tee "$OUT/transfers.log" ;;
+      ./node bench.mjs --device gpu --only overhead,transfers --out "$OUT/transfers.json" 2>&1 | tee "$OUT/transfers.log" ;;
     check)
       shards=${SHARDS:-12}
       mkdir -p shards && rm -f shards/*

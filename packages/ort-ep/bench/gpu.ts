@@ -5,7 +5,7 @@
 // CUDA eager and onnxruntime CPU on them. Prints medians, ratios and first-run times, and writes one
 // JSON file and an SVG chart. On a machine with MLX's CUDA build (MLX_BACKEND=cuda tools/dev setup):
 //   tools/dev bench gpu [--exports DIR] [--models DIR] [--cases DIR] [--out FILE] [--chart FILE]
-//     [--only baselines,models,cases,transfers,speed] [--shard i/K] [--runs N]
+//     [--only baselines,models,cases,overhead,transfers,speed] [--shard i/K] [--runs N]
 // or from the bundle tools/gpu-bundle.sh makes (for machines without a registry).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -275,6 +275,43 @@ async function transfers(): Promise<void> {
   report.transfers = rows;
 }
 
+/**
+ * MLX's cost per operation on this device, apart from the work: a chain of n dependent operations
+ * on small arrays (adds on [1, 768]; products [1, 768] x [768, 768]) evaluated at once, eagerly
+ * and through one compiled function. What a decode step of a small model pays per node.
+ */
+async function overhead(): Promise<void> {
+  const rows: Record<string, unknown> = {};
+  using stream = mx.newStream(device, { anyThread: true });
+  for (const kind of ['add', 'matmul'] as const) {
+    for (const n of [100, 400]) {
+      const times: number[] = [];
+      mx.withStream(stream, () => {
+        const x0 = mx.ones([1, 768], 'float32');
+        const w = mx.multiply(mx.ones([768, 768], 'float32'), 1 / 768);
+        mx.evaluate([x0, w]);
+        for (let r = 0; r < 12; r++) {
+          const t = performance.now();
+          let x = x0;
+          const made: mx.Array[] = [];
+          for (let i = 0; i < n; i++) {
+            x = kind === 'add' ? mx.add(x, x0) : mx.matmul(x, w);
+            made.push(x);
+          }
+          x.eval();
+          if (r >= 2) times.push(performance.now() - t);
+          mx.dispose(made);
+        }
+        mx.dispose([x0, w]);
+      });
+      const us = (median(times) * 1000) / n;
+      rows[`${kind} x${n}`] = { msPerChain: median(times), usPerOp: us };
+      log(`  ${kind.padEnd(6)} chain of ${n}: ${median(times).toFixed(2)} ms, ${us.toFixed(1)} us per operation`);
+    }
+  }
+  report.overhead = rows;
+}
+
 const here = dirname(fileURLToPath(import.meta.url));
 const MODELS = ['bert-base', 'bert-base-b8', 'gpt2-small', 'resnet50', 'matmul4096'];
 
@@ -360,6 +397,11 @@ async function main(): Promise<void> {
   if (cases && only.includes('cases')) {
     log(`node cases on ${device}:`);
     await nodeCases(cases);
+  }
+  if (only.includes('overhead')) {
+    log(`cost per operation on ${device}:`);
+    await overhead();
+    save();
   }
   if (only.includes('transfers')) {
     log('transfers:');
