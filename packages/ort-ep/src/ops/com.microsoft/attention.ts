@@ -302,7 +302,7 @@ function gqaMask(p: GqaParams, g: GqaShape): mx.Array {
 }
 
 /** RMSNorm of each head's vector (the last axis), in float32, times `weight` [H]. */
-function headRmsNorm(x: mx.Array, weight: mx.Array, eps: number): mx.Array {
+export function headRmsNorm(x: mx.Array, weight: mx.Array, eps: number): mx.Array {
   const xf = mx.astype(x, 'float32');
   const inv = mx.rsqrt(mx.add(mx.mean(mx.square(xf), -1, { keepdims: true }), eps));
   return mx.astype(mx.multiply(mx.multiply(xf, inv), mx.astype(weight, 'float32')), x.dtype);
@@ -313,7 +313,7 @@ function headRmsNorm(x: mx.Array, weight: mx.Array, eps: number): mx.Array {
  * head_sink[n], or 0 for smooth_softmax. Composite, in float32: q [B, N, S, H], k and v
  * [B, Nkv, T, H], `visible` [B, 1, S, T], `bias` additive (broadcast to [B, N, S, T]).
  */
-function sinkAttention(
+export function sinkAttention(
   q: mx.Array,
   k: mx.Array,
   v: mx.Array,
