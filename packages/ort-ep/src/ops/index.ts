@@ -42,6 +42,8 @@ import { fusedOps } from './com.microsoft/fused.js';
 import { gatherBlockQuantizedOps } from './com.microsoft/gather-block-quantized.js';
 import { msMultiHeadAttentionOps } from './com.microsoft/multi-head-attention.js';
 import { matMulNBitsOps } from './com.microsoft/nbits.js';
+import { pagedAttentionOps } from './com.microsoft/paged-attention.js';
+import { qmoeOps } from './com.microsoft/qmoe.js';
 import { quantMatMulOps } from './com.microsoft/quant-matmul.js';
 import { msNormOps } from './com.microsoft/norm.js';
 import { msRotaryOps } from './com.microsoft/rotary.js';
@@ -98,6 +100,8 @@ export const opFamilies = {
   'com.microsoft/gather-block-quantized': gatherBlockQuantizedOps,
   'com.microsoft/multi-head-attention': msMultiHeadAttentionOps,
   'com.microsoft/nbits': matMulNBitsOps,
+  'com.microsoft/paged-attention': pagedAttentionOps,
+  'com.microsoft/qmoe': qmoeOps,
   'com.microsoft/quant-matmul': quantMatMulOps,
   'com.microsoft/norm': msNormOps,
   'com.microsoft/rotary': msRotaryOps,

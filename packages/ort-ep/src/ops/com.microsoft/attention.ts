@@ -6,6 +6,7 @@
 // a key is masked; GroupQueryAttention hides keys past each sequence's length, after the query
 // (causal) and outside local_window_size. Per-batch lengths are read on the host (small inputs).
 import * as mx from '@mlx/core';
+import { OnnxDataType } from '../../onnx/index.js';
 import { fromHeads, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
@@ -128,7 +129,11 @@ interface GqaParams {
   /** output_qk: 0 none, 1 the scaled scores before softmax, 2 the probabilities after it. */
   qkOutput: number;
   slidingWindowCache: boolean;
-  quantizedCache: boolean;
+  /** KV cache quantization (k_quant_type, v_quant_type): 'NONE', 'PER_TENSOR' or 'PER_CHANNEL'. */
+  kQuant: string;
+  vQuant: string;
+  /** kv_cache_bit_width: 8 (int8 cache) or 4 (two values per uint8). */
+  cacheBits: number;
 }
 
 const parseGqa = (attrs: Attrs): GqaParams => ({
@@ -144,17 +149,37 @@ const parseGqa = (attrs: Attrs): GqaParams => ({
   qkNormEpsilon: attrs.float('qk_norm_epsilon', 1e-6),
   qkOutput: attrs.int('qk_output', 0),
   slidingWindowCache: attrs.int('sliding_window_cache', 0) !== 0,
-  quantizedCache: attrs.string('k_quant_type', 'NONE') !== 'NONE' || attrs.string('v_quant_type', 'NONE') !== 'NONE',
+  kQuant: attrs.string('k_quant_type', 'NONE'),
+  vQuant: attrs.string('v_quant_type', 'NONE'),
+  cacheBits: attrs.int('kv_cache_bit_width', 8),
 });
+
+const QUANT_TYPES = ['NONE', 'PER_TENSOR', 'PER_CHANNEL'];
 
 function gqaCheck(ctx: CheckContext<GqaParams>): string | undefined {
   const a = ctx.params;
   if (a.qkOutput < 0 || a.qkOutput > 2) return `GroupQueryAttention qk_output ${a.qkOutput} is not 0, 1 or 2`;
   if (ctx.node.outputs[3] && a.qkOutput === 0) return 'GroupQueryAttention output_qk needs qk_output 1 or 2';
   if (a.slidingWindowCache) return 'GroupQueryAttention with sliding_window_cache (window-sized KV buffers) is not supported';
-  if (a.quantizedCache || ctx.node.inputs[12] || ctx.node.inputs[13]) {
-    return 'GroupQueryAttention with a quantized KV cache is not supported';
-  }
+  for (const [what, t] of [
+    ['k_quant_type', a.kQuant],
+    ['v_quant_type', a.vQuant],
+  ])
+    if (!QUANT_TYPES.includes(t)) return `GroupQueryAttention ${what} '${t}' is not one of ${QUANT_TYPES.join(', ')}`;
+  const quantized = a.kQuant !== 'NONE' || a.vQuant !== 'NONE';
+  if (quantized) {
+    if (a.kQuant === 'NONE' || a.vQuant === 'NONE') return 'GroupQueryAttention with only one of K and V quantized is not supported';
+    if (a.cacheBits !== 8 && a.cacheBits !== 4) return `GroupQueryAttention kv_cache_bit_width ${a.cacheBits} is not 8 or 4`;
+    if (!ctx.node.inputs[12] || !ctx.node.inputs[13]) return 'GroupQueryAttention with a quantized KV cache needs k_scale and v_scale';
+    // The past carries the cache's element type (a first prompt passes an empty one).
+    if (!ctx.node.inputs[3] || !ctx.node.inputs[4])
+      return 'GroupQueryAttention with a quantized KV cache needs past_key and past_value (empty for a first prompt)';
+    const want = a.cacheBits === 8 ? OnnxDataType.INT8 : OnnxDataType.UINT8;
+    const t = ctx.inputType(3);
+    if (t !== undefined && t !== want)
+      return `GroupQueryAttention with a ${a.cacheBits}-bit cache takes a ${a.cacheBits === 8 ? 'int8' : 'uint8 (two 4-bit values a byte)'} past_key, got element type ${t} (float8 caches are not supported)`;
+  } else if (ctx.node.inputs[12] || ctx.node.inputs[13])
+    return 'GroupQueryAttention k_scale and v_scale need k_quant_type and v_quant_type';
   if (!ctx.node.inputs[14] !== !ctx.node.inputs[15]) return 'GroupQueryAttention needs both q_norm_weight and k_norm_weight, or neither';
   return undefined;
 }
@@ -277,7 +302,7 @@ function gqaMask(p: GqaParams, g: GqaShape): mx.Array {
 }
 
 /** RMSNorm of each head's vector (the last axis), in float32, times `weight` [H]. */
-function headRmsNorm(x: mx.Array, weight: mx.Array, eps: number): mx.Array {
+export function headRmsNorm(x: mx.Array, weight: mx.Array, eps: number): mx.Array {
   const xf = mx.astype(x, 'float32');
   const inv = mx.rsqrt(mx.add(mx.mean(mx.square(xf), -1, { keepdims: true }), eps));
   return mx.astype(mx.multiply(mx.multiply(xf, inv), mx.astype(weight, 'float32')), x.dtype);
@@ -288,7 +313,7 @@ function headRmsNorm(x: mx.Array, weight: mx.Array, eps: number): mx.Array {
  * head_sink[n], or 0 for smooth_softmax. Composite, in float32: q [B, N, S, H], k and v
  * [B, Nkv, T, H], `visible` [B, 1, S, T], `bias` additive (broadcast to [B, N, S, T]).
  */
-function sinkAttention(
+export function sinkAttention(
   q: mx.Array,
   k: mx.Array,
   v: mx.Array,
@@ -364,6 +389,50 @@ function gqaSharedStep(
   return [fromHeads(y), presentK, presentV];
 }
 
+/**
+ * The KV cache quantization of onnxruntime's CPU kernel (measured against onnxruntime-node 1.30):
+ * 8 bits: int8 q = clamp(round(x / scale), -128, 127), x = q · scale; 4 bits: q = clamp(round(x /
+ * scale) + 8, 0, 15), two a byte (the even element in the low nibble), x = (q - 8) · scale. `scale`
+ * broadcasts against [B, Nkv, L, H] (PER_TENSOR [1], PER_CHANNEL [1, Nkv, 1, H]).
+ */
+function quantizeCache(x: mx.Array, scale: mx.Array, bits: number): mx.Array {
+  const r = mx.round(mx.divide(mx.astype(x, 'float32'), scale), 0);
+  if (bits === 8) return mx.astype(mx.clip(r, -128, 127), 'int8');
+  const n = mx.astype(mx.clip(mx.add(r, 8), 0, 15), 'uint8');
+  const pairs = mx.reshape(n, [...n.shape.slice(0, -1), n.shape[n.ndim - 1] / 2, 2]);
+  const [lo, hi] = mx.splitSections(pairs, [1], -1).map((a) => mx.squeeze(a, -1));
+  return mx.bitwiseOr(lo, mx.leftShift(hi, 4));
+}
+
+function dequantizeCache(q: mx.Array, scale: mx.Array, bits: number, dtype: mx.Dtype): mx.Array {
+  let v: mx.Array;
+  if (bits === 8) v = mx.astype(q, 'float32');
+  else {
+    const lo = mx.bitwiseAnd(q, 15);
+    const hi = mx.rightShift(q, 4);
+    const n = mx.reshape(mx.stack([lo, hi], -1), [...q.shape.slice(0, -1), q.shape[q.ndim - 1] * 2]);
+    v = mx.subtract(mx.astype(n, 'float32'), 8);
+  }
+  return mx.astype(mx.multiply(v, scale), dtype);
+}
+
+/** k_scale or v_scale as float32, checked to broadcast against [B, Nkv, L, H]. */
+function cacheScale(ctx: OpContext<GqaParams>, i: number, Nkv: number, H: number, what: string): mx.Array {
+  const s = mx.astype(ctx.input(i), 'float32');
+  const dims = s.shape;
+  const ok =
+    dims.length <= 4 &&
+    dims.every((d, j) => {
+      const full = [0, Nkv, 0, H][4 - dims.length + j];
+      return d === 1 || (full !== 0 && d === full);
+    });
+  if (!ok)
+    throw new RangeError(
+      `${what} of shape [${dims.join(', ')}] does not broadcast to the cache [B, ${Nkv}, L, ${H}] (PER_TENSOR [1], PER_CHANNEL [1, ${Nkv}, 1, ${H}])`,
+    );
+  return s;
+}
+
 function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const p = ctx.params;
   const N = p.heads;
@@ -372,7 +441,8 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const [B, , S, H] = q.shape;
   const total = hostNumbers(ctx.host(6))[0];
   // The device-side decode step covers plain attention: sinks, Q/K norms and output_qk take the general path.
-  const plain = !p.smoothSoftmax && !ctx.has(11) && !ctx.has(14) && !ctx.has(15) && !ctx.wants(3);
+  const quantized = p.kQuant !== 'NONE';
+  const plain = !quantized && !p.smoothSoftmax && !ctx.has(11) && !ctx.has(14) && !ctx.has(15) && !ctx.wants(3);
   if (plain && B === 1 && S < total && ctx.has(3) && ctx.has(4) && ctx.shape(3)[2] >= total && !ctx.hostIfKnown(5))
     return gqaSharedStep(ctx, q, k, v, ctx.input(3), ctx.input(4), total);
   const lens = hostNumbers(ctx.host(5)).map((n) => n + 1);
@@ -390,10 +460,32 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const pastK = ctx.optional(3);
   const pastV = ctx.optional(4);
   const length = Math.max(total, pastK ? pastK.shape[2] : 0);
-  const presentK = gqaCache(pastK, k, g, length);
-  const presentV = gqaCache(pastV, v, g, length);
-  const keys = length === total ? presentK : mx.slice(presentK, [0, 0, 0, 0], [B, Nkv, total, H], [1, 1, 1, 1]);
-  const values = length === total ? presentV : mx.slice(presentV, [0, 0, 0, 0], [B, Nkv, total, H], [1, 1, 1, 1]);
+  let presentK: mx.Array, presentV: mx.Array, keys: mx.Array, values: mx.Array;
+  const upTo = (a: mx.Array) => (length === total ? a : mx.slice(a, [0, 0, 0, 0], [B, Nkv, total, H], [1, 1, 1, 1]));
+  if (quantized) {
+    // The cache holds quantized rows: the new rows are quantized into it, and attention reads the
+    // whole cache dequantized (the new rows too, as onnxruntime does).
+    const bits = p.cacheBits;
+    const packedH = bits === 4 ? H / 2 : H;
+    if (!Number.isInteger(packedH)) throw new RangeError(`a 4-bit KV cache needs an even head size, got ${H}`);
+    const kScale = cacheScale(ctx, 12, Nkv, H, 'k_scale');
+    const vScale = cacheScale(ctx, 13, Nkv, H, 'v_scale');
+    for (const past of [pastK, pastV])
+      if (past && (past.dtype !== (bits === 8 ? 'int8' : 'uint8') || past.ndim !== 4 || past.shape[3] !== packedH))
+        throw new RangeError(
+          `the ${bits}-bit past cache must be ${bits === 8 ? 'int8' : 'uint8'} [B, ${Nkv}, L, ${packedH}], got ${past.dtype} [${past.shape.join(', ')}]`,
+        );
+    const gq = { ...g, H: packedH };
+    presentK = gqaCache(pastK, quantizeCache(k, kScale, bits), gq, length);
+    presentV = gqaCache(pastV, quantizeCache(v, vScale, bits), gq, length);
+    keys = upTo(dequantizeCache(presentK, kScale, bits, q.dtype));
+    values = upTo(dequantizeCache(presentV, vScale, bits, q.dtype));
+  } else {
+    presentK = gqaCache(pastK, k, g, length);
+    presentV = gqaCache(pastV, v, g, length);
+    keys = upTo(presentK);
+    values = upTo(presentV);
+  }
   const visible = gqaMask(p, g);
   const attentionBias = ctx.optional(10);
   const scale = p.scale ?? 1 / Math.sqrt(H);
@@ -435,6 +527,6 @@ export const msAttentionOps: OpEntry[] = [
     parse: parseGqa,
     check: gqaCheck,
     run: gqa,
-    note: 'float KV cache only; no sliding_window_cache',
+    note: 'float, int8 or 4-bit KV cache (PER_TENSOR, PER_CHANNEL); no float8 cache, no sliding_window_cache',
   }),
 ];

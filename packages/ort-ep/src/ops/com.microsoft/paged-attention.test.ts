@@ -1,0 +1,419 @@
+// com.microsoft PagedAttention against a float64 implementation of its spec written here
+// (onnxruntime has only a CUDA kernel, so onnxruntime-node cannot run it): ragged batches mixing
+// decode and prefill over scattered blocks, GQA heads, packed QKV, local window, softcap, scale,
+// bidirectional (is_causal 0), slot_mapping with skipped writes, rotary, head_sink, Q/K norms, and
+// float16; the updated caches are compared too.
+import { describe, expect, it } from 'vitest';
+import * as P from '../../../test/helpers/proto.js';
+import { seeded } from '../../../test/helpers/ort.js';
+import { NodeExecutionError, UnsupportedOperatorError } from '../../errors.js';
+import { OnnxDataType as T, type HostTensor } from '../../onnx/index.js';
+import { MlxSession } from '../../session.js';
+
+const MS = 'com.microsoft';
+
+interface Case {
+  N: number;
+  Nkv: number;
+  H: number;
+  numBlocks: number;
+  blockSize: number;
+  /** Per sequence: past length and new tokens. */
+  past: number[];
+  lens: number[];
+  table: number[][];
+  attrs?: Record<string, number>;
+  packed?: boolean;
+  rotary?: boolean;
+  sink?: boolean;
+  norms?: boolean;
+  /** slot per token, -1 to skip its write. */
+  slots?: number[];
+  half?: boolean;
+}
+
+interface Data {
+  q: Float64Array;
+  k: Float64Array;
+  v: Float64Array;
+  kc: Float64Array;
+  vc: Float64Array;
+  cos: Float64Array;
+  sin: Float64Array;
+  sink: Float64Array;
+  qn: Float64Array;
+  kn: Float64Array;
+}
+
+const maxPos = 32;
+const roundHalf = (x: number) => {
+  // float16 rounding of a value, for the float16 case's inputs (so both sides see the same numbers)
+  const f = new Float32Array([x]);
+  const u = new Uint32Array(f.buffer)[0];
+  const sign = u >>> 31 ? -1 : 1;
+  const a = Math.abs(x);
+  if (a < 2 ** -14) return sign * Math.round(a / 2 ** -24) * 2 ** -24;
+  const e = Math.floor(Math.log2(a));
+  const step = 2 ** (e - 10);
+  return sign * Math.round(a / step) * step;
+};
+
+function dataOf(c: Case): Data {
+  const T_ = c.lens.reduce((a, b) => a + b, 0);
+  const r = (n: number, seed: number, scale = 1) =>
+    Float64Array.from(seeded(n, seed), (x) => (c.half ? roundHalf(x * scale) : Math.fround(x * scale)));
+  const cache = c.numBlocks * c.blockSize * c.Nkv * c.H;
+  const half = c.H / 2;
+  const cos = new Float64Array(maxPos * half);
+  const sin = new Float64Array(maxPos * half);
+  for (let p = 0; p < maxPos; p++)
+    for (let i = 0; i < half; i++) {
+      const a = p / 10000 ** ((2 * i) / c.H);
+      cos[p * half + i] = c.half ? roundHalf(Math.cos(a)) : Math.fround(Math.cos(a));
+      sin[p * half + i] = c.half ? roundHalf(Math.sin(a)) : Math.fround(Math.sin(a));
+    }
+  return {
+    q: r(T_ * c.N * c.H, 1),
+    k: r(T_ * c.Nkv * c.H, 2),
+    v: r(T_ * c.Nkv * c.H, 3),
+    kc: r(cache, 4),
+    vc: r(cache, 5),
+    cos,
+    sin,
+    sink: r(c.N, 6),
+    qn: r(c.H, 7),
+    kn: r(c.H, 8),
+  };
+}
+
+/** The spec, in float64. */
+function reference(c: Case, d: Data): { y: Float64Array; kc: Float64Array; vc: Float64Array } {
+  const { N, Nkv, H, blockSize } = c;
+  const G = N / Nkv;
+  const cu = [0];
+  for (const l of c.lens) cu.push(cu[cu.length - 1] + l);
+  const Tn = cu[cu.length - 1];
+  const kc = Float64Array.from(d.kc);
+  const vc = Float64Array.from(d.vc);
+  const eps = 1e-6;
+  const norm = (x: Float64Array, w: Float64Array) => {
+    const ms = x.reduce((a, b) => a + b * b, 0) / x.length;
+    return x.map((e, i) => (e / Math.sqrt(ms + eps)) * w[i]);
+  };
+  const rope = (x: Float64Array, pos: number) => {
+    const h = H / 2;
+    const out = Float64Array.from(x);
+    for (let i = 0; i < h; i++) {
+      const co = d.cos[pos * h + i];
+      const si = d.sin[pos * h + i];
+      out[i] = x[i] * co - x[i + h] * si;
+      out[i + h] = x[i + h] * co + x[i] * si;
+    }
+    return out;
+  };
+  const headOf = (src: Float64Array, t: number, n: number, heads: number) => src.slice((t * heads + n) * H, (t * heads + n + 1) * H);
+  const qs: Float64Array[][] = [];
+  const ks: Float64Array[][] = [];
+  const pos: number[] = [];
+  for (let b = 0; b < c.lens.length; b++) for (let t = cu[b]; t < cu[b + 1]; t++) pos[t] = c.past[b] + t - cu[b];
+  for (let t = 0; t < Tn; t++) {
+    qs[t] = [];
+    ks[t] = [];
+    for (let n = 0; n < N; n++) {
+      let x = headOf(d.q, t, n, N);
+      if (c.norms) x = norm(x, d.qn);
+      if (c.rotary) x = rope(x, pos[t]);
+      qs[t][n] = x;
+    }
+    for (let n = 0; n < Nkv; n++) {
+      let x = headOf(d.k, t, n, Nkv);
+      if (c.norms) x = norm(x, d.kn);
+      if (c.rotary) x = rope(x, pos[t]);
+      ks[t][n] = x;
+    }
+  }
+  const slotOf = (b: number, p: number) => c.table[b][Math.floor(p / blockSize)] * blockSize + (p % blockSize);
+  // Writes.
+  for (let b = 0; b < c.lens.length; b++)
+    for (let t = cu[b]; t < cu[b + 1]; t++) {
+      const s = c.slots ? c.slots[t] : slotOf(b, pos[t]);
+      if (s < 0) continue;
+      for (let n = 0; n < Nkv; n++)
+        for (let h = 0; h < H; h++) {
+          kc[(s * Nkv + n) * H + h] = ks[t][n][h];
+          vc[(s * Nkv + n) * H + h] = d.v[(t * Nkv + n) * H + h];
+        }
+    }
+  const scale = c.attrs?.scale ?? 1 / Math.sqrt(H);
+  const softcap = c.attrs?.softcap ?? 0;
+  const window = c.attrs?.local_window_size ?? -1;
+  const causal = (c.attrs?.is_causal ?? 1) !== 0;
+  const y = new Float64Array(Tn * N * H);
+  for (let b = 0; b < c.lens.length; b++) {
+    const L = c.past[b] + c.lens[b];
+    for (let t = cu[b]; t < cu[b + 1]; t++)
+      for (let n = 0; n < N; n++) {
+        const kvh = Math.floor(n / G);
+        const scores: number[] = [];
+        const keep: number[] = [];
+        for (let i = 0; i < L; i++) {
+          let ok = !causal || i <= pos[t];
+          if (window > 0) ok &&= i > pos[t] - window;
+          if (!ok) continue;
+          const s = slotOf(b, i);
+          let dot = 0;
+          for (let h = 0; h < H; h++) dot += qs[t][n][h] * kc[(s * Nkv + kvh) * H + h];
+          let sc = dot * scale;
+          if (softcap > 0) sc = softcap * Math.tanh(sc / softcap);
+          scores.push(sc);
+          keep.push(s);
+        }
+        const extra = c.sink ? d.sink[n] : -Infinity;
+        const m = Math.max(...scores, extra);
+        const e = scores.map((x) => Math.exp(x - m));
+        const z = e.reduce((a, x) => a + x, 0) + Math.exp(extra - m);
+        for (let h = 0; h < H; h++) {
+          let acc = 0;
+          keep.forEach((s, j) => {
+            acc += (e[j] / z) * vc[(s * Nkv + kvh) * H + h];
+          });
+          y[(t * N + n) * H + h] = acc;
+        }
+      }
+  }
+  return { y, kc, vc };
+}
+
+function modelOf(c: Case): Uint8Array {
+  const elem = c.half ? T.FLOAT16 : T.FLOAT;
+  const Tn = c.lens.reduce((a, b) => a + b, 0);
+  const B = c.lens.length;
+  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, c.H];
+  const inputs = [
+    P.valueInfo('q', P.tensorType(elem, [Tn, (c.packed ? c.N + 2 * c.Nkv : c.N) * c.H])),
+    ...(c.packed ? [] : [P.valueInfo('k', P.tensorType(elem, [Tn, c.Nkv * c.H])), P.valueInfo('v', P.tensorType(elem, [Tn, c.Nkv * c.H]))]),
+    P.valueInfo('kc', P.tensorType(elem, cacheDims)),
+    P.valueInfo('vc', P.tensorType(elem, cacheDims)),
+    P.valueInfo('cu', P.tensorType(T.INT32, [B + 1])),
+    P.valueInfo('ps', P.tensorType(T.INT32, [B])),
+    P.valueInfo('bt', P.tensorType(T.INT32, [B, c.table[0].length])),
+  ];
+  const names = ['q', c.packed ? '' : 'k', c.packed ? '' : 'v', 'kc', 'vc', 'cu', 'ps', 'bt', '', '', '', '', '', ''];
+  if (c.rotary) {
+    inputs.push(P.valueInfo('cos', P.tensorType(elem, [maxPos, c.H / 2])), P.valueInfo('sin', P.tensorType(elem, [maxPos, c.H / 2])));
+    names[8] = 'cos';
+    names[9] = 'sin';
+  }
+  if (c.slots) {
+    inputs.push(P.valueInfo('slots', P.tensorType(T.INT32, [Tn])));
+    names[10] = 'slots';
+  }
+  if (c.sink) {
+    inputs.push(P.valueInfo('sink', P.tensorType(elem, [c.N])));
+    names[11] = 'sink';
+  }
+  if (c.norms) {
+    inputs.push(P.valueInfo('qn', P.tensorType(elem, [c.H])), P.valueInfo('kn', P.tensorType(elem, [c.H])));
+    names[12] = 'qn';
+    names[13] = 'kn';
+  }
+  while (names[names.length - 1] === '') names.pop();
+  const attrs = [
+    P.attr.int('num_heads', c.N),
+    P.attr.int('kv_num_heads', c.Nkv),
+    ...(c.rotary ? [P.attr.int('do_rotary', 1)] : []),
+    ...Object.entries(c.attrs ?? {}).map(([k, x]) =>
+      Number.isInteger(x) && k !== 'scale' && k !== 'softcap' ? P.attr.int(k, x) : P.attr.float(k, x),
+    ),
+  ];
+  return P.modelBytes(
+    {
+      inputs,
+      outputs: [P.valueInfo('y', P.tensorType(elem)), P.valueInfo('kc_out', P.tensorType(elem)), P.valueInfo('vc_out', P.tensorType(elem))],
+      nodes: [P.node('PagedAttention', names, ['y', 'kc_out', 'vc_out'], attrs, { domain: MS })],
+    },
+    {
+      opsets: [
+        ['', 17],
+        [MS, 1],
+      ],
+    },
+  );
+}
+
+const toHalfBits = (x: number) => {
+  const f = new Float32Array([x]);
+  const u = new Uint32Array(f.buffer)[0];
+  const sign = (u >>> 16) & 0x8000;
+  const a = Math.abs(x);
+  if (a === 0) return sign;
+  if (a < 2 ** -14) return sign | Math.round(a / 2 ** -24);
+  const e = Math.floor(Math.log2(a));
+  const m = Math.round((a / 2 ** e - 1) * 1024);
+  return m === 1024 ? sign | ((e + 16) << 10) : sign | ((e + 15) << 10) | m;
+};
+const fromHalfBits = (b: number) => {
+  const s = b & 0x8000 ? -1 : 1;
+  const e = (b >> 10) & 31;
+  const m = b & 1023;
+  return e === 0 ? s * m * 2 ** -24 : s * (1 + m / 1024) * 2 ** (e - 15);
+};
+
+function feedsOf(c: Case, d: Data): Record<string, HostTensor> {
+  const Tn = c.lens.reduce((a, b) => a + b, 0);
+  const B = c.lens.length;
+  const f = (x: Float64Array, dims: number[]): HostTensor =>
+    c.half
+      ? { dtype: T.FLOAT16, dims, data: Uint16Array.from(x, toHalfBits) as never }
+      : { dtype: T.FLOAT, dims, data: Float32Array.from(x) };
+  const i = (x: number[], dims: number[]): HostTensor => ({ dtype: T.INT32, dims, data: Int32Array.from(x) });
+  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, c.H];
+  const cu = [0];
+  for (const l of c.lens) cu.push(cu[cu.length - 1] + l);
+  const feeds: Record<string, HostTensor> = {
+    kc: f(d.kc, cacheDims),
+    vc: f(d.vc, cacheDims),
+    cu: i(cu, [B + 1]),
+    ps: i(c.past, [B]),
+    bt: i(c.table.flat(), [B, c.table[0].length]),
+  };
+  if (c.packed) {
+    const row = (c.N + 2 * c.Nkv) * c.H;
+    const packed = new Float64Array(Tn * row);
+    for (let t = 0; t < Tn; t++) {
+      packed.set(d.q.subarray(t * c.N * c.H, (t + 1) * c.N * c.H), t * row);
+      packed.set(d.k.subarray(t * c.Nkv * c.H, (t + 1) * c.Nkv * c.H), t * row + c.N * c.H);
+      packed.set(d.v.subarray(t * c.Nkv * c.H, (t + 1) * c.Nkv * c.H), t * row + (c.N + c.Nkv) * c.H);
+    }
+    feeds.q = f(packed, [Tn, row]);
+  } else {
+    feeds.q = f(d.q, [Tn, c.N * c.H]);
+    feeds.k = f(d.k, [Tn, c.Nkv * c.H]);
+    feeds.v = f(d.v, [Tn, c.Nkv * c.H]);
+  }
+  if (c.rotary) {
+    feeds.cos = f(d.cos, [maxPos, c.H / 2]);
+    feeds.sin = f(d.sin, [maxPos, c.H / 2]);
+  }
+  if (c.slots) feeds.slots = i(c.slots, [Tn]);
+  if (c.sink) feeds.sink = f(d.sink, [c.N]);
+  if (c.norms) {
+    feeds.qn = f(d.qn, [c.H]);
+    feeds.kn = f(d.kn, [c.H]);
+  }
+  return feeds;
+}
+
+const values = (t: HostTensor, half: boolean): number[] =>
+  half ? Array.from(t.data as Uint16Array, fromHalfBits) : Array.from(t.data as Float32Array);
+
+function expectClose(have: number[], want: Float64Array, tol: number, what: string): void {
+  expect(have.length).toBe(want.length);
+  let worst = 0;
+  let at = -1;
+  have.forEach((x, i) => {
+    const e = Math.abs(x - want[i]) / (1 + Math.abs(want[i]));
+    if (!(e <= worst)) {
+      worst = e;
+      at = i;
+    }
+  });
+  expect(worst <= tol ? 'ok' : `${what}[${at}]: mlx ${have[at]} vs reference ${want[at]}`).toBe('ok');
+}
+
+async function check(c: Case): Promise<void> {
+  const d = dataOf(c);
+  const want = reference(c, d);
+  const tol = c.half ? 4e-3 : 2e-5;
+  for (const compiled of [false, true]) {
+    const s = await MlxSession.create(modelOf(c), { compiled });
+    try {
+      for (let r = 0; r < (compiled ? 3 : 1); r++) {
+        const out = (await s.run(feedsOf(c, d))) as Record<string, HostTensor>;
+        expectClose(values(out.y, !!c.half), want.y, tol, 'y');
+        expectClose(values(out.kc_out, !!c.half), want.kc, tol, 'key_cache_out');
+        expectClose(values(out.vc_out, !!c.half), want.vc, tol, 'value_cache_out');
+      }
+    } finally {
+      s.release();
+    }
+  }
+}
+
+// Two sequences: one decoding after 5 cached tokens, one prefilling 3; blocks scattered.
+const base: Case = {
+  N: 4,
+  Nkv: 2,
+  H: 16,
+  numBlocks: 6,
+  blockSize: 4,
+  past: [5, 0],
+  lens: [1, 3],
+  table: [
+    [4, 1],
+    [2, 5],
+  ],
+};
+
+describe('PagedAttention against a float64 reference of the spec', () => {
+  it('decode and prefill in one batch, GQA heads, scattered blocks', () => check(base));
+  it('packed QKV', () => check({ ...base, packed: true }));
+  it('local window, softcap and a custom scale', () =>
+    check({ ...base, past: [6, 2], lens: [2, 3], attrs: { local_window_size: 3, softcap: 0.5, scale: 0.3 } }));
+  it('bidirectional (is_causal 0)', () => check({ ...base, past: [3, 0], lens: [3, 4], attrs: { is_causal: 0 } }));
+  it('slot_mapping: explicit slots, -1 skipping a write', () =>
+    check({ ...base, past: [5, 0], lens: [1, 3], slots: [4 * 4 + 1, -1, 2 * 4 + 1, 2 * 4 + 2] }));
+  it('rotary at the absolute positions', () => check({ ...base, rotary: true }));
+  it('head_sink and Q/K norms', () => check({ ...base, sink: true, norms: true }));
+  it('float16', () => check({ ...base, half: true, rotary: true }));
+});
+
+describe('PagedAttention: bad input and what is declined', () => {
+  it('a block table pointing outside the cache fails naming the entry', () => {
+    const c: Case = {
+      ...base,
+      table: [
+        [4, 9],
+        [2, 5],
+      ],
+      past: [5, 0],
+    };
+    const s = MlxSession.createSync(modelOf(c), {});
+    try {
+      expect(() => s.runSync(feedsOf(c, dataOf(c)))).toThrow(NodeExecutionError);
+      expect(() => s.runSync(feedsOf(c, dataOf(c)))).toThrow(/block_table\[0, 1\] = 9/);
+    } finally {
+      s.release();
+    }
+  });
+
+  it('the LATENT layout is declined with the reason; the float form is taken', () => {
+    const bytes = modelOf({ ...base, attrs: {} });
+    const latent = P.modelBytes(
+      {
+        inputs: [P.valueInfo('q', P.tensorType(T.FLOAT, [1, 64]))],
+        outputs: [P.valueInfo('y', P.tensorType(T.FLOAT))],
+        nodes: [
+          P.node(
+            'PagedAttention',
+            ['q', '', '', 'q', '', 'q', 'q', 'q'],
+            ['y'],
+            [P.attr.int('num_heads', 4), P.attr.int('kv_num_heads', 1), P.attr.string('kv_cache_layout', 'LATENT')],
+            {
+              domain: MS,
+            },
+          ),
+        ],
+      },
+      {
+        opsets: [
+          ['', 17],
+          [MS, 1],
+        ],
+      },
+    );
+    expect(() => MlxSession.createSync(latent, { fallback: 'none' })).toThrow(UnsupportedOperatorError);
+    expect(() => MlxSession.createSync(latent, { fallback: 'none' })).toThrow(/LATENT/);
+    expect(() => MlxSession.createSync(bytes, { fallback: 'none' }).release()).not.toThrow();
+  });
+});

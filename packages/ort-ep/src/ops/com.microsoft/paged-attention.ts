@@ -1,0 +1,243 @@
+// com.microsoft PagedAttention: attention over a block-based KV cache, for continuous batching.
+// Q, K and V hold the new tokens of every sequence packed ([num_tokens, heads · head_size], or one
+// packed QKV); cumulative_sequence_length splits them into sequences, past_seqlens says how many
+// tokens each sequence already has in the cache, and block_table maps each sequence's logical
+// blocks to physical blocks of key_cache / value_cache ([num_blocks, block_size, kv_heads,
+// head_size]). The new K/V rows are written at their slots (block · block_size + offset, or
+// slot_mapping's, -1 skipping a token), then each sequence's queries attend to its cache through
+// the block table: causal (bottom-right aligned) or bidirectional with is_causal 0, within
+// local_window_size, with softcap, head_sink, Q/K RMSNorm and rotary at the absolute positions.
+//
+// onnxruntime has only a CUDA kernel; the spec (docs/ContribOperators.md) is the reference, and the
+// tests compare with a float64 implementation of it. Not supported (declined with the reason):
+// quantized caches, the LATENT layout, rotary_offset. The updated caches are new arrays (MLX has no
+// in-place update of a feed); donating the cache feeds lets MLX reuse their buffers.
+import * as mx from '@mlx/core';
+import { fromHeads, scaledDotProductAttention } from '@mlx/kernels';
+import { OnnxDataType } from '../../onnx/index.js';
+import type { Attrs } from '../../registry/attrs.js';
+import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
+import { hostNumbers } from '../helpers/util.js';
+import { headRmsNorm, sinkAttention } from './attention.js';
+import { rotate, rotaryTables } from './rotary.js';
+
+interface PagedParams {
+  heads: number;
+  kvHeads: number;
+  scale?: number;
+  softcap: number;
+  localWindow: number;
+  causal: boolean;
+  doRotary: boolean;
+  rotaryInterleaved: boolean;
+  qkNormEpsilon: number;
+  layout: string;
+  kQuant: string;
+  vQuant: string;
+  kCacheDtype: string;
+  vCacheDtype: string;
+  rotaryOffset: number;
+  vHeadSize: number;
+}
+
+const parse = (a: Attrs): PagedParams => ({
+  heads: a.int('num_heads'),
+  kvHeads: a.int('kv_num_heads'),
+  scale: a.has('scale') ? a.float('scale') : undefined,
+  softcap: a.float('softcap', 0),
+  localWindow: a.int('local_window_size', -1),
+  causal: a.int('is_causal', 1) !== 0,
+  doRotary: a.int('do_rotary', 0) !== 0,
+  rotaryInterleaved: a.int('rotary_interleaved', 0) !== 0,
+  qkNormEpsilon: a.float('qk_norm_epsilon', 1e-6),
+  layout: a.string('kv_cache_layout', 'SEPARATE'),
+  kQuant: a.string('k_quant_type', 'NONE'),
+  vQuant: a.string('v_quant_type', 'NONE'),
+  kCacheDtype: a.string('k_cache_dtype', ''),
+  vCacheDtype: a.string('v_cache_dtype', ''),
+  rotaryOffset: a.int('rotary_offset', 0),
+  vHeadSize: a.int('v_head_size', 0),
+});
+
+const FLOATS = [OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16];
+
+function check(ctx: CheckContext<PagedParams>): string | undefined {
+  const p = ctx.params;
+  if (!(p.heads > 0 && p.kvHeads > 0 && p.heads % p.kvHeads === 0))
+    return `num_heads ${p.heads} must be a positive multiple of kv_num_heads ${p.kvHeads}`;
+  if (p.layout !== 'SEPARATE') return `kv_cache_layout '${p.layout}' is not supported; only SEPARATE`;
+  if (p.kQuant !== 'NONE' || p.vQuant !== 'NONE' || ctx.node.inputs[14] || ctx.node.inputs[15])
+    return 'PagedAttention with a quantized KV cache is not supported';
+  for (const d of [p.kCacheDtype, p.vCacheDtype])
+    if (d && !['float', 'float16', 'bfloat16'].includes(d)) return `cache dtype '${d}' is not supported (float caches only)`;
+  if (p.rotaryOffset !== 0) return 'PagedAttention rotary_offset is not supported';
+  if (p.vHeadSize !== 0) return 'PagedAttention v_head_size is not supported (it needs the LATENT layout)';
+  if (!ctx.node.inputs[4]) return 'PagedAttention needs value_cache (the SEPARATE layout)';
+  if (!ctx.node.inputs[12] !== !ctx.node.inputs[13]) return 'PagedAttention needs both q_norm_weight and k_norm_weight, or neither';
+  if (p.doRotary && (!ctx.node.inputs[8] || !ctx.node.inputs[9])) return 'PagedAttention with do_rotary needs cos_cache and sin_cache';
+  for (const i of [3, 4]) {
+    const t = ctx.inputType(i);
+    if (t !== undefined && !FLOATS.includes(t))
+      return `PagedAttention with a cache of element type ${t} is not supported (float caches only)`;
+  }
+  return undefined;
+}
+
+function run(ctx: OpContext<PagedParams>): OpResult[] {
+  const p = ctx.params;
+  const N = p.heads;
+  const Nkv = p.kvHeads;
+  const query = ctx.input(0);
+  if (query.ndim !== 2) throw new RangeError(`query must be [num_tokens, hidden], got [${query.shape.join(', ')}]`);
+  const T = query.shape[0];
+  const keyCache = ctx.input(3);
+  const valueCache = ctx.input(4);
+  if (keyCache.ndim !== 4 || keyCache.shape[2] !== Nkv || valueCache.shape.some((d, i) => d !== keyCache.shape[i]))
+    throw new RangeError(
+      `key_cache and value_cache must be one shape [num_blocks, block_size, ${Nkv}, head_size], got [${keyCache.shape.join(', ')}] and [${valueCache.shape.join(', ')}]`,
+    );
+  const [numBlocks, blockSize, , H] = keyCache.shape;
+  let q: mx.Array, k: mx.Array, v: mx.Array; // [T, heads, H]
+  const key = ctx.optional(1);
+  if (key) {
+    q = query;
+    k = key;
+    v = ctx.input(2);
+  } else {
+    [q, k, v] = mx.splitSections(query, [N * H, (N + Nkv) * H], 1);
+  }
+  const heads = (x: mx.Array, n: number, what: string) => {
+    if (x.ndim !== 2 || x.shape[0] !== T || x.shape[1] !== n * H)
+      throw new RangeError(`${what} must be [${T}, ${n * H}] (head size ${H} from the cache), got [${x.shape.join(', ')}]`);
+    return mx.reshape(x, [T, n, H]);
+  };
+  q = heads(q, N, 'query');
+  k = heads(k, Nkv, 'key');
+  v = heads(v, Nkv, 'value');
+
+  const cu = hostNumbers(ctx.host(5));
+  const past = hostNumbers(ctx.host(6));
+  const table = ctx.host(7);
+  const B = past.length;
+  if (cu.length !== B + 1 || cu[0] !== 0 || cu[B] !== T || cu.some((c, i) => i > 0 && c < cu[i - 1]))
+    throw new RangeError(`cumulative_sequence_length must rise from 0 to num_tokens ${T} in ${B + 1} entries, got [${cu.join(', ')}]`);
+  if (table.dims.length !== 2 || table.dims[0] !== B)
+    throw new RangeError(`block_table must be [${B}, max_blocks], got [${table.dims.join(', ')}]`);
+  const maxBlocks = table.dims[1];
+  const blocks = hostNumbers(table);
+  // Positions of the new tokens, and the slot of position `pos` of sequence b through the block table.
+  const positions = new Int32Array(T);
+  const slotOf = (b: number, pos: number): number => {
+    const logical = Math.floor(pos / blockSize);
+    if (logical >= maxBlocks) throw new RangeError(`sequence ${b} reaches position ${pos}, past its ${maxBlocks} blocks of ${blockSize}`);
+    const block = blocks[b * maxBlocks + logical];
+    if (!(block >= 0 && block < numBlocks))
+      throw new RangeError(`block_table[${b}, ${logical}] = ${block} is not a block of the cache (0..${numBlocks - 1})`);
+    return block * blockSize + (pos % blockSize);
+  };
+  for (let b = 0; b < B; b++) {
+    if (!(past[b] >= 0)) throw new RangeError(`past_seqlens[${b}] = ${past[b]} is negative`);
+    for (let t = cu[b]; t < cu[b + 1]; t++) positions[t] = past[b] + t - cu[b];
+  }
+  let writeSlots: number[];
+  const writeTokens: number[] = [];
+  if (ctx.has(10)) {
+    const m = hostNumbers(ctx.host(10));
+    if (m.length !== T) throw new RangeError(`slot_mapping has ${m.length} entries for ${T} tokens`);
+    writeSlots = [];
+    m.forEach((s, t) => {
+      if (s === -1) return;
+      if (!(s >= 0 && s < numBlocks * blockSize))
+        throw new RangeError(`slot_mapping[${t}] = ${s} is outside the cache's ${numBlocks * blockSize} slots`);
+      writeTokens.push(t);
+      writeSlots.push(s);
+    });
+  } else {
+    writeSlots = [];
+    for (let b = 0; b < B; b++)
+      for (let t = cu[b]; t < cu[b + 1]; t++) {
+        writeTokens.push(t);
+        writeSlots.push(slotOf(b, positions[t]));
+      }
+  }
+
+  const qNorm = ctx.optional(12);
+  const kNorm = ctx.optional(13);
+  if (qNorm && kNorm) {
+    q = headRmsNorm(q, qNorm, p.qkNormEpsilon);
+    k = headRmsNorm(k, kNorm, p.qkNormEpsilon);
+  }
+  if (p.doRotary) {
+    const pos = mx.Array.fromTypedArray(positions, [1, T], 'int32');
+    const [cos, sin] = rotaryTables(ctx, pos, ctx.input(8), ctx.input(9), T).map((t) => mx.reshape(t, [T, 1, t.shape[2]]));
+    const rd = cos.shape[2] * 2;
+    const rot = (x: mx.Array) => {
+      if (rd === H) return rotate(x, cos, sin, p.rotaryInterleaved);
+      const [head, tail] = mx.splitSections(x, [rd], 2);
+      return mx.concatenate([rotate(head, cos, sin, p.rotaryInterleaved), tail], 2);
+    };
+    q = rot(q);
+    k = rot(k);
+  }
+
+  // Write the new rows at their slots.
+  const flat = (c: mx.Array) => mx.reshape(c, [numBlocks * blockSize, Nkv * H]);
+  let flatK = flat(keyCache);
+  let flatV = flat(valueCache);
+  if (writeTokens.length) {
+    const idx = mx.broadcastTo(
+      mx.reshape(mx.Array.fromTypedArray(Int32Array.from(writeSlots), [writeSlots.length], 'int32'), [writeSlots.length, 1]),
+      [writeSlots.length, Nkv * H],
+    );
+    const rows = (x: mx.Array, c: mx.Array) => {
+      const sel =
+        writeTokens.length === T ? x : mx.take(x, mx.Array.fromTypedArray(Int32Array.from(writeTokens), [writeTokens.length], 'int32'), 0);
+      return mx.astype(mx.reshape(sel, [writeTokens.length, Nkv * H]), c.dtype);
+    };
+    flatK = mx.putAlongAxis(flatK, idx, rows(k, keyCache), 0);
+    flatV = mx.putAlongAxis(flatV, idx, rows(v, valueCache), 0);
+  }
+
+  // Each sequence's attention over its cache, read through the block table.
+  const scale = p.scale ?? 1 / Math.sqrt(H);
+  const sink = ctx.optional(11);
+  if (sink && sink.size !== N) throw new RangeError(`head_sink has ${sink.size} values for ${N} heads`);
+  const outs: mx.Array[] = [];
+  for (let b = 0; b < B; b++) {
+    const qlen = cu[b + 1] - cu[b];
+    if (qlen === 0) continue;
+    const L = past[b] + qlen;
+    const slots = Int32Array.from({ length: L }, (_, i) => slotOf(b, i));
+    const read = (c: mx.Array) =>
+      mx.expandDims(mx.transpose(mx.reshape(mx.take(c, mx.Array.fromTypedArray(slots, [L], 'int32'), 0), [L, Nkv, H]), [1, 0, 2]), 0);
+    const keys = mx.astype(read(flatK), q.dtype);
+    const values = mx.astype(read(flatV), q.dtype);
+    const qb = mx.expandDims(mx.transpose(mx.slice(q, [cu[b], 0, 0], [cu[b + 1], N, H], [1, 1, 1]), [1, 0, 2]), 0); // [1, N, qlen, H]
+    const visible = new Uint8Array(qlen * L);
+    for (let j = 0; j < qlen; j++) {
+      const pos = past[b] + j;
+      for (let i = 0; i < L; i++) {
+        let ok = !p.causal || i <= pos;
+        if (p.localWindow > 0) ok &&= i > pos - p.localWindow;
+        visible[j * L + i] = ok ? 1 : 0;
+      }
+    }
+    const mask = mx.Array.fromTypedArray(visible, [1, 1, qlen, L], 'bool');
+    const y = sink
+      ? sinkAttention(qb, keys, values, sink, mask, undefined, scale, p.softcap)
+      : scaledDotProductAttention(qb, keys, values, { scale, mask, softcap: p.softcap });
+    outs.push(mx.reshape(fromHeads(y), [qlen, N * H]));
+  }
+  const y = outs.length === 1 ? outs[0] : outs.length ? mx.concatenate(outs, 0) : mx.zeros([0, N * H], query.dtype);
+  return [y, mx.reshape(flatK, keyCache.shape), mx.reshape(flatV, valueCache.shape)];
+}
+
+export const pagedAttentionOps: OpEntry[] = [
+  msOp('PagedAttention', 1, {
+    parse,
+    check,
+    run,
+    note: 'float caches, SEPARATE layout; slot_mapping, is_causal, local window, softcap, head_sink, Q/K norms, rotary; no quantized caches, LATENT or rotary_offset',
+  }),
+];

@@ -1,0 +1,244 @@
+// com.microsoft QMoE: a mixture of experts whose FC1 and FC2 weights are 2/4/8-bit integers,
+// row-wise or block-wise along K, w = (q - zero_point) · scale (zero point 2^(bits-1) when none is
+// given). Each token goes to the k experts of its largest router logits, weighted by the softmax of
+// those k logits (or by router_weights at them, summed to one with normalize_routing_weights):
+//   y[t] = Σ_j w[t, j] · FC2_e(act(FC1_e(x[t]))),  e = the j-th expert of token t,
+// FC(x) = x · dequant(W)^T + bias, W stored [E, N, K / (8 / bits)] (MatMulNBits' layout per expert).
+// onnxruntime's CPU kernel is the behavioural reference (measured against onnxruntime-node 1.30):
+// gelu is the tanh approximation; SwiGLU is interleaved (swiglu_fusion 1: g at even columns, l at
+// odd ones; 2: g then l), G = min(g, limit), L = clamp(l, ±limit), act = G · sigmoid(alpha · G) ·
+// (L + beta), with alpha 1, beta 0 and no limit unless the attributes say otherwise.
+//
+// MLX: the experts' weights are dequantized to float32 (all experts, every run), then each
+// (token, chosen expert) pair is one row of gather_mm over the expert axis, so only the chosen
+// experts' products are computed.
+import * as mx from '@mlx/core';
+import { OnnxDataType } from '../../onnx/index.js';
+import type { Attrs } from '../../registry/attrs.js';
+import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
+import { msOp } from '../../registry/op.js';
+
+type Activation = 'relu' | 'gelu' | 'silu' | 'identity' | 'swiglu';
+
+interface QMoEParams {
+  k: number;
+  bits: number;
+  /** 0: row-wise scales (one per output row of each expert). */
+  block: number;
+  activation: Activation;
+  normalize: boolean;
+  fusion: number;
+  alpha: number;
+  beta: number;
+  limit: number;
+  quantType: string;
+  sparseMixer: boolean;
+  prepacked: number;
+}
+
+function parse(a: Attrs): QMoEParams {
+  const activation = a.string('activation_type', 'relu') as Activation;
+  if (!['relu', 'gelu', 'silu', 'identity', 'swiglu'].includes(activation))
+    throw new RangeError(`activation_type '${activation}' is not one of relu, gelu, silu, identity, swiglu`);
+  const k = a.int('k', 1);
+  if (!(k >= 1)) throw new RangeError(`k must be >= 1, got ${k}`);
+  const bits = a.int('expert_weight_bits', 4);
+  if (![2, 4, 8].includes(bits)) throw new RangeError(`expert_weight_bits must be 2, 4 or 8, got ${bits}`);
+  const block = a.int('block_size', 0);
+  if (block !== 0 && !(block >= 16 && (block & (block - 1)) === 0))
+    throw new RangeError(`block_size must be a power of two >= 16, got ${block}`);
+  return {
+    k,
+    bits,
+    block,
+    activation,
+    normalize: a.int('normalize_routing_weights', 0) === 1,
+    fusion: a.int('swiglu_fusion', 0),
+    alpha: a.float('activation_alpha', 1),
+    beta: a.float('activation_beta', 0),
+    limit: a.float('swiglu_limit', Number.POSITIVE_INFINITY),
+    quantType: a.string('quant_type', 'int'),
+    sparseMixer: a.int('use_sparse_mixer', 0) === 1,
+    prepacked: a.int('weights_prepacked', -1),
+  };
+}
+
+const FLOATS = [OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16];
+
+function check(ctx: CheckContext<QMoEParams>): string | undefined {
+  const p = ctx.params;
+  if (p.quantType !== 'int') return `quant_type '${p.quantType}' (FP4/FP8 experts) is not supported; only 'int'`;
+  if (p.sparseMixer) return 'use_sparse_mixer is not supported';
+  if (p.prepacked === 1) return 'weights_prepacked=1 (an execution provider layout) is not supported';
+  if (p.activation === 'swiglu' && p.fusion !== 1 && p.fusion !== 2)
+    return `SwiGLU with swiglu_fusion=${p.fusion} (separate FC3 weights) is not supported; 1 (interleaved) and 2 (concatenated) are`;
+  for (const i of [8, 9, 10, 13]) if (ctx.node.inputs[i]) return 'fc3 inputs are not supported (SwiGLU is taken fused into FC1)';
+  for (let i = 15; i < ctx.node.inputs.length; i++) if (ctx.node.inputs[i]) return 'FP4/FP8 scale inputs are not supported';
+  for (const [i, what] of [
+    [2, 'fc1_experts_weights'],
+    [5, 'fc2_experts_weights'],
+  ] as const) {
+    const t = ctx.inputType(i);
+    if (t !== undefined && t !== OnnxDataType.UINT8) return `${what} must be uint8, got element type ${t}`;
+  }
+  const t = ctx.inputType(0);
+  if (t !== undefined && !FLOATS.includes(t)) return `input must be float, float16 or bfloat16, got element type ${t}`;
+  return undefined;
+}
+
+/** Splits each byte (last axis) into its 8/bits fields, low bits first. */
+function unpackFields(q: mx.Array, bits: number): mx.Array {
+  if (bits === 8) return q;
+  const mask = (1 << bits) - 1;
+  const fields = Array.from({ length: 8 / bits }, (_, j) => mx.bitwiseAnd(mx.rightShift(q, j * bits), mask));
+  return mx.reshape(mx.stack(fields, -1), [...q.shape.slice(0, -1), q.shape[q.ndim - 1] * (8 / bits)]);
+}
+
+/** dequant(W) as float32 [E, N, K] from W [E, N, K / per], its scales and optional packed zero points. */
+function dequantized(
+  ctx: OpContext<QMoEParams>,
+  w: number,
+  s: number,
+  z: number,
+  dims: { E: number; N: number; K: number },
+  label: string,
+): mx.Array {
+  const { bits, block } = ctx.params;
+  const { E, N, K } = dims;
+  const per = 8 / bits;
+  const q = ctx.input(w);
+  if (q.ndim !== 3 || q.shape[0] !== E || q.shape[1] !== N || q.shape[2] * per !== K)
+    throw new RangeError(`${label}_experts_weights must be [${E}, ${N}, ${K / per}], got [${q.shape.join(', ')}]`);
+  const kb = block ? K / block : 1;
+  if (block && !Number.isInteger(kb)) throw new RangeError(`${label}: K = ${K} is not a multiple of block_size ${block}`);
+  const scales = mx.astype(ctx.input(s), 'float32');
+  const wantScales = block ? [E, N, kb] : [E, N];
+  if (scales.ndim !== wantScales.length || scales.shape.some((d, i) => d !== wantScales[i]))
+    throw new RangeError(`${label}_scales must be [${wantScales.join(', ')}], got [${scales.shape.join(', ')}]`);
+  const values = mx.reshape(mx.astype(unpackFields(q, bits), 'float32'), [E, N, kb, K / kb]);
+  let zp: mx.Array;
+  if (!ctx.has(z)) zp = mx.scalar(2 ** (bits - 1), 'float32');
+  else {
+    const zq = ctx.input(z);
+    if (zq.dtype !== 'uint8') throw new TypeError(`${label}_zero_points must be uint8`);
+    if (block) {
+      // [E, N, ceil(kb / per)]: packed along the blocks of each row.
+      const want = [E, N, Math.ceil(kb / per)];
+      if (zq.ndim !== 3 || zq.shape.some((d, i) => d !== want[i]))
+        throw new RangeError(`${label}_zero_points must be [${want.join(', ')}], got [${zq.shape.join(', ')}]`);
+      zp = mx.slice(mx.astype(unpackFields(zq, bits), 'float32'), [0, 0, 0], [E, N, kb], [1, 1, 1]);
+    } else {
+      // [E, ceil(N / per)]: packed along the rows.
+      const want = [E, Math.ceil(N / per)];
+      if (zq.ndim !== 2 || zq.shape.some((d, i) => d !== want[i]))
+        throw new RangeError(`${label}_zero_points must be [${want.join(', ')}], got [${zq.shape.join(', ')}]`);
+      zp = mx.slice(mx.astype(unpackFields(zq, bits), 'float32'), [0, 0], [E, N], [1, 1]);
+    }
+    zp = mx.reshape(zp, [E, N, kb, 1]);
+  }
+  const w32 = mx.multiply(mx.subtract(values, zp), mx.reshape(scales, [E, N, kb, 1]));
+  return mx.reshape(w32, [E, N, K]);
+}
+
+/** The bias rows of the chosen experts, [R, 1, N], or undefined. */
+function biasRows(ctx: OpContext<QMoEParams>, i: number, experts: mx.Array, E: number, N: number, label: string): mx.Array | undefined {
+  const b = ctx.optional(i);
+  if (!b) return undefined;
+  if (b.ndim !== 2 || b.shape[0] !== E || b.shape[1] !== N)
+    throw new RangeError(`${label}_experts_bias must be [${E}, ${N}], got [${b.shape.join(', ')}]`);
+  return mx.expandDims(mx.take(mx.astype(b, 'float32'), experts, 0), 1);
+}
+
+function activate(h: mx.Array, p: QMoEParams, inter: number): mx.Array {
+  switch (p.activation) {
+    case 'relu':
+      return mx.maximum(h, 0);
+    case 'silu':
+      return mx.multiply(h, mx.sigmoid(h));
+    case 'identity':
+      return h;
+    case 'gelu': {
+      const inner = mx.multiply(0.7978845608028654, mx.add(h, mx.multiply(0.044715, mx.multiply(h, mx.multiply(h, h)))));
+      return mx.multiply(mx.multiply(0.5, h), mx.add(1, mx.tanh(inner)));
+    }
+    case 'swiglu': {
+      const shape = h.shape.slice(0, -1);
+      let g: mx.Array, l: mx.Array;
+      if (p.fusion === 1) {
+        const pairs = mx.reshape(h, [...shape, inter, 2]);
+        g = mx.squeeze(mx.slice(pairs, [...shape.map(() => 0), 0, 0], [...shape, inter, 1], [...shape.map(() => 1), 1, 1]), -1);
+        l = mx.squeeze(mx.slice(pairs, [...shape.map(() => 0), 0, 1], [...shape, inter, 2], [...shape.map(() => 1), 1, 1]), -1);
+      } else {
+        const z = shape.map(() => 0),
+          one = shape.map(() => 1);
+        g = mx.slice(h, [...z, 0], [...shape, inter], [...one, 1]);
+        l = mx.slice(h, [...z, inter], [...shape, 2 * inter], [...one, 1]);
+      }
+      if (Number.isFinite(p.limit)) {
+        g = mx.minimum(g, p.limit);
+        l = mx.clip(l, -p.limit, p.limit);
+      }
+      return mx.multiply(mx.multiply(g, mx.sigmoid(mx.multiply(p.alpha, g))), mx.add(l, p.beta));
+    }
+  }
+}
+
+function run(ctx: OpContext<QMoEParams>): mx.Array[] {
+  const p = ctx.params;
+  const input = ctx.input(0);
+  const H = input.shape[input.ndim - 1];
+  if (input.ndim !== 2 && input.ndim !== 3)
+    throw new RangeError(`input must be [tokens, hidden] or [batch, sequence, hidden], got [${input.shape.join(', ')}]`);
+  const T = input.size / H;
+  const router = mx.astype(ctx.input(1), 'float32');
+  if (router.ndim !== 2 || router.shape[0] !== T)
+    throw new RangeError(`router_probs must be [${T}, num_experts], got [${router.shape.join(', ')}]`);
+  const E = router.shape[1];
+  if (p.k > E) throw new RangeError(`k = ${p.k} is more than the ${E} experts`);
+  const w2 = ctx.input(5);
+  if (w2.ndim !== 3) throw new RangeError(`fc2_experts_weights must be 3-D, got [${w2.shape.join(', ')}]`);
+  const I = w2.shape[2] * (8 / p.bits);
+  const F1 = p.activation === 'swiglu' ? 2 * I : I;
+  if (p.block && (H % p.block || I % p.block))
+    throw new RangeError(`hidden size ${H} and inter size ${I} must be multiples of block_size ${p.block}`);
+  const W1 = dequantized(ctx, 2, 3, 11, { E, N: F1, K: H }, 'fc1');
+  const W2 = dequantized(ctx, 5, 6, 12, { E, N: H, K: I }, 'fc2');
+
+  // Routing: the k largest logits per token (ties: the lower expert index first).
+  const order = mx.argsort(mx.negative(router), -1);
+  const chosen = mx.slice(order, [0, 0], [T, p.k], [1, 1]); // [T, k]
+  let weights: mx.Array;
+  if (ctx.has(14)) {
+    const rw = mx.astype(ctx.input(14), 'float32');
+    if (rw.ndim !== 2 || rw.shape[0] !== T || rw.shape[1] !== E)
+      throw new RangeError(`router_weights must be [${T}, ${E}], got [${rw.shape.join(', ')}]`);
+    weights = mx.takeAlongAxis(rw, chosen, 1);
+    if (p.normalize) {
+      const sum = mx.sum(weights, -1, { keepdims: true });
+      weights = mx.where(mx.equal(sum, 0), mx.zerosLike(weights), mx.divide(weights, sum));
+    }
+  } else weights = mx.softmax(mx.takeAlongAxis(router, chosen, 1), -1, { precise: true });
+
+  const R = T * p.k;
+  const experts = mx.astype(mx.reshape(chosen, [R]), 'uint32');
+  const tokens = mx.astype(mx.floorDivide(mx.arange(0, R, 1, 'int32'), p.k), 'uint32');
+  const x = mx.reshape(mx.astype(input, 'float32'), [T, 1, H]);
+  let h = mx.gatherMm(x, mx.transpose(W1, [0, 2, 1]), tokens, experts, false); // [R, 1, F1]
+  const b1 = biasRows(ctx, 4, experts, E, F1, 'fc1');
+  if (b1) h = mx.add(h, b1);
+  const a = activate(h, p, I); // [R, 1, I]
+  let y = mx.gatherMm(a, mx.transpose(W2, [0, 2, 1]), null, experts, false); // [R, 1, H]
+  const b2 = biasRows(ctx, 7, experts, E, H, 'fc2');
+  if (b2) y = mx.add(y, b2);
+  const mixed = mx.sum(mx.multiply(mx.reshape(y, [T, p.k, H]), mx.reshape(weights, [T, p.k, 1])), 1);
+  return [mx.astype(mx.reshape(mixed, input.shape), input.dtype)];
+}
+
+export const qmoeOps: OpEntry[] = [
+  msOp('QMoE', 1, {
+    parse,
+    check,
+    run,
+    note: "quant_type 'int' (2/4/8 bits, row-wise or block-wise, zero points), relu/gelu/silu/identity/SwiGLU (fused 1 or 2), router_weights; experts dequantized each run",
+  }),
+];
