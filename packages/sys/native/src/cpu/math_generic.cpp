@@ -1,5 +1,6 @@
 // The portable kernels of math_impl.h (one float at a time; the compiler may vectorize them for the
-// baseline ISA), and the dispatch to the AVX2+FMA build where the running CPU has it.
+// baseline ISA), and the dispatch to the widest build the running CPU has: AVX-512F, else AVX2+FMA.
+// MLXC_CPU_KERNELS=avx2 stops at AVX2 and =generic takes the portable build (tests run each).
 #include <cstddef>
 #include <cstdlib>
 #include <string>
@@ -17,6 +18,12 @@ void softmax_row(const float* in, float* out, size_t n, bool log);
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);
 void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps);
 }  // namespace mlxc::cpu::avx2
+namespace mlxc::cpu::avx512 {
+void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act);
+void softmax_row(const float* in, float* out, size_t n, bool log);
+void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);
+void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps);
+}  // namespace mlxc::cpu::avx512
 #endif
 
 namespace mlxc::cpu {
@@ -38,8 +45,23 @@ bool has_avx2() {
 #endif
 }
 
+bool has_avx512() {
+#ifdef MLXC_HAVE_AVX2_BUILD
+  static const bool yes = [] {
+    const char* e = std::getenv("MLXC_CPU_KERNELS");
+    if (e && (std::string(e) == "generic" || std::string(e) == "avx2")) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, Act act) {
 #ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx512()) return avx512::activation_rows(in, bias, out, n, c, static_cast<int>(act));
   if (has_avx2()) return avx2::activation_rows(in, bias, out, n, c, static_cast<int>(act));
 #endif
   mlxc_math_generic::act_rows<G>(in, bias, out, n, c, static_cast<int>(act));
@@ -47,6 +69,7 @@ void activation_rows(const float* in, const float* bias, float* out, size_t n, s
 
 void softmax_row(const float* in, float* out, size_t n, bool log) {
 #ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx512()) return avx512::softmax_row(in, out, n, log);
   if (has_avx2()) return avx2::softmax_row(in, out, n, log);
 #endif
   mlxc_math_generic::softmax_row<G>(in, out, n, log);
@@ -54,6 +77,7 @@ void softmax_row(const float* in, float* out, size_t n, bool log) {
 
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps) {
 #ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx512()) return avx512::layer_norm_row(in, w, b, out, n, eps);
   if (has_avx2()) return avx2::layer_norm_row(in, w, b, out, n, eps);
 #endif
   mlxc_math_generic::layer_norm_row<G>(in, w, b, out, n, eps);
@@ -61,6 +85,7 @@ void layer_norm_row(const float* in, const float* w, const float* b, float* out,
 
 void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps) {
 #ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx512()) return avx512::rms_norm_row(in, w, out, n, eps);
   if (has_avx2()) return avx2::rms_norm_row(in, w, out, n, eps);
 #endif
   mlxc_math_generic::rms_norm_row<G>(in, w, out, n, eps);
