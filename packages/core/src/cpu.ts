@@ -24,3 +24,10 @@ export function cpuKernelsUseAvx2(): boolean {
   check(fn.mlxc_cpu_has_avx2(out as never), 'mlxc_cpu_has_avx2');
   return Boolean(out[0]);
 }
+
+/** Whether the fused CPU kernels run their AVX-512F build on this machine (it takes precedence over AVX2). */
+export function cpuKernelsUseAvx512(): boolean {
+  const out = [false];
+  check(fn.mlxc_cpu_has_avx512(out as never), 'mlxc_cpu_has_avx512');
+  return Boolean(out[0]);
+}

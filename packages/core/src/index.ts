@@ -51,7 +51,7 @@ export {
   type CompileMode,
 } from './transforms.js';
 export { memory } from './memory.js';
-export { cpuThreads, setCpuThreads, cpuKernelsUseAvx2 } from './cpu.js';
+export { cpuThreads, setCpuThreads, cpuKernelsUseAvx2, cpuKernelsUseAvx512 } from './cpu.js';
 export type { FftNorm } from './enums.js';
 export * from './ops.js';
 export { fastOps as fast, linalgOps as linalg, randomOps as random, fftOps as fft } from './generated/ops.js';

@@ -31,4 +31,8 @@ export const cpu: FnSpec[] = [
   ),
   manual('int mlxc_cpu_threads(int* res)', "the fused kernels' thread count"),
   manual('int mlxc_cpu_has_avx2(bool* res)', 'whether the fused kernels run their AVX2+FMA build on this CPU'),
+  manual(
+    'int mlxc_cpu_has_avx512(bool* res)',
+    'whether the fused kernels run their AVX-512F build on this CPU (it takes precedence over AVX2)',
+  ),
 ];

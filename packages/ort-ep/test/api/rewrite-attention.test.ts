@@ -162,6 +162,36 @@ describe('attention -> one fused op', () => {
       },
     ));
 
+  it("torch's SDPA export: sqrt(scale) on Q and on Kᵀ, + mask with -inf, Where(IsNaN(p), 0, p); a fully masked batch gives zeros", () =>
+    expectRewrite(
+      build(
+        [
+          kt,
+          scalar('c', 1 / Math.sqrt(Math.sqrt(D))),
+          node('Mul', ['q', 'c'], ['qs']),
+          node('Mul', ['kt', 'c'], ['kts']),
+          node('MatMul', ['qs', 'kts'], ['s']),
+          node('Add', ['s', 'mask'], ['sm']),
+          node('Softmax', ['sm'], ['p0'], { attrs: { axis: -1 } }),
+          node('IsNaN', ['p0'], ['bad']),
+          node('Constant', [], ['zero'], { attrs: { value: { t: { name: 'zero', type: 'float32', dims: [1], values: [0] } } } }),
+          node('Where', ['bad', 'zero', 'p0'], ['p']),
+          node('MatMul', ['p', 'v'], ['y']),
+        ],
+        ['y'],
+        [v('mask', 'float32', [B, 1, 1, S])],
+      ),
+      { attention: 1 },
+      // batch 0 sees its first three keys; batch 1 none.
+      {
+        ...qkv(),
+        mask: f32(
+          Array.from({ length: B * S }, (_, i) => (i < S && i % S < 3 ? 0 : Number.NEGATIVE_INFINITY)),
+          [B, 1, 1, S],
+        ),
+      },
+    ));
+
   it('grouped K/V heads broadcast by the product (fewer key heads than query heads)', async () => {
     const bytes = model({
       inputs: [v('q', 'float32', [B, H, S, D]), v('kt', 'float32', [B, 1, D, S]), v('v', 'float32', [B, 1, S, D])],

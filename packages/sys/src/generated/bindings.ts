@@ -505,6 +505,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_cpu_set_threads(int n)',
   'int mlxc_cpu_threads(_Inout_ int* res)',
   'int mlxc_cpu_has_avx2(_Inout_ bool* res)',
+  'int mlxc_cpu_has_avx512(_Inout_ bool* res)',
   'int mlxc_depthwise_conv2d(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
   'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)',
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
@@ -1515,6 +1516,8 @@ export interface MlxCFunctions {
   mlxc_cpu_threads(res: unknown[]): number;
   /** cpu: `int mlxc_cpu_has_avx2(bool* res)` */
   mlxc_cpu_has_avx2(res: unknown[]): number;
+  /** cpu: `int mlxc_cpu_has_avx512(bool* res)` */
+  mlxc_cpu_has_avx512(res: unknown[]): number;
   /** layers: `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
   mlxc_depthwise_conv2d(res: MlxHandle, x: MlxHandle, w: MlxHandle, bias: MlxHandle, stride_h: number, stride_w: number, pad_top: number, pad_left: number, pad_bottom: number, pad_right: number, dilation_h: number, dilation_w: number, s: MlxHandle): number;
   /** layers: `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)` */
@@ -1525,4 +1528,4 @@ export interface MlxCFunctions {
   mlxc_conv_epilogue(res: MlxHandle, y: MlxHandle, bias: MlxHandle, residual: MlxHandle, lo: number, hi: number, channels_last: boolean, s: MlxHandle): number;
 }
 
-export const functionCount = 505;
+export const functionCount = 506;

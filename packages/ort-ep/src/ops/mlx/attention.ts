@@ -21,6 +21,8 @@ export interface FusedAttentionParams {
   fill: number;
   keepIfTrue: boolean;
   whereFirst: boolean;
+  /** Where(IsNaN(p), 0, p) after the softmax: rows with no visible key give zeros. */
+  nanToZero: boolean;
   /** Casts of the probabilities, in order. */
   castTo: number[];
 }
@@ -30,6 +32,7 @@ export const parseFusedAttention = (a: Attrs): FusedAttentionParams => ({
   fill: a.float('fill', 0),
   keepIfTrue: a.int('keep_if_true', 1) !== 0,
   whereFirst: a.int('where_first', 0) !== 0,
+  nanToZero: a.int('nan_to_zero', 0) !== 0,
   castTo: a.ints('cast_to', []),
 });
 
@@ -67,6 +70,7 @@ function composite(
   if (cond && !p.whereFirst) s = where(s);
   // The Softmax op's own rule: float32 over the last axis takes the fused CPU kernel.
   let probs = s.size === 0 ? s : s.dtype === 'float32' ? mx.fusedSoftmax(s, false) : mx.softmax(s, -1, { precise: s.dtype !== 'float64' });
+  if (p.nanToZero) probs = mx.where(mx.isnan(probs), mx.scalar(0, probs.dtype), probs);
   for (const to of p.castTo) probs = keepType(probs, to);
   return mx.matmul(probs, v);
 }
@@ -124,5 +128,10 @@ export function fusedAttention(ctx: OpContext<FusedAttentionParams>): mx.Array {
   if (!fits) return composite(q, kt, v, mask, cond, p);
   const m = additiveMask(mask, cond, p, q.dtype);
   const k = mx.swapaxes(kt, -1, -2);
-  return mx.fast.scaledDotProductAttention(q, k, v, p.scale, m ? 'array' : '', m ?? null);
+  const out = mx.fast.scaledDotProductAttention(q, k, v, p.scale, m ? 'array' : '', m ?? null);
+  if (!p.nanToZero || !m) return out;
+  // The guard zeroes the rows whose softmax is NaN: those the mask hides entirely. (NaN in Q or K
+  // also makes a row NaN, which the graph zeroes and this leaves NaN.)
+  const open = mx.greater(mx.max(m, -1, { keepdims: true }), mx.scalar(Number.NEGATIVE_INFINITY, m.dtype));
+  return mx.where(open, out, mx.scalar(0, out.dtype));
 }

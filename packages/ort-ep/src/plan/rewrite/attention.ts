@@ -5,7 +5,8 @@
 //   s = s * c | s / c            (optional; at most one, after the product)
 //   s = s + mask                 (optional, either order: padding, causal or bias masks as computed)
 //   s = Where(cond, s, fill)     (optional; or Where(cond, fill, s); fill ≤ -1e30, a big negative)
-//   p = Softmax(s, axis=-1)      (then up to two Casts to floating-point types)
+//   p = Softmax(s, axis=-1)      (then Where(IsNaN(p), 0, p) as torch exports SDPA, and up to two
+//                                 Casts to floating-point types)
 //   y = MatMul(p, v)
 //
 // The Add and the Where may come in either order (at most one of each). Every intermediate must be
@@ -54,11 +55,25 @@ function fromProduct(view: GraphView, name: string, reader: NodeIR, depth: numbe
   return false;
 }
 
+/** Where(IsNaN(p), 0, p) with p read by those two alone: its nodes and output. */
+function nanGuard(view: GraphView, p: string): { nodes: NodeIR[]; out: string } | undefined {
+  const rs = view.readersOf(p);
+  if (rs.length !== 2 || !view.readOnlyBy(p, rs)) return undefined;
+  const isnan = rs.find((r) => live(view, r, 'IsNaN'));
+  const where = rs.find((r) => live(view, r, 'Where'));
+  if (!isnan || !where || where.inputs[0] !== isnan.outputs[0] || where.inputs[2] !== p) return undefined;
+  if (view.soleReader(isnan.outputs[0]) !== where || view.floatScalar(where.inputs[1]) !== 0) return undefined;
+  return { nodes: [isnan, where], out: where.outputs[0] };
+}
+
 function match(view: GraphView, sm: NodeIR): boolean {
   const axis = sm.attributes.get('axis');
   if (axis?.type !== 'int' || axis.value !== -1) return false;
   // After the softmax: Casts to floating-point types (at most two: up to float32 and back), then the product with V.
   let pName = sm.outputs[0];
+  // torch's SDPA export: Where(IsNaN(p), 0, p), so that rows with no visible key give zeros.
+  const guard = nanGuard(view, pName);
+  if (guard) pName = guard.out;
   let reader = view.soleReader(pName);
   const casts: NodeIR[] = [];
   for (
@@ -75,6 +90,7 @@ function match(view: GraphView, sm: NodeIR): boolean {
   // Before it: the masks (Add and Where, at most one each), an optional scale, the product.
   const nodes: NodeIR[] = [sm, pv];
   nodes.push(...casts);
+  if (guard) nodes.push(...guard.nodes);
   let s = sm.inputs[0];
   let next: NodeIR = sm;
   let mask: string | undefined;
@@ -140,6 +156,7 @@ function match(view: GraphView, sm: NodeIR): boolean {
     fill: floatAttr(fill),
     keep_if_true: { type: 'int' as const, value: keepIfTrue ? 1 : 0 },
     where_first: { type: 'int' as const, value: whereFirst ? 1 : 0 },
+    nan_to_zero: { type: 'int' as const, value: guard ? 1 : 0 },
     ...(casts.length
       ? { cast_to: { type: 'ints' as const, value: casts.map((c) => (c.attributes.get('to') as { value: number }).value) } }
       : {}),

@@ -538,6 +538,7 @@ int mlxc_fused_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weigh
 int mlxc_cpu_set_threads(int n);
 int mlxc_cpu_threads(int* res);
 int mlxc_cpu_has_avx2(bool* res);
+int mlxc_cpu_has_avx512(bool* res);
 
 /* layers */
 int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s);

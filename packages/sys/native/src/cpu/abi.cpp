@@ -28,3 +28,12 @@ extern "C" int mlxc_cpu_has_avx2(bool* res) {
   *res = mlxc::cpu::has_avx2();
   return 0;
 }
+
+extern "C" int mlxc_cpu_has_avx512(bool* res) {
+  if (!res) {
+    mlxc::raise("mlxc_cpu_has_avx512: res is null");
+    return 1;
+  }
+  *res = mlxc::cpu::has_avx512();
+  return 0;
+}

@@ -38,6 +38,8 @@ void layer_norm_row(const float* in, const float* w, const float* b, float* out,
 void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps);
 /** Whether the AVX2+FMA paths run on this CPU. */
 bool has_avx2();
+/** Whether the AVX-512F paths run on this CPU (then they take precedence over AVX2). */
+bool has_avx512();
 
 // The thread pool (pool.cpp).
 /** Runs f(begin, end) over [0, n) in chunks of at least `grain`, on the pool's threads and the caller's. */
