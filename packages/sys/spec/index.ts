@@ -8,6 +8,7 @@ import { array, string, vector, device, stream, closure, transforms, memory, err
 import { extensions } from './extensions.js';
 import { cpu } from './cpu.js';
 import { layers } from './layers.js';
+import { gemm } from './gemm.js';
 
 /** Every exported function, by group. The group names the generated C++ file and the README row. */
 export const spec: Record<string, FnSpec[]> = {
@@ -28,4 +29,5 @@ export const spec: Record<string, FnSpec[]> = {
   extensions,
   cpu,
   layers,
+  gemm,
 };

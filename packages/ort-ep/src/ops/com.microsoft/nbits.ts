@@ -5,7 +5,9 @@
 // packing is the same bit order as onnxruntime's: element i of a uint32 word sits at bits
 // [i·bits, (i+1)·bits), i.e. the first element in the low bits of the first byte. A row of B's
 // bytes read as little-endian uint32 words is therefore exactly MLX's packed row, and
-// quantizedMatmul computes the product without materialising the weights.
+// quantizedMatmul computes the product without materialising the weights. On the CPU,
+// smallQuantizedMatmul runs the native 4-bit kernel for few rows (decoding) and dequantizes once
+// for more (MLX's CPU quantized_matmul is a scalar loop); elsewhere it is quantizedMatmul.
 //
 // When B, scales and zero points are constants (the exported form) the packed operands are built
 // once on the host and kept. Block sizes MLX has no kernel for (16; or any non-constant weights)
@@ -179,7 +181,7 @@ function run(ctx: OpContext<NBitsParams>): mx.Array[] {
   const p = packed(ctx, l);
   let y = p
     ? mx.astype(
-        mx.quantizedMatmul(padK(mx.astype(a, 'float32'), l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits, 'affine'),
+        mx.smallQuantizedMatmul(padK(mx.astype(a, 'float32'), l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits),
         a.dtype,
       )
     : mx.matmul(a, mx.transpose(dequantized(ctx, l, a.dtype)));

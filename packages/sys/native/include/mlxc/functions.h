@@ -544,6 +544,10 @@ int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, 
 int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens /* may be null */, bool reverse, const mlx_stream s);
 int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s);
 
+/* gemm */
+int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias /* may be null */, const mlx_stream s);
+int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s);
+
 #ifdef __cplusplus
 }
 #endif
