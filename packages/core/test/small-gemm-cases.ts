@@ -153,6 +153,21 @@ export function smallGemmSuite(build: 'avx2' | 'portable'): void {
       const wide = rand([37, 90], 12);
       const b = mx.slice(wide, [0, 0], [37, 90], [1, 2], cpu); // [37, 45], column stride 2
       expectProduct(mx.smallMatmul(a, b, null, cpu), reference(mx.contiguous(a, false, cpu), mx.contiguous(b, false, cpu)), 'strided');
+      // Leading axes that do not collapse into rows of stride K (a matrix b reads them as rows).
+      const a3 = mx.transpose(rand([3, 2, 37], 13), [1, 0, 2], cpu);
+      expectProduct(
+        mx.smallMatmul(a3, b, null, cpu),
+        reference(mx.contiguous(a3, false, cpu), mx.contiguous(b, false, cpu)),
+        'strided rows',
+      );
+      const [wq, sc, bi] = mx.quantize(rand([5, 64], 14), 32, 4, 'affine', null, cpu);
+      const xt = mx.transpose(rand([64, 2], 15), null, cpu);
+      expectProduct(
+        mx.smallQuantizedMatmul(xt, wq, sc, bi, true, 32, 4, cpu),
+        quantReference(mx.contiguous(xt, false, cpu), wq, sc, bi, 32),
+        'q4 strided x',
+        4e-6,
+      );
     });
 
     it('broadcast batch axes, a 1-D a, batched transposed b (attention shapes), rows folded over a matrix', () => {

@@ -63,6 +63,12 @@ int64_t batch_offset(size_t i, const mx::Shape& shape, const mx::Strides& stride
   return off;
 }
 
+/** x itself when it is already computed and row-contiguous (constants), else mx::contiguous(x). */
+array contiguous_of(const array& x, mx::Stream s) {
+  if (x.is_available() && x.flags().row_contiguous) return x;
+  return mx::contiguous(x, false, s);
+}
+
 class SmallGemmBase : public mx::Primitive {
  public:
   using mx::Primitive::Primitive;
@@ -81,7 +87,7 @@ class SmallGemmBase : public mx::Primitive {
   mx::Stream st() const { return const_cast<SmallGemmBase*>(this)->stream(); }
 };
 
-/** a [batch..., M, K] @ b [batch..., K, N] (+ bias [N]), batch axes already broadcast; any strides. */
+/** a [batch..., M, K] @ b [batch..., K, N] (+ bias [N]), batch axes already broadcast, or a [..., K] @ b [K, N]; any strides. */
 class SmallMatmul : public SmallGemmBase {
  public:
   SmallMatmul(mx::Stream s, bool has_bias) : SmallGemmBase(s), has_bias_(has_bias) {}
@@ -112,8 +118,12 @@ class SmallMatmul : public SmallGemmBase {
 
  private:
   static void run(const array& a, const array& b, const float* bias, array& out) {
-    const int nd = a.ndim(), nb = nd - 2;
-    const size_t M = a.shape(-2), K = a.shape(-1), N = b.shape(-1);
+    // A matrix b takes every leading axis of a as rows ("rows mode"); otherwise the batch axes
+    // of a and b are already broadcast to the output's.
+    const bool rows_mode = b.ndim() == 2;
+    const int nd = a.ndim(), nb = rows_mode ? 0 : nd - 2;
+    const size_t K = a.shape(-1), N = b.shape(-1);
+    const size_t M = rows_mode ? a.size() / K : a.shape(-2);
     const size_t batches = M * N ? out.size() / (M * N) : 0;
     float* o = out.data<float>();
     if (out.size() == 0) return;
@@ -124,18 +134,23 @@ class SmallMatmul : public SmallGemmBase {
     // a: rows contiguous along K, or gathered.
     const float* ap = a.data<float>();
     std::vector<float> a_copy;
-    int64_t lda = a.strides(-2);
+    int64_t lda = K;
     mx::Strides a_str = a.strides();
-    if (a.strides(-1) != 1 && K > 1) {
+    bool gather_a;
+    if (rows_mode)
+      gather_a = !(a.flags().row_contiguous || (nd == 2 && a.strides(1) == 1) || (nd == 1 && a.strides(0) == 1));
+    else
+      gather_a = a.strides(-1) != 1 && K > 1;
+    if (gather_a) {
       a_copy.resize(a.size());
       gather(ap, a.shape(), a.strides(), a_copy.data());
       ap = a_copy.data();
-      lda = K;
       a_str = mx::Strides(nd);
       int64_t st = 1;
       for (int d = nd - 1; d >= 0; d--) a_str[d] = st, st *= a.shape(d);
+    } else if (nd >= 2 && M > 1 && (!rows_mode || nd == 2)) {
+      lda = a.strides(-2);
     }
-    if (M == 1) lda = K;
     // b: [K, N] rows (unit column stride), [N, K] rows (a transposed view), or gathered.
     const float* bp = b.data<float>();
     std::vector<float> b_copy;
@@ -153,9 +168,9 @@ class SmallMatmul : public SmallGemmBase {
       gather(bp, b.shape(), b.strides(), b_copy.data());
       bp = b_copy.data();
       ldb = N;
-      b_str = mx::Strides(nd);
+      b_str = mx::Strides(b.ndim());
       int64_t st = 1;
-      for (int d = nd - 1; d >= 0; d--) b_str[d] = st, st *= b.shape(d);
+      for (int d = b.ndim() - 1; d >= 0; d--) b_str[d] = st, st *= b.shape(d);
     }
     constexpr size_t NC = 128;
     const size_t bands = (N + NC - 1) / NC;
@@ -179,7 +194,7 @@ class SmallMatmul : public SmallGemmBase {
   bool has_bias_;
 };
 
-/** x [rows, K] @ dequantize(w [N, K / 8], scales, biases [N, K / group])^T, 4 bits, all row-contiguous. */
+/** x [..., K] @ dequantize(w [N, K / 8], scales, biases [N, K / group])^T, 4 bits; w, scales and biases row-contiguous. */
 class SmallQuantMatmul : public SmallGemmBase {
  public:
   SmallQuantMatmul(mx::Stream s, int group) : SmallGemmBase(s), group_(group) {}
@@ -190,7 +205,11 @@ class SmallQuantMatmul : public SmallGemmBase {
   array compose(const std::vector<array>& in) const override {
     return mx::quantized_matmul(in[0], in[1], in[2], in[3], true, group_, 4, "affine", st());
   }
-  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {{in[0].shape(0), in[1].shape(0)}}; }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
+    auto shape = in[0].shape();
+    shape.back() = in[1].shape(0);
+    return {shape};
+  }
 
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     auto& out = outs[0];
@@ -200,8 +219,14 @@ class SmallQuantMatmul : public SmallGemmBase {
     enc.set_output_array(out);
     enc.dispatch([x = array::unsafe_weak_copy(in[0]), w = array::unsafe_weak_copy(in[1]), sc = array::unsafe_weak_copy(in[2]),
                   bi = array::unsafe_weak_copy(in[3]), out = array::unsafe_weak_copy(out), group = static_cast<size_t>(group_)]() mutable {
-      const size_t M = x.shape(0), K = x.shape(1), N = w.shape(0), G = K / group;
+      const size_t K = x.shape(-1), M = x.size() / K, N = w.shape(0), G = K / group;
       const float* xp = x.data<float>();
+      std::vector<float> x_copy;
+      if (!x.flags().row_contiguous) {
+        x_copy.resize(x.size());
+        gather(xp, x.shape(), x.strides(), x_copy.data());
+        xp = x_copy.data();
+      }
       std::vector<float> asum(M * G);
       for (size_t m = 0; m < M; m++)
         for (size_t g = 0; g < G; g++) {
@@ -250,7 +275,7 @@ array small_matmul(const array& a, const array& b, const std::optional<array>& b
     if (rows > static_cast<size_t>(small_gemm_max_rows)) return fallback();
     out_shape = a.shape();
     out_shape.back() = N;
-    in = {mx::reshape(a, {static_cast<int>(rows), K}, s), b};
+    in = {a, b};
   } else {
     const array a2 = a.ndim() == 1 ? mx::reshape(a, {1, K}, s) : a;
     const int M = a2.shape(-2);
@@ -270,7 +295,7 @@ array small_matmul(const array& a, const array& b, const std::optional<array>& b
     if (a.ndim() != 1) out_shape.push_back(M);
     out_shape.push_back(N);
   }
-  if (bias) in.push_back(mx::contiguous(*bias, false, s));
+  if (bias) in.push_back(contiguous_of(*bias, s));
   auto shape = in[0].shape();
   shape.back() = N;
   array y(shape, mx::float32, std::make_shared<SmallMatmul>(s, bias.has_value()), std::move(in));
@@ -290,12 +315,10 @@ array small_quantized_matmul(const array& x, const array& w, const array& scales
   const size_t rows = x.size() / K;
   if (rows > static_cast<size_t>(small_qgemm_max_rows))
     return mx::matmul(x, mx::transpose(mx::dequantize(w, scales, biases, group_size, bits, "affine", std::nullopt, std::nullopt, s), s), s);
-  std::vector<array> in{mx::contiguous(mx::reshape(x, {static_cast<int>(rows), K}, s), false, s), mx::contiguous(w, false, s),
-                        mx::contiguous(scales, false, s), mx::contiguous(biases, false, s)};
-  array y({static_cast<int>(rows), N}, mx::float32, std::make_shared<SmallQuantMatmul>(s, group_size), std::move(in));
+  std::vector<array> in{x, contiguous_of(w, s), contiguous_of(scales, s), contiguous_of(biases, s)};
   mx::Shape out_shape = x.shape();
   out_shape.back() = N;
-  return y.shape() == out_shape ? y : mx::reshape(y, out_shape, s);
+  return array(out_shape, mx::float32, std::make_shared<SmallQuantMatmul>(s, group_size), std::move(in));
 }
 
 }  // namespace mlxc::cpu
