@@ -20,10 +20,12 @@ namespace {
 
 using mx::array;
 
+/** MLXC_CPU_KERNELS=off (every fused kernel) or MLXC_SMALL_GEMM=off (these alone): MLX's ops, for comparisons. */
 bool kernels_off() {
   static const bool off = [] {
     const char* e = std::getenv("MLXC_CPU_KERNELS");
-    return e && std::string(e) == "off";
+    const char* g = std::getenv("MLXC_SMALL_GEMM");
+    return (e && std::string(e) == "off") || (g && std::string(g) == "off");
   }();
   return off;
 }
@@ -175,7 +177,8 @@ class SmallMatmul : public SmallGemmBase {
     constexpr size_t NC = 128;
     const size_t bands = (N + NC - 1) / NC;
     const size_t per_task = M * K * std::min(N, NC);
-    const size_t grain = std::max<size_t>(1, (size_t{1} << 15) / std::max<size_t>(per_task, 1));
+    // About 128K multiply-adds per chunk at least: below that, waking the pool costs more than it saves.
+    const size_t grain = std::max<size_t>(1, (size_t{1} << 17) / std::max<size_t>(per_task, 1));
     const auto& shape = out.shape();
     parallel_for(batches * bands, grain, [&](size_t t0, size_t t1) {
       for (size_t t = t0; t < t1; t++) {
@@ -239,7 +242,7 @@ class SmallQuantMatmul : public SmallGemmBase {
       const float* bp = bi.data<float>();
       float* o = out.data<float>();
       constexpr size_t NC = 32;
-      const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / std::max<size_t>(M * K * NC, 1));
+      const size_t grain = std::max<size_t>(1, (size_t{1} << 17) / std::max<size_t>(M * K * NC, 1));
       parallel_for((N + NC - 1) / NC, grain, [&](size_t t0, size_t t1) {
         gemm::q4(xp, K, wp, sp, bp, asum.data(), nullptr, o, N, M, K, group, t0 * NC, std::min(N, t1 * NC));
       });

@@ -5,7 +5,8 @@
 // vectorized (AVX2+FMA where the running CPU has it, a portable build elsewhere) and split by
 // output columns over the fused kernels' thread pool. Anything they do not take (other devices,
 // dtypes, more rows than small_gemm_max_rows) gets MLX's own op, so callers need not check.
-// MLXC_CPU_KERNELS=off takes MLX's ops everywhere; =generic the portable build.
+// MLXC_CPU_KERNELS=off (or MLXC_SMALL_GEMM=off, these kernels alone) takes MLX's ops everywhere;
+// MLXC_CPU_KERNELS=generic the portable build.
 #pragma once
 
 #include <cstddef>
