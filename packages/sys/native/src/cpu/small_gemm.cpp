@@ -174,7 +174,11 @@ class SmallMatmul : public SmallGemmBase {
       int64_t st = 1;
       for (int d = b.ndim() - 1; d >= 0; d--) b_str[d] = st, st *= b.shape(d);
     }
-    constexpr size_t NC = 128;
+    // Bands of output columns, one task each: wide enough that each row of a [K, N] b is read in
+    // long runs (the prefetchers' streams), narrow enough that every thread gets some.
+    const size_t threads = static_cast<size_t>(num_threads());
+    size_t NC = (N + 2 * threads - 1) / (2 * threads);
+    NC = std::clamp<size_t>((NC + 63) / 64 * 64, 64, transposed ? 256 : 1024);
     const size_t bands = (N + NC - 1) / NC;
     const size_t per_task = M * K * std::min(N, NC);
     // About 128K multiply-adds per chunk at least: below that, waking the pool costs more than it saves.
