@@ -81,7 +81,7 @@ function main(): void {
   const ref = ok.find((r) => r.engine === 'ort-node');
   const int4 = ok[0].quant === 'int4';
   const shape = ok[0].model === 'gpt2' ? 'GPT-2-shaped (Concat past/present)' : `Llama-shaped (GQA${int4 ? ', int4 MatMulNBits' : ''})`;
-  const suffix = (ok[0].model === 'gpt2' ? '-gpt2' : '') + (int4 ? '-int4' : '');
+  const suffix = (ok[0].size === 'small' ? '' : `-${ok[0].size}`) + (ok[0].model === 'gpt2' ? '-gpt2' : '') + (int4 ? '-int4' : '');
   console.log(`model: ${shape}, ${ok[0].size}, ${(ok[0].parameters / 1e6).toFixed(1)}M parameters, random weights\n`);
   console.log(
     '| engine | prefill ms (tokens) | ' +
