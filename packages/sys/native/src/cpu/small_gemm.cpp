@@ -178,7 +178,7 @@ class SmallMatmul : public SmallGemmBase {
     // long runs (the prefetchers' streams), narrow enough that every thread gets some.
     const size_t threads = static_cast<size_t>(num_threads());
     size_t NC = (N + 2 * threads - 1) / (2 * threads);
-    NC = std::clamp<size_t>((NC + 63) / 64 * 64, 64, transposed ? 256 : 1024);
+    NC = std::clamp<size_t>((NC + 63) / 64 * 64, 64, transposed ? 256 : M == 1 ? 8192 : 1024);
     const size_t bands = (N + NC - 1) / NC;
     const size_t per_task = M * K * std::min(N, NC);
     // About 128K multiply-adds per chunk at least: below that, waking the pool costs more than it saves.

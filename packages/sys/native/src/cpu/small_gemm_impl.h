@@ -68,11 +68,48 @@ inline void band_kn(const float* a, size_t lda, const float* b, size_t ldb, floa
   for (; n < n1; n++) tile_kn<S1, R, 1>(ak, lda, bk + n, ldb, out + n, ldo, kc, first, bias ? bias + n : nullptr);
 }
 
+/** One row of a: out[n0, n1) is the accumulator, and four rows of b at a time stream through it
+ * front to back (the fastest order from memory: each row of b is one long sequential read). */
+template <class V>
+void gemv_kn(const float* a, const float* b, size_t ldb, const float* bias, float* out, size_t K, size_t n0, size_t n1) {
+  for (size_t n = n0; n < n1; n++) out[n] = bias ? bias[n] : 0.0f;
+  size_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    const V a0 = V::splat(a[k]), a1 = V::splat(a[k + 1]), a2 = V::splat(a[k + 2]), a3 = V::splat(a[k + 3]);
+    const float *b0 = b + k * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+    size_t n = n0;
+    for (; n + V::W <= n1; n += V::W) {
+      V o = V::load(out + n);
+      o = V::fma(a0, V::load(b0 + n), o);
+      o = V::fma(a1, V::load(b1 + n), o);
+      o = V::fma(a2, V::load(b2 + n), o);
+      o = V::fma(a3, V::load(b3 + n), o);
+      V::store(out + n, o);
+    }
+    for (; n < n1; n++) {
+      float o = out[n];
+      o = __builtin_fmaf(a[k], b0[n], o);
+      o = __builtin_fmaf(a[k + 1], b1[n], o);
+      o = __builtin_fmaf(a[k + 2], b2[n], o);
+      o = __builtin_fmaf(a[k + 3], b3[n], o);
+      out[n] = o;
+    }
+  }
+  for (; k < K; k++) {
+    const V ak = V::splat(a[k]);
+    const float* bk = b + k * ldb;
+    size_t n = n0;
+    for (; n + V::W <= n1; n += V::W) V::store(out + n, V::fma(ak, V::load(bk + n), V::load(out + n)));
+    for (; n < n1; n++) out[n] = __builtin_fmaf(a[k], bk[n], out[n]);
+  }
+}
+
 /** Depth blocks of 32 rows of b: a block of the band (32 row segments, each contiguous) stays in
  * cache while every row group reads it, and each row of b is read front to back. */
 template <class V>
 void gemm_kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
              size_t n0, size_t n1) {
+  if (M == 1) return gemv_kn<V>(a, b, ldb, bias, out, K, n0, n1);
   constexpr size_t KC = 32;
   for (size_t k0 = 0; k0 < K; k0 += KC) {
     size_t kc = K - k0 < KC ? K - k0 : KC;
