@@ -71,8 +71,11 @@ function reference(a: mx.Array, b: mx.Array, bias?: mx.Array): { v: number[]; ma
   return { v, mag, shape };
 }
 
-/** got within 2e-6 of the float64 result relative to sum |a·b| (float32 accumulation), NaN and ±Inf alike. */
-function expectProduct(got: mx.Array, ref: { v: number[]; mag: number[]; shape: number[] }, what: string, rel = 2e-6): void {
+/** got within rel of the float64 result relative to sum |a·b| (float32 accumulation), NaN and ±Inf alike. */
+const expectProduct = (got: mx.Array, ref: { v: number[]; mag: number[]; shape: number[] }, what: string, rel = 2e-6) =>
+  expectProductAt(got, ref, what, rel);
+
+function expectProductAt(got: mx.Array, ref: { v: number[]; mag: number[]; shape: number[] }, what: string, rel: number): void {
   expect(got.shape, what).toEqual(ref.shape);
   expect(got.dtype, what).toBe('float32');
   const g = flat(got);
@@ -139,6 +142,8 @@ export function smallGemmSuite(build: 'avx2' | 'portable'): void {
         const bt = mx.contiguous(mx.transpose(b, null, cpu), false, cpu);
         const bias = rand([N], seed++);
         const ref = reference(a, b);
+        // Past 4 rows MLX's matmul (OpenBLAS) computes these, with its own summation order.
+        const expectProduct = (got: mx.Array, r: typeof ref, what: string) => expectProductAt(got, r, what, M > 4 ? 1e-5 : 2e-6);
         expectProduct(mx.smallMatmul(a, b, null, cpu), ref, `${M}x${K}x${N} kn`);
         expectProduct(mx.smallMatmul(a, mx.transpose(bt, null, cpu), null, cpu), ref, `${M}x${K}x${N} nk`);
         const refB = reference(a, b, bias);
@@ -212,7 +217,7 @@ export function smallGemmSuite(build: 'avx2' | 'portable'): void {
       expect(mx.smallMatmul(rand([2, 5], 42), mx.zeros([5, 0], 'float32'), null, cpu).shape).toEqual([2, 0]);
       const k0 = mx.smallMatmul(mx.zeros([2, 0], 'float32'), mx.zeros([0, 3], 'float32'), mx.array(new Float32Array([1, 2, 3])), cpu);
       expect(flat(k0)).toEqual([1, 2, 3, 1, 2, 3]);
-      // 9 and 40 rows: MLX's matmul (the kernel stops at 8); same results.
+      // 9 and 40 rows: MLX's matmul (the kernel stops at 4); same results.
       for (const M of [9, 40]) {
         const a = rand([M, 30], 43);
         const b = rand([30, 20], 44);

@@ -20,8 +20,8 @@ namespace mlxc::cpu {
 namespace mx = mlx::core;
 
 /** Rows of a (all leading axes together when b is a matrix) up to which the float32 kernel runs
- * (past 8 rows OpenBLAS's packed sgemm catches up; packages/core/bench/small-gemm.ts). */
-constexpr int small_gemm_max_rows = 8;
+ * (at 8 rows OpenBLAS's packed sgemm has caught up on 2 threads; packages/ort-ep/bench/small-gemm.ts). */
+constexpr int small_gemm_max_rows = 4;
 /** Rows of x up to which the 4-bit kernel runs; past them, on the CPU, the weights are
  * dequantized once and multiplied with MLX's matmul (MLX's CPU quantized_matmul is a scalar loop). */
 constexpr int small_qgemm_max_rows = 16;
