@@ -1,7 +1,7 @@
 // One engine decoding one Llama-shaped model (GroupQueryAttention, grouped KV heads) in its own
 // process (decode.ts spawns it); prints one JSON line.
 //   node --conditions=source --import tsx bench/decode-worker.ts --engine mlx|ort-node --size tiny|small|100m
-//     [--device cpu|gpu] [--prefill 512] [--contexts 128,1024,4096] [--tokens 16] [--warmup 4]
+//     [--model llama|gpt2] [--quant none|int4] [--device cpu|gpu] [--prefill 512] [--contexts 128,1024,4096] [--tokens 16] [--warmup 4]
 // - prefill: one run of a prompt of --prefill tokens into an empty cache (median of 3 after one warm-up);
 // - decode at context C: generate() after a C-token prompt; the time of each step after --warmup
 //   steps, as tokens/s, and the bytes each step moved (mlx: host<->device copies, transferStats();
@@ -36,8 +36,10 @@ export const SIZES: Record<string, DecoderConfig> = {
 const size = arg('size', 'small')!;
 // --model gpt2: the same sizes as a GPT-2-shaped graph (present = Concat(past, new)), growing caches on both engines.
 const kind = arg('model', 'llama') as 'llama' | 'gpt2';
+// --quant int4: every projection of the Llama graph is MatMulNBits (4 bits, block 32).
+const quant = arg('quant', 'none') as 'none' | 'int4';
 const longest = Math.max(prefillLen, ...contexts) + warmup + tokens + 1;
-const config: DecoderConfig = { ...SIZES[size], kind, maxPositions: longest };
+const config: DecoderConfig = { ...SIZES[size], kind, maxPositions: longest, int4: quant === 'int4' };
 
 const require = createRequire(import.meta.url);
 const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
@@ -143,6 +145,7 @@ async function main(): Promise<void> {
       device: engine === 'mlx' ? device : 'cpu',
       size,
       model: kind,
+      quant,
       parameters: parameterCount(config),
       createMs,
       prefillTokens: prefillLen,

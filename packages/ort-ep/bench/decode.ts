@@ -4,7 +4,7 @@
 // between host and device (mlx) or into and out of onnxruntime (its feeds and outputs).
 // Engines alternate over --rounds rounds; figures are medians over the rounds (a shared machine's
 // load moves single runs by 2-4x). Writes reports/bench-decode.json and bench/decode.svg. Never a test.
-//   tools/dev bench decode [--size tiny|small|100m] [--model llama|gpt2] [--prefill 512] [--contexts 128,1024,4096]
+//   tools/dev bench decode [--size tiny|small|100m] [--model llama|gpt2] [--quant none|int4] [--prefill 512] [--contexts 128,1024,4096]
 //     [--tokens 16] [--rounds 3] [--engines mlx,ort-node] [--device cpu|gpu] [--out DIR]
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2, this project's CI machines).
 import { spawnSync } from 'node:child_process';
@@ -22,11 +22,14 @@ const arg = (n: string, d?: string) => {
 const engines = arg('engines', 'mlx,ort-node')!.split(',');
 const rounds = Number(arg('rounds', '3'));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
-const pass = ['size', 'model', 'prefill', 'contexts', 'tokens', 'warmup', 'device'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
+const pass = ['size', 'model', 'quant', 'prefill', 'contexts', 'tokens', 'warmup', 'device'].flatMap((n) =>
+  arg(n) ? [`--${n}`, arg(n)!] : [],
+);
 
 interface Result {
   engine: string;
   model: string;
+  quant?: string;
   device: string;
   size: string;
   parameters: number;
@@ -84,8 +87,9 @@ function main(): void {
   const ok = results;
   if (!ok.length) process.exit(1);
   const ref = ok.find((r) => r.engine === 'ort-node');
-  const shape = ok[0].model === 'gpt2' ? 'GPT-2-shaped (Concat past/present)' : 'Llama-shaped (GQA)';
-  const suffix = ok[0].model === 'gpt2' ? '-gpt2' : '';
+  const int4 = ok[0].quant === 'int4';
+  const shape = ok[0].model === 'gpt2' ? 'GPT-2-shaped (Concat past/present)' : `Llama-shaped (GQA${int4 ? ', int4 MatMulNBits' : ''})`;
+  const suffix = (ok[0].size === 'small' ? '' : `-${ok[0].size}`) + (ok[0].model === 'gpt2' ? '-gpt2' : '') + (int4 ? '-int4' : '');
   console.log(`model: ${shape}, ${ok[0].size}, ${(ok[0].parameters / 1e6).toFixed(1)}M parameters, random weights\n`);
   console.log(
     '| engine | prefill ms (tokens) | ' +

@@ -9,6 +9,7 @@ import { extensions } from './extensions.js';
 import { cpu } from './cpu.js';
 import { layers } from './layers.js';
 import { epilogue } from './epilogue.js';
+import { gemm } from './gemm.js';
 
 /** Every exported function, by group. The group names the generated C++ file and the README row. */
 export const spec: Record<string, FnSpec[]> = {
@@ -30,4 +31,5 @@ export const spec: Record<string, FnSpec[]> = {
   cpu,
   layers,
   epilogue,
+  gemm,
 };

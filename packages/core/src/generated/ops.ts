@@ -4208,6 +4208,39 @@ export function convEpilogue(y: ArrayLike, bias: ArrayLike | null | undefined, r
   }
 }
 
+/** `int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias , const mlx_stream s)` */
+export function smallMatmul(a: ArrayLike, b: ArrayLike, bias?: ArrayLike | null, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(a, b, bias);
+    const _a = t.arg(a, _ref);
+    const _b = t.arg(b, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_small_matmul(res, _a.handle, _b.handle, _bias ? _bias.handle : NULL_HANDLE, streamHandle(opts)), 'mlxc_small_matmul');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/** `int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s)` */
+export function smallQuantizedMatmul(x: ArrayLike, w: ArrayLike, scales: ArrayLike, biases: ArrayLike, transpose: boolean, groupSize: number, bits: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, w, scales, biases);
+    const _x = t.arg(x, _ref);
+    const _w = t.arg(w, _ref);
+    const _scales = t.arg(scales, _ref);
+    const _biases = t.arg(biases, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_small_quantized_matmul(res, _x.handle, _w.handle, _scales.handle, _biases.handle, transpose, toInt32(groupSize, 'smallQuantizedMatmul: groupSize'), toInt32(bits, 'smallQuantizedMatmul: bits'), streamHandle(opts)), 'mlxc_small_quantized_matmul');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** MLX's `fast` functions under their own names. */
 export const fastOps = {
   layerNorm: fastLayerNorm,
@@ -4283,4 +4316,4 @@ export const fftOps = {
   rfftn: fftRfftn,
 } as const;
 
-export const generatedOpCount = 306;
+export const generatedOpCount = 308;

@@ -17,9 +17,13 @@ import {
   zeroPointBound,
 } from './helpers/quant-math.js';
 
-/** numpy matmul for every numeric dtype ONNX allows (integers exactly). */
+/**
+ * numpy matmul for every numeric dtype ONNX allows (integers exactly). Floats go through
+ * smallMatmul: MLX's matmul, except float32 with few rows on the CPU (decoding), which runs the
+ * native kernel that reads the weights in place.
+ */
 function matmulAny(a: mx.Array, b: mx.Array): mx.Array {
-  if (mx.isFloating(a.dtype)) return mx.matmul(a, b);
+  if (mx.isFloating(a.dtype)) return mx.smallMatmul(a, b);
   return broadcastIntMatmul(a, b);
 }
 
@@ -53,8 +57,14 @@ function gemm(ctx: OpContext<GemmParams>): mx.Array {
   if (transB) b = mx.transpose(b);
   const c = beta !== 0 ? ctx.optional(2) : undefined;
   if (mx.isFloating(a.dtype)) {
-    if (c) return mx.addmm(c, a, b, alpha, beta);
-    const y = mx.matmul(a, b);
+    if (c) {
+      // A bias row ([N] or [1, N]) at unit scales is the small-row kernel's bias (addmm elsewhere).
+      const n = b.shape[1];
+      const row = alpha === 1 && beta === 1 && c.size === n && n > 0 && c.shape[c.ndim - 1] === n && c.ndim <= 2;
+      if (row) return mx.smallMatmul(a, b, c.ndim === 1 ? c : mx.reshape(c, [n]));
+      return mx.addmm(c, a, b, alpha, beta);
+    }
+    const y = mx.smallMatmul(a, b);
     return alpha === 1 ? y : mx.multiply(y, alpha);
   }
   // Integer Gemm: the product is exact; alpha/beta scale in the integer type (ONNX keeps it).

@@ -13,6 +13,18 @@ function toDevice(a: mx.Array, gpu: boolean): mx.Array {
   return a;
 }
 
+/** Every array a ConstantStore made resident (a model constant held by MLX only). */
+const residentArrays = new WeakSet<mx.Array>();
+
+/**
+ * Whether `a` is a constant that a session moved to MLX for good (makeResident): ops that prepare
+ * a constant once on the host (packing, layouts) can key that work on the array and read it back
+ * once with OpContext.host.
+ */
+export function isResidentConstant(a: mx.Array): boolean {
+  return residentArrays.has(a);
+}
+
 /** The uploads of a session's constant host tensors, kept until release(). */
 export class ConstantStore {
   /** `gpu`: the session runs on a GPU (uploads are moved there at once). */
@@ -48,6 +60,7 @@ export class ConstantStore {
     this.arrays.delete(t);
     this.tensors.delete(t);
     this.resident.push(a);
+    residentArrays.add(a);
     return a;
   }
 

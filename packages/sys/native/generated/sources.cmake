@@ -11,4 +11,5 @@ set(MLXC_GENERATED_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/cpu.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/layers.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/epilogue.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/gemm.cpp
 )

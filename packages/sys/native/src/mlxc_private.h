@@ -15,6 +15,7 @@
 #include "mlxc/functions.h"
 #include "cpu/kernels.h"  // the fused CPU kernels (spec/cpu.ts)
 #include "cpu/epilogue.h"  // the convolution epilogue (spec/epilogue.ts)
+#include "cpu/small_gemm.h"  // the CPU products for few rows (spec/gemm.ts)
 
 namespace mlxc {
 

@@ -510,6 +510,8 @@ export const prototypes: readonly string[] = [
   'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)',
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
   'int mlxc_conv_epilogue(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)',
+  'int mlxc_small_matmul(_Inout_ mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias, const mlx_stream s)',
+  'int mlxc_small_quantized_matmul(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s)',
 ];
 
 /** The raw functions, one per prototype, with their TypeScript types. */
@@ -1526,6 +1528,10 @@ export interface MlxCFunctions {
   mlxc_hard_sigmoid(res: MlxHandle, x: MlxHandle, alpha: number, beta: number, swish: boolean, s: MlxHandle): number;
   /** epilogue: `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)` */
   mlxc_conv_epilogue(res: MlxHandle, y: MlxHandle, bias: MlxHandle, residual: MlxHandle, lo: number, hi: number, channels_last: boolean, s: MlxHandle): number;
+  /** gemm: `int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias, const mlx_stream s)` */
+  mlxc_small_matmul(res: MlxHandle, a: MlxHandle, b: MlxHandle, bias: MlxHandle, s: MlxHandle): number;
+  /** gemm: `int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s)` */
+  mlxc_small_quantized_matmul(res: MlxHandle, x: MlxHandle, w: MlxHandle, scales: MlxHandle, biases: MlxHandle, transpose: boolean, group_size: number, bits: number, s: MlxHandle): number;
 }
 
-export const functionCount = 506;
+export const functionCount = 508;

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { float16BitsToNumber } from '@mlx/core';
 import { model, node, toHalfBits, v, type ElemName, type NodeSpec, type TensorSpec } from '../../../test/helpers/build.js';
 import { expectSameAsOrt, f32, i64, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import { matMulNBitsPaths } from './nbits.js';
 
 const MS = 'com.microsoft';
 const tol = { rtol: 1e-4, atol: 1e-5 };
@@ -317,6 +318,15 @@ describe('MatMulNBits', () => {
     ['float16, block 16 (dequantize path)', { K: 64, N: 8, bits: 4, block: 16, zp: 'float', half: true }],
   ];
   cases.forEach(([name, p], i) => it(name, () => nbitsCase(p, 100 + i * 10)));
+
+  it('weights and scales of 64 KiB and more (held by MLX only) still take the packed path', async () => {
+    // B [1024, 16, 16] is 256 KiB and the scales 64 KiB: the session makes both resident on MLX
+    // (makeConstantsResident), so the node sees device arrays, not host tensors.
+    const before = { ...matMulNBitsPaths };
+    await nbitsCase({ K: 512, N: 1024, bits: 4, block: 32, zp: 'packed', M: 1 }, 900);
+    expect(matMulNBitsPaths.dequantized).toBe(before.dequantized);
+    expect(matMulNBitsPaths.packed).toBeGreaterThan(before.packed);
+  });
 
   it('refuses g_idx', async () => {
     const p: NBits = { K: 32, N: 4, bits: 4, block: 32, zp: 'none' };

@@ -5,7 +5,9 @@
 // packing is the same bit order as onnxruntime's: element i of a uint32 word sits at bits
 // [i·bits, (i+1)·bits), i.e. the first element in the low bits of the first byte. A row of B's
 // bytes read as little-endian uint32 words is therefore exactly MLX's packed row, and
-// quantizedMatmul computes the product without materialising the weights.
+// quantizedMatmul computes the product without materialising the weights. On the CPU,
+// smallQuantizedMatmul runs the native 4-bit kernel for few rows (decoding) and dequantizes once
+// for more (MLX's CPU quantized_matmul is a scalar loop); elsewhere it is quantizedMatmul.
 //
 // When B, scales and zero points are constants (the exported form) the packed operands are built
 // once on the host and kept. Block sizes MLX has no kernel for (16; or any non-constant weights)
@@ -16,6 +18,7 @@ import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
 import { numAt } from '../helpers/shape-host.js';
+import { isResidentConstant } from '../../runtime/uploads.js';
 
 const MLX_GROUPS = new Set([32, 64, 128]);
 
@@ -86,11 +89,12 @@ interface Packed {
   group: number;
   /** K padded to whole blocks. */
   kPadded: number;
-  sources: (HostTensor | undefined)[];
+  /** The scales' and zero points' keys (constantOf) the packing was made from. */
+  sources: (object | undefined)[];
 }
 
-const packedCache = new WeakMap<HostTensor, Packed>();
-const seenOnce = new WeakSet<HostTensor>();
+const packedCache = new WeakMap<object, Packed>();
+const seenOnce = new WeakSet<object>();
 
 function packOnHost(b: HostTensor, sc: HostTensor, zp: HostTensor | undefined, l: Layout, keep: boolean): Packed {
   const hold = (a: mx.Array) => (keep ? mx.persist(a) : a);
@@ -121,21 +125,34 @@ function packOnHost(b: HostTensor, sc: HostTensor, zp: HostTensor | undefined, l
   };
 }
 
+/**
+ * A constant input: a host tensor, or a constant the session made resident on MLX (initializers of
+ * 64 KiB and more), read back once (`read`). `key` identifies it across runs.
+ */
+function constantOf(ctx: OpContext, i: number): { key: object; resident: boolean; read: () => HostTensor } | undefined {
+  const h = ctx.hostIfKnown(i);
+  if (h) return { key: h, resident: false, read: () => h };
+  const v = ctx.value(i);
+  if (v.kind !== 'device' || !isResidentConstant(v.array)) return undefined;
+  return { key: v.array, resident: true, read: () => ctx.host(i) };
+}
+
 /** The packed operands (float32 scales and biases) when B, scales and zero points are constants and MLX has a kernel for the layout. */
 function packed(ctx: OpContext, l: Layout): Packed | undefined {
-  const b = ctx.hostIfKnown(1);
-  const sc = ctx.hostIfKnown(2);
-  const zp = ctx.has(3) ? ctx.hostIfKnown(3) : undefined;
+  const b = constantOf(ctx, 1);
+  const sc = constantOf(ctx, 2);
+  const zp = ctx.has(3) ? constantOf(ctx, 3) : undefined;
   if (!b || !sc || (ctx.has(3) && !zp)) return undefined;
   if (!MLX_GROUPS.has(Math.min(l.block, 128))) return undefined;
-  const p = packedCache.get(b);
-  if (p && p.sources[0] === sc && p.sources[1] === zp) return p;
-  // Keep (and cache) what a second run sees again: initializers are the same host tensors every
-  // run, feeds are new ones, whose packing then lives only as long as the run.
-  const keep = seenOnce.has(b);
-  seenOnce.add(b);
-  const fresh = packOnHost(b, sc, zp, l, keep);
-  if (keep) packedCache.set(b, fresh);
+  const p = packedCache.get(b.key);
+  if (p && p.sources[0] === sc.key && p.sources[1] === zp?.key) return p;
+  // Keep (and cache) what a second run sees again: initializers are the same host tensors (or
+  // resident arrays) every run, feeds are new ones, whose packing then lives only as long as the run.
+  const keep = b.resident || seenOnce.has(b.key);
+  seenOnce.add(b.key);
+  const fresh = packOnHost(b.read(), sc.read(), zp?.read(), l, keep);
+  fresh.sources = [sc.key, zp?.key];
+  if (keep) packedCache.set(b.key, fresh);
   return fresh;
 }
 
@@ -170,6 +187,9 @@ function dequantized(ctx: OpContext, l: Layout, dtype: mx.Dtype): mx.Array {
   return l.K === l.kBlocks * l.block ? w : mx.slice(w, [0, 0], [l.N, l.K], [1, 1]);
 }
 
+/** Nodes translated on each path since the process started (for tests: which path a model takes). */
+export const matMulNBitsPaths = { packed: 0, dequantized: 0 };
+
 function run(ctx: OpContext<NBitsParams>): mx.Array[] {
   const a = ctx.input(0);
   const l = ctx.params;
@@ -177,9 +197,10 @@ function run(ctx: OpContext<NBitsParams>): mx.Array[] {
   // weights' offset: in half precision its rounding alone costs ~1e-2 of a 64-term product, where
   // onnxruntime's (q - zp) · scale rounds each weight once. So the fused path runs in float32.
   const p = packed(ctx, l);
+  matMulNBitsPaths[p ? 'packed' : 'dequantized']++;
   let y = p
     ? mx.astype(
-        mx.quantizedMatmul(padK(mx.astype(a, 'float32'), l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits, 'affine'),
+        mx.smallQuantizedMatmul(padK(mx.astype(a, 'float32'), l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits),
         a.dtype,
       )
     : mx.matmul(a, mx.transpose(dequantized(ctx, l, a.dtype)));

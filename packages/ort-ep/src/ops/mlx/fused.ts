@@ -23,15 +23,9 @@ const epsilon = (a: Attrs) => a.float('epsilon');
 /** A 1-D parameter the fused kernels take as is; anything else is applied by broadcasting afterwards. */
 const lastAxisVector = (p: mx.Array | undefined, x: mx.Array) => !p || (p.ndim === 1 && p.shape[0] === x.shape[x.ndim - 1]);
 
+/** smallMatmul's bias: the native small-row kernel's epilogue on the CPU, addmm's C term elsewhere. */
 function matMulAdd(ctx: OpContext<undefined>): mx.Array {
-  const a = ctx.input(0);
-  const w = ctx.input(1);
-  const b = ctx.input(2);
-  if (a.ndim < 2) return mx.add(mx.matmul(a, w), b);
-  if (a.ndim === 2) return mx.addmm(b, a, w, 1, 1);
-  const k = a.shape[a.ndim - 1];
-  const y = mx.addmm(b, mx.reshape(a, [-1, k]), w, 1, 1);
-  return mx.reshape(y, [...a.shape.slice(0, -1), w.shape[1]]);
+  return mx.smallMatmul(ctx.input(0), ctx.input(1), ctx.input(2));
 }
 
 interface ConvEpilogueParams extends ConvParams {

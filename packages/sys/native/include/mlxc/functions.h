@@ -548,6 +548,10 @@ int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta
 /* epilogue */
 int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, bool channels_last, const mlx_stream s);
 
+/* gemm */
+int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias /* may be null */, const mlx_stream s);
+int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s);
+
 #ifdef __cplusplus
 }
 #endif
