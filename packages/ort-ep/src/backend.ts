@@ -259,7 +259,11 @@ class MlxSessionHandler implements InferenceSessionHandler {
    * cache in shared-buffer mode: past and present one buffer), the run consumes the fed array so
    * that the output is written over it in place, and the tensor then holds the output.
    */
-  async run(feeds: SessionHandler.FeedsType, fetches: SessionHandler.FetchesType): Promise<SessionHandler.ReturnType> {
+  async run(
+    feeds: SessionHandler.FeedsType,
+    fetches: SessionHandler.FetchesType,
+    options?: InferenceSession.RunOptions,
+  ): Promise<SessionHandler.ReturnType> {
     const inputs: Record<string, HostTensor | Value> = {};
     for (const [name, v] of Object.entries(feeds)) inputs[name] = feedOf(name, v);
     const names = Object.keys(fetches);
@@ -284,7 +288,14 @@ class MlxSessionHandler implements InferenceSessionHandler {
     const keep = wanted.filter((n) => (bound.has(n) ? !!bound.get(n)!.buffer : this.onDevice.has(n)));
     let out: Awaited<ReturnType<MlxSession['run']>>;
     try {
-      out = await this.session.run(inputs, wanted, { keepOnDevice: keep, donate });
+      out = await this.session.run(inputs, wanted, {
+        keepOnDevice: keep,
+        donate,
+        // The caller may set RunOptions.terminate while the run is in progress.
+        get terminate() {
+          return options?.terminate === true;
+        },
+      });
     } finally {
       for (const b of consumed) if (b.disposed) b.value = undefined;
     }

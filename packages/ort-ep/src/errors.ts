@@ -79,6 +79,9 @@ export class InvalidFeedError extends OrtMlxError {}
  */
 export class ResourceLimitError extends OrtMlxError {}
 
+/** The caller stopped a run (onnxruntime-common's RunOptions.terminate set while it ran). */
+export class RunTerminatedError extends OrtMlxError {}
+
 export function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }

@@ -21,7 +21,15 @@ export {
 export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type TensorMetadata } from './session.js';
 export { generate, pickToken, cacheNames, type GenerateOptions, type SamplingOptions } from './generate.js';
 export { transferStats, type TransferStats } from './runtime/convert.js';
-export { OrtMlxError, UnsupportedOperatorError, NodeExecutionError, InvalidFeedError, type UnsupportedNode } from './errors.js';
+export {
+  OrtMlxError,
+  UnsupportedOperatorError,
+  NodeExecutionError,
+  InvalidFeedError,
+  ResourceLimitError,
+  RunTerminatedError,
+  type UnsupportedNode,
+} from './errors.js';
 export { OpRegistry } from './registry/registry.js';
 export type { OpEntry, OpContext, CheckContext } from './registry/types.js';
 export type { Value, KvReserve, MapValue } from './runtime/value.js';

@@ -102,6 +102,12 @@ export interface MlxRunOptions {
    * reserve). The caller must not use them afterwards.
    */
   donate?: readonly string[];
+  /**
+   * Set to true while run() is in progress to stop it (onnxruntime-common's RunOptions.terminate):
+   * read between the steps of the run (a long Loop or Scan pauses every few tens of milliseconds),
+   * which then fails with RunTerminatedError.
+   */
+  terminate?: boolean;
 }
 
 export interface TensorMetadata {
@@ -378,6 +384,7 @@ export class MlxSession {
     const run = this.runner.newRun();
     const keep = options.keepOnDevice;
     run.donated = new Set(options.donate ?? []);
+    run.terminated = () => options.terminate === true;
     run.keptOnDevice = (name) => keep === true || (Array.isArray(keep) && keep.includes(name));
     return run;
   }

@@ -6,7 +6,7 @@ import type { PlannedNode } from '../plan/plan.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext } from '../registry/types.js';
 import { NONE, asHost, elemTypeOf, shapeOf, type Value } from '../runtime/value.js';
-import type { Env } from './env.js';
+import type { Env, MemoryLimits } from './env.js';
 
 export type RunSubgraph = (g: GraphIR, inputs: Value[], env: Env) => Value[];
 
@@ -104,5 +104,25 @@ export class NodeContext implements OpContext {
   runSubgraph(g: GraphIR, inputs: Value[]): Value[] {
     this.env.run.analysis?.markSubgraphInputs(inputs);
     return this.runSub(g, inputs, this.env);
+  }
+  get limits(): MemoryLimits {
+    return this.env.run.limits;
+  }
+  get modelName(): string {
+    return this.env.run.modelName;
+  }
+  canPause(): boolean {
+    const run = this.env.run;
+    return run.deferSyncs && !run.tracing && this.env.depth === 0;
+  }
+  pause(arrays: mx.Array[], progress: unknown): void {
+    if (!this.canPause()) return;
+    this.env.run.progress.set(this, progress);
+    throw new NeedsEval(arrays);
+  }
+  resume<T>(): T | undefined {
+    const p = this.env.run.progress.get(this) as T | undefined;
+    this.env.run.progress.delete(this);
+    return p;
   }
 }

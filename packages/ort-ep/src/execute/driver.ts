@@ -1,7 +1,7 @@
 // Drives a run, written as a generator of EvalRequests, to completion: synchronously (runSync,
 // constant folding) or without blocking the event loop (run), evaluating off the JS thread.
 import * as mx from '@mlx/core';
-import { NodeExecutionError, OrtMlxError, ResourceLimitError } from '../errors.js';
+import { NodeExecutionError, OrtMlxError, ResourceLimitError, RunTerminatedError } from '../errors.js';
 import type { Guard, RunState } from './env.js';
 import type { EvalRequest } from './run.js';
 
@@ -43,9 +43,12 @@ export function driveSync<T>(streams: RunStreams, run: RunState, gen: Generator<
 /** Runs `gen` to its result; each request is evaluated while the event loop keeps turning. */
 export async function driveAsync<T>(streams: RunStreams, run: RunState, gen: Generator<EvalRequest, T, void>): Promise<T> {
   for (;;) {
+    if (run.terminated()) throw new RunTerminatedError(`model ${run.modelName}: the run was terminated (RunOptions.terminate)`);
     const r = step(streams, run, gen);
     if (r.done) return r.value;
     if (r.value.wait) await r.value.wait.promise;
+    // Nothing to evaluate (a long Loop pausing over host values): a turn of the event loop.
+    else if (!r.value.arrays.length) await new Promise<void>((resolve) => setImmediate(resolve));
     else await evalAsync(streams, run, r.value.arrays);
   }
 }

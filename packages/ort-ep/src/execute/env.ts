@@ -40,6 +40,10 @@ export class RunState {
   keptOnDevice: (name: string) => boolean = () => false;
   /** Set while mx.compile traces a segment (signature.ts): tracers, not data. */
   tracing = false;
+  /** What a long-running node (Loop, Scan) stored when it paused (OpContext.pause), by its context. */
+  readonly progress = new Map<object, unknown>();
+  /** Whether the caller asked the run to stop (RunOptions.terminate): checked between steps. */
+  terminated: () => boolean = () => false;
   /** Every array the run creates, freed when it ends (a run spans several synchronous steps). */
   readonly arrays = new Set<mx.Disposable>();
 

@@ -107,7 +107,7 @@ export class GraphProgram {
       }
     } catch (e) {
       analysis?.abort();
-      if (e instanceof NeedsEval) throw e;
+      if (e instanceof NeedsEval || e instanceof ResourceLimitError) throw e;
       throw new NodeExecutionError(this.plan.modelName, pn.node.name, pn.node.opType, e);
     }
     const values = storeOutputs(pn, env, results);

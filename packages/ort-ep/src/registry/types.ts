@@ -52,6 +52,21 @@ export interface OpContext<P = unknown> extends CheckContext<P> {
   guard(bad: mx.Array, describe: (detail: number[]) => string, detail?: mx.Array): void;
   /** Names the node for error messages. */
   readonly where: string;
+  /** The model's name, for errors that name the model and the node (ResourceLimitError). */
+  readonly modelName: string;
+  /** The run's memory budget (0: no limit), for ops whose results accumulate over iterations (Loop, Scan). */
+  readonly limits: { readonly maxTensorBytes: number; readonly maxSessionBytes: number };
+  /** Whether pause() hands control back (run(), top-level nodes); elsewhere it returns at once. */
+  canPause(): boolean;
+  /**
+   * For ops that iterate for long (Loop, Scan): where the run does not block (run(), a top-level
+   * node), stores `progress`, hands `arrays` to the driver to evaluate off the JS thread and
+   * returns to the event loop (the run stays abortable); the node is then called again and takes
+   * `progress` back with resume(). Elsewhere (runSync, subgraphs, traces) it returns at once.
+   */
+  pause(arrays: mx.Array[], progress: unknown): void;
+  /** What the node stored at its last pause in this run, once (undefined on its first call). */
+  resume<T>(): T | undefined;
 }
 
 /** What an op returns per output: a device array, a host tensor, or a full Value. */
