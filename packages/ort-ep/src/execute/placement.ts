@@ -1,6 +1,6 @@
 // The one placement rule: whether a node runs its host code or its MLX translation, from its
 // entry's declaration (registry/types.ts, Placement) and what its inputs are right now.
-import { elementCount } from '../onnx/index.js';
+import { elementCount, OnnxDataType } from '../onnx/index.js';
 import type { OpEntry } from '../registry/types.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import { elemTypeOf } from '../runtime/value.js';
@@ -31,8 +31,6 @@ export function placeNode(entry: OpEntry, ctx: NodeContext): 'host' | 'device' {
   return 'host';
 }
 
-const DOUBLE = 11; // OnnxDataType.DOUBLE
-
 /**
  * Whether a node computes in float64: an input of that type, or an attribute that asks for it
  * (Cast's `to`, the `dtype` of EyeLike and the random generators, ConstantOfShape's `value`). MLX's
@@ -41,10 +39,10 @@ const DOUBLE = 11; // OnnxDataType.DOUBLE
 export function computesInFloat64(ctx: NodeContext): boolean {
   for (let i = 0; i < ctx.inputCount; i++) {
     const v = ctx.peek(i);
-    if (v.kind !== 'none' && elemTypeOf(v) === DOUBLE) return true;
+    if (v.kind !== 'none' && elemTypeOf(v) === OnnxDataType.DOUBLE) return true;
   }
   const a = ctx.attrs;
-  if (a.has('to') && a.int('to') === DOUBLE) return true;
-  if (a.has('dtype') && a.int('dtype') === DOUBLE) return true;
-  return a.has('value') && a.tensor('value')?.dtype === DOUBLE;
+  if (a.has('to') && a.int('to') === OnnxDataType.DOUBLE) return true;
+  if (a.has('dtype') && a.int('dtype') === OnnxDataType.DOUBLE) return true;
+  return a.has('value') && a.tensor('value')?.dtype === OnnxDataType.DOUBLE;
 }
