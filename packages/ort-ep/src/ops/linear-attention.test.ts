@@ -3,16 +3,7 @@
 // and per-channel decay, GQA, a past state and an explicit scale.
 import { describe, it } from 'vitest';
 import { model, node, v, type ElemName, type NodeSpec } from '../../test/helpers/build.js';
-import { expectSameAsOrt, f32, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
-
-const rand = (dims: number[], seed: number, scale = 1) =>
-  f32(
-    seeded(
-      dims.reduce((a, b) => a * b, 1),
-      seed,
-    ).map((x) => x * scale),
-    dims,
-  );
+import { expectSameAsOrt, f32, seeded, type Feeds, type OrtTensor, randomF32 as rand } from '../../test/helpers/ort.js';
 
 function run(feeds: Record<string, OrtTensor | undefined>, attrs: NodeSpec['attrs']) {
   const given = Object.fromEntries(Object.entries(feeds).filter(([, t]) => t)) as Feeds;

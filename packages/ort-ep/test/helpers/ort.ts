@@ -23,12 +23,23 @@ export const mlxCpu = {
 export const f32 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('float32', Float32Array.from(data), dims);
 export const i64 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('int64', BigInt64Array.from(data.map(BigInt)), dims);
 export const bool = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('bool', Uint8Array.from(data), dims);
+export const i32 = (data: number[], dims = [data.length]): OrtTensor => new ort.Tensor('int32', Int32Array.from(data), dims);
 
 /** Deterministic values in [-1, 1). */
 export function seeded(n: number, seed = 1): number[] {
   let s = seed >>> 0 || 1;
   return Array.from({ length: n }, () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 31 - 1);
 }
+
+/** A float32 tensor of `dims` with seeded values (seeded's) times `scale`. */
+export const randomF32 = (dims: number[], seed: number, scale = 1): OrtTensor =>
+  f32(
+    seeded(
+      dims.reduce((a, b) => a * b, 1),
+      seed,
+    ).map((x) => x * scale),
+    dims,
+  );
 
 export async function runOn(provider: 'cpu' | 'mlx', bytes: Uint8Array, feeds: Feeds): Promise<Record<string, OrtTensor>> {
   const s = await ort.InferenceSession.create(bytes, provider === 'mlx' ? { executionProviders: ['mlx'] } : {});

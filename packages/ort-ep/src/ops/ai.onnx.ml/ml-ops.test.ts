@@ -2,7 +2,7 @@
 // one single-node model per case (string outputs compared exactly, numbers within tolerance).
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type ElemName, type NodeSpec } from '../../../test/helpers/build.js';
-import { f32, i64, ort, runOn, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import { f32, i64, ort, runOn, seeded, type Feeds, type OrtTensor, randomF32 as rand } from '../../../test/helpers/ort.js';
 
 const ML = 'ai.onnx.ml';
 const tol = { rtol: 1e-5, atol: 1e-6 };
@@ -46,14 +46,6 @@ async function same(op: string, feeds: Feeds, outs: [string, ElemName][], attrs:
   }
 }
 
-const rand = (dims: number[], seed: number, scale = 1) =>
-  f32(
-    seeded(
-      dims.reduce((a, b) => a * b, 1),
-      seed,
-    ).map((x) => x * scale),
-    dims,
-  );
 const f64 = (t: OrtTensor) => new ort.Tensor('float64', Float64Array.from(t.data as Float32Array), [...t.dims]);
 const asInt64 = (t: OrtTensor) =>
   i64(

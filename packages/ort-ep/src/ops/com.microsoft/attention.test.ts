@@ -1,19 +1,20 @@
 // com.microsoft Attention and GroupQueryAttention against onnxruntime-node's CPU provider.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type ElemName, type NodeSpec } from '../../../test/helpers/build.js';
-import { expectSameAsOrt, f32, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import {
+  expectSameAsOrt,
+  f32,
+  plain,
+  runOn,
+  seeded,
+  type Feeds,
+  type OrtTensor,
+  randomF32 as rand,
+  i32,
+} from '../../../test/helpers/ort.js';
 
 const MS = 'com.microsoft';
 const tol = { rtol: 1e-4, atol: 1e-5 };
-const rand = (dims: number[], seed: number, scale = 1) =>
-  f32(
-    seeded(
-      dims.reduce((a, b) => a * b, 1),
-      seed,
-    ).map((x) => x * scale),
-    dims,
-  );
-const i32 = (data: number[], dims = [data.length]) => new ort.Tensor('int32', Int32Array.from(data), dims);
 
 function single(
   op: string,

@@ -3,7 +3,18 @@
 import { describe, expect, it } from 'vitest';
 import { float16BitsToNumber } from '@mlx/core';
 import { model, node, toHalfBits, v, type ElemName, type NodeSpec, type TensorSpec } from '../../../test/helpers/build.js';
-import { expectSameAsOrt, f32, i64, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import {
+  expectSameAsOrt,
+  f32,
+  i64,
+  ort,
+  plain,
+  runOn,
+  seeded,
+  type Feeds,
+  type OrtTensor,
+  randomF32 as rand,
+} from '../../../test/helpers/ort.js';
 import { matMulNBitsPaths } from './nbits.js';
 
 const MS = 'com.microsoft';
@@ -32,14 +43,6 @@ function build(c: Case): Uint8Array {
 }
 
 const same = (c: Case, t = tol) => expectSameAsOrt(build(c), c.feeds, t);
-const rand = (dims: number[], seed: number, scale = 1) =>
-  f32(
-    seeded(
-      dims.reduce((a, b) => a * b, 1),
-      seed,
-    ).map((x) => x * scale),
-    dims,
-  );
 
 describe('GELU family and BiasAdd', () => {
   const x = rand([2, 3, 8], 1, 3);

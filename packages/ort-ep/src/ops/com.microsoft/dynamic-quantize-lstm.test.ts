@@ -2,14 +2,9 @@
 // per-gate-column scales, bias, peepholes, initial state, both directions.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type ElemName, type NodeSpec } from '../../../test/helpers/build.js';
-import { expectSameAsOrt, f32, ort, runOn, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import { expectSameAsOrt, f32, ort, runOn, seeded, type Feeds, type OrtTensor, randomF32 as rand } from '../../../test/helpers/ort.js';
 
 const count = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
-const rand = (dims: number[], seed: number, scale = 1) =>
-  f32(
-    seeded(count(dims), seed).map((x) => x * scale),
-    dims,
-  );
 const q8 = (type: 'int8' | 'uint8', dims: number[], seed: number, zero = false) => {
   const vals = seeded(count(dims), seed).map((x) => (zero ? 0 : Math.floor(((x + 1) / 2) * 256) % 256));
   return type === 'uint8'

@@ -4,7 +4,7 @@
 // ragged lengths, rotary, a local window and a shared buffer.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type ElemName, type NodeSpec } from '../../../test/helpers/build.js';
-import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor, randomF32 as rand, i32 } from '../../../test/helpers/ort.js';
 import { MlxSession } from '../../session.js';
 
 const MS = 'com.microsoft';
@@ -12,15 +12,6 @@ const N = 4,
   Nkv = 2,
   H = 16;
 const tol = { rtol: 1e-4, atol: 1e-5 };
-const rand = (dims: number[], seed: number, scale = 1) =>
-  f32(
-    seeded(
-      dims.reduce((a, b) => a * b, 1),
-      seed,
-    ).map((x) => x * scale),
-    dims,
-  );
-const i32 = (data: number[], dims = [data.length]) => new ort.Tensor('int32', Int32Array.from(data), dims);
 
 /** Random cache bytes: int8 in [-100, 100], or any byte for the 4-bit cache. */
 function cacheBytes(bits: number, dims: number[], seed: number): OrtTensor {

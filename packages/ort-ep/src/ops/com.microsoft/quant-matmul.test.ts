@@ -2,15 +2,10 @@
 // and int8 weights, per-tensor and per-column scales and zero points, bias, batched activations.
 import { describe, it } from 'vitest';
 import { model, node, v, type ElemName } from '../../../test/helpers/build.js';
-import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor, randomF32 as rand } from '../../../test/helpers/ort.js';
 
 const MS = 'com.microsoft';
 const count = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
-const rand = (dims: number[], seed: number, scale = 1) =>
-  f32(
-    seeded(count(dims), seed).map((x) => x * scale),
-    dims,
-  );
 const q8 = (type: 'int8' | 'uint8', dims: number[], seed: number) => {
   const vals = seeded(count(dims), seed).map((x) => Math.floor(((x + 1) / 2) * 256) % 256);
   return type === 'uint8'
