@@ -3,6 +3,7 @@
 // kernels do not take) the same computation from MLX's ops. Each primitive's VJP differentiates
 // that composition, so gradients flow through either path.
 #include "cpu/kernels.h"
+#include "cpu/fused_primitive.h"
 
 #include <cstdlib>
 #include <functional>
@@ -78,26 +79,6 @@ void alloc_like(const array& x, array& out) {
   else
     out.set_data(mx::allocator::malloc(out.nbytes()));
 }
-
-/** Shared by the primitives: a composition to differentiate, and the CPU-only rule. */
-class FusedPrimitive : public mx::Primitive {
- public:
-  using mx::Primitive::Primitive;
-  virtual array compose(const std::vector<array>& in) const = 0;
-
-  void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
-    throw std::runtime_error(std::string(name()) + " is a CPU kernel (the front end composes MLX ops on other devices)");
-  }
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
-    auto f = [this](const std::vector<array>& in) { return std::vector<array>{compose(in)}; };
-    auto grads = mx::vjp(f, primals, cotangents).second;
-    std::vector<array> out;
-    for (int i : argnums) out.push_back(grads[i]);
-    return out;
-  }
-  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {in[0].shape()}; }
-};
 
 class FusedActivation : public FusedPrimitive {
  public:

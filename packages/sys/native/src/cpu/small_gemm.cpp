@@ -10,6 +10,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "cpu/fused_primitive.h"
 #include "cpu/kernels.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
@@ -71,28 +72,10 @@ array contiguous_of(const array& x, mx::Stream s) {
   return mx::contiguous(x, false, s);
 }
 
-class SmallGemmBase : public mx::Primitive {
- public:
-  using mx::Primitive::Primitive;
-  virtual array compose(const std::vector<array>& in) const = 0;
-  void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
-    throw std::runtime_error(std::string(name()) + " is a CPU kernel (the front end uses MLX's op on other devices)");
-  }
-  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents, const std::vector<int>& argnums,
-                         const std::vector<array>&) override {
-    auto f = [this](const std::vector<array>& in) { return std::vector<array>{compose(in)}; };
-    auto grads = mx::vjp(f, primals, cotangents).second;
-    std::vector<array> out;
-    for (int i : argnums) out.push_back(grads[i]);
-    return out;
-  }
-  mx::Stream st() const { return const_cast<SmallGemmBase*>(this)->stream(); }
-};
-
 /** a [batch..., M, K] @ b [batch..., K, N] (+ bias [N]), batch axes already broadcast, or a [..., K] @ b [K, N]; any strides. */
-class SmallMatmul : public SmallGemmBase {
+class SmallMatmul : public FusedPrimitive {
  public:
-  SmallMatmul(mx::Stream s, bool has_bias) : SmallGemmBase(s), has_bias_(has_bias) {}
+  SmallMatmul(mx::Stream s, bool has_bias) : FusedPrimitive(s), has_bias_(has_bias) {}
   const char* name() const override { return "SmallMatmul"; }
   bool is_equivalent(const mx::Primitive& o) const override {
     return typeid(o) == typeid(*this) && has_bias_ == static_cast<const SmallMatmul&>(o).has_bias_;
@@ -202,9 +185,9 @@ class SmallMatmul : public SmallGemmBase {
 };
 
 /** x [..., K] @ dequantize(w [N, K / 8], scales, biases [N, K / group])^T, 4 bits; w, scales and biases row-contiguous. */
-class SmallQuantMatmul : public SmallGemmBase {
+class SmallQuantMatmul : public FusedPrimitive {
  public:
-  SmallQuantMatmul(mx::Stream s, int group) : SmallGemmBase(s), group_(group) {}
+  SmallQuantMatmul(mx::Stream s, int group) : FusedPrimitive(s), group_(group) {}
   const char* name() const override { return "SmallQuantizedMatmul"; }
   bool is_equivalent(const mx::Primitive& o) const override {
     return typeid(o) == typeid(*this) && group_ == static_cast<const SmallQuantMatmul&>(o).group_;
