@@ -198,7 +198,8 @@ export class MlxSession {
       return undefined;
     };
     const runners = [...this.program.fallbacks.values()];
-    const results = await Promise.allSettled(runners.map((r) => r.prepare(known)));
+    // A sub-model that cannot even be written (a synchronous throw) is refused like one onnxruntime refuses.
+    const results = await Promise.allSettled(runners.map(async (r) => r.prepare(known)));
     const refused = results.flatMap((r, k) => (r.status === 'rejected' ? [`${runners[k].where}: ${messageOf(r.reason)}`] : []));
     if (refused.length)
       throw new UnsupportedOperatorError(

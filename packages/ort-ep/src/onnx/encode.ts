@@ -37,11 +37,22 @@ import { toRawBytes, undecodedBytes } from './layout.js';
 import { DEFAULT_DOMAIN } from './model.js';
 
 const utf8 = new TextEncoder();
+
+const INT64_MAX = 2n ** 63n - 1n;
+const INT64_MIN = -(2n ** 63n);
+/**
+ * A decoded int64 (a JS number) back to int64: numbers past 2^53 were rounded when decoded, and
+ * INT64_MAX rounds up to 2^63, which int64 cannot hold; it goes back as INT64_MAX.
+ */
+export function int64(n: number): bigint {
+  const b = BigInt(Math.trunc(n));
+  return b > INT64_MAX ? INT64_MAX : b < INT64_MIN ? INT64_MIN : b;
+}
 /** The file's spelling of a domain: '' for the default one. */
 export const fileDomain = (d: string): string => (d === DEFAULT_DOMAIN ? '' : d);
 
 export function encodeTensor(t: HostTensor, name = t.name ?? ''): TensorProto {
-  const base = { name, dataType: t.dtype, dims: t.dims.map(BigInt) };
+  const base = { name, dataType: t.dtype, dims: t.dims.map(int64) };
   if (t.dtype === OnnxDataType.STRING)
     return create(TensorProtoSchema, { ...base, stringData: (t.data as string[]).map((s) => utf8.encode(s)) });
   const raw = undecodedBytes(t) ?? toRawBytes(t.dtype, t.data);
@@ -49,14 +60,14 @@ export function encodeTensor(t: HostTensor, name = t.name ?? ''): TensorProto {
 }
 
 function encodeSparse(s: SparseTensorIR): SparseTensorProto {
-  return create(SparseTensorProtoSchema, { dims: s.dims.map(BigInt), values: encodeTensor(s.values), indices: encodeTensor(s.indices) });
+  return create(SparseTensorProtoSchema, { dims: s.dims.map(int64), values: encodeTensor(s.values), indices: encodeTensor(s.indices) });
 }
 
 function shapeInit(shape: Dim[]) {
   return {
     dim: shape.map((d) =>
       typeof d === 'number'
-        ? { value: { case: 'dimValue' as const, value: BigInt(d) } }
+        ? { value: { case: 'dimValue' as const, value: int64(d) } }
         : typeof d === 'string'
           ? { value: { case: 'dimParam' as const, value: d } }
           : {},
@@ -98,7 +109,7 @@ function encodeAttribute(name: string, a: AttrValue): AttributeProto {
       case 'float':
         return { type: A.FLOAT, f: a.value };
       case 'int':
-        return { type: A.INT, i: BigInt(a.value) };
+        return { type: A.INT, i: int64(a.value) };
       case 'string':
         return { type: A.STRING, s: utf8.encode(a.value) };
       case 'tensor':
@@ -112,7 +123,7 @@ function encodeAttribute(name: string, a: AttrValue): AttributeProto {
       case 'floats':
         return { type: A.FLOATS, floats: a.value };
       case 'ints':
-        return { type: A.INTS, ints: a.value.map(BigInt) };
+        return { type: A.INTS, ints: a.value.map(int64) };
       case 'strings':
         return { type: A.STRINGS, strings: a.value.map((s) => utf8.encode(s)) };
       case 'tensors':
@@ -165,9 +176,9 @@ export interface ModelInit {
 
 export function encodeModel(m: ModelInit): Uint8Array {
   const proto = create(ModelProtoSchema, {
-    irVersion: BigInt(m.irVersion),
+    irVersion: int64(m.irVersion),
     producerName: m.producerName ?? '@mlx/ort-ep',
-    opsetImport: [...m.opsets].map(([domain, version]) => ({ domain: fileDomain(domain), version: BigInt(version) })),
+    opsetImport: [...m.opsets].map(([domain, version]) => ({ domain: fileDomain(domain), version: int64(version) })),
     graph: m.graph,
     functions: m.functions ?? [],
   });

@@ -76,10 +76,21 @@ const constantOfShapeEntry = onnxOp('ConstantOfShape', 9, {
 // ---------------------------------------------------------------------------------------------
 // Range: ceil((limit - start) / delta) elements start + i * delta, in the inputs' type.
 
+const RANGE_NAMES = ['start', 'limit', 'delta'];
+
 function rangeArgs(ctx: OpContext): { start: number; delta: number; n: number; type: number } {
-  const [start, limit, delta] = [0, 1, 2].map((i) => numAt(ctx.host(i), 0));
+  const [start, limit, delta] = [0, 1, 2].map((i) => {
+    const t = ctx.host(i);
+    // onnxruntime takes scalars and one-element vectors.
+    if (t.dims.length > 1 || t.data.length !== 1)
+      throw new RangeError(`Range: ${RANGE_NAMES[i]} must be a scalar, got shape [${t.dims.join(', ')}]`);
+    return numAt(t, 0);
+  });
   if (delta === 0) throw new RangeError('Range: delta is 0');
-  return { start, delta, n: Math.max(Math.ceil((limit - start) / delta), 0), type: ctx.elemType(0) };
+  const n = Math.max(Math.ceil((limit - start) / delta), 0);
+  if (!Number.isSafeInteger(n))
+    throw new RangeError(`Range: start ${start}, limit ${limit} and delta ${delta} give no finite element count (${n})`);
+  return { start, delta, n, type: ctx.elemType(0) };
 }
 
 const hostRangeTypes = new Set<number>([OnnxDataType.INT32, OnnxDataType.INT64, OnnxDataType.FLOAT, OnnxDataType.DOUBLE]);

@@ -108,12 +108,13 @@ function axisTaps(x: mx.Array, len: number, a: GridAttrs): Tap[] {
 
 function gridSample(ctx: OpContext, a: GridAttrs): mx.Array {
   const X = ctx.input(0);
+  if (X.ndim < 3) throw new RangeError(`the input must be [N, C, spatial...] of rank 3 or more, got [${X.shape.join(', ')}]`);
   const dims = X.shape.slice(2);
   const K = dims.length;
   const [N, C] = X.shape;
   let grid = ctx.input(1);
-  if (grid.ndim !== K + 2 || grid.shape[K + 1] !== K)
-    throw new RangeError(`${ctx.where}: grid [${grid.shape.join(', ')}] does not match a ${K}-D input`);
+  if (grid.ndim !== K + 2 || grid.shape[K + 1] !== K || grid.shape[0] !== N)
+    throw new RangeError(`grid [${grid.shape.join(', ')}] does not match the ${K}-D input [${X.shape.join(', ')}]`);
   const outSpatial = grid.shape.slice(1, K + 1);
   const Q = outSpatial.reduce((p, d) => p * d, 1);
   grid = mx.reshape(mx.astype(grid, 'float32'), [N, Q, K]);

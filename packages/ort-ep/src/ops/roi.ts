@@ -4,7 +4,7 @@
 import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { onnxOp } from '../registry/op.js';
+import { RefusedNode, onnxOp } from '../registry/op.js';
 import { hostNumbers } from './helpers/util.js';
 
 /** Gather plan: for every output cell, `taps` (flat row of [N*H*W, C], weight) pairs; `valid` marks real samples. */
@@ -103,7 +103,7 @@ function alignPlan(rois: number[], batch: number[], g: AlignGeometry): { plan: P
   const samples = boxes.reduce((m, b) => Math.max(m, b.gh * b.gw), 1);
   const taps = samples * 4;
   const cells = r * g.oh * g.ow;
-  if (cells * taps > MAX_TAPS) {
+  if (!(cells * taps <= MAX_TAPS)) {
     throw new RangeError(
       `the rois need ${samples} samples per bin (${cells} bins): over the limit of ${MAX_TAPS} sampling taps; give sampling_ratio or smaller rois`,
     );
@@ -149,11 +149,15 @@ function parseRoiAlign(attrs: Attrs, opset: number): RoiAlignParams {
     throw new RangeError(`RoiAlign coordinate_transformation_mode '${coord}' is not half_pixel or output_half_pixel`);
   const mode = attrs.string('mode', 'avg');
   if (mode !== 'avg' && mode !== 'max') throw new RangeError(`RoiAlign mode '${mode}' is not avg or max`);
+  const [oh, ow, ratio] = [attrs.int('output_height', 1), attrs.int('output_width', 1), attrs.int('sampling_ratio', 0)];
+  // The plan's tables are sized by these: onnxruntime's CPU kernel does not check them.
+  if (!(oh >= 1 && ow >= 1)) throw new RefusedNode(`RoiAlign output_height ${oh} and output_width ${ow} must be positive`);
+  if (!(ratio >= 0)) throw new RefusedNode(`RoiAlign sampling_ratio ${ratio} must not be negative`);
   return {
-    oh: attrs.int('output_height', 1),
-    ow: attrs.int('output_width', 1),
+    oh,
+    ow,
     scale: attrs.float('spatial_scale', 1),
-    ratio: attrs.int('sampling_ratio', 0),
+    ratio,
     halfPixel: coord === 'half_pixel',
     max: mode === 'max',
   };

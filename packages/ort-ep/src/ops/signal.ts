@@ -119,6 +119,7 @@ function dft(ctx: OpContext<DftParams>): mx.Array {
 function frames(x: mx.Array, step: number, frameLength: number): mx.Array {
   const count = 1 + Math.floor((x.shape[1] - frameLength) / step);
   if (count < 1) throw new RangeError(`signal of length ${x.shape[1]} is shorter than a frame (${frameLength})`);
+  checkHostElements(count * frameLength, `the frame table of ${count} frames of ${frameLength}`);
   const idx = new Int32Array(count * frameLength);
   for (let f = 0; f < count; f++) for (let k = 0; k < frameLength; k++) idx[f * frameLength + k] = f * step + k;
   const taken = mx.take(x, mx.array(idx, { shape: [count * frameLength], dtype: 'int32' }), 1);
@@ -130,8 +131,12 @@ function stft(ctx: OpContext<boolean>): mx.Array {
   if (x.ndim !== 3) throw new RangeError(`${ctx.where}: signal must be [batch, length, 1|2], got rank ${x.ndim}`);
   const step = scalarInput(ctx, 1)!;
   if (!(step >= 1)) throw new RangeError(`${ctx.where}: frame_step ${step} must be positive`);
+  if (!Number.isInteger(step)) throw new RangeError(`${ctx.where}: frame_step ${step} must be an integer`);
   const window = ctx.optional(2);
+  if (window && window.ndim !== 1) throw new RangeError(`${ctx.where}: the window must be 1-D, got [${window.shape.join(', ')}]`);
   const frameLength = window?.shape[0] ?? scalarInput(ctx, 3) ?? x.shape[1];
+  if (!Number.isInteger(frameLength) || frameLength < 1)
+    throw new RangeError(`${ctx.where}: frame_length ${frameLength} must be a positive integer`);
   const given = scalarInput(ctx, 3);
   if (window && given !== undefined && given !== frameLength)
     throw new RangeError(`${ctx.where}: frame_length ${given} differs from the window's length ${frameLength}`);

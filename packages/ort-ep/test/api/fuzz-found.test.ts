@@ -2,8 +2,9 @@
 // one regression test each: onnxruntime-node's CPU provider refuses them too (or computes what
 // mlx computes), and mlx gives a NodeExecutionError naming the node and what is wrong.
 import { describe, expect, it } from 'vitest';
-import { NodeExecutionError } from '../../src/index.js';
-import { model, node, v, type ModelSpec } from '../helpers/build.js';
+import { NodeExecutionError, OrtMlxError } from '../../src/index.js';
+import { int64 } from '../../src/onnx/encode.js';
+import { model, modelProto, node, serialize, v, type ModelSpec } from '../helpers/build.js';
 import { expectSameAsOrt, f32, i64, ort, runOn, seeded, type Feeds } from '../helpers/ort.js';
 
 const mlx = {
@@ -409,6 +410,113 @@ describe('JavaScript faults the fuzz harness found, now specific errors', () => 
       /kernel_shape \[1048576,1048576\] has 1099511627776 positions, over the 65536 this implementation folds/,
       { ortToo: false },
     ));
+});
+
+describe('JavaScript faults of seed 600, now specific errors', () => {
+  it('an INT64_MAX attribute of a node handed to onnxruntime ("cannot encode field onnx.AttributeProto.ints: invalid int64")', async () => {
+    // Decoded as a JS number, INT64_MAX rounds to 2^63; the fallback's sub-model wrote it back as is.
+    // (An auto_pad MLX refuses hands the node to onnxruntime, which refuses it too.)
+    const spec: ModelSpec = {
+      ...single('MaxPool', 12, [v('x', 'float32', [1, 1, 2, 2])], { kernel_shape: [2, 2], strides: [1, 1] }),
+    };
+    spec.nodes[0].attrs!.auto_pad = 'BOGUS';
+    const proto = modelProto(spec);
+    proto.graph!.node[0].attribute.find((a) => a.name === 'strides')!.ints = [1n, 2n ** 63n - 1n];
+    const bytes = serialize(proto);
+    const feeds = { x: f32([1, 2, 3, 4], [1, 1, 2, 2]) };
+    expect(await outcome(bytes, feeds)).toBeInstanceOf(Error);
+    const fallback = { executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'cpu' }] } as unknown as typeof mlx;
+    const e = await outcome(bytes, feeds, fallback);
+    expect(e).toBeInstanceOf(OrtMlxError);
+    expect((e as Error).message).not.toMatch(/cannot encode|invalid int64/);
+    expect((e as Error).message).toMatch(/MaxPool.*auto_pad.*onnxruntime \(the fallback\) cannot run them either/s);
+    expect(int64(Number(2n ** 63n - 1n))).toBe(2n ** 63n - 1n);
+    expect(int64(-(2 ** 63))).toBe(-(2n ** 63n));
+  });
+
+  it('Range with an empty or a non-finite input ("shape[0] must be an integer ..., got NaN")', async () => {
+    const spec = (dims: number[]): ModelSpec => ({
+      opsets: { '': 11 },
+      inputs: [v('a', 'float32', dims), v('b', 'float32', []), v('c', 'float32', [])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('Range', ['a', 'b', 'c'], ['y'], { name: 'r' })],
+    });
+    await bothRefuse(
+      spec([0]),
+      { a: f32([], [0]), b: f32([5], []), c: f32([1], []) },
+      /node 'r' \(Range\): Range: start must be a scalar, got shape \[0\]/,
+    );
+    // onnxruntime casts the NaN count to an integer (undefined in C++); mlx refuses it.
+    for (const [b, c] of [
+      [Number.NaN, 1],
+      [Number.POSITIVE_INFINITY, 1],
+      [5, Number.NaN],
+    ])
+      await bothRefuse(
+        spec([]),
+        { a: f32([0], []), b: f32([b], []), c: f32([c], []) },
+        new RegExp(`node 'r' \\(Range\\): Range: start 0, limit ${b} and delta ${c} give no finite element count`),
+        { ortToo: false },
+      );
+    await expectSameAsOrt(model(spec([])), { a: f32([1], []), b: f32([5], []), c: f32([1.5], []) });
+  });
+
+  it('GridSample of a rank-2 input ("Cannot read properties of undefined")', async () => {
+    const spec: ModelSpec = {
+      opsets: { '': 16 },
+      inputs: [v('x', 'float32', [1, 3]), v('g', 'float32', [1, 2])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('GridSample', ['x', 'g'], ['y'], { name: 'gs' })],
+    };
+    await bothRefuse(
+      spec,
+      { x: f32([1, 2, 3], [1, 3]), g: f32([0, 0], [1, 2]) },
+      /node 'gs' \(GridSample\): the input must be \[N, C, spatial\.\.\.\] of rank 3 or more, got \[1, 3\]/,
+    );
+  });
+
+  it('STFT with a frame_length of -1 ("Invalid typed array length: -1")', async () => {
+    const spec: ModelSpec = {
+      opsets: { '': 17 },
+      inputs: [v('x', 'float32', [1, 8, 1]), v('step', 'int64', []), v('len', 'int64', [])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('STFT', ['x', 'step', '', 'len'], ['y'], { name: 'st' })],
+    };
+    const x = f32(seeded(8), [1, 8, 1]);
+    await bothRefuse(spec, { x, step: i64([2], []), len: i64([-1], []) }, /node 'st' \(STFT\): frame_length -1 must be a positive integer/);
+    await expectSameAsOrt(model(spec), { x, step: i64([2], []), len: i64([4], []) }, { rtol: 1e-4, atol: 1e-5 });
+  });
+
+  it('FeatureVectorizer with a negative inputdimensions ("Invalid typed array length: -381")', async () => {
+    const spec = (dims: number[]): ModelSpec => ({
+      opsets: { '': 13, 'ai.onnx.ml': 1 },
+      inputs: [v('a', 'float32', [2, 2]), v('b', 'float32', [2, 3])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('FeatureVectorizer', ['a', 'b'], ['y'], { name: 'fv', domain: 'ai.onnx.ml', attrs: { inputdimensions: dims } })],
+    });
+    const feeds = { a: f32([1, 2, 3, 4], [2, 2]), b: f32([5, 6, 7, 8, 9, 10], [2, 3]) };
+    await bothRefuse(
+      spec([-381, 2]),
+      feeds,
+      /node 'fv' \(FeatureVectorizer\): inputdimensions \[-381, 2\] has -381, not a non-negative integer/,
+    );
+    await expectSameAsOrt(model(spec([3, 2])), feeds);
+  });
+
+  it('RoiAlign with a negative output_height ("Invalid typed array length: -240")', async () => {
+    const spec = (oh: number): ModelSpec => ({
+      opsets: { '': 16 },
+      inputs: [v('x', 'float32', [1, 1, 4, 4]), v('rois', 'float32', [1, 4]), v('bi', 'int64', [1])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('RoiAlign', ['x', 'rois', 'bi'], ['y'], { name: 'ra', attrs: { output_height: oh, output_width: 2 } })],
+    });
+    const feeds = { x: f32(seeded(16), [1, 1, 4, 4]), rois: f32([0, 0, 3, 3], [1, 4]), bi: i64([0], [1]) };
+    // onnxruntime's CPU kernel sizes its output from the attribute unchecked: not asked.
+    await bothRefuse(spec(-240), feeds, /node 'ra' \(RoiAlign\): RoiAlign output_height -240 and output_width 2 must be positive/, {
+      ortToo: false,
+    });
+    await expectSameAsOrt(model(spec(2)), feeds, { rtol: 1e-4, atol: 1e-5 });
+  });
 });
 
 describe('wrong results the fuzz harness found', () => {

@@ -5,6 +5,7 @@ import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { mlOp } from '../../registry/op.js';
+import { checkHostElements } from '../helpers/bounds.js';
 import { hostFloats } from '../helpers/shape-host.js';
 import { float32Tensor } from '../helpers/ml-scores.js';
 import { stringTensor } from '../helpers/strings.js';
@@ -168,9 +169,12 @@ function oneHot(ctx: OpContext<OneHotParams>): HostTensor[] {
 function featureVectorizer(ctx: OpContext<number[]>): HostTensor[] {
   const widths = ctx.params;
   if (widths.length !== ctx.inputCount) throw new RangeError(`${ctx.where}: ${ctx.inputCount} inputs but ${widths.length} inputdimensions`);
+  const bad = widths.find((w) => !Number.isSafeInteger(w) || w < 0);
+  if (bad !== undefined) throw new RangeError(`inputdimensions [${widths.join(', ')}] has ${bad}, not a non-negative integer`);
   const total = widths.reduce((a, b) => a + b, 0);
   const inputs = widths.map((_, i) => ctx.host(i));
   const rows = inputs[0].dims.length <= 1 ? 1 : inputs[0].dims[0];
+  checkHostElements(rows * total, `the output [${rows}, ${total}]`);
   const y = new Float32Array(rows * total);
   let at = 0;
   inputs.forEach((x, i) => {
