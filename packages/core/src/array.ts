@@ -31,11 +31,30 @@ export interface ArrayOptions {
 /** mlxc_array_meta's buffer: dtype, ndim and up to 30 dims (one buffer: JS is single-threaded). */
 const META = new Int32Array(32);
 
+/** Every Array's shape or size read, when shapeReadHook is set (the compiled path's shapeless check). */
+let shapeReadHook: ((a: Array) => void) | undefined;
+
+/**
+ * @internal Calls `hook` with every Array whose shape, size or byte count is read while `body`
+ * runs (ndim and dtype are not counted). Hooks do not nest: an inner call replaces the outer hook
+ * for its duration.
+ */
+export function watchShapeReads<T>(hook: (a: Array) => void, body: () => T): T {
+  const prev = shapeReadHook;
+  shapeReadHook = hook;
+  try {
+    return body();
+  } finally {
+    shapeReadHook = prev;
+  }
+}
+
 export class Array {
   #handle: MlxHandle;
   #ndim?: number;
   #shape?: number[];
   #dtype?: Dtype;
+  #address?: bigint;
 
   private constructor(handle: MlxHandle) {
     this.#handle = handle;
@@ -46,6 +65,39 @@ export class Array {
   static fromHandle(h: MlxHandle): Array {
     if (!h.ctx) throw new Error('internal error: empty array handle');
     return new Array(h);
+  }
+
+  /**
+   * @internal Takes ownership of the mlx_array whose ctx address is `address` (from a native call
+   * that writes addresses), with its dtype code and shape already known (no native call).
+   */
+  static fromAddress(address: bigint, dtype: number, shape: number[] | undefined): Array {
+    if (!address) throw new Error('internal error: empty array handle');
+    const a = new Array({ ctx: address } as unknown as MlxHandle);
+    a.#address = address;
+    if (shape) {
+      a.#dtype = dtypeFromCode(dtype);
+      a.#ndim = shape.length;
+      a.#shape = shape;
+    }
+    return a;
+  }
+
+  /** @internal Sets the dtype and shape the creator knows (an array made from data), sparing the read. */
+  knownMeta(d: Dtype, shape: number[]): this {
+    this.#dtype = d;
+    this.#ndim = shape.length;
+    this.#shape = shape;
+    return this;
+  }
+
+  /** @internal The address of the native array (the handle's ctx), for calls that take lists of them. */
+  get address(): bigint {
+    if (this.#address === undefined) {
+      const h = this.handle;
+      this.#address = typeof h.ctx === 'bigint' ? h.ctx : BigInt(koffi.address(h.ctx) as bigint | number);
+    }
+    return this.#address;
   }
 
   /** An array from a TypedArray and a shape; the data is copied. */
@@ -113,13 +165,20 @@ export class Array {
   get shape(): number[] {
     if (!this.#handle.ctx) throw new Error('array was disposed');
     if (!this.#shape) this.#readMeta();
+    shapeReadHook?.(this);
     return this.#shape!.slice();
   }
+  /** The number of elements (from the cached shape). */
   get size(): number {
-    return Number(fn.mlx_array_size(this.handle));
+    if (!this.#handle.ctx) throw new Error('array was disposed');
+    if (!this.#shape) this.#readMeta();
+    shapeReadHook?.(this);
+    let n = 1;
+    for (const d of this.#shape!) n *= d;
+    return n;
   }
   get nbytes(): number {
-    return Number(fn.mlx_array_nbytes(this.handle));
+    return this.size * itemsize(this.dtype);
   }
   get itemsize(): number {
     return itemsize(this.dtype);
@@ -169,26 +228,12 @@ export class Array {
   toTypedArray(): TypedArray {
     const d = this.dtype;
     const ctor = typedArrayCtor(d);
-    this.eval();
     const n = this.size;
-    if (n === 0) return new ctor(0);
-    let src: Array = this;
-    const rc = [false];
-    check(fn._mlx_array_is_row_contiguous(rc as never, this.handle), '_mlx_array_is_row_contiguous');
-    if (!rc[0]) {
-      // Views (transposes, broadcasts, strided slices) are made contiguous before reading.
-      const res = { ctx: null };
-      check(fn.mlx_contiguous(res, this.handle, false, defaultStream().handle), 'mlx_contiguous');
-      src = Array.fromHandle(res).eval();
-    }
-    try {
-      const out = new ctor(n * (d === 'complex64' ? 2 : 1));
-      // One copy into the result: on MLX's CUDA build, device memory comes out by the copy engine.
-      check(fn.mlxc_array_read(out, out.byteLength, src.handle), 'mlxc_array_read');
-      return out;
-    } finally {
-      if (src !== this) src.dispose();
-    }
+    const out = new ctor(n * (d === 'complex64' ? 2 : 1));
+    // One call: evaluates, makes a view (transpose, broadcast, strided slice) contiguous, and
+    // copies into the result (on MLX's CUDA build, device memory comes out by the copy engine).
+    check(fn.mlxc_array_read_any(out, out.byteLength, this.handle, defaultStream().handle), 'mlxc_array_read_any');
+    return out;
   }
 
   /** The single element as a JS value (number, bigint for 64-bit integers, boolean for bool). */
@@ -259,7 +304,7 @@ export class Array {
 function newData(data: ArrayBufferView, dims: Int32Array, d: Dtype): Array {
   const res = { ctx: null };
   check(fn.mlxc_array_new_data_on(res, data, dims, dims.length, dtypeCode(d), defaultStream().handle), 'mlxc_array_new_data_on');
-  return Array.fromHandle(res);
+  return Array.fromHandle(res).knownMeta(d, globalThis.Array.from(dims));
 }
 
 /** Fills a TypedArray of dtype `d` from JS values. */

@@ -11,8 +11,9 @@
 import type { Array } from './array.js';
 import { makeVector } from './call.js';
 import { flushDisposed } from './lifetime.js';
-import { MlxError, check, fn, koffi, native } from './native.js';
+import { MlxError, check, fn } from './native.js';
 import { resolveStream, type StreamLike } from './stream.js';
+import { Socket } from 'node:net';
 
 export interface EvalLimits {
   /** The most bytes one array may take (0 or undefined: no limit). */
@@ -30,80 +31,111 @@ const size = (n: number | undefined): number => {
 /** Evaluates arrays on this thread, within the limits. */
 export function evaluateWithin(arrays: readonly Array[], limits: EvalLimits = {}): void {
   flushDisposed();
-  const v = makeVector(arrays);
-  try {
-    check(fn.mlxc_eval_within(v, size(limits.maxArrayBytes), size(limits.maxTotalBytes)), 'mlxc_eval_within');
-  } finally {
-    fn.mlx_vector_array_free(v);
-  }
+  const list = addresses(arrays);
+  check(fn.mlxc_eval_arrays(list, arrays.length, size(limits.maxArrayBytes), size(limits.maxTotalBytes)), 'mlxc_eval_arrays');
 }
 
-// Background evaluations in flight, by the address of their payload buffer; one registered
-// callback serves them all (koffi runs it on the JS thread, queued from the native worker).
-const pending = new Map<bigint, { resolve: () => void; reject: (e: unknown) => void; keep: Buffer; stream: StreamLike | undefined }>();
-let onDone: unknown;
-// A native thread's callback does not keep Node's event loop alive, as koffi's asynchronous calls
-// do: a timer does, while anything is in flight (else the process could exit before the result).
-let keepAlive: ReturnType<typeof setInterval> | undefined;
-const settle = () => {
-  if (!pending.size && keepAlive) {
-    clearInterval(keepAlive);
-    keepAlive = undefined;
+// The addresses of the arrays of one call (JS is single-threaded: the native side copies them).
+let list = new BigUint64Array(64);
+function addresses(arrays: readonly Array[]): BigUint64Array {
+  if (arrays.length > list.length) list = new BigUint64Array(Math.max(arrays.length, 2 * list.length));
+  for (let i = 0; i < arrays.length; i++) list[i] = arrays[i].address;
+  return list;
+}
+
+// Background evaluations in flight, by id. The native side reports each end as a 16-byte record
+// (id, error length) on a pipe this thread reads in its event loop (mlxc_eval_notifier): no
+// native thread waits for the JS thread, and the socket keeps the process alive only while
+// something is in flight.
+const pending = new Map<number, { resolve: () => void; reject: (e: unknown) => void; stream: StreamLike }>();
+let nextId = 1;
+let reports: Socket | undefined;
+let partial: Buffer | undefined;
+
+function onReports(chunk: Buffer): void {
+  let data = partial ? Buffer.concat([partial, chunk]) : chunk;
+  partial = undefined;
+  const whole = data.length - (data.length % 16);
+  if (whole < data.length) partial = Buffer.from(data.subarray(whole));
+  data = data.subarray(0, whole);
+  for (let at = 0; at < data.length; at += 16) {
+    const id = Number(data.readBigUInt64LE(at));
+    const errorBytes = Number(data.readBigUInt64LE(at + 8));
+    const p = pending.get(id);
+    if (!p) continue;
+    pending.delete(id);
+    if (errorBytes) {
+      const buf = Buffer.alloc(errorBytes + 1);
+      check(fn.mlxc_eval_take_error(buf, buf.length, id), 'mlxc_eval_take_error');
+      // Kernel errors MLX recorded on a CPU stream come back here too (the native side checks the stream).
+      p.reject(new MlxError(buf.subarray(0, errorBytes).toString('utf8'), 'mlxc_eval_arrays_async'));
+    } else p.resolve();
   }
+  if (!pending.size) reports?.unref();
+}
+
+function reportSocket(): Socket {
+  if (reports) return reports;
+  const fd = [0];
+  check(fn.mlxc_eval_notifier(fd as never), 'mlxc_eval_notifier');
+  const sock = new Socket({ fd: fd[0], readable: true, writable: false });
+  sock.on('data', onReports);
+  sock.on('error', (e) => {
+    for (const p of pending.values()) p.reject(e);
+    pending.clear();
+  });
+  sock.unref();
+  reports = sock;
+  return sock;
+}
+
+export interface BackgroundOptions {
+  /**
+   * On a CPU stream, a graph of at most this many arrays to compute is queued from the calling
+   * thread rather than by the worker (one thread hop less; MLX's CPU primitives only allocate and
+   * queue their work there). Leave it 0 (the default) where queueing may block: the first
+   * evaluation of a compiled function builds its fused kernels while queueing.
+   */
+  inlineNodes?: number;
+}
+
+const inlineNodes = (o: BackgroundOptions): number => {
+  const n = o.inlineNodes ?? 0;
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`inlineNodes must be a non-negative integer, got ${n}`);
+  return n;
 };
-
-function doneCallback(): unknown {
-  onDone ??= koffi.register(
-    (error: string | null, payload: unknown) => {
-      const key = koffi.address(payload);
-      const p = pending.get(key);
-      if (!p) return;
-      pending.delete(key);
-      settle();
-      if (error) {
-        p.reject(new MlxError(error, 'mlxc_eval_background'));
-        return;
-      }
-      try {
-        // Kernel errors MLX recorded on a CPU stream surface at the next enqueue from this thread.
-        const s = resolveStream(p.stream);
-        if (s.device.type === 'cpu') check(fn.mlx_synchronize(s.handle), 'mlx_synchronize');
-        p.resolve();
-      } catch (e) {
-        p.reject(e);
-      }
-    },
-    koffi.pointer(native().types.callbacks.mlxc_eval_done as never),
-  );
-  return onDone;
-}
 
 /**
  * Evaluates arrays on a thread of the native library's own, one per stream (a stream is always
  * evaluated on the same thread, as MLX's CUDA backend needs); resolves when they are computed.
  * `stream` is the stream they were built on, made with `newStream(device, { anyThread: true })`.
  */
-export function evalInBackground(arrays: readonly Array[], limits: EvalLimits = {}, stream?: StreamLike): Promise<void> {
+export function evalInBackground(
+  arrays: readonly Array[],
+  limits: EvalLimits = {},
+  stream?: StreamLike,
+  options: BackgroundOptions = {},
+): Promise<void> {
   if (!arrays.length) return Promise.resolve();
   flushDisposed();
   const maxArray = size(limits.maxArrayBytes);
   const maxTotal = size(limits.maxTotalBytes);
   const s = resolveStream(stream);
-  const keep = Buffer.alloc(1);
+  const sock = reportSocket();
+  const id = nextId++;
   return new Promise<void>((resolve, reject) => {
-    pending.set(koffi.address(keep), { resolve, reject, keep, stream: s });
-    keepAlive ??= setInterval(() => {}, 1 << 30);
-    // The worker holds its own references to the arrays: the vector can go at once.
-    const v = makeVector(arrays);
+    // The worker holds its own references to the arrays: the list can be reused at once.
     try {
-      check(fn.mlxc_eval_background(v, s.handle, maxArray, maxTotal, doneCallback(), keep), 'mlxc_eval_background');
+      check(
+        fn.mlxc_eval_arrays_async(addresses(arrays), arrays.length, s.handle, maxArray, maxTotal, inlineNodes(options), id),
+        'mlxc_eval_arrays_async',
+      );
     } catch (e) {
-      pending.delete(koffi.address(keep));
-      settle();
       reject(e);
-    } finally {
-      fn.mlx_vector_array_free(v);
+      return;
     }
+    pending.set(id, { resolve, reject, stream: s });
+    if (pending.size === 1) sock.ref();
   });
 }
 

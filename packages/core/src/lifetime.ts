@@ -25,7 +25,7 @@ let batched = 0;
 
 /** @internal Called by Array.dispose: the handle's array is freed with the next batch. */
 export function freeLater(h: MlxHandle): void {
-  batch[batched++] = BigInt(koffi.address(h.ctx) as bigint | number);
+  batch[batched++] = typeof h.ctx === 'bigint' ? h.ctx : BigInt(koffi.address(h.ctx) as bigint | number);
   h.ctx = null;
   if (batched === BATCH) flushDisposed();
 }

@@ -63,6 +63,14 @@ const customTrampoline = (): unknown =>
     koffi.pointer(native().types.callbacks.mlx_closure_custom_fun_payload as never),
   ));
 
+// Buffers of Closure.apply (JS is single-threaded): input and result addresses, and each result's
+// dtype, ndim and up to 8 dims.
+const META_STRIDE = 10;
+let applyIns = new BigUint64Array(16);
+let applyOuts = new BigUint64Array(16);
+let applyMeta = new Int32Array(16 * META_STRIDE);
+const applyCount = new BigUint64Array(1);
+
 /** A native closure (mlx_closure) that calls a JS function. */
 export class Closure {
   #handle: MlxHandle;
@@ -88,15 +96,34 @@ export class Closure {
     return this.#handle;
   }
 
+  /**
+   * Calls the closure: one native call that takes the inputs' addresses and returns the results'
+   * addresses with their dtypes and shapes (so reading them later costs no call either).
+   */
   apply(inputs: readonly Array[]): Array[] {
-    const v = makeVector(inputs);
-    try {
-      const res = { ctx: null };
-      check(fn.mlx_closure_apply(res, this.handle, v), 'mlx_closure_apply');
-      return takeVector(res);
-    } finally {
-      fn.mlx_vector_array_free(v);
+    const h = this.handle;
+    const n = inputs.length;
+    if (n > applyIns.length) applyIns = new BigUint64Array(Math.max(n, 2 * applyIns.length));
+    for (let i = 0; i < n; i++) applyIns[i] = inputs[i].address;
+    let cap = applyOuts.length;
+    for (;;) {
+      check(fn.mlxc_closure_apply_arrays(applyCount, applyOuts, applyMeta, cap, META_STRIDE, h, applyIns, n), 'mlxc_closure_apply_arrays');
+      const count = Number(applyCount[0]);
+      if (count <= cap) break;
+      // More results than room: nothing was kept; grow the buffers and call again.
+      cap = count;
+      applyOuts = new BigUint64Array(cap);
+      applyMeta = new Int32Array(cap * META_STRIDE);
     }
+    const count = Number(applyCount[0]);
+    const out: Array[] = [];
+    for (let i = 0; i < count; i++) {
+      const m = i * META_STRIDE;
+      const nd = applyMeta[m + 1];
+      const shape = nd <= META_STRIDE - 2 ? globalThis.Array.from(applyMeta.subarray(m + 2, m + 2 + nd)) : undefined;
+      out.push(Array.fromAddress(applyOuts[i], applyMeta[m], shape));
+    }
+    return out;
   }
 
   dispose(): void {

@@ -42,6 +42,30 @@ export const extensions: FnSpec[] = [
   ),
   manual(
     'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
-    'mlx_eval after mlxc_graph_bytes: over a limit (0: none), nothing is evaluated and the error names the largest array, its shape, dtype, bytes and primitive',
+    'mlx_eval after mlxc_graph_bytes: over a limit (0: none), nothing is evaluated and the error names the largest array, its shape, dtype, bytes and primitive; a kernel error on a CPU stream is reported by this call (MLX would report it at a later enqueue)',
+  ),
+  manual(
+    'int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)',
+    'mlxc_eval_within on a list of arrays given as the ctx addresses of their handles (no vector to build and free)',
+  ),
+  manual(
+    'int mlxc_eval_notifier(int* fd)',
+    'the read end of the pipe through which mlxc_eval_arrays_async reports: 16-byte records, each a uint64_t id and the uint64_t length of its error message (0: none), written by native threads without waiting for the reader (the JS thread watches the pipe in its event loop)',
+  ),
+  manual(
+    'int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)',
+    "copies (truncated to cap - 1 bytes, NUL-terminated) and forgets the error message of evaluation id, reported through mlxc_eval_notifier's pipe; empty when there is none",
+  ),
+  manual(
+    'int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id)',
+    "mlxc_eval_background on arrays given as ctx addresses, reporting its end as `id` through mlxc_eval_notifier's pipe; on a CPU stream, a graph of at most max_inline_nodes arrays to compute (0: never), all on that stream, is queued from the calling thread instead (MLX's CPU primitives only allocate and queue work there) and a last task on the stream reports: no hop through the worker thread. There the budget is checked before anything is queued (an error then comes back from this call)",
+  ),
+  manual(
+    'int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num)',
+    'mlx_closure_apply on arrays given as ctx addresses, in one call: n_out (a uint64_t) is the number of results; when it is at most cap, outs[i] (uintptr_t) is a new mlx_array ctx (the caller frees it) and meta[i * meta_stride ..] (int) holds its dtype, ndim and as many dims as meta_stride - 2 allows (as mlxc_array_meta); otherwise nothing is kept and the caller asks again with room for n_out',
+  ),
+  manual(
+    'int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)',
+    'mlxc_array_read of any array: evaluates it and, when it is not row-contiguous (a transpose, a broadcast), copies it contiguous on stream first',
   ),
 ];

@@ -2,7 +2,7 @@
 // constant folding) or without blocking the event loop (run), evaluating off the JS thread.
 import * as mx from '@mlx/core';
 import { NodeExecutionError, OrtMlxError, ResourceLimitError, RunTerminatedError } from '../errors.js';
-import type { Guard, RunState } from './env.js';
+import type { GuardInfo, RunState } from './env.js';
 import type { EvalRequest } from './run.js';
 
 /**
@@ -71,18 +71,28 @@ function budgetError(e: unknown, run: RunState): unknown {
 
 /**
  * The run's pending guards as one boolean vector to evaluate with `arrays` (undefined when there
- * are none); the guards move to the returned check.
+ * are none); the guards move to the returned check. A compiled segment's guards come stacked
+ * already: a run of one segment adds no op here.
  */
-function takeGuards(streams: RunStreams, run: RunState): { flags: mx.Array; guards: Guard[] } | undefined {
-  const guards = run.guards;
-  if (!guards.length) return undefined;
+function takeGuards(streams: RunStreams, run: RunState): { flags: mx.Array; guards: GuardInfo[] } | undefined {
+  const loose = run.guards;
+  const sets = run.guardSets;
+  if (!loose.length && !sets.length) return undefined;
   run.guards = [];
-  const flags = within(streams, () => mx.collect(run.arrays, () => mx.stack(guards.map((g) => mx.reshape(mx.astype(g.bad, 'bool'), [])))));
-  return { flags, guards };
+  run.guardSets = [];
+  if (!loose.length && sets.length === 1) return sets[0];
+  const flags = within(streams, () =>
+    mx.collect(run.arrays, () => {
+      const parts = sets.map((s) => s.flags);
+      if (loose.length) parts.unshift(mx.stack(loose.map((g) => mx.reshape(mx.astype(g.bad, 'bool'), []))));
+      return parts.length === 1 ? parts[0] : mx.concatenate(parts, 0);
+    }),
+  );
+  return { flags, guards: [...loose, ...sets.flatMap((s) => s.guards)] };
 }
 
 /** Fails the run at the first guard that turned out true (after evaluation). */
-function checkGuards(streams: RunStreams, run: RunState, pending: { flags: mx.Array; guards: Guard[] } | undefined): void {
+function checkGuards(streams: RunStreams, run: RunState, pending: { flags: mx.Array; guards: GuardInfo[] } | undefined): void {
   if (!pending) return;
   const bad = pending.flags.toTypedArray() as Uint8Array;
   const i = bad.findIndex((b) => b !== 0);
@@ -103,11 +113,21 @@ export function evalSync(streams: RunStreams, run: RunState, arrays: readonly mx
   checkGuards(streams, run, pending);
 }
 
+/**
+ * The most arrays an asynchronous evaluation queues from the JS thread (evalInBackground's
+ * inlineNodes): few enough that MLX's scheduler never makes the queueing thread wait for tasks
+ * (it does past 10 batches of 10 in flight).
+ */
+const INLINE_NODES = 48;
+
 /** Evaluates arrays on a worker thread (the stream must be one any thread may evaluate), within the run's limits. */
 export async function evalAsync(streams: RunStreams, run: RunState, arrays: readonly mx.Array[]): Promise<void> {
   const pending = takeGuards(streams, run);
   try {
-    await mx.evalInBackground(pending ? [...arrays, pending.flags] : arrays, limitsOf(run), streams.main);
+    // A small graph is queued from this thread (one thread hop less), unless a segment traced
+    // in this run: its first evaluation builds fused kernels while queueing.
+    const inlineNodes = run.freshTrace ? 0 : INLINE_NODES;
+    await mx.evalInBackground(pending ? [...arrays, pending.flags] : arrays, limitsOf(run), streams.main, { inlineNodes });
     // Kernel errors recorded on the CPU companion surface here too.
     if (streams.cpu) streams.cpu.synchronize();
   } catch (e) {

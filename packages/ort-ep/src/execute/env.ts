@@ -17,19 +17,36 @@ export interface MemoryLimits {
 
 export const NO_LIMITS: MemoryLimits = Object.freeze({ maxTensorBytes: 0, maxSessionBytes: 0 });
 
-/** A data check an op made on the device (OpContext.guard). */
-export interface Guard {
-  bad: mx.Array;
+/** What a failed data check reports: its detail (read after evaluation), node and message. */
+export interface GuardInfo {
   detail?: mx.Array;
   describe: (detail: number[]) => string;
   node: string;
   opType: string;
 }
 
+/** A data check an op made on the device (OpContext.guard). */
+export interface Guard extends GuardInfo {
+  bad: mx.Array;
+}
+
+/** Checks whose flags a compiled segment stacked already: flags[i] is guards[i]'s. */
+export interface GuardSet {
+  flags: mx.Array;
+  guards: GuardInfo[];
+}
+
 /** What one run (session.run, a trace, or constant folding) holds while it builds the graph. */
 export class RunState {
   /** Guards not yet checked: they are evaluated with the next request and checked after it. */
   guards: Guard[] = [];
+  /** Stacked checks of compiled segments, evaluated and checked like `guards`. */
+  guardSets: GuardSet[] = [];
+  /**
+   * Set when a compiled segment traced during this run: its first evaluation builds the fused
+   * kernels while queueing, so it goes to the worker thread (driver.ts).
+   */
+  freshTrace = false;
   readonly uploads: RunUploads;
   /** Set on a compiled path's first run of a signature: records what each node reads. */
   analysis?: Analysis;

@@ -27,9 +27,17 @@ interface Segment {
   compiled?: mx.CompiledFunction | null;
   /**
    * The guards (OpContext.guard) a trace made, by input shapes (MLX traces again for new shapes):
-   * the compiled function returns each guard's flag, and its detail where it has one, after the outputs.
+   * after the outputs, the compiled function returns their flags stacked into one vector (when
+   * there are guards), then each guard's detail where it has one.
    */
-  guards: Map<string, { describe: (d: number[]) => string; node: string; opType: string; hasDetail: boolean }[]>;
+  guards: Map<string, TracedGuard[]>;
+}
+
+interface TracedGuard {
+  describe: (d: number[]) => string;
+  node: string;
+  opType: string;
+  hasDetail: boolean;
 }
 
 const shapesKey = (arrays: readonly mx.Array[]): string => arrays.map((a) => a.shape.join(',')).join(';');
@@ -40,6 +48,9 @@ interface Step {
 }
 
 export class SignatureProgram {
+  /** The run calling a compiled segment now (a trace marks it: RunState.freshTrace). */
+  private calling?: RunState;
+
   private constructor(
     private readonly program: GraphProgram,
     private readonly fetches: readonly string[],
@@ -143,7 +154,9 @@ export class SignatureProgram {
         let args: mx.Array[] = [];
         try {
           args = g.inputs.map((n) => env.run.toArray(env.get(n)!, n));
+          this.calling = env.run;
           outs = g.compiled(...args) as mx.Array[];
+          this.calling = undefined;
         } catch {
           // The trace failed (a host read of traced data, an op MLX cannot compile): from now
           // on this segment runs eagerly, which gives the same results.
@@ -151,14 +164,19 @@ export class SignatureProgram {
           g.compiled = null;
         }
         if (outs) {
-          outs
-            .slice(0, g.outputs.length)
-            .forEach((a, k) => env.values.set(g.outputs[k], { kind: 'device', array: a, onnxType: g.outputTypes[k] }));
-          let k = g.outputs.length;
-          for (const info of g.guards.get(shapesKey(args)) ?? []) {
-            const bad = outs[k++];
-            const detail = info.hasDetail ? outs[k++] : undefined;
-            env.run.guards.push({ bad, detail, describe: info.describe, node: info.node, opType: info.opType });
+          const n = g.outputs.length;
+          for (let k = 0; k < n; k++) env.values.set(g.outputs[k], { kind: 'device', array: outs[k], onnxType: g.outputTypes[k] });
+          // One trace (the usual case) needs no key: a call with new shapes traces, adding one.
+          const traced = g.guards.size === 1 ? g.guards.values().next().value! : (g.guards.get(shapesKey(args)) ?? []);
+          if (traced.length) {
+            let k = n + 1;
+            const guards = traced.map((info) => ({
+              detail: info.hasDetail ? outs![k++] : undefined,
+              describe: info.describe,
+              node: info.node,
+              opType: info.opType,
+            }));
+            env.run.guardSets.push({ flags: outs[n], guards });
           }
           continue;
         }
@@ -181,15 +199,15 @@ export class SignatureProgram {
         if (v?.kind !== 'device') throw new Error(`internal error: segment output '${n}' is not an MLX array`);
         return v.array;
       });
-      // The guards become outputs too, so that every replay checks its own data.
+      // The guards become outputs too, so that every replay checks its own data: their flags
+      // stacked (the driver then adds no op per run), then their details.
+      if (this.calling) this.calling.freshTrace = true;
       g.guards.set(
         shapesKey(inputs),
         run.guards.map((x) => ({ describe: x.describe, node: x.node, opType: x.opType, hasDetail: !!x.detail })),
       );
-      for (const x of run.guards) {
-        outs.push(x.bad);
-        if (x.detail) outs.push(x.detail);
-      }
+      if (run.guards.length) outs.push(mx.stack(run.guards.map((x) => mx.reshape(mx.astype(x.bad, 'bool'), []))));
+      for (const x of run.guards) if (x.detail) outs.push(x.detail);
       return outs;
     };
     return mx.compile(body);

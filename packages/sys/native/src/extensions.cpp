@@ -1,5 +1,7 @@
 // Functions this library adds to mlx-c's ABI (see spec/extensions.ts).
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <condition_variable>
@@ -12,6 +14,7 @@
 
 #include "mlxc_private.h"
 #include "mlx/primitives.h"
+#include "mlx/scheduler.h"
 
 namespace mx = mlx::core;
 using mlxc::array;
@@ -22,6 +25,12 @@ struct GraphBytes {
   double total = 0;
   double largest = 0;
   std::optional<array> largest_array;
+  /** Arrays to compute. */
+  size_t nodes = 0;
+  /** Whether the walk stopped at its node limit (the sums are then partial). */
+  bool truncated = false;
+  /** Whether every array to compute runs on `on` (when given). */
+  bool on_stream = true;
 };
 
 /** Bytes of an array from its shape, in double: MLX's size() is a size_t product that can wrap. */
@@ -31,8 +40,11 @@ double bytes_of(const array& a) {
   return n;
 }
 
-/** Walks the arrays the evaluation of `outputs` would compute (each once), summing their bytes. */
-GraphBytes graph_bytes(const std::vector<array>& outputs) {
+/**
+ * Walks the arrays the evaluation of `outputs` would compute (each once), summing their bytes;
+ * stops after `max_nodes` of them (0: no limit), and notes whether each runs on stream `on`.
+ */
+GraphBytes graph_bytes(const std::vector<array>& outputs, size_t max_nodes = 0, std::optional<mx::Stream> on = std::nullopt) {
   GraphBytes g;
   std::unordered_set<std::uintptr_t> seen;
   std::vector<array> stack(outputs.begin(), outputs.end());
@@ -42,6 +54,12 @@ GraphBytes graph_bytes(const std::vector<array>& outputs) {
     if (!seen.insert(a.id()).second) continue;
     // Computed already (or data that was never a computation): nothing new to allocate.
     if (a.status() != array::Status::unscheduled || !a.has_primitive()) continue;
+    if (max_nodes && g.nodes >= max_nodes) {
+      g.truncated = true;
+      return g;
+    }
+    g.nodes++;
+    if (on && a.primitive().stream() != *on) g.on_stream = false;
     auto count = [&](const array& x) {
       double b = bytes_of(x);
       g.total += b;
@@ -69,25 +87,49 @@ std::string describe(const array& a, double bytes) {
   return os.str();
 }
 
+/** The arrays of a list of mlx_array ctx addresses (none may be 0). */
+std::vector<array> arrays_of(const uintptr_t* ctxs, size_t n, const char* what) {
+  if (n && !ctxs) throw std::invalid_argument(std::string(what) + ": null array list");
+  std::vector<array> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; i++) {
+    if (!ctxs[i]) throw std::invalid_argument(std::string(what) + ": empty array handle at " + std::to_string(i));
+    v.push_back(*reinterpret_cast<const array*>(ctxs[i]));
+  }
+  return v;
+}
+
 size_t clamp(double v) {
   return v >= 1.8e19 ? static_cast<size_t>(-1) : static_cast<size_t>(v);
 }
 
+/** Throws the budget's refusal when `g` is over a limit (0: none). */
+void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes) {
+  if (max_array_bytes && g.largest > static_cast<double>(max_array_bytes)) {
+    throw std::runtime_error("[memory budget] evaluating would allocate " + describe(*g.largest_array, g.largest) +
+                             ", over the limit of " + std::to_string(max_array_bytes) + " bytes per tensor");
+  }
+  if (max_total_bytes && g.total > static_cast<double>(max_total_bytes)) {
+    throw std::runtime_error("[memory budget] evaluating would allocate " + std::to_string(std::llround(g.total)) +
+                             " bytes in all, over the limit of " + std::to_string(max_total_bytes) + " bytes (the largest is " +
+                             describe(*g.largest_array, g.largest) + ")");
+  }
+}
+
 /** Evaluates within the limits (0: none); throws what MLX throws, or the budget's refusal. */
 void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t max_total_bytes) {
-  if (max_array_bytes || max_total_bytes) {
-    auto g = graph_bytes(outs);
-    if (max_array_bytes && g.largest > static_cast<double>(max_array_bytes)) {
-      throw std::runtime_error("[memory budget] evaluating would allocate " + describe(*g.largest_array, g.largest) +
-                               ", over the limit of " + std::to_string(max_array_bytes) + " bytes per tensor");
-    }
-    if (max_total_bytes && g.total > static_cast<double>(max_total_bytes)) {
-      throw std::runtime_error("[memory budget] evaluating would allocate " + std::to_string(std::llround(g.total)) +
-                               " bytes in all, over the limit of " + std::to_string(max_total_bytes) + " bytes (the largest is " +
-                               describe(*g.largest_array, g.largest) + ")");
+  if (max_array_bytes || max_total_bytes) check_budget(graph_bytes(outs), max_array_bytes, max_total_bytes);
+  // The CPU stream the evaluation runs on: a kernel error MLX records on its thread is thrown
+  // here, rather than at some later enqueue from the main thread.
+  std::optional<mx::Stream> cpu_stream;
+  for (const auto& o : outs) {
+    if (o.status() == array::Status::unscheduled && o.has_primitive() && o.primitive().stream().device == mx::Device::cpu) {
+      cpu_stream = o.primitive().stream();
+      break;
     }
   }
   mx::eval(outs);
+  if (cpu_stream) mx::scheduler::check_error(*cpu_stream);
 }
 
 /**
@@ -98,9 +140,61 @@ void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t 
 struct Job {
   std::vector<array> outputs;
   size_t max_array_bytes, max_total_bytes;
+  /** Reported through done(error, payload), or with done null, through the notifier as `id`. */
   mlxc_eval_done done;
   void* payload;
+  uint64_t id = 0;
 };
+
+/**
+ * The end of asynchronous evaluations, as 16-byte records (id, length of the error message, 0
+ * for none) written to a pipe whose read end the JS thread watches in its event loop: a native
+ * thread reports without waiting for the JS thread (a koffi callback from a native thread holds
+ * that thread until the JS thread has run it, and costs a second hand-off). Messages wait in a map
+ * until mlxc_eval_take_error reads them.
+ */
+struct Notifier {
+  int rd = -1, wr = -1;
+  std::mutex m;
+  std::map<uint64_t, std::string> errors;
+};
+
+Notifier& notifier() {
+  // Never freed, like the workers that write to it.
+  static Notifier* n = [] {
+    auto* n = new Notifier;
+    int fds[2];
+    if (pipe(fds) == 0) {
+      fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+      fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+      n->rd = fds[0];
+      n->wr = fds[1];
+    }
+    return n;
+  }();
+  return *n;
+}
+
+void notify(uint64_t id, const std::string& error) {
+  auto& n = notifier();
+  if (!error.empty()) {
+    std::lock_guard<std::mutex> lk(n.m);
+    n.errors[id] = error;
+  }
+  // 16 bytes, under PIPE_BUF: written whole, never interleaved with another thread's record.
+  uint64_t rec[2] = {id, static_cast<uint64_t>(error.size())};
+  const char* p = reinterpret_cast<const char*>(rec);
+  size_t left = sizeof rec;
+  while (left) {
+    ssize_t k = write(n.wr, p, left);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    p += k;
+    left -= static_cast<size_t>(k);
+  }
+}
 
 class Worker {
  public:
@@ -130,9 +224,10 @@ class Worker {
         error = e.what();
         if (error.empty()) error = "evaluation failed";
       }
-      // The arrays go before the callback: the caller may free what they depend on then.
+      // The arrays go before the report: the caller may free what they depend on then.
       job.outputs.clear();
-      job.done(error.empty() ? nullptr : error.c_str(), job.payload);
+      if (job.done) job.done(error.empty() ? nullptr : error.c_str(), job.payload);
+      else notify(job.id, error);
     }
   }
   std::mutex m_;
@@ -248,6 +343,111 @@ int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream
   MLXC_TRY
   if (!done) throw std::invalid_argument("mlxc_eval_background: done must not be null");
   worker_for(mlxc::stream(stream)).push(Job{mlxc::vec(outputs), max_array_bytes, max_total_bytes, done, payload});
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_eval_arrays(const uintptr_t* ctxs, size_t n, size_t max_array_bytes, size_t max_total_bytes) {
+  MLXC_TRY eval_within(arrays_of(ctxs, n, "mlxc_eval_arrays"), max_array_bytes, max_total_bytes); MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_eval_notifier(int* fd) {
+  MLXC_TRY
+  *fd = notifier().rd;
+  if (*fd < 0) throw std::runtime_error("mlxc_eval_notifier: could not make the notification pipe");
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_eval_take_error(void* buf_, size_t cap, uint64_t id) {
+  auto* buf = static_cast<char*>(buf_);
+  MLXC_TRY
+  auto& n = notifier();
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> lk(n.m);
+    auto it = n.errors.find(id);
+    if (it != n.errors.end()) {
+      msg = std::move(it->second);
+      n.errors.erase(it);
+    }
+  }
+  if (cap) {
+    size_t k = std::min(cap - 1, msg.size());
+    std::memcpy(buf, msg.data(), k);
+    buf[k] = 0;
+  }
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t n, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes,
+                           size_t max_inline_nodes, uint64_t id) {
+  MLXC_TRY
+  auto outs = arrays_of(ctxs, n, "mlxc_eval_arrays_async");
+  auto s = mlxc::stream(stream);
+  if (notifier().wr < 0) throw std::runtime_error("mlxc_eval_arrays_async: no notification pipe");
+  if (max_inline_nodes && s.device == mx::Device::cpu) {
+    // A small graph all on this CPU stream: queued from this thread (MLX's CPU primitives only
+    // allocate and queue their work here; the stream's thread computes), and a last task on the
+    // stream reports the end. No hop through the worker thread.
+    auto g = graph_bytes(outs, max_inline_nodes, s);
+    if (!g.truncated && g.on_stream) {
+      check_budget(g, max_array_bytes, max_total_bytes);
+      if (g.nodes) mx::async_eval(outs);
+      mx::scheduler::enqueue(s, [s, id] {
+        std::string error;
+        try {
+          mx::scheduler::check_error(s);
+        } catch (const std::exception& e) {
+          error = e.what();
+          if (error.empty()) error = "evaluation failed";
+        }
+        notify(id, error);
+      });
+      return 0;
+    }
+  }
+  worker_for(s).push(Job{std::move(outs), max_array_bytes, max_total_bytes, nullptr, nullptr, id});
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_closure_apply_arrays(void* n_out_, void* outs_, void* meta_, size_t cap, size_t meta_stride, const mlx_closure cls,
+                              const uintptr_t* ins, size_t n_in) {
+  MLXC_TRY
+  auto* n_out = static_cast<uint64_t*>(n_out_);
+  auto* outs = static_cast<uintptr_t*>(outs_);
+  auto* meta = static_cast<int*>(meta_);
+  if (meta_stride < 2) throw std::invalid_argument("mlxc_closure_apply_arrays: meta_stride must be at least 2");
+  auto res = mlxc::closure(cls)(arrays_of(ins, n_in, "mlxc_closure_apply_arrays"));
+  *n_out = res.size();
+  if (res.size() > cap) return 0;  // the caller asks again with room for n_out
+  for (size_t i = 0; i < res.size(); i++) {
+    const auto& a = res[i];
+    int* m = meta + i * meta_stride;
+    m[0] = static_cast<int>(mlxc::to_c(a.dtype()));
+    m[1] = static_cast<int>(a.ndim());
+    const size_t nd = std::min(a.ndim(), meta_stride - 2);
+    for (size_t k = 0; k < nd; k++) m[2 + k] = a.shape()[k];
+  }
+  for (size_t i = 0; i < res.size(); i++) outs[i] = reinterpret_cast<uintptr_t>(new array(std::move(res[i])));
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream) {
+  MLXC_TRY
+  auto a = mlxc::arr(arr);
+  if (a.status() == array::Status::unscheduled) mx::eval(a);
+  a.wait();
+  if (!a.flags().row_contiguous) {
+    a = mx::contiguous(a, false, mlxc::stream(stream));
+    mx::eval(a);
+  }
+  mlx_array h{&a};
+  if (mlxc_array_read(dst, nbytes, h) != 0) return 1;
   MLXC_CATCH(1)
   return 0;
 }

@@ -498,6 +498,12 @@ export const prototypes: readonly string[] = [
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
+  'int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)',
+  'int mlxc_eval_notifier(_Inout_ int* fd)',
+  'int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)',
+  'int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id)',
+  'int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num)',
+  'int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)',
   'int mlxc_fused_activation(_Inout_ mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)',
   'int mlxc_fused_softmax(_Inout_ mlx_array* res, const mlx_array x, bool log, const mlx_stream s)',
   'int mlxc_fused_layer_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)',
@@ -1504,6 +1510,18 @@ export interface MlxCFunctions {
   mlxc_eval_background(outputs: MlxHandle, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, done: unknown /* registered koffi callback */, payload: unknown): number;
   /** extensions: `int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)` */
   mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
+  /** extensions: `int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)` */
+  mlxc_eval_arrays(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
+  /** extensions: `int mlxc_eval_notifier(int* fd)` */
+  mlxc_eval_notifier(fd: unknown[]): number;
+  /** extensions: `int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)` */
+  mlxc_eval_take_error(buf: unknown, cap: number | bigint, id: number | bigint): number;
+  /** extensions: `int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id)` */
+  mlxc_eval_arrays_async(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, max_inline_nodes: number | bigint, id: number | bigint): number;
+  /** extensions: `int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num)` */
+  mlxc_closure_apply_arrays(n_out: unknown, outs: unknown, meta: unknown, cap: number | bigint, meta_stride: number | bigint, cls: MlxHandle, ins: ArrayBufferView | ArrayBuffer | unknown[] | null, ins_num: number | bigint): number;
+  /** extensions: `int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)` */
+  mlxc_array_read_any(dst: unknown, nbytes: number | bigint, arr: MlxHandle, stream: MlxHandle): number;
   /** cpu: `int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)` */
   mlxc_fused_activation(res: MlxHandle, x: MlxHandle, bias: MlxHandle, kind: string | null, s: MlxHandle): number;
   /** cpu: `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)` */
@@ -1534,4 +1552,4 @@ export interface MlxCFunctions {
   mlxc_small_quantized_matmul(res: MlxHandle, x: MlxHandle, w: MlxHandle, scales: MlxHandle, biases: MlxHandle, transpose: boolean, group_size: number, bits: number, s: MlxHandle): number;
 }
 
-export const functionCount = 508;
+export const functionCount = 514;

@@ -529,6 +529,12 @@ int mlxc_array_device_index(int* res, const mlx_array arr);
 int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs);
 int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload);
 int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes);
+int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes);
+int mlxc_eval_notifier(int* fd);
+int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id);
+int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id);
+int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num);
+int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream);
 
 /* cpu */
 int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias /* may be null */, const char* kind, const mlx_stream s);
