@@ -139,6 +139,19 @@ describe('channels-last layout pass', () => {
     await expectLayout(bytes, { x: t(X, 6) });
   });
 
+  it('a chain of 1x1 convolutions only is left as written (channels-first products, no layout moves)', async () => {
+    const X = [1, 6, 5, 4];
+    const bytes = model({
+      inputs: [v('x', 'float32', X)],
+      outputs: [v('y', 'float32')],
+      nodes: [conv(['x', 'W0', 'B0'], 'a', 1), node('Relu', ['a'], ['a1']), conv(['a1', 'W1'], 'y', 1)],
+      initializers: [init('W0', [8, 6, 1, 1], 1), init('B0', [8], 2), init('W1', [3, 8, 1, 1], 3)],
+      opsets: { '': 17 },
+    });
+    expect(prepareModel(bytes).rewrites).toEqual({ 'conv-epilogue': 1 });
+    await expectLayout(bytes, { x: t(X, 4) });
+  });
+
   it('1-D convolutions, a batch of 3, a residual that broadcasts, Clip bounds, and the pass off by name', async () => {
     const X = [3, 5, 13];
     const nodes: NodeSpec[] = [

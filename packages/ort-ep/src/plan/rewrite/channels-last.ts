@@ -39,6 +39,15 @@ function toOhwi(w: HostTensor): HostTensor {
   return { dtype: OnnxDataType.FLOAT, dims: [o, ...k, c], data: dst };
 }
 
+/** A 1x1 kernel with unit strides and no padding (auto_pad pads nothing for it either). */
+function isPointwise(n: NodeIR, w: HostTensor): boolean {
+  const ints = (k: string) => {
+    const a = n.attributes.get(k);
+    return a?.type === 'ints' ? a.value : [];
+  };
+  return w.dims.slice(2).every((d) => d === 1) && ints('strides').every((s) => s === 1) && ints('pads').every((q) => q === 0);
+}
+
 export function channelsLastRewrite(view: GraphView): void {
   const graph = view.graph;
   const convs = graph.nodes.filter((n) => {
@@ -48,24 +57,44 @@ export function channelsLastRewrite(view: GraphView): void {
     const w = view.constant(n.inputs[1]);
     return !!w && w.dtype === OnnxDataType.FLOAT && w.data instanceof Float32Array && w.dims.length >= 3 && w.data.length > 0;
   });
-  if (convs.length === 0) return;
   const set = new Set(convs);
   // A value stays channels-last when only these convs read it, each as data or residual.
   const last = new Set<string>();
-  for (const n of convs) {
-    const out = n.outputs[0];
-    const readers = view.readersOf(out);
-    const ok =
-      readers.length > 0 &&
-      view.readOnlyBy(out, readers) &&
-      readers.every(
-        (r) => set.has(r) && r.inputs.every((name, i) => name !== out || i === DATA || (i === RESIDUAL && r.domain === FUSED_DOMAIN)),
-      );
-    if (ok) last.add(out);
+  const settle = () => {
+    last.clear();
+    for (const n of set) {
+      const out = n.outputs[0];
+      const readers = view.readersOf(out);
+      const ok =
+        readers.length > 0 &&
+        view.readOnlyBy(out, readers) &&
+        readers.every(
+          (r) => set.has(r) && r.inputs.every((name, i) => name !== out || i === DATA || (i === RESIDUAL && r.domain === FUSED_DOMAIN)),
+        );
+      if (ok) last.add(out);
+    }
+  };
+  // The convs that values kept channels-last link form groups. A group of 1x1 convolutions only
+  // is left as written: each is one channels-first product already (no layout moves), and
+  // channels-last would add moves at the group's ends. A group with a larger kernel keeps them all.
+  settle();
+  const group = new Map<NodeIR, NodeIR>([...set].map((n) => [n, n]));
+  const root = (n: NodeIR): NodeIR => {
+    while (group.get(n) !== n) n = group.get(n)!;
+    return n;
+  };
+  for (const out of last) {
+    const from = root(view.producer.get(out)!);
+    for (const r of view.readersOf(out)) group.set(root(r), from);
   }
+  const spatial = new Set<NodeIR>();
+  for (const n of set) if (!isPointwise(n, view.constant(n.inputs[1])!)) spatial.add(root(n));
+  for (const n of [...set]) if (!spatial.has(root(n))) set.delete(n);
+  settle();
+  if (set.size === 0) return;
   const rename = (name: string) => (last.has(name) ? `${name}/nhwc` : name);
   const packed = new Map<string, string>();
-  for (const n of convs) {
+  for (const n of set) {
     const wName = n.inputs[1];
     let p = packed.get(wName);
     if (!p) {
@@ -84,5 +113,5 @@ export function channelsLastRewrite(view: GraphView): void {
   }
   for (const name of last) graph.valueInfo.delete(name);
   // The ONNX-layout weights nothing else reads are dropped (constants: no feed overrides them).
-  for (const w of packed.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, convs)) graph.initializers.delete(w);
+  for (const w of packed.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, [...set])) graph.initializers.delete(w);
 }
