@@ -39,6 +39,22 @@ function toOhwi(w: HostTensor): HostTensor {
   return { dtype: OnnxDataType.FLOAT, dims: [o, ...k, c], data: dst };
 }
 
+function validWindow(n: NodeIR): boolean {
+  const ints = (k: string, ok: (v: number) => boolean) => {
+    const a = n.attributes.get(k);
+    return !a || (a.type === 'ints' && a.value.every(ok));
+  };
+  const pad = n.attributes.get('auto_pad');
+  const autoPad = !pad || (pad.type === 'string' && ['NOTSET', 'SAME_UPPER', 'SAME_LOWER', 'VALID'].includes(pad.value));
+  return (
+    autoPad &&
+    ints('strides', (v) => v > 0) &&
+    ints('dilations', (v) => v > 0) &&
+    ints('kernel_shape', (v) => v > 0) &&
+    ints('pads', (v) => v >= 0)
+  );
+}
+
 /** A 1x1 kernel with unit strides and no padding (auto_pad pads nothing for it either). */
 function isPointwise(n: NodeIR, w: HostTensor): boolean {
   const ints = (k: string) => {
@@ -54,6 +70,8 @@ export function channelsLastRewrite(view: GraphView): void {
     if (view.isRemoved(n) || !isConv(n) || n.outputs.length !== 1 || !n.outputs[0]) return false;
     const group = n.attributes.get('group');
     if (group && !(group.type === 'int' && group.value === 1)) return false;
+    // A node with attributes its op refuses stays as written, for the op's own error.
+    if (!validWindow(n)) return false;
     const w = view.constant(n.inputs[1]);
     return !!w && w.dtype === OnnxDataType.FLOAT && w.data instanceof Float32Array && w.dims.length >= 3 && w.data.length > 0;
   });
