@@ -79,6 +79,17 @@ describe('convEpilogue', () => {
         expectAllClose(out, reference(y, m, c, 1, false, b, r, lo, hi), 1e-6, 1e-6);
       });
 
+  it('rows [m, c] channels-last in float16 take the composition, with the same layout', () => {
+    const [m, c] = [6, 5];
+    const y = inputs(m * c, -3, 3, 21);
+    const b = inputs(c, -1, 1, 22);
+    const r = inputs(m * c, -1, 1, 23);
+    const h = (a: number[], shape: number[]) => mx.astype(mx.array(a, { shape }), 'float16');
+    const out = mx.convEpilogue(h(y, [m, c]), h(b, [c]), h(r, [m, c]), 0, 2, true);
+    expect(out.shape).toEqual([m, c]);
+    expectAllClose(mx.astype(out, 'float32'), reference(y, m, c, 1, false, b, r, 0, 2), 1e-2, 1e-2);
+  });
+
   it('NaN passes through, ±Inf clamp, in both layouts', () => {
     const y = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -1, 0.5, 7, 1e-40, -0];
     for (const last of [true, false]) {
