@@ -152,6 +152,20 @@ describe('channels-last layout pass', () => {
     await expectLayout(bytes, { x: t(X, 4) });
   });
 
+  it('a residual that broadcasts the conv result to a larger shape of the same size as the result', async () => {
+    // y [1, 2, 1, 3] + r [1, 1, 6, 1] -> [1, 2, 6, 3], kept channels-last for the next conv.
+    const X = [1, 3, 1, 3];
+    const bytes = model({
+      inputs: [v('x', 'float32', X), v('r', 'float32', [1, 1, 6, 1])],
+      outputs: [v('y', 'float32')],
+      nodes: [conv(['x', 'W0', 'B0'], 'a', 3), node('Add', ['a', 'r'], ['e']), node('Relu', ['e'], ['e1']), conv(['e1', 'W1'], 'y', 3)],
+      initializers: [init('W0', [2, 3, 3, 3], 1), init('B0', [2], 2), init('W1', [4, 2, 3, 3], 3)],
+      opsets: { '': 17 },
+    });
+    expect(flags(bytes)).toEqual(['001', '100']);
+    await expectLayout(bytes, { x: t(X, 4), r: t([1, 1, 6, 1], 5) });
+  });
+
   it('1-D convolutions, a batch of 3, a residual that broadcasts, Clip bounds, and the pass off by name', async () => {
     const X = [3, 5, 13];
     const nodes: NodeSpec[] = [

@@ -96,7 +96,7 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   const r = residual && !p.residualLast ? toChannelsLast(residual) : residual;
   const flat = (a: mx.Array) => mx.reshape(a, [-1, o]);
   // A residual that broadcasts (rare) is added after the pass, and the clamp with it.
-  const whole = !r || r.size === y.size;
+  const whole = !r || (r.ndim === y.ndim && r.shape.every((d, i) => d === y.shape[i]));
   const [lo, hi] = whole ? [p.lo, p.hi] : [Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
   y = mx.reshape(mx.convEpilogue(flat(y), biased ? null : (bias ?? null), r && whole ? flat(r) : null, lo, hi, true), shape);
   if (r && !whole) {
