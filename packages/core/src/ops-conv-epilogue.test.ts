@@ -55,6 +55,41 @@ describe('convEpilogue', () => {
           expectAllClose(out, reference(y, n, c, sp, last, b, r, lo, hi), 1e-6, 1e-6);
         });
 
+  // Rank 2 with channelsLast: rows [m, c] of channels that stay as they are (the layout pass's
+  // channels-last convolutions flatten [N, ...spatial, C] to these).
+  for (const [m, c] of [
+    [49, 64],
+    [3, 7],
+    [1, 1000],
+    [300, 17],
+  ])
+    for (const [hasB, hasR, lo, hi] of [
+      [true, true, 0, Number.POSITIVE_INFINITY],
+      [false, true, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY],
+      [true, false, 0, 6],
+      [false, false, -0.5, 0.5],
+    ] as const)
+      it(`rows [${m}, ${c}] channels-last (layout stays), bias ${hasB}, residual ${hasR}, clamp [${lo}, ${hi}]`, () => {
+        const y = inputs(m * c, -4, 4, c + m);
+        const b = hasB ? inputs(c, -1, 1, 3) : null;
+        const r = hasR ? inputs(m * c, -2, 2, 5) : null;
+        const out = mx.convEpilogue(mx.array(y, { shape: [m, c] }), b && mx.array(b), r && mx.array(r, { shape: [m, c] }), lo, hi, true);
+        expect(out.shape).toEqual([m, c]);
+        // [m, c] rows are the channels-first reference with n = m and one position each.
+        expectAllClose(out, reference(y, m, c, 1, false, b, r, lo, hi), 1e-6, 1e-6);
+      });
+
+  it('rows [m, c] channels-last in float16 take the composition, with the same layout', () => {
+    const [m, c] = [6, 5];
+    const y = inputs(m * c, -3, 3, 21);
+    const b = inputs(c, -1, 1, 22);
+    const r = inputs(m * c, -1, 1, 23);
+    const h = (a: number[], shape: number[]) => mx.astype(mx.array(a, { shape }), 'float16');
+    const out = mx.convEpilogue(h(y, [m, c]), h(b, [c]), h(r, [m, c]), 0, 2, true);
+    expect(out.shape).toEqual([m, c]);
+    expectAllClose(mx.astype(out, 'float32'), reference(y, m, c, 1, false, b, r, 0, 2), 1e-2, 1e-2);
+  });
+
   it('NaN passes through, ±Inf clamp, in both layouts', () => {
     const y = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -1, 0.5, 7, 1e-40, -0];
     for (const last of [true, false]) {

@@ -7,6 +7,11 @@ import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
 import { expectSameAsOrt, f32, ort, plain, seeded, type Feeds } from '../helpers/ort.js';
+import { REWRITES } from '../../src/plan/rewrite/index.js';
+
+// The layout pass (channels-last, its own test file) would take these convs over: off here, so
+// that the fused Conv's own forms run.
+const WITHOUT_LAYOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'channels-last');
 
 const init = (name: string, dims: number[], seed: number): TensorSpec => ({
   name,
@@ -42,7 +47,7 @@ const t = (dims: number[], seed: number, scale = 2) =>
 
 async function runMlx(bytes: Uint8Array, f: Feeds, graphRewrites: boolean, compiled: boolean) {
   const s = await ort.InferenceSession.create(bytes, {
-    executionProviders: [{ name: 'mlx', device: 'cpu', compiled, graphRewrites }],
+    executionProviders: [{ name: 'mlx', device: 'cpu', compiled, graphRewrites: graphRewrites && WITHOUT_LAYOUT }],
   } as never);
   try {
     let out = await s.run(f);
@@ -55,7 +60,7 @@ async function runMlx(bytes: Uint8Array, f: Feeds, graphRewrites: boolean, compi
 }
 
 async function expectRewrite(bytes: Uint8Array, counts: Record<string, number>, f: Feeds, tol = { rtol: 1e-5, atol: 1e-5 }) {
-  expect(prepareModel(bytes).rewrites).toEqual(counts);
+  expect(prepareModel(bytes, { rewrites: WITHOUT_LAYOUT }).rewrites).toEqual(counts);
   await expectSameAsOrt(bytes, f, tol);
   for (const compiled of [false, true]) {
     const [on, off] = [await runMlx(bytes, f, true, compiled), await runMlx(bytes, f, false, compiled)];

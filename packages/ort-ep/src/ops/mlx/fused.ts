@@ -6,6 +6,7 @@ import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { gelu } from '../activation.js';
 import { convProduct, parseConv, type ConvParams } from '../conv.js';
+import { ones, toChannelsFirst, toChannelsLast, windowOf } from '../helpers/spatial.js';
 import { fusedAttention, parseFusedAttention } from './attention.js';
 
 export const FUSED_DOMAIN = 'mlx.fused';
@@ -39,6 +40,71 @@ function convEpilogue(ctx: OpContext<ConvEpilogueParams>): mx.Array {
   const bias = channelsLast ? ctx.optional(2) : undefined;
   const residual = ctx.has(3) ? ctx.input(3) : undefined;
   return mx.convEpilogue(y, bias ?? null, residual ?? null, ctx.params.lo, ctx.params.hi, channelsLast);
+}
+
+interface ConvChannelsLastParams extends ConvEpilogueParams {
+  xLast: boolean;
+  residualLast: boolean;
+  yLast: boolean;
+}
+
+/**
+ * The channels-last convolution of the layout pass (plan/rewrite/channels-last.ts): x [N, C, ...]
+ * or, with x_last, [N, ..., C]; the weight prepacked as [O, ...k, C]; bias, residual (NCHW, or
+ * channels-last with residual_last) and clamp as the fused Conv's; the result channels-last with
+ * y_last, else in ONNX's layout.
+ */
+function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
+  const p = ctx.params;
+  const x = ctx.input(0);
+  const w = ctx.input(1);
+  const bias = ctx.optional(2);
+  const residual = ctx.has(3) ? ctx.input(3) : undefined;
+  const xl = p.xLast ? x : toChannelsLast(x);
+  const rank = xl.ndim;
+  if (w.ndim !== rank) throw new RangeError(`${ctx.where}: input of rank ${rank} for a weight of rank ${w.ndim}`);
+  const c = xl.shape[rank - 1];
+  if (w.shape[rank - 1] !== c) throw new RangeError(`${ctx.where}: input has ${c} channels, the weight ${w.shape[rank - 1]}`);
+  const kernel = w.shape.slice(1, -1);
+  const win = windowOf(p, xl.shape.slice(1, -1), kernel);
+  const pointwise =
+    kernel.every((k) => k === 1) &&
+    win.strides.every((s) => s === 1) &&
+    win.padsBegin.every((q) => q === 0) &&
+    win.padsEnd.every((q) => q === 0);
+  let y: mx.Array;
+  let biased = false;
+  if (pointwise && xl.size > 0) {
+    // A 1x1 convolution is one product [N*S, C] x [C, O] (the weight read transposed, no copy).
+    const o = w.shape[0];
+    const xm = mx.reshape(xl, [-1, c]);
+    const wm = mx.transpose(mx.reshape(w, [o, c]), [1, 0]);
+    const ym = bias && p.yLast ? mx.addmm(mx.reshape(bias, [1, o]), xm, wm, 1, 1) : mx.matmul(xm, wm);
+    biased = !!bias && p.yLast;
+    y = mx.reshape(ym, [...xl.shape.slice(0, -1), o]);
+  } else {
+    y = mx.convGeneral(xl, w, win.strides, win.padsBegin, win.padsEnd, win.dilations, ones(rank - 2), 1, false);
+  }
+  if (!p.yLast) {
+    // Back to ONNX's layout in the epilogue's one pass (bias, residual and clamp with it).
+    const r = residual && p.residualLast ? toChannelsFirst(residual) : residual;
+    return mx.convEpilogue(y, biased ? null : (bias ?? null), r ?? null, p.lo, p.hi, true);
+  }
+  // The layout stays: the epilogue's pass over channels-last rows [M, C].
+  const shape = y.shape;
+  const o = shape[shape.length - 1];
+  const r = residual && !p.residualLast ? toChannelsLast(residual) : residual;
+  const flat = (a: mx.Array) => mx.reshape(a, [-1, o]);
+  // A residual that broadcasts (rare) is added after the pass, and the clamp with it.
+  const whole = !r || (r.ndim === y.ndim && r.shape.every((d, i) => d === y.shape[i]));
+  const [lo, hi] = whole ? [p.lo, p.hi] : [Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
+  y = mx.reshape(mx.convEpilogue(flat(y), biased ? null : (bias ?? null), r && whole ? flat(r) : null, lo, hi, true), shape);
+  if (r && !whole) {
+    y = mx.add(y, r);
+    if (p.lo > Number.NEGATIVE_INFINITY) y = mx.maximum(y, mx.array(p.lo, y.dtype));
+    if (p.hi < Number.POSITIVE_INFINITY) y = mx.minimum(y, mx.array(p.hi, y.dtype));
+  }
+  return y;
 }
 
 function rmsNorm(ctx: OpContext<number>): mx.Array {
@@ -79,6 +145,19 @@ export const mlxFusedOps: OpEntry[] = [
     (a) => ({ ...parseConv(a), lo: a.float('lo', Number.NEGATIVE_INFINITY), hi: a.float('hi', Number.POSITIVE_INFINITY) }),
     convEpilogue,
     'Conv (+ residual Add) (+ Relu/Clip), from the rewrite of that chain: bias, residual and clamp in one pass after the product',
+  ),
+  entry(
+    'ConvChannelsLast',
+    (a) => ({
+      ...parseConv(a),
+      lo: a.float('lo', Number.NEGATIVE_INFINITY),
+      hi: a.float('hi', Number.POSITIVE_INFINITY),
+      xLast: a.int('x_last', 0) === 1,
+      residualLast: a.int('residual_last', 0) === 1,
+      yLast: a.int('y_last', 0) === 1,
+    }),
+    convChannelsLast,
+    'Conv (+ residual) (+ clamp) with a prepacked [O, ...k, C] weight and channels-last data between such convs, from the layout pass',
   ),
   entry('RMSNorm', epsilon, rmsNorm, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
   entry('LayerNorm', epsilon, layerNorm, 'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition'),

@@ -10,6 +10,7 @@ import type { GraphIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import type { OpRegistry } from '../../registry/registry.js';
 import { attentionRewrite } from './attention.js';
+import { channelsLastRewrite } from './channels-last.js';
 import { convEpilogueRewrite } from './conv-epilogue.js';
 import { geluRewrite } from './gelu.js';
 import { matmulAddRewrite } from './matmul-add.js';
@@ -25,6 +26,8 @@ export const REWRITES = {
   'matmul-add': matmulAddRewrite,
   attention: attentionRewrite,
   'conv-epilogue': convEpilogueRewrite,
+  // After conv-epilogue: it takes the fused convs too.
+  'channels-last': channelsLastRewrite,
   pow: powRewrite,
 } as const;
 

@@ -1,7 +1,8 @@
 // The convolution epilogue as an MLX primitive (see epilogue.h). Composed from MLX's ops it is a
 // layout copy plus three elementwise passes over the output (or one fused kernel that reads the
 // channels-last data with strides); here it is one pass: row by row when the layout stays, and in
-// tiles (a block of positions by a block of channels, both in L1) when it moves.
+// tiles (a block of positions by a block of channels, both in L1) when it moves. Channels-last
+// rows [M, C] stay as they are (row by row, the bias along the row).
 #include "cpu/epilogue.h"
 
 #include <limits>
@@ -52,6 +53,8 @@ class ConvEpilogue : public mx::Primitive {
            has_residual_ == p.has_residual_;
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {out_shape(in[0].shape(), channels_last_)}; }
+  /** Whether the result has y's layout: channels-first, or channels-last rows [m, c] (no spatial axes). */
+  bool layout_stays(const array& y) const { return !channels_last_ || y.ndim() == 2; }
   static mx::Shape out_shape(const mx::Shape& y, bool channels_last) {
     if (!channels_last) return y;
     mx::Shape o{y[0], y.back()};
@@ -80,7 +83,7 @@ class ConvEpilogue : public mx::Primitive {
     const array& y = in[0];
     const array* res = has_residual_ ? &in[has_bias_ ? 2 : 1] : nullptr;
     // The layout stays: the result may take y's or the residual's buffer.
-    if (!channels_last_ && y.is_donatable() && y.itemsize() == out.itemsize())
+    if (layout_stays(y) && y.is_donatable() && y.itemsize() == out.itemsize())
       out.copy_shared_buffer(y);
     else if (res && res->is_donatable() && res->flags().row_contiguous && res->data_size() == res->size())
       out.copy_shared_buffer(*res);
@@ -99,6 +102,25 @@ class ConvEpilogue : public mx::Primitive {
       const float* rp = hr ? r.data<float>() : nullptr;
       float* op = out.data<float>();
       const size_t n = out.shape(0), c = out.shape(1), sp = n && c ? out.size() / (n * c) : 0;
+      if (cl && out.ndim() == 2) {
+        // Channels-last rows [m, c] that stay so: c contiguous floats, the bias a vector along them.
+        parallel_for(n, (16384 + c - 1) / (c ? c : 1), [&](size_t r0, size_t r1) {
+          for (size_t row = r0; row < r1; row++) {
+            const float* yr = yp + row * c;
+            const float* rr = rp ? rp + row * c : nullptr;
+            float* orow = op + row * c;
+            if (bp && rr)
+              for (size_t i = 0; i < c; i++) orow[i] = clampf(yr[i] + bp[i] + rr[i], lo, hi);
+            else if (bp)
+              for (size_t i = 0; i < c; i++) orow[i] = clampf(yr[i] + bp[i], lo, hi);
+            else if (rr)
+              for (size_t i = 0; i < c; i++) orow[i] = clampf(yr[i] + rr[i], lo, hi);
+            else
+              for (size_t i = 0; i < c; i++) orow[i] = clampf(yr[i], lo, hi);
+          }
+        });
+        return;
+      }
       if (!cl) {
         // Row (n, ch): sp contiguous floats with one bias value.
         parallel_for(n * c, (16384 + sp - 1) / (sp ? sp : 1), [&](size_t r0, size_t r1) {

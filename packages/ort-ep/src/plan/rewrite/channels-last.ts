@@ -1,0 +1,135 @@
+// The layout pass: MLX convolves channels-last ([N, ...spatial, C], weight [O, ...kernel, C]) and
+// ONNX is channels-first, so a Conv as written moves its input, its weight and its result between
+// the two on every run. This pass turns every Conv (and fused conv epilogue) with group 1 and a
+// constant float32 weight into mlx.fused::ConvChannelsLast, whose weight is transposed to
+// [O, ...kernel, C] once, here (prepacked: a new initializer), and whose input, residual and
+// result stay channels-last between such convolutions: a value is kept channels-last when every
+// node reading it is one of them (as the data or the residual) and it is not a graph output;
+// elsewhere (a pool, a graph output, a reshape) the producing op hands back ONNX's layout. So a
+// ResNet body runs channels-last from its first convolution to its last, with one move at each end.
+// A value kept channels-last gets a new name ('<name>/nhwc') and loses its value info (its shape
+// is no longer the one the model declares). Runs after conv-epilogue, whose fused convs it takes.
+import { OnnxDataType, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
+import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
+import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
+
+const intAttr = (value: number): AttrValue => ({ type: 'int', value });
+
+/** Input positions of ConvChannelsLast (and of the Conv / fused Conv it replaces) that may read channels-last data. */
+const DATA = 0;
+const RESIDUAL = 3;
+
+function isConv(n: NodeIR): boolean {
+  return (n.opType === 'Conv' && isDefaultDomain(n)) || (n.opType === 'Conv' && n.domain === FUSED_DOMAIN);
+}
+
+/** [O, C, ...k] -> [O, ...k, C], once. */
+function toOhwi(w: HostTensor): HostTensor {
+  const src = w.data as Float32Array;
+  const [o, c, ...k] = w.dims;
+  const s = k.reduce((a, b) => a * b, 1);
+  const dst = new Float32Array(src.length);
+  for (let oi = 0; oi < o; oi++) {
+    const base = oi * c * s;
+    for (let ci = 0; ci < c; ci++) {
+      const from = base + ci * s;
+      for (let si = 0; si < s; si++) dst[base + si * c + ci] = src[from + si];
+    }
+  }
+  return { dtype: OnnxDataType.FLOAT, dims: [o, ...k, c], data: dst };
+}
+
+function validWindow(n: NodeIR): boolean {
+  const ints = (k: string, ok: (v: number) => boolean) => {
+    const a = n.attributes.get(k);
+    return !a || (a.type === 'ints' && a.value.every(ok));
+  };
+  const pad = n.attributes.get('auto_pad');
+  const autoPad = !pad || (pad.type === 'string' && ['NOTSET', 'SAME_UPPER', 'SAME_LOWER', 'VALID'].includes(pad.value));
+  return (
+    autoPad &&
+    ints('strides', (v) => v > 0) &&
+    ints('dilations', (v) => v > 0) &&
+    ints('kernel_shape', (v) => v > 0) &&
+    ints('pads', (v) => v >= 0)
+  );
+}
+
+/** A 1x1 kernel with unit strides and no padding (auto_pad pads nothing for it either). */
+function isPointwise(n: NodeIR, w: HostTensor): boolean {
+  const ints = (k: string) => {
+    const a = n.attributes.get(k);
+    return a?.type === 'ints' ? a.value : [];
+  };
+  return w.dims.slice(2).every((d) => d === 1) && ints('strides').every((s) => s === 1) && ints('pads').every((q) => q === 0);
+}
+
+export function channelsLastRewrite(view: GraphView): void {
+  const graph = view.graph;
+  const convs = graph.nodes.filter((n) => {
+    if (view.isRemoved(n) || !isConv(n) || n.outputs.length !== 1 || !n.outputs[0]) return false;
+    const group = n.attributes.get('group');
+    if (group && !(group.type === 'int' && group.value === 1)) return false;
+    // A node with attributes its op refuses stays as written, for the op's own error.
+    if (!validWindow(n)) return false;
+    const w = view.constant(n.inputs[1]);
+    return !!w && w.dtype === OnnxDataType.FLOAT && w.data instanceof Float32Array && w.dims.length >= 3 && w.data.length > 0;
+  });
+  const set = new Set(convs);
+  // A value stays channels-last when only these convs read it, each as data or residual.
+  const last = new Set<string>();
+  const settle = () => {
+    last.clear();
+    for (const n of set) {
+      const out = n.outputs[0];
+      const readers = view.readersOf(out);
+      const ok =
+        readers.length > 0 &&
+        view.readOnlyBy(out, readers) &&
+        readers.every(
+          (r) => set.has(r) && r.inputs.every((name, i) => name !== out || i === DATA || (i === RESIDUAL && r.domain === FUSED_DOMAIN)),
+        );
+      if (ok) last.add(out);
+    }
+  };
+  // The convs that values kept channels-last link form groups. A group of 1x1 convolutions only
+  // is left as written: each is one channels-first product already (no layout moves), and
+  // channels-last would add moves at the group's ends. A group with a larger kernel keeps them all.
+  settle();
+  const group = new Map<NodeIR, NodeIR>([...set].map((n) => [n, n]));
+  const root = (n: NodeIR): NodeIR => {
+    while (group.get(n) !== n) n = group.get(n)!;
+    return n;
+  };
+  for (const out of last) {
+    const from = root(view.producer.get(out)!);
+    for (const r of view.readersOf(out)) group.set(root(r), from);
+  }
+  const spatial = new Set<NodeIR>();
+  for (const n of set) if (!isPointwise(n, view.constant(n.inputs[1])!)) spatial.add(root(n));
+  for (const n of [...set]) if (!spatial.has(root(n))) set.delete(n);
+  settle();
+  if (set.size === 0) return;
+  const rename = (name: string) => (last.has(name) ? `${name}/nhwc` : name);
+  const packed = new Map<string, string>();
+  for (const n of set) {
+    const wName = n.inputs[1];
+    let p = packed.get(wName);
+    if (!p) {
+      p = `${wName}/ohwi`;
+      while (graph.initializers.has(p) || view.producer.has(p)) p += '_';
+      graph.initializers.set(p, toOhwi(view.constant(wName)!));
+      packed.set(wName, p);
+    }
+    const attrs: Record<string, AttrValue> = Object.fromEntries(n.attributes);
+    attrs.group = intAttr(1);
+    attrs.x_last = intAttr(last.has(n.inputs[0]) ? 1 : 0);
+    attrs.residual_last = intAttr(n.inputs[RESIDUAL] && last.has(n.inputs[RESIDUAL]) ? 1 : 0);
+    attrs.y_last = intAttr(last.has(n.outputs[0]) ? 1 : 0);
+    const inputs = [rename(n.inputs[0]), p, n.inputs[2] ?? '', n.inputs[RESIDUAL] ? rename(n.inputs[RESIDUAL]) : ''];
+    view.replace([n], fusedNode(view, 'ConvChannelsLast', n, inputs, [rename(n.outputs[0])], attrs));
+  }
+  for (const name of last) graph.valueInfo.delete(name);
+  // The ONNX-layout weights nothing else reads are dropped (constants: no feed overrides them).
+  for (const w of packed.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, [...set])) graph.initializers.delete(w);
+}
