@@ -12,6 +12,7 @@
 #   decode     the decode benchmark (bench/decode.ts): a ~110M-parameter Llama-shaped model, mlx on the
 #              GPU against onnxruntime-node on the machine's CPU (BENCH_THREADS, default all cores)
 #   decode-profile  the mlx decode worker alone under V8's profiler
+#   decode-env the mlx decode worker at context 1024 under each variant of MLX settings in DECODE_ENVS
 #   speed      gpu_baselines.py (exports with the machine's torch, torch CUDA eager and onnxruntime
 #              CPU), then the mlx provider on the same models; the table, JSON and SVG chart
 # MLX's kernel cache (MLX_PTX_CACHE_DIR) and the driver's (CUDA_CACHE_PATH) live in DIR/cache, so
@@ -75,10 +76,19 @@ for step in "$@"; do
       mkdir -p "$OUT/prof"
       ./node --cpu-prof --cpu-prof-dir="$OUT/prof" decode-worker.mjs --engine mlx --device gpu --size "${DECODE_SIZE:-100m}" \
         --contexts 1024 --tokens 64 --prefill 128 2>&1 | tail -3 ;;
+    decode-env)
+      # mlx alone at context 1024 under each of MLX's CUDA settings in DECODE_ENVS (space-separated
+      # NAME=VALUE lists, commas between settings of one variant; "-" is MLX's defaults).
+      for v in ${DECODE_ENVS:--}; do
+        env_args=(); [[ $v == - ]] || IFS=, read -ra env_args <<<"$v"
+        echo "== $v" | tee -a "$OUT/decode-env.log"
+        env "${env_args[@]}" ./node decode-worker.mjs --engine mlx --device gpu --size "${DECODE_SIZE:-100m}" \
+          --contexts 1024 --tokens 48 --prefill 128 2>&1 | grep -v -i warn | tail -2 | tee -a "$OUT/decode-env.log"
+      done ;;
     speed)
       ./node bench.mjs --device gpu --exports exports --only baselines,speed --out "$OUT/speed.json" --chart "$OUT/gpu.svg" 2>&1 |
         grep -v -i warn | tee "$OUT/speed.log"
       cache_size | tee -a "$OUT/speed.log" ;;
-    *) echo "unknown step $step (transfers, check, decode, decode-profile, speed)" >&2; exit 2 ;;
+    *) echo "unknown step $step (transfers, check, decode, decode-profile, decode-env, speed)" >&2; exit 2 ;;
   esac
 done
