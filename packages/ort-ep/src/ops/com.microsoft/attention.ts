@@ -495,7 +495,10 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
     const kScale = cacheScale(ctx, 12, Nkv, H, 'k_scale');
     const vScale = cacheScale(ctx, 13, Nkv, H, 'v_scale');
     // A float8e4m3fn cache holds its codes as uint8.
-    const float8 = bits === 8 && ctx.elemType(3) === OnnxDataType.FLOAT8E4M3FN;
+    const float8 = ctx.elemType(3) === OnnxDataType.FLOAT8E4M3FN;
+    if (float8 && bits !== 8) throw new RangeError(`a float8e4m3fn KV cache needs kv_cache_bit_width 8, got ${bits}`);
+    if ((ctx.elemType(4) === OnnxDataType.FLOAT8E4M3FN) !== float8)
+      throw new RangeError('past_key and past_value must share one cache type');
     const storage = bits === 8 && !float8 ? 'int8' : 'uint8';
     const cacheName = float8 ? 'float8e4m3fn' : storage;
     for (const past of [pastK, pastV])
