@@ -415,7 +415,7 @@ function quantizeCache(x: mx.Array, scale: mx.Array, bits: number): mx.Array {
  * round(|x / scale| / 2^(E - 3)) counts steps of that binade, and the code is (E + 6) · 8 + q (a
  * q of 16 carries into the next binade's code, and E = -6 gives the subnormal codes 0..7).
  */
-function quantizeCacheE4M3(x: mx.Array, scale: mx.Array): mx.Array {
+export function quantizeCacheE4M3(x: mx.Array, scale: mx.Array): mx.Array {
   const y = mx.divide(mx.astype(x, 'float32'), scale);
   const a = mx.minimum(mx.abs(y), 448);
   const e = mx.clip(mx.floor(mx.log2(a)), -6, 8);
