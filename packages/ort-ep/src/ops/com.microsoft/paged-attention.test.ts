@@ -2,7 +2,8 @@
 // (onnxruntime has only a CUDA kernel, so onnxruntime-node cannot run it): ragged batches mixing
 // decode and prefill over scattered blocks, GQA heads, packed QKV, local window, softcap, scale,
 // bidirectional (is_causal 0), slot_mapping with skipped writes, rotary, head_sink, Q/K norms, and
-// float16, int8 and float8e4m3fn caches (PER_TENSOR, PER_CHANNEL); the updated caches are compared too.
+// float16, int8, float8e4m3fn, int4 and float4e2m1 caches (PER_TENSOR, PER_CHANNEL, an odd head
+// size); the updated caches are compared too.
 import { describe, expect, it } from 'vitest';
 import * as P from '../../../test/helpers/proto.js';
 import { seeded } from '../../../test/helpers/ort.js';
@@ -31,7 +32,7 @@ interface Case {
   slots?: number[];
   half?: boolean;
   /** A quantized cache (both K and V): its element type and scale granularity. */
-  quant?: { type: 'int8' | 'float8e4m3fn'; mode: 'PER_TENSOR' | 'PER_CHANNEL' };
+  quant?: { type: 'int8' | 'float8e4m3fn' | 'int4' | 'float4e2m1'; mode: 'PER_TENSOR' | 'PER_CHANNEL' };
   /** Overrides of the quantization attributes (for the declined forms). */
   quantAttrs?: Record<string, string>;
 }
@@ -56,6 +57,22 @@ function e4m3Round(x: number): number {
   const e = Math.max(Math.floor(Math.log2(a)), -6);
   return Math.sign(x) * Math.min(rne(a / 2 ** (e - 3)) * 2 ** (e - 3), 448);
 }
+const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6];
+/** x rounded to e2m1 (nearest, ties to the even code, saturating at ±6). */
+function e2m1Round(x: number): number {
+  const a = Math.min(Math.abs(x), 6);
+  let best = 0;
+  for (let c = 1; c < 8; c++) {
+    const d = Math.abs(a - E2M1[c]) - Math.abs(a - E2M1[best]);
+    if (d < 0 || (d === 0 && c % 2 === 0)) best = c;
+  }
+  return Math.sign(x) * E2M1[best];
+}
+const packed = (c: Case) => c.quant?.type === 'int4' || c.quant?.type === 'float4e2m1';
+const cacheHead = (c: Case) => (packed(c) ? Math.ceil(c.H / 2) : c.H);
+/** The 4-bit field of a stored value v (in scale units). */
+const nibbleOf = (c: Case, v: number) => (c.quant!.type === 'int4' ? v & 15 : (v < 0 ? 8 : 0) | E2M1.indexOf(Math.abs(v)));
+const nibbleValue = (c: Case, n: number) => (c.quant!.type === 'int4' ? (n >= 8 ? n - 16 : n) : (n & 8 ? -1 : 1) * E2M1[n & 7]);
 /** e4m3fn code of an exactly representable value. */
 function e4m3Code(v: number): number {
   for (let c = 0; c < 256; c++) if ((c & 0x7f) !== 0x7f && e4m3Value(c) === v && (v !== 0 || c === 0)) return c;
@@ -63,14 +80,25 @@ function e4m3Code(v: number): number {
 }
 function cacheScales(c: Case, seed: number): Float64Array {
   const n = c.quant?.mode === 'PER_CHANNEL' ? c.Nkv * c.H : 1;
-  return Float64Array.from(seeded(n, seed), (x) => Math.fround(0.01 + 0.004 * x));
+  // Scales that spread values of about ±1 over each type's range (int8 ±127, e4m3 ±448, int4 ±7, e2m1 ±6).
+  const base = packed(c) ? 0.2 : 0.01;
+  return Float64Array.from(seeded(n, seed), (x) => Math.fround(base + base * 0.4 * x));
 }
 const scaleAt = (c: Case, sc: Float64Array, n: number, h: number) => (sc.length === 1 ? sc[0] : sc[n * c.H + h]);
 /** The value a quantized cache stores for x at head n, channel h. */
 function quantized(c: Case, sc: Float64Array, x: number, n: number, h: number): number {
   const s = scaleAt(c, sc, n, h);
   const y = x / s;
-  return (c.quant!.type === 'int8' ? Math.max(-128, Math.min(127, rne(y))) : e4m3Round(y)) * s;
+  const t = c.quant!.type;
+  const q =
+    t === 'int8'
+      ? Math.max(-128, Math.min(127, rne(y)))
+      : t === 'int4'
+        ? Math.max(-8, Math.min(7, rne(y)))
+        : t === 'float4e2m1'
+          ? e2m1Round(y)
+          : e4m3Round(y);
+  return q * s;
 }
 
 interface Data {
@@ -137,6 +165,17 @@ function dataOf(c: Case): Data {
     const codes = (src: Float64Array, sc: Float64Array) => {
       const vals = Array.from(src, (x, i) => quantized(c, sc, x * 0.9, Math.floor(i / c.H) % c.Nkv, i % c.H));
       const q = vals.map((v, i) => Math.round(v / scaleAt(c, sc, Math.floor(i / c.H) % c.Nkv, i % c.H)));
+      if (packed(c)) {
+        const Hp = cacheHead(c);
+        const bytes = new Uint8Array((vals.length / c.H) * Hp);
+        vals.forEach((v, i) => {
+          const row = Math.floor(i / c.H),
+            h = i % c.H;
+          const u = v / scaleAt(c, sc, row % c.Nkv, h);
+          bytes[row * Hp + (h >> 1)] |= nibbleOf(c, c.quant!.type === 'int4' ? Math.round(u) : u) << ((h & 1) * 4);
+        });
+        return { q: bytes, v: Float64Array.from(vals) };
+      }
       return c.quant!.type === 'int8'
         ? { q: Int8Array.from(q), v: Float64Array.from(vals) }
         : {
@@ -254,13 +293,14 @@ function reference(c: Case, d: Data): { y: Float64Array; kc: Float64Array; vc: F
   return { y, kc, vc };
 }
 
-const cacheElem = (c: Case) => (c.quant ? (c.quant.type === 'int8' ? T.INT8 : T.FLOAT8E4M3FN) : c.half ? T.FLOAT16 : T.FLOAT);
+const cacheElem = (c: Case) =>
+  c.quant ? (c.quant.type === 'int8' ? T.INT8 : packed(c) ? T.UINT8 : T.FLOAT8E4M3FN) : c.half ? T.FLOAT16 : T.FLOAT;
 
 function modelOf(c: Case): Uint8Array {
   const elem = c.half ? T.FLOAT16 : T.FLOAT;
   const Tn = c.lens.reduce((a, b) => a + b, 0);
   const B = c.lens.length;
-  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, c.H];
+  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, cacheHead(c)];
   const inputs = [
     P.valueInfo('q', P.tensorType(elem, [Tn, (c.packed ? c.N + 2 * c.Nkv : c.N) * c.H])),
     ...(c.packed ? [] : [P.valueInfo('k', P.tensorType(elem, [Tn, c.Nkv * c.H])), P.valueInfo('v', P.tensorType(elem, [Tn, c.Nkv * c.H]))]),
@@ -358,7 +398,7 @@ function feedsOf(c: Case, d: Data): Record<string, HostTensor> {
       ? { dtype: T.FLOAT16, dims, data: Uint16Array.from(x, toHalfBits) as never }
       : { dtype: T.FLOAT, dims, data: Float32Array.from(x) };
   const i = (x: number[], dims: number[]): HostTensor => ({ dtype: T.INT32, dims, data: Int32Array.from(x) });
-  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, c.H];
+  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, cacheHead(c)];
   const cu = [0];
   for (const l of c.lens) cu.push(cu[cu.length - 1] + l);
   const feeds: Record<string, HostTensor> = {
@@ -423,10 +463,17 @@ function expectClose(have: number[], want: Float64Array, tol: number, what: stri
 function cacheValues(c: Case, sc: Float64Array | undefined, t: HostTensor): number[] {
   if (!c.quant) return values(t, !!c.half);
   expect(t.dtype).toBe(cacheElem(c));
-  const codes = Array.from(t.data as ArrayLike<number>);
+  let codes = Array.from(t.data as ArrayLike<number>);
+  if (packed(c)) {
+    const Hp = cacheHead(c);
+    const rows = codes.length / Hp;
+    const out: number[] = [];
+    for (let r = 0; r < rows; r++) for (let h = 0; h < c.H; h++) out.push(nibbleValue(c, (codes[r * Hp + (h >> 1)] >> ((h & 1) * 4)) & 15));
+    codes = out;
+  }
   return codes.map((q, i) => {
     const s = scaleAt(c, sc!, Math.floor(i / c.H) % c.Nkv, i % c.H);
-    return (c.quant!.type === 'int8' ? q : e4m3Value(q)) * s;
+    return (c.quant!.type === 'float8e4m3fn' ? e4m3Value(q) : q) * s;
   });
 }
 
@@ -475,7 +522,7 @@ describe('PagedAttention against a float64 reference of the spec', () => {
   it('rotary at the absolute positions', () => check({ ...base, rotary: true }));
   it('head_sink and Q/K norms', () => check({ ...base, sink: true, norms: true }));
   it('float16', () => check({ ...base, half: true, rotary: true }));
-  for (const type of ['int8', 'float8e4m3fn'] as const)
+  for (const type of ['int8', 'float8e4m3fn', 'int4', 'float4e2m1'] as const)
     for (const mode of ['PER_TENSOR', 'PER_CHANNEL'] as const)
       it(`${type} cache, ${mode} scales`, () => check({ ...base, quant: { type, mode } }));
   it('float8e4m3fn cache with slot_mapping, rotary and a local window', () =>
@@ -486,6 +533,8 @@ describe('PagedAttention against a float64 reference of the spec', () => {
       slots: [21, 8, -1, 10],
       attrs: { local_window_size: 3 },
     }));
+  it('int4 cache with an odd head size (a padding nibble a head), packed QKV', () =>
+    check({ ...base, H: 15, packed: true, quant: { type: 'int4', mode: 'PER_CHANNEL' } }));
 });
 
 describe('PagedAttention: bad input and what is declined', () => {
@@ -507,13 +556,13 @@ describe('PagedAttention: bad input and what is declined', () => {
     }
   });
 
-  it('quantized caches: a quant type that disagrees with the cache, or a packed int4 cache, is declined', () => {
+  it('quantized caches: a quant type that disagrees with the cache, or one packed cache of two, is declined', () => {
     const q = { ...base, quant: { type: 'int8', mode: 'PER_TENSOR' } } as Case;
     const none = modelOf({ ...q, quantAttrs: { k_quant_type: 'NONE' } });
     expect(() => MlxSession.createSync(none, { fallback: 'none' })).toThrow(UnsupportedOperatorError);
     expect(() => MlxSession.createSync(none, { fallback: 'none' })).toThrow(/quantized k cache needs k_quant_type/);
     const int4 = modelOf({ ...q, quantAttrs: { v_cache_dtype: 'int4' } });
-    expect(() => MlxSession.createSync(int4, { fallback: 'none' })).toThrow(/v_cache_dtype 'int4' is not supported/);
+    expect(() => MlxSession.createSync(int4, { fallback: 'none' })).toThrow(/both caches packed \(int4 \/ float4e2m1\) or neither/);
   });
 
   it('the LATENT layout is declined with the reason; the float form is taken', () => {
