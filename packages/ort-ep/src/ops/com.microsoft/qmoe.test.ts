@@ -487,7 +487,7 @@ function ffnRef(c: QmoeCase, W1: Float64Array, W2: Float64Array): Float64Array {
   return out;
 }
 
-function floatModel(c: FloatCase): Uint8Array {
+function floatModel(c: FloatCase, noGlobal = false): Uint8Array {
   const F1 = c.act === 'swiglu' ? 2 * c.I : c.I;
   const per = c.quant === 'fp8' ? 1 : 2;
   const block = c.quant === 'fp4' ? 32 : 16;
@@ -502,7 +502,7 @@ function floatModel(c: FloatCase): Uint8Array {
     f32('g1', [c.E], c.g1),
     f32('g2', [c.E], c.g2),
   ];
-  const ins = ['x', 'r', 'w1', '', '', 'w2', '', '', '', '', '', '', '', '', '', 'g1', 'g2'];
+  const ins = ['x', 'r', 'w1', '', '', 'w2', '', '', '', '', '', '', '', '', '', noGlobal ? '' : 'g1', noGlobal ? '' : 'g2'];
   if (c.quant !== 'fp8') {
     inits.push(raw('s1', sType, [c.E, F1, c.H / block], c.sc1), raw('s2', sType, [c.E, c.H, c.I / block], c.sc2));
     ins[3] = 's1';
@@ -543,6 +543,21 @@ function floatModel(c: FloatCase): Uint8Array {
 }
 
 describe('QMoE with float experts (fp8, fp4, nvfp4)', () => {
+  it('a float quant_type without fc1_global_scale fails naming the input', () => {
+    const c = floatCase('fp8', {});
+    const s = MlxSession.createSync(floatModel(c, true), { fallback: 'none' });
+    try {
+      expect(() =>
+        s.runSync({
+          x: { dtype: 1, dims: [c.T, c.H], data: Float32Array.from(c.x) },
+          r: { dtype: 1, dims: [c.T, c.E], data: Float32Array.from(c.router) },
+        }),
+      ).toThrow(/fc1_global_scale is required with quant_type 'fp8'/);
+    } finally {
+      s.release();
+    }
+  });
+
   it('the float reference FFN agrees with the integer reference', () => {
     for (const over of [{ act: 'silu' }, { act: 'swiglu', bias: true }, { rw: true, normalize: 1, k: 3 }] as Partial<QmoeCase>[]) {
       const c = makeCase({ ...over, bits: 4, block: 16 });
