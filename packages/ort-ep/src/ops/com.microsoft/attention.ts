@@ -13,6 +13,8 @@ import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/
 import { msOp } from '../../registry/op.js';
 import { rotate, rotaryTables } from './rotary.js';
 import { hostNumbers, intsIfGiven } from '../helpers/util.js';
+import { decodeMiniFloatArray } from '../helpers/minifloat.js';
+import { optionalQuantInput, typed } from '../helpers/quant-math.js';
 
 const lowest = (d: mx.Dtype) => (d === 'float16' ? -65504 : d === 'bfloat16' ? -3.38e38 : -3.4028234663852886e38);
 
@@ -174,10 +176,13 @@ function gqaCheck(ctx: CheckContext<GqaParams>): string | undefined {
     // The past carries the cache's element type (a first prompt passes an empty one).
     if (!ctx.node.inputs[3] || !ctx.node.inputs[4])
       return 'GroupQueryAttention with a quantized KV cache needs past_key and past_value (empty for a first prompt)';
-    const want = a.cacheBits === 8 ? OnnxDataType.INT8 : OnnxDataType.UINT8;
+    const wants = a.cacheBits === 8 ? [OnnxDataType.INT8, OnnxDataType.FLOAT8E4M3FN] : [OnnxDataType.UINT8];
     const t = ctx.inputType(3);
-    if (t !== undefined && t !== want)
-      return `GroupQueryAttention with a ${a.cacheBits}-bit cache takes a ${a.cacheBits === 8 ? 'int8' : 'uint8 (two 4-bit values a byte)'} past_key, got element type ${t} (float8 caches are not supported)`;
+    if (t !== undefined && !wants.includes(t))
+      return `GroupQueryAttention with a ${a.cacheBits}-bit cache takes a ${a.cacheBits === 8 ? 'int8 or float8e4m3fn' : 'uint8 (two 4-bit values a byte)'} past_key, got element type ${t}`;
+    const tv = ctx.inputType(4);
+    if (t !== undefined && tv !== undefined && tv !== t)
+      return `GroupQueryAttention past_key and past_value must share one cache type, got ${t} and ${tv}`;
   } else if (ctx.node.inputs[12] || ctx.node.inputs[13])
     return 'GroupQueryAttention k_scale and v_scale need k_quant_type and v_quant_type';
   if (!ctx.node.inputs[14] !== !ctx.node.inputs[15]) return 'GroupQueryAttention needs both q_norm_weight and k_norm_weight, or neither';
@@ -404,9 +409,26 @@ function quantizeCache(x: mx.Array, scale: mx.Array, bits: number): mx.Array {
   return mx.bitwiseOr(lo, mx.leftShift(hi, 4));
 }
 
-function dequantizeCache(q: mx.Array, scale: mx.Array, bits: number, dtype: mx.Dtype): mx.Array {
+/**
+ * x / scale as float8e4m3fn codes (uint8), rounding to nearest even and saturating at ±448 (NaN
+ * stays NaN, 0x7f): with E the exponent of |x / scale| (at least -6, the subnormal one), q =
+ * round(|x / scale| / 2^(E - 3)) counts steps of that binade, and the code is (E + 6) · 8 + q (a
+ * q of 16 carries into the next binade's code, and E = -6 gives the subnormal codes 0..7).
+ */
+export function quantizeCacheE4M3(x: mx.Array, scale: mx.Array): mx.Array {
+  const y = mx.divide(mx.astype(x, 'float32'), scale);
+  const a = mx.minimum(mx.abs(y), 448);
+  const e = mx.clip(mx.floor(mx.log2(a)), -6, 8);
+  const q = mx.round(mx.divide(a, mx.power(mx.scalar(2, 'float32'), mx.subtract(e, 3))), 0);
+  const code = mx.minimum(mx.add(mx.multiply(mx.add(e, 6), 8), q), 126);
+  const signed = mx.where(mx.less(y, 0), mx.add(code, 128), code);
+  return mx.astype(mx.where(mx.isnan(y), mx.scalar(0x7f, 'float32'), signed), 'uint8');
+}
+
+function dequantizeCache(q: mx.Array, scale: mx.Array, bits: number, dtype: mx.Dtype, float8 = false): mx.Array {
   let v: mx.Array;
-  if (bits === 8) v = mx.astype(q, 'float32');
+  if (float8) v = decodeMiniFloatArray(q, OnnxDataType.FLOAT8E4M3FN);
+  else if (bits === 8) v = mx.astype(q, 'float32');
   else {
     const lo = mx.bitwiseAnd(q, 15);
     const hi = mx.rightShift(q, 4);
@@ -457,10 +479,12 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
     k = headRmsNorm(k, kNorm, p.qkNormEpsilon);
   }
   if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, g, first);
-  const pastK = ctx.optional(3);
-  const pastV = ctx.optional(4);
+  // A float8 cache arrives as its codes (MLX has no float8 dtype).
+  const cacheInput = (i: number) => (ctx.elemType(i) === OnnxDataType.FLOAT8E4M3FN ? optionalQuantInput(ctx, i) : ctx.optional(i));
+  const pastK = cacheInput(3);
+  const pastV = cacheInput(4);
   const length = Math.max(total, pastK ? pastK.shape[2] : 0);
-  let presentK: mx.Array, presentV: mx.Array, keys: mx.Array, values: mx.Array;
+  let presentK: OpResult, presentV: OpResult, keys: mx.Array, values: mx.Array;
   const upTo = (a: mx.Array) => (length === total ? a : mx.slice(a, [0, 0, 0, 0], [B, Nkv, total, H], [1, 1, 1, 1]));
   if (quantized) {
     // The cache holds quantized rows: the new rows are quantized into it, and attention reads the
@@ -470,16 +494,26 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
     if (!Number.isInteger(packedH)) throw new RangeError(`a 4-bit KV cache needs an even head size, got ${H}`);
     const kScale = cacheScale(ctx, 12, Nkv, H, 'k_scale');
     const vScale = cacheScale(ctx, 13, Nkv, H, 'v_scale');
+    // A float8e4m3fn cache holds its codes as uint8.
+    const float8 = ctx.elemType(3) === OnnxDataType.FLOAT8E4M3FN;
+    if (float8 && bits !== 8) throw new RangeError(`a float8e4m3fn KV cache needs kv_cache_bit_width 8, got ${bits}`);
+    if ((ctx.elemType(4) === OnnxDataType.FLOAT8E4M3FN) !== float8)
+      throw new RangeError('past_key and past_value must share one cache type');
+    const storage = bits === 8 && !float8 ? 'int8' : 'uint8';
+    const cacheName = float8 ? 'float8e4m3fn' : storage;
     for (const past of [pastK, pastV])
-      if (past && (past.dtype !== (bits === 8 ? 'int8' : 'uint8') || past.ndim !== 4 || past.shape[3] !== packedH))
+      if (past && (past.dtype !== storage || past.ndim !== 4 || past.shape[3] !== packedH))
         throw new RangeError(
-          `the ${bits}-bit past cache must be ${bits === 8 ? 'int8' : 'uint8'} [B, ${Nkv}, L, ${packedH}], got ${past.dtype} [${past.shape.join(', ')}]`,
+          `the ${bits}-bit past cache must be ${cacheName} [B, ${Nkv}, L, ${packedH}], got ${past.dtype} [${past.shape.join(', ')}]`,
         );
     const gq = { ...g, H: packedH };
-    presentK = gqaCache(pastK, quantizeCache(k, kScale, bits), gq, length);
-    presentV = gqaCache(pastV, quantizeCache(v, vScale, bits), gq, length);
-    keys = upTo(dequantizeCache(presentK, kScale, bits, q.dtype));
-    values = upTo(dequantizeCache(presentV, vScale, bits, q.dtype));
+    const quantize = (x: mx.Array, scale: mx.Array) => (float8 ? quantizeCacheE4M3(x, scale) : quantizeCache(x, scale, bits));
+    const codesK = gqaCache(pastK, quantize(k, kScale), gq, length);
+    const codesV = gqaCache(pastV, quantize(v, vScale), gq, length);
+    keys = upTo(dequantizeCache(codesK, kScale, bits, q.dtype, float8));
+    values = upTo(dequantizeCache(codesV, vScale, bits, q.dtype, float8));
+    presentK = float8 ? typed(codesK, OnnxDataType.FLOAT8E4M3FN) : codesK;
+    presentV = float8 ? typed(codesV, OnnxDataType.FLOAT8E4M3FN) : codesV;
   } else {
     presentK = gqaCache(pastK, k, g, length);
     presentV = gqaCache(pastV, v, g, length);
@@ -527,6 +561,6 @@ export const msAttentionOps: OpEntry[] = [
     parse: parseGqa,
     check: gqaCheck,
     run: gqa,
-    note: 'float, int8 or 4-bit KV cache (PER_TENSOR, PER_CHANNEL); no float8 cache, no sliding_window_cache',
+    note: 'float, int8, float8e4m3fn or 4-bit KV cache (PER_TENSOR, PER_CHANNEL); no sliding_window_cache',
   }),
 ];

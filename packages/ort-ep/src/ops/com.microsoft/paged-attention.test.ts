@@ -2,7 +2,8 @@
 // (onnxruntime has only a CUDA kernel, so onnxruntime-node cannot run it): ragged batches mixing
 // decode and prefill over scattered blocks, GQA heads, packed QKV, local window, softcap, scale,
 // bidirectional (is_causal 0), slot_mapping with skipped writes, rotary, head_sink, Q/K norms, and
-// float16; the updated caches are compared too.
+// float16, int8, float8e4m3fn, int4 and float4e2m1 caches (PER_TENSOR, PER_CHANNEL, an odd head
+// size); the updated caches are compared too.
 import { describe, expect, it } from 'vitest';
 import * as P from '../../../test/helpers/proto.js';
 import { seeded } from '../../../test/helpers/ort.js';
@@ -30,6 +31,74 @@ interface Case {
   /** slot per token, -1 to skip its write. */
   slots?: number[];
   half?: boolean;
+  /** A quantized cache (both K and V): its element type and scale granularity. */
+  quant?: { type: 'int8' | 'float8e4m3fn' | 'int4' | 'float4e2m1'; mode: 'PER_TENSOR' | 'PER_CHANNEL' };
+  /** Overrides of the quantization attributes (for the declined forms). */
+  quantAttrs?: Record<string, string>;
+}
+
+// Quantized caches, in float64 from the spec: symmetric, q = quantize(x / scale), read as q · scale.
+function e4m3Value(code: number): number {
+  const sgn = code & 0x80 ? -1 : 1;
+  const e = (code >> 3) & 15,
+    m = code & 7;
+  return sgn * (e === 0 ? (m / 8) * 2 ** -6 : (1 + m / 8) * 2 ** (e - 7));
+}
+/** Round half to even. */
+const rne = (x: number) => {
+  const f = Math.floor(x);
+  const d = x - f;
+  return d > 0.5 || (d === 0.5 && f % 2 !== 0) ? f + 1 : f;
+};
+/** x rounded to e4m3fn, nearest even, saturating at ±448. */
+function e4m3Round(x: number): number {
+  const a = Math.min(Math.abs(x), 448);
+  if (a === 0) return 0;
+  const e = Math.max(Math.floor(Math.log2(a)), -6);
+  return Math.sign(x) * Math.min(rne(a / 2 ** (e - 3)) * 2 ** (e - 3), 448);
+}
+const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6];
+/** x rounded to e2m1 (nearest, ties to the even code, saturating at ±6). */
+function e2m1Round(x: number): number {
+  const a = Math.min(Math.abs(x), 6);
+  let best = 0;
+  for (let c = 1; c < 8; c++) {
+    const d = Math.abs(a - E2M1[c]) - Math.abs(a - E2M1[best]);
+    if (d < 0 || (d === 0 && c % 2 === 0)) best = c;
+  }
+  return Math.sign(x) * E2M1[best];
+}
+const packed = (c: Case) => c.quant?.type === 'int4' || c.quant?.type === 'float4e2m1';
+const cacheHead = (c: Case) => (packed(c) ? Math.ceil(c.H / 2) : c.H);
+/** The 4-bit field of a stored value v (in scale units). */
+const nibbleOf = (c: Case, v: number) => (c.quant!.type === 'int4' ? v & 15 : (v < 0 ? 8 : 0) | E2M1.indexOf(Math.abs(v)));
+const nibbleValue = (c: Case, n: number) => (c.quant!.type === 'int4' ? (n >= 8 ? n - 16 : n) : (n & 8 ? -1 : 1) * E2M1[n & 7]);
+/** e4m3fn code of an exactly representable value. */
+function e4m3Code(v: number): number {
+  for (let c = 0; c < 256; c++) if ((c & 0x7f) !== 0x7f && e4m3Value(c) === v && (v !== 0 || c === 0)) return c;
+  throw new Error(`${v} is not an e4m3fn value`);
+}
+function cacheScales(c: Case, seed: number): Float64Array {
+  const n = c.quant?.mode === 'PER_CHANNEL' ? c.Nkv * c.H : 1;
+  // Scales that spread values of about ±1 over each type's range (int8 ±127, e4m3 ±448, int4 ±7, e2m1 ±6).
+  const base = packed(c) ? 0.2 : 0.01;
+  return Float64Array.from(seeded(n, seed), (x) => Math.fround(base + base * 0.4 * x));
+}
+const scaleAt = (c: Case, sc: Float64Array, n: number, h: number) => (sc.length === 1 ? sc[0] : sc[n * c.H + h]);
+/** The value a quantized cache stores for x at head n, channel h. */
+function quantized(c: Case, sc: Float64Array, x: number, n: number, h: number): number {
+  const s = scaleAt(c, sc, n, h);
+  const y = x / s;
+  const t = c.quant!.type;
+  const q =
+    t === 'int8'
+      ? Math.max(-128, Math.min(127, rne(y)))
+      : t === 'int4'
+        ? Math.max(-8, Math.min(7, rne(y)))
+        : t === 'float4e2m1'
+          ? e2m1Round(y)
+          : e4m3Round(y);
+  return q * s;
 }
 
 interface Data {
@@ -43,6 +112,11 @@ interface Data {
   sink: Float64Array;
   qn: Float64Array;
   kn: Float64Array;
+  /** Quantized caches: scales, and the caches' codes (d.kc / d.vc then hold their values). */
+  ks?: Float64Array;
+  vs?: Float64Array;
+  kq?: Int8Array | Uint8Array;
+  vq?: Int8Array | Uint8Array;
 }
 
 const maxPos = 32;
@@ -72,7 +146,7 @@ function dataOf(c: Case): Data {
       cos[p * half + i] = c.half ? roundHalf(Math.cos(a)) : Math.fround(Math.cos(a));
       sin[p * half + i] = c.half ? roundHalf(Math.sin(a)) : Math.fround(Math.sin(a));
     }
-  return {
+  const d: Data = {
     q: r(T_ * c.N * c.H, 1),
     k: r(T_ * c.Nkv * c.H, 2),
     v: r(T_ * c.Nkv * c.H, 3),
@@ -84,6 +158,39 @@ function dataOf(c: Case): Data {
     qn: r(c.H, 7),
     kn: r(c.H, 8),
   };
+  if (c.quant) {
+    d.ks = cacheScales(c, 9);
+    d.vs = cacheScales(c, 10);
+    // Cache contents: the quantization of values of about ±1 (int8 codes near ±100, float8 up to 448).
+    const codes = (src: Float64Array, sc: Float64Array) => {
+      const vals = Array.from(src, (x, i) => quantized(c, sc, x * 0.9, Math.floor(i / c.H) % c.Nkv, i % c.H));
+      const q = vals.map((v, i) => Math.round(v / scaleAt(c, sc, Math.floor(i / c.H) % c.Nkv, i % c.H)));
+      if (packed(c)) {
+        const Hp = cacheHead(c);
+        const bytes = new Uint8Array((vals.length / c.H) * Hp);
+        vals.forEach((v, i) => {
+          const row = Math.floor(i / c.H),
+            h = i % c.H;
+          const u = v / scaleAt(c, sc, row % c.Nkv, h);
+          bytes[row * Hp + (h >> 1)] |= nibbleOf(c, c.quant!.type === 'int4' ? Math.round(u) : u) << ((h & 1) * 4);
+        });
+        return { q: bytes, v: Float64Array.from(vals) };
+      }
+      return c.quant!.type === 'int8'
+        ? { q: Int8Array.from(q), v: Float64Array.from(vals) }
+        : {
+            q: Uint8Array.from(vals, (v, i) => e4m3Code(v / scaleAt(c, sc, Math.floor(i / c.H) % c.Nkv, i % c.H))),
+            v: Float64Array.from(vals),
+          };
+    };
+    const kk = codes(d.kc, d.ks);
+    const vv = codes(d.vc, d.vs);
+    d.kq = kk.q;
+    d.vq = vv.q;
+    d.kc = kk.v;
+    d.vc = vv.v;
+  }
+  return d;
 }
 
 /** The spec, in float64. */
@@ -140,8 +247,10 @@ function reference(c: Case, d: Data): { y: Float64Array; kc: Float64Array; vc: F
       if (s < 0) continue;
       for (let n = 0; n < Nkv; n++)
         for (let h = 0; h < H; h++) {
-          kc[(s * Nkv + n) * H + h] = ks[t][n][h];
-          vc[(s * Nkv + n) * H + h] = d.v[(t * Nkv + n) * H + h];
+          const kx = ks[t][n][h];
+          const vx = d.v[(t * Nkv + n) * H + h];
+          kc[(s * Nkv + n) * H + h] = c.quant ? quantized(c, d.ks!, kx, n, h) : kx;
+          vc[(s * Nkv + n) * H + h] = c.quant ? quantized(c, d.vs!, vx, n, h) : vx;
         }
     }
   const scale = c.attrs?.scale ?? 1 / Math.sqrt(H);
@@ -184,16 +293,19 @@ function reference(c: Case, d: Data): { y: Float64Array; kc: Float64Array; vc: F
   return { y, kc, vc };
 }
 
+const cacheElem = (c: Case) =>
+  c.quant ? (c.quant.type === 'int8' ? T.INT8 : packed(c) ? T.UINT8 : T.FLOAT8E4M3FN) : c.half ? T.FLOAT16 : T.FLOAT;
+
 function modelOf(c: Case): Uint8Array {
   const elem = c.half ? T.FLOAT16 : T.FLOAT;
   const Tn = c.lens.reduce((a, b) => a + b, 0);
   const B = c.lens.length;
-  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, c.H];
+  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, cacheHead(c)];
   const inputs = [
     P.valueInfo('q', P.tensorType(elem, [Tn, (c.packed ? c.N + 2 * c.Nkv : c.N) * c.H])),
     ...(c.packed ? [] : [P.valueInfo('k', P.tensorType(elem, [Tn, c.Nkv * c.H])), P.valueInfo('v', P.tensorType(elem, [Tn, c.Nkv * c.H]))]),
-    P.valueInfo('kc', P.tensorType(elem, cacheDims)),
-    P.valueInfo('vc', P.tensorType(elem, cacheDims)),
+    P.valueInfo('kc', P.tensorType(cacheElem(c), cacheDims)),
+    P.valueInfo('vc', P.tensorType(cacheElem(c), cacheDims)),
     P.valueInfo('cu', P.tensorType(T.INT32, [B + 1])),
     P.valueInfo('ps', P.tensorType(T.INT32, [B])),
     P.valueInfo('bt', P.tensorType(T.INT32, [B, c.table[0].length])),
@@ -217,8 +329,23 @@ function modelOf(c: Case): Uint8Array {
     names[12] = 'qn';
     names[13] = 'kn';
   }
+  if (c.quant) {
+    const sd = c.quant.mode === 'PER_TENSOR' ? [1] : [c.Nkv, 1, c.H];
+    inputs.push(P.valueInfo('ks', P.tensorType(T.FLOAT, sd)), P.valueInfo('vs', P.tensorType(T.FLOAT, sd)));
+    names[14] = 'ks';
+    names[15] = 'vs';
+  }
   while (names[names.length - 1] === '') names.pop();
   const attrs = [
+    ...(c.quant
+      ? Object.entries({
+          k_quant_type: c.quant.mode,
+          v_quant_type: c.quant.mode,
+          k_cache_dtype: c.quant.type,
+          v_cache_dtype: c.quant.type,
+          ...c.quantAttrs,
+        }).map(([k, x]) => P.attr.string(k, x))
+      : []),
     P.attr.int('num_heads', c.N),
     P.attr.int('kv_num_heads', c.Nkv),
     ...(c.rotary ? [P.attr.int('do_rotary', 1)] : []),
@@ -229,7 +356,11 @@ function modelOf(c: Case): Uint8Array {
   return P.modelBytes(
     {
       inputs,
-      outputs: [P.valueInfo('y', P.tensorType(elem)), P.valueInfo('kc_out', P.tensorType(elem)), P.valueInfo('vc_out', P.tensorType(elem))],
+      outputs: [
+        P.valueInfo('y', P.tensorType(elem)),
+        P.valueInfo('kc_out', P.tensorType(cacheElem(c))),
+        P.valueInfo('vc_out', P.tensorType(cacheElem(c))),
+      ],
       nodes: [P.node('PagedAttention', names, ['y', 'kc_out', 'vc_out'], attrs, { domain: MS })],
     },
     {
@@ -267,7 +398,7 @@ function feedsOf(c: Case, d: Data): Record<string, HostTensor> {
       ? { dtype: T.FLOAT16, dims, data: Uint16Array.from(x, toHalfBits) as never }
       : { dtype: T.FLOAT, dims, data: Float32Array.from(x) };
   const i = (x: number[], dims: number[]): HostTensor => ({ dtype: T.INT32, dims, data: Int32Array.from(x) });
-  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, c.H];
+  const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, cacheHead(c)];
   const cu = [0];
   for (const l of c.lens) cu.push(cu[cu.length - 1] + l);
   const feeds: Record<string, HostTensor> = {
@@ -295,6 +426,13 @@ function feedsOf(c: Case, d: Data): Record<string, HostTensor> {
     feeds.cos = f(d.cos, [maxPos, c.H / 2]);
     feeds.sin = f(d.sin, [maxPos, c.H / 2]);
   }
+  if (c.quant) {
+    feeds.kc = { dtype: cacheElem(c), dims: cacheDims, data: d.kq! };
+    feeds.vc = { dtype: cacheElem(c), dims: cacheDims, data: d.vq! };
+    const sd = c.quant.mode === 'PER_TENSOR' ? [1] : [c.Nkv, 1, c.H];
+    feeds.ks = { dtype: T.FLOAT, dims: sd, data: Float32Array.from(d.ks!) };
+    feeds.vs = { dtype: T.FLOAT, dims: sd, data: Float32Array.from(d.vs!) };
+  }
   if (c.slots) feeds.slots = i(c.slots, [Tn]);
   if (c.sink) feeds.sink = f(d.sink, [c.N]);
   if (c.norms) {
@@ -321,6 +459,24 @@ function expectClose(have: number[], want: Float64Array, tol: number, what: stri
   expect(worst <= tol ? 'ok' : `${what}[${at}]: mlx ${have[at]} vs reference ${want[at]}`).toBe('ok');
 }
 
+/** A cache output's values: its floats, or its codes times the scales. */
+function cacheValues(c: Case, sc: Float64Array | undefined, t: HostTensor): number[] {
+  if (!c.quant) return values(t, !!c.half);
+  expect(t.dtype).toBe(cacheElem(c));
+  let codes = Array.from(t.data as ArrayLike<number>);
+  if (packed(c)) {
+    const Hp = cacheHead(c);
+    const rows = codes.length / Hp;
+    const out: number[] = [];
+    for (let r = 0; r < rows; r++) for (let h = 0; h < c.H; h++) out.push(nibbleValue(c, (codes[r * Hp + (h >> 1)] >> ((h & 1) * 4)) & 15));
+    codes = out;
+  }
+  return codes.map((q, i) => {
+    const s = scaleAt(c, sc!, Math.floor(i / c.H) % c.Nkv, i % c.H);
+    return (c.quant!.type === 'float8e4m3fn' ? e4m3Value(q) : q) * s;
+  });
+}
+
 async function check(c: Case): Promise<void> {
   const d = dataOf(c);
   const want = reference(c, d);
@@ -331,8 +487,8 @@ async function check(c: Case): Promise<void> {
       for (let r = 0; r < (compiled ? 3 : 1); r++) {
         const out = (await s.run(feedsOf(c, d))) as Record<string, HostTensor>;
         expectClose(values(out.y, !!c.half), want.y, tol, 'y');
-        expectClose(values(out.kc_out, !!c.half), want.kc, tol, 'key_cache_out');
-        expectClose(values(out.vc_out, !!c.half), want.vc, tol, 'value_cache_out');
+        expectClose(cacheValues(c, d.ks, out.kc_out), want.kc, tol, 'key_cache_out');
+        expectClose(cacheValues(c, d.vs, out.vc_out), want.vc, tol, 'value_cache_out');
       }
     } finally {
       s.release();
@@ -366,6 +522,19 @@ describe('PagedAttention against a float64 reference of the spec', () => {
   it('rotary at the absolute positions', () => check({ ...base, rotary: true }));
   it('head_sink and Q/K norms', () => check({ ...base, sink: true, norms: true }));
   it('float16', () => check({ ...base, half: true, rotary: true }));
+  for (const type of ['int8', 'float8e4m3fn', 'int4', 'float4e2m1'] as const)
+    for (const mode of ['PER_TENSOR', 'PER_CHANNEL'] as const)
+      it(`${type} cache, ${mode} scales`, () => check({ ...base, quant: { type, mode } }));
+  it('float8e4m3fn cache with slot_mapping, rotary and a local window', () =>
+    check({
+      ...base,
+      quant: { type: 'float8e4m3fn', mode: 'PER_CHANNEL' },
+      rotary: true,
+      slots: [21, 8, -1, 10],
+      attrs: { local_window_size: 3 },
+    }));
+  it('int4 cache with an odd head size (a padding nibble a head), packed QKV', () =>
+    check({ ...base, H: 15, packed: true, quant: { type: 'int4', mode: 'PER_CHANNEL' } }));
 });
 
 describe('PagedAttention: bad input and what is declined', () => {
@@ -385,6 +554,15 @@ describe('PagedAttention: bad input and what is declined', () => {
     } finally {
       s.release();
     }
+  });
+
+  it('quantized caches: a quant type that disagrees with the cache, or one packed cache of two, is declined', () => {
+    const q = { ...base, quant: { type: 'int8', mode: 'PER_TENSOR' } } as Case;
+    const none = modelOf({ ...q, quantAttrs: { k_quant_type: 'NONE' } });
+    expect(() => MlxSession.createSync(none, { fallback: 'none' })).toThrow(UnsupportedOperatorError);
+    expect(() => MlxSession.createSync(none, { fallback: 'none' })).toThrow(/quantized k cache needs k_quant_type/);
+    const int4 = modelOf({ ...q, quantAttrs: { v_cache_dtype: 'int4' } });
+    expect(() => MlxSession.createSync(int4, { fallback: 'none' })).toThrow(/both caches packed \(int4 \/ float4e2m1\) or neither/);
   });
 
   it('the LATENT layout is declined with the reason; the float form is taken', () => {

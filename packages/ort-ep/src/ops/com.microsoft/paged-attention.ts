@@ -9,8 +9,10 @@
 // local_window_size, with softcap, head_sink, Q/K RMSNorm and rotary at the absolute positions.
 //
 // onnxruntime has only a CUDA kernel; the spec (docs/ContribOperators.md) is the reference, and the
-// tests compare with a float64 implementation of it. Not supported (declined with the reason):
-// quantized caches, the LATENT layout, rotary_offset. The updated caches are new arrays (MLX has no
+// tests compare with a float64 implementation of it. int8, float8e4m3fn, and int4 / float4e2m1
+// (two a byte in a uint8 cache of ceil(head_size / 2) bytes a head) caches are quantized
+// symmetrically with PER_TENSOR or PER_CHANNEL scales (see CacheCodec). Not supported (declined
+// with the reason): the LATENT layout, rotary_offset. The updated caches are new arrays (MLX has no
 // in-place update of a feed); donating the cache feeds lets MLX reuse their buffers.
 import * as mx from '@mlx/core';
 import { fromHeads, scaledDotProductAttention } from '@mlx/kernels';
@@ -19,7 +21,9 @@ import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
 import { hostNumbers } from '../helpers/util.js';
-import { headRmsNorm, sinkAttention } from './attention.js';
+import { headRmsNorm, quantizeCacheE4M3, sinkAttention } from './attention.js';
+import { decodeMiniFloatArray } from '../helpers/minifloat.js';
+import { optionalQuantInput, typed } from '../helpers/quant-math.js';
 import { rotate, rotaryTables } from './rotary.js';
 
 interface PagedParams {
@@ -61,16 +65,137 @@ const parse = (a: Attrs): PagedParams => ({
 });
 
 const FLOATS = [OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16];
+const QUANTIZED: number[] = [OnnxDataType.INT8, OnnxDataType.FLOAT8E4M3FN];
+const QUANTS = ['NONE', 'PER_TENSOR', 'PER_CHANNEL'];
+const CACHE_DTYPES = ['float', 'float16', 'bfloat16', 'int8', 'float8e4m3fn', 'int4', 'float4e2m1'];
+const QUANTIZED_NAMES = ['int8', 'float8e4m3fn', 'int4', 'float4e2m1'];
+/** Sub-byte logical types, packed two a byte into a uint8 cache (element 2i in the low bits of byte i). */
+const PACKED = ['int4', 'float4e2m1'];
+const CACHE_TYPE_OF: Record<string, number> = {
+  float: OnnxDataType.FLOAT,
+  float16: OnnxDataType.FLOAT16,
+  bfloat16: OnnxDataType.BFLOAT16,
+  int8: OnnxDataType.INT8,
+  float8e4m3fn: OnnxDataType.FLOAT8E4M3FN,
+  int4: OnnxDataType.UINT8,
+  float4e2m1: OnnxDataType.UINT8,
+};
+
+/**
+ * How one cache stores rows. A quantized cache (int8, float8e4m3fn held as its codes, or int4 /
+ * float4e2m1 packed two a byte) stores q = quantize(x / scale), symmetric with no zero point (int8
+ * and int4: round half to even, clamped to [-128, 127] / [-8, 7]; float8: nearest even, saturating
+ * at ±448; float4: nearest, ties to the even code, saturating at ±6), and reads back q · scale. The scale
+ * ([1] PER_TENSOR, [kv_heads, 1, head_size] PER_CHANNEL) is flattened to the [slots, kv_heads ·
+ * head_size] rows the op works on.
+ */
+interface CacheCodec {
+  float8: boolean;
+  /** Stored row width: kv_heads · head_size, or kv_heads · ceil(head_size / 2) bytes when packed. */
+  width: number;
+  scale?: mx.Array;
+  store(x: mx.Array, dtype: mx.Dtype): mx.Array;
+  load(c: mx.Array): mx.Array;
+}
+
+/** x as float4e2m1 codes (nearest, ties to the even code, saturating at ±6), as float32 0..15. */
+function e2m1Codes(y: mx.Array): mx.Array {
+  const a = mx.abs(y);
+  // The code counts the rounding boundaries below |y|; a tie goes to the even code.
+  const above = (t: number, tieUp: boolean) => mx.astype(tieUp ? mx.greaterEqual(a, t) : mx.greater(a, t), 'float32');
+  let code = above(0.25, false);
+  for (const [t, up] of [
+    [0.75, true],
+    [1.25, false],
+    [1.75, true],
+    [2.5, false],
+    [3.5, true],
+    [5, false],
+  ] as const)
+    code = mx.add(code, above(t, up));
+  return mx.where(mx.less(y, 0), mx.add(code, 8), code);
+}
+
+function cacheCodec(
+  ctx: OpContext<PagedParams>,
+  at: number,
+  scaleAt: number,
+  quant: string,
+  dtypeName: string,
+  Nkv: number,
+  H: number,
+  side: string,
+): CacheCodec {
+  const float8 = ctx.elemType(at) === OnnxDataType.FLOAT8E4M3FN;
+  const packed = PACKED.includes(dtypeName);
+  const Hp = Math.ceil(H / 2);
+  if (quant === 'NONE') return { float8, width: Nkv * H, store: (x, dtype) => mx.astype(x, dtype), load: (c) => c };
+  const s = mx.astype(ctx.input(scaleAt), 'float32');
+  const want = quant === 'PER_TENSOR' ? [1] : [Nkv, 1, H];
+  if (s.size !== want.reduce((a, b) => a * b, 1) || (quant === 'PER_CHANNEL' && s.ndim !== 3))
+    throw new RangeError(`${side}_scale must be [${want.join(', ')}] for ${quant}, got [${s.shape.join(', ')}]`);
+  const scale = mx.reshape(s, quant === 'PER_TENSOR' ? [1, 1] : [1, Nkv * H]);
+  if (packed) {
+    const int4 = dtypeName === 'int4';
+    return {
+      float8,
+      width: Nkv * Hp,
+      scale,
+      store: (x) => {
+        const y = mx.divide(mx.astype(x, 'float32'), scale); // [W, Nkv · H]
+        const n = int4 ? mx.bitwiseAnd(mx.astype(mx.clip(mx.round(y, 0), -8, 7), 'int32'), 15) : mx.astype(e2m1Codes(y), 'int32');
+        const W = y.shape[0];
+        let fields = mx.reshape(n, [W, Nkv, H]);
+        if (H % 2) fields = mx.concatenate([fields, mx.zeros([W, Nkv, 1], 'int32')], 2);
+        const pairs = mx.reshape(fields, [W, Nkv, Hp, 2]);
+        const [lo, hi] = mx.splitSections(pairs, [1], -1).map((a) => mx.squeeze(a, -1));
+        return mx.astype(mx.reshape(mx.bitwiseOr(lo, mx.leftShift(hi, 4)), [W, Nkv * Hp]), 'uint8');
+      },
+      load: (c) => {
+        const S = c.shape[0];
+        const bytes = mx.reshape(c, [S, Nkv, Hp]);
+        const fields = mx.reshape(mx.stack([mx.bitwiseAnd(bytes, 15), mx.rightShift(bytes, 4)], -1), [S, Nkv, 2 * Hp]);
+        const used = 2 * Hp === H ? fields : mx.slice(fields, [0, 0, 0], [S, Nkv, H], [1, 1, 1]);
+        const values = int4
+          ? mx.subtract(mx.astype(used, 'float32'), mx.multiply(mx.astype(mx.greaterEqual(used, 8), 'float32'), 16))
+          : decodeMiniFloatArray(used, OnnxDataType.FLOAT4E2M1);
+        return mx.multiply(mx.reshape(values, [S, Nkv * H]), scale);
+      },
+    };
+  }
+  return {
+    float8,
+    width: Nkv * H,
+    scale,
+    store: (x) =>
+      float8 ? quantizeCacheE4M3(x, scale) : mx.astype(mx.clip(mx.round(mx.divide(mx.astype(x, 'float32'), scale), 0), -128, 127), 'int8'),
+    load: (c) => mx.multiply(float8 ? decodeMiniFloatArray(c, OnnxDataType.FLOAT8E4M3FN) : mx.astype(c, 'float32'), scale),
+  };
+}
 
 function check(ctx: CheckContext<PagedParams>): string | undefined {
   const p = ctx.params;
   if (!(p.heads > 0 && p.kvHeads > 0 && p.heads % p.kvHeads === 0))
     return `num_heads ${p.heads} must be a positive multiple of kv_num_heads ${p.kvHeads}`;
   if (p.layout !== 'SEPARATE') return `kv_cache_layout '${p.layout}' is not supported; only SEPARATE`;
-  if (p.kQuant !== 'NONE' || p.vQuant !== 'NONE' || ctx.node.inputs[14] || ctx.node.inputs[15])
-    return 'PagedAttention with a quantized KV cache is not supported';
-  for (const d of [p.kCacheDtype, p.vCacheDtype])
-    if (d && !['float', 'float16', 'bfloat16'].includes(d)) return `cache dtype '${d}' is not supported (float caches only)`;
+  for (const [side, quant, dtype, at, scaleAt] of [
+    ['k', p.kQuant, p.kCacheDtype, 3, 14],
+    ['v', p.vQuant, p.vCacheDtype, 4, 15],
+  ] as const) {
+    if (!QUANTS.includes(quant)) return `${side}_quant_type '${quant}' is not one of ${QUANTS.join(', ')}`;
+    if (dtype && !CACHE_DTYPES.includes(dtype)) return `${side}_cache_dtype '${dtype}' is not supported (${CACHE_DTYPES.join(', ')})`;
+    const t = ctx.inputType(at);
+    if (dtype && t !== undefined && CACHE_TYPE_OF[dtype] !== undefined && CACHE_TYPE_OF[dtype] !== t)
+      return `${side}_cache_dtype '${dtype}' does not agree with the cache's element type ${t}`;
+    const quantizedType = dtype ? QUANTIZED_NAMES.includes(dtype) : t !== undefined ? QUANTIZED.includes(t) : undefined;
+    if (quantizedType === true && quant === 'NONE') return `a quantized ${side} cache needs ${side}_quant_type PER_TENSOR or PER_CHANNEL`;
+    if (quantizedType === false && quant !== 'NONE')
+      return `${side}_quant_type ${quant} needs an int8, float8e4m3fn, int4 or float4e2m1 ${side} cache`;
+    if ((quant !== 'NONE') !== !!ctx.node.inputs[scaleAt])
+      return quant !== 'NONE' ? `${side}_quant_type ${quant} needs ${side}_scale` : `${side}_scale needs ${side}_quant_type`;
+  }
+  if (PACKED.includes(p.kCacheDtype) !== PACKED.includes(p.vCacheDtype))
+    return 'PagedAttention needs both caches packed (int4 / float4e2m1) or neither';
   if (p.rotaryOffset !== 0) return 'PagedAttention rotary_offset is not supported';
   if (p.vHeadSize !== 0) return 'PagedAttention v_head_size is not supported (it needs the LATENT layout)';
   if (!ctx.node.inputs[4]) return 'PagedAttention needs value_cache (the SEPARATE layout)';
@@ -78,8 +203,9 @@ function check(ctx: CheckContext<PagedParams>): string | undefined {
   if (p.doRotary && (!ctx.node.inputs[8] || !ctx.node.inputs[9])) return 'PagedAttention with do_rotary needs cos_cache and sin_cache';
   for (const i of [3, 4]) {
     const t = ctx.inputType(i);
-    if (t !== undefined && !FLOATS.includes(t))
-      return `PagedAttention with a cache of element type ${t} is not supported (float caches only)`;
+    const packed = PACKED.includes(i === 3 ? p.kCacheDtype : p.vCacheDtype);
+    if (t !== undefined && (packed ? t !== OnnxDataType.UINT8 : !FLOATS.includes(t) && !QUANTIZED.includes(t)))
+      return `PagedAttention with a cache of element type ${t} is not supported (float, int8 or float8e4m3fn caches; uint8 for int4 / float4e2m1)`;
   }
   return undefined;
 }
@@ -91,13 +217,20 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
   const query = ctx.input(0);
   if (query.ndim !== 2) throw new RangeError(`query must be [num_tokens, hidden], got [${query.shape.join(', ')}]`);
   const T = query.shape[0];
-  const keyCache = ctx.input(3);
-  const valueCache = ctx.input(4);
+  // A float8 cache arrives as its codes (MLX has no float8 dtype).
+  const cacheInput = (i: number) => (ctx.elemType(i) === OnnxDataType.FLOAT8E4M3FN ? optionalQuantInput(ctx, i) : ctx.input(i));
+  const keyCache = cacheInput(3) as mx.Array;
+  const valueCache = cacheInput(4) as mx.Array;
   if (keyCache.ndim !== 4 || keyCache.shape[2] !== Nkv || valueCache.shape.some((d, i) => d !== keyCache.shape[i]))
     throw new RangeError(
       `key_cache and value_cache must be one shape [num_blocks, block_size, ${Nkv}, head_size], got [${keyCache.shape.join(', ')}] and [${valueCache.shape.join(', ')}]`,
     );
-  const [numBlocks, blockSize, , H] = keyCache.shape;
+  const [numBlocks, blockSize, , cacheH] = keyCache.shape;
+  // A packed (int4 / float4e2m1) cache holds ceil(head_size / 2) bytes a head: the head size comes from the query.
+  const packedCache = PACKED.includes(p.kCacheDtype);
+  const H = packedCache ? (ctx.has(1) ? query.shape[1] / N : query.shape[1] / (N + 2 * Nkv)) : cacheH;
+  if (!Number.isInteger(H) || (packedCache && Math.ceil(H / 2) !== cacheH))
+    throw new RangeError(`the query's head size ${H} does not fit the packed cache's ${cacheH} bytes a head`);
   let q: mx.Array, k: mx.Array, v: mx.Array; // [T, heads, H]
   const key = ctx.optional(1);
   if (key) {
@@ -181,28 +314,34 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
     k = rot(k);
   }
 
+  const kCodec = cacheCodec(ctx, 3, 14, p.kQuant, p.kCacheDtype, Nkv, H, 'k');
+  const vCodec = cacheCodec(ctx, 4, 15, p.vQuant, p.vCacheDtype, Nkv, H, 'v');
+  if (packedCache && (p.kQuant === 'NONE' || p.vQuant === 'NONE'))
+    throw new RangeError('a packed int4 / float4e2m1 cache needs a quant type and a scale');
   // Write the new rows at their slots.
-  const flat = (c: mx.Array) => mx.reshape(c, [numBlocks * blockSize, Nkv * H]);
+  const flat = (c: mx.Array) => mx.reshape(c, [numBlocks * blockSize, Nkv * cacheH]);
   let flatK = flat(keyCache);
   let flatV = flat(valueCache);
   if (writeTokens.length) {
     const idx = mx.broadcastTo(
       mx.reshape(mx.Array.fromTypedArray(Int32Array.from(writeSlots), [writeSlots.length], 'int32'), [writeSlots.length, 1]),
-      [writeSlots.length, Nkv * H],
+      [writeSlots.length, kCodec.width],
     );
-    const rows = (x: mx.Array, c: mx.Array) => {
+    const rows = (x: mx.Array, c: mx.Array, codec: CacheCodec) => {
       const sel =
         writeTokens.length === T ? x : mx.take(x, mx.Array.fromTypedArray(Int32Array.from(writeTokens), [writeTokens.length], 'int32'), 0);
-      return mx.astype(mx.reshape(sel, [writeTokens.length, Nkv * H]), c.dtype);
+      return codec.store(mx.reshape(sel, [writeTokens.length, Nkv * H]), c.dtype);
     };
-    flatK = mx.putAlongAxis(flatK, idx, rows(k, keyCache), 0);
-    flatV = mx.putAlongAxis(flatV, idx, rows(v, valueCache), 0);
+    flatK = mx.putAlongAxis(flatK, idx, rows(k, keyCache, kCodec), 0);
+    flatV = mx.putAlongAxis(flatV, idx, rows(v, valueCache, vCodec), 0);
   }
 
   // Each sequence's attention over its cache, read through the block table.
   const scale = p.scale ?? 1 / Math.sqrt(H);
   const sink = ctx.optional(11);
   if (sink && sink.size !== N) throw new RangeError(`head_sink has ${sink.size} values for ${N} heads`);
+  const readK = kCodec.load(flatK);
+  const readV = vCodec.load(flatV);
   const outs: mx.Array[] = [];
   for (let b = 0; b < B; b++) {
     const qlen = cu[b + 1] - cu[b];
@@ -211,8 +350,8 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
     const slots = Int32Array.from({ length: L }, (_, i) => slotOf(b, i));
     const read = (c: mx.Array) =>
       mx.expandDims(mx.transpose(mx.reshape(mx.take(c, mx.Array.fromTypedArray(slots, [L], 'int32'), 0), [L, Nkv, H]), [1, 0, 2]), 0);
-    const keys = mx.astype(read(flatK), q.dtype);
-    const values = mx.astype(read(flatV), q.dtype);
+    const keys = mx.astype(read(readK), q.dtype);
+    const values = mx.astype(read(readV), q.dtype);
     const qb = mx.expandDims(mx.transpose(mx.slice(q, [cu[b], 0, 0], [cu[b + 1], N, H], [1, 1, 1]), [1, 0, 2]), 0); // [1, N, qlen, H]
     const visible = new Uint8Array(qlen * L);
     for (let j = 0; j < qlen; j++) {
@@ -230,7 +369,8 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
     outs.push(mx.reshape(fromHeads(y), [qlen, N * H]));
   }
   const y = outs.length === 1 ? outs[0] : outs.length ? mx.concatenate(outs, 0) : mx.zeros([0, N * H], query.dtype);
-  return [y, mx.reshape(flatK, keyCache.shape), mx.reshape(flatV, valueCache.shape)];
+  const out = (c: mx.Array, codec: CacheCodec) => (codec.float8 ? typed(c, OnnxDataType.FLOAT8E4M3FN) : c);
+  return [y, out(mx.reshape(flatK, keyCache.shape), kCodec), out(mx.reshape(flatV, valueCache.shape), vCodec)];
 }
 
 export const pagedAttentionOps: OpEntry[] = [
@@ -238,6 +378,6 @@ export const pagedAttentionOps: OpEntry[] = [
     parse,
     check,
     run,
-    note: 'float caches, SEPARATE layout; slot_mapping, is_causal, local window, softcap, head_sink, Q/K norms, rotary; no quantized caches, LATENT or rotary_offset',
+    note: 'float, int8, float8e4m3fn, int4 or float4e2m1 (packed) caches (PER_TENSOR, PER_CHANNEL scales), SEPARATE layout; slot_mapping, is_causal, local window, softcap, head_sink, Q/K norms, rotary; LATENT or rotary_offset',
   }),
 ];

@@ -347,10 +347,253 @@ describe('QMoE beyond onnxruntime-node CPU', () => {
 
   it('unsupported forms are declined with the reason', () => {
     const c = makeCase({});
-    const bytes = qmoeModel(c, 'float32', [P.attr.string('quant_type', 'fp4')]);
+    const bytes = qmoeModel(c, 'float32', [P.attr.string('quant_type', 'wfp4afp8')]);
     expect(() => MlxSession.createSync(bytes, { fallback: 'none' })).toThrow(UnsupportedOperatorError);
-    expect(() => MlxSession.createSync(bytes, { fallback: 'none' })).toThrow(/quant_type 'fp4'/);
+    expect(() => MlxSession.createSync(bytes, { fallback: 'none' })).toThrow(/quant_type 'wfp4afp8'/);
+    // fp4 with the integer layout's float scales: the block scales must be float8e8m0.
+    const fp4 = qmoeModel(makeCase({ bits: 4, block: 32 }), 'float32', [P.attr.string('quant_type', 'fp4')]);
+    expect(() => MlxSession.createSync(fp4, { fallback: 'none' })).toThrow(/fp4 block scales must be float8e8m0/);
     const sw0 = qmoeModel(makeCase({ act: 'swiglu', fusion: 0 }), 'float32');
     expect(() => MlxSession.createSync(sw0, { fallback: 'none' })).toThrow(/swiglu_fusion=0/);
   });
+});
+
+// Float experts (quant_type fp8 / fp4 / nvfp4). onnxruntime-node 1.30's CPU provider has no kernel
+// for them ("Could not find an implementation for QMoE"), so they are checked against a float64
+// reference written here from the spec; its routing and FFN half is checked against the integer
+// reference (itself checked against onnxruntime-node above) on an integer case. The decoders below are written from the format
+// definitions (E4M3FN: bias 7, no infinities, S.1111.111 NaN; E2M1: bias 1; E8M0: 2^(code - 127)),
+// independently of the provider's mini-float helpers.
+function e4m3(code: number): number {
+  const s = code & 0x80 ? -1 : 1;
+  const e = (code >> 3) & 0x0f,
+    m = code & 7;
+  if (e === 15 && m === 7) return Number.NaN;
+  return s * (e === 0 ? (m / 8) * 2 ** -6 : (1 + m / 8) * 2 ** (e - 7));
+}
+function e2m1(code: number): number {
+  const s = code & 8 ? -1 : 1;
+  const e = (code >> 1) & 3,
+    m = code & 1;
+  return s * (e === 0 ? m / 2 : (1 + m / 2) * 2 ** (e - 1));
+}
+
+type FloatQuant = 'fp8' | 'fp4' | 'nvfp4';
+interface FloatCase extends QmoeCase {
+  quant: FloatQuant;
+  g1: number[];
+  g2: number[];
+  sc1: Uint8Array; // block-scale codes (fp4: e8m0, nvfp4: e4m3fn)
+  sc2: Uint8Array;
+}
+
+function floatCase(quant: FloatQuant, over: Partial<QmoeCase> & { bias?: boolean; rw?: boolean }, seed = 7): FloatCase {
+  const r = rnd(seed);
+  const c = { T: 3, H: 64, I: 32, E: 4, k: 2, bits: 8, block: 0, act: 'silu', fusion: 1, normalize: 0, ...over } as FloatCase;
+  c.quant = quant;
+  const F1 = c.act === 'swiglu' ? 2 * c.I : c.I;
+  const per = quant === 'fp8' ? 1 : 2;
+  const block = quant === 'fp4' ? 32 : 16;
+  // fp8 codes without the NaN patterns (0x7f, 0xff).
+  const byte = () => (quant === 'fp8' ? Math.floor(r() * 127) | (r() < 0.5 ? 0x80 : 0) : Math.floor(r() * 256));
+  c.x = Array.from({ length: c.T * c.H }, () => r() * 2 - 1);
+  c.router = Array.from({ length: c.T * c.E }, () => r() * 4 - 2);
+  c.w1 = Uint8Array.from({ length: (c.E * F1 * c.H) / per }, byte);
+  c.w2 = Uint8Array.from({ length: (c.E * c.I * c.H) / per }, byte);
+  c.g1 = Array.from({ length: c.E }, () => (0.5 + r()) * (quant === 'fp8' ? 0.002 : 0.5));
+  c.g2 = Array.from({ length: c.E }, () => (0.5 + r()) * (quant === 'fp8' ? 0.002 : 0.5));
+  const scaleCode = () => (quant === 'fp4' ? 120 + Math.floor(r() * 6) : 0x18 + Math.floor(r() * 16)); // 2^-7..2^-2; e4m3 ~0.008..0.03
+  c.sc1 = Uint8Array.from({ length: quant === 'fp8' ? 0 : (c.E * F1 * c.H) / block }, scaleCode);
+  c.sc2 = Uint8Array.from({ length: quant === 'fp8' ? 0 : (c.E * c.H * c.I) / block }, scaleCode);
+  if (over.bias) {
+    c.b1 = Array.from({ length: c.E * F1 }, () => r() - 0.5);
+    c.b2 = Array.from({ length: c.E * c.H }, () => r() - 0.5);
+  }
+  if (over.rw) c.routerWeights = Array.from({ length: c.T * c.E }, () => r());
+  return c;
+}
+
+/** float64 weights [E, N, K] of a float case. */
+function floatDequant(c: FloatCase, q: Uint8Array, sc: Uint8Array, g: number[], N: number, K: number): Float64Array {
+  const w = new Float64Array(c.E * N * K);
+  const block = c.quant === 'fp4' ? 32 : 16;
+  for (let e = 0; e < c.E; e++)
+    for (let n = 0; n < N; n++)
+      for (let k = 0; k < K; k++) {
+        const i = (e * N + n) * K + k;
+        let v: number;
+        if (c.quant === 'fp8') v = e4m3(q[i]);
+        else {
+          const code = (q[i >> 1] >> ((i & 1) * 4)) & 0x0f;
+          const s = sc[(e * N + n) * (K / block) + Math.floor(k / block)];
+          v = e2m1(code) * (c.quant === 'fp4' ? 2 ** (s - 127) : e4m3(s));
+        }
+        w[i] = v * g[e];
+      }
+  return w;
+}
+
+/** The reference: qmoeRef with the weights given as float64 through 8-bit row-wise identity quantization is awkward, so the routing/FFN is recomputed here. */
+function floatRef(c: FloatCase): Float64Array {
+  const F1 = c.act === 'swiglu' ? 2 * c.I : c.I;
+  const W1 = floatDequant(c, c.w1, c.sc1, c.g1, F1, c.H);
+  const W2 = floatDequant(c, c.w2, c.sc2, c.g2, c.H, c.I);
+  return ffnRef(c, W1, W2);
+}
+
+function ffnRef(c: QmoeCase, W1: Float64Array, W2: Float64Array): Float64Array {
+  const F1 = c.act === 'swiglu' ? 2 * c.I : c.I;
+  const out = new Float64Array(c.T * c.H);
+  for (let t = 0; t < c.T; t++) {
+    const order = c.router
+      .slice(t * c.E, (t + 1) * c.E)
+      .map((v, e) => [v, e])
+      .sort((a, b) => b[0] - a[0] || a[1] - b[1])
+      .slice(0, c.k);
+    let wts: number[];
+    if (c.routerWeights) {
+      wts = order.map(([, e]) => c.routerWeights![t * c.E + e]);
+      if (c.normalize) {
+        const s = wts.reduce((a, b) => a + b, 0);
+        wts = wts.map((w) => (s ? w / s : 0));
+      }
+    } else {
+      const ex = order.map(([v]) => Math.exp(v - order[0][0]));
+      const s = ex.reduce((a, b) => a + b, 0);
+      wts = ex.map((v) => v / s);
+    }
+    order.forEach(([, e], j) => {
+      const h = new Float64Array(F1);
+      for (let n = 0; n < F1; n++) {
+        let acc = c.b1 ? c.b1[e * F1 + n] : 0;
+        for (let i = 0; i < c.H; i++) acc += c.x[t * c.H + i] * W1[(e * F1 + n) * c.H + i];
+        h[n] = acc;
+      }
+      const a = new Float64Array(c.I);
+      for (let n = 0; n < c.I; n++) {
+        if (c.act === 'swiglu') {
+          const g = c.fusion === 1 ? h[2 * n] : h[n];
+          const l = c.fusion === 1 ? h[2 * n + 1] : h[c.I + n];
+          a[n] = g * sig(g) * l;
+        } else a[n] = c.act === 'relu' ? Math.max(0, h[n]) : c.act === 'silu' ? h[n] * sig(h[n]) : h[n];
+      }
+      for (let o = 0; o < c.H; o++) {
+        let acc = c.b2 ? c.b2[e * c.H + o] : 0;
+        for (let n = 0; n < c.I; n++) acc += a[n] * W2[(e * c.H + o) * c.I + n];
+        out[t * c.H + o] += wts[j] * acc;
+      }
+    });
+  }
+  return out;
+}
+
+function floatModel(c: FloatCase, noGlobal = false): Uint8Array {
+  const F1 = c.act === 'swiglu' ? 2 * c.I : c.I;
+  const per = c.quant === 'fp8' ? 1 : 2;
+  const block = c.quant === 'fp4' ? 32 : 16;
+  const wType = c.quant === 'fp8' ? 17 : 2;
+  const sType = c.quant === 'fp4' ? 24 : 17;
+  const raw = (name: string, type: number, dims: number[], v: Uint8Array) =>
+    P.tensor(name, type, dims, { rawData: v as Uint8Array<ArrayBuffer> });
+  const f32 = (name: string, dims: number[], v: number[]) => P.tensor(name, 1, dims, P.rawFields('float32', v));
+  const inits = [
+    raw('w1', wType, [c.E, F1, c.H / per], c.w1),
+    raw('w2', wType, [c.E, c.H, c.I / per], c.w2),
+    f32('g1', [c.E], c.g1),
+    f32('g2', [c.E], c.g2),
+  ];
+  const ins = ['x', 'r', 'w1', '', '', 'w2', '', '', '', '', '', '', '', '', '', noGlobal ? '' : 'g1', noGlobal ? '' : 'g2'];
+  if (c.quant !== 'fp8') {
+    inits.push(raw('s1', sType, [c.E, F1, c.H / block], c.sc1), raw('s2', sType, [c.E, c.H, c.I / block], c.sc2));
+    ins[3] = 's1';
+    ins[6] = 's2';
+  }
+  if (c.b1 && c.b2) {
+    inits.push(f32('b1', [c.E, F1], c.b1), f32('b2', [c.E, c.H], c.b2));
+    ins[4] = 'b1';
+    ins[7] = 'b2';
+  }
+  const inputs = [P.valueInfo('x', P.tensorType(1, [c.T, c.H])), P.valueInfo('r', P.tensorType(1, [c.T, c.E]))];
+  if (c.routerWeights) {
+    inputs.push(P.valueInfo('rw', P.tensorType(1, [c.T, c.E])));
+    ins[14] = 'rw';
+  }
+  const attrs = [
+    P.attr.int('k', c.k),
+    P.attr.string('quant_type', c.quant),
+    P.attr.int('expert_weight_bits', c.quant === 'fp8' ? 8 : 4),
+    P.attr.string('activation_type', c.act),
+    P.attr.int('normalize_routing_weights', c.normalize),
+    ...(c.act === 'swiglu' ? [P.attr.int('swiglu_fusion', c.fusion)] : []),
+  ];
+  return P.modelBytes(
+    {
+      inputs,
+      outputs: [P.valueInfo('y', P.tensorType(1))],
+      initializers: inits,
+      nodes: [P.node('QMoE', ins, ['y'], attrs, { domain: 'com.microsoft' })],
+    },
+    {
+      opsets: [
+        ['', 21],
+        ['com.microsoft', 1],
+      ],
+    },
+  );
+}
+
+describe('QMoE with float experts (fp8, fp4, nvfp4)', () => {
+  it('a float quant_type without fc1_global_scale fails naming the input', () => {
+    const c = floatCase('fp8', {});
+    const s = MlxSession.createSync(floatModel(c, true), { fallback: 'none' });
+    try {
+      expect(() =>
+        s.runSync({
+          x: { dtype: 1, dims: [c.T, c.H], data: Float32Array.from(c.x) },
+          r: { dtype: 1, dims: [c.T, c.E], data: Float32Array.from(c.router) },
+        }),
+      ).toThrow(/fc1_global_scale is required with quant_type 'fp8'/);
+    } finally {
+      s.release();
+    }
+  });
+
+  it('the float reference FFN agrees with the integer reference', () => {
+    for (const over of [{ act: 'silu' }, { act: 'swiglu', bias: true }, { rw: true, normalize: 1, k: 3 }] as Partial<QmoeCase>[]) {
+      const c = makeCase({ ...over, bits: 4, block: 16 });
+      const F1 = c.act === 'swiglu' ? 2 * c.I : c.I;
+      const got = ffnRef(c, dequant(c.w1, c.s1, undefined, c.E, F1, c.H, 4, 16), dequant(c.w2, c.s2, undefined, c.E, c.H, c.I, 4, 16));
+      const want = qmoeRef(c);
+      got.forEach((v, i) => expect(Math.abs(v - want[i])).toBeLessThan(1e-9 * (1 + Math.abs(want[i]))));
+    }
+  });
+
+  const cases: [string, FloatQuant, Partial<QmoeCase> & { bias?: boolean; rw?: boolean }][] = [
+    ['fp8 e4m3fn, silu, k 2', 'fp8', {}],
+    ['fp8, SwiGLU interleaved, biases', 'fp8', { act: 'swiglu', bias: true }],
+    ['fp4 (MXFP4, e8m0 blocks of 32), relu', 'fp4', { act: 'relu' }],
+    ['fp4, SwiGLU concatenated, router_weights normalized', 'fp4', { act: 'swiglu', fusion: 2, rw: true, normalize: 1 }],
+    ['nvfp4 (e4m3fn blocks of 16), identity, k 3, biases', 'nvfp4', { act: 'identity', k: 3, bias: true }],
+  ];
+  for (const [name, quant, over] of cases) {
+    it(name, async () => {
+      const c = floatCase(quant, over);
+      const bytes = floatModel(c);
+      const ref = floatRef(c);
+      const s = MlxSession.createSync(bytes, { fallback: 'none' });
+      try {
+        const feedsMlx: Record<string, { dtype: number; dims: number[]; data: Float32Array }> = {
+          x: { dtype: 1, dims: [c.T, c.H], data: Float32Array.from(c.x) },
+          r: { dtype: 1, dims: [c.T, c.E], data: Float32Array.from(c.router) },
+        };
+        if (c.routerWeights) feedsMlx.rw = { dtype: 1, dims: [c.T, c.E], data: Float32Array.from(c.routerWeights) };
+        const y = (s.runSync(feedsMlx).y as { data: Float32Array }).data;
+        expect(y.length).toBe(ref.length);
+        expect(ref.some((v) => Math.abs(v) > 1e-3)).toBe(true);
+        Array.from(y).forEach((v, i) => expect(Math.abs(v - ref[i])).toBeLessThan(1e-4 * (1 + Math.abs(ref[i]))));
+      } finally {
+        s.release();
+      }
+    });
+  }
 });

@@ -9,6 +9,14 @@
 // odd ones; 2: g then l), G = min(g, limit), L = clamp(l, ±limit), act = G · sigmoid(alpha · G) ·
 // (L + beta), with alpha 1, beta 0 and no limit unless the attributes say otherwise.
 //
+// Float experts (quant_type 'fp8', 'fp4', 'nvfp4'), per expert e with its global scale g[e]
+// (fc*_global_scale, required):
+//  - fp8: W = e4m3fn(W) · g[e], weights float8e4m3fn [E, N, K]; fc*_scales are not used;
+//  - fp4 (MXFP4): W = e2m1(W) · 2^(s - 127) · g[e], two values a byte (low nibble first), s the
+//    float8e8m0 block scales [E, N, K / 32] (block_size is 32 whatever the attribute says);
+//  - nvfp4: the same with float8e4m3fn block scales over blocks of 16.
+// 'wfp4afp8' (FP8 activations) and the activation-scale inputs are declined.
+//
 // MLX: the experts' weights are dequantized to float32 (all experts, every run), then each
 // (token, chosen expert) pair is one row of gather_mm over the expert axis, so only the chosen
 // experts' products are computed.
@@ -17,6 +25,7 @@ import { OnnxDataType } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
+import { decodeMiniFloatArray } from '../helpers/minifloat.js';
 
 type Activation = 'relu' | 'gelu' | 'silu' | 'identity' | 'swiglu';
 
@@ -36,6 +45,11 @@ interface QMoEParams {
   prepacked: number;
 }
 
+const FLOAT_QUANTS = ['fp8', 'fp4', 'nvfp4'];
+
+/** Values per byte of the expert weights. */
+const perByte = (p: QMoEParams): number => (p.quantType === 'fp8' ? 1 : p.quantType === 'int' ? 8 / p.bits : 2);
+
 function parse(a: Attrs): QMoEParams {
   const activation = a.string('activation_type', 'relu') as Activation;
   if (!['relu', 'gelu', 'silu', 'identity', 'swiglu'].includes(activation))
@@ -44,7 +58,11 @@ function parse(a: Attrs): QMoEParams {
   if (!(k >= 1)) throw new RangeError(`k must be >= 1, got ${k}`);
   const bits = a.int('expert_weight_bits', 4);
   if (![2, 4, 8].includes(bits)) throw new RangeError(`expert_weight_bits must be 2, 4 or 8, got ${bits}`);
-  const block = a.int('block_size', 0);
+  const quantType = a.string('quant_type', 'int');
+  let block = a.int('block_size', 0);
+  if (quantType === 'fp4') block = 32;
+  else if (quantType === 'nvfp4') block = 16;
+  else if (quantType === 'fp8') block = 0;
   if (block !== 0 && !(block >= 16 && (block & (block - 1)) === 0))
     throw new RangeError(`block_size must be a power of two >= 16, got ${block}`);
   return {
@@ -57,7 +75,7 @@ function parse(a: Attrs): QMoEParams {
     alpha: a.float('activation_alpha', 1),
     beta: a.float('activation_beta', 0),
     limit: a.float('swiglu_limit', Number.POSITIVE_INFINITY),
-    quantType: a.string('quant_type', 'int'),
+    quantType,
     sparseMixer: a.int('use_sparse_mixer', 0) === 1,
     prepacked: a.int('weights_prepacked', -1),
   };
@@ -67,19 +85,34 @@ const FLOATS = [OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16]
 
 function check(ctx: CheckContext<QMoEParams>): string | undefined {
   const p = ctx.params;
-  if (p.quantType !== 'int') return `quant_type '${p.quantType}' (FP4/FP8 experts) is not supported; only 'int'`;
+  if (p.quantType !== 'int' && !FLOAT_QUANTS.includes(p.quantType))
+    return `quant_type '${p.quantType}' is not supported; 'int', 'fp8', 'fp4' and 'nvfp4' are (FP8 activations are not)`;
   if (p.sparseMixer) return 'use_sparse_mixer is not supported';
   if (p.prepacked === 1) return 'weights_prepacked=1 (an execution provider layout) is not supported';
   if (p.activation === 'swiglu' && p.fusion !== 1 && p.fusion !== 2)
     return `SwiGLU with swiglu_fusion=${p.fusion} (separate FC3 weights) is not supported; 1 (interleaved) and 2 (concatenated) are`;
   for (const i of [8, 9, 10, 13]) if (ctx.node.inputs[i]) return 'fc3 inputs are not supported (SwiGLU is taken fused into FC1)';
-  for (let i = 15; i < ctx.node.inputs.length; i++) if (ctx.node.inputs[i]) return 'FP4/FP8 scale inputs are not supported';
+  for (let i = 17; i < ctx.node.inputs.length; i++)
+    if (ctx.node.inputs[i]) return 'activation scale inputs (FP8 activations) are not supported';
+  const float = FLOAT_QUANTS.includes(p.quantType);
+  if (!float && (ctx.node.inputs[15] || ctx.node.inputs[16]))
+    return "fc*_global_scale inputs are only used with float quant_types, not 'int'";
+  const weightType = p.quantType === 'fp8' ? OnnxDataType.FLOAT8E4M3FN : OnnxDataType.UINT8;
   for (const [i, what] of [
     [2, 'fc1_experts_weights'],
     [5, 'fc2_experts_weights'],
   ] as const) {
     const t = ctx.inputType(i);
-    if (t !== undefined && t !== OnnxDataType.UINT8) return `${what} must be uint8, got element type ${t}`;
+    if (t !== undefined && t !== weightType)
+      return `${what} must be ${p.quantType === 'fp8' ? 'float8e4m3fn' : 'uint8'} for quant_type '${p.quantType}', got element type ${t}`;
+  }
+  if (p.quantType === 'fp4' || p.quantType === 'nvfp4') {
+    const want = p.quantType === 'fp4' ? OnnxDataType.FLOAT8E8M0 : OnnxDataType.FLOAT8E4M3FN;
+    for (const i of [3, 6]) {
+      const t = ctx.inputType(i);
+      if (t !== undefined && t !== want)
+        return `${p.quantType} block scales must be ${p.quantType === 'fp4' ? 'float8e8m0' : 'float8e4m3fn'}, got element type ${t}`;
+    }
   }
   const t = ctx.inputType(0);
   if (t !== undefined && !FLOATS.includes(t)) return `input must be float, float16 or bfloat16, got element type ${t}`;
@@ -100,9 +133,11 @@ function dequantized(
   w: number,
   s: number,
   z: number,
+  g: number,
   dims: { E: number; N: number; K: number },
   label: string,
 ): mx.Array {
+  if (ctx.params.quantType !== 'int') return floatDequantized(ctx, w, s, g, dims, label);
   const { bits, block } = ctx.params;
   const { E, N, K } = dims;
   const per = 8 / bits;
@@ -138,6 +173,53 @@ function dequantized(
   }
   const w32 = mx.multiply(mx.subtract(values, zp), mx.reshape(scales, [E, N, kb, 1]));
   return mx.reshape(w32, [E, N, K]);
+}
+
+/** A float8e8m0 or float8e4m3fn tensor's codes as uint8. */
+function codes(ctx: OpContext<QMoEParams>, i: number): mx.Array {
+  const host = ctx.host(i);
+  if (!(host.data instanceof Uint8Array)) throw new TypeError(`${ctx.where}: input ${i} must hold 8-bit codes`);
+  return mx.Array.fromTypedArray(host.data, host.dims, 'uint8');
+}
+
+/** dequant(W) as float32 [E, N, K] for the float quant_types (fp8, fp4, nvfp4). */
+function floatDequantized(
+  ctx: OpContext<QMoEParams>,
+  w: number,
+  s: number,
+  g: number,
+  dims: { E: number; N: number; K: number },
+  label: string,
+): mx.Array {
+  const { quantType, block } = ctx.params;
+  const { E, N, K } = dims;
+  const per = quantType === 'fp8' ? 1 : 2;
+  if (!ctx.has(g)) throw new RangeError(`${label}_global_scale is required with quant_type '${quantType}'`);
+  const gs = mx.astype(ctx.input(g), 'float32');
+  if (gs.ndim !== 1 || gs.shape[0] !== E) throw new RangeError(`${label}_global_scale must be [${E}], got [${gs.shape.join(', ')}]`);
+  const q = quantType === 'fp8' ? codes(ctx, w) : ctx.input(w);
+  if (q.ndim !== 3 || q.shape[0] !== E || q.shape[1] !== N || q.shape[2] * per !== K)
+    throw new RangeError(`${label}_experts_weights must be [${E}, ${N}, ${K / per}], got [${q.shape.join(', ')}]`);
+  const global = mx.reshape(gs, [E, 1, 1]);
+  if (quantType === 'fp8') return mx.multiply(decodeMiniFloatArray(q, OnnxDataType.FLOAT8E4M3FN), global);
+  const kb = K / block;
+  if (!Number.isInteger(kb)) throw new RangeError(`${label}: K = ${K} is not a multiple of the ${quantType} block of ${block}`);
+  if (!ctx.has(s)) throw new RangeError(`${label}_scales (the ${quantType} block scales) are required`);
+  const sc = codes(ctx, s);
+  if (sc.ndim !== 3 || sc.shape[0] !== E || sc.shape[1] !== N || sc.shape[2] !== kb)
+    throw new RangeError(`${label}_scales must be [${E}, ${N}, ${kb}], got [${sc.shape.join(', ')}]`);
+  const blockScale =
+    quantType === 'fp4'
+      ? mx.where(
+          mx.equal(sc, 0xff),
+          mx.scalar(Number.NaN, 'float32'),
+          mx.power(mx.scalar(2, 'float32'), mx.subtract(mx.astype(sc, 'float32'), 127)),
+        )
+      : decodeMiniFloatArray(sc, OnnxDataType.FLOAT8E4M3FN);
+  const fields = mx.reshape(mx.stack([mx.bitwiseAnd(q, 0x0f), mx.rightShift(q, 4)], -1), [E, N, kb, block]);
+  const values = decodeMiniFloatArray(fields, OnnxDataType.FLOAT4E2M1);
+  const scaled = mx.multiply(values, mx.reshape(mx.multiply(mx.astype(blockScale, 'float32'), global), [E, N, kb, 1]));
+  return mx.reshape(scaled, [E, N, K]);
 }
 
 /** The bias rows of the chosen experts, [R, 1, N], or undefined. */
@@ -195,14 +277,14 @@ function run(ctx: OpContext<QMoEParams>): mx.Array[] {
     throw new RangeError(`router_probs must be [${T}, num_experts], got [${router.shape.join(', ')}]`);
   const E = router.shape[1];
   if (p.k > E) throw new RangeError(`k = ${p.k} is more than the ${E} experts`);
-  const w2 = ctx.input(5);
-  if (w2.ndim !== 3) throw new RangeError(`fc2_experts_weights must be 3-D, got [${w2.shape.join(', ')}]`);
-  const I = w2.shape[2] * (8 / p.bits);
+  const w2 = ctx.shape(5);
+  if (w2.length !== 3) throw new RangeError(`fc2_experts_weights must be 3-D, got [${w2.join(', ')}]`);
+  const I = w2[2] * perByte(p);
   const F1 = p.activation === 'swiglu' ? 2 * I : I;
   if (p.block && (H % p.block || I % p.block))
     throw new RangeError(`hidden size ${H} and inter size ${I} must be multiples of block_size ${p.block}`);
-  const W1 = dequantized(ctx, 2, 3, 11, { E, N: F1, K: H }, 'fc1');
-  const W2 = dequantized(ctx, 5, 6, 12, { E, N: H, K: I }, 'fc2');
+  const W1 = dequantized(ctx, 2, 3, 11, 15, { E, N: F1, K: H }, 'fc1');
+  const W2 = dequantized(ctx, 5, 6, 12, 16, { E, N: H, K: I }, 'fc2');
 
   // Routing: the k largest logits per token (ties: the lower expert index first).
   const order = mx.argsort(mx.negative(router), -1);
@@ -239,6 +321,6 @@ export const qmoeOps: OpEntry[] = [
     parse,
     check,
     run,
-    note: "quant_type 'int' (2/4/8 bits, row-wise or block-wise, zero points), relu/gelu/silu/identity/SwiGLU (fused 1 or 2), router_weights; experts dequantized each run",
+    note: "quant_type 'int' (2/4/8 bits, row-wise or block-wise, zero points), 'fp8' (e4m3fn), 'fp4' (MXFP4) and 'nvfp4' experts with global scales, relu/gelu/silu/identity/SwiGLU (fused 1 or 2), router_weights; experts dequantized each run; no FP8 activations (wfp4afp8)",
   }),
 ];
