@@ -13,8 +13,8 @@ import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/
 import { msOp } from '../../registry/op.js';
 import { rotate, rotaryTables } from './rotary.js';
 import { hostNumbers, intsIfGiven } from '../helpers/util.js';
-import { decodeMiniFloatArray } from '../helpers/minifloat.js';
-import { optionalQuantInput, typed } from '../helpers/quant-math.js';
+import { decodeMiniFloatArray, encodeE4M3FNOnDevice } from '../helpers/minifloat.js';
+import { optionalQuantInput, packNibbles, typed, unpackFields } from '../helpers/quant-math.js';
 
 const lowest = (d: mx.Dtype) => (d === 'float16' ? -65504 : d === 'bfloat16' ? -3.38e38 : -3.4028234663852886e38);
 
@@ -403,38 +403,19 @@ function gqaSharedStep(
 function quantizeCache(x: mx.Array, scale: mx.Array, bits: number): mx.Array {
   const r = mx.round(mx.divide(mx.astype(x, 'float32'), scale), 0);
   if (bits === 8) return mx.astype(mx.clip(r, -128, 127), 'int8');
-  const n = mx.astype(mx.clip(mx.add(r, 8), 0, 15), 'uint8');
-  const pairs = mx.reshape(n, [...n.shape.slice(0, -1), n.shape[n.ndim - 1] / 2, 2]);
-  const [lo, hi] = mx.splitSections(pairs, [1], -1).map((a) => mx.squeeze(a, -1));
-  return mx.bitwiseOr(lo, mx.leftShift(hi, 4));
+  return packNibbles(mx.clip(mx.add(r, 8), 0, 15));
 }
 
-/**
- * x / scale as float8e4m3fn codes (uint8), rounding to nearest even and saturating at ±448 (NaN
- * stays NaN, 0x7f): with E the exponent of |x / scale| (at least -6, the subnormal one), q =
- * round(|x / scale| / 2^(E - 3)) counts steps of that binade, and the code is (E + 6) · 8 + q (a
- * q of 16 carries into the next binade's code, and E = -6 gives the subnormal codes 0..7).
- */
+/** x / scale as float8e4m3fn codes (uint8): nearest even, saturating at ±448. */
 export function quantizeCacheE4M3(x: mx.Array, scale: mx.Array): mx.Array {
-  const y = mx.divide(mx.astype(x, 'float32'), scale);
-  const a = mx.minimum(mx.abs(y), 448);
-  const e = mx.clip(mx.floor(mx.log2(a)), -6, 8);
-  const q = mx.round(mx.divide(a, mx.power(mx.scalar(2, 'float32'), mx.subtract(e, 3))), 0);
-  const code = mx.minimum(mx.add(mx.multiply(mx.add(e, 6), 8), q), 126);
-  const signed = mx.where(mx.less(y, 0), mx.add(code, 128), code);
-  return mx.astype(mx.where(mx.isnan(y), mx.scalar(0x7f, 'float32'), signed), 'uint8');
+  return encodeE4M3FNOnDevice(mx.divide(mx.astype(x, 'float32'), scale));
 }
 
 function dequantizeCache(q: mx.Array, scale: mx.Array, bits: number, dtype: mx.Dtype, float8 = false): mx.Array {
   let v: mx.Array;
   if (float8) v = decodeMiniFloatArray(q, OnnxDataType.FLOAT8E4M3FN);
   else if (bits === 8) v = mx.astype(q, 'float32');
-  else {
-    const lo = mx.bitwiseAnd(q, 15);
-    const hi = mx.rightShift(q, 4);
-    const n = mx.reshape(mx.stack([lo, hi], -1), [...q.shape.slice(0, -1), q.shape[q.ndim - 1] * 2]);
-    v = mx.subtract(mx.astype(n, 'float32'), 8);
-  }
+  else v = mx.subtract(mx.astype(unpackFields(q, 4), 'float32'), 8);
   return mx.astype(mx.multiply(v, scale), dtype);
 }
 

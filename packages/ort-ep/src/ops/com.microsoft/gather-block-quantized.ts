@@ -15,7 +15,7 @@ import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
 import { decodeMiniFloatArray, isMiniFloat } from '../helpers/minifloat.js';
-import { quantInput } from '../helpers/quant-math.js';
+import { quantInput, unpackFields } from '../helpers/quant-math.js';
 import { normAxis } from '../helpers/util.js';
 
 interface GbqParams {
@@ -49,14 +49,6 @@ function check(ctx: CheckContext<GbqParams>): string | undefined {
     return `GatherBlockQuantized data of element type ${t} is not supported (uint8, int4, uint4, float8 and float4 are)`;
   }
   return undefined;
-}
-
-/** Splits each byte of `q` along its last axis into 8/bits fields, low bits first. */
-function unpackLast(q: mx.Array, bits: number): mx.Array {
-  if (bits === 8) return q;
-  const mask = (1 << bits) - 1;
-  const fields = Array.from({ length: 8 / bits }, (_, j) => mx.bitwiseAnd(mx.rightShift(q, j * bits), mask));
-  return mx.reshape(mx.stack(fields, -1), [...q.shape.slice(0, -1), q.shape[q.ndim - 1] * (8 / bits)]);
 }
 
 /** `a` with its first `n` positions along `axis` (a shorter view of a longer axis). */
@@ -153,14 +145,14 @@ function run(ctx: OpContext<GbqParams>): mx.Array[] {
   const idxShape = ctx.shape(1);
   const [idx, inRange] = gatherPositions(ctx, dims[ga]);
   let q = mx.take(ctx.input(0), idx, ga);
-  if (packed) q = unpackLast(q, p.bits);
+  if (packed) q = unpackFields(q, p.bits);
   // Scales and zero points along the gathered axis: the same rows, or (gathering along the
   // quantized axis) the rows of the blocks the indices fall in.
   const sIdx = ga === qa ? mx.floorDivide(idx, p.block) : idx;
   const s = mx.take(scales, sIdx, ga);
   if (zp) {
     zp = mx.take(zp, sIdx, ga);
-    if (packed) zp = head(unpackLast(zp, p.bits), qa, blocks);
+    if (packed) zp = head(unpackFields(zp, p.bits), qa, blocks);
   }
   // Spread the per-block values over their block's elements (cut at the partial last block).
   const spread = (a: mx.Array) => (ga === qa ? a : head(mx.repeat(a, p.block, qa), qa, qLen));

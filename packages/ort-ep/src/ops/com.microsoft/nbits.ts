@@ -17,6 +17,7 @@ import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
+import { unpackFields } from '../helpers/quant-math.js';
 import { numAt } from '../helpers/shape-host.js';
 import { isResidentConstant } from '../../runtime/uploads.js';
 
@@ -163,15 +164,6 @@ function padK(a: mx.Array, k: number, kPadded: number): mx.Array {
 
 // ---------------------------------------------------------------------------------------------
 // Reference path: dequantize with MLX ops, then a plain matmul.
-
-/** Splits each byte of `q` (last axis) into its 8/bits fields, low bits first. */
-function unpackFields(q: mx.Array, bits: number): mx.Array {
-  if (bits === 8) return q;
-  const mask = (1 << bits) - 1;
-  const fields = Array.from({ length: 8 / bits }, (_, j) => mx.bitwiseAnd(mx.rightShift(q, j * bits), mask));
-  const s = mx.stack(fields, -1);
-  return mx.reshape(s, [...q.shape.slice(0, -1), q.shape[q.ndim - 1] * (8 / bits)]);
-}
 
 function dequantized(ctx: OpContext, l: Layout, dtype: mx.Dtype): mx.Array {
   const q = mx.astype(unpackFields(mx.reshape(ctx.input(1), [l.N, l.kBlocks, l.blob]), l.bits), dtype); // [N, kb, block]

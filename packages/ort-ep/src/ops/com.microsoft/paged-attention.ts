@@ -22,8 +22,8 @@ import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/
 import { msOp } from '../../registry/op.js';
 import { hostNumbers } from '../helpers/util.js';
 import { headRmsNorm, quantizeCacheE4M3, sinkAttention } from './attention.js';
-import { decodeMiniFloatArray } from '../helpers/minifloat.js';
-import { optionalQuantInput, typed } from '../helpers/quant-math.js';
+import { decodeMiniFloatArray, encodeE2M1OnDevice } from '../helpers/minifloat.js';
+import { optionalQuantInput, packNibbles, typed, unpackFields } from '../helpers/quant-math.js';
 import { rotate, rotaryTables } from './rotary.js';
 
 interface PagedParams {
@@ -98,24 +98,6 @@ interface CacheCodec {
   load(c: mx.Array): mx.Array;
 }
 
-/** x as float4e2m1 codes (nearest, ties to the even code, saturating at ±6), as float32 0..15. */
-function e2m1Codes(y: mx.Array): mx.Array {
-  const a = mx.abs(y);
-  // The code counts the rounding boundaries below |y|; a tie goes to the even code.
-  const above = (t: number, tieUp: boolean) => mx.astype(tieUp ? mx.greaterEqual(a, t) : mx.greater(a, t), 'float32');
-  let code = above(0.25, false);
-  for (const [t, up] of [
-    [0.75, true],
-    [1.25, false],
-    [1.75, true],
-    [2.5, false],
-    [3.5, true],
-    [5, false],
-  ] as const)
-    code = mx.add(code, above(t, up));
-  return mx.where(mx.less(y, 0), mx.add(code, 8), code);
-}
-
 function cacheCodec(
   ctx: OpContext<PagedParams>,
   at: number,
@@ -143,18 +125,14 @@ function cacheCodec(
       scale,
       store: (x) => {
         const y = mx.divide(mx.astype(x, 'float32'), scale); // [W, Nkv · H]
-        const n = int4 ? mx.bitwiseAnd(mx.astype(mx.clip(mx.round(y, 0), -8, 7), 'int32'), 15) : mx.astype(e2m1Codes(y), 'int32');
+        const n = int4 ? mx.bitwiseAnd(mx.astype(mx.clip(mx.round(y, 0), -8, 7), 'int32'), 15) : encodeE2M1OnDevice(y);
         const W = y.shape[0];
-        let fields = mx.reshape(n, [W, Nkv, H]);
-        if (H % 2) fields = mx.concatenate([fields, mx.zeros([W, Nkv, 1], 'int32')], 2);
-        const pairs = mx.reshape(fields, [W, Nkv, Hp, 2]);
-        const [lo, hi] = mx.splitSections(pairs, [1], -1).map((a) => mx.squeeze(a, -1));
-        return mx.astype(mx.reshape(mx.bitwiseOr(lo, mx.leftShift(hi, 4)), [W, Nkv * Hp]), 'uint8');
+        return mx.reshape(packNibbles(mx.reshape(n, [W, Nkv, H])), [W, Nkv * Hp]);
       },
       load: (c) => {
         const S = c.shape[0];
         const bytes = mx.reshape(c, [S, Nkv, Hp]);
-        const fields = mx.reshape(mx.stack([mx.bitwiseAnd(bytes, 15), mx.rightShift(bytes, 4)], -1), [S, Nkv, 2 * Hp]);
+        const fields = unpackFields(bytes, 4); // [S, Nkv, 2 · Hp]
         const used = 2 * Hp === H ? fields : mx.slice(fields, [0, 0, 0], [S, Nkv, H], [1, 1, 1]);
         const values = int4
           ? mx.subtract(mx.astype(used, 'float32'), mx.multiply(mx.astype(mx.greaterEqual(used, 8), 'float32'), 16))

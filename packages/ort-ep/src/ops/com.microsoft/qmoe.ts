@@ -25,7 +25,8 @@ import { OnnxDataType } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
-import { decodeMiniFloatArray } from '../helpers/minifloat.js';
+import { decodeE8M0Array, decodeMiniFloatArray } from '../helpers/minifloat.js';
+import { unpackFields } from '../helpers/quant-math.js';
 
 type Activation = 'relu' | 'gelu' | 'silu' | 'identity' | 'swiglu';
 
@@ -119,14 +120,6 @@ function check(ctx: CheckContext<QMoEParams>): string | undefined {
   return undefined;
 }
 
-/** Splits each byte (last axis) into its 8/bits fields, low bits first. */
-function unpackFields(q: mx.Array, bits: number): mx.Array {
-  if (bits === 8) return q;
-  const mask = (1 << bits) - 1;
-  const fields = Array.from({ length: 8 / bits }, (_, j) => mx.bitwiseAnd(mx.rightShift(q, j * bits), mask));
-  return mx.reshape(mx.stack(fields, -1), [...q.shape.slice(0, -1), q.shape[q.ndim - 1] * (8 / bits)]);
-}
-
 /** dequant(W) as float32 [E, N, K] from W [E, N, K / per], its scales and optional packed zero points. */
 function dequantized(
   ctx: OpContext<QMoEParams>,
@@ -208,15 +201,8 @@ function floatDequantized(
   const sc = codes(ctx, s);
   if (sc.ndim !== 3 || sc.shape[0] !== E || sc.shape[1] !== N || sc.shape[2] !== kb)
     throw new RangeError(`${label}_scales must be [${E}, ${N}, ${kb}], got [${sc.shape.join(', ')}]`);
-  const blockScale =
-    quantType === 'fp4'
-      ? mx.where(
-          mx.equal(sc, 0xff),
-          mx.scalar(Number.NaN, 'float32'),
-          mx.power(mx.scalar(2, 'float32'), mx.subtract(mx.astype(sc, 'float32'), 127)),
-        )
-      : decodeMiniFloatArray(sc, OnnxDataType.FLOAT8E4M3FN);
-  const fields = mx.reshape(mx.stack([mx.bitwiseAnd(q, 0x0f), mx.rightShift(q, 4)], -1), [E, N, kb, block]);
+  const blockScale = quantType === 'fp4' ? decodeE8M0Array(sc) : decodeMiniFloatArray(sc, OnnxDataType.FLOAT8E4M3FN);
+  const fields = mx.reshape(unpackFields(q, 4), [E, N, kb, block]);
   const values = decodeMiniFloatArray(fields, OnnxDataType.FLOAT4E2M1);
   const scaled = mx.multiply(values, mx.reshape(mx.multiply(mx.astype(blockScale, 'float32'), global), [E, N, kb, 1]));
   return mx.reshape(scaled, [E, N, K]);

@@ -135,6 +135,40 @@ export function encodeMiniFloatArray(values: mx.Array, type: number, saturate: b
   return mx.Array.fromTypedArray(codes, v.shape, 'uint8');
 }
 
+/**
+ * float32 values -> float8e4m3fn codes (uint8) with MLX ops, for codes computed inside a traced
+ * graph (a KV cache written on the device): nearest even, saturating at ±448, NaN -> 0x7f. With E
+ * the exponent of |y| (at least -6, the subnormal one), q = round(|y| / 2^(E - 3)) counts steps of
+ * that binade, and the code is (E + 6) · 8 + q (a q of 16 carries into the next binade's code, and
+ * E = -6 gives the subnormal codes 0..7).
+ */
+export function encodeE4M3FNOnDevice(y: mx.Array): mx.Array {
+  const a = mx.minimum(mx.abs(y), 448);
+  const e = mx.clip(mx.floor(mx.log2(a)), -6, 8);
+  const q = mx.round(mx.divide(a, mx.power(mx.scalar(2, 'float32'), mx.subtract(e, 3))), 0);
+  const code = mx.minimum(mx.add(mx.multiply(mx.add(e, 6), 8), q), 126);
+  const signed = mx.where(mx.less(y, 0), mx.add(code, 128), code);
+  return mx.astype(mx.where(mx.isnan(y), mx.scalar(0x7f, 'float32'), signed), 'uint8');
+}
+
+/** float32 values -> float4e2m1 codes (uint8, 0..15) with MLX ops: nearest, ties to the even code, saturating at ±6. */
+export function encodeE2M1OnDevice(y: mx.Array): mx.Array {
+  const a = mx.abs(y);
+  // The code counts the rounding boundaries below |y|; a tie goes to the even code.
+  const above = (t: number, tieUp: boolean) => mx.astype(tieUp ? mx.greaterEqual(a, t) : mx.greater(a, t), 'float32');
+  let code = above(0.25, false);
+  for (const [t, up] of [
+    [0.75, true],
+    [1.25, false],
+    [1.75, true],
+    [2.5, false],
+    [3.5, true],
+    [5, false],
+  ] as const)
+    code = mx.add(code, above(t, up));
+  return mx.astype(mx.where(mx.less(y, 0), mx.add(code, 8), code), 'uint8');
+}
+
 // ---------------------------------------------------------------------------------------------
 // float8e8m0: an exponent alone (a scale of 2^(code - 127)); 0xFF is NaN. Encoding keeps the
 // float32 exponent of |x| and rounds by its mantissa as the ONNX reference does: 'up' (the
@@ -145,6 +179,12 @@ export type E8M0Rounding = 'up' | 'down' | 'nearest';
 
 export function decodeE8M0(code: number): number {
   return code === 0xff ? Number.NaN : 2 ** (code - 127);
+}
+
+/** float8e8m0 codes (an MLX array) -> float32 scales 2^(code - 127), NaN for 0xff. */
+export function decodeE8M0Array(codes: mx.Array): mx.Array {
+  const c = mx.astype(codes, 'float32');
+  return mx.where(mx.equal(c, 0xff), mx.scalar(Number.NaN, 'float32'), mx.power(mx.scalar(2, 'float32'), mx.subtract(c, 127)));
 }
 
 const e8m0Bits = new Uint32Array(1);

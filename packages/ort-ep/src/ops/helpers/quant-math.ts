@@ -73,6 +73,24 @@ export function optionalQuantInput(ctx: OpContext, i: number): mx.Array | undefi
 // float32 adds integers exactly while every partial sum stays below 2^24.
 const EXACT = 2 ** 24;
 
+/** Splits each byte of `q` along its last axis into its 8/bits fields, low bits first (bits 8: `q`). */
+export function unpackFields(q: mx.Array, bits: number): mx.Array {
+  if (bits === 8) return q;
+  const mask = (1 << bits) - 1;
+  const fields = Array.from({ length: 8 / bits }, (_, j) => mx.bitwiseAnd(mx.rightShift(q, j * bits), mask));
+  return mx.reshape(mx.stack(fields, -1), [...q.shape.slice(0, -1), q.shape[q.ndim - 1] * (8 / bits)]);
+}
+
+/** 4-bit fields (integers 0..15 along the last axis) two a byte, low nibble first, as uint8; an odd count gets a zero last field. */
+export function packNibbles(n: mx.Array): mx.Array {
+  let u = mx.astype(n, 'uint8');
+  const last = u.shape[u.ndim - 1];
+  if (last % 2) u = mx.concatenate([u, mx.zeros([...u.shape.slice(0, -1), 1], 'uint8')], -1);
+  const pairs = mx.reshape(u, [...u.shape.slice(0, -1), Math.ceil(last / 2), 2]);
+  const [lo, hi] = mx.splitSections(pairs, [1], -1).map((a) => mx.squeeze(a, -1));
+  return mx.bitwiseOr(lo, mx.leftShift(hi, 4));
+}
+
 /** Splits x = 16 * hi + lo with 0 <= lo < 16 (arithmetic shift keeps the sign in hi). */
 function nibbles(x: mx.Array): [mx.Array, mx.Array] {
   return [mx.rightShift(x, 4), mx.bitwiseAnd(x, 15)];
