@@ -10,7 +10,7 @@ import { hostToTensor } from '../../src/backend.js';
 import { readTestCase, type HostTensor } from '../../src/onnx/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
-import { bool, expectSameAsOrt, f32, ort, plain, seeded, type Feeds } from '../helpers/ort.js';
+import { bool, expectSameAsOrt, f32, ort, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';
 import { sharedPath } from '../helpers/shared.js';
 
 const [B, H, S, D] = [2, 3, 5, 8];
@@ -57,16 +57,7 @@ const causal = (): TensorSpec => ({
 const kt: NodeSpec = node('Transpose', ['k'], ['kt'], { attrs: { perm: [0, 1, 3, 2] } });
 const tail = (scores: string): NodeSpec[] => [node('Softmax', [scores], ['p'], { attrs: { axis: -1 } }), node('MatMul', ['p', 'v'], ['y'])];
 
-async function runMlx(bytes: Uint8Array, f: Feeds, graphRewrites: boolean) {
-  const s = await ort.InferenceSession.create(bytes, {
-    executionProviders: [{ name: 'mlx', device: 'cpu', compiled: false, graphRewrites }],
-  } as never);
-  try {
-    return await s.run(f);
-  } finally {
-    await s.release();
-  }
-}
+const runMlx = (bytes: Uint8Array, f: Feeds, graphRewrites: boolean) => runMlxWith(bytes, f, { compiled: false, graphRewrites });
 
 const saved = process.env.MLX_ORT_SDPA;
 afterEach(() => {

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, ort, plain, seeded, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';
 
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'channels-last');
 const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
@@ -21,19 +21,6 @@ const t = (dims: number[], seed: number) =>
     seeded(size(dims), seed).map((x) => (x - 0.5) * 2),
     dims,
   );
-
-async function runMlx(bytes: Uint8Array, f: Feeds, graphRewrites: boolean | string[], compiled: boolean) {
-  const s = await ort.InferenceSession.create(bytes, {
-    executionProviders: [{ name: 'mlx', device: 'cpu', compiled, graphRewrites }],
-  } as never);
-  try {
-    let out = await s.run(f);
-    if (compiled) for (let i = 0; i < 2; i++) out = await s.run(f);
-    return out;
-  } finally {
-    await s.release();
-  }
-}
 
 /** The ConvChannelsLast nodes of the prepared graph, as 'x_last residual_last y_last' per node. */
 function flags(bytes: Uint8Array): string[] {
@@ -50,7 +37,10 @@ function flags(bytes: Uint8Array): string[] {
 async function expectLayout(bytes: Uint8Array, f: Feeds, tol = { rtol: 1e-4, atol: 1e-4 }) {
   await expectSameAsOrt(bytes, f, tol);
   for (const compiled of [false, true]) {
-    const [on, off] = [await runMlx(bytes, f, true, compiled), await runMlx(bytes, f, WITHOUT, compiled)];
+    const [on, off] = [
+      await runMlxWith(bytes, f, { compiled, graphRewrites: true }),
+      await runMlxWith(bytes, f, { compiled, graphRewrites: WITHOUT }),
+    ];
     expect(Object.keys(on).sort()).toEqual(Object.keys(off).sort());
     for (const k of Object.keys(off)) {
       const [a, b] = [plain(on[k]), plain(off[k])];

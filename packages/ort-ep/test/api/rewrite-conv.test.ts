@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, ort, plain, seeded, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
 
 // The layout pass (channels-last, its own test file) would take these convs over: off here, so
@@ -45,25 +45,14 @@ const t = (dims: number[], seed: number, scale = 2) =>
     dims,
   );
 
-async function runMlx(bytes: Uint8Array, f: Feeds, graphRewrites: boolean, compiled: boolean) {
-  const s = await ort.InferenceSession.create(bytes, {
-    executionProviders: [{ name: 'mlx', device: 'cpu', compiled, graphRewrites: graphRewrites && WITHOUT_LAYOUT }],
-  } as never);
-  try {
-    let out = await s.run(f);
-    // The compiled path traces on the second run and replays from the third.
-    if (compiled) for (let i = 0; i < 2; i++) out = await s.run(f);
-    return out;
-  } finally {
-    await s.release();
-  }
-}
-
 async function expectRewrite(bytes: Uint8Array, counts: Record<string, number>, f: Feeds, tol = { rtol: 1e-5, atol: 1e-5 }) {
   expect(prepareModel(bytes, { rewrites: WITHOUT_LAYOUT }).rewrites).toEqual(counts);
   await expectSameAsOrt(bytes, f, tol);
   for (const compiled of [false, true]) {
-    const [on, off] = [await runMlx(bytes, f, true, compiled), await runMlx(bytes, f, false, compiled)];
+    const [on, off] = [
+      await runMlxWith(bytes, f, { compiled, graphRewrites: WITHOUT_LAYOUT }),
+      await runMlxWith(bytes, f, { compiled, graphRewrites: false }),
+    ];
     for (const k of Object.keys(off)) {
       const [a, b] = [plain(on[k]), plain(off[k])];
       expect(a.length).toBe(b.length);

@@ -9,7 +9,7 @@ import { readTestCase, type HostTensor } from '../../src/onnx/index.js';
 import { hostToTensor } from '../../src/backend.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, ort, plain, seeded, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, ort, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';
 import { sharedPath } from '../helpers/shared.js';
 
 const scalar = (name: string, value: number): NodeSpec =>
@@ -44,16 +44,7 @@ const feeds = (dims = [2, 3, 16], scale = 4): Feeds => ({
   ),
 });
 
-async function runMlx(bytes: Uint8Array, f: Feeds, graphRewrites: boolean) {
-  const s = await ort.InferenceSession.create(bytes, {
-    executionProviders: [{ name: 'mlx', device: 'cpu', compiled: false, graphRewrites }],
-  } as never);
-  try {
-    return await s.run(f);
-  } finally {
-    await s.release();
-  }
-}
+const runMlx = (bytes: Uint8Array, f: Feeds, graphRewrites: boolean) => runMlxWith(bytes, f, { compiled: false, graphRewrites });
 
 /** The pattern is rewritten as `counts` says, and matches onnxruntime and the unrewritten graph. */
 async function expectRewrite(bytes: Uint8Array, counts: Record<string, number>, f = feeds(), tol = { rtol: 1e-5, atol: 1e-6 }) {

@@ -50,6 +50,28 @@ export async function runOn(provider: 'cpu' | 'mlx', bytes: Uint8Array, feeds: F
   }
 }
 
+/**
+ * The outputs of a session through mlx on the CPU with the given provider options (graphRewrites,
+ * compiled, ...). A compiled session runs three times, so that the outputs are a replay's (it
+ * traces on the second run).
+ */
+export async function runMlxWith(
+  bytes: Uint8Array,
+  feeds: Feeds,
+  options: { compiled: boolean; graphRewrites?: boolean | string[] },
+): Promise<Record<string, OrtTensor>> {
+  const s = await ort.InferenceSession.create(bytes, {
+    executionProviders: [{ name: 'mlx', device: 'cpu', ...options }],
+  } as never);
+  try {
+    let out = await s.run(feeds);
+    if (options.compiled) for (let i = 0; i < 2; i++) out = await s.run(feeds);
+    return out;
+  } finally {
+    await s.release();
+  }
+}
+
 export const plain = (t: OrtTensor): number[] => Array.from(t.data as ArrayLike<number | bigint>, Number);
 
 /** Runs on both providers and checks every output agrees (dims, type, values within tolerance). Returns the mlx outputs. */

@@ -7,7 +7,8 @@
 // e4m3fn(x / scale) rounded to nearest even, saturating at ±448, read back as code · scale).
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type NodeSpec } from '../../../test/helpers/build.js';
-import { f32, i32, randomF32 as rand, runOn, seeded, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import { f32, i32, randomF32 as rand, runOn, type Feeds, type OrtTensor } from '../../../test/helpers/ort.js';
+import { cacheScales, clearRowsFrom } from '../../../test/helpers/kv-cache.js';
 import { MlxSession } from '../../session.js';
 
 const MS = 'com.microsoft';
@@ -28,21 +29,14 @@ interface C {
 
 function caseOf(c: C): [Uint8Array, Feeds] {
   const total = Math.max(...c.lens);
-  const scaleDims = c.quant === 'PER_TENSOR' ? [1] : [1, Nkv, 1, H];
-  const scales = (seed: number) =>
-    f32(
-      seeded(
-        scaleDims.reduce((a, b) => a * b, 1),
-        seed,
-      ).map((x) => 0.01 + 0.004 * x),
-      scaleDims,
-    );
+  const scales = (seed: number) => cacheScales(c.quant, Nkv, H, seed, 0.01);
   const past = (seed: number) => {
     const t = rand([c.B, Nkv, c.past, H], seed);
-    const d = t.data as Float32Array;
-    for (let b = 0; b < c.B; b++)
-      for (let n = 0; n < Nkv; n++)
-        for (let r = c.lens[b] - c.S; r < c.past; r++) d.fill(0, ((b * Nkv + n) * c.past + r) * H, ((b * Nkv + n) * c.past + r + 1) * H);
+    clearRowsFrom(
+      t.data as Float32Array,
+      t.dims,
+      c.lens.map((l) => l - c.S),
+    );
     return t;
   };
   const amp = c.amp ?? 1;

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type ElemName, type NodeSpec } from '../../../test/helpers/build.js';
 import { expectSameAsOrt, f32, ort, seeded, type Feeds, type OrtTensor, randomF32 as rand, i32 } from '../../../test/helpers/ort.js';
+import { cacheScales, clearRowsFrom } from '../../../test/helpers/kv-cache.js';
 import { MlxSession } from '../../session.js';
 
 const MS = 'com.microsoft';
@@ -52,24 +53,16 @@ const table = (fn: (x: number) => number) =>
 function caseOf(c: Q): [Uint8Array, Feeds] {
   const total = Math.max(...c.lens);
   const packedH = c.bits === 4 ? H / 2 : H;
-  const scaleDims = c.quant === 'PER_TENSOR' ? [1] : [1, Nkv, 1, H];
-  const scales = (seed: number) =>
-    f32(
-      seeded(
-        scaleDims.reduce((a, b) => a * b, 1),
-        seed,
-      ).map((x) => (c.bits === 8 ? 0.012 : 0.15) + 0.004 * x),
-      scaleDims,
-    );
+  const scales = (seed: number) => cacheScales(c.quant, Nkv, H, seed, c.bits === 8 ? 0.012 : 0.15);
   // A buffer longer than the cached rows holds zeros after them (as a generation loop's buffer
   // does): the present keeps the buffer's rows there, where onnxruntime, given two buffers, writes zeros.
   const past = (seed: number) => {
     const t = cacheBytes(c.bits, [c.B, Nkv, c.past, packedH], seed);
-    const data = t.data as Int8Array | Uint8Array;
-    for (let b = 0; b < c.B; b++)
-      for (let n = 0; n < Nkv; n++)
-        for (let r = c.lens[b] - c.S; r < c.past; r++)
-          data.fill(0, ((b * Nkv + n) * c.past + r) * packedH, ((b * Nkv + n) * c.past + r + 1) * packedH);
+    clearRowsFrom(
+      t.data as Int8Array | Uint8Array,
+      t.dims,
+      c.lens.map((l) => l - c.S),
+    );
     return t;
   };
   const feeds: Record<string, OrtTensor | undefined> = {
