@@ -54,14 +54,16 @@ function addBiasChannelsFirst(ctx: OpContext, y: mx.Array): mx.Array {
   return toChannelsFirst(bias ? mx.add(y, bias) : y);
 }
 
-/** A 1x1 convolution with unit strides and no padding: [O, C] x [N, C, S] over the flattened spatial axes. */
-const isPointwise = (win: Window, w: readonly number[], group: number) =>
-  group === 1 &&
-  w.slice(2).every((k) => k === 1) &&
+/** A window of 1x1 kernels with unit strides and no padding: a convolution over it is one matrix product. */
+export const isUnitWindow = (win: Window) =>
   win.kernel.every((k) => k === 1) &&
   win.strides.every((s) => s === 1) &&
   win.padsBegin.every((p) => p === 0) &&
   win.padsEnd.every((p) => p === 0);
+
+/** A 1x1 convolution with unit strides and no padding: [O, C] x [N, C, S] over the flattened spatial axes. */
+const isPointwise = (win: Window, w: readonly number[], group: number) =>
+  group === 1 && w.slice(2).every((k) => k === 1) && isUnitWindow(win);
 
 function pointwise(x: mx.Array, w: mx.Array, bias: mx.Array | undefined): mx.Array {
   const [n, c, ...spatial] = x.shape;

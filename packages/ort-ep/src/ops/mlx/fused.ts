@@ -5,7 +5,7 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { gelu } from '../activation.js';
-import { convProduct, parseConv, type ConvParams } from '../conv.js';
+import { convProduct, isUnitWindow, parseConv, type ConvParams } from '../conv.js';
 import { ones, toChannelsFirst, toChannelsLast, windowOf } from '../helpers/spatial.js';
 import { fusedAttention, parseFusedAttention } from './attention.js';
 
@@ -33,6 +33,12 @@ interface ConvEpilogueParams extends ConvParams {
   lo: number;
   hi: number;
 }
+
+const parseConvEpilogue = (a: Attrs): ConvEpilogueParams => ({
+  ...parseConv(a),
+  lo: a.float('lo', Number.NEGATIVE_INFINITY),
+  hi: a.float('hi', Number.POSITIVE_INFINITY),
+});
 
 /** Conv (+ residual) (+ Relu/Clip) with the bias, residual and clamp in one pass after the product. */
 function convEpilogue(ctx: OpContext<ConvEpilogueParams>): mx.Array {
@@ -67,14 +73,9 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   if (w.shape[rank - 1] !== c) throw new RangeError(`${ctx.where}: input has ${c} channels, the weight ${w.shape[rank - 1]}`);
   const kernel = w.shape.slice(1, -1);
   const win = windowOf(p, xl.shape.slice(1, -1), kernel);
-  const pointwise =
-    kernel.every((k) => k === 1) &&
-    win.strides.every((s) => s === 1) &&
-    win.padsBegin.every((q) => q === 0) &&
-    win.padsEnd.every((q) => q === 0);
   let y: mx.Array;
   let biased = false;
-  if (pointwise && xl.size > 0) {
+  if (isUnitWindow(win) && xl.size > 0) {
     // A 1x1 convolution is one product [N*S, C] x [C, O] (the weight read transposed, no copy).
     const o = w.shape[0];
     const xm = mx.reshape(xl, [-1, c]);
@@ -142,16 +143,14 @@ export const mlxFusedOps: OpEntry[] = [
   ),
   entry(
     'Conv',
-    (a) => ({ ...parseConv(a), lo: a.float('lo', Number.NEGATIVE_INFINITY), hi: a.float('hi', Number.POSITIVE_INFINITY) }),
+    parseConvEpilogue,
     convEpilogue,
     'Conv (+ residual Add) (+ Relu/Clip), from the rewrite of that chain: bias, residual and clamp in one pass after the product',
   ),
   entry(
     'ConvChannelsLast',
     (a) => ({
-      ...parseConv(a),
-      lo: a.float('lo', Number.NEGATIVE_INFINITY),
-      hi: a.float('hi', Number.POSITIVE_INFINITY),
+      ...parseConvEpilogue(a),
       xLast: a.int('x_last', 0) === 1,
       residualLast: a.int('residual_last', 0) === 1,
       yLast: a.int('y_last', 0) === 1,
