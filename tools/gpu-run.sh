@@ -32,6 +32,11 @@ NV="$(python3 -c 'import nvidia, os; print(os.path.realpath(list(nvidia.__path__
 ln -sfn "$NV" mlxcuda/nvidia
 export MLX_LIBMLX="$HERE/mlxcuda/mlx/lib/libmlx.so" MLX_C_LIBRARY="$HERE/libmlxc.so"
 export MLX_ORT_CACHE_DIR="$HERE/cache" MLX_PTX_CACHE_DIR="$HERE/cache/ptx" CUDA_CACHE_PATH="$HERE/cache/nv" CUDA_CACHE_MAXSIZE=4294967296
+# The decode worker loads onnxruntime-node even for mlx alone: its library travels compressed.
+ort_library() {
+  local lib=node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1
+  [[ -f $lib ]] || xz -dc parts/ort.so.xz > "$lib"
+}
 cache_size() { echo "kernel caches: MLX's PTX $(du -sh cache/ptx 2>/dev/null | cut -f1) in $(find cache/ptx -type f 2>/dev/null | wc -l) files; the driver's $(du -sh cache/nv 2>/dev/null | cut -f1)"; }
 
 for step in "$@"; do
@@ -67,18 +72,19 @@ for step in "$@"; do
       grep -E "pass|fail|error" "$OUT/models.log" | head -20
       cache_size | tee -a "$OUT/cases.log" ;;
     decode)
-      lib=node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1
-      [[ -f $lib ]] || xz -dc parts/ort.so.xz > "$lib"
+      ort_library
       BENCH_THREADS=${BENCH_THREADS:-$(nproc)} ./node decode.mjs --device gpu --size "${DECODE_SIZE:-100m}" \
         --rounds "${DECODE_ROUNDS:-2}" --out "$OUT" 2>&1 | grep -v -i warn | tee "$OUT/decode.log" ;;
     decode-profile)
       # One mlx worker at context 1024 under V8's sampling profiler (the .cpuprofile comes back).
       mkdir -p "$OUT/prof"
+      ort_library
       ./node --cpu-prof --cpu-prof-dir="$OUT/prof" decode-worker.mjs --engine mlx --device gpu --size "${DECODE_SIZE:-100m}" \
         --contexts 1024 --tokens 64 --prefill 128 2>&1 | tail -3 ;;
     decode-env)
       # mlx alone at context 1024 under each of MLX's CUDA settings in DECODE_ENVS (space-separated
       # NAME=VALUE lists, commas between settings of one variant; "-" is MLX's defaults).
+      ort_library
       for v in ${DECODE_ENVS:--}; do
         env_args=(); [[ $v == - ]] || IFS=, read -ra env_args <<<"$v"
         echo "== $v" | tee -a "$OUT/decode-env.log"
