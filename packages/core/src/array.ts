@@ -236,6 +236,21 @@ export class Array {
     return out;
   }
 
+  /**
+   * Copies the data into `dst`, evaluating first: a typed array of the class toTypedArray gives
+   * and of its length. Reading into memory that is reused (or a block of hostBuffer, which on MLX's
+   * CUDA build the copy engine writes directly) skips the page faults of a fresh allocation.
+   */
+  readInto(dst: TypedArray): TypedArray {
+    const d = this.dtype;
+    const ctor = typedArrayCtor(d);
+    const n = this.size * (d === 'complex64' ? 2 : 1);
+    if (!(dst instanceof ctor)) throw new TypeError(`readInto: a ${d} array reads into a ${ctor.name}, got ${describeValue(dst)}`);
+    if (dst.length !== n) throw new RangeError(`readInto: the array has ${n} elements, the destination ${dst.length}`);
+    check(fn.mlxc_array_read_any(dst, dst.byteLength, this.handle, defaultStream().handle), 'mlxc_array_read_any');
+    return dst;
+  }
+
   /** The single element as a JS value (number, bigint for 64-bit integers, boolean for bool). */
   item(): number | bigint | boolean {
     if (this.size !== 1) throw new RangeError(`item() needs an array of one element, this one has shape [${this.shape.join(', ')}]`);

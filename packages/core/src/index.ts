@@ -6,6 +6,7 @@ export {
   isFloating,
   isInteger,
   isUnsigned,
+  typedArrayCtor,
   float16BitsToNumber,
   numberToFloat16Bits,
   bfloat16BitsToNumber,
@@ -51,6 +52,7 @@ export {
   type CompileMode,
 } from './transforms.js';
 export { memory } from './memory.js';
+export { hostBuffer, hostMemory, hostSizeClass, HOST_BLOCK_MIN_BYTES, type HostMemoryStats } from './host.js';
 export { cpuThreads, setCpuThreads, cpuKernelsUseAvx2, cpuKernelsUseAvx512 } from './cpu.js';
 export type { FftNorm } from './enums.js';
 export * from './ops.js';

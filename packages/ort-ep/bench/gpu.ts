@@ -267,12 +267,71 @@ async function transfers(): Promise<void> {
       log(
         `  ${way.padEnd(13)} ${String(mib).padStart(4)} MiB: upload ${median(up).toFixed(2)} ms (${gbps(median(up)).toFixed(1)} GB/s), upload+x2 ${median(ins).toFixed(2)} ms (${gbps(median(ins)).toFixed(1)} GB/s), download ${median(outs).toFixed(2)} ms (${gbps(median(outs)).toFixed(1)} GB/s)${resident >= 0 ? ', input in device memory' : ''}`,
       );
+      if (way === 'staged') Object.assign(rows[way][`${mib}MiB`] as object, reuseRows(x, n, mib, stream, gbps));
     }
   }
   delete process.env.MLXC_PREFAULT;
   if (before === undefined) delete process.env.MLXC_TRANSFER;
   else process.env.MLXC_TRANSFER = before;
   report.transfers = rows;
+}
+
+/**
+ * Where a download's time goes when the destination is fresh: the same sizes read into a
+ * destination that is reused (its pages exist), into a pooled host block (mx.hostBuffer:
+ * page-locked, written by the copy engine directly), and uploaded from a block; and the host's
+ * own rate of populating fresh memory (a new Float32Array filled), the bound of a fresh download.
+ */
+function reuseRows(x: Float32Array, n: number, mib: number, stream: mx.Stream, gbps: (ms: number) => number): Record<string, number> {
+  const rounds = mib >= 1024 ? 3 : 7;
+  const reused = new Float32Array(n).fill(0);
+  const block = mx.hostBuffer(n * 4);
+  const pinnedView = block ? new Float32Array(block, 0, n) : undefined;
+  if (pinnedView) pinnedView.set(x);
+  const into: number[] = [];
+  const intoBlock: number[] = [];
+  const upBlock: number[] = [];
+  const touch: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const y = mx.withStream(stream, () => mx.multiply(mx.Array.fromTypedArray(x, [n]), 2).eval());
+    let t = performance.now();
+    mx.withStream(stream, () => y.readInto(reused));
+    into.push(performance.now() - t);
+    if (reused[0] !== 3 || reused[n - 1] !== 3) throw new Error(`wrong result (reused, ${mib} MiB)`);
+    if (pinnedView) {
+      t = performance.now();
+      mx.withStream(stream, () => y.readInto(pinnedView));
+      intoBlock.push(performance.now() - t);
+      if (pinnedView[0] !== 3 || pinnedView[n - 1] !== 3) throw new Error(`wrong result (block, ${mib} MiB)`);
+      pinnedView.set(x);
+      t = performance.now();
+      const a = mx.withStream(stream, () => mx.Array.fromTypedArray(pinnedView, [n]));
+      upBlock.push(performance.now() - t);
+      a.dispose();
+    }
+    y.dispose();
+    t = performance.now();
+    const fresh = new Float32Array(n).fill(1);
+    touch.push(performance.now() - t);
+    if (fresh[n - 1] !== 1) throw new Error('fill');
+  }
+  const row: Record<string, number> = {
+    reusedOutMs: median(into),
+    reusedOutGBps: gbps(median(into)),
+    freshFillGBps: gbps(median(touch)),
+  };
+  let line = `  ${'staged'.padEnd(13)} ${String(mib).padStart(4)} MiB: download into a reused array ${gbps(median(into)).toFixed(1)} GB/s`;
+  if (intoBlock.length) {
+    Object.assign(row, {
+      blockOutMs: median(intoBlock),
+      blockOutGBps: gbps(median(intoBlock)),
+      blockUploadMs: median(upBlock),
+      blockUploadGBps: gbps(median(upBlock)),
+    });
+    line += `, into a host block ${gbps(median(intoBlock)).toFixed(1)} GB/s (${mx.hostMemory.stats().pinned ? 'page-locked' : 'not page-locked'}), upload from a block ${gbps(median(upBlock)).toFixed(1)} GB/s`;
+  } else line += ', no host block (pool limit)';
+  log(`${line}; the host fills fresh memory at ${gbps(median(touch)).toFixed(1)} GB/s`);
+  return row;
 }
 
 /**

@@ -187,13 +187,15 @@ export function tensorToHost(name: string, t: OnnxValue): HostTensor {
   return { dtype, dims, data };
 }
 
-export function hostToTensor(ort: OrtModule, t: HostTensor): Tensor {
+export function hostToTensor(ort: OrtModule, t: HostTensor & { pinned?: boolean }): Tensor {
   const type = dataTypeName(t.dtype);
   let data = t.data as ArrayLike<number>;
   if (t.dtype === OnnxDataType.INT4 || t.dtype === OnnxDataType.UINT4) data = pack4(data);
   if (t.dtype === OnnxDataType.BFLOAT16 || !(type in ortTypeToOnnx)) {
     throw new Error(`output element type ${type} cannot be held by onnxruntime-common's Tensor; use MlxSession from @mlx/ort-ep`);
   }
+  // Data in a pooled host block (preferredOutputLocation 'cpu-pinned').
+  if (t.pinned) return ort.Tensor.fromPinnedBuffer(type as 'float32', data as Float32Array, t.dims);
   return new ort.Tensor(type as 'float32', data as Float32Array, t.dims);
 }
 
@@ -211,23 +213,46 @@ function deviceToTensor(ort: OrtModule, v: Extract<Value, { kind: 'device' }>, w
   });
 }
 
-/** Which outputs a session returns on the device, from `preferredOutputLocation`. */
-function deviceOutputs(options: InferenceSession.SessionOptions | undefined, outputNames: readonly string[]): Set<string> {
+/**
+ * Where a session returns each output, from `preferredOutputLocation`: 'gpu-buffer' outputs stay
+ * on the device; 'cpu-pinned' ones are read into pooled host blocks (page-locked on MLX's CUDA
+ * build); the rest into fresh ArrayBuffers.
+ */
+function outputLocations(
+  options: InferenceSession.SessionOptions | undefined,
+  outputNames: readonly string[],
+): { onDevice: Set<string>; pinned: Set<string> } {
   const pref = options?.preferredOutputLocation;
   const where = (name: string) => (typeof pref === 'string' || pref === undefined ? pref : pref[name]);
   const known = new Set(['cpu', 'cpu-pinned', 'gpu-buffer']);
   if (pref !== undefined && typeof pref === 'object')
     for (const name of Object.keys(pref))
       if (!outputNames.includes(name)) throw new TypeError(`preferredOutputLocation names '${name}', which is not an output of the model`);
-  const out = new Set<string>();
+  const onDevice = new Set<string>();
+  const pinned = new Set<string>();
   for (const name of outputNames) {
     const loc = where(name);
     if (loc === undefined) continue;
     if (!known.has(loc))
-      throw new TypeError(`mlx execution provider: preferredOutputLocation '${loc}' is not supported (use 'cpu' or 'gpu-buffer')`);
-    if (loc === 'gpu-buffer') out.add(name);
+      throw new TypeError(
+        `mlx execution provider: preferredOutputLocation '${loc}' is not supported (use 'cpu', 'cpu-pinned' or 'gpu-buffer')`,
+      );
+    if (loc === 'gpu-buffer') onDevice.add(name);
+    if (loc === 'cpu-pinned') pinned.add(name);
   }
-  return out;
+  return { onDevice, pinned };
+}
+
+/**
+ * A pre-allocated CPU tensor whose data a result can be read into directly: same element type,
+ * an unpacked typed array (not int4's packed bytes, not a Float16Array).
+ */
+function directDestination(t: Tensor): HostTensor | undefined {
+  if (t.location !== 'cpu' && t.location !== 'cpu-pinned') return undefined;
+  const dtype = ortTypeToOnnx[t.type];
+  if (dtype === undefined || t.type === 'int4' || t.type === 'uint4' || t.type === 'string') return undefined;
+  if (!ArrayBuffer.isView(t.data) || (t.type === 'float16' && !(t.data instanceof Uint16Array))) return undefined;
+  return { dtype, dims: [...t.dims], data: t.data as HostTensor['data'] };
 }
 
 function metadata(m: TensorMetadata): InferenceSession.ValueMetadata {
@@ -246,6 +271,8 @@ class MlxSessionHandler implements InferenceSessionHandler {
     private readonly session: MlxSession,
     /** Outputs returned as 'gpu-buffer' tensors (preferredOutputLocation). */
     private readonly onDevice: ReadonlySet<string> = new Set(),
+    /** Outputs read into pooled host blocks, returned as 'cpu-pinned' tensors. */
+    private readonly pinned: ReadonlySet<string> = new Set(),
   ) {
     this.inputNames = session.inputNames;
     this.outputNames = session.outputNames;
@@ -286,10 +313,18 @@ class MlxSessionHandler implements InferenceSessionHandler {
     }
     // A pre-allocated tensor decides where its output goes; otherwise preferredOutputLocation does.
     const keep = wanted.filter((n) => (bound.has(n) ? !!bound.get(n)!.buffer : this.onDevice.has(n)));
+    // Pre-allocated CPU tensors are read into directly where their layout allows.
+    const outputBuffers: Record<string, HostTensor> = {};
+    for (const [name, b] of bound) {
+      const dst = b.buffer ? undefined : directDestination(b.tensor);
+      if (dst) outputBuffers[name] = dst;
+    }
     let out: Awaited<ReturnType<MlxSession['run']>>;
     try {
       out = await this.session.run(inputs, wanted, {
         keepOnDevice: keep,
+        outputBuffers,
+        pinnedOutputs: wanted.filter((n) => !bound.has(n) && this.pinned.has(n)),
         donate,
         // The caller may set RunOptions.terminate while the run is in progress.
         get terminate() {
@@ -316,6 +351,10 @@ class MlxSessionHandler implements InferenceSessionHandler {
       }
       if (!('dims' in v))
         throw new Error(`output '${name}' is a ${(v as { kind: string }).kind}, which onnxruntime-common cannot return from this backend`);
+      if (b && outputBuffers[name]) {
+        result[name] = b.tensor;
+        continue;
+      }
       const t = hostToTensor(this.ort, v as HostTensor);
       if (b) {
         copyInto(b.tensor, t, name);
@@ -394,7 +433,8 @@ export function createMlxBackend(ort: OrtModule = ortEsm as unknown as OrtModule
     async createInferenceSessionHandler(uriOrBuffer, options) {
       const session = await MlxSession.create(uriOrBuffer, providerOptions(options));
       try {
-        return new MlxSessionHandler(ort, session, deviceOutputs(options, session.outputNames));
+        const { onDevice, pinned } = outputLocations(options, session.outputNames);
+        return new MlxSessionHandler(ort, session, onDevice, pinned);
       } catch (e) {
         session.release();
         throw e;

@@ -17,7 +17,8 @@ import {
 import type { OpRegistry } from './registry/registry.js';
 import { resolveCpuBackend, type CpuBackendName } from './runtime/onnxruntime.js';
 import { ConstantStore } from './runtime/uploads.js';
-import { asHost, type Value } from './runtime/value.js';
+import { asHost, shapeOf, type Value } from './runtime/value.js';
+import { checkDestination, downloadInto, downloadPinned } from './runtime/convert.js';
 import { prepareModel } from './plan/prepare.js';
 import type { RewriteSelection } from './plan/rewrite/index.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
@@ -108,6 +109,21 @@ export interface MlxRunOptions {
    * which then fails with RunTerminatedError.
    */
   terminate?: boolean;
+  /**
+   * Pre-allocated outputs, by name: the result is read straight into the tensor's data (no
+   * intermediate copy; memory that is reused has its pages already, which on a GPU makes the
+   * download run at the bus's rate). Its element type and dims must be the result's, and its data
+   * a typed array of the class results come in (InvalidFeedError otherwise, before anything is
+   * written). The returned tensor is this one.
+   */
+  outputBuffers?: Readonly<Record<string, HostTensor>>;
+  /**
+   * Outputs read into pooled host blocks (@mlx/core's hostBuffer: page-locked memory on MLX's CUDA
+   * build, which the copy engine writes directly): true for all, or the names. A block goes back
+   * to the pool when its data is garbage collected. Results under 64 KiB, and any once the pool
+   * is at its limit, come in ordinary memory; `pinned: true` on a result says it got a block.
+   */
+  pinnedOutputs?: boolean | readonly string[];
 }
 
 export interface TensorMetadata {
@@ -402,7 +418,7 @@ export class MlxSession {
       const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
       donateFeeds(feeds, options.donate, values);
       evalSync(this.streams, run, deviceArrays(values));
-      return within(this.streams, () => this.collect(fetches, values, run, options.keepOnDevice));
+      return within(this.streams, () => this.collect(fetches, values, run, options));
     } finally {
       mx.dispose([...run.arrays]);
     }
@@ -426,7 +442,7 @@ export class MlxSession {
         const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
         donateFeeds(feeds, options.donate, values);
         await evalAsync(this.streams, run, deviceArrays(values));
-        return within(this.streams, () => this.collect(fetches, values, run, options.keepOnDevice));
+        return within(this.streams, () => this.collect(fetches, values, run, options));
       } finally {
         mx.dispose([...run.arrays]);
       }
@@ -494,15 +510,24 @@ export class MlxSession {
    * `keep` as device Values whose arrays the caller now owns (taken out of the run's arrays, or a
    * new handle where the run does not own the array: a feed, a constant, an output named twice).
    */
-  private collect(
-    fetches: readonly string[],
-    values: Value[],
-    run: RunState,
-    keep: MlxRunOptions['keepOnDevice'],
-  ): Record<string, HostTensor | Value> {
+  private collect(fetches: readonly string[], values: Value[], run: RunState, options: MlxRunOptions): Record<string, HostTensor | Value> {
     const out: Record<string, HostTensor | Value> = {};
     const kept = new Set<mx.Array>();
+    const { keepOnDevice: keep, pinnedOutputs: pin, outputBuffers: into } = options;
     const keepIt = (name: string) => keep === true || (Array.isArray(keep) && keep.includes(name));
+    const pinIt = (name: string) => pin === true || (Array.isArray(pin) && pin.includes(name));
+    if (into)
+      for (const name of Object.keys(into))
+        if (!fetches.includes(name)) throw new InvalidFeedError(`outputBuffers names '${name}', which this run does not fetch`);
+    // Every pre-allocated output is checked before any is written.
+    fetches.forEach((name, i) => {
+      const dst = into?.[name];
+      const v = values[i];
+      if (!dst || keepIt(name)) return;
+      if (v.kind !== 'device' && v.kind !== 'host')
+        throw new InvalidFeedError(`output '${name}' is a ${v.kind}; a pre-allocated buffer holds only a tensor`);
+      checkDestination(dst, v.kind === 'device' ? v.onnxType : v.tensor.dtype, shapeOf(v, `output '${name}'`), `output '${name}'`);
+    });
     const toHost = (v: Value, where: string): Value =>
       v.kind === 'device'
         ? { kind: 'host', tensor: asHost(v, where) }
@@ -525,7 +550,13 @@ export class MlxSession {
         out[name] = reserve ? { kind: 'device', array, onnxType: v.onnxType, reserve } : { kind: 'device', array, onnxType: v.onnxType };
         return;
       }
-      out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
+      const dst = into?.[name];
+      if (dst && v.kind === 'device') out[name] = downloadInto(v.array, v.onnxType, dst, `output '${name}'`);
+      else if (dst && v.kind === 'host') {
+        (dst.data as unknown as { set(a: ArrayLike<unknown>): void }).set(v.tensor.data as ArrayLike<unknown>);
+        out[name] = dst;
+      } else if (v.kind === 'device' && pinIt(name)) out[name] = downloadPinned(v.array, v.onnxType);
+      else out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
     });
     return out;
   }

@@ -29,6 +29,11 @@ export const extensions: FnSpec[] = [
     "copies a row-contiguous array's nbytes bytes into dst, evaluating (or waiting for) it first: device memory on MLX's CUDA build by the copy engine (see mlxc_array_new_data_on), anything else with memcpy from its host pointer",
   ),
   manual(
+    'int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes)',
+    "host memory for feeds and results, its pages populated up front: page-locked (cuMemHostAlloc, portable) on MLX's CUDA build, so that mlxc_array_read into it and mlxc_array_new_data_on from it go straight through the copy engine with no staging; page-aligned ordinary memory elsewhere (pinned is false). Free it with mlxc_host_free",
+  ),
+  manual('int mlxc_host_free(void* ptr)', 'frees memory of mlxc_host_alloc; a pointer it did not return is an error (nothing is freed)'),
+  manual(
     'int mlxc_array_device_index(int* res, const mlx_array arr)',
     "the CUDA device whose memory holds the array's buffer, -1 for unified or host memory (always -1 without CUDA)",
   ),

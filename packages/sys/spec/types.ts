@@ -240,6 +240,8 @@ export const cTypes: Readonly<Record<string, CType>> = {
     core: plain('string'),
     coreNullable: { type: 'string | null', optional: true, arg: (v) => `${v} ?? null` },
   },
+  // An address a call hands back (`void** res`): an opaque native pointer (a koffi External).
+  'void*': { kind: 'scalar', ts: 'unknown', tsPointer: { out: 'unknown[]', in: 'unknown' } },
   // Only behind a pointer (an opaque payload or data pointer) or as a return type.
   void: { kind: 'void', ts: 'unknown', tsReturn: 'void', tsPointer: { out: 'unknown', in: 'unknown' } },
 };

@@ -1,6 +1,7 @@
 // ONNX element types <-> MLX dtypes, and host tensors <-> MLX arrays.
 import * as mx from '@mlx/core';
-import { OnnxDataType, undecodedBytes, type HostTensor } from '../onnx/index.js';
+import { InvalidFeedError } from '../errors.js';
+import { dataTypeName as onnxTypeName, OnnxDataType, undecodedBytes, type HostTensor } from '../onnx/index.js';
 
 const toMx = new Map<number, mx.Dtype>([
   [OnnxDataType.FLOAT, 'float32'],
@@ -86,6 +87,56 @@ export function upload(t: HostTensor): mx.Array {
   if (!ArrayBuffer.isView(t.data)) throw new Error(`element type ${t.dtype} cannot be held by MLX`);
   transfers.uploadedBytes += t.data.byteLength;
   return mx.Array.fromTypedArray(t.data, t.dims, d);
+}
+
+/**
+ * Downloads an array into a pooled host block (mx.hostBuffer: page-locked on MLX's CUDA build, so
+ * the copy engine writes it directly, and its pages exist already); plain download() where the
+ * array is small, the pool is at its limit, or the element type is repacked on the host (int4).
+ * `pinned` in the result says which it got.
+ */
+export function downloadPinned(a: mx.Array, onnxType?: number): HostTensor & { pinned?: boolean } {
+  const t = onnxType ?? onnxTypeOf(a.dtype);
+  const repacked = t === OnnxDataType.INT4 || t === OnnxDataType.UINT4 || t === OnnxDataType.INT2 || t === OnnxDataType.UINT2;
+  const ab = repacked ? undefined : mx.hostBuffer(a.nbytes);
+  if (!ab) return download(a, onnxType);
+  const ctor = mx.typedArrayCtor(a.dtype);
+  const n = a.size * (a.dtype === 'complex64' ? 2 : 1);
+  const data = a.readInto(new ctor(ab, 0, n) as mx.TypedArray);
+  transfers.downloads++;
+  transfers.downloadedBytes += data.byteLength;
+  return { dtype: t, dims: a.shape, data, pinned: true };
+}
+
+/**
+ * Downloads an array straight into `dst`'s data (a pre-allocated output), which must have the
+ * array's element type and shape and a typed array of the class download() would give; on a
+ * mismatch nothing is written and the error names `where`.
+ */
+export function downloadInto(a: mx.Array, onnxType: number, dst: HostTensor, where: string): HostTensor {
+  const dims = a.shape;
+  checkDestination(dst, onnxType, dims, where);
+  const ctor = mx.typedArrayCtor(a.dtype);
+  const data = dst.data as unknown;
+  const n = a.size * (a.dtype === 'complex64' ? 2 : 1);
+  if (!(data instanceof ctor) || (data as mx.TypedArray).length !== n) {
+    // A layout the array does not read into directly (a packed int4 buffer, a Float16Array).
+    const host = download(a, onnxType);
+    (data as { set(v: ArrayLike<unknown>): void }).set(host.data as ArrayLike<unknown>);
+    return dst;
+  }
+  a.readInto(data as mx.TypedArray);
+  transfers.downloads++;
+  transfers.downloadedBytes += (data as mx.TypedArray).byteLength;
+  return dst;
+}
+
+/** A pre-allocated output must match the result's element type and shape exactly. */
+export function checkDestination(dst: HostTensor, onnxType: number, dims: readonly number[], where: string): void {
+  if (dst.dtype !== onnxType || dst.dims.length !== dims.length || dst.dims.some((d, i) => d !== dims[i]))
+    throw new InvalidFeedError(
+      `${where} is ${onnxTypeName(onnxType)} [${dims.join(', ')}], but its pre-allocated buffer is ${onnxTypeName(dst.dtype)} [${dst.dims.join(', ')}]`,
+    );
 }
 
 /** Downloads an array (evaluating it), keeping an ONNX element type that MLX widens (int4, uint4). */

@@ -57,6 +57,7 @@ struct Driver {
   CUresult (*htod_async)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
   CUresult (*dtoh_async)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*host_alloc)(void**, size_t, unsigned) = nullptr;
+  CUresult (*host_free)(void*) = nullptr;
   CUresult (*host_register)(void*, size_t, unsigned) = nullptr;
   CUresult (*host_unregister)(void*) = nullptr;
   CUresult (*event_create)(CUevent*, unsigned) = nullptr;
@@ -93,6 +94,7 @@ const Driver& driver() {
     sym(r.htod_async, "cuMemcpyHtoDAsync_v2");
     sym(r.dtoh_async, "cuMemcpyDtoHAsync_v2");
     sym(r.host_alloc, "cuMemHostAlloc");
+    sym(r.host_free, "cuMemFreeHost");
     sym(r.host_register, "cuMemHostRegister_v2");
     sym(r.host_unregister, "cuMemHostUnregister");
     sym(r.event_create, "cuEventCreate");
@@ -165,6 +167,8 @@ void copy_host(void* dst, const void* src, size_t n) {
 }
 
 void prefault(void* dst, size_t n);
+bool in_pinned_block(const void* p, size_t n);
+bool on_cuda();
 
 /** Per GPU: its primary context, a stream of ours, and the pinned staging ring. */
 struct Gpu {
@@ -192,7 +196,9 @@ struct Gpu {
 
   void upload(CUdeviceptr dst, const void* src, size_t n, Mode how) {
     const auto& d = driver();
-    if (how == Mode::pageable) {
+    if (how == Mode::pageable || in_pinned_block(src, n)) {
+      // From pageable memory the driver stages the copy itself; from a page-locked block of
+      // mlxc_host_alloc the copy engine reads it directly.
       cu_check(d.htod_async(dst, src, n, stream), "cuMemcpyHtoDAsync");
     } else if (how == Mode::pinned) {
       void* p = const_cast<void*>(src);
@@ -218,6 +224,13 @@ struct Gpu {
 
   void download(void* dst, CUdeviceptr src, size_t n, Mode how) {
     const auto& d = driver();
+    if (in_pinned_block(dst, n)) {
+      // A page-locked block of mlxc_host_alloc: its pages exist and are locked, the copy engine
+      // writes them directly, at the bus's rate.
+      cu_check(d.dtoh_async(dst, src, n, stream), "cuMemcpyDtoHAsync");
+      cu_check(d.stream_sync(stream), "cuStreamSynchronize");
+      return;
+    }
     if (how == Mode::pageable || how == Mode::pinned) {
       prefault(dst, n);
       bool registered = how == Mode::pinned && d.host_register(dst, n, 0) == 0;
@@ -362,6 +375,35 @@ void prefault(void* dst, size_t n) {
 #endif
 }
 
+/**
+ * Host blocks of mlxc_host_alloc: address -> (bytes, page-locked). Reads into a page-locked block
+ * and uploads from one skip the staging ring; mlxc_host_free refuses any other pointer.
+ */
+struct HostBlock {
+  size_t nbytes;
+  bool pinned;
+};
+std::mutex& host_mutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+std::map<uintptr_t, HostBlock>& host_blocks() {
+  static auto* blocks = new std::map<uintptr_t, HostBlock>();
+  return *blocks;
+}
+
+/** Whether [p, p + n) lies inside one page-locked block of mlxc_host_alloc. */
+bool in_pinned_block(const void* p, size_t n) {
+  if (!p || !on_cuda()) return false;
+  auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lk(host_mutex());
+  auto& blocks = host_blocks();
+  auto it = blocks.upper_bound(a);
+  if (it == blocks.begin()) return false;
+  --it;
+  return it->second.pinned && a >= it->first && n <= it->second.nbytes && a - it->first <= it->second.nbytes - n;
+}
+
 }  // namespace
 
 namespace mlxc {
@@ -425,6 +467,58 @@ int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr) {
     if (mlxc_array_prefetch(&moved, arr, true) != 0) return 1;
   }
   std::memcpy(dst, a.data<char>(), nbytes);
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes) {
+  MLXC_TRY
+  if (!res || !pinned) throw std::invalid_argument("mlxc_host_alloc: null result pointer");
+  if (nbytes == 0) throw std::invalid_argument("mlxc_host_alloc: zero bytes");
+  // Beyond what any allocator gives; also keeps page rounding from overflowing.
+  if (nbytes > (size_t{1} << 46)) throw std::invalid_argument("mlxc_host_alloc: " + std::to_string(nbytes) + " bytes is beyond any host memory");
+  void* p = nullptr;
+  bool locked = false;
+  if (on_cuda()) {
+    Gpu& g = gpu(0);
+    CtxScope scope(g.ctx);
+    // CU_MEMHOSTALLOC_PORTABLE: page-locked for every context, whichever GPU a stream uses.
+    CUresult rc = driver().host_alloc(&p, nbytes, 1);
+    if (rc == 2 /* CUDA_ERROR_OUT_OF_MEMORY */) throw std::runtime_error("mlxc_host_alloc: out of page-locked host memory for " + std::to_string(nbytes) + " bytes");
+    cu_check(rc, "cuMemHostAlloc");
+    locked = true;
+  } else {
+    static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t align = nbytes >= (size_t{2} << 20) ? (size_t{2} << 20) : page;
+    const size_t rounded = (nbytes + align - 1) / align * align;
+    if (posix_memalign(&p, align, rounded) != 0 || !p) throw std::runtime_error("mlxc_host_alloc: out of host memory for " + std::to_string(nbytes) + " bytes");
+    prefault(p, rounded);
+  }
+  {
+    std::lock_guard<std::mutex> lk(host_mutex());
+    host_blocks()[reinterpret_cast<uintptr_t>(p)] = HostBlock{nbytes, locked};
+  }
+  *res = p;
+  *pinned = locked;
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_free(void* ptr) {
+  MLXC_TRY
+  HostBlock b{};
+  {
+    std::lock_guard<std::mutex> lk(host_mutex());
+    auto it = host_blocks().find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == host_blocks().end()) throw std::invalid_argument("mlxc_host_free: not a block of mlxc_host_alloc (or freed already)");
+    b = it->second;
+    host_blocks().erase(it);
+  }
+  if (b.pinned) {
+    cu_check(driver().host_free(ptr), "cuMemFreeHost");
+  } else {
+    std::free(ptr);
+  }
   MLXC_CATCH(1)
   return 0;
 }

@@ -494,6 +494,8 @@ export const prototypes: readonly string[] = [
   'int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num)',
   'int mlxc_array_new_data_on(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
   'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
+  'int mlxc_host_alloc(_Inout_ void* * res, _Inout_ bool* pinned, size_t nbytes)',
+  'int mlxc_host_free(void* ptr)',
   'int mlxc_array_device_index(_Inout_ int* res, const mlx_array arr)',
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
@@ -1502,6 +1504,10 @@ export interface MlxCFunctions {
   mlxc_array_new_data_on(res: MlxHandle, data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, stream: MlxHandle): number;
   /** extensions: `int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)` */
   mlxc_array_read(dst: unknown, nbytes: number | bigint, arr: MlxHandle): number;
+  /** extensions: `int mlxc_host_alloc(void* * res, bool* pinned, size_t nbytes)` */
+  mlxc_host_alloc(res: unknown[], pinned: unknown[], nbytes: number | bigint): number;
+  /** extensions: `int mlxc_host_free(void* ptr)` */
+  mlxc_host_free(ptr: unknown): number;
   /** extensions: `int mlxc_array_device_index(int* res, const mlx_array arr)` */
   mlxc_array_device_index(res: unknown[], arr: MlxHandle): number;
   /** extensions: `int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)` */
@@ -1552,4 +1558,4 @@ export interface MlxCFunctions {
   mlxc_small_quantized_matmul(res: MlxHandle, x: MlxHandle, w: MlxHandle, scales: MlxHandle, biases: MlxHandle, transpose: boolean, group_size: number, bits: number, s: MlxHandle): number;
 }
 
-export const functionCount = 514;
+export const functionCount = 516;

@@ -525,6 +525,8 @@ int mlxc_array_meta(int* meta, const mlx_array arr, size_t meta_len);
 int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num);
 int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream);
 int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr);
+int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes);
+int mlxc_host_free(void* ptr);
 int mlxc_array_device_index(int* res, const mlx_array arr);
 int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs);
 int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload);

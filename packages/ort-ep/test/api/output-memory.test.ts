@@ -1,0 +1,157 @@
+// Where results land on the host: pre-allocated CPU outputs read into directly, and
+// preferredOutputLocation 'cpu-pinned' (pooled host blocks, page-locked on MLX's CUDA build; here,
+// on the CPU, page-aligned ordinary memory). Values against onnxruntime-node; in-place-ness
+// against object identity; the pool's reuse against its counters after a real collection.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import * as mx from '@mlx/core';
+import { describe, expect, it } from 'vitest';
+import { InvalidFeedError, MlxSession } from '../../src/index.js';
+import { model, node, v } from '../helpers/build.js';
+import { expectSameOutputs, mlxCpu, ort, randomF32, seeded, type Feeds } from '../helpers/ort.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+// y = x W (512 x 256 float32: 512 KiB, a pooled block), s = sum(y) (4 bytes: ordinary memory),
+// i = argmax over the last axis (int64, 4 KiB).
+const bytes = model({
+  inputs: [v('x', 'float32', [512, 128])],
+  outputs: [v('y', 'float32', [512, 256]), v('s', 'float32', []), v('i', 'int64', [512])],
+  nodes: [
+    node('MatMul', ['x', 'w'], ['y']),
+    node('ReduceSum', ['y'], ['s'], { attrs: { keepdims: 0 } }),
+    node('ArgMax', ['y'], ['i'], { attrs: { axis: -1, keepdims: 0 } }),
+  ],
+  initializers: [{ name: 'w', type: 'float32', dims: [128, 256], values: seeded(128 * 256, 3) }],
+});
+const feeds = (seed: number): Feeds => ({ x: randomF32([512, 128], seed) });
+const tol = { rtol: 1e-4, atol: 1e-4 };
+
+async function reference(f: Feeds) {
+  const s = await ort.InferenceSession.create(bytes);
+  try {
+    return await s.run(f);
+  } finally {
+    await s.release();
+  }
+}
+
+async function withMlx<T>(options: object, body: (s: import('onnxruntime-node').InferenceSession) => Promise<T>): Promise<T> {
+  const s = await ort.InferenceSession.create(bytes, { ...mlxCpu, ...options } as never);
+  try {
+    return await body(s);
+  } finally {
+    await s.release();
+  }
+}
+
+describe('output memory', () => {
+  it("'cpu-pinned' outputs come in pooled blocks, equal to onnxruntime's, and feed back", async () => {
+    const want = await reference(feeds(1));
+    await withMlx({ preferredOutputLocation: 'cpu-pinned' }, async (s) => {
+      const out = await s.run(feeds(1));
+      expectSameOutputs(out, want, tol);
+      expect(out.y.location).toBe('cpu-pinned');
+      // The block is page-aligned and at least the result's size.
+      expect((out.y.data as Float32Array).byteOffset).toBe(0);
+      expect((out.y.data as Float32Array).buffer.byteLength).toBe(mx.hostSizeClass(512 * 256 * 4));
+      // Results under the pool's minimum come in ordinary memory, and say so.
+      expect(out.s.location).toBe('cpu');
+      expect(out.i.location).toBe('cpu');
+      // A block fed back as an input (y's first 128 columns as x's shape is not y's: slice it).
+      const y = out.y.data as Float32Array;
+      const x2 = new Float32Array(mx.hostBuffer(512 * 128 * 4)!, 0, 512 * 128);
+      for (let r = 0; r < 512; r++) x2.set(y.subarray(r * 256, r * 256 + 128), r * 128);
+      const fed = { x: ort.Tensor.fromPinnedBuffer('float32', x2, [512, 128]) as never };
+      // onnxruntime-node's CPU provider takes only 'cpu' tensors: the same data as one.
+      const want2 = await reference({ x: new ort.Tensor('float32', x2, [512, 128]) });
+      expectSameOutputs(await s.run(fed), want2, { rtol: 1e-4, atol: 1e-2 });
+    });
+  });
+
+  it('per-output locations: only the named output is pinned', async () => {
+    await withMlx({ preferredOutputLocation: { y: 'cpu', i: 'cpu-pinned' } }, async (s) => {
+      const out = await s.run(feeds(2));
+      expect(out.y.location).toBe('cpu');
+      // i is 4 KiB: under the minimum, so ordinary memory even though it asked.
+      expect(out.i.location).toBe('cpu');
+    });
+    await expect(withMlx({ preferredOutputLocation: 'texture' }, async () => {})).rejects.toThrow(/'cpu', 'cpu-pinned' or 'gpu-buffer'/);
+  });
+
+  it('a pre-allocated CPU output is written in place, run after run', async () => {
+    await withMlx({}, async (s) => {
+      const y = new ort.Tensor('float32', new Float32Array(512 * 256), [512, 256]);
+      const i = new ort.Tensor('int64', new BigInt64Array(512), [512]);
+      const data = y.data;
+      for (const seed of [3, 4]) {
+        const want = await reference(feeds(seed));
+        const out = await s.run(feeds(seed), { y, i, s: null });
+        expect(out.y).toBe(y);
+        expect(out.y.data).toBe(data);
+        expect(out.i).toBe(i);
+        expectSameOutputs(out, want, tol);
+      }
+    });
+  });
+
+  it('a pre-allocated output of another shape or type is refused before anything is written', async () => {
+    await withMlx({}, async (s) => {
+      const wrong = new ort.Tensor('float32', new Float32Array(512 * 256).fill(7), [256, 512]);
+      await expect(s.run(feeds(5), { y: wrong })).rejects.toThrow(
+        /output 'y' is float32 \[512, 256\], but its pre-allocated (buffer|tensor) is float32 \[256, 512\]/,
+      );
+      expect((wrong.data as Float32Array).every((x) => x === 7)).toBe(true);
+      const wrongType = new ort.Tensor('int32', new Int32Array(512), [512]);
+      await expect(s.run(feeds(5), { i: wrongType })).rejects.toThrow(
+        /output 'i' is int64 \[512\], but its pre-allocated (buffer|tensor) is int32 \[512\]/,
+      );
+    });
+  });
+
+  it('MlxSession: outputBuffers are checked together, before any is written', async () => {
+    const session = await MlxSession.create(bytes, { device: 'cpu' });
+    try {
+      const x = feeds(6).x;
+      const f = { x: { dtype: 1, dims: [512, 128], data: x.data as Float32Array } };
+      const good = { dtype: 1, dims: [512, 256], data: new Float32Array(512 * 256).fill(3) };
+      const bad = { dtype: 7, dims: [511], data: new BigInt64Array(511) };
+      await expect(session.run(f, ['y', 'i'], { outputBuffers: { y: good, i: bad } })).rejects.toThrow(InvalidFeedError);
+      expect(good.data.every((v) => v === 3)).toBe(true);
+      await expect(session.run(f, ['y'], { outputBuffers: { s: good } })).rejects.toThrow(
+        /outputBuffers names 's', which this run does not fetch/,
+      );
+      const out = await session.run(f, ['y'], { outputBuffers: { y: good } });
+      expect(out.y).toBe(good);
+      const ref = await reference({ x });
+      const r = ref.y.data as Float32Array;
+      let worst = 0;
+      for (let k = 0; k < r.length; k++) worst = Math.max(worst, Math.abs(good.data[k] - r[k]));
+      expect(worst).toBeLessThan(1e-3);
+    } finally {
+      session.release();
+    }
+  });
+
+  it('pinned blocks of dropped results go back to the pool and are reused', async () => {
+    await withMlx({ preferredOutputLocation: 'cpu-pinned' }, async (s) => {
+      const f = feeds(7);
+      await s.run(f);
+      for (let k = 0; k < 4; k++) {
+        gc();
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      const before = mx.hostMemory.stats();
+      for (let k = 0; k < 6; k++) {
+        await s.run(f);
+        gc();
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      const after = mx.hostMemory.stats();
+      // Six runs, each y's block back in the pool before the next: no new allocation of its class.
+      expect(after.reuses - before.reuses).toBeGreaterThanOrEqual(5);
+      expect(after.allocations - before.allocations).toBeLessThanOrEqual(1);
+    });
+  });
+});
