@@ -304,3 +304,38 @@ describe('Closure and evaluate', () => {
     expect(mx.memory.active()).toBe(base);
   });
 });
+
+describe('re-entrant closure calls', () => {
+  // A compiled function's trace runs its JS body, and the body may apply other closures (here a
+  // custom VJP). With more results than the first call has room for, the compiled function is
+  // called again: it must get its own inputs again, not the nested call's (which once retraced it
+  // with the wrong arrays, or replayed its trace on them).
+  it('a compiled function with many results whose body applies another closure', () => {
+    const half = mx.customVjp(
+      (v: mx.Array) => mx.multiply(v, 0.5),
+      (_p, cot) => [mx.multiply(cot[0], 0.5)],
+    );
+    let traces = 0;
+    const n = 90;
+    const f = mx.compile((x: mx.Array, y: mx.Array) => {
+      traces++;
+      const h = half(mx.reshape(y, [2, 2])) as mx.Array;
+      const base = mx.add(x, mx.sum(h));
+      return Array.from({ length: n }, (_, i) => mx.add(base, i));
+    });
+    const x = mx.array([1, 2, 3]);
+    const y = mx.array([4, 5, 6, 7]);
+    for (let call = 0; call < 3; call++) {
+      const outs = f(x, y) as mx.Array[];
+      expect(outs.length).toBe(n);
+      // sum(y) / 2 = 11: outs[i] = x + 11 + i.
+      for (const i of [0, 1, 45, n - 1]) expect(flat(outs[i])).toEqual([12 + i, 13 + i, 14 + i]);
+      mx.dispose(outs);
+    }
+    expect(traces).toBe(1);
+    f.dispose();
+    half.dispose();
+    x.dispose();
+    y.dispose();
+  });
+});

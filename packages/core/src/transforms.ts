@@ -63,19 +63,25 @@ const customTrampoline = (): unknown =>
     koffi.pointer(native().types.callbacks.mlx_closure_custom_fun_payload as never),
   ));
 
-// Buffers of Closure.apply (JS is single-threaded): input and result addresses, and each result's
-// dtype, ndim and up to 8 dims.
+// Buffers of Closure.apply: input and result addresses, and each result's dtype, ndim and up to 8
+// dims. JS is single-threaded, but apply is re-entrant: a compiled function's trace runs its JS body,
+// which may apply other closures (a custom VJP, a checkpoint). Only the outermost call uses these
+// shared buffers; a nested call gets its own, so that it never overwrites what the outer call still
+// has to pass again or read back.
 const META_STRIDE = 10;
 let applyIns = new BigUint64Array(16);
-let applyOuts = new BigUint64Array(16);
-let applyMeta = new Int32Array(16 * META_STRIDE);
+let applyOuts = new BigUint64Array(64);
+let applyMeta = new Int32Array(64 * META_STRIDE);
 const applyCount = new BigUint64Array(1);
+let applyDepth = 0;
 
 /** A native closure (mlx_closure) that calls a JS function. */
 export class Closure {
   #handle: MlxHandle;
   #key: Buffer;
   #deps: { dispose(): void }[] = [];
+  /** How many results the last apply gave. */
+  #results = 0;
 
   /** @internal */
   constructor(handle: MlxHandle, key: Buffer, deps: { dispose(): void }[] = []) {
@@ -103,25 +109,45 @@ export class Closure {
   apply(inputs: readonly Array[]): Array[] {
     const h = this.handle;
     const n = inputs.length;
-    if (n > applyIns.length) applyIns = new BigUint64Array(Math.max(n, 2 * applyIns.length));
-    for (let i = 0; i < n; i++) applyIns[i] = inputs[i].address;
-    let cap = applyOuts.length;
-    for (;;) {
-      check(fn.mlxc_closure_apply_arrays(applyCount, applyOuts, applyMeta, cap, META_STRIDE, h, applyIns, n), 'mlxc_closure_apply_arrays');
-      const count = Number(applyCount[0]);
-      if (count <= cap) break;
-      // More results than room: nothing was kept; grow the buffers and call again.
-      cap = count;
-      applyOuts = new BigUint64Array(cap);
-      applyMeta = new Int32Array(cap * META_STRIDE);
+    const outer = applyDepth === 0;
+    let ins: BigUint64Array;
+    if (!outer) ins = new BigUint64Array(Math.max(1, n));
+    else {
+      if (n > applyIns.length) applyIns = new BigUint64Array(Math.max(n, 2 * applyIns.length));
+      ins = applyIns;
     }
-    const count = Number(applyCount[0]);
+    for (let i = 0; i < n; i++) ins[i] = inputs[i].address;
+    // Room for as many results as this closure gave last time, so that the call is not repeated.
+    let cap = Math.max(this.#results, outer ? applyOuts.length : 16);
+    let outs = outer && cap <= applyOuts.length ? applyOuts : new BigUint64Array(cap);
+    let meta = outer && cap <= applyOuts.length ? applyMeta : new Int32Array(cap * META_STRIDE);
+    const count = outer ? applyCount : new BigUint64Array(1);
+    applyDepth++;
+    try {
+      for (;;) {
+        check(fn.mlxc_closure_apply_arrays(count, outs, meta, cap, META_STRIDE, h, ins, n), 'mlxc_closure_apply_arrays');
+        if (Number(count[0]) <= cap) break;
+        // More results than room: nothing was kept; grow the buffers and call again (the same
+        // inputs: `ins` is this call's own or, outermost, untouched by nested calls).
+        cap = Number(count[0]);
+        outs = new BigUint64Array(cap);
+        meta = new Int32Array(cap * META_STRIDE);
+      }
+    } finally {
+      applyDepth--;
+    }
+    if (outer && outs !== applyOuts && outs.length > applyOuts.length) {
+      applyOuts = outs;
+      applyMeta = meta;
+    }
+    const k = Number(count[0]);
+    this.#results = k;
     const out: Array[] = [];
-    for (let i = 0; i < count; i++) {
+    for (let i = 0; i < k; i++) {
       const m = i * META_STRIDE;
-      const nd = applyMeta[m + 1];
-      const shape = nd <= META_STRIDE - 2 ? globalThis.Array.from(applyMeta.subarray(m + 2, m + 2 + nd)) : undefined;
-      out.push(Array.fromAddress(applyOuts[i], applyMeta[m], shape));
+      const nd = meta[m + 1];
+      const shape = nd <= META_STRIDE - 2 ? globalThis.Array.from(meta.subarray(m + 2, m + 2 + nd)) : undefined;
+      out.push(Array.fromAddress(outs[i], meta[m], shape));
     }
     return out;
   }

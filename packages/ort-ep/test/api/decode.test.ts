@@ -192,6 +192,38 @@ describe('GroupQueryAttention shared buffer in place', () => {
   }, 120_000);
 });
 
+describe('the compiled path on a deep decoder', () => {
+  // 10 layers: 21 outputs (logits and the presents) plus guards, more than the first call of a
+  // compiled segment had room for, and attention applies a closure of its own while the segment is
+  // traced. The first decode signature of a session once retraced on the wrong arrays, failed, and
+  // ran eagerly for the rest of the session (about 3x slower per token).
+  it('traces the decode steps of the first context as well as a later one', async () => {
+    const deep: DecoderConfig = {
+      kind: 'llama',
+      layers: 10,
+      hidden: 32,
+      heads: 2,
+      kvHeads: 1,
+      ffn: 64,
+      vocab: 256,
+      maxPositions: 64,
+      seed: 9,
+    };
+    const bytes = buildDecoder(deep);
+    const want = await withSession(bytes, {}, (s) => tokens(s, { maxNewTokens: 8, kvCapacity: 24 }));
+    await withSession(bytes, onDevice, async (s) => {
+      const have = await tokens(s, { maxNewTokens: 8, kvCapacity: 24 });
+      expect(have).toEqual(want);
+      const session = (s as unknown as { handler: { session: MlxSession } }).handler.session;
+      const sigs = session.describeSignatures();
+      // The prompt's signature ran once (analysed, not traced); the decode steps' ran 7 times.
+      expect(sigs).toHaveLength(2);
+      expect(sigs[1].segments).toBeGreaterThan(0);
+      expect(sigs[1].traced).toBe(sigs[1].segments);
+    });
+  }, 120_000);
+});
+
 describe('binding outputs into tensors (onnxruntime-common)', () => {
   const capacity = 1024;
   const config: DecoderConfig = { ...llama, hidden: 128, heads: 4, kvHeads: 4, maxPositions: 2048 };
