@@ -43,7 +43,9 @@ async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }>
   const { REWRITES } = await import('../src/plan/rewrite/index.js');
   const without = engine.startsWith('mlx-no-') ? engine.slice('mlx-no-'.length) : undefined;
   if (without && !(without in REWRITES)) throw new Error(`unknown rewrite '${without}' in engine ${engine}`);
-  const compiled = engine === 'mlx' || engine === 'mlx-unfused' || without !== undefined;
+  // mlx-unchecked: the compiled path without the device data checks (OpContext.guard), to price them.
+  if (engine === 'mlx-unchecked') (await import('../src/execute/context.js')).setDataChecksForMeasurement(false);
+  const compiled = engine === 'mlx' || engine === 'mlx-unfused' || engine === 'mlx-unchecked' || without !== undefined;
   const graphRewrites = without ? Object.keys(REWRITES).filter((n) => n !== without) : engine !== 'mlx-unfused';
   const device = (process.env.BENCH_DEVICE ?? 'cpu') as 'cpu' | 'gpu';
   const intraOpNumThreads = Number(process.env.BENCH_THREADS ?? 2);

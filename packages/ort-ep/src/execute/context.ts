@@ -10,6 +10,17 @@ import type { Env, MemoryLimits } from './env.js';
 
 export type RunSubgraph = (g: GraphIR, inputs: Value[], env: Env) => Value[];
 
+let dataChecks = true;
+/**
+ * Measurement only, never for use: turns the device data checks (guard) off process-wide, so that
+ * the benchmark can price them (bench/model-worker.ts engine `mlx-unchecked`). Indices are still
+ * clamped, so memory stays safe; what is lost is the error for out-of-range data. Not exported
+ * from the package.
+ */
+export function setDataChecksForMeasurement(on: boolean): void {
+  dataChecks = on;
+}
+
 /**
  * Thrown by a top-level node that needs the data of arrays not yet computed, in a run that must
  * not block: the driver evaluates them off the JS thread, then runs the node again (nodes are
@@ -99,6 +110,7 @@ export class NodeContext implements OpContext {
     return elemTypeOf(this.peek(i));
   }
   guard(bad: mx.Array, describe: (detail: number[]) => string, detail?: mx.Array): void {
+    if (!dataChecks) return;
     this.env.run.guards.push({ bad, detail, describe, node: this.node.name, opType: this.node.opType });
   }
   runSubgraph(g: GraphIR, inputs: Value[]): Value[] {
