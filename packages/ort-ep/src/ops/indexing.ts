@@ -8,7 +8,7 @@ import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { hostGather, hostStrided, numAt } from './helpers/shape-host.js';
 import { hostInt64, hostNumbers, intsIfGiven, normAxis, optionalNumbers, sizeOf } from './helpers/util.js';
-import { checkedIndices } from './helpers/bounds.js';
+import { checkedIndices, checkResultShape } from './helpers/bounds.js';
 
 /** Indices with negative entries moved up by `dim` (a number, or an array broadcasting against them). */
 export function wrapNegative(idx: mx.Array, dim: number | mx.Array): mx.Array {
@@ -322,10 +322,16 @@ function tensorScatter(ctx: OpContext<TensorScatterParams>): mx.Array {
 
 function oneHot(ctx: OpContext<number>): mx.Array {
   const idx = ctx.input(0);
-  const depth = Math.trunc(numAt(ctx.host(1), 0));
+  const given = numAt(ctx.host(1), 0);
+  const depth = Math.trunc(given);
+  // onnxruntime refuses a depth below 1; a NaN or infinite one has no size at all.
+  if (!Number.isSafeInteger(depth) || depth < 1) throw new RangeError(`OneHot: depth ${given} is not a positive integer`);
   const values = ctx.input(2);
   const rank = idx.ndim + 1;
   const axis = normAxis(ctx.params, rank, 'OneHot axis');
+  const outDims = [...idx.shape];
+  outDims.splice(axis, 0, depth);
+  checkResultShape(ctx, outDims, values.itemsize, 'OneHot');
   // Indices are compared as they are: a non-integer float index matches no position (as in the
   // reference and onnxruntime), so it gives all off_value.
   const at = mx.expandDims(wrapNegative(idx, depth), axis);

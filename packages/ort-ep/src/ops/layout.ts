@@ -3,6 +3,7 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
+import { checkResultShape } from './helpers/bounds.js';
 import { hostNumbers, intsIfGiven, normAxes, optionalNumbers } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -54,18 +55,23 @@ function padValue(ctx: OpContext<PadParams>, x: mx.Array): mx.Array {
   return v.dtype === x.dtype ? v : mx.astype(v, x.dtype);
 }
 
-/** Source index of output position i along an axis of size n padded by `b` in front. */
-function padSource(mode: string, i: number, b: number, n: number): number {
-  const j = i - b;
-  if (mode === 'wrap') return ((j % n) + n) % n;
-  // reflect (numpy's): mirror about the edge elements, which are not repeated; period 2(n - 1).
-  if (n === 1) return 0;
+/**
+ * Source positions along an axis of size n padded by b in front and e behind, computed on the
+ * device (a host table would loop over every output position): wrap repeats the axis with period
+ * n; reflect (numpy's) mirrors about the edge elements, which are not repeated, period 2(n - 1).
+ */
+function padSources(mode: string, b: number, e: number, n: number): mx.Array {
+  // Positions -b .. n + e - 1 fit int32 once the result's shape has been checked; MLX's integer
+  // remainder takes the divisor's sign (Python's), so it lands in [0, period).
+  const j = mx.arange(-b, n + e, 1, 'int32');
+  if (mode === 'wrap') return mx.remainder(j, n);
+  if (n === 1) return mx.zerosLike(j);
   const p = 2 * (n - 1);
-  const m = ((j % p) + p) % p;
-  return m < n ? m : p - m;
+  const m = mx.remainder(j, p);
+  return mx.where(mx.less(m, n), m, mx.subtract(p, m));
 }
 
-/** reflect/wrap, axis by axis, as a gather of host-computed indices. */
+/** reflect/wrap, axis by axis, as a gather of positions. */
 function padByGather(x: mx.Array, mode: string, begin: number[], end: number[]): mx.Array {
   let y = x;
   begin.forEach((b, axis) => {
@@ -73,8 +79,7 @@ function padByGather(x: mx.Array, mode: string, begin: number[], end: number[]):
     if (!b && !e) return;
     const n = y.shape[axis];
     if (n === 0) throw new RangeError(`Pad: mode '${mode}' cannot pad an empty axis ${axis}`);
-    const idx = Int32Array.from({ length: n + b + e }, (_, i) => padSource(mode, i, b, n));
-    y = mx.take(y, mx.array(idx, 'int32'), axis);
+    y = mx.take(y, padSources(mode, b, e, n), axis);
   });
   return y;
 }
@@ -83,6 +88,21 @@ function padRun(ctx: OpContext<PadParams>): mx.Array {
   let x = ctx.input(0);
   const dims = x.shape;
   const { begin, end } = padAmounts(ctx, dims.length);
+  // The result's shape, checked before anything is built: pads are integers (an int64 pad past
+  // 2^53 is not exact here, and far past any dimension anyway), no axis ends below size 0
+  // (onnxruntime refuses those too), none passes MLX's dimensions or the memory budget.
+  dims.forEach((d, a) => {
+    const [b, e] = [begin[a], end[a]];
+    if (!Number.isSafeInteger(b) || !Number.isSafeInteger(e))
+      throw new RangeError(`Pad: pads ${b} and ${e} of axis ${a} are not integers in ±2^53`);
+    if (d + b + e < 0) throw new RangeError(`Pad: pads ${b} and ${e} would give axis ${a} of size ${d} the negative size ${d + b + e}`);
+  });
+  checkResultShape(
+    ctx,
+    dims.map((d, a) => d + begin[a] + end[a]),
+    x.itemsize,
+    'Pad',
+  );
   if (begin.some((v) => v < 0) || end.some((v) => v < 0)) {
     const start = begin.map((b) => Math.max(0, -b));
     const stop = end.map((e, i) => Math.max(start[i], dims[i] - Math.max(0, -e)));

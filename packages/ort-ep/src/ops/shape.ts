@@ -7,6 +7,7 @@ import type { HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
+import { checkResultShape } from './helpers/bounds.js';
 import { hostBroadcast, hostConcat, hostReshape, hostStrided, hostTile, hostTranspose } from './helpers/shape-host.js';
 import {
   axesFrom,
@@ -228,25 +229,49 @@ const splitEntry = onnxOp('Split', 1, {
 // ---------------------------------------------------------------------------------------------
 // Expand and Tile
 
-const expandDims = (ctx: OpContext): number[] => broadcastShape(ctx.shape(0), hostNumbers(ctx.host(1)));
+/** Expand's target: non-negative integer dims (onnxruntime refuses others), broadcast with x's shape. */
+function expandDims(ctx: OpContext): number[] {
+  const shape = hostNumbers(ctx.host(1));
+  const bad = shape.find((d) => !Number.isSafeInteger(d) || d < 0);
+  if (bad !== undefined)
+    throw new RangeError(`Expand: the shape [${shape.join(', ')}] has a dim ${bad} that is not a non-negative integer`);
+  return broadcastShape(ctx.shape(0), shape);
+}
 
 const expandEntry: OpEntry = onnxOp('Expand', 8, {
   hostSize: (ctx) => sizeOf(expandDims(ctx)),
   host: (ctx) => [hostBroadcast(ctx.host(0), expandDims(ctx))],
-  run: (ctx) => [mx.broadcastTo(ctx.input(0), expandDims(ctx))],
+  run: (ctx) => {
+    const dims = expandDims(ctx);
+    checkResultShape(ctx, dims, ctx.input(0).itemsize, 'Expand');
+    return [mx.broadcastTo(ctx.input(0), dims)];
+  },
 });
 
+/** Tile's repeats: one non-negative integer per axis of x (onnxruntime refuses negative ones). */
 function tileReps(ctx: OpContext): number[] {
   const reps = hostNumbers(ctx.host(1));
   const rank = ctx.shape(0).length;
   if (reps.length !== rank) throw new RangeError(`Tile: ${reps.length} repeats for an input of rank ${rank}`);
+  const bad = reps.find((r) => !Number.isSafeInteger(r) || r < 0);
+  if (bad !== undefined) throw new RangeError(`Tile: repeat ${bad} in [${reps.join(', ')}] is not a non-negative integer`);
   return reps;
 }
 
 const tileEntry: OpEntry = onnxOp('Tile', 6, {
   hostSize: (ctx) => sizeOf(ctx.shape(0)) * sizeOf(tileReps(ctx)),
   host: (ctx) => [hostTile(ctx.host(0), tileReps(ctx))],
-  run: (ctx) => [mx.tile(ctx.input(0), tileReps(ctx))],
+  run: (ctx) => {
+    const x = ctx.input(0);
+    const reps = tileReps(ctx);
+    checkResultShape(
+      ctx,
+      x.shape.map((d, i) => d * reps[i]),
+      x.itemsize,
+      'Tile',
+    );
+    return [mx.tile(x, reps)];
+  },
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -565,3 +565,102 @@ describe('wrong results the fuzz harness found', () => {
       { s: f32([-2.914], [1, 1]) },
     ));
 });
+
+describe('sizes from data the fuzz harness found (seed 1803)', () => {
+  const pad = (mode: string): ModelSpec => single('Pad', 19, [v('x', 'int32', [1, 3, 4, 5]), v('pads', 'int64', [8])], { mode });
+  const x = new ort.Tensor(
+    'int32',
+    Int32Array.from({ length: 60 }, (_, i) => (i % 7) - 3),
+    [1, 3, 4, 5],
+  );
+  const pads = (p: number[]) => new ort.Tensor('int64', BigInt64Array.from(p.map(BigInt)), [8]);
+  const modeSpec = (mode: string): ModelSpec => ({ ...pad(mode), outputs: [v('y0', 'int32')] });
+
+  // 1803:6225 built a host index table of 2^31 entries (4 minutes) before MLX refused the shape.
+  it('wrap Pad of 2^31 on an axis is refused before any work (was a hang)', () =>
+    bothRefuse(
+      modeSpec('wrap'),
+      { x, pads: pads([0, 2 ** 31, 1, 1, 0, 0, 1, 1]) },
+      /node 'n' \(Pad\): Pad: axis 1 of the result \[1, 2147483651, 6, 7\] has size 2147483651, past the largest dimension 2147483647/,
+    ));
+
+  // 1803:12481: "Invalid typed array length: 4294967299".
+  it('reflect Pad with pads near 2^32 and a crop past the axis', async () => {
+    await bothRefuse(
+      modeSpec('reflect'),
+      { x, pads: pads([0, 1, 2 ** 53, 0, 2 ** 32 + 2, -(2 ** 31), 1, -2]) },
+      /node 'n' \(Pad\): Pad: pads 1 and -2147483648 would give axis 1 of size 3 the negative size -2147483644/,
+    );
+    await bothRefuse(
+      modeSpec('reflect'),
+      { x, pads: pads([2 ** 32 + 2, 0, 0, 0, 0, 0, 0, 0]) },
+      /node 'n' \(Pad\): Pad: axis 0 of the result \[4294967299, 3, 4, 5\] has size 4294967299, past the largest dimension/,
+      { ortToo: false },
+    );
+    // A crop that would leave a negative size, in every mode (onnxruntime: "shape.Size() must be >= 0").
+    for (const mode of ['constant', 'edge', 'wrap'])
+      await bothRefuse(modeSpec(mode), { x, pads: pads([0, 0, 0, 1, 0, 0, 0, -7]) }, /would give axis 3 of size 5 the negative size -1/);
+  });
+
+  it('a Pad within MLX dimensions but over maxTensorBytes is a ResourceLimitError naming the node', async () => {
+    const limited = { executionProviders: [{ name: 'mlx', device: 'cpu', maxTensorBytes: 2 ** 20 }] } as unknown as typeof mlx;
+    for (const mode of ['constant', 'edge', 'wrap', 'reflect']) {
+      const e = await outcome(model(modeSpec(mode)), { x, pads: pads([0, 0, 0, 2 ** 20, 0, 0, 0, 0]) }, limited);
+      expect(e).toBeInstanceOf(OrtMlxError);
+      expect((e as Error).message).toMatch(
+        /node 'n' \(Pad\): its result of shape \[1, 3, 4, 1048581\] needs 50331888 bytes, over the limit of 1048576 bytes per tensor/,
+      );
+    }
+  });
+
+  it('wrap and reflect pads agree with onnxruntime where it pads within the axis', async () => {
+    for (const mode of ['wrap', 'reflect'])
+      for (const p of [
+        [0, 1, 1, 2, 0, 1, 2, 1],
+        [0, 0, -1, 1, 0, 2, 1, -3],
+      ])
+        await expectSameAsOrt(model(modeSpec(mode)), { x, pads: pads(p) });
+  });
+
+  // 1803:8757: "Invalid typed array length: -18" from the host twin; onnxruntime: "Tile repeat value must be non-negative".
+  it('Tile with a negative repeat, from initializers (host) and from a feed (device)', async () => {
+    const t = (dims: number[]) => f32(seeded(dims.reduce((a, b) => a * b, 1)), dims);
+    await bothRefuse(
+      {
+        ...single('Tile', 13, []),
+        initializers: [
+          { name: 'x', type: 'float32', dims: [2, 3], values: Float32Array.from(seeded(6)) },
+          { name: 'r', type: 'int64', dims: [2], values: BigInt64Array.from([3n, -2n]) },
+        ],
+        nodes: [node('Tile', ['x', 'r'], ['y0'], { name: 'n' })],
+      },
+      {},
+      /node 'n' \(Tile\): Tile: repeat -2 in \[3, -2\] is not a non-negative integer/,
+    );
+    const spec = single('Tile', 13, [v('x', 'float32', [2, 3]), v('r', 'int64', [2])]);
+    await bothRefuse(spec, { x: t([2, 3]), r: i64([1, -2], [2]) }, /node 'n' \(Tile\): Tile: repeat -2 in \[1, -2\]/);
+    await bothRefuse(spec, { x: t([2, 3]), r: i64([2 ** 31, 1], [2]) }, /node 'n' \(Tile\): Tile: axis 0 of the result \[4294967296, 3\]/, {
+      ortToo: false,
+    });
+    await expectSameAsOrt(model(spec), { x: t([2, 3]), r: i64([2, 0], [2]) });
+    await expectSameAsOrt(model(spec), { x: t([2, 3]), r: i64([3, 2], [2]) });
+  });
+
+  it('Expand to a negative dim, OneHot with a depth below 1 (onnxruntime refuses both)', async () => {
+    const expand = single('Expand', 13, [v('x', 'float32', [1, 3]), v('s', 'int64', [2])]);
+    await bothRefuse(
+      expand,
+      { x: f32([1, 2, 3], [1, 3]), s: i64([-2, 3], [2]) },
+      /node 'n' \(Expand\): Expand: the shape \[-2, 3\] has a dim -2/,
+    );
+    await expectSameAsOrt(model(expand), { x: f32([1, 2, 3], [1, 3]), s: i64([4, 1], [2]) });
+    const onehot = single('OneHot', 11, [v('i', 'int64', [3]), v('d', 'float32', []), v('val', 'float32', [2])]);
+    for (const d of [0, -3])
+      await bothRefuse(
+        onehot,
+        { i: i64([0, 1, 2], [3]), d: f32([d], []), val: f32([0, 1], [2]) },
+        new RegExp(`node 'n' \\(OneHot\\): OneHot: depth ${d} is not a positive integer`),
+      );
+    await expectSameAsOrt(model(onehot), { i: i64([0, 1, 2], [3]), d: f32([2.5], []), val: f32([0, 1], [2]) });
+  });
+});

@@ -5,6 +5,7 @@
 // ctx.guard, so the run fails naming the node and the index. The check costs a few elementwise
 // ops and reductions on the device, evaluated with the results; no host round trip per node.
 import * as mx from '@mlx/core';
+import { ResourceLimitError } from '../../errors.js';
 import type { OpContext } from '../../registry/types.js';
 
 /** Index dtypes compare in their own type (int64 indices past 2^31 must not wrap into range). */
@@ -61,6 +62,32 @@ export function finiteOr(x: mx.Array, fill: number): mx.Array {
 export const MAX_HOST_ELEMENTS = 2 ** 27;
 
 export function checkHostElements(count: number, what: string): void {
-  if (!(count <= MAX_HOST_ELEMENTS))
-    throw new RangeError(`${what} has ${count} elements, over the ${MAX_HOST_ELEMENTS} computed on the host`);
+  if (!Number.isSafeInteger(count) || count < 0)
+    throw new RangeError(`${what} has ${count} elements, which is not a count (a negative or non-integer size)`);
+  if (count > MAX_HOST_ELEMENTS) throw new RangeError(`${what} has ${count} elements, over the ${MAX_HOST_ELEMENTS} computed on the host`);
+}
+
+/** The largest dimension MLX holds (its shapes are int32). */
+export const MAX_DIM = 2 ** 31 - 1;
+
+/**
+ * An output shape an op computed from data or attributes (pads, repeats, target sizes), checked
+ * before anything is built from it: every dim a non-negative integer MLX can hold (a RangeError
+ * naming `what` and the dim otherwise), and, with the run's per-tensor limit set, the result's
+ * bytes (`itemsize` per element) within it (a ResourceLimitError naming the node, the shape and
+ * the bytes). Sizes are multiplied in floating point, which cannot wrap.
+ */
+export function checkResultShape(ctx: OpContext<unknown>, dims: readonly number[], itemsize: number, what: string): void {
+  dims.forEach((d, axis) => {
+    if (!Number.isSafeInteger(d) || d < 0)
+      throw new RangeError(`${what}: axis ${axis} of the result [${dims.join(', ')}] has size ${d}, not a non-negative integer`);
+    if (d > MAX_DIM)
+      throw new RangeError(`${what}: axis ${axis} of the result [${dims.join(', ')}] has size ${d}, past the largest dimension ${MAX_DIM}`);
+  });
+  const limit = ctx.limits.maxTensorBytes;
+  const bytes = dims.reduce((a, b) => a * b, itemsize);
+  if (limit && bytes > limit)
+    throw new ResourceLimitError(
+      `model ${ctx.modelName}, ${ctx.where}: its result of shape [${dims.join(', ')}] needs ${bytes} bytes, over the limit of ${limit} bytes per tensor (maxTensorBytes)`,
+    );
 }
