@@ -2,7 +2,7 @@
 import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { onnxOp } from '../registry/op.js';
+import { onnxOp, RefusedNode } from '../registry/op.js';
 import { checkResultShape } from './helpers/bounds.js';
 import { hostNumbers, intsIfGiven, normAxes, optionalNumbers } from './helpers/util.js';
 
@@ -179,10 +179,22 @@ interface DepthToSpaceParams {
   crd: boolean;
 }
 
+/**
+ * blocksize must be positive (and, squared, a channel count): onnxruntime's CPU kernels divide by
+ * it (and by its square, which wraps to 0 from 2^32) unchecked, so the node is refused outright,
+ * before anything else about it decides whether it would go to the fallback.
+ */
+function parseBlocksize(attrs: Attrs, op: string): number {
+  const b = attrs.int('blocksize');
+  if (!(b >= 1 && b < 2 ** 31)) throw new RefusedNode(`${op} blocksize ${b} must be a positive int32`);
+  return b;
+}
+
 function parseDepthToSpace(attrs: Attrs, opset: number): DepthToSpaceParams {
+  const blocksize = parseBlocksize(attrs, 'DepthToSpace');
   const mode = opset >= 11 ? attrs.string('mode', 'DCR') : 'DCR';
   if (mode !== 'DCR' && mode !== 'CRD') throw new RangeError(`DepthToSpace mode '${mode}' is not DCR or CRD`);
-  return { blocksize: attrs.int('blocksize'), crd: mode === 'CRD' };
+  return { blocksize, crd: mode === 'CRD' };
 }
 
 function depthToSpace(ctx: OpContext<DepthToSpaceParams>): mx.Array {
@@ -225,7 +237,7 @@ export const layoutOps: OpEntry[] = [
   padEntry,
   centerCropPadEntry,
   onnxOp('DepthToSpace', 1, { parse: parseDepthToSpace, run: (ctx) => [depthToSpace(ctx)] }),
-  onnxOp('SpaceToDepth', 1, { parse: (attrs) => attrs.int('blocksize'), run: (ctx) => [spaceToDepth(ctx)] }),
+  onnxOp('SpaceToDepth', 1, { parse: (attrs) => parseBlocksize(attrs, 'SpaceToDepth'), run: (ctx) => [spaceToDepth(ctx)] }),
   // upper: keep the upper triangle (the default), else the lower.
   onnxOp('Trilu', 14, { parse: (attrs) => attrs.int('upper', 1) !== 0, run: (ctx) => [trilu(ctx)] }),
 ];

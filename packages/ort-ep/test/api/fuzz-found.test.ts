@@ -663,4 +663,26 @@ describe('sizes from data the fuzz harness found (seed 1803)', () => {
       );
     await expectSameAsOrt(model(onehot), { i: i64([0, 1, 2], [3]), d: f32([2.5], []), val: f32([0, 1], [2]) });
   });
+
+  // Fuzz 1903:2573: mode 'border' made the node invalid, so it went to the fallback, where
+  // onnxruntime's kernel divides by blocksize² (2^32 squared wraps to 0): SIGFPE in this process
+  // (onnxruntime alone dies the same way). blocksize is now refused before anything else.
+  it('DepthToSpace and SpaceToDepth with a blocksize of 0 or 2^32 are refused, never handed to the fallback', async () => {
+    for (const [op, blocksize, mode] of [
+      ['DepthToSpace', 2 ** 32, 'border'],
+      ['DepthToSpace', 0, 'DCR'],
+      ['SpaceToDepth', 0, undefined],
+      ['SpaceToDepth', -4, undefined],
+    ] as const) {
+      const bytes = model({
+        inputs: [v('x', 'float32', [2, 5, 1, 5])],
+        outputs: [v('y', 'float32')],
+        nodes: [node(op, ['x'], ['y'], { attrs: { blocksize: { i: blocksize }, ...(mode && { mode }) } })],
+        opsets: { '': 13 },
+      });
+      const e = await outcome(bytes, { x: f32(seeded(50, 3), [2, 5, 1, 5]) }, mlx);
+      expect(e).toBeInstanceOf(NodeExecutionError);
+      expect((e as Error).message).toMatch(new RegExp(`${op} blocksize ${blocksize} must be a positive int32`));
+    }
+  });
 });
