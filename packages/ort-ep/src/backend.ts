@@ -43,6 +43,8 @@ export interface MlxExecutionProviderOption {
   maxSessionBytes?: number;
   /** Input signatures whose compiled programs are kept. Default 16. */
   maxSignatures?: number;
+  /** Where large results land on the host: 'auto' (default), 'pooled' or 'fresh' (see MlxSessionOptions.outputMemory). */
+  outputMemory?: 'auto' | 'pooled' | 'fresh';
   /** Nodes MLX does not take: 'cpu' runs them on onnxruntime (default where it resolves), 'none' refuses the model (see MlxSessionOptions.fallback). */
   fallback?: 'cpu' | 'none';
   /** Op types the MLX provider declines, so that they fall back ('Softmax', 'com.microsoft::Attention'). */
@@ -413,6 +415,7 @@ function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionO
     maxTensorBytes: mine?.maxTensorBytes,
     maxSessionBytes: mine?.maxSessionBytes,
     maxSignatures: mine?.maxSignatures,
+    outputMemory: mine?.outputMemory,
     fallback: mine?.fallback,
     disabledOps: mine?.disabledOps,
     graphRewrites: mine?.graphRewrites,

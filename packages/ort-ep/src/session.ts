@@ -48,6 +48,16 @@ export interface MlxSessionOptions {
   /** Feed signatures whose compiled programs are kept (LRU). Default 16. */
   maxSignatures?: number;
   /**
+   * Where results of 1 MiB and more land on the host: 'pooled' in host blocks from @mlx/core's
+   * pool (hostBuffer: page-locked on MLX's CUDA build, so the copy engine writes them directly,
+   * and their pages exist already), 'fresh' in new ArrayBuffers, 'auto' (default) pooled for GPU
+   * sessions on MLX's CUDA build and fresh elsewhere. Either way the tensors are ordinary host
+   * tensors (onnxruntime-common location 'cpu'); a block returns to the pool when its data is
+   * garbage collected. `pinnedOutputs` (preferredOutputLocation 'cpu-pinned') asks for blocks
+   * from 64 KiB, whatever this says.
+   */
+  outputMemory?: 'auto' | 'pooled' | 'fresh';
+  /**
    * The most bytes one tensor of a run may take. A node whose result would be larger, or an
    * evaluation that would allocate a larger array, fails with ResourceLimitError before anything is
    * allocated. Default: half of MLX's memory limit for the device (mx.memory.limit()).
@@ -158,6 +168,9 @@ export class MlxSession {
   /** Runs of this session, one at a time, in the order they were asked for. */
   private queue: Promise<unknown> = Promise.resolve();
 
+  /** Results of POOLED_RESULT_BYTES and more are read into pooled host blocks (outputMemory). */
+  private readonly pooledResults: boolean;
+
   private constructor(
     readonly model: ModelIR,
     private readonly program: GraphProgram,
@@ -169,6 +182,10 @@ export class MlxSession {
     /** The nodes MLX does not take (they run in fallback partitions). */
     private readonly unsupported: UnsupportedNode[] = [],
   ) {
+    const memory = options.outputMemory ?? 'auto';
+    if (memory !== 'auto' && memory !== 'pooled' && memory !== 'fresh')
+      throw new TypeError(`outputMemory must be 'auto', 'pooled' or 'fresh', got '${String(memory)}'`);
+    this.pooledResults = memory === 'pooled' || (memory === 'auto' && streams.main.device.type === 'gpu' && mx.cudaAvailable());
     const g = model.graph;
     const user = g.inputs.filter((i) => !g.inputsWithDefaults.has(i.name));
     this.inputNames = user.map((i) => i.name);
@@ -516,6 +533,7 @@ export class MlxSession {
     const { keepOnDevice: keep, pinnedOutputs: pin, outputBuffers: into } = options;
     const keepIt = (name: string) => keep === true || (Array.isArray(keep) && keep.includes(name));
     const pinIt = (name: string) => pin === true || (Array.isArray(pin) && pin.includes(name));
+    const pooled = (a: mx.Array) => this.pooledResults && a.nbytes >= POOLED_RESULT_BYTES;
     if (into)
       for (const name of Object.keys(into))
         if (!fetches.includes(name)) throw new InvalidFeedError(`outputBuffers names '${name}', which this run does not fetch`);
@@ -556,7 +574,12 @@ export class MlxSession {
         (dst.data as unknown as { set(a: ArrayLike<unknown>): void }).set(v.tensor.data as ArrayLike<unknown>);
         out[name] = dst;
       } else if (v.kind === 'device' && pinIt(name)) out[name] = downloadPinned(v.array, v.onnxType);
-      else out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
+      else if (v.kind === 'device' && pooled(v.array)) {
+        // In a pooled block, but an ordinary host tensor to the caller.
+        const host = downloadPinned(v.array, v.onnxType);
+        delete host.pinned;
+        out[name] = host;
+      } else out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
     });
     return out;
   }
@@ -575,6 +598,9 @@ export class MlxSession {
     });
   }
 }
+
+/** outputMemory 'pooled' and 'auto' read results of this size and more into host blocks. */
+const POOLED_RESULT_BYTES = 1 << 20;
 
 function fallbackFromEnv(): 'cpu' | 'none' | undefined {
   const v = process.env.MLX_ORT_FALLBACK;

@@ -154,4 +154,39 @@ describe('output memory', () => {
       expect(after.allocations - before.allocations).toBeLessThanOrEqual(1);
     });
   });
+
+  it("outputMemory 'pooled' reads large results into blocks that stay 'cpu' tensors; 'fresh' and 'auto' on the CPU do not", async () => {
+    // A 1 MiB result: y of a wider product (512 x 512 float32).
+    const wide = model({
+      inputs: [v('x', 'float32', [512, 128])],
+      outputs: [v('y', 'float32', [512, 512])],
+      nodes: [node('MatMul', ['x', 'w'], ['y'])],
+      initializers: [{ name: 'w', type: 'float32', dims: [128, 512], values: seeded(128 * 512, 4) }],
+    });
+    const f = feeds(8);
+    const ref = await ort.InferenceSession.create(wide);
+    const want = await ref.run(f);
+    await ref.release();
+    for (const [memory, pooled] of [
+      ['pooled', true],
+      ['fresh', false],
+      ['auto', false], // a CPU session: fresh
+    ] as const) {
+      const s = await ort.InferenceSession.create(wide, {
+        executionProviders: [{ name: 'mlx', device: 'cpu', outputMemory: memory }],
+      } as never);
+      const handedOut = () => mx.hostMemory.stats().allocations + mx.hostMemory.stats().reuses;
+      const before = handedOut();
+      const out = await s.run(f);
+      // Blocks handed out by the pool (monotonic, unlike live blocks, which collections lower).
+      const inBlock = handedOut() === before + 1;
+      expect(out.y.location).toBe('cpu');
+      expectSameOutputs(out, want, tol);
+      expect({ memory, inBlock }).toEqual({ memory, inBlock: pooled });
+      await s.release();
+    }
+    await expect(
+      ort.InferenceSession.create(wide, { executionProviders: [{ name: 'mlx', device: 'cpu', outputMemory: 'pinned' }] } as never),
+    ).rejects.toThrow(/outputMemory must be 'auto', 'pooled' or 'fresh', got 'pinned'/);
+  });
 });
