@@ -1,5 +1,5 @@
-// The layout pass (src/plan/rewrite/channels-last.ts): convolutions with prepacked [O, ...k, C]
-// weights whose data stays channels-last between them. Each graph is checked against
+// The layout pass (src/plan/rewrite/channels-last.ts): convolutions with weights prepacked in panels
+// of 32 output channels whose data stays channels-last between them. Each graph is checked against
 // onnxruntime-node and against the same rewrites without the pass, eager and compiled; the layout
 // flags it sets are checked on the prepared graph (which values stay channels-last, which go back).
 import { describe, expect, it } from 'vitest';

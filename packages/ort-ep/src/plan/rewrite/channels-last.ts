@@ -1,8 +1,9 @@
 // The layout pass: MLX convolves channels-last ([N, ...spatial, C], weight [O, ...kernel, C]) and
 // ONNX is channels-first, so a Conv as written moves its input, its weight and its result between
 // the two on every run. This pass turns every Conv (and fused conv epilogue) with group 1 and a
-// constant float32 weight into mlx.fused::ConvChannelsLast, whose weight is transposed to
-// [O, ...kernel, C] once, here (prepacked: a new initializer), and whose input, residual and
+// constant float32 weight into mlx.fused::ConvChannelsLast, whose weight is packed once, here,
+// into panels of 32 output channels, [ceil(O / 32), ...kernel, C, 32] (a new initializer; the
+// layout @mlx/sys's native channels-last convolution multiplies by), and whose input, residual and
 // result stay channels-last between such convolutions: a value is kept channels-last when every
 // node reading it is one of them (as the data or the residual) and it is not a graph output;
 // elsewhere (a pool, a graph output, a reshape) the producing op hands back ONNX's layout. So a
@@ -23,20 +24,25 @@ function isConv(n: NodeIR): boolean {
   return (n.opType === 'Conv' && isDefaultDomain(n)) || (n.opType === 'Conv' && n.domain === FUSED_DOMAIN);
 }
 
-/** [O, C, ...k] -> [O, ...k, C], once. */
-function toOhwi(w: HostTensor): HostTensor {
+/** Output channels per weight panel of the native channels-last convolution (@mlx/sys's conv_gemm). */
+export const PANEL = 32;
+
+/**
+ * [O, C, ...k] -> [ceil(O / PANEL), ...k, C, PANEL] (zeros past O), once: the layout the native
+ * convolution multiplies by (PANEL output channels side by side for each input tap and channel).
+ */
+function toPanels(w: HostTensor): HostTensor {
   const src = w.data as Float32Array;
   const [o, c, ...k] = w.dims;
   const s = k.reduce((a, b) => a * b, 1);
-  const dst = new Float32Array(src.length);
+  const panels = Math.ceil(o / PANEL);
+  const dst = new Float32Array(panels * s * c * PANEL);
   for (let oi = 0; oi < o; oi++) {
-    const base = oi * c * s;
-    for (let ci = 0; ci < c; ci++) {
-      const from = base + ci * s;
-      for (let si = 0; si < s; si++) dst[base + si * c + ci] = src[from + si];
-    }
+    const base = Math.floor(oi / PANEL) * s * c * PANEL + (oi % PANEL);
+    const from = oi * c * s;
+    for (let ci = 0; ci < c; ci++) for (let si = 0; si < s; si++) dst[base + (si * c + ci) * PANEL] = src[from + ci * s + si];
   }
-  return { dtype: OnnxDataType.FLOAT, dims: [o, ...k, c], data: dst };
+  return { dtype: OnnxDataType.FLOAT, dims: [panels, ...k, c, PANEL], data: dst };
 }
 
 function validWindow(n: NodeIR): boolean {
@@ -116,13 +122,14 @@ export function channelsLastRewrite(view: GraphView): void {
     const wName = n.inputs[1];
     let p = packed.get(wName);
     if (!p) {
-      p = `${wName}/ohwi`;
+      p = `${wName}/panels`;
       while (graph.initializers.has(p) || view.producer.has(p)) p += '_';
-      graph.initializers.set(p, toOhwi(view.constant(wName)!));
+      graph.initializers.set(p, toPanels(view.constant(wName)!));
       packed.set(wName, p);
     }
     const attrs: Record<string, AttrValue> = Object.fromEntries(n.attributes);
     attrs.group = intAttr(1);
+    attrs.out_channels = intAttr(view.constant(wName)!.dims[0]);
     attrs.x_last = intAttr(last.has(n.inputs[0]) ? 1 : 0);
     attrs.residual_last = intAttr(n.inputs[RESIDUAL] && last.has(n.inputs[RESIDUAL]) ? 1 : 0);
     attrs.y_last = intAttr(last.has(n.outputs[0]) ? 1 : 0);
