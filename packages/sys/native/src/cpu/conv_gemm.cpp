@@ -24,10 +24,16 @@ void pack_rows(const Shape& s, const float* x, size_t m0, size_t mc, size_t k0, 
     float* dst = buf + r * kc;
     size_t k = k0;
     while (k < k1) {
-      const size_t tap = k / s.c, ci = k % s.c, len = std::min(s.c - ci, k1 - k);
+      const size_t tap = k / s.c, ci = k % s.c;
       const size_t ky = tap / s.kw, kx = tap % s.kw;
       // Unsigned: a position before the input wraps to a huge index and fails the bound check.
       const size_t iy = oy * s.sh + ky * s.dh - s.ph, ix = ox * s.sw + kx * s.dw - s.pw;
+      size_t len = s.c - ci;
+      if (iy >= s.ih)
+        len += (s.kw - 1 - kx) * s.c;  // the whole kernel row is above or below the input: zeros
+      else if (ix < s.iw && s.dw == 1)
+        len += std::min(s.kw - 1 - kx, s.iw - 1 - ix) * s.c;  // the next taps are the next positions, contiguous
+      len = std::min(len, k1 - k);
       if (iy < s.ih && ix < s.iw) {
         const float* src = xb + (iy * s.iw + ix) * s.c + ci;
         if (len >= 16)
@@ -235,7 +241,7 @@ class ConvGemm : public FusedPrimitive {
       // Tasks: row blocks, each split over panel shares when there are too few blocks for the threads.
       const size_t blocks = (M + convgemm::kRowBlock - 1) / convgemm::kRowBlock;
       const size_t threads = static_cast<size_t>(std::max(1, num_threads()));
-      const size_t want = 3 * threads;
+      const size_t want = 4 * threads;
       const size_t shares = blocks >= want ? 1 : std::min(P, (want + blocks - 1) / blocks);
       const bool avx512 = has_avx512() && !generic_only();
       parallel_for(blocks * shares, 1, [&](size_t t0, size_t t1) {
