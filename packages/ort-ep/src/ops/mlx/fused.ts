@@ -6,7 +6,8 @@ import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { gelu } from '../activation.js';
 import { convProduct, parseConv, type ConvParams } from '../conv.js';
-import { toChannelsFirst, toChannelsLast, windowOf } from '../helpers/spatial.js';
+import { kernelOffsets, parseWindow, toChannelsFirst, toChannelsLast, windowOf, type WindowAttrs } from '../helpers/spatial.js';
+import { dtypeRange } from '../helpers/util.js';
 import { fusedAttention, parseFusedAttention } from './attention.js';
 
 export const FUSED_DOMAIN = 'mlx.fused';
@@ -96,6 +97,46 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   return y;
 }
 
+interface MaxPoolChannelsLastParams extends WindowAttrs {
+  kernel: number[];
+  ceil: boolean;
+  yLast: boolean;
+}
+
+/**
+ * MaxPool (no Indices) of channels-last data x [N, ...spatial, C], from the layout pass: the
+ * padded input's strided window slices folded with maximum (one fused kernel under compile, reading
+ * the channels contiguously); the result channels-last with y_last, else in ONNX's layout.
+ */
+function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Array {
+  const p = ctx.params;
+  const x = ctx.input(0);
+  const spatial = x.shape.slice(1, -1);
+  if (p.kernel.length !== spatial.length)
+    throw new RangeError(`${ctx.where}: kernel_shape [${p.kernel}] has ${p.kernel.length} entries for ${spatial.length} spatial axes`);
+  const w = windowOf(p, spatial, p.kernel, p.ceil);
+  const axes = spatial.map((_, i) => 1 + i);
+  // Padding with the dtype's lowest value never wins a max.
+  const padded =
+    w.padsBegin.some((q) => q > 0) || w.padsEnd.some((q) => q > 0)
+      ? mx.pad(x, axes, w.padsBegin, w.padsEnd, mx.array(dtypeRange(x.dtype)[0], { dtype: x.dtype }), 'constant')
+      : x;
+  let y: mx.Array | undefined;
+  for (const off of kernelOffsets(w.kernel)) {
+    const start = padded.shape.map(() => 0);
+    const stop = [...padded.shape];
+    const strides = padded.shape.map(() => 1);
+    axes.forEach((ax, i) => {
+      start[ax] = off[i] * w.dilations[i];
+      stop[ax] = start[ax] + (w.out[i] - 1) * w.strides[i] + 1;
+      strides[ax] = w.strides[i];
+    });
+    const v = mx.slice(padded, start, stop, strides);
+    y = y ? mx.maximum(y, v) : v;
+  }
+  return p.yLast ? y! : toChannelsFirst(y!);
+}
+
 function rmsNorm(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
   const w = ctx.optional(1);
@@ -146,6 +187,12 @@ export const mlxFusedOps: OpEntry[] = [
     }),
     convChannelsLast,
     'Conv (+ residual) (+ clamp) with a weight prepacked in panels of 32 output channels and channels-last data between such convs, from the layout pass',
+  ),
+  entry(
+    'MaxPoolChannelsLast',
+    (a) => ({ ...parseWindow(a), kernel: a.ints('kernel_shape'), ceil: a.int('ceil_mode', 0) !== 0, yLast: a.int('y_last', 0) === 1 }),
+    maxPoolChannelsLast,
+    'MaxPool (no Indices) of channels-last data between channels-last convs, from the layout pass',
   ),
   entry('RMSNorm', epsilon, rmsNorm, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
   entry('LayerNorm', epsilon, layerNorm, 'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition'),

@@ -7,7 +7,8 @@
 // result stay channels-last between such convolutions: a value is kept channels-last when every
 // node reading it is one of them (as the data or the residual) and it is not a graph output;
 // elsewhere (a pool, a graph output, a reshape) the producing op hands back ONNX's layout. So a
-// ResNet body runs channels-last from its first convolution to its last, with one move at each end.
+// ResNet body runs channels-last from its first convolution to its last, with one move at each end;
+// a MaxPool (without Indices) between such convs, the stem's, becomes MaxPoolChannelsLast.
 // A value kept channels-last gets a new name ('<name>/nhwc') and loses its value info (its shape
 // is no longer the one the model declares). Runs after conv-epilogue, whose fused convs it takes.
 import { OnnxDataType, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
@@ -81,8 +82,18 @@ export function channelsLastRewrite(view: GraphView): void {
     const w = view.constant(n.inputs[1]);
     return !!w && w.dtype === OnnxDataType.FLOAT && w.data instanceof Float32Array && w.dims.length >= 3 && w.data.length > 0;
   });
-  const set = new Set(convs);
-  // A value stays channels-last when only these convs read it, each as data or residual.
+  // MaxPools (no Indices output) of a conv's result run channels-last too, between convs.
+  const convSet = new Set(convs);
+  const pools = graph.nodes.filter((n) => {
+    if (view.isRemoved(n) || n.opType !== 'MaxPool' || !isDefaultDomain(n) || !validWindow(n)) return false;
+    if (!n.outputs[0] || n.outputs.slice(1).some(Boolean)) return false;
+    const k = n.attributes.get('kernel_shape');
+    const producer = view.producer.get(n.inputs[0]);
+    return k?.type === 'ints' && k.value.length > 0 && !!producer && convSet.has(producer);
+  });
+  const set = new Set<NodeIR>([...convs, ...pools]);
+  const isPool = (n: NodeIR) => n.opType === 'MaxPool';
+  // A value stays channels-last when only these nodes read it, each as data or residual.
   const last = new Set<string>();
   const settle = () => {
     last.clear();
@@ -93,15 +104,28 @@ export function channelsLastRewrite(view: GraphView): void {
         readers.length > 0 &&
         view.readOnlyBy(out, readers) &&
         readers.every(
-          (r) => set.has(r) && r.inputs.every((name, i) => name !== out || i === DATA || (i === RESIDUAL && r.domain === FUSED_DOMAIN)),
+          (r) =>
+            set.has(r) &&
+            r.inputs.every((name, i) => name !== out || i === DATA || (!isPool(r) && i === RESIDUAL && r.domain === FUSED_DOMAIN)),
         );
       if (ok) last.add(out);
     }
+  };
+  // A pool whose input goes back to ONNX's layout stays as written (until none is left).
+  const dropPools = () => {
+    let dropped = false;
+    for (const n of [...set])
+      if (isPool(n) && !last.has(n.inputs[0])) {
+        set.delete(n);
+        dropped = true;
+      }
+    return dropped;
   };
   // The convs that values kept channels-last link form groups. A group of 1x1 convolutions only
   // is left as written: each is one channels-first product already (no layout moves), and
   // channels-last would add moves at the group's ends. A group with a larger kernel keeps them all.
   settle();
+  while (dropPools()) settle();
   const group = new Map<NodeIR, NodeIR>([...set].map((n) => [n, n]));
   const root = (n: NodeIR): NodeIR => {
     while (group.get(n) !== n) n = group.get(n)!;
@@ -112,13 +136,20 @@ export function channelsLastRewrite(view: GraphView): void {
     for (const r of view.readersOf(out)) group.set(root(r), from);
   }
   const spatial = new Set<NodeIR>();
-  for (const n of set) if (!isPointwise(n, view.constant(n.inputs[1])!)) spatial.add(root(n));
+  for (const n of set) if (!isPool(n) && !isPointwise(n, view.constant(n.inputs[1])!)) spatial.add(root(n));
   for (const n of [...set]) if (!spatial.has(root(n))) set.delete(n);
   settle();
+  while (dropPools()) settle();
   if (set.size === 0) return;
   const rename = (name: string) => (last.has(name) ? `${name}/nhwc` : name);
   const packed = new Map<string, string>();
   for (const n of set) {
+    if (isPool(n)) {
+      const attrs: Record<string, AttrValue> = Object.fromEntries(n.attributes);
+      attrs.y_last = intAttr(last.has(n.outputs[0]) ? 1 : 0);
+      view.replace([n], fusedNode(view, 'MaxPoolChannelsLast', n, [rename(n.inputs[0])], [rename(n.outputs[0])], attrs));
+      continue;
+    }
     const wName = n.inputs[1];
     let p = packed.get(wName);
     if (!p) {
@@ -138,5 +169,6 @@ export function channelsLastRewrite(view: GraphView): void {
   }
   for (const name of last) graph.valueInfo.delete(name);
   // The ONNX-layout weights nothing else reads are dropped (constants: no feed overrides them).
-  for (const w of packed.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, [...set])) graph.initializers.delete(w);
+  const convsKept = [...set].filter((n) => !isPool(n));
+  for (const w of packed.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, convsKept)) graph.initializers.delete(w);
 }
