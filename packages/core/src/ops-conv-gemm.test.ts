@@ -2,7 +2,7 @@
 // in JS: channels-last 1-D and 2-D windows with strides, asymmetric pads, dilations, output
 // channels that leave a partial panel, more K than one pass (partial sums stored between passes),
 // more rows than one block, bias, residual and clamp; a 1x1 window with unit strides (rows read
-// in place); the composition of MLX ops on float16 and with the kernels off gives the same.
+// in place within one pass over K, packed past it); the composition of MLX ops on float16 and with the kernels off gives the same.
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 import { expectAllClose, inputs } from '../test/numeric.js';
@@ -58,6 +58,7 @@ const cases: [string, Case][] = [
     '1x1 s1, 300 -> 70: K over one pass, rows in place',
     { n: 1, sp: [10, 13], c: 300, o: 70, k: [1, 1], s: [1, 1], pb: [0, 0], pe: [0, 0], d: [1, 1] },
   ],
+  ['1x1 s1, 64 -> 40: rows read in place', { n: 2, sp: [7, 15], c: 64, o: 40, k: [1, 1], s: [1, 1], pb: [0, 0], pe: [0, 0], d: [1, 1] }],
   ['1x1 s2, 33 -> 64', { n: 2, sp: [9, 9], c: 33, o: 64, k: [1, 1], s: [2, 2], pb: [0, 0], pe: [0, 0], d: [1, 1] }],
   [
     '3x3 s2, asymmetric pads, dilation 2, 40 -> 33',

@@ -63,7 +63,9 @@ void run_generic(const Shape& s, const float* x, const float* wp, const float* b
   const size_t mb = task / ntasks_n, nb = task % ntasks_n;
   const size_t m0 = mb * MC, m1 = std::min(M, m0 + MC), mc = m1 - m0;
   const size_t per = (P + ntasks_n - 1) / ntasks_n, p0 = nb * per, p1 = std::min(P, p0 + per);
-  const bool direct = s.direct();
+  // Rows read in place only within one pass: with more K, rows a multiple of 4 KiB apart (K 1024,
+  // 2048) fall in the same L1 sets, so those are packed kDepthBlock wide like im2col rows.
+  const bool direct = s.direct() && K <= static_cast<size_t>(kDepthBlock);
   for (size_t k0 = 0; k0 < K; k0 += KC) {
     const size_t kc = std::min(KC, K - k0);
     const float* a = direct ? x + m0 * K + k0 : buf;
