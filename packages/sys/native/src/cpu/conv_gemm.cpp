@@ -3,6 +3,7 @@
 #include "cpu/conv_gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -246,11 +247,16 @@ class ConvGemm : public FusedPrimitive {
       const size_t want = 4 * threads;
       const size_t shares = blocks >= want ? 1 : std::min(P, (want + blocks - 1) / blocks);
       const bool avx512 = has_avx512() && !generic_only();
-      parallel_for(blocks * shares, 1, [&](size_t t0, size_t t1) {
+      // One pool chunk per thread, each taking single tasks until none is left: the pool's own
+      // chunks (at most 4 per thread, of several tasks each) left one thread a chunk more than
+      // the other on 2 cores (33 row blocks at 56x56: 5-task chunks, 4 against 3).
+      const size_t ntasks = blocks * shares;
+      std::atomic<size_t> next{0};
+      parallel_for(std::min(threads, ntasks), 1, [&](size_t, size_t) {
         thread_local std::vector<float> buf;
         if (buf.size() < static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock)
           buf.resize(static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock);
-        for (size_t t = t0; t < t1; t++) {
+        for (size_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) {
           if (avx512)
             convgemm::run_avx512(sh, xp, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
           else
