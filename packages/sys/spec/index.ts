@@ -10,6 +10,7 @@ import { cpu } from './cpu.js';
 import { layers } from './layers.js';
 import { epilogue } from './epilogue.js';
 import { gemm } from './gemm.js';
+import { conv } from './conv.js';
 
 /** Every exported function, by group. The group names the generated C++ file and the README row. */
 export const spec: Record<string, FnSpec[]> = {
@@ -32,4 +33,5 @@ export const spec: Record<string, FnSpec[]> = {
   layers,
   epilogue,
   gemm,
+  conv,
 };

@@ -4241,6 +4241,36 @@ export function smallQuantizedMatmul(x: ArrayLike, w: ArrayLike, scales: ArrayLi
   }
 }
 
+/** `int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)` */
+export function convPackWeight(w: ArrayLike, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _w = t.arg(w);
+    const res = { ctx: null };
+    t.check(fn.mlxc_conv_pack_weight(res, _w.handle, streamHandle(opts)), 'mlxc_conv_pack_weight');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/** `int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias , const mlx_array residual , const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)` */
+export function convGemm(x: ArrayLike, wPacked: ArrayLike, outChannels: number, bias: ArrayLike | null | undefined, residual: ArrayLike | null | undefined, strides: readonly number[], padsBegin: readonly number[], padsEnd: readonly number[], dilations: readonly number[], lo: number, hi: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, wPacked, bias, residual);
+    const _x = t.arg(x, _ref);
+    const _wPacked = t.arg(wPacked, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const _residual = residual == null ? null : t.arg(residual, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_conv_gemm(res, _x.handle, _wPacked.handle, toInt32(outChannels, 'convGemm: outChannels'), _bias ? _bias.handle : NULL_HANDLE, _residual ? _residual.handle : NULL_HANDLE, toInt32Array(strides, 'convGemm: strides', 'any'), strides.length, toInt32Array(padsBegin, 'convGemm: padsBegin', 'any'), padsBegin.length, toInt32Array(padsEnd, 'convGemm: padsEnd', 'any'), padsEnd.length, toInt32Array(dilations, 'convGemm: dilations', 'any'), dilations.length, lo, hi, streamHandle(opts)), 'mlxc_conv_gemm');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** MLX's `fast` functions under their own names. */
 export const fastOps = {
   layerNorm: fastLayerNorm,
@@ -4316,4 +4346,4 @@ export const fftOps = {
   rfftn: fftRfftn,
 } as const;
 
-export const generatedOpCount = 308;
+export const generatedOpCount = 310;

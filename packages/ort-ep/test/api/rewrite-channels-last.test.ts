@@ -1,5 +1,5 @@
-// The layout pass (src/plan/rewrite/channels-last.ts): convolutions with prepacked [O, ...k, C]
-// weights whose data stays channels-last between them. Each graph is checked against
+// The layout pass (src/plan/rewrite/channels-last.ts): convolutions with weights prepacked in panels
+// of 32 output channels whose data stays channels-last between them. Each graph is checked against
 // onnxruntime-node and against the same rewrites without the pass, eager and compiled; the layout
 // flags it sets are checked on the prepared graph (which values stay channels-last, which go back).
 import { describe, expect, it } from 'vitest';
@@ -32,6 +32,17 @@ function flags(bytes: Uint8Array): string[] {
   return g.nodes
     .filter((n) => n.opType === 'ConvChannelsLast')
     .map((n) => `${int(n, 'x_last')}${int(n, 'residual_last')}${int(n, 'y_last')}`);
+}
+
+/** The MaxPoolChannelsLast nodes of the prepared graph, as their y_last flag. */
+function poolFlags(bytes: Uint8Array): string[] {
+  const g = prepareModel(bytes).model.graph;
+  return g.nodes
+    .filter((n) => n.opType === 'MaxPoolChannelsLast')
+    .map((n) => {
+      const a = n.attributes.get('y_last');
+      return String(a?.type === 'int' ? a.value : -1);
+    });
 }
 
 async function expectLayout(bytes: Uint8Array, f: Feeds, tol = { rtol: 1e-4, atol: 1e-4 }) {
@@ -90,15 +101,45 @@ describe('channels-last layout pass', () => {
       init('B4', [16], 11),
     ];
     const bytes = model({ inputs: [v('x', 'float32', X)], outputs: [v('y', 'float32')], nodes, initializers: inits, opsets: { '': 17 } });
-    expect(prepareModel(bytes).rewrites).toMatchObject({ 'channels-last': 6 });
-    // The stem hands NCHW to MaxPool; a, b, the residual d and e1 stay channels-last; the last conv
-    // (with e1 as its residual) hands NCHW to the pool.
+    expect(prepareModel(bytes).rewrites).toMatchObject({ 'channels-last': 7 });
+    // The stem and its MaxPool stay channels-last (the pool becomes MaxPoolChannelsLast); a, b, the
+    // residual d and e1 too; the last conv (with e1 as its residual) hands NCHW to the pool.
     const f = flags(bytes);
     expect(f).toHaveLength(6);
-    expect(f[0]).toBe('000');
-    expect(f.filter((s) => s.endsWith('1'))).toHaveLength(4);
+    expect(f[0]).toBe('001');
+    expect(f[1]).toBe('101');
+    expect(poolFlags(bytes)).toEqual(['1']);
+    expect(f.filter((s) => s.endsWith('1'))).toHaveLength(5);
     expect(f.at(-1)).toBe('110');
     await expectLayout(bytes, { x: t(X, 12) });
+  });
+
+  it('MaxPools between convs: ceil_mode, dilations, auto_pad, one that is a graph output, one with Indices left alone', async () => {
+    const X = [2, 3, 13, 11];
+    const pool = (x: string, y: string[], attrs: Record<string, unknown>) => node('MaxPool', [x], y, { attrs: attrs as never });
+    const nodes: NodeSpec[] = [
+      conv(['x', 'W0', 'B0'], 'a', 3),
+      node('Relu', ['a'], ['a1']),
+      pool('a1', ['p1'], { kernel_shape: [3, 2], strides: [2, 2], dilations: [1, 2], pads: [1, 0, 1, 1], ceil_mode: 1 }),
+      conv(['p1', 'W1'], 'b', 3),
+      pool('b', ['p2'], { kernel_shape: [3, 3], strides: [2, 1], auto_pad: 'SAME_UPPER' }),
+      conv(['p2', 'W2'], 'c', 3),
+      pool('c', ['p3', 'i3'], { kernel_shape: [2, 2] }),
+      pool('c', ['p4'], { kernel_shape: [3, 3], strides: [1, 2] }),
+    ];
+    const bytes = model({
+      inputs: [v('x', 'float32', X)],
+      outputs: [v('p2', 'float32'), v('p3', 'float32'), v('i3', 'int64'), v('p4', 'float32')],
+      nodes,
+      initializers: [init('W0', [6, 3, 3, 3], 1), init('B0', [6], 2), init('W1', [5, 6, 3, 3], 3), init('W2', [4, 5, 3, 3], 4)],
+      opsets: { '': 17 },
+    });
+    // p1 stays channels-last; the pool of p2 reads b channels-last and hands back ONNX's layout (a
+    // graph output, which the next conv reads channels-first); c is also read by the pool with
+    // Indices, so it goes back to ONNX's layout and both its pools stay as written.
+    expect(poolFlags(bytes)).toEqual(['1', '0']);
+    expect(flags(bytes)).toEqual(['001', '101', '000']);
+    await expectLayout(bytes, { x: t(X, 13) });
   });
 
   it('values read by other ops or given as graph outputs go back to ONNX layout; grouped convs are left alone', async () => {

@@ -12,4 +12,5 @@ set(MLXC_GENERATED_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/layers.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/epilogue.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/gemm.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/conv.cpp
 )

@@ -5,8 +5,9 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { gelu } from '../activation.js';
-import { convProduct, isUnitWindow, parseConv, type ConvParams } from '../conv.js';
-import { ones, toChannelsFirst, toChannelsLast, windowOf } from '../helpers/spatial.js';
+import { convProduct, parseConv, type ConvParams } from '../conv.js';
+import { kernelOffsets, parseWindow, toChannelsFirst, toChannelsLast, windowOf, type WindowAttrs } from '../helpers/spatial.js';
+import { dtypeRange } from '../helpers/util.js';
 import { fusedAttention, parseFusedAttention } from './attention.js';
 
 export const FUSED_DOMAIN = 'mlx.fused';
@@ -52,13 +53,16 @@ interface ConvChannelsLastParams extends ConvEpilogueParams {
   xLast: boolean;
   residualLast: boolean;
   yLast: boolean;
+  outChannels: number;
 }
 
 /**
  * The channels-last convolution of the layout pass (plan/rewrite/channels-last.ts): x [N, C, ...]
- * or, with x_last, [N, ..., C]; the weight prepacked as [O, ...k, C]; bias, residual (NCHW, or
- * channels-last with residual_last) and clamp as the fused Conv's; the result channels-last with
- * y_last, else in ONNX's layout.
+ * or, with x_last, [N, ..., C]; the weight prepacked in panels, [ceil(O / 32), ...k, C, 32] with
+ * out_channels O; bias, residual (NCHW, or channels-last with residual_last) and clamp as the
+ * fused Conv's; the result channels-last with y_last, else in ONNX's layout. One native product
+ * on the CPU (im2col rows packed per block, the epilogue in its store: mx.convGemm); MLX's
+ * conv_general on the unpacked weight elsewhere.
  */
 function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   const p = ctx.params;
@@ -68,44 +72,69 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   const residual = ctx.has(3) ? ctx.input(3) : undefined;
   const xl = p.xLast ? x : toChannelsLast(x);
   const rank = xl.ndim;
-  if (w.ndim !== rank) throw new RangeError(`${ctx.where}: input of rank ${rank} for a weight of rank ${w.ndim}`);
+  if (w.ndim !== rank + 1) throw new RangeError(`${ctx.where}: input of rank ${rank} for a packed weight of rank ${w.ndim}`);
   const c = xl.shape[rank - 1];
   if (w.shape[rank - 1] !== c) throw new RangeError(`${ctx.where}: input has ${c} channels, the weight ${w.shape[rank - 1]}`);
-  const kernel = w.shape.slice(1, -1);
+  const kernel = w.shape.slice(1, -2);
   const win = windowOf(p, xl.shape.slice(1, -1), kernel);
-  let y: mx.Array;
-  let biased = false;
-  if (isUnitWindow(win) && xl.size > 0) {
-    // A 1x1 convolution is one product [N*S, C] x [C, O] (the weight read transposed, no copy).
-    const o = w.shape[0];
-    const xm = mx.reshape(xl, [-1, c]);
-    const wm = mx.transpose(mx.reshape(w, [o, c]), [1, 0]);
-    const ym = bias && p.yLast ? mx.addmm(mx.reshape(bias, [1, o]), xm, wm, 1, 1) : mx.matmul(xm, wm);
-    biased = !!bias && p.yLast;
-    y = mx.reshape(ym, [...xl.shape.slice(0, -1), o]);
-  } else {
-    y = mx.convGeneral(xl, w, win.strides, win.padsBegin, win.padsEnd, win.dilations, ones(rank - 2), 1, false);
-  }
+  const conv = (r: mx.Array | null, lo: number, hi: number) =>
+    mx.convGemm(xl, w, p.outChannels, bias ?? null, r, win.strides, win.padsBegin, win.padsEnd, win.dilations, lo, hi);
+  const [ninf, inf] = [Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
   if (!p.yLast) {
-    // Back to ONNX's layout in the epilogue's one pass (bias, residual and clamp with it).
+    // Back to ONNX's layout in the epilogue's one pass (residual and clamp with it).
     const r = residual && p.residualLast ? toChannelsFirst(residual) : residual;
-    return mx.convEpilogue(y, biased ? null : (bias ?? null), r ?? null, p.lo, p.hi, true);
+    if (!r && p.lo === ninf && p.hi === inf) return toChannelsFirst(conv(null, ninf, inf));
+    return mx.convEpilogue(conv(null, ninf, inf), null, r ?? null, p.lo, p.hi, true);
   }
-  // The layout stays: the epilogue's pass over channels-last rows [M, C].
-  const shape = y.shape;
-  const o = shape[shape.length - 1];
   const r = residual && !p.residualLast ? toChannelsLast(residual) : residual;
-  const flat = (a: mx.Array) => mx.reshape(a, [-1, o]);
-  // A residual that broadcasts (rare) is added after the pass, and the clamp with it.
-  const whole = !r || (r.ndim === y.ndim && r.shape.every((d, i) => d === y.shape[i]));
-  const [lo, hi] = whole ? [p.lo, p.hi] : [Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
-  y = mx.reshape(mx.convEpilogue(flat(y), biased ? null : (bias ?? null), r && whole ? flat(r) : null, lo, hi, true), shape);
-  if (r && !whole) {
-    y = mx.add(y, r);
-    if (p.lo > Number.NEGATIVE_INFINITY) y = mx.maximum(y, mx.array(p.lo, y.dtype));
-    if (p.hi < Number.POSITIVE_INFINITY) y = mx.minimum(y, mx.array(p.hi, y.dtype));
-  }
+  // A residual of the result's shape is added in the product's store, with the clamp; one that
+  // broadcasts (rare) afterwards, and the clamp with it.
+  const shape = [xl.shape[0], ...win.out, p.outChannels];
+  if (!r || (r.ndim === shape.length && r.shape.every((d, i) => d === shape[i]))) return conv(r ?? null, p.lo, p.hi);
+  let y = mx.add(conv(null, ninf, inf), r);
+  if (p.lo > ninf) y = mx.maximum(y, mx.array(p.lo, y.dtype));
+  if (p.hi < inf) y = mx.minimum(y, mx.array(p.hi, y.dtype));
   return y;
+}
+
+interface MaxPoolChannelsLastParams extends WindowAttrs {
+  kernel: number[];
+  ceil: boolean;
+  yLast: boolean;
+}
+
+/**
+ * MaxPool (no Indices) of channels-last data x [N, ...spatial, C], from the layout pass: the
+ * padded input's strided window slices folded with maximum (one fused kernel under compile, reading
+ * the channels contiguously); the result channels-last with y_last, else in ONNX's layout.
+ */
+function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Array {
+  const p = ctx.params;
+  const x = ctx.input(0);
+  const spatial = x.shape.slice(1, -1);
+  if (p.kernel.length !== spatial.length)
+    throw new RangeError(`${ctx.where}: kernel_shape [${p.kernel}] has ${p.kernel.length} entries for ${spatial.length} spatial axes`);
+  const w = windowOf(p, spatial, p.kernel, p.ceil);
+  const axes = spatial.map((_, i) => 1 + i);
+  // Padding with the dtype's lowest value never wins a max.
+  const padded =
+    w.padsBegin.some((q) => q > 0) || w.padsEnd.some((q) => q > 0)
+      ? mx.pad(x, axes, w.padsBegin, w.padsEnd, mx.array(dtypeRange(x.dtype)[0], { dtype: x.dtype }), 'constant')
+      : x;
+  let y: mx.Array | undefined;
+  for (const off of kernelOffsets(w.kernel)) {
+    const start = padded.shape.map(() => 0);
+    const stop = [...padded.shape];
+    const strides = padded.shape.map(() => 1);
+    axes.forEach((ax, i) => {
+      start[ax] = off[i] * w.dilations[i];
+      stop[ax] = start[ax] + (w.out[i] - 1) * w.strides[i] + 1;
+      strides[ax] = w.strides[i];
+    });
+    const v = mx.slice(padded, start, stop, strides);
+    y = y ? mx.maximum(y, v) : v;
+  }
+  return p.yLast ? y! : toChannelsFirst(y!);
 }
 
 function rmsNorm(ctx: OpContext<number>): mx.Array {
@@ -154,9 +183,16 @@ export const mlxFusedOps: OpEntry[] = [
       xLast: a.int('x_last', 0) === 1,
       residualLast: a.int('residual_last', 0) === 1,
       yLast: a.int('y_last', 0) === 1,
+      outChannels: a.int('out_channels'),
     }),
     convChannelsLast,
-    'Conv (+ residual) (+ clamp) with a prepacked [O, ...k, C] weight and channels-last data between such convs, from the layout pass',
+    'Conv (+ residual) (+ clamp) with a weight prepacked in panels of 32 output channels and channels-last data between such convs, from the layout pass',
+  ),
+  entry(
+    'MaxPoolChannelsLast',
+    (a) => ({ ...parseWindow(a), kernel: a.ints('kernel_shape'), ceil: a.int('ceil_mode', 0) !== 0, yLast: a.int('y_last', 0) === 1 }),
+    maxPoolChannelsLast,
+    'MaxPool (no Indices) of channels-last data between channels-last convs, from the layout pass',
   ),
   entry('RMSNorm', epsilon, rmsNorm, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
   entry('LayerNorm', epsilon, layerNorm, 'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition'),

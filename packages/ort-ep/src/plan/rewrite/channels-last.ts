@@ -1,12 +1,14 @@
 // The layout pass: MLX convolves channels-last ([N, ...spatial, C], weight [O, ...kernel, C]) and
 // ONNX is channels-first, so a Conv as written moves its input, its weight and its result between
 // the two on every run. This pass turns every Conv (and fused conv epilogue) with group 1 and a
-// constant float32 weight into mlx.fused::ConvChannelsLast, whose weight is transposed to
-// [O, ...kernel, C] once, here (prepacked: a new initializer), and whose input, residual and
+// constant float32 weight into mlx.fused::ConvChannelsLast, whose weight is packed once, here,
+// into panels of 32 output channels, [ceil(O / 32), ...kernel, C, 32] (a new initializer; the
+// layout @mlx/sys's native channels-last convolution multiplies by), and whose input, residual and
 // result stay channels-last between such convolutions: a value is kept channels-last when every
 // node reading it is one of them (as the data or the residual) and it is not a graph output;
 // elsewhere (a pool, a graph output, a reshape) the producing op hands back ONNX's layout. So a
-// ResNet body runs channels-last from its first convolution to its last, with one move at each end.
+// ResNet body runs channels-last from its first convolution to its last, with one move at each end;
+// a MaxPool (without Indices) between such convs, the stem's, becomes MaxPoolChannelsLast.
 // A value kept channels-last gets a new name ('<name>/nhwc') and loses its value info (its shape
 // is no longer the one the model declares). Runs after conv-epilogue, whose fused convs it takes.
 import { OnnxDataType, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
@@ -23,20 +25,25 @@ function isConv(n: NodeIR): boolean {
   return (n.opType === 'Conv' && isDefaultDomain(n)) || (n.opType === 'Conv' && n.domain === FUSED_DOMAIN);
 }
 
-/** [O, C, ...k] -> [O, ...k, C], once. */
-function toOhwi(w: HostTensor): HostTensor {
+/** Output channels per weight panel of the native channels-last convolution (@mlx/sys's conv_gemm). */
+export const PANEL = 32;
+
+/**
+ * [O, C, ...k] -> [ceil(O / PANEL), ...k, C, PANEL] (zeros past O), once: the layout the native
+ * convolution multiplies by (PANEL output channels side by side for each input tap and channel).
+ */
+function toPanels(w: HostTensor): HostTensor {
   const src = w.data as Float32Array;
   const [o, c, ...k] = w.dims;
   const s = k.reduce((a, b) => a * b, 1);
-  const dst = new Float32Array(src.length);
+  const panels = Math.ceil(o / PANEL);
+  const dst = new Float32Array(panels * s * c * PANEL);
   for (let oi = 0; oi < o; oi++) {
-    const base = oi * c * s;
-    for (let ci = 0; ci < c; ci++) {
-      const from = base + ci * s;
-      for (let si = 0; si < s; si++) dst[base + si * c + ci] = src[from + si];
-    }
+    const base = Math.floor(oi / PANEL) * s * c * PANEL + (oi % PANEL);
+    const from = oi * c * s;
+    for (let ci = 0; ci < c; ci++) for (let si = 0; si < s; si++) dst[base + (si * c + ci) * PANEL] = src[from + ci * s + si];
   }
-  return { dtype: OnnxDataType.FLOAT, dims: [o, ...k, c], data: dst };
+  return { dtype: OnnxDataType.FLOAT, dims: [panels, ...k, c, PANEL], data: dst };
 }
 
 function validWindow(n: NodeIR): boolean {
@@ -75,8 +82,18 @@ export function channelsLastRewrite(view: GraphView): void {
     const w = view.constant(n.inputs[1]);
     return !!w && w.dtype === OnnxDataType.FLOAT && w.data instanceof Float32Array && w.dims.length >= 3 && w.data.length > 0;
   });
-  const set = new Set(convs);
-  // A value stays channels-last when only these convs read it, each as data or residual.
+  // MaxPools (no Indices output) of a conv's result run channels-last too, between convs.
+  const convSet = new Set(convs);
+  const pools = graph.nodes.filter((n) => {
+    if (view.isRemoved(n) || n.opType !== 'MaxPool' || !isDefaultDomain(n) || !validWindow(n)) return false;
+    if (!n.outputs[0] || n.outputs.slice(1).some(Boolean)) return false;
+    const k = n.attributes.get('kernel_shape');
+    const producer = view.producer.get(n.inputs[0]);
+    return k?.type === 'ints' && k.value.length > 0 && !!producer && convSet.has(producer);
+  });
+  const set = new Set<NodeIR>([...convs, ...pools]);
+  const isPool = (n: NodeIR) => n.opType === 'MaxPool';
+  // A value stays channels-last when only these nodes read it, each as data or residual.
   const last = new Set<string>();
   const settle = () => {
     last.clear();
@@ -87,15 +104,28 @@ export function channelsLastRewrite(view: GraphView): void {
         readers.length > 0 &&
         view.readOnlyBy(out, readers) &&
         readers.every(
-          (r) => set.has(r) && r.inputs.every((name, i) => name !== out || i === DATA || (i === RESIDUAL && r.domain === FUSED_DOMAIN)),
+          (r) =>
+            set.has(r) &&
+            r.inputs.every((name, i) => name !== out || i === DATA || (!isPool(r) && i === RESIDUAL && r.domain === FUSED_DOMAIN)),
         );
       if (ok) last.add(out);
     }
+  };
+  // A pool whose input goes back to ONNX's layout stays as written (until none is left).
+  const dropPools = () => {
+    let dropped = false;
+    for (const n of [...set])
+      if (isPool(n) && !last.has(n.inputs[0])) {
+        set.delete(n);
+        dropped = true;
+      }
+    return dropped;
   };
   // The convs that values kept channels-last link form groups. A group of 1x1 convolutions only
   // is left as written: each is one channels-first product already (no layout moves), and
   // channels-last would add moves at the group's ends. A group with a larger kernel keeps them all.
   settle();
+  while (dropPools()) settle();
   const group = new Map<NodeIR, NodeIR>([...set].map((n) => [n, n]));
   const root = (n: NodeIR): NodeIR => {
     while (group.get(n) !== n) n = group.get(n)!;
@@ -106,23 +136,31 @@ export function channelsLastRewrite(view: GraphView): void {
     for (const r of view.readersOf(out)) group.set(root(r), from);
   }
   const spatial = new Set<NodeIR>();
-  for (const n of set) if (!isPointwise(n, view.constant(n.inputs[1])!)) spatial.add(root(n));
+  for (const n of set) if (!isPool(n) && !isPointwise(n, view.constant(n.inputs[1])!)) spatial.add(root(n));
   for (const n of [...set]) if (!spatial.has(root(n))) set.delete(n);
   settle();
+  while (dropPools()) settle();
   if (set.size === 0) return;
   const rename = (name: string) => (last.has(name) ? `${name}/nhwc` : name);
   const packed = new Map<string, string>();
   for (const n of set) {
+    if (isPool(n)) {
+      const attrs: Record<string, AttrValue> = Object.fromEntries(n.attributes);
+      attrs.y_last = intAttr(last.has(n.outputs[0]) ? 1 : 0);
+      view.replace([n], fusedNode(view, 'MaxPoolChannelsLast', n, [rename(n.inputs[0])], [rename(n.outputs[0])], attrs));
+      continue;
+    }
     const wName = n.inputs[1];
     let p = packed.get(wName);
     if (!p) {
-      p = `${wName}/ohwi`;
+      p = `${wName}/panels`;
       while (graph.initializers.has(p) || view.producer.has(p)) p += '_';
-      graph.initializers.set(p, toOhwi(view.constant(wName)!));
+      graph.initializers.set(p, toPanels(view.constant(wName)!));
       packed.set(wName, p);
     }
     const attrs: Record<string, AttrValue> = Object.fromEntries(n.attributes);
     attrs.group = intAttr(1);
+    attrs.out_channels = intAttr(view.constant(wName)!.dims[0]);
     attrs.x_last = intAttr(last.has(n.inputs[0]) ? 1 : 0);
     attrs.residual_last = intAttr(n.inputs[RESIDUAL] && last.has(n.inputs[RESIDUAL]) ? 1 : 0);
     attrs.y_last = intAttr(last.has(n.outputs[0]) ? 1 : 0);
@@ -131,5 +169,6 @@ export function channelsLastRewrite(view: GraphView): void {
   }
   for (const name of last) graph.valueInfo.delete(name);
   // The ONNX-layout weights nothing else reads are dropped (constants: no feed overrides them).
-  for (const w of packed.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, [...set])) graph.initializers.delete(w);
+  const convsKept = [...set].filter((n) => !isPool(n));
+  for (const w of packed.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, convsKept)) graph.initializers.delete(w);
 }

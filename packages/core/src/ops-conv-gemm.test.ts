@@ -1,0 +1,142 @@
+// convGemm and convPackWeight (native/src/cpu/conv_gemm.*) against a float64 direct convolution
+// in JS: channels-last 1-D and 2-D windows with strides, asymmetric pads, dilations, output
+// channels that leave a partial panel, more K than one pass (partial sums stored between passes),
+// more rows than one block, bias, residual and clamp; a 1x1 window with unit strides (rows read
+// in place within one pass over K, packed past it); the composition of MLX ops on float16 and with the kernels off gives the same.
+import { describe, expect, it } from 'vitest';
+import * as mx from './index.js';
+import { expectAllClose, inputs } from '../test/numeric.js';
+
+interface Case {
+  n: number;
+  sp: number[]; // input spatial
+  c: number;
+  o: number;
+  k: number[];
+  s: number[];
+  pb: number[];
+  pe: number[];
+  d: number[];
+}
+
+const outSpatial = (t: Case) => t.sp.map((x, i) => Math.floor((x + t.pb[i] + t.pe[i] - (t.k[i] - 1) * t.d[i] - 1) / t.s[i]) + 1);
+
+/** x [n, ...sp, c], w [o, ...k, c] -> clamp(conv + b + r) [n, ...out, o], float64; 1-D as height 1. */
+function reference(t: Case, x: number[], w: number[], b: number[] | null, r: number[] | null, lo: number, hi: number): number[] {
+  const two = t.sp.length === 2;
+  const [ih, iw] = two ? t.sp : [1, t.sp[0]];
+  const [kh, kw] = two ? t.k : [1, t.k[0]];
+  const [sh, sw] = two ? t.s : [1, t.s[0]];
+  const [ph, pw] = two ? t.pb : [0, t.pb[0]];
+  const [dh, dw] = two ? t.d : [1, t.d[0]];
+  const os = outSpatial(t);
+  const [oh, ow] = two ? os : [1, os[0]];
+  const out: number[] = [];
+  for (let bi = 0; bi < t.n; bi++)
+    for (let oy = 0; oy < oh; oy++)
+      for (let ox = 0; ox < ow; ox++)
+        for (let oc = 0; oc < t.o; oc++) {
+          let acc = 0;
+          for (let ky = 0; ky < kh; ky++)
+            for (let kx = 0; kx < kw; kx++) {
+              const iy = oy * sh - ph + ky * dh;
+              const ix = ox * sw - pw + kx * dw;
+              if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) continue;
+              for (let ci = 0; ci < t.c; ci++) acc += x[((bi * ih + iy) * iw + ix) * t.c + ci] * w[((oc * kh + ky) * kw + kx) * t.c + ci];
+            }
+          const at = out.length;
+          const v = acc + (b ? b[oc] : 0) + (r ? r[at] : 0);
+          out.push(Math.min(hi, Math.max(lo, v)));
+        }
+  return out;
+}
+
+const cases: [string, Case][] = [
+  ['3x3 s1 p1, 8 -> 40 (a partial panel)', { n: 1, sp: [9, 11], c: 8, o: 40, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] }],
+  ['7x7 s2 p3, 3 -> 16, batch 2 (the stem)', { n: 2, sp: [20, 17], c: 3, o: 16, k: [7, 7], s: [2, 2], pb: [3, 3], pe: [3, 3], d: [1, 1] }],
+  [
+    '1x1 s1, 300 -> 70: K over one pass, rows in place',
+    { n: 1, sp: [10, 13], c: 300, o: 70, k: [1, 1], s: [1, 1], pb: [0, 0], pe: [0, 0], d: [1, 1] },
+  ],
+  ['1x1 s1, 64 -> 40: rows read in place', { n: 2, sp: [7, 15], c: 64, o: 40, k: [1, 1], s: [1, 1], pb: [0, 0], pe: [0, 0], d: [1, 1] }],
+  ['1x1 s2, 33 -> 64', { n: 2, sp: [9, 9], c: 33, o: 64, k: [1, 1], s: [2, 2], pb: [0, 0], pe: [0, 0], d: [1, 1] }],
+  [
+    '3x3 s2, asymmetric pads, dilation 2, 40 -> 33',
+    { n: 1, sp: [13, 12], c: 40, o: 33, k: [3, 3], s: [2, 1], pb: [0, 2], pe: [2, 1], d: [2, 2] },
+  ],
+  [
+    '3x3 over 260 rows (3 blocks), 64 -> 96, K 576',
+    { n: 1, sp: [13, 20], c: 64, o: 96, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
+  ],
+  ['1-D k5 s2 p2, 7 -> 5', { n: 3, sp: [31], c: 7, o: 5, k: [5], s: [2], pb: [2], pe: [2], d: [1] }],
+  ['1-D k1, 2 -> 1, one row', { n: 1, sp: [1], c: 2, o: 1, k: [1], s: [1], pb: [0], pe: [0], d: [1] }],
+];
+
+describe('convGemm', () => {
+  for (const [name, t] of cases)
+    for (const [hasB, hasR, lo, hi] of [
+      [true, true, 0, Number.POSITIVE_INFINITY],
+      [false, false, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY],
+      [true, false, -0.5, 0.5],
+    ] as const)
+      it(`${name}, bias ${hasB}, residual ${hasR}, clamp [${lo}, ${hi}]`, () => {
+        const size = (d: number[]) => d.reduce((a, b) => a * b, 1);
+        const os = outSpatial(t);
+        const xd = [t.n, ...t.sp, t.c];
+        const wd = [t.o, ...t.k, t.c];
+        const yd = [t.n, ...os, t.o];
+        const x = inputs(size(xd), -1, 1, 7);
+        const w = inputs(size(wd), -0.5, 0.5, 11);
+        const b = hasB ? inputs(t.o, -1, 1, 3) : null;
+        const r = hasR ? inputs(size(yd), -1, 1, 5) : null;
+        const wp = mx.convPackWeight(mx.array(w, { shape: wd }));
+        expect(wp.shape).toEqual([Math.ceil(t.o / 32), ...t.k, t.c, 32]);
+        const run = () =>
+          mx.convGemm(mx.array(x, { shape: xd }), wp, t.o, b && mx.array(b), r && mx.array(r, { shape: yd }), t.s, t.pb, t.pe, t.d, lo, hi);
+        const y = run();
+        expect(y.shape).toEqual(yd);
+        const ref = reference(t, x, w, b, r, lo, hi);
+        expectAllClose(y, ref, 1e-5, 1e-5);
+        // MLX's conv_general on the unpacked weight (float16 takes the composition).
+        const h = mx.astype(
+          mx.convGemm(
+            mx.array(x, { shape: xd, dtype: 'float16' }),
+            mx.astype(wp, 'float16'),
+            t.o,
+            b && mx.array(b, { dtype: 'float16' }),
+            r && mx.array(r, { shape: yd, dtype: 'float16' }),
+            t.s,
+            t.pb,
+            t.pe,
+            t.d,
+            lo,
+            hi,
+          ),
+          'float32',
+        );
+        expect(h.shape).toEqual(yd);
+        expectAllClose(h, ref, 2e-2, 5e-2);
+      });
+
+  it('keeps NaN and clamps ±Inf like any value', () => {
+    const x = mx.array([Number.NaN, 1, Number.POSITIVE_INFINITY, 1, 2, 5, Number.NEGATIVE_INFINITY, 1], { shape: [1, 4, 1, 2] });
+    const wp = mx.convPackWeight(mx.array([1, 0], { shape: [1, 1, 1, 2] }));
+    const y = mx.convGemm(x, wp, 1, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 6);
+    const got = y.toList() as unknown as number[][][][];
+    expect(Number.isNaN(got[0][0][0][0])).toBe(true);
+    expect(got[0][1][0][0]).toBe(6);
+    expect(got[0][2][0][0]).toBe(2);
+    expect(got[0][3][0][0]).toBe(0);
+  });
+
+  it('refuses a weight that is not packed, a channel mismatch and a window larger than the input', () => {
+    const x = mx.zeros([1, 4, 4, 3], 'float32');
+    const w = mx.zeros([5, 3, 3, 3], 'float32');
+    expect(() => mx.convGemm(x, w, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/packed weight/);
+    const wp = mx.convPackWeight(mx.zeros([5, 3, 3, 2], 'float32'));
+    expect(() => mx.convGemm(x, wp, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/3 channels, the weight 2/);
+    const big = mx.convPackWeight(mx.zeros([5, 5, 5, 3], 'float32'));
+    expect(() => mx.convGemm(x, big, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/larger than the padded input/);
+    expect(() => mx.convGemm(x, wp, 40, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/output channels/);
+  });
+});

@@ -1,0 +1,19 @@
+// ABI spec: the channels-last convolution as one product on the CPU (native/src/cpu/conv_gemm.*):
+// a weight packed once into panels of 32 output channels, and the convolution that reads it with
+// the im2col rows packed per block on the thread pool, bias, residual and clamp in its store.
+// Any other device or dtype gets MLX's conv_general on the unpacked weight. Its own section, so
+// that other additions to the spec merge without touching it.
+import { op, type FnSpec } from './dsl.js';
+
+export const conv: FnSpec[] = [
+  op(
+    'int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)',
+    'mlxc::cpu::conv_pack_weight($w, $s)',
+    'w [O, ...kernel, C] -> [ceil(O / 32), ...kernel, C, 32], zeros past O: the weight layout of mlxc_conv_gemm',
+  ),
+  op(
+    'int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
+    'mlxc::cpu::conv_gemm($x, $w_packed, $out_channels, $bias, $residual, $strides, $pads_begin, $pads_end, $dilations, $lo, $hi, $s)',
+    'clamp(conv(x, w) + bias + residual, lo, hi) channels-last (x [N, ...spatial, C], 1 or 2 spatial axes) with the weight from mlxc_conv_pack_weight; the CPU kernel for float32, else mlx_conv_general',
+  ),
+];
