@@ -3,13 +3,13 @@
 // Reshape/Expand/Slice see static arguments.
 import { appendKv, kvAppendNodes } from './kv-append.js';
 import * as mx from '@mlx/core';
-import type { GraphIR, HostTensor } from '../onnx/index.js';
+import type { GraphIR } from '../onnx/index.js';
 import { neededNodes, type GraphPlan, type PlannedNode } from '../plan/plan.js';
 import type { FallbackPartition } from '../plan/partition.js';
 import type { OpResult } from '../registry/types.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import type { CpuBackend } from '../runtime/onnxruntime.js';
-import { asHost, type Value } from '../runtime/value.js';
+import type { Value } from '../runtime/value.js';
 import { NodeExecutionError, OrtMlxError, ResourceLimitError } from '../errors.js';
 import { NeedsEval, NodeContext } from './context.js';
 import { Env } from './env.js';
@@ -165,17 +165,13 @@ export class GraphProgram {
       if (!v) throw fail(new Error(`input '${name}' has no value`));
       return v;
     });
-    const pending = values.flatMap((v) => (v.kind === 'device' && !v.array.isAvailable() ? [v.array] : []));
+    const onDevice = (v: Value): mx.Array[] =>
+      v.kind === 'device' ? (v.array.isAvailable() ? [] : [v.array]) : v.kind === 'sequence' ? v.items.flatMap(onDevice) : [];
+    const pending = values.flatMap(onDevice);
     if (pending.length && env.run.deferSyncs) yield { arrays: pending };
-    let inputs: HostTensor[];
-    try {
-      inputs = values.map((v, k) => asHost(v, `input '${fb.inputs[k]}'`));
-    } catch (e) {
-      throw fail(e);
-    }
-    let outputs: HostTensor[] | undefined;
+    let outputs: Value[] | undefined;
     let error: unknown;
-    const promise = runner.run(inputs).then(
+    const promise = runner.run(values).then(
       (o) => void (outputs = o),
       (e: unknown) => void (error = e),
     );
@@ -184,8 +180,7 @@ export class GraphProgram {
     const analysis = env.run.analysis;
     analysis?.begin();
     for (const v of values) analysis?.hostRead(v);
-    const stored: Value[] = outputs.map((tensor, k) => {
-      const v: Value = { kind: 'host', tensor };
+    const stored: Value[] = outputs.map((v, k) => {
       env.values.set(fb.outputs[k], v);
       return v;
     });

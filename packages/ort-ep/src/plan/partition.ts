@@ -16,12 +16,55 @@
 import { DEFAULT_DOMAIN, type GraphIR, type HostTensor, type ModelIR, type NodeIR, type TypeIR } from '../onnx/index.js';
 import { encodeGraphProto, encodeModel, encodeNode, encodeTensor, encodeValueInfo } from '../onnx/encode.js';
 import { Attrs } from '../registry/attrs.js';
+import {
+  boundaryGraph,
+  nonTensorValues,
+  onnxruntimeKnows,
+  outputFormOf,
+  type InputForm,
+  type NonTensorKind,
+  type OutputForm,
+} from './boundary.js';
 import { NONDETERMINISTIC, type GraphPlan, type PlannedNode } from './plan.js';
 
 export interface Partition {
   kind: 'mlx' | 'fallback';
   /** Indices into the plan's nodes, in graph order. */
   nodes: number[];
+}
+
+/**
+ * Why each node runs on onnxruntime (undefined: on MLX): its own reason (fallbackReason), or that
+ * it exchanges a sequence, optional or map value with a node that falls back. onnxruntime's
+ * JavaScript API takes and returns tensors only, so such a value stays inside one partition: the
+ * MLX node at the other end joins the fallback, repeatedly, until no such edge crosses (nodes of
+ * the provider's private domains stay; their values cross in tensor form where they can).
+ */
+export function fallbackReasons(plan: GraphPlan): (string | undefined)[] {
+  const reasons = plan.nodes.map((pn) => fallbackReason(pn, plan));
+  if (!reasons.some((r) => r !== undefined)) return reasons;
+  const kinds = nonTensorValues(plan);
+  if (!kinds.size) return reasons;
+  const readers = new Map<string, number[]>();
+  plan.nodes.forEach((pn, i) => {
+    for (const name of new Set([...pn.node.inputs, ...pn.outerReads]))
+      if (name && kinds.has(name)) (readers.get(name) ?? readers.set(name, []).get(name)!).push(i);
+  });
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const [name, ends] of readers) {
+      const p = plan.producer.get(name);
+      const all = p === undefined ? ends : [p, ...ends];
+      if (!all.some((i) => reasons[i] !== undefined)) continue;
+      for (const i of all) {
+        if (reasons[i] !== undefined || !onnxruntimeKnows(plan.nodes[i].node)) continue;
+        reasons[i] =
+          `it ${i === p ? 'makes' : 'reads'} ${kinds.get(name) === 'optional' ? 'optional' : kinds.get(name)} '${name}', which a node on onnxruntime ${i === p ? 'reads' : 'makes'} (only tensors cross to onnxruntime)`;
+        changed = true;
+      }
+    }
+  }
+  return reasons;
 }
 
 /** Why a node does not run on MLX: its own reason, or that of a node in one of its subgraphs. Undefined: MLX runs it. */
@@ -63,7 +106,7 @@ function group(stage: number[], fallback: boolean[]): Partition[] {
 export function findPartitions(plan: GraphPlan): Partition[] {
   const n = plan.nodes.length;
   if (!n) return [];
-  const fallback = plan.nodes.map((pn) => fallbackReason(pn, plan) !== undefined);
+  const fallback = fallbackReasons(plan).map((r) => r !== undefined);
   if (!fallback.some((f) => f)) return [{ kind: 'mlx', nodes: plan.nodes.map((_, i) => i) }];
   const preds = predecessors(plan);
   const cross = (a: number, b: number) => (fallback[a] !== fallback[b] ? 1 : 0);
@@ -87,6 +130,8 @@ interface ModelFacts {
   irVersion: number;
   opsets: Map<string, number>;
   graph: GraphIR;
+  /** Values known not to be tensors (boundary.ts). */
+  kinds: Map<string, NonTensorKind>;
 }
 
 /**
@@ -122,24 +167,43 @@ export class FallbackPartition {
     if (input && (input.type.kind !== 'tensor' || input.type.elemType) && input.type.kind !== 'unknown') return input.type;
     const info = g.valueInfo.get(name)?.type;
     if (info?.kind === 'tensor' && info.elemType) return { kind: 'tensor', elemType: info.elemType };
+    if (info && info.kind !== 'tensor' && info.kind !== 'unknown') return info;
     return undefined;
+  }
+
+  /** Whether a value is known to be a sequence, an optional or a map (it then crosses in tensor form, boundary.ts). */
+  nonTensorKind(name: string): NonTensorKind | undefined {
+    const t = this.declaredType(name) ?? this.facts.graph.outputs.find((o) => o.name === name)?.type;
+    if (t?.kind === 'sequence' || t?.kind === 'optional' || t?.kind === 'map') return t.kind;
+    return this.facts.kinds.get(name);
+  }
+
+  /** How each output comes back; throws naming an output that cannot (a map, an undeclared element type). */
+  outputForms(): OutputForm[] {
+    const g = this.facts.graph;
+    return this.outputs.map((name) => {
+      const type = g.outputs.find((o) => o.name === name)?.type ?? g.valueInfo.get(name)?.type;
+      return outputFormOf(name, type, this.nonTensorKind(name));
+    });
   }
 
   /**
    * The sub-model (ModelProto bytes): the partition's nodes, their initializers, the model's opset
-   * imports, the value infos of values made inside, and inputs of the given types. Functions were
-   * inlined when the model was loaded, so the nodes are those of their bodies.
+   * imports, the value infos of values made inside, and inputs of the given types and forms
+   * (sequence and optional values cross in tensor form, boundary.ts). Functions were inlined when
+   * the model was loaded, so the nodes are those of their bodies.
    */
-  subModel(inputTypes: readonly TypeIR[]): Uint8Array {
+  subModel(inputTypes: readonly TypeIR[], inputForms: readonly InputForm[] = inputTypes.map(() => ({ kind: 'tensor' }))): Uint8Array {
     const sources = this.sources;
     if (!sources) throw new Error(`internal error: the sub-model of fallback partition ${this.index} was already built`);
     const g = this.facts.graph;
     const made = new Set(this.nodes.flatMap((pn) => pn.node.outputs.filter((o) => o)));
+    const b = boundaryGraph(this.inputs, inputForms, this.outputs, this.outputForms(), inputTypes);
     const graph = encodeGraphProto({
       name: `${g.name || 'graph'}_fallback_${this.index}`,
-      node: this.nodes.map((pn) => encodeNode(pn.node)),
-      input: this.inputs.map((name, k) => encodeValueInfo(name, inputTypes[k])),
-      output: this.outputs.map((name) => encodeValueInfo(name)),
+      node: [...b.before, ...this.nodes.map((pn) => pn.node), ...b.after].map((n) => encodeNode(n)),
+      input: b.inputs.map(({ name, type }) => encodeValueInfo(name, type.kind === 'unknown' ? undefined : type)),
+      output: b.outputs.map((name) => encodeValueInfo(name)),
       initializer: [...sources].map(([name, t]) => encodeTensor(t, name)),
       valueInfo: [...g.valueInfo.values()]
         .filter((v) => made.has(v.name) && v.type.kind !== 'unknown')
@@ -149,7 +213,7 @@ export class FallbackPartition {
     return encodeModel({ irVersion: Math.max(this.facts.irVersion, 4), opsets: this.facts.opsets, graph });
   }
 
-  /** Drops the initializers once onnxruntime holds the sub-model. */
+  /** Drops the initializers once onnxruntime holds the sub-model (only when no other form of it will be built). */
   releaseSources(): void {
     this.sources = undefined;
   }
@@ -173,7 +237,8 @@ export function contractFallback(plan: GraphPlan, model: ModelIR, partitions: Pa
   });
   const readsOf = (pn: PlannedNode) => [...pn.node.inputs, ...pn.outerReads].filter((n) => n);
   const graphOutputs = new Set(plan.graph.outputs.map((o) => o.name));
-  const facts: ModelFacts = { irVersion: model.irVersion, opsets: model.opsetImports, graph: plan.graph };
+  const facts: ModelFacts = { irVersion: model.irVersion, opsets: model.opsetImports, graph: plan.graph, kinds: nonTensorValues(plan) };
+  const reasons = fallbackReasons(plan);
   const nodes: PlannedNode[] = [];
   const fallbacks: FallbackPartition[] = [];
   partitions.forEach((p, k) => {
@@ -206,7 +271,7 @@ export function contractFallback(plan: GraphPlan, model: ModelIR, partitions: Pa
       inputs,
       outputs,
       initializers,
-      members.map((pn) => fallbackReason(pn, plan)!),
+      p.nodes.map((i) => reasons[i]!),
       facts,
     );
     fallbacks.push(fb);
@@ -263,6 +328,7 @@ const opKey = (n: NodeIR) => (n.domain === DEFAULT_DOMAIN ? n.opType : `${n.doma
 /** The partitions of a planned (not contracted) graph, as `mlx-ort check` prints them. */
 export function summarizePartitions(plan: GraphPlan): PartitionSummary {
   const partitions = findPartitions(plan);
+  const reasons = fallbackReasons(plan);
   const summary: PartitionSummary = { partitions: [], mlx: 0, fallback: 0, fallbackNodes: [] };
   for (const p of partitions) {
     const ops = [...new Set(p.nodes.map((i) => opKey(plan.nodes[i].node)))].sort();
@@ -271,7 +337,7 @@ export function summarizePartitions(plan: GraphPlan): PartitionSummary {
     if (p.kind === 'fallback') {
       for (const i of p.nodes) {
         const pn = plan.nodes[i];
-        summary.fallbackNodes.push({ name: pn.node.name, op: opKey(pn.node), reason: fallbackReason(pn, plan)! });
+        summary.fallbackNodes.push({ name: pn.node.name, op: opKey(pn.node), reason: reasons[i]! });
       }
     }
   }

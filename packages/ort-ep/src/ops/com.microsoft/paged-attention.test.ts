@@ -35,7 +35,13 @@ interface Case {
   quant?: { type: 'int8' | 'float8e4m3fn' | 'int4' | 'float4e2m1'; mode: 'PER_TENSOR' | 'PER_CHANNEL' };
   /** Overrides of the quantization attributes (for the declined forms). */
   quantAttrs?: Record<string, string>;
+  /** kv_cache_layout LATENT (Nkv 1, no value or value cache), with this v_head_size (0: the head size). */
+  latent?: { vHeadSize: number };
+  /** Rotary over `dim` channels from `offset` (default: all of them), interleaved or not. */
+  rope?: { dim?: number; offset?: number; interleaved?: boolean };
 }
+const rotaryDim = (c: Case) => c.rope?.dim ?? c.H;
+const valueHead = (c: Case) => (c.latent?.vHeadSize ? c.latent.vHeadSize : c.H);
 
 // Quantized caches, in float64 from the spec: symmetric, q = quantize(x / scale), read as q · scale.
 function e4m3Value(code: number): number {
@@ -137,12 +143,12 @@ function dataOf(c: Case): Data {
   const r = (n: number, seed: number, scale = 1) =>
     Float64Array.from(seeded(n, seed), (x) => (c.half ? roundHalf(x * scale) : Math.fround(x * scale)));
   const cache = c.numBlocks * c.blockSize * c.Nkv * c.H;
-  const half = c.H / 2;
+  const half = rotaryDim(c) / 2;
   const cos = new Float64Array(maxPos * half);
   const sin = new Float64Array(maxPos * half);
   for (let p = 0; p < maxPos; p++)
     for (let i = 0; i < half; i++) {
-      const a = p / 10000 ** ((2 * i) / c.H);
+      const a = p / 10000 ** ((2 * i) / rotaryDim(c));
       cos[p * half + i] = c.half ? roundHalf(Math.cos(a)) : Math.fround(Math.cos(a));
       sin[p * half + i] = c.half ? roundHalf(Math.sin(a)) : Math.fround(Math.sin(a));
     }
@@ -207,14 +213,18 @@ function reference(c: Case, d: Data): { y: Float64Array; kc: Float64Array; vc: F
     const ms = x.reduce((a, b) => a + b * b, 0) / x.length;
     return x.map((e, i) => (e / Math.sqrt(ms + eps)) * w[i]);
   };
+  // Channels [off, off + rd) rotate: pairs (i, i + rd/2), or (2i, 2i + 1) interleaved.
   const rope = (x: Float64Array, pos: number) => {
-    const h = H / 2;
+    const rd = rotaryDim(c);
+    const off = c.rope?.offset ?? 0;
+    const h = rd / 2;
     const out = Float64Array.from(x);
     for (let i = 0; i < h; i++) {
       const co = d.cos[pos * h + i];
       const si = d.sin[pos * h + i];
-      out[i] = x[i] * co - x[i + h] * si;
-      out[i + h] = x[i + h] * co + x[i] * si;
+      const [a, b] = c.rope?.interleaved ? [off + 2 * i, off + 2 * i + 1] : [off + i, off + i + h];
+      out[a] = x[a] * co - x[b] * si;
+      out[b] = x[b] * co + x[a] * si;
     }
     return out;
   };
@@ -250,14 +260,17 @@ function reference(c: Case, d: Data): { y: Float64Array; kc: Float64Array; vc: F
           const kx = ks[t][n][h];
           const vx = d.v[(t * Nkv + n) * H + h];
           kc[(s * Nkv + n) * H + h] = c.quant ? quantized(c, d.ks!, kx, n, h) : kx;
-          vc[(s * Nkv + n) * H + h] = c.quant ? quantized(c, d.vs!, vx, n, h) : vx;
+          if (!c.latent) vc[(s * Nkv + n) * H + h] = c.quant ? quantized(c, d.vs!, vx, n, h) : vx;
         }
     }
   const scale = c.attrs?.scale ?? 1 / Math.sqrt(H);
   const softcap = c.attrs?.softcap ?? 0;
   const window = c.attrs?.local_window_size ?? -1;
   const causal = (c.attrs?.is_causal ?? 1) !== 0;
-  const y = new Float64Array(Tn * N * H);
+  // LATENT: V is the leading Hv channels of the (updated) key cache's rows.
+  const Hv = valueHead(c);
+  const vsrc = c.latent ? kc : vc;
+  const y = new Float64Array(Tn * N * Hv);
   for (let b = 0; b < c.lens.length; b++) {
     const L = c.past[b] + c.lens[b];
     for (let t = cu[b]; t < cu[b + 1]; t++)
@@ -281,12 +294,12 @@ function reference(c: Case, d: Data): { y: Float64Array; kc: Float64Array; vc: F
         const m = Math.max(...scores, extra);
         const e = scores.map((x) => Math.exp(x - m));
         const z = e.reduce((a, x) => a + x, 0) + Math.exp(extra - m);
-        for (let h = 0; h < H; h++) {
+        for (let h = 0; h < Hv; h++) {
           let acc = 0;
           keep.forEach((s, j) => {
-            acc += (e[j] / z) * vc[(s * Nkv + kvh) * H + h];
+            acc += (e[j] / z) * vsrc[(s * Nkv + kvh) * H + h];
           });
-          y[(t * N + n) * H + h] = acc;
+          y[(t * N + n) * Hv + h] = acc;
         }
       }
   }
@@ -303,16 +316,33 @@ function modelOf(c: Case): Uint8Array {
   const cacheDims = [c.numBlocks, c.blockSize, c.Nkv, cacheHead(c)];
   const inputs = [
     P.valueInfo('q', P.tensorType(elem, [Tn, (c.packed ? c.N + 2 * c.Nkv : c.N) * c.H])),
-    ...(c.packed ? [] : [P.valueInfo('k', P.tensorType(elem, [Tn, c.Nkv * c.H])), P.valueInfo('v', P.tensorType(elem, [Tn, c.Nkv * c.H]))]),
+    ...(c.packed ? [] : [P.valueInfo('k', P.tensorType(elem, [Tn, c.Nkv * c.H]))]),
+    ...(c.packed || c.latent ? [] : [P.valueInfo('v', P.tensorType(elem, [Tn, c.Nkv * c.H]))]),
     P.valueInfo('kc', P.tensorType(cacheElem(c), cacheDims)),
-    P.valueInfo('vc', P.tensorType(cacheElem(c), cacheDims)),
+    ...(c.latent ? [] : [P.valueInfo('vc', P.tensorType(cacheElem(c), cacheDims))]),
     P.valueInfo('cu', P.tensorType(T.INT32, [B + 1])),
     P.valueInfo('ps', P.tensorType(T.INT32, [B])),
     P.valueInfo('bt', P.tensorType(T.INT32, [B, c.table[0].length])),
   ];
-  const names = ['q', c.packed ? '' : 'k', c.packed ? '' : 'v', 'kc', 'vc', 'cu', 'ps', 'bt', '', '', '', '', '', ''];
+  const names = [
+    'q',
+    c.packed ? '' : 'k',
+    c.packed || c.latent ? '' : 'v',
+    'kc',
+    c.latent ? '' : 'vc',
+    'cu',
+    'ps',
+    'bt',
+    '',
+    '',
+    '',
+    '',
+    '',
+    '',
+  ];
   if (c.rotary) {
-    inputs.push(P.valueInfo('cos', P.tensorType(elem, [maxPos, c.H / 2])), P.valueInfo('sin', P.tensorType(elem, [maxPos, c.H / 2])));
+    const rd = rotaryDim(c) / 2;
+    inputs.push(P.valueInfo('cos', P.tensorType(elem, [maxPos, rd])), P.valueInfo('sin', P.tensorType(elem, [maxPos, rd])));
     names[8] = 'cos';
     names[9] = 'sin';
   }
@@ -331,9 +361,12 @@ function modelOf(c: Case): Uint8Array {
   }
   if (c.quant) {
     const sd = c.quant.mode === 'PER_TENSOR' ? [1] : [c.Nkv, 1, c.H];
-    inputs.push(P.valueInfo('ks', P.tensorType(T.FLOAT, sd)), P.valueInfo('vs', P.tensorType(T.FLOAT, sd)));
+    inputs.push(P.valueInfo('ks', P.tensorType(T.FLOAT, sd)));
     names[14] = 'ks';
-    names[15] = 'vs';
+    if (!c.latent) {
+      inputs.push(P.valueInfo('vs', P.tensorType(T.FLOAT, sd)));
+      names[15] = 'vs';
+    }
   }
   while (names[names.length - 1] === '') names.pop();
   const attrs = [
@@ -349,6 +382,11 @@ function modelOf(c: Case): Uint8Array {
     P.attr.int('num_heads', c.N),
     P.attr.int('kv_num_heads', c.Nkv),
     ...(c.rotary ? [P.attr.int('do_rotary', 1)] : []),
+    ...(c.rope?.interleaved ? [P.attr.int('rotary_interleaved', 1)] : []),
+    ...(c.rope?.offset ? [P.attr.int('rotary_offset', c.rope.offset)] : []),
+    ...(c.latent
+      ? [P.attr.string('kv_cache_layout', 'LATENT'), ...(c.latent.vHeadSize ? [P.attr.int('v_head_size', c.latent.vHeadSize)] : [])]
+      : []),
     ...Object.entries(c.attrs ?? {}).map(([k, x]) =>
       Number.isInteger(x) && k !== 'scale' && k !== 'softcap' ? P.attr.int(k, x) : P.attr.float(k, x),
     ),
@@ -359,9 +397,9 @@ function modelOf(c: Case): Uint8Array {
       outputs: [
         P.valueInfo('y', P.tensorType(elem)),
         P.valueInfo('kc_out', P.tensorType(cacheElem(c))),
-        P.valueInfo('vc_out', P.tensorType(cacheElem(c))),
+        ...(c.latent ? [] : [P.valueInfo('vc_out', P.tensorType(cacheElem(c)))]),
       ],
-      nodes: [P.node('PagedAttention', names, ['y', 'kc_out', 'vc_out'], attrs, { domain: MS })],
+      nodes: [P.node('PagedAttention', names, c.latent ? ['y', 'kc_out'] : ['y', 'kc_out', 'vc_out'], attrs, { domain: MS })],
     },
     {
       opsets: [
@@ -403,7 +441,7 @@ function feedsOf(c: Case, d: Data): Record<string, HostTensor> {
   for (const l of c.lens) cu.push(cu[cu.length - 1] + l);
   const feeds: Record<string, HostTensor> = {
     kc: f(d.kc, cacheDims),
-    vc: f(d.vc, cacheDims),
+    ...(c.latent ? {} : { vc: f(d.vc, cacheDims) }),
     cu: i(cu, [B + 1]),
     ps: i(c.past, [B]),
     bt: i(c.table.flat(), [B, c.table[0].length]),
@@ -420,18 +458,18 @@ function feedsOf(c: Case, d: Data): Record<string, HostTensor> {
   } else {
     feeds.q = f(d.q, [Tn, c.N * c.H]);
     feeds.k = f(d.k, [Tn, c.Nkv * c.H]);
-    feeds.v = f(d.v, [Tn, c.Nkv * c.H]);
+    if (!c.latent) feeds.v = f(d.v, [Tn, c.Nkv * c.H]);
   }
   if (c.rotary) {
-    feeds.cos = f(d.cos, [maxPos, c.H / 2]);
-    feeds.sin = f(d.sin, [maxPos, c.H / 2]);
+    feeds.cos = f(d.cos, [maxPos, rotaryDim(c) / 2]);
+    feeds.sin = f(d.sin, [maxPos, rotaryDim(c) / 2]);
   }
   if (c.quant) {
     feeds.kc = { dtype: cacheElem(c), dims: cacheDims, data: d.kq! };
-    feeds.vc = { dtype: cacheElem(c), dims: cacheDims, data: d.vq! };
+    if (!c.latent) feeds.vc = { dtype: cacheElem(c), dims: cacheDims, data: d.vq! };
     const sd = c.quant.mode === 'PER_TENSOR' ? [1] : [c.Nkv, 1, c.H];
     feeds.ks = { dtype: T.FLOAT, dims: sd, data: Float32Array.from(d.ks!) };
-    feeds.vs = { dtype: T.FLOAT, dims: sd, data: Float32Array.from(d.vs!) };
+    if (!c.latent) feeds.vs = { dtype: T.FLOAT, dims: sd, data: Float32Array.from(d.vs!) };
   }
   if (c.slots) feeds.slots = i(c.slots, [Tn]);
   if (c.sink) feeds.sink = f(d.sink, [c.N]);
@@ -488,7 +526,8 @@ async function check(c: Case): Promise<void> {
         const out = (await s.run(feedsOf(c, d))) as Record<string, HostTensor>;
         expectClose(values(out.y, !!c.half), want.y, tol, 'y');
         expectClose(cacheValues(c, d.ks, out.kc_out), want.kc, tol, 'key_cache_out');
-        expectClose(cacheValues(c, d.vs, out.vc_out), want.vc, tol, 'value_cache_out');
+        if (c.latent) expect(out.vc_out).toBeUndefined();
+        else expectClose(cacheValues(c, d.vs, out.vc_out), want.vc, tol, 'value_cache_out');
       }
     } finally {
       s.release();
@@ -535,6 +574,19 @@ describe('PagedAttention against a float64 reference of the spec', () => {
     }));
   it('int4 cache with an odd head size (a padding nibble a head), packed QKV', () =>
     check({ ...base, H: 15, packed: true, quant: { type: 'int4', mode: 'PER_CHANNEL' } }));
+  it('interleaved rotary', () => check({ ...base, rotary: true, rope: { interleaved: true } }));
+  it('rotary over part of each head: rotary_offset 8, 8 rotated channels, the rest passed through', () =>
+    check({ ...base, H: 24, rotary: true, rope: { offset: 8, dim: 8 } }));
+  it('rotary_offset with interleaved rotary reaching the end of the head', () =>
+    check({ ...base, H: 24, rotary: true, rope: { offset: 16, dim: 8, interleaved: true } }));
+  // MLA-shaped (DeepSeek-V3: head_size 576, v_head_size 512, RoPE on the last 64): scaled down.
+  const latent: Case = { ...base, N: 4, Nkv: 1, H: 24, latent: { vHeadSize: 16 }, attrs: { scale: 0.2 } };
+  it('LATENT layout: one cache, V the leading v_head_size channels, RoPE on the suffix (MLA)', () =>
+    check({ ...latent, rotary: true, rope: { offset: 16, dim: 8 } }));
+  it('LATENT layout with v_head_size omitted (V is the whole row), a window', () =>
+    check({ ...latent, latent: { vHeadSize: 0 }, attrs: { local_window_size: 3 } }));
+  it('LATENT layout with an int8 PER_TENSOR key cache', () =>
+    check({ ...latent, quant: { type: 'int8', mode: 'PER_TENSOR' }, quantAttrs: { v_quant_type: 'NONE', v_cache_dtype: '' } }));
 });
 
 describe('PagedAttention: bad input and what is declined', () => {
@@ -565,33 +617,64 @@ describe('PagedAttention: bad input and what is declined', () => {
     expect(() => MlxSession.createSync(int4, { fallback: 'none' })).toThrow(/both caches packed \(int4 \/ float4e2m1\) or neither/);
   });
 
-  it('the LATENT layout is declined with the reason; the float form is taken', () => {
-    const bytes = modelOf({ ...base, attrs: {} });
-    const latent = P.modelBytes(
-      {
-        inputs: [P.valueInfo('q', P.tensorType(T.FLOAT, [1, 64]))],
-        outputs: [P.valueInfo('y', P.tensorType(T.FLOAT))],
-        nodes: [
-          P.node(
-            'PagedAttention',
-            ['q', '', '', 'q', '', 'q', 'q', 'q'],
-            ['y'],
-            [P.attr.int('num_heads', 4), P.attr.int('kv_num_heads', 1), P.attr.string('kv_cache_layout', 'LATENT')],
-            {
-              domain: MS,
-            },
-          ),
-        ],
-      },
-      {
-        opsets: [
-          ['', 17],
-          [MS, 1],
-        ],
-      },
+  it('what the spec forbids around LATENT, v_head_size and rotary_offset is declined with the reason', () => {
+    const declined = (names: string[], outputs: string[], attrs: ReturnType<typeof P.attr.int>[], reason: RegExp) => {
+      const bytes = P.modelBytes(
+        {
+          inputs: [P.valueInfo('q', P.tensorType(T.FLOAT, [1, 64]))],
+          outputs: outputs.map((o) => P.valueInfo(o, P.tensorType(T.FLOAT))),
+          nodes: [P.node('PagedAttention', names, outputs, [P.attr.int('num_heads', 4), ...attrs], { domain: MS })],
+        },
+        {
+          opsets: [
+            ['', 17],
+            [MS, 1],
+          ],
+        },
+      );
+      expect(() => MlxSession.createSync(bytes, { fallback: 'none' })).toThrow(UnsupportedOperatorError);
+      expect(() => MlxSession.createSync(bytes, { fallback: 'none' })).toThrow(reason);
+    };
+    const LATENT = P.attr.string('kv_cache_layout', 'LATENT');
+    const one = P.attr.int('kv_num_heads', 1);
+    declined(['q', 'q', 'q', 'q', '', 'q', 'q', 'q'], ['y'], [one, LATENT], /LATENT takes neither value/);
+    declined(['q', 'q', '', 'q', 'q', 'q', 'q', 'q'], ['y'], [one, LATENT], /LATENT takes neither value/);
+    declined(['q', 'q', '', 'q', '', 'q', 'q', 'q'], ['y', 'k', 'v'], [one, LATENT], /LATENT takes neither value/);
+    declined(['q', 'q', '', 'q', '', 'q', 'q', 'q'], ['y'], [P.attr.int('kv_num_heads', 2), LATENT], /LATENT needs kv_num_heads 1/);
+    declined(['q', '', '', 'q', '', 'q', 'q', 'q'], ['y'], [one, LATENT], /LATENT needs key as its own input/);
+    declined(
+      ['q', 'q', 'q', 'q', 'q', 'q', 'q', 'q'],
+      ['y'],
+      [one, P.attr.int('v_head_size', 8)],
+      /v_head_size is only valid with kv_cache_layout LATENT/,
     );
-    expect(() => MlxSession.createSync(latent, { fallback: 'none' })).toThrow(UnsupportedOperatorError);
-    expect(() => MlxSession.createSync(latent, { fallback: 'none' })).toThrow(/LATENT/);
-    expect(() => MlxSession.createSync(bytes, { fallback: 'none' }).release()).not.toThrow();
+    declined(
+      ['q', 'q', 'q', 'q', 'q', 'q', 'q', 'q'],
+      ['y'],
+      [one, P.attr.int('rotary_offset', 4)],
+      /rotary_offset must be a non-negative multiple of 8/,
+    );
+    declined(
+      ['q', 'q', 'q', 'q', 'q', 'q', 'q', 'q'],
+      ['y'],
+      [one, P.attr.string('kv_cache_layout', 'FUSED')],
+      /not one of SEPARATE, LATENT/,
+    );
+  });
+
+  it('LATENT: a v_head_size other than the head size without a scale, or wider than the head, fails the run naming it', () => {
+    for (const [vHeadSize, attrs, reason] of [
+      [16, {}, /v_head_size 16 differs from the head size 24: the scale attribute is required/],
+      [32, { scale: 0.2 }, /v_head_size 32 is wider than the head size 24/],
+    ] as const) {
+      const c: Case = { ...base, Nkv: 1, H: 24, latent: { vHeadSize }, attrs };
+      const s = MlxSession.createSync(modelOf(c), {});
+      try {
+        expect(() => s.runSync(feedsOf(c, dataOf(c)))).toThrow(NodeExecutionError);
+        expect(() => s.runSync(feedsOf(c, dataOf(c)))).toThrow(reason);
+      } finally {
+        s.release();
+      }
+    }
   });
 });

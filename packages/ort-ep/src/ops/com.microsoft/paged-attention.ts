@@ -11,9 +11,12 @@
 // onnxruntime has only a CUDA kernel; the spec (docs/ContribOperators.md) is the reference, and the
 // tests compare with a float64 implementation of it. int8, float8e4m3fn, and int4 / float4e2m1
 // (two a byte in a uint8 cache of ceil(head_size / 2) bytes a head) caches are quantized
-// symmetrically with PER_TENSOR or PER_CHANNEL scales (see CacheCodec). Not supported (declined
-// with the reason): the LATENT layout, rotary_offset. The updated caches are new arrays (MLX has no
-// in-place update of a feed); donating the cache feeds lets MLX reuse their buffers.
+// symmetrically with PER_TENSOR or PER_CHANNEL scales (see CacheCodec). The LATENT layout
+// (absorbed multi-head latent attention, DeepSeek's MLA): one cache of one KV head, whose rows
+// give K whole and V as their leading v_head_size channels; rotary_offset puts the rotated
+// channels at [rotary_offset, rotary_offset + rotary_dim) of each head (MLA: the positional suffix
+// after the latent part). The updated caches are new arrays (MLX has no in-place update of a feed);
+// donating the cache feeds lets MLX reuse their buffers.
 import * as mx from '@mlx/core';
 import { fromHeads, scaledDotProductAttention } from '@mlx/kernels';
 import { OnnxDataType } from '../../onnx/index.js';
@@ -155,10 +158,22 @@ function check(ctx: CheckContext<PagedParams>): string | undefined {
   const p = ctx.params;
   if (!(p.heads > 0 && p.kvHeads > 0 && p.heads % p.kvHeads === 0))
     return `num_heads ${p.heads} must be a positive multiple of kv_num_heads ${p.kvHeads}`;
-  if (p.layout !== 'SEPARATE') return `kv_cache_layout '${p.layout}' is not supported; only SEPARATE`;
+  if (p.layout !== 'SEPARATE' && p.layout !== 'LATENT') return `kv_cache_layout '${p.layout}' is not one of SEPARATE, LATENT`;
+  const latent = p.layout === 'LATENT';
+  if (latent) {
+    if (ctx.node.inputs[2] || ctx.node.inputs[4] || ctx.node.outputs[2])
+      return 'kv_cache_layout LATENT takes neither value, value_cache nor value_cache_out (V is read from key_cache)';
+    if (p.kvHeads !== 1) return `kv_cache_layout LATENT needs kv_num_heads 1, got ${p.kvHeads}`;
+    if (!ctx.node.inputs[1]) return 'kv_cache_layout LATENT needs key as its own input (packed QKV has no LATENT form)';
+    if (p.vQuant !== 'NONE' || p.vCacheDtype || ctx.node.inputs[15])
+      return 'kv_cache_layout LATENT has no value cache to quantize (v_quant_type, v_cache_dtype, v_scale)';
+    if (p.vHeadSize < 0) return `v_head_size must not be negative, got ${p.vHeadSize}`;
+  } else if (p.vHeadSize !== 0) return 'v_head_size is only valid with kv_cache_layout LATENT';
+  if (!(p.rotaryOffset >= 0 && p.rotaryOffset % 8 === 0))
+    return `rotary_offset must be a non-negative multiple of 8, got ${p.rotaryOffset}`;
   for (const [side, quant, dtype, at, scaleAt] of [
     ['k', p.kQuant, p.kCacheDtype, 3, 14],
-    ['v', p.vQuant, p.vCacheDtype, 4, 15],
+    ...(latent ? [] : ([['v', p.vQuant, p.vCacheDtype, 4, 15]] as const)),
   ] as const) {
     if (!QUANTS.includes(quant)) return `${side}_quant_type '${quant}' is not one of ${QUANTS.join(', ')}`;
     if (dtype && !CACHE_DTYPES.includes(dtype)) return `${side}_cache_dtype '${dtype}' is not supported (${CACHE_DTYPES.join(', ')})`;
@@ -172,14 +187,12 @@ function check(ctx: CheckContext<PagedParams>): string | undefined {
     if ((quant !== 'NONE') !== !!ctx.node.inputs[scaleAt])
       return quant !== 'NONE' ? `${side}_quant_type ${quant} needs ${side}_scale` : `${side}_scale needs ${side}_quant_type`;
   }
-  if (PACKED.includes(p.kCacheDtype) !== PACKED.includes(p.vCacheDtype))
+  if (!latent && PACKED.includes(p.kCacheDtype) !== PACKED.includes(p.vCacheDtype))
     return 'PagedAttention needs both caches packed (int4 / float4e2m1) or neither';
-  if (p.rotaryOffset !== 0) return 'PagedAttention rotary_offset is not supported';
-  if (p.vHeadSize !== 0) return 'PagedAttention v_head_size is not supported (it needs the LATENT layout)';
-  if (!ctx.node.inputs[4]) return 'PagedAttention needs value_cache (the SEPARATE layout)';
+  if (!latent && !ctx.node.inputs[4]) return 'PagedAttention needs value_cache (the SEPARATE layout)';
   if (!ctx.node.inputs[12] !== !ctx.node.inputs[13]) return 'PagedAttention needs both q_norm_weight and k_norm_weight, or neither';
   if (p.doRotary && (!ctx.node.inputs[8] || !ctx.node.inputs[9])) return 'PagedAttention with do_rotary needs cos_cache and sin_cache';
-  for (const i of [3, 4]) {
+  for (const i of latent ? [3] : [3, 4]) {
     const t = ctx.inputType(i);
     const packed = PACKED.includes(i === 3 ? p.kCacheDtype : p.vCacheDtype);
     if (t !== undefined && (packed ? t !== OnnxDataType.UINT8 : !FLOATS.includes(t) && !QUANTIZED.includes(t)))
@@ -197,8 +210,10 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
   const T = query.shape[0];
   // A float8 cache arrives as its codes (MLX has no float8 dtype).
   const cacheInput = (i: number) => (ctx.elemType(i) === OnnxDataType.FLOAT8E4M3FN ? optionalQuantInput(ctx, i) : ctx.input(i));
+  const latent = p.layout === 'LATENT';
   const keyCache = cacheInput(3) as mx.Array;
-  const valueCache = cacheInput(4) as mx.Array;
+  // LATENT: no value cache; V is read from key_cache's rows.
+  const valueCache = latent ? keyCache : (cacheInput(4) as mx.Array);
   if (keyCache.ndim !== 4 || keyCache.shape[2] !== Nkv || valueCache.shape.some((d, i) => d !== keyCache.shape[i]))
     throw new RangeError(
       `key_cache and value_cache must be one shape [num_blocks, block_size, ${Nkv}, head_size], got [${keyCache.shape.join(', ')}] and [${valueCache.shape.join(', ')}]`,
@@ -209,12 +224,17 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
   const H = packedCache ? (ctx.has(1) ? query.shape[1] / N : query.shape[1] / (N + 2 * Nkv)) : cacheH;
   if (!Number.isInteger(H) || (packedCache && Math.ceil(H / 2) !== cacheH))
     throw new RangeError(`the query's head size ${H} does not fit the packed cache's ${cacheH} bytes a head`);
-  let q: mx.Array, k: mx.Array, v: mx.Array; // [T, heads, H]
+  // The value head: v_head_size channels in LATENT (the leading ones of a key row), else the head size.
+  const Hv = latent && p.vHeadSize ? p.vHeadSize : H;
+  if (Hv > H) throw new RangeError(`v_head_size ${Hv} is wider than the head size ${H}`);
+  if (Hv !== H && p.scale === undefined)
+    throw new RangeError(`v_head_size ${Hv} differs from the head size ${H}: the scale attribute is required`);
+  let q: mx.Array, k: mx.Array, v: mx.Array | undefined; // [T, heads, H]
   const key = ctx.optional(1);
   if (key) {
     q = query;
     k = key;
-    v = ctx.input(2);
+    v = latent ? undefined : ctx.input(2);
   } else {
     [q, k, v] = mx.splitSections(query, [N * H, (N + Nkv) * H], 1);
   }
@@ -225,7 +245,7 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
   };
   q = heads(q, N, 'query');
   k = heads(k, Nkv, 'key');
-  v = heads(v, Nkv, 'value');
+  if (v) v = heads(v, Nkv, 'value');
 
   const cu = hostNumbers(ctx.host(5));
   const past = hostNumbers(ctx.host(6));
@@ -283,18 +303,24 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
     const pos = mx.Array.fromTypedArray(positions, [1, T], 'int32');
     const [cos, sin] = rotaryTables(ctx, pos, ctx.input(8), ctx.input(9), T).map((t) => mx.reshape(t, [T, 1, t.shape[2]]));
     const rd = cos.shape[2] * 2;
+    const off = p.rotaryOffset;
+    if (off + rd > H) throw new RangeError(`rotary_offset ${off} + rotary dim ${rd} (cos_cache's width x 2) exceeds the head size ${H}`);
+    // Channels [off, off + rd) rotate; those before and after pass through.
     const rot = (x: mx.Array) => {
-      if (rd === H) return rotate(x, cos, sin, p.rotaryInterleaved);
-      const [head, tail] = mx.splitSections(x, [rd], 2);
-      return mx.concatenate([rotate(head, cos, sin, p.rotaryInterleaved), tail], 2);
+      if (off === 0 && rd === H) return rotate(x, cos, sin, p.rotaryInterleaved);
+      const cuts = [off, off + rd].filter((c) => c > 0 && c < H);
+      const parts = mx.splitSections(x, cuts, 2);
+      const at = off > 0 ? 1 : 0;
+      parts[at] = rotate(parts[at], cos, sin, p.rotaryInterleaved);
+      return mx.concatenate(parts, 2);
     };
     q = rot(q);
     k = rot(k);
   }
 
   const kCodec = cacheCodec(ctx, 3, 14, p.kQuant, p.kCacheDtype, Nkv, H, 'k');
-  const vCodec = cacheCodec(ctx, 4, 15, p.vQuant, p.vCacheDtype, Nkv, H, 'v');
-  if (packedCache && (p.kQuant === 'NONE' || p.vQuant === 'NONE'))
+  const vCodec = latent ? kCodec : cacheCodec(ctx, 4, 15, p.vQuant, p.vCacheDtype, Nkv, H, 'v');
+  if (packedCache && (p.kQuant === 'NONE' || (!latent && p.vQuant === 'NONE')))
     throw new RangeError('a packed int4 / float4e2m1 cache needs a quant type and a scale');
   // Write the new rows at their slots.
   const flat = (c: mx.Array) => mx.reshape(c, [numBlocks * blockSize, Nkv * cacheH]);
@@ -311,8 +337,9 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
       return codec.store(mx.reshape(sel, [writeTokens.length, Nkv * H]), c.dtype);
     };
     flatK = mx.putAlongAxis(flatK, idx, rows(k, keyCache, kCodec), 0);
-    flatV = mx.putAlongAxis(flatV, idx, rows(v, valueCache, vCodec), 0);
+    if (v) flatV = mx.putAlongAxis(flatV, idx, rows(v, valueCache, vCodec), 0);
   }
+  if (latent) flatV = flatK;
 
   // Each sequence's attention over its cache, read through the block table.
   const scale = p.scale ?? 1 / Math.sqrt(H);
@@ -326,10 +353,13 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
     if (qlen === 0) continue;
     const L = past[b] + qlen;
     const slots = Int32Array.from({ length: L }, (_, i) => slotOf(b, i));
-    const read = (c: mx.Array) =>
-      mx.expandDims(mx.transpose(mx.reshape(mx.take(c, mx.Array.fromTypedArray(slots, [L], 'int32'), 0), [L, Nkv, H]), [1, 0, 2]), 0);
-    const keys = mx.astype(read(readK), q.dtype);
-    const values = mx.astype(read(readV), q.dtype);
+    const read = (c: mx.Array, width: number) => {
+      let rows = mx.reshape(mx.take(c, mx.Array.fromTypedArray(slots, [L], 'int32'), 0), [L, Nkv, H]);
+      if (width < H) rows = mx.slice(rows, [0, 0, 0], [L, Nkv, width], [1, 1, 1]);
+      return mx.expandDims(mx.transpose(rows, [1, 0, 2]), 0);
+    };
+    const keys = mx.astype(read(readK, H), q.dtype);
+    const values = mx.astype(read(readV, Hv), q.dtype);
     const qb = mx.expandDims(mx.transpose(mx.slice(q, [cu[b], 0, 0], [cu[b + 1], N, H], [1, 1, 1]), [1, 0, 2]), 0); // [1, N, qlen, H]
     const visible = new Uint8Array(qlen * L);
     for (let j = 0; j < qlen; j++) {
@@ -344,11 +374,12 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
     const y = sink
       ? sinkAttention(qb, keys, values, sink, mask, undefined, scale, p.softcap)
       : scaledDotProductAttention(qb, keys, values, { scale, mask, softcap: p.softcap });
-    outs.push(mx.reshape(fromHeads(y), [qlen, N * H]));
+    outs.push(mx.reshape(fromHeads(y), [qlen, N * Hv]));
   }
-  const y = outs.length === 1 ? outs[0] : outs.length ? mx.concatenate(outs, 0) : mx.zeros([0, N * H], query.dtype);
+  const y = outs.length === 1 ? outs[0] : outs.length ? mx.concatenate(outs, 0) : mx.zeros([0, N * Hv], query.dtype);
   const out = (c: mx.Array, codec: CacheCodec) => (codec.float8 ? typed(c, OnnxDataType.FLOAT8E4M3FN) : c);
-  return [y, out(mx.reshape(flatK, keyCache.shape), kCodec), out(mx.reshape(flatV, valueCache.shape), vCodec)];
+  const kOut = out(mx.reshape(flatK, keyCache.shape), kCodec);
+  return latent ? [y, kOut] : [y, kOut, out(mx.reshape(flatV, valueCache.shape), vCodec)];
 }
 
 export const pagedAttentionOps: OpEntry[] = [
@@ -356,6 +387,6 @@ export const pagedAttentionOps: OpEntry[] = [
     parse,
     check,
     run,
-    note: 'float, int8, float8e4m3fn, int4 or float4e2m1 (packed) caches (PER_TENSOR, PER_CHANNEL scales), SEPARATE layout; slot_mapping, is_causal, local window, softcap, head_sink, Q/K norms, rotary; LATENT or rotary_offset',
+    note: 'float, int8, float8e4m3fn, int4 or float4e2m1 (packed) caches (PER_TENSOR, PER_CHANNEL scales), SEPARATE and LATENT (MLA, v_head_size) layouts; slot_mapping, is_causal, local window, softcap, head_sink, Q/K norms, rotary (interleaved, rotary_offset)',
   }),
 ];

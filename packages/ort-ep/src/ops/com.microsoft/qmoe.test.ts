@@ -2,8 +2,9 @@
 // and 8 bits, row-wise and block-wise scales, packed zero points, biases, every activation (SwiGLU
 // interleaved, with and without alpha/beta/limit), normalize_routing_weights and router_weights,
 // 2-D and 3-D inputs, float16. The concatenated SwiGLU (swiglu_fusion=2), which onnxruntime's CPU
-// kernel refuses, is checked against a float64 reference written here from the spec (the same
-// reference agrees with onnxruntime on every case it runs, which the first test checks).
+// kernel refuses, and separate FC3 weights (gated experts, SwiGLU unfused), which it has no kernel
+// for, are checked against a float64 reference written here from the spec (the same reference
+// agrees with onnxruntime on every case it runs, which the first test checks).
 import { describe, expect, it } from 'vitest';
 import * as P from '../../../test/helpers/proto.js';
 import { expectSameAsOrt, ort, runOn, type Feeds } from '../../../test/helpers/ort.js';
@@ -35,6 +36,11 @@ interface QmoeCase {
   zp1?: Uint8Array;
   zp2?: Uint8Array;
   routerWeights?: number[];
+  /** Separate FC3 weights [E, I, H / per] (the gated branch), their scales, bias and zero points. */
+  w3?: Uint8Array;
+  s3?: number[];
+  b3?: number[];
+  zp3?: Uint8Array;
 }
 function field(bytes: Uint8Array, i: number, bits: number) {
   const per = 8 / bits;
@@ -71,9 +77,10 @@ function qmoeRef(
   c: QmoeCase,
   opts: { gelu?: 'tanh' | 'erf'; swigluOrder?: 'gl' | 'lg'; routing?: 'topk-softmax' | 'full-softmax' | 'raw' } = {},
 ): Float64Array {
-  const F1 = c.act === 'swiglu' ? 2 * c.I : c.I;
+  const F1 = c.act === 'swiglu' && !c.w3 ? 2 * c.I : c.I;
   const W1 = dequant(c.w1, c.s1, c.zp1, c.E, F1, c.H, c.bits, c.block),
     W2 = dequant(c.w2, c.s2, c.zp2, c.E, c.H, c.I, c.bits, c.block);
+  const W3 = c.w3 ? dequant(c.w3, c.s3!, c.zp3, c.E, c.I, c.H, c.bits, c.block) : undefined;
   const out = new Float64Array(c.T * c.H);
   for (let t = 0; t < c.T; t++) {
     const logits = c.router.slice(t * c.E, (t + 1) * c.E);
@@ -112,12 +119,23 @@ function qmoeRef(
         for (let i = 0; i < c.H; i++) acc += x[i] * W1[(e * F1 + n) * c.H + i];
         h[n] = acc;
       }
+      // FC3, the gated branch: act(FC1 x) · FC3 x, or SwiGLU with g = FC1 x, l = FC3 x.
+      const h3 = new Float64Array(c.I);
+      if (W3)
+        for (let n = 0; n < c.I; n++) {
+          let acc = c.b3 ? c.b3[e * c.I + n] : 0;
+          for (let i = 0; i < c.H; i++) acc += x[i] * W3[(e * c.I + n) * c.H + i];
+          h3[n] = acc;
+        }
       const a = new Float64Array(c.I);
       for (let n = 0; n < c.I; n++) {
         if (c.act === 'swiglu') {
           let g: number, l: number;
           const gl = (opts.swigluOrder ?? 'gl') === 'gl';
-          if (c.fusion === 1) {
+          if (W3) {
+            g = h[n];
+            l = h3[n];
+          } else if (c.fusion === 1) {
             g = gl ? h[2 * n] : h[2 * n + 1];
             l = gl ? h[2 * n + 1] : h[2 * n];
           } else {
@@ -140,6 +158,7 @@ function qmoeRef(
                   : opts.gelu === 'erf'
                     ? 0.5 * v * (1 + erf(v / Math.SQRT2))
                     : 0.5 * v * (1 + Math.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)));
+          if (W3) a[n] *= h3[n];
         }
       }
       for (let o = 0; o < c.H; o++) {
@@ -179,10 +198,10 @@ function rnd(seed: number) {
   };
 }
 
-function makeCase(over: Partial<QmoeCase> & { zp?: boolean; bias?: boolean; rw?: boolean }, seed = 3): QmoeCase {
+function makeCase(over: Partial<QmoeCase> & { zp?: boolean; bias?: boolean; rw?: boolean; fc3?: boolean }, seed = 3): QmoeCase {
   const r = rnd(seed);
   const c = { T: 3, H: 32, I: 32, E: 4, k: 2, bits: 8, block: 0, act: 'relu', fusion: 1, normalize: 0, ...over } as QmoeCase;
-  const F1 = c.act === 'swiglu' ? 2 * c.I : c.I;
+  const F1 = c.act === 'swiglu' && !over.fc3 ? 2 * c.I : c.I;
   const per = 8 / c.bits;
   const small = c.bits === 8 ? 0.1 : 1;
   c.x = Array.from({ length: c.T * c.H }, () => r() * 2 - 1);
@@ -203,13 +222,22 @@ function makeCase(over: Partial<QmoeCase> & { zp?: boolean; bias?: boolean; rw?:
     c.zp2 = Uint8Array.from({ length: c.E * zpBytes(c.H, kb2) }, () => Math.floor(r() * 256));
   }
   if (over.rw) c.routerWeights = Array.from({ length: c.T * c.E }, () => r());
+  if (over.fc3) {
+    c.w3 = Uint8Array.from({ length: (c.E * c.I * c.H) / per }, () => Math.floor(r() * 256));
+    c.s3 = Array.from({ length: c.E * c.I * kb1 }, () => (0.002 + r() * 0.01) * small);
+    if (over.bias) c.b3 = Array.from({ length: c.E * c.I }, () => r() - 0.5);
+    if (over.zp) {
+      const bytes = c.block ? c.I * Math.ceil(kb1 / per) : Math.ceil(c.I / per);
+      c.zp3 = Uint8Array.from({ length: c.E * bytes }, () => Math.floor(r() * 256));
+    }
+  }
   return c;
 }
 
 type Attr = ReturnType<typeof P.attr.int>;
 
 function qmoeModel(c: QmoeCase, elem: 'float32' | 'float16', extra: Attr[] = [], shape3 = false): Uint8Array {
-  const F1 = c.act === 'swiglu' ? 2 * c.I : c.I;
+  const F1 = c.act === 'swiglu' && !c.w3 ? 2 * c.I : c.I;
   const per = 8 / c.bits;
   const kb1 = c.block ? c.H / c.block : 0;
   const kb2 = c.block ? c.I / c.block : 0;
@@ -233,6 +261,19 @@ function qmoeModel(c: QmoeCase, elem: 'float32' | 'float16', extra: Attr[] = [],
     inits.push(bytes('z1', zpDims(F1, kb1), c.zp1), bytes('z2', zpDims(c.H, kb2), c.zp2));
     ins[11] = 'z1';
     ins[12] = 'z2';
+  }
+  if (c.w3) {
+    inits.push(bytes('w3', [c.E, c.I, c.H / per], c.w3), floats('s3', kb1 ? [c.E, c.I, kb1] : [c.E, c.I], c.s3!));
+    ins[8] = 'w3';
+    ins[9] = 's3';
+    if (c.b3) {
+      inits.push(floats('b3', [c.E, c.I], c.b3));
+      ins[10] = 'b3';
+    }
+    if (c.zp3) {
+      inits.push(bytes('z3', c.block ? [c.E, c.I, Math.ceil(kb1 / per)] : [c.E, Math.ceil(c.I / per)], c.zp3));
+      ins[13] = 'z3';
+    }
   }
   const inputs = [P.valueInfo('x', P.tensorType(T, shape3 ? [1, c.T, c.H] : [c.T, c.H])), P.valueInfo('r', P.tensorType(T, [c.T, c.E]))];
   if (c.routerWeights) {
@@ -345,6 +386,44 @@ describe('QMoE beyond onnxruntime-node CPU', () => {
     }
   });
 
+  // onnxruntime-node's CPU kernel has no FC3 ("FC3 gating is not yet implemented on CPU"), which the first case checks.
+  const fc3Cases: [string, Partial<QmoeCase> & { zp?: boolean; bias?: boolean; fc3: true }, Attr[]][] = [
+    [
+      'gated silu with FC3 (Mixtral w1 / w3), 4-bit block 16, zero points and biases',
+      { act: 'silu', bits: 4, block: 16, zp: true, bias: true, fc3: true },
+      [],
+    ],
+    ['gated relu with FC3, 8-bit row-wise, k 1', { act: 'relu', k: 1, fc3: true }, []],
+    [
+      'SwiGLU unfused (swiglu_fusion=0) with FC3 as its linear branch, alpha, beta, limit',
+      { act: 'swiglu', fusion: 0, bits: 4, bias: true, fc3: true },
+      [P.attr.float('activation_alpha', 1.702), P.attr.float('activation_beta', 1), P.attr.float('swiglu_limit', 0.05)],
+    ],
+    ['gated gelu with FC3, 2-bit block 16', { act: 'gelu', bits: 2, block: 16, fc3: true }, []],
+  ];
+  fc3Cases.forEach(([name, over, extra], i) =>
+    it(`${name}, against the float64 reference`, async () => {
+      const c = makeCase(over, 21 + i);
+      const bytes = qmoeModel(c, 'float32', extra);
+      if (i === 0) await expect(runOn('cpu', bytes, feedsOf(c, 'float32'))).rejects.toThrow(/FC3 gating is not yet implemented on CPU/);
+      const attrOf = (n: string) => extra.find((a) => a.name === n)?.f;
+      const ref = qmoeRef({ ...c, alpha: attrOf('activation_alpha'), beta: attrOf('activation_beta'), limit: attrOf('swiglu_limit') });
+      for (const compiled of [false, true]) {
+        const s = MlxSession.createSync(bytes, { compiled });
+        try {
+          const y = s.runSync({
+            x: { dtype: 1, dims: [c.T, c.H], data: Float32Array.from(c.x) },
+            r: { dtype: 1, dims: [c.T, c.E], data: Float32Array.from(c.router) },
+          }).y as { data: Float32Array };
+          const bad = Array.from(y.data).findIndex((v, j) => !(Math.abs(v - ref[j]) < 1e-4 * (1 + Math.abs(ref[j]))));
+          expect(bad === -1 ? 'ok' : `y[${bad}]: mlx ${y.data[bad]} vs reference ${ref[bad]}`).toBe('ok');
+        } finally {
+          s.release();
+        }
+      }
+    }),
+  );
+
   it('unsupported forms are declined with the reason', () => {
     const c = makeCase({});
     const bytes = qmoeModel(c, 'float32', [P.attr.string('quant_type', 'wfp4afp8')]);
@@ -354,7 +433,11 @@ describe('QMoE beyond onnxruntime-node CPU', () => {
     const fp4 = qmoeModel(makeCase({ bits: 4, block: 32 }), 'float32', [P.attr.string('quant_type', 'fp4')]);
     expect(() => MlxSession.createSync(fp4, { fallback: 'none' })).toThrow(/fp4 block scales must be float8e8m0/);
     const sw0 = qmoeModel(makeCase({ act: 'swiglu', fusion: 0 }), 'float32');
-    expect(() => MlxSession.createSync(sw0, { fallback: 'none' })).toThrow(/swiglu_fusion=0/);
+    expect(() => MlxSession.createSync(sw0, { fallback: 'none' })).toThrow(/swiglu_fusion=0 \(not fused\) needs fc3_experts_weights/);
+    const sw1 = qmoeModel({ ...makeCase({ act: 'swiglu', fusion: 0, fc3: true }), fusion: 1 }, 'float32');
+    expect(() => MlxSession.createSync(sw1, { fallback: 'none' })).toThrow(/fc3_experts_weights with SwiGLU need swiglu_fusion=0/);
+    const sparse = qmoeModel(makeCase({}), 'float32', [P.attr.int('use_sparse_mixer', 1)]);
+    expect(() => MlxSession.createSync(sparse, { fallback: 'none' })).toThrow(/use_sparse_mixer/);
   });
 });
 

@@ -17,6 +17,12 @@
 //  - nvfp4: the same with float8e4m3fn block scales over blocks of 16.
 // 'wfp4afp8' (FP8 activations) and the activation-scale inputs are declined.
 //
+// Separate FC3 weights (integer experts; onnxruntime's CPU kernel has none: "FC3 gating is not yet
+// implemented on CPU"): FC3 is the linear branch of a gated FFN, act(FC1(x)) · FC3(x) (Mixtral's
+// w1 / w3), and with SwiGLU unfused (swiglu_fusion 0) g = FC1(x), l = FC3(x) in the formula above.
+// use_sparse_mixer is declined: onnxruntime's CPU kernel takes it at k = 2 and routes as without
+// it, its CUDA kernel routes with PhiMoE's SparseMixer; the fallback gives onnxruntime's result.
+//
 // MLX: the experts' weights are dequantized to float32 (all experts, every run), then each
 // (token, chosen expert) pair is one row of gather_mm over the expert axis, so only the chosen
 // experts' products are computed.
@@ -90,9 +96,16 @@ function check(ctx: CheckContext<QMoEParams>): string | undefined {
     return `quant_type '${p.quantType}' is not supported; 'int', 'fp8', 'fp4' and 'nvfp4' are (FP8 activations are not)`;
   if (p.sparseMixer) return 'use_sparse_mixer is not supported';
   if (p.prepacked === 1) return 'weights_prepacked=1 (an execution provider layout) is not supported';
-  if (p.activation === 'swiglu' && p.fusion !== 1 && p.fusion !== 2)
-    return `SwiGLU with swiglu_fusion=${p.fusion} (separate FC3 weights) is not supported; 1 (interleaved) and 2 (concatenated) are`;
-  for (const i of [8, 9, 10, 13]) if (ctx.node.inputs[i]) return 'fc3 inputs are not supported (SwiGLU is taken fused into FC1)';
+  const fc3 = !!ctx.node.inputs[8];
+  if (p.activation === 'swiglu' && ![0, 1, 2].includes(p.fusion)) return `swiglu_fusion must be 0, 1 or 2, got ${p.fusion}`;
+  if (p.activation === 'swiglu' && p.fusion === 0 && !fc3)
+    return 'SwiGLU with swiglu_fusion=0 (not fused) needs fc3_experts_weights (its linear branch)';
+  if (fc3 && p.activation === 'swiglu' && p.fusion !== 0)
+    return `fc3_experts_weights with SwiGLU need swiglu_fusion=0, got ${p.fusion} (FC1 already holds both branches)`;
+  for (const i of [9, 10, 13]) if (ctx.node.inputs[i] && !fc3) return `fc3 input ${i} is given without fc3_experts_weights`;
+  if (fc3 && p.quantType !== 'int')
+    return `fc3_experts_weights with quant_type '${p.quantType}' are not supported (there is no fc3 global scale)`;
+  if (fc3 && !ctx.node.inputs[9]) return 'fc3_experts_weights need fc3_scales';
   for (let i = 17; i < ctx.node.inputs.length; i++)
     if (ctx.node.inputs[i]) return 'activation scale inputs (FP8 activations) are not supported';
   const float = FLOAT_QUANTS.includes(p.quantType);
@@ -230,6 +243,7 @@ function activate(h: mx.Array, p: QMoEParams, inter: number): mx.Array {
       return mx.multiply(mx.multiply(0.5, h), mx.add(1, mx.tanh(inner)));
     }
     case 'swiglu': {
+      if (p.fusion === 0) throw new Error('internal error: unfused SwiGLU is applied by gated()');
       const shape = h.shape.slice(0, -1);
       let g: mx.Array, l: mx.Array;
       if (p.fusion === 1) {
@@ -242,13 +256,23 @@ function activate(h: mx.Array, p: QMoEParams, inter: number): mx.Array {
         g = mx.slice(h, [...z, 0], [...shape, inter], [...one, 1]);
         l = mx.slice(h, [...z, inter], [...shape, 2 * inter], [...one, 1]);
       }
-      if (Number.isFinite(p.limit)) {
-        g = mx.minimum(g, p.limit);
-        l = mx.clip(l, -p.limit, p.limit);
-      }
-      return mx.multiply(mx.multiply(g, mx.sigmoid(mx.multiply(p.alpha, g))), mx.add(l, p.beta));
+      return swiglu(g, l, p);
     }
   }
+}
+
+/** G · sigmoid(alpha · G) · (L + beta), G = min(g, limit), L = clamp(l, ±limit). */
+function swiglu(g: mx.Array, l: mx.Array, p: QMoEParams): mx.Array {
+  if (Number.isFinite(p.limit)) {
+    g = mx.minimum(g, p.limit);
+    l = mx.clip(l, -p.limit, p.limit);
+  }
+  return mx.multiply(mx.multiply(g, mx.sigmoid(mx.multiply(p.alpha, g))), mx.add(l, p.beta));
+}
+
+/** With FC3: SwiGLU of (FC1, FC3) when unfused, else act(FC1) · FC3. */
+function gated(h1: mx.Array, h3: mx.Array, p: QMoEParams, inter: number): mx.Array {
+  return p.activation === 'swiglu' ? swiglu(h1, h3, p) : mx.multiply(activate(h1, p, inter), h3);
 }
 
 function run(ctx: OpContext<QMoEParams>): mx.Array[] {
@@ -266,7 +290,7 @@ function run(ctx: OpContext<QMoEParams>): mx.Array[] {
   const w2 = ctx.shape(5);
   if (w2.length !== 3) throw new RangeError(`fc2_experts_weights must be 3-D, got [${w2.join(', ')}]`);
   const I = w2[2] * perByte(p);
-  const F1 = p.activation === 'swiglu' ? 2 * I : I;
+  const F1 = p.activation === 'swiglu' && p.fusion !== 0 ? 2 * I : I;
   if (p.block && (H % p.block || I % p.block))
     throw new RangeError(`hidden size ${H} and inter size ${I} must be multiples of block_size ${p.block}`);
   const W1 = dequantized(ctx, 2, 3, 11, 15, { E, N: F1, K: H }, 'fc1');
@@ -294,7 +318,14 @@ function run(ctx: OpContext<QMoEParams>): mx.Array[] {
   let h = mx.gatherMm(x, mx.transpose(W1, [0, 2, 1]), tokens, experts, false); // [R, 1, F1]
   const b1 = biasRows(ctx, 4, experts, E, F1, 'fc1');
   if (b1) h = mx.add(h, b1);
-  const a = activate(h, p, I); // [R, 1, I]
+  let a: mx.Array; // [R, 1, I]
+  if (ctx.has(8)) {
+    const W3 = dequantized(ctx, 8, 9, 13, 15, { E, N: I, K: H }, 'fc3');
+    let h3 = mx.gatherMm(x, mx.transpose(W3, [0, 2, 1]), tokens, experts, false);
+    const b3 = biasRows(ctx, 10, experts, E, I, 'fc3');
+    if (b3) h3 = mx.add(h3, b3);
+    a = gated(h, h3, p, I);
+  } else a = activate(h, p, I);
   let y = mx.gatherMm(a, mx.transpose(W2, [0, 2, 1]), null, experts, false); // [R, 1, H]
   const b2 = biasRows(ctx, 7, experts, E, H, 'fc2');
   if (b2) y = mx.add(y, b2);
@@ -307,6 +338,6 @@ export const qmoeOps: OpEntry[] = [
     parse,
     check,
     run,
-    note: "quant_type 'int' (2/4/8 bits, row-wise or block-wise, zero points), 'fp8' (e4m3fn), 'fp4' (MXFP4) and 'nvfp4' experts with global scales, relu/gelu/silu/identity/SwiGLU (fused 1 or 2), router_weights; experts dequantized each run; no FP8 activations (wfp4afp8)",
+    note: "quant_type 'int' (2/4/8 bits, row-wise or block-wise, zero points), 'fp8' (e4m3fn), 'fp4' (MXFP4) and 'nvfp4' experts with global scales, relu/gelu/silu/identity/SwiGLU (fused 1 or 2, or unfused with FC3), gated FC3 experts (int), router_weights; experts dequantized each run; no FP8 activations (wfp4afp8), no use_sparse_mixer (falls back)",
   }),
 ];
