@@ -1,7 +1,7 @@
 // One model's runs: the eager path (every run walks the plan) and the compiled path (a
 // SignatureProgram per feed signature, in an LRU cache), both written as generators the drivers
 // run synchronously or without blocking.
-import { dataTypeName, type HostTensor } from '../onnx/index.js';
+import { OnnxDataType, dataTypeName, type HostTensor } from '../onnx/index.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 import type { Value } from '../runtime/value.js';
@@ -30,8 +30,41 @@ export interface RunnerOptions {
   maxSignatures: number;
 }
 
+/**
+ * Most values one shape signature is specialized on (a scalar feed read on the host, e.g. a sample
+ * rate that picks an If branch): past that many, the feed is taken as data again (a step).
+ */
+const MAX_VALUE_SIGNATURES = 4;
+
+/** Feeds that may be fixed by value: one-element integer or bool host tensors. */
+function specializable(f: HostTensor | Value): f is HostTensor {
+  if ('kind' in f) return false;
+  const dt = f.dtype;
+  const integral =
+    dt === OnnxDataType.BOOL ||
+    (dt >= OnnxDataType.UINT8 && dt <= OnnxDataType.INT64) ||
+    dt === OnnxDataType.UINT32 ||
+    dt === OnnxDataType.UINT64;
+  return integral && f.data.length === 1;
+}
+
+/** What a shape signature learned about its feeds' values (see valueFeeds). */
+interface ValueSpecialization {
+  /** The feeds whose values join the signature key; empty: none (the feeds are data). */
+  names: string[];
+  /** The value keys seen so far. */
+  seen: Set<string>;
+}
+
 export class ModelRunner {
   private readonly programs = new Map<string, SignatureProgram>();
+  /**
+   * By shape signature: the one-element integer feeds whose data its first run read on the host
+   * (alone deciding the read: an If on a fed flag, a fed sample rate). Each of their values gets a
+   * program of its own, in which those reads are static; after MAX_VALUE_SIGNATURES values the
+   * signature stops specializing (names emptied) and those reads are steps again.
+   */
+  private readonly valueFeeds = new Map<string, ValueSpecialization>();
   readonly stats: CompileStats = { hits: 0, misses: 0, evictions: 0, size: 0 };
 
   constructor(
@@ -54,7 +87,25 @@ export class ModelRunner {
       yield* this.program.runNodes(this.program.order(fetches), env);
       return outputsOf(env, fetches);
     }
-    const key = signatureKey(feeds, fetches);
+    const shapeKey = signatureKey(feeds, fetches);
+    let spec = this.valueFeeds.get(shapeKey);
+    let key = shapeKey;
+    if (spec?.names.length) {
+      const values = valueKey(feeds, spec.names);
+      if (!spec.seen.has(values) && spec.seen.size >= MAX_VALUE_SIGNATURES) {
+        // Too many values: the feeds are data again; the specialized programs go.
+        spec.names = [];
+        for (const [k, p] of this.programs) {
+          if (!k.startsWith(`${shapeKey}\u0002`)) continue;
+          p.dispose();
+          this.programs.delete(k);
+        }
+        this.stats.size = this.programs.size;
+      } else {
+        spec.seen.add(values);
+        key += values;
+      }
+    }
     const known = this.programs.get(key);
     if (known) {
       this.stats.hits++;
@@ -65,12 +116,25 @@ export class ModelRunner {
       return yield* known.run(env);
     }
     this.stats.misses++;
-    const analysis = new Analysis();
+    // Feeds fixed by value in this signature stay host tensors and are not data (not marked).
+    const fixed = new Set(spec?.names);
+    const names = Object.keys(feeds);
+    const candidates = spec ? 0 : names.reduce((m, n, i) => (i < 30 && specializable(feeds[n]) ? m | (1 << i) : m), 0);
+    const analysis = new Analysis(candidates);
     run.analysis = analysis;
-    this.setFeeds(env, run, feeds);
-    for (const v of env.values.values()) analysis.markFeed(v);
+    this.setFeeds(env, run, feeds, fixed);
+    names.forEach((n, i) => {
+      if (!fixed.has(n)) analysis.markFeed(env.values.get(n)!, i < 30 ? 1 << i : 0);
+    });
     yield* this.program.runNodes(this.program.order(fetches), env);
     run.analysis = undefined;
+    if (!spec) {
+      const readFeeds = names.filter((_, i) => i < 30 && analysis.hostReadFeeds & (1 << i));
+      spec = { names: readFeeds, seen: new Set() };
+      this.valueFeeds.set(shapeKey, spec);
+      // The next run of this shape signature analyses again with those feeds fixed.
+      if (readFeeds.length) return outputsOf(env, fetches);
+    }
     const sig = SignatureProgram.fromAnalysis(
       this.program,
       fetches,
@@ -78,6 +142,7 @@ export class ModelRunner {
       env,
       this.constants,
       compileSetup(this.options.device).traced,
+      [...fixed],
     );
     this.programs.set(key, sig);
     while (this.programs.size > this.options.maxSignatures) {
@@ -91,10 +156,11 @@ export class ModelRunner {
   }
 
   /** Compiled-path feeds: tensors MLX can hold go to the device; others (strings) stay on the host. */
-  private setFeeds(env: Env, run: RunState, feeds: Record<string, HostTensor | Value>): void {
+  private setFeeds(env: Env, run: RunState, feeds: Record<string, HostTensor | Value>, fixed?: ReadonlySet<string>): void {
     for (const [name, f] of Object.entries(feeds)) {
       let v: Value = 'kind' in f ? (f as Value) : { kind: 'host', tensor: f as HostTensor };
-      if (v.kind === 'host' && mxDtypeOf(v.tensor.dtype)) v = { kind: 'device', array: run.toArray(v, name), onnxType: v.tensor.dtype };
+      if (v.kind === 'host' && mxDtypeOf(v.tensor.dtype) && !fixed?.has(name))
+        v = { kind: 'device', array: run.toArray(v, name), onnxType: v.tensor.dtype };
       env.values.set(name, v);
     }
   }
@@ -109,6 +175,13 @@ export class ModelRunner {
     this.programs.clear();
     this.stats.size = 0;
   }
+}
+
+/** The values of the feeds `names` (one-element host tensors), for the signature key. */
+function valueKey(feeds: Record<string, HostTensor | Value>, names: readonly string[]): string {
+  let key = '\u0002';
+  for (const n of names) key += `${n}=${String((feeds[n] as HostTensor).data[0])};`;
+  return key;
 }
 
 function signatureKey(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): string {

@@ -73,7 +73,10 @@ export class SignatureProgram {
     };
   }
 
-  /** Builds the program from the analysed first run, whose values are still in `env`. */
+  /**
+   * Builds the program from the analysed first run, whose values are still in `env`. `fixed`:
+   * feeds whose values are part of the signature (host values, static like shape math).
+   */
   static fromAnalysis(
     program: GraphProgram,
     fetches: readonly string[],
@@ -81,9 +84,11 @@ export class SignatureProgram {
     env: Env,
     constants: ConstantStore,
     traced: boolean,
+    fixed: readonly string[] = [],
   ): SignatureProgram {
     const plan = program.plan;
     const statics = new Map<string, Value>();
+    for (const n of fixed) statics.set(n, env.values.get(n)!);
     const groups: (Segment | Step)[] = [];
     let seg: Segment | undefined;
     for (const idx of program.order(fetches)) {

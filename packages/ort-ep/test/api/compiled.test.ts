@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { MlxSession, type HostTensor } from '../../src/index.js';
 import { model, node, v } from '../helpers/build.js';
-import { seeded } from '../helpers/ort.js';
+import { ort, seeded } from '../helpers/ort.js';
 
 const f32 = (data: number[], dims: number[]): HostTensor => ({ dtype: 1, dims, data: Float32Array.from(data) });
 const i64 = (data: number[], dims: number[]): HostTensor => ({ dtype: 7, dims, data: BigInt64Array.from(data.map(BigInt)) });
@@ -151,6 +151,91 @@ describe('compiled path', () => {
       expect(s.compileStats).toMatchObject({ misses: 1, hits: 3 });
     } finally {
       s.release();
+    }
+  });
+
+  // y = (rate == 16000) ? x * 2 : x - 1, the rate a fed int64 scalar (Silero VAD's `sr` picks its
+  // whole model's If branch this way).
+  const rateIf = model({
+    opsets: { '': 17 },
+    inputs: [v('x', 'float32', [4]), v('rate', 'int64', [])],
+    outputs: [v('y', 'float32', [4])],
+    initializers: [{ name: 'r16k', type: 'int64', dims: [], values: [16000n] }],
+    nodes: [
+      node('Equal', ['rate', 'r16k'], ['c']),
+      node('If', ['c'], ['y'], {
+        attrs: {
+          then_branch: {
+            g: {
+              name: 'then',
+              inputs: [],
+              outputs: [v('t', 'float32', [4])],
+              initializers: [{ name: 'two', type: 'float32', dims: [], values: [2] }],
+              nodes: [node('Mul', ['x', 'two'], ['t'])],
+            },
+          },
+          else_branch: {
+            g: {
+              name: 'else',
+              inputs: [],
+              outputs: [v('e', 'float32', [4])],
+              initializers: [{ name: 'one', type: 'float32', dims: [], values: [1] }],
+              nodes: [node('Sub', ['x', 'one'], ['e'])],
+            },
+          },
+        },
+      }),
+    ],
+  });
+  const ortRate = async (s: import('onnxruntime-node').InferenceSession, x: number[], rate: number) =>
+    Array.from(
+      (
+        await s.run({
+          x: new ort.Tensor('float32', Float32Array.from(x), [4]),
+          rate: new ort.Tensor('int64', BigInt64Array.of(BigInt(rate)), []),
+        })
+      ).y.data as Float32Array,
+    );
+
+  it('an If on a fed integer scalar: one program per value, with no step, equal to onnxruntime', async () => {
+    const s = await MlxSession.create(rateIf, { device: 'cpu' });
+    const ref = await ort.InferenceSession.create(rateIf);
+    try {
+      for (const rate of [16000, 8000]) {
+        for (let r = 0; r < 4; r++) {
+          const x = seeded(4, 30 + r);
+          const got = values((await s.run({ x: f32(x, [4]), rate: i64([rate], []) })).y);
+          expect(got).toEqual(await ortRate(ref, x, rate));
+        }
+      }
+      // Per value: the shape signature's first run finds the host read of `rate`, the value's
+      // first run analyses with it fixed, the next traces; the If is then in the traced segment.
+      expect(s.describeSignatures()).toEqual([
+        { segments: 1, steps: 0, traced: 1, staticValues: 2 },
+        { segments: 1, steps: 0, traced: 1, staticValues: 2 },
+      ]);
+      expect(s.compileStats).toMatchObject({ misses: 3, hits: 5, size: 2 });
+    } finally {
+      s.release();
+      await ref.release();
+    }
+  });
+
+  it('a fed scalar read on the host with many values goes back to being a step', async () => {
+    const s = await MlxSession.create(rateIf, { device: 'cpu' });
+    const ref = await ort.InferenceSession.create(rateIf);
+    try {
+      const rates = [16000, 1, 2, 3, 4, 5, 16000, 6, 1];
+      for (const [k, rate] of rates.entries()) {
+        const x = seeded(4, 50 + k);
+        const got = values(s.runSync({ x: f32(x, [4]), rate: i64([rate], []) }).y);
+        expect(got).toEqual(await ortRate(ref, x, rate));
+      }
+      // Four values specialized; the fifth makes `rate` data again: one program, its If a step.
+      expect(s.describeSignatures()).toEqual([{ segments: 1, steps: 1, traced: 1, staticValues: 0 }]);
+    } finally {
+      s.release();
+      await ref.release();
     }
   });
 
