@@ -66,11 +66,12 @@ void run_generic(const Shape& s, const float* x, const float* wp, const float* b
   const size_t per = (P + ntasks_n - 1) / ntasks_n, p0 = nb * per, p1 = std::min(P, p0 + per);
   // Rows read in place only within one pass: with more K, rows a multiple of 4 KiB apart (K 1024,
   // 2048) fall in the same L1 sets, so those are packed kDepthBlock wide like im2col rows.
-  const bool direct = s.direct() && K <= static_cast<size_t>(kDepthBlock);
+  const bool direct = s.ld || (s.direct() && K <= static_cast<size_t>(kDepthBlock));
+  const size_t ldx = s.ld ? s.ld : K;
   for (size_t k0 = 0; k0 < K; k0 += KC) {
     const size_t kc = std::min(KC, K - k0);
-    const float* a = direct ? x + m0 * K + k0 : buf;
-    const size_t lda = direct ? K : kc;
+    const float* a = direct ? x + m0 * ldx + k0 : buf;
+    const size_t lda = direct ? ldx : kc;
     if (!direct) pack_rows(s, x, m0, mc, k0, kc, buf);
     const bool first = k0 == 0, last = k0 + kc >= K;
     for (size_t p = p0; p < p1; p++) {
@@ -251,6 +252,20 @@ class ConvGemm : public FusedPrimitive {
       // chunks (at most 4 per thread, of several tasks each) left one thread a chunk more than
       // the other on 2 cores (33 row blocks at 56x56: 5-task chunks, 4 against 3).
       const size_t ntasks = blocks * shares;
+      // Blocks split over panel shares would each pack the same rows: pack them all once instead
+      // (a row stride off multiples of 4 KiB), and let every task read them in place.
+      convgemm::Shape run = sh;
+      std::vector<float> rows;
+      const float* xr = xp;
+      if (shares > 1 && !(sh.direct() && sh.depth() <= static_cast<size_t>(convgemm::kDepthBlock))) {
+        const size_t K = sh.depth(), ld = K % 1024 == 0 ? K + 16 : K;
+        rows.resize(M * ld);
+        parallel_for(M, 8, [&](size_t m0, size_t m1) {
+          for (size_t m = m0; m < m1; m++) convgemm::pack_rows(sh, xp, m, 1, 0, K, rows.data() + m * ld);
+        });
+        run.ld = ld;
+        xr = rows.data();
+      }
       std::atomic<size_t> next{0};
       parallel_for(std::min(threads, ntasks), 1, [&](size_t, size_t) {
         thread_local std::vector<float> buf;
@@ -258,9 +273,9 @@ class ConvGemm : public FusedPrimitive {
           buf.resize(static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock);
         for (size_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) {
           if (avx512)
-            convgemm::run_avx512(sh, xp, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
+            convgemm::run_avx512(run, xr, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
           else
-            convgemm::run_generic(sh, xp, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
+            convgemm::run_generic(run, xr, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
         }
       });
     });

@@ -42,6 +42,8 @@ constexpr int kDepthBlock = 256;
 /** One 2-D problem (1-D as height 1), channels-last. */
 struct Shape {
   size_t n, ih, iw, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, o;
+  /** Nonzero: x is not the input but its im2col rows, packed whole with this row stride (read in place). */
+  size_t ld = 0;
   size_t rows() const { return n * oh * ow; }
   size_t depth() const { return kh * kw * c; }
   size_t panels() const { return (o + kPanel - 1) / kPanel; }

@@ -90,14 +90,15 @@ void run_avx512(const Shape& s, const float* x, const float* wp, const float* bi
   if (p0 >= p1) return;
   // Rows read in place only within one pass: with more K, rows a multiple of 4 KiB apart (K 1024,
   // 2048) fall in the same L1 sets, so those are packed kDepthBlock wide like im2col rows.
-  const bool direct = s.direct() && K <= static_cast<size_t>(kDepthBlock);
+  const bool direct = s.ld || (s.direct() && K <= static_cast<size_t>(kDepthBlock));
+  const size_t ldx = s.ld ? s.ld : K;
   for (size_t k0 = 0; k0 < K; k0 += KC) {
     const size_t kc = std::min<size_t>(KC, K - k0);
     const float* a;
     size_t lda;
     if (direct) {
-      a = x + m0 * K + k0;
-      lda = K;
+      a = x + m0 * ldx + k0;
+      lda = ldx;
     } else {
       pack_rows(s, x, m0, mc, k0, kc, buf);
       a = buf;
