@@ -50,6 +50,17 @@ export function hostSizeClass(nbytes: number): number {
   return Math.ceil(nbytes / step) * step;
 }
 
+/** Frees cached blocks until live, cached and `extra` bytes fit the limit (all of them for Infinity). */
+function evict(extra: number): void {
+  for (const [size, l] of free) {
+    while (l.length && liveBytes + cachedBytes + extra > limitBytes) {
+      fn.mlxc_host_free(l.pop()!.ptr);
+      cachedBytes -= size;
+    }
+    if (!l.length) free.delete(size);
+  }
+}
+
 function take(bytes: number): Block | undefined {
   const list = free.get(bytes);
   const b = list?.pop();
@@ -59,13 +70,7 @@ function take(bytes: number): Block | undefined {
     return b;
   }
   // Make room from the cache for a new block before giving up.
-  for (const [size, l] of free) {
-    while (l.length && liveBytes + cachedBytes + bytes > limitBytes) {
-      fn.mlxc_host_free(l.pop()!.ptr);
-      cachedBytes -= size;
-    }
-    if (!l.length) free.delete(size);
-  }
+  evict(bytes);
   if (liveBytes + cachedBytes + bytes > limitBytes) return undefined;
   const res = [null];
   const pinned = [false];
@@ -121,12 +126,6 @@ export const hostMemory = {
   },
   /** Frees cached blocks until live plus cached bytes fit the limit (all of them with `all`). */
   trim(all = false): void {
-    for (const [size, l] of free) {
-      while (l.length && (all || liveBytes + cachedBytes > limitBytes)) {
-        fn.mlxc_host_free(l.pop()!.ptr);
-        cachedBytes -= size;
-      }
-      if (!l.length) free.delete(size);
-    }
+    evict(all ? Number.POSITIVE_INFINITY : 0);
   },
 };

@@ -102,9 +102,7 @@ export function downloadPinned(a: mx.Array, onnxType?: number): HostTensor & { p
   if (!ab) return download(a, onnxType);
   const ctor = mx.typedArrayCtor(a.dtype);
   const n = a.size * (a.dtype === 'complex64' ? 2 : 1);
-  const data = a.readInto(new ctor(ab, 0, n) as mx.TypedArray);
-  transfers.downloads++;
-  transfers.downloadedBytes += data.byteLength;
+  const data = counted(a.readInto(new ctor(ab, 0, n) as mx.TypedArray));
   return { dtype: t, dims: a.shape, data, pinned: true };
 }
 
@@ -125,9 +123,7 @@ export function downloadInto(a: mx.Array, onnxType: number, dst: HostTensor, whe
     (data as { set(v: ArrayLike<unknown>): void }).set(host.data as ArrayLike<unknown>);
     return dst;
   }
-  a.readInto(data as mx.TypedArray);
-  transfers.downloads++;
-  transfers.downloadedBytes += (data as mx.TypedArray).byteLength;
+  counted(a.readInto(data as mx.TypedArray));
   return dst;
 }
 
@@ -141,8 +137,12 @@ export function checkDestination(dst: HostTensor, onnxType: number, dims: readon
 
 /** Downloads an array (evaluating it), keeping an ONNX element type that MLX widens (int4, uint4). */
 export function download(a: mx.Array, onnxType?: number): HostTensor {
-  const data = a.toTypedArray();
+  return { dtype: onnxType ?? onnxTypeOf(a.dtype), dims: a.shape, data: counted(a.toTypedArray()) };
+}
+
+/** Counts one download of `data` in the transfer counters; returns it. */
+function counted<T extends mx.TypedArray>(data: T): T {
   transfers.downloads++;
   transfers.downloadedBytes += data.byteLength;
-  return { dtype: onnxType ?? onnxTypeOf(a.dtype), dims: a.shape, data };
+  return data;
 }

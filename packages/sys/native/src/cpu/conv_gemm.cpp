@@ -111,21 +111,6 @@ namespace {
 
 using mx::array;
 
-bool kernels_off() {
-  static const bool off = [] {
-    const char* e = std::getenv("MLXC_CPU_KERNELS");
-    return e && std::string(e) == "off";
-  }();
-  return off;
-}
-bool generic_only() {
-  static const bool g = [] {
-    const char* e = std::getenv("MLXC_CPU_KERNELS");
-    return e && std::string(e) == "generic";
-  }();
-  return g;
-}
-
 /** The packed weight [P, ...k, C, kPanel] back to [O, ...k, C]. */
 array unpack_weight(const array& wp, int o, mx::Stream s) {
   array w = mx::moveaxis(wp, -1, 1, s);  // [P, kPanel, ...k, C]
@@ -247,7 +232,7 @@ class ConvGemm : public FusedPrimitive {
       const size_t threads = static_cast<size_t>(std::max(1, num_threads()));
       const size_t want = 4 * threads;
       const size_t shares = blocks >= want ? 1 : std::min(P, (want + blocks - 1) / blocks);
-      const bool avx512 = has_avx512() && !generic_only();
+      const bool avx512 = has_avx512();
       // One pool chunk per thread, each taking single tasks until none is left: the pool's own
       // chunks (at most 4 per thread, of several tasks each) left one thread a chunk more than
       // the other on 2 cores (33 row blocks at 56x56: 5-task chunks, 4 against 3).

@@ -173,14 +173,6 @@ class ConvEpilogue : public mx::Primitive {
   bool channels_last_, has_bias_, has_residual_;
 };
 
-bool kernels_off() {
-  static const bool off = [] {
-    const char* e = std::getenv("MLXC_CPU_KERNELS");
-    return e && std::string(e) == "off";
-  }();
-  return off;
-}
-
 }  // namespace
 
 array conv_epilogue(const array& y, const std::optional<array>& bias, const std::optional<array>& residual, float lo, float hi,

@@ -55,14 +55,6 @@ array composed_act(const array& x, Act act, mx::Stream s) {
   return x;
 }
 
-/** MLXC_CPU_KERNELS=off: MLX's ops everywhere (for comparisons; read once per process). */
-bool kernels_off() {
-  static const bool off = [] {
-    const char* e = std::getenv("MLXC_CPU_KERNELS");
-    return e && std::string(e) == "off";
-  }();
-  return off;
-}
 
 /** Whether the primitive path takes x on s. */
 bool native(const array& x, mx::Stream s) {
@@ -237,6 +229,14 @@ array layer_norm(const array& x, const std::optional<array>& weight, const std::
 array rms_norm(const array& x, const std::optional<array>& weight, float eps, mx::Stream s) {
   if (!native(x, s) || !vector_of(weight, x.shape(-1))) return mx::fast::rms_norm(x, weight, eps, s);
   return rows_op(RowOp::rms_norm, x, weight, std::nullopt, eps, s);
+}
+
+bool kernels_off() {
+  static const bool off = [] {
+    const char* e = std::getenv("MLXC_CPU_KERNELS");
+    return e && std::string(e) == "off";
+  }();
+  return off;
 }
 
 }  // namespace mlxc::cpu

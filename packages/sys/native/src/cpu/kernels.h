@@ -40,6 +40,8 @@ void rms_norm_row(const float* in, const float* w, float* out, size_t n, float e
 bool has_avx2();
 /** Whether the AVX-512F paths run on this CPU (then they take precedence over AVX2). */
 bool has_avx512();
+/** MLXC_CPU_KERNELS=off: MLX's ops everywhere, no native kernel (for comparisons; read once per process). */
+bool kernels_off();
 
 // The thread pool (pool.cpp).
 /** Runs f(begin, end) over [0, n) in chunks of at least `grain`, on the pool's threads and the caller's. */

@@ -22,11 +22,10 @@ namespace {
 using mx::array;
 
 /** MLXC_CPU_KERNELS=off (every fused kernel) or MLXC_SMALL_GEMM=off (these alone): MLX's ops, for comparisons. */
-bool kernels_off() {
+bool small_gemm_off() {
   static const bool off = [] {
-    const char* e = std::getenv("MLXC_CPU_KERNELS");
     const char* g = std::getenv("MLXC_SMALL_GEMM");
-    return (e && std::string(e) == "off") || (g && std::string(g) == "off");
+    return kernels_off() || (g && std::string(g) == "off");
   }();
   return off;
 }
@@ -253,7 +252,7 @@ array small_matmul(const array& a, const array& b, const std::optional<array>& b
     shape.back() = b.shape(-1);
     return mx::reshape(y, shape, s);
   };
-  if (kernels_off() || s.device != mx::Device::cpu || a.dtype() != mx::float32 || b.dtype() != mx::float32 || a.ndim() < 1 || b.ndim() < 2)
+  if (small_gemm_off() || s.device != mx::Device::cpu || a.dtype() != mx::float32 || b.dtype() != mx::float32 || a.ndim() < 1 || b.ndim() < 2)
     return fallback();
   const int K = a.shape(-1), N = b.shape(-1);
   if (b.shape(-2) != K || a.size() == 0 || K == 0 || N == 0) return fallback();  // MLX's own error or empty result
@@ -295,7 +294,7 @@ array small_matmul(const array& a, const array& b, const std::optional<array>& b
 array small_quantized_matmul(const array& x, const array& w, const array& scales, const array& biases, bool transpose, int group_size,
                              int bits, mx::Stream s) {
   auto fallback = [&] { return mx::quantized_matmul(x, w, scales, biases, transpose, group_size, bits, "affine", s); };
-  if (kernels_off() || s.device != mx::Device::cpu || !transpose || bits != 4 ||
+  if (small_gemm_off() || s.device != mx::Device::cpu || !transpose || bits != 4 ||
       (group_size != 32 && group_size != 64 && group_size != 128) || x.dtype() != mx::float32 || w.dtype() != mx::uint32 ||
       scales.dtype() != mx::float32 || biases.dtype() != mx::float32 || x.ndim() < 1 || w.ndim() != 2 || scales.ndim() != 2 ||
       biases.shape() != scales.shape())
