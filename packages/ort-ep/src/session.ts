@@ -402,6 +402,7 @@ export class MlxSession {
       const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
       donateFeeds(feeds, options.donate, values);
       evalSync(this.streams, run, deviceArrays(values));
+      run.replaying?.evaluated();
       return within(this.streams, () => this.collect(fetches, values, run, options.keepOnDevice));
     } finally {
       mx.dispose([...run.arrays]);
@@ -426,6 +427,7 @@ export class MlxSession {
         const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
         donateFeeds(feeds, options.donate, values);
         await evalAsync(this.streams, run, deviceArrays(values));
+        run.replaying?.evaluated();
         return within(this.streams, () => this.collect(fetches, values, run, options.keepOnDevice));
       } finally {
         mx.dispose([...run.arrays]);

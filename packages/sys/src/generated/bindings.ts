@@ -498,6 +498,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
+  'int mlxc_inline_eval_tasks(_Inout_ uint64_t* res)',
   'int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)',
   'int mlxc_eval_notifier(_Inout_ int* fd)',
   'int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)',
@@ -1510,6 +1511,8 @@ export interface MlxCFunctions {
   mlxc_eval_background(outputs: MlxHandle, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, done: unknown /* registered koffi callback */, payload: unknown): number;
   /** extensions: `int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)` */
   mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
+  /** extensions: `int mlxc_inline_eval_tasks(uint64_t* res)` */
+  mlxc_inline_eval_tasks(res: unknown[]): number;
   /** extensions: `int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)` */
   mlxc_eval_arrays(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
   /** extensions: `int mlxc_eval_notifier(int* fd)` */
@@ -1552,4 +1555,4 @@ export interface MlxCFunctions {
   mlxc_small_quantized_matmul(res: MlxHandle, x: MlxHandle, w: MlxHandle, scales: MlxHandle, biases: MlxHandle, transpose: boolean, group_size: number, bits: number, s: MlxHandle): number;
 }
 
-export const functionCount = 514;
+export const functionCount = 515;
