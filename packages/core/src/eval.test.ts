@@ -106,3 +106,73 @@ describe('memory budget', () => {
     expect(small.toList()).toEqual([2, 2, 2, 2, 2, 2, 2, 2]);
   });
 });
+
+describe('inline CPU evaluation', () => {
+  // y = sum((A @ B + 1) * 2) for small integer matrices: exact in float32, checked against JS.
+  const n = 6;
+  const a = Array.from({ length: n * n }, (_, i) => (i % 5) - 2);
+  const b = Array.from({ length: n * n }, (_, i) => (i % 3) - 1);
+  let want = 0;
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j < n; j++) {
+      let dot = 0;
+      for (let k = 0; k < n; k++) dot += a[i * n + k] * b[k * n + j];
+      want += (dot + 1) * 2;
+    }
+  const build = (s: mx.Stream) =>
+    mx.withStream(s, () => {
+      const A = mx.Array.fromTypedArray(Float32Array.from(a), [n, n]);
+      const B = mx.Array.fromTypedArray(Float32Array.from(b), [n, n]);
+      return mx.sum(mx.multiply(mx.add(mx.matmul(A, B), 1), 2));
+    });
+
+  it("runs a CPU stream's work on the evaluating thread, with the stream thread's results", () => {
+    using s = mx.newStream('cpu', { anyThread: true });
+    const before = mx.inlineEvalTasks();
+    const y = build(s);
+    mx.evaluateWithin([y]);
+    expect(y.item()).toBe(want);
+    // matmul, add, multiply, sum: each queues at least one task, all run here.
+    expect(mx.inlineEvalTasks() - before).toBeGreaterThanOrEqual(4);
+  });
+
+  it('MLXC_INLINE_EVAL=0 hands the work to the stream thread, with the same result', () => {
+    const core = fileURLToPath(new URL('./index.ts', import.meta.url));
+    const code = `
+      const mx = await import(${JSON.stringify(core)});
+      const s = mx.newStream('cpu', { anyThread: true });
+      const y = mx.withStream(s, () => mx.sum(mx.multiply(mx.add(mx.matmul(
+        mx.Array.fromTypedArray(Float32Array.from(${JSON.stringify(a)}), [${n}, ${n}]),
+        mx.Array.fromTypedArray(Float32Array.from(${JSON.stringify(b)}), [${n}, ${n}])), 1), 2)));
+      mx.evaluateWithin([y]);
+      console.log(JSON.stringify({ y: y.item(), inline: mx.inlineEvalTasks() }));`;
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
+      encoding: 'utf8',
+      timeout: 30_000,
+      env: { ...process.env, MLXC_INLINE_EVAL: '0' },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim())).toEqual({ y: want, inline: 0 });
+  });
+
+  it('a synchronous evaluation queues behind an asynchronous one in flight on its stream', async () => {
+    using s = mx.newStream('cpu', { anyThread: true });
+    // A slow asynchronous evaluation (many products), then at once a synchronous one that reads its
+    // result: inline, it would read the result before the stream thread wrote it.
+    let x = mx.withStream(s, () => mx.full([256, 256], 1 / 256, 'float32'));
+    for (let i = 0; i < 30; i++) x = mx.withStream(s, () => mx.matmul(x, x));
+    mx.asyncEval(x);
+    const before = mx.inlineEvalTasks();
+    const total = mx.withStream(s, () => mx.sum(x));
+    mx.evaluateWithin([total]);
+    // Every entry stays 1/256 (each row sums to 1), so the sum is 256.
+    expect(total.item()).toBeCloseTo(256, 3);
+    expect(mx.inlineEvalTasks()).toBe(before);
+    // Once it is done, evaluations of the stream run inline again.
+    mx.synchronize(s);
+    const y = build(s);
+    mx.evaluateWithin([y]);
+    expect(y.item()).toBe(want);
+    expect(mx.inlineEvalTasks()).toBeGreaterThan(before);
+  });
+});

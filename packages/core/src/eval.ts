@@ -151,3 +151,15 @@ export function graphBytes(arrays: readonly Array[]): { total: number; largest: 
     fn.mlx_vector_array_free(v);
   }
 }
+
+/**
+ * How many tasks of MLX's CPU streams have run on the evaluating thread so far (process-wide).
+ * evaluateWithin and the background worker run a CPU stream's work on their own thread instead of
+ * handing each primitive to the stream's thread, which costs a thread wake-up per primitive; 0
+ * where that mode is off (MLXC_INLINE_EVAL=0) or did not engage.
+ */
+export function inlineEvalTasks(): number {
+  const n = [0];
+  check(fn.mlxc_inline_eval_tasks(n as never), 'mlxc_inline_eval_tasks');
+  return Number(n[0]);
+}

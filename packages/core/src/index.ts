@@ -71,4 +71,4 @@ export function loadNativeLibrary(): string {
 }
 export { MlxLibraryNotFoundError } from '@mlx/sys';
 export { version } from './info.js';
-export { evalInBackground, evaluateWithin, graphBytes, type EvalLimits, type BackgroundOptions } from './eval.js';
+export { evalInBackground, evaluateWithin, graphBytes, inlineEvalTasks, type EvalLimits, type BackgroundOptions } from './eval.js';

@@ -435,6 +435,7 @@ export class MlxSession {
       const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
       donateFeeds(feeds, options.donate, values);
       evalSync(this.streams, run, deviceArrays(values));
+      run.replaying?.evaluated();
       return within(this.streams, () => this.collect(fetches, values, run, options));
     } finally {
       mx.dispose([...run.arrays]);
@@ -459,6 +460,7 @@ export class MlxSession {
         const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
         donateFeeds(feeds, options.donate, values);
         await evalAsync(this.streams, run, deviceArrays(values));
+        run.replaying?.evaluated();
         return within(this.streams, () => this.collect(fetches, values, run, options));
       } finally {
         mx.dispose([...run.arrays]);

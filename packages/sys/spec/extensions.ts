@@ -50,6 +50,10 @@ export const extensions: FnSpec[] = [
     'mlx_eval after mlxc_graph_bytes: over a limit (0: none), nothing is evaluated and the error names the largest array, its shape, dtype, bytes and primitive; a kernel error on a CPU stream is reported by this call (MLX would report it at a later enqueue)',
   ),
   manual(
+    'int mlxc_inline_eval_tasks(uint64_t* res)',
+    "how many tasks of MLX's CPU streams ran on the evaluating thread (mlxc_eval_within and the evaluations built on it run a CPU stream's work there instead of handing each primitive to the stream's thread): 0 where that inline mode is off (MLXC_INLINE_EVAL=0) or could not engage",
+  ),
+  manual(
     'int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)',
     'mlxc_eval_within on a list of arrays given as the ctx addresses of their handles (no vector to build and free)',
   ),

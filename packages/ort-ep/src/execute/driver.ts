@@ -53,10 +53,14 @@ export async function driveAsync<T>(streams: RunStreams, run: RunState, gen: Gen
   }
 }
 
-const limitsOf = (run: RunState): mx.EvalLimits => ({
-  maxArrayBytes: run.limits.maxTensorBytes,
-  maxTotalBytes: run.limits.maxSessionBytes,
-});
+const NO_EVAL_LIMITS: mx.EvalLimits = Object.freeze({ maxArrayBytes: 0, maxTotalBytes: 0 });
+const limitsOf = (run: RunState): mx.EvalLimits =>
+  run.budgetKnown
+    ? NO_EVAL_LIMITS
+    : {
+        maxArrayBytes: run.limits.maxTensorBytes,
+        maxTotalBytes: run.limits.maxSessionBytes,
+      };
 
 /** MLX's refusal of an evaluation over the budget, as the provider's error naming the model. */
 function budgetError(e: unknown, run: RunState): unknown {

@@ -1,5 +1,6 @@
 // The state of one run, and the values of one execution of a graph within it: the graph's own
-// values, then its plan's constants, then the enclosing graph's.
+// values, then a compiled signature's static values, then its plan's constants, then the enclosing
+// graph's.
 import type * as mx from '@mlx/core';
 import type { GraphPlan } from '../plan/plan.js';
 import type { ConstantStore } from '../runtime/uploads.js';
@@ -55,6 +56,14 @@ export class RunState {
   /** Feeds the run may consume (MlxRunOptions.donate), and whether an output stays on the device: kv-append.ts reads them. */
   donated: ReadonlySet<string> = new Set();
   keptOnDevice: (name: string) => boolean = () => false;
+  /**
+   * Set on a replay of a signature whose every run has the same arrays (no steps) and whose
+   * evaluation passed the memory budget once: it allocates the same again, so the driver skips
+   * walking the graph to count it.
+   */
+  budgetKnown = false;
+  /** The compiled signature this run replays, told when the run's evaluation succeeded. */
+  replaying?: { evaluated(): void };
   /** Set while mx.compile traces a segment (signature.ts): tracers, not data. */
   tracing = false;
   /** What a long-running node (Loop, Scan) stored when it paused (OpContext.pause), by its context. */
@@ -82,6 +91,11 @@ export class RunState {
 
 export class Env {
   readonly values = new Map<string, Value>();
+  /**
+   * Values shared by every run of a compiled signature (its folded shape math), read after the
+   * run's own: a replay points at them instead of copying them in.
+   */
+  statics?: ReadonlyMap<string, Value>;
   /** 0 for the main graph, +1 per enclosing subgraph. */
   readonly depth: number;
   constructor(
@@ -92,6 +106,6 @@ export class Env {
     this.depth = parent ? parent.depth + 1 : 0;
   }
   get(name: string): Value | undefined {
-    return this.values.get(name) ?? this.plan.constants.get(name) ?? this.parent?.get(name);
+    return this.values.get(name) ?? this.statics?.get(name) ?? this.plan.constants.get(name) ?? this.parent?.get(name);
   }
 }

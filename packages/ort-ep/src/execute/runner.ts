@@ -112,7 +112,7 @@ export class ModelRunner {
       // Most recently used last.
       this.programs.delete(key);
       this.programs.set(key, known);
-      this.setFeeds(env, run, feeds);
+      this.setFeeds(env, run, feeds, known.fixed);
       return yield* known.run(env);
     }
     this.stats.misses++;

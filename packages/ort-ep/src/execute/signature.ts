@@ -50,6 +50,12 @@ interface Step {
 export class SignatureProgram {
   /** The run calling a compiled segment now (a trace marks it: RunState.freshTrace). */
   private calling?: RunState;
+  /**
+   * Whether a run's evaluation succeeded with every segment traced: the arrays of a signature
+   * without steps are the same on every replay, so later replays skip the budget's graph walk.
+   */
+  private budgetPassed = false;
+  private readonly onEvaluated = { evaluated: () => this.evaluated() };
 
   private constructor(
     private readonly program: GraphProgram,
@@ -60,6 +66,8 @@ export class SignatureProgram {
     private readonly constants: ConstantStore,
     /** Whether mx.compile traces on the run's device (compile-setup.ts). */
     private readonly traced: boolean,
+    /** Feeds fixed by value in this signature (static host values; runner.ts). */
+    readonly fixed: ReadonlySet<string>,
   ) {}
 
   /** How many segments and steps, and how many of the segments are traced (for stats and tests). */
@@ -142,12 +150,19 @@ export class SignatureProgram {
       const deviceOut = g.outputs.every((n) => env.get(n)?.kind === 'device');
       if (!tensors(g.inputs) || !deviceOut) g.compiled = null;
     });
-    return new SignatureProgram(program, fetches, statics, groups, constants, traced);
+    return new SignatureProgram(program, fetches, statics, groups, constants, traced, new Set(fixed));
+  }
+
+  /** Marks the budget as passed once every segment is traced and there are no steps. */
+  private evaluated(): void {
+    this.budgetPassed ||= this.groups.every((g) => g.kind === 'segment' && g.compiled);
   }
 
   /** Runs the signature's program in `env` (feeds set); yields when a step needs evaluated data. */
   *run(env: Env): Generator<EvalRequest, Value[], void> {
-    for (const [n, v] of this.statics) env.values.set(n, v);
+    env.statics = this.statics;
+    env.run.budgetKnown = this.budgetPassed;
+    env.run.replaying = this.onEvaluated;
     for (const g of this.groups) {
       if (g.kind === 'step') {
         yield* this.program.runNodes([g.node], env);
@@ -196,7 +211,7 @@ export class SignatureProgram {
       const run = new RunState(this.constants, this.program.plan.modelName);
       run.tracing = true;
       const env = new Env(this.program.plan, run);
-      for (const [n, v] of this.statics) env.values.set(n, v);
+      env.statics = this.statics;
       inputs.forEach((a, k) => env.values.set(g.inputs[k], { kind: 'device', array: a, onnxType: g.inputTypes[k] }));
       for (const idx of g.nodes) this.program.runNode(idx, env);
       const outs = g.outputs.map((n) => {

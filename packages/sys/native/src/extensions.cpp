@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "inline_eval.h"
 #include "mlxc_private.h"
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
@@ -128,7 +129,14 @@ void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t 
       break;
     }
   }
-  mx::eval(outs);
+  if (cpu_stream) {
+    // Its tasks run on this thread (inline_eval.cpp): no hand-off per primitive.
+    mlxc::InlineEval scope(*cpu_stream);
+    mx::eval(outs);
+    scope.rethrow();
+  } else {
+    mx::eval(outs);
+  }
   if (cpu_stream) mx::scheduler::check_error(*cpu_stream);
 }
 
@@ -395,8 +403,15 @@ int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t n, const mlx_stream str
     auto g = graph_bytes(outs, max_inline_nodes, s);
     if (!g.truncated && g.on_stream) {
       check_budget(g, max_array_bytes, max_total_bytes);
-      if (g.nodes) mx::async_eval(outs);
+      mlxc::async_begin(s);
+      try {
+        if (g.nodes) mx::async_eval(outs);
+      } catch (...) {
+        mlxc::async_end(s);
+        throw;
+      }
       mx::scheduler::enqueue(s, [s, id] {
+        mlxc::async_end(s);
         std::string error;
         try {
           mx::scheduler::check_error(s);

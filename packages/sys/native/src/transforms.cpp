@@ -1,5 +1,7 @@
 // Transforms (eval, vjp, jvp, value_and_grad, custom functions), compile and memory figures.
+#include "inline_eval.h"
 #include "mlxc_private.h"
+#include "mlx/scheduler.h"
 #include "mlx/compile_impl.h"
 
 namespace mx = mlx::core;
@@ -32,7 +34,21 @@ int mlx_eval(const mlx_vector_array outputs) {
   MLXC_TRY mx::eval(mlxc::vec(outputs)); MLXC_CATCH(1) return 0;
 }
 int mlx_async_eval(const mlx_vector_array outputs) {
-  MLXC_TRY mx::async_eval(mlxc::vec(outputs)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  const auto& outs = mlxc::vec(outputs);
+  // Marked in flight until a last task on its CPU stream: a synchronous evaluation of that stream
+  // meanwhile queues behind it instead of running inline (inline_eval.h).
+  auto s = mlxc::cpu_stream_of(outs);
+  if (s) mlxc::async_begin(*s);
+  try {
+    mx::async_eval(outs);
+  } catch (...) {
+    if (s) mlxc::async_end(*s);
+    throw;
+  }
+  if (s) mx::scheduler::enqueue(*s, [st = *s] { mlxc::async_end(st); });
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_jvp(mlx_vector_array* res_0, mlx_vector_array* res_1, const mlx_closure fun, const mlx_vector_array primals,
             const mlx_vector_array tangents) {

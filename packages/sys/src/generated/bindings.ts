@@ -500,6 +500,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
+  'int mlxc_inline_eval_tasks(_Inout_ uint64_t* res)',
   'int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)',
   'int mlxc_eval_notifier(_Inout_ int* fd)',
   'int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)',
@@ -1518,6 +1519,8 @@ export interface MlxCFunctions {
   mlxc_eval_background(outputs: MlxHandle, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, done: unknown /* registered koffi callback */, payload: unknown): number;
   /** extensions: `int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)` */
   mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
+  /** extensions: `int mlxc_inline_eval_tasks(uint64_t* res)` */
+  mlxc_inline_eval_tasks(res: unknown[]): number;
   /** extensions: `int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)` */
   mlxc_eval_arrays(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
   /** extensions: `int mlxc_eval_notifier(int* fd)` */
@@ -1564,4 +1567,4 @@ export interface MlxCFunctions {
   mlxc_conv_gemm(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, out_channels: number, bias: MlxHandle, residual: MlxHandle, strides: ArrayBufferView | ArrayBuffer | unknown[] | null, strides_num: number | bigint, pads_begin: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_begin_num: number | bigint, pads_end: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_end_num: number | bigint, dilations: ArrayBufferView | ArrayBuffer | unknown[] | null, dilations_num: number | bigint, lo: number, hi: number, s: MlxHandle): number;
 }
 
-export const functionCount = 518;
+export const functionCount = 519;

@@ -531,6 +531,7 @@ int mlxc_array_device_index(int* res, const mlx_array arr);
 int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs);
 int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload);
 int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes);
+int mlxc_inline_eval_tasks(uint64_t* res);
 int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes);
 int mlxc_eval_notifier(int* fd);
 int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id);
