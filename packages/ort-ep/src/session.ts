@@ -115,7 +115,7 @@ export interface MlxRunOptions {
   donate?: readonly string[];
   /**
    * Set to true while run() is in progress to stop it (onnxruntime-common's RunOptions.terminate):
-   * read between the steps of the run (a long Loop or Scan pauses every few tens of milliseconds),
+   * read between the steps of the run (a long Loop or Scan pauses every ten milliseconds or so),
    * which then fails with RunTerminatedError.
    */
   terminate?: boolean;

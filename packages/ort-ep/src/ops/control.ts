@@ -30,7 +30,7 @@ const bodyOf = (attrs: Attrs): GraphIR => attrs.graph('body');
 // iteration that passes the budget. A long loop pauses every PAUSE_MS in run() (its state is
 // evaluated off the JS thread, the event loop turns, RunOptions.terminate can stop it).
 
-const PAUSE_MS = 50;
+const PAUSE_MS = 10;
 
 /** Bytes of the device arrays of a value not counted yet (host tensors, shape math, are not the budget's). */
 function newBytes(v: Value, counted: WeakSet<mx.Array>): number {
