@@ -146,6 +146,79 @@ describe('Pow, MatMul + bias, norms', () => {
     const b2 = [init('W', [16, 24], 3), init('b', [3, 24], 4)];
     await expectRewrite(build([node('MatMul', ['x', 'W'], ['m']), node('Add', ['m', 'b'], ['y'])], ['y'], { inits: b2 }), {});
   });
+  it('sibling MatMuls of one input join into one product and a split (Q/K/V, with and without biases)', async () => {
+    const inits = [init('Wq', [16, 24], 5), init('Wk', [16, 8], 6), init('Wv', [16, 8], 7), init('W2', [16, 12], 8)];
+    // q is read (and a graph output) before k and v are computed: the joined product goes first.
+    const qkv = [
+      node('MatMul', ['x', 'Wq'], ['q']),
+      node('Relu', ['q'], ['rq']),
+      node('MatMul', ['x', 'Wk'], ['k']),
+      node('MatMul', ['x', 'Wv'], ['val']),
+      node('Mul', ['k', 'val'], ['kv']),
+    ];
+    await expectRewrite(build(qkv, ['q', 'rq', 'kv'], { inits }), { 'sibling-matmul': 1 });
+    await expectRewrite(build(qkv, ['q', 'rq', 'kv'], { inits, x: [5, 16] }), { 'sibling-matmul': 1 }, feeds([5, 16]));
+    // A weight that something else reads keeps its MatMul (no weight held twice); the other two still join.
+    const shared = [...qkv, node('Transpose', ['Wk'], ['wkt'])];
+    await expectRewrite(build(shared, ['q', 'rq', 'kv', 'wkt'], { inits }), { 'sibling-matmul': 1 });
+    expect(
+      prepareModel(build(shared, ['q', 'rq', 'kv', 'wkt'], { inits })).plan.graph.nodes.filter((n) => n.opType === 'MatMul').length,
+    ).toBe(2);
+    // Biased projections (MatMul + Add, after the matmul-add rewrite) join with their biases; a
+    // product of another K or another kind does not join.
+    const biases = [init('bq', [24], 9), init('bk', [8], 10), init('bv', [8], 11)];
+    const biased = [
+      node('MatMul', ['x', 'Wq'], ['q0']),
+      node('Add', ['q0', 'bq'], ['q']),
+      node('MatMul', ['x', 'Wk'], ['k0']),
+      node('Add', ['bk', 'k0'], ['k']),
+      node('MatMul', ['x', 'Wv'], ['v0']),
+      node('Add', ['v0', 'bv'], ['val']),
+      node('MatMul', ['x', 'W2'], ['other']),
+    ];
+    await expectRewrite(build(biased, ['q', 'k', 'val', 'other'], { inits: [...inits, ...biases] }), {
+      'matmul-add': 3,
+      'sibling-matmul': 1,
+    });
+  });
+  it('sibling MatMulNBits (4 bits, packed zero points, bias, a partial last block) join into one', async () => {
+    const K = 40;
+    const block = 16;
+    const kb = Math.ceil(K / block);
+    const quant = (name: string, N: number, seed: number): TensorSpec[] => {
+      const raw = Uint8Array.from(seeded(N * kb * 8, seed), (r) => Math.floor((r + 1) * 127.5) & 0xff);
+      const rowBytes = Math.ceil((kb * 4) / 8);
+      const zp = Uint8Array.from(seeded(N * rowBytes, seed + 1), (r) => Math.floor((r + 1) * 127.5) & 0xff);
+      return [
+        { name: `${name}.b`, type: 'uint8', dims: [N, kb, 8], raw },
+        { name: `${name}.s`, type: 'float32', dims: [N * kb], values: seeded(N * kb, seed + 2).map((r) => 0.02 + 0.05 * Math.abs(r)) },
+        { name: `${name}.zp`, type: 'uint8', dims: [N * rowBytes], raw: zp },
+        { name: `${name}.bias`, type: 'float32', dims: [N], values: seeded(N, seed + 3) },
+      ];
+    };
+    const proj = (name: string, N: number, out: string): NodeSpec =>
+      node('MatMulNBits', ['x', `${name}.b`, `${name}.s`, `${name}.zp`, '', `${name}.bias`], [out], {
+        domain: 'com.microsoft',
+        attrs: { K, N, bits: 4, block_size: block },
+      });
+    const bytes = model({
+      inputs: [v('x', 'float32', [1, 3, K])],
+      outputs: ['g', 'u', 'y'].map((o) => v(o, 'float32')),
+      nodes: [
+        proj('gate', 24, 'g'),
+        proj('up', 24, 'u'),
+        proj('third', 8, 't'),
+        node('Mul', ['g', 'u'], ['gu']),
+        node('Relu', ['t'], ['y']),
+      ],
+      initializers: [...quant('gate', 24, 20), ...quant('up', 24, 30), ...quant('third', 8, 40)],
+      opsets: { '': 17, 'com.microsoft': 1 },
+    });
+    await expectRewrite(bytes, { 'sibling-matmul': 1 }, feeds([1, 3, K]), { rtol: 1e-4, atol: 1e-4 });
+    const joined = prepareModel(bytes).plan.graph.nodes.filter((n) => n.opType === 'MatMulNBits');
+    expect(joined.length).toBe(1);
+    expect(joined[0].attributes.get('N')).toEqual({ type: 'int', value: 56 });
+  });
   it('RMSNorm (Llama: Pow, ReduceMean, 1 / Sqrt, Cast, weight) and x / Sqrt(...) without weight', async () => {
     const rms = (final: NodeSpec[]): NodeSpec[] => [
       node('Cast', ['x'], ['xc'], { attrs: { to: 1 } }),
@@ -212,9 +285,9 @@ describe('Pow, MatMul + bias, norms', () => {
 
 describe('shared models where the patterns occur', () => {
   const cases: [string, Record<string, number>][] = [
-    ['bert-tiny', { gelu: 2, 'matmul-add': 12, attention: 2 }],
+    ['bert-tiny', { gelu: 2, 'matmul-add': 12, attention: 2, 'sibling-matmul': 2 }],
     ['gpt2-tiny', { gelu: 2, attention: 2 }],
-    ['llama-tiny', { 'rms-norm': 5, attention: 2 }],
+    ['llama-tiny', { 'rms-norm': 5, attention: 2, 'sibling-matmul': 4 }],
   ];
   for (const [name, counts] of cases) {
     const dir = sharedPath(join('models', name));

@@ -156,7 +156,28 @@ function layerNorm(ctx: OpContext<number>): mx.Array {
   return b ? mx.add(y, b) : y;
 }
 
+/** x split along its last axis into parts of the given sizes (views of x). */
+const splitLast: OpEntry<number[]> = {
+  domain: FUSED_DOMAIN,
+  opType: 'SplitLast',
+  since: 1,
+  parse: (a) => a.ints('sizes'),
+  run: (ctx) => {
+    const x = ctx.input(0);
+    const sizes = ctx.params;
+    const total = sizes.reduce((s, n) => s + n, 0);
+    if (x.ndim === 0 || x.shape[x.ndim - 1] !== total)
+      throw new RangeError(`SplitLast of [${x.shape.join(', ')}] into parts of ${sizes.join(' + ')}`);
+    if (sizes.length === 1) return [x];
+    const at: number[] = [];
+    for (let i = 0, s = 0; i < sizes.length - 1; i++) at.push((s += sizes[i]));
+    return mx.split(x, at, -1);
+  },
+  note: 'a split of the last axis, from the rewrite of sibling projections (one product by joined weights)',
+};
+
 export const mlxFusedOps: OpEntry[] = [
+  splitLast,
   entry(
     'Gelu',
     (a) => a.string('approximate', 'none'),

@@ -16,6 +16,7 @@ import { geluRewrite } from './gelu.js';
 import { matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
 import { powRewrite } from './pow.js';
+import { siblingMatmulRewrite } from './sibling-matmul.js';
 import { GraphView } from './view.js';
 
 export const REWRITES = {
@@ -25,6 +26,8 @@ export const REWRITES = {
   'rms-norm': rmsNormRewrite,
   'matmul-add': matmulAddRewrite,
   attention: attentionRewrite,
+  // After matmul-add (it joins MatMulAdds too) and attention (whose pattern starts after the projections).
+  'sibling-matmul': siblingMatmulRewrite,
   'conv-epilogue': convEpilogueRewrite,
   // After conv-epilogue: it takes the fused convs too.
   'channels-last': channelsLastRewrite,

@@ -96,12 +96,16 @@ export class GraphView {
     this.replaceMany(nodes, [node]);
   }
 
-  /** As replace, with several new nodes (in order). */
-  replaceMany(nodes: readonly NodeIR[], added: NodeIR[]): void {
+  /**
+   * As replace, with several new nodes (in order), in place of the last matched node, or of the
+   * first (`at: 'first'`: when the new nodes' inputs are ready there and the matched nodes' readers
+   * may come before the last of them).
+   */
+  replaceMany(nodes: readonly NodeIR[], added: NodeIR[], at: 'first' | 'last' = 'last'): void {
     const order = new Map(this.graph.nodes.map((n, i) => [n, i]));
-    const last = [...nodes].sort((a, b) => order.get(a)! - order.get(b)!).at(-1)!;
+    const sorted = [...nodes].sort((a, b) => order.get(a)! - order.get(b)!);
     for (const n of nodes) this.removed.add(n);
-    this.replacement.set(last, added);
+    this.replacement.set(at === 'first' ? sorted[0] : sorted.at(-1)!, added);
   }
 
   /** A node name that says where it came from. */
