@@ -113,6 +113,9 @@ export class NodeContext implements OpContext {
     if (!dataChecks) return;
     this.env.run.guards.push({ bad, detail, describe, node: this.node.name, opType: this.node.opType });
   }
+  shared<T>(parts: readonly unknown[], make: () => T): T {
+    return this.env.run.shared(parts, make);
+  }
   runSubgraph(g: GraphIR, inputs: Value[]): Value[] {
     this.env.run.analysis?.markSubgraphInputs(inputs);
     return this.runSub(g, inputs, this.env);

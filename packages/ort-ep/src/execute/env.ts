@@ -37,6 +37,8 @@ export interface GuardSet {
   guards: GuardInfo[];
 }
 
+const SHARED_VALUE = Symbol('shared value');
+
 /** What one run (session.run, a trace, or constant folding) holds while it builds the graph. */
 export class RunState {
   /** Guards not yet checked: they are evaluated with the next request and checked after it. */
@@ -70,6 +72,8 @@ export class RunState {
   readonly progress = new Map<object, unknown>();
   /** Whether the caller asked the run to stop (RunOptions.terminate): checked between steps. */
   terminated: () => boolean = () => false;
+  /** Values that several nodes of the run build alike (OpContext.shared), keyed by what they derive from. */
+  private readonly memo = new Map<unknown, unknown>();
   /** Every array the run creates, freed when it ends (a run spans several synchronous steps). */
   readonly arrays = new Set<mx.Disposable>();
 
@@ -79,6 +83,20 @@ export class RunState {
     readonly limits: MemoryLimits = NO_LIMITS,
   ) {
     this.uploads = new RunUploads(constants);
+  }
+
+  /** make()'s value, made once per run for the same parts (compared by identity: arrays, numbers, strings). */
+  shared<T>(parts: readonly unknown[], make: () => T): T {
+    let m = this.memo;
+    for (const p of parts) {
+      let next = m.get(p) as Map<unknown, unknown> | undefined;
+      if (!next) m.set(p, (next = new Map()));
+      m = next;
+    }
+    if (m.has(SHARED_VALUE)) return m.get(SHARED_VALUE) as T;
+    const v = make();
+    m.set(SHARED_VALUE, v);
+    return v;
   }
 
   /** A tensor value as an MLX array (host tensors uploaded once per run). */

@@ -50,6 +50,14 @@ export interface OpContext<P = unknown> extends CheckContext<P> {
    * the flattened values of `detail` (e.g. the smallest and largest index seen).
    */
   guard(bad: mx.Array, describe: (detail: number[]) => string, detail?: mx.Array): void;
+  /**
+   * A value that several nodes of one run build alike (the positions, rotary rows and mask that
+   * every attention layer of a decoding step derives from the same inputs): make() runs for the
+   * first node that asks with these parts (the arrays and numbers it derives from, compared by
+   * identity, and a string naming what it is), and later nodes get the same value, so that the
+   * graph holds it once. Only for values that depend on nothing but the parts.
+   */
+  shared<T>(parts: readonly unknown[], make: () => T): T;
   /** Names the node for error messages. */
   readonly where: string;
   /** The model's name, for errors that name the model and the node (ResourceLimitError). */

@@ -192,6 +192,38 @@ describe('GroupQueryAttention shared buffer in place', () => {
   }, 120_000);
 });
 
+describe('GroupQueryAttention shared buffer: the step check made once for every layer', () => {
+  // Every layer derives its positions, mask and seqlens_k check from the same inputs; the run
+  // makes them once (OpContext.shared). A seqlens_k that puts the new tokens before the buffer's
+  // start fails the run, naming a GroupQueryAttention node, compiled or eager, and the session
+  // runs the next good feed. (The compiled step once wrote those rows before the buffer: SIGSEGV.)
+  for (const compiled of [true, false])
+    it(`a bad seqlens_k fails the run (${compiled ? 'compiled' : 'eager'}), a good one runs after it`, async () => {
+      const config: DecoderConfig = { ...llama, layers: 3 };
+      const session = await MlxSession.create(buildDecoder(config), { device: 'cpu', compiled });
+      const caches = cacheNames(session as never);
+      const ints = (v: number[]) => ({ dtype: 7, dims: [1, v.length], data: BigInt64Array.from(v.map(BigInt)) });
+      const past = (): Record<string, Value> =>
+        Object.fromEntries(caches.map((c) => [c.past, { kind: 'device', array: mx.zeros([1, 2, 16, 16], 'float32'), onnxType: 1 } as Value]));
+      try {
+        const feeds = (mask: number[]) => ({ input_ids: ints([5, 6]), attention_mask: ints(mask), ...past() });
+        // Two new tokens, one position in the mask: seqlens_k + 1 = 1 < 2.
+        const bad = [1, ...Array(15).fill(0)];
+        const good = [1, 1, 1, ...Array(13).fill(0)];
+        for (let i = 0; i < 2; i++) {
+          await expect(session.run(feeds(good))).resolves.toBeDefined();
+          await expect(session.run(feeds(bad))).rejects.toThrow(
+            /'gqa_0' \(GroupQueryAttention\): seqlens_k (\+ 1 = 1 does not fit 2 new tokens|puts batch entry 0's new tokens at -1\.\.1, outside)/,
+          );
+        }
+        const out = await session.run(feeds(good));
+        expect((out.logits as { dims: number[] }).dims).toEqual([1, 2, config.vocab]);
+      } finally {
+        session.release();
+      }
+    });
+});
+
 describe('the compiled path on a deep decoder', () => {
   // 10 layers: 21 outputs (logits and the presents) plus guards, more than the first call of a
   // compiled segment had room for, and attention applies a closure of its own while the segment is

@@ -11,7 +11,7 @@ import { fromHeads, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
-import { rotate, rotaryTables } from './rotary.js';
+import { applyRotary, rotaryFactors, type RotaryFactors, rotaryTables } from './rotary.js';
 import { hostNumbers, intsIfGiven } from '../helpers/util.js';
 import { decodeMiniFloatArray, encodeE4M3FNOnDevice } from '../helpers/minifloat.js';
 import { optionalQuantInput, packNibbles, typed, unpackFields } from '../helpers/quant-math.js';
@@ -230,13 +230,20 @@ function gqaRotary(
       [g.B, g.S],
       'int32',
     );
-  const [cos, sin] = rotaryTables(ctx, positions, ctx.input(7), ctx.input(8), g.S).map((t) => mx.expandDims(t, 1)); // [B, 1, S, rd/2]
-  const rd = cos.shape[3] * 2;
   const interleaved = ctx.params.rotaryInterleaved;
+  const cosCache = ctx.input(7);
+  const sinCache = ctx.input(8);
+  // Every layer of a step rotates at the same positions by the same tables: made once per run.
+  const factors = (): RotaryFactors => {
+    const [cos, sin] = rotaryTables(ctx, positions, cosCache, sinCache, g.S).map((t) => mx.expandDims(t, 1)); // [B, 1, S, rd/2]
+    return rotaryFactors(cos, sin, interleaved);
+  };
+  const f = at ? ctx.shared(['gqa-rotary', positions, cosCache, sinCache, g.S, interleaved], factors) : factors();
+  const rd = cosCache.shape[1] * 2;
   const rot = (x: mx.Array) => {
-    if (rd === g.H) return rotate(x, cos, sin, interleaved);
+    if (rd === g.H) return applyRotary(x, f);
     const [head, tail] = mx.splitSections(x, [rd], 3);
-    return mx.concatenate([rotate(head, cos, sin, interleaved), tail], 3);
+    return mx.concatenate([applyRotary(head, f), tail], 3);
   };
   return [rot(q), rot(k)];
 }
@@ -365,29 +372,42 @@ function gqaSharedStep(
   const p = ctx.params;
   const [, , S, H] = q.shape;
   const capacity = pastK.shape[2];
-  const len = mx.add(mx.reshape(mx.astype(ctx.input(5), 'int32'), [1]), mx.scalar(1, 'int32'));
-  const start = mx.subtract(len, mx.scalar(S, 'int32'));
-  ctx.guard(
-    mx.logicalOr(mx.less(start, mx.scalar(0, 'int32')), mx.greater(len, mx.scalar(Math.min(total, capacity), 'int32'))),
-    (d) => `seqlens_k + 1 = ${d[0]} does not fit ${S} new tokens within total_sequence_length ${total} and the KV buffer of ${capacity}`,
-    len,
-  );
-  const positions = mx.add(mx.reshape(start, [1, 1]), mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]));
+  // What every layer of the step derives from seqlens_k alike (its check too) is made once per run.
+  const seqlens = ctx.input(5);
+  const { len, start, positions } = ctx.shared(['gqa-step', seqlens, S, total, capacity], () => {
+    const len = mx.add(mx.reshape(mx.astype(seqlens, 'int32'), [1]), mx.scalar(1, 'int32'));
+    const start = mx.subtract(len, mx.scalar(S, 'int32'));
+    ctx.guard(
+      mx.logicalOr(mx.less(start, mx.scalar(0, 'int32')), mx.greater(len, mx.scalar(Math.min(total, capacity), 'int32'))),
+      (d) => `seqlens_k + 1 = ${d[0]} does not fit ${S} new tokens within total_sequence_length ${total} and the KV buffer of ${capacity}`,
+      len,
+    );
+    const positions = mx.add(mx.reshape(start, [1, 1]), mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]));
+    return { len, start, positions };
+  });
   if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, { B: 1, S, H, starts: [] }, false, positions);
+  // MLX's dynamic slice update does not bound its start: a start the check rejects (it fails the
+  // run) is clamped into the buffer first, so that the write stays inside it meanwhile.
+  const at = ctx.shared(['gqa-write-start', start, capacity - S], () =>
+    mx.clip(start, mx.scalar(0, 'int32'), mx.scalar(capacity - S, 'int32')),
+  );
   const write = (past: mx.Array, rows: mx.Array) =>
-    mx.sliceUpdateDynamic(past, rows.dtype === past.dtype ? rows : mx.astype(rows, past.dtype), start, [2]);
+    mx.sliceUpdateDynamic(past, rows.dtype === past.dtype ? rows : mx.astype(rows, past.dtype), at, [2]);
   const presentK = write(pastK, k);
   const presentV = write(pastV, v);
   const Nkv = pastK.shape[1];
   const view = (a: mx.Array) => (capacity === total ? a : mx.slice(a, [0, 0, 0, 0], [1, Nkv, total, H], [1, 1, 1, 1]));
   // Key j is visible to query i (at positions[i]) when j < len, j <= positions[i] and inside the window.
-  const j = mx.reshape(mx.arange(0, total, 1, 'int32'), [1, 1, 1, total]);
-  const pos = mx.reshape(positions, [1, 1, S, 1]);
-  let mask = mx.less(j, mx.reshape(len, [1, 1, 1, 1]));
-  if (p.causal) {
-    mask = mx.logicalAnd(mask, mx.lessEqual(j, pos));
-    if (p.localWindow > 0) mask = mx.logicalAnd(mask, mx.greater(j, mx.subtract(pos, mx.scalar(p.localWindow, 'int32'))));
-  }
+  let mask = ctx.shared(['gqa-mask', positions, total, p.causal, p.localWindow], () => {
+    const j = mx.reshape(mx.arange(0, total, 1, 'int32'), [1, 1, 1, total]);
+    const pos = mx.reshape(positions, [1, 1, S, 1]);
+    let visible = mx.less(j, mx.reshape(len, [1, 1, 1, 1]));
+    if (p.causal) {
+      visible = mx.logicalAnd(visible, mx.lessEqual(j, pos));
+      if (p.localWindow > 0) visible = mx.logicalAnd(visible, mx.greater(j, mx.subtract(pos, mx.scalar(p.localWindow, 'int32'))));
+    }
+    return visible;
+  });
   const attentionBias = ctx.optional(10);
   if (attentionBias) mask = mx.add(mx.where(mask, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), attentionBias);
   const y = scaledDotProductAttention(q, view(presentK), view(presentV), { scale: p.scale ?? 1 / Math.sqrt(H), mask, softcap: p.softcap });

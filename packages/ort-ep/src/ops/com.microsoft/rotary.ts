@@ -31,22 +31,46 @@ function parseRotary(attrs: Attrs): RotaryParams {
   return p;
 }
 
-/** Rotates x [..., S, ?, rd] by cos/sin broadcastable to [..., rd/2]. */
+/**
+ * Rotates x [..., S, ?, rd] by cos/sin broadcastable to [..., rd/2]: with x1, x2 the halves (or the
+ * even and odd elements, interleaved), o1 = x1·cos − x2·sin and o2 = x2·cos + x1·sin. Written as
+ * x·C + swap(x)·S over a [.., 2, rd/2] (or [.., rd/2, 2]) view of x, where swap reverses the pair
+ * axis (a view with a negative stride), C = cos and S = (−sin, sin): one elementwise expression that
+ * a compiled graph runs as one kernel, with no slices to copy or halves to concatenate.
+ */
 export function rotate(x: mx.Array, cos: mx.Array, sin: mx.Array, interleaved: boolean): mx.Array {
+  return applyRotary(x, rotaryFactors(cos, sin, interleaved));
+}
+
+/** C and S of rotate(), made once for every tensor rotated by the same cos/sin. */
+export interface RotaryFactors {
+  c: mx.Array;
+  s: mx.Array;
+  interleaved: boolean;
+}
+
+export function rotaryFactors(cos: mx.Array, sin: mx.Array, interleaved: boolean): RotaryFactors {
+  const pairAxis = interleaved ? -1 : -2;
+  const signs = mx.Array.fromTypedArray(Float32Array.of(-1, 1), interleaved ? [2] : [2, 1], 'float32');
+  const c = mx.expandDims(cos, pairAxis);
+  const s = mx.multiply(mx.expandDims(sin, pairAxis), mx.astype(signs, sin.dtype));
+  return { c, s, interleaved };
+}
+
+export function applyRotary(x: mx.Array, f: RotaryFactors): mx.Array {
   const rd = x.shape[x.ndim - 1];
   const half = rd / 2;
-  let x1: mx.Array;
-  let x2: mx.Array;
   const lead = x.shape.slice(0, -1);
-  if (interleaved) {
-    const pairs = mx.reshape(x, [...lead, half, 2]);
-    [x1, x2] = mx.split(pairs, 2, -1).map((p) => mx.squeeze(p, -1));
-  } else {
-    [x1, x2] = mx.split(x, 2, -1);
-  }
-  const o1 = mx.subtract(mx.multiply(x1, cos), mx.multiply(x2, sin));
-  const o2 = mx.add(mx.multiply(x2, cos), mx.multiply(x1, sin));
-  return interleaved ? mx.reshape(mx.stack([o1, o2], -1), [...lead, rd]) : mx.concatenate([o1, o2], -1);
+  const v = mx.reshape(x, f.interleaved ? [...lead, half, 2] : [...lead, 2, half]);
+  const pa = v.ndim + (f.interleaved ? -1 : -2);
+  const start = v.shape.map(() => 0);
+  const stop = [...v.shape];
+  const strides = v.shape.map(() => 1);
+  start[pa] = 1;
+  stop[pa] = -3; // one before index 0, for the negative stride
+  strides[pa] = -1;
+  const swapped = mx.slice(v, start, stop, strides);
+  return mx.reshape(mx.add(mx.multiply(v, f.c), mx.multiply(swapped, f.s)), [...lead, rd]);
 }
 
 /** cos/sin rows for positions [B or 1, S] (a single element is an offset for 0..S-1): [B or 1, S, rd/2]. */
