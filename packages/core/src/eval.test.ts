@@ -136,6 +136,17 @@ describe('inline CPU evaluation', () => {
     expect(mx.inlineEvalTasks() - before).toBeGreaterThanOrEqual(4);
   });
 
+  it('a small graph evaluated in the background runs inline on the worker, not task by task on the stream thread', async () => {
+    using s = mx.newStream('cpu', { anyThread: true });
+    const before = mx.inlineEvalTasks();
+    const y = build(s);
+    // inlineNodes asks for queueing from this thread; with the inline mode on, the worker's one
+    // hop is cheaper than a hop to the stream thread per primitive, so the worker takes it.
+    await mx.evalInBackground([y], {}, s, { inlineNodes: 48 });
+    expect(y.item()).toBe(want);
+    expect(mx.inlineEvalTasks() - before).toBeGreaterThanOrEqual(4);
+  });
+
   it('MLXC_INLINE_EVAL=0 hands the work to the stream thread, with the same result', () => {
     const core = fileURLToPath(new URL('./index.ts', import.meta.url));
     const code = `

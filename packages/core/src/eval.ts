@@ -94,7 +94,9 @@ export interface BackgroundOptions {
    * On a CPU stream, a graph of at most this many arrays to compute is queued from the calling
    * thread rather than by the worker (one thread hop less; MLX's CPU primitives only allocate and
    * queue their work there). Leave it 0 (the default) where queueing may block: the first
-   * evaluation of a compiled function builds its fused kernels while queueing.
+   * evaluation of a compiled function builds its fused kernels while queueing. Ignored where the
+   * inline CPU mode works (see inlineEvalTasks): the worker then computes the whole graph on its
+   * own thread, one hop against one per primitive.
    */
   inlineNodes?: number;
 }

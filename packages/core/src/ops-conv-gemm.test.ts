@@ -69,6 +69,13 @@ const cases: [string, Case][] = [
     { n: 1, sp: [13, 20], c: 64, o: 96, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
   ],
   ['1-D k5 s2 p2, 7 -> 5', { n: 3, sp: [31], c: 7, o: 5, k: [5], s: [2], pb: [2], pe: [2], d: [1] }],
+  // One channel per tap: the rows pack a kernel row at a time (a stem over a grey image).
+  [
+    '3x3 s1 p1, 1 -> 8, batch 2, over 230 rows',
+    { n: 2, sp: [11, 10], c: 1, o: 8, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
+  ],
+  // K 363: the second depth pass starts inside a kernel row and inside a tap (column 256: tap 85, channel 1).
+  ['11x11 s3 p2, 3 -> 20, K over one pass', { n: 1, sp: [23, 19], c: 3, o: 20, k: [11, 11], s: [3, 3], pb: [2, 2], pe: [2, 2], d: [1, 1] }],
   ['1-D k1, 2 -> 1, one row', { n: 1, sp: [1], c: 2, o: 1, k: [1], s: [1], pb: [0], pe: [0], d: [1] }],
 ];
 

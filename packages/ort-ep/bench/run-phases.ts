@@ -63,7 +63,7 @@ async function main(): Promise<void> {
       values.filter((v: any) => v.kind === 'device').map((v: any) => v.array),
     );
     const t3 = performance.now();
-    within(s.streams, () => s.collect(fetches, values, run, undefined));
+    within(s.streams, () => s.collect(fetches, values, run, {}));
     const t4 = performance.now();
     mx.dispose([...run.arrays]);
     const t5 = performance.now();

@@ -43,6 +43,8 @@ export interface MlxExecutionProviderOption {
   maxSessionBytes?: number;
   /** Input signatures whose compiled programs are kept. Default 16. */
   maxSignatures?: number;
+  /** run() evaluates a replay whose last evaluation took under this many ms on the calling thread. Default 1 (see MlxSessionOptions.shortEvalMs). */
+  shortEvalMs?: number;
   /** Where large results land on the host: 'auto' (default), 'pooled' or 'fresh' (see MlxSessionOptions.outputMemory). */
   outputMemory?: 'auto' | 'pooled' | 'fresh';
   /** Nodes MLX does not take: 'cpu' runs them on onnxruntime (default where it resolves), 'none' refuses the model (see MlxSessionOptions.fallback). */
@@ -415,6 +417,7 @@ function providerOptions(options?: InferenceSession.SessionOptions): MlxSessionO
     maxTensorBytes: mine?.maxTensorBytes,
     maxSessionBytes: mine?.maxSessionBytes,
     maxSignatures: mine?.maxSignatures,
+    shortEvalMs: mine?.shortEvalMs,
     outputMemory: mine?.outputMemory,
     fallback: mine?.fallback,
     disabledOps: mine?.disabledOps,

@@ -48,6 +48,14 @@ export interface MlxSessionOptions {
   /** Feed signatures whose compiled programs are kept (LRU). Default 16. */
   maxSignatures?: number;
   /**
+   * run() of a compiled signature whose previous evaluation took under this many milliseconds
+   * evaluates on the calling thread: handing a sub-millisecond graph to the worker thread and
+   * back costs a good part of its compute (tens of microseconds on a CPU). The event loop then
+   * waits that long, as it waits for building the graph. Default 1; 0: run() always evaluates off
+   * the JS thread. The first runs of a signature (analysis, trace) always do.
+   */
+  shortEvalMs?: number;
+  /**
    * Where results of 1 MiB and more land on the host: 'pooled' in host blocks from @mlx/core's
    * pool (hostBuffer: page-locked on MLX's CUDA build, so the copy engine writes them directly,
    * and their pages exist already), 'fresh' in new ArrayBuffers, 'auto' (default) pooled for GPU
@@ -170,6 +178,8 @@ export class MlxSession {
 
   /** Results of POOLED_RESULT_BYTES and more are read into pooled host blocks (outputMemory). */
   private readonly pooledResults: boolean;
+  /** run() evaluates a replay whose last evaluation took under this on the calling thread (shortEvalMs). */
+  private readonly shortEvalMs: number;
 
   private constructor(
     readonly model: ModelIR,
@@ -186,6 +196,10 @@ export class MlxSession {
     if (memory !== 'auto' && memory !== 'pooled' && memory !== 'fresh')
       throw new TypeError(`outputMemory must be 'auto', 'pooled' or 'fresh', got '${String(memory)}'`);
     this.pooledResults = memory === 'pooled' || (memory === 'auto' && streams.main.device.type === 'gpu' && mx.cudaAvailable());
+    const short = options.shortEvalMs ?? 1;
+    if (typeof short !== 'number' || !(short >= 0) || short > 1000)
+      throw new TypeError(`shortEvalMs must be a number of milliseconds from 0 to 1000, got ${String(short)}`);
+    this.shortEvalMs = short;
     const g = model.graph;
     const user = g.inputs.filter((i) => !g.inputsWithDefaults.has(i.name));
     this.inputNames = user.map((i) => i.name);
@@ -434,8 +448,9 @@ export class MlxSession {
     try {
       const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
       donateFeeds(feeds, options.donate, values);
+      const t0 = performance.now();
       evalSync(this.streams, run, deviceArrays(values));
-      run.replaying?.evaluated();
+      run.replaying?.evaluated(performance.now() - t0);
       return within(this.streams, () => this.collect(fetches, values, run, options));
     } finally {
       mx.dispose([...run.arrays]);
@@ -459,8 +474,14 @@ export class MlxSession {
       try {
         const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
         donateFeeds(feeds, options.donate, values);
-        await evalAsync(this.streams, run, deviceArrays(values));
-        run.replaying?.evaluated();
+        const arrays = deviceArrays(values);
+        const t0 = performance.now();
+        // A replay (every segment traced, no steps, kernels built) whose last evaluation was short:
+        // on this thread, without the hop to the worker and back (shortEvalMs).
+        const replay = run.replaying;
+        if (replay && run.budgetKnown && !run.freshTrace && replay.lastEvalMs() < this.shortEvalMs) evalSync(this.streams, run, arrays);
+        else await evalAsync(this.streams, run, arrays);
+        replay?.evaluated(performance.now() - t0);
         return within(this.streams, () => this.collect(fetches, values, run, options));
       } finally {
         mx.dispose([...run.arrays]);

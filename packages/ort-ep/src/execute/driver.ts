@@ -129,7 +129,8 @@ export async function evalAsync(streams: RunStreams, run: RunState, arrays: read
   const pending = takeGuards(streams, run);
   try {
     // A small graph is queued from this thread (one thread hop less), unless a segment traced
-    // in this run: its first evaluation builds fused kernels while queueing.
+    // in this run: its first evaluation builds fused kernels while queueing. (Where MLX's CPU work
+    // runs inline on the evaluating thread, the native side sends it to the worker instead.)
     const inlineNodes = run.freshTrace ? 0 : INLINE_NODES;
     await mx.evalInBackground(pending ? [...arrays, pending.flags] : arrays, limitsOf(run), streams.main, { inlineNodes });
     // Kernel errors recorded on the CPU companion surface here too.

@@ -40,6 +40,14 @@ export interface GuardSet {
 const SHARED_VALUE = Symbol('shared value');
 
 /** What one run (session.run, a trace, or constant folding) holds while it builds the graph. */
+/** What a run tells the compiled signature it replays (signature.ts). */
+export interface Replay {
+  /** The run's evaluation succeeded, in `ms` milliseconds (wall time, as the run saw it). */
+  evaluated(ms?: number): void;
+  /** How long the signature's last successful evaluation took, in ms (Infinity before the first). */
+  lastEvalMs(): number;
+}
+
 export class RunState {
   /** Guards not yet checked: they are evaluated with the next request and checked after it. */
   guards: Guard[] = [];
@@ -65,7 +73,7 @@ export class RunState {
    */
   budgetKnown = false;
   /** The compiled signature this run replays, told when the run's evaluation succeeded. */
-  replaying?: { evaluated(): void };
+  replaying?: Replay;
   /** Set while mx.compile traces a segment (signature.ts): tracers, not data. */
   tracing = false;
   /** What a long-running node (Loop, Scan) stored when it paused (OpContext.pause), by its context. */

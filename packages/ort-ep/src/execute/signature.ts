@@ -9,7 +9,7 @@ import * as mx from '@mlx/core';
 import { isNondeterministic } from '../plan/plan.js';
 import { elemTypeOf, type Value } from '../runtime/value.js';
 import type { Analysis } from './analysis.js';
-import { Env, RunState } from './env.js';
+import { Env, RunState, type Replay } from './env.js';
 import { outputsOf, type EvalRequest, type GraphProgram } from './run.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 
@@ -55,7 +55,9 @@ export class SignatureProgram {
    * without steps are the same on every replay, so later replays skip the budget's graph walk.
    */
   private budgetPassed = false;
-  private readonly onEvaluated = { evaluated: () => this.evaluated() };
+  /** The last successful evaluation's time (session.ts: a short one runs on the calling thread). */
+  private evalMs = Number.POSITIVE_INFINITY;
+  private readonly onEvaluated: Replay = { evaluated: (ms) => this.evaluated(ms), lastEvalMs: () => this.evalMs };
 
   private constructor(
     private readonly program: GraphProgram,
@@ -154,8 +156,9 @@ export class SignatureProgram {
   }
 
   /** Marks the budget as passed once every segment is traced and there are no steps. */
-  private evaluated(): void {
+  private evaluated(ms?: number): void {
     this.budgetPassed ||= this.groups.every((g) => g.kind === 'segment' && g.compiled);
+    if (ms !== undefined) this.evalMs = ms;
   }
 
   /** Runs the signature's program in `env` (feeds set); yields when a step needs evaluated data. */

@@ -91,6 +91,20 @@ describe('AveragePool', () => {
   it('1-D with dilations (opset 19)', async () => {
     await same('AveragePool', fx([2, 3, 11]), { kernel_shape: [3], dilations: [2], strides: [2], pads: [1, 2] }, y, 19);
   });
+  // Windows that all count every position (one divisor), and their neighbours that do not.
+  it('no pads, count_include_pad 0 and 1; pads with count_include_pad 1; ceil overhang', async () => {
+    for (const include of [0, 1]) {
+      await same('AveragePool', fx([1, 16, 7, 7]), { kernel_shape: [2, 2], strides: [2, 2], count_include_pad: include }, y);
+      await same(
+        'AveragePool',
+        fx([2, 3, 6, 7]),
+        { kernel_shape: [3, 2], strides: [1, 2], pads: [1, 0, 1, 1], count_include_pad: include },
+        y,
+      );
+      await same('AveragePool', fx([1, 2, 7, 7]), { kernel_shape: [2, 2], strides: [2, 2], ceil_mode: 1, count_include_pad: include }, y);
+    }
+    await same('AveragePool', fx([2, 3, 11]), { kernel_shape: [3], dilations: [2], strides: [2] }, y, 19);
+  });
 });
 
 describe('LpPool and the global pools', () => {

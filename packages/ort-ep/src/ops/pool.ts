@@ -132,10 +132,18 @@ function averagePool(ctx: OpContext<PoolParams>): mx.Array {
   const w = poolWindow(ctx.params, x);
   const sum = foldWindows(padSpatial(x, w, 0), w, (a, v) => mx.add(a, v));
   const spatial = x.shape.slice(2);
+  // Explicit (or auto) pads count with count_include_pad; the overhang ceil_mode adds beyond them
+  // does not, nor do pads without it.
+  const explicit = windowOf(ctx.params, spatial, w.kernel, false);
+  const overhang = w.padsEnd.some((p, i) => p !== explicit.padsEnd[i]);
+  const padded = w.padsBegin.some((p) => p > 0) || w.padsEnd.some((p) => p > 0);
+  if (ctx.params.countIncludePad ? !overhang : !padded) {
+    // Every window counts all its positions: one divisor (no count map built per run).
+    const positions = w.kernel.reduce((a, b) => a * b, 1);
+    return mx.divide(sum, mx.array(positions, { dtype: sum.dtype }));
+  }
   let mask = mx.ones([1, 1, ...spatial], x.dtype);
   if (ctx.params.countIncludePad) {
-    // Explicit (or auto) pads count; the overhang ceil_mode adds beyond them does not.
-    const explicit = windowOf(ctx.params, spatial, w.kernel, false);
     mask = padSpatial(mask, { ...w, padsBegin: explicit.padsBegin, padsEnd: explicit.padsEnd }, 1);
     const extra = w.padsEnd.map((p, i) => p - explicit.padsEnd[i]);
     mask = padSpatial(mask, { ...w, padsBegin: w.padsBegin.map(() => 0), padsEnd: extra }, 0);

@@ -2,7 +2,8 @@
 // session took (initializers, results), and run() leaves the event loop free while MLX computes.
 import { describe, expect, it } from 'vitest';
 import { model, node, v } from '../helpers/build.js';
-import { f32, mlxCpu, ort, plain, seeded } from '../helpers/ort.js';
+import { f32, mlxCpu, ort, plain, runOn, seeded } from '../helpers/ort.js';
+import { MlxSession } from '../../src/index.js';
 
 const { memory } = await import('@mlx/core');
 
@@ -135,4 +136,50 @@ describe('run() and the event loop', () => {
       await s.release();
     }
   }, 60_000);
+
+  // y = tanh(x @ w) + x on [4, 16]: microseconds of compute.
+  const small = model({
+    opsets: { '': 13 },
+    inputs: [v('x', 'float32', [4, 16])],
+    outputs: [v('y', 'float32', [4, 16])],
+    initializers: [{ name: 'w', type: 'float32', dims: [16, 16], values: seeded(256, 3).map((t) => t / 4) }],
+    nodes: [node('MatMul', ['x', 'w'], ['h']), node('Tanh', ['h'], ['t']), node('Add', ['t', 'x'], ['y'])],
+  });
+  const x = f32(seeded(64, 5), [4, 16]);
+  const feed = { x: { dtype: 1, dims: [4, 16], data: x.data as Float32Array } };
+
+  /** Whether the event loop turned (a setImmediate ran) while one run() was in flight, and its result. */
+  async function turned(s: MlxSession): Promise<{ turned: boolean; y: number[] }> {
+    let ran = false;
+    const imm = setImmediate(() => void (ran = true));
+    const out = await s.run(feed);
+    clearImmediate(imm);
+    return { turned: ran, y: Array.from((out.y as { data: Float32Array }).data) };
+  }
+
+  it('a short replay evaluates on the calling thread; shortEvalMs 0 always hands it to the worker', async () => {
+    const want = plain((await runOn('cpu', small, { x })).y);
+    // A generous threshold: a loaded machine may stretch even this graph's evaluation.
+    const quick = await MlxSession.create(small, { device: 'cpu', shortEvalMs: 1000 });
+    const off = await MlxSession.create(small, { device: 'cpu', shortEvalMs: 0 });
+    try {
+      // The analysis and the trace (which builds kernels) run off the thread, then the replays on it.
+      const first = [await turned(quick), await turned(quick)];
+      expect(first.map((r) => r.turned)).toEqual([true, true]);
+      const later = await turned(quick);
+      expect(later.turned).toBe(false);
+      for (let i = 0; i < 3; i++) await turned(off);
+      const worker = await turned(off);
+      expect(worker.turned).toBe(true);
+      for (const r of [...first, later, worker]) r.y.forEach((y, i) => expect(y).toBeCloseTo(want[i], 5));
+    } finally {
+      quick.release();
+      off.release();
+    }
+  });
+
+  it('refuses a shortEvalMs that is not a number of milliseconds', async () => {
+    await expect(MlxSession.create(small, { device: 'cpu', shortEvalMs: -1 })).rejects.toThrow(/shortEvalMs must be a number/);
+    await expect(MlxSession.create(small, { device: 'cpu', shortEvalMs: Number.NaN })).rejects.toThrow(/shortEvalMs must be a number/);
+  });
 });

@@ -396,7 +396,9 @@ int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t n, const mlx_stream str
   auto outs = arrays_of(ctxs, n, "mlxc_eval_arrays_async");
   auto s = mlxc::stream(stream);
   if (notifier().wr < 0) throw std::runtime_error("mlxc_eval_arrays_async: no notification pipe");
-  if (max_inline_nodes && s.device == mx::Device::cpu) {
+  // Where the inline CPU mode works, the worker computes the whole graph on its own thread
+  // (eval_within): one hop, against one per primitive to the stream's thread below.
+  if (max_inline_nodes && s.device == mx::Device::cpu && !mlxc::inline_available()) {
     // A small graph all on this CPU stream: queued from this thread (MLX's CPU primitives only
     // allocate and queue their work here; the stream's thread computes), and a last task on the
     // stream reports the end. No hop through the worker thread.

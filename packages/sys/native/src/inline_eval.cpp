@@ -148,6 +148,8 @@ void InlineEval::rethrow() {
   std::rethrow_exception(e);
 }
 
+bool inline_available() { return inline_enabled(); }
+
 uint64_t inline_tasks() { return inline_count.load(std::memory_order_relaxed); }
 
 void async_begin(const mx::Stream& s) {

@@ -42,6 +42,9 @@ class InlineEval {
   std::exception_ptr error_;
 };
 
+/** Whether the inline mode works here and is on (MLXC_INLINE_EVAL is not 0). */
+bool inline_available();
+
 /** Tasks run inline so far (process-wide): 0 where the inline mode never engaged. */
 uint64_t inline_tasks();
 

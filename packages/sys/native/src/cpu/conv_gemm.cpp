@@ -18,17 +18,21 @@ namespace mlxc::cpu {
 namespace convgemm {
 
 void pack_rows(const Shape& s, const float* x, size_t m0, size_t mc, size_t k0, size_t kc, float* buf) {
+  if (mc == 0 || kc == 0) return;
   const size_t plane = s.oh * s.ow, k1 = k0 + kc;
+  // The output position of the first row, then stepped row by row; the tap and channel of column
+  // k0 likewise: no integer division inside the loops (a few channels per tap, e.g. a stem's one,
+  // make one segment per kernel row, and the divisions dominated).
+  size_t b = m0 / plane, oy = (m0 % plane) / s.ow, ox = m0 % s.ow;
+  const size_t tap0 = k0 / s.c, ci0 = k0 % s.c, ky0 = tap0 / s.kw, kx0 = tap0 % s.kw;
   for (size_t r = 0; r < mc; r++) {
-    const size_t m = m0 + r, b = m / plane, oy = (m % plane) / s.ow, ox = m % s.ow;
     const float* xb = x + b * s.ih * s.iw * s.c;
     float* dst = buf + r * kc;
-    size_t k = k0;
+    size_t k = k0, ci = ci0, ky = ky0, kx = kx0;
+    // Unsigned: a position before the input wraps to a huge index and fails the bound check.
+    const size_t iy0 = oy * s.sh - s.ph, ix0 = ox * s.sw - s.pw;
     while (k < k1) {
-      const size_t tap = k / s.c, ci = k % s.c;
-      const size_t ky = tap / s.kw, kx = tap % s.kw;
-      // Unsigned: a position before the input wraps to a huge index and fails the bound check.
-      const size_t iy = oy * s.sh + ky * s.dh - s.ph, ix = ox * s.sw + kx * s.dw - s.pw;
+      const size_t iy = iy0 + ky * s.dh, ix = ix0 + kx * s.dw;
       size_t len = s.c - ci;
       if (iy >= s.ih)
         len += (s.kw - 1 - kx) * s.c;  // the whole kernel row is above or below the input: zeros
@@ -46,6 +50,22 @@ void pack_rows(const Shape& s, const float* x, size_t m0, size_t mc, size_t k0, 
       }
       dst += len;
       k += len;
+      // Advance (ky, kx, ci) by len columns: at most a kernel row of taps.
+      ci += len;
+      while (ci >= s.c) {
+        ci -= s.c;
+        if (++kx == s.kw) {
+          kx = 0;
+          ++ky;
+        }
+      }
+    }
+    if (++ox == s.ow) {
+      ox = 0;
+      if (++oy == s.oh) {
+        oy = 0;
+        ++b;
+      }
     }
   }
 }
