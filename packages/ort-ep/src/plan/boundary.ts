@@ -87,9 +87,24 @@ export function nonTensorValues(plan: GraphPlan): Map<string, NonTensorKind> {
   return out;
 }
 
-/** Whether onnxruntime can be handed this node as written: no op of the provider's private domains (graph rewrites), bodies included. */
+// Ops MLX implements that onnxruntime's CPU provider does not have (onnxruntime-node 1.30 refuses
+// them as "not a registered function/op"): such a node stays on MLX, and the values it exchanges
+// with fallback nodes cross in tensor form.
+const ONNXRUNTIME_LACKS: ReadonlySet<string> = new Set([
+  'com.microsoft::Sigmoid',
+  'com.microsoft::SimplifiedLayerNormalization',
+  'ai.onnx.preview::FlexAttention',
+  'ai.onnx.preview.training::Adagrad',
+  'ai.onnx.preview.training::Adam',
+  'ai.onnx.preview.training::Momentum',
+]);
+
+/**
+ * Whether onnxruntime can be handed this node as written: no op of the provider's private domains
+ * (graph rewrites) nor one onnxruntime lacks, bodies included.
+ */
 export function onnxruntimeKnows(n: NodeIR): boolean {
-  if (n.domain.startsWith('mlx.')) return false;
+  if (n.domain.startsWith('mlx.') || ONNXRUNTIME_LACKS.has(`${n.domain}::${n.opType}`)) return false;
   return subgraphsOf(n).every(({ graph }) => graph.nodes.every(onnxruntimeKnows));
 }
 

@@ -40,6 +40,12 @@ export interface GraphPlan {
   /** Plans of subgraph attributes, by graph object. */
   subplans: Map<GraphIR, GraphPlan>;
   modelName: string;
+  /**
+   * The element types of sequences (and of optionals' tensors) known before any run, from the ops
+   * that make them: a sequence or optional crossing to MLX from onnxruntime comes back in tensor
+   * form, which needs its element type (plan/boundary.ts).
+   */
+  elementTypes?: Map<string, number>;
 }
 
 export interface PlanOptions {
@@ -146,6 +152,34 @@ function outputTypes(node: NodeIR, typeOf: (name: string) => number | undefined)
   return node.opType === 'Split' ? node.outputs.map(() => t) : [t];
 }
 
+/** The element type of the sequence (or optional) output 0 of a node makes, where it follows from its inputs. */
+function elementTypeMade(
+  node: NodeIR,
+  typeOf: (name: string) => number | undefined,
+  elemOf: (name: string) => number | undefined,
+): number | undefined {
+  if (node.domain !== DEFAULT_DOMAIN) return undefined;
+  const input = (i: number) => node.inputs[i] ?? '';
+  switch (node.opType) {
+    case 'SplitToSequence':
+    case 'SequenceConstruct':
+      return typeOf(input(0));
+    case 'SequenceEmpty': {
+      const a = node.attributes.get('dtype');
+      return a?.type === 'int' ? Number(a.value) : OnnxDataType.FLOAT;
+    }
+    case 'SequenceInsert':
+      return elemOf(input(0)) ?? typeOf(input(1));
+    case 'SequenceErase':
+      return elemOf(input(0));
+    case 'Optional':
+      // An optional tensor (an optional sequence's element type is not recorded: its form differs).
+      return node.inputs[0] ? typeOf(input(0)) : undefined;
+    default:
+      return undefined;
+  }
+}
+
 /**
  * Plans a graph; unsupported nodes (including those inside subgraphs) are appended to `unsupported`.
  * `outerTypes`: the element types known in the enclosing scopes (for a subgraph).
@@ -165,6 +199,7 @@ export function planGraph(
     if (v.type.kind === 'tensor' && v.type.elemType) types.set(v.name, v.type.elemType);
   for (const [name, t] of graph.initializers) types.set(name, t.dtype);
   const typeOf = (name: string) => (name ? types.get(name) : undefined);
+  const elementTypes = new Map<string, number>();
   const nodes: PlannedNode[] = [];
   const producer = new Map<string, number>();
   const subplans = new Map<GraphIR, GraphPlan>();
@@ -222,12 +257,14 @@ export function planGraph(
       const o = node.outputs[k];
       if (o && t && !types.has(o)) types.set(o, t);
     });
+    const elem = elementTypeMade(node, typeOf, (name) => elementTypes.get(name));
+    if (elem && node.outputs[0] && !elementTypes.has(node.outputs[0])) elementTypes.set(node.outputs[0], elem);
     const outerReads = [...new Set(subgraphs.flatMap((g) => [...outerReferences(g)]))];
     for (const o of node.outputs) if (o) producer.set(o, nodes.length);
     nodes.push({ node, entry, opset, attrs, params, subgraphs, outerReads, ...(why !== undefined && { reason: why }) });
   }
   const overridable = new Set(graph.inputs.map((i) => i.name));
-  return { graph, nodes, constants, overridable, producer, subplans, modelName: opts.modelName };
+  return { graph, nodes, constants, overridable, producer, subplans, modelName: opts.modelName, elementTypes };
 }
 
 /**

@@ -501,3 +501,58 @@ describe('optional sequences at a fallback boundary', () => {
     }
   });
 });
+
+describe('a node only MLX runs exchanging a sequence with a fallback node', () => {
+  // SequenceMap whose body holds com.microsoft::Sigmoid, which onnxruntime's CPU provider lacks:
+  // it stays on MLX, and the sequence a fallback SplitToSequence makes crosses in tensor form.
+  const spec = (sigmoid: { domain?: string }): ModelSpec => ({
+    opsets: { '': 17, 'com.microsoft': 1 },
+    inputs: [v('x', 'float32', [2, 5]), v('k', 'int64', ['K'])],
+    outputs: [v('y', 'float32')],
+    nodes: [
+      node('Relu', ['x'], ['r']),
+      node('SplitToSequence', ['r', 'k'], ['s'], { attrs: { axis: 1 } }),
+      node('SequenceMap', ['s'], ['m'], {
+        attrs: {
+          body: {
+            g: { name: 'b', inputs: [v('e', 'float32')], outputs: [v('eo', 'float32')], nodes: [node('Sigmoid', ['e'], ['eo'], sigmoid)] },
+          },
+        },
+      }),
+      node('ConcatFromSequence', ['m'], ['y'], { attrs: { axis: 1 } }),
+    ],
+  });
+  const withSeqInfo = (spec: ModelSpec, declared: boolean) => {
+    const m = modelProto(spec);
+    if (declared) m.graph!.valueInfo.push(proto.valueInfo('s', seqOf(ELEM.float32)));
+    return serialize(m);
+  };
+
+  for (const declared of [true, false])
+    it(`the sequence crosses (its type ${declared ? 'declared in a value info' : 'that of the tensor SplitToSequence splits'}); the outputs match onnxruntime with ai.onnx Sigmoid`, async () => {
+      const bytes = withSeqInfo(spec({ domain: 'com.microsoft' }), declared);
+      const summary = summarizePartitions(prepareModel(bytes, { disabledOps: ['SplitToSequence'] }).plan);
+      expect(summary.fallbackNodes.map((n) => n.op)).toEqual(['SplitToSequence']);
+      // The reference: the same graph with ai.onnx's Sigmoid, which onnxruntime-node runs.
+      const ref = withSeqInfo(spec({}), true);
+      const x = f32(
+        seeded(10, 9).map((a) => a * 4),
+        [2, 5],
+      );
+      for (const split of [
+        [2, 3],
+        [1, 0, 4],
+      ]) {
+        const k = i64(split, [split.length]);
+        const want = await runOn('cpu', ref, { x, k });
+        for (const compiled of [true, false]) {
+          const s = await MlxSession.create(bytes, { ...cpu, compiled, disabledOps: ['SplitToSequence'] });
+          try {
+            for (let r = 0; r < (compiled ? 3 : 1); r++) expectClose((await s.run({ x: host(x), k: host(k) })).y as HostTensor, want.y);
+          } finally {
+            s.release();
+          }
+        }
+      }
+    });
+});
