@@ -83,11 +83,23 @@ export class FallbackRunner {
       if (v.kind === 'map') throw new Error(`input '${name}' is a map, which cannot cross to onnxruntime through its JavaScript API`);
       if (declared?.kind === 'optional') {
         types.push(declared);
-        if (v.kind === 'none') {
+        if (v.kind === 'none' && declared.elem?.kind !== 'sequence') {
           if (!declared.elem) throw new Error(`input '${name}' is an empty optional whose element type is not declared`);
           return { kind: 'optional', present: false, type: declared };
         }
-        if (v.kind === 'sequence') throw new Error(`input '${name}' is an optional sequence, which cannot cross to onnxruntime`);
+        if (declared.elem?.kind === 'sequence') {
+          if (v.kind !== 'sequence' && v.kind !== 'none')
+            throw new Error(`input '${name}' is declared an optional sequence but is fed a ${v.kind}`);
+          const inner = declared.elem.elem;
+          const elemType = v.kind === 'sequence' ? v.elemType : inner?.kind === 'tensor' ? inner.elemType : 0;
+          if (!elemType) throw new Error(`input '${name}' is an empty optional sequence whose element type is not declared`);
+          const items = v.kind === 'sequence' ? v.items : [];
+          items.forEach((item, j) =>
+            feed(itemInput(optionalInput(name), j), asHost(item, `element ${j} of input '${name}'`), `element ${j} of input '${name}'`),
+          );
+          return { kind: 'optional-sequence', present: v.kind === 'sequence', count: items.length, elemType, type: declared };
+        }
+        if (v.kind === 'sequence') throw new Error(`input '${name}' is declared an optional tensor but is fed a sequence`);
         feed(optionalInput(name), asHost(v, `input '${name}'`), `input '${name}'`);
         return { kind: 'optional', present: true, type: declared };
       }
@@ -109,7 +121,17 @@ export class FallbackRunner {
     });
     const key = forms.every((f) => f.kind === 'tensor')
       ? ''
-      : JSON.stringify(forms.map((f) => (f.kind === 'sequence' ? [f.count, f.elemType] : f.kind === 'optional' ? f.present : 0)));
+      : JSON.stringify(
+          forms.map((f) =>
+            f.kind === 'sequence'
+              ? [f.count, f.elemType]
+              : f.kind === 'optional'
+                ? f.present
+                : f.kind === 'optional-sequence'
+                  ? [f.present, f.count, f.elemType]
+                  : 0,
+          ),
+        );
     const session = await (this.sessions.get(key) ?? this.open(key, types, forms));
     const outForms = this.outputForms!;
     const fetches = this.partition.outputs.flatMap((name, k) => outputParts(name, outForms[k]));
@@ -125,6 +147,14 @@ export class FallbackRunner {
           items: sequenceItems(name, parts[0], parts[1], parts[2]).map((tensor) => ({ kind: 'host', tensor })),
         };
       if (form.kind === 'optional') return (parts[0].data as Uint8Array)[0] ? { kind: 'host', tensor: parts[1] } : { kind: 'none' };
+      if (form.kind === 'optional-sequence')
+        return (parts[0].data as Uint8Array)[0]
+          ? {
+              kind: 'sequence',
+              elemType: form.elemType,
+              items: sequenceItems(name, parts[1], parts[2], parts[3]).map((tensor) => ({ kind: 'host', tensor })),
+            }
+          : { kind: 'none' };
       return { kind: 'host', tensor: parts[0] };
     });
   }

@@ -155,6 +155,10 @@ describe('MeanVarianceNormalization, LRN, LpNormalization', () => {
   it('MVN over axes [1, 2]', async () => {
     await same('MeanVarianceNormalization', 13, [{ name: 'x', dims: [2, 3, 4] }], { axes: [1, 2] });
   });
+  it('MVN with axes the input lacks (the default [0, 2, 3] on ranks 1 to 3, out-of-range negatives) ignores them, as onnxruntime does', async () => {
+    for (const dims of [[5], [2, 3], [2, 3, 4]]) await same('MeanVarianceNormalization', 13, [{ name: 'x', dims }], {});
+    await same('MeanVarianceNormalization', 13, [{ name: 'x', dims: [2, 3] }], { axes: [-5, -1, 1] });
+  });
   it('LRN with size 5 over 6 channels', async () => {
     await same('LRN', 13, [{ name: 'x', dims: [2, 6, 3, 3] }], { size: 5, alpha: { f: 0.01 }, beta: { f: 0.6 }, bias: { f: 2 } });
   });

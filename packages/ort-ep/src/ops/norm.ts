@@ -177,7 +177,11 @@ function lpNorm(ctx: OpContext<LpNormParams>): mx.Array {
 
 function mvn(ctx: OpContext<number[]>): mx.Array {
   const x = ctx.input(0);
-  const axes = ctx.params.map((a) => normAxis(a, x.ndim));
+  // The default axes [0, 2, 3] are those of an NCHW input: on other ranks onnxruntime normalizes over
+  // the axes the input has and ignores the others, and so does this.
+  const axes = [...new Set(ctx.params.filter((a) => a >= -x.ndim && a < x.ndim).map((a) => normAxis(a, x.ndim)))];
+  if (!axes.length)
+    throw new RangeError(`MeanVarianceNormalization: none of axes [${ctx.params.join(', ')}] is an axis of the rank-${x.ndim} input`);
   const xs = stash(x);
   const mean = mx.mean(xs, axes, { keepdims: true });
   // The function body: Var = E[x^2] - E[x]^2, y = (x - mean) / (sqrt(Var) + 1e-9).

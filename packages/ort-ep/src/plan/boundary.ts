@@ -7,7 +7,9 @@
 //    a sequence goes in as one input per element (SequenceConstruct, or SequenceEmpty when it has
 //    none) and comes out as three tensors (the elements' data flattened and concatenated, their
 //    shapes concatenated, their ranks), an optional goes in as its tensor (Optional, or an empty
-//    Optional of its declared type) and comes out as a presence flag and a tensor.
+//    Optional of its declared type) and comes out as a presence flag and a tensor; an optional
+//    sequence goes in as its elements (SequenceConstruct, then Optional) and comes out as a presence
+//    flag and the sequence's three tensors.
 import {
   DEFAULT_DOMAIN,
   OnnxDataType,
@@ -85,9 +87,24 @@ export function nonTensorValues(plan: GraphPlan): Map<string, NonTensorKind> {
   return out;
 }
 
-/** Whether onnxruntime can be handed this node as written: no op of the provider's private domains (graph rewrites), bodies included. */
+// Ops MLX implements that onnxruntime's CPU provider does not have (onnxruntime-node 1.30 refuses
+// them as "not a registered function/op"): such a node stays on MLX, and the values it exchanges
+// with fallback nodes cross in tensor form.
+const ONNXRUNTIME_LACKS: ReadonlySet<string> = new Set([
+  'com.microsoft::Sigmoid',
+  'com.microsoft::SimplifiedLayerNormalization',
+  'ai.onnx.preview::FlexAttention',
+  'ai.onnx.preview.training::Adagrad',
+  'ai.onnx.preview.training::Adam',
+  'ai.onnx.preview.training::Momentum',
+]);
+
+/**
+ * Whether onnxruntime can be handed this node as written: no op of the provider's private domains
+ * (graph rewrites) nor one onnxruntime lacks, bodies included.
+ */
 export function onnxruntimeKnows(n: NodeIR): boolean {
-  if (n.domain.startsWith('mlx.')) return false;
+  if (n.domain.startsWith('mlx.') || ONNXRUNTIME_LACKS.has(`${n.domain}::${n.opType}`)) return false;
   return subgraphsOf(n).every(({ graph }) => graph.nodes.every(onnxruntimeKnows));
 }
 
@@ -99,10 +116,16 @@ export type InputForm =
   /** A sequence of `count` elements of `elemType`: inputs `<name>/mlx_item_<j>`. */
   | { kind: 'sequence'; count: number; elemType: number }
   /** An optional (declared type `type`): present, as input `<name>/mlx_value`, or empty. */
-  | { kind: 'optional'; present: boolean; type: TypeIR & { kind: 'optional' } };
+  | { kind: 'optional'; present: boolean; type: TypeIR & { kind: 'optional' } }
+  /** An optional sequence (declared type `type`): present, as `count` inputs `<name>/mlx_value/mlx_item_<j>`, or empty. */
+  | { kind: 'optional-sequence'; present: boolean; count: number; elemType: number; type: TypeIR & { kind: 'optional' } };
 
 /** How one output of a sub-model comes back. */
-export type OutputForm = { kind: 'tensor' } | { kind: 'sequence'; elemType: number } | { kind: 'optional'; elemType: number };
+export type OutputForm =
+  | { kind: 'tensor' }
+  | { kind: 'sequence'; elemType: number }
+  | { kind: 'optional'; elemType: number }
+  | { kind: 'optional-sequence'; elemType: number };
 
 export const itemInput = (name: string, j: number) => `${name}/mlx_item_${j}`;
 export const optionalInput = (name: string) => `${name}/mlx_value`;
@@ -110,6 +133,8 @@ export const optionalInput = (name: string) => `${name}/mlx_value`;
 export function outputParts(name: string, form: OutputForm): string[] {
   if (form.kind === 'sequence') return [`${name}/mlx_data`, `${name}/mlx_shapes`, `${name}/mlx_ranks`];
   if (form.kind === 'optional') return [`${name}/mlx_present`, `${name}/mlx_value`];
+  if (form.kind === 'optional-sequence')
+    return [`${name}/mlx_present`, ...outputParts(optionalInput(name), { kind: 'sequence', elemType: form.elemType })];
   return [name];
 }
 
@@ -159,6 +184,18 @@ export function boundaryGraph(
           ? makeNode('SequenceConstruct', items, [name])
           : makeNode('SequenceEmpty', [], [name], new Map([['dtype', { type: 'int', value: form.elemType }]])),
       );
+    } else if (form.kind === 'optional-sequence') {
+      const seq = optionalInput(name);
+      if (form.present) {
+        const items = Array.from({ length: form.count }, (_, j) => itemInput(seq, j));
+        for (const item of items) b.inputs.push({ name: item, type: tensorType(form.elemType) });
+        b.before.push(
+          items.length
+            ? makeNode('SequenceConstruct', items, [seq])
+            : makeNode('SequenceEmpty', [], [seq], new Map([['dtype', { type: 'int', value: form.elemType }]])),
+          makeNode('Optional', [seq], [name]),
+        );
+      } else b.before.push(makeNode('Optional', [], [name], new Map([['type', { type: 'type_proto', value: form.type.elem! }]])));
     } else if (form.present) {
       b.inputs.push({ name: optionalInput(name), type: form.type.elem ?? { kind: 'unknown' } });
       b.before.push(makeNode('Optional', [optionalInput(name)], [name]));
@@ -172,6 +209,7 @@ export function boundaryGraph(
     b.outputs.push(...parts);
     if (form.kind === 'sequence') b.after.push(...flattenSequence(name, form.elemType, parts));
     else if (form.kind === 'optional') b.after.push(...unwrapOptional(name, form.elemType, parts));
+    else if (form.kind === 'optional-sequence') b.after.push(...unwrapOptionalSequence(name, form.elemType, parts));
   });
   return b;
 }
@@ -259,6 +297,48 @@ function unwrapOptional(opt: string, elemType: number, [present, value]: string[
   ];
 }
 
+// Present: the flag, then the sequence flattened (inside the If's then branch); empty: the flag and
+// three empty tensors.
+function unwrapOptionalSequence(opt: string, elemType: number, [present, data, shapes, ranks]: string[]): NodeIR[] {
+  const p = (s: string) => `${opt}/mlx_${s}`;
+  const seq = p('seq');
+  const got = [p('got_data'), p('got_shapes'), p('got_ranks')];
+  const none = [p('none_data'), p('none_shapes'), p('none_ranks')];
+  const outs = (names: string[]) => names.map((name, k) => ({ name, type: tensorType(k ? OnnxDataType.INT64 : elemType) }));
+  const branch = (name: string, nodes: NodeIR[], names: string[]): GraphIR => ({
+    name,
+    inputs: [],
+    outputs: outs(names),
+    nodes,
+    initializers: new Map(),
+    inputsWithDefaults: new Set(),
+    valueInfo: new Map(),
+    sparseInitializers: new Map(),
+  });
+  const then = branch(`${opt}_get`, [makeNode('OptionalGetElement', [opt], [seq]), ...flattenSequence(seq, elemType, got)], got);
+  const otherwise = branch(
+    `${opt}_empty`,
+    [
+      constant(none[0], emptyTensor(elemType)),
+      constant(none[1], emptyTensor(OnnxDataType.INT64)),
+      constant(none[2], emptyTensor(OnnxDataType.INT64)),
+    ],
+    none,
+  );
+  return [
+    makeNode('OptionalHasElement', [opt], [present]),
+    makeNode(
+      'If',
+      [present],
+      [data, shapes, ranks],
+      new Map([
+        ['then_branch', { type: 'graph', value: then }],
+        ['else_branch', { type: 'graph', value: otherwise }],
+      ]),
+    ),
+  ];
+}
+
 /** The output form of a value of this declared type; throws saying why it cannot come back. */
 export function outputFormOf(name: string, type: TypeIR | undefined, kind: NonTensorKind | undefined): OutputForm {
   const k = kindOf(type) ?? kind;
@@ -266,6 +346,14 @@ export function outputFormOf(name: string, type: TypeIR | undefined, kind: NonTe
   const elem = type && (type.kind === 'sequence' || type.kind === 'optional') ? type.elem : undefined;
   if (k === 'map' || elem?.kind === 'map')
     throw new Error(`'${name}' is a map (or a sequence of maps), which cannot come back from onnxruntime through its JavaScript API`);
+  if (k === 'optional' && elem?.kind === 'sequence') {
+    const inner = elem.elem;
+    if (inner?.kind !== 'tensor' || !inner.elemType)
+      throw new Error(
+        `'${name}' is an optional sequence whose element type is not declared (or is not a tensor type), so it cannot come back from onnxruntime: declare its type in a value info`,
+      );
+    return { kind: 'optional-sequence', elemType: inner.elemType };
+  }
   if (elem?.kind !== 'tensor' || !elem.elemType)
     throw new Error(
       `'${name}' is ${k === 'sequence' ? 'a sequence' : 'an optional'} whose element type is not declared (or is not a tensor type), so it cannot come back from onnxruntime: declare its type in a value info`,

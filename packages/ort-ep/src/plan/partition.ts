@@ -132,6 +132,8 @@ interface ModelFacts {
   graph: GraphIR;
   /** Values known not to be tensors (boundary.ts). */
   kinds: Map<string, NonTensorKind>;
+  /** Element types of sequences and optionals that follow from the ops making them (GraphPlan.elementTypes). */
+  elementTypes: ReadonlyMap<string, number>;
 }
 
 /**
@@ -182,8 +184,15 @@ export class FallbackPartition {
   outputForms(): OutputForm[] {
     const g = this.facts.graph;
     return this.outputs.map((name) => {
-      const type = g.outputs.find((o) => o.name === name)?.type ?? g.valueInfo.get(name)?.type;
-      return outputFormOf(name, type, this.nonTensorKind(name));
+      const declared = g.outputs.find((o) => o.name === name)?.type ?? g.valueInfo.get(name)?.type;
+      const kind = this.nonTensorKind(name);
+      const elemType = this.facts.elementTypes.get(name);
+      const known =
+        !declared || declared.kind === 'unknown' || ((declared.kind === 'sequence' || declared.kind === 'optional') && !declared.elem);
+      // No declared element type: the one that follows from the op making the value.
+      const type: TypeIR | undefined =
+        known && elemType && (kind === 'sequence' || kind === 'optional') ? { kind, elem: { kind: 'tensor', elemType } } : declared;
+      return outputFormOf(name, type, kind);
     });
   }
 
@@ -237,7 +246,13 @@ export function contractFallback(plan: GraphPlan, model: ModelIR, partitions: Pa
   });
   const readsOf = (pn: PlannedNode) => [...pn.node.inputs, ...pn.outerReads].filter((n) => n);
   const graphOutputs = new Set(plan.graph.outputs.map((o) => o.name));
-  const facts: ModelFacts = { irVersion: model.irVersion, opsets: model.opsetImports, graph: plan.graph, kinds: nonTensorValues(plan) };
+  const facts: ModelFacts = {
+    irVersion: model.irVersion,
+    opsets: model.opsetImports,
+    graph: plan.graph,
+    kinds: nonTensorValues(plan),
+    elementTypes: plan.elementTypes ?? new Map(),
+  };
   const reasons = fallbackReasons(plan);
   const nodes: PlannedNode[] = [];
   const fallbacks: FallbackPartition[] = [];

@@ -359,3 +359,200 @@ describe('omitted optional inputs and outputs of fallback nodes', () => {
     await expectSame(bytes, feeds, ['Clip']);
   });
 });
+
+describe('optional sequences at a fallback boundary', () => {
+  const optSeqOf = (elem: number) => proto.optionalType(seqOf(elem));
+
+  it('an optional sequence input, present (several lengths, one empty) and absent, read by fallback nodes', async () => {
+    // h: whether o is present; n: its length where present (If on h).
+    const lengthOr = (seq: string) => ({
+      then_branch: {
+        g: {
+          name: 'len',
+          inputs: [],
+          outputs: [v('n1', 'int64')],
+          nodes: [node('OptionalGetElement', [seq], ['got']), node('SequenceLength', ['got'], ['n1'])],
+        },
+      },
+      else_branch: {
+        g: {
+          name: 'none',
+          inputs: [],
+          outputs: [v('n0', 'int64')],
+          nodes: [node('Constant', [], ['n0'], { attrs: { value: { t: { name: 'c', type: 'int64', dims: [], values: [-1] } } } })],
+        },
+      },
+    });
+    const bytes = build(
+      {
+        opsets: { '': 18 },
+        inputs: [v('o', 'float32'), v('x', 'float32', [2, 3])],
+        outputs: [v('h', 'bool'), v('n', 'int64'), v('y', 'float32')],
+        nodes: [node('OptionalHasElement', ['o'], ['h']), node('If', ['h'], ['n'], { attrs: lengthOr('o') }), node('Relu', ['x'], ['y'])],
+      },
+      { o: optSeqOf(ELEM.float32) },
+    );
+    // The reference for a present optional sequence: onnxruntime-node making it from tensor inputs.
+    const reference = (k: number) =>
+      build({
+        opsets: { '': 18 },
+        inputs: [...Array.from({ length: k }, (_, j) => v(`e${j}`, 'float32')), v('x', 'float32', [2, 3])],
+        outputs: [v('h', 'bool'), v('n', 'int64'), v('y', 'float32')],
+        nodes: [
+          k
+            ? node(
+                'SequenceConstruct',
+                Array.from({ length: k }, (_, j) => `e${j}`),
+                ['s'],
+              )
+            : node('SequenceEmpty', [], ['s'], { attrs: { dtype: { i: ELEM.float32 } } }),
+          node('Optional', ['s'], ['o']),
+          node('OptionalHasElement', ['o'], ['h']),
+          node('If', ['h'], ['n'], { attrs: lengthOr('o') }),
+          node('Relu', ['x'], ['y']),
+        ],
+      });
+    const s = await MlxSession.create(bytes, { ...cpu, disabledOps: ['OptionalHasElement'] });
+    try {
+      expect(s.fallbackStats[0].ops).toEqual(['OptionalHasElement', 'If']);
+      for (const k of [2, undefined, 0, 3]) {
+        const x = x23();
+        if (k === undefined) {
+          // onnxruntime-node cannot be fed an empty optional; the spec: OptionalHasElement of one is false.
+          const out = await s.run({ o: { kind: 'none' }, x: host(x) });
+          expect(Array.from((out.h as HostTensor).data as Uint8Array)).toEqual([0]);
+          expect(Array.from((out.n as HostTensor).data as BigInt64Array)).toEqual([-1n]);
+          continue;
+        }
+        const items = Array.from({ length: k }, (_, j) => f32(seeded(4, 20 + j), [2, 2]));
+        const want = await runOn('cpu', reference(k), { ...Object.fromEntries(items.map((t, j) => [`e${j}`, t])), x });
+        const seq: Value = { kind: 'sequence', elemType: ELEM.float32, items: items.map((t) => ({ kind: 'host', tensor: host(t) })) };
+        const out = await s.run({ o: seq, x: host(x) });
+        expectClose(out.h as HostTensor, want.h);
+        expectClose(out.n as HostTensor, want.n);
+        expectClose(out.y as HostTensor, want.y);
+      }
+    } finally {
+      s.release();
+    }
+  });
+
+  it('an optional sequence output onnxruntime makes, present and empty', async () => {
+    const m = modelProto({
+      opsets: { '': 18 },
+      inputs: [v('x', 'float32', [2, 5]), v('k', 'int64', ['K'])],
+      outputs: [v('o', 'float32'), v('z', 'float32'), v('y', 'float32')],
+      nodes: [
+        node('Relu', ['x'], ['r']),
+        node('SplitToSequence', ['r', 'k'], ['s'], { attrs: { axis: 1 } }),
+        node('Optional', ['s'], ['o']),
+        node('Optional', [], ['z'], { name: 'empty' }),
+        node('Neg', ['x'], ['y']),
+      ],
+    });
+    const g = m.graph!;
+    g.node
+      .find((n) => n.name === 'empty')!
+      .attribute.push(
+        create(AttributeProtoSchema, { name: 'type', type: AttributeProto_AttributeType.TYPE_PROTO, tp: seqOf(ELEM.float32) }),
+      );
+    g.output[0] = proto.valueInfo('o', optSeqOf(ELEM.float32));
+    g.output[1] = proto.valueInfo('z', optSeqOf(ELEM.float32));
+    const bytes = serialize(m);
+    const x = f32(
+      seeded(10, 7).map((a) => a * 4 - 2),
+      [2, 5],
+    );
+    for (const split of [[2, 0, 3], [5]]) {
+      const k = i64(split, [split.length]);
+      // The reference: onnxruntime-node's Split of the same tensor (it cannot return sequences or optionals).
+      const ref = modelBytes({
+        opsets: { '': 18 },
+        inputs: [v('x', 'float32', [2, 5]), v('k', 'int64', ['K'])],
+        outputs: [...split.map((_, j) => v(`p${j}`, 'float32')), v('y', 'float32')],
+        nodes: [
+          node('Relu', ['x'], ['r']),
+          node(
+            'Split',
+            ['r', 'k'],
+            split.map((_, j) => `p${j}`),
+            { attrs: { axis: 1 } },
+          ),
+          node('Neg', ['x'], ['y']),
+        ],
+      });
+      const want = await runOn('cpu', ref, { x, k });
+      for (const compiled of [true, false]) {
+        const s = await MlxSession.create(bytes, { ...cpu, compiled, disabledOps: ['Optional'] });
+        try {
+          for (let r = 0; r < (compiled ? 3 : 1); r++) {
+            const out = await s.run({ x: host(x), k: host(k) });
+            const o = out.o as unknown as Value & { kind: 'sequence' };
+            expect(o.kind).toBe('sequence');
+            expect(o.items.length).toBe(split.length);
+            o.items.forEach((item, j) => expectClose((item as { tensor: HostTensor }).tensor, want[`p${j}`]));
+            expect((out.z as unknown as Value).kind).toBe('none');
+            expectClose(out.y as HostTensor, want.y);
+          }
+        } finally {
+          s.release();
+        }
+      }
+    }
+  });
+});
+
+describe('a node only MLX runs exchanging a sequence with a fallback node', () => {
+  // SequenceMap whose body holds com.microsoft::Sigmoid, which onnxruntime's CPU provider lacks:
+  // it stays on MLX, and the sequence a fallback SplitToSequence makes crosses in tensor form.
+  const spec = (sigmoid: { domain?: string }): ModelSpec => ({
+    opsets: { '': 17, 'com.microsoft': 1 },
+    inputs: [v('x', 'float32', [2, 5]), v('k', 'int64', ['K'])],
+    outputs: [v('y', 'float32')],
+    nodes: [
+      node('Relu', ['x'], ['r']),
+      node('SplitToSequence', ['r', 'k'], ['s'], { attrs: { axis: 1 } }),
+      node('SequenceMap', ['s'], ['m'], {
+        attrs: {
+          body: {
+            g: { name: 'b', inputs: [v('e', 'float32')], outputs: [v('eo', 'float32')], nodes: [node('Sigmoid', ['e'], ['eo'], sigmoid)] },
+          },
+        },
+      }),
+      node('ConcatFromSequence', ['m'], ['y'], { attrs: { axis: 1 } }),
+    ],
+  });
+  const withSeqInfo = (spec: ModelSpec, declared: boolean) => {
+    const m = modelProto(spec);
+    if (declared) m.graph!.valueInfo.push(proto.valueInfo('s', seqOf(ELEM.float32)));
+    return serialize(m);
+  };
+
+  for (const declared of [true, false])
+    it(`the sequence crosses (its type ${declared ? 'declared in a value info' : 'that of the tensor SplitToSequence splits'}); the outputs match onnxruntime with ai.onnx Sigmoid`, async () => {
+      const bytes = withSeqInfo(spec({ domain: 'com.microsoft' }), declared);
+      const summary = summarizePartitions(prepareModel(bytes, { disabledOps: ['SplitToSequence'] }).plan);
+      expect(summary.fallbackNodes.map((n) => n.op)).toEqual(['SplitToSequence']);
+      // The reference: the same graph with ai.onnx's Sigmoid, which onnxruntime-node runs.
+      const ref = withSeqInfo(spec({}), true);
+      const x = f32(
+        seeded(10, 9).map((a) => a * 4),
+        [2, 5],
+      );
+      for (const split of [
+        [2, 3],
+        [1, 0, 4],
+      ]) {
+        const k = i64(split, [split.length]);
+        const want = await runOn('cpu', ref, { x, k });
+        for (const compiled of [true, false]) {
+          const s = await MlxSession.create(bytes, { ...cpu, compiled, disabledOps: ['SplitToSequence'] });
+          try {
+            for (let r = 0; r < (compiled ? 3 : 1); r++) expectClose((await s.run({ x: host(x), k: host(k) })).y as HostTensor, want.y);
+          } finally {
+            s.release();
+          }
+        }
+      }
+    });
+});

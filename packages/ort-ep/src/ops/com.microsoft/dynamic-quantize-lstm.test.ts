@@ -2,7 +2,19 @@
 // per-gate-column scales, bias, peepholes, initial state, both directions.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type ElemName, type NodeSpec } from '../../../test/helpers/build.js';
-import { expectSameAsOrt, f32, ort, runOn, seeded, type Feeds, type OrtTensor, randomF32 as rand } from '../../../test/helpers/ort.js';
+import {
+  expectSameAsOrt,
+  expectSameOutputs,
+  f32,
+  ort,
+  runOn,
+  seeded,
+  type Feeds,
+  type OrtTensor,
+  randomF32 as rand,
+} from '../../../test/helpers/ort.js';
+import { prepareModel } from '../../plan/prepare.js';
+import { summarizePartitions } from '../../plan/partition.js';
 
 const count = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
 const q8 = (type: 'int8' | 'uint8', dims: number[], seed: number, zero = false) => {
@@ -120,43 +132,57 @@ describe('DynamicQuantizeLSTM', () => {
       },
       { hidden_size: 32 },
     ));
-  it('full-length sequence_lens for one row; ragged ones are refused at run time', async () => {
-    await run(
-      {
-        x,
-        lens: new ort.Tensor('int32', Int32Array.from([S]), [1]),
-        w: q8('uint8', [1, I, 4 * H], 22),
-        r: q8('uint8', [1, H, 4 * H], 23),
-        ws: f32([0.01], [1]),
-        wz: new ort.Tensor('uint8', Uint8Array.from([128]), [1]),
-        rs: f32([0.02], [1]),
-        rz: new ort.Tensor('uint8', Uint8Array.from([128]), [1]),
-      },
-      { hidden_size: H },
-    );
-    const feeds = {
-      x: rand([3, 2, I], 19),
-      w: q8('uint8', [1, I, 4 * H], 20),
-      r: q8('uint8', [1, H, 4 * H], 21),
-      lens: new ort.Tensor('int32', Int32Array.from([3, 1]), [2]),
+  it('sequence_lens: a constant full-length row runs on MLX; a fed or ragged one falls back and matches onnxruntime', async () => {
+    const weights = {
+      w: q8('uint8', [1, I, 4 * H], 22),
+      r: q8('uint8', [1, H, 4 * H], 23),
       ws: f32([0.01], [1]),
       wz: new ort.Tensor('uint8', Uint8Array.from([128]), [1]),
       rs: f32([0.02], [1]),
       rz: new ort.Tensor('uint8', Uint8Array.from([128]), [1]),
     };
-    const bytes = model({
-      opsets: { '': 17, 'com.microsoft': 1 },
-      inputs: Object.entries(feeds).map(([name, t]) => v(name, t.type as ElemName, [...t.dims])),
-      outputs: [v('y', 'float32')],
-      nodes: [
-        node(
-          'DynamicQuantizeLSTM',
-          ORDER.map((n) => (n in feeds ? n : '')),
-          ['y'],
-          { domain: 'com.microsoft', attrs: { hidden_size: H } },
-        ),
-      ],
-    });
-    await expect(runOn('mlx', bytes, feeds)).rejects.toThrow(/sequence length of 1/);
+    const modelOf = (feeds: Feeds, lens?: number[]) =>
+      model({
+        opsets: { '': 17, 'com.microsoft': 1 },
+        inputs: Object.entries(feeds).map(([name, t]) => v(name, t.type as ElemName, [...t.dims])),
+        outputs: [v('y', 'float32'), v('yh', 'float32'), v('yc', 'float32')],
+        initializers: lens ? [{ name: 'lens', type: 'int32', dims: [lens.length], values: lens }] : [],
+        nodes: [
+          node(
+            'DynamicQuantizeLSTM',
+            ORDER.map((n) => (n in feeds || (n === 'lens' && lens) ? n : '')),
+            ['y', 'yh', 'yc'],
+            { domain: 'com.microsoft', attrs: { hidden_size: H } },
+          ),
+        ],
+      });
+    // A constant single full-length row: MLX runs it.
+    const one = modelOf({ x, ...weights }, [S]);
+    expect(summarizePartitions(prepareModel(one).plan).fallback).toBe(0);
+    await expectSameAsOrt(one, { x, ...weights });
+    // Fed lengths, ragged ones over two rows, and constant ragged ones: onnxruntime runs the node.
+    const x2 = rand([3, 2, I], 19);
+    const fed = { x: x2, lens: new ort.Tensor('int32', Int32Array.from([3, 1]), [2]), ...weights };
+    const constant = modelOf({ x: x2, ...weights }, [3, 1]);
+    for (const [bytes, feeds] of [
+      [modelOf(fed), fed],
+      [constant, { x: x2, ...weights }],
+    ] as const) {
+      const summary = summarizePartitions(prepareModel(bytes).plan);
+      expect(summary.fallbackNodes.map((n) => [n.op, n.reason])).toEqual([
+        ['com.microsoft::DynamicQuantizeLSTM', expect.stringMatching(/sequence_lens .*row by row|each row on its own/)],
+      ]);
+      const want = await runOn('cpu', bytes, feeds);
+      const s = await ort.InferenceSession.create(bytes, {
+        executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'cpu' } as never],
+      });
+      try {
+        expectSameOutputs(await s.run(feeds), want);
+      } finally {
+        await s.release();
+      }
+      // Without fallback the model is refused at create(), with the reason.
+      await expect(runOn('mlx', bytes, feeds)).rejects.toThrow(/sequence_lens/);
+    }
   });
 });

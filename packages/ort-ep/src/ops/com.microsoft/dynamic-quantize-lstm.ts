@@ -80,7 +80,17 @@ function dynamicQuantizeLstm(ctx: OpContext<RnnParams>): OpResult[] {
 export const dynamicQuantizeLstmOps: OpEntry[] = [
   msOp('DynamicQuantizeLSTM', 1, {
     parse: (attrs, opset) => parseRnn(lstmFamily, attrs, opset),
+    // sequence_lens that may be ragged or cover several rows: onnxruntime's row-by-row quantization
+    // is not reproduced, so such a node falls back (a constant single full-length row stays).
+    check: (ctx) => {
+      if (!ctx.node.inputs[4]) return undefined;
+      const lens = ctx.constantInput(4);
+      if (lens && lens.dims.reduce((a, b) => a * b, 1) <= 1) return undefined;
+      return lens
+        ? 'sequence_lens covers several batch rows: onnxruntime quantizes each row on its own, which MLX does not reproduce'
+        : 'sequence_lens is only known when the graph runs (it may be ragged or cover several rows, which onnxruntime quantizes row by row and MLX does not reproduce)';
+    },
     run: dynamicQuantizeLstm,
-    note: 'no sequence_lens beyond one full-length row; the hidden state is quantized per batch row (onnxruntime groups rows by thread beyond two)',
+    note: 'sequence_lens only as a constant single full-length row (other sequence_lens fall back); the hidden state is quantized per batch row (onnxruntime groups rows by thread beyond two)',
   }),
 ];
