@@ -79,3 +79,39 @@ describe('MaxUnpool with output_shape', () => {
     await bothRefuse(unpool({ kernel_shape: [2] }), ok, /kernel_shape \[2\] has 1 entries for an input of rank 4/);
   });
 });
+
+describe('LayerNormalization statistics follow stash_type', () => {
+  const f64 = (data: number[], dims: number[]) => new ort.Tensor('float64', Float64Array.from(data), dims);
+  const ln = (
+    op: string,
+    opset: number,
+    type: 'float64' | 'float32',
+    outs: string[],
+    attrs: Record<string, number> = {},
+    domain = '',
+  ): ModelSpec => ({
+    opsets: { '': opset, ...(domain && { [domain]: 1 }) },
+    inputs: [v('x', type, [2, 3, 4]), v('s', type, [4])],
+    outputs: outs.map((o) => v(o, o === 'y' ? type : 'float32')),
+    nodes: [node(op, ['x', 's'], outs, { name: 'n', domain, attrs: { axis: -1, ...attrs } })],
+  });
+  const feeds = { x: f64(seeded(24, 5), [2, 3, 4]), s: f64(seeded(4, 6), [4]) };
+
+  // The default stash_type 1: float32 Mean and InvStdDev for a float64 X (mlx returned float64).
+  it('a float64 X gives float32 Mean and InvStdDev (opset 17, and onnxruntime opset-1 registration)', async () => {
+    for (const opset of [17, 16]) {
+      const have = await expectSameAsOrt(model(ln('LayerNormalization', opset, 'float64', ['y', 'mean', 'inv'])), feeds);
+      expect([have.mean.type, have.inv.type]).toEqual(['float32', 'float32']);
+    }
+    const have = await expectSameAsOrt(model(ln('SimplifiedLayerNormalization', 17, 'float64', ['y', 'inv'])), feeds);
+    expect(have.inv.type).toBe('float32');
+  });
+
+  it('a stash_type that is not a float type is refused', async () => {
+    const spec = ln('LayerNormalization', 17, 'float64', ['y', 'mean', 'inv'], { stash_type: 2 });
+    const e = await outcome(model(spec), feeds, mlx);
+    expect(await outcome(model(spec), feeds)).toBeInstanceOf(Error);
+    expect(e).toBeInstanceOf(Error);
+    expect((e as Error).message).toMatch(/stash_type 2/);
+  });
+});

@@ -8,7 +8,7 @@ import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp, onnxOp } from '../../registry/op.js';
 import { normAxis } from '../helpers/util.js';
 import { normalize } from '../helpers/normalize.js';
-import { layerNorm, parseLayerNorm, type LayerNormParams } from '../norm.js';
+import { layerNorm, parseLayerNorm, statsIn, type LayerNormParams } from '../norm.js';
 
 /** onnxruntime's fused ops (Skip*, EmbedLayerNormalization) default epsilon to 1e-12. */
 const fusedEpsilon = (attrs: Attrs): number => attrs.float('epsilon', 1e-12);
@@ -64,7 +64,7 @@ function simplifiedLayerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
     stashFloat: ctx.params.stashFloat,
     stats: ctx.wants(1),
   });
-  return [out.y, out.invStd];
+  return [out.y, statsIn(ctx.params, out.invStd, 'SimplifiedLayerNormalization')];
 }
 
 // ---------------------------------------------------------------------------------------------
