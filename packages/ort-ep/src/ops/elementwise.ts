@@ -404,7 +404,7 @@ export const elementwiseOps: OpEntry[] = [
   binary('Mul', 7, (a, b) => mx.multiply(a, b), { host: (a, b) => (a as number) * (b as number) }),
   binary('Div', 7, divide, { host: (a, b, t) => (isIntType(t) ? truncDiv(a, b) : (a as number) / (b as number)) }),
   binary('Pow', 7, power),
-  binary('Mod', 10, mod, { parse: (attrs) => attrs.int('fmod', 0) !== 0 }),
+  binary('Mod', 10, mod, { parse: (attrs) => attrs.zeroOrOne('fmod', 0) }),
   binary('BitShift', 11, (a, b, ctx) => (ctx.params ? mx.leftShift(a, b) : mx.rightShift(a, b)), { parse: parseShiftLeft }),
   binary('BitwiseAnd', 18, (a, b) => mx.bitwiseAnd(a, b)),
   binary('BitwiseOr', 18, (a, b) => mx.bitwiseOr(a, b)),

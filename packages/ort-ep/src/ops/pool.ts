@@ -36,8 +36,8 @@ function parsePool(attrs: Attrs): PoolParams {
   return {
     ...parseWindow(attrs),
     kernel: attrs.ints('kernel_shape'),
-    ceil: attrs.int('ceil_mode', 0) !== 0,
-    columnMajor: attrs.int('storage_order', 0) === 1,
+    ceil: attrs.int('ceil_mode', 0) === 1,
+    columnMajor: attrs.zeroOrOne('storage_order', 0),
     countIncludePad: attrs.int('count_include_pad', 0) !== 0,
     p: parseP(attrs),
   };

@@ -29,7 +29,7 @@ interface TopKParams {
 const parseTopK = (attrs: Attrs, opset: number): TopKParams => ({
   axis: attrs.int('axis', -1),
   k: opset < 10 ? attrs.int('k') : undefined,
-  largest: opset < 11 || attrs.int('largest', 1) !== 0,
+  largest: opset < 11 || attrs.int('largest', 1) === 1,
 });
 
 function topK(ctx: OpContext<TopKParams>): mx.Array[] {
@@ -60,8 +60,8 @@ interface CumulativeParams {
 }
 
 const parseCumulative = (attrs: Attrs): CumulativeParams => ({
-  reverse: attrs.int('reverse', 0) !== 0,
-  inclusive: attrs.int('exclusive', 0) === 0,
+  reverse: attrs.zeroOrOne('reverse', 0),
+  inclusive: !attrs.zeroOrOne('exclusive', 0),
 });
 
 function cumulative(ctx: OpContext<CumulativeParams>, f: typeof mx.cumsum): mx.Array {
@@ -175,7 +175,7 @@ export const sortOps: OpEntry[] = [
     run: (ctx) => [reverseSequence(ctx)],
   }),
   onnxOp('Unique', 11, {
-    parse: (attrs): UniqueParams => ({ axis: attrs.has('axis') ? attrs.int('axis') : undefined, sorted: attrs.int('sorted', 1) !== 0 }),
+    parse: (attrs): UniqueParams => ({ axis: attrs.has('axis') ? attrs.int('axis') : undefined, sorted: attrs.int('sorted', 1) === 1 }),
     placement: 'host',
     host: unique,
     note: 'computed on the host (its output size depends on the data): a sync point',

@@ -115,3 +115,210 @@ describe('LayerNormalization statistics follow stash_type', () => {
     expect((e as Error).message).toMatch(/stash_type 2/);
   });
 });
+
+describe('int flags read as onnxruntime reads them', () => {
+  // onnxruntime's kernels read some flags as `!= 0`, some as `== 1`, and refuse values other than
+  // 0 and 1 for others; mlx read several the other way (align_corners 2 was false, interleaved 2 true).
+  const t = f32(seeded(16, 12), [4, 4]);
+  const x4 = f32(seeded(25, 7), [1, 1, 5, 5]);
+  const i64s = (name: string, values: bigint[], dims = [values.length]) => ({
+    name,
+    type: 'int64' as const,
+    dims,
+    values: BigInt64Array.from(values),
+  });
+  const cases: { label: string; spec: (a: number) => ModelSpec; feeds: Feeds; refused?: boolean }[] = [
+    {
+      label: 'GridSample align_corners',
+      spec: (a) => ({
+        opsets: { '': 20 },
+        inputs: [v('x', 'float32', [1, 1, 3, 4]), v('g', 'float32', [1, 2, 2, 2])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('GridSample', ['x', 'g'], ['y'], { attrs: { align_corners: a } })],
+      }),
+      feeds: {
+        x: f32(seeded(12, 2), [1, 1, 3, 4]),
+        g: f32(
+          seeded(8, 3).map((g) => g * 0.9),
+          [1, 2, 2, 2],
+        ),
+      },
+    },
+    {
+      label: 'AffineGrid align_corners',
+      spec: (a) => ({
+        opsets: { '': 20 },
+        inputs: [v('t', 'float32', [1, 2, 3])],
+        outputs: [v('y', 'float32')],
+        initializers: [i64s('s', [1n, 1n, 3n, 4n])],
+        nodes: [node('AffineGrid', ['t', 's'], ['y'], { attrs: { align_corners: a } })],
+      }),
+      feeds: { t: f32(seeded(6, 4), [1, 2, 3]) },
+    },
+    ...['HannWindow', 'HammingWindow', 'BlackmanWindow'].map((w) => ({
+      label: `${w} periodic`,
+      spec: (a: number): ModelSpec => ({
+        opsets: { '': 17 },
+        inputs: [],
+        outputs: [v('y', 'float32')],
+        initializers: [i64s('n', [5n], [])],
+        nodes: [node(w, ['n'], ['y'], { attrs: { periodic: a } })],
+      }),
+      feeds: {},
+    })),
+    ...['inverse', 'onesided'].map((flag) => ({
+      label: `DFT ${flag}`,
+      spec: (a: number): ModelSpec => ({
+        opsets: { '': 17 },
+        inputs: [v('x', 'float32', [1, 8, 1])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('DFT', ['x'], ['y'], { attrs: { [flag]: a } })],
+      }),
+      feeds: { x: f32(seeded(8, 5), [1, 8, 1]) },
+    })),
+    {
+      label: 'STFT onesided',
+      spec: (a) => ({
+        opsets: { '': 17 },
+        inputs: [v('x', 'float32', [1, 16, 1])],
+        outputs: [v('y', 'float32')],
+        initializers: [i64s('st', [4n], []), i64s('fl', [8n], [])],
+        nodes: [node('STFT', ['x', 'st', '', 'fl'], ['y'], { attrs: { onesided: a } })],
+      }),
+      feeds: { x: f32(seeded(16, 6), [1, 16, 1]) },
+    },
+    {
+      label: 'RotaryEmbedding (opset 23) interleaved',
+      spec: (a) => ({
+        opsets: { '': 23 },
+        irVersion: 11,
+        inputs: [v('x', 'float32', [1, 2, 8]), v('c', 'float32', [2, 2]), v('s', 'float32', [2, 2]), v('p', 'int64', [1, 2])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('RotaryEmbedding', ['x', 'c', 's', 'p'], ['y'], { attrs: { interleaved: a, num_heads: 2 } })],
+      }),
+      feeds: { x: f32(seeded(16, 9), [1, 2, 8]), c: f32(seeded(4, 10), [2, 2]), s: f32(seeded(4, 11), [2, 2]), p: i64([0, 1], [1, 2]) },
+    },
+    {
+      label: 'com.microsoft RotaryEmbedding interleaved',
+      spec: (a) => ({
+        opsets: { '': 17, 'com.microsoft': 1 },
+        inputs: [v('x', 'float32', [1, 2, 8]), v('p', 'int64', [1, 2]), v('c', 'float32', [2, 2]), v('s', 'float32', [2, 2])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('RotaryEmbedding', ['x', 'p', 'c', 's'], ['y'], { domain: 'com.microsoft', attrs: { interleaved: a, num_heads: 2 } })],
+      }),
+      feeds: { x: f32(seeded(16, 9), [1, 2, 8]), c: f32(seeded(4, 10), [2, 2]), s: f32(seeded(4, 11), [2, 2]), p: i64([0, 1], [1, 2]) },
+    },
+    {
+      label: 'TopK largest',
+      spec: (a) => ({
+        opsets: { '': 11 },
+        inputs: [v('x', 'float32', [4, 4])],
+        outputs: [v('y', 'float32'), v('i', 'int64')],
+        initializers: [i64s('k', [2n])],
+        nodes: [node('TopK', ['x', 'k'], ['y', 'i'], { attrs: { largest: a } })],
+      }),
+      feeds: { x: t },
+    },
+    {
+      label: 'Unique sorted',
+      spec: (a) => ({
+        opsets: { '': 11 },
+        inputs: [v('x', 'float32', [8])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('Unique', ['x'], ['y'], { attrs: { sorted: a } })],
+      }),
+      feeds: { x: f32([3, 1, 3, 2, 1, 5, 5, 0], [8]) },
+    },
+    {
+      label: 'MaxPool ceil_mode',
+      spec: (a) => ({
+        opsets: { '': 11 },
+        inputs: [v('x', 'float32', [1, 1, 5, 5])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('MaxPool', ['x'], ['y'], { attrs: { kernel_shape: [2, 2], strides: [2, 2], ceil_mode: a } })],
+      }),
+      feeds: { x: x4 },
+    },
+    {
+      label: 'Attention (opset 23) is_causal',
+      spec: (a) => ({
+        opsets: { '': 23 },
+        irVersion: 11,
+        inputs: [v('q', 'float32', [1, 2, 3, 4])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('Attention', ['q', 'q', 'q'], ['y'], { attrs: { is_causal: a } })],
+      }),
+      feeds: { q: f32(seeded(24, 3), [1, 2, 3, 4]) },
+    },
+    {
+      label: 'com.microsoft MultiHeadAttention unidirectional',
+      spec: (a) => ({
+        opsets: { '': 17, 'com.microsoft': 1 },
+        inputs: [v('q', 'float32', [1, 3, 8])],
+        outputs: [v('y', 'float32')],
+        nodes: [
+          node('MultiHeadAttention', ['q', 'q', 'q'], ['y'], { domain: 'com.microsoft', attrs: { num_heads: 2, unidirectional: a } }),
+        ],
+      }),
+      feeds: { q: f32(seeded(24, 3), [1, 3, 8]) },
+    },
+    {
+      label: 'MaxPool storage_order',
+      refused: true,
+      spec: (a) => ({
+        opsets: { '': 12 },
+        inputs: [v('x', 'float32', [1, 1, 5, 5])],
+        outputs: [v('i', 'int64')],
+        nodes: [node('MaxPool', ['x'], ['y', 'i'], { attrs: { kernel_shape: [2, 2], storage_order: a } })],
+      }),
+      feeds: { x: x4 },
+    },
+    {
+      label: 'NonMaxSuppression center_point_box',
+      refused: true,
+      spec: (a) => ({
+        opsets: { '': 11 },
+        inputs: [v('b', 'float32', [1, 2, 4]), v('s', 'float32', [1, 1, 2])],
+        outputs: [v('y', 'int64')],
+        nodes: [node('NonMaxSuppression', ['b', 's'], ['y'], { attrs: { center_point_box: a } })],
+      }),
+      feeds: { b: f32([0, 0, 1, 1, 0, 0.1, 1, 1.1], [1, 2, 4]), s: f32([0.9, 0.8], [1, 1, 2]) },
+    },
+    ...['exclusive', 'reverse'].map((flag) => ({
+      label: `CumSum ${flag}`,
+      refused: true,
+      spec: (a: number): ModelSpec => ({
+        opsets: { '': 14 },
+        inputs: [v('x', 'float32', [6])],
+        outputs: [v('y', 'float32')],
+        initializers: [i64s('ax', [0n], [])],
+        nodes: [node('CumSum', ['x', 'ax'], ['y'], { attrs: { [flag]: a } })],
+      }),
+      feeds: { x: f32(seeded(6, 13), [6]) },
+    })),
+    {
+      label: 'Mod fmod',
+      refused: true,
+      spec: (a) => ({
+        opsets: { '': 13 },
+        inputs: [v('a', 'float32', [4]), v('b', 'float32', [4])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('Mod', ['a', 'b'], ['y'], { attrs: { fmod: a } })],
+      }),
+      feeds: { a: f32([5, -5, 7.5, -7.5], [4]), b: f32([3, 3, -2, 2], [4]) },
+    },
+  ];
+  for (const c of cases)
+    it(`${c.label} of 2 and -1${c.refused ? ' is refused' : ''}`, async () => {
+      for (const a of [2, -1]) {
+        const bytes = model(c.spec(a));
+        if (!c.refused) await expectSameAsOrt(bytes, c.feeds, { rtol: 1e-4, atol: 1e-5 });
+        else {
+          expect(await outcome(bytes, c.feeds)).toBeInstanceOf(Error);
+          const e = await outcome(bytes, c.feeds, { executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'none' }] } as never);
+          expect(e).toBeInstanceOf(Error);
+          expect(String((e as Error).message)).toMatch(new RegExp(`is ${a}, expected 0 or 1`));
+        }
+      }
+    });
+});
