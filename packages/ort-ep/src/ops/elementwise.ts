@@ -99,7 +99,9 @@ function mod(a: mx.Array, b: mx.Array, ctx: OpContext<boolean>): mx.Array {
     const r = ctx.params ? mx.subtract(a, mx.multiply(safe, intDivide(a, safe))) : mx.remainder(a, safe);
     return mx.where(minusOne, mx.zerosLike(r), r);
   }
-  if (!ctx.params) return mx.remainder(a, b);
+  // The spec: "If the input type is floating point, then fmod attribute must be set to 1"; onnxruntime refuses it too.
+  if (!ctx.params)
+    throw new RangeError(`Mod of ${a.dtype} inputs needs fmod=1 (the spec requires it for floating-point types), got fmod=0`);
   const q = mx.divide(a, b);
   return mx.subtract(a, mx.multiply(b, mx.where(mx.less(q, 0), mx.ceil(q), mx.floor(q))));
 }

@@ -133,6 +133,16 @@ const layerNormEntry = onnxOp('LayerNormalization', 17, {
 
 function instanceNorm(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
+  if (x.ndim < 3)
+    throw new RangeError(`InstanceNormalization: the input must have rank 3 or more ([N, C, spatial...]), got rank ${x.ndim}`);
+  for (const [i, what] of [
+    [1, 'scale'],
+    [2, 'B'],
+  ] as const) {
+    const p = ctx.input(i);
+    if (p.ndim !== 1 || p.shape[0] !== x.shape[1])
+      throw new RangeError(`InstanceNormalization: ${what} must have shape [C] = [${x.shape[1]}], got [${p.shape.join(', ')}]`);
+  }
   const xs = stash(x);
   const axes = Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
   const [mean, variance] = moments(xs, axes);

@@ -176,7 +176,11 @@ const lpPoolEntry = onnxOp('LpPool', 1, {
 // ---------------------------------------------------------------------------------------------
 // Global pools: reductions over every spatial axis, kept as size-1 axes.
 
-const spatialAxes = (x: mx.Array) => Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
+/** The spatial axes of an [N, C, spatial...] input; onnxruntime refuses a rank below 3. */
+const spatialAxes = (x: mx.Array) => {
+  if (x.ndim < 3) throw new RangeError(`global pooling needs an input of rank 3 or more ([N, C, spatial...]), got rank ${x.ndim}`);
+  return Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
+};
 
 const globalOps: OpEntry[] = [
   onnxOp('GlobalAveragePool', 1, { run: (ctx) => [mx.mean(ctx.input(0), spatialAxes(ctx.input(0)), { keepdims: true })] }),

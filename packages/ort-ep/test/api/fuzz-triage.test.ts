@@ -2,7 +2,7 @@
 // case runs on both providers, or onnxruntime refuses it and mlx must too.
 import { describe, expect, it } from 'vitest';
 import { NodeExecutionError } from '../../src/index.js';
-import { model, node, v, type ModelSpec } from '../helpers/build.js';
+import { model, node, v, type ElemName, type ModelSpec } from '../helpers/build.js';
 import { expectSameAsOrt, f32, i64, ort, seeded, type Feeds } from '../helpers/ort.js';
 
 const mlx = {
@@ -321,4 +321,191 @@ describe('int flags read as onnxruntime reads them', () => {
         }
       }
     });
+});
+
+describe('inputs onnxruntime refuses, refused (the fuzz ran them: "ran where onnxruntime refused")', () => {
+  const x23 = f32(seeded(6, 1), [2, 3]);
+  const one = (
+    op: string,
+    opset: number,
+    ins: [string, ElemName][],
+    outs: ElemName[] = ['float32'],
+    attrs = {},
+    domain = '',
+  ): ModelSpec => ({
+    opsets: { '': opset, ...(domain && { [domain]: 1 }) },
+    inputs: ins.map(([n, t]) => v(n, t)),
+    outputs: outs.map((t, i) => v(`y${i}`, t)),
+    nodes: [
+      node(
+        op,
+        ins.map(([n]) => n),
+        outs.map((_, i) => `y${i}`),
+        { name: 'n', domain, attrs },
+      ),
+    ],
+  });
+  const strs = (a: string[], d: number[]) => new ort.Tensor('string', a, d);
+  const cases: [string, ModelSpec, Feeds, RegExp][] = [
+    [
+      'Mod of floats with fmod 0',
+      one('Mod', 13, [
+        ['a', 'float32'],
+        ['b', 'float32'],
+      ]),
+      { a: x23, b: x23 },
+      /Mod of float32 inputs needs fmod=1/,
+    ],
+    [
+      'Slice with 0-D starts and ends',
+      one('Slice', 13, [
+        ['x', 'float32'],
+        ['s', 'int64'],
+        ['e', 'int64'],
+      ]),
+      { x: x23, s: i64([0], []), e: i64([1], []) },
+      /Slice: starts must be a 1-D list, got shape \[\]/,
+    ],
+    [
+      'Slice with ends longer than starts',
+      one('Slice', 13, [
+        ['x', 'float32'],
+        ['s', 'int64'],
+        ['e', 'int64'],
+      ]),
+      { x: x23, s: i64([0], [1]), e: i64([1, 2], [2]) },
+      /Slice: ends has 2 entries, starts 1/,
+    ],
+    [
+      'Slice of a scalar',
+      one('Slice', 13, [
+        ['x', 'float32'],
+        ['s', 'int64'],
+        ['e', 'int64'],
+      ]),
+      { x: f32([1], []), s: i64([], [0]), e: i64([], [0]) },
+      /Slice: cannot slice a scalar/,
+    ],
+    [
+      'Slice with duplicate axes',
+      one('Slice', 13, [
+        ['x', 'float32'],
+        ['s', 'int64'],
+        ['e', 'int64'],
+        ['a', 'int64'],
+      ]),
+      { x: x23, s: i64([0, 0], [2]), e: i64([1, 1], [2]), a: i64([1, -1], [2]) },
+      /Slice: axes \[1, -1\] has duplicates/,
+    ],
+    [
+      'CumSum with an axis of two elements',
+      one('CumSum', 14, [
+        ['x', 'float32'],
+        ['a', 'int64'],
+      ]),
+      { x: x23, a: i64([1, 0], [2]) },
+      /CumSum: axis must be a scalar or a 1-D tensor of one element, got shape \[2\]/,
+    ],
+    [
+      'TopK with a 0-D K',
+      one(
+        'TopK',
+        11,
+        [
+          ['x', 'float32'],
+          ['k', 'int64'],
+        ],
+        ['float32', 'int64'],
+      ),
+      { x: x23, k: i64([2], []) },
+      /TopK: K must be a 1-D tensor of one element, got shape \[\]/,
+    ],
+    [
+      'Trilu with a k of two elements',
+      one('Trilu', 14, [
+        ['x', 'float32'],
+        ['k', 'int64'],
+      ]),
+      { x: x23, k: i64([1, 1], [2]) },
+      /Trilu: k must be a scalar or a 1-D tensor of one element/,
+    ],
+    [
+      'Trilu of a rank-1 input',
+      one('Trilu', 14, [['x', 'float32']]),
+      { x: f32([1, 2, 3], [3]) },
+      /Trilu: the input must have rank 2 or more, got rank 1/,
+    ],
+    [
+      'InstanceNormalization of a rank-2 input',
+      one('InstanceNormalization', 6, [
+        ['x', 'float32'],
+        ['s', 'float32'],
+        ['b', 'float32'],
+      ]),
+      { x: x23, s: f32([1, 2], [2]), b: f32([0, 1], [2]) },
+      /InstanceNormalization: the input must have rank 3 or more/,
+    ],
+    [
+      'InstanceNormalization with a 2-D scale',
+      one('InstanceNormalization', 6, [
+        ['x', 'float32'],
+        ['s', 'float32'],
+        ['b', 'float32'],
+      ]),
+      { x: f32(seeded(12, 2), [1, 2, 6]), s: f32([1, 2], [1, 2]), b: f32([0, 1], [2]) },
+      /InstanceNormalization: scale must have shape \[C\] = \[2\], got \[1, 2\]/,
+    ],
+    ...['GlobalAveragePool', 'GlobalMaxPool', 'GlobalLpPool'].map((op): [string, ModelSpec, Feeds, RegExp] => [
+      `${op} of a rank-2 input`,
+      one(op, 2, [['x', 'float32']]),
+      { x: x23 },
+      /global pooling needs an input of rank 3 or more/,
+    ]),
+    ...['BiasGelu', 'FastGelu'].map((op): [string, ModelSpec, Feeds, RegExp] => [
+      `${op} with a [1, C] bias`,
+      one(
+        op,
+        1,
+        [
+          ['x', 'float32'],
+          ['b', 'float32'],
+        ],
+        ['float32'],
+        {},
+        'com.microsoft',
+      ),
+      { x: x23, b: f32([1, 2, 3], [1, 3]) },
+      new RegExp(`${op}: the bias must have shape \\[3\\] \\(X's last axis\\), got \\[1, 3\\]`),
+    ]),
+    ...['SkipLayerNormalization', 'SkipSimplifiedLayerNormalization'].map((op): [string, ModelSpec, Feeds, RegExp] => [
+      `${op} with a [1, C] gamma`,
+      one(
+        op,
+        1,
+        [
+          ['x', 'float32'],
+          ['s', 'float32'],
+          ['g', 'float32'],
+        ],
+        ['float32'],
+        {},
+        'com.microsoft',
+      ),
+      { x: x23, s: x23, g: f32([1, 2, 3], [1, 3]) },
+      new RegExp(`${op}: gamma is expected to have shape \\[3\\]`),
+    ]),
+    [
+      'StringNormalizer of a scalar',
+      one('StringNormalizer', 10, [['x', 'string']], ['string']),
+      { x: strs(['A'], []) },
+      /must have shape \[C\] or \[1, C\] with C > 0, got \[\]/,
+    ],
+    [
+      'StringNormalizer of [0]',
+      one('StringNormalizer', 10, [['x', 'string']], ['string']),
+      { x: strs([], [0]) },
+      /must have shape \[C\] or \[1, C\] with C > 0, got \[0\]/,
+    ],
+  ];
+  for (const [label, spec, feeds, message] of cases) it(label, () => bothRefuse(spec, feeds, message));
 });

@@ -22,6 +22,19 @@ function skipNorm(simplified: boolean) {
     const x = ctx.input(0);
     const betaIndex = simplified ? -1 : 3;
     const biasIndex = simplified ? 3 : 4;
+    // gamma, beta and bias are [hidden] (onnxruntime refuses other ranks); X is [batch, seq, hidden] or [tokens, hidden].
+    const hidden = x.shape[x.ndim - 1];
+    for (const [i, what] of [
+      [2, 'gamma'],
+      [betaIndex, 'beta'],
+      [biasIndex, 'bias'],
+    ] as const) {
+      const p = i > 0 ? ctx.optional(i) : undefined;
+      if (p && (p.ndim !== 1 || p.shape[0] !== hidden))
+        throw new RangeError(
+          `${ctx.node.opType}: ${what} is expected to have shape [${hidden}] (X's last axis), got [${p.shape.join(', ')}]`,
+        );
+    }
     let s = mx.add(x, ctx.input(1));
     const bias = ctx.optional(biasIndex);
     if (bias) s = mx.add(s, bias);
