@@ -509,3 +509,31 @@ describe('inputs onnxruntime refuses, refused (the fuzz ran them: "ran where onn
   ];
   for (const [label, spec, feeds, message] of cases) it(label, () => bothRefuse(spec, feeds, message));
 });
+
+describe('wrong results of seed 1903, against onnxruntime', () => {
+  const dql: ModelSpec = {
+    opsets: { '': 11 },
+    inputs: [v('x', 'float32')],
+    outputs: [v('y', 'uint8'), v('s', 'float32'), v('z', 'uint8')],
+    nodes: [node('DynamicQuantizeLinear', ['x'], ['y', 's', 'z'])],
+  };
+  // max == min (all zeros, or empty): the scale is 1, not 0 (mlx returned 0).
+  it('DynamicQuantizeLinear of all zeros or of nothing has scale 1', async () => {
+    for (const x of [f32([0, 0, 0], [3]), f32([], [0]), f32([1e-40, 0], [2]), f32([-5, 3], [2])]) await expectSameAsOrt(model(dql), { x });
+  });
+
+  // SimplifiedLayerNormalization's Y has the scale's type (mlx returned X's).
+  it('SimplifiedLayerNormalization of a float32 X with a float16 scale returns float16', () => {
+    const h = (d: number[]) => new ort.Tensor('float16', Uint16Array.from([0x3c00, 0x4000, 0x4200]), d);
+    return expectSameAsOrt(
+      model({
+        opsets: { '': 7 },
+        inputs: [v('x', 'float32', [2, 3]), v('s', 'float16', [3])],
+        outputs: [v('y', 'float16')],
+        nodes: [node('SimplifiedLayerNormalization', ['x', 's'], ['y'])],
+      }),
+      { x: f32(seeded(6, 1), [2, 3]), s: h([3]) },
+      { rtol: 1e-3, atol: 1e-3 },
+    );
+  });
+});

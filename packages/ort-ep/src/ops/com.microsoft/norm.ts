@@ -77,7 +77,10 @@ function simplifiedLayerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
     stashFloat: ctx.params.stashFloat,
     stats: ctx.wants(1),
   });
-  return [out.y, statsIn(ctx.params, out.invStd, 'SimplifiedLayerNormalization')];
+  // Y has the scale's type (V in onnxruntime's schema), which may differ from X's (T).
+  const gamma = ctx.input(1);
+  const y = out.y.dtype === gamma.dtype ? out.y : mx.astype(out.y, gamma.dtype);
+  return [y, statsIn(ctx.params, out.invStd, 'SimplifiedLayerNormalization')];
 }
 
 // ---------------------------------------------------------------------------------------------
