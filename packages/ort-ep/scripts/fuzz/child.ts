@@ -122,8 +122,11 @@ function close(a: number, b: number, tol: { rtol: number; atol: number }): boole
   return Math.abs(a - b) <= tol.atol + tol.rtol * Math.abs(b);
 }
 
+/** An element the comparison accepts although it differs: output name, flat index, mlx's value, the reference's. */
+type Accept = (name: string, i: number, have: unknown, want: unknown) => boolean;
+
 /** Undefined when the outputs agree, else what differs. */
-function compare(have: Outputs, want: Outputs, exact: boolean, valuesToo: boolean, loose = false): string | undefined {
+function compare(have: Outputs, want: Outputs, exact: boolean, valuesToo: boolean, loose = false, accept?: Accept): string | undefined {
   const names = Object.keys(want).sort();
   if (Object.keys(have).sort().join() !== names.join()) return `outputs ${Object.keys(have)} vs ${names}`;
   for (const n of names) {
@@ -137,13 +140,48 @@ function compare(have: Outputs, want: Outputs, exact: boolean, valuesToo: boolea
     for (let i = 0; i < b.length; i++) {
       const [x, y] = [a[i], b[i]];
       const same = typeof y === 'string' || typeof y === 'bigint' ? x === y : close(Number(x), Number(y), tol);
-      if (!same) return `${n}[${i}]: ${String(x)} vs ${String(y)}`;
+      if (!same && !accept?.(n, i, x, y)) return `${n}[${i}]: ${String(x)} vs ${String(y)}`;
     }
   }
   return undefined;
 }
 
 const halves = (d: unknown) => (d instanceof Uint16Array ? Array.from(d, halfToNumber) : (d as ArrayLike<number>));
+
+/**
+ * Where the element-wise tolerance itself is wrong for an op, a narrower rule for that op alone:
+ * - DFT and STFT: an exact result of 0 comes out of the transform as rounding noise of the size of
+ *   the inputs (onnxruntime's test_dft gives -1.1e-4 where the answer is 0 and |x| sums to ~1e3),
+ *   so the relative tolerance means nothing there. Every output is bounded by the sum of |x| over
+ *   the feeds, and float32 rounding of the transform by a few ulps of that: the floor is 1e-6 of
+ *   it, absolute, only for these ops.
+ * - StringSplit's count of an empty input string: ONNX's reference (Python's str.split, which mlx
+ *   follows) splits '' on a delimiter into one empty substring, onnxruntime into none; the count
+ *   1 vs 0 is accepted exactly where the input string is empty (the substrings output is covered
+ *   by the short run's allowance for the dims it changes).
+ */
+function acceptFor(c: FuzzCase): Accept | undefined {
+  if (/DFT|STFT|(^|_)(dft|stft)(_|$)/.test(c.label)) {
+    let sum = 0;
+    for (const t of Object.values(c.feeds)) {
+      if (!isFloatType(t.dtype)) continue;
+      const vals = t.dtype === T.FLOAT16 ? Array.from(t.data as Uint16Array, halfToNumber) : Array.from(t.data as ArrayLike<number>);
+      for (const v of vals) if (Number.isFinite(v)) sum += Math.abs(v);
+    }
+    const floor = 1e-6 * sum;
+    return (_n, _i, x, y) => typeof x === 'number' && typeof y === 'number' && Math.abs(x - y) <= floor;
+  }
+  if (c.label === 'ai.onnx::StringSplit') {
+    const input = Object.values(c.feeds).find((t) => t.dtype === T.STRING);
+    if (!input) return undefined;
+    const strings = input.data as unknown as string[];
+    // The count output is the second one (y1_0 in a generated single-node case).
+    return (n, i, x, y) => /^y1_/.test(n) && strings[i] === '' && Number(x) === 1 && Number(y) === 0;
+  }
+  return undefined;
+}
+
+const isFloatType = (t: number) => t === T.FLOAT || t === T.DOUBLE || t === T.FLOAT16;
 
 function nonFinite(c: FuzzCase): boolean {
   return /edge value|extreme values/.test(c.mutation) || Object.values(c.feeds).some(extreme);
@@ -165,6 +203,36 @@ async function runOn(c: FuzzCase, provider: 'mlx' | 'cpu', maxTensorBytes: numbe
     await s.release();
   }
 }
+
+/**
+ * Mismatches where onnxruntime, not mlx, departs from the spec, and mlx's result is checked
+ * against the ONNX suite's expected output elsewhere (test/conformance/passing.txt). They count as
+ * unverified (the reference cannot verify them), with the reason, not as mismatched. Each entry
+ * is as narrow as the evidence: the cases named, the output named.
+ */
+const KNOWN_DIVERGENCES: { label: RegExp; detail: RegExp; test?: (d: string) => boolean; why: string }[] = [
+  {
+    // test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal and its 4d-mask
+    // siblings pass the conformance test, qk_matmul_output included.
+    label: /^test_attention_.*qk_matmul.*(mask|causal)/,
+    detail: /^qk_matmul_output\[\d+\]: /,
+    why: "Attention's qk_matmul_output after the mask (modes 1, 2): onnxruntime leaves attn_mask out and fills causal positions with the lowest float, the ONNX reference adds the mask and uses -inf",
+  },
+  {
+    // noop_with_empty_axes with no axes: "the output tensor would be equivalent to input tensor"
+    // (the spec; ONNX's reference returns the data). onnxruntime still applies the element-wise
+    // part: |x| (L1, L2), x² (SumSquare), log x (LogSum). Only a value that is exactly that of
+    // mlx's (mlx returning x) is accepted.
+    label: /^ai\.onnx::Reduce(L1|L2|SumSquare|LogSum)$|^test_reduce_(l1|l2|sum_square|log_sum)_/,
+    detail: /^\w+\[\d+\]: \S+ vs \S+$/,
+    test: (d) => {
+      const [, a, b] = /: (\S+) vs (\S+)$/.exec(d)!.map(Number);
+      const near = (p: number, q: number) => Math.abs(p - q) <= 1e-5 * Math.max(1, Math.abs(q));
+      return near(Math.abs(a), b) || near(a * a, b) || (a > 0 && near(Math.log(a), b)) || (a < 0 && Number.isNaN(b));
+    },
+    why: 'Reduce* with noop_with_empty_axes and no axes returns its input (the spec); onnxruntime applies |x|, x² or log x',
+  },
+];
 
 const ORT_UNAVAILABLE =
   /NOT_IMPLEMENTED|Could not find an implementation|is not implemented|not supported|Unsupported model IR version|is under development|No Op registered/i;
@@ -206,7 +274,9 @@ export async function runCase(c: FuzzCase, key: string, maxTensorBytes: number, 
     return { ...head, outcome: 'mismatched', detail: `ran where onnxruntime refused: ${line(refError).slice(0, 300)}`, reference };
   }
   // Quantized models (the shared QDQ and int4 ones) differ by a quantization step where a rounding differs.
-  const d = compare(mine[0], ref, false, !random, /qdq|int4|Quantize|QLinear|MatMulNBits/i.test(c.label));
+  const d = compare(mine[0], ref, false, !random, /qdq|int4|Quantize|QLinear|MatMulNBits/i.test(c.label), acceptFor(c));
+  const known = d ? KNOWN_DIVERGENCES.find((k) => k.label.test(c.label) && k.detail.test(d) && (k.test?.(d) ?? true)) : undefined;
+  if (d && known) return { ...head, outcome: 'unverified', detail: `onnxruntime differs from the spec (${known.why}): ${d}`, reference };
   return d
     ? { ...head, outcome: 'mismatched', detail: d, reference, nonFinite: nonFinite(c) }
     : { ...head, outcome: 'matched', detail: '', reference };
@@ -214,7 +284,9 @@ export async function runCase(c: FuzzCase, key: string, maxTensorBytes: number, 
 
 // ---- the process ----
 
-if (process.send) {
+// Only as the harness's child (it sets FUZZ_CHILD): imported elsewhere (a test runner's worker also has
+// process.send), this module must not answer its parent.
+if (process.send && process.env.FUZZ_CHILD === '1') {
   const tell = (m: ToParent) => process.send!(m);
   process.on('message', async (m: ToChild) => {
     if (m.type !== 'run') return;

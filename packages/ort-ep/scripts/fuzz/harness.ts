@@ -104,7 +104,7 @@ export async function runFuzz(o: FuzzOptions): Promise<Summary> {
         execArgv: ['--conditions=source', '--import', 'tsx'],
         serialization: 'advanced',
         stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-        env: { ...process.env, OMP_NUM_THREADS: '1' },
+        env: { ...process.env, OMP_NUM_THREADS: '1', FUZZ_CHILD: '1' },
       });
       const stop = () => child.kill('SIGKILL');
       process.once('exit', stop);

@@ -100,7 +100,7 @@ function parseAttention(attrs: Attrs): AttentionParams {
     kvHeads: attrs.int('kv_num_heads', 0),
     scale: attrs.has('scale') ? attrs.float('scale') : undefined,
     softcap: attrs.float('softcap', 0),
-    causal: attrs.int('is_causal', 0) !== 0,
+    causal: attrs.int('is_causal', 0) === 1,
     qkMode,
   };
 }
@@ -157,7 +157,7 @@ const rotary = onnxOp('RotaryEmbedding', 23, {
     heads: attrs.int('num_heads', 0),
     /** 0: the whole head. */
     rotaryDim: attrs.int('rotary_embedding_dim', 0),
-    interleaved: attrs.int('interleaved', 0) !== 0,
+    interleaved: attrs.int('interleaved', 0) === 1,
   }),
   run: (ctx) => {
     const xIn = ctx.input(0);

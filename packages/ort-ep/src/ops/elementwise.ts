@@ -99,7 +99,9 @@ function mod(a: mx.Array, b: mx.Array, ctx: OpContext<boolean>): mx.Array {
     const r = ctx.params ? mx.subtract(a, mx.multiply(safe, intDivide(a, safe))) : mx.remainder(a, safe);
     return mx.where(minusOne, mx.zerosLike(r), r);
   }
-  if (!ctx.params) return mx.remainder(a, b);
+  // The spec: "If the input type is floating point, then fmod attribute must be set to 1"; onnxruntime refuses it too.
+  if (!ctx.params)
+    throw new RangeError(`Mod of ${a.dtype} inputs needs fmod=1 (the spec requires it for floating-point types), got fmod=0`);
   const q = mx.divide(a, b);
   return mx.subtract(a, mx.multiply(b, mx.where(mx.less(q, 0), mx.ceil(q), mx.floor(q))));
 }
@@ -404,7 +406,7 @@ export const elementwiseOps: OpEntry[] = [
   binary('Mul', 7, (a, b) => mx.multiply(a, b), { host: (a, b) => (a as number) * (b as number) }),
   binary('Div', 7, divide, { host: (a, b, t) => (isIntType(t) ? truncDiv(a, b) : (a as number) / (b as number)) }),
   binary('Pow', 7, power),
-  binary('Mod', 10, mod, { parse: (attrs) => attrs.int('fmod', 0) !== 0 }),
+  binary('Mod', 10, mod, { parse: (attrs) => attrs.zeroOrOne('fmod', 0) }),
   binary('BitShift', 11, (a, b, ctx) => (ctx.params ? mx.leftShift(a, b) : mx.rightShift(a, b)), { parse: parseShiftLeft }),
   binary('BitwiseAnd', 18, (a, b) => mx.bitwiseAnd(a, b)),
   binary('BitwiseOr', 18, (a, b) => mx.bitwiseOr(a, b)),

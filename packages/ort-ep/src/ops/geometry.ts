@@ -225,11 +225,11 @@ function nonMaxSuppression(ctx: OpContext<boolean>): HostTensor {
 }
 
 export const geometryOps: OpEntry[] = [
-  onnxOp('AffineGrid', 20, { parse: (attrs) => attrs.int('align_corners', 0) === 1, run: (ctx) => [affineGrid(ctx)] }),
+  onnxOp('AffineGrid', 20, { parse: (attrs) => attrs.int('align_corners', 0) !== 0, run: (ctx) => [affineGrid(ctx)] }),
   onnxOp('Col2Im', 18, { parse: parseCol2Im, run: (ctx) => [col2im(ctx)] }),
   onnxOp('NonMaxSuppression', 10, {
     // center_point_box 1: boxes are [x_center, y_center, width, height].
-    parse: (attrs) => attrs.int('center_point_box', 0) === 1,
+    parse: (attrs) => attrs.zeroOrOne('center_point_box', 0),
     run: (ctx) => [nonMaxSuppression(ctx)],
     note: 'runs on the host (data-dependent output size)',
   }),

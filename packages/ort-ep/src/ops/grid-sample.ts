@@ -31,7 +31,7 @@ function gridAttrs(attrs: Attrs, opset: number): GridAttrs {
   if (!mode || !allowed.includes(name)) throw new RangeError(`GridSample mode '${name}' is not defined at opset ${opset}`);
   const padding = attrs.string('padding_mode', 'zeros');
   if (!paddings.has(padding)) throw new RangeError(`GridSample padding_mode '${padding}' is not one of ${[...paddings].join(', ')}`);
-  return { mode, padding, alignCorners: attrs.int('align_corners', 0) === 1 };
+  return { mode, padding, alignCorners: attrs.int('align_corners', 0) !== 0 };
 }
 
 /** A tap along one axis: source index (not yet made valid) and its weight. */

@@ -43,13 +43,29 @@ function slicePlan(ctx: OpContext<SliceAttrs | undefined>): SlicePlan {
   if (ctx.params) {
     ({ starts, ends, axes } = ctx.params);
   } else {
+    // starts, ends, axes and steps are 1-D lists of one length (onnxruntime refuses others).
+    const names = ['starts', 'ends', 'axes', 'steps'];
+    for (let i = 1; i <= 4; i++) {
+      if (i > 2 && !ctx.has(i)) continue;
+      const d = ctx.host(i).dims;
+      if (d.length !== 1) throw new RangeError(`Slice: ${names[i - 1]} must be a 1-D list, got shape [${d.join(', ')}]`);
+    }
     starts = hostNumbers(ctx.host(1));
     ends = hostNumbers(ctx.host(2));
     axes = optionalNumbers(ctx, 3);
     steps = optionalNumbers(ctx, 4);
   }
+  if (r === 0) throw new RangeError('Slice: cannot slice a scalar (rank 0)');
   axes ??= starts.map((_, i) => i);
   steps ??= starts.map(() => 1);
+  for (const [what, list] of [
+    ['ends', ends],
+    ['axes', axes],
+    ['steps', steps],
+  ] as const)
+    if (list.length !== starts.length) throw new RangeError(`Slice: ${what} has ${list.length} entries, starts ${starts.length}`);
+  const seen = new Set(axes.map((ax) => normAxis(ax, r, 'Slice axis')));
+  if (seen.size !== axes.length) throw new RangeError(`Slice: axes [${axes.join(', ')}] has duplicates`);
   const plan: SlicePlan = { starts: dims.map(() => 0), steps: dims.map(() => 1), counts: [...dims] };
   axes.forEach((ax, i) => {
     const a = normAxis(ax, r, 'Slice axis');

@@ -4,7 +4,7 @@ import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp, RefusedNode } from '../registry/op.js';
 import { checkResultShape } from './helpers/bounds.js';
-import { hostNumbers, intsIfGiven, normAxes, optionalNumbers } from './helpers/util.js';
+import { hostNumbers, intsIfGiven, normAxes, oneNumber } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // Pad. Pads come as [begin per axis..., end per axis...]: the attribute `paddings` (opset 1),
@@ -224,7 +224,8 @@ function spaceToDepth(ctx: OpContext<number>): mx.Array {
 
 function trilu(ctx: OpContext<boolean>): mx.Array {
   const x = ctx.input(0);
-  const k = optionalNumbers(ctx, 1)?.[0] ?? 0;
+  if (x.ndim < 2) throw new RangeError(`Trilu: the input must have rank 2 or more, got rank ${x.ndim}`);
+  const k = ctx.has(1) ? oneNumber(ctx, 1, 'Trilu: k') : 0;
   const [rows, cols] = x.shape.slice(-2);
   const diff = mx.subtract(mx.reshape(mx.arange(0, cols, 1, 'int32'), [1, cols]), mx.reshape(mx.arange(0, rows, 1, 'int32'), [rows, 1]));
   // k can be far outside int32 (INT64 sentinels): clamp it to a value with the same effect.

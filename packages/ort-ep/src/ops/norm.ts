@@ -82,13 +82,31 @@ export interface LayerNormParams {
   axis: number;
   epsilon: number;
   stashFloat: boolean;
+  /** stash_type itself: the element type of the Mean / InvStdDev outputs. */
+  stashType: number;
 }
 
 export const parseLayerNorm = (attrs: Attrs): LayerNormParams => ({
   axis: attrs.int('axis', -1),
   epsilon: epsilonOf(attrs),
   stashFloat: stashOf(attrs),
+  stashType: attrs.int('stash_type', 1),
 });
+
+/** ONNX element types stash_type may name (U in the schema: float, double, bfloat16) and their MLX dtypes. */
+const STASH_TYPES: Record<number, mx.Dtype> = { 1: 'float32', 11: 'float64', 16: 'bfloat16' };
+
+/**
+ * Mean / InvStdDev in stash_type's element type, as the spec and onnxruntime have them (a float64
+ * X with the default stash_type 1 gives float32 statistics).
+ */
+export function statsIn(p: LayerNormParams, a: mx.Array | undefined, op: string): mx.Array | undefined {
+  if (!a) return a;
+  const t = STASH_TYPES[p.stashType];
+  if (!t)
+    throw new RangeError(`${op} stash_type ${p.stashType} is not a float element type (1, 11 or 16) for its Mean and InvStdDev outputs`);
+  return a.dtype === t ? a : mx.astype(a, t);
+}
 
 /** LayerNormalization: also onnxruntime's opset 1-16 registration in the ONNX domain (com.microsoft/norm.ts). */
 export function layerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
@@ -101,7 +119,7 @@ export function layerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
     stashFloat,
     stats: ctx.wants(1) || ctx.wants(2),
   });
-  return [out.y, out.mean, out.invStd];
+  return [out.y, statsIn(ctx.params, out.mean, 'LayerNormalization'), statsIn(ctx.params, out.invStd, 'LayerNormalization')];
 }
 
 const layerNormEntry = onnxOp('LayerNormalization', 17, {
@@ -115,6 +133,16 @@ const layerNormEntry = onnxOp('LayerNormalization', 17, {
 
 function instanceNorm(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
+  if (x.ndim < 3)
+    throw new RangeError(`InstanceNormalization: the input must have rank 3 or more ([N, C, spatial...]), got rank ${x.ndim}`);
+  for (const [i, what] of [
+    [1, 'scale'],
+    [2, 'B'],
+  ] as const) {
+    const p = ctx.input(i);
+    if (p.ndim !== 1 || p.shape[0] !== x.shape[1])
+      throw new RangeError(`InstanceNormalization: ${what} must have shape [C] = [${x.shape[1]}], got [${p.shape.join(', ')}]`);
+  }
   const xs = stash(x);
   const axes = Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
   const [mean, variance] = moments(xs, axes);

@@ -4,7 +4,7 @@
 // AveragePool divides by a count pooled the same way from a mask, which gets count_include_pad,
 // ceil_mode's overhang and auto_pad right without case analysis.
 import * as mx from '@mlx/core';
-import { checkedIndices } from './helpers/bounds.js';
+import { checkedIndices, checkResultShape } from './helpers/bounds.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -36,8 +36,8 @@ function parsePool(attrs: Attrs): PoolParams {
   return {
     ...parseWindow(attrs),
     kernel: attrs.ints('kernel_shape'),
-    ceil: attrs.int('ceil_mode', 0) !== 0,
-    columnMajor: attrs.int('storage_order', 0) === 1,
+    ceil: attrs.int('ceil_mode', 0) === 1,
+    columnMajor: attrs.zeroOrOne('storage_order', 0),
     countIncludePad: attrs.int('count_include_pad', 0) !== 0,
     p: parseP(attrs),
   };
@@ -184,7 +184,11 @@ const lpPoolEntry = onnxOp('LpPool', 1, {
 // ---------------------------------------------------------------------------------------------
 // Global pools: reductions over every spatial axis, kept as size-1 axes.
 
-const spatialAxes = (x: mx.Array) => Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
+/** The spatial axes of an [N, C, spatial...] input; onnxruntime refuses a rank below 3. */
+const spatialAxes = (x: mx.Array) => {
+  if (x.ndim < 3) throw new RangeError(`global pooling needs an input of rank 3 or more ([N, C, spatial...]), got rank ${x.ndim}`);
+  return Array.from({ length: x.ndim - 2 }, (_, i) => i + 2);
+};
 
 const globalOps: OpEntry[] = [
   onnxOp('GlobalAveragePool', 1, { run: (ctx) => [mx.mean(ctx.input(0), spatialAxes(ctx.input(0)), { keepdims: true })] }),
@@ -216,32 +220,35 @@ function maxUnpool(ctx: OpContext<UnpoolParams>): mx.Array {
   const indices = ctx.input(1);
   const kernel = ctx.params.kernel;
   const n = kernel.length;
+  if (x.ndim < 3 || n !== x.ndim - 2)
+    throw new RangeError(`MaxUnpool: kernel_shape [${kernel}] has ${n} entries for an input of rank ${x.ndim} ([N, C, spatial...])`);
   const strides = ctx.params.strides ?? ones(n);
   const pads = ctx.params.pads ?? zeros(2 * n);
+  if (strides.length !== n) throw new RangeError(`MaxUnpool: strides [${strides}] has ${strides.length} entries for ${n} spatial axes`);
+  if (pads.length !== 2 * n) throw new RangeError(`MaxUnpool: pads [${pads}] has ${pads.length} entries, expected ${2 * n}`);
+  if (indices.shape.join() !== x.shape.join())
+    throw new RangeError(`MaxUnpool: indices [${indices.shape}] must have X's shape [${x.shape}]`);
   const sp = x.shape.slice(2).map((d, i) => (d - 1) * strides[i] + kernel[i] - pads[i] - pads[n + i]);
-  const shape = [x.shape[0], x.shape[1], ...sp];
+  let shape = [x.shape[0], x.shape[1], ...sp];
+  if (ctx.has(2)) {
+    // The indices are flat positions in the requested shape: MaxPool's Indices address its input,
+    // which output_shape describes. onnxruntime does this; the ONNX node test
+    // test_maxunpool_export_with_output_shape expects the inferred shape, zero-padded, instead.
+    const want = hostNumbers(ctx.host(2));
+    if (want.length !== x.ndim || want[0] !== x.shape[0] || want[1] !== x.shape[1])
+      throw new RangeError(
+        `MaxUnpool: output_shape [${want}] must be [${x.shape[0]}, ${x.shape[1]}, ...${n} spatial dims] for X [${x.shape}]`,
+      );
+    const small = want.findIndex((w, i) => !Number.isInteger(w) || w < shape[i]);
+    if (small >= 0)
+      throw new RangeError(`MaxUnpool: output_shape [${want}] is smaller than the inferred shape [${shape}] on axis ${small}`);
+    shape = want;
+  }
+  checkResultShape(ctx, shape, x.itemsize, 'MaxUnpool');
   const total = shape.reduce((a, b) => a * b, 1);
   const at = checkedIndices(ctx, mx.reshape(indices, [-1]), total, `MaxUnpool into an output of ${total} elements`, { negative: false });
   const flat = mx.putAlongAxis(mx.zeros([total], x.dtype), at, mx.reshape(x, [-1]), 0);
-  const y = mx.reshape(flat, shape);
-  if (!ctx.has(2)) return y;
-  // The indices address the inferred shape (as MaxPool's input was); a larger requested shape
-  // extends it with zeros at the end of each axis, as the reference does.
-  const want = hostNumbers(ctx.host(2));
-  const grown = mx.pad(
-    y,
-    want.map((_, i) => i),
-    want.map(() => 0),
-    want.map((w, i) => Math.max(w - shape[i], 0)),
-    mx.array(0, { dtype: x.dtype }),
-    'constant',
-  );
-  return mx.slice(
-    grown,
-    want.map(() => 0),
-    want,
-    want.map(() => 1),
-  );
+  return mx.reshape(flat, shape);
 }
 
 const maxUnpoolEntry = onnxOp('MaxUnpool', 9, { parse: parseUnpool, run: (ctx) => [maxUnpool(ctx)] });

@@ -138,12 +138,12 @@ function dynamicQuantize(ctx: OpContext): OpResult[] {
   const x = mx.astype(ctx.input(0), 'float32');
   const lo = x.size ? mx.minimum(mx.min(x), 0) : mx.array(0);
   const hi = x.size ? mx.maximum(mx.max(x), 0) : mx.array(0);
-  const scale = mx.divide(mx.subtract(hi, lo), 255);
-  // An all-zero input gives scale 0; dividing by 1 instead keeps y and the zero point at 0.
-  const safe = mx.where(mx.equal(scale, 0), 1, scale);
-  const zp = mx.clip(mx.round(mx.subtract(0, mx.divide(lo, safe)), 0), 0, 255);
-  const y = saturateRound(mx.add(mx.round(mx.divide(x, safe), 0), zp), OnnxDataType.UINT8);
-  return [y, scale, mx.astype(zp, 'uint8')];
+  // An all-zero (or empty) input has max == min: the scale is 1, as onnxruntime returns it (and the
+  // ONNX reference's own comment has it), not 0, which would divide by zero; y and the zero point stay 0.
+  const scale = mx.where(mx.equal(hi, lo), 1, mx.divide(mx.subtract(hi, lo), 255));
+  const zp = mx.clip(mx.round(mx.subtract(0, mx.divide(lo, scale)), 0), 0, 255);
+  const y = saturateRound(mx.add(mx.round(mx.divide(x, scale), 0), zp), OnnxDataType.UINT8);
+  return [y, mx.astype(scale, 'float32'), mx.astype(zp, 'uint8')];
 }
 
 export const quantOps: OpEntry[] = [

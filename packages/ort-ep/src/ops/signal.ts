@@ -92,8 +92,8 @@ interface DftParams {
 
 const parseDft = (attrs: Attrs, opset: number): DftParams => ({
   axis: opset < 20 ? attrs.int('axis', 1) : undefined,
-  inverse: attrs.int('inverse', 0) === 1,
-  onesided: attrs.int('onesided', 0) === 1,
+  inverse: attrs.int('inverse', 0) !== 0,
+  onesided: attrs.int('onesided', 0) !== 0,
 });
 
 function dft(ctx: OpContext<DftParams>): mx.Array {
@@ -165,7 +165,7 @@ interface WindowParams {
   outputType: number;
 }
 
-const parseWindow = (attrs: Attrs): WindowParams => ({ periodic: attrs.int('periodic', 1) === 1, outputType: outputTypeOf(attrs) });
+const parseWindow = (attrs: Attrs): WindowParams => ({ periodic: attrs.int('periodic', 1) !== 0, outputType: outputTypeOf(attrs) });
 
 /** Generalised cosine window: sum_k (-1)^k a_k cos(2 pi k n / N), N = size (periodic) or size - 1. */
 function cosineWindow(coeffs: readonly number[]) {
@@ -227,7 +227,7 @@ export const signalOps: OpEntry[] = [
     run: (ctx) => [named(ctx, () => dft(ctx))],
     note: 'float64 and float16 are transformed in float32 (MLX has no complex128)',
   }),
-  onnxOp('STFT', 17, { parse: (attrs) => attrs.int('onesided', 1) === 1, check: checkSignal, run: (ctx) => [named(ctx, () => stft(ctx))] }),
+  onnxOp('STFT', 17, { parse: (attrs) => attrs.int('onesided', 1) !== 0, check: checkSignal, run: (ctx) => [named(ctx, () => stft(ctx))] }),
   onnxOp('HannWindow', 17, { parse: parseWindow, run: cosineWindow([0.5, 0.5]) }),
   onnxOp('HammingWindow', 17, { parse: parseWindow, run: cosineWindow([25 / 46, 21 / 46]) }),
   onnxOp('BlackmanWindow', 17, { parse: parseWindow, run: cosineWindow([0.42, 0.5, 0.08]) }),

@@ -4,8 +4,8 @@ import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
-import { hostGather, hostTranspose, numAt } from './helpers/shape-host.js';
-import { hostInt64, normAxis, sizeOf } from './helpers/util.js';
+import { hostGather, hostTranspose } from './helpers/shape-host.js';
+import { hostInt64, normAxis, oneNumber, sizeOf } from './helpers/util.js';
 
 // ---------------------------------------------------------------------------------------------
 // TopK. MLX's argsort is stable, so sorting ascending on an order-reversing key gives the largest
@@ -29,13 +29,13 @@ interface TopKParams {
 const parseTopK = (attrs: Attrs, opset: number): TopKParams => ({
   axis: attrs.int('axis', -1),
   k: opset < 10 ? attrs.int('k') : undefined,
-  largest: opset < 11 || attrs.int('largest', 1) !== 0,
+  largest: opset < 11 || attrs.int('largest', 1) === 1,
 });
 
 function topK(ctx: OpContext<TopKParams>): mx.Array[] {
   const x = ctx.input(0);
   const axis = normAxis(ctx.params.axis, x.ndim, 'TopK axis');
-  const k = ctx.params.k ?? numAt(ctx.host(1), 0);
+  const k = ctx.params.k ?? oneNumber(ctx, 1, 'TopK: K', [1]);
   const n = x.shape[axis];
   if (k < 0 || k > n) throw new RangeError(`TopK: k = ${k} is out of range for an axis of size ${n}`);
   const largest = ctx.params.largest;
@@ -60,13 +60,13 @@ interface CumulativeParams {
 }
 
 const parseCumulative = (attrs: Attrs): CumulativeParams => ({
-  reverse: attrs.int('reverse', 0) !== 0,
-  inclusive: attrs.int('exclusive', 0) === 0,
+  reverse: attrs.zeroOrOne('reverse', 0),
+  inclusive: !attrs.zeroOrOne('exclusive', 0),
 });
 
 function cumulative(ctx: OpContext<CumulativeParams>, f: typeof mx.cumsum): mx.Array {
   const x = ctx.input(0);
-  const axis = normAxis(numAt(ctx.host(1), 0), x.ndim, `${ctx.node.opType} axis`);
+  const axis = normAxis(oneNumber(ctx, 1, `${ctx.node.opType}: axis`), x.ndim, `${ctx.node.opType} axis`);
   const r = f(x, axis, ctx.params);
   return r.dtype === x.dtype ? r : mx.astype(r, x.dtype);
 }
@@ -175,7 +175,7 @@ export const sortOps: OpEntry[] = [
     run: (ctx) => [reverseSequence(ctx)],
   }),
   onnxOp('Unique', 11, {
-    parse: (attrs): UniqueParams => ({ axis: attrs.has('axis') ? attrs.int('axis') : undefined, sorted: attrs.int('sorted', 1) !== 0 }),
+    parse: (attrs): UniqueParams => ({ axis: attrs.has('axis') ? attrs.int('axis') : undefined, sorted: attrs.int('sorted', 1) === 1 }),
     placement: 'host',
     host: unique,
     note: 'computed on the host (its output size depends on the data): a sync point',

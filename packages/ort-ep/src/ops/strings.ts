@@ -145,8 +145,10 @@ function checkNormalizer(ctx: CheckContext<NormalizerParams>): string | undefine
 function normalize(ctx: OpContext<NormalizerParams>): HostTensor[] {
   const x = ctx.host(0);
   const xs = stringsOf(x, ctx.where);
-  if (x.dims.length > 2 || (x.dims.length === 2 && x.dims[0] !== 1)) {
-    throw new RangeError(`${ctx.where}: the input must have shape [C] or [1, C], got [${x.dims.join(', ')}]`);
+  // [C] or [1, C] with C > 0, as onnxruntime's shape inference requires (a scalar or C = 0 is refused).
+  const c = x.dims[x.dims.length - 1];
+  if (x.dims.length === 0 || x.dims.length > 2 || (x.dims.length === 2 && x.dims[0] !== 1) || c === 0) {
+    throw new RangeError(`${ctx.where}: the input must have shape [C] or [1, C] with C > 0, got [${x.dims.join(', ')}]`);
   }
   const { action, caseSensitive, stopwords } = ctx.params;
   const fold = (s: string) => (caseSensitive ? s : s.toLowerCase());

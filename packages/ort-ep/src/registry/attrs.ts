@@ -37,6 +37,16 @@ export class Attrs {
     const a = this.get(name, ['int']);
     return a ? (a.value as number) : this.need(name, def);
   }
+  /**
+   * An int flag that onnxruntime's kernel accepts only as 0 or 1 (it refuses any other value):
+   * true for 1, a RangeError naming the node for anything but 0 and 1.
+   */
+  zeroOrOne(name: string, def: 0 | 1): boolean {
+    const v = this.int(name, def);
+    if (v !== 0 && v !== 1)
+      throw new RangeError(`attribute '${name}' of ${this.node.opType} node '${this.node.name}' is ${v}, expected 0 or 1`);
+    return v === 1;
+  }
   float(name: string, def?: number): number {
     const a = this.get(name, ['float', 'int']);
     return a ? (a.value as number) : this.need(name, def);

@@ -3,7 +3,7 @@
 // in a JavaScript fault, and every mismatch must fall under a justified entry of ALLOWED.
 // The long run is `tools/dev fuzz` (see the README's section on hostile input).
 import { describe, expect, it } from 'vitest';
-import type { CaseResult } from '../../scripts/fuzz/child.js';
+import { runCase, type CaseResult } from '../../scripts/fuzz/child.js';
 import { SATURATE_NON_FLOAT8, generateCase } from '../../scripts/fuzz/generate.js';
 import { runFuzz } from '../../scripts/fuzz/harness.js';
 import { sharedPath } from '../helpers/shared.js';
@@ -68,6 +68,33 @@ describe('the CastLike allowance', () => {
       expect(ALLOWED.filter((a) => a.test(result(c))).map((a) => a.name)).toEqual([]);
     }
     expect(seen).toBe(3);
+  });
+});
+
+describe("the harness's comparison rules", () => {
+  // Cases of seed 1903 whose comparison was wrong, not mlx: run in this process (runCase), each
+  // case regenerated from its key.
+  const roots = { models: sharedPath('models'), onnxTests: sharedPath('onnx-node-tests/v1.22.0') };
+  const run = async (key: string) => {
+    const [seed, index] = key.split(':').map(Number);
+    const c = generateCase(seed, index, roots);
+    return { c, r: await runCase(c, key, 256 * 2 ** 20, () => {}) };
+  };
+  it('a DFT whose exact 0 onnxruntime returns as -1.1e-4 matches (absolute floor from the inputs)', async () => {
+    const { c, r } = await run('1903:18248');
+    expect(c.label).toBe('test_dft_rfft');
+    expect([r.outcome, r.detail]).toEqual(['matched', '']);
+  });
+  it("StringSplit's count of an empty string: 1 (the spec's reference) against onnxruntime's 0 matches", async () => {
+    const { c, r } = await run('1903:91');
+    expect(c.label).toBe('ai.onnx::StringSplit');
+    expect([r.outcome, r.detail]).toEqual(['matched', '']);
+  });
+  it("Attention's qk_matmul_output after the mask is a known onnxruntime divergence, counted unverified", async () => {
+    const { c, r } = await run('1903:14549');
+    expect(c.label).toMatch(/^test_attention_.*mask/);
+    expect(r.outcome).toBe('unverified');
+    expect(r.detail).toMatch(/^onnxruntime differs from the spec \(Attention's qk_matmul_output/);
   });
 });
 

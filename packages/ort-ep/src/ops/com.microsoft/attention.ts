@@ -37,7 +37,7 @@ const parseAttention = (attrs: Attrs): AttentionParams => ({
   heads: attrs.int('num_heads'),
   qkvHiddenSizes: intsIfGiven(attrs, 'qkv_hidden_sizes'),
   maskFilterValue: attrs.float('mask_filter_value', -10000),
-  unidirectional: attrs.int('unidirectional', 0) !== 0,
+  unidirectional: attrs.int('unidirectional', 0) === 1,
   scale: attrs.has('scale') ? attrs.float('scale') : undefined,
   doRotary: attrs.int('do_rotary', 0) !== 0,
   pastPresentShareBuffer: attrs.int('past_present_share_buffer', 0) !== 0,

@@ -52,10 +52,24 @@ function fusedMatMul(ctx: OpContext<FusedMatMulParams>): mx.Array {
   return alpha === 1 ? y : mx.multiply(y, alpha);
 }
 
+/**
+ * A per-channel bias of X's last axis: 1-D of its size, as onnxruntime's kernels require ("Input 1
+ * is expected to have 1 dimensions"); mlx would broadcast any shape.
+ */
+function lastAxisBias(ctx: OpContext<unknown>, i: number): mx.Array | undefined {
+  const b = ctx.optional(i);
+  if (!b) return b;
+  const x = ctx.input(0);
+  const c = x.shape[x.ndim - 1];
+  if (b.ndim !== 1 || b.shape[0] !== c)
+    throw new RangeError(`${ctx.node.opType}: the bias must have shape [${c}] (X's last axis), got [${b.shape.join(', ')}]`);
+  return b;
+}
+
 export const fusedOps: OpEntry[] = [
   simple('Gelu', (ctx) => gelu(ctx.input(0), 'none')),
-  simple('BiasGelu', (ctx) => gelu(ctx.input(0), 'none', ctx.optional(1))),
-  simple('FastGelu', (ctx) => gelu(ctx.input(0), 'tanh', ctx.optional(1))),
+  simple('BiasGelu', (ctx) => gelu(ctx.input(0), 'none', lastAxisBias(ctx, 1))),
+  simple('FastGelu', (ctx) => gelu(ctx.input(0), 'tanh', lastAxisBias(ctx, 1))),
   simple(
     'QuickGelu',
     (ctx) => {

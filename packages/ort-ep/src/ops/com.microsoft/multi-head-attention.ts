@@ -24,7 +24,7 @@ interface MhaParams {
 const parseMha = (attrs: Attrs): MhaParams => ({
   heads: attrs.int('num_heads'),
   maskFilterValue: attrs.float('mask_filter_value', -10000),
-  unidirectional: attrs.int('unidirectional', 0) !== 0,
+  unidirectional: attrs.int('unidirectional', 0) === 1,
   scale: attrs.has('scale') ? attrs.float('scale') : undefined,
 });
 

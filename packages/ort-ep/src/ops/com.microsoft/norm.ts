@@ -8,7 +8,7 @@ import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp, onnxOp } from '../../registry/op.js';
 import { normAxis } from '../helpers/util.js';
 import { normalize } from '../helpers/normalize.js';
-import { layerNorm, parseLayerNorm, type LayerNormParams } from '../norm.js';
+import { layerNorm, parseLayerNorm, statsIn, type LayerNormParams } from '../norm.js';
 
 /** onnxruntime's fused ops (Skip*, EmbedLayerNormalization) default epsilon to 1e-12. */
 const fusedEpsilon = (attrs: Attrs): number => attrs.float('epsilon', 1e-12);
@@ -22,6 +22,19 @@ function skipNorm(simplified: boolean) {
     const x = ctx.input(0);
     const betaIndex = simplified ? -1 : 3;
     const biasIndex = simplified ? 3 : 4;
+    // gamma, beta and bias are [hidden] (onnxruntime refuses other ranks); X is [batch, seq, hidden] or [tokens, hidden].
+    const hidden = x.shape[x.ndim - 1];
+    for (const [i, what] of [
+      [2, 'gamma'],
+      [betaIndex, 'beta'],
+      [biasIndex, 'bias'],
+    ] as const) {
+      const p = i > 0 ? ctx.optional(i) : undefined;
+      if (p && (p.ndim !== 1 || p.shape[0] !== hidden))
+        throw new RangeError(
+          `${ctx.node.opType}: ${what} is expected to have shape [${hidden}] (X's last axis), got [${p.shape.join(', ')}]`,
+        );
+    }
     let s = mx.add(x, ctx.input(1));
     const bias = ctx.optional(biasIndex);
     if (bias) s = mx.add(s, bias);
@@ -64,7 +77,10 @@ function simplifiedLayerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
     stashFloat: ctx.params.stashFloat,
     stats: ctx.wants(1),
   });
-  return [out.y, out.invStd];
+  // Y has the scale's type (V in onnxruntime's schema), which may differ from X's (T).
+  const gamma = ctx.input(1);
+  const y = out.y.dtype === gamma.dtype ? out.y : mx.astype(out.y, gamma.dtype);
+  return [y, statsIn(ctx.params, out.invStd, 'SimplifiedLayerNormalization')];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ interface RotaryParams {
 
 function parseRotary(attrs: Attrs): RotaryParams {
   const p = {
-    interleaved: attrs.int('interleaved', 0) !== 0,
+    interleaved: attrs.int('interleaved', 0) === 1,
     rotaryDim: attrs.int('rotary_embedding_dim', 0),
     heads: attrs.int('num_heads', 0),
     packedBatching: attrs.int('is_packed_batching', 0) !== 0,
@@ -130,7 +130,7 @@ interface MRotaryParams {
 
 function parseMRotary(attrs: Attrs): MRotaryParams {
   const p = {
-    interleaved: attrs.int('interleaved', 0) !== 0,
+    interleaved: attrs.int('interleaved', 0) === 1,
     rotaryDim: attrs.int('rotary_embedding_dim', 0),
     heads: attrs.int('num_heads', 0),
     section: attrs.ints('mrope_section'),

@@ -93,6 +93,20 @@ export function optionalNumbers(ctx: OpContext, i: number): number[] | undefined
   return ctx.has(i) ? hostNumbers(ctx.host(i)) : undefined;
 }
 
+/**
+ * The one number of input i, a scalar-like input (an axis, k): a tensor of exactly one element
+ * whose rank is one of `ranks` (onnxruntime refuses other shapes, e.g. CumSum's axis [2]).
+ */
+export function oneNumber(ctx: OpContext, i: number, what: string, ranks: readonly number[] = [0, 1]): number {
+  const t = ctx.host(i);
+  const n = sizeOf(t.dims);
+  if (n !== 1 || !ranks.includes(t.dims.length))
+    throw new RangeError(
+      `${what} must be ${ranks.map((r) => (r === 0 ? 'a scalar' : 'a 1-D tensor of one element')).join(' or ')}, got shape [${t.dims.join(', ')}]`,
+    );
+  return hostNumbers(t)[0];
+}
+
 export const isFloatType = (t: number): boolean =>
   t === OnnxDataType.FLOAT || t === OnnxDataType.FLOAT16 || t === OnnxDataType.DOUBLE || t === OnnxDataType.BFLOAT16;
 
