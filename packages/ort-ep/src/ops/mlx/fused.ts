@@ -104,9 +104,10 @@ interface MaxPoolChannelsLastParams extends WindowAttrs {
 }
 
 /**
- * MaxPool (no Indices) of channels-last data x [N, ...spatial, C], from the layout pass: the
- * padded input's strided window slices folded with maximum (one fused kernel under compile, reading
- * the channels contiguously); the result channels-last with y_last, else in ONNX's layout.
+ * MaxPool (no Indices) of channels-last data x [N, ...spatial, C], from the layout pass: for
+ * float32 @mlx/sys's maxPoolChannelsLast (on the CPU one pass reading each window's taps, C
+ * contiguous floats each), else the padded input's strided window slices folded with maximum (one
+ * fused kernel under compile); the result channels-last with y_last, else in ONNX's layout.
  */
 function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Array {
   const p = ctx.params;
@@ -115,6 +116,11 @@ function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Arra
   if (p.kernel.length !== spatial.length)
     throw new RangeError(`${ctx.where}: kernel_shape [${p.kernel}] has ${p.kernel.length} entries for ${spatial.length} spatial axes`);
   const w = windowOf(p, spatial, p.kernel, p.ceil);
+  if (x.dtype === 'float32' && spatial.length <= 2) {
+    // @mlx/sys's one pass over the windows on the CPU (the composition below elsewhere).
+    const y = mx.maxPoolChannelsLast(x, w.kernel, w.strides, w.padsBegin, w.padsEnd, w.dilations);
+    return p.yLast ? y : toChannelsFirst(y);
+  }
   const axes = spatial.map((_, i) => 1 + i);
   // Padding with the dtype's lowest value never wins a max.
   const padded =
