@@ -143,6 +143,15 @@ function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Arra
   return p.yLast ? y! : toChannelsFirst(y!);
 }
 
+/** GlobalAveragePool of channels-last data x [N, ...spatial, C], from the layout pass: [N, C, 1, ...] in ONNX's layout. */
+function globalAveragePoolChannelsLast(ctx: OpContext<undefined>): mx.Array {
+  const x = ctx.input(0);
+  if (x.ndim < 3) throw new RangeError(`${ctx.where}: input of rank ${x.ndim}, expected [N, ...spatial, C]`);
+  const axes = Array.from({ length: x.ndim - 2 }, (_, i) => 1 + i);
+  const m = mx.mean(x, axes);
+  return mx.reshape(m, [x.shape[0], x.shape[x.ndim - 1], ...axes.map(() => 1)]);
+}
+
 function rmsNorm(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
   const w = ctx.optional(1);
@@ -199,6 +208,12 @@ export const mlxFusedOps: OpEntry[] = [
     (a) => ({ ...parseWindow(a), kernel: a.ints('kernel_shape'), ceil: a.int('ceil_mode', 0) !== 0, yLast: a.int('y_last', 0) === 1 }),
     maxPoolChannelsLast,
     'MaxPool (no Indices) of channels-last data between channels-last convs, from the layout pass',
+  ),
+  entry(
+    'GlobalAveragePoolChannelsLast',
+    () => undefined,
+    globalAveragePoolChannelsLast,
+    "GlobalAveragePool of channels-last data after a channels-last conv, from the layout pass: the mean over the spatial axes, in ONNX's layout",
   ),
   entry('RMSNorm', epsilon, rmsNorm, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
   entry('LayerNorm', epsilon, layerNorm, 'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition'),
