@@ -68,6 +68,10 @@ const cases: [string, Case][] = [
     '3x3 over 260 rows (3 blocks), 64 -> 96, K 576',
     { n: 1, sp: [13, 20], c: 64, o: 96, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
   ],
+  [
+    '3x3 dilation (2, 3), asymmetric pads, 5 -> 9: whole rows in one pass',
+    { n: 1, sp: [11, 13], c: 5, o: 9, k: [3, 3], s: [1, 2], pb: [2, 3], pe: [1, 2], d: [2, 3] },
+  ],
   ['1-D k5 s2 p2, 7 -> 5', { n: 3, sp: [31], c: 7, o: 5, k: [5], s: [2], pb: [2], pe: [2], d: [1] }],
   // One channel per tap: the rows pack a kernel row at a time (a stem over a grey image).
   [

@@ -4271,6 +4271,19 @@ export function convGemm(x: ArrayLike, wPacked: ArrayLike, outChannels: number, 
   }
 }
 
+/** `int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)` */
+export function maxPoolChannelsLast(x: ArrayLike, kernel: readonly number[], strides: readonly number[], padsBegin: readonly number[], padsEnd: readonly number[], dilations: readonly number[], opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_max_pool_channels_last(res, _x.handle, toInt32Array(kernel, 'maxPoolChannelsLast: kernel', 'any'), kernel.length, toInt32Array(strides, 'maxPoolChannelsLast: strides', 'any'), strides.length, toInt32Array(padsBegin, 'maxPoolChannelsLast: padsBegin', 'any'), padsBegin.length, toInt32Array(padsEnd, 'maxPoolChannelsLast: padsEnd', 'any'), padsEnd.length, toInt32Array(dilations, 'maxPoolChannelsLast: dilations', 'any'), dilations.length, streamHandle(opts)), 'mlxc_max_pool_channels_last');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** MLX's `fast` functions under their own names. */
 export const fastOps = {
   layerNorm: fastLayerNorm,
@@ -4346,4 +4359,4 @@ export const fftOps = {
   rfftn: fftRfftn,
 } as const;
 
-export const generatedOpCount = 310;
+export const generatedOpCount = 311;

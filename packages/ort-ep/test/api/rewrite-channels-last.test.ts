@@ -34,6 +34,11 @@ function flags(bytes: Uint8Array): string[] {
     .map((n) => `${int(n, 'x_last')}${int(n, 'residual_last')}${int(n, 'y_last')}`);
 }
 
+/** The op types of the prepared graph. */
+function opTypes(bytes: Uint8Array): string[] {
+  return prepareModel(bytes).model.graph.nodes.map((n) => n.opType);
+}
+
 /** The MaxPoolChannelsLast nodes of the prepared graph, as their y_last flag. */
 function poolFlags(bytes: Uint8Array): string[] {
   const g = prepareModel(bytes).model.graph;
@@ -101,16 +106,19 @@ describe('channels-last layout pass', () => {
       init('B4', [16], 11),
     ];
     const bytes = model({ inputs: [v('x', 'float32', X)], outputs: [v('y', 'float32')], nodes, initializers: inits, opsets: { '': 17 } });
-    expect(prepareModel(bytes).rewrites).toMatchObject({ 'channels-last': 7 });
+    expect(prepareModel(bytes).rewrites).toMatchObject({ 'channels-last': 8 });
     // The stem and its MaxPool stay channels-last (the pool becomes MaxPoolChannelsLast); a, b, the
-    // residual d and e1 too; the last conv (with e1 as its residual) hands NCHW to the pool.
+    // residual d and e1 too; the last conv (with e1 as its residual) stays channels-last for the
+    // global average, which averages the channels-last data and hands back ONNX's layout.
     const f = flags(bytes);
     expect(f).toHaveLength(6);
     expect(f[0]).toBe('001');
     expect(f[1]).toBe('101');
     expect(poolFlags(bytes)).toEqual(['1']);
-    expect(f.filter((s) => s.endsWith('1'))).toHaveLength(5);
-    expect(f.at(-1)).toBe('110');
+    expect(f.filter((s) => s.endsWith('1'))).toHaveLength(6);
+    expect(f.at(-1)).toBe('111');
+    expect(opTypes(bytes)).toContain('GlobalAveragePoolChannelsLast');
+    expect(opTypes(bytes)).not.toContain('GlobalAveragePool');
     await expectLayout(bytes, { x: t(X, 12) });
   });
 
@@ -168,6 +176,40 @@ describe('channels-last layout pass', () => {
     // a is a graph output, b is read by a Transpose and a grouped conv: nothing stays channels-last.
     expect(flags(bytes)).toEqual(['000', '000', '000']);
     await expectLayout(bytes, { x: t(X, 6) });
+  });
+
+  it('a global average read by a conv (a squeeze-excite gate) hands that conv ONNX layout', async () => {
+    const X = [2, 4, 9, 7];
+    const nodes: NodeSpec[] = [
+      conv(['x', 'W0', 'B0'], 'a', 3),
+      node('GlobalAveragePool', ['a'], ['g']),
+      conv(['g', 'W1', 'B1'], 'h', 1),
+      node('Sigmoid', ['h'], ['h1']),
+      node('Mul', ['a', 'h1'], ['y']),
+    ];
+    const inits = [init('W0', [6, 4, 3, 3], 1), init('B0', [6], 2), init('W1', [6, 6, 1, 1], 3), init('B1', [6], 4)];
+    const bytes = model({
+      inputs: [v('x', 'float32', X)],
+      outputs: [v('y', 'float32'), v('g', 'float32')],
+      nodes,
+      initializers: inits,
+      opsets: { '': 17 },
+    });
+    // a is read by Mul too, so it goes back to ONNX's layout and the average stays as written.
+    expect(opTypes(bytes)).toContain('GlobalAveragePool');
+    await expectLayout(bytes, { x: t(X, 5) });
+    const only = model({
+      inputs: [v('x', 'float32', X)],
+      outputs: [v('h', 'float32')],
+      nodes: nodes.slice(0, 3),
+      initializers: inits,
+      opsets: { '': 17 },
+    });
+    // Here only the average reads a: it averages channels-last data; its result, read by the 1x1
+    // conv, is in ONNX's layout (that conv, alone in its group of 1x1s, is left as written).
+    expect(opTypes(only)).toContain('GlobalAveragePoolChannelsLast');
+    expect(flags(only)).toEqual(['001']);
+    await expectLayout(only, { x: t(X, 6) });
   });
 
   it('a chain of 1x1 convolutions only is left as written (channels-first products, no layout moves)', async () => {

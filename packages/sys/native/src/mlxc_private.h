@@ -15,6 +15,7 @@
 #include "mlxc/functions.h"
 #include "cpu/kernels.h"  // the fused CPU kernels (spec/cpu.ts)
 #include "cpu/conv_gemm.h"  // the channels-last convolution (spec/conv.ts)
+#include "cpu/max_pool.h"   // the channels-last max pool (spec/conv.ts)
 #include "cpu/epilogue.h"  // the convolution epilogue (spec/epilogue.ts)
 #include "cpu/small_gemm.h"  // the CPU products for few rows (spec/gemm.ts)
 

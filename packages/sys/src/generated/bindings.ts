@@ -523,6 +523,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_small_quantized_matmul(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s)',
   'int mlxc_conv_pack_weight(_Inout_ mlx_array* res, const mlx_array w, const mlx_stream s)',
   'int mlxc_conv_gemm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
+  'int mlxc_max_pool_channels_last(_Inout_ mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)',
 ];
 
 /** The raw functions, one per prototype, with their TypeScript types. */
@@ -1565,6 +1566,8 @@ export interface MlxCFunctions {
   mlxc_conv_pack_weight(res: MlxHandle, w: MlxHandle, s: MlxHandle): number;
   /** conv: `int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)` */
   mlxc_conv_gemm(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, out_channels: number, bias: MlxHandle, residual: MlxHandle, strides: ArrayBufferView | ArrayBuffer | unknown[] | null, strides_num: number | bigint, pads_begin: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_begin_num: number | bigint, pads_end: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_end_num: number | bigint, dilations: ArrayBufferView | ArrayBuffer | unknown[] | null, dilations_num: number | bigint, lo: number, hi: number, s: MlxHandle): number;
+  /** conv: `int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)` */
+  mlxc_max_pool_channels_last(res: MlxHandle, x: MlxHandle, kernel: ArrayBufferView | ArrayBuffer | unknown[] | null, kernel_num: number | bigint, strides: ArrayBufferView | ArrayBuffer | unknown[] | null, strides_num: number | bigint, pads_begin: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_begin_num: number | bigint, pads_end: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_end_num: number | bigint, dilations: ArrayBufferView | ArrayBuffer | unknown[] | null, dilations_num: number | bigint, s: MlxHandle): number;
 }
 
-export const functionCount = 519;
+export const functionCount = 520;

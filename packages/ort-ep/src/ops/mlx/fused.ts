@@ -104,9 +104,10 @@ interface MaxPoolChannelsLastParams extends WindowAttrs {
 }
 
 /**
- * MaxPool (no Indices) of channels-last data x [N, ...spatial, C], from the layout pass: the
- * padded input's strided window slices folded with maximum (one fused kernel under compile, reading
- * the channels contiguously); the result channels-last with y_last, else in ONNX's layout.
+ * MaxPool (no Indices) of channels-last data x [N, ...spatial, C], from the layout pass: for
+ * float32 @mlx/sys's maxPoolChannelsLast (on the CPU one pass reading each window's taps, C
+ * contiguous floats each), else the padded input's strided window slices folded with maximum (one
+ * fused kernel under compile); the result channels-last with y_last, else in ONNX's layout.
  */
 function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Array {
   const p = ctx.params;
@@ -115,6 +116,11 @@ function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Arra
   if (p.kernel.length !== spatial.length)
     throw new RangeError(`${ctx.where}: kernel_shape [${p.kernel}] has ${p.kernel.length} entries for ${spatial.length} spatial axes`);
   const w = windowOf(p, spatial, p.kernel, p.ceil);
+  if (x.dtype === 'float32' && spatial.length <= 2) {
+    // @mlx/sys's one pass over the windows on the CPU (the composition below elsewhere).
+    const y = mx.maxPoolChannelsLast(x, w.kernel, w.strides, w.padsBegin, w.padsEnd, w.dilations);
+    return p.yLast ? y : toChannelsFirst(y);
+  }
   const axes = spatial.map((_, i) => 1 + i);
   // Padding with the dtype's lowest value never wins a max.
   const padded =
@@ -135,6 +141,15 @@ function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Arra
     y = y ? mx.maximum(y, v) : v;
   }
   return p.yLast ? y! : toChannelsFirst(y!);
+}
+
+/** GlobalAveragePool of channels-last data x [N, ...spatial, C], from the layout pass: [N, C, 1, ...] in ONNX's layout. */
+function globalAveragePoolChannelsLast(ctx: OpContext<undefined>): mx.Array {
+  const x = ctx.input(0);
+  if (x.ndim < 3) throw new RangeError(`${ctx.where}: input of rank ${x.ndim}, expected [N, ...spatial, C]`);
+  const axes = Array.from({ length: x.ndim - 2 }, (_, i) => 1 + i);
+  const m = mx.mean(x, axes);
+  return mx.reshape(m, [x.shape[0], x.shape[x.ndim - 1], ...axes.map(() => 1)]);
 }
 
 function rmsNorm(ctx: OpContext<number>): mx.Array {
@@ -214,6 +229,12 @@ export const mlxFusedOps: OpEntry[] = [
     (a) => ({ ...parseWindow(a), kernel: a.ints('kernel_shape'), ceil: a.int('ceil_mode', 0) !== 0, yLast: a.int('y_last', 0) === 1 }),
     maxPoolChannelsLast,
     'MaxPool (no Indices) of channels-last data between channels-last convs, from the layout pass',
+  ),
+  entry(
+    'GlobalAveragePoolChannelsLast',
+    () => undefined,
+    globalAveragePoolChannelsLast,
+    "GlobalAveragePool of channels-last data after a channels-last conv, from the layout pass: the mean over the spatial axes, in ONNX's layout",
   ),
   entry('RMSNorm', epsilon, rmsNorm, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
   entry('LayerNorm', epsilon, layerNorm, 'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition'),

@@ -8,7 +8,9 @@
 // node reading it is one of them (as the data or the residual) and it is not a graph output;
 // elsewhere (a pool, a graph output, a reshape) the producing op hands back ONNX's layout. So a
 // ResNet body runs channels-last from its first convolution to its last, with one move at each end;
-// a MaxPool (without Indices) between such convs, the stem's, becomes MaxPoolChannelsLast.
+// a MaxPool (without Indices) between such convs, the stem's, becomes MaxPoolChannelsLast, and a
+// GlobalAveragePool of such a conv's result GlobalAveragePoolChannelsLast (the mean over the
+// spatial axes of the channels-last data: no move back to ONNX's layout at ResNet's head).
 // A value kept channels-last gets a new name ('<name>/nhwc') and loses its value info (its shape
 // is no longer the one the model declares). Runs after conv-epilogue, whose fused convs it takes.
 import { OnnxDataType, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
@@ -91,8 +93,14 @@ export function channelsLastRewrite(view: GraphView): void {
     const producer = view.producer.get(n.inputs[0]);
     return k?.type === 'ints' && k.value.length > 0 && !!producer && convSet.has(producer);
   });
-  const set = new Set<NodeIR>([...convs, ...pools]);
-  const isPool = (n: NodeIR) => n.opType === 'MaxPool';
+  const averages = graph.nodes.filter((n) => {
+    if (view.isRemoved(n) || n.opType !== 'GlobalAveragePool' || !isDefaultDomain(n) || !n.outputs[0]) return false;
+    const producer = view.producer.get(n.inputs[0]);
+    return !!producer && convSet.has(producer);
+  });
+  const set = new Set<NodeIR>([...convs, ...pools, ...averages]);
+  const isAverage = (n: NodeIR) => n.opType === 'GlobalAveragePool';
+  const isPool = (n: NodeIR) => n.opType === 'MaxPool' || isAverage(n);
   // A value stays channels-last when only these nodes read it, each as data or residual.
   const last = new Set<string>();
   const settle = () => {
@@ -108,7 +116,8 @@ export function channelsLastRewrite(view: GraphView): void {
             set.has(r) &&
             r.inputs.every((name, i) => name !== out || i === DATA || (!isPool(r) && i === RESIDUAL && r.domain === FUSED_DOMAIN)),
         );
-      if (ok) last.add(out);
+      // A global average's result ([N, C, 1, ...]) is always handed back in ONNX's layout.
+      if (ok && !isAverage(n)) last.add(out);
     }
   };
   // A pool whose input goes back to ONNX's layout stays as written (until none is left).
@@ -144,6 +153,10 @@ export function channelsLastRewrite(view: GraphView): void {
   const rename = (name: string) => (last.has(name) ? `${name}/nhwc` : name);
   const packed = new Map<string, string>();
   for (const n of set) {
+    if (isAverage(n)) {
+      view.replace([n], fusedNode(view, 'GlobalAveragePoolChannelsLast', n, [rename(n.inputs[0])], [n.outputs[0]], {}));
+      continue;
+    }
     if (isPool(n)) {
       const attrs: Record<string, AttrValue> = Object.fromEntries(n.attributes);
       attrs.y_last = intAttr(last.has(n.outputs[0]) ? 1 : 0);

@@ -1,0 +1,155 @@
+// The channels-last max pool as an MLX primitive (see max_pool.h).
+#include "cpu/max_pool.h"
+
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
+
+#include "cpu/fused_primitive.h"
+#include "cpu/kernels.h"
+#include "mlx/backend/cpu/encoder.h"
+
+namespace mlxc::cpu {
+namespace {
+
+using mx::array;
+
+array composed(const array& x, const std::vector<int>& k, const std::vector<int>& st, const std::vector<int>& pb,
+               const std::vector<int>& pe, const std::vector<int>& dil, const mx::Shape& out, mx::Stream s) {
+  const int sp = static_cast<int>(k.size());
+  std::vector<int> axes;
+  for (int i = 0; i < sp; i++) axes.push_back(1 + i);
+  mx::Shape lo(pb.begin(), pb.end()), hi(pe.begin(), pe.end());
+  const array padded = mx::pad(x, axes, lo, hi, array(std::numeric_limits<float>::lowest(), x.dtype()), "constant", s);
+  std::optional<array> y;
+  std::vector<int> tap(sp, 0);
+  while (true) {
+    mx::Shape start(padded.ndim(), 0), stop = padded.shape(), step(padded.ndim(), 1);
+    for (int i = 0; i < sp; i++) {
+      start[1 + i] = tap[i] * dil[i];
+      stop[1 + i] = start[1 + i] + (out[1 + i] - 1) * st[i] + 1;
+      step[1 + i] = st[i];
+    }
+    array v = mx::slice(padded, start, stop, step, s);
+    y = y ? mx::maximum(*y, v, s) : v;
+    int i = sp - 1;
+    while (i >= 0 && ++tap[i] == k[i]) tap[i--] = 0;
+    if (i < 0) break;
+  }
+  return *y;
+}
+
+class MaxPoolChannelsLast : public FusedPrimitive {
+ public:
+  MaxPoolChannelsLast(mx::Stream s, std::vector<int> k, std::vector<int> st, std::vector<int> pb, std::vector<int> pe,
+                      std::vector<int> dil)
+      : FusedPrimitive(s), k_(std::move(k)), st_(std::move(st)), pb_(std::move(pb)), pe_(std::move(pe)), dil_(std::move(dil)) {}
+  const char* name() const override { return "MaxPoolChannelsLast"; }
+  bool is_equivalent(const mx::Primitive& other) const override {
+    if (typeid(other) != typeid(*this)) return false;
+    auto& p = static_cast<const MaxPoolChannelsLast&>(other);
+    return k_ == p.k_ && st_ == p.st_ && pb_ == p.pb_ && pe_ == p.pe_ && dil_ == p.dil_;
+  }
+  mx::Shape out_shape(const mx::Shape& x) const {
+    mx::Shape o{x[0]};
+    for (size_t i = 0; i < k_.size(); i++) o.push_back((x[1 + i] + pb_[i] + pe_[i] - ((k_[i] - 1) * dil_[i] + 1)) / st_[i] + 1);
+    o.push_back(x.back());
+    return o;
+  }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {out_shape(in[0].shape())}; }
+  array compose(const std::vector<array>& in) const override { return composed(in[0], k_, st_, pb_, pe_, dil_, out_shape(in[0].shape()), st()); }
+
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    auto& out = outs[0];
+    const array& x = in[0];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    const bool two = x.ndim() == 4;
+    struct P {
+      size_t n, ih, iw, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+    } p{static_cast<size_t>(x.shape(0)),
+        two ? static_cast<size_t>(x.shape(1)) : 1,
+        static_cast<size_t>(x.shape(-2)),
+        static_cast<size_t>(x.shape(-1)),
+        two ? static_cast<size_t>(out.shape(1)) : 1,
+        static_cast<size_t>(out.shape(-2)),
+        two ? static_cast<size_t>(k_[0]) : 1,
+        static_cast<size_t>(k_.back()),
+        two ? static_cast<size_t>(st_[0]) : 1,
+        static_cast<size_t>(st_.back()),
+        two ? static_cast<size_t>(pb_[0]) : 0,
+        static_cast<size_t>(pb_.back()),
+        two ? static_cast<size_t>(dil_[0]) : 1,
+        static_cast<size_t>(dil_.back())};
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    enc.set_input_array(x);
+    enc.set_output_array(out);
+    enc.dispatch([p, x = array::unsafe_weak_copy(x), out = array::unsafe_weak_copy(out)]() mutable {
+      const float* xp = x.data<float>();
+      float* yp = out.data<float>();
+      const size_t rows = p.n * p.oh;
+      if (rows == 0 || p.ow == 0 || p.c == 0) return;
+      parallel_for(rows, 1, [&](size_t r0, size_t r1) {
+        for (size_t r = r0; r < r1; r++) {
+          const size_t b = r / p.oh, oy = r % p.oh;
+          const float* xb = xp + b * p.ih * p.iw * p.c;
+          for (size_t ox = 0; ox < p.ow; ox++) {
+            float* y = yp + (r * p.ow + ox) * p.c;
+            for (size_t ci = 0; ci < p.c; ci++) y[ci] = std::numeric_limits<float>::lowest();
+            for (size_t ky = 0; ky < p.kh; ky++) {
+              // Unsigned: a tap before the input wraps to a huge index and fails the bound check.
+              const size_t iy = oy * p.sh + ky * p.dh - p.ph;
+              if (iy >= p.ih) continue;
+              for (size_t kx = 0; kx < p.kw; kx++) {
+                const size_t ix = ox * p.sw + kx * p.dw - p.pw;
+                if (ix >= p.iw) continue;
+                const float* v = xb + (iy * p.iw + ix) * p.c;
+                // maximum's NaN rule: a NaN in the window is the result.
+                for (size_t ci = 0; ci < p.c; ci++) y[ci] = (v[ci] > y[ci] || v[ci] != v[ci]) ? v[ci] : y[ci];
+              }
+            }
+          }
+        }
+      });
+    });
+  }
+
+ private:
+  std::vector<int> k_, st_, pb_, pe_, dil_;
+};
+
+}  // namespace
+
+array max_pool_channels_last(const array& x, const std::vector<int>& kernel, const std::vector<int>& strides,
+                             const std::vector<int>& pads_begin, const std::vector<int>& pads_end, const std::vector<int>& dilations,
+                             mx::Stream s) {
+  const int sp = static_cast<int>(x.ndim()) - 2;
+  if (sp < 1) throw std::invalid_argument("max_pool_channels_last: x must be [N, ...spatial, C], got rank " + std::to_string(x.ndim()));
+  auto per_axis = [&](const std::vector<int>& v, const char* what, int least) {
+    if (static_cast<int>(v.size()) != sp)
+      throw std::invalid_argument(std::string("max_pool_channels_last: ") + what + " needs " + std::to_string(sp) + " values, got " +
+                                  std::to_string(v.size()));
+    for (int e : v)
+      if (e < least) throw std::invalid_argument(std::string("max_pool_channels_last: ") + what + " must be at least " + std::to_string(least));
+  };
+  per_axis(kernel, "kernel", 1);
+  per_axis(strides, "strides", 1);
+  per_axis(pads_begin, "pads_begin", 0);
+  per_axis(pads_end, "pads_end", 0);
+  per_axis(dilations, "dilations", 1);
+  for (int i = 0; i < sp; i++) {
+    const int span = (kernel[i] - 1) * dilations[i] + 1;
+    if (x.shape(1 + i) + pads_begin[i] + pads_end[i] < span)
+      throw std::invalid_argument("max_pool_channels_last: the window (" + std::to_string(span) + ") is larger than the padded input (" +
+                                  std::to_string(x.shape(1 + i) + pads_begin[i] + pads_end[i]) + ") on spatial axis " + std::to_string(i));
+  }
+  if (!mx::issubdtype(x.dtype(), mx::floating))
+    throw std::invalid_argument("max_pool_channels_last: x must be floating point");
+  auto prim = std::make_shared<MaxPoolChannelsLast>(s, kernel, strides, pads_begin, pads_end, dilations);
+  const mx::Shape out = prim->out_shape(x.shape());
+  const bool native = !kernels_off() && s.device == mx::Device::cpu && sp <= 2 && x.dtype() == mx::float32;
+  if (!native) return composed(x, kernel, strides, pads_begin, pads_end, dilations, out, s);
+  return array(out, mx::float32, std::move(prim), {mx::contiguous(x, false, s)});
+}
+
+}  // namespace mlxc::cpu
