@@ -204,7 +204,9 @@ describe('GroupQueryAttention shared buffer: the step check made once for every 
       const caches = cacheNames(session as never);
       const ints = (v: number[]) => ({ dtype: 7, dims: [1, v.length], data: BigInt64Array.from(v.map(BigInt)) });
       const past = (): Record<string, Value> =>
-        Object.fromEntries(caches.map((c) => [c.past, { kind: 'device', array: mx.zeros([1, 2, 16, 16], 'float32'), onnxType: 1 } as Value]));
+        Object.fromEntries(
+          caches.map((c) => [c.past, { kind: 'device', array: mx.zeros([1, 2, 16, 16], 'float32'), onnxType: 1 } as Value]),
+        );
       try {
         const feeds = (mask: number[]) => ({ input_ids: ints([5, 6]), attention_mask: ints(mask), ...past() });
         // Two new tokens, one position in the mask: seqlens_k + 1 = 1 < 2.
