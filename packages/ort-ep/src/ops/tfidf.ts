@@ -4,7 +4,7 @@
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { onnxOp } from '../registry/op.js';
+import { onnxOp, RefusedNode } from '../registry/op.js';
 import { checkHostElements } from './helpers/bounds.js';
 
 const SEP = '\u0000'; // joins the tokens of an n-gram into one Map key; cannot occur in an int token
@@ -40,13 +40,22 @@ function vocabularyOf(a: Attrs): Vocabulary {
   const columns = new Map<string, number>();
   const width = indexes.reduce((m, i) => Math.max(m, i + 1), 0);
   const columnWeights = weights.length ? new Array<number>(width).fill(1) : undefined;
+  // onnxruntime's CPU kernel reads these without bounds (it aborts the process on them), so they
+  // are refused here rather than handed to the fallback.
+  counts.forEach((start, i) => {
+    const end = i + 1 < counts.length ? counts[i + 1] : pool.length;
+    if (!(start >= 0 && start <= end && end <= pool.length))
+      throw new RefusedNode(`ngram_counts [${counts.join(', ')}] are not ascending offsets into a pool of ${pool.length}`);
+  });
+  const bad = indexes.find((x) => x < 0);
+  if (bad !== undefined) throw new RefusedNode(`ngram_indexes holds ${bad}, a negative column`);
   let j = 0;
   counts.forEach((start, i) => {
     const n = i + 1;
     const end = i + 1 < counts.length ? counts[i + 1] : pool.length;
     for (let p = start; p + n <= end; p += n, j++) {
+      if (j >= indexes.length) throw new RefusedNode(`ngram_indexes has ${indexes.length} entries, the pool more n-grams`);
       if (n < minN || n > maxN) continue;
-      if (j >= indexes.length) throw new RangeError(`ngram_indexes has ${indexes.length} entries, the pool more n-grams`);
       columns.set(pool.slice(p, p + n).join(SEP), indexes[j]);
       if (columnWeights) columnWeights[indexes[j]] = weights[j] ?? 1;
     }

@@ -667,6 +667,40 @@ describe('sizes from data the fuzz harness found (seed 1803)', () => {
   // Fuzz 1903:2573: mode 'border' made the node invalid, so it went to the fallback, where
   // onnxruntime's kernel divides by blocksize² (2^32 squared wraps to 0): SIGFPE in this process
   // (onnxruntime alone dies the same way). blocksize is now refused before anything else.
+  // Fuzz 2012:14292: ngram_indexes shorter than the pool's n-grams made the node invalid, so it went
+  // to the fallback, where onnxruntime's kernel reads past ngram_indexes and aborts the process
+  // (SIGABRT, "terminate called without an active exception"). Such pools are refused now.
+  it('TfIdfVectorizer with ngram_indexes shorter than the pool, negative, or bad ngram_counts is refused', async () => {
+    const attrs = (over: Record<string, unknown>) => ({
+      mode: 'TF',
+      min_gram_length: { i: 1 },
+      max_gram_length: { i: 2 },
+      max_skip_count: { i: 5 },
+      ngram_counts: [0, 4],
+      ngram_indexes: [0, 1, 2, 3, 4, 5, 6],
+      pool_int64s: [2, 3, 5, 4, 5, 6, 7, 8, 6, 7],
+      ...over,
+    });
+    const x = { X: new ort.Tensor('int32', Int32Array.of(1, 1, 3, 3, 3, 7, 8, 6, 7, 5, 6, 8), [2, 6]) } as Feeds;
+    const build = (over: Record<string, unknown>) =>
+      model({
+        inputs: [v('X', 'int32', [2, 6])],
+        outputs: [v('Y', 'float32')],
+        nodes: [node('TfIdfVectorizer', ['X'], ['Y'], { attrs: attrs(over) as never })],
+        opsets: { '': 9 },
+      });
+    for (const [over, message] of [
+      [{ ngram_indexes: [3, 2] }, /ngram_indexes has 2 entries, the pool more n-grams/],
+      [{ ngram_indexes: [0, 1, 2, -3, 4, 5, 6] }, /ngram_indexes holds -3, a negative column/],
+      [{ ngram_counts: [0, 11] }, /ngram_counts \[0, 11\] are not ascending offsets into a pool of 10/],
+    ] as const) {
+      const e = await outcome(build(over), x, mlx);
+      expect(e).toBeInstanceOf(NodeExecutionError);
+      expect((e as Error).message).toMatch(message);
+    }
+    // The well-formed node still runs, as onnxruntime runs it.
+    await expectSameAsOrt(build({}), x);
+  });
   it('DepthToSpace and SpaceToDepth with a blocksize of 0 or 2^32 are refused, never handed to the fallback', async () => {
     for (const [op, blocksize, mode] of [
       ['DepthToSpace', 2 ** 32, 'border'],
