@@ -5,29 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { NodeExecutionError, OrtMlxError } from '../../src/index.js';
 import { int64 } from '../../src/onnx/encode.js';
 import { model, modelProto, node, serialize, v, type ModelSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, i64, ort, runOn, seeded, type Feeds } from '../helpers/ort.js';
-
-const mlx = {
-  executionProviders: [{ name: 'mlx', device: 'cpu' }],
-} as unknown as import('onnxruntime-node').InferenceSession.SessionOptions;
-
-async function outcome(
-  bytes: Uint8Array,
-  feeds: Feeds,
-  options?: import('onnxruntime-node').InferenceSession.SessionOptions,
-): Promise<unknown> {
-  try {
-    const s = await ort.InferenceSession.create(bytes, options);
-    try {
-      await s.run(feeds);
-      return 'ran';
-    } finally {
-      await s.release();
-    }
-  } catch (e) {
-    return e;
-  }
-}
+import { expectSameAsOrt, f32, i64, ort, runOn, seeded, type Feeds, mlxCpu as mlx, outcome } from '../helpers/ort.js';
 
 /** onnxruntime refuses the case; mlx refuses it with a NodeExecutionError whose message matches. */
 async function bothRefuse(spec: ModelSpec, feeds: Feeds, message: RegExp, opts: { ortToo?: boolean } = {}): Promise<void> {

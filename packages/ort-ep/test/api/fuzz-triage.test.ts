@@ -3,29 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { NodeExecutionError } from '../../src/index.js';
 import { model, node, v, type ElemName, type ModelSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, i64, ort, seeded, type Feeds } from '../helpers/ort.js';
-
-const mlx = {
-  executionProviders: [{ name: 'mlx', device: 'cpu' }],
-} as unknown as import('onnxruntime-node').InferenceSession.SessionOptions;
-
-async function outcome(
-  bytes: Uint8Array,
-  feeds: Feeds,
-  options?: import('onnxruntime-node').InferenceSession.SessionOptions,
-): Promise<unknown> {
-  try {
-    const s = await ort.InferenceSession.create(bytes, options);
-    try {
-      await s.run(feeds);
-      return 'ran';
-    } finally {
-      await s.release();
-    }
-  } catch (e) {
-    return e;
-  }
-}
+import { expectSameAsOrt, f32, i64, ort, seeded, type Feeds, mlxCpu as mlx, outcome } from '../helpers/ort.js';
 
 /** onnxruntime refuses the case; mlx refuses it with a NodeExecutionError whose message matches. */
 async function bothRefuse(spec: ModelSpec, feeds: Feeds, message: RegExp): Promise<void> {

@@ -20,6 +20,25 @@ export const mlxCpu = {
   executionProviders: [{ name: 'mlx', device: 'cpu' }],
 } as unknown as import('onnxruntime-node').InferenceSession.SessionOptions;
 
+/** 'ran' when a session of `bytes` runs `feeds` with `options`, else what create() or run() threw. */
+export async function outcome(
+  bytes: Uint8Array,
+  feeds: Feeds,
+  options?: import('onnxruntime-node').InferenceSession.SessionOptions,
+): Promise<unknown> {
+  try {
+    const s = await ort.InferenceSession.create(bytes, options);
+    try {
+      await s.run(feeds);
+      return 'ran';
+    } finally {
+      await s.release();
+    }
+  } catch (e) {
+    return e;
+  }
+}
+
 export const f32 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('float32', Float32Array.from(data), dims);
 export const i64 = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('int64', BigInt64Array.from(data.map(BigInt)), dims);
 export const bool = (data: number[], dims: number[]): OrtTensor => new ort.Tensor('bool', Uint8Array.from(data), dims);
