@@ -479,9 +479,18 @@ export class MlxSession {
         // A replay (every segment traced, no steps, kernels built) whose last evaluation was short:
         // on this thread, without the hop to the worker and back (shortEvalMs).
         const replay = run.replaying;
-        if (replay && run.budgetKnown && !run.freshTrace && replay.lastEvalMs() < this.shortEvalMs) evalSync(this.streams, run, arrays);
-        else await evalAsync(this.streams, run, arrays);
-        replay?.evaluated(performance.now() - t0);
+        if (replay && run.budgetKnown && !run.freshTrace && replay.lastEvalMs() < this.shortEvalMs) {
+          evalSync(this.streams, run, arrays);
+          replay.evaluated(performance.now() - t0);
+          this.runner.stats.inlineEvals++;
+          // Everything so far ran in microtasks: let the event loop turn (timers, I/O) before the
+          // result resolves, as a worker's completion would, so that a loop of awaited runs never
+          // starves it.
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        } else {
+          await evalAsync(this.streams, run, arrays);
+          replay?.evaluated(performance.now() - t0);
+        }
         return within(this.streams, () => this.collect(fetches, values, run, options));
       } finally {
         mx.dispose([...run.arrays]);

@@ -20,6 +20,8 @@ export interface CompileStats {
   evictions: number;
   /** Programs held now. */
   size: number;
+  /** Replays that run() evaluated on the calling thread (shortEvalMs) rather than on the worker. */
+  inlineEvals: number;
 }
 
 export interface RunnerOptions {
@@ -65,7 +67,7 @@ export class ModelRunner {
    * signature stops specializing (names emptied) and those reads are steps again.
    */
   private readonly valueFeeds = new Map<string, ValueSpecialization>();
-  readonly stats: CompileStats = { hits: 0, misses: 0, evictions: 0, size: 0 };
+  readonly stats: CompileStats = { hits: 0, misses: 0, evictions: 0, size: 0, inlineEvals: 0 };
 
   constructor(
     readonly program: GraphProgram,

@@ -148,13 +148,14 @@ describe('run() and the event loop', () => {
   const x = f32(seeded(64, 5), [4, 16]);
   const feed = { x: { dtype: 1, dims: [4, 16], data: x.data as Float32Array } };
 
-  /** Whether the event loop turned (a setImmediate ran) while one run() was in flight, and its result. */
-  async function turned(s: MlxSession): Promise<{ turned: boolean; y: number[] }> {
+  /** Whether the event loop turned (a setImmediate ran) while one run() was in flight, whether it evaluated inline, and its result. */
+  async function turned(s: MlxSession): Promise<{ turned: boolean; inline: boolean; y: number[] }> {
     let ran = false;
+    const inline0 = s.compileStats.inlineEvals;
     const imm = setImmediate(() => void (ran = true));
     const out = await s.run(feed);
     clearImmediate(imm);
-    return { turned: ran, y: Array.from((out.y as { data: Float32Array }).data) };
+    return { turned: ran, inline: s.compileStats.inlineEvals > inline0, y: Array.from((out.y as { data: Float32Array }).data) };
   }
 
   it('a short replay evaluates on the calling thread; shortEvalMs 0 always hands it to the worker', async () => {
@@ -165,16 +166,38 @@ describe('run() and the event loop', () => {
     try {
       // The analysis and the trace (which builds kernels) run off the thread, then the replays on it.
       const first = [await turned(quick), await turned(quick)];
-      expect(first.map((r) => r.turned)).toEqual([true, true]);
+      expect(first.map((r) => r.inline)).toEqual([false, false]);
       const later = await turned(quick);
-      expect(later.turned).toBe(false);
+      expect(later.inline).toBe(true);
       for (let i = 0; i < 3; i++) await turned(off);
       const worker = await turned(off);
-      expect(worker.turned).toBe(true);
+      expect(worker.inline).toBe(false);
+      expect(off.compileStats.inlineEvals).toBe(0);
+      // Every run lets the event loop turn before it resolves, the inline ones included.
+      for (const r of [...first, later, worker]) expect(r.turned).toBe(true);
       for (const r of [...first, later, worker]) r.y.forEach((y, i) => expect(y).toBeCloseTo(want[i], 5));
     } finally {
       quick.release();
       off.release();
+    }
+  });
+
+  it('a loop of awaited short runs keeps timers running (no event-loop starvation)', async () => {
+    const s = await MlxSession.create(small, { device: 'cpu', shortEvalMs: 1000 });
+    try {
+      for (let i = 0; i < 3; i++) await s.run(feed);
+      // A 0 ms timer must fire during a loop of inline replays, long before the loop ends.
+      let fired = -1;
+      let i = 0;
+      setTimeout(() => void (fired = i), 0);
+      const t0 = performance.now();
+      for (; i < 200 && fired < 0; i++) await s.run(feed);
+      expect(s.compileStats.inlineEvals).toBeGreaterThan(0);
+      expect(fired).toBeGreaterThanOrEqual(0);
+      expect(fired).toBeLessThan(200);
+      expect(performance.now() - t0).toBeLessThan(10_000);
+    } finally {
+      s.release();
     }
   });
 
