@@ -126,6 +126,17 @@ linux_cuda() {
   cp "$tmp/mlx/lib/libmlx.so" "$LIB/libmlx.so"
   cp "$tmp"/mlx_cuda_13.libs/*.so* "$LIB/"
   cp "$tmp"/mlx_cuda_13-*.dist-info/licenses/LICENSE "$LIC/MLX-LICENSE"
+  # MLX compiles its CUDA kernels at run time (NVRTC) against CCCL's headers, which it looks for in
+  # ../include/cccl from libmlx.so: without them the first kernel fails to compile.
+  rm -rf "$PKG/include" && mkdir -p "$PKG/include"
+  cp -r "$tmp/mlx/include/cccl" "$PKG/include/cccl"
+  [[ -f $PKG/include/cccl/cuda/std/tuple ]] || { log "the wheel has no CCCL headers"; exit 1; }
+  { echo "CCCL (CUDA C++ Core Libraries: libcu++, CUB, Thrust), the headers in include/cccl."
+    echo "Copyright (c) NVIDIA CORPORATION & AFFILIATES. SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception"
+    echo
+    cat /usr/share/common-licenses/Apache-2.0
+    echo
+    cat tools/licenses/LLVM-exception.txt; } > "$LIC/CCCL-LICENSE"
   check_linux "$NVIDIA_LIBS"
 }
 

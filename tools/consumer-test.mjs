@@ -427,6 +427,9 @@ await step('the loader: CUDA package skipped without a driver, MLX_BACKEND=cuda 
   const cuda = join(app, 'node_modules/@mlx/sys-linux-x64-cuda13');
   const files = readdirSync(join(cuda, 'lib')).sort();
   for (const f of ['libmlx.so', 'libmlxc.so']) assert(files.includes(f), `CUDA package lib/: ${files}`);
+  // MLX's run-time kernel compiler reads CCCL's headers from ../include/cccl beside lib/.
+  assert(existsSync(join(cuda, 'include/cccl/cuda/std/tuple')), 'CUDA package without include/cccl (NVRTC fails on the first kernel)');
+  assert(existsSync(join(cuda, 'licenses/CCCL-LICENSE')), 'CUDA package without the CCCL licence');
   writeFileSync(
     join(app, 'which.mjs'),
     `import * as sys from '@mlx/sys';

@@ -244,6 +244,23 @@ function preloadCudaLibraries(): void {
     const dir = search.find((d) => existsSync(join(d, name)));
     if (dir) preloaded.push(getKoffi().load(join(dir, name)));
   }
+  const home = cudaHeadersHome(search);
+  if (home) process.env.CUDA_HOME = home;
+}
+
+/**
+ * MLX compiles kernels at run time against the CUDA runtime's headers, from CUDA_HOME, CUDA_PATH or
+ * /usr/local/cuda. Without any of those, the headers of a pip NVIDIA folder (its cu13/include or
+ * cuda_runtime/include) serve: returns the folder for CUDA_HOME (the parent of that include/), or
+ * undefined where nothing needs setting. `libDirs` are the library folders searched for the CUDA libraries.
+ */
+export function cudaHeadersHome(
+  libDirs: readonly string[],
+  env: Record<string, string | undefined> = process.env,
+  has: (path: string) => boolean = existsSync,
+): string | undefined {
+  if (env.CUDA_HOME || env.CUDA_PATH || has('/usr/local/cuda/include/cuda_runtime.h')) return undefined;
+  return libDirs.map((d) => dirname(d)).find((d) => has(join(d, 'include', 'cuda_runtime.h')));
 }
 
 // MLX_SYS_COUNT_CALLS=1 wraps every function to count its calls (benchmarks: FFI calls per run).

@@ -3,7 +3,16 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { functionCount, isMlxCLoaded, libraryCandidates, loadMlxC, platformPackagesForHost, prototypes, repoLibraryPath } from './index.js';
+import {
+  cudaHeadersHome,
+  functionCount,
+  isMlxCLoaded,
+  libraryCandidates,
+  loadMlxC,
+  platformPackagesForHost,
+  prototypes,
+  repoLibraryPath,
+} from './index.js';
 
 const repo = fileURLToPath(new URL('../../..', import.meta.url));
 const indexTs = fileURLToPath(new URL('./index.ts', import.meta.url));
@@ -186,5 +195,26 @@ describe('platform packages', () => {
     expect(host.length).toBeGreaterThan(0);
     for (const p of host) expect(r.message).toContain(`npm install ${p.name}`);
     expect(r.message).toMatch(/or set MLX_C_LIBRARY to the path of a libmlxc/);
+  });
+});
+
+describe("CUDA headers for MLX's run-time compiler", () => {
+  // A pip NVIDIA folder: nvidia/cu13/{lib,include}; the loader searches nvidia and nvidia/*/lib.
+  const files = new Set(['/site/nvidia/cu13/include/cuda_runtime.h', '/site/nvidia/cu13/lib/libnvrtc.so.13']);
+  const has = (p: string) => files.has(p);
+  const dirs = ['/site/nvidia', '/site/nvidia/cu13/lib', '/site/nvidia/cudnn/lib'];
+
+  it('points CUDA_HOME at the pip folder whose include/ has the runtime headers', () => {
+    expect(cudaHeadersHome(dirs, {}, has)).toBe('/site/nvidia/cu13');
+  });
+
+  it('leaves CUDA_HOME, CUDA_PATH and a toolkit in /usr/local/cuda alone', () => {
+    expect(cudaHeadersHome(dirs, { CUDA_HOME: '/opt/cuda' }, has)).toBeUndefined();
+    expect(cudaHeadersHome(dirs, { CUDA_PATH: '/opt/cuda' }, has)).toBeUndefined();
+    expect(cudaHeadersHome(dirs, {}, (p) => has(p) || p === '/usr/local/cuda/include/cuda_runtime.h')).toBeUndefined();
+  });
+
+  it('sets nothing where no searched folder has the headers', () => {
+    expect(cudaHeadersHome(['/site/nvidia/cudnn/lib'], {}, has)).toBeUndefined();
   });
 });
