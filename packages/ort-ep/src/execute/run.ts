@@ -128,7 +128,13 @@ export class GraphProgram {
    * computed yet (the run's deferSyncs must be set); the node then runs again.
    */
   *runNodes(indices: readonly number[], env: Env): Generator<EvalRequest, void, void> {
+    // In run(), graph building gives the event loop a turn every SLICE_MS (a long eager plan).
+    let slice = env.run.deferSyncs ? performance.now() : Number.POSITIVE_INFINITY;
     for (const idx of indices) {
+      if (performance.now() - slice > SLICE_MS) {
+        yield { arrays: [] };
+        slice = performance.now();
+      }
       const fallback = this.fallbacks.get(idx);
       if (fallback) {
         yield* this.runFallback(idx, fallback, env);
@@ -203,6 +209,8 @@ function opList(fb: FallbackPartition): string {
 // MLX_ORT_DEBUG_SYNC=1: evaluate every node's results as soon as it runs and name it on stderr,
 // to find the node behind a failure deep in MLX (a crash names no node). Slow; for debugging.
 const DEBUG_SYNC = process.env.MLX_ORT_DEBUG_SYNC === '1';
+/** Longest stretch of graph building in run() before the event loop gets a turn (ms). */
+const SLICE_MS = 8;
 function debugSync(pn: PlannedNode, values: Value[]): void {
   process.stderr.write(`[mlx-ort] ${pn.node.opType} '${pn.node.name}'\n`);
   const arrays = values.flatMap((v) => (v.kind === 'device' ? [v.array] : []));

@@ -182,6 +182,38 @@ describe('run() and the event loop', () => {
     }
   });
 
+  it('a long eager graph build gives the event loop turns (time-sliced)', async () => {
+    // 20,000 elementwise nodes on [2, 2]: tens of milliseconds of graph building, microseconds of compute.
+    const count = 20_000;
+    const nodes = Array.from({ length: count }, (_, i) =>
+      node(i % 2 ? 'Mul' : 'Add', [i ? `h${i - 1}` : 'x', 'x'], [i === count - 1 ? 'y' : `h${i}`]),
+    );
+    const bytes = model({ opsets: { '': 13 }, inputs: [v('x', 'float32', [2, 2])], outputs: [v('y', 'float32', [2, 2])], nodes });
+    const s = await MlxSession.create(bytes, { device: 'cpu', compiled: false });
+    try {
+      const input = { x: { dtype: 1, dims: [2, 2], data: new Float32Array([1, 0.5, 0.25, 0.125]) } };
+      await s.run(input);
+      let ticks = 0;
+      const timer = setInterval(() => void ticks++, 1);
+      const t0 = performance.now();
+      const out = await s.run(input);
+      const ms = performance.now() - t0;
+      clearInterval(timer);
+      // The building alone takes well over one slice (8 ms); without slicing no tick fits in.
+      expect(ms).toBeGreaterThan(20);
+      expect(ticks).toBeGreaterThan(0);
+      // x -> (x + x) * x -> ...: the reference in float64, rounded to float32 at each node.
+      const want = Array.from(input.x.data, (x) => {
+        let h = x;
+        for (let i = 0; i < count; i++) h = Math.fround(i % 2 ? h * x : h + x);
+        return h;
+      });
+      expect(Array.from((out.y as { data: Float32Array }).data)).toEqual(want);
+    } finally {
+      s.release();
+    }
+  }, 60_000);
+
   it('a loop of awaited short runs keeps timers running (no event-loop starvation)', async () => {
     const s = await MlxSession.create(small, { device: 'cpu', shortEvalMs: 1000 });
     try {
