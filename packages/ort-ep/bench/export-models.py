@@ -1,6 +1,6 @@
 """Exports the benchmark's large models with torch.onnx (random weights, fixed seeds), in the
 layout of ../shared/models: <out>/<name>/model.onnx and test_data_set_0/input_<i>.pb (+ torch's
-outputs as output_<i>.pb, float32 eager on the CPU). Used by `tools/dev export-models`.
+outputs as output_<i>.pb, float32 eager on the CPU). Needs python3 with torch, transformers and onnx.
 
   python export-models.py OUT [--only bert-base,gpt2-small,resnet50] [--device cpu|cuda]
 """
