@@ -267,12 +267,11 @@ function nativeWeights(ctx: OpContext<RnnParams>, dirs: number, H: number): Nati
 /** The float32 LSTM layer as one input-projection matmul and the native recurrence of every direction. */
 function runNativeLstm(ctx: OpContext<RnnParams>, x: mx.Array, H: number, lens: mx.Array | undefined): OpResult[] {
   const p = ctx.params;
-  const [seq, batch, input] = x.shape;
+  const [, batch, input] = x.shape;
   const dirs = p.directions;
   const { wT, rT, bias } = nativeWeights(ctx, dirs, H);
   if (wT.shape[0] !== input) throw new RangeError(`LSTM W's input size ${wT.shape[0]} is not X's ${input}`);
-  const x2 = mx.reshape(x, [seq * batch, input]);
-  const proj = mx.reshape(bias ? mx.addmm(bias, x2, wT, 1, 1) : mx.matmul(x2, wT), [seq, batch, dirs * 4 * H]);
+  const proj = bias ? mx.addmm(bias, x, wT, 1, 1) : mx.matmul(x, wT); // [seq, batch, D*4H]
   const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);
   const c0 = initialState(ctx, 6, [dirs, batch, H], x.dtype);
   const direction = dirs === 2 ? 2 : p.reverse ? 1 : 0;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cpu/kernels.h"
+#include "cpu/small_gemm.h"
 #include "layers/layers.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
@@ -157,6 +158,8 @@ class Lstm : public mx::Primitive {
     std::vector<float> gates(G + H);
     float* g = gates.data();
     float* tc = g + G;  // h(c) of the standard cell
+    std::vector<float> pbuf_store(G);
+    float* pbuf = pbuf_store.data();  // a strided projection row, laid out
     for (int d = 0; d < D; d++) {
       const bool backwards = d == 1 || cfg.reverse;
       const float* r = rtp + static_cast<size_t>(d) * H * G;
@@ -172,16 +175,14 @@ class Lstm : public mx::Primitive {
             for (int j = 0; j < H; j++) yrow[j] = 0.0f;
             continue;
           }
+          // gates = proj row + h R^T: the vectorized gemv of the small-gemm kernels, the
+          // projection row as its bias.
           const float* prow = pp + t * ps[0] + b * ps[1] + static_cast<int64_t>(d) * G * ps[2];
-          if (ps[2] == 1)
-            for (int j = 0; j < G; j++) g[j] = prow[j];
-          else
-            for (int j = 0; j < G; j++) g[j] = prow[j * ps[2]];
-          for (int i = 0; i < H; i++) {
-            const float hv = h[i];
-            const float* rr = r + static_cast<size_t>(i) * G;
-            for (int j = 0; j < G; j++) g[j] += hv * rr[j];
+          if (ps[2] != 1) {
+            for (int j = 0; j < G; j++) pbuf[j] = prow[j * ps[2]];
+            prow = pbuf;
           }
+          cpu::gemm::kn(h, H, r, G, prow, g, G, 1, H, 0, G);
           // ONNX's gate order: i, o, f, c.
           if (plain) {
             // The standard cell: sigmoid over i, o, f and tanh over c and the new state, each as
