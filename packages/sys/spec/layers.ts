@@ -12,9 +12,9 @@ export const layers: FnSpec[] = [
     'channels-first depthwise convolution: x [N, C, H, W], w [C*M, 1, KH, KW], bias [C*M]; MLX conv_general with groups = C off the CPU',
   ),
   op(
-    'int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens /* may be null */, bool reverse, const mlx_stream s)',
-    'mlxc::layers::lstm($proj, $r, $h0, $c0, $lens, $reverse, $s)',
-    'one direction of a standard LSTM (gates i, o, f, c; sigmoid, tanh, tanh) over precomputed input projections proj [T, B, 4H], with r [4H, H]: {Y, h_T, c_T}',
+    'int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens /* may be null */, const mlx_array peepholes /* may be null */, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)',
+    'mlxc::layers::lstm($proj, $rt, $h0, $c0, $lens, $peepholes, $acts, $clip, $input_forget, $direction, $s)',
+    'a whole LSTM layer (every direction; peepholes, activations with alpha/beta, clip, input_forget) over precomputed input projections proj [T, B, D*4H], with rt = R^T [D, H, 4H]: {Y [T, D, B, H], h_T, c_T}',
   ),
   op(
     'int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',

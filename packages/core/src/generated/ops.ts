@@ -4161,18 +4161,19 @@ export function depthwiseConv2d(x: ArrayLike, w: ArrayLike, bias: ArrayLike | nu
   }
 }
 
-/** `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens , bool reverse, const mlx_stream s)` */
-export function lstm(proj: ArrayLike, r: ArrayLike, h0: ArrayLike, c0: ArrayLike, lens: ArrayLike | null | undefined, reverse: boolean, opts?: OpOptions): Array[] {
+/** `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens , const mlx_array peepholes , const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)` */
+export function lstm(proj: ArrayLike, rt: ArrayLike, h0: ArrayLike, c0: ArrayLike, lens: ArrayLike | null | undefined, peepholes: ArrayLike | null | undefined, acts: readonly number[], clip: number, inputForget: boolean, direction: number, opts?: OpOptions): Array[] {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(proj, r, h0, c0, lens);
+    const _ref = firstArray(proj, rt, h0, c0, lens, peepholes);
     const _proj = t.arg(proj, _ref);
-    const _r = t.arg(r, _ref);
+    const _rt = t.arg(rt, _ref);
     const _h0 = t.arg(h0, _ref);
     const _c0 = t.arg(c0, _ref);
     const _lens = lens == null ? null : t.arg(lens, _ref);
+    const _peepholes = peepholes == null ? null : t.arg(peepholes, _ref);
     const res = { ctx: null };
-    t.check(fn.mlxc_lstm(res, _proj.handle, _r.handle, _h0.handle, _c0.handle, _lens ? _lens.handle : NULL_HANDLE, reverse, streamHandle(opts)), 'mlxc_lstm');
+    t.check(fn.mlxc_lstm(res, _proj.handle, _rt.handle, _h0.handle, _c0.handle, _lens ? _lens.handle : NULL_HANDLE, _peepholes ? _peepholes.handle : NULL_HANDLE, toInt32Array(acts, 'lstm: acts', 'any'), acts.length, clip, inputForget, toInt32(direction, 'lstm: direction'), streamHandle(opts)), 'mlxc_lstm');
     return takeVector(res);
   } finally {
     t.release();

@@ -30,6 +30,17 @@ export class NeedsEval {
   constructor(readonly arrays: mx.Array[]) {}
 }
 
+/** Whether `v`, the value of `name` in `env`, is a constant of the plans (the same for every run of the session). */
+function isSessionConstant(env: Env, name: string, v: Value): boolean {
+  if (env.values.has(name)) return false;
+  for (let e: Env | undefined = env; e; e = e.parent) {
+    if (e.values.has(name) && e !== env) return false;
+    const c = e.plan.constants.get(name);
+    if (c) return c === v;
+  }
+  return false;
+}
+
 export class NodeContext implements OpContext {
   readonly node: NodeIR;
   readonly opset: number;
@@ -115,6 +126,19 @@ export class NodeContext implements OpContext {
   }
   shared<T>(parts: readonly unknown[], make: () => T): T {
     return this.env.run.shared(parts, make);
+  }
+  prepared<T>(inputs: readonly number[], tag: string, make: () => T): T {
+    const env = this.env;
+    const from = inputs.map((i) => this.peek(i));
+    // Only values that are the session's constants (not a feed overriding an initializer, not
+    // data of this run) are prepared once; anything else is made per run, once per run.
+    const constant = from.every((v, k) => v.kind === 'none' || isSessionConstant(env, this.node.inputs[inputs[k]], v));
+    // Inside a trace (mx.compile) nothing is evaluated: a value made before is a constant of the
+    // trace, one not made yet is traced like the node's other ops.
+    if (constant && env.run.tracing)
+      return env.run.constants.preparedIfMade<T>(this, tag, from) ?? env.run.shared([this, tag, ...from], make);
+    if (!constant) return env.run.shared([this, tag, ...from], make);
+    return env.run.constants.prepared(this, tag, from, make);
   }
   runSubgraph(g: GraphIR, inputs: Value[]): Value[] {
     this.env.run.analysis?.markSubgraphInputs(inputs);

@@ -3,7 +3,7 @@
 // lists with alpha/beta, every output, each against onnxruntime-node's CPU provider.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type NodeSpec } from '../../test/helpers/build.js';
-import { expectSameAsOrt, f32, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
+import { expectSameAsOrt, expectSameOutputs, f32, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
 
 const tol = { rtol: 1e-4, atol: 1e-5 };
 const i32 = (data: number[]) => new ort.Tensor('int32', Int32Array.from(data), [data.length]);
@@ -155,4 +155,68 @@ describe('RNN', () => {
   it('Relu activation, layout 1', () => check({ op: 'RNN', ...base, dirs: 1, layout: 1, bias: true, attrs: { activations: ['Relu'] } }));
   it('Sigmoid and Softplus per direction', () =>
     check({ op: 'RNN', ...base, dirs: 2, bias: true, attrs: { activations: ['Sigmoid', 'Softplus'] } }));
+});
+
+// Weights as initializers: the layer's constant-derived arrays (per-direction transposed weights,
+// summed biases) are made once per session (OpContext.prepared) and reused by every later run,
+// eager and compiled (a compiled session replays the trace on its third run), and by a second
+// signature (another sequence length) of the same session.
+describe('constant weights (prepared once per session)', () => {
+  const cases: { op: 'RNN' | 'GRU' | 'LSTM'; attrs: NodeSpec['attrs']; dirs: 1 | 2; peepholes?: boolean }[] = [
+    { op: 'LSTM', attrs: { direction: 'bidirectional' }, dirs: 2, peepholes: true },
+    { op: 'LSTM', attrs: { direction: 'reverse', clip: 0.8, input_forget: 1 }, dirs: 1 },
+    {
+      op: 'LSTM',
+      attrs: { direction: 'forward', activations: ['HardSigmoid', 'Softsign', 'Relu'], activation_alpha: [0.25], activation_beta: [0.45] },
+      dirs: 1,
+    },
+    { op: 'GRU', attrs: { direction: 'bidirectional', linear_before_reset: 1 }, dirs: 2 },
+    { op: 'RNN', attrs: { direction: 'reverse' }, dirs: 1 },
+  ];
+  const [batch, input, hidden] = [2, 5, 7];
+  for (const c of cases) {
+    it(`${c.op} ${JSON.stringify(c.attrs)}${c.peepholes ? ' with peepholes' : ''}`, async () => {
+      const G = gatesOf[c.op];
+      const init = (name: string, dims: number[], seed: number) => ({
+        name,
+        type: 'float32' as const,
+        dims,
+        values: plain(rand(dims, seed)),
+      });
+      const initializers = [
+        init('W', [c.dirs, G * hidden, input], 2),
+        init('R', [c.dirs, G * hidden, hidden], 3),
+        init('B', [c.dirs, 2 * G * hidden], 4),
+      ];
+      const inputs = ['X', 'W', 'R', 'B', 'L'];
+      if (c.peepholes) {
+        initializers.push(init('P', [c.dirs, 3 * hidden], 7));
+        inputs.push('', '', 'P');
+      }
+      const outputs = c.op === 'LSTM' ? ['Y', 'Y_h', 'Y_c'] : ['Y', 'Y_h'];
+      const bytes = model({
+        opsets: { '': 14 },
+        inputs: [v('X', 'float32', ['seq', batch, input]), v('L', 'int32', [batch])],
+        outputs: outputs.map((o) => v(o, 'float32')),
+        initializers,
+        nodes: [node(c.op, inputs, outputs, { attrs: { hidden_size: hidden, ...c.attrs } })],
+      });
+      for (const compiled of [false, true]) {
+        const s = await ort.InferenceSession.create(bytes, { executionProviders: [{ name: 'mlx', device: 'cpu', compiled }] } as never);
+        try {
+          for (const [seq, lens] of [
+            [6, [6, 3]],
+            [4, [2, 4]],
+            [6, [1, 6]],
+          ] as const) {
+            const feeds: Feeds = { X: rand([seq, batch, input], seq), L: i32([...lens]) };
+            const want = await runOn('cpu', bytes, feeds);
+            for (let k = 0; k < 3; k++) expectSameOutputs(await s.run(feeds), want, tol);
+          }
+        } finally {
+          await s.release();
+        }
+      }
+    });
+  }
 });

@@ -2,9 +2,11 @@
 // direction unrolls into one MLX op chain per step: the input projection of every step is one
 // matmul up front, each step adds only the recurrent matmul and the gate math. sequence_lens
 // masks padded steps as onnxruntime does: the state stops updating after a sequence's length
-// (reverse directions start at its last valid step) and Y is zero there. The standard LSTM cell
-// in float32 runs each direction's whole recurrence as one native primitive instead (mx.lstm):
-// unrolled, a short sequence is hundreds of tiny scheduled ops.
+// (reverse directions start at its last valid step) and Y is zero there. A float32 LSTM (any
+// activations, clip, input_forget, peepholes, directions) runs one input-projection matmul and
+// one native primitive for the whole recurrence of every direction instead (mx.lstm): unrolled, a
+// short sequence is hundreds of tiny scheduled ops. Weights laid out for the recurrence (per
+// direction, transposed) are made once per session when they are constants (OpContext.prepared).
 import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
@@ -20,6 +22,22 @@ interface ActSpec {
   beta?: number;
   make: (alpha: number, beta: number) => Act;
 }
+
+/** The native kernel's codes of the activations (mx.lstm). */
+const nativeCodes: Record<string, number> = {
+  relu: 0,
+  tanh: 1,
+  sigmoid: 2,
+  affine: 3,
+  leakyrelu: 4,
+  thresholdedrelu: 5,
+  scaledtanh: 6,
+  hardsigmoid: 7,
+  elu: 8,
+  softsign: 9,
+  softplus: 10,
+};
+const bitsOf = (x: number): number => new Int32Array(Float32Array.of(x).buffer)[0];
 
 // Defaults are those of the ONNX operator of the same name (onnxruntime uses 0 where it has no
 // default; the spec says "the same as of corresponding ONNX operators").
@@ -50,6 +68,8 @@ export interface RnnParams {
   reverse: boolean;
   /** fam.defaults.length activations per direction, directions after one another. */
   activations: Act[];
+  /** The same as mx.lstm's list: (code, alpha's float32 bits, beta's float32 bits) per activation. */
+  nativeActivations: number[];
   /** hidden_size, where given (else R's last axis). */
   hidden?: number;
   clip?: number;
@@ -83,7 +103,7 @@ export function parseRnn(fam: Family, attrs: Attrs, opset: number): RnnParams {
   return {
     directions,
     reverse: direction === 'reverse',
-    activations: buildActivations(names, attrs.floats('activation_alpha', []), attrs.floats('activation_beta', [])),
+    ...buildActivations(names, attrs.floats('activation_alpha', []), attrs.floats('activation_beta', [])),
     hidden: attrs.has('hidden_size') ? attrs.int('hidden_size') : undefined,
     clip: attrs.has('clip') ? attrs.float('clip') : undefined,
     layout: opset >= 14 ? layout : 0,
@@ -94,15 +114,18 @@ export function parseRnn(fam: Family, attrs: Attrs, opset: number): RnnParams {
 }
 
 /** The functions `names` name, taking alpha/beta values in order where the function has them. */
-function buildActivations(names: string[], alphas: number[], betas: number[]): Act[] {
+function buildActivations(names: string[], alphas: number[], betas: number[]): { activations: Act[]; nativeActivations: number[] } {
   let ai = 0;
   let bi = 0;
-  return names.map((name) => {
+  const nativeActivations: number[] = [];
+  const activations = names.map((name) => {
     const spec = activationSpecs[name.toLowerCase()];
     const a = spec.alpha === undefined ? 0 : ai < alphas.length ? alphas[ai++] : spec.alpha;
     const b = spec.beta === undefined ? 0 : bi < betas.length ? betas[bi++] : spec.beta;
+    nativeActivations.push(nativeCodes[name.toLowerCase()], bitsOf(a), bitsOf(b));
     return spec.make(a, b);
   });
+  return { activations, nativeActivations };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -204,12 +227,73 @@ function stepMasks(lens: mx.Array, seq: number, batch: number): mx.Array[] {
 }
 
 /**
- * Whether the native LSTM kernel computes this layer: the standard cell (default activations, no
- * clip, input_forget or peepholes) in float32. It runs the whole recurrence of a direction as one
- * primitive on the CPU (off the CPU it composes the same MLX ops as lstmStep).
+ * Whether the native LSTM kernel computes this layer: a float32 LSTM with float weights (every
+ * activation, clip, input_forget and peephole setting). It runs the whole recurrence of every
+ * direction as one primitive on the CPU (off the CPU it composes the same MLX ops as lstmStep).
  */
-function nativeLstm(fam: Family, p: RnnParams, x: mx.Array, peepholes: mx.Array | undefined): boolean {
-  return fam.opType === 'LSTM' && p.defaultActivations && p.clip === undefined && !p.inputForget && !peepholes && x.dtype === 'float32';
+function nativeLstm(ctx: OpContext<RnnParams>, fam: Family, x: mx.Array): boolean {
+  if (fam.opType !== 'LSTM' || x.dtype !== 'float32') return false;
+  const c = ctx.params.clip;
+  if (c !== undefined && !(c > 0)) return false;
+  return [1, 2, 3, 5, 6, 7].every((i) => !ctx.has(i) || ctx.elemType(i) === 1);
+}
+
+/** W, R and B of every direction as the native LSTM reads them: [I, D*4H], [D, H, 4H], [D*4H]. */
+interface NativeWeights {
+  wT: mx.Array;
+  rT: mx.Array;
+  bias?: mx.Array;
+}
+
+function nativeWeights(ctx: OpContext<RnnParams>, dirs: number, H: number): NativeWeights {
+  return ctx.prepared([1, 2, 3], 'lstm', () => {
+    const w = ctx.input(1); // [D, 4H, I]
+    const r = ctx.input(2); // [D, 4H, H]
+    const G = 4 * H;
+    if (w.ndim !== 3 || w.shape[0] !== dirs || w.shape[1] !== G)
+      throw new RangeError(`LSTM W has shape [${w.shape.join(', ')}], not [${dirs}, ${G}, input_size]`);
+    if (r.ndim !== 3 || r.shape[0] !== dirs || r.shape[1] !== G || r.shape[2] !== H)
+      throw new RangeError(`LSTM R has shape [${r.shape.join(', ')}], not [${dirs}, ${G}, ${H}]`);
+    const wT = mx.contiguous(mx.transpose(mx.reshape(w, [dirs * G, w.shape[2]])), false);
+    const rT = mx.contiguous(mx.transpose(r, [0, 2, 1]), false);
+    const b = ctx.optional(3); // [D, 8H]: Wb, Rb
+    if (b && (b.ndim !== 2 || b.shape[0] !== dirs || b.shape[1] !== 2 * G))
+      throw new RangeError(`LSTM B has shape [${b.shape.join(', ')}], not [${dirs}, ${2 * G}]`);
+    const bias = b && mx.reshape(mx.add(mx.slice(b, [0, 0], [dirs, G], [1, 1]), mx.slice(b, [0, G], [dirs, 2 * G], [1, 1])), [dirs * G]);
+    return { wT, rT, bias };
+  });
+}
+
+/** The float32 LSTM layer as one input-projection matmul and the native recurrence of every direction. */
+function runNativeLstm(ctx: OpContext<RnnParams>, x: mx.Array, H: number, lens: mx.Array | undefined): OpResult[] {
+  const p = ctx.params;
+  const [, batch, input] = x.shape;
+  const dirs = p.directions;
+  const { wT, rT, bias } = nativeWeights(ctx, dirs, H);
+  if (wT.shape[0] !== input) throw new RangeError(`LSTM W's input size ${wT.shape[0]} is not X's ${input}`);
+  const proj = bias ? mx.addmm(bias, x, wT, 1, 1) : mx.matmul(x, wT); // [seq, batch, D*4H]
+  const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);
+  const c0 = initialState(ctx, 6, [dirs, batch, H], x.dtype);
+  const direction = dirs === 2 ? 2 : p.reverse ? 1 : 0;
+  const [y, hT, cT] = mx.lstm(
+    proj,
+    rT,
+    h0,
+    c0,
+    lens ?? null,
+    ctx.optional(7) ?? null,
+    p.nativeActivations,
+    p.clip ?? Number.POSITIVE_INFINITY,
+    p.inputForget,
+    direction,
+  );
+  const layout = p.layout;
+  const state = (s: mx.Array) => (layout === 1 ? mx.transpose(s, [1, 0, 2]) : s);
+  return [
+    ctx.wants(0) ? (layout === 1 ? mx.transpose(y, [2, 0, 1, 3]) : y) : undefined,
+    ctx.wants(1) ? state(hT) : undefined,
+    ctx.wants(2) ? state(cT) : undefined,
+  ];
 }
 
 /** initial_h / initial_c as [dirs, batch, H] (layout 1 holds them as [batch, dirs, H]). */
@@ -235,26 +319,32 @@ export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: Layer
   const xIn = ctx.input(0);
   const x = layout === 1 ? mx.transpose(xIn, [1, 0, 2]) : xIn; // [seq, batch, input]
   const [seq, batch] = x.shape;
-  const w = ctx.input(1);
   const r = ctx.input(2);
   const dirs = p.directions;
   const H = weights?.hidden ?? p.hidden ?? r.shape[2];
   const G = fam.gates;
   const per = fam.defaults.length;
   const lens = seqLens(ctx, seq);
+  // Custom weights (DynamicQuantizeLSTM: quantized R in its own layout) keep the composed step.
+  if (!weights && seq > 0 && nativeLstm(ctx, fam, x)) return runNativeLstm(ctx, x, H, lens);
   const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);
   const c0 = fam.opType === 'LSTM' ? initialState(ctx, 6, [dirs, batch, H], x.dtype) : undefined;
   const bias = ctx.optional(3);
   const peepholes = fam.opType === 'LSTM' ? ctx.optional(7) : undefined;
-  // Custom weights (DynamicQuantizeLSTM: quantized R in its own layout) keep the composed step.
-  const native = seq > 0 && !weights && nativeLstm(fam, p, x, peepholes);
-  const masks = lens && !native ? stepMasks(lens, seq, batch) : undefined;
+  const masks = lens ? stepMasks(lens, seq, batch) : undefined;
 
   const ys: mx.Array[] = [];
   const hs: mx.Array[] = [];
   const cs: mx.Array[] = [];
   for (let d = 0; d < dirs; d++) {
-    let proj = weights ? weights.project(x, d) : mx.matmul(x, mx.transpose(dirSlice(w, d))); // [seq, batch, G*H]
+    // Per-direction transposed weights, made once per session for constant weights.
+    const dw = weights
+      ? undefined
+      : ctx.prepared([1, 2], `direction ${d}`, () => ({
+          wT: mx.transpose(dirSlice(ctx.input(1), d)),
+          rT: mx.transpose(dirSlice(ctx.input(2), d)),
+        }));
+    let proj = weights ? weights.project(x, d) : mx.matmul(x, dw!.wT); // [seq, batch, G*H]
     let rb: mx.Array | undefined;
     if (bias) {
       const b = dirSlice(bias, d);
@@ -265,16 +355,9 @@ export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: Layer
       proj = mx.add(proj, mx.add(wb, outside));
     }
     const backwards = d === 1 || p.reverse;
-    if (native) {
-      const [yd, hT, cT] = mx.lstm(proj, dirSlice(r, d), dirSlice(h0, d), dirSlice(c0!, d), lens ?? null, backwards);
-      ys.push(yd);
-      hs.push(hT);
-      cs.push(cT);
-      continue;
-    }
     const dir: DirInputs = {
       xw: seq > 0 ? mx.split(proj, seq, 0).map((a) => mx.squeeze(a, 0)) : [],
-      rT: weights ? r : mx.transpose(dirSlice(r, d)),
+      rT: weights ? r : dw!.rT,
       recurrent: weights?.recurrent(d),
       rb: fam.opType === 'GRU' ? rb : undefined,
       p: peepholes && dirSlice(peepholes, d),

@@ -58,6 +58,14 @@ export interface OpContext<P = unknown> extends CheckContext<P> {
    * graph holds it once. Only for values that depend on nothing but the parts.
    */
   shared<T>(parts: readonly unknown[], make: () => T): T;
+  /**
+   * make()'s value, derived from nothing but inputs `inputs` (indices) of this node: made once per
+   * session when they are all the session's constants (initializers, folded constants), its
+   * arrays evaluated then and kept (e.g. per-direction transposed weights), else once per run
+   * (like shared). `tag` names what it is, apart from the node's other prepared values. make()
+   * reads the inputs itself (input(i)); it must not depend on anything else.
+   */
+  prepared<T>(inputs: readonly number[], tag: string, make: () => T): T;
   /** Names the node for error messages. */
   readonly where: string;
   /** The model's name, for errors that name the model and the node (ResourceLimitError). */

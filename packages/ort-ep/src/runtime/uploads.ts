@@ -64,13 +64,56 @@ export class ConstantStore {
     return a;
   }
 
-  /** Frees every upload; the store can be used again (uploads are made anew). */
+  /** Values derived from constants (OpContext.prepared), by owner and tag, with the inputs they were made from. */
+  private readonly preparedValues = new Map<object, Map<string, { from: readonly unknown[]; value: unknown; arrays: mx.Array[] }>>();
+
+  /**
+   * make()'s value, made once per session for `owner` (a node) and `tag` while `from` (the input
+   * values it derives from, compared by identity) stay the same. Its arrays are evaluated at once
+   * and kept, off every run's scope, until release() or until `from` changes.
+   */
+  prepared<T>(owner: object, tag: string, from: readonly unknown[], make: () => T): T {
+    let byTag = this.preparedValues.get(owner);
+    if (!byTag) this.preparedValues.set(owner, (byTag = new Map()));
+    const hit = byTag.get(tag);
+    if (hit && this.current(hit, from)) return hit.value as T;
+    if (hit) for (const a of hit.arrays) if (!a.disposed) a.dispose();
+    const value = make();
+    const arrays = arraysIn(value);
+    for (const a of arrays) mx.persist(a);
+    if (arrays.length) mx.evaluate(arrays);
+    byTag.set(tag, { from, value, arrays });
+    return value;
+  }
+
+  /** The prepared value of `owner` and `tag` when it was made from `from` (and is still held), else undefined. */
+  preparedIfMade<T>(owner: object, tag: string, from: readonly unknown[]): T | undefined {
+    const hit = this.preparedValues.get(owner)?.get(tag);
+    return hit && this.current(hit, from) ? (hit.value as T) : undefined;
+  }
+
+  private current(p: { from: readonly unknown[]; arrays: mx.Array[] }, from: readonly unknown[]): boolean {
+    return p.from.length === from.length && p.from.every((v, i) => v === from[i]) && p.arrays.every((a) => !a.disposed);
+  }
+
+  /** Frees every upload and prepared value; the store can be used again (uploads are made anew). */
   release(): void {
     for (const a of this.arrays.values()) a.dispose();
     for (const a of this.resident) a.dispose();
+    for (const byTag of this.preparedValues.values())
+      for (const p of byTag.values()) for (const a of p.arrays) if (!a.disposed) a.dispose();
     this.arrays.clear();
     this.resident.length = 0;
+    this.preparedValues.clear();
   }
+}
+
+/** The arrays of a prepared value: an array, or arrays in (nested) lists and plain objects. */
+function arraysIn(v: unknown, into: mx.Array[] = []): mx.Array[] {
+  if (v instanceof mx.Array) into.push(v);
+  else if (Array.isArray(v)) for (const x of v) arraysIn(x, into);
+  else if (v && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) for (const x of Object.values(v)) arraysIn(x, into);
+  return into;
 }
 
 /** Per-run uploads of non-constant host tensors; the run's scope frees them. */

@@ -11,9 +11,9 @@ extern "C" int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const ml
   return 0;
 }
 
-extern "C" int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s) {
+extern "C" int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlxc::layers::lstm(mlxc::arr(proj), mlxc::arr(r), mlxc::arr(h0), mlxc::arr(c0), mlxc::opt_array(lens), reverse, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::layers::lstm(mlxc::arr(proj), mlxc::arr(rt), mlxc::arr(h0), mlxc::arr(c0), mlxc::opt_array(lens), mlxc::opt_array(peepholes), mlxc::span<int>{acts, acts_num}, clip, input_forget, direction, mlxc::stream(s)));
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
     return 1;

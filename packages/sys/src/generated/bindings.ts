@@ -516,7 +516,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_cpu_has_avx2(_Inout_ bool* res)',
   'int mlxc_cpu_has_avx512(_Inout_ bool* res)',
   'int mlxc_depthwise_conv2d(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
-  'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)',
+  'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)',
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
   'int mlxc_conv_epilogue(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)',
   'int mlxc_small_matmul(_Inout_ mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias, const mlx_stream s)',
@@ -1552,8 +1552,8 @@ export interface MlxCFunctions {
   mlxc_cpu_has_avx512(res: unknown[]): number;
   /** layers: `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
   mlxc_depthwise_conv2d(res: MlxHandle, x: MlxHandle, w: MlxHandle, bias: MlxHandle, stride_h: number, stride_w: number, pad_top: number, pad_left: number, pad_bottom: number, pad_right: number, dilation_h: number, dilation_w: number, s: MlxHandle): number;
-  /** layers: `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array r, const mlx_array h0, const mlx_array c0, const mlx_array lens, bool reverse, const mlx_stream s)` */
-  mlxc_lstm(res: MlxHandle, proj: MlxHandle, r: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, reverse: boolean, s: MlxHandle): number;
+  /** layers: `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)` */
+  mlxc_lstm(res: MlxHandle, proj: MlxHandle, rt: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, peepholes: MlxHandle, acts: ArrayBufferView | ArrayBuffer | unknown[] | null, acts_num: number | bigint, clip: number, input_forget: boolean, direction: number, s: MlxHandle): number;
   /** layers: `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
   mlxc_hard_sigmoid(res: MlxHandle, x: MlxHandle, alpha: number, beta: number, swish: boolean, s: MlxHandle): number;
   /** epilogue: `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)` */
