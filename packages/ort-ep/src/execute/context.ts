@@ -1,6 +1,6 @@
 // The OpContext of a planned node. One object per node and program, made once and pointed at the
 // run's Env each time the node runs, so a run allocates nothing per node for its context.
-import type * as mx from '@mlx/core';
+import * as mx from '@mlx/core';
 import type { GraphIR, HostTensor, NodeIR } from '../onnx/index.js';
 import type { PlannedNode } from '../plan/plan.js';
 import type { Attrs } from '../registry/attrs.js';
@@ -87,6 +87,17 @@ export class NodeContext implements OpContext {
   }
   input(i: number): mx.Array {
     return this.toArray(this.peek(i));
+  }
+  inputReshaped(i: number, dims: readonly number[]): mx.Array {
+    const v = this.peek(i);
+    if (v.kind === 'host' && dims.every((d) => d >= 0) && dims.reduce((a, b) => a * b, 1) === v.tensor.dims.reduce((a, b) => a * b, 1)) {
+      const a = this.env.run.uploads.reshapedConstant(v.tensor, dims);
+      if (a) {
+        this.env.run.analysis?.deviceUse(v);
+        return a;
+      }
+    }
+    return mx.reshape(this.input(i), dims);
   }
   optional(i: number): mx.Array | undefined {
     return this.has(i) ? this.input(i) : undefined;

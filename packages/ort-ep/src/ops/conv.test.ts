@@ -3,7 +3,7 @@
 // per-channel integer convolutions, against onnxruntime-node.
 import { describe, it } from 'vitest';
 import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
-import { expectSameAsOrt, ort, seeded, type Feeds } from '../../test/helpers/ort.js';
+import { expectSameAsOrt, expectSameOutputs, ort, runMlxWith, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
 
 const make: Record<string, (d: number[]) => ArrayLike<number | bigint>> = {
   float32: (d) => Float32Array.from(d),
@@ -85,6 +85,26 @@ describe('Conv', () => {
   });
   it('1x1 with a stride or pads is still a convolution', async () => {
     await same('Conv', [f('x', [1, 3, 5, 5]), f('w', [2, 3, 1, 1]), f('b', [2])], { strides: [2, 2], pads: [1, 0, 0, 1] });
+  });
+  // Constant weights and biases: reshaped once per session (OpContext.inputReshaped), eager, traced
+  // and replayed runs; one of them also read as it is, by a second Conv of another form.
+  it('1x1 with initializer weights and bias, eager and compiled, batch 1 and 2', async () => {
+    for (const n of [1, 2]) {
+      const bytes = model({
+        opsets: { '': 17 },
+        inputs: [v('x', 'float32', [n, 6, 5, 7])],
+        outputs: [v('y', 'float32'), v('z', 'float32')],
+        initializers: [
+          { name: 'w', type: 'float32', dims: [4, 6, 1, 1], values: seeded(24, 7) },
+          { name: 'b', type: 'float32', dims: [4], values: seeded(4, 8) },
+        ],
+        nodes: [node('Conv', ['x', 'w', 'b'], ['y']), node('Conv', ['x', 'w', 'b'], ['z'], { attrs: { pads: [1, 0, 0, 1] } })],
+      });
+      const feeds: Feeds = { x: new ort.Tensor('float32', Float32Array.from(seeded(n * 210, 9)), [n, 6, 5, 7]) };
+      const want = await runOn('cpu', bytes, feeds);
+      for (const compiled of [false, true])
+        expectSameOutputs(await runMlxWith(bytes, feeds, { compiled }), want, { rtol: 1e-4, atol: 1e-5 });
+    }
   });
   it('grouped 1-D with SAME_LOWER', async () => {
     await same('Conv', [f('x', [1, 6, 10]), f('w', [4, 3, 4])], { group: 2, auto_pad: 'SAME_LOWER', strides: [3] });

@@ -2,6 +2,7 @@
 // MLX convolves channels-last (input [N, ...spatial, C], weight [O, ...kernel, C/groups]); ONNX is
 // channels-first, so each op moves the channel axis in and out around one mx.convGeneral.
 import * as mx from '@mlx/core';
+import { OnnxDataType } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -65,13 +66,14 @@ export const isUnitWindow = (win: Window) =>
 const isPointwise = (win: Window, w: readonly number[], group: number) =>
   group === 1 && w.slice(2).every((k) => k === 1) && isUnitWindow(win);
 
-function pointwise(x: mx.Array, w: mx.Array, bias: mx.Array | undefined): mx.Array {
+function pointwise(ctx: OpContext<ConvParams>, x: mx.Array, o: number): mx.Array {
   const [n, c, ...spatial] = x.shape;
-  const o = w.shape[0];
-  const wm = mx.reshape(w, [o, c]);
+  // Constant weights and biases are reshaped once per session, not by a graph node per run.
+  const wm = ctx.inputReshaped(1, [o, c]);
+  const bias = ctx.has(2) ? ctx.inputReshaped(2, [o, 1]) : undefined;
   const xm = mx.reshape(x, n === 1 ? [c, -1] : [n, c, -1]);
-  const y = bias && n === 1 ? mx.addmm(mx.reshape(bias, [o, 1]), wm, xm, 1, 1) : mx.matmul(wm, xm);
-  const yb = bias && n !== 1 ? mx.add(y, mx.reshape(bias, [o, 1])) : y;
+  const y = bias && n === 1 ? mx.addmm(bias, wm, xm, 1, 1) : mx.matmul(wm, xm);
+  const yb = bias && n !== 1 ? mx.add(y, bias) : y;
   return mx.reshape(yb, [n, o, ...spatial]);
 }
 
@@ -86,15 +88,16 @@ const isDepthwise = (x: readonly number[], w: readonly number[], group: number) 
  */
 export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channelsLast: boolean } {
   const x = ctx.input(0);
-  const w = ctx.input(1);
-  const bias = ctx.optional(2);
-  const win = convWindow(ctx.params, x.shape, w.shape);
+  const wShape = ctx.shape(1);
+  const win = convWindow(ctx.params, x.shape, wShape);
   const group = ctx.params.group;
   // The channels-first forms that skip the layout moves: 1x1 as a matmul, depthwise as the native
   // kernel (MLX's grouped conv on the CPU is a scalar loop per group; off the CPU it is what the
   // kernel composes).
-  const fast = x.size > 0 && x.dtype === 'float32' && w.dtype === 'float32' && win.out.every((o) => o > 0);
-  if (fast && isPointwise(win, w.shape, group)) return { y: pointwise(x, w, bias), channelsLast: false };
+  const fast = x.size > 0 && x.dtype === 'float32' && ctx.elemType(1) === OnnxDataType.FLOAT && win.out.every((o) => o > 0);
+  if (fast && isPointwise(win, wShape, group)) return { y: pointwise(ctx, x, wShape[0]), channelsLast: false };
+  const w = ctx.input(1);
+  const bias = ctx.optional(2);
   if (fast && isDepthwise(x.shape, w.shape, group) && win.kernel.every((k, i) => k === w.shape[2 + i])) {
     const [sh, sw] = win.strides;
     const [dh, dw] = win.dilations;

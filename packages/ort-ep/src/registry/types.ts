@@ -24,6 +24,12 @@ export interface OpContext<P = unknown> extends CheckContext<P> {
   has(i: number): boolean;
   /** Input i as an MLX array (host values are uploaded once and cached). */
   input(i: number): mx.Array;
+  /**
+   * Input i reshaped to `dims` (concrete, of the input's size): where the input is a constant
+   * (an initializer or a folded value held on the host), the reshaped array is made once per
+   * session, so no reshape node is built per run; otherwise mx.reshape.
+   */
+  inputReshaped(i: number, dims: readonly number[]): mx.Array;
   /** Optional input i as an MLX array, or undefined when it is omitted or empty. */
   optional(i: number): mx.Array | undefined;
   /** Input i on the host. Device values are evaluated and copied (a sync point; use for small, data-dependent arguments). */

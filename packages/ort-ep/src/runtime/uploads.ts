@@ -32,6 +32,7 @@ export class ConstantStore {
 
   private readonly tensors = new Set<HostTensor>();
   private readonly arrays = new Map<HostTensor, mx.Array>();
+  private readonly reshapes = new Map<HostTensor, Map<string, mx.Array>>();
   private readonly resident: mx.Array[] = [];
 
   /** Declares `t` a constant: its upload is kept for the session's life. */
@@ -47,6 +48,22 @@ export class ConstantStore {
     if (!a || a.disposed) {
       a = mx.persist(toDevice(upload(t), this.gpu));
       this.arrays.set(t, a);
+    }
+    return a;
+  }
+  /**
+   * Constant `t` uploaded in another shape of the same elements (`dims` concrete, of t's size),
+   * made once: a reshape at run time is a graph node in every run and every compiled replay.
+   * t's own upload is made only if something reads t as it is.
+   */
+  reshaped(t: HostTensor, dims: readonly number[]): mx.Array {
+    const key = dims.join(',');
+    let m = this.reshapes.get(t);
+    if (!m) this.reshapes.set(t, (m = new Map()));
+    let a = m.get(key);
+    if (!a || a.disposed) {
+      a = mx.persist(toDevice(upload({ ...t, dims: [...dims] }), this.gpu));
+      m.set(key, a);
     }
     return a;
   }
@@ -102,7 +119,9 @@ export class ConstantStore {
     for (const a of this.resident) a.dispose();
     for (const byTag of this.preparedValues.values())
       for (const p of byTag.values()) for (const a of p.arrays) if (!a.disposed) a.dispose();
+    for (const m of this.reshapes.values()) for (const a of m.values()) a.dispose();
     this.arrays.clear();
+    this.reshapes.clear();
     this.resident.length = 0;
     this.preparedValues.clear();
   }
@@ -128,5 +147,9 @@ export class RunUploads {
       this.arrays.set(t, a);
     }
     return a;
+  }
+  /** A constant's upload in the shape `dims` (ConstantStore.reshaped), or undefined when t is no constant. */
+  reshapedConstant(t: HostTensor, dims: readonly number[]): mx.Array | undefined {
+    return this.constants.has(t) ? this.constants.reshaped(t, dims) : undefined;
   }
 }

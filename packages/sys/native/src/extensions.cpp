@@ -3,7 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -117,8 +120,65 @@ void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_
   }
 }
 
+/**
+ * MLXC_GRAPH_STATS=1 (a debug aid, read once per process): every evaluation writes one line to
+ * stderr, the arrays it computes counted by primitive ("FusedLayerNorm 2, Contiguous 11, ..."),
+ * then each Contiguous by what made its input and what reads it ("Contiguous: Transpose ->
+ * FusedRows 4"): a Contiguous is a copy where its input is a view (Transpose, Slice, Broadcast),
+ * and only a buffer share where the input is already row-contiguous. Compiled replays count
+ * the replayed tape (a fused kernel is one "Compiled" node).
+ */
+bool graph_stats_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("MLXC_GRAPH_STATS");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+void print_graph_stats(const std::vector<array>& outputs) {
+  std::map<std::string, size_t> ops, contiguous;
+  std::unordered_set<std::uintptr_t> seen;
+  std::vector<array> stack(outputs.begin(), outputs.end());
+  size_t nodes = 0;
+  auto producer = [](const array& x) -> std::string {
+    if (x.status() != array::Status::unscheduled || !x.has_primitive()) return "data";
+    return x.primitive().name();
+  };
+  while (!stack.empty()) {
+    array a = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert(a.id()).second) continue;
+    if (a.status() != array::Status::unscheduled || !a.has_primitive()) continue;
+    nodes++;
+    std::string name = a.primitive().name();
+    ops[name]++;
+    for (const auto& in : a.inputs()) {
+      if (in.status() == array::Status::unscheduled && in.has_primitive() && std::string(in.primitive().name()) == "Contiguous")
+        contiguous[producer(in.inputs()[0]) + " -> " + name]++;
+      stack.push_back(in);
+    }
+  }
+  std::vector<std::pair<std::string, size_t>> sorted(ops.begin(), ops.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) { return x.second > y.second; });
+  std::ostringstream os;
+  os << "[mlxc graph] " << nodes << " nodes:";
+  for (size_t i = 0; i < sorted.size(); i++) os << (i ? ", " : " ") << sorted[i].first << " " << sorted[i].second;
+  if (!contiguous.empty()) {
+    os << " | Contiguous:";
+    bool first = true;
+    for (auto& [k, v] : contiguous) {
+      os << (first ? " " : ", ") << k << " " << v;
+      first = false;
+    }
+  }
+  os << "\n";
+  std::fputs(os.str().c_str(), stderr);
+}
+
 /** Evaluates within the limits (0: none); throws what MLX throws, or the budget's refusal. */
 void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t max_total_bytes) {
+  if (graph_stats_on()) print_graph_stats(outs);
   if (max_array_bytes || max_total_bytes) check_budget(graph_bytes(outs), max_array_bytes, max_total_bytes);
   // The CPU stream the evaluation runs on: a kernel error MLX records on its thread is thrown
   // here, rather than at some later enqueue from the main thread.
@@ -404,6 +464,7 @@ int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t n, const mlx_stream str
     // stream reports the end. No hop through the worker thread.
     auto g = graph_bytes(outs, max_inline_nodes, s);
     if (!g.truncated && g.on_stream) {
+      if (graph_stats_on()) print_graph_stats(outs);
       check_budget(g, max_array_bytes, max_total_bytes);
       mlxc::async_begin(s);
       try {

@@ -11,6 +11,7 @@
 #include <typeinfo>
 
 #include "cpu/fused_primitive.h"
+#include "cpu/dense.h"
 #include "cpu/kernels.h"
 #include "mlx/backend/cpu/encoder.h"
 
@@ -239,8 +240,7 @@ class ConvGemm : public FusedPrimitive {
     // K: its buffer may be the result's when that pass is the only one (earlier passes store sums).
     size_t depth = x.shape(-1);
     for (int i = 1; i + 2 < wp.ndim(); i++) depth *= wp.shape(i);
-    if (res && depth <= static_cast<size_t>(convgemm::kDepthBlock) && res->is_donatable() && res->flags().row_contiguous &&
-        res->data_size() == res->size())
+    if (res && depth <= static_cast<size_t>(convgemm::kDepthBlock) && res->is_donatable() && row_ordered(*res))
       out.copy_shared_buffer(*res);
     else
       out.set_data(mx::allocator::malloc(out.nbytes()));
@@ -264,9 +264,12 @@ class ConvGemm : public FusedPrimitive {
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(out);
-    const array& b0 = has_bias_ ? in[2] : x;
-    const array& r0 = res ? *res : x;
-    enc.dispatch([sh, x = array::unsafe_weak_copy(x), wp = array::unsafe_weak_copy(wp), b = array::unsafe_weak_copy(b0),
+    // Views (the stem's move to channels-last) are copied into row order first (dense.h).
+    const array x0 = row_ordered_input(x, enc);
+    const array w0 = row_ordered_input(wp, enc);
+    const array b0 = has_bias_ ? row_ordered_input(in[2], enc) : x0;
+    const array r0 = res ? row_ordered_input(*res, enc) : x0;
+    enc.dispatch([sh, x = array::unsafe_weak_copy(x0), wp = array::unsafe_weak_copy(w0), b = array::unsafe_weak_copy(b0),
                   r = array::unsafe_weak_copy(r0), out = array::unsafe_weak_copy(out), hb = has_bias_, hr = res != nullptr, lo = lo_,
                   hi = hi_]() mutable {
       const size_t M = sh.rows(), P = sh.panels();
@@ -389,9 +392,10 @@ array conv_gemm(const array& x, const array& wp, int o, const std::optional<arra
   const bool native = !kernels_off() && s.device == mx::Device::cpu && sp <= 2 && x.dtype() == mx::float32 &&
                       wp.dtype() == mx::float32 && (!bias || bias->dtype() == mx::float32) && (!residual || residual->dtype() == mx::float32);
   if (!native) return composed(x, wp, o, bias, residual, strides, pads_begin, pads_end, dilations, lo, hi, s);
-  std::vector<array> in{mx::contiguous(x, false, s), mx::contiguous(wp, false, s)};
-  if (bias) in.push_back(mx::contiguous(*bias, false, s));
-  if (residual) in.push_back(mx::contiguous(*residual, false, s));
+  // Any layout: eval_cpu copies an input that is not in row order (dense.h).
+  std::vector<array> in{x, wp};
+  if (bias) in.push_back(*bias);
+  if (residual) in.push_back(*residual);
   return array(out, mx::float32, std::move(prim), std::move(in));
 }
 

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <typeinfo>
 
+#include "cpu/dense.h"
 #include "cpu/kernels.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
@@ -83,18 +84,20 @@ class ConvEpilogue : public mx::Primitive {
     const array& y = in[0];
     const array* res = has_residual_ ? &in[has_bias_ ? 2 : 1] : nullptr;
     // The layout stays: the result may take y's or the residual's buffer.
-    if (layout_stays(y) && y.is_donatable() && y.itemsize() == out.itemsize())
+    if (layout_stays(y) && y.is_donatable() && row_ordered(y) && y.itemsize() == out.itemsize())
       out.copy_shared_buffer(y);
-    else if (res && res->is_donatable() && res->flags().row_contiguous && res->data_size() == res->size())
+    else if (res && res->is_donatable() && row_ordered(*res))
       out.copy_shared_buffer(*res);
     else
       out.set_data(mx::allocator::malloc(out.nbytes()));
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(out);
-    const array& b0 = has_bias_ ? in[1] : y;
-    const array& r0 = res ? *res : y;
-    enc.dispatch([y = array::unsafe_weak_copy(y), b = array::unsafe_weak_copy(b0), r = array::unsafe_weak_copy(r0),
+    // Views (a reshape of a transpose, a broadcast residual) are copied into row order first.
+    const array y0 = row_ordered_input(y, enc);
+    const array b0 = has_bias_ ? row_ordered_input(in[1], enc) : y0;
+    const array r0 = res ? row_ordered_input(*res, enc) : y0;
+    enc.dispatch([y = array::unsafe_weak_copy(y0), b = array::unsafe_weak_copy(b0), r = array::unsafe_weak_copy(r0),
                   out = array::unsafe_weak_copy(out), hb = has_bias_, hr = res != nullptr, lo = lo_, hi = hi_,
                   cl = channels_last_]() mutable {
       const float* yp = y.data<float>();
@@ -185,9 +188,10 @@ array conv_epilogue(const array& y, const std::optional<array>& bias, const std:
   const bool native = !kernels_off() && s.device == mx::Device::cpu && y.dtype() == mx::float32 && y.size() > 0 &&
                       (!bias || bias->dtype() == mx::float32) && (!residual || (residual->dtype() == mx::float32 && residual->shape() == out));
   if (!native) return composed(y, bias, residual, lo, hi, channels_last, s);
-  std::vector<array> in{mx::contiguous(y, false, s)};
-  if (bias) in.push_back(mx::contiguous(*bias, false, s));
-  if (residual) in.push_back(mx::contiguous(*residual, false, s));
+  // Any layout: eval_cpu copies an input that is not in row order (dense.h).
+  std::vector<array> in{y};
+  if (bias) in.push_back(*bias);
+  if (residual) in.push_back(*residual);
   return array(out, mx::float32, std::make_shared<ConvEpilogue>(s, lo, hi, channels_last, bias.has_value(), residual.has_value()),
                std::move(in));
 }

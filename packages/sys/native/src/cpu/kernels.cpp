@@ -3,6 +3,7 @@
 // kernels do not take) the same computation from MLX's ops. Each primitive's VJP differentiates
 // that composition, so gradients flow through either path.
 #include "cpu/kernels.h"
+#include "cpu/dense.h"
 #include "cpu/fused_primitive.h"
 
 #include <cstdlib>
@@ -90,7 +91,9 @@ class FusedActivation : public FusedPrimitive {
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(out);
     bool bias = in.size() > 1;
-    enc.dispatch([x = array::unsafe_weak_copy(in[0]), b = bias ? array::unsafe_weak_copy(in[1]) : array::unsafe_weak_copy(in[0]),
+    const array x0 = row_ordered_input(in[0], enc);
+    const array b0 = bias ? row_ordered_input(in[1], enc) : x0;
+    enc.dispatch([x = array::unsafe_weak_copy(x0), b = array::unsafe_weak_copy(b0),
                   out = array::unsafe_weak_copy(out), bias, act = act_]() mutable {
       const float* xp = x.data<float>();
       const float* bp = bias ? b.data<float>() : nullptr;
@@ -164,9 +167,10 @@ class FusedRows : public FusedPrimitive {
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(out);
-    const array& w0 = has_w_ ? in[1] : in[0];
-    const array& b0 = has_b_ ? in[has_w_ ? 2 : 1] : in[0];
-    enc.dispatch([x = array::unsafe_weak_copy(in[0]), w = array::unsafe_weak_copy(w0), b = array::unsafe_weak_copy(b0),
+    const array x0 = row_ordered_input(in[0], enc);
+    const array w0 = has_w_ ? row_ordered_input(in[1], enc) : x0;
+    const array b0 = has_b_ ? row_ordered_input(in[has_w_ ? 2 : 1], enc) : x0;
+    enc.dispatch([x = array::unsafe_weak_copy(x0), w = array::unsafe_weak_copy(w0), b = array::unsafe_weak_copy(b0),
                   out = array::unsafe_weak_copy(out), op = op_, eps = eps_, hw = has_w_, hb = has_b_]() mutable {
       const float* xp = x.data<float>();
       const float* wp = hw ? w.data<float>() : nullptr;
@@ -195,9 +199,10 @@ class FusedRows : public FusedPrimitive {
 };
 
 array rows_op(RowOp op, const array& x, const std::optional<array>& w, const std::optional<array>& b, float eps, mx::Stream s) {
-  std::vector<array> in{mx::contiguous(x, false, s)};
-  if (w) in.push_back(mx::contiguous(*w, false, s));
-  if (b) in.push_back(mx::contiguous(*b, false, s));
+  // Any layout: eval_cpu copies an input that is not in row order (dense.h).
+  std::vector<array> in{x};
+  if (w) in.push_back(*w);
+  if (b) in.push_back(*b);
   auto p = std::make_shared<FusedRows>(s, op, eps, w.has_value(), b.has_value());
   return array(x.shape(), mx::float32, p, std::move(in));
 }
@@ -210,8 +215,8 @@ array activation(const array& x, const std::optional<array>& bias, const std::st
     return composed_act(bias ? mx::add(x, *bias, s) : x, act, s);
   }
   if (act == Act::identity) return bias ? mx::add(x, *bias, s) : x;
-  std::vector<array> in{mx::contiguous(x, false, s)};
-  if (bias) in.push_back(mx::contiguous(*bias, false, s));
+  std::vector<array> in{x};
+  if (bias) in.push_back(*bias);
   return array(x.shape(), mx::float32, std::make_shared<FusedActivation>(s, act), std::move(in));
 }
 

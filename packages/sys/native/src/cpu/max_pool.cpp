@@ -7,6 +7,7 @@
 #include <typeinfo>
 
 #include "cpu/fused_primitive.h"
+#include "cpu/dense.h"
 #include "cpu/kernels.h"
 #include "mlx/backend/cpu/encoder.h"
 
@@ -84,7 +85,8 @@ class MaxPoolChannelsLast : public FusedPrimitive {
     auto& enc = mx::cpu::get_command_encoder(stream());
     enc.set_input_array(x);
     enc.set_output_array(out);
-    enc.dispatch([p, x = array::unsafe_weak_copy(x), out = array::unsafe_weak_copy(out)]() mutable {
+    const array x0 = row_ordered_input(x, enc);  // a view is copied into row order first (dense.h)
+    enc.dispatch([p, x = array::unsafe_weak_copy(x0), out = array::unsafe_weak_copy(out)]() mutable {
       const float* xp = x.data<float>();
       float* yp = out.data<float>();
       const size_t rows = p.n * p.oh;
@@ -149,7 +151,7 @@ array max_pool_channels_last(const array& x, const std::vector<int>& kernel, con
   const mx::Shape out = prim->out_shape(x.shape());
   const bool native = !kernels_off() && s.device == mx::Device::cpu && sp <= 2 && x.dtype() == mx::float32;
   if (!native) return composed(x, kernel, strides, pads_begin, pads_end, dilations, out, s);
-  return array(out, mx::float32, std::move(prim), {mx::contiguous(x, false, s)});
+  return array(out, mx::float32, std::move(prim), {x});
 }
 
 }  // namespace mlxc::cpu

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cpu/dense.h"
 #include "layers/layers.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
@@ -93,8 +94,12 @@ class DepthwiseConv2d : public mx::Primitive {
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(out);
-    enc.dispatch([x = array::unsafe_weak_copy(in[0]), w = array::unsafe_weak_copy(in[1]),
-                  b = array::unsafe_weak_copy(bias_ ? in[2] : in[1]), out = array::unsafe_weak_copy(out), g = g_,
+    // Views are copied into row order first (cpu/dense.h).
+    const array x0 = cpu::row_ordered_input(in[0], enc);
+    const array w0 = cpu::row_ordered_input(in[1], enc);
+    const array b0 = bias_ ? cpu::row_ordered_input(in[2], enc) : w0;
+    enc.dispatch([x = array::unsafe_weak_copy(x0), w = array::unsafe_weak_copy(w0),
+                  b = array::unsafe_weak_copy(b0), out = array::unsafe_weak_copy(out), g = g_,
                   has_bias = bias_]() mutable {
       const int N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
       const int O = w.shape(0), KH = w.shape(2), KW = w.shape(3);
@@ -151,8 +156,9 @@ array depthwise_conv2d(const array& x, const array& w, const std::optional<array
   auto dt = mx::promote_types(x.dtype(), w.dtype());
   if (bias) dt = mx::promote_types(dt, bias->dtype());
   if (s.device != mx::Device::cpu || dt != mx::float32 || x.size() == 0) return composed(x, w, bias, g, s);
-  std::vector<array> in{mx::contiguous(mx::astype(x, dt, s), false, s), mx::contiguous(mx::astype(w, dt, s), false, s)};
-  if (bias) in.push_back(mx::contiguous(mx::astype(*bias, dt, s), false, s));
+  // Any layout: eval_cpu copies an input that is not in row order (cpu/dense.h).
+  std::vector<array> in{mx::astype(x, dt, s), mx::astype(w, dt, s)};
+  if (bias) in.push_back(mx::astype(*bias, dt, s));
   return array(shape, dt, std::make_shared<DepthwiseConv2d>(s, g, bias.has_value()), std::move(in));
 }
 

@@ -3,6 +3,7 @@
 // compile does not make their fused kernel much faster; this is one vectorized pass.
 #include <stdexcept>
 
+#include "cpu/dense.h"
 #include "layers/layers.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
@@ -25,12 +26,14 @@ class HardSigmoid : public mx::UnaryPrimitive {
     throw std::runtime_error("HardSigmoid is a CPU kernel (the front end composes MLX ops on other devices)");
   }
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    const auto& x = in[0];
-    if (x.is_donatable() && x.itemsize() == out.itemsize())
-      out.copy_shared_buffer(x);
+    // in[0] itself, not a copy of the handle: a copy would make it look still read elsewhere.
+    if (in[0].is_donatable() && cpu::row_ordered(in[0]) && in[0].itemsize() == out.itemsize())
+      out.copy_shared_buffer(in[0]);
     else
       out.set_data(mx::allocator::malloc(out.nbytes()));
     auto& enc = mx::cpu::get_command_encoder(stream());
+    // A view (transpose, slice, broadcast) is copied into row order first (dense.h).
+    const array x = cpu::row_ordered_input(in[0], enc);
     enc.set_input_array(x);
     enc.set_output_array(out);
     enc.dispatch([x = array::unsafe_weak_copy(x), out = array::unsafe_weak_copy(out), a = alpha_, b = beta_, swish = swish_]() mutable {
@@ -65,8 +68,8 @@ array hard_sigmoid(const array& x, float alpha, float beta, bool swish, mx::Stre
                       array(1.0f, x.dtype()), s);
     return swish ? mx::multiply(x, h, s) : h;
   }
-  // Row-contiguous input: the kernel reads it as one flat run (a copy first where it is a view).
-  return array(x.shape(), x.dtype(), std::make_shared<HardSigmoid>(s, alpha, beta, swish), {mx::contiguous(x, false, s)});
+  // The kernel reads its input as one flat run; eval_cpu copies a view into row order first.
+  return array(x.shape(), x.dtype(), std::make_shared<HardSigmoid>(s, alpha, beta, swish), {x});
 }
 
 }  // namespace mlxc::layers
