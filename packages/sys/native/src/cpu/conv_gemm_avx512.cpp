@@ -100,7 +100,7 @@ constexpr auto MICRO = table(std::make_integer_sequence<int, MR>{});
 
 void run_avx512(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                 size_t task, size_t ntasks_n, float* buf) {
-  const size_t M = s.rows(), K = s.depth(), O = s.o, P = s.panels();
+  const size_t M = s.rows(), K = s.depth(), O = s.o, P = s.panels(), GP = s.group_panels();
   const size_t mb = task / ntasks_n, nb = task % ntasks_n;
   const size_t m0 = mb * MC, m1 = std::min(M, m0 + MC), mc = m1 - m0;
   const size_t per = (P + ntasks_n - 1) / ntasks_n, p0 = nb * per, p1 = std::min(P, p0 + per);
@@ -108,30 +108,37 @@ void run_avx512(const Shape& s, const float* x, const float* wp, const float* bi
   // Rows read in place only within one pass: with more K, rows a multiple of 4 KiB apart (K 1024,
   // 2048) fall in the same L1 sets, so those are packed kDepthBlock wide like im2col rows.
   const bool direct = s.ld || (s.direct() && K <= static_cast<size_t>(kDepthBlock));
-  const size_t ldx = s.ld ? s.ld : K;
-  for (size_t k0 = 0; k0 < K; k0 += KC) {
-    const size_t kc = std::min<size_t>(KC, K - k0);
-    const float* a;
-    size_t lda;
-    if (direct) {
-      a = x + m0 * ldx + k0;
-      lda = ldx;
-    } else {
-      pack_rows(s, x, m0, mc, k0, kc, buf);
-      a = buf;
-      lda = kc;
-    }
-    const bool first = k0 == 0, last = k0 + kc >= K;
-    for (size_t p = p0; p < p1; p++) {
-      const float* b = wp + p * K * NR + k0 * NR;
-      const int ncols = static_cast<int>(std::min<size_t>(NR, O - p * NR));
-      for (size_t i = 0; i < mc; i += MR) {
-        const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
-        const size_t row = m0 + i;
-        Tile t{bias ? bias + p * NR : nullptr, res ? res + row * O + p * NR : nullptr, O, lo, hi};
-        MICRO[r - 1](kc, a + i * lda, lda, b, y + row * O + p * NR, O, ncols, first, last, t);
+  const size_t ldx = s.ld ? s.ld : s.c;
+  // The task's panels group by group: each group's rows are its own channels.
+  for (size_t q0 = p0; q0 < p1;) {
+    const size_t gi = q0 / GP, q1 = std::min(p1, (gi + 1) * GP);
+    for (size_t k0 = 0; k0 < K; k0 += KC) {
+      const size_t kc = std::min<size_t>(KC, K - k0);
+      const float* a;
+      size_t lda;
+      if (direct) {
+        a = x + m0 * ldx + (s.ld ? 0 : gi * s.cg()) + k0;
+        lda = ldx;
+      } else {
+        pack_rows(s, x, m0, mc, k0, kc, buf, gi);
+        a = buf;
+        lda = kc;
+      }
+      const bool first = k0 == 0, last = k0 + kc >= K;
+      for (size_t p = q0; p < q1; p++) {
+        const float* b = wp + p * K * NR + k0 * NR;
+        size_t pg, col, nc;
+        panel_columns(s, p, pg, col, nc);
+        const int ncols = static_cast<int>(nc);
+        for (size_t i = 0; i < mc; i += MR) {
+          const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
+          const size_t row = m0 + i;
+          Tile t{bias ? bias + col : nullptr, res ? res + row * O + col : nullptr, O, lo, hi};
+          MICRO[r - 1](kc, a + i * lda, lda, b, y + row * O + col, O, ncols, first, last, t);
+        }
       }
     }
+    q0 = q1;
   }
 }
 
