@@ -22,8 +22,17 @@ namespace {
  * the window is not dilated along x, with no division per run (the stem: 7 runs of 21 floats). */
 void pack_whole_rows(const Shape& s, const float* x, size_t m0, size_t mc, float* buf, size_t gi) {
   const size_t plane = s.oh * s.ow, K = s.depth(), cg = s.cg(), ch0 = gi * cg, kwc = s.kw * cg;
+  // The first row's position, then stepped row by row: three 64-bit divisions per row were most
+  // of the packing of a small input's many rows (28x28 with one channel).
+  size_t b = m0 / plane, oy = (m0 % plane) / s.ow, ox = m0 % s.ow;
   for (size_t r = 0; r < mc; r++) {
-    const size_t m = m0 + r, b = m / plane, oy = (m % plane) / s.ow, ox = m % s.ow;
+    if (r > 0 && ++ox == s.ow) {
+      ox = 0;
+      if (++oy == s.oh) {
+        oy = 0;
+        ++b;
+      }
+    }
     const float* xb = x + b * s.ih * s.iw * s.c;
     float* dst = buf + r * K;
     // Signed: the window may start before the input.
@@ -310,7 +319,17 @@ class ConvGemm : public FusedPrimitive {
       }
       // Tasks: row blocks, each split over panel shares when there are too few blocks for the threads.
       const size_t blocks = (M + convgemm::kRowBlock - 1) / convgemm::kRowBlock;
-      const size_t threads = static_cast<size_t>(std::max(1, num_threads()));
+      // A small product runs on this thread alone: waking the pool's threads and waiting for each
+      // to check in costs more than the work (small-cnn's convs: 0.1-0.2 M multiply-adds).
+      const size_t macs = M * sh.depth() * P * kPanel;
+      const bool serial = macs < convgemm::kSerialMacs;
+      const size_t threads = serial ? 1 : static_cast<size_t>(std::max(1, num_threads()));
+      const auto pfor = [serial](size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
+        if (serial)
+          f(0, n);
+        else
+          parallel_for(n, grain, f);
+      };
       const size_t want = 4 * threads;
       const size_t shares = blocks >= want ? 1 : std::min(P, (want + blocks - 1) / blocks);
       const bool avx512 = has_avx512();
@@ -326,14 +345,14 @@ class ConvGemm : public FusedPrimitive {
       if (shares > 1 && sh.g == 1 && !(sh.direct() && sh.depth() <= static_cast<size_t>(convgemm::kDepthBlock))) {
         const size_t K = sh.depth(), ld = K % 1024 == 0 ? K + 16 : K;
         rows.resize(M * ld);
-        parallel_for(M, 8, [&](size_t m0, size_t m1) {
+        pfor(M, 8, [&](size_t m0, size_t m1) {
           for (size_t m = m0; m < m1; m++) convgemm::pack_rows(sh, xp, m, 1, 0, K, rows.data() + m * ld);
         });
         run.ld = ld;
         xr = rows.data();
       }
       std::atomic<size_t> next{0};
-      parallel_for(std::min(threads, ntasks), 1, [&](size_t, size_t) {
+      pfor(std::min(threads, ntasks), 1, [&](size_t, size_t) {
         thread_local std::vector<float> buf;
         if (buf.size() < static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock)
           buf.resize(static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock);

@@ -43,6 +43,8 @@ namespace convgemm {
 /** Output positions per task block and K columns per pass (the AVX-512 kernel's register tile is 12 rows). */
 constexpr int kRowBlock = 96;
 constexpr int kDepthBlock = 256;
+/** Products of fewer multiply-adds (padded panels counted) run on the calling thread. */
+constexpr size_t kSerialMacs = size_t{1} << 20;
 
 /** One 2-D problem (1-D as height 1), channels-last. */
 struct Shape {
