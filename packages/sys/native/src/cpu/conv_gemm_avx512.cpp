@@ -25,8 +25,10 @@ struct Tile {
   float lo, hi;
 };
 
-/** C[mr x NR] (=|+=) A[mr x kc] B[kc x NR]; on the last pass the epilogue. ncols <= NR columns stored. */
-template <int R>
+/** C[mr x NR] (=|+=) A[mr x kc] B[kc x NR]; on the last pass the epilogue. ncols <= NR columns stored.
+ * H: ncols <= 16, the panel's second half unused (zero weights): left out (a small conv's 8 or 16
+ * channels, or a group's: half the multiply-adds). */
+template <int R, bool H>
 inline void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size_t ldc, int ncols, bool first, bool last,
                   const Tile& t) {
   __m512 acc0[R], acc1[R];
@@ -39,13 +41,13 @@ inline void micro(size_t kc, const float* a, size_t lda, const float* b, float* 
     for (int i = 0; i < R; i++) {
       if (t.res) {
         __builtin_prefetch(t.res + i * t.ldr, 0, 3);
-        __builtin_prefetch(t.res + i * t.ldr + 16, 0, 3);
-        __builtin_prefetch(t.res + i * t.ldr + NR - 1, 0, 3);
+        if (!H) __builtin_prefetch(t.res + i * t.ldr + 16, 0, 3);
+        if (!H) __builtin_prefetch(t.res + i * t.ldr + NR - 1, 0, 3);
       }
       if (first) {
         __builtin_prefetch(c + i * ldc, 1, 3);
-        __builtin_prefetch(c + i * ldc + 16, 1, 3);
-        __builtin_prefetch(c + i * ldc + NR - 1, 1, 3);
+        if (!H) __builtin_prefetch(c + i * ldc + 16, 1, 3);
+        if (!H) __builtin_prefetch(c + i * ldc + NR - 1, 1, 3);
       }
     }
   }
@@ -54,27 +56,27 @@ inline void micro(size_t kc, const float* a, size_t lda, const float* b, float* 
   } else {
     for (int i = 0; i < R; i++) {
       acc0[i] = _mm512_maskz_loadu_ps(m0, c + i * ldc);
-      acc1[i] = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
+      acc1[i] = H ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
     }
   }
   for (size_t k = 0; k < kc; k++) {
     const __m512 b0 = _mm512_loadu_ps(b + k * NR);
-    const __m512 b1 = _mm512_loadu_ps(b + k * NR + 16);
+    const __m512 b1 = H ? b0 : _mm512_loadu_ps(b + k * NR + 16);
     for (int i = 0; i < R; i++) {
       const __m512 av = _mm512_set1_ps(a[i * lda + k]);
       acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+      if (!H) acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
     }
   }
   if (last) {
     const __m512 lo = _mm512_set1_ps(t.lo), hi = _mm512_set1_ps(t.hi);
     const __m512 bi0 = t.bias ? _mm512_maskz_loadu_ps(m0, t.bias) : _mm512_setzero_ps();
-    const __m512 bi1 = t.bias ? _mm512_maskz_loadu_ps(m1, t.bias + 16) : _mm512_setzero_ps();
+    const __m512 bi1 = t.bias && !H ? _mm512_maskz_loadu_ps(m1, t.bias + 16) : _mm512_setzero_ps();
     for (int i = 0; i < R; i++) {
       __m512 v0 = _mm512_add_ps(acc0[i], bi0), v1 = _mm512_add_ps(acc1[i], bi1);
       if (t.res) {
         v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, t.res + i * t.ldr));
-        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, t.res + i * t.ldr + 16));
+        if (!H) v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, t.res + i * t.ldr + 16));
       }
       // max/min return their second operand when either is NaN: the bound first keeps NaN.
       v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0));
@@ -85,16 +87,17 @@ inline void micro(size_t kc, const float* a, size_t lda, const float* b, float* 
   }
   for (int i = 0; i < R; i++) {
     _mm512_mask_storeu_ps(c + i * ldc, m0, acc0[i]);
-    _mm512_mask_storeu_ps(c + i * ldc + 16, m1, acc1[i]);
+    if (!H) _mm512_mask_storeu_ps(c + i * ldc + 16, m1, acc1[i]);
   }
 }
 
 using MicroFn = void (*)(size_t, const float*, size_t, const float*, float*, size_t, int, bool, bool, const Tile&);
-template <int... Rs>
+template <bool H, int... Rs>
 constexpr std::array<MicroFn, sizeof...(Rs)> table(std::integer_sequence<int, Rs...>) {
-  return {&micro<Rs + 1>...};
+  return {&micro<Rs + 1, H>...};
 }
-constexpr auto MICRO = table(std::make_integer_sequence<int, MR>{});
+constexpr auto MICRO = table<false>(std::make_integer_sequence<int, MR>{});
+constexpr auto MICRO_HALF = table<true>(std::make_integer_sequence<int, MR>{});
 
 }  // namespace
 
@@ -134,7 +137,7 @@ void run_avx512(const Shape& s, const float* x, const float* wp, const float* bi
           const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
           const size_t row = m0 + i;
           Tile t{bias ? bias + col : nullptr, res ? res + row * O + col : nullptr, O, lo, hi};
-          MICRO[r - 1](kc, a + i * lda, lda, b, y + row * O + col, O, ncols, first, last, t);
+          (ncols <= 16 ? MICRO_HALF : MICRO)[r - 1](kc, a + i * lda, lda, b, y + row * O + col, O, ncols, first, last, t);
         }
       }
     }
