@@ -20,22 +20,40 @@ namespace convgemm {
 namespace {
 // Runs of a few floats (a stem's taps of 1-3 channels) are copied and zeroed in loops: a call to
 // memcpy or memset per run of 3 floats was half of the packing of a 28x28 single-channel image.
-#if defined(__GNUC__) && !defined(__clang__)
-#define MLXC_NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
-#else
-#define MLXC_NO_LIBCALLS
-#endif
-MLXC_NO_LIBCALLS inline void copy_run(float* dst, const float* src, size_t n) {
-  if (n >= 16)
+// (Unrolled by hand in blocks of 4: a plain loop is turned back into those calls.)
+inline void copy_run(float* dst, const float* src, size_t n) {
+  if (n >= 16) {
     std::memcpy(dst, src, n * sizeof(float));
-  else
-    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+    return;
+  }
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float a = src[i], b = src[i + 1], c = src[i + 2], d = src[i + 3];
+    dst[i] = a;
+    dst[i + 1] = b;
+    dst[i + 2] = c;
+    dst[i + 3] = d;
+  }
+  switch (n - i) {
+    case 3: dst[i + 2] = src[i + 2]; [[fallthrough]];
+    case 2: dst[i + 1] = src[i + 1]; [[fallthrough]];
+    case 1: dst[i] = src[i]; [[fallthrough]];
+    default: break;
+  }
 }
-MLXC_NO_LIBCALLS inline void zero_run(float* dst, size_t n) {
-  if (n >= 16)
+inline void zero_run(float* dst, size_t n) {
+  if (n >= 16) {
     std::memset(dst, 0, n * sizeof(float));
-  else
-    for (size_t i = 0; i < n; i++) dst[i] = 0.0f;
+    return;
+  }
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) dst[i] = dst[i + 1] = dst[i + 2] = dst[i + 3] = 0.0f;
+  switch (n - i) {
+    case 3: dst[i + 2] = 0.0f; [[fallthrough]];
+    case 2: dst[i + 1] = 0.0f; [[fallthrough]];
+    case 1: dst[i] = 0.0f; [[fallthrough]];
+    default: break;
+  }
 }
 
 /** pack_rows of whole rows (one pass over K): per kernel row, the in-bounds taps as one run when
