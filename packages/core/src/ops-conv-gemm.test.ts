@@ -2,7 +2,7 @@
 // in JS: channels-last 1-D and 2-D windows with strides, asymmetric pads, dilations, output
 // channels that leave a partial panel, more K than one pass (partial sums stored between passes),
 // more rows than one block, bias, residual and clamp; a 1x1 window with unit strides (rows read
-// in place within one pass over K, packed past it); the composition of MLX ops on float16 and with the kernels off gives the same.
+// in place within one pass over K, packed past it); grouped, each group its own panels; the composition of MLX ops on float16 and with the kernels off gives the same.
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 import { expectAllClose, inputs } from '../test/numeric.js';
@@ -17,6 +17,8 @@ interface Case {
   pb: number[];
   pe: number[];
   d: number[];
+  /** Groups (default 1): c / g input and o / g output channels each. */
+  g?: number;
 }
 
 const outSpatial = (t: Case) => t.sp.map((x, i) => Math.floor((x + t.pb[i] + t.pe[i] - (t.k[i] - 1) * t.d[i] - 1) / t.s[i]) + 1);
@@ -31,6 +33,9 @@ function reference(t: Case, x: number[], w: number[], b: number[] | null, r: num
   const [dh, dw] = two ? t.d : [1, t.d[0]];
   const os = outSpatial(t);
   const [oh, ow] = two ? os : [1, os[0]];
+  const g = t.g ?? 1;
+  const cg = t.c / g;
+  const og = t.o / g;
   const out: number[] = [];
   for (let bi = 0; bi < t.n; bi++)
     for (let oy = 0; oy < oh; oy++)
@@ -42,7 +47,9 @@ function reference(t: Case, x: number[], w: number[], b: number[] | null, r: num
               const iy = oy * sh - ph + ky * dh;
               const ix = ox * sw - pw + kx * dw;
               if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) continue;
-              for (let ci = 0; ci < t.c; ci++) acc += x[((bi * ih + iy) * iw + ix) * t.c + ci] * w[((oc * kh + ky) * kw + kx) * t.c + ci];
+              const c0 = Math.floor(oc / og) * cg;
+              for (let ci = 0; ci < cg; ci++)
+                acc += x[((bi * ih + iy) * iw + ix) * t.c + c0 + ci] * w[((oc * kh + ky) * kw + kx) * cg + ci];
             }
           const at = out.length;
           const v = acc + (b ? b[oc] : 0) + (r ? r[at] : 0);
@@ -81,7 +88,38 @@ const cases: [string, Case][] = [
   // K 363: the second depth pass starts inside a kernel row and inside a tap (column 256: tap 85, channel 1).
   ['11x11 s3 p2, 3 -> 20, K over one pass', { n: 1, sp: [23, 19], c: 3, o: 20, k: [11, 11], s: [3, 3], pb: [2, 2], pe: [2, 2], d: [1, 1] }],
   ['1-D k1, 2 -> 1, one row', { n: 1, sp: [1], c: 2, o: 1, k: [1], s: [1], pb: [0], pe: [0], d: [1] }],
+  // Grouped: each group's rows from its own channels, its own panels.
+  ['g2 3x3 s2 p1, 8 -> 16', { n: 1, sp: [14, 14], c: 8, o: 16, k: [3, 3], s: [2, 2], pb: [1, 1], pe: [1, 1], d: [1, 1], g: 2 }],
+  [
+    'g3 3x3 dilation 2, 6 -> 120 (two panels a group)',
+    { n: 2, sp: [9, 8], c: 6, o: 120, k: [3, 3], s: [1, 2], pb: [2, 0], pe: [1, 2], d: [2, 2], g: 3 },
+  ],
+  ['g2 3x3, 64 -> 16, K over one pass', { n: 1, sp: [6, 7], c: 64, o: 16, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1], g: 2 }],
+  [
+    'g4 1x1, 16 -> 8, rows in place, batch 3',
+    { n: 3, sp: [7, 9], c: 16, o: 8, k: [1, 1], s: [1, 1], pb: [0, 0], pe: [0, 0], d: [1, 1], g: 4 },
+  ],
+  ['g = c, 1-D k5 s2, 6 -> 6', { n: 2, sp: [40], c: 6, o: 6, k: [5], s: [2], pb: [3], pe: [1], d: [1], g: 6 }],
+  [
+    'g2 5x5 p2, 40 -> 10, 20 channels a group, 130 rows',
+    { n: 1, sp: [10, 13], c: 40, o: 10, k: [5, 5], s: [1, 1], pb: [2, 2], pe: [2, 2], d: [1, 1], g: 2 },
+  ],
 ];
+
+/** w [o, ...k, c / g] -> each group's channels padded to whole panels, then packed. */
+function packGrouped(w: number[], t: Case): mx.Array {
+  const g = t.g ?? 1;
+  const cg = t.c / g;
+  const og = t.o / g;
+  const per = t.k.reduce((a, b) => a * b, 1) * cg;
+  const padded = Math.ceil(og / 32) * 32;
+  const wide = new Array<number>(g * padded * per).fill(0);
+  for (let oc = 0; oc < t.o; oc++) {
+    const at = (Math.floor(oc / og) * padded + (oc % og)) * per;
+    for (let i = 0; i < per; i++) wide[at + i] = w[oc * per + i];
+  }
+  return mx.convPackWeight(mx.array(wide, { shape: [g * padded, ...t.k, cg] }));
+}
 
 describe('convGemm', () => {
   for (const [name, t] of cases)
@@ -94,14 +132,15 @@ describe('convGemm', () => {
         const size = (d: number[]) => d.reduce((a, b) => a * b, 1);
         const os = outSpatial(t);
         const xd = [t.n, ...t.sp, t.c];
-        const wd = [t.o, ...t.k, t.c];
+        const g = t.g ?? 1;
+        const wd = [t.o, ...t.k, t.c / g];
         const yd = [t.n, ...os, t.o];
         const x = inputs(size(xd), -1, 1, 7);
         const w = inputs(size(wd), -0.5, 0.5, 11);
         const b = hasB ? inputs(t.o, -1, 1, 3) : null;
         const r = hasR ? inputs(size(yd), -1, 1, 5) : null;
-        const wp = mx.convPackWeight(mx.array(w, { shape: wd }));
-        expect(wp.shape).toEqual([Math.ceil(t.o / 32), ...t.k, t.c, 32]);
+        const wp = packGrouped(w, t);
+        expect(wp.shape).toEqual([g * Math.ceil(t.o / g / 32), ...t.k, t.c / g, 32]);
         const run = () =>
           mx.convGemm(mx.array(x, { shape: xd }), wp, t.o, b && mx.array(b), r && mx.array(r, { shape: yd }), t.s, t.pb, t.pe, t.d, lo, hi);
         const y = run();
@@ -148,6 +187,12 @@ describe('convGemm', () => {
     expect(() => mx.convGemm(x, wp, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/3 channels, the weight 2/);
     const big = mx.convPackWeight(mx.zeros([5, 5, 5, 3], 'float32'));
     expect(() => mx.convGemm(x, big, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/larger than the padded input/);
-    expect(() => mx.convGemm(x, wp, 40, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/output channels/);
+    const w3 = mx.convPackWeight(mx.zeros([5, 3, 3, 3], 'float32'));
+    expect(() => mx.convGemm(x, w3, 40, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/output channels/);
+    // Groups: 6 channels over a weight of 3 a group are 2 groups; 5 outputs do not split in 2, and
+    // 2 groups of 3 outputs need a panel each.
+    const x6 = mx.zeros([1, 4, 4, 6], 'float32');
+    expect(() => mx.convGemm(x6, w3, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/do not split into 2 groups/);
+    expect(() => mx.convGemm(x6, w3, 6, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/in 2 groups do not fill 1 panels/);
   });
 });

@@ -15,7 +15,7 @@ export const conv: FnSpec[] = [
   op(
     'int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
     'mlxc::cpu::conv_gemm($x, $w_packed, $out_channels, $bias, $residual, $strides, $pads_begin, $pads_end, $dilations, $lo, $hi, $s)',
-    'clamp(conv(x, w) + bias + residual, lo, hi) channels-last (x [N, ...spatial, C], 1 or 2 spatial axes) with the weight from mlxc_conv_pack_weight; the CPU kernel for float32, else mlx_conv_general',
+    'clamp(conv(x, w) + bias + residual, lo, hi) channels-last (x [N, ...spatial, C], 1 or 2 spatial axes) with the weight from mlxc_conv_pack_weight; grouped when the weight holds C / g channels (each group padded to whole panels before packing); the CPU kernel for float32, else mlx_conv_general',
   ),
   op(
     'int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)',

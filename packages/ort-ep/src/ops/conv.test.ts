@@ -177,3 +177,150 @@ describe('ConvInteger and QLinearConv', () => {
     );
   });
 });
+
+// Grouped convolutions on the native channels-last product (conv_gemm with each group's own weight
+// panels): constant weights through the layout pass (ConvChannelsLast, fused bias, residual and
+// clamp), compiled and eager, and weights fed at run time (the op's own path), all against
+// onnxruntime-node.
+describe('grouped Conv, native channels-last', () => {
+  interface Case {
+    name: string;
+    x: number[];
+    w: number[];
+    attrs: Record<string, AttrSpec>;
+    bias?: boolean;
+    relu?: boolean;
+    residual?: boolean;
+    /** A dense 3x3 conv first, so that the grouped one reads channels-last data. */
+    chain?: boolean;
+  }
+  const cases: Case[] = [
+    {
+      name: 'g2 3x3 stride 2 pads 1, bias, Relu (small-cnn)',
+      x: [1, 8, 14, 14],
+      w: [16, 4, 3, 3],
+      attrs: { group: 2, strides: [2, 2], pads: [1, 1, 1, 1] },
+      bias: true,
+      relu: true,
+    },
+    {
+      name: 'g4, asymmetric pads, dilation 2',
+      x: [1, 8, 9, 10],
+      w: [8, 2, 3, 3],
+      attrs: { group: 4, pads: [0, 1, 2, 1], dilations: [2, 2] },
+    },
+    {
+      name: 'g3 with two panels per group (40 channels each), stride [2, 1]',
+      x: [1, 6, 9, 9],
+      w: [120, 2, 3, 3],
+      attrs: { group: 3, strides: [2, 1], pads: [1, 1, 1, 1] },
+      bias: true,
+      relu: true,
+    },
+    {
+      name: 'g2 of 20 channels each, dilation [1, 2]',
+      x: [1, 40, 6, 7],
+      w: [8, 20, 3, 3],
+      attrs: { group: 2, pads: [1, 2, 1, 2], dilations: [1, 2] },
+      bias: true,
+    },
+    { name: 'g2 with K past one depth block (32 x 3 x 3)', x: [1, 64, 6, 6], w: [16, 32, 3, 3], attrs: { group: 2, pads: [1, 1, 1, 1] } },
+    {
+      name: 'g2, batch 3, more rows than one block',
+      x: [3, 4, 12, 12],
+      w: [6, 2, 3, 3],
+      attrs: { group: 2, pads: [1, 1, 1, 1] },
+      bias: true,
+      relu: true,
+    },
+    { name: 'grouped 1x1 (g4)', x: [2, 8, 5, 5], w: [12, 2, 1, 1], attrs: { group: 4 }, bias: true },
+    {
+      name: 'g = channels, 1-D, stride 2, asymmetric pads',
+      x: [2, 6, 11],
+      w: [6, 1, 3],
+      attrs: { group: 6, strides: [2], pads: [2, 0] },
+      bias: true,
+    },
+    {
+      name: 'g2, 1-D, dilation 3, stride 2',
+      x: [1, 4, 17],
+      w: [6, 2, 3],
+      attrs: { group: 2, strides: [2], dilations: [3], pads: [1, 2] },
+      relu: true,
+    },
+    {
+      name: '2-D depthwise (the native depthwise kernel), Relu',
+      x: [1, 6, 8, 8],
+      w: [6, 1, 3, 3],
+      attrs: { group: 6, pads: [1, 1, 1, 1] },
+      bias: true,
+      relu: true,
+    },
+    {
+      name: 'g2 with a residual and Relu',
+      x: [1, 4, 6, 6],
+      w: [4, 2, 3, 3],
+      attrs: { group: 2, pads: [1, 1, 1, 1] },
+      bias: true,
+      residual: true,
+      relu: true,
+    },
+    {
+      name: 'g2 after a dense conv (channels-last input), SAME_UPPER stride 2',
+      x: [1, 3, 10, 9],
+      w: [8, 2, 3, 3],
+      attrs: { group: 2, strides: [2, 2], auto_pad: 'SAME_UPPER' },
+      bias: true,
+      relu: true,
+      chain: true,
+    },
+  ];
+  const build = (t: Case, constant: boolean) => {
+    const c = t.chain ? 4 : t.x[1];
+    const wv = seeded(size(t.w), 3).map((x) => x * 0.5);
+    const inits = [
+      ...(constant ? [{ name: 'w', type: 'float32' as const, dims: t.w, values: wv }] : []),
+      ...(t.bias ? [{ name: 'b', type: 'float32' as const, dims: [t.w[0]], values: seeded(t.w[0], 4) }] : []),
+      ...(t.chain ? [{ name: 'w0', type: 'float32' as const, dims: [c, t.x[1], 3, 3], values: seeded(c * t.x[1] * 9, 5) }] : []),
+    ];
+    const nodes = [];
+    if (t.chain) nodes.push(node('Conv', ['x', 'w0'], ['x1'], { attrs: { pads: [1, 1, 1, 1] } }));
+    nodes.push(node('Conv', [t.chain ? 'x1' : 'x', 'w', ...(t.bias ? ['b'] : [])], ['c'], { attrs: t.attrs }));
+    let out = 'c';
+    if (t.residual) {
+      nodes.push(node('Add', [out, 'r'], ['a']));
+      out = 'a';
+    }
+    if (t.relu) {
+      nodes.push(node('Relu', [out], ['y']));
+      out = 'y';
+    } else nodes.push(node('Identity', [out], ['y']));
+    const bytes = model({
+      opsets: { '': 17 },
+      inputs: [v('x', 'float32', t.x), ...(constant ? [] : [v('w', 'float32', t.w)]), ...(t.residual ? [v('r', 'float32')] : [])],
+      outputs: [v('y', 'float32')],
+      initializers: inits,
+      nodes,
+    });
+    const feeds: Feeds = { x: new ort.Tensor('float32', Float32Array.from(seeded(size(t.x), 1)), t.x) };
+    if (!constant) feeds.w = new ort.Tensor('float32', Float32Array.from(wv), t.w);
+    return { bytes, feeds };
+  };
+  const tol = { rtol: 1e-4, atol: 1e-5 };
+  for (const t of cases) {
+    it(t.name, async () => {
+      for (const constant of [true, false]) {
+        const { bytes, feeds } = build(t, constant);
+        if (t.residual) {
+          // The residual has the conv's output shape: ask onnxruntime for it first.
+          const { bytes: b0, feeds: f0 } = build({ ...t, residual: false, relu: false }, constant);
+          const shape = [...(await runOn('cpu', b0, f0)).y.dims];
+          feeds.r = new ort.Tensor('float32', Float32Array.from(seeded(size(shape), 6)), shape);
+        }
+        const want = await runOn('cpu', bytes, feeds);
+        for (const compiled of [true, false]) expectSameOutputs(await runMlxWith(bytes, feeds, { compiled }), want, tol);
+        expectSameOutputs(await runMlxWith(bytes, feeds, { compiled: false, graphRewrites: false }), want, tol);
+      }
+    });
+  }
+});

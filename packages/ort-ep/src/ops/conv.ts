@@ -104,7 +104,31 @@ export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channels
     const y = mx.depthwiseConv2d(x, w, bias ?? null, sh, sw, win.padsBegin[0], win.padsBegin[1], win.padsEnd[0], win.padsEnd[1], dh, dw);
     return { y, channelsLast: false };
   }
+  // Any other grouped float32 conv of 1 or 2 spatial axes: the native channels-last product with
+  // each group's own weight panels (MLX's grouped conv on the CPU is a scalar loop).
+  if (fast && group > 1 && w.shape[0] > 0 && win.kernel.length <= 2 && x.shape[1] === group * w.shape[1] && w.shape[0] % group === 0)
+    return { y: groupedGemm(toChannelsLast(x), w, win, group), channelsLast: true };
   return { y: convLast(toChannelsLast(x), w, win, group), channelsLast: true };
+}
+
+/** Panels per group of the native channels-last convolution (@mlx/sys's conv_gemm). */
+const PANEL = 32;
+
+/**
+ * Channels-last grouped conv of xl [N, ...sp, C] by ONNX weight w [O, C/g, ...k] through
+ * mx.convGemm: the weight padded per group to whole panels ([g * ceil(O/g / 32) * 32, ...k, C/g],
+ * zeros past each group's O/g channels) and packed, then one product; bias not applied.
+ */
+function groupedGemm(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.Array {
+  const [o, cg, ...k] = w.shape;
+  const og = o / group;
+  const padded = Math.ceil(og / PANEL) * PANEL;
+  let wl = toChannelsLast(w); // [O, ...k, C/g]
+  if (padded !== og) {
+    const grouped = mx.reshape(wl, [group, og, ...k, cg]);
+    wl = mx.reshape(mx.pad(grouped, [1], [0], [padded - og], mx.array(0, { dtype: 'float32' }), 'constant'), [group * padded, ...k, cg]);
+  }
+  return mx.convGemm(xl, mx.convPackWeight(wl), o, null, null, win.strides, win.padsBegin, win.padsEnd, win.dilations, -Infinity, Infinity);
 }
 
 function conv(ctx: OpContext<ConvParams>): mx.Array {

@@ -150,7 +150,7 @@ describe('channels-last layout pass', () => {
     await expectLayout(bytes, { x: t(X, 13) });
   });
 
-  it('values read by other ops or given as graph outputs go back to ONNX layout; grouped convs are left alone', async () => {
+  it('values read by other ops or given as graph outputs go back to ONNX layout', async () => {
     const X = [1, 4, 9, 11];
     const nodes: NodeSpec[] = [
       conv(['x', 'W0'], 'a', 3),
@@ -172,9 +172,41 @@ describe('channels-last layout pass', () => {
       ],
       opsets: { '': 17 },
     });
-    expect(prepareModel(bytes).rewrites).toMatchObject({ 'channels-last': 3 });
-    // a is a graph output, b is read by a Transpose and a grouped conv: nothing stays channels-last.
-    expect(flags(bytes)).toEqual(['000', '000', '000']);
+    expect(prepareModel(bytes).rewrites).toMatchObject({ 'channels-last': 4 });
+    // a is a graph output, b is read by a Transpose: nothing stays channels-last.
+    expect(flags(bytes)).toEqual(['000', '000', '000', '000']);
+    await expectLayout(bytes, { x: t(X, 6) });
+  });
+
+  it("grouped convs join the pass with their groups' own panels; 2-D depthwise ones keep the depthwise kernel", async () => {
+    const X = [1, 3, 12, 10];
+    const nodes: NodeSpec[] = [
+      conv(['x', 'W0', 'B0'], 'a', 3, { pads: [1, 1, 1, 1] }),
+      node('Relu', ['a'], ['ar']),
+      node('MaxPool', ['ar'], ['p'], { attrs: { kernel_shape: [2, 2], strides: [2, 2] } }),
+      conv(['p', 'Wg', 'Bg'], 'g', 3, { group: { i: 2 }, strides: [2, 2], pads: [1, 0, 1, 2] }),
+      node('Relu', ['g'], ['gr']),
+      conv(['gr', 'Wd'], 'y', 3, { group: { i: 6 }, pads: [1, 1, 1, 1] }),
+    ];
+    const bytes = model({
+      inputs: [v('x', 'float32', X)],
+      outputs: [v('y', 'float32')],
+      nodes,
+      initializers: [
+        init('W0', [8, 3, 3, 3], 1),
+        init('B0', [8], 2),
+        init('Wg', [6, 4, 3, 3], 3),
+        init('Bg', [6], 4),
+        init('Wd', [6, 1, 3, 3], 5),
+      ],
+      opsets: { '': 17 },
+    });
+    // The stem and the grouped conv, the pool between them channels-last; the depthwise conv reads ONNX layout.
+    expect(flags(bytes)).toEqual(['001', '100']);
+    expect(poolFlags(bytes)).toEqual(['1']);
+    expect(opTypes(bytes)).toEqual(['ConvChannelsLast', 'MaxPoolChannelsLast', 'ConvChannelsLast', 'Conv']);
+    const g = prepareModel(bytes).model.graph;
+    expect(g.initializers.get('Wg/panels')?.dims).toEqual([2, 3, 3, 4, 32]);
     await expectLayout(bytes, { x: t(X, 6) });
   });
 

@@ -59,7 +59,7 @@ interface ConvChannelsLastParams extends ConvEpilogueParams {
 /**
  * The channels-last convolution of the layout pass (plan/rewrite/channels-last.ts): x [N, C, ...]
  * or, with x_last, [N, ..., C]; the weight prepacked in panels, [ceil(O / 32), ...k, C, 32] with
- * out_channels O; bias, residual (NCHW, or channels-last with residual_last) and clamp as the
+ * out_channels O (grouped: [g * ceil(O / g / 32), ...k, C / g, 32], each group's panels in turn); bias, residual (NCHW, or channels-last with residual_last) and clamp as the
  * fused Conv's; the result channels-last with y_last, else in ONNX's layout. One native product
  * on the CPU (im2col rows packed per block, the epilogue in its store: mx.convGemm); MLX's
  * conv_general on the unpacked weight elsewhere.
@@ -74,7 +74,9 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   const rank = xl.ndim;
   if (w.ndim !== rank + 1) throw new RangeError(`${ctx.where}: input of rank ${rank} for a packed weight of rank ${w.ndim}`);
   const c = xl.shape[rank - 1];
-  if (w.shape[rank - 1] !== c) throw new RangeError(`${ctx.where}: input has ${c} channels, the weight ${w.shape[rank - 1]}`);
+  const g = p.group;
+  if (w.shape[rank - 1] * g !== c)
+    throw new RangeError(`${ctx.where}: input has ${c} channels, the weight ${w.shape[rank - 1]} per group of ${g}`);
   const kernel = w.shape.slice(1, -2);
   const win = windowOf(p, xl.shape.slice(1, -1), kernel);
   const conv = (r: mx.Array | null, lo: number, hi: number) =>

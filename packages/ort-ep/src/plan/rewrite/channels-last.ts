@@ -1,8 +1,10 @@
 // The layout pass: MLX convolves channels-last ([N, ...spatial, C], weight [O, ...kernel, C]) and
 // ONNX is channels-first, so a Conv as written moves its input, its weight and its result between
-// the two on every run. This pass turns every Conv (and fused conv epilogue) with group 1 and a
-// constant float32 weight into mlx.fused::ConvChannelsLast, whose weight is packed once, here,
-// into panels of 32 output channels, [ceil(O / 32), ...kernel, C, 32] (a new initializer; the
+// the two on every run. This pass turns every Conv (and fused conv epilogue) with a constant
+// float32 weight, but 2-D depthwise ones (the native channels-first depthwise kernel's), into
+// mlx.fused::ConvChannelsLast, whose weight is packed once, here, into panels of 32 output
+// channels, [ceil(O / 32), ...kernel, C, 32] (grouped: each group's own panels, in turn, over its
+// C / g channels; a grouped 1x1 counts as spatial below) (a new initializer; the
 // layout @mlx/sys's native channels-last convolution multiplies by), and whose input, residual and
 // result stay channels-last between such convolutions: a value is kept channels-last when every
 // node reading it is one of them (as the data or the residual) and it is not a graph output;
@@ -31,17 +33,22 @@ function isConv(n: NodeIR): boolean {
 export const PANEL = 32;
 
 /**
- * [O, C, ...k] -> [ceil(O / PANEL), ...k, C, PANEL] (zeros past O), once: the layout the native
- * convolution multiplies by (PANEL output channels side by side for each input tap and channel).
+ * [O, C / g, ...k] -> [g * ceil(O / g / PANEL), ...k, C / g, PANEL] (each group's panels in turn,
+ * zeros past its O / g channels), once: the layout the native convolution multiplies by (PANEL
+ * output channels side by side for each input tap and channel of their group).
  */
-function toPanels(w: HostTensor): HostTensor {
+function toPanels(w: HostTensor, group: number): HostTensor {
   const src = w.data as Float32Array;
   const [o, c, ...k] = w.dims;
   const s = k.reduce((a, b) => a * b, 1);
-  const panels = Math.ceil(o / PANEL);
+  const og = o / group;
+  const per = Math.ceil(og / PANEL);
+  const panels = group * per;
   const dst = new Float32Array(panels * s * c * PANEL);
   for (let oi = 0; oi < o; oi++) {
-    const base = Math.floor(oi / PANEL) * s * c * PANEL + (oi % PANEL);
+    const gi = Math.floor(oi / og);
+    const oj = oi - gi * og;
+    const base = (gi * per + Math.floor(oj / PANEL)) * s * c * PANEL + (oj % PANEL);
     const from = oi * c * s;
     for (let ci = 0; ci < c; ci++) for (let si = 0; si < s; si++) dst[base + (si * c + ci) * PANEL] = src[from + ci * s + si];
   }
@@ -73,16 +80,25 @@ function isPointwise(n: NodeIR, w: HostTensor): boolean {
   return w.dims.slice(2).every((d) => d === 1) && ints('strides').every((s) => s === 1) && ints('pads').every((q) => q === 0);
 }
 
+/** The group attribute (default 1), or undefined when it is not a positive integer. */
+function groupOf(n: NodeIR): number | undefined {
+  const a = n.attributes.get('group');
+  if (!a) return 1;
+  return a.type === 'int' && Number.isInteger(a.value) && a.value > 0 ? a.value : undefined;
+}
+
 export function channelsLastRewrite(view: GraphView): void {
   const graph = view.graph;
   const convs = graph.nodes.filter((n) => {
     if (view.isRemoved(n) || !isConv(n) || n.outputs.length !== 1 || !n.outputs[0]) return false;
-    const group = n.attributes.get('group');
-    if (group && !(group.type === 'int' && group.value === 1)) return false;
     // A node with attributes its op refuses stays as written, for the op's own error.
     if (!validWindow(n)) return false;
     const w = view.constant(n.inputs[1]);
-    return !!w && w.dtype === OnnxDataType.FLOAT && w.data instanceof Float32Array && w.dims.length >= 3 && w.data.length > 0;
+    if (!w || w.dtype !== OnnxDataType.FLOAT || !(w.data instanceof Float32Array) || w.dims.length < 3 || w.data.length === 0) return false;
+    const g = groupOf(n);
+    // Grouped: each group's own panels. A 2-D depthwise conv (one input channel per group) keeps
+    // the channels-first native depthwise kernel (a panel would hold one used channel of 32).
+    return g !== undefined && w.dims[0] % g === 0 && (g === 1 || !(w.dims[1] === 1 && w.dims.length === 4));
   });
   // MaxPools (no Indices output) of a conv's result run channels-last too, between convs.
   const convSet = new Set(convs);
@@ -145,13 +161,14 @@ export function channelsLastRewrite(view: GraphView): void {
     for (const r of view.readersOf(out)) group.set(root(r), from);
   }
   const spatial = new Set<NodeIR>();
-  for (const n of set) if (!isPool(n) && !isPointwise(n, view.constant(n.inputs[1])!)) spatial.add(root(n));
+  for (const n of set) if (!isPool(n) && (groupOf(n) !== 1 || !isPointwise(n, view.constant(n.inputs[1])!))) spatial.add(root(n));
   for (const n of [...set]) if (!spatial.has(root(n))) set.delete(n);
   settle();
   while (dropPools()) settle();
   if (set.size === 0) return;
   const rename = (name: string) => (last.has(name) ? `${name}/nhwc` : name);
   const packed = new Map<string, string>();
+  const weights = new Set<string>();
   for (const n of set) {
     if (isAverage(n)) {
       view.replace([n], fusedNode(view, 'GlobalAveragePoolChannelsLast', n, [rename(n.inputs[0])], [n.outputs[0]], {}));
@@ -164,15 +181,17 @@ export function channelsLastRewrite(view: GraphView): void {
       continue;
     }
     const wName = n.inputs[1];
-    let p = packed.get(wName);
+    const key = `${wName}\0${groupOf(n)}`;
+    let p = packed.get(key);
     if (!p) {
       p = `${wName}/panels`;
       while (graph.initializers.has(p) || view.producer.has(p)) p += '_';
-      graph.initializers.set(p, toPanels(view.constant(wName)!));
-      packed.set(wName, p);
+      graph.initializers.set(p, toPanels(view.constant(wName)!, groupOf(n)!));
+      packed.set(key, p);
+      weights.add(wName);
     }
     const attrs: Record<string, AttrValue> = Object.fromEntries(n.attributes);
-    attrs.group = intAttr(1);
+    attrs.group = intAttr(groupOf(n)!);
     attrs.out_channels = intAttr(view.constant(wName)!.dims[0]);
     attrs.x_last = intAttr(last.has(n.inputs[0]) ? 1 : 0);
     attrs.residual_last = intAttr(n.inputs[RESIDUAL] && last.has(n.inputs[RESIDUAL]) ? 1 : 0);
@@ -183,5 +202,5 @@ export function channelsLastRewrite(view: GraphView): void {
   for (const name of last) graph.valueInfo.delete(name);
   // The ONNX-layout weights nothing else reads are dropped (constants: no feed overrides them).
   const convsKept = [...set].filter((n) => !isPool(n));
-  for (const w of packed.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, convsKept)) graph.initializers.delete(w);
+  for (const w of weights) if (graph.initializers.has(w) && view.readOnlyBy(w, convsKept)) graph.initializers.delete(w);
 }
