@@ -128,3 +128,21 @@ describe('float edge values match onnxruntime', () => {
           );
         });
 });
+
+describe('LogSoftmax next to the float32 limit', () => {
+  // Two equal maxima of 3.4e38 along the axis: log(1/2), not 0.
+  const x = [3.4e38, 1, -2, 3.4e38, 0.5, -3.4e38, 1, 2, 3];
+  for (const axis of [0, 1])
+    it(`axis ${axis}`, async () => {
+      const bytes = model({
+        opsets: { '': 21 },
+        inputs: [v('x', 'float32', [3, 3])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('LogSoftmax', ['x'], ['y'], { attrs: { axis } })],
+      });
+      const feeds = { x: feed('float32', axis === 0 ? x : [3.4e38, 3.4e38, 1, 1, -2, 0.5, -3.4e38, 2, 3], [3, 3]) };
+      const want = (await runOn('cpu', bytes, feeds)).y.data as Float32Array;
+      const have = (await runOn('mlx', bytes, feeds)).y.data as Float32Array;
+      for (let i = 0; i < 9; i++) expect(have[i]).toBeCloseTo(want[i], 5);
+    });
+});
