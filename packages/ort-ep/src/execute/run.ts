@@ -6,7 +6,7 @@ import * as mx from '@mlx/core';
 import { dataTypeName, type GraphIR } from '../onnx/index.js';
 import { neededNodes, type GraphPlan, type PlannedNode } from '../plan/plan.js';
 import type { FallbackPartition } from '../plan/partition.js';
-import type { OpEntry, OpResult } from '../registry/types.js';
+import type { CheckContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import type { CpuBackend } from '../runtime/onnxruntime.js';
 import type { Value } from '../runtime/value.js';
@@ -253,7 +253,19 @@ function refusalAtRunTime(entry: OpEntry, ctx: NodeContext, e: unknown): string 
   for (let c = e; c instanceof Error; c = c.cause)
     if (c instanceof UnholdableTypeError) reason = `${dataTypeName(c.elemType)} tensors cannot go to MLX`;
   try {
-    reason ??= entry.check?.(ctx);
+    if (!reason && entry.check?.(ctx)) {
+      // Only a refusal the types cause: one the check makes knowing no type at all (a missing
+      // optional package, an attribute) is the node's own error.
+      const blind: CheckContext = {
+        node: ctx.node,
+        opset: ctx.opset,
+        attrs: ctx.attrs,
+        params: ctx.params,
+        constantInput: () => undefined,
+        inputType: () => undefined,
+      };
+      if (!entry.check(blind)) reason = entry.check(ctx);
+    }
   } catch {
     // the check itself fails on these inputs: the node's own error stands
   }
