@@ -70,6 +70,34 @@ export class NodeExecutionError extends OrtMlxError {
   }
 }
 
+/**
+ * A node that MLX claimed at create(), when its input element types were not known yet, whose
+ * check refuses the types it meets at run time (a string from an If branch, a type a Loop or a
+ * Cast of an untyped value reveals). The session re-plans the node onto the fallback and runs
+ * again; without a fallback it is the NodeExecutionError the caller sees.
+ */
+export class RuntimeTypeRefusal extends NodeExecutionError {
+  constructor(
+    model: string,
+    nodeName: string,
+    opType: string,
+    /** The refused node (its NodeIR), in whichever graph or subgraph it sits. */
+    readonly target: object,
+    /** Why MLX does not take it, with the element types it was fed. */
+    readonly reason: string,
+    cause: unknown,
+  ) {
+    super(model, nodeName, opType, new Error(`${reason} (the element types became known only at run time)`, { cause }));
+  }
+}
+
+/** A host tensor of an element type MLX has no dtype for (strings), asked to go to MLX. */
+export class UnholdableTypeError extends OrtMlxError {
+  constructor(readonly elemType: number) {
+    super(`element type ${elemType} cannot be held by MLX`);
+  }
+}
+
 /** A feed does not match the model's inputs. */
 export class InvalidFeedError extends OrtMlxError {}
 

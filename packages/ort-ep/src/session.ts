@@ -15,18 +15,26 @@ import {
   type ValueInfoIR,
 } from './onnx/index.js';
 import type { OpRegistry } from './registry/registry.js';
-import { resolveCpuBackend, type CpuBackendName } from './runtime/onnxruntime.js';
+import { resolveCpuBackend, type CpuBackend, type CpuBackendName } from './runtime/onnxruntime.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, shapeOf, type Value } from './runtime/value.js';
 import { checkDestination, downloadInto, downloadPinned } from './runtime/convert.js';
-import { prepareModel } from './plan/prepare.js';
+import { planModel, prepareModel } from './plan/prepare.js';
 import type { RewriteSelection } from './plan/rewrite/index.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { GraphProgram } from './execute/run.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
 import type { RunState } from './execute/env.js';
-import { InvalidFeedError, OnnxLoadError, OrtMlxError, UnsupportedOperatorError, messageOf, type UnsupportedNode } from './errors.js';
+import {
+  InvalidFeedError,
+  OnnxLoadError,
+  OrtMlxError,
+  RuntimeTypeRefusal,
+  UnsupportedOperatorError,
+  messageOf,
+  type UnsupportedNode,
+} from './errors.js';
 
 export interface MlxSessionOptions {
   /** Where MLX runs the model: 'gpu' (Metal or CUDA, where available) or 'cpu'. Default: MLX's default device. */
@@ -172,7 +180,12 @@ export class MlxSession {
   readonly inputMetadata: TensorMetadata[];
   readonly outputMetadata: TensorMetadata[];
   private released = false;
-  private readonly runner: ModelRunner;
+  private runner: ModelRunner;
+  /**
+   * Nodes re-planned onto the fallback after their check refused the element types they met at
+   * run time (RuntimeTypeRefusal), for every later run of the session.
+   */
+  private readonly forced = new Map<object, string>();
   /** Runs of this session, one at a time, in the order they were asked for. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -183,14 +196,16 @@ export class MlxSession {
 
   private constructor(
     readonly model: ModelIR,
-    private readonly program: GraphProgram,
-    private readonly constants: ConstantStore,
+    private program: GraphProgram,
+    private constants: ConstantStore,
     readonly options: MlxSessionOptions,
     readonly name: string,
     /** The session's own streams: any thread may evaluate them, so runs evaluate off the JS thread. */
     private readonly streams: RunStreams,
     /** The nodes MLX does not take (they run in fallback partitions). */
-    private readonly unsupported: UnsupportedNode[] = [],
+    private unsupported: UnsupportedNode[] = [],
+    /** The CPU backend of the fallback partitions, when one resolves (and fallback is not 'none'). */
+    private readonly cpu?: CpuBackend,
   ) {
     const memory = options.outputMemory ?? 'auto';
     if (memory !== 'auto' && memory !== 'pooled' && memory !== 'fresh')
@@ -206,16 +221,57 @@ export class MlxSession {
     this.inputMetadata = user.map(metadataOf);
     this.outputNames = g.outputs.map((o) => o.name);
     this.outputMetadata = g.outputs.map(metadataOf);
+    this.runner = this.newRunner();
+  }
+
+  private newRunner(): ModelRunner {
+    const options = this.options;
     const budget = mx.memory.limit();
-    this.runner = new ModelRunner(program, constants, {
+    return new ModelRunner(this.program, this.constants, {
       compiled: options.compiled ?? true,
       maxSignatures: options.maxSignatures ?? 16,
-      device: streams.main.device.type,
+      device: this.streams.main.device.type,
       limits: {
         maxTensorBytes: limitOption(options.maxTensorBytes, 'maxTensorBytes') ?? Math.floor(budget / 2),
         maxSessionBytes: limitOption(options.maxSessionBytes, 'maxSessionBytes') ?? budget,
       },
     });
+  }
+
+  /**
+   * After a RuntimeTypeRefusal: plans the model again with the refused node on the fallback (its
+   * enclosing If/Loop/Scan with it), swaps the new program in, and says whether the run may be
+   * tried again (not without a CPU backend, nor for a node already re-planned). The weights MLX
+   * holds are read back to the host for the new plan and uploaded again, once per re-plan.
+   */
+  private replan(e: RuntimeTypeRefusal): boolean {
+    if (!this.cpu || this.forced.has(e.target)) return false;
+    this.forced.set(e.target, e.reason);
+    const old = { program: this.program, constants: this.constants, runner: this.runner };
+    within(this.streams, () => restoreInitializers(old.program));
+    const { plan, unsupported } = planModel(this.model, {
+      registry: this.options.registry,
+      modelName: this.name,
+      disabledOps: this.options.disabledOps,
+      partition: true,
+      forced: this.forced,
+    });
+    const program = new GraphProgram(plan, this.cpu);
+    const constants = new ConstantStore(this.streams.main.device.type === 'gpu');
+    registerConstants(program, constants);
+    within(this.streams, () => {
+      foldConstants(program, constants);
+      makeConstantsResident(program, constants);
+    });
+    old.runner.release();
+    releaseDeviceConstants(old.program);
+    old.constants.release();
+    old.program.releaseFallbacks();
+    this.program = program;
+    this.constants = constants;
+    this.unsupported = unsupported;
+    this.runner = this.newRunner();
+    return true;
   }
 
   static async create(source: string | Uint8Array | ArrayBuffer, options: MlxSessionOptions = {}): Promise<MlxSession> {
@@ -315,7 +371,7 @@ export class MlxSession {
       foldConstants(program, constants);
       makeConstantsResident(program, constants);
     });
-    return new MlxSession(model, program, constants, options, name, streams, unsupported);
+    return new MlxSession(model, program, constants, options, name, streams, unsupported, cpu);
   }
 
   /** Hits, misses and evictions of the compiled path's signature cache. */
@@ -443,6 +499,20 @@ export class MlxSession {
     fetches: string[] = this.outputNames,
     options: MlxRunOptions = {},
   ): Record<string, HostTensor | Value> {
+    for (;;) {
+      try {
+        return this.runSyncOnce(feeds, fetches, options);
+      } catch (e) {
+        if (!(e instanceof RuntimeTypeRefusal) || options.donate?.length || !this.replan(e)) throw e;
+      }
+    }
+  }
+
+  private runSyncOnce(
+    feeds: Record<string, HostTensor | Value>,
+    fetches: string[],
+    options: MlxRunOptions,
+  ): Record<string, HostTensor | Value> {
     this.checkRun(feeds, fetches);
     const run = this.newRun(options);
     try {
@@ -468,6 +538,27 @@ export class MlxSession {
     options: MlxRunOptions = {},
   ): Promise<Record<string, HostTensor | Value>> {
     const result = this.queue.then(async () => {
+      // A node whose check refuses the element types it meets (RuntimeTypeRefusal) moves to the
+      // fallback, and the run starts again on the new plan (not when it donated feeds: they are gone).
+      for (;;) {
+        try {
+          return await this.runOnce(feeds, fetches, options);
+        } catch (e) {
+          if (!(e instanceof RuntimeTypeRefusal) || options.donate?.length || !this.replan(e)) throw e;
+          await this.openFallbacks();
+        }
+      }
+    });
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
+  private async runOnce(
+    feeds: Record<string, HostTensor | Value>,
+    fetches: string[],
+    options: MlxRunOptions,
+  ): Promise<Record<string, HostTensor | Value>> {
+    {
       this.checkRun(feeds, fetches);
       const run = this.newRun(options);
       run.deferSyncs = true;
@@ -495,9 +586,7 @@ export class MlxSession {
       } finally {
         mx.dispose([...run.arrays]);
       }
-    });
-    this.queue = result.catch(() => undefined);
-    return result;
+    }
   }
 
   /** The device the session runs on. */
@@ -690,4 +779,18 @@ function deviceArrays(values: readonly Value[]): mx.Array[] {
 function releaseDeviceConstants(program: GraphProgram): void {
   for (const v of program.plan.constants.values()) if (v.kind === 'device') v.array.dispose();
   for (const sub of program.subprograms.values()) releaseDeviceConstants(sub);
+}
+
+/**
+ * Puts back into each graph the initializers makeConstantsResident dropped (a host copy of what
+ * MLX holds), so that the graph can be planned again.
+ */
+function restoreInitializers(program: GraphProgram): void {
+  const plan = program.plan;
+  for (const name of plan.residentInitializers ?? []) {
+    const v = plan.constants.get(name);
+    if (v?.kind === 'device' && !plan.graph.initializers.has(name)) plan.graph.initializers.set(name, asHost(v, `initializer '${name}'`));
+  }
+  plan.residentInitializers = undefined;
+  for (const sub of program.subprograms.values()) restoreInitializers(sub);
 }

@@ -68,7 +68,7 @@ export function makeConstantsResident(program: GraphProgram, store: ConstantStor
     if (bytes < RESIDENT_BYTES) continue;
     const array = store.makeResident(v.tensor);
     plan.constants.set(name, { kind: 'device', array, onnxType: v.tensor.dtype });
-    plan.graph.initializers.delete(name);
+    if (plan.graph.initializers.delete(name)) (plan.residentInitializers ??= new Set()).add(name);
     moved += bytes;
   }
   for (const sub of program.subprograms.values()) moved += makeConstantsResident(sub, store);

@@ -3,14 +3,14 @@
 // Reshape/Expand/Slice see static arguments.
 import { appendKv, kvAppendNodes } from './kv-append.js';
 import * as mx from '@mlx/core';
-import type { GraphIR } from '../onnx/index.js';
+import { dataTypeName, type GraphIR } from '../onnx/index.js';
 import { neededNodes, type GraphPlan, type PlannedNode } from '../plan/plan.js';
 import type { FallbackPartition } from '../plan/partition.js';
-import type { OpResult } from '../registry/types.js';
+import type { CheckContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import type { CpuBackend } from '../runtime/onnxruntime.js';
 import type { Value } from '../runtime/value.js';
-import { NodeExecutionError, OrtMlxError, ResourceLimitError } from '../errors.js';
+import { NodeExecutionError, OrtMlxError, ResourceLimitError, RuntimeTypeRefusal, UnholdableTypeError } from '../errors.js';
 import { NeedsEval, NodeContext } from './context.js';
 import { Env } from './env.js';
 import { FallbackRunner } from './fallback.js';
@@ -107,7 +107,9 @@ export class GraphProgram {
       }
     } catch (e) {
       analysis?.abort();
-      if (e instanceof NeedsEval || e instanceof ResourceLimitError) throw e;
+      if (e instanceof NeedsEval || e instanceof ResourceLimitError || e instanceof RuntimeTypeRefusal) throw e;
+      const refused = refusalAtRunTime(entry, ctx, e);
+      if (refused) throw new RuntimeTypeRefusal(this.plan.modelName, pn.node.name, pn.node.opType, pn.node, refused, e);
       throw new NodeExecutionError(this.plan.modelName, pn.node.name, pn.node.opType, e);
     }
     const values = storeOutputs(pn, env, results);
@@ -247,4 +249,42 @@ function storeOutputs(pn: PlannedNode, env: Env, results: OpResult[]): Value[] {
     values.push(v);
   }
   return values;
+}
+
+/**
+ * Why MLX refuses a node that failed, judged by its check on the element types it was fed (the
+ * plan may not have known them): undefined when the check takes them (the failure is the node's own).
+ */
+function refusalAtRunTime(entry: OpEntry, ctx: NodeContext, e: unknown): string | undefined {
+  let reason: string | undefined;
+  // An input MLX cannot hold (a string tensor where the kernel uploads it).
+  for (let c = e; c instanceof Error; c = c.cause)
+    if (c instanceof UnholdableTypeError) reason = `${dataTypeName(c.elemType)} tensors cannot go to MLX`;
+  try {
+    if (!reason && entry.check?.(ctx)) {
+      // Only a refusal the types cause: one the check makes knowing no type at all (a missing
+      // optional package, an attribute) is the node's own error.
+      const blind: CheckContext = {
+        node: ctx.node,
+        opset: ctx.opset,
+        attrs: ctx.attrs,
+        params: ctx.params,
+        constantInput: () => undefined,
+        inputType: () => undefined,
+      };
+      if (!entry.check(blind)) reason = entry.check(ctx);
+    }
+  } catch {
+    // the check itself fails on these inputs: the node's own error stands
+  }
+  if (!reason) return undefined;
+  const types = ctx.node.inputs.map((name, i) => {
+    if (!name) return '-';
+    try {
+      return dataTypeName(ctx.elemType(i));
+    } catch {
+      return '?';
+    }
+  });
+  return `${reason} (inputs: ${types.join(', ')})`;
 }

@@ -104,7 +104,10 @@ const softmax: AxisOp = (x, axis) =>
 function logSoftmax(x: mx.Array, axis: number): mx.Array {
   if (axis === x.ndim - 1 && x.dtype === 'float32') return mx.fusedSoftmax(x, true);
   const xs = lowPrecision(x) ? mx.astype(x, 'float32') : x;
-  return mx.subtract(xs, mx.logsumexp(xs, axis, { keepdims: true }));
+  // (x - max) - log(sum(exp(x - max))), in onnxruntime's order: x - logsumexp(x) loses the log
+  // term next to a max near the type's limit (two maxima of 3e38 give 0, not -log 2).
+  const d = mx.subtract(xs, mx.max(xs, axis, { keepdims: true }));
+  return mx.subtract(d, mx.log(mx.sum(mx.exp(d), axis, { keepdims: true })));
 }
 
 /** One-hot of the first maximum along `axis`. */

@@ -1,7 +1,7 @@
 // Control flow: If, Loop, Scan. Bodies are planned with the graph (planGraph plans every graph
 // attribute) and run through ctx.runSubgraph, which resolves outer-scope names.
 import * as mx from '@mlx/core';
-import { OnnxDataType } from '../onnx/index.js';
+import { OnnxDataType, allocHost } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { GraphIR } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
@@ -230,8 +230,11 @@ const loopEntry = onnxOp<LoopParams>('Loop', 1, {
       if (!vs.length) {
         // No iteration: an empty scan output, typed from the body's declaration.
         const decl = body.outputs[1 + carried.length + k];
-        const et = decl.type.kind === 'tensor' ? decl.type.elemType : OnnxDataType.FLOAT;
-        return { kind: 'host', tensor: { dtype: et, dims: [0], data: new Float32Array(0) } } as Value;
+        const et = decl.type.kind === 'tensor' && decl.type.elemType ? decl.type.elemType : OnnxDataType.FLOAT;
+        // Of shape [0, ...] the declared per-iteration shape where it is static, as onnxruntime gives it.
+        const shape = decl.type.kind === 'tensor' ? decl.type.shape : undefined;
+        const inner = shape?.every((d) => typeof d === 'number' && d >= 0) ? (shape as number[]) : [];
+        return { kind: 'host', tensor: { dtype: et, dims: [0, ...inner], data: allocHost(et, 0) } } as Value;
       }
       return mx.stack(vs, 0);
     });

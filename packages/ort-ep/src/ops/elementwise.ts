@@ -336,6 +336,14 @@ function castEntry(opType: 'Cast' | 'CastLike', since: number): OpEntry<CastPara
 
 const FLT_MAX = 3.4028234663852886e38;
 
+/** The largest finite value of each float dtype (numeric_limits<T>::max()). */
+const FINITE_MAX: Partial<Record<mx.Dtype, number>> = {
+  float32: FLT_MAX,
+  float64: Number.MAX_VALUE,
+  float16: 65504,
+  bfloat16: 3.3895313892515355e38,
+};
+
 /** Clip-6: the bounds are attributes. */
 const legacyClipEntry = onnxOp('Clip', 6, {
   until: 10,
@@ -347,8 +355,10 @@ const legacyClipEntry = onnxOp('Clip', 6, {
 const clipEntry = onnxOp('Clip', 11, {
   run: (ctx) => {
     const x = ctx.input(0);
-    const lo = ctx.optional(1);
-    const hi = ctx.optional(2);
+    // A bound not given is the type's finite extreme, as in onnxruntime: infinities clamp to it.
+    const extreme = FINITE_MAX[x.dtype];
+    const lo = ctx.optional(1) ?? (extreme === undefined ? undefined : mx.array(-extreme, x.dtype));
+    const hi = ctx.optional(2) ?? (extreme === undefined ? undefined : mx.array(extreme, x.dtype));
     // min > max gives max everywhere (numpy semantics, which the spec follows).
     let r = lo ? mx.maximum(x, lo) : x;
     r = hi ? mx.minimum(r, hi) : r;
@@ -362,9 +372,15 @@ const whereEntry: OpEntry = onnxOp('Where', 9, {
       a = ctx.hostIfKnown(1),
       b = ctx.hostIfKnown(2);
     if (!c || !a || !b || !hostMathTypes.has(a.dtype) || a.dtype !== b.dtype) return undefined;
-    return [hostElementwise([c, a, b], a.dtype, (x, y, z) => (Number(x) ? y : z))];
+    // (+0 for a -0 of X, as on the device)
+    return [hostElementwise([c, a, b], a.dtype, (x, y, z) => (Number(x) ? (typeof y === 'number' ? y + 0 : y) : z))];
   },
-  run: (ctx) => [mx.where(mx.astype(ctx.input(0), 'bool'), ctx.input(1), ctx.input(2))],
+  run: (ctx) => {
+    const x = ctx.input(1);
+    // onnxruntime's Where gives +0 where it picks a -0 of X (not of Y): X + 0 does the same.
+    const picked = x.dtype.startsWith('float') || x.dtype === 'bfloat16' ? mx.add(x, mx.zerosLike(x)) : x;
+    return [mx.where(mx.astype(ctx.input(0), 'bool'), picked, ctx.input(2))];
+  },
 });
 
 const isInfEntry = onnxOp('IsInf', 10, {
@@ -480,7 +496,8 @@ export const elementwiseOps: OpEntry[] = [
   unary('Floor', 6, (a) => mx.floor(a), { host: num(Math.floor) }),
   unary('Ceil', 6, (a) => mx.ceil(a), { host: num(Math.ceil) }),
   unary('Round', 11, (a) => mx.round(a, 0)),
-  unary('Sign', 9, (a) => mx.sign(a)),
+  // NaN in, the same NaN out, as onnxruntime (MLX's sign of a float32 NaN is 0).
+  unary('Sign', 9, (a) => (a.dtype === 'float32' || a.dtype === 'float64' ? mx.where(mx.isnan(a), a, mx.sign(a)) : mx.sign(a))),
   unary('Sin', 7, (a) => mx.sin(a)),
   unary('Cos', 7, (a) => mx.cos(a)),
   unary('Tan', 7, (a) => mx.tan(a)),
@@ -495,7 +512,8 @@ export const elementwiseOps: OpEntry[] = [
   unary('Tanh', 6, (a) => mx.fusedActivation(a, null, 'tanh')),
   unary('Erf', 9, (a) => mx.fusedActivation(a, null, 'erf')),
   unary('Sigmoid', 6, (a) => mx.fusedActivation(a, null, 'sigmoid')),
-  unary('Relu', 6, (a) => mx.maximum(a, 0)),
+  // x where it is not below 0: -0 and NaN stay as they are, as onnxruntime's max(x, 0) keeps them.
+  unary('Relu', 6, (a) => (a.dtype === 'bool' || a.dtype.startsWith('u') ? a : mx.where(mx.less(a, 0), mx.zerosLike(a), a))),
   onnxOp('IsNaN', 9, { run: (ctx) => [mx.isnan(ctx.input(0))] }),
   isInfEntry,
   legacyClipEntry,

@@ -186,12 +186,23 @@ function argEntry(opType: 'ArgMax' | 'ArgMin'): OpEntry {
       const { keepdims, selectLast } = ctx.params;
       const axis = normAxis(ctx.params.axis, x.ndim);
       if (x.dtype === 'bool') x = mx.astype(x, 'uint8');
-      if (!selectLast) return [mx.astype(f(x, axis, { keepdims }), 'int64')];
-      // MLX picks the first extreme; the last one is the first of the reversed axis.
+      // onnxruntime scans the axis keeping the best so far, and a NaN compares false: a NaN is
+      // never picked, unless it comes first, which then stays (MLX's argmax picks a NaN).
+      const float = x.dtype.startsWith('float') || x.dtype === 'bfloat16';
       const n = x.shape[axis];
-      const reversed = mx.take(x, mx.arange(n - 1, -1, -1, 'int32'), axis);
-      const i = mx.astype(f(reversed, axis, { keepdims }), 'int64');
-      return [mx.subtract(mx.array(n - 1, { dtype: 'int64' }), i)];
+      const firstIsNaN = float && n > 0 ? mx.isnan(mx.take(x, mx.array(0, 'int32'), axis)) : undefined;
+      if (float) x = mx.where(mx.isnan(x), mx.array(opType === 'ArgMax' ? -Infinity : Infinity, x.dtype), x);
+      let r: mx.Array;
+      if (!selectLast) r = mx.astype(f(x, axis, { keepdims }), 'int64');
+      else {
+        // MLX picks the first extreme; the last one is the first of the reversed axis.
+        const reversed = mx.take(x, mx.arange(n - 1, -1, -1, 'int32'), axis);
+        const i = mx.astype(f(reversed, axis, { keepdims }), 'int64');
+        r = mx.subtract(mx.array(n - 1, { dtype: 'int64' }), i);
+      }
+      if (!firstIsNaN) return [r];
+      const first = keepdims ? mx.expandDims(firstIsNaN, axis) : firstIsNaN;
+      return [mx.where(first, mx.zerosLike(r), r)];
     },
   });
 }

@@ -6,6 +6,7 @@ import type { OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { hostGather, hostTranspose } from './helpers/shape-host.js';
 import { hostInt64, normAxis, oneNumber, sizeOf } from './helpers/util.js';
+import { onnxruntimeUnsortedTopK } from './helpers/topk-order.js';
 
 // ---------------------------------------------------------------------------------------------
 // TopK. MLX's argsort is stable, so sorting ascending on an order-reversing key gives the largest
@@ -24,12 +25,15 @@ interface TopKParams {
   k?: number;
   /** opset 11+: false picks the smallest. */
   largest: boolean;
+  /** opset 11+: false returns them in the order onnxruntime's CPU kernel leaves them (helpers/topk-order.ts). */
+  sorted: boolean;
 }
 
 const parseTopK = (attrs: Attrs, opset: number): TopKParams => ({
   axis: attrs.int('axis', -1),
   k: opset < 10 ? attrs.int('k') : undefined,
   largest: opset < 11 || attrs.int('largest', 1) === 1,
+  sorted: opset < 11 || attrs.int('sorted', 1) !== 0,
 });
 
 function topK(ctx: OpContext<TopKParams>): mx.Array[] {
@@ -39,7 +43,8 @@ function topK(ctx: OpContext<TopKParams>): mx.Array[] {
   const n = x.shape[axis];
   if (k < 0 || k > n) throw new RangeError(`TopK: k = ${k} is out of range for an axis of size ${n}`);
   const largest = ctx.params.largest;
-  // sorted = 0 leaves the order to the implementation: sorted order is a valid one.
+  // sorted = 0 leaves the order to the implementation: onnxruntime's, worked out on the host.
+  if (!ctx.params.sorted && k > 1) return unsortedTopK(ctx, x, axis, k, largest);
   const order = mx.argsort(largest ? descendingKey(x) : x, axis);
   const stop = x.shape.map((d, i) => (i === axis ? k : d));
   const idx = mx.slice(
@@ -49,6 +54,32 @@ function topK(ctx: OpContext<TopKParams>): mx.Array[] {
     x.shape.map(() => 1),
   );
   return [mx.takeAlongAxis(x, idx, axis), mx.astype(idx, 'int64')];
+}
+
+/** TopK with sorted = 0: each row's k positions in onnxruntime's order, then a gather. */
+function unsortedTopK(ctx: OpContext<TopKParams>, x: mx.Array, axis: number, k: number, largest: boolean): mx.Array[] {
+  // Read on the host once evaluated (ctx.host asks the driver for it); half types compare as float32.
+  const wide = x.dtype === 'float16' || x.dtype === 'bfloat16' ? mx.astype(x, 'float32') : x.dtype === 'bool' ? mx.astype(x, 'uint8') : x;
+  ctx.host(0);
+  const data = wide.toTypedArray() as ArrayLike<number | bigint>;
+  const n = x.shape[axis];
+  const inner = x.shape.slice(axis + 1).reduce((a, b) => a * b, 1);
+  const outer = x.shape.slice(0, axis).reduce((a, b) => a * b, 1);
+  const idx = new BigInt64Array(outer * k * inner);
+  const row: (number | bigint)[] = new Array(n);
+  for (let o = 0; o < outer; o++)
+    for (let j = 0; j < inner; j++) {
+      for (let l = 0; l < n; l++) row[l] = data[(o * n + l) * inner + j];
+      onnxruntimeUnsortedTopK(row, k, largest).forEach((p, l) => {
+        idx[(o * k + l) * inner + j] = BigInt(p);
+      });
+    }
+  const indices = mx.Array.fromTypedArray(
+    idx,
+    x.shape.map((d, i) => (i === axis ? k : d)),
+    'int64',
+  );
+  return [mx.takeAlongAxis(x, indices, axis), indices];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -163,7 +194,7 @@ function unique(ctx: OpContext<UniqueParams>): HostTensor[] {
 
 export const sortOps: OpEntry[] = [
   onnxOp('TopK', 1, {
-    note: 'ties keep index order (stable argsort); sorted=0 returns sorted order',
+    note: "ties keep index order (stable argsort); sorted=0 returns onnxruntime's CPU order (host)",
     parse: parseTopK,
     check: (ctx) => (ctx.inputType(0) === OnnxDataType.STRING ? 'TopK on strings is not supported on MLX' : undefined),
     run: topK,

@@ -46,6 +46,8 @@ export interface GraphPlan {
    * form, which needs its element type (plan/boundary.ts).
    */
   elementTypes?: Map<string, number>;
+  /** Initializers whose host copy was dropped once MLX held them (makeConstantsResident): a re-plan reads them back. */
+  residentInitializers?: Set<string>;
 }
 
 export interface PlanOptions {
@@ -57,6 +59,11 @@ export interface PlanOptions {
    * 'com.microsoft::Attention'.
    */
   disabledOps?: ReadonlySet<string>;
+  /**
+   * Nodes (NodeIR objects, in any graph) that fall back whatever the registry says, with the
+   * reason: those whose check refused the element types they met at run time (RuntimeTypeRefusal).
+   */
+  forced?: ReadonlyMap<object, string>;
 }
 
 /** Whether `disabledOps` names this node's op type. */
@@ -221,6 +228,7 @@ export function planGraph(
     };
     if (!entry) fail(opts.registry.explainMissing(domain, node.opType, opset));
     else if (isDisabled(opts.disabledOps, domain, node.opType)) fail('disabled by the disabledOps option');
+    else if (opts.forced?.has(node)) fail(opts.forced.get(node)!);
     else {
       let reason: string | undefined;
       try {

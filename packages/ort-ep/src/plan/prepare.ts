@@ -60,14 +60,31 @@ export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): P
   // MLX takes (or that onnxruntime, in a fallback partition, would not know).
   const selection = options.disabledOps?.length ? false : options.rewrites;
   const rewrites = rewriteGraph(model.graph, selection, options.registry ?? defaultRegistry);
+  return { ...planModel(model, { ...options, modelName }), rewrites };
+}
+
+/**
+ * Plans a model prepareModel decoded and rewrote (again, for a re-plan: `forced` nodes then fall
+ * back, PlanOptions.forced); the graph's initializers must all be there.
+ */
+export function planModel(
+  model: ModelIR,
+  options: PrepareOptions & { modelName: string; forced?: ReadonlyMap<object, string> },
+): Omit<PreparedModel, 'rewrites'> {
   const unsupported: UnsupportedNode[] = [];
   const plan = planGraph(
     model.graph,
-    { registry: options.registry ?? defaultRegistry, opsets: model.opsetImports, modelName, disabledOps: disabledSet(options.disabledOps) },
+    {
+      registry: options.registry ?? defaultRegistry,
+      opsets: model.opsetImports,
+      modelName: options.modelName,
+      disabledOps: disabledSet(options.disabledOps),
+      forced: options.forced,
+    },
     unsupported,
   );
   const fallbacks = options.partition && unsupported.length ? contractFallback(plan, model, findPartitions(plan)) : [];
-  return { model, plan, unsupported, fallbacks, rewrites };
+  return { model, plan, unsupported, fallbacks };
 }
 
 function disabledSet(ops: readonly string[] | undefined): ReadonlySet<string> | undefined {

@@ -2,6 +2,7 @@
 import * as mx from '@mlx/core';
 import { InvalidFeedError } from '../errors.js';
 import { dataTypeName as onnxTypeName, OnnxDataType, undecodedBytes, type HostTensor } from '../onnx/index.js';
+import { UnholdableTypeError } from '../errors.js';
 
 const toMx = new Map<number, mx.Dtype>([
   [OnnxDataType.FLOAT, 'float32'],
@@ -77,14 +78,14 @@ export function transferStats(): TransferStats {
  */
 export function upload(t: HostTensor): mx.Array {
   const d = mxDtypeOf(t.dtype);
-  if (!d) throw new Error(`element type ${t.dtype} cannot be held by MLX`);
+  if (!d) throw new UnholdableTypeError(t.dtype);
   const raw = undecodedBytes(t);
   transfers.uploads++;
   if (raw) {
     transfers.uploadedBytes += raw.byteLength;
     return mx.Array.fromBytes(raw, t.dims, d);
   }
-  if (!ArrayBuffer.isView(t.data)) throw new Error(`element type ${t.dtype} cannot be held by MLX`);
+  if (!ArrayBuffer.isView(t.data)) throw new UnholdableTypeError(t.dtype);
   transfers.uploadedBytes += t.data.byteLength;
   return mx.Array.fromTypedArray(t.data, t.dims, d);
 }
