@@ -45,7 +45,10 @@ async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }>
   if (without && !(without in REWRITES)) throw new Error(`unknown rewrite '${without}' in engine ${engine}`);
   // mlx-unchecked: the compiled path without the device data checks (OpContext.guard), to price them.
   if (engine === 'mlx-unchecked') (await import('../src/execute/context.js')).setDataChecksForMeasurement(false);
-  const compiled = engine === 'mlx' || engine === 'mlx-unfused' || engine === 'mlx-unchecked' || without !== undefined;
+  // mlx-worker: the compiled path with every evaluation on the worker thread (shortEvalMs 0).
+  const compiled =
+    engine === 'mlx' || engine === 'mlx-unfused' || engine === 'mlx-unchecked' || engine === 'mlx-worker' || without !== undefined;
+  const shortEvalMs = engine === 'mlx-worker' ? 0 : undefined;
   const graphRewrites = without ? Object.keys(REWRITES).filter((n) => n !== without) : engine !== 'mlx-unfused';
   const device = (process.env.BENCH_DEVICE ?? 'cpu') as 'cpu' | 'gpu';
   const intraOpNumThreads = Number(process.env.BENCH_THREADS ?? 2);
@@ -53,7 +56,7 @@ async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }>
     ort: ortNode,
     create: () =>
       ortNode.InferenceSession.create(path, {
-        executionProviders: [{ name: 'mlx', compiled, device, graphRewrites } as never],
+        executionProviders: [{ name: 'mlx', compiled, device, graphRewrites, shortEvalMs } as never],
         intraOpNumThreads,
       }) as never,
   };

@@ -5,7 +5,8 @@
 // round starts with an empty kernel cache: 'cold'), peak RSS and the largest event-loop gap.
 // Writes reports/bench-models.json and bench/models.svg. Never a test.
 //   tools/dev bench models [--rounds 3] [--runs 20] [--filter regex] [--engines mlx,mlx-eager,ort-node,ort-web]
-//   (also mlx-unfused: the compiled path without the fused CPU kernels and graph rewrites; mlx-no-NAME:
+//   (also mlx-worker: the compiled path with every evaluation on the worker thread (shortEvalMs 0);
+//   mlx-unfused: the compiled path without the fused CPU kernels and graph rewrites; mlx-no-NAME:
 //   the compiled path with every graph rewrite but NAME, e.g. mlx-no-conv-epilogue; BENCH_THREADS
 //   threads for every engine, default 2)
 //   [--models dir,...] (extra model folders in the shared layout, e.g. from bench/export-models.py)
@@ -124,7 +125,8 @@ function main(): void {
     return { model: m, engines: per };
   });
 
-  const pad = (s: string, n: number) => s.padStart(n);
+  // At least one space between columns, whatever the engine names.
+  const pad = (s: string, n: number) => ` ${s.padStart(n - 1)}`;
   console.log("\nmedian ms per run (median over rounds of each process's median); ratio = engine / ort-node");
   console.log(
     [
