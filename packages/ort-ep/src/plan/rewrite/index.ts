@@ -14,7 +14,7 @@ import { channelsLastRewrite } from './channels-last.js';
 import { convEpilogueRewrite } from './conv-epilogue.js';
 import { dequantizeRewrite } from './dequantize.js';
 import { geluRewrite } from './gelu.js';
-import { matmulAddRewrite } from './matmul-add.js';
+import { gemmRewrite, matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
 import { powRewrite } from './pow.js';
 import { siblingMatmulRewrite } from './sibling-matmul.js';
@@ -28,6 +28,7 @@ export const REWRITES = {
   'layer-norm': layerNormRewrite,
   'rms-norm': rmsNormRewrite,
   'matmul-add': matmulAddRewrite,
+  gemm: gemmRewrite,
   attention: attentionRewrite,
   // After matmul-add (it joins MatMulAdds too) and attention (whose pattern starts after the projections).
   'sibling-matmul': siblingMatmulRewrite,
