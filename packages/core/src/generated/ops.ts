@@ -4285,6 +4285,19 @@ export function maxPoolChannelsLast(x: ArrayLike, kernel: readonly number[], str
   }
 }
 
+/** `int mlxc_avg_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, bool ceil_mode, bool count_include_pad, const mlx_stream s)` */
+export function avgPoolChannelsLast(x: ArrayLike, kernel: readonly number[], strides: readonly number[], padsBegin: readonly number[], padsEnd: readonly number[], dilations: readonly number[], ceilMode: boolean, countIncludePad: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_avg_pool_channels_last(res, _x.handle, toInt32Array(kernel, 'avgPoolChannelsLast: kernel', 'any'), kernel.length, toInt32Array(strides, 'avgPoolChannelsLast: strides', 'any'), strides.length, toInt32Array(padsBegin, 'avgPoolChannelsLast: padsBegin', 'any'), padsBegin.length, toInt32Array(padsEnd, 'avgPoolChannelsLast: padsEnd', 'any'), padsEnd.length, toInt32Array(dilations, 'avgPoolChannelsLast: dilations', 'any'), dilations.length, ceilMode, countIncludePad, streamHandle(opts)), 'mlxc_avg_pool_channels_last');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** MLX's `fast` functions under their own names. */
 export const fastOps = {
   layerNorm: fastLayerNorm,
@@ -4360,4 +4373,4 @@ export const fftOps = {
   rfftn: fftRfftn,
 } as const;
 
-export const generatedOpCount = 311;
+export const generatedOpCount = 312;

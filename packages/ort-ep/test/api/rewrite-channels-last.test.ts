@@ -178,6 +178,58 @@ describe('channels-last layout pass', () => {
     await expectLayout(bytes, { x: t(X, 6) });
   });
 
+  it('AveragePools of convs run channels-last: count_include_pad, ceil_mode, pads, strides, dilations, auto_pad', async () => {
+    const avg = (x: string, y: string, attrs: Record<string, unknown>) => node('AveragePool', [x], [y], { attrs: attrs as never });
+    const cases: Record<string, unknown>[] = [
+      { kernel_shape: [2, 2], strides: [2, 2] },
+      { kernel_shape: [3, 2], strides: [2, 3], pads: [1, 0, 2, 1], count_include_pad: 1 },
+      { kernel_shape: [3, 2], strides: [2, 3], pads: [1, 0, 2, 1] },
+      { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 0, 1], ceil_mode: 1, count_include_pad: 1 },
+      { kernel_shape: [2, 3], strides: [3, 2], pads: [0, 1, 1, 0], ceil_mode: 1 },
+      { kernel_shape: [2, 2], strides: [1, 2], dilations: [2, 3], pads: [1, 1, 1, 1], count_include_pad: 1 },
+      { kernel_shape: [3, 2], strides: [2, 2], dilations: [2, 1], ceil_mode: 1 },
+      { kernel_shape: [3, 3], strides: [2, 1], auto_pad: 'SAME_UPPER', count_include_pad: 1 },
+      { kernel_shape: [2, 3], strides: [2, 2], auto_pad: 'SAME_LOWER' },
+      { kernel_shape: [3, 2], strides: [2, 2], auto_pad: 'VALID', ceil_mode: 1 },
+      { kernel_shape: [5, 5], strides: [1, 1], pads: [2, 2, 2, 2] },
+    ];
+    const nodes: NodeSpec[] = [conv(['x', 'W0', 'B0'], 'a', 3), node('Relu', ['a'], ['a1'])];
+    // Each pool's result is a graph output (ONNX layout); the first also feeds a conv (channels-last).
+    cases.forEach((attrs, i) => nodes.push(avg('a1', `p${i}`, attrs)));
+    nodes.push(avg('b', 'q', { kernel_shape: [2, 2], strides: [2, 2], ceil_mode: 1 }));
+    nodes.splice(3, 0, conv(['p0', 'W1'], 'b', 3));
+    // A batch of two, and a batch of one with other odd sizes.
+    for (const X of [
+      [2, 3, 13, 11],
+      [1, 3, 7, 9],
+    ]) {
+      const bytes = model({
+        inputs: [v('x', 'float32', X)],
+        outputs: [...cases.map((_, i) => v(`p${i}`, 'float32')), v('q', 'float32')],
+        nodes,
+        initializers: [init('W0', [6, 3, 3, 3], 1), init('B0', [6], 2), init('W1', [5, 6, 3, 3], 3)],
+        opsets: { '': 19 },
+      });
+      const g = prepareModel(bytes).model.graph;
+      expect(g.nodes.filter((n) => n.opType === 'AveragePoolChannelsLast').length).toBe(cases.length + 1);
+      expect(g.nodes.filter((n) => n.opType === 'AveragePool').length).toBe(0);
+      await expectLayout(bytes, { x: t(X, X[2]) });
+    }
+  });
+
+  it('an AveragePool of a value other ops read too stays as written', async () => {
+    const X = [1, 2, 8, 8];
+    const bytes = model({
+      inputs: [v('x', 'float32', X)],
+      outputs: [v('p', 'float32'), v('a', 'float32')],
+      nodes: [conv(['x', 'W0'], 'a', 3), node('AveragePool', ['a'], ['p'], { attrs: { kernel_shape: [2, 2], strides: [2, 2] } })],
+      initializers: [init('W0', [4, 2, 3, 3], 1)],
+      opsets: { '': 17 },
+    });
+    expect(opTypes(bytes)).toEqual(['ConvChannelsLast', 'AveragePool']);
+    await expectLayout(bytes, { x: t(X, 3) });
+  });
+
   it("grouped convs join the pass with their groups' own panels; 2-D depthwise ones keep the depthwise kernel", async () => {
     const X = [1, 3, 12, 10];
     const nodes: NodeSpec[] = [

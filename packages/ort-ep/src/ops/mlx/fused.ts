@@ -145,6 +145,30 @@ function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Arra
   return p.yLast ? y! : toChannelsFirst(y!);
 }
 
+interface AveragePoolChannelsLastParams extends MaxPoolChannelsLastParams {
+  countIncludePad: boolean;
+}
+
+/**
+ * AveragePool of channels-last data x [N, ...spatial, C], from the layout pass: @mlx/sys's
+ * avgPoolChannelsLast (on the CPU for float32 one pass reading each window's taps, C contiguous
+ * floats each, divided by the window's count; elsewhere MLX's padded slices summed and divided by
+ * the same counts): the explicit (or auto_pad's) pads count with count_include_pad, ceil_mode's
+ * overhang past them never; the result channels-last with y_last, else in ONNX's layout.
+ */
+function averagePoolChannelsLast(ctx: OpContext<AveragePoolChannelsLastParams>): mx.Array {
+  const p = ctx.params;
+  const x = ctx.input(0);
+  const spatial = x.shape.slice(1, -1);
+  if (p.kernel.length !== spatial.length)
+    throw new RangeError(`${ctx.where}: kernel_shape [${p.kernel}] has ${p.kernel.length} entries for ${spatial.length} spatial axes`);
+  // The pads as written (or auto_pad's); ceil_mode's overhang is the native op's own to add.
+  const w = windowOf(p, spatial, p.kernel, false);
+  const same = p.autoPad === 'SAME_UPPER' || p.autoPad === 'SAME_LOWER';
+  const y = mx.avgPoolChannelsLast(x, w.kernel, w.strides, w.padsBegin, w.padsEnd, w.dilations, p.ceil && !same, p.countIncludePad);
+  return p.yLast ? y : toChannelsFirst(y);
+}
+
 /** GlobalAveragePool of channels-last data x [N, ...spatial, C], from the layout pass: [N, C, 1, ...] in ONNX's layout. */
 function globalAveragePoolChannelsLast(ctx: OpContext<undefined>): mx.Array {
   const x = ctx.input(0);
@@ -231,6 +255,18 @@ export const mlxFusedOps: OpEntry[] = [
     (a) => ({ ...parseWindow(a), kernel: a.ints('kernel_shape'), ceil: a.int('ceil_mode', 0) !== 0, yLast: a.int('y_last', 0) === 1 }),
     maxPoolChannelsLast,
     'MaxPool (no Indices) of channels-last data between channels-last convs, from the layout pass',
+  ),
+  entry(
+    'AveragePoolChannelsLast',
+    (a) => ({
+      ...parseWindow(a),
+      kernel: a.ints('kernel_shape'),
+      ceil: a.int('ceil_mode', 0) !== 0,
+      countIncludePad: a.int('count_include_pad', 0) !== 0,
+      yLast: a.int('y_last', 0) === 1,
+    }),
+    averagePoolChannelsLast,
+    'AveragePool of channels-last data after a channels-last conv, from the layout pass',
   ),
   entry(
     'GlobalAveragePoolChannelsLast',

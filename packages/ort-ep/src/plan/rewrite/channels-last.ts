@@ -10,7 +10,8 @@
 // node reading it is one of them (as the data or the residual) and it is not a graph output;
 // elsewhere (a pool, a graph output, a reshape) the producing op hands back ONNX's layout. So a
 // ResNet body runs channels-last from its first convolution to its last, with one move at each end;
-// a MaxPool (without Indices) between such convs, the stem's, becomes MaxPoolChannelsLast, and a
+// a MaxPool (without Indices) between such convs, the stem's, becomes MaxPoolChannelsLast (an
+// AveragePool of such a conv's result AveragePoolChannelsLast, wherever its result goes), and a
 // GlobalAveragePool of such a conv's result GlobalAveragePoolChannelsLast (the mean over the
 // spatial axes of the channels-last data: no move back to ONNX's layout at ResNet's head).
 // A value kept channels-last gets a new name ('<name>/nhwc') and loses its value info (its shape
@@ -100,10 +101,10 @@ export function channelsLastRewrite(view: GraphView): void {
     // the channels-first native depthwise kernel (a panel would hold one used channel of 32).
     return g !== undefined && w.dims[0] % g === 0 && (g === 1 || !(w.dims[1] === 1 && w.dims.length === 4));
   });
-  // MaxPools (no Indices output) of a conv's result run channels-last too, between convs.
+  // MaxPools (no Indices output) and AveragePools of a conv's result run channels-last too.
   const convSet = new Set(convs);
   const pools = graph.nodes.filter((n) => {
-    if (view.isRemoved(n) || n.opType !== 'MaxPool' || !isDefaultDomain(n) || !validWindow(n)) return false;
+    if (view.isRemoved(n) || (n.opType !== 'MaxPool' && n.opType !== 'AveragePool') || !isDefaultDomain(n) || !validWindow(n)) return false;
     if (!n.outputs[0] || n.outputs.slice(1).some(Boolean)) return false;
     const k = n.attributes.get('kernel_shape');
     const producer = view.producer.get(n.inputs[0]);
@@ -116,7 +117,7 @@ export function channelsLastRewrite(view: GraphView): void {
   });
   const set = new Set<NodeIR>([...convs, ...pools, ...averages]);
   const isAverage = (n: NodeIR) => n.opType === 'GlobalAveragePool';
-  const isPool = (n: NodeIR) => n.opType === 'MaxPool' || isAverage(n);
+  const isPool = (n: NodeIR) => n.opType === 'MaxPool' || n.opType === 'AveragePool' || isAverage(n);
   // A value stays channels-last when only these nodes read it, each as data or residual.
   const last = new Set<string>();
   const settle = () => {
@@ -177,7 +178,8 @@ export function channelsLastRewrite(view: GraphView): void {
     if (isPool(n)) {
       const attrs: Record<string, AttrValue> = Object.fromEntries(n.attributes);
       attrs.y_last = intAttr(last.has(n.outputs[0]) ? 1 : 0);
-      view.replace([n], fusedNode(view, 'MaxPoolChannelsLast', n, [rename(n.inputs[0])], [rename(n.outputs[0])], attrs));
+      const op = n.opType === 'MaxPool' ? 'MaxPoolChannelsLast' : 'AveragePoolChannelsLast';
+      view.replace([n], fusedNode(view, op, n, [rename(n.inputs[0])], [rename(n.outputs[0])], attrs));
       continue;
     }
     const wName = n.inputs[1];

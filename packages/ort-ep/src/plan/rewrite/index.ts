@@ -12,19 +12,23 @@ import type { OpRegistry } from '../../registry/registry.js';
 import { attentionRewrite } from './attention.js';
 import { channelsLastRewrite } from './channels-last.js';
 import { convEpilogueRewrite } from './conv-epilogue.js';
+import { dequantizeRewrite } from './dequantize.js';
 import { geluRewrite } from './gelu.js';
-import { matmulAddRewrite } from './matmul-add.js';
+import { gemmRewrite, matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
 import { powRewrite } from './pow.js';
 import { siblingMatmulRewrite } from './sibling-matmul.js';
 import { GraphView } from './view.js';
 
 export const REWRITES = {
+  // First: the constant weights it dequantizes are what the later passes match (and pack).
+  'dequantize-constants': dequantizeRewrite,
   gelu: geluRewrite,
   // Before rms-norm: a layer norm's d / Sqrt(ReduceMean(d^2) + eps) is itself an RMS norm of d.
   'layer-norm': layerNormRewrite,
   'rms-norm': rmsNormRewrite,
   'matmul-add': matmulAddRewrite,
+  gemm: gemmRewrite,
   attention: attentionRewrite,
   // After matmul-add (it joins MatMulAdds too) and attention (whose pattern starts after the projections).
   'sibling-matmul': siblingMatmulRewrite,

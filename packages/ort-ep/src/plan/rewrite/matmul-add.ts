@@ -1,7 +1,10 @@
 // MatMul(a, W) + bias, W a constant [K, N] matrix and bias a constant [N] vector (a Linear layer as
 // exported without Gemm, on inputs of any rank) -> mlx.fused::MatMulAdd, which runs MLX's addmm:
-// the bias goes into the GEMM as its C term instead of a second pass over the result.
-import { OnnxDataType } from '../../onnx/index.js';
+// the bias goes into the GEMM as its C term instead of a second pass over the result. A Gemm of a
+// 2-D input (a Flatten's result, or one declared 2-D) by a constant float32 B with a constant bias
+// row at unit alpha and beta (a classifier head) becomes one too, B transposed once here when
+// transB says so (no transposed view of it on every run).
+import { OnnxDataType, type HostTensor, type NodeIR } from '../../onnx/index.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
 const GEMM_TYPES = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16, OnnxDataType.DOUBLE]);
@@ -18,4 +21,71 @@ export function matmulAddRewrite(view: GraphView): void {
     if (!bias || bias.dtype !== w.dtype || bias.dims.length !== 1 || bias.dims[0] !== w.dims[1]) continue;
     view.replace([mm, add], fusedNode(view, 'MatMulAdd', mm, [mm.inputs[0], mm.inputs[1], biasName!], add.outputs));
   }
+}
+
+/** [K, N] -> [N, K] (float32). */
+function transposed(t: HostTensor): HostTensor {
+  const [k, n] = t.dims;
+  const src = t.data as Float32Array;
+  const dst = new Float32Array(k * n);
+  for (let i = 0; i < k; i++) for (let j = 0; j < n; j++) dst[j * k + i] = src[i * n + j];
+  return { dtype: OnnxDataType.FLOAT, dims: [n, k], data: dst };
+}
+
+/** Whether `name` is known 2-D: a Flatten's result or a value declared with rank 2. */
+function isMatrix(view: GraphView, name: string): boolean {
+  if (view.made(name, 'Flatten')) return true;
+  const t = (view.graph.valueInfo.get(name) ?? view.graph.inputs.find((i) => i.name === name))?.type;
+  return t?.kind === 'tensor' && t.shape?.length === 2;
+}
+
+function unitFloat(n: NodeIR, k: string): boolean {
+  const a = n.attributes.get(k);
+  return !a || (a.type === 'float' && a.value === 1);
+}
+
+function intIs(n: NodeIR, k: string, want: number): boolean {
+  const a = n.attributes.get(k);
+  return a ? a.type === 'int' && a.value === want : want === 0;
+}
+
+export function gemmRewrite(view: GraphView): void {
+  const graph = view.graph;
+  const done = new Map<string, string>();
+  const rewritten: NodeIR[] = [];
+  for (const g of graph.nodes) {
+    if (view.isRemoved(g) || g.opType !== 'Gemm' || !isDefaultDomain(g) || g.outputs.length !== 1 || !g.outputs[0]) continue;
+    if (!unitFloat(g, 'alpha') || !unitFloat(g, 'beta') || !intIs(g, 'transA', 0)) continue;
+    const transB = intIs(g, 'transB', 1);
+    if (!transB && !intIs(g, 'transB', 0)) continue;
+    const b = view.constant(g.inputs[1]);
+    if (!b || b.dtype !== OnnxDataType.FLOAT || !(b.data instanceof Float32Array) || b.dims.length !== 2 || b.data.length === 0) continue;
+    const n = transB ? b.dims[0] : b.dims[1];
+    const c = view.constant(g.inputs[2]);
+    if (!c || c.dtype !== OnnxDataType.FLOAT || c.data.length !== n || !(c.dims.length === 1 || (c.dims.length === 2 && c.dims[0] === 1)))
+      continue;
+    if (!isMatrix(view, g.inputs[0])) continue;
+    let w = g.inputs[1];
+    if (transB) {
+      let t = done.get(w);
+      if (!t) {
+        t = `${w}/t`;
+        while (graph.initializers.has(t) || view.producer.has(t)) t += '_';
+        graph.initializers.set(t, transposed(b));
+        done.set(w, t);
+      }
+      w = t;
+    }
+    let bias = g.inputs[2];
+    if (c.dims.length === 2) {
+      let r = `${bias}/row`;
+      while (graph.initializers.has(r) || view.producer.has(r)) r += '_';
+      graph.initializers.set(r, { ...c, dims: [n] });
+      bias = r;
+    }
+    view.replace([g], fusedNode(view, 'MatMulAdd', g, [g.inputs[0], w, bias], g.outputs));
+    rewritten.push(g);
+  }
+  // A B that only rewritten Gemms read is held once, transposed (constants: no feed overrides them).
+  for (const b of done.keys()) if (view.readOnlyBy(b, rewritten)) graph.initializers.delete(b);
 }

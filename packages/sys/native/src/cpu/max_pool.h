@@ -20,4 +20,14 @@ mx::array max_pool_channels_last(const mx::array& x, const std::vector<int>& ker
                                  const std::vector<int>& pads_begin, const std::vector<int>& pads_end, const std::vector<int>& dilations,
                                  mx::Stream s);
 
+/** The mean of each window of x [N, ...spatial, C] (ONNX AveragePool, channels-last; 1 or 2 spatial
+ * axes natively, float32 on the CPU): kernel, strides, pads (begin and end), dilations per spatial
+ * axis; with ceil_mode the output size rounds up (a window starting in the end padding or past it
+ * is dropped) and the overhang past the end padding is neither summed nor counted; the padding
+ * counts in the divisor with count_include_pad, else only the taps inside the input do.
+ * Elsewhere MLX's pad, strided slices and add, divided by the same counts. */
+mx::array avg_pool_channels_last(const mx::array& x, const std::vector<int>& kernel, const std::vector<int>& strides,
+                                 const std::vector<int>& pads_begin, const std::vector<int>& pads_end, const std::vector<int>& dilations,
+                                 bool ceil_mode, bool count_include_pad, mx::Stream s);
+
 }  // namespace mlxc::cpu
