@@ -33,4 +33,35 @@ describe('CPU thread pool', () => {
     expect(out.lo).toBeCloseTo(out.want, 5);
     expect(out.hi).toBeCloseTo(out.want, 5);
   }, 100_000);
+  it('back-to-back jobs with more workers than cores: each job whole, late workers take nothing', () => {
+    // The caller waits only for the workers that took its job; one that wakes after the job is
+    // done must find it cleared (never run a finished job's loop, whose closure is gone) and
+    // still take the next one. Many short jobs on 8 threads make late wake-ups common.
+    const core = fileURLToPath(new URL('./index.ts', import.meta.url));
+    const repo = fileURLToPath(new URL('../../..', import.meta.url));
+    const code = `
+      const mx = await import(${JSON.stringify(core)});
+      mx.setCpuThreads(8);
+      const n = 200_003;
+      const xs = [0.25, -0.5, 0.75].map((v) => mx.full([n], v).eval());
+      let bad = 0;
+      for (let i = 0; i < 800; i++) {
+        const v = [0.25, -0.5, 0.75][i % 3];
+        const y = mx.fusedActivation(xs[i % 3], null, 'tanh');
+        const d = y.toTypedArray();
+        const want = Math.fround(Math.tanh(v));
+        for (let j = 0; j < n; j += 997) if (Math.abs(d[j] - want) > 1e-6) bad++;
+        if (Math.abs(d[n - 1] - want) > 1e-6) bad++;
+        y.dispose();
+      }
+      console.log(JSON.stringify({ bad }));`;
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 90_000,
+    });
+    expect(r.signal, 'the loop hung (killed at the timeout)').toBeNull();
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!).bad).toBe(0);
+  }, 100_000);
 });

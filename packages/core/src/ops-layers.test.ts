@@ -49,6 +49,9 @@ describe('depthwiseConv2d', () => {
     // The 3-wide stride-1 row pass: no left pad with two on the right, and the narrowest row.
     { n: 1, c: 3, h: 6, w: 5, m: 2, kh: 3, kw: 3, s: [1, 1], p: [0, 0, 1, 2], d: [1, 1] },
     { n: 2, c: 2, h: 4, w: 3, m: 1, kh: 3, kw: 3, s: [1, 1], p: [1, 1, 1, 1], d: [1, 1] },
+    // Planes enough to be split across the thread pool (batches, channel multiplier, stride 2, 5x5).
+    { n: 2, c: 5, h: 41, w: 37, m: 2, kh: 3, kw: 3, s: [1, 1], p: [1, 1, 1, 1], d: [1, 1] },
+    { n: 3, c: 7, h: 48, w: 45, m: 1, kh: 5, kw: 5, s: [2, 2], p: [2, 2, 1, 2], d: [1, 1] },
   ];
   for (const [i, g] of cases.entries()) {
     for (const dtype of ['float32', 'float16'] as const) {
@@ -234,5 +237,29 @@ describe('hardSigmoid', () => {
         expectAllClose(mx.astype(r, 'float32'), ref, tol, tol);
       });
     }
+    it(`${swish ? 'HardSwish' : 'HardSigmoid'}, float32, many blocks and an odd tail, NaN and infinities kept`, () => {
+      const [a, b] = swish ? [1 / 6, 0.5] : [0.2, 0.5];
+      // Over the kernel's 4096-element blocks (several threads) and not a multiple of the vector width.
+      const xs = inputs(3 * 4096 + 7, -6, 6, 50);
+      xs[5] = Number.NaN;
+      xs[4099] = Number.POSITIVE_INFINITY;
+      xs[8200] = Number.NEGATIVE_INFINITY;
+      xs[xs.length - 1] = Number.NaN;
+      const ref = xs.map((v) => {
+        const h = a * v + b;
+        // ONNX: max(0, min(1, h)) keeps a NaN; HardSwish is x times it.
+        const c = Number.isNaN(h) ? h : Math.min(1, Math.max(0, h));
+        return swish ? v * c : c;
+      });
+      const got = Array.from(mx.hardSigmoid(mx.array(xs, { shape: [xs.length] }), a, b, swish).toTypedArray() as Float32Array);
+      for (const i of [5, 4099, 8200, xs.length - 1])
+        expect(Object.is(got[i], Math.fround(ref[i])) || (Number.isNaN(got[i]) && Number.isNaN(ref[i]))).toBe(true);
+      expectAllClose(
+        mx.array(got.map((v, i) => (Number.isFinite(ref[i]) ? v : 0))),
+        ref.map((v) => (Number.isFinite(v) ? v : 0)),
+        1e-6,
+        1e-6,
+      );
+    });
   }
 });

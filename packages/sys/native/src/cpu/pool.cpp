@@ -71,14 +71,17 @@ class Pool {
       std::lock_guard<std::mutex> g(m_);
       job_ = job;
       next_.store(0);
-      checked_in_ = 0;
       generation_++;
     }
     cv_.notify_all();
     steal(job);
-    // Every worker checks in once per generation, so none is still reading this job afterwards.
+    // Waits only for the workers that took this job (under m_, as they take it), not for every
+    // worker to wake: on a loaded machine a worker can stay descheduled for a time slice, and the
+    // caller, which has run every chunk itself by then, would wait for it. The job is cleared
+    // before returning, so a worker that wakes later takes nothing (f lives on our stack).
     std::unique_lock<std::mutex> g(m_);
-    done_.wait(g, [this] { return checked_in_ == workers_.size(); });
+    done_.wait(g, [this] { return active_ == 0; });
+    job_ = Job{};
   }
 
  private:
@@ -105,10 +108,12 @@ class Pool {
         if (stop_) return;
         seen = generation_;
         job = job_;
+        if (!job.f) continue;  // its run() has returned already
+        active_++;
       }
       steal(job);
       std::lock_guard<std::mutex> g(m_);
-      if (++checked_in_ == workers_.size()) done_.notify_all();
+      if (--active_ == 0) done_.notify_all();
     }
   }
 
@@ -119,7 +124,7 @@ class Pool {
   int threads_ = 1;
   bool stop_ = false;
   Job job_;
-  size_t checked_in_ = 0, generation_ = 0;
+  size_t active_ = 0, generation_ = 0;  // active_: workers inside the current job
   std::atomic<size_t> next_{0};
 };
 
