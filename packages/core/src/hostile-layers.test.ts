@@ -29,9 +29,15 @@ describe('lstm, hostile inputs', () => {
     expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, std, inf, false, -1)).toThrow(/direction/);
     expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, std, inf, false, 3)).toThrow(/direction/);
     const lens2 = mx.array([1, 2], { dtype: 'int32' });
-    expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), lens2, null, std, inf, false, 0)).toThrow(/lens must be \[B\]/);
-    expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, z([1, 9, 1]), std, inf, false, 0)).toThrow(/peepholes/);
-    expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, std.slice(0, 8), inf, false, 0)).toThrow(/acts/);
+    expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), lens2, null, std, inf, false, 0)).toThrow(
+      /lens must be \[B\]/,
+    );
+    expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, z([1, 9, 1]), std, inf, false, 0)).toThrow(
+      /peepholes/,
+    );
+    expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, std.slice(0, 8), inf, false, 0)).toThrow(
+      /acts/,
+    );
     expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, std, Number.NaN, false, 0)).toThrow(/clip/);
     expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, std, -1, false, 0)).toThrow(/clip/);
     expect(() =>
@@ -185,7 +191,9 @@ describe('convGemm, hostile inputs', () => {
     expect(() => mx.convGemm(x, w, 6, z([5]), null, one, zero, zero, one, -inf, inf)).toThrow(/bias/);
     expect(() => mx.convGemm(x, w, 6, null, z([1, 3, 3, 5]), one, zero, zero, one, -inf, inf)).toThrow(/residual/);
     // Rank: a 3-D weight against a 2-D input, and a 5-D input.
-    expect(() => mx.convGemm(x, pack(z([6, 3, 3]), 2), 6, null, null, one, zero, zero, one, -inf, inf)).toThrow(/convGemm|conv_gemm|rank|dims/i);
+    expect(() => mx.convGemm(x, pack(z([6, 3, 3]), 2), 6, null, null, one, zero, zero, one, -inf, inf)).toThrow(
+      /convGemm|conv_gemm|rank|dims/i,
+    );
     expect(() => mx.convGemm(z([1, 2, 5, 5, 6]), w, 6, null, null, [1, 1, 1], [0, 0, 0], [0, 0, 0], [1, 1, 1], -inf, inf)).toThrow();
   });
 
@@ -235,7 +243,9 @@ describe('convGemm, hostile inputs', () => {
     if (threw) expect(String(threw)).toMatch(/pad|size|overflow|large|convGemm|conv_gemm/i);
     else expect(y!.shape[0]).toBe(0);
     expect(() => mx.convGemm(z([1, 5, 5, 4]), wp, 4, null, null, [2 ** 31 - 1, 1], zero, zero, one, -inf, inf)).not.toThrow(/^$/);
-    expect(() => mx.convGemm(z([1, 5, 5, 4]), wp, 4, null, null, one, zero, zero, [2 ** 30, 1], -inf, inf)).toThrow(/larger|dilation|size/i);
+    expect(() => mx.convGemm(z([1, 5, 5, 4]), wp, 4, null, null, one, zero, zero, [2 ** 30, 1], -inf, inf)).toThrow(
+      /larger|dilation|size/i,
+    );
   });
 
   it('matches contiguous copies for strided inputs, per group, with NaN/inf carried per group', () => {
@@ -248,11 +258,7 @@ describe('convGemm, hostile inputs', () => {
     const got = mx.convGemm(xt, wp, 6, null, null, one, [1, 0], [0, 1], one, -inf, inf);
     expectAllClose(got, list(want), 1e-6, 1e-6);
     // A NaN in group 0's input channels leaves the other groups' outputs finite.
-    const nan = mx.where(
-      mx.equal(mx.reshape(mx.arange(6), [1, 1, 1, 6]), mx.array(0)),
-      mx.full([1, 4, 5, 6], Number.NaN, 'float32'),
-      x0,
-    );
+    const nan = mx.where(mx.equal(mx.reshape(mx.arange(6), [1, 1, 1, 6]), mx.array(0)), mx.full([1, 4, 5, 6], Number.NaN, 'float32'), x0);
     const y = list(mx.convGemm(nan, wp, 6, null, null, one, zero, zero, one, -inf, inf));
     for (let i = 0; i < y.length; i++) expect(Number.isNaN(y[i])).toBe(i % 6 < 2);
     // Clamp NaN bounds: refused or applied as no bound, never a fault.

@@ -56,6 +56,10 @@ const cases: Refusal[] = [
     why: /LSTM needs 6 activations for direction 'bidirectional', got 4/,
   },
   { op: 'RNN', opset: 14, attrs: { layout: 2 }, inputs: 3, why: /RNN layout 2 is not 0 or 1/ },
+  // onnxruntime refuses clip <= 0 for LSTM and GRU; its RNN clipped to the empty interval.
+  { op: 'RNN', opset: 14, attrs: { clip: -1 }, inputs: 3, why: /RNN clip -1 is not positive/ },
+  { op: 'LSTM', opset: 14, attrs: { clip: 0 }, inputs: 3, why: /LSTM clip 0 is not positive/ },
+  { op: 'GRU', opset: 14, attrs: { clip: Number.NaN }, inputs: 3, why: /GRU clip NaN is not positive/ },
   {
     op: 'Conv',
     opset: 11,
