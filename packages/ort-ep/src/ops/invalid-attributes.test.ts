@@ -48,6 +48,9 @@ const cases: Refusal[] = [
     why: /RNN direction 'sideways' is not forward, reverse or bidirectional/,
   },
   { op: 'GRU', opset: 14, attrs: { activations: ['Sigmoid', 'Wobble'] }, inputs: 3, why: /GRU activation 'Wobble' is not one of/ },
+  // An empty name (once a TypeError reading its spec) and a name of Object's prototype.
+  { op: 'LSTM', opset: 14, attrs: { activations: ['', 'Tanh', 'Tanh'] }, inputs: 3, why: /LSTM activation '' is not one of/ },
+  { op: 'RNN', opset: 14, attrs: { activations: ['constructor'] }, inputs: 3, why: /RNN activation 'constructor' is not one of/ },
   {
     op: 'LSTM',
     opset: 14,

@@ -94,8 +94,9 @@ export function parseRnn(fam: Family, attrs: Attrs, opset: number): RnnParams {
   // A list of one direction's activations is repeated for bidirectional.
   const given = attrs.has('activations') ? attrs.strings('activations') : fam.defaults;
   const names = given.length === fam.defaults.length && directions === 2 ? [...given, ...given] : given;
-  const unknown = names.find((n) => !activationSpecs[n.toLowerCase()]);
-  if (unknown) throw new RangeError(`${op} activation '${unknown}' is not one of ${Object.keys(activationSpecs).join(', ')}`);
+  // Own keys only ('constructor' is no activation), and an empty name is unknown too.
+  const unknown = names.find((n) => !Object.hasOwn(activationSpecs, n.toLowerCase()));
+  if (unknown !== undefined) throw new RangeError(`${op} activation '${unknown}' is not one of ${Object.keys(activationSpecs).join(', ')}`);
   const want = fam.defaults.length * directions;
   if (names.length !== want) throw new RangeError(`${op} needs ${want} activations for direction '${direction}', got ${names.length}`);
   const layout = attrs.int('layout', 0);
