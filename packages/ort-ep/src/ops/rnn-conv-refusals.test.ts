@@ -6,7 +6,7 @@
 // the weight's. Each case runs on onnxruntime's CPU provider first, to show that it refuses.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type AttrSpec } from '../../test/helpers/build.js';
-import { f32, i32, mlxCpu, outcome, randomF32, type Feeds } from '../../test/helpers/ort.js';
+import { f32, i32, mlxCpu, outcome, randomF32, runOn, type Feeds } from '../../test/helpers/ort.js';
 
 function rnnModel(op: string, inputs: string[], attrs: Record<string, AttrSpec>, types: Record<string, 'float32' | 'int32'>): Uint8Array {
   return model({
@@ -87,5 +87,28 @@ describe('Conv kernel_shape', () => {
       nodes: [node('Conv', ['x', 'w'], ['y'], { attrs: { kernel_shape: [2, 2], group: 2 }, name: 'n' })],
     });
     expect(await outcome(bytes, { x: f32(Array(100).fill(1), [1, 4, 5, 5]), w: randomF32([4, 2, 2, 2], 2) }, mlxCpu)).toBe('ran');
+  });
+});
+
+describe('Clip bounds', () => {
+  const clipModel = () =>
+    model({
+      opsets: { '': 13 },
+      inputs: [v('x', 'float32'), v('lo', 'float32'), v('hi', 'float32')],
+      outputs: [v('y', 'float32')],
+      nodes: [node('Clip', ['x', 'lo', 'hi'], ['y'], { name: 'n' })],
+    });
+  it('a bound of several elements is refused (it broadcast the result to its shape)', () =>
+    expectBothRefuse(
+      clipModel(),
+      { x: f32([-0.36], [1, 1]), lo: randomF32([2, 5], 1), hi: f32([2], [1, 1]) },
+      /Clip min has shape \[2, 5\], not a scalar/,
+    ));
+  it('a bound of shape [1] keeps the shape of a scalar X, as in onnxruntime', async () => {
+    const feeds = { x: f32([-3], []), lo: f32([-1], [1]), hi: f32([1], [1]) };
+    const got = await runOn('mlx', clipModel(), feeds);
+    const want = await runOn('cpu', clipModel(), feeds);
+    expect(got.y.dims).toEqual(want.y.dims);
+    expect(Array.from(got.y.data as Float32Array)).toEqual(Array.from(want.y.data as Float32Array));
   });
 });
