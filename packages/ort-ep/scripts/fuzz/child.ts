@@ -259,7 +259,7 @@ const KNOWN_DIVERGENCES: { label: RegExp; detail: RegExp; test?: (d: string, c: 
   {
     // With no time steps the final states are the initial ones (the recurrence runs zero times);
     // onnxruntime 1.30 returns zeros for Y_h and uninitialised memory for Y_c (values change run
-    // to run). Only where the sequence axis of X is 0.
+    // to run). Only where the sequence axis of X is 0 or a sequence_lens entry is 0.
     label: /^structured::rnn::|^test_(lstm|gru|rnn|simple_rnn)_|^ai\.onnx::(LSTM|GRU|RNN)$/,
     detail: /^(yh|yc|Y_h|Y_c|y1_0|y2_0)\[\d+\]: /,
     test: (_d, c) => emptySequence(c),
@@ -274,7 +274,7 @@ const KNOWN_DIVERGENCES: { label: RegExp; detail: RegExp; test?: (d: string, c: 
   },
 ];
 
-/** Whether the case's LSTM/GRU/RNN node has an X whose sequence axis (by layout) is 0. */
+/** Whether the case's LSTM/GRU/RNN node has an X whose sequence axis (by layout) is 0, or a sequence length of 0. */
 function emptySequence(c: FuzzCase): boolean {
   try {
     const g = decodeModel(c.model).graph;
@@ -284,7 +284,10 @@ function emptySequence(c: FuzzCase): boolean {
       const dims = c.feeds[x]?.dims ?? g.initializers.get(x)?.dims;
       const layout = n.attributes.get('layout');
       const axis = layout?.type === 'int' && layout.value === 1 ? 1 : 0;
-      return dims !== undefined && Number(dims[axis]) === 0;
+      if (dims !== undefined && Number(dims[axis]) === 0) return true;
+      // A sequence_lens of 0 for some batch entry: that entry's sequence is empty.
+      const lens = n.inputs[4] ? (c.feeds[n.inputs[4]] ?? g.initializers.get(n.inputs[4])) : undefined;
+      return !!lens && Array.from(lens.data as ArrayLike<number | bigint>).some((v) => Number(v) === 0);
     });
   } catch {
     return false;
