@@ -4,6 +4,9 @@
 //
 //   node --conditions=source --import tsx scripts/fuzz.ts [--seed N] [--cases N] [--start N]
 //        [--jobs N] [--batch N] [--timeout MS] [--minutes M] [--corpus DIR] [--report FILE] [--quiet]
+//        [--focus REGEX] [--structured WEIGHT]
+//   (--focus: only ops, ONNX tests and structured families matching REGEX, case-insensitive;
+//    --structured: the weight of structured cases, scripts/fuzz/structured.ts, against op 0.6)
 //   (--minutes: start no new batch after M minutes; the summary covers the cases run)
 //   node --conditions=source --import tsx scripts/fuzz.ts --replay FILE_OR_DIR...
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
@@ -21,6 +24,8 @@ const shared = resolve(pkg, '../../../shared');
 const roots = {
   models: existsSync(join(shared, 'models')) ? join(shared, 'models') : undefined,
   onnxTests: existsSync(join(shared, 'onnx-node-tests/v1.22.0')) ? join(shared, 'onnx-node-tests/v1.22.0') : undefined,
+  focus: opt('focus'),
+  structured: opt('structured') ? Number(opt('structured')) : undefined,
 };
 // --show SEED:INDEX: one case in this process, with the whole error.
 const show = opt('show');

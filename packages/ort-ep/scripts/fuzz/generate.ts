@@ -17,6 +17,7 @@ import { schemaData } from '../../src/onnx/schema-data.js';
 import { defaultRegistry } from '../../src/ops/index.js';
 import * as P from '../../test/helpers/proto.js';
 import { Rng } from './rng.js';
+import { structuredCase } from './structured.js';
 import {
   EDGE_FLOATS,
   EDGE_INTS,
@@ -35,7 +36,7 @@ import {
 /** The note on a CastLike case that carries `saturate` with a target type other than float8. */
 export const SATURATE_NON_FLOAT8 = 'saturate with a non-float8 target';
 
-export type Source = 'op' | 'onnx-test' | 'shared';
+export type Source = 'op' | 'onnx-test' | 'shared' | 'structured';
 
 export interface FuzzCase {
   /** `${seed}:${index}` for generated cases; the file name for replayed ones. */
@@ -56,6 +57,10 @@ export interface Roots {
   models?: string;
   /** Folder of the ONNX node tests (../shared/onnx-node-tests/v1.22.0). */
   onnxTests?: string;
+  /** A regular expression (case-insensitive): only ops, ONNX tests and structured families it matches. */
+  focus?: string;
+  /** The share of structured cases (scripts/fuzz/structured.ts); 0 unless given. */
+  structured?: number;
 }
 
 // ---- the op source ----
@@ -515,8 +520,10 @@ function randomShape(rng: Rng, rank: number): number[] {
   );
 }
 
-function opCase(rng: Rng): Omit<FuzzCase, 'id' | 'runs'> | undefined {
-  const t = rng.pick(targets());
+function opCase(rng: Rng, focus?: RegExp): Omit<FuzzCase, 'id' | 'runs'> | undefined {
+  const all = targets();
+  const focused = focus ? all.filter((x) => focus.test(x.op)) : all;
+  const t = rng.pick(focused.length ? focused : all);
   const opset = opsetFor(rng, t);
   const f = formalsOf(t, opset);
   if (!f) return undefined;
@@ -926,17 +933,23 @@ export const DEFAULT_MIX: Mix = { op: 0.6, onnxTest: 0.32, shared: 0.08 };
 
 export function generateCase(seed: number, index: number, roots: Roots, mix: Mix = DEFAULT_MIX): FuzzCase {
   const rng = new Rng(seed, index);
+  const focus = roots.focus ? new RegExp(roots.focus, 'i') : undefined;
   for (let attempt = 0; ; attempt++) {
     const source = rng.weighted<Source>([
       ['op', mix.op],
       ['onnx-test', roots.onnxTests ? mix.onnxTest : 0],
-      ['shared', roots.models ? mix.shared : 0],
+      // A focus names ops: the shared models are left out.
+      ['shared', roots.models && !focus ? mix.shared : 0],
+      ['structured', roots.structured ?? 0],
     ]);
     let c: Omit<FuzzCase, 'id' | 'runs'> | undefined;
-    if (source === 'op') c = opCase(rng);
+    if (source === 'op') c = opCase(rng, focus);
+    else if (source === 'structured') c = { source, ...structuredCase(rng, focus)! };
     else {
       const root = source === 'shared' ? roots.models! : roots.onnxTests!;
-      const dirs = source === 'shared' ? listShared(root) : listOnnxTests(root);
+      const all = source === 'shared' ? listShared(root) : listOnnxTests(root);
+      const focused = focus ? all.filter((d) => focus.test(d)) : all;
+      const dirs = focused.length ? focused : all;
       const label = rng.pick(dirs);
       const base = feedsOf(join(root, label), rng);
       if (base) {

@@ -357,8 +357,16 @@ const clipEntry = onnxOp('Clip', 11, {
     const x = ctx.input(0);
     // A bound not given is the type's finite extreme, as in onnxruntime: infinities clamp to it.
     const extreme = FINITE_MAX[x.dtype];
-    const lo = ctx.optional(1) ?? (extreme === undefined ? undefined : mx.array(-extreme, x.dtype));
-    const hi = ctx.optional(2) ?? (extreme === undefined ? undefined : mx.array(extreme, x.dtype));
+    // A bound is a scalar (the spec; onnxruntime takes any one-element tensor): as a scalar, so
+    // that it never broadcasts the result to another shape.
+    const bound = (i: number) => {
+      const b = ctx.optional(i);
+      if (!b) return undefined;
+      if (b.size !== 1) throw new RangeError(`Clip ${i === 1 ? 'min' : 'max'} has shape [${b.shape.join(', ')}], not a scalar`);
+      return b.ndim ? mx.reshape(b, []) : b;
+    };
+    const lo = bound(1) ?? (extreme === undefined ? undefined : mx.array(-extreme, x.dtype));
+    const hi = bound(2) ?? (extreme === undefined ? undefined : mx.array(extreme, x.dtype));
     // min > max gives max everywhere (numpy semantics, which the spec follows).
     let r = lo ? mx.maximum(x, lo) : x;
     r = hi ? mx.minimum(r, hi) : r;

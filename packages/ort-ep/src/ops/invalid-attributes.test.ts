@@ -48,6 +48,9 @@ const cases: Refusal[] = [
     why: /RNN direction 'sideways' is not forward, reverse or bidirectional/,
   },
   { op: 'GRU', opset: 14, attrs: { activations: ['Sigmoid', 'Wobble'] }, inputs: 3, why: /GRU activation 'Wobble' is not one of/ },
+  // An empty name (once a TypeError reading its spec) and a name of Object's prototype.
+  { op: 'LSTM', opset: 14, attrs: { activations: ['', 'Tanh', 'Tanh'] }, inputs: 3, why: /LSTM activation '' is not one of/ },
+  { op: 'RNN', opset: 14, attrs: { activations: ['constructor'] }, inputs: 3, why: /RNN activation 'constructor' is not one of/ },
   {
     op: 'LSTM',
     opset: 14,
@@ -56,6 +59,10 @@ const cases: Refusal[] = [
     why: /LSTM needs 6 activations for direction 'bidirectional', got 4/,
   },
   { op: 'RNN', opset: 14, attrs: { layout: 2 }, inputs: 3, why: /RNN layout 2 is not 0 or 1/ },
+  // onnxruntime refuses clip <= 0 for LSTM and GRU; its RNN clipped to the empty interval.
+  { op: 'RNN', opset: 14, attrs: { clip: -1 }, inputs: 3, why: /RNN clip -1 is not positive/ },
+  { op: 'LSTM', opset: 14, attrs: { clip: 0 }, inputs: 3, why: /LSTM clip 0 is not positive/ },
+  { op: 'GRU', opset: 14, attrs: { clip: Number.NaN }, inputs: 3, why: /GRU clip NaN is not positive/ },
   {
     op: 'Conv',
     opset: 11,

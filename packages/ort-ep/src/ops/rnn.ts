@@ -94,12 +94,15 @@ export function parseRnn(fam: Family, attrs: Attrs, opset: number): RnnParams {
   // A list of one direction's activations is repeated for bidirectional.
   const given = attrs.has('activations') ? attrs.strings('activations') : fam.defaults;
   const names = given.length === fam.defaults.length && directions === 2 ? [...given, ...given] : given;
-  const unknown = names.find((n) => !activationSpecs[n.toLowerCase()]);
-  if (unknown) throw new RangeError(`${op} activation '${unknown}' is not one of ${Object.keys(activationSpecs).join(', ')}`);
+  // Own keys only ('constructor' is no activation), and an empty name is unknown too.
+  const unknown = names.find((n) => !Object.hasOwn(activationSpecs, n.toLowerCase()));
+  if (unknown !== undefined) throw new RangeError(`${op} activation '${unknown}' is not one of ${Object.keys(activationSpecs).join(', ')}`);
   const want = fam.defaults.length * directions;
   if (names.length !== want) throw new RangeError(`${op} needs ${want} activations for direction '${direction}', got ${names.length}`);
   const layout = attrs.int('layout', 0);
   if (layout !== 0 && layout !== 1) throw new RangeError(`${op} layout ${layout} is not 0 or 1`);
+  // A threshold clips to [-clip, clip]: 0 or less (or NaN) is no interval.
+  if (attrs.has('clip') && !(attrs.float('clip') > 0)) throw new RangeError(`${op} clip ${attrs.float('clip')} is not positive`);
   return {
     directions,
     reverse: direction === 'reverse',
@@ -212,12 +215,54 @@ const dirSlice = (a: mx.Array, d: number) =>
     0,
   );
 
-/** sequence_lens as int32 [batch], or undefined when absent or every sequence is full length. */
-function seqLens(ctx: OpContext<RnnParams>, seq: number): mx.Array | undefined {
+/**
+ * sequence_lens as int32 [batch], or undefined when absent or every sequence is full length. A
+ * length outside [0, seq] fails the run (the guard); the masks treat it as clamped meanwhile.
+ */
+function seqLens(ctx: OpContext<RnnParams>, seq: number, batch: number): mx.Array | undefined {
   if (!ctx.has(4)) return undefined;
+  const dims = ctx.shape(4);
+  if (dims.length !== 1 || dims[0] !== batch) throw new RangeError(`sequence_lens has shape [${dims}], not [${batch}]`);
   const known = ctx.hostIfKnown(4);
-  if (known && hostNumbers(known).every((n) => n === seq)) return undefined;
-  return mx.reshape(mx.astype(ctx.input(4), 'int32'), [-1]);
+  if (known) {
+    const ns = hostNumbers(known);
+    const bad = ns.find((n) => n < 0 || n > seq);
+    if (bad !== undefined) throw new RangeError(`sequence_lens holds ${bad}, outside [0, ${seq}] (the sequence length)`);
+    if (ns.every((n) => n === seq)) return undefined;
+  }
+  const lens = mx.reshape(mx.astype(ctx.input(4), 'int32'), [-1]);
+  if (!known && batch > 0)
+    ctx.guard(
+      mx.any(mx.logicalOr(mx.less(lens, 0), mx.greater(lens, seq))),
+      ([lo, hi]) => `sequence_lens holds values from ${lo} to ${hi}, outside [0, ${seq}] (the sequence length)`,
+      mx.stack([mx.min(lens), mx.max(lens)]),
+    );
+  return lens;
+}
+
+/** The shapes of every input against X, the hidden size and the directions (the composed steps would broadcast some). */
+function checkShapes(ctx: OpContext<RnnParams>, fam: Family, seqBatch: number[], input: number, H: number, custom: boolean): void {
+  const p = ctx.params;
+  const D = p.directions;
+  const G = fam.gates;
+  const op = fam.opType;
+  const want = (i: number, name: string, dims: number[]) => {
+    if (!ctx.has(i)) return;
+    const got = ctx.shape(i);
+    if (got.length !== dims.length || got.some((d, k) => d !== dims[k]))
+      throw new RangeError(`${op} ${name} has shape [${got.join(', ')}], not [${dims.join(', ')}]`);
+  };
+  if (!custom) {
+    want(1, 'W', [D, G * H, input]);
+    want(2, 'R', [D, G * H, H]);
+  }
+  want(3, 'B', [D, 2 * G * H]);
+  const state = p.layout === 1 ? [seqBatch[1], D, H] : [D, seqBatch[1], H];
+  want(5, 'initial_h', state);
+  if (fam.opType === 'LSTM') {
+    want(6, 'initial_c', state);
+    want(7, 'P', [D, 3 * H]);
+  }
 }
 
 /** Step validity masks [batch, 1] per step. */
@@ -317,6 +362,7 @@ export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: Layer
   const p = ctx.params;
   const layout = p.layout;
   const xIn = ctx.input(0);
+  if (xIn.ndim !== 3) throw new RangeError(`${fam.opType} X has rank ${xIn.ndim}, not 3`);
   const x = layout === 1 ? mx.transpose(xIn, [1, 0, 2]) : xIn; // [seq, batch, input]
   const [seq, batch] = x.shape;
   const r = ctx.input(2);
@@ -324,7 +370,8 @@ export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: Layer
   const H = weights?.hidden ?? p.hidden ?? r.shape[2];
   const G = fam.gates;
   const per = fam.defaults.length;
-  const lens = seqLens(ctx, seq);
+  checkShapes(ctx, fam, [seq, batch], x.shape[2], H, !!weights);
+  const lens = seqLens(ctx, seq, batch);
   // Custom weights (DynamicQuantizeLSTM: quantized R in its own layout) keep the composed step.
   if (!weights && seq > 0 && nativeLstm(ctx, fam, x)) return runNativeLstm(ctx, x, H, lens);
   const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);

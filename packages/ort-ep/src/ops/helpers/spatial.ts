@@ -103,7 +103,12 @@ export function windowOf(a: WindowAttrs, spatial: readonly number[], kernel: rea
 
 /** The kernel's spatial shape: the attribute, else the weight's trailing dims. */
 export function kernelOf(a: WindowAttrs, weightShape: readonly number[]): number[] {
-  return a.kernelShape ?? weightShape.slice(2);
+  const fromW = weightShape.slice(2);
+  const k = a.kernelShape;
+  // A kernel_shape that disagrees with the weight names no window the weight can fill.
+  if (k && (k.length !== fromW.length || k.some((v, i) => v !== fromW[i])))
+    throw new RangeError(`kernel_shape [${k.join(', ')}] does not match the weight's spatial dims [${fromW.join(', ')}]`);
+  return k ?? fromW;
 }
 
 /** [N, C, d1..dn] -> [N, d1..dn, C] */

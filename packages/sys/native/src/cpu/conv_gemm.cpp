@@ -440,7 +440,7 @@ array conv_gemm(const array& x, const array& wp, int o, const std::optional<arra
   if (wp.shape(-1) != kPanel) throw std::invalid_argument("conv_gemm: the packed weight's last axis must be " + std::to_string(kPanel));
   // Groups: the input's channels over the weight's (one group when they are equal).
   const int cg = wp.shape(-2), c = x.shape(-1);
-  if (cg <= 0 || c % cg != 0)
+  if (cg <= 0 || c <= 0 || c % cg != 0)
     throw std::invalid_argument("conv_gemm: the input has " + std::to_string(c) + " channels, the weight " + std::to_string(cg) +
                                 " (the input's must be a multiple of the weight's, one group each)");
   const int g = c / cg;
@@ -462,10 +462,15 @@ array conv_gemm(const array& x, const array& wp, int o, const std::optional<arra
   per_axis(pads_end, "pads_end", 0);
   per_axis(dilations, "dilations", 1);
   for (int i = 0; i < sp; i++) {
-    const int span = (wp.shape(1 + i) - 1) * dilations[i] + 1;
-    if (x.shape(1 + i) + pads_begin[i] + pads_end[i] < span)
+    // In 64 bits: a huge dilation or pad must not wrap past the check.
+    const int64_t span = (static_cast<int64_t>(wp.shape(1 + i)) - 1) * dilations[i] + 1;
+    const int64_t padded = static_cast<int64_t>(x.shape(1 + i)) + pads_begin[i] + pads_end[i];
+    if (padded < span)
       throw std::invalid_argument("conv_gemm: the window (" + std::to_string(span) + ") is larger than the padded input (" +
-                                  std::to_string(x.shape(1 + i) + pads_begin[i] + pads_end[i]) + ") on spatial axis " + std::to_string(i));
+                                  std::to_string(padded) + ") on spatial axis " + std::to_string(i));
+    if (padded > std::numeric_limits<int32_t>::max())
+      throw std::invalid_argument("conv_gemm: the padded input (" + std::to_string(padded) + ") on spatial axis " + std::to_string(i) +
+                                  " is past 2^31 - 1");
   }
   if (bias && (bias->ndim() != 1 || bias->shape(0) != o))
     throw std::invalid_argument("conv_gemm: bias must be a vector of " + std::to_string(o) + " channels");

@@ -295,6 +295,12 @@ std::vector<array> lstm(const array& proj, const array& rt, const array& h0, con
     cfg.acts.push_back(a);
   }
   auto dt = proj.dtype();
+  // An empty batch or hidden size: every result is empty, whatever T is (the composition would
+  // still build T steps, and T of an empty proj can be any size a feed gives).
+  if (B == 0 || H == 0) {
+    auto rdt = mx::promote_types(mx::promote_types(dt, rt.dtype()), mx::promote_types(h0.dtype(), c0.dtype()));
+    return {mx::zeros({T, D, B, H}, rdt, s), mx::zeros(st, rdt, s), mx::zeros(st, rdt, s)};
+  }
   bool all_f32 = dt == mx::float32 && rt.dtype() == dt && h0.dtype() == dt && c0.dtype() == dt && (!peepholes || peepholes->dtype() == dt);
   if (s.device != mx::Device::cpu || !all_f32 || T == 0 || B == 0 || H == 0) return composed(proj, rt, h0, c0, lens, peepholes, cfg, s);
   // No contiguous copies: the kernel reads every input through its strides.
