@@ -245,7 +245,8 @@ function parseResize(opType: 'Resize' | 'Upsample', legacy: boolean) {
     if (legacy) return p;
     if (!coords.has(a.coord) || (a.coord === 'half_pixel_symmetric' && opset < 19))
       throw new RangeError(`Resize coordinate_transformation_mode '${a.coord}' is not defined at opset ${opset}`);
-    if (!nearestModes.has(a.nearest)) throw new RangeError(`Resize nearest_mode '${a.nearest}' is not supported`);
+    // nearest_mode only matters to mode nearest; onnxruntime ignores it otherwise, and so do we.
+    if (a.mode === 'nearest' && !nearestModes.has(a.nearest)) throw new RangeError(`Resize nearest_mode '${a.nearest}' is not supported`);
     if (a.antialias && a.mode === 'nearest') throw new RangeError('Resize antialias is not defined for mode nearest');
     if (!policies.has(keepAspectRatioPolicy))
       throw new RangeError(`Resize keep_aspect_ratio_policy '${keepAspectRatioPolicy}' is not one of ${[...policies].join(', ')}`);

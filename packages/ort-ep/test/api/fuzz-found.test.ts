@@ -698,3 +698,32 @@ describe('sizes from data the fuzz harness found (seed 1803)', () => {
     }
   });
 });
+
+describe('Resize nearest_mode outside mode nearest (fuzz seed 2301)', () => {
+  // onnxruntime ignores nearest_mode unless mode is nearest; mlx refused the node, so it went to
+  // the onnxruntime fallback, whose Resize-11 with 48 scales for a rank-1 input smashed its stack
+  // (SIGABRT). mlx now takes the node and refuses the scales itself.
+  const resize = (): ModelSpec => ({
+    opsets: { '': 11 },
+    inputs: [v('x', 'float32'), v('roi', 'float32'), v('s', 'float32')],
+    outputs: [v('y', 'float32')],
+    nodes: [node('Resize', ['x', 'roi', 's'], ['y'], { name: 'n', attrs: { mode: 'linear', nearest_mode: 'x' } })],
+  });
+  const mlxOnly = { executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'none' }] } as unknown as typeof mlx;
+
+  it('runs on mlx alone and matches onnxruntime', async () => {
+    const bytes = model(resize());
+    const feeds = { x: f32([1, 2, 3, 4], [1, 1, 2, 2]), roi: f32([], [0]), s: f32([1, 1, 2, 1.5], [4]) };
+    const want = (await (await ort.InferenceSession.create(bytes)).run(feeds)).y;
+    const have = (await (await ort.InferenceSession.create(bytes, mlxOnly)).run(feeds)).y;
+    expect([...have.dims]).toEqual([...want.dims]);
+    Array.from(have.data as Float32Array).forEach((y, i) => expect(y).toBeCloseTo((want.data as Float32Array)[i], 5));
+  });
+
+  it('too many scales for the input: a NodeExecutionError, not onnxruntime aborting the process', async () => {
+    const scales = Array.from({ length: 48 }, (_, i) => 1 + (i % 3));
+    const e = await outcome(model(resize()), { x: f32([0.3, -3, 2.9], [3]), roi: f32(seeded(48, 1), [48]), s: f32(scales, [48]) }, mlx);
+    expect(e).toBeInstanceOf(NodeExecutionError);
+    expect((e as Error).message).toMatch(/Resize: 48 scales\/sizes for 1 axes/);
+  });
+});
