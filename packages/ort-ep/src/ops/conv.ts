@@ -39,10 +39,26 @@ export function parseConv(attrs: Attrs): ConvParams {
   return { ...parseWindow(attrs), group };
 }
 
+/**
+ * MLX's conv_general, except over zero input channels: a sum over no channels is 0, and MLX's CPU
+ * kernel divides by the channel count (SIGFPE). The node is built for its output shape only.
+ */
+function convGeneral(
+  x: mx.Array,
+  w: mx.Array,
+  ...rest: Parameters<typeof mx.convGeneral> extends [unknown, unknown, ...infer R] ? R : never
+): mx.Array {
+  const y = mx.convGeneral(x, w, ...rest);
+  if (x.shape.at(-1) !== 0 && w.shape.at(-1) !== 0) return y;
+  const z = mx.zeros(y.shape, y.dtype);
+  y.dispose();
+  return z;
+}
+
 /** Channels-last convolution of x [N, ...sp, C] with ONNX weight w [O, C/g, ...k]. */
 function convLast(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.Array {
   const wl = toChannelsLast(w);
-  return mx.convGeneral(xl, wl, win.strides, win.padsBegin, win.padsEnd, win.dilations, ones(win.kernel.length), group, false);
+  return convGeneral(xl, wl, win.strides, win.padsBegin, win.padsEnd, win.dilations, ones(win.kernel.length), group, false);
 }
 
 function convWindow(p: WindowAttrs, x: readonly number[], w: readonly number[]): Window {
@@ -208,7 +224,7 @@ function convTranspose(ctx: OpContext<ConvTransposeParams>): mx.Array {
   const full = spatial.map((s, i) => (s - 1) * strides[i] + reach[i] + 1);
   const before = g.padsBegin.map((p) => Math.max(0, -p));
   const after = g.out.map((o, i) => Math.max(0, g.padsBegin[i] + o - full[i]));
-  let y = mx.convGeneral(
+  let y = convGeneral(
     toChannelsLast(x),
     transposeWeight(w, group),
     ones(n),

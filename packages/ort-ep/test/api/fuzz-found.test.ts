@@ -727,3 +727,47 @@ describe('Resize nearest_mode outside mode nearest (fuzz seed 2301)', () => {
     expect((e as Error).message).toMatch(/Resize: 48 scales\/sizes for 1 axes/);
   });
 });
+
+describe('Conv over zero input channels (fuzz seed 2301)', () => {
+  // MLX's CPU conv divides by the channel count: a float16 Conv of [1, 0, 1, 2] by [1, 0, 1, 2]
+  // killed the process with SIGFPE. A sum over no channels is 0: the output is the bias.
+  for (const type of ['float32', 'float16'] as const) {
+    for (const op of ['Conv', 'ConvTranspose'] as const) {
+      it(`${op} ${type}: the bias over the output's shape, as onnxruntime gives where it runs`, async () => {
+        const bytes = model({
+          opsets: { '': 22 },
+          irVersion: 11,
+          inputs: [v('x', type), v('w', type), v('b', type)],
+          outputs: [v('y', type)],
+          nodes: [node(op, ['x', 'w', 'b'], ['y'], { name: 'n' })],
+        });
+        const t = (data: number[], dims: number[]) =>
+          type === 'float32'
+            ? f32(data, dims)
+            : new ort.Tensor(
+                'float16',
+                Uint16Array.from(data, (d) => (d === 0 ? 0 : d === 1.5 ? 0x3e00 : 0xc000)),
+                dims,
+              );
+        // Conv weight [M, C, k...]; ConvTranspose weight [C, M, k...]: zero C both ways.
+        const w = op === 'Conv' ? t([], [2, 0, 2, 2]) : t([], [0, 2, 2, 2]);
+        const feeds = { x: t([], [1, 0, 3, 3]), w, b: t([1.5, -2], [2]) };
+        const have = (await (await ort.InferenceSession.create(bytes, mlx)).run(feeds)).y;
+        const dims = op === 'Conv' ? [1, 2, 2, 2] : [1, 2, 4, 4];
+        expect([...have.dims]).toEqual(dims);
+        const per = dims[2] * dims[3];
+        const want = Array.from({ length: 2 * per }, (_, i) => (i < per ? 1.5 : -2));
+        const got =
+          type === 'float32'
+            ? Array.from(have.data as Float32Array)
+            : Array.from(have.data as Uint16Array, (h) => (h === 0x3e00 ? 1.5 : h === 0xc000 ? -2 : h));
+        expect(got).toEqual(want);
+        // onnxruntime, where it runs the case, agrees.
+        if ((await outcome(bytes, feeds)) === 'ran') {
+          const ref = (await (await ort.InferenceSession.create(bytes)).run(feeds)).y;
+          expect(Array.from(ref.data as ArrayLike<number>)).toEqual(Array.from(have.data as ArrayLike<number>));
+        }
+      });
+    }
+  }
+});
