@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, expectSameWithRewrites, seeded, type Feeds } from '../helpers/ort.js';
 
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'channels-last');
 const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
@@ -52,21 +52,7 @@ function poolFlags(bytes: Uint8Array): string[] {
 
 async function expectLayout(bytes: Uint8Array, f: Feeds, tol = { rtol: 1e-4, atol: 1e-4 }) {
   await expectSameAsOrt(bytes, f, tol);
-  for (const compiled of [false, true]) {
-    const [on, off] = [
-      await runMlxWith(bytes, f, { compiled, graphRewrites: true }),
-      await runMlxWith(bytes, f, { compiled, graphRewrites: WITHOUT }),
-    ];
-    expect(Object.keys(on).sort()).toEqual(Object.keys(off).sort());
-    for (const k of Object.keys(off)) {
-      const [a, b] = [plain(on[k]), plain(off[k])];
-      expect(on[k].dims).toEqual(off[k].dims);
-      expect(a.length).toBe(b.length);
-      a.forEach((x, i) =>
-        expect(Math.abs(x - b[i]), `compiled ${compiled} ${k}[${i}]`).toBeLessThanOrEqual(tol.atol + tol.rtol * Math.abs(b[i])),
-      );
-    }
-  }
+  await expectSameWithRewrites(bytes, f, true, WITHOUT, tol);
 }
 
 const conv = (inputs: string[], out: string, k: number, attrs: Record<string, number[] | { i: number }> = {}): NodeSpec =>

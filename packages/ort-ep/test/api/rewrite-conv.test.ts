@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, expectSameWithRewrites, seeded, type Feeds } from '../helpers/ort.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
 
 // The layout pass (channels-last, its own test file) would take these convs over: off here, so
@@ -48,19 +48,7 @@ const t = (dims: number[], seed: number, scale = 2) =>
 async function expectRewrite(bytes: Uint8Array, counts: Record<string, number>, f: Feeds, tol = { rtol: 1e-5, atol: 1e-5 }) {
   expect(prepareModel(bytes, { rewrites: WITHOUT_LAYOUT }).rewrites).toEqual(counts);
   await expectSameAsOrt(bytes, f, tol);
-  for (const compiled of [false, true]) {
-    const [on, off] = [
-      await runMlxWith(bytes, f, { compiled, graphRewrites: WITHOUT_LAYOUT }),
-      await runMlxWith(bytes, f, { compiled, graphRewrites: false }),
-    ];
-    for (const k of Object.keys(off)) {
-      const [a, b] = [plain(on[k]), plain(off[k])];
-      expect(a.length).toBe(b.length);
-      a.forEach((x, i) =>
-        expect(Math.abs(x - b[i]), `compiled ${compiled} ${k}[${i}]`).toBeLessThanOrEqual(tol.atol + tol.rtol * Math.abs(b[i])),
-      );
-    }
-  }
+  await expectSameWithRewrites(bytes, f, WITHOUT_LAYOUT, false, tol);
 }
 
 const conv3 = (inputs: string[], out: string, attrs: Record<string, number[] | { i: number }> = { pads: [1, 1, 1, 1] }): NodeSpec =>

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
 import { model, node, v, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, expectSameWithRewrites, seeded, type Feeds } from '../helpers/ort.js';
 
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'gemm');
 const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
@@ -23,17 +23,7 @@ const input = (dims: number[], seed: number) =>
 
 async function expectSame(bytes: Uint8Array, f: Feeds, tol = { rtol: 1e-5, atol: 1e-5 }) {
   await expectSameAsOrt(bytes, f, tol);
-  for (const compiled of [false, true]) {
-    const on = await runMlxWith(bytes, f, { compiled, graphRewrites: true });
-    const off = await runMlxWith(bytes, f, { compiled, graphRewrites: WITHOUT });
-    for (const k of Object.keys(off)) {
-      expect(on[k].dims).toEqual(off[k].dims);
-      const [a, b] = [plain(on[k]), plain(off[k])];
-      a.forEach((x, i) =>
-        expect(Math.abs(x - b[i]), `compiled ${compiled} ${k}[${i}]`).toBeLessThanOrEqual(tol.atol + tol.rtol * Math.abs(b[i])),
-      );
-    }
-  }
+  await expectSameWithRewrites(bytes, f, true, WITHOUT, tol);
 }
 
 describe('Gemm rewrite', () => {

@@ -91,6 +91,32 @@ export async function runMlxWith(
   }
 }
 
+/**
+ * Runs `bytes` through mlx with the graph rewrites `on` and with `off`, eager and compiled (a
+ * replay's outputs), and checks they agree: the same output names and dims, values within `tol`.
+ */
+export async function expectSameWithRewrites(
+  bytes: Uint8Array,
+  feeds: Feeds,
+  on: boolean | string[],
+  off: boolean | string[],
+  tol = { rtol: 1e-5, atol: 1e-5 },
+): Promise<void> {
+  for (const compiled of [false, true]) {
+    const have = await runMlxWith(bytes, feeds, { compiled, graphRewrites: on });
+    const want = await runMlxWith(bytes, feeds, { compiled, graphRewrites: off });
+    expect(Object.keys(have).sort()).toEqual(Object.keys(want).sort());
+    for (const k of Object.keys(want)) {
+      expect(have[k].dims).toEqual(want[k].dims);
+      const [a, b] = [plain(have[k]), plain(want[k])];
+      expect(a.length).toBe(b.length);
+      a.forEach((x, i) =>
+        expect(Math.abs(x - b[i]), `compiled ${compiled} ${k}[${i}]`).toBeLessThanOrEqual(tol.atol + tol.rtol * Math.abs(b[i])),
+      );
+    }
+  }
+}
+
 export const plain = (t: OrtTensor): number[] => Array.from(t.data as ArrayLike<number | bigint>, Number);
 
 /** Runs on both providers and checks every output agrees (dims, type, values within tolerance). Returns the mlx outputs. */
