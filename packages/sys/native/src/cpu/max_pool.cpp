@@ -281,19 +281,21 @@ class AvgPoolChannelsLast : public FusedPrimitive {
   AvgParams p_;
 };
 
-}  // namespace
-
-array max_pool_channels_last(const array& x, const std::vector<int>& kernel, const std::vector<int>& strides,
-                             const std::vector<int>& pads_begin, const std::vector<int>& pads_end, const std::vector<int>& dilations,
-                             mx::Stream s) {
+/**
+ * The checks both channels-last pools make of their arguments (x [N, ...spatial, C] floating point,
+ * one kernel/stride/pad/dilation per spatial axis, each window within the padded input); returns
+ * the number of spatial axes. `name` starts each message.
+ */
+int check_pool_args(const char* name, const array& x, const std::vector<int>& kernel, const std::vector<int>& strides,
+                    const std::vector<int>& pads_begin, const std::vector<int>& pads_end, const std::vector<int>& dilations) {
+  const std::string fn = name;
   const int sp = static_cast<int>(x.ndim()) - 2;
-  if (sp < 1) throw std::invalid_argument("max_pool_channels_last: x must be [N, ...spatial, C], got rank " + std::to_string(x.ndim()));
+  if (sp < 1) throw std::invalid_argument(fn + ": x must be [N, ...spatial, C], got rank " + std::to_string(x.ndim()));
   auto per_axis = [&](const std::vector<int>& v, const char* what, int least) {
     if (static_cast<int>(v.size()) != sp)
-      throw std::invalid_argument(std::string("max_pool_channels_last: ") + what + " needs " + std::to_string(sp) + " values, got " +
-                                  std::to_string(v.size()));
+      throw std::invalid_argument(fn + ": " + what + " needs " + std::to_string(sp) + " values, got " + std::to_string(v.size()));
     for (int e : v)
-      if (e < least) throw std::invalid_argument(std::string("max_pool_channels_last: ") + what + " must be at least " + std::to_string(least));
+      if (e < least) throw std::invalid_argument(fn + ": " + what + " must be at least " + std::to_string(least));
   };
   per_axis(kernel, "kernel", 1);
   per_axis(strides, "strides", 1);
@@ -303,11 +305,19 @@ array max_pool_channels_last(const array& x, const std::vector<int>& kernel, con
   for (int i = 0; i < sp; i++) {
     const int span = (kernel[i] - 1) * dilations[i] + 1;
     if (x.shape(1 + i) + pads_begin[i] + pads_end[i] < span)
-      throw std::invalid_argument("max_pool_channels_last: the window (" + std::to_string(span) + ") is larger than the padded input (" +
+      throw std::invalid_argument(fn + ": the window (" + std::to_string(span) + ") is larger than the padded input (" +
                                   std::to_string(x.shape(1 + i) + pads_begin[i] + pads_end[i]) + ") on spatial axis " + std::to_string(i));
   }
-  if (!mx::issubdtype(x.dtype(), mx::floating))
-    throw std::invalid_argument("max_pool_channels_last: x must be floating point");
+  if (!mx::issubdtype(x.dtype(), mx::floating)) throw std::invalid_argument(fn + ": x must be floating point");
+  return sp;
+}
+
+}  // namespace
+
+array max_pool_channels_last(const array& x, const std::vector<int>& kernel, const std::vector<int>& strides,
+                             const std::vector<int>& pads_begin, const std::vector<int>& pads_end, const std::vector<int>& dilations,
+                             mx::Stream s) {
+  const int sp = check_pool_args("max_pool_channels_last", x, kernel, strides, pads_begin, pads_end, dilations);
   auto prim = std::make_shared<MaxPoolChannelsLast>(s, kernel, strides, pads_begin, pads_end, dilations);
   const mx::Shape out = prim->out_shape(x.shape());
   const bool native = !kernels_off() && s.device == mx::Device::cpu && sp <= 2 && x.dtype() == mx::float32;
@@ -322,28 +332,7 @@ namespace mlxc::cpu {
 array avg_pool_channels_last(const array& x, const std::vector<int>& kernel, const std::vector<int>& strides,
                              const std::vector<int>& pads_begin, const std::vector<int>& pads_end, const std::vector<int>& dilations,
                              bool ceil_mode, bool count_include_pad, mx::Stream s) {
-  const int sp = static_cast<int>(x.ndim()) - 2;
-  if (sp < 1) throw std::invalid_argument("avg_pool_channels_last: x must be [N, ...spatial, C], got rank " + std::to_string(x.ndim()));
-  auto per_axis = [&](const std::vector<int>& v, const char* what, int least) {
-    if (static_cast<int>(v.size()) != sp)
-      throw std::invalid_argument(std::string("avg_pool_channels_last: ") + what + " needs " + std::to_string(sp) + " values, got " +
-                                  std::to_string(v.size()));
-    for (int e : v)
-      if (e < least) throw std::invalid_argument(std::string("avg_pool_channels_last: ") + what + " must be at least " + std::to_string(least));
-  };
-  per_axis(kernel, "kernel", 1);
-  per_axis(strides, "strides", 1);
-  per_axis(pads_begin, "pads_begin", 0);
-  per_axis(pads_end, "pads_end", 0);
-  per_axis(dilations, "dilations", 1);
-  for (int i = 0; i < sp; i++) {
-    const int span = (kernel[i] - 1) * dilations[i] + 1;
-    if (x.shape(1 + i) + pads_begin[i] + pads_end[i] < span)
-      throw std::invalid_argument("avg_pool_channels_last: the window (" + std::to_string(span) + ") is larger than the padded input (" +
-                                  std::to_string(x.shape(1 + i) + pads_begin[i] + pads_end[i]) + ") on spatial axis " + std::to_string(i));
-  }
-  if (!mx::issubdtype(x.dtype(), mx::floating))
-    throw std::invalid_argument("avg_pool_channels_last: x must be floating point");
+  const int sp = check_pool_args("avg_pool_channels_last", x, kernel, strides, pads_begin, pads_end, dilations);
   AvgParams p{kernel, strides, pads_begin, pads_end, dilations, ceil_mode, count_include_pad};
   const bool native = !kernels_off() && s.device == mx::Device::cpu && sp <= 2 && x.dtype() == mx::float32;
   if (!native) return avg_composed(x, p, s);
