@@ -99,6 +99,15 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   return y;
 }
 
+/** The spatial dims of channels-last x [N, ...spatial, C], one per entry of the pool's kernel_shape. */
+function poolSpatial(ctx: OpContext<{ kernel: number[] }>, x: mx.Array): number[] {
+  const spatial = x.shape.slice(1, -1);
+  const k = ctx.params.kernel;
+  if (k.length !== spatial.length)
+    throw new RangeError(`${ctx.where}: kernel_shape [${k}] has ${k.length} entries for ${spatial.length} spatial axes`);
+  return spatial;
+}
+
 interface MaxPoolChannelsLastParams extends WindowAttrs {
   kernel: number[];
   ceil: boolean;
@@ -114,9 +123,7 @@ interface MaxPoolChannelsLastParams extends WindowAttrs {
 function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Array {
   const p = ctx.params;
   const x = ctx.input(0);
-  const spatial = x.shape.slice(1, -1);
-  if (p.kernel.length !== spatial.length)
-    throw new RangeError(`${ctx.where}: kernel_shape [${p.kernel}] has ${p.kernel.length} entries for ${spatial.length} spatial axes`);
+  const spatial = poolSpatial(ctx, x);
   const w = windowOf(p, spatial, p.kernel, p.ceil);
   if (x.dtype === 'float32' && spatial.length <= 2) {
     // @mlx/sys's one pass over the windows on the CPU (the composition below elsewhere).
@@ -159,9 +166,7 @@ interface AveragePoolChannelsLastParams extends MaxPoolChannelsLastParams {
 function averagePoolChannelsLast(ctx: OpContext<AveragePoolChannelsLastParams>): mx.Array {
   const p = ctx.params;
   const x = ctx.input(0);
-  const spatial = x.shape.slice(1, -1);
-  if (p.kernel.length !== spatial.length)
-    throw new RangeError(`${ctx.where}: kernel_shape [${p.kernel}] has ${p.kernel.length} entries for ${spatial.length} spatial axes`);
+  const spatial = poolSpatial(ctx, x);
   // The pads as written (or auto_pad's); ceil_mode's overhang is the native op's own to add.
   const w = windowOf(p, spatial, p.kernel, false);
   const same = p.autoPad === 'SAME_UPPER' || p.autoPad === 'SAME_LOWER';
