@@ -131,9 +131,10 @@ export class GraphProgram {
    */
   *runNodes(indices: readonly number[], env: Env): Generator<EvalRequest, void, void> {
     // In run(), graph building gives the event loop a turn every SLICE_MS (a long eager plan).
-    let slice = env.run.deferSyncs ? performance.now() : Number.POSITIVE_INFINITY;
+    const sliced = env.run.deferSyncs;
+    let slice = sliced ? performance.now() : 0;
     for (const idx of indices) {
-      if (performance.now() - slice > SLICE_MS) {
+      if (sliced && performance.now() - slice > SLICE_MS) {
         yield { arrays: [] };
         slice = performance.now();
       }
