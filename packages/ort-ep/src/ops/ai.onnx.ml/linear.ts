@@ -40,9 +40,15 @@ export function linearScores(
   return out;
 }
 
+/**
+ * onnxruntime reads the coefficients as [targets, features] from the start of the list, with the
+ * feature count taken from X: a longer list has its tail ignored (some published models carry the
+ * weights of more features than their declared input has), a shorter one would be read past its
+ * end, so it is refused.
+ */
 function checkedWeights(where: string, w: number[], targets: number, features: number): void {
-  if (w.length !== targets * features)
-    throw new RangeError(`${where}: ${w.length} coefficients do not make ${targets} targets of ${features} features`);
+  if (w.length < targets * features)
+    throw new RangeError(`${where}: ${w.length} coefficients are fewer than ${targets} targets of ${features} features`);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -111,9 +117,9 @@ function linearRegressor(ctx: OpContext<RegressorParams>): HostTensor[] {
   const x = ctx.host(0);
   const [rows, features] = x.dims.length <= 1 ? [1, x.dims[0] ?? 1] : rowsOf(x, ctx.where);
   checkedWeights(ctx.where, p.coefficients, p.targets, features);
-  if (p.intercepts && p.intercepts.length !== p.targets)
-    throw new RangeError(`${ctx.where}: ${p.intercepts.length} intercepts for ${p.targets} targets`);
-  const scores = linearScores(hostFloats(x), rows, features, p.coefficients, p.intercepts, p.targets);
+  // Intercepts of another length than the targets are ignored, as onnxruntime ignores them.
+  const intercepts = p.intercepts?.length === p.targets ? p.intercepts : undefined;
+  const scores = linearScores(hostFloats(x), rows, features, p.coefficients, intercepts, p.targets);
   return [float32Tensor(postScores(scores, rows, p.targets, p.post), [rows, p.targets])];
 }
 

@@ -86,6 +86,16 @@ describe('LinearClassifier', () => {
     await same('LinearClassifier', { X }, strLabels, { ...base, classlabels_strings: ['no', 'yes'] });
     await same('LinearClassifier', { X }, labels, base); // no labels: 0/1 and the one score column
   });
+  // onnxruntime's own datasets/logreg_iris.onnx: 12 coefficients for 3 classes over a declared
+  // input of 2 features. onnxruntime reads the first 3 x 2 of them (its GEMM takes the feature
+  // count from X) and ignores the rest; refusing the model left it unrunnable.
+  it('more coefficients than classes x features: the first ones, as onnxruntime reads them', () =>
+    same('LinearClassifier', { X: rand([3, 2], 11, 4) }, labels, {
+      coefficients: seeded(12, 12),
+      intercepts,
+      classlabels_ints: [0, 1, 2],
+      post_transform: 'LOGISTIC',
+    }));
 });
 
 describe('LinearRegressor', () => {
@@ -96,6 +106,8 @@ describe('LinearRegressor', () => {
     same('LinearRegressor', { X: rand([3], 6) }, [['y', 'float32']], { coefficients: seeded(3, 7) }));
   it('three targets with SOFTMAX', () =>
     same('LinearRegressor', { X }, [['y', 'float32']], { coefficients: seeded(9, 8), targets: 3, post_transform: 'SOFTMAX' }));
+  it('extra coefficients, and intercepts of another length than the targets (ignored, as onnxruntime ignores them)', () =>
+    same('LinearRegressor', { X }, [['y', 'float32']], { coefficients: seeded(10, 9), intercepts: { floats: [1, 2, 3] }, targets: 2 }));
 });
 
 describe('Scaler, Normalizer, Imputer', () => {
