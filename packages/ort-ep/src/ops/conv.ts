@@ -42,12 +42,21 @@ export function parseConv(attrs: Attrs): ConvParams {
 /**
  * MLX's conv_general, except over zero input channels: a sum over no channels is 0, and MLX's CPU
  * kernel divides by the channel count (SIGFPE). The node is built for its output shape only.
+ * MLX groups only 1-D and 2-D convolutions: a grouped convolution of more spatial axes is one
+ * convolution per group (channels-last x split on its last axis, w on its output channels).
  */
 function convGeneral(
   x: mx.Array,
   w: mx.Array,
   ...rest: Parameters<typeof mx.convGeneral> extends [unknown, unknown, ...infer R] ? R : never
 ): mx.Array {
+  const groups = rest[5] ?? 1;
+  if (groups > 1 && x.ndim > 4 && x.shape.at(-1) !== 0) {
+    const xs = mx.split(x, groups, -1);
+    const ws = mx.split(w, groups, 0);
+    const ys = xs.map((xg, i) => convGeneral(xg, ws[i], rest[0], rest[1], rest[2], rest[3], rest[4], 1, rest[6]));
+    return mx.concatenate(ys, -1);
+  }
   const y = mx.convGeneral(x, w, ...rest);
   if (x.shape.at(-1) !== 0 && w.shape.at(-1) !== 0) return y;
   const z = mx.zeros(y.shape, y.dtype);

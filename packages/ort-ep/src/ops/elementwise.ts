@@ -140,6 +140,15 @@ function unary(
   });
 }
 
+function sameShapes(ctx: OpContext<boolean>): void {
+  const first = ctx.shape(0).join(',');
+  for (let i = 1; i < ctx.inputCount; i++)
+    if (ctx.shape(i).join(',') !== first)
+      throw new RangeError(
+        `${ctx.where}: opsets before 8 have no broadcasting, and input ${i} has shape [${ctx.shape(i).join(', ')}], not [${first.split(',').join(', ')}]`,
+      );
+}
+
 function variadic(
   opType: string,
   since: number,
@@ -147,15 +156,19 @@ function variadic(
   host?: (a: Scalar, b: Scalar) => Scalar,
   finish?: (acc: mx.Array, n: number) => mx.Array,
 ): OpEntry {
-  return onnxOp(opType, since, {
+  return onnxOp<boolean>(opType, since, {
+    // Opset 6 (Max/Min/Sum/Mean-6): no broadcasting, the inputs have one shape.
+    parse: (_attrs, opset) => opset < 8,
     host:
       host &&
       ((ctx) => {
         const ins = hostArgs(ctx);
         if (!ins || finish) return undefined;
+        if (ctx.params) sameShapes(ctx);
         return [ins.slice(1).reduce((acc, t) => hostElementwise([acc, t], acc.dtype, (a, b) => host(a, b)), ins[0])];
       }),
     run: (ctx) => {
+      if (ctx.params) sameShapes(ctx);
       let acc = ctx.input(0);
       for (let i = 1; i < ctx.inputCount; i++) acc = f(acc, ctx.input(i));
       if (ctx.inputCount === 1) acc = mx.add(acc, mx.zerosLike(acc)); // a copy with the same broadcasting rules
@@ -480,17 +493,17 @@ export const elementwiseOps: OpEntry[] = [
     (a, b) => !!Number(a) !== !!Number(b),
   ),
   unary('Not', 1, (a) => mx.logicalNot(a), { host: (a) => (Number(a) ? 0 : 1) }),
-  variadic('Max', 8, (a, b) => mx.maximum(a, b), max),
-  variadic('Min', 8, (a, b) => mx.minimum(a, b), min),
+  variadic('Max', 6, (a, b) => mx.maximum(a, b), max),
+  variadic('Min', 6, (a, b) => mx.minimum(a, b), min),
   variadic(
     'Sum',
-    8,
+    6,
     (a, b) => mx.add(a, b),
     (a, b) => (a as number) + (b as number),
   ),
   variadic(
     'Mean',
-    8,
+    6,
     (a, b) => mx.add(a, b),
     undefined,
     (acc, n) => mx.divide(acc, n),
