@@ -11,7 +11,7 @@ export interface PublishedModel {
   name: string;
   about: string;
   /** Dims (float32 in [0, 1)), or dims with an element type and a range [low, high) (integers: whole numbers). */
-  inputs: Record<string, number[] | { dims: number[]; type: 'float32' | 'int32'; low: number; high: number }>;
+  inputs: Record<string, number[] | { dims: number[]; type: 'float32' | 'int32' | 'int64'; low: number; high: number }>;
   /** The outputs to compare (default: all of them). */
   outputs?: string[];
   tolerance: { rtol: number; atol: number };
@@ -45,8 +45,9 @@ export function publishedFeeds(m: PublishedModel): HostTensor[] {
       dims.reduce((a, b) => a * b, 1),
       1234 + i,
     );
-    return type === 'int32'
-      ? { name, dtype: OnnxDataType.INT32, dims, data: Int32Array.from(u, (x) => Math.floor(low + x * (high - low))) }
-      : { name, dtype: OnnxDataType.FLOAT, dims, data: Float32Array.from(u, (x) => low + x * (high - low)) };
+    const whole = (x: number) => Math.floor(low + x * (high - low));
+    if (type === 'int32') return { name, dtype: OnnxDataType.INT32, dims, data: Int32Array.from(u, whole) };
+    if (type === 'int64') return { name, dtype: OnnxDataType.INT64, dims, data: BigInt64Array.from(u, (x) => BigInt(whole(x))) };
+    return { name, dtype: OnnxDataType.FLOAT, dims, data: Float32Array.from(u, (x) => low + x * (high - low)) };
   });
 }
