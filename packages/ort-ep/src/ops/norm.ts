@@ -48,11 +48,21 @@ function batchNorm(ctx: OpContext<BatchNormParams>): OpResult[] {
   const r = x.ndim;
   const eps = ctx.params.epsilon;
   // Before opset 9, spatial=0 gives per-activation parameters of shape x.shape[1:]: those broadcast as they are.
-  const [scale, bias, mean, variance] = [1, 2, 3, 4].map((i) => stash(perChannel(ctx.input(i), r)));
   const xs = stash(x);
+  if (!ctx.params.training) {
+    // Inference is one affine map per channel, x * a + c with a = scale / sqrt(var + eps) and
+    // c = bias - mean * a, as onnxruntime's kernel computes it; a and c are made once per session
+    // when the statistics are constants.
+    const [a, c] = ctx.prepared([1, 2, 3, 4], `affine ${r}`, () => {
+      const [scale, bias, mean, variance] = [1, 2, 3, 4].map((i) => stash(perChannel(ctx.input(i), r)));
+      const k = mx.divide(scale, mx.sqrt(mx.add(variance, eps)));
+      return [k, mx.subtract(bias, mx.multiply(mean, k))];
+    });
+    return [mx.astype(mx.add(mx.multiply(xs, a), c), x.dtype)];
+  }
+  const [scale, bias, mean, variance] = [1, 2, 3, 4].map((i) => stash(perChannel(ctx.input(i), r)));
   const normalise = (m: mx.Array, v: mx.Array) =>
     mx.astype(mx.add(mx.multiply(mx.divide(mx.subtract(xs, m), mx.sqrt(mx.add(v, eps))), scale), bias), x.dtype);
-  if (!ctx.params.training) return [normalise(mean, variance)];
   const axes = Array.from({ length: r }, (_, i) => i).filter((i) => i !== 1);
   const [bm, bv] = moments(xs, axes);
   const momentum = ctx.params.momentum;

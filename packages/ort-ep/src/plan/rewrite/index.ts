@@ -11,6 +11,7 @@ import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import type { OpRegistry } from '../../registry/registry.js';
 import { attentionRewrite } from './attention.js';
 import { channelsLastRewrite } from './channels-last.js';
+import { convBatchNormRewrite } from './conv-batch-norm.js';
 import { convEpilogueRewrite } from './conv-epilogue.js';
 import { dequantizeRewrite } from './dequantize.js';
 import { geluRewrite } from './gelu.js';
@@ -32,6 +33,8 @@ export const REWRITES = {
   attention: attentionRewrite,
   // After matmul-add (it joins MatMulAdds too) and attention (whose pattern starts after the projections).
   'sibling-matmul': siblingMatmulRewrite,
+  // Before conv-epilogue: the folded Conv is what it fuses with the activation after the norm.
+  'conv-batch-norm': convBatchNormRewrite,
   'conv-epilogue': convEpilogueRewrite,
   // After conv-epilogue: it takes the fused convs too.
   'channels-last': channelsLastRewrite,
