@@ -138,7 +138,19 @@ const PANEL = 32;
  * zeros past each group's O/g channels) and packed, then one product; bias not applied.
  */
 function groupedGemm(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.Array {
-  return mx.convGemm(xl, packGrouped(w, group), w.shape[0], null, null, win.strides, win.padsBegin, win.padsEnd, win.dilations, -Infinity, Infinity);
+  return mx.convGemm(
+    xl,
+    packGrouped(w, group),
+    w.shape[0],
+    null,
+    null,
+    win.strides,
+    win.padsBegin,
+    win.padsEnd,
+    win.dilations,
+    -Infinity,
+    Infinity,
+  );
 }
 
 /** ONNX float32 weight w [O, C/g, ...k] in mx.convGemm's panels, each group padded to whole panels. */

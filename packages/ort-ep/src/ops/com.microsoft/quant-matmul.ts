@@ -32,9 +32,7 @@ function integerProduct(ctx: OpContext, a: mx.Array, aType: number, ibz: number)
   const K = ctx.shape(1).at(-2);
   if (ctx.shape(0).at(-1) !== K) throw new RangeError(`${ctx.where}: A's last axis ${ctx.shape(0).at(-1)} does not match B's ${K}`);
   const N = ctx.shape(1).at(-1) ?? 1;
-  const b = matmulOperand(ctx, 1, ibz, () =>
-    centred(ctx.input(1), ctx.optional(ibz) ? perColumn(ctx, ibz, N, 'b_zero_point') : undefined),
-  );
+  const b = matmulOperand(ctx, 1, ibz, () => centred(ctx.input(1), ctx.optional(ibz) ? perColumn(ctx, ibz, N, 'b_zero_point') : undefined));
   return exactIntMatmul(a, b, zeroPointBound(aType));
 }
 

@@ -130,9 +130,7 @@ export interface IntOperand {
  */
 export function intOperand(b: mx.Array, f: mx.Array, sumAxes: number[], typeBound: number, terms: number): IntOperand {
   const abs = mx.abs(b);
-  const stats = b.size
-    ? mx.stack([mx.max(abs), mx.max(mx.sum(abs, sumAxes))])
-    : mx.zeros([2], 'int32');
+  const stats = b.size ? mx.stack([mx.max(abs), mx.max(mx.sum(abs, sumAxes))]) : mx.zeros([2], 'int32');
   return { f, stats, typeBound, terms };
 }
 
