@@ -5,7 +5,7 @@
 // weights, and the quantized ops that share the helper.
 import { describe, it } from 'vitest';
 import { model, node, v, type ElemName, type TensorSpec } from '../../../test/helpers/build.js';
-import { expectSameAsOrt, ort, seeded, type Feeds, randomF32 as rand } from '../../../test/helpers/ort.js';
+import { expectSameAsOrt, ort, seeded, type Feeds, type OrtTensor, randomF32 as rand } from '../../../test/helpers/ort.js';
 
 type Data = { type: ElemName; dims: number[]; values: number[] };
 const count = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
@@ -36,14 +36,14 @@ function summingTo(n: number, l1: number, sign: 1 | -1): number[] {
 async function same(
   op: string,
   order: string[],
-  fed: Record<string, Data | ort.Tensor>,
+  fed: Record<string, Data | OrtTensor>,
   consts: Record<string, Data>,
   out: { type: ElemName; names?: string[] },
   opts: { domain?: string; attrs?: Record<string, number | number[] | string>; tol?: { rtol: number; atol: number } } = {},
 ) {
   const feeds: Feeds = {};
   for (const [name, d] of Object.entries(fed))
-    feeds[name] = d instanceof ort.Tensor ? d : new ort.Tensor(d.type as never, ctor[d.type](d.values) as never, d.dims);
+    feeds[name] = 'values' in d ? new ort.Tensor(d.type as never, ctor[d.type](d.values) as never, d.dims) : d;
   const initializers: TensorSpec[] = Object.entries(consts).map(([name, d]) => ({ name, type: d.type, dims: d.dims, values: d.values }));
   const names = out.names ?? ['y'];
   const bytes = model({
