@@ -9,6 +9,8 @@ import { onnxOp } from '../registry/op.js';
 import { intsIfGiven } from './helpers/util.js';
 import {
   exactIntProduct,
+  type IntOperand,
+  intOperand,
   minusZeroPoint,
   optionalQuantInput,
   quantInput,
@@ -145,15 +147,32 @@ const PANEL = 32;
  * zeros past each group's O/g channels) and packed, then one product; bias not applied.
  */
 function groupedGemm(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.Array {
+  return mx.convGemm(
+    xl,
+    packGrouped(w, group),
+    w.shape[0],
+    null,
+    null,
+    win.strides,
+    win.padsBegin,
+    win.padsEnd,
+    win.dilations,
+    -Infinity,
+    Infinity,
+  );
+}
+
+/** ONNX float32 weight w [O, C/g, ...k] in mx.convGemm's panels, each group padded to whole panels. */
+function packGrouped(w: mx.Array, group: number): mx.Array {
   const [o, cg, ...k] = w.shape;
   const og = o / group;
   const padded = Math.ceil(og / PANEL) * PANEL;
   let wl = toChannelsLast(w); // [O, ...k, C/g]
-  if (padded !== og) {
+  if (group > 1 && padded !== og) {
     const grouped = mx.reshape(wl, [group, og, ...k, cg]);
     wl = mx.reshape(mx.pad(grouped, [1], [0], [padded - og], mx.array(0, { dtype: 'float32' }), 'constant'), [group * padded, ...k, cg]);
   }
-  return mx.convGemm(xl, mx.convPackWeight(wl), o, null, null, win.strides, win.padsBegin, win.padsEnd, win.dilations, -Infinity, Infinity);
+  return mx.convPackWeight(wl);
 }
 
 function conv(ctx: OpContext<ConvParams>): mx.Array {
@@ -264,17 +283,36 @@ const convTransposeEntry = onnxOp('ConvTranspose', 1, {
 // ConvInteger / QLinearConv: (x - x_zp) conv (w - w_zp) in exact int32 (float32 products,
 // split into 4-bit halves when a window's sum could exceed float32's integers).
 
+/** A ConvInteger/QLinearConv weight minus its zero point: float32, packed for mx.convGemm where it applies. */
+interface IntFilter {
+  b: IntOperand;
+  packed: boolean;
+}
+
 function integerConv(ctx: OpContext<ConvParams>, ix: number, ixz: number, iw: number, iwz: number): mx.Array {
   const x = quantInput(ctx, ix);
-  const w = quantInput(ctx, iw);
+  const wShape = ctx.shape(iw);
   const x0 = minusZeroPoint(x, optionalQuantInput(ctx, ixz), 1);
-  const w0 = minusZeroPoint(w, optionalQuantInput(ctx, iwz), 0);
-  const win = convWindow(ctx.params, x.shape, w.shape);
+  const win = convWindow(ctx.params, x.shape, wShape);
   const group = ctx.params.group;
-  const terms = w.shape.slice(1).reduce((a, b) => a * b, 1);
-  const f = (a: mx.Array, b: mx.Array) => convLast(a, b, win, group);
+  const terms = wShape.slice(1).reduce((a, b) => a * b, 1);
+  // The native channels-last product (as Conv's) for 1 or 2 spatial axes, the weight packed once.
+  const [o, cg] = wShape;
+  const native =
+    x.size > 0 && o > 0 && win.out.every((n) => n > 0) && win.kernel.length <= 2 && x.shape[1] === group * cg && o % group === 0;
+  const w = ctx.prepared([iw, iwz], `filter ${native}`, (): IntFilter => {
+    const w0 = minusZeroPoint(quantInput(ctx, iw), optionalQuantInput(ctx, iwz), 0);
+    const f = mx.astype(w0, 'float32');
+    const sumAxes = w0.shape.slice(1).map((_, i) => i + 1);
+    const b = intOperand(w0, native ? packGrouped(f, group) : f, sumAxes, zeroPointBound(ctx.elemType(iw)), terms);
+    return { b, packed: native };
+  });
+  const product = (a: mx.Array, b: mx.Array) =>
+    w.packed
+      ? mx.convGemm(a, b, o, null, null, win.strides, win.padsBegin, win.padsEnd, win.dilations, -Infinity, Infinity)
+      : convLast(a, b, win, group);
   // Zero padding of (x - x_zp) is padding x with its zero point, as the spec asks.
-  return exactIntProduct(f, toChannelsLast(x0), w0, terms, zeroPointBound(ctx.elemType(ix)), zeroPointBound(ctx.elemType(iw)));
+  return exactIntProduct(product, toChannelsLast(x0), w.b, zeroPointBound(ctx.elemType(ix)), 0);
 }
 
 const convIntegerEntry = onnxOp('ConvInteger', 10, {

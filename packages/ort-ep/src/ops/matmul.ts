@@ -9,6 +9,7 @@ import { decodeMiniFloatArray, encodeMiniFloatArray, isMiniFloat } from './helpe
 import {
   broadcastIntMatmul,
   exactIntMatmul,
+  matmulOperand,
   minusZeroPoint,
   optionalQuantInput,
   quantInput,
@@ -91,10 +92,13 @@ function rowsAxis(x: mx.Array): number {
 /** (A - a_zp) @ (B - b_zp) in int32, exactly. */
 function integerProduct(ctx: OpContext, ia: number, iaz: number, ib: number, ibz: number): mx.Array {
   const a = quantInput(ctx, ia);
-  const b = quantInput(ctx, ib);
   const a0 = minusZeroPoint(a, optionalQuantInput(ctx, iaz), rowsAxis(a));
-  const b0 = minusZeroPoint(b, optionalQuantInput(ctx, ibz), b.ndim - 1);
-  return exactIntMatmul(a0, b0, zeroPointBound(ctx.elemType(ia)), zeroPointBound(ctx.elemType(ib)));
+  // B (usually the constant weight) as float32 once per session, with its bounds from its data.
+  const b0 = matmulOperand(ctx, ib, ibz, () => {
+    const b = quantInput(ctx, ib);
+    return minusZeroPoint(b, optionalQuantInput(ctx, ibz), b.ndim - 1);
+  });
+  return exactIntMatmul(a0, b0, zeroPointBound(ctx.elemType(ia)));
 }
 
 const matmulIntegerEntry: OpEntry = onnxOp('MatMulInteger', 10, {

@@ -6,7 +6,7 @@
 import * as mx from '@mlx/core';
 import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
-import { exactIntMatmul, zeroPointBound } from '../helpers/quant-math.js';
+import { exactIntMatmul, type IntOperand, intOperand, zeroPointBound } from '../helpers/quant-math.js';
 import { hostNumbers } from '../helpers/util.js';
 import { lstmFamily, parseRnn, runLayer, type LayerWeights, type RnnParams } from '../rnn.js';
 import { dynamicQuantizeU8 } from './quant-matmul.js';
@@ -22,31 +22,44 @@ const dirRow = (a: mx.Array, d: number) =>
     0,
   );
 
-/** One direction's 8-bit matrix [K, 4H] minus its zero point (int32), and its float scale ([] or [4H]). */
-function weightOf(ctx: OpContext<RnnParams>, wi: number, si: number, zi: number, d: number, cols: number) {
-  const w = ctx.input(wi);
-  const scale = ctx.input(si);
-  const zp = ctx.input(zi);
-  for (const [name, t] of [
-    ['scale', scale],
-    ['zero point', zp],
-  ] as const)
-    if (!(t.ndim === 1 || (t.ndim === 2 && t.shape[1] === cols)) || t.shape[0] !== w.shape[0])
-      throw new RangeError(
-        `${ctx.where}: a ${name} of shape [${t.shape.join(', ')}] is neither [${w.shape[0]}] nor [${w.shape[0]}, ${cols}]`,
-      );
-  const s = mx.astype(scale.ndim === 1 ? mx.reshape(dirRow(mx.reshape(scale, [scale.shape[0], 1]), d), []) : dirRow(scale, d), 'float32');
-  const z = zp.ndim === 1 ? mx.reshape(dirRow(mx.reshape(zp, [zp.shape[0], 1]), d), []) : dirRow(zp, d);
-  const centred = mx.subtract(mx.astype(dirRow(w, d), 'int32'), mx.astype(z, 'int32'));
-  return { centred, scale: s, bound: zeroPointBound(ctx.elemType(wi)) };
+interface QuantWeight {
+  /** The direction's matrix [K, 4H] minus its zero point, as float32 with its bounds. */
+  b: IntOperand;
+  /** The float scale, [] or [4H]. */
+  scale: mx.Array;
+}
+
+/**
+ * One direction's 8-bit matrix minus its zero point and its float scale: made once per session
+ * for constant weights, the bounds of the exact product from the data.
+ */
+function weightOf(ctx: OpContext<RnnParams>, wi: number, si: number, zi: number, d: number, cols: number): QuantWeight {
+  return ctx.prepared([wi, si, zi], `input ${wi} direction ${d}`, () => {
+    const w = ctx.input(wi);
+    const scale = ctx.input(si);
+    const zp = ctx.input(zi);
+    for (const [name, t] of [
+      ['scale', scale],
+      ['zero point', zp],
+    ] as const)
+      if (!(t.ndim === 1 || (t.ndim === 2 && t.shape[1] === cols)) || t.shape[0] !== w.shape[0])
+        throw new RangeError(
+          `${ctx.where}: a ${name} of shape [${t.shape.join(', ')}] is neither [${w.shape[0]}] nor [${w.shape[0]}, ${cols}]`,
+        );
+    const s = mx.astype(scale.ndim === 1 ? mx.reshape(dirRow(mx.reshape(scale, [scale.shape[0], 1]), d), []) : dirRow(scale, d), 'float32');
+    const z = zp.ndim === 1 ? mx.reshape(dirRow(mx.reshape(zp, [zp.shape[0], 1]), d), []) : dirRow(zp, d);
+    const centred = mx.subtract(mx.astype(dirRow(w, d), 'int32'), mx.astype(z, 'int32'));
+    const terms = centred.shape[0];
+    return { b: intOperand(centred, mx.astype(centred, 'float32'), [0], zeroPointBound(ctx.elemType(wi)), terms), scale: s };
+  });
 }
 
 /** float x [..., K] · (8-bit W) -> float [..., 4H]. */
-function quantizedProduct(x: mx.Array, w: { centred: mx.Array; scale: mx.Array; bound: number }, perRow = false): mx.Array {
+function quantizedProduct(x: mx.Array, w: QuantWeight, perRow = false): mx.Array {
   const shape = x.shape;
   const rows = mx.reshape(x, [-1, shape[shape.length - 1]]);
   const q = dynamicQuantizeU8(rows, perRow);
-  const y = mx.multiply(mx.astype(exactIntMatmul(q.centred, w.centred, 255, w.bound), 'float32'), mx.multiply(q.scale, w.scale));
+  const y = mx.multiply(mx.astype(exactIntMatmul(q.centred, w.b, 255), 'float32'), mx.multiply(q.scale, w.scale));
   return mx.reshape(y, [...shape.slice(0, -1), y.shape[1]]);
 }
 

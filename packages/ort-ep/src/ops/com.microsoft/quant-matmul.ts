@@ -11,7 +11,7 @@ import * as mx from '@mlx/core';
 import { OnnxDataType } from '../../onnx/index.js';
 import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
-import { exactIntMatmul, zeroPointBound } from '../helpers/quant-math.js';
+import { exactIntMatmul, matmulOperand, zeroPointBound } from '../helpers/quant-math.js';
 
 /** A per-tensor or per-column (last axis of B, N) parameter as a broadcastable array. */
 function perColumn(ctx: OpContext, i: number, N: number, name: string): mx.Array {
@@ -27,10 +27,13 @@ function centred(x: mx.Array, zp: mx.Array | undefined): mx.Array {
   return zp ? mx.subtract(x32, mx.astype(zp, 'int32')) : x32;
 }
 
-function integerProduct(ctx: OpContext, a: mx.Array, b: mx.Array, bType: number, aType: number): mx.Array {
+/** (a - a_zp) @ (B - b_zp), exactly: B (input 1, its zero point input `ibz`) once per session when constant. */
+function integerProduct(ctx: OpContext, a: mx.Array, aType: number, ibz: number): mx.Array {
   const K = ctx.shape(1).at(-2);
   if (ctx.shape(0).at(-1) !== K) throw new RangeError(`${ctx.where}: A's last axis ${ctx.shape(0).at(-1)} does not match B's ${K}`);
-  return exactIntMatmul(a, b, zeroPointBound(aType), zeroPointBound(bType));
+  const N = ctx.shape(1).at(-1) ?? 1;
+  const b = matmulOperand(ctx, 1, ibz, () => centred(ctx.input(1), ctx.optional(ibz) ? perColumn(ctx, ibz, N, 'b_zero_point') : undefined));
+  return exactIntMatmul(a, b, zeroPointBound(aType));
 }
 
 function finish(ctx: OpContext, product: mx.Array, multiplier: mx.Array, biasAt: number): OpResult[] {
@@ -59,8 +62,7 @@ export function dynamicQuantizeU8(x: mx.Array, perRow = false): { centred: mx.Ar
 function dynamicQuantizeMatMul(ctx: OpContext): OpResult[] {
   const N = ctx.shape(1).at(-1) ?? 1;
   const a = dynamicQuantizeU8(ctx.input(0));
-  const bZp = ctx.optional(3) ? perColumn(ctx, 3, N, 'b_zero_point') : undefined;
-  const product = integerProduct(ctx, a.centred, centred(ctx.input(1), bZp), ctx.elemType(1), OnnxDataType.UINT8);
+  const product = integerProduct(ctx, a.centred, OnnxDataType.UINT8, 3);
   return finish(ctx, product, mx.multiply(a.scale, mx.astype(perColumn(ctx, 2, N, 'b_scale'), 'float32')), 4);
 }
 
@@ -70,14 +72,7 @@ function matMulIntegerToFloat(ctx: OpContext): OpResult[] {
   if (aScale.size !== 1) throw new RangeError(`${ctx.where}: a per-column a_scale is not supported (a scalar is)`);
   const aZp = ctx.optional(4);
   if (aZp && aZp.size !== 1) throw new RangeError(`${ctx.where}: a per-column a_zero_point is not supported (a scalar is)`);
-  const bZp = ctx.optional(5) ? perColumn(ctx, 5, N, 'b_zero_point') : undefined;
-  const product = integerProduct(
-    ctx,
-    centred(ctx.input(0), aZp ? mx.reshape(aZp, []) : undefined),
-    centred(ctx.input(1), bZp),
-    ctx.elemType(1),
-    ctx.elemType(0),
-  );
+  const product = integerProduct(ctx, centred(ctx.input(0), aZp ? mx.reshape(aZp, []) : undefined), ctx.elemType(0), 5);
   const multiplier = mx.multiply(mx.astype(mx.reshape(aScale, []), 'float32'), mx.astype(perColumn(ctx, 3, N, 'b_scale'), 'float32'));
   return finish(ctx, product, multiplier, 6);
 }

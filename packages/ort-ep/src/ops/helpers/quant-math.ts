@@ -96,28 +96,102 @@ function nibbles(x: mx.Array): [mx.Array, mx.Array] {
   return [mx.rightShift(x, 4), mx.bitwiseAnd(x, 15)];
 }
 
+/** The largest magnitude of either 4-bit half (nibbles) of integers of magnitude at most `bound`. */
+const halfBound = (bound: number) => Math.max(Math.ceil(bound / 16), 15);
+
 /** A bilinear product (matmul, conv) of float32 operands. */
 export type FloatProduct = (a: mx.Array, b: mx.Array) => mx.Array;
 
 /**
- * An exact int32 bilinear product of int32 operands (|a| <= boundA, |b| <= boundB, `terms`
- * products summed per output element) computed in float32. When one float32 product could lose
- * bits, the operands are split into 4-bit halves and the partial products recombined in int32.
+ * The right operand of exact integer products (a matmul's B, a conv's weight), integers minus
+ * their zero point held as float32 (exact below 2^24), with what bounds the products' sums: every
+ * partial sum of an output element is at most max|a| * l1 in magnitude, l1 the largest sum of
+ * |b| that one output element takes (a column of B, a filter), at most terms * max|b|.
  */
-export function exactIntProduct(f: FloatProduct, a: mx.Array, b: mx.Array, terms: number, boundA: number, boundB: number): mx.Array {
-  const p = (x: mx.Array, y: mx.Array) => mx.astype(mx.round(f(mx.astype(x, 'float32'), mx.astype(y, 'float32')), 0), 'int32');
-  if (terms * boundA * boundB < EXACT) return p(a, b);
-  const [ah, al] = nibbles(a);
-  if (terms * 16 * boundB < EXACT) return mx.add(mx.multiply(p(ah, b), 16), p(al, b));
-  if (terms * 256 >= EXACT) throw new RangeError(`an integer product of ${terms} terms cannot be computed exactly in float32`);
-  const [bh, bl] = nibbles(b);
-  const mid = mx.add(p(ah, bl), p(al, bh));
-  return mx.add(mx.add(mx.multiply(p(ah, bh), 256), mx.multiply(mid, 16)), p(al, bl));
+export interface IntOperand {
+  /** The integer values as float32, in the layout the product takes. */
+  f: mx.Array;
+  /**
+   * int32 [max |value|, l1] from the data: read once evaluated (the operand prepared once per
+   * session from constants), else (made per run, or traced) the type's bounds stand in.
+   */
+  stats: mx.Array;
+  /** The largest |value| the operand's type allows. */
+  typeBound: number;
+  /** Products summed per output element. */
+  terms: number;
+  /** The bounds read from stats, kept. */
+  known?: { bound: number; l1: number };
 }
 
-/** Exact int32 (a @ b) of bounded int32 operands (numpy rules for 1-D operands). */
-export function exactIntMatmul(a: mx.Array, b: mx.Array, boundA: number, boundB: number): mx.Array {
-  return exactIntProduct((x, y) => mx.matmul(x, y), a, b, a.shape[a.ndim - 1] ?? 1, boundA, boundB);
+/**
+ * An IntOperand of int32 values `b` (`f`: them as float32, in the product's layout), the sums
+ * of one output element running over `sumAxes` of `b`.
+ */
+export function intOperand(b: mx.Array, f: mx.Array, sumAxes: number[], typeBound: number, terms: number): IntOperand {
+  const abs = mx.abs(b);
+  const stats = b.size ? mx.stack([mx.max(abs), mx.max(mx.sum(abs, sumAxes))]) : mx.zeros([2], 'int32');
+  return { f, stats, typeBound, terms };
+}
+
+/** The bounds of an IntOperand: from its data where already computed, else from its type. */
+function boundsOf(b: IntOperand): { bound: number; l1: number } {
+  if (b.known) return b.known;
+  if (!b.stats.isAvailable()) return { bound: b.typeBound, l1: b.terms * b.typeBound };
+  const [bound, l1] = b.stats.toTypedArray() as Int32Array;
+  b.known = { bound, l1 };
+  return b.known;
+}
+
+/**
+ * A matmul's right operand B (input ib) minus its zero point (input izp, per tensor or per
+ * column; `centre` makes the int32 difference) as an IntOperand: for constant B made once per
+ * session, its bounds then from the data (weights rarely reach their type's extremes).
+ */
+export function matmulOperand(ctx: OpContext, ib: number, izp: number, centre: () => mx.Array): IntOperand {
+  return ctx.prepared([ib, izp], `exact operand ${ib}`, () => {
+    const b0 = centre();
+    const rowsAxis = Math.max(b0.ndim - 2, 0);
+    return intOperand(b0, mx.astype(b0, 'float32'), [rowsAxis], zeroPointBound(ctx.elemType(ib)), b0.shape[rowsAxis] ?? 1);
+  });
+}
+
+/**
+ * An exact int32 bilinear product (`f`: matmul, conv) of int32 `a` (|a| <= boundA) and `b`,
+ * computed in float32: one product when no partial sum can reach 2^24; else `a` split into 4-bit
+ * halves stacked along `stackAxis` (rows of a matmul, the batch of a conv), so that one product
+ * reads `b` once; else (very long sums) `b` split too. The halves recombine in int32.
+ */
+export function exactIntProduct(f: FloatProduct, a: mx.Array, b: IntOperand, boundA: number, stackAxis: number): mx.Array {
+  const p = (x: mx.Array, y: mx.Array) => mx.astype(mx.round(f(mx.astype(x, 'float32'), y), 0), 'int32');
+  const { bound, l1 } = boundsOf(b);
+  if (boundA * l1 < EXACT) return p(a, b.f);
+  const axis = stackAxis < 0 ? stackAxis + a.ndim : stackAxis;
+  const n = a.shape[axis];
+  // [hi; lo] along `axis` times y, recombined as 16 * hi + lo.
+  const stacked = (y: mx.Array) => {
+    const both = p(mx.concatenate(nibbles(a), axis), y);
+    const at = both.ndim - a.ndim + axis;
+    const [hi, lo] = mx.splitSections(both, [n], at);
+    return mx.add(mx.multiply(hi, 16), lo);
+  };
+  const hA = halfBound(boundA);
+  if (hA * l1 < EXACT) return stacked(b.f);
+  if (b.terms * hA * halfBound(bound) >= EXACT)
+    throw new RangeError(`an integer product of ${b.terms} terms cannot be computed exactly in float32`);
+  const [bh, bl] = nibbles(mx.astype(b.f, 'int32'));
+  return mx.add(mx.multiply(stacked(mx.astype(bh, 'float32')), 16), stacked(mx.astype(bl, 'float32')));
+}
+
+/** Exact int32 (a @ b) of bounded int32 `a` and `b` (numpy rules for 1-D operands). */
+export function exactIntMatmul(a: mx.Array, b: IntOperand, boundA: number): mx.Array {
+  const a2 = a.ndim === 1 ? mx.expandDims(a, 0) : a;
+  const b2 = b.f.ndim === 1 ? { ...b, f: mx.expandDims(b.f, 1) } : b;
+  // smallMatmul: the native kernel for few rows (an RNN step, decoding) on the CPU, else MLX's.
+  let r = exactIntProduct((x, y) => mx.smallMatmul(x, y), a2, b2, boundA, -2);
+  if (b.f.ndim === 1) r = mx.squeeze(r, -1);
+  if (a.ndim === 1) r = mx.squeeze(r, -2);
+  return r;
 }
 
 /** Integer matmul of any integer dtype by broadcast multiply-and-sum: exact, but O(M*K*N) memory. */
