@@ -111,3 +111,29 @@ describe('DynamicQuantizeLinear', () => {
     expect(plain(out.s)).toEqual([1]);
   });
 });
+
+describe('QuantizeLinear of a NaN quotient', () => {
+  // NaN x, a NaN scale, 0 / 0: onnxruntime gives the type's lowest value (0 for unsigned types).
+  for (const [zt, zv] of [
+    ['uint8', 3],
+    ['int8', -3],
+    ['int16', 5],
+    ['uint16', 5],
+  ] as const) {
+    for (const scale of [Number.NaN, 0, 0.5]) {
+      it(`${zt}, scale ${scale}`, async () => {
+        const bytes = model({
+          opsets: { '': 21 },
+          inputs: [v('x', 'float32', [6])],
+          outputs: [v('y', zt)],
+          initializers: [
+            { name: 's', type: 'float32', dims: [], values: [scale] },
+            { name: 'z', type: zt, dims: [], values: [zv] },
+          ],
+          nodes: [node('QuantizeLinear', ['x', 's', 'z'], ['y'])],
+        });
+        await expectSameAsOrt(bytes, { x: new ort.Tensor('float32', Float32Array.from([1, -2, 0, Number.NaN, Infinity, -Infinity]), [6]) });
+      });
+    }
+  }
+});

@@ -90,6 +90,10 @@ function quantize(ctx: OpContext<QuantParams>): OpResult[] {
   }
   let r = mx.round(mx.astype(q, 'float32'), 0);
   if (ctx.has(2)) r = mx.add(r, alongAxis(mx.astype(quantInput(ctx, 2), 'float32'), x.shape, axis, block));
+  // A NaN (x / 0 for x = 0, a NaN x or scale) is the type's lowest value, as in onnxruntime (its
+  // conversion to int gives the lowest int, which the clamp to the range keeps or raises to 0).
+  const low = qRange(yType)?.[0];
+  if (low !== undefined) r = mx.where(mx.isnan(r), mx.array(low, 'float32'), r);
   return [typed(saturateRound(r, yType), yType)];
 }
 
