@@ -137,3 +137,23 @@ describe('QuantizeLinear of a NaN quotient', () => {
     }
   }
 });
+
+describe('DequantizeLinear of int32', () => {
+  // x - zero_point in int32, wrapping as in onnxruntime, and exact past float32's 2^24.
+  for (const zp of [-(2 ** 31), 2 ** 31 - 1, -7, 16777217]) {
+    it(`zero point ${zp}`, async () => {
+      const bytes = model({
+        opsets: { '': 21 },
+        inputs: [v('x', 'int32', [7])],
+        outputs: [v('y', 'float32')],
+        initializers: [
+          { name: 's', type: 'float32', dims: [], values: [0.5] },
+          { name: 'z', type: 'int32', dims: [], values: [zp] },
+        ],
+        nodes: [node('DequantizeLinear', ['x', 's', 'z'], ['y'])],
+      });
+      const x = new ort.Tensor('int32', Int32Array.from([1, -2, 0, 2 ** 31 - 1, -(2 ** 31), 16777219, 100000001]), [7]);
+      await expectSameAsOrt(bytes, { x }, { rtol: 0, atol: 0 });
+    });
+  }
+});

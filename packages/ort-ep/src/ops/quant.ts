@@ -121,7 +121,17 @@ function dequantize(ctx: OpContext<QuantParams>): mx.Array {
   const scaleIn = ctx.input(1);
   const scale = alongAxis(mx.astype(scaleIn, 'float32'), x.shape, axis, block);
   // Float8 zero points must be zero (the reference refuses others); integer ones shift.
-  const shifted = ctx.has(2) && !isMiniFloat(ctx.elemType(0)) ? mx.subtract(x, alongAxis(dequantValues(ctx, 2), x.shape, axis, block)) : x;
+  // int32 subtracts in int32, wrapping as onnxruntime's does (and exact: float32 is not past 2^24).
+  const shifted = !ctx.has(2)
+    ? x
+    : ctx.elemType(0) === OnnxDataType.INT32
+      ? mx.astype(
+          mx.subtract(mx.astype(quantInput(ctx, 0), 'int32'), alongAxis(mx.astype(quantInput(ctx, 2), 'int32'), x.shape, axis, block)),
+          'float32',
+        )
+      : !isMiniFloat(ctx.elemType(0))
+        ? mx.subtract(x, alongAxis(dequantValues(ctx, 2), x.shape, axis, block))
+        : x;
   const outType = ctx.params.outputDtype;
   return mx.astype(mx.multiply(shifted, scale), outType ? mxType(outType, ctx.where) : scaleIn.dtype);
 }
