@@ -46,7 +46,8 @@ const floatBack = (r: mx.Array, dtype: mx.Dtype): mx.Array =>
 /** Integer inputs of the float-valued reductions are computed in float32 and cast back. */
 const inFloat = (x: mx.Array): mx.Array => (mx.isFloating(x.dtype) ? x : mx.astype(x, 'float32'));
 
-const isIntDtype = (d: mx.Dtype): boolean => d.startsWith('int') || d.startsWith('uint');
+// uint64 is left out: its range does not fit the int64 accumulator (and onnxruntime reduces no uint64).
+const isIntDtype = (d: mx.Dtype): boolean => d.startsWith('int') || (d.startsWith('uint') && d !== 'uint64');
 
 /** A float result converted to integer `dtype` as onnxruntime's double-to-integer casts do: out of range saturates (NaN as C's conversion gives it). */
 function saturatingCast(r: mx.Array, dtype: mx.Dtype): mx.Array {
