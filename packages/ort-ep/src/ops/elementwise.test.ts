@@ -60,3 +60,40 @@ describe('integer Div and Mod with negative operands on MLX', () => {
     expect((await onDevice('Mod', 'float32', { fmod: 1 })).map((x) => x + 0)).toEqual(expected(dividendSignMod));
   });
 });
+
+describe('integer Pow as onnxruntime computes it (double, converted back)', () => {
+  // Results out of range (and 0 to a negative power) are the lowest value; in range they are exact.
+  // (int64 results past 2^53 round in onnxruntime's double: not compared.)
+  const cases: [ElemName, ElemName, (number | bigint)[], (number | bigint)[]][] = [
+    ['int32', 'int32', [2 ** 31 - 1, 2, 3, 3, -3, 2, -2, 7, 0, 46341, -1, -1, 1], [2, 5, 6, 20, 21, 31, 31, -1, -1, 2, -3, -2, -5]],
+    [
+      'int64',
+      'int64',
+      [2n ** 63n - 1n, 2n, 3n, -3n, 2n, -2n, 7n, 0n, -1n, 1n, 46341n],
+      [4n, 5n, 33n, 33n, 63n, 63n, -1n, -1n, -3n, -5n, 2n],
+    ],
+    ['int64', 'int32', [2n, 3n, 7n, 0n], [63, 33, 2, -2]],
+  ];
+  for (const [ta, tb, a, b] of cases) {
+    it(`${ta} to ${tb} powers`, async () => {
+      const t = (type: ElemName, xs: (number | bigint)[]) =>
+        type === 'int64'
+          ? new ort.Tensor(
+              'int64',
+              BigInt64Array.from(xs, (x) => BigInt(x)),
+              [xs.length],
+            )
+          : new ort.Tensor('int32', Int32Array.from(xs, Number), [xs.length]);
+      const bytes = model({
+        opsets: { '': 15 },
+        inputs: [v('a', ta, [a.length]), v('b', tb, [b.length])],
+        outputs: [v('y', ta, [a.length])],
+        nodes: [node('Pow', ['a', 'b'], ['y'])],
+      });
+      const feeds: Feeds = { a: t(ta, a), b: t(tb, b) };
+      const want = Array.from((await runOn('cpu', bytes, feeds)).y.data as ArrayLike<number | bigint>, String);
+      const have = Array.from((await runOn('mlx', bytes, feeds)).y.data as ArrayLike<number | bigint>, String);
+      expect(have).toEqual(want);
+    });
+  }
+});

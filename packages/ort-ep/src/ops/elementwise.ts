@@ -108,11 +108,41 @@ function mod(a: mx.Array, b: mx.Array, ctx: OpContext<boolean>): mx.Array {
 
 function power(a: mx.Array, b: mx.Array): mx.Array {
   // ONNX Pow: the result has the base's type; integer bases with float exponents compute in float.
+  const int = (d: mx.Dtype) => d === 'int32' || d === 'int64';
+  if (int(a.dtype) && (int(b.dtype) || ['int8', 'int16', 'uint8', 'uint16', 'uint32'].includes(b.dtype))) return intPower(a, b);
   if (a.dtype !== b.dtype) {
     const wide = mx.power(mx.astype(a, 'float64' === a.dtype ? 'float64' : 'float32'), mx.astype(b, 'float32'));
     return mx.astype(wide, a.dtype);
   }
   return mx.power(a, b);
+}
+
+/**
+ * Integer Pow as onnxruntime computes it: std::pow in double, converted back, where a result out
+ * of the type's range (and 0 to a negative power, infinity) becomes the lowest value (x86-64's
+ * conversion of an out-of-range double). The value itself is exact here (int64); onnxruntime's
+ * double rounds int64 results past 2^53.
+ */
+function intPower(a: mx.Array, b: mx.Array): mx.Array {
+  const dtype = a.dtype;
+  const wa = mx.astype(a, 'int64');
+  const wb = mx.astype(b, 'int64');
+  const zero = mx.array(0, { dtype: 'int64' });
+  const negative = mx.less(wb, zero);
+  const exact = mx.power(wa, mx.where(negative, zero, wb));
+  // A negative exponent: 1/x^n truncated, 0 but for x = ±1 (and ±1 keeps the sign of x^n).
+  const one = mx.array(1, { dtype: 'int64' });
+  const unit = mx.equal(mx.abs(wa), one);
+  const odd = mx.notEqual(mx.remainder(wb, mx.array(2, { dtype: 'int64' })), zero);
+  const unitPower = mx.where(mx.logicalAnd(mx.less(wa, zero), odd), mx.negative(one), one);
+  const r = mx.where(negative, mx.where(unit, unitPower, zero), exact);
+  // float32's estimate says whether int64 overflowed; the exact value where it did not.
+  const approx = mx.abs(mx.power(mx.astype(a, 'float32'), mx.astype(b, 'float32')));
+  const lowest = mx.array(dtype === 'int64' ? -(2n ** 63n) : -(2 ** 31), { dtype: 'int64' });
+  let out = mx.logicalOr(mx.greaterEqual(approx, mx.array(dtype === 'int64' ? 2 ** 63 : 2 ** 62, 'float32')), mx.isnan(approx));
+  if (dtype === 'int32')
+    out = mx.logicalOr(out, mx.logicalOr(mx.greater(r, mx.array(2 ** 31 - 1, { dtype: 'int64' })), mx.less(r, lowest)));
+  return mx.astype(mx.where(out, lowest, r), dtype);
 }
 
 const cmp = (

@@ -1,9 +1,9 @@
 // Losses against onnxruntime-node's CPU provider, on the edges the node suite leaves out: ignored
 // targets outside [0, C) with weights, float64 inputs (MLX's CPU exp is float32-accurate there),
 // N-d inputs with the log_prob output, and inputs that are MLX arrays (moved there by a no-op Clip).
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { model, node, v, type AttrSpec } from '../../test/helpers/build.js';
-import { expectSameAsOrt, ort, seeded, type Feeds } from '../../test/helpers/ort.js';
+import { expectSameAsOrt, ort, plain, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
 
 interface LossCase {
   op: 'NegativeLogLikelihoodLoss' | 'SoftmaxCrossEntropyLoss';
@@ -74,4 +74,27 @@ describe('SoftmaxCrossEntropyLoss', () => {
     }));
   it('ignore_index without weights, mean over the counted targets', () =>
     same({ op: 'SoftmaxCrossEntropyLoss', x: [4, 6, 2], targets: [0, 5, 7, 7, 1, 2, 3, 7], attrs: { ignore_index: 7 }, logProb: true }));
+});
+
+describe('SoftmaxCrossEntropyLoss log_prob of a row holding +inf', () => {
+  it('is NaN throughout, as in onnxruntime (x - max first, inf - inf)', async () => {
+    const bytes = model({
+      opsets: { '': 13 },
+      inputs: [v('x', 'float32', [2, 4]), v('y', 'int64', [2])],
+      outputs: [v('z', 'float32'), v('log_prob', 'float32')],
+      nodes: [node('SoftmaxCrossEntropyLoss', ['x', 'y'], ['z', 'log_prob'], { attrs: { reduction: 'none' } })],
+    });
+    const feeds: Feeds = {
+      x: new ort.Tensor('float32', Float32Array.from([0.5, Infinity, 0, 0.25, 1, 2, 3, -Infinity]), [2, 4]),
+      y: new ort.Tensor('int64', BigInt64Array.from([0n, 2n]), [2]),
+    };
+    const [want, have] = [await runOn('cpu', bytes, feeds), await runOn('mlx', bytes, feeds)];
+    for (const k of ['z', 'log_prob']) {
+      const [a, b] = [plain(have[k]), plain(want[k])];
+      expect(a.map(Number.isNaN)).toEqual(b.map(Number.isNaN));
+      a.forEach((t, i) => {
+        if (!Number.isNaN(t)) expect(t === b[i] || Math.abs(t - b[i]) <= 1e-5 * Math.max(1, Math.abs(b[i]))).toBe(true);
+      });
+    }
+  });
 });

@@ -39,7 +39,12 @@ function checkLoss(ctx: CheckContext<LossAttrs>): string | undefined {
  * log-softmax goes through it (as @mlx/kernels does) to match a float64 reference.
  */
 function logSoftmaxAxis1(x: mx.Array): mx.Array {
-  if (x.dtype !== 'float64') return mx.subtract(x, mx.logsumexp(x, 1, { keepdims: true }));
+  if (x.dtype !== 'float64') {
+    // (x - max) - log(sum(exp(x - max))), onnxruntime's order: a row holding +inf is NaN throughout
+    // (inf - inf), where x - logsumexp(x) gives -inf for its finite entries.
+    const d = mx.subtract(x, mx.max(x, 1, { keepdims: true }));
+    return mx.subtract(d, mx.log(mx.sum(mx.exp(d), 1, { keepdims: true })));
+  }
   const m = mx.max(x, 1, { keepdims: true });
   const safeMax = mx.where(mx.isinf(m), mx.scalar(0, x.dtype), m);
   const shifted = mx.subtract(x, safeMax);

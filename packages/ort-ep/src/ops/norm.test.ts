@@ -167,3 +167,42 @@ describe('MeanVarianceNormalization, LRN, LpNormalization', () => {
     expect(plain(out.y).map((t) => (Object.is(t, -0) ? 0 : t))).toEqual([0, 0.25, -1 / 3, 0, 0.75, 2 / 3].map((t) => Math.fround(t)));
   });
 });
+
+describe('LRN with non-finite squares', () => {
+  // onnxruntime slides the channel window with a running sum: an infinite square that has left
+  // the window leaves inf - inf, NaN for the rest of the channels at that position.
+  const cases: [number[], number[]][] = [
+    [
+      [1, Infinity, 1, 1, 1, 2],
+      [1, 6, 1, 1],
+    ],
+    [
+      [1, 1, 1, 1, Infinity, 2],
+      [1, 6, 1, 1],
+    ],
+    [
+      [1, Number.NaN, 1, 1, 1, 2],
+      [1, 6, 1, 1],
+    ],
+    [
+      [1, 2, 3, 4, Infinity, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+      [1, 8, 2, 1],
+    ],
+  ];
+  for (const [data, dims] of cases) {
+    it(`[${data.join(', ')}]`, async () => {
+      const bytes = model({
+        opsets: { '': 13 },
+        inputs: [v('x', 'float32', dims)],
+        outputs: [v('y', 'float32')],
+        nodes: [node('LRN', ['x'], ['y'], { attrs: { size: 3, alpha: { f: 0.0002 }, beta: { f: 0.5 }, bias: { f: 2 } } })],
+      });
+      const x = new ort.Tensor('float32', Float32Array.from(data), dims);
+      const [want, have] = [plain((await runOn('cpu', bytes, { x })).y), plain((await runOn('mlx', bytes, { x })).y)];
+      expect(have.map(Number.isNaN)).toEqual(want.map(Number.isNaN));
+      have.forEach((h, i) => {
+        if (!Number.isNaN(h)) expect(Math.abs(h - want[i])).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(want[i])));
+      });
+    });
+  }
+});

@@ -268,7 +268,24 @@ function lrn(ctx: OpContext<LrnParams>): mx.Array {
     sum = sum ? mx.add(sum, s) : s;
   }
   const denom = mx.power(mx.add(mx.multiply(sum!, alpha / size), bias), beta);
-  return mx.astype(mx.divide(xs, denom), x.dtype);
+  let y = mx.divide(xs, denom);
+  // onnxruntime slides the window with a running sum (add the square entering, subtract the one
+  // leaving): once a non-finite square has left the window (inf - inf) the rest of the channels
+  // at that position are NaN. Channel i is so where a square at a channel <= i - before - 1 is
+  // (padded index <= i - 1).
+  if (c > before + 1) {
+    const bad = mx.astype(mx.logicalNot(mx.isfinite(padded)), 'float32');
+    const seen = mx.cummax(bad, 1, { inclusive: false });
+    const stop = seen.shape.map((d, i) => (i === 1 ? c : d));
+    const left = mx.slice(
+      seen,
+      seen.shape.map(() => 0),
+      stop,
+      seen.shape.map(() => 1),
+    );
+    y = mx.where(mx.greater(left, mx.array(0, 'float32')), mx.array(Number.NaN, y.dtype), y);
+  }
+  return mx.astype(y, x.dtype);
 }
 
 /** An entry with one output: f's. */

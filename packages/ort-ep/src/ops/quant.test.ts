@@ -111,3 +111,49 @@ describe('DynamicQuantizeLinear', () => {
     expect(plain(out.s)).toEqual([1]);
   });
 });
+
+describe('QuantizeLinear of a NaN quotient', () => {
+  // NaN x, a NaN scale, 0 / 0: onnxruntime gives the type's lowest value (0 for unsigned types).
+  for (const [zt, zv] of [
+    ['uint8', 3],
+    ['int8', -3],
+    ['int16', 5],
+    ['uint16', 5],
+  ] as const) {
+    for (const scale of [Number.NaN, 0, 0.5]) {
+      it(`${zt}, scale ${scale}`, async () => {
+        const bytes = model({
+          opsets: { '': 21 },
+          inputs: [v('x', 'float32', [6])],
+          outputs: [v('y', zt)],
+          initializers: [
+            { name: 's', type: 'float32', dims: [], values: [scale] },
+            { name: 'z', type: zt, dims: [], values: [zv] },
+          ],
+          nodes: [node('QuantizeLinear', ['x', 's', 'z'], ['y'])],
+        });
+        await expectSameAsOrt(bytes, { x: new ort.Tensor('float32', Float32Array.from([1, -2, 0, Number.NaN, Infinity, -Infinity]), [6]) });
+      });
+    }
+  }
+});
+
+describe('DequantizeLinear of int32', () => {
+  // x - zero_point in int32, wrapping as in onnxruntime, and exact past float32's 2^24.
+  for (const zp of [-(2 ** 31), 2 ** 31 - 1, -7, 16777217]) {
+    it(`zero point ${zp}`, async () => {
+      const bytes = model({
+        opsets: { '': 21 },
+        inputs: [v('x', 'int32', [7])],
+        outputs: [v('y', 'float32')],
+        initializers: [
+          { name: 's', type: 'float32', dims: [], values: [0.5] },
+          { name: 'z', type: 'int32', dims: [], values: [zp] },
+        ],
+        nodes: [node('DequantizeLinear', ['x', 's', 'z'], ['y'])],
+      });
+      const x = new ort.Tensor('int32', Int32Array.from([1, -2, 0, 2 ** 31 - 1, -(2 ** 31), 16777219, 100000001]), [7]);
+      await expectSameAsOrt(bytes, { x }, { rtol: 0, atol: 0 });
+    });
+  }
+});

@@ -90,6 +90,10 @@ function quantize(ctx: OpContext<QuantParams>): OpResult[] {
   }
   let r = mx.round(mx.astype(q, 'float32'), 0);
   if (ctx.has(2)) r = mx.add(r, alongAxis(mx.astype(quantInput(ctx, 2), 'float32'), x.shape, axis, block));
+  // A NaN (x / 0 for x = 0, a NaN x or scale) is the type's lowest value, as in onnxruntime (its
+  // conversion to int gives the lowest int, which the clamp to the range keeps or raises to 0).
+  const low = qRange(yType)?.[0];
+  if (low !== undefined) r = mx.where(mx.isnan(r), mx.array(low, 'float32'), r);
   return [typed(saturateRound(r, yType), yType)];
 }
 
@@ -117,7 +121,17 @@ function dequantize(ctx: OpContext<QuantParams>): mx.Array {
   const scaleIn = ctx.input(1);
   const scale = alongAxis(mx.astype(scaleIn, 'float32'), x.shape, axis, block);
   // Float8 zero points must be zero (the reference refuses others); integer ones shift.
-  const shifted = ctx.has(2) && !isMiniFloat(ctx.elemType(0)) ? mx.subtract(x, alongAxis(dequantValues(ctx, 2), x.shape, axis, block)) : x;
+  // int32 subtracts in int32, wrapping as onnxruntime's does (and exact: float32 is not past 2^24).
+  const shifted = !ctx.has(2)
+    ? x
+    : ctx.elemType(0) === OnnxDataType.INT32
+      ? mx.astype(
+          mx.subtract(mx.astype(quantInput(ctx, 0), 'int32'), alongAxis(mx.astype(quantInput(ctx, 2), 'int32'), x.shape, axis, block)),
+          'float32',
+        )
+      : !isMiniFloat(ctx.elemType(0))
+        ? mx.subtract(x, alongAxis(dequantValues(ctx, 2), x.shape, axis, block))
+        : x;
   const outType = ctx.params.outputDtype;
   return mx.astype(mx.multiply(shifted, scale), outType ? mxType(outType, ctx.where) : scaleIn.dtype);
 }

@@ -120,3 +120,63 @@ describe('ArgMax / ArgMin', () => {
     });
   }
 });
+
+describe('edge cases as onnxruntime has them', () => {
+  const ax = (a: number[]) => [{ name: 'axes', type: 'int64' as const, dims: [a.length], values: a.map(BigInt) }];
+  async function edge(
+    op: string,
+    opset: number,
+    type: ElemName,
+    dims: number[],
+    data: number[] | bigint[],
+    attrs: Record<string, number | number[]>,
+    axes?: number[],
+  ) {
+    const bytes = model({
+      opsets: { '': opset },
+      inputs: [v('x', type, dims)],
+      outputs: [v('y', type)],
+      initializers: axes ? ax(axes) : [],
+      nodes: [node(op, axes ? ['x', 'axes'] : ['x'], ['y'], { attrs })],
+    });
+    const x = new ort.Tensor(
+      type as never,
+      (type === 'int64' ? BigInt64Array.from(data as bigint[]) : typed[type](data as number[])) as never,
+      dims,
+    );
+    // Exact equality (infinities included).
+    const [want, have] = [(await runOn('cpu', bytes, { x })).y, (await runOn('mlx', bytes, { x })).y];
+    expect({ type: have.type, dims: have.dims, data: plain(have) }).toEqual({ type: want.type, dims: want.dims, data: plain(want) });
+  }
+  it('an empty input: a negative axis reduces nothing (onnxruntime matches axes before normalising them)', async () => {
+    for (const op of ['ReduceSumSquare', 'ReduceMax', 'ReduceMean', 'ReduceSum'])
+      for (const keepdims of [0, 1]) {
+        await edge(op, 11, 'float32', [2, 0, 5], [], { axes: [-2, 0], keepdims });
+        await edge(op, 11, 'int32', [2, 0, 5], [], { axes: [-1], keepdims });
+        await edge(op, 18, 'float32', [2, 0, 5], [], { keepdims }, [-2]);
+        await edge(op, 18, 'float32', [2, 0, 5], [], { keepdims }, [1]);
+      }
+  });
+  it('the mean of nothing is 0; the log-sum of nothing in int32 the lowest int32', async () => {
+    await edge('ReduceMean', 13, 'float32', [2, 0, 5], [], {});
+    await edge('ReduceMean', 18, 'float32', [2, 0, 5], [], { keepdims: 0 }, [1]);
+    await edge('ReduceLogSum', 18, 'int32', [3, 0, 2], [], { keepdims: 0 });
+    await edge('ReduceLogSumExp', 18, 'int32', [3, 0, 2], [], {}, [1]);
+  });
+  it('integer sums, squares, norms and products saturate at the type limits', async () => {
+    const big = [3, 65536, 46341, -46341, 2 ** 30, 2 ** 30, -(2 ** 31), -5];
+    for (const op of ['ReduceSum', 'ReduceSumSquare', 'ReduceL1', 'ReduceProd', 'ReduceMean']) {
+      await edge(op, 11, 'int32', [8], big, { keepdims: 0 });
+      await edge(op, 11, 'int32', [2, 4], big, { axes: [0] });
+      await edge(op, 11, 'int32', [2, 4], big, { axes: [1] });
+    }
+    // L2 saturates too (its precision below the limit is float32's here, double's in onnxruntime).
+    await edge('ReduceL2', 11, 'int32', [3], [-(2 ** 31), 0, 0], { keepdims: 0 });
+    // (Sums past 2^53 that stay in range round in onnxruntime's double: not compared.)
+    const big64 = [-1n, 3n, -2n, 2n ** 32n, 2n ** 62n, 2n ** 62n, -(2n ** 62n), 2n ** 62n];
+    for (const op of ['ReduceSum', 'ReduceSumSquare', 'ReduceProd']) {
+      await edge(op, 11, 'int64', [2, 4], big64, { axes: [1] });
+      await edge(op, 11, 'int64', [8], big64, { keepdims: 0 });
+    }
+  });
+});

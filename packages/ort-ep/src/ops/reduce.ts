@@ -23,10 +23,12 @@ function identity(kind: Kind, dtype: mx.Dtype): number | bigint | boolean {
     case 'prod':
       return 1;
     case 'mean':
-      return NaN;
+      // onnxruntime's mean of nothing is 0 (the spec leaves it undefined).
+      return 0;
     case 'logsum':
     case 'logsumexp':
-      return -Infinity;
+      // log(0) = -inf; an integer result takes C's conversion of it on x86-64, the lowest value.
+      return mx.isFloating(dtype) ? -Infinity : dtypeRange(dtype)[0];
     default:
       return 0;
   }
@@ -37,17 +39,75 @@ function keep(r: mx.Array, dtype: mx.Dtype): mx.Array {
   return r.dtype === dtype ? r : mx.astype(r, dtype);
 }
 
+/** A float-valued reduction back in the input's type: integers saturate, as onnxruntime's conversion from double does. */
+const floatBack = (r: mx.Array, dtype: mx.Dtype): mx.Array =>
+  isIntDtype(dtype) && mx.isFloating(r.dtype) ? saturatingCast(r, dtype) : keep(r, dtype);
+
 /** Integer inputs of the float-valued reductions are computed in float32 and cast back. */
 const inFloat = (x: mx.Array): mx.Array => (mx.isFloating(x.dtype) ? x : mx.astype(x, 'float32'));
 
-function reduceArray(kind: Kind, x: mx.Array, axes: number[], keepdims: boolean, onnxType: number): mx.Array {
+// uint64 is left out: its range does not fit the int64 accumulator (and onnxruntime reduces no uint64).
+const isIntDtype = (d: mx.Dtype): boolean => d.startsWith('int') || (d.startsWith('uint') && d !== 'uint64');
+
+/** A float result converted to integer `dtype` as onnxruntime's double-to-integer casts do: out of range saturates (NaN as C's conversion gives it). */
+function saturatingCast(r: mx.Array, dtype: mx.Dtype): mx.Array {
+  const [lo, hi] = dtypeRange(dtype) as [number | bigint, number | bigint];
+  // Powers of two bound the range exactly in float32 (hi + 1 and lo are representable).
+  const above = mx.greaterEqual(r, mx.array(Number(hi) + 1, r.dtype));
+  const below = mx.less(r, mx.array(Number(lo), r.dtype));
+  const c = mx.astype(mx.where(mx.logicalOr(above, below), mx.zerosLike(r), r), dtype);
+  return mx.where(above, mx.array(hi as number, { dtype }), mx.where(below, mx.array(lo as number, { dtype }), c));
+}
+
+/**
+ * Sum, SumSquare, L1 and Prod of integers as onnxruntime has them: it accumulates integers in
+ * double and converts back saturating, so an overflow gives the type's limit rather than
+ * wrapping. Here the exact value comes from an int64 accumulation (exact where onnxruntime's
+ * double is: below 2^53) and a float32 one says whether it left the type's range (or int64's).
+ */
+function saturatingIntReduce(kind: 'sum' | 'sumsquare' | 'l1' | 'prod', x: mx.Array, axes: number[], keepdims: boolean): mx.Array {
+  const dtype = x.dtype;
+  const opts = { keepdims };
+  const wide = mx.astype(x, 'int64');
+  const approxIn = mx.astype(x, 'float32');
+  const term = (v: mx.Array) => (kind === 'sumsquare' ? mx.square(v) : kind === 'l1' ? mx.abs(v) : v);
+  const acc = (v: mx.Array) => (kind === 'prod' ? mx.prod(v, axes, opts) : mx.sum(v, axes, opts));
+  const exact = acc(term(wide));
+  const approx = acc(term(approxIn));
+  const [lo, hi] = dtypeRange(dtype) as [number | bigint, number | bigint];
+  // Past 2^62 (in float32's estimate) int64 may have wrapped: the estimate decides.
+  const over = mx.greaterEqual(approx, mx.array(Math.min(Number(hi) + 1, 2 ** 62), 'float32'));
+  const under = mx.less(approx, mx.array(Math.max(Number(lo), -(2 ** 62)), 'float32'));
+  const hiA = mx.array(hi as number, { dtype: 'int64' });
+  const loA = mx.array(lo as number, { dtype: 'int64' });
+  const clipped = dtype === 'int64' ? exact : mx.minimum(mx.maximum(exact, loA), hiA);
+  return mx.astype(mx.where(over, hiA, mx.where(under, loA, clipped)), dtype);
+}
+
+/** An integer mean: the exact sum (int64; float32's estimate past int64's range) divided by the count, truncated toward zero. */
+function intMean(x: mx.Array, axes: number[], keepdims: boolean): mx.Array {
+  const n = axes.reduce((acc, a) => acc * x.shape[a], 1);
+  const s = mx.sum(mx.astype(x, 'int64'), axes, { keepdims });
+  const approx = mx.sum(mx.astype(x, 'float32'), axes, { keepdims });
+  const nA = mx.array(n, { dtype: 'int64' });
+  const q = mx.multiply(mx.floorDivide(mx.abs(s), nA), mx.sign(s));
+  const huge = mx.greaterEqual(mx.abs(approx), mx.array(2 ** 62, 'float32'));
+  return mx.astype(mx.where(huge, mx.astype(mx.divide(approx, mx.array(n, 'float32')), 'int64'), q), x.dtype);
+}
+
+function reduceArray(kind: Kind, x: mx.Array, axes: number[], keepdims: boolean, onnxType: number, emptyAxes = axes): mx.Array {
   const dtype = x.dtype;
   const opts = { keepdims };
   if (x.size === 0) {
-    const shape = x.shape.map((d, i) => (axes.includes(i) ? 1 : d)).filter((_, i) => keepdims || !axes.includes(i));
+    // onnxruntime shapes the result of an empty input by the axes as given (emptyAxes): a
+    // negative axis reduces nothing there.
+    const shape = x.shape.map((d, i) => (emptyAxes.includes(i) ? 1 : d)).filter((_, i) => keepdims || !emptyAxes.includes(i));
     // The identity as an array of the dtype itself: a JS number would pass through float32 (int32 max rounds up and wraps).
     return mx.full(shape, mx.array(identity(kind, dtype) as number, { dtype }), dtype);
   }
+  const int = isIntType(onnxType) && isIntDtype(dtype);
+  if (int && (kind === 'sum' || kind === 'sumsquare' || kind === 'l1' || kind === 'prod'))
+    return saturatingIntReduce(kind, x, axes, keepdims);
   switch (kind) {
     case 'sum':
       return keep(mx.sum(x, axes, opts), dtype);
@@ -57,23 +117,19 @@ function reduceArray(kind: Kind, x: mx.Array, axes: number[], keepdims: boolean,
       return mx.max(x, axes, opts);
     case 'min':
       return mx.min(x, axes, opts);
-    case 'mean': {
-      if (!isIntType(onnxType)) return keep(mx.mean(x, axes, opts), dtype);
+    case 'mean':
       // Integer means truncate toward zero, as integer division does in onnxruntime.
-      const n = axes.reduce((acc, a) => acc * x.shape[a], 1);
-      const s = mx.sum(mx.astype(x, 'float64' === dtype ? 'float64' : 'float32'), axes, opts);
-      return mx.astype(mx.divide(s, n), dtype);
-    }
+      return int ? intMean(x, axes, keepdims) : keep(mx.mean(x, axes, opts), dtype);
     case 'l1':
       return keep(mx.sum(mx.abs(x), axes, opts), dtype);
     case 'sumsquare':
       return keep(mx.sum(mx.square(x), axes, opts), dtype);
     case 'l2':
-      return keep(mx.sqrt(mx.sum(mx.square(inFloat(x)), axes, opts)), dtype);
+      return floatBack(mx.sqrt(mx.sum(mx.square(inFloat(x)), axes, opts)), dtype);
     case 'logsum':
-      return keep(mx.log(mx.sum(inFloat(x), axes, opts)), dtype);
+      return floatBack(mx.log(mx.sum(inFloat(x), axes, opts)), dtype);
     case 'logsumexp':
-      return keep(mx.logsumexp(inFloat(x), axes, opts), dtype);
+      return floatBack(mx.logsumexp(inFloat(x), axes, opts), dtype);
   }
 }
 
@@ -92,14 +148,19 @@ const parseReduce = (attrs: Attrs): ReduceParams => ({
   noopWithEmptyAxes: attrs.int('noop_with_empty_axes', 0) === 1,
 });
 
-/** The normalised, de-duplicated axes to reduce, or null for "return the input unchanged". */
-function reductionAxes(ctx: OpContext<ReduceParams>, rank: number, axesIsInput: boolean): number[] | null {
+/**
+ * The normalised, de-duplicated axes to reduce, or null for "return the input unchanged". With
+ * `asGiven`, the axes as onnxruntime shapes an empty input's result by them: the given ones that
+ * are not negative (it matches them against dimension indices before normalising).
+ */
+function reductionAxes(ctx: OpContext<ReduceParams>, rank: number, axesIsInput: boolean, asGiven = false): number[] | null {
   const given = axesIsInput ? axesFrom(ctx, 1, ctx.params.axes) : ctx.params.axes;
   if (!given || given.length === 0) {
     if (axesIsInput && ctx.params.noopWithEmptyAxes) return null;
     return Array.from({ length: rank }, (_, i) => i);
   }
-  return [...new Set(given.map((a) => normAxis(a, rank, 'axes')))].sort((a, b) => a - b);
+  const axes = [...new Set(given.map((a) => normAxis(a, rank, 'axes')))].sort((a, b) => a - b);
+  return asGiven ? axes.filter((a) => given.includes(a)) : axes;
 }
 
 // Shape math sometimes reduces shapes on the host (ReduceProd of a Shape before a Reshape):
@@ -128,12 +189,9 @@ function hostReduce(kind: Kind, t: HostTensor, axes: number[], keepdims: boolean
       idx[d] = 0;
     }
   }
-  const empty = kind === 'sum' ? 0n : kind === 'prod' ? 1n : undefined;
-  for (let i = 0; i < out.length; i++)
-    if (out[i] === undefined) {
-      if (empty === undefined) throw new RangeError('max/min of an empty integer host tensor');
-      out[i] = empty;
-    }
+  // Sums and products saturate, as onnxruntime's (accumulated in double) do.
+  const [lo, hi] = t.dtype === OnnxDataType.INT64 ? [-(2n ** 63n), 2n ** 63n - 1n] : [-(2n ** 31n), 2n ** 31n - 1n];
+  for (let i = 0; i < out.length; i++) out[i] = out[i] > hi ? hi : out[i] < lo ? lo : out[i];
   return hostOf(t.dtype, out, keepdims ? outDims : dims.filter((_, i) => !axes.includes(i)));
 }
 
@@ -152,7 +210,8 @@ function reduceEntry(opType: string, kind: Kind, since: number, until: number | 
           if (!t || !hostTypes.has(t.dtype) || (axesIsInput && ctx.has(1) && !ctx.hostIfKnown(1))) return undefined;
           const axes = reductionAxes(ctx, t.dims.length, axesIsInput);
           if (axes === null) return [t];
-          if (sizeOf(t.dims) === 0 && (kind === 'max' || kind === 'min')) return undefined;
+          // Empty inputs take the device path (onnxruntime's shapes for them, see reduceArray).
+          if (sizeOf(t.dims) === 0) return undefined;
           return [hostReduce(kind, t, axes, ctx.params.keepdims)];
         }
       : undefined,
@@ -160,7 +219,8 @@ function reduceEntry(opType: string, kind: Kind, since: number, until: number | 
       const x = ctx.input(0);
       const axes = reductionAxes(ctx, x.ndim, axesIsInput);
       if (axes === null) return [x];
-      return [reduceArray(kind, x, axes, ctx.params.keepdims, ctx.elemType(0))];
+      const emptyAxes = x.size === 0 ? (reductionAxes(ctx, x.ndim, axesIsInput, true) ?? axes) : axes;
+      return [reduceArray(kind, x, axes, ctx.params.keepdims, ctx.elemType(0), emptyAxes)];
     },
   });
 }

@@ -144,7 +144,7 @@ describe("the harness's comparison rules", () => {
     const r = await runCase(c, 'cast', 256 * 2 ** 20, () => {});
     // mlx returns the exact cast; onnxruntime 1.30 zeros or garbage (the entry is narrow: saturate=1 matches).
     expect(['unverified', 'matched']).toContain(r.outcome);
-    if (r.outcome === 'unverified') expect(r.detail).toMatch(/Cast with saturate outside/);
+    if (r.outcome === 'unverified') expect(r.detail).toMatch(/Cast\/CastLike with saturate outside/);
     const ok = {
       ...c,
       model: model({
@@ -156,6 +156,38 @@ describe("the harness's comparison rules", () => {
       }),
     };
     expect((await runCase(ok, 'cast1', 256 * 2 ** 20, () => {})).outcome).toBe('matched');
+  });
+});
+
+describe('CastLike and the ONNX cast tests carrying an odd saturate', () => {
+  it('are the same known onnxruntime divergence as Cast (case 2401:2193, 2401:1688)', async () => {
+    const like = (label: string, op: 'Cast' | 'CastLike'): FuzzCase => ({
+      id: label,
+      source: op === 'Cast' ? 'onnx-test' : 'op',
+      label,
+      mutation: 'saturate',
+      model: model({
+        inputs: [],
+        outputs: [v('y', 'float32')],
+        nodes: [
+          op === 'Cast'
+            ? node('Cast', ['x'], ['y'], { attrs: { to: 1, saturate: -1 } })
+            : node('CastLike', ['x', 'l'], ['y'], { attrs: { saturate: 2 } }),
+        ],
+        initializers: [
+          { name: 'x', type: 'float64', dims: [3], values: [0.25, 0.5, 0.75] },
+          { name: 'l', type: 'float32', dims: [0], values: [] },
+        ],
+        opsets: { '': 23 },
+      }),
+      feeds: {},
+      runs: 1,
+    });
+    for (const c of [like('test_castlike_DOUBLE_to_FLOAT_expanded', 'Cast'), like('ai.onnx::CastLike', 'CastLike')]) {
+      const r = await runCase(c, c.id, 256 * 2 ** 20, () => {});
+      expect(['unverified', 'matched']).toContain(r.outcome);
+      if (r.outcome === 'unverified') expect(r.detail).toMatch(/Cast\/CastLike with saturate outside/);
+    }
   });
 });
 
