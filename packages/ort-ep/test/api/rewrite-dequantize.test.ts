@@ -103,4 +103,26 @@ describe('constant dequantization pass', () => {
     expect(prepareModel(bytes).rewrites['dequantize-constants']).toBeUndefined();
     await expectSame(bytes, { x: input(X, 3), s: f32([0.25], []) });
   });
+
+  // x - zero point of int32 constants wraps in int32 as onnxruntime subtracts (fuzz seed 2401,
+  // small-cnn-qdq with an edge zero point: the fold subtracted in float and differed).
+  it('an int32 bias whose zero point makes x - zp wrap', async () => {
+    const X = [1, 2, 3, 3];
+    const bytes = model({
+      inputs: [v('x', 'float32', X)],
+      outputs: [v('y', 'float32')],
+      nodes: [
+        node('DequantizeLinear', ['bq', 'bs', 'bz'], ['b']),
+        node('Conv', ['x', 'w', 'b'], ['y'], { attrs: { kernel_shape: [1, 1] } }),
+      ],
+      initializers: [
+        { name: 'bq', type: 'int32', dims: [2], values: [2147483600, -2147483600] },
+        floats('bs', [], [1e-9]),
+        { name: 'bz', type: 'int32', dims: [], values: [-100] },
+        floats('w', [2, 2, 1, 1], [0.5, -1, 2, 0.25]),
+      ],
+    });
+    expect(prepareModel(bytes).rewrites).toMatchObject({ 'dequantize-constants': 1 });
+    await expectSame(bytes, { x: input(X, 5) });
+  });
 });

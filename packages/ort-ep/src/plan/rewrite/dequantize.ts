@@ -1,7 +1,7 @@
 // Constant dequantization, folded once: a DequantizeLinear whose inputs are all constants (a QDQ
 // model's int8 weights and int32 biases, with their scales and zero points) becomes a float32
-// initializer holding its result, computed as the op computes it ((float(x) - float(zero point)) *
-// scale, each step rounded to float32). The passes after it then see the convolutions' and
+// initializer holding its result, computed as the op computes it (float(x - zero point) * scale, the
+// difference in int32, each step rounded to float32). The passes after it then see the convolutions' and
 // products' weights as the constants they are: the layout pass packs them, and nothing
 // dequantizes them again on every run. Per tensor and per axis, 8-, 16- and 32-bit integers, a
 // float32 scale; blocked scales, other element types and other output types stay as written.
@@ -35,11 +35,15 @@ function fold(view: GraphView, n: NodeIR): HostTensor | undefined {
   const s = scale.data;
   const out = new Float32Array(size);
   const f = Math.fround;
+  // x - zero point as the op computes it: in int32, wrapping for int32 inputs (onnxruntime's
+  // kernel subtracts in the input's type), then to float32.
+  const wraps = x.dtype === OnnxDataType.INT32;
+  const centred = (v: number, z: number) => f(wraps ? (v - z) | 0 : v - z);
   if (s.length === 1) {
     // Per tensor (a one-element scale, of any rank).
     if (zp && zp.data.length !== 1) return undefined;
-    const z = zp ? f(Number(zp.data[0])) : 0;
-    for (let i = 0; i < size; i++) out[i] = f(f(xs[i] - z) * s[0]);
+    const z = zp ? Number(zp.data[0]) : 0;
+    for (let i = 0; i < size; i++) out[i] = f(centred(xs[i], z) * s[0]);
   } else {
     // Per axis: a 1-D scale (and zero point) along the axis.
     const r = x.dims.length;
@@ -50,8 +54,8 @@ function fold(view: GraphView, n: NodeIR): HostTensor | undefined {
     const count = x.dims[axis];
     for (let i = 0; i < size; i++) {
       const c = Math.floor(i / inner) % count;
-      const z = zp ? f(Number(zp.data[c])) : 0;
-      out[i] = f(f(xs[i] - z) * s[c]);
+      const z = zp ? Number(zp.data[c]) : 0;
+      out[i] = f(centred(xs[i], z) * s[c]);
     }
   }
   return { dtype: OnnxDataType.FLOAT, dims: [...x.dims], data: out };
