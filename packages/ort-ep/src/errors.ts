@@ -1,12 +1,52 @@
 // Every error this package throws on purpose: one base class, each subclass naming the model,
 // node and op where it applies. A leaf module (it imports nothing), so every layer may use it.
 
+/**
+ * The brand every error of this package carries: the codes of its class and of each class above
+ * it. `Symbol.for` makes it the same key in every copy of the package (an ES module and a CommonJS
+ * instance, two installed versions), so `OrtMlxError.is(e)` and `instanceof` recognise an error
+ * whichever copy threw it.
+ */
+const BRAND = Symbol.for('@mlx/ort-ep.error');
+
 /** Base class of every error this package throws on purpose. */
 export class OrtMlxError extends Error {
+  /** A stable code per class, also on each instance as `code` (`'ERR_MLX_ORT'` for the base). */
+  static readonly code: string = 'ERR_MLX_ORT';
+  readonly code: string;
+
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
+    const codes: string[] = [];
+    for (let c = new.target as unknown; typeof c === 'function' && c !== Error; c = Object.getPrototypeOf(c))
+      if (Object.hasOwn(c, 'code')) codes.push((c as typeof OrtMlxError).code);
+    this.code = codes[0];
+    Object.defineProperty(this, BRAND, { value: Object.freeze(codes), enumerable: false });
   }
+
+  /**
+   * Whether `e` is an error of this class (or a subclass), thrown by any copy of this package:
+   * `InvalidFeedError.is(e)`, `OrtMlxError.is(e)`. Unlike a plain `instanceof` check, it holds
+   * across the ES module and CommonJS instances and across installed versions.
+   */
+  static is<C extends abstract new (...args: never[]) => OrtMlxError>(this: C, e: unknown): e is InstanceType<C> {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class is() was called on
+    return hasCode(e, (this as unknown as typeof OrtMlxError).code);
+  }
+
+  /** `e instanceof InvalidFeedError`: the prototype chain, or else the brand (another copy's error). */
+  static override [Symbol.hasInstance](e: unknown): boolean {
+    // `this` is the class on the right of instanceof (a subclass inherits this method).
+    // biome-ignore lint/complexity/noThisInStatic: the subclass asked, not OrtMlxError
+    const cls = this as typeof OrtMlxError;
+    return Function.prototype[Symbol.hasInstance].call(cls, e) || hasCode(e, cls.code);
+  }
+}
+
+function hasCode(e: unknown, code: string): boolean {
+  const codes = typeof e === 'object' && e !== null ? (e as Record<symbol, unknown>)[BRAND] : undefined;
+  return Array.isArray(codes) && codes.includes(code);
 }
 
 /**
@@ -15,6 +55,7 @@ export class OrtMlxError extends Error {
  * the model (where known), the tensor or node, and what is wrong.
  */
 export class OnnxLoadError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_LOAD';
   /** The model file (or '<bytes>'), where known. */
   readonly model?: string;
 
@@ -34,6 +75,7 @@ export interface UnsupportedNode {
 
 /** create() found nodes that the registry does not take. */
 export class UnsupportedOperatorError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_UNSUPPORTED_OPERATOR';
   constructor(
     readonly model: string,
     readonly nodes: UnsupportedNode[],
@@ -60,6 +102,7 @@ export class UnsupportedOperatorError extends OrtMlxError {
 
 /** A node failed while running. */
 export class NodeExecutionError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_NODE_EXECUTION';
   constructor(
     readonly model: string,
     readonly nodeName: string,
@@ -77,6 +120,7 @@ export class NodeExecutionError extends OrtMlxError {
  * again; without a fallback it is the NodeExecutionError the caller sees.
  */
 export class RuntimeTypeRefusal extends NodeExecutionError {
+  static override readonly code: string = 'ERR_MLX_ORT_RUNTIME_TYPE_REFUSAL';
   constructor(
     model: string,
     nodeName: string,
@@ -93,22 +137,38 @@ export class RuntimeTypeRefusal extends NodeExecutionError {
 
 /** A host tensor of an element type MLX has no dtype for (strings), asked to go to MLX. */
 export class UnholdableTypeError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_UNHOLDABLE_TYPE';
   constructor(readonly elemType: number) {
     super(`element type ${elemType} cannot be held by MLX`);
   }
 }
 
 /** A feed does not match the model's inputs. */
-export class InvalidFeedError extends OrtMlxError {}
+export class InvalidFeedError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_INVALID_FEED';
+}
 
 /**
  * A run would need more memory than the session allows (maxTensorBytes, maxSessionBytes): refused
  * before anything is allocated. The message names the node where known, the shape and the bytes.
  */
-export class ResourceLimitError extends OrtMlxError {}
+export class ResourceLimitError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_RESOURCE_LIMIT';
+}
 
 /** The caller stopped a run (onnxruntime-common's RunOptions.terminate set while it ran). */
-export class RunTerminatedError extends OrtMlxError {}
+export class RunTerminatedError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_RUN_TERMINATED';
+}
+
+/**
+ * Thrown by an entry's parse() for attribute values the spec forbids and onnxruntime's CPU provider
+ * does not check (it crashes the process on them): the node is not handed to the fallback; running
+ * it fails with a NodeExecutionError carrying this message (and this error as its cause).
+ */
+export class RefusedNodeError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_REFUSED_NODE';
+}
 
 export function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);

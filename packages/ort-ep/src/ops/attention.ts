@@ -6,7 +6,8 @@ import { checkedIndices } from './helpers/bounds.js';
 import { fromHeads, rmsNorm, rotaryEmbedding, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { onnxOp, RefusedNode } from '../registry/op.js';
+import { onnxOp } from '../registry/op.js';
+import { RefusedNodeError } from '../errors.js';
 import { normAxis } from './helpers/util.js';
 import { parseLayerNorm } from './norm.js';
 
@@ -94,7 +95,7 @@ interface AttentionParams {
 function parseAttention(attrs: Attrs): AttentionParams {
   const qkMode = attrs.int('qk_matmul_output_mode', 0);
   // onnxruntime's CPU kernel reads past its buffers for other values (SIGSEGV), so no fallback.
-  if (qkMode < 0 || qkMode > 3) throw new RefusedNode(`qk_matmul_output_mode ${qkMode} is not one of 0-3`);
+  if (qkMode < 0 || qkMode > 3) throw new RefusedNodeError(`qk_matmul_output_mode ${qkMode} is not one of 0-3`);
   return {
     qHeads: attrs.int('q_num_heads', 0),
     kvHeads: attrs.int('kv_num_heads', 0),

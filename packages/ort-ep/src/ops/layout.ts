@@ -2,7 +2,8 @@
 import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { onnxOp, RefusedNode } from '../registry/op.js';
+import { onnxOp } from '../registry/op.js';
+import { RefusedNodeError } from '../errors.js';
 import { checkResultShape } from './helpers/bounds.js';
 import { hostNumbers, intsIfGiven, normAxes, oneNumber } from './helpers/util.js';
 
@@ -186,7 +187,7 @@ interface DepthToSpaceParams {
  */
 function parseBlocksize(attrs: Attrs, op: string): number {
   const b = attrs.int('blocksize');
-  if (!(b >= 1 && b < 2 ** 31)) throw new RefusedNode(`${op} blocksize ${b} must be a positive int32`);
+  if (!(b >= 1 && b < 2 ** 31)) throw new RefusedNodeError(`${op} blocksize ${b} must be a positive int32`);
   return b;
 }
 

@@ -4,7 +4,8 @@
 import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { RefusedNode, onnxOp } from '../registry/op.js';
+import { onnxOp } from '../registry/op.js';
+import { RefusedNodeError } from '../errors.js';
 import { hostNumbers } from './helpers/util.js';
 
 /** Gather plan: for every output cell, `taps` (flat row of [N*H*W, C], weight) pairs; `valid` marks real samples. */
@@ -151,8 +152,8 @@ function parseRoiAlign(attrs: Attrs, opset: number): RoiAlignParams {
   if (mode !== 'avg' && mode !== 'max') throw new RangeError(`RoiAlign mode '${mode}' is not avg or max`);
   const [oh, ow, ratio] = [attrs.int('output_height', 1), attrs.int('output_width', 1), attrs.int('sampling_ratio', 0)];
   // The plan's tables are sized by these: onnxruntime's CPU kernel does not check them.
-  if (!(oh >= 1 && ow >= 1)) throw new RefusedNode(`RoiAlign output_height ${oh} and output_width ${ow} must be positive`);
-  if (!(ratio >= 0)) throw new RefusedNode(`RoiAlign sampling_ratio ${ratio} must not be negative`);
+  if (!(oh >= 1 && ow >= 1)) throw new RefusedNodeError(`RoiAlign output_height ${oh} and output_width ${ow} must be positive`);
+  if (!(ratio >= 0)) throw new RefusedNodeError(`RoiAlign sampling_ratio ${ratio} must not be negative`);
   return {
     oh,
     ow,

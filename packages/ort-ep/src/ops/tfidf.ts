@@ -4,7 +4,8 @@
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
-import { onnxOp, RefusedNode } from '../registry/op.js';
+import { onnxOp } from '../registry/op.js';
+import { RefusedNodeError } from '../errors.js';
 import { checkHostElements } from './helpers/bounds.js';
 
 const SEP = '\u0000'; // joins the tokens of an n-gram into one Map key; cannot occur in an int token
@@ -45,16 +46,16 @@ function vocabularyOf(a: Attrs): Vocabulary {
   counts.forEach((start, i) => {
     const end = i + 1 < counts.length ? counts[i + 1] : pool.length;
     if (!(start >= 0 && start <= end && end <= pool.length))
-      throw new RefusedNode(`ngram_counts [${counts.join(', ')}] are not ascending offsets into a pool of ${pool.length}`);
+      throw new RefusedNodeError(`ngram_counts [${counts.join(', ')}] are not ascending offsets into a pool of ${pool.length}`);
   });
   const bad = indexes.find((x) => x < 0);
-  if (bad !== undefined) throw new RefusedNode(`ngram_indexes holds ${bad}, a negative column`);
+  if (bad !== undefined) throw new RefusedNodeError(`ngram_indexes holds ${bad}, a negative column`);
   let j = 0;
   counts.forEach((start, i) => {
     const n = i + 1;
     const end = i + 1 < counts.length ? counts[i + 1] : pool.length;
     for (let p = start; p + n <= end; p += n, j++) {
-      if (j >= indexes.length) throw new RefusedNode(`ngram_indexes has ${indexes.length} entries, the pool more n-grams`);
+      if (j >= indexes.length) throw new RefusedNodeError(`ngram_indexes has ${indexes.length} entries, the pool more n-grams`);
       if (n < minN || n > maxN) continue;
       columns.set(pool.slice(p, p + n).join(SEP), indexes[j]);
       if (columnWeights) columnWeights[indexes[j]] = weights[j] ?? 1;

@@ -3,11 +3,10 @@
 // and the analysis that runs need (which node produces each value, which nodes outputs need).
 import { DEFAULT_DOMAIN, OnnxDataType, outerReferences, type GraphIR, type HostTensor, type NodeIR } from '../onnx/index.js';
 import { Attrs } from '../registry/attrs.js';
-import { RefusedNode } from '../registry/op.js';
 import type { OpRegistry } from '../registry/registry.js';
 import type { CheckContext, OpEntry } from '../registry/types.js';
 import type { Value } from '../runtime/value.js';
-import { messageOf, type UnsupportedNode } from '../errors.js';
+import { messageOf, type UnsupportedNode, RefusedNodeError } from '../errors.js';
 import type { FallbackPartition } from './partition.js';
 
 export interface PlannedNode {
@@ -243,7 +242,7 @@ export function planGraph(
         };
         reason = entry.check?.(check);
       } catch (e) {
-        if (e instanceof RefusedNode) {
+        if (e instanceof RefusedNodeError) {
           // Not handed to the fallback (onnxruntime crashes the process on it): the node fails when it runs.
           const refused = e;
           entry = {

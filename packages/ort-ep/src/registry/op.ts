@@ -24,10 +24,3 @@ export const msOp = maker(DOMAINS.microsoft);
 export const mlOp = maker(DOMAINS.ml);
 /** An entry of the preview training domain (ai.onnx.preview.training). */
 export const trainingOp = maker(DOMAINS.training);
-
-/**
- * Thrown by an entry's parse() for attribute values the spec forbids and onnxruntime's CPU provider
- * does not check (it crashes the process on them): the node is not handed to the fallback; running
- * it fails with a NodeExecutionError carrying this message.
- */
-export class RefusedNode extends RangeError {}
