@@ -17,7 +17,7 @@ export {
   type MlxRegistration,
   MlxDeviceBuffer,
   deviceBufferOf,
-} from './backend.js';
+} from './backend/handler.js';
 export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type TensorMetadata } from './session.js';
 export { generate, pickToken, cacheNames, type GenerateOptions, type SamplingOptions } from './generate.js';
 export { transferStats, type TransferStats } from './runtime/convert.js';

@@ -18,7 +18,7 @@ const LAYERS: string[][] = [
   ['plan'],
   ['execute'],
   ['session.ts', 'check.ts'],
-  ['backend.ts'],
+  ['backend'],
   ['generate.ts'],
   ['demo'],
   ['cli.ts'],

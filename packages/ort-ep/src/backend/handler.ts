@@ -17,10 +17,10 @@ import { dirname, join } from 'node:path';
 import { loadNativeLibrary } from '@mlx/core';
 import type { Backend, InferenceSession, InferenceSessionHandler, OnnxValue, SessionHandler, Tensor } from 'onnxruntime-common';
 import * as ortEsm from 'onnxruntime-common';
-import { OnnxDataType, dataTypeName, type HostTensor } from './onnx/index.js';
-import { MlxSession, type MlxSessionOptions, type TensorMetadata } from './session.js';
-import { asHost, type Value } from './runtime/value.js';
-import { InvalidFeedError, OrtMlxError } from './errors.js';
+import { OnnxDataType, dataTypeName, type HostTensor } from '../onnx/index.js';
+import { MlxSession, type MlxSessionOptions, type TensorMetadata } from '../session.js';
+import { asHost, type Value } from '../runtime/value.js';
+import { InvalidFeedError, OrtMlxError } from '../errors.js';
 
 export const MLX_BACKEND_NAME = 'mlx';
 export const MLX_BACKEND_PRIORITY = -10;
