@@ -6,12 +6,13 @@
 // DEVICE=cpu runs it on the CPU instead. Exits 1 when a model is outside the tolerance.
 import * as ort from 'onnxruntime-common';
 import * as ep from '@mlx/ort-ep';
+import * as internal from '@mlx/ort-ep/internal';
 import { readdirSync, readFileSync } from 'node:fs';
 
 const results = [];
 for (const m of readdirSync('models')) {
   const dir = `models/${m}`;
-  const data = ep.readTestCase(dir).datasets[0];
+  const data = internal.readTestCase(dir).datasets[0];
   const s = await ort.InferenceSession.create(`${dir}/model.onnx`, {
     executionProviders: [ep.mlx({ device: process.env.DEVICE ?? 'gpu' })],
   });

@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { readTestCase, type HostTensor } from '../src/onnx/index.js';
-import { hostToTensor } from '../src/backend/handler.js';
+import { hostToTensor } from '../src/internal.js';
 
 const arg = (n: string, d?: string) => {
   const i = process.argv.indexOf(`--${n}`);

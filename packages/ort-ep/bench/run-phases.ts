@@ -5,7 +5,8 @@
 //   (MLXC_INLINE_EVAL=0: CPU work handed to MLX's stream thread, for comparison)
 import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
-import { readTestCase, type HostTensor, MlxSession } from '../src/index.js';
+import { type HostTensor, MlxSession } from '../src/index.js';
+import { readTestCase } from '../src/internal.js';
 import * as mx from '@mlx/core';
 import { driveSync, evalSync, within } from '../src/execute/driver.js';
 

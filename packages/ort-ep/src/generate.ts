@@ -10,7 +10,7 @@
 // the new rows are written in place and every decode step has the same shapes.
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
 import * as mx from '@mlx/core';
-import { deviceBufferOf } from './backend/handler.js';
+import { deviceBufferOf } from './backend/device-buffer.js';
 import { download } from './runtime/convert.js';
 import { InvalidFeedError, OrtMlxError } from './errors.js';
 

@@ -3,35 +3,24 @@
 //   import { mlx } from '@mlx/ort-ep';           // registers the 'mlx' backend
 //   const s = await ort.InferenceSession.create('model.onnx', { executionProviders: [mlx({ device: 'gpu' })] });
 // Importing it loads nothing native: the backend's init() loads MLX when a session asks for 'mlx'.
-export {
-  mlx,
-  mlxRegistrations,
-  registerMlxBackend,
-  createMlxBackend,
-  tensorToHost,
-  hostToTensor,
-  MLX_BACKEND_NAME,
-  MLX_BACKEND_PRIORITY,
-  type MlxExecutionProviderOption,
-  type MlxProviderOptions,
-  type MlxRegistration,
-  MlxDeviceBuffer,
-  deviceBufferOf,
-} from './backend/handler.js';
+// This is the whole public API, each name documented in the README; what tools and tests need
+// beyond it is in './internal.ts' (`@mlx/ort-ep/internal`, no compatibility promise).
+export { mlx, type MlxExecutionProviderOption, type MlxProviderOptions } from './backend/options.js';
+export { registerMlxBackend, mlxRegistrations, type MlxRegistration } from './backend/register.js';
+export { MlxDeviceBuffer, deviceBufferOf } from './backend/device-buffer.js';
 export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type TensorMetadata } from './session.js';
-export { generate, pickToken, cacheNames, type GenerateOptions, type SamplingOptions } from './generate.js';
+export { generate, type GenerateOptions, type SamplingOptions } from './generate.js';
 export { transferStats, type TransferStats } from './runtime/convert.js';
 export {
   OrtMlxError,
+  OnnxLoadError,
   UnsupportedOperatorError,
   NodeExecutionError,
   InvalidFeedError,
   ResourceLimitError,
   RunTerminatedError,
+  RefusedNodeError,
   type UnsupportedNode,
 } from './errors.js';
-export { OpRegistry } from './registry/registry.js';
-export type { OpEntry, OpContext, CheckContext } from './registry/types.js';
+export { OnnxDataType, type HostTensor, type HostData, type TypedArray } from './onnx/ir.js';
 export type { Value, KvReserve, MapValue } from './runtime/value.js';
-export { defaultRegistry } from './ops/index.js';
-export * from './onnx/index.js';

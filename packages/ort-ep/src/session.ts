@@ -1,28 +1,20 @@
 // MlxSession: a planned model and its runs, over host tensors. The onnxruntime-common backend
-// (backend.ts) wraps it; it is also the lower-level API for element types that
-// onnxruntime-common's Tensor cannot hold (bfloat16, float8, int4 as unpacked bytes).
+// (backend/handler.ts) wraps it; it is also the lower-level API for element types that
+// onnxruntime-common's Tensor cannot hold (bfloat16, float8, int4 as unpacked bytes). Its options
+// are in execute/options.ts, feed checks in execute/feeds.ts, result collection in
+// execute/outputs.ts.
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
-import {
-  OnnxDataType,
-  allocHost,
-  dataTypeName,
-  readRegularFile,
-  type ExternalDataSpec,
-  type HostTensor,
-  type ModelIR,
-  type TypeIR,
-  type ValueInfoIR,
-} from './onnx/index.js';
-import type { OpRegistry } from './registry/registry.js';
-import { resolveCpuBackend, type CpuBackend, type CpuBackendName } from './runtime/onnxruntime.js';
+import { allocHost, readRegularFile, type HostTensor, type ModelIR } from './onnx/index.js';
+import { resolveCpuBackend, type CpuBackend } from './runtime/onnxruntime.js';
 import { ConstantStore } from './runtime/uploads.js';
-import { asHost, shapeOf, type Value } from './runtime/value.js';
-import { checkDestination, downloadInto, downloadPinned } from './runtime/convert.js';
+import { asHost, type Value } from './runtime/value.js';
 import { planModel, prepareModel } from './plan/prepare.js';
-import type { RewriteSelection } from './plan/rewrite/index.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
+import { deviceArrays, donateFeeds, validateFeeds } from './execute/feeds.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
+import { type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
+import { collectOutputs } from './execute/outputs.js';
 import { GraphProgram } from './execute/run.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
 import type { RunState } from './execute/env.js';
@@ -36,143 +28,7 @@ import {
   type UnsupportedNode,
 } from './errors.js';
 
-export interface MlxSessionOptions {
-  /** Where MLX runs the model: 'gpu' (Metal or CUDA, where available) or 'cpu'. Default: MLX's default device. */
-  device?: 'gpu' | 'cpu';
-  /**
-   * The compiled path (default true): per feed signature, shape math is folded once and the
-   * device work is traced with mlx.compile and replayed. The first run of a signature runs
-   * eagerly and learns the signature; the second traces. false: every run walks the plan.
-   */
-  compiled?: boolean;
-  /**
-   * float32 matrix products and convolutions on a GPU: 'fp32' (the default, as onnxruntime's CUDA
-   * provider does) or 'tf32', MLX's default, which rounds operands to 10 mantissa bits on the matrix
-   * units: about 3e-4 relative error per product, enough to miss onnxruntime's outputs by 1e-3..1e-2
-   * on transformer models. MLX reads the choice once per process (MLX_ENABLE_TF32), when the first
-   * GPU product runs: the first session's setting holds for the process.
-   */
-  precision?: 'fp32' | 'tf32';
-  /** Feed signatures whose compiled programs are kept (LRU). Default 16. */
-  maxSignatures?: number;
-  /**
-   * run() of a compiled signature whose previous evaluation took under this many milliseconds
-   * evaluates on the calling thread: handing a sub-millisecond graph to the worker thread and
-   * back costs a good part of its compute (tens of microseconds on a CPU). The event loop then
-   * waits that long, as it waits for building the graph. Default 1; 0: run() always evaluates off
-   * the JS thread. The first runs of a signature (analysis, trace) always do.
-   */
-  shortEvalMs?: number;
-  /**
-   * Where results of 1 MiB and more land on the host: 'pooled' in host blocks from @mlx/core's
-   * pool (hostBuffer: page-locked on MLX's CUDA build, so the copy engine writes them directly,
-   * and their pages exist already), 'fresh' in new ArrayBuffers, 'auto' (default) pooled for GPU
-   * sessions on MLX's CUDA build and fresh elsewhere. Either way the tensors are ordinary host
-   * tensors (onnxruntime-common location 'cpu'); a block returns to the pool when its data is
-   * garbage collected. `pinnedOutputs` (preferredOutputLocation 'cpu-pinned') asks for blocks
-   * from 64 KiB, whatever this says.
-   */
-  outputMemory?: 'auto' | 'pooled' | 'fresh';
-  /**
-   * The most bytes one tensor of a run may take. A node whose result would be larger, or an
-   * evaluation that would allocate a larger array, fails with ResourceLimitError before anything is
-   * allocated. Default: half of MLX's memory limit for the device (mx.memory.limit()).
-   */
-  maxTensorBytes?: number;
-  /** The most bytes one evaluation may allocate in all (each new array counted once). Default: MLX's memory limit. */
-  maxSessionBytes?: number;
-  /**
-   * Nodes MLX does not take: 'cpu' (the default where onnxruntime-node or onnxruntime-web resolves)
-   * runs them on onnxruntime's CPU backend, in partitions made at create(); 'none' refuses the
-   * model with UnsupportedOperatorError (the default where neither resolves).
-   */
-  fallback?: 'cpu' | 'none';
-  /**
-   * Op types the MLX provider declines, so that they fall back ('Softmax', or with a domain
-   * 'com.microsoft::Attention'): for testing, and for working around a bug.
-   */
-  disabledOps?: string[];
-  /** @internal Which CPU backend runs fallback partitions (default: onnxruntime-node, else onnxruntime-web). */
-  cpuBackend?: CpuBackendName;
-  /** External data for models created from bytes (onnxruntime-common's `externalData`). */
-  externalData?: ExternalDataSpec[];
-  /** An alternative op registry (tests, experiments). */
-  registry?: OpRegistry;
-  /**
-   * Plan-time graph rewrites (src/plan/rewrite): exporters' spellings of GELU, RMS and layer norm,
-   * MatMul + bias and Pow(x, 2|3) become one op each. true (the default), false, or the names to
-   * keep ('gelu', 'rms-norm', 'layer-norm', 'matmul-add', 'pow'). MLX_ORT_REWRITES=0 (or a
-   * comma-separated list) sets the default.
-   */
-  graphRewrites?: RewriteSelection;
-  /**
-   * CPU threads (onnxruntime's session option of the same name): the fused CPU kernels' pool and
-   * OpenBLAS, which MLX's CPU matrix products and convolutions run on. Both are per process, so
-   * the last session that sets it wins. 0 or unset: left as is (default: every core this process
-   * may use; OPENBLAS_NUM_THREADS for BLAS).
-   */
-  intraOpNumThreads?: number;
-}
-
-/** Per-run choices of MlxSession.run / runSync. */
-export interface MlxRunOptions {
-  /**
-   * Outputs returned as device Values (`{ kind: 'device', array, onnxType }`) instead of host
-   * tensors: true for all, or the names. Nothing is downloaded for them; the caller owns each
-   * array and disposes it (`value.array.dispose()`), or feeds it to a later run.
-   */
-  keepOnDevice?: boolean | readonly string[];
-  /**
-   * Device feeds the run may consume (KV caches): their arrays are disposed once the graph is
-   * built, before evaluation, so that MLX can write results into their buffers in place (a
-   * GroupQueryAttention present written over its past, a growing cache's rows appended to its
-   * reserve). The caller must not use them afterwards.
-   */
-  donate?: readonly string[];
-  /**
-   * Set to true while run() is in progress to stop it (onnxruntime-common's RunOptions.terminate):
-   * read between the steps of the run (a long Loop or Scan pauses every ten milliseconds or so),
-   * which then fails with RunTerminatedError.
-   */
-  terminate?: boolean;
-  /**
-   * Pre-allocated outputs, by name: the result is read straight into the tensor's data (no
-   * intermediate copy; memory that is reused has its pages already, which on a GPU makes the
-   * download run at the bus's rate). Its element type and dims must be the result's, and its data
-   * a typed array of the class results come in (InvalidFeedError otherwise, before anything is
-   * written). The returned tensor is this one.
-   */
-  outputBuffers?: Readonly<Record<string, HostTensor>>;
-  /**
-   * Outputs read into pooled host blocks (@mlx/core's hostBuffer: page-locked memory on MLX's CUDA
-   * build, which the copy engine writes directly): true for all, or the names. A block goes back
-   * to the pool when its data is garbage collected. Results under 64 KiB, and any once the pool
-   * is at its limit, come in ordinary memory; `pinned: true` on a result says it got a block.
-   */
-  pinnedOutputs?: boolean | readonly string[];
-}
-
-export interface TensorMetadata {
-  name: string;
-  isTensor: boolean;
-  /** ONNX element type code, and its name as onnxruntime-common spells it. */
-  elemType: number;
-  type: string;
-  /** Each dimension: a number, a symbolic name, or -1 where unknown. */
-  shape: (number | string)[];
-}
-
-function metadataOf(v: ValueInfoIR): TensorMetadata {
-  const t = v.type;
-  if (t.kind !== 'tensor') return { name: v.name, isTensor: false, elemType: 0, type: t.kind, shape: [] };
-  return {
-    name: v.name,
-    isTensor: true,
-    elemType: t.elemType,
-    type: dataTypeName(t.elemType),
-    shape: (t.shape ?? []).map((d) => (d === null || d === undefined ? -1 : d)),
-  };
-}
+export type { MlxRunOptions, MlxSessionOptions, TensorMetadata } from './execute/options.js';
 
 export class MlxSession {
   readonly inputNames: string[];
@@ -384,100 +240,9 @@ export class MlxSession {
     return this.runner.describe();
   }
 
-  private validateFeeds(feeds: Record<string, HostTensor | Value>): void {
-    const g = this.model.graph;
-    const known = new Map(g.inputs.map((i) => [i.name, i]));
-    for (const name of Object.keys(feeds)) {
-      if (!known.has(name))
-        throw new InvalidFeedError(`model ${this.name}: unknown input '${name}' (inputs are: ${this.inputNames.join(', ')})`);
-    }
-    for (const name of this.inputNames) {
-      if (!(name in feeds)) throw new InvalidFeedError(`model ${this.name}: missing input '${name}'`);
-    }
-    for (const [name, f] of Object.entries(feeds)) {
-      const info = known.get(name)!;
-      if (info.type.kind === 'map') this.validateMapFeed(name, info.type, f);
-      if (info.type.kind !== 'tensor') continue;
-      if ('kind' in f && f.kind === 'device') {
-        this.validateDeviceFeed(name, info, f);
-        continue;
-      }
-      if ('kind' in f && f.kind !== 'host') continue;
-      const t = ('kind' in f ? f.tensor : f) as HostTensor;
-      const want = info.type.elemType;
-      if (want && t.dtype !== want) {
-        throw new InvalidFeedError(
-          `model ${this.name}: input '${name}' expects element type ${dataTypeName(want)}, got ${dataTypeName(t.dtype)}`,
-        );
-      }
-      const shape = info.type.shape;
-      if (!shape) continue;
-      if (shape.length !== t.dims.length) {
-        throw new InvalidFeedError(
-          `model ${this.name}: input '${name}' expects rank ${shape.length} (shape [${shape.map((d) => d ?? '?').join(', ')}]), got rank ${t.dims.length} (shape [${t.dims.join(', ')}])`,
-        );
-      }
-      shape.forEach((d, i) => {
-        if (typeof d === 'number' && d >= 0 && t.dims[i] !== d) {
-          throw new InvalidFeedError(
-            `model ${this.name}: input '${name}' expects dimension ${i} to be ${d}, got ${t.dims[i]} (shape [${t.dims.join(', ')}])`,
-          );
-        }
-      });
-      const n = t.dims.reduce((a, b) => a * b, 1);
-      const len = t.dtype === OnnxDataType.COMPLEX64 ? t.data.length / 2 : t.data.length;
-      if (len !== n)
-        throw new InvalidFeedError(
-          `model ${this.name}: input '${name}' has ${len} elements but its shape [${t.dims.join(', ')}] needs ${n}`,
-        );
-    }
-  }
-
-  /** A map feed (ai.onnx.ml): a map Value of the input's key and value types, 1-D keys and values of one length. */
-  private validateMapFeed(name: string, type: Extract<TypeIR, { kind: 'map' }>, f: HostTensor | Value): void {
-    const bad = (why: string) => new InvalidFeedError(`model ${this.name}: input '${name}' ${why}`);
-    if (!('kind' in f) || f.kind !== 'map')
-      throw bad(`is a map: feed { kind: 'map', keys, values } (1-D host tensors), got a ${'kind' in f ? f.kind : 'tensor'}`);
-    if (f.keys.dtype !== type.keyType) throw bad(`expects ${dataTypeName(type.keyType)} keys, got ${dataTypeName(f.keys.dtype)}`);
-    const valueType = type.value?.kind === 'tensor' ? type.value.elemType : undefined;
-    if (valueType && f.values.dtype !== valueType)
-      throw bad(`expects ${dataTypeName(valueType)} values, got ${dataTypeName(f.values.dtype)}`);
-    const n = f.keys.data.length;
-    if (
-      f.keys.dims.length !== 1 ||
-      f.values.dims.length !== 1 ||
-      f.keys.dims[0] !== n ||
-      f.values.dims[0] !== n ||
-      f.values.data.length !== n
-    )
-      throw bad(
-        `needs 1-D keys and values of one length, got keys [${f.keys.dims.join(', ')}] (${n} elements) and values [${f.values.dims.join(', ')}] (${f.values.data.length} elements)`,
-      );
-  }
-
-  /** A device feed: a live array of the input's element type, rank and static dimensions. */
-  private validateDeviceFeed(name: string, info: ValueInfoIR, f: Extract<Value, { kind: 'device' }>): void {
-    if (f.array.disposed)
-      throw new InvalidFeedError(`model ${this.name}: input '${name}' is a device array that was already disposed (or donated to a run)`);
-    // A lazy array made on another thread's streams cannot be evaluated by the run's worker: evaluate it here.
-    if (!f.array.isAvailable()) f.array.eval();
-    if (info.type.kind !== 'tensor') return;
-    const want = info.type.elemType;
-    if (want && f.onnxType !== want)
-      throw new InvalidFeedError(
-        `model ${this.name}: input '${name}' expects element type ${dataTypeName(want)}, got ${dataTypeName(f.onnxType)}`,
-      );
-    const shape = info.type.shape;
-    const dims = f.array.shape;
-    if (shape && (shape.length !== dims.length || shape.some((d, i) => typeof d === 'number' && d >= 0 && dims[i] !== d)))
-      throw new InvalidFeedError(
-        `model ${this.name}: input '${name}' expects shape [${shape.map((d) => d ?? '?').join(', ')}], got [${dims.join(', ')}]`,
-      );
-  }
-
   private checkRun(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): void {
     if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
-    this.validateFeeds(feeds);
+    validateFeeds(this.name, this.model.graph, this.inputNames, feeds);
     for (const f of fetches) {
       if (!this.outputNames.includes(f) && !this.program.plan.producer.has(f))
         throw new InvalidFeedError(`model ${this.name}: unknown output '${f}' (outputs are: ${this.outputNames.join(', ')})`);
@@ -521,7 +286,7 @@ export class MlxSession {
       const t0 = performance.now();
       evalSync(this.streams, run, deviceArrays(values));
       run.replaying?.evaluated(performance.now() - t0);
-      return within(this.streams, () => this.collect(fetches, values, run, options));
+      return within(this.streams, () => collectOutputs(fetches, values, run, options, this.pooledResults));
     } finally {
       mx.dispose([...run.arrays]);
     }
@@ -582,7 +347,7 @@ export class MlxSession {
           await evalAsync(this.streams, run, arrays);
           replay?.evaluated(performance.now() - t0);
         }
-        return within(this.streams, () => this.collect(fetches, values, run, options));
+        return within(this.streams, () => collectOutputs(fetches, values, run, options, this.pooledResults));
       } finally {
         mx.dispose([...run.arrays]);
       }
@@ -643,68 +408,6 @@ export class MlxSession {
     return feeds;
   }
 
-  /**
-   * Outputs on the host: tensors as HostTensors, sequences as sequences of host values; those in
-   * `keep` as device Values whose arrays the caller now owns (taken out of the run's arrays, or a
-   * new handle where the run does not own the array: a feed, a constant, an output named twice).
-   */
-  private collect(fetches: readonly string[], values: Value[], run: RunState, options: MlxRunOptions): Record<string, HostTensor | Value> {
-    const out: Record<string, HostTensor | Value> = {};
-    const kept = new Set<mx.Array>();
-    const { keepOnDevice: keep, pinnedOutputs: pin, outputBuffers: into } = options;
-    const keepIt = (name: string) => keep === true || (Array.isArray(keep) && keep.includes(name));
-    const pinIt = (name: string) => pin === true || (Array.isArray(pin) && pin.includes(name));
-    const pooled = (a: mx.Array) => this.pooledResults && a.nbytes >= POOLED_RESULT_BYTES;
-    if (into)
-      for (const name of Object.keys(into))
-        if (!fetches.includes(name)) throw new InvalidFeedError(`outputBuffers names '${name}', which this run does not fetch`);
-    // Every pre-allocated output is checked before any is written.
-    fetches.forEach((name, i) => {
-      const dst = into?.[name];
-      const v = values[i];
-      if (!dst || keepIt(name)) return;
-      if (v.kind !== 'device' && v.kind !== 'host')
-        throw new InvalidFeedError(`output '${name}' is a ${v.kind}; a pre-allocated buffer holds only a tensor`);
-      checkDestination(dst, v.kind === 'device' ? v.onnxType : v.tensor.dtype, shapeOf(v, `output '${name}'`), `output '${name}'`);
-    });
-    const toHost = (v: Value, where: string): Value =>
-      v.kind === 'device'
-        ? { kind: 'host', tensor: asHost(v, where) }
-        : v.kind === 'sequence'
-          ? { ...v, items: v.items.map((x) => toHost(x, where)) }
-          : v;
-    fetches.forEach((name, i) => {
-      const v = values[i];
-      if (keepIt(name) && v.kind === 'device') {
-        const own = (a: mx.Array) => {
-          if (!kept.has(a) && run.arrays.delete(a)) {
-            kept.add(a);
-            return a;
-          }
-          return mx.copy(a).eval();
-        };
-        const array = own(v.array);
-        // A growing cache's reserve goes with its view (execute/kv-append.ts).
-        const reserve = v.reserve && !v.reserve.buffer.disposed ? { axis: v.reserve.axis, buffer: own(v.reserve.buffer) } : undefined;
-        out[name] = reserve ? { kind: 'device', array, onnxType: v.onnxType, reserve } : { kind: 'device', array, onnxType: v.onnxType };
-        return;
-      }
-      const dst = into?.[name];
-      if (dst && v.kind === 'device') out[name] = downloadInto(v.array, v.onnxType, dst, `output '${name}'`);
-      else if (dst && v.kind === 'host') {
-        (dst.data as unknown as { set(a: ArrayLike<unknown>): void }).set(v.tensor.data as ArrayLike<unknown>);
-        out[name] = dst;
-      } else if (v.kind === 'device' && pinIt(name)) out[name] = downloadPinned(v.array, v.onnxType);
-      else if (v.kind === 'device' && pooled(v.array)) {
-        // In a pooled block, but an ordinary host tensor to the caller.
-        const host = downloadPinned(v.array, v.onnxType);
-        delete host.pinned;
-        out[name] = host;
-      } else out[name] = v.kind === 'host' || v.kind === 'device' ? asHost(v, `output '${name}'`) : toHost(v, `output '${name}'`);
-    });
-    return out;
-  }
-
   release(): void {
     if (this.released) return;
     this.released = true;
@@ -719,9 +422,6 @@ export class MlxSession {
     });
   }
 }
-
-/** outputMemory 'pooled' and 'auto' read results of this size and more into host blocks. */
-const POOLED_RESULT_BYTES = 1 << 20;
 
 function fallbackFromEnv(): 'cpu' | 'none' | undefined {
   const v = process.env.MLX_ORT_FALLBACK;
@@ -745,34 +445,6 @@ function readModelFile(path: string): Uint8Array {
     const code = (e as NodeJS.ErrnoException).code;
     throw new OnnxLoadError(`cannot read the model file: ${code === 'ENOENT' ? 'no such file' : messageOf(e)}`, { model: path, cause: e });
   }
-}
-
-/**
- * Disposes the donated device feeds (MlxRunOptions.donate) once the graph is built, so that the
- * graph holds their arrays' only references and MLX may reuse their buffers for results. A feed
- * that is itself an output stays.
- */
-function donateFeeds(feeds: Record<string, HostTensor | Value>, names: readonly string[] | undefined, outputs: readonly Value[]): void {
-  if (!names?.length) return;
-  const out = new Set(deviceArrays(outputs));
-  for (const name of names) {
-    const f = feeds[name];
-    if (f && 'kind' in f && f.kind === 'device' && !out.has(f.array)) {
-      f.array.dispose();
-      if (f.reserve && !out.has(f.reserve.buffer)) f.reserve.buffer.dispose();
-    }
-  }
-}
-
-/** The device arrays among values (sequences included), to evaluate together. */
-function deviceArrays(values: readonly Value[]): mx.Array[] {
-  const out: mx.Array[] = [];
-  const walk = (v: Value) => {
-    if (v.kind === 'device') out.push(v.array);
-    else if (v.kind === 'sequence') v.items.forEach(walk);
-  };
-  values.forEach(walk);
-  return out;
 }
 
 /** Frees the folded device constants of a program and its subprograms. */

@@ -22,7 +22,7 @@ const LAYERS: string[][] = [
   ['generate.ts'],
   ['demo'],
   ['cli.ts'],
-  ['index.ts'],
+  ['index.ts', 'internal.ts'],
 ];
 
 function rankOf(top: string): number {

@@ -6,8 +6,8 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import * as mx from '@mlx/core';
-import type { MlxExecutionProviderOption } from '../backend/handler.js';
-import '../backend/handler.js';
+import type { MlxExecutionProviderOption } from '../backend/options.js';
+import '../backend/register.js';
 
 const RATE = 16000;
 const FRAME = 512; // 32 ms, the frame vad-web feeds Silero v5

@@ -8,10 +8,9 @@
 // - JPEG 2000: OpenJPEG (@cornerstonejs/codec-openjpeg, wasm), Pillow's decoder;
 // - everything else (PNG, BMP, PNM, TIFF, WebP, GIF, ICO, TGA, QOI, ...): @napi-rs/image, the Rust
 //   `image` crate as a prebuilt native addon with a synchronous API.
-import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import { packageRequirers, resolvesOptional } from '../runtime/packages.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -51,30 +50,11 @@ export function resetImageCodecs(reqs?: NodeJS.Require[]): void {
   missing.clear();
 }
 
-/** Where a package is looked for: the working folder's project first, then this package's own dependencies. */
-function requirers(): NodeJS.Require[] {
-  if (requirersOverride) return requirersOverride;
-  const out: NodeJS.Require[] = [];
-  try {
-    out.push(createRequire(join(process.cwd(), 'package.json')));
-  } catch {
-    // No usable working folder.
-  }
-  out.push(createRequire(import.meta.url));
-  return out;
-}
+/** Where the codecs are looked for (runtime/packages.ts), unless a test set the places. */
+const requirers = (): readonly NodeJS.Require[] => requirersOverride ?? packageRequirers();
 
 /** Whether `pkg` resolves (without loading it). Its main entry: not every package exports its package.json. */
-function resolves(pkg: string): boolean {
-  return requirers().some((req) => {
-    try {
-      req.resolve(pkg);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-}
+const resolves = (pkg: string): boolean => resolvesOptional(pkg, requirers());
 
 /** The emscripten module of a codec from the cornerstone family (embind classes, a heap). */
 interface WasmDecoder {

@@ -2,7 +2,8 @@
 // shared buffer written in place, and the generation loop, against onnxruntime-node token by token.
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import { MlxSession, type Value, cacheNames, deviceBufferOf, generate, pickToken, transferStats } from '../../src/index.js';
+import { MlxSession, type Value, deviceBufferOf, generate, transferStats } from '../../src/index.js';
+import { cacheNames, pickToken } from '../../src/internal.js';
 import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
 import { mlxCpu, ort, type OrtTensor } from '../helpers/ort.js';
 

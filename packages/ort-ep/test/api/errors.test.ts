@@ -12,9 +12,9 @@ import {
   OnnxLoadError,
   OrtMlxError,
   UnsupportedOperatorError,
-  defaultRegistry,
   type HostTensor,
 } from '../../src/index.js';
+import { defaultRegistry } from '../../src/internal.js';
 import { checkModel } from '../../src/check.js';
 import { model, node, v } from '../helpers/build.js';
 import { f32, i64, ort, plain } from '../helpers/ort.js';

@@ -7,7 +7,7 @@ import type { HostTensor } from '../../src/onnx/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { findPartitions, summarizePartitions } from '../../src/plan/partition.js';
 import { MlxSession } from '../../src/session.js';
-import { tensorToHost } from '../../src/backend/handler.js';
+import { tensorToHost } from '../../src/internal.js';
 import type { Value } from '../../src/runtime/value.js';
 import { compareTensor } from '../conformance/compare.js';
 import { create } from '@bufbuild/protobuf';

@@ -10,7 +10,7 @@ import { prepareModel } from '../../src/plan/prepare.js';
 import { findPartitions, summarizePartitions } from '../../src/plan/partition.js';
 import { MlxSession, type MlxSessionOptions } from '../../src/session.js';
 import { UnsupportedOperatorError } from '../../src/errors.js';
-import { hostToTensor, tensorToHost } from '../../src/backend/handler.js';
+import { hostToTensor, tensorToHost } from '../../src/internal.js';
 import { compareTensor } from '../conformance/compare.js';
 import { model, node, v, type ModelSpec } from '../helpers/build.js';
 import { bool, expectSameOutputs, f32, ort, runOn, seeded, type Feeds, type OrtTensor } from '../helpers/ort.js';

@@ -3,7 +3,8 @@
 // folded at plan time; the session keeps working afterwards.
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import { MlxSession, NodeExecutionError, OpRegistry, defaultRegistry, type HostTensor } from '../../src/index.js';
+import { MlxSession, NodeExecutionError, type HostTensor } from '../../src/index.js';
+import { OpRegistry, defaultRegistry } from '../../src/internal.js';
 import { msOp } from '../../src/registry/op.js';
 import { model, node, v } from '../helpers/build.js';
 

@@ -5,7 +5,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MlxSession, OnnxLoadError, decodeModel, type HostTensor } from '../../src/index.js';
+import { MlxSession, OnnxLoadError, type HostTensor } from '../../src/index.js';
+import { decodeModel } from '../../src/internal.js';
 import { encodeRaw, model, node, v, type ElemName, type TensorSpec } from '../helpers/build.js';
 import { f32, ort, plain, runOn } from '../helpers/ort.js';
 

@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { hostToTensor } from '../../src/backend/handler.js';
+import { hostToTensor } from '../../src/internal.js';
 import { readTestCase, type HostTensor } from '../../src/onnx/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';

@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readTestCase, type HostTensor } from '../../src/onnx/index.js';
-import { hostToTensor } from '../../src/backend/handler.js';
+import { hostToTensor } from '../../src/internal.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
 import { expectSameAsOrt, f32, ort, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';

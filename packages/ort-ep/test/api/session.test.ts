@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import * as ortCommon from 'onnxruntime-common';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY, type createMlxBackend, registerMlxBackend } from '../../src/index.js';
+import { registerMlxBackend } from '../../src/index.js';
+import { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY, type createMlxBackend } from '../../src/internal.js';
 import { model, node, v } from '../helpers/build.js';
 import { expectSameAsOrt, f32, ort, plain, runOn } from '../helpers/ort.js';
 

@@ -8,7 +8,7 @@ import type { Value } from '../../src/runtime/value.js';
 import { download } from '../../src/runtime/convert.js';
 import { MlxSession } from '../../src/session.js';
 import { UnsupportedOperatorError } from '../../src/errors.js';
-import { hostToTensor, tensorToHost } from '../../src/backend/handler.js';
+import { hostToTensor, tensorToHost } from '../../src/internal.js';
 import '../../src/index.js';
 import { compareTensor, type Tolerance } from './compare.js';
 

@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readTestCase, type HostTensor } from '../../src/onnx/index.js';
-import { hostToTensor, tensorToHost } from '../../src/backend/handler.js';
+import { hostToTensor, tensorToHost } from '../../src/internal.js';
 import '../../src/index.js';
 import { compareTensor } from '../conformance/compare.js';
 import { expectShared, sharedPath } from '../helpers/shared.js';

@@ -7,7 +7,7 @@
 // model's tolerance.
 import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { hostToTensor, tensorToHost } from '../../src/backend/handler.js';
+import { hostToTensor, tensorToHost } from '../../src/internal.js';
 import '../../src/index.js';
 import { compareTensor } from '../conformance/compare.js';
 import { fetchPublished, publishedFeeds, publishedModels } from '../helpers/published.js';

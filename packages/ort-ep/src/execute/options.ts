@@ -1,0 +1,144 @@
+// The options of an MlxSession and of its runs, and what a session says of its inputs and outputs.
+// Types only (and metadataOf): the session (session.ts), the executor and the backend share them.
+import { dataTypeName, type ExternalDataSpec, type HostTensor, type ValueInfoIR } from '../onnx/index.js';
+import type { OpRegistry } from '../registry/registry.js';
+import type { CpuBackendName } from '../runtime/onnxruntime.js';
+import type { RewriteSelection } from '../plan/rewrite/index.js';
+
+export interface MlxSessionOptions {
+  /** Where MLX runs the model: 'gpu' (Metal or CUDA, where available) or 'cpu'. Default: MLX's default device. */
+  device?: 'gpu' | 'cpu';
+  /**
+   * The compiled path (default true): per feed signature, shape math is folded once and the
+   * device work is traced with mlx.compile and replayed. The first run of a signature runs
+   * eagerly and learns the signature; the second traces. false: every run walks the plan.
+   */
+  compiled?: boolean;
+  /**
+   * float32 matrix products and convolutions on a GPU: 'fp32' (the default, as onnxruntime's CUDA
+   * provider does) or 'tf32', MLX's default, which rounds operands to 10 mantissa bits on the matrix
+   * units: about 3e-4 relative error per product, enough to miss onnxruntime's outputs by 1e-3..1e-2
+   * on transformer models. MLX reads the choice once per process (MLX_ENABLE_TF32), when the first
+   * GPU product runs: the first session's setting holds for the process.
+   */
+  precision?: 'fp32' | 'tf32';
+  /** Feed signatures whose compiled programs are kept (LRU). Default 16. */
+  maxSignatures?: number;
+  /**
+   * run() of a compiled signature whose previous evaluation took under this many milliseconds
+   * evaluates on the calling thread: handing a sub-millisecond graph to the worker thread and
+   * back costs a good part of its compute (tens of microseconds on a CPU). The event loop then
+   * waits that long, as it waits for building the graph. Default 1; 0: run() always evaluates off
+   * the JS thread. The first runs of a signature (analysis, trace) always do.
+   */
+  shortEvalMs?: number;
+  /**
+   * Where results of 1 MiB and more land on the host: 'pooled' in host blocks from @mlx/core's
+   * pool (hostBuffer: page-locked on MLX's CUDA build, so the copy engine writes them directly,
+   * and their pages exist already), 'fresh' in new ArrayBuffers, 'auto' (default) pooled for GPU
+   * sessions on MLX's CUDA build and fresh elsewhere. Either way the tensors are ordinary host
+   * tensors (onnxruntime-common location 'cpu'); a block returns to the pool when its data is
+   * garbage collected. `pinnedOutputs` (preferredOutputLocation 'cpu-pinned') asks for blocks
+   * from 64 KiB, whatever this says.
+   */
+  outputMemory?: 'auto' | 'pooled' | 'fresh';
+  /**
+   * The most bytes one tensor of a run may take. A node whose result would be larger, or an
+   * evaluation that would allocate a larger array, fails with ResourceLimitError before anything is
+   * allocated. Default: half of MLX's memory limit for the device (mx.memory.limit()).
+   */
+  maxTensorBytes?: number;
+  /** The most bytes one evaluation may allocate in all (each new array counted once). Default: MLX's memory limit. */
+  maxSessionBytes?: number;
+  /**
+   * Nodes MLX does not take: 'cpu' (the default where onnxruntime-node or onnxruntime-web resolves)
+   * runs them on onnxruntime's CPU backend, in partitions made at create(); 'none' refuses the
+   * model with UnsupportedOperatorError (the default where neither resolves).
+   */
+  fallback?: 'cpu' | 'none';
+  /**
+   * Op types the MLX provider declines, so that they fall back ('Softmax', or with a domain
+   * 'com.microsoft::Attention'): for testing, and for working around a bug.
+   */
+  disabledOps?: string[];
+  /** @internal Which CPU backend runs fallback partitions (default: onnxruntime-node, else onnxruntime-web). */
+  cpuBackend?: CpuBackendName;
+  /** External data for models created from bytes (onnxruntime-common's `externalData`). */
+  externalData?: ExternalDataSpec[];
+  /** An alternative op registry (tests, experiments). */
+  registry?: OpRegistry;
+  /**
+   * Plan-time graph rewrites (src/plan/rewrite): exporters' spellings of GELU, RMS and layer norm,
+   * MatMul + bias and Pow(x, 2|3) become one op each. true (the default), false, or the names to
+   * keep ('gelu', 'rms-norm', 'layer-norm', 'matmul-add', 'pow'). MLX_ORT_REWRITES=0 (or a
+   * comma-separated list) sets the default.
+   */
+  graphRewrites?: RewriteSelection;
+  /**
+   * CPU threads (onnxruntime's session option of the same name): the fused CPU kernels' pool and
+   * OpenBLAS, which MLX's CPU matrix products and convolutions run on. Both are per process, so
+   * the last session that sets it wins. 0 or unset: left as is (default: every core this process
+   * may use; OPENBLAS_NUM_THREADS for BLAS).
+   */
+  intraOpNumThreads?: number;
+}
+
+/** Per-run choices of MlxSession.run / runSync. */
+export interface MlxRunOptions {
+  /**
+   * Outputs returned as device Values (`{ kind: 'device', array, onnxType }`) instead of host
+   * tensors: true for all, or the names. Nothing is downloaded for them; the caller owns each
+   * array and disposes it (`value.array.dispose()`), or feeds it to a later run.
+   */
+  keepOnDevice?: boolean | readonly string[];
+  /**
+   * Device feeds the run may consume (KV caches): their arrays are disposed once the graph is
+   * built, before evaluation, so that MLX can write results into their buffers in place (a
+   * GroupQueryAttention present written over its past, a growing cache's rows appended to its
+   * reserve). The caller must not use them afterwards.
+   */
+  donate?: readonly string[];
+  /**
+   * Set to true while run() is in progress to stop it (onnxruntime-common's RunOptions.terminate):
+   * read between the steps of the run (a long Loop or Scan pauses every ten milliseconds or so),
+   * which then fails with RunTerminatedError.
+   */
+  terminate?: boolean;
+  /**
+   * Pre-allocated outputs, by name: the result is read straight into the tensor's data (no
+   * intermediate copy; memory that is reused has its pages already, which on a GPU makes the
+   * download run at the bus's rate). Its element type and dims must be the result's, and its data
+   * a typed array of the class results come in (InvalidFeedError otherwise, before anything is
+   * written). The returned tensor is this one.
+   */
+  outputBuffers?: Readonly<Record<string, HostTensor>>;
+  /**
+   * Outputs read into pooled host blocks (@mlx/core's hostBuffer: page-locked memory on MLX's CUDA
+   * build, which the copy engine writes directly): true for all, or the names. A block goes back
+   * to the pool when its data is garbage collected. Results under 64 KiB, and any once the pool
+   * is at its limit, come in ordinary memory; `pinned: true` on a result says it got a block.
+   */
+  pinnedOutputs?: boolean | readonly string[];
+}
+
+export interface TensorMetadata {
+  name: string;
+  isTensor: boolean;
+  /** ONNX element type code, and its name as onnxruntime-common spells it. */
+  elemType: number;
+  type: string;
+  /** Each dimension: a number, a symbolic name, or -1 where unknown. */
+  shape: (number | string)[];
+}
+
+export function metadataOf(v: ValueInfoIR): TensorMetadata {
+  const t = v.type;
+  if (t.kind !== 'tensor') return { name: v.name, isTensor: false, elemType: 0, type: t.kind, shape: [] };
+  return {
+    name: v.name,
+    isTensor: true,
+    elemType: t.elemType,
+    type: dataTypeName(t.elemType),
+    shape: (t.shape ?? []).map((d) => (d === null || d === undefined ? -1 : d)),
+  };
+}

@@ -1,0 +1,51 @@
+// The one resolver of optional packages (onnxruntime-node and onnxruntime-web for the fallback,
+// the image codecs of ImageDecoder, the onnxruntime-common copies the backend registers with):
+// the application's copy first, found from the working folder's project, then this package's own
+// dependencies, so that the copy the application uses is the one that runs.
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+/** Where an optional package is looked for, in order: the working folder's project, then this package. */
+export function packageRequirers(): NodeJS.Require[] {
+  const out: NodeJS.Require[] = [];
+  try {
+    out.push(createRequire(join(process.cwd(), 'package.json')));
+  } catch {
+    // No usable working folder.
+  }
+  out.push(createRequire(import.meta.url));
+  return out;
+}
+
+/**
+ * The first copy of `name` that loads and that `accept` takes, from `from` (default
+ * packageRequirers()); undefined when none does. A copy that fails to load (a missing native
+ * binary) counts as absent: the next place is tried. Nothing is cached here.
+ */
+export function requireOptional<T>(
+  name: string,
+  accept: (m: unknown) => boolean = () => true,
+  from: readonly NodeJS.Require[] = packageRequirers(),
+): T | undefined {
+  for (const req of from) {
+    try {
+      const m = req(name) as unknown;
+      if (accept(m)) return m as T;
+    } catch {
+      // Not installed there, or it failed to load: try the next place.
+    }
+  }
+  return undefined;
+}
+
+/** Whether `name` resolves from one of `from` (without loading it). */
+export function resolvesOptional(name: string, from: readonly NodeJS.Require[] = packageRequirers()): boolean {
+  return from.some((req) => {
+    try {
+      req.resolve(name);
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
