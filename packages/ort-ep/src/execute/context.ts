@@ -2,7 +2,7 @@
 // run's Env each time the node runs, so a run allocates nothing per node for its context.
 import * as mx from '@mlx/core';
 import type { GraphIR, HostTensor, NodeIR } from '../onnx/index.js';
-import type { PlannedNode } from '../plan/plan.js';
+import type { PlannedNode } from '../plan/graph-plan.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext } from '../registry/types.js';
 import { NONE, asHost, elemTypeOf, shapeOf, type Value } from '../runtime/value.js';

@@ -2,7 +2,7 @@
 // values, then a compiled signature's static values, then its plan's constants, then the enclosing
 // graph's.
 import type * as mx from '@mlx/core';
-import type { GraphPlan } from '../plan/plan.js';
+import type { GraphPlan } from '../plan/graph-plan.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 import { RunUploads } from '../runtime/uploads.js';
 import type { Value } from '../runtime/value.js';

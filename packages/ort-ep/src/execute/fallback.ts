@@ -7,7 +7,7 @@
 // part of the sub-model, so there is one onnxruntime session per length seen.
 import { dataTypeName, type HostTensor, type TypeIR } from '../onnx/index.js';
 import { itemInput, optionalInput, outputParts, sequenceItems, type InputForm, type OutputForm } from '../plan/boundary.js';
-import type { FallbackPartition } from '../plan/partition.js';
+import type { FallbackPartition } from '../plan/graph-plan.js';
 import { fromOrtTensor, toOrtTensor, type CpuBackend, type OrtSession, type OrtTensor } from '../runtime/onnxruntime.js';
 import { ortCanHold } from '../runtime/ort-tensor.js';
 import { asHost, type Value } from '../runtime/value.js';

@@ -2,7 +2,7 @@
 // results join the plan's constants (the session's ConstantStore keeps their uploads).
 import * as mx from '@mlx/core';
 import { elementCount, rawByteLength } from '../onnx/index.js';
-import { isNondeterministic } from '../plan/plan.js';
+import { isNondeterministic } from '../plan/graph-plan.js';
 import { mxDtypeOf } from '../runtime/convert.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 import { Env, RunState } from './env.js';

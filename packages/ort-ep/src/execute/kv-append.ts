@@ -8,7 +8,7 @@
 // (the cache is copied once per doubling). Traced segments concatenate as before: the reserve is
 // an optimisation of the eager walk, which is what a new context length (a new signature) runs.
 import * as mx from '@mlx/core';
-import type { GraphPlan } from '../plan/plan.js';
+import type { GraphPlan } from '../plan/graph-plan.js';
 import type { KvReserve, Value } from '../runtime/value.js';
 import type { NodeContext } from './context.js';
 

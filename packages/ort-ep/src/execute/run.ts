@@ -4,8 +4,9 @@
 import { appendKv, kvAppendNodes } from './kv-append.js';
 import * as mx from '@mlx/core';
 import { dataTypeName, type GraphIR } from '../onnx/index.js';
-import { neededNodes, type GraphPlan, type PlannedNode } from '../plan/plan.js';
-import type { FallbackPartition } from '../plan/partition.js';
+import type { GraphPlan, PlannedNode } from '../plan/graph-plan.js';
+import { neededNodes } from '../plan/plan.js';
+import type { FallbackPartition } from '../plan/graph-plan.js';
 import type { CheckContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import type { CpuBackend } from '../runtime/onnxruntime.js';

@@ -6,7 +6,7 @@
 // A segment that cannot be traced (it reads traced data on the host, or passes a sequence across
 // its boundary) runs eagerly instead, with the same results.
 import * as mx from '@mlx/core';
-import { isNondeterministic } from '../plan/plan.js';
+import { isNondeterministic } from '../plan/graph-plan.js';
 import { elemTypeOf, type Value } from '../runtime/value.js';
 import type { Analysis } from './analysis.js';
 import { Env, RunState, type Replay } from './env.js';

@@ -11,33 +11,10 @@ import type { GraphIR, ModelIR, NodeIR, TypeIR } from './ir.js';
 import { OnnxDataType } from './ir.js';
 import { DEFAULT_DOMAIN } from './model.js';
 import { schemaData } from './schema-data.js';
+import type { Formal, OpSchema } from './schema-types.js';
+
+export type { OpSchema, SchemaData } from './schema-types.js';
 import { subgraphsOf } from './validate.js';
-
-/** [name, type string or type parameter, 's'ingle | 'o'ptional | 'v'ariadic, min arity, homogeneous] */
-type Formal = [string, string, 's' | 'o' | 'v', number, boolean];
-
-export interface OpSchema {
-  since: number;
-  deprecated: boolean;
-  inputs: Formal[];
-  outputs: Formal[];
-  minInputs: number;
-  maxInputs: number;
-  minOutputs: number;
-  maxOutputs: number;
-  /** Type parameter -> index into SchemaData.types. */
-  constraints: Record<string, number>;
-  /** Attribute -> [type, required]. */
-  attributes: Record<string, [string, boolean]>;
-}
-
-export interface SchemaData {
-  onnx: string;
-  irVersion: number;
-  maxOpset: number;
-  types: string[][];
-  ops: Record<string, Record<string, OpSchema[]>>;
-}
 
 /** Domains whose opset range the schemas define (others, like com.microsoft, are left alone). */
 export function knownOpsetRange(domain: string): [number, number] | undefined {

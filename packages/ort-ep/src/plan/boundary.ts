@@ -20,7 +20,6 @@ import {
   type NodeIR,
   type TypeIR,
 } from '../onnx/index.js';
-import type { GraphPlan } from './plan.js';
 
 export type NonTensorKind = 'sequence' | 'optional' | 'map';
 
@@ -56,7 +55,7 @@ const kindOf = (t: TypeIR | undefined): NonTensorKind | undefined =>
  * The values of a plan's graph known not to be tensors: declared so (graph inputs, outputs, value
  * infos, If branches' and Loop bodies' outputs), made or read as such by the ops above.
  */
-export function nonTensorValues(plan: GraphPlan): Map<string, NonTensorKind> {
+export function nonTensorValues(plan: { graph: GraphIR; nodes: readonly { node: NodeIR }[] }): Map<string, NonTensorKind> {
   const g = plan.graph;
   const out = new Map<string, NonTensorKind>();
   const mark = (name: string, k: NonTensorKind | undefined) => {

@@ -4,50 +4,10 @@
 import { DEFAULT_DOMAIN, OnnxDataType, outerReferences, type GraphIR, type HostTensor, type NodeIR } from '../onnx/index.js';
 import { Attrs } from '../registry/attrs.js';
 import type { OpRegistry } from '../registry/registry.js';
-import type { CheckContext, OpEntry } from '../registry/types.js';
+import type { CheckContext } from '../registry/types.js';
 import type { Value } from '../runtime/value.js';
 import { messageOf, type UnsupportedNode, RefusedNodeError } from '../errors.js';
-import type { FallbackPartition } from './partition.js';
-
-export interface PlannedNode {
-  node: NodeIR;
-  /** Undefined for a node the registry does not take (listed in the plan's `unsupported`). */
-  entry: OpEntry | undefined;
-  opset: number;
-  attrs: Attrs;
-  /** What entry.parse made of the attributes (undefined without a parse). */
-  params: unknown;
-  /** The subgraph attributes (If/Loop/Scan bodies), in attribute order. */
-  subgraphs: GraphIR[];
-  /** Names the node's subgraphs read from enclosing scopes. */
-  outerReads: string[];
-  /** Why the registry does not take the node (set when entry is undefined). */
-  reason?: string;
-  /** Set on the node that stands for a fallback partition (plan/partition.ts): onnxruntime runs it. */
-  fallback?: FallbackPartition;
-}
-
-export interface GraphPlan {
-  graph: GraphIR;
-  nodes: PlannedNode[];
-  /** Values known before any run: initializers and folded nodes. */
-  constants: Map<string, Value>;
-  /** Initializers that are also graph inputs: defaults a feed may override, so never folded. */
-  overridable: Set<string>;
-  /** Node index producing each value name. */
-  producer: Map<string, number>;
-  /** Plans of subgraph attributes, by graph object. */
-  subplans: Map<GraphIR, GraphPlan>;
-  modelName: string;
-  /**
-   * The element types of sequences (and of optionals' tensors) known before any run, from the ops
-   * that make them: a sequence or optional crossing to MLX from onnxruntime comes back in tensor
-   * form, which needs its element type (plan/boundary.ts).
-   */
-  elementTypes?: Map<string, number>;
-  /** Initializers whose host copy was dropped once MLX held them (makeConstantsResident): a re-plan reads them back. */
-  residentInitializers?: Set<string>;
-}
+import type { GraphPlan, PlannedNode } from './graph-plan.js';
 
 export interface PlanOptions {
   registry: OpRegistry;
@@ -272,25 +232,6 @@ export function planGraph(
   }
   const overridable = new Set(graph.inputs.map((i) => i.name));
   return { graph, nodes, constants, overridable, producer, subplans, modelName: opts.modelName, elementTypes };
-}
-
-/**
- * Ops whose results differ from run to run (random generators, Dropout in training mode): never
- * folded, and on the compiled path always run eagerly, since a trace would replay its draws.
- */
-export const NONDETERMINISTIC: ReadonlySet<string> = new Set([
-  'RandomNormal',
-  'RandomUniform',
-  'RandomNormalLike',
-  'RandomUniformLike',
-  'Multinomial',
-  'Bernoulli',
-  'Dropout',
-]);
-
-export function isNondeterministic(pn: PlannedNode): boolean {
-  if (pn.fallback) return pn.fallback.nondeterministic;
-  return NONDETERMINISTIC.has(pn.node.opType);
 }
 
 /** The indices of the nodes needed to compute `names`, in graph order. */

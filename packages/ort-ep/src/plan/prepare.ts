@@ -13,8 +13,10 @@ import {
 import { defaultRegistry } from '../ops/index.js';
 import type { OpRegistry } from '../registry/registry.js';
 import type { UnsupportedNode } from '../errors.js';
-import { planGraph, type GraphPlan } from './plan.js';
-import { contractFallback, findPartitions, type FallbackPartition } from './partition.js';
+import type { GraphPlan } from './graph-plan.js';
+import { planGraph } from './plan.js';
+import type { FallbackPartition } from './graph-plan.js';
+import { contractFallback, findPartitions } from './partition.js';
 import { rewriteGraph, type RewriteCounts, type RewriteSelection } from './rewrite/index.js';
 
 export interface PrepareOptions {
