@@ -4,7 +4,10 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { describe, expect, it } from 'vitest';
+import { importCycles } from '../../../tools/import-cycles.mjs';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../src');
 
@@ -77,5 +80,26 @@ describe('src/ layers', () => {
     expect(rankOf('execute')).toBeGreaterThan(rankOf('ops'));
     expect(rankOf('ops')).toBeGreaterThan(rankOf('registry'));
     expect(() => rankOf('nowhere')).toThrow(/no layer/);
+  });
+});
+
+describe('src/ files', () => {
+  it('no file imports itself back through others (no import circle, types included)', () => {
+    expect(importCycles(SRC)).toEqual([]);
+  });
+
+  it('the circle check finds a circle of three files and a file importing itself', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cycles-'));
+    try {
+      writeFileSync(join(dir, 'a.ts'), "import { b } from './b.js';\nexport const a = 1;\n");
+      writeFileSync(join(dir, 'b.ts'), "import type { C } from './sub/c.js';\nexport const b = 1;\n");
+      writeFileSync(join(dir, 'd.ts'), "export { d } from './d.js';\n");
+      writeFileSync(join(dir, 'e.ts'), "// import { a } from './a.js';\nexport const e = 1;\n");
+      mkdirSync(join(dir, 'sub'));
+      writeFileSync(join(dir, 'sub', 'c.ts'), "import { a } from '../a.js';\nexport type C = number;\n");
+      expect(importCycles(dir).sort()).toEqual([['a.ts', 'b.ts', join('sub', 'c.ts')], ['d.ts']]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
