@@ -61,8 +61,27 @@ export const koffi: MlxC['koffi'] = Object.create(
   ),
 );
 
-/** An error reported by MLX (or by this binding on MLX's behalf), with the C function that failed. */
+/** The brand of MlxError: the same key in every copy of @mlx/core (ESM and CJS instances, versions). */
+const MLX_ERROR = Symbol.for('@mlx/core.MlxError');
+
+/**
+ * An error reported by MLX (or by this binding on MLX's behalf), with the C function that failed.
+ * `MlxError.is(e)` and `instanceof` recognise one thrown by any copy of @mlx/core.
+ */
 export class MlxError extends Error {
+  /** A stable code, also on each instance. */
+  static readonly code = 'ERR_MLX';
+  readonly code = MlxError.code;
+
+  /** Whether `e` is an MlxError of any copy of @mlx/core. */
+  static is(e: unknown): e is MlxError {
+    return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[MLX_ERROR] === true;
+  }
+
+  static override [Symbol.hasInstance](e: unknown): boolean {
+    return Function.prototype[Symbol.hasInstance].call(MlxError, e) || MlxError.is(e);
+  }
+
   constructor(
     /** MLX's own message. */
     readonly mlxMessage: string,
@@ -72,6 +91,7 @@ export class MlxError extends Error {
   ) {
     super(`${functionName}: ${mlxMessage}`, options);
     this.name = 'MlxError';
+    Object.defineProperty(this, MLX_ERROR, { value: true });
   }
 }
 

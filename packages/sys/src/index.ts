@@ -177,7 +177,24 @@ function installAdvice(): string {
   return `Fix: ${install}; or set MLX_C_LIBRARY to the path of a libmlxc. In a checkout of the repository, run \`tools/dev setup\`.`;
 }
 
+/** The brand of MlxLibraryNotFoundError: the same key in every copy of @mlx/sys. */
+const NOT_FOUND = Symbol.for('@mlx/sys.MlxLibraryNotFoundError');
+
+/** No candidate library loads. `MlxLibraryNotFoundError.is(e)` and `instanceof` recognise any copy's. */
 export class MlxLibraryNotFoundError extends Error {
+  /** A stable code, also on each instance. */
+  static readonly code = 'ERR_MLX_LIBRARY_NOT_FOUND';
+  readonly code = MlxLibraryNotFoundError.code;
+
+  /** Whether `e` is an MlxLibraryNotFoundError of any copy of @mlx/sys. */
+  static is(e: unknown): e is MlxLibraryNotFoundError {
+    return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[NOT_FOUND] === true;
+  }
+
+  static override [Symbol.hasInstance](e: unknown): boolean {
+    return Function.prototype[Symbol.hasInstance].call(MlxLibraryNotFoundError, e) || MlxLibraryNotFoundError.is(e);
+  }
+
   constructor(
     readonly attempts: { path: string; why: string; error: string }[],
     reason?: string,
@@ -188,6 +205,7 @@ export class MlxLibraryNotFoundError extends Error {
         `\n${installAdvice()}`,
     );
     this.name = 'MlxLibraryNotFoundError';
+    Object.defineProperty(this, NOT_FOUND, { value: true });
   }
 }
 
