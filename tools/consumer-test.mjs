@@ -301,7 +301,8 @@ await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime
     const main = async () => {
       const mods = ${esm ? "{ node: await import('onnxruntime-node'), common: await import('onnxruntime-common'), web: await import('onnxruntime-web') }" : "{ node: require('onnxruntime-node'), common: require('onnxruntime-common'), web: require('onnxruntime-web') }"};
       const ep = ${esm ? "await import('@mlx/ort-ep')" : "require('@mlx/ort-ep')"};
-      const data = ep.readTestCase('.').datasets[0];
+      const internal = ${esm ? "await import('@mlx/ort-ep/internal')" : "require('@mlx/ort-ep/internal')"};
+      const data = internal.readTestCase('.').datasets[0];
       const out = {};
       for (const [label, ort] of Object.entries(mods)) {
         const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });

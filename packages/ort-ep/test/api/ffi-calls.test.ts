@@ -19,7 +19,7 @@ const child = (modelDir: string) => `
   import { join } from 'node:path';
   const dir = ${JSON.stringify(modelDir)};
   const { readTestCase } = await import('./src/onnx/index.ts');
-  const { hostToTensor } = await import('./src/backend.ts');
+  const { hostToTensor } = await import('./src/internal.ts');
   await import('./src/index.ts');
   const mx = await import('@mlx/core');
   const ort = createRequire(join(process.cwd(), 'package.json'))('onnxruntime-node');
