@@ -1,4 +1,4 @@
-// avgPoolChannelsLast (native/src/cpu/max_pool.*) against a float64 average pool in JS written
+// avgPoolChannelsLast (native/src/kernels/pool/pool.*) against a float64 average pool in JS written
 // from ONNX AveragePool's definition: channels-last 1-D and 2-D windows with strides, asymmetric
 // pads counted or not (count_include_pad), ceil_mode (the last window dropped when it would start
 // in the end padding; its overhang neither summed nor counted), dilations, odd channel counts,

@@ -1,4 +1,4 @@
-// convEpilogue (native/src/cpu/epilogue.cpp) against a float64 loop in JS: float32 on the CPU runs
+// convEpilogue (native/src/kernels/conv/epilogue.cpp) against a float64 loop in JS: float32 on the CPU runs
 // the native pass (both layouts, with and without bias and residual, odd sizes that leave partial
 // tiles), float16 and a broadcasting residual the composition of MLX ops; NaN passes through the
 // clamp and ±Inf clamp like any value.

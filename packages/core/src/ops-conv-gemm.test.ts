@@ -1,4 +1,4 @@
-// convGemm and convPackWeight (native/src/cpu/conv_gemm.*) against a float64 direct convolution
+// convGemm and convPackWeight (native/src/kernels/conv/conv_gemm.*) against a float64 direct convolution
 // in JS: channels-last 1-D and 2-D windows with strides, asymmetric pads, dilations, output
 // channels that leave a partial panel, more K than one pass (partial sums stored between passes),
 // more rows than one block, bias, residual and clamp; a 1x1 window with unit strides (rows read

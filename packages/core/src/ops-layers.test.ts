@@ -1,4 +1,4 @@
-// The CPU layer kernels (native/src/layers: depthwiseConv2d, lstm, hardSigmoid) against direct
+// The CPU layer kernels (native/src/kernels: conv/depthwise, rnn/lstm, activation/hard_sigmoid) against direct
 // float64 loops in JS, through both paths: float32 on the CPU runs the native primitive, float16
 // the composition of MLX ops the front end builds elsewhere.
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// maxPoolChannelsLast (native/src/cpu/max_pool.*) against a float64 max pool in JS: channels-last
+// maxPoolChannelsLast (native/src/kernels/pool/pool.*) against a float64 max pool in JS: channels-last
 // 1-D and 2-D windows with strides, asymmetric pads (padding never wins), dilations, odd channel
 // counts, batches; NaN propagates as maximum's does; float16 takes the composition of MLX ops
 // (pad, strided slices, maximum) and gives the same.

@@ -1,6 +1,6 @@
 // The native CPU kernels on inputs that are views: a transpose, a slice past the buffer's start,
 // a slice along the last axis, a reversed slice and a broadcast. The kernels read their inputs in
-// row order and copy a view into row order inside their evaluation (native/src/cpu/dense.h), no
+// row order and copy a view into row order inside their evaluation (native/src/kernels/common/dense.h), no
 // longer through a Contiguous node in front; each case here is checked against the same kernel on
 // a fresh row-ordered array of the same values (whose results the kernels' own tests check
 // against float64 references), so a view read through the wrong strides or offset fails it.

@@ -3,7 +3,7 @@
 
 extern "C" int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlxc::layers::depthwise_conv2d(mlxc::arr(x), mlxc::arr(w), mlxc::opt_array(bias), stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::cpu::depthwise_conv2d(mlxc::arr(x), mlxc::arr(w), mlxc::opt_array(bias), stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, mlxc::stream(s)));
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
     return 1;
@@ -13,7 +13,7 @@ extern "C" int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const ml
 
 extern "C" int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlxc::layers::lstm(mlxc::arr(proj), mlxc::arr(rt), mlxc::arr(h0), mlxc::arr(c0), mlxc::opt_array(lens), mlxc::opt_array(peepholes), mlxc::span<int>{acts, acts_num}, clip, input_forget, direction, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::cpu::lstm(mlxc::arr(proj), mlxc::arr(rt), mlxc::arr(h0), mlxc::arr(c0), mlxc::opt_array(lens), mlxc::opt_array(peepholes), mlxc::span<int>{acts, acts_num}, clip, input_forget, direction, mlxc::stream(s)));
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
     return 1;
@@ -23,7 +23,7 @@ extern "C" int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_
 
 extern "C" int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlxc::layers::hard_sigmoid(mlxc::arr(x), alpha, beta, swish, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::cpu::hard_sigmoid(mlxc::arr(x), alpha, beta, swish, mlxc::stream(s)));
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
     return 1;

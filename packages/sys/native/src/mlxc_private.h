@@ -3,6 +3,7 @@
 #pragma once
 
 #include <complex>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -13,11 +14,16 @@
 
 #include "mlx/mlx.h"
 #include "mlxc/functions.h"
-#include "cpu/kernels.h"  // the fused CPU kernels (spec/cpu.ts)
-#include "cpu/conv_gemm.h"  // the channels-last convolution (spec/conv.ts)
-#include "cpu/max_pool.h"   // the channels-last max pool (spec/conv.ts)
-#include "cpu/epilogue.h"  // the convolution epilogue (spec/epilogue.ts)
-#include "cpu/small_gemm.h"  // the CPU products for few rows (spec/gemm.ts)
+// The front ends of the library's own CPU kernels (kernels/, spec/kernels/), which the generated
+// glue calls.
+#include "kernels/activation/activation.h"
+#include "kernels/conv/conv_gemm.h"
+#include "kernels/conv/depthwise.h"
+#include "kernels/conv/epilogue.h"
+#include "kernels/gemm/small_gemm.h"
+#include "kernels/norm/norm.h"
+#include "kernels/pool/pool.h"
+#include "kernels/rnn/lstm.h"
 
 namespace mlxc {
 
@@ -89,6 +95,18 @@ void set(bool& h, T v) { h = static_cast<bool>(v); }
 inline void set(size_t& h, size_t v) { h = v; }
 inline void set(int& h, int v) { h = v; }
 
+/** The arrays of a list of mlx_array ctx addresses (none may be 0). */
+inline std::vector<array> arrays_of(const uintptr_t* ctxs, size_t n, const char* what) {
+  if (n && !ctxs) throw std::invalid_argument(std::string(what) + ": null array list");
+  std::vector<array> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; i++) {
+    if (!ctxs[i]) throw std::invalid_argument(std::string(what) + ": empty array handle at " + std::to_string(i));
+    v.push_back(*reinterpret_cast<const array*>(ctxs[i]));
+  }
+  return v;
+}
+
 /** Wraps a vector of arrays in a new handle (the callee of a C callback owns nothing). */
 inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_array{new std::vector<array>(std::move(v))}; }
 
@@ -101,5 +119,3 @@ inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_arr
     mlxc::raise(e.what());              \
     return ret;                         \
   }
-
-#include "layers/layers.h"  // the CPU layer kernels (spec/layers.ts)

@@ -1,4 +1,4 @@
-// Host <-> GPU transfers on MLX's CUDA build (see spec/extensions.ts).
+// Host <-> GPU transfers on MLX's CUDA build (see spec/extensions/transfer.ts).
 //
 // MLX's CUDA allocator gives arrays made from host data unified (managed) memory: the host writes
 // it page by page, then the first kernel to read it migrates it page fault by page fault, at a
@@ -525,6 +525,21 @@ int mlxc_host_free(void* ptr) {
 
 int mlxc_array_device_index(int* res, const mlx_array arr) {
   MLXC_TRY *res = mlxc::buffer_device(mlxc::arr(arr));
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream) {
+  MLXC_TRY
+  auto a = mlxc::arr(arr);
+  if (a.status() == array::Status::unscheduled) mx::eval(a);
+  a.wait();
+  if (!a.flags().row_contiguous) {
+    a = mx::contiguous(a, false, mlxc::stream(stream));
+    mx::eval(a);
+  }
+  mlx_array h{&a};
+  if (mlxc_array_read(dst, nbytes, h) != 0) return 1;
   MLXC_CATCH(1)
   return 0;
 }

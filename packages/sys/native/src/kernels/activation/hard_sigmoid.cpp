@@ -1,4 +1,4 @@
-// HardSigmoid and HardSwish as one MLX primitive (see layers.h). Composed from MLX's ops they are
+// HardSigmoid and HardSwish as one MLX primitive (see activation.h). Composed from MLX's ops they are
 // four or five passes over memory (multiply, add, maximum, minimum, multiply), and MLX's CPU
 // compile does not make their fused kernel much faster; this is one vectorized pass, in blocks on
 // the CPU kernels' thread pool.
@@ -10,13 +10,13 @@
 #endif
 #include <stdexcept>
 
-#include "cpu/kernels.h"
-#include "cpu/dense.h"
-#include "layers/layers.h"
+#include "kernels/common/cpu.h"
+#include "kernels/common/dense.h"
+#include "kernels/activation/activation.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
 
-namespace mlxc::layers {
+namespace mlxc::cpu {
 namespace {
 
 using mx::array;
@@ -103,4 +103,4 @@ array hard_sigmoid(const array& x, float alpha, float beta, bool swish, mx::Stre
   return array(x.shape(), x.dtype(), std::make_shared<HardSigmoid>(s, alpha, beta, swish), {x});
 }
 
-}  // namespace mlxc::layers
+}  // namespace mlxc::cpu

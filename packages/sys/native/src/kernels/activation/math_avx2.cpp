@@ -4,7 +4,7 @@
 #include <immintrin.h>
 
 #define MLXC_MATH_NS mlxc_math_avx2
-#include "cpu/math_impl.h"
+#include "kernels/activation/math_impl.h"
 
 namespace mlxc_math_avx2 {
 

@@ -6,10 +6,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "cpu/kernels.h"
+#include "kernels/activation/math.h"
+#include "kernels/common/cpu.h"
 
 #define MLXC_MATH_NS mlxc_math_generic
-#include "cpu/math_impl.h"
+#include "kernels/activation/math_impl.h"
 
 #if defined(__x86_64__)
 #define MLXC_HAVE_AVX2_BUILD 1

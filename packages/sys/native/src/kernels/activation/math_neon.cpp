@@ -6,7 +6,7 @@
 #include <arm_neon.h>
 
 #define MLXC_MATH_NS mlxc_math_neon
-#include "cpu/math_impl.h"
+#include "kernels/activation/math_impl.h"
 
 namespace mlxc_math_neon {
 

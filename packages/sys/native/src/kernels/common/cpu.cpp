@@ -1,5 +1,22 @@
-// The hand-written entries of spec/cpu.ts: the thread count and what the kernels run on.
+// The switch that turns the CPU kernels off, and the hand-written entries of spec/kernels/cpu.ts:
+// the thread count and what the kernels run on.
+#include <cstdlib>
+#include <string>
+
+#include "kernels/common/cpu.h"
 #include "mlxc_private.h"
+
+namespace mlxc::cpu {
+
+bool kernels_off() {
+  static const bool off = [] {
+    const char* e = std::getenv("MLXC_CPU_KERNELS");
+    return e && std::string(e) == "off";
+  }();
+  return off;
+}
+
+}  // namespace mlxc::cpu
 
 extern "C" int mlxc_cpu_set_threads(int n) {
   try {

@@ -1,12 +1,12 @@
 // Row-ordered copies of strided inputs (see dense.h): transposes, slices and broadcasts, read
 // through their strides, the innermost axis as the inner loop, rows on the thread pool.
-#include "cpu/dense.h"
+#include "kernels/common/dense.h"
 
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
-#include "cpu/kernels.h"
+#include "kernels/common/cpu.h"
 
 namespace mlxc::cpu {
 

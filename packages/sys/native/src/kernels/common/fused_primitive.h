@@ -1,4 +1,4 @@
-// The base of the project's CPU primitives (kernels.cpp, small_gemm.cpp): a composition of MLX ops
+// The base of the project's CPU primitives (activation/, norm/, gemm/, ...): a composition of MLX ops
 // that the VJP differentiates, and the rule that they run on the CPU only (the front ends call
 // MLX's own ops on other devices).
 #pragma once

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "cpu/kernels.h"
+#include "kernels/common/cpu.h"
 
 namespace mlxc::cpu {
 namespace {

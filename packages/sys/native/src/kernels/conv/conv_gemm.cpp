@@ -1,6 +1,6 @@
 // The channels-last convolution as an MLX primitive (see conv_gemm.h): the im2col packing, the
 // portable kernel and the task split; the AVX-512 kernel is conv_gemm_avx512.cpp.
-#include "cpu/conv_gemm.h"
+#include "kernels/conv/conv_gemm.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,9 +10,9 @@
 #include <string>
 #include <typeinfo>
 
-#include "cpu/fused_primitive.h"
-#include "cpu/dense.h"
-#include "cpu/kernels.h"
+#include "kernels/common/fused_primitive.h"
+#include "kernels/common/dense.h"
+#include "kernels/common/cpu.h"
 #include "mlx/backend/cpu/encoder.h"
 
 namespace mlxc::cpu {

@@ -1,4 +1,4 @@
-// Channels-last 1-D/2-D convolution as one product on the CPU (spec/conv.ts): MLX's CPU
+// Channels-last 1-D/2-D convolution as one product on the CPU (spec/kernels/conv.ts): MLX's CPU
 // conv_general pads the input into a copy, materialises the whole im2col matrix with a generic
 // strided copy on one thread, and hands OpenBLAS one sgemm (which packs the weight on every call).
 // Here the weight is packed once (conv_pack_weight: panels of kPanel output channels, [P, ...k, C,

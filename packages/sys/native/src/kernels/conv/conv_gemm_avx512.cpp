@@ -1,7 +1,7 @@
 // The AVX-512 body of the channels-last convolution (conv_gemm.h): the im2col rows of a block of
 // output positions packed on the fly, times the prepacked weight panels, with the epilogue in the
 // store of the last pass over K. Compiled with -mavx512f -mfma; called only where the CPU has them.
-#include "cpu/conv_gemm.h"
+#include "kernels/conv/conv_gemm.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>

@@ -1,4 +1,4 @@
-// Depthwise 2-D convolution as an MLX primitive (see layers.h). MLX's CPU convolution with
+// Depthwise 2-D convolution as an MLX primitive (see depthwise.h). MLX's CPU convolution with
 // groups == channels runs a scalar loop per group (about 0.3 GFLOP/s); this one works on the
 // channels-first planes ONNX gives: for each output row and kernel tap, one multiply-add over the
 // row's valid span, which the compiler vectorizes for stride 1; the planes run on the CPU kernels'
@@ -6,13 +6,13 @@
 #include <stdexcept>
 #include <string>
 
-#include "cpu/dense.h"
-#include "cpu/kernels.h"
-#include "layers/layers.h"
+#include "kernels/common/dense.h"
+#include "kernels/common/cpu.h"
+#include "kernels/conv/depthwise.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
 
-namespace mlxc::layers {
+namespace mlxc::cpu {
 namespace {
 
 using mx::array;
@@ -96,7 +96,7 @@ class DepthwiseConv2d : public mx::Primitive {
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(out);
-    // Views are copied into row order first (cpu/dense.h).
+    // Views are copied into row order first (common/dense.h).
     const array x0 = cpu::row_ordered_input(in[0], enc);
     const array w0 = cpu::row_ordered_input(in[1], enc);
     const array b0 = bias_ ? cpu::row_ordered_input(in[2], enc) : w0;
@@ -162,10 +162,10 @@ array depthwise_conv2d(const array& x, const array& w, const std::optional<array
   auto dt = mx::promote_types(x.dtype(), w.dtype());
   if (bias) dt = mx::promote_types(dt, bias->dtype());
   if (s.device != mx::Device::cpu || dt != mx::float32 || x.size() == 0) return composed(x, w, bias, g, s);
-  // Any layout: eval_cpu copies an input that is not in row order (cpu/dense.h).
+  // Any layout: eval_cpu copies an input that is not in row order (common/dense.h).
   std::vector<array> in{mx::astype(x, dt, s), mx::astype(w, dt, s)};
   if (bias) in.push_back(mx::astype(*bias, dt, s));
   return array(shape, dt, std::make_shared<DepthwiseConv2d>(s, g, bias.has_value()), std::move(in));
 }
 
-}  // namespace mlxc::layers
+}  // namespace mlxc::cpu

@@ -3,14 +3,14 @@
 // channels-last data with strides); here it is one pass: row by row when the layout stays, and in
 // tiles (a block of positions by a block of channels, both in L1) when it moves. Channels-last
 // rows [M, C] stay as they are (row by row, the bias along the row).
-#include "cpu/epilogue.h"
+#include "kernels/conv/epilogue.h"
 
 #include <limits>
 #include <stdexcept>
 #include <typeinfo>
 
-#include "cpu/dense.h"
-#include "cpu/kernels.h"
+#include "kernels/common/dense.h"
+#include "kernels/common/cpu.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
 #include "mlx/transforms.h"

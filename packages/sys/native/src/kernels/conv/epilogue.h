@@ -1,4 +1,4 @@
-// The convolution epilogue (spec/epilogue.ts): bias, residual and a clamp (Relu, Clip) in one pass
+// The convolution epilogue (spec/kernels/conv.ts): bias, residual and a clamp (Relu, Clip) in one pass
 // over a convolution's output, which also moves MLX's channels-last result to ONNX's
 // channels-first layout. float32 on a CPU stream runs the library's loop (an MLX primitive on the
 // thread pool); anything else gets the same computation from MLX's ops.

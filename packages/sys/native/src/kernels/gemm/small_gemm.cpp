@@ -1,7 +1,7 @@
 // The small-M products as MLX primitives (see small_gemm.h). The front ends decide: float32 on a
 // CPU stream with few rows gets the primitive, everything else MLX's own op. Each primitive's VJP
 // differentiates that op, so gradients flow through either path.
-#include "cpu/small_gemm.h"
+#include "kernels/gemm/small_gemm.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,8 +10,8 @@
 #include <typeinfo>
 #include <vector>
 
-#include "cpu/fused_primitive.h"
-#include "cpu/kernels.h"
+#include "kernels/common/fused_primitive.h"
+#include "kernels/common/cpu.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
 #include "mlx/transforms.h"

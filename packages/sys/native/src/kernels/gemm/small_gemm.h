@@ -1,4 +1,4 @@
-// Matrix products with few rows on the CPU (spec/gemm.ts): the shapes of LLM decoding (one token,
+// Matrix products with few rows on the CPU (spec/kernels/gemm.ts): the shapes of LLM decoding (one token,
 // or a small batch of them, times a weight matrix), where MLX's CPU matmul hands OpenBLAS an
 // sgemm that packs the whole weight matrix on every call, and MLX's quantized_matmul runs a
 // scalar, single-threaded loop. These MLX primitives read the weights in place instead:

@@ -5,7 +5,7 @@
 #include <immintrin.h>
 
 #define MLXC_GEMM_NS mlxc_gemm_avx2
-#include "cpu/small_gemm_impl.h"
+#include "kernels/gemm/small_gemm_impl.h"
 
 namespace mlxc_gemm_avx2 {
 

@@ -4,11 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cpu/kernels.h"
-#include "cpu/small_gemm.h"
+#include "kernels/common/cpu.h"
+#include "kernels/gemm/small_gemm.h"
 
 #define MLXC_GEMM_NS mlxc_gemm_generic
-#include "cpu/small_gemm_impl.h"
+#include "kernels/gemm/small_gemm_impl.h"
 
 namespace mlxc_gemm_generic {
 

@@ -1,5 +1,5 @@
-// The channels-last max pool as an MLX primitive (see max_pool.h).
-#include "cpu/max_pool.h"
+// The channels-last max and average pools as MLX primitives (see pool.h).
+#include "kernels/pool/pool.h"
 
 #include <algorithm>
 #include <limits>
@@ -8,9 +8,9 @@
 #include <string>
 #include <typeinfo>
 
-#include "cpu/fused_primitive.h"
-#include "cpu/dense.h"
-#include "cpu/kernels.h"
+#include "kernels/common/fused_primitive.h"
+#include "kernels/common/dense.h"
+#include "kernels/common/cpu.h"
 #include "mlx/backend/cpu/encoder.h"
 
 namespace mlxc::cpu {

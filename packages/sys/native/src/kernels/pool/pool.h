@@ -1,7 +1,8 @@
-// Channels-last max pooling on the CPU (spec/conv.ts), the pool between channels-last
-// convolutions (ResNet's stem): MLX composes it from a padded copy of the input and one strided
-// slice per window tap folded with maximum, each pass over the whole result; here one pass reads
-// each output position's window taps, C contiguous floats each, on the thread pool.
+// Channels-last max and average pooling on the CPU (spec/kernels/pool.ts), the pools between and
+// after channels-last convolutions (ResNet's stem and head): MLX composes them from a padded copy
+// of the input and one strided slice per window tap folded with maximum (or add), each pass over
+// the whole result; here one pass reads each output position's window taps, C contiguous floats
+// each, on the thread pool.
 #pragma once
 
 #include <vector>

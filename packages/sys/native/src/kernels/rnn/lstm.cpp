@@ -1,4 +1,4 @@
-// A whole LSTM layer's recurrence (every direction) as one MLX primitive (see layers.h). Built from
+// A whole LSTM layer's recurrence (every direction) as one MLX primitive (see lstm.h). Built from
 // MLX ops, each step is a dozen tiny primitives (a [B, H] x [H, 4H] matmul, slices, gate
 // activations, multiplies and adds), so a short sequence costs hundreds of scheduled ops; here the
 // whole loop of every direction runs in one task: per step and batch row, the recurrent product as
@@ -9,24 +9,25 @@
 #include <stdexcept>
 #include <string>
 
-#include "cpu/kernels.h"
-#include "cpu/small_gemm.h"
-#include "layers/layers.h"
+#include "kernels/activation/math.h"
+#include "kernels/common/cpu.h"
+#include "kernels/gemm/small_gemm.h"
+#include "kernels/rnn/lstm.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
 
-namespace mlxc::layers {
+namespace mlxc::cpu {
 namespace {
 
 using mx::array;
 
-struct Act {
+struct GateAct {
   int code;
   float alpha, beta;
 };
 
-// The codes of layers.h's LstmActivation.
-inline float apply(const Act& a, float x) {
+// The activation codes of lstm.h.
+inline float apply(const GateAct& a, float x) {
   switch (a.code) {
     case 0: return x > 0.0f ? x : 0.0f;                                         // Relu
     case 1: return std::tanh(x);                                                // Tanh
@@ -43,7 +44,7 @@ inline float apply(const Act& a, float x) {
 }
 
 /** The same activation from MLX's ops. */
-array apply_ops(const Act& a, const array& x, mx::Stream s) {
+array apply_ops(const GateAct& a, const array& x, mx::Stream s) {
   auto sc = [&](float v) { return array(v, x.dtype()); };
   switch (a.code) {
     case 0: return mx::maximum(x, sc(0), s);
@@ -65,7 +66,7 @@ struct Config {
   bool reverse;  // a single direction runs backwards
   bool has_lens, has_peep, input_forget;
   float clip;  // infinity: none
-  std::vector<Act> acts;  // 3 per direction: f, g, h
+  std::vector<GateAct> acts;  // 3 per direction: f, g, h
   bool operator==(const Config& o) const {
     if (dirs != o.dirs || reverse != o.reverse || has_lens != o.has_lens || has_peep != o.has_peep || input_forget != o.input_forget ||
         !(clip == o.clip) || acts.size() != o.acts.size())
@@ -163,7 +164,7 @@ class Lstm : public mx::Primitive {
     for (int d = 0; d < D; d++) {
       const bool backwards = d == 1 || cfg.reverse;
       const float* r = rtp + static_cast<size_t>(d) * H * G;
-      const Act &fa = cfg.acts[3 * d], &ga = cfg.acts[3 * d + 1], &ha = cfg.acts[3 * d + 2];
+      const GateAct &fa = cfg.acts[3 * d], &ga = cfg.acts[3 * d + 1], &ha = cfg.acts[3 * d + 2];
       const float* pi = peep ? pv.data() + static_cast<size_t>(d) * 3 * H : nullptr;
       for (int k = 0; k < T; k++) {
         const int t = backwards ? T - 1 - k : k;
@@ -227,7 +228,7 @@ std::vector<array> composed(const array& proj, const array& rt, const array& h0,
   std::vector<array> ydirs, hs, cs;
   for (int d = 0; d < D; d++) {
     const bool backwards = d == 1 || cfg.reverse;
-    const Act &fa = cfg.acts[3 * d], &ga = cfg.acts[3 * d + 1], &ha = cfg.acts[3 * d + 2];
+    const GateAct &fa = cfg.acts[3 * d], &ga = cfg.acts[3 * d + 1], &ha = cfg.acts[3 * d + 2];
     auto r = mx::squeeze(mx::slice(rt, {d, 0, 0}, {d + 1, H, G}, s), 0, s);
     std::optional<array> pi, po, pf;
     if (peep) {
@@ -288,7 +289,7 @@ std::vector<array> lstm(const array& proj, const array& rt, const array& h0, con
     throw std::invalid_argument(where + "acts must hold 3 activations per direction as (code, alpha bits, beta bits)");
   Config cfg{D, direction == 1, lens.has_value(), peepholes.has_value(), input_forget, clip, {}};
   for (int k = 0; k < 3 * D; k++) {
-    Act a{acts[3 * k], 0, 0};
+    GateAct a{acts[3 * k], 0, 0};
     if (a.code < 0 || a.code > 10) throw std::invalid_argument(where + "activation code " + std::to_string(a.code) + " is not 0..10");
     std::memcpy(&a.alpha, &acts[3 * k + 1], sizeof(float));
     std::memcpy(&a.beta, &acts[3 * k + 2], sizeof(float));
@@ -311,4 +312,4 @@ std::vector<array> lstm(const array& proj, const array& rt, const array& h0, con
   return array::make_arrays({yshape, st, st}, {dt, dt, dt}, std::make_shared<Lstm>(s, std::move(cfg)), in);
 }
 
-}  // namespace mlxc::layers
+}  // namespace mlxc::cpu

@@ -1,7 +1,7 @@
-// CPU layer kernels (spec/layers.ts): depthwise convolution, the LSTM recurrence and HardSigmoid/
-// HardSwish as MLX primitives. On a CPU stream with float32 data they run the library's own loops
-// (vectorized over the contiguous axis by the compiler); on any other device or dtype the front
-// ends build the same computation from MLX's ops, so callers need not know where they run.
+// The LSTM recurrence as a CPU kernel (spec/kernels/rnn.ts), an MLX primitive. On a CPU stream
+// with float32 data it runs the library's own loop (vectorized over the contiguous axis by the
+// compiler); on any other device or dtype the front end builds the same computation from MLX's
+// ops, so callers need not know where it runs.
 #pragma once
 
 #include <optional>
@@ -9,17 +9,9 @@
 
 #include "mlx/mlx.h"
 
-namespace mlxc::layers {
+namespace mlxc::cpu {
 
 namespace mx = mlx::core;
-
-/**
- * Depthwise 2-D convolution, channels-first: x [N, C, H, W], w [C*M, 1, KH, KW] (output channel o
- * reads input channel o / M), optional bias [C*M]. pads are top, left, bottom, right. Returns
- * [N, C*M, OH, OW].
- */
-mx::array depthwise_conv2d(const mx::array& x, const mx::array& w, const std::optional<mx::array>& bias, int stride_h, int stride_w,
-                           int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, mx::Stream s);
 
 /**
  * The recurrence of a whole ONNX LSTM layer, every direction: proj [T, B, D*4H] holds each step's
@@ -38,7 +30,4 @@ std::vector<mx::array> lstm(const mx::array& proj, const mx::array& rt, const mx
                             const std::optional<mx::array>& lens, const std::optional<mx::array>& peepholes, const std::vector<int>& acts,
                             float clip, bool input_forget, int direction, mx::Stream s);
 
-/** HardSigmoid clip(alpha * x + beta, 0, 1), or with swish HardSwish x * that. */
-mx::array hard_sigmoid(const mx::array& x, float alpha, float beta, bool swish, mx::Stream s);
-
-}  // namespace mlxc::layers
+}  // namespace mlxc::cpu
