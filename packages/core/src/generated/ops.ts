@@ -4101,6 +4101,19 @@ export function fusedActivation(x: ArrayLike, bias: ArrayLike | null | undefined
   }
 }
 
+/** `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
+export function hardSigmoid(x: ArrayLike, alpha: number, beta: number, swish: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_hard_sigmoid(res, _x.handle, alpha, beta, swish, streamHandle(opts)), 'mlxc_hard_sigmoid');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)` */
 export function fusedSoftmax(x: ArrayLike, log: boolean, opts?: OpOptions): Array {
   const t = new CallTemps();
@@ -4139,70 +4152,6 @@ export function fusedRmsNorm(x: ArrayLike, weight: ArrayLike | null | undefined,
     const _weight = weight == null ? null : t.arg(weight, _ref);
     const res = { ctx: null };
     t.check(fn.mlxc_fused_rms_norm(res, _x.handle, _weight ? _weight.handle : NULL_HANDLE, eps, streamHandle(opts)), 'mlxc_fused_rms_norm');
-    return Array.fromHandle(res);
-  } finally {
-    t.release();
-  }
-}
-
-/** `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
-export function depthwiseConv2d(x: ArrayLike, w: ArrayLike, bias: ArrayLike | null | undefined, strideH: number, strideW: number, padTop: number, padLeft: number, padBottom: number, padRight: number, dilationH: number, dilationW: number, opts?: OpOptions): Array {
-  const t = new CallTemps();
-  try {
-    const _ref = firstArray(x, w, bias);
-    const _x = t.arg(x, _ref);
-    const _w = t.arg(w, _ref);
-    const _bias = bias == null ? null : t.arg(bias, _ref);
-    const res = { ctx: null };
-    t.check(fn.mlxc_depthwise_conv2d(res, _x.handle, _w.handle, _bias ? _bias.handle : NULL_HANDLE, toInt32(strideH, 'depthwiseConv2d: strideH'), toInt32(strideW, 'depthwiseConv2d: strideW'), toInt32(padTop, 'depthwiseConv2d: padTop'), toInt32(padLeft, 'depthwiseConv2d: padLeft'), toInt32(padBottom, 'depthwiseConv2d: padBottom'), toInt32(padRight, 'depthwiseConv2d: padRight'), toInt32(dilationH, 'depthwiseConv2d: dilationH'), toInt32(dilationW, 'depthwiseConv2d: dilationW'), streamHandle(opts)), 'mlxc_depthwise_conv2d');
-    return Array.fromHandle(res);
-  } finally {
-    t.release();
-  }
-}
-
-/** `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens , const mlx_array peepholes , const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)` */
-export function lstm(proj: ArrayLike, rt: ArrayLike, h0: ArrayLike, c0: ArrayLike, lens: ArrayLike | null | undefined, peepholes: ArrayLike | null | undefined, acts: readonly number[], clip: number, inputForget: boolean, direction: number, opts?: OpOptions): Array[] {
-  const t = new CallTemps();
-  try {
-    const _ref = firstArray(proj, rt, h0, c0, lens, peepholes);
-    const _proj = t.arg(proj, _ref);
-    const _rt = t.arg(rt, _ref);
-    const _h0 = t.arg(h0, _ref);
-    const _c0 = t.arg(c0, _ref);
-    const _lens = lens == null ? null : t.arg(lens, _ref);
-    const _peepholes = peepholes == null ? null : t.arg(peepholes, _ref);
-    const res = { ctx: null };
-    t.check(fn.mlxc_lstm(res, _proj.handle, _rt.handle, _h0.handle, _c0.handle, _lens ? _lens.handle : NULL_HANDLE, _peepholes ? _peepholes.handle : NULL_HANDLE, toInt32Array(acts, 'lstm: acts', 'any'), acts.length, clip, inputForget, toInt32(direction, 'lstm: direction'), streamHandle(opts)), 'mlxc_lstm');
-    return takeVector(res);
-  } finally {
-    t.release();
-  }
-}
-
-/** `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
-export function hardSigmoid(x: ArrayLike, alpha: number, beta: number, swish: boolean, opts?: OpOptions): Array {
-  const t = new CallTemps();
-  try {
-    const _x = t.arg(x);
-    const res = { ctx: null };
-    t.check(fn.mlxc_hard_sigmoid(res, _x.handle, alpha, beta, swish, streamHandle(opts)), 'mlxc_hard_sigmoid');
-    return Array.fromHandle(res);
-  } finally {
-    t.release();
-  }
-}
-
-/** `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias , const mlx_array residual , float lo, float hi, bool channels_last, const mlx_stream s)` */
-export function convEpilogue(y: ArrayLike, bias: ArrayLike | null | undefined, residual: ArrayLike | null | undefined, lo: number, hi: number, channelsLast: boolean, opts?: OpOptions): Array {
-  const t = new CallTemps();
-  try {
-    const _ref = firstArray(y, bias, residual);
-    const _y = t.arg(y, _ref);
-    const _bias = bias == null ? null : t.arg(bias, _ref);
-    const _residual = residual == null ? null : t.arg(residual, _ref);
-    const res = { ctx: null };
-    t.check(fn.mlxc_conv_epilogue(res, _y.handle, _bias ? _bias.handle : NULL_HANDLE, _residual ? _residual.handle : NULL_HANDLE, lo, hi, channelsLast, streamHandle(opts)), 'mlxc_conv_epilogue');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -4272,6 +4221,38 @@ export function convGemm(x: ArrayLike, wPacked: ArrayLike, outChannels: number, 
   }
 }
 
+/** `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias , const mlx_array residual , float lo, float hi, bool channels_last, const mlx_stream s)` */
+export function convEpilogue(y: ArrayLike, bias: ArrayLike | null | undefined, residual: ArrayLike | null | undefined, lo: number, hi: number, channelsLast: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(y, bias, residual);
+    const _y = t.arg(y, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const _residual = residual == null ? null : t.arg(residual, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_conv_epilogue(res, _y.handle, _bias ? _bias.handle : NULL_HANDLE, _residual ? _residual.handle : NULL_HANDLE, lo, hi, channelsLast, streamHandle(opts)), 'mlxc_conv_epilogue');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/** `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
+export function depthwiseConv2d(x: ArrayLike, w: ArrayLike, bias: ArrayLike | null | undefined, strideH: number, strideW: number, padTop: number, padLeft: number, padBottom: number, padRight: number, dilationH: number, dilationW: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, w, bias);
+    const _x = t.arg(x, _ref);
+    const _w = t.arg(w, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_depthwise_conv2d(res, _x.handle, _w.handle, _bias ? _bias.handle : NULL_HANDLE, toInt32(strideH, 'depthwiseConv2d: strideH'), toInt32(strideW, 'depthwiseConv2d: strideW'), toInt32(padTop, 'depthwiseConv2d: padTop'), toInt32(padLeft, 'depthwiseConv2d: padLeft'), toInt32(padBottom, 'depthwiseConv2d: padBottom'), toInt32(padRight, 'depthwiseConv2d: padRight'), toInt32(dilationH, 'depthwiseConv2d: dilationH'), toInt32(dilationW, 'depthwiseConv2d: dilationW'), streamHandle(opts)), 'mlxc_depthwise_conv2d');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** `int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)` */
 export function maxPoolChannelsLast(x: ArrayLike, kernel: readonly number[], strides: readonly number[], padsBegin: readonly number[], padsEnd: readonly number[], dilations: readonly number[], opts?: OpOptions): Array {
   const t = new CallTemps();
@@ -4293,6 +4274,25 @@ export function avgPoolChannelsLast(x: ArrayLike, kernel: readonly number[], str
     const res = { ctx: null };
     t.check(fn.mlxc_avg_pool_channels_last(res, _x.handle, toInt32Array(kernel, 'avgPoolChannelsLast: kernel', 'any'), kernel.length, toInt32Array(strides, 'avgPoolChannelsLast: strides', 'any'), strides.length, toInt32Array(padsBegin, 'avgPoolChannelsLast: padsBegin', 'any'), padsBegin.length, toInt32Array(padsEnd, 'avgPoolChannelsLast: padsEnd', 'any'), padsEnd.length, toInt32Array(dilations, 'avgPoolChannelsLast: dilations', 'any'), dilations.length, ceilMode, countIncludePad, streamHandle(opts)), 'mlxc_avg_pool_channels_last');
     return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/** `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens , const mlx_array peepholes , const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)` */
+export function lstm(proj: ArrayLike, rt: ArrayLike, h0: ArrayLike, c0: ArrayLike, lens: ArrayLike | null | undefined, peepholes: ArrayLike | null | undefined, acts: readonly number[], clip: number, inputForget: boolean, direction: number, opts?: OpOptions): Array[] {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(proj, rt, h0, c0, lens, peepholes);
+    const _proj = t.arg(proj, _ref);
+    const _rt = t.arg(rt, _ref);
+    const _h0 = t.arg(h0, _ref);
+    const _c0 = t.arg(c0, _ref);
+    const _lens = lens == null ? null : t.arg(lens, _ref);
+    const _peepholes = peepholes == null ? null : t.arg(peepholes, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_lstm(res, _proj.handle, _rt.handle, _h0.handle, _c0.handle, _lens ? _lens.handle : NULL_HANDLE, _peepholes ? _peepholes.handle : NULL_HANDLE, toInt32Array(acts, 'lstm: acts', 'any'), acts.length, clip, inputForget, toInt32(direction, 'lstm: direction'), streamHandle(opts)), 'mlxc_lstm');
+    return takeVector(res);
   } finally {
     t.release();
   }

@@ -1,9 +1,8 @@
-// ABI spec: the CPU matrix products for few rows (native/src/cpu/small_gemm.*), LLM decoding's
-// shapes. Each takes any arrays on any stream: float32 on a CPU stream with few rows (4 for
-// float32 weights, 16 for 4-bit ones) runs the library's own vectorized, multithreaded kernel (an
-// MLX primitive that reads the weights in place); anything else gets MLX's op. Their own section,
-// so that other additions to the spec merge without touching it.
-import { op, type FnSpec } from './dsl.js';
+// ABI spec, the project's own kernels: matrix products for few rows (native/src/kernels/gemm/),
+// LLM decoding's shapes. Each takes any arrays on any stream: float32 on a CPU stream with few rows
+// (4 for float32 weights, 16 for 4-bit ones) runs the library's own vectorized, multithreaded
+// kernel (an MLX primitive that reads the weights in place); anything else gets MLX's op.
+import { op, type FnSpec } from '../dsl.js';
 
 export const gemm: FnSpec[] = [
   op(
