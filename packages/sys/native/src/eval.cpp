@@ -34,9 +34,7 @@ std::string describe(const array& a, double bytes) {
   return os.str();
 }
 
-size_t clamp(double v) {
-  return v >= 1.8e19 ? static_cast<size_t>(-1) : static_cast<size_t>(v);
-}
+size_t clamp(double v) { return v >= 1.8e19 ? static_cast<size_t>(-1) : static_cast<size_t>(v); }
 
 }  // namespace
 
@@ -77,8 +75,8 @@ GraphBytes graph_bytes(const std::vector<array>& outputs, size_t max_nodes, std:
 
 void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes) {
   if (max_array_bytes && g.largest > static_cast<double>(max_array_bytes)) {
-    throw std::runtime_error("[memory budget] evaluating would allocate " + describe(*g.largest_array, g.largest) +
-                             ", over the limit of " + std::to_string(max_array_bytes) + " bytes per tensor");
+    throw std::runtime_error("[memory budget] evaluating would allocate " + describe(*g.largest_array, g.largest) + ", over the limit of " +
+                             std::to_string(max_array_bytes) + " bytes per tensor");
   }
   if (max_total_bytes && g.total > static_cast<double>(max_total_bytes)) {
     throw std::runtime_error("[memory budget] evaluating would allocate " + std::to_string(std::llround(g.total)) +
@@ -102,8 +100,10 @@ void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t 
   if (cpu_stream) {
     // Its tasks run on this thread (inline_eval.cpp): no hand-off per primitive.
     mlxc::InlineEval scope(*cpu_stream);
-    if (prim_times_mode()) eval_timed(outs);
-    else mx::eval(outs);
+    if (prim_times_mode())
+      eval_timed(outs);
+    else
+      mx::eval(outs);
     scope.rethrow();
   } else if (prim_times_mode()) {
     eval_timed(outs);
@@ -127,12 +127,16 @@ int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outp
 }
 
 int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes) {
-  MLXC_TRY mlxc::eval_within(mlxc::vec(outputs), max_array_bytes, max_total_bytes); MLXC_CATCH(1)
+  MLXC_TRY
+  mlxc::eval_within(mlxc::vec(outputs), max_array_bytes, max_total_bytes);
+  MLXC_CATCH(1)
   return 0;
 }
 
 int mlxc_eval_arrays(const uintptr_t* ctxs, size_t n, size_t max_array_bytes, size_t max_total_bytes) {
-  MLXC_TRY mlxc::eval_within(mlxc::arrays_of(ctxs, n, "mlxc_eval_arrays"), max_array_bytes, max_total_bytes); MLXC_CATCH(1)
+  MLXC_TRY
+  mlxc::eval_within(mlxc::arrays_of(ctxs, n, "mlxc_eval_arrays"), max_array_bytes, max_total_bytes);
+  MLXC_CATCH(1)
   return 0;
 }
 

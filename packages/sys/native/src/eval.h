@@ -28,7 +28,8 @@ struct GraphBytes {
  * Walks the arrays the evaluation of `outputs` would compute (each once), summing their bytes;
  * stops after `max_nodes` of them (0: no limit), and notes whether each runs on stream `on`.
  */
-GraphBytes graph_bytes(const std::vector<mlx::core::array>& outputs, size_t max_nodes = 0, std::optional<mlx::core::Stream> on = std::nullopt);
+GraphBytes graph_bytes(const std::vector<mlx::core::array>& outputs, size_t max_nodes = 0,
+                       std::optional<mlx::core::Stream> on = std::nullopt);
 /** Throws the budget's refusal when `g` is over a limit (0: none). */
 void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes);
 /** Evaluates within the limits (0: none); throws what MLX throws, or the budget's refusal. */

@@ -118,8 +118,10 @@ class Worker {
       }
       // The arrays go before the report: the caller may free what they depend on then.
       job.outputs.clear();
-      if (job.done) job.done(error.empty() ? nullptr : error.c_str(), job.payload);
-      else notify(job.id, error);
+      if (job.done)
+        job.done(error.empty() ? nullptr : error.c_str(), job.payload);
+      else
+        notify(job.id, error);
     }
   }
   std::mutex m_;

@@ -28,7 +28,8 @@ int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num) {
 }
 
 mlx_stream mlxc_stream_new_any_thread(mlx_device dev) {
-  MLXC_TRY return mlx_stream{new mx::Stream(mx::new_thread_unsafe_stream(mlxc::device(dev)))};
+  MLXC_TRY
+  return mlx_stream{new mx::Stream(mx::new_thread_unsafe_stream(mlxc::device(dev)))};
   MLXC_CATCH(mlx_stream{nullptr})
 }
 

@@ -45,9 +45,7 @@ T& get(H h, const char* what) {
 }
 
 inline const array& arr(mlx_array a) { return get<array>(a, "mlx_array"); }
-inline std::optional<array> opt_array(mlx_array a) {
-  return a.ctx ? std::optional<array>(*static_cast<array*>(a.ctx)) : std::nullopt;
-}
+inline std::optional<array> opt_array(mlx_array a) { return a.ctx ? std::optional<array>(*static_cast<array*>(a.ctx)) : std::nullopt; }
 inline mx::Stream stream(mlx_stream s) { return get<mx::Stream>(s, "mlx_stream"); }
 inline mx::Device device(mlx_device d) { return get<mx::Device>(d, "mlx_device"); }
 inline const std::vector<array>& vec(mlx_vector_array v) { return get<std::vector<array>>(v, "mlx_vector_array"); }
@@ -71,9 +69,13 @@ struct span {
   const T* p;
   size_t n;
   template <typename U>
-  operator std::vector<U>() const { return std::vector<U>(p, p + n); }
+  operator std::vector<U>() const {
+    return std::vector<U>(p, p + n);
+  }
   template <typename U>
-  operator mx::SmallVector<U>() const { return mx::SmallVector<U>(p, p + n); }
+  operator mx::SmallVector<U>() const {
+    return mx::SmallVector<U>(p, p + n);
+  }
 };
 template <typename T>
 std::optional<std::vector<T>> opt_span(const T* p, size_t n) {
@@ -84,14 +86,18 @@ std::optional<std::vector<T>> opt_span(const T* p, size_t n) {
 // an empty one gets a new object.
 template <typename T, typename H, typename V>
 void assign(H& h, V&& v) {
-  if (h.ctx) *static_cast<T*>(h.ctx) = std::forward<V>(v);
-  else h.ctx = new T(std::forward<V>(v));
+  if (h.ctx)
+    *static_cast<T*>(h.ctx) = std::forward<V>(v);
+  else
+    h.ctx = new T(std::forward<V>(v));
 }
 inline void set(mlx_array& h, const array& v) { assign<array>(h, v); }
 inline void set(mlx_vector_array& h, std::vector<array> v) { assign<std::vector<array>>(h, std::move(v)); }
 inline void set(mlx_closure& h, ClosureFn f) { assign<ClosureFn>(h, std::move(f)); }
 template <typename T>
-void set(bool& h, T v) { h = static_cast<bool>(v); }
+void set(bool& h, T v) {
+  h = static_cast<bool>(v);
+}
 inline void set(size_t& h, size_t v) { h = v; }
 inline void set(int& h, int v) { h = v; }
 
@@ -113,9 +119,9 @@ inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_arr
 }  // namespace mlxc
 
 #define MLXC_TRY try {
-#define MLXC_CATCH(ret)                 \
-  }                                     \
-  catch (const std::exception& e) {     \
-    mlxc::raise(e.what());              \
-    return ret;                         \
+#define MLXC_CATCH(ret)             \
+  }                                 \
+  catch (const std::exception& e) { \
+    mlxc::raise(e.what());          \
+    return ret;                     \
   }

@@ -24,9 +24,8 @@ using namespace row_kernel;
 
 Act parse_act(const std::string& k) {
   static const std::pair<const char*, Act> names[] = {
-      {"exp", Act::exp},         {"erf", Act::erf},   {"tanh", Act::tanh}, {"sigmoid", Act::sigmoid},
-      {"relu", Act::relu},       {"silu", Act::silu}, {"gelu", Act::gelu}, {"gelu_tanh", Act::gelu_tanh},
-      {"identity", Act::identity},
+      {"exp", Act::exp},   {"erf", Act::erf},   {"tanh", Act::tanh},           {"sigmoid", Act::sigmoid},   {"relu", Act::relu},
+      {"silu", Act::silu}, {"gelu", Act::gelu}, {"gelu_tanh", Act::gelu_tanh}, {"identity", Act::identity},
   };
   for (auto& [n, a] : names)
     if (k == n) return a;
@@ -76,25 +75,24 @@ class FusedActivation : public FusedPrimitive {
     bool bias = in.size() > 1;
     const array x0 = row_ordered_input(in[0], enc);
     const array b0 = bias ? row_ordered_input(in[1], enc) : x0;
-    enc.dispatch([x = array::unsafe_weak_copy(x0), b = array::unsafe_weak_copy(b0),
-                  out = array::unsafe_weak_copy(out), bias, act = act_]() mutable {
-      const float* xp = x.data<float>();
-      const float* bp = bias ? b.data<float>() : nullptr;
-      float* op = out.data<float>();
-      size_t n = x.size();
-      if (bias) {
-        size_t c = x.shape(-1), rows = n / c;
-        parallel_for(rows, (16384 + c - 1) / c, [&](size_t r0, size_t r1) {
-          activation_rows(xp + r0 * c, bp, op + r0 * c, (r1 - r0) * c, c, act);
+    enc.dispatch(
+        [x = array::unsafe_weak_copy(x0), b = array::unsafe_weak_copy(b0), out = array::unsafe_weak_copy(out), bias, act = act_]() mutable {
+          const float* xp = x.data<float>();
+          const float* bp = bias ? b.data<float>() : nullptr;
+          float* op = out.data<float>();
+          size_t n = x.size();
+          if (bias) {
+            size_t c = x.shape(-1), rows = n / c;
+            parallel_for(rows, (16384 + c - 1) / c,
+                         [&](size_t r0, size_t r1) { activation_rows(xp + r0 * c, bp, op + r0 * c, (r1 - r0) * c, c, act); });
+          } else {
+            constexpr size_t block = 1024;
+            parallel_for((n + block - 1) / block, 16, [&](size_t b0, size_t b1) {
+              size_t e = b1 * block < n ? b1 * block : n;
+              activation_rows(xp + b0 * block, nullptr, op + b0 * block, e - b0 * block, 0, act);
+            });
+          }
         });
-      } else {
-        constexpr size_t block = 1024;
-        parallel_for((n + block - 1) / block, 16, [&](size_t b0, size_t b1) {
-          size_t e = b1 * block < n ? b1 * block : n;
-          activation_rows(xp + b0 * block, nullptr, op + b0 * block, e - b0 * block, 0, act);
-        });
-      }
-    });
   }
 
  private:

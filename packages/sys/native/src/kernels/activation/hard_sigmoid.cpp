@@ -80,8 +80,10 @@ class HardSigmoid : public mx::UnaryPrimitive {
       cpu::parallel_for((n + block - 1) / block, 4, [xp, op, n, a, b, swish](size_t b0, size_t b1) {
         const size_t i1 = std::min(n, b1 * block);
         const size_t i0 = b0 * block;
-        if (swish) hard_sigmoid_run<true>(xp + i0, op + i0, i1 - i0, a, b);
-        else hard_sigmoid_run<false>(xp + i0, op + i0, i1 - i0, a, b);
+        if (swish)
+          hard_sigmoid_run<true>(xp + i0, op + i0, i1 - i0, a, b);
+        else
+          hard_sigmoid_run<false>(xp + i0, op + i0, i1 - i0, a, b);
       });
     });
   }

@@ -64,8 +64,6 @@ void softmax_row(const float* in, float* out, size_t n, bool log) { mlxc_math_av
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps) {
   mlxc_math_avx2::layer_norm_row<V>(in, w, b, out, n, eps);
 }
-void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps) {
-  mlxc_math_avx2::rms_norm_row<V>(in, w, out, n, eps);
-}
+void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps) { mlxc_math_avx2::rms_norm_row<V>(in, w, out, n, eps); }
 }  // namespace mlxc::cpu::avx2
 #endif

@@ -453,7 +453,8 @@ array conv_gemm(const array& x, const array& wp, int o, const std::optional<arra
                                 std::to_string(wp.shape(0)) + " panels of " + std::to_string(kPanel));
   auto per_axis = [&](const std::vector<int>& v, const char* what, int least) {
     if (static_cast<int>(v.size()) != sp)
-      throw std::invalid_argument(std::string("conv_gemm: ") + what + " needs " + std::to_string(sp) + " values, got " + std::to_string(v.size()));
+      throw std::invalid_argument(std::string("conv_gemm: ") + what + " needs " + std::to_string(sp) + " values, got " +
+                                  std::to_string(v.size()));
     for (int e : v)
       if (e < least) throw std::invalid_argument(std::string("conv_gemm: ") + what + " must be at least " + std::to_string(least));
   };
@@ -476,10 +477,9 @@ array conv_gemm(const array& x, const array& wp, int o, const std::optional<arra
     throw std::invalid_argument("conv_gemm: bias must be a vector of " + std::to_string(o) + " channels");
   auto prim = std::make_shared<ConvGemm>(s, o, strides, pads_begin, pads_end, dilations, lo, hi, bias.has_value(), residual.has_value());
   const mx::Shape out = prim->out_shape(x.shape(), wp.shape());
-  if (residual && residual->shape() != out)
-    throw std::invalid_argument("conv_gemm: the residual must have the result's shape");
-  const bool native = !kernels_off() && s.device == mx::Device::cpu && sp <= 2 && x.dtype() == mx::float32 &&
-                      wp.dtype() == mx::float32 && (!bias || bias->dtype() == mx::float32) && (!residual || residual->dtype() == mx::float32);
+  if (residual && residual->shape() != out) throw std::invalid_argument("conv_gemm: the residual must have the result's shape");
+  const bool native = !kernels_off() && s.device == mx::Device::cpu && sp <= 2 && x.dtype() == mx::float32 && wp.dtype() == mx::float32 &&
+                      (!bias || bias->dtype() == mx::float32) && (!residual || residual->dtype() == mx::float32);
   if (!native) return composed(x, wp, o, bias, residual, strides, pads_begin, pads_end, dilations, lo, hi, s);
   // Any layout: eval_cpu copies an input that is not in row order (dense.h).
   std::vector<array> in{x, wp};

@@ -31,10 +31,9 @@ mx::array conv_pack_weight(const mx::array& w, mx::Stream s);
 
 /** clamp(conv(x, w) + bias + residual, lo, hi), channels-last: x [N, ...spatial, C], wp from
  * conv_pack_weight of a [O, ...k, C] weight (grouped, C / g channels: [g * ceil(O / g / kPanel),
- * ...k, C / g, kPanel], the groups' panels one after another, each group's padded apart), bias [O], residual the result's shape [N, ...out, O];
- * strides, pads (begin and end) and dilations per spatial axis. 1 or 2 spatial axes, float32, on
- * the CPU, natively; otherwise (and with MLXC_CPU_KERNELS=off) MLX's conv_general on the unpacked
- * weight, with the same result. */
+ * ...k, C / g, kPanel], the groups' panels one after another, each group's padded apart), bias [O], residual the result's shape [N, ...out,
+ * O]; strides, pads (begin and end) and dilations per spatial axis. 1 or 2 spatial axes, float32, on the CPU, natively; otherwise (and with
+ * MLXC_CPU_KERNELS=off) MLX's conv_general on the unpacked weight, with the same result. */
 mx::array conv_gemm(const mx::array& x, const mx::array& wp, int o, const std::optional<mx::array>& bias,
                     const std::optional<mx::array>& residual, const std::vector<int>& strides, const std::vector<int>& pads_begin,
                     const std::vector<int>& pads_end, const std::vector<int>& dilations, float lo, float hi, mx::Stream s);

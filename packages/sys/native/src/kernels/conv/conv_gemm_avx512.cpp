@@ -19,8 +19,8 @@ constexpr int KC = kDepthBlock;
 constexpr int MC = kRowBlock;
 
 struct Tile {
-  const float* bias;   // at the panel's first channel, or null
-  const float* res;    // at the tile's first row and the panel's first channel, or null
+  const float* bias;  // at the panel's first channel, or null
+  const float* res;   // at the tile's first row and the panel's first channel, or null
   size_t ldr;
   float lo, hi;
 };

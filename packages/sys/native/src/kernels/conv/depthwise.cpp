@@ -100,9 +100,8 @@ class DepthwiseConv2d : public mx::Primitive {
     const array x0 = cpu::row_ordered_input(in[0], enc);
     const array w0 = cpu::row_ordered_input(in[1], enc);
     const array b0 = bias_ ? cpu::row_ordered_input(in[2], enc) : w0;
-    enc.dispatch([x = array::unsafe_weak_copy(x0), w = array::unsafe_weak_copy(w0),
-                  b = array::unsafe_weak_copy(b0), out = array::unsafe_weak_copy(out), g = g_,
-                  has_bias = bias_]() mutable {
+    enc.dispatch([x = array::unsafe_weak_copy(x0), w = array::unsafe_weak_copy(w0), b = array::unsafe_weak_copy(b0),
+                  out = array::unsafe_weak_copy(out), g = g_, has_bias = bias_]() mutable {
       const int N = x.shape(0), C = x.shape(1), H = x.shape(2), W = x.shape(3);
       const int O = w.shape(0), KH = w.shape(2), KW = w.shape(3);
       const int OH = out.shape(2), OW = out.shape(3);
@@ -146,13 +145,11 @@ array composed(const array& x, const array& w, const std::optional<array>& bias,
 array depthwise_conv2d(const array& x, const array& w, const std::optional<array>& bias, int stride_h, int stride_w, int pad_top,
                        int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, mx::Stream s) {
   const std::string where = "depthwise_conv2d: ";
-  if (x.ndim() != 4 || w.ndim() != 4)
-    throw std::invalid_argument(where + "x and w must be 4-D ([N, C, H, W] and [C*M, 1, KH, KW])");
+  if (x.ndim() != 4 || w.ndim() != 4) throw std::invalid_argument(where + "x and w must be 4-D ([N, C, H, W] and [C*M, 1, KH, KW])");
   const int C = x.shape(1), O = w.shape(0);
   if (w.shape(1) != 1 || C <= 0 || O % C != 0)
     throw std::invalid_argument(where + "w must be [C*M, 1, KH, KW] for an input of C = " + std::to_string(C) + " channels");
-  if (bias && (bias->ndim() != 1 || bias->shape(0) != O))
-    throw std::invalid_argument(where + "bias must be [" + std::to_string(O) + "]");
+  if (bias && (bias->ndim() != 1 || bias->shape(0) != O)) throw std::invalid_argument(where + "bias must be [" + std::to_string(O) + "]");
   if (stride_h <= 0 || stride_w <= 0 || dilation_h <= 0 || dilation_w <= 0)
     throw std::invalid_argument(where + "strides and dilations must be positive");
   if (pad_top < 0 || pad_left < 0 || pad_bottom < 0 || pad_right < 0) throw std::invalid_argument(where + "pads must not be negative");

@@ -180,13 +180,15 @@ class ConvEpilogue : public mx::Primitive {
 
 array conv_epilogue(const array& y, const std::optional<array>& bias, const std::optional<array>& residual, float lo, float hi,
                     bool channels_last, mx::Stream s) {
-  if (y.ndim() < 2) throw std::invalid_argument("conv_epilogue: y must have a batch and a channel axis, got rank " + std::to_string(y.ndim()));
+  if (y.ndim() < 2)
+    throw std::invalid_argument("conv_epilogue: y must have a batch and a channel axis, got rank " + std::to_string(y.ndim()));
   const int c = channels_last ? y.shape(-1) : y.shape(1);
   if (bias && (bias->ndim() != 1 || bias->shape(0) != c))
     throw std::invalid_argument("conv_epilogue: bias must be a vector of " + std::to_string(c) + " channels");
   mx::Shape out = ConvEpilogue::out_shape(y.shape(), channels_last);
   const bool native = !kernels_off() && s.device == mx::Device::cpu && y.dtype() == mx::float32 && y.size() > 0 &&
-                      (!bias || bias->dtype() == mx::float32) && (!residual || (residual->dtype() == mx::float32 && residual->shape() == out));
+                      (!bias || bias->dtype() == mx::float32) &&
+                      (!residual || (residual->dtype() == mx::float32 && residual->shape() == out));
   if (!native) return composed(y, bias, residual, lo, hi, channels_last, s);
   // Any layout: eval_cpu copies an input that is not in row order (dense.h).
   std::vector<array> in{y};

@@ -252,7 +252,8 @@ array small_matmul(const array& a, const array& b, const std::optional<array>& b
     shape.back() = b.shape(-1);
     return mx::reshape(y, shape, s);
   };
-  if (small_gemm_off() || s.device != mx::Device::cpu || a.dtype() != mx::float32 || b.dtype() != mx::float32 || a.ndim() < 1 || b.ndim() < 2)
+  if (small_gemm_off() || s.device != mx::Device::cpu || a.dtype() != mx::float32 || b.dtype() != mx::float32 || a.ndim() < 1 ||
+      b.ndim() < 2)
     return fallback();
   const int K = a.shape(-1), N = b.shape(-1);
   if (b.shape(-2) != K || a.size() == 0 || K == 0 || N == 0) return fallback();  // MLX's own error or empty result

@@ -39,8 +39,7 @@ inline void tile_kn(const float* a, size_t lda, const float* b, size_t ldb, floa
                     const float* bias) {
   V acc[R][C];
   for (int r = 0; r < R; r++)
-    for (int j = 0; j < C; j++)
-      acc[r][j] = first ? (bias ? V::load(bias + j * V::W) : V::zero()) : V::load(out + r * ldo + j * V::W);
+    for (int j = 0; j < C; j++) acc[r][j] = first ? (bias ? V::load(bias + j * V::W) : V::zero()) : V::load(out + r * ldo + j * V::W);
   for (size_t k = 0; k < kc; k++) {
     const float* bk = b + k * ldb;
     V bv[C];
@@ -62,8 +61,7 @@ inline void band_kn(const float* a, size_t lda, const float* b, size_t ldb, floa
   const float* ak = a + k0;
   const float* bk = b + k0 * ldb;
   size_t n = n0;
-  for (; n + C * V::W <= n1; n += C * V::W)
-    tile_kn<V, R, C>(ak, lda, bk + n, ldb, out + n, ldo, kc, first, bias ? bias + n : nullptr);
+  for (; n + C * V::W <= n1; n += C * V::W) tile_kn<V, R, C>(ak, lda, bk + n, ldb, out + n, ldo, kc, first, bias ? bias + n : nullptr);
   for (; n + V::W <= n1; n += V::W) tile_kn<V, R, 1>(ak, lda, bk + n, ldb, out + n, ldo, kc, first, bias ? bias + n : nullptr);
   for (; n < n1; n++) tile_kn<S1, R, 1>(ak, lda, bk + n, ldb, out + n, ldo, kc, first, bias ? bias + n : nullptr);
 }
@@ -219,8 +217,7 @@ void gemm_q4(const float* a, size_t lda, const uint32_t* w, const float* sc, con
     const float* bn = bi + n * groups;
     const float* bs = bias ? bias + n : nullptr;
     size_t m = 0;
-    for (; m + 4 <= M; m += 4)
-      tile_q4<V, 4>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs);
+    for (; m + 4 <= M; m += 4) tile_q4<V, 4>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs);
     switch (M - m) {
       case 3: tile_q4<V, 3>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs); break;
       case 2: tile_q4<V, 2>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs); break;

@@ -16,7 +16,8 @@ namespace mx = mlx::core;
 mx::array softmax(const mx::array& x, bool log, mx::Stream s);
 
 /** Layer normalisation over the last axis: (x - mean) / sqrt(var + eps) * weight + bias. */
-mx::array layer_norm(const mx::array& x, const std::optional<mx::array>& weight, const std::optional<mx::array>& bias, float eps, mx::Stream s);
+mx::array layer_norm(const mx::array& x, const std::optional<mx::array>& weight, const std::optional<mx::array>& bias, float eps,
+                     mx::Stream s);
 
 /** RMS normalisation over the last axis: x / sqrt(mean(x^2) + eps) * weight. */
 mx::array rms_norm(const mx::array& x, const std::optional<mx::array>& weight, float eps, mx::Stream s);

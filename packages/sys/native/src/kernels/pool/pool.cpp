@@ -45,8 +45,7 @@ array composed(const array& x, const std::vector<int>& k, const std::vector<int>
 
 class MaxPoolChannelsLast : public FusedPrimitive {
  public:
-  MaxPoolChannelsLast(mx::Stream s, std::vector<int> k, std::vector<int> st, std::vector<int> pb, std::vector<int> pe,
-                      std::vector<int> dil)
+  MaxPoolChannelsLast(mx::Stream s, std::vector<int> k, std::vector<int> st, std::vector<int> pb, std::vector<int> pe, std::vector<int> dil)
       : FusedPrimitive(s), k_(std::move(k)), st_(std::move(st)), pb_(std::move(pb)), pe_(std::move(pe)), dil_(std::move(dil)) {}
   const char* name() const override { return "MaxPoolChannelsLast"; }
   bool is_equivalent(const mx::Primitive& other) const override {
@@ -61,7 +60,9 @@ class MaxPoolChannelsLast : public FusedPrimitive {
     return o;
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {out_shape(in[0].shape())}; }
-  array compose(const std::vector<array>& in) const override { return composed(in[0], k_, st_, pb_, pe_, dil_, out_shape(in[0].shape()), st()); }
+  array compose(const std::vector<array>& in) const override {
+    return composed(in[0], k_, st_, pb_, pe_, dil_, out_shape(in[0].shape()), st());
+  }
 
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     auto& out = outs[0];
@@ -121,7 +122,6 @@ class MaxPoolChannelsLast : public FusedPrimitive {
  private:
   std::vector<int> k_, st_, pb_, pe_, dil_;
 };
-
 
 /** Output size of one axis of the average pool (ONNX's formula, ceil_mode's last window dropped
  * when it would start in the end padding). */
@@ -225,56 +225,47 @@ class AvgPoolChannelsLast : public FusedPrimitive {
     const int kh = two ? p_.k[0] : 1, sh = two ? p_.st[0] : 1, ph = two ? p_.pb[0] : 0, peh = two ? p_.pe[0] : 0, dh = two ? p_.dil[0] : 1;
     struct P {
       size_t n, ih, iw, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
-    } p{static_cast<size_t>(x.shape(0)),
-        static_cast<size_t>(ih),
-        static_cast<size_t>(iw),
-        static_cast<size_t>(x.shape(-1)),
-        static_cast<size_t>(oh),
-        static_cast<size_t>(ow),
-        static_cast<size_t>(kh),
-        static_cast<size_t>(p_.k.back()),
-        static_cast<size_t>(sh),
-        static_cast<size_t>(p_.st.back()),
-        static_cast<size_t>(ph),
-        static_cast<size_t>(p_.pb.back()),
-        static_cast<size_t>(dh),
-        static_cast<size_t>(p_.dil.back())};
+    } p{static_cast<size_t>(x.shape(0)), static_cast<size_t>(ih),           static_cast<size_t>(iw), static_cast<size_t>(x.shape(-1)),
+        static_cast<size_t>(oh),         static_cast<size_t>(ow),           static_cast<size_t>(kh), static_cast<size_t>(p_.k.back()),
+        static_cast<size_t>(sh),         static_cast<size_t>(p_.st.back()), static_cast<size_t>(ph), static_cast<size_t>(p_.pb.back()),
+        static_cast<size_t>(dh),         static_cast<size_t>(p_.dil.back())};
     std::vector<float> cy = axis_counts(ih, oh, kh, sh, ph, peh, dh, p_.include_pad);
     std::vector<float> cx = axis_counts(iw, ow, p_.k.back(), p_.st.back(), p_.pb.back(), p_.pe.back(), p_.dil.back(), p_.include_pad);
     auto& enc = mx::cpu::get_command_encoder(stream());
     enc.set_input_array(x);
     enc.set_output_array(out);
     const array x0 = row_ordered_input(x, enc);  // a view is copied into row order first (dense.h)
-    enc.dispatch([p, cy = std::move(cy), cx = std::move(cx), x = array::unsafe_weak_copy(x0), out = array::unsafe_weak_copy(out)]() mutable {
-      const float* xp = x.data<float>();
-      float* yp = out.data<float>();
-      const size_t rows = p.n * p.oh;
-      if (rows == 0 || p.ow == 0 || p.c == 0) return;
-      parallel_for(rows, 1, [&](size_t r0, size_t r1) {
-        for (size_t r = r0; r < r1; r++) {
-          const size_t b = r / p.oh, oy = r % p.oh;
-          const float* xb = xp + b * p.ih * p.iw * p.c;
-          for (size_t ox = 0; ox < p.ow; ox++) {
-            float* y = yp + (r * p.ow + ox) * p.c;
-            for (size_t ci = 0; ci < p.c; ci++) y[ci] = 0.0f;
-            for (size_t ky = 0; ky < p.kh; ky++) {
-              // Unsigned: a tap before the input wraps to a huge index and fails the bound check.
-              const size_t iy = oy * p.sh + ky * p.dh - p.ph;
-              if (iy >= p.ih) continue;
-              for (size_t kx = 0; kx < p.kw; kx++) {
-                const size_t ix = ox * p.sw + kx * p.dw - p.pw;
-                if (ix >= p.iw) continue;
-                const float* v = xb + (iy * p.iw + ix) * p.c;
-                for (size_t ci = 0; ci < p.c; ci++) y[ci] += v[ci];
+    enc.dispatch(
+        [p, cy = std::move(cy), cx = std::move(cx), x = array::unsafe_weak_copy(x0), out = array::unsafe_weak_copy(out)]() mutable {
+          const float* xp = x.data<float>();
+          float* yp = out.data<float>();
+          const size_t rows = p.n * p.oh;
+          if (rows == 0 || p.ow == 0 || p.c == 0) return;
+          parallel_for(rows, 1, [&](size_t r0, size_t r1) {
+            for (size_t r = r0; r < r1; r++) {
+              const size_t b = r / p.oh, oy = r % p.oh;
+              const float* xb = xp + b * p.ih * p.iw * p.c;
+              for (size_t ox = 0; ox < p.ow; ox++) {
+                float* y = yp + (r * p.ow + ox) * p.c;
+                for (size_t ci = 0; ci < p.c; ci++) y[ci] = 0.0f;
+                for (size_t ky = 0; ky < p.kh; ky++) {
+                  // Unsigned: a tap before the input wraps to a huge index and fails the bound check.
+                  const size_t iy = oy * p.sh + ky * p.dh - p.ph;
+                  if (iy >= p.ih) continue;
+                  for (size_t kx = 0; kx < p.kw; kx++) {
+                    const size_t ix = ox * p.sw + kx * p.dw - p.pw;
+                    if (ix >= p.iw) continue;
+                    const float* v = xb + (iy * p.iw + ix) * p.c;
+                    for (size_t ci = 0; ci < p.c; ci++) y[ci] += v[ci];
+                  }
+                }
+                // A window with nothing counted divides by zero, as the composition does.
+                const float count = cy[oy] * cx[ox];
+                for (size_t ci = 0; ci < p.c; ci++) y[ci] /= count;
               }
             }
-            // A window with nothing counted divides by zero, as the composition does.
-            const float count = cy[oy] * cx[ox];
-            for (size_t ci = 0; ci < p.c; ci++) y[ci] /= count;
-          }
-        }
-      });
-    });
+          });
+        });
   }
 
  private:

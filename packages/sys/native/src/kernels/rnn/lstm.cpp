@@ -29,16 +29,16 @@ struct GateAct {
 // The activation codes of lstm.h.
 inline float apply(const GateAct& a, float x) {
   switch (a.code) {
-    case 0: return x > 0.0f ? x : 0.0f;                                         // Relu
-    case 1: return std::tanh(x);                                                // Tanh
-    case 2: return 1.0f / (1.0f + std::exp(-x));                                // Sigmoid
-    case 3: return a.alpha * x + a.beta;                                        // Affine
-    case 4: return x < 0.0f ? a.alpha * x : x;                                  // LeakyRelu
-    case 5: return x > a.alpha ? x : 0.0f;                                      // ThresholdedRelu
-    case 6: return a.alpha * std::tanh(a.beta * x);                             // ScaledTanh
-    case 7: return std::fmin(1.0f, std::fmax(0.0f, a.alpha * x + a.beta));     // HardSigmoid
-    case 8: return x < 0.0f ? a.alpha * std::expm1(x) : x;                      // Elu
-    case 9: return x / (1.0f + std::fabs(x));                                   // Softsign
+    case 0: return x > 0.0f ? x : 0.0f;                                                 // Relu
+    case 1: return std::tanh(x);                                                        // Tanh
+    case 2: return 1.0f / (1.0f + std::exp(-x));                                        // Sigmoid
+    case 3: return a.alpha * x + a.beta;                                                // Affine
+    case 4: return x < 0.0f ? a.alpha * x : x;                                          // LeakyRelu
+    case 5: return x > a.alpha ? x : 0.0f;                                              // ThresholdedRelu
+    case 6: return a.alpha * std::tanh(a.beta * x);                                     // ScaledTanh
+    case 7: return std::fmin(1.0f, std::fmax(0.0f, a.alpha * x + a.beta));              // HardSigmoid
+    case 8: return x < 0.0f ? a.alpha * std::expm1(x) : x;                              // Elu
+    case 9: return x / (1.0f + std::fabs(x));                                           // Softsign
     default: return x > 0.0f ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));  // Softplus
   }
 }
@@ -65,7 +65,7 @@ struct Config {
   int dirs;
   bool reverse;  // a single direction runs backwards
   bool has_lens, has_peep, input_forget;
-  float clip;  // infinity: none
+  float clip;                 // infinity: none
   std::vector<GateAct> acts;  // 3 per direction: f, g, h
   bool operator==(const Config& o) const {
     if (dirs != o.dirs || reverse != o.reverse || has_lens != o.has_lens || has_peep != o.has_peep || input_forget != o.input_forget ||
@@ -149,12 +149,11 @@ class Lstm : public mx::Primitive {
       for (int d = 0; d < D; d++)
         for (int j = 0; j < 3 * H; j++) pv[static_cast<size_t>(d) * 3 * H + j] = q[d * qs[0] + j * qs[1]];
     }
-    const bool plain = !peep && !cfg.input_forget && std::isinf(cfg.clip) &&
-                       [&] {
-                         for (int d = 0; d < D; d++)
-                           if (cfg.acts[3 * d].code != 2 || cfg.acts[3 * d + 1].code != 1 || cfg.acts[3 * d + 2].code != 1) return false;
-                         return true;
-                       }();
+    const bool plain = !peep && !cfg.input_forget && std::isinf(cfg.clip) && [&] {
+      for (int d = 0; d < D; d++)
+        if (cfg.acts[3 * d].code != 2 || cfg.acts[3 * d + 1].code != 1 || cfg.acts[3 * d + 2].code != 1) return false;
+      return true;
+    }();
     const float cl = cfg.clip;
     std::vector<float> gates(G + H);
     float* g = gates.data();
@@ -220,9 +219,7 @@ std::vector<array> composed(const array& proj, const array& rt, const array& h0,
   const int T = proj.shape(0), B = proj.shape(1), D = cfg.dirs, H = rt.shape(1), G = 4 * H;
   auto part = [&](const array& a, int i) { return mx::slice(a, {0, i * H}, {B, (i + 1) * H}, s); };
   const bool has_clip = !std::isinf(cfg.clip);
-  auto clip = [&](const array& x) {
-    return has_clip ? mx::clip(x, array(-cfg.clip, x.dtype()), array(cfg.clip, x.dtype()), s) : x;
-  };
+  auto clip = [&](const array& x) { return has_clip ? mx::clip(x, array(-cfg.clip, x.dtype()), array(cfg.clip, x.dtype()), s) : x; };
   std::optional<array> lb;
   if (lens) lb = mx::reshape(mx::astype(*lens, mx::int32, s), {B, 1}, s);
   std::vector<array> ydirs, hs, cs;
@@ -237,7 +234,9 @@ std::vector<array> composed(const array& proj, const array& rt, const array& h0,
       po = mx::slice(pd, {H}, {2 * H}, s);
       pf = mx::slice(pd, {2 * H}, {3 * H}, s);
     }
-    auto peeped = [&](const array& x, const std::optional<array>& p, const array& c) { return p ? mx::add(x, mx::multiply(*p, c, s), s) : x; };
+    auto peeped = [&](const array& x, const std::optional<array>& p, const array& c) {
+      return p ? mx::add(x, mx::multiply(*p, c, s), s) : x;
+    };
     array h = mx::squeeze(mx::slice(h0, {d, 0, 0}, {d + 1, B, H}, s), 0, s);
     array c = mx::squeeze(mx::slice(c0, {d, 0, 0}, {d + 1, B, H}, s), 0, s);
     std::vector<array> ys(T, mx::zeros({B, H}, proj.dtype(), s));
@@ -274,7 +273,8 @@ std::vector<array> lstm(const array& proj, const array& rt, const array& h0, con
                         const std::optional<array>& peepholes, const std::vector<int>& acts, float clip, bool input_forget, int direction,
                         mx::Stream s) {
   const std::string where = "lstm: ";
-  if (direction < 0 || direction > 2) throw std::invalid_argument(where + "direction must be 0 (forward), 1 (reverse) or 2 (bidirectional)");
+  if (direction < 0 || direction > 2)
+    throw std::invalid_argument(where + "direction must be 0 (forward), 1 (reverse) or 2 (bidirectional)");
   const int D = direction == 2 ? 2 : 1;
   if (proj.ndim() != 3 || rt.ndim() != 3) throw std::invalid_argument(where + "proj must be [T, B, D*4H] and rt [D, H, 4H]");
   const int T = proj.shape(0), B = proj.shape(1), H = rt.shape(1);
