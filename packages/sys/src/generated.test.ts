@@ -79,4 +79,14 @@ describe('the staleness checks fail when a generated file is stale', () => {
     expect(r.stderr).toContain('ops.ts is stale');
     expect(r.stderr).toContain('corepack pnpm --filter @mlx/core exec tsx scripts/generate-ops.ts');
   });
+
+  it('core: an edited ext.ts (the project kernels) is reported by name', () => {
+    const root = join(scratch, 'core-ext');
+    expect(run(coreScript, '--root', root).status).toBe(0);
+    writeFileSync(join(root, 'src/generated/ext.ts'), '// stale\n');
+    const r = run(coreScript, '--check', '--root', root);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('ext.ts is stale');
+    expect(r.stderr).not.toContain('ops.ts is stale');
+  });
 });
