@@ -22,12 +22,18 @@ export {
   layerNorm,
   layerNormVjp,
   layerNormComposite,
+  layerNormWithStats,
   rmsNorm,
   rmsNormVjp,
   rmsNormComposite,
+  rmsNormWithStats,
+  type NormImplementation,
   type NormOptions,
+  type NormStatsOptions,
   type LayerNormGradients,
+  type LayerNormStats,
   type RmsNormGradients,
+  type RmsNormStats,
 } from './norms.js';
 export {
   gelu,

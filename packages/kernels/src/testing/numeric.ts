@@ -14,7 +14,8 @@ export function uniform(shape: readonly number[], seed = ++counter): Array {
   return mx.scope(() => mx.random.uniform(0, 1, shape, 'float32', mx.random.key(seed)));
 }
 
-function values(a: Array): Float64Array {
+/** a's elements as float64 on the host (row-major). */
+export function values(a: Array): Float64Array {
   return Float64Array.from(mx.scope(() => mx.astype(a, 'float64')).toTypedArray() as Float64Array);
 }
 
