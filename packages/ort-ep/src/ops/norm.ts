@@ -6,8 +6,11 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
-import { normalize, stash } from './helpers/normalize.js';
+import { layerNorm, layerNormWithStats } from '@mlx/kernels';
 import { normAxis } from './helpers/util.js';
+
+/** float16/bfloat16 widen to float32 for statistics (ONNX's stash_type 1); float32/float64 stay. */
+const stash = (x: mx.Array): mx.Array => (x.dtype === 'float16' || x.dtype === 'bfloat16' ? mx.astype(x, 'float32') : x);
 
 /** A per-channel [C] parameter shaped to broadcast along axis 1 of a rank-`rank` input. */
 function perChannel(p: mx.Array, rank: number): mx.Array {
@@ -118,23 +121,23 @@ export function statsIn(p: LayerNormParams, a: mx.Array | undefined, op: string)
   return a.dtype === t ? a : mx.astype(a, t);
 }
 
-/** LayerNormalization: also onnxruntime's opset 1-16 registration in the ONNX domain (com.microsoft/norm.ts). */
-export function layerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
+/**
+ * LayerNormalization, on @mlx/kernels' layer norm (its fused kernel over the last axis; the
+ * statistics spelled out, in float32 under stash_type 1, when Mean / InvStdDev are wanted); also
+ * onnxruntime's opset 1-16 registration in the ONNX domain (com.microsoft/norm.ts).
+ */
+export function layerNormalization(ctx: OpContext<LayerNormParams>): OpResult[] {
   const x = ctx.input(0);
   const { axis, epsilon, stashFloat } = ctx.params;
-  const out = normalize(x, ctx.input(1), ctx.optional(2), {
-    axis: normAxis(axis, x.ndim),
-    eps: epsilon,
-    simplified: false,
-    stashFloat,
-    stats: ctx.wants(1) || ctx.wants(2),
-  });
+  const options = { axis: normAxis(axis, x.ndim), eps: epsilon, upcast: stashFloat };
+  if (!ctx.wants(1) && !ctx.wants(2)) return [layerNorm(x, ctx.input(1), ctx.optional(2), options)];
+  const out = layerNormWithStats(x, ctx.input(1), ctx.optional(2), options);
   return [out.y, statsIn(ctx.params, out.mean, 'LayerNormalization'), statsIn(ctx.params, out.invStd, 'LayerNormalization')];
 }
 
 const layerNormEntry = onnxOp('LayerNormalization', 17, {
   parse: parseLayerNorm,
-  run: layerNorm,
+  run: layerNormalization,
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 // (causal) and outside local_window_size. Per-batch lengths are read on the host (small inputs).
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../../onnx/index.js';
-import { fromHeads, scaledDotProductAttention, toHeads } from '@mlx/kernels';
+import { fromHeads, rmsNorm, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
@@ -313,11 +313,10 @@ function gqaMask(p: GqaParams, g: GqaShape): mx.Array {
   return mx.Array.fromTypedArray(data, [g.B, 1, g.S, g.total], 'bool');
 }
 
-/** RMSNorm of each head's vector (the last axis), in float32, times `weight` [H]. */
+/** RMSNorm of each head's vector (the last axis), in float32 with the statistics spelled out as onnxruntime's kernel has them, times `weight` [H]. */
 export function headRmsNorm(x: mx.Array, weight: mx.Array, eps: number): mx.Array {
-  const xf = mx.astype(x, 'float32');
-  const inv = mx.rsqrt(mx.add(mx.mean(mx.square(xf), -1, { keepdims: true }), eps));
-  return mx.astype(mx.multiply(mx.multiply(xf, inv), mx.astype(weight, 'float32')), x.dtype);
+  const f32 = (a: mx.Array) => mx.astype(a, 'float32');
+  return mx.astype(rmsNorm(f32(x), f32(weight), { eps, implementation: 'composite' }), x.dtype);
 }
 
 /**

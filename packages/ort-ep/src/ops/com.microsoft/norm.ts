@@ -7,8 +7,8 @@ import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp, onnxOp } from '../../registry/op.js';
 import { normAxis } from '../helpers/util.js';
-import { normalize } from '../helpers/normalize.js';
-import { layerNorm, parseLayerNorm, statsIn, type LayerNormParams } from '../norm.js';
+import { layerNorm, layerNormWithStats, rmsNorm, rmsNormWithStats, silu } from '@mlx/kernels';
+import { layerNormalization, parseLayerNorm, statsIn, type LayerNormParams } from '../norm.js';
 
 /** onnxruntime's fused ops (Skip*, EmbedLayerNormalization) default epsilon to 1e-12. */
 const fusedEpsilon = (attrs: Attrs): number => attrs.float('epsilon', 1e-12);
@@ -38,14 +38,13 @@ function skipNorm(simplified: boolean) {
     let s = mx.add(x, ctx.input(1));
     const bias = ctx.optional(biasIndex);
     if (bias) s = mx.add(s, bias);
-    const stats = ctx.wants(1) || ctx.wants(2);
-    const out = normalize(s, ctx.input(2), betaIndex > 0 ? ctx.optional(betaIndex) : undefined, {
-      axis: s.ndim - 1,
-      eps: ctx.params,
-      simplified,
-      stashFloat: true,
-      stats,
-    });
+    const gamma = ctx.input(2);
+    const beta = betaIndex > 0 ? ctx.optional(betaIndex) : undefined;
+    // onnxruntime's fused norms compute their statistics in float32 whatever the input type.
+    const options = { eps: ctx.params, upcast: true };
+    let out: { y: mx.Array; mean?: mx.Array; invStd?: mx.Array };
+    if (ctx.wants(1) || ctx.wants(2)) out = simplified ? rmsNormWithStats(s, gamma, options) : layerNormWithStats(s, gamma, beta, options);
+    else out = { y: simplified ? rmsNorm(s, gamma, options) : layerNorm(s, gamma, beta, options) };
     const f32 = (a: mx.Array | undefined) => (a ? mx.astype(a, 'float32') : undefined);
     return [
       out.y,
@@ -70,15 +69,10 @@ function skipCheck(simplified: boolean) {
 
 function simplifiedLayerNorm(ctx: OpContext<LayerNormParams>): OpResult[] {
   const x = ctx.input(0);
-  const out = normalize(x, ctx.input(1), undefined, {
-    axis: normAxis(ctx.params.axis, x.ndim),
-    eps: ctx.params.epsilon,
-    simplified: true,
-    stashFloat: ctx.params.stashFloat,
-    stats: ctx.wants(1),
-  });
-  // Y has the scale's type (V in onnxruntime's schema), which may differ from X's (T).
   const gamma = ctx.input(1);
+  const options = { axis: normAxis(ctx.params.axis, x.ndim), eps: ctx.params.epsilon, upcast: ctx.params.stashFloat };
+  const out = ctx.wants(1) ? rmsNormWithStats(x, gamma, options) : { y: rmsNorm(x, gamma, options), invStd: undefined };
+  // Y has the scale's type (V in onnxruntime's schema), which may differ from X's (T).
   const y = out.y.dtype === gamma.dtype ? out.y : mx.astype(out.y, gamma.dtype);
   return [y, statsIn(ctx.params, out.invStd, 'SimplifiedLayerNormalization')];
 }
@@ -99,16 +93,10 @@ function embedLayerNorm(ctx: OpContext<number>): OpResult[] {
   const segments = ctx.optional(1);
   const segmentTable = ctx.optional(4);
   if (segments && segmentTable) sum = mx.add(sum, rows(segmentTable, segments, 'segment_ids'));
-  const out = normalize(sum, ctx.input(5), ctx.optional(6), {
-    axis: sum.ndim - 1,
-    eps: ctx.params,
-    simplified: false,
-    stashFloat: true,
-    stats: false,
-  });
+  const y = layerNorm(sum, ctx.input(5), ctx.optional(6), { eps: ctx.params, upcast: true });
   const mask = ctx.optional(7);
   const maskIndex = mask ? mx.astype(mx.sum(mx.notEqual(mask, 0), 1), 'int32') : mx.zeros([B], 'int32');
-  return [out.y, ctx.wants(1) ? maskIndex : undefined, ctx.wants(2) ? sum : undefined];
+  return [y, ctx.wants(1) ? maskIndex : undefined, ctx.wants(2) ? sum : undefined];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -122,10 +110,10 @@ function gatedRmsNorm(ctx: OpContext<number>): OpResult[] {
   const last = x.shape[x.ndim - 1] ?? 1;
   if (C === 0 || last % C !== 0) throw new RangeError(`${ctx.where}: the last axis ${last} is not a multiple of scale's ${C} elements`);
   const grouped = [...x.shape.slice(0, -1), last / C, C];
-  const xf = mx.reshape(mx.astype(x, 'float32'), grouped);
-  const inv = mx.rsqrt(mx.add(mx.mean(mx.square(xf), -1, { keepdims: true }), ctx.params));
-  const g = mx.reshape(mx.astype(ctx.input(2), 'float32'), grouped);
-  const y = mx.multiply(mx.multiply(mx.multiply(xf, inv), mx.astype(mx.reshape(scale, [C]), 'float32')), mx.multiply(g, mx.sigmoid(g)));
+  const f32 = (a: mx.Array, shape: number[]) => mx.reshape(mx.astype(a, 'float32'), shape);
+  // The statistics spelled out, as onnxruntime's kernel computes them.
+  const normed = rmsNorm(f32(x, grouped), f32(scale, [C]), { eps: ctx.params, implementation: 'composite' });
+  const y = mx.multiply(normed, silu(f32(ctx.input(2), grouped)));
   return [mx.astype(mx.reshape(y, x.shape), x.dtype)];
 }
 
@@ -137,7 +125,7 @@ export const msNormOps: OpEntry[] = [
   onnxOp('LayerNormalization', 1, {
     until: 16,
     parse: parseLayerNorm,
-    run: layerNorm,
+    run: layerNormalization,
     note: "onnxruntime's pre-17 LayerNormalization in the ONNX domain",
   }),
   onnxOp('SimplifiedLayerNormalization', 1, {

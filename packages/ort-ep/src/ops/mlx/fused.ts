@@ -5,6 +5,7 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { gelu } from '../activation.js';
+import { layerNorm, rmsNorm } from '@mlx/kernels';
 import { convProduct, parseConv, type ConvParams } from '../conv.js';
 import { kernelOffsets, parseWindow, toChannelsFirst, toChannelsLast, windowOf, type WindowAttrs } from '../helpers/spatial.js';
 import { dtypeRange } from '../helpers/util.js';
@@ -22,8 +23,6 @@ const entry = <P>(opType: string, parse: (a: Attrs) => P, run: (ctx: OpContext<P
 });
 
 const epsilon = (a: Attrs) => a.float('epsilon');
-/** A 1-D parameter the fused kernels take as is; anything else is applied by broadcasting afterwards. */
-const lastAxisVector = (p: mx.Array | undefined, x: mx.Array) => !p || (p.ndim === 1 && p.shape[0] === x.shape[x.ndim - 1]);
 
 /** smallMatmul's bias: the native small-row kernel's epilogue on the CPU, addmm's C term elsewhere. */
 function matMulAdd(ctx: OpContext<undefined>): mx.Array {
@@ -183,23 +182,16 @@ function globalAveragePoolChannelsLast(ctx: OpContext<undefined>): mx.Array {
   return mx.reshape(m, [x.shape[0], x.shape[x.ndim - 1], ...axes.map(() => 1)]);
 }
 
-function rmsNorm(ctx: OpContext<number>): mx.Array {
+function rmsNormOp(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
-  const w = ctx.optional(1);
   if (x.ndim === 0) throw new RangeError('RMSNorm of a scalar');
-  if (lastAxisVector(w, x)) return mx.ext.fusedRmsNorm(x, w ?? null, ctx.params);
-  return mx.multiply(mx.ext.fusedRmsNorm(x, null, ctx.params), w!);
+  return rmsNorm(x, ctx.optional(1), { eps: ctx.params });
 }
 
-function layerNorm(ctx: OpContext<number>): mx.Array {
+function layerNormOp(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
-  const w = ctx.optional(1);
-  const b = ctx.optional(2);
   if (x.ndim === 0) throw new RangeError('LayerNorm of a scalar');
-  if (lastAxisVector(w, x) && lastAxisVector(b, x)) return mx.ext.fusedLayerNorm(x, w ?? null, b ?? null, ctx.params);
-  let y = mx.ext.fusedLayerNorm(x, null, null, ctx.params);
-  if (w) y = mx.multiply(y, w);
-  return b ? mx.add(y, b) : y;
+  return layerNorm(x, ctx.optional(1), ctx.optional(2), { eps: ctx.params });
 }
 
 /** x split along its last axis into parts of the given sizes (views of x). */
@@ -279,6 +271,11 @@ export const mlxFusedOps: OpEntry[] = [
     globalAveragePoolChannelsLast,
     "GlobalAveragePool of channels-last data after a channels-last conv, from the layout pass: the mean over the spatial axes, in ONNX's layout",
   ),
-  entry('RMSNorm', epsilon, rmsNorm, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
-  entry('LayerNorm', epsilon, layerNorm, 'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition'),
+  entry('RMSNorm', epsilon, rmsNormOp, 'RMS normalisation over the last axis (× weight), from the rewrite of its decomposition'),
+  entry(
+    'LayerNorm',
+    epsilon,
+    layerNormOp,
+    'layer normalisation over the last axis (× weight + bias), from the rewrite of its decomposition',
+  ),
 ];
