@@ -52,7 +52,11 @@ export {
   rotaryEmbeddingVjp,
   rotaryEmbeddingComposite,
   rotaryCache,
+  rotaryFactors,
   type RotaryEmbeddingOptions,
+  type RotaryFactors,
+  type RotaryFactorsOptions,
+  type RotarySpan,
 } from './rope.js';
 export {
   softmaxCrossEntropy,
