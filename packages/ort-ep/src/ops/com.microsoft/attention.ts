@@ -7,11 +7,11 @@
 // (causal) and outside local_window_size. Per-batch lengths are read on the host (small inputs).
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../../onnx/index.js';
-import { fromHeads, rmsNorm, scaledDotProductAttention, toHeads } from '@mlx/kernels';
+import { fromHeads, rmsNorm, rotaryEmbedding, rotaryFactors, scaledDotProductAttention, toHeads, type RotaryFactors } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
-import { applyRotary, rotaryFactors, type RotaryFactors, rotaryTables } from './rotary.js';
+import { rotaryTables } from './rotary.js';
 import { hostNumbers, intsIfGiven } from '../helpers/util.js';
 import { decodeMiniFloatArray, encodeE4M3FNOnDevice } from '../helpers/minifloat.js';
 import { optionalQuantInput, packNibbles, typed, unpackFields } from '../helpers/quant-math.js';
@@ -234,18 +234,13 @@ function gqaRotary(
   const cosCache = ctx.input(7);
   const sinCache = ctx.input(8);
   // Every layer of a step rotates at the same positions by the same tables: made once per run.
-  const factors = (): RotaryFactors => {
+  const made = (): RotaryFactors => {
     const [cos, sin] = rotaryTables(ctx, positions, cosCache, sinCache, g.S).map((t) => mx.expandDims(t, 1)); // [B, 1, S, rd/2]
-    return rotaryFactors(cos, sin, interleaved);
+    return rotaryFactors(cos, sin, { interleaved });
   };
-  const f = at ? ctx.shared(['gqa-rotary', positions, cosCache, sinCache, g.S, interleaved], factors) : factors();
-  const rd = cosCache.shape[1] * 2;
-  const rot = (x: mx.Array) => {
-    if (rd === g.H) return applyRotary(x, f);
-    const [head, tail] = mx.splitSections(x, [rd], 3);
-    return mx.concatenate([applyRotary(head, f), tail], 3);
-  };
-  return [rot(q), rot(k)];
+  const factors = at ? ctx.shared(['gqa-rotary', positions, cosCache, sinCache, g.S, interleaved], made) : made();
+  const rotaryDim = cosCache.shape[1] * 2;
+  return [rotaryEmbedding(q, { factors, rotaryDim }), rotaryEmbedding(k, { factors, rotaryDim })];
 }
 
 /**

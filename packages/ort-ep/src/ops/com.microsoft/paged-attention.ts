@@ -18,7 +18,7 @@
 // after the latent part). The updated caches are new arrays (MLX has no in-place update of a feed);
 // donating the cache feeds lets MLX reuse their buffers.
 import * as mx from '@mlx/core';
-import { fromHeads, scaledDotProductAttention } from '@mlx/kernels';
+import { fromHeads, rotaryEmbedding, rotaryFactors, scaledDotProductAttention } from '@mlx/kernels';
 import { OnnxDataType } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
@@ -27,7 +27,7 @@ import { hostNumbers } from '../helpers/util.js';
 import { headRmsNorm, quantizeCacheE4M3, sinkAttention } from './attention.js';
 import { decodeMiniFloatArray, encodeE2M1OnDevice } from '../helpers/minifloat.js';
 import { optionalQuantInput, packNibbles, typed, unpackFields } from '../helpers/quant-math.js';
-import { rotate, rotaryTables } from './rotary.js';
+import { rotaryTables } from './rotary.js';
 
 interface PagedParams {
   heads: number;
@@ -306,16 +306,9 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
     const off = p.rotaryOffset;
     if (off + rd > H) throw new RangeError(`rotary_offset ${off} + rotary dim ${rd} (cos_cache's width x 2) exceeds the head size ${H}`);
     // Channels [off, off + rd) rotate; those before and after pass through.
-    const rot = (x: mx.Array) => {
-      if (off === 0 && rd === H) return rotate(x, cos, sin, p.rotaryInterleaved);
-      const cuts = [off, off + rd].filter((c) => c > 0 && c < H);
-      const parts = mx.splitSections(x, cuts, 2);
-      const at = off > 0 ? 1 : 0;
-      parts[at] = rotate(parts[at], cos, sin, p.rotaryInterleaved);
-      return mx.concatenate(parts, 2);
-    };
-    q = rot(q);
-    k = rot(k);
+    const factors = rotaryFactors(cos, sin, { interleaved: p.rotaryInterleaved });
+    q = rotaryEmbedding(q, { factors, rotaryDim: rd, rotaryOffset: off });
+    k = rotaryEmbedding(k, { factors, rotaryDim: rd, rotaryOffset: off });
   }
 
   const kCodec = cacheCodec(ctx, 3, 14, p.kQuant, p.kCacheDtype, Nkv, H, 'k');

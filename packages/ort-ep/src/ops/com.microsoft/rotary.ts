@@ -1,10 +1,12 @@
-// com.microsoft RotaryEmbedding and MRotaryEmbedding (Qwen-VL's multimodal rotary), and the
-// rotation that GroupQueryAttention's do_rotary shares.
+// com.microsoft RotaryEmbedding and MRotaryEmbedding (Qwen-VL's multimodal rotary), on
+// @mlx/kernels' rotary embedding, and the position rows that GroupQueryAttention's and
+// PagedAttention's do_rotary share.
 import * as mx from '@mlx/core';
 import { checkedIndices } from '../helpers/bounds.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
+import { rotaryEmbedding as rotate } from '@mlx/kernels';
 
 // ---------------------------------------------------------------------------------------------
 // RotaryEmbedding: input [B, S, hidden] or [B, N, S, H]; position_ids [B, S] (or [1]: an offset
@@ -32,45 +34,13 @@ function parseRotary(attrs: Attrs): RotaryParams {
 }
 
 /**
- * Rotates x [..., S, ?, rd] by cos/sin broadcastable to [..., rd/2]: with x1, x2 the halves (or the
- * even and odd elements, interleaved), o1 = x1·cos − x2·sin and o2 = x2·cos + x1·sin. Written as
- * x·C + swap(x)·S over a [.., 2, rd/2] (or [.., rd/2, 2]) view of x, where swap reverses the pair
- * axis (a view with a negative stride), C = cos and S = (−sin, sin): one elementwise expression that
- * a compiled graph runs as one kernel, with no slices to copy or halves to concatenate.
+ * Positions [B or 1, S] as int64 rows of a cos/sin cache of `rows` rows, checked to lie in it: a
+ * single element is an offset for positions 0..S-1.
  */
-export function rotate(x: mx.Array, cos: mx.Array, sin: mx.Array, interleaved: boolean): mx.Array {
-  return applyRotary(x, rotaryFactors(cos, sin, interleaved));
-}
-
-/** C and S of rotate(), made once for every tensor rotated by the same cos/sin. */
-export interface RotaryFactors {
-  c: mx.Array;
-  s: mx.Array;
-  interleaved: boolean;
-}
-
-export function rotaryFactors(cos: mx.Array, sin: mx.Array, interleaved: boolean): RotaryFactors {
-  const pairAxis = interleaved ? -1 : -2;
-  const signs = mx.Array.fromTypedArray(Float32Array.of(-1, 1), interleaved ? [2] : [2, 1], 'float32');
-  const c = mx.expandDims(cos, pairAxis);
-  const s = mx.multiply(mx.expandDims(sin, pairAxis), mx.astype(signs, sin.dtype));
-  return { c, s, interleaved };
-}
-
-export function applyRotary(x: mx.Array, f: RotaryFactors): mx.Array {
-  const rd = x.shape[x.ndim - 1];
-  const half = rd / 2;
-  const lead = x.shape.slice(0, -1);
-  const v = mx.reshape(x, f.interleaved ? [...lead, half, 2] : [...lead, 2, half]);
-  const pa = v.ndim + (f.interleaved ? -1 : -2);
-  const start = v.shape.map(() => 0);
-  const stop = [...v.shape];
-  const strides = v.shape.map(() => 1);
-  start[pa] = 1;
-  stop[pa] = -3; // one before index 0, for the negative stride
-  strides[pa] = -1;
-  const swapped = mx.slice(v, start, stop, strides);
-  return mx.reshape(mx.add(mx.multiply(v, f.c), mx.multiply(swapped, f.s)), [...lead, rd]);
+export function rotaryPositions(ctx: OpContext<unknown>, positions: mx.Array, rows: number, seq: number): mx.Array {
+  let pos = mx.astype(positions, 'int64');
+  if (pos.size === 1) pos = mx.add(mx.reshape(pos, [1, 1]), mx.reshape(mx.arange(0, seq, 1, 'int64'), [1, seq]));
+  return checkedIndices(ctx, pos, rows, `position (a cos/sin cache of ${rows} rows)`, { negative: false });
 }
 
 /** cos/sin rows for positions [B or 1, S] (a single element is an offset for 0..S-1): [B or 1, S, rd/2]. */
@@ -81,10 +51,7 @@ export function rotaryTables(
   sinCache: mx.Array,
   seq: number,
 ): [mx.Array, mx.Array] {
-  let pos = mx.astype(positions, 'int64');
-  if (pos.size === 1) pos = mx.add(mx.reshape(pos, [1, 1]), mx.reshape(mx.arange(0, seq, 1, 'int64'), [1, seq]));
-  const rows = cosCache.shape[0];
-  const safe = checkedIndices(ctx, pos, rows, `position (a cos/sin cache of ${rows} rows)`, { negative: false });
+  const safe = rotaryPositions(ctx, positions, cosCache.shape[0], seq);
   return [mx.take(cosCache, safe, 0), mx.take(sinCache, safe, 0)];
 }
 
@@ -100,16 +67,10 @@ function rotaryEmbedding(ctx: OpContext<RotaryParams>): mx.Array {
     const n = ctx.params.heads || x.shape[2] / rd;
     heads = mx.reshape(x, [B, S, n, x.shape[2] / n]);
   }
-  const H = heads.shape[3];
-  let [cos, sin] = rotaryTables(ctx, ctx.input(1), ctx.input(2), ctx.input(3), S); // [B|1, S, rd/2]
-  // Broadcast over the head axis: [B, 1, S, rd/2] for BNSH, [B, S, 1, rd/2] for BSNH.
-  const axis = four ? 1 : 2;
-  cos = mx.expandDims(cos, axis);
-  sin = mx.expandDims(sin, axis);
-  const lo = [0, 0, 0, 0];
-  const rot = rd === H ? heads : mx.slice(heads, lo, [...heads.shape.slice(0, 3), rd], [1, 1, 1, 1]);
-  let y = rotate(rot, cos, sin, interleaved);
-  if (rd < H) y = mx.concatenate([y, mx.slice(heads, [0, 0, 0, rd], heads.shape, [1, 1, 1, 1])], -1);
+  const cos = ctx.input(2);
+  const positionIds = rotaryPositions(ctx, ctx.input(1), cos.shape[0], S); // [B|1, S]
+  // The gathered [B|1, S, rd/2] rows broadcast over the head axis: 1 for BNSH, 2 for BSNH.
+  const y = rotate(heads, { cos, sin: ctx.input(3), positionIds, interleaved, rotaryDim: rd, headAxis: four ? 1 : 2 });
   return four ? y : mx.reshape(y, x.shape);
 }
 
@@ -190,12 +151,14 @@ function mRotaryEmbedding(ctx: OpContext<MRotaryParams>): mx.Array {
     const c = mx.take(mx.concatenate(perStream, -1), pick, -1);
     return p.scale === 1 ? c : mx.multiply(c, p.scale);
   };
-  const axis = four ? 1 : 2;
-  const cos = mx.expandDims(combine(cosCache), axis);
-  const sin = mx.expandDims(combine(sinCache), axis);
-  const rot = rd === H ? heads : mx.slice(heads, [0, 0, 0, 0], [...heads.shape.slice(0, 3), rd], [1, 1, 1, 1]);
-  let y = rotate(rot, cos, sin, p.interleaved);
-  if (rd < H) y = mx.concatenate([y, mx.slice(heads, [0, 0, 0, rd], heads.shape, [1, 1, 1, 1])], -1);
+  // [B, S, half] tables broadcast over the head axis: 1 for BNSH, 2 for BSNH.
+  const y = rotate(heads, {
+    cos: combine(cosCache),
+    sin: combine(sinCache),
+    interleaved: p.interleaved,
+    rotaryDim: rd,
+    headAxis: four ? 1 : 2,
+  });
   return four ? y : mx.reshape(y, x.shape);
 }
 
