@@ -7,6 +7,7 @@
 //   read:         o_t = scale · q_tᵀ S  (query heads share their group's KV head)
 // update_rule: linear, gated, delta or gated_delta (the default). The recurrence runs token by token.
 import * as mx from '@mlx/core';
+import { toHeads } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { msOp, onnxOp } from '../registry/op.js';
@@ -40,10 +41,7 @@ function check(ctx: CheckContext<LinearAttentionParams>): string | undefined {
 }
 
 /** [B, T, H·D] -> [B, H, T, D] in float32. */
-const heads = (x: mx.Array, h: number) => {
-  const [b, t, hd] = x.shape;
-  return mx.transpose(mx.reshape(mx.astype(x, 'float32'), [b, t, h, hd / h]), [0, 2, 1, 3]);
-};
+const heads = (x: mx.Array, h: number) => toHeads(mx.astype(x, 'float32'), h);
 
 function linearAttention(ctx: OpContext<LinearAttentionParams>): OpResult[] {
   const p = ctx.params;
@@ -64,8 +62,8 @@ function linearAttention(ctx: OpContext<LinearAttentionParams>): OpResult[] {
   const d = ctx.optional(4);
   if (d) {
     const last = d.shape[2];
-    if (last === p.kvHeads) decay = mx.transpose(mx.reshape(mx.astype(d, 'float32'), [B, T, p.kvHeads, 1]), [0, 2, 1, 3]);
-    else if (last === p.kvHeads * dk) decay = heads(d, p.kvHeads);
+    // Per head ([B, T, Hkv] -> [B, Hkv, T, 1]) or per key channel ([B, T, Hkv·dk] -> [B, Hkv, T, dk]).
+    if (last === p.kvHeads || last === p.kvHeads * dk) decay = heads(d, p.kvHeads);
     else throw new RangeError(`${ctx.where}: decay's last axis ${last} is neither kv_num_heads nor kv_num_heads·dk`);
     decay = mx.exp(decay); // [B, Hkv, T, 1 or dk]
   }
@@ -74,7 +72,7 @@ function linearAttention(ctx: OpContext<LinearAttentionParams>): OpResult[] {
   if (bt) {
     const last = bt.shape[2];
     if (last !== p.kvHeads && last !== 1) throw new RangeError(`${ctx.where}: beta's last axis ${last} is neither kv_num_heads nor 1`);
-    beta = mx.transpose(mx.reshape(mx.astype(bt, 'float32'), [B, T, last, 1]), [0, 2, 1, 3]); // [B, Hkv|1, T, 1]
+    beta = heads(bt, last); // [B, Hkv|1, T, 1]
   }
   const erase = ctx.optional(6) ? heads(ctx.input(6), p.kvHeads) : undefined;
   const scale = p.scale === 0 ? 1 / Math.sqrt(dk) : p.scale;
