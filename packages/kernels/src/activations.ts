@@ -1,12 +1,47 @@
-// GELU (exact and tanh approximation), SiLU and SwiGLU, each with a closed-form pullback
-// registered as its custom VJP. (In float64, exact GELU inherits MLX's float32-accurate erf:
-// about 4e-7 absolute error on the CPU backend.)
-import { add, erf, multiply, scope, square, subtract, tanh, type Array } from '@mlx/core';
+// GELU (exact and tanh approximation, with an optional bias added first), SiLU / swish-β and
+// SwiGLU (with the clamped, shifted variant of gpt-oss), each with a closed-form pullback
+// registered as its custom VJP. GELU's forward is the project's fused activation kernel
+// (mx.ext.fusedActivation: one native pass for float32 on the CPU, MLX's ops elsewhere) except in
+// float64, whose composite has exact constants. (In float64, exact GELU inherits MLX's
+// float32-accurate erf: about 4e-7 absolute error on the CPU backend.)
+import * as mx from '@mlx/core';
+import {
+  abs,
+  add,
+  clip,
+  erf,
+  lessEqual,
+  less,
+  minimum,
+  multiply,
+  scope,
+  square,
+  subtract,
+  tanh,
+  where,
+  zerosLike,
+  type Array,
+} from '@mlx/core';
 import { exp, sigmoid } from './accurate-math.js';
 import { reduceToShape } from './broadcast.js';
 import { defineCustomVjp } from './custom-vjp.js';
 
 export type GeluApproximation = 'none' | 'tanh';
+
+/**
+ * Which forward runs. 'auto': the fused kernel, except float64 (the composite, exact there).
+ * 'fused': the fused kernel always. 'composite': plain ops.
+ */
+export type ActivationImplementation = 'auto' | 'fused' | 'composite';
+
+export interface GeluOptions {
+  /** 'none' (default): x·Φ(x) with erf; 'tanh': 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))). */
+  approximate?: GeluApproximation;
+  /** Added to x first (a projection's bias; broadcast). A vector of x's last axis goes into the fused kernel. */
+  bias?: Array | null;
+  /** Which forward runs (default 'auto'). */
+  implementation?: ActivationImplementation;
+}
 
 const SQRT_HALF = Math.SQRT1_2;
 const SQRT_2_OVER_PI = Math.sqrt(2 / Math.PI);
@@ -40,64 +75,144 @@ export function geluVjp(x: Array, gradOut: Array, approximate: GeluApproximation
   });
 }
 
-const geluOp = defineCustomVjp<{ approximate: GeluApproximation }>(
-  ([x], c) => [geluComposite(x, c.approximate)],
-  ([x], [dy], _o, c) => [geluVjp(x, dy, c.approximate)],
+interface GeluConfig {
+  [key: string]: string | boolean;
+  approximate: GeluApproximation;
+  hasBias: boolean;
+  implementation: ActivationImplementation;
+}
+
+const geluOp = defineCustomVjp<GeluConfig>(
+  ([x, bias], c) => {
+    const b = c.hasBias ? bias : undefined;
+    if (c.implementation === 'composite' || (c.implementation === 'auto' && x.dtype === 'float64')) {
+      if (!b) return [geluComposite(x, c.approximate)];
+      using shifted = add(x, b);
+      return [geluComposite(shifted, c.approximate)];
+    }
+    return [mx.ext.fusedActivation(x, b ?? null, c.approximate === 'tanh' ? 'gelu_tanh' : 'gelu')];
+  },
+  ([x, bias], [dy], _o, c) => {
+    if (!c.hasBias) return [geluVjp(x, dy, c.approximate)];
+    return scope(() => {
+      const d = geluVjp(add(x, bias), dy, c.approximate);
+      return [reduceToShape(d, x.shape), reduceToShape(d, bias.shape)];
+    });
+  },
 );
 
-/** GELU, exact (erf) or with the tanh approximation. Differentiable (pullback: geluVjp). */
-export function gelu(x: Array, options: { approximate?: GeluApproximation } = {}): Array {
-  return geluOp([x], { approximate: options.approximate ?? 'none' })[0];
+/** GELU of x (+ bias), exact (erf) or with the tanh approximation. Differentiable in both (pullback: geluVjp). */
+export function gelu(x: Array, options: GeluOptions = {}): Array {
+  const bias = options.bias ?? undefined;
+  const config: GeluConfig = {
+    approximate: options.approximate ?? 'none',
+    hasBias: !!bias,
+    implementation: options.implementation ?? 'auto',
+  };
+  return geluOp(bias ? [x, bias] : [x], config)[0];
 }
 
-/** SiLU from plain ops: x·σ(x). */
-export function siluComposite(x: Array): Array {
-  using s = sigmoid(x);
-  return multiply(x, s);
+export interface SiluOptions {
+  /** The slope inside the sigmoid: x·σ(β·x) (default 1: SiLU; 1.702: QuickGELU). */
+  beta?: number;
 }
 
-/** d SiLU/dx · dy = σ(x)·(1 + x·(1 − σ(x))) · dy. */
-export function siluVjp(x: Array, gradOut: Array): Array {
+const scaled = (x: Array, beta: number) => (beta === 1 ? x : multiply(x, beta));
+
+/** SiLU (swish-β) from plain ops: x·σ(β·x). */
+export function siluComposite(x: Array, options: SiluOptions = {}): Array {
+  return scope(() => multiply(x, sigmoid(scaled(x, options.beta ?? 1))));
+}
+
+/** d SiLU/dx · dy = s·(1 + β·x·(1 − s)) · dy with s = σ(β·x). */
+export function siluVjp(x: Array, gradOut: Array, options: SiluOptions = {}): Array {
   return scope(() => {
-    const s = sigmoid(x);
-    return multiply(gradOut, multiply(s, add(multiply(x, subtract(1, s)), 1)));
+    const bx = scaled(x, options.beta ?? 1);
+    const s = sigmoid(bx);
+    return multiply(gradOut, multiply(s, add(multiply(bx, subtract(1, s)), 1)));
   });
 }
 
-const siluOp = defineCustomVjp<{ [k: string]: never }>(
-  ([x]) => [siluComposite(x)],
-  ([x], [dy]) => [siluVjp(x, dy)],
+const siluOp = defineCustomVjp<{ beta: number }>(
+  ([x], c) => [siluComposite(x, c)],
+  ([x], [dy], _o, c) => [siluVjp(x, dy, c)],
 );
 
-/** SiLU (swish): x·σ(x). Differentiable (pullback: siluVjp). */
-export function silu(x: Array): Array {
-  return siluOp([x], {})[0];
+/** SiLU (swish): x·σ(β·x), β = 1 by default. Differentiable (pullback: siluVjp). */
+export function silu(x: Array, options: SiluOptions = {}): Array {
+  return siluOp([x], { beta: options.beta ?? 1 })[0];
 }
 
-/** SwiGLU from plain ops: silu(gate)·up (gate and up broadcast together). */
-export function swigluComposite(gate: Array, up: Array): Array {
-  using s = siluComposite(gate);
-  return multiply(s, up);
+export interface SwigluOptions {
+  /** The sigmoid's slope: silu(gate) is gate·σ(β·gate) (default 1). */
+  beta?: number;
+  /** Clamps gate to at most `limit` and up to [−limit, limit] first (default: no clamp), as gpt-oss does. */
+  limit?: number;
+  /** Added to the (clamped) up operand: gpt-oss's `up + 1` (default: nothing added). */
+  upShift?: number;
 }
 
-/** The SwiGLU pullback: dgate = dy·up·silu′(gate), dup = dy·silu(gate), each summed to its shape. */
-export function swigluVjp(gate: Array, up: Array, gradOut: Array): { dgate: Array; dup: Array } {
+interface SwigluConfig {
+  [key: string]: number | null;
+  beta: number;
+  limit: number | null;
+  upShift: number | null;
+}
+
+function swigluConfig(options: SwigluOptions): SwigluConfig {
+  const limit = options.limit ?? Number.POSITIVE_INFINITY;
+  // Infinity is not JSON: no limit is null in the closure's key.
+  return { beta: options.beta ?? 1, limit: Number.isFinite(limit) ? limit : null, upShift: options.upShift ?? null };
+}
+
+/** The operands as the product sees them: gate ≤ limit, up in [−limit, limit] plus upShift. */
+function swigluOperands(gate: Array, up: Array, c: SwigluConfig): [Array, Array] {
+  const g = c.limit === null ? gate : minimum(gate, c.limit);
+  const u = c.limit === null ? up : clip(up, -c.limit, c.limit);
+  return [g, c.upShift === null ? u : add(u, c.upShift)];
+}
+
+/** SwiGLU from plain ops: silu(gate)·up (gate and up broadcast together), clamped and shifted as the options say. */
+export function swigluComposite(gate: Array, up: Array, options: SwigluOptions = {}): Array {
+  const c = swigluConfig(options);
   return scope(() => {
-    const dgate = reduceToShape(siluVjp(gate, multiply(gradOut, up)), gate.shape);
-    const dup = reduceToShape(multiply(gradOut, siluComposite(gate)), up.shape);
-    return { dgate, dup };
+    const [g, u] = swigluOperands(gate, up, c);
+    return multiply(siluComposite(g, c), u);
   });
 }
 
-const swigluOp = defineCustomVjp<{ [k: string]: never }>(
-  ([gate, up]) => [swigluComposite(gate, up)],
-  ([gate, up], [dy]) => {
-    const { dgate, dup } = swigluVjp(gate, up, dy);
+/**
+ * The SwiGLU pullback: dgate = dy·up·silu′(gate), dup = dy·silu(gate), each summed to its shape
+ * (and zero where the clamp held the operand at the limit).
+ */
+export function swigluVjp(gate: Array, up: Array, gradOut: Array, options: SwigluOptions = {}): { dgate: Array; dup: Array } {
+  const c = swigluConfig(options);
+  return scope(() => {
+    const [g, u] = swigluOperands(gate, up, c);
+    let dg = siluVjp(g, multiply(gradOut, u), c);
+    let du = multiply(gradOut, siluComposite(g, c));
+    if (c.limit !== null) {
+      dg = where(less(gate, c.limit), dg, zerosLike(dg));
+      du = where(lessEqual(abs(up), c.limit), du, zerosLike(du));
+    }
+    return { dgate: reduceToShape(dg, gate.shape), dup: reduceToShape(du, up.shape) };
+  });
+}
+
+const swigluOp = defineCustomVjp<SwigluConfig>(
+  ([gate, up], c) => [swigluComposite(gate, up, optionsOf(c))],
+  ([gate, up], [dy], _o, c) => {
+    const { dgate, dup } = swigluVjp(gate, up, dy, optionsOf(c));
     return [dgate, dup];
   },
 );
 
-/** SwiGLU: silu(gate)·up, the gated unit of LLaMA-style MLPs. Differentiable (pullback: swigluVjp). */
-export function swiglu(gate: Array, up: Array): Array {
-  return swigluOp([gate, up], {})[0];
+const optionsOf = (c: SwigluConfig): SwigluOptions => ({ beta: c.beta, limit: c.limit ?? undefined, upShift: c.upShift ?? undefined });
+
+/**
+ * SwiGLU: silu(gate)·up, the gated unit of LLaMA-style MLPs; with `limit` and `upShift`, gpt-oss's
+ * clamp(gate)·σ(β·clamp(gate))·(clamp(up) + shift). Differentiable (pullback: swigluVjp).
+ */
+export function swiglu(gate: Array, up: Array, options: SwigluOptions = {}): Array {
+  return swigluOp([gate, up], swigluConfig(options))[0];
 }

@@ -45,7 +45,11 @@ export {
   swiglu,
   swigluVjp,
   swigluComposite,
+  type ActivationImplementation,
   type GeluApproximation,
+  type GeluOptions,
+  type SiluOptions,
+  type SwigluOptions,
 } from './activations.js';
 export {
   rotaryEmbedding,
