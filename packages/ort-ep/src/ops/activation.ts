@@ -3,6 +3,7 @@
 // The opset ranges are the versions where the semantics are the same: later versions only
 // widened the type lists (bfloat16, ...), which MLX holds anyway.
 import * as mx from '@mlx/core';
+import { gelu, silu, type GeluApproximation } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -35,20 +36,13 @@ function elu(x: mx.Array, alpha: number): mx.Array {
   return mx.where(mx.less(x, 0), mx.multiply(mx.expm1(x), alpha), x);
 }
 
-/**
- * GELU, erf or tanh form, of x (+ bias along the last axis): one fused kernel on the CPU for
- * float32 (vectorized, multithreaded), MLX's ops elsewhere (mlxc_fused_activation decides).
- */
-function gelu(x: mx.Array, approximate: string, bias?: mx.Array): mx.Array {
-  return mx.ext.fusedActivation(x, bias ?? null, approximate === 'tanh' ? 'gelu_tanh' : 'gelu');
-}
-
 const geluModes = ['none', 'tanh'];
 
-function parseGelu(attrs: Attrs): string {
+/** Gelu's approximate attribute; @mlx/kernels' gelu computes it (the fused kernel for float32 on the CPU). */
+function parseGelu(attrs: Attrs): GeluApproximation {
   const approximate = attrs.string('approximate', 'none');
   if (!geluModes.includes(approximate)) throw new RangeError(`Gelu approximate='${approximate}' is not one of 'none', 'tanh'`);
-  return approximate;
+  return approximate as GeluApproximation;
 }
 
 interface ShrinkParams {
@@ -217,10 +211,10 @@ export const activationOps: OpEntry[] = [
   unary('HardSwish', 14, hardSwish),
   unary('Softplus', 1, softplus),
   unary('Softsign', 1, (x) => mx.divide(x, mx.add(mx.abs(x), 1))),
-  unary('Gelu', 20, (x, c) => gelu(x, c.params), parseGelu),
+  unary('Gelu', 20, (x, c) => gelu(x, { approximate: c.params }), parseGelu),
   unary('Mish', 18, (x) => mx.multiply(x, mx.tanh(softplus(x)))),
   unary('Shrink', 9, shrink, (attrs) => ({ lambd: attrs.float('lambd', 0.5), bias: attrs.float('bias', 0) })),
-  unary('Swish', 24, (x, c) => mx.multiply(x, mx.sigmoid(mx.multiply(x, c.params))), alphaOf(1)),
+  unary('Swish', 24, (x, c) => silu(x, { beta: c.params }), alphaOf(1)),
   ...softmaxLike('Softmax', softmax),
   ...softmaxLike('LogSoftmax', logSoftmax),
   ...softmaxLike('Hardmax', hardmax),
@@ -228,4 +222,4 @@ export const activationOps: OpEntry[] = [
 ];
 
 /** Shared with the recurrent ops and the contrib ops, which name the same functions. */
-export { elu, gelu, hardSigmoid, leakyRelu, softplus };
+export { elu, hardSigmoid, leakyRelu, softplus };

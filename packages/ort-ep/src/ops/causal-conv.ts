@@ -5,6 +5,7 @@
 // padded[b, c, t + k] (+ bias), then the activation (silu/swish, computed in float32); the present
 // state is the last K-1 columns of padded.
 import * as mx from '@mlx/core';
+import { silu } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { msOp, onnxOp } from '../registry/op.js';
@@ -42,7 +43,7 @@ function causalConv(ctx: OpContext<Activation>): OpResult[] {
   let out = y ?? mx.zeros([B, C, L], 'float32');
   const bias = ctx.optional(2);
   if (bias) out = mx.add(out, mx.reshape(mx.astype(bias, 'float32'), [1, C, 1]));
-  if (ctx.params === 'silu') out = mx.multiply(out, mx.sigmoid(out));
+  if (ctx.params === 'silu') out = silu(out);
   const present = ctx.wants(1) ? mx.slice(padded, [0, 0, L], [B, C, L + K - 1], [1, 1, 1]) : undefined;
   return [mx.astype(out, x.dtype), present];
 }

@@ -7,7 +7,7 @@ import * as mx from '@mlx/core';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
-import { gelu } from '../activation.js';
+import { gelu, silu } from '@mlx/kernels';
 
 /** An entry with one output: f's. */
 function simple<P = undefined>(
@@ -67,17 +67,11 @@ function lastAxisBias(ctx: OpContext<unknown>, i: number): mx.Array | undefined 
 }
 
 export const fusedOps: OpEntry[] = [
-  simple('Gelu', (ctx) => gelu(ctx.input(0), 'none')),
-  simple('BiasGelu', (ctx) => gelu(ctx.input(0), 'none', lastAxisBias(ctx, 1))),
-  simple('FastGelu', (ctx) => gelu(ctx.input(0), 'tanh', lastAxisBias(ctx, 1))),
-  simple(
-    'QuickGelu',
-    (ctx) => {
-      const x = ctx.input(0);
-      return mx.multiply(x, mx.sigmoid(mx.multiply(x, ctx.params)));
-    },
-    { parse: (attrs) => attrs.float('alpha', 1.702) },
-  ),
+  simple('Gelu', (ctx) => gelu(ctx.input(0))),
+  simple('BiasGelu', (ctx) => gelu(ctx.input(0), { bias: lastAxisBias(ctx, 1) })),
+  simple('FastGelu', (ctx) => gelu(ctx.input(0), { approximate: 'tanh', bias: lastAxisBias(ctx, 1) })),
+  // x · sigmoid(alpha · x): swish-β with β = alpha.
+  simple('QuickGelu', (ctx) => silu(ctx.input(0), { beta: ctx.params }), { parse: (attrs) => attrs.float('alpha', 1.702) }),
   // The reference EP's com.microsoft Sigmoid: ONNX's Sigmoid under onnxruntime's domain.
   simple('Sigmoid', (ctx) => mx.sigmoid(ctx.input(0))),
   simple('BiasAdd', (ctx) => mx.add(mx.add(ctx.input(0), ctx.input(1)), ctx.input(2))),

@@ -27,6 +27,7 @@
 // (token, chosen expert) pair is one row of gather_mm over the expert axis, so only the chosen
 // experts' products are computed.
 import * as mx from '@mlx/core';
+import { gelu, silu, swiglu } from '@mlx/kernels';
 import { OnnxDataType } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
@@ -235,13 +236,12 @@ function activate(h: mx.Array, p: QMoEParams, inter: number): mx.Array {
     case 'relu':
       return mx.maximum(h, 0);
     case 'silu':
-      return mx.multiply(h, mx.sigmoid(h));
+      return silu(h);
     case 'identity':
       return h;
-    case 'gelu': {
-      const inner = mx.multiply(0.7978845608028654, mx.add(h, mx.multiply(0.044715, mx.multiply(h, mx.multiply(h, h)))));
-      return mx.multiply(mx.multiply(0.5, h), mx.add(1, mx.tanh(inner)));
-    }
+    case 'gelu':
+      // The tanh form spelled out, as onnxruntime's kernel computes it.
+      return gelu(h, { approximate: 'tanh', implementation: 'composite' });
     case 'swiglu': {
       if (p.fusion === 0) throw new Error('internal error: unfused SwiGLU is applied by gated()');
       const shape = h.shape.slice(0, -1);
@@ -256,23 +256,17 @@ function activate(h: mx.Array, p: QMoEParams, inter: number): mx.Array {
         g = mx.slice(h, [...z, 0], [...shape, inter], [...one, 1]);
         l = mx.slice(h, [...z, inter], [...shape, 2 * inter], [...one, 1]);
       }
-      return swiglu(g, l, p);
+      return swigluOf(g, l, p);
     }
   }
 }
 
 /** G · sigmoid(alpha · G) · (L + beta), G = min(g, limit), L = clamp(l, ±limit). */
-function swiglu(g: mx.Array, l: mx.Array, p: QMoEParams): mx.Array {
-  if (Number.isFinite(p.limit)) {
-    g = mx.minimum(g, p.limit);
-    l = mx.clip(l, -p.limit, p.limit);
-  }
-  return mx.multiply(mx.multiply(g, mx.sigmoid(mx.multiply(p.alpha, g))), mx.add(l, p.beta));
-}
+const swigluOf = (g: mx.Array, l: mx.Array, p: QMoEParams): mx.Array => swiglu(g, l, { beta: p.alpha, limit: p.limit, upShift: p.beta });
 
 /** With FC3: SwiGLU of (FC1, FC3) when unfused, else act(FC1) · FC3. */
 function gated(h1: mx.Array, h3: mx.Array, p: QMoEParams, inter: number): mx.Array {
-  return p.activation === 'swiglu' ? swiglu(h1, h3, p) : mx.multiply(activate(h1, p, inter), h3);
+  return p.activation === 'swiglu' ? swigluOf(h1, h3, p) : mx.multiply(activate(h1, p, inter), h3);
 }
 
 function run(ctx: OpContext<QMoEParams>): mx.Array[] {

@@ -4,8 +4,7 @@
 import * as mx from '@mlx/core';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
-import { gelu } from '../activation.js';
-import { layerNorm, rmsNorm } from '@mlx/kernels';
+import { gelu, layerNorm, rmsNorm, type GeluApproximation } from '@mlx/kernels';
 import { convProduct, parseConv, type ConvParams } from '../conv.js';
 import { kernelOffsets, parseWindow, toChannelsFirst, toChannelsLast, windowOf, type WindowAttrs } from '../helpers/spatial.js';
 import { dtypeRange } from '../helpers/util.js';
@@ -218,8 +217,8 @@ export const mlxFusedOps: OpEntry[] = [
   splitLast,
   entry(
     'Gelu',
-    (a) => a.string('approximate', 'none'),
-    (ctx) => gelu(ctx.input(0), ctx.params, ctx.optional(1)),
+    (a) => (a.string('approximate', 'none') === 'tanh' ? 'tanh' : 'none') as GeluApproximation,
+    (ctx) => gelu(ctx.input(0), { approximate: ctx.params, bias: ctx.optional(1) }),
     'GELU (erf or tanh form) of x (+ bias), from the rewrite of its decomposition',
   ),
   entry('MatMulAdd', () => undefined, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
