@@ -51,6 +51,7 @@ export {
   type SiluOptions,
   type SwigluOptions,
 } from './activations.js';
+export { softmax, logSoftmax, type SoftmaxOptions } from './softmax.js';
 export {
   rotaryEmbedding,
   rotaryEmbeddingVjp,
