@@ -3,7 +3,7 @@
 // The opset ranges are the versions where the semantics are the same: later versions only
 // widened the type lists (bfloat16, ...), which MLX holds anyway.
 import * as mx from '@mlx/core';
-import { gelu, silu, type GeluApproximation } from '@mlx/kernels';
+import { gelu, logSoftmax, silu, softmax, type GeluApproximation } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -90,19 +90,12 @@ function softmaxLike(opType: string, f: AxisOp): OpEntry[] {
   return [legacy, perAxis];
 }
 
-const lowPrecision = (x: mx.Array) => x.dtype === 'float16' || x.dtype === 'bfloat16';
-// The last axis of a float32 input goes to the fused CPU kernel (MLX's op off the CPU).
-const softmax: AxisOp = (x, axis) =>
-  axis === x.ndim - 1 && x.dtype === 'float32' ? mx.ext.fusedSoftmax(x, false) : mx.softmax(x, axis, { precise: lowPrecision(x) });
-
-function logSoftmax(x: mx.Array, axis: number): mx.Array {
-  if (axis === x.ndim - 1 && x.dtype === 'float32') return mx.ext.fusedSoftmax(x, true);
-  const xs = lowPrecision(x) ? mx.astype(x, 'float32') : x;
-  // (x - max) - log(sum(exp(x - max))), in onnxruntime's order: x - logsumexp(x) loses the log
-  // term next to a max near the type's limit (two maxima of 3e38 give 0, not -log 2).
-  const d = mx.subtract(xs, mx.max(xs, axis, { keepdims: true }));
-  return mx.subtract(d, mx.log(mx.sum(mx.exp(d), axis, { keepdims: true })));
-}
+// Softmax and LogSoftmax are @mlx/kernels': the fused CPU kernel on the last axis of float32
+// input, MLX's precise softmax elsewhere; log-softmax in onnxruntime's order, (x - max) -
+// log(sum(exp(x - max))), so that next to the type's limit the log term is not lost (two maxima of
+// 3e38 give -log 2, not 0).
+const softmaxAxis: AxisOp = (x, axis) => softmax(x, axis);
+const logSoftmaxAxis: AxisOp = (x, axis) => logSoftmax(x, axis);
 
 /** One-hot of the first maximum along `axis`. */
 function hardmax(x: mx.Array, axis: number): mx.Array {
@@ -215,8 +208,8 @@ export const activationOps: OpEntry[] = [
   unary('Mish', 18, (x) => mx.multiply(x, mx.tanh(softplus(x)))),
   unary('Shrink', 9, shrink, (attrs) => ({ lambd: attrs.float('lambd', 0.5), bias: attrs.float('bias', 0) })),
   unary('Swish', 24, (x, c) => silu(x, { beta: c.params }), alphaOf(1)),
-  ...softmaxLike('Softmax', softmax),
-  ...softmaxLike('LogSoftmax', logSoftmax),
+  ...softmaxLike('Softmax', softmaxAxis),
+  ...softmaxLike('LogSoftmax', logSoftmaxAxis),
   ...softmaxLike('Hardmax', hardmax),
   dropoutEntry,
 ];

@@ -4,6 +4,7 @@
 // 'mean' divides by the total weight of the targets that count, so a batch in which every
 // target is ignored gives 0/0 = NaN there too; we do not invent a different answer.
 import * as mx from '@mlx/core';
+import { logSoftmax } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -35,22 +36,11 @@ function checkLoss(ctx: CheckContext<LossAttrs>): string | undefined {
 }
 
 /**
- * MLX's CPU exp is a float32 polynomial even on float64 arrays; expm1 is exact there, so float64
- * log-softmax goes through it (as @mlx/kernels does) to match a float64 reference.
+ * Log-softmax over the classes (axis 1) in onnxruntime's order, (x - max) - log(sum(exp(x - max))):
+ * a row holding +inf is NaN throughout (inf - inf), where x - logsumexp(x) gives -inf for its finite
+ * entries. @mlx/kernels' composite, exact in float64 (MLX's CPU exp is float32-accurate there).
  */
-function logSoftmaxAxis1(x: mx.Array): mx.Array {
-  if (x.dtype !== 'float64') {
-    // (x - max) - log(sum(exp(x - max))), onnxruntime's order: a row holding +inf is NaN throughout
-    // (inf - inf), where x - logsumexp(x) gives -inf for its finite entries.
-    const d = mx.subtract(x, mx.max(x, 1, { keepdims: true }));
-    return mx.subtract(d, mx.log(mx.sum(mx.exp(d), 1, { keepdims: true })));
-  }
-  const m = mx.max(x, 1, { keepdims: true });
-  const safeMax = mx.where(mx.isinf(m), mx.scalar(0, x.dtype), m);
-  const shifted = mx.subtract(x, safeMax);
-  const sumExp = mx.sum(mx.add(mx.expm1(shifted), 1), 1, { keepdims: true });
-  return mx.subtract(shifted, mx.log(sumExp));
-}
+const logSoftmaxAxis1 = (x: mx.Array): mx.Array => logSoftmax(x, 1, { implementation: 'composite' });
 
 /**
  * The loss of log-probabilities `logp` (N, C, ...) against integer `target` (N, ...).

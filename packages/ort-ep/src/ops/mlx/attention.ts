@@ -11,6 +11,7 @@
 // its own composition of the same ops with MLX's scalar softmax, slower than the composition here
 // with the fused softmax kernel, so the CPU keeps the composition.
 import * as mx from '@mlx/core';
+import { softmax } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext } from '../../registry/types.js';
 import { mxDtypeOf } from '../../runtime/convert.js';
@@ -68,9 +69,8 @@ function composite(
   if (cond && p.whereFirst) s = where(s);
   if (mask) s = mx.add(s, mask);
   if (cond && !p.whereFirst) s = where(s);
-  // The Softmax op's own rule: float32 over the last axis takes the fused CPU kernel.
-  let probs =
-    s.size === 0 ? s : s.dtype === 'float32' ? mx.ext.fusedSoftmax(s, false) : mx.softmax(s, -1, { precise: s.dtype !== 'float64' });
+  // The Softmax op's own: @mlx/kernels' softmax, the fused CPU kernel for float32.
+  let probs = softmax(s, -1);
   if (p.nanToZero) probs = mx.where(mx.isnan(probs), mx.scalar(0, probs.dtype), probs);
   for (const to of p.castTo) probs = keepType(probs, to);
   return mx.matmul(probs, v);
