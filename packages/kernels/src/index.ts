@@ -67,6 +67,8 @@ export {
   softmaxCrossEntropy,
   softmaxCrossEntropyVjp,
   softmaxCrossEntropyComposite,
+  nllLoss,
+  type NllLossOptions,
   type SoftmaxCrossEntropyOptions,
   type LossReduction,
 } from './losses.js';

@@ -1,6 +1,12 @@
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import { softmaxCrossEntropy, softmaxCrossEntropyComposite, softmaxCrossEntropyVjp, type SoftmaxCrossEntropyOptions } from './index.js';
+import {
+  nllLoss,
+  softmaxCrossEntropy,
+  softmaxCrossEntropyComposite,
+  softmaxCrossEntropyVjp,
+  type SoftmaxCrossEntropyOptions,
+} from './index.js';
 import { gradientErrors } from './testing/gradient-check.js';
 import { hasNaN, maxAbs, onCpu, randn, relativeError } from './testing/numeric.js';
 
@@ -82,5 +88,79 @@ describe('softmaxCrossEntropy', () => {
     const g = randn([]);
     const [, [viaVjp]] = mx.vjp((z) => softmaxCrossEntropy(z, labels, { ignoreIndex: -100 }), [logits], [g]);
     expect(relativeError(softmaxCrossEntropyVjp(logits, labels, g, { ignoreIndex: -100 }), viaVjp)).toBeLessThan(1e-6);
+  });
+});
+
+describe('nllLoss', () => {
+  // log-probabilities [N = 2, C = 3, d = 2] (classes on axis 1), written out so that the expected
+  // losses are plain sums on the host.
+  const lp = [
+    [
+      [-0.5, -1.5],
+      [-1.2, -0.3],
+      [-2.0, -2.5],
+    ],
+    [
+      [-0.1, -0.9],
+      [-3.0, -0.7],
+      [-2.2, -1.1],
+    ],
+  ];
+  const logProbs = mx.array(lp, 'float32');
+  const labels = mx.array(
+    [
+      [2, 1],
+      [0, -1],
+    ],
+    'int32',
+  );
+  const weights = mx.array([0.5, 2, 1], 'float32');
+  // Picked: [n=0,d=0] class 2 → −2.0; [0,1] class 1 → −0.3; [1,0] class 0 → −0.1; [1,1] ignored.
+  const picked = [-2.0, -0.3, -0.1];
+  const w = [1, 2, 0.5];
+
+  it('picks −logp at the label, weighted, ignoring ignoreIndex, for each reduction', () => {
+    const options = { classAxis: 1, ignoreIndex: -1, weights };
+    const none = nllLoss(logProbs, labels, { ...options, reduction: 'none' }).toList() as number[][];
+    expect(none[0][0]).toBeCloseTo(2.0 * 1, 6);
+    expect(none[0][1]).toBeCloseTo(0.3 * 2, 6);
+    expect(none[1][0]).toBeCloseTo(0.1 * 0.5, 6);
+    expect(none[1][1]).toBe(0);
+    const total = picked.reduce((a, p, i) => a - p * w[i], 0);
+    expect(nllLoss(logProbs, labels, { ...options, reduction: 'sum' }).item()).toBeCloseTo(total, 6);
+    expect(nllLoss(logProbs, labels, options).item()).toBeCloseTo(total / (1 + 2 + 0.5), 6);
+    // Without weights or an ignore index: the plain mean over every label.
+    const all = mx.array(
+      [
+        [2, 1],
+        [0, 1],
+      ],
+      'int32',
+    );
+    expect(nllLoss(logProbs, all, { classAxis: 1 }).item()).toBeCloseTo((2.0 + 0.3 + 0.1 + 0.7) / 4, 6);
+  });
+
+  it("emptyMean: an all-ignored 'mean' is 0 by default, NaN with 'nan'", () => {
+    const ignored = mx.full([2, 2], -1, 'int32');
+    expect(nllLoss(logProbs, ignored, { classAxis: 1, ignoreIndex: -1 }).item()).toBe(0);
+    expect(Number.isNaN(nllLoss(logProbs, ignored, { classAxis: 1, ignoreIndex: -1, emptyMean: 'nan' }).item())).toBe(true);
+    const z = randn([4, 3]);
+    const none = mx.full([4], 7, 'int32');
+    expect(Number.isNaN(softmaxCrossEntropy(z, none, { ignoreIndex: 7, emptyMean: 'nan' }).item())).toBe(true);
+  });
+
+  it('softmaxCrossEntropy is nllLoss of the log-softmax', () => {
+    const z = randn([3, 5, 4]);
+    const lab = mx.array(
+      [
+        [0, 4, 2, 9],
+        [1, 1, 9, 3],
+        [4, 0, 0, 2],
+      ],
+      'int32',
+    );
+    const options = { classAxis: 1, ignoreIndex: 9, weights: mx.array([1, 0.5, 2, 1, 3], 'float32') };
+    const logp = mx.subtract(z, mx.logsumexp(z, 1, { keepdims: true }));
+    expect(relativeError(softmaxCrossEntropy(z, lab, options), nllLoss(logp, lab, options))).toBeLessThan(1e-6);
   });
 });
