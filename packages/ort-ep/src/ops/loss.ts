@@ -4,7 +4,7 @@
 // 'mean' divides by the total weight of the targets that count, so a batch in which every
 // target is ignored gives 0/0 = NaN there too; we do not invent a different answer.
 import * as mx from '@mlx/core';
-import { logSoftmax } from '@mlx/kernels';
+import { logSoftmax, nllLoss as kernelNllLoss } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -43,27 +43,24 @@ function checkLoss(ctx: CheckContext<LossAttrs>): string | undefined {
 const logSoftmaxAxis1 = (x: mx.Array): mx.Array => logSoftmax(x, 1, { implementation: 'composite' });
 
 /**
- * The loss of log-probabilities `logp` (N, C, ...) against integer `target` (N, ...).
- * Ignored targets may lie outside [0, C) (e.g. -1 or 100), so they are replaced by class 0
- * before gathering and their weight is zeroed afterwards.
+ * The loss of log-probabilities `logp` (N, C, ...) against integer `target` (N, ...): @mlx/kernels'
+ * nllLoss with 'mean' of nothing counted giving 0/0, as the reference does. Targets are checked
+ * against [0, C) here (a NodeExecutionError naming the node); ignored ones may lie outside it
+ * (e.g. -1 or 100), so only the others are checked, and the kernel gathers the checked ones.
  */
 export function nllLoss(ctx: OpContext<unknown>, logp: mx.Array, target: mx.Array, weight: mx.Array | undefined, a: LossAttrs): mx.Array {
-  const dtype = logp.dtype;
   const labels = mx.astype(target, 'int32');
   const valid = a.ignoreIndex === undefined ? undefined : mx.notEqual(labels, mx.scalar(a.ignoreIndex, 'int32'));
   const unchecked = valid ? mx.where(valid, labels, mx.scalar(0, 'int32')) : labels;
   const classes = logp.shape[1];
   const safe = checkedIndices(ctx, unchecked, classes, `target class (of ${classes})`, { negative: false });
-  const classesLast = mx.moveaxis(logp, 1, -1);
-  const picked = mx.squeeze(mx.takeAlongAxis(classesLast, mx.expandDims(safe, -1), -1), -1);
-  let w: mx.Array | undefined = weight ? mx.take(mx.astype(weight, dtype), safe, 0) : undefined;
-  if (valid) w = mx.where(valid, w ?? mx.scalar(1, dtype), mx.scalar(0, dtype));
-  const losses = w ? mx.multiply(mx.negative(picked), w) : mx.negative(picked);
-  if (a.reduction === 'none') return losses;
-  const total = mx.sum(losses);
-  if (a.reduction === 'sum') return total;
-  // 'mean' without weights or ignored targets is the plain mean over N·d1·…·dk.
-  return w ? mx.divide(total, mx.sum(w)) : mx.divide(total, Math.max(losses.size, 1));
+  return kernelNllLoss(logp, valid ? mx.where(valid, safe, labels) : safe, {
+    classAxis: 1,
+    ignoreIndex: a.ignoreIndex ?? null,
+    weights: weight ?? null,
+    reduction: a.reduction,
+    emptyMean: 'nan',
+  });
 }
 
 function checkShapes(ctx: OpContext): void {
