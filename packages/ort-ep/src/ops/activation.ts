@@ -214,5 +214,5 @@ export const activationOps: OpEntry[] = [
   dropoutEntry,
 ];
 
-/** Shared with the recurrent ops and the contrib ops, which name the same functions. */
-export { elu, hardSigmoid, leakyRelu, softplus };
+/** Shared with the recurrent ops, whose activation lists name the same functions. */
+export { elu, leakyRelu, softplus };

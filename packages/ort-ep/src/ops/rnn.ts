@@ -12,6 +12,7 @@ import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
 import { hostNumbers } from './helpers/util.js';
+import { elu, leakyRelu, softplus } from './activation.js';
 
 // ---------------------------------------------------------------------------------------------
 // Activation functions named by the `activations` attribute, with alpha/beta consumed in order.
@@ -46,13 +47,13 @@ const activationSpecs: Record<string, ActSpec> = {
   tanh: { make: () => (x) => mx.tanh(x) },
   sigmoid: { make: () => (x) => mx.sigmoid(x) },
   affine: { alpha: 1, beta: 0, make: (a, b) => (x) => mx.add(mx.multiply(x, a), b) },
-  leakyrelu: { alpha: 0.01, make: (a) => (x) => mx.where(mx.less(x, 0), mx.multiply(x, a), x) },
+  leakyrelu: { alpha: 0.01, make: (a) => (x) => leakyRelu(x, a) },
   thresholdedrelu: { alpha: 1, make: (a) => (x) => mx.where(mx.greater(x, a), x, mx.zerosLike(x)) },
   scaledtanh: { alpha: 1, beta: 1, make: (a, b) => (x) => mx.multiply(mx.tanh(mx.multiply(x, b)), a) },
   hardsigmoid: { alpha: 0.2, beta: 0.5, make: (a, b) => (x) => mx.clip(mx.add(mx.multiply(x, a), b), 0, 1) },
-  elu: { alpha: 1, make: (a) => (x) => mx.where(mx.less(x, 0), mx.multiply(mx.expm1(x), a), x) },
+  elu: { alpha: 1, make: (a) => (x) => elu(x, a) },
   softsign: { make: () => (x) => mx.divide(x, mx.add(mx.abs(x), 1)) },
-  softplus: { make: () => (x) => mx.logaddexp(x, mx.zerosLike(x)) },
+  softplus: { make: () => softplus },
 };
 
 export interface Family {
