@@ -145,9 +145,9 @@ const rmsNormalization = onnxOp('RMSNormalization', 23, {
     const x = ctx.input(0);
     const scale = ctx.input(1);
     const axis = normAxis(ctx.params.axis, x.ndim);
-    // stash_type 1 computes in float32, as the reference does for lower precisions.
+    // stash_type 1 computes in float32, as the reference does for lower precisions (and 0 in X's type).
     const xf = ctx.params.stashFloat && x.dtype !== 'float64' ? mx.astype(x, 'float32') : x;
-    const y = rmsNorm(xf, null, { eps: ctx.params.epsilon, axis });
+    const y = rmsNorm(xf, null, { eps: ctx.params.epsilon, axis, upcast: ctx.params.stashFloat });
     // Y has the scale's type (V in the schema), which may differ from X's (T).
     return [mx.astype(mx.multiply(y, scale), scale.dtype)];
   },
