@@ -143,7 +143,8 @@ export class ModelRunner {
       analysis,
       env,
       this.constants,
-      compileSetup(this.options.device).traced,
+      compileSetup(this.options.device),
+      this.options.device,
       [...fixed],
     );
     this.programs.set(key, sig);

@@ -5,6 +5,7 @@
 // - steps (nodes that read dynamic data on the host) run eagerly between segments.
 // A segment that cannot be traced (it reads traced data on the host, or passes a sequence across
 // its boundary) runs eagerly instead, with the same results.
+import { callCompiled, type CompileSetup } from './compile-setup.js';
 import * as mx from '@mlx/core';
 import { isNondeterministic } from '../plan/graph-plan.js';
 import { elemTypeOf, type Value } from '../runtime/value.js';
@@ -66,8 +67,9 @@ export class SignatureProgram {
     private readonly statics: Map<string, Value>,
     private readonly groups: (Segment | Step)[],
     private readonly constants: ConstantStore,
-    /** Whether mx.compile traces on the run's device (compile-setup.ts). */
-    private readonly traced: boolean,
+    /** How mx.compile works on the run's device (compile-setup.ts). */
+    private readonly setup: CompileSetup,
+    private readonly device: 'cpu' | 'gpu',
     /** Feeds fixed by value in this signature (static host values; runner.ts). */
     readonly fixed: ReadonlySet<string>,
   ) {}
@@ -93,7 +95,8 @@ export class SignatureProgram {
     analysis: Analysis,
     env: Env,
     constants: ConstantStore,
-    traced: boolean,
+    setup: CompileSetup,
+    device: 'cpu' | 'gpu',
     fixed: readonly string[] = [],
   ): SignatureProgram {
     const plan = program.plan;
@@ -152,7 +155,7 @@ export class SignatureProgram {
       const deviceOut = g.outputs.every((n) => env.get(n)?.kind === 'device');
       if (!tensors(g.inputs) || !deviceOut) g.compiled = null;
     });
-    return new SignatureProgram(program, fetches, statics, groups, constants, traced, new Set(fixed));
+    return new SignatureProgram(program, fetches, statics, groups, constants, setup, device, new Set(fixed));
   }
 
   /** Marks the budget as passed once every segment is traced and there are no steps. */
@@ -171,14 +174,15 @@ export class SignatureProgram {
         yield* this.program.runNodes([g.node], env);
         continue;
       }
-      if (g.compiled === undefined) g.compiled = this.traced ? this.trace(g) : null;
+      if (g.compiled === undefined) g.compiled = this.setup.traced ? this.trace(g) : null;
       if (g.compiled) {
         let outs: mx.Array[] | undefined;
         let args: mx.Array[] = [];
         try {
           args = g.inputs.map((n) => env.run.toArray(env.get(n)!, n));
           this.calling = env.run;
-          outs = g.compiled(...args) as mx.Array[];
+          const fn = g.compiled;
+          outs = callCompiled(this.setup, this.device, () => fn(...args)) as mx.Array[];
           this.calling = undefined;
         } catch {
           // The trace failed (a host read of traced data, an op MLX cannot compile): from now
