@@ -1,4 +1,4 @@
-// The native channels-last convolution (mx.convGemm with a packed weight) against MLX's CPU
+// The native channels-last convolution (mx.ext.convGemm with a packed weight) against MLX's CPU
 // conv_general on the same channels-last data, at every convolution shape of ResNet-50 (224²,
 // batch 1, each with its count in the network): the fastest of R evaluated runs, bias + Relu
 // included, and the CPU time of that run (user + system of the process: on a shared machine a
@@ -64,11 +64,11 @@ for (const [c, o, hw, k, s, n] of convs) {
   const x = mx.random.normal([1, hw, hw, c], 'float32', 0, 1, null);
   const w = mx.random.normal([o, k, k, c], 'float32', 0, 0.1, null);
   const b = mx.random.normal([o], 'float32', 0, 1, null);
-  const wp = mx.convPackWeight(w);
+  const wp = mx.ext.convPackWeight(w);
   mx.evaluate(x, w, wp, b);
   const oh = Math.floor((hw + 2 * p - k) / s) + 1;
   const f = 2 * o * c * k * k * oh * oh;
-  const mine = time(() => mx.convGemm(x, wp, o, b, null, [s, s], [p, p], [p, p], [1, 1], 0, Number.POSITIVE_INFINITY));
+  const mine = time(() => mx.ext.convGemm(x, wp, o, b, null, [s, s], [p, p], [p, p], [1, 1], 0, Number.POSITIVE_INFINITY));
   const ref = withRef
     ? time(() => mx.maximum(mx.add(mx.convGeneral(x, w, [s, s], [p, p], [p, p], [1, 1], [1, 1], 1, false), b), zero)).ms
     : Number.NaN;

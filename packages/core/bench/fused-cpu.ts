@@ -57,20 +57,20 @@ const w = input([768], 0.5, 1.5);
 const b = input([768], -0.5, 0.5);
 
 const cases: [string, () => mx.Array, () => mx.Array][] = [
-  ['erf [128,3072]', () => mx.erf(bert, cpu), () => mx.fusedActivation(bert, null, 'erf', cpu)],
-  ['tanh [256,3072]', () => mx.tanh(gpt, cpu), () => mx.fusedActivation(gpt, null, 'tanh', cpu)],
-  ['exp [256,3072]', () => mx.exp(gpt, cpu), () => mx.fusedActivation(gpt, null, 'exp', cpu)],
-  ['GELU erf [128,3072]', () => gelu(bert), () => mx.fusedActivation(bert, null, 'gelu', cpu)],
-  ['bias + GELU erf [128,3072]', () => gelu(mx.add(bert, bias, cpu)), () => mx.fusedActivation(bert, bias, 'gelu', cpu)],
-  ['GELU tanh [256,3072]', () => geluTanh(gpt), () => mx.fusedActivation(gpt, null, 'gelu_tanh', cpu)],
-  ['softmax [12,128,128]', () => mx.softmax(scores, -1, cpu), () => mx.fusedSoftmax(scores, false, cpu)],
+  ['erf [128,3072]', () => mx.erf(bert, cpu), () => mx.ext.fusedActivation(bert, null, 'erf', cpu)],
+  ['tanh [256,3072]', () => mx.tanh(gpt, cpu), () => mx.ext.fusedActivation(gpt, null, 'tanh', cpu)],
+  ['exp [256,3072]', () => mx.exp(gpt, cpu), () => mx.ext.fusedActivation(gpt, null, 'exp', cpu)],
+  ['GELU erf [128,3072]', () => gelu(bert), () => mx.ext.fusedActivation(bert, null, 'gelu', cpu)],
+  ['bias + GELU erf [128,3072]', () => gelu(mx.add(bert, bias, cpu)), () => mx.ext.fusedActivation(bert, bias, 'gelu', cpu)],
+  ['GELU tanh [256,3072]', () => geluTanh(gpt), () => mx.ext.fusedActivation(gpt, null, 'gelu_tanh', cpu)],
+  ['softmax [12,128,128]', () => mx.softmax(scores, -1, cpu), () => mx.ext.fusedSoftmax(scores, false, cpu)],
   [
     'log-softmax [12,128,128]',
     () => mx.subtract(scores, mx.logsumexp(scores, -1, { keepdims: true, stream: 'cpu' }), cpu),
-    () => mx.fusedSoftmax(scores, true, cpu),
+    () => mx.ext.fusedSoftmax(scores, true, cpu),
   ],
-  ['layer norm [256,768]', () => mx.fast.layerNorm(hidden, w, b, 1e-5, cpu), () => mx.fusedLayerNorm(hidden, w, b, 1e-5, cpu)],
-  ['RMS norm [256,768]', () => mx.fast.rmsNorm(hidden, w, 1e-6, cpu), () => mx.fusedRmsNorm(hidden, w, 1e-6, cpu)],
+  ['layer norm [256,768]', () => mx.fast.layerNorm(hidden, w, b, 1e-5, cpu), () => mx.ext.fusedLayerNorm(hidden, w, b, 1e-5, cpu)],
+  ['RMS norm [256,768]', () => mx.fast.rmsNorm(hidden, w, 1e-6, cpu), () => mx.ext.fusedRmsNorm(hidden, w, 1e-6, cpu)],
 ];
 
 console.log(`fused CPU kernels vs MLX's CPU ops: ${mx.cpuThreads()} threads, AVX2 ${mx.cpuKernelsUseAvx2()}, median of ${repeats}`);

@@ -1,4 +1,4 @@
-// The fused CPU kernels' builds (native/src/cpu/math_*.cpp): the widest one this CPU runs is the one
+// The fused CPU kernels' builds (native/src/kernels/activation/math_*.cpp): the widest one this CPU runs is the one
 // dispatched to, and every build computes the same values. MLXC_CPU_KERNELS is read once per
 // process, so the narrower builds run in child processes (avx2: AVX2+FMA even on an AVX-512
 // machine; generic: the portable loops) on the same inputs, edge values and vector tails included.

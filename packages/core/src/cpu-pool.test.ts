@@ -16,7 +16,7 @@ describe('CPU thread pool', () => {
       let lo = Infinity, hi = -Infinity;
       for (let i = 0; i < 400; i++) {
         mx.setCpuThreads(2 + (i % 3));
-        const y = mx.fusedActivation(x, null, 'tanh');
+        const y = mx.ext.fusedActivation(x, null, 'tanh');
         lo = Math.min(lo, mx.min(y).item());
         hi = Math.max(hi, mx.max(y).item());
       }
@@ -47,7 +47,7 @@ describe('CPU thread pool', () => {
       let bad = 0;
       for (let i = 0; i < 800; i++) {
         const v = [0.25, -0.5, 0.75][i % 3];
-        const y = mx.fusedActivation(xs[i % 3], null, 'tanh');
+        const y = mx.ext.fusedActivation(xs[i % 3], null, 'tanh');
         const d = y.toTypedArray();
         const want = Math.fround(Math.tanh(v));
         for (let j = 0; j < n; j += 997) if (Math.abs(d[j] - want) > 1e-6) bad++;

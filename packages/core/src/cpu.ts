@@ -1,5 +1,5 @@
 // The fused CPU kernels' knobs: one thread count for their pool and for OpenBLAS. The kernels
-// themselves are ops (fusedActivation, fusedSoftmax, fusedLayerNorm, fusedRmsNorm).
+// themselves are in the `ext` namespace (ext.fusedActivation, ext.smallMatmul, ...).
 import { check, fn } from './native.js';
 import { toInt32 } from './ints.js';
 

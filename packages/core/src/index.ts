@@ -57,6 +57,8 @@ export { cpuThreads, setCpuThreads, cpuKernelsUseAvx2, cpuKernelsUseAvx512 } fro
 export type { FftNorm } from './enums.js';
 export * from './ops.js';
 export { fastOps as fast, linalgOps as linalg, randomOps as random, fftOps as fft } from './generated/ops.js';
+/** The project's own CPU kernels (not MLX's ops): `ext.smallMatmul`, `ext.convGemm`, ... (README, "The project's kernels: ext"). */
+export { extOps as ext } from './generated/ext.js';
 
 export { nativeCallCounts } from '@mlx/sys';
 /**

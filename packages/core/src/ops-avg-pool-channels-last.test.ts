@@ -1,4 +1,4 @@
-// avgPoolChannelsLast (native/src/cpu/max_pool.*) against a float64 average pool in JS written
+// avgPoolChannelsLast (native/src/kernels/pool/pool.*) against a float64 average pool in JS written
 // from ONNX AveragePool's definition: channels-last 1-D and 2-D windows with strides, asymmetric
 // pads counted or not (count_include_pad), ceil_mode (the last window dropped when it would start
 // in the end padding; its overhang neither summed nor counted), dilations, odd channel counts,
@@ -100,7 +100,7 @@ describe('avgPoolChannelsLast', () => {
       );
       const yd = [t.n, ...outSpatial(t), t.c];
       const run = (dtype: 'float32' | 'float16') =>
-        mx.astype(mx.avgPoolChannelsLast(mx.array(x, { shape: xd, dtype }), t.k, t.s, t.pb, t.pe, t.d, t.ceil, t.include), 'float32');
+        mx.astype(mx.ext.avgPoolChannelsLast(mx.array(x, { shape: xd, dtype }), t.k, t.s, t.pb, t.pe, t.d, t.ceil, t.include), 'float32');
       const ref = reference(t, Array.from(new Float32Array(x)));
       const y = run('float32');
       expect(y.shape).toEqual(yd);
@@ -114,14 +114,14 @@ describe('avgPoolChannelsLast', () => {
     const xd = [1, 3, 6, 5];
     const x = mx.array(inputs(90, -1, 1, 3), { shape: xd });
     const view = mx.transpose(x, [0, 2, 3, 1]);
-    const y = mx.avgPoolChannelsLast(view, [2, 2], [2, 2], [0, 0], [1, 0], [1, 1], true, false);
-    const ref = mx.avgPoolChannelsLast(mx.contiguous(view, false), [2, 2], [2, 2], [0, 0], [1, 0], [1, 1], true, false);
+    const y = mx.ext.avgPoolChannelsLast(view, [2, 2], [2, 2], [0, 0], [1, 0], [1, 1], true, false);
+    const ref = mx.ext.avgPoolChannelsLast(mx.contiguous(view, false), [2, 2], [2, 2], [0, 0], [1, 0], [1, 1], true, false);
     expectAllClose(y, mx.reshape(ref, [-1]).toList() as number[], 0, 0);
   });
 
   it('refuses a window larger than the padded input, per-axis lists of the wrong length, integer input', () => {
     const x = mx.zeros([1, 4, 4, 3], 'float32');
-    const pool = (a: mx.Array, k: number[], s: number[]) => mx.avgPoolChannelsLast(a, k, s, [0, 0], [0, 0], [1, 1], false, false);
+    const pool = (a: mx.Array, k: number[], s: number[]) => mx.ext.avgPoolChannelsLast(a, k, s, [0, 0], [0, 0], [1, 1], false, false);
     expect(() => pool(x, [5, 5], [1, 1])).toThrow(/larger than the padded input/);
     expect(() => pool(x, [3], [1, 1])).toThrow(/kernel needs 2 values/);
     expect(() => pool(x, [3, 3], [0, 1])).toThrow(/strides must be at least 1/);

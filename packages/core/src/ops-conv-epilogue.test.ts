@@ -1,4 +1,4 @@
-// convEpilogue (native/src/cpu/epilogue.cpp) against a float64 loop in JS: float32 on the CPU runs
+// convEpilogue (native/src/kernels/conv/epilogue.cpp) against a float64 loop in JS: float32 on the CPU runs
 // the native pass (both layouts, with and without bias and residual, odd sizes that leave partial
 // tiles), float16 and a broadcasting residual the composition of MLX ops; NaN passes through the
 // clamp and ±Inf clamp like any value.
@@ -50,7 +50,7 @@ describe('convEpilogue', () => {
           const b = hasB ? inputs(c, -1, 1, 3) : null;
           const r = hasR ? inputs(n * c * sp, -2, 2, 5) : null;
           const ya = mx.array(y, { shape: last ? [n, h, w, c] : [n, c, h, w] });
-          const out = mx.convEpilogue(ya, b && mx.array(b), r && mx.array(r, { shape: [n, c, h, w] }), lo, hi, last);
+          const out = mx.ext.convEpilogue(ya, b && mx.array(b), r && mx.array(r, { shape: [n, c, h, w] }), lo, hi, last);
           expect(out.shape).toEqual([n, c, h, w]);
           expectAllClose(out, reference(y, n, c, sp, last, b, r, lo, hi), 1e-6, 1e-6);
         });
@@ -73,7 +73,14 @@ describe('convEpilogue', () => {
         const y = inputs(m * c, -4, 4, c + m);
         const b = hasB ? inputs(c, -1, 1, 3) : null;
         const r = hasR ? inputs(m * c, -2, 2, 5) : null;
-        const out = mx.convEpilogue(mx.array(y, { shape: [m, c] }), b && mx.array(b), r && mx.array(r, { shape: [m, c] }), lo, hi, true);
+        const out = mx.ext.convEpilogue(
+          mx.array(y, { shape: [m, c] }),
+          b && mx.array(b),
+          r && mx.array(r, { shape: [m, c] }),
+          lo,
+          hi,
+          true,
+        );
         expect(out.shape).toEqual([m, c]);
         // [m, c] rows are the channels-first reference with n = m and one position each.
         expectAllClose(out, reference(y, m, c, 1, false, b, r, lo, hi), 1e-6, 1e-6);
@@ -85,7 +92,7 @@ describe('convEpilogue', () => {
     const b = inputs(c, -1, 1, 22);
     const r = inputs(m * c, -1, 1, 23);
     const h = (a: number[], shape: number[]) => mx.astype(mx.array(a, { shape }), 'float16');
-    const out = mx.convEpilogue(h(y, [m, c]), h(b, [c]), h(r, [m, c]), 0, 2, true);
+    const out = mx.ext.convEpilogue(h(y, [m, c]), h(b, [c]), h(r, [m, c]), 0, 2, true);
     expect(out.shape).toEqual([m, c]);
     expectAllClose(mx.astype(out, 'float32'), reference(y, m, c, 1, false, b, r, 0, 2), 1e-2, 1e-2);
   });
@@ -93,7 +100,7 @@ describe('convEpilogue', () => {
   it('NaN passes through, ±Inf clamp, in both layouts', () => {
     const y = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, -1, 0.5, 7, 1e-40, -0];
     for (const last of [true, false]) {
-      const out = mx.convEpilogue(mx.array(y, { shape: [1, 2, 4] }), null, null, 0, 6, last);
+      const out = mx.ext.convEpilogue(mx.array(y, { shape: [1, 2, 4] }), null, null, 0, 6, last);
       const [c, sp] = last ? [4, 2] : [2, 4];
       const ref = reference(y, 1, c, sp, last, null, null, 0, 6);
       const got = Array.from(out.toTypedArray() as Float32Array);
@@ -109,17 +116,17 @@ describe('convEpilogue', () => {
     const r = Array.from({ length: n * c * h * w }, (_, i) => r1[Math.floor(i / (h * w)) % c]);
     const ya = mx.array(y, { shape: [n, h, w, c] });
     const ref = reference(y, n, c, h * w, true, b, r, 0, Number.POSITIVE_INFINITY);
-    const broad = mx.convEpilogue(ya, mx.array(b), mx.array(r1, { shape: [1, c, 1, 1] }), 0, Number.POSITIVE_INFINITY, true);
+    const broad = mx.ext.convEpilogue(ya, mx.array(b), mx.array(r1, { shape: [1, c, 1, 1] }), 0, Number.POSITIVE_INFINITY, true);
     expectAllClose(broad, ref, 1e-6, 1e-6);
-    const half = mx.convEpilogue(mx.astype(ya, 'float16'), mx.astype(mx.array(b), 'float16'), null, 0, 6, true);
+    const half = mx.ext.convEpilogue(mx.astype(ya, 'float16'), mx.astype(mx.array(b), 'float16'), null, 0, 6, true);
     expectAllClose(mx.astype(half, 'float32'), reference(y, n, c, h * w, true, b, null, 0, 6), 1e-2, 1e-2);
-    expect(mx.convEpilogue(mx.zeros([0, 3, 2, 2]), null, null, 0, 1, false).shape).toEqual([0, 3, 2, 2]);
-    expect(() => mx.convEpilogue(ya, mx.zeros([c + 1]), null, 0, 1, true)).toThrow(/bias must be a vector of 5 channels/);
+    expect(mx.ext.convEpilogue(mx.zeros([0, 3, 2, 2]), null, null, 0, 1, false).shape).toEqual([0, 3, 2, 2]);
+    expect(() => mx.ext.convEpilogue(ya, mx.zeros([c + 1]), null, 0, 1, true)).toThrow(/bias must be a vector of 5 channels/);
   });
 
   it('differentiates through the composition', () => {
     const y = mx.array([-1, 2, 3, -4], { shape: [1, 2, 2] });
-    const [, [g]] = mx.vjp((a: mx.Array) => mx.convEpilogue(a, mx.array([0.5, 0.5]), null, 0, 3, false), [y], [mx.onesLike(y)]);
+    const [, [g]] = mx.vjp((a: mx.Array) => mx.ext.convEpilogue(a, mx.array([0.5, 0.5]), null, 0, 3, false), [y], [mx.onesLike(y)]);
     expect(Array.from(g.toTypedArray() as Float32Array)).toEqual([0, 1, 0, 0]);
   });
 });

@@ -1,4 +1,4 @@
-// convGemm and convPackWeight (native/src/cpu/conv_gemm.*) against a float64 direct convolution
+// convGemm and convPackWeight (native/src/kernels/conv/conv_gemm.*) against a float64 direct convolution
 // in JS: channels-last 1-D and 2-D windows with strides, asymmetric pads, dilations, output
 // channels that leave a partial panel, more K than one pass (partial sums stored between passes),
 // more rows than one block, bias, residual and clamp; a 1x1 window with unit strides (rows read
@@ -118,7 +118,7 @@ function packGrouped(w: number[], t: Case): mx.Array {
     const at = (Math.floor(oc / og) * padded + (oc % og)) * per;
     for (let i = 0; i < per; i++) wide[at + i] = w[oc * per + i];
   }
-  return mx.convPackWeight(mx.array(wide, { shape: [g * padded, ...t.k, cg] }));
+  return mx.ext.convPackWeight(mx.array(wide, { shape: [g * padded, ...t.k, cg] }));
 }
 
 describe('convGemm', () => {
@@ -142,14 +142,26 @@ describe('convGemm', () => {
         const wp = packGrouped(w, t);
         expect(wp.shape).toEqual([g * Math.ceil(t.o / g / 32), ...t.k, t.c / g, 32]);
         const run = () =>
-          mx.convGemm(mx.array(x, { shape: xd }), wp, t.o, b && mx.array(b), r && mx.array(r, { shape: yd }), t.s, t.pb, t.pe, t.d, lo, hi);
+          mx.ext.convGemm(
+            mx.array(x, { shape: xd }),
+            wp,
+            t.o,
+            b && mx.array(b),
+            r && mx.array(r, { shape: yd }),
+            t.s,
+            t.pb,
+            t.pe,
+            t.d,
+            lo,
+            hi,
+          );
         const y = run();
         expect(y.shape).toEqual(yd);
         const ref = reference(t, x, w, b, r, lo, hi);
         expectAllClose(y, ref, 1e-5, 1e-5);
         // MLX's conv_general on the unpacked weight (float16 takes the composition).
         const h = mx.astype(
-          mx.convGemm(
+          mx.ext.convGemm(
             mx.array(x, { shape: xd, dtype: 'float16' }),
             mx.astype(wp, 'float16'),
             t.o,
@@ -170,8 +182,8 @@ describe('convGemm', () => {
 
   it('keeps NaN and clamps ±Inf like any value', () => {
     const x = mx.array([Number.NaN, 1, Number.POSITIVE_INFINITY, 1, 2, 5, Number.NEGATIVE_INFINITY, 1], { shape: [1, 4, 1, 2] });
-    const wp = mx.convPackWeight(mx.array([1, 0], { shape: [1, 1, 1, 2] }));
-    const y = mx.convGemm(x, wp, 1, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 6);
+    const wp = mx.ext.convPackWeight(mx.array([1, 0], { shape: [1, 1, 1, 2] }));
+    const y = mx.ext.convGemm(x, wp, 1, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 6);
     const got = y.toList() as unknown as number[][][][];
     expect(Number.isNaN(got[0][0][0][0])).toBe(true);
     expect(got[0][1][0][0]).toBe(6);
@@ -182,17 +194,17 @@ describe('convGemm', () => {
   it('refuses a weight that is not packed, a channel mismatch and a window larger than the input', () => {
     const x = mx.zeros([1, 4, 4, 3], 'float32');
     const w = mx.zeros([5, 3, 3, 3], 'float32');
-    expect(() => mx.convGemm(x, w, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/packed weight/);
-    const wp = mx.convPackWeight(mx.zeros([5, 3, 3, 2], 'float32'));
-    expect(() => mx.convGemm(x, wp, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/3 channels, the weight 2/);
-    const big = mx.convPackWeight(mx.zeros([5, 5, 5, 3], 'float32'));
-    expect(() => mx.convGemm(x, big, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/larger than the padded input/);
-    const w3 = mx.convPackWeight(mx.zeros([5, 3, 3, 3], 'float32'));
-    expect(() => mx.convGemm(x, w3, 40, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/output channels/);
+    expect(() => mx.ext.convGemm(x, w, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/packed weight/);
+    const wp = mx.ext.convPackWeight(mx.zeros([5, 3, 3, 2], 'float32'));
+    expect(() => mx.ext.convGemm(x, wp, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/3 channels, the weight 2/);
+    const big = mx.ext.convPackWeight(mx.zeros([5, 5, 5, 3], 'float32'));
+    expect(() => mx.ext.convGemm(x, big, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/larger than the padded input/);
+    const w3 = mx.ext.convPackWeight(mx.zeros([5, 3, 3, 3], 'float32'));
+    expect(() => mx.ext.convGemm(x, w3, 40, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/output channels/);
     // Groups: 6 channels over a weight of 3 a group are 2 groups; 5 outputs do not split in 2, and
     // 2 groups of 3 outputs need a panel each.
     const x6 = mx.zeros([1, 4, 4, 6], 'float32');
-    expect(() => mx.convGemm(x6, w3, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/do not split into 2 groups/);
-    expect(() => mx.convGemm(x6, w3, 6, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/in 2 groups do not fill 1 panels/);
+    expect(() => mx.ext.convGemm(x6, w3, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/do not split into 2 groups/);
+    expect(() => mx.ext.convGemm(x6, w3, 6, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/in 2 groups do not fill 1 panels/);
   });
 });

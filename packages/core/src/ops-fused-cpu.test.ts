@@ -81,7 +81,7 @@ describe('fused activations', () => {
       for (const n of [1, 7, 8, 9, 1000, 40_001]) {
         const data = [...edges, ...wide(n, n)];
         const x = mx.array(new Float32Array(data));
-        const got = mx.fusedActivation(x, null, kind, cpu);
+        const got = mx.ext.fusedActivation(x, null, kind, cpu);
         expect(got.dtype).toBe('float32');
         const ref = refArray(kind, x);
         // Denormal outputs are compared absolutely (1e-37). The GELU forms' far negative tails
@@ -105,14 +105,14 @@ describe('fused activations', () => {
       // Far in the negative tail, erfc's relative sensitivity to its argument (2t²) turns float32
       // rounding of x / sqrt 2 into ~1e-5 relative: still exact to 1e-30 absolutely.
       const rtol = lo < -5 ? 1.5e-5 : 4e-6;
-      expectMatches(mx.fusedActivation(x, null, 'gelu', cpu), refArray('gelu', x), rtol, 1e-37, `gelu [${lo}, ${hi}]`);
+      expectMatches(mx.ext.fusedActivation(x, null, 'gelu', cpu), refArray('gelu', x), rtol, 1e-37, `gelu [${lo}, ${hi}]`);
     }
   });
 
   it('with a bias along the last axis, on a strided (transposed) input', () => {
     const x = mx.transpose(mx.array(new Float32Array(wide(13 * 37, 3)), { shape: [37, 13] }), null, cpu);
     const bias = mx.array(new Float32Array(wide(37, 4)));
-    const got = mx.fusedActivation(x, bias, 'gelu', cpu);
+    const got = mx.ext.fusedActivation(x, bias, 'gelu', cpu);
     // The kernel adds in float32, as onnxruntime's BiasGelu does: the reference gets that sum.
     const ref = refArray('gelu', mx.add(x, bias, cpu));
     expectMatches(got, ref, 4e-6, 1e-14, 'bias gelu');
@@ -122,24 +122,24 @@ describe('fused activations', () => {
     // The vector body and the scalar tail of one call must agree. (The whole file also passes on
     // the portable build alone: MLXC_CPU_KERNELS=generic, read once per process.)
     const data = new Float32Array(wide(11, 9));
-    const whole = flat(mx.fusedActivation(mx.array(data), null, 'erf', cpu));
-    const one = Array.from(data, (v) => flat(mx.fusedActivation(mx.array(new Float32Array([v])), null, 'erf', cpu))[0]);
+    const whole = flat(mx.ext.fusedActivation(mx.array(data), null, 'erf', cpu));
+    const one = Array.from(data, (v) => flat(mx.ext.fusedActivation(mx.array(new Float32Array([v])), null, 'erf', cpu))[0]);
     for (let i = 0; i < data.length; i++) expect(Math.abs(whole[i] - one[i])).toBeLessThanOrEqual(2e-7);
   });
 
   it('empty arrays, other dtypes and unknown kinds', () => {
-    expect(mx.fusedActivation(mx.zeros([0, 4], 'float32'), null, 'tanh', cpu).shape).toEqual([0, 4]);
+    expect(mx.ext.fusedActivation(mx.zeros([0, 4], 'float32'), null, 'tanh', cpu).shape).toEqual([0, 4]);
     const h = mx.array(new Float32Array([0.5, -1, 2]));
     const x16 = mx.astype(h, 'float16', cpu);
-    const got = mx.fusedActivation(x16, null, 'gelu_tanh', cpu);
+    const got = mx.ext.fusedActivation(x16, null, 'gelu_tanh', cpu);
     expect(got.dtype).toBe('float16');
     expectMatches(mx.astype(got, 'float32', cpu), refArray('gelu_tanh', h), 2e-3, 1e-3, 'f16');
-    expect(() => mx.fusedActivation(h, null, 'swish', cpu)).toThrow(/unknown kind 'swish'/);
+    expect(() => mx.ext.fusedActivation(h, null, 'swish', cpu)).toThrow(/unknown kind 'swish'/);
   });
 
   it('gradients go through the composition', () => {
     const x = mx.array(new Float32Array(wide(9, 5)));
-    const g = mx.grad((a: mx.Array) => mx.sum(mx.fusedActivation(a, null, 'gelu', cpu)))(x) as mx.Array;
+    const g = mx.grad((a: mx.Array) => mx.sum(mx.ext.fusedActivation(a, null, 'gelu', cpu)))(x) as mx.Array;
     // d/dx 0.5 x (1 + erf(x / sqrt 2)) = Φ(x) + x φ(x)
     const d = (v: number) => 0.5 * onePlusErf64(v * Math.SQRT1_2) + (v * Math.exp((-v * v) / 2)) / Math.sqrt(2 * Math.PI);
     expectMatches(g, mx.array(Float32Array.from(flat(x), d)), 1e-5, 1e-6, 'd gelu');
@@ -158,7 +158,7 @@ describe('fused softmax and norms', () => {
       const n = shape.reduce((a, b) => a * b, 1);
       const x = mx.array(new Float32Array(inputs(n, -30, 30, n)), { shape });
       for (const log of [false, true]) {
-        const got = mx.fusedSoftmax(x, log, cpu);
+        const got = mx.ext.fusedSoftmax(x, log, cpu);
         const ref = log
           ? mx.subtract(f64(x), mx.logsumexp(f64(x), -1, { keepdims: true, stream: 'cpu' }), cpu)
           : mx.softmax(f64(x), -1, cpu);
@@ -174,7 +174,7 @@ describe('fused softmax and norms', () => {
       [DENORM, -DENORM, 0, 0, 0, 0, 0, 0, 0],
     ];
     const x = mx.array(new Float32Array(rows.flat()), { shape: [3, 9] });
-    const got = mx.fusedSoftmax(x, false, cpu);
+    const got = mx.ext.fusedSoftmax(x, false, cpu);
     expectMatches(got, mx.astype(mx.softmax(f64(x), -1, cpu), 'float32', cpu), 1e-5, 1e-7, 'softmax edges');
   });
 
@@ -191,10 +191,10 @@ describe('fused softmax and norms', () => {
         [w, null],
       ] as const) {
         const eps = 1e-5;
-        const ln = mx.fusedLayerNorm(x, wt, bs, eps, cpu);
+        const ln = mx.ext.fusedLayerNorm(x, wt, bs, eps, cpu);
         const ref = mx.fast.layerNorm(f64(x), wt && f64(wt), bs && f64(bs), eps, cpu);
         expectMatches(ln, mx.astype(ref, 'float32', cpu), 2e-5, 2e-5, `layer norm ${shape}`);
-        const rms = mx.fusedRmsNorm(x, wt, eps, cpu);
+        const rms = mx.ext.fusedRmsNorm(x, wt, eps, cpu);
         const rref = mx.fast.rmsNorm(f64(x), wt && f64(wt), eps, cpu);
         expectMatches(rms, mx.astype(rref, 'float32', cpu), 2e-5, 2e-5, `rms norm ${shape}`);
       }
@@ -206,10 +206,10 @@ describe('fused softmax and norms', () => {
     mx.setCpuThreads(1);
     expect(mx.cpuThreads()).toBe(1);
     const x = mx.array(new Float32Array(inputs(300_000, -4, 4, 7)));
-    const one = flat(mx.fusedActivation(x, null, 'tanh', cpu));
+    const one = flat(mx.ext.fusedActivation(x, null, 'tanh', cpu));
     mx.setCpuThreads(3);
     expect(mx.cpuThreads()).toBe(3);
-    expect(flat(mx.fusedActivation(x, null, 'tanh', cpu))).toEqual(one);
+    expect(flat(mx.ext.fusedActivation(x, null, 'tanh', cpu))).toEqual(one);
     mx.setCpuThreads(0);
     expect(mx.cpuThreads()).toBeGreaterThanOrEqual(1);
     mx.setCpuThreads(before);

@@ -1,4 +1,4 @@
-// The CPU layer kernels (native/src/layers: depthwiseConv2d, lstm, hardSigmoid) against direct
+// The CPU layer kernels (native/src/kernels: conv/depthwise, rnn/lstm, activation/hard_sigmoid) against direct
 // float64 loops in JS, through both paths: float32 on the CPU runs the native primitive, float16
 // the composition of MLX ops the front end builds elsewhere.
 import { describe, expect, it } from 'vitest';
@@ -60,7 +60,7 @@ describe('depthwiseConv2d', () => {
         const k = inputs(g.c * g.m * g.kh * g.kw, -1, 1, 20 + i);
         const b = i === 1 ? null : inputs(g.c * g.m, -1, 1, 30 + i);
         const ref = depthwiseRef(x, k, b, g);
-        const r = mx.depthwiseConv2d(
+        const r = mx.ext.depthwiseConv2d(
           mx.astype(mx.array(x, { shape: [g.n, g.c, g.h, g.w] }), dtype),
           mx.astype(mx.array(k, { shape: [g.c * g.m, 1, g.kh, g.kw] }), dtype),
           b && mx.astype(mx.array(b), dtype),
@@ -81,15 +81,15 @@ describe('depthwiseConv2d', () => {
     // [N, H, W, C] data viewed as [N, C, H, W].
     const xt = mx.transpose(mx.array(x, { shape: [g.n, g.h, g.w, g.c] }), [0, 3, 1, 2]);
     const xs = Array.from(mx.contiguous(xt, false).toTypedArray() as Float32Array);
-    const r = mx.depthwiseConv2d(xt, mx.array(k, { shape: [g.c, 1, g.kh, g.kw] }), null, ...g.s, ...g.p, ...g.d);
+    const r = mx.ext.depthwiseConv2d(xt, mx.array(k, { shape: [g.c, 1, g.kh, g.kw] }), null, ...g.s, ...g.p, ...g.d);
     expectAllClose(r, depthwiseRef(xs, k, null, g).y, 1e-5, 1e-5);
   });
   it('refuses a weight that is not [C*M, 1, kh, kw], and a kernel larger than the padded input', () => {
     const x = mx.zeros([1, 4, 5, 5]);
-    expect(() => mx.depthwiseConv2d(x, mx.zeros([4, 2, 3, 3]), null, 1, 1, 0, 0, 0, 0, 1, 1)).toThrow(/w must be \[C\*M, 1, KH, KW\]/);
-    expect(() => mx.depthwiseConv2d(x, mx.zeros([6, 1, 3, 3]), null, 1, 1, 0, 0, 0, 0, 1, 1)).toThrow(/w must be/);
-    expect(() => mx.depthwiseConv2d(x, mx.zeros([4, 1, 7, 7]), null, 1, 1, 0, 0, 0, 0, 1, 1)).toThrow(/larger than the padded input/);
-    expect(() => mx.depthwiseConv2d(x, mx.zeros([4, 1, 3, 3]), mx.zeros([3]), 1, 1, 0, 0, 0, 0, 1, 1)).toThrow(/bias must be \[4\]/);
+    expect(() => mx.ext.depthwiseConv2d(x, mx.zeros([4, 2, 3, 3]), null, 1, 1, 0, 0, 0, 0, 1, 1)).toThrow(/w must be \[C\*M, 1, KH, KW\]/);
+    expect(() => mx.ext.depthwiseConv2d(x, mx.zeros([6, 1, 3, 3]), null, 1, 1, 0, 0, 0, 0, 1, 1)).toThrow(/w must be/);
+    expect(() => mx.ext.depthwiseConv2d(x, mx.zeros([4, 1, 7, 7]), null, 1, 1, 0, 0, 0, 0, 1, 1)).toThrow(/larger than the padded input/);
+    expect(() => mx.ext.depthwiseConv2d(x, mx.zeros([4, 1, 3, 3]), mx.zeros([3]), 1, 1, 0, 0, 0, 0, 1, 1)).toThrow(/bias must be \[4\]/);
   });
 });
 
@@ -189,7 +189,7 @@ describe('lstm', () => {
         // rt contiguous (read in place) or, for peepholes and lens cases, a strided view (laid out).
         const rt = a(rT, [D, H, 4 * H]);
         const rtStrided = k.peep || k.lens ? mx.transpose(mx.contiguous(mx.transpose(rt, [0, 2, 1]), false), [0, 2, 1]) : rt;
-        const [y, h, c] = mx.lstm(
+        const [y, h, c] = mx.ext.lstm(
           a(proj, [T, B, D * 4 * H]),
           rtStrided,
           a(h0, [D, B, H]),
@@ -213,12 +213,18 @@ describe('lstm', () => {
     const acts = [2, 0, 0, 1, 0, 0, 1, 0, 0];
     const z = (s: number[]) => mx.zeros(s);
     const inf = Number.POSITIVE_INFINITY;
-    expect(() => mx.lstm(z([2, 1, 8]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, acts, inf, false, 0)).toThrow(/D\*4H = 12/);
-    expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 2, 3]), z([1, 1, 3]), null, null, acts, inf, false, 0)).toThrow(/h0 and c0/);
-    expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, acts, inf, false, 2)).toThrow(/rt must be/);
-    expect(() => mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, acts, 0, false, 0)).toThrow(/clip/);
+    expect(() => mx.ext.lstm(z([2, 1, 8]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, acts, inf, false, 0)).toThrow(
+      /D\*4H = 12/,
+    );
+    expect(() => mx.ext.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 2, 3]), z([1, 1, 3]), null, null, acts, inf, false, 0)).toThrow(
+      /h0 and c0/,
+    );
+    expect(() => mx.ext.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, acts, inf, false, 2)).toThrow(
+      /rt must be/,
+    );
+    expect(() => mx.ext.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, acts, 0, false, 0)).toThrow(/clip/);
     expect(() =>
-      mx.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, [99, 0, 0, ...acts.slice(3)], inf, false, 0),
+      mx.ext.lstm(z([2, 1, 12]), z([1, 3, 12]), z([1, 1, 3]), z([1, 1, 3]), null, null, [99, 0, 0, ...acts.slice(3)], inf, false, 0),
     ).toThrow(/activation code/);
   });
 });
@@ -232,7 +238,7 @@ describe('hardSigmoid', () => {
         const [a, b] = swish ? [1 / 6, 0.5] : [0.3, 0.4];
         const xs = dtype === 'float16' ? x.filter((v) => Math.abs(v) < 1e4) : x;
         const ref = xs.map((v) => (swish ? v * hs(v, a, b) : hs(v, a, b)));
-        const r = mx.hardSigmoid(mx.astype(mx.array(xs, { shape: [xs.length] }), dtype), a, b, swish);
+        const r = mx.ext.hardSigmoid(mx.astype(mx.array(xs, { shape: [xs.length] }), dtype), a, b, swish);
         const tol = dtype === 'float32' ? 1e-6 : 1e-2;
         expectAllClose(mx.astype(r, 'float32'), ref, tol, tol);
       });
@@ -251,7 +257,7 @@ describe('hardSigmoid', () => {
         const c = Number.isNaN(h) ? h : Math.min(1, Math.max(0, h));
         return swish ? v * c : c;
       });
-      const got = Array.from(mx.hardSigmoid(mx.array(xs, { shape: [xs.length] }), a, b, swish).toTypedArray() as Float32Array);
+      const got = Array.from(mx.ext.hardSigmoid(mx.array(xs, { shape: [xs.length] }), a, b, swish).toTypedArray() as Float32Array);
       for (const i of [5, 4099, 8200, xs.length - 1])
         expect(Object.is(got[i], Math.fround(ref[i])) || (Number.isNaN(got[i]) && Number.isNaN(ref[i]))).toBe(true);
       expectAllClose(

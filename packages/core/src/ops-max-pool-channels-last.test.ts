@@ -1,4 +1,4 @@
-// maxPoolChannelsLast (native/src/cpu/max_pool.*) against a float64 max pool in JS: channels-last
+// maxPoolChannelsLast (native/src/kernels/pool/pool.*) against a float64 max pool in JS: channels-last
 // 1-D and 2-D windows with strides, asymmetric pads (padding never wins), dilations, odd channel
 // counts, batches; NaN propagates as maximum's does; float16 takes the composition of MLX ops
 // (pad, strided slices, maximum) and gives the same.
@@ -71,11 +71,11 @@ describe('maxPoolChannelsLast', () => {
         13,
       );
       const yd = [t.n, ...outSpatial(t), t.c];
-      const y = mx.maxPoolChannelsLast(mx.array(x, { shape: xd }), t.k, t.s, t.pb, t.pe, t.d);
+      const y = mx.ext.maxPoolChannelsLast(mx.array(x, { shape: xd }), t.k, t.s, t.pb, t.pe, t.d);
       expect(y.shape).toEqual(yd);
       const ref = reference(t, Array.from(new Float32Array(x)));
       expectAllClose(y, ref, 0, 0);
-      const h = mx.astype(mx.maxPoolChannelsLast(mx.array(x, { shape: xd, dtype: 'float16' }), t.k, t.s, t.pb, t.pe, t.d), 'float32');
+      const h = mx.astype(mx.ext.maxPoolChannelsLast(mx.array(x, { shape: xd, dtype: 'float16' }), t.k, t.s, t.pb, t.pe, t.d), 'float32');
       expect(h.shape).toEqual(yd);
       expectAllClose(h, ref, 1e-2, 1e-2);
     });
@@ -85,19 +85,19 @@ describe('maxPoolChannelsLast', () => {
     const nan = Number.NaN;
     const inf = Number.POSITIVE_INFINITY;
     const x = mx.array([nan, 1, -inf, 2, inf, -inf], { shape: [1, 2, 3, 1] });
-    const y = mx.maxPoolChannelsLast(x, [2, 2], [1, 1], [0, 0], [0, 1], [1, 1]);
+    const y = mx.ext.maxPoolChannelsLast(x, [2, 2], [1, 1], [0, 0], [0, 1], [1, 1]);
     const got = (y.toList() as unknown as number[][][][])[0].map((r) => r.map((v) => v[0]));
     expect(Number.isNaN(got[0][0])).toBe(true);
     expect(got[0][1]).toBe(inf);
     expect(got[0][2]).toBe(LOWEST);
-    const onlyNegInf = mx.maxPoolChannelsLast(mx.array([-1, -2], { shape: [1, 1, 2, 1] }), [1, 2], [1, 1], [0, 0], [0, 1], [1, 1]);
+    const onlyNegInf = mx.ext.maxPoolChannelsLast(mx.array([-1, -2], { shape: [1, 1, 2, 1] }), [1, 2], [1, 1], [0, 0], [0, 1], [1, 1]);
     expect((onlyNegInf.toList() as unknown as number[][][][])[0][0].map((v) => v[0])).toEqual([-1, -2]);
   });
 
   it('refuses a window larger than the padded input and per-axis lists of the wrong length', () => {
     const x = mx.zeros([1, 4, 4, 3], 'float32');
-    expect(() => mx.maxPoolChannelsLast(x, [5, 5], [1, 1], [0, 0], [0, 0], [1, 1])).toThrow(/larger than the padded input/);
-    expect(() => mx.maxPoolChannelsLast(x, [3], [1, 1], [0, 0], [0, 0], [1, 1])).toThrow(/kernel needs 2 values/);
-    expect(() => mx.maxPoolChannelsLast(x, [3, 3], [0, 1], [0, 0], [0, 0], [1, 1])).toThrow(/strides must be at least 1/);
+    expect(() => mx.ext.maxPoolChannelsLast(x, [5, 5], [1, 1], [0, 0], [0, 0], [1, 1])).toThrow(/larger than the padded input/);
+    expect(() => mx.ext.maxPoolChannelsLast(x, [3], [1, 1], [0, 0], [0, 0], [1, 1])).toThrow(/kernel needs 2 values/);
+    expect(() => mx.ext.maxPoolChannelsLast(x, [3, 3], [0, 1], [0, 0], [0, 0], [1, 1])).toThrow(/strides must be at least 1/);
   });
 });

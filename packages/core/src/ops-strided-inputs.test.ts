@@ -1,6 +1,6 @@
 // The native CPU kernels on inputs that are views: a transpose, a slice past the buffer's start,
 // a slice along the last axis, a reversed slice and a broadcast. The kernels read their inputs in
-// row order and copy a view into row order inside their evaluation (native/src/cpu/dense.h), no
+// row order and copy a view into row order inside their evaluation (native/src/kernels/common/dense.h), no
 // longer through a Contiguous node in front; each case here is checked against the same kernel on
 // a fresh row-ordered array of the same values (whose results the kernels' own tests check
 // against float64 references), so a view read through the wrong strides or offset fails it.
@@ -99,38 +99,42 @@ function checkViews(shapes: number[][], op: (...xs: mx.Array[]) => mx.Array, see
 
 describe('native CPU kernels on strided inputs', () => {
   it('fusedActivation (with and without a bias)', () => {
-    checkViews([[3, 5, 37]], (x) => mx.fusedActivation(x, null, 'gelu', cpu), 1);
-    checkViews([[3, 5, 37], [37]], (x, b) => mx.fusedActivation(x, b, 'silu', cpu), 2);
+    checkViews([[3, 5, 37]], (x) => mx.ext.fusedActivation(x, null, 'gelu', cpu), 1);
+    checkViews([[3, 5, 37], [37]], (x, b) => mx.ext.fusedActivation(x, b, 'silu', cpu), 2);
   });
 
   it('fusedSoftmax, fusedLayerNorm, fusedRmsNorm', () => {
-    checkViews([[4, 3, 19]], (x) => mx.fusedSoftmax(x, false, cpu), 3);
-    checkViews([[4, 3, 19]], (x) => mx.fusedSoftmax(x, true, cpu), 4);
-    checkViews([[6, 33], [33], [33]], (x, w, b) => mx.fusedLayerNorm(x, w, b, 1e-5, cpu), 5);
-    checkViews([[6, 33], [33]], (x, w) => mx.fusedRmsNorm(x, w, 1e-6, cpu), 6);
+    checkViews([[4, 3, 19]], (x) => mx.ext.fusedSoftmax(x, false, cpu), 3);
+    checkViews([[4, 3, 19]], (x) => mx.ext.fusedSoftmax(x, true, cpu), 4);
+    checkViews([[6, 33], [33], [33]], (x, w, b) => mx.ext.fusedLayerNorm(x, w, b, 1e-5, cpu), 5);
+    checkViews([[6, 33], [33]], (x, w) => mx.ext.fusedRmsNorm(x, w, 1e-6, cpu), 6);
   });
 
   it('hardSigmoid and HardSwish', () => {
-    checkViews([[2, 3, 5, 7]], (x) => mx.hardSigmoid(x, 1 / 6, 0.5, false, cpu), 7);
-    checkViews([[2, 3, 5, 7]], (x) => mx.hardSigmoid(x, 1 / 6, 0.5, true, cpu), 8);
+    checkViews([[2, 3, 5, 7]], (x) => mx.ext.hardSigmoid(x, 1 / 6, 0.5, false, cpu), 7);
+    checkViews([[2, 3, 5, 7]], (x) => mx.ext.hardSigmoid(x, 1 / 6, 0.5, true, cpu), 8);
   });
 
   it('convEpilogue: channels-first, channels-last moved, channels-last rows', () => {
-    checkViews([[2, 9, 5, 6], [9], [2, 9, 5, 6]], (y, b, r) => mx.convEpilogue(y, b, r, 0, 6, false, cpu), 9);
-    checkViews([[2, 5, 6, 9], [9], [2, 9, 5, 6]], (y, b, r) => mx.convEpilogue(y, b, r, -1, 1, true, cpu), 10);
-    checkViews([[30, 9], [9], [30, 9]], (y, b, r) => mx.convEpilogue(y, b, r, 0, Number.POSITIVE_INFINITY, true, cpu), 11);
+    checkViews([[2, 9, 5, 6], [9], [2, 9, 5, 6]], (y, b, r) => mx.ext.convEpilogue(y, b, r, 0, 6, false, cpu), 9);
+    checkViews([[2, 5, 6, 9], [9], [2, 9, 5, 6]], (y, b, r) => mx.ext.convEpilogue(y, b, r, -1, 1, true, cpu), 10);
+    checkViews([[30, 9], [9], [30, 9]], (y, b, r) => mx.ext.convEpilogue(y, b, r, 0, Number.POSITIVE_INFINITY, true, cpu), 11);
   });
 
   it('depthwiseConv2d', () => {
-    checkViews([[2, 4, 7, 8], [8, 1, 3, 3], [8]], (x, w, b) => mx.depthwiseConv2d(x, w, b, 2, 1, 1, 1, 1, 0, 1, 1, cpu), 12);
+    checkViews([[2, 4, 7, 8], [8, 1, 3, 3], [8]], (x, w, b) => mx.ext.depthwiseConv2d(x, w, b, 2, 1, 1, 1, 1, 0, 1, 1, cpu), 12);
   });
 
   it('maxPoolChannelsLast', () => {
-    checkViews([[2, 7, 6, 5]], (x) => mx.maxPoolChannelsLast(x, [3, 3], [2, 2], [1, 1], [1, 0], [1, 1], cpu), 13);
+    checkViews([[2, 7, 6, 5]], (x) => mx.ext.maxPoolChannelsLast(x, [3, 3], [2, 2], [1, 1], [1, 0], [1, 1], cpu), 13);
   });
 
   it('convGemm (input, bias and residual as views)', () => {
-    const w = mx.convPackWeight(mx.array(new Float32Array(inputs(8 * 3 * 3 * 5, -1, 1, 14)), { shape: [8, 3, 3, 5] }), cpu);
-    checkViews([[2, 6, 7, 5], [8], [2, 6, 7, 8]], (x, b, r) => mx.convGemm(x, w, 8, b, r, [1, 1], [1, 1], [1, 1], [1, 1], 0, 6, cpu), 15);
+    const w = mx.ext.convPackWeight(mx.array(new Float32Array(inputs(8 * 3 * 3 * 5, -1, 1, 14)), { shape: [8, 3, 3, 5] }), cpu);
+    checkViews(
+      [[2, 6, 7, 5], [8], [2, 6, 7, 8]],
+      (x, b, r) => mx.ext.convGemm(x, w, 8, b, r, [1, 1], [1, 1], [1, 1], [1, 1], 0, 6, cpu),
+      15,
+    );
   });
 });

@@ -9,11 +9,11 @@ export function sample(m: typeof mx): number[][] {
   const x = m.array(data);
   const rows = m.reshape(m.array(data.subarray(0, 151)), [1, 151]);
   const out = [
-    ...['exp', 'erf', 'tanh', 'sigmoid', 'relu', 'silu', 'gelu', 'gelu_tanh'].map((k) => m.fusedActivation(x, null, k)),
-    m.fusedSoftmax(rows, false),
-    m.fusedSoftmax(rows, true),
-    m.fusedLayerNorm(rows, null, null, 1e-5),
-    m.fusedRmsNorm(rows, null, 1e-6),
+    ...['exp', 'erf', 'tanh', 'sigmoid', 'relu', 'silu', 'gelu', 'gelu_tanh'].map((k) => m.ext.fusedActivation(x, null, k)),
+    m.ext.fusedSoftmax(rows, false),
+    m.ext.fusedSoftmax(rows, true),
+    m.ext.fusedLayerNorm(rows, null, null, 1e-5),
+    m.ext.fusedRmsNorm(rows, null, 1e-6),
   ];
   return out.map((a) => Array.from(a.toTypedArray() as Float32Array));
 }

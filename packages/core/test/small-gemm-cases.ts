@@ -144,11 +144,11 @@ export function smallGemmSuite(build: 'avx2' | 'portable'): void {
         const ref = reference(a, b);
         // Past 4 rows MLX's matmul (OpenBLAS) computes these, with its own summation order.
         const expectProduct = (got: mx.Array, r: typeof ref, what: string) => expectProductAt(got, r, what, M > 4 ? 1e-5 : 2e-6);
-        expectProduct(mx.smallMatmul(a, b, null, cpu), ref, `${M}x${K}x${N} kn`);
-        expectProduct(mx.smallMatmul(a, mx.transpose(bt, null, cpu), null, cpu), ref, `${M}x${K}x${N} nk`);
+        expectProduct(mx.ext.smallMatmul(a, b, null, cpu), ref, `${M}x${K}x${N} kn`);
+        expectProduct(mx.ext.smallMatmul(a, mx.transpose(bt, null, cpu), null, cpu), ref, `${M}x${K}x${N} nk`);
         const refB = reference(a, b, bias);
-        expectProduct(mx.smallMatmul(a, b, bias, cpu), refB, `${M}x${K}x${N} kn + bias`);
-        expectProduct(mx.smallMatmul(a, mx.transpose(bt, null, cpu), bias, cpu), refB, `${M}x${K}x${N} nk + bias`);
+        expectProduct(mx.ext.smallMatmul(a, b, bias, cpu), refB, `${M}x${K}x${N} kn + bias`);
+        expectProduct(mx.ext.smallMatmul(a, mx.transpose(bt, null, cpu), bias, cpu), refB, `${M}x${K}x${N} nk + bias`);
       }
     });
 
@@ -157,18 +157,18 @@ export function smallGemmSuite(build: 'avx2' | 'portable'): void {
       const a = mx.transpose(at, null, cpu);
       const wide = rand([37, 90], 12);
       const b = mx.slice(wide, [0, 0], [37, 90], [1, 2], cpu); // [37, 45], column stride 2
-      expectProduct(mx.smallMatmul(a, b, null, cpu), reference(mx.contiguous(a, false, cpu), mx.contiguous(b, false, cpu)), 'strided');
+      expectProduct(mx.ext.smallMatmul(a, b, null, cpu), reference(mx.contiguous(a, false, cpu), mx.contiguous(b, false, cpu)), 'strided');
       // Leading axes that do not collapse into rows of stride K (a matrix b reads them as rows).
       const a3 = mx.transpose(rand([3, 2, 37], 13), [1, 0, 2], cpu);
       expectProduct(
-        mx.smallMatmul(a3, b, null, cpu),
+        mx.ext.smallMatmul(a3, b, null, cpu),
         reference(mx.contiguous(a3, false, cpu), mx.contiguous(b, false, cpu)),
         'strided rows',
       );
       const [wq, sc, bi] = mx.quantize(rand([5, 64], 14), 32, 4, 'affine', null, cpu);
       const xt = mx.transpose(rand([64, 2], 15), null, cpu);
       expectProduct(
-        mx.smallQuantizedMatmul(xt, wq, sc, bi, true, 32, 4, cpu),
+        mx.ext.smallQuantizedMatmul(xt, wq, sc, bi, true, 32, 4, cpu),
         quantReference(mx.contiguous(xt, false, cpu), wq, sc, bi, 32),
         'q4 strided x',
         4e-6,
@@ -178,21 +178,21 @@ export function smallGemmSuite(build: 'avx2' | 'portable'): void {
     it('broadcast batch axes, a 1-D a, batched transposed b (attention shapes), rows folded over a matrix', () => {
       const a4 = rand([2, 1, 3, 19], 21);
       const b3 = rand([4, 19, 23], 22);
-      expectProduct(mx.smallMatmul(a4, b3, null, cpu), reference(a4, b3), 'batch broadcast');
+      expectProduct(mx.ext.smallMatmul(a4, b3, null, cpu), reference(a4, b3), 'batch broadcast');
       const v = rand([19], 23);
-      expectProduct(mx.smallMatmul(v, b3, null, cpu), reference(v, b3), '1-D a, batched b');
+      expectProduct(mx.ext.smallMatmul(v, b3, null, cpu), reference(v, b3), '1-D a, batched b');
       const w = rand([19, 41], 24);
-      expectProduct(mx.smallMatmul(v, w, null, cpu), reference(v, w), '1-D a, matrix b');
+      expectProduct(mx.ext.smallMatmul(v, w, null, cpu), reference(v, w), '1-D a, matrix b');
       // q [1, H, 1, D] @ K^T, K [1, H, T, D] read through a transposed view; probs @ V.
       const q = rand([1, 4, 1, 16], 25);
       const keys = rand([1, 4, 37, 16], 26);
       const kt = mx.transpose(keys, [0, 1, 3, 2], cpu);
-      expectProduct(mx.smallMatmul(q, kt, null, cpu), reference(q, mx.contiguous(kt, false, cpu)), 'q @ K^T');
+      expectProduct(mx.ext.smallMatmul(q, kt, null, cpu), reference(q, mx.contiguous(kt, false, cpu)), 'q @ K^T');
       const p = rand([1, 4, 1, 37], 27);
-      expectProduct(mx.smallMatmul(p, keys, null, cpu), reference(p, keys), 'p @ V');
+      expectProduct(mx.ext.smallMatmul(p, keys, null, cpu), reference(p, keys), 'p @ V');
       const x3 = rand([2, 3, 19], 28);
       const bias = rand([41], 29);
-      expectProduct(mx.smallMatmul(x3, w, bias, cpu), reference(x3, w, bias), 'rows folded + bias');
+      expectProduct(mx.ext.smallMatmul(x3, w, bias, cpu), reference(x3, w, bias), 'rows folded + bias');
     });
 
     it('NaN and ±Inf propagate as in float64', () => {
@@ -207,34 +207,34 @@ export function smallGemmSuite(build: 'avx2' | 'portable'): void {
       const b2 = mx.array(Float32Array.from(bv), { shape: [21, 19] });
       const ref = reference(a2, b2);
       expect(ref.v.some((x) => Number.isNaN(x)) && ref.v.some((x) => x === Number.POSITIVE_INFINITY)).toBe(true);
-      expectProduct(mx.smallMatmul(a2, b2, null, cpu), ref, 'nan/inf kn');
+      expectProduct(mx.ext.smallMatmul(a2, b2, null, cpu), ref, 'nan/inf kn');
       const bt = mx.contiguous(mx.transpose(b2, null, cpu), false, cpu);
-      expectProduct(mx.smallMatmul(a2, mx.transpose(bt, null, cpu), null, cpu), ref, 'nan/inf nk');
+      expectProduct(mx.ext.smallMatmul(a2, mx.transpose(bt, null, cpu), null, cpu), ref, 'nan/inf nk');
     });
 
     it('empty operands, the row limit, other dtypes and shape errors behave as mx.matmul', () => {
-      expect(mx.smallMatmul(mx.zeros([0, 5], 'float32'), rand([5, 3], 41), null, cpu).shape).toEqual([0, 3]);
-      expect(mx.smallMatmul(rand([2, 5], 42), mx.zeros([5, 0], 'float32'), null, cpu).shape).toEqual([2, 0]);
-      const k0 = mx.smallMatmul(mx.zeros([2, 0], 'float32'), mx.zeros([0, 3], 'float32'), mx.array(new Float32Array([1, 2, 3])), cpu);
+      expect(mx.ext.smallMatmul(mx.zeros([0, 5], 'float32'), rand([5, 3], 41), null, cpu).shape).toEqual([0, 3]);
+      expect(mx.ext.smallMatmul(rand([2, 5], 42), mx.zeros([5, 0], 'float32'), null, cpu).shape).toEqual([2, 0]);
+      const k0 = mx.ext.smallMatmul(mx.zeros([2, 0], 'float32'), mx.zeros([0, 3], 'float32'), mx.array(new Float32Array([1, 2, 3])), cpu);
       expect(flat(k0)).toEqual([1, 2, 3, 1, 2, 3]);
       // 9 and 40 rows: MLX's matmul (the kernel stops at 4); same results.
       for (const M of [9, 40]) {
         const a = rand([M, 30], 43);
         const b = rand([30, 20], 44);
-        expectProduct(mx.smallMatmul(a, b, null, cpu), reference(a, b), `${M} rows`, 1e-5);
+        expectProduct(mx.ext.smallMatmul(a, b, null, cpu), reference(a, b), `${M} rows`, 1e-5);
       }
       const h = mx.astype(rand([2, 8], 45), 'float16', cpu);
       const hw = mx.astype(rand([8, 4], 46), 'float16', cpu);
-      const y16 = mx.smallMatmul(h, hw, null, cpu);
+      const y16 = mx.ext.smallMatmul(h, hw, null, cpu);
       expect(y16.dtype).toBe('float16');
       expect(flat(y16)).toEqual(flat(mx.matmul(h, hw, cpu)));
-      expect(() => mx.smallMatmul(rand([2, 3], 47), rand([4, 5], 48), null, cpu)).toThrow();
+      expect(() => mx.ext.smallMatmul(rand([2, 3], 47), rand([4, 5], 48), null, cpu)).toThrow();
     });
 
     it('gradients go through matmul', () => {
       const a = rand([2, 6], 51);
       const b = rand([6, 5], 52);
-      const g = mx.grad((x: mx.Array) => mx.sum(mx.smallMatmul(x, b, null, cpu)))(a) as mx.Array;
+      const g = mx.grad((x: mx.Array) => mx.sum(mx.ext.smallMatmul(x, b, null, cpu)))(a) as mx.Array;
       // d/da sum(a @ b) = ones @ b^T: each row is b's row sums.
       const rows = Array.from({ length: 6 }, (_, k) =>
         flat(b)
@@ -259,21 +259,21 @@ export function smallGemmSuite(build: 'avx2' | 'portable'): void {
         const x = rand([rows, K], seed++);
         const w = rand([N, K], seed++);
         const [wq, sc, bi] = mx.quantize(w, group, 4, 'affine', null, cpu);
-        const got = mx.smallQuantizedMatmul(x, wq, sc, bi, true, group, 4, cpu);
+        const got = mx.ext.smallQuantizedMatmul(x, wq, sc, bi, true, group, 4, cpu);
         expectProduct(got, quantReference(x, wq, sc, bi, group), `q4 ${rows}x${K}x${N} g${group}`, 4e-6);
       }
       const [wq, sc, bi] = mx.quantize(rand([11, 64], 70), 32, 4, 'affine', null, cpu);
       const x3 = rand([2, 3, 64], 71);
-      expectProduct(mx.smallQuantizedMatmul(x3, wq, sc, bi, true, 32, 4, cpu), quantReference(x3, wq, sc, bi, 32), 'q4 batch', 4e-6);
+      expectProduct(mx.ext.smallQuantizedMatmul(x3, wq, sc, bi, true, 32, 4, cpu), quantReference(x3, wq, sc, bi, 32), 'q4 batch', 4e-6);
       const xv = flat(rand([2, 64], 72));
       xv[5] = Number.NaN;
       const xn = mx.array(Float32Array.from(xv), { shape: [2, 64] });
-      const yn = flat(mx.smallQuantizedMatmul(xn, wq, sc, bi, true, 32, 4, cpu));
+      const yn = flat(mx.ext.smallQuantizedMatmul(xn, wq, sc, bi, true, 32, 4, cpu));
       for (let n = 0; n < 11; n++) expect(Number.isNaN(yn[n]) && Number.isFinite(yn[11 + n])).toBe(true);
       // 8 bits: MLX's quantized_matmul itself.
       const [w8, s8, b8] = mx.quantize(rand([11, 64], 73), 32, 8, 'affine', null, cpu);
       const x8 = rand([1, 64], 74);
-      expect(flat(mx.smallQuantizedMatmul(x8, w8, s8, b8, true, 32, 8, cpu))).toEqual(
+      expect(flat(mx.ext.smallQuantizedMatmul(x8, w8, s8, b8, true, 32, 8, cpu))).toEqual(
         flat(mx.quantizedMatmul(x8, w8, s8, b8, true, 32, 8, 'affine', cpu)),
       );
     });

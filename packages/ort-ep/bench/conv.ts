@@ -52,7 +52,7 @@ for (const [c, hw, s] of [
   mx.evaluate(x, w);
   const shape = `depthwise 3x3 s${s}, [1, ${c}, ${hw}, ${hw}]`;
   rows.push([shape, 'MLX conv_general, groups = C', time(() => mlxConv(x, w, s, 1, c))]);
-  rows.push([shape, 'native depthwise kernel', time(() => mx.depthwiseConv2d(x, w, null, s, s, 1, 1, 1, 1, 1, 1))]);
+  rows.push([shape, 'native depthwise kernel', time(() => mx.ext.depthwiseConv2d(x, w, null, s, s, 1, 1, 1, 1, 1, 1))]);
 }
 for (const [c, o, hw] of [
   [16, 48, 48],

@@ -21,7 +21,7 @@ function time(f: () => mx.Array): number {
   return median(ts);
 }
 
-const softmax = (s: mx.Array) => (mx.defaultStream().device.type === 'cpu' ? mx.fusedSoftmax(s, false) : mx.softmax(s, -1));
+const softmax = (s: mx.Array) => (mx.defaultStream().device.type === 'cpu' ? mx.ext.fusedSoftmax(s, false) : mx.softmax(s, -1));
 
 console.log(`device ${mx.defaultStream().device.type}, ${runs} runs, medians in ms`);
 console.log('| shape | graph as exported | MLX fused SDPA | composite, fused softmax |');

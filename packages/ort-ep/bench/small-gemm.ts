@@ -73,7 +73,7 @@ async function main(): Promise<void> {
     const w = mx.array(wv, { shape: [K, N] });
     mx.evaluate(a, w);
     const mlx = timeOp(() => mx.matmul(a, w, cpu));
-    const small = timeOp(() => mx.smallMatmul(a, w, null, cpu));
+    const small = timeOp(() => mx.ext.smallMatmul(a, w, null, cpu));
     const bytes = model({
       opsets: { '': 17 },
       inputs: [v('a', 'float32', [M, K])],
@@ -100,7 +100,7 @@ async function main(): Promise<void> {
     const a = mx.array(av, { shape: [M, K] });
     mx.evaluate(a, wq, sc, bi);
     const mlx = timeOp(() => mx.quantizedMatmul(a, wq, sc, bi, true, 32, 4, 'affine', cpu));
-    const small = timeOp(() => mx.smallQuantizedMatmul(a, wq, sc, bi, true, 32, 4, cpu));
+    const small = timeOp(() => mx.ext.smallQuantizedMatmul(a, wq, sc, bi, true, 32, 4, cpu));
     // The same codes in MatMulNBits' layout: B [N, K / 32, 16] bytes, scales [N * K / 32], zero points packed.
     const blocks = K / 32;
     const q = new Uint8Array(N * blocks * 16);

@@ -11,8 +11,9 @@ INC=${1:-$(ls -d ../../../.mlx/mlx-cpu-*/mlx/include 2>/dev/null | head -1)}
 [[ -d $INC ]] || { echo "check-neon: MLX headers not found; pass their folder" >&2; exit 2; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-for f in src/cpu/math_neon.cpp src/cpu/math_generic.cpp src/cpu/math_avx2.cpp src/cpu/math_avx512.cpp src/cpu/kernels.cpp \
-  src/cpu/epilogue.cpp src/cpu/pool.cpp; do
+for f in src/kernels/activation/math_neon.cpp src/kernels/activation/math_generic.cpp src/kernels/activation/math_avx2.cpp \
+  src/kernels/activation/math_avx512.cpp src/kernels/activation/activation.cpp src/kernels/norm/norm.cpp \
+  src/kernels/conv/epilogue.cpp src/kernels/common/thread_pool.cpp; do
   "$CXX" -std=c++20 -O2 -fPIC -Wall -Wno-psabi -Isrc -Iinclude -I"$INC" -c "$f" -o "$out/$(basename "$f").o"
 done
 # The dispatch must reach the NEON build.

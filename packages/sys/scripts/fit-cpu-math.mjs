@@ -1,4 +1,4 @@
-// How the polynomial coefficients of native/src/cpu/math.cpp were derived: weighted least squares
+// How the polynomial coefficients of native/src/kernels/activation/math_impl.h were derived: weighted least squares
 // (reweighted towards minimax) against float64 references, coefficients rounded to float32, and the
 // resulting error printed. `node scripts/fit-cpu-math.mjs`. A: erf(x)/x on |x| < 1; B: log(erfc(t))
 // on 1 <= t < 4; C: tanh(x)/x on |x| < 0.625.

@@ -1,7 +1,7 @@
 // Generates the C++ glue, the C declarations and types, and the koffi bindings and types from spec/.
 // `tsx scripts/generate.ts` writes the files; `--check` exits 1 when any of them is stale.
 // `--root DIR` writes (or checks) the files under DIR instead of this package (for tests).
-import { readFileSync, writeFileSync, existsSync, mkdirSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync, mkdirSync, readdirSync, unlinkSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spec } from '../spec/index.js';
@@ -205,6 +205,19 @@ for (const [rel, content] of outputs) {
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, content);
     console.log(`wrote ${relative(process.cwd(), path)}`);
+  }
+}
+// Glue of a group that was renamed or removed: deleted, or in --check named as stale.
+const generatedDir = join(root, 'native/generated');
+if (existsSync(generatedDir)) {
+  for (const f of readdirSync(generatedDir, { recursive: true, encoding: 'utf8' })) {
+    const rel = `native/generated/${f.split('\\').join('/')}`;
+    if (!rel.endsWith('.cpp') || outputs.has(rel)) continue;
+    if (check) stale.push(`${rel} (no longer generated)`);
+    else {
+      unlinkSync(join(root, rel));
+      console.log(`removed ${relative(process.cwd(), join(root, rel))}`);
+    }
   }
 }
 if (check && stale.length) {

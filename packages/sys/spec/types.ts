@@ -179,7 +179,7 @@ export const cTypes: Readonly<Record<string, CType>> = {
 
   // Callbacks. mlx-c spells these inline in each prototype; the typedefs are ABI-identical.
   mlx_error_handler_func: callback('void mlx_error_handler_func(const char* msg, void* data)'),
-  // This library's own (spec/extensions.ts): an evaluation on a worker thread has ended; error is
+  // This library's own (spec/extensions/eval.ts): an evaluation on a worker thread has ended; error is
   // null on success, else MLX's message.
   mlxc_eval_done: callback('void mlxc_eval_done(const char* error, void* payload)'),
   mlx_payload_dtor: callback('void mlx_payload_dtor(void* payload)'),

@@ -56,6 +56,18 @@ describe('the staleness checks fail when a generated file is stale', () => {
     expect(r.stderr).toContain('corepack pnpm --filter @mlx/sys generate');
   });
 
+  it('sys: glue of a group that is no longer in the spec is named in --check, and deleted when generating', () => {
+    const root = join(scratch, 'sys-extra');
+    expect(run(sysScript, '--root', root).status).toBe(0);
+    writeFileSync(join(root, 'native/generated/gone.cpp'), '// a group that was renamed\n');
+    const r = run(sysScript, '--check', '--root', root);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('native/generated/gone.cpp (no longer generated)');
+    expect(run(sysScript, '--root', root).status).toBe(0);
+    expect(existsSync(join(root, 'native/generated/gone.cpp'))).toBe(false);
+    expect(run(sysScript, '--check', '--root', root).status).toBe(0);
+  });
+
   it('core: an edited ops.ts is reported, with the command that regenerates it', () => {
     const root = join(scratch, 'core');
     expect(run(coreScript, '--root', root).status).toBe(0);
@@ -66,5 +78,15 @@ describe('the staleness checks fail when a generated file is stale', () => {
     expect(r.status).toBe(1);
     expect(r.stderr).toContain('ops.ts is stale');
     expect(r.stderr).toContain('corepack pnpm --filter @mlx/core exec tsx scripts/generate-ops.ts');
+  });
+
+  it('core: an edited ext.ts (the project kernels) is reported by name', () => {
+    const root = join(scratch, 'core-ext');
+    expect(run(coreScript, '--root', root).status).toBe(0);
+    writeFileSync(join(root, 'src/generated/ext.ts'), '// stale\n');
+    const r = run(coreScript, '--check', '--root', root);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('ext.ts is stale');
+    expect(r.stderr).not.toContain('ops.ts is stale');
   });
 });

@@ -27,9 +27,9 @@ const leakyRelu = (x: mx.Array, alpha: number) => mx.where(mx.less(x, 0), mx.mul
 const softplus = (x: mx.Array) => mx.logaddexp(x, mx.zerosLike(x)); // log(1 + e^x) without overflow
 // One native pass in float32 (composed, these are four or five passes that MLX's CPU compile barely fuses).
 const hardSigmoid = (x: mx.Array, alpha: number, beta: number) =>
-  x.dtype === 'float32' ? mx.hardSigmoid(x, alpha, beta, false) : mx.clip(mx.add(mx.multiply(x, alpha), beta), 0, 1);
+  x.dtype === 'float32' ? mx.ext.hardSigmoid(x, alpha, beta, false) : mx.clip(mx.add(mx.multiply(x, alpha), beta), 0, 1);
 const hardSwish = (x: mx.Array) =>
-  x.dtype === 'float32' ? mx.hardSigmoid(x, 1 / 6, 0.5, true) : mx.multiply(x, mx.clip(mx.add(mx.multiply(x, 1 / 6), 0.5), 0, 1));
+  x.dtype === 'float32' ? mx.ext.hardSigmoid(x, 1 / 6, 0.5, true) : mx.multiply(x, mx.clip(mx.add(mx.multiply(x, 1 / 6), 0.5), 0, 1));
 
 function elu(x: mx.Array, alpha: number): mx.Array {
   return mx.where(mx.less(x, 0), mx.multiply(mx.expm1(x), alpha), x);
@@ -40,7 +40,7 @@ function elu(x: mx.Array, alpha: number): mx.Array {
  * float32 (vectorized, multithreaded), MLX's ops elsewhere (mlxc_fused_activation decides).
  */
 function gelu(x: mx.Array, approximate: string, bias?: mx.Array): mx.Array {
-  return mx.fusedActivation(x, bias ?? null, approximate === 'tanh' ? 'gelu_tanh' : 'gelu');
+  return mx.ext.fusedActivation(x, bias ?? null, approximate === 'tanh' ? 'gelu_tanh' : 'gelu');
 }
 
 const geluModes = ['none', 'tanh'];
@@ -99,10 +99,10 @@ function softmaxLike(opType: string, f: AxisOp): OpEntry[] {
 const lowPrecision = (x: mx.Array) => x.dtype === 'float16' || x.dtype === 'bfloat16';
 // The last axis of a float32 input goes to the fused CPU kernel (MLX's op off the CPU).
 const softmax: AxisOp = (x, axis) =>
-  axis === x.ndim - 1 && x.dtype === 'float32' ? mx.fusedSoftmax(x, false) : mx.softmax(x, axis, { precise: lowPrecision(x) });
+  axis === x.ndim - 1 && x.dtype === 'float32' ? mx.ext.fusedSoftmax(x, false) : mx.softmax(x, axis, { precise: lowPrecision(x) });
 
 function logSoftmax(x: mx.Array, axis: number): mx.Array {
-  if (axis === x.ndim - 1 && x.dtype === 'float32') return mx.fusedSoftmax(x, true);
+  if (axis === x.ndim - 1 && x.dtype === 'float32') return mx.ext.fusedSoftmax(x, true);
   const xs = lowPrecision(x) ? mx.astype(x, 'float32') : x;
   // (x - max) - log(sum(exp(x - max))), in onnxruntime's order: x - logsumexp(x) loses the log
   // term next to a max near the type's limit (two maxima of 3e38 give 0, not -log 2).

@@ -128,7 +128,19 @@ export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channels
   if (fast && isDepthwise(x.shape, w.shape, group) && win.kernel.every((k, i) => k === w.shape[2 + i])) {
     const [sh, sw] = win.strides;
     const [dh, dw] = win.dilations;
-    const y = mx.depthwiseConv2d(x, w, bias ?? null, sh, sw, win.padsBegin[0], win.padsBegin[1], win.padsEnd[0], win.padsEnd[1], dh, dw);
+    const y = mx.ext.depthwiseConv2d(
+      x,
+      w,
+      bias ?? null,
+      sh,
+      sw,
+      win.padsBegin[0],
+      win.padsBegin[1],
+      win.padsEnd[0],
+      win.padsEnd[1],
+      dh,
+      dw,
+    );
     return { y, channelsLast: false };
   }
   // Any other grouped float32 conv of 1 or 2 spatial axes: the native channels-last product with
@@ -143,11 +155,11 @@ const PANEL = 32;
 
 /**
  * Channels-last grouped conv of xl [N, ...sp, C] by ONNX weight w [O, C/g, ...k] through
- * mx.convGemm: the weight padded per group to whole panels ([g * ceil(O/g / 32) * 32, ...k, C/g],
+ * mx.ext.convGemm: the weight padded per group to whole panels ([g * ceil(O/g / 32) * 32, ...k, C/g],
  * zeros past each group's O/g channels) and packed, then one product; bias not applied.
  */
 function groupedGemm(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.Array {
-  return mx.convGemm(
+  return mx.ext.convGemm(
     xl,
     packGrouped(w, group),
     w.shape[0],
@@ -162,7 +174,7 @@ function groupedGemm(xl: mx.Array, w: mx.Array, win: Window, group: number): mx.
   );
 }
 
-/** ONNX float32 weight w [O, C/g, ...k] in mx.convGemm's panels, each group padded to whole panels. */
+/** ONNX float32 weight w [O, C/g, ...k] in mx.ext.convGemm's panels, each group padded to whole panels. */
 function packGrouped(w: mx.Array, group: number): mx.Array {
   const [o, cg, ...k] = w.shape;
   const og = o / group;
@@ -172,7 +184,7 @@ function packGrouped(w: mx.Array, group: number): mx.Array {
     const grouped = mx.reshape(wl, [group, og, ...k, cg]);
     wl = mx.reshape(mx.pad(grouped, [1], [0], [padded - og], mx.array(0, { dtype: 'float32' }), 'constant'), [group * padded, ...k, cg]);
   }
-  return mx.convPackWeight(wl);
+  return mx.ext.convPackWeight(wl);
 }
 
 function conv(ctx: OpContext<ConvParams>): mx.Array {
@@ -283,7 +295,7 @@ const convTransposeEntry = onnxOp('ConvTranspose', 1, {
 // ConvInteger / QLinearConv: (x - x_zp) conv (w - w_zp) in exact int32 (float32 products,
 // split into 4-bit halves when a window's sum could exceed float32's integers).
 
-/** A ConvInteger/QLinearConv weight minus its zero point: float32, packed for mx.convGemm where it applies. */
+/** A ConvInteger/QLinearConv weight minus its zero point: float32, packed for mx.ext.convGemm where it applies. */
 interface IntFilter {
   b: IntOperand;
   packed: boolean;
@@ -309,7 +321,7 @@ function integerConv(ctx: OpContext<ConvParams>, ix: number, ixz: number, iw: nu
   });
   const product = (a: mx.Array, b: mx.Array) =>
     w.packed
-      ? mx.convGemm(a, b, o, null, null, win.strides, win.padsBegin, win.padsEnd, win.dilations, -Infinity, Infinity)
+      ? mx.ext.convGemm(a, b, o, null, null, win.strides, win.padsBegin, win.padsEnd, win.dilations, -Infinity, Infinity)
       : convLast(a, b, win, group);
   // Zero padding of (x - x_zp) is padding x with its zero point, as the spec asks.
   return exactIntProduct(product, toChannelsLast(x0), w.b, zeroPointBound(ctx.elemType(ix)), 0);

@@ -24,7 +24,7 @@ import {
  * native kernel that reads the weights in place.
  */
 function matmulAny(a: mx.Array, b: mx.Array): mx.Array {
-  if (mx.isFloating(a.dtype)) return mx.smallMatmul(a, b);
+  if (mx.isFloating(a.dtype)) return mx.ext.smallMatmul(a, b);
   return broadcastIntMatmul(a, b);
 }
 
@@ -62,10 +62,10 @@ function gemm(ctx: OpContext<GemmParams>): mx.Array {
       // A bias row ([N] or [1, N]) at unit scales is the small-row kernel's bias (addmm elsewhere).
       const n = b.shape[1];
       const row = alpha === 1 && beta === 1 && c.size === n && n > 0 && c.shape[c.ndim - 1] === n && c.ndim <= 2;
-      if (row) return mx.smallMatmul(a, b, c.ndim === 1 ? c : mx.reshape(c, [n]));
+      if (row) return mx.ext.smallMatmul(a, b, c.ndim === 1 ? c : mx.reshape(c, [n]));
       return mx.addmm(c, a, b, alpha, beta);
     }
-    const y = mx.smallMatmul(a, b);
+    const y = mx.ext.smallMatmul(a, b);
     return alpha === 1 ? y : mx.multiply(y, alpha);
   }
   // Integer Gemm: the product is exact; alpha/beta scale in the integer type (ONNX keeps it).

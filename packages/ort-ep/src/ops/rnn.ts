@@ -4,7 +4,7 @@
 // masks padded steps as onnxruntime does: the state stops updating after a sequence's length
 // (reverse directions start at its last valid step) and Y is zero there. A float32 LSTM (any
 // activations, clip, input_forget, peepholes, directions) runs one input-projection matmul and
-// one native primitive for the whole recurrence of every direction instead (mx.lstm): unrolled, a
+// one native primitive for the whole recurrence of every direction instead (mx.ext.lstm): unrolled, a
 // short sequence is hundreds of tiny scheduled ops. Weights laid out for the recurrence (per
 // direction, transposed) are made once per session when they are constants (OpContext.prepared).
 import * as mx from '@mlx/core';
@@ -23,7 +23,7 @@ interface ActSpec {
   make: (alpha: number, beta: number) => Act;
 }
 
-/** The native kernel's codes of the activations (mx.lstm). */
+/** The native kernel's codes of the activations (mx.ext.lstm). */
 const nativeCodes: Record<string, number> = {
   relu: 0,
   tanh: 1,
@@ -68,7 +68,7 @@ export interface RnnParams {
   reverse: boolean;
   /** fam.defaults.length activations per direction, directions after one another. */
   activations: Act[];
-  /** The same as mx.lstm's list: (code, alpha's float32 bits, beta's float32 bits) per activation. */
+  /** The same as mx.ext.lstm's list: (code, alpha's float32 bits, beta's float32 bits) per activation. */
   nativeActivations: number[];
   /** hidden_size, where given (else R's last axis). */
   hidden?: number;
@@ -320,7 +320,7 @@ function runNativeLstm(ctx: OpContext<RnnParams>, x: mx.Array, H: number, lens: 
   const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);
   const c0 = initialState(ctx, 6, [dirs, batch, H], x.dtype);
   const direction = dirs === 2 ? 2 : p.reverse ? 1 : 0;
-  const [y, hT, cT] = mx.lstm(
+  const [y, hT, cT] = mx.ext.lstm(
     proj,
     rT,
     h0,

@@ -8,9 +8,10 @@ set(MLXC_GENERATED_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/linalg.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/random.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/fft.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/generated/cpu.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/generated/layers.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/generated/epilogue.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/generated/gemm.cpp
-  ${CMAKE_CURRENT_SOURCE_DIR}/generated/conv.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/activation.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/norm.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/gemm.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/conv.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/pool.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/rnn.cpp
 )

@@ -127,12 +127,24 @@ int mlx_array_free(mlx_array a) {
   delete static_cast<array*>(a.ctx);
   return 0;
 }
-mlx_array mlx_array_new_bool(bool v) { return make([&] { return array(v); }); }
-mlx_array mlx_array_new_int(int v) { return make([&] { return array(v); }); }
-mlx_array mlx_array_new_float32(float v) { return make([&] { return array(v); }); }
-mlx_array mlx_array_new_float(float v) { return make([&] { return array(v); }); }
-mlx_array mlx_array_new_float64(double v) { return make([&] { return array(v, mx::float64); }); }
-mlx_array mlx_array_new_double(double v) { return make([&] { return array(v, mx::float64); }); }
+mlx_array mlx_array_new_bool(bool v) {
+  return make([&] { return array(v); });
+}
+mlx_array mlx_array_new_int(int v) {
+  return make([&] { return array(v); });
+}
+mlx_array mlx_array_new_float32(float v) {
+  return make([&] { return array(v); });
+}
+mlx_array mlx_array_new_float(float v) {
+  return make([&] { return array(v); });
+}
+mlx_array mlx_array_new_float64(double v) {
+  return make([&] { return array(v, mx::float64); });
+}
+mlx_array mlx_array_new_double(double v) {
+  return make([&] { return array(v, mx::float64); });
+}
 mlx_array mlx_array_new_complex(float re, float im) {
   return make([&] { return array(std::complex<float>(re, im)); });
 }
@@ -141,13 +153,16 @@ mlx_array mlx_array_new_data(const void* data, const int* shape, int dim, mlx_dt
 }
 mlx_array mlx_array_new_data_managed(void* data, const int* shape, int dim, mlx_dtype t, mlx_data_dtor dtor) {
   return make([&] {
-    return array(data, to_shape(shape, dim), mlxc::dtype(t), [dtor](void* p) { if (dtor) dtor(p); });
+    return array(data, to_shape(shape, dim), mlxc::dtype(t), [dtor](void* p) {
+      if (dtor) dtor(p);
+    });
   });
 }
-mlx_array mlx_array_new_data_managed_payload(void* data, const int* shape, int dim, mlx_dtype t, void* payload,
-                                             mlx_data_dtor dtor) {
+mlx_array mlx_array_new_data_managed_payload(void* data, const int* shape, int dim, mlx_dtype t, void* payload, mlx_data_dtor dtor) {
   return make([&] {
-    return array(data, to_shape(shape, dim), mlxc::dtype(t), [dtor, payload](void*) { if (dtor) dtor(payload); });
+    return array(data, to_shape(shape, dim), mlxc::dtype(t), [dtor, payload](void*) {
+      if (dtor) dtor(payload);
+    });
   });
 }
 
@@ -157,9 +172,12 @@ int mlx_array_set(mlx_array* a, const mlx_array src) {
   MLXC_CATCH(1)
   return 0;
 }
-#define MLXC_SET_SCALAR(suffix, T, expr) \
+#define MLXC_SET_SCALAR(suffix, T, expr)            \
   int mlx_array_set_##suffix(mlx_array* a, T val) { \
-    MLXC_TRY mlxc::set(*a, expr); MLXC_CATCH(1) return 0; \
+    MLXC_TRY                                        \
+    mlxc::set(*a, expr);                            \
+    MLXC_CATCH(1)                                   \
+    return 0;                                       \
   }
 MLXC_SET_SCALAR(bool, bool, array(val))
 MLXC_SET_SCALAR(int, int, array(val))
@@ -169,10 +187,16 @@ MLXC_SET_SCALAR(float64, double, array(val, mx::float64))
 MLXC_SET_SCALAR(double, double, array(val, mx::float64))
 #undef MLXC_SET_SCALAR
 int mlx_array_set_complex(mlx_array* a, float re, float im) {
-  MLXC_TRY mlxc::set(*a, array(std::complex<float>(re, im))); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::set(*a, array(std::complex<float>(re, im)));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_array_set_data(mlx_array* a, const void* data, const int* shape, int dim, mlx_dtype t) {
-  MLXC_TRY mlxc::set(*a, copy_data(data, shape, dim, t)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::set(*a, copy_data(data, shape, dim, t));
+  MLXC_CATCH(1)
+  return 0;
 }
 
 size_t mlx_array_itemsize(const mlx_array a) { return a.ctx ? arr(a).itemsize() : 0; }
@@ -194,7 +218,10 @@ int mlx_array_dim(const mlx_array a, int dim) {
 }
 mlx_dtype mlx_array_dtype(const mlx_array a) { return a.ctx ? mlxc::to_c(arr(a).dtype()) : MLX_FLOAT32; }
 int mlx_array_eval(mlx_array a) {
-  MLXC_TRY mlx::core::eval(arr(a)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlx::core::eval(arr(a));
+  MLXC_CATCH(1)
+  return 0;
 }
 
 int mlx_array_item_bool(bool* r, const mlx_array a) { return item(r, a); }
@@ -224,19 +251,34 @@ const double* mlx_array_data_float64(const mlx_array a) { return data<double>(a)
 const mlx_complex64_t* mlx_array_data_complex64(const mlx_array a) { return data<std::complex<float>>(a); }
 
 int _mlx_array_is_available(bool* res, const mlx_array a) {
-  MLXC_TRY *res = arr(a).is_available(); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *res = arr(a).is_available();
+  MLXC_CATCH(1)
+  return 0;
 }
 int _mlx_array_wait(const mlx_array a) {
-  MLXC_TRY const_cast<array&>(arr(a)).wait(); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  const_cast<array&>(arr(a)).wait();
+  MLXC_CATCH(1)
+  return 0;
 }
 int _mlx_array_is_contiguous(bool* res, const mlx_array a) {
-  MLXC_TRY *res = arr(a).flags().contiguous; MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *res = arr(a).flags().contiguous;
+  MLXC_CATCH(1)
+  return 0;
 }
 int _mlx_array_is_row_contiguous(bool* res, const mlx_array a) {
-  MLXC_TRY *res = arr(a).flags().row_contiguous; MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *res = arr(a).flags().row_contiguous;
+  MLXC_CATCH(1)
+  return 0;
 }
 int _mlx_array_is_col_contiguous(bool* res, const mlx_array a) {
-  MLXC_TRY *res = arr(a).flags().col_contiguous; MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *res = arr(a).flags().col_contiguous;
+  MLXC_CATCH(1)
+  return 0;
 }
 
 }  // extern "C"

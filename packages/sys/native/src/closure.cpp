@@ -11,7 +11,9 @@ namespace {
 
 using Payload = std::shared_ptr<void>;
 Payload payload_of(void* p, mlx_payload_dtor dtor) {
-  return Payload(p, [dtor](void* q) { if (dtor) dtor(q); });
+  return Payload(p, [dtor](void* q) {
+    if (dtor) dtor(q);
+  });
 }
 
 /** Frees the temporary handles given to a callback, whatever happens. */
@@ -25,9 +27,7 @@ struct Handles {
 
 std::vector<array> take(mlx_vector_array v) { return v.ctx ? *static_cast<std::vector<array>*>(v.ctx) : std::vector<array>{}; }
 
-[[noreturn]] void callback_failed(const char* what) {
-  throw std::runtime_error(std::string(what) + " callback returned an error");
-}
+[[noreturn]] void callback_failed(const char* what) { throw std::runtime_error(std::string(what) + " callback returned an error"); }
 
 template <typename Fn, typename H>
 H make_handle(Fn fn) {
@@ -77,14 +77,17 @@ struct Plain {
 };
 }  // namespace
 
-#define MLXC_CLOSURE_COMMON(C, Fn)                                               \
-  extern "C" C C##_new(void) { return C{nullptr}; }                              \
-  extern "C" int C##_free(C cls) {                                               \
-    delete static_cast<Fn*>(cls.ctx);                                            \
-    return 0;                                                                    \
-  }                                                                              \
-  extern "C" int C##_set(C* cls, const C src) {                                  \
-    MLXC_TRY mlxc::assign<Fn>(*cls, mlxc::get<Fn>(src, #C)); MLXC_CATCH(1) return 0; \
+#define MLXC_CLOSURE_COMMON(C, Fn)                  \
+  extern "C" C C##_new(void) { return C{nullptr}; } \
+  extern "C" int C##_free(C cls) {                  \
+    delete static_cast<Fn*>(cls.ctx);               \
+    return 0;                                       \
+  }                                                 \
+  extern "C" int C##_set(C* cls, const C src) {     \
+    MLXC_TRY                                        \
+    mlxc::assign<Fn>(*cls, mlxc::get<Fn>(src, #C)); \
+    MLXC_CATCH(1)                                   \
+    return 0;                                       \
   }
 
 MLXC_CLOSURE_COMMON(mlx_closure, mlxc::ClosureFn)
@@ -121,11 +124,14 @@ mlx_closure mlx_closure_new_unary(mlx_closure_unary_fun fun) {
   });
 }
 int mlx_closure_apply(mlx_vector_array* res, mlx_closure cls, const mlx_vector_array input) {
-  MLXC_TRY mlxc::set(*res, mlxc::closure(cls)(mlxc::vec(input))); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::set(*res, mlxc::closure(cls)(mlxc::vec(input)));
+  MLXC_CATCH(1)
+  return 0;
 }
 
-mlx_closure_value_and_grad mlx_closure_value_and_grad_new_func_payload(mlx_closure_value_and_grad_fun_payload fun,
-                                                                       void* payload, mlx_payload_dtor dtor) {
+mlx_closure_value_and_grad mlx_closure_value_and_grad_new_func_payload(mlx_closure_value_and_grad_fun_payload fun, void* payload,
+                                                                       mlx_payload_dtor dtor) {
   return make_handle<mlxc::ValueAndGradFn, mlx_closure_value_and_grad>(wrap_vag(fun, payload_of(payload, dtor)));
 }
 mlx_closure_value_and_grad mlx_closure_value_and_grad_new_func(mlx_closure_value_and_grad_fun fun) {
@@ -146,8 +152,7 @@ int mlx_closure_value_and_grad_apply(mlx_vector_array* res_0, mlx_vector_array* 
   return 0;
 }
 
-mlx_closure_custom mlx_closure_custom_new_func_payload(mlx_closure_custom_fun_payload fun, void* payload,
-                                                       mlx_payload_dtor dtor) {
+mlx_closure_custom mlx_closure_custom_new_func_payload(mlx_closure_custom_fun_payload fun, void* payload, mlx_payload_dtor dtor) {
   return make_handle<mlxc::CustomFn, mlx_closure_custom>(wrap_custom(fun, payload_of(payload, dtor)));
 }
 mlx_closure_custom mlx_closure_custom_new_func(mlx_closure_custom_fun fun) {
@@ -159,8 +164,8 @@ mlx_closure_custom mlx_closure_custom_new_func(mlx_closure_custom_fun fun) {
         return take(res);
       });
 }
-int mlx_closure_custom_apply(mlx_vector_array* res, mlx_closure_custom cls, const mlx_vector_array input_0,
-                             const mlx_vector_array input_1, const mlx_vector_array input_2) {
+int mlx_closure_custom_apply(mlx_vector_array* res, mlx_closure_custom cls, const mlx_vector_array input_0, const mlx_vector_array input_1,
+                             const mlx_vector_array input_2) {
   MLXC_TRY
   mlxc::set(*res, mlxc::get<mlxc::CustomFn>(cls, "mlx_closure_custom")(mlxc::vec(input_0), mlxc::vec(input_1), mlxc::vec(input_2)));
   MLXC_CATCH(1)
@@ -183,8 +188,8 @@ mlx_closure_custom_jvp mlx_closure_custom_jvp_new_func(mlx_closure_custom_jvp_fu
 int mlx_closure_custom_jvp_apply(mlx_vector_array* res, mlx_closure_custom_jvp cls, const mlx_vector_array input_0,
                                  const mlx_vector_array input_1, const int* input_2, size_t input_2_num) {
   MLXC_TRY
-  mlxc::set(*res, mlxc::get<mlxc::CustomJvpFn>(cls, "mlx_closure_custom_jvp")(
-                      mlxc::vec(input_0), mlxc::vec(input_1), std::vector<int>(input_2, input_2 + input_2_num)));
+  mlxc::set(*res, mlxc::get<mlxc::CustomJvpFn>(cls, "mlx_closure_custom_jvp")(mlxc::vec(input_0), mlxc::vec(input_1),
+                                                                              std::vector<int>(input_2, input_2 + input_2_num)));
   MLXC_CATCH(1)
   return 0;
 }

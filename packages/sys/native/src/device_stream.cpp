@@ -18,46 +18,74 @@ std::string to_string(const T& v) {
 extern "C" {
 
 mlx_device mlx_device_new(void) { return mlx_device{nullptr}; }
-mlx_device mlx_device_new_type(mlx_device_type type, int index) {
-  return mlx_device{new mx::Device(dev_type(type), index)};
-}
+mlx_device mlx_device_new_type(mlx_device_type type, int index) { return mlx_device{new mx::Device(dev_type(type), index)}; }
 int mlx_device_free(mlx_device d) {
   delete static_cast<mx::Device*>(d.ctx);
   return 0;
 }
 int mlx_device_set(mlx_device* d, const mlx_device src) {
-  MLXC_TRY mlxc::assign<mx::Device>(*d, mlxc::device(src)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::assign<mx::Device>(*d, mlxc::device(src));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_device_tostring(mlx_string* str, mlx_device d) {
-  MLXC_TRY mlxc::assign<std::string>(*str, to_string(mlxc::device(d))); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::assign<std::string>(*str, to_string(mlxc::device(d)));
+  MLXC_CATCH(1)
+  return 0;
 }
 bool mlx_device_equal(mlx_device a, mlx_device b) {
   if (!a.ctx || !b.ctx) return a.ctx == b.ctx;
   return mlxc::device(a) == mlxc::device(b);
 }
 int mlx_device_get_index(int* index, mlx_device d) {
-  MLXC_TRY *index = mlxc::device(d).index; MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *index = mlxc::device(d).index;
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_device_get_type(mlx_device_type* type, mlx_device d) {
-  MLXC_TRY *type = mlxc::device(d).type == mx::Device::gpu ? MLX_GPU : MLX_CPU; MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *type = mlxc::device(d).type == mx::Device::gpu ? MLX_GPU : MLX_CPU;
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_get_default_device(mlx_device* d) {
-  MLXC_TRY mlxc::assign<mx::Device>(*d, mx::default_device()); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::assign<mx::Device>(*d, mx::default_device());
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_set_default_device(mlx_device d) {
-  MLXC_TRY mx::set_default_device(mlxc::device(d)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mx::set_default_device(mlxc::device(d));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_device_is_available(bool* avail, mlx_device d) {
-  MLXC_TRY *avail = mx::is_available(mlxc::device(d)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *avail = mx::is_available(mlxc::device(d));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_device_count(int* count, mlx_device_type type) {
-  MLXC_TRY *count = mx::device_count(dev_type(type)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *count = mx::device_count(dev_type(type));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_metal_is_available(bool* res) {
-  MLXC_TRY *res = mx::metal::is_available(); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *res = mx::metal::is_available();
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_cuda_is_available(bool* res) {
-  MLXC_TRY *res = mx::cu::is_available(); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *res = mx::cu::is_available();
+  MLXC_CATCH(1)
+  return 0;
 }
 
 mlx_stream mlx_stream_new(void) { return mlx_stream{nullptr}; }
@@ -70,33 +98,54 @@ mlx_stream mlx_stream_new_device(mlx_device d) {
   }
 }
 int mlx_stream_set(mlx_stream* s, const mlx_stream src) {
-  MLXC_TRY mlxc::assign<mx::Stream>(*s, mlxc::stream(src)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::assign<mx::Stream>(*s, mlxc::stream(src));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_stream_free(mlx_stream s) {
   delete static_cast<mx::Stream*>(s.ctx);
   return 0;
 }
 int mlx_stream_tostring(mlx_string* str, mlx_stream s) {
-  MLXC_TRY mlxc::assign<std::string>(*str, to_string(mlxc::stream(s))); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::assign<std::string>(*str, to_string(mlxc::stream(s)));
+  MLXC_CATCH(1)
+  return 0;
 }
 bool mlx_stream_equal(mlx_stream a, mlx_stream b) {
   if (!a.ctx || !b.ctx) return a.ctx == b.ctx;
   return mlxc::stream(a) == mlxc::stream(b);
 }
 int mlx_stream_get_device(mlx_device* d, mlx_stream s) {
-  MLXC_TRY mlxc::assign<mx::Device>(*d, mlxc::stream(s).device); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::assign<mx::Device>(*d, mlxc::stream(s).device);
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_stream_get_index(int* index, mlx_stream s) {
-  MLXC_TRY *index = mlxc::stream(s).index; MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  *index = mlxc::stream(s).index;
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_synchronize(mlx_stream s) {
-  MLXC_TRY mx::synchronize(mlxc::stream(s)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mx::synchronize(mlxc::stream(s));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_get_default_stream(mlx_stream* s, mlx_device d) {
-  MLXC_TRY mlxc::assign<mx::Stream>(*s, mx::default_stream(mlxc::device(d))); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::assign<mx::Stream>(*s, mx::default_stream(mlxc::device(d)));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_set_default_stream(mlx_stream s) {
-  MLXC_TRY mx::set_default_stream(mlxc::stream(s)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mx::set_default_stream(mlxc::stream(s));
+  MLXC_CATCH(1)
+  return 0;
 }
 mlx_stream mlx_default_cpu_stream_new(void) {
   try {

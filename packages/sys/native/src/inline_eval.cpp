@@ -79,10 +79,10 @@ const Originals& originals() {
   static Originals o = [] {
     Originals r;
     r.enqueue = reinterpret_cast<EnqueueFn>(original("_ZN3mlx4core9scheduler9Scheduler7enqueueENS0_6StreamESt8functionIFvvEE"));
-    r.signal_event = reinterpret_cast<EventFn>(
-        original("_ZN3mlx4core9scheduler9Scheduler12signal_eventENS0_6StreamENS0_5EventESt8functionIFvRS4_EE"));
-    r.wait_event = reinterpret_cast<EventFn>(
-        original("_ZN3mlx4core9scheduler9Scheduler10wait_eventENS0_6StreamENS0_5EventESt8functionIFvRS4_EE"));
+    r.signal_event =
+        reinterpret_cast<EventFn>(original("_ZN3mlx4core9scheduler9Scheduler12signal_eventENS0_6StreamENS0_5EventESt8functionIFvRS4_EE"));
+    r.wait_event =
+        reinterpret_cast<EventFn>(original("_ZN3mlx4core9scheduler9Scheduler10wait_eventENS0_6StreamENS0_5EventESt8functionIFvRS4_EE"));
     return r;
   }();
   return o;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <complex>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -13,11 +14,16 @@
 
 #include "mlx/mlx.h"
 #include "mlxc/functions.h"
-#include "cpu/kernels.h"  // the fused CPU kernels (spec/cpu.ts)
-#include "cpu/conv_gemm.h"  // the channels-last convolution (spec/conv.ts)
-#include "cpu/max_pool.h"   // the channels-last max pool (spec/conv.ts)
-#include "cpu/epilogue.h"  // the convolution epilogue (spec/epilogue.ts)
-#include "cpu/small_gemm.h"  // the CPU products for few rows (spec/gemm.ts)
+// The front ends of the library's own CPU kernels (kernels/, spec/kernels/), which the generated
+// glue calls.
+#include "kernels/activation/activation.h"
+#include "kernels/conv/conv_gemm.h"
+#include "kernels/conv/depthwise.h"
+#include "kernels/conv/epilogue.h"
+#include "kernels/gemm/small_gemm.h"
+#include "kernels/norm/norm.h"
+#include "kernels/pool/pool.h"
+#include "kernels/rnn/lstm.h"
 
 namespace mlxc {
 
@@ -39,9 +45,7 @@ T& get(H h, const char* what) {
 }
 
 inline const array& arr(mlx_array a) { return get<array>(a, "mlx_array"); }
-inline std::optional<array> opt_array(mlx_array a) {
-  return a.ctx ? std::optional<array>(*static_cast<array*>(a.ctx)) : std::nullopt;
-}
+inline std::optional<array> opt_array(mlx_array a) { return a.ctx ? std::optional<array>(*static_cast<array*>(a.ctx)) : std::nullopt; }
 inline mx::Stream stream(mlx_stream s) { return get<mx::Stream>(s, "mlx_stream"); }
 inline mx::Device device(mlx_device d) { return get<mx::Device>(d, "mlx_device"); }
 inline const std::vector<array>& vec(mlx_vector_array v) { return get<std::vector<array>>(v, "mlx_vector_array"); }
@@ -65,9 +69,13 @@ struct span {
   const T* p;
   size_t n;
   template <typename U>
-  operator std::vector<U>() const { return std::vector<U>(p, p + n); }
+  operator std::vector<U>() const {
+    return std::vector<U>(p, p + n);
+  }
   template <typename U>
-  operator mx::SmallVector<U>() const { return mx::SmallVector<U>(p, p + n); }
+  operator mx::SmallVector<U>() const {
+    return mx::SmallVector<U>(p, p + n);
+  }
 };
 template <typename T>
 std::optional<std::vector<T>> opt_span(const T* p, size_t n) {
@@ -78,16 +86,32 @@ std::optional<std::vector<T>> opt_span(const T* p, size_t n) {
 // an empty one gets a new object.
 template <typename T, typename H, typename V>
 void assign(H& h, V&& v) {
-  if (h.ctx) *static_cast<T*>(h.ctx) = std::forward<V>(v);
-  else h.ctx = new T(std::forward<V>(v));
+  if (h.ctx)
+    *static_cast<T*>(h.ctx) = std::forward<V>(v);
+  else
+    h.ctx = new T(std::forward<V>(v));
 }
 inline void set(mlx_array& h, const array& v) { assign<array>(h, v); }
 inline void set(mlx_vector_array& h, std::vector<array> v) { assign<std::vector<array>>(h, std::move(v)); }
 inline void set(mlx_closure& h, ClosureFn f) { assign<ClosureFn>(h, std::move(f)); }
 template <typename T>
-void set(bool& h, T v) { h = static_cast<bool>(v); }
+void set(bool& h, T v) {
+  h = static_cast<bool>(v);
+}
 inline void set(size_t& h, size_t v) { h = v; }
 inline void set(int& h, int v) { h = v; }
+
+/** The arrays of a list of mlx_array ctx addresses (none may be 0). */
+inline std::vector<array> arrays_of(const uintptr_t* ctxs, size_t n, const char* what) {
+  if (n && !ctxs) throw std::invalid_argument(std::string(what) + ": null array list");
+  std::vector<array> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; i++) {
+    if (!ctxs[i]) throw std::invalid_argument(std::string(what) + ": empty array handle at " + std::to_string(i));
+    v.push_back(*reinterpret_cast<const array*>(ctxs[i]));
+  }
+  return v;
+}
 
 /** Wraps a vector of arrays in a new handle (the callee of a C callback owns nothing). */
 inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_array{new std::vector<array>(std::move(v))}; }
@@ -95,11 +119,9 @@ inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_arr
 }  // namespace mlxc
 
 #define MLXC_TRY try {
-#define MLXC_CATCH(ret)                 \
-  }                                     \
-  catch (const std::exception& e) {     \
-    mlxc::raise(e.what());              \
-    return ret;                         \
+#define MLXC_CATCH(ret)             \
+  }                                 \
+  catch (const std::exception& e) { \
+    mlxc::raise(e.what());          \
+    return ret;                     \
   }
-
-#include "layers/layers.h"  // the CPU layer kernels (spec/layers.ts)

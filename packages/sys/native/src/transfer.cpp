@@ -1,4 +1,4 @@
-// Host <-> GPU transfers on MLX's CUDA build (see spec/extensions.ts).
+// Host <-> GPU transfers on MLX's CUDA build (see spec/extensions/transfer.ts).
 //
 // MLX's CUDA allocator gives arrays made from host data unified (managed) memory: the host writes
 // it page by page, then the first kernel to read it migrates it page fault by page fault, at a
@@ -72,8 +72,7 @@ const Driver& driver() {
     bool cuda = false;
     try {
       cuda = mx::cu::is_available();
-    } catch (...) {
-    }
+    } catch (...) {}
     if (!cuda) return r;
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!lib) return r;
@@ -297,10 +296,11 @@ array device_array(const void* data, size_t nbytes, mx::Shape shape, mx::Dtype d
     try {
       Gpu& gg = gpu(cb->device < 0 ? 0 : cb->device);
       CtxScope sc(gg.ctx);
-      if (cb->device >= 0) drv.free_async(reinterpret_cast<CUdeviceptr>(cb->data), gg.stream);
-      else drv.free(reinterpret_cast<CUdeviceptr>(cb->data));
-    } catch (...) {
-    }
+      if (cb->device >= 0)
+        drv.free_async(reinterpret_cast<CUdeviceptr>(cb->data), gg.stream);
+      else
+        drv.free(reinterpret_cast<CUdeviceptr>(cb->data));
+    } catch (...) {}
     delete cb;
   });
   return array(std::move(owned), std::move(shape), dt);
@@ -476,7 +476,8 @@ int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes) {
   if (!res || !pinned) throw std::invalid_argument("mlxc_host_alloc: null result pointer");
   if (nbytes == 0) throw std::invalid_argument("mlxc_host_alloc: zero bytes");
   // Beyond what any allocator gives; also keeps page rounding from overflowing.
-  if (nbytes > (size_t{1} << 46)) throw std::invalid_argument("mlxc_host_alloc: " + std::to_string(nbytes) + " bytes is beyond any host memory");
+  if (nbytes > (size_t{1} << 46))
+    throw std::invalid_argument("mlxc_host_alloc: " + std::to_string(nbytes) + " bytes is beyond any host memory");
   void* p = nullptr;
   bool locked = false;
   if (on_cuda()) {
@@ -484,14 +485,16 @@ int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes) {
     CtxScope scope(g.ctx);
     // CU_MEMHOSTALLOC_PORTABLE: page-locked for every context, whichever GPU a stream uses.
     CUresult rc = driver().host_alloc(&p, nbytes, 1);
-    if (rc == 2 /* CUDA_ERROR_OUT_OF_MEMORY */) throw std::runtime_error("mlxc_host_alloc: out of page-locked host memory for " + std::to_string(nbytes) + " bytes");
+    if (rc == 2 /* CUDA_ERROR_OUT_OF_MEMORY */)
+      throw std::runtime_error("mlxc_host_alloc: out of page-locked host memory for " + std::to_string(nbytes) + " bytes");
     cu_check(rc, "cuMemHostAlloc");
     locked = true;
   } else {
     static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t align = nbytes >= (size_t{2} << 20) ? (size_t{2} << 20) : page;
     const size_t rounded = (nbytes + align - 1) / align * align;
-    if (posix_memalign(&p, align, rounded) != 0 || !p) throw std::runtime_error("mlxc_host_alloc: out of host memory for " + std::to_string(nbytes) + " bytes");
+    if (posix_memalign(&p, align, rounded) != 0 || !p)
+      throw std::runtime_error("mlxc_host_alloc: out of host memory for " + std::to_string(nbytes) + " bytes");
     prefault(p, rounded);
   }
   {
@@ -524,7 +527,23 @@ int mlxc_host_free(void* ptr) {
 }
 
 int mlxc_array_device_index(int* res, const mlx_array arr) {
-  MLXC_TRY *res = mlxc::buffer_device(mlxc::arr(arr));
+  MLXC_TRY
+  *res = mlxc::buffer_device(mlxc::arr(arr));
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream) {
+  MLXC_TRY
+  auto a = mlxc::arr(arr);
+  if (a.status() == array::Status::unscheduled) mx::eval(a);
+  a.wait();
+  if (!a.flags().row_contiguous) {
+    a = mx::contiguous(a, false, mlxc::stream(stream));
+    mx::eval(a);
+  }
+  mlx_array h{&a};
+  if (mlxc_array_read(dst, nbytes, h) != 0) return 1;
   MLXC_CATCH(1)
   return 0;
 }

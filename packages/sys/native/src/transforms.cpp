@@ -10,10 +10,13 @@ using mlxc::array;
 extern "C" {
 
 int mlx_checkpoint(mlx_closure* res, const mlx_closure fun) {
-  MLXC_TRY mlxc::set(*res, mx::checkpoint(mlxc::closure(fun))); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::set(*res, mx::checkpoint(mlxc::closure(fun)));
+  MLXC_CATCH(1)
+  return 0;
 }
-int mlx_custom_function(mlx_closure* res, const mlx_closure fun, const mlx_closure_custom fun_vjp,
-                        const mlx_closure_custom_jvp fun_jvp, const mlx_closure_custom_vmap fun_vmap) {
+int mlx_custom_function(mlx_closure* res, const mlx_closure fun, const mlx_closure_custom fun_vjp, const mlx_closure_custom_jvp fun_jvp,
+                        const mlx_closure_custom_vmap fun_vmap) {
   MLXC_TRY
   if (fun_vmap.ctx) throw std::invalid_argument("mlx_custom_function: custom vmap closures are not supported by this library");
   std::optional<mlxc::CustomFn> vjp;
@@ -31,7 +34,10 @@ int mlx_custom_vjp(mlx_closure* res, const mlx_closure fun, const mlx_closure_cu
   return 0;
 }
 int mlx_eval(const mlx_vector_array outputs) {
-  MLXC_TRY mx::eval(mlxc::vec(outputs)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mx::eval(mlxc::vec(outputs));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_async_eval(const mlx_vector_array outputs) {
   MLXC_TRY
@@ -76,29 +82,89 @@ int mlx_value_and_grad(mlx_closure_value_and_grad* res, const mlx_closure fun, c
   return 0;
 }
 int mlx_compile(mlx_closure* res, const mlx_closure fun, bool shapeless) {
-  MLXC_TRY mlxc::set(*res, mx::compile(mlxc::closure(fun), shapeless)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mlxc::set(*res, mx::compile(mlxc::closure(fun), shapeless));
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_detail_compile_clear_cache(void) {
-  MLXC_TRY mx::detail::compile_clear_cache(mx::detail::compile_cache()); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mx::detail::compile_clear_cache(mx::detail::compile_cache());
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_disable_compile(void) {
-  MLXC_TRY mx::disable_compile(); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mx::disable_compile();
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_enable_compile(void) {
-  MLXC_TRY mx::enable_compile(); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mx::enable_compile();
+  MLXC_CATCH(1)
+  return 0;
 }
 int mlx_set_compile_mode(mlx_compile_mode mode) {
-  MLXC_TRY mx::set_compile_mode(static_cast<mx::CompileMode>(mode)); MLXC_CATCH(1) return 0;
+  MLXC_TRY
+  mx::set_compile_mode(static_cast<mx::CompileMode>(mode));
+  MLXC_CATCH(1)
+  return 0;
 }
 
-int mlx_get_active_memory(size_t* res) { MLXC_TRY *res = mx::get_active_memory(); MLXC_CATCH(1) return 0; }
-int mlx_get_cache_memory(size_t* res) { MLXC_TRY *res = mx::get_cache_memory(); MLXC_CATCH(1) return 0; }
-int mlx_get_memory_limit(size_t* res) { MLXC_TRY *res = mx::get_memory_limit(); MLXC_CATCH(1) return 0; }
-int mlx_get_peak_memory(size_t* res) { MLXC_TRY *res = mx::get_peak_memory(); MLXC_CATCH(1) return 0; }
-int mlx_reset_peak_memory(void) { MLXC_TRY mx::reset_peak_memory(); MLXC_CATCH(1) return 0; }
-int mlx_set_cache_limit(size_t* res, size_t limit) { MLXC_TRY *res = mx::set_cache_limit(limit); MLXC_CATCH(1) return 0; }
-int mlx_set_memory_limit(size_t* res, size_t limit) { MLXC_TRY *res = mx::set_memory_limit(limit); MLXC_CATCH(1) return 0; }
-int mlx_set_wired_limit(size_t* res, size_t limit) { MLXC_TRY *res = mx::set_wired_limit(limit); MLXC_CATCH(1) return 0; }
-int mlx_clear_cache(void) { MLXC_TRY mx::clear_cache(); MLXC_CATCH(1) return 0; }
+int mlx_get_active_memory(size_t* res) {
+  MLXC_TRY
+  *res = mx::get_active_memory();
+  MLXC_CATCH(1)
+  return 0;
+}
+int mlx_get_cache_memory(size_t* res) {
+  MLXC_TRY
+  *res = mx::get_cache_memory();
+  MLXC_CATCH(1)
+  return 0;
+}
+int mlx_get_memory_limit(size_t* res) {
+  MLXC_TRY
+  *res = mx::get_memory_limit();
+  MLXC_CATCH(1)
+  return 0;
+}
+int mlx_get_peak_memory(size_t* res) {
+  MLXC_TRY
+  *res = mx::get_peak_memory();
+  MLXC_CATCH(1)
+  return 0;
+}
+int mlx_reset_peak_memory(void) {
+  MLXC_TRY
+  mx::reset_peak_memory();
+  MLXC_CATCH(1)
+  return 0;
+}
+int mlx_set_cache_limit(size_t* res, size_t limit) {
+  MLXC_TRY
+  *res = mx::set_cache_limit(limit);
+  MLXC_CATCH(1)
+  return 0;
+}
+int mlx_set_memory_limit(size_t* res, size_t limit) {
+  MLXC_TRY
+  *res = mx::set_memory_limit(limit);
+  MLXC_CATCH(1)
+  return 0;
+}
+int mlx_set_wired_limit(size_t* res, size_t limit) {
+  MLXC_TRY
+  *res = mx::set_wired_limit(limit);
+  MLXC_CATCH(1)
+  return 0;
+}
+int mlx_clear_cache(void) {
+  MLXC_TRY
+  mx::clear_cache();
+  MLXC_CATCH(1)
+  return 0;
+}
 
 }  // extern "C"

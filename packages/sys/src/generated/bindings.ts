@@ -489,14 +489,9 @@ export const prototypes: readonly string[] = [
   'int mlx_fft_rfftfreq(_Inout_ mlx_array* res, int n, double d, const mlx_stream s)',
   'int mlx_fft_rfftn(_Inout_ mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s)',
   'mlx_stream mlxc_stream_new_any_thread(mlx_device dev)',
-  'int mlxc_array_prefetch(_Inout_ bool* moved, const mlx_array arr, bool to_host)',
   'int mlxc_array_meta(_Inout_ int* meta, const mlx_array arr, size_t meta_len)',
   'int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num)',
-  'int mlxc_array_new_data_on(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
-  'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
-  'int mlxc_host_alloc(_Inout_ void* * res, _Inout_ bool* pinned, size_t nbytes)',
-  'int mlxc_host_free(void* ptr)',
-  'int mlxc_array_device_index(_Inout_ int* res, const mlx_array arr)',
+  'int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num)',
   'int mlxc_graph_bytes(_Inout_ size_t* total, _Inout_ size_t* largest, const mlx_vector_array outputs)',
   'int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done* done, void* payload)',
   'int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)',
@@ -505,26 +500,31 @@ export const prototypes: readonly string[] = [
   'int mlxc_eval_notifier(_Inout_ int* fd)',
   'int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)',
   'int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id)',
-  'int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num)',
+  'int mlxc_array_new_data_on(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
+  'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
   'int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)',
-  'int mlxc_fused_activation(_Inout_ mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)',
-  'int mlxc_fused_softmax(_Inout_ mlx_array* res, const mlx_array x, bool log, const mlx_stream s)',
-  'int mlxc_fused_layer_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)',
-  'int mlxc_fused_rms_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s)',
+  'int mlxc_host_alloc(_Inout_ void* * res, _Inout_ bool* pinned, size_t nbytes)',
+  'int mlxc_host_free(void* ptr)',
+  'int mlxc_array_device_index(_Inout_ int* res, const mlx_array arr)',
+  'int mlxc_array_prefetch(_Inout_ bool* moved, const mlx_array arr, bool to_host)',
   'int mlxc_cpu_set_threads(int n)',
   'int mlxc_cpu_threads(_Inout_ int* res)',
   'int mlxc_cpu_has_avx2(_Inout_ bool* res)',
   'int mlxc_cpu_has_avx512(_Inout_ bool* res)',
-  'int mlxc_depthwise_conv2d(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
-  'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)',
+  'int mlxc_fused_activation(_Inout_ mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)',
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
-  'int mlxc_conv_epilogue(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)',
+  'int mlxc_fused_softmax(_Inout_ mlx_array* res, const mlx_array x, bool log, const mlx_stream s)',
+  'int mlxc_fused_layer_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)',
+  'int mlxc_fused_rms_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s)',
   'int mlxc_small_matmul(_Inout_ mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias, const mlx_stream s)',
   'int mlxc_small_quantized_matmul(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s)',
   'int mlxc_conv_pack_weight(_Inout_ mlx_array* res, const mlx_array w, const mlx_stream s)',
   'int mlxc_conv_gemm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
+  'int mlxc_conv_epilogue(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)',
+  'int mlxc_depthwise_conv2d(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
   'int mlxc_max_pool_channels_last(_Inout_ mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)',
   'int mlxc_avg_pool_channels_last(_Inout_ mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, bool ceil_mode, bool count_include_pad, const mlx_stream s)',
+  'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)',
 ];
 
 /** The raw functions, one per prototype, with their TypeScript types. */
@@ -1497,80 +1497,80 @@ export interface MlxCFunctions {
   mlx_fft_rfftfreq(res: MlxHandle, n: number, d: number, s: MlxHandle): number;
   /** fft: `int mlx_fft_rfftn(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s)` */
   mlx_fft_rfftn(res: MlxHandle, a: MlxHandle, n: ArrayBufferView | ArrayBuffer | unknown[] | null, n_num: number | bigint, axes: ArrayBufferView | ArrayBuffer | unknown[] | null, axes_num: number | bigint, norm: number, s: MlxHandle): number;
-  /** extensions: `mlx_stream mlxc_stream_new_any_thread(mlx_device dev)` */
+  /** extensions/handles: `mlx_stream mlxc_stream_new_any_thread(mlx_device dev)` */
   mlxc_stream_new_any_thread(dev: MlxHandle): MlxHandle;
-  /** extensions: `int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host)` */
-  mlxc_array_prefetch(moved: unknown[], arr: MlxHandle, to_host: boolean): number;
-  /** extensions: `int mlxc_array_meta(int* meta, const mlx_array arr, size_t meta_len)` */
+  /** extensions/handles: `int mlxc_array_meta(int* meta, const mlx_array arr, size_t meta_len)` */
   mlxc_array_meta(meta: unknown[], arr: MlxHandle, meta_len: number | bigint): number;
-  /** extensions: `int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num)` */
+  /** extensions/handles: `int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num)` */
   mlxc_array_free_many(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint): number;
-  /** extensions: `int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)` */
-  mlxc_array_new_data_on(res: MlxHandle, data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, stream: MlxHandle): number;
-  /** extensions: `int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)` */
-  mlxc_array_read(dst: unknown, nbytes: number | bigint, arr: MlxHandle): number;
-  /** extensions: `int mlxc_host_alloc(void* * res, bool* pinned, size_t nbytes)` */
-  mlxc_host_alloc(res: unknown[], pinned: unknown[], nbytes: number | bigint): number;
-  /** extensions: `int mlxc_host_free(void* ptr)` */
-  mlxc_host_free(ptr: unknown): number;
-  /** extensions: `int mlxc_array_device_index(int* res, const mlx_array arr)` */
-  mlxc_array_device_index(res: unknown[], arr: MlxHandle): number;
-  /** extensions: `int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)` */
-  mlxc_graph_bytes(total: unknown[], largest: unknown[], outputs: MlxHandle): number;
-  /** extensions: `int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload)` */
-  mlxc_eval_background(outputs: MlxHandle, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, done: unknown /* registered koffi callback */, payload: unknown): number;
-  /** extensions: `int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)` */
-  mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
-  /** extensions: `int mlxc_inline_eval_tasks(uint64_t* res)` */
-  mlxc_inline_eval_tasks(res: unknown[]): number;
-  /** extensions: `int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)` */
-  mlxc_eval_arrays(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
-  /** extensions: `int mlxc_eval_notifier(int* fd)` */
-  mlxc_eval_notifier(fd: unknown[]): number;
-  /** extensions: `int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)` */
-  mlxc_eval_take_error(buf: unknown, cap: number | bigint, id: number | bigint): number;
-  /** extensions: `int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id)` */
-  mlxc_eval_arrays_async(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, max_inline_nodes: number | bigint, id: number | bigint): number;
-  /** extensions: `int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num)` */
+  /** extensions/handles: `int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num)` */
   mlxc_closure_apply_arrays(n_out: unknown, outs: unknown, meta: unknown, cap: number | bigint, meta_stride: number | bigint, cls: MlxHandle, ins: ArrayBufferView | ArrayBuffer | unknown[] | null, ins_num: number | bigint): number;
-  /** extensions: `int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)` */
+  /** extensions/eval: `int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs)` */
+  mlxc_graph_bytes(total: unknown[], largest: unknown[], outputs: MlxHandle): number;
+  /** extensions/eval: `int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload)` */
+  mlxc_eval_background(outputs: MlxHandle, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, done: unknown /* registered koffi callback */, payload: unknown): number;
+  /** extensions/eval: `int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes)` */
+  mlxc_eval_within(outputs: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
+  /** extensions/eval: `int mlxc_inline_eval_tasks(uint64_t* res)` */
+  mlxc_inline_eval_tasks(res: unknown[]): number;
+  /** extensions/eval: `int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)` */
+  mlxc_eval_arrays(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
+  /** extensions/eval: `int mlxc_eval_notifier(int* fd)` */
+  mlxc_eval_notifier(fd: unknown[]): number;
+  /** extensions/eval: `int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)` */
+  mlxc_eval_take_error(buf: unknown, cap: number | bigint, id: number | bigint): number;
+  /** extensions/eval: `int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id)` */
+  mlxc_eval_arrays_async(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, max_inline_nodes: number | bigint, id: number | bigint): number;
+  /** extensions/transfer: `int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)` */
+  mlxc_array_new_data_on(res: MlxHandle, data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, stream: MlxHandle): number;
+  /** extensions/transfer: `int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)` */
+  mlxc_array_read(dst: unknown, nbytes: number | bigint, arr: MlxHandle): number;
+  /** extensions/transfer: `int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)` */
   mlxc_array_read_any(dst: unknown, nbytes: number | bigint, arr: MlxHandle, stream: MlxHandle): number;
-  /** cpu: `int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)` */
-  mlxc_fused_activation(res: MlxHandle, x: MlxHandle, bias: MlxHandle, kind: string | null, s: MlxHandle): number;
-  /** cpu: `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)` */
-  mlxc_fused_softmax(res: MlxHandle, x: MlxHandle, log: boolean, s: MlxHandle): number;
-  /** cpu: `int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)` */
-  mlxc_fused_layer_norm(res: MlxHandle, x: MlxHandle, weight: MlxHandle, bias: MlxHandle, eps: number, s: MlxHandle): number;
-  /** cpu: `int mlxc_fused_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s)` */
-  mlxc_fused_rms_norm(res: MlxHandle, x: MlxHandle, weight: MlxHandle, eps: number, s: MlxHandle): number;
-  /** cpu: `int mlxc_cpu_set_threads(int n)` */
+  /** extensions/transfer: `int mlxc_host_alloc(void* * res, bool* pinned, size_t nbytes)` */
+  mlxc_host_alloc(res: unknown[], pinned: unknown[], nbytes: number | bigint): number;
+  /** extensions/transfer: `int mlxc_host_free(void* ptr)` */
+  mlxc_host_free(ptr: unknown): number;
+  /** extensions/transfer: `int mlxc_array_device_index(int* res, const mlx_array arr)` */
+  mlxc_array_device_index(res: unknown[], arr: MlxHandle): number;
+  /** extensions/transfer: `int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host)` */
+  mlxc_array_prefetch(moved: unknown[], arr: MlxHandle, to_host: boolean): number;
+  /** kernels/cpu: `int mlxc_cpu_set_threads(int n)` */
   mlxc_cpu_set_threads(n: number): number;
-  /** cpu: `int mlxc_cpu_threads(int* res)` */
+  /** kernels/cpu: `int mlxc_cpu_threads(int* res)` */
   mlxc_cpu_threads(res: unknown[]): number;
-  /** cpu: `int mlxc_cpu_has_avx2(bool* res)` */
+  /** kernels/cpu: `int mlxc_cpu_has_avx2(bool* res)` */
   mlxc_cpu_has_avx2(res: unknown[]): number;
-  /** cpu: `int mlxc_cpu_has_avx512(bool* res)` */
+  /** kernels/cpu: `int mlxc_cpu_has_avx512(bool* res)` */
   mlxc_cpu_has_avx512(res: unknown[]): number;
-  /** layers: `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
-  mlxc_depthwise_conv2d(res: MlxHandle, x: MlxHandle, w: MlxHandle, bias: MlxHandle, stride_h: number, stride_w: number, pad_top: number, pad_left: number, pad_bottom: number, pad_right: number, dilation_h: number, dilation_w: number, s: MlxHandle): number;
-  /** layers: `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)` */
-  mlxc_lstm(res: MlxHandle, proj: MlxHandle, rt: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, peepholes: MlxHandle, acts: ArrayBufferView | ArrayBuffer | unknown[] | null, acts_num: number | bigint, clip: number, input_forget: boolean, direction: number, s: MlxHandle): number;
-  /** layers: `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
+  /** kernels/activation: `int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)` */
+  mlxc_fused_activation(res: MlxHandle, x: MlxHandle, bias: MlxHandle, kind: string | null, s: MlxHandle): number;
+  /** kernels/activation: `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
   mlxc_hard_sigmoid(res: MlxHandle, x: MlxHandle, alpha: number, beta: number, swish: boolean, s: MlxHandle): number;
-  /** epilogue: `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)` */
-  mlxc_conv_epilogue(res: MlxHandle, y: MlxHandle, bias: MlxHandle, residual: MlxHandle, lo: number, hi: number, channels_last: boolean, s: MlxHandle): number;
-  /** gemm: `int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias, const mlx_stream s)` */
+  /** kernels/norm: `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)` */
+  mlxc_fused_softmax(res: MlxHandle, x: MlxHandle, log: boolean, s: MlxHandle): number;
+  /** kernels/norm: `int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)` */
+  mlxc_fused_layer_norm(res: MlxHandle, x: MlxHandle, weight: MlxHandle, bias: MlxHandle, eps: number, s: MlxHandle): number;
+  /** kernels/norm: `int mlxc_fused_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s)` */
+  mlxc_fused_rms_norm(res: MlxHandle, x: MlxHandle, weight: MlxHandle, eps: number, s: MlxHandle): number;
+  /** kernels/gemm: `int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias, const mlx_stream s)` */
   mlxc_small_matmul(res: MlxHandle, a: MlxHandle, b: MlxHandle, bias: MlxHandle, s: MlxHandle): number;
-  /** gemm: `int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s)` */
+  /** kernels/gemm: `int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s)` */
   mlxc_small_quantized_matmul(res: MlxHandle, x: MlxHandle, w: MlxHandle, scales: MlxHandle, biases: MlxHandle, transpose: boolean, group_size: number, bits: number, s: MlxHandle): number;
-  /** conv: `int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)` */
+  /** kernels/conv: `int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)` */
   mlxc_conv_pack_weight(res: MlxHandle, w: MlxHandle, s: MlxHandle): number;
-  /** conv: `int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)` */
+  /** kernels/conv: `int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)` */
   mlxc_conv_gemm(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, out_channels: number, bias: MlxHandle, residual: MlxHandle, strides: ArrayBufferView | ArrayBuffer | unknown[] | null, strides_num: number | bigint, pads_begin: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_begin_num: number | bigint, pads_end: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_end_num: number | bigint, dilations: ArrayBufferView | ArrayBuffer | unknown[] | null, dilations_num: number | bigint, lo: number, hi: number, s: MlxHandle): number;
-  /** conv: `int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)` */
+  /** kernels/conv: `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)` */
+  mlxc_conv_epilogue(res: MlxHandle, y: MlxHandle, bias: MlxHandle, residual: MlxHandle, lo: number, hi: number, channels_last: boolean, s: MlxHandle): number;
+  /** kernels/conv: `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
+  mlxc_depthwise_conv2d(res: MlxHandle, x: MlxHandle, w: MlxHandle, bias: MlxHandle, stride_h: number, stride_w: number, pad_top: number, pad_left: number, pad_bottom: number, pad_right: number, dilation_h: number, dilation_w: number, s: MlxHandle): number;
+  /** kernels/pool: `int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)` */
   mlxc_max_pool_channels_last(res: MlxHandle, x: MlxHandle, kernel: ArrayBufferView | ArrayBuffer | unknown[] | null, kernel_num: number | bigint, strides: ArrayBufferView | ArrayBuffer | unknown[] | null, strides_num: number | bigint, pads_begin: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_begin_num: number | bigint, pads_end: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_end_num: number | bigint, dilations: ArrayBufferView | ArrayBuffer | unknown[] | null, dilations_num: number | bigint, s: MlxHandle): number;
-  /** conv: `int mlxc_avg_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, bool ceil_mode, bool count_include_pad, const mlx_stream s)` */
+  /** kernels/pool: `int mlxc_avg_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, bool ceil_mode, bool count_include_pad, const mlx_stream s)` */
   mlxc_avg_pool_channels_last(res: MlxHandle, x: MlxHandle, kernel: ArrayBufferView | ArrayBuffer | unknown[] | null, kernel_num: number | bigint, strides: ArrayBufferView | ArrayBuffer | unknown[] | null, strides_num: number | bigint, pads_begin: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_begin_num: number | bigint, pads_end: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_end_num: number | bigint, dilations: ArrayBufferView | ArrayBuffer | unknown[] | null, dilations_num: number | bigint, ceil_mode: boolean, count_include_pad: boolean, s: MlxHandle): number;
+  /** kernels/rnn: `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)` */
+  mlxc_lstm(res: MlxHandle, proj: MlxHandle, rt: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, peepholes: MlxHandle, acts: ArrayBufferView | ArrayBuffer | unknown[] | null, acts_num: number | bigint, clip: number, input_forget: boolean, direction: number, s: MlxHandle): number;
 }
 
 export const functionCount = 521;

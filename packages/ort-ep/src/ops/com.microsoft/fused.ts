@@ -47,7 +47,7 @@ function fusedMatMul(ctx: OpContext<FusedMatMulParams>): mx.Array {
   let b = ctx.input(1);
   if (ctx.params.transA) a = lastTwoSwapped(a);
   if (ctx.params.transB) b = lastTwoSwapped(b);
-  const y = mx.isFloating(a.dtype) ? mx.smallMatmul(a, b) : mx.matmul(a, b);
+  const y = mx.isFloating(a.dtype) ? mx.ext.smallMatmul(a, b) : mx.matmul(a, b);
   const alpha = ctx.params.alpha;
   return alpha === 1 ? y : mx.multiply(y, alpha);
 }

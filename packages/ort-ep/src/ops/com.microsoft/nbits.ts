@@ -192,7 +192,7 @@ function run(ctx: OpContext<NBitsParams>): mx.Array[] {
   matMulNBitsPaths[p ? 'packed' : 'dequantized']++;
   let y = p
     ? mx.astype(
-        mx.smallQuantizedMatmul(padK(mx.astype(a, 'float32'), l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits),
+        mx.ext.smallQuantizedMatmul(padK(mx.astype(a, 'float32'), l.K, p.kPadded), p.w, p.scales, p.biases, true, p.group, l.bits),
         a.dtype,
       )
     : mx.matmul(a, mx.transpose(dequantized(ctx, l, a.dtype)));

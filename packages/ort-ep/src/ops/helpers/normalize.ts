@@ -35,7 +35,7 @@ export function normalize(x: mx.Array, gamma: mx.Array, beta: mx.Array | undefin
     (!beta || (beta.ndim === 1 && beta.shape[0] === x.shape[last]));
   if (fused) {
     // The fused CPU kernels for float32 on the CPU, else MLX's fast norms (both accumulate in float32).
-    const y = spec.simplified ? mx.fusedRmsNorm(x, gamma, spec.eps) : mx.fusedLayerNorm(x, gamma, beta ?? null, spec.eps);
+    const y = spec.simplified ? mx.ext.fusedRmsNorm(x, gamma, spec.eps) : mx.ext.fusedLayerNorm(x, gamma, beta ?? null, spec.eps);
     return { y, invStd: undefined };
   }
   const xs = spec.stashFloat ? stash(x) : x;

@@ -188,7 +188,7 @@ export function exactIntMatmul(a: mx.Array, b: IntOperand, boundA: number): mx.A
   const a2 = a.ndim === 1 ? mx.expandDims(a, 0) : a;
   const b2 = b.f.ndim === 1 ? { ...b, f: mx.expandDims(b.f, 1) } : b;
   // smallMatmul: the native kernel for few rows (an RNN step, decoding) on the CPU, else MLX's.
-  let r = exactIntProduct((x, y) => mx.smallMatmul(x, y), a2, b2, boundA, -2);
+  let r = exactIntProduct((x, y) => mx.ext.smallMatmul(x, y), a2, b2, boundA, -2);
   if (b.f.ndim === 1) r = mx.squeeze(r, -1);
   if (a.ndim === 1) r = mx.squeeze(r, -2);
   return r;

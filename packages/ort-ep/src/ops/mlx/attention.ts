@@ -69,7 +69,8 @@ function composite(
   if (mask) s = mx.add(s, mask);
   if (cond && !p.whereFirst) s = where(s);
   // The Softmax op's own rule: float32 over the last axis takes the fused CPU kernel.
-  let probs = s.size === 0 ? s : s.dtype === 'float32' ? mx.fusedSoftmax(s, false) : mx.softmax(s, -1, { precise: s.dtype !== 'float64' });
+  let probs =
+    s.size === 0 ? s : s.dtype === 'float32' ? mx.ext.fusedSoftmax(s, false) : mx.softmax(s, -1, { precise: s.dtype !== 'float64' });
   if (p.nanToZero) probs = mx.where(mx.isnan(probs), mx.scalar(0, probs.dtype), probs);
   for (const to of p.castTo) probs = keepType(probs, to);
   return mx.matmul(probs, v);

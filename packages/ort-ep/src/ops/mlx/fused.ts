@@ -27,7 +27,7 @@ const lastAxisVector = (p: mx.Array | undefined, x: mx.Array) => !p || (p.ndim =
 
 /** smallMatmul's bias: the native small-row kernel's epilogue on the CPU, addmm's C term elsewhere. */
 function matMulAdd(ctx: OpContext<undefined>): mx.Array {
-  return mx.smallMatmul(ctx.input(0), ctx.input(1), ctx.input(2));
+  return mx.ext.smallMatmul(ctx.input(0), ctx.input(1), ctx.input(2));
 }
 
 interface ConvEpilogueParams extends ConvParams {
@@ -46,7 +46,7 @@ function convEpilogue(ctx: OpContext<ConvEpilogueParams>): mx.Array {
   const { y, channelsLast } = convProduct(ctx);
   const bias = channelsLast ? ctx.optional(2) : undefined;
   const residual = ctx.has(3) ? ctx.input(3) : undefined;
-  return mx.convEpilogue(y, bias ?? null, residual ?? null, ctx.params.lo, ctx.params.hi, channelsLast);
+  return mx.ext.convEpilogue(y, bias ?? null, residual ?? null, ctx.params.lo, ctx.params.hi, channelsLast);
 }
 
 interface ConvChannelsLastParams extends ConvEpilogueParams {
@@ -61,7 +61,7 @@ interface ConvChannelsLastParams extends ConvEpilogueParams {
  * or, with x_last, [N, ..., C]; the weight prepacked in panels, [ceil(O / 32), ...k, C, 32] with
  * out_channels O (grouped: [g * ceil(O / g / 32), ...k, C / g, 32], each group's panels in turn); bias, residual (NCHW, or channels-last with residual_last) and clamp as the
  * fused Conv's; the result channels-last with y_last, else in ONNX's layout. One native product
- * on the CPU (im2col rows packed per block, the epilogue in its store: mx.convGemm); MLX's
+ * on the CPU (im2col rows packed per block, the epilogue in its store: mx.ext.convGemm); MLX's
  * conv_general on the unpacked weight elsewhere.
  */
 function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
@@ -80,13 +80,13 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   const kernel = w.shape.slice(1, -2);
   const win = windowOf(p, xl.shape.slice(1, -1), kernel);
   const conv = (r: mx.Array | null, lo: number, hi: number) =>
-    mx.convGemm(xl, w, p.outChannels, bias ?? null, r, win.strides, win.padsBegin, win.padsEnd, win.dilations, lo, hi);
+    mx.ext.convGemm(xl, w, p.outChannels, bias ?? null, r, win.strides, win.padsBegin, win.padsEnd, win.dilations, lo, hi);
   const [ninf, inf] = [Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
   if (!p.yLast) {
     // Back to ONNX's layout in the epilogue's one pass (residual and clamp with it).
     const r = residual && p.residualLast ? toChannelsFirst(residual) : residual;
     if (!r && p.lo === ninf && p.hi === inf) return toChannelsFirst(conv(null, ninf, inf));
-    return mx.convEpilogue(conv(null, ninf, inf), null, r ?? null, p.lo, p.hi, true);
+    return mx.ext.convEpilogue(conv(null, ninf, inf), null, r ?? null, p.lo, p.hi, true);
   }
   const r = residual && !p.residualLast ? toChannelsLast(residual) : residual;
   // A residual of the result's shape is added in the product's store, with the clamp; one that
@@ -127,7 +127,7 @@ function maxPoolChannelsLast(ctx: OpContext<MaxPoolChannelsLastParams>): mx.Arra
   const w = windowOf(p, spatial, p.kernel, p.ceil);
   if (x.dtype === 'float32' && spatial.length <= 2) {
     // @mlx/sys's one pass over the windows on the CPU (the composition below elsewhere).
-    const y = mx.maxPoolChannelsLast(x, w.kernel, w.strides, w.padsBegin, w.padsEnd, w.dilations);
+    const y = mx.ext.maxPoolChannelsLast(x, w.kernel, w.strides, w.padsBegin, w.padsEnd, w.dilations);
     return p.yLast ? y : toChannelsFirst(y);
   }
   const axes = spatial.map((_, i) => 1 + i);
@@ -170,7 +170,7 @@ function averagePoolChannelsLast(ctx: OpContext<AveragePoolChannelsLastParams>):
   // The pads as written (or auto_pad's); ceil_mode's overhang is the native op's own to add.
   const w = windowOf(p, spatial, p.kernel, false);
   const same = p.autoPad === 'SAME_UPPER' || p.autoPad === 'SAME_LOWER';
-  const y = mx.avgPoolChannelsLast(x, w.kernel, w.strides, w.padsBegin, w.padsEnd, w.dilations, p.ceil && !same, p.countIncludePad);
+  const y = mx.ext.avgPoolChannelsLast(x, w.kernel, w.strides, w.padsBegin, w.padsEnd, w.dilations, p.ceil && !same, p.countIncludePad);
   return p.yLast ? y : toChannelsFirst(y);
 }
 
@@ -187,8 +187,8 @@ function rmsNorm(ctx: OpContext<number>): mx.Array {
   const x = ctx.input(0);
   const w = ctx.optional(1);
   if (x.ndim === 0) throw new RangeError('RMSNorm of a scalar');
-  if (lastAxisVector(w, x)) return mx.fusedRmsNorm(x, w ?? null, ctx.params);
-  return mx.multiply(mx.fusedRmsNorm(x, null, ctx.params), w!);
+  if (lastAxisVector(w, x)) return mx.ext.fusedRmsNorm(x, w ?? null, ctx.params);
+  return mx.multiply(mx.ext.fusedRmsNorm(x, null, ctx.params), w!);
 }
 
 function layerNorm(ctx: OpContext<number>): mx.Array {
@@ -196,8 +196,8 @@ function layerNorm(ctx: OpContext<number>): mx.Array {
   const w = ctx.optional(1);
   const b = ctx.optional(2);
   if (x.ndim === 0) throw new RangeError('LayerNorm of a scalar');
-  if (lastAxisVector(w, x) && lastAxisVector(b, x)) return mx.fusedLayerNorm(x, w ?? null, b ?? null, ctx.params);
-  let y = mx.fusedLayerNorm(x, null, null, ctx.params);
+  if (lastAxisVector(w, x) && lastAxisVector(b, x)) return mx.ext.fusedLayerNorm(x, w ?? null, b ?? null, ctx.params);
+  let y = mx.ext.fusedLayerNorm(x, null, null, ctx.params);
   if (w) y = mx.multiply(y, w);
   return b ? mx.add(y, b) : y;
 }

@@ -518,16 +518,13 @@ int mlx_fft_rfft2(mlx_array* res, const mlx_array a, const int* n, size_t n_num,
 int mlx_fft_rfftfreq(mlx_array* res, int n, double d, const mlx_stream s);
 int mlx_fft_rfftn(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s);
 
-/* extensions */
+/* extensions/handles */
 mlx_stream mlxc_stream_new_any_thread(mlx_device dev);
-int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host);
 int mlxc_array_meta(int* meta, const mlx_array arr, size_t meta_len);
 int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num);
-int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream);
-int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr);
-int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes);
-int mlxc_host_free(void* ptr);
-int mlxc_array_device_index(int* res, const mlx_array arr);
+int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num);
+
+/* extensions/eval */
 int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs);
 int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, mlxc_eval_done done, void* payload);
 int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes);
@@ -536,36 +533,47 @@ int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_by
 int mlxc_eval_notifier(int* fd);
 int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id);
 int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id);
-int mlxc_closure_apply_arrays(void* n_out, void* outs, void* meta, size_t cap, size_t meta_stride, const mlx_closure cls, const uintptr_t* ins, size_t ins_num);
-int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream);
 
-/* cpu */
-int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias /* may be null */, const char* kind, const mlx_stream s);
-int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s);
-int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight /* may be null */, const mlx_array bias /* may be null */, float eps, const mlx_stream s);
-int mlxc_fused_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weight /* may be null */, float eps, const mlx_stream s);
+/* extensions/transfer */
+int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream);
+int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr);
+int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream);
+int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes);
+int mlxc_host_free(void* ptr);
+int mlxc_array_device_index(int* res, const mlx_array arr);
+int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host);
+
+/* kernels/cpu */
 int mlxc_cpu_set_threads(int n);
 int mlxc_cpu_threads(int* res);
 int mlxc_cpu_has_avx2(bool* res);
 int mlxc_cpu_has_avx512(bool* res);
 
-/* layers */
-int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s);
-int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens /* may be null */, const mlx_array peepholes /* may be null */, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s);
+/* kernels/activation */
+int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias /* may be null */, const char* kind, const mlx_stream s);
 int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s);
 
-/* epilogue */
-int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, bool channels_last, const mlx_stream s);
+/* kernels/norm */
+int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s);
+int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight /* may be null */, const mlx_array bias /* may be null */, float eps, const mlx_stream s);
+int mlxc_fused_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weight /* may be null */, float eps, const mlx_stream s);
 
-/* gemm */
+/* kernels/gemm */
 int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias /* may be null */, const mlx_stream s);
 int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s);
 
-/* conv */
+/* kernels/conv */
 int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s);
 int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s);
+int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, bool channels_last, const mlx_stream s);
+int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s);
+
+/* kernels/pool */
 int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s);
 int mlxc_avg_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, bool ceil_mode, bool count_include_pad, const mlx_stream s);
+
+/* kernels/rnn */
+int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens /* may be null */, const mlx_array peepholes /* may be null */, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,143 @@
+// Evaluation within a memory budget (spec/extensions/eval.ts): what a graph would allocate, the
+// refusal when that is over a limit, and the evaluation itself, whose CPU stream work runs on the
+// calling thread (inline_eval.cpp). The evaluations on this library's own threads are in
+// eval_async.cpp, the debug aids in eval_stats.cpp.
+#include <cmath>
+#include <sstream>
+#include <unordered_set>
+
+#include "eval.h"
+#include "inline_eval.h"
+#include "mlxc_private.h"
+#include "mlx/primitives.h"
+#include "mlx/scheduler.h"
+
+namespace mx = mlx::core;
+using mlxc::array;
+
+namespace {
+
+/** Bytes of an array from its shape, in double: MLX's size() is a size_t product that can wrap. */
+double bytes_of(const array& a) {
+  double n = static_cast<double>(a.itemsize());
+  for (auto d : a.shape()) n *= static_cast<double>(d);
+  return n;
+}
+
+std::string describe(const array& a, double bytes) {
+  std::ostringstream os;
+  os << "an array of shape [";
+  for (size_t i = 0; i < a.shape().size(); i++) os << (i ? ", " : "") << a.shape()[i];
+  os << "] " << a.dtype() << " (" << std::llround(bytes) << " bytes";
+  if (a.has_primitive()) os << ", made by " << a.primitive().name();
+  os << ")";
+  return os.str();
+}
+
+size_t clamp(double v) { return v >= 1.8e19 ? static_cast<size_t>(-1) : static_cast<size_t>(v); }
+
+}  // namespace
+
+namespace mlxc {
+
+GraphBytes graph_bytes(const std::vector<array>& outputs, size_t max_nodes, std::optional<mx::Stream> on) {
+  GraphBytes g;
+  std::unordered_set<std::uintptr_t> seen;
+  std::vector<array> stack(outputs.begin(), outputs.end());
+  while (!stack.empty()) {
+    array a = std::move(stack.back());
+    stack.pop_back();
+    if (!seen.insert(a.id()).second) continue;
+    // Computed already (or data that was never a computation): nothing new to allocate.
+    if (a.status() != array::Status::unscheduled || !a.has_primitive()) continue;
+    if (max_nodes && g.nodes >= max_nodes) {
+      g.truncated = true;
+      return g;
+    }
+    g.nodes++;
+    if (on && a.primitive().stream() != *on) g.on_stream = false;
+    auto count = [&](const array& x) {
+      double b = bytes_of(x);
+      g.total += b;
+      if (b > g.largest) {
+        g.largest = b;
+        g.largest_array = x;
+      }
+    };
+    count(a);
+    for (const auto& s : a.siblings()) {
+      if (seen.insert(s.id()).second) count(s);
+    }
+    for (const auto& in : a.inputs()) stack.push_back(in);
+  }
+  return g;
+}
+
+void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes) {
+  if (max_array_bytes && g.largest > static_cast<double>(max_array_bytes)) {
+    throw std::runtime_error("[memory budget] evaluating would allocate " + describe(*g.largest_array, g.largest) + ", over the limit of " +
+                             std::to_string(max_array_bytes) + " bytes per tensor");
+  }
+  if (max_total_bytes && g.total > static_cast<double>(max_total_bytes)) {
+    throw std::runtime_error("[memory budget] evaluating would allocate " + std::to_string(std::llround(g.total)) +
+                             " bytes in all, over the limit of " + std::to_string(max_total_bytes) + " bytes (the largest is " +
+                             describe(*g.largest_array, g.largest) + ")");
+  }
+}
+
+void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t max_total_bytes) {
+  if (graph_stats_on()) print_graph_stats(outs);
+  if (max_array_bytes || max_total_bytes) check_budget(graph_bytes(outs), max_array_bytes, max_total_bytes);
+  // The CPU stream the evaluation runs on: a kernel error MLX records on its thread is thrown
+  // here, rather than at some later enqueue from the main thread.
+  std::optional<mx::Stream> cpu_stream;
+  for (const auto& o : outs) {
+    if (o.status() == array::Status::unscheduled && o.has_primitive() && o.primitive().stream().device == mx::Device::cpu) {
+      cpu_stream = o.primitive().stream();
+      break;
+    }
+  }
+  if (cpu_stream) {
+    // Its tasks run on this thread (inline_eval.cpp): no hand-off per primitive.
+    mlxc::InlineEval scope(*cpu_stream);
+    if (prim_times_mode())
+      eval_timed(outs);
+    else
+      mx::eval(outs);
+    scope.rethrow();
+  } else if (prim_times_mode()) {
+    eval_timed(outs);
+  } else {
+    mx::eval(outs);
+  }
+  if (cpu_stream) mx::scheduler::check_error(*cpu_stream);
+}
+
+}  // namespace mlxc
+
+extern "C" {
+
+int mlxc_graph_bytes(size_t* total, size_t* largest, const mlx_vector_array outputs) {
+  MLXC_TRY
+  auto g = mlxc::graph_bytes(mlxc::vec(outputs));
+  *total = clamp(g.total);
+  *largest = clamp(g.largest);
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, size_t max_total_bytes) {
+  MLXC_TRY
+  mlxc::eval_within(mlxc::vec(outputs), max_array_bytes, max_total_bytes);
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_eval_arrays(const uintptr_t* ctxs, size_t n, size_t max_array_bytes, size_t max_total_bytes) {
+  MLXC_TRY
+  mlxc::eval_within(mlxc::arrays_of(ctxs, n, "mlxc_eval_arrays"), max_array_bytes, max_total_bytes);
+  MLXC_CATCH(1)
+  return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,47 @@
+// Evaluation within a memory budget, on this library's own threads, and its debug aids: what
+// eval.cpp, eval_async.cpp and eval_stats.cpp share (spec/extensions/eval.ts).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "mlx/array.h"
+#include "mlx/stream.h"
+
+namespace mlxc {
+
+/** What evaluating a graph would allocate (graph_bytes). */
+struct GraphBytes {
+  double total = 0;
+  double largest = 0;
+  std::optional<mlx::core::array> largest_array;
+  /** Arrays to compute. */
+  size_t nodes = 0;
+  /** Whether the walk stopped at its node limit (the sums are then partial). */
+  bool truncated = false;
+  /** Whether every array to compute runs on `on` (when given). */
+  bool on_stream = true;
+};
+
+/**
+ * Walks the arrays the evaluation of `outputs` would compute (each once), summing their bytes;
+ * stops after `max_nodes` of them (0: no limit), and notes whether each runs on stream `on`.
+ */
+GraphBytes graph_bytes(const std::vector<mlx::core::array>& outputs, size_t max_nodes = 0,
+                       std::optional<mlx::core::Stream> on = std::nullopt);
+/** Throws the budget's refusal when `g` is over a limit (0: none). */
+void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes);
+/** Evaluates within the limits (0: none); throws what MLX throws, or the budget's refusal. */
+void eval_within(const std::vector<mlx::core::array>& outs, size_t max_array_bytes, size_t max_total_bytes);
+
+// The debug and profiling aids (eval_stats.cpp).
+/** MLXC_GRAPH_STATS is set: each evaluation prints its graph's primitives (print_graph_stats). */
+bool graph_stats_on();
+void print_graph_stats(const std::vector<mlx::core::array>& outputs);
+/** MLXC_PRIM_TIMES: 0 off, 1 per primitive, 2 per primitive and output shape (eval_timed). */
+int prim_times_mode();
+/** Evaluates `outs` array by array (dependency order), timing each primitive. */
+void eval_timed(const std::vector<mlx::core::array>& outs);
+
+}  // namespace mlxc

@@ -1,0 +1,23 @@
+// Activations as CPU kernels (spec/kernels/activation.ts): the fused activation (act(x + bias) in
+// one vectorized pass, activation.cpp) and HardSigmoid/HardSwish (hard_sigmoid.cpp). float32 on a
+// CPU stream runs the library's kernel (an MLX primitive on the thread pool); anything else gets
+// the same computation from MLX's ops (see common/cpu.h).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "mlx/mlx.h"
+
+namespace mlxc::cpu {
+
+namespace mx = mlx::core;
+
+/** act(x + bias): kind is one of exp, erf, tanh, sigmoid, relu, silu, gelu, gelu_tanh, identity;
+ * bias (optional) broadcasts along the last axis (its size is x's last dimension). */
+mx::array activation(const mx::array& x, const std::optional<mx::array>& bias, const std::string& kind, mx::Stream s);
+
+/** HardSigmoid clip(alpha * x + beta, 0, 1), or with swish HardSwish x * that. */
+mx::array hard_sigmoid(const mx::array& x, float alpha, float beta, bool swish, mx::Stream s);
+
+}  // namespace mlxc::cpu

@@ -1,0 +1,34 @@
+// What every CPU kernel of the library shares (spec/kernels/cpu.ts): which instruction set runs,
+// the switch that turns the kernels off, and the thread pool. The kernels (kernels/<concept>/) are
+// MLX primitives whose eval_cpu runs vectorized (AVX-512F or AVX2+FMA where the running CPU has
+// it, NEON on AArch64, a portable loop elsewhere) and multithreaded loops. On any other device, or
+// for dtypes other than float32, their front ends build the same computation from MLX's own ops,
+// so callers need not know where they run. MLXC_CPU_KERNELS=off takes MLX's ops everywhere and
+// MLXC_CPU_KERNELS=generic the portable build (both read once per process).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "mlx/mlx.h"
+
+namespace mlxc::cpu {
+
+namespace mx = mlx::core;
+
+// The instruction sets (decided in activation/math_generic.cpp, beside the builds they pick).
+/** Whether the AVX2+FMA paths run on this CPU. */
+bool has_avx2();
+/** Whether the AVX-512F paths run on this CPU (then they take precedence over AVX2). */
+bool has_avx512();
+/** MLXC_CPU_KERNELS=off: MLX's ops everywhere, no native kernel (for comparisons; read once per process; cpu.cpp). */
+bool kernels_off();
+
+// The thread pool (thread_pool.cpp).
+/** Runs f(begin, end) over [0, n) in chunks of at least `grain`, on the pool's threads and the caller's. */
+void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f);
+/** Threads the pool and BLAS use (the caller's included); 0 resets to the machine's cores. */
+void set_num_threads(int n);
+int num_threads();
+
+}  // namespace mlxc::cpu

@@ -1,0 +1,177 @@
+// A small thread pool for the fused CPU kernels, and the one thread count that it and OpenBLAS use.
+// One parallel_for runs at a time: a second caller (another stream's thread) that finds the pool
+// busy runs its loop on its own thread instead of waiting, so streams never block each other.
+#include <dlfcn.h>
+#include <link.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/common/cpu.h"
+
+namespace mlxc::cpu {
+namespace {
+
+int machine_threads() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  unsigned h = std::thread::hardware_concurrency();
+  return h ? static_cast<int>(h) : 1;
+}
+
+class Pool {
+ public:
+  ~Pool() { resize(1); }
+
+  int size() {
+    std::lock_guard<std::mutex> l(use_);
+    return threads_;
+  }
+
+  void resize(int n) {
+    std::lock_guard<std::mutex> l(use_);
+    {
+      std::lock_guard<std::mutex> g(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+    stop_ = false;
+    threads_ = std::max(1, n);
+    // Each worker starts from the generation at its creation (use_ is held: no run() can bump it
+    // now). Reading generation_ when the thread first runs lost a job that run() posted before
+    // then: the worker waited for the next generation and run() for its check-in, forever.
+    const size_t gen = generation_;
+    for (int i = 1; i < threads_; i++) workers_.emplace_back([this, gen] { work(gen); });
+  }
+
+  void run(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
+    if (n == 0) return;
+    grain = std::max<size_t>(grain, 1);
+    std::unique_lock<std::mutex> busy(use_, std::try_to_lock);
+    size_t chunks = std::min<size_t>((n + grain - 1) / grain, static_cast<size_t>(threads_) * 4);
+    if (!busy.owns_lock() || threads_ == 1 || chunks <= 1) {
+      f(0, n);
+      return;
+    }
+    Job job{&f, n, (n + chunks - 1) / chunks};
+    {
+      std::lock_guard<std::mutex> g(m_);
+      job_ = job;
+      next_.store(0);
+      generation_++;
+    }
+    cv_.notify_all();
+    steal(job);
+    // Waits only for the workers that took this job (under m_, as they take it), not for every
+    // worker to wake: on a loaded machine a worker can stay descheduled for a time slice, and the
+    // caller, which has run every chunk itself by then, would wait for it. The job is cleared
+    // before returning, so a worker that wakes later takes nothing (f lives on our stack).
+    std::unique_lock<std::mutex> g(m_);
+    done_.wait(g, [this] { return active_ == 0; });
+    job_ = Job{};
+  }
+
+ private:
+  struct Job {
+    const std::function<void(size_t, size_t)>* f = nullptr;
+    size_t n = 0, chunk = 1;
+  };
+
+  /** Takes chunks of `job` until none is left. */
+  void steal(const Job& job) {
+    for (;;) {
+      size_t begin = next_.fetch_add(job.chunk);
+      if (begin >= job.n) break;
+      (*job.f)(begin, std::min(job.n, begin + job.chunk));
+    }
+  }
+
+  void work(size_t seen) {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> g(m_);
+        cv_.wait(g, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+        if (!job.f) continue;  // its run() has returned already
+        active_++;
+      }
+      steal(job);
+      std::lock_guard<std::mutex> g(m_);
+      if (--active_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex use_;  // held for the length of one run(), and by resize()
+  std::mutex m_;
+  std::condition_variable cv_, done_;
+  std::vector<std::thread> workers_;
+  int threads_ = 1;
+  bool stop_ = false;
+  Job job_;
+  size_t active_ = 0, generation_ = 0;  // active_: workers inside the current job
+  std::atomic<size_t> next_{0};
+};
+
+Pool& pool() {
+  static Pool* p = [] {
+    auto* q = new Pool();  // never destroyed: workers must not be joined during static destruction
+    q->resize(machine_threads());
+    return q;
+  }();
+  return *p;
+}
+
+/** openblas_set_num_threads in whichever loaded library has it (MLX's BLAS is OpenBLAS after setup). */
+void set_blas_threads(int n) {
+  using SetFn = void (*)(int);
+  static SetFn fn = [] {
+    SetFn found = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (found) return found;
+    std::vector<std::string> paths;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+          if (info->dlpi_name && *info->dlpi_name) static_cast<std::vector<std::string>*>(data)->push_back(info->dlpi_name);
+          return 0;
+        },
+        &paths);
+    for (const auto& p : paths) {
+      void* h = dlopen(p.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+      if (!h) continue;
+      found = reinterpret_cast<SetFn>(dlsym(h, "openblas_set_num_threads"));
+      dlclose(h);
+      if (found) return found;
+    }
+    return static_cast<SetFn>(nullptr);
+  }();
+  if (fn) fn(n);
+}
+
+}  // namespace
+
+void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) { pool().run(n, grain, f); }
+
+void set_num_threads(int n) {
+  int t = n > 0 ? n : machine_threads();
+  pool().resize(t);
+  set_blas_threads(t);
+}
+
+int num_threads() { return pool().size(); }
+
+}  // namespace mlxc::cpu

@@ -1,0 +1,491 @@
+// The channels-last convolution as an MLX primitive (see conv_gemm.h): the im2col packing, the
+// portable kernel and the task split; the AVX-512 kernel is conv_gemm_avx512.cpp.
+#include "kernels/conv/conv_gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
+
+#include "kernels/common/fused_primitive.h"
+#include "kernels/common/dense.h"
+#include "kernels/common/cpu.h"
+#include "mlx/backend/cpu/encoder.h"
+
+namespace mlxc::cpu {
+namespace convgemm {
+
+namespace {
+// Runs of a few floats (a stem's taps of 1-3 channels) are copied and zeroed in loops: a call to
+// memcpy or memset per run of 3 floats was half of the packing of a 28x28 single-channel image.
+// (Unrolled by hand in blocks of 4: a plain loop is turned back into those calls.)
+inline void copy_run(float* dst, const float* src, size_t n) {
+  if (n >= 16) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float a = src[i], b = src[i + 1], c = src[i + 2], d = src[i + 3];
+    dst[i] = a;
+    dst[i + 1] = b;
+    dst[i + 2] = c;
+    dst[i + 3] = d;
+  }
+  switch (n - i) {
+    case 3: dst[i + 2] = src[i + 2]; [[fallthrough]];
+    case 2: dst[i + 1] = src[i + 1]; [[fallthrough]];
+    case 1: dst[i] = src[i]; [[fallthrough]];
+    default: break;
+  }
+}
+inline void zero_run(float* dst, size_t n) {
+  if (n >= 16) {
+    std::memset(dst, 0, n * sizeof(float));
+    return;
+  }
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) dst[i] = dst[i + 1] = dst[i + 2] = dst[i + 3] = 0.0f;
+  switch (n - i) {
+    case 3: dst[i + 2] = 0.0f; [[fallthrough]];
+    case 2: dst[i + 1] = 0.0f; [[fallthrough]];
+    case 1: dst[i] = 0.0f; [[fallthrough]];
+    default: break;
+  }
+}
+
+/** pack_rows of whole rows (one pass over K): per kernel row, the in-bounds taps as one run when
+ * the window is not dilated along x, with no division per run (the stem: 7 runs of 21 floats). */
+void pack_whole_rows(const Shape& s, const float* x, size_t m0, size_t mc, float* buf, size_t gi) {
+  const size_t plane = s.oh * s.ow, K = s.depth(), cg = s.cg(), ch0 = gi * cg, kwc = s.kw * cg;
+  // The first row's position, then stepped row by row: three 64-bit divisions per row were most
+  // of the packing of a small input's many rows (28x28 with one channel).
+  size_t b = m0 / plane, oy = (m0 % plane) / s.ow, ox = m0 % s.ow;
+  for (size_t r = 0; r < mc; r++) {
+    if (r > 0 && ++ox == s.ow) {
+      ox = 0;
+      if (++oy == s.oh) {
+        oy = 0;
+        ++b;
+      }
+    }
+    const float* xb = x + b * s.ih * s.iw * s.c;
+    float* dst = buf + r * K;
+    // Signed: the window may start before the input.
+    const long ix0 = static_cast<long>(ox * s.sw) - static_cast<long>(s.pw);
+    for (size_t ky = 0; ky < s.kh; ky++, dst += kwc) {
+      const size_t iy = oy * s.sh + ky * s.dh - s.ph;  // unsigned: before the input wraps past ih
+      if (iy >= s.ih) {
+        zero_run(dst, kwc);
+        continue;
+      }
+      const float* row = xb + iy * s.iw * s.c + ch0;
+      if (s.dw != 1 || s.g != 1) {
+        // A tap at a time: dilated taps, or a group's channels (cg of every position's c).
+        for (size_t kx = 0; kx < s.kw; kx++) {
+          const long ix = ix0 + static_cast<long>(kx * s.dw);
+          if (ix < 0 || ix >= static_cast<long>(s.iw))
+            zero_run(dst + kx * cg, cg);
+          else
+            copy_run(dst + kx * cg, row + ix * s.c, cg);
+        }
+        continue;
+      }
+      const long lo = std::clamp<long>(-ix0, 0, static_cast<long>(s.kw));
+      const long hi = std::clamp<long>(static_cast<long>(s.iw) - ix0, lo, static_cast<long>(s.kw));
+      if (lo > 0) zero_run(dst, lo * s.c);
+      if (hi > lo) copy_run(dst + lo * s.c, row + (ix0 + lo) * s.c, (hi - lo) * s.c);
+      if (hi < static_cast<long>(s.kw)) zero_run(dst + hi * s.c, (s.kw - hi) * s.c);
+    }
+  }
+}
+}  // namespace
+
+void pack_rows(const Shape& s, const float* x, size_t m0, size_t mc, size_t k0, size_t kc, float* buf, size_t gi) {
+  if (mc == 0 || kc == 0) return;
+  if (k0 == 0 && kc == s.depth()) return pack_whole_rows(s, x, m0, mc, buf, gi);
+  const size_t plane = s.oh * s.ow, k1 = k0 + kc, cg = s.cg(), ch0 = gi * cg;
+  // The output position of the first row, then stepped row by row; the tap and channel of column
+  // k0 likewise: no integer division inside the loops (a few channels per tap, e.g. a stem's one,
+  // make one segment per kernel row, and the divisions dominated).
+  size_t b = m0 / plane, oy = (m0 % plane) / s.ow, ox = m0 % s.ow;
+  const size_t tap0 = k0 / cg, ci0 = k0 % cg, ky0 = tap0 / s.kw, kx0 = tap0 % s.kw;
+  for (size_t r = 0; r < mc; r++) {
+    const float* xb = x + b * s.ih * s.iw * s.c + ch0;
+    float* dst = buf + r * kc;
+    size_t k = k0, ci = ci0, ky = ky0, kx = kx0;
+    // Unsigned: a position before the input wraps to a huge index and fails the bound check.
+    const size_t iy0 = oy * s.sh - s.ph, ix0 = ox * s.sw - s.pw;
+    while (k < k1) {
+      const size_t iy = iy0 + ky * s.dh, ix = ix0 + kx * s.dw;
+      size_t len = cg - ci;
+      if (iy >= s.ih)
+        len += (s.kw - 1 - kx) * cg;  // the whole kernel row is above or below the input: zeros
+      else if (ix < s.iw && s.dw == 1 && s.g == 1)
+        len += std::min(s.kw - 1 - kx, s.iw - 1 - ix) * s.c;  // the next taps are the next positions, contiguous
+      len = std::min(len, k1 - k);
+      if (iy < s.ih && ix < s.iw) {
+        const float* src = xb + (iy * s.iw + ix) * s.c + ci;
+        if (len >= 16)
+          std::memcpy(dst, src, len * sizeof(float));
+        else
+          for (size_t i = 0; i < len; i++) dst[i] = src[i];
+      } else {
+        std::memset(dst, 0, len * sizeof(float));
+      }
+      dst += len;
+      k += len;
+      // Advance (ky, kx, ci) by len columns: at most a kernel row of taps.
+      ci += len;
+      while (ci >= cg) {
+        ci -= cg;
+        if (++kx == s.kw) {
+          kx = 0;
+          ++ky;
+        }
+      }
+    }
+    if (++ox == s.ow) {
+      ox = 0;
+      if (++oy == s.oh) {
+        oy = 0;
+        ++b;
+      }
+    }
+  }
+}
+
+namespace {
+inline float clampf(float v, float lo, float hi) {
+  v = v < lo ? lo : v;
+  return v > hi ? hi : v;
+}
+}  // namespace
+
+void run_generic(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
+                 size_t task, size_t ntasks_n, float* buf) {
+  constexpr size_t MR = 4, NR = kPanel, KC = kDepthBlock, MC = kRowBlock;
+  const size_t M = s.rows(), K = s.depth(), O = s.o, P = s.panels(), GP = s.group_panels();
+  const size_t mb = task / ntasks_n, nb = task % ntasks_n;
+  const size_t m0 = mb * MC, m1 = std::min(M, m0 + MC), mc = m1 - m0;
+  const size_t per = (P + ntasks_n - 1) / ntasks_n, p0 = nb * per, p1 = std::min(P, p0 + per);
+  // Rows read in place only within one pass: with more K, rows a multiple of 4 KiB apart (K 1024,
+  // 2048) fall in the same L1 sets, so those are packed kDepthBlock wide like im2col rows.
+  const bool direct = s.ld || (s.direct() && K <= static_cast<size_t>(kDepthBlock));
+  const size_t ldx = s.ld ? s.ld : s.c;
+  // The task's panels group by group: each group's rows are its own channels.
+  for (size_t q0 = p0; q0 < p1;) {
+    const size_t gi = q0 / GP, q1 = std::min(p1, (gi + 1) * GP);
+    for (size_t k0 = 0; k0 < K; k0 += KC) {
+      const size_t kc = std::min(KC, K - k0);
+      const float* a = direct ? x + m0 * ldx + (s.ld ? 0 : gi * s.cg()) + k0 : buf;
+      const size_t lda = direct ? ldx : kc;
+      if (!direct) pack_rows(s, x, m0, mc, k0, kc, buf, gi);
+      const bool first = k0 == 0, last = k0 + kc >= K;
+      for (size_t p = q0; p < q1; p++) {
+        const float* b = wp + p * K * NR + k0 * NR;
+        size_t pg, col, ncols;
+        panel_columns(s, p, pg, col, ncols);
+        for (size_t i = 0; i < mc; i += MR) {
+          const size_t r = std::min(MR, mc - i);
+          float acc[MR][NR] = {};
+          for (size_t k = 0; k < kc; k++) {
+            const float* bk = b + k * NR;
+            for (size_t ri = 0; ri < r; ri++) {
+              const float av = a[(i + ri) * lda + k];
+              for (size_t j = 0; j < NR; j++) acc[ri][j] += av * bk[j];
+            }
+          }
+          for (size_t ri = 0; ri < r; ri++) {
+            const size_t row = m0 + i + ri;
+            float* c = y + row * O + col;
+            for (size_t j = 0; j < ncols; j++) {
+              float v = acc[ri][j] + (first ? 0.0f : c[j]);
+              if (last) {
+                if (bias) v += bias[col + j];
+                if (res) v += res[row * O + col + j];
+                v = clampf(v, lo, hi);
+              }
+              c[j] = v;
+            }
+          }
+        }
+      }
+    }
+    q0 = q1;
+  }
+}
+
+}  // namespace convgemm
+
+namespace {
+
+using mx::array;
+
+/** The packed weight [P, ...k, C / g, kPanel] back to [O, ...k, C / g] (g groups of P / g panels each). */
+array unpack_weight(const array& wp, int o, int g, mx::Stream s) {
+  array w = mx::moveaxis(wp, -1, 1, s);  // [P, kPanel, ...k, C / g]
+  mx::Shape shape(w.shape().begin() + 1, w.shape().end());
+  shape[0] = wp.shape(0) * kPanel;
+  w = mx::reshape(w, shape, s);
+  if (g == 1) {
+    mx::Shape start(w.ndim(), 0), stop = w.shape();
+    stop[0] = o;
+    return mx::slice(w, start, stop, s);
+  }
+  // [g, P / g * kPanel, ...] -> each group's first O / g channels.
+  mx::Shape grouped{g, shape[0] / g};
+  grouped.insert(grouped.end(), shape.begin() + 1, shape.end());
+  w = mx::reshape(w, grouped, s);
+  mx::Shape start(w.ndim(), 0), stop = w.shape();
+  stop[1] = o / g;
+  w = mx::slice(w, start, stop, s);
+  shape[0] = o;
+  return mx::reshape(w, shape, s);
+}
+
+array composed(const array& x, const array& wp, int o, const std::optional<array>& bias, const std::optional<array>& residual,
+               const std::vector<int>& strides, const std::vector<int>& pb, const std::vector<int>& pe, const std::vector<int>& dil,
+               float lo, float hi, mx::Stream s) {
+  const std::vector<int> ones(strides.size(), 1);
+  const int g = x.shape(-1) / wp.shape(-2);
+  array y = mx::conv_general(x, unpack_weight(wp, o, g, s), strides, pb, pe, dil, ones, g, false, s);
+  if (bias) y = mx::add(y, *bias, s);
+  if (residual) y = mx::add(y, *residual, s);
+  if (lo > -std::numeric_limits<float>::infinity()) y = mx::maximum(y, array(lo, y.dtype()), s);
+  if (hi < std::numeric_limits<float>::infinity()) y = mx::minimum(y, array(hi, y.dtype()), s);
+  return y;
+}
+
+class ConvGemm : public FusedPrimitive {
+ public:
+  ConvGemm(mx::Stream s, int o, std::vector<int> strides, std::vector<int> pb, std::vector<int> pe, std::vector<int> dil, float lo,
+           float hi, bool has_bias, bool has_residual)
+      : FusedPrimitive(s),
+        o_(o),
+        strides_(std::move(strides)),
+        pb_(std::move(pb)),
+        pe_(std::move(pe)),
+        dil_(std::move(dil)),
+        lo_(lo),
+        hi_(hi),
+        has_bias_(has_bias),
+        has_residual_(has_residual) {}
+  const char* name() const override { return "ConvGemm"; }
+  bool is_equivalent(const mx::Primitive& other) const override {
+    if (typeid(other) != typeid(*this)) return false;
+    auto& p = static_cast<const ConvGemm&>(other);
+    return o_ == p.o_ && strides_ == p.strides_ && pb_ == p.pb_ && pe_ == p.pe_ && dil_ == p.dil_ && lo_ == p.lo_ && hi_ == p.hi_ &&
+           has_bias_ == p.has_bias_ && has_residual_ == p.has_residual_;
+  }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {out_shape(in[0].shape(), in[1].shape())}; }
+  mx::Shape out_shape(const mx::Shape& x, const mx::Shape& wp) const {
+    mx::Shape o{x[0]};
+    for (size_t i = 0; i < strides_.size(); i++) {
+      const int k = wp[1 + i], span = (k - 1) * dil_[i] + 1;
+      o.push_back((x[1 + i] + pb_[i] + pe_[i] - span) / strides_[i] + 1);
+    }
+    o.push_back(o_);
+    return o;
+  }
+  array compose(const std::vector<array>& in) const override {
+    std::optional<array> b = has_bias_ ? std::optional<array>(in[2]) : std::nullopt;
+    std::optional<array> r = has_residual_ ? std::optional<array>(in[has_bias_ ? 3 : 2]) : std::nullopt;
+    return composed(in[0], in[1], o_, b, r, strides_, pb_, pe_, dil_, lo_, hi_, st());
+  }
+
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    auto& out = outs[0];
+    const array& x = in[0];
+    const array& wp = in[1];
+    const array* res = has_residual_ ? &in[has_bias_ ? 3 : 2] : nullptr;
+    // The residual is read at the position and channel written, in the store of the last pass over
+    // K: its buffer may be the result's when that pass is the only one (earlier passes store sums).
+    size_t depth = wp.shape(-2);
+    for (int i = 1; i + 2 < wp.ndim(); i++) depth *= wp.shape(i);
+    if (res && depth <= static_cast<size_t>(convgemm::kDepthBlock) && res->is_donatable() && row_ordered(*res))
+      out.copy_shared_buffer(*res);
+    else
+      out.set_data(mx::allocator::malloc(out.nbytes()));
+    const bool two = x.ndim() == 4;
+    convgemm::Shape sh{};
+    sh.n = x.shape(0);
+    sh.ih = two ? x.shape(1) : 1;
+    sh.iw = x.shape(-2);
+    sh.c = x.shape(-1);
+    sh.oh = two ? out.shape(1) : 1;
+    sh.ow = out.shape(-2);
+    sh.kh = two ? wp.shape(1) : 1;
+    sh.kw = wp.shape(-3);
+    sh.sh = two ? strides_[0] : 1;
+    sh.sw = strides_.back();
+    sh.ph = two ? pb_[0] : 0;
+    sh.pw = pb_.back();
+    sh.dh = two ? dil_[0] : 1;
+    sh.dw = dil_.back();
+    sh.o = o_;
+    sh.g = x.shape(-1) / wp.shape(-2);
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) enc.set_input_array(a);
+    enc.set_output_array(out);
+    // Views (the stem's move to channels-last) are copied into row order first (dense.h).
+    const array x0 = row_ordered_input(x, enc);
+    const array w0 = row_ordered_input(wp, enc);
+    const array b0 = has_bias_ ? row_ordered_input(in[2], enc) : x0;
+    const array r0 = res ? row_ordered_input(*res, enc) : x0;
+    enc.dispatch([sh, x = array::unsafe_weak_copy(x0), wp = array::unsafe_weak_copy(w0), b = array::unsafe_weak_copy(b0),
+                  r = array::unsafe_weak_copy(r0), out = array::unsafe_weak_copy(out), hb = has_bias_, hr = res != nullptr, lo = lo_,
+                  hi = hi_]() mutable {
+      const size_t M = sh.rows(), P = sh.panels();
+      if (M == 0 || sh.o == 0) return;
+      const float* xp = x.data<float>();
+      const float* wpp = wp.data<float>();
+      const float* bp = hb ? b.data<float>() : nullptr;
+      const float* rp = hr ? r.data<float>() : nullptr;
+      float* yp = out.data<float>();
+      if (sh.depth() == 0) {
+        // No input channels: the product is zero; the epilogue alone.
+        for (size_t m = 0; m < M; m++)
+          for (size_t j = 0; j < sh.o; j++) {
+            float v = (bp ? bp[j] : 0.0f) + (rp ? rp[m * sh.o + j] : 0.0f);
+            v = v < lo ? lo : v;
+            yp[m * sh.o + j] = v > hi ? hi : v;
+          }
+        return;
+      }
+      // Tasks: row blocks, each split over panel shares when there are too few blocks for the threads.
+      const size_t blocks = (M + convgemm::kRowBlock - 1) / convgemm::kRowBlock;
+      // A small product runs on this thread alone: waking the pool's threads and waiting for each
+      // to check in costs more than the work (small-cnn's convs: 0.1-0.2 M multiply-adds).
+      const size_t macs = M * sh.depth() * P * kPanel;
+      const bool serial = macs < convgemm::kSerialMacs;
+      const size_t threads = serial ? 1 : static_cast<size_t>(std::max(1, num_threads()));
+      const auto pfor = [serial](size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
+        if (serial)
+          f(0, n);
+        else
+          parallel_for(n, grain, f);
+      };
+      const size_t want = 4 * threads;
+      const size_t shares = blocks >= want ? 1 : std::min(P, (want + blocks - 1) / blocks);
+      const bool avx512 = has_avx512();
+      // One pool chunk per thread, each taking single tasks until none is left: the pool's own
+      // chunks (at most 4 per thread, of several tasks each) left one thread a chunk more than
+      // the other on 2 cores (33 row blocks at 56x56: 5-task chunks, 4 against 3).
+      const size_t ntasks = blocks * shares;
+      // Blocks split over panel shares would each pack the same rows: pack them all once instead
+      // (a row stride off multiples of 4 KiB), and let every task read them in place.
+      convgemm::Shape run = sh;
+      std::vector<float> rows;
+      const float* xr = xp;
+      if (shares > 1 && sh.g == 1 && !(sh.direct() && sh.depth() <= static_cast<size_t>(convgemm::kDepthBlock))) {
+        const size_t K = sh.depth(), ld = K % 1024 == 0 ? K + 16 : K;
+        rows.resize(M * ld);
+        pfor(M, 8, [&](size_t m0, size_t m1) {
+          for (size_t m = m0; m < m1; m++) convgemm::pack_rows(sh, xp, m, 1, 0, K, rows.data() + m * ld);
+        });
+        run.ld = ld;
+        xr = rows.data();
+      }
+      std::atomic<size_t> next{0};
+      pfor(std::min(threads, ntasks), 1, [&](size_t, size_t) {
+        thread_local std::vector<float> buf;
+        if (buf.size() < static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock)
+          buf.resize(static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock);
+        for (size_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) {
+          if (avx512)
+            convgemm::run_avx512(run, xr, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
+          else
+            convgemm::run_generic(run, xr, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
+        }
+      });
+    });
+  }
+
+ private:
+  int o_;
+  std::vector<int> strides_, pb_, pe_, dil_;
+  float lo_, hi_;
+  bool has_bias_, has_residual_;
+};
+
+}  // namespace
+
+array conv_pack_weight(const array& w, mx::Stream s) {
+  if (w.ndim() < 3) throw std::invalid_argument("conv_pack_weight: w must be [O, ...kernel, C], got rank " + std::to_string(w.ndim()));
+  const int o = w.shape(0), p = (o + kPanel - 1) / kPanel;
+  array x = w;
+  if (p * kPanel != o) {
+    std::vector<std::pair<int, int>> pad(w.ndim(), {0, 0});
+    pad[0] = {0, p * kPanel - o};
+    x = mx::pad(x, pad, array(0, w.dtype()), "constant", s);
+  }
+  mx::Shape shape{p, kPanel};
+  shape.insert(shape.end(), w.shape().begin() + 1, w.shape().end());
+  x = mx::reshape(x, shape, s);
+  return mx::contiguous(mx::moveaxis(x, 1, -1, s), false, s);
+}
+
+array conv_gemm(const array& x, const array& wp, int o, const std::optional<array>& bias, const std::optional<array>& residual,
+                const std::vector<int>& strides, const std::vector<int>& pads_begin, const std::vector<int>& pads_end,
+                const std::vector<int>& dilations, float lo, float hi, mx::Stream s) {
+  const int sp = static_cast<int>(x.ndim()) - 2;
+  if (sp < 1) throw std::invalid_argument("conv_gemm: x must be [N, ...spatial, C], got rank " + std::to_string(x.ndim()));
+  if (wp.ndim() != x.ndim() + 1)
+    throw std::invalid_argument("conv_gemm: the packed weight must be [P, ...kernel, C, " + std::to_string(kPanel) + "] of rank " +
+                                std::to_string(x.ndim() + 1) + ", got rank " + std::to_string(wp.ndim()));
+  if (wp.shape(-1) != kPanel) throw std::invalid_argument("conv_gemm: the packed weight's last axis must be " + std::to_string(kPanel));
+  // Groups: the input's channels over the weight's (one group when they are equal).
+  const int cg = wp.shape(-2), c = x.shape(-1);
+  if (cg <= 0 || c <= 0 || c % cg != 0)
+    throw std::invalid_argument("conv_gemm: the input has " + std::to_string(c) + " channels, the weight " + std::to_string(cg) +
+                                " (the input's must be a multiple of the weight's, one group each)");
+  const int g = c / cg;
+  if (o % g != 0)
+    throw std::invalid_argument("conv_gemm: " + std::to_string(o) + " output channels do not split into " + std::to_string(g) +
+                                " groups (" + std::to_string(c) + " input channels of " + std::to_string(cg) + " each)");
+  if (o <= 0 || static_cast<long>(g) * ((o / g + kPanel - 1) / kPanel) != wp.shape(0))
+    throw std::invalid_argument("conv_gemm: " + std::to_string(o) + " output channels" +
+                                (g > 1 ? " in " + std::to_string(g) + " groups" : std::string()) + " do not fill " +
+                                std::to_string(wp.shape(0)) + " panels of " + std::to_string(kPanel));
+  auto per_axis = [&](const std::vector<int>& v, const char* what, int least) {
+    if (static_cast<int>(v.size()) != sp)
+      throw std::invalid_argument(std::string("conv_gemm: ") + what + " needs " + std::to_string(sp) + " values, got " +
+                                  std::to_string(v.size()));
+    for (int e : v)
+      if (e < least) throw std::invalid_argument(std::string("conv_gemm: ") + what + " must be at least " + std::to_string(least));
+  };
+  per_axis(strides, "strides", 1);
+  per_axis(pads_begin, "pads_begin", 0);
+  per_axis(pads_end, "pads_end", 0);
+  per_axis(dilations, "dilations", 1);
+  for (int i = 0; i < sp; i++) {
+    // In 64 bits: a huge dilation or pad must not wrap past the check.
+    const int64_t span = (static_cast<int64_t>(wp.shape(1 + i)) - 1) * dilations[i] + 1;
+    const int64_t padded = static_cast<int64_t>(x.shape(1 + i)) + pads_begin[i] + pads_end[i];
+    if (padded < span)
+      throw std::invalid_argument("conv_gemm: the window (" + std::to_string(span) + ") is larger than the padded input (" +
+                                  std::to_string(padded) + ") on spatial axis " + std::to_string(i));
+    if (padded > std::numeric_limits<int32_t>::max())
+      throw std::invalid_argument("conv_gemm: the padded input (" + std::to_string(padded) + ") on spatial axis " + std::to_string(i) +
+                                  " is past 2^31 - 1");
+  }
+  if (bias && (bias->ndim() != 1 || bias->shape(0) != o))
+    throw std::invalid_argument("conv_gemm: bias must be a vector of " + std::to_string(o) + " channels");
+  auto prim = std::make_shared<ConvGemm>(s, o, strides, pads_begin, pads_end, dilations, lo, hi, bias.has_value(), residual.has_value());
+  const mx::Shape out = prim->out_shape(x.shape(), wp.shape());
+  if (residual && residual->shape() != out) throw std::invalid_argument("conv_gemm: the residual must have the result's shape");
+  const bool native = !kernels_off() && s.device == mx::Device::cpu && sp <= 2 && x.dtype() == mx::float32 && wp.dtype() == mx::float32 &&
+                      (!bias || bias->dtype() == mx::float32) && (!residual || residual->dtype() == mx::float32);
+  if (!native) return composed(x, wp, o, bias, residual, strides, pads_begin, pads_end, dilations, lo, hi, s);
+  // Any layout: eval_cpu copies an input that is not in row order (dense.h).
+  std::vector<array> in{x, wp};
+  if (bias) in.push_back(*bias);
+  if (residual) in.push_back(*residual);
+  return array(out, mx::float32, std::move(prim), std::move(in));
+}
+
+}  // namespace mlxc::cpu

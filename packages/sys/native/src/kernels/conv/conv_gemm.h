@@ -1,0 +1,83 @@
+// Channels-last 1-D/2-D convolution as one product on the CPU (spec/kernels/conv.ts): MLX's CPU
+// conv_general pads the input into a copy, materialises the whole im2col matrix with a generic
+// strided copy on one thread, and hands OpenBLAS one sgemm (which packs the weight on every call).
+// Here the weight is packed once (conv_pack_weight: panels of kPanel output channels, [P, ...k, C,
+// kPanel], zero past O), and each task of the thread pool packs the im2col rows of a block of
+// output positions straight from the unpadded input (zeros where the window leaves it), kDepthBlock
+// columns at a time, multiplies them by the panels with a register-blocked kernel (AVX-512 where the
+// CPU has it, a portable loop elsewhere) and applies bias, residual and clamp in the last pass's
+// store. A 1x1 convolution with unit strides and no padding reads the input rows in place.
+// Grouped: the packed weight's channel axis holds C / groups channels (groups = C over it), and
+// each group has its own panels (ceil(O / groups / kPanel) of them, in group order, zeros past the
+// group's channels); a task's rows are packed from its group's channels only.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "mlx/mlx.h"
+
+namespace mlxc::cpu {
+
+namespace mx = mlx::core;
+
+/** Output channels per weight panel. */
+constexpr int kPanel = 32;
+
+/** w [O, ...k, C] (MLX's layout) -> [ceil(O / kPanel), ...k, C, kPanel], zeros past O. */
+mx::array conv_pack_weight(const mx::array& w, mx::Stream s);
+
+/** clamp(conv(x, w) + bias + residual, lo, hi), channels-last: x [N, ...spatial, C], wp from
+ * conv_pack_weight of a [O, ...k, C] weight (grouped, C / g channels: [g * ceil(O / g / kPanel),
+ * ...k, C / g, kPanel], the groups' panels one after another, each group's padded apart), bias [O], residual the result's shape [N, ...out,
+ * O]; strides, pads (begin and end) and dilations per spatial axis. 1 or 2 spatial axes, float32, on the CPU, natively; otherwise (and with
+ * MLXC_CPU_KERNELS=off) MLX's conv_general on the unpacked weight, with the same result. */
+mx::array conv_gemm(const mx::array& x, const mx::array& wp, int o, const std::optional<mx::array>& bias,
+                    const std::optional<mx::array>& residual, const std::vector<int>& strides, const std::vector<int>& pads_begin,
+                    const std::vector<int>& pads_end, const std::vector<int>& dilations, float lo, float hi, mx::Stream s);
+
+namespace convgemm {
+/** Output positions per task block and K columns per pass (the AVX-512 kernel's register tile is 12 rows). */
+constexpr int kRowBlock = 96;
+constexpr int kDepthBlock = 256;
+/** Products of fewer multiply-adds (padded panels counted) run on the calling thread. */
+constexpr size_t kSerialMacs = size_t{1} << 20;
+
+/** One 2-D problem (1-D as height 1), channels-last. */
+struct Shape {
+  size_t n, ih, iw, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, o;
+  /** Groups: c / g input channels and o / g output channels each. */
+  size_t g = 1;
+  /** Nonzero: x is not the input but its im2col rows, packed whole with this row stride (read in place). */
+  size_t ld = 0;
+  size_t rows() const { return n * oh * ow; }
+  size_t cg() const { return c / g; }
+  size_t og() const { return o / g; }
+  size_t depth() const { return kh * kw * cg(); }
+  /** Panels per group, and in all. */
+  size_t group_panels() const { return (og() + kPanel - 1) / kPanel; }
+  size_t panels() const { return g * group_panels(); }
+  /** A 1x1 window over every position: the input rows are the im2col rows. */
+  bool direct() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && ih == oh && iw == ow; }
+};
+
+/** buf[r][0, kc) = im2col row m0 + r of group gi, columns [k0, k0 + kc) (column order: ky, kx, the
+ * group's channels), r < mc. */
+void pack_rows(const Shape& s, const float* x, size_t m0, size_t mc, size_t k0, size_t kc, float* buf, size_t gi = 0);
+/** Panel p's group, its first output channel and its channel count. */
+inline void panel_columns(const Shape& s, size_t p, size_t& gi, size_t& col, size_t& ncols) {
+  const size_t gp = s.group_panels(), pj = p % gp;
+  gi = p / gp;
+  col = gi * s.og() + pj * kPanel;
+  ncols = std::min<size_t>(kPanel, s.og() - pj * kPanel);
+}
+/** One task: the rows of block task / ntasks_n, the panels of share task % ntasks_n; buf holds kRowBlock x kDepthBlock floats. */
+void run_avx512(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
+                size_t task, size_t ntasks_n, float* buf);
+void run_generic(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
+                 size_t task, size_t ntasks_n, float* buf);
+}  // namespace convgemm
+
+}  // namespace mlxc::cpu

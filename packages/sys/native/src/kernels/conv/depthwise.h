@@ -1,0 +1,23 @@
+// Depthwise 2-D convolution as a CPU kernel (spec/kernels/conv.ts), an MLX primitive. On a CPU
+// stream with float32 data it runs the library's own loop (vectorized over the contiguous axis by
+// the compiler); on any other device or dtype the front end builds the same computation from MLX's
+// ops, so callers need not know where it runs.
+#pragma once
+
+#include <optional>
+
+#include "mlx/mlx.h"
+
+namespace mlxc::cpu {
+
+namespace mx = mlx::core;
+
+/**
+ * Depthwise 2-D convolution, channels-first: x [N, C, H, W], w [C*M, 1, KH, KW] (output channel o
+ * reads input channel o / M), optional bias [C*M]. pads are top, left, bottom, right. Returns
+ * [N, C*M, OH, OW].
+ */
+mx::array depthwise_conv2d(const mx::array& x, const mx::array& w, const std::optional<mx::array>& bias, int stride_h, int stride_w,
+                           int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, mx::Stream s);
+
+}  // namespace mlxc::cpu

@@ -1,0 +1,230 @@
+// The small-M matrix-product kernels' arithmetic (small_gemm.h), written once over a vector type V
+// (8 floats on AVX2, small_gemm_avx2.cpp; a plain 8-float struct the compiler vectorizes for the
+// baseline ISA, small_gemm_generic.cpp) and compiled into one namespace per build (MLXC_GEMM_NS),
+// like math_impl.h. Nothing here instantiates standard-library templates, so no AVX2 code can
+// leak into shared inline symbols.
+//
+// Every kernel computes a band of output columns [n0, n1) for all M rows of a, so the caller
+// splits the columns over threads. Accumulation is in float32, in k order per lane (no
+// reassociation beyond the vector lanes), so NaN and Inf propagate as in any dot product.
+#include <cstddef>
+#include <cstdint>
+
+namespace MLXC_GEMM_NS {
+
+/** One float: the column / depth tails of the vector loops. */
+struct S1 {
+  float v;
+  static constexpr size_t W = 1;
+  static S1 load(const float* p) { return {*p}; }
+  static void store(float* p, S1 a) { *p = a.v; }
+  static S1 zero() { return {0.0f}; }
+  static S1 splat(float f) { return {f}; }
+#ifdef __FMA__
+  static S1 fma(S1 a, S1 b, S1 c) { return {__builtin_fmaf(a.v, b.v, c.v)}; }
+#else
+  static S1 fma(S1 a, S1 b, S1 c) { return {a.v * b.v + c.v}; }
+#endif
+  friend S1 operator+(S1 a, S1 b) { return {a.v + b.v}; }
+  static float hsum(S1 a) { return a.v; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// b stored [K, N] (row stride ldb): out[m, n] = sum_k a[m, k] * b[k, n].
+// A tile of R rows by C vectors of columns keeps R*C accumulators in registers over a depth block;
+// each b row segment is loaded once per tile and used by all R rows.
+
+template <class V, int R, int C>
+inline void tile_kn(const float* a, size_t lda, const float* b, size_t ldb, float* out, size_t ldo, size_t kc, bool first,
+                    const float* bias) {
+  V acc[R][C];
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < C; j++) acc[r][j] = first ? (bias ? V::load(bias + j * V::W) : V::zero()) : V::load(out + r * ldo + j * V::W);
+  for (size_t k = 0; k < kc; k++) {
+    const float* bk = b + k * ldb;
+    V bv[C];
+    for (int j = 0; j < C; j++) bv[j] = V::load(bk + j * V::W);
+    for (int r = 0; r < R; r++) {
+      V ar = V::splat(a[r * lda + k]);
+      for (int j = 0; j < C; j++) acc[r][j] = V::fma(ar, bv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < C; j++) V::store(out + r * ldo + j * V::W, acc[r][j]);
+}
+
+/** Rows [0, R) of a, columns [n0, n1), depth [k0, k0 + kc): full tiles of C vectors, then single vectors, then single floats. */
+template <class V, int R, int C>
+inline void band_kn(const float* a, size_t lda, const float* b, size_t ldb, float* out, size_t ldo, size_t n0, size_t n1, size_t k0,
+                    size_t kc, const float* bias) {
+  const bool first = k0 == 0;
+  const float* ak = a + k0;
+  const float* bk = b + k0 * ldb;
+  size_t n = n0;
+  for (; n + C * V::W <= n1; n += C * V::W) tile_kn<V, R, C>(ak, lda, bk + n, ldb, out + n, ldo, kc, first, bias ? bias + n : nullptr);
+  for (; n + V::W <= n1; n += V::W) tile_kn<V, R, 1>(ak, lda, bk + n, ldb, out + n, ldo, kc, first, bias ? bias + n : nullptr);
+  for (; n < n1; n++) tile_kn<S1, R, 1>(ak, lda, bk + n, ldb, out + n, ldo, kc, first, bias ? bias + n : nullptr);
+}
+
+/** One row of a: out[n0, n1) is the accumulator, and four rows of b at a time stream through it
+ * front to back (the fastest order from memory: each row of b is one long sequential read). */
+template <class V>
+void gemv_kn(const float* a, const float* b, size_t ldb, const float* bias, float* out, size_t K, size_t n0, size_t n1) {
+  for (size_t n = n0; n < n1; n++) out[n] = bias ? bias[n] : 0.0f;
+  size_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    const V a0 = V::splat(a[k]), a1 = V::splat(a[k + 1]), a2 = V::splat(a[k + 2]), a3 = V::splat(a[k + 3]);
+    const float *b0 = b + k * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+    size_t n = n0;
+    for (; n + V::W <= n1; n += V::W) {
+      V o = V::load(out + n);
+      o = V::fma(a0, V::load(b0 + n), o);
+      o = V::fma(a1, V::load(b1 + n), o);
+      o = V::fma(a2, V::load(b2 + n), o);
+      o = V::fma(a3, V::load(b3 + n), o);
+      V::store(out + n, o);
+    }
+    for (; n < n1; n++) {
+      float o = out[n];
+      o = __builtin_fmaf(a[k], b0[n], o);
+      o = __builtin_fmaf(a[k + 1], b1[n], o);
+      o = __builtin_fmaf(a[k + 2], b2[n], o);
+      o = __builtin_fmaf(a[k + 3], b3[n], o);
+      out[n] = o;
+    }
+  }
+  for (; k < K; k++) {
+    const V ak = V::splat(a[k]);
+    const float* bk = b + k * ldb;
+    size_t n = n0;
+    for (; n + V::W <= n1; n += V::W) V::store(out + n, V::fma(ak, V::load(bk + n), V::load(out + n)));
+    for (; n < n1; n++) out[n] = __builtin_fmaf(a[k], bk[n], out[n]);
+  }
+}
+
+/** Depth blocks of 32 rows of b: a block of the band (32 row segments, each contiguous) stays in
+ * cache while every row group reads it, and each row of b is read front to back. */
+template <class V>
+void gemm_kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+             size_t n0, size_t n1) {
+  if (M == 1) return gemv_kn<V>(a, b, ldb, bias, out, K, n0, n1);
+  constexpr size_t KC = 32;
+  for (size_t k0 = 0; k0 < K; k0 += KC) {
+    size_t kc = K - k0 < KC ? K - k0 : KC;
+    size_t m = 0;
+    for (; m + 4 <= M; m += 4) band_kn<V, 4, 2>(a + m * lda, lda, b, ldb, out + m * ldo, ldo, n0, n1, k0, kc, bias);
+    switch (M - m) {
+      case 3: band_kn<V, 3, 2>(a + m * lda, lda, b, ldb, out + m * ldo, ldo, n0, n1, k0, kc, bias); break;
+      case 2: band_kn<V, 2, 4>(a + m * lda, lda, b, ldb, out + m * ldo, ldo, n0, n1, k0, kc, bias); break;
+      case 1: band_kn<V, 1, 8>(a + m * lda, lda, b, ldb, out + m * ldo, ldo, n0, n1, k0, kc, bias); break;
+      default: break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// b stored [N, K] (a transposed view; row stride ldb): out[m, n] = dot(a[m, :], b[n, :]).
+// A tile of R rows by C columns keeps R*C vector accumulators over the whole depth, then sums
+// each one's lanes.
+
+template <class V, int R, int C>
+inline void tile_nk(const float* a, size_t lda, const float* b, size_t ldb, float* out, size_t ldo, size_t K, const float* bias) {
+  V acc[R][C];
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < C; j++) acc[r][j] = V::zero();
+  size_t k = 0;
+  for (; k + V::W <= K; k += V::W) {
+    V bv[C];
+    for (int j = 0; j < C; j++) bv[j] = V::load(b + j * ldb + k);
+    for (int r = 0; r < R; r++) {
+      V ar = V::load(a + r * lda + k);
+      for (int j = 0; j < C; j++) acc[r][j] = V::fma(ar, bv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < C; j++) {
+      float s = V::hsum(acc[r][j]);
+      for (size_t t = k; t < K; t++) s = __builtin_fmaf(a[r * lda + t], b[j * ldb + t], s);
+      out[r * ldo + j] = bias ? s + bias[j] : s;
+    }
+}
+
+template <class V, int R, int C>
+inline void band_nk(const float* a, size_t lda, const float* b, size_t ldb, float* out, size_t ldo, size_t K, size_t n0, size_t n1,
+                    const float* bias) {
+  size_t n = n0;
+  for (; n + C <= n1; n += C) tile_nk<V, R, C>(a, lda, b + n * ldb, ldb, out + n, ldo, K, bias ? bias + n : nullptr);
+  for (; n < n1; n++) tile_nk<V, R, 1>(a, lda, b + n * ldb, ldb, out + n, ldo, K, bias ? bias + n : nullptr);
+}
+
+template <class V>
+void gemm_nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+             size_t n0, size_t n1) {
+  // Column bands of 16 rows of b (16 * K floats) stay in cache while every row group reads them.
+  for (size_t c0 = n0; c0 < n1; c0 += 16) {
+    size_t c1 = n1 - c0 < 16 ? n1 : c0 + 16;
+    size_t m = 0;
+    for (; m + 2 <= M; m += 2) band_nk<V, 2, 4>(a + m * lda, lda, b, ldb, out + m * ldo, ldo, K, c0, c1, bias);
+    if (m < M) band_nk<V, 1, 4>(a + m * lda, lda, b, ldb, out + m * ldo, ldo, K, c0, c1, bias);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4-bit affine weights, MLX's layout (transposed: w [N, K / 8] uint32, element i of a word at bits
+// [4i, 4i + 4)); scales and biases [N, K / group] float32:
+//   out[m, n] = sum_g scale[n, g] * (sum_{k in g} a[m, k] * q[n, k]) + bias[n, g] * asum[m, g]
+// where asum[m, g] is the sum of a[m, k] over group g (computed once by the caller). Each 8-weight
+// word is unpacked once per tile and used by all R rows.
+
+template <class V, int R>
+inline void tile_q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, size_t groups,
+                    size_t group, float* out, size_t ldo, const float* bias) {
+  V tot[R];
+  float off[R];
+  for (int r = 0; r < R; r++) {
+    tot[r] = V::zero();
+    off[r] = 0.0f;
+  }
+  const size_t words = group / 8;
+  for (size_t g = 0; g < groups; g++) {
+    V acc[R];
+    for (int r = 0; r < R; r++) acc[r] = V::zero();
+    const uint32_t* wg = w + g * words;
+    const size_t k0 = g * group;
+    for (size_t i = 0; i < words; i++) {
+      V q = V::nibbles(wg[i]);
+      for (int r = 0; r < R; r++) acc[r] = V::fma(V::load(a + r * lda + k0 + i * 8), q, acc[r]);
+    }
+    V s = V::splat(sc[g]);
+    for (int r = 0; r < R; r++) {
+      tot[r] = V::fma(s, acc[r], tot[r]);
+      off[r] = __builtin_fmaf(bi[g], asum[r * groups + g], off[r]);
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    float y = V::hsum(tot[r]) + off[r];
+    out[r * ldo] = bias ? y + *bias : y;
+  }
+}
+
+template <class V>
+void gemm_q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias,
+             float* out, size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1) {
+  const size_t groups = K / group, wrow = K / 8;
+  for (size_t n = n0; n < n1; n++) {
+    const uint32_t* wn = w + n * wrow;
+    const float* sn = sc + n * groups;
+    const float* bn = bi + n * groups;
+    const float* bs = bias ? bias + n : nullptr;
+    size_t m = 0;
+    for (; m + 4 <= M; m += 4) tile_q4<V, 4>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs);
+    switch (M - m) {
+      case 3: tile_q4<V, 3>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs); break;
+      case 2: tile_q4<V, 2>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs); break;
+      case 1: tile_q4<V, 1>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace MLXC_GEMM_NS

@@ -1,0 +1,34 @@
+// Channels-last max and average pooling on the CPU (spec/kernels/pool.ts), the pools between and
+// after channels-last convolutions (ResNet's stem and head): MLX composes them from a padded copy
+// of the input and one strided slice per window tap folded with maximum (or add), each pass over
+// the whole result; here one pass reads each output position's window taps, C contiguous floats
+// each, on the thread pool.
+#pragma once
+
+#include <vector>
+
+#include "mlx/mlx.h"
+
+namespace mlxc::cpu {
+
+namespace mx = mlx::core;
+
+/** The max of each window of x [N, ...spatial, C] (1 or 2 spatial axes natively, float32 on the
+ * CPU): kernel, strides, pads (begin and end: the padding never wins, NaN propagates) and
+ * dilations per spatial axis; [N, ...out, C] with out = (in + begin + end - span) / stride + 1.
+ * Elsewhere MLX's pad, strided slices and maximum, with the same result. */
+mx::array max_pool_channels_last(const mx::array& x, const std::vector<int>& kernel, const std::vector<int>& strides,
+                                 const std::vector<int>& pads_begin, const std::vector<int>& pads_end, const std::vector<int>& dilations,
+                                 mx::Stream s);
+
+/** The mean of each window of x [N, ...spatial, C] (ONNX AveragePool, channels-last; 1 or 2 spatial
+ * axes natively, float32 on the CPU): kernel, strides, pads (begin and end), dilations per spatial
+ * axis; with ceil_mode the output size rounds up (a window starting in the end padding or past it
+ * is dropped) and the overhang past the end padding is neither summed nor counted; the padding
+ * counts in the divisor with count_include_pad, else only the taps inside the input do.
+ * Elsewhere MLX's pad, strided slices and add, divided by the same counts. */
+mx::array avg_pool_channels_last(const mx::array& x, const std::vector<int>& kernel, const std::vector<int>& strides,
+                                 const std::vector<int>& pads_begin, const std::vector<int>& pads_end, const std::vector<int>& dilations,
+                                 bool ceil_mode, bool count_include_pad, mx::Stream s);
+
+}  // namespace mlxc::cpu

@@ -1,0 +1,32 @@
+// ABI spec, this library's additions to mlx-c for a runtime over MLX (prefix mlxc_, written by
+// hand in native/src/transfer.cpp and prefetch.cpp): data in and out of arrays, and host memory for
+// it, straight into and out of device memory on MLX's CUDA build.
+import { manual, type FnSpec } from '../dsl.js';
+
+export const transfer: FnSpec[] = [
+  manual(
+    'int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
+    "mlx_array_new_data for the device that evaluates on stream: on MLX's CUDA build and a GPU stream, large data (256 KiB and more) is copied into device memory by the copy engine, through pinned staging buffers, instead of into unified memory that kernels then fault in page by page; elsewhere the data is copied on the host. MLXC_TRANSFER=staged (the default), pageable, pinned or unified (MLX's own path) picks how",
+  ),
+  manual(
+    'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
+    "copies a row-contiguous array's nbytes bytes into dst, evaluating (or waiting for) it first: device memory on MLX's CUDA build by the copy engine (see mlxc_array_new_data_on), anything else with memcpy from its host pointer",
+  ),
+  manual(
+    'int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)',
+    'mlxc_array_read of any array: evaluates it and, when it is not row-contiguous (a transpose, a broadcast), copies it contiguous on stream first',
+  ),
+  manual(
+    'int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes)',
+    "host memory for feeds and results, its pages populated up front: page-locked (cuMemHostAlloc, portable) on MLX's CUDA build, so that mlxc_array_read into it and mlxc_array_new_data_on from it go straight through the copy engine with no staging; page-aligned ordinary memory elsewhere (pinned is false). Free it with mlxc_host_free",
+  ),
+  manual('int mlxc_host_free(void* ptr)', 'frees memory of mlxc_host_alloc; a pointer it did not return is an error (nothing is freed)'),
+  manual(
+    'int mlxc_array_device_index(int* res, const mlx_array arr)',
+    "the CUDA device whose memory holds the array's buffer, -1 for unified or host memory (always -1 without CUDA)",
+  ),
+  manual(
+    'int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host)',
+    "on MLX's CUDA build, migrates an evaluated array's unified memory to the host or the GPU in one transfer (the driver's cuMemPrefetchAsync) instead of page by page on first touch; moved is false where there is no CUDA (a no-op)",
+  ),
+];

@@ -1,0 +1,18 @@
+// ABI spec, the project's own kernels: activations (native/src/kernels/activation/): act(x + bias)
+// in one pass, and HardSigmoid/HardSwish.
+// Each takes any array on any stream: float32 on a CPU stream runs the library's own vectorized,
+// multithreaded kernel (an MLX primitive); anything else gets the same computation from MLX's ops.
+import { op, type FnSpec } from '../dsl.js';
+
+export const activation: FnSpec[] = [
+  op(
+    'int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias /* may be null */, const char* kind, const mlx_stream s)',
+    'mlxc::cpu::activation($x, $bias, $kind, $s)',
+    'act(x + bias), bias along the last axis; kind: exp, erf, tanh, sigmoid, relu, silu, gelu, gelu_tanh, identity',
+  ),
+  op(
+    'int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
+    'mlxc::cpu::hard_sigmoid($x, $alpha, $beta, $swish, $s)',
+    'clip(alpha * x + beta, 0, 1), times x where swish (HardSwish), in one pass',
+  ),
+];

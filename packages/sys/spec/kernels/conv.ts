@@ -1,0 +1,32 @@
+// ABI spec, the project's own kernels: convolutions (native/src/kernels/conv/). The channels-last
+// convolution as one product on the CPU: a weight packed once into panels of 32 output channels,
+// and the convolution that reads it with the im2col rows packed per block on the thread pool, bias,
+// residual and clamp in its store (any other device or dtype gets MLX's conv_general on the
+// unpacked weight); the convolution epilogue (bias, residual add and a clamp in one pass after a
+// convolution); and the channels-first depthwise convolution.
+// Each takes any array on any stream: float32 on a CPU stream runs the library's own vectorized,
+// multithreaded kernel (an MLX primitive); anything else gets the same computation from MLX's ops.
+import { op, type FnSpec } from '../dsl.js';
+
+export const conv: FnSpec[] = [
+  op(
+    'int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)',
+    'mlxc::cpu::conv_pack_weight($w, $s)',
+    'w [O, ...kernel, C] -> [ceil(O / 32), ...kernel, C, 32], zeros past O: the weight layout of mlxc_conv_gemm',
+  ),
+  op(
+    'int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
+    'mlxc::cpu::conv_gemm($x, $w_packed, $out_channels, $bias, $residual, $strides, $pads_begin, $pads_end, $dilations, $lo, $hi, $s)',
+    'clamp(conv(x, w) + bias + residual, lo, hi) channels-last (x [N, ...spatial, C], 1 or 2 spatial axes) with the weight from mlxc_conv_pack_weight; grouped when the weight holds C / g channels (each group padded to whole panels before packing); the CPU kernel for float32, else mlx_conv_general',
+  ),
+  op(
+    'int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, bool channels_last, const mlx_stream s)',
+    'mlxc::cpu::conv_epilogue($y, $bias, $residual, $lo, $hi, $channels_last, $s)',
+    'clamp(y + bias + residual, lo, hi) as [N, C, ...spatial]: y channels-last ([N, ...spatial, C], moved to channels-first) or channels-first; bias per channel; NaN stays NaN',
+  ),
+  op(
+    'int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
+    'mlxc::cpu::depthwise_conv2d($x, $w, $bias, $stride_h, $stride_w, $pad_top, $pad_left, $pad_bottom, $pad_right, $dilation_h, $dilation_w, $s)',
+    'channels-first depthwise convolution: x [N, C, H, W], w [C*M, 1, KH, KW], bias [C*M]; MLX conv_general with groups = C off the CPU',
+  ),
+];

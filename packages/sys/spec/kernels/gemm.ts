@@ -1,0 +1,18 @@
+// ABI spec, the project's own kernels: matrix products for few rows (native/src/kernels/gemm/),
+// LLM decoding's shapes. Each takes any arrays on any stream: float32 on a CPU stream with few rows
+// (4 for float32 weights, 16 for 4-bit ones) runs the library's own vectorized, multithreaded
+// kernel (an MLX primitive that reads the weights in place); anything else gets MLX's op.
+import { op, type FnSpec } from '../dsl.js';
+
+export const gemm: FnSpec[] = [
+  op(
+    'int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias /* may be null */, const mlx_stream s)',
+    'mlxc::cpu::small_matmul($a, $b, $bias, $s)',
+    "a @ b (+ bias along the last axis), numpy's matmul rules; the CPU kernel for float32 with at most 4 rows (b [K, N] or a transposed view), else mlx_matmul (addmm with a bias)",
+  ),
+  op(
+    'int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s)',
+    'mlxc::cpu::small_quantized_matmul($x, $w, $scales, $biases, $transpose, $group_size, $bits, $s)',
+    'mlx_quantized_matmul in affine mode; the CPU kernel for float32 x with at most 16 rows, transpose, 4 bits, groups of 32/64/128; more rows on the CPU: dequantize + matmul',
+  ),
+];
