@@ -1,15 +1,15 @@
-// Process-wide set-up of MLX's compile for the compiled path, once per device:
-// - No C++ compiler at run time by default. On the CPU, MLX's compile builds each new fused kernel
-//   by writing C++ and running the system compiler (g++: seconds per kernel, on a model's first
-//   runs). So CPU sessions trace and simplify without fusing (compile mode 'no_fuse'): the replay
-//   is still one compiled graph, and the fusions that matter are the project's own precompiled
-//   kernels, which plan-time rewrites put in (GELU, norms, softmax, activations with a bias, conv
-//   and matmul epilogues). MLX_ORT_CPU_JIT=1 opts into MLX's CPU fusion (where g++ exists): fewer
-//   passes over memory on long elementwise chains, after seconds of compiling per new kernel.
-// - GPU sessions fuse (Metal and CUDA build kernels without a host compiler). The mode is
-//   process-wide in MLX, so where CPU sessions have put the process in 'no_fuse', a GPU segment's
-//   call switches fusion on around itself.
-// - MLX_ORT_FUSION=0 turns fusion off everywhere.
+// Process-wide set-up of the compiled path's tracing, once per device:
+// - No C++ compiler at run time by default. On the CPU, MLX's compile is only available where a
+//   C++ compiler answers, and its fusion writes C++ and runs the compiler (g++) for every new fused
+//   kernel: seconds per kernel on a model's first runs, and without a compiler, no tracing at all.
+//   So CPU segments are captured instead (mx.captureGraph: traced once per signature, replayed from
+//   native code, no simplification, no fusion); the fusions that matter are the project's own
+//   precompiled kernels, which plan-time rewrites put in (GELU, norms, softmax, activations with a
+//   bias, conv and matmul epilogues). MLX_ORT_CPU_JIT=1 opts into MLX's compile and fusion on the
+//   CPU (where g++ exists): fewer passes over memory on long elementwise chains, after seconds of
+//   compiling per new kernel.
+// - GPU segments use MLX's compile with fusion (Metal and CUDA build kernels without a host
+//   compiler). MLX_ORT_FUSION=0 turns fusion off everywhere (compile mode 'no_fuse').
 // - The CPU kernel cache (JIT only): MLX writes kernels to $TMPDIR/mlx/<version>/cpu, which a reboot
 //   empties. That folder is made a link to a lasting one, MLX_ORT_CACHE_DIR, else
 //   $XDG_CACHE_HOME/mlx-ort, else ~/.cache/mlx-ort (each holding <version>/cpu), so a second
@@ -21,9 +21,11 @@ import { dirname, join } from 'node:path';
 import * as mx from '@mlx/core';
 
 export interface CompileSetup {
-  /** Whether mx.compile traces on this device (false: segments run eagerly). */
+  /** Whether segments are traced on this device (false: they run eagerly). */
   traced: boolean;
-  /** Whether traces on this device fuse elementwise chains (on the CPU: MLX's JIT, MLX_ORT_CPU_JIT=1). */
+  /** How: MLX's compile, or the native capture (mx.captureGraph, no C++ compiler). */
+  tracer: 'compile' | 'capture';
+  /** Whether traces fuse elementwise chains (on the CPU: MLX's JIT, MLX_ORT_CPU_JIT=1). */
   fusion: boolean;
   /** Where fused CPU kernels are kept, when fusion is on and this device is the CPU. */
   kernelCache?: string;
@@ -66,46 +68,23 @@ function isLink(p: string): boolean {
   }
 }
 
-/** Set once a CPU session put the process in 'no_fuse' while fusion is wanted on the GPU. */
-let cpuUnfused = false;
-
 export function compileSetup(device: 'cpu' | 'gpu'): CompileSetup {
   let s = setups.get(device);
   if (s) return s;
-  const fusionAllowed = process.env.MLX_ORT_FUSION !== '0';
-  if (!fusionAllowed) mx.setCompileMode('no_fuse');
+  const fusion = process.env.MLX_ORT_FUSION !== '0';
+  if (!fusion) mx.setCompileMode('no_fuse');
   if (device === 'gpu') {
-    s = { traced: true, fusion: fusionAllowed };
+    s = { traced: true, tracer: 'compile', fusion };
+  } else if (process.env.MLX_ORT_CPU_JIT === '1' && fusion && hasCxxCompiler()) {
+    s = { traced: true, tracer: 'compile', fusion, kernelCache: linkKernelCache() };
   } else {
-    let jit = fusionAllowed && process.env.MLX_ORT_CPU_JIT === '1';
-    if (jit && !hasCxxCompiler()) {
-      jit = false;
+    if (process.env.MLX_ORT_CPU_JIT === '1' && fusion)
       process.emitWarning(
-        'MLX_ORT_CPU_JIT=1 asks for MLX\'s CPU fusion, but no C++ compiler (g++) is found: the compiled path traces without fusing',
+        "MLX_ORT_CPU_JIT=1 asks for MLX's CPU fusion, but no C++ compiler (g++) is found: CPU segments are captured without fusing",
         { code: 'MLX_ORT_NO_COMPILER' },
       );
-    }
-    if (!jit && fusionAllowed) {
-      mx.setCompileMode('no_fuse');
-      cpuUnfused = true;
-    }
-    s = { traced: true, fusion: jit, kernelCache: jit ? linkKernelCache() : undefined };
+    s = { traced: true, tracer: 'capture', fusion: false };
   }
   setups.set(device, s);
   return s;
-}
-
-/**
- * Calls a compiled segment of `device`. A GPU segment traced while CPU sessions keep the process
- * in 'no_fuse' gets fusion for its own call (and the mode back afterwards); otherwise the call is
- * made as it is, with no native call added.
- */
-export function callCompiled<T>(setup: CompileSetup, device: 'cpu' | 'gpu', call: () => T): T {
-  if (device !== 'gpu' || !cpuUnfused || !setup.fusion) return call();
-  mx.setCompileMode('enabled');
-  try {
-    return call();
-  } finally {
-    mx.setCompileMode('no_fuse');
-  }
 }

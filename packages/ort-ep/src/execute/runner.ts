@@ -144,7 +144,6 @@ export class ModelRunner {
       env,
       this.constants,
       compileSetup(this.options.device),
-      this.options.device,
       [...fixed],
     );
     this.programs.set(key, sig);

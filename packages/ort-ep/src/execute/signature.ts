@@ -5,7 +5,7 @@
 // - steps (nodes that read dynamic data on the host) run eagerly between segments.
 // A segment that cannot be traced (it reads traced data on the host, or passes a sequence across
 // its boundary) runs eagerly instead, with the same results.
-import { callCompiled, type CompileSetup } from './compile-setup.js';
+import type { CompileSetup } from './compile-setup.js';
 import * as mx from '@mlx/core';
 import { isNondeterministic } from '../plan/graph-plan.js';
 import { elemTypeOf, type Value } from '../runtime/value.js';
@@ -69,7 +69,6 @@ export class SignatureProgram {
     private readonly constants: ConstantStore,
     /** How mx.compile works on the run's device (compile-setup.ts). */
     private readonly setup: CompileSetup,
-    private readonly device: 'cpu' | 'gpu',
     /** Feeds fixed by value in this signature (static host values; runner.ts). */
     readonly fixed: ReadonlySet<string>,
   ) {}
@@ -96,7 +95,6 @@ export class SignatureProgram {
     env: Env,
     constants: ConstantStore,
     setup: CompileSetup,
-    device: 'cpu' | 'gpu',
     fixed: readonly string[] = [],
   ): SignatureProgram {
     const plan = program.plan;
@@ -155,7 +153,7 @@ export class SignatureProgram {
       const deviceOut = g.outputs.every((n) => env.get(n)?.kind === 'device');
       if (!tensors(g.inputs) || !deviceOut) g.compiled = null;
     });
-    return new SignatureProgram(program, fetches, statics, groups, constants, setup, device, new Set(fixed));
+    return new SignatureProgram(program, fetches, statics, groups, constants, setup, new Set(fixed));
   }
 
   /** Marks the budget as passed once every segment is traced and there are no steps. */
@@ -181,8 +179,7 @@ export class SignatureProgram {
         try {
           args = g.inputs.map((n) => env.run.toArray(env.get(n)!, n));
           this.calling = env.run;
-          const fn = g.compiled;
-          outs = callCompiled(this.setup, this.device, () => fn(...args)) as mx.Array[];
+          outs = g.compiled(...args) as mx.Array[];
           this.calling = undefined;
         } catch {
           // The trace failed (a host read of traced data, an op MLX cannot compile): from now
@@ -237,7 +234,7 @@ export class SignatureProgram {
       for (const x of run.guards) if (x.detail) outs.push(x.detail);
       return outs;
     };
-    return mx.compile(body);
+    return this.setup.tracer === 'capture' ? mx.captureGraph(body) : mx.compile(body);
   }
 
   /** Frees the traces. */
