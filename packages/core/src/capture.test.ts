@@ -6,7 +6,8 @@ import * as mx from './index.js';
 
 const cpu = { stream: 'cpu' as const };
 const randn = (shape: number[], seed: number) => mx.randomNormal(shape, 'float32', 0, 1, mx.randomKey(seed), cpu);
-const same = (a: mx.Array, b: mx.Array) => expect(Array.from(a.toTypedArray() as Float32Array)).toEqual(Array.from(b.toTypedArray() as Float32Array));
+const same = (a: mx.Array, b: mx.Array) =>
+  expect(Array.from(a.toTypedArray() as Float32Array)).toEqual(Array.from(b.toTypedArray() as Float32Array));
 
 describe('captureGraph', () => {
   it('replays a graph over new inputs: the results are those of the function on them', () => {
