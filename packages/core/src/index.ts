@@ -37,6 +37,7 @@ export {
 export {
   Closure,
   compile,
+  captureGraph,
   vjp,
   jvp,
   valueAndGrad,

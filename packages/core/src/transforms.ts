@@ -292,6 +292,27 @@ export function compile(f: (...xs: Array[]) => Returned, options: { shapeless?: 
 }
 
 /**
+ * `f` traced once per input dtypes and shapes, and replayed from native code on every later call
+ * (`mlxc_capture`): like compile() without its graph simplification and fusion, and so without the
+ * C++ compiler MLX's CPU compile needs (which also builds every new fused kernel with it, seconds
+ * each). `f` is traced with placeholder inputs: it must not read their data. Dispose the result to
+ * release its traces.
+ */
+export function captureGraph(f: (...xs: Array[]) => Returned): CompiledFunction {
+  const single: { value?: boolean } = {};
+  const src = closureOf(f, single);
+  const res = { ctx: null };
+  try {
+    check(fn.mlxc_capture(res, src.handle), 'mlxc_capture');
+  } catch (e) {
+    src.dispose();
+    throw e;
+  }
+  // The capturing closure calls back into `src` when it traces, so they live and die together.
+  return callableOf(new Closure(res, Buffer.alloc(1), [src]), single);
+}
+
+/**
  * `f` with a custom vector-Jacobian product: `vjpFn(primals, cotangents, outputs)` returns one
  * cotangent per primal. Transforms (vjp, valueAndGrad, grad) of anything that calls the result use it.
  */

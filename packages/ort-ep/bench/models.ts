@@ -1,8 +1,10 @@
 // Whole-model latency of the 'mlx' provider (compiled and eager), onnxruntime-node's CPU provider
 // and onnxruntime-web's wasm, each engine alone in its own process (model-worker.ts), alternated,
 // over several rounds; medians of the per-process medians, ratios to onnxruntime-node, first-run
-// times (the compiled path's first run analyses a signature, its second traces it; the first
-// round starts with an empty kernel cache: 'cold'), peak RSS and the largest event-loop gap.
+// times (the compiled path's first run analyses a signature, its second traces it), the cold
+// start (create and the first two runs of a fresh process with empty kernel caches: every process
+// gets caches of its own), peak RSS and the largest event-loop gap; the load average is printed
+// before and after.
 // Writes reports/bench-models.json and bench/models.svg. Never a test.
 //   tools/dev bench models [--rounds 3] [--runs 20] [--filter regex] [--engines mlx,mlx-eager,ort-node,ort-web]
 //   (also mlx-worker: the compiled path with every evaluation on the worker thread (shortEvalMs 0);
@@ -12,7 +14,7 @@
 //   [--models dir,...] (extra model folders in the shared layout, e.g. from bench/export-models.py)
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { barChart } from './chart.js';
@@ -71,24 +73,36 @@ function worker(engine: string, dir: string, env: NodeJS.ProcessEnv): Sample {
   return JSON.parse(line) as Sample;
 }
 
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+
 function main(): void {
   const cold = mkdtempSync(join(tmpdir(), 'mlx-ort-bench-cache-'));
-  mkdirSync(join(cold, 'tmp'));
   const samples: Sample[] = [];
-  console.log(`${modelDirs.length} models, ${rounds} rounds, ${runs} timed runs per process; engines: ${engines.join(', ')}`);
+  const loadBefore = load();
+  console.log(
+    `${modelDirs.length} models, ${rounds} rounds, ${runs} timed runs per process; engines: ${engines.join(', ')}; load average ${loadBefore}`,
+  );
+  let n = 0;
   for (let round = 0; round < rounds; round++) {
     for (const [mi, dir] of modelDirs.entries()) {
       // Alternate the order so that no engine always runs first (or after the same neighbour).
       const order = engines.map((_, i) => engines[(i + round + mi) % engines.length]);
       for (const e of order) {
-        // Round 0 starts with empty kernel caches (cold): MLX's own folder lives under TMPDIR, and
-        // the lasting one the provider links it to under MLX_ORT_CACHE_DIR. Later rounds reuse them.
+        // Every process starts with empty kernel caches of its own (a cold start): MLX's folder
+        // lives under TMPDIR, the lasting one the provider links it to (MLX_ORT_CPU_JIT=1) under
+        // MLX_ORT_CACHE_DIR, CUDA's under MLX_PTX_CACHE_DIR.
+        const fresh = join(cold, String(n++));
+        mkdirSync(join(fresh, 'tmp'), { recursive: true });
         const s = worker(e, dir, {
-          MLX_ORT_CACHE_DIR: join(cold, 'lasting'),
-          TMPDIR: join(cold, 'tmp'),
-          MLX_PTX_CACHE_DIR: join(cold, 'ptx'),
+          MLX_ORT_CACHE_DIR: join(fresh, 'lasting'),
+          TMPDIR: join(fresh, 'tmp'),
+          MLX_PTX_CACHE_DIR: join(fresh, 'ptx'),
           ...(e === 'mlx-unfused' && { MLXC_CPU_KERNELS: 'off' }),
         });
+        rmSync(fresh, { recursive: true, force: true });
         samples.push({ ...s, round } as Sample & { round: number });
         if (s.error) console.log(`  ${s.model} on ${e}: ${s.error}`);
       }
@@ -110,13 +124,11 @@ function main(): void {
     const per: Record<string, Record<string, number>> = {};
     for (const e of engines) {
       const ok = samples.filter((s) => s.model === m && s.engine === e && !s.error);
-      const warm = ok.filter((s) => (s as Sample & { round: number }).round > 0);
-      const c0 = ok.find((s) => (s as Sample & { round: number }).round === 0);
       per[e] = {
         medianMs: median(ok.map((s) => s.medianMs)),
         createMs: median(ok.map((s) => s.createMs)),
-        coldFirstTwoMs: c0 ? c0.firstMs + c0.secondMs : NaN,
-        warmFirstTwoMs: median(warm.map((s) => s.firstMs + s.secondMs)),
+        firstTwoMs: median(ok.map((s) => s.firstMs + s.secondMs)),
+        coldStartMs: median(ok.map((s) => s.createMs + s.firstMs + s.secondMs)),
         peakRssMiB: median(ok.map((s) => s.peakRssMiB)),
         maxLoopGapMs: Math.max(...ok.map((s) => s.maxLoopGapMs), 0),
         ffiPerRun: ffi.get(`${m}\0${e}`) ?? NaN,
@@ -152,20 +164,49 @@ function main(): void {
       ['geomean ratio'.padEnd(22), ...engines.filter((e) => e !== 'ort-node').map((e) => `${e}/ort ${geo(e).toFixed(2)}`)].join('  '),
     );
   console.log(
-    '\nfirst runs (ms: create, then the first two runs; cold = empty kernel cache), peak RSS (MiB), largest event-loop gap while running (ms), native calls per run',
+    '\ncold start: ms for create and the first two runs in a fresh process with empty kernel caches (median over rounds); ratio = engine / ort-node',
+  );
+  console.log(
+    [
+      'model'.padEnd(22),
+      ...engines.map((e) => pad(e, 11)),
+      ...engines.filter((e) => e !== 'ort-node').map((e) => pad(`${e}/ort`, 14)),
+    ].join(''),
+  );
+  for (const r of rows) {
+    const base = r.engines['ort-node']?.coldStartMs;
+    console.log(
+      [
+        r.model.padEnd(22),
+        ...engines.map((e) => pad(r.engines[e].coldStartMs.toFixed(1), 11)),
+        ...engines.filter((e) => e !== 'ort-node').map((e) => pad((r.engines[e].coldStartMs / base).toFixed(2), 14)),
+      ].join(''),
+    );
+  }
+  console.log(
+    '\nper engine: create and the first two runs (ms), peak RSS (MiB), largest event-loop gap while running (ms), native calls per run',
   );
   for (const r of rows) {
     for (const e of engines) {
       const x = r.engines[e];
       const calls = Number.isFinite(x.ffiPerRun) ? `  native calls/run ${x.ffiPerRun.toFixed(0)}` : '';
       console.log(
-        `  ${r.model.padEnd(20)} ${e.padEnd(10)} create ${x.createMs.toFixed(0).padStart(5)}  first two: cold ${x.coldFirstTwoMs.toFixed(0).padStart(6)} warm ${x.warmFirstTwoMs.toFixed(0).padStart(6)}  rss ${x.peakRssMiB.toFixed(0).padStart(5)}  gap ${x.maxLoopGapMs.toFixed(1).padStart(6)}${calls}`,
+        `  ${r.model.padEnd(20)} ${e.padEnd(10)} create ${x.createMs.toFixed(0).padStart(5)}  first two ${x.firstTwoMs.toFixed(0).padStart(6)}  rss ${x.peakRssMiB.toFixed(0).padStart(5)}  gap ${x.maxLoopGapMs.toFixed(1).padStart(6)}${calls}`,
       );
     }
   }
+  const loadAfter = load();
+  console.log(`\nload average: ${loadBefore} before, ${loadAfter} after`);
   const out = join(pkg, '..', '..', 'reports');
   mkdirSync(out, { recursive: true });
-  const report = { date: new Date().toISOString(), rounds, runs: Number(runs), engines, rows };
+  const report = {
+    date: new Date().toISOString(),
+    load: { before: loadBefore, after: loadAfter },
+    rounds,
+    runs: Number(runs),
+    engines,
+    rows,
+  };
   writeFileSync(join(out, 'bench-models.json'), JSON.stringify(report, null, 2));
   writeFileSync(
     join(here, 'models.svg'),

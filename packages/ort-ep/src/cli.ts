@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import * as mx from '@mlx/core';
-import { MlxSession } from './session.js';
+import { MlxSession, type MlxProgressEvent } from './session.js';
 import { checkModel } from './check.js';
 import { formatPartitions } from './plan/partition.js';
 import { OnnxDataType, decodeModel, readTestDataset, type HostTensor, type TestValue } from './onnx/index.js';
@@ -146,10 +146,32 @@ async function loadSession(path: string, dev: 'cpu' | 'gpu' | undefined): Promis
   }
   if (size >= 32 * 2 ** 20) console.error(`loading ${path} (${(size / 2 ** 20).toFixed(0)} MiB)...`);
   const t0 = performance.now();
-  const session = await MlxSession.create(path, { device: dev });
+  const session = await MlxSession.create(path, { device: dev, onProgress: progressLines(dev ?? mx.defaultDevice().type) });
   const s = (performance.now() - t0) / 1000;
   if (s > 1) console.error(`loaded ${path} in ${s.toFixed(1)} s`);
   return session;
+}
+
+const phaseNames: Record<MlxProgressEvent['phase'], string> = {
+  load: 'loading and planning',
+  upload: 'uploading the constants',
+  fallback: 'opening the onnxruntime fallback',
+  warmup: 'warming up',
+  analyse: 'analysing a new input signature',
+  trace: 'tracing a new input signature',
+};
+
+/**
+ * Progress lines on stderr for what takes long the first time: a phase that took over a second,
+ * and, on a GPU, the start of a trace's evaluation (where MLX builds its kernels, seconds on a
+ * cold cache).
+ */
+function progressLines(device: 'cpu' | 'gpu'): (e: MlxProgressEvent) => void {
+  return (e) => {
+    if (e.state === 'start' && e.phase === 'trace' && device === 'gpu') console.error('building GPU kernels for a new input signature...');
+    if (e.state === 'end' && (e.ms ?? 0) > 1000)
+      console.error(`${phaseNames[e.phase]}${e.detail ? ` (${e.detail})` : ''} took ${(e.ms! / 1000).toFixed(1)} s`);
+  };
 }
 
 async function run(args: string[]): Promise<void> {

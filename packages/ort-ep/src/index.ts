@@ -8,7 +8,7 @@
 export { mlx, type MlxExecutionProviderOption, type MlxProviderOptions } from './backend/options.js';
 export { registerMlxBackend, mlxRegistrations, type MlxRegistration } from './backend/register.js';
 export { MlxDeviceBuffer, deviceBufferOf } from './backend/device-buffer.js';
-export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type TensorMetadata } from './session.js';
+export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type MlxProgressEvent, type TensorMetadata } from './session.js';
 export { generate, type GenerateOptions, type SamplingOptions } from './generate.js';
 export { transferStats, type TransferStats } from './runtime/convert.js';
 export {

@@ -15,6 +15,7 @@ import { deviceArrays, donateFeeds, validateFeeds } from './execute/feeds.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
 import { collectOutputs } from './execute/outputs.js';
+import { checkStartOptions, notify, progress } from './execute/progress.js';
 import { GraphProgram } from './execute/run.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
 import type { RunState } from './execute/env.js';
@@ -28,7 +29,7 @@ import {
   type UnsupportedNode,
 } from './errors.js';
 
-export type { MlxRunOptions, MlxSessionOptions, TensorMetadata } from './execute/options.js';
+export type { MlxProgressEvent, MlxRunOptions, MlxSessionOptions, TensorMetadata } from './execute/options.js';
 
 export class MlxSession {
   readonly inputNames: string[];
@@ -133,9 +134,12 @@ export class MlxSession {
   static async create(source: string | Uint8Array | ArrayBuffer, options: MlxSessionOptions = {}): Promise<MlxSession> {
     const bytes = typeof source === 'string' ? readModelFile(source) : source instanceof Uint8Array ? source : new Uint8Array(source);
     const name = typeof source === 'string' ? basename(source) : '<bytes>';
+    checkStartOptions(options);
     const session = MlxSession.createSync(bytes, { ...options, modelPath: typeof source === 'string' ? source : undefined }, name);
     try {
-      await session.openFallbacks();
+      if (session.program.fallbacks.size) await progress(options, name, 'fallback', () => session.openFallbacks());
+      const w = options.warmup;
+      if (w) await session.warmup({ dims: typeof w === 'object' ? w.dims : undefined });
     } catch (e) {
       session.release();
       throw e;
@@ -187,6 +191,8 @@ export class MlxSession {
     if (fallback !== undefined && fallback !== 'cpu' && fallback !== 'none')
       throw new TypeError(`fallback must be 'cpu' or 'none', got '${String(fallback)}'`);
     const cpu = fallback === 'none' ? undefined : resolveCpuBackend(options.cpuBackend);
+    const t0 = performance.now();
+    notify(options, { phase: 'load', state: 'start', model: name });
     const { model, plan, unsupported } = prepareModel(bytes, {
       modelPath: options.modelPath,
       externalData: options.externalData,
@@ -223,10 +229,14 @@ export class MlxSession {
       process.env.MLX_ENABLE_TF32 = options.precision === 'tf32' ? '1' : '0';
     const streams: RunStreams = { main: mx.newStream(device, { anyThread: true }) };
     if (device === 'gpu') streams.cpu = mx.newStream('cpu', { anyThread: true });
+    notify(options, { phase: 'load', state: 'end', model: name, ms: performance.now() - t0 });
+    const t1 = performance.now();
+    notify(options, { phase: 'upload', state: 'start', model: name });
     within(streams, () => {
       foldConstants(program, constants);
       makeConstantsResident(program, constants);
     });
+    notify(options, { phase: 'upload', state: 'end', model: name, ms: performance.now() - t1 });
     return new MlxSession(model, program, constants, options, name, streams, unsupported, cpu);
   }
 
@@ -258,6 +268,17 @@ export class MlxSession {
     return run;
   }
 
+  /**
+   * Whether the run whose graph was just built meets its feed signature for the first time
+   * ('analyse': it ran eagerly, recording what each node reads) or traces it ('trace': its
+   * evaluation, next, builds the kernels on a GPU); reports the start of that phase.
+   */
+  private firstUse(run: RunState, missesBefore: number): 'analyse' | 'trace' | undefined {
+    const phase = run.freshTrace ? 'trace' : this.runner.stats.misses > missesBefore ? 'analyse' : undefined;
+    if (phase) notify(this.options, { phase, state: 'start', model: this.name });
+    return phase;
+  }
+
   /** Runs synchronously (blocks the thread for the compute). For scripts; servers want run(). */
   runSync(
     feeds: Record<string, HostTensor | Value>,
@@ -280,12 +301,16 @@ export class MlxSession {
   ): Record<string, HostTensor | Value> {
     this.checkRun(feeds, fetches);
     const run = this.newRun(options);
+    const start = performance.now();
+    const misses = this.runner.stats.misses;
     try {
       const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
       donateFeeds(feeds, options.donate, values);
+      const phase = this.firstUse(run, misses);
       const t0 = performance.now();
       evalSync(this.streams, run, deviceArrays(values));
       run.replaying?.evaluated(performance.now() - t0);
+      if (phase) notify(this.options, { phase, state: 'end', model: this.name, ms: performance.now() - start });
       return within(this.streams, () => collectOutputs(fetches, values, run, options, this.pooledResults));
     } finally {
       mx.dispose([...run.arrays]);
@@ -327,9 +352,12 @@ export class MlxSession {
       this.checkRun(feeds, fetches);
       const run = this.newRun(options);
       run.deferSyncs = true;
+      const start = performance.now();
+      const misses = this.runner.stats.misses;
       try {
         const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
         donateFeeds(feeds, options.donate, values);
+        const phase = this.firstUse(run, misses);
         const arrays = deviceArrays(values);
         const t0 = performance.now();
         // A replay (every segment traced, no steps, kernels built) whose last evaluation was short:
@@ -347,6 +375,7 @@ export class MlxSession {
           await evalAsync(this.streams, run, arrays);
           replay?.evaluated(performance.now() - t0);
         }
+        if (phase) notify(this.options, { phase, state: 'end', model: this.name, ms: performance.now() - start });
         return within(this.streams, () => collectOutputs(fetches, values, run, options, this.pooledResults));
       } finally {
         mx.dispose([...run.arrays]);
@@ -376,9 +405,10 @@ export class MlxSession {
   async warmup(options: { feeds?: Record<string, HostTensor>; dims?: Record<string, number> } = {}): Promise<{ runsMs: number[] }> {
     const feeds = options.feeds ?? this.zeroFeeds(options.dims ?? {});
     const runsMs: number[] = [];
-    for (let r = 0; r < ((this.options.compiled ?? true) ? 2 : 1); r++) {
+    const n = (this.options.compiled ?? true) ? 2 : 1;
+    for (let r = 0; r < n; r++) {
       const t0 = performance.now();
-      await this.run(feeds);
+      await progress(this.options, this.name, 'warmup', () => this.run(feeds), `run ${r + 1} of ${n}`);
       runsMs.push(performance.now() - t0);
     }
     return { runsMs };

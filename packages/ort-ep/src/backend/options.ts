@@ -34,6 +34,10 @@ export interface MlxExecutionProviderOption {
   disabledOps?: string[];
   /** Plan-time graph rewrites (fused GELU, norms, MatMul + bias, ...): true (default), false, or names. */
   graphRewrites?: MlxSessionOptions['graphRewrites'];
+  /** Warm the session up inside create(): true, or { dims } of symbolic dimensions (see MlxSessionOptions.warmup). */
+  warmup?: MlxSessionOptions['warmup'];
+  /** Progress of the steps that can take seconds the first time (see MlxSessionOptions.onProgress). */
+  onProgress?: MlxSessionOptions['onProgress'];
 }
 
 declare module 'onnxruntime-common' {
@@ -79,6 +83,8 @@ export function sessionOptionsOf(options?: InferenceSession.SessionOptions): Mlx
     fallback: mine?.fallback,
     disabledOps: mine?.disabledOps,
     graphRewrites: mine?.graphRewrites,
+    warmup: mine?.warmup,
+    onProgress: mine?.onProgress,
     intraOpNumThreads: options?.intraOpNumThreads,
   };
 }

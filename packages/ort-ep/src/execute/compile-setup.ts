@@ -1,10 +1,16 @@
-// Process-wide set-up of MLX's compile for the compiled path, once per device:
-// - fusion: on by default; MLX_ORT_FUSION=0 turns it off (compile then traces and simplifies
-//   without building fused kernels);
-// - on the CPU, MLX builds each new fused kernel with the system C++ compiler (g++) and, where
-//   there is none, skips compile altogether: then the compiled path runs its segments eagerly
-//   (shape math stays folded per signature) and says so once;
-// - the CPU kernel cache: MLX writes kernels to $TMPDIR/mlx/<version>/cpu, which a reboot
+// Process-wide set-up of the compiled path's tracing, once per device:
+// - No C++ compiler at run time by default. On the CPU, MLX's compile is only available where a
+//   C++ compiler answers, and its fusion writes C++ and runs the compiler (g++) for every new fused
+//   kernel: seconds per kernel on a model's first runs, and without a compiler, no tracing at all.
+//   So CPU segments are captured instead (mx.captureGraph: traced once per signature, replayed from
+//   native code, no simplification, no fusion); the fusions that matter are the project's own
+//   precompiled kernels, which plan-time rewrites put in (GELU, norms, softmax, activations with a
+//   bias, conv and matmul epilogues). MLX_ORT_CPU_JIT=1 opts into MLX's compile and fusion on the
+//   CPU (where g++ exists): fewer passes over memory on long elementwise chains, after seconds of
+//   compiling per new kernel.
+// - GPU segments use MLX's compile with fusion (Metal and CUDA build kernels without a host
+//   compiler). MLX_ORT_FUSION=0 turns fusion off everywhere (compile mode 'no_fuse').
+// - The CPU kernel cache (JIT only): MLX writes kernels to $TMPDIR/mlx/<version>/cpu, which a reboot
 //   empties. That folder is made a link to a lasting one, MLX_ORT_CACHE_DIR, else
 //   $XDG_CACHE_HOME/mlx-ort, else ~/.cache/mlx-ort (each holding <version>/cpu), so a second
 //   process (or boot) reuses the kernels instead of compiling them again.
@@ -15,8 +21,11 @@ import { dirname, join } from 'node:path';
 import * as mx from '@mlx/core';
 
 export interface CompileSetup {
-  /** Whether mx.compile traces on this device (false: segments run eagerly). */
+  /** Whether segments are traced on this device (false: they run eagerly). */
   traced: boolean;
+  /** How: MLX's compile, or the native capture (mx.captureGraph, no C++ compiler). */
+  tracer: 'compile' | 'capture';
+  /** Whether traces fuse elementwise chains (on the CPU: MLX's JIT, MLX_ORT_CPU_JIT=1). */
   fusion: boolean;
   /** Where fused CPU kernels are kept, when fusion is on and this device is the CPU. */
   kernelCache?: string;
@@ -64,14 +73,17 @@ export function compileSetup(device: 'cpu' | 'gpu'): CompileSetup {
   if (s) return s;
   const fusion = process.env.MLX_ORT_FUSION !== '0';
   if (!fusion) mx.setCompileMode('no_fuse');
-  if (device === 'cpu' && !hasCxxCompiler()) {
-    s = { traced: false, fusion: false };
-    process.emitWarning(
-      'no C++ compiler (g++) found: MLX cannot compile on the CPU, so the compiled path runs its segments eagerly (shape math is still folded per signature)',
-      { code: 'MLX_ORT_NO_COMPILER' },
-    );
+  if (device === 'gpu') {
+    s = { traced: true, tracer: 'compile', fusion };
+  } else if (process.env.MLX_ORT_CPU_JIT === '1' && fusion && hasCxxCompiler()) {
+    s = { traced: true, tracer: 'compile', fusion, kernelCache: linkKernelCache() };
   } else {
-    s = { traced: true, fusion, kernelCache: device === 'cpu' && fusion ? linkKernelCache() : undefined };
+    if (process.env.MLX_ORT_CPU_JIT === '1' && fusion)
+      process.emitWarning(
+        "MLX_ORT_CPU_JIT=1 asks for MLX's CPU fusion, but no C++ compiler (g++) is found: CPU segments are captured without fusing",
+        { code: 'MLX_ORT_NO_COMPILER' },
+      );
+    s = { traced: true, tracer: 'capture', fusion: false };
   }
   setups.set(device, s);
   return s;

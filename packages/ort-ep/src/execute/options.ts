@@ -81,6 +81,32 @@ export interface MlxSessionOptions {
    * may use; OPENBLAS_NUM_THREADS for BLAS).
    */
   intraOpNumThreads?: number;
+  /**
+   * Warms the session up inside create(), before it resolves: `true`, or the values of symbolic
+   * dimensions (`{ dims: { sequence: 128 } }`; others are 1). Runs `warmup()` on zeros of each
+   * input's declared shape, so that the first request replays an analysed and traced signature
+   * (on a GPU, with its kernels built). Warm only the signature requests will use.
+   */
+  warmup?: boolean | { dims?: Record<string, number> };
+  /**
+   * Called as the session works through what can take seconds the first time: loading and
+   * planning the model, uploading its constants, opening fallback sessions, warm-up runs, and runs
+   * that meet a new feed signature (the first analyses it; the second traces it and evaluates the
+   * trace, which on a GPU builds its kernels). A throw from the callback becomes a process warning.
+   */
+  onProgress?: (event: MlxProgressEvent) => void;
+}
+
+/** A step of MlxSessionOptions.onProgress: each phase reports its start and its end (with ms). */
+export interface MlxProgressEvent {
+  phase: 'load' | 'upload' | 'fallback' | 'warmup' | 'analyse' | 'trace';
+  state: 'start' | 'end';
+  /** The model (its file name, or '<bytes>'). */
+  model: string;
+  /** Milliseconds the phase took (on 'end'). */
+  ms?: number;
+  /** What the phase is about: 'run 1 of 2' for warm-up runs. */
+  detail?: string;
 }
 
 /** Per-run choices of MlxSession.run / runSync. */

@@ -137,15 +137,9 @@ export class ModelRunner {
       // The next run of this shape signature analyses again with those feeds fixed.
       if (readFeeds.length) return outputsOf(env, fetches);
     }
-    const sig = SignatureProgram.fromAnalysis(
-      this.program,
-      fetches,
-      analysis,
-      env,
-      this.constants,
-      compileSetup(this.options.device).traced,
-      [...fixed],
-    );
+    const sig = SignatureProgram.fromAnalysis(this.program, fetches, analysis, env, this.constants, compileSetup(this.options.device), [
+      ...fixed,
+    ]);
     this.programs.set(key, sig);
     while (this.programs.size > this.options.maxSignatures) {
       const [oldest, p] = this.programs.entries().next().value!;

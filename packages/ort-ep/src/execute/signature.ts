@@ -5,6 +5,7 @@
 // - steps (nodes that read dynamic data on the host) run eagerly between segments.
 // A segment that cannot be traced (it reads traced data on the host, or passes a sequence across
 // its boundary) runs eagerly instead, with the same results.
+import type { CompileSetup } from './compile-setup.js';
 import * as mx from '@mlx/core';
 import { isNondeterministic } from '../plan/graph-plan.js';
 import { elemTypeOf, type Value } from '../runtime/value.js';
@@ -66,8 +67,8 @@ export class SignatureProgram {
     private readonly statics: Map<string, Value>,
     private readonly groups: (Segment | Step)[],
     private readonly constants: ConstantStore,
-    /** Whether mx.compile traces on the run's device (compile-setup.ts). */
-    private readonly traced: boolean,
+    /** How mx.compile works on the run's device (compile-setup.ts). */
+    private readonly setup: CompileSetup,
     /** Feeds fixed by value in this signature (static host values; runner.ts). */
     readonly fixed: ReadonlySet<string>,
   ) {}
@@ -93,7 +94,7 @@ export class SignatureProgram {
     analysis: Analysis,
     env: Env,
     constants: ConstantStore,
-    traced: boolean,
+    setup: CompileSetup,
     fixed: readonly string[] = [],
   ): SignatureProgram {
     const plan = program.plan;
@@ -152,7 +153,7 @@ export class SignatureProgram {
       const deviceOut = g.outputs.every((n) => env.get(n)?.kind === 'device');
       if (!tensors(g.inputs) || !deviceOut) g.compiled = null;
     });
-    return new SignatureProgram(program, fetches, statics, groups, constants, traced, new Set(fixed));
+    return new SignatureProgram(program, fetches, statics, groups, constants, setup, new Set(fixed));
   }
 
   /** Marks the budget as passed once every segment is traced and there are no steps. */
@@ -171,7 +172,7 @@ export class SignatureProgram {
         yield* this.program.runNodes([g.node], env);
         continue;
       }
-      if (g.compiled === undefined) g.compiled = this.traced ? this.trace(g) : null;
+      if (g.compiled === undefined) g.compiled = this.setup.traced ? this.trace(g) : null;
       if (g.compiled) {
         let outs: mx.Array[] | undefined;
         let args: mx.Array[] = [];
@@ -233,7 +234,7 @@ export class SignatureProgram {
       for (const x of run.guards) if (x.detail) outs.push(x.detail);
       return outs;
     };
-    return mx.compile(body);
+    return this.setup.tracer === 'capture' ? mx.captureGraph(body) : mx.compile(body);
   }
 
   /** Frees the traces. */

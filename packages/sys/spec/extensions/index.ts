@@ -1,6 +1,7 @@
 // This library's additions to mlx-c's ABI (prefix mlxc_, all written by hand in native/src/): what
 // a runtime over MLX needs from native code that the C API does not give, by concept.
 import type { FnSpec } from '../dsl.js';
+import { capture } from './capture.js';
 import { handles } from './handles.js';
 import { evaluation } from './eval.js';
 import { transfer } from './transfer.js';
@@ -10,4 +11,5 @@ export const extensions: Record<string, FnSpec[]> = {
   'extensions/handles': handles,
   'extensions/eval': evaluation,
   'extensions/transfer': transfer,
+  'extensions/capture': capture,
 };

@@ -507,6 +507,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_host_free(void* ptr)',
   'int mlxc_array_device_index(_Inout_ int* res, const mlx_array arr)',
   'int mlxc_array_prefetch(_Inout_ bool* moved, const mlx_array arr, bool to_host)',
+  'int mlxc_capture(_Inout_ mlx_closure* res, const mlx_closure fun)',
   'int mlxc_cpu_set_threads(int n)',
   'int mlxc_cpu_threads(_Inout_ int* res)',
   'int mlxc_cpu_has_avx2(_Inout_ bool* res)',
@@ -1535,6 +1536,8 @@ export interface MlxCFunctions {
   mlxc_array_device_index(res: unknown[], arr: MlxHandle): number;
   /** extensions/transfer: `int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host)` */
   mlxc_array_prefetch(moved: unknown[], arr: MlxHandle, to_host: boolean): number;
+  /** extensions/capture: `int mlxc_capture(mlx_closure* res, const mlx_closure fun)` */
+  mlxc_capture(res: MlxHandle, fun: MlxHandle): number;
   /** kernels/cpu: `int mlxc_cpu_set_threads(int n)` */
   mlxc_cpu_set_threads(n: number): number;
   /** kernels/cpu: `int mlxc_cpu_threads(int* res)` */
@@ -1573,4 +1576,4 @@ export interface MlxCFunctions {
   mlxc_lstm(res: MlxHandle, proj: MlxHandle, rt: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, peepholes: MlxHandle, acts: ArrayBufferView | ArrayBuffer | unknown[] | null, acts_num: number | bigint, clip: number, input_forget: boolean, direction: number, s: MlxHandle): number;
 }
 
-export const functionCount = 521;
+export const functionCount = 522;

@@ -543,6 +543,9 @@ int mlxc_host_free(void* ptr);
 int mlxc_array_device_index(int* res, const mlx_array arr);
 int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host);
 
+/* extensions/capture */
+int mlxc_capture(mlx_closure* res, const mlx_closure fun);
+
 /* kernels/cpu */
 int mlxc_cpu_set_threads(int n);
 int mlxc_cpu_threads(int* res);

@@ -1,0 +1,146 @@
+// Graph capture: a closure traced once per input signature (dtypes and shapes) and replayed from
+// here on every later call, with no C++ compiler involved.
+//
+// MLX's own compile does the same and more (it simplifies the graph and, with fusion, builds
+// kernels), but on the CPU it is only available where a C++ compiler answers (`g++ --version`):
+// without one it runs the function on every call, and with one, fusion compiles C++ for every new
+// kernel, seconds each. Capture traces the function with placeholder inputs (arrays with a shape,
+// a dtype and no data, as compile's tracer does), keeps the tape of arrays between the outputs and
+// the placeholders, and on each call builds the same arrays again over the real inputs, sharing
+// the traced primitives. Arrays outside that span (constants the function closed over, already
+// computed) are kept as they are. Evaluating a placeholder fails (it has neither data nor a
+// primitive), so a function that reads its inputs' data cannot be captured.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "mlxc_private.h"
+
+namespace mx = mlx::core;
+
+namespace {
+
+struct Trace {
+  std::vector<mx::array> inputs;   // the placeholders
+  std::vector<mx::array> tape;     // every array between them and the outputs, inputs before users
+  std::vector<mx::array> outputs;  // as the function returned them
+};
+
+struct Key {
+  std::vector<int> dtypes;
+  std::vector<mx::Shape> shapes;
+  bool operator==(const Key& o) const { return dtypes == o.dtypes && shapes == o.shapes; }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = k.dtypes.size();
+    for (size_t i = 0; i < k.dtypes.size(); i++) {
+      h = h * 1315423911u + static_cast<size_t>(k.dtypes[i]);
+      for (auto d : k.shapes[i]) h = h * 2654435761u + static_cast<size_t>(d);
+      h = h * 40503u + k.shapes[i].size();
+    }
+    return h;
+  }
+};
+
+Key key_of(const std::vector<mx::array>& xs) {
+  Key k;
+  k.dtypes.reserve(xs.size());
+  k.shapes.reserve(xs.size());
+  for (const auto& x : xs) {
+    k.dtypes.push_back(static_cast<int>(x.dtype().val()));
+    k.shapes.push_back(x.shape());
+  }
+  return k;
+}
+
+// The arrays that depend on `inputs` (the placeholders), in an order where each comes after its
+// inputs. The rest are leaves the replay keeps as they are: constants the function closed over,
+// computed or not (a lazy one is computed with the first replay that needs it, once).
+std::vector<mx::array> tape_of(const std::vector<mx::array>& inputs, const std::vector<mx::array>& outputs) {
+  std::unordered_map<std::uintptr_t, bool> depends;  // by array id; siblings share the answer
+  for (const auto& in : inputs) depends[in.id()] = true;
+  std::vector<mx::array> tape;
+  // Iterative post-order: (array, whether its inputs were visited).
+  std::vector<std::pair<mx::array, bool>> stack;
+  for (const auto& o : outputs) stack.emplace_back(o, false);
+  while (!stack.empty()) {
+    auto [a, expanded] = stack.back();
+    stack.pop_back();
+    if (expanded) {
+      bool dep = false;
+      for (const auto& in : a.inputs()) dep = dep || depends.at(in.id());
+      for (const auto& s : a.outputs()) depends[s.id()] = dep;
+      if (dep) tape.push_back(a);
+      continue;
+    }
+    if (depends.count(a.id())) continue;
+    if (!a.has_primitive() || a.is_available()) {
+      depends[a.id()] = false;
+      continue;
+    }
+    stack.emplace_back(a, true);
+    for (const auto& in : a.inputs())
+      if (!depends.count(in.id())) stack.emplace_back(in, false);
+  }
+  return tape;
+}
+
+std::vector<mx::array> replay(const Trace& t, const std::vector<mx::array>& real) {
+  std::unordered_map<std::uintptr_t, mx::array> map;
+  map.reserve(t.tape.size() * 2 + real.size());
+  for (size_t i = 0; i < t.inputs.size(); i++) map.insert_or_assign(t.inputs[i].id(), real[i]);
+  auto get = [&](const mx::array& a) -> mx::array {
+    auto it = map.find(a.id());
+    return it == map.end() ? a : it->second;  // a leaf: kept as it is
+  };
+  for (const auto& a : t.tape) {
+    std::vector<mx::array> ins;
+    ins.reserve(a.inputs().size());
+    for (const auto& in : a.inputs()) ins.push_back(get(in));
+    if (a.siblings().empty()) {
+      map.insert_or_assign(a.id(), mx::array(a.shape(), a.dtype(), a.primitive_ptr(), std::move(ins)));
+    } else {
+      const auto traced = a.outputs();
+      std::vector<mx::Shape> shapes;
+      std::vector<mx::Dtype> dtypes;
+      for (const auto& o : traced) {
+        shapes.push_back(o.shape());
+        dtypes.push_back(o.dtype());
+      }
+      auto made = mx::array::make_arrays(std::move(shapes), dtypes, a.primitive_ptr(), ins);
+      for (size_t i = 0; i < traced.size(); i++) map.insert_or_assign(traced[i].id(), std::move(made[i]));
+    }
+  }
+  std::vector<mx::array> out;
+  out.reserve(t.outputs.size());
+  for (const auto& o : t.outputs) out.push_back(get(o));
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+int mlxc_capture(mlx_closure* res, const mlx_closure fun) {
+  MLXC_TRY
+  auto body = mlxc::closure(fun);
+  auto traces = std::make_shared<std::unordered_map<Key, Trace, KeyHash>>();
+  mlxc::set(*res, [body, traces](const std::vector<mx::array>& real) -> std::vector<mx::array> {
+    auto key = key_of(real);
+    auto it = traces->find(key);
+    if (it == traces->end()) {
+      Trace t;
+      t.inputs.reserve(real.size());
+      for (const auto& x : real) t.inputs.push_back(mx::array(x.shape(), x.dtype(), nullptr, {}));
+      t.outputs = body(t.inputs);
+      t.tape = tape_of(t.inputs, t.outputs);
+      it = traces->emplace(std::move(key), std::move(t)).first;
+    }
+    return replay(it->second, real);
+  });
+  MLXC_CATCH(1)
+  return 0;
+}
+
+}  // extern "C"
