@@ -170,9 +170,13 @@ describe('attentionVjp behaviour', () => {
       const before = mx.memory.active();
       const g = attentionVjp({ q, k, v, gradOut, mask }, { causal: true }, s.run);
       mx.evaluate(g.dq, g.dk, g.dv);
+      // A CPU task releases its intermediates' buffers as it finishes, on the stream's thread,
+      // which can lag behind the outputs being ready on a loaded machine: wait for the stream.
+      mx.synchronize();
       const outputs = g.dq.nbytes + g.dk.nbytes + g.dv.nbytes;
       expect(mx.memory.active() - before, s.name).toBe(outputs);
       mx.dispose(g);
+      mx.synchronize();
       expect(mx.memory.active(), s.name).toBe(before);
     }
   });
