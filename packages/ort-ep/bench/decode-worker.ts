@@ -32,6 +32,9 @@ export const SIZES: Record<string, DecoderConfig> = {
   small: { kind: 'llama', layers: 4, hidden: 256, heads: 8, kvHeads: 2, ffn: 704, vocab: 8192, maxPositions: 0 },
   // ~110M parameters: the shape the goal names (a ~100M Llama at context 1024).
   '100m': { kind: 'llama', layers: 12, hidden: 768, heads: 12, kvHeads: 4, ffn: 2048, vocab: 32000, maxPositions: 0 },
+  // Qwen2.5-0.5B's shape (24 layers, 896 wide, 14 heads over 2 KV heads, SwiGLU 4864, 151936 tokens):
+  // with --quant int4 its products are MatMulNBits (block 32), as its int4 exports are.
+  'qwen0.5b': { kind: 'llama', layers: 24, hidden: 896, heads: 14, kvHeads: 2, ffn: 4864, vocab: 151936, maxPositions: 0 },
 };
 const size = arg('size', 'small')!;
 // --model gpt2: the same sizes as a GPT-2-shaped graph (present = Concat(past, new)), growing caches on both engines.
@@ -147,6 +150,11 @@ async function main(): Promise<void> {
       model: kind,
       quant,
       parameters: parameterCount(config),
+      // What a decode step must read at least: the weights (the model's bytes, which they are
+      // almost all of) and, per position of context, every layer's K and V (float32).
+      weightBytes: bytes.byteLength,
+      kvBytesPerPosition:
+        config.layers * 2 * ((config as { kvHeads?: number }).kvHeads ?? config.heads) * (config.hidden / config.heads) * 4,
       createMs,
       prefillTokens: prefillLen,
       prefillMs: median(prefill),

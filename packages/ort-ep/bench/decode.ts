@@ -3,12 +3,15 @@
 // each engine alone in its own process (decode-worker.ts), with the bytes each token moves
 // between host and device (mlx) or into and out of onnxruntime (its feeds and outputs).
 // Engines alternate over --rounds rounds; figures are medians over the rounds (a shared machine's
-// load moves single runs by 2-4x). Writes reports/bench-decode.json and bench/decode.svg. Never a test.
-//   tools/dev bench decode [--size tiny|small|100m] [--model llama|gpt2] [--quant none|int4] [--prefill 512] [--contexts 128,1024,4096]
+// load moves single runs by 2-4x). A second table sets each context's tokens/s against the memory
+// bound: the bytes a token must read (the weights, and the KV cache at that context) over the
+// machine's measured copy bandwidth. Writes reports/bench-decode.json and bench/decode.svg. Never a test.
+//   tools/dev bench decode [--size tiny|small|100m|qwen0.5b] [--model llama|gpt2] [--quant none|int4] [--prefill 512] [--contexts 128,1024,4096]
 //     [--tokens 16] [--rounds 3] [--engines mlx,ort-node] [--device cpu|gpu] [--out DIR]
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2, this project's CI machines).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { barChart } from './chart.js';
@@ -37,6 +40,8 @@ interface Result {
   prefillTokens: number;
   prefillMs: number;
   decode: { context: number; tokensPerSecond: number; msPerToken: number; runMsPerToken?: number; bytesPerToken: number }[];
+  weightBytes: number;
+  kvBytesPerPosition: number;
   error?: string;
 }
 
@@ -59,7 +64,27 @@ function worker(engine: string): Result {
 const fmtBytes = (n: number) =>
   n >= 1 << 20 ? `${(n / (1 << 20)).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} B`;
 
+/**
+ * The machine's memory bandwidth as a copy moves it (bytes read plus bytes written per second),
+ * best of several copies of a buffer far larger than the caches.
+ */
+function copyBandwidth(): number {
+  const n = 256 << 20;
+  const src = Buffer.alloc(n, 1);
+  const dst = Buffer.alloc(n);
+  let best = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < 6; i++) {
+    const t = performance.now();
+    src.copy(dst);
+    best = Math.min(best, performance.now() - t);
+  }
+  return (2 * n) / (best / 1000);
+}
+
 function main(): void {
+  const loadBefore = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
   const runs = new Map<string, Result[]>(engines.map((e) => [e, []]));
   for (let round = 0; round < rounds; round++)
     for (const e of round % 2 ? [...engines].reverse() : engines) {
@@ -110,11 +135,37 @@ function main(): void {
         ` | ${r.decode.map((d) => fmtBytes(d.bytesPerToken)).join(' / ')} |`,
     );
   }
+  const bandwidth = copyBandwidth();
+  const loadAfter = loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
+  console.log(
+    `\nmemory bound: copy bandwidth ${(bandwidth / 1e9).toFixed(1)} GB/s (read + write); a token reads the weights (${fmtBytes(ok[0].weightBytes)}) and the KV cache (${fmtBytes(ok[0].kvBytesPerPosition)} per position)`,
+  );
+  console.log('| context | bytes a token reads | bound tok/s | ' + ok.map((r) => `${r.engine} tok/s (of bound)`).join(' | ') + ' |');
+  console.log('|---|---|---|' + ok.map(() => '---|').join(''));
+  const bounds = ok[0].decode.map((d) => {
+    const read = ok[0].weightBytes + ok[0].kvBytesPerPosition * d.context;
+    return { context: d.context, read, bound: bandwidth / read };
+  });
+  bounds.forEach((b, i) =>
+    console.log(
+      `| ${b.context} | ${fmtBytes(b.read)} | ${b.bound.toFixed(1)} | ` +
+        ok
+          .map((r) => `${r.decode[i].tokensPerSecond.toFixed(1)} (${((100 * r.decode[i].tokensPerSecond) / b.bound).toFixed(0)}%)`)
+          .join(' | ') +
+        ' |',
+    ),
+  );
+  console.log(`\nload average: ${loadBefore} before, ${loadAfter} after`);
   // --out DIR: the JSON and the chart go there (default: reports/ and bench/ of the package).
   const outDir = arg('out');
   const jsonDir = outDir ?? join(pkg, 'reports');
   mkdirSync(jsonDir, { recursive: true });
-  writeFileSync(join(jsonDir, `bench-decode${suffix}.json`), JSON.stringify({ date: new Date().toISOString(), results }, null, 2));
+  writeFileSync(
+    join(jsonDir, `bench-decode${suffix}.json`),
+    JSON.stringify({ date: new Date().toISOString(), load: { before: loadBefore, after: loadAfter }, bandwidth, bounds, results }, null, 2),
+  );
   writeFileSync(
     join(outDir ?? here, `decode${suffix}.svg`),
     barChart({
