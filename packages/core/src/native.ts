@@ -1,7 +1,8 @@
 // The native library, loaded on first use, the process-wide error handler, and MlxError.
 // Importing @mlx/core loads nothing native: `fn` starts as stubs that load the library on their
-// first call and then replace themselves (and every other stub) with the real functions, so later
-// calls cost nothing extra; `koffi` reaches the koffi module the same way.
+// first call and then replace themselves with the real function (which @mlx/sys declares then), so
+// later calls cost nothing extra and a process declares only the functions it calls; `koffi`
+// reaches the koffi module the same way.
 import { loadMlxC, prototypes, type MlxC, type MlxCFunctions } from '@mlx/sys';
 
 let C: MlxC | undefined;
@@ -13,7 +14,6 @@ const onLoad: ((c: MlxC) => void)[] = [];
 export function native(): MlxC {
   if (C) return C;
   const c = loadMlxC();
-  Object.assign(fn, c.fn);
   Object.setPrototypeOf(koffi, c.koffi);
   C = c;
   nativeLibraryPath = c.path;
@@ -37,9 +37,13 @@ function stubs(): MlxCFunctions {
   const o: Record<string, unknown> = {};
   for (const proto of prototypes) {
     const name = /(\w+)\(/.exec(proto)![1];
-    const stub = (...a: unknown[]) => (native().fn as unknown as Record<string, (...a: unknown[]) => unknown>)[name](...a);
-    (stub as unknown as { async: unknown }).async = (...a: unknown[]) =>
-      (native().fn as unknown as Record<string, { async: (...a: unknown[]) => unknown }>)[name].async(...a);
+    const real = () => {
+      const f = (native().fn as unknown as Record<string, unknown>)[name];
+      o[name] = f;
+      return f as ((...a: unknown[]) => unknown) & { async: (...a: unknown[]) => unknown };
+    };
+    const stub = (...a: unknown[]) => real()(...a);
+    (stub as unknown as { async: unknown }).async = (...a: unknown[]) => real().async(...a);
     o[name] = stub;
   }
   return o as unknown as MlxCFunctions;

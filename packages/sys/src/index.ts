@@ -5,11 +5,13 @@ import { createRequire } from 'node:module';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prototypes, type MlxCFunctions } from './generated/bindings.js';
+import { glibcTooOld, glibcVersion } from './libc.js';
 import { callbackTypes, enumTypes, handleTypes, structTypes } from './generated/ctypes.js';
 
 export type { MlxCFunctions } from './generated/bindings.js';
 export { prototypes, functionCount } from './generated/bindings.js';
 export type { MlxHandle } from './types.js';
+export { glibcVersion } from './libc.js';
 /** mlx-c's enum values. */
 export { MlxDtype, MlxDeviceType, MlxCompileMode, MlxFftNorm } from './generated/ctypes.js';
 
@@ -65,29 +67,34 @@ export interface PlatformPackage {
   cpu: string;
   /** 'glibc' where the package needs it. */
   libc?: 'glibc';
+  /** The oldest glibc its library loads on (that of the MLX wheel it is built from). */
+  glibc?: string;
   /** The MLX backend its libmlx was built with (MLX_BACKEND selects by this). */
   backend: 'cpu' | 'cuda' | 'metal';
   /** Not a dependency of @mlx/sys: installed by hand where wanted. */
   optIn?: boolean;
 }
 
+/** The oldest glibc the Linux packages load on: MLX's manylinux wheels are built for glibc 2.35. */
+export const GLIBC_FLOOR = '2.35';
+
 /** Every platform package, in the order the loader tries those that fit this machine. */
 export const platformPackages: readonly PlatformPackage[] = [
-  { name: '@mlx/sys-linux-x64-cuda13', os: 'linux', cpu: 'x64', libc: 'glibc', backend: 'cuda', optIn: true },
-  { name: '@mlx/sys-linux-x64-gnu', os: 'linux', cpu: 'x64', libc: 'glibc', backend: 'cpu' },
+  { name: '@mlx/sys-linux-x64-cuda13', os: 'linux', cpu: 'x64', libc: 'glibc', glibc: GLIBC_FLOOR, backend: 'cuda', optIn: true },
+  { name: '@mlx/sys-linux-x64-gnu', os: 'linux', cpu: 'x64', libc: 'glibc', glibc: GLIBC_FLOOR, backend: 'cpu' },
   { name: '@mlx/sys-darwin-arm64', os: 'darwin', cpu: 'arm64', backend: 'metal' },
 ];
-
-function hasGlibc(): boolean {
-  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
-  return !!header?.glibcVersionRuntime;
-}
 
 /** The platform packages that fit this machine (os, cpu, libc), CUDA first. */
 export function platformPackagesForHost(): PlatformPackage[] {
   const fits = platformPackages.filter((p) => p.os === process.platform && p.cpu === process.arch);
-  if (fits.some((p) => p.libc) && !hasGlibc()) return [];
+  if (fits.some((p) => p.libc) && !glibcVersion()) return [];
   return fits;
+}
+
+/** Why a fitting platform package cannot load here (an older glibc than it was built against), or undefined. */
+function platformPackageUnfit(p: PlatformPackage): string | undefined {
+  return p.libc === 'glibc' && p.glibc ? glibcTooOld(p.glibc, glibcVersion()) : undefined;
 }
 
 let ownVersion: string | undefined;
@@ -148,7 +155,7 @@ export function libraryCandidates(): LibraryCandidate[] {
       continue;
     }
     const version = (require(join(dir, 'package.json')) as { version?: string }).version;
-    const skip = version === sysVersion() ? undefined : `version ${version}, but @mlx/sys is ${sysVersion()}`;
+    const skip = version === sysVersion() ? platformPackageUnfit(p) : `version ${version}, but @mlx/sys is ${sysVersion()}`;
     c.push({ path: join(dir, 'lib', libName), why, skip });
   }
   // MLX_BACKEND=cuda or metal: that platform package or nothing.
@@ -348,20 +355,41 @@ export function loadMlxC(): MlxC {
       if (explicit) break;
       continue;
     }
+    // Each function is declared on first use (koffi parses its prototype then): a process uses a
+    // fraction of the 500-odd, and declaring them all costs milliseconds at load.
     const fn: Record<string, unknown> = {};
-    const missing: string[] = [];
-    for (const proto of prototypes) {
-      const name = /(\w+)\(/.exec(proto)![1];
+    const missingNames = new Set<string>();
+    const declare = (name: string, proto: string): unknown => {
+      let f: unknown;
       try {
-        fn[name] = counting ? countCalls(name, lib.func(proto)) : lib.func(proto);
+        f = counting ? countCalls(name, lib.func(proto)) : lib.func(proto);
       } catch {
-        missing.push(name);
-        fn[name] = () => {
-          throw new Error(`${name} is not exported by ${cand.path}`);
+        missingNames.add(name);
+        const path = cand.path;
+        f = () => {
+          throw new Error(`${name} is not exported by ${path}`);
         };
       }
+      Object.defineProperty(fn, name, { value: f, enumerable: true, writable: false, configurable: false });
+      return f;
+    };
+    for (const proto of prototypes) {
+      const name = /(\w+)\(/.exec(proto)![1];
+      Object.defineProperty(fn, name, { get: () => declare(name, proto), enumerable: true, configurable: true });
     }
-    loaded = { path: cand.path, missing, fn: fn as unknown as MlxCFunctions, types: declareTypes(), koffi };
+    const missing = (): string[] => {
+      for (const proto of prototypes) void fn[/(\w+)\(/.exec(proto)![1]];
+      return [...missingNames];
+    };
+    loaded = {
+      path: cand.path,
+      get missing() {
+        return missing();
+      },
+      fn: fn as unknown as MlxCFunctions,
+      types: declareTypes(),
+      koffi,
+    };
     return loaded;
   }
   throw new MlxLibraryNotFoundError(attempts);

@@ -34,6 +34,23 @@ function loadInChild(env: Record<string, string | undefined>) {
 }
 
 describe('loadMlxC', () => {
+  it('declares each function on its first use, not at load', () => {
+    const code = `
+      const { loadMlxC } = await import(${JSON.stringify(indexTs)});
+      const fn = loadMlxC().fn;
+      const before = Object.getOwnPropertyDescriptor(fn, 'mlx_array_free');
+      void fn.mlx_array_free;
+      const after = Object.getOwnPropertyDescriptor(fn, 'mlx_array_free');
+      console.log(JSON.stringify({ lazy: typeof before.get, declared: typeof after.value }));`;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({ lazy: 'function', declared: 'function' });
+  });
+
   it('resolves every function of the spec in the built library', () => {
     const c = loadMlxC();
     expect(c.missing).toEqual([]);
