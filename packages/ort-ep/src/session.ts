@@ -6,7 +6,7 @@
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
 import { allocHost, readRegularFile, type HostTensor, type ModelIR } from './onnx/index.js';
-import { resolveCpuBackend, type CpuBackend } from './runtime/onnxruntime.js';
+import { cpuBackendMayResolve, resolveCpuBackend, type CpuBackend } from './runtime/onnxruntime.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
 import { planModel, prepareModel } from './plan/prepare.js';
@@ -61,8 +61,11 @@ export class MlxSession {
     private readonly streams: RunStreams,
     /** The nodes MLX does not take (they run in fallback partitions). */
     private unsupported: UnsupportedNode[] = [],
-    /** The CPU backend of the fallback partitions, when one resolves (and fallback is not 'none'). */
-    private readonly cpu?: CpuBackend,
+    /**
+     * The CPU backend of the fallback partitions: loaded at create() when the plan has one, else on
+     * a re-plan that needs one (unless fallback is 'none').
+     */
+    private cpu?: CpuBackend,
   ) {
     const memory = options.outputMemory ?? 'auto';
     if (memory !== 'auto' && memory !== 'pooled' && memory !== 'fresh')
@@ -102,7 +105,9 @@ export class MlxSession {
    * holds are read back to the host for the new plan and uploaded again, once per re-plan.
    */
   private replan(e: RuntimeTypeRefusal): boolean {
-    if (!this.cpu || this.forced.has(e.target)) return false;
+    if (this.forced.has(e.target)) return false;
+    if (!this.cpu && (this.options.fallback ?? fallbackFromEnv()) !== 'none') this.cpu = resolveCpuBackend(this.options.cpuBackend);
+    if (!this.cpu) return false;
     this.forced.set(e.target, e.reason);
     const old = { program: this.program, constants: this.constants, runner: this.runner };
     within(this.streams, () => restoreInitializers(old.program));
@@ -190,7 +195,8 @@ export class MlxSession {
     const fallback = options.fallback ?? fallbackFromEnv();
     if (fallback !== undefined && fallback !== 'cpu' && fallback !== 'none')
       throw new TypeError(`fallback must be 'cpu' or 'none', got '${String(fallback)}'`);
-    const cpu = fallback === 'none' ? undefined : resolveCpuBackend(options.cpuBackend);
+    // onnxruntime is loaded only for a model with a fallback partition (below).
+    const mayFallBack = fallback !== 'none' && cpuBackendMayResolve(options.cpuBackend);
     const t0 = performance.now();
     notify(options, { phase: 'load', state: 'start', model: name });
     const { model, plan, unsupported } = prepareModel(bytes, {
@@ -199,9 +205,11 @@ export class MlxSession {
       registry: options.registry,
       modelName: name,
       disabledOps: options.disabledOps,
-      partition: !!cpu,
+      partition: mayFallBack,
       rewrites: options.graphRewrites,
     });
+    const cpu =
+      mayFallBack && (unsupported.length || plan.nodes.some((pn) => pn.fallback)) ? resolveCpuBackend(options.cpuBackend) : undefined;
     const threads = options.intraOpNumThreads;
     if (threads !== undefined && threads !== 0) {
       if (!Number.isInteger(threads) || threads < 0 || threads > 1024)
