@@ -38,9 +38,9 @@ function stubs(): MlxCFunctions {
   for (const proto of prototypes) {
     const name = /(\w+)\(/.exec(proto)![1];
     const real = () => {
-      const f = (native().fn as unknown as Record<string, unknown>)[name];
+      const f = native().resolve(name);
       o[name] = f;
-      return f as ((...a: unknown[]) => unknown) & { async: (...a: unknown[]) => unknown };
+      return f;
     };
     const stub = (...a: unknown[]) => real()(...a);
     (stub as unknown as { async: unknown }).async = (...a: unknown[]) => real().async(...a);

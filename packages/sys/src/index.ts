@@ -35,7 +35,10 @@ export interface MlxC {
   path: string;
   /** Functions of the spec that this library does not export (an older system libmlxc). */
   missing: string[];
+  /** The raw functions: each declared on its first call (until then a stub that declares it). */
   fn: MlxCFunctions;
+  /** Function `name` of `fn`, declared now if it was not (callers that keep a function use this). */
+  resolve(name: string): ((...a: unknown[]) => unknown) & { async: (...a: unknown[]) => unknown };
   types: MlxCTypes;
   koffi: Koffi;
 }
@@ -355,34 +358,50 @@ export function loadMlxC(): MlxC {
       if (explicit) break;
       continue;
     }
-    // Each function is declared on first use (koffi parses its prototype then): a process uses a
-    // fraction of the 500-odd, and declaring them all costs milliseconds at load.
-    const fn: Record<string, unknown> = {};
+    // Each function is declared on its first call (koffi parses its prototype then): a process
+    // calls a fraction of the 500-odd, and declaring them all costs milliseconds at load. Until
+    // then `fn` holds a stub that declares the function, puts it in its place and calls it.
+    type Native = ((...a: unknown[]) => unknown) & { async: (...a: unknown[]) => unknown };
+    const fn: Record<string, Native> = {};
     const missingNames = new Set<string>();
-    const declare = (name: string, proto: string): unknown => {
-      let f: unknown;
+    const declare = (name: string, proto: string): Native => {
+      let f: Native;
       try {
-        f = counting ? countCalls(name, lib.func(proto)) : lib.func(proto);
+        f = (counting ? countCalls(name, lib.func(proto)) : lib.func(proto)) as Native;
       } catch {
         missingNames.add(name);
         const path = cand.path;
-        f = () => {
+        f = (() => {
           throw new Error(`${name} is not exported by ${path}`);
-        };
+        }) as unknown as Native;
+        f.async = f;
       }
-      Object.defineProperty(fn, name, { value: f, enumerable: true, writable: false, configurable: false });
+      fn[name] = f;
       return f;
     };
     for (const proto of prototypes) {
       const name = /(\w+)\(/.exec(proto)![1];
-      Object.defineProperty(fn, name, { get: () => declare(name, proto), enumerable: true, configurable: true });
+      const stub = ((...a: unknown[]) => (fn[name] === stub ? declare(name, proto) : fn[name])(...a)) as Native;
+      stub.async = (...a: unknown[]) => (fn[name] === stub ? declare(name, proto) : fn[name]).async(...a);
+      fn[name] = stub;
     }
+    const stubs = new Map(Object.entries(fn));
+    const protoOf = new Map(prototypes.map((p) => [/(\w+)\(/.exec(p)![1], p]));
     const missing = (): string[] => {
-      for (const proto of prototypes) void fn[/(\w+)\(/.exec(proto)![1]];
+      for (const proto of prototypes) {
+        const name = /(\w+)\(/.exec(proto)![1];
+        if (fn[name] === stubs.get(name)) declare(name, proto);
+      }
       return [...missingNames];
+    };
+    const resolve = (name: string): Native => {
+      const stub = stubs.get(name);
+      if (!stub) throw new Error(`${name} is not a function of the spec`);
+      return fn[name] === stub ? declare(name, protoOf.get(name)!) : fn[name];
     };
     loaded = {
       path: cand.path,
+      resolve,
       get missing() {
         return missing();
       },
