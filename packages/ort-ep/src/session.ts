@@ -193,6 +193,7 @@ export class MlxSession {
   static createSync(bytes: Uint8Array, options: MlxSessionOptions & { modelPath?: string }, name = '<bytes>'): MlxSession {
     // MLX_ORT_FALLBACK=none|cpu sets the default (tests that must measure MLX alone, deployments that want no fallback).
     const fallback = options.fallback ?? fallbackFromEnv();
+    if (options.device === 'gpu' && !mx.gpuAvailable()) throw new OrtMlxError(noGpuMessage());
     if (fallback !== undefined && fallback !== 'cpu' && fallback !== 'none')
       throw new TypeError(`fallback must be 'cpu' or 'none', got '${String(fallback)}'`);
     // onnxruntime is loaded only for a model with a fallback partition (below).
@@ -459,6 +460,20 @@ export class MlxSession {
       this.streams.cpu?.dispose();
     });
   }
+}
+
+/** Why device 'gpu' cannot be had here, and what to install. */
+function noGpuMessage(): string {
+  const lib = mx.nativeLibraryPath ? ` (${mx.nativeLibraryPath})` : '';
+  const fix =
+    process.platform === 'darwin'
+      ? process.arch === 'arm64'
+        ? "install @mlx/sys-darwin-arm64 (MLX's Metal build)"
+        : 'MLX has no GPU backend on Intel Macs'
+      : process.platform === 'linux' && process.arch === 'x64'
+        ? 'for an NVIDIA GPU, install @mlx/sys-linux-x64-cuda13 (CUDA 13 drivers) and set MLX_BACKEND=cuda or leave it unset'
+        : `MLX has no GPU backend for ${process.platform}-${process.arch}`;
+  return `device 'gpu' was asked for, but the MLX library loaded${lib} has no GPU backend (or no GPU answers): ${fix}; or use device 'cpu'`;
 }
 
 function fallbackFromEnv(): 'cpu' | 'none' | undefined {
