@@ -6,6 +6,7 @@ import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prototypes, type MlxCFunctions } from './generated/bindings.js';
 import { glibcTooOld, glibcVersion } from './libc.js';
+import { ownManifestVersion } from './manifest.js';
 import { callbackTypes, enumTypes, handleTypes, structTypes } from './generated/ctypes.js';
 
 export type { MlxCFunctions } from './generated/bindings.js';
@@ -100,10 +101,20 @@ function platformPackageUnfit(p: PlatformPackage): string | undefined {
   return p.libc === 'glibc' && p.glibc ? glibcTooOld(p.glibc, glibcVersion()) : undefined;
 }
 
-let ownVersion: string | undefined;
-/** This package's version: a platform package must have the same one. */
-export function sysVersion(): string {
-  ownVersion ??= (require('../package.json') as { version: string }).version;
+let ownVersion: string | null | undefined;
+/**
+ * This package's version: a platform package must have the same one. Null where this code runs
+ * bundled into an application (the package.json beside it is then the application's, or none):
+ * the platform package's version cannot be checked there.
+ */
+export function sysVersion(): string | null {
+  if (ownVersion === undefined) {
+    try {
+      ownVersion = ownManifestVersion(require('../package.json'));
+    } catch {
+      ownVersion = null;
+    }
+  }
   return ownVersion;
 }
 
@@ -158,7 +169,8 @@ export function libraryCandidates(): LibraryCandidate[] {
       continue;
     }
     const version = (require(join(dir, 'package.json')) as { version?: string }).version;
-    const skip = version === sysVersion() ? platformPackageUnfit(p) : `version ${version}, but @mlx/sys is ${sysVersion()}`;
+    const own = sysVersion();
+    const skip = own === null || version === own ? platformPackageUnfit(p) : `version ${version}, but @mlx/sys is ${own}`;
     c.push({ path: join(dir, 'lib', libName), why, skip });
   }
   // MLX_BACKEND=cuda or metal: that platform package or nothing.
