@@ -1,0 +1,152 @@
+// Hostile input, round two: lengths, offsets and indices read from feeds, and attribute and
+// option values, in the contrib attention ops, the quantized ops, the ML ops, control flow and
+// generate(). Each case asserts a specific error (class and message) or onnxruntime-node's result.
+import { describe, expect, it } from 'vitest';
+import { MlxSession, NodeExecutionError, UnsupportedOperatorError, type HostTensor } from '../../src/index.js';
+import { model, node, v, type ModelSpec, type TensorSpec } from '../helpers/build.js';
+import { expectSameOutputs, ort, runOn, type Feeds } from '../helpers/ort.js';
+
+const ms = { '': 17, 'com.microsoft': 1 };
+const f32 = (data: ArrayLike<number>, dims: number[]): HostTensor => ({ dtype: 1, dims, data: Float32Array.from(data) });
+const i32 = (data: number[], dims = [data.length]): HostTensor => ({ dtype: 6, dims, data: Int32Array.from(data) });
+const wave = (n: number, phase = 0) => Array.from({ length: n }, (_, i) => Math.sin(i * 0.7 + phase));
+const ortTensor = (t: HostTensor) =>
+  new ort.Tensor(({ 1: 'float32', 6: 'int32', 7: 'int64', 9: 'bool' } as const)[t.dtype as 1 | 6 | 7 | 9], t.data as never, t.dims);
+const ortFeeds = (feeds: Record<string, HostTensor>): Feeds => Object.fromEntries(Object.entries(feeds).map(([k, t]) => [k, ortTensor(t)]));
+
+/** What running `spec` on MLX alone (no fallback) does: its outputs, or the error create() or run() threw. */
+async function mlxRun(spec: ModelSpec | Uint8Array, feeds: Record<string, HostTensor>, compiled = false): Promise<Record<string, HostTensor> | Error> {
+  try {
+    const s = await MlxSession.create(spec instanceof Uint8Array ? spec : model(spec), { device: 'cpu', compiled, fallback: 'none' });
+    try {
+      return (await s.run(feeds)) as Record<string, HostTensor>;
+    } finally {
+      s.release();
+    }
+  } catch (e) {
+    return e as Error;
+  }
+}
+
+/** onnxruntime-node's CPU provider on the same model: its outputs, or its error. */
+async function ortRun(spec: ModelSpec, feeds: Record<string, HostTensor>): Promise<Awaited<ReturnType<typeof runOn>> | Error> {
+  try {
+    return await runOn('cpu', model(spec), ortFeeds(feeds));
+  } catch (e) {
+    return e as Error;
+  }
+}
+
+function expectError(got: unknown, cls: new (...a: never[]) => Error, message: RegExp): void {
+  expect(got, String(got)).toBeInstanceOf(cls);
+  expect((got as Error).message).toMatch(message);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('PackedMultiHeadAttention checks token_offset and cumulative_sequence_length on the device', () => {
+  // Two sequences of 2 tokens in a padded [2, 3]: tokens at 0, 1 and 3, 4; padding at 2 and 5.
+  const B = 2;
+  const S = 3;
+  const D = 4;
+  const T = 4;
+  const spec: ModelSpec = {
+    opsets: ms,
+    inputs: [v('q', 'float32', [T, D]), v('k', 'float32', [T, D]), v('v', 'float32', [T, D]), v('to', 'int32', [B, S]), v('cu', 'int32', [B + 1])],
+    outputs: [v('y', 'float32')],
+    nodes: [node('PackedMultiHeadAttention', ['q', 'k', 'v', '', 'to', 'cu'], ['y'], { name: 'pmha', domain: 'com.microsoft', attrs: { num_heads: 2 } })],
+  };
+  const feeds = (to: number[], cu = [0, 2, 4]) => ({
+    q: f32(wave(T * D), [T, D]),
+    k: f32(wave(T * D, 1), [T, D]),
+    v: f32(wave(T * D, 2), [T, D]),
+    to: i32(to, [B, S]),
+    cu: i32(cu),
+  });
+
+  it('a consistent layout runs', async () => {
+    for (const compiled of [false, true]) {
+      const out = await mlxRun(spec, feeds([0, 1, 3, 4, 2, 5]), compiled);
+      expect(out).not.toBeInstanceOf(Error);
+      expect((out as Record<string, HostTensor>).y.dims).toEqual([T, D]);
+    }
+  });
+
+  const cases: [string, number[], number[], RegExp][] = [
+    ['past the padded positions (65536)', [0, 65536, 3, 4, 2, 5], [0, 2, 4], /token_offset holds 65536, outside the 6 padded positions \[0, 5\]/],
+    ['-2^31', [0, -(2 ** 31), 3, 4, 2, 5], [0, 2, 4], /token_offset holds -2147483648, outside/],
+    ['-1', [0, -1, 3, 4, 2, 5], [0, 2, 4], /token_offset holds -1, outside/],
+    ['7', [0, 7, 3, 4, 2, 5], [0, 2, 4], /token_offset holds 7, outside/],
+    ['255', [0, 255, 3, 4, 2, 5], [0, 2, 4], /token_offset holds 255, outside/],
+    ['a position twice', [0, 0, 3, 4, 2, 5], [0, 2, 4], /must list each of the 6 padded positions of \[2, 3\] once; position 1 is missing/],
+    ['a token at a padding position', [0, 1, 2, 4, 3, 5], [0, 2, 4], /token_offset\[2\] = 2, but packed token 2 is position 3/],
+    ['lengths not ending at the token count', [0, 1, 3, 4, 2, 5], [0, 2, 5], /cumulative_sequence_length \[0, 2, 5\] must rise from 0 to the 4 packed tokens/],
+    ['a negative length', [0, 1, 3, 4, 2, 5], [0, -1, 4], /cumulative_sequence_length \[0, -1, 4\]/],
+    ['a sequence longer than S', [0, 1, 3, 4, 2, 5], [0, 4, 4], /by at most the sequence length 3/],
+  ];
+  for (const [what, to, cu, message] of cases)
+    it(`token_offset or lengths ${what}: a NodeExecutionError, on both paths`, async () => {
+      for (const compiled of [false, true]) expectError(await mlxRun(spec, feeds(to, cu), compiled), NodeExecutionError, message);
+    });
+});
+
+describe('MatMulNBits checks its shapes and sizes as onnxruntime does', () => {
+  const K = 32;
+  const N = 2;
+  const spec = (opts: { M?: number; scales?: number; zp?: number; n?: number; bias?: number }): ModelSpec => {
+    const M = opts.M ?? 1;
+    const inits: TensorSpec[] = [
+      { name: 'b', type: 'uint8', dims: [N, 1, 16], values: Array.from({ length: N * 16 }, (_, i) => (i * 37) & 255) },
+      { name: 's', type: 'float32', dims: [opts.scales ?? N], values: Array.from({ length: opts.scales ?? N }, (_, i) => 0.1 * (i + 1)) },
+    ];
+    if (opts.zp) inits.push({ name: 'zp', type: 'uint8', dims: [opts.zp], values: new Array(opts.zp).fill(3) });
+    if (opts.bias) inits.push({ name: 'bias', type: 'float32', dims: [opts.bias], values: new Array(opts.bias).fill(0.5) });
+    return {
+      opsets: ms,
+      inputs: [v('a', 'float32', [M, K])],
+      outputs: [v('y', 'float32')],
+      initializers: inits,
+      nodes: [
+        node('MatMulNBits', ['a', 'b', 's', opts.zp ? 'zp' : '', '', opts.bias ? 'bias' : ''], ['y'], {
+          name: 'mm',
+          domain: 'com.microsoft',
+          attrs: { K, N: opts.n ?? N, bits: 4, block_size: 32 },
+        }),
+      ],
+    };
+  };
+  const a = (M: number) => ({ a: f32(wave(M * K), [M, K]) });
+
+  it('an input of shape [0, K] gives [0, N], as onnxruntime returns (the quantized kernel divided by zero)', async () => {
+    for (const opts of [{ M: 0 }, { M: 0, zp: N, bias: N }]) {
+      const want = await ortRun(spec(opts), a(0));
+      expect(want).not.toBeInstanceOf(Error);
+      for (const compiled of [false, true]) {
+        const got = await mlxRun(spec(opts), a(0), compiled);
+        expect((got as Record<string, HostTensor>).y.dims).toEqual([0, N]);
+      }
+    }
+  });
+
+  it('valid constant weights still agree with onnxruntime', async () => {
+    const bytes = model(spec({ M: 3, zp: N, bias: N }));
+    expectSameOutputs(await runOn('mlx', bytes, ortFeeds(a(3))), await runOn('cpu', bytes, ortFeeds(a(3))), { rtol: 1e-4, atol: 1e-5 });
+  });
+
+  const wrong: [string, Parameters<typeof spec>[0], RegExp][] = [
+    ['one scale for two rows', { scales: 1 }, /scales shape \{1\} does not match attribute-derived shape \[2\] or \[2,1\]/],
+    ['three scales for two rows', { scales: 3 }, /scales shape \{3\} does not match attribute-derived shape \[2\] or \[2,1\]/],
+    ['one zero point byte for two rows', { zp: 1 }, /zero_points shape \{1\} does not match attribute-derived shape \[2\] or \[2,1\]/],
+    ['a bias of 3 for N = 2', { bias: 3 }, /bias shape \{3\} does not match attribute-derived shape \[2\]/],
+  ];
+  for (const [what, opts, message] of wrong)
+    it(`${what}: refused as onnxruntime refuses it`, async () => {
+      expect(await ortRun(spec(opts), a(1))).toBeInstanceOf(Error);
+      for (const compiled of [false, true]) expectError(await mlxRun(spec(opts), a(1), compiled), NodeExecutionError, message);
+    });
+
+  it('N = -1 is an invalid node, not "Invalid typed array length"', async () => {
+    expect(await ortRun(spec({ n: -1 }), a(1))).toBeInstanceOf(Error);
+    expectError(await mlxRun(spec({ n: -1 }), a(1)), UnsupportedOperatorError, /MatMulNBits attribute N = -1 is not a positive size/);
+  });
+});
