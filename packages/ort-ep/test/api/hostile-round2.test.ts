@@ -2,7 +2,7 @@
 // option values, in the contrib attention ops, the quantized ops, the ML ops, control flow and
 // generate(). Each case asserts a specific error (class and message) or onnxruntime-node's result.
 import { describe, expect, it } from 'vitest';
-import { MlxSession, NodeExecutionError, UnsupportedOperatorError, type HostTensor } from '../../src/index.js';
+import { MlxSession, NodeExecutionError, ResourceLimitError, UnsupportedOperatorError, type HostTensor } from '../../src/index.js';
 import { model, node, v, type ModelSpec, type TensorSpec } from '../helpers/build.js';
 import { expectSameOutputs, ort, runOn, type Feeds } from '../helpers/ort.js';
 
@@ -148,5 +148,139 @@ describe('MatMulNBits checks its shapes and sizes as onnxruntime does', () => {
   it('N = -1 is an invalid node, not "Invalid typed array length"', async () => {
     expect(await ortRun(spec({ n: -1 }), a(1))).toBeInstanceOf(Error);
     expectError(await mlxRun(spec({ n: -1 }), a(1)), UnsupportedOperatorError, /MatMulNBits attribute N = -1 is not a positive size/);
+  });
+});
+
+describe('GroupQueryAttention: seqlens_k, total_sequence_length and attributes as onnxruntime reads them', () => {
+  const N = 2;
+  const Nkv = 1;
+  const H = 16;
+  const gqa = (o: { S: number; P: number; attrs?: Record<string, number | { f: number }>; rotary?: boolean }): ModelSpec => {
+    const inputs = ['q', 'k', 'v', 'pk', 'pv', 'sl', 'tot'];
+    const initializers: TensorSpec[] = [];
+    if (o.rotary) {
+      inputs.push('cos', 'sin');
+      for (const [name, fn] of [
+        ['cos', Math.cos],
+        ['sin', Math.sin],
+      ] as const)
+        initializers.push({ name, type: 'float32', dims: [16, H / 2], values: Array.from({ length: 8 * H }, (_, i) => fn(i * 0.1)) });
+    }
+    return {
+      opsets: ms,
+      inputs: [
+        v('q', 'float32', [1, o.S, N * H]),
+        v('k', 'float32', [1, o.S, Nkv * H]),
+        v('v', 'float32', [1, o.S, Nkv * H]),
+        v('pk', 'float32', [1, Nkv, o.P, H]),
+        v('pv', 'float32', [1, Nkv, o.P, H]),
+        v('sl', 'int32', [1]),
+        v('tot', 'int32', []),
+      ],
+      outputs: [v('y', 'float32'), v('present_k', 'float32'), v('present_v', 'float32')],
+      initializers,
+      nodes: [
+        node('GroupQueryAttention', inputs, ['y', 'present_k', 'present_v'], {
+          name: 'gqa',
+          domain: 'com.microsoft',
+          attrs: { num_heads: N, kv_num_heads: Nkv, ...o.attrs },
+        }),
+      ],
+    };
+  };
+  const feeds = (S: number, P: number, seqlen: number, total: number) => ({
+    q: f32(wave(S * N * H), [1, S, N * H]),
+    k: f32(wave(S * Nkv * H, 1), [1, S, Nkv * H]),
+    v: f32(wave(S * Nkv * H, 2), [1, S, Nkv * H]),
+    pk: f32(wave(P * Nkv * H, 3), [1, Nkv, P, H]),
+    pv: f32(wave(P * Nkv * H, 4), [1, Nkv, P, H]),
+    sl: i32([seqlen]),
+    tot: { dtype: 6, dims: [], data: Int32Array.of(total) } as HostTensor,
+  });
+
+  // [S, P, seqlens_k, total, onnxruntime's message]
+  const bad: [number, number, number, number, string][] = [
+    [2, 2, 255, 4, 'seqlens_k[0] = 255 is out of range [0, 4)'],
+    [2, 2, -5, 4, 'seqlens_k[0] = -5 is out of range [0, 4)'],
+    [2, 2, 2 ** 31 - 1, 4, 'seqlens_k[0] = 2147483647 is out of range [0, 4)'],
+    [2, 2, 0, 4, 'seqlens_k[0] = 0 is too small for sequence_length 2'],
+    [2, 2, 3, 3, 'seqlens_k[0] = 3 is out of range [0, 3)'],
+    [2, 0, 2, 2, 'seqlens_k[0] = 2 is out of range [0, 2)'],
+    [2, 2, 3, 0, 'total_sequence_length must be positive, got 0.'],
+    // A decode step into a shared buffer of 8 (seqlens_k stays on the device).
+    [1, 8, 255, 4, 'seqlens_k[0] = 255 is out of range [0, 8)'],
+    [1, 8, 2 ** 31 - 1, 4, 'seqlens_k[0] = 2147483647 is out of range [0, 8)'],
+    [1, 8, -(2 ** 31), 4, 'seqlens_k[0] = -2147483648 is out of range [0, 8)'],
+  ];
+  for (const [S, P, seqlen, total, message] of bad)
+    it(`S ${S}, past ${P}, seqlens_k ${seqlen}, total ${total}: "${message}" as onnxruntime says`, async () => {
+      const spec = gqa({ S, P });
+      const want = await ortRun(spec, feeds(S, P, seqlen, total));
+      expect(want).toBeInstanceOf(Error);
+      expect((want as Error).message).toContain(message);
+      for (const compiled of [false, true])
+        expectError(await mlxRun(spec, feeds(S, P, seqlen, total), compiled), NodeExecutionError, new RegExp(message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+    });
+
+  it('seqlens_k past total_sequence_length within a larger shared buffer is an error, not a wrong result', async () => {
+    expectError(await mlxRun(gqa({ S: 1, P: 8 }), feeds(1, 8, 5, 4)), NodeExecutionError, /seqlens_k\[0\] \+ 1 = 6 is past total_sequence_length 4/);
+  });
+
+  it('total_sequence_length 2^31 - 1 is sized before anything is built (not "Invalid typed array length")', async () => {
+    const got = await mlxRun(gqa({ S: 2, P: 2 }), feeds(2, 2, 3, 2 ** 31 - 1));
+    expect(got, String(got)).toBeInstanceOf(ResourceLimitError);
+    expect((got as Error).message).toMatch(/node 'gqa' \(GroupQueryAttention\): its result of shape \[1, 1, 2147483647, 16\] needs/);
+  });
+
+  const same: [string, Parameters<typeof gqa>[0], [number, number, number, number]][] = [
+    ['a valid step', { S: 2, P: 2 }, [2, 2, 3, 4]],
+    ['scale 0 (the default 1/sqrt(head size))', { S: 2, P: 2, attrs: { scale: { f: 0 } } }, [2, 2, 3, 4]],
+    ['smooth_softmax 2 (off)', { S: 2, P: 2, attrs: { smooth_softmax: 2 } }, [2, 2, 3, 4]],
+    ['smooth_softmax -1 (off)', { S: 2, P: 2, attrs: { smooth_softmax: -1 } }, [2, 2, 3, 4]],
+    ['do_rotary 2 (off)', { S: 2, P: 2, attrs: { do_rotary: 2 }, rotary: true }, [2, 2, 3, 4]],
+    ['do_rotary -1 (off)', { S: 2, P: 2, attrs: { do_rotary: -1 }, rotary: true }, [2, 2, 3, 4]],
+    ['do_rotary 1, rotary_interleaved 2 (off)', { S: 2, P: 2, attrs: { do_rotary: 1, rotary_interleaved: 2 }, rotary: true }, [2, 2, 3, 4]],
+  ];
+  for (const [what, o, [S, P, seqlen, total]] of same)
+    it(`${what}: onnxruntime's values`, async () => {
+      const bytes = model(gqa(o));
+      const f = ortFeeds(feeds(S, P, seqlen, total));
+      expectSameOutputs(await runOn('mlx', bytes, f), await runOn('cpu', bytes, f), { rtol: 1e-4, atol: 1e-5 });
+    });
+
+  it('scale 0 on a shared-buffer step (seqlens_k on the device): onnxruntime\'s attention output', async () => {
+    // Only y: rows of the present buffer past the sequence keep the past's contents here (the shared buffer's).
+    const bytes = model(gqa({ S: 1, P: 8, attrs: { scale: { f: 0 } } }));
+    const f = ortFeeds(feeds(1, 8, 3, 4));
+    const [have, want] = [await runOn('mlx', bytes, f), await runOn('cpu', bytes, f)];
+    expectSameOutputs({ y: have.y }, { y: want.y }, { rtol: 1e-4, atol: 1e-5 });
+  });
+
+  it('causal 2 and kv_num_heads 0 are invalid nodes, as onnxruntime refuses them', async () => {
+    for (const [attrs, message] of [
+      [{ causal: 2 }, /GroupQueryAttention causal must be 0 or 1, got 2/],
+      [{ kv_num_heads: 0 }, /GroupQueryAttention kv_num_heads 0 must be positive and divide num_heads 2/],
+    ] as const) {
+      expect(await ortRun(gqa({ S: 2, P: 2, attrs }), feeds(2, 2, 3, 4))).toBeInstanceOf(Error);
+      expectError(await mlxRun(gqa({ S: 2, P: 2, attrs }), feeds(2, 2, 3, 4)), UnsupportedOperatorError, message);
+    }
+  });
+
+  it('qk_output without the output_qk output: onnxruntime\'s error', async () => {
+    const spec = gqa({ S: 2, P: 2, attrs: { qk_output: 1 } });
+    expect(String(await ortRun(spec, feeds(2, 2, 3, 4)))).toContain('qk_output attribute was configured but output buffer was not provided');
+    expectError(await mlxRun(spec, feeds(2, 2, 3, 4)), NodeExecutionError, /qk_output attribute was configured but output buffer was not provided/);
+  });
+
+  it('MultiHeadAttention scale 0 is the default 1/sqrt(head size), as in onnxruntime', async () => {
+    const spec: ModelSpec = {
+      opsets: ms,
+      inputs: [v('q', 'float32', [1, 3, 8]), v('k', 'float32', [1, 4, 8]), v('v', 'float32', [1, 4, 8])],
+      outputs: [v('y', 'float32')],
+      nodes: [node('MultiHeadAttention', ['q', 'k', 'v'], ['y'], { domain: 'com.microsoft', attrs: { num_heads: 2, scale: { f: 0 } } })],
+    };
+    const f = ortFeeds({ q: f32(wave(24), [1, 3, 8]), k: f32(wave(32, 1), [1, 4, 8]), v: f32(wave(32, 2), [1, 4, 8]) });
+    const bytes = model(spec);
+    expectSameOutputs(await runOn('mlx', bytes, f), await runOn('cpu', bytes, f), { rtol: 1e-4, atol: 1e-5 });
   });
 });

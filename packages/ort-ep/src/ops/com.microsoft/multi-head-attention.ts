@@ -11,7 +11,7 @@ import { fromHeads, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
-import { attentionMask } from './attention.js';
+import { attentionMask, scaleAttr } from './attention.js';
 
 interface MhaParams {
   heads: number;
@@ -25,7 +25,7 @@ const parseMha = (attrs: Attrs): MhaParams => ({
   heads: attrs.int('num_heads'),
   maskFilterValue: attrs.float('mask_filter_value', -10000),
   unidirectional: attrs.int('unidirectional', 0) === 1,
-  scale: attrs.has('scale') ? attrs.float('scale') : undefined,
+  scale: scaleAttr(attrs),
 });
 
 function check(ctx: CheckContext<MhaParams>): string | undefined {
