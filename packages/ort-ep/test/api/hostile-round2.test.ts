@@ -284,3 +284,60 @@ describe('GroupQueryAttention: seqlens_k, total_sequence_length and attributes a
     expectSameOutputs(await runOn('mlx', bytes, f), await runOn('cpu', bytes, f), { rtol: 1e-4, atol: 1e-5 });
   });
 });
+
+describe('TreeEnsembleRegressor: base values and n_targets as onnxruntime reads them', () => {
+  // One tree: x <= 0.5 goes to a leaf scoring target 0 (1.5), else to one scoring target 1 (-2).
+  const spec = (o: { nTargets?: number; aggregate?: string; post?: string; base?: number[] }): ModelSpec => ({
+    opsets: { '': 17, 'ai.onnx.ml': 3 },
+    inputs: [v('x', 'float32', [2, 1])],
+    outputs: [v('y', 'float32')],
+    nodes: [
+      node('TreeEnsembleRegressor', ['x'], ['y'], {
+        name: 'tree',
+        domain: 'ai.onnx.ml',
+        attrs: {
+          n_targets: o.nTargets ?? 2,
+          aggregate_function: o.aggregate ?? 'SUM',
+          post_transform: o.post ?? 'NONE',
+          nodes_treeids: [0, 0, 0],
+          nodes_nodeids: [0, 1, 2],
+          nodes_featureids: [0, 0, 0],
+          nodes_modes: ['BRANCH_LEQ', 'LEAF', 'LEAF'],
+          nodes_values: { floats: [0.5, 0, 0] },
+          nodes_truenodeids: [1, 0, 0],
+          nodes_falsenodeids: [2, 0, 0],
+          target_treeids: [0, 0],
+          target_nodeids: [1, 2],
+          target_ids: [0, 1],
+          target_weights: { floats: [1.5, -2] },
+          ...(o.base && { base_values: { floats: o.base } }),
+        },
+      }),
+    ],
+  });
+  const x = { x: f32([0, 1], [2, 1]) };
+
+  for (const aggregate of ['SUM', 'AVERAGE', 'MIN', 'MAX'])
+    for (const post of ['NONE', 'SOFTMAX', 'LOGISTIC'])
+      it(`a target no tree scored writes 0, not its base value (${aggregate}, ${post})`, async () => {
+        const bytes = model(spec({ aggregate, post, base: [0.5, -0.5] }));
+        const have = await runOn('mlx', bytes, ortFeeds(x));
+        expectSameOutputs(have, await runOn('cpu', bytes, ortFeeds(x)), { rtol: 1e-6, atol: 1e-7 });
+        if (post === 'NONE') expect(Array.from(have.y.data as Float32Array)).toEqual([2, 0, 0, -2.5]);
+      });
+
+  it('base_values of another length than n_targets and n_targets 0 are invalid nodes, as onnxruntime refuses them', async () => {
+    for (const [o, message] of [
+      [{ nTargets: 2 ** 31 - 1, base: [0.5, -0.5] }, /TreeEnsembleRegressor base_values has 2 values for n_targets 2147483647/],
+      [{ nTargets: 1, base: [0.5, -0.5] }, /TreeEnsembleRegressor base_values has 2 values for n_targets 1/],
+      [{ nTargets: 0 }, /TreeEnsembleRegressor n_targets 0 is not a positive count/],
+    ] as const) {
+      expect(await ortRun(spec(o), x)).toBeInstanceOf(Error);
+      expectError(await mlxRun(spec(o), x), UnsupportedOperatorError, message);
+    }
+  });
+
+  it('n_targets 2^31 - 1 without base values: the result is sized first (not "Invalid typed array length")', async () => {
+    expectError(await mlxRun(spec({ nTargets: 2 ** 31 - 1 }), x), NodeExecutionError, /the scores of 2 rows and n_targets 2147483647 has 4294967294 elements, over the/);
+  });
+});
