@@ -341,3 +341,73 @@ describe('TreeEnsembleRegressor: base values and n_targets as onnxruntime reads 
     expectError(await mlxRun(spec({ nTargets: 2 ** 31 - 1 }), x), NodeExecutionError, /the scores of 2 rows and n_targets 2147483647 has 4294967294 elements, over the/);
   });
 });
+
+describe('If and Loop: conditions of one element, empty scan outputs shaped as onnxruntime shapes them', () => {
+  const branch = (value: number) => ({
+    g: {
+      inputs: [],
+      outputs: [v('o', 'float32', [1])],
+      nodes: [node('Constant', [], ['o'], { attrs: { value: { t: { name: 'c', type: 'float32', dims: [1], values: [value] } } } })],
+    },
+  });
+  const ifSpec = (n: number): ModelSpec => ({
+    inputs: [v('c', 'bool', [n])],
+    outputs: [v('y', 'float32')],
+    nodes: [node('If', ['c'], ['y'], { name: 'if', attrs: { then_branch: branch(1), else_branch: branch(2) } })],
+  });
+  const cond = (n: number): HostTensor => ({ dtype: 9, dims: [n], data: new Uint8Array(n).fill(1) });
+
+  for (const n of [0, 2])
+    it(`an If condition of shape [${n}] is onnxruntime's error, not a branch`, async () => {
+      expect(String(await ortRun(ifSpec(n), { c: cond(n) }))).toContain('condition input must have exactly one element');
+      for (const compiled of [false, true])
+        expectError(await mlxRun(ifSpec(n), { c: cond(n) }, compiled), NodeExecutionError, /node 'if' \(If\): If nodes condition input must have exactly one element, got shape \[\d\]/);
+    });
+
+  it('an If condition of one element still picks its branch', async () => {
+    expect(((await mlxRun(ifSpec(1), { c: cond(1) })) as Record<string, HostTensor>).y.data).toEqual(Float32Array.of(1));
+  });
+
+  /** Loop(M, '', x0) whose body carries x [1] and scans x + x (or x gathered at 5, out of range), its shape undeclared. */
+  const loopSpec = (scan: 'add' | 'gather'): ModelSpec => ({
+    inputs: [v('m', 'int64', []), v('x0', 'float32', [1])],
+    outputs: [v('xf', 'float32'), v('ss', 'float32')],
+    nodes: [
+      // On the device, so that the body's Gather checks its index through a guard.
+      node('Relu', ['x0'], ['xr']),
+      node('Loop', ['m', '', 'xr'], ['xf', 'ss'], {
+        name: 'loop',
+        attrs: {
+          body: {
+            g: {
+              inputs: [v('i', 'int64', []), v('ci', 'bool', []), v('x', 'float32', [1])],
+              outputs: [v('co', 'bool', []), v('xo', 'float32', [1]), v('s', 'float32')],
+              initializers: [{ name: 'five', type: 'int64', dims: [1], values: [5] }],
+              nodes: [
+                node('Identity', ['ci'], ['co']),
+                node('Identity', ['x'], ['xo']),
+                scan === 'add' ? node('Add', ['x', 'x'], ['s']) : node('Gather', ['x', 'five'], ['s']),
+              ],
+            },
+          },
+        },
+      }),
+    ],
+  });
+  const loopFeeds = (m: number) => ({ m: { dtype: 7, dims: [], data: BigInt64Array.of(BigInt(m)) } as HostTensor, x0: f32([3], [1]) });
+
+  for (const scan of ['add', 'gather'] as const)
+    it(`a Loop of 0 iterations gives a scan output of shape [0, 1] from a trace of its body (${scan})`, async () => {
+      const want = await ortRun(loopSpec(scan), loopFeeds(0));
+      expect(want).not.toBeInstanceOf(Error);
+      for (const compiled of [false, true]) {
+        const got = (await mlxRun(loopSpec(scan), loopFeeds(0), compiled)) as Record<string, HostTensor>;
+        expect(got.ss?.dims, String(got)).toEqual([0, 1]);
+        expect((want as Awaited<ReturnType<typeof runOn>>).ss.dims).toEqual([0, 1]);
+      }
+    });
+
+  it('the trace of a body checks nothing: an iteration that runs still fails on its index', async () => {
+    expectError(await mlxRun(loopSpec('gather'), loopFeeds(1)), NodeExecutionError, /index 5 is out of range/);
+  });
+});
