@@ -2,9 +2,18 @@
 // option values, in the contrib attention ops, the quantized ops, the ML ops, control flow and
 // generate(). Each case asserts a specific error (class and message) or onnxruntime-node's result.
 import { describe, expect, it } from 'vitest';
-import { MlxSession, NodeExecutionError, ResourceLimitError, UnsupportedOperatorError, type HostTensor } from '../../src/index.js';
+import {
+  MlxSession,
+  NodeExecutionError,
+  ResourceLimitError,
+  UnsupportedOperatorError,
+  generate,
+  type HostTensor,
+} from '../../src/index.js';
+import { pickToken } from '../../src/internal.js';
+import { buildDecoder } from '../helpers/decoder.js';
 import { model, node, v, type ModelSpec, type TensorSpec } from '../helpers/build.js';
-import { expectSameOutputs, ort, runOn, type Feeds } from '../helpers/ort.js';
+import { expectSameOutputs, mlxCpu, ort, runOn, type Feeds } from '../helpers/ort.js';
 
 const ms = { '': 17, 'com.microsoft': 1 };
 const f32 = (data: ArrayLike<number>, dims: number[]): HostTensor => ({ dtype: 1, dims, data: Float32Array.from(data) });
@@ -15,7 +24,11 @@ const ortTensor = (t: HostTensor) =>
 const ortFeeds = (feeds: Record<string, HostTensor>): Feeds => Object.fromEntries(Object.entries(feeds).map(([k, t]) => [k, ortTensor(t)]));
 
 /** What running `spec` on MLX alone (no fallback) does: its outputs, or the error create() or run() threw. */
-async function mlxRun(spec: ModelSpec | Uint8Array, feeds: Record<string, HostTensor>, compiled = false): Promise<Record<string, HostTensor> | Error> {
+async function mlxRun(
+  spec: ModelSpec | Uint8Array,
+  feeds: Record<string, HostTensor>,
+  compiled = false,
+): Promise<Record<string, HostTensor> | Error> {
   try {
     const s = await MlxSession.create(spec instanceof Uint8Array ? spec : model(spec), { device: 'cpu', compiled, fallback: 'none' });
     try {
@@ -52,9 +65,21 @@ describe('PackedMultiHeadAttention checks token_offset and cumulative_sequence_l
   const T = 4;
   const spec: ModelSpec = {
     opsets: ms,
-    inputs: [v('q', 'float32', [T, D]), v('k', 'float32', [T, D]), v('v', 'float32', [T, D]), v('to', 'int32', [B, S]), v('cu', 'int32', [B + 1])],
+    inputs: [
+      v('q', 'float32', [T, D]),
+      v('k', 'float32', [T, D]),
+      v('v', 'float32', [T, D]),
+      v('to', 'int32', [B, S]),
+      v('cu', 'int32', [B + 1]),
+    ],
     outputs: [v('y', 'float32')],
-    nodes: [node('PackedMultiHeadAttention', ['q', 'k', 'v', '', 'to', 'cu'], ['y'], { name: 'pmha', domain: 'com.microsoft', attrs: { num_heads: 2 } })],
+    nodes: [
+      node('PackedMultiHeadAttention', ['q', 'k', 'v', '', 'to', 'cu'], ['y'], {
+        name: 'pmha',
+        domain: 'com.microsoft',
+        attrs: { num_heads: 2 },
+      }),
+    ],
   };
   const feeds = (to: number[], cu = [0, 2, 4]) => ({
     q: f32(wave(T * D), [T, D]),
@@ -73,14 +98,24 @@ describe('PackedMultiHeadAttention checks token_offset and cumulative_sequence_l
   });
 
   const cases: [string, number[], number[], RegExp][] = [
-    ['past the padded positions (65536)', [0, 65536, 3, 4, 2, 5], [0, 2, 4], /token_offset holds 65536, outside the 6 padded positions \[0, 5\]/],
+    [
+      'past the padded positions (65536)',
+      [0, 65536, 3, 4, 2, 5],
+      [0, 2, 4],
+      /token_offset holds 65536, outside the 6 padded positions \[0, 5\]/,
+    ],
     ['-2^31', [0, -(2 ** 31), 3, 4, 2, 5], [0, 2, 4], /token_offset holds -2147483648, outside/],
     ['-1', [0, -1, 3, 4, 2, 5], [0, 2, 4], /token_offset holds -1, outside/],
     ['7', [0, 7, 3, 4, 2, 5], [0, 2, 4], /token_offset holds 7, outside/],
     ['255', [0, 255, 3, 4, 2, 5], [0, 2, 4], /token_offset holds 255, outside/],
     ['a position twice', [0, 0, 3, 4, 2, 5], [0, 2, 4], /must list each of the 6 padded positions of \[2, 3\] once; position 1 is missing/],
     ['a token at a padding position', [0, 1, 2, 4, 3, 5], [0, 2, 4], /token_offset\[2\] = 2, but packed token 2 is position 3/],
-    ['lengths not ending at the token count', [0, 1, 3, 4, 2, 5], [0, 2, 5], /cumulative_sequence_length \[0, 2, 5\] must rise from 0 to the 4 packed tokens/],
+    [
+      'lengths not ending at the token count',
+      [0, 1, 3, 4, 2, 5],
+      [0, 2, 5],
+      /cumulative_sequence_length \[0, 2, 5\] must rise from 0 to the 4 packed tokens/,
+    ],
     ['a negative length', [0, 1, 3, 4, 2, 5], [0, -1, 4], /cumulative_sequence_length \[0, -1, 4\]/],
     ['a sequence longer than S', [0, 1, 3, 4, 2, 5], [0, 4, 4], /by at most the sequence length 3/],
   ];
@@ -219,11 +254,19 @@ describe('GroupQueryAttention: seqlens_k, total_sequence_length and attributes a
       expect(want).toBeInstanceOf(Error);
       expect((want as Error).message).toContain(message);
       for (const compiled of [false, true])
-        expectError(await mlxRun(spec, feeds(S, P, seqlen, total), compiled), NodeExecutionError, new RegExp(message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+        expectError(
+          await mlxRun(spec, feeds(S, P, seqlen, total), compiled),
+          NodeExecutionError,
+          new RegExp(message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')),
+        );
     });
 
   it('seqlens_k past total_sequence_length within a larger shared buffer is an error, not a wrong result', async () => {
-    expectError(await mlxRun(gqa({ S: 1, P: 8 }), feeds(1, 8, 5, 4)), NodeExecutionError, /seqlens_k\[0\] \+ 1 = 6 is past total_sequence_length 4/);
+    expectError(
+      await mlxRun(gqa({ S: 1, P: 8 }), feeds(1, 8, 5, 4)),
+      NodeExecutionError,
+      /seqlens_k\[0\] \+ 1 = 6 is past total_sequence_length 4/,
+    );
   });
 
   it('total_sequence_length 2^31 - 1 is sized before anything is built (not "Invalid typed array length")', async () => {
@@ -248,7 +291,7 @@ describe('GroupQueryAttention: seqlens_k, total_sequence_length and attributes a
       expectSameOutputs(await runOn('mlx', bytes, f), await runOn('cpu', bytes, f), { rtol: 1e-4, atol: 1e-5 });
     });
 
-  it('scale 0 on a shared-buffer step (seqlens_k on the device): onnxruntime\'s attention output', async () => {
+  it("scale 0 on a shared-buffer step (seqlens_k on the device): onnxruntime's attention output", async () => {
     // Only y: rows of the present buffer past the sequence keep the past's contents here (the shared buffer's).
     const bytes = model(gqa({ S: 1, P: 8, attrs: { scale: { f: 0 } } }));
     const f = ortFeeds(feeds(1, 8, 3, 4));
@@ -266,10 +309,16 @@ describe('GroupQueryAttention: seqlens_k, total_sequence_length and attributes a
     }
   });
 
-  it('qk_output without the output_qk output: onnxruntime\'s error', async () => {
+  it("qk_output without the output_qk output: onnxruntime's error", async () => {
     const spec = gqa({ S: 2, P: 2, attrs: { qk_output: 1 } });
-    expect(String(await ortRun(spec, feeds(2, 2, 3, 4)))).toContain('qk_output attribute was configured but output buffer was not provided');
-    expectError(await mlxRun(spec, feeds(2, 2, 3, 4)), NodeExecutionError, /qk_output attribute was configured but output buffer was not provided/);
+    expect(String(await ortRun(spec, feeds(2, 2, 3, 4)))).toContain(
+      'qk_output attribute was configured but output buffer was not provided',
+    );
+    expectError(
+      await mlxRun(spec, feeds(2, 2, 3, 4)),
+      NodeExecutionError,
+      /qk_output attribute was configured but output buffer was not provided/,
+    );
   });
 
   it('MultiHeadAttention scale 0 is the default 1/sqrt(head size), as in onnxruntime', async () => {
@@ -338,7 +387,11 @@ describe('TreeEnsembleRegressor: base values and n_targets as onnxruntime reads 
   });
 
   it('n_targets 2^31 - 1 without base values: the result is sized first (not "Invalid typed array length")', async () => {
-    expectError(await mlxRun(spec({ nTargets: 2 ** 31 - 1 }), x), NodeExecutionError, /the scores of 2 rows and n_targets 2147483647 has 4294967294 elements, over the/);
+    expectError(
+      await mlxRun(spec({ nTargets: 2 ** 31 - 1 }), x),
+      NodeExecutionError,
+      /the scores of 2 rows and n_targets 2147483647 has 4294967294 elements, over the/,
+    );
   });
 });
 
@@ -361,7 +414,11 @@ describe('If and Loop: conditions of one element, empty scan outputs shaped as o
     it(`an If condition of shape [${n}] is onnxruntime's error, not a branch`, async () => {
       expect(String(await ortRun(ifSpec(n), { c: cond(n) }))).toContain('condition input must have exactly one element');
       for (const compiled of [false, true])
-        expectError(await mlxRun(ifSpec(n), { c: cond(n) }, compiled), NodeExecutionError, /node 'if' \(If\): If nodes condition input must have exactly one element, got shape \[\d\]/);
+        expectError(
+          await mlxRun(ifSpec(n), { c: cond(n) }, compiled),
+          NodeExecutionError,
+          /node 'if' \(If\): If nodes condition input must have exactly one element, got shape \[\d\]/,
+        );
     });
 
   it('an If condition of one element still picks its branch', async () => {
@@ -410,4 +467,97 @@ describe('If and Loop: conditions of one element, empty scan outputs shaped as o
   it('the trace of a body checks nothing: an iteration that runs still fails on its index', async () => {
     expectError(await mlxRun(loopSpec('gather'), loopFeeds(1)), NodeExecutionError, /index 5 is out of range/);
   });
+});
+
+describe('generate() checks every option before its first run', () => {
+  const bytes = buildDecoder({ kind: 'llama', layers: 1, hidden: 32, heads: 2, kvHeads: 1, ffn: 64, vocab: 64, maxPositions: 64 });
+  const base = { inputIds: [3, 17, 42], maxNewTokens: 3, Tensor: ort.Tensor as never };
+  const tokens = async (session: Awaited<ReturnType<typeof ort.InferenceSession.create>>, opts: Record<string, unknown>) => {
+    const out: number[] = [];
+    for await (const t of generate(session as never, { ...base, ...opts } as never)) out.push(t);
+    return out;
+  };
+  const cases: [string, Record<string, unknown>, new (...a: never[]) => Error, RegExp][] = [
+    [
+      "sampling 'greedy ' (a typo)",
+      { sampling: 'greedy ' },
+      TypeError,
+      /sampling must be 'greedy' or an object \{ temperature, topK, topP, seed \}, got 'greedy '/,
+    ],
+    ['sampling 42', { sampling: 42 }, TypeError, /sampling must be 'greedy' or an object .*, got 42/],
+    ['sampling null', { sampling: null }, TypeError, /sampling must be 'greedy' or an object .*, got null/],
+    ['an unknown sampling key', { sampling: { temp: 0.5 } }, TypeError, /sampling has an unknown option 'temp'/],
+    ['temperature 0', { sampling: { temperature: 0 } }, RangeError, /sampling.temperature must be a finite number > 0, got 0/],
+    ['temperature NaN', { sampling: { temperature: Number.NaN } }, RangeError, /sampling.temperature must be a finite number > 0, got NaN/],
+    ["temperature '1'", { sampling: { temperature: '1' } }, TypeError, /sampling.temperature must be a number, got '1'/],
+    ['topK -1', { sampling: { topK: -1 } }, RangeError, /sampling.topK must be an integer ≥ 0/],
+    ['topK 2.5', { sampling: { topK: 2.5 } }, RangeError, /sampling.topK must be an integer ≥ 0 \(0: all tokens\), got 2.5/],
+    ['topP 0', { sampling: { topP: 0 } }, RangeError, /sampling.topP must be in \(0, 1\], got 0/],
+    ['topP 1.5', { sampling: { topP: 1.5 } }, RangeError, /sampling.topP must be in \(0, 1\], got 1.5/],
+    ['seed 0.5', { sampling: { seed: 0.5 } }, RangeError, /sampling.seed must be an integer, got 0.5/],
+    ['seed null', { sampling: { seed: null } }, TypeError, /sampling.seed must be a number, got null/],
+    ['maxNewTokens -1', { maxNewTokens: -1 }, RangeError, /maxNewTokens must be an integer ≥ 0, got -1/],
+    ['maxNewTokens NaN', { maxNewTokens: Number.NaN }, RangeError, /maxNewTokens must be an integer ≥ 0, got NaN/],
+    ["maxNewTokens '3'", { maxNewTokens: '3' }, RangeError, /maxNewTokens must be an integer ≥ 0, got '3'/],
+    ['kvCapacity 0', { kvCapacity: 0 }, RangeError, /kvCapacity must be a positive integer, got 0/],
+    ['kvCapacity null', { kvCapacity: null }, RangeError, /kvCapacity must be a positive integer, got null/],
+    ['inputIds null', { inputIds: null }, TypeError, /inputIds must be an array of token ids, got null/],
+    ['a negative token id', { inputIds: [3, -1] }, RangeError, /inputIds\[1\] = -1 is not a token id/],
+    ['a fractional stop token', { stopTokens: [1.5] }, RangeError, /stopTokens\[0\] = 1.5 is not a token id/],
+    ['onStep 5', { onStep: 5 }, TypeError, /onStep must be a function, got 5/],
+    ['an unknown option', { maxTokens: 5 }, TypeError, /unknown option 'maxTokens'/],
+  ];
+  it('each bad value is a TypeError or RangeError naming the option, before any token', async () => {
+    const session = await ort.InferenceSession.create(bytes, mlxCpu);
+    try {
+      for (const [what, opts, cls, message] of cases) {
+        const got = await tokens(session, opts).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(got, what).toBeInstanceOf(cls);
+        expect((got as Error).message, what).toMatch(message);
+      }
+      // Valid sampling still generates, the same tokens for the same seed.
+      const s = { sampling: { temperature: 0.8, topK: 5, topP: 0.9, seed: 7 } };
+      expect(await tokens(session, s)).toEqual(await tokens(session, s));
+      expect(await tokens(session, { sampling: 'greedy' })).toHaveLength(3);
+    } finally {
+      await session.release();
+    }
+  }, 60_000);
+
+  it('pickToken refuses what generate() refuses', () => {
+    expect(() => pickToken([0, 1], 'greedy ' as never)).toThrow(TypeError);
+    expect(() => pickToken([0, 1], { topP: 2 })).toThrow(/sampling.topP must be in \(0, 1\], got 2/);
+    expect(pickToken([0, 3, 1], 'greedy')).toBe(1);
+  });
+});
+
+describe('session options of the wrong type are TypeErrors naming the option', () => {
+  const spec: ModelSpec = { inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32')], nodes: [node('Relu', ['x'], ['y'])] };
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ graphRewrites: 5 }, /graphRewrites must be true, false or a list of rewrite names, got 5/],
+    [{ graphRewrites: 'fuse-gelu' }, /graphRewrites must be true, false or a list of rewrite names, got 'fuse-gelu'/],
+    [{ graphRewrites: [1] }, /graphRewrites must be true, false or a list of rewrite names, got \[1\]/],
+    [{ disabledOps: 'Relu' }, /disabledOps must be a list of op types, got 'Relu'/],
+    [{ device: 'metal' }, /device must be 'gpu' or 'cpu', got 'metal'/],
+    [{ compiled: 'yes' }, /compiled must be true or false, got 'yes'/],
+    [{ maxSignatures: 0 }, /maxSignatures must be a positive integer, got 0/],
+  ];
+  for (const [opts, message] of cases)
+    it(`${JSON.stringify(opts)}, through MlxSession and the 'mlx' provider`, async () => {
+      const direct = await MlxSession.create(model(spec), { device: 'cpu', ...opts } as never).then(
+        (s) => s.release(),
+        (e: unknown) => e,
+      );
+      expectError(direct, TypeError, message);
+      const viaOrt = await ort.InferenceSession.create(model(spec), {
+        executionProviders: [{ name: 'mlx', device: 'cpu', ...opts }],
+      } as never).then(
+        (s) => s.release(),
+        (e: unknown) => e,
+      );
+      expect(String(viaOrt)).toMatch(message);
+    });
 });
