@@ -171,7 +171,9 @@ function parseRegressor(attrs: Attrs): RegressorParams {
   if (!Number.isSafeInteger(p.targets) || p.targets < 1)
     throw new RangeError(`TreeEnsembleRegressor n_targets ${p.targets} is not a positive count`);
   if (p.base.length && p.base.length !== p.targets)
-    throw new RangeError(`TreeEnsembleRegressor base_values has ${p.base.length} values for n_targets ${p.targets} (one per target, or none)`);
+    throw new RangeError(
+      `TreeEnsembleRegressor base_values has ${p.base.length} values for n_targets ${p.targets} (one per target, or none)`,
+    );
   for (const n of p.forest.nodes)
     for (const [t] of n.weights)
       if (t < 0 || t >= p.targets) throw new RangeError(`TreeEnsembleRegressor: target id ${t} is outside [0, ${p.targets})`);

@@ -133,7 +133,9 @@ function packedLayout(ctx: OpContext<MhaParams>, B: number, S: number, T: number
   const n = B * S;
   const cuShape = ctx.shape(5);
   if (cuShape.length !== 1 || cuShape[0] !== B + 1)
-    throw new RangeError(`${ctx.where}: cumulative_sequence_length has shape [${cuShape.join(', ')}], not [${B + 1}] for token_offset [${B}, ${S}]`);
+    throw new RangeError(
+      `${ctx.where}: cumulative_sequence_length has shape [${cuShape.join(', ')}], not [${B + 1}] for token_offset [${B}, ${S}]`,
+    );
   // Compared in their own width: an int64 offset of 2^32 must not wrap into range.
   const wide = (a: mx.Array) => (a.dtype === 'int64' || a.dtype === 'int32' ? a : mx.astype(a, 'int64'));
   const raw = wide(mx.flatten(ctx.input(4)));

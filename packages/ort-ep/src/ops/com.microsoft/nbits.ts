@@ -208,8 +208,7 @@ function checkShapes(ctx: OpContext<NBitsParams>): void {
       throw new RangeError(`${what} shape ${dimsText(d)} does not match attribute-derived shape [${l.N * per}] or [${l.N},${per}]`);
   };
   const a = ctx.shape(0);
-  if (a.length < 1 || a[a.length - 1] !== l.K)
-    throw new RangeError(`input A of shape ${dimsText(a)} does not end in K = ${l.K}`);
+  if (a.length < 1 || a[a.length - 1] !== l.K) throw new RangeError(`input A of shape ${dimsText(a)} does not end in K = ${l.K}`);
   const b = ctx.shape(1);
   if (!same(b, [l.N, l.kBlocks, l.blob]))
     throw new RangeError(`B shape ${dimsText(b)} does not match attribute-derived shape [${l.N},${l.kBlocks},${l.blob}]`);
