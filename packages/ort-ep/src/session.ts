@@ -13,7 +13,7 @@ import { planModel, prepareModel } from './plan/prepare.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
 import { deviceArrays, donateFeeds, validateFeeds } from './execute/feeds.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
-import { type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
+import { checkSessionOptions, type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
 import { collectOutputs } from './execute/outputs.js';
 import { checkStartOptions, notify, progress } from './execute/progress.js';
 import { GraphProgram } from './execute/run.js';
@@ -191,6 +191,7 @@ export class MlxSession {
 
   /** @internal */
   static createSync(bytes: Uint8Array, options: MlxSessionOptions & { modelPath?: string }, name = '<bytes>'): MlxSession {
+    checkSessionOptions(options);
     // MLX_ORT_FALLBACK=none|cpu sets the default (tests that must measure MLX alone, deployments that want no fallback).
     const fallback = options.fallback ?? fallbackFromEnv();
     if (options.device === 'gpu' && !mx.gpuAvailable()) throw new OrtMlxError(noGpuMessage());
