@@ -6,6 +6,7 @@ import type { HostTensor } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { mlOp } from '../../registry/op.js';
+import { checkHostElements } from '../helpers/bounds.js';
 import { hostFloats } from '../helpers/shape-host.js';
 import {
   float32Tensor,
@@ -23,6 +24,7 @@ const f = Math.fround;
 
 /** X · Wᵀ + b in float32 inputs and weights (accumulated in float64): [rows, targets]. */
 export function linearScores(
+  where: string,
   x: number[],
   rows: number,
   features: number,
@@ -30,6 +32,7 @@ export function linearScores(
   b: number[] | undefined,
   targets: number,
 ): Float64Array {
+  checkHostElements(rows * targets, `${where}: the scores of ${rows} row(s) and ${targets} targets`);
   const out = new Float64Array(rows * targets);
   for (let r = 0; r < rows; r++)
     for (let t = 0; t < targets; t++) {
@@ -73,7 +76,7 @@ function linearClassifier(ctx: OpContext<ClassifierParams>): HostTensor[] {
   const [rows, features] = rowsOf(x, ctx.where);
   const classes = p.intercepts.length;
   checkedWeights(ctx.where, p.coefficients, classes, features);
-  const scores = linearScores(hostFloats(x), rows, features, p.coefficients, p.intercepts, classes);
+  const scores = linearScores(ctx.where, hostFloats(x), rows, features, p.coefficients, p.intercepts, classes);
   const labels = p.labels ?? { ints: [] };
   const picked: (number | string)[] = [];
   // One score per row: positive picks the second label (or 1), else the first (or 0).
@@ -119,7 +122,7 @@ function linearRegressor(ctx: OpContext<RegressorParams>): HostTensor[] {
   checkedWeights(ctx.where, p.coefficients, p.targets, features);
   // Intercepts of another length than the targets are ignored, as onnxruntime ignores them.
   const intercepts = p.intercepts?.length === p.targets ? p.intercepts : undefined;
-  const scores = linearScores(hostFloats(x), rows, features, p.coefficients, intercepts, p.targets);
+  const scores = linearScores(ctx.where, hostFloats(x), rows, features, p.coefficients, intercepts, p.targets);
   return [float32Tensor(postScores(scores, rows, p.targets, p.post), [rows, p.targets])];
 }
 

@@ -154,6 +154,7 @@ function oneHot(ctx: OpContext<OneHotParams>): HostTensor[] {
   if (isString !== p.strings)
     throw new TypeError(`${ctx.where}: ${isString ? 'string' : 'numeric'} input but ${p.strings ? 'string' : 'int64'} categories`);
   const values: (string | number)[] = isString ? (x.data as string[]) : hostFloats(x).map(Math.trunc);
+  checkHostElements(values.length * p.count, `${ctx.where}: the output of ${values.length} value(s) x ${p.count} categories`);
   const y = new Float32Array(values.length * p.count);
   values.forEach((v, i) => {
     const c = p.cats.get(v);

@@ -9,6 +9,7 @@ import type { HostTensor } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { mlOp } from '../../registry/op.js';
+import { checkHostElements, MAX_HOST_ELEMENTS } from '../helpers/bounds.js';
 import { hostFloats } from '../helpers/shape-host.js';
 import {
   float32Tensor,
@@ -43,7 +44,17 @@ function parseKernel(attrs: Attrs, op: string): KernelParams {
 }
 
 /** k(x_r, v) for every row r of x [rows, features] and vector v of `vectors` [n, features]: [rows, n]. */
-function kernelDot(k: KernelParams, x: number[], rows: number, vectors: number[], n: number, features: number, c: number): Float64Array {
+function kernelDot(
+  where: string,
+  k: KernelParams,
+  x: number[],
+  rows: number,
+  vectors: number[],
+  n: number,
+  features: number,
+  c: number,
+): Float64Array {
+  checkHostElements(rows * n, `${where}: the kernel values of ${rows} row(s) and ${n} vectors`);
   const out = new Float64Array(rows * n);
   for (let r = 0; r < rows; r++)
     for (let v = 0; v < n; v++) {
@@ -102,6 +113,12 @@ function parseClassifier(attrs: Attrs): ClassifierParams {
   const classes = labelCount(labels);
   const vectors = p.vectorsPerClass.reduce((a, b) => a + b, 0);
   const pairs = (classes * (classes - 1)) / 2;
+  const badCount = p.vectorsPerClass.find((n) => !Number.isSafeInteger(n) || n < 0);
+  if (badCount !== undefined) throw new RangeError(`SVMClassifier vectors_per_class has ${badCount}, not a non-negative count`);
+  if (!Number.isSafeInteger(vectors) || vectors > MAX_HOST_ELEMENTS)
+    throw new RangeError(
+      `SVMClassifier vectors_per_class adds up to ${vectors} vectors, over the ${MAX_HOST_ELEMENTS} computed on the host`,
+    );
   if (p.probA.length !== p.probB.length) throw new RangeError('SVMClassifier prob_a and prob_b differ in length');
   if (vectors > 0) {
     if (p.vectorsPerClass.length !== classes)
@@ -174,11 +191,12 @@ function svmClassifier(ctx: OpContext<ClassifierParams>): HostTensor[] {
   const starts: number[] = [];
   if (svc) for (let c = 0, at = 0; c < classes; at += p.vectorsPerClass[c++]) starts.push(at);
 
+  checkHostElements(rows * width, `${ctx.where}: the scores of ${rows} row(s) and ${width} columns`);
   const z = new Float32Array(rows * width);
   const picked: (number | string)[] = [];
   const label = (i: number) => ('ints' in p.labels ? p.labels.ints[i] : p.labels.strings[i]);
-  const linear = svc ? undefined : kernelDot({ ...p, kernel: 'LINEAR' }, x, rows, p.coefficients, classes, features, p.rho[0]);
-  const kernels = svc ? kernelDot(p, x, rows, p.supportVectors, vectors, features, 0) : undefined;
+  const linear = svc ? undefined : kernelDot(ctx.where, { ...p, kernel: 'LINEAR' }, x, rows, p.coefficients, classes, features, p.rho[0]);
+  const kernels = svc ? kernelDot(ctx.where, p, x, rows, p.supportVectors, vectors, features, 0) : undefined;
   for (let n = 0; n < rows; n++) {
     let scores: Float64Array;
     let maxClass = 0;
@@ -255,15 +273,16 @@ function svmRegressor(ctx: OpContext<RegressorParams>): HostTensor[] {
   const svc = p.supports > 0;
   const features = svc ? p.supportVectors.length / p.supports : p.coefficients.length;
   const [x, rows] = inputRows(ctx, features);
+  checkHostElements(rows, `${ctx.where}: the scores of ${rows} row(s)`);
   const y = new Float32Array(rows);
   if (svc) {
-    const k = kernelDot(p, x, rows, p.supportVectors, p.supports, features, 0);
+    const k = kernelDot(ctx.where, p, x, rows, p.supportVectors, p.supports, features, 0);
     for (let r = 0; r < rows; r++) {
       let s = p.rho[0];
       for (let v = 0; v < p.supports; v++) s += k[r * p.supports + v] * p.coefficients[v];
       y[r] = s;
     }
-  } else y.set(kernelDot({ ...p, kernel: 'LINEAR' }, x, rows, p.coefficients, 1, features, p.rho[0]));
+  } else y.set(kernelDot(ctx.where, { ...p, kernel: 'LINEAR' }, x, rows, p.coefficients, 1, features, p.rho[0]));
   if (p.oneClass) y.forEach((v, i) => (y[i] = v > 0 ? 1 : -1));
   return [float32Tensor(y, [rows, 1])];
 }

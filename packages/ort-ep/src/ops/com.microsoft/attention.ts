@@ -314,21 +314,23 @@ function gqaCacheInPlace(past: mx.Array, fresh: mx.Array, g: GqaShape): mx.Array
   return out;
 }
 
-/** Key visibility [B, 1, S, T]: key j < the entry's length, j ≤ the query's position, inside the window. */
+/**
+ * Key visibility [B, 1, S, T]: key j < the entry's length, j ≤ the query's position, inside the
+ * window. Built on the device from the per-entry lengths and starts (B values each): a host table
+ * of B x S x T flags would be sized by total_sequence_length, a number from the feeds.
+ */
 function gqaMask(p: GqaParams, g: GqaShape): mx.Array {
-  const causal = p.causal;
-  const window = p.localWindow;
-  const data = new Uint8Array(g.B * g.S * g.total);
-  for (let b = 0; b < g.B; b++)
-    for (let i = 0; i < g.S; i++) {
-      const pos = g.starts[b] + i;
-      for (let j = 0; j < g.total; j++) {
-        let ok = j < g.lens[b];
-        if (causal) ok &&= j <= pos && (window <= 0 || j > pos - window);
-        data[(b * g.S + i) * g.total + j] = ok ? 1 : 0;
-      }
-    }
-  return mx.Array.fromTypedArray(data, [g.B, 1, g.S, g.total], 'bool');
+  const perEntry = (xs: number[]) => mx.Array.fromTypedArray(Int32Array.from(xs), [g.B, 1, 1, 1], 'int32');
+  const j = mx.reshape(mx.arange(0, g.total, 1, 'int32'), [1, 1, 1, g.total]);
+  let ok = mx.less(j, perEntry(g.lens));
+  if (p.causal) {
+    const pos = mx.add(perEntry(g.starts), mx.reshape(mx.arange(0, g.S, 1, 'int32'), [1, 1, g.S, 1])); // [B, 1, S, 1]
+    ok = mx.logicalAnd(ok, mx.lessEqual(j, pos));
+    // A window past every position hides nothing (and would not fit int32).
+    if (p.localWindow > 0 && p.localWindow <= g.total)
+      ok = mx.logicalAnd(ok, mx.greater(j, mx.subtract(pos, mx.scalar(p.localWindow, 'int32'))));
+  }
+  return mx.broadcastTo(ok, [g.B, 1, g.S, g.total]);
 }
 
 /** RMSNorm of each head's vector (the last axis), in float32 with the statistics spelled out as onnxruntime's kernel has them, times `weight` [H]. */

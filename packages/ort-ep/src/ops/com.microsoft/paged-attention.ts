@@ -23,6 +23,7 @@ import { OnnxDataType } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
+import { checkHostElements } from '../helpers/bounds.js';
 import { hostNumbers } from '../helpers/util.js';
 import { headRmsNorm, quantizeCacheE4M3, sinkAttention } from './attention.js';
 import { decodeMiniFloatArray, encodeE2M1OnDevice } from '../helpers/minifloat.js';
@@ -269,6 +270,13 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
   };
   for (let b = 0; b < B; b++) {
     if (!(past[b] >= 0)) throw new RangeError(`past_seqlens[${b}] = ${past[b]} is negative`);
+    // Every position up to past + new tokens is read through the block table: the sequence must fit
+    // its blocks before the host tables (positions, each sequence's slots and mask) are sized by it.
+    const end = past[b] + cu[b + 1] - cu[b];
+    if (cu[b + 1] > cu[b] && end > maxBlocks * blockSize)
+      throw new RangeError(
+        `past_seqlens[${b}] = ${past[b]} with ${cu[b + 1] - cu[b]} new token(s) reaches position ${end - 1}, past its ${maxBlocks} blocks of ${blockSize}`,
+      );
     for (let t = cu[b]; t < cu[b + 1]; t++) positions[t] = past[b] + t - cu[b];
   }
   let writeSlots: number[];
@@ -345,6 +353,7 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
     const qlen = cu[b + 1] - cu[b];
     if (qlen === 0) continue;
     const L = past[b] + qlen;
+    checkHostElements(qlen * L, `the mask of sequence ${b} (${qlen} new token(s) over ${L} positions)`);
     const slots = Int32Array.from({ length: L }, (_, i) => slotOf(b, i));
     const read = (c: mx.Array, width: number) => {
       let rows = mx.reshape(mx.take(c, mx.Array.fromTypedArray(slots, [L], 'int32'), 0), [L, Nkv, H]);

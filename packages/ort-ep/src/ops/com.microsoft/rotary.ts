@@ -127,6 +127,9 @@ function mRotaryEmbedding(ctx: OpContext<MRotaryParams>): mx.Array {
   const heads = four ? x : mx.reshape(x, [B, S, p.heads, x.shape[2] / p.heads]);
   const H = heads.shape[3];
   const rd = p.rotaryDim || H;
+  // Sized before the per-column tables are built on the host.
+  if (!Number.isSafeInteger(rd) || rd <= 0 || rd % 2 !== 0 || rd > H)
+    throw new RangeError(`${ctx.where}: rotary_embedding_dim ${rd} is not a positive even size within the head size ${H}`);
   const half = rd / 2;
   const cosCache = ctx.input(2);
   const sinCache = ctx.input(3);
