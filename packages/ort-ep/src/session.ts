@@ -11,6 +11,7 @@ import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
 import { planModel, prepareModel } from './plan/prepare.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
+import { giveStreams, takeStreams } from './execute/stream-pool.js';
 import { deviceArrays, donateFeeds, validateFeeds } from './execute/feeds.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
@@ -227,15 +228,22 @@ export class MlxSession {
     // Unless the process already chose (MLX_ENABLE_TF32 set by the user or an earlier session).
     if (device === 'gpu' && process.env.MLX_ENABLE_TF32 === undefined)
       process.env.MLX_ENABLE_TF32 = options.precision === 'tf32' ? '1' : '0';
-    const streams: RunStreams = { main: mx.newStream(device, { anyThread: true }) };
-    if (device === 'gpu') streams.cpu = mx.newStream('cpu', { anyThread: true });
+    // From the process's pool: MLX never frees a stream (nor its thread), so released sessions give theirs back.
+    const streams = takeStreams(device);
     notify(options, { phase: 'load', state: 'end', model: name, ms: performance.now() - t0 });
     const t1 = performance.now();
     notify(options, { phase: 'upload', state: 'start', model: name });
-    within(streams, () => {
-      foldConstants(program, constants);
-      makeConstantsResident(program, constants);
-    });
+    try {
+      within(streams, () => {
+        foldConstants(program, constants);
+        makeConstantsResident(program, constants);
+      });
+    } catch (e) {
+      releaseDeviceConstants(program);
+      constants.release();
+      giveStreams(streams);
+      throw e;
+    }
     notify(options, { phase: 'upload', state: 'end', model: name, ms: performance.now() - t1 });
     return new MlxSession(model, program, constants, options, name, streams, unsupported, cpu);
   }
@@ -447,8 +455,7 @@ export class MlxSession {
     this.constants.release();
     void this.queue.then(() => {
       this.program.releaseFallbacks();
-      this.streams.main.dispose();
-      this.streams.cpu?.dispose();
+      giveStreams(this.streams);
     });
   }
 }
