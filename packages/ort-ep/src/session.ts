@@ -5,7 +5,7 @@
 // execute/outputs.ts.
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
-import { allocHost, readRegularFile, type HostTensor, type ModelIR } from './onnx/index.js';
+import { allocHost, readModelFile, type HostTensor, type ModelIR } from './onnx/index.js';
 import { resolveCpuBackend, type CpuBackend } from './runtime/onnxruntime.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
@@ -22,7 +22,6 @@ import { ModelRunner, type CompileStats } from './execute/runner.js';
 import type { RunState } from './execute/env.js';
 import {
   InvalidFeedError,
-  OnnxLoadError,
   OrtMlxError,
   RuntimeTypeRefusal,
   UnsupportedOperatorError,
@@ -472,16 +471,6 @@ function limitOption(v: number | undefined, name: string): number | undefined {
   if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
     throw new TypeError(`${name} must be a positive number of bytes, got ${String(v)}`);
   return Math.floor(v);
-}
-
-/** A model file's bytes; a path that is not a regular file (a FIFO, a folder) is an OnnxLoadError. */
-function readModelFile(path: string): Uint8Array {
-  try {
-    return readRegularFile(path);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new OnnxLoadError(`cannot read the model file: ${code === 'ENOENT' ? 'no such file' : messageOf(e)}`, { model: path, cause: e });
-  }
 }
 
 /** Frees the folded device constants of a program and its subprograms. */
