@@ -12,7 +12,7 @@ import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnx
 import * as mx from '@mlx/core';
 import { deviceBufferOf } from './backend/device-buffer.js';
 import { download } from './runtime/convert.js';
-import { InvalidFeedError, OrtMlxError } from './errors.js';
+import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
 
 export interface SamplingOptions {
   /** Softmax temperature; default 1. */
@@ -206,7 +206,16 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
     const data = c.type === 'float16' ? new Uint16Array(n) : new Float32Array(n);
     return new T(c.type as 'float32', data as Float32Array, [1, c.dims[0], len, c.dims[1]]);
   };
-  let past: Tensor[] = caches.map((c) => zeros(c, capacity ?? 0));
+  let past: Tensor[];
+  try {
+    past = caches.map((c) => zeros(c, capacity ?? 0));
+  } catch (e) {
+    if (!isAllocationFailure(e)) throw e;
+    const bytes = caches.reduce((n, c) => n + c.dims[0] * (capacity ?? 0) * c.dims[1] * (c.type === 'float16' ? 2 : 4), 0);
+    throw new ResourceLimitError(`generate: the KV cache of kvCapacity ${capacity} (${bytes} bytes) cannot be allocated: ${e.message}`, {
+      cause: e,
+    });
+  }
   const random = typeof options.sampling === 'object' ? seeded(options.sampling.seed ?? 0) : undefined;
   const stops = new Set(options.stopTokens ?? []);
   let cached = 0;

@@ -25,6 +25,8 @@ import {
   OrtMlxError,
   RuntimeTypeRefusal,
   UnsupportedOperatorError,
+  allocationError,
+  isAllocationFailure,
   messageOf,
   type UnsupportedNode,
 } from './errors.js';
@@ -296,6 +298,7 @@ export class MlxSession {
       try {
         return this.runSyncOnce(feeds, fetches, options);
       } catch (e) {
+        if (isAllocationFailure(e)) throw allocationError(e, this.name);
         if (!(e instanceof RuntimeTypeRefusal) || options.donate?.length || !this.replan(e)) throw e;
       }
     }
@@ -341,6 +344,8 @@ export class MlxSession {
         try {
           return await this.runOnce(feeds, fetches, options);
         } catch (e) {
+          // Where no step named it (uploading the feeds, reading the outputs back): the run's.
+          if (isAllocationFailure(e)) throw allocationError(e, this.name);
           if (!(e instanceof RuntimeTypeRefusal) || options.donate?.length || !this.replan(e)) throw e;
           await this.openFallbacks();
         }

@@ -1,11 +1,16 @@
 // Sessions give back what they take: the streams a session evaluates on (each a native thread in
 // MLX's scheduler and one of the library's workers) go back to a process-wide pool when it is
 // released, so create/run/release cycles keep the thread count and the resident memory flat.
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type * as mx from '@mlx/core';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { MlxSession, OnnxDataType } from '../../src/index.js';
 import { model, node, v } from '../helpers/build.js';
+import { buildDecoder } from '../helpers/decoder.js';
 import { f32, ort } from '../helpers/ort.js';
 
 function status(field: string): number {
@@ -66,4 +71,60 @@ describe('resources per session', () => {
     b.release();
     c.release();
   });
+});
+
+const pkg = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const work = mkdtempSync(join(tmpdir(), 'ort-ep-resources-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+/**
+ * Runs `code` (an ES module with the package's sources) in a child process under an address-space
+ * limit (`ulimit -v`, in kB). --jitless: without WebAssembly, tsx's module lexer does not reserve
+ * gigabytes of address space for itself.
+ */
+function underLimit(kb: number, code: string): { status: number | null; signal: string | null; stdout: string; stderr: string } {
+  const r = spawnSync(
+    'bash',
+    ['-c', `ulimit -v ${kb} && exec "$0" --jitless --conditions=source --import tsx --input-type=module -e "$1"`, process.execPath, code],
+    { cwd: pkg, encoding: 'utf8', timeout: 120_000, env: { ...process.env, MLX_ORT_FALLBACK: 'none' } },
+  );
+  return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('allocation failures', () => {
+  it('generate() with kvCapacity 1e6 under ulimit -v 4000000 is a ResourceLimitError; the process goes on', () => {
+    const path = join(work, 'llama.onnx');
+    writeFileSync(
+      path,
+      buildDecoder({ kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 256, maxPositions: 256 }),
+    );
+    const r = underLimit(
+      4_000_000,
+      `
+      import { readFileSync } from 'node:fs';
+      import * as ort from 'onnxruntime-common';
+      import { generate, ResourceLimitError } from './src/index.ts';
+      const s = await ort.InferenceSession.create(readFileSync(${JSON.stringify(path)}), { executionProviders: [{ name: 'mlx', device: 'cpu' }] });
+      const tokens = async (kvCapacity) => {
+        const out = [];
+        for await (const t of generate(s, { inputIds: [3, 17, 42, 99], maxNewTokens: 4, Tensor: ort.Tensor, kvCapacity })) out.push(t);
+        return out;
+      };
+      const lines = [];
+      try {
+        await tokens(1e6);
+        lines.push('ran');
+      } catch (e) {
+        lines.push(e instanceof ResourceLimitError ? 'ResourceLimitError ' + e.code + ' ' + /out of memory|cannot be allocated/.test(e.message) : 'other: ' + e.stack);
+      }
+      lines.push(JSON.stringify(await tokens(64)));
+      await s.release();
+      console.log(lines.join('\\n'));`,
+    );
+    expect({ status: r.status, signal: r.signal }, r.stderr).toEqual({ status: 0, signal: null });
+    const [first, after] = r.stdout.trim().split('\n');
+    expect(first).toBe('ResourceLimitError ERR_MLX_ORT_RESOURCE_LIMIT true');
+    // The same session still generates (the tokens onnxruntime-node gives for this model: decode.test.ts).
+    expect(JSON.parse(after)).toHaveLength(4);
+  }, 150_000);
 });

@@ -36,3 +36,9 @@ void mlxc::raise(const char* msg) {
   }
   h(msg, data);
 }
+
+std::string mlxc::alloc_message(const std::bad_alloc& e) {
+  std::string what = e.what();
+  if (what.rfind("[malloc]", 0) == 0) return what;
+  return "[malloc] Unable to allocate memory (" + what + ")";
+}

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -116,12 +117,30 @@ inline std::vector<array> arrays_of(const uintptr_t* ctxs, size_t n, const char*
 /** Wraps a vector of arrays in a new handle (the callee of a C callback owns nothing). */
 inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_array{new std::vector<array>(std::move(v))}; }
 
+/**
+ * The message of a failed allocation: MLX's "[malloc] Unable to allocate N bytes." where the
+ * allocator threw it (alloc_guard.cpp), else the same prefix over what new threw, so that bindings
+ * can tell an allocation failure from other errors.
+ */
+std::string alloc_message(const std::bad_alloc& e);
+
 }  // namespace mlxc
 
+// Every entry point: no C++ exception crosses the C ABI (an allocation failure included, and
+// whatever is not a std::exception); each is reported through the handler and the entry point
+// returns its error value.
 #define MLXC_TRY try {
-#define MLXC_CATCH(ret)             \
-  }                                 \
-  catch (const std::exception& e) { \
-    mlxc::raise(e.what());          \
-    return ret;                     \
+#define MLXC_CATCH(ret)                                          \
+  }                                                              \
+  catch (const std::bad_alloc& e) {                              \
+    mlxc::raise(mlxc::alloc_message(e).c_str());                 \
+    return ret;                                                  \
+  }                                                              \
+  catch (const std::exception& e) {                              \
+    mlxc::raise(e.what());                                       \
+    return ret;                                                  \
+  }                                                              \
+  catch (...) {                                                  \
+    mlxc::raise("unknown C++ exception (not a std::exception)"); \
+    return ret;                                                  \
   }
