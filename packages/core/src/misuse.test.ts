@@ -55,3 +55,65 @@ describe('allocations larger than memory are MlxErrors with code ERR_MLX_ALLOCAT
     ).toEqual({ value: [2, 2] });
   });
 });
+
+describe('arguments MLX crashes on are checked', () => {
+  it('conv groups of 0 (or less) are refused by name', () => {
+    expect(outcome('mx.conv2d(mx.ones([1, 4, 4, 2]), mx.ones([2, 3, 3, 2]), 1, 1, 0, 0, 1, 1, 0)')).toEqual({
+      name: 'MlxError',
+      code: 'ERR_MLX',
+      message: 'mlx_conv2d: [conv2d] groups must be a positive integer, got 0',
+    });
+    expect(outcome('mx.conv1d(mx.ones([1, 4, 2]), mx.ones([2, 3, 2]), 1, 0, 1, -1)')).toMatchObject({
+      message: 'mlx_conv1d: [conv1d] groups must be a positive integer, got -1',
+    });
+    expect(outcome('mx.convGeneral(mx.ones([1, 4, 2]), mx.ones([2, 3, 2]), [1], [0], [0], [1], [1], 0, false)')).toMatchObject({
+      message: 'mlx_conv_general: [conv_general] groups must be a positive integer, got 0',
+    });
+    expect(outcome('mx.conv2d(mx.ones([1, 4, 4, 2]), mx.ones([2, 3, 3, 1]), 1, 1, 0, 0, 1, 1, 2)')).toEqual({ value: expect.any(Array) });
+  });
+
+  it('take with an index past the array is an error at evaluation; in-range negative indices still wrap', () => {
+    const far = outcome("mx.take(mx.arange(0, 4), mx.array([1, 1e7], 'int32'))");
+    expect(far).toMatchObject({ name: 'MlxError', code: 'ERR_MLX' });
+    expect(far.message).toMatch(/\[take\] index 10000000 is out of range for an axis of size 4 \(valid: -4 to 3\)$/);
+    expect(outcome("mx.take(mx.reshape(mx.arange(0, 8), [2, 4]), mx.array([0, -5], 'int32'), 1)").message).toMatch(
+      /\[take\] index -5 is out of range for an axis of size 4/,
+    );
+    expect(outcome("mx.takeAlongAxis(mx.arange(0, 4), mx.array([4], 'int64'), 0)").message).toMatch(
+      /\[take_along_axis\] index 4 is out of range for an axis of size 4/,
+    );
+    expect(outcome("mx.take(mx.arange(0, 4), mx.array([-1, 0, 3], 'int32'))")).toEqual({ value: [3, 0, 3] });
+    expect(outcome("mx.take(mx.reshape(mx.arange(0, 8), [2, 4]), mx.array([-4n, 3n], 'int64'), 1)")).toEqual({
+      value: [
+        [0, 3],
+        [4, 7],
+      ],
+    });
+  });
+
+  it('asStrided may not reach past its buffer', () => {
+    expect(outcome('mx.asStrided(mx.arange(0, 4), [1000], [1], 0)')).toEqual({
+      name: 'MlxError',
+      code: 'ERR_MLX',
+      message: 'mlx_as_strided: [as_strided] the view reaches elements 0 to 999 of an array of 4 elements',
+    });
+    expect(outcome('mx.asStrided(mx.arange(0, 4), [2], [-1], 0)').message).toMatch(/reaches elements -1 to 0 of an array of 4/);
+    expect(outcome('mx.asStrided(mx.arange(0, 4), [2, 2], [1, 1], 1)')).toEqual({
+      value: [
+        [1, 2],
+        [2, 3],
+      ],
+    });
+    expect(outcome('mx.asStrided(mx.arange(0, 4), [0, 5], [100, 100], 0)')).toEqual({ value: [] });
+  });
+
+  it('integer floorDivide and remainder of the minimum by -1 wrap as two-complement division does', () => {
+    expect(outcome("mx.floorDivide(mx.array([-2147483648, 7, -7], 'int32'), mx.array([-1, -1, 2], 'int32'))")).toEqual({
+      value: [-2147483648, -7, -4],
+    });
+    expect(outcome("mx.remainder(mx.array([-2147483648, 7], 'int32'), mx.array([-1, -3], 'int32'))")).toEqual({ value: [0, -2] });
+    expect(outcome("mx.floorDivide(mx.array([-9223372036854775808n], 'int64'), mx.array([-1n], 'int64'))")).toEqual({
+      value: ['-9223372036854775808n'],
+    });
+  });
+});

@@ -435,7 +435,7 @@ extern "C" int mlx_array_equal(mlx_array* res, const mlx_array a, const mlx_arra
 
 extern "C" int mlx_as_strided(mlx_array* res, const mlx_array a, const int* shape, size_t shape_num, const int64_t* strides, size_t strides_num, size_t offset, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::as_strided(mlxc::arr(a), mlxc::span<int>{shape, shape_num}, mlxc::span<int64_t>{strides, strides_num}, offset, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::as_strided(mlxc::arr(a), mlxc::span<int>{shape, shape_num}, mlxc::span<int64_t>{strides, strides_num}, offset, mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;
@@ -755,7 +755,7 @@ extern "C" int mlx_contiguous(mlx_array* res, const mlx_array a, bool allow_col_
 
 extern "C" int mlx_conv1d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride, int padding, int dilation, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv1d(mlxc::arr(input), mlxc::arr(weight), stride, padding, dilation, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv1d(mlxc::arr(input), mlxc::arr(weight), stride, padding, dilation, mlxc::safe::groups(groups, "conv1d"), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;
@@ -771,7 +771,7 @@ extern "C" int mlx_conv1d(mlx_array* res, const mlx_array input, const mlx_array
 
 extern "C" int mlx_conv2d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int padding_0, int padding_1, int dilation_0, int dilation_1, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv2d(mlxc::arr(input), mlxc::arr(weight), std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv2d(mlxc::arr(input), mlxc::arr(weight), std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, mlxc::safe::groups(groups, "conv2d"), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;
@@ -787,7 +787,7 @@ extern "C" int mlx_conv2d(mlx_array* res, const mlx_array input, const mlx_array
 
 extern "C" int mlx_conv3d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int stride_2, int padding_0, int padding_1, int padding_2, int dilation_0, int dilation_1, int dilation_2, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv3d(mlxc::arr(input), mlxc::arr(weight), std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv3d(mlxc::arr(input), mlxc::arr(weight), std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, mlxc::safe::groups(groups, "conv3d"), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;
@@ -803,7 +803,7 @@ extern "C" int mlx_conv3d(mlx_array* res, const mlx_array input, const mlx_array
 
 extern "C" int mlx_conv_general(mlx_array* res, const mlx_array input, const mlx_array weight, const int* stride, size_t stride_num, const int* padding_lo, size_t padding_lo_num, const int* padding_hi, size_t padding_hi_num, const int* kernel_dilation, size_t kernel_dilation_num, const int* input_dilation, size_t input_dilation_num, int groups, bool flip, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv_general(mlxc::arr(input), mlxc::arr(weight), mlxc::span<int>{stride, stride_num}, mlxc::span<int>{padding_lo, padding_lo_num}, mlxc::span<int>{padding_hi, padding_hi_num}, mlxc::span<int>{kernel_dilation, kernel_dilation_num}, mlxc::span<int>{input_dilation, input_dilation_num}, groups, flip, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv_general(mlxc::arr(input), mlxc::arr(weight), mlxc::span<int>{stride, stride_num}, mlxc::span<int>{padding_lo, padding_lo_num}, mlxc::span<int>{padding_hi, padding_hi_num}, mlxc::span<int>{kernel_dilation, kernel_dilation_num}, mlxc::span<int>{input_dilation, input_dilation_num}, mlxc::safe::groups(groups, "conv_general"), flip, mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;
@@ -819,7 +819,7 @@ extern "C" int mlx_conv_general(mlx_array* res, const mlx_array input, const mlx
 
 extern "C" int mlx_conv_transpose1d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride, int padding, int dilation, int output_padding, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv_transpose1d(mlxc::arr(input), mlxc::arr(weight), stride, padding, dilation, output_padding, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv_transpose1d(mlxc::arr(input), mlxc::arr(weight), stride, padding, dilation, output_padding, mlxc::safe::groups(groups, "conv_transpose1d"), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;
@@ -835,7 +835,7 @@ extern "C" int mlx_conv_transpose1d(mlx_array* res, const mlx_array input, const
 
 extern "C" int mlx_conv_transpose2d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int padding_0, int padding_1, int dilation_0, int dilation_1, int output_padding_0, int output_padding_1, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv_transpose2d(mlxc::arr(input), mlxc::arr(weight), std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, std::pair<int, int>{output_padding_0, output_padding_1}, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv_transpose2d(mlxc::arr(input), mlxc::arr(weight), std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, std::pair<int, int>{output_padding_0, output_padding_1}, mlxc::safe::groups(groups, "conv_transpose2d"), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;
@@ -851,7 +851,7 @@ extern "C" int mlx_conv_transpose2d(mlx_array* res, const mlx_array input, const
 
 extern "C" int mlx_conv_transpose3d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int stride_2, int padding_0, int padding_1, int padding_2, int dilation_0, int dilation_1, int dilation_2, int output_padding_0, int output_padding_1, int output_padding_2, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv_transpose3d(mlxc::arr(input), mlxc::arr(weight), std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, std::tuple<int, int, int>{output_padding_0, output_padding_1, output_padding_2}, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv_transpose3d(mlxc::arr(input), mlxc::arr(weight), std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, std::tuple<int, int, int>{output_padding_0, output_padding_1, output_padding_2}, mlxc::safe::groups(groups, "conv_transpose3d"), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;

@@ -307,7 +307,7 @@ extern "C" int mlx_floor(mlx_array* res, const mlx_array a, const mlx_stream s) 
 
 extern "C" int mlx_floor_divide(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::floor_divide(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::floor_divide(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;

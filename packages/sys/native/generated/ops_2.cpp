@@ -595,7 +595,7 @@ extern "C" int mlx_reciprocal(mlx_array* res, const mlx_array a, const mlx_strea
 
 extern "C" int mlx_remainder(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::remainder(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::remainder(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;

@@ -547,7 +547,7 @@ extern "C" int mlx_swapaxes(mlx_array* res, const mlx_array a, int axis1, int ax
 
 extern "C" int mlx_take_axis(mlx_array* res, const mlx_array a, const mlx_array indices, int axis, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::take(mlxc::arr(a), mlxc::arr(indices), axis, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::take(mlxc::arr(a), mlxc::arr(indices), axis, mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;
@@ -563,7 +563,7 @@ extern "C" int mlx_take_axis(mlx_array* res, const mlx_array a, const mlx_array 
 
 extern "C" int mlx_take(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::take(mlxc::arr(a), mlxc::arr(indices), mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::take(mlxc::arr(a), mlxc::arr(indices), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;
@@ -579,7 +579,7 @@ extern "C" int mlx_take(mlx_array* res, const mlx_array a, const mlx_array indic
 
 extern "C" int mlx_take_along_axis(mlx_array* res, const mlx_array a, const mlx_array indices, int axis, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::take_along_axis(mlxc::arr(a), mlxc::arr(indices), axis, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::take_along_axis(mlxc::arr(a), mlxc::arr(indices), axis, mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;

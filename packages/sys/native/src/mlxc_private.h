@@ -118,6 +118,21 @@ inline std::vector<array> arrays_of(const uintptr_t* ctxs, size_t n, const char*
 inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_array{new std::vector<array>(std::move(v))}; }
 
 /**
+ * MLX ops behind checks (checked_ops.cpp) for arguments on which MLX crashes rather than throws;
+ * the generated glue calls these (spec/ops.ts).
+ */
+namespace safe {
+/** `g`, or an error naming `op` when it is not positive (MLX divides by it). */
+int groups(int g, const char* op);
+array take(const array& a, const array& indices, mx::Stream s);
+array take(const array& a, const array& indices, int axis, mx::Stream s);
+array take_along_axis(const array& a, const array& indices, int axis, mx::Stream s);
+array as_strided(const array& a, const mx::Shape& shape, const mx::Strides& strides, size_t offset, mx::Stream s);
+array floor_divide(const array& a, const array& b, mx::Stream s);
+array remainder(const array& a, const array& b, mx::Stream s);
+}  // namespace safe
+
+/**
  * The message of a failed allocation: MLX's "[malloc] Unable to allocate N bytes." where the
  * allocator threw it (alloc_guard.cpp), else the same prefix over what new threw, so that bindings
  * can tell an allocation failure from other errors.
