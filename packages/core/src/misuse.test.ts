@@ -49,6 +49,17 @@ describe('allocations larger than memory are MlxErrors with code ERR_MLX_ALLOCAT
   it('ones of 32 GiB', () => {
     expect(outcome("mx.ones([8, 2 ** 30], 'float32')")).toMatchObject({ name: 'MlxError', code: 'ERR_MLX_ALLOCATION' });
   });
+  it("a shape whose size overflows MLX's arithmetic is refused when the op is made", () => {
+    expect(outcome("mx.zeros([2 ** 16, 2 ** 16, 2 ** 16, 2 ** 16], 'float32')")).toEqual({
+      name: 'MlxError',
+      code: 'ERR_MLX',
+      message:
+        "mlx_zeros: [shape] an array of shape [65536, 65536, 65536, 65536] would hold 7.38e+19 bytes, more than any memory (its element count overflows MLX's size arithmetic)",
+    });
+    expect(outcome('mx.broadcastTo(mx.ones([1]), [2 ** 31 - 1, 2 ** 31 - 1, 2 ** 31 - 1])').message).toMatch(
+      /^mlx_broadcast_to: \[shape\]/,
+    );
+  });
   it('the process goes on: a small array after a failed large one', () => {
     expect(
       outcome('(() => { try { mx.evaluate(mx.ones([8, 2 ** 30])); } catch { /* expected */ } return mx.add(mx.ones([2]), 1); })()'),

@@ -92,7 +92,16 @@ void assign(H& h, V&& v) {
   else
     h.ctx = new T(std::forward<V>(v));
 }
-inline void set(mlx_array& h, const array& v) { assign<array>(h, v); }
+/**
+ * Refuses a result whose shape holds more bytes than any memory (2^62): MLX computes sizes as a
+ * wrapping size_t product, so such a shape (zeros of [65536, 65536, 65536, 65536]) reads as a
+ * small or empty array to some kernels and as an enormous one to others.
+ */
+void check_result_size(const array& v);
+inline void set(mlx_array& h, const array& v) {
+  check_result_size(v);
+  assign<array>(h, v);
+}
 inline void set(mlx_vector_array& h, std::vector<array> v) { assign<std::vector<array>>(h, std::move(v)); }
 inline void set(mlx_closure& h, ClosureFn f) { assign<ClosureFn>(h, std::move(f)); }
 template <typename T>
