@@ -10,8 +10,9 @@
 // evaluating thread allocates (a primitive's eval_cpu), so the exception reaches the entry point
 // that evaluates, which reports it as an error like any other.
 //
-// Where the binding does not happen (a libmlx linked with -Bsymbolic), MLX's own allocator runs
-// unwrapped. MLXC_ALLOC_GUARD=0 turns the wrapper off.
+// Where the binding does not happen (a libmlx linked with -Bsymbolic, or macOS's two-level
+// namespace), and on MLX builds with a GPU (Metal, CUDA: their allocators report failures
+// themselves), MLX's own allocator runs unwrapped. MLXC_ALLOC_GUARD=0 turns the wrapper off.
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -21,6 +22,8 @@
 
 #include "mlxc_private.h"
 #include "mlx/allocator.h"
+#include "mlx/backend/cuda/cuda.h"
+#include "mlx/backend/metal/metal.h"
 
 namespace mx = mlx::core;
 namespace alloc = mlx::core::allocator;
@@ -82,6 +85,9 @@ Allocator& allocator() {
     }
     const char* v = std::getenv("MLXC_ALLOC_GUARD");
     if (v && std::string(v) == "0") return &base();
+    // The GPU backends' own code reaches their allocators directly and reports failures itself;
+    // the wrapper is for the CPU build's plain malloc.
+    if (mx::metal::is_available() || mx::cu::is_available()) return &base();
     return new Guarded(base());
   }();
   return *a;
