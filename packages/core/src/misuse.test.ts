@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import * as mx from './index.js';
 
 const pkg = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -126,5 +127,38 @@ describe('arguments MLX crashes on are checked', () => {
     expect(outcome("mx.floorDivide(mx.array([-9223372036854775808n], 'int64'), mx.array([-1n], 'int64'))")).toEqual({
       value: ['-9223372036854775808n'],
     });
+  });
+});
+
+describe("take's index check keeps take's other uses", () => {
+  it('differentiates through take and takeAlongAxis', () => {
+    const g = mx.grad((a: mx.Array) => mx.sum(mx.take(a, mx.array([0, 2, 2, -1], 'int32'))));
+    const d = g(mx.array([1, 2, 3, 4]));
+    expect((Array.isArray(d) ? d[0] : d).toList()).toEqual([1, 0, 2, 1]);
+    const g2 = mx.grad((a: mx.Array) => mx.sum(mx.takeAlongAxis(a, mx.array([[1], [0]], 'int32'), 1)));
+    const d2 = g2(
+      mx.array([
+        [1, 2],
+        [3, 4],
+      ]),
+    );
+    expect((Array.isArray(d2) ? d2[0] : d2).toList()).toEqual([
+      [0, 1],
+      [1, 0],
+    ]);
+  });
+
+  it('checks against the size of the array a shapeless compile is called with', () => {
+    const f = mx.compile((a: mx.Array, i: mx.Array) => mx.take(a, i), { shapeless: true });
+    try {
+      const r4 = f(mx.arange(0, 4), mx.array([3], 'int32')) as mx.Array;
+      expect(r4.toList()).toEqual([3]);
+      const r8 = f(mx.arange(0, 8), mx.array([7], 'int32')) as mx.Array;
+      expect(r8.toList()).toEqual([7]);
+      const bad = f(mx.arange(0, 8), mx.array([8], 'int32')) as mx.Array;
+      expect(() => mx.evaluate(bad)).toThrow(/\[take\] index 8 is out of range for an axis of size 8/);
+    } finally {
+      f.dispose();
+    }
   });
 });

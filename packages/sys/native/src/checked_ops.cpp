@@ -21,24 +21,40 @@ namespace {
  */
 class CheckIndices : public mx::UnaryPrimitive {
  public:
-  CheckIndices(mx::Stream s, int64_t n, std::string op) : mx::UnaryPrimitive(s), n_(n), op_(std::move(op)) {}
+  /** in[0]: the indices; in[1]: the array they index, for its size along `axis` (kFlat: all of it). */
+  static constexpr int kFlat = std::numeric_limits<int>::min();
+  CheckIndices(mx::Stream s, int axis, std::string op) : mx::UnaryPrimitive(s), axis_(axis), op_(std::move(op)) {}
   const char* name() const override { return "CheckIndices"; }
   bool is_equivalent(const mx::Primitive& o) const override {
     auto& p = static_cast<const CheckIndices&>(o);
-    return n_ == p.n_ && op_ == p.op_;
+    return axis_ == p.axis_ && op_ == p.op_;
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {in[0].shape()}; }
+  // Integer indices carry no gradient; the indexed array is an input only for its shape.
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>&, const std::vector<int>& argnums,
+                         const std::vector<array>&) override {
+    std::vector<array> out;
+    for (int i : argnums) out.push_back(mx::zeros_like(primals[i], stream()));
+    return out;
+  }
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>&, const std::vector<int>&) override {
+    return {mx::zeros_like(primals[0], stream())};
+  }
   void eval_gpu(const std::vector<array>&, array&) override {
     throw std::runtime_error("CheckIndices runs on the CPU (the front end sanitizes indices with MLX ops on other devices)");
   }
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    // The front end made the input row contiguous: one flat run of data_size() elements.
+    // The front end made the input row contiguous: one flat run of data_size() elements. The size
+    // of the axis is read here, not when the graph was built: a shapeless compile replays this
+    // primitive over arrays of other shapes.
     const array& x = in[0];
+    const array& a = in[1];
+    const int64_t n = axis_ == kFlat ? static_cast<int64_t>(a.size()) : a.shape(axis_ < 0 ? axis_ + static_cast<int>(a.ndim()) : axis_);
     out.set_data(mx::allocator::malloc(out.nbytes()));
     auto& enc = mx::cpu::get_command_encoder(stream());
     enc.set_input_array(x);
     enc.set_output_array(out);
-    enc.dispatch([x = array::unsafe_weak_copy(x), out = array::unsafe_weak_copy(out), n = n_, op = op_]() mutable {
+    enc.dispatch([x = array::unsafe_weak_copy(x), out = array::unsafe_weak_copy(out), n, op = op_]() mutable {
       switch (x.dtype()) {
         case mx::int8: run<int8_t>(x, out, n, op); break;
         case mx::int16: run<int16_t>(x, out, n, op); break;
@@ -77,12 +93,15 @@ class CheckIndices : public mx::UnaryPrimitive {
       throw std::out_of_range(os.str());
     }
   }
-  int64_t n_;
+  int axis_;
   std::string op_;
 };
 
-/** `indices` checked against an axis of `n` elements (negative indices count from the end). */
-array checked_indices(const array& indices, int64_t n, const char* op, mx::Stream s) {
+/**
+ * `indices` checked against axis `axis` of `a` (CheckIndices::kFlat: against all of `a`, flattened);
+ * `n` is that size now, for the GPU path. Negative indices count from the end.
+ */
+array checked_indices(const array& indices, const array& a, int axis, int64_t n, const char* op, mx::Stream s) {
   if (!mx::issubdtype(indices.dtype(), mx::integer)) return indices;  // MLX refuses them itself
   if (indices.size() == 0) return indices;
   if (s.device != mx::Device::cpu) {
@@ -94,7 +113,9 @@ array checked_indices(const array& indices, int64_t n, const char* op, mx::Strea
     return mx::where(in_range, indices, mx::zeros_like(indices, s), s);
   }
   auto flat = mx::contiguous(indices, false, s);
-  return array(flat.shape(), flat.dtype(), std::make_shared<CheckIndices>(s, n, op), {flat});
+  // stop_gradient: the indices depend on `a` only for its shape, and the gather after them must
+  // not be asked for a gradient with respect to its indices.
+  return mx::stop_gradient(array(flat.shape(), flat.dtype(), std::make_shared<CheckIndices>(s, axis, op), {flat, a}), s);
 }
 
 int64_t axis_size(const array& a, int axis, const char* op) {
@@ -117,17 +138,17 @@ int groups(int g, const char* op) {
 }
 
 array take(const array& a, const array& indices, mx::Stream s) {
-  return mx::take(a, checked_indices(indices, static_cast<int64_t>(a.size()), "take", s), s);
+  return mx::take(a, checked_indices(indices, a, CheckIndices::kFlat, static_cast<int64_t>(a.size()), "take", s), s);
 }
 
 array take(const array& a, const array& indices, int axis, mx::Stream s) {
   const int64_t n = axis_size(a, axis, "take");
-  return mx::take(a, checked_indices(indices, n, "take", s), axis, s);
+  return mx::take(a, checked_indices(indices, a, axis, n, "take", s), axis, s);
 }
 
 array take_along_axis(const array& a, const array& indices, int axis, mx::Stream s) {
   const int64_t n = axis_size(a, axis, "take_along_axis");
-  return mx::take_along_axis(a, checked_indices(indices, n, "take_along_axis", s), axis, s);
+  return mx::take_along_axis(a, checked_indices(indices, a, axis, n, "take_along_axis", s), axis, s);
 }
 
 array as_strided(const array& a, const mx::Shape& shape, const mx::Strides& strides, size_t offset, mx::Stream s) {
