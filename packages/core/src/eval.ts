@@ -14,6 +14,7 @@ import { flushDisposed } from './lifetime.js';
 import { MlxError, check, fn } from './native.js';
 import { resolveStream, type StreamLike } from './stream.js';
 import { Socket } from 'node:net';
+import { isMainThread } from 'node:worker_threads';
 
 export interface EvalLimits {
   /** The most bytes one array may take (0 or undefined: no limit). */
@@ -44,11 +45,14 @@ function addresses(arrays: readonly Array[]): BigUint64Array {
 }
 
 // Background evaluations in flight, by id. The native side reports each end as a 16-byte record
-// (id, error length) on a pipe this thread reads in its event loop (mlxc_eval_notifier): no
-// native thread waits for the JS thread, and the socket keeps the process alive only while
-// something is in flight.
-const pending = new Map<number, { resolve: () => void; reject: (e: unknown) => void; stream: StreamLike }>();
-let nextId = 1;
+// (id, error length) on a pipe this thread reads in its event loop: no native thread waits for the
+// JS thread, and the socket keeps the process alive only while something is in flight. Each JS
+// thread (the main thread, every worker thread: each has its own instance of this module) has a
+// channel of its own (mlxc_eval_channel), named in the high bits of its ids, so that no thread
+// reads another's reports; a worker's channel is closed when the worker ends.
+const pending = new Map<bigint, { resolve: () => void; reject: (e: unknown) => void; stream: StreamLike }>();
+let nextSeq = 1n;
+let channelBits = 0n;
 let reports: Socket | undefined;
 let partial: Buffer | undefined;
 
@@ -59,14 +63,14 @@ function onReports(chunk: Buffer): void {
   if (whole < data.length) partial = Buffer.from(data.subarray(whole));
   data = data.subarray(0, whole);
   for (let at = 0; at < data.length; at += 16) {
-    const id = Number(data.readBigUInt64LE(at));
+    const id = data.readBigUInt64LE(at);
     const errorBytes = Number(data.readBigUInt64LE(at + 8));
     const p = pending.get(id);
     if (!p) continue;
     pending.delete(id);
     if (errorBytes) {
       const buf = Buffer.alloc(errorBytes + 1);
-      check(fn.mlxc_eval_take_error(buf, buf.length, id), 'mlxc_eval_take_error');
+      check(fn.mlxc_eval_take_error(buf, buf.length, id as never), 'mlxc_eval_take_error');
       // Kernel errors MLX recorded on a CPU stream come back here too (the native side checks the stream).
       p.reject(new MlxError(buf.subarray(0, errorBytes).toString('utf8'), 'mlxc_eval_arrays_async'));
     } else p.resolve();
@@ -77,7 +81,10 @@ function onReports(chunk: Buffer): void {
 function reportSocket(): Socket {
   if (reports) return reports;
   const fd = [0];
-  check(fn.mlxc_eval_notifier(fd as never), 'mlxc_eval_notifier');
+  const channel = [0n];
+  check(fn.mlxc_eval_channel(fd as never, channel as never), 'mlxc_eval_channel');
+  const c = BigInt(channel[0]);
+  channelBits = c << 40n;
   const sock = new Socket({ fd: fd[0], readable: true, writable: false });
   sock.on('data', onReports);
   sock.on('error', (e) => {
@@ -85,6 +92,8 @@ function reportSocket(): Socket {
     pending.clear();
   });
   sock.unref();
+  // A worker thread's channel ends with it (the main thread's lives as long as the process).
+  if (!isMainThread) process.once('exit', () => void fn.mlxc_eval_channel_close(c as never));
   reports = sock;
   return sock;
 }
@@ -124,12 +133,12 @@ export function evalInBackground(
   const maxTotal = size(limits.maxTotalBytes);
   const s = resolveStream(stream);
   const sock = reportSocket();
-  const id = nextId++;
+  const id = channelBits | nextSeq++;
   return new Promise<void>((resolve, reject) => {
     // The worker holds its own references to the arrays: the list can be reused at once.
     try {
       check(
-        fn.mlxc_eval_arrays_async(addresses(arrays), arrays.length, s.handle, maxArray, maxTotal, inlineNodes(options), id),
+        fn.mlxc_eval_arrays_async(addresses(arrays), arrays.length, s.handle, maxArray, maxTotal, inlineNodes(options), id as never),
         'mlxc_eval_arrays_async',
       );
     } catch (e) {

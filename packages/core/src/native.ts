@@ -1,7 +1,8 @@
-// The native library, loaded on first use, the process-wide error handler, and MlxError.
+// The native library, loaded on first use, its per-thread error messages, and MlxError.
 // Importing @mlx/core loads nothing native: `fn` starts as stubs that load the library on their
-// first call and then replace themselves (and every other stub) with the real functions, so later
-// calls cost nothing extra; `koffi` reaches the koffi module the same way.
+// first call and then replace themselves with the real function (which @mlx/sys declares then), so
+// later calls cost nothing extra and a process declares only the functions it calls; `koffi`
+// reaches the koffi module the same way.
 import { loadMlxC, prototypes, type MlxC, type MlxCFunctions } from '@mlx/sys';
 
 let C: MlxC | undefined;
@@ -13,7 +14,6 @@ const onLoad: ((c: MlxC) => void)[] = [];
 export function native(): MlxC {
   if (C) return C;
   const c = loadMlxC();
-  Object.assign(fn, c.fn);
   Object.setPrototypeOf(koffi, c.koffi);
   C = c;
   nativeLibraryPath = c.path;
@@ -37,9 +37,13 @@ function stubs(): MlxCFunctions {
   const o: Record<string, unknown> = {};
   for (const proto of prototypes) {
     const name = /(\w+)\(/.exec(proto)![1];
-    const stub = (...a: unknown[]) => (native().fn as unknown as Record<string, (...a: unknown[]) => unknown>)[name](...a);
-    (stub as unknown as { async: unknown }).async = (...a: unknown[]) =>
-      (native().fn as unknown as Record<string, { async: (...a: unknown[]) => unknown }>)[name].async(...a);
+    const real = () => {
+      const f = native().resolve(name);
+      o[name] = f;
+      return f;
+    };
+    const stub = (...a: unknown[]) => real()(...a);
+    (stub as unknown as { async: unknown }).async = (...a: unknown[]) => real().async(...a);
     o[name] = stub;
   }
   return o as unknown as MlxCFunctions;
@@ -105,22 +109,33 @@ export class MlxError extends Error {
   }
 }
 
-let lastMessage: string | undefined;
 let pendingCallbackError: unknown;
 
-// MLX reports errors synchronously, on the thread of the failing call, through this handler; the
-// default one in the library would exit the process. The handler only records the message: the
-// call's non-zero return turns it into an exception.
-let handler: unknown;
+// MLX reports errors synchronously, on the thread of the failing call, through the library's
+// handler; its default one would exit the process. The library's thread-error handler
+// (mlxc_use_thread_errors) keeps the message with the OS thread that failed, and the call's
+// non-zero return makes this thread take it (mlxc_take_error). No JS callback is the handler: a
+// callback belongs to one JS thread, and worker threads each load this module and call in on
+// their own OS thread.
 function installErrorHandler(c: MlxC): void {
-  handler = c.koffi.register(
-    (msg: string) => {
-      lastMessage = msg;
-    },
-    c.koffi.pointer(c.types.callbacks.mlx_error_handler_func as never),
-  );
-  c.fn.mlx_set_error_handler(handler, null, null);
+  c.resolve('mlxc_use_thread_errors')();
 }
+
+let errorBuf = Buffer.alloc(1024);
+/** This thread's last error message from the library, taken (so it is reported once). */
+function takeMessage(): string | undefined {
+  const len = [0];
+  check0(fn.mlxc_take_error(errorBuf, errorBuf.length, len as never));
+  const n = Number(len[0]);
+  if (n >= errorBuf.length) {
+    errorBuf = Buffer.alloc(n + 1);
+    check0(fn.mlxc_take_error(errorBuf, errorBuf.length, len as never));
+  }
+  return n ? errorBuf.subarray(0, Math.min(n, errorBuf.length - 1)).toString('utf8') : undefined;
+}
+const check0 = (rc: number) => {
+  if (rc !== 0) throw new MlxError('could not read the error message', 'mlxc_take_error');
+};
 
 /** A JS callback (closure body) threw: keep the error so the failing native call rethrows it. */
 export function recordCallbackError(e: unknown): void {
@@ -128,9 +143,8 @@ export function recordCallbackError(e: unknown): void {
 }
 
 export function throwLastError(functionName: string): never {
-  const msg = lastMessage ?? 'unknown error (no message reported)';
+  const msg = takeMessage() ?? 'unknown error (no message reported)';
   const cbErr = pendingCallbackError;
-  lastMessage = undefined;
   pendingCallbackError = undefined;
   if (cbErr !== undefined) {
     if (cbErr instanceof Error) throw cbErr;

@@ -9,6 +9,7 @@ import { type HostTensor, MlxSession } from '../src/index.js';
 import { readTestCase } from '../src/internal.js';
 import * as mx from '@mlx/core';
 import { driveSync, evalSync, within } from '../src/execute/driver.js';
+import { collectOutputs } from '../src/execute/outputs.js';
 
 const which = process.argv[2] ?? 'gpt2-tiny';
 const N = Number(process.argv[3] ?? 2000);
@@ -64,7 +65,7 @@ async function main(): Promise<void> {
       values.filter((v: any) => v.kind === 'device').map((v: any) => v.array),
     );
     const t3 = performance.now();
-    within(s.streams, () => s.collect(fetches, values, run, {}));
+    within(s.streams, () => collectOutputs(fetches, values, run, {}, s.pooledResults));
     const t4 = performance.now();
     mx.dispose([...run.arrays]);
     const t5 = performance.now();

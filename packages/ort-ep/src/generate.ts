@@ -96,15 +96,83 @@ function seeded(seed: number): () => number {
   };
 }
 
+const show = (v: unknown): string =>
+  typeof v === 'string' ? `'${v}'` : typeof v === 'bigint' ? `${v}n` : Array.isArray(v) ? 'an array' : String(v);
+
+const SAMPLING_KEYS = ['temperature', 'topK', 'topP', 'seed'];
+const OPTION_KEYS = ['inputIds', 'maxNewTokens', 'sampling', 'stopTokens', 'kvCapacity', 'Tensor', 'onStep'];
+
+/** Whether `v` is an integer in [min, 2^53). */
+const isCount = (v: unknown, min: number): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= min;
+
+/**
+ * `sampling` checked: absent, 'greedy', or an object of temperature (finite, > 0), topK (an integer
+ * ≥ 0), topP (in (0, 1]) and seed (an integer); anything else (a typo such as 'greedy ', a number,
+ * null, an unknown key) is a TypeError or RangeError naming it, not sampling with other settings.
+ */
+export function checkSampling(sampling: unknown): void {
+  if (sampling === undefined || sampling === 'greedy') return;
+  if (typeof sampling !== 'object' || sampling === null || Array.isArray(sampling))
+    throw new TypeError(`generate: sampling must be 'greedy' or an object { temperature, topK, topP, seed }, got ${show(sampling)}`);
+  const s = sampling as Record<string, unknown>;
+  for (const k of Object.keys(s))
+    if (!SAMPLING_KEYS.includes(k))
+      throw new TypeError(`generate: sampling has an unknown option '${k}' (known: ${SAMPLING_KEYS.join(', ')})`);
+  const num = (k: string) => {
+    const v = s[k];
+    if (v !== undefined && typeof v !== 'number') throw new TypeError(`generate: sampling.${k} must be a number, got ${show(v)}`);
+    return v as number | undefined;
+  };
+  const temperature = num('temperature');
+  if (temperature !== undefined && !(Number.isFinite(temperature) && temperature > 0))
+    throw new RangeError(`generate: sampling.temperature must be a finite number > 0, got ${temperature}`);
+  const topK = num('topK');
+  if (topK !== undefined && !isCount(topK, 0))
+    throw new RangeError(`generate: sampling.topK must be an integer ≥ 0 (0: all tokens), got ${topK}`);
+  const topP = num('topP');
+  if (topP !== undefined && !(topP > 0 && topP <= 1)) throw new RangeError(`generate: sampling.topP must be in (0, 1], got ${topP}`);
+  const seed = num('seed');
+  if (seed !== undefined && !Number.isSafeInteger(seed)) throw new RangeError(`generate: sampling.seed must be an integer, got ${seed}`);
+}
+
+/** Every generate() option checked before the first run, each error naming the option and its value. */
+function checkOptions(options: GenerateOptions): void {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`generate: options must be an object, got ${show(options)}`);
+  for (const k of Object.keys(options))
+    if (!OPTION_KEYS.includes(k)) throw new TypeError(`generate: unknown option '${k}' (known: ${OPTION_KEYS.join(', ')})`);
+  const ids = options.inputIds as unknown;
+  if (!Array.isArray(ids)) throw new TypeError(`generate: inputIds must be an array of token ids, got ${show(ids)}`);
+  ids.forEach((id, i) => {
+    const ok = typeof id === 'bigint' ? id >= 0n && id <= BigInt(Number.MAX_SAFE_INTEGER) : isCount(id, 0);
+    if (!ok) throw new RangeError(`generate: inputIds[${i}] = ${show(id)} is not a token id (an integer ≥ 0)`);
+  });
+  if (!isCount(options.maxNewTokens, 0))
+    throw new RangeError(`generate: maxNewTokens must be an integer ≥ 0, got ${show(options.maxNewTokens)}`);
+  checkSampling(options.sampling);
+  const stops = options.stopTokens as unknown;
+  if (stops !== undefined) {
+    if (!Array.isArray(stops)) throw new TypeError(`generate: stopTokens must be an array of token ids, got ${show(stops)}`);
+    stops.forEach((t, i) => {
+      if (!isCount(t, 0)) throw new RangeError(`generate: stopTokens[${i}] = ${show(t)} is not a token id (an integer ≥ 0)`);
+    });
+  }
+  if (options.kvCapacity !== undefined && !isCount(options.kvCapacity, 1))
+    throw new RangeError(`generate: kvCapacity must be a positive integer, got ${show(options.kvCapacity)}`);
+  if (options.Tensor !== undefined && typeof options.Tensor !== 'function')
+    throw new TypeError(`generate: Tensor must be the Tensor class of the session's onnxruntime module, got ${show(options.Tensor)}`);
+  if (options.onStep !== undefined && typeof options.onStep !== 'function')
+    throw new TypeError(`generate: onStep must be a function, got ${show(options.onStep)}`);
+}
+
 /** The next token from one position's logits. Ties go to the lowest id, as argmax does. */
 export function pickToken(logits: ArrayLike<number>, sampling: GenerateOptions['sampling'], random?: () => number): number {
+  checkSampling(sampling);
   if (sampling === undefined || sampling === 'greedy') {
     let best = 0;
     for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
     return best;
   }
   const temperature = sampling.temperature ?? 1;
-  if (!(temperature > 0)) throw new RangeError(`generate: temperature must be > 0, got ${temperature}`);
   const ids = Array.from({ length: logits.length }, (_, i) => i).sort((a, b) => logits[b] - logits[a] || a - b);
   const k = sampling.topK && sampling.topK > 0 ? Math.min(sampling.topK, ids.length) : ids.length;
   const top = ids.slice(0, k);
@@ -172,6 +240,7 @@ const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'cpu-pinn
  * out of the loop (or an error) frees the cache tensors the loop holds.
  */
 export async function* generate(session: Session, options: GenerateOptions): AsyncGenerator<number, void, void> {
+  checkOptions(options);
   const T = options.Tensor ?? (CommonTensor as unknown as typeof Tensor);
   const caches = cacheNames(session);
   const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch', ...caches.map((c) => c.past)]);

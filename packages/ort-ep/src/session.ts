@@ -6,7 +6,7 @@
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
 import { allocHost, readModelFile, type HostTensor, type ModelIR } from './onnx/index.js';
-import { resolveCpuBackend, type CpuBackend } from './runtime/onnxruntime.js';
+import { cpuBackendMayResolve, resolveCpuBackend, type CpuBackend } from './runtime/onnxruntime.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
 import { planModel, prepareModel } from './plan/prepare.js';
@@ -14,7 +14,7 @@ import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } f
 import { giveStreams, takeStreams } from './execute/stream-pool.js';
 import { deviceArrays, donateFeeds, validateFeeds } from './execute/feeds.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
-import { type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
+import { checkSessionOptions, type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
 import { collectOutputs } from './execute/outputs.js';
 import { checkStartOptions, notify, progress } from './execute/progress.js';
 import { GraphProgram } from './execute/run.js';
@@ -63,8 +63,11 @@ export class MlxSession {
     private readonly streams: RunStreams,
     /** The nodes MLX does not take (they run in fallback partitions). */
     private unsupported: UnsupportedNode[] = [],
-    /** The CPU backend of the fallback partitions, when one resolves (and fallback is not 'none'). */
-    private readonly cpu?: CpuBackend,
+    /**
+     * The CPU backend of the fallback partitions: loaded at create() when the plan has one, else on
+     * a re-plan that needs one (unless fallback is 'none').
+     */
+    private cpu?: CpuBackend,
   ) {
     const memory = options.outputMemory ?? 'auto';
     if (memory !== 'auto' && memory !== 'pooled' && memory !== 'fresh')
@@ -104,7 +107,9 @@ export class MlxSession {
    * holds are read back to the host for the new plan and uploaded again, once per re-plan.
    */
   private replan(e: RuntimeTypeRefusal): boolean {
-    if (!this.cpu || this.forced.has(e.target)) return false;
+    if (this.forced.has(e.target)) return false;
+    if (!this.cpu && (this.options.fallback ?? fallbackFromEnv()) !== 'none') this.cpu = resolveCpuBackend(this.options.cpuBackend);
+    if (!this.cpu) return false;
     this.forced.set(e.target, e.reason);
     const old = { program: this.program, constants: this.constants, runner: this.runner };
     within(this.streams, () => restoreInitializers(old.program));
@@ -188,11 +193,14 @@ export class MlxSession {
 
   /** @internal */
   static createSync(bytes: Uint8Array, options: MlxSessionOptions & { modelPath?: string }, name = '<bytes>'): MlxSession {
+    checkSessionOptions(options);
     // MLX_ORT_FALLBACK=none|cpu sets the default (tests that must measure MLX alone, deployments that want no fallback).
     const fallback = options.fallback ?? fallbackFromEnv();
+    if (options.device === 'gpu' && !mx.gpuAvailable()) throw new OrtMlxError(noGpuMessage());
     if (fallback !== undefined && fallback !== 'cpu' && fallback !== 'none')
       throw new TypeError(`fallback must be 'cpu' or 'none', got '${String(fallback)}'`);
-    const cpu = fallback === 'none' ? undefined : resolveCpuBackend(options.cpuBackend);
+    // onnxruntime is loaded only for a model with a fallback partition (below).
+    const mayFallBack = fallback !== 'none' && cpuBackendMayResolve(options.cpuBackend);
     const t0 = performance.now();
     notify(options, { phase: 'load', state: 'start', model: name });
     const { model, plan, unsupported } = prepareModel(bytes, {
@@ -201,9 +209,11 @@ export class MlxSession {
       registry: options.registry,
       modelName: name,
       disabledOps: options.disabledOps,
-      partition: !!cpu,
+      partition: mayFallBack,
       rewrites: options.graphRewrites,
     });
+    const cpu =
+      mayFallBack && (unsupported.length || plan.nodes.some((pn) => pn.fallback)) ? resolveCpuBackend(options.cpuBackend) : undefined;
     const threads = options.intraOpNumThreads;
     if (threads !== undefined && threads !== 0) {
       if (!Number.isInteger(threads) || threads < 0 || threads > 1024)
@@ -462,6 +472,20 @@ export class MlxSession {
       giveStreams(this.streams);
     });
   }
+}
+
+/** Why device 'gpu' cannot be had here, and what to install. */
+function noGpuMessage(): string {
+  const lib = mx.nativeLibraryPath ? ` (${mx.nativeLibraryPath})` : '';
+  const fix =
+    process.platform === 'darwin'
+      ? process.arch === 'arm64'
+        ? "install @mlx/sys-darwin-arm64 (MLX's Metal build)"
+        : 'MLX has no GPU backend on Intel Macs'
+      : process.platform === 'linux' && process.arch === 'x64'
+        ? 'for an NVIDIA GPU, install @mlx/sys-linux-x64-cuda13 (CUDA 13 drivers) and set MLX_BACKEND=cuda or leave it unset'
+        : `MLX has no GPU backend for ${process.platform}-${process.arch}`;
+  return `device 'gpu' was asked for, but the MLX library loaded${lib} has no GPU backend (or no GPU answers): ${fix}; or use device 'cpu'`;
 }
 
 function fallbackFromEnv(): 'cpu' | 'none' | undefined {

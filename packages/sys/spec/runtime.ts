@@ -209,4 +209,14 @@ export const memory: FnSpec[] = [
   manual('int mlx_clear_cache(void)'),
 ];
 
-export const error: FnSpec[] = [manual('void mlx_set_error_handler(mlx_error_handler_func handler, void* data, mlx_payload_dtor dtor)')];
+export const error: FnSpec[] = [
+  manual('void mlx_set_error_handler(mlx_error_handler_func handler, void* data, mlx_payload_dtor dtor)'),
+  manual(
+    'int mlxc_use_thread_errors(void)',
+    "installs this library's own error handler, which keeps each message with the thread that failed, for that thread to read with mlxc_take_error: bindings with several JS threads (worker threads) need no JS callback as handler",
+  ),
+  manual(
+    'int mlxc_take_error(void* buf, size_t cap, size_t* len)',
+    "copies (truncated to cap - 1 bytes, NUL-terminated) and forgets this thread's last error message (mlxc_use_thread_errors); len gets its whole length, and a message that did not fit is kept for a larger buffer; empty when there is none",
+  ),
+];

@@ -5,11 +5,14 @@ import { createRequire } from 'node:module';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prototypes, type MlxCFunctions } from './generated/bindings.js';
+import { glibcTooOld, glibcVersion } from './libc.js';
+import { ownManifestVersion } from './manifest.js';
 import { callbackTypes, enumTypes, handleTypes, structTypes } from './generated/ctypes.js';
 
 export type { MlxCFunctions } from './generated/bindings.js';
 export { prototypes, functionCount } from './generated/bindings.js';
 export type { MlxHandle } from './types.js';
+export { glibcVersion } from './libc.js';
 /** mlx-c's enum values. */
 export { MlxDtype, MlxDeviceType, MlxCompileMode, MlxFftNorm } from './generated/ctypes.js';
 
@@ -33,7 +36,10 @@ export interface MlxC {
   path: string;
   /** Functions of the spec that this library does not export (an older system libmlxc). */
   missing: string[];
+  /** The raw functions: each declared on its first call (until then a stub that declares it). */
   fn: MlxCFunctions;
+  /** Function `name` of `fn`, declared now if it was not (callers that keep a function use this). */
+  resolve(name: string): ((...a: unknown[]) => unknown) & { async: (...a: unknown[]) => unknown };
   types: MlxCTypes;
   koffi: Koffi;
 }
@@ -65,35 +71,50 @@ export interface PlatformPackage {
   cpu: string;
   /** 'glibc' where the package needs it. */
   libc?: 'glibc';
+  /** The oldest glibc its library loads on (that of the MLX wheel it is built from). */
+  glibc?: string;
   /** The MLX backend its libmlx was built with (MLX_BACKEND selects by this). */
   backend: 'cpu' | 'cuda' | 'metal';
   /** Not a dependency of @mlx/sys: installed by hand where wanted. */
   optIn?: boolean;
 }
 
+/** The oldest glibc the Linux packages load on: MLX's manylinux wheels are built for glibc 2.35. */
+export const GLIBC_FLOOR = '2.35';
+
 /** Every platform package, in the order the loader tries those that fit this machine. */
 export const platformPackages: readonly PlatformPackage[] = [
-  { name: '@mlx/sys-linux-x64-cuda13', os: 'linux', cpu: 'x64', libc: 'glibc', backend: 'cuda', optIn: true },
-  { name: '@mlx/sys-linux-x64-gnu', os: 'linux', cpu: 'x64', libc: 'glibc', backend: 'cpu' },
+  { name: '@mlx/sys-linux-x64-cuda13', os: 'linux', cpu: 'x64', libc: 'glibc', glibc: GLIBC_FLOOR, backend: 'cuda', optIn: true },
+  { name: '@mlx/sys-linux-x64-gnu', os: 'linux', cpu: 'x64', libc: 'glibc', glibc: GLIBC_FLOOR, backend: 'cpu' },
   { name: '@mlx/sys-darwin-arm64', os: 'darwin', cpu: 'arm64', backend: 'metal' },
 ];
-
-function hasGlibc(): boolean {
-  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
-  return !!header?.glibcVersionRuntime;
-}
 
 /** The platform packages that fit this machine (os, cpu, libc), CUDA first. */
 export function platformPackagesForHost(): PlatformPackage[] {
   const fits = platformPackages.filter((p) => p.os === process.platform && p.cpu === process.arch);
-  if (fits.some((p) => p.libc) && !hasGlibc()) return [];
+  if (fits.some((p) => p.libc) && !glibcVersion()) return [];
   return fits;
 }
 
-let ownVersion: string | undefined;
-/** This package's version: a platform package must have the same one. */
-export function sysVersion(): string {
-  ownVersion ??= (require('../package.json') as { version: string }).version;
+/** Why a fitting platform package cannot load here (an older glibc than it was built against), or undefined. */
+function platformPackageUnfit(p: PlatformPackage): string | undefined {
+  return p.libc === 'glibc' && p.glibc ? glibcTooOld(p.glibc, glibcVersion()) : undefined;
+}
+
+let ownVersion: string | null | undefined;
+/**
+ * This package's version: a platform package must have the same one. Null where this code runs
+ * bundled into an application (the package.json beside it is then the application's, or none):
+ * the platform package's version cannot be checked there.
+ */
+export function sysVersion(): string | null {
+  if (ownVersion === undefined) {
+    try {
+      ownVersion = ownManifestVersion(require('../package.json'));
+    } catch {
+      ownVersion = null;
+    }
+  }
   return ownVersion;
 }
 
@@ -148,7 +169,8 @@ export function libraryCandidates(): LibraryCandidate[] {
       continue;
     }
     const version = (require(join(dir, 'package.json')) as { version?: string }).version;
-    const skip = version === sysVersion() ? undefined : `version ${version}, but @mlx/sys is ${sysVersion()}`;
+    const own = sysVersion();
+    const skip = own === null || version === own ? platformPackageUnfit(p) : `version ${version}, but @mlx/sys is ${own}`;
     c.push({ path: join(dir, 'lib', libName), why, skip });
   }
   // MLX_BACKEND=cuda or metal: that platform package or nothing.
@@ -348,20 +370,57 @@ export function loadMlxC(): MlxC {
       if (explicit) break;
       continue;
     }
-    const fn: Record<string, unknown> = {};
-    const missing: string[] = [];
+    // Each function is declared on its first call (koffi parses its prototype then): a process
+    // calls a fraction of the 500-odd, and declaring them all costs milliseconds at load. Until
+    // then `fn` holds a stub that declares the function, puts it in its place and calls it.
+    type Native = ((...a: unknown[]) => unknown) & { async: (...a: unknown[]) => unknown };
+    const fn: Record<string, Native> = {};
+    const missingNames = new Set<string>();
+    const declare = (name: string, proto: string): Native => {
+      let f: Native;
+      try {
+        f = (counting ? countCalls(name, lib.func(proto)) : lib.func(proto)) as Native;
+      } catch {
+        missingNames.add(name);
+        const path = cand.path;
+        f = (() => {
+          throw new Error(`${name} is not exported by ${path}`);
+        }) as unknown as Native;
+        f.async = f;
+      }
+      fn[name] = f;
+      return f;
+    };
     for (const proto of prototypes) {
       const name = /(\w+)\(/.exec(proto)![1];
-      try {
-        fn[name] = counting ? countCalls(name, lib.func(proto)) : lib.func(proto);
-      } catch {
-        missing.push(name);
-        fn[name] = () => {
-          throw new Error(`${name} is not exported by ${cand.path}`);
-        };
-      }
+      const stub = ((...a: unknown[]) => (fn[name] === stub ? declare(name, proto) : fn[name])(...a)) as Native;
+      stub.async = (...a: unknown[]) => (fn[name] === stub ? declare(name, proto) : fn[name]).async(...a);
+      fn[name] = stub;
     }
-    loaded = { path: cand.path, missing, fn: fn as unknown as MlxCFunctions, types: declareTypes(), koffi };
+    const stubs = new Map(Object.entries(fn));
+    const protoOf = new Map(prototypes.map((p) => [/(\w+)\(/.exec(p)![1], p]));
+    const missing = (): string[] => {
+      for (const proto of prototypes) {
+        const name = /(\w+)\(/.exec(proto)![1];
+        if (fn[name] === stubs.get(name)) declare(name, proto);
+      }
+      return [...missingNames];
+    };
+    const resolve = (name: string): Native => {
+      const stub = stubs.get(name);
+      if (!stub) throw new Error(`${name} is not a function of the spec`);
+      return fn[name] === stub ? declare(name, protoOf.get(name)!) : fn[name];
+    };
+    loaded = {
+      path: cand.path,
+      resolve,
+      get missing() {
+        return missing();
+      },
+      fn: fn as unknown as MlxCFunctions,
+      types: declareTypes(),
+      koffi,
+    };
     return loaded;
   }
   throw new MlxLibraryNotFoundError(attempts);

@@ -155,6 +155,17 @@ export class NodeContext implements OpContext {
     this.env.run.analysis?.markSubgraphInputs(inputs);
     return this.runSub(g, inputs, this.env);
   }
+  traceSubgraph(g: GraphIR, inputs: Value[]): Value[] | undefined {
+    const guards = this.env.run.guards;
+    const kept = guards.length;
+    try {
+      return this.runSub(g, inputs, this.env);
+    } catch {
+      return undefined;
+    } finally {
+      guards.length = kept;
+    }
+  }
   get limits(): MemoryLimits {
     return this.env.run.limits;
   }

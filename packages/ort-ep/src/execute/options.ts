@@ -168,3 +168,28 @@ export function metadataOf(v: ValueInfoIR): TensorMetadata {
     shape: (t.shape ?? []).map((d) => (d === null || d === undefined ? -1 : d)),
   };
 }
+
+const describe = (v: unknown): string =>
+  typeof v === 'string' ? `'${v}'` : Array.isArray(v) ? `[${v.map(describe).join(', ')}]` : String(v);
+
+/**
+ * The session options whose values create() would otherwise trip over later with a JavaScript error
+ * ("sel is not iterable"): each checked for its type, a TypeError naming the option and the value.
+ */
+export function checkSessionOptions(options: MlxSessionOptions): void {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`session options must be an object, got ${describe(options)}`);
+  const o = options as Record<string, unknown>;
+  const rewrites = o.graphRewrites;
+  if (rewrites !== undefined && typeof rewrites !== 'boolean' && !(Array.isArray(rewrites) && rewrites.every((n) => typeof n === 'string')))
+    throw new TypeError(`graphRewrites must be true, false or a list of rewrite names, got ${describe(rewrites)}`);
+  const disabled = o.disabledOps;
+  if (disabled !== undefined && !(Array.isArray(disabled) && disabled.every((n) => typeof n === 'string')))
+    throw new TypeError(`disabledOps must be a list of op types, got ${describe(disabled)}`);
+  if (o.device !== undefined && o.device !== 'gpu' && o.device !== 'cpu')
+    throw new TypeError(`device must be 'gpu' or 'cpu', got ${describe(o.device)}`);
+  if (o.compiled !== undefined && typeof o.compiled !== 'boolean')
+    throw new TypeError(`compiled must be true or false, got ${describe(o.compiled)}`);
+  const sigs = o.maxSignatures;
+  if (sigs !== undefined && !(typeof sigs === 'number' && Number.isSafeInteger(sigs) && sigs >= 1))
+    throw new TypeError(`maxSignatures must be a positive integer, got ${describe(sigs)}`);
+}

@@ -10,13 +10,17 @@ import type { Value } from '../runtime/value.js';
 import { ResourceLimitError } from '../errors.js';
 import { hostNumbers, intsIfGiven, normAxis } from './helpers/util.js';
 
-function truthy(ctx: OpContext, i: number): boolean {
-  return hostNumbers(ctx.host(i)).some((v) => v !== 0);
+/** A condition input: exactly one element (as onnxruntime requires), true when not 0. */
+function truthy(ctx: OpContext, i: number, op: string): boolean {
+  const values = hostNumbers(ctx.host(i));
+  if (values.length !== 1)
+    throw new RangeError(`${op} nodes condition input must have exactly one element, got shape [${ctx.shape(i).join(', ')}]`);
+  return values[0] !== 0;
 }
 
 const ifEntry = onnxOp('If', 1, {
   parse: (attrs) => ({ thenBranch: attrs.graph('then_branch'), elseBranch: attrs.graph('else_branch') }),
-  run: (ctx) => ctx.runSubgraph(truthy(ctx, 0) ? ctx.params.thenBranch : ctx.params.elseBranch, []),
+  run: (ctx) => ctx.runSubgraph(truthy(ctx, 0, 'If') ? ctx.params.thenBranch : ctx.params.elseBranch, []),
 });
 
 const bodyOf = (attrs: Attrs): GraphIR => attrs.graph('body');
@@ -186,7 +190,7 @@ const loopEntry = onnxOp<LoopParams>('Loop', 1, {
   run: (ctx) => {
     const { body, fixedCond } = ctx.params;
     const maxTrip = ctx.has(0) ? Number(hostNumbers(ctx.host(0))[0]) : Infinity;
-    let cond = ctx.has(1) ? truthy(ctx, 1) : true;
+    let cond = ctx.has(1) ? truthy(ctx, 1, 'Loop') : true;
     let carried: Value[] = [];
     for (let i = 2; i < ctx.inputCount; i++) carried.push(ctx.value(i));
     const nScan = body.outputs.length - 1 - carried.length;
@@ -226,15 +230,35 @@ const loopEntry = onnxOp<LoopParams>('Loop', 1, {
         cond = Number(c.array.item()) !== 0;
       }
     }
+    // No iteration: each scan output is empty, of shape [0, ...] its per-iteration shape, as
+    // onnxruntime gives it: the body's declared shape where it is static, else the shape a trace
+    // of the body (on the initial values, nothing evaluated) gives.
+    let traced: Value[] | undefined;
+    const traceOnce = () => {
+      if (!traced) {
+        const iter: Value = { kind: 'host', tensor: { dtype: OnnxDataType.INT64, dims: [], data: BigInt64Array.of(0n) } };
+        const condV: Value = { kind: 'host', tensor: { dtype: OnnxDataType.BOOL, dims: [], data: Uint8Array.of(1) } };
+        traced = ctx.traceSubgraph(body, [iter, condV, ...carried]) ?? [];
+      }
+      return traced;
+    };
     const scanOut = scans.map((vs, k) => {
       if (!vs.length) {
-        // No iteration: an empty scan output, typed from the body's declaration.
         const decl = body.outputs[1 + carried.length + k];
-        const et = decl.type.kind === 'tensor' && decl.type.elemType ? decl.type.elemType : OnnxDataType.FLOAT;
-        // Of shape [0, ...] the declared per-iteration shape where it is static, as onnxruntime gives it.
+        let et: number = decl.type.kind === 'tensor' && decl.type.elemType ? decl.type.elemType : OnnxDataType.FLOAT;
         const shape = decl.type.kind === 'tensor' ? decl.type.shape : undefined;
-        const inner = shape?.every((d) => typeof d === 'number' && d >= 0) ? (shape as number[]) : [];
-        return { kind: 'host', tensor: { dtype: et, dims: [0, ...inner], data: allocHost(et, 0) } } as Value;
+        let inner = shape?.every((d) => typeof d === 'number' && d >= 0) ? (shape as number[]) : undefined;
+        if (!inner) {
+          const t = traceOnce()[1 + carried.length + k];
+          if (t?.kind === 'device') {
+            inner = t.array.shape;
+            et = t.onnxType ?? et;
+          } else if (t?.kind === 'host') {
+            inner = t.tensor.dims;
+            et = t.tensor.dtype;
+          }
+        }
+        return { kind: 'host', tensor: { dtype: et, dims: [0, ...(inner ?? [])], data: allocHost(et, 0) } } as Value;
       }
       return mx.stack(vs, 0);
     });

@@ -32,6 +32,7 @@ describe('Transpose, Concat, Split', () => {
   it('Transpose perm', () => same('Transpose', [f('x', [2, 3, 4])], { attrs: { perm: [1, 2, 0] } }));
   it('Concat of three, negative axis', () =>
     same('Concat', [f('a', [2, 1, 3]), f('b', [2, 2, 3], 2), f('c', [2, 0, 3])], { attrs: { axis: -2 } }));
+  it('Concat of empty inputs only', () => same('Concat', [f('a', [0, 3]), f('b', [0, 3])], { attrs: { axis: 0 } }));
   it('Concat of int64 shape pieces', () =>
     same(
       'Concat',

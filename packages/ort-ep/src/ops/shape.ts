@@ -125,15 +125,30 @@ const transposeEntry = onnxOp('Transpose', 1, {
 
 const concatAxis = (ctx: OpContext<number>): number => normAxis(ctx.params, ctx.shape(0).length, 'Concat axis');
 
+/**
+ * The inputs Concat joins: as onnxruntime does, an input with no elements is left out (its other
+ * dims need not match: transformers.js feeds an empty past of shape [0, heads, 0, dim] beside a
+ * batch of 1), unless every input is empty. Ranks must still agree.
+ */
+function concatInputs(ctx: OpContext<number>): number[] {
+  const shapes = Array.from({ length: ctx.inputCount }, (_, i) => ctx.shape(i));
+  const rank = shapes[0].length;
+  const other = shapes.findIndex((sh) => sh.length !== rank);
+  if (other >= 0)
+    throw new RangeError(`Concat: input ${other} has rank ${shapes[other].length}, input 0 rank ${rank} (all inputs need the same rank)`);
+  const kept = shapes.flatMap((sh, i) => (sh.some((d) => d === 0) ? [] : [i]));
+  return kept.length ? kept : shapes.map((_, i) => i);
+}
+
 const concatEntry = onnxOp('Concat', 1, {
   // axis is required from opset 4 on.
   parse: (attrs, opset) => attrs.int('axis', opset < 4 ? 1 : undefined),
   host: (ctx) => {
-    const ts = Array.from({ length: ctx.inputCount }, (_, i) => ctx.host(i));
+    const ts = concatInputs(ctx).map((i) => ctx.host(i));
     return [hostConcat(ts, concatAxis(ctx))];
   },
   run: (ctx) => {
-    const xs = Array.from({ length: ctx.inputCount }, (_, i) => ctx.input(i));
+    const xs = concatInputs(ctx).map((i) => ctx.input(i));
     return [xs.length === 1 ? xs[0] : mx.concatenate(xs, concatAxis(ctx))];
   },
 });

@@ -49,6 +49,12 @@ export interface OpContext<P = unknown> extends CheckContext<P> {
   /** Runs a subgraph attribute (If/Loop/Scan bodies) with the given inputs; outer-scope names resolve to this graph's values. */
   runSubgraph(graph: GraphIR, inputs: Value[]): Value[];
   /**
+   * Runs a subgraph only to learn what it would produce (the shapes and types of its outputs, e.g.
+   * a Loop body's scan outputs when no iteration runs): device work stays lazy and is dropped, the
+   * checks it registers (guard) are discarded, and undefined comes back where it throws.
+   */
+  traceSubgraph(graph: GraphIR, inputs: Value[]): Value[] | undefined;
+  /**
    * Checks data on the device, without a host round trip per node: `bad` is a boolean scalar
    * computed with the results (an index out of range, a zero divisor). The op makes its own work
    * safe regardless (clamped indices, a divisor of 1), and when `bad` turns out true the run fails

@@ -4,7 +4,7 @@
 // project first, then from this package, so the copy the application uses is the one that runs.
 import { dataTypeName, type HostTensor } from '../onnx/index.js';
 import { hostToOrtData, onnxTypeOfOrt, ortCanHold, ortDataToHost } from './ort-tensor.js';
-import { requireOptional } from './packages.js';
+import { requireOptional, resolvesOptional } from './packages.js';
 
 /** The parts of an onnxruntime module (onnxruntime-node or onnxruntime-web) used here. */
 export interface OrtModule {
@@ -49,6 +49,16 @@ function load(name: CpuBackendName): CpuBackend | undefined {
  * The CPU backend for fallback partitions: onnxruntime-node where it resolves, else onnxruntime-web
  * (wasm); `only` picks one (tests). Undefined when neither resolves.
  */
+/**
+ * Whether a CPU backend for fallback partitions may resolve (`only`: that one), judged by finding
+ * the package without loading it: planning asks this, and the backend itself is loaded only for a
+ * model that has a fallback partition (loading onnxruntime-node costs about 10 ms).
+ */
+export function cpuBackendMayResolve(only?: CpuBackendName): boolean {
+  const known = (name: CpuBackendName) => resolved.get(name) !== null && (resolved.has(name) || resolvesOptional(name));
+  return only ? known(only) : known('onnxruntime-node') || known('onnxruntime-web');
+}
+
 export function resolveCpuBackend(only?: CpuBackendName): CpuBackend | undefined {
   if (only) return load(only);
   return load('onnxruntime-node') ?? load('onnxruntime-web');

@@ -40,56 +40,83 @@ struct Job {
 
 /**
  * The end of asynchronous evaluations, as 16-byte records (id, length of the error message, 0
- * for none) written to a pipe whose read end the JS thread watches in its event loop: a native
+ * for none) written to a pipe whose read end a JS thread watches in its event loop: a native
  * thread reports without waiting for the JS thread (a koffi callback from a native thread holds
  * that thread until the JS thread has run it, and costs a second hand-off). Messages wait in a map
  * until mlxc_eval_take_error reads them.
+ *
+ * One pipe per channel, one channel per JS thread (mlxc_eval_channel): the main thread and each
+ * worker thread read only their own reports. An id carries its channel in its high bits
+ * (id >> CHANNEL_SHIFT); channel 0 is mlxc_eval_notifier's, made on first use. A closed channel
+ * (its thread ended) drops its reports.
  */
-struct Notifier {
+constexpr int CHANNEL_SHIFT = 40;
+
+struct Channel {
   int rd = -1, wr = -1;
+};
+
+struct Notifier {
   std::mutex m;
   std::map<uint64_t, std::string> errors;
+  std::map<uint64_t, Channel> channels;
+  uint64_t next = 1;
 };
 
 Notifier& notifier() {
   // Never freed, like the workers that write to it.
-  static Notifier* n = [] {
-    auto* n = new Notifier;
-    int fds[2];
-    if (pipe(fds) == 0) {
-      fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-      fcntl(fds[1], F_SETFD, FD_CLOEXEC);
-      n->rd = fds[0];
-      n->wr = fds[1];
-    }
-    return n;
-  }();
+  static Notifier* n = new Notifier;
   return *n;
+}
+
+/** A new pipe as channel `c` (under n.m); false when no pipe can be made. */
+bool open_channel(Notifier& n, uint64_t c) {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+  fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+  n.channels[c] = Channel{fds[0], fds[1]};
+  return true;
+}
+
+/** The write end of the channel of `id`, or -1 when it is closed or was never opened. */
+int channel_writer(uint64_t id) {
+  auto& n = notifier();
+  std::lock_guard<std::mutex> lk(n.m);
+  auto it = n.channels.find(id >> CHANNEL_SHIFT);
+  return it == n.channels.end() ? -1 : it->second.wr;
 }
 
 void notify(uint64_t id, const std::string& error) {
   auto& n = notifier();
-  if (!error.empty()) {
+  int wr;
+  {
     std::lock_guard<std::mutex> lk(n.m);
-    try {
-      n.errors[id] = error;
-    } catch (...) {
-      // Out of memory for the message itself: the record still says that the evaluation failed
-      // (mlxc_eval_take_error then gives an empty message).
+    auto it = n.channels.find(id >> CHANNEL_SHIFT);
+    if (it == n.channels.end()) return;  // its thread has ended
+    wr = it->second.wr;
+    if (!error.empty()) {
+      try {
+        n.errors[id] = error;
+      } catch (...) {
+        // Out of memory for the message itself: the record still says that the evaluation failed
+        // (mlxc_eval_take_error then gives an empty message).
+      }
     }
-  }
-  // 16 bytes, under PIPE_BUF: written whole, never interleaved with another thread's record.
-  uint64_t rec[2] = {id, static_cast<uint64_t>(error.size())};
-  const char* p = reinterpret_cast<const char*>(rec);
-  size_t left = sizeof rec;
-  while (left) {
-    ssize_t k = write(n.wr, p, left);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      return;
+    // 16 bytes, under PIPE_BUF: written whole, never interleaved with another thread's record. The
+    // write happens under the lock, so that a channel being closed never has its fd reused under it.
+    uint64_t rec[2] = {id, static_cast<uint64_t>(error.size())};
+    const char* p = reinterpret_cast<const char*>(rec);
+    size_t left = sizeof rec;
+    while (left) {
+      ssize_t k = write(wr, p, left);
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        return;  // EPIPE: the reader is gone (Node ignores SIGPIPE)
+      }
+      p += k;
+      left -= static_cast<size_t>(k);
     }
-    p += k;
-    left -= static_cast<size_t>(k);
   }
 }
 
@@ -166,8 +193,39 @@ int mlxc_eval_background(const mlx_vector_array outputs, const mlx_stream stream
 
 int mlxc_eval_notifier(int* fd) {
   MLXC_TRY
-  *fd = notifier().rd;
-  if (*fd < 0) throw std::runtime_error("mlxc_eval_notifier: could not make the notification pipe");
+  auto& n = notifier();
+  std::lock_guard<std::mutex> lk(n.m);
+  auto it = n.channels.find(0);
+  if (it == n.channels.end() && !open_channel(n, 0)) throw std::runtime_error("mlxc_eval_notifier: could not make the notification pipe");
+  *fd = n.channels[0].rd;
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_eval_channel(int* fd, uint64_t* channel) {
+  MLXC_TRY
+  auto& n = notifier();
+  std::lock_guard<std::mutex> lk(n.m);
+  if (n.next >= (uint64_t{1} << (64 - CHANNEL_SHIFT))) throw std::runtime_error("mlxc_eval_channel: out of channels");
+  uint64_t c = n.next++;
+  if (!open_channel(n, c)) throw std::runtime_error(std::string("mlxc_eval_channel: could not make a pipe: ") + std::strerror(errno));
+  *fd = n.channels[c].rd;
+  *channel = c;
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_eval_channel_close(uint64_t channel) {
+  MLXC_TRY
+  auto& n = notifier();
+  std::lock_guard<std::mutex> lk(n.m);
+  auto it = n.channels.find(channel);
+  if (it != n.channels.end()) {
+    // The read end belongs to the JS side (its socket closes it); this closes the write end.
+    close(it->second.wr);
+    n.channels.erase(it);
+  }
+  for (auto e = n.errors.begin(); e != n.errors.end();) e = (e->first >> CHANNEL_SHIFT) == channel ? n.errors.erase(e) : std::next(e);
   MLXC_CATCH(1)
   return 0;
 }
@@ -199,7 +257,7 @@ int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t n, const mlx_stream str
   MLXC_TRY
   auto outs = mlxc::arrays_of(ctxs, n, "mlxc_eval_arrays_async");
   auto s = mlxc::stream(stream);
-  if (notifier().wr < 0) throw std::runtime_error("mlxc_eval_arrays_async: no notification pipe");
+  if (channel_writer(id) < 0) throw std::runtime_error("mlxc_eval_arrays_async: no open channel for this id (mlxc_eval_channel)");
   // Where the inline CPU mode works, the worker computes the whole graph on its own thread
   // (eval_within): one hop, against one per primitive to the stream's thread below.
   if (max_inline_nodes && s.device == mx::Device::cpu && !mlxc::inline_available()) {

@@ -26,7 +26,15 @@ export const evaluation: FnSpec[] = [
   ),
   manual(
     'int mlxc_eval_notifier(int* fd)',
-    'the read end of the pipe through which mlxc_eval_arrays_async reports: 16-byte records, each a uint64_t id and the uint64_t length of its error message (0: none), written by native threads without waiting for the reader (the JS thread watches the pipe in its event loop)',
+    'channel 0 (ids below 2^40): the read end of the pipe through which mlxc_eval_arrays_async reports: 16-byte records, each a uint64_t id and the uint64_t length of its error message (0: none), written by native threads without waiting for the reader (the JS thread watches the pipe in its event loop)',
+  ),
+  manual(
+    'int mlxc_eval_channel(int* fd, uint64_t* channel)',
+    "a new channel for mlxc_eval_arrays_async's reports, one per JS thread (the main thread, each worker): fd is the read end of its own pipe (records as mlxc_eval_notifier's), and an evaluation reports on the channel its id names (channel << 40 | sequence number)",
+  ),
+  manual(
+    'int mlxc_eval_channel_close(uint64_t channel)',
+    'closes a channel whose thread has ended: the write end of its pipe (the reader closes the read end) and its pending error messages; later reports on it are dropped',
   ),
   manual(
     'int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)',

@@ -190,6 +190,8 @@ export const prototypes: readonly string[] = [
   'int mlx_set_wired_limit(_Inout_ size_t* res, size_t limit)',
   'int mlx_clear_cache()',
   'void mlx_set_error_handler(mlx_error_handler_func* handler, void* data, mlx_payload_dtor* dtor)',
+  'int mlxc_use_thread_errors()',
+  'int mlxc_take_error(void* buf, size_t cap, _Inout_ size_t* len)',
   'int mlx_abs(_Inout_ mlx_array* res, const mlx_array a, const mlx_stream s)',
   'int mlx_add(_Inout_ mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s)',
   'int mlx_addmm(_Inout_ mlx_array* res, const mlx_array c, const mlx_array a, const mlx_array b, float alpha, float beta, const mlx_stream s)',
@@ -498,6 +500,8 @@ export const prototypes: readonly string[] = [
   'int mlxc_inline_eval_tasks(_Inout_ uint64_t* res)',
   'int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes)',
   'int mlxc_eval_notifier(_Inout_ int* fd)',
+  'int mlxc_eval_channel(_Inout_ int* fd, _Inout_ uint64_t* channel)',
+  'int mlxc_eval_channel_close(uint64_t channel)',
   'int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)',
   'int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id)',
   'int mlxc_array_new_data_on(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
@@ -902,6 +906,10 @@ export interface MlxCFunctions {
   mlx_clear_cache(): number;
   /** error: `void mlx_set_error_handler(mlx_error_handler_func handler, void* data, mlx_payload_dtor dtor)` */
   mlx_set_error_handler(handler: unknown /* registered koffi callback */, data: unknown, dtor: unknown /* registered koffi callback */): void;
+  /** error: `int mlxc_use_thread_errors()` */
+  mlxc_use_thread_errors(): number;
+  /** error: `int mlxc_take_error(void* buf, size_t cap, size_t* len)` */
+  mlxc_take_error(buf: unknown, cap: number | bigint, len: unknown[]): number;
   /** ops: `int mlx_abs(mlx_array* res, const mlx_array a, const mlx_stream s)` */
   mlx_abs(res: MlxHandle, a: MlxHandle, s: MlxHandle): number;
   /** ops: `int mlx_add(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s)` */
@@ -1518,6 +1526,10 @@ export interface MlxCFunctions {
   mlxc_eval_arrays(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, max_array_bytes: number | bigint, max_total_bytes: number | bigint): number;
   /** extensions/eval: `int mlxc_eval_notifier(int* fd)` */
   mlxc_eval_notifier(fd: unknown[]): number;
+  /** extensions/eval: `int mlxc_eval_channel(int* fd, uint64_t* channel)` */
+  mlxc_eval_channel(fd: unknown[], channel: unknown[]): number;
+  /** extensions/eval: `int mlxc_eval_channel_close(uint64_t channel)` */
+  mlxc_eval_channel_close(channel: number | bigint): number;
   /** extensions/eval: `int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)` */
   mlxc_eval_take_error(buf: unknown, cap: number | bigint, id: number | bigint): number;
   /** extensions/eval: `int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id)` */
@@ -1576,4 +1588,4 @@ export interface MlxCFunctions {
   mlxc_lstm(res: MlxHandle, proj: MlxHandle, rt: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, peepholes: MlxHandle, acts: ArrayBufferView | ArrayBuffer | unknown[] | null, acts_num: number | bigint, clip: number, input_forget: boolean, direction: number, s: MlxHandle): number;
 }
 
-export const functionCount = 522;
+export const functionCount = 526;

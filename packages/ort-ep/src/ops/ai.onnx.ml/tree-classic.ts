@@ -8,6 +8,7 @@ import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { mlOp } from '../../registry/op.js';
 import { hostFloats } from '../helpers/shape-host.js';
+import { checkHostElements } from '../helpers/bounds.js';
 import {
   float32Tensor,
   labelCount,
@@ -167,6 +168,12 @@ function parseRegressor(attrs: Attrs): RegressorParams {
     base: floatsOf(attrs, 'base_values', []),
     post: parsePost(attrs, 'TreeEnsembleRegressor'),
   };
+  if (!Number.isSafeInteger(p.targets) || p.targets < 1)
+    throw new RangeError(`TreeEnsembleRegressor n_targets ${p.targets} is not a positive count`);
+  if (p.base.length && p.base.length !== p.targets)
+    throw new RangeError(
+      `TreeEnsembleRegressor base_values has ${p.base.length} values for n_targets ${p.targets} (one per target, or none)`,
+    );
   for (const n of p.forest.nodes)
     for (const [t] of n.weights)
       if (t < 0 || t >= p.targets) throw new RangeError(`TreeEnsembleRegressor: target id ${t} is outside [0, ${p.targets})`);
@@ -177,6 +184,7 @@ function regressor(ctx: OpContext<RegressorParams>): HostTensor[] {
   const p = ctx.params;
   const { rows, leaves } = walk(ctx);
   const T = p.targets;
+  checkHostElements(rows * T, `${ctx.where}: the scores of ${rows} rows and n_targets ${T}`);
   const out = new Float64Array(rows * T);
   const useBase = p.base.length === T;
   const f = Math.fround;
@@ -193,7 +201,11 @@ function regressor(ctx: OpContext<RegressorParams>): HostTensor[] {
     for (let t = 0; t < T; t++) {
       let v = has[t] ? score[t] : 0;
       if (p.aggregate === 'AVERAGE') v = f(v / p.forest.roots.length);
-      out[r * T + t] = f(v + (useBase ? p.base[t] : 0));
+      v = f(v + (useBase ? p.base[t] : 0));
+      // With several targets, one that no tree scored writes 0 whatever its base value, as in
+      // onnxruntime (its ScoreValue reads as 0 without has_score); a single target always takes
+      // its base value (onnxruntime's one-output path adds it unconditionally).
+      out[r * T + t] = T > 1 && !has[t] ? 0 : v;
     }
   }
   return [float32Tensor(postScores(out, rows, T, p.post), [rows, T])];

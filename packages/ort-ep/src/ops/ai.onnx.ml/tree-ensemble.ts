@@ -7,6 +7,7 @@ import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext, OpEntry } from '../../registry/types.js';
 import { mlOp } from '../../registry/op.js';
 import { hostFloats } from '../helpers/shape-host.js';
+import { checkHostElements } from '../helpers/bounds.js';
 
 enum Mode {
   LEQ,
@@ -104,6 +105,7 @@ function validate(f: Forest): string | undefined {
   if (f.leafTargets.length !== f.leafWeights.length) return 'leaf_targetids and leaf_weights differ in length';
   if (f.modes.some((m) => m < Mode.LEQ || m > Mode.MEMBER)) return 'nodes_modes holds a mode outside 0..6';
   if (f.modes.some((m, i) => m === Mode.MEMBER && !f.sets[i])) return 'membership_values has fewer sets than there are BRANCH_MEMBER nodes';
+  if (!Number.isSafeInteger(f.nTargets) || f.nTargets < 1) return `n_targets ${f.nTargets} is not a positive count`;
   if (f.leafTargets.some((t) => t < 0 || t >= f.nTargets)) return `a leaf target id is outside [0, ${f.nTargets})`;
   const badRef = (ids: number[], leaf: number[]) => ids.some((id, i) => id < 0 || id >= (leaf[i] ? f.leafWeights.length : n));
   if (badRef(f.trueIds, f.trueLeaf) || badRef(f.falseIds, f.falseLeaf)) return 'a branch refers to a node or leaf that does not exist';
@@ -198,6 +200,7 @@ function predict(ctx: OpContext<Forest>): HostTensor[] {
   // MIN/MAX start from ±Infinity; a target that no tree reaches scores 0, as in onnxruntime (the
   // Python reference leaves the type's largest value there, an artifact of its initial value).
   const init = f.aggregate === Aggregate.MIN ? Infinity : f.aggregate === Aggregate.MAX ? -Infinity : 0;
+  checkHostElements(n * f.nTargets, `${ctx.where}: the scores of ${n} rows and n_targets ${f.nTargets}`);
   const out = new Float64Array(n * f.nTargets);
   for (let r = 0; r < n; r++) {
     const row = out.subarray(r * f.nTargets, (r + 1) * f.nTargets).fill(init);

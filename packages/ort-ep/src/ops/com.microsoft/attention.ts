@@ -15,8 +15,20 @@ import { rotaryTables } from './rotary.js';
 import { hostNumbers, intsIfGiven } from '../helpers/util.js';
 import { decodeMiniFloatArray, encodeE4M3FNOnDevice } from '../helpers/minifloat.js';
 import { optionalQuantInput, packNibbles, typed, unpackFields } from '../helpers/quant-math.js';
+import { checkResultShape, MAX_DIM } from '../helpers/bounds.js';
 
 const lowest = (d: mx.Dtype) => (d === 'float16' ? -65504 : d === 'bfloat16' ? -3.38e38 : -3.4028234663852886e38);
+
+/**
+ * The scale attribute of the contrib attention ops: absent or 0 means the default 1/sqrt(head
+ * size), as onnxruntime reads it (a literal 0 would make every key equally likely).
+ */
+export function scaleAttr(attrs: Attrs): number | undefined {
+  if (!attrs.has('scale')) return undefined;
+  const scale = attrs.float('scale');
+  if (!Number.isFinite(scale)) throw new RangeError(`scale ${scale} is not a finite number`);
+  return scale === 0 ? undefined : scale;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Attention
@@ -38,9 +50,9 @@ const parseAttention = (attrs: Attrs): AttentionParams => ({
   qkvHiddenSizes: intsIfGiven(attrs, 'qkv_hidden_sizes'),
   maskFilterValue: attrs.float('mask_filter_value', -10000),
   unidirectional: attrs.int('unidirectional', 0) === 1,
-  scale: attrs.has('scale') ? attrs.float('scale') : undefined,
-  doRotary: attrs.int('do_rotary', 0) !== 0,
-  pastPresentShareBuffer: attrs.int('past_present_share_buffer', 0) !== 0,
+  scale: scaleAttr(attrs),
+  doRotary: attrs.int('do_rotary', 0) === 1,
+  pastPresentShareBuffer: attrs.int('past_present_share_buffer', 0) === 1,
 });
 
 function attentionCheck(ctx: CheckContext<AttentionParams>): string | undefined {
@@ -138,23 +150,34 @@ interface GqaParams {
   cacheBits: number;
 }
 
-const parseGqa = (attrs: Attrs): GqaParams => ({
-  heads: attrs.int('num_heads'),
-  kvHeads: attrs.int('kv_num_heads'),
-  doRotary: attrs.int('do_rotary', 0) !== 0,
-  rotaryInterleaved: attrs.int('rotary_interleaved', 0) !== 0,
-  causal: attrs.int('causal', 1) !== 0,
-  localWindow: attrs.int('local_window_size', -1),
-  scale: attrs.has('scale') ? attrs.float('scale') : undefined,
-  softcap: attrs.float('softcap', 0),
-  smoothSoftmax: attrs.int('smooth_softmax', 0) !== 0,
-  qkNormEpsilon: attrs.float('qk_norm_epsilon', 1e-6),
-  qkOutput: attrs.int('qk_output', 0),
-  slidingWindowCache: attrs.int('sliding_window_cache', 0) !== 0,
-  kQuant: attrs.string('k_quant_type', 'NONE'),
-  vQuant: attrs.string('v_quant_type', 'NONE'),
-  cacheBits: attrs.int('kv_cache_bit_width', 8),
-});
+function parseGqa(attrs: Attrs): GqaParams {
+  const heads = attrs.int('num_heads');
+  const kvHeads = attrs.int('kv_num_heads');
+  if (!(heads > 0)) throw new RangeError(`GroupQueryAttention num_heads ${heads} must be positive`);
+  if (!(kvHeads > 0) || heads % kvHeads !== 0)
+    throw new RangeError(`GroupQueryAttention kv_num_heads ${kvHeads} must be positive and divide num_heads ${heads}`);
+  const causal = attrs.int('causal', 1);
+  if (causal !== 0 && causal !== 1) throw new RangeError(`GroupQueryAttention causal must be 0 or 1, got ${causal}`);
+  // Flags are on at 1 only, as onnxruntime reads them (2 or -1 is off there).
+  const flag = (name: string) => attrs.int(name, 0) === 1;
+  return {
+    heads,
+    kvHeads,
+    doRotary: flag('do_rotary'),
+    rotaryInterleaved: flag('rotary_interleaved'),
+    causal: causal === 1,
+    localWindow: attrs.int('local_window_size', -1),
+    scale: scaleAttr(attrs),
+    softcap: attrs.float('softcap', 0),
+    smoothSoftmax: flag('smooth_softmax'),
+    qkNormEpsilon: attrs.float('qk_norm_epsilon', 1e-6),
+    qkOutput: attrs.int('qk_output', 0),
+    slidingWindowCache: flag('sliding_window_cache'),
+    kQuant: attrs.string('k_quant_type', 'NONE'),
+    vQuant: attrs.string('v_quant_type', 'NONE'),
+    cacheBits: attrs.int('kv_cache_bit_width', 8),
+  };
+}
 
 const QUANT_TYPES = ['NONE', 'PER_TENSOR', 'PER_CHANNEL'];
 
@@ -369,13 +392,15 @@ function gqaSharedStep(
   // What every layer of the step derives from seqlens_k alike (its check too) is made once per run.
   const seqlens = ctx.input(5);
   const { len, start, positions } = ctx.shared(['gqa-step', seqlens, S, total, capacity], () => {
-    const len = mx.add(mx.reshape(mx.astype(seqlens, 'int32'), [1]), mx.scalar(1, 'int32'));
+    // Checked before adding 1, in the feed's own width: 2^31 - 1 must not wrap into range. The
+    // range is onnxruntime's, [0, the present buffer's length).
+    const room = Math.max(total, capacity);
+    const raw = mx.reshape(seqlens.dtype === 'int64' ? seqlens : mx.astype(seqlens, 'int32'), [1]);
+    ctx.guard(mx.logicalOr(mx.less(raw, 0), mx.greaterEqual(raw, room)), (d) => `seqlens_k[0] = ${d[0]} is out of range [0, ${room})`, raw);
+    const len = mx.add(mx.astype(mx.clip(raw, 0, room - 1), 'int32'), mx.scalar(1, 'int32'));
     const start = mx.subtract(len, mx.scalar(S, 'int32'));
-    ctx.guard(
-      mx.logicalOr(mx.less(start, mx.scalar(0, 'int32')), mx.greater(len, mx.scalar(Math.min(total, capacity), 'int32'))),
-      (d) => `seqlens_k + 1 = ${d[0]} does not fit ${S} new tokens within total_sequence_length ${total} and the KV buffer of ${capacity}`,
-      len,
-    );
+    ctx.guard(mx.less(start, mx.scalar(0, 'int32')), (d) => `seqlens_k[0] = ${d[0] - 1} is too small for sequence_length ${S}`, len);
+    ctx.guard(mx.greater(len, mx.scalar(total, 'int32')), (d) => pastTotal(0, d[0], total), len);
     const positions = mx.add(mx.reshape(start, [1, 1]), mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]));
     return { len, start, positions };
   });
@@ -450,6 +475,10 @@ function cacheScale(ctx: OpContext<GqaParams>, i: number, Nkv: number, H: number
   return s;
 }
 
+/** A sequence longer than total_sequence_length (onnxruntime attends past it within a larger shared buffer; the result here is sized by it). */
+const pastTotal = (b: number, len: number, total: number) =>
+  `seqlens_k[${b}] + 1 = ${len} is past total_sequence_length ${total}: the keys attended are sized by total_sequence_length`;
+
 function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const p = ctx.params;
   const N = p.heads;
@@ -457,14 +486,31 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   let [q, k, v] = gqaProjections(ctx, N, Nkv);
   const [B, , S, H] = q.shape;
   const total = hostNumbers(ctx.host(6))[0];
+  if (!(total > 0)) throw new RangeError(`total_sequence_length must be positive, got ${total}.`);
+  if (!Number.isSafeInteger(total) || total > MAX_DIM)
+    throw new RangeError(`total_sequence_length ${total} is past the largest dimension ${MAX_DIM}`);
+  if (p.qkOutput !== 0 && !ctx.wants(3)) throw new RangeError('qk_output attribute was configured but output buffer was not provided');
+  // The present cache and the attention scores have total_sequence_length rows: sized before anything is built.
+  const pastLength = ctx.has(3) ? ctx.shape(3)[2] : 0;
+  const itemsize = q.dtype === 'float32' ? 4 : 2;
+  checkResultShape(ctx, [B, Nkv, Math.max(total, pastLength), H], itemsize, 'GroupQueryAttention present_key');
+  checkResultShape(ctx, [B, N, S, total], 4, 'GroupQueryAttention attention scores');
   // The device-side decode step covers plain attention: sinks, Q/K norms and output_qk take the general path.
   const quantized = p.kQuant !== 'NONE';
   const plain = !quantized && !p.smoothSoftmax && !ctx.has(11) && !ctx.has(14) && !ctx.has(15) && !ctx.wants(3);
   if (plain && B === 1 && S < total && ctx.has(3) && ctx.has(4) && ctx.shape(3)[2] >= total && !ctx.hostIfKnown(5))
     return gqaSharedStep(ctx, q, k, v, ctx.input(3), ctx.input(4), total);
-  const lens = hostNumbers(ctx.host(5)).map((n) => n + 1);
+  const seqlensK = hostNumbers(ctx.host(5));
+  if (seqlensK.length !== B) throw new RangeError(`seqlens_k has ${seqlensK.length} entries for a batch of ${B}`);
   // The first prompt (no cached tokens) may be right-padded: its tokens start at 0 in every entry.
   const first = S === total;
+  const room = Math.max(total, pastLength);
+  seqlensK.forEach((n, b) => {
+    if (!(n >= 0 && n < room)) throw new RangeError(`seqlens_k[${b}] = ${n} is out of range [0, ${room})`);
+    if (!first && n + 1 < S) throw new RangeError(`seqlens_k[${b}] = ${n} is too small for sequence_length ${S}`);
+    if (n + 1 > total) throw new RangeError(pastTotal(b, n + 1, total));
+  });
+  const lens = seqlensK.map((n) => n + 1);
   const starts = lens.map((l) => (first ? 0 : l - S));
   const g: GqaShape = { B, S, N, Nkv, H, lens, starts, total };
   const qNorm = ctx.optional(14);

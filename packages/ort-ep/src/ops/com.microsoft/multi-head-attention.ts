@@ -11,7 +11,7 @@ import { fromHeads, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { msOp } from '../../registry/op.js';
-import { attentionMask } from './attention.js';
+import { attentionMask, scaleAttr } from './attention.js';
 
 interface MhaParams {
   heads: number;
@@ -25,7 +25,7 @@ const parseMha = (attrs: Attrs): MhaParams => ({
   heads: attrs.int('num_heads'),
   maskFilterValue: attrs.float('mask_filter_value', -10000),
   unidirectional: attrs.int('unidirectional', 0) === 1,
-  scale: attrs.has('scale') ? attrs.float('scale') : undefined,
+  scale: scaleAttr(attrs),
 });
 
 function check(ctx: CheckContext<MhaParams>): string | undefined {
@@ -122,15 +122,77 @@ function toPadded(x: mx.Array, inverse: mx.Array, padRows: number): mx.Array {
   return mx.take(ext, inverse, 0);
 }
 
+/**
+ * token_offset [B, S] (flattened, int32 positions in [0, B·S)) and the sequence lengths, checked on
+ * the device against cumulative_sequence_length [B + 1] and the T packed tokens: the lengths must
+ * rise from 0 to T by at most S a sequence, token_offset must list every padded position once, and
+ * token i of sequence b (cu[b] <= i < cu[b + 1]) must sit at b·S + i - cu[b]. A run whose data
+ * fail fails naming the value; meanwhile every index stays in range (clamped).
+ */
+function packedLayout(ctx: OpContext<MhaParams>, B: number, S: number, T: number): { offsets: mx.Array; lengths: mx.Array } {
+  const n = B * S;
+  const cuShape = ctx.shape(5);
+  if (cuShape.length !== 1 || cuShape[0] !== B + 1)
+    throw new RangeError(
+      `${ctx.where}: cumulative_sequence_length has shape [${cuShape.join(', ')}], not [${B + 1}] for token_offset [${B}, ${S}]`,
+    );
+  // Compared in their own width: an int64 offset of 2^32 must not wrap into range.
+  const wide = (a: mx.Array) => (a.dtype === 'int64' || a.dtype === 'int32' ? a : mx.astype(a, 'int64'));
+  const raw = wide(mx.flatten(ctx.input(4)));
+  const cuRaw = wide(mx.flatten(ctx.input(5)));
+  const it = raw.dtype;
+  const lengths = mx.subtract(mx.slice(cuRaw, [1], [B + 1], [1]), mx.slice(cuRaw, [0], [B], [1]));
+  ctx.guard(
+    mx.logicalOr(
+      mx.logicalOr(mx.notEqual(mx.slice(cuRaw, [0], [1], [1]), 0), mx.notEqual(mx.slice(cuRaw, [B], [B + 1], [1]), T)),
+      mx.any(mx.logicalOr(mx.less(lengths, 0), mx.greater(lengths, S))),
+    ),
+    (d) =>
+      `cumulative_sequence_length [${d.join(', ')}] must rise from 0 to the ${T} packed tokens by at most the sequence length ${S} a sequence`,
+    cuRaw,
+  );
+  // A permutation of [0, n): sorted, it is 0, 1, ..., n - 1.
+  const sorted = mx.sort(raw, 0);
+  const misplaced = mx.notEqual(sorted, mx.arange(0, n, 1, it));
+  ctx.guard(
+    mx.any(misplaced),
+    ([lo, hi, missing]) =>
+      lo < 0 || hi >= n
+        ? `token_offset holds ${lo < 0 ? lo : hi}, outside the ${n} padded positions [0, ${n - 1}] of [${B}, ${S}]`
+        : `token_offset must list each of the ${n} padded positions of [${B}, ${S}] once; position ${missing} is missing`,
+    mx.stack([mx.min(raw), mx.max(raw), mx.astype(mx.argmax(mx.astype(misplaced, 'int32'), 0), it)]),
+  );
+  if (T > 0) {
+    // Token i of sequence b = #{k >= 1 : cu[k] <= i} belongs at b·S + i - cu[b].
+    const i = mx.arange(0, T, 1, it);
+    const ends = mx.reshape(mx.slice(cuRaw, [1], [B + 1], [1]), [1, B]);
+    const b = mx.minimum(mx.sum(mx.astype(mx.lessEqual(ends, mx.reshape(i, [T, 1])), it), 1), B - 1);
+    const cuAt = mx.take(cuRaw, mx.astype(b, 'int32'), 0);
+    const expected = mx.add(mx.multiply(b, S), mx.subtract(i, cuAt));
+    const given = mx.slice(raw, [0], [T], [1]);
+    const wrong = mx.notEqual(given, expected);
+    const first = mx.argmax(mx.astype(wrong, 'int32'), 0);
+    ctx.guard(
+      mx.any(wrong),
+      ([k, got, want]) => `token_offset[${k}] = ${got}, but packed token ${k} is position ${want} of the padded [${B}, ${S}] layout`,
+      mx.stack([mx.astype(first, it), mx.take(given, first), mx.take(expected, first)]),
+    );
+  }
+  const offsets = mx.astype(mx.clip(raw, 0, Math.max(n - 1, 0)), 'int32');
+  return { offsets, lengths: mx.astype(mx.clip(lengths, 0, S), 'int32') };
+}
+
 function packedMha(ctx: OpContext<MhaParams>): OpResult[] {
   const p = ctx.params;
   const N = p.heads;
-  const [B, S] = ctx.shape(4);
+  const toShape = ctx.shape(4);
+  if (toShape.length !== 2) throw new RangeError(`${ctx.where}: token_offset has shape [${toShape.join(', ')}], not [batch, sequence]`);
+  const [B, S] = toShape;
   const query = ctx.input(0);
   const T = query.shape[0];
   if (T > B * S) throw new RangeError(`${ctx.where}: ${T} tokens do not fit token_offset [${B}, ${S}]`);
-  const offsets = mx.astype(mx.flatten(ctx.input(4)), 'int32');
-  const inverse = mx.argsort(offsets, 0); // offsets is a permutation of [0, B·S)
+  const { offsets, lengths } = packedLayout(ctx, B, S, T);
+  const inverse = mx.argsort(offsets, 0); // offsets is a permutation of [0, B·S) (checked)
   const pad = (x: mx.Array) => mx.reshape(toPadded(x, inverse, B * S - T), [B, S, x.shape[1]]);
   let q: mx.Array;
   let k: mx.Array;
@@ -149,8 +211,6 @@ function packedMha(ctx: OpContext<MhaParams>): OpResult[] {
     k = toHeads(pad(withBias(ctx.input(1), 1)), N);
     v = toHeads(pad(withBias(ctx.input(2), 2)), N);
   }
-  const cu = mx.astype(mx.flatten(ctx.input(5)), 'int32');
-  const lengths = mx.subtract(mx.slice(cu, [1], [B + 1], [1]), mx.slice(cu, [0], [B], [1]));
   let mask: mx.Array = attentionMask(lengths, B, S, S, p.maskFilterValue, q.dtype);
   const attentionBias = ctx.optional(6);
   if (attentionBias) mask = mx.add(mask, attentionBias);

@@ -20,6 +20,7 @@ import { msOp } from '../../registry/op.js';
 import { unpackFields } from '../helpers/quant-math.js';
 import { numAt } from '../helpers/shape-host.js';
 import { isResidentConstant } from '../../runtime/uploads.js';
+import { MAX_DIM } from '../helpers/bounds.js';
 
 const MLX_GROUPS = new Set([32, 64, 128]);
 
@@ -41,6 +42,14 @@ function parseNBits(attrs: Attrs): NBitsParams {
   const N = attrs.int('N');
   const bits = attrs.int('bits', 4);
   const block = attrs.int('block_size');
+  // K and N size the weights, the scales and the result: a count MLX can hold (onnxruntime refuses
+  // a negative one with a narrowing_error at initialization).
+  for (const [name, n] of [
+    ['K', K],
+    ['N', N],
+  ] as const)
+    if (!Number.isSafeInteger(n) || n < 1 || n > MAX_DIM)
+      throw new RangeError(`MatMulNBits attribute ${name} = ${n} is not a positive size (at most ${MAX_DIM})`);
   const kBlocks = Math.ceil(K / block);
   return { K, N, bits, block, kBlocks, blob: (block * bits) / 8, weightPrepacked: attrs.int('weight_prepacked', 0) !== 0 };
 }
@@ -182,9 +191,51 @@ function dequantized(ctx: OpContext, l: Layout, dtype: mx.Dtype): mx.Array {
 /** Nodes translated on each path since the process started (for tests: which path a model takes). */
 export const matMulNBitsPaths = { packed: 0, dequantized: 0 };
 
+const dimsText = (d: readonly number[]) => `{${d.join(',')}}`;
+
+/**
+ * The shapes of B, scales, zero points and bias against the attributes, as onnxruntime checks
+ * them (its messages): B [N, k_blocks, blob]; scales [N · k_blocks] or [N, k_blocks]; zero points
+ * the same, or [N · zp_blob] / [N, zp_blob] packed uint8; bias [N]; and A's last axis K. Sizes
+ * that disagree would read past the weights (wrong rows or NaN) or leave rows unscaled.
+ */
+function checkShapes(ctx: OpContext<NBitsParams>): void {
+  const l = ctx.params;
+  const same = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
+  const either = (i: number, what: string, per: number) => {
+    const d = ctx.shape(i);
+    if (!same(d, [l.N * per]) && !same(d, [l.N, per]))
+      throw new RangeError(`${what} shape ${dimsText(d)} does not match attribute-derived shape [${l.N * per}] or [${l.N},${per}]`);
+  };
+  const a = ctx.shape(0);
+  if (a.length < 1 || a[a.length - 1] !== l.K) throw new RangeError(`input A of shape ${dimsText(a)} does not end in K = ${l.K}`);
+  const b = ctx.shape(1);
+  if (!same(b, [l.N, l.kBlocks, l.blob]))
+    throw new RangeError(`B shape ${dimsText(b)} does not match attribute-derived shape [${l.N},${l.kBlocks},${l.blob}]`);
+  either(2, 'scales', l.kBlocks);
+  if (ctx.has(3)) {
+    if (ctx.elemType(3) === OnnxDataType.UINT8) either(3, 'zero_points', Math.ceil((l.kBlocks * l.bits) / 8));
+    else {
+      if (ctx.elemType(3) !== ctx.elemType(2))
+        throw new RangeError("Input 'zero_points' and 'scales' should have the same data type when zero_points is not uint8");
+      either(3, 'zero_points', l.kBlocks);
+    }
+  }
+  if (ctx.has(5) && !same(ctx.shape(5), [l.N]))
+    throw new RangeError(`bias shape ${dimsText(ctx.shape(5))} does not match attribute-derived shape [${l.N}]`);
+}
+
 function run(ctx: OpContext<NBitsParams>): mx.Array[] {
   const a = ctx.input(0);
   const l = ctx.params;
+  checkShapes(ctx);
+  // No rows (A of shape [..., 0, K]): an empty [..., 0, N], as onnxruntime returns it; MLX's
+  // quantized kernels divide by the row count.
+  if (a.size === 0) {
+    const y = mx.zeros([...a.shape.slice(0, -1), l.N], a.dtype);
+    const bias = ctx.optional(5);
+    return [bias ? mx.add(y, bias) : y];
+  }
   // The affine form adds bias · Σx per group, and bias = -scale · zero_point is as large as the
   // weights' offset: in half precision its rounding alone costs ~1e-2 of a 64-term product, where
   // onnxruntime's (q - zp) · scale rounds each weight once. So the fused path runs in float32.

@@ -57,6 +57,7 @@ function selected(option: RewriteSelection | undefined): RewriteName[] {
   }
   if (sel === true) return all;
   if (sel === false) return [];
+  if (!Array.isArray(sel)) throw new TypeError(`graphRewrites must be true, false or a list of rewrite names, got ${String(sel)}`);
   for (const n of sel) if (!all.includes(n)) throw new TypeError(`unknown graph rewrite '${n}' (known: ${all.join(', ')})`);
   return all.filter((n) => sel.includes(n));
 }

@@ -209,6 +209,8 @@ int mlx_clear_cache(void);
 
 /* error */
 void mlx_set_error_handler(mlx_error_handler_func handler, void* data, mlx_payload_dtor dtor);
+int mlxc_use_thread_errors(void);
+int mlxc_take_error(void* buf, size_t cap, size_t* len);
 
 /* ops */
 int mlx_abs(mlx_array* res, const mlx_array a, const mlx_stream s);
@@ -531,6 +533,8 @@ int mlxc_eval_within(const mlx_vector_array outputs, size_t max_array_bytes, siz
 int mlxc_inline_eval_tasks(uint64_t* res);
 int mlxc_eval_arrays(const uintptr_t* ctxs, size_t ctxs_num, size_t max_array_bytes, size_t max_total_bytes);
 int mlxc_eval_notifier(int* fd);
+int mlxc_eval_channel(int* fd, uint64_t* channel);
+int mlxc_eval_channel_close(uint64_t channel);
 int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id);
 int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id);
 
