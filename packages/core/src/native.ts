@@ -68,14 +68,23 @@ export const koffi: MlxC['koffi'] = Object.create(
 /** The brand of MlxError: the same key in every copy of @mlx/core (ESM and CJS instances, versions). */
 const MLX_ERROR = Symbol.for('@mlx/core.MlxError');
 
+/** MLX's and the native library's wording of a failed allocation (alloc_guard.cpp, MLXC_CATCH). */
+const ALLOCATION_FAILURE = /\[malloc(_or_wait)?\] Unable to allocate|std::bad_alloc/;
+
 /**
  * An error reported by MLX (or by this binding on MLX's behalf), with the C function that failed.
  * `MlxError.is(e)` and `instanceof` recognise one thrown by any copy of @mlx/core.
  */
 export class MlxError extends Error {
-  /** A stable code, also on each instance. */
+  /** A stable code, also on each instance (unless it is an allocation failure: ALLOCATION_CODE). */
   static readonly code = 'ERR_MLX';
-  readonly code = MlxError.code;
+  /**
+   * The code of an allocation failure: MLX (or the native library) could not get the memory an
+   * array or its own bookkeeping needed ("[malloc] Unable to allocate N bytes."), as when an array
+   * is larger than memory or the process runs under `ulimit -v`. The process stays usable.
+   */
+  static readonly ALLOCATION_CODE = 'ERR_MLX_ALLOCATION';
+  readonly code: 'ERR_MLX' | 'ERR_MLX_ALLOCATION';
 
   /** Whether `e` is an MlxError of any copy of @mlx/core. */
   static is(e: unknown): e is MlxError {
@@ -95,6 +104,7 @@ export class MlxError extends Error {
   ) {
     super(`${functionName}: ${mlxMessage}`, options);
     this.name = 'MlxError';
+    this.code = ALLOCATION_FAILURE.test(mlxMessage) ? MlxError.ALLOCATION_CODE : MlxError.code;
     Object.defineProperty(this, MLX_ERROR, { value: true });
   }
 }

@@ -134,6 +134,9 @@ export function defaultStream(): Stream {
 /**
  * A new stream on a device (yours to dispose). MLX evaluates a stream's work on the thread that made
  * it; `anyThread: true` makes one any thread may evaluate (one at a time), as evalInBackground needs.
+ * MLX never frees a stream: a CPU stream keeps a thread of MLX's scheduler (and, once evaluated in
+ * the background, a worker of the native library) for the life of the process, even after
+ * dispose(). Make a bounded number and reuse them, as @mlx/ort-ep's sessions do through a pool.
  */
 export function newStream(device: DeviceType | Device = defaultDevice(), options: { anyThread?: boolean } = {}): Stream {
   const type = typeof device === 'string' ? device : device.type;

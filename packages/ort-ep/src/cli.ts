@@ -2,8 +2,7 @@
 // Each command parses its own options with node:util parseArgs (strict: unknown options and
 // missing values are errors) and has its own --help. Nothing native loads before a command needs
 // MLX, so --help, --version and usage errors work without the native library.
-import { readFileSync, statSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -12,7 +11,7 @@ import * as mx from '@mlx/core';
 import { MlxSession, type MlxProgressEvent } from './session.js';
 import { checkModel } from './check.js';
 import { formatPartitions } from './plan/partition.js';
-import { OnnxDataType, decodeModel, readTestDataset, type HostTensor, type TestValue } from './onnx/index.js';
+import { OnnxDataType, decodeModel, readModelFile, readTestDataset, type HostTensor, type TestValue } from './onnx/index.js';
 
 const commands = {
   run: {
@@ -194,7 +193,7 @@ async function run(args: string[]): Promise<void> {
     const feeds: Record<string, HostTensor> = {};
     let expected: TestValue[] | undefined;
     if (values.inputs) {
-      const data = readTestDataset(values.inputs, decodeModel(new Uint8Array(readFileSync(path)), { modelPath: path }));
+      const data = readTestDataset(values.inputs, decodeModel(readModelFile(path), { modelPath: path }));
       if (data.inputs.length !== session.inputNames.length)
         throw new UsageError(
           `${values.inputs} has ${data.inputs.length} inputs; the model takes ${session.inputNames.length} (${session.inputNames.join(', ')})`,
@@ -239,7 +238,7 @@ async function run(args: string[]): Promise<void> {
       });
     }
     if (ort) {
-      const s = await ort.InferenceSession.create(await readFile(path));
+      const s = await ort.InferenceSession.create(readModelFile(path));
       const f: Record<string, import('onnxruntime-node').Tensor> = {};
       const types = { 1: 'float32', 7: 'int64', 6: 'int32', 9: 'bool', 11: 'float64' } as unknown as Record<number, 'float32'>;
       for (const [k, t] of Object.entries(feeds)) f[k] = new ort.Tensor(types[t.dtype], t.data as Float32Array, t.dims);
@@ -259,7 +258,8 @@ async function check(args: string[]): Promise<void> {
   const { values, positionals } = parse('check', args);
   if (values.help) return void console.log(commandUsage('check'));
   const path = modelPath(positionals, 'check');
-  const r = checkModel(new Uint8Array(await readFile(path)), { modelPath: path });
+  // A regular file within protobuf's 2 GiB: /dev/zero or a FIFO is refused, not read until memory runs out or waited on.
+  const r = checkModel(readModelFile(path), { modelPath: path });
   const claimedCount = [...r.claimed.values()].reduce((a, b) => a + b, 0);
   // One section per line group; add new sections (partitions, devices) as further blocks.
   const lines: string[] = [

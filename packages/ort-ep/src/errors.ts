@@ -156,6 +156,23 @@ export class ResourceLimitError extends OrtMlxError {
   static override readonly code: string = 'ERR_MLX_ORT_RESOURCE_LIMIT';
 }
 
+/**
+ * Whether `e` says that memory could not be had: MLX's or the native library's allocation failure
+ * (an MlxError with code ERR_MLX_ALLOCATION: "[malloc] Unable to allocate N bytes.", as under
+ * `ulimit -v`), or V8's for a host buffer. The provider reports those as ResourceLimitError.
+ */
+export function isAllocationFailure(e: unknown): e is Error {
+  if (!(e instanceof Error)) return false;
+  if ((e as { code?: unknown }).code === 'ERR_MLX_ALLOCATION') return true;
+  return e instanceof RangeError && /Array buffer allocation failed/.test(e.message);
+}
+
+/** An allocation failure (isAllocationFailure) as a ResourceLimitError naming the model and, where known, the node. */
+export function allocationError(e: Error, modelName: string, where?: string): ResourceLimitError {
+  const what = (e as { mlxMessage?: string }).mlxMessage ?? e.message;
+  return new ResourceLimitError(`model ${modelName}: ${where ? `${where}: ` : ''}out of memory: ${what}`, { cause: e });
+}
+
 /** The caller stopped a run (onnxruntime-common's RunOptions.terminate set while it ran). */
 export class RunTerminatedError extends OrtMlxError {
   static override readonly code: string = 'ERR_MLX_ORT_RUN_TERMINATED';

@@ -11,8 +11,9 @@
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
 import * as mx from '@mlx/core';
 import { deviceBufferOf } from './backend/device-buffer.js';
+import { MlxSessionHandler } from './backend/handler.js';
 import { download } from './runtime/convert.js';
-import { InvalidFeedError, OrtMlxError } from './errors.js';
+import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
 
 export interface SamplingOptions {
   /** Softmax temperature; default 1. */
@@ -275,7 +276,16 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
     const data = c.type === 'float16' ? new Uint16Array(n) : new Float32Array(n);
     return new T(c.type as 'float32', data as Float32Array, [1, c.dims[0], len, c.dims[1]]);
   };
-  let past: Tensor[] = caches.map((c) => zeros(c, capacity ?? 0));
+  let past: Tensor[];
+  try {
+    past = caches.map((c) => zeros(c, capacity ?? 0));
+  } catch (e) {
+    if (!isAllocationFailure(e)) throw e;
+    const bytes = caches.reduce((n, c) => n + c.dims[0] * (capacity ?? 0) * c.dims[1] * (c.type === 'float16' ? 2 : 4), 0);
+    throw new ResourceLimitError(`generate: the KV cache of kvCapacity ${capacity} (${bytes} bytes) cannot be allocated: ${e.message}`, {
+      cause: e,
+    });
+  }
   const random = typeof options.sampling === 'object' ? seeded(options.sampling.seed ?? 0) : undefined;
   const stops = new Set(options.stopTokens ?? []);
   let cached = 0;
@@ -294,8 +304,11 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       const fetches: Record<string, Tensor | null> = { logits: null };
       caches.forEach((c, i) => {
         feeds[c.past] = past[i];
-        // Shared buffer on the device: the present is written into the past's own tensor.
-        const shared = capacity !== undefined && isDevice(past[i]);
+        // Shared buffer: the present is written into the past's own tensor: on the device, or on
+        // the host where the session returns it there (a new host present per step would hold
+        // another whole cache until the garbage collector frees the last one). On the first step
+        // an mlx session with preferredOutputLocation 'gpu-buffer' gets a device present instead.
+        const shared = capacity !== undefined && (isDevice(past[i]) || step > 0 || !keepsOnDevice(session, c.present));
         fetches[c.present] = shared ? past[i] : null;
         // A growing cache on the mlx backend: the run may consume the past, appending in place.
         const own = deviceBufferOf(past[i]);
@@ -323,4 +336,10 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
   } finally {
     for (const t of past) if (isDevice(t)) t.dispose();
   }
+}
+
+/** Whether `session` is an mlx one that returns output `name` on the device (its handler says). */
+function keepsOnDevice(session: object, name: string): boolean {
+  const handler: unknown = (session as { handler?: unknown }).handler;
+  return handler instanceof MlxSessionHandler && handler.keepsOnDevice(name);
 }

@@ -5,12 +5,13 @@
 // execute/outputs.ts.
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
-import { allocHost, readRegularFile, type HostTensor, type ModelIR } from './onnx/index.js';
+import { allocHost, readModelFile, type HostTensor, type ModelIR } from './onnx/index.js';
 import { cpuBackendMayResolve, resolveCpuBackend, type CpuBackend } from './runtime/onnxruntime.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
 import { planModel, prepareModel } from './plan/prepare.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
+import { giveStreams, takeStreams } from './execute/stream-pool.js';
 import { deviceArrays, donateFeeds, validateFeeds } from './execute/feeds.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { checkSessionOptions, type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
@@ -21,10 +22,11 @@ import { ModelRunner, type CompileStats } from './execute/runner.js';
 import type { RunState } from './execute/env.js';
 import {
   InvalidFeedError,
-  OnnxLoadError,
   OrtMlxError,
   RuntimeTypeRefusal,
   UnsupportedOperatorError,
+  allocationError,
+  isAllocationFailure,
   messageOf,
   type UnsupportedNode,
 } from './errors.js';
@@ -237,15 +239,22 @@ export class MlxSession {
     // Unless the process already chose (MLX_ENABLE_TF32 set by the user or an earlier session).
     if (device === 'gpu' && process.env.MLX_ENABLE_TF32 === undefined)
       process.env.MLX_ENABLE_TF32 = options.precision === 'tf32' ? '1' : '0';
-    const streams: RunStreams = { main: mx.newStream(device, { anyThread: true }) };
-    if (device === 'gpu') streams.cpu = mx.newStream('cpu', { anyThread: true });
+    // From the process's pool: MLX never frees a stream (nor its thread), so released sessions give theirs back.
+    const streams = takeStreams(device);
     notify(options, { phase: 'load', state: 'end', model: name, ms: performance.now() - t0 });
     const t1 = performance.now();
     notify(options, { phase: 'upload', state: 'start', model: name });
-    within(streams, () => {
-      foldConstants(program, constants);
-      makeConstantsResident(program, constants);
-    });
+    try {
+      within(streams, () => {
+        foldConstants(program, constants);
+        makeConstantsResident(program, constants);
+      });
+    } catch (e) {
+      releaseDeviceConstants(program);
+      constants.release();
+      giveStreams(streams);
+      throw e;
+    }
     notify(options, { phase: 'upload', state: 'end', model: name, ms: performance.now() - t1 });
     return new MlxSession(model, program, constants, options, name, streams, unsupported, cpu);
   }
@@ -299,6 +308,7 @@ export class MlxSession {
       try {
         return this.runSyncOnce(feeds, fetches, options);
       } catch (e) {
+        if (isAllocationFailure(e)) throw allocationError(e, this.name);
         if (!(e instanceof RuntimeTypeRefusal) || options.donate?.length || !this.replan(e)) throw e;
       }
     }
@@ -344,6 +354,8 @@ export class MlxSession {
         try {
           return await this.runOnce(feeds, fetches, options);
         } catch (e) {
+          // Where no step named it (uploading the feeds, reading the outputs back): the run's.
+          if (isAllocationFailure(e)) throw allocationError(e, this.name);
           if (!(e instanceof RuntimeTypeRefusal) || options.donate?.length || !this.replan(e)) throw e;
           await this.openFallbacks();
         }
@@ -457,8 +469,7 @@ export class MlxSession {
     this.constants.release();
     void this.queue.then(() => {
       this.program.releaseFallbacks();
-      this.streams.main.dispose();
-      this.streams.cpu?.dispose();
+      giveStreams(this.streams);
     });
   }
 }
@@ -489,16 +500,6 @@ function limitOption(v: number | undefined, name: string): number | undefined {
   if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
     throw new TypeError(`${name} must be a positive number of bytes, got ${String(v)}`);
   return Math.floor(v);
-}
-
-/** A model file's bytes; a path that is not a regular file (a FIFO, a folder) is an OnnxLoadError. */
-function readModelFile(path: string): Uint8Array {
-  try {
-    return readRegularFile(path);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new OnnxLoadError(`cannot read the model file: ${code === 'ENOENT' ? 'no such file' : messageOf(e)}`, { model: path, cause: e });
-  }
 }
 
 /** Frees the folded device constants of a program and its subprograms. */

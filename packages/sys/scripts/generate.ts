@@ -75,7 +75,8 @@ function glue(s: FnSpec): string {
   else if (outs.length === 1) body = `mlxc::set(*${outs[0].name}, ${expr});`;
   else body = `auto r = ${expr};\n    ${outs.map((o, i) => `mlxc::set(*${o.name}, std::get<${i}>(r));`).join('\n    ')}`;
   const sig = fn.params.map((p) => `${p.type} ${p.name}`).join(', ');
-  return `extern "C" ${fn.ret} ${fn.name}(${sig}) {\n  try {\n    ${body}\n  } catch (const std::exception& e) {\n    mlxc::raise(e.what());\n    return 1;\n  }\n  return 0;\n}\n`;
+  // Nothing crosses the C ABI: an allocation failure keeps MLX's "[malloc]" wording (error.cpp).
+  return `extern "C" ${fn.ret} ${fn.name}(${sig}) {\n  try {\n    ${body}\n  } catch (const std::bad_alloc& e) {\n    mlxc::raise(mlxc::alloc_message(e).c_str());\n    return 1;\n  } catch (const std::exception& e) {\n    mlxc::raise(e.what());\n    return 1;\n  } catch (...) {\n    mlxc::raise("unknown C++ exception (not a std::exception)");\n    return 1;\n  }\n  return 0;\n}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------

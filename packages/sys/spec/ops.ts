@@ -35,6 +35,7 @@ export const ops: FnSpec[] = [
   op('int mlx_array_equal(mlx_array* res, const mlx_array a, const mlx_array b, bool equal_nan, const mlx_stream s)'),
   op(
     'int mlx_as_strided(mlx_array* res, const mlx_array a, const int* shape, size_t shape_num, const int64_t* strides, size_t strides_num, size_t offset, const mlx_stream s)',
+    'mlxc::safe::as_strided($a, $shape, $strides, offset, $s)',
   ),
   op('int mlx_astype(mlx_array* res, const mlx_array a, mlx_dtype dtype, const mlx_stream s)'),
   op('int mlx_atleast_1d(mlx_array* res, const mlx_array a, const mlx_stream s)'),
@@ -61,28 +62,31 @@ export const ops: FnSpec[] = [
   op('int mlx_contiguous(mlx_array* res, const mlx_array a, bool allow_col_major, const mlx_stream s)'),
   op(
     'int mlx_conv1d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride, int padding, int dilation, int groups, const mlx_stream s)',
+    'mlx::core::conv1d($input, $weight, stride, padding, dilation, mlxc::safe::groups(groups, "conv1d"), $s)',
   ),
   op(
     'int mlx_conv2d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int padding_0, int padding_1, int dilation_0, int dilation_1, int groups, const mlx_stream s)',
-    'mlx::core::conv2d($input, $weight, std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, groups, $s)',
+    'mlx::core::conv2d($input, $weight, std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, mlxc::safe::groups(groups, "conv2d"), $s)',
   ),
   op(
     'int mlx_conv3d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int stride_2, int padding_0, int padding_1, int padding_2, int dilation_0, int dilation_1, int dilation_2, int groups, const mlx_stream s)',
-    'mlx::core::conv3d($input, $weight, std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, groups, $s)',
+    'mlx::core::conv3d($input, $weight, std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, mlxc::safe::groups(groups, "conv3d"), $s)',
   ),
   op(
     'int mlx_conv_general(mlx_array* res, const mlx_array input, const mlx_array weight, const int* stride, size_t stride_num, const int* padding_lo, size_t padding_lo_num, const int* padding_hi, size_t padding_hi_num, const int* kernel_dilation, size_t kernel_dilation_num, const int* input_dilation, size_t input_dilation_num, int groups, bool flip, const mlx_stream s)',
+    'mlx::core::conv_general($input, $weight, $stride, $padding_lo, $padding_hi, $kernel_dilation, $input_dilation, mlxc::safe::groups(groups, "conv_general"), flip, $s)',
   ),
   op(
     'int mlx_conv_transpose1d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride, int padding, int dilation, int output_padding, int groups, const mlx_stream s)',
+    'mlx::core::conv_transpose1d($input, $weight, stride, padding, dilation, output_padding, mlxc::safe::groups(groups, "conv_transpose1d"), $s)',
   ),
   op(
     'int mlx_conv_transpose2d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int padding_0, int padding_1, int dilation_0, int dilation_1, int output_padding_0, int output_padding_1, int groups, const mlx_stream s)',
-    'mlx::core::conv_transpose2d($input, $weight, std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, std::pair<int, int>{output_padding_0, output_padding_1}, groups, $s)',
+    'mlx::core::conv_transpose2d($input, $weight, std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, std::pair<int, int>{output_padding_0, output_padding_1}, mlxc::safe::groups(groups, "conv_transpose2d"), $s)',
   ),
   op(
     'int mlx_conv_transpose3d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int stride_2, int padding_0, int padding_1, int padding_2, int dilation_0, int dilation_1, int dilation_2, int output_padding_0, int output_padding_1, int output_padding_2, int groups, const mlx_stream s)',
-    'mlx::core::conv_transpose3d($input, $weight, std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, std::tuple<int, int, int>{output_padding_0, output_padding_1, output_padding_2}, groups, $s)',
+    'mlx::core::conv_transpose3d($input, $weight, std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, std::tuple<int, int, int>{output_padding_0, output_padding_1, output_padding_2}, mlxc::safe::groups(groups, "conv_transpose3d"), $s)',
   ),
   op('int mlx_copy(mlx_array* res, const mlx_array a, const mlx_stream s)'),
   op('int mlx_cos(mlx_array* res, const mlx_array a, const mlx_stream s)'),
@@ -111,7 +115,10 @@ export const ops: FnSpec[] = [
   op('int mlx_eye(mlx_array* res, int n, int m, int k, mlx_dtype dtype, const mlx_stream s)'),
   op('int mlx_flatten(mlx_array* res, const mlx_array a, int start_axis, int end_axis, const mlx_stream s)'),
   op('int mlx_floor(mlx_array* res, const mlx_array a, const mlx_stream s)'),
-  op('int mlx_floor_divide(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s)'),
+  op(
+    'int mlx_floor_divide(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s)',
+    'mlxc::safe::floor_divide($a, $b, $s)',
+  ),
   op('int mlx_from_fp8(mlx_array* res, const mlx_array x, mlx_dtype dtype, const mlx_stream s)'),
   op('int mlx_full(mlx_array* res, const int* shape, size_t shape_num, const mlx_array vals, mlx_dtype dtype, const mlx_stream s)'),
   op('int mlx_full_like(mlx_array* res, const mlx_array a, const mlx_array vals, mlx_dtype dtype, const mlx_stream s)'),
@@ -214,7 +221,7 @@ export const ops: FnSpec[] = [
   op('int mlx_radians(mlx_array* res, const mlx_array a, const mlx_stream s)'),
   op('int mlx_real(mlx_array* res, const mlx_array a, const mlx_stream s)'),
   op('int mlx_reciprocal(mlx_array* res, const mlx_array a, const mlx_stream s)'),
-  op('int mlx_remainder(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s)'),
+  op('int mlx_remainder(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s)', 'mlxc::safe::remainder($a, $b, $s)'),
   op('int mlx_repeat_axis(mlx_array* res, const mlx_array arr, int repeats, int axis, const mlx_stream s)'),
   op('int mlx_repeat(mlx_array* res, const mlx_array arr, int repeats, const mlx_stream s)'),
   op('int mlx_reshape(mlx_array* res, const mlx_array a, const int* shape, size_t shape_num, const mlx_stream s)'),
@@ -313,9 +320,15 @@ export const ops: FnSpec[] = [
   op('int mlx_sum_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s)'),
   op('int mlx_sum(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s)'),
   op('int mlx_swapaxes(mlx_array* res, const mlx_array a, int axis1, int axis2, const mlx_stream s)'),
-  op('int mlx_take_axis(mlx_array* res, const mlx_array a, const mlx_array indices, int axis, const mlx_stream s)'),
-  op('int mlx_take(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_stream s)'),
-  op('int mlx_take_along_axis(mlx_array* res, const mlx_array a, const mlx_array indices, int axis, const mlx_stream s)'),
+  op(
+    'int mlx_take_axis(mlx_array* res, const mlx_array a, const mlx_array indices, int axis, const mlx_stream s)',
+    'mlxc::safe::take($a, $indices, axis, $s)',
+  ),
+  op('int mlx_take(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_stream s)', 'mlxc::safe::take($a, $indices, $s)'),
+  op(
+    'int mlx_take_along_axis(mlx_array* res, const mlx_array a, const mlx_array indices, int axis, const mlx_stream s)',
+    'mlxc::safe::take_along_axis($a, $indices, axis, $s)',
+  ),
   op('int mlx_tan(mlx_array* res, const mlx_array a, const mlx_stream s)'),
   op('int mlx_tanh(mlx_array* res, const mlx_array a, const mlx_stream s)'),
   op(

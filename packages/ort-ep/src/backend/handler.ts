@@ -35,7 +35,7 @@ function metadata(m: TensorMetadata): InferenceSession.ValueMetadata {
   return { name: m.name, isTensor: true, type: m.type as Tensor.Type, shape: m.shape };
 }
 
-class MlxSessionHandler implements InferenceSessionHandler {
+export class MlxSessionHandler implements InferenceSessionHandler {
   readonly inputNames: readonly string[];
   readonly outputNames: readonly string[];
   readonly inputMetadata: readonly InferenceSession.ValueMetadata[];
@@ -53,6 +53,11 @@ class MlxSessionHandler implements InferenceSessionHandler {
     this.outputNames = session.outputNames;
     this.inputMetadata = session.inputMetadata.map(metadata);
     this.outputMetadata = session.outputMetadata.map(metadata);
+  }
+
+  /** Whether output `name` comes back as a 'gpu-buffer' tensor (preferredOutputLocation), unless pre-allocated. */
+  keepsOnDevice(name: string): boolean {
+    return this.onDevice.has(name);
   }
 
   /**

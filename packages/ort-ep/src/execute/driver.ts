@@ -1,7 +1,14 @@
 // Drives a run, written as a generator of EvalRequests, to completion: synchronously (runSync,
 // constant folding) or without blocking the event loop (run), evaluating off the JS thread.
 import * as mx from '@mlx/core';
-import { NodeExecutionError, OrtMlxError, ResourceLimitError, RunTerminatedError } from '../errors.js';
+import {
+  NodeExecutionError,
+  OrtMlxError,
+  ResourceLimitError,
+  RunTerminatedError,
+  allocationError,
+  isAllocationFailure,
+} from '../errors.js';
 import type { GuardInfo, RunState } from './env.js';
 import type { EvalRequest } from './run.js';
 
@@ -62,7 +69,10 @@ const limitsOf = (run: RunState): mx.EvalLimits =>
         maxTotalBytes: run.limits.maxSessionBytes,
       };
 
-/** MLX's refusal of an evaluation over the budget, as the provider's error naming the model. */
+/**
+ * MLX's refusal of an evaluation over the budget, or an allocation that failed while evaluating,
+ * as the provider's error naming the model.
+ */
 function budgetError(e: unknown, run: RunState): unknown {
   if (e instanceof mx.MlxError && /\[memory budget\]/.test(e.message)) {
     return new ResourceLimitError(
@@ -70,6 +80,7 @@ function budgetError(e: unknown, run: RunState): unknown {
       { cause: e },
     );
   }
+  if (isAllocationFailure(e)) return allocationError(e, run.modelName);
   return e;
 }
 

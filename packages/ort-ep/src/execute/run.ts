@@ -11,7 +11,15 @@ import type { CheckContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxTypeOf } from '../runtime/convert.js';
 import type { CpuBackend } from '../runtime/onnxruntime.js';
 import type { Value } from '../runtime/value.js';
-import { NodeExecutionError, OrtMlxError, ResourceLimitError, RuntimeTypeRefusal, UnholdableTypeError } from '../errors.js';
+import {
+  NodeExecutionError,
+  OrtMlxError,
+  ResourceLimitError,
+  RuntimeTypeRefusal,
+  UnholdableTypeError,
+  allocationError,
+  isAllocationFailure,
+} from '../errors.js';
 import { NeedsEval, NodeContext } from './context.js';
 import { Env } from './env.js';
 import { FallbackRunner } from './fallback.js';
@@ -109,6 +117,7 @@ export class GraphProgram {
     } catch (e) {
       analysis?.abort();
       if (e instanceof NeedsEval || e instanceof ResourceLimitError || e instanceof RuntimeTypeRefusal) throw e;
+      if (isAllocationFailure(e)) throw allocationError(e, this.plan.modelName, `node '${pn.node.name}' (${pn.node.opType})`);
       const refused = refusalAtRunTime(entry, ctx, e);
       if (refused) throw new RuntimeTypeRefusal(this.plan.modelName, pn.node.name, pn.node.opType, pn.node, refused, e);
       throw new NodeExecutionError(this.plan.modelName, pn.node.name, pn.node.opType, e);

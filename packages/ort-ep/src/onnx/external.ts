@@ -185,11 +185,26 @@ export function openRegularFile(path: string): number {
   return fd;
 }
 
-/** The whole content of a regular file (a model file), read with bounded reads. */
-export function readRegularFile(path: string): Uint8Array {
+/**
+ * The most bytes a model file may hold: protobuf's limit on one message (2 GiB). Larger weights go
+ * in external data files, which are read piecewise and are not bound by it.
+ */
+export const MODEL_FILE_LIMIT = 2 ** 31;
+/** The most bytes a test data file (input_<i>.pb, output_<i>.pb: one TensorProto) may hold. */
+export const TENSOR_FILE_LIMIT = 2 ** 30;
+
+/**
+ * The whole content of a regular file (a model file), read with bounded reads. A file over
+ * `maxBytes` is refused before anything is read (code ETOOLARGE).
+ */
+export function readRegularFile(path: string, maxBytes = Number.POSITIVE_INFINITY): Uint8Array {
   const fd = openRegularFile(path);
   try {
     const size = fstatSync(fd).size;
+    if (size > maxBytes)
+      throw Object.assign(new Error(`it holds ${size} bytes, over the limit of ${maxBytes} bytes (${limitText(maxBytes)})`), {
+        code: 'ETOOLARGE',
+      });
     const out = new Uint8Array(size);
     let done = 0;
     while (done < size) {
@@ -200,6 +215,54 @@ export function readRegularFile(path: string): Uint8Array {
     return done === size ? out : out.subarray(0, done);
   } finally {
     closeSync(fd);
+  }
+}
+
+/**
+ * A model file's bytes: a path that is missing, not a regular file (a FIFO, a device, a folder) or
+ * over protobuf's 2 GiB is an OnnxLoadError naming it, and nothing waits on a FIFO or reads a device.
+ */
+export function readModelFile(path: string): Uint8Array {
+  try {
+    return readRegularFile(path, MODEL_FILE_LIMIT);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ETOOLARGE' ? `${messageOf(e)}; larger weights go in external data files` : fileErrorText(e);
+    throw new OnnxLoadError(`cannot read the model file: ${why}`, { model: path, cause: e });
+  }
+}
+
+/** A test data file's bytes (one TensorProto, input_<i>.pb), with readModelFile's checks and TENSOR_FILE_LIMIT. */
+export function readTensorFile(path: string): Uint8Array {
+  try {
+    return readRegularFile(path, TENSOR_FILE_LIMIT);
+  } catch (e) {
+    throw new OnnxLoadError(`${path}: cannot read the tensor file: ${fileErrorText(e)}`, { cause: e });
+  }
+}
+
+function limitText(n: number): string {
+  return n >= 2 ** 30 ? `${n / 2 ** 30} GiB` : `${n / 2 ** 20} MiB`;
+}
+
+/** Why a file could not be opened or read, as a phrase (not node's raw ENOENT, EISDIR... text). */
+export function fileErrorText(e: unknown): string {
+  switch ((e as NodeJS.ErrnoException).code) {
+    case 'ENOENT':
+      return 'no such file';
+    case 'EISDIR':
+      return 'it is a directory, not a regular file';
+    case 'ENOTDIR':
+      return 'a component of the path is not a directory';
+    case 'EACCES':
+    case 'EPERM':
+      return 'permission denied';
+    case 'ELOOP':
+      return 'too many levels of symbolic links';
+    case 'ENAMETOOLONG':
+      return 'the path is too long';
+    default:
+      return messageOf(e);
   }
 }
 

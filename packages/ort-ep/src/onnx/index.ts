@@ -34,7 +34,17 @@ export {
   LAZY_DECODE_BYTES,
 } from './layout.js';
 export { decodeTensor, decodeTensorBytes, decodeSparseTensor, sparseToDense, type TensorContext } from './tensor.js';
-export { confineLocation, materializeExternalData, openRegularFile, readRegularFile } from './external.js';
+export {
+  MODEL_FILE_LIMIT,
+  TENSOR_FILE_LIMIT,
+  confineLocation,
+  fileErrorText,
+  materializeExternalData,
+  openRegularFile,
+  readModelFile,
+  readRegularFile,
+  readTensorFile,
+} from './external.js';
 export { decodeModel, decodeGraph, decodeType, normalizeDomain, functionKey, DEFAULT_DOMAIN, type DecodeOptions } from './model.js';
 export { expandFunctions } from './functions.js';
 export { validateGraph, outerReferences, subgraphsOf } from './validate.js';

@@ -2,12 +2,13 @@
 //   <case>/model.onnx
 //   <case>/test_data_set_<k>/input_<i>.pb, output_<i>.pb
 // Inputs bind to the graph inputs that have no initializer, in order; outputs to graph outputs.
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { decodeValueBytes, isHostTensor, type DataValue, type MapValue, type SparseValue } from './data.js';
 import { OnnxLoadError, messageOf } from '../errors.js';
 import type { HostTensor, ModelIR, OnnxDataType, ValueInfoIR } from './ir.js';
 import { decodeModel } from './model.js';
+import { readModelFile, readTensorFile } from './external.js';
 
 /**
  * A test-data value as runners take it: a tensor, a sequence or an optional of such values, or a
@@ -63,8 +64,10 @@ function readValues(dir: string, prefix: 'input_' | 'output_', infos: ValueInfoI
   return numbered(dir, prefix, '.pb').map(({ file, k }) => {
     const info = infos[k];
     let v: TestValue;
+    // A regular file of at most TENSOR_FILE_LIMIT bytes: a FIFO or a device named input_0.pb is refused, not waited on.
+    const bytes = readTensorFile(join(dir, file));
     try {
-      v = toTestValue(decodeValueBytes(new Uint8Array(readFileSync(join(dir, file))), info?.type));
+      v = toTestValue(decodeValueBytes(bytes, info?.type));
     } catch (e) {
       throw new OnnxLoadError(`${basename(dir)}/${file}: ${messageOf(e)}`, { cause: e });
     }
@@ -76,7 +79,8 @@ function readValues(dir: string, prefix: 'input_' | 'output_', infos: ValueInfoI
 
 /** Reads one test_data_set_<k> folder for a decoded model: inputs bind to its non-initializer graph inputs in order. */
 export function readTestDataset(dir: string, model: ModelIR): TestDataset {
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new OnnxLoadError(`${dir}: not a folder`);
+  if (!existsSync(dir)) throw new OnnxLoadError(`${dir}: no such folder`);
+  if (!statSync(dir).isDirectory()) throw new OnnxLoadError(`${dir}: not a folder`);
   const g = model.graph;
   const userInputs = g.inputs.filter((i) => !g.initializers.has(i.name));
   const inputs = readValues(dir, 'input_', userInputs);
@@ -88,7 +92,7 @@ export function readTestDataset(dir: string, model: ModelIR): TestDataset {
 export function readTestCase(dir: string): TestCase {
   const modelPath = join(dir, 'model.onnx');
   if (!existsSync(modelPath)) throw new OnnxLoadError(`${dir}: no model.onnx in this folder`);
-  const modelBytes = new Uint8Array(readFileSync(modelPath));
+  const modelBytes = readModelFile(modelPath);
   const model = decodeModel(modelBytes, { modelPath });
   const g = model.graph;
   const userInputs = g.inputs.filter((i) => !g.initializers.has(i.name));

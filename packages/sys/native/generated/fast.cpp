@@ -4,8 +4,14 @@
 extern "C" int mlx_fast_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fast::layer_norm(mlxc::arr(x), mlxc::opt_array(weight), mlxc::opt_array(bias), eps, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlx_fast_layer_norm(mlx_array* res, const mlx_array x, const mlx_
 extern "C" int mlx_fast_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fast::rms_norm(mlxc::arr(x), mlxc::opt_array(weight), eps, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlx_fast_rms_norm(mlx_array* res, const mlx_array x, const mlx_ar
 extern "C" int mlx_fast_rope(mlx_array* res, const mlx_array x, int dims, bool traditional, mlx_optional_float base, float scale, int offset, const mlx_array freqs, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fast::rope(mlxc::arr(x), dims, traditional, mlxc::opt(base), scale, offset, mlxc::opt_array(freqs), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -34,8 +52,14 @@ extern "C" int mlx_fast_rope(mlx_array* res, const mlx_array x, int dims, bool t
 extern "C" int mlx_fast_rope_dynamic(mlx_array* res, const mlx_array x, int dims, bool traditional, mlx_optional_float base, float scale, const mlx_array offset, const mlx_array freqs, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fast::rope(mlxc::arr(x), dims, traditional, mlxc::opt(base), scale, mlxc::arr(offset), mlxc::opt_array(freqs), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -44,8 +68,14 @@ extern "C" int mlx_fast_rope_dynamic(mlx_array* res, const mlx_array x, int dims
 extern "C" int mlx_fast_scaled_dot_product_attention(mlx_array* res, const mlx_array queries, const mlx_array keys, const mlx_array values, float scale, const char* mask_mode, const mlx_array mask_arr, const mlx_array sinks, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fast::scaled_dot_product_attention(mlxc::arr(queries), mlxc::arr(keys), mlxc::arr(values), scale, std::string(mask_mode), mlxc::opt_array(mask_arr), mlxc::opt_array(sinks), false, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

@@ -4,8 +4,14 @@
 extern "C" int mlx_fft_fft(mlx_array* res, const mlx_array a, int n, int axis, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::fft(mlxc::arr(a), n, axis, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlx_fft_fft(mlx_array* res, const mlx_array a, int n, int axis, m
 extern "C" int mlx_fft_fft2(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::fft2(mlxc::arr(a), mlxc::span<int>{n, n_num}, mlxc::span<int>{axes, axes_num}, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlx_fft_fft2(mlx_array* res, const mlx_array a, const int* n, siz
 extern "C" int mlx_fft_fftfreq(mlx_array* res, int n, double d, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::fftfreq(n, d, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -34,8 +52,14 @@ extern "C" int mlx_fft_fftfreq(mlx_array* res, int n, double d, const mlx_stream
 extern "C" int mlx_fft_fftn(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::fftn(mlxc::arr(a), mlxc::span<int>{n, n_num}, mlxc::span<int>{axes, axes_num}, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -44,8 +68,14 @@ extern "C" int mlx_fft_fftn(mlx_array* res, const mlx_array a, const int* n, siz
 extern "C" int mlx_fft_fftshift(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::fftshift(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -54,8 +84,14 @@ extern "C" int mlx_fft_fftshift(mlx_array* res, const mlx_array a, const int* ax
 extern "C" int mlx_fft_ifft(mlx_array* res, const mlx_array a, int n, int axis, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::ifft(mlxc::arr(a), n, axis, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -64,8 +100,14 @@ extern "C" int mlx_fft_ifft(mlx_array* res, const mlx_array a, int n, int axis, 
 extern "C" int mlx_fft_ifft2(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::ifft2(mlxc::arr(a), mlxc::span<int>{n, n_num}, mlxc::span<int>{axes, axes_num}, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -74,8 +116,14 @@ extern "C" int mlx_fft_ifft2(mlx_array* res, const mlx_array a, const int* n, si
 extern "C" int mlx_fft_ifftn(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::ifftn(mlxc::arr(a), mlxc::span<int>{n, n_num}, mlxc::span<int>{axes, axes_num}, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -84,8 +132,14 @@ extern "C" int mlx_fft_ifftn(mlx_array* res, const mlx_array a, const int* n, si
 extern "C" int mlx_fft_ifftshift(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::ifftshift(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -94,8 +148,14 @@ extern "C" int mlx_fft_ifftshift(mlx_array* res, const mlx_array a, const int* a
 extern "C" int mlx_fft_irfft(mlx_array* res, const mlx_array a, int n, int axis, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::irfft(mlxc::arr(a), n, axis, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -104,8 +164,14 @@ extern "C" int mlx_fft_irfft(mlx_array* res, const mlx_array a, int n, int axis,
 extern "C" int mlx_fft_irfft2(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::irfft2(mlxc::arr(a), mlxc::span<int>{n, n_num}, mlxc::span<int>{axes, axes_num}, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -114,8 +180,14 @@ extern "C" int mlx_fft_irfft2(mlx_array* res, const mlx_array a, const int* n, s
 extern "C" int mlx_fft_irfftn(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::irfftn(mlxc::arr(a), mlxc::span<int>{n, n_num}, mlxc::span<int>{axes, axes_num}, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -124,8 +196,14 @@ extern "C" int mlx_fft_irfftn(mlx_array* res, const mlx_array a, const int* n, s
 extern "C" int mlx_fft_rfft(mlx_array* res, const mlx_array a, int n, int axis, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::rfft(mlxc::arr(a), n, axis, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -134,8 +212,14 @@ extern "C" int mlx_fft_rfft(mlx_array* res, const mlx_array a, int n, int axis, 
 extern "C" int mlx_fft_rfft2(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::rfft2(mlxc::arr(a), mlxc::span<int>{n, n_num}, mlxc::span<int>{axes, axes_num}, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -144,8 +228,14 @@ extern "C" int mlx_fft_rfft2(mlx_array* res, const mlx_array a, const int* n, si
 extern "C" int mlx_fft_rfftfreq(mlx_array* res, int n, double d, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::rfftfreq(n, d, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -154,8 +244,14 @@ extern "C" int mlx_fft_rfftfreq(mlx_array* res, int n, double d, const mlx_strea
 extern "C" int mlx_fft_rfftn(mlx_array* res, const mlx_array a, const int* n, size_t n_num, const int* axes, size_t axes_num, mlx_fft_norm norm, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::fft::rfftn(mlxc::arr(a), mlxc::span<int>{n, n_num}, mlxc::span<int>{axes, axes_num}, static_cast<mlx::core::fft::FFTNorm>(norm), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

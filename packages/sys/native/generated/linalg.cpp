@@ -4,8 +4,14 @@
 extern "C" int mlx_linalg_cholesky(mlx_array* res, const mlx_array a, bool upper, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::cholesky(mlxc::arr(a), upper, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlx_linalg_cholesky(mlx_array* res, const mlx_array a, bool upper
 extern "C" int mlx_linalg_cholesky_inv(mlx_array* res, const mlx_array a, bool upper, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::cholesky_inv(mlxc::arr(a), upper, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlx_linalg_cholesky_inv(mlx_array* res, const mlx_array a, bool u
 extern "C" int mlx_linalg_cross(mlx_array* res, const mlx_array a, const mlx_array b, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::cross(mlxc::arr(a), mlxc::arr(b), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -36,8 +54,14 @@ extern "C" int mlx_linalg_eig(mlx_array* res_0, mlx_array* res_1, const mlx_arra
     auto r = mlx::core::linalg::eig(mlxc::arr(a), mlxc::stream(s));
     mlxc::set(*res_0, std::get<0>(r));
     mlxc::set(*res_1, std::get<1>(r));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -48,8 +72,14 @@ extern "C" int mlx_linalg_eigh(mlx_array* res_0, mlx_array* res_1, const mlx_arr
     auto r = mlx::core::linalg::eigh(mlxc::arr(a), std::string(UPLO), mlxc::stream(s));
     mlxc::set(*res_0, std::get<0>(r));
     mlxc::set(*res_1, std::get<1>(r));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -58,8 +88,14 @@ extern "C" int mlx_linalg_eigh(mlx_array* res_0, mlx_array* res_1, const mlx_arr
 extern "C" int mlx_linalg_eigvals(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::eigvals(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -68,8 +104,14 @@ extern "C" int mlx_linalg_eigvals(mlx_array* res, const mlx_array a, const mlx_s
 extern "C" int mlx_linalg_eigvalsh(mlx_array* res, const mlx_array a, const char* UPLO, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::eigvalsh(mlxc::arr(a), std::string(UPLO), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -78,8 +120,14 @@ extern "C" int mlx_linalg_eigvalsh(mlx_array* res, const mlx_array a, const char
 extern "C" int mlx_linalg_inv(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::inv(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -88,8 +136,14 @@ extern "C" int mlx_linalg_inv(mlx_array* res, const mlx_array a, const mlx_strea
 extern "C" int mlx_linalg_lu(mlx_vector_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::lu(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -100,8 +154,14 @@ extern "C" int mlx_linalg_lu_factor(mlx_array* res_0, mlx_array* res_1, const ml
     auto r = mlx::core::linalg::lu_factor(mlxc::arr(a), mlxc::stream(s));
     mlxc::set(*res_0, std::get<0>(r));
     mlxc::set(*res_1, std::get<1>(r));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -110,8 +170,14 @@ extern "C" int mlx_linalg_lu_factor(mlx_array* res_0, mlx_array* res_1, const ml
 extern "C" int mlx_linalg_norm(mlx_array* res, const mlx_array a, double ord, const int* axis, size_t axis_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::norm(mlxc::arr(a), ord, mlxc::opt_span<int>(axis, axis_num), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -120,8 +186,14 @@ extern "C" int mlx_linalg_norm(mlx_array* res, const mlx_array a, double ord, co
 extern "C" int mlx_linalg_norm_matrix(mlx_array* res, const mlx_array a, const char* ord, const int* axis, size_t axis_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::norm(mlxc::arr(a), std::string(ord), mlxc::opt_span<int>(axis, axis_num), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -130,8 +202,14 @@ extern "C" int mlx_linalg_norm_matrix(mlx_array* res, const mlx_array a, const c
 extern "C" int mlx_linalg_norm_l2(mlx_array* res, const mlx_array a, const int* axis, size_t axis_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::norm(mlxc::arr(a), mlxc::opt_span<int>(axis, axis_num), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -140,8 +218,14 @@ extern "C" int mlx_linalg_norm_l2(mlx_array* res, const mlx_array a, const int* 
 extern "C" int mlx_linalg_pinv(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::pinv(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -152,8 +236,14 @@ extern "C" int mlx_linalg_qr(mlx_array* res_0, mlx_array* res_1, const mlx_array
     auto r = mlx::core::linalg::qr(mlxc::arr(a), mlxc::stream(s));
     mlxc::set(*res_0, std::get<0>(r));
     mlxc::set(*res_1, std::get<1>(r));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -162,8 +252,14 @@ extern "C" int mlx_linalg_qr(mlx_array* res_0, mlx_array* res_1, const mlx_array
 extern "C" int mlx_linalg_solve(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::solve(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -172,8 +268,14 @@ extern "C" int mlx_linalg_solve(mlx_array* res, const mlx_array a, const mlx_arr
 extern "C" int mlx_linalg_solve_triangular(mlx_array* res, const mlx_array a, const mlx_array b, bool upper, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::solve_triangular(mlxc::arr(a), mlxc::arr(b), upper, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -182,8 +284,14 @@ extern "C" int mlx_linalg_solve_triangular(mlx_array* res, const mlx_array a, co
 extern "C" int mlx_linalg_svd(mlx_vector_array* res, const mlx_array a, bool compute_uv, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::svd(mlxc::arr(a), compute_uv, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -192,8 +300,14 @@ extern "C" int mlx_linalg_svd(mlx_vector_array* res, const mlx_array a, bool com
 extern "C" int mlx_linalg_tri_inv(mlx_array* res, const mlx_array a, bool upper, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linalg::tri_inv(mlxc::arr(a), upper, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

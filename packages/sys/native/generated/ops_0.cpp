@@ -4,8 +4,14 @@
 extern "C" int mlx_abs(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::abs(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlx_abs(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_add(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::add(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlx_add(mlx_array* res, const mlx_array a, const mlx_array b, con
 extern "C" int mlx_addmm(mlx_array* res, const mlx_array c, const mlx_array a, const mlx_array b, float alpha, float beta, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::addmm(mlxc::arr(c), mlxc::arr(a), mlxc::arr(b), alpha, beta, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -34,8 +52,14 @@ extern "C" int mlx_addmm(mlx_array* res, const mlx_array c, const mlx_array a, c
 extern "C" int mlx_all_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::all(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -44,8 +68,14 @@ extern "C" int mlx_all_axes(mlx_array* res, const mlx_array a, const int* axes, 
 extern "C" int mlx_all_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::all(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -54,8 +84,14 @@ extern "C" int mlx_all_axis(mlx_array* res, const mlx_array a, int axis, bool ke
 extern "C" int mlx_all(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::all(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -64,8 +100,14 @@ extern "C" int mlx_all(mlx_array* res, const mlx_array a, bool keepdims, const m
 extern "C" int mlx_allclose(mlx_array* res, const mlx_array a, const mlx_array b, double rtol, double atol, bool equal_nan, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::allclose(mlxc::arr(a), mlxc::arr(b), rtol, atol, equal_nan, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -74,8 +116,14 @@ extern "C" int mlx_allclose(mlx_array* res, const mlx_array a, const mlx_array b
 extern "C" int mlx_any_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::any(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -84,8 +132,14 @@ extern "C" int mlx_any_axes(mlx_array* res, const mlx_array a, const int* axes, 
 extern "C" int mlx_any_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::any(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -94,8 +148,14 @@ extern "C" int mlx_any_axis(mlx_array* res, const mlx_array a, int axis, bool ke
 extern "C" int mlx_any(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::any(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -104,8 +164,14 @@ extern "C" int mlx_any(mlx_array* res, const mlx_array a, bool keepdims, const m
 extern "C" int mlx_arange(mlx_array* res, double start, double stop, double step, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::arange(start, stop, step, mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -114,8 +180,14 @@ extern "C" int mlx_arange(mlx_array* res, double start, double stop, double step
 extern "C" int mlx_arccos(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::arccos(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -124,8 +196,14 @@ extern "C" int mlx_arccos(mlx_array* res, const mlx_array a, const mlx_stream s)
 extern "C" int mlx_arccosh(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::arccosh(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -134,8 +212,14 @@ extern "C" int mlx_arccosh(mlx_array* res, const mlx_array a, const mlx_stream s
 extern "C" int mlx_arcsin(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::arcsin(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -144,8 +228,14 @@ extern "C" int mlx_arcsin(mlx_array* res, const mlx_array a, const mlx_stream s)
 extern "C" int mlx_arcsinh(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::arcsinh(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -154,8 +244,14 @@ extern "C" int mlx_arcsinh(mlx_array* res, const mlx_array a, const mlx_stream s
 extern "C" int mlx_arctan(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::arctan(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -164,8 +260,14 @@ extern "C" int mlx_arctan(mlx_array* res, const mlx_array a, const mlx_stream s)
 extern "C" int mlx_arctan2(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::arctan2(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -174,8 +276,14 @@ extern "C" int mlx_arctan2(mlx_array* res, const mlx_array a, const mlx_array b,
 extern "C" int mlx_arctanh(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::arctanh(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -184,8 +292,14 @@ extern "C" int mlx_arctanh(mlx_array* res, const mlx_array a, const mlx_stream s
 extern "C" int mlx_argmax_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::argmax(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -194,8 +308,14 @@ extern "C" int mlx_argmax_axis(mlx_array* res, const mlx_array a, int axis, bool
 extern "C" int mlx_argmax(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::argmax(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -204,8 +324,14 @@ extern "C" int mlx_argmax(mlx_array* res, const mlx_array a, bool keepdims, cons
 extern "C" int mlx_argmin_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::argmin(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -214,8 +340,14 @@ extern "C" int mlx_argmin_axis(mlx_array* res, const mlx_array a, int axis, bool
 extern "C" int mlx_argmin(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::argmin(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -224,8 +356,14 @@ extern "C" int mlx_argmin(mlx_array* res, const mlx_array a, bool keepdims, cons
 extern "C" int mlx_argpartition_axis(mlx_array* res, const mlx_array a, int kth, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::argpartition(mlxc::arr(a), kth, axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -234,8 +372,14 @@ extern "C" int mlx_argpartition_axis(mlx_array* res, const mlx_array a, int kth,
 extern "C" int mlx_argpartition(mlx_array* res, const mlx_array a, int kth, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::argpartition(mlxc::arr(a), kth, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -244,8 +388,14 @@ extern "C" int mlx_argpartition(mlx_array* res, const mlx_array a, int kth, cons
 extern "C" int mlx_argsort_axis(mlx_array* res, const mlx_array a, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::argsort(mlxc::arr(a), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -254,8 +404,14 @@ extern "C" int mlx_argsort_axis(mlx_array* res, const mlx_array a, int axis, con
 extern "C" int mlx_argsort(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::argsort(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -264,8 +420,14 @@ extern "C" int mlx_argsort(mlx_array* res, const mlx_array a, const mlx_stream s
 extern "C" int mlx_array_equal(mlx_array* res, const mlx_array a, const mlx_array b, bool equal_nan, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::array_equal(mlxc::arr(a), mlxc::arr(b), equal_nan, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -273,9 +435,15 @@ extern "C" int mlx_array_equal(mlx_array* res, const mlx_array a, const mlx_arra
 
 extern "C" int mlx_as_strided(mlx_array* res, const mlx_array a, const int* shape, size_t shape_num, const int64_t* strides, size_t strides_num, size_t offset, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::as_strided(mlxc::arr(a), mlxc::span<int>{shape, shape_num}, mlxc::span<int64_t>{strides, strides_num}, offset, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::as_strided(mlxc::arr(a), mlxc::span<int>{shape, shape_num}, mlxc::span<int64_t>{strides, strides_num}, offset, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -284,8 +452,14 @@ extern "C" int mlx_as_strided(mlx_array* res, const mlx_array a, const int* shap
 extern "C" int mlx_astype(mlx_array* res, const mlx_array a, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::astype(mlxc::arr(a), mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -294,8 +468,14 @@ extern "C" int mlx_astype(mlx_array* res, const mlx_array a, mlx_dtype dtype, co
 extern "C" int mlx_atleast_1d(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::atleast_1d(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -304,8 +484,14 @@ extern "C" int mlx_atleast_1d(mlx_array* res, const mlx_array a, const mlx_strea
 extern "C" int mlx_atleast_2d(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::atleast_2d(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -314,8 +500,14 @@ extern "C" int mlx_atleast_2d(mlx_array* res, const mlx_array a, const mlx_strea
 extern "C" int mlx_atleast_3d(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::atleast_3d(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -324,8 +516,14 @@ extern "C" int mlx_atleast_3d(mlx_array* res, const mlx_array a, const mlx_strea
 extern "C" int mlx_bartlett(mlx_array* res, int M, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::bartlett(M, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -334,8 +532,14 @@ extern "C" int mlx_bartlett(mlx_array* res, int M, const mlx_stream s) {
 extern "C" int mlx_bitwise_and(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::bitwise_and(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -344,8 +548,14 @@ extern "C" int mlx_bitwise_and(mlx_array* res, const mlx_array a, const mlx_arra
 extern "C" int mlx_bitwise_invert(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::bitwise_invert(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -354,8 +564,14 @@ extern "C" int mlx_bitwise_invert(mlx_array* res, const mlx_array a, const mlx_s
 extern "C" int mlx_bitwise_or(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::bitwise_or(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -364,8 +580,14 @@ extern "C" int mlx_bitwise_or(mlx_array* res, const mlx_array a, const mlx_array
 extern "C" int mlx_bitwise_xor(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::bitwise_xor(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -374,8 +596,14 @@ extern "C" int mlx_bitwise_xor(mlx_array* res, const mlx_array a, const mlx_arra
 extern "C" int mlx_blackman(mlx_array* res, int M, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::blackman(M, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -384,8 +612,14 @@ extern "C" int mlx_blackman(mlx_array* res, int M, const mlx_stream s) {
 extern "C" int mlx_block_masked_mm(mlx_array* res, const mlx_array a, const mlx_array b, int block_size, const mlx_array mask_out, const mlx_array mask_lhs, const mlx_array mask_rhs, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::block_masked_mm(mlxc::arr(a), mlxc::arr(b), block_size, mlxc::opt_array(mask_out), mlxc::opt_array(mask_lhs), mlxc::opt_array(mask_rhs), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -394,8 +628,14 @@ extern "C" int mlx_block_masked_mm(mlx_array* res, const mlx_array a, const mlx_
 extern "C" int mlx_broadcast_arrays(mlx_vector_array* res, const mlx_vector_array inputs, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::broadcast_arrays(mlxc::vec(inputs), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -404,8 +644,14 @@ extern "C" int mlx_broadcast_arrays(mlx_vector_array* res, const mlx_vector_arra
 extern "C" int mlx_broadcast_to(mlx_array* res, const mlx_array a, const int* shape, size_t shape_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::broadcast_to(mlxc::arr(a), mlxc::span<int>{shape, shape_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -414,8 +660,14 @@ extern "C" int mlx_broadcast_to(mlx_array* res, const mlx_array a, const int* sh
 extern "C" int mlx_ceil(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::ceil(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -424,8 +676,14 @@ extern "C" int mlx_ceil(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_clip(mlx_array* res, const mlx_array a, const mlx_array a_min, const mlx_array a_max, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::clip(mlxc::arr(a), mlxc::opt_array(a_min), mlxc::opt_array(a_max), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -434,8 +692,14 @@ extern "C" int mlx_clip(mlx_array* res, const mlx_array a, const mlx_array a_min
 extern "C" int mlx_concatenate_axis(mlx_array* res, const mlx_vector_array arrays, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::concatenate(mlxc::vec(arrays), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -444,8 +708,14 @@ extern "C" int mlx_concatenate_axis(mlx_array* res, const mlx_vector_array array
 extern "C" int mlx_concatenate(mlx_array* res, const mlx_vector_array arrays, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::concatenate(mlxc::vec(arrays), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -454,8 +724,14 @@ extern "C" int mlx_concatenate(mlx_array* res, const mlx_vector_array arrays, co
 extern "C" int mlx_conjugate(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::conjugate(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -464,8 +740,14 @@ extern "C" int mlx_conjugate(mlx_array* res, const mlx_array a, const mlx_stream
 extern "C" int mlx_contiguous(mlx_array* res, const mlx_array a, bool allow_col_major, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::contiguous(mlxc::arr(a), allow_col_major, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -473,9 +755,15 @@ extern "C" int mlx_contiguous(mlx_array* res, const mlx_array a, bool allow_col_
 
 extern "C" int mlx_conv1d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride, int padding, int dilation, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv1d(mlxc::arr(input), mlxc::arr(weight), stride, padding, dilation, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv1d(mlxc::arr(input), mlxc::arr(weight), stride, padding, dilation, mlxc::safe::groups(groups, "conv1d"), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -483,9 +771,15 @@ extern "C" int mlx_conv1d(mlx_array* res, const mlx_array input, const mlx_array
 
 extern "C" int mlx_conv2d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int padding_0, int padding_1, int dilation_0, int dilation_1, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv2d(mlxc::arr(input), mlxc::arr(weight), std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv2d(mlxc::arr(input), mlxc::arr(weight), std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, mlxc::safe::groups(groups, "conv2d"), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -493,9 +787,15 @@ extern "C" int mlx_conv2d(mlx_array* res, const mlx_array input, const mlx_array
 
 extern "C" int mlx_conv3d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int stride_2, int padding_0, int padding_1, int padding_2, int dilation_0, int dilation_1, int dilation_2, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv3d(mlxc::arr(input), mlxc::arr(weight), std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv3d(mlxc::arr(input), mlxc::arr(weight), std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, mlxc::safe::groups(groups, "conv3d"), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -503,9 +803,15 @@ extern "C" int mlx_conv3d(mlx_array* res, const mlx_array input, const mlx_array
 
 extern "C" int mlx_conv_general(mlx_array* res, const mlx_array input, const mlx_array weight, const int* stride, size_t stride_num, const int* padding_lo, size_t padding_lo_num, const int* padding_hi, size_t padding_hi_num, const int* kernel_dilation, size_t kernel_dilation_num, const int* input_dilation, size_t input_dilation_num, int groups, bool flip, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv_general(mlxc::arr(input), mlxc::arr(weight), mlxc::span<int>{stride, stride_num}, mlxc::span<int>{padding_lo, padding_lo_num}, mlxc::span<int>{padding_hi, padding_hi_num}, mlxc::span<int>{kernel_dilation, kernel_dilation_num}, mlxc::span<int>{input_dilation, input_dilation_num}, groups, flip, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv_general(mlxc::arr(input), mlxc::arr(weight), mlxc::span<int>{stride, stride_num}, mlxc::span<int>{padding_lo, padding_lo_num}, mlxc::span<int>{padding_hi, padding_hi_num}, mlxc::span<int>{kernel_dilation, kernel_dilation_num}, mlxc::span<int>{input_dilation, input_dilation_num}, mlxc::safe::groups(groups, "conv_general"), flip, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -513,9 +819,15 @@ extern "C" int mlx_conv_general(mlx_array* res, const mlx_array input, const mlx
 
 extern "C" int mlx_conv_transpose1d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride, int padding, int dilation, int output_padding, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv_transpose1d(mlxc::arr(input), mlxc::arr(weight), stride, padding, dilation, output_padding, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv_transpose1d(mlxc::arr(input), mlxc::arr(weight), stride, padding, dilation, output_padding, mlxc::safe::groups(groups, "conv_transpose1d"), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -523,9 +835,15 @@ extern "C" int mlx_conv_transpose1d(mlx_array* res, const mlx_array input, const
 
 extern "C" int mlx_conv_transpose2d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int padding_0, int padding_1, int dilation_0, int dilation_1, int output_padding_0, int output_padding_1, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv_transpose2d(mlxc::arr(input), mlxc::arr(weight), std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, std::pair<int, int>{output_padding_0, output_padding_1}, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv_transpose2d(mlxc::arr(input), mlxc::arr(weight), std::pair<int, int>{stride_0, stride_1}, std::pair<int, int>{padding_0, padding_1}, std::pair<int, int>{dilation_0, dilation_1}, std::pair<int, int>{output_padding_0, output_padding_1}, mlxc::safe::groups(groups, "conv_transpose2d"), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -533,9 +851,15 @@ extern "C" int mlx_conv_transpose2d(mlx_array* res, const mlx_array input, const
 
 extern "C" int mlx_conv_transpose3d(mlx_array* res, const mlx_array input, const mlx_array weight, int stride_0, int stride_1, int stride_2, int padding_0, int padding_1, int padding_2, int dilation_0, int dilation_1, int dilation_2, int output_padding_0, int output_padding_1, int output_padding_2, int groups, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::conv_transpose3d(mlxc::arr(input), mlxc::arr(weight), std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, std::tuple<int, int, int>{output_padding_0, output_padding_1, output_padding_2}, groups, mlxc::stream(s)));
+    mlxc::set(*res, mlx::core::conv_transpose3d(mlxc::arr(input), mlxc::arr(weight), std::tuple<int, int, int>{stride_0, stride_1, stride_2}, std::tuple<int, int, int>{padding_0, padding_1, padding_2}, std::tuple<int, int, int>{dilation_0, dilation_1, dilation_2}, std::tuple<int, int, int>{output_padding_0, output_padding_1, output_padding_2}, mlxc::safe::groups(groups, "conv_transpose3d"), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -544,8 +868,14 @@ extern "C" int mlx_conv_transpose3d(mlx_array* res, const mlx_array input, const
 extern "C" int mlx_copy(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::copy(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -554,8 +884,14 @@ extern "C" int mlx_copy(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_cos(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::cos(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -564,8 +900,14 @@ extern "C" int mlx_cos(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_cosh(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::cosh(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -574,8 +916,14 @@ extern "C" int mlx_cosh(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_cummax(mlx_array* res, const mlx_array a, int axis, bool reverse, bool inclusive, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::cummax(mlxc::arr(a), axis, reverse, inclusive, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -584,8 +932,14 @@ extern "C" int mlx_cummax(mlx_array* res, const mlx_array a, int axis, bool reve
 extern "C" int mlx_cummin(mlx_array* res, const mlx_array a, int axis, bool reverse, bool inclusive, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::cummin(mlxc::arr(a), axis, reverse, inclusive, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -594,8 +948,14 @@ extern "C" int mlx_cummin(mlx_array* res, const mlx_array a, int axis, bool reve
 extern "C" int mlx_cumprod(mlx_array* res, const mlx_array a, int axis, bool reverse, bool inclusive, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::cumprod(mlxc::arr(a), axis, reverse, inclusive, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

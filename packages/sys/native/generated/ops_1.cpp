@@ -4,8 +4,14 @@
 extern "C" int mlx_cumsum(mlx_array* res, const mlx_array a, int axis, bool reverse, bool inclusive, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::cumsum(mlxc::arr(a), axis, reverse, inclusive, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlx_cumsum(mlx_array* res, const mlx_array a, int axis, bool reve
 extern "C" int mlx_degrees(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::degrees(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlx_degrees(mlx_array* res, const mlx_array a, const mlx_stream s
 extern "C" int mlx_depends(mlx_vector_array* res, const mlx_vector_array inputs, const mlx_vector_array dependencies) {
   try {
     mlxc::set(*res, mlx::core::depends(mlxc::vec(inputs), mlxc::vec(dependencies)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -34,8 +52,14 @@ extern "C" int mlx_depends(mlx_vector_array* res, const mlx_vector_array inputs,
 extern "C" int mlx_dequantize(mlx_array* res, const mlx_array w, const mlx_array scales, const mlx_array biases, mlx_optional_int group_size, mlx_optional_int bits, const char* mode, const mlx_array global_scale, mlx_optional_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::dequantize(mlxc::arr(w), mlxc::arr(scales), mlxc::opt_array(biases), mlxc::opt(group_size), mlxc::opt(bits), std::string(mode), mlxc::opt_array(global_scale), mlxc::opt_dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -44,8 +68,14 @@ extern "C" int mlx_dequantize(mlx_array* res, const mlx_array w, const mlx_array
 extern "C" int mlx_diag(mlx_array* res, const mlx_array a, int k, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::diag(mlxc::arr(a), k, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -54,8 +84,14 @@ extern "C" int mlx_diag(mlx_array* res, const mlx_array a, int k, const mlx_stre
 extern "C" int mlx_diagonal(mlx_array* res, const mlx_array a, int offset, int axis1, int axis2, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::diagonal(mlxc::arr(a), offset, axis1, axis2, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -64,8 +100,14 @@ extern "C" int mlx_diagonal(mlx_array* res, const mlx_array a, int offset, int a
 extern "C" int mlx_divide(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::divide(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -74,8 +116,14 @@ extern "C" int mlx_divide(mlx_array* res, const mlx_array a, const mlx_array b, 
 extern "C" int mlx_divmod(mlx_vector_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::divmod(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -84,8 +132,14 @@ extern "C" int mlx_divmod(mlx_vector_array* res, const mlx_array a, const mlx_ar
 extern "C" int mlx_einsum(mlx_array* res, const char* subscripts, const mlx_vector_array operands, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::einsum(std::string(subscripts), mlxc::vec(operands), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -94,8 +148,14 @@ extern "C" int mlx_einsum(mlx_array* res, const char* subscripts, const mlx_vect
 extern "C" int mlx_equal(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::equal(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -104,8 +164,14 @@ extern "C" int mlx_equal(mlx_array* res, const mlx_array a, const mlx_array b, c
 extern "C" int mlx_erf(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::erf(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -114,8 +180,14 @@ extern "C" int mlx_erf(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_erfinv(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::erfinv(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -124,8 +196,14 @@ extern "C" int mlx_erfinv(mlx_array* res, const mlx_array a, const mlx_stream s)
 extern "C" int mlx_exp(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::exp(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -134,8 +212,14 @@ extern "C" int mlx_exp(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_expand_dims_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::expand_dims(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -144,8 +228,14 @@ extern "C" int mlx_expand_dims_axes(mlx_array* res, const mlx_array a, const int
 extern "C" int mlx_expand_dims(mlx_array* res, const mlx_array a, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::expand_dims(mlxc::arr(a), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -154,8 +244,14 @@ extern "C" int mlx_expand_dims(mlx_array* res, const mlx_array a, int axis, cons
 extern "C" int mlx_expm1(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::expm1(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -164,8 +260,14 @@ extern "C" int mlx_expm1(mlx_array* res, const mlx_array a, const mlx_stream s) 
 extern "C" int mlx_eye(mlx_array* res, int n, int m, int k, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::eye(n, m, k, mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -174,8 +276,14 @@ extern "C" int mlx_eye(mlx_array* res, int n, int m, int k, mlx_dtype dtype, con
 extern "C" int mlx_flatten(mlx_array* res, const mlx_array a, int start_axis, int end_axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::flatten(mlxc::arr(a), start_axis, end_axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -184,8 +292,14 @@ extern "C" int mlx_flatten(mlx_array* res, const mlx_array a, int start_axis, in
 extern "C" int mlx_floor(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::floor(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -193,9 +307,15 @@ extern "C" int mlx_floor(mlx_array* res, const mlx_array a, const mlx_stream s) 
 
 extern "C" int mlx_floor_divide(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::floor_divide(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::floor_divide(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -204,8 +324,14 @@ extern "C" int mlx_floor_divide(mlx_array* res, const mlx_array a, const mlx_arr
 extern "C" int mlx_from_fp8(mlx_array* res, const mlx_array x, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::from_fp8(mlxc::arr(x), mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -214,8 +340,14 @@ extern "C" int mlx_from_fp8(mlx_array* res, const mlx_array x, mlx_dtype dtype, 
 extern "C" int mlx_full(mlx_array* res, const int* shape, size_t shape_num, const mlx_array vals, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::full(mlxc::span<int>{shape, shape_num}, mlxc::arr(vals), mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -224,8 +356,14 @@ extern "C" int mlx_full(mlx_array* res, const int* shape, size_t shape_num, cons
 extern "C" int mlx_full_like(mlx_array* res, const mlx_array a, const mlx_array vals, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::full_like(mlxc::arr(a), mlxc::arr(vals), mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -234,8 +372,14 @@ extern "C" int mlx_full_like(mlx_array* res, const mlx_array a, const mlx_array 
 extern "C" int mlx_gather(mlx_array* res, const mlx_array a, const mlx_vector_array indices, const int* axes, size_t axes_num, const int* slice_sizes, size_t slice_sizes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::gather(mlxc::arr(a), mlxc::vec(indices), mlxc::span<int>{axes, axes_num}, mlxc::span<int>{slice_sizes, slice_sizes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -244,8 +388,14 @@ extern "C" int mlx_gather(mlx_array* res, const mlx_array a, const mlx_vector_ar
 extern "C" int mlx_gather_single(mlx_array* res, const mlx_array a, const mlx_array indices, int axis, const int* slice_sizes, size_t slice_sizes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::gather(mlxc::arr(a), mlxc::arr(indices), axis, mlxc::span<int>{slice_sizes, slice_sizes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -254,8 +404,14 @@ extern "C" int mlx_gather_single(mlx_array* res, const mlx_array a, const mlx_ar
 extern "C" int mlx_gather_mm(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array lhs_indices, const mlx_array rhs_indices, bool sorted_indices, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::gather_mm(mlxc::arr(a), mlxc::arr(b), mlxc::opt_array(lhs_indices), mlxc::opt_array(rhs_indices), sorted_indices, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -264,8 +420,14 @@ extern "C" int mlx_gather_mm(mlx_array* res, const mlx_array a, const mlx_array 
 extern "C" int mlx_gather_qmm(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, const mlx_array lhs_indices, const mlx_array rhs_indices, bool transpose, mlx_optional_int group_size, mlx_optional_int bits, const char* mode, bool sorted_indices, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::gather_qmm(mlxc::arr(x), mlxc::arr(w), mlxc::arr(scales), mlxc::opt_array(biases), mlxc::opt_array(lhs_indices), mlxc::opt_array(rhs_indices), transpose, mlxc::opt(group_size), mlxc::opt(bits), std::string(mode), std::nullopt, sorted_indices, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -274,8 +436,14 @@ extern "C" int mlx_gather_qmm(mlx_array* res, const mlx_array x, const mlx_array
 extern "C" int mlx_greater(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::greater(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -284,8 +452,14 @@ extern "C" int mlx_greater(mlx_array* res, const mlx_array a, const mlx_array b,
 extern "C" int mlx_greater_equal(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::greater_equal(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -294,8 +468,14 @@ extern "C" int mlx_greater_equal(mlx_array* res, const mlx_array a, const mlx_ar
 extern "C" int mlx_hadamard_transform(mlx_array* res, const mlx_array a, mlx_optional_float scale, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::hadamard_transform(mlxc::arr(a), mlxc::opt(scale), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -304,8 +484,14 @@ extern "C" int mlx_hadamard_transform(mlx_array* res, const mlx_array a, mlx_opt
 extern "C" int mlx_hamming(mlx_array* res, int M, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::hamming(M, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -314,8 +500,14 @@ extern "C" int mlx_hamming(mlx_array* res, int M, const mlx_stream s) {
 extern "C" int mlx_hanning(mlx_array* res, int M, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::hanning(M, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -324,8 +516,14 @@ extern "C" int mlx_hanning(mlx_array* res, int M, const mlx_stream s) {
 extern "C" int mlx_identity(mlx_array* res, int n, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::identity(n, mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -334,8 +532,14 @@ extern "C" int mlx_identity(mlx_array* res, int n, mlx_dtype dtype, const mlx_st
 extern "C" int mlx_imag(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::imag(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -344,8 +548,14 @@ extern "C" int mlx_imag(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_inner(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::inner(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -354,8 +564,14 @@ extern "C" int mlx_inner(mlx_array* res, const mlx_array a, const mlx_array b, c
 extern "C" int mlx_isclose(mlx_array* res, const mlx_array a, const mlx_array b, double rtol, double atol, bool equal_nan, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::isclose(mlxc::arr(a), mlxc::arr(b), rtol, atol, equal_nan, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -364,8 +580,14 @@ extern "C" int mlx_isclose(mlx_array* res, const mlx_array a, const mlx_array b,
 extern "C" int mlx_isfinite(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::isfinite(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -374,8 +596,14 @@ extern "C" int mlx_isfinite(mlx_array* res, const mlx_array a, const mlx_stream 
 extern "C" int mlx_isinf(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::isinf(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -384,8 +612,14 @@ extern "C" int mlx_isinf(mlx_array* res, const mlx_array a, const mlx_stream s) 
 extern "C" int mlx_isnan(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::isnan(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -394,8 +628,14 @@ extern "C" int mlx_isnan(mlx_array* res, const mlx_array a, const mlx_stream s) 
 extern "C" int mlx_isneginf(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::isneginf(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -404,8 +644,14 @@ extern "C" int mlx_isneginf(mlx_array* res, const mlx_array a, const mlx_stream 
 extern "C" int mlx_isposinf(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::isposinf(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -414,8 +660,14 @@ extern "C" int mlx_isposinf(mlx_array* res, const mlx_array a, const mlx_stream 
 extern "C" int mlx_kron(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::kron(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -424,8 +676,14 @@ extern "C" int mlx_kron(mlx_array* res, const mlx_array a, const mlx_array b, co
 extern "C" int mlx_left_shift(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::left_shift(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -434,8 +692,14 @@ extern "C" int mlx_left_shift(mlx_array* res, const mlx_array a, const mlx_array
 extern "C" int mlx_less(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::less(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -444,8 +708,14 @@ extern "C" int mlx_less(mlx_array* res, const mlx_array a, const mlx_array b, co
 extern "C" int mlx_less_equal(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::less_equal(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -454,8 +724,14 @@ extern "C" int mlx_less_equal(mlx_array* res, const mlx_array a, const mlx_array
 extern "C" int mlx_linspace(mlx_array* res, double start, double stop, int num, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::linspace(start, stop, num, mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -464,8 +740,14 @@ extern "C" int mlx_linspace(mlx_array* res, double start, double stop, int num, 
 extern "C" int mlx_log(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::log(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -474,8 +756,14 @@ extern "C" int mlx_log(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_log10(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::log10(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -484,8 +772,14 @@ extern "C" int mlx_log10(mlx_array* res, const mlx_array a, const mlx_stream s) 
 extern "C" int mlx_log1p(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::log1p(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -494,8 +788,14 @@ extern "C" int mlx_log1p(mlx_array* res, const mlx_array a, const mlx_stream s) 
 extern "C" int mlx_log2(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::log2(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -504,8 +804,14 @@ extern "C" int mlx_log2(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_logaddexp(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::logaddexp(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -514,8 +820,14 @@ extern "C" int mlx_logaddexp(mlx_array* res, const mlx_array a, const mlx_array 
 extern "C" int mlx_logcumsumexp(mlx_array* res, const mlx_array a, int axis, bool reverse, bool inclusive, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::logcumsumexp(mlxc::arr(a), axis, reverse, inclusive, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -524,8 +836,14 @@ extern "C" int mlx_logcumsumexp(mlx_array* res, const mlx_array a, int axis, boo
 extern "C" int mlx_logical_and(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::logical_and(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -534,8 +852,14 @@ extern "C" int mlx_logical_and(mlx_array* res, const mlx_array a, const mlx_arra
 extern "C" int mlx_logical_not(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::logical_not(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -544,8 +868,14 @@ extern "C" int mlx_logical_not(mlx_array* res, const mlx_array a, const mlx_stre
 extern "C" int mlx_logical_or(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::logical_or(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -554,8 +884,14 @@ extern "C" int mlx_logical_or(mlx_array* res, const mlx_array a, const mlx_array
 extern "C" int mlx_logsumexp_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::logsumexp(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -564,8 +900,14 @@ extern "C" int mlx_logsumexp_axes(mlx_array* res, const mlx_array a, const int* 
 extern "C" int mlx_logsumexp_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::logsumexp(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -574,8 +916,14 @@ extern "C" int mlx_logsumexp_axis(mlx_array* res, const mlx_array a, int axis, b
 extern "C" int mlx_logsumexp(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::logsumexp(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -584,8 +932,14 @@ extern "C" int mlx_logsumexp(mlx_array* res, const mlx_array a, bool keepdims, c
 extern "C" int mlx_masked_scatter(mlx_array* res, const mlx_array a, const mlx_array mask, const mlx_array src, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::masked_scatter(mlxc::arr(a), mlxc::arr(mask), mlxc::arr(src), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -594,8 +948,14 @@ extern "C" int mlx_masked_scatter(mlx_array* res, const mlx_array a, const mlx_a
 extern "C" int mlx_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::matmul(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

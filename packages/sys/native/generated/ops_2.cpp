@@ -4,8 +4,14 @@
 extern "C" int mlx_max_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::max(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlx_max_axes(mlx_array* res, const mlx_array a, const int* axes, 
 extern "C" int mlx_max_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::max(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlx_max_axis(mlx_array* res, const mlx_array a, int axis, bool ke
 extern "C" int mlx_max(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::max(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -34,8 +52,14 @@ extern "C" int mlx_max(mlx_array* res, const mlx_array a, bool keepdims, const m
 extern "C" int mlx_maximum(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::maximum(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -44,8 +68,14 @@ extern "C" int mlx_maximum(mlx_array* res, const mlx_array a, const mlx_array b,
 extern "C" int mlx_mean_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::mean(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -54,8 +84,14 @@ extern "C" int mlx_mean_axes(mlx_array* res, const mlx_array a, const int* axes,
 extern "C" int mlx_mean_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::mean(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -64,8 +100,14 @@ extern "C" int mlx_mean_axis(mlx_array* res, const mlx_array a, int axis, bool k
 extern "C" int mlx_mean(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::mean(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -74,8 +116,14 @@ extern "C" int mlx_mean(mlx_array* res, const mlx_array a, bool keepdims, const 
 extern "C" int mlx_median(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::median(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -84,8 +132,14 @@ extern "C" int mlx_median(mlx_array* res, const mlx_array a, const int* axes, si
 extern "C" int mlx_meshgrid(mlx_vector_array* res, const mlx_vector_array arrays, bool sparse, const char* indexing, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::meshgrid(mlxc::vec(arrays), sparse, std::string(indexing), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -94,8 +148,14 @@ extern "C" int mlx_meshgrid(mlx_vector_array* res, const mlx_vector_array arrays
 extern "C" int mlx_min_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::min(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -104,8 +164,14 @@ extern "C" int mlx_min_axes(mlx_array* res, const mlx_array a, const int* axes, 
 extern "C" int mlx_min_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::min(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -114,8 +180,14 @@ extern "C" int mlx_min_axis(mlx_array* res, const mlx_array a, int axis, bool ke
 extern "C" int mlx_min(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::min(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -124,8 +196,14 @@ extern "C" int mlx_min(mlx_array* res, const mlx_array a, bool keepdims, const m
 extern "C" int mlx_minimum(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::minimum(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -134,8 +212,14 @@ extern "C" int mlx_minimum(mlx_array* res, const mlx_array a, const mlx_array b,
 extern "C" int mlx_moveaxis(mlx_array* res, const mlx_array a, int source, int destination, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::moveaxis(mlxc::arr(a), source, destination, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -144,8 +228,14 @@ extern "C" int mlx_moveaxis(mlx_array* res, const mlx_array a, int source, int d
 extern "C" int mlx_multiply(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::multiply(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -154,8 +244,14 @@ extern "C" int mlx_multiply(mlx_array* res, const mlx_array a, const mlx_array b
 extern "C" int mlx_nan_to_num(mlx_array* res, const mlx_array a, float nan, mlx_optional_float posinf, mlx_optional_float neginf, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::nan_to_num(mlxc::arr(a), nan, mlxc::opt(posinf), mlxc::opt(neginf), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -164,8 +260,14 @@ extern "C" int mlx_nan_to_num(mlx_array* res, const mlx_array a, float nan, mlx_
 extern "C" int mlx_negative(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::negative(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -174,8 +276,14 @@ extern "C" int mlx_negative(mlx_array* res, const mlx_array a, const mlx_stream 
 extern "C" int mlx_not_equal(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::not_equal(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -184,8 +292,14 @@ extern "C" int mlx_not_equal(mlx_array* res, const mlx_array a, const mlx_array 
 extern "C" int mlx_number_of_elements(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool inverted, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::number_of_elements(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, inverted, mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -194,8 +308,14 @@ extern "C" int mlx_number_of_elements(mlx_array* res, const mlx_array a, const i
 extern "C" int mlx_ones(mlx_array* res, const int* shape, size_t shape_num, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::ones(mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -204,8 +324,14 @@ extern "C" int mlx_ones(mlx_array* res, const int* shape, size_t shape_num, mlx_
 extern "C" int mlx_ones_like(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::ones_like(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -214,8 +340,14 @@ extern "C" int mlx_ones_like(mlx_array* res, const mlx_array a, const mlx_stream
 extern "C" int mlx_outer(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::outer(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -224,8 +356,14 @@ extern "C" int mlx_outer(mlx_array* res, const mlx_array a, const mlx_array b, c
 extern "C" int mlx_pad(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, const int* low_pad_size, size_t low_pad_size_num, const int* high_pad_size, size_t high_pad_size_num, const mlx_array pad_value, const char* mode, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::pad(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, mlxc::span<int>{low_pad_size, low_pad_size_num}, mlxc::span<int>{high_pad_size, high_pad_size_num}, mlxc::arr(pad_value), std::string(mode), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -234,8 +372,14 @@ extern "C" int mlx_pad(mlx_array* res, const mlx_array a, const int* axes, size_
 extern "C" int mlx_pad_symmetric(mlx_array* res, const mlx_array a, int pad_width, const mlx_array pad_value, const char* mode, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::pad(mlxc::arr(a), pad_width, mlxc::arr(pad_value), std::string(mode), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -244,8 +388,14 @@ extern "C" int mlx_pad_symmetric(mlx_array* res, const mlx_array a, int pad_widt
 extern "C" int mlx_partition_axis(mlx_array* res, const mlx_array a, int kth, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::partition(mlxc::arr(a), kth, axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -254,8 +404,14 @@ extern "C" int mlx_partition_axis(mlx_array* res, const mlx_array a, int kth, in
 extern "C" int mlx_partition(mlx_array* res, const mlx_array a, int kth, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::partition(mlxc::arr(a), kth, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -264,8 +420,14 @@ extern "C" int mlx_partition(mlx_array* res, const mlx_array a, int kth, const m
 extern "C" int mlx_power(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::power(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -274,8 +436,14 @@ extern "C" int mlx_power(mlx_array* res, const mlx_array a, const mlx_array b, c
 extern "C" int mlx_prod_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::prod(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -284,8 +452,14 @@ extern "C" int mlx_prod_axes(mlx_array* res, const mlx_array a, const int* axes,
 extern "C" int mlx_prod_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::prod(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -294,8 +468,14 @@ extern "C" int mlx_prod_axis(mlx_array* res, const mlx_array a, int axis, bool k
 extern "C" int mlx_prod(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::prod(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -304,8 +484,14 @@ extern "C" int mlx_prod(mlx_array* res, const mlx_array a, bool keepdims, const 
 extern "C" int mlx_put_along_axis(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_array values, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::put_along_axis(mlxc::arr(a), mlxc::arr(indices), mlxc::arr(values), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -314,8 +500,14 @@ extern "C" int mlx_put_along_axis(mlx_array* res, const mlx_array a, const mlx_a
 extern "C" int mlx_qqmm(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array w_scales, mlx_optional_int group_size, mlx_optional_int bits, const char* mode, const mlx_array global_scale_x, const mlx_array global_scale_w, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::qqmm(mlxc::arr(x), mlxc::arr(w), mlxc::opt_array(w_scales), mlxc::opt(group_size), mlxc::opt(bits), std::string(mode), mlxc::opt_array(global_scale_x), mlxc::opt_array(global_scale_w), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -324,8 +516,14 @@ extern "C" int mlx_qqmm(mlx_array* res, const mlx_array x, const mlx_array w, co
 extern "C" int mlx_quantize(mlx_vector_array* res, const mlx_array w, mlx_optional_int group_size, mlx_optional_int bits, const char* mode, const mlx_array global_scale, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::quantize(mlxc::arr(w), mlxc::opt(group_size), mlxc::opt(bits), std::string(mode), mlxc::opt_array(global_scale), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -334,8 +532,14 @@ extern "C" int mlx_quantize(mlx_vector_array* res, const mlx_array w, mlx_option
 extern "C" int mlx_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, mlx_optional_int group_size, mlx_optional_int bits, const char* mode, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::quantized_matmul(mlxc::arr(x), mlxc::arr(w), mlxc::arr(scales), mlxc::opt_array(biases), transpose, mlxc::opt(group_size), mlxc::opt(bits), std::string(mode), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -344,8 +548,14 @@ extern "C" int mlx_quantized_matmul(mlx_array* res, const mlx_array x, const mlx
 extern "C" int mlx_radians(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::radians(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -354,8 +564,14 @@ extern "C" int mlx_radians(mlx_array* res, const mlx_array a, const mlx_stream s
 extern "C" int mlx_real(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::real(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -364,8 +580,14 @@ extern "C" int mlx_real(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_reciprocal(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::reciprocal(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -373,9 +595,15 @@ extern "C" int mlx_reciprocal(mlx_array* res, const mlx_array a, const mlx_strea
 
 extern "C" int mlx_remainder(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::remainder(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::remainder(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -384,8 +612,14 @@ extern "C" int mlx_remainder(mlx_array* res, const mlx_array a, const mlx_array 
 extern "C" int mlx_repeat_axis(mlx_array* res, const mlx_array arr, int repeats, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::repeat(mlxc::arr(arr), repeats, axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -394,8 +628,14 @@ extern "C" int mlx_repeat_axis(mlx_array* res, const mlx_array arr, int repeats,
 extern "C" int mlx_repeat(mlx_array* res, const mlx_array arr, int repeats, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::repeat(mlxc::arr(arr), repeats, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -404,8 +644,14 @@ extern "C" int mlx_repeat(mlx_array* res, const mlx_array arr, int repeats, cons
 extern "C" int mlx_reshape(mlx_array* res, const mlx_array a, const int* shape, size_t shape_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::reshape(mlxc::arr(a), mlxc::span<int>{shape, shape_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -414,8 +660,14 @@ extern "C" int mlx_reshape(mlx_array* res, const mlx_array a, const int* shape, 
 extern "C" int mlx_right_shift(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::right_shift(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -424,8 +676,14 @@ extern "C" int mlx_right_shift(mlx_array* res, const mlx_array a, const mlx_arra
 extern "C" int mlx_roll_axis(mlx_array* res, const mlx_array a, const int* shift, size_t shift_num, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::roll(mlxc::arr(a), mlxc::span<int>{shift, shift_num}, axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -434,8 +692,14 @@ extern "C" int mlx_roll_axis(mlx_array* res, const mlx_array a, const int* shift
 extern "C" int mlx_roll_axes(mlx_array* res, const mlx_array a, const int* shift, size_t shift_num, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::roll(mlxc::arr(a), mlxc::span<int>{shift, shift_num}, mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -444,8 +708,14 @@ extern "C" int mlx_roll_axes(mlx_array* res, const mlx_array a, const int* shift
 extern "C" int mlx_roll(mlx_array* res, const mlx_array a, const int* shift, size_t shift_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::roll(mlxc::arr(a), mlxc::span<int>{shift, shift_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -454,8 +724,14 @@ extern "C" int mlx_roll(mlx_array* res, const mlx_array a, const int* shift, siz
 extern "C" int mlx_round(mlx_array* res, const mlx_array a, int decimals, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::round(mlxc::arr(a), decimals, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -464,8 +740,14 @@ extern "C" int mlx_round(mlx_array* res, const mlx_array a, int decimals, const 
 extern "C" int mlx_rsqrt(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::rsqrt(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -474,8 +756,14 @@ extern "C" int mlx_rsqrt(mlx_array* res, const mlx_array a, const mlx_stream s) 
 extern "C" int mlx_scatter(mlx_array* res, const mlx_array a, const mlx_vector_array indices, const mlx_array updates, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter(mlxc::arr(a), mlxc::vec(indices), mlxc::arr(updates), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -484,8 +772,14 @@ extern "C" int mlx_scatter(mlx_array* res, const mlx_array a, const mlx_vector_a
 extern "C" int mlx_scatter_single(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_array updates, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter(mlxc::arr(a), mlxc::arr(indices), mlxc::arr(updates), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -494,8 +788,14 @@ extern "C" int mlx_scatter_single(mlx_array* res, const mlx_array a, const mlx_a
 extern "C" int mlx_scatter_add(mlx_array* res, const mlx_array a, const mlx_vector_array indices, const mlx_array updates, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter_add(mlxc::arr(a), mlxc::vec(indices), mlxc::arr(updates), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -504,8 +804,14 @@ extern "C" int mlx_scatter_add(mlx_array* res, const mlx_array a, const mlx_vect
 extern "C" int mlx_scatter_add_single(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_array updates, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter_add(mlxc::arr(a), mlxc::arr(indices), mlxc::arr(updates), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -514,8 +820,14 @@ extern "C" int mlx_scatter_add_single(mlx_array* res, const mlx_array a, const m
 extern "C" int mlx_scatter_add_axis(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_array values, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter_add_axis(mlxc::arr(a), mlxc::arr(indices), mlxc::arr(values), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -524,8 +836,14 @@ extern "C" int mlx_scatter_add_axis(mlx_array* res, const mlx_array a, const mlx
 extern "C" int mlx_scatter_max(mlx_array* res, const mlx_array a, const mlx_vector_array indices, const mlx_array updates, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter_max(mlxc::arr(a), mlxc::vec(indices), mlxc::arr(updates), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -534,8 +852,14 @@ extern "C" int mlx_scatter_max(mlx_array* res, const mlx_array a, const mlx_vect
 extern "C" int mlx_scatter_max_single(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_array updates, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter_max(mlxc::arr(a), mlxc::arr(indices), mlxc::arr(updates), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -544,8 +868,14 @@ extern "C" int mlx_scatter_max_single(mlx_array* res, const mlx_array a, const m
 extern "C" int mlx_scatter_min(mlx_array* res, const mlx_array a, const mlx_vector_array indices, const mlx_array updates, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter_min(mlxc::arr(a), mlxc::vec(indices), mlxc::arr(updates), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -554,8 +884,14 @@ extern "C" int mlx_scatter_min(mlx_array* res, const mlx_array a, const mlx_vect
 extern "C" int mlx_scatter_min_single(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_array updates, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter_min(mlxc::arr(a), mlxc::arr(indices), mlxc::arr(updates), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -564,8 +900,14 @@ extern "C" int mlx_scatter_min_single(mlx_array* res, const mlx_array a, const m
 extern "C" int mlx_scatter_prod(mlx_array* res, const mlx_array a, const mlx_vector_array indices, const mlx_array updates, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter_prod(mlxc::arr(a), mlxc::vec(indices), mlxc::arr(updates), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -574,8 +916,14 @@ extern "C" int mlx_scatter_prod(mlx_array* res, const mlx_array a, const mlx_vec
 extern "C" int mlx_scatter_prod_single(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_array updates, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::scatter_prod(mlxc::arr(a), mlxc::arr(indices), mlxc::arr(updates), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -584,8 +932,14 @@ extern "C" int mlx_scatter_prod_single(mlx_array* res, const mlx_array a, const 
 extern "C" int mlx_segmented_mm(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array segments, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::segmented_mm(mlxc::arr(a), mlxc::arr(b), mlxc::arr(segments), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -594,8 +948,14 @@ extern "C" int mlx_segmented_mm(mlx_array* res, const mlx_array a, const mlx_arr
 extern "C" int mlx_sigmoid(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sigmoid(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

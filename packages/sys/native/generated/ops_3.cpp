@@ -4,8 +4,14 @@
 extern "C" int mlx_sign(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sign(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlx_sign(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_sin(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sin(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlx_sin(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_sinh(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sinh(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -34,8 +52,14 @@ extern "C" int mlx_sinh(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_slice(mlx_array* res, const mlx_array a, const int* start, size_t start_num, const int* stop, size_t stop_num, const int* strides, size_t strides_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::slice(mlxc::arr(a), mlxc::span<int>{start, start_num}, mlxc::span<int>{stop, stop_num}, mlxc::span<int>{strides, strides_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -44,8 +68,14 @@ extern "C" int mlx_slice(mlx_array* res, const mlx_array a, const int* start, si
 extern "C" int mlx_slice_dynamic(mlx_array* res, const mlx_array a, const mlx_array start, const int* axes, size_t axes_num, const int* slice_size, size_t slice_size_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::slice(mlxc::arr(a), mlxc::arr(start), mlxc::span<int>{axes, axes_num}, mlxc::span<int>{slice_size, slice_size_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -54,8 +84,14 @@ extern "C" int mlx_slice_dynamic(mlx_array* res, const mlx_array a, const mlx_ar
 extern "C" int mlx_slice_update(mlx_array* res, const mlx_array src, const mlx_array update, const int* start, size_t start_num, const int* stop, size_t stop_num, const int* strides, size_t strides_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::slice_update(mlxc::arr(src), mlxc::arr(update), mlxc::span<int>{start, start_num}, mlxc::span<int>{stop, stop_num}, mlxc::span<int>{strides, strides_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -64,8 +100,14 @@ extern "C" int mlx_slice_update(mlx_array* res, const mlx_array src, const mlx_a
 extern "C" int mlx_slice_update_dynamic(mlx_array* res, const mlx_array src, const mlx_array update, const mlx_array start, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::slice_update(mlxc::arr(src), mlxc::arr(update), mlxc::arr(start), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -74,8 +116,14 @@ extern "C" int mlx_slice_update_dynamic(mlx_array* res, const mlx_array src, con
 extern "C" int mlx_slice_update_add(mlx_array* res, const mlx_array src, const mlx_array update, const int* start, size_t start_num, const int* stop, size_t stop_num, const int* strides, size_t strides_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::slice_update_add(mlxc::arr(src), mlxc::arr(update), mlxc::span<int>{start, start_num}, mlxc::span<int>{stop, stop_num}, mlxc::span<int>{strides, strides_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -84,8 +132,14 @@ extern "C" int mlx_slice_update_add(mlx_array* res, const mlx_array src, const m
 extern "C" int mlx_slice_update_max(mlx_array* res, const mlx_array src, const mlx_array update, const int* start, size_t start_num, const int* stop, size_t stop_num, const int* strides, size_t strides_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::slice_update_max(mlxc::arr(src), mlxc::arr(update), mlxc::span<int>{start, start_num}, mlxc::span<int>{stop, stop_num}, mlxc::span<int>{strides, strides_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -94,8 +148,14 @@ extern "C" int mlx_slice_update_max(mlx_array* res, const mlx_array src, const m
 extern "C" int mlx_slice_update_min(mlx_array* res, const mlx_array src, const mlx_array update, const int* start, size_t start_num, const int* stop, size_t stop_num, const int* strides, size_t strides_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::slice_update_min(mlxc::arr(src), mlxc::arr(update), mlxc::span<int>{start, start_num}, mlxc::span<int>{stop, stop_num}, mlxc::span<int>{strides, strides_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -104,8 +164,14 @@ extern "C" int mlx_slice_update_min(mlx_array* res, const mlx_array src, const m
 extern "C" int mlx_slice_update_prod(mlx_array* res, const mlx_array src, const mlx_array update, const int* start, size_t start_num, const int* stop, size_t stop_num, const int* strides, size_t strides_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::slice_update_prod(mlxc::arr(src), mlxc::arr(update), mlxc::span<int>{start, start_num}, mlxc::span<int>{stop, stop_num}, mlxc::span<int>{strides, strides_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -114,8 +180,14 @@ extern "C" int mlx_slice_update_prod(mlx_array* res, const mlx_array src, const 
 extern "C" int mlx_softmax_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool precise, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::softmax(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, precise, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -124,8 +196,14 @@ extern "C" int mlx_softmax_axes(mlx_array* res, const mlx_array a, const int* ax
 extern "C" int mlx_softmax_axis(mlx_array* res, const mlx_array a, int axis, bool precise, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::softmax(mlxc::arr(a), axis, precise, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -134,8 +212,14 @@ extern "C" int mlx_softmax_axis(mlx_array* res, const mlx_array a, int axis, boo
 extern "C" int mlx_softmax(mlx_array* res, const mlx_array a, bool precise, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::softmax(mlxc::arr(a), precise, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -144,8 +228,14 @@ extern "C" int mlx_softmax(mlx_array* res, const mlx_array a, bool precise, cons
 extern "C" int mlx_sort_axis(mlx_array* res, const mlx_array a, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sort(mlxc::arr(a), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -154,8 +244,14 @@ extern "C" int mlx_sort_axis(mlx_array* res, const mlx_array a, int axis, const 
 extern "C" int mlx_sort(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sort(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -164,8 +260,14 @@ extern "C" int mlx_sort(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_split(mlx_vector_array* res, const mlx_array a, int num_splits, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::split(mlxc::arr(a), num_splits, axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -174,8 +276,14 @@ extern "C" int mlx_split(mlx_vector_array* res, const mlx_array a, int num_split
 extern "C" int mlx_split_sections(mlx_vector_array* res, const mlx_array a, const int* indices, size_t indices_num, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::split(mlxc::arr(a), mlxc::span<int>{indices, indices_num}, axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -184,8 +292,14 @@ extern "C" int mlx_split_sections(mlx_vector_array* res, const mlx_array a, cons
 extern "C" int mlx_sqrt(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sqrt(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -194,8 +308,14 @@ extern "C" int mlx_sqrt(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_square(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::square(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -204,8 +324,14 @@ extern "C" int mlx_square(mlx_array* res, const mlx_array a, const mlx_stream s)
 extern "C" int mlx_squeeze_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::squeeze(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -214,8 +340,14 @@ extern "C" int mlx_squeeze_axes(mlx_array* res, const mlx_array a, const int* ax
 extern "C" int mlx_squeeze_axis(mlx_array* res, const mlx_array a, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::squeeze(mlxc::arr(a), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -224,8 +356,14 @@ extern "C" int mlx_squeeze_axis(mlx_array* res, const mlx_array a, int axis, con
 extern "C" int mlx_squeeze(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::squeeze(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -234,8 +372,14 @@ extern "C" int mlx_squeeze(mlx_array* res, const mlx_array a, const mlx_stream s
 extern "C" int mlx_stack_axis(mlx_array* res, const mlx_vector_array arrays, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::stack(mlxc::vec(arrays), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -244,8 +388,14 @@ extern "C" int mlx_stack_axis(mlx_array* res, const mlx_vector_array arrays, int
 extern "C" int mlx_stack(mlx_array* res, const mlx_vector_array arrays, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::stack(mlxc::vec(arrays), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -254,8 +404,14 @@ extern "C" int mlx_stack(mlx_array* res, const mlx_vector_array arrays, const ml
 extern "C" int mlx_std_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, int ddof, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::std(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, ddof, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -264,8 +420,14 @@ extern "C" int mlx_std_axes(mlx_array* res, const mlx_array a, const int* axes, 
 extern "C" int mlx_std_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, int ddof, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::std(mlxc::arr(a), axis, keepdims, ddof, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -274,8 +436,14 @@ extern "C" int mlx_std_axis(mlx_array* res, const mlx_array a, int axis, bool ke
 extern "C" int mlx_std(mlx_array* res, const mlx_array a, bool keepdims, int ddof, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::std(mlxc::arr(a), keepdims, ddof, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -284,8 +452,14 @@ extern "C" int mlx_std(mlx_array* res, const mlx_array a, bool keepdims, int ddo
 extern "C" int mlx_stop_gradient(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::stop_gradient(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -294,8 +468,14 @@ extern "C" int mlx_stop_gradient(mlx_array* res, const mlx_array a, const mlx_st
 extern "C" int mlx_subtract(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::subtract(mlxc::arr(a), mlxc::arr(b), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -304,8 +484,14 @@ extern "C" int mlx_subtract(mlx_array* res, const mlx_array a, const mlx_array b
 extern "C" int mlx_sum_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sum(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -314,8 +500,14 @@ extern "C" int mlx_sum_axes(mlx_array* res, const mlx_array a, const int* axes, 
 extern "C" int mlx_sum_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sum(mlxc::arr(a), axis, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -324,8 +516,14 @@ extern "C" int mlx_sum_axis(mlx_array* res, const mlx_array a, int axis, bool ke
 extern "C" int mlx_sum(mlx_array* res, const mlx_array a, bool keepdims, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::sum(mlxc::arr(a), keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -334,8 +532,14 @@ extern "C" int mlx_sum(mlx_array* res, const mlx_array a, bool keepdims, const m
 extern "C" int mlx_swapaxes(mlx_array* res, const mlx_array a, int axis1, int axis2, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::swapaxes(mlxc::arr(a), axis1, axis2, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -343,9 +547,15 @@ extern "C" int mlx_swapaxes(mlx_array* res, const mlx_array a, int axis1, int ax
 
 extern "C" int mlx_take_axis(mlx_array* res, const mlx_array a, const mlx_array indices, int axis, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::take(mlxc::arr(a), mlxc::arr(indices), axis, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::take(mlxc::arr(a), mlxc::arr(indices), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -353,9 +563,15 @@ extern "C" int mlx_take_axis(mlx_array* res, const mlx_array a, const mlx_array 
 
 extern "C" int mlx_take(mlx_array* res, const mlx_array a, const mlx_array indices, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::take(mlxc::arr(a), mlxc::arr(indices), mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::take(mlxc::arr(a), mlxc::arr(indices), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -363,9 +579,15 @@ extern "C" int mlx_take(mlx_array* res, const mlx_array a, const mlx_array indic
 
 extern "C" int mlx_take_along_axis(mlx_array* res, const mlx_array a, const mlx_array indices, int axis, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlx::core::take_along_axis(mlxc::arr(a), mlxc::arr(indices), axis, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::safe::take_along_axis(mlxc::arr(a), mlxc::arr(indices), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -374,8 +596,14 @@ extern "C" int mlx_take_along_axis(mlx_array* res, const mlx_array a, const mlx_
 extern "C" int mlx_tan(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::tan(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -384,8 +612,14 @@ extern "C" int mlx_tan(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_tanh(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::tanh(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -394,8 +628,14 @@ extern "C" int mlx_tanh(mlx_array* res, const mlx_array a, const mlx_stream s) {
 extern "C" int mlx_tensordot(mlx_array* res, const mlx_array a, const mlx_array b, const int* axes_a, size_t axes_a_num, const int* axes_b, size_t axes_b_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::tensordot(mlxc::arr(a), mlxc::arr(b), mlxc::span<int>{axes_a, axes_a_num}, mlxc::span<int>{axes_b, axes_b_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -404,8 +644,14 @@ extern "C" int mlx_tensordot(mlx_array* res, const mlx_array a, const mlx_array 
 extern "C" int mlx_tensordot_axis(mlx_array* res, const mlx_array a, const mlx_array b, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::tensordot(mlxc::arr(a), mlxc::arr(b), axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -414,8 +660,14 @@ extern "C" int mlx_tensordot_axis(mlx_array* res, const mlx_array a, const mlx_a
 extern "C" int mlx_tile(mlx_array* res, const mlx_array arr, const int* reps, size_t reps_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::tile(mlxc::arr(arr), mlxc::span<int>{reps, reps_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -424,8 +676,14 @@ extern "C" int mlx_tile(mlx_array* res, const mlx_array arr, const int* reps, si
 extern "C" int mlx_to_fp8(mlx_array* res, const mlx_array x, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::to_fp8(mlxc::arr(x), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -434,8 +692,14 @@ extern "C" int mlx_to_fp8(mlx_array* res, const mlx_array x, const mlx_stream s)
 extern "C" int mlx_topk_axis(mlx_array* res, const mlx_array a, int k, int axis, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::topk(mlxc::arr(a), k, axis, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -444,8 +708,14 @@ extern "C" int mlx_topk_axis(mlx_array* res, const mlx_array a, int k, int axis,
 extern "C" int mlx_topk(mlx_array* res, const mlx_array a, int k, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::topk(mlxc::arr(a), k, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -454,8 +724,14 @@ extern "C" int mlx_topk(mlx_array* res, const mlx_array a, int k, const mlx_stre
 extern "C" int mlx_trace(mlx_array* res, const mlx_array a, int offset, int axis1, int axis2, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::trace(mlxc::arr(a), offset, axis1, axis2, mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -464,8 +740,14 @@ extern "C" int mlx_trace(mlx_array* res, const mlx_array a, int offset, int axis
 extern "C" int mlx_transpose_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::transpose(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -474,8 +756,14 @@ extern "C" int mlx_transpose_axes(mlx_array* res, const mlx_array a, const int* 
 extern "C" int mlx_transpose(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::transpose(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -484,8 +772,14 @@ extern "C" int mlx_transpose(mlx_array* res, const mlx_array a, const mlx_stream
 extern "C" int mlx_tri(mlx_array* res, int n, int m, int k, mlx_dtype type, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::tri(n, m, k, mlxc::dtype(type), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -494,8 +788,14 @@ extern "C" int mlx_tri(mlx_array* res, int n, int m, int k, mlx_dtype type, cons
 extern "C" int mlx_tril(mlx_array* res, const mlx_array x, int k, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::tril(mlxc::arr(x), k, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -504,8 +804,14 @@ extern "C" int mlx_tril(mlx_array* res, const mlx_array x, int k, const mlx_stre
 extern "C" int mlx_triu(mlx_array* res, const mlx_array x, int k, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::triu(mlxc::arr(x), k, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -514,8 +820,14 @@ extern "C" int mlx_triu(mlx_array* res, const mlx_array x, int k, const mlx_stre
 extern "C" int mlx_unflatten(mlx_array* res, const mlx_array a, int axis, const int* shape, size_t shape_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::unflatten(mlxc::arr(a), axis, mlxc::span<int>{shape, shape_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -524,8 +836,14 @@ extern "C" int mlx_unflatten(mlx_array* res, const mlx_array a, int axis, const 
 extern "C" int mlx_var_axes(mlx_array* res, const mlx_array a, const int* axes, size_t axes_num, bool keepdims, int ddof, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::var(mlxc::arr(a), mlxc::span<int>{axes, axes_num}, keepdims, ddof, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -534,8 +852,14 @@ extern "C" int mlx_var_axes(mlx_array* res, const mlx_array a, const int* axes, 
 extern "C" int mlx_var_axis(mlx_array* res, const mlx_array a, int axis, bool keepdims, int ddof, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::var(mlxc::arr(a), axis, keepdims, ddof, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -544,8 +868,14 @@ extern "C" int mlx_var_axis(mlx_array* res, const mlx_array a, int axis, bool ke
 extern "C" int mlx_var(mlx_array* res, const mlx_array a, bool keepdims, int ddof, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::var(mlxc::arr(a), keepdims, ddof, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -554,8 +884,14 @@ extern "C" int mlx_var(mlx_array* res, const mlx_array a, bool keepdims, int ddo
 extern "C" int mlx_view(mlx_array* res, const mlx_array a, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::view(mlxc::arr(a), mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -564,8 +900,14 @@ extern "C" int mlx_view(mlx_array* res, const mlx_array a, mlx_dtype dtype, cons
 extern "C" int mlx_where(mlx_array* res, const mlx_array condition, const mlx_array x, const mlx_array y, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::where(mlxc::arr(condition), mlxc::arr(x), mlxc::arr(y), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -574,8 +916,14 @@ extern "C" int mlx_where(mlx_array* res, const mlx_array condition, const mlx_ar
 extern "C" int mlx_zeros(mlx_array* res, const int* shape, size_t shape_num, mlx_dtype dtype, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::zeros(mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -584,8 +932,14 @@ extern "C" int mlx_zeros(mlx_array* res, const int* shape, size_t shape_num, mlx
 extern "C" int mlx_zeros_like(mlx_array* res, const mlx_array a, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::zeros_like(mlxc::arr(a), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

@@ -4,8 +4,14 @@
 extern "C" int mlx_random_bernoulli(mlx_array* res, const mlx_array p, const int* shape, size_t shape_num, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::bernoulli(mlxc::arr(p), mlxc::span<int>{shape, shape_num}, mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlx_random_bernoulli(mlx_array* res, const mlx_array p, const int
 extern "C" int mlx_random_bits(mlx_array* res, const int* shape, size_t shape_num, int width, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::bits(mlxc::span<int>{shape, shape_num}, width, mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlx_random_bits(mlx_array* res, const int* shape, size_t shape_nu
 extern "C" int mlx_random_categorical_shape(mlx_array* res, const mlx_array logits, int axis, const int* shape, size_t shape_num, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::categorical(mlxc::arr(logits), axis, mlxc::span<int>{shape, shape_num}, mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -34,8 +52,14 @@ extern "C" int mlx_random_categorical_shape(mlx_array* res, const mlx_array logi
 extern "C" int mlx_random_categorical_num_samples(mlx_array* res, const mlx_array logits_, int axis, int num_samples, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::categorical(mlxc::arr(logits_), axis, num_samples, mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -44,8 +68,14 @@ extern "C" int mlx_random_categorical_num_samples(mlx_array* res, const mlx_arra
 extern "C" int mlx_random_categorical(mlx_array* res, const mlx_array logits, int axis, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::categorical(mlxc::arr(logits), axis, mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -54,8 +84,14 @@ extern "C" int mlx_random_categorical(mlx_array* res, const mlx_array logits, in
 extern "C" int mlx_random_gumbel(mlx_array* res, const int* shape, size_t shape_num, mlx_dtype dtype, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::gumbel(mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -64,8 +100,14 @@ extern "C" int mlx_random_gumbel(mlx_array* res, const int* shape, size_t shape_
 extern "C" int mlx_random_key(mlx_array* res, uint64_t seed) {
   try {
     mlxc::set(*res, mlx::core::random::key(seed));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -74,8 +116,14 @@ extern "C" int mlx_random_key(mlx_array* res, uint64_t seed) {
 extern "C" int mlx_random_laplace(mlx_array* res, const int* shape, size_t shape_num, mlx_dtype dtype, float loc, float scale, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::laplace(mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), loc, scale, mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -84,8 +132,14 @@ extern "C" int mlx_random_laplace(mlx_array* res, const int* shape, size_t shape
 extern "C" int mlx_random_multivariate_normal(mlx_array* res, const mlx_array mean, const mlx_array cov, const int* shape, size_t shape_num, mlx_dtype dtype, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::multivariate_normal(mlxc::arr(mean), mlxc::arr(cov), mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -94,8 +148,14 @@ extern "C" int mlx_random_multivariate_normal(mlx_array* res, const mlx_array me
 extern "C" int mlx_random_normal_broadcast(mlx_array* res, const int* shape, size_t shape_num, mlx_dtype dtype, const mlx_array loc, const mlx_array scale, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::normal(mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), mlxc::opt_array(loc), mlxc::opt_array(scale), mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -104,8 +164,14 @@ extern "C" int mlx_random_normal_broadcast(mlx_array* res, const int* shape, siz
 extern "C" int mlx_random_normal(mlx_array* res, const int* shape, size_t shape_num, mlx_dtype dtype, float loc, float scale, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::normal(mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), loc, scale, mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -114,8 +180,14 @@ extern "C" int mlx_random_normal(mlx_array* res, const int* shape, size_t shape_
 extern "C" int mlx_random_permutation(mlx_array* res, const mlx_array x, int axis, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::permutation(mlxc::arr(x), axis, mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -124,8 +196,14 @@ extern "C" int mlx_random_permutation(mlx_array* res, const mlx_array x, int axi
 extern "C" int mlx_random_permutation_arange(mlx_array* res, int x, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::permutation(x, mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -134,8 +212,14 @@ extern "C" int mlx_random_permutation_arange(mlx_array* res, int x, const mlx_ar
 extern "C" int mlx_random_randint(mlx_array* res, const mlx_array low, const mlx_array high, const int* shape, size_t shape_num, mlx_dtype dtype, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::randint(mlxc::arr(low), mlxc::arr(high), mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -144,8 +228,14 @@ extern "C" int mlx_random_randint(mlx_array* res, const mlx_array low, const mlx
 extern "C" int mlx_random_seed(uint64_t seed) {
   try {
     mlx::core::random::seed(seed);
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -154,8 +244,14 @@ extern "C" int mlx_random_seed(uint64_t seed) {
 extern "C" int mlx_random_split_num(mlx_array* res, const mlx_array key, int num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::split(mlxc::arr(key), num, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -166,8 +262,14 @@ extern "C" int mlx_random_split(mlx_array* res_0, mlx_array* res_1, const mlx_ar
     auto r = mlx::core::random::split(mlxc::arr(key), mlxc::stream(s));
     mlxc::set(*res_0, std::get<0>(r));
     mlxc::set(*res_1, std::get<1>(r));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -176,8 +278,14 @@ extern "C" int mlx_random_split(mlx_array* res_0, mlx_array* res_1, const mlx_ar
 extern "C" int mlx_random_truncated_normal(mlx_array* res, const mlx_array lower, const mlx_array upper, const int* shape, size_t shape_num, mlx_dtype dtype, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::truncated_normal(mlxc::arr(lower), mlxc::arr(upper), mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -186,8 +294,14 @@ extern "C" int mlx_random_truncated_normal(mlx_array* res, const mlx_array lower
 extern "C" int mlx_random_uniform(mlx_array* res, const mlx_array low, const mlx_array high, const int* shape, size_t shape_num, mlx_dtype dtype, const mlx_array key, const mlx_stream s) {
   try {
     mlxc::set(*res, mlx::core::random::uniform(mlxc::arr(low), mlxc::arr(high), mlxc::span<int>{shape, shape_num}, mlxc::dtype(dtype), mlxc::opt_array(key), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

@@ -31,7 +31,10 @@ std::vector<array> take(mlx_vector_array v) { return v.ctx ? *static_cast<std::v
 
 template <typename Fn, typename H>
 H make_handle(Fn fn) {
+  // An entry point of its own (the closure constructors return it): nothing may cross the C ABI.
+  MLXC_TRY
   return H{new Fn(std::move(fn))};
+  MLXC_CATCH(H{nullptr})
 }
 
 mlxc::ClosureFn wrap(mlx_closure_fun_payload fun, Payload payload) {

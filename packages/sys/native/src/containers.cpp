@@ -7,7 +7,11 @@ using mlxc::array;
 extern "C" {
 
 mlx_string mlx_string_new(void) { return mlx_string{nullptr}; }
-mlx_string mlx_string_new_data(const char* s) { return mlx_string{new std::string(s ? s : "")}; }
+mlx_string mlx_string_new_data(const char* s) {
+  MLXC_TRY
+  return mlx_string{new std::string(s ? s : "")};
+  MLXC_CATCH(mlx_string{nullptr})
+}
 int mlx_string_set(mlx_string* str, const mlx_string src) {
   MLXC_TRY
   mlxc::assign<std::string>(*str, mlxc::get<std::string>(src, "mlx_string"));

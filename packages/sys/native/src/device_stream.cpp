@@ -18,7 +18,11 @@ std::string to_string(const T& v) {
 extern "C" {
 
 mlx_device mlx_device_new(void) { return mlx_device{nullptr}; }
-mlx_device mlx_device_new_type(mlx_device_type type, int index) { return mlx_device{new mx::Device(dev_type(type), index)}; }
+mlx_device mlx_device_new_type(mlx_device_type type, int index) {
+  MLXC_TRY
+  return mlx_device{new mx::Device(dev_type(type), index)};
+  MLXC_CATCH(mlx_device{nullptr})
+}
 int mlx_device_free(mlx_device d) {
   delete static_cast<mx::Device*>(d.ctx);
   return 0;

@@ -76,3 +76,21 @@ void mlxc::raise(const char* msg) {
   }
   h(msg, data);
 }
+
+std::string mlxc::alloc_message(const std::bad_alloc& e) {
+  std::string what = e.what();
+  if (what.rfind("[malloc]", 0) == 0) return what;
+  return "[malloc] Unable to allocate memory (" + what + ")";
+}
+
+void mlxc::check_result_size(const array& v) {
+  double bytes = static_cast<double>(v.itemsize());
+  for (auto d : v.shape()) bytes *= static_cast<double>(d);
+  if (bytes < 4.6e18) return;  // 2^62
+  std::string shape;
+  for (size_t i = 0; i < v.ndim(); i++) shape += (i ? ", " : "") + std::to_string(v.shape(i));
+  char n[32];
+  std::snprintf(n, sizeof n, "%.3g", bytes);
+  throw std::invalid_argument("[shape] an array of shape [" + shape + "] would hold " + n +
+                              " bytes, more than any memory (its element count overflows MLX's size arithmetic)");
+}

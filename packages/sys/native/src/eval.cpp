@@ -2,7 +2,11 @@
 // refusal when that is over a limit, and the evaluation itself, whose CPU stream work runs on the
 // calling thread (inline_eval.cpp). The evaluations on this library's own threads are in
 // eval_async.cpp, the debug aids in eval_stats.cpp.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <unordered_set>
 
@@ -35,6 +39,29 @@ std::string describe(const array& a, double bytes) {
 }
 
 size_t clamp(double v) { return v >= 1.8e19 ? static_cast<size_t>(-1) : static_cast<size_t>(v); }
+
+/** The process's address-space limit (RLIMIT_AS, `ulimit -v`) in bytes; 0 when there is none. */
+double address_space_limit() {
+  struct rlimit rl{};
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<double>(rl.rlim_cur);
+}
+
+/** The process's mapped address space (VmSize) in bytes; 0 when unknown. */
+double address_space_used() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long pages = 0;
+  int n = std::fscanf(f, "%lu", &pages);
+  std::fclose(f);
+  return n == 1 ? static_cast<double>(pages) * static_cast<double>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+/**
+ * Room kept free under an address-space limit for everything that is not an array: V8's heap
+ * grows into it, and V8 cannot survive a failed reservation of its own (it aborts the process).
+ */
+constexpr double kAddressReserve = 512.0 * (1 << 20);
 
 }  // namespace
 
@@ -85,9 +112,29 @@ void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_
   }
 }
 
+void check_address_space(const GraphBytes& g) {
+  double limit = address_space_limit();
+  if (!limit || !g.total) return;
+  double used = address_space_used();
+  double room = limit - used - kAddressReserve;
+  if (g.total > room) {
+    throw std::runtime_error("[malloc] Unable to allocate " + std::to_string(std::llround(g.total)) +
+                             " bytes: evaluating needs them (the largest is " + describe(*g.largest_array, g.largest) + "), and " +
+                             std::to_string(std::llround(std::max(0.0, limit - used))) +
+                             " bytes are left under the address-space limit (ulimit -v) of " + std::to_string(std::llround(limit)) +
+                             " bytes, " + std::to_string(std::llround(kAddressReserve)) + " of which are kept for the JavaScript heap");
+  }
+}
+
+bool address_space_limited() { return address_space_limit() > 0; }
+
 void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t max_total_bytes) {
   if (graph_stats_on()) print_graph_stats(outs);
-  if (max_array_bytes || max_total_bytes) check_budget(graph_bytes(outs), max_array_bytes, max_total_bytes);
+  if (max_array_bytes || max_total_bytes || address_space_limited()) {
+    auto g = graph_bytes(outs);
+    check_budget(g, max_array_bytes, max_total_bytes);
+    check_address_space(g);
+  }
   // The CPU stream the evaluation runs on: a kernel error MLX records on its thread is thrown
   // here, rather than at some later enqueue from the main thread.
   std::optional<mx::Stream> cpu_stream;

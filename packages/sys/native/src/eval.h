@@ -32,6 +32,14 @@ GraphBytes graph_bytes(const std::vector<mlx::core::array>& outputs, size_t max_
                        std::optional<mlx::core::Stream> on = std::nullopt);
 /** Throws the budget's refusal when `g` is over a limit (0: none). */
 void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes);
+/**
+ * Under an address-space limit (`ulimit -v`), throws an allocation failure ("[malloc] Unable to
+ * allocate ...") when `g` needs more than is left of it, less a reserve for the JavaScript heap:
+ * MLX itself would fail part-way, or take the room V8 needs and leave it to abort the process.
+ */
+void check_address_space(const GraphBytes& g);
+/** Whether the process runs under an address-space limit (RLIMIT_AS). */
+bool address_space_limited();
 /** Evaluates within the limits (0: none); throws what MLX throws, or the budget's refusal. */
 void eval_within(const std::vector<mlx::core::array>& outs, size_t max_array_bytes, size_t max_total_bytes);
 

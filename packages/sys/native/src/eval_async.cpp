@@ -95,7 +95,14 @@ void notify(uint64_t id, const std::string& error) {
     auto it = n.channels.find(id >> CHANNEL_SHIFT);
     if (it == n.channels.end()) return;  // its thread has ended
     wr = it->second.wr;
-    if (!error.empty()) n.errors[id] = error;
+    if (!error.empty()) {
+      try {
+        n.errors[id] = error;
+      } catch (...) {
+        // Out of memory for the message itself: the record still says that the evaluation failed
+        // (mlxc_eval_take_error then gives an empty message).
+      }
+    }
     // 16 bytes, under PIPE_BUF: written whole, never interleaved with another thread's record. The
     // write happens under the lock, so that a channel being closed never has its fd reused under it.
     uint64_t rec[2] = {id, static_cast<uint64_t>(error.size())};
@@ -135,11 +142,16 @@ class Worker {
         q_.pop_front();
       }
       std::string error;
+      // Nothing may leave this thread: an exception here would end the process (std::terminate).
       try {
         eval_within(job.outputs, job.max_array_bytes, job.max_total_bytes);
+      } catch (const std::bad_alloc& e) {
+        error = mlxc::alloc_message(e);
       } catch (const std::exception& e) {
         error = e.what();
         if (error.empty()) error = "evaluation failed";
+      } catch (...) {
+        error = "evaluation failed (an exception that is not a std::exception)";
       }
       // The arrays go before the report: the caller may free what they depend on then.
       job.outputs.clear();
@@ -256,6 +268,7 @@ int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t n, const mlx_stream str
     if (!g.truncated && g.on_stream) {
       if (mlxc::graph_stats_on()) mlxc::print_graph_stats(outs);
       mlxc::check_budget(g, max_array_bytes, max_total_bytes);
+      mlxc::check_address_space(g);
       mlxc::async_begin(s);
       try {
         if (g.nodes) mx::async_eval(outs);
@@ -268,9 +281,13 @@ int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t n, const mlx_stream str
         std::string error;
         try {
           mx::scheduler::check_error(s);
+        } catch (const std::bad_alloc& e) {
+          error = mlxc::alloc_message(e);
         } catch (const std::exception& e) {
           error = e.what();
           if (error.empty()) error = "evaluation failed";
+        } catch (...) {
+          error = "evaluation failed (an exception that is not a std::exception)";
         }
         notify(id, error);
       });

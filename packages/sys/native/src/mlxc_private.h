@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -91,7 +92,16 @@ void assign(H& h, V&& v) {
   else
     h.ctx = new T(std::forward<V>(v));
 }
-inline void set(mlx_array& h, const array& v) { assign<array>(h, v); }
+/**
+ * Refuses a result whose shape holds more bytes than any memory (2^62): MLX computes sizes as a
+ * wrapping size_t product, so such a shape (zeros of [65536, 65536, 65536, 65536]) reads as a
+ * small or empty array to some kernels and as an enormous one to others.
+ */
+void check_result_size(const array& v);
+inline void set(mlx_array& h, const array& v) {
+  check_result_size(v);
+  assign<array>(h, v);
+}
 inline void set(mlx_vector_array& h, std::vector<array> v) { assign<std::vector<array>>(h, std::move(v)); }
 inline void set(mlx_closure& h, ClosureFn f) { assign<ClosureFn>(h, std::move(f)); }
 template <typename T>
@@ -116,12 +126,45 @@ inline std::vector<array> arrays_of(const uintptr_t* ctxs, size_t n, const char*
 /** Wraps a vector of arrays in a new handle (the callee of a C callback owns nothing). */
 inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_array{new std::vector<array>(std::move(v))}; }
 
+/**
+ * MLX ops behind checks (checked_ops.cpp) for arguments on which MLX crashes rather than throws;
+ * the generated glue calls these (spec/ops.ts).
+ */
+namespace safe {
+/** `g`, or an error naming `op` when it is not positive (MLX divides by it). */
+int groups(int g, const char* op);
+array take(const array& a, const array& indices, mx::Stream s);
+array take(const array& a, const array& indices, int axis, mx::Stream s);
+array take_along_axis(const array& a, const array& indices, int axis, mx::Stream s);
+array as_strided(const array& a, const mx::Shape& shape, const mx::Strides& strides, size_t offset, mx::Stream s);
+array floor_divide(const array& a, const array& b, mx::Stream s);
+array remainder(const array& a, const array& b, mx::Stream s);
+}  // namespace safe
+
+/**
+ * The message of a failed allocation: MLX's "[malloc] Unable to allocate N bytes." where the
+ * allocator threw it (alloc_guard.cpp), else the same prefix over what new threw, so that bindings
+ * can tell an allocation failure from other errors.
+ */
+std::string alloc_message(const std::bad_alloc& e);
+
 }  // namespace mlxc
 
+// Every entry point: no C++ exception crosses the C ABI (an allocation failure included, and
+// whatever is not a std::exception); each is reported through the handler and the entry point
+// returns its error value.
 #define MLXC_TRY try {
-#define MLXC_CATCH(ret)             \
-  }                                 \
-  catch (const std::exception& e) { \
-    mlxc::raise(e.what());          \
-    return ret;                     \
+#define MLXC_CATCH(ret)                                          \
+  }                                                              \
+  catch (const std::bad_alloc& e) {                              \
+    mlxc::raise(mlxc::alloc_message(e).c_str());                 \
+    return ret;                                                  \
+  }                                                              \
+  catch (const std::exception& e) {                              \
+    mlxc::raise(e.what());                                       \
+    return ret;                                                  \
+  }                                                              \
+  catch (...) {                                                  \
+    mlxc::raise("unknown C++ exception (not a std::exception)"); \
+    return ret;                                                  \
   }

@@ -4,8 +4,14 @@
 extern "C" int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::conv_pack_weight(mlxc::arr(w), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const ml
 extern "C" int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::conv_gemm(mlxc::arr(x), mlxc::arr(w_packed), out_channels, mlxc::opt_array(bias), mlxc::opt_array(residual), mlxc::span<int>{strides, strides_num}, mlxc::span<int>{pads_begin, pads_begin_num}, mlxc::span<int>{pads_end, pads_end_num}, mlxc::span<int>{dilations, dilations_num}, lo, hi, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array
 extern "C" int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::conv_epilogue(mlxc::arr(y), mlxc::opt_array(bias), mlxc::opt_array(residual), lo, hi, channels_last, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -34,8 +52,14 @@ extern "C" int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_a
 extern "C" int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::depthwise_conv2d(mlxc::arr(x), mlxc::arr(w), mlxc::opt_array(bias), stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

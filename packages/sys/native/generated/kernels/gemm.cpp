@@ -4,8 +4,14 @@
 extern "C" int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, const mlx_array bias, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::small_matmul(mlxc::arr(a), mlxc::arr(b), mlxc::opt_array(bias), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_ar
 extern "C" int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::small_quantized_matmul(mlxc::arr(x), mlxc::arr(w), mlxc::arr(scales), mlxc::arr(biases), transpose, group_size, bits, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

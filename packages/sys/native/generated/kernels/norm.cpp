@@ -4,8 +4,14 @@
 extern "C" int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::softmax(mlxc::arr(x), log, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, c
 extern "C" int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::layer_norm(mlxc::arr(x), mlxc::opt_array(weight), mlxc::opt_array(bias), eps, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -24,8 +36,14 @@ extern "C" int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const ml
 extern "C" int mlxc_fused_rms_norm(mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::rms_norm(mlxc::arr(x), mlxc::opt_array(weight), eps, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

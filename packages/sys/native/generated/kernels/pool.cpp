@@ -4,8 +4,14 @@
 extern "C" int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::max_pool_channels_last(mlxc::arr(x), mlxc::span<int>{kernel, kernel_num}, mlxc::span<int>{strides, strides_num}, mlxc::span<int>{pads_begin, pads_begin_num}, mlxc::span<int>{pads_end, pads_end_num}, mlxc::span<int>{dilations, dilations_num}, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;
@@ -14,8 +20,14 @@ extern "C" int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, co
 extern "C" int mlxc_avg_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, bool ceil_mode, bool count_include_pad, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::avg_pool_channels_last(mlxc::arr(x), mlxc::span<int>{kernel, kernel_num}, mlxc::span<int>{strides, strides_num}, mlxc::span<int>{pads_begin, pads_begin_num}, mlxc::span<int>{pads_end, pads_end_num}, mlxc::span<int>{dilations, dilations_num}, ceil_mode, count_include_pad, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

@@ -4,8 +4,14 @@
 extern "C" int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::lstm(mlxc::arr(proj), mlxc::arr(rt), mlxc::arr(h0), mlxc::arr(c0), mlxc::opt_array(lens), mlxc::opt_array(peepholes), mlxc::span<int>{acts, acts_num}, clip, input_forget, direction, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
     return 1;
   }
   return 0;

@@ -1,0 +1,96 @@
+// Allocation failures as exceptions.
+//
+// MLX 0.32's allocator::malloc is an inline function that wraps whatever the allocator returns,
+// null included: on the CPU build a failed std::malloc (an array larger than memory, or any
+// array under `ulimit -v`) gave a buffer at address 0, and the kernel that wrote into it killed
+// the process with SIGSEGV. This library defines mlx::core::allocator::allocator() itself, the
+// way inline_eval.cpp defines the scheduler's functions: libmlx calls it through its PLT, so
+// every allocation MLX makes goes through a thin wrapper over MLX's own allocator, which throws
+// "[malloc] Unable to allocate N bytes" (MLX's own wording) instead of returning null. The
+// evaluating thread allocates (a primitive's eval_cpu), so the exception reaches the entry point
+// that evaluates, which reports it as an error like any other.
+//
+// Where the binding does not happen (a libmlx linked with -Bsymbolic, or macOS's two-level
+// namespace), and on MLX builds with a GPU (Metal, CUDA: their allocators report failures
+// themselves), MLX's own allocator runs unwrapped. MLXC_ALLOC_GUARD=0 turns the wrapper off.
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "mlxc_private.h"
+#include "mlx/allocator.h"
+#include "mlx/backend/cuda/cuda.h"
+#include "mlx/backend/metal/metal.h"
+
+namespace mx = mlx::core;
+namespace alloc = mlx::core::allocator;
+
+namespace {
+
+/** What a failed allocation throws: a std::bad_alloc (what callers of new expect) with MLX's message. */
+class AllocationFailed : public std::bad_alloc {
+ public:
+  explicit AllocationFailed(size_t size) : msg_("[malloc] Unable to allocate " + std::to_string(size) + " bytes.") {}
+  const char* what() const noexcept override { return msg_.c_str(); }
+
+ private:
+  std::string msg_;
+};
+
+class Guarded final : public alloc::Allocator {
+ public:
+  explicit Guarded(alloc::Allocator& base) : base_(base) {}
+  alloc::Buffer malloc(size_t size) override {
+    alloc::Buffer b = base_.malloc(size);
+    if (size && !b.ptr()) throw AllocationFailed(size);
+    return b;
+  }
+  void free(alloc::Buffer buffer) override { base_.free(buffer); }
+  size_t size(alloc::Buffer buffer) const override { return base_.size(buffer); }
+  alloc::Buffer make_buffer(void* ptr, size_t size) override { return base_.make_buffer(ptr, size); }
+  void release(alloc::Buffer buffer) override { base_.release(buffer); }
+
+ private:
+  alloc::Allocator& base_;
+};
+
+using AllocatorFn = alloc::Allocator& (*)();
+
+/** libmlx's own allocator(): the definition in the object that also holds mx::eval. */
+AllocatorFn original_allocator() {
+  Dl_info info{};
+  auto probe = reinterpret_cast<void*>(static_cast<void (*)(std::vector<mx::array>)>(&mx::eval));
+  if (!dladdr(probe, &info) || !info.dli_fname) return nullptr;
+  void* lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (!lib) return nullptr;
+  auto* fn = reinterpret_cast<AllocatorFn>(dlsym(lib, "_ZN3mlx4core9allocator9allocatorEv"));
+  // Only MLX's definition will do: ours would call itself.
+  return fn == &alloc::allocator ? nullptr : fn;
+}
+
+}  // namespace
+
+namespace mlx::core::allocator {
+
+Allocator& allocator() {
+  // Never freed: MLX frees buffers from its stream threads until the process exits.
+  static Allocator* a = []() -> Allocator* {
+    AllocatorFn base = original_allocator();
+    if (!base) {
+      std::fprintf(stderr, "mlxc: MLX's allocator() was not found; cannot continue\n");
+      std::abort();
+    }
+    const char* v = std::getenv("MLXC_ALLOC_GUARD");
+    if (v && std::string(v) == "0") return &base();
+    // The GPU backends' own code reaches their allocators directly and reports failures itself;
+    // the wrapper is for the CPU build's plain malloc.
+    if (mx::metal::is_available() || mx::cu::is_available()) return &base();
+    return new Guarded(base());
+  }();
+  return *a;
+}
+
+}  // namespace mlx::core::allocator
