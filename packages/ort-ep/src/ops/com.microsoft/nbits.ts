@@ -16,7 +16,7 @@ import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
-import { msOp } from '../../registry/op.js';
+import { msOp, invalidNode } from '../../registry/op.js';
 import { unpackFields } from '../helpers/quant-math.js';
 import { numAt } from '../helpers/shape-host.js';
 import { isResidentConstant } from '../../runtime/uploads.js';
@@ -41,6 +41,11 @@ function parseNBits(attrs: Attrs): NBitsParams {
   const N = attrs.int('N');
   const bits = attrs.int('bits', 4);
   const block = attrs.int('block_size');
+  // Values the contrib spec rules out make the node invalid (refused everywhere, onnxruntime's
+  // kernel divides by some of them); bits 3, 5, 6, 7 are valid but not taken here (check()).
+  if (!(K >= 1 && N >= 1)) throw invalidNode(`MatMulNBits K ${K} and N ${N} must be positive`);
+  if (!(bits >= 2 && bits <= 8)) throw invalidNode(`MatMulNBits bits ${bits} is outside 2-8`);
+  if (!(block >= 16 && (block & (block - 1)) === 0)) throw invalidNode(`MatMulNBits block_size ${block} is not a power of two >= 16`);
   const kBlocks = Math.ceil(K / block);
   return { K, N, bits, block, kBlocks, blob: (block * bits) / 8, weightPrepacked: attrs.int('weight_prepacked', 0) !== 0 };
 }
@@ -48,7 +53,6 @@ function parseNBits(attrs: Attrs): NBitsParams {
 function check(ctx: CheckContext<NBitsParams>): string | undefined {
   const { bits, block } = ctx.params;
   if (![2, 4, 8].includes(bits)) return `MatMulNBits with bits=${bits} is not supported (2, 4 and 8 are)`;
-  if (block < 16 || (block & (block - 1)) !== 0) return `MatMulNBits block_size ${block} is not a power of two >= 16`;
   if (ctx.node.inputs[4]) return 'MatMulNBits with g_idx (act-order group indices, deprecated) is not supported';
   if (ctx.params.weightPrepacked) return 'MatMulNBits with weight_prepacked (an execution-provider-specific layout) is not supported';
   return undefined;
