@@ -209,6 +209,11 @@ export class GraphProgram {
     analysis?.end(stored, env.depth === 0 ? idx : undefined);
   }
 
+  /** Ends the fallback partitions' process now (a partition running there is stopped, its run fails). */
+  stopFallbacks(): void {
+    this.host?.close();
+  }
+
   /** Closes the onnxruntime sessions of the fallback partitions. */
   releaseFallbacks(): void {
     for (const r of this.fallbacks.values()) r.release();

@@ -14,8 +14,14 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { OrtMlxError } from '../errors.js';
 import type { CpuBackend, OrtModule, OrtSession, OrtTensor } from './onnxruntime.js';
 
-/** The child's program: a CommonJS script run with `node -e`, given the module's path. */
+/**
+ * The child's program: a CommonJS script run with `node -e`, given the module's path. While
+ * onnxruntime runs, the child's JS thread is in native code and sees no 'disconnect': a watchdog
+ * thread ends the child when its parent is gone (it was re-parented).
+ */
 const HOST_SOURCE = `
+const { Worker } = require('node:worker_threads');
+new Worker('const ppid = ' + process.ppid + '; setInterval(() => { if (process.ppid !== ppid) process.kill(process.pid, "SIGKILL"); }, 200);', { eval: true }).unref();
 const ort = require(process.argv[1]);
 if (ort.env) ort.env.logLevel = 'error';
 const sessions = new Map();
@@ -64,6 +70,10 @@ interface Pending {
   resolve(v: unknown): void;
   reject(e: unknown): void;
 }
+
+/** The children started and not yet ended, killed when this process exits. */
+const live = new Set<ChildProcess>();
+let exitHook = false;
 
 /** How long a terminated run's partition may still take before its process is killed (ms). */
 export const TERMINATE_GRACE_MS = 50;
@@ -137,6 +147,15 @@ export class FallbackHost {
       this.failAll(new OrtMlxError(this.dead, { cause: e }));
     });
     this.child = child;
+    live.add(child);
+    child.once('exit', () => live.delete(child));
+    if (!exitHook) {
+      // A partition still running when this process exits would keep its child busy.
+      exitHook = true;
+      process.once('exit', () => {
+        for (const c of live) c.kill('SIGKILL');
+      });
+    }
     this.idle();
     return child;
   }
@@ -194,18 +213,26 @@ export class FallbackHost {
       if (!this.pending.size || this.child !== child) return;
       this.dead = `onnxruntime's process for the fallback partitions (${this.what}) was killed: a run was terminated (RunOptions.terminate) while a partition ran`;
       this.child = undefined;
+      live.delete(child);
       child.kill('SIGKILL');
       this.failAll(new OrtMlxError(this.dead));
     }, TERMINATE_GRACE_MS);
     timer.unref();
   }
 
-  /** Ends the child (every session released, or the session program dropped). */
+  /**
+   * Ends the child (every session released, or the session program dropped): it disconnects, or,
+   * while a partition runs there (its JS thread is in native code and would not see that), is killed.
+   */
   close(): void {
     const child = this.child;
     this.child = undefined;
     this.dead ??= 'the session was released';
+    const busy = this.pending.size > 0;
     this.failAll(new OrtMlxError(this.dead));
-    if (child?.connected) child.disconnect();
+    if (!child) return;
+    live.delete(child);
+    if (busy) child.kill('SIGKILL');
+    else if (child.connected) child.disconnect();
   }
 }

@@ -3,6 +3,11 @@
 // 91 ms run), and a fallback Loop of 2^40 iterations could neither finish nor be stopped. They now
 // run in a child process of the session (runtime/fallback-host.ts): the event loop turns, and
 // RunOptions.terminate stops the run (the child is killed if the partition does not end).
+import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { type HostTensor, MlxSession, OrtMlxError, RunTerminatedError } from '../../src/index.js';
 import { model, node, v, type GraphSpec } from '../helpers/build.js';
@@ -28,6 +33,31 @@ function counter(): Uint8Array {
     nodes: [node('Loop', ['M', 'cond0', 'c0'], ['count'], { name: 'count', attrs: { body: { g: body } } })],
   });
 }
+
+const pkgDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** The pids of the processes whose parent is `ppid` (/proc). */
+function childrenOf(ppid: number): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === ppid) out.push(Number(d));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+/** Whether `pid` runs (a zombie, killed and not yet reaped by whoever adopted it, does not). */
+const alive = (pid: number) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+};
 
 const i64 = (n: number | bigint): HostTensor => ({ dtype: 7, dims: [], data: BigInt64Array.of(BigInt(n)) });
 const open = () => MlxSession.create(counter(), { device: 'cpu', fallback: 'cpu', disabledOps: ['Loop'] });
@@ -136,4 +166,52 @@ describe('fallback partitions run off the JS thread', () => {
       await s.release();
     }
   }, 60_000);
+
+  it('release() while a fallback Loop of 2^40 iterations runs stops it: the run fails, no process is left', async () => {
+    const before = new Set(childrenOf(process.pid));
+    const s = await open();
+    const run = s.run({ M: i64(2n ** 40n) }).then(
+      () => 'ran',
+      (err: unknown) => err,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const hosts = childrenOf(process.pid).filter((p) => !before.has(p));
+    expect(hosts).toHaveLength(1);
+    s.release();
+    const e = await run;
+    expect(e).toBeInstanceOf(OrtMlxError);
+    expect((e as Error).message).toMatch(/\(onnxruntime: Loop\): the session was released/);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(hosts.filter(alive)).toEqual([]);
+  }, 60_000);
+
+  it('a process that exits while a fallback Loop runs leaves no onnxruntime process behind', async () => {
+    const code = `
+      import { MlxSession } from '@mlx/ort-ep';
+      import { readdirSync, readFileSync } from 'node:fs';
+      const model = Buffer.from(process.env.MODEL, 'base64');
+      const s = await MlxSession.create(model, { device: 'cpu', fallback: 'cpu', disabledOps: ['Loop'] });
+      void s.run({ M: { dtype: 7, dims: [], data: BigInt64Array.of(2n ** 40n) } }).catch(() => {});
+      await new Promise((r) => setTimeout(r, 500));
+      const kids = readdirSync('/proc').filter((d) => /^\\d+$/.test(d)).filter((d) => {
+        try {
+          const st = readFileSync('/proc/' + d + '/stat', 'utf8');
+          // onnxruntime's process (runtime/fallback-host.ts), not tsx's esbuild service
+          return Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]) === process.pid && readFileSync('/proc/' + d + '/cmdline', 'utf8').includes('InferenceSession');
+        } catch { return false; }
+      });
+      console.log(JSON.stringify(kids.map(Number)));
+      process.exit(Number(process.env.HOW));`;
+    for (const how of ['0', '3']) {
+      const { stdout } = await promisify(execFile)(
+        process.execPath,
+        ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code],
+        { cwd: pkgDir, env: { ...process.env, MODEL: Buffer.from(counter()).toString('base64'), HOW: how }, timeout: 60_000 },
+      ).catch((e: { stdout: string }) => e);
+      const kids = JSON.parse(stdout.trim().split('\n').pop()!) as number[];
+      expect(kids.length).toBeGreaterThanOrEqual(1);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect(kids.filter(alive)).toEqual([]);
+    }
+  }, 120_000);
 });
