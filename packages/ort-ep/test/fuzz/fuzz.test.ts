@@ -256,3 +256,50 @@ describe('focused and structured cases', () => {
     expect(['matched', 'unverified']).toContain(r.outcome);
   });
 });
+
+describe("issue 29's families (scripts/fuzz/hostile.ts)", () => {
+  const family = (name: string) => ({ focus: `^${name}$`, structured: 1000 });
+  const casesOf = (name: string, n = 60) =>
+    Array.from({ length: n }, (_, i) => generateCase(29, i, family(name))).filter((c) => c.label.startsWith(`structured::${name}::`));
+
+  it('are the same for the same (seed, index); lengths use the hostile values on every op named', () => {
+    const cases = casesOf('lengths');
+    expect(cases.length).toBeGreaterThan(30);
+    for (const c of cases.slice(0, 10)) {
+      const again = generateCase(29, Number(c.id.split(':')[1]), family('lengths'));
+      expect(Buffer.from(again.model).equals(Buffer.from(c.model))).toBe(true);
+    }
+    const ops = new Set(cases.map((c) => c.label.split('::')[2]));
+    expect([...ops].sort()).toEqual(['GatherBlockQuantized', 'GroupQueryAttention', 'MatMulNBits', 'PackedMultiHeadAttention']);
+    const values = new Set(cases.map((c) => Number(/= (-?\d+)/.exec(c.mutation)?.[1])));
+    for (const x of [65536, 2 ** 31 - 1, -(2 ** 31), -1, 2 ** 32]) expect(values).toContain(x);
+  });
+
+  it('the procedures carry what the child runs instead of a model', () => {
+    for (const name of ['sessions', 'memlimit', 'cli']) {
+      const cases = casesOf(name, 20);
+      expect(cases.length).toBeGreaterThan(5);
+      for (const c of cases) expect(c.special?.kind).toBe(name);
+    }
+  });
+
+  it('an invalid node that would reach the fallback is a clean error, never onnxruntime', async () => {
+    const cases = casesOf('invalid', 40).slice(0, 6);
+    expect(cases.length).toBe(6);
+    for (const c of cases) {
+      const r = await runCase(c, c.id, 2 ** 28, () => {});
+      expect({ label: c.label, mutation: c.mutation, outcome: r.outcome }).toEqual({
+        label: c.label,
+        mutation: c.mutation,
+        outcome: 'error',
+      });
+      expect(r.detail).toMatch(/^RefusedNodeError: model .*, node 'n' \(\w+\): /);
+    }
+  }, 120_000);
+
+  it('sessions created and released in a loop keep the thread and child-process counts flat', async () => {
+    const c = casesOf('sessions', 20).find((x) => x.special?.kind === 'sessions' && x.special.fallback)!;
+    const r = await runCase(c, c.id, 2 ** 28, () => {});
+    expect(r.outcome, r.detail).toBe('matched');
+  }, 120_000);
+});
