@@ -51,7 +51,7 @@ function parseNBits(attrs: Attrs): NBitsParams {
 }
 
 function check(ctx: CheckContext<NBitsParams>): string | undefined {
-  const { bits, block } = ctx.params;
+  const { bits } = ctx.params;
   if (![2, 4, 8].includes(bits)) return `MatMulNBits with bits=${bits} is not supported (2, 4 and 8 are)`;
   if (ctx.node.inputs[4]) return 'MatMulNBits with g_idx (act-order group indices, deprecated) is not supported';
   if (ctx.params.weightPrepacked) return 'MatMulNBits with weight_prepacked (an execution-provider-specific layout) is not supported';
