@@ -23,7 +23,7 @@ export function checkModel(
   options: { modelPath?: string; externalData?: ExternalDataSpec[]; registry?: OpRegistry; disabledOps?: string[] } = {},
 ): ModelCheck {
   // The model's own nodes, as written: no rewrites.
-  const { model, plan, unsupported } = prepareModel(bytes, { rewrites: false, ...options });
+  const { model, plan, unsupported } = prepareModel(bytes, { rewrites: false, listInvalid: true, ...options });
   const claimed = new Map<string, number>();
   for (const pn of plan.nodes) {
     if (!pn.entry) continue;

@@ -71,6 +71,11 @@ export interface UnsupportedNode {
   opset: number;
   nodeName: string;
   reason: string;
+  /**
+   * The node breaks the ONNX (or contrib) spec (an entry's invalidNode()): refused everywhere,
+   * never handed to the fallback. Otherwise MLX merely does not take it.
+   */
+  invalid?: boolean;
 }
 
 /** create() found nodes that the registry does not take. */
@@ -179,9 +184,10 @@ export class RunTerminatedError extends OrtMlxError {
 }
 
 /**
- * Thrown by an entry's parse() for attribute values the spec forbids and onnxruntime's CPU provider
- * does not check (it crashes the process on them): the node is not handed to the fallback; running
- * it fails with a NodeExecutionError carrying this message (and this error as its cause).
+ * A node that breaks the ONNX (or contrib) spec, such as a `group` of 0 or a `block_size` that is
+ * not a power of two >= 16: create() refuses it (the message names the model, the node, the
+ * attribute and its value), whether or not a fallback is allowed. Such a node is never handed to
+ * onnxruntime, whose CPU kernels do not all check these values and crash the process on some.
  */
 export class RefusedNodeError extends OrtMlxError {
   static override readonly code: string = 'ERR_MLX_ORT_REFUSED_NODE';

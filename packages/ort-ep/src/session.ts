@@ -465,6 +465,9 @@ export class MlxSession {
     this.released = true;
     // A run in flight keeps its arrays until it ends; the session's own state goes now.
     this.runner.release();
+    // onnxruntime's process goes now: a fallback partition in flight (a Loop of 2^40 iterations)
+    // would otherwise keep the run, and this release, waiting without bound. That run fails.
+    this.program.stopFallbacks();
     releaseDeviceConstants(this.program);
     this.constants.release();
     void this.queue.then(() => {

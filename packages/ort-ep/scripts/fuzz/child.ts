@@ -2,14 +2,19 @@
 // first, then onnxruntime-node's CPU provider as the reference, and classifies each one. It tells
 // its parent which case and which phase it is in before each step, so that a crash or a hang
 // is attributed to the case (and to mlx or the reference) that caused it.
+import { execFileSync, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { MlxError } from '@mlx/core';
 import '../../src/index.js';
 import { OrtMlxError } from '../../src/errors.js';
 import type { HostTensor } from '../../src/onnx/index.js';
 import { decodeModel, OnnxDataType as T } from '../../src/onnx/index.js';
 import { generateCase, type FuzzCase, type Roots } from './generate.js';
+import type { Special } from './hostile.js';
 import { extreme, halfToNumber, tensorFromJson, type TensorJson } from './values.js';
 
 const require = createRequire(import.meta.url);
@@ -43,7 +48,8 @@ export type ToParent =
   | { type: 'ready' }
   | { type: 'done' };
 
-export type ToChild = { type: 'run'; items: Item[]; roots: Roots; maxTensorBytes: number };
+/** timeoutMs: the parent's limit per phase (the procedures keep their own limits below it). */
+export type ToChild = { type: 'run'; items: Item[]; roots: Roots; maxTensorBytes: number; timeoutMs?: number };
 
 /** A corpus file: the case, as written by the parent. */
 export interface CaseFile {
@@ -56,6 +62,7 @@ export interface CaseFile {
   runs: number;
   model: string;
   feeds: Record<string, TensorJson>;
+  special?: Special;
 }
 
 export function readCaseFile(path: string): FuzzCase {
@@ -68,6 +75,7 @@ export function readCaseFile(path: string): FuzzCase {
     runs: j.runs,
     model: new Uint8Array(Buffer.from(j.model, 'base64')),
     feeds: Object.fromEntries(Object.entries(j.feeds).map(([k, t]) => [k, tensorFromJson(t)])),
+    ...(j.special && { special: j.special }),
   };
 }
 
@@ -100,8 +108,12 @@ function ortFeeds(feeds: Record<string, HostTensor>): Record<string, OrtTensor> 
 const INTERNAL =
   /Cannot read propert|is not a function|is not iterable|Invalid typed array length|Invalid array length|Maximum call stack|Array buffer allocation failed|Cannot convert|\w is not defined$|undefined is not|of undefined|of null|Cannot mix BigInt|RangeError: offset|out of memory/i;
 
-function classifyError(e: unknown): 'error' | 'unclear-error' {
+// onnxruntime died in the fallback partitions' process (the provider handed it a node it crashes on).
+const FALLBACK_CRASH = /process for the fallback partitions .* ended \(signal/;
+
+function classifyError(e: unknown): 'error' | 'unclear-error' | 'crashed' {
   if (!(e instanceof Error)) return 'unclear-error';
+  if (FALLBACK_CRASH.test(e.message)) return 'crashed';
   if (INTERNAL.test(e.message)) return 'unclear-error';
   if (e instanceof OrtMlxError || e instanceof MlxError) return 'error';
   // onnxruntime-common's own argument checks (feeds, fetches, options) run before the backend.
@@ -301,9 +313,16 @@ function emptySequence(c: FuzzCase): boolean {
 const ORT_UNAVAILABLE =
   /NOT_IMPLEMENTED|Could not find an implementation|is not implemented|not supported|Unsupported model IR version|is under development|No Op registered/i;
 
-export async function runCase(c: FuzzCase, key: string, maxTensorBytes: number, tell: (m: ToParent) => void): Promise<CaseResult> {
+export async function runCase(
+  c: FuzzCase,
+  key: string,
+  maxTensorBytes: number,
+  tell: (m: ToParent) => void,
+  timeoutMs = 30_000,
+): Promise<CaseResult> {
   const head = { key, id: c.id, source: c.source, label: c.label, mutation: c.mutation };
   tell({ type: 'phase', key, phase: 'mlx' });
+  if (c.special) return { ...head, ...(await runSpecial(c, c.special, timeoutMs)), reference: 'skipped' };
   let mine: Outputs[] | undefined;
   let mineError: unknown;
   try {
@@ -346,6 +365,164 @@ export async function runCase(c: FuzzCase, key: string, maxTensorBytes: number, 
     : { ...head, outcome: 'matched', detail: '', reference };
 }
 
+// ---- procedures (hostile.ts: sessions, memlimit, cli) ----
+
+const pkgDir = fileURLToPath(new URL('../..', import.meta.url));
+const threads = () => Number(/Threads:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0);
+/** This process's child processes (fallback hosts, the procedures' own). */
+function children(): number {
+  let n = 0;
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid) n++;
+    } catch {
+      // gone
+    }
+  }
+  return n;
+}
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface Spawned {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+}
+
+/** Runs a command to its end or `ms`, then kills it (and its process group). */
+function runFor(cmd: string, args: string[], ms: number): Promise<Spawned> {
+  return new Promise((resolve) => {
+    const p = spawn(cmd, args, { cwd: pkgDir, stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: { ...process.env, FUZZ_CHILD: '' } });
+    let [stdout, stderr, timedOut] = ['', '', false];
+    p.stdout.on('data', (d: Buffer) => (stdout = (stdout + d).slice(-4000)));
+    p.stderr.on('data', (d: Buffer) => (stderr = (stderr + d).slice(-4000)));
+    const kill = () => {
+      try {
+        process.kill(-p.pid!, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      kill();
+    }, ms);
+    p.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, timedOut });
+    });
+  });
+}
+
+const tailOf = (s: string) =>
+  s
+    .trim()
+    .split('\n')
+    .filter((l) => l.trim())
+    .slice(-2)
+    .join(' | ')
+    .slice(0, 300);
+
+/** The outcome of a command that should end with a clean error (or run): hung, crashed, unclear or clean. */
+function judge(r: Spawned, what: string): Pick<CaseResult, 'outcome' | 'detail'> {
+  if (r.timedOut) return { outcome: 'hung', detail: `${what}: no end within the limit; ${tailOf(r.stderr)}` };
+  if (r.signal) return { outcome: 'crashed', detail: `${what}: signal ${r.signal}; ${tailOf(r.stderr)}` };
+  if (INTERNAL.test(r.stderr) || /\n\s+at .*\.(ts|js):\d+/.test(r.stderr))
+    return { outcome: 'unclear-error', detail: `${what}: ${tailOf(r.stderr)}` };
+  return { outcome: 'error', detail: `${what}: exit code ${r.code}; ${tailOf(r.stderr)}` };
+}
+
+/** Code that limits the running process's address space to what it maps now plus `mib` (prlimit --as). */
+const limitSelf = (mib: number) => `{
+  const { readFileSync } = await import('node:fs');
+  const { execFileSync } = await import('node:child_process');
+  const vm = Number(/VmSize:\\s+(\\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
+  execFileSync('prlimit', ['--pid', String(process.pid), '--as=' + (vm + ${mib} * 2 ** 20)]);
+}`;
+
+async function runSpecial(c: FuzzCase, s: Special, timeoutMs: number): Promise<Pick<CaseResult, 'outcome' | 'detail'>> {
+  const limit = Math.max(2000, Math.min(timeoutMs / 2, 20_000));
+  if (s.kind === 'sessions') {
+    const options = {
+      executionProviders: [{ name: 'mlx', device: 'cpu', ...(s.fallback && { fallback: 'cpu', disabledOps: ['Relu'] }) }],
+    } as unknown as import('onnxruntime-node').InferenceSession.SessionOptions;
+    const once = async () => {
+      const session = await ort.InferenceSession.create(c.model, options);
+      await session.run(ortFeeds(c.feeds));
+      await session.release();
+    };
+    for (let k = 0; k < 3; k++) await once();
+    await pause(300);
+    const [t0, k0] = [threads(), children()];
+    for (let k = 0; k < s.count; k++) await once();
+    await pause(300);
+    const [t1, k1] = [threads(), children()];
+    const detail = `threads ${t0} -> ${t1}, child processes ${k0} -> ${k1} after ${s.count} sessions`;
+    return t1 > t0 + 2 || k1 > k0 ? { outcome: 'mismatched', detail } : { outcome: 'matched', detail };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'fuzz-special-'));
+  try {
+    if (s.kind === 'memlimit') {
+      const model = join(dir, 'm.onnx');
+      writeFileSync(model, c.model);
+      // The session is made first, then the address space is limited (ulimit -v, as prlimit on
+      // the running process: node under tsx cannot start below ~10 GiB, V8 reserves wasm memory)
+      // to what it maps then plus limitMiB, then the model runs.
+      const code = `
+        const ort = (await import('onnxruntime-node')).default;
+        await import('@mlx/ort-ep');
+        const report = (e) => console.log(JSON.stringify({ name: e?.constructor?.name, code: e?.code, message: String(e?.message) }));
+        let s;
+        try {
+          s = await ort.InferenceSession.create(process.argv[1], { executionProviders: [{ name: 'mlx', device: 'cpu', maxTensorBytes: 2 ** 40, maxSessionBytes: 2 ** 40 }] });
+        } catch (e) { report(e); process.exit(0); }
+        ${limitSelf(s.limitMiB)}
+        console.log('started');
+        try {
+          await s.run({ x: new ort.Tensor('float32', Float32Array.of(0.5), [1]) });
+          console.log(JSON.stringify({ ran: true }));
+        } catch (e) { report(e); }`;
+      const r = await runFor(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code, model], limit);
+      const first = r.stdout.trim().split('\n')[0] ?? '';
+      if (first.startsWith('{')) return { outcome: 'error', detail: `create() refused: ${first.slice(0, 300)}` };
+      if (first !== 'started') return judge(r, `before the limit of ${s.limitMiB} MiB`);
+      const last = r.stdout.trim().split('\n').pop()!;
+      if (last.startsWith('{')) {
+        const j = JSON.parse(last) as { ran?: boolean; name?: string; code?: string; message?: string };
+        if (j.ran) return { outcome: 'matched', detail: 'ran under the limit' };
+        const clean = /^ERR_MLX/.test(j.code ?? '') && !INTERNAL.test(j.message ?? '');
+        return { outcome: clean ? 'error' : 'unclear-error', detail: `${j.name}: ${(j.message ?? '').slice(0, 300)}` };
+      }
+      return judge(r, `under a limit of ${s.limitMiB} MiB more`);
+    }
+    // cli
+    let target = dir;
+    if (s.target === 'dev-zero') target = '/dev/zero';
+    else if (s.target === 'fifo') {
+      target = join(dir, 'model.onnx');
+      execFileSync('mkfifo', [target]);
+    }
+    // As bin/mlx-ort.js runs the built CLI: main(argv), its error's message on stderr, exit code 1;
+    // with 4 GiB of address space more than it maps once loaded (/dev/zero must not take the machine).
+    const code = `
+      const { main } = await import(${JSON.stringify(pathToFileURL(join(pkgDir, 'src/cli.ts')).href)});
+      ${limitSelf(4096)}
+      await main(process.argv.slice(1)).catch((e) => { console.error(e instanceof Error ? e.message : e); process.exit(1); });`;
+    const r = await runFor(
+      process.execPath,
+      ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code, s.command, target],
+      limit,
+    );
+    if (!r.timedOut && !r.signal && r.code === 0) return { outcome: 'mismatched', detail: `mlx-ort ${s.command} accepted ${s.target}` };
+    return judge(r, `mlx-ort ${s.command} ${s.target}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 // ---- the process ----
 
 // Only as the harness's child (it sets FUZZ_CHILD): imported elsewhere (a test runner's worker also has
@@ -375,7 +552,7 @@ if (process.send && process.env.FUZZ_CHILD === '1') {
         });
         continue;
       }
-      tell({ type: 'result', result: await runCase(c, item.key, m.maxTensorBytes, tell) });
+      tell({ type: 'result', result: await runCase(c, item.key, m.maxTensorBytes, tell, m.timeoutMs) });
     }
     tell({ type: 'done' });
   });

@@ -18,6 +18,7 @@ import { defaultRegistry } from '../../src/ops/index.js';
 import * as P from '../../test/helpers/proto.js';
 import { Rng } from './rng.js';
 import { structuredCase } from './structured.js';
+import type { Special } from './hostile.js';
 import {
   EDGE_FLOATS,
   EDGE_INTS,
@@ -50,6 +51,8 @@ export interface FuzzCase {
   feeds: Record<string, HostTensor>;
   /** How many times to run the mlx session (3 reaches the replay of a traced signature). */
   runs: number;
+  /** A procedure the child runs instead of the model (scripts/fuzz/hostile.ts). */
+  special?: Special;
 }
 
 export interface Roots {

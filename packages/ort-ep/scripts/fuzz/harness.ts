@@ -93,6 +93,7 @@ export async function runFuzz(o: FuzzOptions): Promise<Summary> {
       runs: c.runs,
       model: Buffer.from(c.model).toString('base64'),
       feeds: Object.fromEntries(Object.entries(c.feeds).map(([k, t]) => [k, tensorToJson(t)])),
+      ...(c.special && { special: c.special }),
     };
     writeFileSync(join(o.corpus, `${r.outcome}-${c.id.replace(/:/g, '_')}.json`), `${JSON.stringify(file)}\n`);
   };
@@ -139,16 +140,19 @@ export async function runFuzz(o: FuzzOptions): Promise<Summary> {
       arm();
       child.on('message', (m: ToParent) => {
         if (m.type === 'ready') {
-          child.send({ type: 'run', items: slots.map((s) => s.item), roots: o.roots, maxTensorBytes } satisfies ToChild);
+          child.send({ type: 'run', items: slots.map((s) => s.item), roots: o.roots, maxTensorBytes, timeoutMs } satisfies ToChild);
         } else if (m.type === 'phase') {
           const slot = pending.get(m.key)!;
           if (m.phase === 'generate') started++;
           current = { slot, phase: m.phase, partial: m };
           arm();
         } else if (m.type === 'result') {
+          const slot = pending.get(m.result.key);
           pending.delete(m.result.key);
           current = undefined;
           record(m.result);
+          // A procedure's own hang or crash (hostile.ts: the CLI on a FIFO), or onnxruntime's in the fallback process.
+          if (slot && (m.result.outcome === 'hung' || m.result.outcome === 'crashed')) keep(slot.item, m.result);
           arm();
         } else if (m.type === 'done') {
           finished = true;

@@ -8,22 +8,38 @@
 //  - topk: TopK with sorted 0 and 1, largest 0 and 1, k from 0 past the axis;
 //  - edge: Where, Clip, ArgMax/ArgMin, Relu, LogSoftmax with NaN, infinities and -0;
 //  - strings: string values (Cast to string, untyped intermediates) into ops that take them or
-//    must refuse them.
+//    must refuse them;
+//  - lengths, zerosize, invalid, sessions, memlimit, cli: issue 29's findings (hostile.ts).
 import type { NodeProto, TensorProto } from 'onnx-buf';
 import type { HostTensor } from '../../src/onnx/index.js';
 import { OnnxDataType as T } from '../../src/onnx/index.js';
 import * as P from '../../test/helpers/proto.js';
 import type { Rng } from './rng.js';
 import { EDGE_FLOATS, put, tensorOf } from './values.js';
+import { cli, invalid, lengths, memlimit, sessions, zerosize, type HostileBuilder, type Special } from './hostile.js';
 
 export interface StructuredCase {
   label: string;
   mutation: string;
   model: Uint8Array;
   feeds: Record<string, HostTensor>;
+  /** A procedure the child runs instead of the model (hostile.ts). */
+  special?: Special;
 }
 
-export const FAMILIES = ['conv', 'rnn', 'topk', 'edge', 'strings'] as const;
+export const FAMILIES = [
+  'conv',
+  'rnn',
+  'topk',
+  'edge',
+  'strings',
+  'lengths',
+  'zerosize',
+  'invalid',
+  'sessions',
+  'memlimit',
+  'cli',
+] as const;
 
 interface Builder {
   rng: Rng;
@@ -384,8 +400,8 @@ function strings(b: Builder): string {
 export function structuredCase(rng: Rng, focus?: RegExp): StructuredCase | undefined {
   const families = FAMILIES.filter((f) => !focus || focus.test(f));
   const family = rng.pick(families.length ? families : FAMILIES);
-  const b: Builder & { opset?: number } = { rng, nodes: [], inits: [], inputs: [], feeds: {}, notes: [] };
-  const what = { conv, rnn, topk, edge: edgeOps, strings }[family](b);
+  const b: Builder & HostileBuilder = { rng, nodes: [], inits: [], inputs: [], feeds: {}, notes: [] };
+  const what = { conv, rnn, topk, edge: edgeOps, strings, lengths, zerosize, invalid, sessions, memlimit, cli }[family](b);
   const outputs = [...new Set(b.nodes.flatMap((n) => n.output).filter((o) => o && !b.nodes.some((m) => m.input.includes(o))))].map(
     (name) => {
       const vi = P.valueInfo(name);
@@ -395,8 +411,14 @@ export function structuredCase(rng: Rng, focus?: RegExp): StructuredCase | undef
   );
   const opset = b.opset ?? rng.pick([13, 17, 21]);
   const m = P.modelProto(P.graph({ name: 'fuzz', inputs: b.inputs, outputs, nodes: b.nodes, initializers: b.inits, valueInfo: [] }), {
-    opsets: [['', opset]],
+    opsets: [['', opset], ...(b.domains ?? [])],
     irVersion: 10,
   });
-  return { label: `structured::${family}::${what}`, mutation: b.notes.join(', '), model: P.serialize(m), feeds: b.feeds };
+  return {
+    label: `structured::${family}::${what}`,
+    mutation: b.notes.join(', '),
+    model: P.serialize(m),
+    feeds: b.feeds,
+    ...(b.special && { special: b.special }),
+  };
 }

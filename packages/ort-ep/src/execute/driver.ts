@@ -53,10 +53,32 @@ export async function driveAsync<T>(streams: RunStreams, run: RunState, gen: Gen
     if (run.terminated()) throw new RunTerminatedError(`model ${run.modelName}: the run was terminated (RunOptions.terminate)`);
     const r = step(streams, run, gen);
     if (r.done) return r.value;
-    if (r.value.wait) await r.value.wait.promise;
+    if (r.value.wait) await waitFor(run, r.value.wait);
     // Nothing to evaluate (a long Loop pausing over host values): a turn of the event loop.
     else if (!r.value.arrays.length) await new Promise<void>((resolve) => setImmediate(resolve));
     else await evalAsync(streams, run, r.value.arrays);
+  }
+}
+
+/** How often a wait for onnxruntime looks at RunOptions.terminate (ms). */
+const TERMINATE_POLL_MS = 5;
+
+/** Waits for a fallback partition; a terminate while it runs ends the wait (and cancels the partition). */
+async function waitFor(run: RunState, wait: NonNullable<EvalRequest['wait']>): Promise<void> {
+  let timer: ReturnType<typeof setInterval> | undefined;
+  const stopped = new Promise<true>((resolve) => {
+    timer = setInterval(() => {
+      if (run.terminated()) resolve(true);
+    }, TERMINATE_POLL_MS);
+  });
+  try {
+    const terminated = await Promise.race([wait.promise.then(() => false), stopped]);
+    if (terminated) {
+      wait.cancel?.();
+      throw new RunTerminatedError(`model ${run.modelName}: the run was terminated (RunOptions.terminate) while ${wait.what} ran`);
+    }
+  } finally {
+    clearInterval(timer);
   }
 }
 

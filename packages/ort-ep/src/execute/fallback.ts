@@ -25,6 +25,8 @@ export class FallbackRunner {
     readonly backend: CpuBackend,
     /** The partition in messages: 'onnxruntime partition 0 (Softmax, Gelu)'. */
     readonly where: string,
+    /** Called when a run is terminated while this partition runs (stops its process, if it does not end soon). */
+    readonly cancel: () => void = () => undefined,
   ) {}
 
   /** Makes the onnxruntime session now if every input's type is known before any run; returns its promise, or undefined. */

@@ -23,6 +23,7 @@ import {
 import { NeedsEval, NodeContext } from './context.js';
 import { Env } from './env.js';
 import { FallbackRunner } from './fallback.js';
+import { FallbackHost } from '../runtime/fallback-host.js';
 import { computesInFloat64, placeNode } from './placement.js';
 
 function toValue(r: OpResult): Value {
@@ -38,7 +39,8 @@ function toValue(r: OpResult): Value {
  */
 export interface EvalRequest {
   arrays: mx.Array[];
-  wait?: { promise: Promise<void>; what: string };
+  /** `cancel`: the run was terminated while waiting (the partition's process may be stopped). */
+  wait?: { promise: Promise<void>; what: string; cancel?(): void };
 }
 
 /**
@@ -54,6 +56,8 @@ export class GraphProgram {
 
   /** Concat nodes that append a fed KV cache (kv-append.ts). */
   private readonly kvAppend: Set<number>;
+  /** The process that runs the fallback partitions (runtime/fallback-host.ts), where there are any. */
+  private host?: FallbackHost;
 
   constructor(
     readonly plan: GraphPlan,
@@ -77,7 +81,15 @@ export class GraphProgram {
     plan.nodes.forEach((pn, idx) => {
       if (!pn.fallback) return;
       if (!cpu) throw new Error('internal error: a fallback partition without a CPU backend');
-      this.fallbacks.set(idx, new FallbackRunner(pn.fallback, cpu, `${pn.node.name} (${opList(pn.fallback)})`));
+      // The partitions run in a child process (off the JS thread, and stoppable), except with a
+      // module handed in rather than resolved (it has no path a child could load).
+      let backend = cpu;
+      if (cpu.modulePath) {
+        this.host ??= new FallbackHost({ ...cpu, modulePath: cpu.modulePath }, `model ${plan.modelName}`);
+        backend = { ...cpu, ort: this.host.module };
+      }
+      const host = this.host;
+      this.fallbacks.set(idx, new FallbackRunner(pn.fallback, backend, `${pn.node.name} (${opList(pn.fallback)})`, () => host?.cancel()));
     });
   }
 
@@ -194,7 +206,7 @@ export class GraphProgram {
       (o) => void (outputs = o),
       (e: unknown) => void (error = e),
     );
-    yield { arrays: [], wait: { promise, what: `${pn.node.name} (${fb.nodes.length} node(s))` } };
+    yield { arrays: [], wait: { promise, what: `${pn.node.name} (${fb.nodes.length} node(s))`, cancel: () => runner.cancel() } };
     if (!outputs) throw fail(error ?? new Error('onnxruntime gave no result'));
     const analysis = env.run.analysis;
     analysis?.begin();
@@ -206,9 +218,15 @@ export class GraphProgram {
     analysis?.end(stored, env.depth === 0 ? idx : undefined);
   }
 
+  /** Ends the fallback partitions' process now (a partition running there is stopped, its run fails). */
+  stopFallbacks(): void {
+    this.host?.close();
+  }
+
   /** Closes the onnxruntime sessions of the fallback partitions. */
   releaseFallbacks(): void {
     for (const r of this.fallbacks.values()) r.release();
+    this.host?.close();
   }
 }
 

@@ -5,7 +5,7 @@ import * as mx from '@mlx/core';
 import { OnnxDataType } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
-import { onnxOp } from '../registry/op.js';
+import { onnxOp, invalidNode } from '../registry/op.js';
 import { intsIfGiven } from './helpers/util.js';
 import {
   exactIntProduct,
@@ -37,7 +37,8 @@ export interface ConvParams extends WindowAttrs {
 
 export function parseConv(attrs: Attrs): ConvParams {
   const group = attrs.int('group', 1);
-  if (!(group > 0)) throw new RangeError(`${attrs.where}: group must be positive, got ${group}`);
+  // onnxruntime's ConvTranspose divides by it unchecked (SIGFPE): an invalid node, never handed on.
+  if (!(group > 0)) throw invalidNode(`group must be positive, got ${group}`);
   return { ...parseWindow(attrs), group };
 }
 

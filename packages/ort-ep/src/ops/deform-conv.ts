@@ -4,7 +4,7 @@
 import * as mx from '@mlx/core';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { onnxOp } from '../registry/op.js';
+import { onnxOp, invalidNode } from '../registry/op.js';
 import { intsIfGiven } from './helpers/util.js';
 
 /** Regular sampling positions along one axis: [k, o] = -pad + stride * o + dilation * k. */
@@ -79,10 +79,10 @@ function parseDeformConv(attrs: Attrs): DeformConvParams {
   ] as const;
   for (const [name, v] of positive) {
     const bad = v.find((x) => !(x > 0));
-    if (bad !== undefined) throw new RangeError(`${attrs.where}: ${name} must be positive, got ${bad}`);
+    if (bad !== undefined) throw invalidNode(`${name} must be positive, got ${bad}`);
   }
   const neg = p.pads.find((x) => x < 0);
-  if (neg !== undefined) throw new RangeError(`${attrs.where}: pads must not be negative, got ${neg}`);
+  if (neg !== undefined) throw invalidNode(`pads must not be negative, got ${neg}`);
   return p;
 }
 

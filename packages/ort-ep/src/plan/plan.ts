@@ -202,18 +202,20 @@ export function planGraph(
         };
         reason = entry.check?.(check);
       } catch (e) {
+        // An invalid node (invalidNode(), registry/op.ts) is marked so: planModel refuses the
+        // model, and the node never goes to the fallback (onnxruntime's kernels do not all check
+        // such values and crash the process on some).
         if (e instanceof RefusedNodeError) {
-          // Not handed to the fallback (onnxruntime crashes the process on it): the node fails when it runs.
-          const refused = e;
-          entry = {
-            domain: entry.domain,
-            opType: entry.opType,
-            since: entry.since,
-            run: () => {
-              throw refused;
-            },
-          };
-          params = undefined;
+          unsupported.push({
+            opType: node.opType,
+            domain,
+            opset,
+            nodeName: node.name,
+            reason: `invalid node: ${e.message}`,
+            invalid: true,
+          });
+          entry = undefined;
+          why = `invalid node: ${e.message}`;
         } else reason = `invalid node: ${messageOf(e)}`;
       }
       if (reason) fail(reason);

@@ -12,7 +12,7 @@ import {
 } from '../onnx/index.js';
 import { defaultRegistry } from '../ops/index.js';
 import type { OpRegistry } from '../registry/registry.js';
-import type { UnsupportedNode } from '../errors.js';
+import { RefusedNodeError, type UnsupportedNode } from '../errors.js';
 import type { GraphPlan } from './graph-plan.js';
 import { planGraph } from './plan.js';
 import type { FallbackPartition } from './graph-plan.js';
@@ -37,6 +37,11 @@ export interface PrepareOptions {
   partition?: boolean;
   /** Plan-time graph rewrites (rewrite/index.ts): default all, unless MLX_ORT_REWRITES says otherwise. */
   rewrites?: RewriteSelection;
+  /**
+   * Report invalid nodes (UnsupportedNode.invalid) in `unsupported` instead of throwing their
+   * RefusedNodeError (checkModel); sessions refuse them.
+   */
+  listInvalid?: boolean;
 }
 
 export interface PreparedModel {
@@ -85,8 +90,20 @@ export function planModel(
     },
     unsupported,
   );
+  const invalid = unsupported.filter((u) => u.invalid);
+  if (invalid.length && !options.listInvalid) throw invalidNodesError(options.modelName, invalid);
   const fallbacks = options.partition && unsupported.length ? contractFallback(plan, model, findPartitions(plan)) : [];
   return { model, plan, unsupported, fallbacks };
+}
+
+/**
+ * The error create() gives for invalid nodes, whether or not a fallback is allowed: `model M, node
+ * 'n' (Op): what is wrong`, one line per node after the first.
+ */
+function invalidNodesError(model: string, nodes: UnsupportedNode[]): RefusedNodeError {
+  const line = (u: UnsupportedNode) => `node '${u.nodeName}' (${u.opType}): ${u.reason.replace(/^invalid node: /, '')}`;
+  if (nodes.length === 1) return new RefusedNodeError(`model ${model}, ${line(nodes[0])}`);
+  return new RefusedNodeError(`model ${model} has ${nodes.length} invalid nodes:\n${nodes.map((u) => `  - ${line(u)}`).join('\n')}`);
 }
 
 function disabledSet(ops: readonly string[] | undefined): ReadonlySet<string> | undefined {

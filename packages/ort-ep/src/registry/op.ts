@@ -1,5 +1,6 @@
 // Constructors for registry entries, one per ONNX domain, so that entries read as a table:
 //   onnxOp('Relu', 6, { run: (ctx) => [mx.maximum(ctx.input(0), 0)] })
+import { RefusedNodeError } from '../errors.js';
 import type { OpEntry } from './types.js';
 
 export const DOMAINS = {
@@ -24,3 +25,15 @@ export const msOp = maker(DOMAINS.microsoft);
 export const mlOp = maker(DOMAINS.ml);
 /** An entry of the preview training domain (ai.onnx.preview.training). */
 export const trainingOp = maker(DOMAINS.training);
+
+/**
+ * The error an entry's parse() or check() throws for a node that breaks the ONNX (or contrib)
+ * spec, such as a `group` of 0 or a `block_size` that is not a power of two >= 16: the node is
+ * invalid everywhere, so create() refuses it and it is never handed to onnxruntime (whose CPU
+ * kernels do not all check such values and crash the process on some). A node MLX merely does
+ * not take (an attribute value it lacks, an element type) is not invalid: check() returns why,
+ * and the node goes to the fallback.
+ */
+export function invalidNode(message: string): RefusedNodeError {
+  return new RefusedNodeError(message);
+}

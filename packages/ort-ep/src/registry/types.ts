@@ -119,10 +119,19 @@ export interface OpEntry<P = any> {
   until?: number;
   /**
    * Reads the node's attributes once, at plan time, with the spec's defaults; the result reaches
-   * check(), host() and run() as ctx.params. Throws for attributes the spec forbids.
+   * check(), host() and run() as ctx.params. Two kinds of failure, kept apart:
+   * - the node is invalid (it breaks the ONNX or contrib spec: `group` 0, `block_size` 0, zero
+   *   strides): throw `invalidNode(...)` (registry/op.ts): create() refuses the node with a
+   *   RefusedNodeError, and it never reaches onnxruntime, whose kernels crash on some such values;
+   * - anything else thrown (an attribute MLX cannot read, an unknown mode): the node falls back,
+   *   and onnxruntime judges it, so that a model onnxruntime runs still runs.
    */
   parse?(attrs: Attrs, opset: number): P;
-  /** Returns undefined when the node can be taken, or a sentence saying why not. */
+  /**
+   * Returns undefined when the node can be taken, or a sentence saying why MLX does not take it
+   * ("unsupported here": the node falls back to onnxruntime). For a node that is invalid (it
+   * breaks the spec, see parse), throw `invalidNode(...)` instead: it is refused everywhere.
+   */
   check?(ctx: CheckContext<P>): string | undefined;
   /** See Placement. Default 'device'. */
   placement?: Placement;

@@ -29,6 +29,11 @@ export interface CpuBackend {
   ort: OrtModule;
   /** The execution provider asked for: 'cpu' (onnxruntime-node) or 'wasm' (onnxruntime-web). */
   executionProvider: 'cpu' | 'wasm';
+  /**
+   * Where the module was resolved from: the fallback partitions run in a child process that loads
+   * it (runtime/fallback-host.ts). Without it (a module handed in), they run in this process.
+   */
+  modulePath?: string;
 }
 
 const resolved = new Map<CpuBackendName, CpuBackend | null>();
@@ -36,11 +41,13 @@ const resolved = new Map<CpuBackendName, CpuBackend | null>();
 function load(name: CpuBackendName): CpuBackend | undefined {
   const known = resolved.get(name);
   if (known !== undefined) return known ?? undefined;
-  const ort = requireOptional<OrtModule>(
-    name,
-    (m) => typeof (m as OrtModule)?.InferenceSession?.create === 'function' && typeof (m as OrtModule).Tensor === 'function',
-  );
-  const found: CpuBackend | null = ort ? { name, ort, executionProvider: name === 'onnxruntime-node' ? 'cpu' : 'wasm' } : null;
+  let modulePath: string | undefined;
+  const ort = requireOptional<OrtModule>(name, (m, req) => {
+    const ok = typeof (m as OrtModule)?.InferenceSession?.create === 'function' && typeof (m as OrtModule).Tensor === 'function';
+    if (ok) modulePath = req.resolve(name);
+    return ok;
+  });
+  const found: CpuBackend | null = ort ? { name, ort, executionProvider: name === 'onnxruntime-node' ? 'cpu' : 'wasm', modulePath } : null;
   resolved.set(name, found);
   return found ?? undefined;
 }

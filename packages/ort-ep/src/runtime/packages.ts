@@ -24,13 +24,13 @@ export function packageRequirers(): NodeJS.Require[] {
  */
 export function requireOptional<T>(
   name: string,
-  accept: (m: unknown) => boolean = () => true,
+  accept: (m: unknown, from: NodeJS.Require) => boolean = () => true,
   from: readonly NodeJS.Require[] = packageRequirers(),
 ): T | undefined {
   for (const req of from) {
     try {
       const m = req(name) as unknown;
-      if (accept(m)) return m as T;
+      if (accept(m, req)) return m as T;
     } catch {
       // Not installed there, or it failed to load: try the next place.
     }

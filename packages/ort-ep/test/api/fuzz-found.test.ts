@@ -2,17 +2,25 @@
 // one regression test each: onnxruntime-node's CPU provider refuses them too (or computes what
 // mlx computes), and mlx gives a NodeExecutionError naming the node and what is wrong.
 import { describe, expect, it } from 'vitest';
-import { NodeExecutionError, OrtMlxError } from '../../src/index.js';
+import { NodeExecutionError, OrtMlxError, RefusedNodeError } from '../../src/index.js';
 import { int64 } from '../../src/onnx/encode.js';
 import { model, modelProto, node, serialize, v, type ModelSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, i64, ort, runOn, seeded, type Feeds, mlxCpu as mlx, outcome } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, i64, ort, plain, runOn, seeded, type Feeds, mlxCpu as mlx, outcome } from '../helpers/ort.js';
 
-/** onnxruntime refuses the case; mlx refuses it with a NodeExecutionError whose message matches. */
-async function bothRefuse(spec: ModelSpec, feeds: Feeds, message: RegExp, opts: { ortToo?: boolean } = {}): Promise<void> {
+/**
+ * onnxruntime refuses the case; mlx refuses it with a NodeExecutionError whose message matches (a
+ * RefusedNodeError from create() with `invalid`: the node breaks the spec).
+ */
+async function bothRefuse(
+  spec: ModelSpec,
+  feeds: Feeds,
+  message: RegExp,
+  opts: { ortToo?: boolean; invalid?: boolean } = {},
+): Promise<void> {
   const bytes = model(spec);
   if (opts.ortToo ?? true) expect(await outcome(bytes, feeds)).toBeInstanceOf(Error);
   const e = await outcome(bytes, feeds, mlx);
-  expect(e).toBeInstanceOf(NodeExecutionError);
+  expect(e).toBeInstanceOf(opts.invalid ? RefusedNodeError : NodeExecutionError);
   expect((e as Error).message).toMatch(message);
 }
 
@@ -88,9 +96,10 @@ describe('crashes the fuzz harness found', () => {
     for (const mode of [-1, 4, 2 ** 31])
       await bothRefuse(spec(mode), feeds, new RegExp(`node 'att' \\(Attention\\): qk_matmul_output_mode ${mode} is not one of 0-3`), {
         ortToo: false,
+        invalid: true,
       });
     const fallback = { executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'cpu' }] } as unknown as typeof mlx;
-    expect(await outcome(model(spec(-1)), feeds, fallback)).toBeInstanceOf(NodeExecutionError);
+    expect(await outcome(model(spec(-1)), feeds, fallback)).toBeInstanceOf(RefusedNodeError);
     for (const mode of [0, 1, 2, 3]) await expectSameAsOrt(model(spec(mode)), feeds);
   });
 
@@ -393,21 +402,23 @@ describe('JavaScript faults the fuzz harness found, now specific errors', () => 
 describe('JavaScript faults of seed 600, now specific errors', () => {
   it('an INT64_MAX attribute of a node handed to onnxruntime ("cannot encode field onnx.AttributeProto.ints: invalid int64")', async () => {
     // Decoded as a JS number, INT64_MAX rounds to 2^63; the fallback's sub-model wrote it back as is.
-    // (An auto_pad MLX refuses hands the node to onnxruntime, which refuses it too.)
+    // (disabledOps hands the node to onnxruntime, which takes the stride: one window of [2, 2].)
     const spec: ModelSpec = {
       ...single('MaxPool', 12, [v('x', 'float32', [1, 1, 2, 2])], { kernel_shape: [2, 2], strides: [1, 1] }),
     };
-    spec.nodes[0].attrs!.auto_pad = 'BOGUS';
     const proto = modelProto(spec);
     proto.graph!.node[0].attribute.find((a) => a.name === 'strides')!.ints = [1n, 2n ** 63n - 1n];
     const bytes = serialize(proto);
     const feeds = { x: f32([1, 2, 3, 4], [1, 1, 2, 2]) };
-    expect(await outcome(bytes, feeds)).toBeInstanceOf(Error);
-    const fallback = { executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'cpu' }] } as unknown as typeof mlx;
-    const e = await outcome(bytes, feeds, fallback);
-    expect(e).toBeInstanceOf(OrtMlxError);
-    expect((e as Error).message).not.toMatch(/cannot encode|invalid int64/);
-    expect((e as Error).message).toMatch(/MaxPool.*auto_pad.*onnxruntime \(the fallback\) cannot run them either/s);
+    const fallback = {
+      executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'cpu', disabledOps: ['MaxPool'] }],
+    } as unknown as typeof mlx;
+    const s = await ort.InferenceSession.create(bytes, fallback);
+    try {
+      expect(plain((await s.run(feeds)).y0)).toEqual(plain((await runOn('cpu', bytes, feeds)).y0));
+    } finally {
+      await s.release();
+    }
     expect(int64(Number(2n ** 63n - 1n))).toBe(2n ** 63n - 1n);
     expect(int64(-(2 ** 63))).toBe(-(2n ** 63n));
   });
@@ -492,6 +503,7 @@ describe('JavaScript faults of seed 600, now specific errors', () => {
     // onnxruntime's CPU kernel sizes its output from the attribute unchecked: not asked.
     await bothRefuse(spec(-240), feeds, /node 'ra' \(RoiAlign\): RoiAlign output_height -240 and output_width 2 must be positive/, {
       ortToo: false,
+      invalid: true,
     });
     await expectSameAsOrt(model(spec(2)), feeds, { rtol: 1e-4, atol: 1e-5 });
   });
@@ -673,7 +685,7 @@ describe('sizes from data the fuzz harness found (seed 1803)', () => {
       [{ ngram_counts: [0, 11] }, /ngram_counts \[0, 11\] are not ascending offsets into a pool of 10/],
     ] as const) {
       const e = await outcome(build(over), x, mlx);
-      expect(e).toBeInstanceOf(NodeExecutionError);
+      expect(e).toBeInstanceOf(RefusedNodeError);
       expect((e as Error).message).toMatch(message);
     }
     // The well-formed node still runs, as onnxruntime runs it.
@@ -693,7 +705,7 @@ describe('sizes from data the fuzz harness found (seed 1803)', () => {
         opsets: { '': 13 },
       });
       const e = await outcome(bytes, { x: f32(seeded(50, 3), [2, 5, 1, 5]) }, mlx);
-      expect(e).toBeInstanceOf(NodeExecutionError);
+      expect(e).toBeInstanceOf(RefusedNodeError);
       expect((e as Error).message).toMatch(new RegExp(`${op} blocksize ${blocksize} must be a positive int32`));
     }
   });

@@ -8,6 +8,8 @@ import { SATURATE_NON_FLOAT8, generateCase, type FuzzCase } from '../../scripts/
 import { OnnxDataType, readTestCase, type HostTensor } from '../../src/onnx/index.js';
 import { model, node, v } from '../helpers/build.js';
 import { runFuzz } from '../../scripts/fuzz/harness.js';
+import { RefusedNodeError } from '../../src/index.js';
+import { ort } from '../helpers/ort.js';
 import { sharedPath } from '../helpers/shared.js';
 
 /** Mismatches that are not bugs of this provider, each with the reason. */
@@ -255,4 +257,56 @@ describe('focused and structured cases', () => {
     const r = await runCase(c, c.id, 2 ** 28, () => {});
     expect(['matched', 'unverified']).toContain(r.outcome);
   });
+});
+
+describe("issue 29's families (scripts/fuzz/hostile.ts)", () => {
+  const family = (name: string) => ({ focus: `^${name}$`, structured: 1000 });
+  const casesOf = (name: string, n = 60) =>
+    Array.from({ length: n }, (_, i) => generateCase(29, i, family(name))).filter((c) => c.label.startsWith(`structured::${name}::`));
+
+  it('are the same for the same (seed, index); lengths use the hostile values on every op named', () => {
+    const cases = casesOf('lengths');
+    expect(cases.length).toBeGreaterThan(30);
+    for (const c of cases.slice(0, 10)) {
+      const again = generateCase(29, Number(c.id.split(':')[1]), family('lengths'));
+      expect(Buffer.from(again.model).equals(Buffer.from(c.model))).toBe(true);
+    }
+    const ops = new Set(cases.map((c) => c.label.split('::')[2]));
+    expect([...ops].sort()).toEqual(['GatherBlockQuantized', 'GroupQueryAttention', 'MatMulNBits', 'PackedMultiHeadAttention']);
+    const values = new Set(cases.map((c) => Number(/= (-?\d+)/.exec(c.mutation)?.[1])));
+    for (const x of [65536, 2 ** 31 - 1, -(2 ** 31), -1, 2 ** 32]) expect(values).toContain(x);
+  });
+
+  it('the procedures carry what the child runs instead of a model', () => {
+    for (const name of ['sessions', 'memlimit', 'cli']) {
+      const cases = casesOf(name, 20);
+      expect(cases.length).toBeGreaterThan(5);
+      for (const c of cases) expect(c.special?.kind).toBe(name);
+    }
+  });
+
+  it('an invalid node that would reach the fallback is refused at create(), never handed to onnxruntime', async () => {
+    // Only the mlx side here: runCase would run onnxruntime-node as the reference in this
+    // process, and it dies on some of these (SIGFPE); the harness runs cases in child processes.
+    const cases = casesOf('invalid', 40);
+    expect(new Set(cases.map((c) => c.label)).size).toBeGreaterThanOrEqual(8);
+    const options = { executionProviders: [{ name: 'mlx', device: 'cpu', fallback: 'cpu' }] } as unknown as Parameters<
+      typeof ort.InferenceSession.create
+    >[1];
+    for (const c of cases) {
+      const e = await ort.InferenceSession.create(c.model, options).then(
+        () => 'created',
+        (err: unknown) => err,
+      );
+      expect(e, c.label).toBeInstanceOf(RefusedNodeError);
+      expect((e as Error).message).toMatch(/^model <bytes>, node 'n' \(\w+\): /);
+    }
+  }, 120_000);
+
+  it('sessions with a fallback partition, created and released in a loop, leave no onnxruntime process', async () => {
+    const c = casesOf('sessions', 20).find((x) => x.special?.kind === 'sessions' && x.special.fallback)!;
+    const r = await runCase(c, c.id, 2 ** 28, () => {});
+    // The thread count is the other half of the check (a finding of its own, not of the fallback).
+    expect(r.detail).toMatch(/^threads \d+ -> \d+, child processes (\d+) -> \1 after \d+ sessions$/);
+  }, 120_000);
 });

@@ -9,7 +9,7 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType } from '../../onnx/index.js';
 import type { OpContext, OpEntry, OpResult } from '../../registry/types.js';
-import { msOp } from '../../registry/op.js';
+import { msOp, invalidNode } from '../../registry/op.js';
 import { decodeMiniFloatArray } from '../helpers/minifloat.js';
 import { quantInput } from '../helpers/quant-math.js';
 
@@ -87,7 +87,7 @@ const activationCheck = (op: string) => (ctx: { inputType(i: number): number | u
 function blockSize(def: number) {
   return (attrs: { int(name: string, def?: number): number }): number => {
     const b = attrs.int('block_size', def);
-    if (b < 1) throw new RangeError(`block_size ${b} must be positive`);
+    if (b < 1) throw invalidNode(`block_size ${b} must be positive`);
     return b;
   };
 }

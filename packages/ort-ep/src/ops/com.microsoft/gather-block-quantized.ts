@@ -13,7 +13,7 @@ import * as mx from '@mlx/core';
 import { OnnxDataType } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
-import { msOp } from '../../registry/op.js';
+import { msOp, invalidNode } from '../../registry/op.js';
 import { decodeMiniFloatArray, isMiniFloat } from '../helpers/minifloat.js';
 import { quantInput, unpackFields } from '../helpers/quant-math.js';
 import { normAxis } from '../helpers/util.js';
@@ -25,12 +25,16 @@ interface GbqParams {
   bits: number;
 }
 
-const parseGbq = (attrs: Attrs): GbqParams => ({
-  gatherAxis: attrs.int('gather_axis', 0),
-  quantizeAxis: attrs.int('quantize_axis', 1),
-  block: attrs.int('block_size', 128),
-  bits: attrs.int('bits', 4),
-});
+// A bits or block_size the contrib spec rules out makes the node invalid: refused everywhere, never
+// handed to onnxruntime (its kernel divides by block_size unchecked: SIGFPE on 0).
+function parseGbq(attrs: Attrs): GbqParams {
+  const block = attrs.int('block_size', 128);
+  const bits = attrs.int('bits', 4);
+  if (![2, 4, 8].includes(bits)) throw invalidNode(`GatherBlockQuantized bits ${bits} is not 2, 4 or 8`);
+  if (block !== 0 && !(block >= 16 && (block & (block - 1)) === 0))
+    throw invalidNode(`GatherBlockQuantized block_size ${block} is not a power of two >= 16`);
+  return { gatherAxis: attrs.int('gather_axis', 0), quantizeAxis: attrs.int('quantize_axis', 1), block, bits };
+}
 
 const FOUR_BIT = new Set<number>([OnnxDataType.INT4, OnnxDataType.UINT4]);
 
@@ -38,8 +42,9 @@ function check(ctx: CheckContext<GbqParams>): string | undefined {
   const { block, bits } = ctx.params;
   const t = ctx.inputType(0);
   const fp = t !== undefined && isMiniFloat(t);
-  if (!(fp && block === 0) && (block < 16 || (block & (block - 1)) !== 0))
-    return `GatherBlockQuantized block_size ${block} is not a power of two >= 16${fp ? ' (or 0)' : ''}`;
+  // block_size 0 (one block per row) is this provider's reading for float8/float4 codes only.
+  if (block === 0 && !fp)
+    throw invalidNode(`GatherBlockQuantized block_size 0 is not a power of two >= 16 (0 is for float8/float4 data only)`);
   if (fp) return ctx.node.inputs[3] ? 'GatherBlockQuantized with float8/float4 data takes no zero_points' : undefined;
   if (t === OnnxDataType.UINT8) {
     if (![2, 4, 8].includes(bits)) return `GatherBlockQuantized with uint8 data and bits=${bits} is not supported (2, 4 and 8 are)`;

@@ -16,7 +16,7 @@ import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
-import { msOp } from '../../registry/op.js';
+import { msOp, invalidNode } from '../../registry/op.js';
 import { unpackFields } from '../helpers/quant-math.js';
 import { numAt } from '../helpers/shape-host.js';
 import { isResidentConstant } from '../../runtime/uploads.js';
@@ -42,22 +42,25 @@ function parseNBits(attrs: Attrs): NBitsParams {
   const N = attrs.int('N');
   const bits = attrs.int('bits', 4);
   const block = attrs.int('block_size');
-  // K and N size the weights, the scales and the result: a count MLX can hold (onnxruntime refuses
-  // a negative one with a narrowing_error at initialization).
+  // Values the contrib spec rules out make the node invalid (refused everywhere, never handed to
+  // onnxruntime, whose kernel divides by some of them); bits 3, 5, 6, 7 are valid but not taken
+  // here (check()). K and N size the weights, the scales and the result: a count MLX can hold
+  // (onnxruntime refuses a negative one with a narrowing_error at initialization).
   for (const [name, n] of [
     ['K', K],
     ['N', N],
   ] as const)
     if (!Number.isSafeInteger(n) || n < 1 || n > MAX_DIM)
-      throw new RangeError(`MatMulNBits attribute ${name} = ${n} is not a positive size (at most ${MAX_DIM})`);
+      throw invalidNode(`MatMulNBits attribute ${name} = ${n} is not a positive size (at most ${MAX_DIM})`);
+  if (!(bits >= 2 && bits <= 8)) throw invalidNode(`MatMulNBits bits ${bits} is outside 2-8`);
+  if (!(block >= 16 && (block & (block - 1)) === 0)) throw invalidNode(`MatMulNBits block_size ${block} is not a power of two >= 16`);
   const kBlocks = Math.ceil(K / block);
   return { K, N, bits, block, kBlocks, blob: (block * bits) / 8, weightPrepacked: attrs.int('weight_prepacked', 0) !== 0 };
 }
 
 function check(ctx: CheckContext<NBitsParams>): string | undefined {
-  const { bits, block } = ctx.params;
+  const { bits } = ctx.params;
   if (![2, 4, 8].includes(bits)) return `MatMulNBits with bits=${bits} is not supported (2, 4 and 8 are)`;
-  if (block < 16 || (block & (block - 1)) !== 0) return `MatMulNBits block_size ${block} is not a power of two >= 16`;
   if (ctx.node.inputs[4]) return 'MatMulNBits with g_idx (act-order group indices, deprecated) is not supported';
   if (ctx.params.weightPrepacked) return 'MatMulNBits with weight_prepacked (an execution-provider-specific layout) is not supported';
   return undefined;

@@ -31,7 +31,7 @@ import { gelu, silu, swiglu } from '@mlx/kernels';
 import { OnnxDataType } from '../../onnx/index.js';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../../registry/types.js';
-import { msOp } from '../../registry/op.js';
+import { msOp, invalidNode } from '../../registry/op.js';
 import { decodeE8M0Array, decodeMiniFloatArray } from '../helpers/minifloat.js';
 import { unpackFields } from '../helpers/quant-math.js';
 
@@ -65,14 +65,14 @@ function parse(a: Attrs): QMoEParams {
   const k = a.int('k', 1);
   if (!(k >= 1)) throw new RangeError(`k must be >= 1, got ${k}`);
   const bits = a.int('expert_weight_bits', 4);
-  if (![2, 4, 8].includes(bits)) throw new RangeError(`expert_weight_bits must be 2, 4 or 8, got ${bits}`);
+  if (![2, 4, 8].includes(bits)) throw invalidNode(`expert_weight_bits must be 2, 4 or 8, got ${bits}`);
   const quantType = a.string('quant_type', 'int');
   let block = a.int('block_size', 0);
   if (quantType === 'fp4') block = 32;
   else if (quantType === 'nvfp4') block = 16;
   else if (quantType === 'fp8') block = 0;
   if (block !== 0 && !(block >= 16 && (block & (block - 1)) === 0))
-    throw new RangeError(`block_size must be a power of two >= 16, got ${block}`);
+    throw invalidNode(`block_size must be a power of two >= 16, got ${block}`);
   return {
     k,
     bits,

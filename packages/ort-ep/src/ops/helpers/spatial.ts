@@ -3,6 +3,7 @@
 import * as mx from '@mlx/core';
 import type { Attrs } from '../../registry/attrs.js';
 import { intsIfGiven } from './util.js';
+import { invalidNode } from '../../registry/op.js';
 
 export interface Window {
   kernel: number[];
@@ -33,8 +34,7 @@ export interface WindowAttrs {
 /** Reads the shared window attributes; an auto_pad outside the spec's four values throws. */
 export function parseWindow(attrs: Attrs): WindowAttrs {
   const autoPad = attrs.string('auto_pad', 'NOTSET');
-  if (!(autoPads as readonly string[]).includes(autoPad))
-    throw new RangeError(`auto_pad '${autoPad}' is not one of ${autoPads.join(', ')}`);
+  if (!(autoPads as readonly string[]).includes(autoPad)) throw invalidNode(`auto_pad '${autoPad}' is not one of ${autoPads.join(', ')}`);
   const w: WindowAttrs = {
     autoPad: autoPad as AutoPad,
     strides: intsIfGiven(attrs, 'strides'),
@@ -43,18 +43,19 @@ export function parseWindow(attrs: Attrs): WindowAttrs {
     kernelShape: intsIfGiven(attrs, 'kernel_shape'),
   };
   // Zero strides, dilations or kernel sizes divide by zero in the window arithmetic (a SIGFPE in
-  // the kernels); negative pads are not defined for these ops (onnxruntime refuses them too).
+  // the kernels); negative pads are not defined for these ops. All break the spec: invalid nodes,
+  // refused at create() and never handed to onnxruntime.
   const positive = (name: string, v: number[] | undefined) => {
     const bad = v?.find((x) => !(x > 0));
-    if (bad !== undefined) throw new RangeError(`${attrs.where}: ${name} must be positive, got ${bad} in [${v!.join(', ')}]`);
+    if (bad !== undefined) throw invalidNode(`${name} must be positive, got ${bad} in [${v!.join(', ')}]`);
   };
   positive('strides', w.strides);
   positive('dilations', w.dilations);
   positive('kernel_shape', w.kernelShape);
   const negPad = w.pads?.find((p) => p < 0);
-  if (negPad !== undefined) throw new RangeError(`${attrs.where}: pads must not be negative, got ${negPad} in [${w.pads!.join(', ')}]`);
+  if (negPad !== undefined) throw invalidNode(`pads must not be negative, got ${negPad} in [${w.pads!.join(', ')}]`);
   if (w.pads && w.kernelShape && w.pads.length !== 2 * w.kernelShape.length) {
-    throw new RangeError(`${attrs.where}: pads [${w.pads.join(', ')}] need 2 entries per spatial axis (${w.kernelShape.length} axes)`);
+    throw invalidNode(`pads [${w.pads.join(', ')}] need 2 entries per spatial axis (${w.kernelShape.length} axes)`);
   }
   return w;
 }
