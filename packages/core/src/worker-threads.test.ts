@@ -67,7 +67,10 @@ function run(scenario: string): { sum: number; message: string }[] {
   return JSON.parse(r.stdout.trim().split('\n').at(-1)!);
 }
 
-const expected = (tag: number) => ({ sum: tag * 499500, message: expect.stringContaining(`array of size ${tag + 2} into shape (${tag + 3})`) });
+const expected = (tag: number) => ({
+  sum: tag * 499500,
+  message: expect.stringContaining(`array of size ${tag + 2} into shape (${tag + 3})`),
+});
 
 describe('worker threads', () => {
   it('a worker after the main thread used MLX, then another after it', () => {

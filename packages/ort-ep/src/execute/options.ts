@@ -184,7 +184,7 @@ export function checkSessionOptions(options: MlxSessionOptions): void {
     throw new TypeError(`graphRewrites must be true, false or a list of rewrite names, got ${describe(rewrites)}`);
   const disabled = o.disabledOps;
   if (disabled !== undefined && !(Array.isArray(disabled) && disabled.every((n) => typeof n === 'string')))
-    throw new TypeError(`disabledOps must be a list of op types, got ${describe(disabled)}`);
+    throw new TypeError(`disabledOps must be an array of op types ('Softmax', 'com.microsoft::Attention'), got ${describe(disabled)}`);
   if (o.device !== undefined && o.device !== 'gpu' && o.device !== 'cpu')
     throw new TypeError(`device must be 'gpu' or 'cpu', got ${describe(o.device)}`);
   if (o.compiled !== undefined && typeof o.compiled !== 'boolean')

@@ -541,7 +541,7 @@ describe('session options of the wrong type are TypeErrors naming the option', (
     [{ graphRewrites: 5 }, /graphRewrites must be true, false or a list of rewrite names, got 5/],
     [{ graphRewrites: 'fuse-gelu' }, /graphRewrites must be true, false or a list of rewrite names, got 'fuse-gelu'/],
     [{ graphRewrites: [1] }, /graphRewrites must be true, false or a list of rewrite names, got \[1\]/],
-    [{ disabledOps: 'Relu' }, /disabledOps must be a list of op types, got 'Relu'/],
+    [{ disabledOps: 'Relu' }, /disabledOps must be an array of op types .*, got 'Relu'/],
     [{ device: 'metal' }, /device must be 'gpu' or 'cpu', got 'metal'/],
     [{ compiled: 'yes' }, /compiled must be true or false, got 'yes'/],
     [{ maxSignatures: 0 }, /maxSignatures must be a positive integer, got 0/],
