@@ -300,13 +300,26 @@ describe('GroupQueryAttention: seqlens_k, total_sequence_length and attributes a
     expectSameOutputs({ y: have.y }, { y: want.y }, { rtol: 1e-4, atol: 1e-5 });
   });
 
-  it('causal 2 and kv_num_heads 0 are invalid nodes, as onnxruntime refuses them', async () => {
+  it('causal 2 is refused, as onnxruntime refuses it', async () => {
+    const attrs = { causal: 2 };
+    expect(await ortRun(gqa({ S: 2, P: 2, attrs }), feeds(2, 2, 3, 4))).toBeInstanceOf(Error);
+    expectError(
+      await mlxRun(gqa({ S: 2, P: 2, attrs }), feeds(2, 2, 3, 4)),
+      UnsupportedOperatorError,
+      /GroupQueryAttention causal must be 0 or 1, got 2/,
+    );
+  });
+
+  // Invalid head counts are refused at create() and never handed to onnxruntime, whose kernel
+  // crashed the fallback's process on num_heads -2 (fuzz case 2405:9931).
+  it('num_heads -2 and kv_num_heads 0 are invalid nodes, refused without onnxruntime', async () => {
     for (const [attrs, message] of [
-      [{ causal: 2 }, /GroupQueryAttention causal must be 0 or 1, got 2/],
+      [{ num_heads: -2 }, /GroupQueryAttention num_heads -2 must be positive/],
       [{ kv_num_heads: 0 }, /GroupQueryAttention kv_num_heads 0 must be positive and divide num_heads 2/],
     ] as const) {
-      expect(await ortRun(gqa({ S: 2, P: 2, attrs }), feeds(2, 2, 3, 4))).toBeInstanceOf(Error);
-      expectError(await mlxRun(gqa({ S: 2, P: 2, attrs }), feeds(2, 2, 3, 4)), UnsupportedOperatorError, message);
+      const err = await mlxRun(gqa({ S: 2, P: 2, attrs }), feeds(2, 2, 3, 4));
+      expectError(err, RefusedNodeError, message);
+      expect(String((err as Error).message)).not.toMatch(/onnxruntime/);
     }
   });
 

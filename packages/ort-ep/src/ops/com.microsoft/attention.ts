@@ -10,7 +10,7 @@ import { OnnxDataType } from '../../onnx/index.js';
 import { fromHeads, rmsNorm, rotaryEmbedding, rotaryFactors, scaledDotProductAttention, toHeads, type RotaryFactors } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
-import { msOp } from '../../registry/op.js';
+import { invalidNode, msOp } from '../../registry/op.js';
 import { rotaryTables } from './rotary.js';
 import { hostNumbers, intsIfGiven } from '../helpers/util.js';
 import { decodeMiniFloatArray, encodeE4M3FNOnDevice } from '../helpers/minifloat.js';
@@ -153,9 +153,11 @@ interface GqaParams {
 function parseGqa(attrs: Attrs): GqaParams {
   const heads = attrs.int('num_heads');
   const kvHeads = attrs.int('kv_num_heads');
-  if (!(heads > 0)) throw new RangeError(`GroupQueryAttention num_heads ${heads} must be positive`);
+  // Head counts the contrib spec rules out make the node invalid: never handed to onnxruntime,
+  // whose kernel crashed on a negative num_heads (fuzz seed 2405).
+  if (!(heads > 0)) throw invalidNode(`GroupQueryAttention num_heads ${heads} must be positive`);
   if (!(kvHeads > 0) || heads % kvHeads !== 0)
-    throw new RangeError(`GroupQueryAttention kv_num_heads ${kvHeads} must be positive and divide num_heads ${heads}`);
+    throw invalidNode(`GroupQueryAttention kv_num_heads ${kvHeads} must be positive and divide num_heads ${heads}`);
   const causal = attrs.int('causal', 1);
   if (causal !== 0 && causal !== 1) throw new RangeError(`GroupQueryAttention causal must be 0 or 1, got ${causal}`);
   // Flags are on at 1 only, as onnxruntime reads them (2 or -1 is off there).
