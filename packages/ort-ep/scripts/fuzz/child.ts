@@ -105,13 +105,15 @@ function ortFeeds(feeds: Record<string, HostTensor>): Record<string, OrtTensor> 
 }
 
 // Errors that name a JavaScript fault rather than the input: a bug even inside a NodeExecutionError.
-const INTERNAL =
-  /Cannot read propert|is not a function|is not iterable|Invalid typed array length|Invalid array length|Maximum call stack|Array buffer allocation failed|Cannot convert|\w is not defined$|undefined is not|of undefined|of null|Cannot mix BigInt|RangeError: offset|out of memory/i;
+// ("out of memory" only as V8's heap message: the provider's ResourceLimitError says "out of
+// memory: [malloc] ..." for an allocation MLX refused, a clean error.)
+export const INTERNAL =
+  /Cannot read propert|is not a function|is not iterable|Invalid typed array length|Invalid array length|Maximum call stack|Array buffer allocation failed|Cannot convert|\w is not defined$|undefined is not|of undefined|of null|Cannot mix BigInt|RangeError: offset|JavaScript heap out of memory/i;
 
 // onnxruntime died in the fallback partitions' process (the provider handed it a node it crashes on).
 const FALLBACK_CRASH = /process for the fallback partitions .* ended \(signal/;
 
-function classifyError(e: unknown): 'error' | 'unclear-error' | 'crashed' {
+export function classifyError(e: unknown): 'error' | 'unclear-error' | 'crashed' {
   if (!(e instanceof Error)) return 'unclear-error';
   if (FALLBACK_CRASH.test(e.message)) return 'crashed';
   if (INTERNAL.test(e.message)) return 'unclear-error';

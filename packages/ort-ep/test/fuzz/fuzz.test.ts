@@ -3,12 +3,12 @@
 // in a JavaScript fault, and every mismatch must fall under a justified entry of ALLOWED.
 // The long run is `tools/dev fuzz` (see the README's section on hostile input).
 import { describe, expect, it } from 'vitest';
-import { runCase, type CaseResult } from '../../scripts/fuzz/child.js';
+import { classifyError, runCase, type CaseResult } from '../../scripts/fuzz/child.js';
 import { SATURATE_NON_FLOAT8, generateCase, type FuzzCase } from '../../scripts/fuzz/generate.js';
 import { OnnxDataType, readTestCase, type HostTensor } from '../../src/onnx/index.js';
 import { model, node, v } from '../helpers/build.js';
 import { runFuzz } from '../../scripts/fuzz/harness.js';
-import { RefusedNodeError } from '../../src/index.js';
+import { RefusedNodeError, ResourceLimitError } from '../../src/index.js';
 import { ort } from '../helpers/ort.js';
 import { sharedPath } from '../helpers/shared.js';
 
@@ -309,4 +309,15 @@ describe("issue 29's families (scripts/fuzz/hostile.ts)", () => {
     // The thread count is the other half of the check (a finding of its own, not of the fallback).
     expect(r.detail).toMatch(/^threads \d+ -> \d+, child processes (\d+) -> \1 after \d+ sessions$/);
   }, 120_000);
+});
+
+describe('the harness classifies errors', () => {
+  // Seed 2406's memlimit cases: an allocation MLX refused under an address-space limit was counted
+  // a JavaScript fault because its message says "out of memory".
+  it('a ResourceLimitError for a refused allocation is a clean error; a JavaScript fault is not', () => {
+    const refused = new ResourceLimitError('model m.onnx: out of memory: [malloc] Unable to allocate 4294967304 bytes');
+    expect(classifyError(refused)).toBe('error');
+    expect(classifyError(new TypeError("Cannot read properties of undefined (reading 'x')"))).toBe('unclear-error');
+    expect(classifyError(new Error('FATAL ERROR: Reached heap limit JavaScript heap out of memory'))).toBe('unclear-error');
+  });
 });
