@@ -374,9 +374,15 @@ export function loadMlxC(): MlxC {
     // calls a fraction of the 500-odd, and declaring them all costs milliseconds at load. Until
     // then `fn` holds a stub that declares the function, puts it in its place and calls it.
     type Native = ((...a: unknown[]) => unknown) & { async: (...a: unknown[]) => unknown };
+    const protoOf = new Map(prototypes.map((p) => [/(\w+)\(/.exec(p)![1], p]));
     const fn: Record<string, Native> = {};
+    const declared = new Set<string>();
     const missingNames = new Set<string>();
-    const declare = (name: string, proto: string): Native => {
+    /** Function `name`, declared now if it is not yet. */
+    const resolve = (name: string): Native => {
+      if (declared.has(name)) return fn[name];
+      const proto = protoOf.get(name);
+      if (!proto) throw new Error(`${name} is not a function of the spec`);
       let f: Native;
       try {
         f = (counting ? countCalls(name, lib.func(proto)) : lib.func(proto)) as Native;
@@ -388,28 +394,18 @@ export function loadMlxC(): MlxC {
         }) as unknown as Native;
         f.async = f;
       }
+      declared.add(name);
       fn[name] = f;
       return f;
     };
-    for (const proto of prototypes) {
-      const name = /(\w+)\(/.exec(proto)![1];
-      const stub = ((...a: unknown[]) => (fn[name] === stub ? declare(name, proto) : fn[name])(...a)) as Native;
-      stub.async = (...a: unknown[]) => (fn[name] === stub ? declare(name, proto) : fn[name]).async(...a);
+    for (const name of protoOf.keys()) {
+      const stub = ((...a: unknown[]) => resolve(name)(...a)) as Native;
+      stub.async = (...a: unknown[]) => resolve(name).async(...a);
       fn[name] = stub;
     }
-    const stubs = new Map(Object.entries(fn));
-    const protoOf = new Map(prototypes.map((p) => [/(\w+)\(/.exec(p)![1], p]));
     const missing = (): string[] => {
-      for (const proto of prototypes) {
-        const name = /(\w+)\(/.exec(proto)![1];
-        if (fn[name] === stubs.get(name)) declare(name, proto);
-      }
+      for (const name of protoOf.keys()) resolve(name);
       return [...missingNames];
-    };
-    const resolve = (name: string): Native => {
-      const stub = stubs.get(name);
-      if (!stub) throw new Error(`${name} is not a function of the spec`);
-      return fn[name] === stub ? declare(name, protoOf.get(name)!) : fn[name];
     };
     loaded = {
       path: cand.path,
