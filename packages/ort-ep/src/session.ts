@@ -65,9 +65,11 @@ export class MlxSession {
     private unsupported: UnsupportedNode[] = [],
     /**
      * The CPU backend of the fallback partitions: loaded at create() when the plan has one, else on
-     * a re-plan that needs one (unless fallback is 'none').
+     * a re-plan that needs one.
      */
-    private cpu?: CpuBackend,
+    private cpu: CpuBackend | undefined,
+    /** Whether a fallback may be used at all (fallback is not 'none', as create() decided it). */
+    private readonly fallbackAllowed: boolean,
   ) {
     const memory = options.outputMemory ?? 'auto';
     if (memory !== 'auto' && memory !== 'pooled' && memory !== 'fresh')
@@ -108,7 +110,7 @@ export class MlxSession {
    */
   private replan(e: RuntimeTypeRefusal): boolean {
     if (this.forced.has(e.target)) return false;
-    if (!this.cpu && (this.options.fallback ?? fallbackFromEnv()) !== 'none') this.cpu = resolveCpuBackend(this.options.cpuBackend);
+    if (!this.cpu && this.fallbackAllowed) this.cpu = resolveCpuBackend(this.options.cpuBackend);
     if (!this.cpu) return false;
     this.forced.set(e.target, e.reason);
     const old = { program: this.program, constants: this.constants, runner: this.runner };
@@ -256,7 +258,7 @@ export class MlxSession {
       throw e;
     }
     notify(options, { phase: 'upload', state: 'end', model: name, ms: performance.now() - t1 });
-    return new MlxSession(model, program, constants, options, name, streams, unsupported, cpu);
+    return new MlxSession(model, program, constants, options, name, streams, unsupported, cpu, fallback !== 'none');
   }
 
   /** Hits, misses and evictions of the compiled path's signature cache. */
