@@ -2,7 +2,8 @@
 // feed checks, building the graph (the compiled replay call apart), evaluation, collecting the
 // outputs and freeing the run's arrays. Reads the session's internals; a profiling aid, never a test.
 //   node --conditions=source --import tsx bench/run-phases.ts gpt2-tiny|vad|<shared model> [N]
-//   (MLXC_INLINE_EVAL=0: CPU work handed to MLX's stream thread, for comparison)
+//   (MLXC_INLINE_EVAL=0: CPU work handed to MLX's stream thread, for comparison; PHASE_THREADS=n:
+//   intraOpNumThreads, default 2)
 import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { type HostTensor, MlxSession } from '../src/index.js';
@@ -32,7 +33,7 @@ async function main(): Promise<void> {
     (ds.inputs as HostTensor[]).forEach((t, i) => (feeds[s0.inputNames[i]] = t));
     s0.release();
   }
-  const s: any = await MlxSession.create(path, { device: 'cpu', intraOpNumThreads: 2 });
+  const s: any = await MlxSession.create(path, { device: 'cpu', intraOpNumThreads: Number(process.env.PHASE_THREADS ?? 2) });
   for (let i = 0; i < 10; i++) s.runSync(feeds);
   const fetches = s.outputNames;
   let callT = 0;
