@@ -256,6 +256,16 @@ export interface CompiledFunction {
   dispose(): void;
 }
 
+/** The closure behind each CompiledFunction (host-program.ts runs it in one native call). */
+const closures = new WeakMap<CompiledFunction, Closure>();
+
+/** @internal The native closure of a function from compile() or captureGraph(). */
+export function closureOfCompiled(f: CompiledFunction): Closure {
+  const cl = closures.get(f);
+  if (!cl) throw new TypeError('expected a function made by compile() or captureGraph()');
+  return cl;
+}
+
 function callableOf(cl: Closure, single: { value?: boolean }, extra: () => void = () => {}): CompiledFunction {
   const call = ((...xs: Array[]) => {
     const outs = cl.apply(xs);
@@ -265,6 +275,7 @@ function callableOf(cl: Closure, single: { value?: boolean }, extra: () => void 
     cl.dispose();
     extra();
   };
+  closures.set(call, cl);
   return call;
 }
 

@@ -10,9 +10,11 @@
 // the traced primitives. Arrays outside that span (constants the function closed over, already
 // computed) are kept as they are. Evaluating a placeholder fails (it has neither data nor a
 // primitive), so a function that reads its inputs' data cannot be captured.
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "eval.h"
 #include "mlxc_private.h"
 
 namespace mx = mlx::core;
@@ -118,6 +120,60 @@ std::vector<mx::array> replay(const Trace& t, const std::vector<mx::array>& real
   return out;
 }
 
+/** One array of mlxc_capture_run_host's packed host buffers. */
+struct HostSlot {
+  mx::Dtype dtype = mx::float32;
+  mx::Shape shape;
+  size_t offset = 0;
+  size_t nbytes = 0;
+};
+
+/**
+ * The n slots of a descriptor (per array: its mlx_dtype, ndim, byte offset, then the ndim dims),
+ * each checked to lie inside a buffer of `bytes` bytes.
+ */
+std::vector<HostSlot> slots_of(const int64_t* desc, size_t len, size_t n, size_t bytes, const char* what) {
+  std::vector<HostSlot> slots(n);
+  size_t at = 0;
+  auto next = [&]() -> int64_t {
+    if (!desc || at >= len) throw std::invalid_argument(std::string("mlxc_capture_run_host: the ") + what + " descriptor is short");
+    return desc[at++];
+  };
+  for (size_t i = 0; i < n; i++) {
+    auto& s = slots[i];
+    int64_t dt = next();
+    if (dt < 0 || dt > static_cast<int64_t>(MLX_COMPLEX64))
+      throw std::invalid_argument(std::string("mlxc_capture_run_host: ") + what + " " + std::to_string(i) + " has no dtype");
+    s.dtype = mlxc::dtype(static_cast<mlx_dtype>(dt));
+    int64_t ndim = next();
+    int64_t off = next();
+    if (ndim < 0 || ndim > 64 || off < 0)
+      throw std::invalid_argument(std::string("mlxc_capture_run_host: ") + what + " " + std::to_string(i) + " has a bad rank or offset");
+    double count = 1;
+    for (int64_t d = 0; d < ndim; d++) {
+      int64_t v = next();
+      if (v < 0 || v > INT32_MAX)
+        throw std::invalid_argument(std::string("mlxc_capture_run_host: ") + what + " " + std::to_string(i) + " has a bad dimension");
+      s.shape.push_back(static_cast<int>(v));
+      count *= static_cast<double>(v);
+    }
+    double nb = count * static_cast<double>(mx::size_of(s.dtype));
+    if (static_cast<double>(off) + nb > static_cast<double>(bytes))
+      throw std::invalid_argument(std::string("mlxc_capture_run_host: ") + what + " " + std::to_string(i) + " lies outside its buffer");
+    s.offset = static_cast<size_t>(off);
+    s.nbytes = static_cast<size_t>(nb);
+  }
+  return slots;
+}
+
+std::string describe(mx::Dtype dt, const mx::Shape& shape) {
+  std::ostringstream os;
+  os << dt << " [";
+  for (size_t i = 0; i < shape.size(); i++) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
 }  // namespace
 
 extern "C" {
@@ -139,6 +195,42 @@ int mlxc_capture(mlx_closure* res, const mlx_closure fun) {
     }
     return replay(it->second, real);
   });
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_capture_run_host(const mlx_closure fun, const void* in_data, size_t in_bytes, const int64_t* in_desc, size_t in_desc_len,
+                          size_t n_in, void* out_data, size_t out_bytes, const int64_t* out_desc, size_t out_desc_len, size_t n_out,
+                          const mlx_stream stream) {
+  MLXC_TRY
+  const auto& body = mlxc::closure(fun);
+  auto s = mlxc::stream(stream);
+  auto ins = slots_of(in_desc, in_desc_len, n_in, in_bytes, "input");
+  auto outs = slots_of(out_desc, out_desc_len, n_out, out_bytes, "result");
+  std::vector<mx::array> args;
+  args.reserve(n_in);
+  for (const auto& slot : ins)
+    args.push_back(mlxc::new_data_on(static_cast<const char*>(in_data) + slot.offset, slot.shape, slot.dtype, s));
+  auto res = body(args);
+  args.clear();
+  if (res.size() != n_out)
+    throw std::invalid_argument("mlxc_capture_run_host: the function returned " + std::to_string(res.size()) +
+                                " arrays, the caller expects " + std::to_string(n_out));
+  for (size_t i = 0; i < n_out; i++) {
+    if (res[i].dtype() != outs[i].dtype || res[i].shape() != outs[i].shape)
+      throw std::invalid_argument("mlxc_capture_run_host: result " + std::to_string(i) + " is " + describe(res[i].dtype(), res[i].shape()) +
+                                  ", the caller expects " + describe(outs[i].dtype, outs[i].shape));
+  }
+  mlxc::eval_within(res, 0, 0);
+  for (size_t i = 0; i < n_out; i++) {
+    mx::array a = res[i];
+    if (!a.flags().row_contiguous) {
+      a = mx::contiguous(a, false, s);
+      mlxc::eval_within({a}, 0, 0);
+    }
+    a.wait();
+    mlxc::read_into(static_cast<char*>(out_data) + outs[i].offset, outs[i].nbytes, a);
+  }
   MLXC_CATCH(1)
   return 0;
 }

@@ -55,6 +55,12 @@ inline const ClosureFn& closure(mlx_closure c) { return get<ClosureFn>(c, "mlx_c
 mx::Dtype dtype(mlx_dtype t);
 /** On MLX's CUDA build, the device index of an array's buffer; -1 for unified or host memory (transfer.cpp). */
 int buffer_device(const array& a);
+/** Host data copied into a new array for the device that evaluates on `s` (mlxc_array_new_data_on). */
+array new_data_on(const void* data, mx::Shape shape, mx::Dtype dtype, mx::Stream s);
+/** Copies an evaluated, row-contiguous array's nbytes bytes into dst (mlxc_array_read). */
+void read_into(void* dst, size_t nbytes, const array& a);
+/** On MLX's CUDA build, moves an evaluated array's unified memory in one transfer (mlxc_array_prefetch). */
+bool prefetch(const array& a, bool to_host);
 mlx_dtype to_c(mx::Dtype t);
 
 inline std::optional<int> opt(mlx_optional_int o) { return o.has_value ? std::optional<int>(o.value) : std::nullopt; }

@@ -39,27 +39,32 @@ const CudaDriver& cuda_driver() {
 
 }  // namespace
 
-extern "C" {
+namespace mlxc {
 
-int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host) {
-  MLXC_TRY
-  *moved = false;
+bool prefetch(const array& a, bool to_host) {
   const auto& d = cuda_driver();
-  const auto& a = mlxc::arr(arr);
-  if (!d.prefetch || !a.is_available() || a.nbytes() == 0) return 0;
+  if (!d.prefetch || !a.is_available() || a.nbytes() == 0) return false;
   // Device memory (mlxc_array_new_data_on's, or a kernel's result): already on the GPU, and asking
   // for its host pointer would move it to unified memory; mlxc_array_read copies it out directly.
-  if (mlxc::buffer_device(a) >= 0) return 0;
+  if (buffer_device(a) >= 0) return false;
   // raw_ptr() hands out the buffer's unified (managed) pointer, first copying a GPU-only buffer
   // into one; the whole buffer moves (a view may start inside it).
   auto buf = a.buffer();
   void* p = buf.raw_ptr();
   size_t n = a.buffer_size();
-  if (!p || !n) return 0;
+  if (!p || !n) return false;
   CuMemLocation loc{to_host ? 2 : 1, 0};
-  if (d.prefetch(reinterpret_cast<unsigned long long>(p), n, loc, 0, nullptr) != 0) return 0;
-  if (d.sync(nullptr) != 0) return 0;
-  *moved = true;
+  if (d.prefetch(reinterpret_cast<unsigned long long>(p), n, loc, 0, nullptr) != 0) return false;
+  return d.sync(nullptr) == 0;
+}
+
+}  // namespace mlxc
+
+extern "C" {
+
+int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host) {
+  MLXC_TRY
+  *moved = mlxc::prefetch(mlxc::arr(arr), to_host);
   MLXC_CATCH(1)
   return 0;
 }

@@ -414,30 +414,55 @@ int buffer_device(const array& a) {
 }
 }  // namespace mlxc
 
-extern "C" {
+namespace mlxc {
 
-int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream) {
-  MLXC_TRY
-  if (dim < 0 || (dim > 0 && !shape)) throw std::invalid_argument("mlxc_array_new_data_on: bad shape");
-  mx::Shape sh(shape, shape + dim);
+array new_data_on(const void* data, mx::Shape sh, mx::Dtype dt, mx::Stream s) {
   size_t n = 1;
   for (auto v : sh) {
     if (v < 0) throw std::invalid_argument("negative dimension " + std::to_string(v) + " in shape");
     n *= static_cast<size_t>(v);
   }
-  auto dt = mlxc::dtype(dtype);
   size_t nbytes = n * mx::size_of(dt);
   if (nbytes > 0 && !data) throw std::invalid_argument("null data for a non-empty array");
-  auto s = mlxc::stream(stream);
   Mode how = mode();
-  if (on_cuda() && s.device.type == mx::Device::gpu && how != Mode::unified && nbytes >= kMinBytes) {
-    mlxc::set(*res, device_array(data, nbytes, std::move(sh), dt, s.device.index, how));
-    return 0;
-  }
+  if (on_cuda() && s.device.type == mx::Device::gpu && how != Mode::unified && nbytes >= kMinBytes)
+    return device_array(data, nbytes, std::move(sh), dt, s.device.index, how);
   void* buf = std::malloc(nbytes > 0 ? nbytes : 1);
   if (!buf) throw std::bad_alloc();
   if (nbytes) std::memcpy(buf, data, nbytes);
-  mlxc::set(*res, array(buf, std::move(sh), dt, [](void* p) { std::free(p); }));
+  return array(buf, std::move(sh), dt, [](void* p) { std::free(p); });
+}
+
+void read_into(void* dst, size_t nbytes, const array& a) {
+  if (nbytes != a.nbytes())
+    throw std::invalid_argument("mlxc_array_read: " + std::to_string(nbytes) + " bytes asked of an array of " + std::to_string(a.nbytes()));
+  if (!a.flags().row_contiguous) throw std::invalid_argument("mlxc_array_read: the array is not row-contiguous");
+  if (nbytes == 0) return;
+  if (!dst) throw std::invalid_argument("mlxc_array_read: null destination");
+  int dev = buffer_device(a);
+  Mode how = mode();
+  if (dev >= 0 && how != Mode::unified && nbytes >= kMinBytes) {
+    Gpu& g = gpu(dev);
+    CtxScope scope(g.ctx);
+    auto* cb = static_cast<const CudaBuffer*>(a.buffer().ptr());
+    g.download(dst, reinterpret_cast<CUdeviceptr>(cb->data) + static_cast<CUdeviceptr>(a.offset()), nbytes, how);
+    return;
+  }
+  if (on_cuda() && how != Mode::unified && nbytes >= kMinBytes) {
+    // Unified memory: one migration to the host rather than a page fault per page.
+    prefetch(a, true);
+  }
+  std::memcpy(dst, a.data<char>(), nbytes);
+}
+
+}  // namespace mlxc
+
+extern "C" {
+
+int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream) {
+  MLXC_TRY
+  if (dim < 0 || (dim > 0 && !shape)) throw std::invalid_argument("mlxc_array_new_data_on: bad shape");
+  mlxc::set(*res, mlxc::new_data_on(data, mx::Shape(shape, shape + dim), mlxc::dtype(dtype), mlxc::stream(stream)));
   MLXC_CATCH(1)
   return 0;
 }
@@ -447,26 +472,7 @@ int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr) {
   auto a = mlxc::arr(arr);
   if (a.status() == array::Status::unscheduled) mx::eval(a);
   a.wait();
-  if (nbytes != a.nbytes())
-    throw std::invalid_argument("mlxc_array_read: " + std::to_string(nbytes) + " bytes asked of an array of " + std::to_string(a.nbytes()));
-  if (!a.flags().row_contiguous) throw std::invalid_argument("mlxc_array_read: the array is not row-contiguous");
-  if (nbytes == 0) return 0;
-  if (!dst) throw std::invalid_argument("mlxc_array_read: null destination");
-  int dev = mlxc::buffer_device(a);
-  Mode how = mode();
-  if (dev >= 0 && how != Mode::unified && nbytes >= kMinBytes) {
-    Gpu& g = gpu(dev);
-    CtxScope scope(g.ctx);
-    auto* cb = static_cast<const CudaBuffer*>(a.buffer().ptr());
-    g.download(dst, reinterpret_cast<CUdeviceptr>(cb->data) + static_cast<CUdeviceptr>(a.offset()), nbytes, how);
-    return 0;
-  }
-  if (on_cuda() && how != Mode::unified && nbytes >= kMinBytes) {
-    // Unified memory: one migration to the host rather than a page fault per page.
-    bool moved = false;
-    if (mlxc_array_prefetch(&moved, arr, true) != 0) return 1;
-  }
-  std::memcpy(dst, a.data<char>(), nbytes);
+  mlxc::read_into(dst, nbytes, a);
   MLXC_CATCH(1)
   return 0;
 }

@@ -8,4 +8,8 @@ export const capture: FnSpec[] = [
     'int mlxc_capture(mlx_closure* res, const mlx_closure fun)',
     "a closure that traces fun once per input signature (dtypes and shapes) with placeholder inputs, keeps the arrays between them and the outputs, and on each call builds them again over the real inputs (sharing the traced primitives): mlx_compile's replay without its simplification and fusion, and without the C++ compiler MLX's CPU compile needs. fun must not read its inputs' data (evaluating a placeholder fails)",
   ),
+  manual(
+    'int mlxc_capture_run_host(const mlx_closure fun, const void* in_data, size_t in_bytes, const int64_t* in_desc, size_t in_desc_len, size_t n_in, void* out_data, size_t out_bytes, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream)',
+    "a whole run in one call: fun (any closure, typically mlxc_capture's) applied to n_in arrays copied from the host buffer in_data (in_bytes long; as mlxc_array_new_data_on on stream), its results evaluated (as mlxc_eval_within, no limits) and copied into the host buffer out_data (out_bytes long; as mlxc_array_read, a view made contiguous on stream first). Each descriptor holds, per array, its mlx_dtype, ndim, byte offset in its buffer and the ndim dims; a result whose dtype or shape differs from its descriptor is an error, and nothing is written then",
+  ),
 ];

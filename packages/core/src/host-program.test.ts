@@ -1,0 +1,80 @@
+// HostProgram: a captured (or compiled) function over host data in one native call. Each result is
+// compared with the same function applied to arrays made from the same data (eager MLX ops), on
+// new data every run, so a run that kept an earlier run's values would fail.
+import { describe, expect, it } from 'vitest';
+import * as mx from './index.js';
+
+const rand = (n: number, seed: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(seed * 97 + i * 1.3));
+
+describe('HostProgram', () => {
+  const w = mx.array(rand(12, 1), { shape: [4, 3] });
+  const f = (x: mx.Array, idx: mx.Array) => [mx.tanh(mx.matmul(x, w)), mx.add(mx.take(mx.sum(x, -1), idx, 0), 1)];
+
+  it('runs the function over several host inputs and returns every result', () => {
+    const g = mx.captureGraph(f);
+    const p = new mx.HostProgram(
+      g,
+      [
+        { dtype: 'float32', shape: [5, 4] },
+        { dtype: 'int32', shape: [2] },
+      ],
+      [
+        { dtype: 'float32', shape: [5, 3] },
+        { dtype: 'float32', shape: [2] },
+      ],
+    );
+    for (let k = 0; k < 3; k++) {
+      const x = rand(20, 10 + k);
+      const idx = Int32Array.of(k, 4 - k);
+      const [y0, y1] = p.run([x, idx]);
+      const [e0, e1] = f(mx.array(x, { shape: [5, 4] }), mx.array(idx));
+      expect(Array.from(y0 as Float32Array)).toEqual(Array.from(e0.toTypedArray() as Float32Array));
+      expect(Array.from(y1 as Float32Array)).toEqual(Array.from(e1.toTypedArray() as Float32Array));
+      // Each result has a buffer of its own.
+      expect(y0.byteOffset).toBe(0);
+      expect(y0.buffer.byteLength).toBe(15 * 4);
+      expect(y0.buffer).not.toBe(y1.buffer);
+    }
+    g.dispose();
+  });
+
+  it('reads a single input from a view and writes a single result in place', () => {
+    const h = mx.captureGraph((x: mx.Array) => mx.exp(mx.transpose(x)));
+    const p = new mx.HostProgram(h, [{ dtype: 'float32', shape: [2, 3] }], [{ dtype: 'float32', shape: [3, 2] }]);
+    const backing = rand(10, 3);
+    const view = backing.subarray(4, 10);
+    const [y] = p.run([view]);
+    const e = mx.exp(mx.transpose(mx.array(view.slice(), { shape: [2, 3] })));
+    expect(Array.from(y as Float32Array)).toEqual(Array.from(e.toTypedArray() as Float32Array));
+    h.dispose();
+  });
+
+  it('refuses inputs of the wrong size and results of another signature, with specific errors', () => {
+    const g = mx.captureGraph((x: mx.Array) => mx.sum(x, -1));
+    const wrong = new mx.HostProgram(g, [{ dtype: 'float32', shape: [2, 3] }], [{ dtype: 'float32', shape: [3] }]);
+    expect(() => wrong.run([new Float32Array(5)])).toThrow(/input 0 must be 24 bytes of float32/);
+    expect(() => wrong.run([new Float32Array(6)])).toThrow(/result 0 is float32 \[2\], the caller expects float32 \[3\]/);
+    const right = new mx.HostProgram(g, [{ dtype: 'float32', shape: [2, 3] }], [{ dtype: 'float32', shape: [2] }]);
+    expect(Array.from(right.run([Float32Array.of(1, 2, 3, 4, 5, 6)])[0] as Float32Array)).toEqual([6, 15]);
+    expect(() => new mx.HostProgram(((x: mx.Array) => x) as never, [], [])).toThrow(/compile\(\) or captureGraph\(\)/);
+    g.dispose();
+  });
+
+  it('carries every integer and float dtype, and bool', () => {
+    for (const dtype of ['bool', 'uint8', 'int8', 'int16', 'uint16', 'int32', 'uint32', 'int64', 'uint64', 'float16', 'float64'] as const) {
+      const g = mx.captureGraph((x: mx.Array) => mx.stack([x, x]));
+      const p = new mx.HostProgram(g, [{ dtype, shape: [3] }], [{ dtype, shape: [2, 3] }]);
+      const ctor = mx.typedArrayCtor(dtype);
+      const big = dtype === 'int64' || dtype === 'uint64';
+      const x = new ctor(3);
+      for (let i = 0; i < 3; i++) (x as unknown as (number | bigint)[])[i] = big ? BigInt(i + 1) : dtype === 'bool' ? i % 2 : i + 1;
+      const [y] = p.run([x]);
+      expect(y).toBeInstanceOf(ctor);
+      expect(Array.from(y as ArrayLike<number | bigint>)).toEqual([
+        ...Array.from(x as ArrayLike<number | bigint>),
+        ...Array.from(x as ArrayLike<number | bigint>),
+      ]);
+      g.dispose();
+    }
+  });
+});

@@ -1,0 +1,141 @@
+// A compiled or captured function run over host data in one native call (mlxc_capture_run_host):
+// the inputs copied in, the function applied, its results evaluated and read out. For a run whose
+// work is small, the calls around the work (an upload per input, a replay, an evaluation, a
+// download per result, each with its handles to make and free) cost more than the work itself.
+import type { Dtype } from './dtype.js';
+import { dtypeCode, typedArrayCtor, type TypedArray } from './dtype.js';
+import { flushDisposed } from './lifetime.js';
+import { check, fn } from './native.js';
+import { resolveStream, type StreamLike } from './stream.js';
+import { closureOfCompiled, type CompiledFunction } from './transforms.js';
+
+/** The dtype and shape of one input or result of a HostProgram. */
+export interface HostSlot {
+  dtype: Dtype;
+  shape: readonly number[];
+}
+
+/** Offsets are kept 16-byte aligned in the packed buffers. */
+const align = (n: number) => Math.ceil(n / 16) * 16;
+
+interface Packed {
+  desc: BigInt64Array;
+  offsets: number[];
+  bytes: number[];
+  total: number;
+}
+
+function pack(slots: readonly HostSlot[], what: string): Packed {
+  const desc: bigint[] = [];
+  const offsets: number[] = [];
+  const bytes: number[] = [];
+  let at = 0;
+  slots.forEach((s, i) => {
+    const ctor = typedArrayCtor(s.dtype);
+    if (!ctor || s.dtype === 'complex64')
+      throw new TypeError(`HostProgram: ${what} ${i} has dtype ${String(s.dtype)}, which it does not carry`);
+    let n = 1;
+    for (const d of s.shape) {
+      if (!Number.isInteger(d) || d < 0 || d > 0x7fffffff) throw new RangeError(`HostProgram: ${what} ${i} has a bad dimension ${d}`);
+      n *= d;
+    }
+    const nb = n * ctor.BYTES_PER_ELEMENT;
+    if (!Number.isSafeInteger(nb)) throw new RangeError(`HostProgram: ${what} ${i} is too large`);
+    desc.push(BigInt(dtypeCode(s.dtype)), BigInt(s.shape.length), BigInt(at), ...s.shape.map(BigInt));
+    offsets.push(at);
+    bytes.push(nb);
+    at = align(at + nb);
+  });
+  return { desc: BigInt64Array.from(desc), offsets, bytes, total: at };
+}
+
+/**
+ * `f` (from compile() or captureGraph()) run over host data for one signature: each run() copies
+ * the inputs in, applies `f`, evaluates its results and reads them into new typed arrays, all in
+ * one native call. The results must have the dtypes and shapes given (an error otherwise, before
+ * anything is computed). Evaluation happens on the calling thread, with no memory budget: use it
+ * where the work is known to be small or already checked.
+ */
+export class HostProgram {
+  readonly #f: CompiledFunction;
+  readonly #inputs: readonly HostSlot[];
+  readonly #results: readonly HostSlot[];
+  readonly #in: Packed;
+  readonly #out: Packed;
+  readonly #stream: StreamLike | undefined;
+  #staging?: Uint8Array;
+  #outStaging?: Uint8Array;
+
+  constructor(f: CompiledFunction, inputs: readonly HostSlot[], results: readonly HostSlot[], stream?: StreamLike) {
+    closureOfCompiled(f);
+    this.#f = f;
+    this.#inputs = inputs.map((s) => ({ dtype: s.dtype, shape: [...s.shape] }));
+    this.#results = results.map((s) => ({ dtype: s.dtype, shape: [...s.shape] }));
+    this.#in = pack(this.#inputs, 'input');
+    this.#out = pack(this.#results, 'result');
+    this.#stream = stream;
+  }
+
+  get inputs(): readonly HostSlot[] {
+    return this.#inputs;
+  }
+
+  get results(): readonly HostSlot[] {
+    return this.#results;
+  }
+
+  /** One run: `inputs` (typed arrays of each input's dtype and size) in, new typed arrays out. */
+  run(inputs: readonly ArrayBufferView[]): TypedArray[] {
+    const nIn = this.#inputs.length;
+    if (inputs.length !== nIn) throw new RangeError(`HostProgram.run: ${inputs.length} inputs given, ${nIn} expected`);
+    for (let i = 0; i < nIn; i++) {
+      const x = inputs[i];
+      if (!ArrayBuffer.isView(x) || x.byteLength !== this.#in.bytes[i])
+        throw new RangeError(
+          `HostProgram.run: input ${i} must be ${this.#in.bytes[i]} bytes of ${this.#inputs[i].dtype}, got ${ArrayBuffer.isView(x) ? x.byteLength : typeof x}`,
+        );
+    }
+    let inData: ArrayBufferView;
+    if (nIn === 1) inData = inputs[0];
+    else {
+      this.#staging ??= new Uint8Array(Math.max(this.#in.total, 1));
+      for (let i = 0; i < nIn; i++) {
+        const x = inputs[i];
+        this.#staging.set(new Uint8Array(x.buffer, x.byteOffset, x.byteLength), this.#in.offsets[i]);
+      }
+      inData = this.#staging;
+    }
+    const nOut = this.#results.length;
+    const single =
+      nOut === 1
+        ? new (typedArrayCtor(this.#results[0].dtype))(this.#out.bytes[0] / typedArrayCtor(this.#results[0].dtype).BYTES_PER_ELEMENT)
+        : undefined;
+    const outData = single ?? (this.#outStaging ??= new Uint8Array(Math.max(this.#out.total, 1)));
+    flushDisposed();
+    const stream = resolveStream(this.#stream);
+    check(
+      fn.mlxc_capture_run_host(
+        closureOfCompiled(this.#f).handle,
+        inData,
+        nIn === 1 ? inData.byteLength : this.#in.total,
+        this.#in.desc,
+        this.#in.desc.length,
+        nIn,
+        outData,
+        single ? single.byteLength : this.#out.total,
+        this.#out.desc,
+        this.#out.desc.length,
+        nOut,
+        stream.handle,
+      ),
+      'mlxc_capture_run_host',
+    );
+    if (single) return [single];
+    const buf = outData.buffer as ArrayBuffer;
+    return this.#results.map((s, i) => {
+      const ctor = typedArrayCtor(s.dtype);
+      const off = this.#out.offsets[i];
+      return new ctor(buf.slice(off, off + this.#out.bytes[i]));
+    });
+  }
+}
