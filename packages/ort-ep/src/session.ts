@@ -33,6 +33,17 @@ import {
 
 export type { MlxProgressEvent, MlxRunOptions, MlxSessionOptions, TensorMetadata } from './execute/options.js';
 
+/**
+ * Whether a run asks for nothing but host results (no device outputs, donations, pre-allocated or
+ * pinned outputs, no terminate): such a run may take the one-call path (ModelRunner.runHost).
+ */
+function plainRun(o: MlxRunOptions): boolean {
+  const none = (v: boolean | readonly string[] | undefined) => !v || (Array.isArray(v) && v.length === 0);
+  if (!none(o.keepOnDevice) || !none(o.pinnedOutputs) || o.donate?.length || o.terminate) return false;
+  if (o.outputBuffers) for (const _ in o.outputBuffers) return false;
+  return true;
+}
+
 export class MlxSession {
   readonly inputNames: string[];
   readonly outputNames: string[];
@@ -95,6 +106,7 @@ export class MlxSession {
       compiled: options.compiled ?? true,
       maxSignatures: options.maxSignatures ?? 16,
       device: this.streams.main.device.type,
+      stream: this.streams.main,
       limits: {
         maxTensorBytes: limitOption(options.maxTensorBytes, 'maxTensorBytes') ?? Math.floor(budget / 2),
         maxSessionBytes: limitOption(options.maxSessionBytes, 'maxSessionBytes') ?? budget,
@@ -322,6 +334,10 @@ export class MlxSession {
     options: MlxRunOptions,
   ): Record<string, HostTensor | Value> {
     this.checkRun(feeds, fetches);
+    if (plainRun(options)) {
+      const done = this.runner.runHost(feeds, fetches, this.name);
+      if (done) return done;
+    }
     const run = this.newRun(options);
     const start = performance.now();
     const misses = this.runner.stats.misses;
@@ -374,6 +390,14 @@ export class MlxSession {
   ): Promise<Record<string, HostTensor | Value>> {
     {
       this.checkRun(feeds, fetches);
+      // A replay whose last evaluation was short, in one native call on this thread (shortEvalMs).
+      const done = plainRun(options) ? this.runner.runHost(feeds, fetches, this.name, this.shortEvalMs) : undefined;
+      if (done) {
+        this.runner.stats.inlineEvals++;
+        // As below: the event loop turns before the result resolves.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        return done;
+      }
       const run = this.newRun(options);
       run.deferSyncs = true;
       const start = performance.now();

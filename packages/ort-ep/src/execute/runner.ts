@@ -2,6 +2,7 @@
 // SignatureProgram per feed signature, in an LRU cache), both written as generators the drivers
 // run synchronously or without blocking.
 import { OnnxDataType, dataTypeName, type HostTensor } from '../onnx/index.js';
+import type * as mx from '@mlx/core';
 import { mxDtypeOf } from '../runtime/convert.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 import type { Value } from '../runtime/value.js';
@@ -30,6 +31,8 @@ export interface RunnerOptions {
   limits: MemoryLimits;
   /** Most signatures kept (LRU). */
   maxSignatures: number;
+  /** The session's stream (one-call runs read their results through it). */
+  stream?: mx.Stream;
 }
 
 /**
@@ -137,9 +140,16 @@ export class ModelRunner {
       // The next run of this shape signature analyses again with those feeds fixed.
       if (readFeeds.length) return outputsOf(env, fetches);
     }
-    const sig = SignatureProgram.fromAnalysis(this.program, fetches, analysis, env, this.constants, compileSetup(this.options.device), [
-      ...fixed,
-    ]);
+    const sig = SignatureProgram.fromAnalysis(
+      this.program,
+      fetches,
+      analysis,
+      env,
+      this.constants,
+      compileSetup(this.options.device),
+      [...fixed],
+      this.options.stream,
+    );
     this.programs.set(key, sig);
     while (this.programs.size > this.options.maxSignatures) {
       const [oldest, p] = this.programs.entries().next().value!;
@@ -149,6 +159,36 @@ export class ModelRunner {
     }
     this.stats.size = this.programs.size;
     return outputsOf(env, fetches);
+  }
+
+  /**
+   * The run in one native call, where the feeds' signature has a program that takes it
+   * (SignatureProgram.runHost) whose last evaluation took under `maxEvalMs`; undefined otherwise
+   * (the caller then runs the usual way). The feeds are checked already.
+   */
+  runHost(
+    feeds: Record<string, HostTensor | Value>,
+    fetches: readonly string[],
+    modelName: string,
+    maxEvalMs = Number.POSITIVE_INFINITY,
+  ): Record<string, HostTensor> | undefined {
+    if (!this.options.compiled) return undefined;
+    for (const name in feeds) if ('kind' in feeds[name]) return undefined;
+    const shapeKey = signatureKey(feeds, fetches);
+    const spec = this.valueFeeds.get(shapeKey);
+    let key = shapeKey;
+    if (spec?.names.length) {
+      const values = valueKey(feeds, spec.names);
+      if (!spec.seen.has(values)) return undefined;
+      key += values;
+    }
+    const known = this.programs.get(key);
+    const ms = known?.hostRunMs();
+    if (!known || ms === undefined || !(ms < maxEvalMs)) return undefined;
+    this.stats.hits++;
+    this.programs.delete(key);
+    this.programs.set(key, known);
+    return known.runHost(feeds as Record<string, HostTensor>, modelName);
   }
 
   /** Compiled-path feeds: tensors MLX can hold go to the device; others (strings) stay on the host. */

@@ -13,6 +13,9 @@ import type { Analysis } from './analysis.js';
 import { Env, RunState, type Replay } from './env.js';
 import { outputsOf, type EvalRequest, type GraphProgram } from './run.js';
 import type { ConstantStore } from '../runtime/uploads.js';
+import { countTransfers, mxDtypeOf } from '../runtime/convert.js';
+import { OnnxDataType, type HostTensor } from '../onnx/index.js';
+import { NodeExecutionError } from '../errors.js';
 
 interface Segment {
   kind: 'segment';
@@ -48,6 +51,44 @@ interface Step {
   node: number;
 }
 
+/**
+ * ONNX element types whose host tensors hold MLX's bytes as they are (no widening, no codes): the
+ * one-call run (HostRun) copies them in and out without conversion.
+ */
+const PLAIN_TYPES = new Set<number>([
+  OnnxDataType.FLOAT,
+  OnnxDataType.UINT8,
+  OnnxDataType.INT8,
+  OnnxDataType.UINT16,
+  OnnxDataType.INT16,
+  OnnxDataType.INT32,
+  OnnxDataType.INT64,
+  OnnxDataType.BOOL,
+  OnnxDataType.FLOAT16,
+  OnnxDataType.DOUBLE,
+  OnnxDataType.UINT32,
+  OnnxDataType.UINT64,
+  OnnxDataType.BFLOAT16,
+]);
+
+/**
+ * A signature whose program is one traced segment over the feeds: each later run is one native
+ * call (mx.HostProgram: the feeds copied in, the replay, its evaluation, the results read out),
+ * with no graph built in JS, no handles made and freed, no per-output download.
+ */
+interface HostRun {
+  program: mx.HostProgram;
+  /** The feeds, in the segment's input order. */
+  feeds: string[];
+  /** Per fetch: the index of its array among the program's results, its ONNX type and dims. */
+  fetched: { index: number; onnxType: number; dims: number[] }[];
+  /** The segment's guards (their flags are the result after the segment's outputs, then details). */
+  guards: TracedGuard[];
+  /** Bytes of the feeds and of the results, for the transfer counters. */
+  inBytes: number;
+  outBytes: number;
+}
+
 export class SignatureProgram {
   /** The run calling a compiled segment now (a trace marks it: RunState.freshTrace). */
   private calling?: RunState;
@@ -59,6 +100,14 @@ export class SignatureProgram {
   /** The last successful evaluation's time (session.ts: a short one runs on the calling thread). */
   private evalMs = Number.POSITIVE_INFINITY;
   private readonly onEvaluated: Replay = { evaluated: (ms) => this.evaluated(ms), lastEvalMs: () => this.evalMs };
+  /**
+   * The one-call form of this signature's runs: undefined until a replay of a single-segment
+   * program succeeded, null where it does not apply (steps, several segments, feeds or results
+   * MLX holds in another form, a segment that read host values).
+   */
+  private host?: HostRun | null;
+  /** The last replay's arguments and results (dtypes and shapes), for making `host`. */
+  private replayed?: { args: mx.HostSlot[]; outs: mx.HostSlot[] };
 
   private constructor(
     private readonly program: GraphProgram,
@@ -71,12 +120,15 @@ export class SignatureProgram {
     private readonly setup: CompileSetup,
     /** Feeds fixed by value in this signature (static host values; runner.ts). */
     readonly fixed: ReadonlySet<string>,
+    /** The session's stream (the one-call runs read their results through it). */
+    private readonly stream?: mx.Stream,
   ) {}
 
   /** How many segments and steps, and how many of the segments are traced (for stats and tests). */
-  describe(): { segments: number; steps: number; traced: number; staticValues: number } {
+  describe(): { segments: number; steps: number; traced: number; staticValues: number; oneCall: boolean } {
     const segs = this.groups.filter((g): g is Segment => g.kind === 'segment');
     return {
+      oneCall: !!this.host,
       segments: segs.length,
       steps: this.groups.length - segs.length,
       traced: segs.filter((s) => s.compiled).length,
@@ -96,6 +148,7 @@ export class SignatureProgram {
     constants: ConstantStore,
     setup: CompileSetup,
     fixed: readonly string[] = [],
+    stream?: mx.Stream,
   ): SignatureProgram {
     const plan = program.plan;
     const statics = new Map<string, Value>();
@@ -153,13 +206,84 @@ export class SignatureProgram {
       const deviceOut = g.outputs.every((n) => env.get(n)?.kind === 'device');
       if (!tensors(g.inputs) || !deviceOut) g.compiled = null;
     });
-    return new SignatureProgram(program, fetches, statics, groups, constants, setup, new Set(fixed));
+    return new SignatureProgram(program, fetches, statics, groups, constants, setup, new Set(fixed), stream);
   }
 
   /** Marks the budget as passed once every segment is traced and there are no steps. */
   private evaluated(ms?: number): void {
     this.budgetPassed ||= this.groups.every((g) => g.kind === 'segment' && g.compiled);
     if (ms !== undefined) this.evalMs = ms;
+    if (this.host === undefined && this.budgetPassed && this.replayed) this.host = this.makeHostRun(this.replayed);
+    this.replayed = undefined;
+  }
+
+  /** The one-call form (HostRun) of a program that is one traced segment over plain feeds, or null. */
+  private makeHostRun(r: { args: mx.HostSlot[]; outs: mx.HostSlot[] }): HostRun | null {
+    const g = this.groups[0];
+    if (this.groups.length !== 1 || g.kind !== 'segment' || !g.compiled) return null;
+    // Feeds only: a graph input with an initializer (a default the run may not have fed) is not one.
+    const plan = this.program.plan;
+    const inputs = new Set(plan.graph.inputs.map((i) => i.name));
+    const fed = (n: string, k: number) =>
+      inputs.has(n) && !plan.constants.has(n) && PLAIN_TYPES.has(g.inputTypes[k]) && r.args[k].dtype === mxDtypeOf(g.inputTypes[k]);
+    if (!g.inputs.every(fed)) return null;
+    const fetched: HostRun['fetched'] = [];
+    for (const f of this.fetches) {
+      const index = g.outputs.indexOf(f);
+      if (index < 0 || !PLAIN_TYPES.has(g.outputTypes[index]) || r.outs[index].dtype !== mxDtypeOf(g.outputTypes[index])) return null;
+      fetched.push({ index, onnxType: g.outputTypes[index], dims: [...r.outs[index].shape] });
+    }
+    const guards = g.guards.size === 1 ? g.guards.values().next().value! : g.guards.size === 0 ? [] : undefined;
+    if (!guards) return null;
+    const size = (a: mx.HostSlot) => mx.itemsize(a.dtype) * a.shape.reduce((x, y) => x * y, 1);
+    try {
+      const program = new mx.HostProgram(g.compiled, r.args, r.outs, this.stream);
+      return {
+        program,
+        feeds: [...g.inputs],
+        fetched,
+        guards,
+        inBytes: r.args.reduce((t, a) => t + size(a), 0),
+        outBytes: fetched.reduce((t, f) => t + size(r.outs[f.index]), 0),
+      };
+    } catch {
+      return null;
+    }
+  }
+
+  /** Whether runs of this signature take one native call (runHost), and their last evaluation's time. */
+  hostRunMs(): number | undefined {
+    return this.host ? this.evalMs : undefined;
+  }
+
+  /**
+   * One run in one native call (only where hostRunMs() says so): the feeds (host tensors of this
+   * signature, checked by the caller) in, the fetches out as host tensors.
+   */
+  runHost(feeds: Record<string, HostTensor>, modelName: string): Record<string, HostTensor> {
+    const h = this.host!;
+    const t0 = performance.now();
+    const outs = h.program.run(h.feeds.map((n) => feeds[n].data as ArrayBufferView));
+    this.evalMs = performance.now() - t0;
+    countTransfers(h.feeds.length, h.inBytes, h.fetched.length, h.outBytes);
+    if (h.guards.length) {
+      const n = this.groups[0].kind === 'segment' ? this.groups[0].outputs.length : 0;
+      const flags = outs[n] as Uint8Array;
+      const i = flags.findIndex((b) => b !== 0);
+      if (i >= 0) {
+        let k = n + 1;
+        for (let j = 0; j < i; j++) if (h.guards[j].hasDetail) k++;
+        const g = h.guards[i];
+        const detail = g.hasDetail ? Array.from(outs[k] as ArrayLike<number | bigint>, Number) : [];
+        throw new NodeExecutionError(modelName, g.node, g.opType, new Error(g.describe(detail)));
+      }
+    }
+    const result: Record<string, HostTensor> = {};
+    this.fetches.forEach((f, i) => {
+      const { index, onnxType, dims } = h.fetched[i];
+      result[f] = { dtype: onnxType, dims: [...dims], data: outs[index] as HostTensor['data'] };
+    });
+    return result;
   }
 
   /** Runs the signature's program in `env` (feeds set); yields when a step needs evaluated data. */
@@ -188,6 +312,10 @@ export class SignatureProgram {
           g.compiled = null;
         }
         if (outs) {
+          if (this.host === undefined && this.groups.length === 1) {
+            const slot = (a: mx.Array): mx.HostSlot => ({ dtype: a.dtype, shape: a.shape });
+            this.replayed = { args: args.map(slot), outs: outs.map(slot) };
+          }
           const n = g.outputs.length;
           for (let k = 0; k < n; k++) env.values.set(g.outputs[k], { kind: 'device', array: outs[k], onnxType: g.outputTypes[k] });
           // One trace (the usual case) needs no key: a call with new shapes traces, adding one.
@@ -239,6 +367,8 @@ export class SignatureProgram {
 
   /** Frees the traces. */
   dispose(): void {
+    this.host = null;
+    this.replayed = undefined;
     for (const g of this.groups) if (g.kind === 'segment' && g.compiled) g.compiled.dispose();
   }
 }

@@ -141,6 +141,14 @@ export function download(a: mx.Array, onnxType?: number): HostTensor {
   return { dtype: onnxType ?? onnxTypeOf(a.dtype), dims: a.shape, data: counted(a.toTypedArray()) };
 }
 
+/** Counts transfers made elsewhere (a one-call run's feeds and results) in the transfer counters. */
+export function countTransfers(uploads: number, uploadedBytes: number, downloads: number, downloadedBytes: number): void {
+  transfers.uploads += uploads;
+  transfers.uploadedBytes += uploadedBytes;
+  transfers.downloads += downloads;
+  transfers.downloadedBytes += downloadedBytes;
+}
+
 /** Counts one download of `data` in the transfer counters; returns it. */
 function counted<T extends mx.TypedArray>(data: T): T {
   transfers.downloads++;

@@ -45,10 +45,11 @@ describe('compiled path', () => {
         }
       }
       expect(compiled.compileStats).toMatchObject({ misses: 2, hits: 6, size: 2 });
-      // Shape math (Shape -> Gather -> Cast) is static per signature; the rest is one traced segment.
+      // Shape math (Shape -> Gather -> Cast) is static per signature; the rest is one traced
+      // segment, whose warm runs are one native call each.
       expect(compiled.describeSignatures()).toEqual([
-        { segments: 1, steps: 0, traced: 1, staticValues: 3 },
-        { segments: 1, steps: 0, traced: 1, staticValues: 3 },
+        { segments: 1, steps: 0, traced: 1, staticValues: 3, oneCall: true },
+        { segments: 1, steps: 0, traced: 1, staticValues: 3, oneCall: true },
       ]);
       expect(eager.compileStats.size).toBe(0);
     } finally {
@@ -211,8 +212,8 @@ describe('compiled path', () => {
       // Per value: the shape signature's first run finds the host read of `rate`, the value's
       // first run analyses with it fixed, the next traces; the If is then in the traced segment.
       expect(s.describeSignatures()).toEqual([
-        { segments: 1, steps: 0, traced: 1, staticValues: 2 },
-        { segments: 1, steps: 0, traced: 1, staticValues: 2 },
+        { segments: 1, steps: 0, traced: 1, staticValues: 2, oneCall: true },
+        { segments: 1, steps: 0, traced: 1, staticValues: 2, oneCall: true },
       ]);
       expect(s.compileStats).toMatchObject({ misses: 3, hits: 5, size: 2 });
     } finally {
@@ -232,7 +233,7 @@ describe('compiled path', () => {
         expect(got).toEqual(await ortRate(ref, x, rate));
       }
       // Four values specialized; the fifth makes `rate` data again: one program, its If a step.
-      expect(s.describeSignatures()).toEqual([{ segments: 1, steps: 1, traced: 1, staticValues: 0 }]);
+      expect(s.describeSignatures()).toEqual([{ segments: 1, steps: 1, traced: 1, staticValues: 0, oneCall: false }]);
     } finally {
       s.release();
       await ref.release();
