@@ -1,0 +1,90 @@
+// QuantizeLinear followed by DequantizeLinear of the same per-tensor scale and zero point (a QDQ
+// model's activations) as one MLX primitive (see activation.h). Composed from MLX's ops the pair is
+// about a dozen small passes (divide, round, add, isnan, where, clip, cast; cast, subtract,
+// multiply), each with its own per-op cost; this is one pass, in blocks on the thread pool, with
+// the same float32 steps in the same order, so the result is bitwise the composition's.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/activation/activation.h"
+#include "kernels/common/cpu.h"
+#include "kernels/common/dense.h"
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/primitives.h"
+
+namespace mlxc::cpu {
+namespace {
+
+using mx::array;
+
+/** out[i] = (clamp(r, lo, hi) - zp) * scale, r = round_half_even(x[i] / scale) + zp (lo where NaN). */
+void fake_quantize_run(const float* x, float* out, size_t n, float scale, float zp, float lo, float hi) {
+  for (size_t i = 0; i < n; i++) {
+    // nearbyint rounds half to even in the default rounding mode, as MLX's round does.
+    float r = std::nearbyint(x[i] / scale) + zp;
+    r = r != r ? lo : r;
+    r = r < lo ? lo : r;
+    r = r > hi ? hi : r;
+    out[i] = (r - zp) * scale;
+  }
+}
+
+class FakeQuantize : public mx::UnaryPrimitive {
+ public:
+  FakeQuantize(mx::Stream s, float scale, float zp, float lo, float hi) : mx::UnaryPrimitive(s), scale_(scale), zp_(zp), lo_(lo), hi_(hi) {}
+  const char* name() const override { return "FakeQuantize"; }
+  bool is_equivalent(const mx::Primitive& o) const override {
+    auto& p = static_cast<const FakeQuantize&>(o);
+    return scale_ == p.scale_ && zp_ == p.zp_ && lo_ == p.lo_ && hi_ == p.hi_;
+  }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {in[0].shape()}; }
+  void eval_gpu(const std::vector<array>&, array&) override {
+    throw std::runtime_error("FakeQuantize is a CPU kernel (the front end composes MLX ops on other devices)");
+  }
+  void eval_cpu(const std::vector<array>& in, array& out) override {
+    if (in[0].is_donatable() && cpu::row_ordered(in[0]) && in[0].itemsize() == out.itemsize())
+      out.copy_shared_buffer(in[0]);
+    else
+      out.set_data(mx::allocator::malloc(out.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    // A view (transpose, slice, broadcast) is copied into row order first (dense.h).
+    const array x = cpu::row_ordered_input(in[0], enc);
+    enc.set_input_array(x);
+    enc.set_output_array(out);
+    enc.dispatch([x = array::unsafe_weak_copy(x), out = array::unsafe_weak_copy(out), s = scale_, z = zp_, lo = lo_, hi = hi_]() mutable {
+      const float* xp = x.data<float>();
+      float* op = out.data<float>();
+      const size_t n = x.size();
+      // Blocks of 4096 on the pool's threads (in place, each element is read before it is written,
+      // by the same thread); one block runs on this thread alone.
+      constexpr size_t block = 4096;
+      if (n <= block) return fake_quantize_run(xp, op, n, s, z, lo, hi);
+      cpu::parallel_for((n + block - 1) / block, 4, [=](size_t b0, size_t b1) {
+        const size_t i0 = b0 * block, i1 = std::min(n, b1 * block);
+        fake_quantize_run(xp + i0, op + i0, i1 - i0, s, z, lo, hi);
+      });
+    });
+  }
+
+ private:
+  float scale_, zp_, lo_, hi_;
+};
+
+}  // namespace
+
+array fake_quantize(const array& x, float scale, float zero_point, float lo, float hi, mx::Stream s) {
+  if (!(lo <= hi)) throw std::invalid_argument("fake_quantize: lo must not be above hi");
+  if (kernels_off() || s.device != mx::Device::cpu || x.dtype() != mx::float32 || x.size() == 0) {
+    // The ops' own steps: the division in the promoted type of x and the float32 scale, then float32.
+    const array q = mx::astype(mx::divide(x, array(scale, mx::float32), s), mx::float32, s);
+    array r = mx::add(mx::round(q, 0, s), array(zero_point, mx::float32), s);
+    r = mx::where(mx::isnan(r, s), array(lo, mx::float32), r, s);
+    r = mx::clip(r, array(lo, mx::float32), array(hi, mx::float32), s);
+    return mx::multiply(mx::subtract(r, array(zero_point, mx::float32), s), array(scale, mx::float32), s);
+  }
+  // The kernel reads its input as one flat run; eval_cpu copies a view into row order first.
+  return array(x.shape(), mx::float32, std::make_shared<FakeQuantize>(s, scale, zero_point, lo, hi), {x});
+}
+
+}  // namespace mlxc::cpu
