@@ -18,11 +18,20 @@ namespace {
 
 using mx::array;
 
+/** round half to even of a float32, as nearbyint in the default rounding mode (NaN kept, -0 for
+ * small negatives), in plain arithmetic the compiler vectorizes: below 2^23 in magnitude, adding
+ * and taking away 2^23 leaves the rounded magnitude (the sum's last place is 1); above, v is an
+ * integer already. (nearbyintf is a library call per element on baseline x86-64.) */
+inline float round_even(float v) {
+  const float t = std::fabs(v);
+  const float r = t < 8388608.0f ? (t + 8388608.0f) - 8388608.0f : t;
+  return std::copysign(r, v);
+}
+
 /** out[i] = (clamp(r, lo, hi) - zp) * scale, r = round_half_even(x[i] / scale) + zp (lo where NaN). */
 void fake_quantize_run(const float* x, float* out, size_t n, float scale, float zp, float lo, float hi) {
   for (size_t i = 0; i < n; i++) {
-    // nearbyint rounds half to even in the default rounding mode, as MLX's round does.
-    float r = std::nearbyint(x[i] / scale) + zp;
+    float r = round_even(x[i] / scale) + zp;
     r = r != r ? lo : r;
     r = r < lo ? lo : r;
     r = r > hi ? hi : r;
@@ -43,19 +52,24 @@ class FakeQuantize : public mx::UnaryPrimitive {
     throw std::runtime_error("FakeQuantize is a CPU kernel (the front end composes MLX ops on other devices)");
   }
   void eval_cpu(const std::vector<array>& in, array& out) override {
-    if (in[0].is_donatable() && cpu::row_ordered(in[0]) && in[0].itemsize() == out.itemsize())
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    // Elementwise: a dense input in any order (a transposed view of a convolution's channels-last
+    // result) is read as its buffer and the result takes its strides, as MLX's unary ops do, so a
+    // layout move before or after costs no copy here. Anything else (broadcast, sliced) is copied
+    // into row order first (dense.h).
+    array x = in[0];
+    if (!x.flags().contiguous) x = cpu::row_ordered_input(in[0], enc);
+    // in[0] itself, not a copy of the handle: a copy would make it look still read elsewhere.
+    if (x.flags().contiguous && in[0].flags().contiguous && in[0].is_donatable())
       out.copy_shared_buffer(in[0]);
     else
-      out.set_data(mx::allocator::malloc(out.nbytes()));
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    // A view (transpose, slice, broadcast) is copied into row order first (dense.h).
-    const array x = cpu::row_ordered_input(in[0], enc);
+      out.set_data(mx::allocator::malloc(x.data_size() * out.itemsize()), x.data_size(), x.strides(), x.flags());
     enc.set_input_array(x);
     enc.set_output_array(out);
     enc.dispatch([x = array::unsafe_weak_copy(x), out = array::unsafe_weak_copy(out), s = scale_, z = zp_, lo = lo_, hi = hi_]() mutable {
       const float* xp = x.data<float>();
       float* op = out.data<float>();
-      const size_t n = x.size();
+      const size_t n = x.data_size();
       // Blocks of 4096 on the pool's threads (in place, each element is read before it is written,
       // by the same thread); one block runs on this thread alone.
       constexpr size_t block = 4096;
