@@ -66,6 +66,34 @@ describe('fake-quantize pass', () => {
     await expectSame(bytes, { x: input(X, 7) }, 0.011);
   });
 
+  it("a Gemm reading a Flatten's fake-quantized result is still a matrix product with bias (gemm rewrite)", async () => {
+    const X = [3, 2, 2, 2];
+    const bytes = model({
+      inputs: [v('x', 'float32', X)],
+      outputs: [v('y', 'float32')],
+      nodes: [
+        node('Flatten', ['x'], ['f']),
+        node('QuantizeLinear', ['f', 's', 'z'], ['fq']),
+        node('DequantizeLinear', ['fq', 's', 'z'], ['fd']),
+        node('Gemm', ['fd', 'b', 'c'], ['y'], { attrs: { transB: { i: 1 } } }),
+      ],
+      initializers: [
+        floats('s', [], [0.02]),
+        zp('z', 'uint8', 128),
+        floats(
+          'b',
+          [5, 8],
+          seeded(40, 2).map((x) => x - 0.5),
+        ),
+        floats('c', [5], [0.1, -0.2, 0.3, 0, 0.5]),
+      ],
+      opsets: { '': 19 },
+    });
+    expect(prepareModel(bytes).rewrites).toMatchObject({ 'fake-quantize': 1, gemm: 1 });
+    expect(ops(bytes)).toEqual(['Flatten', 'fused:FakeQuantize', 'fused:MatMulAdd']);
+    await expectSameAsOrt(bytes, { x: input(X, 5) }, { rtol: 1e-5, atol: 1e-5 });
+  });
+
   it('int8 and int16 zero points, out-of-range values saturating, a graph output', async () => {
     const X = [3, 5];
     const bytes = model({

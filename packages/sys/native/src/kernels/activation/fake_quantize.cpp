@@ -7,6 +7,10 @@
 #include <cmath>
 #include <stdexcept>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "kernels/activation/activation.h"
 #include "kernels/common/cpu.h"
 #include "kernels/common/dense.h"
@@ -28,9 +32,29 @@ inline float round_even(float v) {
   return std::copysign(r, v);
 }
 
-/** out[i] = (clamp(r, lo, hi) - zp) * scale, r = round_half_even(x[i] / scale) + zp (lo where NaN). */
+/** out[i] = (clamp(r, lo, hi) - zp) * scale, r = round_half_even(x[i] / scale) + zp (lo where NaN).
+ * On x86-64 four at a time in SSE2 (the compiler left the loop scalar, with branches): the same
+ * steps, the clamp as max then min (r is never NaN there, nor -0: adding the zero point, +0 at
+ * least, turns -0 into +0, so their rule for equal zeros does not matter). */
 void fake_quantize_run(const float* x, float* out, size_t n, float scale, float zp, float lo, float hi) {
-  for (size_t i = 0; i < n; i++) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128 vs = _mm_set1_ps(scale), vz = _mm_set1_ps(zp), vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
+  const __m128 big = _mm_set1_ps(8388608.0f), sign = _mm_set1_ps(-0.0f);
+  for (; i + 4 <= n; i += 4) {
+    const __m128 q = _mm_div_ps(_mm_loadu_ps(x + i), vs);
+    const __m128 t = _mm_andnot_ps(sign, q);
+    const __m128 small = _mm_cmplt_ps(t, big);  // false for NaN: kept as it is
+    const __m128 rt = _mm_sub_ps(_mm_add_ps(t, big), big);
+    __m128 r = _mm_or_ps(_mm_or_ps(_mm_and_ps(small, rt), _mm_andnot_ps(small, t)), _mm_and_ps(sign, q));
+    r = _mm_add_ps(r, vz);
+    const __m128 nan = _mm_cmpunord_ps(r, r);
+    r = _mm_or_ps(_mm_and_ps(nan, vlo), _mm_andnot_ps(nan, r));
+    r = _mm_min_ps(_mm_max_ps(r, vlo), vhi);
+    _mm_storeu_ps(out + i, _mm_mul_ps(_mm_sub_ps(r, vz), vs));
+  }
+#endif
+  for (; i < n; i++) {
     float r = round_even(x[i] / scale) + zp;
     r = r != r ? lo : r;
     r = r < lo ? lo : r;
