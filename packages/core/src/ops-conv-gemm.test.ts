@@ -85,6 +85,22 @@ const cases: [string, Case][] = [
     '3x3 s1 p1, 1 -> 8, batch 2, over 230 rows',
     { n: 2, sp: [11, 10], c: 1, o: 8, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
   ],
+  // Whole rows of one group, undilated along x, go by spans of an output row: the columns whose
+  // window is inside the input along x are fixed-size copies (kernel-row widths 3, 6, 21, 30 and 5
+  // are and are not in the kernel's list), the edges per position; row blocks of 96 start mid-row
+  // and cross images.
+  [
+    "3x3 s1 p1, 1 -> 8 at 28x28, batch 2 (small-cnn's stem)",
+    { n: 2, sp: [28, 28], c: 1, o: 8, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
+  ],
+  ['3x3 s2, pads 3 and 0 / 0 and 2, 2 -> 7', { n: 1, sp: [12, 15], c: 2, o: 7, k: [3, 3], s: [2, 3], pb: [3, 0], pe: [0, 2], d: [1, 1] }],
+  ['7x3 s1, dilated along y only, 7 -> 4', { n: 1, sp: [16, 9], c: 7, o: 4, k: [7, 3], s: [1, 1], pb: [2, 1], pe: [2, 1], d: [2, 1] }],
+  [
+    '3x3 s1 p1, 10 -> 12 (a width off the list)',
+    { n: 1, sp: [6, 10], c: 10, o: 12, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
+  ],
+  ['1-D k5 p2 over 2 positions (no inside column), 1 -> 3', { n: 3, sp: [2], c: 1, o: 3, k: [5], s: [1], pb: [2], pe: [2], d: [1] }],
+  ['1-D k3 s2 pads 0 / 1, 2 -> 3', { n: 2, sp: [9], c: 2, o: 3, k: [3], s: [2], pb: [0], pe: [1], d: [1] }],
   // K 363: the second depth pass starts inside a kernel row and inside a tap (column 256: tap 85, channel 1).
   ['11x11 s3 p2, 3 -> 20, K over one pass', { n: 1, sp: [23, 19], c: 3, o: 20, k: [11, 11], s: [3, 3], pb: [2, 2], pe: [2, 2], d: [1, 1] }],
   ['1-D k1, 2 -> 1, one row', { n: 1, sp: [1], c: 2, o: 1, k: [1], s: [1], pb: [0], pe: [0], d: [1] }],

@@ -58,6 +58,12 @@ const cases: [string, Case][] = [
   ['2x3 dilation (2, 3), 5 channels', { n: 1, sp: [11, 12], c: 5, k: [2, 3], s: [2, 1], pb: [1, 2], pe: [1, 2], d: [2, 3] }],
   ['1-D k3 s2 p1, 17 channels', { n: 3, sp: [10], c: 17, k: [3], s: [2], pb: [1], pe: [2], d: [1] }],
   ['1x1, one channel', { n: 1, sp: [3, 4], c: 1, k: [1, 1], s: [1, 1], pb: [0, 0], pe: [0, 0], d: [1, 1] }],
+  // Channels go 16 at a time: one partial block, two whole ones and a tail.
+  [
+    '2x2 s2, 8 channels at 28x28, batch 2 (small-cnn)',
+    { n: 2, sp: [28, 28], c: 8, k: [2, 2], s: [2, 2], pb: [0, 0], pe: [0, 0], d: [1, 1] },
+  ],
+  ['3x3 s1 p1, 35 channels', { n: 1, sp: [5, 6], c: 35, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] }],
 ];
 
 describe('maxPoolChannelsLast', () => {
@@ -92,6 +98,17 @@ describe('maxPoolChannelsLast', () => {
     expect(got[0][2]).toBe(LOWEST);
     const onlyNegInf = mx.ext.maxPoolChannelsLast(mx.array([-1, -2], { shape: [1, 1, 2, 1] }), [1, 2], [1, 1], [0, 0], [0, 1], [1, 1]);
     expect((onlyNegInf.toList() as unknown as number[][][][])[0][0].map((v) => v[0])).toEqual([-1, -2]);
+  });
+
+  it('a NaN past the first 16 channels stays in its own channel', () => {
+    const x = new Array<number>(2 * 20).fill(0).map((_, i) => i);
+    x[20 + 18] = Number.NaN;
+    const y = Array.from(
+      mx.ext
+        .maxPoolChannelsLast(mx.array(x, { shape: [1, 1, 2, 20] }), [1, 2], [1, 1], [0, 0], [0, 0], [1, 1])
+        .toTypedArray() as Float32Array,
+    );
+    expect(y.map((v, i) => (Number.isNaN(v) ? -1 : v - i))).toEqual(x.slice(0, 20).map((_, i) => (i === 18 ? -1 : 20)));
   });
 
   it('refuses a window larger than the padded input and per-axis lists of the wrong length', () => {

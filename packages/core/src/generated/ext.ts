@@ -45,6 +45,23 @@ export function hardSigmoid(x: ArrayLike, alpha: number, beta: number, swish: bo
 }
 
 /**
+ * QuantizeLinear then DequantizeLinear of one scale and zero point ([lo, hi] the integer range) in one pass, float32.
+ *
+ * `int mlxc_fake_quantize(mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s)`
+ */
+export function fakeQuantize(x: ArrayLike, scale: number, zeroPoint: number, lo: number, hi: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_fake_quantize(res, _x.handle, scale, zeroPoint, lo, hi, streamHandle(opts)), 'mlxc_fake_quantize');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * softmax or log-softmax over the last axis.
  *
  * `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)`
@@ -280,6 +297,7 @@ export function lstm(proj: ArrayLike, rt: ArrayLike, h0: ArrayLike, c0: ArrayLik
 export const extOps = {
   fusedActivation,
   hardSigmoid,
+  fakeQuantize,
   fusedSoftmax,
   fusedLayerNorm,
   fusedRmsNorm,

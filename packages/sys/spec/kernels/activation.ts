@@ -1,5 +1,5 @@
 // ABI spec, the project's own kernels: activations (native/src/kernels/activation/): act(x + bias)
-// in one pass, and HardSigmoid/HardSwish.
+// in one pass, HardSigmoid/HardSwish, and a QuantizeLinear-DequantizeLinear pair (fake quantization).
 // Each takes any array on any stream: float32 on a CPU stream runs the library's own vectorized,
 // multithreaded kernel (an MLX primitive); anything else gets the same computation from MLX's ops.
 import { op, type FnSpec } from '../dsl.js';
@@ -14,5 +14,10 @@ export const activation: FnSpec[] = [
     'int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
     'mlxc::cpu::hard_sigmoid($x, $alpha, $beta, $swish, $s)',
     'clip(alpha * x + beta, 0, 1), times x where swish (HardSwish), in one pass',
+  ),
+  op(
+    'int mlxc_fake_quantize(mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s)',
+    'mlxc::cpu::fake_quantize($x, $scale, $zero_point, $lo, $hi, $s)',
+    'QuantizeLinear then DequantizeLinear of one scale and zero point ([lo, hi] the integer range) in one pass, float32',
   ),
 ];

@@ -519,6 +519,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_cpu_has_avx512(_Inout_ bool* res)',
   'int mlxc_fused_activation(_Inout_ mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)',
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
+  'int mlxc_fake_quantize(_Inout_ mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s)',
   'int mlxc_fused_softmax(_Inout_ mlx_array* res, const mlx_array x, bool log, const mlx_stream s)',
   'int mlxc_fused_layer_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)',
   'int mlxc_fused_rms_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s)',
@@ -1565,6 +1566,8 @@ export interface MlxCFunctions {
   mlxc_fused_activation(res: MlxHandle, x: MlxHandle, bias: MlxHandle, kind: string | null, s: MlxHandle): number;
   /** kernels/activation: `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
   mlxc_hard_sigmoid(res: MlxHandle, x: MlxHandle, alpha: number, beta: number, swish: boolean, s: MlxHandle): number;
+  /** kernels/activation: `int mlxc_fake_quantize(mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s)` */
+  mlxc_fake_quantize(res: MlxHandle, x: MlxHandle, scale: number, zero_point: number, lo: number, hi: number, s: MlxHandle): number;
   /** kernels/norm: `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)` */
   mlxc_fused_softmax(res: MlxHandle, x: MlxHandle, log: boolean, s: MlxHandle): number;
   /** kernels/norm: `int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)` */

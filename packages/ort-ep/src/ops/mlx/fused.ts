@@ -213,8 +213,24 @@ const splitLast: OpEntry<number[]> = {
   note: 'a split of the last axis, from the rewrite of sibling projections (one product by joined weights)',
 };
 
+interface FakeQuantizeParams {
+  scale: number;
+  zeroPoint: number;
+  lo: number;
+  hi: number;
+}
+
 export const mlxFusedOps: OpEntry[] = [
   splitLast,
+  entry(
+    'FakeQuantize',
+    (a): FakeQuantizeParams => ({ scale: a.float('scale'), zeroPoint: a.float('zero_point'), lo: a.float('lo'), hi: a.float('hi') }),
+    (ctx) => {
+      const { scale, zeroPoint, lo, hi } = ctx.params;
+      return mx.ext.fakeQuantize(ctx.input(0), scale, zeroPoint, lo, hi);
+    },
+    'QuantizeLinear then DequantizeLinear of one per-tensor scale and zero point, in one pass, from the rewrite of that pair',
+  ),
   entry(
     'Gelu',
     (a) => (a.string('approximate', 'none') === 'tanh' ? 'tanh' : 'none') as GeluApproximation,

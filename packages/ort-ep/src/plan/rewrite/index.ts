@@ -14,6 +14,7 @@ import { channelsLastRewrite } from './channels-last.js';
 import { convBatchNormRewrite } from './conv-batch-norm.js';
 import { convEpilogueRewrite } from './conv-epilogue.js';
 import { dequantizeRewrite } from './dequantize.js';
+import { fakeQuantizeRewrite } from './fake-quantize.js';
 import { geluRewrite } from './gelu.js';
 import { gemmRewrite, matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
@@ -24,6 +25,8 @@ import { GraphView } from './view.js';
 export const REWRITES = {
   // First: the constant weights it dequantizes are what the later passes match (and pack).
   'dequantize-constants': dequantizeRewrite,
+  // After it: the constant DequantizeLinears are initializers by then; what is left are activations'.
+  'fake-quantize': fakeQuantizeRewrite,
   gelu: geluRewrite,
   // Before rms-norm: a layer norm's d / Sqrt(ReduceMean(d^2) + eps) is itself an RMS norm of d.
   'layer-norm': layerNormRewrite,

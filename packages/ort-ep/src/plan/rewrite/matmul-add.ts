@@ -5,6 +5,7 @@
 // row at unit alpha and beta (a classifier head) becomes one too, B transposed once here when
 // transB says so (no transposed view of it on every run).
 import { OnnxDataType, type HostTensor, type NodeIR } from '../../onnx/index.js';
+import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
 const GEMM_TYPES = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16, OnnxDataType.DOUBLE]);
@@ -35,6 +36,9 @@ function transposed(t: HostTensor): HostTensor {
 /** Whether `name` is known 2-D: a Flatten's result or a value declared with rank 2. */
 function isMatrix(view: GraphView, name: string): boolean {
   if (view.made(name, 'Flatten')) return true;
+  // An elementwise FakeQuantize (a QDQ model's Flatten -> Q -> DQ) keeps its input's shape.
+  const fq = view.producer.get(name);
+  if (fq && fq.domain === FUSED_DOMAIN && fq.opType === 'FakeQuantize' && !view.isRemoved(fq)) return isMatrix(view, fq.inputs[0]);
   const t = (view.graph.valueInfo.get(name) ?? view.graph.inputs.find((i) => i.name === name))?.type;
   return t?.kind === 'tensor' && t.shape?.length === 2;
 }

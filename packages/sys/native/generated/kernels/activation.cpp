@@ -32,3 +32,19 @@ extern "C" int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha,
   }
   return 0;
 }
+
+extern "C" int mlxc_fake_quantize(mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::fake_quantize(mlxc::arr(x), scale, zero_point, lo, hi, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}

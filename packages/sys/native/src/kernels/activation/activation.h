@@ -20,4 +20,10 @@ mx::array activation(const mx::array& x, const std::optional<mx::array>& bias, c
 /** HardSigmoid clip(alpha * x + beta, 0, 1), or with swish HardSwish x * that. */
 mx::array hard_sigmoid(const mx::array& x, float alpha, float beta, bool swish, mx::Stream s);
 
+/** QuantizeLinear then DequantizeLinear with one scale and zero point (fake_quantize.cpp): float32
+ * (clamp(round_half_even(x / scale) + zero_point, lo, hi) - zero_point) * scale, a NaN quantized
+ * to lo; [lo, hi] is the integer type's range. The division runs in the promoted type of x and
+ * float32, as QuantizeLinear's. */
+mx::array fake_quantize(const mx::array& x, float scale, float zero_point, float lo, float hi, mx::Stream s);
+
 }  // namespace mlxc::cpu

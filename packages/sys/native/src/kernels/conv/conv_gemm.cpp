@@ -57,9 +57,47 @@ inline void zero_run(float* dst, size_t n) {
   }
 }
 
-/** pack_rows of whole rows (one pass over K): per kernel row, the in-bounds taps as one run when
- * the window is not dilated along x, with no division per run (the stem: 7 runs of 21 floats). */
-void pack_whole_rows(const Shape& s, const float* x, size_t m0, size_t mc, float* buf, size_t gi) {
+/** count window rows of N floats, src stepping by `step`, dst by `ldd`: a fixed-size copy each (a
+ * stem's 3 taps of one channel are one 8-byte and one 4-byte move, not a loop of 3). */
+template <size_t N>
+void copy_rows(float* dst, size_t ldd, const float* src, size_t step, size_t count) {
+  for (size_t i = 0; i < count; i++, dst += ldd, src += step) std::memcpy(dst, src, N * sizeof(float));
+}
+template <size_t N>
+void zero_rows(float* dst, size_t ldd, size_t count) {
+  for (size_t i = 0; i < count; i++, dst += ldd) std::memset(dst, 0, N * sizeof(float));
+}
+void copy_rows_any(float* dst, size_t ldd, const float* src, size_t step, size_t count, size_t n) {
+  for (size_t i = 0; i < count; i++, dst += ldd, src += step) copy_run(dst, src, n);
+}
+void zero_rows_any(float* dst, size_t ldd, size_t count, size_t n) {
+  for (size_t i = 0; i < count; i++, dst += ldd) zero_run(dst, n);
+}
+/** The fixed-size copies of the common kernel-row widths (kw * c: 3x3 over 1, 2, 3, 4, 8 channels,
+ * 5x5 and 7x7 over 1 and 3, 2x2 and 1x1 over a few). */
+#define MLXC_ROW_WIDTHS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(12) X(15) X(16) X(21) X(24) X(32)
+void copy_rows_n(float* dst, size_t ldd, const float* src, size_t step, size_t count, size_t n) {
+  switch (n) {
+#define MLXC_CASE(N) \
+  case N: return copy_rows<N>(dst, ldd, src, step, count);
+    MLXC_ROW_WIDTHS(MLXC_CASE)
+#undef MLXC_CASE
+    default: return copy_rows_any(dst, ldd, src, step, count, n);
+  }
+}
+void zero_rows_n(float* dst, size_t ldd, size_t count, size_t n) {
+  switch (n) {
+#define MLXC_CASE(N) \
+  case N: return zero_rows<N>(dst, ldd, count);
+    MLXC_ROW_WIDTHS(MLXC_CASE)
+#undef MLXC_CASE
+    default: return zero_rows_any(dst, ldd, count, n);
+  }
+}
+#undef MLXC_ROW_WIDTHS
+
+/** pack_rows of whole rows (one pass over K), dilated or grouped: a tap at a time, row by row. */
+void pack_whole_rows_taps(const Shape& s, const float* x, size_t m0, size_t mc, float* buf, size_t gi) {
   const size_t plane = s.oh * s.ow, K = s.depth(), cg = s.cg(), ch0 = gi * cg, kwc = s.kw * cg;
   // The first row's position, then stepped row by row: three 64-bit divisions per row were most
   // of the packing of a small input's many rows (28x28 with one channel).
@@ -83,22 +121,63 @@ void pack_whole_rows(const Shape& s, const float* x, size_t m0, size_t mc, float
         continue;
       }
       const float* row = xb + iy * s.iw * s.c + ch0;
-      if (s.dw != 1 || s.g != 1) {
-        // A tap at a time: dilated taps, or a group's channels (cg of every position's c).
-        for (size_t kx = 0; kx < s.kw; kx++) {
-          const long ix = ix0 + static_cast<long>(kx * s.dw);
-          if (ix < 0 || ix >= static_cast<long>(s.iw))
-            zero_run(dst + kx * cg, cg);
-          else
-            copy_run(dst + kx * cg, row + ix * s.c, cg);
-        }
+      for (size_t kx = 0; kx < s.kw; kx++) {
+        const long ix = ix0 + static_cast<long>(kx * s.dw);
+        if (ix < 0 || ix >= static_cast<long>(s.iw))
+          zero_run(dst + kx * cg, cg);
+        else
+          copy_run(dst + kx * cg, row + ix * s.c, cg);
+      }
+    }
+  }
+}
+
+/** pack_rows of whole rows (one pass over K), one group, undilated along x: each kernel row of a
+ * window is one run of kw * c floats. The rows go by spans of one output row: there every kernel
+ * row reads one input row (or none: zeros), and the positions whose window lies inside the input
+ * along x (all but the padded edges) are fixed-size copies one stride apart. */
+void pack_whole_rows(const Shape& s, const float* x, size_t m0, size_t mc, float* buf, size_t gi) {
+  if (s.dw != 1 || s.g != 1) return pack_whole_rows_taps(s, x, m0, mc, buf, gi);
+  const size_t plane = s.oh * s.ow, K = s.depth(), kwc = s.kw * s.c;
+  // Output columns whose window is inside the input along x: [in_lo, in_hi).
+  const size_t in_lo = (s.pw + s.sw - 1) / s.sw;
+  const size_t in_hi = s.iw + s.pw >= s.kw ? (s.iw + s.pw - s.kw) / s.sw + 1 : 0;
+  size_t b = m0 / plane, oy = (m0 % plane) / s.ow, ox = m0 % s.ow;
+  for (size_t r = 0; r < mc;) {
+    const size_t span = std::min(mc - r, s.ow - ox), end = ox + span;
+    const size_t a = std::clamp(in_lo, ox, end), e = std::clamp(in_hi, a, end);
+    const float* xb = x + b * s.ih * s.iw * s.c;
+    float* d0 = buf + r * K;
+    for (size_t ky = 0; ky < s.kh; ky++) {
+      float* dk = d0 + ky * kwc;
+      const size_t iy = oy * s.sh + ky * s.dh - s.ph;  // unsigned: before the input wraps past ih
+      if (iy >= s.ih) {
+        zero_rows_n(dk, K, span, kwc);
         continue;
       }
-      const long lo = std::clamp<long>(-ix0, 0, static_cast<long>(s.kw));
-      const long hi = std::clamp<long>(static_cast<long>(s.iw) - ix0, lo, static_cast<long>(s.kw));
-      if (lo > 0) zero_run(dst, lo * s.c);
-      if (hi > lo) copy_run(dst + lo * s.c, row + (ix0 + lo) * s.c, (hi - lo) * s.c);
-      if (hi < static_cast<long>(s.kw)) zero_run(dst + hi * s.c, (s.kw - hi) * s.c);
+      const float* row = xb + iy * s.iw * s.c;
+      // The edges: the window partly (or wholly) in the padding.
+      const auto edge = [&](size_t p) {
+        float* dst = dk + (p - ox) * K;
+        const long ix0 = static_cast<long>(p * s.sw) - static_cast<long>(s.pw);
+        const long lo = std::clamp<long>(-ix0, 0, static_cast<long>(s.kw));
+        const long hi = std::clamp<long>(static_cast<long>(s.iw) - ix0, lo, static_cast<long>(s.kw));
+        if (lo > 0) zero_run(dst, lo * s.c);
+        if (hi > lo) copy_run(dst + lo * s.c, row + (ix0 + lo) * s.c, (hi - lo) * s.c);
+        if (hi < static_cast<long>(s.kw)) zero_run(dst + hi * s.c, (s.kw - hi) * s.c);
+      };
+      for (size_t p = ox; p < a; p++) edge(p);
+      if (e > a) copy_rows_n(dk + (a - ox) * K, K, row + (a * s.sw - s.pw) * s.c, s.sw * s.c, e - a, kwc);
+      for (size_t p = e; p < end; p++) edge(p);
+    }
+    r += span;
+    ox = end;
+    if (ox == s.ow) {
+      ox = 0;
+      if (++oy == s.oh) {
+        oy = 0;
+        ++b;
+      }
     }
   }
 }
