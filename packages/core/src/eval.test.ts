@@ -136,6 +136,21 @@ describe('inline CPU evaluation', () => {
     expect(mx.inlineEvalTasks() - before).toBeGreaterThanOrEqual(4);
   });
 
+  it('reading an unevaluated array (toTypedArray, item, readInto) evaluates it on the reading thread', () => {
+    using s = mx.newStream('cpu', { anyThread: true });
+    for (const read of [
+      (y: mx.Array) => y.toTypedArray()[0],
+      (y: mx.Array) => y.item(),
+      (y: mx.Array) => y.readInto(new Float32Array(1))[0],
+    ]) {
+      const before = mx.inlineEvalTasks();
+      const y = build(s);
+      expect(read(y)).toBe(want);
+      // No hop to the stream thread per primitive (one each way per read of a decode step's logits).
+      expect(mx.inlineEvalTasks() - before).toBeGreaterThanOrEqual(4);
+    }
+  });
+
   it('a small graph evaluated in the background runs inline on the worker, not task by task on the stream thread', async () => {
     using s = mx.newStream('cpu', { anyThread: true });
     const before = mx.inlineEvalTasks();

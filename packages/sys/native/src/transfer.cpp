@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "mlx/backend/cuda/cuda.h"
+#include "eval.h"
 #include "mlxc_private.h"
 
 namespace mx = mlx::core;
@@ -470,7 +471,7 @@ int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, i
 int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr) {
   MLXC_TRY
   auto a = mlxc::arr(arr);
-  if (a.status() == array::Status::unscheduled) mx::eval(a);
+  if (a.status() == array::Status::unscheduled) mlxc::eval_within({a}, 0, 0);
   a.wait();
   mlxc::read_into(dst, nbytes, a);
   MLXC_CATCH(1)
@@ -542,11 +543,11 @@ int mlxc_array_device_index(int* res, const mlx_array arr) {
 int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream) {
   MLXC_TRY
   auto a = mlxc::arr(arr);
-  if (a.status() == array::Status::unscheduled) mx::eval(a);
+  if (a.status() == array::Status::unscheduled) mlxc::eval_within({a}, 0, 0);
   a.wait();
   if (!a.flags().row_contiguous) {
     a = mx::contiguous(a, false, mlxc::stream(stream));
-    mx::eval(a);
+    mlxc::eval_within({a}, 0, 0);
   }
   mlx_array h{&a};
   if (mlxc_array_read(dst, nbytes, h) != 0) return 1;

@@ -10,7 +10,7 @@ export const transfer: FnSpec[] = [
   ),
   manual(
     'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
-    "copies a row-contiguous array's nbytes bytes into dst, evaluating (or waiting for) it first: device memory on MLX's CUDA build by the copy engine (see mlxc_array_new_data_on), anything else with memcpy from its host pointer",
+    "copies a row-contiguous array's nbytes bytes into dst, evaluating it first (as mlxc_eval_within: a CPU stream's work on the calling thread) or waiting for it: device memory on MLX's CUDA build by the copy engine (see mlxc_array_new_data_on), anything else with memcpy from its host pointer",
   ),
   manual(
     'int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)',
