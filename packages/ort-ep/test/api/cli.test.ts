@@ -121,7 +121,9 @@ describe('mlx-ort run', () => {
   it('--compare prints each output and its largest difference from onnxruntime-node', async () => {
     const out = await capture(['run', path, '--device', 'cpu', '--runs', '2', '--compare', '--dim', 'B=5']);
     expect(out[0]).toMatch(
-      new RegExp(`^model ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on cpu: median \\d+\\.\\d\\d ms over 2 runs$`),
+      new RegExp(
+        `^model ${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} on cpu: median \\d+\\.\\d\\d ms over 2 runs \\(after a first run of \\d+\\.\\d\\d ms and a second of \\d+\\.\\d\\d ms\\)$`,
+      ),
     );
     expect(out[1]).toBe('device: cpu (MLX backend cpu)');
     const y = out.find((l) => l.startsWith('  y: ['));
@@ -130,6 +132,34 @@ describe('mlx-ort run', () => {
     const diffs = out.filter((l) => l.includes('largest |mlx - onnxruntime-node|'));
     expect(diffs.map((l) => l.split(':')[0].trim())).toEqual(['y', 'kf']);
     for (const l of diffs) expect(Number(l.split('= ')[1])).toBeLessThan(1e-5);
+  });
+
+  it('--runs N times N runs after the first two; --dim must name a symbolic dimension', async () => {
+    const out = await capture(['run', path, '--runs', '1']);
+    // One timed run (the median is that run), the analysing and tracing runs reported apart.
+    expect(out[0]).toMatch(/median (\d+\.\d\d) ms over 1 runs \(after a first run of \d+\.\d\d ms and a second of \d+\.\d\d ms\)$/);
+    const { err } = await captureBoth(['run', path, '--runs', '1', '--dim', 'nosuch=3']);
+    expect(err[0]).toBe("mlx-ort run: --dim nosuch: the model's inputs have no dimension named 'nosuch' (they have 'B')");
+    expect(process.exitCode).toBe(2);
+    process.exitCode = undefined;
+  });
+
+  it('--compare counts NaN beside NaN as equal, NaN beside a number as an infinite difference', async () => {
+    // y = sqrt(x): NaN for the negative inputs on both engines.
+    const nanPath = join(dir, 'nan.onnx');
+    writeFileSync(
+      nanPath,
+      model({
+        opsets: { '': 13 },
+        inputs: [v('x', 'float32', [4])],
+        outputs: [v('y', 'float32', [4])],
+        nodes: [node('Sqrt', ['x'], ['y'])],
+      }),
+    );
+    const out = await capture(['run', nanPath, '--runs', '1', '--compare']);
+    expect(out.find((l) => l.startsWith('  y: ['))).toMatch(/mean NaN/);
+    const diff = out.find((l) => l.startsWith('  y: largest |mlx - onnxruntime-node| = '));
+    expect(diff).toBe('  y: largest |mlx - onnxruntime-node| = 0.000e+0');
   });
 
   it('symbolic dimensions default to 1', async () => {
