@@ -11,6 +11,7 @@ import * as mx from '@mlx/core';
 import { MlxSession, type MlxProgressEvent } from './session.js';
 import { checkModel } from './check.js';
 import { formatPartitions } from './plan/partition.js';
+import { randomInput } from './cli-inputs.js';
 import { OnnxDataType, decodeModel, readModelFile, readTestDataset, type HostTensor, type TestValue } from './onnx/index.js';
 
 const commands = {
@@ -94,26 +95,6 @@ function modelPath(positionals: string[], command: Command): string {
       command,
     );
   return positionals[0];
-}
-
-function randomInput(elemType: number, dims: number[], seed: number): HostTensor {
-  const n = dims.reduce((a, b) => a * b, 1);
-  let s = seed >>> 0 || 1;
-  const rnd = () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32;
-  switch (elemType) {
-    case OnnxDataType.FLOAT:
-      return { dtype: elemType, dims, data: Float32Array.from({ length: n }, () => rnd() * 2 - 1) };
-    case OnnxDataType.DOUBLE:
-      return { dtype: elemType, dims, data: Float64Array.from({ length: n }, () => rnd() * 2 - 1) };
-    case OnnxDataType.INT64:
-      return { dtype: elemType, dims, data: BigInt64Array.from({ length: n }, () => BigInt(Math.floor(rnd() * 4))) };
-    case OnnxDataType.INT32:
-      return { dtype: elemType, dims, data: Int32Array.from({ length: n }, () => Math.floor(rnd() * 4)) };
-    case OnnxDataType.BOOL:
-      return { dtype: elemType, dims, data: Uint8Array.from({ length: n }, () => (rnd() < 0.5 ? 1 : 0)) };
-    default:
-      throw new Error(`mlx-ort run: cannot make a random input of element type ${elemType}`);
-  }
 }
 
 const isTensor = (v: TestValue | undefined): v is HostTensor => !!v && 'dims' in v;
