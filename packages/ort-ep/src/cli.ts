@@ -12,7 +12,8 @@ import { MlxSession, type MlxProgressEvent } from './session.js';
 import { checkModel } from './check.js';
 import { formatPartitions } from './plan/partition.js';
 import { randomInput } from './cli-inputs.js';
-import { OnnxDataType, decodeModel, readModelFile, readTestDataset, type HostTensor, type TestValue } from './onnx/index.js';
+import { metadataOf } from './execute/options.js';
+import { decodeModel, readModelFile, readTestDataset, type HostTensor, type TestValue } from './onnx/index.js';
 
 const commands = {
   run: {
@@ -37,6 +38,22 @@ const commands = {
     synopsis: 'mlx-ort check <model.onnx>',
     about: 'lists the nodes the MLX provider claims (by op) and those it does not, with reasons',
     options: { help: { type: 'boolean', short: 'h' } },
+  },
+  bench: {
+    synopsis: 'mlx-ort bench <model.onnx> [--device cpu|gpu] [--runs N] [--rounds R] [--threads T] [--dim name=value ...]',
+    about: `times the model on mlx beside onnxruntime-node's CPU provider (when it is installed), each
+      engine alone in a process of its own, alternated over --rounds R rounds (default 3): the
+      session's creation, its first two runs, and the median of --runs N runs after them (default
+      20), on random inputs (--dim as for run); --threads T for both engines (default 2). Prints a
+      table of medians over rounds and the ratio to onnxruntime-node, with the load average.`,
+    options: {
+      device: { type: 'string' },
+      runs: { type: 'string' },
+      rounds: { type: 'string' },
+      threads: { type: 'string' },
+      dim: { type: 'string', multiple: true },
+      help: { type: 'boolean', short: 'h' },
+    },
   },
   demo: {
     synopsis: 'mlx-ort demo [--device cpu|gpu]',
@@ -290,6 +307,38 @@ async function check(args: string[]): Promise<void> {
   for (const l of lines) console.log(l);
 }
 
+async function bench(args: string[]): Promise<void> {
+  const { values, positionals } = parse('bench', args);
+  if (values.help) return void console.log(commandUsage('bench'));
+  const path = modelPath(positionals, 'bench');
+  const dev = device(values.device, 'bench');
+  const runs = values.runs === undefined ? 20 : positiveInt(values.runs, '--runs', 'bench');
+  const rounds = values.rounds === undefined ? 3 : positiveInt(values.rounds, '--rounds', 'bench');
+  const threads = values.threads === undefined ? 2 : positiveInt(values.threads, '--threads', 'bench');
+  const dims: Record<string, number> = {};
+  for (const d of values.dim ?? []) {
+    const m = /^([^=]+)=(.*)$/.exec(d);
+    if (!m) throw new UsageError(`--dim takes name=value, got '${d}'`, 'bench');
+    dims[m[1]] = positiveInt(m[2], `--dim ${m[1]}`, 'bench');
+  }
+  // The model is read (and its --dim names checked) here, before any process starts.
+  const g = decodeModel(readModelFile(path), { modelPath: path }).graph;
+  const symbolic = new Set(
+    g.inputs
+      .filter((i) => !g.inputsWithDefaults.has(i.name))
+      .map(metadataOf)
+      .flatMap((m) => m.shape.filter((d): d is string => typeof d === 'string')),
+  );
+  for (const name of Object.keys(dims))
+    if (!symbolic.has(name))
+      throw new UsageError(
+        `--dim ${name}: the model's inputs have no dimension named '${name}' (${symbolic.size ? `they have ${[...symbolic].map((d) => `'${d}'`).join(', ')}` : 'none is symbolic'})`,
+        'bench',
+      );
+  const { bench: orchestrate } = await import('./cli-bench.js');
+  await orchestrate({ model: path, runs, rounds, threads, dims, device: dev });
+}
+
 async function demo(args: string[]): Promise<void> {
   const { values, positionals } = parse('demo', args);
   if (values.help) return void console.log(commandUsage('demo'));
@@ -305,6 +354,7 @@ export async function main(argv: string[]): Promise<void> {
     if (cmd === '--version' || cmd === '-v' || cmd === 'version') return void console.log(cliVersion());
     if (cmd === 'run') return await run(rest);
     if (cmd === 'check') return await check(rest);
+    if (cmd === 'bench') return await bench(rest);
     if (cmd === 'demo') return await demo(rest);
     console.log(usage);
     if (cmd && cmd !== 'help' && cmd !== '--help' && cmd !== '-h') {

@@ -187,6 +187,32 @@ describe('mlx-ort run', () => {
   });
 });
 
+describe('mlx-ort bench', () => {
+  it('times mlx beside onnxruntime-node, each in processes of its own, and prints the table', async () => {
+    const path = join(dir, 'bench.onnx');
+    writeFileSync(
+      path,
+      model({
+        opsets: { '': 13 },
+        inputs: [v('x', 'float32', ['B', 8])],
+        outputs: [v('y', 'float32', ['B', 8])],
+        nodes: [node('Tanh', ['x'], ['t']), node('Sigmoid', ['t'], ['y'])],
+      }),
+    );
+    const out = await capture(['bench', path, '--runs', '3', '--rounds', '2', '--dim', 'B=4']);
+    expect(out[0]).toBe(
+      `model ${path}: 3 runs after the first two, 2 rounds, each engine alone in its own process, alternated; 2 threads; random inputs (B=4)`,
+    );
+    expect(out[1]).toMatch(/^load average \d+\.\d\d at the start, \d+\.\d\d at the end; medians over rounds \(ms\)$/);
+    const num = '\\d+\\.\\d+';
+    expect(out[4]).toMatch(new RegExp(`^\\| mlx \\(cpu\\) \\| ${num} \\| ${num} \\| ${num} \\| ${num} \\| ${num} \\|$`));
+    expect(out[5]).toMatch(new RegExp(`^\\| onnxruntime-node \\(cpu\\) \\| ${num} \\| ${num} \\| ${num} \\| ${num} \\| 1\\.00 \\|$`));
+    const { err } = await captureBoth(['bench', path, '--dim', 'N=2']);
+    expect(err[0]).toBe("mlx-ort bench: --dim N: the model's inputs have no dimension named 'N' (they have 'B')");
+    process.exitCode = undefined;
+  }, 120_000);
+});
+
 const sharedModels = fileURLToPath(new URL('../../../../../shared/models', import.meta.url));
 
 describe('mlx-ort options', () => {
@@ -196,7 +222,7 @@ describe('mlx-ort options', () => {
   });
 
   it("<command> --help prints that command's usage and reads no file", async () => {
-    for (const cmd of ['run', 'check', 'demo']) {
+    for (const cmd of ['run', 'check', 'bench', 'demo']) {
       const out = await capture([cmd, '--help']);
       expect(out.join('\n')).toMatch(new RegExp(`^ {2}mlx-ort ${cmd}`));
       expect(process.exitCode).toBeUndefined();
