@@ -178,6 +178,8 @@ const installing = step(`npm install of the tarballs with onnxruntime-node and -
       `onnxruntime-web@${ortVersion}`,
       `typescript@${tsVersion}`,
       `@types/node@${typesNode}`,
+      // The model mlx-ort demo runs.
+      '@ricky0123/vad-web@0.0.31',
     ],
     { cwd: app, env: cleanEnv() },
   );
@@ -402,7 +404,7 @@ await step("['mlx', 'cpu'] without MLX falls back with onnxruntime's warning; ['
   assert(/'MLX' is not an execution provider name: write 'mlx'/.test(hint.stdout), hint.stdout);
 });
 
-await step('mlx-ort: check, run --inputs --compare, bad options, --compare without onnxruntime-node', () => {
+await step('mlx-ort: check, run --inputs --compare, bad options, --compare without onnxruntime-node, bench, demo', () => {
   const bin = join(app, 'node_modules/.bin/mlx-ort');
   const check = node([bin, 'check', 'model.onnx']);
   assert(/^model\.onnx: \d+ nodes, \d+ claimed by the MLX provider, 0 not/.test(check.stdout), check.stdout);
@@ -422,6 +424,20 @@ await step('mlx-ort: check, run --inputs --compare, bad options, --compare witho
   );
   const missing = node(['--require', './no-ort-node.cjs', bin, 'run', 'model.onnx', '--compare'], {}, 1);
   assert(/--compare runs onnxruntime-node, which is not installed: `npm install onnxruntime-node`/.test(missing.stderr), missing.stderr);
+  // mlx-ort bench from the tarballs: its worker processes run the installed dist.
+  const bench = node([bin, 'bench', 'model.onnx', '--runs', '3', '--rounds', '1']);
+  assert(/^\| mlx \(cpu\) \|( [\d.]+ \|){5}$/m.test(bench.stdout), `bench: ${bench.stdout}`);
+  assert(/^\| onnxruntime-node \(cpu\) \|( [\d.]+ \|){4} 1\.00 \|$/m.test(bench.stdout), `bench: ${bench.stdout}`);
+  // mlx-ort demo without the model package says what to install.
+  writeFileSync(
+    join(app, 'no-vad.cjs'),
+    `const M = require('node:module'); const orig = M._resolveFilename;
+     M._resolveFilename = function (req, ...a) { if (req.startsWith('@ricky0123/vad-web')) { const e = new Error("Cannot find module '" + req + "'"); e.code = 'MODULE_NOT_FOUND'; throw e; } return orig.call(this, req, ...a); };`,
+  );
+  const demo = node([bin, 'demo']);
+  assert(/largest difference in speech probability: \S+ over \d+ frames/.test(demo.stdout), `demo: ${demo.stdout}`);
+  const noVad = node(['--require', './no-vad.cjs', bin, 'demo'], {}, 1);
+  assert(/which is not installed here: `npm install onnxruntime-node @ricky0123\/vad-web@0\.0\.31`/.test(noVad.stderr), noVad.stderr);
 });
 
 await step('the loader: CUDA package skipped without a driver, MLX_BACKEND=cuda authoritative, version check', () => {

@@ -4,6 +4,7 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import * as mx from '@mlx/core';
 import type { MlxExecutionProviderOption } from '../backend/options.js';
@@ -70,15 +71,36 @@ export function synthesizeRecording(seconds = 8, seed = 7): Float32Array {
   return out;
 }
 
-function modelPath(): string {
-  const require = createRequire(import.meta.url);
-  try {
-    return require.resolve('@ricky0123/vad-web/dist/silero_vad_v5.onnx');
-  } catch {
-    const p = new URL('../../node_modules/@ricky0123/vad-web/dist/silero_vad_v5.onnx', import.meta.url).pathname;
-    if (existsSync(p)) return p;
-    throw new Error('the demo needs the Silero VAD model of @ricky0123/vad-web (a devDependency of @mlx/ort-ep): run `tools/dev setup`');
+/** The demo's install line, for a folder that lacks what it needs. */
+const INSTALL = 'npm install onnxruntime-node @ricky0123/vad-web@0.0.31';
+
+/** `specifier` resolved from this package, then from the working directory (an app that installed it). */
+function resolveFrom(specifier: string): string | undefined {
+  for (const base of [import.meta.url, join(process.cwd(), 'package.json')]) {
+    try {
+      return createRequire(base).resolve(specifier);
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'MODULE_NOT_FOUND') throw e;
+    }
   }
+  return undefined;
+}
+
+function modelPath(): string {
+  const found = resolveFrom('@ricky0123/vad-web/dist/silero_vad_v5.onnx');
+  if (found) return found;
+  // The repository's own checkout (tools/dev setup installs the devDependency).
+  const p = new URL('../../node_modules/@ricky0123/vad-web/dist/silero_vad_v5.onnx', import.meta.url).pathname;
+  if (existsSync(p)) return p;
+  throw new Error(
+    `mlx-ort demo runs the Silero VAD model that @ricky0123/vad-web ships, which is not installed here: \`${INSTALL}\` (in a checkout of the repository, \`tools/dev setup\`)`,
+  );
+}
+
+function onnxruntimeNode(): Ort {
+  const found = resolveFrom('onnxruntime-node');
+  if (!found) throw new Error(`mlx-ort demo runs onnxruntime-node beside mlx, which is not installed here: \`${INSTALL}\``);
+  return createRequire(import.meta.url)(found) as Ort;
 }
 
 type Ort = typeof import('onnxruntime-node');
@@ -132,8 +154,7 @@ function timeline(probs: number[]): string {
 }
 
 export async function runDemo(options: { device?: 'cpu' | 'gpu' } = {}): Promise<void> {
-  const require = createRequire(import.meta.url);
-  const ort = require('onnxruntime-node') as Ort;
+  const ort = onnxruntimeNode();
   const path = modelPath();
   const bytes = new Uint8Array(await readFile(path));
   const audio = synthesizeRecording();
