@@ -26,6 +26,7 @@ const app = join(work, 'app');
 const results = [];
 const ortVersion = JSON.parse(readFileSync(join(root, 'packages/ort-ep/package.json'), 'utf8')).devDependencies['onnxruntime-node'];
 const tsVersion = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies.typescript;
+const ts7Version = '7.0.2';
 const typesNode = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies['@types/node'];
 
 /** An environment with nothing that points at this repository or at a native library. */
@@ -180,6 +181,8 @@ const installing = step(`npm install of the tarballs with onnxruntime-node and -
       `@types/node@${typesNode}`,
       // The model mlx-ort demo runs.
       '@ricky0123/vad-web@0.0.31',
+      // Today's TypeScript, beside the pinned one, for the declarations check.
+      `ts7@npm:typescript@${ts7Version}`,
     ],
     { cwd: app, env: cleanEnv() },
   );
@@ -341,6 +344,31 @@ await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime
     if (!esm) notes.push(`${out.registrations.length} registrations (${out.registrations.join('; ')})`);
   }
   return notes.join('');
+});
+
+await step(`TypeScript ${ts7Version} with the settings its tsc --init writes (types [], esnext), skipLibCheck off`, () => {
+  const dir = join(app, 'ts7');
+  mkdirSync(dir, { recursive: true });
+  const tsc = join(app, 'node_modules/ts7/bin/tsc');
+  execFileSync(process.execPath, [tsc, '--init'], { cwd: dir, env: cleanEnv() });
+  const config = readFileSync(join(dir, 'tsconfig.json'), 'utf8');
+  assert(/"skipLibCheck": true/.test(config) && /"types": \[\]/.test(config), `tsc --init wrote ${config}`);
+  writeFileSync(join(dir, 'tsconfig.json'), config.replace('"skipLibCheck": true', '"skipLibCheck": false'));
+  writeFileSync(
+    join(dir, 'index.ts'),
+    `import * as ort from 'onnxruntime-node';
+import { mlx, MlxSession, OrtMlxError } from '@mlx/ort-ep';
+import * as internal from '@mlx/ort-ep/internal';
+import * as mx from '@mlx/core';
+import * as kernels from '@mlx/kernels';
+import * as sys from '@mlx/sys';
+export const options: ort.InferenceSession.SessionOptions = { executionProviders: [mlx({ device: 'cpu' }), 'cpu'] };
+export const used = [MlxSession, OrtMlxError, internal, mx.array, kernels, sys.loadMlxC];
+`,
+  );
+  const r = spawnSync(process.execPath, [tsc, '-p', '.', '--noEmit'], { cwd: dir, encoding: 'utf8', env: cleanEnv() });
+  assert(r.status === 0, `tsc ${ts7Version}: ${r.stdout}${r.stderr}`);
+  return execFileSync(process.execPath, [tsc, '--version'], { cwd: dir, encoding: 'utf8' }).trim();
 });
 
 await step('importing or requiring the four packages loads nothing native; --help and --version neither', () => {

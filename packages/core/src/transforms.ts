@@ -78,13 +78,13 @@ let applyDepth = 0;
 /** A native closure (mlx_closure) that calls a JS function. */
 export class Closure {
   #handle: MlxHandle;
-  #key: Buffer;
+  #key: Uint8Array;
   #deps: { dispose(): void }[] = [];
   /** How many results the last apply gave. */
   #results = 0;
 
   /** @internal */
-  constructor(handle: MlxHandle, key: Buffer, deps: { dispose(): void }[] = []) {
+  constructor(handle: MlxHandle, key: Uint8Array, deps: { dispose(): void }[] = []) {
     this.#handle = handle;
     this.#key = key;
     this.#deps = deps;

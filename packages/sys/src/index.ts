@@ -64,10 +64,16 @@ const libName = process.platform === 'darwin' ? 'libmlxc.dylib' : 'libmlxc.so';
 /** Where this repository's build puts the library (from src/ or dist/). */
 export const repoLibraryPath = join(here, '..', 'native', 'build', libName);
 
+/**
+ * An operating system as `process.platform` names it (Node's own NodeJS.Platform, spelled out so
+ * that these declarations need no @types/node).
+ */
+export type Platform = 'aix' | 'android' | 'darwin' | 'freebsd' | 'haiku' | 'linux' | 'openbsd' | 'sunos' | 'win32' | 'cygwin' | 'netbsd';
+
 /** A prebuilt platform package: `@mlx/sys-<platform>`, holding lib/libmlxc and what it needs. */
 export interface PlatformPackage {
   name: string;
-  os: NodeJS.Platform;
+  os: Platform;
   cpu: string;
   /** 'glibc' where the package needs it. */
   libc?: 'glibc';

@@ -17,7 +17,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Backend } from 'onnxruntime-common';
 import * as ortEsm from 'onnxruntime-common';
-import { packageRequirers } from '../runtime/packages.js';
+import { packageRequirers, type Requirer } from '../runtime/packages.js';
 import { createMlxBackend, type OrtModule } from './handler.js';
 import { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY } from './options.js';
 
@@ -125,7 +125,7 @@ function registerEverywhere(): void {
   // The places optional packages are looked for (runtime/packages.ts), and onnxruntime-node's and
   // onnxruntime-web's own copies as seen from each.
   for (const req of packageRequirers()) {
-    const froms: NodeRequire[] = [req];
+    const froms: Requirer[] = [req];
     for (const host of ['onnxruntime-node', 'onnxruntime-web']) {
       try {
         froms.push(createRequire(req.resolve(host)));

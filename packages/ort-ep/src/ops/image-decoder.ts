@@ -10,7 +10,7 @@
 //   `image` crate as a prebuilt native addon with a synchronous API.
 import { readFileSync } from 'node:fs';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
-import { packageRequirers, resolvesOptional } from '../runtime/packages.js';
+import { packageRequirers, resolvesOptional, type Requirer } from '../runtime/packages.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -41,17 +41,17 @@ export const IMAGE_PACKAGES = {
 } as const;
 type Codec = keyof typeof IMAGE_PACKAGES;
 
-let requirersOverride: NodeJS.Require[] | undefined;
+let requirersOverride: Requirer[] | undefined;
 
 /** @internal Tests: resolve the codecs through `reqs` only (undefined: the usual places), and forget what was loaded. */
-export function resetImageCodecs(reqs?: NodeJS.Require[]): void {
+export function resetImageCodecs(reqs?: Requirer[]): void {
   requirersOverride = reqs;
   for (const k of Object.keys(loaded) as Codec[]) delete loaded[k];
   missing.clear();
 }
 
 /** Where the codecs are looked for (runtime/packages.ts), unless a test set the places. */
-const requirers = (): readonly NodeJS.Require[] => requirersOverride ?? packageRequirers();
+const requirers = (): readonly Requirer[] => requirersOverride ?? packageRequirers();
 
 /** Whether `pkg` resolves (without loading it). Its main entry: not every package exports its package.json. */
 const resolves = (pkg: string): boolean => resolvesOptional(pkg, requirers());

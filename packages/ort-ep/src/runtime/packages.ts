@@ -5,9 +5,18 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
+/**
+ * A CommonJS require bound to a place (what createRequire returns), spelled out so that these
+ * declarations need no @types/node.
+ */
+export interface Requirer {
+  (id: string): unknown;
+  resolve(id: string): string;
+}
+
 /** Where an optional package is looked for, in order: the working folder's project, then this package. */
-export function packageRequirers(): NodeJS.Require[] {
-  const out: NodeJS.Require[] = [];
+export function packageRequirers(): Requirer[] {
+  const out: Requirer[] = [];
   try {
     out.push(createRequire(join(process.cwd(), 'package.json')));
   } catch {
@@ -24,8 +33,8 @@ export function packageRequirers(): NodeJS.Require[] {
  */
 export function requireOptional<T>(
   name: string,
-  accept: (m: unknown, from: NodeJS.Require) => boolean = () => true,
-  from: readonly NodeJS.Require[] = packageRequirers(),
+  accept: (m: unknown, from: Requirer) => boolean = () => true,
+  from: readonly Requirer[] = packageRequirers(),
 ): T | undefined {
   for (const req of from) {
     try {
@@ -39,7 +48,7 @@ export function requireOptional<T>(
 }
 
 /** Whether `name` resolves from one of `from` (without loading it). */
-export function resolvesOptional(name: string, from: readonly NodeJS.Require[] = packageRequirers()): boolean {
+export function resolvesOptional(name: string, from: readonly Requirer[] = packageRequirers()): boolean {
   return from.some((req) => {
     try {
       req.resolve(name);
