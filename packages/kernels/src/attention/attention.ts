@@ -10,7 +10,7 @@ import {
   type AttentionOptions,
   type AttentionVjpStrategy,
 } from './config.js';
-import { attentionComposite, attentionFused, fusedSupports } from './forward.js';
+import { attentionComposite, attentionFewRows, attentionFused, fewRowsSupports, fusedSupports } from './forward.js';
 import { attentionVjpResolved } from './vjp.js';
 
 interface AttentionOpConfig extends AttentionConfig {
@@ -20,6 +20,7 @@ interface AttentionOpConfig extends AttentionConfig {
 }
 
 function forward(q: Array, k: Array, v: Array, mask: Array | null, c: AttentionOpConfig): Array {
+  if (c.implementation === 'auto' && fewRowsSupports(q, k, v, c)) return attentionFewRows(q, k, v, mask, c);
   const fused = c.implementation === 'fused' || (c.implementation === 'auto' && fusedSupports(c, q.dtype));
   return fused ? attentionFused(q, k, v, mask, c) : attentionComposite(q, k, v, mask, c);
 }

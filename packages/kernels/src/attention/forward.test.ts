@@ -2,7 +2,7 @@ import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
 import { scaledDotProductAttention, type AttentionOptions } from '../index.js';
 import { attentionConfig } from './config.js';
-import { attentionComposite, attentionFused } from './forward.js';
+import { attentionComposite, attentionFewRows, attentionFused, fewRowsSupports } from './forward.js';
 import { onnxNodeTestRoot, readNodeCase, type OnnxTensor } from '../testing/onnx-cases.js';
 import { hasNaN, maxAbs, randn, relativeError, uniform } from '../testing/numeric.js';
 
@@ -258,5 +258,92 @@ describe('scaledDotProductAttention against the ONNX Attention conformance cases
     let err = 0;
     for (let i = 0; i < got.length; i++) err = Math.max(err, Math.abs(got[i] - expected.values[i]) - 1e-3 * Math.abs(expected.values[i]));
     expect(err).toBeLessThan(1e-5);
+  });
+});
+
+describe('scaledDotProductAttention, one query position on the CPU (the few-rows path)', () => {
+  const keepAll = () => true;
+  // sk and d not multiples of the vector width; g = 1..4 query heads per key/value head.
+  for (const [b, hq, hk, sk, d, dv] of [
+    [1, 8, 2, 13, 6, 5],
+    [2, 3, 1, 37, 32, 32],
+    [1, 2, 2, 1, 9, 3],
+    [1, 12, 4, 70, 64, 64],
+  ] as const) {
+    it(`matches the plain definition: b ${b}, ${hq} heads over ${hk}, ${sk} keys, d ${d}, dv ${dv}`, () => {
+      const q = randn([b, hq, 1, d]);
+      const k = randn([b, hk, sk, d]);
+      const v = randn([b, hk, sk, dv]);
+      expect(fewRowsSupports(q, k, v, attentionConfig({}))).toBe(true);
+      const scale = 1 / Math.sqrt(d);
+      expect(
+        maxDiff(attentionFewRows(q, k, v, null, attentionConfig({})), referenceAttention(q, k, v, { scale, keep: keepAll })),
+      ).toBeLessThan(1e-5);
+      // Causal with the decoding offset (sk − 1: every key visible) and a smaller one.
+      for (const causalOffset of [sk - 1, Math.floor(sk / 2)]) {
+        const out = scaledDotProductAttention(q, k, v, { causal: true, causalOffset, scale: 0.3 });
+        const ref = referenceAttention(q, k, v, { scale: 0.3, keep: (_b, _h, _i, j) => j <= causalOffset });
+        expect(maxDiff(out, ref), `offset ${causalOffset}`).toBeLessThan(1e-5);
+      }
+      // A boolean mask narrower than sk (padded with false), per batch entry; an additive one.
+      const width = Math.max(1, sk - 3);
+      const keep = mx.greater(uniform([b, 1, 1, width]), 0.3);
+      const kl = keep.toList() as boolean[][][][];
+      const out = scaledDotProductAttention(q, k, v, { mask: keep, scale });
+      const ref = referenceAttention(q, k, v, { scale, keep: (bi, _h, _i, j) => j < width && kl[bi][0][0][j] });
+      expect(maxDiff(out, ref)).toBeLessThan(1e-5);
+      const bias = mx.multiply(randn([b, hq, 1, sk]), 2);
+      const bl = bias.toList() as number[][][][];
+      const outBias = scaledDotProductAttention(q, k, v, { mask: bias, scale });
+      const refBias = referenceAttention(q, k, v, { scale, keep: keepAll, bias: (bi, h, _i, j) => bl[bi][h][0][j] });
+      expect(maxDiff(outBias, refBias)).toBeLessThan(1e-5);
+    });
+  }
+
+  it('reads K and V as views of a larger cache (strided rows), as decoding with a preallocated cache does', () => {
+    const [hq, hk, capacity, total, d] = [4, 1, 40, 23, 16];
+    const cacheK = randn([1, hk, capacity, d]);
+    const cacheV = randn([1, hk, capacity, d]);
+    const k = mx.slice(cacheK, [0, 0, 0, 0], [1, hk, total, d], [1, 1, 1, 1]);
+    const v = mx.slice(cacheV, [0, 0, 0, 0], [1, hk, total, d], [1, 1, 1, 1]);
+    const q = randn([1, hq, 1, d]);
+    const scale = 1 / Math.sqrt(d);
+    expect(fewRowsSupports(q, k, v, attentionConfig({}))).toBe(true);
+    const out = scaledDotProductAttention(q, k, v, { mask: mx.ones([1, 1, 1, total], 'bool') });
+    expect(maxDiff(out, referenceAttention(q, mx.contiguous(k, false), mx.contiguous(v, false), { scale, keep: keepAll }))).toBeLessThan(
+      1e-5,
+    );
+  });
+
+  it('gives zeros, never NaN, for a batch entry that sees no key', () => {
+    const [b, hq, hk, sk, d] = [2, 4, 2, 11, 8];
+    const q = randn([b, hq, 1, d]);
+    const k = randn([b, hk, sk, d]);
+    const v = randn([b, hk, sk, d]);
+    const keep = mx.logicalAnd(mx.greater(uniform([b, 1, 1, sk]), 0.3), mx.reshape(mx.array([false, true]), [b, 1, 1, 1]));
+    const additive = mx.where(keep, mx.scalar(0, 'float32'), mx.scalar(-Infinity, 'float32'));
+    for (const mask of [keep, additive]) {
+      const out = scaledDotProductAttention(q, k, v, { mask });
+      expect(hasNaN(out)).toBe(false);
+      expect(maxAbs(mx.slice(out, [0, 0, 0, 0], [1, hq, 1, d], [1, 1, 1, 1]))).toBe(0);
+      const kl = keep.toList() as boolean[][][][];
+      const ref = referenceAttention(q, k, v, { scale: 1 / Math.sqrt(d), keep: (bi, _h, _i, j) => kl[bi][0][0][j] });
+      expect(maxDiff(out, ref)).toBeLessThan(1e-5);
+    }
+  });
+
+  it('is not taken for more than 4 query heads per key/value head, several query positions, softcap or other dtypes', () => {
+    const k = randn([1, 1, 5, 8]);
+    const v = randn([1, 1, 5, 8]);
+    const c = attentionConfig({});
+    expect(fewRowsSupports(randn([1, 4, 1, 8]), k, v, c)).toBe(true);
+    expect(fewRowsSupports(randn([1, 5, 1, 8]), k, v, c)).toBe(false);
+    expect(fewRowsSupports(randn([1, 2, 2, 8]), k, v, c)).toBe(false);
+    expect(fewRowsSupports(randn([1, 2, 1, 8]), k, v, attentionConfig({ softcap: 2 }))).toBe(false);
+    expect(fewRowsSupports(mx.astype(randn([1, 2, 1, 8]), 'float16'), mx.astype(k, 'float16'), mx.astype(v, 'float16'), c)).toBe(false);
+    // The fallbacks still agree with the definition.
+    const q5 = randn([1, 5, 1, 8]);
+    const ref = referenceAttention(q5, k, v, { scale: 1 / Math.sqrt(8), keep: keepAll });
+    expect(maxDiff(scaledDotProductAttention(q5, k, v), ref)).toBeLessThan(1e-5);
   });
 });

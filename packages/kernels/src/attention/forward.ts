@@ -3,7 +3,9 @@
 // MLX's semantics match ours, and its empty rows are zeroed (MLX gives the mean of V, or NaN).
 import {
   any,
+  defaultStream,
   expandDims,
+  ext,
   fast,
   greater,
   logicalAnd,
@@ -21,6 +23,7 @@ import {
 } from '@mlx/core';
 import { attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape } from './config.js';
 import { causalKeep, groupedMask, maskScores, negativeInfinity, paddedMask } from './mask.js';
+import { softmax } from '../softmax.js';
 import { cappedScores, rowSoftmax } from './probabilities.js';
 
 /** q as [b, hk, g, sq, d], so that each group of query heads meets its key/value head by broadcasting. */
@@ -86,5 +89,47 @@ export function attentionFused(q: Array, k: Array, v: Array, mask: Array | null,
     const valid =
       m.dtype === 'bool' ? any(m, -1, { keepdims: true }) : greater(max(m, -1, { keepdims: true }), negativeInfinity(shape.dtype));
     return where(valid, out, scalar(0, shape.dtype));
+  });
+}
+
+/** Query rows per key/value head up to which the CPU decoding path runs (the native small-row products' limit). */
+export const FEW_ROWS_MAX = 4;
+
+/**
+ * Whether the few-rows CPU path computes this configuration: one query position (decoding) on the
+ * CPU in float32, with at most FEW_ROWS_MAX query heads per key/value head.
+ */
+export function fewRowsSupports(q: Array, k: Array, v: Array, config: AttentionConfig): boolean {
+  if (q.dtype !== 'float32' || k.dtype !== 'float32' || v.dtype !== 'float32' || config.softcap > 0) return false;
+  if (q.ndim !== 4 || k.ndim !== 4 || q.shape[2] !== 1 || k.shape[1] === 0 || q.shape[1] % k.shape[1] !== 0) return false;
+  return q.shape[1] / k.shape[1] <= FEW_ROWS_MAX && defaultStream().device.type === 'cpu';
+}
+
+/**
+ * One query position on the CPU: the g query heads of each key/value head are the rows of two
+ * native small-row products (ext.smallMatmul: q·Kᵀ reads K in place as a transposed view, P·V reads V
+ * row by row) around the fused softmax kernel. MLX's fused op on the CPU is a composition that packs
+ * K and V for OpenBLAS on every call and evaluates its softmax's exp one float at a time.
+ */
+export function attentionFewRows(q: Array, k: Array, v: Array, mask: Array | null, config: AttentionConfig): Array {
+  const shape = attentionShape(q, k, v);
+  if (shape.keySeq === 0) return emptyOutput(shape);
+  const { batch: b, kvHeads: hk, groupSize: g, keySeq: sk } = shape;
+  return scope(() => {
+    const rows = multiply(reshape(q, [b, hk, g, shape.headDim]), resolvedScale(config, shape));
+    const scores = reshape(ext.smallMatmul(rows, swapaxes(k, -1, -2)), [b, hk, g, 1, sk]);
+    const masks = { causal: config.causal, causalOffset: config.causalOffset, mask: mask ? groupedMask(mask, shape) : null };
+    const masked = maskScores(scores, masks, 0, 1, 0, sk);
+    if (masked === null) return emptyOutput(shape);
+    const s = reshape(masked, [b, hk, g, sk]);
+    let p: Array;
+    if (!mayHaveEmptyRows(config)) p = softmax(s, -1);
+    else {
+      // A row with no visible key: finite scores for the softmax, zero weights after.
+      const valid = greater(max(s, -1, { keepdims: true }), scalar(-Infinity, 'float32'));
+      const zero = scalar(0, 'float32');
+      p = where(valid, softmax(where(valid, s, zero), -1), zero);
+    }
+    return reshape(ext.smallMatmul(p, v), [b, shape.queryHeads, 1, shape.valueDim]);
   });
 }
