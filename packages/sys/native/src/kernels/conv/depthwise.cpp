@@ -1,8 +1,11 @@
 // Depthwise 2-D convolution as an MLX primitive (see depthwise.h). MLX's CPU convolution with
 // groups == channels runs a scalar loop per group (about 0.3 GFLOP/s); this one works on the
-// channels-first planes ONNX gives: for each output row and kernel tap, one multiply-add over the
-// row's valid span, which the compiler vectorizes for stride 1; the planes run on the CPU kernels'
-// thread pool. No padding copy, no layout change.
+// channels-first planes ONNX gives, on the CPU kernels' thread pool. No padding copy, no layout
+// change. Where the CPU has AVX-512F or AVX2+FMA, rows of stride 1 or 2 run the masked vector loop
+// of depthwise_impl.h (depthwise_avx512.cpp, depthwise_avx2.cpp); elsewhere (other strides,
+// kernels wider than 16, other CPUs, MLXC_CPU_KERNELS=generic) the portable loop below: for each
+// output row and kernel tap, one multiply-add over the row's valid span, which the compiler
+// vectorizes for stride 1.
 #include <stdexcept>
 #include <string>
 
@@ -13,9 +16,31 @@
 #include "mlx/primitives.h"
 
 namespace mlxc::cpu {
+// The vector plane loops (depthwise_impl.h), built per instruction set.
+namespace avx512 {
+void depthwise_plane(const float* in, const float* k, float b, float* out, int H, int W, int KH, int KW, int OH, int OW, int sh, int sw,
+                     int pt, int pl, int dh, int dw);
+}
+namespace avx2 {
+void depthwise_plane(const float* in, const float* k, float b, float* out, int H, int W, int KH, int KW, int OH, int OW, int sh, int sw,
+                     int pt, int pl, int dh, int dw);
+}
 namespace {
 
 using mx::array;
+
+/** Which plane loop runs: AVX-512 or AVX2 (strides 1 and 2 along the row, kernel rows up to 16 wide), else the portable one. */
+enum class Isa { portable, avx2, avx512 };
+Isa plane_isa(int KW, int sw) {
+#if defined(__x86_64__)
+  if (KW > 16 || (sw != 1 && sw != 2)) return Isa::portable;
+  if (has_avx512()) return Isa::avx512;
+  if (has_avx2()) return Isa::avx2;
+#else
+  (void)KW, (void)sw;
+#endif
+  return Isa::portable;
+}
 
 struct Geometry {
   int sh, sw, pt, pl, pb, pr, dh, dw;
@@ -114,12 +139,25 @@ class DepthwiseConv2d : public mx::Primitive {
       // Planes on the pool's threads, at least ~32k multiply-adds per chunk.
       const size_t work = out_plane * static_cast<size_t>(KH) * KW;
       const size_t grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
+      const Isa isa = plane_isa(KW, g.sw);
       cpu::parallel_for(static_cast<size_t>(N) * O, grain, [&](size_t p0, size_t p1) {
         for (size_t p = p0; p < p1; p++) {
           const size_t n = p / O, o = p % O;
           const float* src = xp + (n * C + o / M) * in_plane;
           float* dst = op + p * out_plane;
-          plane(src, wp + o * KH * KW, bp ? bp[o] : 0.0f, dst, H, W, KH, KW, OH, OW, g);
+          const float* k = wp + o * KH * KW;
+          const float bv = bp ? bp[o] : 0.0f;
+#if defined(__x86_64__)
+          if (isa == Isa::avx512) {
+            avx512::depthwise_plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw);
+            continue;
+          }
+          if (isa == Isa::avx2) {
+            avx2::depthwise_plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw);
+            continue;
+          }
+#endif
+          plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g);
         }
       });
     });
