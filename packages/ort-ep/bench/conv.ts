@@ -1,6 +1,7 @@
 // The convolution forms ops/conv.ts chooses between, on the CPU, at mobilenet-like shapes: MLX's
 // conv_general (channels-last, with the NCHW <-> NHWC transposes around it) against the native
-// depthwise kernel and, for 1x1, a matmul over the flattened spatial axes; and the 3x3 stem as
+// depthwise kernel and, for 1x1, a matmul over the flattened spatial axes (its bias by addmm or by
+// the native conv epilogue); and the 3x3 stem as
 // conv_general against an im2col of strided slices and one matmul. Each form is timed alone,
 // evaluated, median of N runs (after warm-up). Never a test.
 //   tools/dev bench conv [--runs 50]
@@ -68,6 +69,18 @@ for (const [c, o, hw] of [
     shape,
     'matmul [O, C] x [C, HW]',
     time(() => mx.reshape(mx.matmul(mx.reshape(w, [o, c]), mx.reshape(x, [c, -1])), [1, o, hw, hw])),
+  ]);
+  // With a bias: MLX's addmm (it first copies the broadcast bias into its output) against the
+  // plain product plus the native conv epilogue (ops/conv.ts's form).
+  const b = rand([o]);
+  const b2 = mx.reshape(b, [o, 1]);
+  const wm = mx.reshape(w, [o, c]);
+  mx.evaluate(b, b2, wm);
+  rows.push([shape, 'addmm(bias [O, 1], w, x)', time(() => mx.reshape(mx.addmm(b2, wm, mx.reshape(x, [c, -1]), 1, 1), [1, o, hw, hw]))]);
+  rows.push([
+    shape,
+    'matmul + conv epilogue (bias)',
+    time(() => mx.ext.convEpilogue(mx.reshape(mx.matmul(wm, mx.reshape(x, [c, -1])), [1, o, hw, hw]), b, null, -Infinity, Infinity, false)),
   ]);
 }
 {

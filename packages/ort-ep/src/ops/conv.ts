@@ -94,15 +94,17 @@ export const isUnitWindow = (win: Window) =>
 const isPointwise = (win: Window, w: readonly number[], group: number) =>
   group === 1 && w.slice(2).every((k) => k === 1) && isUnitWindow(win);
 
+/**
+ * [O, C] x [N, C, S] over the flattened spatial axes, bias not applied: MLX's addmm would first
+ * copy the broadcast bias into its output with a general strided copy (slower than the product at
+ * mobilenet's sizes), so the caller adds it in the conv epilogue's one pass instead.
+ */
 function pointwise(ctx: OpContext<ConvParams>, x: mx.Array, o: number): mx.Array {
   const [n, c, ...spatial] = x.shape;
-  // Constant weights and biases are reshaped once per session, not by a graph node per run.
+  // Constant weights are reshaped once per session, not by a graph node per run.
   const wm = ctx.inputReshaped(1, [o, c]);
-  const bias = ctx.has(2) ? ctx.inputReshaped(2, [o, 1]) : undefined;
   const xm = mx.reshape(x, n === 1 ? [c, -1] : [n, c, -1]);
-  const y = bias && n === 1 ? mx.addmm(bias, wm, xm, 1, 1) : mx.matmul(wm, xm);
-  const yb = bias && n !== 1 ? mx.add(y, bias) : y;
-  return mx.reshape(yb, [n, o, ...spatial]);
+  return mx.reshape(mx.matmul(wm, xm), [n, o, ...spatial]);
 }
 
 /** One filter per input channel (group = C, weight [C*M, 1, kh, kw]) over 2-D images. */
@@ -111,10 +113,11 @@ const isDepthwise = (x: readonly number[], w: readonly number[], group: number) 
 
 /**
  * A Conv's product in the layout its form leaves it: channels-first [N, O, ...] from the 1x1
- * matmul and the depthwise kernel (bias applied), channels-last [N, ..., O] from conv_general
- * (bias not applied). The fused epilogue (mlx/fused.ts) takes either.
+ * matmul (bias not applied) and the depthwise kernel (bias applied), channels-last [N, ..., O]
+ * from conv_general (bias not applied); `biased` says whether y holds the bias. The fused
+ * epilogue (mlx/fused.ts) takes either.
  */
-export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channelsLast: boolean } {
+export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channelsLast: boolean; biased: boolean } {
   const x = ctx.input(0);
   const wShape = ctx.shape(1);
   const win = convWindow(ctx.params, x.shape, wShape);
@@ -123,7 +126,7 @@ export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channels
   // kernel (MLX's grouped conv on the CPU is a scalar loop per group; off the CPU it is what the
   // kernel composes).
   const fast = x.size > 0 && x.dtype === 'float32' && ctx.elemType(1) === OnnxDataType.FLOAT && win.out.every((o) => o > 0);
-  if (fast && isPointwise(win, wShape, group)) return { y: pointwise(ctx, x, wShape[0]), channelsLast: false };
+  if (fast && isPointwise(win, wShape, group)) return { y: pointwise(ctx, x, wShape[0]), channelsLast: false, biased: !ctx.has(2) };
   const w = ctx.input(1);
   const bias = ctx.optional(2);
   if (fast && isDepthwise(x.shape, w.shape, group) && win.kernel.every((k, i) => k === w.shape[2 + i])) {
@@ -142,13 +145,13 @@ export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channels
       dh,
       dw,
     );
-    return { y, channelsLast: false };
+    return { y, channelsLast: false, biased: true };
   }
   // Any other grouped float32 conv of 1 or 2 spatial axes: the native channels-last product with
   // each group's own weight panels (MLX's grouped conv on the CPU is a scalar loop).
   if (fast && group > 1 && w.shape[0] > 0 && win.kernel.length <= 2 && x.shape[1] === group * w.shape[1] && w.shape[0] % group === 0)
-    return { y: groupedGemm(toChannelsLast(x), w, win, group), channelsLast: true };
-  return { y: convLast(toChannelsLast(x), w, win, group), channelsLast: true };
+    return { y: groupedGemm(toChannelsLast(x), w, win, group), channelsLast: true, biased: !bias };
+  return { y: convLast(toChannelsLast(x), w, win, group), channelsLast: true, biased: !bias };
 }
 
 /** Panels per group of the native channels-last convolution (@mlx/sys's conv_gemm). */
@@ -189,8 +192,11 @@ function packGrouped(w: mx.Array, group: number): mx.Array {
 }
 
 function conv(ctx: OpContext<ConvParams>): mx.Array {
-  const { y, channelsLast } = convProduct(ctx);
-  return channelsLast ? addBiasChannelsFirst(ctx, y) : y;
+  const { y, channelsLast, biased } = convProduct(ctx);
+  if (channelsLast) return addBiasChannelsFirst(ctx, y);
+  if (biased) return y;
+  // The 1x1 product: the bias per channel in one native pass (MLX's ops off the CPU).
+  return mx.ext.convEpilogue(y, ctx.input(2), null, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY, false);
 }
 
 const convEntry = onnxOp('Conv', 1, {

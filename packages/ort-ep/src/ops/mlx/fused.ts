@@ -41,8 +41,8 @@ const parseConvEpilogue = (a: Attrs): ConvEpilogueParams => ({
 
 /** Conv (+ residual) (+ Relu/Clip) with the bias, residual and clamp in one pass after the product. */
 function convEpilogue(ctx: OpContext<ConvEpilogueParams>): mx.Array {
-  const { y, channelsLast } = convProduct(ctx);
-  const bias = channelsLast ? ctx.optional(2) : undefined;
+  const { y, channelsLast, biased } = convProduct(ctx);
+  const bias = biased ? undefined : ctx.optional(2);
   const residual = ctx.has(3) ? ctx.input(3) : undefined;
   return mx.ext.convEpilogue(y, bias ?? null, residual ?? null, ctx.params.lo, ctx.params.hi, channelsLast);
 }
