@@ -200,6 +200,26 @@ export function convEpilogue(y: ArrayLike, bias: ArrayLike | null | undefined, r
 }
 
 /**
+ * mlxc_conv_epilogue, then act on each clamped value in the same pass: 0 none, 1 HardSigmoid clamp(v * alpha + beta, 0, 1), 2 HardSwish v times it (the Conv + HardSwish of MobileNetV3); NaN stays NaN.
+ *
+ * `int mlxc_conv_epilogue_act(mlx_array* res, const mlx_array y, const mlx_array bias , const mlx_array residual , float lo, float hi, int act, float alpha, float beta, bool channels_last, const mlx_stream s)`
+ */
+export function convEpilogueAct(y: ArrayLike, bias: ArrayLike | null | undefined, residual: ArrayLike | null | undefined, lo: number, hi: number, act: number, alpha: number, beta: number, channelsLast: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(y, bias, residual);
+    const _y = t.arg(y, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const _residual = residual == null ? null : t.arg(residual, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_conv_epilogue_act(res, _y.handle, _bias ? _bias.handle : NULL_HANDLE, _residual ? _residual.handle : NULL_HANDLE, lo, hi, toInt32(act, 'convEpilogueAct: act'), alpha, beta, channelsLast, streamHandle(opts)), 'mlxc_conv_epilogue_act');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * channels-first depthwise convolution: x [N, C, H, W], w [C*M, 1, KH, KW], bias [C*M]; MLX conv_general with groups = C off the CPU.
  *
  * `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)`
@@ -288,6 +308,7 @@ export const extOps = {
   convPackWeight,
   convGemm,
   convEpilogue,
+  convEpilogueAct,
   depthwiseConv2d,
   maxPoolChannelsLast,
   avgPoolChannelsLast,

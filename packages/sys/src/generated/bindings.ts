@@ -526,6 +526,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_conv_pack_weight(_Inout_ mlx_array* res, const mlx_array w, const mlx_stream s)',
   'int mlxc_conv_gemm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
   'int mlxc_conv_epilogue(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)',
+  'int mlxc_conv_epilogue_act(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, int act, float alpha, float beta, bool channels_last, const mlx_stream s)',
   'int mlxc_depthwise_conv2d(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
   'int mlxc_max_pool_channels_last(_Inout_ mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)',
   'int mlxc_avg_pool_channels_last(_Inout_ mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, bool ceil_mode, bool count_include_pad, const mlx_stream s)',
@@ -1578,6 +1579,8 @@ export interface MlxCFunctions {
   mlxc_conv_gemm(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, out_channels: number, bias: MlxHandle, residual: MlxHandle, strides: ArrayBufferView | ArrayBuffer | unknown[] | null, strides_num: number | bigint, pads_begin: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_begin_num: number | bigint, pads_end: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_end_num: number | bigint, dilations: ArrayBufferView | ArrayBuffer | unknown[] | null, dilations_num: number | bigint, lo: number, hi: number, s: MlxHandle): number;
   /** kernels/conv: `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)` */
   mlxc_conv_epilogue(res: MlxHandle, y: MlxHandle, bias: MlxHandle, residual: MlxHandle, lo: number, hi: number, channels_last: boolean, s: MlxHandle): number;
+  /** kernels/conv: `int mlxc_conv_epilogue_act(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, int act, float alpha, float beta, bool channels_last, const mlx_stream s)` */
+  mlxc_conv_epilogue_act(res: MlxHandle, y: MlxHandle, bias: MlxHandle, residual: MlxHandle, lo: number, hi: number, act: number, alpha: number, beta: number, channels_last: boolean, s: MlxHandle): number;
   /** kernels/conv: `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)` */
   mlxc_depthwise_conv2d(res: MlxHandle, x: MlxHandle, w: MlxHandle, bias: MlxHandle, stride_h: number, stride_w: number, pad_top: number, pad_left: number, pad_bottom: number, pad_right: number, dilation_h: number, dilation_w: number, s: MlxHandle): number;
   /** kernels/pool: `int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)` */
@@ -1588,4 +1591,4 @@ export interface MlxCFunctions {
   mlxc_lstm(res: MlxHandle, proj: MlxHandle, rt: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, peepholes: MlxHandle, acts: ArrayBufferView | ArrayBuffer | unknown[] | null, acts_num: number | bigint, clip: number, input_forget: boolean, direction: number, s: MlxHandle): number;
 }
 
-export const functionCount = 526;
+export const functionCount = 527;
