@@ -1,7 +1,7 @@
 // The convolution forms ops/conv.ts chooses between, on the CPU, at mobilenet-like shapes: MLX's
 // conv_general (channels-last, with the NCHW <-> NHWC transposes around it) against the native
 // depthwise kernel and, for 1x1, a matmul over the flattened spatial axes (its bias by addmm or by
-// the native conv epilogue); and the 3x3 stem as
+// the native conv epilogue) against the native pointwise kernel that ops/conv.ts uses; and the 3x3 stem as
 // conv_general against an im2col of strided slices and one matmul. Each form is timed alone,
 // evaluated, median of N runs (after warm-up). Never a test.
 //   tools/dev bench conv [--runs 50]
@@ -81,6 +81,16 @@ for (const [c, o, hw] of [
     shape,
     'matmul + conv epilogue (bias)',
     time(() => mx.ext.convEpilogue(mx.reshape(mx.matmul(wm, mx.reshape(x, [c, -1])), [1, o, hw, hw]), b, null, -Infinity, Infinity, false)),
+  ]);
+  rows.push([
+    shape,
+    'native pointwise conv (bias in the store)',
+    time(() => mx.ext.pointwiseConv(x, wm, b, null, -Infinity, Infinity, 0, 1, 0)),
+  ]);
+  rows.push([
+    shape,
+    'native pointwise conv + HardSwish',
+    time(() => mx.ext.pointwiseConv(x, wm, b, null, -Infinity, Infinity, 2, 1 / 6, 0.5)),
   ]);
 }
 {

@@ -220,6 +220,27 @@ export function convEpilogueAct(y: ArrayLike, bias: ArrayLike | null | undefined
 }
 
 /**
+ * the 1x1 convolution channels-first, act(clamp(w x + bias + residual, lo, hi)) per image: x [N, C, ...spatial], w [O, C], bias [O], residual [N, O, ...spatial] (one that broadcasts: MLX ops after the product), act as mlxc_conv_epilogue_act; register tiles on the thread pool for float32 on the CPU, else mlx_matmul and the epilogue.
+ *
+ * `int mlxc_pointwise_conv(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , const mlx_array residual , float lo, float hi, int act, float alpha, float beta, const mlx_stream s)`
+ */
+export function pointwiseConv(x: ArrayLike, w: ArrayLike, bias: ArrayLike | null | undefined, residual: ArrayLike | null | undefined, lo: number, hi: number, act: number, alpha: number, beta: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, w, bias, residual);
+    const _x = t.arg(x, _ref);
+    const _w = t.arg(w, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const _residual = residual == null ? null : t.arg(residual, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_pointwise_conv(res, _x.handle, _w.handle, _bias ? _bias.handle : NULL_HANDLE, _residual ? _residual.handle : NULL_HANDLE, lo, hi, toInt32(act, 'pointwiseConv: act'), alpha, beta, streamHandle(opts)), 'mlxc_pointwise_conv');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * channels-first depthwise convolution: x [N, C, H, W], w [C*M, 1, KH, KW], bias [C*M]; MLX conv_general with groups = C off the CPU.
  *
  * `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)`
@@ -274,6 +295,23 @@ export function avgPoolChannelsLast(x: ArrayLike, kernel: readonly number[], str
 }
 
 /**
+ * the mean of x over its last `axes` axes (kept as 1 with keepdims): ReduceMean over H, W and GlobalAveragePool channels-first; one vectorized pass per row on the thread pool for float32 on the CPU, else mlx_mean.
+ *
+ * `int mlxc_mean_trailing(mlx_array* res, const mlx_array x, int axes, bool keepdims, const mlx_stream s)`
+ */
+export function meanTrailing(x: ArrayLike, axes: number, keepdims: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_mean_trailing(res, _x.handle, toInt32(axes, 'meanTrailing: axes'), keepdims, streamHandle(opts)), 'mlxc_mean_trailing');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * a whole LSTM layer (every direction; peepholes, activations with alpha/beta, clip, input_forget) over precomputed input projections proj [T, B, D*4H], with rt = R^T [D, H, 4H]: {Y [T, D, B, H], h_T, c_T}.
  *
  * `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens , const mlx_array peepholes , const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)`
@@ -309,8 +347,10 @@ export const extOps = {
   convGemm,
   convEpilogue,
   convEpilogueAct,
+  pointwiseConv,
   depthwiseConv2d,
   maxPoolChannelsLast,
   avgPoolChannelsLast,
+  meanTrailing,
   lstm,
 } as const;

@@ -48,10 +48,18 @@ const parseConvEpilogue = (a: Attrs): ConvEpilogueParams => ({
 
 /** Conv (+ residual) (+ Relu/Clip) (+ HardSigmoid/HardSwish): bias, residual, clamp and activation in one pass after the product. */
 function convEpilogue(ctx: OpContext<ConvEpilogueParams>): mx.Array {
-  const { y, channelsLast, biased } = convProduct(ctx);
-  const bias = biased ? undefined : ctx.optional(2);
-  const residual = ctx.has(3) ? ctx.input(3) : undefined;
   const p = ctx.params;
+  const residual = ctx.has(3) ? ctx.input(3) : undefined;
+  const { y, channelsLast, biased, finished } = convProduct(ctx, {
+    residual,
+    lo: p.lo,
+    hi: p.hi,
+    act: p.act,
+    alpha: p.alpha,
+    beta: p.beta,
+  });
+  if (finished) return y;
+  const bias = biased ? undefined : ctx.optional(2);
   return mx.ext.convEpilogueAct(y, bias ?? null, residual ?? null, p.lo, p.hi, p.act, p.alpha, p.beta, channelsLast);
 }
 
