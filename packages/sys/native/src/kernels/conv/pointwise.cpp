@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <typeinfo>
+#include <vector>
 
 #include "kernels/common/cpu.h"
 #include "kernels/common/dense.h"
@@ -18,11 +19,11 @@ namespace mlxc::cpu {
 // The vector blocks (pointwise_impl.h), built per instruction set.
 namespace avx512 {
 void pointwise_block(const float* x, const float* w, float* y, size_t C, size_t S, size_t o0, size_t o1, size_t s0, size_t s1,
-                     const pointwise::Epilogue& e);
+                     const pointwise::Epilogue& e, float* pack);
 }
 namespace avx2 {
 void pointwise_block(const float* x, const float* w, float* y, size_t C, size_t S, size_t o0, size_t o1, size_t s0, size_t s1,
-                     const pointwise::Epilogue& e);
+                     const pointwise::Epilogue& e, float* pack);
 }
 namespace {
 
@@ -31,7 +32,7 @@ using mx::array;
 
 /** The portable block: rows of y accumulated over C (the compiler vectorizes along the positions), then the epilogue. */
 void portable_block(const float* x, const float* w, float* y, size_t C, size_t S, size_t o0, size_t o1, size_t s0, size_t s1,
-                    const pointwise::Epilogue& e) {
+                    const pointwise::Epilogue& e, float*) {
   const size_t n = s1 - s0;
   for (size_t o = o0; o < o1; o++) {
     float* yr = y + o * S + s0;
@@ -131,10 +132,11 @@ class PointwiseConv : public FusedPrimitive {
       const size_t work = C * O * cols;
       const size_t grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
       parallel_for(N * sblocks, grain, [&](size_t t0, size_t t1) {
+        std::vector<float> pack(C * cols);
         for (size_t t = t0; t < t1; t++) {
           const size_t img = t / sblocks, s0 = (t % sblocks) * cols, s1 = s0 + cols < S ? s0 + cols : S;
           const pointwise::Epilogue e{bp, rp ? rp + img * O * S : nullptr, lo, hi, act, alpha, beta};
-          blk(xp + img * C * S, wp, yp + img * O * S, C, S, 0, O, s0, s1, e);
+          blk(xp + img * C * S, wp, yp + img * O * S, C, S, 0, O, s0, s1, e, pack.data());
         }
       });
     });

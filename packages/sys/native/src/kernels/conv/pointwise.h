@@ -32,10 +32,11 @@ struct Epilogue {
   int act;
   float alpha, beta;
 };
-/** y [O, S] of one image for output channels [o0, o1) and positions [s0, s1) (x [C, S], w [O, C]). */
+/** y [O, S] of one image for output channels [o0, o1) and positions [s0, s1) (x [C, S], w [O, C]);
+ * pack: room for C * kCols floats (the vector builds' packed columns). */
 using Block = void (*)(const float* x, const float* w, float* y, size_t C, size_t S, size_t o0, size_t o1, size_t s0, size_t s1,
-                       const Epilogue& e);
-/** Positions and output channels per task tile of the vector builds. */
+                       const Epilogue& e, float* pack);
+/** Positions per task tile (two vectors of the AVX-512 build, four of the AVX2 one). */
 constexpr size_t kCols = 32;
 }  // namespace pointwise
 

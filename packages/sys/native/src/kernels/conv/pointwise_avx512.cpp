@@ -8,8 +8,8 @@
 
 namespace mlxc::cpu::avx512 {
 void pointwise_block(const float* x, const float* w, float* y, size_t C, size_t S, size_t o0, size_t o1, size_t s0, size_t s1,
-                     const pointwise::Epilogue& e) {
-  mlxc_pw_avx512::block<mlxc_vec_avx512::V16, 8>(x, w, y, C, S, o0, o1, s0, s1, e);
+                     const pointwise::Epilogue& e, float* pack) {
+  mlxc_pw_avx512::block<mlxc_vec_avx512::V16, 8>(x, w, y, C, S, o0, o1, s0, s1, e, pack);
 }
 }  // namespace mlxc::cpu::avx512
 #endif

@@ -25,18 +25,18 @@ inline V finish(V v, const Epilogue& e) {
   return e.act == 1 ? h : V::mul(v, h);
 }
 
-/** y[o0 + i, s0 + ...] for i < MR over two vectors of positions (lanes of m0, m1 unless Full). */
+/** y[o0 + i, s0 + ...] for i < MR over two vectors of positions, from xp: x's columns of them packed
+ * [C, 2 L] (zeros past the row); lanes of m0, m1 stored unless Full. */
 template <class V, int MR, bool Full>
-inline void tile(const float* x, const float* w, float* y, size_t C, size_t S, size_t o0, size_t s0, typename V::M m0, typename V::M m1,
+inline void tile(const float* xp, const float* w, float* y, size_t C, size_t S, size_t o0, size_t s0, typename V::M m0, typename V::M m1,
                  const Epilogue& e) {
   constexpr size_t L = V::W;
   V acc[MR][2];
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = V::splat(0.0f);
-  const float* xp = x + s0;
   const float* wp = w + o0 * C;
-  for (size_t k = 0; k < C; k++, xp += S) {
-    const V a = Full ? V::loadu(xp) : V::load(xp, m0);
-    const V b = Full ? V::loadu(xp + L) : V::load(xp + L, m1);
+  for (size_t k = 0; k < C; k++, xp += 2 * L) {
+    const V a = V::loadu(xp);
+    const V b = V::loadu(xp + L);
     for (int i = 0; i < MR; i++) {
       const V wv = V::splat(wp[i * C + k]);
       acc[i][0] = V::fma(wv, a, acc[i][0]);
@@ -81,17 +81,33 @@ inline void rows(const float* x, const float* w, float* y, size_t C, size_t S, s
   }
 }
 
-/** The block [o0, o1) x [s0, s1) of one image (pointwise::Block), MR <= 8. */
+/**
+ * The block [o0, o1) x [s0, s1) of one image (pointwise::Block), MR <= 8; pack holds C * 2 V::W
+ * floats. Each chunk of 2 V::W positions is packed first: x's rows lie S floats apart, and at
+ * mobilenet's sizes (S * 4 bytes a multiple of 1 KiB) C of them map to a few L1 sets, so the
+ * unpacked columns were evicted before the next tile of channels read them again.
+ */
 template <class V, int MR>
-void block(const float* x, const float* w, float* y, size_t C, size_t S, size_t o0, size_t o1, size_t s0, size_t s1, const Epilogue& e) {
+void block(const float* x, const float* w, float* y, size_t C, size_t S, size_t o0, size_t o1, size_t s0, size_t s1, const Epilogue& e,
+           float* pack) {
   constexpr size_t L = V::W;
   for (size_t s = s0; s < s1; s += 2 * L) {
     const size_t n = s1 - s < 2 * L ? s1 - s : 2 * L;
+    const int ni = static_cast<int>(n), li = static_cast<int>(L);
+    const typename V::M m0 = V::range(0, ni), m1 = V::range(0, ni - li);
+    const float* xs = x + s;
     if (n == 2 * L) {
-      rows<V, MR, true>(x, w, y, C, S, o0, o1, s, typename V::M{}, typename V::M{}, e);
+      for (size_t k = 0; k < C; k++, xs += S) {
+        V::storeu(pack + k * 2 * L, V::loadu(xs));
+        V::storeu(pack + k * 2 * L + L, V::loadu(xs + L));
+      }
+      rows<V, MR, true>(pack, w, y, C, S, o0, o1, s, m0, m1, e);
     } else {
-      const int ni = static_cast<int>(n), li = static_cast<int>(L);
-      rows<V, MR, false>(x, w, y, C, S, o0, o1, s, V::range(0, ni), V::range(0, ni - li), e);
+      for (size_t k = 0; k < C; k++, xs += S) {
+        V::storeu(pack + k * 2 * L, V::load(xs, m0));
+        V::storeu(pack + k * 2 * L + L, V::load(xs + L, m1));
+      }
+      rows<V, MR, false>(pack, w, y, C, S, o0, o1, s, m0, m1, e);
     }
   }
 }
