@@ -98,6 +98,76 @@ export function depthwiseSuite(build: string): void {
         });
       }
     }
+    // depthwiseConv2dAct: clamp and HardSigmoid/HardSwish in the kernel's store (vector chunks,
+    // masked tails, the four-row path and the portable loop's stride 3), NaN kept.
+    for (const [i, [g, lo, hi, act]] of (
+      [
+        [cases[5], Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY, 2],
+        [cases[8], -0.5, 1.5, 1],
+        [cases[14], 0, 6, 0],
+        [cases[17], -1, 2, 2],
+        [cases[cases.length - 1], Number.NEGATIVE_INFINITY, 0.75, 2],
+      ] as const
+    ).entries())
+      it(`with the epilogue ${i}: clamp [${lo}, ${hi}], act ${act}`, () => {
+        const x = inputs(g.n * g.c * g.h * g.w, -3, 3, 50 + i);
+        x[2] = Number.NaN;
+        const k = inputs(g.c * g.m * g.kh * g.kw, -1, 1, 60 + i);
+        const b = inputs(g.c * g.m, -1, 1, 70 + i);
+        const alpha = act === 1 ? 0.2 : 1 / 6;
+        const ref = depthwiseRef(x, k, b, g).y.map((v) => {
+          const c = Math.min(hi, Math.max(lo, v));
+          if (act === 0) return c;
+          const h = Math.min(1, Math.max(0, c * alpha + 0.5));
+          return act === 1 ? h : c * h;
+        });
+        const r = mx.ext.depthwiseConv2dAct(
+          mx.array(x, { shape: [g.n, g.c, g.h, g.w] }),
+          mx.array(k, { shape: [g.c * g.m, 1, g.kh, g.kw] }),
+          mx.array(b),
+          ...g.s,
+          ...g.p,
+          ...g.d,
+          lo,
+          hi,
+          act,
+          alpha,
+          0.5,
+        );
+        const got = Array.from(r.toTypedArray() as Float32Array);
+        got.forEach((v, j) => {
+          if (Number.isNaN(ref[j])) expect(Number.isNaN(v), `${j}`).toBe(true);
+        });
+        expectAllClose(
+          mx.array(got.map((v, j) => (Number.isNaN(ref[j]) ? 0 : v))),
+          ref.map((v) => (Number.isNaN(v) ? 0 : v)),
+          1e-5,
+          1e-5,
+        );
+      });
+    it('with the epilogue in float16 (MLX ops), and an act it does not know', () => {
+      const g = cases[0];
+      const x = inputs(g.n * g.c * g.h * g.w, -3, 3, 80);
+      const k = inputs(g.c * g.kh * g.kw, -1, 1, 81);
+      const ref = depthwiseRef(x, k, null, g).y.map((v) => v * Math.min(1, Math.max(0, v / 6 + 0.5)));
+      const r = mx.ext.depthwiseConv2dAct(
+        mx.astype(mx.array(x, { shape: [g.n, g.c, g.h, g.w] }), 'float16'),
+        mx.astype(mx.array(k, { shape: [g.c, 1, g.kh, g.kw] }), 'float16'),
+        null,
+        ...g.s,
+        ...g.p,
+        ...g.d,
+        Number.NEGATIVE_INFINITY,
+        Number.POSITIVE_INFINITY,
+        2,
+        1 / 6,
+        0.5,
+      );
+      expectAllClose(mx.astype(r, 'float32'), ref, 2e-2, 2e-2);
+      expect(() =>
+        mx.ext.depthwiseConv2dAct(mx.zeros([1, 2, 4, 4]), mx.zeros([2, 1, 3, 3]), null, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 3, 1, 0),
+      ).toThrow(/act must be 0 \(none\), 1 \(HardSigmoid\) or 2 \(HardSwish\), got 3/);
+    });
     it('a transposed (non-contiguous) input', () => {
       const g = cases[0];
       const x = inputs(g.n * g.c * g.h * g.w, -1, 1, 40);

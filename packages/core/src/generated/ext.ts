@@ -261,6 +261,26 @@ export function depthwiseConv2d(x: ArrayLike, w: ArrayLike, bias: ArrayLike | nu
 }
 
 /**
+ * mlxc_depthwise_conv2d, then clamp to [lo, hi] and act (0 none, 1 HardSigmoid, 2 HardSwish with alpha and beta) on each output in the same pass; NaN stays NaN.
+ *
+ * `int mlxc_depthwise_conv2d_act(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, float lo, float hi, int act, float alpha, float beta, const mlx_stream s)`
+ */
+export function depthwiseConv2dAct(x: ArrayLike, w: ArrayLike, bias: ArrayLike | null | undefined, strideH: number, strideW: number, padTop: number, padLeft: number, padBottom: number, padRight: number, dilationH: number, dilationW: number, lo: number, hi: number, act: number, alpha: number, beta: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, w, bias);
+    const _x = t.arg(x, _ref);
+    const _w = t.arg(w, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_depthwise_conv2d_act(res, _x.handle, _w.handle, _bias ? _bias.handle : NULL_HANDLE, toInt32(strideH, 'depthwiseConv2dAct: strideH'), toInt32(strideW, 'depthwiseConv2dAct: strideW'), toInt32(padTop, 'depthwiseConv2dAct: padTop'), toInt32(padLeft, 'depthwiseConv2dAct: padLeft'), toInt32(padBottom, 'depthwiseConv2dAct: padBottom'), toInt32(padRight, 'depthwiseConv2dAct: padRight'), toInt32(dilationH, 'depthwiseConv2dAct: dilationH'), toInt32(dilationW, 'depthwiseConv2dAct: dilationW'), lo, hi, toInt32(act, 'depthwiseConv2dAct: act'), alpha, beta, streamHandle(opts)), 'mlxc_depthwise_conv2d_act');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * the max of each window of x [N, ...spatial, C] (padding never wins, NaN propagates), [N, ...out, C]: one pass on the thread pool for float32 on the CPU (1 or 2 spatial axes), else MLX pad + strided slices + maximum.
  *
  * `int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s)`
@@ -349,6 +369,7 @@ export const extOps = {
   convEpilogueAct,
   pointwiseConv,
   depthwiseConv2d,
+  depthwiseConv2dAct,
   maxPoolChannelsLast,
   avgPoolChannelsLast,
   meanTrailing,

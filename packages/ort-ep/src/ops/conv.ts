@@ -125,7 +125,8 @@ const isDepthwise = (x: readonly number[], w: readonly number[], group: number) 
 
 /**
  * A Conv's product in the layout its form leaves it: channels-first [N, O, ...] from the 1x1
- * kernel (bias and the epilogue `e` applied: `finished`) and the depthwise kernel (bias applied),
+ * kernel (bias and the epilogue `e` applied: `finished`) and the depthwise kernel (bias applied,
+ * and the epilogue too when it has no residual),
  * channels-last [N, ..., O] from conv_general (bias not applied); `biased` says whether y holds
  * the bias. The fused epilogue (mlx/fused.ts) takes any of them.
  */
@@ -148,6 +149,28 @@ export function convProduct(
   if (fast && isDepthwise(x.shape, w.shape, group) && win.kernel.every((k, i) => k === w.shape[2 + i])) {
     const [sh, sw] = win.strides;
     const [dh, dw] = win.dilations;
+    // Without a residual the epilogue (clamp, HardSigmoid/HardSwish) runs in the kernel's store.
+    if (!e.residual) {
+      const y = mx.ext.depthwiseConv2dAct(
+        x,
+        w,
+        bias ?? null,
+        sh,
+        sw,
+        win.padsBegin[0],
+        win.padsBegin[1],
+        win.padsEnd[0],
+        win.padsEnd[1],
+        dh,
+        dw,
+        e.lo,
+        e.hi,
+        e.act,
+        e.alpha,
+        e.beta,
+      );
+      return { y, channelsLast: false, biased: true, finished: true };
+    }
     const y = mx.ext.depthwiseConv2d(
       x,
       w,

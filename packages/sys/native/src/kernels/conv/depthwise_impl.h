@@ -10,7 +10,24 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/conv/pointwise.h"
+
 namespace MLXC_DW_NS {
+
+using mlxc::cpu::pointwise::Epilogue;
+
+/** clamp then activation (the fused Conv's epilogue; bias and residual unused here), NaN kept. */
+template <class V>
+inline V finish(V v, const Epilogue& e) {
+  v = V::select(V::lt(v, V::splat(e.lo)), V::splat(e.lo), v);
+  v = V::select(V::gt(v, V::splat(e.hi)), V::splat(e.hi), v);
+  if (e.act == 0) return v;
+  const V zero = V::splat(0.0f), one = V::splat(1.0f);
+  V h = V::fma(v, V::splat(e.alpha), V::splat(e.beta));
+  h = V::select(V::lt(h, zero), zero, h);
+  h = V::select(V::gt(h, one), one, h);
+  return e.act == 1 ? h : V::mul(v, h);
+}
 
 /** Widest kernel row the vector loop takes (its masks live in an array of this many). */
 constexpr int kMaxKW = 16;
@@ -34,9 +51,11 @@ inline const float* at(const float* in, int iy, int W, int col) {
  */
 template <class V, bool Whole>
 inline void rows(const float* in, const float* k, float b, float* out, int H, int W, int KH, int KW, int OH, int OW, int sh, int sw, int pt,
-                 int dh, const int* base, const typename V::M* lo_mask, const typename V::M* hi_mask, typename V::M out_mask) {
+                 int dh, const int* base, const typename V::M* lo_mask, const typename V::M* hi_mask, typename V::M out_mask,
+                 const Epilogue& e) {
   constexpr int R = 4;
   auto store = [&](int oy, V acc) {
+    acc = finish(acc, e);
     if (Whole)
       V::storeu(out + static_cast<size_t>(oy) * OW, acc);
     else
@@ -78,10 +97,10 @@ inline void rows(const float* in, const float* k, float b, float* out, int H, in
   }
 }
 
-/** out[OH, OW] = b + sum over taps of k[ky, kx] * in[iy, ix], in [H, W]; sw is 1 or 2, KW <= kMaxKW. */
+/** out[OH, OW] = finish(b + sum over taps of k[ky, kx] * in[iy, ix]), in [H, W]; sw is 1 or 2, KW <= kMaxKW. */
 template <class V>
 void plane(const float* in, const float* k, float b, float* out, int H, int W, int KH, int KW, int OH, int OW, int sh, int sw, int pt,
-           int pl, int dh, int dw) {
+           int pl, int dh, int dw, const Epilogue& e) {
   using M = typename V::M;
   constexpr int L = static_cast<int>(V::W);
   for (int c0 = 0; c0 < OW; c0 += L) {
@@ -105,9 +124,9 @@ void plane(const float* in, const float* k, float b, float* out, int H, int W, i
     bool whole = n == L;
     for (int kx = 0; kx < KW && whole; kx++) whole = base[kx] >= 0 && base[kx] + sw * L <= W;
     if (whole)
-      rows<V, true>(in, k, b, out + c0, H, W, KH, KW, OH, OW, sh, sw, pt, dh, base, lo_mask, hi_mask, out_mask);
+      rows<V, true>(in, k, b, out + c0, H, W, KH, KW, OH, OW, sh, sw, pt, dh, base, lo_mask, hi_mask, out_mask, e);
     else
-      rows<V, false>(in, k, b, out + c0, H, W, KH, KW, OH, OW, sh, sw, pt, dh, base, lo_mask, hi_mask, out_mask);
+      rows<V, false>(in, k, b, out + c0, H, W, KH, KW, OH, OW, sh, sw, pt, dh, base, lo_mask, hi_mask, out_mask, e);
   }
 }
 
