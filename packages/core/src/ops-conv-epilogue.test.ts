@@ -130,3 +130,94 @@ describe('convEpilogue', () => {
     expect(Array.from(g.toTypedArray() as Float32Array)).toEqual([0, 1, 0, 0]);
   });
 });
+
+// convEpilogueAct: the same pass, then HardSigmoid (act 1) or HardSwish (act 2) on each clamped
+// value (the vectorized spans of math.h over each row or tile row just written).
+describe('convEpilogueAct', () => {
+  /** act after the clamp, float64: h = clamp(v * alpha + beta, 0, 1) (NaN kept), v * h for HardSwish. */
+  const activate = (v: number, act: number, alpha: number, beta: number) => {
+    if (act === 0) return v;
+    const h0 = v * alpha + beta;
+    const h = Number.isNaN(h0) ? h0 : Math.min(1, Math.max(0, h0));
+    return act === 1 ? h : v * h;
+  };
+  const shapes: [number, number, number, number][] = [
+    [1, 70, 5, 9],
+    [2, 3, 1, 33],
+    [1, 129, 6, 7],
+  ];
+  for (const [n, c, h, w] of shapes)
+    for (const last of [true, false])
+      for (const [act, alpha, beta, hasB, hasR, lo, hi] of [
+        [2, 1 / 6, 0.5, true, false, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY],
+        [1, 0.2, 0.5, true, true, Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY],
+        [2, 1 / 6, 0.5, false, true, -1, 2.5],
+        [1, 1 / 6, 0.5, false, false, 0, 6],
+      ] as const)
+        it(`[${n}, ${c}, ${h}, ${w}] ${last ? 'channels-last' : 'channels-first'}, act ${act}, bias ${hasB}, residual ${hasR}, clamp [${lo}, ${hi}]`, () => {
+          const sp = h * w;
+          const y = inputs(n * c * sp, -5, 5, c + w);
+          // NaN and the infinities pass through the clamp into the activation.
+          y[3] = Number.NaN;
+          y[n * c * sp - 2] = Number.POSITIVE_INFINITY;
+          const b = hasB ? inputs(c, -1, 1, 4) : null;
+          const r = hasR ? inputs(n * c * sp, -2, 2, 6) : null;
+          const ya = mx.array(y, { shape: last ? [n, h, w, c] : [n, c, h, w] });
+          const out = mx.ext.convEpilogueAct(
+            ya,
+            b && mx.array(b),
+            r && mx.array(r, { shape: [n, c, h, w] }),
+            lo,
+            hi,
+            act,
+            alpha,
+            beta,
+            last,
+          );
+          expect(out.shape).toEqual([n, c, h, w]);
+          const ref = reference(y, n, c, sp, last, b, r, lo, hi).map((v) => activate(v, act, alpha, beta));
+          const got = Array.from(out.toTypedArray() as Float32Array);
+          got.forEach((g, i) => {
+            if (!Number.isFinite(ref[i]))
+              expect(Object.is(g, ref[i]) || (Number.isNaN(g) && Number.isNaN(ref[i])), `${i}: ${g} vs ${ref[i]}`).toBe(true);
+          });
+          expectAllClose(
+            mx.array(got.map((g, i) => (Number.isFinite(ref[i]) ? g : 0))),
+            ref.map((v) => (Number.isFinite(v) ? v : 0)),
+            1e-6,
+            1e-6,
+          );
+        });
+
+  it('rows [m, c] that stay channels-last, float16 (MLX ops), and an act it does not know', () => {
+    const [m, c] = [37, 19];
+    const y = inputs(m * c, -5, 5, 8);
+    const b = inputs(c, -1, 1, 9);
+    const ref = y.map((v, i) => activate(v + b[i % c], 2, 1 / 6, 0.5));
+    expectAllClose(
+      mx.ext.convEpilogueAct(mx.array(y, { shape: [m, c] }), mx.array(b), null, -Infinity, Infinity, 2, 1 / 6, 0.5, true),
+      ref,
+      1e-6,
+      1e-6,
+    );
+    const half = mx.ext.convEpilogueAct(
+      mx.astype(mx.array(y, { shape: [1, c, m] }), 'float16'),
+      mx.astype(mx.array(b), 'float16'),
+      null,
+      -Infinity,
+      Infinity,
+      1,
+      0.2,
+      0.5,
+      false,
+    );
+    const refHalf = y.map((_, i) => {
+      const ch = Math.floor(i / m);
+      return activate(y[i] + b[ch], 1, 0.2, 0.5);
+    });
+    expectAllClose(mx.astype(half, 'float32'), refHalf, 1e-2, 1e-2);
+    expect(() => mx.ext.convEpilogueAct(mx.zeros([1, 2, 3]), null, null, 0, 1, 3, 1, 0, false)).toThrow(
+      /act must be 0 \(none\), 1 \(HardSigmoid\) or 2 \(HardSwish\), got 3/,
+    );
+  });
+});

@@ -125,6 +125,29 @@ describe('native CPU kernels on strided inputs', () => {
     checkViews([[2, 4, 7, 8], [8, 1, 3, 3], [8]], (x, w, b) => mx.ext.depthwiseConv2d(x, w, b, 2, 1, 1, 1, 1, 0, 1, 1, cpu), 12);
   });
 
+  it('pointwiseConv, convEpilogueAct and meanTrailing', () => {
+    checkViews([[2, 6, 5, 7], [9, 6], [9], [2, 9, 5, 7]], (x, w, b, r) => mx.ext.pointwiseConv(x, w, b, r, -1, 3, 2, 1 / 6, 0.5, cpu), 16);
+    checkViews([[2, 9, 5, 6], [9]], (y, b) => mx.ext.convEpilogueAct(y, b, null, -2, 2, 1, 0.2, 0.5, false, cpu), 17);
+    checkViews([[3, 5, 4, 7]], (x) => mx.ext.meanTrailing(x, 2, true, cpu), 18);
+  });
+
+  it('a transposed image with rows of 3 over several tasks (the row-ordered copy steps its index row by row)', () => {
+    // [1, 3, 96, 96] read as [1, 96, 96, 3]: 9216 rows of 3, split over the pool's tasks, each
+    // starting at its own multi-index.
+    const v = inputs(3 * 96 * 96, -3, 3, 19);
+    const t = mx.transpose(mx.array(new Float32Array(v), { shape: [1, 3, 96, 96] }), [0, 2, 3, 1], cpu);
+    const want = flat(mx.ext.hardSigmoid(mx.contiguous(t, false, cpu), 0.2, 0.5, true, cpu));
+    for (const threads of [1, 2, 3]) {
+      const before = mx.cpuThreads();
+      mx.setCpuThreads(threads);
+      try {
+        expect(flat(mx.ext.hardSigmoid(t, 0.2, 0.5, true, cpu)), `${threads} threads`).toEqual(want);
+      } finally {
+        mx.setCpuThreads(before);
+      }
+    }
+  });
+
   it('maxPoolChannelsLast', () => {
     checkViews([[2, 7, 6, 5]], (x) => mx.ext.maxPoolChannelsLast(x, [3, 3], [2, 2], [1, 1], [1, 0], [1, 1], cpu), 13);
   });

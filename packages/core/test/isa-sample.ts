@@ -14,6 +14,8 @@ export function sample(m: typeof mx): number[][] {
     m.ext.fusedSoftmax(rows, true),
     m.ext.fusedLayerNorm(rows, null, null, 1e-5),
     m.ext.fusedRmsNorm(rows, null, 1e-6),
+    m.ext.hardSigmoid(x, 0.2, 0.5, false),
+    m.ext.hardSigmoid(x, 1 / 6, 0.5, true),
   ];
   return out.map((a) => Array.from(a.toTypedArray() as Float32Array));
 }

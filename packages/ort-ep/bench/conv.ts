@@ -1,6 +1,8 @@
 // The convolution forms ops/conv.ts chooses between, on the CPU, at mobilenet-like shapes: MLX's
 // conv_general (channels-last, with the NCHW <-> NHWC transposes around it) against the native
-// depthwise kernel and, for 1x1, a matmul over the flattened spatial axes; and the 3x3 stem as
+// depthwise kernel (AVX-512/AVX2 where the CPU has them; alone and with a fused HardSwish) and,
+// for 1x1, a matmul over the flattened spatial axes (its bias by addmm or by the native conv
+// epilogue) against the native pointwise kernel that ops/conv.ts uses; and the 3x3 stem as
 // conv_general against an im2col of strided slices and one matmul. Each form is timed alone,
 // evaluated, median of N runs (after warm-up). Never a test.
 //   tools/dev bench conv [--runs 50]
@@ -53,6 +55,11 @@ for (const [c, hw, s] of [
   const shape = `depthwise 3x3 s${s}, [1, ${c}, ${hw}, ${hw}]`;
   rows.push([shape, 'MLX conv_general, groups = C', time(() => mlxConv(x, w, s, 1, c))]);
   rows.push([shape, 'native depthwise kernel', time(() => mx.ext.depthwiseConv2d(x, w, null, s, s, 1, 1, 1, 1, 1, 1))]);
+  rows.push([
+    shape,
+    'native depthwise kernel + HardSwish in its store',
+    time(() => mx.ext.depthwiseConv2dAct(x, w, null, s, s, 1, 1, 1, 1, 1, 1, -Infinity, Infinity, 2, 1 / 6, 0.5)),
+  ]);
 }
 for (const [c, o, hw] of [
   [16, 48, 48],
@@ -68,6 +75,28 @@ for (const [c, o, hw] of [
     shape,
     'matmul [O, C] x [C, HW]',
     time(() => mx.reshape(mx.matmul(mx.reshape(w, [o, c]), mx.reshape(x, [c, -1])), [1, o, hw, hw])),
+  ]);
+  // With a bias: MLX's addmm (it first copies the broadcast bias into its output) against the
+  // plain product plus the native conv epilogue (ops/conv.ts's form).
+  const b = rand([o]);
+  const b2 = mx.reshape(b, [o, 1]);
+  const wm = mx.reshape(w, [o, c]);
+  mx.evaluate(b, b2, wm);
+  rows.push([shape, 'addmm(bias [O, 1], w, x)', time(() => mx.reshape(mx.addmm(b2, wm, mx.reshape(x, [c, -1]), 1, 1), [1, o, hw, hw]))]);
+  rows.push([
+    shape,
+    'matmul + conv epilogue (bias)',
+    time(() => mx.ext.convEpilogue(mx.reshape(mx.matmul(wm, mx.reshape(x, [c, -1])), [1, o, hw, hw]), b, null, -Infinity, Infinity, false)),
+  ]);
+  rows.push([
+    shape,
+    'native pointwise conv (bias in the store)',
+    time(() => mx.ext.pointwiseConv(x, wm, b, null, -Infinity, Infinity, 0, 1, 0)),
+  ]);
+  rows.push([
+    shape,
+    'native pointwise conv + HardSwish',
+    time(() => mx.ext.pointwiseConv(x, wm, b, null, -Infinity, Infinity, 2, 1 / 6, 0.5)),
   ]);
 }
 {

@@ -217,6 +217,47 @@ export function convEpilogue(y: ArrayLike, bias: ArrayLike | null | undefined, r
 }
 
 /**
+ * mlxc_conv_epilogue, then act on each clamped value in the same pass: 0 none, 1 HardSigmoid clamp(v * alpha + beta, 0, 1), 2 HardSwish v times it (the Conv + HardSwish of MobileNetV3); NaN stays NaN.
+ *
+ * `int mlxc_conv_epilogue_act(mlx_array* res, const mlx_array y, const mlx_array bias , const mlx_array residual , float lo, float hi, int act, float alpha, float beta, bool channels_last, const mlx_stream s)`
+ */
+export function convEpilogueAct(y: ArrayLike, bias: ArrayLike | null | undefined, residual: ArrayLike | null | undefined, lo: number, hi: number, act: number, alpha: number, beta: number, channelsLast: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(y, bias, residual);
+    const _y = t.arg(y, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const _residual = residual == null ? null : t.arg(residual, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_conv_epilogue_act(res, _y.handle, _bias ? _bias.handle : NULL_HANDLE, _residual ? _residual.handle : NULL_HANDLE, lo, hi, toInt32(act, 'convEpilogueAct: act'), alpha, beta, channelsLast, streamHandle(opts)), 'mlxc_conv_epilogue_act');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
+ * the 1x1 convolution channels-first, act(clamp(w x + bias + residual, lo, hi)) per image: x [N, C, ...spatial], w [O, C], bias [O], residual [N, O, ...spatial] (one that broadcasts: MLX ops after the product), act as mlxc_conv_epilogue_act; register tiles on the thread pool for float32 on the CPU, else mlx_matmul and the epilogue.
+ *
+ * `int mlxc_pointwise_conv(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , const mlx_array residual , float lo, float hi, int act, float alpha, float beta, const mlx_stream s)`
+ */
+export function pointwiseConv(x: ArrayLike, w: ArrayLike, bias: ArrayLike | null | undefined, residual: ArrayLike | null | undefined, lo: number, hi: number, act: number, alpha: number, beta: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, w, bias, residual);
+    const _x = t.arg(x, _ref);
+    const _w = t.arg(w, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const _residual = residual == null ? null : t.arg(residual, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_pointwise_conv(res, _x.handle, _w.handle, _bias ? _bias.handle : NULL_HANDLE, _residual ? _residual.handle : NULL_HANDLE, lo, hi, toInt32(act, 'pointwiseConv: act'), alpha, beta, streamHandle(opts)), 'mlxc_pointwise_conv');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * channels-first depthwise convolution: x [N, C, H, W], w [C*M, 1, KH, KW], bias [C*M]; MLX conv_general with groups = C off the CPU.
  *
  * `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)`
@@ -230,6 +271,26 @@ export function depthwiseConv2d(x: ArrayLike, w: ArrayLike, bias: ArrayLike | nu
     const _bias = bias == null ? null : t.arg(bias, _ref);
     const res = { ctx: null };
     t.check(fn.mlxc_depthwise_conv2d(res, _x.handle, _w.handle, _bias ? _bias.handle : NULL_HANDLE, toInt32(strideH, 'depthwiseConv2d: strideH'), toInt32(strideW, 'depthwiseConv2d: strideW'), toInt32(padTop, 'depthwiseConv2d: padTop'), toInt32(padLeft, 'depthwiseConv2d: padLeft'), toInt32(padBottom, 'depthwiseConv2d: padBottom'), toInt32(padRight, 'depthwiseConv2d: padRight'), toInt32(dilationH, 'depthwiseConv2d: dilationH'), toInt32(dilationW, 'depthwiseConv2d: dilationW'), streamHandle(opts)), 'mlxc_depthwise_conv2d');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
+ * mlxc_depthwise_conv2d, then clamp to [lo, hi] and act (0 none, 1 HardSigmoid, 2 HardSwish with alpha and beta) on each output in the same pass; NaN stays NaN.
+ *
+ * `int mlxc_depthwise_conv2d_act(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, float lo, float hi, int act, float alpha, float beta, const mlx_stream s)`
+ */
+export function depthwiseConv2dAct(x: ArrayLike, w: ArrayLike, bias: ArrayLike | null | undefined, strideH: number, strideW: number, padTop: number, padLeft: number, padBottom: number, padRight: number, dilationH: number, dilationW: number, lo: number, hi: number, act: number, alpha: number, beta: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, w, bias);
+    const _x = t.arg(x, _ref);
+    const _w = t.arg(w, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_depthwise_conv2d_act(res, _x.handle, _w.handle, _bias ? _bias.handle : NULL_HANDLE, toInt32(strideH, 'depthwiseConv2dAct: strideH'), toInt32(strideW, 'depthwiseConv2dAct: strideW'), toInt32(padTop, 'depthwiseConv2dAct: padTop'), toInt32(padLeft, 'depthwiseConv2dAct: padLeft'), toInt32(padBottom, 'depthwiseConv2dAct: padBottom'), toInt32(padRight, 'depthwiseConv2dAct: padRight'), toInt32(dilationH, 'depthwiseConv2dAct: dilationH'), toInt32(dilationW, 'depthwiseConv2dAct: dilationW'), lo, hi, toInt32(act, 'depthwiseConv2dAct: act'), alpha, beta, streamHandle(opts)), 'mlxc_depthwise_conv2d_act');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -264,6 +325,23 @@ export function avgPoolChannelsLast(x: ArrayLike, kernel: readonly number[], str
     const _x = t.arg(x);
     const res = { ctx: null };
     t.check(fn.mlxc_avg_pool_channels_last(res, _x.handle, toInt32Array(kernel, 'avgPoolChannelsLast: kernel', 'any'), kernel.length, toInt32Array(strides, 'avgPoolChannelsLast: strides', 'any'), strides.length, toInt32Array(padsBegin, 'avgPoolChannelsLast: padsBegin', 'any'), padsBegin.length, toInt32Array(padsEnd, 'avgPoolChannelsLast: padsEnd', 'any'), padsEnd.length, toInt32Array(dilations, 'avgPoolChannelsLast: dilations', 'any'), dilations.length, ceilMode, countIncludePad, streamHandle(opts)), 'mlxc_avg_pool_channels_last');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
+ * the mean of x over its last `axes` axes (kept as 1 with keepdims): ReduceMean over H, W and GlobalAveragePool channels-first; one vectorized pass per row on the thread pool for float32 on the CPU, else mlx_mean.
+ *
+ * `int mlxc_mean_trailing(mlx_array* res, const mlx_array x, int axes, bool keepdims, const mlx_stream s)`
+ */
+export function meanTrailing(x: ArrayLike, axes: number, keepdims: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_mean_trailing(res, _x.handle, toInt32(axes, 'meanTrailing: axes'), keepdims, streamHandle(opts)), 'mlxc_mean_trailing');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -306,8 +384,12 @@ export const extOps = {
   convPackWeight,
   convGemm,
   convEpilogue,
+  convEpilogueAct,
+  pointwiseConv,
   depthwiseConv2d,
+  depthwiseConv2dAct,
   maxPoolChannelsLast,
   avgPoolChannelsLast,
+  meanTrailing,
   lstm,
 } as const;

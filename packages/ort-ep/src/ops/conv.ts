@@ -94,15 +94,29 @@ export const isUnitWindow = (win: Window) =>
 const isPointwise = (win: Window, w: readonly number[], group: number) =>
   group === 1 && w.slice(2).every((k) => k === 1) && isUnitWindow(win);
 
-function pointwise(ctx: OpContext<ConvParams>, x: mx.Array, o: number): mx.Array {
-  const [n, c, ...spatial] = x.shape;
-  // Constant weights and biases are reshaped once per session, not by a graph node per run.
+/** What a fused Conv applies after the product (mlx/fused.ts): residual, clamp, HardSigmoid/HardSwish (act 1/2). */
+export interface ConvEpilogue {
+  residual?: mx.Array;
+  lo: number;
+  hi: number;
+  act: number;
+  alpha: number;
+  beta: number;
+}
+
+const NO_EPILOGUE: ConvEpilogue = { lo: Number.NEGATIVE_INFINITY, hi: Number.POSITIVE_INFINITY, act: 0, alpha: 1, beta: 0 };
+
+/**
+ * [O, C] x [N, C, S] over the flattened spatial axes with bias and epilogue in the product's store:
+ * @mlx/sys's pointwise conv (register tiles on the CPU kernels' thread pool; MLX's matmul handed
+ * these small products to OpenBLAS, whose threads spin against the pool, and its addmm copied the
+ * broadcast bias first). Elsewhere MLX's matmul and the epilogue's ops.
+ */
+function pointwise(ctx: OpContext<ConvParams>, x: mx.Array, o: number, e: ConvEpilogue): mx.Array {
+  const c = x.shape[1];
+  // Constant weights are reshaped once per session, not by a graph node per run.
   const wm = ctx.inputReshaped(1, [o, c]);
-  const bias = ctx.has(2) ? ctx.inputReshaped(2, [o, 1]) : undefined;
-  const xm = mx.reshape(x, n === 1 ? [c, -1] : [n, c, -1]);
-  const y = bias && n === 1 ? mx.addmm(bias, wm, xm, 1, 1) : mx.matmul(wm, xm);
-  const yb = bias && n !== 1 ? mx.add(y, bias) : y;
-  return mx.reshape(yb, [n, o, ...spatial]);
+  return mx.ext.pointwiseConv(x, wm, ctx.optional(2) ?? null, e.residual ?? null, e.lo, e.hi, e.act, e.alpha, e.beta);
 }
 
 /** One filter per input channel (group = C, weight [C*M, 1, kh, kw]) over 2-D images. */
@@ -111,10 +125,15 @@ const isDepthwise = (x: readonly number[], w: readonly number[], group: number) 
 
 /**
  * A Conv's product in the layout its form leaves it: channels-first [N, O, ...] from the 1x1
- * matmul and the depthwise kernel (bias applied), channels-last [N, ..., O] from conv_general
- * (bias not applied). The fused epilogue (mlx/fused.ts) takes either.
+ * kernel (bias and the epilogue `e` applied: `finished`) and the depthwise kernel (bias applied,
+ * and the epilogue too when it has no residual),
+ * channels-last [N, ..., O] from conv_general (bias not applied); `biased` says whether y holds
+ * the bias. The fused epilogue (mlx/fused.ts) takes any of them.
  */
-export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channelsLast: boolean } {
+export function convProduct(
+  ctx: OpContext<ConvParams>,
+  e: ConvEpilogue = NO_EPILOGUE,
+): { y: mx.Array; channelsLast: boolean; biased: boolean; finished: boolean } {
   const x = ctx.input(0);
   const wShape = ctx.shape(1);
   const win = convWindow(ctx.params, x.shape, wShape);
@@ -123,12 +142,35 @@ export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channels
   // kernel (MLX's grouped conv on the CPU is a scalar loop per group; off the CPU it is what the
   // kernel composes).
   const fast = x.size > 0 && x.dtype === 'float32' && ctx.elemType(1) === OnnxDataType.FLOAT && win.out.every((o) => o > 0);
-  if (fast && isPointwise(win, wShape, group)) return { y: pointwise(ctx, x, wShape[0]), channelsLast: false };
+  if (fast && isPointwise(win, wShape, group))
+    return { y: pointwise(ctx, x, wShape[0], e), channelsLast: false, biased: true, finished: true };
   const w = ctx.input(1);
   const bias = ctx.optional(2);
   if (fast && isDepthwise(x.shape, w.shape, group) && win.kernel.every((k, i) => k === w.shape[2 + i])) {
     const [sh, sw] = win.strides;
     const [dh, dw] = win.dilations;
+    // Without a residual the epilogue (clamp, HardSigmoid/HardSwish) runs in the kernel's store.
+    if (!e.residual) {
+      const y = mx.ext.depthwiseConv2dAct(
+        x,
+        w,
+        bias ?? null,
+        sh,
+        sw,
+        win.padsBegin[0],
+        win.padsBegin[1],
+        win.padsEnd[0],
+        win.padsEnd[1],
+        dh,
+        dw,
+        e.lo,
+        e.hi,
+        e.act,
+        e.alpha,
+        e.beta,
+      );
+      return { y, channelsLast: false, biased: true, finished: true };
+    }
     const y = mx.ext.depthwiseConv2d(
       x,
       w,
@@ -142,13 +184,13 @@ export function convProduct(ctx: OpContext<ConvParams>): { y: mx.Array; channels
       dh,
       dw,
     );
-    return { y, channelsLast: false };
+    return { y, channelsLast: false, biased: true, finished: false };
   }
   // Any other grouped float32 conv of 1 or 2 spatial axes: the native channels-last product with
   // each group's own weight panels (MLX's grouped conv on the CPU is a scalar loop).
   if (fast && group > 1 && w.shape[0] > 0 && win.kernel.length <= 2 && x.shape[1] === group * w.shape[1] && w.shape[0] % group === 0)
-    return { y: groupedGemm(toChannelsLast(x), w, win, group), channelsLast: true };
-  return { y: convLast(toChannelsLast(x), w, win, group), channelsLast: true };
+    return { y: groupedGemm(toChannelsLast(x), w, win, group), channelsLast: true, biased: !bias, finished: false };
+  return { y: convLast(toChannelsLast(x), w, win, group), channelsLast: true, biased: !bias, finished: false };
 }
 
 /** Panels per group of the native channels-last convolution (@mlx/sys's conv_gemm). */

@@ -191,7 +191,9 @@ const spatialAxes = (x: mx.Array) => {
 };
 
 const globalOps: OpEntry[] = [
-  onnxOp('GlobalAveragePool', 1, { run: (ctx) => [mx.mean(ctx.input(0), spatialAxes(ctx.input(0)), { keepdims: true })] }),
+  // The spatial axes are the trailing ones: @mlx/sys's mean over them (one pass per row; MLX's CPU
+  // reduction is slow at these rows), MLX's mean off the CPU and for other dtypes.
+  onnxOp('GlobalAveragePool', 1, { run: (ctx) => [mx.ext.meanTrailing(ctx.input(0), spatialAxes(ctx.input(0)).length, true)] }),
   onnxOp('GlobalMaxPool', 1, { run: (ctx) => [mx.max(ctx.input(0), spatialAxes(ctx.input(0)), { keepdims: true })] }),
   onnxOp('GlobalLpPool', 1, {
     parse: parseP,

@@ -180,3 +180,32 @@ describe('edge cases as onnxruntime has them', () => {
     }
   });
 });
+
+describe('ReduceMean over the trailing axes (the native mean of @mlx/sys)', () => {
+  // Rows shorter and longer than the kernel's 16 lanes, not a multiple of them, one axis or more,
+  // keepdims on and off, the attribute (opset 17) and input (opset 18) forms of axes, negative axes.
+  const cases: [number[], number[], number][] = [
+    [[2, 48, 7, 9], [2, 3], 1],
+    [[1, 5, 33], [-1], 0],
+    [[3, 4, 2, 5], [1, 2, 3], 1],
+    [[1, 120, 12, 12], [-2, -1], 0],
+    [[6, 3], [1], 1],
+  ];
+  for (const [dims, axes, keepdims] of cases)
+    for (const opset of [17, 18])
+      it(`[${dims}] axes [${axes}] keepdims ${keepdims}, opset ${opset}`, async () => {
+        const n = dims.reduce((a, b) => a * b, 1);
+        const x = seeded(n, dims.length + axes.length).map((u) => (u - 0.5) * 8);
+        const bytes = model({
+          opsets: { '': opset },
+          inputs: [v('x', 'float32', dims)],
+          outputs: [v('y', 'float32')],
+          nodes:
+            opset >= 18
+              ? [node('ReduceMean', ['x', 'axes'], ['y'], { attrs: { keepdims } })]
+              : [node('ReduceMean', ['x'], ['y'], { attrs: { axes, keepdims } })],
+          initializers: opset >= 18 ? [{ name: 'axes', type: 'int64', dims: [axes.length], values: axes }] : [],
+        });
+        await expectSameAsOrt(bytes, { x: tensor('float32', x, dims) }, { rtol: 1e-5, atol: 1e-6 });
+      });
+});

@@ -34,6 +34,10 @@ function identity(kind: Kind, dtype: mx.Dtype): number | bigint | boolean {
   }
 }
 
+/** Whether `axes` (normalized, distinct) are the last axes.length axes of a rank-`ndim` array. */
+const trailingAxes = (axes: readonly number[], ndim: number): boolean =>
+  axes.length > 0 && [...axes].sort((a, b) => a - b).every((a, i) => a === ndim - axes.length + i);
+
 /** Keeps ONNX's output element type where MLX promotes (integer sums, means, norms). */
 function keep(r: mx.Array, dtype: mx.Dtype): mx.Array {
   return r.dtype === dtype ? r : mx.astype(r, dtype);
@@ -119,7 +123,11 @@ function reduceArray(kind: Kind, x: mx.Array, axes: number[], keepdims: boolean,
       return mx.min(x, axes, opts);
     case 'mean':
       // Integer means truncate toward zero, as integer division does in onnxruntime.
-      return int ? intMean(x, axes, keepdims) : keep(mx.mean(x, axes, opts), dtype);
+      if (int) return intMean(x, axes, keepdims);
+      // Over the trailing axes (a squeeze-excite block's H, W): @mlx/sys's one pass per row (MLX's
+      // CPU reduction sums these rows at about 1 GFLOP/s); MLX's mean elsewhere.
+      if (trailingAxes(axes, x.ndim)) return keep(mx.ext.meanTrailing(x, axes.length, keepdims), dtype);
+      return keep(mx.mean(x, axes, opts), dtype);
     case 'l1':
       return keep(mx.sum(mx.abs(x), axes, opts), dtype);
     case 'sumsquare':

@@ -282,6 +282,46 @@ describe('channels-last layout pass', () => {
     await expectLayout(only, { x: t(X, 6) });
   });
 
+  it('a 1x1 conv whose data is in ONNX layout stays as written, and so does the stem it reads as residual (MobileNetV3)', async () => {
+    // stem (3x3, + HardSwish) -> a; a -> 1x1 expand -> e -> HardSwish -> depthwise -> d; d * gate -> m;
+    // m -> 1x1 project with a as residual -> y. The projection reads m in ONNX's layout: moving it
+    // channels-last only to multiply is a copy the 1x1 matmul form does not need, so neither it nor
+    // the expansion (whose input a then goes back) joins the stem's group.
+    const X = [1, 3, 12, 10];
+    const nodes: NodeSpec[] = [
+      conv(['x', 'W0', 'B0'], 's', 3, { strides: [2, 2] }),
+      node('HardSwish', ['s'], ['a']),
+      conv(['a', 'W1', 'B1'], 'e', 1),
+      node('HardSwish', ['e'], ['e1']),
+      conv(['e1', 'Wd', 'Bd'], 'd', 3, { group: { i: 12 } }),
+      node('ReduceMean', ['d'], ['g'], { attrs: { axes: [2, 3], keepdims: 1 } }),
+      node('HardSigmoid', ['g'], ['g1']),
+      node('Mul', ['d', 'g1'], ['m']),
+      conv(['m', 'W2', 'B2'], 'p', 1),
+      node('Add', ['a', 'p'], ['y']),
+    ];
+    const bytes = model({
+      inputs: [v('x', 'float32', X)],
+      outputs: [v('y', 'float32')],
+      nodes,
+      initializers: [
+        init('W0', [6, 3, 3, 3], 1),
+        init('B0', [6], 2),
+        init('W1', [12, 6, 1, 1], 3),
+        init('B1', [12], 4),
+        init('Wd', [12, 1, 3, 3], 5),
+        init('Bd', [12], 6),
+        init('W2', [6, 12, 1, 1], 7),
+        init('B2', [6], 8),
+      ],
+      opsets: { '': 17 },
+    });
+    // Only the stem goes channels-last (its result back to ONNX's layout with its HardSwish).
+    expect(flags(bytes)).toEqual(['000']);
+    expect(opTypes(bytes).filter((o) => o === 'Conv')).toHaveLength(3);
+    await expectLayout(bytes, { x: t(X, 9) });
+  });
+
   it('a chain of 1x1 convolutions only is left as written (channels-first products, no layout moves)', async () => {
     const X = [1, 6, 5, 4];
     const bytes = model({

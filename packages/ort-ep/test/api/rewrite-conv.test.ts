@@ -1,5 +1,6 @@
-// The conv-epilogue rewrite (src/plan/rewrite/conv-epilogue.ts): Conv -> [Add] -> [Relu | Clip]
-// becomes one mlx.fused::Conv whose bias, residual and clamp run in one pass after the product.
+// The conv-epilogue rewrite (src/plan/rewrite/conv-epilogue.ts): Conv -> [Add] -> [Relu | Clip] ->
+// [HardSigmoid | HardSwish] becomes one mlx.fused::Conv whose bias, residual, clamp and activation
+// run in one pass after the product.
 // Each form of the product (conv_general's channels-last result, the 1x1 matmul and the depthwise
 // kernel, both channels-first) is checked against onnxruntime-node and against the rewrites off,
 // on the eager and the compiled path; chains the rewrite must leave alone stay as written.
@@ -102,6 +103,39 @@ describe('Conv + Add + Relu/Clip -> one conv with a fused epilogue', () => {
     await expectRewrite(clip6, { 'conv-epilogue': 1 }, { x: t(X, 16) });
     const broad = build([conv3(['x', 'W'], 'c'), node('Add', ['c', 'r'], ['y'])], [init('W', [8, 8, 3, 3], 17)], { r: [1, 8, 1, 1] });
     await expectRewrite(broad, { 'conv-epilogue': 1 }, { x: t(X, 18), r: t([1, 8, 1, 1], 19) });
+  });
+
+  it('Conv + HardSwish / HardSigmoid (MobileNetV3): each product form, after a residual and a clamp, custom alpha and beta', async () => {
+    const fused = (nodes: NodeSpec[], inits: TensorSpec[], f: Feeds, r?: number[]) =>
+      expectRewrite(build(nodes, inits, { r }), { 'conv-epilogue': 1 }, f);
+    // conv_general (channels-last result moved back in the epilogue's tiles), strided.
+    await fused(
+      [conv3(['x', 'W', 'B'], 'c', { pads: [1, 1, 1, 1], strides: [2, 2] }), node('HardSwish', ['c'], ['y'])],
+      [init('W', [16, 8, 3, 3], 30), init('B', [16], 31)],
+      { x: t(X, 32, 8) },
+    );
+    // The 1x1 matmul form (bias added in the epilogue), HardSigmoid with its own alpha and beta.
+    await fused(
+      [
+        node('Conv', ['x', 'W', 'B'], ['c'], { attrs: { kernel_shape: [1, 1] } }),
+        node('HardSigmoid', ['c'], ['y'], { attrs: { alpha: { f: 0.3 }, beta: { f: 0.4 } } }),
+      ],
+      [init('W', [12, 8, 1, 1], 33), init('B', [12], 34)],
+      { x: t(X, 35, 8) },
+    );
+    // The depthwise kernel, HardSigmoid with ONNX's default alpha and beta.
+    await fused(
+      [conv3(['x', 'W', 'B'], 'c', { pads: [1, 1, 1, 1], group: { i: 8 } }), node('HardSigmoid', ['c'], ['y'])],
+      [init('W', [8, 1, 3, 3], 36), init('B', [8], 37)],
+      { x: t(X, 38, 8) },
+    );
+    // Residual, then a clamp, then the activation: all four in one node.
+    await fused(
+      [conv3(['x', 'W', 'B'], 'c'), node('Add', ['c', 'r'], ['a']), node('Relu', ['a'], ['a1']), node('HardSwish', ['a1'], ['y'])],
+      [init('W', [8, 8, 3, 3], 39), init('B', [8], 40)],
+      { x: t(X, 41, 8), r: t(X, 42, 8) },
+      X,
+    );
   });
 
   it('not when the Conv output is read elsewhere, nor for a Clip with bounds fed at run time', async () => {

@@ -21,8 +21,10 @@
 #include "kernels/conv/conv_gemm.h"
 #include "kernels/conv/depthwise.h"
 #include "kernels/conv/epilogue.h"
+#include "kernels/conv/pointwise.h"
 #include "kernels/gemm/small_gemm.h"
 #include "kernels/norm/norm.h"
+#include "kernels/pool/mean.h"
 #include "kernels/pool/pool.h"
 #include "kernels/rnn/lstm.h"
 

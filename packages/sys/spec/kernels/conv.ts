@@ -25,8 +25,23 @@ export const conv: FnSpec[] = [
     'clamp(y + bias + residual, lo, hi) as [N, C, ...spatial]: y channels-last ([N, ...spatial, C], moved to channels-first) or channels-first; bias per channel; NaN stays NaN',
   ),
   op(
+    'int mlxc_conv_epilogue_act(mlx_array* res, const mlx_array y, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, int act, float alpha, float beta, bool channels_last, const mlx_stream s)',
+    'mlxc::cpu::conv_epilogue_act($y, $bias, $residual, $lo, $hi, $act, $alpha, $beta, $channels_last, $s)',
+    'mlxc_conv_epilogue, then act on each clamped value in the same pass: 0 none, 1 HardSigmoid clamp(v * alpha + beta, 0, 1), 2 HardSwish v times it (the Conv + HardSwish of MobileNetV3); NaN stays NaN',
+  ),
+  op(
+    'int mlxc_pointwise_conv(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, int act, float alpha, float beta, const mlx_stream s)',
+    'mlxc::cpu::pointwise_conv($x, $w, $bias, $residual, $lo, $hi, $act, $alpha, $beta, $s)',
+    'the 1x1 convolution channels-first, act(clamp(w x + bias + residual, lo, hi)) per image: x [N, C, ...spatial], w [O, C], bias [O], residual [N, O, ...spatial] (one that broadcasts: MLX ops after the product), act as mlxc_conv_epilogue_act; register tiles on the thread pool for float32 on the CPU, else mlx_matmul and the epilogue',
+  ),
+  op(
     'int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
     'mlxc::cpu::depthwise_conv2d($x, $w, $bias, $stride_h, $stride_w, $pad_top, $pad_left, $pad_bottom, $pad_right, $dilation_h, $dilation_w, $s)',
     'channels-first depthwise convolution: x [N, C, H, W], w [C*M, 1, KH, KW], bias [C*M]; MLX conv_general with groups = C off the CPU',
+  ),
+  op(
+    'int mlxc_depthwise_conv2d_act(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, float lo, float hi, int act, float alpha, float beta, const mlx_stream s)',
+    'mlxc::cpu::depthwise_conv2d_act($x, $w, $bias, $stride_h, $stride_w, $pad_top, $pad_left, $pad_bottom, $pad_right, $dilation_h, $dilation_w, $lo, $hi, $act, $alpha, $beta, $s)',
+    'mlxc_depthwise_conv2d, then clamp to [lo, hi] and act (0 none, 1 HardSigmoid, 2 HardSwish with alpha and beta) on each output in the same pass; NaN stays NaN',
   ),
 ];

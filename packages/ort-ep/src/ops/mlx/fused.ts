@@ -31,20 +31,36 @@ function matMulAdd(ctx: OpContext<undefined>): mx.Array {
 interface ConvEpilogueParams extends ConvParams {
   lo: number;
   hi: number;
+  /** After the clamp: 0 nothing, 1 HardSigmoid, 2 HardSwish (mx.ext.convEpilogueAct's act). */
+  act: number;
+  alpha: number;
+  beta: number;
 }
 
 const parseConvEpilogue = (a: Attrs): ConvEpilogueParams => ({
   ...parseConv(a),
   lo: a.float('lo', Number.NEGATIVE_INFINITY),
   hi: a.float('hi', Number.POSITIVE_INFINITY),
+  act: a.int('act', 0),
+  alpha: a.float('alpha', 1),
+  beta: a.float('beta', 0),
 });
 
-/** Conv (+ residual) (+ Relu/Clip) with the bias, residual and clamp in one pass after the product. */
+/** Conv (+ residual) (+ Relu/Clip) (+ HardSigmoid/HardSwish): bias, residual, clamp and activation in one pass after the product. */
 function convEpilogue(ctx: OpContext<ConvEpilogueParams>): mx.Array {
-  const { y, channelsLast } = convProduct(ctx);
-  const bias = channelsLast ? ctx.optional(2) : undefined;
+  const p = ctx.params;
   const residual = ctx.has(3) ? ctx.input(3) : undefined;
-  return mx.ext.convEpilogue(y, bias ?? null, residual ?? null, ctx.params.lo, ctx.params.hi, channelsLast);
+  const { y, channelsLast, biased, finished } = convProduct(ctx, {
+    residual,
+    lo: p.lo,
+    hi: p.hi,
+    act: p.act,
+    alpha: p.alpha,
+    beta: p.beta,
+  });
+  if (finished) return y;
+  const bias = biased ? undefined : ctx.optional(2);
+  return mx.ext.convEpilogueAct(y, bias ?? null, residual ?? null, p.lo, p.hi, p.act, p.alpha, p.beta, channelsLast);
 }
 
 interface ConvChannelsLastParams extends ConvEpilogueParams {
@@ -81,20 +97,22 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
     mx.ext.convGemm(xl, w, p.outChannels, bias ?? null, r, win.strides, win.padsBegin, win.padsEnd, win.dilations, lo, hi);
   const [ninf, inf] = [Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
   if (!p.yLast) {
-    // Back to ONNX's layout in the epilogue's one pass (residual and clamp with it).
+    // Back to ONNX's layout in the epilogue's one pass (residual, clamp and activation with it).
     const r = residual && p.residualLast ? toChannelsFirst(residual) : residual;
-    if (!r && p.lo === ninf && p.hi === inf) return toChannelsFirst(conv(null, ninf, inf));
-    return mx.ext.convEpilogue(conv(null, ninf, inf), null, r ?? null, p.lo, p.hi, true);
+    if (!r && p.lo === ninf && p.hi === inf && p.act === 0) return toChannelsFirst(conv(null, ninf, inf));
+    return mx.ext.convEpilogueAct(conv(null, ninf, inf), null, r ?? null, p.lo, p.hi, p.act, p.alpha, p.beta, true);
   }
+  // Channels-last result: the activation (elementwise, any layout) after the product's epilogue.
+  const act = (y: mx.Array) => (p.act === 0 ? y : mx.ext.hardSigmoid(y, p.alpha, p.beta, p.act === 2));
   const r = residual && !p.residualLast ? toChannelsLast(residual) : residual;
   // A residual of the result's shape is added in the product's store, with the clamp; one that
   // broadcasts (rare) afterwards, and the clamp with it.
   const shape = [xl.shape[0], ...win.out, p.outChannels];
-  if (!r || (r.ndim === shape.length && r.shape.every((d, i) => d === shape[i]))) return conv(r ?? null, p.lo, p.hi);
+  if (!r || (r.ndim === shape.length && r.shape.every((d, i) => d === shape[i]))) return act(conv(r ?? null, p.lo, p.hi));
   let y = mx.add(conv(null, ninf, inf), r);
   if (p.lo > ninf) y = mx.maximum(y, mx.array(p.lo, y.dtype));
   if (p.hi < inf) y = mx.minimum(y, mx.array(p.hi, y.dtype));
-  return y;
+  return act(y);
 }
 
 /** The spatial dims of channels-last x [N, ...spatial, C], one per entry of the pool's kernel_shape. */
@@ -248,7 +266,7 @@ export const mlxFusedOps: OpEntry[] = [
     'Conv',
     parseConvEpilogue,
     convEpilogue,
-    'Conv (+ residual Add) (+ Relu/Clip), from the rewrite of that chain: bias, residual and clamp in one pass after the product',
+    'Conv (+ residual Add) (+ Relu/Clip) (+ HardSigmoid/HardSwish), from the rewrite of that chain: bias, residual, clamp and activation in one pass after the product',
   ),
   entry(
     'ConvChannelsLast',
@@ -260,7 +278,7 @@ export const mlxFusedOps: OpEntry[] = [
       outChannels: a.int('out_channels'),
     }),
     convChannelsLast,
-    'Conv (+ residual) (+ clamp) with a weight prepacked in panels of 32 output channels and channels-last data between such convs, from the layout pass',
+    'Conv (+ residual) (+ clamp) (+ HardSigmoid/HardSwish) with a weight prepacked in panels of 32 output channels and channels-last data between such convs, from the layout pass',
   ),
   entry(
     'MaxPoolChannelsLast',

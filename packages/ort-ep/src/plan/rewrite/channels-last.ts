@@ -166,6 +166,17 @@ export function channelsLastRewrite(view: GraphView): void {
   for (const n of [...set]) if (!spatial.has(root(n))) set.delete(n);
   settle();
   while (dropPools()) settle();
+  // A 1x1 convolution whose data input is in ONNX's layout would move it channels-last only to
+  // multiply (the channels-first product of ops/conv.ts reads it as it is): it leaves the set, and
+  // a value only kept channels-last for it goes back (MobileNetV3's squeeze-excite projection,
+  // whose residual is the stem's result), until no such convolution is left.
+  const movesData = (n: NodeIR) =>
+    !isPool(n) && groupOf(n) === 1 && isPointwise(n, view.constant(n.inputs[1])!) && !last.has(n.inputs[DATA]);
+  for (let moved = [...set].filter(movesData); moved.length > 0; moved = [...set].filter(movesData)) {
+    for (const n of moved) set.delete(n);
+    settle();
+    while (dropPools()) settle();
+  }
   if (set.size === 0) return;
   const rename = (name: string) => (last.has(name) ? `${name}/nhwc` : name);
   const packed = new Map<string, string>();

@@ -1,8 +1,9 @@
-// Conv -> [Add(residual)] -> [Relu | Clip(constant bounds)], at least one of the two after the
-// Conv, to one mlx.fused::Conv: the convolution, then bias, residual and clamp in one pass over its
-// output (@mlx/sys's conv epilogue, which also moves MLX's channels-last result to ONNX's layout; on
+// Conv -> [Add(residual)] -> [Relu | Clip(constant bounds)] -> [HardSigmoid | HardSwish], at least
+// one of them after the Conv, to one mlx.fused::Conv: the convolution, then bias, residual, clamp
+// and activation (attribute act: 1 HardSigmoid, 2 HardSwish, with alpha and beta) in one pass over
+// its output (@mlx/sys's conv epilogue, which also moves MLX's channels-last result to ONNX's layout; on
 // other devices the same ops). ResNet's blocks end this way (Conv + Add + Relu), MobileNet's in
-// Clip(0, 6). The residual may have any shape that broadcasts (the op adds it as Add would).
+// Clip(0, 6), MobileNetV3's in HardSwish (and its squeeze-excite gate in HardSigmoid). The residual may have any shape that broadcasts (the op adds it as Add would).
 import type { AttrValue, NodeIR } from '../../onnx/index.js';
 import { type GraphView, floatAttr, fusedNode, isDefaultDomain } from './view.js';
 
@@ -27,6 +28,16 @@ function bounds(view: GraphView, n: NodeIR): [number, number] | undefined {
   return lo === undefined || hi === undefined || Number.isNaN(lo) || Number.isNaN(hi) ? undefined : [lo, hi];
 }
 
+/** HardSigmoid [1, alpha, beta] (ONNX's defaults 0.2, 0.5) or HardSwish [2, 1/6, 0.5]; else undefined. */
+function activation(n: NodeIR): [number, number, number] | undefined {
+  if (n.opType === 'HardSwish') return [2, 1 / 6, 0.5];
+  if (n.opType !== 'HardSigmoid') return undefined;
+  const a = n.attributes.get('alpha');
+  const b = n.attributes.get('beta');
+  if ((a && a.type !== 'float') || (b && b.type !== 'float')) return undefined;
+  return [1, a?.type === 'float' ? a.value : 0.2, b?.type === 'float' ? b.value : 0.5];
+}
+
 export function convEpilogueRewrite(view: GraphView): void {
   for (const conv of view.graph.nodes) {
     if (view.isRemoved(conv) || conv.opType !== 'Conv' || !isDefaultDomain(conv)) continue;
@@ -46,11 +57,22 @@ export function convEpilogueRewrite(view: GraphView): void {
       clamp = b;
       nodes.push(next);
       out = next.outputs[0];
+      next = view.soleReader(out);
+    }
+    const act = next && isDefaultDomain(next) && !view.isRemoved(next) ? activation(next) : undefined;
+    if (next && act) {
+      nodes.push(next);
+      out = next.outputs[0];
     }
     if (nodes.length === 1) continue;
     const attrs: Record<string, AttrValue> = Object.fromEntries(conv.attributes);
     attrs.lo = floatAttr(clamp[0]);
     attrs.hi = floatAttr(clamp[1]);
+    if (act) {
+      attrs.act = { type: 'int', value: act[0] };
+      attrs.alpha = floatAttr(act[1]);
+      attrs.beta = floatAttr(act[2]);
+    }
     view.replace(nodes, fusedNode(view, 'Conv', conv, [conv.inputs[0], conv.inputs[1], conv.inputs[2] ?? '', residual], [out], attrs));
   }
 }

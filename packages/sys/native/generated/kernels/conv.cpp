@@ -49,9 +49,57 @@ extern "C" int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_a
   return 0;
 }
 
+extern "C" int mlxc_conv_epilogue_act(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, int act, float alpha, float beta, bool channels_last, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::conv_epilogue_act(mlxc::arr(y), mlxc::opt_array(bias), mlxc::opt_array(residual), lo, hi, act, alpha, beta, channels_last, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}
+
+extern "C" int mlxc_pointwise_conv(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, const mlx_array residual, float lo, float hi, int act, float alpha, float beta, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::pointwise_conv(mlxc::arr(x), mlxc::arr(w), mlxc::opt_array(bias), mlxc::opt_array(residual), lo, hi, act, alpha, beta, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}
+
 extern "C" int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::depthwise_conv2d(mlxc::arr(x), mlxc::arr(w), mlxc::opt_array(bias), stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}
+
+extern "C" int mlxc_depthwise_conv2d_act(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, float lo, float hi, int act, float alpha, float beta, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::depthwise_conv2d_act(mlxc::arr(x), mlxc::arr(w), mlxc::opt_array(bias), stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, lo, hi, act, alpha, beta, mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;

@@ -32,3 +32,19 @@ extern "C" int mlxc_avg_pool_channels_last(mlx_array* res, const mlx_array x, co
   }
   return 0;
 }
+
+extern "C" int mlxc_mean_trailing(mlx_array* res, const mlx_array x, int axes, bool keepdims, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::mean_trailing(mlxc::arr(x), axes, keepdims, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}

@@ -575,11 +575,15 @@ int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_arr
 int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s);
 int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s);
 int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, bool channels_last, const mlx_stream s);
+int mlxc_conv_epilogue_act(mlx_array* res, const mlx_array y, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, int act, float alpha, float beta, bool channels_last, const mlx_stream s);
+int mlxc_pointwise_conv(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, int act, float alpha, float beta, const mlx_stream s);
 int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s);
+int mlxc_depthwise_conv2d_act(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, float lo, float hi, int act, float alpha, float beta, const mlx_stream s);
 
 /* kernels/pool */
 int mlxc_max_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, const mlx_stream s);
 int mlxc_avg_pool_channels_last(mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, bool ceil_mode, bool count_include_pad, const mlx_stream s);
+int mlxc_mean_trailing(mlx_array* res, const mlx_array x, int axes, bool keepdims, const mlx_stream s);
 
 /* kernels/rnn */
 int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens /* may be null */, const mlx_array peepholes /* may be null */, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s);

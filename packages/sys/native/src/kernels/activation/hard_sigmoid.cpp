@@ -1,18 +1,16 @@
 // HardSigmoid and HardSwish as one MLX primitive (see activation.h). Composed from MLX's ops they are
 // four or five passes over memory (multiply, add, maximum, minimum, multiply), and MLX's CPU
-// compile does not make their fused kernel much faster; this is one vectorized pass, in blocks on
-// the CPU kernels' thread pool.
+// compile does not make their fused kernel much faster; this is one vectorized pass (math.h's
+// hard_sigmoid_rows: AVX-512F, AVX2+FMA or NEON where the CPU has it), in blocks on the CPU
+// kernels' thread pool.
 #include <algorithm>
 #include <cstring>
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <stdexcept>
 
 #include "kernels/common/cpu.h"
 #include "kernels/common/dense.h"
 #include "kernels/activation/activation.h"
+#include "kernels/activation/math.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
 
@@ -20,32 +18,6 @@ namespace mlxc::cpu {
 namespace {
 
 using mx::array;
-
-/** out[i] = clamp(x[i] * a + b, 0, 1), times x[i] for HardSwish (out may be x). On x86-64, four at
- * a time in SSE2 (the compiler left the HardSwish loop scalar, with branches, in plain C++ and in
- * vector types alike); the selects keep a NaN as it is (h < 0 ? 0 : h, then 1 < h ? 1 : h). */
-template <bool Swish>
-void hard_sigmoid_run(const float* x, float* out, size_t n, float a, float b) {
-  size_t i = 0;
-#if defined(__SSE2__)
-  const __m128 va = _mm_set1_ps(a), vb = _mm_set1_ps(b), zero = _mm_setzero_ps(), one = _mm_set1_ps(1.0f);
-  for (; i + 4 <= n; i += 4) {
-    const __m128 v = _mm_loadu_ps(x + i);
-    __m128 h = _mm_add_ps(_mm_mul_ps(v, va), vb);
-    h = _mm_andnot_ps(_mm_cmplt_ps(h, zero), h);
-    const __m128 m = _mm_cmplt_ps(one, h);
-    h = _mm_or_ps(_mm_and_ps(m, one), _mm_andnot_ps(m, h));
-    _mm_storeu_ps(out + i, Swish ? _mm_mul_ps(v, h) : h);
-  }
-#endif
-  for (; i < n; i++) {
-    const float v = x[i];
-    float h = v * a + b;
-    h = h < 0.0f ? 0.0f : h;
-    h = 1.0f < h ? 1.0f : h;
-    out[i] = Swish ? v * h : h;
-  }
-}
 
 class HardSigmoid : public mx::UnaryPrimitive {
  public:
@@ -80,10 +52,7 @@ class HardSigmoid : public mx::UnaryPrimitive {
       cpu::parallel_for((n + block - 1) / block, 4, [xp, op, n, a, b, swish](size_t b0, size_t b1) {
         const size_t i1 = std::min(n, b1 * block);
         const size_t i0 = b0 * block;
-        if (swish)
-          hard_sigmoid_run<true>(xp + i0, op + i0, i1 - i0, a, b);
-        else
-          hard_sigmoid_run<false>(xp + i0, op + i0, i1 - i0, a, b);
+        hard_sigmoid_rows(xp + i0, op + i0, i1 - i0, a, b, swish);
       });
     });
   }

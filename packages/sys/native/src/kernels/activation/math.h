@@ -13,6 +13,8 @@ namespace mlxc::cpu {
 enum class Act { exp, erf, tanh, sigmoid, relu, silu, gelu, gelu_tanh, identity };
 /** out[i] = act(in[i] + (bias ? bias[i % c] : 0)), n a multiple of c when bias is given. */
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, Act act);
+/** out[i] = clamp(x[i] * a + b, 0, 1) (HardSigmoid), times x[i] when swish (HardSwish); out may be x. */
+void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish);
 /** One row each: softmax, log-softmax, layer norm, rms norm (weight/bias may be null). */
 void softmax_row(const float* in, float* out, size_t n, bool log);
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);

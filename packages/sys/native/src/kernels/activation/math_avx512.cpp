@@ -51,6 +51,9 @@ struct V16 {
 
 namespace mlxc::cpu::avx512 {
 using V = mlxc_math_avx512::V16;
+void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish) {
+  mlxc_math_avx512::hard_sigmoid_span<V>(x, out, n, a, b, swish);
+}
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act) {
   mlxc_math_avx512::act_rows<V>(in, bias, out, n, c, act);
 }

@@ -15,12 +15,14 @@
 #if defined(__x86_64__)
 #define MLXC_HAVE_AVX2_BUILD 1
 namespace mlxc::cpu::avx2 {
+void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish);
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act);
 void softmax_row(const float* in, float* out, size_t n, bool log);
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);
 void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps);
 }  // namespace mlxc::cpu::avx2
 namespace mlxc::cpu::avx512 {
+void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish);
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act);
 void softmax_row(const float* in, float* out, size_t n, bool log);
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);
@@ -31,6 +33,7 @@ void rms_norm_row(const float* in, const float* w, float* out, size_t n, float e
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #define MLXC_HAVE_NEON_BUILD 1
 namespace mlxc::cpu::neon {
+void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish);
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act);
 void softmax_row(const float* in, float* out, size_t n, bool log);
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);
@@ -93,6 +96,17 @@ void activation_rows(const float* in, const float* bias, float* out, size_t n, s
   if (has_avx2()) return avx2::activation_rows(in, bias, out, n, c, static_cast<int>(act));
 #endif
   mlxc_math_generic::act_rows<G>(in, bias, out, n, c, static_cast<int>(act));
+}
+
+void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish) {
+#ifdef MLXC_HAVE_NEON_BUILD
+  if (use_neon()) return neon::hard_sigmoid_rows(x, out, n, a, b, swish);
+#endif
+#ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx512()) return avx512::hard_sigmoid_rows(x, out, n, a, b, swish);
+  if (has_avx2()) return avx2::hard_sigmoid_rows(x, out, n, a, b, swish);
+#endif
+  mlxc_math_generic::hard_sigmoid_span<G>(x, out, n, a, b, swish);
 }
 
 void softmax_row(const float* in, float* out, size_t n, bool log) {

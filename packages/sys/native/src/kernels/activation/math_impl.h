@@ -229,6 +229,30 @@ void act_rows(const float* in, const float* bias, float* out, size_t n, size_t c
   for (size_t r = 0; r + c <= n; r += c) act_span<V>(in + r, bias, out + r, c, act);
 }
 
+/** out[i] = clamp(x[i] * a + b, 0, 1), times x[i] when swish (out may be x). The selects keep a NaN as
+ * it is (h < 0 ? 0 : h, then h > 1 ? 1 : h: comparisons with NaN are false). */
+template <class V>
+void hard_sigmoid_span(const float* x, float* out, size_t n, float a, float b, bool swish) {
+  size_t i = 0;
+  if constexpr (V::W > 1) {
+    const V va = V::splat(a), vb = V::splat(b), zero = V::splat(0.0f), one = V::splat(1.0f);
+    for (; i + V::W <= n; i += V::W) {
+      const V v = V::load(x + i);
+      V h = V::fma(v, va, vb);
+      h = V::select(V::lt(h, zero), zero, h);
+      h = V::select(V::gt(h, one), one, h);
+      V::store(out + i, swish ? v * h : h);
+    }
+  }
+  for (; i < n; i++) {
+    const float v = x[i];
+    float h = v * a + b;
+    h = h < 0.0f ? 0.0f : h;
+    h = h > 1.0f ? 1.0f : h;
+    out[i] = swish ? v * h : h;
+  }
+}
+
 template <class V>
 float row_max(const float* x, size_t n) {
   size_t i = 0;

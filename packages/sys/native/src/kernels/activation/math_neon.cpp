@@ -46,6 +46,9 @@ struct V4 {
 
 namespace mlxc::cpu::neon {
 using V = mlxc_math_neon::V4;
+void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish) {
+  mlxc_math_neon::hard_sigmoid_span<V>(x, out, n, a, b, swish);
+}
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act) {
   mlxc_math_neon::act_rows<V>(in, bias, out, n, c, act);
 }

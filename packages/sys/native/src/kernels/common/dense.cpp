@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/common/cpu.h"
 
@@ -31,21 +32,31 @@ array row_ordered_input(const array& a, mx::cpu::CommandEncoder& enc) {
     const int64_t is = src.strides()[nd - 1];
     const size_t rows = n / inner;
     parallel_for(rows, (16384 + inner - 1) / inner, [&](size_t r0, size_t r1) {
+      // The multi-index of row r0 over the outer axes and its offset, then stepped row by row like
+      // an odometer (a division per axis and row cost more than a short row's copy: a transposed
+      // image [N, H, W, 3] has rows of 3).
+      std::vector<int64_t> idx(nd > 1 ? nd - 1 : 1, 0);
+      int64_t off = 0;
+      size_t rem = r0;
+      for (int d = nd - 2; d >= 0; d--) {
+        const size_t dim = src.shape(d);
+        idx[d] = static_cast<int64_t>(rem % dim);
+        off += idx[d] * src.strides()[d];
+        rem /= dim;
+      }
       for (size_t r = r0; r < r1; r++) {
-        // The offset of row r from its multi-index over the outer axes.
-        int64_t off = 0;
-        size_t rem = r;
-        for (int d = nd - 2; d >= 0; d--) {
-          const size_t dim = src.shape(d);
-          off += static_cast<int64_t>(rem % dim) * src.strides()[d];
-          rem /= dim;
-        }
         const uint32_t* s = sp + off;
         uint32_t* o = dp + r * inner;
         if (is == 1)
           std::memcpy(o, s, inner * 4);
         else
           for (size_t i = 0; i < inner; i++) o[i] = s[static_cast<int64_t>(i) * is];
+        for (int d = nd - 2; d >= 0; d--) {
+          off += src.strides()[d];
+          if (++idx[d] < src.shape(d)) break;
+          off -= static_cast<int64_t>(src.shape(d)) * src.strides()[d];
+          idx[d] = 0;
+        }
       }
     });
   });

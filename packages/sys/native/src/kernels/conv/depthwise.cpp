@@ -1,26 +1,76 @@
 // Depthwise 2-D convolution as an MLX primitive (see depthwise.h). MLX's CPU convolution with
 // groups == channels runs a scalar loop per group (about 0.3 GFLOP/s); this one works on the
-// channels-first planes ONNX gives: for each output row and kernel tap, one multiply-add over the
-// row's valid span, which the compiler vectorizes for stride 1; the planes run on the CPU kernels'
-// thread pool. No padding copy, no layout change.
+// channels-first planes ONNX gives, on the CPU kernels' thread pool. No padding copy, no layout
+// change. Where the CPU has AVX-512F or AVX2+FMA, rows of stride 1 or 2 run the masked vector loop
+// of depthwise_impl.h (depthwise_avx512.cpp, depthwise_avx2.cpp); elsewhere (other strides,
+// kernels wider than 16, other CPUs, MLXC_CPU_KERNELS=generic) the portable loop below: for each
+// output row and kernel tap, one multiply-add over the row's valid span, which the compiler
+// vectorizes for stride 1.
+#include <limits>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/common/dense.h"
 #include "kernels/common/cpu.h"
 #include "kernels/conv/depthwise.h"
+#include "kernels/conv/epilogue.h"
+#include "kernels/conv/pointwise.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
 
 namespace mlxc::cpu {
+// The vector plane loops (depthwise_impl.h), built per instruction set.
+namespace avx512 {
+void depthwise_plane(const float* in, const float* k, float b, float* out, int H, int W, int KH, int KW, int OH, int OW, int sh, int sw,
+                     int pt, int pl, int dh, int dw, const pointwise::Epilogue& e);
+}
+namespace avx2 {
+void depthwise_plane(const float* in, const float* k, float b, float* out, int H, int W, int KH, int KW, int OH, int OW, int sh, int sw,
+                     int pt, int pl, int dh, int dw, const pointwise::Epilogue& e);
+}
 namespace {
 
 using mx::array;
 
+/** Which plane loop runs: AVX-512 or AVX2 (strides 1 and 2 along the row, kernel rows up to 16 wide), else the portable one. */
+enum class Isa { portable, avx2, avx512 };
+Isa plane_isa(int KW, int sw) {
+#if defined(__x86_64__)
+  if (KW > 16 || (sw != 1 && sw != 2)) return Isa::portable;
+  if (has_avx512()) return Isa::avx512;
+  if (has_avx2()) return Isa::avx2;
+#else
+  (void)KW, (void)sw;
+#endif
+  return Isa::portable;
+}
+
 struct Geometry {
   int sh, sw, pt, pl, pb, pr, dh, dw;
+  // The epilogue after the bias: clamp to [lo, hi], then act (0 none, 1 HardSigmoid, 2 HardSwish
+  // with alpha and beta).
+  float lo, hi;
+  int act;
+  float alpha, beta;
   bool operator==(const Geometry&) const = default;
 };
+
+/** The portable loop's epilogue on one output row. */
+void finish_row(float* row, int n, const Geometry& g) {
+  if (g.act == 0 && g.lo == -std::numeric_limits<float>::infinity() && g.hi == std::numeric_limits<float>::infinity()) return;
+  for (int i = 0; i < n; i++) {
+    float v = row[i];
+    v = v < g.lo ? g.lo : v;
+    v = v > g.hi ? g.hi : v;
+    if (g.act != 0) {
+      float h = v * g.alpha + g.beta;
+      h = h < 0.0f ? 0.0f : h;
+      h = h > 1.0f ? 1.0f : h;
+      v = g.act == 1 ? h : v * h;
+    }
+    row[i] = v;
+  }
+}
 
 int out_size(int in, int k, int s, int p0, int p1, int d) { return (in + p0 + p1 - d * (k - 1) - 1) / s + 1; }
 
@@ -74,6 +124,7 @@ void plane(const float* in, const float* k, float b, float* out, int H, int W, i
         }
       }
     }
+    finish_row(row, OW, g);
   }
 }
 
@@ -114,12 +165,26 @@ class DepthwiseConv2d : public mx::Primitive {
       // Planes on the pool's threads, at least ~32k multiply-adds per chunk.
       const size_t work = out_plane * static_cast<size_t>(KH) * KW;
       const size_t grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
+      const Isa isa = plane_isa(KW, g.sw);
+      const pointwise::Epilogue e{nullptr, nullptr, g.lo, g.hi, g.act, g.alpha, g.beta};
       cpu::parallel_for(static_cast<size_t>(N) * O, grain, [&](size_t p0, size_t p1) {
         for (size_t p = p0; p < p1; p++) {
           const size_t n = p / O, o = p % O;
           const float* src = xp + (n * C + o / M) * in_plane;
           float* dst = op + p * out_plane;
-          plane(src, wp + o * KH * KW, bp ? bp[o] : 0.0f, dst, H, W, KH, KW, OH, OW, g);
+          const float* k = wp + o * KH * KW;
+          const float bv = bp ? bp[o] : 0.0f;
+#if defined(__x86_64__)
+          if (isa == Isa::avx512) {
+            avx512::depthwise_plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, e);
+            continue;
+          }
+          if (isa == Isa::avx2) {
+            avx2::depthwise_plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, e);
+            continue;
+          }
+#endif
+          plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g);
         }
       });
     });
@@ -137,14 +202,25 @@ array composed(const array& x, const array& w, const std::optional<array>& bias,
   auto wl = mx::transpose(w, {0, 2, 3, 1}, s);
   auto y = mx::conv_general(xl, wl, {g.sh, g.sw}, {g.pt, g.pl}, {g.pb, g.pr}, {g.dh, g.dw}, {1, 1}, C, false, s);
   if (bias) y = mx::add(y, *bias, s);
-  return mx::transpose(y, {0, 3, 1, 2}, s);
+  y = mx::transpose(y, {0, 3, 1, 2}, s);
+  if (g.act == 0 && g.lo == -std::numeric_limits<float>::infinity() && g.hi == std::numeric_limits<float>::infinity()) return y;
+  return conv_epilogue_act(y, std::nullopt, std::nullopt, g.lo, g.hi, g.act, g.alpha, g.beta, false, s);
 }
 
 }  // namespace
 
 array depthwise_conv2d(const array& x, const array& w, const std::optional<array>& bias, int stride_h, int stride_w, int pad_top,
                        int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, mx::Stream s) {
+  return depthwise_conv2d_act(x, w, bias, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w,
+                              -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(), 0, 1.0f, 0.0f, s);
+}
+
+array depthwise_conv2d_act(const array& x, const array& w, const std::optional<array>& bias, int stride_h, int stride_w, int pad_top,
+                           int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, float lo, float hi, int act,
+                           float alpha, float beta, mx::Stream s) {
   const std::string where = "depthwise_conv2d: ";
+  if (act < 0 || act > 2)
+    throw std::invalid_argument(where + "act must be 0 (none), 1 (HardSigmoid) or 2 (HardSwish), got " + std::to_string(act));
   if (x.ndim() != 4 || w.ndim() != 4) throw std::invalid_argument(where + "x and w must be 4-D ([N, C, H, W] and [C*M, 1, KH, KW])");
   const int C = x.shape(1), O = w.shape(0);
   if (w.shape(1) != 1 || C <= 0 || O % C != 0)
@@ -153,7 +229,7 @@ array depthwise_conv2d(const array& x, const array& w, const std::optional<array
   if (stride_h <= 0 || stride_w <= 0 || dilation_h <= 0 || dilation_w <= 0)
     throw std::invalid_argument(where + "strides and dilations must be positive");
   if (pad_top < 0 || pad_left < 0 || pad_bottom < 0 || pad_right < 0) throw std::invalid_argument(where + "pads must not be negative");
-  Geometry g{stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w};
+  Geometry g{stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, lo, hi, act, alpha, beta};
   auto shape = out_shape(x.shape(), w.shape(), g);
   if (shape[2] <= 0 || shape[3] <= 0) throw std::invalid_argument(where + "the kernel is larger than the padded input");
   auto dt = mx::promote_types(x.dtype(), w.dtype());

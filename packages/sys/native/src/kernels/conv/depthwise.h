@@ -20,4 +20,12 @@ namespace mx = mlx::core;
 mx::array depthwise_conv2d(const mx::array& x, const mx::array& w, const std::optional<mx::array>& bias, int stride_h, int stride_w,
                            int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, mx::Stream s);
 
+/**
+ * depthwise_conv2d, then clamp to [lo, hi] and act (0 none, 1 HardSigmoid, 2 HardSwish with alpha and
+ * beta) on each output in the same pass: the fused Conv + HardSwish of MobileNetV3's depthwise layers.
+ */
+mx::array depthwise_conv2d_act(const mx::array& x, const mx::array& w, const std::optional<mx::array>& bias, int stride_h, int stride_w,
+                               int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, float lo, float hi,
+                               int act, float alpha, float beta, mx::Stream s);
+
 }  // namespace mlxc::cpu
