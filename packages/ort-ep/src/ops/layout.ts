@@ -104,9 +104,16 @@ function padRun(ctx: OpContext<PadParams>): mx.Array {
     x.itemsize,
     'Pad',
   );
-  if (begin.some((v) => v < 0) || end.some((v) => v < 0)) {
+  const lo = begin.map((b) => Math.max(0, b));
+  const hi = end.map((e) => Math.max(0, e));
+  // Negative pads remove elements from the padded axis. Where the removal stays within x's own
+  // elements it is done first (less to pad); where it reaches into the other side's padding (an
+  // axis shorter than its negative pads: [0] padded by [2, -2]), the axis is padded first and the
+  // result cut from it.
+  const cropFirst = dims.every((d, a) => Math.max(0, -begin[a]) + Math.max(0, -end[a]) <= d);
+  if (cropFirst && (begin.some((v) => v < 0) || end.some((v) => v < 0))) {
     const start = begin.map((b) => Math.max(0, -b));
-    const stop = end.map((e, i) => Math.max(start[i], dims[i] - Math.max(0, -e)));
+    const stop = end.map((e, i) => dims[i] - Math.max(0, -e));
     x = mx.slice(
       x,
       start,
@@ -114,14 +121,22 @@ function padRun(ctx: OpContext<PadParams>): mx.Array {
       dims.map(() => 1),
     );
   }
-  const lo = begin.map((b) => Math.max(0, b));
-  const hi = end.map((e) => Math.max(0, e));
-  if (lo.every((v) => !v) && hi.every((v) => !v)) return x;
-  const mode = ctx.params.mode;
-  const axes = dims.map((_, i) => i);
-  if (mode === 'constant') return mx.pad(x, axes, lo, hi, padValue(ctx, x), 'constant');
-  if (mode === 'edge') return mx.pad(x, axes, lo, hi, mx.scalar(0, x.dtype), 'edge');
-  return padByGather(x, mode, lo, hi);
+  let y = x;
+  if (lo.some((v) => v) || hi.some((v) => v)) {
+    const mode = ctx.params.mode;
+    const axes = dims.map((_, i) => i);
+    if (mode === 'constant') y = mx.pad(x, axes, lo, hi, padValue(ctx, x), 'constant');
+    else if (mode === 'edge') y = mx.pad(x, axes, lo, hi, mx.scalar(0, x.dtype), 'edge');
+    else y = padByGather(x, mode, lo, hi);
+  }
+  if (cropFirst) return y;
+  const start = begin.map((b) => Math.max(0, -b));
+  return mx.slice(
+    y,
+    start,
+    dims.map((d, a) => start[a] + d + begin[a] + end[a]),
+    dims.map(() => 1),
+  );
 }
 
 const padEntry = onnxOp('Pad', 1, {

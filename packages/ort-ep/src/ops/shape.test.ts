@@ -87,6 +87,9 @@ describe('Pad', () => {
   }
   it('constant with a value input', () => same('Pad', [x, ints('p', [0, 1, 1, 0]), { ...f('cv', []), data: [2.5] }], { opset: 19 }));
   it('negative pads crop', () => same('Pad', [x, ints('p', [-1, 1, 0, -2])], { opset: 19 }));
+  // A negative pad longer than the axis's own elements removes padding from the other side.
+  it('negative pads that reach into the other side', () => same('Pad', [x, ints('p', [2, -5, -2, 6])], { opset: 19 }));
+  it('an empty axis padded and cut back to empty (fuzz seed 7)', () => same('Pad', [f('x', [0]), ints('p', [2, -2])], { opset: 13 }));
   it('axes input (opset 18), negative axis', () =>
     same('Pad', [f('x', [2, 3, 4]), ints('p', [1, 2]), '', ints('a', [-1])], { opset: 18, attrs: { mode: 'edge' } }));
   it('opset 2 pads and value attributes', () => same('Pad', [x], { opset: 2, attrs: { pads: [0, 1, 2, 0], value: { f: 1.5 } } }));
