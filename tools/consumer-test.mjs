@@ -353,10 +353,14 @@ await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime
 const otherManagers = [
   {
     name: 'pnpm',
-    version: JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).packageManager.replace(/^pnpm@/, '').replace(/\+.*$/, ''),
+    version: JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
+      .packageManager.replace(/^pnpm@/, '')
+      .replace(/\+.*$/, ''),
     // The packages' dependencies on each other resolve to the tarballs too (overrides).
     files: (deps) => ({
-      'pnpm-workspace.yaml': `allowBuilds:\n  koffi: false\n  onnxruntime-node: false\n  protobufjs: false\noverrides:\n${Object.entries(deps)
+      'pnpm-workspace.yaml': `allowBuilds:\n  koffi: false\n  onnxruntime-node: false\n  protobufjs: false\noverrides:\n${Object.entries(
+        deps,
+      )
         .filter(([n]) => n.startsWith('@mlx/'))
         .map(([n, v]) => `  '${n}': '${v}'\n`)
         .join('')}`,
@@ -372,38 +376,56 @@ const otherManagers = [
     install: (v) => ['corepack', [`yarn@${v}`, 'install']],
   },
 ];
-await step(`pnpm ${otherManagers[0].version} and yarn ${otherManagers[1].version} installs of the tarballs run gpt2-tiny through ['mlx']`, async () => {
-  const notes = [];
-  await Promise.all(
-    otherManagers.map(async (m) => {
-      const dir = join(work, m.name);
-      mkdirSync(dir, { recursive: true });
-      const deps = Object.fromEntries(packed.map((f) => [JSON.parse(execFileSync('tar', ['-xOzf', join(tarballs, f), 'package/package.json'], { encoding: 'utf8' })).name, `file:${join(tarballs, f)}`]));
-      deps['onnxruntime-node'] = ortVersion;
-      const mlxDeps = Object.fromEntries(Object.entries(deps).filter(([n]) => n.startsWith('@mlx/')));
-      // yarn resolves every optional dependency, other platforms' too, for its lockfile: the macOS
-      // package (not built on Linux; published beside the others) stands in as its manifest alone.
-      if (m.manifest.resolutions) {
-        const stub = join(dir, 'darwin-stub');
-        mkdirSync(stub, { recursive: true });
-        const { scripts: _s, files: _f, ...pkg } = JSON.parse(readFileSync(join(root, 'packages/sys/npm/darwin-arm64/package.json'), 'utf8'));
-        writeFileSync(join(stub, 'package.json'), JSON.stringify(pkg, null, 2));
-        const tgz = execFileSync('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: stub, encoding: 'utf8', env: cleanEnv() }).trim().split('\n').at(-1);
-        mlxDeps[pkg.name] = `file:${join(dir, tgz)}`;
-      }
-      const manifest = { name: `consumer-${m.name}`, private: true, type: 'module', dependencies: deps };
-      if (m.manifest.resolutions) manifest.resolutions = mlxDeps;
-      writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
-      for (const [f, text] of Object.entries(m.files(deps))) writeFileSync(join(dir, f), text);
-      const [cmd, args] = m.install(m.version);
-      // corepack fetches yarn from the npm registry (its own host may be unreachable).
-      const env = cleanEnv({ COREPACK_ENABLE_DOWNLOAD_PROMPT: '0', COREPACK_NPM_REGISTRY: 'https://registry.npmjs.org', COREPACK_ENABLE_STRICT: '0' });
-      await shAsync(cmd, args, { cwd: dir, env });
-      cpSync(join(app, 'model.onnx'), join(dir, 'model.onnx'));
-      cpSync(join(app, 'test_data_set_0'), join(dir, 'test_data_set_0'), { recursive: true });
-      writeFileSync(
-        join(dir, 'run.mjs'),
-        `import * as ort from 'onnxruntime-node';
+await step(
+  `pnpm ${otherManagers[0].version} and yarn ${otherManagers[1].version} installs of the tarballs run gpt2-tiny through ['mlx']`,
+  async () => {
+    const notes = [];
+    await Promise.all(
+      otherManagers.map(async (m) => {
+        const dir = join(work, m.name);
+        mkdirSync(dir, { recursive: true });
+        const deps = Object.fromEntries(
+          packed.map((f) => [
+            JSON.parse(execFileSync('tar', ['-xOzf', join(tarballs, f), 'package/package.json'], { encoding: 'utf8' })).name,
+            `file:${join(tarballs, f)}`,
+          ]),
+        );
+        deps['onnxruntime-node'] = ortVersion;
+        const mlxDeps = Object.fromEntries(Object.entries(deps).filter(([n]) => n.startsWith('@mlx/')));
+        // yarn resolves every optional dependency, other platforms' too, for its lockfile: the macOS
+        // package (not built on Linux; published beside the others) stands in as its manifest alone.
+        if (m.manifest.resolutions) {
+          const stub = join(dir, 'darwin-stub');
+          mkdirSync(stub, { recursive: true });
+          const {
+            scripts: _s,
+            files: _f,
+            ...pkg
+          } = JSON.parse(readFileSync(join(root, 'packages/sys/npm/darwin-arm64/package.json'), 'utf8'));
+          writeFileSync(join(stub, 'package.json'), JSON.stringify(pkg, null, 2));
+          const tgz = execFileSync('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: stub, encoding: 'utf8', env: cleanEnv() })
+            .trim()
+            .split('\n')
+            .at(-1);
+          mlxDeps[pkg.name] = `file:${join(dir, tgz)}`;
+        }
+        const manifest = { name: `consumer-${m.name}`, private: true, type: 'module', dependencies: deps };
+        if (m.manifest.resolutions) manifest.resolutions = mlxDeps;
+        writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
+        for (const [f, text] of Object.entries(m.files(deps))) writeFileSync(join(dir, f), text);
+        const [cmd, args] = m.install(m.version);
+        // corepack fetches yarn from the npm registry (its own host may be unreachable).
+        const env = cleanEnv({
+          COREPACK_ENABLE_DOWNLOAD_PROMPT: '0',
+          COREPACK_NPM_REGISTRY: 'https://registry.npmjs.org',
+          COREPACK_ENABLE_STRICT: '0',
+        });
+        await shAsync(cmd, args, { cwd: dir, env });
+        cpSync(join(app, 'model.onnx'), join(dir, 'model.onnx'));
+        cpSync(join(app, 'test_data_set_0'), join(dir, 'test_data_set_0'), { recursive: true });
+        writeFileSync(
+          join(dir, 'run.mjs'),
+          `import * as ort from 'onnxruntime-node';
 import '@mlx/ort-ep';
 import { readTestCase } from '@mlx/ort-ep/internal';
 const data = readTestCase('.').datasets[0];
@@ -416,17 +438,18 @@ let worst = 0;
 for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
 console.log('RESULT ' + JSON.stringify({ handler: s.handler.constructor.name, worst }));
 `,
-      );
-      const r = spawnSync(process.execPath, ['run.mjs'], { cwd: dir, encoding: 'utf8', env: cleanEnv(), timeout: 120_000 });
-      const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
-      assert(line, `${m.name}: ${r.stdout}${r.stderr}`);
-      const out = JSON.parse(line.slice(7));
-      assert(out.handler === 'MlxSessionHandler' && out.worst <= 0, `${m.name}: ${line}`);
-      notes.push(`${m.name} ${m.version}`);
-    }),
-  );
-  return notes.join(', ');
-});
+        );
+        const r = spawnSync(process.execPath, ['run.mjs'], { cwd: dir, encoding: 'utf8', env: cleanEnv(), timeout: 120_000 });
+        const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
+        assert(line, `${m.name}: ${r.stdout}${r.stderr}`);
+        const out = JSON.parse(line.slice(7));
+        assert(out.handler === 'MlxSessionHandler' && out.worst <= 0, `${m.name}: ${line}`);
+        notes.push(`${m.name} ${m.version}`);
+      }),
+    );
+    return notes.join(', ');
+  },
+);
 
 await step(`TypeScript ${ts7Version} with the settings its tsc --init writes (types [], esnext), skipLibCheck off`, () => {
   const dir = join(app, 'ts7');

@@ -70,7 +70,7 @@ export async function benchWorker(a: BenchWorkerArgs): Promise<BenchResult> {
       })) as unknown as Session;
   } else if (ort) {
     // Through onnxruntime's own InferenceSession, as an application would use the provider.
-    await import('./index.js');
+    await import('./backend/register.js');
     create = async () =>
       (await ort.InferenceSession.create(bytes, {
         executionProviders: [{ name: 'mlx', device: a.device ?? 'cpu' } as never],

@@ -23,7 +23,8 @@ const LAYERS: string[][] = [
   ['session.ts', 'check.ts'],
   ['backend'],
   ['generate.ts'],
-  ['demo'],
+  ['demo', 'cli-inputs.ts'],
+  ['cli-bench.ts'],
   ['cli.ts'],
   ['index.ts', 'internal.ts'],
 ];
