@@ -11,7 +11,19 @@
 // npm works from a cache in .cache/npm (offline where it holds everything). Results go to
 // reports/consumer-test.json for tools/test-summary.mjs.
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +39,7 @@ const results = [];
 const ortVersion = JSON.parse(readFileSync(join(root, 'packages/ort-ep/package.json'), 'utf8')).devDependencies['onnxruntime-node'];
 const tsVersion = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies.typescript;
 const ts7Version = '7.0.2';
+const esbuildVersion = '0.28.2';
 const typesNode = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies['@types/node'];
 
 /** An environment with nothing that points at this repository or at a native library. */
@@ -183,6 +196,8 @@ const installing = step(`npm install of the tarballs with onnxruntime-node and -
       '@ricky0123/vad-web@0.0.31',
       // Today's TypeScript, beside the pinned one, for the declarations check.
       `ts7@npm:typescript@${ts7Version}`,
+      // The bundler of the bundle step.
+      `esbuild@${esbuildVersion}`,
     ],
     { cwd: app, env: cleanEnv() },
   );
@@ -450,6 +465,52 @@ console.log('RESULT ' + JSON.stringify({ handler: s.handler.constructor.name, wo
     return notes.join(', ');
   },
 );
+
+// An application bundled with esbuild, ESM and CommonJS, the native packages kept external (koffi's
+// binary, onnxruntime-node's, the platform package holding libmlxc): a bare import registers the
+// backend (sideEffects), and the CommonJS bundle, where import.meta is empty, finds the packages.
+await step(`esbuild ${esbuildVersion} bundles (ESM and CommonJS) of an app, native packages external, run gpt2-tiny`, () => {
+  const body = (
+    esm,
+  ) => `${esm ? "import * as ort from 'onnxruntime-node';\nimport '@mlx/ort-ep';\nimport { readTestCase } from '@mlx/ort-ep/internal';" : "const ort = require('onnxruntime-node');\nrequire('@mlx/ort-ep');\nconst { readTestCase } = require('@mlx/ort-ep/internal');"}
+(async () => {
+  const data = readTestCase('.').datasets[0];
+  const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
+  const feeds = {};
+  data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
+  const got = (await s.run(feeds)).logits.data;
+  const want = data.outputs[0].data;
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
+  console.log('RESULT ' + JSON.stringify({ handler: s.handler.constructor.name, worst }));
+})();
+`;
+  const sizes = [];
+  for (const esm of [true, false]) {
+    const src = join(app, esm ? 'bundle-src.mjs' : 'bundle-src.cjs');
+    const out = join(app, 'bundled', esm ? 'app.mjs' : 'app.cjs');
+    writeFileSync(src, body(esm));
+    const esbuild = join(app, 'node_modules/esbuild/bin/esbuild');
+    const args = [src, '--bundle', '--platform=node', `--format=${esm ? 'esm' : 'cjs'}`, `--outfile=${out}`, '--log-level=error'];
+    for (const ext of ['onnxruntime-node', 'koffi', '@mlx/sys-*']) args.push(`--external:${ext}`);
+    execFileSync(process.execPath, [esbuild, ...args], { cwd: app, env: cleanEnv() });
+    // It runs in a folder of its own whose node_modules holds the external packages alone.
+    const run = join(work, esm ? 'bundle-esm' : 'bundle-cjs');
+    mkdirSync(join(run, 'node_modules', '@mlx'), { recursive: true });
+    for (const ext of ['onnxruntime-node', 'koffi', '@mlx/sys-linux-x64-gnu'])
+      symlinkSync(join(app, 'node_modules', ext), join(run, 'node_modules', ext));
+    cpSync(out, join(run, esm ? 'app.mjs' : 'app.cjs'));
+    cpSync(join(app, 'model.onnx'), join(run, 'model.onnx'));
+    cpSync(join(app, 'test_data_set_0'), join(run, 'test_data_set_0'), { recursive: true });
+    const r = spawnSync(process.execPath, [esm ? 'app.mjs' : 'app.cjs'], { cwd: run, encoding: 'utf8', env: cleanEnv(), timeout: 120_000 });
+    const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
+    assert(line, `${out}: ${r.stdout}${r.stderr}`);
+    const res = JSON.parse(line.slice(7));
+    assert(res.handler === 'MlxSessionHandler' && res.worst <= 0, `${out}: ${line}`);
+    sizes.push(`${esm ? 'ESM' : 'CJS'} ${(statSync(out).size / 2 ** 20).toFixed(1)} MiB`);
+  }
+  return sizes.join(', ');
+});
 
 await step(`TypeScript ${ts7Version} with the settings its tsc --init writes (types [], esnext), skipLibCheck off`, () => {
   const dir = join(app, 'ts7');

@@ -3,7 +3,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { delimiter, dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { prototypes, type MlxCFunctions } from './generated/bindings.js';
 import { glibcTooOld, glibcVersion } from './libc.js';
 import { ownManifestVersion } from './manifest.js';
@@ -16,7 +16,12 @@ export { glibcVersion } from './libc.js';
 /** mlx-c's enum values. */
 export { MlxDtype, MlxDeviceType, MlxCompileMode, MlxFftNorm } from './generated/ctypes.js';
 
-const require = createRequire(import.meta.url);
+/**
+ * This module's URL: import.meta.url, or in a CommonJS bundle (where the bundler empties
+ * import.meta) the bundle's own file.
+ */
+const selfUrl: string = import.meta.url ?? pathToFileURL(__filename).href;
+const require = createRequire(selfUrl);
 type Koffi = typeof import('koffi');
 // koffi is required on first load, not at import: importing this package loads nothing native.
 let koffi: Koffi | undefined;
@@ -59,7 +64,7 @@ function declareTypes(): MlxCTypes {
   return types;
 }
 
-const here = dirname(fileURLToPath(import.meta.url));
+const here = dirname(fileURLToPath(selfUrl));
 const libName = process.platform === 'darwin' ? 'libmlxc.dylib' : 'libmlxc.so';
 /** Where this repository's build puts the library (from src/ or dist/). */
 export const repoLibraryPath = join(here, '..', 'native', 'build', libName);

@@ -17,7 +17,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Backend } from 'onnxruntime-common';
 import * as ortEsm from 'onnxruntime-common';
-import { packageRequirers, type Requirer } from '../runtime/packages.js';
+import { packageRequirers, selfUrl, type Requirer } from '../runtime/packages.js';
 import { createMlxBackend, type OrtModule } from './handler.js';
 import { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY } from './options.js';
 
@@ -109,7 +109,7 @@ function importTarget(exp: unknown): string | undefined {
 function registerEverywhere(): void {
   let own = '';
   try {
-    own = packageRoot(createRequire(import.meta.url).resolve('onnxruntime-common'), 'onnxruntime-common') ?? '';
+    own = packageRoot(createRequire(selfUrl).resolve('onnxruntime-common'), 'onnxruntime-common') ?? '';
   } catch {
     // only the ES module is reachable
   }

@@ -4,6 +4,13 @@
 // dependencies, so that the copy the application uses is the one that runs.
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+/**
+ * This module's URL: import.meta.url, or in a CommonJS bundle (where the bundler empties
+ * import.meta) the bundle's own file.
+ */
+export const selfUrl: string = import.meta.url ?? pathToFileURL(__filename).href;
 
 /**
  * A CommonJS require bound to a place (what createRequire returns), spelled out so that these
@@ -22,7 +29,7 @@ export function packageRequirers(): Requirer[] {
   } catch {
     // No usable working folder.
   }
-  out.push(createRequire(import.meta.url));
+  out.push(createRequire(selfUrl));
   return out;
 }
 
