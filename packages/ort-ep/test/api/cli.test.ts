@@ -162,6 +162,22 @@ describe('mlx-ort run', () => {
     expect(diff).toBe('  y: largest |mlx - onnxruntime-node| = 0.000e+0');
   });
 
+  it('random integer inputs index a two-row table (token types) without going out of range', async () => {
+    const tablePath = join(dir, 'table.onnx');
+    writeFileSync(
+      tablePath,
+      model({
+        opsets: { '': 13 },
+        inputs: [v('ids', 'int64', [64])],
+        outputs: [v('y', 'float32', [64, 3])],
+        initializers: [{ name: 't', type: 'float32', dims: [2, 3], values: [1, 2, 3, 4, 5, 6] }],
+        nodes: [node('Gather', ['t', 'ids'], ['y'])],
+      }),
+    );
+    const out = await capture(['run', tablePath, '--runs', '1']);
+    expect(out.find((l) => l.startsWith('  y: ['))).toMatch(/^ {2}y: \[64, 3\] mean /);
+  });
+
   it('symbolic dimensions default to 1', async () => {
     const out = await capture(['run', path, '--runs', '1']);
     expect(out.find((l) => l.startsWith('  y: '))).toMatch(/^ {2}y: \[1, 2\]/);
