@@ -11,10 +11,12 @@
 // computed) are kept as they are. Evaluating a placeholder fails (it has neither data nor a
 // primitive), so a function that reads its inputs' data cannot be captured.
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "eval.h"
+#include "mlx/primitives.h"
 #include "mlxc_private.h"
 
 namespace mx = mlx::core;
@@ -86,6 +88,77 @@ std::vector<mx::array> tape_of(const std::vector<mx::array>& inputs, const std::
       if (!depends.count(in.id())) stack.emplace_back(in, false);
   }
   return tape;
+}
+
+// Primitives that only give their input another shape in row-major order: a chain of them is
+// one Reshape. Reshape, Flatten and Unflatten copy a layout they cannot view; ExpandDims and
+// Squeeze never copy, so two of those alone stay as they are (a Reshape in their place might).
+enum class ShapeOp { none, copies, view };
+ShapeOp shape_op(const mx::array& a) {
+  if (!a.has_primitive() || !a.siblings().empty()) return ShapeOp::none;
+  const std::string_view n = a.primitive().name();
+  if (n == "Reshape" || n == "Flatten" || n == "Unflatten") return ShapeOp::copies;
+  if (n == "ExpandDims" || n == "Squeeze") return ShapeOp::view;
+  return ShapeOp::none;
+}
+
+/**
+ * The traced graph with chains of shape-only nodes made one Reshape (a Reshape of a Flatten of
+ * an Unflatten of x: a Reshape of x), and shape-only nodes that keep their input's shape dropped:
+ * the same values, each a node fewer per replay. MLX's ops make many such chains (a matmul of a
+ * 3-D activation flattens and unflattens it, take squeezes its gather). The arrays in between stay
+ * where something else reads them.
+ */
+void simplify(Trace& t) {
+  std::unordered_map<std::uintptr_t, mx::array> map;
+  auto get = [&](const mx::array& a) -> mx::array {
+    auto it = map.find(a.id());
+    return it == map.end() ? a : it->second;
+  };
+  std::unordered_set<std::uintptr_t> placeholders;
+  for (const auto& in : t.inputs) placeholders.insert(in.id());
+  bool changed = false;
+  for (const auto& a : t.tape) {
+    std::vector<mx::array> ins;
+    ins.reserve(a.inputs().size());
+    bool moved = false;
+    for (const auto& in : a.inputs()) {
+      ins.push_back(get(in));
+      moved = moved || ins.back().id() != in.id();
+    }
+    const auto op = shape_op(a);
+    if (op != ShapeOp::none && ins[0].dtype() == a.dtype()) {
+      const auto& x = ins[0];
+      if (x.shape() == a.shape()) {
+        map.insert_or_assign(a.id(), x);
+        changed = true;
+        continue;
+      }
+      const auto inner = placeholders.count(x.id()) ? ShapeOp::none : shape_op(x);
+      if (inner != ShapeOp::none && (inner == ShapeOp::copies || op == ShapeOp::copies) && x.inputs()[0].dtype() == a.dtype()) {
+        map.insert_or_assign(a.id(), mx::reshape(x.inputs()[0], a.shape(), a.primitive().stream()));
+        changed = true;
+        continue;
+      }
+    }
+    if (!moved) continue;  // the traced array serves as it is
+    if (a.siblings().empty()) {
+      map.insert_or_assign(a.id(), mx::array(a.shape(), a.dtype(), a.primitive_ptr(), std::move(ins)));
+    } else {
+      const auto traced = a.outputs();
+      std::vector<mx::Shape> shapes;
+      std::vector<mx::Dtype> dtypes;
+      for (const auto& o : traced) {
+        shapes.push_back(o.shape());
+        dtypes.push_back(o.dtype());
+      }
+      auto made = mx::array::make_arrays(std::move(shapes), dtypes, a.primitive_ptr(), ins);
+      for (size_t i = 0; i < traced.size(); i++) map.insert_or_assign(traced[i].id(), std::move(made[i]));
+    }
+  }
+  if (!changed) return;
+  for (auto& o : t.outputs) o = get(o);
+  t.tape = tape_of(t.inputs, t.outputs);
 }
 
 std::vector<mx::array> replay(const Trace& t, const std::vector<mx::array>& real) {
@@ -191,6 +264,7 @@ int mlxc_capture(mlx_closure* res, const mlx_closure fun) {
       for (const auto& x : real) t.inputs.push_back(mx::array(x.shape(), x.dtype(), nullptr, {}));
       t.outputs = body(t.inputs);
       t.tape = tape_of(t.inputs, t.outputs);
+      simplify(t);
       it = traces->emplace(std::move(key), std::move(t)).first;
     }
     return replay(it->second, real);
