@@ -55,4 +55,36 @@ describe('nodes per evaluation', () => {
     expect(g.ops.Contiguous).toBeUndefined();
     expect(g.ops.BoundIndices).toBe(2);
   });
+
+  it('captured transposes of transposes compose, and cancel where they undo each other', () => {
+    const g = lastGraph(`
+      const f = (x) => [mx.exp(mx.transpose(mx.transpose(x, [1, 0, 2]), [1, 0, 2])), mx.transpose(mx.transpose(x, [1, 2, 0]), [1, 2, 0])];
+      const g = mx.captureGraph(f);
+      const x = mx.array(Float32Array.from({ length: 24 }, (_, i) => i), { shape: [2, 3, 4] });
+      for (let k = 0; k < 2; k++) {
+        const got = g(x).map((a) => Array.from(a.toTypedArray()).join());
+        const want = f(x).map((a) => Array.from(a.toTypedArray()).join());
+        if (got.join(';') !== want.join(';')) throw new Error('different values');
+      }
+      mx.concatenate([mx.flatten(g(x)[0]), mx.flatten(g(x)[1])], 0).toTypedArray();
+    `);
+    // exp(x), and one Transpose of x instead of two.
+    expect(g.ops.Transpose).toBe(1);
+    expect(g.ops.Exp).toBe(1);
+  });
+
+  it("a bidirectional LSTM layer's [T, B, 2H] output takes no Transpose or copy in a capture", () => {
+    const g = lastGraph(`
+      const T = 3, B = 2, H = 4;
+      const ones = (s) => mx.multiply(mx.ones(s), 0.1).eval();
+      const rt = ones([2, H, 4 * H]), z = mx.zeros([2, B, H]).eval();
+      const acts = [2, 0, 0, 1, 0, 0, 1, 0, 0, 2, 0, 0, 1, 0, 0, 1, 0, 0]; // sigmoid, tanh, tanh per direction
+      const f = (proj) => mx.reshape(mx.transpose(mx.ext.lstm(proj, rt, z, z, null, null, acts, Infinity, false, 2)[0], [0, 2, 1, 3]), [T, B, 2 * H]);
+      const g = mx.captureGraph(f);
+      const proj = mx.array(Float32Array.from({ length: T * B * 8 * H }, (_, i) => Math.sin(i)), { shape: [T, B, 8 * H] });
+      for (let k = 0; k < 2; k++) if (Array.from(g(proj).toTypedArray()).join() !== Array.from(f(proj).toTypedArray()).join()) throw new Error('different values');
+      g(proj).toTypedArray();
+    `);
+    expect(g).toEqual({ nodes: 2, ops: { Lstm: 1, Reshape: 1 } });
+  });
 });

@@ -102,10 +102,15 @@ ShapeOp shape_op(const mx::array& a) {
   return ShapeOp::none;
 }
 
+bool is_transpose(const mx::array& a) {
+  return a.has_primitive() && a.siblings().empty() && std::string_view(a.primitive().name()) == "Transpose";
+}
+
 /**
  * The traced graph with chains of shape-only nodes made one Reshape (a Reshape of a Flatten of
  * an Unflatten of x: a Reshape of x), and shape-only nodes that keep their input's shape dropped:
- * the same values, each a node fewer per replay. MLX's ops make many such chains (a matmul of a
+ * the same values, each a node fewer per replay. Transposes of transposes compose the same way.
+ * MLX's ops make many such chains (a matmul of a
  * 3-D activation flattens and unflattens it, take squeezes its gather). The arrays in between stay
  * where something else reads them.
  */
@@ -140,6 +145,23 @@ void simplify(Trace& t) {
         changed = true;
         continue;
       }
+    }
+    // A Transpose of a Transpose: one Transpose, or none where they cancel (a kernel's view of its
+    // output in one layout, turned back by the model).
+    if (is_transpose(a) && !placeholders.count(ins[0].id()) && is_transpose(ins[0])) {
+      const auto& x = ins[0];
+      const auto outer = static_cast<mx::Transpose&>(a.primitive()).state();
+      const auto inner = static_cast<mx::Transpose&>(x.primitive()).state();
+      std::vector<int> axes(outer.size());
+      bool identity = true;
+      for (size_t i = 0; i < outer.size(); i++) {
+        axes[i] = inner[outer[i]];
+        identity = identity && axes[i] == static_cast<int>(i);
+      }
+      const auto& src = x.inputs()[0];
+      map.insert_or_assign(a.id(), identity ? src : mx::transpose(src, axes, a.primitive().stream()));
+      changed = true;
+      continue;
     }
     if (!moved) continue;  // the traced array serves as it is
     if (a.siblings().empty()) {
