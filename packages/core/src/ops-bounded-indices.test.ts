@@ -13,6 +13,8 @@ describe('ext.boundedIndices', () => {
   it('wraps negative indices and flags nothing when all are in range', () => {
     const r = run(mx.array(new BigInt64Array([0n, -1n, 3n, -4n]), { shape: [2, 2] }), [4], true);
     expect(r).toEqual({ pos: [0, 3, 3, 0], shape: [2, 2], dtype: 'int32', bad: false, detail: [0, 0] });
+    // The flag is one bool of shape [1]: a run's flags concatenate with no node per flag.
+    expect(mx.ext.boundedIndices(mx.array(new Int32Array([1])), [4], true)[1].shape).toEqual([1]);
   });
 
   it('clamps out-of-range indices and names the smallest under and the largest over the range', () => {

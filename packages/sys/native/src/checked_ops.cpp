@@ -102,7 +102,8 @@ class CheckIndices : public mx::UnaryPrimitive {
  * index, read as int64 (uint64 wraps, as astype does), counts from the end when negative (with
  * `negative`) and is clamped into [0, n - 1]; `n` is dims[0], or dims[j] for component j of the
  * last axis when dims has one size per component. Three outputs: the int32 positions (the indices'
- * shape), whether any index was outside [-n, n) ([0, n) without `negative`), a bool scalar, and
+ * shape), whether any index was outside [-n, n) ([0, n) without `negative`), one bool of shape [1]
+ * (the shape a run's checks are concatenated in), and
  * [below, above] (int64): the smallest index under its range and the largest over it (0 where
  * none), to name the offender. The front end reports the flag itself (the run fails naming the
  * node), so the evaluation never throws here. One primitive instead of a dozen elementwise ops and
@@ -118,14 +119,14 @@ class BoundIndices : public mx::Primitive {
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
     check_shape(in[0]);
-    return {in[0].shape(), {}, {2}};
+    return {in[0].shape(), {1}, {2}};
   }
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>&, const std::vector<int>&,
                          const std::vector<array>&) override {
     return {mx::zeros_like(primals[0], stream())};
   }
   std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>&, const std::vector<int>&) override {
-    return {mx::zeros(primals[0].shape(), mx::int32, stream()), mx::array(false), mx::zeros({2}, mx::int64, stream())};
+    return {mx::zeros(primals[0].shape(), mx::int32, stream()), mx::zeros({1}, mx::bool_, stream()), mx::zeros({2}, mx::int64, stream())};
   }
   /** The single size every index is bounded by, or -1 when the sizes are per component. */
   int64_t single_dim() const { return dims_.size() == 1 ? dims_[0] : -1; }
@@ -268,7 +269,7 @@ std::vector<array> bounded_indices(const array& indices, const std::vector<int64
   if (s.device == mx::Device::cpu) {
     auto p = std::make_shared<BoundIndices>(s, dims, negative);
     p->check_shape(indices);
-    return array::make_arrays({indices.shape(), {}, {2}}, {mx::int32, mx::bool_, mx::int64}, p, {indices});
+    return array::make_arrays({indices.shape(), {1}, {2}}, {mx::int32, mx::bool_, mx::int64}, p, {indices});
   }
   // Elsewhere the same from MLX's ops.
   auto i = mx::astype(indices, mx::int64, s);
@@ -277,7 +278,7 @@ std::vector<array> bounded_indices(const array& indices, const std::vector<int64
   auto zero = array(0, mx::int64);
   auto lo = negative ? mx::negative(n, s) : zero;
   auto under = mx::less(i, lo, s), over = mx::greater_equal(i, n, s);
-  auto bad = mx::any(mx::logical_or(under, over, s), s);
+  auto bad = mx::reshape(mx::any(mx::logical_or(under, over, s), s), {1}, s);
   auto below = mx::min(mx::where(under, i, zero, s), s), above = mx::max(mx::where(over, i, zero, s), s);
   auto wrapped = negative ? mx::where(mx::less(i, zero, s), mx::add(i, n, s), i, s) : i;
   auto top = mx::maximum(mx::subtract(n, array(1, mx::int64), s), zero, s);

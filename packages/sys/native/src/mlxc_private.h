@@ -158,7 +158,7 @@ array remainder(const array& a, const array& b, mx::Stream s);
 /**
  * Integer indices made int32 positions in one primitive (checked_ops.cpp): negative ones count from
  * the end (with `negative`), all clamped into [0, n - 1] for n = dims[0] or dims[j] per component j of
- * the last axis. {positions, bad (bool scalar: an index was out of range), [below, above] (int64)}.
+ * the last axis. {positions, bad ([1] bool: an index was out of range), [below, above] (int64)}.
  */
 std::vector<array> bounded_indices(const array& indices, const std::vector<int64_t>& dims, bool negative, mx::Stream s);
 }  // namespace safe
