@@ -23,6 +23,18 @@ describe('ext.boundedIndices', () => {
     expect(run(mx.array(new Int32Array([-1, 2])), [4], false)).toMatchObject({ pos: [0, 2], bad: true, detail: [-1, 0] });
   });
 
+  it('takes empty indices', () => {
+    expect(run(mx.zeros([0, 3], 'int64'), [4], true)).toEqual({ pos: [], shape: [0, 3], dtype: 'int32', bad: false, detail: [0, 0] });
+  });
+
+  it.skipIf(!mx.gpuAvailable())('gives the same on the GPU (MLX ops there), empty indices too', () => {
+    const gpu = { stream: mx.defaultStreamOf('gpu') };
+    const idx = mx.array(new Int32Array([7, -9, 2, 5, -6]));
+    const [pos, bad, detail] = mx.ext.boundedIndices(idx, [4], true, gpu);
+    expect([nums(pos), bad.shape, bad.item(), nums(detail)]).toEqual([[3, 0, 2, 3, 0], [1], true, [-9, 7]]);
+    expect(mx.ext.boundedIndices(mx.zeros([0, 3], 'int64'), [4], true, gpu)[0].shape).toEqual([0, 3]);
+  });
+
   it('reads every integer type as int64 (uint64 wraps as astype does)', () => {
     expect(run(mx.array(new Uint8Array([1, 200])), [10], false)).toMatchObject({ pos: [1, 9], bad: true, detail: [0, 200] });
     expect(run(mx.array(new BigUint64Array([2n ** 64n - 1n])), [3], true)).toMatchObject({ pos: [2], bad: false });

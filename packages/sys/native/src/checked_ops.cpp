@@ -271,10 +271,11 @@ std::vector<array> bounded_indices(const array& indices, const std::vector<int64
     p->check_shape(indices);
     return array::make_arrays({indices.shape(), {1}, {2}}, {mx::int32, mx::bool_, mx::int64}, p, {indices});
   }
-  // Elsewhere the same from MLX's ops.
+  // Elsewhere the same from MLX's ops (which cannot reduce an empty array).
+  if (dims.size() > 1) BoundIndices(s, dims, negative).check_shape(indices);
+  if (indices.size() == 0) return {mx::astype(indices, mx::int32, s), mx::zeros({1}, mx::bool_, s), mx::zeros({2}, mx::int64, s)};
   auto i = mx::astype(indices, mx::int64, s);
   auto n = dims.size() == 1 ? array(dims[0], mx::int64) : array(dims.data(), {static_cast<int>(dims.size())}, mx::int64);
-  if (dims.size() > 1) BoundIndices(s, dims, negative).check_shape(indices);
   auto zero = array(0, mx::int64);
   auto lo = negative ? mx::negative(n, s) : zero;
   auto under = mx::less(i, lo, s), over = mx::greater_equal(i, n, s);
