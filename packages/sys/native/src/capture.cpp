@@ -102,6 +102,14 @@ ShapeOp shape_op(const mx::array& a) {
   return ShapeOp::none;
 }
 
+/** One input, one output, each element from the same element of the input. */
+bool is_unary_elementwise(const mx::array& a) {
+  if (!a.has_primitive() || !a.siblings().empty() || a.inputs().size() != 1) return false;
+  static const std::unordered_set<std::string_view> names{"FusedActivation", "Exp",  "Tanh",  "Sigmoid", "Erf", "Negative", "Abs",
+                                                          "Square",          "Sqrt", "Rsqrt", "Log",     "Sin", "Cos",      "AsType"};
+  return names.count(a.primitive().name()) > 0;
+}
+
 bool is_transpose(const mx::array& a) {
   return a.has_primitive() && a.siblings().empty() && std::string_view(a.primitive().name()) == "Transpose";
 }
@@ -122,6 +130,11 @@ void simplify(Trace& t) {
   };
   std::unordered_set<std::uintptr_t> placeholders;
   for (const auto& in : t.inputs) placeholders.insert(in.id());
+  // How many tape nodes (and outputs) read each traced array.
+  std::unordered_map<std::uintptr_t, int> readers;
+  for (const auto& a : t.tape)
+    for (const auto& in : a.inputs()) readers[in.id()]++;
+  for (const auto& o : t.outputs) readers[o.id()] += 2;
   bool changed = false;
   for (const auto& a : t.tape) {
     std::vector<mx::array> ins;
@@ -136,6 +149,18 @@ void simplify(Trace& t) {
       const auto& x = ins[0];
       if (x.shape() == a.shape()) {
         map.insert_or_assign(a.id(), x);
+        changed = true;
+        continue;
+      }
+      // A reshape of an elementwise op (read only here) of a reshape: the op goes to the first
+      // input's shape, and the reshapes meet (an activation between a matmul's unflatten and the
+      // next matmul's flatten: neither is left).
+      const auto& u0 = a.inputs()[0];
+      if (!placeholders.count(x.id()) && is_unary_elementwise(x) && readers[u0.id()] == 1 && !placeholders.count(x.inputs()[0].id()) &&
+          shape_op(x.inputs()[0]) != ShapeOp::none) {
+        const auto& src = x.inputs()[0].inputs()[0];
+        auto u = mx::array(src.shape(), x.dtype(), x.primitive_ptr(), {src});
+        map.insert_or_assign(a.id(), src.shape() == a.shape() ? u : mx::reshape(u, a.shape(), a.primitive().stream()));
         changed = true;
         continue;
       }
