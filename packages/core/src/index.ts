@@ -43,6 +43,7 @@ export {
   valueAndGrad,
   grad,
   customVjp,
+  differentiating,
   checkpoint,
   evaluate,
   asyncEval,

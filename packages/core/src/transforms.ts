@@ -184,6 +184,17 @@ function withVectors<T>(lists: readonly (readonly Array[])[], body: (vs: MlxHand
   }
 }
 
+// How many JS-started differentiations (vjp, jvp, valueAndGrad, grad) are running now: the
+// functions they differentiate are traced while it is positive. A graph built while it is 0 is
+// never differentiated through a custom VJP (MLX differentiates only what it traces itself), so
+// @mlx/kernels builds its kernels bare then: no CustomTransforms and StopGradient node per call.
+let differentiations = 0;
+
+/** Whether a function is being traced for a derivative (vjp, jvp, valueAndGrad, grad) now. */
+export function differentiating(): boolean {
+  return differentiations > 0;
+}
+
 // mlx_vjp and mlx_jvp take the same arguments (closure, primals, and cotangents or tangents) and
 // return [outputs, products] the same way.
 type ProductFn = typeof fn.mlx_vjp;
@@ -199,7 +210,12 @@ function product(
   return withVectors([primals, seeds], ([p, s]) => {
     const r0 = { ctx: null };
     const r1 = { ctx: null };
-    check(native(r0, r1, cl.handle, p, s), name);
+    differentiations++;
+    try {
+      check(native(r0, r1, cl.handle, p, s), name);
+    } finally {
+      differentiations--;
+    }
     return [takeVector(r0), takeVector(r1)];
   });
 }
@@ -229,7 +245,12 @@ export function valueAndGrad(f: (...xs: Array[]) => Returned, argnums: number | 
       return withVectors([xs], ([input]) => {
         const r0 = { ctx: null };
         const r1 = { ctx: null };
-        check(fn.mlx_closure_value_and_grad_apply(r0, r1, vag, input), 'mlx_closure_value_and_grad_apply');
+        differentiations++;
+        try {
+          check(fn.mlx_closure_value_and_grad_apply(r0, r1, vag, input), 'mlx_closure_value_and_grad_apply');
+        } finally {
+          differentiations--;
+        }
         const values = takeVector(r0);
         const grads = takeVector(r1);
         return [single.value ? values[0] : values, typeof argnums === 'number' ? grads[0] : grads];

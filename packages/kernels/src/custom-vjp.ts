@@ -2,7 +2,7 @@
 // valueAndGrad / grad of any function that calls the kernel use it instead of differentiating
 // the forward's ops. core's customVjp makes one native closure per JS function; a kernel's
 // options (scale, eps, ...) are baked into the closure, so closures are cached per option set.
-import { Array, customVjp, type CompiledFunction } from '@mlx/core';
+import { Array, customVjp, differentiating, type CompiledFunction } from '@mlx/core';
 
 /** Options that select a closure: JSON-serialisable scalars and arrays of them (no Infinity/NaN). */
 export type KernelConfig = Record<string, string | number | boolean | null | readonly number[]>;
@@ -18,11 +18,16 @@ const caches = new Set<Map<string, CompiledFunction>>();
 /**
  * Returns `apply(inputs, config)`: runs `forward` under a custom VJP whose backward is `backward`.
  * `backward` returns one cotangent per input (zeros for inputs that are treated as constants).
+ * Outside a differentiation (core's `differentiating()`: inference, and traces for it) `forward`
+ * runs bare: the wrapper would only add a CustomTransforms and a StopGradient node per call, and
+ * a graph built there is never differentiated through it (the primitives' own VJPs serve a
+ * compiled trace that is differentiated later).
  */
 export function defineCustomVjp<C extends KernelConfig>(forward: Forward<C>, backward: Backward<C>) {
   const byConfig = new Map<string, CompiledFunction>();
   caches.add(byConfig);
   return (inputs: readonly Array[], config: C): Array[] => {
+    if (!differentiating()) return forward([...inputs], config);
     const key = JSON.stringify(config);
     let fn = byConfig.get(key);
     if (!fn) {

@@ -6,7 +6,7 @@ import { Array, type ArrayLike } from '../array.js';
 import { CallTemps, NULL_HANDLE, firstArray, takeVector } from '../call.js';
 import { fn } from '../native.js';
 import { streamHandle, type OpOptions } from '../stream.js';
-import { toInt32, toInt32Array } from '../ints.js';
+import { toInt32, toInt32Array, toInt64Array } from '../ints.js';
 
 /**
  * act(x + bias), bias along the last axis; kind: exp, erf, tanh, sigmoid, relu, silu, gelu, gelu_tanh, identity.
@@ -371,6 +371,23 @@ export function lstm(proj: ArrayLike, rt: ArrayLike, h0: ArrayLike, c0: ArrayLik
   }
 }
 
+/**
+ * integer indices as int32 positions in [0, n) (negative ones from the end with `negative`; others clamped), n = dims[0] or dims[j] per last-axis component j: {positions, bad (one bool, shape [1]: an index was outside [-n, n), or [0, n)), [below, above] (int64: the smallest index under range and the largest over it, 0 where none)}; take trusts these positions without a second check.
+ *
+ * `int mlxc_bounded_indices(mlx_vector_array* res, const mlx_array indices, const int64_t* dims, size_t dims_num, bool negative, const mlx_stream s)`
+ */
+export function boundedIndices(indices: ArrayLike, dims: readonly number[], negative: boolean, opts?: OpOptions): Array[] {
+  const t = new CallTemps();
+  try {
+    const _indices = t.arg(indices);
+    const res = { ctx: null };
+    t.check(fn.mlxc_bounded_indices(res, _indices.handle, toInt64Array(dims, 'boundedIndices: dims'), dims.length, negative, streamHandle(opts)), 'mlxc_bounded_indices');
+    return takeVector(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** The project's own kernels under their names: @mlx/core's `ext` namespace. */
 export const extOps = {
   fusedActivation,
@@ -392,4 +409,5 @@ export const extOps = {
   avgPoolChannelsLast,
   meanTrailing,
   lstm,
+  boundedIndices,
 } as const;

@@ -358,7 +358,11 @@ export class SignatureProgram {
         shapesKey(inputs),
         run.guards.map((x) => ({ describe: x.describe, node: x.node, opType: x.opType, hasDetail: !!x.detail })),
       );
-      if (run.guards.length) outs.push(mx.stack(run.guards.map((x) => mx.reshape(mx.astype(x.bad, 'bool'), []))));
+      // Flags of shape [1] (mx.ext.boundedIndices gives them so) join with no node of their own.
+      if (run.guards.length) {
+        const flags = run.guards.map((x) => mx.reshape(mx.astype(x.bad, 'bool'), [1]));
+        outs.push(flags.length === 1 ? flags[0] : mx.concatenate(flags, 0));
+      }
       for (const x of run.guards) if (x.detail) outs.push(x.detail);
       return outs;
     };

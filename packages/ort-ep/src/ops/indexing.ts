@@ -167,10 +167,9 @@ function gatherND(ctx: OpContext<number>): mx.Array {
   const innerSize = sizeOf(inner);
   // One linear index into the data's leading (batch and indexed) axes, flattened together.
   const idx = mx.astype(ctx.input(1), 'int64');
-  const dimsArr = mx.array(BigInt64Array.from(inner, BigInt), 'int64');
   const strides = inner.map((_, j) => sizeOf(inner.slice(j + 1)));
   const stridesArr = mx.array(BigInt64Array.from(strides, BigInt), 'int64');
-  const safe = mx.astype(checkedIndices(ctx, idx, dimsArr, `GatherND into data of shape [${dd.join(', ')}]`), 'int64');
+  const safe = mx.astype(checkedIndices(ctx, idx, inner, `GatherND into data of shape [${dd.join(', ')}]`), 'int64');
   let linear = mx.sum(mx.multiply(safe, stridesArr), -1);
   if (b > 0) {
     const per = sizeOf(qd.slice(b, -1));
@@ -252,8 +251,7 @@ function scatterND(ctx: OpContext<ScatterParams>): mx.Array {
   if (lead.some((d) => d === 0)) return x;
   // Tuples of length 0 each address the whole data; the update slices combine in order.
   if (k === 0) return scatterWhole(x, mx.reshape(ctx.input(2), [sizeOf(lead), ...x.shape]), ctx.params.reduction);
-  const dimsArr = mx.array(Int32Array.from(x.shape.slice(0, k)), 'int32');
-  const idx = checkedIndices(ctx, ctx.input(1), dimsArr, where);
+  const idx = checkedIndices(ctx, ctx.input(1), x.shape.slice(0, k), where);
   const indices = Array.from({ length: k }, (_, j) =>
     mx.reshape(
       mx.slice(

@@ -11,10 +11,12 @@
 // computed) are kept as they are. Evaluating a placeholder fails (it has neither data nor a
 // primitive), so a function that reads its inputs' data cannot be captured.
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "eval.h"
+#include "mlx/primitives.h"
 #include "mlxc_private.h"
 
 namespace mx = mlx::core;
@@ -86,6 +88,124 @@ std::vector<mx::array> tape_of(const std::vector<mx::array>& inputs, const std::
       if (!depends.count(in.id())) stack.emplace_back(in, false);
   }
   return tape;
+}
+
+// Primitives that only give their input another shape in row-major order: a chain of them is
+// one Reshape. Reshape, Flatten and Unflatten copy a layout they cannot view; ExpandDims and
+// Squeeze never copy, so two of those alone stay as they are (a Reshape in their place might).
+enum class ShapeOp { none, copies, view };
+ShapeOp shape_op(const mx::array& a) {
+  if (!a.has_primitive() || !a.siblings().empty()) return ShapeOp::none;
+  const std::string_view n = a.primitive().name();
+  if (n == "Reshape" || n == "Flatten" || n == "Unflatten") return ShapeOp::copies;
+  if (n == "ExpandDims" || n == "Squeeze") return ShapeOp::view;
+  return ShapeOp::none;
+}
+
+/** One input, one output, each element from the same element of the input. */
+bool is_unary_elementwise(const mx::array& a) {
+  if (!a.has_primitive() || !a.siblings().empty() || a.inputs().size() != 1) return false;
+  static const std::unordered_set<std::string_view> names{"FusedActivation", "Exp",  "Tanh",  "Sigmoid", "Erf", "Negative", "Abs",
+                                                          "Square",          "Sqrt", "Rsqrt", "Log",     "Sin", "Cos",      "AsType"};
+  return names.count(a.primitive().name()) > 0;
+}
+
+bool is_transpose(const mx::array& a) {
+  return a.has_primitive() && a.siblings().empty() && std::string_view(a.primitive().name()) == "Transpose";
+}
+
+/**
+ * The traced graph with chains of shape-only nodes made one Reshape (a Reshape of a Flatten of
+ * an Unflatten of x: a Reshape of x), and shape-only nodes that keep their input's shape dropped:
+ * the same values, each a node fewer per replay. Transposes of transposes compose the same way.
+ * MLX's ops make many such chains (a matmul of a
+ * 3-D activation flattens and unflattens it, take squeezes its gather). The arrays in between stay
+ * where something else reads them.
+ */
+void simplify(Trace& t) {
+  std::unordered_map<std::uintptr_t, mx::array> map;
+  auto get = [&](const mx::array& a) -> mx::array {
+    auto it = map.find(a.id());
+    return it == map.end() ? a : it->second;
+  };
+  std::unordered_set<std::uintptr_t> placeholders;
+  for (const auto& in : t.inputs) placeholders.insert(in.id());
+  // How many tape nodes (and outputs) read each traced array.
+  std::unordered_map<std::uintptr_t, int> readers;
+  for (const auto& a : t.tape)
+    for (const auto& in : a.inputs()) readers[in.id()]++;
+  for (const auto& o : t.outputs) readers[o.id()] += 2;
+  bool changed = false;
+  for (const auto& a : t.tape) {
+    std::vector<mx::array> ins;
+    ins.reserve(a.inputs().size());
+    bool moved = false;
+    for (const auto& in : a.inputs()) {
+      ins.push_back(get(in));
+      moved = moved || ins.back().id() != in.id();
+    }
+    const auto op = shape_op(a);
+    if (op != ShapeOp::none && ins[0].dtype() == a.dtype()) {
+      const auto& x = ins[0];
+      if (x.shape() == a.shape()) {
+        map.insert_or_assign(a.id(), x);
+        changed = true;
+        continue;
+      }
+      // A reshape of an elementwise op (read only here) of a reshape: the op goes to the first
+      // input's shape, and the reshapes meet (an activation between a matmul's unflatten and the
+      // next matmul's flatten: neither is left).
+      const auto& u0 = a.inputs()[0];
+      if (!placeholders.count(x.id()) && is_unary_elementwise(x) && readers[u0.id()] == 1 && !placeholders.count(x.inputs()[0].id()) &&
+          shape_op(x.inputs()[0]) != ShapeOp::none) {
+        const auto& src = x.inputs()[0].inputs()[0];
+        auto u = mx::array(src.shape(), x.dtype(), x.primitive_ptr(), {src});
+        map.insert_or_assign(a.id(), src.shape() == a.shape() ? u : mx::reshape(u, a.shape(), a.primitive().stream()));
+        changed = true;
+        continue;
+      }
+      const auto inner = placeholders.count(x.id()) ? ShapeOp::none : shape_op(x);
+      if (inner != ShapeOp::none && (inner == ShapeOp::copies || op == ShapeOp::copies) && x.inputs()[0].dtype() == a.dtype()) {
+        map.insert_or_assign(a.id(), mx::reshape(x.inputs()[0], a.shape(), a.primitive().stream()));
+        changed = true;
+        continue;
+      }
+    }
+    // A Transpose of a Transpose: one Transpose, or none where they cancel (a kernel's view of its
+    // output in one layout, turned back by the model).
+    if (is_transpose(a) && !placeholders.count(ins[0].id()) && is_transpose(ins[0])) {
+      const auto& x = ins[0];
+      const auto outer = static_cast<mx::Transpose&>(a.primitive()).state();
+      const auto inner = static_cast<mx::Transpose&>(x.primitive()).state();
+      std::vector<int> axes(outer.size());
+      bool identity = true;
+      for (size_t i = 0; i < outer.size(); i++) {
+        axes[i] = inner[outer[i]];
+        identity = identity && axes[i] == static_cast<int>(i);
+      }
+      const auto& src = x.inputs()[0];
+      map.insert_or_assign(a.id(), identity ? src : mx::transpose(src, axes, a.primitive().stream()));
+      changed = true;
+      continue;
+    }
+    if (!moved) continue;  // the traced array serves as it is
+    if (a.siblings().empty()) {
+      map.insert_or_assign(a.id(), mx::array(a.shape(), a.dtype(), a.primitive_ptr(), std::move(ins)));
+    } else {
+      const auto traced = a.outputs();
+      std::vector<mx::Shape> shapes;
+      std::vector<mx::Dtype> dtypes;
+      for (const auto& o : traced) {
+        shapes.push_back(o.shape());
+        dtypes.push_back(o.dtype());
+      }
+      auto made = mx::array::make_arrays(std::move(shapes), dtypes, a.primitive_ptr(), ins);
+      for (size_t i = 0; i < traced.size(); i++) map.insert_or_assign(traced[i].id(), std::move(made[i]));
+    }
+  }
+  if (!changed) return;
+  for (auto& o : t.outputs) o = get(o);
+  t.tape = tape_of(t.inputs, t.outputs);
 }
 
 std::vector<mx::array> replay(const Trace& t, const std::vector<mx::array>& real) {
@@ -191,6 +311,7 @@ int mlxc_capture(mlx_closure* res, const mlx_closure fun) {
       for (const auto& x : real) t.inputs.push_back(mx::array(x.shape(), x.dtype(), nullptr, {}));
       t.outputs = body(t.inputs);
       t.tape = tape_of(t.inputs, t.outputs);
+      simplify(t);
       it = traces->emplace(std::move(key), std::move(t)).first;
     }
     return replay(it->second, real);

@@ -98,12 +98,130 @@ class CheckIndices : public mx::UnaryPrimitive {
 };
 
 /**
+ * Indices made positions in one pass, for the ONNX front end's device-side index checks: each
+ * index, read as int64 (uint64 wraps, as astype does), counts from the end when negative (with
+ * `negative`) and is clamped into [0, n - 1]; `n` is dims[0], or dims[j] for component j of the
+ * last axis when dims has one size per component. Three outputs: the int32 positions (the indices'
+ * shape), whether any index was outside [-n, n) ([0, n) without `negative`), one bool of shape [1]
+ * (the shape a run's checks are concatenated in), and
+ * [below, above] (int64): the smallest index under its range and the largest over it (0 where
+ * none), to name the offender. The front end reports the flag itself (the run fails naming the
+ * node), so the evaluation never throws here. One primitive instead of a dozen elementwise ops and
+ * reductions; its only input is the indices (no gradient flows to integer indices).
+ */
+class BoundIndices : public mx::Primitive {
+ public:
+  BoundIndices(mx::Stream s, std::vector<int64_t> dims, bool negative) : mx::Primitive(s), dims_(std::move(dims)), negative_(negative) {}
+  const char* name() const override { return "BoundIndices"; }
+  bool is_equivalent(const mx::Primitive& o) const override {
+    auto& p = static_cast<const BoundIndices&>(o);
+    return dims_ == p.dims_ && negative_ == p.negative_;
+  }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
+    check_shape(in[0]);
+    return {in[0].shape(), {1}, {2}};
+  }
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>&, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    return {mx::zeros_like(primals[0], stream())};
+  }
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>&, const std::vector<int>&) override {
+    return {mx::zeros(primals[0].shape(), mx::int32, stream()), mx::zeros({1}, mx::bool_, stream()), mx::zeros({2}, mx::int64, stream())};
+  }
+  /** The single size every index is bounded by, or -1 when the sizes are per component. */
+  int64_t single_dim() const { return dims_.size() == 1 ? dims_[0] : -1; }
+  void check_shape(const array& x) const {
+    if (dims_.size() > 1 && (x.ndim() == 0 || static_cast<size_t>(x.shape(-1)) != dims_.size()))
+      throw std::invalid_argument("[bounded_indices] " + std::to_string(dims_.size()) + " sizes for index tuples of length " +
+                                  (x.ndim() ? std::to_string(x.shape(-1)) : std::string("(a scalar)")));
+  }
+  void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
+    throw std::runtime_error("BoundIndices runs on the CPU (bounded_indices builds MLX ops on other devices)");
+  }
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
+    const array& x = in[0];
+    for (auto& o : out) o.set_data(mx::allocator::malloc(o.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    enc.set_input_array(x);
+    for (auto& o : out) enc.set_output_array(o);
+    enc.dispatch([x = array::unsafe_weak_copy(x), pos = array::unsafe_weak_copy(out[0]), bad = array::unsafe_weak_copy(out[1]),
+                  detail = array::unsafe_weak_copy(out[2]), dims = dims_, negative = negative_]() mutable {
+      switch (x.dtype()) {
+        case mx::int8: run<int8_t>(x, pos, bad, detail, dims, negative); break;
+        case mx::int16: run<int16_t>(x, pos, bad, detail, dims, negative); break;
+        case mx::int32: run<int32_t>(x, pos, bad, detail, dims, negative); break;
+        case mx::int64: run<int64_t>(x, pos, bad, detail, dims, negative); break;
+        case mx::uint8: run<uint8_t>(x, pos, bad, detail, dims, negative); break;
+        case mx::uint16: run<uint16_t>(x, pos, bad, detail, dims, negative); break;
+        case mx::uint32: run<uint32_t>(x, pos, bad, detail, dims, negative); break;
+        case mx::uint64: run<uint64_t>(x, pos, bad, detail, dims, negative); break;
+        default: throw std::invalid_argument("[bounded_indices] indices must be integers");
+      }
+    });
+  }
+
+ private:
+  template <typename T>
+  static void run(const array& x, array& pos, array& bad, array& detail, const std::vector<int64_t>& dims, bool negative) {
+    const T* src = x.data<T>();
+    int32_t* dst = pos.data<int32_t>();
+    const size_t len = x.size();
+    const size_t k = dims.size();
+    int64_t below = 0, above = 0;
+    bool low = false, high = false;
+    // Row-major order over the logical shape, whatever the strides (a transposed or broadcast view).
+    const bool flat = x.flags().row_contiguous;
+    const int nd = static_cast<int>(x.ndim());
+    std::vector<int> at(nd, 0);
+    int64_t off = 0;
+    for (size_t i = 0; i < len; i++) {
+      const int64_t v = static_cast<int64_t>(src[flat ? static_cast<int64_t>(i) : off]);
+      const int64_t n = k == 1 ? dims[0] : dims[i % k];
+      const int64_t lo = negative ? -n : 0;
+      if (v < lo) {
+        below = low ? std::min(below, v) : v;
+        low = true;
+      } else if (v >= n) {
+        above = high ? std::max(above, v) : v;
+        high = true;
+      }
+      const int64_t w = negative && v < 0 ? v + n : v;
+      dst[i] = static_cast<int32_t>(std::clamp<int64_t>(w, 0, std::max<int64_t>(n - 1, 0)));
+      if (!flat) {
+        for (int d = nd - 1; d >= 0; d--) {
+          off += x.strides()[d];
+          if (++at[d] < x.shape(d)) break;
+          off -= x.strides()[d] * x.shape(d);
+          at[d] = 0;
+        }
+      }
+    }
+    *bad.data<bool>() = low || high;
+    detail.data<int64_t>()[0] = below;
+    detail.data<int64_t>()[1] = above;
+  }
+  std::vector<int64_t> dims_;
+  bool negative_;
+};
+
+/** Whether `indices` are BoundIndices' positions, each within [0, n) by construction. */
+bool bounded_within(const array& indices, int64_t n) {
+  if (n <= 0 || !indices.has_primitive() || indices.dtype() != mx::int32) return false;
+  auto* p = dynamic_cast<const BoundIndices*>(&indices.primitive());
+  return p && p->single_dim() == n && indices.sibling_position() == 0;
+}
+
+/**
  * `indices` checked against axis `axis` of `a` (CheckIndices::kFlat: against all of `a`, flattened);
- * `n` is that size now, for the GPU path. Negative indices count from the end.
+ * `n` is that size now, for the GPU path. Negative indices count from the end. Positions that
+ * bounded_indices made for a size of exactly `n` pass as they are.
  */
 array checked_indices(const array& indices, const array& a, int axis, int64_t n, const char* op, mx::Stream s) {
   if (!mx::issubdtype(indices.dtype(), mx::integer)) return indices;  // MLX refuses them itself
   if (indices.size() == 0) return indices;
+  // Positions bounded_indices made for this very size need no second check, except in a
+  // shapeless compile's trace: its replays may index an array of another size with them.
+  if (!mlxc::in_shapeless_trace() && bounded_within(indices, n)) return indices;
   if (s.device != mx::Device::cpu) {
     // No CPU kernel here: out-of-range indices become 0 (memory-safe, but not reported).
     auto lo = mx::array(-n, indices.dtype());
@@ -130,7 +248,44 @@ int64_t axis_size(const array& a, int axis, const char* op) {
 
 }  // namespace
 
+namespace mlxc {
+
+namespace {
+thread_local int shapeless_traces = 0;
+}
+ShapelessTrace::ShapelessTrace() { shapeless_traces++; }
+ShapelessTrace::~ShapelessTrace() { shapeless_traces--; }
+bool in_shapeless_trace() { return shapeless_traces > 0; }
+
+}  // namespace mlxc
+
 namespace mlxc::safe {
+
+std::vector<array> bounded_indices(const array& indices, const std::vector<int64_t>& dims, bool negative, mx::Stream s) {
+  if (dims.empty()) throw std::invalid_argument("[bounded_indices] dims must hold one size, or one per index component");
+  for (auto d : dims)
+    if (d < 0) throw std::invalid_argument("[bounded_indices] sizes must not be negative, got " + std::to_string(d));
+  if (!mx::issubdtype(indices.dtype(), mx::integer)) throw std::invalid_argument("[bounded_indices] indices must be integers");
+  if (s.device == mx::Device::cpu) {
+    auto p = std::make_shared<BoundIndices>(s, dims, negative);
+    p->check_shape(indices);
+    return array::make_arrays({indices.shape(), {1}, {2}}, {mx::int32, mx::bool_, mx::int64}, p, {indices});
+  }
+  // Elsewhere the same from MLX's ops (which cannot reduce an empty array).
+  if (dims.size() > 1) BoundIndices(s, dims, negative).check_shape(indices);
+  if (indices.size() == 0) return {mx::astype(indices, mx::int32, s), mx::zeros({1}, mx::bool_, s), mx::zeros({2}, mx::int64, s)};
+  auto i = mx::astype(indices, mx::int64, s);
+  auto n = dims.size() == 1 ? array(dims[0], mx::int64) : array(dims.data(), {static_cast<int>(dims.size())}, mx::int64);
+  auto zero = array(0, mx::int64);
+  auto lo = negative ? mx::negative(n, s) : zero;
+  auto under = mx::less(i, lo, s), over = mx::greater_equal(i, n, s);
+  auto bad = mx::reshape(mx::any(mx::logical_or(under, over, s), s), {1}, s);
+  auto below = mx::min(mx::where(under, i, zero, s), s), above = mx::max(mx::where(over, i, zero, s), s);
+  auto wrapped = negative ? mx::where(mx::less(i, zero, s), mx::add(i, n, s), i, s) : i;
+  auto top = mx::maximum(mx::subtract(n, array(1, mx::int64), s), zero, s);
+  auto pos = mx::astype(mx::minimum(mx::maximum(wrapped, zero, s), top, s), mx::int32, s);
+  return {pos, bad, mx::stack({below, above}, s)};
+}
 
 int groups(int g, const char* op) {
   if (g < 1) throw std::invalid_argument(std::string("[") + op + "] groups must be a positive integer, got " + std::to_string(g));

@@ -55,8 +55,18 @@ namespace mlxc {
  * then each Contiguous by what made its input and what reads it ("Contiguous: Transpose ->
  * FusedRows 4"): a Contiguous is a copy where its input is a view (Transpose, Slice, Broadcast),
  * and only a buffer share where the input is already row-contiguous. Compiled replays count
- * the replayed tape (a fused kernel is one "Compiled" node).
+ * the replayed tape (a fused kernel is one "Compiled" node). MLXC_GRAPH_STATS=edges adds one
+ * line per kind of node by what made its inputs ("(Split) -> Squeeze 4"), to find chains of views.
+ * A multi-output primitive counts once per output the graph reads.
  */
+bool graph_stats_edges() {
+  static const bool on = [] {
+    const char* e = std::getenv("MLXC_GRAPH_STATS");
+    return e && std::string(e) == "edges";
+  }();
+  return on;
+}
+
 bool graph_stats_on() {
   static const bool on = [] {
     const char* e = std::getenv("MLXC_GRAPH_STATS");
@@ -66,7 +76,7 @@ bool graph_stats_on() {
 }
 
 void print_graph_stats(const std::vector<array>& outputs) {
-  std::map<std::string, size_t> ops, contiguous;
+  std::map<std::string, size_t> ops, contiguous, edges;
   std::unordered_set<std::uintptr_t> seen;
   std::vector<array> stack(outputs.begin(), outputs.end());
   size_t nodes = 0;
@@ -82,6 +92,11 @@ void print_graph_stats(const std::vector<array>& outputs) {
     nodes++;
     std::string name = a.primitive().name();
     ops[name]++;
+    if (graph_stats_edges()) {
+      std::string from;
+      for (const auto& in : a.inputs()) from += (from.empty() ? "" : "+") + producer(in);
+      edges["(" + from + ") -> " + name]++;
+    }
     for (const auto& in : a.inputs()) {
       if (in.status() == array::Status::unscheduled && in.has_primitive() && std::string(in.primitive().name()) == "Contiguous")
         contiguous[producer(in.inputs()[0]) + " -> " + name]++;
@@ -102,6 +117,7 @@ void print_graph_stats(const std::vector<array>& outputs) {
     }
   }
   os << "\n";
+  for (auto& [k, v] : edges) os << "  " << k << " " << v << "\n";
   std::fputs(os.str().c_str(), stderr);
 }
 

@@ -134,6 +134,16 @@ inline std::vector<array> arrays_of(const uintptr_t* ctxs, size_t n, const char*
 /** Wraps a vector of arrays in a new handle (the callee of a C callback owns nothing). */
 inline mlx_vector_array new_vector(std::vector<array> v) { return mlx_vector_array{new std::vector<array>(std::move(v))}; }
 
+/** Marks the calling thread as tracing a shapeless compile while it lives (transforms.cpp). */
+struct ShapelessTrace {
+  ShapelessTrace();
+  ~ShapelessTrace();
+  ShapelessTrace(const ShapelessTrace&) = delete;
+  ShapelessTrace& operator=(const ShapelessTrace&) = delete;
+};
+/** Whether the calling thread is tracing a shapeless compile (its replays may change shapes). */
+bool in_shapeless_trace();
+
 /**
  * MLX ops behind checks (checked_ops.cpp) for arguments on which MLX crashes rather than throws;
  * the generated glue calls these (spec/ops.ts).
@@ -147,6 +157,12 @@ array take_along_axis(const array& a, const array& indices, int axis, mx::Stream
 array as_strided(const array& a, const mx::Shape& shape, const mx::Strides& strides, size_t offset, mx::Stream s);
 array floor_divide(const array& a, const array& b, mx::Stream s);
 array remainder(const array& a, const array& b, mx::Stream s);
+/**
+ * Integer indices made int32 positions in one primitive (checked_ops.cpp): negative ones count from
+ * the end (with `negative`), all clamped into [0, n - 1] for n = dims[0] or dims[j] per component j of
+ * the last axis. {positions, bad ([1] bool: an index was out of range), [below, above] (int64)}.
+ */
+std::vector<array> bounded_indices(const array& indices, const std::vector<int64_t>& dims, bool negative, mx::Stream s);
 }  // namespace safe
 
 /**

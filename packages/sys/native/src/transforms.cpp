@@ -83,7 +83,18 @@ int mlx_value_and_grad(mlx_closure_value_and_grad* res, const mlx_closure fun, c
 }
 int mlx_compile(mlx_closure* res, const mlx_closure fun, bool shapeless) {
   MLXC_TRY
-  mlxc::set(*res, mx::compile(mlxc::closure(fun), shapeless));
+  if (!shapeless) {
+    mlxc::set(*res, mx::compile(mlxc::closure(fun), false));
+  } else {
+    // Its trace is marked (mlxc::in_shapeless_trace): ops that trust bounds made for the traced
+    // shapes check again there, as the replays may run on other shapes.
+    mlxc::set(*res, mx::compile(
+                        [f = mlxc::closure(fun)](const std::vector<mx::array>& in) {
+                          mlxc::ShapelessTrace mark;
+                          return f(in);
+                        },
+                        true));
+  }
   MLXC_CATCH(1)
   return 0;
 }

@@ -13,37 +13,45 @@ const wideInt = (a: mx.Array): mx.Array => (a.dtype === 'int64' || a.dtype === '
 
 /**
  * `idx` (integers) checked against an axis of `dim` positions: returns int32 positions in
- * [0, dim). `dim` may be an array broadcasting against `idx` (GatherND and ScatterND check each
- * index component against its own axis); `label` names what is indexed in the message. With
- * `negative: false` only [0, dim) is valid (class labels, token ids, flat indices).
+ * [0, dim). `dim` may be one size per index component (the last axis of `idx`: GatherND and
+ * ScatterND check each component against its own axis), as numbers or an array; `label` names
+ * what is indexed in the message. With `negative: false` only [0, dim) is valid (class labels,
+ * token ids, flat indices). Sizes known here (numbers) take one native primitive
+ * (mx.ext.boundedIndices: positions, flag and offender in one pass, and take trusts its positions).
  */
 export function checkedIndices(
   ctx: OpContext<unknown>,
   idx: mx.Array,
-  dim: number | mx.Array,
+  dim: number | readonly number[] | mx.Array,
   label: string,
   opts: { negative?: boolean } = {},
 ): mx.Array {
   const negative = opts.negative ?? true;
+  const single = typeof dim === 'number';
+  const low = negative && single ? -dim : 0;
+  const range = single ? `[${low}, ${dim - 1}]` : 'the range of its axis';
+  // The offending value: the smallest index when one is below range, else the largest.
+  const describe = ([min, max]: number[]) => {
+    const v = single ? (min < low ? min : max) : min < 0 ? min : max;
+    return `${label}: index ${v} is out of range ${range}`;
+  };
+  const native =
+    typeof dim === 'number' ||
+    (!(dim instanceof mx.Array) && dim.length > 0 && idx.ndim > 0 && (dim.length === 1 || idx.shape[idx.ndim - 1] === dim.length));
+  if (native && mx.isInteger(idx.dtype)) {
+    const [positions, bad, detail] = mx.ext.boundedIndices(idx, typeof dim === 'number' ? [dim] : (dim as readonly number[]), negative);
+    if (idx.size > 0) ctx.guard(bad, describe, detail);
+    return positions;
+  }
   const i = wideInt(idx);
-  const n = typeof dim === 'number' ? dim : mx.astype(dim, i.dtype);
+  const n = typeof dim === 'number' ? dim : mx.astype(dim instanceof mx.Array ? dim : mx.array(Int32Array.from(dim), 'int32'), i.dtype);
   const lo = !negative ? 0 : typeof n === 'number' ? -n : mx.negative(n);
   const wrapped = negative ? mx.where(mx.less(i, 0), mx.add(i, n), i) : i;
   if (i.size > 0) {
     const bad = mx.any(mx.logicalOr(mx.less(i, lo), mx.greaterEqual(i, n)));
-    // The offending value: the smallest index when it is below range, else the largest.
     const below = mx.min(typeof n === 'number' && negative ? i : mx.where(mx.less(i, lo), i, mx.zerosLike(i)));
     const above = mx.max(typeof n === 'number' ? i : mx.where(mx.greaterEqual(i, n), i, mx.zerosLike(i)));
-    const low = negative && typeof dim === 'number' ? -dim : 0;
-    const range = typeof dim === 'number' ? `[${low}, ${dim - 1}]` : 'the range of its axis';
-    ctx.guard(
-      bad,
-      ([min, max]) => {
-        const v = typeof dim === 'number' ? (min < low ? min : max) : min < 0 ? min : max;
-        return `${label}: index ${v} is out of range ${range}`;
-      },
-      mx.stack([below, above]),
-    );
+    ctx.guard(bad, describe, mx.stack([below, above]));
   }
   const top = typeof n === 'number' ? Math.max(n - 1, 0) : mx.maximum(mx.subtract(n, 1), 0);
   return mx.astype(mx.clip(wrapped, 0, top), 'int32');

@@ -86,7 +86,7 @@ class Lstm : public mx::Primitive {
   bool is_equivalent(const mx::Primitive& o) const override { return cfg_ == static_cast<const Lstm&>(o).cfg_; }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
     const int T = in[0].shape(0), B = in[0].shape(1), H = in[1].shape(1);
-    return {{T, cfg_.dirs, B, H}, {cfg_.dirs, B, H}, {cfg_.dirs, B, H}};
+    return {{T, B, cfg_.dirs, H}, {cfg_.dirs, B, H}, {cfg_.dirs, B, H}};
   }
   void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
     throw std::runtime_error("Lstm is a CPU kernel (the front end composes MLX ops on other devices)");
@@ -168,7 +168,7 @@ class Lstm : public mx::Primitive {
       for (int k = 0; k < T; k++) {
         const int t = backwards ? T - 1 - k : k;
         for (int b = 0; b < B; b++) {
-          float* yrow = yp + ((static_cast<size_t>(t) * D + d) * B + b) * H;
+          float* yrow = yp + ((static_cast<size_t>(t) * B + b) * D + d) * H;  // y is [T, B, D, H]
           float* h = hp + (static_cast<size_t>(d) * B + b) * H;
           float* c = cp + (static_cast<size_t>(d) * B + b) * H;
           if (t >= len[b]) {
@@ -308,8 +308,13 @@ std::vector<array> lstm(const array& proj, const array& rt, const array& h0, con
   std::vector<array> in{proj, rt, h0, c0};
   if (lens) in.push_back(mx::astype(*lens, mx::int32, s));
   if (peepholes) in.push_back(*peepholes);
-  const mx::Shape yshape{T, D, B, H};
-  return array::make_arrays({yshape, st, st}, {dt, dt, dt}, std::make_shared<Lstm>(s, std::move(cfg)), in);
+  // The primitive writes Y as [T, B, D, H], the layout models read it in (a Transpose to
+  // [T, B, D, H] and a Reshape to [T, B, D*H] follow a bidirectional layer in PyTorch's exports),
+  // and returns the [T, D, B, H] view of it: the model's Transpose then cancels this one in a
+  // captured graph, and its Reshape needs no copy.
+  auto outs = array::make_arrays({{T, B, D, H}, st, st}, {dt, dt, dt}, std::make_shared<Lstm>(s, std::move(cfg)), in);
+  outs[0] = mx::transpose(outs[0], {0, 2, 1, 3}, s);
+  return outs;
 }
 
 }  // namespace mlxc::cpu
