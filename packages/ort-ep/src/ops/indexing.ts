@@ -132,13 +132,20 @@ const gatherEntry = onnxOp('Gather', 1, {
   },
   run: (ctx) => {
     const x = ctx.input(0);
+    requireRank1(x, 'Gather');
     const axis = normAxis(ctx.params, x.ndim, 'Gather axis');
     return [mx.take(x, checkedIndices(ctx, ctx.input(1), x.shape[axis], `Gather along axis ${axis} of size ${x.shape[axis]}`), axis)];
   },
 });
 
+/** Gather, GatherElements and the Scatters index an axis of their data: a scalar has none. */
+function requireRank1(x: mx.Array, op: string): void {
+  if (x.ndim === 0) throw new RangeError(`${op}: data must have rank 1 or more (it is indexed along an axis), got a scalar`);
+}
+
 function gatherElements(ctx: OpContext<number>): mx.Array {
   let x = ctx.input(0);
+  requireRank1(x, 'GatherElements');
   const idx = ctx.input(1);
   const axis = normAxis(ctx.params, x.ndim, 'GatherElements axis');
   const n = x.shape[axis];
@@ -216,6 +223,7 @@ const parseScatter =
 
 function scatterElements(ctx: OpContext<ScatterParams>): mx.Array {
   const x = ctx.input(0);
+  requireRank1(x, ctx.node.opType);
   const r = x.ndim;
   const axis = normAxis(ctx.params.axis, r, `${ctx.node.opType} axis`);
   const idx = ctx.input(1);

@@ -783,3 +783,34 @@ describe('Conv over zero input channels (fuzz seed 2301)', () => {
     }
   }
 });
+
+describe('indexing a scalar (fuzz seed 7, case 91)', () => {
+  // Gather, GatherElements and the Scatters index an axis of their data; a scalar has none. The
+  // Scatter case failed inside the index check with a JavaScript fault ("reading 'length'").
+  const scalar = (op: string, opset: number) =>
+    model({
+      opsets: { '': opset },
+      inputs: [v('x', 'int64', [])],
+      outputs: [v('y', 'int64')],
+      initializers: [
+        { name: 'i', type: 'int64', dims: [1], values: [0n] },
+        { name: 'u', type: 'int64', dims: [1], values: [3n] },
+      ],
+      nodes: [node(op, op === 'Gather' || op === 'GatherElements' ? ['x', 'i'] : ['x', 'i', 'u'], ['y'], { name: 'n' })],
+    });
+  for (const [op, opset] of [
+    ['Scatter', 9],
+    ['ScatterElements', 16],
+    ['Gather', 13],
+    ['GatherElements', 13],
+  ] as const) {
+    it(`${op} of a scalar is a specific error on both engines`, async () => {
+      const bytes = scalar(op, opset);
+      const feeds = { x: i64([1], []) };
+      expect(await outcome(bytes, feeds)).toBeInstanceOf(Error);
+      const e = await outcome(bytes, feeds, mlx);
+      expect(e).toBeInstanceOf(NodeExecutionError);
+      expect((e as Error).message).toMatch(new RegExp(`node 'n' \\(${op}\\): ${op}: data must have rank 1 or more`));
+    });
+  }
+});

@@ -27,6 +27,10 @@ export function checkedIndices(
   opts: { negative?: boolean } = {},
 ): mx.Array {
   const negative = opts.negative ?? true;
+  // A size that is not one (an axis the data does not have) is the caller's bug, named here
+  // rather than failing inside the check.
+  if (dim === undefined || (typeof dim === 'number' && !(Number.isSafeInteger(dim) && dim >= 0)))
+    throw new RangeError(`${label}: there is no axis of that size to index (size ${String(dim)})`);
   const single = typeof dim === 'number';
   const low = negative && single ? -dim : 0;
   const range = single ? `[${low}, ${dim - 1}]` : 'the range of its axis';
