@@ -1,5 +1,7 @@
 // ext.boundedIndices: integer indices made int32 positions in one primitive, with the flag and the
 // offenders a front end reports; take trusts these positions (no second check in the graph).
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 
@@ -27,12 +29,31 @@ describe('ext.boundedIndices', () => {
     expect(run(mx.zeros([0, 3], 'int64'), [4], true)).toEqual({ pos: [], shape: [0, 3], dtype: 'int32', bad: false, detail: [0, 0] });
   });
 
-  it.skipIf(!mx.gpuAvailable())('gives the same on the GPU (MLX ops there), empty indices too', () => {
-    const gpu = { stream: mx.defaultStreamOf('gpu') };
-    const idx = mx.array(new Int32Array([7, -9, 2, 5, -6]));
-    const [pos, bad, detail] = mx.ext.boundedIndices(idx, [4], true, gpu);
-    expect([nums(pos), bad.shape, bad.item(), nums(detail)]).toEqual([[3, 0, 2, 3, 0], [1], true, [-9, 7]]);
-    expect(mx.ext.boundedIndices(mx.zeros([0, 3], 'int64'), [4], true, gpu)[0].shape).toEqual([0, 3]);
+  // The composed form (MLX's ops: other devices, and the CPU with MLXC_CPU_KERNELS=off) in a child
+  // process on the CPU, and on the GPU where there is one.
+  it('the composed form (MLX ops, as on a GPU) gives the same, empty indices too', () => {
+    const index = fileURLToPath(new URL('./index.ts', import.meta.url));
+    const script = `import * as mx from ${JSON.stringify(index)};
+const nums = (a) => Array.from(a.toTypedArray(), Number);
+const where = mx.gpuAvailable() ? ['cpu', 'gpu'] : ['cpu'];
+const out = where.map((d) => {
+  const on = { stream: mx.defaultStreamOf(d) };
+  const [pos, bad, detail] = mx.ext.boundedIndices(mx.array(new Int32Array([7, -9, 2, 5, -6])), [4], true, on);
+  const [p2, b2, d2] = mx.ext.boundedIndices(mx.array(new Int32Array([1, 4, 2, 5, -3, 0]), { shape: [3, 2] }), [3, 5], true, on);
+  const empty = mx.ext.boundedIndices(mx.zeros([0, 3], 'int64'), [4], true, on);
+  return [nums(pos), bad.shape, bad.item(), nums(detail), nums(p2), b2.item(), nums(d2), empty[0].shape, empty[1].item()];
+});
+console.log(JSON.stringify(out));`;
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...process.env, MLXC_CPU_KERNELS: 'off', VITEST: undefined },
+      encoding: 'utf8',
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const want = [[3, 0, 2, 3, 0], [1], true, [-9, 7], [1, 4, 2, 4, 0, 0], true, [0, 5], [0, 3], false];
+    // The kernel (this process) and the composed form (the child) agree.
+    const kernel = run(mx.array(new Int32Array([7, -9, 2, 5, -6])), [4], true);
+    expect([kernel.pos, [1], kernel.bad, kernel.detail]).toEqual(want.slice(0, 4));
+    for (const got of JSON.parse(r.stdout.trim().split('\n').at(-1)!)) expect(got).toEqual(want);
   });
 
   it('reads every integer type as int64 (uint64 wraps as astype does)', () => {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "kernels/common/cpu.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
 #include "mlxc_private.h"
@@ -266,12 +267,13 @@ std::vector<array> bounded_indices(const array& indices, const std::vector<int64
   for (auto d : dims)
     if (d < 0) throw std::invalid_argument("[bounded_indices] sizes must not be negative, got " + std::to_string(d));
   if (!mx::issubdtype(indices.dtype(), mx::integer)) throw std::invalid_argument("[bounded_indices] indices must be integers");
-  if (s.device == mx::Device::cpu) {
+  if (s.device == mx::Device::cpu && !mlxc::cpu::kernels_off()) {
     auto p = std::make_shared<BoundIndices>(s, dims, negative);
     p->check_shape(indices);
     return array::make_arrays({indices.shape(), {1}, {2}}, {mx::int32, mx::bool_, mx::int64}, p, {indices});
   }
-  // Elsewhere the same from MLX's ops (which cannot reduce an empty array).
+  // Elsewhere (and on the CPU with MLXC_CPU_KERNELS=off) the same from MLX's ops (which cannot
+  // reduce an empty array).
   if (dims.size() > 1) BoundIndices(s, dims, negative).check_shape(indices);
   if (indices.size() == 0) return {mx::astype(indices, mx::int32, s), mx::zeros({1}, mx::bool_, s), mx::zeros({2}, mx::int64, s)};
   auto i = mx::astype(indices, mx::int64, s);
