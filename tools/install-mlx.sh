@@ -7,8 +7,11 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-NAME=$(node -p "require('./packages/sys/mlx-wheel.json').name")
-VERSION=$(node -p "require('./packages/sys/mlx-wheel.json').version")
+# macOS has no mlx-cpu wheel: there the Metal build (the pin's metal block) is the one MLX.
+PIN=""
+[[ $(uname -s) == Darwin ]] && PIN=".metal"
+NAME=$(node -p "require('./packages/sys/mlx-wheel.json')${PIN}.name")
+VERSION=$(node -p "require('./packages/sys/mlx-wheel.json')${PIN}.version")
 BLAS="${MLX_BLAS:-openblas}"
 DEST=".mlx/${NAME}-${VERSION}"
 if [[ "${1:-}" == "--print-root" ]]; then echo "$ROOT/$DEST/mlx"; exit 0; fi
