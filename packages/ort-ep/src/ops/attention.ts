@@ -167,6 +167,10 @@ const rotary = onnxOp('RotaryEmbedding', 23, {
     const cos = ctx.input(1);
     const ids = ctx.optional(3);
     // take() reads wherever a position points: positions index the cache's rows.
+    if (ids && cos.ndim !== 2)
+      throw new RangeError(
+        `RotaryEmbedding: with position_ids, cos_cache must be 2-D [max_position, rotary_dim / 2], got shape [${cos.shape.join(', ')}]`,
+      );
     const positionIds = ids
       ? checkedIndices(ctx, ids, cos.shape[0], `position_ids (a cos/sin cache of ${cos.shape[0]} rows)`, { negative: false })
       : null;

@@ -814,3 +814,67 @@ describe('indexing a scalar (fuzz seed 7, case 91)', () => {
     });
   }
 });
+
+describe('embedding tables and ids of the wrong rank (fuzz seed 2407)', () => {
+  // The index check was handed `table.shape[0]` of a scalar table (undefined): a message naming
+  // "a table of undefined rows". Both shapes are now checked first, with onnxruntime's words.
+  const embed = (idsDims: number[], wordDims: number[]) =>
+    model({
+      opsets: { '': 17, 'com.microsoft': 1 },
+      inputs: [v('ids', 'int32', idsDims)],
+      outputs: [v('y', 'float32'), v('mask', 'int32')],
+      initializers: [
+        {
+          name: 'word',
+          type: 'float32',
+          dims: wordDims,
+          values: Array.from({ length: wordDims.reduce((a, b) => a * b, 1) }, (_, i) => i / 10),
+        },
+        { name: 'pos', type: 'float32', dims: [8, 4], values: Array.from({ length: 32 }, (_, i) => i / 20) },
+        { name: 'gamma', type: 'float32', dims: [4], values: [1, 1, 1, 1] },
+        { name: 'beta', type: 'float32', dims: [4], values: [0, 0, 0, 0] },
+      ],
+      nodes: [
+        node('EmbedLayerNormalization', ['ids', '', 'word', 'pos', '', 'gamma', 'beta'], ['y', 'mask'], {
+          domain: 'com.microsoft',
+          name: 'n',
+        }),
+      ],
+    });
+  const ids = (dims: number[]) => new ort.Tensor('int32', new Int32Array(dims.reduce((a, b) => a * b, 1)), dims);
+  it('1-D input_ids', async () => {
+    const bytes = embed([3], [10, 4]);
+    expect(await outcome(bytes, { ids: ids([3]) })).toBeInstanceOf(Error);
+    const e = await outcome(bytes, { ids: ids([3]) }, mlx);
+    expect(e).toBeInstanceOf(NodeExecutionError);
+    expect((e as Error).message).toMatch(/EmbedLayerNormalization: input_ids shall be 2 dimensions, got shape \[3\]/);
+  });
+  it('a scalar word_embedding', async () => {
+    const bytes = embed([1, 3], []);
+    const e = await outcome(bytes, { ids: ids([1, 3]) }, mlx);
+    expect(e).toBeInstanceOf(NodeExecutionError);
+    expect((e as Error).message).toMatch(/EmbedLayerNormalization: word_embedding shall be 2 dimensions \[rows, hidden\].*got shape \[\]/);
+    expect((e as Error).message).not.toMatch(/undefined/);
+  });
+  it('a well-formed one still matches onnxruntime', async () => {
+    await expectSameAsOrt(embed([1, 3], [10, 4]), { ids: new ort.Tensor('int32', Int32Array.of(1, 5, 9), [1, 3]) });
+  });
+  it('RotaryEmbedding with position_ids and a 1-D cos_cache', async () => {
+    const bytes = model({
+      opsets: { '': 23 },
+      irVersion: 11,
+      inputs: [v('x', 'float32', [1, 2, 3, 4]), v('p', 'int64', [1, 3])],
+      outputs: [v('y', 'float32')],
+      initializers: [
+        { name: 'cos', type: 'float32', dims: [8], values: Array.from({ length: 8 }, () => 1) },
+        { name: 'sin', type: 'float32', dims: [8], values: Array.from({ length: 8 }, () => 0) },
+      ],
+      nodes: [node('RotaryEmbedding', ['x', 'cos', 'sin', 'p'], ['y'], { name: 'n' })],
+    });
+    const feeds = { x: f32(seeded(24, 3), [1, 2, 3, 4]), p: i64([0, 1, 2], [1, 3]) };
+    expect(await outcome(bytes, feeds)).toBeInstanceOf(Error);
+    const e = await outcome(bytes, feeds, mlx);
+    expect(e).toBeInstanceOf(NodeExecutionError);
+    expect((e as Error).message).toMatch(/RotaryEmbedding: with position_ids, cos_cache must be 2-D/);
+  });
+});

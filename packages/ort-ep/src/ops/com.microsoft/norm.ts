@@ -86,6 +86,22 @@ function embedLayerNorm(ctx: OpContext<number>): OpResult[] {
   const rows = (table: mx.Array, idx: mx.Array, what: string) =>
     mx.take(table, checkedIndices(ctx, idx, table.shape[0], `${what} (a table of ${table.shape[0]} rows)`, { negative: false }), 0);
   const ids = ctx.input(0);
+  // onnxruntime's shape checks: 2-D ids, 2-D tables of one hidden size.
+  if (ids.ndim !== 2) throw new RangeError(`EmbedLayerNormalization: input_ids shall be 2 dimensions, got shape [${ids.shape.join(', ')}]`);
+  const tables: [number, string][] = [
+    [2, 'word_embedding'],
+    [3, 'position_embedding'],
+    [4, 'segment_embedding'],
+  ];
+  const hidden = ctx.shape(2)[1];
+  for (const [i, name] of tables) {
+    if (!ctx.has(i)) continue;
+    const t = ctx.shape(i);
+    if (t.length !== 2 || t[1] !== hidden)
+      throw new RangeError(
+        `EmbedLayerNormalization: ${name} shall be 2 dimensions [rows, hidden] with word_embedding's hidden size, got shape [${t.join(', ')}]`,
+      );
+  }
   const [B, S] = ids.shape;
   let sum = rows(ctx.input(2), ids, 'input_ids');
   const pos = ctx.optional(8) ?? mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]);
