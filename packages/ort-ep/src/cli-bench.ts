@@ -5,14 +5,13 @@
 // traces it on the second) and then N runs; the table gives, per engine, the median over rounds
 // of each process's figures, and the ratio to onnxruntime-node.
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { randomInput } from './cli-inputs.js';
 import { metadataOf } from './execute/options.js';
 import { decodeModel, readModelFile } from './onnx/index.js';
+import { requireOptional } from './runtime/packages.js';
 
 /** What the orchestrator passes each worker process. */
 export interface BenchWorkerArgs {
@@ -38,17 +37,8 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 type Ort = typeof import('onnxruntime-node');
 
-/** onnxruntime-node, from this package or the working directory; undefined when it is not installed. */
-export function findOnnxruntimeNode(): Ort | undefined {
-  for (const base of [import.meta.url, join(process.cwd(), 'package.json')]) {
-    try {
-      return createRequire(base)('onnxruntime-node') as Ort;
-    } catch (e) {
-      if ((e as { code?: string }).code !== 'MODULE_NOT_FOUND') throw e;
-    }
-  }
-  return undefined;
-}
+/** onnxruntime-node as the application resolves it (runtime/packages.ts); undefined when it is not installed. */
+export const findOnnxruntimeNode = (): Ort | undefined => requireOptional<Ort>('onnxruntime-node');
 
 /** One engine in this process: create, two first runs, N timed runs. */
 export async function benchWorker(a: BenchWorkerArgs): Promise<BenchResult> {

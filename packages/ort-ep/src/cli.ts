@@ -12,7 +12,7 @@ import { MlxSession, type MlxProgressEvent } from './session.js';
 import { checkModel } from './check.js';
 import { formatPartitions } from './plan/partition.js';
 import { randomInput } from './cli-inputs.js';
-import { metadataOf } from './execute/options.js';
+import { metadataOf, type TensorMetadata } from './execute/options.js';
 import { decodeModel, readModelFile, readTestDataset, type HostTensor, type TestValue } from './onnx/index.js';
 
 const commands = {
@@ -116,6 +116,28 @@ function modelPath(positionals: string[], command: Command): string {
 
 const isTensor = (v: TestValue | undefined): v is HostTensor => !!v && 'dims' in v;
 const numbers = (t: { data: unknown }) => Array.from(t.data as ArrayLike<number | bigint>, Number);
+/** --dim name=value options, each value a positive integer. */
+function parseDims(given: readonly string[] | undefined, command: Command): Map<string, number> {
+  const dims = new Map<string, number>();
+  for (const d of given ?? []) {
+    const m = /^([^=]+)=(.*)$/.exec(d);
+    if (!m) throw new UsageError(`--dim takes name=value, got '${d}'`, command);
+    dims.set(m[1], positiveInt(m[2], `--dim ${m[1]}`, command));
+  }
+  return dims;
+}
+
+/** A --dim that names no symbolic dimension of the model's inputs is a mistake, not a no-op. */
+function checkDimNames(dims: ReadonlyMap<string, number>, inputs: readonly TensorMetadata[], command: Command): void {
+  const symbolic = new Set(inputs.flatMap((m) => m.shape.filter((d): d is string => typeof d === 'string')));
+  for (const name of dims.keys())
+    if (!symbolic.has(name))
+      throw new UsageError(
+        `--dim ${name}: the model's inputs have no dimension named '${name}' (${symbolic.size ? `they have ${[...symbolic].map((d) => `'${d}'`).join(', ')}` : 'none is symbolic'})`,
+        command,
+      );
+}
+
 /**
  * The largest |a - b| over the elements: NaN beside NaN (and equal infinities) count as equal, NaN
  * beside a number as an infinite difference; other shapes of data differ infinitely.
@@ -191,25 +213,13 @@ async function run(args: string[]): Promise<void> {
   const path = modelPath(positionals, 'run');
   const dev = device(values.device, 'run');
   const runs = values.runs === undefined ? 5 : positiveInt(values.runs, '--runs', 'run');
-  const dims = new Map<string, number>();
-  for (const d of values.dim ?? []) {
-    const m = /^([^=]+)=(.*)$/.exec(d);
-    if (!m) throw new UsageError(`--dim takes name=value, got '${d}'`, 'run');
-    dims.set(m[1], positiveInt(m[2], `--dim ${m[1]}`, 'run'));
-  }
+  const dims = parseDims(values.dim, 'run');
   if (values.inputs && dims.size) throw new UsageError('--dim applies to random inputs; --inputs gives them', 'run');
   const ort = values.compare ? requireOnnxruntimeNode() : undefined;
 
   const session = await loadSession(path, dev);
   try {
-    // A --dim that names no dimension of the model's inputs is a mistake, not a no-op.
-    const symbolic = new Set(session.inputMetadata.flatMap((m) => m.shape.filter((d): d is string => typeof d === 'string')));
-    for (const name of dims.keys())
-      if (!symbolic.has(name))
-        throw new UsageError(
-          `--dim ${name}: the model's inputs have no dimension named '${name}' (${symbolic.size ? `they have ${[...symbolic].map((d) => `'${d}'`).join(', ')}` : 'none is symbolic'})`,
-          'run',
-        );
+    checkDimNames(dims, session.inputMetadata, 'run');
     const feeds: Record<string, HostTensor> = {};
     let expected: TestValue[] | undefined;
     if (values.inputs) {
@@ -315,28 +325,12 @@ async function bench(args: string[]): Promise<void> {
   const runs = values.runs === undefined ? 20 : positiveInt(values.runs, '--runs', 'bench');
   const rounds = values.rounds === undefined ? 3 : positiveInt(values.rounds, '--rounds', 'bench');
   const threads = values.threads === undefined ? 2 : positiveInt(values.threads, '--threads', 'bench');
-  const dims: Record<string, number> = {};
-  for (const d of values.dim ?? []) {
-    const m = /^([^=]+)=(.*)$/.exec(d);
-    if (!m) throw new UsageError(`--dim takes name=value, got '${d}'`, 'bench');
-    dims[m[1]] = positiveInt(m[2], `--dim ${m[1]}`, 'bench');
-  }
+  const dims = parseDims(values.dim, 'bench');
   // The model is read (and its --dim names checked) here, before any process starts.
   const g = decodeModel(readModelFile(path), { modelPath: path }).graph;
-  const symbolic = new Set(
-    g.inputs
-      .filter((i) => !g.inputsWithDefaults.has(i.name))
-      .map(metadataOf)
-      .flatMap((m) => m.shape.filter((d): d is string => typeof d === 'string')),
-  );
-  for (const name of Object.keys(dims))
-    if (!symbolic.has(name))
-      throw new UsageError(
-        `--dim ${name}: the model's inputs have no dimension named '${name}' (${symbolic.size ? `they have ${[...symbolic].map((d) => `'${d}'`).join(', ')}` : 'none is symbolic'})`,
-        'bench',
-      );
+  checkDimNames(dims, g.inputs.filter((i) => !g.inputsWithDefaults.has(i.name)).map(metadataOf), 'bench');
   const { bench: orchestrate } = await import('./cli-bench.js');
-  await orchestrate({ model: path, runs, rounds, threads, dims, device: dev });
+  await orchestrate({ model: path, runs, rounds, threads, dims: Object.fromEntries(dims), device: dev });
 }
 
 async function demo(args: string[]): Promise<void> {
