@@ -381,7 +381,9 @@ const otherManagers = [
         .join('')}`,
     }),
     manifest: {},
-    install: (v) => ['corepack', [`pnpm@${v}`, 'install']],
+    // No lockfile here: under CI=true pnpm would default to --frozen-lockfile.
+    install: (v) => ['corepack', [`pnpm@${v}`, 'install', '--no-frozen-lockfile']],
+    env: {},
   },
   {
     name: 'yarn',
@@ -389,6 +391,8 @@ const otherManagers = [
     files: () => ({ '.yarnrc.yml': 'nodeLinker: node-modules\n', 'yarn.lock': '' }),
     manifest: { resolutions: true },
     install: (v) => ['corepack', [`yarn@${v}`, 'install']],
+    // Under CI=true yarn refuses to write a lockfile (immutable installs); this folder starts with none.
+    env: { YARN_ENABLE_IMMUTABLE_INSTALLS: 'false' },
   },
 ];
 await step(
@@ -434,6 +438,7 @@ await step(
           COREPACK_ENABLE_DOWNLOAD_PROMPT: '0',
           COREPACK_NPM_REGISTRY: 'https://registry.npmjs.org',
           COREPACK_ENABLE_STRICT: '0',
+          ...m.env,
         });
         await shAsync(cmd, args, { cwd: dir, env });
         cpSync(join(app, 'model.onnx'), join(dir, 'model.onnx'));
