@@ -7,9 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { toBinary } from '@bufbuild/protobuf';
-import { TensorProtoSchema } from 'onnx-buf';
-import { encodeTensor } from '../src/onnx/encode.js';
+import { encodeTensorBytes } from '../src/onnx/encode.js';
 import { fetchPublished, publishedFeeds, publishedModels } from '../test/helpers/published.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -26,9 +24,7 @@ for (const m of publishedModels.filter((m) => filter.test(m.name))) {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(join(dir, 'test_data_set_0'), { recursive: true });
   symlinkSync(paths[m.name], join(dir, 'model.onnx'));
-  publishedFeeds(m).forEach((t, i) =>
-    writeFileSync(join(dir, 'test_data_set_0', `input_${i}.pb`), toBinary(TensorProtoSchema, encodeTensor(t))),
-  );
+  publishedFeeds(m).forEach((t, i) => writeFileSync(join(dir, 'test_data_set_0', `input_${i}.pb`), encodeTensorBytes(t)));
   if (existsSync(join(dir, 'model.onnx'))) dirs.push(dir);
 }
 const r = spawnSync(

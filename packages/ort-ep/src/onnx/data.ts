@@ -1,11 +1,9 @@
 // Values of onnx-data.proto (SequenceProto, MapProto, OptionalProto): the test-data files of
-// sequence, map and optional inputs and outputs. onnx-buf compiles onnx.proto only, so these three
-// small messages are read with protobuf-es's wire reader; their tensors go through TensorProto.
-import { fromBinary } from '@bufbuild/protobuf';
-import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
-import { SparseTensorProtoSchema, TensorProtoSchema } from 'onnx-buf';
+// sequence, map and optional inputs and outputs. ./proto.ts reads onnx.proto's messages; these three
+// small messages are read with the same wire reader as onnx.proto's; their tensors go through TensorProto.
 import { OnnxLoadError, messageOf } from '../errors.js';
 import { OnnxDataType, type HostTensor, type SparseTensorIR, type TypeIR } from './ir.js';
+import { ProtoReader, Wire as WireType, decodeSparseTensorProto, decodeTensorProto } from './proto.js';
 import { decodeSparseTensor, decodeTensor, decodeTensorBytes } from './tensor.js';
 
 export interface SequenceValue {
@@ -44,21 +42,18 @@ const utf8 = new TextDecoder();
 const ELEM = { UNDEFINED: 0, TENSOR: 1, SPARSE_TENSOR: 2, SEQUENCE: 3, MAP: 4, OPTIONAL: 5 } as const;
 
 /** Calls `field` for each field of the message in `bytes`. */
-function readFields(bytes: Uint8Array, field: (no: number, wt: WireType, r: BinaryReader) => boolean): void {
-  const r = new BinaryReader(bytes);
-  while (r.pos < r.len) {
-    const [no, wt] = r.tag();
-    if (!field(no, wt, r)) r.skip(wt, no);
-  }
+function readFields(bytes: Uint8Array, field: (no: number, wt: number, r: ProtoReader) => boolean): void {
+  const r = new ProtoReader(bytes);
+  r.fields((no, wt) => field(no, wt, r));
 }
 
-function expectWire(got: WireType, want: WireType, what: string, no: number): void {
+function expectWire(got: number, want: number, what: string, no: number): void {
   if (got !== want) throw new Error(`${what} field ${no} has wire type ${got}, expected ${want}`);
 }
 
-const tensorOf = (b: Uint8Array): HostTensor => decodeTensor(fromBinary(TensorProtoSchema, b));
+const tensorOf = (b: Uint8Array): HostTensor => decodeTensor(decodeTensorProto(b));
 const sparseOf = (b: Uint8Array): SparseValue => {
-  const value = decodeSparseTensor(fromBinary(SparseTensorProtoSchema, b));
+  const value = decodeSparseTensor(decodeSparseTensorProto(b));
   return { kind: 'sparse_tensor', value, ...(value.values.name ? { name: value.values.name } : {}) };
 };
 
@@ -122,11 +117,11 @@ function readMap(bytes: Uint8Array): MapValue {
     } else if (no === 3) {
       // Repeated int64: packed or not, depending on the writer.
       if (wt === WireType.LengthDelimited) {
-        const p = new BinaryReader(r.bytes());
-        while (p.pos < p.len) intKeys.push(BigInt(p.int64()));
+        const p = new ProtoReader(r.bytes());
+        while (p.pos < p.end) intKeys.push(p.int64());
       } else {
         expectWire(wt, WireType.Varint, 'MapProto', no);
-        intKeys.push(BigInt(r.int64()));
+        intKeys.push(r.int64());
       }
     } else if (no === 4) {
       expectWire(wt, WireType.LengthDelimited, 'MapProto', no);

@@ -1,27 +1,22 @@
 // IR -> protobuf messages: the inverse of model.ts, for the sub-models that fallback partitions
 // hand to onnxruntime (plan/partition.ts). Tensors are written as raw_data (strings as
 // string_data); a large tensor whose values were never read goes out as the file's own bytes.
-import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import {
-  AttributeProto_AttributeType as A,
-  AttributeProtoSchema,
-  FunctionProtoSchema,
-  GraphProtoSchema,
-  ModelProtoSchema,
-  NodeProtoSchema,
-  SparseTensorProtoSchema,
-  TensorProtoSchema,
-  TypeProtoSchema,
-  ValueInfoProtoSchema,
+  AttrType as A,
+  emptyGraph,
+  emptyTensor,
+  encodeModelProto,
+  encodeTensorProto,
   type AttributeProto,
   type FunctionProto,
   type GraphProto,
   type NodeProto,
   type SparseTensorProto,
   type TensorProto,
+  type TensorShapeProto,
   type TypeProto,
   type ValueInfoProto,
-} from 'onnx-buf';
+} from './proto.js';
 import {
   OnnxDataType,
   type AttrValue,
@@ -53,30 +48,34 @@ export const fileDomain = (d: string): string => (d === DEFAULT_DOMAIN ? '' : d)
 
 export function encodeTensor(t: HostTensor, name = t.name ?? ''): TensorProto {
   const base = { name, dataType: t.dtype, dims: t.dims.map(int64) };
-  if (t.dtype === OnnxDataType.STRING)
-    return create(TensorProtoSchema, { ...base, stringData: (t.data as string[]).map((s) => utf8.encode(s)) });
+  if (t.dtype === OnnxDataType.STRING) return { ...emptyTensor(), ...base, stringData: (t.data as string[]).map((s) => utf8.encode(s)) };
   const raw = undecodedBytes(t) ?? toRawBytes(t.dtype, t.data);
-  return create(TensorProtoSchema, { ...base, rawData: raw as Uint8Array<ArrayBuffer> });
+  return { ...emptyTensor(), ...base, rawData: raw };
 }
+
+/** The bytes of a serialized TensorProto (a test-data `.pb` file). */
+export const encodeTensorBytes = (t: HostTensor, name = t.name ?? ''): Uint8Array => encodeTensorProto(encodeTensor(t, name));
 
 function encodeSparse(s: SparseTensorIR): SparseTensorProto {
-  return create(SparseTensorProtoSchema, { dims: s.dims.map(int64), values: encodeTensor(s.values), indices: encodeTensor(s.indices) });
+  return { dims: s.dims.map(int64), values: encodeTensor(s.values), indices: encodeTensor(s.indices) };
 }
 
-function shapeInit(shape: Dim[]) {
+function shapeInit(shape: Dim[]): TensorShapeProto {
   return {
-    dim: shape.map((d) =>
-      typeof d === 'number'
-        ? { value: { case: 'dimValue' as const, value: int64(d) } }
-        : typeof d === 'string'
-          ? { value: { case: 'dimParam' as const, value: d } }
-          : {},
-    ),
+    dim: shape.map((d) => ({
+      value:
+        typeof d === 'number'
+          ? { case: 'dimValue' as const, value: int64(d) }
+          : typeof d === 'string'
+            ? { case: 'dimParam' as const, value: d }
+            : { case: undefined },
+      denotation: '',
+    })),
   };
 }
 
 export function encodeType(t: TypeIR): TypeProto {
-  let value: MessageInitShape<typeof TypeProtoSchema>['value'];
+  let value: TypeProto['value'];
   switch (t.kind) {
     case 'tensor':
       value = { case: 'tensorType', value: { elemType: t.elemType, shape: t.shape && shapeInit(t.shape) } };
@@ -94,14 +93,14 @@ export function encodeType(t: TypeIR): TypeProto {
       value = { case: 'mapType', value: { keyType: t.keyType, valueType: t.value && encodeType(t.value) } };
       break;
     default:
-      return create(TypeProtoSchema, {});
+      return { value: { case: undefined }, denotation: '' };
   }
-  return create(TypeProtoSchema, { value });
+  return { value, denotation: '' };
 }
 
 /** A value info; `type` undefined writes none (onnxruntime infers it). */
 export const encodeValueInfo = (name: string, type?: TypeIR): ValueInfoProto =>
-  create(ValueInfoProtoSchema, type ? { name, type: encodeType(type) } : { name });
+  type ? { name, type: encodeType(type), docString: '' } : { name, docString: '' };
 
 function encodeAttribute(name: string, a: AttrValue): AttributeProto {
   const init = (() => {
@@ -136,26 +135,39 @@ function encodeAttribute(name: string, a: AttrValue): AttributeProto {
         return { type: A.TYPE_PROTOS, typeProtos: a.value.map(encodeType) };
     }
   })();
-  return create(AttributeProtoSchema, { name, ...init });
+  return {
+    name,
+    refAttrName: '',
+    docString: '',
+    floats: [],
+    ints: [],
+    strings: [],
+    tensors: [],
+    graphs: [],
+    sparseTensors: [],
+    typeProtos: [],
+    ...init,
+  };
 }
 
 export function encodeNode(n: NodeIR, opType = n.opType, domain = fileDomain(n.domain)): NodeProto {
-  return create(NodeProtoSchema, {
+  return {
     name: n.name,
     opType,
     domain,
-    input: n.inputs,
-    output: n.outputs,
+    input: [...n.inputs],
+    output: [...n.outputs],
     attribute: [...n.attributes].map(([k, v]) => encodeAttribute(k, v)),
-    ...(n.overload !== undefined && { overload: n.overload }),
-  });
+    overload: n.overload ?? '',
+    docString: '',
+  };
 }
 
 const infoOf = (v: ValueInfoIR): ValueInfoProto => encodeValueInfo(v.name, v.type.kind === 'unknown' ? undefined : v.type);
 
 /** A whole graph (a subgraph attribute): its nodes, inputs, outputs, initializers and value infos. */
 export function encodeGraph(g: GraphIR): GraphProto {
-  return create(GraphProtoSchema, {
+  return encodeGraphProto({
     name: g.name,
     node: g.nodes.map((n) => encodeNode(n)),
     input: g.inputs.map(infoOf),
@@ -175,15 +187,32 @@ export interface ModelInit {
 }
 
 export function encodeModel(m: ModelInit): Uint8Array {
-  const proto = create(ModelProtoSchema, {
+  return encodeModelProto({
     irVersion: int64(m.irVersion),
     producerName: m.producerName ?? '@mlx/ort-ep',
+    producerVersion: '',
+    domain: '',
+    modelVersion: 0n,
+    docString: '',
     opsetImport: [...m.opsets].map(([domain, version]) => ({ domain: fileDomain(domain), version: int64(version) })),
     graph: m.graph,
+    metadataProps: [],
     functions: m.functions ?? [],
   });
-  return toBinary(ModelProtoSchema, proto);
 }
 
-export const encodeFunction = (init: MessageInitShape<typeof FunctionProtoSchema>): FunctionProto => create(FunctionProtoSchema, init);
-export const encodeGraphProto = (init: MessageInitShape<typeof GraphProtoSchema>): GraphProto => create(GraphProtoSchema, init);
+export const encodeFunction = (init: Partial<FunctionProto>): FunctionProto => ({
+  name: '',
+  input: [],
+  output: [],
+  attribute: [],
+  attributeProto: [],
+  node: [],
+  docString: '',
+  opsetImport: [],
+  domain: '',
+  overload: '',
+  valueInfo: [],
+  ...init,
+});
+export const encodeGraphProto = (init: Partial<GraphProto>): GraphProto => ({ ...emptyGraph(), ...init });

@@ -2,20 +2,6 @@
 // an ONNX model at all or was cut short; everything after parsing (tensors, attributes) names
 // the graph element it failed on.
 import { basename, dirname } from 'node:path';
-import { fromBinary, isFieldSet } from '@bufbuild/protobuf';
-import {
-  AttributeProtoSchema,
-  AttributeProto_AttributeType as A,
-  ModelProtoSchema,
-  type AttributeProto,
-  type FunctionProto,
-  type GraphProto,
-  type ModelProto,
-  type NodeProto,
-  type TensorShapeProto,
-  type TypeProto,
-  type ValueInfoProto,
-} from 'onnx-buf';
 import { OnnxLoadError, messageOf } from '../errors.js';
 import { ExternalDataSource } from './external.js';
 import type {
@@ -31,6 +17,19 @@ import type {
   TypeIR,
   ValueInfoIR,
 } from './ir.js';
+import {
+  AttrType as A,
+  attrTypeName,
+  decodeModelProto,
+  type AttributeProto,
+  type FunctionProto,
+  type GraphProto,
+  type ModelProto,
+  type NodeProto,
+  type TensorShapeProto,
+  type TypeProto,
+  type ValueInfoProto,
+} from './proto.js';
 import { decodeSparseTensor, decodeTensor, sparseToDense } from './tensor.js';
 
 export const DEFAULT_DOMAIN = 'ai.onnx';
@@ -87,15 +86,14 @@ export function decodeType(t: TypeProto | undefined): TypeIR {
 const valueInfo = (v: ValueInfoProto): ValueInfoIR => ({ name: v.name, type: decodeType(v.type) });
 
 /** Old exporters leave AttributeProto.type unset; the field that is present says what it is. */
-function inferAttrType(a: AttributeProto): A {
-  const F = AttributeProtoSchema.field;
-  if (isFieldSet(a, F.t)) return A.TENSOR;
-  if (isFieldSet(a, F.g)) return A.GRAPH;
-  if (isFieldSet(a, F.sparseTensor)) return A.SPARSE_TENSOR;
-  if (isFieldSet(a, F.tp)) return A.TYPE_PROTO;
-  if (isFieldSet(a, F.s)) return A.STRING;
-  if (isFieldSet(a, F.f)) return A.FLOAT;
-  if (isFieldSet(a, F.i)) return A.INT;
+function inferAttrType(a: AttributeProto): number {
+  if (a.t !== undefined) return A.TENSOR;
+  if (a.g !== undefined) return A.GRAPH;
+  if (a.sparseTensor !== undefined) return A.SPARSE_TENSOR;
+  if (a.tp !== undefined) return A.TYPE_PROTO;
+  if (a.s !== undefined) return A.STRING;
+  if (a.f !== undefined) return A.FLOAT;
+  if (a.i !== undefined) return A.INT;
   if (a.floats.length) return A.FLOATS;
   if (a.ints.length) return A.INTS;
   if (a.strings.length) return A.STRINGS;
@@ -109,7 +107,7 @@ function inferAttrType(a: AttributeProto): A {
 function decodeAttr(a: AttributeProto, ctx: Ctx, where: string, path: string): AttrValue {
   const at = `attribute '${a.name}' of ${where}`;
   const need = <T>(v: T | undefined): T => {
-    if (v === undefined) throw new OnnxLoadError(`${at}: its type is ${A[a.type]} but the value is missing`);
+    if (v === undefined) throw new OnnxLoadError(`${at}: its type is ${attrTypeName(a.type)} but the value is missing`);
     return v;
   };
   const tensor = (t: Parameters<typeof decodeTensor>[0], i?: number): HostTensor =>
@@ -120,11 +118,11 @@ function decodeAttr(a: AttributeProto, ctx: Ctx, where: string, path: string): A
   const type = a.type === A.UNDEFINED ? inferAttrType(a) : a.type;
   switch (type) {
     case A.FLOAT:
-      return { type: 'float', value: a.f };
+      return { type: 'float', value: a.f ?? 0 };
     case A.INT:
-      return { type: 'int', value: Number(a.i) };
+      return { type: 'int', value: Number(a.i ?? 0n) };
     case A.STRING:
-      return { type: 'string', value: utf8.decode(a.s) };
+      return { type: 'string', value: a.s ? utf8.decode(a.s) : '' };
     case A.TENSOR:
       return { type: 'tensor', value: tensor(need(a.t)) };
     case A.GRAPH:
@@ -248,7 +246,7 @@ function parseModel(bytes: Uint8Array): ModelProto {
   if (bytes.length === 0) throw new OnnxLoadError('not an ONNX model: the file is empty');
   let m: ModelProto;
   try {
-    m = fromBinary(ModelProtoSchema, bytes);
+    m = decodeModelProto(bytes);
   } catch (e) {
     const msg = messageOf(e);
     if (/premature EOF/i.test(msg)) {

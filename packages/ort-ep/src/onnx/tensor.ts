@@ -1,8 +1,6 @@
 // TensorProto -> HostTensor. A tensor's values come from raw_data, from external data, or from
 // the typed field its element type uses (onnx.proto's table); every size is checked against the
 // dims before anything is allocated, so a corrupt file gives an error instead of a huge array.
-import { fromBinary } from '@bufbuild/protobuf';
-import { TensorProtoSchema, type SparseTensorProto, type TensorProto } from 'onnx-buf';
 import { OnnxLoadError, messageOf } from '../errors.js';
 import { ExternalDataSource } from './external.js';
 import {
@@ -15,6 +13,7 @@ import {
   type HostTensor,
   type SparseTensorIR,
 } from './ir.js';
+import { decodeTensorProto, type SparseTensorProto, type TensorProto } from './proto.js';
 import { allocHost, bitsPerElement, lazyTensor, normalizeBool, rawByteLength, unpackSubByte } from './layout.js';
 
 const T = OnnxDataType;
@@ -171,7 +170,7 @@ function parseError(what: string, bytes: Uint8Array, e: unknown): OnnxLoadError 
 export function decodeTensorBytes(bytes: Uint8Array, ctx: TensorContext = {}): HostTensor {
   let p: TensorProto;
   try {
-    p = fromBinary(TensorProtoSchema, bytes);
+    p = decodeTensorProto(bytes);
   } catch (e) {
     throw parseError('serialized TensorProto', bytes, e);
   }
