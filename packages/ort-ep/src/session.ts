@@ -18,6 +18,7 @@ import { checkSessionOptions, type MlxRunOptions, type MlxSessionOptions, type T
 import { collectOutputs } from './execute/outputs.js';
 import { checkStartOptions, notify, progress } from './execute/progress.js';
 import { GraphProgram } from './execute/run.js';
+import { Profiler } from './execute/profiler.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
 import type { RunState } from './execute/env.js';
 import {
@@ -51,6 +52,10 @@ export class MlxSession {
   readonly outputMetadata: TensorMetadata[];
   private released = false;
   private runner: ModelRunner;
+  /** The profile being recorded (enableProfiling, startProfiling), if any. */
+  private profiler: Profiler | undefined;
+  /** When the session's initialization (after loading and planning) began, for its profile event. */
+  private initStart = 0;
   /**
    * Nodes re-planned onto the fallback after their check refused the element types they met at
    * run time (RuntimeTypeRefusal), for every later run of the session.
@@ -165,6 +170,7 @@ export class MlxSession {
       session.release();
       throw e;
     }
+    session.profiler?.add('Session', 'session_initialization', session.initStart, performance.now());
     return session;
   }
 
@@ -216,6 +222,7 @@ export class MlxSession {
     // onnxruntime is loaded only for a model with a fallback partition (below).
     const mayFallBack = fallback !== 'none' && cpuBackendMayResolve(options.cpuBackend);
     const t0 = performance.now();
+    const profiler = options.enableProfiling ? new Profiler(options.profileFilePrefix ?? DEFAULT_PROFILE_PREFIX, t0) : undefined;
     notify(options, { phase: 'load', state: 'start', model: name });
     const { model, plan, unsupported } = prepareModel(bytes, {
       modelPath: options.modelPath,
@@ -257,6 +264,10 @@ export class MlxSession {
     const streams = takeStreams(device);
     notify(options, { phase: 'load', state: 'end', model: name, ms: performance.now() - t0 });
     const t1 = performance.now();
+    profiler?.add('Session', options.modelPath ? 'model_loading_uri' : 'model_loading_array', t0, t1, {
+      nodes: plan.nodes.length,
+      fallback_nodes: unsupported.length,
+    });
     notify(options, { phase: 'upload', state: 'start', model: name });
     try {
       within(streams, () => {
@@ -270,7 +281,10 @@ export class MlxSession {
       throw e;
     }
     notify(options, { phase: 'upload', state: 'end', model: name, ms: performance.now() - t1 });
-    return new MlxSession(model, program, constants, options, name, streams, unsupported, cpu, fallback !== 'none');
+    const session = new MlxSession(model, program, constants, options, name, streams, unsupported, cpu, fallback !== 'none');
+    session.profiler = profiler;
+    session.initStart = t1;
+    return session;
   }
 
   /** Hits, misses and evictions of the compiled path's signature cache. */
@@ -298,7 +312,29 @@ export class MlxSession {
     run.donated = new Set(options.donate ?? []);
     run.terminated = () => options.terminate === true;
     run.keptOnDevice = (name) => keep === true || (Array.isArray(keep) && keep.includes(name));
+    run.profiler = this.profiler;
     return run;
+  }
+
+  /** Which path ran `run`, for its profile event. */
+  private pathOf(run: RunState): string {
+    if (run.replaying) return run.freshTrace ? 'trace' : 'replay';
+    return (this.options.compiled ?? true) ? 'analyse' : 'eager';
+  }
+
+  /** Starts a profile (onnxruntime's InferenceSession.startProfiling); one already running goes on. */
+  startProfiling(): void {
+    this.profiler ??= new Profiler(this.options.profileFilePrefix ?? DEFAULT_PROFILE_PREFIX);
+  }
+
+  /**
+   * Ends the profile and writes it (onnxruntime's format; see src/execute/profiler.ts). Returns
+   * the file's path, or undefined when no profile was running.
+   */
+  endProfiling(): string | undefined {
+    const p = this.profiler;
+    this.profiler = undefined;
+    return p?.write();
   }
 
   /**
@@ -334,12 +370,15 @@ export class MlxSession {
     options: MlxRunOptions,
   ): Record<string, HostTensor | Value> {
     this.checkRun(feeds, fetches);
+    const start = performance.now();
     if (plainRun(options)) {
       const done = this.runner.runHost(feeds, fetches, this.name);
-      if (done) return done;
+      if (done) {
+        this.profileOneCall(start, options);
+        return done;
+      }
     }
     const run = this.newRun(options);
-    const start = performance.now();
     const misses = this.runner.stats.misses;
     try {
       const values = driveSync(this.streams, run, this.runner.run(run, feeds, fetches));
@@ -349,8 +388,9 @@ export class MlxSession {
       evalSync(this.streams, run, deviceArrays(values));
       run.replaying?.evaluated(performance.now() - t0);
       if (phase) notify(this.options, { phase, state: 'end', model: this.name, ms: performance.now() - start });
-      return within(this.streams, () => collectOutputs(fetches, values, run, options, this.pooledResults));
+      return this.collect(fetches, values, run, options);
     } finally {
+      run.profiler?.add('Session', 'model_run', start, performance.now(), { path: this.pathOf(run), ...tagOf(options) });
       mx.dispose([...run.arrays]);
     }
   }
@@ -390,9 +430,11 @@ export class MlxSession {
   ): Promise<Record<string, HostTensor | Value>> {
     {
       this.checkRun(feeds, fetches);
+      const start = performance.now();
       // A replay whose last evaluation was short, in one native call on this thread (shortEvalMs).
       const done = plainRun(options) ? this.runner.runHost(feeds, fetches, this.name, this.shortEvalMs) : undefined;
       if (done) {
+        this.profileOneCall(start, options);
         this.runner.stats.inlineEvals++;
         // As below: the event loop turns before the result resolves.
         await new Promise<void>((resolve) => setImmediate(resolve));
@@ -400,7 +442,6 @@ export class MlxSession {
       }
       const run = this.newRun(options);
       run.deferSyncs = true;
-      const start = performance.now();
       const misses = this.runner.stats.misses;
       try {
         const values = await driveAsync(this.streams, run, this.runner.run(run, feeds, fetches));
@@ -424,11 +465,33 @@ export class MlxSession {
           replay?.evaluated(performance.now() - t0);
         }
         if (phase) notify(this.options, { phase, state: 'end', model: this.name, ms: performance.now() - start });
-        return within(this.streams, () => collectOutputs(fetches, values, run, options, this.pooledResults));
+        return this.collect(fetches, values, run, options);
       } finally {
+        run.profiler?.add('Session', 'model_run', start, performance.now(), { path: this.pathOf(run), ...tagOf(options) });
         mx.dispose([...run.arrays]);
       }
     }
+  }
+
+  /** The run's results on the host (or kept on the device), timed as a 'download' event when profiling. */
+  private collect(fetches: string[], values: Value[], run: RunState, options: MlxRunOptions): Record<string, HostTensor | Value> {
+    const t0 = run.profiler ? performance.now() : 0;
+    const out = within(this.streams, () => collectOutputs(fetches, values, run, options, this.pooledResults));
+    if (run.profiler) {
+      let bytes = 0;
+      for (const v of Object.values(out)) if (!('kind' in v)) bytes += (v.data as { byteLength?: number }).byteLength ?? 0;
+      run.profiler.add('Session', 'download', t0, performance.now(), { bytes });
+    }
+    return out;
+  }
+
+  /** The events of a run that took the one-call path: one replay, feeds in and results out included. */
+  private profileOneCall(start: number, options: MlxRunOptions): void {
+    const p = this.profiler;
+    if (!p) return;
+    const end = performance.now();
+    p.add('Session', 'program_replay', start, end, { path: 'one-call', nodes: this.program.plan.nodes.length });
+    p.add('Session', 'model_run', start, end, { path: 'one-call', ...tagOf(options) });
   }
 
   /** The device the session runs on. */
@@ -489,6 +552,14 @@ export class MlxSession {
   release(): void {
     if (this.released) return;
     this.released = true;
+    // A profile never ended is written now, as onnxruntime writes it when its session ends.
+    if (this.profiler?.events.length) {
+      try {
+        this.endProfiling();
+      } catch (e) {
+        process.emitWarning(`model ${this.name}: the profile could not be written: ${messageOf(e)}`);
+      }
+    }
     // A run in flight keeps its arrays until it ends; the session's own state goes now.
     this.runner.release();
     // onnxruntime's process goes now: a fallback partition in flight (a Loop of 2^40 iterations)
@@ -516,6 +587,12 @@ function noGpuMessage(): string {
         : `MLX has no GPU backend for ${process.platform}-${process.arch}`;
   return `device 'gpu' was asked for, but the MLX library loaded${lib} has no GPU backend (or no GPU answers): ${fix}; or use device 'cpu'`;
 }
+
+/** onnxruntime's default profile prefix (its files are onnxruntime_profile__<date>.json). */
+const DEFAULT_PROFILE_PREFIX = 'onnxruntime_profile_';
+
+/** RunOptions.tag, for a run's profile event. */
+const tagOf = (options: MlxRunOptions): { tag?: string } => (options.tag ? { tag: options.tag } : {});
 
 function fallbackFromEnv(): 'cpu' | 'none' | undefined {
   const v = process.env.MLX_ORT_FALLBACK;

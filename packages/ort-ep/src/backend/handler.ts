@@ -106,6 +106,7 @@ export class MlxSessionHandler implements InferenceSessionHandler {
         outputBuffers,
         pinnedOutputs: wanted.filter((n) => !bound.has(n) && this.pinned.has(n)),
         donate,
+        ...(typeof options?.tag === 'string' && options.tag ? { tag: options.tag } : {}),
         // The caller may set RunOptions.terminate while the run is in progress.
         get terminate() {
           return options?.terminate === true;
@@ -147,8 +148,12 @@ export class MlxSessionHandler implements InferenceSessionHandler {
   async dispose(): Promise<void> {
     this.session.release();
   }
-  startProfiling(): void {}
-  endProfiling(): void {}
+  startProfiling(): void {
+    this.session.startProfiling();
+  }
+  endProfiling(): void {
+    this.session.endProfiling();
+  }
 }
 
 /** Binds a device output into a pre-allocated device tensor, which must have its type and shape. */

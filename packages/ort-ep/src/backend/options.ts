@@ -82,7 +82,10 @@ export function sessionOptionsOf(options?: InferenceSession.SessionOptions): Mlx
     outputMemory: mine?.outputMemory,
     fallback: mine?.fallback,
     disabledOps: mine?.disabledOps,
-    graphRewrites: mine?.graphRewrites,
+    // onnxruntime's 'disabled' level turns its graph optimizations off: here, the plan-time rewrites.
+    graphRewrites: mine?.graphRewrites ?? (options?.graphOptimizationLevel === 'disabled' ? false : undefined),
+    enableProfiling: options?.enableProfiling,
+    profileFilePrefix: options?.profileFilePrefix,
     warmup: mine?.warmup,
     onProgress: mine?.onProgress,
     intraOpNumThreads: options?.intraOpNumThreads,

@@ -142,10 +142,13 @@ function checkGuards(streams: RunStreams, run: RunState, pending: { flags: mx.Ar
 /** Evaluates arrays on this thread, within the run's memory limits, and checks the run's guards. */
 export function evalSync(streams: RunStreams, run: RunState, arrays: readonly mx.Array[]): void {
   const pending = takeGuards(streams, run);
+  const t0 = run.profiler ? performance.now() : 0;
   try {
     within(streams, () => mx.evaluateWithin(pending ? [...arrays, pending.flags] : arrays, limitsOf(run)));
   } catch (e) {
     throw budgetError(e, run);
+  } finally {
+    run.profiler?.add('Session', 'mlx_eval', t0, performance.now(), { arrays: arrays.length, thread: 'calling' });
   }
   checkGuards(streams, run, pending);
 }
@@ -160,6 +163,7 @@ const INLINE_NODES = 48;
 /** Evaluates arrays on a worker thread (the stream must be one any thread may evaluate), within the run's limits. */
 export async function evalAsync(streams: RunStreams, run: RunState, arrays: readonly mx.Array[]): Promise<void> {
   const pending = takeGuards(streams, run);
+  const t0 = run.profiler ? performance.now() : 0;
   try {
     // A small graph is queued from this thread (one thread hop less), unless a segment traced
     // in this run: its first evaluation builds fused kernels while queueing. (Where MLX's CPU work
@@ -170,6 +174,8 @@ export async function evalAsync(streams: RunStreams, run: RunState, arrays: read
     if (streams.cpu) streams.cpu.synchronize();
   } catch (e) {
     throw budgetError(e, run);
+  } finally {
+    run.profiler?.add('Session', 'mlx_eval', t0, performance.now(), { arrays: arrays.length, thread: 'worker' });
   }
   checkGuards(streams, run, pending);
 }

@@ -7,6 +7,7 @@ import type { ConstantStore } from '../runtime/uploads.js';
 import { RunUploads } from '../runtime/uploads.js';
 import type { Value } from '../runtime/value.js';
 import type { Analysis } from './analysis.js';
+import type { Profiler } from './profiler.js';
 
 /** Memory a run may use (0: no limit). */
 export interface MemoryLimits {
@@ -78,6 +79,8 @@ export class RunState {
   tracing = false;
   /** What a long-running node (Loop, Scan) stored when it paused (OpContext.pause), by its context. */
   readonly progress = new Map<object, unknown>();
+  /** The session's profile while profiling: eagerly walked nodes and fallback partitions add their events. */
+  profiler?: Profiler;
   /** Whether the caller asked the run to stop (RunOptions.terminate): checked between steps. */
   terminated: () => boolean = () => false;
   /** Values that several nodes of the run build alike (OpContext.shared), keyed by what they derive from. */

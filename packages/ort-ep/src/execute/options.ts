@@ -95,6 +95,14 @@ export interface MlxSessionOptions {
    * trace, which on a GPU builds its kernels). A throw from the callback becomes a process warning.
    */
   onProgress?: (event: MlxProgressEvent) => void;
+  /**
+   * Profiles the session from its creation (onnxruntime's option of the same name): events go to
+   * a Chrome-trace JSON file in onnxruntime's format, written by endProfiling() (or release()).
+   * startProfiling() starts a profile later. See src/execute/profiler.ts for the events.
+   */
+  enableProfiling?: boolean;
+  /** The profile file's path before `_<date>.json`. Default 'onnxruntime_profile_' (in the working folder), as onnxruntime's. */
+  profileFilePrefix?: string;
 }
 
 /** A step of MlxSessionOptions.onProgress: each phase reports its start and its end (with ms). */
@@ -111,6 +119,8 @@ export interface MlxProgressEvent {
 
 /** Per-run choices of MlxSession.run / runSync. */
 export interface MlxRunOptions {
+  /** A name for the run (onnxruntime's RunOptions.tag): its profile event carries it. */
+  tag?: string;
   /**
    * Outputs returned as device Values (`{ kind: 'device', array, onnxType }`) instead of host
    * tensors: true for all, or the names. Nothing is downloaded for them; the caller owns each
@@ -189,6 +199,10 @@ export function checkSessionOptions(options: MlxSessionOptions): void {
     throw new TypeError(`device must be 'gpu' or 'cpu', got ${describe(o.device)}`);
   if (o.compiled !== undefined && typeof o.compiled !== 'boolean')
     throw new TypeError(`compiled must be true or false, got ${describe(o.compiled)}`);
+  if (o.enableProfiling !== undefined && typeof o.enableProfiling !== 'boolean')
+    throw new TypeError(`enableProfiling must be true or false, got ${describe(o.enableProfiling)}`);
+  if (o.profileFilePrefix !== undefined && (typeof o.profileFilePrefix !== 'string' || o.profileFilePrefix === ''))
+    throw new TypeError(`profileFilePrefix must be a non-empty string, got ${describe(o.profileFilePrefix)}`);
   const sigs = o.maxSignatures;
   if (sigs !== undefined && !(typeof sigs === 'number' && Number.isSafeInteger(sigs) && sigs >= 1))
     throw new TypeError(`maxSignatures must be a positive integer, got ${describe(sigs)}`);

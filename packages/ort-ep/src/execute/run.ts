@@ -25,6 +25,7 @@ import { Env } from './env.js';
 import { FallbackRunner } from './fallback.js';
 import { FallbackHost } from '../runtime/fallback-host.js';
 import { computesInFloat64, placeNode } from './placement.js';
+import { CPU_PROVIDER, MLX_PROVIDER, typeShapes, type Profiler } from './profiler.js';
 
 function toValue(r: OpResult): Value {
   if (r === undefined) return { kind: 'none' };
@@ -112,6 +113,10 @@ export class GraphProgram {
     const ctx = this.contexts[idx];
     ctx.env = env;
     const analysis = env.run.analysis;
+    const profiler = env.depth === 0 ? env.run.profiler : undefined;
+    const inputsSeen = profiler ? pn.node.inputs.map((n) => (n ? env.get(n) : undefined)) : undefined;
+    // (inputs read before the node runs: a node may consume a donated feed)
+    const t0 = profiler ? performance.now() : 0;
     analysis?.begin();
     let results: OpResult[] | undefined;
     try {
@@ -135,10 +140,39 @@ export class GraphProgram {
       throw new NodeExecutionError(this.plan.modelName, pn.node.name, pn.node.opType, e);
     }
     const values = storeOutputs(pn, env, results);
+    if (profiler) this.profileNode(profiler, idx, env, inputsSeen!, values, t0);
     analysis?.end(values, env.depth === 0 ? idx : undefined);
     const limit = env.run.limits.maxTensorBytes;
     if (limit) for (const v of values) if (v.kind === 'device') checkTensorBytes(v.array, limit, this.plan.modelName, pn);
     if (DEBUG_SYNC) debugSync(pn, values);
+  }
+
+  /**
+   * A profiled node's event: its outputs are evaluated here, on their own, so that the event's
+   * time is the node's compute (see profiler.ts).
+   */
+  private profileNode(profiler: Profiler, idx: number, env: Env, inputs: (Value | undefined)[], values: Value[], t0: number): void {
+    const pn = this.plan.nodes[idx];
+    const arrays = values.flatMap((v) => (v.kind === 'device' && !v.array.isAvailable() ? [v.array] : []));
+    const limits = env.run.limits;
+    if (arrays.length) mx.evaluateWithin(arrays, { maxArrayBytes: limits.maxTensorBytes, maxTotalBytes: limits.maxSessionBytes });
+    const end = performance.now();
+    // As onnxruntime's: the model's initializers are parameters, not inputs (Constant nodes' values are inputs).
+    const isParam = (name: string) => this.plan.graph.initializers.has(name) || this.plan.residentInitializers?.has(name) === true;
+    const names = pn.node.inputs;
+    const activations = inputs.filter((v, k) => v && names[k] && !isParam(names[k])) as Value[];
+    const params = inputs.filter((v, k) => v && names[k] && isParam(names[k])) as Value[];
+    profiler.add('Node', `${pn.node.name}_kernel_time`, t0, end, {
+      op_name: pn.node.opType,
+      provider: MLX_PROVIDER,
+      node_index: String(idx),
+      placement: placeNode(pn.entry!, this.contexts[idx]),
+      input_type_shape: typeShapes(activations.map(typeShapeOf)),
+      output_type_shape: typeShapes(values.map(typeShapeOf)),
+      activation_size: String(activations.reduce((n, v) => n + byteSizeOf(v), 0)),
+      parameter_size: String(params.reduce((n, v) => n + byteSizeOf(v), 0)),
+      output_size: String(values.reduce((n, v) => n + byteSizeOf(v), 0)),
+    });
   }
 
   /** Runs the needed nodes in `env` synchronously and returns the values of `outputs`. */
@@ -202,11 +236,22 @@ export class GraphProgram {
     if (pending.length && env.run.deferSyncs) yield { arrays: pending };
     let outputs: Value[] | undefined;
     let error: unknown;
+    const profiler = env.depth === 0 ? env.run.profiler : undefined;
+    const t0 = performance.now();
     const promise = runner.run(values).then(
       (o) => void (outputs = o),
       (e: unknown) => void (error = e),
     );
     yield { arrays: [], wait: { promise, what: `${pn.node.name} (${fb.nodes.length} node(s))`, cancel: () => runner.cancel() } };
+    profiler?.add('Node', `${pn.node.name}_kernel_time`, t0, performance.now(), {
+      op_name: opList(fb),
+      provider: CPU_PROVIDER,
+      node_index: String(idx),
+      nodes: fb.nodes.map((n) => n.node.name),
+      input_type_shape: typeShapes(values.map(typeShapeOf)),
+      output_type_shape: typeShapes((outputs ?? []).map(typeShapeOf)),
+      ...(error ? { error: String((error as Error).message ?? error).split('\n')[0] } : {}),
+    });
     if (!outputs) throw fail(error ?? new Error('onnxruntime gave no result'));
     const analysis = env.run.analysis;
     analysis?.begin();
@@ -316,4 +361,40 @@ function refusalAtRunTime(entry: OpEntry, ctx: NodeContext, e: unknown): string 
     }
   });
   return `${reason} (inputs: ${types.join(', ')})`;
+}
+
+/** onnxruntime's names of element types in its profiles (C++ type names). */
+const ortTypeNames: Record<string, string> = {
+  float32: 'float',
+  float64: 'double',
+  float16: 'MLFloat16',
+  bfloat16: 'BFloat16',
+  string: 'std::string',
+};
+
+/** A value's element type (as onnxruntime's profiles name it) and dims; sequences and maps by their kind. */
+function typeShapeOf(v: Value): { type: string; dims: number[] } {
+  const name = (t: number) => ortTypeNames[dataTypeName(t)] ?? dataTypeName(t);
+  switch (v.kind) {
+    case 'host':
+      return { type: name(v.tensor.dtype), dims: [...v.tensor.dims] };
+    case 'device':
+      return { type: name(v.onnxType), dims: [...v.array.shape] };
+    case 'sequence':
+      return { type: `seq(${name(v.elemType)})`, dims: [v.items.length] };
+    case 'map':
+      return { type: `map(${name(v.keys.dtype)},${name(v.values.dtype)})`, dims: [...v.keys.dims] };
+    default:
+      return { type: 'none', dims: [] };
+  }
+}
+
+function byteSizeOf(v: Value): number {
+  if (v.kind === 'device') return v.array.nbytes;
+  if (v.kind === 'host') {
+    const d = v.tensor.data as { byteLength?: number; length: number };
+    return d.byteLength ?? d.length;
+  }
+  if (v.kind === 'sequence') return v.items.reduce((n, x) => n + byteSizeOf(x), 0);
+  return 0;
 }
