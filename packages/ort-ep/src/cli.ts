@@ -2,7 +2,7 @@
 // Each command parses its own options with node:util parseArgs (strict: unknown options and
 // missing values are errors) and has its own --help. Nothing native loads before a command needs
 // MLX, so --help, --version and usage errors work without the native library.
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -52,6 +52,22 @@ const commands = {
       rounds: { type: 'string' },
       threads: { type: 'string' },
       dim: { type: 'string', multiple: true },
+      help: { type: 'boolean', short: 'h' },
+    },
+  },
+  profile: {
+    synopsis: 'mlx-ort profile <model.onnx> [--device cpu|gpu] [--runs N] [--dim name=value ...] [--inputs DIR] [--prefix P] [--top K]',
+    about: `runs the model node by node (compiled: false) --runs N times (default 10) after one
+      unprofiled run, with profiling on, and prints the time per op type and the --top K slowest
+      nodes (default 20), each with its share of node time, from the profile it writes
+      (onnxruntime's format, P_<date>.json; default P mlx_ort_profile). Inputs as for run.`,
+    options: {
+      device: { type: 'string' },
+      runs: { type: 'string' },
+      dim: { type: 'string', multiple: true },
+      inputs: { type: 'string' },
+      prefix: { type: 'string' },
+      top: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   },
@@ -219,27 +235,7 @@ async function run(args: string[]): Promise<void> {
 
   const session = await loadSession(path, dev);
   try {
-    checkDimNames(dims, session.inputMetadata, 'run');
-    const feeds: Record<string, HostTensor> = {};
-    let expected: TestValue[] | undefined;
-    if (values.inputs) {
-      const data = readTestDataset(values.inputs, decodeModel(readModelFile(path), { modelPath: path }));
-      if (data.inputs.length !== session.inputNames.length)
-        throw new UsageError(
-          `${values.inputs} has ${data.inputs.length} inputs; the model takes ${session.inputNames.length} (${session.inputNames.join(', ')})`,
-          'run',
-        );
-      data.inputs.forEach((t, i) => {
-        if (!isTensor(t)) throw new UsageError(`${values.inputs}: input ${i} is not a tensor`, 'run');
-        feeds[session.inputNames[i]] = t;
-      });
-      expected = data.outputs;
-    } else {
-      session.inputMetadata.forEach((m, i) => {
-        const shape = m.shape.map((d) => (typeof d === 'string' ? (dims.get(d) ?? 1) : d < 0 ? 1 : d));
-        feeds[m.name] = randomInput(m.elemType, shape, 1234 + i);
-      });
-    }
+    const { feeds, expected } = feedsFor(session, path, values.inputs, dims, 'run');
     // The compiled path's first run of a signature analyses it and the second traces it: they are
     // timed apart, and the median is over the runs after them.
     const timed = async () => {
@@ -290,6 +286,73 @@ async function run(args: string[]): Promise<void> {
       }
       await s.release();
     }
+  } finally {
+    session.release();
+  }
+}
+
+/**
+ * A session's feeds: those of a test_data_set folder (with its expected outputs), or random ones
+ * (symbolic dimensions from --dim, else 1).
+ */
+function feedsFor(
+  session: MlxSession,
+  path: string,
+  inputs: string | undefined,
+  dims: ReadonlyMap<string, number>,
+  command: Command,
+): { feeds: Record<string, HostTensor>; expected?: TestValue[] } {
+  checkDimNames(dims, session.inputMetadata, command);
+  const feeds: Record<string, HostTensor> = {};
+  if (inputs) {
+    const data = readTestDataset(inputs, decodeModel(readModelFile(path), { modelPath: path }));
+    if (data.inputs.length !== session.inputNames.length)
+      throw new UsageError(
+        `${inputs} has ${data.inputs.length} inputs; the model takes ${session.inputNames.length} (${session.inputNames.join(', ')})`,
+        command,
+      );
+    data.inputs.forEach((t, i) => {
+      if (!isTensor(t)) throw new UsageError(`${inputs}: input ${i} is not a tensor`, command);
+      feeds[session.inputNames[i]] = t;
+    });
+    return { feeds, expected: data.outputs };
+  }
+  session.inputMetadata.forEach((m, i) => {
+    const shape = m.shape.map((d) => (typeof d === 'string' ? (dims.get(d) ?? 1) : d < 0 ? 1 : d));
+    feeds[m.name] = randomInput(m.elemType, shape, 1234 + i);
+  });
+  return { feeds };
+}
+
+async function profile(args: string[]): Promise<void> {
+  const { values, positionals } = parse('profile', args);
+  if (values.help) return void console.log(commandUsage('profile'));
+  const path = modelPath(positionals, 'profile');
+  const dev = device(values.device, 'profile');
+  const runs = values.runs === undefined ? 10 : positiveInt(values.runs, '--runs', 'profile');
+  const top = values.top === undefined ? 20 : positiveInt(values.top, '--top', 'profile');
+  const dims = parseDims(values.dim, 'profile');
+  if (values.inputs && dims.size) throw new UsageError('--dim applies to random inputs; --inputs gives them', 'profile');
+  if (values.prefix === '') throw new UsageError('--prefix must not be empty', 'profile');
+  const session = await MlxSession.create(path, {
+    device: dev,
+    compiled: false,
+    profileFilePrefix: values.prefix ?? 'mlx_ort_profile',
+    onProgress: progressLines(dev ?? mx.defaultDevice().type),
+  });
+  try {
+    const { feeds } = feedsFor(session, path, values.inputs, dims, 'profile');
+    // One run first, not profiled: first calls pay for allocations the later ones reuse.
+    await session.run(feeds);
+    session.startProfiling();
+    for (let r = 0; r < runs; r++) await session.run(feeds);
+    const file = session.endProfiling()!;
+    const { summarizeProfile, formatSummary } = await import('./profile-summary.js');
+    const events = JSON.parse(readFileSync(file, 'utf8'));
+    console.log(`model ${path} on ${session.device}, node by node (compiled: false), ${runs} run(s) after one unprofiled`);
+    console.log(formatSummary(summarizeProfile(events), top));
+    console.log('');
+    console.log(`profile: ${file} (Chrome trace JSON: Perfetto, chrome://tracing)`);
   } finally {
     session.release();
   }
@@ -349,6 +412,7 @@ export async function main(argv: string[]): Promise<void> {
     if (cmd === 'run') return await run(rest);
     if (cmd === 'check') return await check(rest);
     if (cmd === 'bench') return await bench(rest);
+    if (cmd === 'profile') return await profile(rest);
     if (cmd === 'demo') return await demo(rest);
     console.log(usage);
     if (cmd && cmd !== 'help' && cmd !== '--help' && cmd !== '-h') {

@@ -267,3 +267,53 @@ describe('mlx-ort options', () => {
     });
   }
 });
+
+describe('mlx-ort profile', () => {
+  it('prints time per op type and the slowest nodes, as the profile it writes says', async () => {
+    const path = join(dir, 'prof.onnx');
+    writeFileSync(
+      path,
+      model({
+        inputs: [v('x', 'float32', ['n', 64])],
+        outputs: [v('y', 'float32', ['n', 64])],
+        nodes: [
+          node('Relu', ['x'], ['a'], { name: 'relu_1' }),
+          node('Sigmoid', ['a'], ['b'], { name: 'sigmoid_1' }),
+          node('Relu', ['b'], ['c'], { name: 'relu_2' }),
+          node('Add', ['c', 'x'], ['y'], { name: 'add_1' }),
+        ],
+      }),
+    );
+    const prefix = join(dir, 'clip');
+    const out = (await capture(['profile', path, '--runs', '3', '--top', '2', '--dim', 'n=16', '--prefix', prefix])).flatMap((l) =>
+      l.split('\n'),
+    );
+    const file = out.at(-1)!.match(/^profile: (\S+) /)![1];
+    expect(file.startsWith(`${prefix}_`)).toBe(true);
+    // The summary's figures, computed again from the file.
+    const events = JSON.parse(readFileSync(file, 'utf8')) as { cat: string; name: string; dur: number; args: Record<string, string> }[];
+    const kernels = events.filter((e) => e.cat === 'Node');
+    expect(kernels).toHaveLength(12);
+    const perOp = new Map<string, number>();
+    for (const e of kernels) perOp.set(e.args.op_name, (perOp.get(e.args.op_name) ?? 0) + e.dur);
+    const total = [...perOp.values()].reduce((a, b) => a + b, 0);
+    const opLines = out.slice(out.indexOf('per op type:') + 2, out.indexOf('per op type:') + 5);
+    expect(opLines.map((l) => l.split(/\s+/)[0]).sort()).toEqual(['Add', 'Relu', 'Sigmoid']);
+    for (const l of opLines) {
+      const [op, provider, calls, totalMs, , share] = l.split(/\s+/);
+      expect(provider).toBe('MLXExecutionProvider');
+      expect(Number(calls)).toBe(op === 'Relu' ? 6 : 3);
+      expect(Number(totalMs)).toBeCloseTo(perOp.get(op)! / 1000, 3);
+      expect(Number(share.replace('%', ''))).toBeCloseTo((100 * perOp.get(op)!) / total, 1);
+    }
+    expect(out).toContain('slowest nodes (2 of 4):');
+    expect(out[0]).toBe(`model ${path} on cpu, node by node (compiled: false), 3 run(s) after one unprofiled`);
+  });
+
+  it('refuses bad options', async () => {
+    const path = join(dir, 'prof.onnx');
+    const { err } = await captureBoth(['profile', path, '--runs', '0']);
+    expect(err[0]).toBe("mlx-ort profile: --runs must be a positive integer, got '0'");
+    expect(process.exitCode).toBe(2);
+  });
+});
