@@ -352,7 +352,7 @@ function byteLevelBpe(size) {
 }
 
 /** Model folders as transformers.js loads them offline: config.json, tokenizer files, onnx/model.onnx. */
-function writeTransformersModels(dir, bertModel, decoderModel, dec) {
+function writeTransformersModels(dir, bertModel, decoders) {
   const put = (name, files) => {
     mkdirSync(join(dir, name, 'onnx'), { recursive: true });
     for (const [f, v] of Object.entries(files))
@@ -382,37 +382,56 @@ function writeTransformersModels(dir, bertModel, decoderModel, dec) {
     },
     'onnx/model.onnx': bertModel,
   });
-  const bpe = byteLevelBpe(dec.vocab);
-  put('gpt2-kv', {
-    'config.json': {
-      model_type: 'gpt2',
-      architectures: ['GPT2LMHeadModel'],
-      vocab_size: dec.vocab,
-      n_layer: dec.layers,
-      n_head: dec.heads,
-      n_embd: dec.hidden,
-      n_positions: dec.maxPositions,
-      bos_token_id: bpe.eos,
-      eos_token_id: bpe.eos,
-    },
-    'tokenizer.json': bpe.json,
-    'tokenizer_config.json': {
-      tokenizer_class: 'GPT2Tokenizer',
-      bos_token: '<|endoftext|>',
-      eos_token: '<|endoftext|>',
-      unk_token: '<|endoftext|>',
-      pad_token: '<|endoftext|>',
-      add_prefix_space: false,
-      model_max_length: dec.maxPositions,
-    },
-    'onnx/model.onnx': decoderModel,
-  });
+  for (const [name, { config: c, model }] of Object.entries(decoders)) {
+    const bpe = byteLevelBpe(c.vocab);
+    const config =
+      c.kind === 'gpt2'
+        ? {
+            model_type: 'gpt2',
+            architectures: ['GPT2LMHeadModel'],
+            n_layer: c.layers,
+            n_head: c.heads,
+            n_embd: c.hidden,
+            n_positions: c.maxPositions,
+          }
+        : {
+            model_type: 'llama',
+            architectures: ['LlamaForCausalLM'],
+            num_hidden_layers: c.layers,
+            num_attention_heads: c.heads,
+            num_key_value_heads: c.kvHeads,
+            hidden_size: c.hidden,
+            head_dim: c.hidden / c.heads,
+            intermediate_size: c.ffn,
+            max_position_embeddings: c.maxPositions,
+          };
+    put(name, {
+      'config.json': { ...config, vocab_size: c.vocab, bos_token_id: bpe.eos, eos_token_id: bpe.eos },
+      'tokenizer.json': bpe.json,
+      'tokenizer_config.json': {
+        tokenizer_class: c.kind === 'gpt2' ? 'GPT2Tokenizer' : 'PreTrainedTokenizerFast',
+        bos_token: '<|endoftext|>',
+        eos_token: '<|endoftext|>',
+        unk_token: '<|endoftext|>',
+        pad_token: '<|endoftext|>',
+        add_prefix_space: false,
+        model_max_length: c.maxPositions,
+      },
+      'onnx/model.onnx': model,
+    });
+  }
 }
 
-// The transformers.js models, written while the others run: bert-tiny (a real export) and a
-// GPT-2-shaped decoder with a KV cache from the project's builder (test/helpers/decoder.ts).
+// The transformers.js models, written while the others run: bert-tiny (a real export) and two
+// decoders with a KV cache from the project's builder (test/helpers/decoder.ts): GPT-2-shaped
+// (plain ops, position_ids) and Llama-shaped (com.microsoft GroupQueryAttention, grouped KV heads).
+// Their symbolic dimensions get the names exports use: transformers.js sizes the empty first past
+// from the input metadata, `batch_size` as the batch and any other name as 0.
 const tjsModels = join(work, 'tjs-models');
-const decoderConfig = { kind: 'gpt2', layers: 2, hidden: 64, heads: 4, ffn: 256, vocab: 512, maxPositions: 128, seed: 11 };
+const decoderConfigs = {
+  'gpt2-kv': { kind: 'gpt2', layers: 2, hidden: 64, heads: 4, ffn: 256, vocab: 512, maxPositions: 128, seed: 11 },
+  'llama-kv': { kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 512, maxPositions: 128, seed: 5 },
+};
 const fixtures = shAsync(
   process.execPath,
   [
@@ -420,20 +439,27 @@ const fixtures = shAsync(
     'tsx',
     '--input-type=module',
     '-e',
-    `import { buildDecoder } from './packages/ort-ep/test/helpers/decoder.ts';
+    `import { buildDecoder } from './test/helpers/decoder.ts';
+     import { fromBinary, toBinary } from '@bufbuild/protobuf';
+     import { ModelProtoSchema } from 'onnx-buf';
      import { writeFileSync } from 'node:fs';
-     writeFileSync(process.argv[1], buildDecoder(${JSON.stringify(decoderConfig)}));`,
-    join(work, 'decoder.onnx'),
+     const names = { batch: 'batch_size', sequence: 'sequence_length', total: 'total_sequence_length', past: 'past_sequence_length', present: 'total_sequence_length' };
+     for (const [name, config] of Object.entries(${JSON.stringify(decoderConfigs)})) {
+       const m = fromBinary(ModelProtoSchema, buildDecoder(config));
+       for (const vi of [...m.graph.input, ...m.graph.output])
+         for (const d of vi.type.value.value.shape.dim)
+           if (d.value.case === 'dimParam' && names[d.value.value]) d.value.value = names[d.value.value];
+       writeFileSync(process.argv[1] + '/' + name + '.onnx', toBinary(ModelProtoSchema, m));
+     }`,
+    work,
   ],
-  { cwd: root },
+  { cwd: join(root, 'packages', 'ort-ep') },
 ).then(
   () => {
-    writeTransformersModels(
-      tjsModels,
-      readFileSync(join(shared, 'bert-tiny', 'model.onnx')),
-      readFileSync(join(work, 'decoder.onnx')),
-      decoderConfig,
+    const decoders = Object.fromEntries(
+      Object.entries(decoderConfigs).map(([name, config]) => [name, { config, model: readFileSync(join(work, `${name}.onnx`)) }]),
     );
+    writeTransformersModels(tjsModels, readFileSync(join(shared, 'bert-tiny', 'model.onnx')), decoders);
     return null;
   },
   (e) => e,
@@ -741,7 +767,7 @@ await step(`esbuild ${esbuildVersion} bundles (ESM and CommonJS) of an app, nati
 // options passed through to onnxruntime-node, once through mlx and once through onnxruntime-node's
 // CPU provider in the same process. Every session's handler is checked: a fallback to CPU fails.
 await step(
-  `transformers.js ${transformersVersion}: feature-extraction (bert-tiny, WordPiece) and greedy text-generation (GPT-2 decoder with KV cache, byte-level BPE) through mlx equal onnxruntime-node's CPU`,
+  `transformers.js ${transformersVersion}: feature-extraction (bert-tiny, WordPiece) and greedy text-generation (GPT-2 and Llama/GQA decoders with KV cache, byte-level BPE) through mlx equal onnxruntime-node's CPU`,
   async () => {
     const failed = await fixtures;
     if (failed) throw failed;
@@ -751,68 +777,73 @@ await step(
 import { mlx } from '@mlx/ort-ep';
 env.allowRemoteModels = false;
 env.localModelPath = process.argv[2];
+const decoders = JSON.parse(process.argv[3]);
 const texts = ['The quick brown fox jumps over the lazy dog.', 'Hello world!'];
 const prompts = ['Hello', 'The quick brown fox'];
 const out = {};
 for (const ep of ['mlx', 'cpu']) {
-  // mlx({...}) for the one, the plain name for the other: both reach onnxruntime-node as written.
+  // mlx({...}) for the one, the plain name for the others: both reach onnxruntime-node as written.
   const fe = await pipeline('feature-extraction', 'bert-tiny', { dtype: 'fp32', session_options: { executionProviders: [ep === 'mlx' ? mlx() : 'cpu'] } });
   const raw = await fe(texts);
   const pooled = await fe(texts, { pooling: 'mean', normalize: true });
-  const gen = await pipeline('text-generation', 'gpt2-kv', { dtype: 'fp32', session_options: { executionProviders: [ep] } });
-  const text = (await gen('The quick brown', { max_new_tokens: 12, do_sample: false }))[0].generated_text;
-  const one = gen.tokenizer('The quick brown');
-  const ids = (await gen.model.generate({ ...one, max_new_tokens: 12, do_sample: false })).tolist()[0].map(Number);
-  // A batch, left-padded: padding in attention_mask and position_ids, past and present.
-  gen.tokenizer.padding_side = 'left';
-  const batch = gen.tokenizer(prompts, { padding: true });
-  const batchIds = (await gen.model.generate({ ...batch, max_new_tokens: 8, do_sample: false })).tolist().map((r) => r.map(Number));
-  const batchTexts = (await gen(prompts, { max_new_tokens: 8, do_sample: false })).map((r) => r[0].generated_text);
-  out[ep] = {
-    handlers: [fe, gen].map((p) => p.model.sessions.model.handler.constructor.name),
-    inputs: gen.model.sessions.model.inputNames,
-    dims: raw.dims,
-    raw: Array.from(raw.data),
-    pooled: Array.from(pooled.data),
-    text,
-    ids,
-    prompt: one.input_ids.dims[1],
-    padded: batch.attention_mask.tolist().flat().filter((m) => Number(m) === 0).length,
-    batchIds,
-    batchTexts,
-  };
+  out[ep] = { handlers: [fe.model.sessions.model.handler.constructor.name], dims: raw.dims, raw: Array.from(raw.data), pooled: Array.from(pooled.data), gen: {} };
   await fe.dispose();
-  await gen.dispose();
+  for (const name of decoders) {
+    const gen = await pipeline('text-generation', name, { dtype: 'fp32', session_options: { executionProviders: [ep] } });
+    const text = (await gen('The quick brown', { max_new_tokens: 12, do_sample: false }))[0].generated_text;
+    const one = gen.tokenizer('The quick brown');
+    const ids = (await gen.model.generate({ ...one, max_new_tokens: 12, do_sample: false })).tolist()[0].map(Number);
+    // A batch, left-padded: padding in attention_mask (and position_ids), past and present.
+    gen.tokenizer.padding_side = 'left';
+    const batch = gen.tokenizer(prompts, { padding: true });
+    const batchIds = (await gen.model.generate({ ...batch, max_new_tokens: 8, do_sample: false })).tolist().map((r) => r.map(Number));
+    const batchTexts = (await gen(prompts, { max_new_tokens: 8, do_sample: false })).map((r) => r[0].generated_text);
+    const session = gen.model.sessions.model;
+    out[ep].handlers.push(session.handler.constructor.name);
+    out[ep].gen[name] = {
+      inputs: session.inputNames,
+      text,
+      ids,
+      prompt: one.input_ids.dims[1],
+      padded: batch.attention_mask.tolist().flat().filter((m) => Number(m) === 0).length,
+      batchIds,
+      batchTexts,
+    };
+    await gen.dispose();
+  }
 }
 console.log('RESULT ' + JSON.stringify(out));
 `,
     );
-    const { stdout, stderr } = await nodeAsync(['tjs.mjs', tjsModels]);
+    const names = Object.keys(decoderConfigs);
+    const { stdout, stderr } = await nodeAsync(['tjs.mjs', tjsModels, JSON.stringify(names)]);
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
     assert(line, `tjs.mjs: ${stdout}${stderr}`);
     assert(!/removing requested execution provider/.test(stderr), `onnxruntime fell back: ${stderr}`);
     const { mlx: m, cpu: c } = JSON.parse(line.slice(7));
-    assert(
-      m.handlers.every((h) => h === 'MlxSessionHandler'),
-      `mlx sessions' handlers: ${m.handlers}`,
-    );
+    assert(m.handlers.length === 3 && m.handlers.every((h) => h === 'MlxSessionHandler'), `mlx sessions' handlers: ${m.handlers}`);
     assert(
       c.handlers.every((h) => h !== 'MlxSessionHandler'),
       `cpu sessions' handlers: ${c.handlers}`,
     );
-    assert(m.inputs.includes('past_key_values.0.key') && m.inputs.includes('position_ids'), `decoder inputs ${m.inputs}`);
     const worst = (a, b) => (a.length === b.length ? a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i])), 0) : Infinity);
     const rawWorst = worst(m.raw, c.raw);
     const pooledWorst = worst(m.pooled, c.pooled);
     assert(JSON.stringify(m.dims) === JSON.stringify(c.dims) && m.dims[0] === 2, `feature-extraction dims ${m.dims} vs ${c.dims}`);
     assert(rawWorst <= 1e-4 && pooledWorst <= 1e-4, `embeddings differ by ${rawWorst} (raw), ${pooledWorst} (mean, normalized)`);
-    assert(m.ids.length > m.prompt, `nothing generated: ${m.ids}`);
-    assert(JSON.stringify(m.ids) === JSON.stringify(c.ids), `token ids: mlx ${m.ids}, cpu ${c.ids}`);
-    assert(m.text === c.text, `text: mlx ${JSON.stringify(m.text)}, cpu ${JSON.stringify(c.text)}`);
-    assert(m.padded > 0, 'the batch was not padded');
-    assert(JSON.stringify(m.batchIds) === JSON.stringify(c.batchIds), `batch ids: mlx ${m.batchIds}, cpu ${c.batchIds}`);
-    assert(JSON.stringify(m.batchTexts) === JSON.stringify(c.batchTexts), `batch texts: mlx ${m.batchTexts}, cpu ${c.batchTexts}`);
-    return `embeddings ${m.dims.join('x')} within ${rawWorst.toExponential(1)}; ${m.ids.length - m.prompt} tokens greedy, batch of ${m.batchIds.length} left-padded: equal`;
+    const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+    for (const name of names) {
+      const [g, r] = [m.gen[name], c.gen[name]];
+      assert(g.inputs.includes('past_key_values.0.key'), `${name} inputs ${g.inputs}`);
+      assert(g.ids.length > g.prompt, `${name}: nothing generated: ${g.ids}`);
+      assert(same(g.ids, r.ids), `${name} token ids: mlx ${g.ids}, cpu ${r.ids}`);
+      assert(g.text === r.text, `${name} text: mlx ${JSON.stringify(g.text)}, cpu ${JSON.stringify(r.text)}`);
+      assert(g.padded > 0, `${name}: the batch was not padded`);
+      assert(same(g.batchIds, r.batchIds), `${name} batch ids: mlx ${g.batchIds}, cpu ${r.batchIds}`);
+      assert(same(g.batchTexts, r.batchTexts), `${name} batch texts: mlx ${g.batchTexts}, cpu ${r.batchTexts}`);
+    }
+    const g = m.gen[names[0]];
+    return `embeddings ${m.dims.join('x')} within ${rawWorst.toExponential(1)}; ${names.join(', ')}: ${g.ids.length - g.prompt} tokens greedy and a left-padded batch of ${g.batchIds.length}, equal`;
   },
 );
 
