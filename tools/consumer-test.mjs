@@ -786,7 +786,9 @@ for (const ep of ['mlx', 'cpu']) {
   const fe = await pipeline('feature-extraction', 'bert-tiny', { dtype: 'fp32', session_options: { executionProviders: [ep === 'mlx' ? mlx() : 'cpu'] } });
   const raw = await fe(texts);
   const pooled = await fe(texts, { pooling: 'mean', normalize: true });
-  out[ep] = { handlers: [fe.model.sessions.model.handler.constructor.name], dims: raw.dims, raw: Array.from(raw.data), pooled: Array.from(pooled.data), gen: {} };
+  // The tokenizers round-trip (a real WordPiece and byte-level BPE, not a table of [UNK]s).
+  const decoded = { 'bert-tiny': fe.tokenizer.decode(fe.tokenizer(texts[0]).input_ids, { skip_special_tokens: true }) };
+  out[ep] = { handlers: [fe.model.sessions.model.handler.constructor.name], dims: raw.dims, raw: Array.from(raw.data), pooled: Array.from(pooled.data), gen: {}, decoded };
   await fe.dispose();
   for (const name of decoders) {
     const gen = await pipeline('text-generation', name, { dtype: 'fp32', session_options: { executionProviders: [ep] } });
@@ -798,6 +800,7 @@ for (const ep of ['mlx', 'cpu']) {
     const batch = gen.tokenizer(prompts, { padding: true });
     const batchIds = (await gen.model.generate({ ...batch, max_new_tokens: 8, do_sample: false })).tolist().map((r) => r.map(Number));
     const batchTexts = (await gen(prompts, { max_new_tokens: 8, do_sample: false })).map((r) => r[0].generated_text);
+    decoded[name] = gen.tokenizer.decode(gen.tokenizer(texts[0]).input_ids, { skip_special_tokens: true });
     const session = gen.model.sessions.model;
     out[ep].handlers.push(session.handler.constructor.name);
     out[ep].gen[name] = {
@@ -832,6 +835,11 @@ console.log('RESULT ' + JSON.stringify(out));
     assert(JSON.stringify(m.dims) === JSON.stringify(c.dims) && m.dims[0] === 2, `feature-extraction dims ${m.dims} vs ${c.dims}`);
     assert(rawWorst <= 1e-4 && pooledWorst <= 1e-4, `embeddings differ by ${rawWorst} (raw), ${pooledWorst} (mean, normalized)`);
     const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+    const text = 'The quick brown fox jumps over the lazy dog.';
+    assert(
+      same(m.decoded, { 'bert-tiny': text.toLowerCase(), ...Object.fromEntries(names.map((n) => [n, text])) }),
+      `tokenizers do not round-trip: ${JSON.stringify(m.decoded)}`,
+    );
     for (const name of names) {
       const [g, r] = [m.gen[name], c.gen[name]];
       assert(g.inputs.includes('past_key_values.0.key'), `${name} inputs ${g.inputs}`);
