@@ -35,8 +35,9 @@ const require = requireAt(selfUrl);
  */
 function otherRequirers(): NodeJS.Require[] {
   const out = [requireAt(join(process.cwd(), 'package.json'))];
+  // The application's own script: absolute and outside node_modules (not a runner or a CLI).
   const script = process.argv[1];
-  if (script && isAbsolute(script)) out.push(requireAt(script));
+  if (script && isAbsolute(script) && !script.split(/[\\/]/).includes('node_modules')) out.push(requireAt(script));
   return out;
 }
 type Koffi = typeof import('koffi');

@@ -41,7 +41,12 @@ describe('packageRequirers: the script node runs is a place', () => {
     expect(requireOptional<{ value: string }>(name)?.value).toBe('beside');
   });
 
-  it('a relative or missing script adds no place', () => {
+  it('a relative or missing script, or one in node_modules (a test runner, a CLI), adds no place', () => {
+    const name = 'mlx-ort-ep-beside-the-runner';
+    const dir = appFolder(name, 'runner');
+    process.argv[1] = join(dir, 'node_modules', name, 'index.js');
+    expect(packageRequirers()).toHaveLength(2);
+    expect(resolvesOptional(name)).toBe(false);
     process.argv[1] = 'app.mjs';
     expect(packageRequirers()).toHaveLength(2);
     (process.argv as (string | undefined)[])[1] = undefined;

@@ -33,9 +33,18 @@ export interface Requirer {
 }
 
 /**
- * Where an optional package is looked for, in order: the working folder's project, the script
- * node was started with (a bundled application finds the packages installed beside it whatever
- * the working folder), then this package.
+ * The script node was started with (process.argv[1]) where it is the application's own: absolute
+ * and outside node_modules (a test runner or CLI run from node_modules is not the application).
+ */
+function applicationScript(): string | undefined {
+  const script = process.argv[1];
+  return script && isAbsolute(script) && !script.split(/[\\/]/).includes('node_modules') ? script : undefined;
+}
+
+/**
+ * Where an optional package is looked for, in order: the working folder's project, the
+ * application's script (applicationScript: a bundled application finds the packages installed
+ * beside it whatever the working folder), then this package.
  */
 export function packageRequirers(): Requirer[] {
   const out: Requirer[] = [];
@@ -44,8 +53,8 @@ export function packageRequirers(): Requirer[] {
   } catch {
     // No usable working folder.
   }
-  const script = process.argv[1];
-  if (script && isAbsolute(script)) out.push(requireAt(script));
+  const script = applicationScript();
+  if (script) out.push(requireAt(script));
   out.push(requireAt(selfUrl));
   return out;
 }
