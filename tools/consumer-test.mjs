@@ -6,7 +6,9 @@
 //   reference outputs through ['mlx'] from onnxruntime-node, -common and -web in both module
 //   systems, imports that load nothing native, the fallback of ['mlx', 'cpu'] without MLX, the
 //   CLI, and which library the loader picks (the CUDA package is installed too: on a machine
-//   without the NVIDIA driver the loader must skip it for the CPU package).
+//   without the NVIDIA driver the loader must skip it for the CPU package); transformers.js
+//   pipelines (feature-extraction, text-generation with a KV cache) through mlx against
+//   onnxruntime-node's CPU provider; esbuild and webpack bundles run from folders of their own.
 //   node tools/consumer-test.mjs [--keep]     (tools/dev test runs it; --keep leaves the folder)
 // npm works from a cache in .cache/npm (offline where it holds everything). Results go to
 // reports/consumer-test.json for tools/test-summary.mjs.
@@ -40,6 +42,8 @@ const ortVersion = JSON.parse(readFileSync(join(root, 'packages/ort-ep/package.j
 const tsVersion = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies.typescript;
 const ts7Version = '7.0.2';
 const esbuildVersion = '0.28.2';
+const webpackVersion = '5.113.0';
+const transformersVersion = '4.3.2';
 const typesNode = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).devDependencies['@types/node'];
 
 /** An environment with nothing that points at this repository or at a native library. */
@@ -196,8 +200,11 @@ const installing = step(`npm install of the tarballs with onnxruntime-node and -
       '@ricky0123/vad-web@0.0.31',
       // Today's TypeScript, beside the pinned one, for the declarations check.
       `ts7@npm:typescript@${ts7Version}`,
-      // The bundler of the bundle step.
+      // The bundlers of the bundle steps.
       `esbuild@${esbuildVersion}`,
+      `webpack@${webpackVersion}`,
+      // transformers.js: it pins onnxruntime-node (the version above) and sharp (prebuilt @img packages).
+      `@huggingface/transformers@${transformersVersion}`,
     ],
     { cwd: app, env: cleanEnv() },
   );
@@ -218,7 +225,246 @@ const installing = step(`npm install of the tarballs with onnxruntime-node and -
     .map((p) => `${dirname(p)} ${JSON.parse(readFileSync(join(app, p), 'utf8')).version}`);
   return `onnxruntime-common copies: ${commons.join('; ')}`;
 });
-await Promise.all([linting, installing]);
+// transformers.js fixtures: tokenizers of the real kinds, built here (no hub), small enough for the
+// models' 512-token vocabularies.
+const tokenizerCorpus = `The quick brown fox jumps over the lazy dog. A small model runs on the machine in the node process.
+Tokens are merged by frequency: the most common pair of symbols becomes one symbol, again and again,
+until the vocabulary is full. Hello world! Models, tensors and sessions; 1234 numbers, 5678 more.
+It's what we'll see: the text that a decoder writes, one token at a time, greedy and deterministic.`;
+
+function specialToken(id, content) {
+  return { id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true };
+}
+
+/** A WordPiece tokenizer (BERT's normalizer, pre-tokenizer and [CLS] A [SEP] template) of at most `size` tokens. */
+function wordPiece(size) {
+  const specials = ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'];
+  const vocab = [...specials];
+  const chars = [...'abcdefghijklmnopqrstuvwxyz0123456789'];
+  vocab.push(...chars, ...'.,!?;:\'"-()'.split(''), ...chars.map((c) => `##${c}`));
+  for (const s of ['ing', 'ed', 'er', 'ly', 's', 'es', 'tion', 'est', 'en']) vocab.push(`##${s}`);
+  const words = [...new Set(tokenizerCorpus.toLowerCase().match(/[a-z]+/g))].sort();
+  for (const w of words) if (vocab.length < size && !vocab.includes(w)) vocab.push(w);
+  const ids = Object.fromEntries(vocab.map((t, i) => [t, i]));
+  const sp = (t) => ({ SpecialToken: { id: t, type_id: 0 } });
+  return {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: specials.map((t, i) => specialToken(i, t)),
+    normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
+    pre_tokenizer: { type: 'BertPreTokenizer' },
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [sp('[CLS]'), { Sequence: { id: 'A', type_id: 0 } }, sp('[SEP]')],
+      pair: [
+        sp('[CLS]'),
+        { Sequence: { id: 'A', type_id: 0 } },
+        sp('[SEP]'),
+        { Sequence: { id: 'B', type_id: 1 } },
+        { SpecialToken: { id: '[SEP]', type_id: 1 } },
+      ],
+      special_tokens: Object.fromEntries(['[CLS]', '[SEP]'].map((t) => [t, { id: t, ids: [ids[t]], tokens: [t] }])),
+    },
+    decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
+    model: { type: 'WordPiece', unk_token: '[UNK]', continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab: ids },
+  };
+}
+
+/** GPT-2's byte-to-character table. */
+function byteChars() {
+  const bs = [];
+  for (let b = 33; b <= 126; b++) bs.push(b);
+  for (let b = 161; b <= 172; b++) bs.push(b);
+  for (let b = 174; b <= 255; b++) bs.push(b);
+  const cs = [...bs];
+  let n = 0;
+  for (let b = 0; b < 256; b++)
+    if (!bs.includes(b)) {
+      bs.push(b);
+      cs.push(256 + n++);
+    }
+  const table = new Array(256);
+  bs.forEach((b, i) => (table[b] = String.fromCodePoint(cs[i])));
+  return table;
+}
+
+/** A byte-level BPE of `size` tokens (256 bytes, merges learnt from the corpus, <|endoftext|> last). */
+function byteLevelBpe(size) {
+  const chars = byteChars();
+  const pattern = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+  const counts = new Map();
+  for (const w of tokenizerCorpus.match(pattern)) {
+    const key = [...Buffer.from(w, 'utf8')].map((b) => chars[b]).join(' ');
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  let words = [...counts].map(([k, n]) => [k.split(' '), n]);
+  const vocab = [...chars];
+  const merges = [];
+  while (vocab.length < size - 1) {
+    const pairs = new Map();
+    for (const [syms, n] of words)
+      for (let i = 0; i + 1 < syms.length; i++) {
+        const p = `${syms[i]} ${syms[i + 1]}`;
+        pairs.set(p, (pairs.get(p) ?? 0) + n);
+      }
+    if (pairs.size === 0) break;
+    // The most frequent pair; ties go to the first in code-unit order (deterministic).
+    const [best] = [...pairs].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))[0];
+    const [l, r] = best.split(' ');
+    merges.push(best);
+    vocab.push(l + r);
+    words = words.map(([syms, n]) => {
+      const out = [];
+      for (let i = 0; i < syms.length; i++)
+        if (i + 1 < syms.length && syms[i] === l && syms[i + 1] === r) out.push(l + syms[++i]);
+        else out.push(syms[i]);
+      return [out, n];
+    });
+  }
+  const eos = vocab.length;
+  vocab.push('<|endoftext|>');
+  const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true };
+  return {
+    eos,
+    json: {
+      version: '1.0',
+      truncation: null,
+      padding: null,
+      added_tokens: [specialToken(eos, '<|endoftext|>')],
+      normalizer: null,
+      pre_tokenizer: byteLevel,
+      post_processor: { ...byteLevel, trim_offsets: false },
+      decoder: byteLevel,
+      model: {
+        type: 'BPE',
+        dropout: null,
+        unk_token: null,
+        continuing_subword_prefix: '',
+        end_of_word_suffix: '',
+        fuse_unk: false,
+        byte_fallback: false,
+        vocab: Object.fromEntries(vocab.map((t, i) => [t, i])),
+        merges,
+      },
+    },
+  };
+}
+
+/** Model folders as transformers.js loads them offline: config.json, tokenizer files, onnx/model.onnx. */
+function writeTransformersModels(dir, bertModel, decoders) {
+  const put = (name, files) => {
+    mkdirSync(join(dir, name, 'onnx'), { recursive: true });
+    for (const [f, v] of Object.entries(files))
+      writeFileSync(join(dir, name, f), typeof v === 'string' || v instanceof Uint8Array ? v : JSON.stringify(v, null, 1));
+  };
+  put('bert-tiny', {
+    'config.json': {
+      model_type: 'bert',
+      architectures: ['BertModel'],
+      vocab_size: 512,
+      hidden_size: 64,
+      num_hidden_layers: 2,
+      num_attention_heads: 4,
+      type_vocab_size: 2,
+      max_position_embeddings: 512,
+    },
+    'tokenizer.json': wordPiece(512),
+    'tokenizer_config.json': {
+      tokenizer_class: 'BertTokenizer',
+      do_lower_case: true,
+      cls_token: '[CLS]',
+      sep_token: '[SEP]',
+      pad_token: '[PAD]',
+      unk_token: '[UNK]',
+      mask_token: '[MASK]',
+      model_max_length: 512,
+    },
+    'onnx/model.onnx': bertModel,
+  });
+  for (const [name, { config: c, model }] of Object.entries(decoders)) {
+    const bpe = byteLevelBpe(c.vocab);
+    const config =
+      c.kind === 'gpt2'
+        ? {
+            model_type: 'gpt2',
+            architectures: ['GPT2LMHeadModel'],
+            n_layer: c.layers,
+            n_head: c.heads,
+            n_embd: c.hidden,
+            n_positions: c.maxPositions,
+          }
+        : {
+            model_type: 'llama',
+            architectures: ['LlamaForCausalLM'],
+            num_hidden_layers: c.layers,
+            num_attention_heads: c.heads,
+            num_key_value_heads: c.kvHeads,
+            hidden_size: c.hidden,
+            head_dim: c.hidden / c.heads,
+            intermediate_size: c.ffn,
+            max_position_embeddings: c.maxPositions,
+          };
+    put(name, {
+      'config.json': { ...config, vocab_size: c.vocab, bos_token_id: bpe.eos, eos_token_id: bpe.eos },
+      'tokenizer.json': bpe.json,
+      'tokenizer_config.json': {
+        tokenizer_class: c.kind === 'gpt2' ? 'GPT2Tokenizer' : 'PreTrainedTokenizerFast',
+        bos_token: '<|endoftext|>',
+        eos_token: '<|endoftext|>',
+        unk_token: '<|endoftext|>',
+        pad_token: '<|endoftext|>',
+        add_prefix_space: false,
+        model_max_length: c.maxPositions,
+      },
+      'onnx/model.onnx': model,
+    });
+  }
+}
+
+// The transformers.js models, written while the others run: bert-tiny (a real export) and two
+// decoders with a KV cache from the project's builder (test/helpers/decoder.ts): GPT-2-shaped
+// (plain ops, position_ids) and Llama-shaped (com.microsoft GroupQueryAttention, grouped KV heads).
+// Their symbolic dimensions get the names exports use: transformers.js sizes the empty first past
+// from the input metadata, `batch_size` as the batch and any other name as 0.
+const tjsModels = join(work, 'tjs-models');
+const decoderConfigs = {
+  'gpt2-kv': { kind: 'gpt2', layers: 2, hidden: 64, heads: 4, ffn: 256, vocab: 512, maxPositions: 128, seed: 11 },
+  'llama-kv': { kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 512, maxPositions: 128, seed: 5 },
+};
+const fixtures = shAsync(
+  process.execPath,
+  [
+    '--import',
+    'tsx',
+    '--input-type=module',
+    '-e',
+    `import { buildDecoder } from './test/helpers/decoder.ts';
+     import { fromBinary, toBinary } from '@bufbuild/protobuf';
+     import { ModelProtoSchema } from 'onnx-buf';
+     import { writeFileSync } from 'node:fs';
+     const names = { batch: 'batch_size', sequence: 'sequence_length', total: 'total_sequence_length', past: 'past_sequence_length', present: 'total_sequence_length' };
+     for (const [name, config] of Object.entries(${JSON.stringify(decoderConfigs)})) {
+       const m = fromBinary(ModelProtoSchema, buildDecoder(config));
+       for (const vi of [...m.graph.input, ...m.graph.output])
+         for (const d of vi.type.value.value.shape.dim)
+           if (d.value.case === 'dimParam' && names[d.value.value]) d.value.value = names[d.value.value];
+       writeFileSync(process.argv[1] + '/' + name + '.onnx', toBinary(ModelProtoSchema, m));
+     }`,
+    work,
+  ],
+  { cwd: join(root, 'packages', 'ort-ep') },
+).then(
+  () => {
+    const decoders = Object.fromEntries(
+      Object.entries(decoderConfigs).map(([name, config]) => [name, { config, model: readFileSync(join(work, `${name}.onnx`)) }]),
+    );
+    writeTransformersModels(tjsModels, readFileSync(join(shared, 'bert-tiny', 'model.onnx')), decoders);
+    return null;
+  },
+  (e) => e,
+);
+await Promise.all([linting, installing, fixtures]);
 
 // Prints the library that loaded and any mapped library from the repository (there must be none).
 const nativeProbe = `
@@ -516,6 +762,178 @@ await step(`esbuild ${esbuildVersion} bundles (ESM and CommonJS) of an app, nati
   }
   return sizes.join(', ');
 });
+
+// transformers.js as a user runs it: pipelines from local model folders (no hub), the session
+// options passed through to onnxruntime-node, once through mlx and once through onnxruntime-node's
+// CPU provider in the same process. Every session's handler is checked: a fallback to CPU fails.
+await step(
+  `transformers.js ${transformersVersion}: feature-extraction (bert-tiny, WordPiece) and greedy text-generation (GPT-2 and Llama/GQA decoders with KV cache, byte-level BPE) through mlx equal onnxruntime-node's CPU`,
+  async () => {
+    const failed = await fixtures;
+    if (failed) throw failed;
+    writeFileSync(
+      join(app, 'tjs.mjs'),
+      `import { env, pipeline } from '@huggingface/transformers';
+import { mlx } from '@mlx/ort-ep';
+env.allowRemoteModels = false;
+env.localModelPath = process.argv[2];
+const decoders = JSON.parse(process.argv[3]);
+const texts = ['The quick brown fox jumps over the lazy dog.', 'Hello world!'];
+const prompts = ['Hello', 'The quick brown fox'];
+const out = {};
+for (const ep of ['mlx', 'cpu']) {
+  // mlx({...}) for the one, the plain name for the others: both reach onnxruntime-node as written.
+  const fe = await pipeline('feature-extraction', 'bert-tiny', { dtype: 'fp32', session_options: { executionProviders: [ep === 'mlx' ? mlx() : 'cpu'] } });
+  const raw = await fe(texts);
+  const pooled = await fe(texts, { pooling: 'mean', normalize: true });
+  // The tokenizers round-trip (a real WordPiece and byte-level BPE, not a table of [UNK]s).
+  const decoded = { 'bert-tiny': fe.tokenizer.decode(fe.tokenizer(texts[0]).input_ids, { skip_special_tokens: true }) };
+  out[ep] = { handlers: [fe.model.sessions.model.handler.constructor.name], dims: raw.dims, raw: Array.from(raw.data), pooled: Array.from(pooled.data), gen: {}, decoded };
+  await fe.dispose();
+  for (const name of decoders) {
+    const gen = await pipeline('text-generation', name, { dtype: 'fp32', session_options: { executionProviders: [ep] } });
+    const text = (await gen('The quick brown', { max_new_tokens: 12, do_sample: false }))[0].generated_text;
+    const one = gen.tokenizer('The quick brown');
+    const ids = (await gen.model.generate({ ...one, max_new_tokens: 12, do_sample: false })).tolist()[0].map(Number);
+    // A batch, left-padded: padding in attention_mask (and position_ids), past and present.
+    gen.tokenizer.padding_side = 'left';
+    const batch = gen.tokenizer(prompts, { padding: true });
+    const batchIds = (await gen.model.generate({ ...batch, max_new_tokens: 8, do_sample: false })).tolist().map((r) => r.map(Number));
+    const batchTexts = (await gen(prompts, { max_new_tokens: 8, do_sample: false })).map((r) => r[0].generated_text);
+    decoded[name] = gen.tokenizer.decode(gen.tokenizer(texts[0]).input_ids, { skip_special_tokens: true });
+    const session = gen.model.sessions.model;
+    out[ep].handlers.push(session.handler.constructor.name);
+    out[ep].gen[name] = {
+      inputs: session.inputNames,
+      text,
+      ids,
+      prompt: one.input_ids.dims[1],
+      padded: batch.attention_mask.tolist().flat().filter((m) => Number(m) === 0).length,
+      batchIds,
+      batchTexts,
+    };
+    await gen.dispose();
+  }
+}
+console.log('RESULT ' + JSON.stringify(out));
+`,
+    );
+    const names = Object.keys(decoderConfigs);
+    const { stdout, stderr } = await nodeAsync(['tjs.mjs', tjsModels, JSON.stringify(names)]);
+    const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+    assert(line, `tjs.mjs: ${stdout}${stderr}`);
+    assert(!/removing requested execution provider/.test(stderr), `onnxruntime fell back: ${stderr}`);
+    const { mlx: m, cpu: c } = JSON.parse(line.slice(7));
+    assert(m.handlers.length === 3 && m.handlers.every((h) => h === 'MlxSessionHandler'), `mlx sessions' handlers: ${m.handlers}`);
+    assert(
+      c.handlers.every((h) => h !== 'MlxSessionHandler'),
+      `cpu sessions' handlers: ${c.handlers}`,
+    );
+    const worst = (a, b) => (a.length === b.length ? a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i])), 0) : Infinity);
+    const rawWorst = worst(m.raw, c.raw);
+    const pooledWorst = worst(m.pooled, c.pooled);
+    assert(JSON.stringify(m.dims) === JSON.stringify(c.dims) && m.dims[0] === 2, `feature-extraction dims ${m.dims} vs ${c.dims}`);
+    assert(rawWorst <= 1e-4 && pooledWorst <= 1e-4, `embeddings differ by ${rawWorst} (raw), ${pooledWorst} (mean, normalized)`);
+    const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+    const text = 'The quick brown fox jumps over the lazy dog.';
+    assert(
+      same(m.decoded, { 'bert-tiny': text.toLowerCase(), ...Object.fromEntries(names.map((n) => [n, text])) }),
+      `tokenizers do not round-trip: ${JSON.stringify(m.decoded)}`,
+    );
+    for (const name of names) {
+      const [g, r] = [m.gen[name], c.gen[name]];
+      assert(g.inputs.includes('past_key_values.0.key'), `${name} inputs ${g.inputs}`);
+      assert(g.ids.length > g.prompt, `${name}: nothing generated: ${g.ids}`);
+      assert(same(g.ids, r.ids), `${name} token ids: mlx ${g.ids}, cpu ${r.ids}`);
+      assert(g.text === r.text, `${name} text: mlx ${JSON.stringify(g.text)}, cpu ${JSON.stringify(r.text)}`);
+      assert(g.padded > 0, `${name}: the batch was not padded`);
+      assert(same(g.batchIds, r.batchIds), `${name} batch ids: mlx ${g.batchIds}, cpu ${r.batchIds}`);
+      assert(same(g.batchTexts, r.batchTexts), `${name} batch texts: mlx ${g.batchTexts}, cpu ${r.batchTexts}`);
+    }
+    const g = m.gen[names[0]];
+    return `embeddings ${m.dims.join('x')} within ${rawWorst.toExponential(1)}; ${names.join(', ')}: ${g.ids.length - g.prompt} tokens greedy and a left-padded batch of ${g.batchIds.length}, equal`;
+  },
+);
+
+// webpack, ESM and CommonJS, the native packages external. webpack writes a module's import.meta.url
+// as its source's URL at build time: the bundles are built in a folder that is deleted before they
+// run, from a working folder that holds nothing, so only the packages beside each bundle are found.
+await step(
+  `webpack ${webpackVersion} bundles (ESM and CommonJS) of an app, built elsewhere, native packages external, run gpt2-tiny`,
+  () => {
+    const build = join(work, 'webpack-build');
+    mkdirSync(build, { recursive: true });
+    // Reached through a link that goes with the folder (resolve.symlinks off keeps the link's path).
+    symlinkSync(join(app, 'node_modules'), join(build, 'node_modules'));
+    const body = (esm) => `${
+      esm
+        ? "import * as ort from 'onnxruntime-node';\nimport '@mlx/ort-ep';\nimport { readTestCase } from '@mlx/ort-ep/internal';\nimport { dirname, join } from 'node:path';"
+        : "const ort = require('onnxruntime-node');\nrequire('@mlx/ort-ep');\nconst { readTestCase } = require('@mlx/ort-ep/internal');\nconst { dirname, join } = require('node:path');"
+    }
+(async () => {
+  const here = dirname(process.argv[1]);
+  const data = readTestCase(here).datasets[0];
+  const s = await ort.InferenceSession.create(join(here, 'model.onnx'), { executionProviders: ['mlx'] });
+  const feeds = {};
+  data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
+  const got = (await s.run(feeds)).logits.data;
+  const want = data.outputs[0].data;
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
+  console.log('RESULT ' + JSON.stringify({ handler: s.handler.constructor.name, worst }));
+})();
+`;
+    writeFileSync(join(build, 'src.mjs'), body(true));
+    writeFileSync(join(build, 'src.cjs'), body(false));
+    writeFileSync(
+      join(build, 'build.cjs'),
+      `const webpack = require('webpack');
+const config = (esm) => ({
+  mode: 'production',
+  target: 'node20',
+  context: __dirname,
+  entry: esm ? './src.mjs' : './src.cjs',
+  resolve: { symlinks: false },
+  output: { path: __dirname + '/out', filename: esm ? 'app.mjs' : 'app.cjs', ...(esm ? { module: true, chunkFormat: 'module', library: { type: 'module' } } : {}) },
+  experiments: { outputModule: esm },
+  externals: [({ request }, callback) => (/^(onnxruntime-node|koffi|@mlx\\/sys-.*)$/.test(request) ? callback(null, (esm ? 'module ' : 'commonjs ') + request) : callback())],
+  optimization: { minimize: false },
+  devtool: false,
+});
+webpack([config(true), config(false)], (err, stats) => {
+  if (err || stats.hasErrors() || stats.hasWarnings()) {
+    console.error(err ?? stats.toString('errors-warnings'));
+    process.exit(1);
+  }
+});
+`,
+    );
+    execFileSync(process.execPath, ['build.cjs'], { cwd: build, env: cleanEnv(), stdio: 'pipe' });
+    const runs = [];
+    for (const esm of [true, false]) {
+      const file = esm ? 'app.mjs' : 'app.cjs';
+      const run = join(work, esm ? 'webpack-esm' : 'webpack-cjs');
+      mkdirSync(join(run, 'node_modules', '@mlx'), { recursive: true });
+      for (const ext of ['onnxruntime-node', 'koffi', '@mlx/sys-linux-x64-gnu'])
+        symlinkSync(join(app, 'node_modules', ext), join(run, 'node_modules', ext));
+      cpSync(join(build, 'out', file), join(run, file));
+      cpSync(join(app, 'model.onnx'), join(run, 'model.onnx'));
+      cpSync(join(app, 'test_data_set_0'), join(run, 'test_data_set_0'), { recursive: true });
+      runs.push([run, file]);
+    }
+    rmSync(build, { recursive: true, force: true });
+    const sizes = [];
+    for (const [run, file] of runs) {
+      const r = spawnSync(process.execPath, [join(run, file)], { cwd: work, encoding: 'utf8', env: cleanEnv(), timeout: 120_000 });
+      const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
+      assert(line, `${file}: ${r.stdout}${r.stderr}`);
+      const res = JSON.parse(line.slice(7));
+      assert(res.handler === 'MlxSessionHandler' && res.worst <= 0, `${file}: ${line}`);
+      sizes.push(`${file.endsWith('mjs') ? 'ESM' : 'CJS'} ${(statSync(join(run, file)).size / 2 ** 20).toFixed(1)} MiB`);
+    }
+    return sizes.join(', ');
+  },
+);
 
 await step(`TypeScript ${ts7Version} with the settings its tsc --init writes (types [], esnext), skipLibCheck off`, () => {
   const dir = join(app, 'ts7');

@@ -1,8 +1,8 @@
 // @mlx/sys: finds and loads the native library and declares its functions with koffi.
 // Raw declarations only: no ownership, no defaults, no caching of MLX state.
 import { existsSync, readdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { delimiter, dirname, join } from 'node:path';
+import * as nodeModule from 'node:module';
+import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { prototypes, type MlxCFunctions } from './generated/bindings.js';
 import { glibcTooOld, glibcVersion } from './libc.js';
@@ -18,15 +18,47 @@ export { MlxDtype, MlxDeviceType, MlxCompileMode, MlxFftNorm } from './generated
 
 /**
  * This module's URL: import.meta.url, or in a CommonJS bundle (where the bundler empties
- * import.meta) the bundle's own file.
+ * import.meta) the bundle's own file. webpack writes the URL the source had where it was built
+ * (a folder that need not exist where the bundle runs): see otherRequirers.
  */
 const selfUrl: string = import.meta.url ?? pathToFileURL(__filename).href;
-const require = createRequire(selfUrl);
+/**
+ * createRequire through the module's namespace: webpack replaces a createRequire imported by name
+ * with its own require where the argument is a constant, and with undefined where it is not.
+ */
+const requireAt = (where: string): NodeJS.Require => nodeModule.createRequire(where);
+const require = requireAt(selfUrl);
+/**
+ * Where packages are looked for after this package's own dependencies: the working folder's
+ * project, and the script node was started with (a bundled application, whose native packages
+ * are installed beside it, whatever the working folder).
+ */
+function otherRequirers(): NodeJS.Require[] {
+  const out = [requireAt(join(process.cwd(), 'package.json'))];
+  // The application's own script: absolute and outside node_modules (not a runner or a CLI).
+  const script = process.argv[1];
+  if (script && isAbsolute(script) && !script.split(/[\\/]/).includes('node_modules')) out.push(requireAt(script));
+  return out;
+}
 type Koffi = typeof import('koffi');
 // koffi is required on first load, not at import: importing this package loads nothing native.
 let koffi: Koffi | undefined;
 function getKoffi(): Koffi {
-  koffi ??= require('koffi') as Koffi;
+  if (koffi) return koffi;
+  try {
+    koffi = require('koffi') as Koffi;
+  } catch (e) {
+    // A bundle keeps koffi external: it is installed beside the application.
+    for (const r of otherRequirers()) {
+      try {
+        koffi = r('koffi') as Koffi;
+        return koffi;
+      } catch {
+        // not reachable from there
+      }
+    }
+    throw e;
+  }
   return koffi;
 }
 
@@ -129,9 +161,12 @@ export function sysVersion(): string | null {
   return ownVersion;
 }
 
-/** Where a platform package is installed: resolved from this package, then from the working directory. */
+/**
+ * Where a platform package is installed: resolved from this package, then from the working
+ * directory's project and the script node runs.
+ */
 function resolvePlatformPackage(name: string): string | undefined {
-  const froms = [require, createRequire(join(process.cwd(), 'package.json'))];
+  const froms = [require, ...otherRequirers()];
   for (const r of froms) {
     try {
       return dirname(r.resolve(`${name}/package.json`));

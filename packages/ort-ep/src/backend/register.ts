@@ -13,11 +13,10 @@
 // execution providers; a low priority means importing this package never changes which backend
 // existing code gets. `executionProviders: ['mlx']` selects it explicitly.
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { Backend } from 'onnxruntime-common';
 import * as ortEsm from 'onnxruntime-common';
-import { packageRequirers, selfUrl, type Requirer } from '../runtime/packages.js';
+import { packageRequirers, requireAt, selfUrl, type Requirer } from '../runtime/packages.js';
 import { createMlxBackend, type OrtModule } from './handler.js';
 import { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY } from './options.js';
 
@@ -109,7 +108,7 @@ function importTarget(exp: unknown): string | undefined {
 function registerEverywhere(): void {
   let own = '';
   try {
-    own = packageRoot(createRequire(selfUrl).resolve('onnxruntime-common'), 'onnxruntime-common') ?? '';
+    own = packageRoot(requireAt(selfUrl).resolve('onnxruntime-common'), 'onnxruntime-common') ?? '';
   } catch {
     // only the ES module is reachable
   }
@@ -128,7 +127,7 @@ function registerEverywhere(): void {
     const froms: Requirer[] = [req];
     for (const host of ['onnxruntime-node', 'onnxruntime-web']) {
       try {
-        froms.push(createRequire(req.resolve(host)));
+        froms.push(requireAt(req.resolve(host)));
       } catch {
         // not installed there
       }
@@ -150,7 +149,7 @@ function registerEverywhere(): void {
       continue;
     }
     const version = manifest.version ?? '';
-    const req = createRequire(join(root, 'package.json'));
+    const req = requireAt(join(root, 'package.json'));
     const files: [string, 'cjs' | 'esm'][] = [];
     try {
       files.push([req.resolve(root), 'cjs']);

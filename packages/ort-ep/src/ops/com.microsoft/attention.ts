@@ -483,6 +483,35 @@ function cacheScale(ctx: OpContext<GqaParams>, i: number, Nkv: number, H: number
 const pastTotal = (b: number, len: number, total: number) =>
   `seqlens_k[${b}] + 1 = ${len} is past total_sequence_length ${total}: the keys attended are sized by total_sequence_length`;
 
+/**
+ * past_key and past_value [B, kv_num_heads, L, head size (packed two to a byte for a 4-bit cache)],
+ * checked as onnxruntime checks them and with its messages. transformers.js feeds a past of batch 0
+ * for a graph whose batch dimension is not named batch_size: an error there, not an empty cache.
+ */
+function checkGqaPast(ctx: OpContext<GqaParams>, B: number, Nkv: number, packedH: number): void {
+  if (ctx.has(3) !== ctx.has(4)) throw new RangeError("Input 'past_key' and 'past_value' shall be both present or both absent");
+  if (!ctx.has(3)) return;
+  const dims = [ctx.shape(3), ctx.shape(4)];
+  const names = ['past_key', 'past_value'];
+  dims.forEach((d, i) => {
+    if (d.length !== 4) throw new RangeError(`Input '${names[i]}' is expected to have 4 dimensions, got ${d.length}`);
+  });
+  dims.forEach((d, i) => {
+    if (d[0] !== B) throw new RangeError(`Input '${names[i]}' dimension 0 should be batch_size, got ${d[0]}`);
+  });
+  if (dims[0][2] !== dims[1][2])
+    throw new RangeError(
+      `BNSH Input 'past_key' and 'past_value' should have same dimension 2 (max sequencelength or past sequence length), got ${dims[0][2]} and ${dims[1][2]}`,
+    );
+  dims.forEach((d, i) => {
+    if (d[1] !== Nkv) throw new RangeError(`Input '${names[i]}' shall have kv_num_heads`);
+  });
+  dims.forEach((d, i) => {
+    if (d[3] !== packedH)
+      throw new RangeError(`Input '${names[i]}' dimension 3 should match the packed KV head dimension, got ${d[3]} expected ${packedH}`);
+  });
+}
+
 function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const p = ctx.params;
   const N = p.heads;
@@ -494,6 +523,7 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   if (!Number.isSafeInteger(total) || total > MAX_DIM)
     throw new RangeError(`total_sequence_length ${total} is past the largest dimension ${MAX_DIM}`);
   if (p.qkOutput !== 0 && !ctx.wants(3)) throw new RangeError('qk_output attribute was configured but output buffer was not provided');
+  checkGqaPast(ctx, B, Nkv, p.kQuant !== 'NONE' && p.cacheBits === 4 ? H / 2 : H);
   // The present cache and the attention scores have total_sequence_length rows: sized before anything is built.
   const pastLength = ctx.has(3) ? ctx.shape(3)[2] : 0;
   const itemsize = q.dtype === 'float32' ? 4 : 2;
