@@ -3,6 +3,7 @@
 // onnxruntime-common's Tensor cannot hold (bfloat16, float8, int4 as unpacked bytes). Its options
 // are in execute/options.ts, feed checks in execute/feeds.ts, result collection in
 // execute/outputs.ts.
+import { writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
 import { allocHost, readModelFile, type HostTensor, type ModelIR } from './onnx/index.js';
@@ -19,6 +20,10 @@ import { collectOutputs } from './execute/outputs.js';
 import { checkStartOptions, notify, progress } from './execute/progress.js';
 import { GraphProgram } from './execute/run.js';
 import { Profiler } from './execute/profiler.js';
+import { SessionLog, type LogSeverity } from './execute/log.js';
+import type { RewriteCounts } from './plan/rewrite/index.js';
+import { encodeGraph, encodeModel } from './onnx/encode.js';
+import { FUSED_DOMAIN } from './ops/mlx/fused.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
 import type { RunState } from './execute/env.js';
 import {
@@ -52,6 +57,8 @@ export class MlxSession {
   readonly outputMetadata: TensorMetadata[];
   private released = false;
   private runner: ModelRunner;
+  /** The session's log (logSeverityLevel; off when unset). */
+  private log = new SessionLog(undefined);
   /** The profile being recorded (enableProfiling, startProfiling), if any. */
   private profiler: Profiler | undefined;
   /** When the session's initialization (after loading and planning) began, for its profile event. */
@@ -224,7 +231,10 @@ export class MlxSession {
     const t0 = performance.now();
     const profiler = options.enableProfiling ? new Profiler(options.profileFilePrefix ?? DEFAULT_PROFILE_PREFIX, t0) : undefined;
     notify(options, { phase: 'load', state: 'start', model: name });
-    const { model, plan, unsupported } = prepareModel(bytes, {
+    if (options.deviceId !== undefined && options.deviceId !== 0)
+      throw new OrtMlxError(`deviceId ${options.deviceId}: MLX runs on one GPU per process, device 0`);
+    const log = new SessionLog(options.logSeverityLevel, options.logId ?? '', options.onLog);
+    const { model, plan, unsupported, rewrites } = prepareModel(bytes, {
       modelPath: options.modelPath,
       externalData: options.externalData,
       registry: options.registry,
@@ -232,7 +242,10 @@ export class MlxSession {
       disabledOps: options.disabledOps,
       partition: mayFallBack,
       rewrites: options.graphRewrites,
+      freeDimensionOverrides: options.freeDimensionOverrides,
     });
+    if (options.optimizedModelFilePath) writeOptimizedModel(model, options.optimizedModelFilePath, name);
+    if (log.level !== undefined) logPlan(log, name, plan, unsupported, rewrites, mayFallBack);
     const cpu =
       mayFallBack && (unsupported.length || plan.nodes.some((pn) => pn.fallback)) ? resolveCpuBackend(options.cpuBackend) : undefined;
     const threads = options.intraOpNumThreads;
@@ -284,6 +297,7 @@ export class MlxSession {
     const session = new MlxSession(model, program, constants, options, name, streams, unsupported, cpu, fallback !== 'none');
     session.profiler = profiler;
     session.initStart = t1;
+    session.log = log;
     return session;
   }
 
@@ -316,6 +330,18 @@ export class MlxSession {
     return run;
   }
 
+  /** A run's VERBOSE entry: the path that ran it and its time. */
+  private logRun(path: string, start: number, options: MlxRunOptions): void {
+    const level = (options.logSeverityLevel ?? this.log.level) as LogSeverity | undefined;
+    this.log.log(
+      0,
+      'run',
+      () =>
+        `model ${this.name}: run${options.tag ? ` '${options.tag}'` : ''} by the ${path} path, ${(performance.now() - start).toFixed(3)} ms`,
+      level,
+    );
+  }
+
   /** Which path ran `run`, for its profile event. */
   private pathOf(run: RunState): string {
     if (run.replaying) return run.freshTrace ? 'trace' : 'replay';
@@ -345,6 +371,12 @@ export class MlxSession {
   private firstUse(run: RunState, missesBefore: number): 'analyse' | 'trace' | undefined {
     const phase = run.freshTrace ? 'trace' : this.runner.stats.misses > missesBefore ? 'analyse' : undefined;
     if (phase) notify(this.options, { phase, state: 'start', model: this.name });
+    if (phase)
+      this.log.log(1, 'signature', () =>
+        phase === 'analyse'
+          ? `model ${this.name}: a new input signature, analysed on this run (node by node); the next run of it traces it`
+          : `model ${this.name}: tracing the input signature analysed before; later runs of it replay the trace`,
+      );
     return phase;
   }
 
@@ -391,6 +423,7 @@ export class MlxSession {
       return this.collect(fetches, values, run, options);
     } finally {
       run.profiler?.add('Session', 'model_run', start, performance.now(), { path: this.pathOf(run), ...tagOf(options) });
+      this.logRun(this.pathOf(run), start, options);
       mx.dispose([...run.arrays]);
     }
   }
@@ -468,6 +501,7 @@ export class MlxSession {
         return this.collect(fetches, values, run, options);
       } finally {
         run.profiler?.add('Session', 'model_run', start, performance.now(), { path: this.pathOf(run), ...tagOf(options) });
+        this.logRun(this.pathOf(run), start, options);
         mx.dispose([...run.arrays]);
       }
     }
@@ -487,6 +521,7 @@ export class MlxSession {
 
   /** The events of a run that took the one-call path: one replay, feeds in and results out included. */
   private profileOneCall(start: number, options: MlxRunOptions): void {
+    this.logRun('one-call', start, options);
     const p = this.profiler;
     if (!p) return;
     const end = performance.now();
@@ -586,6 +621,83 @@ function noGpuMessage(): string {
         ? 'for an NVIDIA GPU, install @mlx/sys-linux-x64-cuda13 (CUDA 13 drivers) and set MLX_BACKEND=cuda or leave it unset'
         : `MLX has no GPU backend for ${process.platform}-${process.arch}`;
   return `device 'gpu' was asked for, but the MLX library loaded${lib} has no GPU backend (or no GPU answers): ${fix}; or use device 'cpu'`;
+}
+
+/** What the log says of a new session's plan: each node's placement, the partitions, the rewrites. */
+function logPlan(
+  log: SessionLog,
+  name: string,
+  plan: GraphProgram['plan'],
+  unsupported: readonly UnsupportedNode[],
+  rewrites: RewriteCounts,
+  mayFallBack: boolean,
+): void {
+  const why = new Map(unsupported.map((u) => [u.nodeName, u.reason]));
+  let onMlx = 0;
+  let onOrt = 0;
+  let partitions = 0;
+  for (const pn of plan.nodes) {
+    if (pn.fallback) {
+      partitions++;
+      for (const inner of pn.fallback.nodes) {
+        onOrt++;
+        const reason = why.get(inner.node.name);
+        log.log(
+          0,
+          'placement',
+          () =>
+            `node '${inner.node.name}' (${inner.node.opType}): onnxruntime, partition ${pn.fallback!.index}${reason ? ` (${reason})` : ' (between nodes MLX does not take)'}`,
+        );
+      }
+    } else {
+      onMlx++;
+      log.log(
+        0,
+        'placement',
+        () => `node '${pn.node.name}' (${pn.node.domain === 'ai.onnx' ? '' : `${pn.node.domain}::`}${pn.node.opType}): MLX`,
+      );
+    }
+  }
+  for (const pn of plan.nodes)
+    if (pn.fallback)
+      log.log(
+        0,
+        'partition',
+        () =>
+          `partition ${pn.fallback!.index}: ${pn.fallback!.nodes.length} node(s) on onnxruntime, inputs ${pn.fallback!.inputs.join(', ')}, outputs ${pn.fallback!.outputs.join(', ')}`,
+      );
+  const applied = Object.entries(rewrites).filter(([, n]) => n);
+  log.log(0, 'rewrite', () =>
+    applied.length ? `rewrites: ${applied.map(([r, n]) => `${r} x${n}`).join(', ')}` : 'rewrites: none applied',
+  );
+  log.log(
+    1,
+    'session',
+    () => `model ${name}: ${onMlx} node(s) on MLX${onOrt ? `, ${onOrt} on onnxruntime in ${partitions} partition(s)` : ''}`,
+  );
+  if (onOrt && mayFallBack)
+    log.log(
+      2,
+      'placement',
+      () =>
+        `model ${name}: ${onOrt} node(s) run on onnxruntime (the fallback), not on MLX: ${[...new Set(unsupported.map((u) => u.opType))].join(', ')}`,
+    );
+}
+
+/**
+ * The model as planned (rewritten, functions inlined) as an ONNX file: onnxruntime's
+ * optimizedModelFilePath. Fused nodes keep their domain, 'mlx.fused' (opset 1), which only this
+ * provider runs; a model without them loads anywhere.
+ */
+function writeOptimizedModel(model: ModelIR, path: string, name: string): void {
+  const opsets = new Map(model.opsetImports);
+  if (model.graph.nodes.some((n) => n.domain === FUSED_DOMAIN)) opsets.set(FUSED_DOMAIN, 1);
+  const bytes = encodeModel({ irVersion: model.irVersion, opsets, graph: encodeGraph(model.graph) });
+  try {
+    writeFileSync(path, bytes);
+  } catch (e) {
+    throw new OrtMlxError(`model ${name}: optimizedModelFilePath '${path}' could not be written: ${messageOf(e)}`, { cause: e });
+  }
 }
 
 /** onnxruntime's default profile prefix (its files are onnxruntime_profile__<date>.json). */

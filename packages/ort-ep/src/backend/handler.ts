@@ -107,6 +107,7 @@ export class MlxSessionHandler implements InferenceSessionHandler {
         pinnedOutputs: wanted.filter((n) => !bound.has(n) && this.pinned.has(n)),
         donate,
         ...(typeof options?.tag === 'string' && options.tag ? { tag: options.tag } : {}),
+        ...(options?.logSeverityLevel !== undefined ? { logSeverityLevel: options.logSeverityLevel } : {}),
         // The caller may set RunOptions.terminate while the run is in progress.
         get terminate() {
           return options?.terminate === true;

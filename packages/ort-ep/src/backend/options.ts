@@ -38,6 +38,8 @@ export interface MlxExecutionProviderOption {
   warmup?: MlxSessionOptions['warmup'];
   /** Progress of the steps that can take seconds the first time (see MlxSessionOptions.onProgress). */
   onProgress?: MlxSessionOptions['onProgress'];
+  /** Which GPU, as onnxruntime's GPU providers take it: MLX runs one per process, device 0. */
+  deviceId?: number;
 }
 
 declare module 'onnxruntime-common' {
@@ -85,6 +87,11 @@ export function sessionOptionsOf(options?: InferenceSession.SessionOptions): Mlx
     // onnxruntime's 'disabled' level turns its graph optimizations off: here, the plan-time rewrites.
     graphRewrites: mine?.graphRewrites ?? (options?.graphOptimizationLevel === 'disabled' ? false : undefined),
     enableProfiling: options?.enableProfiling,
+    logSeverityLevel: options?.logSeverityLevel,
+    logId: options?.logId,
+    freeDimensionOverrides: options?.freeDimensionOverrides,
+    optimizedModelFilePath: options?.optimizedModelFilePath,
+    deviceId: mine?.deviceId,
     profileFilePrefix: options?.profileFilePrefix,
     warmup: mine?.warmup,
     onProgress: mine?.onProgress,

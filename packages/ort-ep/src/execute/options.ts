@@ -1,5 +1,6 @@
 // The options of an MlxSession and of its runs, and what a session says of its inputs and outputs.
 // Types only (and metadataOf): the session (session.ts), the executor and the backend share them.
+import { checkSeverity, type MlxLogEntry } from './log.js';
 import { dataTypeName, type ExternalDataSpec, type HostTensor, type ValueInfoIR } from '../onnx/index.js';
 import type { OpRegistry } from '../registry/registry.js';
 import type { CpuBackendName } from '../runtime/onnxruntime.js';
@@ -101,6 +102,30 @@ export interface MlxSessionOptions {
    * startProfiling() starts a profile later. See src/execute/profiler.ts for the events.
    */
   enableProfiling?: boolean;
+  /**
+   * onnxruntime's freeDimensionOverrides: sizes for the inputs' symbolic dimensions, by dim_param
+   * or by denotation ('DATA_BATCH'): feeds must have them (inputs' metadata show the file's shape,
+   * as onnxruntime's do).
+   * Names that match no dimension are ignored, as onnxruntime ignores them.
+   */
+  freeDimensionOverrides?: Readonly<Record<string, number>>;
+  /**
+   * onnxruntime's optimizedModelFilePath: the model as planned (after the plan-time rewrites) is
+   * written there as ONNX; fused nodes are in the domain 'mlx.fused', which only this provider runs.
+   */
+  optimizedModelFilePath?: string;
+  /**
+   * onnxruntime's logSeverityLevel: 0 verbose (each node's placement, the partitions, the rewrites,
+   * each run's path), 1 info (a summary, new input signatures), 2 warning (nodes falling back),
+   * 3 error, 4 fatal. Unset: the session logs nothing. See src/execute/log.ts.
+   */
+  logSeverityLevel?: 0 | 1 | 2 | 3 | 4;
+  /** onnxruntime's logId: names the session in its log entries. */
+  logId?: string;
+  /** Receives the log's entries (at logSeverityLevel and above) instead of stderr. */
+  onLog?: (entry: MlxLogEntry) => void;
+  /** Which GPU: MLX runs one per process, device 0 (other values are refused). */
+  deviceId?: number;
   /** The profile file's path before `_<date>.json`. Default 'onnxruntime_profile_' (in the working folder), as onnxruntime's. */
   profileFilePrefix?: string;
 }
@@ -119,8 +144,10 @@ export interface MlxProgressEvent {
 
 /** Per-run choices of MlxSession.run / runSync. */
 export interface MlxRunOptions {
-  /** A name for the run (onnxruntime's RunOptions.tag): its profile event carries it. */
+  /** A name for the run (onnxruntime's RunOptions.tag): its profile event and log entries carry it. */
   tag?: string;
+  /** This run's log level (onnxruntime's RunOptions.logSeverityLevel), over the session's. */
+  logSeverityLevel?: 0 | 1 | 2 | 3 | 4;
   /**
    * Outputs returned as device Values (`{ kind: 'device', array, onnxType }`) instead of host
    * tensors: true for all, or the names. Nothing is downloaded for them; the caller owns each
@@ -175,7 +202,8 @@ export function metadataOf(v: ValueInfoIR): TensorMetadata {
     isTensor: true,
     elemType: t.elemType,
     type: dataTypeName(t.elemType),
-    shape: (t.shape ?? []).map((d) => (d === null || d === undefined ? -1 : d)),
+    // As onnxruntime's: the file's shape, before freeDimensionOverrides.
+    shape: (t.declared ?? t.shape ?? []).map((d) => (d === null || d === undefined ? -1 : d)),
   };
 }
 
@@ -199,6 +227,21 @@ export function checkSessionOptions(options: MlxSessionOptions): void {
     throw new TypeError(`device must be 'gpu' or 'cpu', got ${describe(o.device)}`);
   if (o.compiled !== undefined && typeof o.compiled !== 'boolean')
     throw new TypeError(`compiled must be true or false, got ${describe(o.compiled)}`);
+  checkSeverity(o.logSeverityLevel, 'logSeverityLevel');
+  if (o.logId !== undefined && typeof o.logId !== 'string') throw new TypeError(`logId must be a string, got ${describe(o.logId)}`);
+  if (o.onLog !== undefined && typeof o.onLog !== 'function') throw new TypeError(`onLog must be a function, got ${describe(o.onLog)}`);
+  const fdo = o.freeDimensionOverrides;
+  if (fdo !== undefined) {
+    if (typeof fdo !== 'object' || fdo === null || Array.isArray(fdo))
+      throw new TypeError(`freeDimensionOverrides must be an object of dimension names to sizes, got ${describe(fdo)}`);
+    for (const [k, v] of Object.entries(fdo))
+      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+        throw new TypeError(`freeDimensionOverrides: '${k}' must be a non-negative integer, got ${describe(v)}`);
+  }
+  if (o.optimizedModelFilePath !== undefined && (typeof o.optimizedModelFilePath !== 'string' || o.optimizedModelFilePath === ''))
+    throw new TypeError(`optimizedModelFilePath must be a non-empty string, got ${describe(o.optimizedModelFilePath)}`);
+  if (o.deviceId !== undefined && !(typeof o.deviceId === 'number' && Number.isSafeInteger(o.deviceId) && o.deviceId >= 0))
+    throw new TypeError(`deviceId must be a non-negative integer, got ${describe(o.deviceId)}`);
   if (o.enableProfiling !== undefined && typeof o.enableProfiling !== 'boolean')
     throw new TypeError(`enableProfiling must be true or false, got ${describe(o.enableProfiling)}`);
   if (o.profileFilePrefix !== undefined && (typeof o.profileFilePrefix !== 'string' || o.profileFilePrefix === ''))

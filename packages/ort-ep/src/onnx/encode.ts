@@ -60,16 +60,16 @@ function encodeSparse(s: SparseTensorIR): SparseTensorProto {
   return { dims: s.dims.map(int64), values: encodeTensor(s.values), indices: encodeTensor(s.indices) };
 }
 
-function shapeInit(shape: Dim[]): TensorShapeProto {
+function shapeInit(shape: Dim[], denotations?: string[]): TensorShapeProto {
   return {
-    dim: shape.map((d) => ({
+    dim: shape.map((d, i) => ({
       value:
         typeof d === 'number'
           ? { case: 'dimValue' as const, value: int64(d) }
           : typeof d === 'string'
             ? { case: 'dimParam' as const, value: d }
             : { case: undefined },
-      denotation: '',
+      denotation: denotations?.[i] ?? '',
     })),
   };
 }
@@ -78,7 +78,7 @@ export function encodeType(t: TypeIR): TypeProto {
   let value: TypeProto['value'];
   switch (t.kind) {
     case 'tensor':
-      value = { case: 'tensorType', value: { elemType: t.elemType, shape: t.shape && shapeInit(t.shape) } };
+      value = { case: 'tensorType', value: { elemType: t.elemType, shape: t.shape && shapeInit(t.shape, t.denotations) } };
       break;
     case 'sparse_tensor':
       value = { case: 'sparseTensorType', value: { elemType: t.elemType, shape: t.shape && shapeInit(t.shape) } };

@@ -156,12 +156,22 @@ export interface NodeIR {
   opsetOverride?: number;
 }
 
-/** A dimension: its size, its symbolic name (dim_param), or null where unknown. */
+/**
+ * A dimension: its size, its symbolic name (dim_param), or null where unknown. A tensor type's
+ * `denotations` (when any dimension has one: 'DATA_BATCH', ...) gives each dimension's, '' for none.
+ */
 export type Dim = number | string | null;
 
 export type TypeIR =
   /** `shape` undefined: rank unknown. */
-  | { kind: 'tensor'; elemType: OnnxDataType; shape?: Dim[] }
+  | {
+      kind: 'tensor';
+      elemType: OnnxDataType;
+      shape?: Dim[];
+      denotations?: string[];
+      /** The shape as the file declares it, where freeDimensionOverrides fixed some of its dimensions. */
+      declared?: Dim[];
+    }
   | { kind: 'sparse_tensor'; elemType: OnnxDataType; shape?: Dim[] }
   | { kind: 'sequence'; elem?: TypeIR }
   | { kind: 'optional'; elem?: TypeIR }

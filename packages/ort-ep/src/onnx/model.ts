@@ -64,7 +64,11 @@ export function decodeType(t: TypeProto | undefined): TypeIR {
   switch (v?.case) {
     case 'tensorType': {
       const shape = decodeShape(v.value.shape);
-      return shape ? { kind: 'tensor', elemType: v.value.elemType, shape } : { kind: 'tensor', elemType: v.value.elemType };
+      if (!shape) return { kind: 'tensor', elemType: v.value.elemType };
+      const dims = v.value.shape!.dim;
+      return dims.some((d) => d.denotation)
+        ? { kind: 'tensor', elemType: v.value.elemType, shape, denotations: dims.map((d) => d.denotation) }
+        : { kind: 'tensor', elemType: v.value.elemType, shape };
     }
     case 'sparseTensorType': {
       const shape = decodeShape(v.value.shape);

@@ -42,6 +42,11 @@ export interface PrepareOptions {
    * RefusedNodeError (checkModel); sessions refuse them.
    */
   listInvalid?: boolean;
+  /**
+   * onnxruntime's freeDimensionOverrides: symbolic dimensions of the graph inputs fixed by their
+   * dim_param or their denotation ('DATA_BATCH'); a name that matches none is ignored, as there.
+   */
+  freeDimensionOverrides?: Readonly<Record<string, number>>;
 }
 
 export interface PreparedModel {
@@ -56,6 +61,7 @@ export interface PreparedModel {
 
 export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): PreparedModel {
   const model = decodeModel(bytes, { modelPath: options.modelPath, externalData: options.externalData });
+  if (options.freeDimensionOverrides) overrideFreeDimensions(model, options.freeDimensionOverrides);
   // A model that imports other domains but not the default one gets its newest opset, as
   // onnxruntime gives it (an empty opset_import is refused by decodeModel).
   if (!model.opsetImports.has(DEFAULT_DOMAIN)) model.opsetImports.set(DEFAULT_DOMAIN, knownOpsetRange(DEFAULT_DOMAIN)![1]);
@@ -68,6 +74,28 @@ export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): P
   const selection = options.disabledOps?.length ? false : options.rewrites;
   const rewrites = rewriteGraph(model.graph, selection, options.registry ?? defaultRegistry);
   return { ...planModel(model, { ...options, modelName }), rewrites };
+}
+
+/**
+ * Fixes the graph inputs' symbolic dimensions named (by dim_param or denotation) in `overrides`,
+ * as onnxruntime does at load: a feed of another size is refused. The inputs' metadata show the
+ * file's shape (`declared`), as onnxruntime's do. A dimension the file already fixes keeps its size.
+ */
+export function overrideFreeDimensions(model: ModelIR, overrides: Readonly<Record<string, number>>): void {
+  const g = model.graph;
+  for (const input of g.inputs) {
+    const t = input.type;
+    if (t.kind !== 'tensor' || !t.shape) continue;
+    const declared = t.shape;
+    t.shape = t.shape.map((d, i) => {
+      if (typeof d === 'number') return d;
+      const own = (k: string | null | undefined) => (k && Object.hasOwn(overrides, k) ? overrides[k] : undefined);
+      const byName = own(d);
+      const byDenotation = own(t.denotations?.[i]);
+      return byName ?? byDenotation ?? d;
+    });
+    if (t.shape.some((d, i) => d !== declared[i])) t.declared = declared;
+  }
 }
 
 /**
