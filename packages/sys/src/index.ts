@@ -1,6 +1,6 @@
 // @mlx/sys: finds and loads the native library and declares its functions with koffi.
 // Raw declarations only: no ownership, no defaults, no caching of MLX state.
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import * as nodeModule from 'node:module';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -377,6 +377,29 @@ export function nativeCallCounts(): ReadonlyMap<string, number> | undefined {
   return counting ? counts : undefined;
 }
 
+/**
+ * The libmlxc this process has loaded already (by another thread or another copy of this package),
+ * from the memory map (Linux: /proc/self/maps; `maps` for tests); undefined where none is, or
+ * where the map cannot be read (other systems: each copy then searches on its own).
+ */
+export function mappedLibrary(maps?: string): string | undefined {
+  let text = maps;
+  if (text === undefined) {
+    if (process.platform !== 'linux') return undefined;
+    try {
+      text = readFileSync('/proc/self/maps', 'utf8');
+    } catch {
+      return undefined;
+    }
+  }
+  for (const line of text.split('\n')) {
+    // address perms offset dev inode path (the path may hold spaces; a deleted file says so)
+    const m = /^\S+\s+\S+\s+\S+\s+\S+\s+\d+\s+(\/.*\/libmlxc\.(?:so|dylib))$/.exec(line);
+    if (m) return m[1];
+  }
+  return undefined;
+}
+
 /** Whether loadMlxC() has loaded the library in this process (nothing loads at import). */
 export function isMlxCLoaded(): boolean {
   return loaded !== undefined;
@@ -389,7 +412,12 @@ export function isMlxCLoaded(): boolean {
  */
 export function loadMlxC(): MlxC {
   if (loaded) return loaded;
-  const candidates = libraryCandidates();
+  // One process, one libmlxc: a worker thread (its own instance of this module) or another copy of
+  // @mlx/sys takes the library already loaded, whatever its own search would find. Two MLX
+  // libraries in one process (the CUDA build loaded by a worker beside the CPU build the main
+  // thread loaded) give wrong results and crashes.
+  const mapped = mappedLibrary();
+  const candidates = mapped ? [{ path: mapped, why: 'already loaded in this process' }] : libraryCandidates();
   const koffi = getKoffi();
   declareTypes();
   preloadLibmlx();

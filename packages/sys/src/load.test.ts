@@ -1,6 +1,8 @@
 // Finding and loading the native library.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
@@ -9,6 +11,7 @@ import {
   isMlxCLoaded,
   libraryCandidates,
   loadMlxC,
+  mappedLibrary,
   platformPackagesForHost,
   prototypes,
   repoLibraryPath,
@@ -237,5 +240,49 @@ describe("CUDA headers for MLX's run-time compiler", () => {
 
   it('sets nothing where no searched folder has the headers', () => {
     expect(cudaHeadersHome(['/site/nvidia/cudnn/lib'], {}, has)).toBeUndefined();
+  });
+});
+
+describe('one libmlxc per process', () => {
+  it('reads the library a process has mapped from its memory map', () => {
+    const maps = [
+      '7f00-7f10 r--p 00000000 08:01 123 /usr/lib/x86_64-linux-gnu/libc.so.6',
+      '7f20-7f30 r-xp 00001000 08:01 456 /opt/my libs/node_modules/@mlx/sys-linux-x64-gnu/lib/libmlxc.so',
+      '7f40-7f50 r--p 00000000 08:01 789 /tmp/libmlxc.so.bak',
+      '7f60-7f70 rw-p 00000000 00:00 0 ',
+    ].join('\n');
+    expect(mappedLibrary(maps)).toBe('/opt/my libs/node_modules/@mlx/sys-linux-x64-gnu/lib/libmlxc.so');
+    expect(mappedLibrary(maps.split('\n')[0])).toBeUndefined();
+  });
+
+  it.skipIf(process.platform !== 'linux')('a worker thread takes the library the main thread loaded, whatever its own search finds', () => {
+    // The worker's own search is told to use a library that does not exist (MLX_C_LIBRARY is
+    // authoritative): it must load the one already in the process instead of failing or loading
+    // a second MLX (the CUDA package's beside the CPU one's gave wrong results in workers).
+    const dir = mkdtempSync(join(tmpdir(), 'mlx-sys-worker-'));
+    const worker = join(dir, 'worker.mjs');
+    // A worker runs the TypeScript sources through tsx's loader, registered in the worker itself.
+    writeFileSync(
+      worker,
+      `import { parentPort } from 'node:worker_threads';
+       const { register } = await import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))});
+       register();
+       const m = await import(${JSON.stringify(indexTs)});
+       try { parentPort.postMessage({ path: m.loadMlxC().path }); } catch (e) { parentPort.postMessage({ error: e.message.split('\\n')[0] }); }`,
+    );
+    const main = join(dir, 'main.mts');
+    writeFileSync(
+      main,
+      `import { Worker } from 'node:worker_threads';
+       const m = await import(${JSON.stringify(indexTs)});
+       const path = m.loadMlxC().path;
+       const w = new Worker(${JSON.stringify(worker)}, { env: { ...process.env, MLX_C_LIBRARY: '/nonexistent/libmlxc.so' } });
+       w.once('message', (r) => { console.log(JSON.stringify({ main: path, worker: r })); void w.terminate(); });`,
+    );
+    const r = spawnSync(process.execPath, ['--import', 'tsx', main], { cwd: repo, encoding: 'utf8', timeout: 60_000 });
+    rmSync(dir, { recursive: true, force: true });
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    expect(out.worker).toEqual({ path: out.main });
   });
 });
