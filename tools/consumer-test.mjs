@@ -1021,6 +1021,66 @@ await step("['mlx', 'cpu'] without MLX falls back with onnxruntime's warning; ['
   assert(/'MLX' is not an execution provider name: write 'mlx'/.test(hint.stdout), hint.stdout);
 });
 
+// Worker threads from the tarballs, in the three patterns that broke before: the main thread
+// first and then a worker, workers one after another, workers at once (and the main thread again);
+// each runs gpt2-tiny through ['mlx'] against its reference outputs. And a device that cannot be
+// made here (device 'gpu' on MLX's CPU build): an OrtMlxError at create() naming the package.
+await step("worker threads (main then worker, one after another, at once) and device 'gpu' without a GPU build", () => {
+  writeFileSync(
+    join(app, 'workers.mjs'),
+    `import { Worker, isMainThread, parentPort } from 'node:worker_threads';
+import * as ort from 'onnxruntime-node';
+import { mlx } from '@mlx/ort-ep';
+import { readTestCase } from '@mlx/ort-ep/internal';
+async function once() {
+  const data = readTestCase('.').datasets[0];
+  const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
+  const feeds = {};
+  data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
+  const got = (await s.run(feeds)).logits.data;
+  const want = data.outputs[0].data;
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
+  const handler = s.handler.constructor.name;
+  await s.release();
+  return { handler, worst };
+}
+const inWorker = () =>
+  new Promise((resolve, reject) => {
+    const w = new Worker(new URL(import.meta.url));
+    w.once('message', resolve);
+    w.once('error', reject);
+    w.once('exit', (code) => code && reject(new Error('worker exit ' + code)));
+  });
+if (!isMainThread) parentPort.postMessage(await once());
+else if (process.argv[2] === 'gpu') {
+  try {
+    await ort.InferenceSession.create('model.onnx', { executionProviders: [mlx({ device: 'gpu' })] });
+    console.log('CREATED');
+  } catch (e) {
+    console.log('ERROR ' + e.constructor.name + ': ' + e.message);
+  }
+} else {
+  const results = [await once(), await inWorker(), await inWorker(), await inWorker()];
+  results.push(...(await Promise.all([inWorker(), inWorker()])), await once());
+  console.log('RESULT ' + JSON.stringify(results));
+}
+`,
+  );
+  const r = node(['workers.mjs']);
+  const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
+  assert(line, `workers: ${r.stdout}${r.stderr}`);
+  const results = JSON.parse(line.slice(7));
+  assert(results.length === 7, `workers: ${line}`);
+  for (const x of results) assert(x.handler === 'MlxSessionHandler' && x.worst <= 0, `workers: ${line}`);
+  const gpu = node(['workers.mjs', 'gpu']);
+  assert(
+    /^ERROR OrtMlxError: device 'gpu' was asked for, .*install @mlx\/sys-linux-x64-cuda13/m.test(gpu.stdout),
+    `device 'gpu': ${gpu.stdout}${gpu.stderr}`,
+  );
+  return '7 runs in 6 threads; ' + gpu.stdout.trim().slice(6, 60) + '...';
+});
+
 await step('mlx-ort: check, run --inputs --compare, bad options, --compare without onnxruntime-node, bench, demo', () => {
   const bin = join(app, 'node_modules/.bin/mlx-ort');
   const check = node([bin, 'check', 'model.onnx']);
