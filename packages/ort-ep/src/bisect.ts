@@ -247,23 +247,30 @@ function numberAt(t: HostTensor, i: number): number | bigint | string {
   return v;
 }
 
-/** An integer that orders floats of `dtype` as their values do, one apart per ulp. */
-function ordered(t: HostTensor, i: number): number {
+/** An integer that orders floats of `dtype` as their values do, one apart per ulp (-0 and +0 alike). */
+function ordered(t: HostTensor, i: number): bigint {
   switch (t.dtype) {
     case OnnxDataType.FLOAT: {
-      const bits = new Int32Array((t.data as Float32Array).buffer, (t.data as Float32Array).byteOffset + 4 * i, 1)[0];
-      return bits < 0 ? -(bits & 0x7fffffff) : bits;
+      const d = t.data as Float32Array;
+      const bits = new Int32Array(d.buffer, d.byteOffset + 4 * i, 1)[0];
+      return BigInt(bits < 0 ? -(bits & 0x7fffffff) : bits);
     }
     case OnnxDataType.DOUBLE: {
       const d = t.data as Float64Array;
       const bits = new BigInt64Array(d.buffer, d.byteOffset + 8 * i, 1)[0];
-      return Number(bits < 0n ? -(bits & 0x7fffffffffffffffn) : bits);
+      return bits < 0n ? -(bits & 0x7fffffffffffffffn) : bits;
     }
     default: {
       const bits = (t.data as Uint16Array)[i];
-      return bits & 0x8000 ? -(bits & 0x7fff) : bits;
+      return BigInt(bits & 0x8000 ? -(bits & 0x7fff) : bits);
     }
   }
+}
+
+/** How many ulps of the element type apart element i of `a` and of `b` are. */
+function ulpsApart(a: HostTensor, b: HostTensor, i: number): number {
+  const d = ordered(a, i) - ordered(b, i);
+  return Number(d < 0n ? -d : d);
 }
 
 const BUCKETS: [string, number][] = [
@@ -298,7 +305,11 @@ export function diff(output: string, have: HostTensor, want: HostTensor, tol: { 
   if (!FLOATS.has(want.dtype)) {
     const a = have.data as ArrayLike<unknown>;
     const b = want.data as ArrayLike<unknown>;
-    for (let i = 0; i < total; i++) if (a[i] !== b[i]) bad++, worstAt < 0 && (worstAt = i);
+    for (let i = 0; i < total; i++) {
+      if (a[i] === b[i]) continue;
+      bad++;
+      if (worstAt < 0) worstAt = i;
+    }
     return {
       ...base,
       bad,
@@ -312,8 +323,10 @@ export function diff(output: string, have: HostTensor, want: HostTensor, tol: { 
     const x = numberAt(have, i) as number;
     const y = numberAt(want, i) as number;
     const same = x === y || (Number.isNaN(x) && Number.isNaN(y));
-    const ulps = same ? 0 : Number.isNaN(x) || Number.isNaN(y) ? Number.POSITIVE_INFINITY : Math.abs(ordered(have, i) - ordered(want, i));
-    counts[BUCKETS.findIndex(([, below]) => ulps < below)][1]++;
+    const ulps = same ? 0 : Number.isNaN(x) || Number.isNaN(y) ? Number.POSITIVE_INFINITY : ulpsApart(have, want, i);
+    // NaN beside a number: the last bucket
+    const b = BUCKETS.findIndex(([, below]) => ulps < below);
+    counts[b < 0 ? counts.length - 1 : b][1]++;
     if (same) continue;
     const err = Math.abs(x - y);
     if (err <= tol.atol + tol.rtol * Math.abs(y)) continue;

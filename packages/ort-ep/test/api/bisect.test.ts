@@ -3,12 +3,13 @@
 // wrong sign, a rolled axis, ...), and checks that bisect pins exactly the first node whose output
 // the defect changes, and that the one-node model it writes reproduces the difference with the
 // defective registry and not with the default one.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as mx from '@mlx/core';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { BISECT_TOLERANCE, bisect, diff, formatBisect } from '../../src/bisect.js';
+import { main } from '../../src/cli.js';
 import { MlxSession } from '../../src/session.js';
 import { OrtMlxError } from '../../src/errors.js';
 import { defaultRegistry } from '../../src/ops/index.js';
@@ -328,5 +329,222 @@ describe('bisect pins a seeded defect', () => {
       expect(await reproDiffers(outDir, registry), 'the one-node model with the defect').toBe(true);
       expect(await reproDiffers(outDir), 'the one-node model on the default registry').toBe(false);
     }, 120_000);
+  });
+});
+
+describe('bisect without a defect', () => {
+  it('reports no differing node on the built models', async () => {
+    for (const [bytes, feeds] of [
+      [chain, x],
+      [cnn, img],
+      [embed, ids],
+    ] as const) {
+      const r = await bisect(bytes, { feeds, outDir: join(tmp, 'none') });
+      expect(r.first, formatBisect(r).join('\n')).toBeUndefined();
+      expect(r.repro).toBeUndefined();
+      expect(r.compared).toBeGreaterThanOrEqual(r.nodes);
+      expect(formatBisect(r).at(-1)).toBe('no node differs from onnxruntime beyond the tolerance');
+    }
+    expect(existsSync(join(tmp, 'none'))).toBe(false);
+  });
+
+  it('reports no differing node on shared models', async () => {
+    for (const [name, dims] of [
+      ['small-cnn', { batch: 2 }],
+      ['bert-tiny', { seq: 6 }],
+      ['lstm-tagger', { seq: 5 }],
+    ] as const) {
+      const path = join(sharedPath('models'), name, 'model.onnx');
+      expectShared(path);
+      const r = await bisect(path, { dims });
+      expect(r.first, formatBisect(r).join('\n')).toBeUndefined();
+      expect(r.compared).toBeGreaterThan(0);
+    }
+  }, 120_000);
+});
+
+describe('bisect reports', () => {
+  it('the histogram in ulps and the worst element', async () => {
+    const { registry } = defective('MatMul', bump(0.05, 9));
+    const outDir = join(tmp, 'report');
+    const r = await bisect(chain, { feeds: x, registry, outDir });
+    const o = r.first!.outputs[0];
+    expect(o).toMatchObject({ output: 'h1', elemType: 1, dims: [4, 8], bad: 1, total: 32 });
+    expect(o.worst!.index).toEqual([1, 1]);
+    expect(Number(o.worst!.mlx) - Number(o.worst!.ort)).toBeCloseTo(0.05, 5);
+    expect(o.worst!.ulps).toBeGreaterThan(65536);
+    expect(o.histogram!.reduce((a, [, n]) => a + n, 0)).toBe(32);
+    expect(o.histogram!.at(-1)).toEqual(['>=65536', 1]);
+    const lines = formatBisect(r);
+    expect(lines[0]).toBe(`<bytes>: 26 nodes, ${r.compared} node outputs compared (rtol 0.001, atol 0.0001)`);
+    expect(lines[1]).toBe("first differing node: #0 'mm1' (MatMul)");
+    expect(lines[2]).toBe("  output 'h1' float32 [4, 8]: 1 of 32 elements out of tolerance");
+    expect(lines[3]).toMatch(/^ {4}ulps: 0: \d+, 1: \d+, 2-3: \d+, 4-15: \d+, 16-255: \d+, 256-65535: \d+, >=65536: 1$/);
+    expect(lines[4]).toMatch(/^ {4}worst: element \[1, 1\] mlx -?[\d.e+-]+, onnxruntime -?[\d.e+-]+ \(\d+ ulps\)$/);
+    expect(lines[5]).toBe(
+      `one-node model: ${join(outDir, 'model.onnx')} (MLX_ORT_REWRITES=0 mlx-ort run ${join(outDir, 'model.onnx')} --inputs ${join(outDir, 'test_data_set_0')})`,
+    );
+    // The one-node model: the node, its input as a feed, its weight an initializer.
+    const ir = decodeModel(readFileSync(join(outDir, 'model.onnx')));
+    expect(ir.graph.nodes.map((n) => n.name)).toEqual(['mm1']);
+    expect(ir.graph.inputs.map((i) => i.name)).toEqual(['x']);
+    expect([...ir.graph.initializers.keys()]).toEqual(['W1']);
+    expect(ir.graph.outputs.map((o) => o.name)).toEqual(['h1']);
+  });
+
+  it('integer outputs count the differing elements', async () => {
+    const { registry } = defective('ArgMax', intPlusOne, true);
+    const r = await bisect(embed, { feeds: ids, registry });
+    expect(r.first!.outputs[0]).toMatchObject({ output: 'best', elemType: 7, bad: 1, total: 10, worst: { index: [0, 0] } });
+    expect(r.first!.outputs[0].histogram).toBeUndefined();
+    expect(formatBisect(r)[2]).toBe("  output 'best' int64 [2, 5]: 1 of 10 elements differ");
+    expect(r.repro).toBeUndefined();
+  });
+
+  it('ulps of each float type', () => {
+    const t = (dtype: number, data: HostTensor['data']): HostTensor => ({ dtype, dims: [data.length], data });
+    const tol = { rtol: 0, atol: 0 };
+    const ulps = (a: HostTensor, b: HostTensor) => diff('v', a, b, tol).worst?.ulps;
+    const f32next = new Float32Array([1, 1]);
+    new Int32Array(f32next.buffer)[1] += 3;
+    expect(ulps(t(1, f32next.slice(0, 1)), t(1, f32next.slice(1)))).toBe(3);
+    // across zero: -0 and +0 are the same point, the smallest subnormals one ulp either side
+    expect(ulps(t(1, new Float32Array([-1e-45])), t(1, new Float32Array([1e-45])))).toBe(2);
+    expect(ulps(t(11, new Float64Array([1])), t(11, new Float64Array([1 + 2 ** -51])))).toBe(2);
+    expect(ulps(t(10, new Uint16Array([0x3c00])), t(10, new Uint16Array([0x3c05])))).toBe(5); // float16 1 and 1 + 5 ulps
+    expect(ulps(t(16, new Uint16Array([0xbf80])), t(16, new Uint16Array([0xbf81])))).toBe(1); // bfloat16 -1
+    expect(ulps(t(1, new Float32Array([Number.NaN])), t(1, new Float32Array([1])))).toBe(Number.POSITIVE_INFINITY);
+    expect(diff('v', t(1, new Float32Array([Number.NaN])), t(1, new Float32Array([Number.NaN])), tol).bad).toBe(0);
+    expect(diff('v', t(1, new Float32Array([1, 2])), t(1, new Float32Array([1])), tol).mismatch).toBe(
+      'shape [2] on MLX, [1] on onnxruntime',
+    );
+    expect(diff('v', t(6, new Int32Array([1])), t(1, new Float32Array([1])), tol).mismatch).toBe(
+      'element type int32 on MLX, float32 on onnxruntime',
+    );
+  });
+});
+
+describe('bisect errors', () => {
+  it('a model onnxruntime cannot run', async () => {
+    // onnxruntime's CPU provider has no Relu for bfloat16; MLX has.
+    const bytes = model({
+      inputs: [v('a', 'float32', [3])],
+      outputs: [v('b', 'float32', [3])],
+      nodes: [
+        node('Cast', ['a'], ['a16'], { name: 'to_bf16', attrs: { to: 16 } }),
+        node('Relu', ['a16'], ['r16'], { name: 'relu_bf16' }),
+        node('Cast', ['r16'], ['b'], { name: 'to_f32', attrs: { to: 1 } }),
+      ],
+    });
+    const feeds = { a: { dtype: 1, dims: [3], data: Float32Array.from([1, -2, 3]) } as HostTensor };
+    const e = await bisect(bytes, { feeds }).catch((err) => err);
+    expect(e).toBeInstanceOf(OrtMlxError);
+    expect(e.message).toMatch(
+      /^bisect: onnxruntime-node \(CPU provider\) cannot load model <bytes> with its node outputs exposed: Could not find an implementation for Relu\(14\) node with name 'relu_bf16'$/,
+    );
+  });
+
+  it('bad tolerances', async () => {
+    await expect(bisect(chain, { feeds: x, rtol: -1 })).rejects.toThrow('rtol must be a finite number >= 0, got -1');
+    await expect(bisect(chain, { feeds: x, atol: Number.NaN })).rejects.toThrow('atol must be a finite number >= 0, got NaN');
+  });
+});
+
+describe('mlx-ort bisect', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    process.exitCode = undefined;
+  });
+  /** stdout and stderr lines of one main() call. */
+  async function cli(argv: string[]): Promise<{ out: string[]; err: string[] }> {
+    const out: string[] = [];
+    const err: string[] = [];
+    vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.map(String).join(' ')));
+    vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void err.push(a.map(String).join(' ')));
+    await main(argv);
+    return { out, err };
+  }
+  const chainPath = join(tmp, 'chain.onnx');
+  const symbolic = join(tmp, 'symbolic.onnx');
+  writeFileSync(chainPath, chain);
+  writeFileSync(
+    symbolic,
+    model({
+      inputs: [v('a', 'float32', ['n', 4])],
+      outputs: [v('b', 'float32', ['n', 4])],
+      nodes: [node('Relu', ['a'], ['r'], { name: 'relu' }), node('Sigmoid', ['r'], ['b'], { name: 'sig' })],
+    }),
+  );
+
+  it('prints no differing node for a model without a defect, and writes nothing', async () => {
+    const outDir = join(tmp, 'cli-none');
+    const { out } = await cli(['bisect', symbolic, '--dim', 'n=3', '--out', outDir, '--rtol', '0', '--atol', '1e-6']);
+    expect(out).toEqual([
+      'symbolic.onnx: 2 nodes, 2 node outputs compared (rtol 0, atol 0.000001)',
+      'no node differs from onnxruntime beyond the tolerance',
+    ]);
+    expect(existsSync(outDir)).toBe(false);
+    expect(process.exitCode).toBeUndefined();
+  });
+
+  it('takes the inputs of a one-node model it wrote, which mlx-ort run compares with', async () => {
+    const { registry } = defective('Sigmoid', scale(1.01));
+    const outDir = join(tmp, 'cli-repro');
+    const r = await bisect(chainPath, { feeds: x, registry, outDir });
+    expect(r.first?.node).toBe('sig1');
+    const { out } = await cli([
+      'bisect',
+      join(outDir, 'model.onnx'),
+      '--inputs',
+      join(outDir, 'test_data_set_0'),
+      '--out',
+      join(tmp, 'unused'),
+    ]);
+    expect(out.at(-1)).toBe('no node differs from onnxruntime beyond the tolerance');
+    const run = (await cli(['run', join(outDir, 'model.onnx'), '--inputs', join(outDir, 'test_data_set_0'), '--runs', '1'])).out;
+    const line = run.find((l) => l.startsWith('  h5: largest |mlx - expected| = '));
+    expect(Number(line!.split(' = ')[1])).toBeLessThan(1e-5);
+  });
+
+  it('--help', async () => {
+    const { out } = await cli(['bisect', '--help']);
+    expect(out[0].split('\n')[0]).toMatch(
+      /^ {2}mlx-ort bisect <model.onnx> \[--inputs DIR\] \[--dim name=value \.\.\.\] \[--device cpu\|gpu\] \[--rtol R\] \[--atol A\] \[--out DIR\]$/,
+    );
+    const usage = (await cli(['help'])).out.join('\n');
+    expect(usage).toContain('mlx-ort bisect <model.onnx>');
+  });
+
+  it.each([
+    [['--rtol=-1'], "--rtol must be a number >= 0, got '-1'"],
+    [['--atol', 'x'], "--atol must be a number >= 0, got 'x'"],
+    [['--atol', ''], "--atol must be a number >= 0, got ''"],
+    [['--rtol', 'Infinity'], "--rtol must be a number >= 0, got 'Infinity'"],
+    [['--device', 'tpu'], "--device must be cpu or gpu, got 'tpu'"],
+    [['--dim', 'n'], "--dim takes name=value, got 'n'"],
+    [['--dim', 'n=0'], "--dim n must be a positive integer, got '0'"],
+    [['--dim', 'm=2'], "--dim m: the model's inputs have no dimension named 'm' (they have 'n')"],
+    [['--dim', 'n=2', '--inputs', tmp], '--dim applies to random inputs; --inputs gives them'],
+    [['--out', ''], '--out must not be empty'],
+    [['--frobnicate'], "Unknown option '--frobnicate'"],
+    [['--rtol'], "Option '--rtol <value>' argument missing"],
+    [[symbolic], `one model path expected, got 2: ${symbolic} ${symbolic}`],
+  ])('usage error: %j', async (args, message) => {
+    const { err } = await cli(['bisect', symbolic, ...args]);
+    expect(err[0]).toContain(`mlx-ort bisect: ${message}`);
+    expect(err[1]).toMatch(/^usage: mlx-ort bisect <model.onnx>/);
+    expect(process.exitCode).toBe(2);
+  });
+
+  it('usage error: no model', async () => {
+    const { err } = await cli(['bisect']);
+    expect(err[0]).toBe('mlx-ort bisect: no model path given');
+    expect(process.exitCode).toBe(2);
+  });
+
+  it('--inputs of another shape: the feed check names the input', async () => {
+    await expect(cli(['bisect', symbolic, '--inputs', join(tmp, 'cli-repro', 'test_data_set_0')])).rejects.toThrow(
+      "model symbolic.onnx: input 'a' expects dimension 1 to be 4, got 8 (shape [4, 8])",
+    );
   });
 });
