@@ -68,6 +68,7 @@ export interface OutputDiff {
 }
 
 export interface BisectReport {
+  /** The model's path as given, or '<bytes>'. */
   model: string;
   /** Nodes of the (function-expanded) graph, in topological order. */
   nodes: number;
@@ -143,7 +144,7 @@ export async function bisect(model: string | Uint8Array, options: BisectOptions 
   g.nodes.forEach((n, i) => {
     for (const o of n.outputs) if (o) position.set(o, i);
   });
-  const report: BisectReport = { model: name, nodes: g.nodes.length, compared: 0, skipped, tolerance };
+  const report: BisectReport = { model: path ?? name, nodes: g.nodes.length, compared: 0, skipped, tolerance };
   for (let i = 0; i < g.nodes.length && !report.first; i++) {
     const n = g.nodes[i];
     const outputs: OutputDiff[] = [];
@@ -183,8 +184,9 @@ function declaredType(g: GraphIR, name: string): TypeIR | undefined {
 }
 
 /**
- * Runs the model on onnxruntime-node's CPU provider with every node output a graph output: those
- * without a declared type get MLX's element type (or none, for onnxruntime to infer).
+ * Runs the model on onnxruntime-node's CPU provider with every node output a graph output. Those
+ * without a declared type go untyped (onnxruntime infers them); where onnxruntime refuses that,
+ * with MLX's element types.
  */
 async function runOnnxruntime(
   backend: NonNullable<ReturnType<typeof resolveCpuBackend>>,
@@ -196,24 +198,30 @@ async function runOnnxruntime(
 ): Promise<Map<string, HostTensor>> {
   const g = ir.graph;
   const declared = new Set(g.outputs.map((o) => o.name));
-  const extra = produced
-    .filter((o) => !declared.has(o))
-    .flatMap((o) => {
-      const t = declaredType(g, o);
-      if (t && t.kind !== 'tensor' && t.kind !== 'unknown') return [];
-      const m = mlxValues.get(o);
-      return [
-        { name: o, type: t?.kind === 'tensor' ? t : m ? ({ kind: 'tensor', elemType: m.dtype } as TypeIR) : { kind: 'unknown' as const } },
-      ];
-    });
-  const exposed: GraphIR = { ...g, outputs: [...g.outputs, ...extra] };
-  const bytes = encodeModel({ irVersion: Math.max(ir.irVersion, 4), opsets: ir.opsetImports, graph: encodeGraph(exposed) });
+  const exposedModel = (typed: boolean) => {
+    const extra = produced
+      .filter((o) => !declared.has(o))
+      .flatMap((o) => {
+        const t = declaredType(g, o);
+        if (t && t.kind !== 'tensor' && t.kind !== 'unknown') return [];
+        const m = typed ? mlxValues.get(o) : undefined;
+        const type: TypeIR = t?.kind === 'tensor' ? t : m ? { kind: 'tensor', elemType: m.dtype } : { kind: 'unknown' };
+        return [{ name: o, type }];
+      });
+    const exposed: GraphIR = { ...g, outputs: [...g.outputs, ...extra] };
+    return encodeModel({ irVersion: Math.max(ir.irVersion, 4), opsets: ir.opsetImports, graph: encodeGraph(exposed) });
+  };
   const where = `bisect: onnxruntime-node (CPU provider)`;
+  const options = { graphOptimizationLevel: 'disabled', executionProviders: ['cpu'] };
   let session: Awaited<ReturnType<typeof backend.ort.InferenceSession.create>>;
   try {
-    session = await backend.ort.InferenceSession.create(bytes, { graphOptimizationLevel: 'disabled', executionProviders: ['cpu'] });
+    session = await backend.ort.InferenceSession.create(exposedModel(false), options);
   } catch (e) {
-    throw new OrtMlxError(`${where} cannot load model ${name} with its node outputs exposed: ${messageOf(e)}`, { cause: e });
+    try {
+      session = await backend.ort.InferenceSession.create(exposedModel(true), options);
+    } catch {
+      throw new OrtMlxError(`${where} cannot load model ${name} with its node outputs exposed: ${messageOf(e)}`, { cause: e });
+    }
   }
   try {
     const f: Record<string, OrtTensor> = {};

@@ -392,6 +392,17 @@ describe('bisect reports', () => {
     expect(ir.graph.outputs.map((o) => o.name)).toEqual(['h1']);
   });
 
+  it('an output of another element type', async () => {
+    const { registry } = defective('Relu', (o) => mx.astype(o, 'float16'));
+    const outDir = join(tmp, 'dtype');
+    const r = await bisect(chain, { feeds: x, registry, outDir });
+    expect(r.first?.node).toBe('relu1');
+    expect(r.first!.outputs[0]).toMatchObject({ output: 'h3', bad: 32, mismatch: 'element type float16 on MLX, float32 on onnxruntime' });
+    expect(formatBisect(r)[2]).toBe("  output 'h3' float32 [4, 8]: element type float16 on MLX, float32 on onnxruntime");
+    expect(await reproDiffers(outDir, registry)).toBe(true);
+    expect(await reproDiffers(outDir)).toBe(false);
+  });
+
   it('integer outputs count the differing elements', async () => {
     const { registry } = defective('ArgMax', intPlusOne, true);
     const r = await bisect(embed, { feeds: ids, registry });
@@ -480,7 +491,7 @@ describe('mlx-ort bisect', () => {
     const outDir = join(tmp, 'cli-none');
     const { out } = await cli(['bisect', symbolic, '--dim', 'n=3', '--out', outDir, '--rtol', '0', '--atol', '1e-6']);
     expect(out).toEqual([
-      'symbolic.onnx: 2 nodes, 2 node outputs compared (rtol 0, atol 0.000001)',
+      `${symbolic}: 2 nodes, 2 node outputs compared (rtol 0, atol 0.000001)`,
       'no node differs from onnxruntime beyond the tolerance',
     ]);
     expect(existsSync(outDir)).toBe(false);
