@@ -74,6 +74,8 @@ export interface BisectReport {
   nodes: number;
   /** Node outputs compared. */
   compared: number;
+  /** Nodes with an output out of tolerance (the first, and those after it, many through it). */
+  differing: number;
   /** Node outputs not compared, and why (folded away by the plan, not a tensor, ...). */
   skipped: { value: string; why: string }[];
   tolerance: { rtol: number; atol: number };
@@ -140,12 +142,8 @@ export async function bisect(model: string | Uint8Array, options: BisectOptions 
   }
 
   const ortValues = await runOnnxruntime(backend, ir, name, feeds, produced, mlxValues);
-  const position = new Map<string, number>();
-  g.nodes.forEach((n, i) => {
-    for (const o of n.outputs) if (o) position.set(o, i);
-  });
-  const report: BisectReport = { model: path ?? name, nodes: g.nodes.length, compared: 0, skipped, tolerance };
-  for (let i = 0; i < g.nodes.length && !report.first; i++) {
+  const report: BisectReport = { model: path ?? name, nodes: g.nodes.length, compared: 0, differing: 0, skipped, tolerance };
+  for (let i = 0; i < g.nodes.length; i++) {
     const n = g.nodes[i];
     const outputs: OutputDiff[] = [];
     for (const o of n.outputs) {
@@ -160,7 +158,9 @@ export async function bisect(model: string | Uint8Array, options: BisectOptions 
       const d = diff(o, have, want, tolerance);
       if (d.bad || d.mismatch) outputs.push(d);
     }
-    if (outputs.length) report.first = { node: n.name, opType: n.opType, domain: n.domain, position: i, outputs };
+    if (!outputs.length) continue;
+    report.differing++;
+    report.first ??= { node: n.name, opType: n.opType, domain: n.domain, position: i, outputs };
   }
   if (report.first && options.outDir) {
     writeRepro(options.outDir, ir, g.nodes[report.first.position], feeds, ortValues, name);
@@ -433,7 +433,9 @@ export function formatBisect(r: BisectReport): string[] {
     lines.push('no node differs from onnxruntime beyond the tolerance');
     return lines;
   }
-  lines.push(`first differing node: #${f.position} '${f.node}' (${f.domain === DEFAULT_DOMAIN ? '' : `${f.domain}::`}${f.opType})`);
+  lines.push(
+    `first differing node: #${f.position} '${f.node}' (${f.domain === DEFAULT_DOMAIN ? '' : `${f.domain}::`}${f.opType}), of ${r.differing} differing`,
+  );
   for (const o of f.outputs) {
     lines.push(
       `  output '${o.output}' ${dataTypeName(o.elemType)} [${o.dims.join(', ')}]: ${o.mismatch ?? `${o.bad} of ${o.total} elements ${FLOATS.has(o.elemType) ? 'out of tolerance' : 'differ'}`}`,

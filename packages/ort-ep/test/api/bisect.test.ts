@@ -342,6 +342,7 @@ describe('bisect without a defect', () => {
       const r = await bisect(bytes, { feeds, outDir: join(tmp, 'none') });
       expect(r.first, formatBisect(r).join('\n')).toBeUndefined();
       expect(r.repro).toBeUndefined();
+      expect(r.differing).toBe(0);
       expect(r.compared).toBeGreaterThanOrEqual(r.nodes);
       expect(formatBisect(r).at(-1)).toBe('no node differs from onnxruntime beyond the tolerance');
     }
@@ -377,7 +378,8 @@ describe('bisect reports', () => {
     expect(o.histogram!.at(-1)).toEqual(['>=65536', 1]);
     const lines = formatBisect(r);
     expect(lines[0]).toBe(`<bytes>: 26 nodes, ${r.compared} node outputs compared (rtol 0.001, atol 0.0001)`);
-    expect(lines[1]).toBe("first differing node: #0 'mm1' (MatMul)");
+    expect(r.differing).toBeGreaterThan(1);
+    expect(lines[1]).toBe(`first differing node: #0 'mm1' (MatMul), of ${r.differing} differing`);
     expect(lines[2]).toBe("  output 'h1' float32 [4, 8]: 1 of 32 elements out of tolerance");
     expect(lines[3]).toMatch(/^ {4}ulps: 0: \d+, 1: \d+, 2-3: \d+, 4-15: \d+, 16-255: \d+, 256-65535: \d+, >=65536: 1$/);
     expect(lines[4]).toMatch(/^ {4}worst: element \[1, 1\] mlx -?[\d.e+-]+, onnxruntime -?[\d.e+-]+ \(\d+ ulps\)$/);
