@@ -49,6 +49,10 @@ export interface BisectOptions {
   outDir?: string;
   /** An alternative op registry for the MLX side (tests seed defects with one). */
   registry?: OpRegistry;
+  /** Op types MLX declines (MlxSessionOptions.disabledOps): they run on onnxruntime's fallback. */
+  disabledOps?: string[];
+  /** MlxSessionOptions.fallback (default: the session's default). */
+  fallback?: 'cpu' | 'none';
 }
 
 /** How far MLX's value of one output is from onnxruntime's. */
@@ -120,6 +124,8 @@ export async function bisect(model: string | Uint8Array, options: BisectOptions 
     compiled: false,
     graphRewrites: false,
     registry: options.registry,
+    disabledOps: options.disabledOps,
+    fallback: options.fallback,
   });
   let feeds: Record<string, HostTensor>;
   const mlxValues = new Map<string, HostTensor>();
@@ -129,7 +135,7 @@ export async function bisect(model: string | Uint8Array, options: BisectOptions 
     feeds = typeof options.feeds === 'function' ? options.feeds(session) : (options.feeds ?? randomFeeds(session, options.dims ?? {}));
     const fetches = produced.filter((o) => {
       if (session.canFetch(o)) return true;
-      skipped.push({ value: o, why: 'the MLX plan folds or aliases it away' });
+      skipped.push({ value: o, why: 'the MLX plan does not keep it (folded, aliased, or inside a fallback partition)' });
       return false;
     });
     const out = await session.run(feeds, fetches);

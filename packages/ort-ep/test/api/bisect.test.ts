@@ -365,6 +365,28 @@ describe('bisect without a defect', () => {
 });
 
 describe('bisect reports', () => {
+  it('skips values the MLX plan does not keep, and says so', async () => {
+    const bytes = model({
+      inputs: [v('a', 'float32', [2, 3])],
+      outputs: [v('y', 'float32', [2, 3])],
+      nodes: [
+        node('Relu', ['a'], ['r'], { name: 'relu' }),
+        node('Softmax', ['r'], ['s'], { name: 'softmax' }),
+        node('Neg', ['s'], ['n'], { name: 'neg' }),
+        node('Add', ['n', 'a'], ['y'], { name: 'add' }),
+      ],
+    });
+    const feeds = { a: { dtype: 1, dims: [2, 3], data: Float32Array.from(seeded(6, 41)) } as HostTensor };
+    const r = await bisect(bytes, { feeds, disabledOps: ['Softmax', 'Neg'], fallback: 'cpu' });
+    // Softmax's output lives only inside the partition onnxruntime runs (Softmax, Neg).
+    expect(r.first, formatBisect(r).join('\n')).toBeUndefined();
+    expect(r.skipped).toEqual([{ value: 's', why: 'the MLX plan does not keep it (folded, aliased, or inside a fallback partition)' }]);
+    expect(r.compared).toBe(3);
+    expect(formatBisect(r)[1]).toBe(
+      "not compared: 1 ('s': the MLX plan does not keep it (folded, aliased, or inside a fallback partition))",
+    );
+  });
+
   it('the histogram in ulps and the worst element', async () => {
     const { registry } = defective('MatMul', bump(0.05, 9));
     const outDir = join(tmp, 'report');
