@@ -365,6 +365,64 @@ describe('bisect without a defect', () => {
 });
 
 describe('bisect reports', () => {
+  it('a defect inside a model-local function pins the node of its body', async () => {
+    const bytes = model({
+      opsets: { '': 17, custom: 1 },
+      inputs: [v('x', 'float32', [2, 3])],
+      outputs: [v('y', 'float32', [2, 3])],
+      functions: [
+        {
+          name: 'Gate',
+          domain: 'custom',
+          inputs: ['a'],
+          outputs: ['b'],
+          nodes: [node('Relu', ['a'], ['t'], { name: 'inner_relu' }), node('Sigmoid', ['t'], ['b'], { name: 'inner_sigmoid' })],
+          opsets: { '': 17 },
+        },
+      ],
+      nodes: [node('Gate', ['x'], ['g'], { name: 'gate', domain: 'custom' }), node('Mul', ['g', 'x'], ['y'], { name: 'mul' })],
+    });
+    const feeds = { x: { dtype: 1, dims: [2, 3], data: Float32Array.from(seeded(6, 61)) } as HostTensor };
+    const { registry, touched } = defective('Sigmoid', scale(1.05));
+    const outDir = join(tmp, 'function');
+    const r = await bisect(bytes, { feeds, registry, outDir });
+    expect(touched.size).toBe(1);
+    expect(r.first).toMatchObject({ node: [...touched][0], opType: 'Sigmoid' });
+    expect(await reproDiffers(outDir, registry)).toBe(true);
+    expect(await reproDiffers(outDir)).toBe(false);
+  });
+
+  it('a defect inside an If branch pins the If, whose one-node model carries the outer values', async () => {
+    const branch = (op: string) => ({
+      name: `${op}_branch`,
+      inputs: [],
+      outputs: [v(`${op}_out`, 'float32')],
+      nodes: [node(op, ['r'], [`${op}_out`], { name: `${op}_in_branch` })],
+    });
+    const bytes = model({
+      inputs: [v('x', 'float32', [2, 3]), v('c', 'bool', [])],
+      outputs: [v('y', 'float32')],
+      nodes: [
+        node('Relu', ['x'], ['r'], { name: 'relu' }),
+        node('If', ['c'], ['z'], { name: 'if', attrs: { then_branch: { g: branch('Softmax') }, else_branch: { g: branch('Neg') } } }),
+        node('Add', ['z', 'x'], ['y'], { name: 'add' }),
+      ],
+    });
+    const feeds = {
+      x: { dtype: 1, dims: [2, 3], data: Float32Array.from(seeded(6, 51)) } as HostTensor,
+      c: { dtype: 9, dims: [], data: Uint8Array.from([1]) } as HostTensor,
+    };
+    const { registry, touched } = defective('Softmax', bump(0.05));
+    const outDir = join(tmp, 'if');
+    const r = await bisect(bytes, { feeds, registry, outDir });
+    expect([...touched]).toEqual(['Softmax_in_branch']);
+    expect(r.first).toMatchObject({ node: 'if', opType: 'If' });
+    const ir = decodeModel(readFileSync(join(outDir, 'model.onnx')));
+    expect(ir.graph.inputs.map((i) => i.name)).toEqual(['c', 'r']);
+    expect(await reproDiffers(outDir, registry)).toBe(true);
+    expect(await reproDiffers(outDir)).toBe(false);
+  });
+
   it('skips values the MLX plan does not keep, and says so', async () => {
     const bytes = model({
       inputs: [v('a', 'float32', [2, 3])],
