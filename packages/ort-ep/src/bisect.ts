@@ -67,7 +67,7 @@ export interface OutputDiff {
   mismatch?: string;
   /** Float outputs: [label, count] per ulp bucket, over every element. */
   histogram?: [string, number][];
-  /** The element with the largest error: its index, both values, the error in ulps (floats). */
+  /** Floats: the element with the largest |mlx - onnxruntime|, with the error in ulps; others: the first that differs. */
   worst?: { index: number[]; mlx: number | bigint | string; ort: number | bigint | string; ulps?: number };
 }
 
@@ -230,10 +230,10 @@ async function runOnnxruntime(
     }
   }
   try {
-    const f: Record<string, OrtTensor> = {};
-    for (const [k, t] of Object.entries(feeds)) f[k] = toOrtTensor(backend.ort, t, `${where}: input '${k}'`);
     let out: Record<string, OrtTensor>;
     try {
+      const f: Record<string, OrtTensor> = {};
+      for (const [k, t] of Object.entries(feeds)) f[k] = toOrtTensor(backend.ort, t, `input '${k}'`);
       out = await session.run(f);
     } catch (e) {
       throw new OrtMlxError(`${where} cannot run model ${name}: ${messageOf(e)}`, { cause: e });
@@ -449,7 +449,7 @@ export function formatBisect(r: BisectReport): string[] {
     if (o.histogram) lines.push(`    ulps: ${o.histogram.map(([label, n]) => `${label}: ${n}`).join(', ')}`);
     if (o.worst)
       lines.push(
-        `    worst: element [${o.worst.index.join(', ')}] mlx ${show(o.worst.mlx)}, onnxruntime ${show(o.worst.ort)}${o.worst.ulps !== undefined ? ` (${o.worst.ulps === Number.POSITIVE_INFINITY ? 'NaN' : o.worst.ulps} ulps)` : ''}`,
+        `    ${o.histogram ? 'largest |mlx - onnxruntime|' : 'first difference'}: element [${o.worst.index.join(', ')}] mlx ${show(o.worst.mlx)}, onnxruntime ${show(o.worst.ort)}${o.worst.ulps !== undefined ? ` (${o.worst.ulps === Number.POSITIVE_INFINITY ? 'NaN' : o.worst.ulps} ulps)` : ''}`,
       );
   }
   if (r.repro)

@@ -462,7 +462,7 @@ describe('bisect reports', () => {
     expect(lines[1]).toBe(`first differing node: #0 'mm1' (MatMul), of ${r.differing} differing`);
     expect(lines[2]).toBe("  output 'h1' float32 [4, 8]: 1 of 32 elements out of tolerance");
     expect(lines[3]).toMatch(/^ {4}ulps: 0: \d+, 1: \d+, 2-3: \d+, 4-15: \d+, 16-255: \d+, 256-65535: \d+, >=65536: 1$/);
-    expect(lines[4]).toMatch(/^ {4}worst: element \[1, 1\] mlx -?[\d.e+-]+, onnxruntime -?[\d.e+-]+ \(\d+ ulps\)$/);
+    expect(lines[4]).toMatch(/^ {4}largest \|mlx - onnxruntime\|: element \[1, 1\] mlx -?[\d.e+-]+, onnxruntime -?[\d.e+-]+ \(\d+ ulps\)$/);
     expect(lines[5]).toBe(
       `one-node model: ${join(outDir, 'model.onnx')} (MLX_ORT_REWRITES=0 mlx-ort run ${join(outDir, 'model.onnx')} --inputs ${join(outDir, 'test_data_set_0')})`,
     );
@@ -491,6 +491,7 @@ describe('bisect reports', () => {
     expect(r.first!.outputs[0]).toMatchObject({ output: 'best', elemType: 7, bad: 1, total: 10, worst: { index: [0, 0] } });
     expect(r.first!.outputs[0].histogram).toBeUndefined();
     expect(formatBisect(r)[2]).toBe("  output 'best' int64 [2, 5]: 1 of 10 elements differ");
+    expect(formatBisect(r)[3]).toMatch(/^ {4}first difference: element \[0, 0\] mlx \d+, onnxruntime \d+$/);
     expect(r.repro).toBeUndefined();
   });
 
