@@ -4,7 +4,7 @@
 // MLX, so --help, --version and usage errors work without the native library.
 import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import * as mx from '@mlx/core';
@@ -68,6 +68,24 @@ const commands = {
       inputs: { type: 'string' },
       prefix: { type: 'string' },
       top: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  },
+  bisect: {
+    synopsis: 'mlx-ort bisect <model.onnx> [--inputs DIR] [--dim name=value ...] [--device cpu|gpu] [--rtol R] [--atol A] [--out DIR]',
+    about: `runs the model on mlx node by node and on onnxruntime-node's CPU provider with every
+      node output exposed, and reports the first node in topological order whose output leaves
+      |mlx - onnxruntime| <= atol + rtol * |onnxruntime| (default rtol 1e-3, atol 1e-4; integer
+      outputs must be equal): an error histogram in ulps and the worst element. It writes that
+      node alone to --out DIR (default <model>_bisect): model.onnx and test_data_set_0 with
+      onnxruntime's inputs and outputs, for mlx-ort run --inputs. Inputs as for run.`,
+    options: {
+      inputs: { type: 'string' },
+      dim: { type: 'string', multiple: true },
+      device: { type: 'string' },
+      rtol: { type: 'string' },
+      atol: { type: 'string' },
+      out: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   },
@@ -396,6 +414,35 @@ async function bench(args: string[]): Promise<void> {
   await orchestrate({ model: path, runs, rounds, threads, dims: Object.fromEntries(dims), device: dev });
 }
 
+function tolerance(v: string | undefined, what: string, command: Command): number | undefined {
+  if (v === undefined) return undefined;
+  const x = Number(v);
+  if (v.trim() === '' || !Number.isFinite(x) || x < 0) throw new UsageError(`${what} must be a number >= 0, got '${v}'`, command);
+  return x;
+}
+
+async function bisectCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse('bisect', args);
+  if (values.help) return void console.log(commandUsage('bisect'));
+  const path = modelPath(positionals, 'bisect');
+  const dev = device(values.device, 'bisect');
+  const rtol = tolerance(values.rtol, '--rtol', 'bisect');
+  const atol = tolerance(values.atol, '--atol', 'bisect');
+  const dims = parseDims(values.dim, 'bisect');
+  if (values.inputs && dims.size) throw new UsageError('--dim applies to random inputs; --inputs gives them', 'bisect');
+  if (values.out === '') throw new UsageError('--out must not be empty', 'bisect');
+  const out = values.out ?? `${basename(path).replace(/\.onnx$/i, '')}_bisect`;
+  const { bisect, formatBisect } = await import('./bisect.js');
+  const report = await bisect(path, {
+    device: dev,
+    rtol,
+    atol,
+    outDir: out,
+    feeds: (session) => feedsFor(session, path, values.inputs, dims, 'bisect').feeds,
+  });
+  for (const l of formatBisect(report)) console.log(l);
+}
+
 async function demo(args: string[]): Promise<void> {
   const { values, positionals } = parse('demo', args);
   if (values.help) return void console.log(commandUsage('demo'));
@@ -413,6 +460,7 @@ export async function main(argv: string[]): Promise<void> {
     if (cmd === 'check') return await check(rest);
     if (cmd === 'bench') return await bench(rest);
     if (cmd === 'profile') return await profile(rest);
+    if (cmd === 'bisect') return await bisectCommand(rest);
     if (cmd === 'demo') return await demo(rest);
     console.log(usage);
     if (cmd && cmd !== 'help' && cmd !== '--help' && cmd !== '-h') {

@@ -311,6 +311,14 @@ export class MlxSession {
     return this.runner.describe();
   }
 
+  /**
+   * @internal Whether run() may fetch `name`: an output, or a value a node of the plan produces
+   * (values the plan folded away or aliased are not there). For `mlx-ort bisect`.
+   */
+  canFetch(name: string): boolean {
+    return this.outputNames.includes(name) || this.program.plan.producer.has(name);
+  }
+
   private checkRun(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): void {
     if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
     validateFeeds(this.name, this.model.graph, this.inputNames, feeds);
