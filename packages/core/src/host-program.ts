@@ -9,6 +9,20 @@ import { check, fn } from './native.js';
 import { resolveStream, type StreamLike } from './stream.js';
 import { closureOfCompiled, type CompiledFunction } from './transforms.js';
 
+/**
+ * How many HostProgram runs so far (process-wide) executed their function's trace directly: a
+ * captureGraph() function on a CPU stream runs its traced primitives in order on the calling
+ * thread, each intermediate freed after its last use, instead of building the graph again for
+ * MLX's evaluation. 0 where that is off (MLXC_STATIC_EXEC=0); runs it does not take (a compile()
+ * function, a GPU stream, MLX's compiled primitives, an asynchronous evaluation of the stream in
+ * flight, the debug aids, an address-space limit) replay the trace and evaluate it as before.
+ */
+export function hostProgramStaticRuns(): number {
+  const n = [0];
+  check(fn.mlxc_capture_static_runs(n as never), 'mlxc_capture_static_runs');
+  return Number(n[0]);
+}
+
 /** The dtype and shape of one input or result of a HostProgram. */
 export interface HostSlot {
   dtype: Dtype;

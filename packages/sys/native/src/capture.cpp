@@ -302,8 +302,8 @@ bool static_exec_on() {
 
 /** Primitives whose evaluation is more than their eval_cpu on the calling thread. */
 bool runs_alone(const mx::Primitive& p) {
-  static const std::unordered_set<std::string_view> names{"Compiled", "Load",          "AllReduce", "AllGather",
-                                                          "Send",     "Recv",          "ReduceScatter", "AllToAll"};
+  static const std::unordered_set<std::string_view> names{"Compiled", "Load", "AllReduce",     "AllGather",
+                                                          "Send",     "Recv", "ReduceScatter", "AllToAll"};
   return !names.count(p.name());
 }
 
