@@ -4,7 +4,10 @@
 // (MLXC_STATIC_EXEC=0, read on each run), and the same function applied eagerly; all three must
 // agree exactly, and only the first may count as a static run.
 import { describe, expect, it } from 'vitest';
+import { dtypeCode } from './dtype.js';
 import * as mx from './index.js';
+import { check, fn } from './native.js';
+import { closureOfCompiled } from './transforms.js';
 
 const rand = (n: number, seed: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(seed * 97 + i * 1.3) * 2);
 
@@ -155,5 +158,34 @@ describe('HostProgram static executor', () => {
     expect(Array.from(p.run([Float32Array.of(0, 0, 0)])[0] as Float32Array)).toEqual([1, 1, 1]);
     expect(mx.hostProgramStaticRuns()).toBe(before);
     c.dispose();
+  });
+
+  it('keeps its native program per stream: a run under another stream still computes, a disposed function is refused', () => {
+    const g = mx.captureGraph((x: mx.Array) => [mx.exp(x)]);
+    const p = new mx.HostProgram(g, [f32(2)], [f32(2)]);
+    expect(Array.from(p.run([Float32Array.of(0, 0)])[0] as Float32Array)).toEqual([1, 1]);
+    const other = mx.newStream('cpu');
+    const y = mx.withStream(other, () => p.run([Float32Array.of(0, 1)])[0] as Float32Array);
+    expect(Array.from(y)).toEqual(Array.from(mx.exp(mx.array(Float32Array.of(0, 1))).toTypedArray() as Float32Array));
+    g.dispose();
+    expect(() => p.run([Float32Array.of(0, 0)])).toThrow(/closure was disposed/);
+  });
+
+  it('refuses buffers shorter than the descriptors reach (mlxc_host_program_run)', () => {
+    const g = mx.captureGraph((x: mx.Array) => [mx.exp(x)]);
+    const res = [null];
+    const desc = BigInt64Array.of(BigInt(dtypeCode('float32')), 1n, 0n, 4n); // float32 [4] at offset 0
+    check(
+      fn.mlxc_host_program_new(res, closureOfCompiled(g).handle, desc, 4, 1, desc, 4, 1, mx.defaultStream().handle),
+      'mlxc_host_program_new',
+    );
+    const out = new Float32Array(4);
+    expect(() => check(fn.mlxc_host_program_run(res[0], new Float32Array(3), 12, out, 16), 'mlxc_host_program_run')).toThrow(
+      /the buffers hold 12 and 16 bytes, the program's inputs and results take 16 and 16/,
+    );
+    check(fn.mlxc_host_program_run(res[0], new Float32Array(4), 16, out, 16), 'mlxc_host_program_run');
+    expect(Array.from(out)).toEqual([1, 1, 1, 1]);
+    fn.mlxc_host_program_free(res[0]);
+    g.dispose();
   });
 });

@@ -6,7 +6,7 @@ import type { Dtype } from './dtype.js';
 import { dtypeCode, typedArrayCtor, type TypedArray } from './dtype.js';
 import { flushDisposed } from './lifetime.js';
 import { check, fn } from './native.js';
-import { resolveStream, type StreamLike } from './stream.js';
+import { resolveStream, type Stream, type StreamLike } from './stream.js';
 import { closureOfCompiled, type CompiledFunction } from './transforms.js';
 
 /**
@@ -63,6 +63,9 @@ function pack(slots: readonly HostSlot[], what: string): Packed {
   return { desc: BigInt64Array.from(desc), offsets, bytes, total: at };
 }
 
+/** Frees a HostProgram's native program (mlxc_host_program_new) once the HostProgram is collected. */
+const programs = new FinalizationRegistry<unknown>((p) => fn.mlxc_host_program_free(p));
+
 /**
  * `f` (from compile() or captureGraph()) run over host data for one signature: each run() copies
  * the inputs in, applies `f`, evaluates its results and reads them into new typed arrays, all in
@@ -79,6 +82,9 @@ export class HostProgram {
   readonly #stream: StreamLike | undefined;
   #staging?: Uint8Array;
   #outStaging?: Uint8Array;
+  /** The native program (mlxc_host_program_new) for runs on #programStream, made at the first run. */
+  #program?: unknown;
+  #programStream?: Stream;
 
   constructor(f: CompiledFunction, inputs: readonly HostSlot[], results: readonly HostSlot[], stream?: StreamLike) {
     closureOfCompiled(f);
@@ -127,23 +133,52 @@ export class HostProgram {
     const outData = single ?? (this.#outStaging ??= new Uint8Array(Math.max(this.#out.total, 1)));
     flushDisposed();
     const stream = resolveStream(this.#stream);
-    check(
-      fn.mlxc_capture_run_host(
-        closureOfCompiled(this.#f).handle,
-        inData,
-        nIn === 1 ? inData.byteLength : this.#in.total,
-        this.#in.desc,
-        this.#in.desc.length,
-        nIn,
-        outData,
-        single ? single.byteLength : this.#out.total,
-        this.#out.desc,
-        this.#out.desc.length,
-        nOut,
-        stream.handle,
-      ),
-      'mlxc_capture_run_host',
-    );
+    // Throws when f was disposed: the native program refers to f's closure without owning it.
+    const closure = closureOfCompiled(this.#f).handle;
+    if (this.#program === undefined) {
+      const res = [null];
+      check(
+        fn.mlxc_host_program_new(
+          res,
+          closure,
+          this.#in.desc,
+          this.#in.desc.length,
+          nIn,
+          this.#out.desc,
+          this.#out.desc.length,
+          nOut,
+          stream.handle,
+        ),
+        'mlxc_host_program_new',
+      );
+      this.#program = res[0];
+      this.#programStream = stream;
+      programs.register(this, res[0]);
+    }
+    const inBytes = nIn === 1 ? inData.byteLength : this.#in.total;
+    const outBytes = single ? single.byteLength : this.#out.total;
+    if (stream === this.#programStream) {
+      // The usual case: only the buffers cross (no handles, descriptors or signature per run).
+      check(fn.mlxc_host_program_run(this.#program, inData, inBytes, outData, outBytes), 'mlxc_host_program_run');
+    } else {
+      check(
+        fn.mlxc_capture_run_host(
+          closure,
+          inData,
+          inBytes,
+          this.#in.desc,
+          this.#in.desc.length,
+          nIn,
+          outData,
+          outBytes,
+          this.#out.desc,
+          this.#out.desc.length,
+          nOut,
+          stream.handle,
+        ),
+        'mlxc_capture_run_host',
+      );
+    }
     if (single) return [single];
     const buf = outData.buffer as ArrayBuffer;
     return this.#results.map((s, i) => {

@@ -491,6 +491,92 @@ std::string describe(mx::Dtype dt, const mx::Shape& shape) {
   return os.str();
 }
 
+/**
+ * One signature's host runs of a closure (mlxc_capture_run_host, mlxc_host_program_*): the inputs
+ * copied in from a host buffer, the closure applied (a captured one's trace executed as its static
+ * program where it can be), the results checked against their slots, evaluated and copied out.
+ */
+struct HostRun {
+  const mlxc::ClosureFn& fun;  // the closure handle's function: its caller keeps it alive
+  const Captured* captured;    // fun itself, when it is mlxc_capture's
+  mx::Stream stream;
+  std::vector<HostSlot> ins;
+  std::vector<HostSlot> outs;
+  const char* who;
+  size_t in_extent = 0;  // the bytes the host buffers must hold
+  size_t out_extent = 0;
+  /** A program that runs again (mlxc_host_program_*): the trace and the limit checks kept. */
+  bool keep = false;
+  Trace* trace = nullptr;
+  bool limited;  // an address-space limit (eval_within's check): the executor stays out
+
+  HostRun(const mlxc::ClosureFn& f, mx::Stream s, std::vector<HostSlot> in, std::vector<HostSlot> out, const char* name)
+      : fun(f),
+        captured(f.target<Captured>()),
+        stream(s),
+        ins(std::move(in)),
+        outs(std::move(out)),
+        who(name),
+        limited(mlxc::address_space_limited()) {
+    for (const auto& x : ins) in_extent = std::max(in_extent, x.offset + x.nbytes);
+    for (const auto& x : outs) out_extent = std::max(out_extent, x.offset + x.nbytes);
+  }
+
+  void check_results(const std::vector<mx::array>& res) const {
+    if (res.size() != outs.size())
+      throw std::invalid_argument(std::string(who) + ": the function returned " + std::to_string(res.size()) +
+                                  " arrays, the caller expects " + std::to_string(outs.size()));
+    for (size_t i = 0; i < outs.size(); i++) {
+      if (res[i].dtype() != outs[i].dtype || res[i].shape() != outs[i].shape)
+        throw std::invalid_argument(std::string(who) + ": result " + std::to_string(i) + " is " + describe(res[i].dtype(), res[i].shape()) +
+                                    ", the caller expects " + describe(outs[i].dtype, outs[i].shape));
+    }
+  }
+
+  void run(const void* in_data, void* out_data) {
+    std::vector<mx::array> args;
+    args.reserve(ins.size());
+    for (const auto& slot : ins)
+      args.push_back(mlxc::new_data_on(static_cast<const char*>(in_data) + slot.offset, slot.shape, slot.dtype, stream));
+    std::vector<mx::array> res;
+    bool ran = false;
+    if (captured && static_exec_on() && !mlxc::graph_stats_on() && !mlxc::prim_times_mode() && !limited) {
+      Trace& t = trace ? *trace : captured->trace_for(args);
+      if (keep) trace = &t;
+      check_results(t.outputs);
+      if (!t.program) t.program = program_of(t);
+      const Program& p = *t.program;
+      if (p.usable) {
+        mlxc::InlineEval scope(*p.stream);
+        if (scope.active()) {
+          res = execute(p, args, scope);
+          mx::scheduler::check_error(*p.stream);
+          ran = true;
+        }
+      }
+      if (!ran) {
+        res = replay(t, args);
+        args.clear();
+        mlxc::eval_within(res, 0, 0);
+      }
+    } else {
+      res = fun(args);
+      args.clear();
+      check_results(res);
+      mlxc::eval_within(res, 0, 0);
+    }
+    for (size_t i = 0; i < outs.size(); i++) {
+      mx::array a = res[i];
+      if (!a.flags().row_contiguous) {
+        a = mx::contiguous(a, false, stream);
+        mlxc::eval_within({a}, 0, 0);
+      }
+      a.wait();
+      mlxc::read_into(static_cast<char*>(out_data) + outs[i].offset, outs[i].nbytes, a);
+    }
+  }
+};
+
 }  // namespace
 
 extern "C" {
@@ -506,62 +592,40 @@ int mlxc_capture_run_host(const mlx_closure fun, const void* in_data, size_t in_
                           size_t n_in, void* out_data, size_t out_bytes, const int64_t* out_desc, size_t out_desc_len, size_t n_out,
                           const mlx_stream stream) {
   MLXC_TRY
-  const auto& body = mlxc::closure(fun);
-  auto s = mlxc::stream(stream);
-  auto ins = slots_of(in_desc, in_desc_len, n_in, in_bytes, "input");
-  auto outs = slots_of(out_desc, out_desc_len, n_out, out_bytes, "result");
-  std::vector<mx::array> args;
-  args.reserve(n_in);
-  for (const auto& slot : ins)
-    args.push_back(mlxc::new_data_on(static_cast<const char*>(in_data) + slot.offset, slot.shape, slot.dtype, s));
-  auto check_results = [&](const std::vector<mx::array>& res) {
-    if (res.size() != n_out)
-      throw std::invalid_argument("mlxc_capture_run_host: the function returned " + std::to_string(res.size()) +
-                                  " arrays, the caller expects " + std::to_string(n_out));
-    for (size_t i = 0; i < n_out; i++) {
-      if (res[i].dtype() != outs[i].dtype || res[i].shape() != outs[i].shape)
-        throw std::invalid_argument("mlxc_capture_run_host: result " + std::to_string(i) + " is " +
-                                    describe(res[i].dtype(), res[i].shape()) + ", the caller expects " +
-                                    describe(outs[i].dtype, outs[i].shape));
-    }
-  };
-  std::vector<mx::array> res;
-  bool ran = false;
-  const auto* captured = body.target<Captured>();
-  if (captured && static_exec_on() && !mlxc::graph_stats_on() && !mlxc::prim_times_mode() && !mlxc::address_space_limited()) {
-    Trace& t = captured->trace_for(args);
-    check_results(t.outputs);
-    if (!t.program) t.program = program_of(t);
-    const Program& p = *t.program;
-    if (p.usable) {
-      mlxc::InlineEval scope(*p.stream);
-      if (scope.active()) {
-        res = execute(p, args, scope);
-        mx::scheduler::check_error(*p.stream);
-        ran = true;
-      }
-    }
-    if (!ran) {
-      res = replay(t, args);
-      args.clear();
-      mlxc::eval_within(res, 0, 0);
-    }
-  } else {
-    res = body(args);
-    args.clear();
-    check_results(res);
-    mlxc::eval_within(res, 0, 0);
-  }
-  for (size_t i = 0; i < n_out; i++) {
-    mx::array a = res[i];
-    if (!a.flags().row_contiguous) {
-      a = mx::contiguous(a, false, s);
-      mlxc::eval_within({a}, 0, 0);
-    }
-    a.wait();
-    mlxc::read_into(static_cast<char*>(out_data) + outs[i].offset, outs[i].nbytes, a);
-  }
+  HostRun h(mlxc::closure(fun), mlxc::stream(stream), slots_of(in_desc, in_desc_len, n_in, in_bytes, "input"),
+            slots_of(out_desc, out_desc_len, n_out, out_bytes, "result"), "mlxc_capture_run_host");
+  h.run(in_data, out_data);
   MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_program_new(void** res, const mlx_closure fun, const int64_t* in_desc, size_t in_desc_len, size_t n_in,
+                          const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream) {
+  MLXC_TRY
+  auto ins = slots_of(in_desc, in_desc_len, n_in, SIZE_MAX, "input");
+  auto outs = slots_of(out_desc, out_desc_len, n_out, SIZE_MAX, "result");
+  auto h = std::make_unique<HostRun>(mlxc::closure(fun), mlxc::stream(stream), std::move(ins), std::move(outs), "mlxc_host_program_run");
+  h->keep = true;
+  *res = h.release();
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, void* out_data, size_t out_bytes) {
+  MLXC_TRY
+  if (!program) throw std::invalid_argument("mlxc_host_program_run: no program");
+  auto& h = *static_cast<HostRun*>(program);
+  if (in_bytes < h.in_extent || out_bytes < h.out_extent)
+    throw std::invalid_argument("mlxc_host_program_run: the buffers hold " + std::to_string(in_bytes) + " and " +
+                                std::to_string(out_bytes) + " bytes, the program's inputs and results take " + std::to_string(h.in_extent) +
+                                " and " + std::to_string(h.out_extent));
+  h.run(in_data, out_data);
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_program_free(void* program) {
+  delete static_cast<HostRun*>(program);
   return 0;
 }
 
