@@ -139,6 +139,29 @@ describe('HostProgram static executor', () => {
     g.dispose();
   });
 
+  it('drops an output nothing reads when its node has run, as mx.eval does', () => {
+    const n = 1 << 20; // 4 MiB of float32
+    // r, divmod's second output, is never read: kept to the end of the run it would sit beside
+    // the concatenation's 8 MiB.
+    const g = mx.captureGraph((x: mx.Array) => {
+      const [q] = mx.divmod(x, 3);
+      return [mx.concatenate([q, q])];
+    });
+    const p = new mx.HostProgram(g, [f32(n)], [f32(2 * n)]);
+    const x = rand(n, 5);
+    const [on, off] = [true, false].map((flag) =>
+      withStaticExec(flag, () => {
+        const active = mx.memory.active();
+        mx.memory.resetPeak();
+        p.run([x]);
+        return mx.memory.peak() - active;
+      }),
+    );
+    expect(on).toBeLessThanOrEqual(off + 64);
+    expect(on).toBeLessThan(3.5 * 4 * n);
+    g.dispose();
+  });
+
   it('recovers from an error inside a primitive: the next run is right', () => {
     const f = (x: mx.Array) => [mx.add(mx.linalg.inv(x, { stream: 'cpu' }), 1)];
     const g = mx.captureGraph(f);

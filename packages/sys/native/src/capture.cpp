@@ -282,6 +282,7 @@ struct Step {
   std::vector<Ref> ins;
   std::vector<mx::Shape> shapes;  // of its outputs, whose values take the next slots
   std::vector<mx::Dtype> dtypes;
+  std::vector<char> unread;  // per output: nothing reads it (a sibling the function ignores)
 };
 
 struct Program {
@@ -355,6 +356,11 @@ std::shared_ptr<Program> program_of(const Trace& t) {
       }
     }
   }
+  // Outputs nothing reads (siblings the function ignores) are dropped as soon as they are made,
+  // as mx::eval drops them with their node.
+  int32_t at = static_cast<int32_t>(t.inputs.size());
+  for (auto& st : p->steps)
+    for (size_t i = 0; i < st.shapes.size(); i++) st.unread.push_back(!read[at++]);
   p->n_slots = static_cast<size_t>(next);
   std::vector<mx::array> lazy;
   for (const auto& c : p->constants)
@@ -399,10 +405,14 @@ std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, m
     // What the primitive dispatched has run; a task's error was kept by the scope.
     scope.rethrow();
     drop.encoder.temporaries().clear();
-    for (auto& o : outs) {
+    for (size_t i = 0; i < outs.size(); i++) {
+      auto& o = outs[i];
       o.detach();
       o.set_status(mx::array::Status::available);
       slots.push_back(std::move(o));
+      if (st.unread[i]) {
+        mx::array dropped = std::move(slots.back());
+      }
     }
     outs.clear();
   }
