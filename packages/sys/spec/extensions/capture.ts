@@ -23,6 +23,6 @@ export const capture: FnSpec[] = [
   manual('int mlxc_host_program_free(void* program)', 'frees a program from mlxc_host_program_new (null: nothing)'),
   manual(
     'int mlxc_capture_static_runs(uint64_t* res)',
-    "how many mlxc_capture_run_host runs the static executor took so far (process-wide): 0 where it is off (MLXC_STATIC_EXEC=0) or took none (a GPU stream, a Compiled primitive, an asynchronous evaluation of the stream in flight, the debug aids, an address-space limit: those runs replay the trace and evaluate it with mlx_eval)",
+    'how many host runs (mlxc_capture_run_host, mlxc_host_program_run) the static executor took so far (process-wide): 0 where it is off (MLXC_STATIC_EXEC=0) or took none (a GPU stream, a Compiled primitive, an asynchronous evaluation of the stream in flight, the debug aids, an address-space limit: those runs replay the trace and evaluate it with mlx_eval)',
   ),
 ];
