@@ -3,6 +3,7 @@
 // run three ways on new data each time: the executor, the replay and MLX's evaluation it replaces
 // (MLXC_STATIC_EXEC=0, read on each run), and the same function applied eagerly; all three must
 // agree exactly, and only the first may count as a static run.
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { dtypeCode } from './dtype.js';
 import * as mx from './index.js';
@@ -23,6 +24,8 @@ function withStaticExec<T>(on: boolean, body: () => T): T {
 }
 
 type Fn = (...xs: mx.Array[]) => mx.Array[];
+
+const hasCxx = spawnSync('sh', ['-c', 'command -v g++'], { encoding: 'utf8' }).status === 0;
 
 /** The executor runs inside the inline CPU mode: with that off (MLXC_INLINE_EVAL=0) every run replays. */
 const engages = process.env.MLXC_INLINE_EVAL !== '0';
@@ -175,6 +178,23 @@ describe('HostProgram static executor', () => {
       });
     }
     g.dispose();
+  });
+
+  it("leaves a trace holding MLX's compiled kernels to mx.eval", () => {
+    // compile() inside the captured function: with fusion (a C++ compiler here), the chain becomes
+    // one primitive named "Compiled" and its tape's primitives.
+    const inner = mx.compile((x: mx.Array) => mx.add(mx.multiply(mx.exp(x), 2), 1));
+    const g = mx.captureGraph((x: mx.Array) => [mx.tanh(inner(x) as mx.Array)]);
+    const p = new mx.HostProgram(g, [f32(4)], [f32(4)]);
+    const x = Float32Array.of(0, 0.5, -1, 2);
+    const before = mx.hostProgramStaticRuns();
+    const [y] = p.run([x]);
+    const e = mx.tanh(mx.add(mx.multiply(mx.exp(mx.array(x)), 2), 1));
+    expect(Array.from(y as Float32Array)).toEqual(Array.from(e.toTypedArray() as Float32Array));
+    // Without a C++ compiler MLX's CPU compile runs the function as it is: nothing to leave out.
+    if (hasCxx) expect(mx.hostProgramStaticRuns()).toBe(before);
+    g.dispose();
+    inner.dispose();
   });
 
   it('is off with MLXC_STATIC_EXEC=0 and not taken by compile()', () => {
