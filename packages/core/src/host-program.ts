@@ -6,8 +6,22 @@ import type { Dtype } from './dtype.js';
 import { dtypeCode, typedArrayCtor, type TypedArray } from './dtype.js';
 import { flushDisposed } from './lifetime.js';
 import { check, fn } from './native.js';
-import { resolveStream, type StreamLike } from './stream.js';
+import { resolveStream, type Stream, type StreamLike } from './stream.js';
 import { closureOfCompiled, type CompiledFunction } from './transforms.js';
+
+/**
+ * How many HostProgram runs so far (process-wide) executed their function's trace directly: a
+ * captureGraph() function on a CPU stream runs its traced primitives in order on the calling
+ * thread, each intermediate freed after its last use, instead of building the graph again for
+ * MLX's evaluation. 0 where that is off (MLXC_STATIC_EXEC=0); runs it does not take (a compile()
+ * function, a GPU stream, MLX's compiled primitives, an asynchronous evaluation of the stream in
+ * flight, the debug aids, an address-space limit) replay the trace and evaluate it as before.
+ */
+export function hostProgramStaticRuns(): number {
+  const n = [0];
+  check(fn.mlxc_capture_static_runs(n as never), 'mlxc_capture_static_runs');
+  return Number(n[0]);
+}
 
 /** The dtype and shape of one input or result of a HostProgram. */
 export interface HostSlot {
@@ -49,6 +63,9 @@ function pack(slots: readonly HostSlot[], what: string): Packed {
   return { desc: BigInt64Array.from(desc), offsets, bytes, total: at };
 }
 
+/** Frees a HostProgram's native program (mlxc_host_program_new) once the HostProgram is collected. */
+const programs = new FinalizationRegistry<unknown>((p) => fn.mlxc_host_program_free(p));
+
 /**
  * `f` (from compile() or captureGraph()) run over host data for one signature: each run() copies
  * the inputs in, applies `f`, evaluates its results and reads them into new typed arrays, all in
@@ -65,6 +82,9 @@ export class HostProgram {
   readonly #stream: StreamLike | undefined;
   #staging?: Uint8Array;
   #outStaging?: Uint8Array;
+  /** The native program (mlxc_host_program_new) for runs on #programStream, made at the first run. */
+  #program?: unknown;
+  #programStream?: Stream;
 
   constructor(f: CompiledFunction, inputs: readonly HostSlot[], results: readonly HostSlot[], stream?: StreamLike) {
     closureOfCompiled(f);
@@ -113,23 +133,52 @@ export class HostProgram {
     const outData = single ?? (this.#outStaging ??= new Uint8Array(Math.max(this.#out.total, 1)));
     flushDisposed();
     const stream = resolveStream(this.#stream);
-    check(
-      fn.mlxc_capture_run_host(
-        closureOfCompiled(this.#f).handle,
-        inData,
-        nIn === 1 ? inData.byteLength : this.#in.total,
-        this.#in.desc,
-        this.#in.desc.length,
-        nIn,
-        outData,
-        single ? single.byteLength : this.#out.total,
-        this.#out.desc,
-        this.#out.desc.length,
-        nOut,
-        stream.handle,
-      ),
-      'mlxc_capture_run_host',
-    );
+    // Throws when f was disposed: the native program refers to f's closure without owning it.
+    const closure = closureOfCompiled(this.#f).handle;
+    if (this.#program === undefined) {
+      const res = [null];
+      check(
+        fn.mlxc_host_program_new(
+          res,
+          closure,
+          this.#in.desc,
+          this.#in.desc.length,
+          nIn,
+          this.#out.desc,
+          this.#out.desc.length,
+          nOut,
+          stream.handle,
+        ),
+        'mlxc_host_program_new',
+      );
+      this.#program = res[0];
+      this.#programStream = stream;
+      programs.register(this, res[0]);
+    }
+    const inBytes = nIn === 1 ? inData.byteLength : this.#in.total;
+    const outBytes = single ? single.byteLength : this.#out.total;
+    if (stream === this.#programStream) {
+      // The usual case: only the buffers cross (no handles, descriptors or signature per run).
+      check(fn.mlxc_host_program_run(this.#program, inData, inBytes, outData, outBytes), 'mlxc_host_program_run');
+    } else {
+      check(
+        fn.mlxc_capture_run_host(
+          closure,
+          inData,
+          inBytes,
+          this.#in.desc,
+          this.#in.desc.length,
+          nIn,
+          outData,
+          outBytes,
+          this.#out.desc,
+          this.#out.desc.length,
+          nOut,
+          stream.handle,
+        ),
+        'mlxc_capture_run_host',
+      );
+    }
     if (single) return [single];
     const buf = outData.buffer as ArrayBuffer;
     return this.#results.map((s, i) => {

@@ -75,5 +75,5 @@ export function loadNativeLibrary(): string {
 }
 export { MlxLibraryNotFoundError } from '@mlx/sys';
 export { version } from './info.js';
-export { HostProgram, type HostSlot } from './host-program.js';
+export { HostProgram, hostProgramStaticRuns, type HostSlot } from './host-program.js';
 export { evalInBackground, evaluateWithin, graphBytes, inlineEvalTasks, type EvalLimits, type BackgroundOptions } from './eval.js';

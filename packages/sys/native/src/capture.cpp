@@ -10,23 +10,34 @@
 // the traced primitives. Arrays outside that span (constants the function closed over, already
 // computed) are kept as they are. Evaluating a placeholder fails (it has neither data nor a
 // primitive), so a function that reads its inputs' data cannot be captured.
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "eval.h"
+#include "inline_eval.h"
+#include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
+#include "mlx/scheduler.h"
 #include "mlxc_private.h"
 
 namespace mx = mlx::core;
 
 namespace {
 
+struct Program;
+
 struct Trace {
   std::vector<mx::array> inputs;   // the placeholders
   std::vector<mx::array> tape;     // every array between them and the outputs, inputs before users
   std::vector<mx::array> outputs;  // as the function returned them
+  /** The tape as a static program (program_of), built at the first host run; null until then. */
+  std::shared_ptr<Program> program;
 };
 
 struct Key {
@@ -240,6 +251,207 @@ std::vector<mx::array> replay(const Trace& t, const std::vector<mx::array>& real
   return out;
 }
 
+// The static executor.
+//
+// A host run (mlxc_capture_run_host) does not need the lazy graph a replay builds: the shapes are
+// the trace's, and the results are evaluated at once, on the calling thread. Replayed, each tape
+// node becomes an array holding its inputs, and mx::eval then walks that graph (a DFS with a hash
+// map of use counts, a breadth-first pass to order it, events, a keep-alive task and a hash set of
+// buffers per node) to find the order the tape already has. A Program is the tape flattened once:
+// per step, the primitive, where each input comes from (a run's input, a constant the function
+// closed over, or an earlier step's output) and whether that read is the value's last, and the
+// outputs' shapes and dtypes. A run executes the steps in order, calling each primitive's eval_cpu
+// on the calling thread (the InlineEval scope runs what the primitive dispatches at once), and
+// drops each value at its last read: moved into the step that reads it last, it is that step's
+// only reference, so a kernel can donate its buffer to its output, as it does under mx::eval.
+//
+// What a Program does not take, the replay and mx::eval still run: a trace on a GPU stream or on
+// more than one stream, a primitive that needs MLX's own evaluation (Compiled, whose CPU kernel is
+// built from its tape; distributed and I/O primitives), a run that cannot be inline (an
+// asynchronous evaluation of the stream in flight), and runs under the debug aids or an
+// address-space limit (eval_within's checks). MLXC_STATIC_EXEC=0 turns the executor off.
+
+/** Where a step's input comes from. */
+struct Ref {
+  int32_t slot = 0;   // >= 0: a value (the run's inputs, then the steps' outputs); < 0: constant -slot - 1
+  bool last = false;  // the value's last read: moved out of its slot
+};
+
+struct Step {
+  std::shared_ptr<mx::Primitive> prim;
+  std::vector<Ref> ins;
+  std::vector<mx::Shape> shapes;  // of its outputs, whose values take the next slots
+  std::vector<mx::Dtype> dtypes;
+  std::vector<char> unread;  // per output: nothing reads it (a sibling the function ignores)
+};
+
+struct Program {
+  bool usable = false;
+  std::optional<mx::Stream> stream;
+  std::vector<mx::array> constants;
+  std::vector<Step> steps;
+  std::vector<Ref> results;
+  size_t n_slots = 0;
+};
+
+std::atomic<uint64_t> static_runs{0};
+
+bool static_exec_on() {
+  const char* v = std::getenv("MLXC_STATIC_EXEC");  // read on each run: a test switches it
+  return !(v && std::string_view(v) == "0");
+}
+
+/**
+ * Primitives the executor leaves to mx::eval: MLX's compiled kernels (named "Compiled" and their
+ * tape's primitives), the distributed ones ("Sum AllReduce", "Send", ...) and Load.
+ */
+bool runs_alone(const mx::Primitive& p) {
+  const std::string_view n = p.name();
+  if (n.substr(0, 8) == "Compiled" || n == "Load" || n == "Send" || n == "Recv") return false;
+  for (std::string_view d : {"AllReduce", "AllGather", "ReduceScatter", "AllToAll"})
+    if (n.find(d) != std::string_view::npos) return false;
+  return true;
+}
+
+/**
+ * The trace as a Program (not usable where the executor cannot take it). Constants not computed
+ * yet are computed here, once.
+ */
+std::shared_ptr<Program> program_of(const Trace& t) {
+  auto p = std::make_shared<Program>();
+  std::unordered_map<std::uintptr_t, int32_t> slot;
+  std::unordered_map<std::uintptr_t, int32_t> constant;
+  int32_t next = 0;
+  for (const auto& in : t.inputs) slot.emplace(in.id(), next++);
+  auto ref_of = [&](const mx::array& a) -> Ref {
+    if (auto it = slot.find(a.id()); it != slot.end()) return {it->second};
+    auto [it, fresh] = constant.emplace(a.id(), static_cast<int32_t>(p->constants.size()));
+    if (fresh) p->constants.push_back(a);
+    return {-it->second - 1};
+  };
+  for (const auto& a : t.tape) {
+    if (!a.has_primitive()) return p;
+    auto& prim = a.primitive();
+    const auto s = prim.stream();
+    if (s.device != mx::Device::cpu || (p->stream && *p->stream != s) || !runs_alone(prim)) return p;
+    p->stream = s;
+    Step st;
+    st.prim = a.primitive_ptr();
+    st.ins.reserve(a.inputs().size());
+    for (const auto& in : a.inputs()) st.ins.push_back(ref_of(in));
+    for (const auto& o : a.outputs()) {
+      st.shapes.push_back(o.shape());
+      st.dtypes.push_back(o.dtype());
+      slot.emplace(o.id(), next++);
+    }
+    p->steps.push_back(std::move(st));
+  }
+  if (!p->stream) return p;  // nothing to compute: the replay serves
+  for (const auto& o : t.outputs) p->results.push_back(ref_of(o));
+  // Last reads: walking back, the first read of a value met is its last (a result's is after
+  // every step). A step that reads a value twice moves only its later read.
+  std::vector<char> read(next, 0);
+  for (const auto& r : p->results)
+    if (r.slot >= 0) read[r.slot] = 1;
+  for (auto st = p->steps.rbegin(); st != p->steps.rend(); ++st) {
+    for (auto r = st->ins.rbegin(); r != st->ins.rend(); ++r) {
+      if (r->slot >= 0 && !read[r->slot]) {
+        read[r->slot] = 1;
+        r->last = true;
+      }
+    }
+  }
+  // Outputs nothing reads (siblings the function ignores) are dropped as soon as they are made,
+  // as mx::eval drops them with their node.
+  int32_t at = static_cast<int32_t>(t.inputs.size());
+  for (auto& st : p->steps)
+    for (size_t i = 0; i < st.shapes.size(); i++) st.unread.push_back(!read[at++]);
+  p->n_slots = static_cast<size_t>(next);
+  std::vector<mx::array> lazy;
+  for (const auto& c : p->constants)
+    if (c.status() == mx::array::Status::unscheduled) lazy.push_back(c);
+  if (!lazy.empty()) mlxc::eval_within(lazy, 0, 0);
+  for (auto& c : p->constants) c.wait();
+  p->usable = true;
+  return p;
+}
+
+/** Clears the encoder's temporaries when a run ends (mx::eval's keep-alive task drops them). */
+struct DropTemporaries {
+  mx::cpu::CommandEncoder& encoder;
+  ~DropTemporaries() { encoder.temporaries().clear(); }
+};
+
+/**
+ * Runs `p` over `args` (its values are moved out) inside `scope` (active, on p's stream): the
+ * results, computed.
+ */
+std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, mlxc::InlineEval& scope) {
+  std::vector<mx::array> slots;
+  slots.reserve(p.n_slots);
+  for (auto& a : args) slots.push_back(std::move(a));
+  DropTemporaries drop{mx::cpu::get_command_encoder(*p.stream)};
+  std::vector<mx::array> ins;
+  std::vector<mx::array> outs;
+  for (const auto& st : p.steps) {
+    for (const auto& r : st.ins) {
+      if (r.slot < 0)
+        ins.push_back(p.constants[-r.slot - 1]);
+      else if (r.last)
+        ins.push_back(std::move(slots[r.slot]));
+      else
+        ins.push_back(slots[r.slot]);
+    }
+    // The outputs carry the primitive (a kernel may ask for its stream) and no inputs: nothing
+    // to detach from but the primitive.
+    for (size_t i = 0; i < st.shapes.size(); i++) outs.emplace_back(st.shapes[i], st.dtypes[i], st.prim, std::vector<mx::array>{});
+    st.prim->eval_cpu(ins, outs);
+    ins.clear();
+    // What the primitive dispatched has run; a task's error was kept by the scope.
+    scope.rethrow();
+    drop.encoder.temporaries().clear();
+    for (size_t i = 0; i < outs.size(); i++) {
+      auto& o = outs[i];
+      o.detach();
+      o.set_status(mx::array::Status::available);
+      slots.push_back(std::move(o));
+      if (st.unread[i]) {
+        mx::array dropped = std::move(slots.back());
+      }
+    }
+    outs.clear();
+  }
+  std::vector<mx::array> res;
+  res.reserve(p.results.size());
+  for (const auto& r : p.results) res.push_back(r.slot < 0 ? p.constants[-r.slot - 1] : slots[r.slot]);
+  static_runs.fetch_add(1, std::memory_order_relaxed);
+  return res;
+}
+
+/** mlxc_capture's closure: the function, and its traces by input signature. */
+struct Captured {
+  mlxc::ClosureFn body;
+  std::shared_ptr<std::unordered_map<Key, Trace, KeyHash>> traces;
+
+  /** The trace for `real`'s signature, traced now if it is new. */
+  Trace& trace_for(const std::vector<mx::array>& real) const {
+    auto key = key_of(real);
+    auto it = traces->find(key);
+    if (it == traces->end()) {
+      Trace t;
+      t.inputs.reserve(real.size());
+      for (const auto& x : real) t.inputs.push_back(mx::array(x.shape(), x.dtype(), nullptr, {}));
+      t.outputs = body(t.inputs);
+      t.tape = tape_of(t.inputs, t.outputs);
+      simplify(t);
+      it = traces->emplace(std::move(key), std::move(t)).first;
+    }
+    return it->second;
+  }
+
+  std::vector<mx::array> operator()(const std::vector<mx::array>& real) const { return replay(trace_for(real), real); }
+};
+
 /** One array of mlxc_capture_run_host's packed host buffers. */
 struct HostSlot {
   mx::Dtype dtype = mx::float32;
@@ -294,28 +506,99 @@ std::string describe(mx::Dtype dt, const mx::Shape& shape) {
   return os.str();
 }
 
+/**
+ * One signature's host runs of a closure (mlxc_capture_run_host, mlxc_host_program_*): the inputs
+ * copied in from a host buffer, the closure applied (a captured one's trace executed as its static
+ * program where it can be), the results checked against their slots, evaluated and copied out.
+ */
+struct HostRun {
+  const mlxc::ClosureFn& fun;  // the closure handle's function: its caller keeps it alive
+  const Captured* captured;    // fun itself, when it is mlxc_capture's
+  mx::Stream stream;
+  std::vector<HostSlot> ins;
+  std::vector<HostSlot> outs;
+  const char* who;
+  size_t in_extent = 0;  // the bytes the host buffers must hold
+  size_t out_extent = 0;
+  /** A program that runs again (mlxc_host_program_*): the trace and the limit checks kept. */
+  bool keep = false;
+  Trace* trace = nullptr;
+  bool limited;  // an address-space limit (eval_within's check): the executor stays out
+
+  HostRun(const mlxc::ClosureFn& f, mx::Stream s, std::vector<HostSlot> in, std::vector<HostSlot> out, const char* name)
+      : fun(f),
+        captured(f.target<Captured>()),
+        stream(s),
+        ins(std::move(in)),
+        outs(std::move(out)),
+        who(name),
+        limited(mlxc::address_space_limited()) {
+    for (const auto& x : ins) in_extent = std::max(in_extent, x.offset + x.nbytes);
+    for (const auto& x : outs) out_extent = std::max(out_extent, x.offset + x.nbytes);
+  }
+
+  void check_results(const std::vector<mx::array>& res) const {
+    if (res.size() != outs.size())
+      throw std::invalid_argument(std::string(who) + ": the function returned " + std::to_string(res.size()) +
+                                  " arrays, the caller expects " + std::to_string(outs.size()));
+    for (size_t i = 0; i < outs.size(); i++) {
+      if (res[i].dtype() != outs[i].dtype || res[i].shape() != outs[i].shape)
+        throw std::invalid_argument(std::string(who) + ": result " + std::to_string(i) + " is " + describe(res[i].dtype(), res[i].shape()) +
+                                    ", the caller expects " + describe(outs[i].dtype, outs[i].shape));
+    }
+  }
+
+  void run(const void* in_data, void* out_data) {
+    std::vector<mx::array> args;
+    args.reserve(ins.size());
+    for (const auto& slot : ins)
+      args.push_back(mlxc::new_data_on(static_cast<const char*>(in_data) + slot.offset, slot.shape, slot.dtype, stream));
+    std::vector<mx::array> res;
+    bool ran = false;
+    if (captured && static_exec_on() && !mlxc::graph_stats_on() && !mlxc::prim_times_mode() && !limited) {
+      Trace& t = trace ? *trace : captured->trace_for(args);
+      if (keep) trace = &t;
+      check_results(t.outputs);
+      if (!t.program) t.program = program_of(t);
+      const Program& p = *t.program;
+      if (p.usable) {
+        mlxc::InlineEval scope(*p.stream);
+        if (scope.active()) {
+          res = execute(p, args, scope);
+          mx::scheduler::check_error(*p.stream);
+          ran = true;
+        }
+      }
+      if (!ran) {
+        res = replay(t, args);
+        args.clear();
+        mlxc::eval_within(res, 0, 0);
+      }
+    } else {
+      res = fun(args);
+      args.clear();
+      check_results(res);
+      mlxc::eval_within(res, 0, 0);
+    }
+    for (size_t i = 0; i < outs.size(); i++) {
+      mx::array a = res[i];
+      if (!a.flags().row_contiguous) {
+        a = mx::contiguous(a, false, stream);
+        mlxc::eval_within({a}, 0, 0);
+      }
+      a.wait();
+      mlxc::read_into(static_cast<char*>(out_data) + outs[i].offset, outs[i].nbytes, a);
+    }
+  }
+};
+
 }  // namespace
 
 extern "C" {
 
 int mlxc_capture(mlx_closure* res, const mlx_closure fun) {
   MLXC_TRY
-  auto body = mlxc::closure(fun);
-  auto traces = std::make_shared<std::unordered_map<Key, Trace, KeyHash>>();
-  mlxc::set(*res, [body, traces](const std::vector<mx::array>& real) -> std::vector<mx::array> {
-    auto key = key_of(real);
-    auto it = traces->find(key);
-    if (it == traces->end()) {
-      Trace t;
-      t.inputs.reserve(real.size());
-      for (const auto& x : real) t.inputs.push_back(mx::array(x.shape(), x.dtype(), nullptr, {}));
-      t.outputs = body(t.inputs);
-      t.tape = tape_of(t.inputs, t.outputs);
-      simplify(t);
-      it = traces->emplace(std::move(key), std::move(t)).first;
-    }
-    return replay(it->second, real);
-  });
+  mlxc::set(*res, Captured{mlxc::closure(fun), std::make_shared<std::unordered_map<Key, Trace, KeyHash>>()});
   MLXC_CATCH(1)
   return 0;
 }
@@ -324,35 +607,45 @@ int mlxc_capture_run_host(const mlx_closure fun, const void* in_data, size_t in_
                           size_t n_in, void* out_data, size_t out_bytes, const int64_t* out_desc, size_t out_desc_len, size_t n_out,
                           const mlx_stream stream) {
   MLXC_TRY
-  const auto& body = mlxc::closure(fun);
-  auto s = mlxc::stream(stream);
-  auto ins = slots_of(in_desc, in_desc_len, n_in, in_bytes, "input");
-  auto outs = slots_of(out_desc, out_desc_len, n_out, out_bytes, "result");
-  std::vector<mx::array> args;
-  args.reserve(n_in);
-  for (const auto& slot : ins)
-    args.push_back(mlxc::new_data_on(static_cast<const char*>(in_data) + slot.offset, slot.shape, slot.dtype, s));
-  auto res = body(args);
-  args.clear();
-  if (res.size() != n_out)
-    throw std::invalid_argument("mlxc_capture_run_host: the function returned " + std::to_string(res.size()) +
-                                " arrays, the caller expects " + std::to_string(n_out));
-  for (size_t i = 0; i < n_out; i++) {
-    if (res[i].dtype() != outs[i].dtype || res[i].shape() != outs[i].shape)
-      throw std::invalid_argument("mlxc_capture_run_host: result " + std::to_string(i) + " is " + describe(res[i].dtype(), res[i].shape()) +
-                                  ", the caller expects " + describe(outs[i].dtype, outs[i].shape));
-  }
-  mlxc::eval_within(res, 0, 0);
-  for (size_t i = 0; i < n_out; i++) {
-    mx::array a = res[i];
-    if (!a.flags().row_contiguous) {
-      a = mx::contiguous(a, false, s);
-      mlxc::eval_within({a}, 0, 0);
-    }
-    a.wait();
-    mlxc::read_into(static_cast<char*>(out_data) + outs[i].offset, outs[i].nbytes, a);
-  }
+  HostRun h(mlxc::closure(fun), mlxc::stream(stream), slots_of(in_desc, in_desc_len, n_in, in_bytes, "input"),
+            slots_of(out_desc, out_desc_len, n_out, out_bytes, "result"), "mlxc_capture_run_host");
+  h.run(in_data, out_data);
   MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_program_new(void** res, const mlx_closure fun, const int64_t* in_desc, size_t in_desc_len, size_t n_in,
+                          const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream) {
+  MLXC_TRY
+  auto ins = slots_of(in_desc, in_desc_len, n_in, SIZE_MAX, "input");
+  auto outs = slots_of(out_desc, out_desc_len, n_out, SIZE_MAX, "result");
+  auto h = std::make_unique<HostRun>(mlxc::closure(fun), mlxc::stream(stream), std::move(ins), std::move(outs), "mlxc_host_program_run");
+  h->keep = true;
+  *res = h.release();
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, void* out_data, size_t out_bytes) {
+  MLXC_TRY
+  if (!program) throw std::invalid_argument("mlxc_host_program_run: no program");
+  auto& h = *static_cast<HostRun*>(program);
+  if (in_bytes < h.in_extent || out_bytes < h.out_extent)
+    throw std::invalid_argument("mlxc_host_program_run: the buffers hold " + std::to_string(in_bytes) + " and " +
+                                std::to_string(out_bytes) + " bytes, the program's inputs and results take " + std::to_string(h.in_extent) +
+                                " and " + std::to_string(h.out_extent));
+  h.run(in_data, out_data);
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_program_free(void* program) {
+  delete static_cast<HostRun*>(program);
+  return 0;
+}
+
+int mlxc_capture_static_runs(uint64_t* res) {
+  *res = static_runs.load(std::memory_order_relaxed);
   return 0;
 }
 

@@ -10,6 +10,19 @@ export const capture: FnSpec[] = [
   ),
   manual(
     'int mlxc_capture_run_host(const mlx_closure fun, const void* in_data, size_t in_bytes, const int64_t* in_desc, size_t in_desc_len, size_t n_in, void* out_data, size_t out_bytes, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream)',
-    "a whole run in one call: fun (any closure, typically mlxc_capture's) applied to n_in arrays copied from the host buffer in_data (in_bytes long; as mlxc_array_new_data_on on stream), its results evaluated (as mlxc_eval_within, no limits) and copied into the host buffer out_data (out_bytes long; as mlxc_array_read, a view made contiguous on stream first). Each descriptor holds, per array, its mlx_dtype, ndim, byte offset in its buffer and the ndim dims; a result whose dtype or shape differs from its descriptor is an error, and nothing is written then",
+    "a whole run in one call: fun (any closure, typically mlxc_capture's) applied to n_in arrays copied from the host buffer in_data (in_bytes long; as mlxc_array_new_data_on on stream), its results evaluated (as mlxc_eval_within, no limits) and copied into the host buffer out_data (out_bytes long; as mlxc_array_read, a view made contiguous on stream first). Each descriptor holds, per array, its mlx_dtype, ndim, byte offset in its buffer and the ndim dims; a result whose dtype or shape differs from its descriptor is an error, and nothing is written then. A run of mlxc_capture's closure on a CPU stream executes the trace as a static program (each primitive evaluated in tape order on the calling thread, each intermediate dropped after its last use) instead of replaying it for mlx_eval; MLXC_STATIC_EXEC=0 turns that off",
+  ),
+  manual(
+    'int mlxc_host_program_new(void** res, const mlx_closure fun, const int64_t* in_desc, size_t in_desc_len, size_t n_in, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream)',
+    "mlxc_capture_run_host's work for one signature, made once: the descriptors read and checked here, and on each mlxc_host_program_run only the buffers given (no handles to convert, no signature to look up: a captured closure's trace is found on the first run and kept). The program refers to fun without owning it: fun must outlive it. Free it with mlxc_host_program_free",
+  ),
+  manual(
+    'int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, void* out_data, size_t out_bytes)',
+    'one run of a program from mlxc_host_program_new, as mlxc_capture_run_host with its descriptors; buffers shorter than the descriptors reach are an error',
+  ),
+  manual('int mlxc_host_program_free(void* program)', 'frees a program from mlxc_host_program_new (null: nothing)'),
+  manual(
+    'int mlxc_capture_static_runs(uint64_t* res)',
+    'how many host runs (mlxc_capture_run_host, mlxc_host_program_run) the static executor took so far (process-wide): 0 where it is off (MLXC_STATIC_EXEC=0) or took none (a GPU stream, a Compiled primitive, an asynchronous evaluation of the stream in flight, the debug aids, an address-space limit: those runs replay the trace and evaluate it with mlx_eval)',
   ),
 ];

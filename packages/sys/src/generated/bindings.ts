@@ -513,6 +513,10 @@ export const prototypes: readonly string[] = [
   'int mlxc_array_prefetch(_Inout_ bool* moved, const mlx_array arr, bool to_host)',
   'int mlxc_capture(_Inout_ mlx_closure* res, const mlx_closure fun)',
   'int mlxc_capture_run_host(const mlx_closure fun, const void* in_data, size_t in_bytes, const int64_t* in_desc, size_t in_desc_len, size_t n_in, void* out_data, size_t out_bytes, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream)',
+  'int mlxc_host_program_new(_Inout_ void* * res, const mlx_closure fun, const int64_t* in_desc, size_t in_desc_len, size_t n_in, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream)',
+  'int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, void* out_data, size_t out_bytes)',
+  'int mlxc_host_program_free(void* program)',
+  'int mlxc_capture_static_runs(_Inout_ uint64_t* res)',
   'int mlxc_cpu_set_threads(int n)',
   'int mlxc_cpu_threads(_Inout_ int* res)',
   'int mlxc_cpu_has_avx2(_Inout_ bool* res)',
@@ -1559,6 +1563,14 @@ export interface MlxCFunctions {
   mlxc_capture(res: MlxHandle, fun: MlxHandle): number;
   /** extensions/capture: `int mlxc_capture_run_host(const mlx_closure fun, const void* in_data, size_t in_bytes, const int64_t* in_desc, size_t in_desc_len, size_t n_in, void* out_data, size_t out_bytes, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream)` */
   mlxc_capture_run_host(fun: MlxHandle, in_data: unknown, in_bytes: number | bigint, in_desc: ArrayBufferView | ArrayBuffer | unknown[] | null, in_desc_len: number | bigint, n_in: number | bigint, out_data: unknown, out_bytes: number | bigint, out_desc: ArrayBufferView | ArrayBuffer | unknown[] | null, out_desc_len: number | bigint, n_out: number | bigint, stream: MlxHandle): number;
+  /** extensions/capture: `int mlxc_host_program_new(void* * res, const mlx_closure fun, const int64_t* in_desc, size_t in_desc_len, size_t n_in, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream)` */
+  mlxc_host_program_new(res: unknown[], fun: MlxHandle, in_desc: ArrayBufferView | ArrayBuffer | unknown[] | null, in_desc_len: number | bigint, n_in: number | bigint, out_desc: ArrayBufferView | ArrayBuffer | unknown[] | null, out_desc_len: number | bigint, n_out: number | bigint, stream: MlxHandle): number;
+  /** extensions/capture: `int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, void* out_data, size_t out_bytes)` */
+  mlxc_host_program_run(program: unknown, in_data: unknown, in_bytes: number | bigint, out_data: unknown, out_bytes: number | bigint): number;
+  /** extensions/capture: `int mlxc_host_program_free(void* program)` */
+  mlxc_host_program_free(program: unknown): number;
+  /** extensions/capture: `int mlxc_capture_static_runs(uint64_t* res)` */
+  mlxc_capture_static_runs(res: unknown[]): number;
   /** kernels/cpu: `int mlxc_cpu_set_threads(int n)` */
   mlxc_cpu_set_threads(n: number): number;
   /** kernels/cpu: `int mlxc_cpu_threads(int* res)` */
@@ -1609,4 +1621,4 @@ export interface MlxCFunctions {
   mlxc_bounded_indices(res: MlxHandle, indices: MlxHandle, dims: ArrayBufferView | ArrayBuffer | unknown[] | null, dims_num: number | bigint, negative: boolean, s: MlxHandle): number;
 }
 
-export const functionCount = 533;
+export const functionCount = 537;

@@ -550,6 +550,10 @@ int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host);
 /* extensions/capture */
 int mlxc_capture(mlx_closure* res, const mlx_closure fun);
 int mlxc_capture_run_host(const mlx_closure fun, const void* in_data, size_t in_bytes, const int64_t* in_desc, size_t in_desc_len, size_t n_in, void* out_data, size_t out_bytes, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream);
+int mlxc_host_program_new(void** res, const mlx_closure fun, const int64_t* in_desc, size_t in_desc_len, size_t n_in, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream);
+int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, void* out_data, size_t out_bytes);
+int mlxc_host_program_free(void* program);
+int mlxc_capture_static_runs(uint64_t* res);
 
 /* kernels/cpu */
 int mlxc_cpu_set_threads(int n);
