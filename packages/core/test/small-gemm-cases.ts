@@ -154,7 +154,7 @@ export function smallGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
       }
     });
 
-    it('one row (the decoding kernel): column tails, depth tails, bands past its column blocks, row-strided b', () => {
+    it('decoding shapes: one row (column and depth tails, bands past the column blocks, row-strided b), q·Kᵀ', () => {
       // N one short of, at and past a 16-lane vector; K with a pass of 8 rows short by 1..7; N
       // wide enough that each thread's band spans more than one 1024-column block.
       let seed = 200;
@@ -182,6 +182,24 @@ export function smallGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
       const b = mx.slice(wide, [0, 3], [21, 48], [1, 1], cpu);
       const a = rand([1, 21], 231);
       expectProduct(mx.ext.smallMatmul(a, b, null, cpu), reference(a, mx.contiguous(b, false, cpu)), 'row-strided b');
+      // Attention's q·Kᵀ at decode: 1-4 query rows, head sizes 32 and 64 (and odd ones) over keys
+      // one short of, at and past 16-key blocks, K read in place through a transposed view of a
+      // cache with room past the keys in use.
+      for (const [M, H, T] of [
+        [1, 32, 15],
+        [2, 32, 16],
+        [3, 64, 17],
+        [4, 32, 1029],
+        [4, 20, 47],
+        [1, 256, 33],
+        [2, 257, 18],
+      ] as const) {
+        const q = rand([2, M, H], seed++);
+        const cache = rand([2, T + 5, H], seed++);
+        const keys = mx.slice(cache, [0, 0, 0], [2, T, H], [1, 1, 1], cpu);
+        const kt = mx.transpose(keys, [0, 2, 1], cpu);
+        expectProduct(mx.ext.smallMatmul(q, kt, null, cpu), reference(q, mx.contiguous(kt, false, cpu)), `q·Kᵀ ${M}x${H}x${T}`);
+      }
       // a row of a wider matrix (a view at an offset).
       const aw = mx.slice(rand([3, 40], 232), [1, 5], [2, 26], [1, 1], cpu);
       expectProduct(mx.ext.smallMatmul(aw, b, null, cpu), reference(mx.contiguous(aw, false, cpu), mx.contiguous(b, false, cpu)), 'a view');

@@ -7,6 +7,7 @@
 // - one row times b [K, N] (gemv_kn): out[n0, n1) in blocks of columns small enough to stay in L1,
 //   eight rows of b in flight per pass (eight sequential streams, which the hardware prefetchers
 //   follow: software prefetches of the next pass measured slower), masked column tails;
+// - b [N, K] with a short K (gemm_nk_short, attention's q·Kᵀ): 16 outputs' lane sums at once;
 // - 4-bit weights (q4): each 16-byte run of 32 weights is widened with one vpmovzxbd into its low
 //   and high nibbles (the even and odd elements) and multiplied with x's 32 elements split the
 //   same way; several output columns at a time, so that the chains of multiply-adds overlap.
@@ -96,6 +97,70 @@ void gemv_kn(const float* a, const float* b, size_t ldb, const float* bias, floa
                               _mm512_fmadd_ps(ak, _mm512_maskz_loadu_ps(tm, bk + full), _mm512_maskz_loadu_ps(tm, out + full)));
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// b stored [N, K] with a short K (attention's q·Kᵀ at decode: K the head size, N the keys). The
+// shared tile sums each output's 16 lanes on its own (a handful of shuffles and adds per output,
+// as many as the multiply-adds at K = 32); here 16 outputs at a time are summed together by a
+// transpose-and-add tree, 15 adds and 30 shuffles for the 16.
+
+/** The lane sums of v[0..16), in order, as one vector. */
+inline __m512 reduce16(const __m512* v) {
+  __m512 w[8], x[4], y[2];
+  // Within each 128-bit lane: pairs, then quads (each lane's 4 partial sums of 4 outputs).
+  for (int i = 0; i < 8; i++) w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; i++)
+    x[i] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], 0x44), _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], 0xEE));
+  // Across the 128-bit lanes: x[i] holds outputs 4i..4i+3 once per lane.
+  for (int i = 0; i < 2; i++)
+    y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0x88), _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], 0x88), _mm512_shuffle_f32x4(y[0], y[1], 0xDD));
+}
+
+/** Depth up to which gemm_nk_short runs: 16 rows of b (16 KB) stay in L1 while each row of a reads them. */
+constexpr size_t kShortDepth = 256;
+
+/** out[m, n] = dot(a[m, :], b[n, :]) for columns [n0, n0 + cols), cols <= 16. */
+inline void nk_block(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+                     size_t n0, size_t cols) {
+  const size_t full = K / 16 * 16;
+  const __mmask16 km = tail_mask(K - full);
+  const __mmask16 nm = cols == 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(cols);
+  for (size_t m = 0; m < M; m++) {
+    const float* am = a + m * lda;
+    __m512 acc[16];
+    for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
+    if (cols == 16) {
+      for (size_t k = 0; k < full; k += 16) {
+        const __m512 av = _mm512_loadu_ps(am + k);
+        for (int j = 0; j < 16; j++) acc[j] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (n0 + j) * ldb + k), acc[j]);
+      }
+      if (km) {
+        const __m512 av = _mm512_maskz_loadu_ps(km, am + full);
+        for (int j = 0; j < 16; j++) acc[j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(km, b + (n0 + j) * ldb + full), acc[j]);
+      }
+    } else {
+      for (size_t k = 0; k < full; k += 16) {
+        const __m512 av = _mm512_loadu_ps(am + k);
+        for (size_t j = 0; j < cols; j++) acc[j] = _mm512_fmadd_ps(av, _mm512_loadu_ps(b + (n0 + j) * ldb + k), acc[j]);
+      }
+      if (km) {
+        const __m512 av = _mm512_maskz_loadu_ps(km, am + full);
+        for (size_t j = 0; j < cols; j++) acc[j] = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(km, b + (n0 + j) * ldb + full), acc[j]);
+      }
+    }
+    __m512 s = reduce16(acc);
+    if (bias) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(nm, bias + n0));
+    _mm512_mask_storeu_ps(out + m * ldo + n0, nm, s);
+  }
+}
+
+void gemm_nk_short(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+                   size_t n0, size_t n1) {
+  size_t n = n0;
+  for (; n + 16 <= n1; n += 16) nk_block(a, lda, b, ldb, bias, out, ldo, M, K, n, 16);
+  if (n < n1) nk_block(a, lda, b, ldb, bias, out, ldo, M, K, n, n1 - n);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -191,6 +256,7 @@ void kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
 }
 void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
         size_t n1) {
+  if (K <= mlxc_gemm_avx512::kShortDepth) return mlxc_gemm_avx512::gemm_nk_short(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
   mlxc_gemm_avx512::gemm_nk<V>(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
 }
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
