@@ -154,9 +154,9 @@ export function smallGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
       }
     });
 
-    it('decoding shapes: one row (column and depth tails, bands past the column blocks, row-strided b), q·Kᵀ', () => {
-      // N one short of, at and past a 16-lane vector; K with a pass of 8 rows short by 1..7; N
-      // wide enough that each thread's band spans more than one 1024-column block.
+    it('decoding shapes: one row (column and depth tails, wide bands, row-strided b), q·Kᵀ', () => {
+      // N one short of, at and past a 16-lane vector; K with a pass of 8 rows short by 1..7; bands
+      // of a thousand columns and more.
       let seed = 200;
       for (const [K, N] of [
         [1, 15],

@@ -4,9 +4,9 @@
 //
 // The tiles of small_gemm_impl.h serve 2-4 rows and transposed weights. Decoding's shapes get
 // kernels of their own, written to stream the weights at the cache's (or memory's) bandwidth:
-// - one row times b [K, N] (gemv_kn): out[n0, n1) in blocks of columns small enough to stay in L1,
-//   eight rows of b in flight per pass (eight sequential streams, which the hardware prefetchers
-//   follow: software prefetches of the next pass measured slower), masked column tails;
+// - one row times b [K, N] (gemv_kn): each row of b read in one run of the band's width, eight
+//   rows in flight per pass (eight sequential streams, which the hardware prefetchers follow:
+//   software prefetches of the next pass measured slower), masked column tails;
 // - b [N, K] with a short K (gemm_nk_short, attention's q·Kᵀ): 16 outputs' lane sums at once;
 // - 4-bit weights (q4): each 16-byte run of 32 weights is widened with one vpmovzxbd into its low
 //   and high nibbles (the even and odd elements) and multiplied with x's 32 elements split the
@@ -42,15 +42,16 @@ struct V16 {
 
 inline __mmask16 tail_mask(size_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 
-/** Columns of out per block: 4 KB, which stays in L1 beside the eight row streams of b. */
-constexpr size_t kGemvBlock = 1024;
 /** Rows of b per pass. */
 constexpr size_t kGemvRows = 8;
 
-/** One row of a times b [K, N] (row stride ldb), columns [n0, n1). */
+/** One row of a times b [K, N] (row stride ldb), columns [n0, n1). The band is not blocked further:
+ * each row of b is read in one run of the band's width (SmallMatmul's bands are at most 8192
+ * columns, out 32 KB in L1/L2). Blocks of 1024 columns (out in L1) measured 10-25% slower from
+ * memory (the prefetchers retrain on each run) and no faster from L2. */
 void gemv_kn(const float* a, const float* b, size_t ldb, const float* bias, float* out, size_t K, size_t n0, size_t n1) {
-  for (size_t c0 = n0; c0 < n1; c0 += kGemvBlock) {
-    const size_t c1 = n1 - c0 < kGemvBlock ? n1 : c0 + kGemvBlock;
+  {
+    const size_t c0 = n0, c1 = n1;
     const size_t full = c0 + (c1 - c0) / 16 * 16;
     const __mmask16 tm = tail_mask(c1 - full);
     for (size_t n = c0; n < full; n += 16) _mm512_storeu_ps(out + n, bias ? _mm512_loadu_ps(bias + n) : _mm512_setzero_ps());
