@@ -157,10 +157,73 @@ inline void nk_block(const float* a, size_t lda, const float* b, size_t ldb, con
   }
 }
 
+/** Lanes [8h, 8h + 8) of v. */
+inline __m256 half8(__m512 v, int h) {
+  return h == 0 ? _mm512_castps512_ps256(v) : _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+/**
+ * R = 2..4 rows of a (a group of query heads) against J keys at a time (8 for two rows, 4 for three
+ * or four): each key's vectors are loaded once for all the rows, and the R·J lane sums (lane r·J +
+ * j: row r, key j) come out of one reduce16. Columns [n0, n1) in whole blocks of J; the caller
+ * takes the rest.
+ */
+template <int R>
+size_t nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t K, size_t n0,
+               size_t n1) {
+  constexpr int J = R == 2 ? 8 : 4;
+  const size_t full = K / 16 * 16;
+  const __mmask16 km = tail_mask(K - full);
+  size_t n = n0;
+  for (; n + J <= n1; n += J) {
+    __m512 acc[16];
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    for (size_t k = 0; k < full; k += 16) {
+      __m512 bv[J];
+      for (int j = 0; j < J; j++) bv[j] = _mm512_loadu_ps(b + (n + j) * ldb + k);
+      for (int r = 0; r < R; r++) {
+        const __m512 av = _mm512_loadu_ps(a + r * lda + k);
+        for (int j = 0; j < J; j++) acc[r * J + j] = _mm512_fmadd_ps(av, bv[j], acc[r * J + j]);
+      }
+    }
+    if (km) {
+      __m512 bv[J];
+      for (int j = 0; j < J; j++) bv[j] = _mm512_maskz_loadu_ps(km, b + (n + j) * ldb + full);
+      for (int r = 0; r < R; r++) {
+        const __m512 av = _mm512_maskz_loadu_ps(km, a + r * lda + full);
+        for (int j = 0; j < J; j++) acc[r * J + j] = _mm512_fmadd_ps(av, bv[j], acc[r * J + j]);
+      }
+    }
+    __m512 s = reduce16(acc);
+    if (J == 8) {
+      for (int r = 0; r < R; r++) {
+        __m256 y = half8(s, r);
+        if (bias) y = _mm256_add_ps(y, _mm256_loadu_ps(bias + n));
+        _mm256_storeu_ps(out + r * ldo + n, y);
+      }
+    } else {
+      if (bias) s = _mm512_add_ps(s, _mm512_broadcast_f32x4(_mm_loadu_ps(bias + n)));
+      // The four 128-bit lanes, one per row (extractf32x4 takes its lane as an immediate).
+      _mm_storeu_ps(out + n, _mm512_castps512_ps128(s));
+      _mm_storeu_ps(out + ldo + n, _mm512_extractf32x4_ps(s, 1));
+      _mm_storeu_ps(out + 2 * ldo + n, _mm512_extractf32x4_ps(s, 2));
+      if (R == 4) _mm_storeu_ps(out + 3 * ldo + n, _mm512_extractf32x4_ps(s, 3));
+    }
+  }
+  return n;
+}
+
 void gemm_nk_short(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
                    size_t n0, size_t n1) {
   size_t n = n0;
-  for (; n + 16 <= n1; n += 16) nk_block(a, lda, b, ldb, bias, out, ldo, M, K, n, 16);
+  switch (M) {
+    case 2: n = nk_rows<2>(a, lda, b, ldb, bias, out, ldo, K, n0, n1); break;
+    case 3: n = nk_rows<3>(a, lda, b, ldb, bias, out, ldo, K, n0, n1); break;
+    case 4: n = nk_rows<4>(a, lda, b, ldb, bias, out, ldo, K, n0, n1); break;
+    default:
+      for (; n + 16 <= n1; n += 16) nk_block(a, lda, b, ldb, bias, out, ldo, M, K, n, 16);
+      break;
+  }
   if (n < n1) nk_block(a, lda, b, ldb, bias, out, ldo, M, K, n, n1 - n);
 }
 
