@@ -50,53 +50,49 @@ constexpr size_t kGemvRows = 8;
  * columns, out 32 KB in L1/L2). Blocks of 1024 columns (out in L1) measured 10-25% slower from
  * memory (the prefetchers retrain on each run) and no faster from L2. */
 void gemv_kn(const float* a, const float* b, size_t ldb, const float* bias, float* out, size_t K, size_t n0, size_t n1) {
-  {
-    const size_t c0 = n0, c1 = n1;
-    const size_t full = c0 + (c1 - c0) / 16 * 16;
-    const __mmask16 tm = tail_mask(c1 - full);
-    for (size_t n = c0; n < full; n += 16) _mm512_storeu_ps(out + n, bias ? _mm512_loadu_ps(bias + n) : _mm512_setzero_ps());
-    if (tm) _mm512_mask_storeu_ps(out + full, tm, bias ? _mm512_maskz_loadu_ps(tm, bias + full) : _mm512_setzero_ps());
-    size_t k = 0;
-    for (; k + kGemvRows <= K; k += kGemvRows) {
-      const float* r = b + k * ldb;
-      const __m512 a0 = _mm512_set1_ps(a[k]), a1 = _mm512_set1_ps(a[k + 1]), a2 = _mm512_set1_ps(a[k + 2]), a3 = _mm512_set1_ps(a[k + 3]),
-                   a4 = _mm512_set1_ps(a[k + 4]), a5 = _mm512_set1_ps(a[k + 5]), a6 = _mm512_set1_ps(a[k + 6]),
-                   a7 = _mm512_set1_ps(a[k + 7]);
-      const float *b0 = r, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb, *b4 = b3 + ldb, *b5 = b4 + ldb, *b6 = b5 + ldb, *b7 = b6 + ldb;
-      for (size_t n = c0; n < full; n += 16) {
-        __m512 o = _mm512_loadu_ps(out + n);
-        o = _mm512_fmadd_ps(a0, _mm512_loadu_ps(b0 + n), o);
-        o = _mm512_fmadd_ps(a1, _mm512_loadu_ps(b1 + n), o);
-        o = _mm512_fmadd_ps(a2, _mm512_loadu_ps(b2 + n), o);
-        o = _mm512_fmadd_ps(a3, _mm512_loadu_ps(b3 + n), o);
-        o = _mm512_fmadd_ps(a4, _mm512_loadu_ps(b4 + n), o);
-        o = _mm512_fmadd_ps(a5, _mm512_loadu_ps(b5 + n), o);
-        o = _mm512_fmadd_ps(a6, _mm512_loadu_ps(b6 + n), o);
-        o = _mm512_fmadd_ps(a7, _mm512_loadu_ps(b7 + n), o);
-        _mm512_storeu_ps(out + n, o);
-      }
-      if (tm) {
-        __m512 o = _mm512_maskz_loadu_ps(tm, out + full);
-        o = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(tm, b0 + full), o);
-        o = _mm512_fmadd_ps(a1, _mm512_maskz_loadu_ps(tm, b1 + full), o);
-        o = _mm512_fmadd_ps(a2, _mm512_maskz_loadu_ps(tm, b2 + full), o);
-        o = _mm512_fmadd_ps(a3, _mm512_maskz_loadu_ps(tm, b3 + full), o);
-        o = _mm512_fmadd_ps(a4, _mm512_maskz_loadu_ps(tm, b4 + full), o);
-        o = _mm512_fmadd_ps(a5, _mm512_maskz_loadu_ps(tm, b5 + full), o);
-        o = _mm512_fmadd_ps(a6, _mm512_maskz_loadu_ps(tm, b6 + full), o);
-        o = _mm512_fmadd_ps(a7, _mm512_maskz_loadu_ps(tm, b7 + full), o);
-        _mm512_mask_storeu_ps(out + full, tm, o);
-      }
+  const size_t full = n0 + (n1 - n0) / 16 * 16;
+  const __mmask16 tm = tail_mask(n1 - full);
+  for (size_t n = n0; n < full; n += 16) _mm512_storeu_ps(out + n, bias ? _mm512_loadu_ps(bias + n) : _mm512_setzero_ps());
+  if (tm) _mm512_mask_storeu_ps(out + full, tm, bias ? _mm512_maskz_loadu_ps(tm, bias + full) : _mm512_setzero_ps());
+  size_t k = 0;
+  for (; k + kGemvRows <= K; k += kGemvRows) {
+    const float* r = b + k * ldb;
+    const __m512 a0 = _mm512_set1_ps(a[k]), a1 = _mm512_set1_ps(a[k + 1]), a2 = _mm512_set1_ps(a[k + 2]), a3 = _mm512_set1_ps(a[k + 3]),
+                 a4 = _mm512_set1_ps(a[k + 4]), a5 = _mm512_set1_ps(a[k + 5]), a6 = _mm512_set1_ps(a[k + 6]), a7 = _mm512_set1_ps(a[k + 7]);
+    const float *b0 = r, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb, *b4 = b3 + ldb, *b5 = b4 + ldb, *b6 = b5 + ldb, *b7 = b6 + ldb;
+    for (size_t n = n0; n < full; n += 16) {
+      __m512 o = _mm512_loadu_ps(out + n);
+      o = _mm512_fmadd_ps(a0, _mm512_loadu_ps(b0 + n), o);
+      o = _mm512_fmadd_ps(a1, _mm512_loadu_ps(b1 + n), o);
+      o = _mm512_fmadd_ps(a2, _mm512_loadu_ps(b2 + n), o);
+      o = _mm512_fmadd_ps(a3, _mm512_loadu_ps(b3 + n), o);
+      o = _mm512_fmadd_ps(a4, _mm512_loadu_ps(b4 + n), o);
+      o = _mm512_fmadd_ps(a5, _mm512_loadu_ps(b5 + n), o);
+      o = _mm512_fmadd_ps(a6, _mm512_loadu_ps(b6 + n), o);
+      o = _mm512_fmadd_ps(a7, _mm512_loadu_ps(b7 + n), o);
+      _mm512_storeu_ps(out + n, o);
     }
-    for (; k < K; k++) {
-      const __m512 ak = _mm512_set1_ps(a[k]);
-      const float* bk = b + k * ldb;
-      for (size_t n = c0; n < full; n += 16)
-        _mm512_storeu_ps(out + n, _mm512_fmadd_ps(ak, _mm512_loadu_ps(bk + n), _mm512_loadu_ps(out + n)));
-      if (tm)
-        _mm512_mask_storeu_ps(out + full, tm,
-                              _mm512_fmadd_ps(ak, _mm512_maskz_loadu_ps(tm, bk + full), _mm512_maskz_loadu_ps(tm, out + full)));
+    if (tm) {
+      __m512 o = _mm512_maskz_loadu_ps(tm, out + full);
+      o = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(tm, b0 + full), o);
+      o = _mm512_fmadd_ps(a1, _mm512_maskz_loadu_ps(tm, b1 + full), o);
+      o = _mm512_fmadd_ps(a2, _mm512_maskz_loadu_ps(tm, b2 + full), o);
+      o = _mm512_fmadd_ps(a3, _mm512_maskz_loadu_ps(tm, b3 + full), o);
+      o = _mm512_fmadd_ps(a4, _mm512_maskz_loadu_ps(tm, b4 + full), o);
+      o = _mm512_fmadd_ps(a5, _mm512_maskz_loadu_ps(tm, b5 + full), o);
+      o = _mm512_fmadd_ps(a6, _mm512_maskz_loadu_ps(tm, b6 + full), o);
+      o = _mm512_fmadd_ps(a7, _mm512_maskz_loadu_ps(tm, b7 + full), o);
+      _mm512_mask_storeu_ps(out + full, tm, o);
     }
+  }
+  for (; k < K; k++) {
+    const __m512 ak = _mm512_set1_ps(a[k]);
+    const float* bk = b + k * ldb;
+    for (size_t n = n0; n < full; n += 16)
+      _mm512_storeu_ps(out + n, _mm512_fmadd_ps(ak, _mm512_loadu_ps(bk + n), _mm512_loadu_ps(out + n)));
+    if (tm)
+      _mm512_mask_storeu_ps(out + full, tm,
+                            _mm512_fmadd_ps(ak, _mm512_maskz_loadu_ps(tm, bk + full), _mm512_maskz_loadu_ps(tm, out + full)));
   }
 }
 
