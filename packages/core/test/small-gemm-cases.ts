@@ -1,8 +1,9 @@
 // The CPU products for few rows (mlxc_small_matmul, mlxc_small_quantized_matmul) against float64
 // references computed here: odd sizes (vector and band tails), b as [K, N], as a transposed view
 // and strided (gathered), strided a, broadcast batch axes, a 1-D a, bias, NaN and ±Inf, empty
-// operands, the row limits where MLX's ops take over, other dtypes, gradients. Shared by the test
-// of the AVX2 build and the test of the portable build (MLXC_CPU_KERNELS=generic, in its own process).
+// operands, the row limits where MLX's ops take over, other dtypes, gradients. Shared by the tests
+// of the widest build this CPU has (AVX-512F on most x86 servers), of the AVX2 build
+// (MLXC_CPU_KERNELS=avx2) and of the portable build (MLXC_CPU_KERNELS=generic), each in its own process.
 import { describe, expect, it } from 'vitest';
 import * as mx from '../src/index.js';
 import { flat, inputs } from './numeric.js';
@@ -116,9 +117,10 @@ function quantReference(x: mx.Array, w: mx.Array, scales: mx.Array, biases: mx.A
   return { v, mag, shape: [...x.shape.slice(0, -1), N] };
 }
 
-export function smallGemmSuite(build: 'avx2' | 'portable'): void {
+export function smallGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
   describe(`small-row products (${build} build)`, () => {
     it('runs the expected build', () => {
+      if (build !== 'widest') expect(mx.cpuKernelsUseAvx512()).toBe(false);
       if (build === 'portable') expect(mx.cpuKernelsUseAvx2()).toBe(false);
     });
 
@@ -149,6 +151,77 @@ export function smallGemmSuite(build: 'avx2' | 'portable'): void {
         const refB = reference(a, b, bias);
         expectProduct(mx.ext.smallMatmul(a, b, bias, cpu), refB, `${M}x${K}x${N} kn + bias`);
         expectProduct(mx.ext.smallMatmul(a, mx.transpose(bt, null, cpu), bias, cpu), refB, `${M}x${K}x${N} nk + bias`);
+      }
+    });
+
+    it('decoding shapes: one row (column and depth tails, wide bands, row-strided b), q·Kᵀ', () => {
+      // N one short of, at and past a 16-lane vector; K with a pass of 8 rows short by 1..7; bands
+      // of a thousand columns and more.
+      let seed = 200;
+      for (const [K, N] of [
+        [1, 15],
+        [7, 16],
+        [8, 17],
+        [9, 31],
+        [15, 33],
+        [37, 1],
+        [64, 255],
+        [3, 4133],
+        [19, 2100],
+      ] as const) {
+        const a = rand([1, K], seed++);
+        const b = rand([K, N], seed++);
+        const bias = rand([N], seed++);
+        expectProduct(mx.ext.smallMatmul(a, b, null, cpu), reference(a, b), `1x${K}x${N} kn`);
+        expectProduct(mx.ext.smallMatmul(a, b, bias, cpu), reference(a, b, bias), `1x${K}x${N} kn + bias`);
+        const v = mx.reshape(a, [K], cpu);
+        expectProduct(mx.ext.smallMatmul(v, b, bias, cpu), reference(v, b, bias), `${K}x${N} 1-D a + bias`);
+      }
+      // b a column slice of a wider matrix: unit column stride, rows 90 apart (read in place).
+      const wide = rand([21, 90], 230);
+      const b = mx.slice(wide, [0, 3], [21, 48], [1, 1], cpu);
+      const a = rand([1, 21], 231);
+      expectProduct(mx.ext.smallMatmul(a, b, null, cpu), reference(a, mx.contiguous(b, false, cpu)), 'row-strided b');
+      // Attention's q·Kᵀ at decode: 1-4 query rows, head sizes 32 and 64 (and odd ones) over keys
+      // one short of, at and past 16-key blocks, K read in place through a transposed view of a
+      // cache with room past the keys in use.
+      for (const [M, H, T] of [
+        [1, 32, 15],
+        [2, 32, 16],
+        [3, 64, 17],
+        [4, 32, 1029],
+        [4, 20, 47],
+        [1, 256, 33],
+        [2, 257, 18],
+      ] as const) {
+        const q = rand([2, M, H], seed++);
+        const cache = rand([2, T + 5, H], seed++);
+        const keys = mx.slice(cache, [0, 0, 0], [2, T, H], [1, 1, 1], cpu);
+        const kt = mx.transpose(keys, [0, 2, 1], cpu);
+        expectProduct(mx.ext.smallMatmul(q, kt, null, cpu), reference(q, mx.contiguous(kt, false, cpu)), `q·Kᵀ ${M}x${H}x${T}`);
+      }
+      // a row of a wider matrix (a view at an offset).
+      const aw = mx.slice(rand([3, 40], 232), [1, 5], [2, 26], [1, 1], cpu);
+      expectProduct(mx.ext.smallMatmul(aw, b, null, cpu), reference(mx.contiguous(aw, false, cpu), mx.contiguous(b, false, cpu)), 'a view');
+    });
+
+    it('4-bit weights, the decoding shapes: 1-4 rows, column tails of the 4-column tile, odd group counts', () => {
+      let seed = 240;
+      for (const [rows, K, N, group] of [
+        [1, 32, 1, 32],
+        [1, 96, 13, 32],
+        [1, 160, 6, 32],
+        [1, 384, 7, 128],
+        [1, 192, 5, 64],
+        [2, 96, 9, 32],
+        [3, 320, 3, 64],
+        [4, 224, 11, 32],
+      ] as const) {
+        const x = rand([rows, K], seed++);
+        const w = rand([N, K], seed++);
+        const [wq, sc, bi] = mx.quantize(w, group, 4, 'affine', null, cpu);
+        const got = mx.ext.smallQuantizedMatmul(x, wq, sc, bi, true, group, 4, cpu);
+        expectProduct(got, quantReference(x, wq, sc, bi, group), `q4 ${rows}x${K}x${N} g${group}`, 4e-6);
       }
     });
 

@@ -32,6 +32,12 @@ export interface AttentionOptions {
   mask?: Array | null;
   /** When > 0, scores become softcap·tanh(scores/softcap) before masking. */
   softcap?: number;
+  /**
+   * The caller's promise that every query row sees at least one key through the masks (a decode
+   * step, whose query always sees its own key): the forward then skips the zeroing of rows with
+   * none (a reduction and two selects). A row that has none after all comes out NaN, not zeros.
+   */
+  rowsNeverEmpty?: boolean;
   /** 'auto' uses MLX's fast.scaledDotProductAttention wherever it computes the same thing. */
   implementation?: AttentionImplementation;
   /** Backward pass used when this call is differentiated. */
@@ -46,6 +52,7 @@ export interface AttentionConfig {
   causalOffset: number;
   softcap: number;
   maskKind: AttentionMaskKind;
+  rowsNeverEmpty: boolean;
 }
 
 export interface AttentionShape {
@@ -76,6 +83,7 @@ export function attentionConfig(options: AttentionOptions = {}): AttentionConfig
     causalOffset,
     softcap,
     maskKind: mask === null ? 'none' : mask.dtype === 'bool' ? 'boolean' : 'additive',
+    rowsNeverEmpty: options.rowsNeverEmpty ?? false,
   };
 }
 
@@ -100,5 +108,6 @@ export function resolvedScale(config: AttentionConfig, shape: AttentionShape): n
 
 /** Whether some query row may see no key at all (then its output and gradients are zero). */
 export function mayHaveEmptyRows(config: AttentionConfig): boolean {
+  if (config.rowsNeverEmpty) return false;
   return config.maskKind !== 'none' || (config.causal && config.causalOffset < 0);
 }

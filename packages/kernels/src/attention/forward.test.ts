@@ -332,6 +332,29 @@ describe('scaledDotProductAttention, one query position on the CPU (the few-rows
     }
   });
 
+  it('rowsNeverEmpty: the same result where every row sees a key, without the zeroing of empty rows', () => {
+    const [b, hq, hk, sk, d] = [2, 4, 2, 19, 32];
+    const q = randn([b, hq, 1, d]);
+    const k = randn([b, hk, sk, d]);
+    const v = randn([b, hk, sk, d]);
+    // Key sk - 1 (the query's own, in a decode step) always visible.
+    const keep = mx.logicalOr(
+      mx.greater(uniform([b, 1, 1, sk]), 0.5),
+      mx.reshape(mx.greaterEqual(mx.arange(0, sk, 1), sk - 1), [1, 1, 1, sk]),
+    );
+    const kl = keep.toList() as boolean[][][][];
+    const ref = referenceAttention(q, k, v, { scale: 1 / Math.sqrt(d), keep: (bi, _h, _i, j) => kl[bi][0][0][j] });
+    for (const implementation of ['auto', 'composite'] as const) {
+      const out = scaledDotProductAttention(q, k, v, { mask: keep, rowsNeverEmpty: true, implementation });
+      expect(maxDiff(out, ref), implementation).toBeLessThan(1e-5);
+    }
+    // The promise broken: the empty batch entry is NaN (the softmax of −∞ alone), not zeros.
+    const none = mx.logicalAnd(keep, mx.reshape(mx.array([false, true]), [b, 1, 1, 1]));
+    const out = scaledDotProductAttention(q, k, v, { mask: none, rowsNeverEmpty: true });
+    expect(hasNaN(mx.slice(out, [0, 0, 0, 0], [1, hq, 1, d], [1, 1, 1, 1]))).toBe(true);
+    expect(hasNaN(mx.slice(out, [1, 0, 0, 0], [2, hq, 1, d], [1, 1, 1, 1]))).toBe(false);
+  });
+
   it('is not taken for more than 4 query heads per key/value head, several query positions, softcap or other dtypes', () => {
     const k = randn([1, 1, 5, 8]);
     const v = randn([1, 1, 5, 8]);

@@ -433,7 +433,15 @@ function gqaSharedStep(
   });
   const attentionBias = ctx.optional(10);
   if (attentionBias) mask = mx.add(mx.where(mask, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), attentionBias);
-  const y = scaledDotProductAttention(q, view(presentK), view(presentV), { scale: p.scale ?? 1 / Math.sqrt(H), mask, softcap: p.softcap });
+  // Each query sees its own key (positions[i] < len, inside any window), so without a bias no row
+  // is empty: the attention skips zeroing empty rows (a reduction and two selects per layer). A
+  // seqlens_k the guards reject fails the run, whatever the rows hold.
+  const y = scaledDotProductAttention(q, view(presentK), view(presentV), {
+    scale: p.scale ?? 1 / Math.sqrt(H),
+    mask,
+    softcap: p.softcap,
+    rowsNeverEmpty: !attentionBias,
+  });
   return [fromHeads(y), presentK, presentV];
 }
 

@@ -163,8 +163,12 @@ class SmallMatmul : public FusedPrimitive {
     NC = std::clamp<size_t>((NC + 63) / 64 * 64, 64, transposed ? 256 : M == 1 ? 8192 : 1024);
     const size_t bands = (N + NC - 1) / NC;
     const size_t per_task = M * K * std::min(N, NC);
-    // About 128K multiply-adds per chunk at least: below that, waking the pool costs more than it saves.
-    const size_t grain = std::max<size_t>(1, (size_t{1} << 17) / std::max<size_t>(per_task, 1));
+    // About 128K multiply-adds per chunk at least: below that, waking the pool costs more than it
+    // saves. One row (decoding) streams its weights once, at the bandwidth of one core: a split
+    // pays from 32K (128 KB of weights, a few microseconds), the pool's workers spinning between
+    // the step's products (MLXC_POOL_SPIN_US).
+    const size_t min_work = M == 1 && !transposed ? size_t{1} << 15 : size_t{1} << 17;
+    const size_t grain = std::max<size_t>(1, min_work / std::max<size_t>(per_task, 1));
     const auto& shape = out.shape();
     parallel_for(batches * bands, grain, [&](size_t t0, size_t t1) {
       for (size_t t = t0; t < t1; t++) {

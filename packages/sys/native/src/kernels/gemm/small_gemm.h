@@ -2,11 +2,11 @@
 // or a small batch of them, times a weight matrix), where MLX's CPU matmul hands OpenBLAS an
 // sgemm that packs the whole weight matrix on every call, and MLX's quantized_matmul runs a
 // scalar, single-threaded loop. These MLX primitives read the weights in place instead:
-// vectorized (AVX2+FMA where the running CPU has it, a portable build elsewhere) and split by
-// output columns over the fused kernels' thread pool. Anything they do not take (other devices,
+// vectorized (AVX-512F or AVX2+FMA where the running CPU has it, a portable build elsewhere) and
+// split by output columns over the fused kernels' thread pool. Anything they do not take (other devices,
 // dtypes, more rows than small_gemm_max_rows) gets MLX's own op, so callers need not check.
 // MLXC_CPU_KERNELS=off (or MLXC_SMALL_GEMM=off, these kernels alone) takes MLX's ops everywhere;
-// MLXC_CPU_KERNELS=generic the portable build.
+// MLXC_CPU_KERNELS=avx2 the AVX2 build, MLXC_CPU_KERNELS=generic the portable build.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 // The portable small-M product kernels of small_gemm_impl.h (a plain 8-float struct the compiler
-// vectorizes for the baseline ISA), and the dispatch to the AVX2+FMA build where the running CPU
-// has it (the fused kernels' has_avx2(), so MLXC_CPU_KERNELS=generic forces this path too).
+// vectorizes for the baseline ISA), and the dispatch to the AVX-512F build, else the AVX2+FMA one,
+// where the running CPU has it (the fused kernels' has_avx512() and has_avx2(), so
+// MLXC_CPU_KERNELS=avx2 and MLXC_CPU_KERNELS=generic force those paths too).
 #include <cstddef>
 #include <cstdint>
 
@@ -64,6 +65,14 @@ void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
         size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1);
 }  // namespace mlxc::cpu::gemm_avx2
+namespace mlxc::cpu::gemm_avx512 {
+void kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
+        size_t n1);
+void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
+        size_t n1);
+void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
+        size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1);
+}  // namespace mlxc::cpu::gemm_avx512
 #endif
 
 namespace mlxc::cpu::gemm {
@@ -73,6 +82,7 @@ using G = mlxc_gemm_generic::G8;
 void kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
         size_t n1) {
 #ifdef MLXC_HAVE_AVX2_GEMM
+  if (has_avx512()) return gemm_avx512::kn(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
   if (has_avx2()) return gemm_avx2::kn(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
 #endif
   mlxc_gemm_generic::gemm_kn<G>(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
@@ -81,6 +91,7 @@ void kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
 void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
         size_t n1) {
 #ifdef MLXC_HAVE_AVX2_GEMM
+  if (has_avx512()) return gemm_avx512::nk(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
   if (has_avx2()) return gemm_avx2::nk(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
 #endif
   mlxc_gemm_generic::gemm_nk<G>(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
@@ -89,6 +100,7 @@ void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
         size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1) {
 #ifdef MLXC_HAVE_AVX2_GEMM
+  if (has_avx512()) return gemm_avx512::q4(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);
   if (has_avx2()) return gemm_avx2::q4(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);
 #endif
   mlxc_gemm_generic::gemm_q4<G>(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);
