@@ -101,9 +101,32 @@ describe('memory budget', () => {
     );
     expect(huge.isAvailable()).toBe(false);
     const small = mx.add(mx.full([8], 1, 'float32'), 1);
-    expect(() => mx.evaluateWithin([small], { maxTotalBytes: 16 })).toThrow(/bytes in all, over the limit of 16 bytes/);
+    expect(() => mx.evaluateWithin([small], { maxTotalBytes: 16 })).toThrow(/bytes at once, over the limit of 16 bytes/);
     mx.evaluateWithin([small], { maxTotalBytes: 1 << 20 });
     expect(small.toList()).toEqual([2, 2, 2, 2, 2, 2, 2, 2]);
+  });
+
+  it('counts what an evaluation holds at once, not the sum of its arrays', () => {
+    // A chain of 12 steps over 1 MiB arrays: 12 MiB or more in all, but each step's inputs are
+    // freed after it, so at most three are held. A 4 MiB limit lets it through (it refused it before: "in
+    // all"); a limit under two arrays does not.
+    const mib = 1 << 18; // float32 elements in 1 MiB
+    const chain = () => {
+      let x = mx.add(mx.full([mib], 1, 'float32'), 0);
+      for (let i = 0; i < 11; i++) x = mx.add(x, 1);
+      return x;
+    };
+    const y = chain();
+    // (the sum also counts each broadcast scalar as an array of the chain's shape)
+    expect(mx.graphBytes([y]).total).toBeGreaterThanOrEqual(12 * 4 * mib);
+    mx.evaluateWithin([y], { maxTotalBytes: 4 * 4 * mib });
+    expect((y.toTypedArray() as Float32Array)[mib - 1]).toBe(12);
+    const z = chain();
+    expect(() => mx.evaluateWithin([z], { maxTotalBytes: Math.floor(1.5 * 4 * mib) })).toThrow(/would hold \d+ bytes at once/);
+    // Results are held to the end: two outputs of the chain count both.
+    const a = chain();
+    const b = mx.add(a, 1);
+    expect(() => mx.evaluateWithin([a, b], { maxTotalBytes: Math.floor(1.5 * 4 * mib) })).toThrow(/would hold/);
   });
 });
 

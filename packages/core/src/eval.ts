@@ -19,7 +19,10 @@ import { isMainThread } from 'node:worker_threads';
 export interface EvalLimits {
   /** The most bytes one array may take (0 or undefined: no limit). */
   maxArrayBytes?: number;
-  /** The most bytes the evaluation may allocate in all, counting every new array once. */
+  /**
+   * The most bytes the evaluation may hold at once: the new arrays computed in a topological order,
+   * each freed after its last reader (the results kept), as MLX frees intermediates as it goes.
+   */
   maxTotalBytes?: number;
 }
 

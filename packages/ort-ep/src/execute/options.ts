@@ -49,7 +49,10 @@ export interface MlxSessionOptions {
    * allocated. Default: half of MLX's memory limit for the device (mx.memory.limit()).
    */
   maxTensorBytes?: number;
-  /** The most bytes one evaluation may allocate in all (each new array counted once). Default: MLX's memory limit. */
+  /**
+   * The most bytes one evaluation may hold at once (its new arrays, each freed after its last
+   * reader, the results kept). Default: MLX's memory limit.
+   */
   maxSessionBytes?: number;
   /**
    * Nodes MLX does not take: 'cpu' (the default where onnxruntime-node or onnxruntime-web resolves)

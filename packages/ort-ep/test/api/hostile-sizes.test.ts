@@ -216,7 +216,7 @@ describe('com.microsoft attention and rotary ops size their host tables first', 
       const got = await mlxRun(gqa(3, 2), feeds(3, 2, 3, 2 ** 31 - 1), { maxTensorBytes: 2 ** 50 });
       expect(got, String(got)).toBeInstanceOf(ResourceLimitError);
       expect((got as Error).message).toMatch(
-        /evaluating would allocate \d+ bytes in all, over the limit of \d+ bytes .*\(maxTensorBytes, maxSessionBytes\)/,
+        /evaluating would hold \d+ bytes at once, over the limit of \d+ bytes .*\(maxTensorBytes, maxSessionBytes\)/,
       );
     });
 

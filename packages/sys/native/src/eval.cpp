@@ -5,9 +5,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "eval.h"
@@ -63,6 +65,70 @@ double address_space_used() {
  */
 constexpr double kAddressReserve = 512.0 * (1 << 20);
 
+/**
+ * The most bytes held at once when the arrays `outputs` need are computed in a topological order
+ * (depth first), each freed after its last reader; `outputs` themselves are kept. Arrays computed
+ * already, or that are data, take nothing new. `fallback` where the graph is too large to walk.
+ */
+double peak_bytes(const std::vector<array>& outputs, double fallback) {
+  struct Node {
+    array a;
+    bool expanded = false;
+  };
+  std::unordered_map<std::uintptr_t, int> readers;  // of each array to compute, by id
+  std::unordered_set<std::uintptr_t> done;          // primitives (by their first output's id) placed in the order
+  std::vector<array> order;                         // one array per primitive, inputs before readers
+  std::vector<Node> stack;
+  auto computes = [](const array& x) { return x.status() == array::Status::unscheduled && x.has_primitive(); };
+  for (const auto& o : outputs)
+    if (computes(o)) stack.push_back({o});
+  size_t steps = 0;
+  while (!stack.empty()) {
+    if (++steps > 50'000'000) return fallback;
+    auto& top = stack.back();
+    const auto key = top.a.outputs().empty() ? top.a.id() : top.a.outputs()[0].id();
+    if (done.count(key)) {
+      stack.pop_back();
+      continue;
+    }
+    if (!top.expanded) {
+      top.expanded = true;
+      const auto ins = top.a.inputs();
+      for (const auto& in : ins)
+        if (computes(in)) readers[in.id()]++;
+      // Pushed last to first, so that the inputs are computed first to last (an op's first input
+      // is mostly the deep one: the chain), as MLX's own depth-first order does.
+      for (auto in = ins.rbegin(); in != ins.rend(); ++in) {
+        if (!computes(*in)) continue;
+        const auto k = in->outputs().empty() ? in->id() : in->outputs()[0].id();
+        if (!done.count(k)) stack.push_back({*in});
+      }
+      continue;
+    }
+    done.insert(key);
+    order.push_back(std::move(top.a));
+    stack.pop_back();
+  }
+  std::unordered_set<std::uintptr_t> kept;
+  for (const auto& o : outputs) kept.insert(o.id());
+  double live = 0;
+  double peak = 0;
+  for (const auto& a : order) {
+    const auto outs = a.outputs().empty() ? std::vector<array>{a} : a.outputs();
+    for (const auto& o : outs) live += bytes_of(o);
+    peak = std::max(peak, live);
+    // Outputs nothing reads (an ignored sibling) go at once.
+    for (const auto& o : outs)
+      if (!kept.count(o.id()) && !readers.count(o.id())) live -= bytes_of(o);
+    for (const auto& in : a.inputs()) {
+      auto it = readers.find(in.id());
+      if (it == readers.end()) continue;
+      if (--it->second == 0 && !kept.count(in.id())) live -= bytes_of(in);
+    }
+  }
+  return peak;
+}
+
 }  // namespace
 
 namespace mlxc {
@@ -79,6 +145,7 @@ GraphBytes graph_bytes(const std::vector<array>& outputs, size_t max_nodes, std:
     if (a.status() != array::Status::unscheduled || !a.has_primitive()) continue;
     if (max_nodes && g.nodes >= max_nodes) {
       g.truncated = true;
+      g.peak = g.total;
       return g;
     }
     g.nodes++;
@@ -97,6 +164,7 @@ GraphBytes graph_bytes(const std::vector<array>& outputs, size_t max_nodes, std:
     }
     for (const auto& in : a.inputs()) stack.push_back(in);
   }
+  g.peak = peak_bytes(outputs, g.total);
   return g;
 }
 
@@ -105,9 +173,9 @@ void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_
     throw std::runtime_error("[memory budget] evaluating would allocate " + describe(*g.largest_array, g.largest) + ", over the limit of " +
                              std::to_string(max_array_bytes) + " bytes per tensor");
   }
-  if (max_total_bytes && g.total > static_cast<double>(max_total_bytes)) {
-    throw std::runtime_error("[memory budget] evaluating would allocate " + std::to_string(std::llround(g.total)) +
-                             " bytes in all, over the limit of " + std::to_string(max_total_bytes) + " bytes (the largest is " +
+  if (max_total_bytes && g.peak > static_cast<double>(max_total_bytes)) {
+    throw std::runtime_error("[memory budget] evaluating would hold " + std::to_string(std::llround(g.peak)) +
+                             " bytes at once, over the limit of " + std::to_string(max_total_bytes) + " bytes (the largest is " +
                              describe(*g.largest_array, g.largest) + ")");
   }
 }

@@ -13,7 +13,14 @@ namespace mlxc {
 
 /** What evaluating a graph would allocate (graph_bytes). */
 struct GraphBytes {
+  /** Bytes of every array to compute, summed. */
   double total = 0;
+  /**
+   * The most bytes held at once when the arrays are computed in a topological order, each freed
+   * after its last reader (outputs kept): what the evaluation needs, as MLX frees intermediates as
+   * it goes (without counting the buffers kernels reuse). Equal to `total` where the walk stopped.
+   */
+  double peak = 0;
   double largest = 0;
   std::optional<mlx::core::array> largest_array;
   /** Arrays to compute. */
