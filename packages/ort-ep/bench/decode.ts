@@ -132,7 +132,8 @@ function main(): void {
     console.log(
       `| ${r.engine} (${r.device}) | ${r.prefillMs.toFixed(1)} (${r.prefillTokens})${ref && r !== ref ? ` (${(ref.prefillMs / r.prefillMs).toFixed(2)}×)` : ''} | ` +
         r.decode.map((d, i) => `${d.tokensPerSecond.toFixed(1)}${ratio(i)}`).join(' | ') +
-        ` | ${r.decode.map((d) => fmtBytes(d.bytesPerToken)).join(' / ')} |`,
+        ` | ${r.decode.map((d) => fmtBytes(d.bytesPerToken)).join(' / ')}` +
+        ` | ${r.decode.map((d) => (Number.isFinite(d.runMsPerToken) ? d.runMsPerToken!.toFixed(3) : '-')).join(' / ')} |`,
     );
   }
   const bandwidth = copyBandwidth();
