@@ -35,6 +35,29 @@ export interface GenerateOptions {
   /** Tokens that end generation; the stop token is yielded, then the iteration ends. */
   stopTokens?: readonly number[];
   /**
+   * Token sequences that end generation: once the generated tokens end with one, its last token is
+   * yielded and the iteration ends (the sequence is not removed).
+   */
+  stopSequences?: readonly (readonly number[])[];
+  /** No stop token ends generation before this many new tokens (they are never chosen before). Default 0. */
+  minNewTokens?: number;
+  /**
+   * Divides the logit of every token already in the sequence (prompt and generated) by this
+   * factor when positive, multiplies it when negative (the CTRL / transformers convention); 1 or
+   * absent: none. Must be > 0.
+   */
+  repetitionPenalty?: number;
+  /** Subtracted once from the logit of every token the generated tokens hold (OpenAI's presence_penalty). */
+  presencePenalty?: number;
+  /** Subtracted from each token's logit as many times as the generated tokens hold it (OpenAI's frequency_penalty). */
+  frequencyPenalty?: number;
+  /**
+   * Called with each step's last logits (after the penalties; a Float32Array it may change in
+   * place) and the sequence so far (prompt and generated), before the token is chosen; it may also
+   * return another array of the same length to choose from.
+   */
+  logitsProcessor?: (logits: Float32Array, sequence: readonly number[]) => Float32Array | undefined | void;
+  /**
    * Shared-buffer mode (GroupQueryAttention's past_present_share_buffer, as onnxruntime-genai runs
    * it): each layer's past is one buffer of this many positions, and the present is bound into it.
    * Prompt plus new tokens must fit. Absent: the cache grows by concatenation each step.
@@ -100,7 +123,21 @@ const show = (v: unknown): string =>
   typeof v === 'string' ? `'${v}'` : typeof v === 'bigint' ? `${v}n` : Array.isArray(v) ? 'an array' : String(v);
 
 const SAMPLING_KEYS = ['temperature', 'topK', 'topP', 'seed'];
-const OPTION_KEYS = ['inputIds', 'maxNewTokens', 'sampling', 'stopTokens', 'kvCapacity', 'Tensor', 'onStep'];
+const OPTION_KEYS = [
+  'inputIds',
+  'maxNewTokens',
+  'sampling',
+  'stopTokens',
+  'stopSequences',
+  'minNewTokens',
+  'repetitionPenalty',
+  'presencePenalty',
+  'frequencyPenalty',
+  'logitsProcessor',
+  'kvCapacity',
+  'Tensor',
+  'onStep',
+];
 
 /** Whether `v` is an integer in [min, 2^53). */
 const isCount = (v: unknown, min: number): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= min;
@@ -156,6 +193,29 @@ function checkOptions(options: GenerateOptions): void {
       if (!isCount(t, 0)) throw new RangeError(`generate: stopTokens[${i}] = ${show(t)} is not a token id (an integer ≥ 0)`);
     });
   }
+  const seqs = options.stopSequences as unknown;
+  if (seqs !== undefined) {
+    if (!Array.isArray(seqs)) throw new TypeError(`generate: stopSequences must be an array of token-id arrays, got ${show(seqs)}`);
+    seqs.forEach((q, i) => {
+      if (!Array.isArray(q) || !q.length)
+        throw new TypeError(`generate: stopSequences[${i}] must be a non-empty array of token ids, got ${show(q)}`);
+      q.forEach((t, j) => {
+        if (!isCount(t, 0)) throw new RangeError(`generate: stopSequences[${i}][${j}] = ${show(t)} is not a token id (an integer ≥ 0)`);
+      });
+    });
+  }
+  if (options.minNewTokens !== undefined && !isCount(options.minNewTokens, 0))
+    throw new RangeError(`generate: minNewTokens must be an integer ≥ 0, got ${show(options.minNewTokens)}`);
+  const rp = options.repetitionPenalty as unknown;
+  if (rp !== undefined && !(typeof rp === 'number' && Number.isFinite(rp) && rp > 0))
+    throw new RangeError(`generate: repetitionPenalty must be a finite number > 0 (1: none), got ${show(rp)}`);
+  for (const k of ['presencePenalty', 'frequencyPenalty'] as const) {
+    const v = options[k] as unknown;
+    if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v)))
+      throw new RangeError(`generate: ${k} must be a finite number, got ${show(v)}`);
+  }
+  if (options.logitsProcessor !== undefined && typeof options.logitsProcessor !== 'function')
+    throw new TypeError(`generate: logitsProcessor must be a function, got ${show(options.logitsProcessor)}`);
   if (options.kvCapacity !== undefined && !isCount(options.kvCapacity, 1))
     throw new RangeError(`generate: kvCapacity must be a positive integer, got ${show(options.kvCapacity)}`);
   if (options.Tensor !== undefined && typeof options.Tensor !== 'function')
@@ -164,7 +224,52 @@ function checkOptions(options: GenerateOptions): void {
     throw new TypeError(`generate: onStep must be a function, got ${show(options.onStep)}`);
 }
 
-/** The next token from one position's logits. Ties go to the lowest id, as argmax does. */
+/** Whether token a ranks before token b: the larger logit, ties to the lower id (as a stable sort by logit). */
+const before = (logits: ArrayLike<number>, a: number, b: number): boolean => logits[a] > logits[b] || (logits[a] === logits[b] && a < b);
+
+/**
+ * The ids of the k highest logits, best first (ties to the lower id), in O(V log k): a min-heap of
+ * the best k seen, never a sort of the vocabulary.
+ */
+function topIds(logits: ArrayLike<number>, k: number): number[] {
+  const heap: number[] = []; // heap[0]: the worst of the best k
+  const worse = (a: number, b: number) => before(logits, b, a);
+  const down = (i: number) => {
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let w = i;
+      if (l < heap.length && worse(heap[l], heap[w])) w = l;
+      if (r < heap.length && worse(heap[r], heap[w])) w = r;
+      if (w === i) return;
+      [heap[i], heap[w]] = [heap[w], heap[i]];
+      i = w;
+    }
+  };
+  for (let id = 0; id < logits.length; id++) {
+    if (heap.length < k) {
+      heap.push(id);
+      for (let i = heap.length - 1; i > 0; ) {
+        const p = (i - 1) >> 1;
+        if (!worse(heap[i], heap[p])) break;
+        [heap[i], heap[p]] = [heap[p], heap[i]];
+        i = p;
+      }
+    } else if (before(logits, id, heap[0])) {
+      heap[0] = id;
+      down(0);
+    }
+  }
+  return heap.sort((a, b) => (before(logits, a, b) ? -1 : 1));
+}
+
+/**
+ * The next token from one position's logits. Ties go to the lowest id, as argmax does. Sampling
+ * never sorts the vocabulary: top-k keeps the k best in a heap; top-p sorts only the tokens whose
+ * probability is at least (1 - p) / V (those below hold at most 1 - p in all, so the smallest set
+ * reaching p is among them), giving the choice a full sort would; temperature alone draws over the
+ * vocabulary in id order.
+ */
 export function pickToken(logits: ArrayLike<number>, sampling: GenerateOptions['sampling'], random?: () => number): number {
   checkSampling(sampling);
   if (sampling === undefined || sampling === 'greedy') {
@@ -173,13 +278,42 @@ export function pickToken(logits: ArrayLike<number>, sampling: GenerateOptions['
     return best;
   }
   const temperature = sampling.temperature ?? 1;
-  const ids = Array.from({ length: logits.length }, (_, i) => i).sort((a, b) => logits[b] - logits[a] || a - b);
-  const k = sampling.topK && sampling.topK > 0 ? Math.min(sampling.topK, ids.length) : ids.length;
-  const top = ids.slice(0, k);
-  const max = logits[top[0]];
-  const weights = top.map((i) => Math.exp((logits[i] - max) / temperature));
-  const sum = weights.reduce((a, b) => a + b, 0);
+  const V = logits.length;
   const topP = sampling.topP ?? 1;
+  let top: number[];
+  // Top-p alone: every token's weight, computed once; its sum normalizes.
+  let all: Float64Array | undefined;
+  let allSum = 0;
+  if (sampling.topK && sampling.topK > 0 && sampling.topK < V) top = topIds(logits, sampling.topK);
+  else if (topP < 1) {
+    let max = logits[0];
+    for (let i = 1; i < V; i++) if (logits[i] > max) max = logits[i];
+    all = new Float64Array(V);
+    for (let i = 0; i < V; i++) allSum += all[i] = Math.exp((logits[i] - max) / temperature);
+    const floor = ((1 - topP) / V) * allSum;
+    top = [];
+    for (let i = 0; i < V; i++) if (all[i] >= floor) top.push(i);
+    top.sort((a, b) => logits[b] - logits[a] || a - b);
+  } else {
+    // The whole vocabulary: drawn in id order, no order needed.
+    let max = logits[0];
+    for (let i = 1; i < V; i++) if (logits[i] > max) max = logits[i];
+    let total = 0;
+    const w = new Float64Array(V);
+    for (let i = 0; i < V; i++) total += w[i] = Math.exp((logits[i] - max) / temperature);
+    let r = (random ?? Math.random)() * total;
+    for (let i = 0; i < V; i++) {
+      r -= w[i];
+      if (r < 0) return i;
+    }
+    let last = V - 1;
+    while (last > 0 && w[last] === 0) last--;
+    return last;
+  }
+  const max = logits[top[0]];
+  const weights = all ? top.map((i) => all![i]) : top.map((i) => Math.exp((logits[i] - max) / temperature));
+  // The normalizer of top-p is over the top-k set (or every token).
+  const sum = all ? allSum : weights.reduce((a, b) => a + b, 0);
   let keep = top.length;
   if (topP < 1) {
     let acc = 0;
@@ -199,6 +333,27 @@ export function pickToken(logits: ArrayLike<number>, sampling: GenerateOptions['
     if (r < 0) return top[j];
   }
   return top[keep - 1];
+}
+
+/**
+ * Applies the repetition, presence and frequency penalties to `logits` in place: `sequence` is the
+ * whole sequence so far (the repetition penalty's), `generated` the new tokens (the other two's).
+ */
+export function applyPenalties(
+  logits: Float32Array,
+  sequence: readonly number[],
+  generated: readonly number[],
+  p: Pick<GenerateOptions, 'repetitionPenalty' | 'presencePenalty' | 'frequencyPenalty'>,
+): void {
+  const rp = p.repetitionPenalty ?? 1;
+  if (rp !== 1) for (const t of new Set(sequence)) if (t < logits.length) logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
+  const presence = p.presencePenalty ?? 0;
+  const frequency = p.frequencyPenalty ?? 0;
+  if (presence || frequency) {
+    const counts = new Map<number, number>();
+    for (const t of generated) counts.set(t, (counts.get(t) ?? 0) + 1);
+    for (const [t, n] of counts) if (t < logits.length) logits[t] -= presence + frequency * n;
+  }
 }
 
 /**
@@ -288,6 +443,10 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
   }
   const random = typeof options.sampling === 'object' ? seeded(options.sampling.seed ?? 0) : undefined;
   const stops = new Set(options.stopTokens ?? []);
+  const stopSequences = (options.stopSequences ?? []).map((q) => [...q]);
+  const minNew = options.minNewTokens ?? 0;
+  const shapes = options.repetitionPenalty !== undefined || options.presencePenalty || options.frequencyPenalty;
+  const generated: number[] = [];
   let cached = 0;
   let tokens = prompt;
   try {
@@ -325,13 +484,32 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       const logits = out.logits;
       const vocab = logits.dims[logits.dims.length - 1];
       const tail = await lastRow(logits, vocab);
-      const last = logits.type === 'float16' && tail instanceof Uint16Array ? Float32Array.from(tail, halfToFloat) : tail;
+      let last: Float32Array =
+        logits.type === 'float16' && tail instanceof Uint16Array ? Float32Array.from(tail, halfToFloat) : (tail as Float32Array);
+      const edits = shapes || options.logitsProcessor || (generated.length < minNew && stops.size);
+      if (edits) {
+        last = Float32Array.from(last);
+        const sequence = shapes || options.logitsProcessor ? [...prompt, ...generated] : [];
+        if (shapes) applyPenalties(last, sequence, generated, options);
+        if (generated.length < minNew) for (const t of stops) if (t < last.length) last[t] = Number.NEGATIVE_INFINITY;
+        if (options.logitsProcessor) {
+          const other = options.logitsProcessor(last, sequence);
+          if (other !== undefined) {
+            if (!(other instanceof Float32Array) || other.length !== last.length)
+              throw new TypeError(`generate: logitsProcessor returned something other than a Float32Array of ${last.length} logits`);
+            last = other;
+          }
+        }
+      }
       const token = pickToken(last, options.sampling, random);
       options.onStep?.(step, tokens.length);
       cached = total;
       tokens = [token];
+      generated.push(token);
       yield token;
-      if (stops.has(token)) return;
+      if (stops.has(token) && generated.length >= minNew) return;
+      if (stopSequences.some((q) => q.length <= generated.length && q.every((t, j) => generated[generated.length - q.length + j] === t)))
+        return;
     }
   } finally {
     for (const t of past) if (isDevice(t)) t.dispose();
