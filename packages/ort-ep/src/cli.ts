@@ -89,6 +89,24 @@ const commands = {
       help: { type: 'boolean', short: 'h' },
     },
   },
+  generate: {
+    synopsis:
+      'mlx-ort generate <model-dir> --prompt TEXT [--max-new-tokens N] [--device cpu|gpu] [--temperature T] [--top-k K] [--top-p P] [--seed S]',
+    about: `generates text from a decoder's folder (model.onnx, decoder_model_merged.onnx or onnx/model.onnx,
+      and tokenizer.json, read with @huggingface/tokenizers), printed as it comes (greedy unless a
+      sampling option is given; stops at generation_config.json's eos_token_id, or after --max-new-tokens,
+      default 64); then the time to the first token and tokens per second on stderr.`,
+    options: {
+      prompt: { type: 'string' },
+      'max-new-tokens': { type: 'string' },
+      device: { type: 'string' },
+      temperature: { type: 'string' },
+      'top-k': { type: 'string' },
+      'top-p': { type: 'string' },
+      seed: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  },
   demo: {
     synopsis: 'mlx-ort demo [--device cpu|gpu]',
     about: 'voice activity detection with Silero VAD on a synthesized recording, side by side with onnxruntime-node',
@@ -443,6 +461,35 @@ async function bisectCommand(args: string[]): Promise<void> {
   for (const l of formatBisect(report)) console.log(l);
 }
 
+async function generateCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parse('generate', args);
+  if (values.help) return void console.log(commandUsage('generate'));
+  const path = modelPath(positionals, 'generate');
+  if (values.prompt === undefined || values.prompt === '') throw new UsageError('--prompt TEXT is required', 'generate');
+  const maxNewTokens = values['max-new-tokens'] === undefined ? 64 : positiveInt(values['max-new-tokens'], '--max-new-tokens', 'generate');
+  const num = (v: string | undefined, what: string, ok: (x: number) => boolean, range: string) => {
+    if (v === undefined) return undefined;
+    const x = Number(v);
+    if (v.trim() === '' || !Number.isFinite(x) || !ok(x)) throw new UsageError(`${what} must be ${range}, got '${v}'`, 'generate');
+    return x;
+  };
+  const temperature = num(values.temperature, '--temperature', (x) => x > 0, 'a number > 0');
+  const topK = num(values['top-k'], '--top-k', (x) => Number.isInteger(x) && x >= 1, 'an integer ≥ 1');
+  const topP = num(values['top-p'], '--top-p', (x) => x > 0 && x <= 1, 'in (0, 1]');
+  const seed = num(values.seed, '--seed', Number.isSafeInteger, 'an integer');
+  const sampled = temperature !== undefined || topK !== undefined || topP !== undefined || seed !== undefined;
+  const { generateText } = await import('./cli-generate.js');
+  const r = await generateText({
+    path,
+    prompt: values.prompt,
+    maxNewTokens,
+    device: device(values.device, 'generate'),
+    sampling: sampled ? { temperature, topK, topP, seed } : 'greedy',
+  });
+  process.stdout.write('\n');
+  console.error(`${r.ids.length} tokens; first after ${r.firstMs.toFixed(1)} ms, then ${r.tokensPerSecond.toFixed(1)} tokens/s`);
+}
+
 async function demo(args: string[]): Promise<void> {
   const { values, positionals } = parse('demo', args);
   if (values.help) return void console.log(commandUsage('demo'));
@@ -460,6 +507,7 @@ export async function main(argv: string[]): Promise<void> {
     if (cmd === 'check') return await check(rest);
     if (cmd === 'bench') return await bench(rest);
     if (cmd === 'profile') return await profile(rest);
+    if (cmd === 'generate') return await generateCommand(rest);
     if (cmd === 'bisect') return await bisectCommand(rest);
     if (cmd === 'demo') return await demo(rest);
     console.log(usage);

@@ -24,7 +24,7 @@ const LAYERS: string[][] = [
   ['backend'],
   ['generate.ts'],
   ['demo', 'cli-inputs.ts'],
-  ['cli-bench.ts', 'bisect.ts', 'profile-summary.ts'],
+  ['cli-bench.ts', 'bisect.ts', 'profile-summary.ts', 'cli-generate.ts'],
   ['cli.ts'],
   ['index.ts', 'internal.ts'],
 ];

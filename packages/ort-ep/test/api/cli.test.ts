@@ -317,3 +317,105 @@ describe('mlx-ort profile', () => {
     expect(process.exitCode).toBe(2);
   });
 });
+
+describe('mlx-ort generate', () => {
+  const llama = { kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 256, maxPositions: 256, seed: 9 } as const;
+  const vocab = Object.fromEntries(Array.from({ length: 256 }, (_, i) => [i === 0 ? '[UNK]' : `w${i}`, i]));
+  const tokenizer = {
+    version: '1.0',
+    added_tokens: [],
+    normalizer: null,
+    pre_tokenizer: { type: 'Whitespace' },
+    post_processor: null,
+    decoder: null,
+    model: { type: 'WordLevel', vocab, unk_token: '[UNK]' },
+  };
+  const modelDir = join(dir, 'decoder');
+
+  /** What onnxruntime-node's CPU provider generates greedily from the prompt's ids. */
+  async function reference(ids: number[], n: number): Promise<number[]> {
+    const { ort } = await import('../helpers/ort.js');
+    const { generate } = await import('../../src/index.js');
+    const s = await ort.InferenceSession.create(join(modelDir, 'model.onnx'));
+    const out: number[] = [];
+    for await (const t of generate(s, { inputIds: ids, maxNewTokens: n, Tensor: ort.Tensor as never })) out.push(t);
+    await s.release();
+    return out;
+  }
+
+  async function generateOut(argv: string[]): Promise<{ text: string; err: string[] }> {
+    let text = '';
+    vi.spyOn(process.stdout, 'write').mockImplementation((c: string | Uint8Array) => {
+      text += String(c);
+      return true;
+    });
+    const { err } = await captureBoth(['generate', ...argv]);
+    return { text, err };
+  }
+
+  it('streams the text onnxruntime-node generates greedily, and stops at the eos token', async () => {
+    const { buildDecoder } = await import('../helpers/decoder.js');
+    const { mkdirSync } = await import('node:fs');
+    mkdirSync(modelDir, { recursive: true });
+    writeFileSync(join(modelDir, 'model.onnx'), buildDecoder(llama));
+    writeFileSync(join(modelDir, 'tokenizer.json'), JSON.stringify(tokenizer));
+    const want = await reference([3, 17, 42, 99], 12);
+    const { text, err } = await generateOut([modelDir, '--prompt', 'w3 w17 w42 w99', '--max-new-tokens', '12']);
+    expect(text).toBe(`${want.map((i) => `w${i}`).join(' ')}\n`);
+    expect(err.at(-1)).toMatch(/^12 tokens; first after [\d.]+ ms, then [\d.]+ tokens\/s$/);
+    // generation_config.json's eos_token_id ends it (the eos token is generated, not shown twice).
+    const stop = want[4];
+    const first = want.indexOf(stop);
+    writeFileSync(join(modelDir, 'generation_config.json'), JSON.stringify({ eos_token_id: stop }));
+    const stopped = await generateOut([modelDir, '--prompt', 'w3 w17 w42 w99', '--max-new-tokens', '12']);
+    expect(stopped.err.at(-1)).toMatch(new RegExp(`^${first + 1} tokens;`));
+    rmSync(join(modelDir, 'generation_config.json'));
+    // Sampling options are taken (seeded: the same text twice).
+    const a = await generateOut([
+      modelDir,
+      '--prompt',
+      'w3 w17',
+      '--max-new-tokens',
+      '6',
+      '--temperature',
+      '0.8',
+      '--top-k',
+      '20',
+      '--seed',
+      '4',
+    ]);
+    const b = await generateOut([
+      modelDir,
+      '--prompt',
+      'w3 w17',
+      '--max-new-tokens',
+      '6',
+      '--temperature',
+      '0.8',
+      '--top-k',
+      '20',
+      '--seed',
+      '4',
+    ]);
+    expect(a.text).toBe(b.text);
+  });
+
+  it('says what is missing or wrong', async () => {
+    const bad: [string[], RegExp][] = [
+      [[modelDir], /--prompt TEXT is required/],
+      [[modelDir, '--prompt', 'w3', '--top-p', '1.5'], /--top-p must be in \(0, 1\], got '1\.5'/],
+      [[modelDir, '--prompt', 'w3', '--temperature', '0'], /--temperature must be a number > 0, got '0'/],
+      [[modelDir, '--prompt', 'w3', '--max-new-tokens', 'x'], /--max-new-tokens must be a positive integer, got 'x'/],
+    ];
+    for (const [argv, re] of bad) {
+      const { err } = await captureBoth(['generate', ...argv]);
+      expect(err[0]).toMatch(re);
+      expect(process.exitCode).toBe(2);
+      process.exitCode = undefined;
+    }
+    await expect(main(['generate', dir, '--prompt', 'w3'])).rejects.toThrow(
+      /no model\.onnx, decoder_model_merged\.onnx or onnx\/model\.onnx there/,
+    );
+    await expect(main(['generate', modelDir, '--prompt', 'nosuchword'])).rejects.toThrow(/the tokenizer gives no ids for the prompt/);
+  });
+});
