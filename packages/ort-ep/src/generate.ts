@@ -58,6 +58,14 @@ export interface GenerateOptions {
    */
   logitsProcessor?: (logits: Float32Array, sequence: readonly number[]) => Float32Array | undefined | void;
   /**
+   * Prompt lookup decoding (greedy only, with kvCapacity): each step proposes the tokens that
+   * followed the last earlier occurrence of the sequence's final `ngram` tokens (default 3, from
+   * the prompt or the generated text; at most `maxDraft`, default 4) and verifies them in the same
+   * run: the tokens it keeps are the ones greedy decoding chooses, several a run where the text
+   * repeats itself. The rejected positions of the in-place cache are written over by the next step.
+   */
+  promptLookup?: { ngram?: number; maxDraft?: number };
+  /**
    * Shared-buffer mode (GroupQueryAttention's past_present_share_buffer, as onnxruntime-genai runs
    * it): each layer's past is one buffer of this many positions, and the present is bound into it.
    * Prompt plus new tokens must fit. Absent: the cache grows by concatenation each step.
@@ -134,6 +142,7 @@ const OPTION_KEYS = [
   'presencePenalty',
   'frequencyPenalty',
   'logitsProcessor',
+  'promptLookup',
   'kvCapacity',
   'Tensor',
   'onStep',
@@ -216,6 +225,33 @@ function checkOptions(options: GenerateOptions): void {
   }
   if (options.logitsProcessor !== undefined && typeof options.logitsProcessor !== 'function')
     throw new TypeError(`generate: logitsProcessor must be a function, got ${show(options.logitsProcessor)}`);
+  const pl = options.promptLookup as unknown;
+  if (pl !== undefined) {
+    if (typeof pl !== 'object' || pl === null || Array.isArray(pl))
+      throw new TypeError(`generate: promptLookup must be an object { ngram, maxDraft }, got ${show(pl)}`);
+    for (const k of Object.keys(pl))
+      if (k !== 'ngram' && k !== 'maxDraft')
+        throw new TypeError(`generate: promptLookup has an unknown option '${k}' (known: ngram, maxDraft)`);
+    const { ngram, maxDraft } = pl as { ngram?: unknown; maxDraft?: unknown };
+    if (ngram !== undefined && !isCount(ngram, 1))
+      throw new RangeError(`generate: promptLookup.ngram must be an integer ≥ 1, got ${show(ngram)}`);
+    if (maxDraft !== undefined && !isCount(maxDraft, 1))
+      throw new RangeError(`generate: promptLookup.maxDraft must be an integer ≥ 1, got ${show(maxDraft)}`);
+    if (options.sampling !== undefined && options.sampling !== 'greedy')
+      throw new TypeError('generate: promptLookup verifies greedy choices; it does not take sampling');
+    if (
+      options.repetitionPenalty !== undefined ||
+      options.presencePenalty ||
+      options.frequencyPenalty ||
+      options.logitsProcessor ||
+      options.minNewTokens
+    )
+      throw new TypeError('generate: promptLookup does not take penalties, minNewTokens or a logitsProcessor');
+    if (options.kvCapacity === undefined)
+      throw new TypeError(
+        'generate: promptLookup needs kvCapacity (the in-place cache, whose rejected positions the next step writes over)',
+      );
+  }
   if (options.kvCapacity !== undefined && !isCount(options.kvCapacity, 1))
     throw new RangeError(`generate: kvCapacity must be a positive integer, got ${show(options.kvCapacity)}`);
   if (options.Tensor !== undefined && typeof options.Tensor !== 'function')
@@ -390,6 +426,41 @@ async function lastRow(logits: Tensor, vocab: number): Promise<Float32Array | Ui
 
 const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'cpu-pinned';
 
+/** The last `n` positions' logits, as float32 rows; the tensor is freed. */
+async function lastRows(logits: Tensor, vocab: number, n: number): Promise<Float32Array[]> {
+  const own = deviceBufferOf(logits);
+  let data: Float32Array | Uint16Array;
+  if (own?.value && own.value.array.ndim >= 2) {
+    const a = own.value.array;
+    const rows = a.size / vocab;
+    const part = mx.scope(() => mx.slice(mx.reshape(a, [rows, vocab]), [rows - n, 0], [rows, vocab], [1, 1]));
+    data = download(part, own.value.onnxType).data as Float32Array | Uint16Array;
+    part.dispose();
+    logits.dispose();
+  } else {
+    const all = (isDevice(logits) ? await logits.getData(true) : logits.data) as Float32Array | Uint16Array;
+    data = all.subarray(all.length - n * vocab);
+  }
+  const f = data instanceof Uint16Array ? Float32Array.from(data, halfToFloat) : data;
+  return Array.from({ length: n }, (_, i) => f.subarray(i * vocab, (i + 1) * vocab));
+}
+
+/**
+ * The draft of prompt lookup: the tokens after the last earlier occurrence of `seq`'s final
+ * `ngram` tokens (the longest n-gram from `ngram` down to 1 that occurs), at most `max`.
+ */
+export function lookupDraft(seq: readonly number[], ngram: number, max: number): number[] {
+  for (let n = Math.min(ngram, seq.length - 1); n >= 1; n--) {
+    const tail = seq.slice(seq.length - n);
+    for (let start = seq.length - n - 1; start >= 0; start--) {
+      let j = 0;
+      while (j < n && seq[start + j] === tail[j]) j++;
+      if (j === n) return seq.slice(start + n, Math.min(start + n + max, seq.length));
+    }
+  }
+  return [];
+}
+
 /**
  * Generates up to `maxNewTokens` tokens after the prompt, yielding each as it is chosen. Breaking
  * out of the loop (or an error) frees the cache tensors the loop holds.
@@ -450,7 +521,15 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
   let cached = 0;
   let tokens = prompt;
   try {
-    for (let step = 0; step < options.maxNewTokens; step++) {
+    const lookup = options.promptLookup;
+    for (let step = 0; generated.length < options.maxNewTokens; step++) {
+      // Prompt lookup: the pending token, then a draft to verify in the same run.
+      let draft: number[] = [];
+      if (lookup && cached > 0) {
+        const room = Math.min(options.maxNewTokens - generated.length - 1, (capacity ?? 0) - cached - 1);
+        if (room > 0) draft = lookupDraft([...prompt, ...generated], lookup.ngram ?? 3, Math.min(lookup.maxDraft ?? 4, room));
+        tokens = [tokens[0], ...draft];
+      }
       const total = cached + tokens.length;
       const feeds: Record<string, Tensor> = { input_ids: ints('input_ids', tokens) };
       if (session.inputNames.includes('attention_mask')) feeds.attention_mask = maskOf(total);
@@ -483,6 +562,30 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
         );
       const logits = out.logits;
       const vocab = logits.dims[logits.dims.length - 1];
+      if (draft.length) {
+        // Verify: keep the draft while greedy decoding agrees with it, then greedy's own token.
+        const rows = await lastRows(logits, vocab, tokens.length);
+        const accepted: number[] = [];
+        for (let i = 0; i < rows.length; i++) {
+          const t = pickToken(rows[i], 'greedy');
+          accepted.push(t);
+          if (i >= draft.length || t !== draft[i]) break;
+        }
+        options.onStep?.(step, tokens.length);
+        // Valid cache rows: the pending token and the draft tokens kept (the last kept token is new).
+        cached += accepted.length;
+        tokens = [accepted[accepted.length - 1]];
+        for (const t of accepted) {
+          generated.push(t);
+          yield t;
+          if (stops.has(t) || generated.length >= options.maxNewTokens) return;
+          if (
+            stopSequences.some((q) => q.length <= generated.length && q.every((x, j) => generated[generated.length - q.length + j] === x))
+          )
+            return;
+        }
+        continue;
+      }
       const tail = await lastRow(logits, vocab);
       let last: Float32Array =
         logits.type === 'float16' && tail instanceof Uint16Array ? Float32Array.from(tail, halfToFloat) : (tail as Float32Array);

@@ -10,5 +10,5 @@ export { defaultRegistry } from './ops/index.js';
 export { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY } from './backend/options.js';
 export { createMlxBackend } from './backend/handler.js';
 export { tensorToHost, hostToTensor } from './backend/tensors.js';
-export { pickToken, applyPenalties, cacheNames } from './generate.js';
+export { pickToken, applyPenalties, lookupDraft, cacheNames } from './generate.js';
 export { RuntimeTypeRefusal, UnholdableTypeError } from './errors.js';

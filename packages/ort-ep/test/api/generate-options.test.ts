@@ -3,7 +3,7 @@
 // engines.
 import { describe, expect, it } from 'vitest';
 import { generate } from '../../src/index.js';
-import { applyPenalties, pickToken } from '../../src/internal.js';
+import { applyPenalties, lookupDraft, pickToken } from '../../src/internal.js';
 import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
 
@@ -95,6 +95,16 @@ describe('sampling without sorting the vocabulary', () => {
   });
 });
 
+describe('prompt lookup drafts', () => {
+  it('take what followed the last earlier occurrence of the final n-gram, falling back to shorter ones', () => {
+    expect(lookupDraft([1, 2, 3, 9, 1, 2], 2, 3)).toEqual([3, 9, 1]);
+    expect(lookupDraft([1, 2, 3, 9, 4, 2], 2, 3)).toEqual([3, 9, 4]); // [4, 2] never came before; [2] did
+    expect(lookupDraft([5, 7, 5, 8, 5], 1, 4)).toEqual([8, 5]); // the last occurrence wins
+    expect(lookupDraft([1, 2, 3], 3, 4)).toEqual([]);
+    expect(lookupDraft([4, 4, 4, 4], 2, 2)).toEqual([4]);
+  });
+});
+
 describe('penalties', () => {
   it('repetition divides positive logits and multiplies negative ones; presence and frequency subtract', () => {
     const l = Float32Array.of(2, -2, 4, 1, 0.5);
@@ -155,6 +165,35 @@ describe('generate() options on a real decoder, onnxruntime-node and mlx alike',
         const other = new Float32Array(llama.vocab);
         other[5] = 1;
         expect(await run(s, { maxNewTokens: 2, logitsProcessor: () => other })).toEqual([5, 5]);
+      } finally {
+        await s.release();
+      }
+    });
+  }
+
+  for (const [name, options] of engines) {
+    it(`${name}: prompt lookup keeps greedy decoding's tokens in fewer runs`, async () => {
+      const s = await ort.InferenceSession.create(bytes, options as never);
+      try {
+        const n = 48;
+        let plainRuns = 0;
+        const plain = await run(s, { maxNewTokens: n, kvCapacity: 96, onStep: () => void plainRuns++ });
+        let runs = 0;
+        const fed: number[] = [];
+        const looked = await run(s, {
+          maxNewTokens: n,
+          kvCapacity: 96,
+          promptLookup: { ngram: 2, maxDraft: 4 },
+          onStep: (_, len) => {
+            runs++;
+            fed.push(len);
+          },
+        });
+        expect(looked).toEqual(plain);
+        expect(plainRuns).toBe(n);
+        // The text repeats itself: drafts were fed (runs of more than one token) and kept.
+        expect(fed.some((l) => l > 1 && l < prompt.length)).toBe(true);
+        expect(runs).toBeLessThan(n);
       } finally {
         await s.release();
       }
