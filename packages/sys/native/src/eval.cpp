@@ -145,7 +145,6 @@ GraphBytes graph_bytes(const std::vector<array>& outputs, size_t max_nodes, std:
     if (a.status() != array::Status::unscheduled || !a.has_primitive()) continue;
     if (max_nodes && g.nodes >= max_nodes) {
       g.truncated = true;
-      g.peak = g.total;
       return g;
     }
     g.nodes++;
@@ -164,17 +163,18 @@ GraphBytes graph_bytes(const std::vector<array>& outputs, size_t max_nodes, std:
     }
     for (const auto& in : a.inputs()) stack.push_back(in);
   }
-  g.peak = peak_bytes(outputs, g.total);
   return g;
 }
 
-void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes) {
+void check_budget(const std::vector<array>& outputs, const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes) {
   if (max_array_bytes && g.largest > static_cast<double>(max_array_bytes)) {
     throw std::runtime_error("[memory budget] evaluating would allocate " + describe(*g.largest_array, g.largest) + ", over the limit of " +
                              std::to_string(max_array_bytes) + " bytes per tensor");
   }
-  if (max_total_bytes && g.peak > static_cast<double>(max_total_bytes)) {
-    throw std::runtime_error("[memory budget] evaluating would hold " + std::to_string(std::llround(g.peak)) +
+  if (!max_total_bytes || g.total <= static_cast<double>(max_total_bytes)) return;
+  const double peak = g.truncated ? g.total : peak_bytes(outputs, g.total);
+  if (peak > static_cast<double>(max_total_bytes)) {
+    throw std::runtime_error("[memory budget] evaluating would hold " + std::to_string(std::llround(peak)) +
                              " bytes at once, over the limit of " + std::to_string(max_total_bytes) + " bytes (the largest is " +
                              describe(*g.largest_array, g.largest) + ")");
   }
@@ -200,7 +200,7 @@ void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t 
   if (graph_stats_on()) print_graph_stats(outs);
   if (max_array_bytes || max_total_bytes || address_space_limited()) {
     auto g = graph_bytes(outs);
-    check_budget(g, max_array_bytes, max_total_bytes);
+    check_budget(outs, g, max_array_bytes, max_total_bytes);
     check_address_space(g);
   }
   // The CPU stream the evaluation runs on: a kernel error MLX records on its thread is thrown

@@ -15,12 +15,6 @@ namespace mlxc {
 struct GraphBytes {
   /** Bytes of every array to compute, summed. */
   double total = 0;
-  /**
-   * The most bytes held at once when the arrays are computed in a topological order, each freed
-   * after its last reader (outputs kept): what the evaluation needs, as MLX frees intermediates as
-   * it goes (without counting the buffers kernels reuse). Equal to `total` where the walk stopped.
-   */
-  double peak = 0;
   double largest = 0;
   std::optional<mlx::core::array> largest_array;
   /** Arrays to compute. */
@@ -37,8 +31,15 @@ struct GraphBytes {
  */
 GraphBytes graph_bytes(const std::vector<mlx::core::array>& outputs, size_t max_nodes = 0,
                        std::optional<mlx::core::Stream> on = std::nullopt);
-/** Throws the budget's refusal when `g` is over a limit (0: none). */
-void check_budget(const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes);
+/**
+ * Throws the budget's refusal when the evaluation of `outputs` (walked into `g`) is over a limit
+ * (0: none): an array over `max_array_bytes`, or more than `max_total_bytes` held at once (the
+ * arrays computed in a topological order, each freed after its last reader, the outputs kept, as
+ * MLX frees intermediates as it goes; buffers kernels reuse are not counted). That second walk is
+ * made only when the sum of the arrays is over the limit (what is held at once never exceeds it),
+ * and the sum stands for it where `g` stopped at its node limit.
+ */
+void check_budget(const std::vector<mlx::core::array>& outputs, const GraphBytes& g, size_t max_array_bytes, size_t max_total_bytes);
 /**
  * Under an address-space limit (`ulimit -v`), throws an allocation failure ("[malloc] Unable to
  * allocate ...") when `g` needs more than is left of it, less a reserve for the JavaScript heap:

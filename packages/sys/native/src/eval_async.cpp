@@ -267,7 +267,7 @@ int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t n, const mlx_stream str
     auto g = graph_bytes(outs, max_inline_nodes, s);
     if (!g.truncated && g.on_stream) {
       if (mlxc::graph_stats_on()) mlxc::print_graph_stats(outs);
-      mlxc::check_budget(g, max_array_bytes, max_total_bytes);
+      mlxc::check_budget(outs, g, max_array_bytes, max_total_bytes);
       mlxc::check_address_space(g);
       mlxc::async_begin(s);
       try {
