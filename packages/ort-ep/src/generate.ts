@@ -405,28 +405,13 @@ function maskLength(total: number, capacity: number | undefined): number {
   return Math.min(len, capacity);
 }
 
-/**
- * The last position's logits. A device tensor of the mlx backend is sliced on the device first,
- * so a prompt's run downloads one row, not [sequence, vocab]; the tensor is freed either way.
- */
-async function lastRow(logits: Tensor, vocab: number): Promise<Float32Array | Uint16Array> {
-  const own = deviceBufferOf(logits);
-  if (own?.value && own.value.array.ndim >= 2) {
-    const a = own.value.array;
-    const n = a.size / vocab;
-    const row = mx.scope(() => mx.slice(mx.reshape(a, [n, vocab]), [n - 1, 0], [n, vocab], [1, 1]));
-    const data = download(row, own.value.onnxType).data as Float32Array | Uint16Array;
-    row.dispose();
-    logits.dispose();
-    return data;
-  }
-  const data = (isDevice(logits) ? await logits.getData(true) : logits.data) as Float32Array | Uint16Array;
-  return data.subarray(data.length - vocab);
-}
-
 const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'cpu-pinned';
 
-/** The last `n` positions' logits, as float32 rows; the tensor is freed. */
+/**
+ * The last `n` positions' logits, as float32 rows. A device tensor of the mlx backend is sliced on
+ * the device first, so a prompt's run downloads those rows, not [sequence, vocab]; the tensor is
+ * freed either way.
+ */
 async function lastRows(logits: Tensor, vocab: number, n: number): Promise<Float32Array[]> {
   const own = deviceBufferOf(logits);
   let data: Float32Array | Uint16Array;
@@ -518,6 +503,10 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
   const minNew = options.minNewTokens ?? 0;
   const shapes = options.repetitionPenalty !== undefined || options.presencePenalty || options.frequencyPenalty;
   const generated: number[] = [];
+  /** Whether the stream ends after `t`, just generated: a stop token (past minNewTokens) or the end of a stop sequence. */
+  const ends = (t: number): boolean =>
+    (stops.has(t) && generated.length >= minNew) ||
+    stopSequences.some((q) => q.length <= generated.length && q.every((x, j) => generated[generated.length - q.length + j] === x));
   let cached = 0;
   let tokens = prompt;
   try {
@@ -578,17 +567,11 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
         for (const t of accepted) {
           generated.push(t);
           yield t;
-          if (stops.has(t) || generated.length >= options.maxNewTokens) return;
-          if (
-            stopSequences.some((q) => q.length <= generated.length && q.every((x, j) => generated[generated.length - q.length + j] === x))
-          )
-            return;
+          if (ends(t) || generated.length >= options.maxNewTokens) return;
         }
         continue;
       }
-      const tail = await lastRow(logits, vocab);
-      let last: Float32Array =
-        logits.type === 'float16' && tail instanceof Uint16Array ? Float32Array.from(tail, halfToFloat) : (tail as Float32Array);
+      let last = (await lastRows(logits, vocab, 1))[0];
       const edits = shapes || options.logitsProcessor || (generated.length < minNew && stops.size);
       if (edits) {
         last = Float32Array.from(last);
@@ -610,9 +593,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       tokens = [token];
       generated.push(token);
       yield token;
-      if (stops.has(token) && generated.length >= minNew) return;
-      if (stopSequences.some((q) => q.length <= generated.length && q.every((t, j) => generated[generated.length - q.length + j] === t)))
-        return;
+      if (ends(token)) return;
     }
   } finally {
     for (const t of past) if (isDevice(t)) t.dispose();

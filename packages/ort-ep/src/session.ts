@@ -338,8 +338,9 @@ export class MlxSession {
     return run;
   }
 
-  /** A run's VERBOSE entry: the path that ran it and its time. */
-  private logRun(path: string, start: number, options: MlxRunOptions): void {
+  /** A run's end: its profile event (where `profiler` records) and its VERBOSE log entry, each with the path that ran it. */
+  private endRun(path: string, start: number, options: MlxRunOptions, profiler: Profiler | undefined): void {
+    profiler?.add('Session', 'model_run', start, performance.now(), { path, ...tagOf(options) });
     const level = (options.logSeverityLevel ?? this.log.level) as LogSeverity | undefined;
     this.log.log(
       0,
@@ -430,8 +431,7 @@ export class MlxSession {
       if (phase) notify(this.options, { phase, state: 'end', model: this.name, ms: performance.now() - start });
       return this.collect(fetches, values, run, options);
     } finally {
-      run.profiler?.add('Session', 'model_run', start, performance.now(), { path: this.pathOf(run), ...tagOf(options) });
-      this.logRun(this.pathOf(run), start, options);
+      this.endRun(this.pathOf(run), start, options, run.profiler);
       mx.dispose([...run.arrays]);
     }
   }
@@ -508,8 +508,7 @@ export class MlxSession {
         if (phase) notify(this.options, { phase, state: 'end', model: this.name, ms: performance.now() - start });
         return this.collect(fetches, values, run, options);
       } finally {
-        run.profiler?.add('Session', 'model_run', start, performance.now(), { path: this.pathOf(run), ...tagOf(options) });
-        this.logRun(this.pathOf(run), start, options);
+        this.endRun(this.pathOf(run), start, options, run.profiler);
         mx.dispose([...run.arrays]);
       }
     }
@@ -529,12 +528,8 @@ export class MlxSession {
 
   /** The events of a run that took the one-call path: one replay, feeds in and results out included. */
   private profileOneCall(start: number, options: MlxRunOptions): void {
-    this.logRun('one-call', start, options);
-    const p = this.profiler;
-    if (!p) return;
-    const end = performance.now();
-    p.add('Session', 'program_replay', start, end, { path: 'one-call', nodes: this.program.plan.nodes.length });
-    p.add('Session', 'model_run', start, end, { path: 'one-call', ...tagOf(options) });
+    this.profiler?.add('Session', 'program_replay', start, performance.now(), { path: 'one-call', nodes: this.program.plan.nodes.length });
+    this.endRun('one-call', start, options, this.profiler);
   }
 
   /** The device the session runs on. */

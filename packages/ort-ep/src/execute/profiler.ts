@@ -78,31 +78,6 @@ export class Profiler {
     });
   }
 
-  /** Times `body` as one event (recorded when it throws too, with args.error). */
-  span<T>(cat: TraceEvent['cat'], name: string, args: Record<string, unknown>, body: () => T): T {
-    const t0 = performance.now();
-    try {
-      return body();
-    } catch (e) {
-      args.error = e instanceof Error ? e.message.split('\n')[0] : String(e);
-      throw e;
-    } finally {
-      this.add(cat, name, t0, performance.now(), args);
-    }
-  }
-
-  async spanAsync<T>(cat: TraceEvent['cat'], name: string, args: Record<string, unknown>, body: () => Promise<T>): Promise<T> {
-    const t0 = performance.now();
-    try {
-      return await body();
-    } catch (e) {
-      args.error = e instanceof Error ? e.message.split('\n')[0] : String(e);
-      throw e;
-    } finally {
-      this.add(cat, name, t0, performance.now(), args);
-    }
-  }
-
   /** Writes the events to `<prefix>_<date>.json` and returns the file's path. */
   write(): string {
     const file = fileName(this.prefix, this.startedAt);
