@@ -467,6 +467,27 @@ const fixtures = shAsync(
 await Promise.all([linting, installing, fixtures]);
 
 // Prints the library that loaded and any mapped library from the repository (there must be none).
+/**
+ * Source of `async function gpt2Check(ort, readTestCase, dir)`, put into each app this test writes:
+ * gpt2-tiny (model.onnx and test_data_set_0 in `dir`) through ['mlx'] of that onnxruntime module,
+ * against its reference outputs: { handler, n (the lengths agree), worst } (worst <= 0: every
+ * element within 1e-4 + 1e-3 * |reference|).
+ */
+const gpt2Check = `async function gpt2Check(ort, readTestCase, dir) {
+  const data = readTestCase(dir).datasets[0];
+  const s = await ort.InferenceSession.create(dir + '/model.onnx', { executionProviders: ['mlx'] });
+  const feeds = {};
+  data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
+  const got = (await s.run(feeds)).logits.data;
+  const want = data.outputs[0].data;
+  let worst = 0;
+  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
+  const handler = s.handler.constructor.name;
+  await s.release();
+  return { handler, n: got.length === want.length, worst };
+}
+`;
+
 const nativeProbe = `
 process.on('exit', () => {
   const maps = require('node:fs').readFileSync('/proc/self/maps', 'utf8');
@@ -568,24 +589,13 @@ await step("gpt2-tiny against its reference outputs through ['mlx']: onnxruntime
       const mods = ${esm ? "{ node: await import('onnxruntime-node'), common: await import('onnxruntime-common'), web: await import('onnxruntime-web') }" : "{ node: require('onnxruntime-node'), common: require('onnxruntime-common'), web: require('onnxruntime-web') }"};
       const ep = ${esm ? "await import('@mlx/ort-ep')" : "require('@mlx/ort-ep')"};
       const internal = ${esm ? "await import('@mlx/ort-ep/internal')" : "require('@mlx/ort-ep/internal')"};
-      const data = internal.readTestCase('.').datasets[0];
       const out = {};
-      for (const [label, ort] of Object.entries(mods)) {
-        const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
-        const feeds = {};
-        data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
-        const r = await s.run(feeds);
-        const want = data.outputs[0].data;
-        const got = r.logits.data;
-        let worst = 0;
-        for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
-        out[label] = { handler: s.handler.constructor.name, n: got.length === want.length, worst };
-        await s.release();
-      }
+      for (const [label, ort] of Object.entries(mods)) out[label] = await gpt2Check(ort, internal.readTestCase, '.');
       out.registrations = ep.mlxRegistrations().map((r) => r.version + ' ' + r.format + ' ' + r.path.replace(process.cwd(), '.'));
       console.log('RESULT ' + JSON.stringify(out));
     };
     main().catch((e) => { console.error(e); process.exit(1); });
+    ${gpt2Check}
     ${nativeProbe}`;
   const notes = [];
   const files = ['gpt2.mjs', 'gpt2.cjs'];
@@ -694,15 +704,8 @@ await step(
           `import * as ort from 'onnxruntime-node';
 import '@mlx/ort-ep';
 import { readTestCase } from '@mlx/ort-ep/internal';
-const data = readTestCase('.').datasets[0];
-const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
-const feeds = {};
-data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
-const got = (await s.run(feeds)).logits.data;
-const want = data.outputs[0].data;
-let worst = 0;
-for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
-console.log('RESULT ' + JSON.stringify({ handler: s.handler.constructor.name, worst }));
+${gpt2Check}
+console.log('RESULT ' + JSON.stringify(await gpt2Check(ort, readTestCase, '.')));
 `,
         );
         const r = spawnSync(process.execPath, ['run.mjs'], { cwd: dir, encoding: 'utf8', env: cleanEnv(), timeout: 120_000 });
@@ -724,17 +727,8 @@ await step(`esbuild ${esbuildVersion} bundles (ESM and CommonJS) of an app, nati
   const body = (
     esm,
   ) => `${esm ? "import * as ort from 'onnxruntime-node';\nimport '@mlx/ort-ep';\nimport { readTestCase } from '@mlx/ort-ep/internal';" : "const ort = require('onnxruntime-node');\nrequire('@mlx/ort-ep');\nconst { readTestCase } = require('@mlx/ort-ep/internal');"}
-(async () => {
-  const data = readTestCase('.').datasets[0];
-  const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
-  const feeds = {};
-  data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
-  const got = (await s.run(feeds)).logits.data;
-  const want = data.outputs[0].data;
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
-  console.log('RESULT ' + JSON.stringify({ handler: s.handler.constructor.name, worst }));
-})();
+${gpt2Check}
+gpt2Check(ort, readTestCase, '.').then((r) => console.log('RESULT ' + JSON.stringify(r)));
 `;
   const sizes = [];
   for (const esm of [true, false]) {
@@ -867,21 +861,11 @@ await step(
     symlinkSync(join(app, 'node_modules'), join(build, 'node_modules'));
     const body = (esm) => `${
       esm
-        ? "import * as ort from 'onnxruntime-node';\nimport '@mlx/ort-ep';\nimport { readTestCase } from '@mlx/ort-ep/internal';\nimport { dirname, join } from 'node:path';"
-        : "const ort = require('onnxruntime-node');\nrequire('@mlx/ort-ep');\nconst { readTestCase } = require('@mlx/ort-ep/internal');\nconst { dirname, join } = require('node:path');"
+        ? "import * as ort from 'onnxruntime-node';\nimport '@mlx/ort-ep';\nimport { readTestCase } from '@mlx/ort-ep/internal';\nimport { dirname } from 'node:path';"
+        : "const ort = require('onnxruntime-node');\nrequire('@mlx/ort-ep');\nconst { readTestCase } = require('@mlx/ort-ep/internal');\nconst { dirname } = require('node:path');"
     }
-(async () => {
-  const here = dirname(process.argv[1]);
-  const data = readTestCase(here).datasets[0];
-  const s = await ort.InferenceSession.create(join(here, 'model.onnx'), { executionProviders: ['mlx'] });
-  const feeds = {};
-  data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
-  const got = (await s.run(feeds)).logits.data;
-  const want = data.outputs[0].data;
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
-  console.log('RESULT ' + JSON.stringify({ handler: s.handler.constructor.name, worst }));
-})();
+${gpt2Check}
+gpt2Check(ort, readTestCase, dirname(process.argv[1])).then((r) => console.log('RESULT ' + JSON.stringify(r)));
 `;
     writeFileSync(join(build, 'src.mjs'), body(true));
     writeFileSync(join(build, 'src.cjs'), body(false));
@@ -1032,19 +1016,8 @@ await step("worker threads (main then worker, one after another, at once) and de
 import * as ort from 'onnxruntime-node';
 import { mlx } from '@mlx/ort-ep';
 import { readTestCase } from '@mlx/ort-ep/internal';
-async function once() {
-  const data = readTestCase('.').datasets[0];
-  const s = await ort.InferenceSession.create('model.onnx', { executionProviders: ['mlx'] });
-  const feeds = {};
-  data.inputs.forEach((t, i) => (feeds[s.inputNames[i]] = new ort.Tensor('int64', t.data, t.dims)));
-  const got = (await s.run(feeds)).logits.data;
-  const want = data.outputs[0].data;
-  let worst = 0;
-  for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]) - (1e-4 + 1e-3 * Math.abs(want[i])));
-  const handler = s.handler.constructor.name;
-  await s.release();
-  return { handler, worst };
-}
+${gpt2Check}
+const once = () => gpt2Check(ort, readTestCase, '.');
 const inWorker = () =>
   new Promise((resolve, reject) => {
     const w = new Worker(new URL(import.meta.url));
