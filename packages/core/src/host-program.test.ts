@@ -26,7 +26,7 @@ describe('HostProgram', () => {
     for (let k = 0; k < 3; k++) {
       const x = rand(20, 10 + k);
       const idx = Int32Array.of(k, 4 - k);
-      const [y0, y1] = p.run([x, idx]);
+      const [y0, y1] = p.run([x, idx]) as Float32Array[];
       const [e0, e1] = f(mx.array(x, { shape: [5, 4] }), mx.array(idx));
       expect(Array.from(y0 as Float32Array)).toEqual(Array.from(e0.toTypedArray() as Float32Array));
       expect(Array.from(y1 as Float32Array)).toEqual(Array.from(e1.toTypedArray() as Float32Array));
@@ -76,5 +76,93 @@ describe('HostProgram', () => {
       ]);
       g.dispose();
     }
+  });
+
+  it('takes and returns Arrays beside host data, and writes a consumed input in place', () => {
+    // A KV-cache-shaped step: the cache (an Array the caller keeps) gets the host rows at row 5,
+    // and the sum of the new rows comes back as host data.
+    const [B, T, D] = [4, 1024, 1024];
+    const g = mx.captureGraph((x: mx.Array, cache: mx.Array) => [
+      mx.sliceUpdate(cache, x, [0, 5, 0], [B, 6, D], [1, 1, 1]),
+      mx.sum(x, [1, 2]),
+    ]);
+    const p = new mx.HostProgram(
+      g,
+      [
+        { dtype: 'float32', shape: [B, 1, D] },
+        { dtype: 'float32', shape: [B, T, D], array: true },
+      ],
+      [
+        { dtype: 'float32', shape: [B, T, D], array: true },
+        { dtype: 'float32', shape: [B] },
+      ],
+    );
+    const x = Float32Array.from({ length: B * D }, (_, i) => (i % 7) - 3);
+    const expectedSums = Array.from({ length: B }, (_, b) => x.subarray(b * D, (b + 1) * D).reduce((a, v) => a + v, 0));
+    const check = (cache: mx.Array) => {
+      const all = cache.toTypedArray() as Float32Array;
+      for (let b = 0; b < B; b++) {
+        expect(Array.from(all.subarray(b * T * D + 5 * D, b * T * D + 6 * D))).toEqual(Array.from(x.subarray(b * D, (b + 1) * D)));
+        expect(all[b * T * D + 4 * D]).toBe(1);
+        expect(all[b * T * D + 6 * D]).toBe(1);
+      }
+    };
+    const bytes = B * T * D * 4;
+    // Kept: the caller's cache is read, not written; the result is a new array.
+    let cache = mx.ones([B, T, D]);
+    mx.evaluate(cache);
+    const kept = p.run([x, cache]);
+    expect(cache.disposed).toBe(false);
+    check(kept[0] as mx.Array);
+    expect((cache.toTypedArray() as Float32Array)[5 * D]).toBe(1);
+    expect(Array.from(kept[1] as Float32Array)).toEqual(expectedSums);
+    (kept[0] as mx.Array).dispose();
+    // Consumed: the run holds the cache's only reference and the update writes into its buffer
+    // (no second cache at the peak); the handle is disposed.
+    const before = mx.memory.active();
+    mx.memory.resetPeak();
+    const taken = p.run([x, cache], [false, true]);
+    expect(cache.disposed).toBe(true);
+    expect(mx.memory.peak() - before).toBeLessThan(bytes / 2);
+    check(taken[0] as mx.Array);
+    expect(Array.from(taken[1] as Float32Array)).toEqual(expectedSums);
+    // Not consumed, the peak holds two caches.
+    cache = taken[0] as mx.Array;
+    mx.memory.resetPeak();
+    const copied = p.run([x, cache]);
+    expect(mx.memory.peak() - before).toBeGreaterThanOrEqual(bytes);
+    (copied[0] as mx.Array).dispose();
+    cache.dispose();
+    g.dispose();
+  });
+
+  it('refuses Array inputs of another signature without consuming them', () => {
+    const g = mx.captureGraph((a: mx.Array, b: mx.Array) => [mx.add(a, b)]);
+    const p = new mx.HostProgram(
+      g,
+      [
+        { dtype: 'float32', shape: [3] },
+        { dtype: 'float32', shape: [3], array: true },
+      ],
+      [{ dtype: 'float32', shape: [3], array: true }],
+    );
+    const wrong = mx.array([1, 2], { dtype: 'float32' });
+    expect(() => p.run([Float32Array.of(1, 2, 3), wrong])).toThrow(/input 1 is float32 \[2\], the program takes float32 \[3\]/);
+    expect(wrong.disposed).toBe(false);
+    expect(() => p.run([Float32Array.of(1, 2, 3), Float32Array.of(1, 2, 3)])).toThrow(/input 1 must be an Array of float32/);
+    const b = mx.array([10, 20, 30], { dtype: 'float32' });
+    const [y] = p.run([Float32Array.of(1, 2, 3), b]) as mx.Array[];
+    expect(Array.from(y.toTypedArray() as Float32Array)).toEqual([11, 22, 33]);
+    b.dispose();
+    expect(() => p.run([Float32Array.of(1, 2, 3), b])).toThrow(/not a disposed one/);
+    // A lazy input is computed first.
+    const lazy = mx.multiply(mx.array([1, 1, 1], { dtype: 'float32' }), 2);
+    const [z] = p.run([Float32Array.of(1, 2, 3), lazy], [false, true]) as mx.Array[];
+    expect(lazy.disposed).toBe(true);
+    expect(Array.from(z.toTypedArray() as Float32Array)).toEqual([3, 4, 5]);
+    y.dispose();
+    z.dispose();
+    wrong.dispose();
+    g.dispose();
   });
 });

@@ -4,6 +4,7 @@
 // download per result, each with its handles to make and free) cost more than the work itself.
 import type { Dtype } from './dtype.js';
 import { dtypeCode, typedArrayCtor, type TypedArray } from './dtype.js';
+import { Array } from './array.js';
 import { flushDisposed } from './lifetime.js';
 import { check, fn } from './native.js';
 import { resolveStream, type Stream, type StreamLike } from './stream.js';
@@ -27,6 +28,12 @@ export function hostProgramStaticRuns(): number {
 export interface HostSlot {
   dtype: Dtype;
   shape: readonly number[];
+  /**
+   * Given (an input) or returned (a result) as an Array rather than host data: an input that is
+   * already an Array (a KV cache kept by the caller) is read where it is, a result that stays an
+   * Array is not read out.
+   */
+  array?: boolean;
 }
 
 /** Offsets are kept 16-byte aligned in the packed buffers. */
@@ -37,12 +44,17 @@ interface Packed {
   offsets: number[];
   bytes: number[];
   total: number;
+  /** The slots given or returned as Arrays, and the others (host data), in order. */
+  arrays: number[];
+  host: number[];
 }
 
 function pack(slots: readonly HostSlot[], what: string): Packed {
   const desc: bigint[] = [];
   const offsets: number[] = [];
   const bytes: number[] = [];
+  const arrays: number[] = [];
+  const host: number[] = [];
   let at = 0;
   slots.forEach((s, i) => {
     const ctor = typedArrayCtor(s.dtype);
@@ -55,12 +67,14 @@ function pack(slots: readonly HostSlot[], what: string): Packed {
     }
     const nb = n * ctor.BYTES_PER_ELEMENT;
     if (!Number.isSafeInteger(nb)) throw new RangeError(`HostProgram: ${what} ${i} is too large`);
-    desc.push(BigInt(dtypeCode(s.dtype)), BigInt(s.shape.length), BigInt(at), ...s.shape.map(BigInt));
-    offsets.push(at);
-    bytes.push(nb);
-    at = align(at + nb);
+    // An Array slot has offset -1 and no bytes in the packed buffer.
+    desc.push(BigInt(dtypeCode(s.dtype)), BigInt(s.shape.length), s.array ? -1n : BigInt(at), ...s.shape.map(BigInt));
+    offsets.push(s.array ? -1 : at);
+    bytes.push(s.array ? 0 : nb);
+    (s.array ? arrays : host).push(i);
+    if (!s.array) at = align(at + nb);
   });
-  return { desc: BigInt64Array.from(desc), offsets, bytes, total: at };
+  return { desc: BigInt64Array.from(desc), offsets, bytes, total: at, arrays, host };
 }
 
 /** Frees a HostProgram's native program (mlxc_host_program_new) once the HostProgram is collected. */
@@ -89,8 +103,9 @@ export class HostProgram {
   constructor(f: CompiledFunction, inputs: readonly HostSlot[], results: readonly HostSlot[], stream?: StreamLike) {
     closureOfCompiled(f);
     this.#f = f;
-    this.#inputs = inputs.map((s) => ({ dtype: s.dtype, shape: [...s.shape] }));
-    this.#results = results.map((s) => ({ dtype: s.dtype, shape: [...s.shape] }));
+    const copy = (s: HostSlot): HostSlot => ({ dtype: s.dtype, shape: [...s.shape], ...(s.array ? { array: true } : {}) });
+    this.#inputs = inputs.map(copy);
+    this.#results = results.map(copy);
     this.#in = pack(this.#inputs, 'input');
     this.#out = pack(this.#results, 'result');
     this.#stream = stream;
@@ -104,31 +119,48 @@ export class HostProgram {
     return this.#results;
   }
 
-  /** One run: `inputs` (typed arrays of each input's dtype and size) in, new typed arrays out. */
-  run(inputs: readonly ArrayBufferView[]): TypedArray[] {
+  /**
+   * One run: `inputs` in (a typed array of each host input's dtype and size; an Array of its
+   * dtype and shape for each input marked `array`), new typed arrays out (Arrays for the results
+   * marked `array`, the caller's to dispose). `consume[i]` lets the run take Array input i over:
+   * it then holds the array's only reference, so a kernel may write its output into that input's
+   * buffer (a KV cache updated in place); a consumed input is disposed by the run, whether the run
+   * succeeds or not.
+   */
+  run(inputs: readonly (ArrayBufferView | Array)[], consume?: readonly boolean[]): (TypedArray | Array)[] {
     const nIn = this.#inputs.length;
     if (inputs.length !== nIn) throw new RangeError(`HostProgram.run: ${inputs.length} inputs given, ${nIn} expected`);
     for (let i = 0; i < nIn; i++) {
       const x = inputs[i];
+      if (this.#inputs[i].array) {
+        if (!(x instanceof Array) || x.disposed)
+          throw new TypeError(
+            `HostProgram.run: input ${i} must be an Array of ${this.#inputs[i].dtype}${x instanceof Array ? ', not a disposed one' : ''}`,
+          );
+        continue;
+      }
       if (!ArrayBuffer.isView(x) || x.byteLength !== this.#in.bytes[i])
         throw new RangeError(
           `HostProgram.run: input ${i} must be ${this.#in.bytes[i]} bytes of ${this.#inputs[i].dtype}, got ${ArrayBuffer.isView(x) ? x.byteLength : typeof x}`,
         );
     }
+    const hostIn = this.#in.host;
     let inData: ArrayBufferView;
-    if (nIn === 1) inData = inputs[0];
+    if (hostIn.length === 1) inData = inputs[hostIn[0]] as ArrayBufferView;
     else {
       this.#staging ??= new Uint8Array(Math.max(this.#in.total, 1));
-      for (let i = 0; i < nIn; i++) {
-        const x = inputs[i];
+      for (const i of hostIn) {
+        const x = inputs[i] as ArrayBufferView;
         this.#staging.set(new Uint8Array(x.buffer, x.byteOffset, x.byteLength), this.#in.offsets[i]);
       }
       inData = this.#staging;
     }
-    const nOut = this.#results.length;
+    const hostOut = this.#out.host;
     const single =
-      nOut === 1
-        ? new (typedArrayCtor(this.#results[0].dtype))(this.#out.bytes[0] / typedArrayCtor(this.#results[0].dtype).BYTES_PER_ELEMENT)
+      hostOut.length === 1
+        ? new (typedArrayCtor(this.#results[hostOut[0]].dtype))(
+            this.#out.bytes[hostOut[0]] / typedArrayCtor(this.#results[hostOut[0]].dtype).BYTES_PER_ELEMENT,
+          )
         : undefined;
     const outData = single ?? (this.#outStaging ??= new Uint8Array(Math.max(this.#out.total, 1)));
     flushDisposed();
@@ -146,7 +178,7 @@ export class HostProgram {
           nIn,
           this.#out.desc,
           this.#out.desc.length,
-          nOut,
+          this.#results.length,
           stream.handle,
         ),
         'mlxc_host_program_new',
@@ -155,9 +187,43 @@ export class HostProgram {
       this.#programStream = stream;
       programs.register(this, res[0]);
     }
-    const inBytes = nIn === 1 ? inData.byteLength : this.#in.total;
+    const inBytes = hostIn.length === 1 ? inData.byteLength : this.#in.total;
     const outBytes = single ? single.byteLength : this.#out.total;
-    if (stream === this.#programStream) {
+    const arrayIn = this.#in.arrays;
+    const arrayOut = this.#out.arrays;
+    let returned: BigUint64Array | undefined;
+    if (arrayIn.length || arrayOut.length) {
+      const addresses = new BigUint64Array(Math.max(arrayIn.length, 1));
+      const taken = new Uint8Array(Math.max(arrayIn.length, 1));
+      arrayIn.forEach((i, k) => {
+        addresses[k] = (inputs[i] as Array).address;
+        taken[k] = consume?.[i] ? 1 : 0;
+      });
+      returned = new BigUint64Array(Math.max(arrayOut.length, 1));
+      try {
+        if (stream !== this.#programStream)
+          throw new Error('HostProgram.run: a program with Array inputs or results runs on the stream of its first run only');
+        check(
+          fn.mlxc_host_program_run_arrays(
+            this.#program,
+            inData,
+            inBytes,
+            addresses,
+            arrayIn.length,
+            taken,
+            outData,
+            outBytes,
+            returned,
+            arrayOut.length,
+          ),
+          'mlxc_host_program_run_arrays',
+        );
+      } finally {
+        arrayIn.forEach((i, k) => {
+          if (taken[k]) (inputs[i] as Array).dispose();
+        });
+      }
+    } else if (stream === this.#programStream) {
       // The usual case: only the buffers cross (no handles, descriptors or signature per run).
       check(fn.mlxc_host_program_run(this.#program, inData, inBytes, outData, outBytes), 'mlxc_host_program_run');
     } else {
@@ -173,15 +239,17 @@ export class HostProgram {
           outBytes,
           this.#out.desc,
           this.#out.desc.length,
-          nOut,
+          this.#results.length,
           stream.handle,
         ),
         'mlxc_capture_run_host',
       );
     }
-    if (single) return [single];
     const buf = outData.buffer as ArrayBuffer;
+    let k = 0;
     return this.#results.map((s, i) => {
+      if (s.array) return Array.fromAddress(returned![k++], dtypeCode(s.dtype), [...s.shape]);
+      if (single) return single;
       const ctor = typedArrayCtor(s.dtype);
       const off = this.#out.offsets[i];
       return new ctor(buf.slice(off, off + this.#out.bytes[i]));

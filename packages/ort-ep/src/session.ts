@@ -25,6 +25,7 @@ import type { RewriteCounts } from './plan/rewrite/index.js';
 import { encodeGraph, encodeModel } from './onnx/encode.js';
 import { FUSED_DOMAIN } from './ops/mlx/fused.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
+import { HOST_ONLY, type OneCallMode } from './execute/signature.js';
 import type { RunState } from './execute/env.js';
 import {
   InvalidFeedError,
@@ -40,14 +41,19 @@ import {
 export type { MlxProgressEvent, MlxRunOptions, MlxSessionOptions, TensorMetadata } from './execute/options.js';
 
 /**
- * Whether a run asks for nothing but host results (no device outputs, donations, pre-allocated or
- * pinned outputs, no terminate): such a run may take the one-call path (ModelRunner.runHost).
+ * The form of a one-call run (ModelRunner.runHost) for a run's options, or undefined where the
+ * options rule the path out (pre-allocated or pinned outputs, terminate): a run whose results go
+ * to the host or stay on the device (keepOnDevice), with donated device feeds or none.
  */
-function plainRun(o: MlxRunOptions): boolean {
-  const none = (v: boolean | readonly string[] | undefined) => !v || (Array.isArray(v) && v.length === 0);
-  if (!none(o.keepOnDevice) || !none(o.pinnedOutputs) || o.donate?.length || o.terminate) return false;
-  if (o.outputBuffers) for (const _ in o.outputBuffers) return false;
-  return true;
+function oneCallMode(o: MlxRunOptions): OneCallMode | undefined {
+  if (o.pinnedOutputs === true || (Array.isArray(o.pinnedOutputs) && o.pinnedOutputs.length) || o.terminate) return undefined;
+  if (o.outputBuffers) for (const _ in o.outputBuffers) return undefined;
+  const keep = o.keepOnDevice;
+  if (!o.donate?.length && (!keep || (Array.isArray(keep) && keep.length === 0))) return HOST_ONLY;
+  return {
+    keep: keep === true ? () => true : Array.isArray(keep) && keep.length ? (n) => keep.includes(n) : () => false,
+    donate: new Set(o.donate ?? []),
+  };
 }
 
 export class MlxSession {
@@ -412,8 +418,9 @@ export class MlxSession {
   ): Record<string, HostTensor | Value> {
     this.checkRun(feeds, fetches);
     const start = performance.now();
-    if (plainRun(options)) {
-      const done = this.runner.runHost(feeds, fetches, this.name);
+    const mode = oneCallMode(options);
+    if (mode) {
+      const done = this.runner.runHost(feeds, fetches, this.name, undefined, mode);
       if (done) {
         this.profileOneCall(start, options);
         return done;
@@ -473,7 +480,8 @@ export class MlxSession {
       this.checkRun(feeds, fetches);
       const start = performance.now();
       // A replay whose last evaluation was short, in one native call on this thread (shortEvalMs).
-      const done = plainRun(options) ? this.runner.runHost(feeds, fetches, this.name, this.shortEvalMs) : undefined;
+      const mode = oneCallMode(options);
+      const done = mode ? this.runner.runHost(feeds, fetches, this.name, this.shortEvalMs, mode) : undefined;
       if (done) {
         this.profileOneCall(start, options);
         this.runner.stats.inlineEvals++;

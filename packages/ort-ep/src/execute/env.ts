@@ -67,6 +67,8 @@ export class RunState {
   /** Feeds the run may consume (MlxRunOptions.donate), and whether an output stays on the device: kv-append.ts reads them. */
   donated: ReadonlySet<string> = new Set();
   keptOnDevice: (name: string) => boolean = () => false;
+  /** The feeds that arrived as device arrays (not host tensors): a one-call run's form (signature.ts) depends on them. */
+  deviceFeeds: ReadonlySet<string> = new Set();
   /**
    * Set on a replay of a signature whose every run has the same arrays (no steps) and whose
    * evaluation passed the memory budget once: it allocates the same again, so the driver skips

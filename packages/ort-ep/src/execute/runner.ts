@@ -10,7 +10,7 @@ import { Analysis } from './analysis.js';
 import { compileSetup } from './compile-setup.js';
 import { Env, RunState, type MemoryLimits } from './env.js';
 import { outputsOf, type EvalRequest, type GraphProgram } from './run.js';
-import { SignatureProgram } from './signature.js';
+import { HOST_ONLY, SignatureProgram, type OneCallMode } from './signature.js';
 
 export interface CompileStats {
   /** Runs whose signature had a program already. */
@@ -171,34 +171,38 @@ export class ModelRunner {
     fetches: readonly string[],
     modelName: string,
     maxEvalMs = Number.POSITIVE_INFINITY,
-  ): Record<string, HostTensor> | undefined {
+    mode: OneCallMode = HOST_ONLY,
+  ): Record<string, HostTensor | Value> | undefined {
     if (!this.options.compiled) return undefined;
-    for (const name in feeds) if ('kind' in feeds[name]) return undefined;
     const shapeKey = signatureKey(feeds, fetches);
     const spec = this.valueFeeds.get(shapeKey);
     let key = shapeKey;
     if (spec?.names.length) {
+      for (const n of spec.names) if ('kind' in feeds[n]) return undefined;
       const values = valueKey(feeds, spec.names);
       if (!spec.seen.has(values)) return undefined;
       key += values;
     }
     const known = this.programs.get(key);
-    const ms = known?.hostRunMs();
+    const ms = known?.hostRunMs(feeds, mode);
     if (!known || ms === undefined || !(ms < maxEvalMs)) return undefined;
     this.stats.hits++;
     this.programs.delete(key);
     this.programs.set(key, known);
-    return known.runHost(feeds as Record<string, HostTensor>, modelName);
+    return known.runHost(feeds, modelName, mode);
   }
 
   /** Compiled-path feeds: tensors MLX can hold go to the device; others (strings) stay on the host. */
   private setFeeds(env: Env, run: RunState, feeds: Record<string, HostTensor | Value>, fixed?: ReadonlySet<string>): void {
+    let device: Set<string> | undefined;
     for (const [name, f] of Object.entries(feeds)) {
+      if ('kind' in f && f.kind === 'device') (device ??= new Set()).add(name);
       let v: Value = 'kind' in f ? (f as Value) : { kind: 'host', tensor: f as HostTensor };
       if (v.kind === 'host' && mxDtypeOf(v.tensor.dtype) && !fixed?.has(name))
         v = { kind: 'device', array: run.toArray(v, name), onnxType: v.tensor.dtype };
       env.values.set(name, v);
     }
+    if (device) run.deviceFeeds = device;
   }
 
   /** The signatures' program shapes, for tests and diagnostics. */

@@ -9,6 +9,8 @@ import type { CompileSetup } from './compile-setup.js';
 import * as mx from '@mlx/core';
 import { isNondeterministic } from '../plan/graph-plan.js';
 import { elemTypeOf, type Value } from '../runtime/value.js';
+
+type DeviceValue = Extract<Value, { kind: 'device' }>;
 import type { Analysis } from './analysis.js';
 import { Env, RunState, type Replay } from './env.js';
 import { outputsOf, type EvalRequest, type GraphProgram } from './run.js';
@@ -72,16 +74,33 @@ const PLAIN_TYPES = new Set<number>([
 ]);
 
 /**
+ * How a one-call run treats device values: which fetches stay on the device (MlxRunOptions
+ * keepOnDevice) and which device feeds it may consume (MlxRunOptions.donate).
+ */
+export interface OneCallMode {
+  keep: (name: string) => boolean;
+  donate: ReadonlySet<string>;
+}
+
+/** A run of host feeds and host results only. */
+export const HOST_ONLY: OneCallMode = { keep: () => false, donate: new Set() };
+
+/**
  * A signature whose program is one traced segment over the feeds: each later run is one native
  * call (mx.HostProgram: the feeds copied in, the replay, its evaluation, the results read out),
- * with no graph built in JS, no handles made and freed, no per-output download.
+ * with no graph built in JS, no handles made and freed, no per-output download. Feeds that are
+ * device arrays (a KV cache kept on the device) are passed as they are, and consumed where the run
+ * may (a donated cache is then updated in place); fetches kept on the device come back as arrays.
+ * Made for the form of the run it learnt from: which feeds were device arrays and which fetches
+ * stayed on the device; a run of another form takes the usual path.
  */
 interface HostRun {
   program: mx.HostProgram;
-  /** The feeds, in the segment's input order. */
+  /** The feeds, in the segment's input order, and which of them are device arrays. */
   feeds: string[];
-  /** Per fetch: the index of its array among the program's results, its ONNX type and dims. */
-  fetched: { index: number; onnxType: number; dims: number[] }[];
+  deviceFeeds: boolean[];
+  /** Per fetch: the index of its array among the program's results, its ONNX type and dims, and whether it stays on the device. */
+  fetched: { index: number; onnxType: number; dims: number[]; kept: boolean }[];
   /** The segment's guards (their flags are the result after the segment's outputs, then details). */
   guards: TracedGuard[];
   /** Bytes of the feeds and of the results, for the transfer counters. */
@@ -106,8 +125,8 @@ export class SignatureProgram {
    * MLX holds in another form, a segment that read host values).
    */
   private host?: HostRun | null;
-  /** The last replay's arguments and results (dtypes and shapes), for making `host`. */
-  private replayed?: { args: mx.HostSlot[]; outs: mx.HostSlot[] };
+  /** The last replay's arguments and results (dtypes and shapes) and form, for making `host`. */
+  private replayed?: { args: mx.HostSlot[]; outs: mx.HostSlot[]; deviceFeeds: boolean[]; kept: boolean[] };
 
   private constructor(
     private readonly program: GraphProgram,
@@ -218,7 +237,7 @@ export class SignatureProgram {
   }
 
   /** The one-call form (HostRun) of a program that is one traced segment over plain feeds, or null. */
-  private makeHostRun(r: { args: mx.HostSlot[]; outs: mx.HostSlot[] }): HostRun | null {
+  private makeHostRun(r: NonNullable<SignatureProgram['replayed']>): HostRun | null {
     const g = this.groups[0];
     if (this.groups.length !== 1 || g.kind !== 'segment' || !g.compiled) return null;
     // Feeds only: a graph input with an initializer (a default the run may not have fed) is not one.
@@ -228,42 +247,70 @@ export class SignatureProgram {
       inputs.has(n) && !plan.constants.has(n) && PLAIN_TYPES.has(g.inputTypes[k]) && r.args[k].dtype === mxDtypeOf(g.inputTypes[k]);
     if (!g.inputs.every(fed)) return null;
     const fetched: HostRun['fetched'] = [];
-    for (const f of this.fetches) {
+    const outs = r.outs.map((o) => ({ ...o }));
+    for (const [i, f] of this.fetches.entries()) {
       const index = g.outputs.indexOf(f);
       if (index < 0 || !PLAIN_TYPES.has(g.outputTypes[index]) || r.outs[index].dtype !== mxDtypeOf(g.outputTypes[index])) return null;
-      fetched.push({ index, onnxType: g.outputTypes[index], dims: [...r.outs[index].shape] });
+      // A fetch twice, once kept and once not, has no one form.
+      if (fetched.some((x) => x.index === index && x.kept !== r.kept[i])) return null;
+      if (r.kept[i]) outs[index].array = true;
+      fetched.push({ index, onnxType: g.outputTypes[index], dims: [...r.outs[index].shape], kept: r.kept[i] });
     }
     const guards = g.guards.size === 1 ? g.guards.values().next().value! : g.guards.size === 0 ? [] : undefined;
     if (!guards) return null;
-    const size = (a: mx.HostSlot) => mx.itemsize(a.dtype) * a.shape.reduce((x, y) => x * y, 1);
+    const size = (a: mx.HostSlot) => (a.array ? 0 : mx.itemsize(a.dtype) * a.shape.reduce((x, y) => x * y, 1));
+    const args = r.args.map((a, k) => (r.deviceFeeds[k] ? { ...a, array: true } : a));
     try {
-      const program = new mx.HostProgram(g.compiled, r.args, r.outs, this.stream);
+      const program = new mx.HostProgram(g.compiled, args, outs, this.stream);
       return {
         program,
         feeds: [...g.inputs],
+        deviceFeeds: [...r.deviceFeeds],
         fetched,
         guards,
-        inBytes: r.args.reduce((t, a) => t + size(a), 0),
-        outBytes: fetched.reduce((t, f) => t + size(r.outs[f.index]), 0),
+        inBytes: args.reduce((t, a) => t + size(a), 0),
+        outBytes: fetched.reduce((t, f) => t + size(outs[f.index]), 0),
       };
     } catch {
       return null;
     }
   }
 
-  /** Whether runs of this signature take one native call (runHost), and their last evaluation's time. */
-  hostRunMs(): number | undefined {
-    return this.host ? this.evalMs : undefined;
+  /**
+   * Whether this run takes one native call (runHost): the signature has a one-call form, and the
+   * run has its form (the same feeds on the device, the same fetches kept there); then the last
+   * evaluation's time.
+   */
+  hostRunMs(feeds: Record<string, HostTensor | Value>, mode: OneCallMode): number | undefined {
+    const h = this.host;
+    if (!h) return undefined;
+    for (let k = 0; k < h.feeds.length; k++) {
+      const f = feeds[h.feeds[k]];
+      const device = 'kind' in f;
+      // A device feed of another dtype than the trace's (an ONNX type MLX holds in another form), or with a reserve (kv-append.ts), takes the usual path.
+      if (device !== h.deviceFeeds[k]) return undefined;
+      if (
+        device &&
+        ((f as Value).kind !== 'device' || (f as DeviceValue).reserve || (f as DeviceValue).array.dtype !== h.program.inputs[k].dtype)
+      )
+        return undefined;
+    }
+    for (let i = 0; i < this.fetches.length; i++) if (mode.keep(this.fetches[i]) !== h.fetched[i].kept) return undefined;
+    return this.evalMs;
   }
 
   /**
    * One run in one native call (only where hostRunMs() says so): the feeds (host tensors of this
    * signature, checked by the caller) in, the fetches out as host tensors.
    */
-  runHost(feeds: Record<string, HostTensor>, modelName: string): Record<string, HostTensor> {
+  runHost(feeds: Record<string, HostTensor | Value>, modelName: string, mode: OneCallMode): Record<string, HostTensor | Value> {
     const h = this.host!;
     const t0 = performance.now();
-    const outs = h.program.run(h.feeds.map((n) => feeds[n].data as ArrayBufferView));
+    const args = h.feeds.map((n, k) =>
+      h.deviceFeeds[k] ? (feeds[n] as DeviceValue).array : ((feeds[n] as HostTensor).data as ArrayBufferView),
+    );
+    const consume = mode.donate.size ? h.feeds.map((n, k) => h.deviceFeeds[k] && mode.donate.has(n)) : undefined;
+    const outs = h.program.run(args, consume);
     this.evalMs = performance.now() - t0;
     countTransfers(h.feeds.length, h.inBytes, h.fetched.length, h.outBytes);
     if (h.guards.length) {
@@ -278,10 +325,12 @@ export class SignatureProgram {
         throw new NodeExecutionError(modelName, g.node, g.opType, new Error(g.describe(detail)));
       }
     }
-    const result: Record<string, HostTensor> = {};
+    const result: Record<string, HostTensor | Value> = {};
     this.fetches.forEach((f, i) => {
-      const { index, onnxType, dims } = h.fetched[i];
-      result[f] = { dtype: onnxType, dims: [...dims], data: outs[index] as HostTensor['data'] };
+      const { index, onnxType, dims, kept } = h.fetched[i];
+      result[f] = kept
+        ? { kind: 'device', array: outs[index] as mx.Array, onnxType }
+        : { dtype: onnxType, dims: [...dims], data: outs[index] as HostTensor['data'] };
     });
     return result;
   }
@@ -314,7 +363,13 @@ export class SignatureProgram {
         if (outs) {
           if (this.host === undefined && this.groups.length === 1) {
             const slot = (a: mx.Array): mx.HostSlot => ({ dtype: a.dtype, shape: a.shape });
-            this.replayed = { args: args.map(slot), outs: outs.map(slot) };
+            const run = env.run;
+            this.replayed = {
+              args: args.map(slot),
+              outs: outs.map(slot),
+              deviceFeeds: g.inputs.map((n) => run.deviceFeeds.has(n)),
+              kept: this.fetches.map((f) => run.keptOnDevice(f)),
+            };
           }
           const n = g.outputs.length;
           for (let k = 0; k < n; k++) env.values.set(g.outputs[k], { kind: 'device', array: outs[k], onnxType: g.outputTypes[k] });

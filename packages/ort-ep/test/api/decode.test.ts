@@ -132,8 +132,12 @@ describe('GroupQueryAttention shared buffer in place', () => {
   const cacheBytes = 2 * config.layers * bufferBytes;
   type Step = { up: number; down: number; peak: number };
   /** 20 greedy steps through MlxSession with device caches; per step: bytes moved and the peak memory over the step's start. */
-  async function steps(donate: boolean): Promise<{ moved: Step[]; signatures: number; hits: number }> {
-    const session = await MlxSession.create(buildDecoder(config), { device: 'cpu' });
+  async function steps(
+    donate: boolean,
+    shortEvalMs?: number,
+  ): Promise<{ moved: Step[]; signatures: number; hits: number; tokens: number[]; oneCall: number }> {
+    const session = await MlxSession.create(buildDecoder(config), { device: 'cpu', ...(shortEvalMs !== undefined ? { shortEvalMs } : {}) });
+    const tokens: number[] = [];
     const caches = cacheNames(session as never);
     const ints = (v: number[]) => ({ dtype: 7, dims: [1, v.length], data: BigInt64Array.from(v.map(BigInt)) });
     let past: Record<string, Value> = {};
@@ -168,11 +172,12 @@ describe('GroupQueryAttention shared buffer in place', () => {
       const logits = (out.logits as { data: Float32Array }).data;
       cached += ids.length;
       ids = [pickToken(logits.subarray(logits.length - config.vocab), 'greedy')];
+      tokens.push(ids[0]);
     }
     for (const v of Object.values(past)) if (v.kind === 'device') v.array.dispose();
-    const { size, hits } = session.compileStats;
+    const { size, hits, inlineEvals } = session.compileStats;
     session.release();
-    return { moved, signatures: size, hits };
+    return { moved, signatures: size, hits, tokens, oneCall: inlineEvals };
   }
 
   it('decode steps write new rows into the donated buffer, move only the token and its logits, and share one signature', async () => {
@@ -190,6 +195,25 @@ describe('GroupQueryAttention shared buffer in place', () => {
     // The control: without donation the run holds the past too, so MLX copies every buffer.
     const copied = await steps(false);
     for (const m of copied.moved.slice(1)) expect(m.peak).toBeGreaterThanOrEqual(cacheBytes);
+  }, 120_000);
+
+  it("decode steps with the cache on the device run in one native call, in place, with the general path's tokens", async () => {
+    // shortEvalMs 1000: every replay is short enough for the one-call path; 0: none is.
+    const general = await steps(true, 0);
+    const oneCall = await steps(true, 1000);
+    expect(general.oneCall).toBe(0);
+    // The prompt's run and the first two decode steps analyse, trace and replay; the rest are one call each.
+    expect(oneCall.oneCall).toBeGreaterThanOrEqual(16);
+    expect(oneCall.tokens).toEqual(general.tokens);
+    for (const m of oneCall.moved.slice(4)) {
+      expect(m.peak).toBeLessThan(bufferBytes / 4);
+      expect(m.down).toBeLessThan(config.vocab * 4 + 64);
+    }
+    // Kept, not donated: the one-call run copies the caches and leaves the fed ones intact.
+    const kept = await steps(false, 1000);
+    expect(kept.oneCall).toBeGreaterThanOrEqual(16);
+    expect(kept.tokens).toEqual(general.tokens);
+    for (const m of kept.moved.slice(4)) expect(m.peak).toBeGreaterThanOrEqual(cacheBytes);
   }, 120_000);
 });
 

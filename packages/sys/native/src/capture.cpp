@@ -458,6 +458,8 @@ struct HostSlot {
   mx::Shape shape;
   size_t offset = 0;
   size_t nbytes = 0;
+  /** Given or returned as an array (offset -1 in the descriptor), not through the host buffer. */
+  bool array = false;
 };
 
 /**
@@ -479,6 +481,8 @@ std::vector<HostSlot> slots_of(const int64_t* desc, size_t len, size_t n, size_t
     s.dtype = mlxc::dtype(static_cast<mlx_dtype>(dt));
     int64_t ndim = next();
     int64_t off = next();
+    s.array = off == -1;
+    if (s.array) off = 0;
     if (ndim < 0 || ndim > 64 || off < 0)
       throw std::invalid_argument(std::string("mlxc_capture_run_host: ") + what + " " + std::to_string(i) + " has a bad rank or offset");
     double count = 1;
@@ -493,7 +497,7 @@ std::vector<HostSlot> slots_of(const int64_t* desc, size_t len, size_t n, size_t
     if (static_cast<double>(off) + nb > static_cast<double>(bytes))
       throw std::invalid_argument(std::string("mlxc_capture_run_host: ") + what + " " + std::to_string(i) + " lies outside its buffer");
     s.offset = static_cast<size_t>(off);
-    s.nbytes = static_cast<size_t>(nb);
+    s.nbytes = s.array ? 0 : static_cast<size_t>(nb);
   }
   return slots;
 }
@@ -535,6 +539,7 @@ struct HostRun {
         limited(mlxc::address_space_limited()) {
     for (const auto& x : ins) in_extent = std::max(in_extent, x.offset + x.nbytes);
     for (const auto& x : outs) out_extent = std::max(out_extent, x.offset + x.nbytes);
+    count_arrays();
   }
 
   void check_results(const std::vector<mx::array>& res) const {
@@ -548,11 +553,54 @@ struct HostRun {
     }
   }
 
-  void run(const void* in_data, void* out_data) {
+  /** The slots given or returned as arrays (mlxc_host_program_run_arrays). */
+  size_t array_ins = 0;
+  size_t array_outs = 0;
+
+  void count_arrays() {
+    for (const auto& x : ins) array_ins += x.array;
+    for (const auto& x : outs) array_outs += x.array;
+  }
+
+  /**
+   * One run. `arrays` (array_ins of them, in slot order) are the array inputs, each moved out of
+   * its handle where `consume` says so (the run then holds its only reference: a kernel may write
+   * its output into the input's buffer, as a KV cache updated in place); the array results are
+   * appended to `results`.
+   */
+  void run(const void* in_data, void* out_data, std::vector<mx::array*> arrays = {}, const uint8_t* consume = nullptr,
+           std::vector<mx::array>* results = nullptr) {
+    if (arrays.size() != array_ins || (array_outs && !results))
+      throw std::invalid_argument(std::string(who) + ": the program takes " + std::to_string(array_ins) + " arrays and returns " +
+                                  std::to_string(array_outs) + ", the call gives " + std::to_string(arrays.size()) +
+                                  (array_outs && !results ? " and no room for the arrays returned" : ""));
+    // Array inputs are checked before any is consumed: a refused run leaves them all as they were.
+    for (size_t i = 0, k = 0; i < ins.size(); i++) {
+      if (!ins[i].array) continue;
+      const mx::array& a = *arrays[k++];
+      if (a.dtype() != ins[i].dtype || a.shape() != ins[i].shape)
+        throw std::invalid_argument(std::string(who) + ": input " + std::to_string(i) + " is " + describe(a.dtype(), a.shape()) +
+                                    ", the program takes " + describe(ins[i].dtype, ins[i].shape));
+    }
     std::vector<mx::array> args;
     args.reserve(ins.size());
-    for (const auto& slot : ins)
-      args.push_back(mlxc::new_data_on(static_cast<const char*>(in_data) + slot.offset, slot.shape, slot.dtype, stream));
+    for (size_t i = 0, k = 0; i < ins.size(); i++) {
+      const auto& slot = ins[i];
+      if (!slot.array) {
+        args.push_back(mlxc::new_data_on(static_cast<const char*>(in_data) + slot.offset, slot.shape, slot.dtype, stream));
+        continue;
+      }
+      mx::array* a = arrays[k];
+      if (a->id() == 0)
+        throw std::invalid_argument(std::string(who) + ": input " + std::to_string(i) + " was consumed by an earlier input");
+      args.push_back(consume && consume[k] ? std::move(*a) : *a);
+      k++;
+      // The static executor reads its inputs' data: a lazy array is computed first, one in
+      // flight waited for.
+      auto& x = args.back();
+      if (x.status() == mx::array::Status::unscheduled) mlxc::eval_within({x}, 0, 0);
+      x.wait();
+    }
     std::vector<mx::array> res;
     bool ran = false;
     if (captured && static_exec_on() && !mlxc::graph_stats_on() && !mlxc::prim_times_mode() && !limited) {
@@ -581,6 +629,10 @@ struct HostRun {
       mlxc::eval_within(res, 0, 0);
     }
     for (size_t i = 0; i < outs.size(); i++) {
+      if (outs[i].array) {
+        results->push_back(std::move(res[i]));
+        continue;
+      }
       mx::array a = res[i];
       if (!a.flags().row_contiguous) {
         a = mx::contiguous(a, false, stream);
@@ -635,6 +687,38 @@ int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, v
                                 std::to_string(out_bytes) + " bytes, the program's inputs and results take " + std::to_string(h.in_extent) +
                                 " and " + std::to_string(h.out_extent));
   h.run(in_data, out_data);
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_program_run_arrays(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t n_arrays,
+                                 const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t n_out_arrays) {
+  MLXC_TRY
+  if (!program) throw std::invalid_argument("mlxc_host_program_run_arrays: no program");
+  auto& h = *static_cast<HostRun*>(program);
+  if (in_bytes < h.in_extent || out_bytes < h.out_extent)
+    throw std::invalid_argument("mlxc_host_program_run_arrays: the buffers hold " + std::to_string(in_bytes) + " and " +
+                                std::to_string(out_bytes) + " bytes, the program's inputs and results take " + std::to_string(h.in_extent) +
+                                " and " + std::to_string(h.out_extent));
+  if (n_out_arrays != h.array_outs || (n_out_arrays && !out_arrays))
+    throw std::invalid_argument("mlxc_host_program_run_arrays: the program returns " + std::to_string(h.array_outs) + " arrays, room for " +
+                                std::to_string(out_arrays ? n_out_arrays : 0) + " given");
+  if (n_arrays && !arrays) throw std::invalid_argument("mlxc_host_program_run_arrays: null array list");
+  std::vector<mx::array*> ins;
+  ins.reserve(n_arrays);
+  for (size_t i = 0; i < n_arrays; i++) {
+    if (!arrays[i]) throw std::invalid_argument("mlxc_host_program_run_arrays: empty array handle at " + std::to_string(i));
+    auto* a = reinterpret_cast<mx::array*>(arrays[i]);
+    // A handle an earlier run consumed holds no array (a moved-from array has no descriptor).
+    if (a->id() == 0)
+      throw std::invalid_argument("mlxc_host_program_run_arrays: array " + std::to_string(i) + " was consumed by an earlier run");
+    ins.push_back(a);
+  }
+  std::vector<mx::array> results;
+  results.reserve(h.array_outs);
+  h.run(in_data, out_data, std::move(ins), static_cast<const uint8_t*>(consume), &results);
+  auto* outs = static_cast<uintptr_t*>(out_arrays);
+  for (size_t i = 0; i < results.size(); i++) outs[i] = reinterpret_cast<uintptr_t>(new mx::array(std::move(results[i])));
   MLXC_CATCH(1)
   return 0;
 }

@@ -20,6 +20,10 @@ export const capture: FnSpec[] = [
     'int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, void* out_data, size_t out_bytes)',
     'one run of a program from mlxc_host_program_new, as mlxc_capture_run_host with its descriptors; buffers shorter than the descriptors reach are an error',
   ),
+  manual(
+    'int mlxc_host_program_run_arrays(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num)',
+    "mlxc_host_program_run for a program whose descriptors mark some inputs and results as arrays (byte offset -1): those inputs are the arrays whose ctx addresses `arrays` lists (in slot order; each must have its slot's dtype and shape, and is evaluated first if lazy), the others come from in_data; the array results are written to out_arrays (uintptr_t, new mlx_array ctx addresses the caller frees, in slot order), the others to out_data. Where consume (a uint8_t per array, or null) is non-zero the run takes the array out of its handle, which then holds none (free it; a later use is an error): the run holds the array's only reference, so a kernel may write its output into that input's buffer (a KV cache updated in place). Nothing is consumed when the inputs are refused",
+  ),
   manual('int mlxc_host_program_free(void* program)', 'frees a program from mlxc_host_program_new (null: nothing)'),
   manual(
     'int mlxc_capture_static_runs(uint64_t* res)',
