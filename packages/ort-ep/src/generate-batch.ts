@@ -52,6 +52,7 @@ export interface GenerateBatchOptions extends Omit<GenerateOptions, 'inputIds' |
    * Float32Array it may change in place), its tokens so far (prompt and generated) and its index
    * in the batch; it may return another array of the same length to choose from.
    */
+  // biome-ignore lint/suspicious/noConfusingVoidType: generate()'s logitsProcessor type, which may return nothing
   logitsProcessor?: (logits: Float32Array, sequence: readonly number[], index: number) => Float32Array | undefined | void;
 }
 
@@ -71,11 +72,13 @@ const BATCH_KEYS = [...OPTION_KEYS, 'padTokenId', 'padding'];
 
 /** The batch's own options checked (the prompts, padTokenId, padding), then the shared ones as generate() checks them. */
 function checkBatchOptions(options: GenerateBatchOptions): void {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`generateBatch: options must be an object, got ${show(options)}`);
+  if (typeof options !== 'object' || options === null)
+    throw new TypeError(`generateBatch: options must be an object, got ${show(options)}`);
   for (const k of Object.keys(options))
     if (!BATCH_KEYS.includes(k)) throw new TypeError(`generateBatch: unknown option '${k}' (known: ${BATCH_KEYS.join(', ')})`);
   const ids = options.inputIds as unknown;
-  if (!Array.isArray(ids)) throw new TypeError(`generateBatch: inputIds must be an array of prompts (arrays of token ids), got ${show(ids)}`);
+  if (!Array.isArray(ids))
+    throw new TypeError(`generateBatch: inputIds must be an array of prompts (arrays of token ids), got ${show(ids)}`);
   if (!ids.length) throw new RangeError('generateBatch: inputIds holds no prompts');
   ids.forEach((p: unknown, b) => {
     if (!Array.isArray(p))
@@ -161,8 +164,7 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
   const unknown = session.inputNames.filter((n) => !known.has(n));
   if (unknown.length) throw new InvalidFeedError(`generateBatch: the model has inputs it cannot feed: ${unknown.join(', ')}`);
   if (!session.inputNames.includes('input_ids')) throw new InvalidFeedError("generateBatch: the model has no 'input_ids' input");
-  if (!session.outputNames.includes('logits'))
-    throw new InvalidFeedError("generateBatch: the model has no 'logits' output");
+  if (!session.outputNames.includes('logits')) throw new InvalidFeedError("generateBatch: the model has no 'logits' output");
   const prompts = options.inputIds.map((p) => p.map(Number));
   const hasMask = session.inputNames.includes('attention_mask');
   if (!hasMask && new Set(prompts.map((p) => p.length)).size > 1)
@@ -175,7 +177,9 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
     const m = metaOf(name);
     const batch = m?.isTensor ? m.shape[0] : undefined;
     if (typeof batch === 'number' && batch !== B)
-      throw new InvalidFeedError(`generateBatch: the model's input '${name}' has a fixed batch size ${batch}, and the batch holds ${B} prompts`);
+      throw new InvalidFeedError(
+        `generateBatch: the model's input '${name}' has a fixed batch size ${batch}, and the batch holds ${B} prompts`,
+      );
   }
   const lens = prompts.map((p) => p.length);
   const L = Math.max(...lens);
@@ -195,7 +199,11 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
   const ints = (name: string, values: number[], n: number) =>
     typeOf(name) === 'int32'
       ? new T('int32', Int32Array.from(values), [B, n])
-      : new T('int64', BigInt64Array.from(values, (x) => BigInt(x)), [B, n]);
+      : new T(
+          'int64',
+          BigInt64Array.from(values, (x) => BigInt(x)),
+          [B, n],
+        );
   const zeros = (c: (typeof caches)[number], len: number) => {
     const n = B * c.dims[0] * len * c.dims[1];
     const data = c.type === 'float16' ? new Uint16Array(n) : new Float32Array(n);
