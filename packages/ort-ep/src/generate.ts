@@ -108,7 +108,7 @@ export function cacheNames(session: Session): CacheName[] {
 }
 
 /** An IEEE half's bits as a number (float16 logits held as Uint16Array). */
-function halfToFloat(h: number): number {
+export function halfToFloat(h: number): number {
   const e = (h >> 10) & 0x1f;
   const m = h & 0x3ff;
   const v = e === 0 ? m * 2 ** -24 : e === 31 ? (m ? Number.NaN : Number.POSITIVE_INFINITY) : (1 + m / 1024) * 2 ** (e - 15);
@@ -116,7 +116,7 @@ function halfToFloat(h: number): number {
 }
 
 /** mulberry32: a small seeded generator of floats in [0, 1). */
-function seeded(seed: number): () => number {
+export function seeded(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -127,11 +127,11 @@ function seeded(seed: number): () => number {
   };
 }
 
-const show = (v: unknown): string =>
+export const show = (v: unknown): string =>
   typeof v === 'string' ? `'${v}'` : typeof v === 'bigint' ? `${v}n` : Array.isArray(v) ? 'an array' : String(v);
 
 const SAMPLING_KEYS = ['temperature', 'topK', 'topP', 'seed'];
-const OPTION_KEYS = [
+export const OPTION_KEYS = [
   'inputIds',
   'maxNewTokens',
   'sampling',
@@ -149,94 +149,94 @@ const OPTION_KEYS = [
 ];
 
 /** Whether `v` is an integer in [min, 2^53). */
-const isCount = (v: unknown, min: number): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= min;
+export const isCount = (v: unknown, min: number): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= min;
 
 /**
  * `sampling` checked: absent, 'greedy', or an object of temperature (finite, > 0), topK (an integer
  * ≥ 0), topP (in (0, 1]) and seed (an integer); anything else (a typo such as 'greedy ', a number,
  * null, an unknown key) is a TypeError or RangeError naming it, not sampling with other settings.
  */
-export function checkSampling(sampling: unknown): void {
+export function checkSampling(sampling: unknown, who = 'generate'): void {
   if (sampling === undefined || sampling === 'greedy') return;
   if (typeof sampling !== 'object' || sampling === null || Array.isArray(sampling))
-    throw new TypeError(`generate: sampling must be 'greedy' or an object { temperature, topK, topP, seed }, got ${show(sampling)}`);
+    throw new TypeError(`${who}: sampling must be 'greedy' or an object { temperature, topK, topP, seed }, got ${show(sampling)}`);
   const s = sampling as Record<string, unknown>;
   for (const k of Object.keys(s))
     if (!SAMPLING_KEYS.includes(k))
-      throw new TypeError(`generate: sampling has an unknown option '${k}' (known: ${SAMPLING_KEYS.join(', ')})`);
+      throw new TypeError(`${who}: sampling has an unknown option '${k}' (known: ${SAMPLING_KEYS.join(', ')})`);
   const num = (k: string) => {
     const v = s[k];
-    if (v !== undefined && typeof v !== 'number') throw new TypeError(`generate: sampling.${k} must be a number, got ${show(v)}`);
+    if (v !== undefined && typeof v !== 'number') throw new TypeError(`${who}: sampling.${k} must be a number, got ${show(v)}`);
     return v as number | undefined;
   };
   const temperature = num('temperature');
   if (temperature !== undefined && !(Number.isFinite(temperature) && temperature > 0))
-    throw new RangeError(`generate: sampling.temperature must be a finite number > 0, got ${temperature}`);
+    throw new RangeError(`${who}: sampling.temperature must be a finite number > 0, got ${temperature}`);
   const topK = num('topK');
   if (topK !== undefined && !isCount(topK, 0))
-    throw new RangeError(`generate: sampling.topK must be an integer ≥ 0 (0: all tokens), got ${topK}`);
+    throw new RangeError(`${who}: sampling.topK must be an integer ≥ 0 (0: all tokens), got ${topK}`);
   const topP = num('topP');
-  if (topP !== undefined && !(topP > 0 && topP <= 1)) throw new RangeError(`generate: sampling.topP must be in (0, 1], got ${topP}`);
+  if (topP !== undefined && !(topP > 0 && topP <= 1)) throw new RangeError(`${who}: sampling.topP must be in (0, 1], got ${topP}`);
   const seed = num('seed');
-  if (seed !== undefined && !Number.isSafeInteger(seed)) throw new RangeError(`generate: sampling.seed must be an integer, got ${seed}`);
+  if (seed !== undefined && !Number.isSafeInteger(seed)) throw new RangeError(`${who}: sampling.seed must be an integer, got ${seed}`);
 }
 
 /** Every generate() option checked before the first run, each error naming the option and its value. */
-function checkOptions(options: GenerateOptions): void {
-  if (typeof options !== 'object' || options === null) throw new TypeError(`generate: options must be an object, got ${show(options)}`);
+export function checkOptions(options: GenerateOptions, who = 'generate'): void {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`${who}: options must be an object, got ${show(options)}`);
   for (const k of Object.keys(options))
-    if (!OPTION_KEYS.includes(k)) throw new TypeError(`generate: unknown option '${k}' (known: ${OPTION_KEYS.join(', ')})`);
+    if (!OPTION_KEYS.includes(k)) throw new TypeError(`${who}: unknown option '${k}' (known: ${OPTION_KEYS.join(', ')})`);
   const ids = options.inputIds as unknown;
-  if (!Array.isArray(ids)) throw new TypeError(`generate: inputIds must be an array of token ids, got ${show(ids)}`);
+  if (!Array.isArray(ids)) throw new TypeError(`${who}: inputIds must be an array of token ids, got ${show(ids)}`);
   ids.forEach((id, i) => {
     const ok = typeof id === 'bigint' ? id >= 0n && id <= BigInt(Number.MAX_SAFE_INTEGER) : isCount(id, 0);
-    if (!ok) throw new RangeError(`generate: inputIds[${i}] = ${show(id)} is not a token id (an integer ≥ 0)`);
+    if (!ok) throw new RangeError(`${who}: inputIds[${i}] = ${show(id)} is not a token id (an integer ≥ 0)`);
   });
   if (!isCount(options.maxNewTokens, 0))
-    throw new RangeError(`generate: maxNewTokens must be an integer ≥ 0, got ${show(options.maxNewTokens)}`);
-  checkSampling(options.sampling);
+    throw new RangeError(`${who}: maxNewTokens must be an integer ≥ 0, got ${show(options.maxNewTokens)}`);
+  checkSampling(options.sampling, who);
   const stops = options.stopTokens as unknown;
   if (stops !== undefined) {
-    if (!Array.isArray(stops)) throw new TypeError(`generate: stopTokens must be an array of token ids, got ${show(stops)}`);
+    if (!Array.isArray(stops)) throw new TypeError(`${who}: stopTokens must be an array of token ids, got ${show(stops)}`);
     stops.forEach((t, i) => {
-      if (!isCount(t, 0)) throw new RangeError(`generate: stopTokens[${i}] = ${show(t)} is not a token id (an integer ≥ 0)`);
+      if (!isCount(t, 0)) throw new RangeError(`${who}: stopTokens[${i}] = ${show(t)} is not a token id (an integer ≥ 0)`);
     });
   }
   const seqs = options.stopSequences as unknown;
   if (seqs !== undefined) {
-    if (!Array.isArray(seqs)) throw new TypeError(`generate: stopSequences must be an array of token-id arrays, got ${show(seqs)}`);
+    if (!Array.isArray(seqs)) throw new TypeError(`${who}: stopSequences must be an array of token-id arrays, got ${show(seqs)}`);
     seqs.forEach((q, i) => {
       if (!Array.isArray(q) || !q.length)
-        throw new TypeError(`generate: stopSequences[${i}] must be a non-empty array of token ids, got ${show(q)}`);
+        throw new TypeError(`${who}: stopSequences[${i}] must be a non-empty array of token ids, got ${show(q)}`);
       q.forEach((t, j) => {
-        if (!isCount(t, 0)) throw new RangeError(`generate: stopSequences[${i}][${j}] = ${show(t)} is not a token id (an integer ≥ 0)`);
+        if (!isCount(t, 0)) throw new RangeError(`${who}: stopSequences[${i}][${j}] = ${show(t)} is not a token id (an integer ≥ 0)`);
       });
     });
   }
   if (options.minNewTokens !== undefined && !isCount(options.minNewTokens, 0))
-    throw new RangeError(`generate: minNewTokens must be an integer ≥ 0, got ${show(options.minNewTokens)}`);
+    throw new RangeError(`${who}: minNewTokens must be an integer ≥ 0, got ${show(options.minNewTokens)}`);
   const rp = options.repetitionPenalty as unknown;
   if (rp !== undefined && !(typeof rp === 'number' && Number.isFinite(rp) && rp > 0))
-    throw new RangeError(`generate: repetitionPenalty must be a finite number > 0 (1: none), got ${show(rp)}`);
+    throw new RangeError(`${who}: repetitionPenalty must be a finite number > 0 (1: none), got ${show(rp)}`);
   for (const k of ['presencePenalty', 'frequencyPenalty'] as const) {
     const v = options[k] as unknown;
     if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v)))
-      throw new RangeError(`generate: ${k} must be a finite number, got ${show(v)}`);
+      throw new RangeError(`${who}: ${k} must be a finite number, got ${show(v)}`);
   }
   if (options.logitsProcessor !== undefined && typeof options.logitsProcessor !== 'function')
-    throw new TypeError(`generate: logitsProcessor must be a function, got ${show(options.logitsProcessor)}`);
+    throw new TypeError(`${who}: logitsProcessor must be a function, got ${show(options.logitsProcessor)}`);
   const pl = options.promptLookup as unknown;
   if (pl !== undefined) {
     if (typeof pl !== 'object' || pl === null || Array.isArray(pl))
-      throw new TypeError(`generate: promptLookup must be an object { ngram, maxDraft }, got ${show(pl)}`);
+      throw new TypeError(`${who}: promptLookup must be an object { ngram, maxDraft }, got ${show(pl)}`);
     for (const k of Object.keys(pl))
       if (k !== 'ngram' && k !== 'maxDraft')
-        throw new TypeError(`generate: promptLookup has an unknown option '${k}' (known: ngram, maxDraft)`);
+        throw new TypeError(`${who}: promptLookup has an unknown option '${k}' (known: ngram, maxDraft)`);
     const { ngram, maxDraft } = pl as { ngram?: unknown; maxDraft?: unknown };
     if (ngram !== undefined && !isCount(ngram, 1))
-      throw new RangeError(`generate: promptLookup.ngram must be an integer ≥ 1, got ${show(ngram)}`);
+      throw new RangeError(`${who}: promptLookup.ngram must be an integer ≥ 1, got ${show(ngram)}`);
     if (maxDraft !== undefined && !isCount(maxDraft, 1))
-      throw new RangeError(`generate: promptLookup.maxDraft must be an integer ≥ 1, got ${show(maxDraft)}`);
+      throw new RangeError(`${who}: promptLookup.maxDraft must be an integer ≥ 1, got ${show(maxDraft)}`);
     if (options.sampling !== undefined && options.sampling !== 'greedy')
       throw new TypeError('generate: promptLookup verifies greedy choices; it does not take sampling');
     if (
@@ -253,11 +253,11 @@ function checkOptions(options: GenerateOptions): void {
       );
   }
   if (options.kvCapacity !== undefined && !isCount(options.kvCapacity, 1))
-    throw new RangeError(`generate: kvCapacity must be a positive integer, got ${show(options.kvCapacity)}`);
+    throw new RangeError(`${who}: kvCapacity must be a positive integer, got ${show(options.kvCapacity)}`);
   if (options.Tensor !== undefined && typeof options.Tensor !== 'function')
-    throw new TypeError(`generate: Tensor must be the Tensor class of the session's onnxruntime module, got ${show(options.Tensor)}`);
+    throw new TypeError(`${who}: Tensor must be the Tensor class of the session's onnxruntime module, got ${show(options.Tensor)}`);
   if (options.onStep !== undefined && typeof options.onStep !== 'function')
-    throw new TypeError(`generate: onStep must be a function, got ${show(options.onStep)}`);
+    throw new TypeError(`${who}: onStep must be a function, got ${show(options.onStep)}`);
 }
 
 /** Whether token a ranks before token b: the larger logit, ties to the lower id (as a stable sort by logit). */
@@ -398,14 +398,14 @@ export function applyPenalties(
  * (the mask's sum) and the padded length as total_sequence_length, so decode steps share feed
  * shapes across each bucket and a session compiles one program per bucket, not per token.
  */
-function maskLength(total: number, capacity: number | undefined): number {
+export function maskLength(total: number, capacity: number | undefined): number {
   if (capacity === undefined) return total;
   let len = 16;
   while (len < total) len *= 2;
   return Math.min(len, capacity);
 }
 
-const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'cpu-pinned';
+export const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'cpu-pinned';
 
 /**
  * The last `n` positions' logits, as float32 rows. A device tensor of the mlx backend is sliced on
@@ -601,7 +601,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
 }
 
 /** Whether `session` is an mlx one that returns output `name` on the device (its handler says). */
-function keepsOnDevice(session: object, name: string): boolean {
+export function keepsOnDevice(session: object, name: string): boolean {
   const handler: unknown = (session as { handler?: unknown }).handler;
   return handler instanceof MlxSessionHandler && handler.keepsOnDevice(name);
 }

@@ -23,6 +23,7 @@ const LAYERS: string[][] = [
   ['session.ts', 'check.ts'],
   ['backend'],
   ['generate.ts'],
+  ['generate-batch.ts'],
   ['demo', 'cli-inputs.ts'],
   ['cli-bench.ts', 'bisect.ts', 'profile-summary.ts', 'cli-generate.ts'],
   ['cli.ts'],
