@@ -153,6 +153,23 @@ export function evalInBackground(
   });
 }
 
+/**
+ * @internal Starts a native job that reports its end as an id on this thread's channel
+ * (mlxc_eval_channel), as mlxc_eval_arrays_async does: `start(id)` queues it and returns whether
+ * it did. The promise settles with the report (rejected with its error); undefined when nothing
+ * was queued.
+ */
+export function whenReported(start: (id: bigint) => boolean, stream: StreamLike): Promise<void> | undefined {
+  const sock = reportSocket();
+  const id = channelBits | nextSeq++;
+  if (!start(id)) return undefined;
+  // The report is read in the event loop: it cannot come before the promise is registered.
+  return new Promise<void>((resolve, reject) => {
+    pending.set(id, { resolve, reject, stream });
+    if (pending.size === 1) sock.ref();
+  });
+}
+
 /** The bytes evaluating `arrays` would allocate (every array not computed yet, once) and the largest. */
 export function graphBytes(arrays: readonly Array[]): { total: number; largest: number } {
   const v = makeVector(arrays);

@@ -165,4 +165,67 @@ describe('HostProgram', () => {
     wrong.dispose();
     g.dispose();
   });
+
+  it('runs on the stream evaluation thread with runAsync, with the results of run()', async () => {
+    // The trace's primitives on an any-thread stream, which the evaluation thread can run.
+    const stream = mx.newStream('cpu', { anyThread: true });
+    const g = mx.captureGraph((x: mx.Array, cache: mx.Array) => [
+      mx.sliceUpdate(cache, mx.exp(x, { stream }), [0, 2], [2, 3], [1, 1], { stream }),
+      mx.sum(x, null, { stream }),
+    ]);
+    const p = new mx.HostProgram(
+      g,
+      [
+        { dtype: 'float32', shape: [2, 1] },
+        { dtype: 'float32', shape: [2, 4], array: true },
+      ],
+      [
+        { dtype: 'float32', shape: [2, 4], array: true },
+        { dtype: 'float32', shape: [] },
+      ],
+      stream,
+    );
+    let cache = mx.zeros([2, 4], 'float32', { stream });
+    for (let k = 0; k < 6; k++) {
+      const x = Float32Array.of(k, -k);
+      const kept = p.run([x, cache]) as [mx.Array, Float32Array];
+      const before = mx.hostProgramStaticRuns();
+      // Consumed on odd rounds, kept on even ones; the first call made the program on this thread.
+      const taken = k % 2 === 1;
+      const [next, sum] = (await p.runAsync([x, cache], [false, taken])) as [mx.Array, Float32Array];
+      expect(cache.disposed).toBe(taken);
+      // The static executor ran it (on the evaluation thread).
+      if (process.env.MLXC_INLINE_EVAL !== '0') expect(mx.hostProgramStaticRuns() - before).toBe(1);
+      expect(Array.from(next.toTypedArray() as Float32Array)).toEqual(Array.from(kept[0].toTypedArray() as Float32Array));
+      expect(Array.from(sum)).toEqual(Array.from(kept[1]));
+      kept[0].dispose();
+      if (!taken) cache.dispose();
+      cache = next;
+    }
+    expect(Array.from(cache.toTypedArray() as Float32Array)).toEqual([
+      0,
+      0,
+      Math.fround(Math.exp(5)),
+      0,
+      0,
+      0,
+      Math.fround(Math.exp(-5)),
+      0,
+    ]);
+    // A refused input throws before anything is queued; an input given to be consumed is given up
+    // all the same (as with run()), one kept is not.
+    const wrong = mx.zeros([3, 4], 'float32', { stream });
+    expect(() => p.runAsync([Float32Array.of(1, 2), wrong])).toThrow(/input 1 is float32 \[3, 4\], the program takes float32 \[2, 4\]/);
+    expect(wrong.disposed).toBe(false);
+    expect(() => p.runAsync([Float32Array.of(1, 2), wrong], [false, true])).toThrow(/the program takes float32 \[2, 4\]/);
+    expect(wrong.disposed).toBe(true);
+    cache.dispose();
+    g.dispose();
+    // A trace on the default stream (which only this thread may evaluate) runs here instead.
+    const h = mx.captureGraph((x: mx.Array) => [mx.exp(x)]);
+    const q = new mx.HostProgram(h, [{ dtype: 'float32', shape: [2] }], [{ dtype: 'float32', shape: [2] }]);
+    expect(Array.from((await q.runAsync([Float32Array.of(0, 1)]))[0] as Float32Array)).toEqual([1, Math.fround(Math.E)]);
+    expect(Array.from((await q.runAsync([Float32Array.of(1, 0)]))[0] as Float32Array)).toEqual([Math.fround(Math.E), 1]);
+    h.dispose();
+  });
 });

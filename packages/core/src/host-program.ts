@@ -5,6 +5,7 @@
 import type { Dtype } from './dtype.js';
 import { dtypeCode, typedArrayCtor, type TypedArray } from './dtype.js';
 import { Array } from './array.js';
+import { whenReported } from './eval.js';
 import { flushDisposed } from './lifetime.js';
 import { check, fn } from './native.js';
 import { resolveStream, type Stream, type StreamLike } from './stream.js';
@@ -128,6 +129,109 @@ export class HostProgram {
    * succeeds or not.
    */
   run(inputs: readonly (ArrayBufferView | Array)[], consume?: readonly boolean[]): (TypedArray | Array)[] {
+    const c = this.#call(inputs, consume, false);
+    const arrayIn = this.#in.arrays;
+    if (arrayIn.length || this.#out.arrays.length) {
+      try {
+        if (c.stream !== this.#programStream)
+          throw new Error('HostProgram.run: a program with Array inputs or results runs on the stream of its first run only');
+        check(
+          fn.mlxc_host_program_run_arrays(
+            this.#program,
+            c.inData,
+            c.inBytes,
+            c.addresses,
+            arrayIn.length,
+            c.taken,
+            c.outData,
+            c.outBytes,
+            c.returned,
+            this.#out.arrays.length,
+          ),
+          'mlxc_host_program_run_arrays',
+        );
+      } finally {
+        this.#disposeTaken(inputs, c.taken);
+      }
+    } else if (c.stream === this.#programStream) {
+      // The usual case: only the buffers cross (no handles, descriptors or signature per run).
+      check(fn.mlxc_host_program_run(this.#program, c.inData, c.inBytes, c.outData, c.outBytes), 'mlxc_host_program_run');
+    } else {
+      check(
+        fn.mlxc_capture_run_host(
+          c.closure,
+          c.inData,
+          c.inBytes,
+          this.#in.desc,
+          this.#in.desc.length,
+          this.#inputs.length,
+          c.outData,
+          c.outBytes,
+          this.#out.desc,
+          this.#out.desc.length,
+          this.#results.length,
+          c.stream.handle,
+        ),
+        'mlxc_capture_run_host',
+      );
+    }
+    return this.#collect(c);
+  }
+
+  /**
+   * run() on the stream's evaluation thread (the one evalInBackground uses), resolving with the
+   * results: the inputs are read (or taken) before it returns, so the caller may reuse them at
+   * once. Where that thread cannot run it (tryRunAsync), it runs on this one.
+   */
+  runAsync(inputs: readonly (ArrayBufferView | Array)[], consume?: readonly boolean[]): Promise<(TypedArray | Array)[]> {
+    return this.tryRunAsync(inputs, consume) ?? Promise.resolve(this.run(inputs, consume));
+  }
+
+  /**
+   * runAsync(), or undefined, having done nothing, where the stream's evaluation thread cannot run
+   * it: a function that is not a captureGraph() one or whose trace the static executor does not
+   * take (a GPU stream, MLX's compiled primitives, MLXC_STATIC_EXEC=0), a stream only this thread
+   * may evaluate. The trace (a new signature's is made by calling the function) is found on this
+   * thread; the evaluation thread only executes it.
+   */
+  tryRunAsync(inputs: readonly (ArrayBufferView | Array)[], consume?: readonly boolean[]): Promise<(TypedArray | Array)[]> | undefined {
+    const c = this.#call(inputs, consume, true);
+    if (c.stream !== this.#programStream) return undefined;
+    const queued = [0];
+    let done: Promise<void> | undefined;
+    try {
+      done = whenReported((id) => {
+        check(
+          fn.mlxc_host_program_run_async(
+            this.#program,
+            c.inData,
+            c.inBytes,
+            c.addresses,
+            this.#in.arrays.length,
+            c.taken,
+            c.outData,
+            c.outBytes,
+            c.returned,
+            this.#out.arrays.length,
+            id,
+            queued,
+          ),
+          'mlxc_host_program_run_async',
+        );
+        return queued[0] !== 0;
+      }, c.stream);
+    } catch (e) {
+      this.#disposeTaken(inputs, c.taken);
+      throw e;
+    }
+    if (!done) return undefined;
+    this.#disposeTaken(inputs, c.taken);
+    // The buffers the worker writes stay referenced (by `c`) until it reports.
+    return done.then(() => this.#collect(c));
+  }
+
+  /** Checks the inputs, packs the host ones, makes the native program at the first call. */
+  #call(inputs: readonly (ArrayBufferView | Array)[], consume: readonly boolean[] | undefined, fresh: boolean) {
     const nIn = this.#inputs.length;
     if (inputs.length !== nIn) throw new RangeError(`HostProgram.run: ${inputs.length} inputs given, ${nIn} expected`);
     for (let i = 0; i < nIn; i++) {
@@ -162,7 +266,10 @@ export class HostProgram {
             this.#out.bytes[hostOut[0]] / typedArrayCtor(this.#results[hostOut[0]].dtype).BYTES_PER_ELEMENT,
           )
         : undefined;
-    const outData = single ?? (this.#outStaging ??= new Uint8Array(Math.max(this.#out.total, 1)));
+    // An asynchronous run writes into buffers of its own: a later run may start before it is read.
+    const outData =
+      single ??
+      (fresh ? new Uint8Array(Math.max(this.#out.total, 1)) : (this.#outStaging ??= new Uint8Array(Math.max(this.#out.total, 1))));
     flushDisposed();
     const stream = resolveStream(this.#stream);
     // Throws when f was disposed: the native program refers to f's closure without owning it.
@@ -187,69 +294,41 @@ export class HostProgram {
       this.#programStream = stream;
       programs.register(this, res[0]);
     }
-    const inBytes = hostIn.length === 1 ? inData.byteLength : this.#in.total;
-    const outBytes = single ? single.byteLength : this.#out.total;
     const arrayIn = this.#in.arrays;
-    const arrayOut = this.#out.arrays;
-    let returned: BigUint64Array | undefined;
-    if (arrayIn.length || arrayOut.length) {
-      const addresses = new BigUint64Array(Math.max(arrayIn.length, 1));
-      const taken = new Uint8Array(Math.max(arrayIn.length, 1));
-      arrayIn.forEach((i, k) => {
-        addresses[k] = (inputs[i] as Array).address;
-        taken[k] = consume?.[i] ? 1 : 0;
-      });
-      returned = new BigUint64Array(Math.max(arrayOut.length, 1));
-      try {
-        if (stream !== this.#programStream)
-          throw new Error('HostProgram.run: a program with Array inputs or results runs on the stream of its first run only');
-        check(
-          fn.mlxc_host_program_run_arrays(
-            this.#program,
-            inData,
-            inBytes,
-            addresses,
-            arrayIn.length,
-            taken,
-            outData,
-            outBytes,
-            returned,
-            arrayOut.length,
-          ),
-          'mlxc_host_program_run_arrays',
-        );
-      } finally {
-        arrayIn.forEach((i, k) => {
-          if (taken[k]) (inputs[i] as Array).dispose();
-        });
-      }
-    } else if (stream === this.#programStream) {
-      // The usual case: only the buffers cross (no handles, descriptors or signature per run).
-      check(fn.mlxc_host_program_run(this.#program, inData, inBytes, outData, outBytes), 'mlxc_host_program_run');
-    } else {
-      check(
-        fn.mlxc_capture_run_host(
-          closure,
-          inData,
-          inBytes,
-          this.#in.desc,
-          this.#in.desc.length,
-          nIn,
-          outData,
-          outBytes,
-          this.#out.desc,
-          this.#out.desc.length,
-          this.#results.length,
-          stream.handle,
-        ),
-        'mlxc_capture_run_host',
-      );
-    }
-    const buf = outData.buffer as ArrayBuffer;
+    const addresses = new BigUint64Array(Math.max(arrayIn.length, 1));
+    const taken = new Uint8Array(Math.max(arrayIn.length, 1));
+    arrayIn.forEach((i, k) => {
+      addresses[k] = (inputs[i] as Array).address;
+      taken[k] = consume?.[i] ? 1 : 0;
+    });
+    return {
+      inData,
+      inBytes: hostIn.length === 1 ? inData.byteLength : this.#in.total,
+      outData,
+      outBytes: single ? single.byteLength : this.#out.total,
+      single,
+      stream,
+      closure,
+      addresses,
+      taken,
+      returned: new BigUint64Array(Math.max(this.#out.arrays.length, 1)),
+      program: this,
+    };
+  }
+
+  #disposeTaken(inputs: readonly (ArrayBufferView | Array)[], taken: Uint8Array): void {
+    this.#in.arrays.forEach((i, k) => {
+      if (taken[k]) (inputs[i] as Array).dispose();
+    });
+  }
+
+  /** The results of a finished run, from its buffers. */
+  #collect(c: { outData: ArrayBufferView; single?: TypedArray; returned: BigUint64Array }): (TypedArray | Array)[] {
+    const buf = c.outData.buffer as ArrayBuffer;
     let k = 0;
     return this.#results.map((s, i) => {
-      if (s.array) return Array.fromAddress(returned![k++], dtypeCode(s.dtype), [...s.shape]);
-      if (single) return single;
+      if (s.array) return Array.fromAddress(c.returned[k++], dtypeCode(s.dtype), [...s.shape]);
+      if (c.single) return c.single;
       const ctor = typedArrayCtor(s.dtype);
       const off = this.#out.offsets[i];
       return new ctor(buf.slice(off, off + this.#out.bytes[i]));

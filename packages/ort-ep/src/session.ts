@@ -420,7 +420,7 @@ export class MlxSession {
     const start = performance.now();
     const mode = oneCallMode(options);
     if (mode) {
-      const done = this.runner.runHost(feeds, fetches, this.name, undefined, mode);
+      const done = this.runner.runHost(feeds, fetches, this.name, mode);
       if (done) {
         this.profileOneCall(start, options);
         return done;
@@ -479,14 +479,21 @@ export class MlxSession {
     {
       this.checkRun(feeds, fetches);
       const start = performance.now();
-      // A replay whose last evaluation was short, in one native call on this thread (shortEvalMs).
+      // A replay in one native call: on this thread when its last evaluation was short
+      // (shortEvalMs), on the stream's evaluation thread otherwise.
       const mode = oneCallMode(options);
-      const done = mode ? this.runner.runHost(feeds, fetches, this.name, this.shortEvalMs, mode) : undefined;
-      if (done) {
+      const one = mode && this.runner.oneCall(feeds, fetches, mode);
+      const short = one && one.evalMs < this.shortEvalMs;
+      const running = one && !short ? one.program.runHostAsync(feeds, this.name, mode) : undefined;
+      if (one && (short || running)) {
+        this.runner.countOneCall();
+        const done = running ? await running : one.program.runHost(feeds, this.name, mode);
         this.profileOneCall(start, options);
-        this.runner.stats.inlineEvals++;
-        // As below: the event loop turns before the result resolves.
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (short) {
+          this.runner.stats.inlineEvals++;
+          // As below: the event loop turns before the result resolves.
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        }
         return done;
       }
       const run = this.newRun(options);

@@ -23,6 +23,8 @@ export interface CompileStats {
   size: number;
   /** Replays that run() evaluated on the calling thread (shortEvalMs) rather than on the worker. */
   inlineEvals: number;
+  /** Runs (run() or runSync()) that took one native call: a replay's program run whole, on either thread. */
+  oneCalls: number;
 }
 
 export interface RunnerOptions {
@@ -70,7 +72,7 @@ export class ModelRunner {
    * signature stops specializing (names emptied) and those reads are steps again.
    */
   private readonly valueFeeds = new Map<string, ValueSpecialization>();
-  readonly stats: CompileStats = { hits: 0, misses: 0, evictions: 0, size: 0, inlineEvals: 0 };
+  readonly stats: CompileStats = { hits: 0, misses: 0, evictions: 0, size: 0, inlineEvals: 0, oneCalls: 0 };
 
   constructor(
     readonly program: GraphProgram,
@@ -162,17 +164,16 @@ export class ModelRunner {
   }
 
   /**
-   * The run in one native call, where the feeds' signature has a program that takes it
-   * (SignatureProgram.runHost) whose last evaluation took under `maxEvalMs`; undefined otherwise
-   * (the caller then runs the usual way). The feeds are checked already.
+   * The signature program that runs these feeds in one native call (SignatureProgram.runHost /
+   * runHostAsync), with its last evaluation's time; undefined where none does (the caller then
+   * runs the usual way). The feeds are checked already. The caller counts the run it takes
+   * (countOneCall).
    */
-  runHost(
+  oneCall(
     feeds: Record<string, HostTensor | Value>,
     fetches: readonly string[],
-    modelName: string,
-    maxEvalMs = Number.POSITIVE_INFINITY,
     mode: OneCallMode = HOST_ONLY,
-  ): Record<string, HostTensor | Value> | undefined {
+  ): { program: SignatureProgram; evalMs: number } | undefined {
     if (!this.options.compiled) return undefined;
     const shapeKey = signatureKey(feeds, fetches);
     const spec = this.valueFeeds.get(shapeKey);
@@ -184,12 +185,30 @@ export class ModelRunner {
       key += values;
     }
     const known = this.programs.get(key);
-    const ms = known?.hostRunMs(feeds, mode);
-    if (!known || ms === undefined || !(ms < maxEvalMs)) return undefined;
-    this.stats.hits++;
+    const evalMs = known?.hostRunMs(feeds, mode);
+    if (!known || evalMs === undefined) return undefined;
     this.programs.delete(key);
     this.programs.set(key, known);
-    return known.runHost(feeds, modelName, mode);
+    return { program: known, evalMs };
+  }
+
+  /** The run in one native call on this thread (oneCall), or undefined. */
+  runHost(
+    feeds: Record<string, HostTensor | Value>,
+    fetches: readonly string[],
+    modelName: string,
+    mode: OneCallMode = HOST_ONLY,
+  ): Record<string, HostTensor | Value> | undefined {
+    const one = this.oneCall(feeds, fetches, mode);
+    if (!one) return undefined;
+    this.countOneCall();
+    return one.program.runHost(feeds, modelName, mode);
+  }
+
+  /** Counts a run that took one native call (a signature hit too). */
+  countOneCall(): void {
+    this.stats.hits++;
+    this.stats.oneCalls++;
   }
 
   /** Compiled-path feeds: tensors MLX can hold go to the device; others (strings) stay on the host. */

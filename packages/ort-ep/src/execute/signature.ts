@@ -103,9 +103,11 @@ interface HostRun {
   fetched: { index: number; onnxType: number; dims: number[]; kept: boolean }[];
   /** The segment's guards (their flags are the result after the segment's outputs, then details). */
   guards: TracedGuard[];
-  /** Bytes of the feeds and of the results, for the transfer counters. */
+  /** Bytes of the host feeds and of the host results, and how many of each, for the transfer counters. */
   inBytes: number;
   outBytes: number;
+  hostFeeds: number;
+  keptCount: number;
 }
 
 export class SignatureProgram {
@@ -270,6 +272,8 @@ export class SignatureProgram {
         guards,
         inBytes: args.reduce((t, a) => t + size(a), 0),
         outBytes: fetched.reduce((t, f) => t + size(outs[f.index]), 0),
+        hostFeeds: r.deviceFeeds.filter((d) => !d).length,
+        keptCount: fetched.filter((f) => f.kept).length,
       };
     } catch {
       return null;
@@ -306,13 +310,47 @@ export class SignatureProgram {
   runHost(feeds: Record<string, HostTensor | Value>, modelName: string, mode: OneCallMode): Record<string, HostTensor | Value> {
     const h = this.host!;
     const t0 = performance.now();
+    const outs = h.program.run(...this.hostArgs(h, feeds, mode));
+    this.evalMs = performance.now() - t0;
+    return this.hostResults(h, outs, modelName);
+  }
+
+  /**
+   * runHost() with the evaluation on the stream's evaluation thread (mx.HostProgram.tryRunAsync):
+   * for runs too long to hold the calling thread for (session.ts, shortEvalMs).
+   */
+  runHostAsync(
+    feeds: Record<string, HostTensor | Value>,
+    modelName: string,
+    mode: OneCallMode,
+  ): Promise<Record<string, HostTensor | Value>> | undefined {
+    const h = this.host!;
+    const t0 = performance.now();
+    // Undefined where that thread cannot run it (a GPU stream, the static executor off): the
+    // caller takes the usual path, which evaluates there.
+    const running = h.program.tryRunAsync(...this.hostArgs(h, feeds, mode));
+    return running?.then((outs) => {
+      this.evalMs = performance.now() - t0;
+      return this.hostResults(h, outs, modelName);
+    });
+  }
+
+  /** A one-call run's arguments: each feed's data or array, and which arrays it may consume. */
+  private hostArgs(
+    h: HostRun,
+    feeds: Record<string, HostTensor | Value>,
+    mode: OneCallMode,
+  ): [(ArrayBufferView | mx.Array)[], boolean[] | undefined] {
     const args = h.feeds.map((n, k) =>
       h.deviceFeeds[k] ? (feeds[n] as DeviceValue).array : ((feeds[n] as HostTensor).data as ArrayBufferView),
     );
     const consume = mode.donate.size ? h.feeds.map((n, k) => h.deviceFeeds[k] && mode.donate.has(n)) : undefined;
-    const outs = h.program.run(args, consume);
-    this.evalMs = performance.now() - t0;
-    countTransfers(h.feeds.length, h.inBytes, h.fetched.length, h.outBytes);
+    return [args, consume];
+  }
+
+  /** A one-call run's fetches from its program's results, after its guards' flags are checked. */
+  private hostResults(h: HostRun, outs: (mx.TypedArray | mx.Array)[], modelName: string): Record<string, HostTensor | Value> {
+    countTransfers(h.hostFeeds, h.inBytes, h.fetched.length - h.keptCount, h.outBytes);
     if (h.guards.length) {
       const n = this.groups[0].kind === 'segment' ? this.groups[0].outputs.length : 0;
       const flags = outs[n] as Uint8Array;
@@ -322,6 +360,8 @@ export class SignatureProgram {
         for (let j = 0; j < i; j++) if (h.guards[j].hasDetail) k++;
         const g = h.guards[i];
         const detail = g.hasDetail ? Array.from(outs[k] as ArrayLike<number | bigint>, Number) : [];
+        // The results kept on the device go with the failed run.
+        for (const o of outs) if (o instanceof mx.Array) o.dispose();
         throw new NodeExecutionError(modelName, g.node, g.opType, new Error(g.describe(detail)));
       }
     }

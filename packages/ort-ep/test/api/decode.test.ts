@@ -125,6 +125,17 @@ describe('device outputs (I/O binding)', () => {
   });
 });
 
+async function withEnv<T>(name: string, value: string, body: () => Promise<T>): Promise<T> {
+  const prev = process.env[name];
+  process.env[name] = value;
+  try {
+    return await body();
+  } finally {
+    if (prev === undefined) delete process.env[name];
+    else process.env[name] = prev;
+  }
+}
+
 describe('GroupQueryAttention shared buffer in place', () => {
   const capacity = 1024;
   const config: DecoderConfig = { ...llama, hidden: 128, heads: 4, kvHeads: 4, maxPositions: 2048 };
@@ -135,7 +146,7 @@ describe('GroupQueryAttention shared buffer in place', () => {
   async function steps(
     donate: boolean,
     shortEvalMs?: number,
-  ): Promise<{ moved: Step[]; signatures: number; hits: number; tokens: number[]; oneCall: number }> {
+  ): Promise<{ moved: Step[]; signatures: number; hits: number; tokens: number[]; oneCall: number; inline: number }> {
     const session = await MlxSession.create(buildDecoder(config), { device: 'cpu', ...(shortEvalMs !== undefined ? { shortEvalMs } : {}) });
     const tokens: number[] = [];
     const caches = cacheNames(session as never);
@@ -175,9 +186,9 @@ describe('GroupQueryAttention shared buffer in place', () => {
       tokens.push(ids[0]);
     }
     for (const v of Object.values(past)) if (v.kind === 'device') v.array.dispose();
-    const { size, hits, inlineEvals } = session.compileStats;
+    const { size, hits, inlineEvals, oneCalls } = session.compileStats;
     session.release();
-    return { moved, signatures: size, hits, tokens, oneCall: inlineEvals };
+    return { moved, signatures: size, hits, tokens, oneCall: oneCalls, inline: inlineEvals };
   }
 
   it('decode steps write new rows into the donated buffer, move only the token and its logits, and share one signature', async () => {
@@ -198,13 +209,21 @@ describe('GroupQueryAttention shared buffer in place', () => {
   }, 120_000);
 
   it("decode steps with the cache on the device run in one native call, in place, with the general path's tokens", async () => {
-    // shortEvalMs 1000: every replay is short enough for the one-call path; 0: none is.
-    const general = await steps(true, 0);
+    // The general path: MLXC_STATIC_EXEC=0 leaves no run to the static executor, hence none off
+    // this thread (a one-call run on this thread replays the trace for MLX's evaluation).
+    const general = await withEnv('MLXC_STATIC_EXEC', '0', () => steps(true, 0));
+    expect(general.inline).toBe(0);
+    // shortEvalMs 1000: every replay runs on this thread; 0: on the stream's evaluation thread.
     const oneCall = await steps(true, 1000);
-    expect(general.oneCall).toBe(0);
+    const offThread = await steps(true, 0);
     // The prompt's run and the first two decode steps analyse, trace and replay; the rest are one call each.
     expect(oneCall.oneCall).toBeGreaterThanOrEqual(16);
+    expect(oneCall.inline).toBeGreaterThanOrEqual(16);
+    expect(offThread.oneCall).toBeGreaterThanOrEqual(16);
+    expect(offThread.inline).toBe(0);
     expect(oneCall.tokens).toEqual(general.tokens);
+    expect(offThread.tokens).toEqual(general.tokens);
+    for (const m of offThread.moved.slice(4)) expect(m.peak).toBeLessThan(bufferBytes / 4);
     for (const m of oneCall.moved.slice(4)) {
       expect(m.peak).toBeLessThan(bufferBytes / 4);
       expect(m.down).toBeLessThan(config.vocab * 4 + 64);

@@ -527,6 +527,8 @@ struct HostRun {
   /** A program that runs again (mlxc_host_program_*): the trace and the limit checks kept. */
   bool keep = false;
   Trace* trace = nullptr;
+  /** The closure's traces, kept while a run on the worker thread reads `trace` (the closure may be freed first). */
+  std::shared_ptr<void> traces;
   bool limited;  // an address-space limit (eval_within's check): the executor stays out
 
   HostRun(const mlxc::ClosureFn& f, mx::Stream s, std::vector<HostSlot> in, std::vector<HostSlot> out, const char* name)
@@ -570,11 +572,18 @@ struct HostRun {
    */
   void run(const void* in_data, void* out_data, std::vector<mx::array*> arrays = {}, const uint8_t* consume = nullptr,
            std::vector<mx::array>* results = nullptr) {
-    if (arrays.size() != array_ins || (array_outs && !results))
+    finish(prepare(in_data, arrays, consume, results != nullptr), out_data, results);
+  }
+
+  /**
+   * A run's arguments: the array inputs checked (before any is consumed: a refused run leaves them
+   * all as they were) and taken, the host inputs copied in. Runs on the caller's thread.
+   */
+  std::vector<mx::array> prepare(const void* in_data, const std::vector<mx::array*>& arrays, const uint8_t* consume, bool room) {
+    if (arrays.size() != array_ins || (array_outs && !room))
       throw std::invalid_argument(std::string(who) + ": the program takes " + std::to_string(array_ins) + " arrays and returns " +
                                   std::to_string(array_outs) + ", the call gives " + std::to_string(arrays.size()) +
-                                  (array_outs && !results ? " and no room for the arrays returned" : ""));
-    // Array inputs are checked before any is consumed: a refused run leaves them all as they were.
+                                  (array_outs && !room ? " and no room for the arrays returned" : ""));
     for (size_t i = 0, k = 0; i < ins.size(); i++) {
       if (!ins[i].array) continue;
       const mx::array& a = *arrays[k++];
@@ -595,9 +604,39 @@ struct HostRun {
         throw std::invalid_argument(std::string(who) + ": input " + std::to_string(i) + " was consumed by an earlier input");
       args.push_back(consume && consume[k] ? std::move(*a) : *a);
       k++;
-      // The static executor reads its inputs' data: a lazy array is computed first, one in
-      // flight waited for.
-      auto& x = args.back();
+    }
+    return args;
+  }
+
+  /** Finds (or traces) the captured closure's trace for the program's input slots, and its static program. */
+  void find_trace() {
+    if (!captured || !keep || trace || mlxc::graph_stats_on() || mlxc::prim_times_mode()) return;
+    std::vector<mx::array> placeholders;
+    placeholders.reserve(ins.size());
+    for (const auto& x : ins) placeholders.push_back(mx::array(x.shape, x.dtype, nullptr, {}));
+    Trace& t = captured->trace_for(placeholders);
+    check_results(t.outputs);
+    trace = &t;
+    traces = captured->traces;
+    if (!t.program) t.program = program_of(t);
+  }
+
+  /**
+   * Whether a run may go to the stream's worker thread: the trace is known (no step of the run
+   * calls back into JavaScript) and its static program runs on the program's stream.
+   */
+  bool runs_off_thread() const {
+    // The worker evaluates `stream`: the trace's primitives must be on it, and it must be one any
+    // thread may evaluate (mlxc_stream_new_any_thread).
+    return captured && keep && trace && trace->program && trace->program->usable && trace->program->stream == stream &&
+           mlxc::is_any_thread(stream);
+  }
+
+  /** Computes the run over `args` and writes its results (host ones to out_data, array ones to `results`). */
+  void finish(std::vector<mx::array> args, void* out_data, std::vector<mx::array>* results) {
+    // The static executor reads its inputs' data: a lazy array is computed first, one in flight
+    // waited for.
+    for (auto& x : args) {
       if (x.status() == mx::array::Status::unscheduled) mlxc::eval_within({x}, 0, 0);
       x.wait();
     }
@@ -605,7 +644,10 @@ struct HostRun {
     bool ran = false;
     if (captured && static_exec_on() && !mlxc::graph_stats_on() && !mlxc::prim_times_mode() && !limited) {
       Trace& t = trace ? *trace : captured->trace_for(args);
-      if (keep) trace = &t;
+      if (keep && !trace) {
+        trace = &t;
+        traces = captured->traces;
+      }
       check_results(t.outputs);
       if (!t.program) t.program = program_of(t);
       const Program& p = *t.program;
@@ -719,6 +761,51 @@ int mlxc_host_program_run_arrays(void* program, const void* in_data, size_t in_b
   h.run(in_data, out_data, std::move(ins), static_cast<const uint8_t*>(consume), &results);
   auto* outs = static_cast<uintptr_t*>(out_arrays);
   for (size_t i = 0; i < results.size(); i++) outs[i] = reinterpret_cast<uintptr_t>(new mx::array(std::move(results[i])));
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t n_arrays,
+                                const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t n_out_arrays, uint64_t id,
+                                int* queued) {
+  MLXC_TRY
+  *queued = 0;
+  if (!program) throw std::invalid_argument("mlxc_host_program_run_async: no program");
+  auto& h = *static_cast<HostRun*>(program);
+  // The trace and its static program are found or made here, on the caller's thread (a new
+  // signature's trace calls the function): the worker thread only executes.
+  h.find_trace();
+  if (!h.runs_off_thread() || !static_exec_on() || h.limited) return 0;
+  if (in_bytes < h.in_extent || out_bytes < h.out_extent)
+    throw std::invalid_argument("mlxc_host_program_run_async: the buffers hold " + std::to_string(in_bytes) + " and " +
+                                std::to_string(out_bytes) + " bytes, the program's inputs and results take " + std::to_string(h.in_extent) +
+                                " and " + std::to_string(h.out_extent));
+  if (n_out_arrays != h.array_outs || (n_out_arrays && !out_arrays))
+    throw std::invalid_argument("mlxc_host_program_run_async: the program returns " + std::to_string(h.array_outs) + " arrays, room for " +
+                                std::to_string(out_arrays ? n_out_arrays : 0) + " given");
+  if (n_arrays && !arrays) throw std::invalid_argument("mlxc_host_program_run_async: null array list");
+  std::vector<mx::array*> ins;
+  ins.reserve(n_arrays);
+  for (size_t i = 0; i < n_arrays; i++) {
+    if (!arrays[i]) throw std::invalid_argument("mlxc_host_program_run_async: empty array handle at " + std::to_string(i));
+    auto* a = reinterpret_cast<mx::array*>(arrays[i]);
+    if (a->id() == 0)
+      throw std::invalid_argument("mlxc_host_program_run_async: array " + std::to_string(i) + " was consumed by an earlier run");
+    ins.push_back(a);
+  }
+  auto args = std::make_shared<std::vector<mx::array>>(h.prepare(in_data, ins, static_cast<const uint8_t*>(consume), true));
+  HostRun* run = &h;
+  mlxc::run_on_worker(
+      h.stream,
+      [run, args, out_data, out_arrays, keep = h.traces] {
+        std::vector<mx::array> results;
+        results.reserve(run->array_outs);
+        run->finish(std::move(*args), out_data, &results);
+        auto* outs = static_cast<uintptr_t*>(out_arrays);
+        for (size_t i = 0; i < results.size(); i++) outs[i] = reinterpret_cast<uintptr_t>(new mx::array(std::move(results[i])));
+      },
+      id);
+  *queued = 1;
   MLXC_CATCH(1)
   return 0;
 }

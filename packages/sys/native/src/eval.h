@@ -2,6 +2,8 @@
 // eval.cpp, eval_async.cpp and eval_stats.cpp share (spec/extensions/eval.ts).
 #pragma once
 
+#include <functional>
+
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -50,6 +52,13 @@ void check_address_space(const GraphBytes& g);
 bool address_space_limited();
 /** Evaluates within the limits (0: none); throws what MLX throws, or the budget's refusal. */
 void eval_within(const std::vector<mlx::core::array>& outs, size_t max_array_bytes, size_t max_total_bytes);
+
+/**
+ * Runs `task` on stream `s`'s evaluation thread (eval_async.cpp, the thread mlxc_eval_arrays_async
+ * evaluates `s` on), after the jobs queued before it, and reports its end as `id` on the id's
+ * channel (mlxc_eval_channel; an exception the task throws is the report's error).
+ */
+void run_on_worker(const mlx::core::Stream& s, std::function<void()> task, uint64_t id);
 
 // The debug and profiling aids (eval_stats.cpp).
 /** MLXC_GRAPH_STATS is set: each evaluation prints its graph's primitives (print_graph_stats). */

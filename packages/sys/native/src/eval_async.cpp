@@ -36,6 +36,8 @@ struct Job {
   mlxc_eval_done done;
   void* payload;
   uint64_t id = 0;
+  /** Run instead of evaluating `outputs` (run_on_worker). */
+  std::function<void()> task;
 };
 
 /**
@@ -144,7 +146,10 @@ class Worker {
       std::string error;
       // Nothing may leave this thread: an exception here would end the process (std::terminate).
       try {
-        eval_within(job.outputs, job.max_array_bytes, job.max_total_bytes);
+        if (job.task)
+          job.task();
+        else
+          eval_within(job.outputs, job.max_array_bytes, job.max_total_bytes);
       } catch (const std::bad_alloc& e) {
         error = mlxc::alloc_message(e);
       } catch (const std::exception& e) {
@@ -155,6 +160,7 @@ class Worker {
       }
       // The arrays go before the report: the caller may free what they depend on then.
       job.outputs.clear();
+      job.task = nullptr;
       if (job.done)
         job.done(error.empty() ? nullptr : error.c_str(), job.payload);
       else
@@ -179,6 +185,13 @@ Worker& worker_for(const mx::Stream& s) {
 }
 
 }  // namespace
+
+void mlxc::run_on_worker(const mx::Stream& s, std::function<void()> task, uint64_t id) {
+  if (channel_writer(id) < 0) throw std::runtime_error("run_on_worker: no open channel for this id (mlxc_eval_channel)");
+  Job job{{}, 0, 0, nullptr, nullptr, id};
+  job.task = std::move(task);
+  worker_for(s).push(std::move(job));
+}
 
 extern "C" {
 

@@ -2,11 +2,31 @@
 // many arrays freed, a closure applied, each in one call instead of several through the FFI; and
 // streams that any thread may evaluate.
 #include <algorithm>
+#include <mutex>
+#include <set>
 
 #include "mlxc_private.h"
 
 namespace mx = mlx::core;
 using mlxc::array;
+
+namespace {
+std::mutex any_thread_mutex;
+std::set<std::pair<int, int>>& any_thread_streams() {
+  static auto* s = new std::set<std::pair<int, int>>();  // never freed: read until exit
+  return *s;
+}
+}  // namespace
+
+void mlxc::mark_any_thread(const mx::Stream& s) {
+  std::lock_guard<std::mutex> lk(any_thread_mutex);
+  any_thread_streams().emplace(static_cast<int>(s.device.type), s.index);
+}
+
+bool mlxc::is_any_thread(const mx::Stream& s) {
+  std::lock_guard<std::mutex> lk(any_thread_mutex);
+  return any_thread_streams().count({static_cast<int>(s.device.type), s.index}) > 0;
+}
 
 extern "C" {
 
@@ -29,7 +49,9 @@ int mlxc_array_free_many(const uintptr_t* ctxs, size_t ctxs_num) {
 
 mlx_stream mlxc_stream_new_any_thread(mlx_device dev) {
   MLXC_TRY
-  return mlx_stream{new mx::Stream(mx::new_thread_unsafe_stream(mlxc::device(dev)))};
+  auto s = mx::new_thread_unsafe_stream(mlxc::device(dev));
+  mlxc::mark_any_thread(s);
+  return mlx_stream{new mx::Stream(s)};
   MLXC_CATCH(mlx_stream{nullptr})
 }
 

@@ -119,6 +119,10 @@ void set(bool& h, T v) {
 inline void set(size_t& h, size_t v) { h = v; }
 inline void set(int& h, int v) { h = v; }
 
+/** Streams made by mlxc_stream_new_any_thread, which any thread may evaluate (handles.cpp). */
+void mark_any_thread(const mx::Stream& s);
+bool is_any_thread(const mx::Stream& s);
+
 /** The arrays of a list of mlx_array ctx addresses (none may be 0). */
 inline std::vector<array> arrays_of(const uintptr_t* ctxs, size_t n, const char* what) {
   if (n && !ctxs) throw std::invalid_argument(std::string(what) + ": null array list");
