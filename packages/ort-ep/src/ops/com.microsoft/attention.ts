@@ -130,7 +130,11 @@ interface GqaParams {
   doRotary: boolean;
   rotaryInterleaved: boolean;
   causal: boolean;
-  /** Keys further back than this from the query are hidden; <= 0: no window. */
+  /**
+   * local_window_size: query i sees keys j with positions[i] - W < j <= positions[i] (W keys,
+   * itself included); a negative value: no window. 0 (every key hidden: onnxruntime outputs
+   * zeros) is left to the fallback by check().
+   */
   localWindow: number;
   /** Default 1/sqrt(head size). */
   scale?: number;
@@ -160,6 +164,14 @@ function parseGqa(attrs: Attrs): GqaParams {
     throw invalidNode(`GroupQueryAttention kv_num_heads ${kvHeads} must be positive and divide num_heads ${heads}`);
   const causal = attrs.int('causal', 1);
   if (causal !== 0 && causal !== 1) throw new RangeError(`GroupQueryAttention causal must be 0 or 1, got ${causal}`);
+  const localWindow = attrs.int('local_window_size', -1);
+  // onnxruntime's kernel narrows the attribute to an int: 2^32 + 2 would be a window of 2 there,
+  // 2^32 one of 0. No model means that, so such a node is refused rather than given either window.
+  if (!(localWindow >= -(2 ** 31) && localWindow < 2 ** 31))
+    throw invalidNode(`GroupQueryAttention local_window_size ${localWindow} does not fit in an int32`);
+  // onnxruntime refuses the session (its message); a window only narrows the causal mask.
+  if (causal === 0 && localWindow !== -1)
+    throw invalidNode(`GroupQueryAttention local_window_size must be -1 when causal is 0, got ${localWindow}`);
   // Flags are on at 1 only, as onnxruntime reads them (2 or -1 is off there).
   const flag = (name: string) => attrs.int(name, 0) === 1;
   return {
@@ -168,7 +180,7 @@ function parseGqa(attrs: Attrs): GqaParams {
     doRotary: flag('do_rotary'),
     rotaryInterleaved: flag('rotary_interleaved'),
     causal: causal === 1,
-    localWindow: attrs.int('local_window_size', -1),
+    localWindow,
     scale: scaleAttr(attrs),
     softcap: attrs.float('softcap', 0),
     smoothSoftmax: flag('smooth_softmax'),
@@ -188,6 +200,7 @@ function gqaCheck(ctx: CheckContext<GqaParams>): string | undefined {
   if (a.qkOutput < 0 || a.qkOutput > 2) return `GroupQueryAttention qk_output ${a.qkOutput} is not 0, 1 or 2`;
   if (ctx.node.outputs[3] && a.qkOutput === 0) return 'GroupQueryAttention output_qk needs qk_output 1 or 2';
   if (a.slidingWindowCache) return 'GroupQueryAttention with sliding_window_cache (window-sized KV buffers) is not supported';
+  if (a.localWindow === 0) return 'GroupQueryAttention local_window_size 0 hides every key (onnxruntime outputs zeros); -1 means no window';
   for (const [what, t] of [
     ['k_quant_type', a.kQuant],
     ['v_quant_type', a.vQuant],
@@ -328,8 +341,8 @@ function gqaMask(p: GqaParams, g: GqaShape): mx.Array {
   if (p.causal) {
     const pos = mx.add(perEntry(g.starts), mx.reshape(mx.arange(0, g.S, 1, 'int32'), [1, 1, g.S, 1])); // [B, 1, S, 1]
     ok = mx.logicalAnd(ok, mx.lessEqual(j, pos));
-    // A window past every position hides nothing (and would not fit int32).
-    if (p.localWindow > 0 && p.localWindow <= g.total)
+    // A window at least as long as the keys hides nothing: no ops for it.
+    if (p.localWindow > 0 && p.localWindow < g.total)
       ok = mx.logicalAnd(ok, mx.greater(j, mx.subtract(pos, mx.scalar(p.localWindow, 'int32'))));
   }
   return mx.broadcastTo(ok, [g.B, 1, g.S, g.total]);
@@ -420,15 +433,16 @@ function gqaSharedStep(
   const presentV = write(pastV, v);
   const Nkv = pastK.shape[1];
   const view = (a: mx.Array) => (capacity === total ? a : mx.slice(a, [0, 0, 0, 0], [1, Nkv, total, H], [1, 1, 1, 1]));
-  // Key j is visible to query i (at positions[i]) when j < len, j <= positions[i] and inside the window.
-  let mask = ctx.shared(['gqa-mask', positions, total, p.causal, p.localWindow], () => {
+  // Key j is visible to query i (at positions[i]) when j < len, j <= positions[i] and inside the
+  // window. One mask a run for all layers of a window (and one for those of none: a window at least
+  // total_sequence_length long hides nothing), built from the positions on the device.
+  const window = p.causal && p.localWindow > 0 && p.localWindow < total ? p.localWindow : -1;
+  let mask = ctx.shared(['gqa-mask', positions, total, p.causal, window], () => {
     const j = mx.reshape(mx.arange(0, total, 1, 'int32'), [1, 1, 1, total]);
     const pos = mx.reshape(positions, [1, 1, S, 1]);
     let visible = mx.less(j, mx.reshape(len, [1, 1, 1, 1]));
-    if (p.causal) {
-      visible = mx.logicalAnd(visible, mx.lessEqual(j, pos));
-      if (p.localWindow > 0) visible = mx.logicalAnd(visible, mx.greater(j, mx.subtract(pos, mx.scalar(p.localWindow, 'int32'))));
-    }
+    if (p.causal) visible = mx.logicalAnd(visible, mx.lessEqual(j, pos));
+    if (window > 0) visible = mx.logicalAnd(visible, mx.greater(j, mx.subtract(pos, mx.scalar(window, 'int32'))));
     return visible;
   });
   const attentionBias = ctx.optional(10);
@@ -644,6 +658,6 @@ export const msAttentionOps: OpEntry[] = [
     parse: parseGqa,
     check: gqaCheck,
     run: gqa,
-    note: 'float, int8, float8e4m3fn or 4-bit KV cache (PER_TENSOR, PER_CHANNEL); no sliding_window_cache',
+    note: 'float, int8, float8e4m3fn or 4-bit KV cache (PER_TENSOR, PER_CHANNEL); local_window_size (0 falls back); no sliding_window_cache',
   }),
 ];
