@@ -201,6 +201,30 @@ describe('GroupQueryAttention sliding_window_cache: what is refused', () => {
     }
   });
 
+  it("no past: onnxruntime's message", async () => {
+    const bytes = model({
+      opsets: { '': 17, [MS]: 1 },
+      inputs: [
+        v('q', 'float32', [1, 2, 4 * H]),
+        v('k', 'float32', [1, 2, Nkv * H]),
+        v('val', 'float32', [1, 2, Nkv * H]),
+        v('sl', 'int32', [1]),
+        v('tl', 'int32', []),
+      ],
+      outputs: [v('y', 'float32')],
+      nodes: [
+        node('GroupQueryAttention', ['q', 'k', 'val', '', '', 'sl', 'tl'], ['y'], {
+          domain: MS,
+          attrs: { num_heads: 4, kv_num_heads: Nkv, local_window_size: 3, sliding_window_cache: 1 },
+        }),
+      ],
+    });
+    const { q, k, val, sl, tl } = feeds(base);
+    const message = /sliding_window_cache=1 requires past_key and past_value to be present/;
+    expect(String(await outcome(bytes, { q, k, val, sl, tl }))).toMatch(message);
+    expect(String(await outcome(bytes, { q, k, val, sl, tl }, cpu))).toMatch(message);
+  });
+
   it("a buffer shorter than the window: onnxruntime's message", async () => {
     const f = feeds(base, 2);
     expect(String(await outcome(gqa(base), f))).toMatch(/KV cache capacity \(2\) must be at least local_window_size \(3\)/);
