@@ -16,6 +16,7 @@ import { hostNumbers, intsIfGiven } from '../helpers/util.js';
 import { decodeMiniFloatArray, encodeE4M3FNOnDevice } from '../helpers/minifloat.js';
 import { optionalQuantInput, packNibbles, typed, unpackFields } from '../helpers/quant-math.js';
 import { checkResultShape, MAX_DIM } from '../helpers/bounds.js';
+import { slidingCache, slidingLayout } from './gqa-sliding-cache.js';
 
 const lowest = (d: mx.Dtype) => (d === 'float16' ? -65504 : d === 'bfloat16' ? -3.38e38 : -3.4028234663852886e38);
 
@@ -130,7 +131,11 @@ interface GqaParams {
   doRotary: boolean;
   rotaryInterleaved: boolean;
   causal: boolean;
-  /** Keys further back than this from the query are hidden; <= 0: no window. */
+  /**
+   * local_window_size: query i sees keys j with positions[i] - W < j <= positions[i] (W keys,
+   * itself included); a negative value: no window. 0 (every key hidden: onnxruntime outputs
+   * zeros) is left to the fallback by check().
+   */
   localWindow: number;
   /** Default 1/sqrt(head size). */
   scale?: number;
@@ -139,9 +144,9 @@ interface GqaParams {
   smoothSoftmax: boolean;
   /** Epsilon of the RMSNorm of Q and K per head (q_norm_weight, k_norm_weight). */
   qkNormEpsilon: number;
-  /** Attributes of features not implemented (check() refuses them). */
   /** output_qk: 0 none, 1 the scaled scores before softmax, 2 the probabilities after it. */
   qkOutput: number;
+  /** past_key and past_value hold the last local_window_size tokens (gqa-sliding-cache.ts). */
   slidingWindowCache: boolean;
   /** KV cache quantization (k_quant_type, v_quant_type): 'NONE', 'PER_TENSOR' or 'PER_CHANNEL'. */
   kQuant: string;
@@ -160,21 +165,32 @@ function parseGqa(attrs: Attrs): GqaParams {
     throw invalidNode(`GroupQueryAttention kv_num_heads ${kvHeads} must be positive and divide num_heads ${heads}`);
   const causal = attrs.int('causal', 1);
   if (causal !== 0 && causal !== 1) throw new RangeError(`GroupQueryAttention causal must be 0 or 1, got ${causal}`);
+  const localWindow = attrs.int('local_window_size', -1);
+  // onnxruntime's kernel narrows the attribute to an int: 2^32 + 2 would be a window of 2 there,
+  // 2^32 one of 0. No model means that, so such a node is refused rather than given either window.
+  if (!(localWindow >= -(2 ** 31) && localWindow < 2 ** 31))
+    throw invalidNode(`GroupQueryAttention local_window_size ${localWindow} does not fit in an int32`);
+  // onnxruntime refuses the session (its message); a window only narrows the causal mask.
+  if (causal === 0 && localWindow !== -1)
+    throw invalidNode(`GroupQueryAttention local_window_size must be -1 when causal is 0, got ${localWindow}`);
   // Flags are on at 1 only, as onnxruntime reads them (2 or -1 is off there).
   const flag = (name: string) => attrs.int(name, 0) === 1;
+  const slidingWindowCache = flag('sliding_window_cache');
+  if (slidingWindowCache && !(localWindow > 0))
+    throw invalidNode(`GroupQueryAttention sliding_window_cache=1 requires local_window_size > 0, got ${localWindow}`);
   return {
     heads,
     kvHeads,
     doRotary: flag('do_rotary'),
     rotaryInterleaved: flag('rotary_interleaved'),
     causal: causal === 1,
-    localWindow: attrs.int('local_window_size', -1),
+    localWindow,
     scale: scaleAttr(attrs),
     softcap: attrs.float('softcap', 0),
     smoothSoftmax: flag('smooth_softmax'),
     qkNormEpsilon: attrs.float('qk_norm_epsilon', 1e-6),
     qkOutput: attrs.int('qk_output', 0),
-    slidingWindowCache: flag('sliding_window_cache'),
+    slidingWindowCache,
     kQuant: attrs.string('k_quant_type', 'NONE'),
     vQuant: attrs.string('v_quant_type', 'NONE'),
     cacheBits: attrs.int('kv_cache_bit_width', 8),
@@ -187,7 +203,13 @@ function gqaCheck(ctx: CheckContext<GqaParams>): string | undefined {
   const a = ctx.params;
   if (a.qkOutput < 0 || a.qkOutput > 2) return `GroupQueryAttention qk_output ${a.qkOutput} is not 0, 1 or 2`;
   if (ctx.node.outputs[3] && a.qkOutput === 0) return 'GroupQueryAttention output_qk needs qk_output 1 or 2';
-  if (a.slidingWindowCache) return 'GroupQueryAttention with sliding_window_cache (window-sized KV buffers) is not supported';
+  if (a.slidingWindowCache) {
+    if (a.kQuant !== 'NONE' || a.vQuant !== 'NONE')
+      return 'GroupQueryAttention with sliding_window_cache and a quantized KV cache is not supported';
+    if (ctx.node.outputs[3]) return 'GroupQueryAttention with sliding_window_cache and output_qk is not supported';
+    if (ctx.node.inputs[10]) return 'GroupQueryAttention with sliding_window_cache and attention_bias is not supported';
+  }
+  if (a.localWindow === 0) return 'GroupQueryAttention local_window_size 0 hides every key (onnxruntime outputs zeros); -1 means no window';
   for (const [what, t] of [
     ['k_quant_type', a.kQuant],
     ['v_quant_type', a.vQuant],
@@ -328,8 +350,8 @@ function gqaMask(p: GqaParams, g: GqaShape): mx.Array {
   if (p.causal) {
     const pos = mx.add(perEntry(g.starts), mx.reshape(mx.arange(0, g.S, 1, 'int32'), [1, 1, g.S, 1])); // [B, 1, S, 1]
     ok = mx.logicalAnd(ok, mx.lessEqual(j, pos));
-    // A window past every position hides nothing (and would not fit int32).
-    if (p.localWindow > 0 && p.localWindow <= g.total)
+    // A window at least as long as the keys hides nothing: no ops for it.
+    if (p.localWindow > 0 && p.localWindow < g.total)
       ok = mx.logicalAnd(ok, mx.greater(j, mx.subtract(pos, mx.scalar(p.localWindow, 'int32'))));
   }
   return mx.broadcastTo(ok, [g.B, 1, g.S, g.total]);
@@ -420,15 +442,16 @@ function gqaSharedStep(
   const presentV = write(pastV, v);
   const Nkv = pastK.shape[1];
   const view = (a: mx.Array) => (capacity === total ? a : mx.slice(a, [0, 0, 0, 0], [1, Nkv, total, H], [1, 1, 1, 1]));
-  // Key j is visible to query i (at positions[i]) when j < len, j <= positions[i] and inside the window.
-  let mask = ctx.shared(['gqa-mask', positions, total, p.causal, p.localWindow], () => {
+  // Key j is visible to query i (at positions[i]) when j < len, j <= positions[i] and inside the
+  // window. One mask a run for all layers of a window (and one for those of none: a window at least
+  // total_sequence_length long hides nothing), built from the positions on the device.
+  const window = p.causal && p.localWindow > 0 && p.localWindow < total ? p.localWindow : -1;
+  let mask = ctx.shared(['gqa-mask', positions, total, p.causal, window], () => {
     const j = mx.reshape(mx.arange(0, total, 1, 'int32'), [1, 1, 1, total]);
     const pos = mx.reshape(positions, [1, 1, S, 1]);
     let visible = mx.less(j, mx.reshape(len, [1, 1, 1, 1]));
-    if (p.causal) {
-      visible = mx.logicalAnd(visible, mx.lessEqual(j, pos));
-      if (p.localWindow > 0) visible = mx.logicalAnd(visible, mx.greater(j, mx.subtract(pos, mx.scalar(p.localWindow, 'int32'))));
-    }
+    if (p.causal) visible = mx.logicalAnd(visible, mx.lessEqual(j, pos));
+    if (window > 0) visible = mx.logicalAnd(visible, mx.greater(j, mx.subtract(pos, mx.scalar(window, 'int32'))));
     return visible;
   });
   const attentionBias = ctx.optional(10);
@@ -532,11 +555,14 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
     throw new RangeError(`total_sequence_length ${total} is past the largest dimension ${MAX_DIM}`);
   if (p.qkOutput !== 0 && !ctx.wants(3)) throw new RangeError('qk_output attribute was configured but output buffer was not provided');
   checkGqaPast(ctx, B, Nkv, p.kQuant !== 'NONE' && p.cacheBits === 4 ? H / 2 : H);
-  // The present cache and the attention scores have total_sequence_length rows: sized before anything is built.
+  // The present cache and the attention scores have total_sequence_length rows (a window-sized
+  // buffer's and the new tokens' with sliding_window_cache): sized before anything is built.
   const pastLength = ctx.has(3) ? ctx.shape(3)[2] : 0;
   const itemsize = q.dtype === 'float32' ? 4 : 2;
-  checkResultShape(ctx, [B, Nkv, Math.max(total, pastLength), H], itemsize, 'GroupQueryAttention present_key');
-  checkResultShape(ctx, [B, N, S, total], 4, 'GroupQueryAttention attention scores');
+  const sliding = p.slidingWindowCache;
+  checkResultShape(ctx, [B, Nkv, sliding ? pastLength : Math.max(total, pastLength), H], itemsize, 'GroupQueryAttention present_key');
+  checkResultShape(ctx, [B, N, S, sliding ? pastLength + S : total], 4, 'GroupQueryAttention attention scores');
+  if (sliding) return gqaSlidingStep(ctx, q, k, v, total);
   // The device-side decode step covers plain attention: sinks, Q/K norms and output_qk take the general path.
   const quantized = p.kQuant !== 'NONE';
   const plain = !quantized && !p.smoothSoftmax && !ctx.has(11) && !ctx.has(14) && !ctx.has(15) && !ctx.wants(3);
@@ -620,6 +646,47 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   return [fromHeads(y), presentK, presentV, ctx.wants(3) ? gqaScores(q, keys, visible, attentionBias, scale, p) : undefined];
 }
 
+/**
+ * A step over window-sized KV buffers (sliding_window_cache): the layout of the buffer, the new
+ * rows and the present comes from seqlens_k on the device (gqa-sliding-cache.ts).
+ */
+function gqaSlidingStep(ctx: OpContext<GqaParams>, q: mx.Array, k: mx.Array, v: mx.Array, total: number): OpResult[] {
+  const p = ctx.params;
+  const [B, N, S, H] = q.shape;
+  if (!ctx.has(3) || !ctx.has(4)) throw new RangeError('sliding_window_cache=1 requires past_key and past_value to be present.');
+  const seqlensShape = ctx.shape(5);
+  if (seqlensShape.length !== 1 || seqlensShape[0] !== B)
+    throw new RangeError(`seqlens_k of shape [${seqlensShape.join(', ')}] is not [${B}], one length a batch entry`);
+  const pastK = ctx.input(3);
+  const pastV = ctx.input(4);
+  const capacity = pastK.shape[2];
+  const W = p.localWindow;
+  if (capacity < W)
+    throw new RangeError(`sliding_window_cache: KV cache capacity (${capacity}) must be at least local_window_size (${W}).`);
+  if (capacity > W)
+    throw new RangeError(
+      `sliding_window_cache with KV buffers of ${capacity} rows for local_window_size ${W} is not supported: only buffers of the window's length (onnxruntime's CPU kernel keeps rows past the window that follow no rule)`,
+    );
+  const layout = slidingLayout(ctx, S, total, capacity, W);
+  const qNorm = ctx.optional(14);
+  const kNorm = ctx.optional(15);
+  if (qNorm && kNorm) {
+    q = headRmsNorm(q, qNorm, p.qkNormEpsilon);
+    k = headRmsNorm(k, kNorm, p.qkNormEpsilon);
+  }
+  if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, { B, S, H, starts: [] }, false, layout.positions);
+  const keys = slidingCache(layout, pastK, k);
+  const values = slidingCache(layout, pastV, v);
+  const scale = p.scale ?? 1 / Math.sqrt(H);
+  const headSink = ctx.optional(11);
+  const sink = headSink ?? (p.smoothSoftmax ? mx.zeros([N], 'float32') : undefined);
+  if (sink && sink.size !== N) throw new RangeError(`${ctx.where}: head_sink has ${sink.size} values for ${N} heads`);
+  const y = sink
+    ? sinkAttention(q, keys.all, values.all, sink, layout.visible, undefined, scale, p.softcap)
+    : scaledDotProductAttention(q, keys.all, values.all, { scale, mask: layout.visible, softcap: p.softcap });
+  return [fromHeads(y), keys.present, values.present];
+}
+
 /** output_qk [B, N, S, T]: the scaled scores (qk_output 1) or the probabilities (2). */
 function gqaScores(q: mx.Array, keys: mx.Array, visible: mx.Array, bias: mx.Array | undefined, scale: number, p: GqaParams): mx.Array {
   const G = q.shape[1] / keys.shape[1];
@@ -644,6 +711,6 @@ export const msAttentionOps: OpEntry[] = [
     parse: parseGqa,
     check: gqaCheck,
     run: gqa,
-    note: 'float, int8, float8e4m3fn or 4-bit KV cache (PER_TENSOR, PER_CHANNEL); no sliding_window_cache',
+    note: 'float, int8, float8e4m3fn or 4-bit KV cache (PER_TENSOR, PER_CHANNEL); local_window_size (0 falls back); sliding_window_cache with float buffers of the window',
   }),
 ];
