@@ -1,0 +1,38 @@
+// A tiny T5 (random weights, fixed seed) exported with torch + transformers by export-seq2seq.py
+// in optimum's layout (onnx/encoder_model.onnx, onnx/decoder_model_merged.onnx, config.json,
+// generation_config.json) with transformers' own greedy model.generate tokens (reference.json).
+// Exported once per version of the script into .cache/ at the repository root; the Python is the
+// project's bench environment (tools/install-bench-python.sh installs it where it is missing).
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../../../..', import.meta.url));
+const script = fileURLToPath(new URL('./export-seq2seq.py', import.meta.url));
+
+export interface Seq2SeqReference {
+  maxNewTokens: number;
+  decoderStartTokenId: number;
+  eosTokenId: number;
+  /** Each case's encoder input and transformers' greedy output (the decoder start token first). */
+  cases: { inputIds: number[]; tokens: number[] }[];
+}
+
+/** The folder of the exported T5 (exporting it on the first call). */
+export function t5Folder(): string {
+  const hash = createHash('sha256').update(readFileSync(script)).digest('hex').slice(0, 12);
+  const dir = join(root, '.cache', `t5-tiny-${hash}`);
+  if (existsSync(join(dir, 'reference.json'))) return dir;
+  const python = execFileSync('bash', [join(root, 'tools', 'install-bench-python.sh')], { encoding: 'utf8' }).trim();
+  const tmp = `${dir}.${process.pid}.tmp`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  execFileSync(python, [script, tmp], { stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 64 * 2 ** 20 });
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  return dir;
+}
+
+export const t5Reference = (dir: string): Seq2SeqReference => JSON.parse(readFileSync(join(dir, 'reference.json'), 'utf8'));
