@@ -30,8 +30,12 @@ export function t5Folder(): string {
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
   execFileSync(python, [script, tmp], { stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 64 * 2 ** 20 });
-  rmSync(dir, { recursive: true, force: true });
-  renameSync(tmp, dir);
+  // Another process may have finished the same export meanwhile: keep the first.
+  if (existsSync(join(dir, 'reference.json'))) rmSync(tmp, { recursive: true, force: true });
+  else {
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(tmp, dir);
+  }
   return dir;
 }
 
