@@ -28,14 +28,25 @@ export interface Seq2SeqOptions
     | 'Tensor'
     | 'onStep'
   > {
-  /** The encoder's input (batch 1). */
-  inputIds: readonly (number | bigint)[];
+  /** The encoder's input_ids (batch 1; its attention_mask is all ones). Or `encoderFeeds`. */
+  inputIds?: readonly (number | bigint)[];
+  /**
+   * The encoder's feeds as they are, for an encoder whose input is not token ids (Whisper's
+   * `input_features`) or that takes a mask of its own; batch 1. The decoder's
+   * `encoder_attention_mask` is its `attention_mask` where given, else all ones.
+   */
+  encoderFeeds?: Record<string, Tensor>;
   /**
    * The token the decoder starts from (the model's `decoder_start_token_id`: 0 for T5, 2 for BART,
    * the pad token for Marian). It is fed, not yielded; the repetition penalty and the
-   * logitsProcessor's sequence count it, as transformers does.
+   * logitsProcessor's sequence count it, as transformers does. Or `decoderInputIds`.
    */
-  decoderStartTokenId: number;
+  decoderStartTokenId?: number;
+  /**
+   * The decoder's prompt, fed whole by the first step and not yielded: the start token and any
+   * forced tokens after it (Whisper's `<|startoftranscript|>`, language, task, `<|notimestamps|>`).
+   */
+  decoderInputIds?: readonly number[];
   /** 'greedy' (default) or sampling (temperature, top-k, top-p, seed), as generate() takes them. */
   sampling?: 'greedy' | SamplingOptions;
 }
@@ -53,7 +64,9 @@ interface Cache {
 
 const OPTION_KEYS = [
   'inputIds',
+  'encoderFeeds',
   'decoderStartTokenId',
+  'decoderInputIds',
   'maxNewTokens',
   'sampling',
   'stopTokens',
@@ -77,16 +90,37 @@ function checkOptions(options: Seq2SeqOptions): void {
   for (const k of Object.keys(options))
     if (!OPTION_KEYS.includes(k)) throw new TypeError(`generateSeq2Seq: unknown option '${k}' (known: ${OPTION_KEYS.join(', ')})`);
   const ids = options.inputIds as unknown;
-  if (!Array.isArray(ids)) throw new TypeError(`generateSeq2Seq: inputIds must be an array of token ids, got ${show(ids)}`);
-  if (!ids.length) throw new RangeError('generateSeq2Seq: inputIds is empty');
-  ids.forEach((id, i) => {
-    const ok = typeof id === 'bigint' ? id >= 0n && id <= BigInt(Number.MAX_SAFE_INTEGER) : isCount(id, 0);
-    if (!ok) throw new RangeError(`generateSeq2Seq: inputIds[${i}] = ${show(id)} is not a token id (an integer ≥ 0)`);
-  });
-  if (!isCount(options.decoderStartTokenId, 0))
-    throw new RangeError(
-      `generateSeq2Seq: decoderStartTokenId must be a token id (the model's decoder_start_token_id), got ${show(options.decoderStartTokenId)}`,
+  const feeds = options.encoderFeeds as unknown;
+  if ((ids === undefined) === (feeds === undefined))
+    throw new TypeError(
+      "generateSeq2Seq: give the encoder's input as inputIds (token ids) or as encoderFeeds (named tensors), one of them",
     );
+  if (ids !== undefined) {
+    if (!Array.isArray(ids)) throw new TypeError(`generateSeq2Seq: inputIds must be an array of token ids, got ${show(ids)}`);
+    if (!ids.length) throw new RangeError('generateSeq2Seq: inputIds is empty');
+    ids.forEach((id, i) => {
+      const ok = typeof id === 'bigint' ? id >= 0n && id <= BigInt(Number.MAX_SAFE_INTEGER) : isCount(id, 0);
+      if (!ok) throw new RangeError(`generateSeq2Seq: inputIds[${i}] = ${show(id)} is not a token id (an integer ≥ 0)`);
+    });
+  } else if (typeof feeds !== 'object' || feeds === null || Array.isArray(feeds))
+    throw new TypeError(`generateSeq2Seq: encoderFeeds must be an object of named tensors, got ${show(feeds)}`);
+  const start = options.decoderStartTokenId as unknown;
+  const prompt = options.decoderInputIds as unknown;
+  if ((start === undefined) === (prompt === undefined))
+    throw new TypeError(
+      "generateSeq2Seq: give decoderStartTokenId (the model's decoder_start_token_id) or decoderInputIds (the decoder's prompt), one of them",
+    );
+  if (start !== undefined && !isCount(start, 0))
+    throw new RangeError(
+      `generateSeq2Seq: decoderStartTokenId must be a token id (the model's decoder_start_token_id), got ${show(start)}`,
+    );
+  if (prompt !== undefined) {
+    if (!Array.isArray(prompt) || !prompt.length)
+      throw new TypeError(`generateSeq2Seq: decoderInputIds must be a non-empty array of token ids, got ${show(prompt)}`);
+    prompt.forEach((t, i) => {
+      if (!isCount(t, 0)) throw new RangeError(`generateSeq2Seq: decoderInputIds[${i}] = ${show(t)} is not a token id (an integer ≥ 0)`);
+    });
+  }
   if (!isCount(options.maxNewTokens, 0))
     throw new RangeError(`generateSeq2Seq: maxNewTokens must be an integer ≥ 0, got ${show(options.maxNewTokens)}`);
   checkSampling(options.sampling);
@@ -143,11 +177,25 @@ function decoderCaches(decoder: Session): Cache[] {
 }
 
 /** The input and output names both sessions need, checked before anything runs. */
-function checkSessions(encoder: Session, decoder: Session): Cache[] {
-  const encoderKnown = ['input_ids', 'attention_mask'];
-  const extra = encoder.inputNames.filter((n) => !encoderKnown.includes(n));
-  if (extra.length) throw new InvalidFeedError(`generateSeq2Seq: the encoder has inputs it cannot feed: ${extra.join(', ')}`);
-  if (!encoder.inputNames.includes('input_ids')) throw new InvalidFeedError("generateSeq2Seq: the encoder has no 'input_ids' input");
+function checkSessions(encoder: Session, decoder: Session, feeds: Record<string, Tensor> | undefined): Cache[] {
+  if (feeds) {
+    const missing = encoder.inputNames.filter((n) => !(n in feeds));
+    if (missing.length)
+      throw new InvalidFeedError(`generateSeq2Seq: encoderFeeds has no ${missing.map((n) => `'${n}'`).join(', ')} (the encoder's inputs)`);
+    const extra = Object.keys(feeds).filter((n) => !encoder.inputNames.includes(n));
+    if (extra.length)
+      throw new InvalidFeedError(
+        `generateSeq2Seq: encoderFeeds has ${extra.map((n) => `'${n}'`).join(', ')}, which the encoder does not take (its inputs: ${encoder.inputNames.join(', ')})`,
+      );
+  } else {
+    const encoderKnown = ['input_ids', 'attention_mask'];
+    const extra = encoder.inputNames.filter((n) => !encoderKnown.includes(n));
+    if (extra.length)
+      throw new InvalidFeedError(
+        `generateSeq2Seq: the encoder has inputs it cannot feed from inputIds: ${extra.join(', ')} (pass them in encoderFeeds)`,
+      );
+    if (!encoder.inputNames.includes('input_ids')) throw new InvalidFeedError("generateSeq2Seq: the encoder has no 'input_ids' input");
+  }
   if (!encoder.outputNames.includes('last_hidden_state'))
     throw new InvalidFeedError(
       `generateSeq2Seq: the encoder has no 'last_hidden_state' output (its outputs: ${encoder.outputNames.join(', ')})`,
@@ -169,12 +217,12 @@ function checkSessions(encoder: Session, decoder: Session): Cache[] {
 
 /**
  * Generates up to `maxNewTokens` tokens from an encoder-decoder for the encoder input
- * `inputIds`, yielding each as it is chosen (the decoder start token is not yielded). Breaking out
- * of the loop (or an error) frees the device tensors it holds.
+ * (`inputIds` or `encoderFeeds`), yielding each as it is chosen (the decoder's start token or
+ * prompt is not yielded). Breaking out of the loop (or an error) frees the device tensors it holds.
  */
 export async function* generateSeq2Seq(encoder: Session, decoder: Session, options: Seq2SeqOptions): AsyncGenerator<number, void, void> {
   checkOptions(options);
-  const caches = checkSessions(encoder, decoder);
+  const caches = checkSessions(encoder, decoder, options.encoderFeeds);
   const T = options.Tensor ?? (CommonTensor as unknown as typeof Tensor);
   const typeOf = (s: Session, name: string) => {
     const m = s.inputMetadata[s.inputNames.indexOf(name)];
@@ -187,10 +235,17 @@ export async function* generateSeq2Seq(encoder: Session, decoder: Session, optio
   const empty = (c: Cache) =>
     new T(c.type as 'float32', c.type === 'float16' ? new Uint16Array(0) : new Float32Array(0), [1, c.dims[0], 0, c.dims[1]]) as Tensor;
 
-  const source = options.inputIds.map(Number);
-  const encoderFeeds: Record<string, Tensor> = { input_ids: ints(encoder, 'input_ids', source) };
-  const ones = source.map(() => 1);
-  if (encoder.inputNames.includes('attention_mask')) encoderFeeds.attention_mask = ints(encoder, 'attention_mask', ones);
+  let encoderFeeds = options.encoderFeeds;
+  if (!encoderFeeds) {
+    const source = options.inputIds!.map(Number);
+    encoderFeeds = { input_ids: ints(encoder, 'input_ids', source) };
+    if (encoder.inputNames.includes('attention_mask'))
+      encoderFeeds.attention_mask = ints(
+        encoder,
+        'attention_mask',
+        source.map(() => 1),
+      );
+  }
   const held: Tensor[] = []; // device tensors this loop owns, freed at the end
   const free = (t: Tensor | undefined) => {
     if (t && isDevice(t)) t.dispose();
@@ -200,20 +255,23 @@ export async function* generateSeq2Seq(encoder: Session, decoder: Session, optio
     const encoded = (await encoder.run(encoderFeeds, { last_hidden_state: null })) as Record<string, Tensor>;
     const hidden = encoded.last_hidden_state;
     held.push(hidden);
-    if (hidden.dims.length !== 3 || hidden.dims[1] !== source.length)
+    if (hidden.dims.length !== 3 || hidden.dims[0] !== 1)
       throw new InvalidFeedError(
-        `generateSeq2Seq: the encoder's last_hidden_state has shape [${hidden.dims.join(', ')}], not [1, ${source.length}, hidden]`,
+        `generateSeq2Seq: the encoder's last_hidden_state has shape [${hidden.dims.join(', ')}], not [1, positions, hidden]`,
       );
-    const encoderMask = decoder.inputNames.includes('encoder_attention_mask') ? ints(decoder, 'encoder_attention_mask', ones) : undefined;
+    const positions = hidden.dims[1];
+    const encoderMask = decoder.inputNames.includes('encoder_attention_mask')
+      ? (encoderFeeds.attention_mask ?? ints(decoder, 'encoder_attention_mask', new Array<number>(positions).fill(1)))
+      : undefined;
     const random = typeof options.sampling === 'object' ? seeded(options.sampling.seed ?? 0) : undefined;
     const stops = new Set(options.stopTokens ?? []);
     const minNew = options.minNewTokens ?? 0;
     const shapes = options.repetitionPenalty !== undefined || options.presencePenalty || options.frequencyPenalty;
-    const sequence = [options.decoderStartTokenId];
+    const sequence = options.decoderInputIds ? [...options.decoderInputIds] : [options.decoderStartTokenId!];
     const generated: number[] = [];
     for (let step = 0; generated.length < options.maxNewTokens; step++) {
       const feeds: Record<string, Tensor> = {
-        input_ids: ints(decoder, 'input_ids', [sequence[sequence.length - 1]]),
+        input_ids: ints(decoder, 'input_ids', step === 0 ? sequence : [sequence[sequence.length - 1]]),
         encoder_hidden_states: hidden,
       };
       if (encoderMask) feeds.encoder_attention_mask = encoderMask;
@@ -241,9 +299,9 @@ export async function* generateSeq2Seq(encoder: Session, decoder: Session, optio
       past = next;
       if (step === 0)
         caches.forEach((c, i) => {
-          if (c.kind === 'encoder' && past[i].dims[2] !== source.length)
+          if (c.kind === 'encoder' && past[i].dims[2] !== positions)
             throw new InvalidFeedError(
-              `generateSeq2Seq: the decoder's first step returned '${c.present}' of shape [${past[i].dims.join(', ')}]: the cross-attention cache needs ${source.length} positions (is use_cache_branch false there?)`,
+              `generateSeq2Seq: the decoder's first step returned '${c.present}' of shape [${past[i].dims.join(', ')}]: the cross-attention cache needs the encoder's ${positions} positions (is use_cache_branch false there?)`,
             );
         });
       const logits = out.logits;
@@ -262,7 +320,7 @@ export async function* generateSeq2Seq(encoder: Session, decoder: Session, optio
         }
       }
       const token = pickToken(last, options.sampling, random);
-      options.onStep?.(step, 1);
+      options.onStep?.(step, step === 0 ? sequence.length : 1);
       sequence.push(token);
       generated.push(token);
       yield token;

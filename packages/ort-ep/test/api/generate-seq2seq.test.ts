@@ -71,6 +71,27 @@ describe('generateSeq2Seq on a T5 export', () => {
     }
   });
 
+  it('a decoder prompt (forced tokens) is fed whole by the first step and continued as transformers does', async () => {
+    const p = ref.prompted;
+    const expected = p.tokens.slice(p.decoderInputIds.length);
+    const opts: Opts = { inputIds: p.inputIds, decoderInputIds: p.decoderInputIds, decoderStartTokenId: undefined };
+    const fed: number[] = [];
+    expect(await run('ort', opts)).toEqual(expected);
+    expect(await run('mlx', { ...opts, onStep: (_, n) => fed.push(n) })).toEqual(expected);
+    expect(fed.slice(0, 3)).toEqual([3, 1, 1]);
+  });
+
+  it('encoderFeeds: the encoder fed as given, its attention_mask reused as the encoder_attention_mask', async () => {
+    const c = ref.cases[1];
+    const n = c.inputIds.length;
+    const encoderFeeds = {
+      input_ids: new ort.Tensor('int64', BigInt64Array.from(c.inputIds, BigInt), [1, n]),
+      attention_mask: new ort.Tensor('int64', new BigInt64Array(n).fill(1n), [1, n]),
+    };
+    for (const engine of ['ort', 'mlx'] as const)
+      expect(await run(engine, { inputIds: undefined, encoderFeeds: encoderFeeds as never })).toEqual(c.tokens.slice(1));
+  });
+
   it('on mlx the caches stay on the device: a step downloads its logits alone', async () => {
     const c = ref.cases[1];
     const vocab = 256;
@@ -149,8 +170,19 @@ describe('generateSeq2Seq: bad sessions and options', () => {
     const swapped = await attempt(decoder, encoder, ok());
     expect(swapped).toBeInstanceOf(InvalidFeedError);
     expect((swapped as Error).message).toMatch(
-      /^generateSeq2Seq: the encoder has inputs it cannot feed: encoder_attention_mask, encoder_hidden_states, past_key_values\.0\.decoder\.key/,
+      /^generateSeq2Seq: the encoder has inputs it cannot feed from inputIds: encoder_attention_mask, encoder_hidden_states, past_key_values\.0\.decoder\.key.* \(pass them in encoderFeeds\)$/,
     );
+    const ids = (n: number) => new ort.Tensor('int64', new BigInt64Array(n).fill(5n), [1, n]);
+    const { inputIds: _, ...noIds } = ok();
+    await expect(attempt(encoder, decoder, { ...noIds, encoderFeeds: { input_ids: ids(4) } })).resolves.toMatchObject({
+      message: "generateSeq2Seq: encoderFeeds has no 'attention_mask' (the encoder's inputs)",
+    });
+    await expect(
+      attempt(encoder, decoder, { ...noIds, encoderFeeds: { input_ids: ids(4), attention_mask: ids(4), input_features: ids(4) } }),
+    ).resolves.toMatchObject({
+      message:
+        "generateSeq2Seq: encoderFeeds has 'input_features', which the encoder does not take (its inputs: input_ids, attention_mask)",
+    });
     await expect(attempt(encoder, encoder, ok())).resolves.toMatchObject({
       message:
         'generateSeq2Seq: the decoder has no past_key_values.{i}.decoder/encoder.key/value inputs (its inputs: input_ids, attention_mask); export it with a KV cache (decoder_model_merged)',
@@ -182,13 +214,25 @@ describe('generateSeq2Seq: bad sessions and options', () => {
     const cases: [object, RegExp][] = [
       [
         { decoderStartTokenId: undefined },
-        /^generateSeq2Seq: decoderStartTokenId must be a token id \(the model's decoder_start_token_id\), got undefined$/,
+        /^generateSeq2Seq: give decoderStartTokenId \(the model's decoder_start_token_id\) or decoderInputIds \(the decoder's prompt\), one of them$/,
       ],
+      [{ decoderInputIds: [0, 5] }, /^generateSeq2Seq: give decoderStartTokenId .* one of them$/],
+      [
+        { decoderStartTokenId: undefined, decoderInputIds: [] },
+        /^generateSeq2Seq: decoderInputIds must be a non-empty array of token ids, got an array$/,
+      ],
+      [{ decoderStartTokenId: undefined, decoderInputIds: [0, 1.5] }, /^generateSeq2Seq: decoderInputIds\[1\] = 1\.5 is not a token id/],
+      [
+        { inputIds: undefined },
+        /^generateSeq2Seq: give the encoder's input as inputIds \(token ids\) or as encoderFeeds \(named tensors\), one of them$/,
+      ],
+      [{ encoderFeeds: {} }, /^generateSeq2Seq: give the encoder's input as inputIds .* one of them$/],
+      [{ inputIds: undefined, encoderFeeds: [] }, /^generateSeq2Seq: encoderFeeds must be an object of named tensors, got an array$/],
       [{ decoderStartTokenId: -1 }, /decoderStartTokenId must be a token id .* got -1$/],
       [{ inputIds: [] }, /^generateSeq2Seq: inputIds is empty$/],
       [{ inputIds: [1, 2.5] }, /^generateSeq2Seq: inputIds\[1\] = 2\.5 is not a token id/],
       [{ maxNewTokens: -1 }, /^generateSeq2Seq: maxNewTokens must be an integer ≥ 0, got -1$/],
-      [{ kvCapacity: 64 }, /^generateSeq2Seq: unknown option 'kvCapacity' \(known: inputIds, decoderStartTokenId,/],
+      [{ kvCapacity: 64 }, /^generateSeq2Seq: unknown option 'kvCapacity' \(known: inputIds, encoderFeeds, decoderStartTokenId,/],
       [{ sampling: 'greedy ' }, /sampling must be 'greedy' or an object/],
       [{ sampling: { topk: 3 } }, /sampling has an unknown option 'topk'/],
       [{ stopTokens: [1, -2] }, /^generateSeq2Seq: stopTokens\[1\] = -2 is not a token id/],

@@ -5,7 +5,8 @@
                                        past_key_values.{i}.decoder/encoder.key/value, use_cache_branch
                                        -> logits, present.{i}.decoder/encoder.key/value
   OUT/config.json, OUT/generation_config.json
-  OUT/reference.json                   transformers' own greedy model.generate for a few prompts
+  OUT/reference.json                   transformers' own greedy model.generate for a few inputs
+                                       (and one with a decoder prompt)
 
 The merged decoder is two torch.onnx exports (without and with a past) joined under an If on
 use_cache_branch, as optimum merges them: the branch with a past computes no cross-attention keys
@@ -178,6 +179,18 @@ def main(out):
                 input_ids=t, attention_mask=torch.ones_like(t), max_new_tokens=MAX_NEW, do_sample=False, num_beams=1
             )
             reference.append({'inputIds': p, 'tokens': g[0].tolist()})
+        # A decoder prompt (the start token and forced tokens), continued greedily.
+        t = torch.tensor([PROMPTS[0]])
+        prompt = [0, 17, 42]
+        g = model.generate(
+            input_ids=t,
+            attention_mask=torch.ones_like(t),
+            decoder_input_ids=torch.tensor([prompt]),
+            max_new_tokens=MAX_NEW,
+            do_sample=False,
+            num_beams=1,
+        )
+        prompted = {'inputIds': PROMPTS[0], 'decoderInputIds': prompt, 'tokens': g[0].tolist()}
     config = cfg.to_diff_dict()
     config['architectures'] = ['T5ForConditionalGeneration']
     config.pop('transformers_version', None)
@@ -187,7 +200,7 @@ def main(out):
         'generation_config.json',
         {'decoder_start_token_id': 0, 'eos_token_id': 1, 'pad_token_id': 0, 'max_new_tokens': MAX_NEW},
     )
-    write(out, 'reference.json', {'maxNewTokens': MAX_NEW, 'decoderStartTokenId': 0, 'eosTokenId': 1, 'cases': reference})
+    write(out, 'reference.json', {'maxNewTokens': MAX_NEW, 'decoderStartTokenId': 0, 'eosTokenId': 1, 'cases': reference, 'prompted': prompted})
 
 
 def write(out, name, value):

@@ -18,6 +18,8 @@ export interface Seq2SeqReference {
   eosTokenId: number;
   /** Each case's encoder input and transformers' greedy output (the decoder start token first). */
   cases: { inputIds: number[]; tokens: number[] }[];
+  /** A case whose decoder starts from a prompt (decoder_input_ids): the output begins with it. */
+  prompted: { inputIds: number[]; decoderInputIds: number[]; tokens: number[] };
 }
 
 /** The folder of the exported T5 (exporting it on the first call). */
