@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidFeedError, generateSeq2Seq, transferStats } from '../../src/index.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
-import { type Seq2SeqReference, t5Folder, t5Reference } from '../helpers/seq2seq.js';
+import { type Seq2SeqReference, t5Folder, t5Reference, whisperFeatures, whisperFolder, whisperReference } from '../helpers/seq2seq.js';
 
 type Session = import('onnxruntime-node').InferenceSession;
 type Opts = Partial<Parameters<typeof generateSeq2Seq>[2]>;
@@ -146,6 +146,39 @@ describe('generateSeq2Seq on a T5 export', () => {
     }
     expect(await run('mlx', { inputIds: c.inputIds })).toEqual(c.tokens.slice(1));
   });
+});
+
+describe('generateSeq2Seq on a Whisper-shaped export', () => {
+  it('input_features through encoderFeeds, a forced decoder prompt: mlx and onnxruntime-node equal transformers', async () => {
+    const dir = whisperFolder();
+    const w = whisperReference(dir);
+    const features = new ort.Tensor('float32', whisperFeatures(dir), w.featureDims);
+    const expected = w.tokens.slice(w.decoderInputIds.length);
+    expect(new Set(expected).size).toBeGreaterThan(3);
+    for (const options of [onDevice, {}]) {
+      const encoder = await ort.InferenceSession.create(join(dir, 'onnx', 'encoder_model.onnx'), options);
+      const decoder = await ort.InferenceSession.create(join(dir, 'onnx', 'decoder_model_merged.onnx'), options);
+      try {
+        // No encoder_attention_mask: Whisper's decoder attends to every frame.
+        expect(decoder.inputNames).not.toContain('encoder_attention_mask');
+        const handlers = [encoder, decoder].map((s) => (s as unknown as { handler: object }).handler.constructor.name);
+        expect(handlers.every((h) => h === 'MlxSessionHandler')).toBe(options === onDevice);
+        const out: number[] = [];
+        for await (const t of generateSeq2Seq(encoder, decoder, {
+          encoderFeeds: { input_features: features as never },
+          decoderInputIds: w.decoderInputIds,
+          maxNewTokens: w.maxNewTokens,
+          stopTokens: [w.eosTokenId],
+          Tensor: ort.Tensor as never,
+        }))
+          out.push(t);
+        expect(out).toEqual(expected);
+      } finally {
+        await encoder.release();
+        await decoder.release();
+      }
+    }
+  }, 120_000);
 });
 
 describe('generateSeq2Seq: bad sessions and options', () => {
