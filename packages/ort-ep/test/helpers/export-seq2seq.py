@@ -9,7 +9,7 @@ transformers.js use:
   OUT/reference.json                   transformers' own greedy generate: T5 for a few inputs (and one
                                        with a decoder prompt), Whisper for input_features.bin from a
                                        forced decoder prompt
-  OUT/config.json, OUT/generation_config.json (T5)
+  OUT/config.json, OUT/generation_config.json (and Whisper's preprocessor_config.json)
 
 The merged decoder is two torch.onnx exports (without and with a past) joined under an If on
 use_cache_branch, as optimum merges them: the branch with a past computes no cross-attention keys
@@ -277,6 +277,43 @@ def whisper(out):
             model, input_features=features, decoder_input_ids=torch.tensor([prompt]), max_new_tokens=MAX_NEW, do_sample=False, num_beams=1
         )
     features.numpy().astype('<f4').tofile(os.path.join(out, 'input_features.bin'))
+    # As transformers.js loads an English-only Whisper: its prompt is <|startoftranscript|> (380),
+    # <|notimestamps|> (383); 379 is <|endoftext|>, 381 and 382 <|transcribe|> and <|translate|>.
+    config = cfg.to_diff_dict()
+    config['architectures'] = ['WhisperForConditionalGeneration']
+    config.pop('transformers_version', None)
+    write(out, 'config.json', config)
+    write(
+        out,
+        'generation_config.json',
+        {
+            'decoder_start_token_id': 380,
+            'eos_token_id': 379,
+            'pad_token_id': 379,
+            'bos_token_id': 379,
+            'no_timestamps_token_id': 383,
+            'is_multilingual': False,
+            'max_length': cfg.max_target_positions,
+        },
+    )
+    write(
+        out,
+        'preprocessor_config.json',
+        {
+            'feature_extractor_type': 'WhisperFeatureExtractor',
+            'processor_class': 'WhisperProcessor',
+            'feature_size': cfg.num_mel_bins,
+            'sampling_rate': 16000,
+            'hop_length': 160,
+            'chunk_length': 30,
+            'n_fft': 400,
+            'n_samples': 480000,
+            'nb_max_frames': 3000,
+            'padding_side': 'right',
+            'padding_value': 0.0,
+            'return_attention_mask': False,
+        },
+    )
     write(
         out,
         'reference.json',
