@@ -13,7 +13,16 @@
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
 import { deviceBufferOf } from './backend/device-buffer.js';
 import { InvalidFeedError } from './errors.js';
-import { type GenerateOptions, type SamplingOptions, applyPenalties, checkSampling, lastRows, pickToken, seeded } from './generate.js';
+import {
+  type GenerateOptions,
+  type SamplingOptions,
+  applyPenalties,
+  checkSampling,
+  isDevice,
+  lastRows,
+  pickToken,
+  seeded,
+} from './generate.js';
 
 export interface Seq2SeqOptions
   extends Pick<
@@ -82,7 +91,6 @@ const OPTION_KEYS = [
 const show = (v: unknown): string =>
   typeof v === 'string' ? `'${v}'` : typeof v === 'bigint' ? `${v}n` : Array.isArray(v) ? 'an array' : String(v);
 const isCount = (v: unknown, min: number): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= min;
-const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'cpu-pinned';
 
 function checkOptions(options: Seq2SeqOptions): void {
   if (typeof options !== 'object' || options === null)
