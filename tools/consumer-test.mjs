@@ -7,8 +7,9 @@
 //   systems, imports that load nothing native, the fallback of ['mlx', 'cpu'] without MLX, the
 //   CLI, and which library the loader picks (the CUDA package is installed too: on a machine
 //   without the NVIDIA driver the loader must skip it for the CPU package); transformers.js
-//   pipelines (feature-extraction, text-generation with a KV cache) through mlx against
-//   onnxruntime-node's CPU provider; esbuild and webpack bundles run from folders of their own.
+//   pipelines (feature-extraction, text-generation with a KV cache, text2text-generation and
+//   automatic-speech-recognition on a T5 and a Whisper-shaped model that torch exports with the
+//   bench Python) through mlx against onnxruntime-node's CPU provider; esbuild and webpack bundles run from folders of their own.
 //   node tools/consumer-test.mjs [--keep]     (tools/dev test runs it; --keep leaves the folder)
 // npm works from a cache in .cache/npm (offline where it holds everything). Results go to
 // reports/consumer-test.json for tools/test-summary.mjs.
@@ -351,6 +352,44 @@ function byteLevelBpe(size) {
   };
 }
 
+/**
+ * A T5-style tokenizer of `size` tokens (<pad> 0, </s> 1, <unk> 2, the A </s> template) over a
+ * WordPiece model of the corpus's words, the rest of the vocabulary <extra_id_N> as T5's.
+ */
+function t5WordPiece(size) {
+  const specials = ['<pad>', '</s>', '<unk>'];
+  const vocab = [...specials];
+  const chars = [...'abcdefghijklmnopqrstuvwxyz0123456789'];
+  vocab.push(...chars, ...'.,!?;:\'"-()'.split(''), ...chars.map((c) => `##${c}`));
+  for (const w of [...new Set(tokenizerCorpus.toLowerCase().match(/[a-z]+/g))].sort())
+    if (vocab.length < size && !vocab.includes(w)) vocab.push(w);
+  for (let i = 0; vocab.length < size; i++) vocab.push(`<extra_id_${i}>`);
+  const eos = { SpecialToken: { id: '</s>', type_id: 0 } };
+  const a = { Sequence: { id: 'A', type_id: 0 } };
+  return {
+    version: '1.0',
+    truncation: null,
+    padding: null,
+    added_tokens: specials.map((t, i) => specialToken(i, t)),
+    normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
+    pre_tokenizer: { type: 'BertPreTokenizer' },
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [a, eos],
+      pair: [a, eos, { Sequence: { id: 'B', type_id: 0 } }, eos],
+      special_tokens: { '</s>': { id: '</s>', ids: [1], tokens: ['</s>'] } },
+    },
+    decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
+    model: {
+      type: 'WordPiece',
+      unk_token: '<unk>',
+      continuing_subword_prefix: '##',
+      max_input_chars_per_word: 100,
+      vocab: Object.fromEntries(vocab.map((t, i) => [t, i])),
+    },
+  };
+}
+
 /** Model folders as transformers.js loads them offline: config.json, tokenizer files, onnx/model.onnx. */
 function writeTransformersModels(dir, bertModel, decoders) {
   const put = (name, files) => {
@@ -464,7 +503,63 @@ const fixtures = shAsync(
   },
   (e) => e,
 );
-await Promise.all([linting, installing, fixtures]);
+// The encoder-decoders, in optimum's layout (onnx/encoder_model.onnx, onnx/decoder_model_merged.onnx
+// with use_cache_branch, config.json, generation_config.json), exported by torch + transformers
+// through packages/ort-ep/test/helpers/seq2seq.ts (the bench Python, cached under .cache/): a tiny
+// T5 for text2text-generation with the tokenizer above, and a Whisper-shaped model for
+// automatic-speech-recognition (preprocessor_config.json: transformers.js's own log-mel features)
+// with a byte-level BPE whose special tokens are English-only Whisper's, at the ids its
+// generation_config.json names (<|endoftext|> 379, <|startoftranscript|> 380, <|notimestamps|> 383).
+const seq2seqFixtures = shAsync(
+  process.execPath,
+  [
+    '--import',
+    'tsx',
+    '--input-type=module',
+    '-e',
+    `import { t5Folder, whisperFolder } from './test/helpers/seq2seq.ts'; console.log('T5 ' + t5Folder() + '\\nWHISPER ' + whisperFolder());`,
+  ],
+  { cwd: join(root, 'packages', 'ort-ep') },
+).then(
+  (stdout) => {
+    const folder = (tag) => {
+      const line = stdout.split('\n').find((l) => l.startsWith(`${tag} `));
+      assert(line, `seq2seq.ts printed no ${tag} folder: ${stdout}`);
+      return line.slice(tag.length + 1);
+    };
+    const put = (name, from, files, tokenizer, tokenizerConfig) => {
+      const to = join(tjsModels, name);
+      mkdirSync(to, { recursive: true });
+      for (const f of [...files, 'onnx']) cpSync(join(from, f), join(to, f), { recursive: true });
+      writeFileSync(join(to, 'tokenizer.json'), JSON.stringify(tokenizer));
+      writeFileSync(join(to, 'tokenizer_config.json'), JSON.stringify(tokenizerConfig));
+    };
+    put('t5-tiny', folder('T5'), ['config.json', 'generation_config.json'], t5WordPiece(256), {
+      tokenizer_class: 'T5Tokenizer',
+      eos_token: '</s>',
+      pad_token: '<pad>',
+      unk_token: '<unk>',
+      model_max_length: 512,
+    });
+    const bpe = byteLevelBpe(380);
+    assert(bpe.eos === 379, `the Whisper tokenizer's <|endoftext|> is ${bpe.eos}, not 379`);
+    ['<|startoftranscript|>', '<|transcribe|>', '<|translate|>', '<|notimestamps|>'].forEach((t, i) => {
+      bpe.json.added_tokens.push(specialToken(380 + i, t));
+      bpe.json.model.vocab[t] = 380 + i;
+    });
+    put('whisper-tiny', folder('WHISPER'), ['config.json', 'generation_config.json', 'preprocessor_config.json'], bpe.json, {
+      tokenizer_class: 'WhisperTokenizer',
+      bos_token: '<|endoftext|>',
+      eos_token: '<|endoftext|>',
+      unk_token: '<|endoftext|>',
+      pad_token: '<|endoftext|>',
+      model_max_length: 64,
+    });
+    return null;
+  },
+  (e) => e,
+);
+await Promise.all([linting, installing, fixtures, seq2seqFixtures]);
 
 // Prints the library that loaded and any mapped library from the repository (there must be none).
 /**
@@ -846,6 +941,112 @@ console.log('RESULT ' + JSON.stringify(out));
     }
     const g = m.gen[names[0]];
     return `embeddings ${m.dims.join('x')} within ${rawWorst.toExponential(1)}; ${names.join(', ')}: ${g.ids.length - g.prompt} tokens greedy and a left-padded batch of ${g.batchIds.length}, equal`;
+  },
+);
+
+// text2text-generation: transformers.js's encoder-decoder loop (the encoder once, the merged
+// decoder's use_cache_branch, the cross-attention cache kept from the first step) on both providers.
+await step(
+  `transformers.js ${transformersVersion}: text2text-generation (a torch-exported T5: encoder_model, decoder_model_merged) through mlx equals onnxruntime-node's CPU`,
+  async () => {
+    const failed = await seq2seqFixtures;
+    if (failed) throw failed;
+    writeFileSync(
+      join(app, 'tjs-t5.mjs'),
+      `import { env, pipeline } from '@huggingface/transformers';
+import { mlx } from '@mlx/ort-ep';
+env.allowRemoteModels = false;
+env.localModelPath = process.argv[2];
+const texts = ['translate English to German: The quick brown fox.', 'summarize: a small model runs on the machine in the node process'];
+const out = {};
+for (const ep of ['mlx', 'cpu']) {
+  const t2t = await pipeline('text2text-generation', 't5-tiny', { dtype: 'fp32', session_options: { executionProviders: [ep === 'mlx' ? mlx() : 'cpu'] } });
+  const results = await t2t(texts, { max_new_tokens: 12, do_sample: false });
+  const one = t2t.tokenizer(texts[0]);
+  const ids = (await t2t.model.generate({ ...one, max_new_tokens: 12, do_sample: false })).tolist()[0].map(Number);
+  const sessions = t2t.model.sessions;
+  out[ep] = {
+    handlers: Object.values(sessions).map((s) => s.handler.constructor.name),
+    inputs: sessions.decoder_model_merged.inputNames,
+    texts: results.map((r) => r.generated_text),
+    ids,
+    source: one.input_ids.dims[1],
+  };
+  await t2t.dispose();
+}
+console.log('RESULT ' + JSON.stringify(out));
+`,
+    );
+    const { stdout, stderr } = await nodeAsync(['tjs-t5.mjs', tjsModels]);
+    const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+    assert(line, `tjs-t5.mjs: ${stdout}${stderr}`);
+    assert(!/removing requested execution provider/.test(stderr), `onnxruntime fell back: ${stderr}`);
+    const { mlx: m, cpu: c } = JSON.parse(line.slice(7));
+    assert(m.handlers.length === 2 && m.handlers.every((h) => h === 'MlxSessionHandler'), `mlx sessions' handlers: ${m.handlers}`);
+    assert(
+      c.handlers.every((h) => h !== 'MlxSessionHandler'),
+      `cpu sessions' handlers: ${c.handlers}`,
+    );
+    assert(m.inputs.includes('use_cache_branch') && m.inputs.includes('past_key_values.0.encoder.key'), `decoder inputs ${m.inputs}`);
+    // The decoder start token (0), then 12 tokens: the model's random weights never choose </s>.
+    assert(m.ids.length === 13 && m.ids[0] === 0, `t5-tiny ids ${m.ids}`);
+    assert(JSON.stringify(m.ids) === JSON.stringify(c.ids), `t5-tiny token ids: mlx ${m.ids}, cpu ${c.ids}`);
+    assert(m.texts.length === 2 && m.texts.every((t) => t.length > 0), `t5-tiny texts ${JSON.stringify(m.texts)}`);
+    assert(
+      JSON.stringify(m.texts) === JSON.stringify(c.texts),
+      `t5-tiny texts: mlx ${JSON.stringify(m.texts)}, cpu ${JSON.stringify(c.texts)}`,
+    );
+    return `t5-tiny: ${m.ids.length - 1} tokens greedy from a ${m.source}-token source and a batch of 2 texts, equal`;
+  },
+);
+
+// automatic-speech-recognition: transformers.js's Whisper path (its log-mel features, the forced
+// <|startoftranscript|> <|notimestamps|> prompt, the merged decoder) on both providers. No speech
+// synthesizer is installed here: the clip is a synthesized chirp and tone.
+await step(
+  `transformers.js ${transformersVersion}: automatic-speech-recognition (a torch-exported Whisper-shaped model) through mlx equals onnxruntime-node's CPU`,
+  async () => {
+    const failed = await seq2seqFixtures;
+    if (failed) throw failed;
+    writeFileSync(
+      join(app, 'tjs-asr.mjs'),
+      `import { env, pipeline } from '@huggingface/transformers';
+import { mlx } from '@mlx/ort-ep';
+env.allowRemoteModels = false;
+env.localModelPath = process.argv[2];
+// 1.5 s at 16 kHz: a chirp, then a tone joins it.
+const audio = Float32Array.from({ length: 24000 }, (_, i) => {
+  const t = i / 16000;
+  return 0.3 * Math.sin(2 * Math.PI * (200 + 400 * t) * t) + (t > 0.7 ? 0.2 * Math.sin(2 * Math.PI * 1200 * t) : 0);
+});
+const out = {};
+for (const ep of ['mlx', 'cpu']) {
+  const asr = await pipeline('automatic-speech-recognition', 'whisper-tiny', { dtype: 'fp32', session_options: { executionProviders: [ep === 'mlx' ? mlx() : 'cpu'] } });
+  const { text } = await asr(audio, { max_new_tokens: 12 });
+  const features = (await asr.processor(audio)).input_features;
+  const ids = (await asr.model.generate({ inputs: features, max_new_tokens: 12 })).tolist()[0].map(Number);
+  out[ep] = { handlers: Object.values(asr.model.sessions).map((s) => s.handler.constructor.name), text, ids, dims: features.dims };
+  await asr.dispose();
+}
+console.log('RESULT ' + JSON.stringify(out));
+`,
+    );
+    const { stdout, stderr } = await nodeAsync(['tjs-asr.mjs', tjsModels]);
+    const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+    assert(line, `tjs-asr.mjs: ${stdout}${stderr}`);
+    assert(!/removing requested execution provider/.test(stderr), `onnxruntime fell back: ${stderr}`);
+    const { mlx: m, cpu: c } = JSON.parse(line.slice(7));
+    assert(m.handlers.length === 2 && m.handlers.every((h) => h === 'MlxSessionHandler'), `mlx sessions' handlers: ${m.handlers}`);
+    assert(
+      c.handlers.every((h) => h !== 'MlxSessionHandler'),
+      `cpu sessions' handlers: ${c.handlers}`,
+    );
+    assert(JSON.stringify(m.dims) === '[1,80,3000]', `whisper-tiny input_features dims ${m.dims}`);
+    // The forced prompt, then 12 tokens (the random weights never choose <|endoftext|>).
+    assert(m.ids.length === 14 && m.ids[0] === 380 && m.ids[1] === 383, `whisper-tiny ids ${m.ids}`);
+    assert(JSON.stringify(m.ids) === JSON.stringify(c.ids), `whisper-tiny token ids: mlx ${m.ids}, cpu ${c.ids}`);
+    assert(m.text.length > 0 && m.text === c.text, `whisper-tiny text: mlx ${JSON.stringify(m.text)}, cpu ${JSON.stringify(c.text)}`);
+    return `whisper-tiny: ${m.ids.length - 2} tokens after the forced prompt, the pipeline's text equal`;
   },
 );
 

@@ -412,7 +412,7 @@ export const isDevice = (t: Tensor) => t.location !== 'cpu' && t.location !== 'c
  * the device first, so a prompt's run downloads those rows, not [sequence, vocab]; the tensor is
  * freed either way.
  */
-async function lastRows(logits: Tensor, vocab: number, n: number): Promise<Float32Array[]> {
+export async function lastRows(logits: Tensor, vocab: number, n: number): Promise<Float32Array[]> {
   const own = deviceBufferOf(logits);
   let data: Float32Array | Uint16Array;
   if (own?.value && own.value.array.ndim >= 2) {

@@ -24,6 +24,7 @@ const LAYERS: string[][] = [
   ['backend'],
   ['generate.ts'],
   ['generate-batch.ts'],
+  ['generate-seq2seq.ts'],
   ['demo', 'cli-inputs.ts'],
   ['cli-bench.ts', 'bisect.ts', 'profile-summary.ts', 'cli-generate.ts'],
   ['cli.ts'],
