@@ -2,9 +2,10 @@
 // export-seq2seq.py in optimum's layout (onnx/encoder_model.onnx, onnx/decoder_model_merged.onnx)
 // with transformers' own greedy generate tokens (reference.json): a T5 (also config.json and
 // generation_config.json, as transformers.js loads it) and a Whisper-shaped model
-// (input_features.bin, its encoder's input). Exported once per version of the script into .cache/
-// at the repository root; the Python is the project's bench environment
-// (tools/install-bench-python.sh installs it where it is missing).
+// (input_features.bin, its encoder's input). The exports of the current script are committed in
+// test/fixtures/seq2seq (a few MB; the tests need no Python); a changed script exports again
+// into .cache/ at the repository root with the project's bench Python
+// (tools/install-bench-python.sh installs it where it is missing): commit that export there then.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
@@ -34,9 +35,15 @@ export interface WhisperReference {
   tokens: number[];
 }
 
-/** The folder of an exported model (exporting it on the first call). */
+/**
+ * The folder of an exported model: the committed export (test/fixtures/seq2seq, made by this
+ * version of the script: its hash is in script-hash there), else one exported on the first call.
+ */
 function exported(kind: 't5' | 'whisper'): string {
   const hash = createHash('sha256').update(readFileSync(script)).digest('hex').slice(0, 12);
+  const fixtures = fileURLToPath(new URL('../fixtures/seq2seq/', import.meta.url));
+  const committed = join(fixtures, `${kind}-tiny`);
+  if (existsSync(join(committed, 'reference.json')) && readFileSync(join(fixtures, 'script-hash'), 'utf8').trim() === hash) return committed;
   const dir = join(root, '.cache', `${kind}-tiny-${hash}`);
   if (existsSync(join(dir, 'reference.json'))) return dir;
   const python = execFileSync('bash', [join(root, 'tools', 'install-bench-python.sh')], { encoding: 'utf8' }).trim();
