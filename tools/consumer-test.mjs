@@ -1001,8 +1001,8 @@ console.log('RESULT ' + JSON.stringify(out));
 );
 
 // automatic-speech-recognition: transformers.js's Whisper path (its log-mel features, the forced
-// <|startoftranscript|> <|notimestamps|> prompt, the merged decoder) on both providers. No speech
-// synthesizer is installed here: the clip is a synthesized chirp and tone.
+// <|startoftranscript|> <|notimestamps|> prompt, the merged decoder) on both providers, over a
+// sentence synthesized by eSpeak NG (packages/ort-ep/test/fixtures/speech, 16 kHz PCM).
 await step(
   `transformers.js ${transformersVersion}: automatic-speech-recognition (a torch-exported Whisper-shaped model) through mlx equals onnxruntime-node's CPU`,
   async () => {
@@ -1010,15 +1010,17 @@ await step(
     if (failed) throw failed;
     writeFileSync(
       join(app, 'tjs-asr.mjs'),
-      `import { env, pipeline } from '@huggingface/transformers';
+      `import { readFileSync } from 'node:fs';
+import { env, pipeline } from '@huggingface/transformers';
 import { mlx } from '@mlx/ort-ep';
 env.allowRemoteModels = false;
 env.localModelPath = process.argv[2];
-// 1.5 s at 16 kHz: a chirp, then a tone joins it.
-const audio = Float32Array.from({ length: 24000 }, (_, i) => {
-  const t = i / 16000;
-  return 0.3 * Math.sin(2 * Math.PI * (200 + 400 * t) * t) + (t > 0.7 ? 0.2 * Math.sin(2 * Math.PI * 1200 * t) : 0);
-});
+// A mono 16-bit PCM WAV at 16 kHz: its data chunk as floats in [-1, 1).
+const wav = readFileSync(process.argv[3]);
+let at = 12;
+while (wav.toString('ascii', at, at + 4) !== 'data') at += 8 + wav.readUInt32LE(at + 4);
+const pcm = new Int16Array(wav.buffer.slice(wav.byteOffset + at + 8, wav.byteOffset + at + 8 + wav.readUInt32LE(at + 4)));
+const audio = Float32Array.from(pcm, (v) => v / 32768);
 const out = {};
 for (const ep of ['mlx', 'cpu']) {
   const asr = await pipeline('automatic-speech-recognition', 'whisper-tiny', { dtype: 'fp32', session_options: { executionProviders: [ep === 'mlx' ? mlx() : 'cpu'] } });
@@ -1031,7 +1033,7 @@ for (const ep of ['mlx', 'cpu']) {
 console.log('RESULT ' + JSON.stringify(out));
 `,
     );
-    const { stdout, stderr } = await nodeAsync(['tjs-asr.mjs', tjsModels]);
+    const { stdout, stderr } = await nodeAsync(['tjs-asr.mjs', tjsModels, join(root, 'packages', 'ort-ep', 'test', 'fixtures', 'speech', 'fox.wav')]);
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
     assert(line, `tjs-asr.mjs: ${stdout}${stderr}`);
     assert(!/removing requested execution provider/.test(stderr), `onnxruntime fell back: ${stderr}`);
@@ -1046,7 +1048,7 @@ console.log('RESULT ' + JSON.stringify(out));
     assert(m.ids.length === 14 && m.ids[0] === 380 && m.ids[1] === 383, `whisper-tiny ids ${m.ids}`);
     assert(JSON.stringify(m.ids) === JSON.stringify(c.ids), `whisper-tiny token ids: mlx ${m.ids}, cpu ${c.ids}`);
     assert(m.text.length > 0 && m.text === c.text, `whisper-tiny text: mlx ${JSON.stringify(m.text)}, cpu ${JSON.stringify(c.text)}`);
-    return `whisper-tiny: ${m.ids.length - 2} tokens after the forced prompt, the pipeline's text equal`;
+    return `whisper-tiny on eSpeak NG's sentence: ${m.ids.length - 2} tokens after the forced prompt, the pipeline's text equal`;
   },
 );
 
