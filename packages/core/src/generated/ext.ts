@@ -258,6 +258,26 @@ export function pointwiseConv(x: ArrayLike, w: ArrayLike, bias: ArrayLike | null
 }
 
 /**
+ * clamp(conv(x, w) + bias, lo, hi) channels-first with one group, for few output positions: x [N, C, ...spatial] (1 or 2 spatial axes), w [O, C, ...kernel] read in place, bias [O]; the im2col rows of 4 positions at a time times the weight rows by the small-row product kernels for float32 on the CPU, else mlx_conv_general between channels-last moves.
+ *
+ * `int mlxc_small_conv(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)`
+ */
+export function smallConv(x: ArrayLike, w: ArrayLike, bias: ArrayLike | null | undefined, strides: readonly number[], padsBegin: readonly number[], padsEnd: readonly number[], dilations: readonly number[], lo: number, hi: number, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, w, bias);
+    const _x = t.arg(x, _ref);
+    const _w = t.arg(w, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_small_conv(res, _x.handle, _w.handle, _bias ? _bias.handle : NULL_HANDLE, toInt32Array(strides, 'smallConv: strides', 'any'), strides.length, toInt32Array(padsBegin, 'smallConv: padsBegin', 'any'), padsBegin.length, toInt32Array(padsEnd, 'smallConv: padsEnd', 'any'), padsEnd.length, toInt32Array(dilations, 'smallConv: dilations', 'any'), dilations.length, lo, hi, streamHandle(opts)), 'mlxc_small_conv');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * channels-first depthwise convolution: x [N, C, H, W], w [C*M, 1, KH, KW], bias [C*M]; MLX conv_general with groups = C off the CPU.
  *
  * `int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias , int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)`
@@ -403,6 +423,7 @@ export const extOps = {
   convEpilogue,
   convEpilogueAct,
   pointwiseConv,
+  smallConv,
   depthwiseConv2d,
   depthwiseConv2dAct,
   maxPoolChannelsLast,

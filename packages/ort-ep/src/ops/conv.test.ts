@@ -1,8 +1,9 @@
 // Convolutions beyond the node suite: groups, dilations, 1-D/3-D, asymmetric and auto pads,
 // ConvTranspose with pads larger than the kernel reach, output_shape with strides and groups,
 // per-channel integer convolutions, against onnxruntime-node.
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { model, node, v, type AttrSpec, type ElemName } from '../../test/helpers/build.js';
+import { isSmallConv, SMALL_CONV_MAX_IM2COL, SMALL_CONV_MAX_POSITIONS } from './conv.js';
 import { expectSameAsOrt, expectSameOutputs, ort, runMlxWith, runOn, seeded, type Feeds } from '../../test/helpers/ort.js';
 
 const make: Record<string, (d: number[]) => ArrayLike<number | bigint>> = {
@@ -182,7 +183,7 @@ describe('ConvInteger and QLinearConv', () => {
 // panels): constant weights through the layout pass (ConvChannelsLast, fused bias, residual and
 // clamp), compiled and eager, and weights fed at run time (the op's own path), all against
 // onnxruntime-node.
-describe('grouped Conv, native channels-last', () => {
+describe('grouped Conv, native channels-last; Conv of few positions (small_conv)', () => {
   interface Case {
     name: string;
     x: number[];
@@ -265,6 +266,47 @@ describe('grouped Conv, native channels-last', () => {
       residual: true,
       relu: true,
     },
+    // One group, few output positions (isSmallConv; a weight fed as an input takes it, a constant
+    // one the channels-last rewrite): Silero VAD's STFT and encoder convolutions and their kin.
+    { name: 'small: 1-D k256 stride 128, 1 -> 258 (the STFT)', x: [1, 1, 640], w: [258, 1, 256], attrs: { strides: [128] } },
+    {
+      name: 'small: 1-D k3 pads 1, 129 -> 128 over 4 positions, bias, Relu',
+      x: [1, 129, 4],
+      w: [128, 129, 3],
+      attrs: { pads: [1, 1] },
+      bias: true,
+      relu: true,
+    },
+    {
+      name: 'small: 1-D k3 stride 2, batch 3, 128 -> 64, Relu',
+      x: [3, 128, 4],
+      w: [64, 128, 3],
+      attrs: { strides: [2], pads: [1, 1] },
+      relu: true,
+    },
+    {
+      name: 'small: 1-D dilation 2, asymmetric pads, 7 -> 5, a residual and Relu',
+      x: [2, 7, 13],
+      w: [5, 7, 4],
+      attrs: { dilations: [2], pads: [3, 0] },
+      bias: true,
+      residual: true,
+      relu: true,
+    },
+    {
+      name: 'small: 2-D 3x3 stride 2 dilation [2, 1], batch 2, 9 -> 33 over 2x3, bias',
+      x: [2, 9, 5, 6],
+      w: [33, 9, 3, 3],
+      attrs: { strides: [2, 2], dilations: [2, 1], pads: [1, 1, 1, 0] },
+      bias: true,
+    },
+    {
+      name: 'small: 2-D 2x3 stride [1, 2] SAME_LOWER, 6 -> 19, Relu',
+      x: [1, 6, 4, 3],
+      w: [19, 6, 2, 3],
+      attrs: { strides: [1, 2], auto_pad: 'SAME_LOWER' },
+      relu: true,
+    },
     {
       name: 'g2 after a dense conv (channels-last input), SAME_UPPER stride 2',
       x: [1, 3, 10, 9],
@@ -323,4 +365,28 @@ describe('grouped Conv, native channels-last', () => {
       }
     });
   }
+});
+
+describe('isSmallConv (the convolutions mx.ext.smallConv takes)', () => {
+  const win = (kernel: number[], out: number[]) => ({
+    kernel,
+    out,
+    strides: kernel.map(() => 1),
+    padsBegin: kernel.map(() => 0),
+    padsEnd: kernel.map(() => 0),
+    dilations: kernel.map(() => 1),
+  });
+  it("takes Silero VAD's convolutions", () => {
+    expect(isSmallConv([1, 1, 640], [258, 1, 256], win([256], [4]), 1)).toBe(true);
+    expect(isSmallConv([1, 129, 4], [128, 129, 3], win([3], [4]), 1)).toBe(true);
+    expect(isSmallConv([1, 128, 2], [64, 128, 3], win([3], [1]), 1)).toBe(true);
+  });
+  it('leaves groups, 3-D, more positions and larger im2col rows to the other paths', () => {
+    expect(isSmallConv([1, 8, 4], [8, 4, 3], win([3], [4]), 2)).toBe(false);
+    expect(isSmallConv([1, 2, 3, 3, 3], [4, 2, 1, 1, 1], win([1, 1, 1], [3, 3, 3]), 1)).toBe(false);
+    expect(isSmallConv([1, 4, 40], [4, 4, 3], win([3], [SMALL_CONV_MAX_POSITIONS + 1]), 1)).toBe(false);
+    const c = Math.floor(SMALL_CONV_MAX_IM2COL / 3 / 4) + 1;
+    expect(isSmallConv([1, c, 4], [8, c, 3], win([3], [4]), 1)).toBe(false);
+    expect(isSmallConv([1, 4, 9], [8, 4, 3], win([5], [5]), 1)).toBe(false);
+  });
 });

@@ -190,7 +190,39 @@ export function convProduct(
   // each group's own weight panels (MLX's grouped conv on the CPU is a scalar loop).
   if (fast && group > 1 && w.shape[0] > 0 && win.kernel.length <= 2 && x.shape[1] === group * w.shape[1] && w.shape[0] % group === 0)
     return { y: groupedGemm(toChannelsLast(x), w, win, group), channelsLast: true, biased: !bias, finished: false };
+  // Few output positions, one group: the native channels-first kernel (isSmallConv), the weight
+  // read in place, bias and clamp in its store (the rest of the epilogue after it).
+  if (fast && isSmallConv(x.shape, w.shape, win, group)) {
+    const plain = !e.residual && e.act === 0;
+    const [lo, hi] = plain ? [e.lo, e.hi] : [Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
+    const y = mx.ext.smallConv(x, w, bias ?? null, win.strides, win.padsBegin, win.padsEnd, win.dilations, lo, hi);
+    return { y, channelsLast: false, biased: true, finished: plain };
+  }
   return { y: convLast(toChannelsLast(x), w, win, group), channelsLast: true, biased: !bias, finished: false };
+}
+
+/** Output positions per image up to which a convolution takes mx.ext.smallConv. */
+export const SMALL_CONV_MAX_POSITIONS = 16;
+/** Floats of the im2col rows of one image (positions x C x kernel taps) up to which it does: 64 KiB, in L2. */
+export const SMALL_CONV_MAX_IM2COL = 16384;
+
+/**
+ * The convolutions of @mlx/sys's small_conv: one group, 1 or 2 spatial axes, the weight's kernel
+ * the window's, at most SMALL_CONV_MAX_POSITIONS output positions per image and at most
+ * SMALL_CONV_MAX_IM2COL floats in their im2col rows (strides, pads, dilations and batch any).
+ * Streaming audio models convolve a frame at a time (Silero VAD: its STFT as a [258, 1, 256]
+ * stride-128 convolution into 4 positions, then kernel-3 convolutions of ~128 channels over 4, 2
+ * and 1 positions), where MLX's conv_general with the layout moves around it cost ~20 us each for
+ * a few hundred thousand multiply-adds; small_conv packs the few im2col rows and multiplies them by
+ * the weight rows in place with the small-row product kernels. More positions: conv_general.
+ */
+export function isSmallConv(x: readonly number[], w: readonly number[], win: Window, group: number): boolean {
+  const sp = win.kernel.length;
+  if (group !== 1 || sp < 1 || sp > 2 || x.length !== sp + 2 || w.length !== sp + 2 || w[1] !== x[1] || w[0] < 1) return false;
+  if (!win.kernel.every((k, i) => k === w[2 + i])) return false;
+  const positions = win.out.reduce((a, b) => a * b, 1);
+  const depth = w.slice(1).reduce((a, b) => a * b, 1);
+  return positions <= SMALL_CONV_MAX_POSITIONS && positions * depth <= SMALL_CONV_MAX_IM2COL;
 }
 
 /** Panels per group of the native channels-last convolution (@mlx/sys's conv_gemm). */

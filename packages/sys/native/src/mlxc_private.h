@@ -22,6 +22,7 @@
 #include "kernels/conv/depthwise.h"
 #include "kernels/conv/epilogue.h"
 #include "kernels/conv/pointwise.h"
+#include "kernels/conv/small_conv.h"
 #include "kernels/gemm/small_gemm.h"
 #include "kernels/norm/norm.h"
 #include "kernels/pool/mean.h"

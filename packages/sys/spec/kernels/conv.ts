@@ -35,6 +35,11 @@ export const conv: FnSpec[] = [
     'the 1x1 convolution channels-first, act(clamp(w x + bias + residual, lo, hi)) per image: x [N, C, ...spatial], w [O, C], bias [O], residual [N, O, ...spatial] (one that broadcasts: MLX ops after the product), act as mlxc_conv_epilogue_act; register tiles on the thread pool for float32 on the CPU, else mlx_matmul and the epilogue',
   ),
   op(
+    'int mlxc_small_conv(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
+    'mlxc::cpu::small_conv($x, $w, $bias, $strides, $pads_begin, $pads_end, $dilations, $lo, $hi, $s)',
+    'clamp(conv(x, w) + bias, lo, hi) channels-first with one group, for few output positions: x [N, C, ...spatial] (1 or 2 spatial axes), w [O, C, ...kernel] read in place, bias [O]; the im2col rows of 4 positions at a time times the weight rows by the small-row product kernels for float32 on the CPU, else mlx_conv_general between channels-last moves',
+  ),
+  op(
     'int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias /* may be null */, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s)',
     'mlxc::cpu::depthwise_conv2d($x, $w, $bias, $stride_h, $stride_w, $pad_top, $pad_left, $pad_bottom, $pad_right, $dilation_h, $dilation_w, $s)',
     'channels-first depthwise convolution: x [N, C, H, W], w [C*M, 1, KH, KW], bias [C*M]; MLX conv_general with groups = C off the CPU',

@@ -81,6 +81,22 @@ extern "C" int mlxc_pointwise_conv(mlx_array* res, const mlx_array x, const mlx_
   return 0;
 }
 
+extern "C" int mlxc_small_conv(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::small_conv(mlxc::arr(x), mlxc::arr(w), mlxc::opt_array(bias), mlxc::span<int>{strides, strides_num}, mlxc::span<int>{pads_begin, pads_begin_num}, mlxc::span<int>{pads_end, pads_end_num}, mlxc::span<int>{dilations, dilations_num}, lo, hi, mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}
+
 extern "C" int mlxc_depthwise_conv2d(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array bias, int stride_h, int stride_w, int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::depthwise_conv2d(mlxc::arr(x), mlxc::arr(w), mlxc::opt_array(bias), stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h, dilation_w, mlxc::stream(s)));
