@@ -31,6 +31,30 @@ struct Geometry {
   size_t depth() const { return c * kh * kw; }
 };
 
+/** n floats from src to dst: a memcpy for long runs, moves by hand for the short ones of kernel-3
+ * tap rows (a call to memcpy per 3 floats; unrolled in blocks of 4, as a plain loop is turned back
+ * into that call). */
+inline void copy_run(float* dst, const float* src, size_t n) {
+  if (n >= 16) {
+    std::memcpy(dst, src, n * sizeof(float));
+    return;
+  }
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const float a = src[i], b = src[i + 1], c = src[i + 2], d = src[i + 3];
+    dst[i] = a;
+    dst[i + 1] = b;
+    dst[i + 2] = c;
+    dst[i + 3] = d;
+  }
+  switch (n - i) {
+    case 3: dst[i + 2] = src[i + 2]; [[fallthrough]];
+    case 2: dst[i + 1] = src[i + 1]; [[fallthrough]];
+    case 1: dst[i] = src[i]; [[fallthrough]];
+    default: break;
+  }
+}
+
 /** row[0, depth) = the im2col row of output position p of image xb [C, IH, IW], in the weight's
  * order (channel, ky, kx); zeros where the window leaves the input. */
 void pack_row(const Geometry& g, const float* xb, size_t p, float* row) {
@@ -54,7 +78,7 @@ void pack_row(const Geometry& g, const float* xb, size_t p, float* row) {
       const float* src = xc + iy * iw + (ix0 + static_cast<long>(lo * g.dw));  // tap lo
       for (size_t k = 0; k < lo; k++) row[k] = 0.0f;
       if (g.dw == 1) {
-        std::memcpy(row + lo, src, (hi - lo) * sizeof(float));
+        copy_run(row + lo, src, hi - lo);
       } else {
         for (size_t k = lo; k < hi; k++) row[k] = src[(k - lo) * g.dw];
       }
@@ -182,7 +206,7 @@ class SmallConv : public FusedPrimitive {
             packed = r;
           }
           // prod [pr, O] (columns [n0, n1)) = col [pr, K] x w [O, K]^T + bias.
-          gemm::nk(col, K, wp, K, bp, prod, O, pr, K, n0, n1);
+          gemm::nk_rows(col, K, wp, K, bp, prod, O, pr, K, n0, n1);
           float* yb = yp + img * O * P + p0;
           for (size_t n = n0; n < n1; n++)
             for (size_t i = 0; i < pr; i++) {

@@ -43,6 +43,11 @@ void kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
 /** b stored [N, K] with row stride ldb (a transposed view of a [K, N] matrix). */
 void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
         size_t n1);
+/** nk for up to 4 rows of a at any depth: on AVX-512 every row against each block of b's rows at
+ * once, their lane sums in one reduction (the short-depth kernel's: with all rows of a in one pass
+ * each row of b is read once, so depth needs no bound); nk elsewhere and for more rows. */
+void nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+             size_t n0, size_t n1);
 /** 4-bit affine weights w [N, K / 8], scales and biases [N, K / group]; asum [M, K / group] the group sums of a. */
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
         size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1);

@@ -319,6 +319,10 @@ void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
   if (K <= mlxc_gemm_avx512::kShortDepth) return mlxc_gemm_avx512::gemm_nk_short(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
   mlxc_gemm_avx512::gemm_nk<V>(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
 }
+void nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+             size_t n0, size_t n1) {
+  mlxc_gemm_avx512::gemm_nk_short(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
+}
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
         size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1) {
   mlxc_gemm_avx512::gemm_q4(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);

@@ -72,6 +72,8 @@ void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
         size_t n1);
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
         size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1);
+void nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+             size_t n0, size_t n1);
 }  // namespace mlxc::cpu::gemm_avx512
 #endif
 
@@ -95,6 +97,14 @@ void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
   if (has_avx2()) return gemm_avx2::nk(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
 #endif
   mlxc_gemm_generic::gemm_nk<G>(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
+}
+
+void nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+             size_t n0, size_t n1) {
+#ifdef MLXC_HAVE_AVX2_GEMM
+  if (M <= 4 && has_avx512()) return gemm_avx512::nk_rows(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
+#endif
+  nk(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
 }
 
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
