@@ -130,6 +130,22 @@ describe('smallConv', () => {
     expect(y.slice(1, 4)).toEqual([1, 1, 1]);
   });
 
+  it("gives the bias over no input channels (MLX's CPU conv divides by the channel count)", () => {
+    const x = mx.zeros([2, 0, 5]);
+    const w = mx.zeros([3, 0, 3]);
+    const b = mx.array([1, -2, 0.25]);
+    for (const dtype of ['float32', 'float16'] as const) {
+      const y = mx.ext.smallConv(mx.astype(x, dtype), mx.astype(w, dtype), mx.astype(b, dtype), [2], [1], [1], [1], -1, 0.5);
+      expect(y.shape).toEqual([2, 3, 3]);
+      expectAllClose(
+        mx.astype(y, 'float32'),
+        Array.from({ length: 18 }, (_, i) => [0.5, -1, 0.25][Math.floor(i / 3) % 3]),
+        0,
+        0,
+      );
+    }
+  });
+
   it('rejects a weight of another channel count, and bad windows, by name', () => {
     const x = mx.zeros([1, 3, 4]);
     expect(() => mx.ext.smallConv(x, mx.zeros([2, 4, 3]), null, [1], [0], [0], [1], -Infinity, Infinity)).toThrow(

@@ -100,8 +100,12 @@ mx::Shape out_shape(const mx::Shape& x, const mx::Shape& w, const std::vector<in
 array composed(const array& x, const array& w, const std::optional<array>& bias, const std::vector<int>& strides,
                const std::vector<int>& pb, const std::vector<int>& pe, const std::vector<int>& dil, float lo, float hi, mx::Stream s) {
   const std::vector<int> ones(strides.size(), 1);
-  array y = mx::conv_general(mx::moveaxis(x, 1, -1, s), mx::moveaxis(w, 1, -1, s), strides, pb, pe, dil, ones, 1, false, s);
-  y = mx::moveaxis(y, -1, 1, s);
+  // No input channels: a sum over none is 0 (MLX's CPU conv divides by the channel count: SIGFPE).
+  array y =
+      x.shape(1) == 0
+          ? mx::zeros(out_shape(x.shape(), w.shape(), strides, pb, pe, dil), x.dtype(), s)
+          : mx::moveaxis(mx::conv_general(mx::moveaxis(x, 1, -1, s), mx::moveaxis(w, 1, -1, s), strides, pb, pe, dil, ones, 1, false, s),
+                         -1, 1, s);
   if (bias) {
     mx::Shape shape(y.ndim() - 1, 1);
     shape[0] = bias->shape(0);
