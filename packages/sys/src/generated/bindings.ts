@@ -1630,4 +1630,4 @@ export interface MlxCFunctions {
   mlxc_bounded_indices(res: MlxHandle, indices: MlxHandle, dims: ArrayBufferView | ArrayBuffer | unknown[] | null, dims_num: number | bigint, negative: boolean, s: MlxHandle): number;
 }
 
-export const functionCount = 539;
+export const functionCount = 540;
