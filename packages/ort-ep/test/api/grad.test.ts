@@ -1,8 +1,14 @@
 // MlxSession.valueAndGrad against float64 central finite differences computed by onnxruntime-node
 // on a float64 copy of each model (the reference is independent of MLX and of this provider).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import * as mx from '@mlx/core';
+import { ModelProtoSchema } from 'onnx-buf';
 import { describe, expect, it } from 'vitest';
-import { MlxSession, NotDifferentiableError, type HostTensor } from '../../src/index.js';
+import { InvalidFeedError, MlxSession, NotDifferentiableError, type HostTensor } from '../../src/index.js';
+import { readTestCase } from '../../src/onnx/index.js';
+import { sharedPath } from '../helpers/shared.js';
 import { model, node, v, type ModelSpec, type NodeSpec, type TensorSpec } from '../helpers/build.js';
 import { ort, seeded } from '../helpers/ort.js';
 
@@ -354,4 +360,222 @@ const CASES: Case[] = [
 
 describe('valueAndGrad matches float64 central finite differences (onnxruntime-node)', () => {
   for (const c of CASES) it(c.name, async () => expectGradsMatch(c), 60_000);
+});
+
+/** sum over the outputs of <y, r>, r seeded per output (the weights both sides use). */
+function weightedLoss(o: Record<string, mx.Array>, names: readonly string[]): mx.Array {
+  let l: mx.Array | undefined;
+  names.forEach((name, k) => {
+    const y = o[name];
+    const t = mx.sum(mx.multiply(y, mx.Array.fromTypedArray(Float32Array.from(weights(y.size, k)), y.shape)));
+    l = l ? mx.add(l, t) : t;
+  });
+  return l!;
+}
+
+describe('bert-tiny: weight gradients against central differences of onnxruntime-node', () => {
+  const dir = sharedPath('models/bert-tiny');
+  const WRT = [
+    'onnx::MatMul_317',
+    'onnx::MatMul_342',
+    'm.embeddings.LayerNorm.weight',
+    'm.pooler.dense.weight',
+    'm.embeddings.word_embeddings.weight',
+  ];
+
+  it('the directional derivative along a seeded direction, per initializer', async () => {
+    const bytes = readFileSync(join(dir, 'model.onnx'));
+    const tc = readTestCase(dir);
+    const names = ['input_ids', 'attention_mask', 'token_type_ids'];
+    const feeds = Object.fromEntries(names.map((n, i) => [n, tc.datasets[0].inputs[i] as HostTensor]));
+    const outs = ['last_hidden_state', 'pooler_output'];
+    const s = await MlxSession.create(join(dir, 'model.onnx'), { device: 'cpu', graphRewrites: false });
+    let got: Awaited<ReturnType<MlxSession['valueAndGrad']>>;
+    try {
+      got = await s.valueAndGrad(feeds, { wrt: WRT, output: (o) => weightedLoss(o, outs), fetches: outs });
+    } finally {
+      s.release();
+    }
+    // The reference: onnxruntime-node (float32; Erf has no float64 kernel there) on copies of the
+    // model with one initializer moved by +-h along a seeded direction.
+    const proto = fromBinary(ModelProtoSchema, bytes);
+    const ortFeeds = Object.fromEntries(
+      names.map((n) => [n, new ort.Tensor('int64', feeds[n].data as BigInt64Array, feeds[n].dims as number[])]),
+    );
+    const loss = async (model: Uint8Array): Promise<number> => {
+      const o = await ort.InferenceSession.create(model);
+      try {
+        const r = await o.run(ortFeeds);
+        let l = 0;
+        outs.forEach((name, k) => {
+          const y = r[name].data as Float32Array;
+          const w = weights(y.length, k);
+          for (let i = 0; i < y.length; i++) l += y[i] * w[i];
+        });
+        return l;
+      } finally {
+        await o.release();
+      }
+    };
+    expect(got.value).toBeCloseTo(await loss(bytes), 2);
+    const h = 1e-2;
+    for (const [k, name] of WRT.entries()) {
+      const t = proto.graph!.initializer.find((i) => i.name === name)!;
+      const raw = t.rawData.length > 0;
+      const base = raw ? new Float32Array(Uint8Array.from(t.rawData).buffer) : Float32Array.from(t.floatData);
+      const set = (x: Float32Array) => {
+        if (raw) t.rawData = new Uint8Array(x.buffer);
+        else t.floatData = Array.from(x);
+      };
+      const d = seeded(base.length, 50 + k);
+      const moved = async (step: number) => {
+        set(base.map((x, i) => x + step * d[i]));
+        return loss(toBinary(ModelProtoSchema, proto));
+      };
+      const central = async (step: number) => ((await moved(step)) - (await moved(-step))) / (2 * step);
+      // Richardson's extrapolation of two steps cancels the central difference's h^2 term.
+      const fd = (4 * (await central(h / 2)) - (await central(h))) / 3;
+      set(base);
+      const g = (got.grads[name] as HostTensor).data as Float32Array;
+      expect(g.length).toBe(base.length);
+      const dot = g.reduce((a, x, i) => a + x * d[i], 0);
+      expect(Math.abs(dot - fd), `${name}: <grad, d> ${dot} vs ${fd}`).toBeLessThan(1e-2 * Math.max(1, Math.abs(fd)));
+    }
+  }, 120_000);
+});
+
+describe('what cannot be differentiated is a NotDifferentiableError naming it', () => {
+  const f32 = (data: number[], dims: number[]): HostTensor => ({ dtype: 1, dims, data: Float32Array.from(data) });
+  const errorOf = async (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (e: Error) => e,
+    );
+
+  it('an integer output, named by the node that makes it', async () => {
+    const s = await MlxSession.create(
+      model({
+        inputs: [v('x', 'float32', [2, 3])],
+        outputs: [v('i', 'int64')],
+        nodes: [node('ArgMax', ['x'], ['i'], { name: 'pick', attrs: { axis: 1, keepdims: 0 } })],
+      }),
+      { device: 'cpu' },
+    );
+    try {
+      const e = await errorOf(s.valueAndGrad({ x: f32([1, 2, 3, 4, 5, 6], [2, 3]) }, { output: 'i', wrt: ['x'] }));
+      expect(e).toBeInstanceOf(NotDifferentiableError);
+      expect((e as NotDifferentiableError).code).toBe('ERR_MLX_ORT_NOT_DIFFERENTIABLE');
+      expect(e!.message).toBe(
+        "model <bytes>: valueAndGrad: output 'i' (made by node 'pick' (ArgMax)) is int64: only a floating-point value has a gradient",
+      );
+      expect((e as NotDifferentiableError).nodes).toEqual(['pick']);
+    } finally {
+      s.release();
+    }
+  });
+
+  it('an integer input to differentiate, a non-scalar output, an unknown name', async () => {
+    const s = await MlxSession.create(
+      model({
+        inputs: [v('x', 'float32', [2]), v('n', 'int64', [2])],
+        outputs: [v('y', 'float32'), v('m', 'int64')],
+        nodes: [node('Relu', ['x'], ['y']), node('Neg', ['n'], ['m'])],
+      }),
+      { device: 'cpu' },
+    );
+    const feeds = { x: f32([1, -2], [2]), n: { dtype: 7, dims: [2], data: BigInt64Array.from([1n, 2n]) } };
+    try {
+      let e = await errorOf(s.valueAndGrad(feeds, { output: 'y', wrt: ['n'] }));
+      expect(e).toBeInstanceOf(NotDifferentiableError);
+      expect(e!.message).toBe("model <bytes>: valueAndGrad: 'n' is int64: only floating-point tensors have gradients");
+      e = await errorOf(s.valueAndGrad(feeds, { output: 'y', wrt: ['x'] }));
+      expect(e).toBeInstanceOf(NotDifferentiableError);
+      expect(e!.message).toMatch(/^model <bytes>: valueAndGrad: output 'y' has shape \[2\]: the value differentiated must be a scalar/);
+      e = await errorOf(s.valueAndGrad(feeds, { output: 'y', wrt: ['w'] }));
+      expect(e).toBeInstanceOf(InvalidFeedError);
+      expect(e!.message).toMatch(/^model <bytes>: valueAndGrad: 'w' is neither an input nor an initializer of the model/);
+      // The session still runs, and differentiates a sum of the output.
+      const r = s.valueAndGradSync(feeds, { output: (o) => mx.sum(o.y), wrt: ['x'] });
+      expect(r.value).toBe(1);
+      expect(Array.from((r.grads.x as HostTensor).data as Float32Array)).toEqual([1, 0]);
+      expect(Array.from((r.outputs.y as HostTensor).data as Float32Array)).toEqual([1, 0]);
+    } finally {
+      s.release();
+    }
+  });
+
+  it('a node that reads a differentiated value on the host (a shape computed from it)', async () => {
+    const s = await MlxSession.create(
+      model({
+        inputs: [v('x', 'float32', [6]), v('s', 'float32', [2])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('Cast', ['s'], ['si'], { name: 'toInt', attrs: { to: 7 } }), node('Reshape', ['x', 'si'], ['y'], { name: 'shapeOf' })],
+      }),
+      { device: 'cpu' },
+    );
+    try {
+      const feeds = { x: f32([1, 2, 3, 4, 5, 6], [6]), s: f32([2, 3], [2]) };
+      const e = await errorOf(s.valueAndGrad(feeds, { output: (o) => mx.sum(o.y), wrt: ['x', 's'] }));
+      expect(e).toBeInstanceOf(NotDifferentiableError);
+      expect(e!.message).toBe(
+        "model <bytes>: valueAndGrad: 1 node(s) read the data of a differentiated value on the host, which has no gradient: 'shapeOf' (Reshape)",
+      );
+      expect((e as NotDifferentiableError).nodes).toEqual(['shapeOf']);
+      // With respect to x alone the shape is a constant: fine.
+      const r = await s.valueAndGrad(feeds, { output: (o) => mx.sum(mx.square(o.y)), wrt: ['x'] });
+      expect(Array.from((r.grads.x as HostTensor).data as Float32Array)).toEqual([2, 4, 6, 8, 10, 12]);
+    } finally {
+      s.release();
+    }
+  });
+
+  it('nodes that run on onnxruntime (a fallback partition)', async () => {
+    const s = await MlxSession.create(
+      model({
+        inputs: [v('x', 'float32', [2])],
+        outputs: [v('y', 'float32')],
+        nodes: [node('Tanh', ['x'], ['t'], { name: 'onOrt' }), node('Relu', ['t'], ['y'])],
+      }),
+      { device: 'cpu', disabledOps: ['Tanh'], fallback: 'cpu' },
+    );
+    try {
+      const e = await errorOf(s.valueAndGrad({ x: f32([1, 2], [2]) }, { output: (o) => mx.sum(o.y), wrt: ['x'] }));
+      expect(e).toBeInstanceOf(NotDifferentiableError);
+      expect(e!.message).toBe(
+        "model <bytes>: valueAndGrad: 1 node(s) run on onnxruntime (a fallback partition), which MLX cannot differentiate through: 'onOrt' (Tanh)",
+      );
+      expect((e as NotDifferentiableError).nodes).toEqual(['onOrt']);
+    } finally {
+      s.release();
+    }
+  });
+
+  it('an initializer that a graph rewrite replaced (MatMul + Add joined, its weight transposed)', async () => {
+    const bytes = model({
+      inputs: [v('x', 'float32', [2, 3])],
+      outputs: [v('y', 'float32')],
+      initializers: [
+        { name: 'w', type: 'float32', dims: [3, 4], values: seeded(12, 3) },
+        { name: 'b', type: 'float32', dims: [4], values: seeded(4, 4) },
+      ],
+      nodes: [node('MatMul', ['x', 'w'], ['p']), node('Add', ['p', 'b'], ['y'])],
+    });
+    const feeds = { x: f32(seeded(6, 5), [2, 3]) };
+    const s = await MlxSession.create(bytes, { device: 'cpu' });
+    try {
+      const e = await errorOf(s.valueAndGrad(feeds, { output: (o) => mx.sum(o.y), wrt: ['b'] }));
+      expect(e).toBeInstanceOf(NotDifferentiableError);
+      expect(e!.message).toMatch(
+        /^model <bytes>: valueAndGrad: the session's graph rewrites \(matmul-add x1\) replaced initializers by values derived from them, so the gradient with respect to 'b' could miss the nodes that read them: create the session with graphRewrites: false/,
+      );
+      // Inputs may still be differentiated there.
+      const r = await s.valueAndGrad(feeds, { output: (o) => mx.sum(o.y), wrt: ['x'] });
+      const w = seeded(12, 3);
+      const want = [0, 1, 2].map((k) => w[4 * k] + w[4 * k + 1] + w[4 * k + 2] + w[4 * k + 3]);
+      const g = Array.from((r.grads.x as HostTensor).data as Float32Array);
+      for (let i = 0; i < 6; i++) expect(g[i]).toBeCloseTo(want[i % 3], 5);
+    } finally {
+      s.release();
+    }
+  });
 });
