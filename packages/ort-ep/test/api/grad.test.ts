@@ -499,6 +499,13 @@ describe('what cannot be differentiated is a NotDifferentiableError naming it', 
       expect(r.value).toBe(1);
       expect(Array.from((r.grads.x as HostTensor).data as Float32Array)).toEqual([1, 0]);
       expect(Array.from((r.outputs.y as HostTensor).data as Float32Array)).toEqual([1, 0]);
+      // keepOnDevice: device Values the caller owns.
+      const d = await s.valueAndGrad(feeds, { output: (o) => mx.sum(mx.square(o.y)), wrt: ['x'], keepOnDevice: true });
+      const g = d.grads.x as Extract<(typeof d.grads)[string], { kind: 'device' }>;
+      expect(g.kind).toBe('device');
+      expect(Array.from(g.array.toTypedArray() as Float32Array)).toEqual([2, 0]);
+      g.array.dispose();
+      mx.dispose(Object.values(d.outputs));
     } finally {
       s.release();
     }
