@@ -193,6 +193,24 @@ export class RefusedNodeError extends OrtMlxError {
   static override readonly code: string = 'ERR_MLX_ORT_REFUSED_NODE';
 }
 
+/**
+ * valueAndGrad() cannot differentiate what it was asked to: a value that is not a floating-point
+ * scalar, a name to differentiate with respect to that is no floating-point input or initializer,
+ * nodes that read a differentiated value's data on the host (their results would be constants to
+ * the gradient), nodes that run on onnxruntime (a fallback partition), or an MLX kernel without a
+ * VJP. The message names the model and the nodes (also in `nodes`).
+ */
+export class NotDifferentiableError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_NOT_DIFFERENTIABLE';
+  /** The nodes that stand in the way, by name (empty where the value itself is the reason). */
+  readonly nodes: readonly string[];
+
+  constructor(message: string, options?: { cause?: unknown; nodes?: readonly string[] }) {
+    super(message, options);
+    this.nodes = Object.freeze([...(options?.nodes ?? [])]);
+  }
+}
+
 export function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }

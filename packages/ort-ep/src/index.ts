@@ -9,6 +9,7 @@ export { mlx, type MlxExecutionProviderOption, type MlxProviderOptions } from '.
 export { registerMlxBackend, mlxRegistrations, type MlxRegistration } from './backend/register.js';
 export { MlxDeviceBuffer, deviceBufferOf } from './backend/device-buffer.js';
 export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type MlxProgressEvent, type TensorMetadata } from './session.js';
+export type { ValueAndGradOptions, ValueAndGradResult } from './grad.js';
 export { generate, type GenerateOptions, type SamplingOptions } from './generate.js';
 export { generateBatch, type GenerateBatchOptions, type BatchStep } from './generate-batch.js';
 export { generateSeq2Seq, type Seq2SeqOptions } from './generate-seq2seq.js';
@@ -22,6 +23,7 @@ export {
   ResourceLimitError,
   RunTerminatedError,
   RefusedNodeError,
+  NotDifferentiableError,
   type UnsupportedNode,
 } from './errors.js';
 export { OnnxDataType, type HostTensor, type HostData, type TypedArray } from './onnx/ir.js';

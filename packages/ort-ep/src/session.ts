@@ -27,6 +27,7 @@ import { FUSED_DOMAIN } from './ops/mlx/fused.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
 import { HOST_ONLY, type OneCallMode } from './execute/signature.js';
 import type { RunState } from './execute/env.js';
+import { buildValueAndGrad, type GradTarget, type ValueAndGradOptions, type ValueAndGradResult } from './grad.js';
 import {
   InvalidFeedError,
   OrtMlxError,
@@ -65,6 +66,8 @@ export class MlxSession {
   private runner: ModelRunner;
   /** The session's log (logSeverityLevel; off when unset). */
   private log = new SessionLog(undefined);
+  /** The graph rewrites create() applied, by name (valueAndGrad refuses initializers some of them derive). */
+  private rewrites: RewriteCounts = {};
   /** The profile being recorded (enableProfiling, startProfiling), if any. */
   private profiler: Profiler | undefined;
   /** When the session's initialization (after loading and planning) began, for its profile event. */
@@ -302,6 +305,7 @@ export class MlxSession {
     notify(options, { phase: 'upload', state: 'end', model: name, ms: performance.now() - t1 });
     const session = new MlxSession(model, program, constants, options, name, streams, unsupported, cpu, fallback !== 'none');
     session.profiler = profiler;
+    session.rewrites = rewrites;
     session.initStart = t1;
     session.log = log;
     return session;
@@ -545,6 +549,77 @@ export class MlxSession {
   private profileOneCall(start: number, options: MlxRunOptions): void {
     this.profiler?.add('Session', 'program_replay', start, performance.now(), { path: 'one-call', nodes: this.program.plan.nodes.length });
     this.endRun('one-call', start, options, this.profiler);
+  }
+
+  /**
+   * The value of a scalar output, or of a loss the caller computes from the outputs with
+   * `@mlx/core` ops, and its gradients with respect to named inputs and initializers (grad.ts):
+   * MLX's valueAndGrad over an eager walk of the plan. Queued with the session's runs.
+   */
+  valueAndGrad(feeds: Record<string, HostTensor | Value>, options: ValueAndGradOptions): Promise<ValueAndGradResult> {
+    const result = this.queue.then(() => this.gradOnce(feeds, options, true));
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
+  /** valueAndGrad on the calling thread (it blocks for the compute). */
+  valueAndGradSync(feeds: Record<string, HostTensor | Value>, options: ValueAndGradOptions): ValueAndGradResult {
+    return this.gradOnce(feeds, options, false) as ValueAndGradResult;
+  }
+
+  private gradOnce(
+    feeds: Record<string, HostTensor | Value>,
+    options: ValueAndGradOptions,
+    async: boolean,
+  ): ValueAndGradResult | Promise<ValueAndGradResult> {
+    this.checkRun(feeds, []);
+    const run = this.runner.newRun();
+    const finish = (): ValueAndGradResult => {
+      const keep = { keepOnDevice: options.keepOnDevice === true };
+      const value = Number(within(this.streams, () => built.value.toTypedArray())[0]);
+      const wrt = [...options.wrt];
+      return {
+        value,
+        grads: this.collect(wrt, built.grads, run, keep),
+        outputs: this.collect(built.fetches, built.outputs, run, keep),
+      };
+    };
+    let built: ReturnType<typeof buildValueAndGrad>;
+    const fail = (e: unknown): never => {
+      mx.dispose([...run.arrays]);
+      throw isAllocationFailure(e) ? allocationError(e, this.name) : e;
+    };
+    try {
+      built = within(this.streams, () => mx.collect(run.arrays, () => buildValueAndGrad(this.gradTarget(), run, feeds, options)));
+      const arrays = [built.value, ...deviceArrays(built.grads), ...deviceArrays(built.outputs)];
+      if (!async) {
+        evalSync(this.streams, run, arrays);
+        const r = finish();
+        mx.dispose([...run.arrays]);
+        return r;
+      }
+      return evalAsync(this.streams, run, arrays).then(() => {
+        try {
+          const r = finish();
+          mx.dispose([...run.arrays]);
+          return r;
+        } catch (e) {
+          return fail(e);
+        }
+      }, fail);
+    } catch (e) {
+      return fail(e);
+    }
+  }
+
+  private gradTarget(): GradTarget {
+    return {
+      modelName: this.name,
+      program: this.program,
+      inputNames: this.inputNames,
+      outputNames: this.outputNames,
+      rewrites: this.rewrites,
+    };
   }
 
   /** The device the session runs on. */

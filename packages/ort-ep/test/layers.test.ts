@@ -20,6 +20,7 @@ const LAYERS: string[][] = [
   ['ops'],
   ['plan'],
   ['execute'],
+  ['grad.ts'],
   ['session.ts', 'check.ts'],
   ['backend'],
   ['generate.ts'],

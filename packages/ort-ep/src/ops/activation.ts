@@ -27,10 +27,12 @@ const alphaOf =
 const leakyRelu = (x: mx.Array, alpha: number) => mx.where(mx.less(x, 0), mx.multiply(x, alpha), x);
 const softplus = (x: mx.Array) => mx.logaddexp(x, mx.zerosLike(x)); // log(1 + e^x) without overflow
 // One native pass in float32 (composed, these are four or five passes that MLX's CPU compile barely fuses).
+// The kernel has no VJP: under a gradient (MlxSession.valueAndGrad) the composed form runs.
+const native = (x: mx.Array) => x.dtype === 'float32' && !mx.differentiating();
 const hardSigmoid = (x: mx.Array, alpha: number, beta: number) =>
-  x.dtype === 'float32' ? mx.ext.hardSigmoid(x, alpha, beta, false) : mx.clip(mx.add(mx.multiply(x, alpha), beta), 0, 1);
+  native(x) ? mx.ext.hardSigmoid(x, alpha, beta, false) : mx.clip(mx.add(mx.multiply(x, alpha), beta), 0, 1);
 const hardSwish = (x: mx.Array) =>
-  x.dtype === 'float32' ? mx.ext.hardSigmoid(x, 1 / 6, 0.5, true) : mx.multiply(x, mx.clip(mx.add(mx.multiply(x, 1 / 6), 0.5), 0, 1));
+  native(x) ? mx.ext.hardSigmoid(x, 1 / 6, 0.5, true) : mx.multiply(x, mx.clip(mx.add(mx.multiply(x, 1 / 6), 0.5), 0, 1));
 
 function elu(x: mx.Array, alpha: number): mx.Array {
   return mx.where(mx.less(x, 0), mx.multiply(mx.expm1(x), alpha), x);

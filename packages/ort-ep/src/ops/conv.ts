@@ -146,7 +146,8 @@ export function convProduct(
     return { y: pointwise(ctx, x, wShape[0], e), channelsLast: false, biased: true, finished: true };
   const w = ctx.input(1);
   const bias = ctx.optional(2);
-  if (fast && isDepthwise(x.shape, w.shape, group) && win.kernel.every((k, i) => k === w.shape[2 + i])) {
+  // (The depthwise kernel has no VJP: under a gradient, MlxSession.valueAndGrad, MLX's conv runs.)
+  if (fast && !mx.differentiating() && isDepthwise(x.shape, w.shape, group) && win.kernel.every((k, i) => k === w.shape[2 + i])) {
     const [sh, sw] = win.strides;
     const [dh, dw] = win.dilations;
     // Without a residual the epilogue (clamp, HardSigmoid/HardSwish) runs in the kernel's store.

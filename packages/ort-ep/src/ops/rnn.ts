@@ -374,7 +374,8 @@ export function runLayer(fam: Family, ctx: OpContext<RnnParams>, weights?: Layer
   checkShapes(ctx, fam, [seq, batch], x.shape[2], H, !!weights);
   const lens = seqLens(ctx, seq, batch);
   // Custom weights (DynamicQuantizeLSTM: quantized R in its own layout) keep the composed step.
-  if (!weights && seq > 0 && nativeLstm(ctx, fam, x)) return runNativeLstm(ctx, x, H, lens);
+  // The native recurrence has no VJP: under a gradient (MlxSession.valueAndGrad) the composed steps run.
+  if (!weights && seq > 0 && !mx.differentiating() && nativeLstm(ctx, fam, x)) return runNativeLstm(ctx, x, H, lens);
   const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);
   const c0 = fam.opType === 'LSTM' ? initialState(ctx, 6, [dirs, batch, H], x.dtype) : undefined;
   const bias = ctx.optional(3);

@@ -103,7 +103,13 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
     return mx.ext.convEpilogueAct(conv(null, ninf, inf), null, r ?? null, p.lo, p.hi, p.act, p.alpha, p.beta, true);
   }
   // Channels-last result: the activation (elementwise, any layout) after the product's epilogue.
-  const act = (y: mx.Array) => (p.act === 0 ? y : mx.ext.hardSigmoid(y, p.alpha, p.beta, p.act === 2));
+  // (The HardSigmoid kernel has no VJP: under a gradient, MlxSession.valueAndGrad, it is composed.)
+  const act = (y: mx.Array) =>
+    p.act === 0
+      ? y
+      : mx.differentiating()
+        ? composedHardSigmoid(y, p.alpha, p.beta, p.act === 2)
+        : mx.ext.hardSigmoid(y, p.alpha, p.beta, p.act === 2);
   const r = residual && !p.residualLast ? toChannelsLast(residual) : residual;
   // A residual of the result's shape is added in the product's store, with the clamp; one that
   // broadcasts (rare) afterwards, and the clamp with it.
@@ -236,6 +242,12 @@ interface FakeQuantizeParams {
   zeroPoint: number;
   lo: number;
   hi: number;
+}
+
+/** HardSigmoid (or, with `swish`, x times it) in MLX's ops. */
+function composedHardSigmoid(y: mx.Array, alpha: number, beta: number, swish: boolean): mx.Array {
+  const h = mx.clip(mx.add(mx.multiply(y, alpha), beta), 0, 1);
+  return swish ? mx.multiply(y, h) : h;
 }
 
 export const mlxFusedOps: OpEntry[] = [

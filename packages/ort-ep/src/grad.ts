@@ -1,0 +1,306 @@
+// Gradients through a session (MlxSession.valueAndGrad): the plan is walked eagerly, node by node
+// (the uncompiled path), inside MLX's valueAndGrad, with the chosen inputs and initializers as the
+// traced arguments and everything else as constants. Nodes folded at plan time that depend on a
+// differentiated initializer run again. What would silently give a wrong gradient is refused
+// (NotDifferentiableError naming the nodes): a host read of a differentiated value's data, a
+// fallback partition, a value that is not a floating-point scalar.
+import * as mx from '@mlx/core';
+import { OnnxDataType, dataTypeName, type HostTensor } from './onnx/index.js';
+import type { GraphPlan } from './plan/graph-plan.js';
+import type { Value } from './runtime/value.js';
+import { elemTypeOf } from './runtime/value.js';
+import { Analysis } from './execute/analysis.js';
+import { Env, type RunState } from './execute/env.js';
+import { outputsOf, type GraphProgram } from './execute/run.js';
+import { InvalidFeedError, NodeExecutionError, NotDifferentiableError, OrtMlxError } from './errors.js';
+
+export interface ValueAndGradOptions {
+  /**
+   * What to differentiate: the name of an output holding a floating-point scalar (one element),
+   * or a function of the outputs (MLX arrays, by name) that returns one, written with
+   * `@mlx/core` ops (a loss against labels, a sum of several outputs).
+   */
+  output: string | ((outputs: Record<string, mx.Array>) => mx.Array);
+  /** The graph inputs (fed) and initializers to differentiate with respect to, by name. */
+  wrt: readonly string[];
+  /**
+   * The outputs to compute and return (and, for a function `output`, to pass to it): by default
+   * the named output alone, or every output of the model for a function.
+   */
+  fetches?: readonly string[];
+  /**
+   * Leave the gradients and the outputs on the device: device Values whose arrays the caller
+   * owns (and disposes), as MlxRunOptions.keepOnDevice does for a run.
+   */
+  keepOnDevice?: boolean;
+}
+
+export interface ValueAndGradResult {
+  /** The value differentiated. */
+  value: number;
+  /** d value / d name, for each name of `wrt`: the name's shape and element type. */
+  grads: Record<string, HostTensor | Value>;
+  /** The outputs computed on the way (`fetches`). */
+  outputs: Record<string, HostTensor | Value>;
+}
+
+/** What valueAndGrad needs of a session. */
+export interface GradTarget {
+  modelName: string;
+  program: GraphProgram;
+  /** The model's (user) inputs: names of wrt that are fed. */
+  inputNames: readonly string[];
+  outputNames: readonly string[];
+  /** The graph rewrites the session's plan applied, by name. */
+  rewrites: Readonly<Record<string, number | undefined>>;
+}
+
+/**
+ * Rewrites that replace initializers by ones derived from them (transposed, joined, folded,
+ * dequantized, packed): an initializer they read is no longer what the nodes use.
+ */
+const DERIVING_REWRITES = ['dequantize-constants', 'matmul-add', 'gemm', 'sibling-matmul', 'conv-batch-norm', 'channels-last'];
+
+/** The lazy results of one valueAndGrad: the caller evaluates them within the run and collects them. */
+export interface GradBuilt {
+  value: mx.Array;
+  grads: Value[];
+  outputs: Value[];
+  fetches: string[];
+}
+
+const FLOATS: ReadonlySet<number> = new Set([OnnxDataType.FLOAT, OnnxDataType.DOUBLE, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16]);
+
+/**
+ * An Analysis that remembers the top-level nodes which read a differentiated value's data on the
+ * host (the differentiated values are its "feeds"): their results are constants to MLX's VJP.
+ */
+class HostReads extends Analysis {
+  readonly nodes: number[] = [];
+  private depth = 0;
+  private read = false;
+
+  override begin(): void {
+    if (this.depth++ === 0) this.read = false;
+    super.begin();
+  }
+  override abort(): void {
+    this.depth--;
+    super.abort();
+  }
+  override hostRead(v: Value): void {
+    if (this.isDynamic(v)) this.read = true;
+    super.hostRead(v);
+  }
+  override end(outputs: Value[], index?: number): void {
+    super.end(outputs, index);
+    this.depth--;
+    if (index !== undefined && this.read) this.nodes.push(index);
+  }
+}
+
+/** `name (OpType)` of a planned node, for messages. */
+const nodeLabel = (plan: GraphPlan, idx: number) => `'${plan.nodes[idx].node.name}' (${plan.nodes[idx].node.opType})`;
+
+/**
+ * The nodes `fetches` need when the values `wrt` change: as neededNodes, except that a node folded
+ * at plan time runs again when it depends on one of `wrt`.
+ */
+function gradOrder(plan: GraphPlan, fetches: readonly string[], wrt: ReadonlySet<string>): number[] {
+  const tainted = new Set(wrt);
+  for (const pn of plan.nodes) {
+    if (pn.node.inputs.some((i) => i && tainted.has(i)) || pn.outerReads.some((i) => tainted.has(i)))
+      for (const o of pn.node.outputs) if (o) tainted.add(o);
+  }
+  const need = new Set<number>();
+  const stack = [...fetches];
+  while (stack.length) {
+    const n = stack.pop()!;
+    if (wrt.has(n) || (plan.constants.has(n) && !tainted.has(n))) continue;
+    const idx = plan.producer.get(n);
+    if (idx === undefined || need.has(idx)) continue;
+    need.add(idx);
+    const pn = plan.nodes[idx];
+    for (const i of pn.node.inputs) if (i) stack.push(i);
+    for (const i of pn.outerReads) stack.push(i);
+  }
+  return [...need].sort((a, b) => a - b);
+}
+
+/**
+ * Builds value and gradients (lazily, their arrays collected into `run.arrays`) on the calling
+ * thread: the graph is walked once, inside MLX's valueAndGrad. Host reads of data not computed yet
+ * block (shape math on constants is cheap; the walk never defers).
+ */
+export function buildValueAndGrad(
+  target: GradTarget,
+  run: RunState,
+  feeds: Record<string, HostTensor | Value>,
+  options: ValueAndGradOptions,
+): GradBuilt {
+  const { modelName: model, program } = target;
+  const plan = program.plan;
+  if (typeof options !== 'object' || options === null) throw new TypeError('valueAndGrad: options { output, wrt } are required');
+  const { output, wrt } = options;
+  if (typeof output !== 'string' && typeof output !== 'function')
+    throw new TypeError(`valueAndGrad: output must be an output's name or a function of the outputs, got ${typeof output}`);
+  if (!Array.isArray(wrt) || wrt.length === 0 || wrt.some((w) => typeof w !== 'string'))
+    throw new TypeError('valueAndGrad: wrt must be a non-empty list of input or initializer names');
+  if (new Set(wrt).size !== wrt.length) throw new TypeError(`valueAndGrad: wrt names a value twice: ${wrt.join(', ')}`);
+  const fetches = [...(options.fetches ?? (typeof output === 'string' ? [output] : target.outputNames))];
+  if (typeof output === 'string' && !fetches.includes(output)) fetches.unshift(output);
+  for (const f of fetches)
+    if (!target.outputNames.includes(f) && !plan.producer.has(f))
+      throw new InvalidFeedError(`model ${model}: unknown output '${f}' (outputs are: ${target.outputNames.join(', ')})`);
+
+  // The differentiated values: fed inputs (their feeds) and initializers (the plan's constants).
+  const primals: mx.Array[] = [];
+  const types: number[] = [];
+  for (const name of wrt) {
+    const fed = feeds[name];
+    const isInitializer = plan.graph.initializers.has(name) || plan.residentInitializers?.has(name) === true;
+    let v: Value | undefined;
+    if (fed !== undefined) v = 'kind' in fed ? (fed as Value) : { kind: 'host', tensor: fed as HostTensor };
+    else if (isInitializer) v = plan.constants.get(name);
+    if (!v) {
+      const what = target.inputNames.includes(name)
+        ? `input '${name}' is not fed`
+        : `'${name}' is neither an input nor an initializer of the model`;
+      throw new InvalidFeedError(
+        `model ${model}: valueAndGrad: ${what}${target.inputNames.includes(name) ? '' : ' as planned (a graph rewrite may have folded it away: create the session with graphRewrites: false)'}`,
+      );
+    }
+    if (v.kind !== 'host' && v.kind !== 'device')
+      throw new NotDifferentiableError(
+        `model ${model}: valueAndGrad: '${name}' is a ${v.kind}: gradients are taken with respect to tensors`,
+      );
+    const t = elemTypeOf(v);
+    if (!FLOATS.has(t))
+      throw new NotDifferentiableError(
+        `model ${model}: valueAndGrad: '${name}' is ${dataTypeName(t)}: only floating-point tensors have gradients`,
+      );
+    types.push(t);
+    primals.push(run.toArray(v, name));
+  }
+
+  const initializers = wrt.filter((name) => feeds[name] === undefined);
+  const deriving = DERIVING_REWRITES.filter((r) => target.rewrites[r]).map((r) => `${r} x${target.rewrites[r]}`);
+  if (initializers.length && deriving.length)
+    throw new NotDifferentiableError(
+      `model ${model}: valueAndGrad: the session's graph rewrites (${deriving.join(', ')}) replaced initializers by values derived from them, so the gradient with respect to ${initializers.map((n) => `'${n}'`).join(', ')} could miss the nodes that read them: create the session with graphRewrites: false to differentiate with respect to initializers`,
+    );
+
+  const wrtSet = new Set(wrt);
+  const order = gradOrder(plan, fetches, wrtSet);
+  const fallbacks = order.filter((idx) => program.fallbacks.has(idx));
+  if (fallbacks.length) {
+    const names = fallbacks.flatMap((idx) => plan.nodes[idx].fallback!.nodes.map((pn) => pn.node.name));
+    const ops = fallbacks.flatMap((idx) => plan.nodes[idx].fallback!.nodes.map((pn) => `'${pn.node.name}' (${pn.node.opType})`));
+    throw new NotDifferentiableError(
+      `model ${model}: valueAndGrad: ${ops.length} node(s) run on onnxruntime (a fallback partition), which MLX cannot differentiate through: ${ops.join(', ')}`,
+      { nodes: names },
+    );
+  }
+
+  let outputs: Value[] = [];
+  const reads = new HostReads();
+  const body = (...xs: mx.Array[]): mx.Array[] =>
+    mx.collect(run.arrays, () => {
+      const env = new Env(plan, run);
+      for (const [name, f] of Object.entries(feeds))
+        if (!wrtSet.has(name)) env.values.set(name, 'kind' in f ? (f as Value) : { kind: 'host', tensor: f as HostTensor });
+      wrt.forEach((name, i) => {
+        const v: Value = { kind: 'device', array: xs[i], onnxType: types[i] };
+        env.values.set(name, v);
+        reads.markFeed(v);
+      });
+      run.analysis = reads;
+      try {
+        // Never deferring, a walk yields nothing: each node runs once, in order.
+        const gen = program.runNodes(order, env);
+        for (let r = gen.next(); !r.done; r = gen.next())
+          if (r.value.wait) throw new OrtMlxError(`model ${model}: internal error: a fallback partition in a gradient`);
+      } finally {
+        run.analysis = undefined;
+      }
+      if (reads.nodes.length)
+        throw new NotDifferentiableError(
+          `model ${model}: valueAndGrad: ${reads.nodes.length} node(s) read the data of a differentiated value on the host, which has no gradient: ${reads.nodes.map((i) => nodeLabel(plan, i)).join(', ')}`,
+          { nodes: reads.nodes.map((i) => plan.nodes[i].node.name) },
+        );
+      outputs = outputsOf(env, fetches);
+      const arrayOf = (name: string, v: Value): mx.Array => {
+        if (v.kind === 'device') return v.array;
+        if (v.kind === 'host' && v.tensor.dtype !== OnnxDataType.STRING) return run.toArray(v, name);
+        throw new NotDifferentiableError(
+          `model ${model}: valueAndGrad: output '${name}' is a ${v.kind === 'host' ? 'string tensor' : v.kind}`,
+        );
+      };
+      let value: mx.Array;
+      if (typeof output === 'string') {
+        const v = outputs[fetches.indexOf(output)];
+        const producer = plan.producer.get(output);
+        const by = producer === undefined ? '' : ` (made by node ${nodeLabel(plan, producer)})`;
+        if ((v.kind === 'host' || v.kind === 'device') && !FLOATS.has(elemTypeOf(v)))
+          throw new NotDifferentiableError(
+            `model ${model}: valueAndGrad: output '${output}'${by} is ${dataTypeName(elemTypeOf(v))}: only a floating-point value has a gradient`,
+            { nodes: producer === undefined ? [] : [plan.nodes[producer].node.name] },
+          );
+        value = arrayOf(output, v);
+      } else {
+        const named: Record<string, mx.Array> = {};
+        fetches.forEach((name, i) => {
+          const v = outputs[i];
+          if (v.kind === 'device' || (v.kind === 'host' && v.tensor.dtype !== OnnxDataType.STRING)) named[name] = arrayOf(name, v);
+        });
+        value = output(named);
+        if (!(value instanceof mx.Array))
+          throw new TypeError(`valueAndGrad: the output function must return an MLX array, got ${typeof value}`);
+        if (!mx.isFloating(value.dtype))
+          throw new NotDifferentiableError(
+            `model ${model}: valueAndGrad: the output function returned a ${value.dtype} array: only a floating-point value has a gradient`,
+          );
+      }
+      if (value.size !== 1)
+        throw new NotDifferentiableError(
+          `model ${model}: valueAndGrad: ${typeof output === 'string' ? `output '${output}'` : 'the output function'} has shape [${value.shape.join(', ')}]: the value differentiated must be a scalar (one element); pass a function, e.g. output: (o) => mx.sum(o['${fetches[0]}'])`,
+        );
+      // The outputs on the device come back as values of the transform, beside the one differentiated.
+      return [mx.reshape(value, []), ...outputs.flatMap((v) => (v.kind === 'device' ? [v.array] : []))];
+    });
+
+  const [values, grads] = mx.collect(run.arrays, () => {
+    try {
+      return mx.valueAndGrad(
+        body,
+        wrt.map((_, i) => i),
+      )(...primals) as [mx.Array[], mx.Array[]];
+    } catch (e) {
+      throw vjpError(e, model, plan, order);
+    }
+  });
+  let k = 1;
+  return {
+    value: values[0],
+    grads: grads.map((g, i) => ({ kind: 'device', array: g, onnxType: types[i] })),
+    outputs: outputs.map((v) => (v.kind === 'device' ? { kind: 'device', array: values[k++], onnxType: v.onnxType } : v)),
+    fetches,
+  };
+}
+
+/**
+ * An MLX primitive without a VJP (a project kernel used outside a gradient's fallbacks) as a
+ * NotDifferentiableError naming the nodes of the walk whose op could have made it.
+ */
+function vjpError(e: unknown, model: string, plan: GraphPlan, order: readonly number[]): unknown {
+  if (e instanceof OrtMlxError && !(e instanceof NodeExecutionError)) return e;
+  const msg = e instanceof mx.MlxError ? e.mlxMessage : e instanceof Error ? e.message : String(e);
+  const m = /not implemented for (\w+)/i.exec(msg);
+  if (!m || !/vjp/i.test(msg)) return e;
+  const primitive = m[1];
+  const ops = [...new Set(order.map((i) => plan.nodes[i].node.opType))];
+  return new NotDifferentiableError(
+    `model ${model}: valueAndGrad: MLX has no VJP for the primitive ${primitive}, which a node of these op types made: ${ops.join(', ')}`,
+    { cause: e },
+  );
+}
