@@ -49,7 +49,8 @@ export function parameterCount(c: DecoderConfig): number {
   const kv = kvHeadsOf(c) * H;
   const attn = c.hidden * (c.hidden + 2 * kv) + c.hidden * c.hidden;
   const mlp = c.kind === 'llama' ? 3 * c.hidden * c.ffn : 2 * c.hidden * c.ffn;
-  return c.layers * (attn + mlp) + 2 * c.vocab * c.hidden;
+  const layers = c.kind === 'llama' ? Math.min(c.keepLayers ?? c.layers, c.layers) : c.layers;
+  return layers * (attn + mlp) + 2 * c.vocab * c.hidden;
 }
 
 /** A seeded generator of values in [-1, 1). */
