@@ -2,6 +2,7 @@
 // rolls its in-place cache back over the rejected ones. Greedy output equals plain greedy decoding
 // (onnxruntime-node and mlx alike, k of 1, 3 and 5, stop tokens, maxNewTokens and kvCapacity at
 // their bounds); sampling is seeded and draws the target's distribution.
+import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
 import { generate, generateSpeculative, InvalidFeedError } from '../../src/index.js';
 import { drawFrom, pickToken, samplingDistribution, speculativeAccept } from '../../src/internal.js';
@@ -66,6 +67,8 @@ function speculative(s: OrtSession, d: OrtSession, tokens: number, opts: Opts = 
 const engines: [string, object][] = [
   ['onnxruntime-node', {}],
   ['mlx', mlxCpu],
+  // Device outputs: the caches never leave the device (the first run's present is bound from then on).
+  ['mlx, gpu-buffer outputs', { ...mlxCpu, preferredOutputLocation: 'gpu-buffer' }],
 ];
 
 describe('speculative decoding, greedy', () => {
@@ -105,6 +108,33 @@ describe('speculative decoding, greedy', () => {
       }
     });
   }
+
+  it('mlx, gpu-buffer outputs: the device caches are freed at the end and on a break', async () => {
+    const options = { ...mlxCpu, preferredOutputLocation: 'gpu-buffer' };
+    const s = await ort.InferenceSession.create(bytes, options as never);
+    const d = await ort.InferenceSession.create(buildDecoder(truncated), options as never);
+    try {
+      // Two warm-up runs: the first ones keep a little (compiled programs for new shapes), once.
+      await speculative(s, d, 3);
+      await speculative(s, d, 3);
+      mx.memory.clearCache();
+      const before = mx.memory.active();
+      await speculative(s, d, 3);
+      for await (const _ of generateSpeculative(s as never, {
+        inputIds: prompt,
+        maxNewTokens: 32,
+        kvCapacity: 64,
+        Tensor: ort.Tensor as never,
+        draft: { session: d as never, tokens: 3 },
+      }))
+        break;
+      mx.memory.clearCache();
+      expect(mx.memory.active()).toBe(before);
+    } finally {
+      await s.release();
+      await d.release();
+    }
+  });
 
   it('a draft made by truncating the target is accepted most of the time', async () => {
     const s = await ort.InferenceSession.create(bytes);
