@@ -185,7 +185,12 @@ export function checkSampling(sampling: unknown, who = 'generate'): void {
 export function checkOptions(options: GenerateOptions, who = 'generate'): void {
   if (typeof options !== 'object' || options === null) throw new TypeError(`${who}: options must be an object, got ${show(options)}`);
   for (const k of Object.keys(options))
-    if (!OPTION_KEYS.includes(k)) throw new TypeError(`${who}: unknown option '${k}' (known: ${OPTION_KEYS.join(', ')})`);
+    if (!OPTION_KEYS.includes(k))
+      throw new TypeError(
+        k === 'draft'
+          ? `${who}: a draft model decodes with generateSpeculative(session, { draft: { session, tokens }, ... })`
+          : `${who}: unknown option '${k}' (known: ${OPTION_KEYS.join(', ')})`,
+      );
   const ids = options.inputIds as unknown;
   if (!Array.isArray(ids)) throw new TypeError(`${who}: inputIds must be an array of token ids, got ${show(ids)}`);
   ids.forEach((id, i) => {
@@ -267,7 +272,7 @@ const before = (logits: ArrayLike<number>, a: number, b: number): boolean => log
  * The ids of the k highest logits, best first (ties to the lower id), in O(V log k): a min-heap of
  * the best k seen, never a sort of the vocabulary.
  */
-function topIds(logits: ArrayLike<number>, k: number): number[] {
+export function topIds(logits: ArrayLike<number>, k: number): number[] {
   const heap: number[] = []; // heap[0]: the worst of the best k
   const worse = (a: number, b: number) => before(logits, b, a);
   const down = (i: number) => {

@@ -11,4 +11,5 @@ export { MLX_BACKEND_NAME, MLX_BACKEND_PRIORITY } from './backend/options.js';
 export { createMlxBackend } from './backend/handler.js';
 export { tensorToHost, hostToTensor } from './backend/tensors.js';
 export { pickToken, applyPenalties, lookupDraft, cacheNames } from './generate.js';
+export { drawFrom, samplingDistribution, speculativeAccept } from './generate-speculative.js';
 export { RuntimeTypeRefusal, UnholdableTypeError } from './errors.js';

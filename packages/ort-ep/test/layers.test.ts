@@ -24,6 +24,7 @@ const LAYERS: string[][] = [
   ['session.ts', 'check.ts'],
   ['backend'],
   ['generate.ts'],
+  ['generate-speculative.ts'],
   ['generate-batch.ts'],
   ['generate-seq2seq.ts'],
   ['demo', 'cli-inputs.ts'],

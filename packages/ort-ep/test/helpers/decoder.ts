@@ -25,6 +25,19 @@ export interface DecoderConfig {
   /** MatMulNBits (4 bits, block 32) projections (llama only). */
   int4?: boolean;
   seed?: number;
+  /**
+   * Layers from this index on (llama only) have their attention output and MLP down projections
+   * scaled by `quietScale`: they add little to the residual stream, so the model truncated to its
+   * first `quietFrom` layers (`keepLayers`) predicts almost what it does (a speculative draft).
+   */
+  quietFrom?: number;
+  quietScale?: number;
+  /**
+   * Keep only the first this many layers in the graph (llama only). The weights of every layer of
+   * `layers` are still drawn from the seeded generator, so the kept layers, embeddings, norms and
+   * lm_head are exactly the full model's: the model truncated to its first layers.
+   */
+  keepLayers?: number;
 }
 
 export const headSize = (c: DecoderConfig) => c.hidden / c.heads;
@@ -36,7 +49,8 @@ export function parameterCount(c: DecoderConfig): number {
   const kv = kvHeadsOf(c) * H;
   const attn = c.hidden * (c.hidden + 2 * kv) + c.hidden * c.hidden;
   const mlp = c.kind === 'llama' ? 3 * c.hidden * c.ffn : 2 * c.hidden * c.ffn;
-  return c.layers * (attn + mlp) + 2 * c.vocab * c.hidden;
+  const layers = c.kind === 'llama' ? Math.min(c.keepLayers ?? c.layers, c.layers) : c.layers;
+  return layers * (attn + mlp) + 2 * c.vocab * c.hidden;
 }
 
 /** A seeded generator of values in [-1, 1). */
@@ -77,8 +91,8 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
   const D = c.hidden;
   const H = headSize(c);
   const Nkv = kvHeadsOf(c);
-  const linear = (x: string, name: string, inF: number, outF: number): string => {
-    if (!c.int4) return one('MatMul', [x, f32(name, [inF, outF], 1 / Math.sqrt(inF))]);
+  const linear = (x: string, name: string, inF: number, outF: number, gain = 1): string => {
+    if (!c.int4) return one('MatMul', [x, f32(name, [inF, outF], gain / Math.sqrt(inF))]);
     const blocks = inF / 32;
     const packed = new Uint8Array(outF * blocks * 16);
     for (let i = 0; i < packed.length; i++) packed[i] = Math.floor((next() + 1) * 128) & 0xff;
@@ -89,7 +103,8 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
   const inputs: ValueSpec[] = [v('input_ids', 'int64', ['batch', 'sequence']), v('attention_mask', 'int64', ['batch', 'total'])];
   if (c.kind === 'gpt2') inputs.push(v('position_ids', 'int64', ['batch', 'sequence']));
   const outputs: ValueSpec[] = [v('logits', 'float32', ['batch', 'sequence', c.vocab])];
-  for (let l = 0; l < c.layers; l++)
+  const kept = c.kind === 'llama' ? Math.min(c.keepLayers ?? c.layers, c.layers) : c.layers;
+  for (let l = 0; l < kept; l++)
     for (const kv of ['key', 'value']) {
       inputs.push(v(`past_key_values.${l}.${kv}`, 'float32', ['batch', Nkv, 'past', H]));
       outputs.push(v(`present.${l}.${kv}`, 'float32', ['batch', Nkv, 'present', H]));
@@ -120,6 +135,9 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
     inits.push({ name: 'sin_cache', type: 'float32', dims: [c.maxPositions, half], values: sinv });
     const norm = (t: string, name: string) => one('SimplifiedLayerNormalization', [t, f32(name, [D], 0.1, 1)], { axis: -1, epsilon: 1e-6 });
     for (let l = 0; l < c.layers; l++) {
+      // A dropped layer's weights are drawn (the generator's sequence stays the full model's), then removed.
+      const mark = { nodes: nodes.length, inits: inits.length, x };
+      const gain = c.quietFrom !== undefined && l >= c.quietFrom ? (c.quietScale ?? 0.05) : 1;
       const h = norm(x, `l${l}.ln1`);
       const biased = (t: string, name: string, n: number) => (c.qkvBias ? one('Add', [t, f32(name, [n], 0.1)]) : t);
       const q = biased(linear(h, `l${l}.q`, D, D), `l${l}.bq`, D);
@@ -133,12 +151,17 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
           { name: `gqa_${l}`, domain: 'com.microsoft', attrs: { num_heads: c.heads, kv_num_heads: Nkv, do_rotary: 1 } },
         ),
       );
-      x = one('Add', [x, linear(`attn_${l}`, `l${l}.o`, D, D)]);
+      x = one('Add', [x, linear(`attn_${l}`, `l${l}.o`, D, D, gain)]);
       const h2 = norm(x, `l${l}.ln2`);
       const gate = linear(h2, `l${l}.gate`, D, c.ffn);
       const up = linear(h2, `l${l}.up`, D, c.ffn);
       const act = one('Mul', [one('Mul', [gate, one('Sigmoid', [gate])]), up]);
-      x = one('Add', [x, linear(act, `l${l}.down`, c.ffn, D)]);
+      x = one('Add', [x, linear(act, `l${l}.down`, c.ffn, D, gain)]);
+      if (l >= kept) {
+        nodes.length = mark.nodes;
+        inits.length = mark.inits;
+        x = mark.x;
+      }
     }
     x = norm(x, 'ln_f');
   } else {

@@ -1,0 +1,182 @@
+// Speculative decoding: tokens/s of generateSpeculative() (a draft proposes --k tokens, the target
+// verifies them in one run) against plain generate() on the same target, for the 'mlx' provider and
+// onnxruntime-node's CPU provider. The target is a Llama-shaped decoder (test/helpers/decoder.ts,
+// random weights) whose layers past the first --draft-layers are quiet (small output projections),
+// and the draft is that target truncated to its first --draft-layers layers (the same embeddings
+// and lm_head): the issue's "draft made by truncating the target". Each variant runs alone in its
+// own process (this file with --worker), the variants alternate over --rounds rounds, and figures
+// are medians over rounds of each process's median over --reps generations. Both caches are in
+// place (kvCapacity) for every variant. Prints the load average before and after. Never a test.
+//   tools/dev bench speculative [--size tiny|small|100m] [--draft-layers 1] [--k 4] [--prompt 32] [--tokens 64]
+//     [--reps 3] [--rounds 3] [--engines mlx-plain,mlx-spec,ort-plain,ort-spec] [--device cpu|gpu]
+// BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2).
+import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import type { InferenceSession } from 'onnxruntime-common';
+import { buildDecoder, type DecoderConfig, parameterCount } from '../test/helpers/decoder.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const pkg = join(here, '..');
+const arg = (n: string, d?: string) => {
+  const i = process.argv.indexOf(`--${n}`);
+  return i >= 0 ? process.argv[i + 1] : d;
+};
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+
+const SIZES: Record<string, DecoderConfig> = {
+  tiny: { kind: 'llama', layers: 4, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 512, maxPositions: 0 },
+  small: { kind: 'llama', layers: 8, hidden: 256, heads: 8, kvHeads: 2, ffn: 704, vocab: 8192, maxPositions: 0 },
+  // decode.ts's ~110M shape.
+  '100m': { kind: 'llama', layers: 12, hidden: 768, heads: 12, kvHeads: 4, ffn: 2048, vocab: 32000, maxPositions: 0 },
+};
+const size = arg('size', 'small')!;
+const draftLayers = Number(arg('draft-layers', '1'));
+const k = Number(arg('k', '4'));
+const promptLen = Number(arg('prompt', '32'));
+const tokens = Number(arg('tokens', '64'));
+const reps = Number(arg('reps', '3'));
+const device = arg('device', 'cpu')!;
+const capacity = promptLen + tokens + 1;
+const targetConfig: DecoderConfig = { ...SIZES[size], maxPositions: capacity, seed: 11, quietFrom: draftLayers, quietScale: 0.05 };
+const draftConfig: DecoderConfig = { ...targetConfig, keepLayers: draftLayers };
+
+interface Result {
+  variant: string;
+  tokensPerSecond: number;
+  msPerToken: number;
+  targetRunsPerToken: number;
+  acceptance?: number;
+  error?: string;
+}
+
+async function worker(variant: string): Promise<void> {
+  const [engine, mode] = variant.split('-');
+  const require = createRequire(import.meta.url);
+  const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
+  ort.env.logLevel = 'error';
+  const { generate, generateSpeculative } = await import('../src/index.js');
+  const threads = Number(process.env.BENCH_THREADS ?? 2);
+  const options =
+    engine === 'mlx'
+      ? { executionProviders: [{ name: 'mlx', device }], preferredOutputLocation: 'gpu-buffer' }
+      : { executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1 };
+  const create = async (c: DecoderConfig) =>
+    (await ort.InferenceSession.create(buildDecoder(c), options as never)) as unknown as InferenceSession;
+  const target = await create(targetConfig);
+  const draft = mode === 'spec' ? await create(draftConfig) : undefined;
+  const prompt = Array.from({ length: promptLen }, (_, i) => (i * 7919 + 13) % targetConfig.vocab);
+  const times: number[] = [];
+  let runs = 0;
+  let proposed = 0;
+  let accepted = 0;
+  let produced = 0;
+  for (let rep = 0; rep <= reps; rep++) {
+    runs = proposed = accepted = produced = 0;
+    const common = {
+      inputIds: prompt,
+      maxNewTokens: tokens,
+      kvCapacity: capacity,
+      Tensor: ort.Tensor as never,
+      onStep: () => void runs++,
+    };
+    const t0 = performance.now();
+    const stream = draft
+      ? generateSpeculative(target, {
+          ...common,
+          draft: {
+            session: draft,
+            tokens: k,
+            onVerify: (p, a) => {
+              proposed += p;
+              accepted += a;
+            },
+          },
+        })
+      : generate(target, common);
+    for await (const _ of stream) produced++;
+    // The first generation compiles and warms the caches: not counted.
+    if (rep > 0) times.push(performance.now() - t0);
+  }
+  await target.release();
+  await draft?.release();
+  const ms = median(times) / produced;
+  const result: Result = {
+    variant,
+    tokensPerSecond: 1000 / ms,
+    msPerToken: ms,
+    targetRunsPerToken: runs / produced,
+    acceptance: draft ? accepted / proposed : undefined,
+  };
+  console.log(JSON.stringify(result));
+}
+
+function spawn(variant: string): Result {
+  const pass = ['size', 'draft-layers', 'k', 'prompt', 'tokens', 'reps', 'device'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
+  const r = spawnSync(
+    process.execPath,
+    ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--worker', variant, ...pass],
+    { cwd: pkg, encoding: 'utf8', timeout: 1_800_000 },
+  );
+  const line = r.stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .at(-1);
+  if (!line) return { variant, error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' | ') } as Result;
+  return JSON.parse(line) as Result;
+}
+
+function main(): void {
+  const variants = arg('engines', 'mlx-plain,mlx-spec,ort-plain,ort-spec')!.split(',');
+  const rounds = Number(arg('rounds', '3'));
+  const load = () =>
+    loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ');
+  const loadBefore = load();
+  const runs = new Map<string, Result[]>(variants.map((v) => [v, []]));
+  for (let round = 0; round < rounds; round++)
+    for (const v of round % 2 ? [...variants].reverse() : variants) {
+      const r = spawn(v);
+      if (r.error) console.error(`${v}: ${r.error}`);
+      else runs.get(v)!.push(r);
+    }
+  const tp = parameterCount(targetConfig);
+  const dp = parameterCount(draftConfig);
+  // Weights a token reads: every layer's, and the lm_head (the embedding is one row).
+  const readOf = (c: DecoderConfig) => parameterCount({ ...c, vocab: 0 }) + c.hidden * c.vocab;
+  console.log(
+    `target: Llama-shaped (GQA), ${size}, ${(tp / 1e6).toFixed(1)}M parameters, layers past ${draftLayers} quiet (random weights); ` +
+      `draft: its first ${draftLayers} layer(s), ${(dp / 1e6).toFixed(1)}M parameters; per token the draft reads ` +
+      `${((100 * readOf(draftConfig)) / readOf(targetConfig)).toFixed(0)}% of the target's weights`,
+  );
+  console.log(`prompt ${promptLen} tokens, ${tokens} new tokens, k = ${k}, device ${device}, ${rounds} rounds of ${reps} generations\n`);
+  console.log('| variant | tokens/s (end to end) | ms/token | target runs/token | draft tokens kept | vs plain, same engine |');
+  console.log('|---|---|---|---|---|---|');
+  const medians = new Map<string, number>();
+  for (const [v, rs] of runs) if (rs.length) medians.set(v, median(rs.map((r) => r.tokensPerSecond)));
+  for (const [v, rs] of runs) {
+    if (!rs.length) continue;
+    const tps = medians.get(v)!;
+    const plain = medians.get(`${v.split('-')[0]}-plain`);
+    const acc = rs[0].acceptance;
+    console.log(
+      `| ${v} | ${tps.toFixed(1)} | ${(1000 / tps).toFixed(2)} | ${median(rs.map((r) => r.targetRunsPerToken)).toFixed(2)} | ` +
+        `${acc === undefined ? '-' : `${(100 * median(rs.map((r) => r.acceptance!))).toFixed(0)}%`} | ` +
+        `${plain && !v.endsWith('plain') ? `${(tps / plain).toFixed(2)}×` : '-'} |`,
+    );
+  }
+  console.log(`\nload average (1, 5, 15 min): before ${loadBefore}, after ${load()}`);
+}
+
+const w = arg('worker');
+if (w)
+  worker(w).catch((e) => {
+    console.error(e);
+    process.exit(1);
+  });
+else main();
