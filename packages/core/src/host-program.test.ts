@@ -192,7 +192,11 @@ describe('HostProgram', () => {
       const before = mx.hostProgramStaticRuns();
       // Consumed on odd rounds, kept on even ones; the first call made the program on this thread.
       const taken = k % 2 === 1;
+      const t0 = performance.now();
       const [next, sum] = (await p.runAsync([x, cache], [false, taken])) as [mx.Array, Float32Array];
+      // Its time on the evaluation thread, without the hand-offs: under the call's own.
+      expect(p.lastAsyncMs).toBeGreaterThan(0);
+      expect(p.lastAsyncMs).toBeLessThanOrEqual(performance.now() - t0);
       expect(cache.disposed).toBe(taken);
       // The static executor ran it (on the evaluation thread).
       if (process.env.MLXC_INLINE_EVAL !== '0') expect(mx.hostProgramStaticRuns() - before).toBe(1);

@@ -99,6 +99,7 @@ export class HostProgram {
   #outStaging?: Uint8Array;
   /** The native program (mlxc_host_program_new) for runs on #programStream, made at the first run. */
   #program?: unknown;
+  #lastAsyncMs?: number;
   #programStream?: Stream;
 
   constructor(f: CompiledFunction, inputs: readonly HostSlot[], results: readonly HostSlot[], stream?: StreamLike) {
@@ -215,6 +216,7 @@ export class HostProgram {
             this.#out.arrays.length,
             id,
             queued,
+            c.elapsed,
           ),
           'mlxc_host_program_run_async',
         );
@@ -227,7 +229,18 @@ export class HostProgram {
     if (!done) return undefined;
     this.#disposeTaken(inputs, c.taken);
     // The buffers the worker writes stay referenced (by `c`) until it reports.
-    return done.then(() => this.#collect(c));
+    return done.then(() => {
+      this.#lastAsyncMs = c.elapsed[0];
+      return this.#collect(c);
+    });
+  }
+
+  /**
+   * The time the last asynchronous run took on the evaluation thread, in milliseconds (without the
+   * hand-offs to that thread and back); undefined before one finished.
+   */
+  get lastAsyncMs(): number | undefined {
+    return this.#lastAsyncMs;
   }
 
   /** Checks the inputs, packs the host ones, makes the native program at the first call. */
@@ -312,6 +325,7 @@ export class HostProgram {
       addresses,
       taken,
       returned: new BigUint64Array(Math.max(this.#out.arrays.length, 1)),
+      elapsed: new Float64Array(1),
       program: this,
     };
   }

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <chrono>
 #include <unordered_set>
 
 #include "eval.h"
@@ -767,7 +768,7 @@ int mlxc_host_program_run_arrays(void* program, const void* in_data, size_t in_b
 
 int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t n_arrays,
                                 const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t n_out_arrays, uint64_t id,
-                                int* queued) {
+                                int* queued, void* elapsed) {
   MLXC_TRY
   *queued = 0;
   if (!program) throw std::invalid_argument("mlxc_host_program_run_async: no program");
@@ -797,10 +798,13 @@ int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_by
   HostRun* run = &h;
   mlxc::run_on_worker(
       h.stream,
-      [run, args, out_data, out_arrays, keep = h.traces] {
+      [run, args, out_data, out_arrays, elapsed, keep = h.traces] {
+        const auto t0 = std::chrono::steady_clock::now();
         std::vector<mx::array> results;
         results.reserve(run->array_outs);
         run->finish(std::move(*args), out_data, &results);
+        if (elapsed)
+          *static_cast<double*>(elapsed) = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         auto* outs = static_cast<uintptr_t*>(out_arrays);
         for (size_t i = 0; i < results.size(); i++) outs[i] = reinterpret_cast<uintptr_t>(new mx::array(std::move(results[i])));
       },

@@ -516,7 +516,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_host_program_new(_Inout_ void* * res, const mlx_closure fun, const int64_t* in_desc, size_t in_desc_len, size_t n_in, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream)',
   'int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, void* out_data, size_t out_bytes)',
   'int mlxc_host_program_run_arrays(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num)',
-  'int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num, uint64_t id, _Inout_ int* queued)',
+  'int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num, uint64_t id, _Inout_ int* queued, void* elapsed)',
   'int mlxc_host_program_free(void* program)',
   'int mlxc_capture_static_runs(_Inout_ uint64_t* res)',
   'int mlxc_cpu_set_threads(int n)',
@@ -1572,8 +1572,8 @@ export interface MlxCFunctions {
   mlxc_host_program_run(program: unknown, in_data: unknown, in_bytes: number | bigint, out_data: unknown, out_bytes: number | bigint): number;
   /** extensions/capture: `int mlxc_host_program_run_arrays(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num)` */
   mlxc_host_program_run_arrays(program: unknown, in_data: unknown, in_bytes: number | bigint, arrays: ArrayBufferView | ArrayBuffer | unknown[] | null, arrays_num: number | bigint, consume: unknown, out_data: unknown, out_bytes: number | bigint, out_arrays: unknown, out_arrays_num: number | bigint): number;
-  /** extensions/capture: `int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num, uint64_t id, int* queued)` */
-  mlxc_host_program_run_async(program: unknown, in_data: unknown, in_bytes: number | bigint, arrays: ArrayBufferView | ArrayBuffer | unknown[] | null, arrays_num: number | bigint, consume: unknown, out_data: unknown, out_bytes: number | bigint, out_arrays: unknown, out_arrays_num: number | bigint, id: number | bigint, queued: unknown[]): number;
+  /** extensions/capture: `int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num, uint64_t id, int* queued, void* elapsed)` */
+  mlxc_host_program_run_async(program: unknown, in_data: unknown, in_bytes: number | bigint, arrays: ArrayBufferView | ArrayBuffer | unknown[] | null, arrays_num: number | bigint, consume: unknown, out_data: unknown, out_bytes: number | bigint, out_arrays: unknown, out_arrays_num: number | bigint, id: number | bigint, queued: unknown[], elapsed: unknown): number;
   /** extensions/capture: `int mlxc_host_program_free(void* program)` */
   mlxc_host_program_free(program: unknown): number;
   /** extensions/capture: `int mlxc_capture_static_runs(uint64_t* res)` */

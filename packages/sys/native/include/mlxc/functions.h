@@ -553,7 +553,7 @@ int mlxc_capture_run_host(const mlx_closure fun, const void* in_data, size_t in_
 int mlxc_host_program_new(void** res, const mlx_closure fun, const int64_t* in_desc, size_t in_desc_len, size_t n_in, const int64_t* out_desc, size_t out_desc_len, size_t n_out, const mlx_stream stream);
 int mlxc_host_program_run(void* program, const void* in_data, size_t in_bytes, void* out_data, size_t out_bytes);
 int mlxc_host_program_run_arrays(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num);
-int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num, uint64_t id, int* queued);
+int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_bytes, const uintptr_t* arrays, size_t arrays_num, const void* consume, void* out_data, size_t out_bytes, void* out_arrays, size_t out_arrays_num, uint64_t id, int* queued, void* elapsed);
 int mlxc_host_program_free(void* program);
 int mlxc_capture_static_runs(uint64_t* res);
 
