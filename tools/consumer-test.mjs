@@ -1033,7 +1033,11 @@ for (const ep of ['mlx', 'cpu']) {
 console.log('RESULT ' + JSON.stringify(out));
 `,
     );
-    const { stdout, stderr } = await nodeAsync(['tjs-asr.mjs', tjsModels, join(root, 'packages', 'ort-ep', 'test', 'fixtures', 'speech', 'fox.wav')]);
+    const { stdout, stderr } = await nodeAsync([
+      'tjs-asr.mjs',
+      tjsModels,
+      join(root, 'packages', 'ort-ep', 'test', 'fixtures', 'speech', 'fox.wav'),
+    ]);
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
     assert(line, `tjs-asr.mjs: ${stdout}${stderr}`);
     assert(!/removing requested execution provider/.test(stderr), `onnxruntime fell back: ${stderr}`);

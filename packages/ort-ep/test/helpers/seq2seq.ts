@@ -43,7 +43,8 @@ function exported(kind: 't5' | 'whisper'): string {
   const hash = createHash('sha256').update(readFileSync(script)).digest('hex').slice(0, 12);
   const fixtures = fileURLToPath(new URL('../fixtures/seq2seq/', import.meta.url));
   const committed = join(fixtures, `${kind}-tiny`);
-  if (existsSync(join(committed, 'reference.json')) && readFileSync(join(fixtures, 'script-hash'), 'utf8').trim() === hash) return committed;
+  if (existsSync(join(committed, 'reference.json')) && readFileSync(join(fixtures, 'script-hash'), 'utf8').trim() === hash)
+    return committed;
   const dir = join(root, '.cache', `${kind}-tiny-${hash}`);
   if (existsSync(join(dir, 'reference.json'))) return dir;
   const python = execFileSync('bash', [join(root, 'tools', 'install-bench-python.sh')], { encoding: 'utf8' }).trim();
