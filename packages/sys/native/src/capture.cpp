@@ -687,6 +687,38 @@ struct HostRun {
   }
 };
 
+/**
+ * The checks mlxc_host_program_run_arrays and _run_async share: the buffers reach the program's
+ * extents, there is room for its array results, and every array handle given holds an array (one
+ * an earlier run consumed holds none: a moved-from array has no descriptor). The arrays, in order.
+ */
+std::vector<mx::array*> array_call(const HostRun& h, const std::string& who, size_t in_bytes, size_t out_bytes, const uintptr_t* arrays,
+                                   size_t n_arrays, const void* out_arrays, size_t n_out_arrays) {
+  if (in_bytes < h.in_extent || out_bytes < h.out_extent)
+    throw std::invalid_argument(who + ": the buffers hold " + std::to_string(in_bytes) + " and " + std::to_string(out_bytes) +
+                                " bytes, the program's inputs and results take " + std::to_string(h.in_extent) + " and " +
+                                std::to_string(h.out_extent));
+  if (n_out_arrays != h.array_outs || (n_out_arrays && !out_arrays))
+    throw std::invalid_argument(who + ": the program returns " + std::to_string(h.array_outs) + " arrays, room for " +
+                                std::to_string(out_arrays ? n_out_arrays : 0) + " given");
+  if (n_arrays && !arrays) throw std::invalid_argument(who + ": null array list");
+  std::vector<mx::array*> ins;
+  ins.reserve(n_arrays);
+  for (size_t i = 0; i < n_arrays; i++) {
+    if (!arrays[i]) throw std::invalid_argument(who + ": empty array handle at " + std::to_string(i));
+    auto* a = reinterpret_cast<mx::array*>(arrays[i]);
+    if (a->id() == 0) throw std::invalid_argument(who + ": array " + std::to_string(i) + " was consumed by an earlier run");
+    ins.push_back(a);
+  }
+  return ins;
+}
+
+/** A run's array results as new handles' ctx addresses (the caller frees them). */
+void hand_out(std::vector<mx::array>& results, void* out_arrays) {
+  auto* outs = static_cast<uintptr_t*>(out_arrays);
+  for (size_t i = 0; i < results.size(); i++) outs[i] = reinterpret_cast<uintptr_t>(new mx::array(std::move(results[i])));
+}
+
 }  // namespace
 
 extern "C" {
@@ -739,29 +771,11 @@ int mlxc_host_program_run_arrays(void* program, const void* in_data, size_t in_b
   MLXC_TRY
   if (!program) throw std::invalid_argument("mlxc_host_program_run_arrays: no program");
   auto& h = *static_cast<HostRun*>(program);
-  if (in_bytes < h.in_extent || out_bytes < h.out_extent)
-    throw std::invalid_argument("mlxc_host_program_run_arrays: the buffers hold " + std::to_string(in_bytes) + " and " +
-                                std::to_string(out_bytes) + " bytes, the program's inputs and results take " + std::to_string(h.in_extent) +
-                                " and " + std::to_string(h.out_extent));
-  if (n_out_arrays != h.array_outs || (n_out_arrays && !out_arrays))
-    throw std::invalid_argument("mlxc_host_program_run_arrays: the program returns " + std::to_string(h.array_outs) + " arrays, room for " +
-                                std::to_string(out_arrays ? n_out_arrays : 0) + " given");
-  if (n_arrays && !arrays) throw std::invalid_argument("mlxc_host_program_run_arrays: null array list");
-  std::vector<mx::array*> ins;
-  ins.reserve(n_arrays);
-  for (size_t i = 0; i < n_arrays; i++) {
-    if (!arrays[i]) throw std::invalid_argument("mlxc_host_program_run_arrays: empty array handle at " + std::to_string(i));
-    auto* a = reinterpret_cast<mx::array*>(arrays[i]);
-    // A handle an earlier run consumed holds no array (a moved-from array has no descriptor).
-    if (a->id() == 0)
-      throw std::invalid_argument("mlxc_host_program_run_arrays: array " + std::to_string(i) + " was consumed by an earlier run");
-    ins.push_back(a);
-  }
+  auto ins = array_call(h, "mlxc_host_program_run_arrays", in_bytes, out_bytes, arrays, n_arrays, out_arrays, n_out_arrays);
   std::vector<mx::array> results;
   results.reserve(h.array_outs);
   h.run(in_data, out_data, std::move(ins), static_cast<const uint8_t*>(consume), &results);
-  auto* outs = static_cast<uintptr_t*>(out_arrays);
-  for (size_t i = 0; i < results.size(); i++) outs[i] = reinterpret_cast<uintptr_t>(new mx::array(std::move(results[i])));
+  hand_out(results, out_arrays);
   MLXC_CATCH(1)
   return 0;
 }
@@ -777,23 +791,7 @@ int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_by
   // signature's trace calls the function): the worker thread only executes.
   h.find_trace();
   if (!h.runs_off_thread() || !static_exec_on() || h.limited) return 0;
-  if (in_bytes < h.in_extent || out_bytes < h.out_extent)
-    throw std::invalid_argument("mlxc_host_program_run_async: the buffers hold " + std::to_string(in_bytes) + " and " +
-                                std::to_string(out_bytes) + " bytes, the program's inputs and results take " + std::to_string(h.in_extent) +
-                                " and " + std::to_string(h.out_extent));
-  if (n_out_arrays != h.array_outs || (n_out_arrays && !out_arrays))
-    throw std::invalid_argument("mlxc_host_program_run_async: the program returns " + std::to_string(h.array_outs) + " arrays, room for " +
-                                std::to_string(out_arrays ? n_out_arrays : 0) + " given");
-  if (n_arrays && !arrays) throw std::invalid_argument("mlxc_host_program_run_async: null array list");
-  std::vector<mx::array*> ins;
-  ins.reserve(n_arrays);
-  for (size_t i = 0; i < n_arrays; i++) {
-    if (!arrays[i]) throw std::invalid_argument("mlxc_host_program_run_async: empty array handle at " + std::to_string(i));
-    auto* a = reinterpret_cast<mx::array*>(arrays[i]);
-    if (a->id() == 0)
-      throw std::invalid_argument("mlxc_host_program_run_async: array " + std::to_string(i) + " was consumed by an earlier run");
-    ins.push_back(a);
-  }
+  auto ins = array_call(h, "mlxc_host_program_run_async", in_bytes, out_bytes, arrays, n_arrays, out_arrays, n_out_arrays);
   auto args = std::make_shared<std::vector<mx::array>>(h.prepare(in_data, ins, static_cast<const uint8_t*>(consume), true));
   HostRun* run = &h;
   mlxc::run_on_worker(
@@ -805,8 +803,7 @@ int mlxc_host_program_run_async(void* program, const void* in_data, size_t in_by
         run->finish(std::move(*args), out_data, &results);
         if (elapsed)
           *static_cast<double*>(elapsed) = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        auto* outs = static_cast<uintptr_t*>(out_arrays);
-        for (size_t i = 0; i < results.size(); i++) outs[i] = reinterpret_cast<uintptr_t>(new mx::array(std::move(results[i])));
+        hand_out(results, out_arrays);
       },
       id);
   *queued = 1;
