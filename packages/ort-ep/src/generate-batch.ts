@@ -17,7 +17,7 @@ import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnx
 import * as mx from '@mlx/core';
 import { deviceBufferOf } from './backend/device-buffer.js';
 import { download } from './runtime/convert.js';
-import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
+import { InvalidFeedError, ResourceLimitError, isAllocationFailure } from './errors.js';
 import {
   type GenerateOptions,
   OPTION_KEYS,
@@ -27,9 +27,9 @@ import {
   halfToFloat,
   isCount,
   isDevice,
-  keepsOnDevice,
   maskLength,
   pickToken,
+  runWithCaches,
   seeded,
   show,
 } from './generate.js';
@@ -276,24 +276,8 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
       if (hasMask) feeds.attention_mask = ints('attention_mask', mask, width);
       if (hasPositions) feeds.position_ids = ints('position_ids', positions, S);
       if (session.inputNames.includes('use_cache_branch')) feeds.use_cache_branch = new T('bool', [step > 0], [1]);
-      const fetches: Record<string, Tensor | null> = { logits: null };
-      caches.forEach((c, i) => {
-        feeds[c.past] = past[i];
-        // As generate() binds them: the shared buffer into its own past (but the first step of an
-        // mlx session keeping presents on the device), a growing device cache consumable.
-        const shared = capacity !== undefined && (isDevice(past[i]) || step > 0 || !keepsOnDevice(session, c.present));
-        fetches[c.present] = shared ? past[i] : null;
-        const own = deviceBufferOf(past[i]);
-        if (own && !shared) own.consumable = true;
-      });
-      const out = (await session.run(feeds, fetches)) as Record<string, Tensor>;
-      const presents = caches.map((c) => out[c.present]);
-      for (let i = 0; i < past.length; i++) if (past[i] !== presents[i] && isDevice(past[i])) past[i].dispose();
-      past = presents;
-      if (capacity !== undefined && past[0].dims[2] !== capacity)
-        throw new OrtMlxError(
-          `generateBatch: kvCapacity ${capacity} was given, but the model's present has ${past[0].dims[2]} positions (its attention does not share past and present buffers)`,
-        );
+      let out: Record<string, Tensor>;
+      ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generateBatch'));
       const logits = out.logits;
       const vocab = logits.dims[logits.dims.length - 1];
       // Each sequence's last real position: the end of its prompt on the right, else the last column.

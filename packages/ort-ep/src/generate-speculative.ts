@@ -21,10 +21,10 @@ import {
   checkOptions,
   isCount,
   isDevice,
-  keepsOnDevice,
   lastRows,
   maskLength,
   pickToken,
+  runWithCaches,
   seeded,
   show,
   topIds,
@@ -164,23 +164,19 @@ class CachedDecoder {
         tokens.map((_, i) => this.cached + i),
       );
     if (session.inputNames.includes('use_cache_branch')) feeds.use_cache_branch = new this.T('bool', [this.cached > 0], [1]);
-    const fetches: Record<string, Tensor | null> = { logits: null };
-    caches.forEach((c, i) => {
-      feeds[c.past] = this.past[i];
-      // As generate(): the present written into the past's own tensor, except an mlx session's
-      // first run with device outputs, which returns a device present to bind from then on.
-      const shared = isDevice(this.past[i]) || this.runs > 0 || !keepsOnDevice(session, c.present);
-      fetches[c.present] = shared ? this.past[i] : null;
-    });
-    const out = (await session.run(feeds, fetches)) as Record<string, Tensor>;
+    const ran = await runWithCaches(
+      session,
+      feeds,
+      caches,
+      this.past,
+      this.capacity,
+      this.runs === 0,
+      'generateSpeculative',
+      `the ${this.role} model`,
+    );
     this.runs++;
-    const next = caches.map((c) => out[c.present]);
-    for (let i = 0; i < this.past.length; i++) if (this.past[i] !== next[i] && isDevice(this.past[i])) this.past[i].dispose();
-    this.past = next;
-    if (this.past[0].dims[2] !== this.capacity)
-      throw new OrtMlxError(
-        `generateSpeculative: kvCapacity ${this.capacity} was given, but the ${this.role} model's present has ${this.past[0].dims[2]} positions (its attention does not share past and present buffers)`,
-      );
+    this.past = ran.past;
+    const out = ran.out;
     this.cached = total;
     const logits = out.logits;
     const vocab = logits.dims[logits.dims.length - 1];

@@ -533,27 +533,8 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
           tokens.map((_, i) => cached + i),
         );
       if (session.inputNames.includes('use_cache_branch')) feeds.use_cache_branch = new T('bool', [cached > 0], [1]);
-      const fetches: Record<string, Tensor | null> = { logits: null };
-      caches.forEach((c, i) => {
-        feeds[c.past] = past[i];
-        // Shared buffer: the present is written into the past's own tensor: on the device, or on
-        // the host where the session returns it there (a new host present per step would hold
-        // another whole cache until the garbage collector frees the last one). On the first step
-        // an mlx session with preferredOutputLocation 'gpu-buffer' gets a device present instead.
-        const shared = capacity !== undefined && (isDevice(past[i]) || step > 0 || !keepsOnDevice(session, c.present));
-        fetches[c.present] = shared ? past[i] : null;
-        // A growing cache on the mlx backend: the run may consume the past, appending in place.
-        const own = deviceBufferOf(past[i]);
-        if (own && !shared) own.consumable = true;
-      });
-      const out = (await session.run(feeds, fetches)) as Record<string, Tensor>;
-      const next = caches.map((c) => out[c.present]);
-      for (let i = 0; i < past.length; i++) if (past[i] !== next[i] && isDevice(past[i])) past[i].dispose();
-      past = next;
-      if (capacity !== undefined && past[0].dims[2] !== capacity)
-        throw new OrtMlxError(
-          `generate: kvCapacity ${capacity} was given, but the model's present has ${past[0].dims[2]} positions (its attention does not share past and present buffers)`,
-        );
+      let out: Record<string, Tensor>;
+      ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generate'));
       const logits = out.logits;
       const vocab = logits.dims[logits.dims.length - 1];
       if (draft.length) {
@@ -603,6 +584,44 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
   } finally {
     for (const t of past) if (isDevice(t)) t.dispose();
   }
+}
+
+/**
+ * One decoder run with each layer's cache bound as generate() binds it, and the pasts it replaced
+ * disposed: the outputs and the new pasts. Shared buffer (kvCapacity): the present is written into
+ * the past's own tensor, on the device or on the host where the session returns it there (a new
+ * host present per step would hold another whole cache until the garbage collector frees the last
+ * one); only a first run of an mlx session with preferredOutputLocation 'gpu-buffer', fed host
+ * pasts, gets a device present instead, bound from then on. A growing cache on the mlx backend is
+ * made consumable: the run may append in place. `who` and `model` name the caller and the model in
+ * the error for a present that is not the shared buffer.
+ */
+export async function runWithCaches(
+  session: Session,
+  feeds: Record<string, Tensor>,
+  caches: readonly CacheName[],
+  past: Tensor[],
+  capacity: number | undefined,
+  first: boolean,
+  who: string,
+  model = 'the model',
+): Promise<{ out: Record<string, Tensor>; past: Tensor[] }> {
+  const fetches: Record<string, Tensor | null> = { logits: null };
+  caches.forEach((c, i) => {
+    feeds[c.past] = past[i];
+    const shared = capacity !== undefined && (isDevice(past[i]) || !first || !keepsOnDevice(session, c.present));
+    fetches[c.present] = shared ? past[i] : null;
+    const own = deviceBufferOf(past[i]);
+    if (own && !shared) own.consumable = true;
+  });
+  const out = (await session.run(feeds, fetches)) as Record<string, Tensor>;
+  const next = caches.map((c) => out[c.present]);
+  for (let i = 0; i < past.length; i++) if (past[i] !== next[i] && isDevice(past[i])) past[i].dispose();
+  if (capacity !== undefined && next[0].dims[2] !== capacity)
+    throw new OrtMlxError(
+      `${who}: kvCapacity ${capacity} was given, but ${model}'s present has ${next[0].dims[2]} positions (its attention does not share past and present buffers)`,
+    );
+  return { out, past: next };
 }
 
 /** Whether `session` is an mlx one that returns output `name` on the device (its handler says). */
