@@ -5,7 +5,7 @@ import { OnnxDataType, allocHost } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { GraphIR } from '../onnx/index.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { onnxOp } from '../registry/op.js';
+import { invalidNode, onnxOp } from '../registry/op.js';
 import type { Value } from '../runtime/value.js';
 import { ResourceLimitError } from '../errors.js';
 import { hostNumbers, intsIfGiven, normAxis } from './helpers/util.js';
@@ -178,13 +178,13 @@ const loopEntry = onnxOp<LoopParams>('Loop', 1, {
     const { body } = ctx.params;
     const carried = Math.max(0, ctx.node.inputs.length - 2);
     if (body.inputs.length !== 2 + carried)
-      throw new RangeError(`the body has ${body.inputs.length} inputs; a Loop with ${carried} loop-carried value(s) needs ${2 + carried}`);
+      throw invalidNode(`the body has ${body.inputs.length} inputs; a Loop with ${carried} loop-carried value(s) needs ${2 + carried}`);
     if (body.outputs.length < 1 + carried)
-      throw new RangeError(
+      throw invalidNode(
         `the body has ${body.outputs.length} outputs; a Loop with ${carried} loop-carried value(s) needs at least ${1 + carried}`,
       );
     if (ctx.node.outputs.length !== body.outputs.length - 1)
-      throw new RangeError(`the node has ${ctx.node.outputs.length} outputs and its body ${body.outputs.length - 1} besides the condition`);
+      throw invalidNode(`the node has ${ctx.node.outputs.length} outputs and its body ${body.outputs.length - 1} besides the condition`);
     return undefined;
   },
   run: (ctx) => {
@@ -301,17 +301,17 @@ function checkScan(
 ): void {
   const rest = node.inputs.length - leading;
   if (!Number.isInteger(nScanIn) || nScanIn < 1 || nScanIn > rest)
-    throw new RangeError(`num_scan_inputs ${nScanIn} is out of range: the node has ${rest} state and scan input(s)`);
+    throw invalidNode(`num_scan_inputs ${nScanIn} is out of range: the node has ${rest} state and scan input(s)`);
   const nState = rest - nScanIn;
   if (body.inputs.length !== rest)
-    throw new RangeError(`the body has ${body.inputs.length} inputs; ${nState} state(s) and ${nScanIn} scan input(s) need ${rest}`);
-  if (body.outputs.length < nState) throw new RangeError(`the body has ${body.outputs.length} outputs, fewer than its ${nState} state(s)`);
+    throw invalidNode(`the body has ${body.inputs.length} inputs; ${nState} state(s) and ${nScanIn} scan input(s) need ${rest}`);
+  if (body.outputs.length < nState) throw invalidNode(`the body has ${body.outputs.length} outputs, fewer than its ${nState} state(s)`);
   if (node.outputs.length !== body.outputs.length)
-    throw new RangeError(`the node has ${node.outputs.length} outputs and its body ${body.outputs.length}`);
+    throw invalidNode(`the node has ${node.outputs.length} outputs and its body ${body.outputs.length}`);
   const nScanOut = body.outputs.length - nState;
   for (const [name, list, side] of lists) {
     const want = side === 'in' ? nScanIn : nScanOut;
-    if (list && list.length !== want) throw new RangeError(`${name} has ${list.length} entries for ${want} scan ${side}put(s)`);
+    if (list && list.length !== want) throw invalidNode(`${name} has ${list.length} entries for ${want} scan ${side}put(s)`);
   }
 }
 

@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ResourceLimitError, RunTerminatedError, UnsupportedOperatorError, type HostTensor } from '../../src/index.js';
+import { RefusedNodeError, ResourceLimitError, RunTerminatedError, type HostTensor } from '../../src/index.js';
 import { readTestCase } from '../../src/onnx/index.js';
 import { model, node, v, type GraphSpec, type ModelSpec } from '../helpers/build.js';
 import { expectSameOutputs, f32, i64, ort, runOn, type Feeds } from '../helpers/ort.js';
@@ -228,6 +228,17 @@ describe('long loops', () => {
   });
 });
 
+describe('Loop structure, checked at create()', () => {
+  // A body whose outputs do not match the node's is invalid everywhere: refused, never handed to
+  // onnxruntime (whose own handling of such bodies is not to be relied on).
+  it('a body with one output fewer than the node is refused as an invalid node', async () => {
+    const bytes = loopModel('fixed', { outputs: [v('cond_out', 'bool', []), v('acc_out', 'float32', [4])] });
+    const e = await outcome(bytes, { M: i64([3], []), x: x4 }, mlxWith());
+    expect(e).toBeInstanceOf(RefusedNodeError);
+    expect((e as Error).message).toMatch(/node 'loop' \(Loop\): the node has 2 outputs and its body 1 besides the condition/);
+  });
+});
+
 describe('Scan structure, checked at create()', () => {
   const body: GraphSpec = {
     name: 'sum',
@@ -255,10 +266,23 @@ describe('Scan structure, checked at create()', () => {
     const bytes = model(scan(8, { num_scan_inputs: 2 ** 31 }));
     expect(await outcome(bytes, feeds(8), {})).toBeInstanceOf(Error);
     const e = await outcome(bytes, feeds(8), mlxWith());
-    expect(e).toBeInstanceOf(UnsupportedOperatorError);
+    expect(e).toBeInstanceOf(RefusedNodeError);
     expect((e as Error).message).toMatch(
-      /Scan \(opset 8\): invalid node: num_scan_inputs 2147483648 is out of range: the node has 2 state and scan input\(s\)/,
+      /node 'scan' \(Scan\): num_scan_inputs 2147483648 is out of range: the node has 2 state and scan input\(s\)/,
     );
+  });
+
+  // Seed 2410, case 8556 (test_scan9_scalar): onnxruntime-node itself spins for minutes loading a
+  // Scan-9 whose num_scan_inputs is 2^31-1. The structure check refused the node but as merely
+  // unsupported, so create() handed it to the fallback and hung there; an invalid node is never
+  // handed on.
+  it('Scan-9 with num_scan_inputs 2^31-1 is refused at once, never handed to onnxruntime', async () => {
+    const bytes = model(scan(9, { num_scan_inputs: 2 ** 31 - 1 }));
+    const t0 = performance.now();
+    const e = await outcome(bytes, feeds(9), mlxWith());
+    expect(e).toBeInstanceOf(RefusedNodeError);
+    expect((e as Error).message).toMatch(/node 'scan' \(Scan\): num_scan_inputs 2147483647 is out of range/);
+    expect(performance.now() - t0).toBeLessThan(10_000);
   });
 
   for (const [opset, attrs, message] of [
