@@ -14,6 +14,7 @@ import { deviceBufferOf } from './backend/device-buffer.js';
 import { MlxSessionHandler } from './backend/handler.js';
 import { download } from './runtime/convert.js';
 import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
+import { PrefixCache } from './prefix-cache.js';
 
 export interface SamplingOptions {
   /** Softmax temperature; default 1. */
@@ -75,6 +76,12 @@ export interface GenerateOptions {
   Tensor?: typeof Tensor;
   /** Called once each step's token is chosen, with the step's index (0: the prompt) and how many tokens it fed. */
   onStep?: (step: number, sequenceLength: number) => void;
+  /**
+   * Reuses the KV state of an earlier sequence the prompt starts with (src/prefix-cache.ts): only
+   * the tokens after it are run. When the stream ends (or the loop is left), the sequence's own
+   * state is kept there for later prompts. generate() only.
+   */
+  prefixCache?: PrefixCache;
 }
 
 interface CacheName {
@@ -456,7 +463,10 @@ export function lookupDraft(seq: readonly number[], ngram: number, max: number):
  * out of the loop (or an error) frees the cache tensors the loop holds.
  */
 export async function* generate(session: Session, options: GenerateOptions): AsyncGenerator<number, void, void> {
-  checkOptions(options);
+  const { prefixCache, ...rest } = (options ?? {}) as GenerateOptions;
+  checkOptions(options === null || typeof options !== 'object' ? options : rest);
+  if (prefixCache !== undefined && !(prefixCache instanceof PrefixCache))
+    throw new TypeError(`generate: prefixCache must be a PrefixCache, got ${show(prefixCache)}`);
   const T = options.Tensor ?? (CommonTensor as unknown as typeof Tensor);
   const caches = cacheNames(session);
   const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch', ...caches.map((c) => c.past)]);
@@ -514,12 +524,22 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
     stopSequences.some((q) => q.length <= generated.length && q.every((x, j) => generated[generated.length - q.length + j] === x));
   let cached = 0;
   let tokens = prompt;
+  // A cached prefix: its state in fresh pasts, and only the rest of the prompt to run.
+  const reuse = prefixCache?.match(prompt, caches);
+  if (reuse && prefixCache) {
+    const fresh = prefixCache.pasts(reuse, caches, T, capacity);
+    for (const t of past) if (isDevice(t)) t.dispose();
+    past = fresh;
+    cached = reuse.length;
+    tokens = prompt.slice(reuse.length);
+  }
+  let failed = false;
   try {
     const lookup = options.promptLookup;
     for (let step = 0; generated.length < options.maxNewTokens; step++) {
       // Prompt lookup: the pending token, then a draft to verify in the same run.
       let draft: number[] = [];
-      if (lookup && cached > 0) {
+      if (lookup && step > 0) {
         const room = Math.min(options.maxNewTokens - generated.length - 1, (capacity ?? 0) - cached - 1);
         if (room > 0) draft = lookupDraft([...prompt, ...generated], lookup.ngram ?? 3, Math.min(lookup.maxDraft ?? 4, room));
         tokens = [tokens[0], ...draft];
@@ -581,7 +601,12 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       yield token;
       if (ends(token)) return;
     }
+  } catch (e) {
+    failed = true;
+    throw e;
   } finally {
+    // The state of the sequence's first `cached` tokens (the last token chosen is not run yet).
+    if (prefixCache && !failed && cached > 0) await prefixCache.store([...prompt, ...generated].slice(0, cached), caches, past);
     for (const t of past) if (isDevice(t)) t.dispose();
   }
 }

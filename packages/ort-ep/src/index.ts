@@ -11,6 +11,7 @@ export { MlxDeviceBuffer, deviceBufferOf } from './backend/device-buffer.js';
 export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type MlxProgressEvent, type TensorMetadata } from './session.js';
 export type { ValueAndGradOptions, ValueAndGradResult } from './grad.js';
 export { generate, type GenerateOptions, type SamplingOptions } from './generate.js';
+export { PrefixCache, type PrefixCacheOptions } from './prefix-cache.js';
 export { generateSpeculative, type SpeculativeOptions, type DraftOptions } from './generate-speculative.js';
 export { generateBatch, type GenerateBatchOptions, type BatchStep } from './generate-batch.js';
 export { generateSeq2Seq, type Seq2SeqOptions } from './generate-seq2seq.js';

@@ -23,6 +23,7 @@ const LAYERS: string[][] = [
   ['grad.ts'],
   ['session.ts', 'check.ts'],
   ['backend'],
+  ['prefix-cache.ts'],
   ['generate.ts'],
   ['generate-speculative.ts'],
   ['generate-batch.ts'],
