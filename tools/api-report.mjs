@@ -88,7 +88,7 @@ function describe(checker, name, exported) {
     const type = checker.getDeclaredTypeOfSymbol(sym);
     for (const p of checker.getPropertiesOfType(type).sort(byName)) {
       const opt = p.flags & ts.SymbolFlags.Optional ? '?' : '';
-      lines.push(`- \`${p.name}${opt}: ${clean(checker.typeToString(checker.getTypeOfSymbolAtLocation(p, decl), decl, flags))}\``);
+      lines.push(`- \`${memberName(p)}${opt}: ${clean(checker.typeToString(checker.getTypeOfSymbolAtLocation(p, decl), decl, flags))}\``);
     }
   } else if (kind === 'type') {
     const d = sym.declarations?.find(ts.isTypeAliasDeclaration);
@@ -98,6 +98,8 @@ function describe(checker, name, exported) {
 }
 
 const byName = (a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+/** A member's name as source spells it: a well-known symbol's (`__@asyncIterator@123`, numbered per program) as [Symbol.asyncIterator]. */
+const memberName = (p) => p.name.replace(/^__@(\w+)@\d+$/, '[Symbol.$1]');
 function isPrivate(p) {
   const d = p.valueDeclaration ?? p.declarations?.[0];
   if (!d) return false;

@@ -15,6 +15,14 @@ export { PrefixCache, type PrefixCacheOptions } from './prefix-cache.js';
 export { generateSpeculative, type SpeculativeOptions, type DraftOptions } from './generate-speculative.js';
 export { generateBatch, type GenerateBatchOptions, type BatchStep } from './generate-batch.js';
 export { generateSeq2Seq, type Seq2SeqOptions } from './generate-seq2seq.js';
+export {
+  createGenerator,
+  BatchGenerator,
+  type BatchGeneratorOptions,
+  type BatchGeneratorStats,
+  type SubmitOptions,
+  type TokenStream,
+} from './generate-serve.js';
 export { transferStats, type TransferStats } from './runtime/convert.js';
 export {
   OrtMlxError,

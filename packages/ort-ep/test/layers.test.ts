@@ -28,6 +28,7 @@ const LAYERS: string[][] = [
   ['generate-speculative.ts'],
   ['generate-batch.ts'],
   ['generate-seq2seq.ts'],
+  ['generate-serve.ts'],
   ['demo', 'cli-inputs.ts'],
   ['cli-bench.ts', 'bisect.ts', 'profile-summary.ts', 'cli-generate.ts'],
   ['cli.ts'],

@@ -300,6 +300,83 @@ describe('GroupQueryAttention: seqlens_k, total_sequence_length and attributes a
     expectSameOutputs({ y: have.y }, { y: want.y }, { rtol: 1e-4, atol: 1e-5 });
   });
 
+  // A batch decoding into a shared buffer, each entry at its own length (continuous batching):
+  // seqlens_k stays on the device and each entry's rows are scattered at its length.
+  const gqaBatch = (B: number, S: number, P: number, rotary = true): ModelSpec => {
+    const one = rotary ? gqa({ S, P, rotary: true, attrs: { do_rotary: 1 } }) : gqa({ S, P });
+    return {
+      ...one,
+      inputs: [
+        v('q', 'float32', [B, S, N * H]),
+        v('k', 'float32', [B, S, Nkv * H]),
+        v('v', 'float32', [B, S, Nkv * H]),
+        v('pk', 'float32', [B, Nkv, P, H]),
+        v('pv', 'float32', [B, Nkv, P, H]),
+        v('sl', 'int32', [B]),
+        v('tot', 'int32', []),
+      ],
+    };
+  };
+  const batchFeeds = (B: number, S: number, P: number, seqlens: number[], total: number) => ({
+    q: f32(wave(B * S * N * H), [B, S, N * H]),
+    k: f32(wave(B * S * Nkv * H, 1), [B, S, Nkv * H]),
+    v: f32(wave(B * S * Nkv * H, 2), [B, S, Nkv * H]),
+    pk: f32(wave(B * P * Nkv * H, 3), [B, Nkv, P, H]),
+    pv: f32(wave(B * P * Nkv * H, 4), [B, Nkv, P, H]),
+    sl: i32(seqlens),
+    tot: { dtype: 6, dims: [], data: Int32Array.of(total) } as HostTensor,
+  });
+  // (onnxruntime takes one new token a step for a batch over a past: "batch_size must be 1 when
+  // sequence_length > 1 and past context is given".)
+  for (const [S, seqlens, total] of [
+    [1, [2, 6, 4], 8],
+    [1, [9, 0, 5], 10],
+  ] as [number, number[], number][])
+    it(`a batch of 3 in a shared buffer of 10, seqlens_k [${seqlens}]: onnxruntime's outputs and presents, eager and compiled`, async () => {
+      const spec = gqaBatch(3, S, 10);
+      const f = batchFeeds(3, S, 10, seqlens, total);
+      const want = await runOn('cpu', model(spec), ortFeeds(f));
+      for (const compiled of [false, true]) {
+        const bytes = model(spec);
+        const s = await MlxSession.create(bytes, { device: 'cpu', compiled, fallback: 'none' });
+        try {
+          // Twice: a compiled session traces the signature on its second run.
+          for (let r = 0; r < 2; r++) {
+            const have = (await s.run(f)) as Record<string, HostTensor>;
+            // The presents' rows past each entry's length are not compared: onnxruntime's fresh
+            // present leaves them unwritten, the shared buffer here keeps the past's.
+            for (const k of ['y', 'present_k', 'present_v']) {
+              const a = have[k].data as Float32Array;
+              const b = want[k].data as Float32Array;
+              expect(have[k].dims, k).toEqual(want[k].dims);
+              const rowOf = (i: number) => Math.floor(i / H) % 10;
+              const entryOf = (i: number) => Math.floor(i / (Nkv * 10 * H));
+              const compared = k === 'y' ? (_: number) => true : (i: number) => rowOf(i) <= seqlens[entryOf(i)];
+              const worst = a.reduce((m, x, i) => (compared(i) ? Math.max(m, Math.abs(x - b[i])) : m), 0);
+              expect(worst, `${k}, compiled ${compiled}, run ${r}`).toBeLessThan(1e-5);
+            }
+          }
+        } finally {
+          s.release();
+        }
+      }
+    });
+
+  it('a batch step with one entry out of range names that entry, as onnxruntime does', async () => {
+    const spec = gqaBatch(3, 1, 10, false);
+    const f = batchFeeds(3, 1, 10, [2, 200, 4], 8);
+    const want = await ortRun(spec, f);
+    expect(want).toBeInstanceOf(Error);
+    expect((want as Error).message).toContain('seqlens_k[1] = 200 is out of range [0, 10)');
+    for (const compiled of [false, true])
+      expectError(await mlxRun(spec, f, compiled), NodeExecutionError, /seqlens_k\[1\] = 200 is out of range \[0, 10\)/);
+    expectError(
+      await mlxRun(spec, batchFeeds(3, 1, 10, [2, 5, 9], 8), true),
+      NodeExecutionError,
+      /seqlens_k\[2\] \+ 1 = 10 is past total_sequence_length 8/,
+    );
+  });
+
   it('causal 2 is refused, as onnxruntime refuses it', async () => {
     const attrs = { causal: 2 };
     expect(await ortRun(gqa({ S: 2, P: 2, attrs }), feeds(2, 2, 3, 4))).toBeInstanceOf(Error);

@@ -397,11 +397,12 @@ export function sinkAttention(
 }
 
 /**
- * A decode step of one sequence into a shared buffer, with its length left on the device:
- * seqlens_k is not read on the host, so the node needs no evaluation mid-run and a compiled
- * signature traces it with the rest of the step (one program for every step whose
- * total_sequence_length, a shape, is the same). The new rows go in with a dynamic slice update at
- * the sequence's length; the mask and rotary positions are computed from it on the device.
+ * A decode step into a shared buffer, with each sequence's length left on the device: seqlens_k is
+ * not read on the host, so the node needs no evaluation mid-run and a compiled signature traces it
+ * with the rest of the step (one program for every step whose total_sequence_length, a shape, is
+ * the same). One sequence's new rows go in with a dynamic slice update at its length; a batch's
+ * (each entry at its own length, as continuous batching feeds them) with a scatter of those rows
+ * alone. The mask and rotary positions are computed from the lengths on the device.
  */
 function gqaSharedStep(
   ctx: OpContext<GqaParams>,
@@ -413,43 +414,76 @@ function gqaSharedStep(
   total: number,
 ): OpResult[] {
   const p = ctx.params;
-  const [, , S, H] = q.shape;
+  const [B, , S, H] = q.shape;
   const capacity = pastK.shape[2];
+  const Nkv = pastK.shape[1];
   // What every layer of the step derives from seqlens_k alike (its check too) is made once per run.
   const seqlens = ctx.input(5);
-  const { len, start, positions } = ctx.shared(['gqa-step', seqlens, S, total, capacity], () => {
+  const { len, start, positions } = ctx.shared(['gqa-step', seqlens, B, S, total, capacity], () => {
     // Checked before adding 1, in the feed's own width: 2^31 - 1 must not wrap into range. The
-    // range is onnxruntime's, [0, the present buffer's length).
+    // range is onnxruntime's, [0, the present buffer's length). A message names the first entry
+    // that fails.
     const room = Math.max(total, capacity);
-    const raw = mx.reshape(seqlens.dtype === 'int64' ? seqlens : mx.astype(seqlens, 'int32'), [1]);
-    ctx.guard(mx.logicalOr(mx.less(raw, 0), mx.greaterEqual(raw, room)), (d) => `seqlens_k[0] = ${d[0]} is out of range [0, ${room})`, raw);
+    const raw = mx.reshape(seqlens.dtype === 'int64' ? seqlens : mx.astype(seqlens, 'int32'), [B]);
+    const first = (d: number[], bad: (n: number) => boolean) => Math.max(0, d.findIndex(bad));
+    ctx.guard(
+      mx.any(mx.logicalOr(mx.less(raw, 0), mx.greaterEqual(raw, room))),
+      (d) => {
+        const b = first(d, (n) => n < 0 || n >= room);
+        return `seqlens_k[${b}] = ${d[b]} is out of range [0, ${room})`;
+      },
+      raw,
+    );
     const len = mx.add(mx.astype(mx.clip(raw, 0, room - 1), 'int32'), mx.scalar(1, 'int32'));
     const start = mx.subtract(len, mx.scalar(S, 'int32'));
-    ctx.guard(mx.less(start, mx.scalar(0, 'int32')), (d) => `seqlens_k[0] = ${d[0] - 1} is too small for sequence_length ${S}`, len);
-    ctx.guard(mx.greater(len, mx.scalar(total, 'int32')), (d) => pastTotal(0, d[0], total), len);
-    const positions = mx.add(mx.reshape(start, [1, 1]), mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]));
+    ctx.guard(
+      mx.any(mx.less(start, mx.scalar(0, 'int32'))),
+      (d) => {
+        const b = first(d, (n) => n < S);
+        return `seqlens_k[${b}] = ${d[b] - 1} is too small for sequence_length ${S}`;
+      },
+      len,
+    );
+    ctx.guard(
+      mx.any(mx.greater(len, mx.scalar(total, 'int32'))),
+      (d) => {
+        const b = first(d, (n) => n > total);
+        return pastTotal(b, d[b], total);
+      },
+      len,
+    );
+    const positions = mx.add(mx.reshape(start, [B, 1]), mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]));
     return { len, start, positions };
   });
-  if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, { B: 1, S, H, starts: [] }, false, positions);
-  // MLX's dynamic slice update does not bound its start: a start the check rejects (it fails the
-  // run) is clamped into the buffer first, so that the write stays inside it meanwhile.
-  const at = ctx.shared(['gqa-write-start', start, capacity - S], () =>
-    mx.clip(start, mx.scalar(0, 'int32'), mx.scalar(capacity - S, 'int32')),
-  );
-  const write = (past: mx.Array, rows: mx.Array) =>
-    mx.sliceUpdateDynamic(past, rows.dtype === past.dtype ? rows : mx.astype(rows, past.dtype), at, [2]);
+  if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, { B, S, H, starts: [] }, false, positions);
+  let write: (past: mx.Array, rows: mx.Array) => mx.Array;
+  const cast = (rows: mx.Array, past: mx.Array) => (rows.dtype === past.dtype ? rows : mx.astype(rows, past.dtype));
+  if (B === 1) {
+    // MLX's dynamic slice update does not bound its start: a start the check rejects (it fails the
+    // run) is clamped into the buffer first, so that the write stays inside it meanwhile.
+    const at = ctx.shared(['gqa-write-start', start, capacity - S], () =>
+      mx.clip(start, mx.scalar(0, 'int32'), mx.scalar(capacity - S, 'int32')),
+    );
+    write = (past, rows) => mx.sliceUpdateDynamic(past, cast(rows, past), at, [2]);
+  } else {
+    // Each entry's rows at its own positions: a scatter along the sequence axis of those rows alone
+    // (in place when the buffer is donated), its row indices clamped into the buffer likewise.
+    const rowsAt = ctx.shared(['gqa-write-rows', positions, Nkv, H, capacity], () =>
+      mx.broadcastTo(mx.reshape(mx.clip(positions, mx.scalar(0, 'int32'), mx.scalar(capacity - 1, 'int32')), [B, 1, S, 1]), [B, Nkv, S, H]),
+    );
+    write = (past, rows) => mx.putAlongAxis(past, rowsAt, cast(rows, past), 2);
+  }
   const presentK = write(pastK, k);
   const presentV = write(pastV, v);
-  const Nkv = pastK.shape[1];
-  const view = (a: mx.Array) => (capacity === total ? a : mx.slice(a, [0, 0, 0, 0], [1, Nkv, total, H], [1, 1, 1, 1]));
+  const view = (a: mx.Array) => (capacity === total ? a : mx.slice(a, [0, 0, 0, 0], [B, Nkv, total, H], [1, 1, 1, 1]));
   // Key j is visible to query i (at positions[i]) when j < len, j <= positions[i] and inside the
   // window. One mask a run for all layers of a window (and one for those of none: a window at least
   // total_sequence_length long hides nothing), built from the positions on the device.
   const window = p.causal && p.localWindow > 0 && p.localWindow < total ? p.localWindow : -1;
   let mask = ctx.shared(['gqa-mask', positions, total, p.causal, window], () => {
     const j = mx.reshape(mx.arange(0, total, 1, 'int32'), [1, 1, 1, total]);
-    const pos = mx.reshape(positions, [1, 1, S, 1]);
-    let visible = mx.less(j, mx.reshape(len, [1, 1, 1, 1]));
+    const pos = mx.reshape(positions, [B, 1, S, 1]);
+    let visible = mx.less(j, mx.reshape(len, [B, 1, 1, 1]));
     if (p.causal) visible = mx.logicalAnd(visible, mx.lessEqual(j, pos));
     if (window > 0) visible = mx.logicalAnd(visible, mx.greater(j, mx.subtract(pos, mx.scalar(window, 'int32'))));
     return visible;
@@ -566,7 +600,7 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   // The device-side decode step covers plain attention: sinks, Q/K norms and output_qk take the general path.
   const quantized = p.kQuant !== 'NONE';
   const plain = !quantized && !p.smoothSoftmax && !ctx.has(11) && !ctx.has(14) && !ctx.has(15) && !ctx.wants(3);
-  if (plain && B === 1 && S < total && ctx.has(3) && ctx.has(4) && ctx.shape(3)[2] >= total && !ctx.hostIfKnown(5))
+  if (plain && S < total && ctx.has(3) && ctx.has(4) && ctx.shape(3)[2] >= total && !ctx.hostIfKnown(5))
     return gqaSharedStep(ctx, q, k, v, ctx.input(3), ctx.input(4), total);
   const seqlensK = hostNumbers(ctx.host(5));
   if (seqlensK.length !== B) throw new RangeError(`seqlens_k has ${seqlensK.length} entries for a batch of ${B}`);
