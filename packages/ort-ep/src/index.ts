@@ -14,6 +14,14 @@ export { generate, type GenerateOptions, type SamplingOptions } from './generate
 export { generateSpeculative, type SpeculativeOptions, type DraftOptions } from './generate-speculative.js';
 export { generateBatch, type GenerateBatchOptions, type BatchStep } from './generate-batch.js';
 export { generateSeq2Seq, type Seq2SeqOptions } from './generate-seq2seq.js';
+export {
+  type WhisperChunk,
+  type WhisperGenerationConfig,
+  type WhisperOptions,
+  whisperChunks,
+  whisperLogitsProcessor,
+  whisperPrompt,
+} from './whisper.js';
 export { transferStats, type TransferStats } from './runtime/convert.js';
 export {
   OrtMlxError,
