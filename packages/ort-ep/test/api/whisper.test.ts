@@ -184,6 +184,63 @@ describe('generateSeq2Seq with whisper: a Whisper-shaped export with timestamp t
     expect(chunks[3].tokens).toEqual(expected.slice(expected.indexOf(381) + 1));
   }, 180_000);
 
+  it("transformers.js 4.3.2: its rules as a logitsProcessor give its generate's tokens; without timestamps the option gives them", async () => {
+    // Captured from transformers.js 4.3.2 (not a dependency here) on this export, CPU provider:
+    //   const model = await WhisperForConditionalGeneration.from_pretrained('whisper-ts-tiny', { dtype: 'fp32' });
+    //   model.generate({ inputs: features, return_timestamps: true, max_new_tokens: 32 })  -> withTimestamps
+    //   model.generate({ inputs: features, max_new_tokens: 8 })                             -> withoutTimestamps
+    // Its timestamps decrease (672 then 666) and its first one is past max_initial_timestamp_index:
+    // its processor has no non-decreasing rule and stops at the first step after masking the text.
+    const withTimestamps = [
+      380, 607, 47, 672, 666, 230, 602, 447, 152, 55, 498, 447, 323, 469, 390, 55, 498, 447, 312, 637, 634, 152, 406, 447, 329, 406, 464,
+      347, 653, 447, 15, 406, 447,
+    ];
+    const withoutTimestamps = [380, 383, 498, 131, 104, 498, 69, 15, 165, 15];
+    const dir = whisperTsFolder();
+    const gc: WhisperGenerationConfig = JSON.parse(readFileSync(join(dir, 'generation_config.json'), 'utf8'));
+    const features = new ort.Tensor('float32', whisperFeatures(dir), [1, 80, 3000]);
+    const tb = 384;
+    // transformers.js 4.3.2's order: suppress_tokens, begin_suppress_tokens, then its timestamp rules.
+    const theirs = (l: Float32Array, seq: readonly number[]) => {
+      for (const t of gc.suppress_tokens ?? []) l[t] = Number.NEGATIVE_INFINITY;
+      if (seq.length === 1) for (const t of gc.begin_suppress_tokens ?? []) l[t] = Number.NEGATIVE_INFINITY;
+      l[tb - 1] = Number.NEGATIVE_INFINITY;
+      if (seq.length === 1) {
+        l.fill(Number.NEGATIVE_INFINITY, 0, tb);
+        return;
+      }
+      const s = seq.slice(1);
+      const last = s.length >= 1 && s[s.length - 1] >= tb;
+      const penultimate = s.length < 2 || s[s.length - 2] >= tb;
+      if (last) {
+        if (penultimate) l.fill(Number.NEGATIVE_INFINITY, tb);
+        else l.fill(Number.NEGATIVE_INFINITY, 0, 379);
+      }
+      let m = Number.NEGATIVE_INFINITY;
+      for (const v of l) m = Math.max(m, v);
+      let sum = 0;
+      for (let i = tb; i < l.length; i++) sum += Math.exp(l[i] - m);
+      let best = Number.NEGATIVE_INFINITY;
+      for (let i = 0; i < tb; i++) best = Math.max(best, l[i]);
+      if (Math.log(sum) + m > best) l.fill(Number.NEGATIVE_INFINITY, 0, tb);
+    };
+    await each(dir, async (encoder, decoder, engine) => {
+      const base = { encoderFeeds: { input_features: features as never }, Tensor: ort.Tensor as never };
+      const a = await collect(
+        generateSeq2Seq(encoder, decoder, {
+          ...base,
+          decoderInputIds: [380],
+          logitsProcessor: theirs,
+          stopTokens: [379],
+          maxNewTokens: 32,
+        }),
+      );
+      expect([380, ...a], engine).toEqual(withTimestamps);
+      const b = await collect(generateSeq2Seq(encoder, decoder, { ...base, whisper: { generationConfig: gc }, maxNewTokens: 8 }));
+      expect([380, 383, ...b], engine).toEqual(withoutTimestamps);
+    });
+  }, 180_000);
+
   it('the prompt from the config, its eos a stop; a model without timestamp tokens and bad options named', async () => {
     const dir = whisperFolder();
     const generationConfig = JSON.parse(readFileSync(join(dir, 'generation_config.json'), 'utf8'));
