@@ -23,6 +23,7 @@ import {
   pickToken,
   seeded,
 } from './generate.js';
+import { type WhisperOptions, checkWhisperOptions, whisperLogitsProcessor, whisperPrompt } from './whisper.js';
 
 export interface Seq2SeqOptions
   extends Pick<
@@ -58,6 +59,15 @@ export interface Seq2SeqOptions
   decoderInputIds?: readonly number[];
   /** 'greedy' (default) or sampling (temperature, top-k, top-p, seed), as generate() takes them. */
   sampling?: 'greedy' | SamplingOptions;
+  /**
+   * Whisper's decoding from its generation_config.json, as transformers.js's generate applies it:
+   * the forced prompt (whisperPrompt: <|startoftranscript|>, language and task for a multilingual
+   * model, <|notimestamps|> unless `returnTimestamps`) unless decoderInputIds gives one, its
+   * eos_token_id as a stop token, suppress_tokens and begin_suppress_tokens, and with
+   * `returnTimestamps` the timestamp rules (whisperLogitsProcessor); whisperChunks turns the
+   * tokens into timed chunks. Not with decoderStartTokenId.
+   */
+  whisper?: WhisperOptions;
 }
 
 type Session = Pick<InferenceSession, 'inputNames' | 'outputNames' | 'inputMetadata' | 'run'>;
@@ -86,6 +96,7 @@ const OPTION_KEYS = [
   'logitsProcessor',
   'Tensor',
   'onStep',
+  'whisper',
 ];
 
 const show = (v: unknown): string =>
@@ -114,7 +125,13 @@ function checkOptions(options: Seq2SeqOptions): void {
     throw new TypeError(`generateSeq2Seq: encoderFeeds must be an object of named tensors, got ${show(feeds)}`);
   const start = options.decoderStartTokenId as unknown;
   const prompt = options.decoderInputIds as unknown;
-  if ((start === undefined) === (prompt === undefined))
+  if (options.whisper !== undefined) {
+    checkWhisperOptions(options.whisper, 'generateSeq2Seq: whisper');
+    if (start !== undefined)
+      throw new TypeError(
+        'generateSeq2Seq: decoderStartTokenId is not taken with whisper (the prompt comes from whisper.generationConfig, or give decoderInputIds)',
+      );
+  } else if ((start === undefined) === (prompt === undefined))
     throw new TypeError(
       "generateSeq2Seq: give decoderStartTokenId (the model's decoder_start_token_id) or decoderInputIds (the decoder's prompt), one of them",
     );
@@ -275,7 +292,18 @@ export async function* generateSeq2Seq(encoder: Session, decoder: Session, optio
     const stops = new Set(options.stopTokens ?? []);
     const minNew = options.minNewTokens ?? 0;
     const shapes = options.repetitionPenalty !== undefined || options.presencePenalty || options.frequencyPenalty;
-    const sequence = options.decoderInputIds ? [...options.decoderInputIds] : [options.decoderStartTokenId!];
+    const whisper = options.whisper;
+    const sequence = options.decoderInputIds
+      ? [...options.decoderInputIds]
+      : whisper
+        ? whisperPrompt(whisper)
+        : [options.decoderStartTokenId!];
+    let whisperRules: ((logits: Float32Array, sequence: readonly number[]) => void) | undefined;
+    if (whisper) {
+      whisperRules = whisperLogitsProcessor(whisper, sequence);
+      const eos = whisper.generationConfig.eos_token_id;
+      for (const t of Array.isArray(eos) ? eos : [eos]) stops.add(t);
+    }
     const generated: number[] = [];
     for (let step = 0; generated.length < options.maxNewTokens; step++) {
       const feeds: Record<string, Tensor> = {
@@ -314,10 +342,11 @@ export async function* generateSeq2Seq(encoder: Session, decoder: Session, optio
         });
       const logits = out.logits;
       let last = (await lastRows(logits, logits.dims[logits.dims.length - 1], 1))[0];
-      if (shapes || options.logitsProcessor || (generated.length < minNew && stops.size)) {
+      if (shapes || options.logitsProcessor || whisperRules || (generated.length < minNew && stops.size)) {
         last = Float32Array.from(last);
         if (shapes) applyPenalties(last, sequence, generated, options);
         if (generated.length < minNew) for (const t of stops) if (t < last.length) last[t] = Number.NEGATIVE_INFINITY;
+        whisperRules?.(last, sequence);
         if (options.logitsProcessor) {
           const other = options.logitsProcessor(last, [...sequence]);
           if (other !== undefined) {

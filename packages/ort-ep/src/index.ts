@@ -23,6 +23,14 @@ export {
   type SubmitOptions,
   type TokenStream,
 } from './generate-serve.js';
+export {
+  type WhisperChunk,
+  type WhisperGenerationConfig,
+  type WhisperOptions,
+  whisperChunks,
+  whisperLogitsProcessor,
+  whisperPrompt,
+} from './whisper.js';
 export { transferStats, type TransferStats } from './runtime/convert.js';
 export {
   OrtMlxError,

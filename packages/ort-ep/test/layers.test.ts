@@ -23,7 +23,7 @@ const LAYERS: string[][] = [
   ['grad.ts'],
   ['session.ts', 'check.ts'],
   ['backend'],
-  ['prefix-cache.ts'],
+  ['prefix-cache.ts', 'whisper.ts'],
   ['generate.ts'],
   ['generate-speculative.ts'],
   ['generate-batch.ts'],

@@ -11,12 +11,17 @@ transformers.js use:
                                        forced decoder prompt
   OUT/config.json, OUT/generation_config.json (and Whisper's preprocessor_config.json)
 
+whisper-ts is the Whisper-shaped model with timestamp tokens after <|notimestamps|>, 0.02 s apart as
+Whisper's (384 <|0.00|> ... 684 <|6.00|>: the first 301 of Whisper's 1501, to keep the file small); its reference is transformers' greedy generate from the
+English-only timestamp prompt (<|startoftranscript|>) with WhisperTimeStampLogitsProcessor,
+SuppressTokensLogitsProcessor and SuppressTokensAtBeginLogitsProcessor, as Whisper's generate adds them.
+
 The merged decoder is two torch.onnx exports (without and with a past) joined under an If on
 use_cache_branch, as optimum merges them: the branch with a past computes no cross-attention keys
 and values, and its present.{i}.encoder.* outputs are empty constants (a caller keeps the first
 step's). Needs the project's bench Python (tools/install-bench-python.sh): torch, transformers, onnx.
 
-  python export-seq2seq.py t5|whisper OUT
+  python export-seq2seq.py t5|whisper|whisper-ts OUT
 """
 import json
 import os
@@ -383,5 +388,96 @@ def merge(no_past, with_past, past_names, present_all, heads, head_size):
     return m
 
 
+WHISPER_TS_MAX_NEW = 32
+
+
+def whisper_ts(out):
+    """A Whisper-shaped model with timestamp tokens, and transformers' timestamped greedy decoding."""
+    from transformers import GenerationConfig, GenerationMixin, WhisperConfig, WhisperForConditionalGeneration
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        SuppressTokensAtBeginLogitsProcessor,
+        SuppressTokensLogitsProcessor,
+        WhisperTimeStampLogitsProcessor,
+    )
+
+    torch.manual_seed(13)
+    cfg = WhisperConfig(**dict(WHISPER, vocab_size=384 + 301))
+    cfg._attn_implementation = 'eager'
+    model = WhisperForConditionalGeneration(cfg).eval()
+
+    def encoder(input_features):
+        return model.model.encoder(input_features=input_features, return_dict=True).last_hidden_state
+
+    def decoder(mask, ids, hidden, past):
+        o = model.model.decoder(input_ids=ids, encoder_hidden_states=hidden, past_key_values=past, use_cache=True, return_dict=True)
+        return model.proj_out(o.last_hidden_state), o.past_key_values
+
+    g = torch.Generator().manual_seed(5)
+    features = torch.randn(1, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g)
+    export_models(
+        out,
+        model,
+        encoder,
+        (features,),
+        ['input_features'],
+        decoder,
+        cfg.decoder_layers,
+        cfg.decoder_attention_heads,
+        cfg.d_model // cfg.decoder_attention_heads,
+        masked=False,
+    )
+    prompt = [380]  # English-only with timestamps: <|startoftranscript|> alone
+    base = {
+        'decoder_start_token_id': 380,
+        'eos_token_id': 379,
+        'pad_token_id': 379,
+        'bos_token_id': 379,
+        'no_timestamps_token_id': 383,
+        'is_multilingual': False,
+        'max_initial_timestamp_index': 50,
+        'max_length': cfg.max_target_positions,
+    }
+
+    def generate(suppress, begin_suppress):
+        gc = GenerationConfig(**base)
+        processors = [SuppressTokensLogitsProcessor(suppress), SuppressTokensAtBeginLogitsProcessor(begin_suppress, len(prompt))]
+        processors.append(WhisperTimeStampLogitsProcessor(gc, begin_index=len(prompt)))
+        with torch.no_grad():
+            ids = GenerationMixin.generate(
+                model,
+                input_features=features,
+                decoder_input_ids=torch.tensor([prompt]),
+                generation_config=GenerationConfig(**base, max_new_tokens=WHISPER_TS_MAX_NEW, do_sample=False, num_beams=1),
+                logits_processor=LogitsProcessorList(processors),
+            )
+        return ids[0].tolist()
+
+    # The suppressed tokens are ones the plain timestamped run chooses, so that each list changes the
+    # output: its first text token (suppress_tokens) and its first timestamp (begin_suppress_tokens).
+    plain = generate([], [])[len(prompt) :]
+    suppress = [next(t for t in plain if t < 379)]
+    begin_suppress = [plain[0]]
+    tokens = generate(suppress, begin_suppress)
+    features.numpy().astype('<f4').tofile(os.path.join(out, 'input_features.bin'))
+    config = cfg.to_diff_dict()
+    config['architectures'] = ['WhisperForConditionalGeneration']
+    config.pop('transformers_version', None)
+    write(out, 'config.json', config)
+    write(out, 'generation_config.json', dict(base, suppress_tokens=suppress, begin_suppress_tokens=begin_suppress))
+    write(
+        out,
+        'reference.json',
+        {
+            'maxNewTokens': WHISPER_TS_MAX_NEW,
+            'eosTokenId': 379,
+            'featureDims': list(features.shape),
+            'decoderInputIds': prompt,
+            'tokens': tokens,
+            'plain': plain,
+        },
+    )
+
+
 if __name__ == '__main__':
-    {'t5': t5, 'whisper': whisper}[sys.argv[1]](sys.argv[2])
+    {'t5': t5, 'whisper': whisper, 'whisper-ts': whisper_ts}[sys.argv[1]](sys.argv[2])

@@ -1,8 +1,9 @@
 // Tiny encoder-decoders (random weights, fixed seeds) exported with torch + transformers by
 // export-seq2seq.py in optimum's layout (onnx/encoder_model.onnx, onnx/decoder_model_merged.onnx)
 // with transformers' own greedy generate tokens (reference.json): a T5 (also config.json and
-// generation_config.json, as transformers.js loads it) and a Whisper-shaped model
-// (input_features.bin, its encoder's input). The exports of the current script are committed in
+// generation_config.json, as transformers.js loads it), a Whisper-shaped model
+// (input_features.bin, its encoder's input) and one with timestamp tokens whose reference is
+// transformers' timestamped greedy decoding (its Whisper logits processors). The exports of the current script are committed in
 // test/fixtures/seq2seq (a few MB; the tests need no Python); a changed script exports again
 // into .cache/ at the repository root with the project's bench Python
 // (tools/install-bench-python.sh installs it where it is missing): commit that export there then.
@@ -39,7 +40,7 @@ export interface WhisperReference {
  * The folder of an exported model: the committed export (test/fixtures/seq2seq, made by this
  * version of the script: its hash is in script-hash there), else one exported on the first call.
  */
-function exported(kind: 't5' | 'whisper'): string {
+function exported(kind: 't5' | 'whisper' | 'whisper-ts'): string {
   const hash = createHash('sha256').update(readFileSync(script)).digest('hex').slice(0, 12);
   const fixtures = fileURLToPath(new URL('../fixtures/seq2seq/', import.meta.url));
   const committed = join(fixtures, `${kind}-tiny`);
@@ -68,6 +69,15 @@ export const t5Reference = (dir: string): Seq2SeqReference => JSON.parse(readFil
 /** The Whisper-shaped model's folder. */
 export const whisperFolder = (): string => exported('whisper');
 export const whisperReference = (dir: string): WhisperReference => JSON.parse(readFileSync(join(dir, 'reference.json'), 'utf8'));
+
+export interface WhisperTimestampReference extends WhisperReference {
+  /** The timestamped run without suppress_tokens and begin_suppress_tokens (the prompt not included). */
+  plain: number[];
+}
+
+/** The Whisper-shaped model with timestamp tokens (384 <|0.00|> ... 684 <|6.00|>). */
+export const whisperTsFolder = (): string => exported('whisper-ts');
+export const whisperTsReference = (dir: string): WhisperTimestampReference => JSON.parse(readFileSync(join(dir, 'reference.json'), 'utf8'));
 
 /** Whisper's input_features, as the export fed them. */
 export function whisperFeatures(dir: string): Float32Array {
