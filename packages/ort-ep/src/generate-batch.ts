@@ -202,13 +202,14 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
   // GroupQueryAttention (seen in an mlx session's model) reads each sequence's length as the mask's
   // sum and its rows from the start of the cache: right padding, position_ids or not. Sessions
   // that do not show their graph (onnxruntime-node's) are told by the caller (padding: 'right').
-  const gqa = attentionLayout(session)?.gqa ?? false;
+  const layout = attentionLayout(session);
+  const gqa = layout?.gqa ?? false;
   if (gqa && options.padding === 'left')
     throw new TypeError(
       "generateBatch: padding 'left' on a model with GroupQueryAttention, which reads each sequence's length as the attention mask's sum (seqlens_k) and its rows from the start of the cache, so left pads would be attended and the last tokens missed; leave padding unset or 'right'",
     );
   const right = (options.padding ?? (capacity !== undefined || !hasPositions || gqa ? 'right' : 'left')) === 'right';
-  const windows = cacheWindows(session, caches, options.kvWindow, 'generateBatch');
+  const windows = cacheWindows(session, caches, options.kvWindow, 'generateBatch', layout);
   if (windows.some((w) => w !== undefined)) {
     if (capacity !== undefined)
       throw new TypeError(

@@ -7,7 +7,9 @@
 // device tensors and are fed back as they are: the cache never crosses to the host, only the
 // last logits do. With `kvCapacity` (GroupQueryAttention's shared-buffer mode) the cache is one
 // buffer of fixed capacity per layer: each step binds the present into the past's own tensor, so
-// the new rows are written in place and every decode step has the same shapes.
+// the new rows are written in place and every decode step has the same shapes. A model whose
+// GroupQueryAttention keeps a sliding window cache (sliding_window_cache, local_window_size W) is
+// fed W-row buffers that its presents replace: the cache stays W rows however long the sequence.
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
 import * as mx from '@mlx/core';
 import { deviceBufferOf } from './backend/device-buffer.js';
@@ -134,16 +136,16 @@ export function attentionLayout(session: object): AttentionLayout | undefined {
 
 /**
  * Each cache's sliding window (rows of its buffers), undefined for a cache that grows: `kvWindow`
- * where given, else what the model's GroupQueryAttention nodes say (mlx sessions). A window given
- * that the model contradicts is an error naming both.
+ * where given, else what the model's GroupQueryAttention nodes say (mlx sessions; `layout`, when
+ * the caller has read it already). A window given that the model contradicts is an error naming both.
  */
 export function cacheWindows(
   session: Session,
   caches: readonly CacheName[],
   kvWindow: number | undefined,
   who: string,
+  layout = attentionLayout(session),
 ): (number | undefined)[] {
-  const layout = attentionLayout(session);
   return caches.map((c) => {
     const own = layout?.windows.get(c.past);
     if (kvWindow === undefined) return own;
