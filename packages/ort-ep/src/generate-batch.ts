@@ -9,7 +9,9 @@
 //    start at row 0 of the cache and the mask holds as many ones as the sequence has tokens, since
 //    GroupQueryAttention reads a sequence's length as the mask's sum (seqlens_k) and its rotary
 //    positions from it; each new token is written at its own sequence's length. The one layout of
-//    the shared buffer (kvCapacity), and the default of models without position_ids.
+//    the shared buffer (kvCapacity), and the default of models without position_ids and of
+//    models with GroupQueryAttention (read from an mlx session's model; a session that does not
+//    show its graph, onnxruntime-node's, is told padding: 'right' by the caller).
 // A finished sequence is fed the pad token from then on (its cache keeps growing, unread): every
 // sequence's tokens are the ones its own batch-1 run chooses, up to the float differences a padded
 // batch brings.
@@ -22,8 +24,11 @@ import {
   type GenerateOptions,
   OPTION_KEYS,
   applyPenalties,
+  attentionLayout,
   cacheNames,
+  cacheWindows,
   checkOptions,
+  checkWindows,
   halfToFloat,
   isCount,
   isDevice,
@@ -32,6 +37,7 @@ import {
   runWithCaches,
   seeded,
   show,
+  windowHint,
 } from './generate.js';
 
 export interface GenerateBatchOptions extends Omit<GenerateOptions, 'inputIds' | 'promptLookup' | 'logitsProcessor'> {
@@ -42,9 +48,12 @@ export interface GenerateBatchOptions extends Omit<GenerateOptions, 'inputIds' |
   /**
    * Where the pads go: 'left' (transformers.js: attention_mask 0 on them, position_ids from each
    * sequence's first real token) or 'right' (GroupQueryAttention's layout: each sequence's rows
-   * from the start of the cache, its length the mask's sum). Default: 'right' with kvCapacity or
+   * from the start of the cache, its length the mask's sum). Default: 'right' with kvCapacity,
    * when the model takes no position_ids (its positions then come from the mask, as
-   * GroupQueryAttention's do), 'left' otherwise.
+   * GroupQueryAttention's do) or when it has GroupQueryAttention nodes (read from the model on the
+   * 'mlx' backend; 'left' is then refused), 'left' otherwise. Sessions that do not show their graph
+   * (onnxruntime-node's) cannot tell GroupQueryAttention apart: pass 'right' for a
+   * GroupQueryAttention model with position_ids there.
    */
   padding?: 'left' | 'right';
   /**
@@ -142,8 +151,9 @@ async function rowsAt(logits: Tensor, vocab: number, rows: number[]): Promise<Fl
  * them, yielding `{ step, tokens, done }` each step: `tokens[b]` is sequence b's new token
  * (undefined once it has ended), `done[b]` whether it has ended. Prompts of different lengths are
  * padded with `padTokenId` (default 0) on the left (models taking position_ids, as transformers.js
- * batches them) or on the right (GroupQueryAttention's layout: kvCapacity, or models without
- * position_ids); see `padding`. Every option applies per sequence: stop tokens and stop sequences
+ * batches them) or on the right (GroupQueryAttention's layout: kvCapacity, models without
+ * position_ids, or GroupQueryAttention seen in an mlx session's model); see `padding`. A sliding
+ * window cache (kvWindow, GroupQueryAttention's sliding_window_cache) takes prompts of one length. Every option applies per sequence: stop tokens and stop sequences
  * end the sequence that produced them (the stream ends once all have ended), penalties and
  * minNewTokens count each sequence's own tokens, `logitsProcessor(logits, sequence, index)` is
  * called once per running sequence, and sampling draws from one generator per sequence, seeded
@@ -189,7 +199,29 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
       `generateBatch: the longest prompt's ${L} tokens + ${options.maxNewTokens} new ones do not fit kvCapacity ${capacity}`,
     );
   const hasPositions = session.inputNames.includes('position_ids');
-  const right = (options.padding ?? (capacity !== undefined || !hasPositions ? 'right' : 'left')) === 'right';
+  // GroupQueryAttention (seen in an mlx session's model) reads each sequence's length as the mask's
+  // sum and its rows from the start of the cache: right padding, position_ids or not. Sessions
+  // that do not show their graph (onnxruntime-node's) are told by the caller (padding: 'right').
+  const layout = attentionLayout(session);
+  const gqa = layout?.gqa ?? false;
+  if (gqa && options.padding === 'left')
+    throw new TypeError(
+      "generateBatch: padding 'left' on a model with GroupQueryAttention, which reads each sequence's length as the attention mask's sum (seqlens_k) and its rows from the start of the cache, so left pads would be attended and the last tokens missed; leave padding unset or 'right'",
+    );
+  const right = (options.padding ?? (capacity !== undefined || !hasPositions || gqa ? 'right' : 'left')) === 'right';
+  const windows = cacheWindows(session, caches, options.kvWindow, 'generateBatch', layout);
+  if (windows.some((w) => w !== undefined)) {
+    if (capacity !== undefined)
+      throw new TypeError(
+        `generateBatch: kvCapacity was given, but the model's GroupQueryAttention keeps a sliding window cache of ${windows.find((w) => w !== undefined)} rows (sliding_window_cache): leave kvCapacity out`,
+      );
+    if (new Set(lens).size > 1)
+      throw new InvalidFeedError(
+        `generateBatch: a sliding window cache (GroupQueryAttention's sliding_window_cache) takes prompts of one length (onnxruntime takes no padded first prompt there: seqlens_k + 1 >= sequence_length for each sequence), got lengths ${lens.join(', ')}; run the prompts of each length as a batch of their own`,
+      );
+  }
+  // Sliding window caches only: the mask is bucketed as in shared-buffer mode (no capacity caps it).
+  const buckets = windows.length && windows.every((w) => w !== undefined) ? Number.POSITIVE_INFINITY : capacity;
   const pad = options.padTokenId ?? 0;
   const typeOf = (name: string) => {
     const m = metaOf(name);
@@ -211,7 +243,7 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
   };
   let past: Tensor[];
   try {
-    past = caches.map((c) => zeros(c, capacity ?? 0));
+    past = caches.map((c, i) => zeros(c, windows[i] ?? capacity ?? 0));
   } catch (e) {
     if (!isAllocationFailure(e)) throw e;
     const bytes = caches.reduce((n, c) => n + B * c.dims[0] * (capacity ?? 0) * c.dims[1] * (c.type === 'float16' ? 2 : 4), 0);
@@ -263,7 +295,7 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
         // Right: sequence b holds lens[b] + step tokens from row 0 (its new one at row lens[b] +
         // step - 1); the mask is padded with zeros to the longest's length (a bucket in shared mode).
         // Left: every sequence's new token at row L + step - 1, its pads still masked.
-        width = right ? maskLength(L + step, capacity) : L + step;
+        width = right ? maskLength(L + step, buckets) : L + step;
         mask = new Array<number>(B * width).fill(0);
         for (let b = 0; b < B; b++) {
           ids.push(next[b]);
@@ -277,7 +309,12 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
       if (hasPositions) feeds.position_ids = ints('position_ids', positions, S);
       if (session.inputNames.includes('use_cache_branch')) feeds.use_cache_branch = new T('bool', [step > 0], [1]);
       let out: Record<string, Tensor>;
-      ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generateBatch'));
+      try {
+        ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generateBatch'));
+      } catch (e) {
+        throw windowHint(e, windows, 'generateBatch');
+      }
+      checkWindows(caches, windows, past, 'generateBatch');
       const logits = out.logits;
       const vocab = logits.dims[logits.dims.length - 1];
       // Each sequence's last real position: the end of its prompt on the right, else the last column.

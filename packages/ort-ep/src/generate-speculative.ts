@@ -43,11 +43,14 @@ export interface DraftOptions {
   onVerify?: (proposed: number, accepted: number) => void;
 }
 
-/** generate()'s options but the ones that edit logits (penalties, minNewTokens, a logitsProcessor) and promptLookup. */
+/**
+ * generate()'s options but the ones that edit logits (penalties, minNewTokens, a logitsProcessor),
+ * promptLookup and kvWindow (both caches are shared buffers).
+ */
 export interface SpeculativeOptions
   extends Omit<
     GenerateOptions,
-    'promptLookup' | 'repetitionPenalty' | 'presencePenalty' | 'frequencyPenalty' | 'logitsProcessor' | 'minNewTokens'
+    'promptLookup' | 'repetitionPenalty' | 'presencePenalty' | 'frequencyPenalty' | 'logitsProcessor' | 'minNewTokens' | 'kvWindow'
   > {
   /** The draft model that proposes tokens; kvCapacity (the target's) is required. */
   draft: DraftOptions;

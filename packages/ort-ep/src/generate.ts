@@ -7,11 +7,14 @@
 // device tensors and are fed back as they are: the cache never crosses to the host, only the
 // last logits do. With `kvCapacity` (GroupQueryAttention's shared-buffer mode) the cache is one
 // buffer of fixed capacity per layer: each step binds the present into the past's own tensor, so
-// the new rows are written in place and every decode step has the same shapes.
+// the new rows are written in place and every decode step has the same shapes. A model whose
+// GroupQueryAttention keeps a sliding window cache (sliding_window_cache, local_window_size W) is
+// fed W-row buffers that its presents replace: the cache stays W rows however long the sequence.
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
 import * as mx from '@mlx/core';
 import { deviceBufferOf } from './backend/device-buffer.js';
 import { MlxSessionHandler } from './backend/handler.js';
+import type { NodeIR } from './onnx/index.js';
 import { download } from './runtime/convert.js';
 import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
 import { PrefixCache } from './prefix-cache.js';
@@ -72,6 +75,14 @@ export interface GenerateOptions {
    * Prompt plus new tokens must fit. Absent: the cache grows by concatenation each step.
    */
   kvCapacity?: number;
+  /**
+   * GroupQueryAttention's sliding window cache (`sliding_window_cache`, with `local_window_size`
+   * W): each layer's past and present are buffers of W rows that hold the sequence's last tokens,
+   * so the cache stays W rows however many tokens are generated. On the 'mlx' backend it is read
+   * from the model (each layer's own window) and may be left out; other sessions (onnxruntime-node)
+   * do not show their graph, so pass the model's local_window_size here. Not with kvCapacity.
+   */
+  kvWindow?: number;
   /** The Tensor class of the session's onnxruntime module (default: onnxruntime-common's). */
   Tensor?: typeof Tensor;
   /** Called once each step's token is chosen, with the step's index (0: the prompt) and how many tokens it fed. */
@@ -89,6 +100,97 @@ interface CacheName {
   present: string;
   dims: [number, number];
   type: Tensor.Type;
+}
+
+/** What a model's GroupQueryAttention nodes tell a generation loop. */
+export interface AttentionLayout {
+  /** Whether the model has a GroupQueryAttention node (anywhere: subgraphs and functions too). */
+  gqa: boolean;
+  /** Past input name -> local_window_size, for the pasts of GroupQueryAttention nodes with sliding_window_cache. */
+  windows: Map<string, number>;
+}
+
+/**
+ * The GroupQueryAttention layout of an 'mlx' session's model (its handler holds the model); undefined
+ * for sessions that do not show their graph (onnxruntime-node's, onnxruntime-web's).
+ */
+export function attentionLayout(session: object): AttentionLayout | undefined {
+  const handler: unknown = (session as { handler?: unknown }).handler;
+  if (!(handler instanceof MlxSessionHandler)) return undefined;
+  const model = handler.model;
+  const layout: AttentionLayout = { gqa: false, windows: new Map() };
+  const int = (n: NodeIR, name: string, otherwise: number) => {
+    const a = n.attributes.get(name);
+    return a?.type === 'int' ? a.value : otherwise;
+  };
+  const visit = (nodes: readonly NodeIR[]) => {
+    for (const n of nodes) {
+      if (n.opType === 'GroupQueryAttention' && n.domain === 'com.microsoft') {
+        layout.gqa = true;
+        const window = int(n, 'local_window_size', -1);
+        if (int(n, 'sliding_window_cache', 0) && window > 0)
+          for (const name of [n.inputs[3], n.inputs[4]]) if (name) layout.windows.set(name, window);
+      }
+      for (const a of n.attributes.values())
+        if (a.type === 'graph') visit(a.value.nodes);
+        else if (a.type === 'graphs') for (const g of a.value) visit(g.nodes);
+    }
+  };
+  visit(model.graph.nodes);
+  for (const f of model.functions.values()) visit(f.nodes);
+  return layout;
+}
+
+/**
+ * Each cache's sliding window (rows of its buffers), undefined for a cache that grows: `kvWindow`
+ * where given, else what the model's GroupQueryAttention nodes say (mlx sessions; `layout`, when
+ * the caller has read it already). A window given that the model contradicts is an error naming both.
+ */
+export function cacheWindows(
+  session: Session,
+  caches: readonly CacheName[],
+  kvWindow: number | undefined,
+  who: string,
+  layout = attentionLayout(session),
+): (number | undefined)[] {
+  return caches.map((c) => {
+    const own = layout?.windows.get(c.past);
+    if (kvWindow === undefined) return own;
+    if (layout && own !== kvWindow)
+      throw new InvalidFeedError(
+        own === undefined
+          ? `${who}: kvWindow ${kvWindow} was given, but the model's attention over '${c.past}' keeps no sliding window cache (GroupQueryAttention with sliding_window_cache)`
+          : `${who}: kvWindow ${kvWindow} was given, but the model's GroupQueryAttention over '${c.past}' has local_window_size ${own}`,
+      );
+    return kvWindow;
+  });
+}
+
+/**
+ * A present of a sliding window cache checked to be the window's buffer; and onnxruntime's error
+ * for a sliding window model fed growing pasts turned into the option to pass.
+ */
+export function checkWindows(caches: readonly CacheName[], windows: readonly (number | undefined)[], next: Tensor[], who: string): void {
+  caches.forEach((c, i) => {
+    const w = windows[i];
+    if (w !== undefined && next[i].dims[2] !== w)
+      throw new OrtMlxError(
+        `${who}: '${c.past}' was fed a sliding window buffer of ${w} rows (kvWindow), but the model's present '${c.present}' has ${next[i].dims[2]} (its attention keeps no sliding window cache)`,
+      );
+  });
+}
+
+/** onnxruntime's (and this backend's) message for a sliding window cache fed a past shorter than the window. */
+const WINDOW_TOO_SHORT = /KV cache capacity \((\d+)\) must be at least local_window_size \((\d+)\)/;
+
+/** `e` with the option to pass when a session that hides its graph turns out to keep a sliding window cache. */
+export function windowHint(e: unknown, windows: readonly (number | undefined)[], who: string): unknown {
+  const m = e instanceof Error && windows.every((w) => w === undefined) ? WINDOW_TOO_SHORT.exec(e.message) : null;
+  if (!m) return e;
+  return new InvalidFeedError(
+    `${who}: the model's GroupQueryAttention keeps a sliding window cache of local_window_size ${m[2]} (sliding_window_cache), and this session does not show its graph: pass kvWindow: ${m[2]} (${e instanceof Error ? e.message : ''})`,
+    { cause: e },
+  );
 }
 
 type Session = Pick<InferenceSession, 'inputNames' | 'outputNames' | 'inputMetadata' | 'run'>;
@@ -151,6 +253,7 @@ export const OPTION_KEYS = [
   'logitsProcessor',
   'promptLookup',
   'kvCapacity',
+  'kvWindow',
   'Tensor',
   'onStep',
 ];
@@ -266,6 +369,14 @@ export function checkOptions(options: GenerateOptions, who = 'generate'): void {
   }
   if (options.kvCapacity !== undefined && !isCount(options.kvCapacity, 1))
     throw new RangeError(`${who}: kvCapacity must be a positive integer, got ${show(options.kvCapacity)}`);
+  if (options.kvWindow !== undefined) {
+    if (!isCount(options.kvWindow, 1))
+      throw new RangeError(`${who}: kvWindow must be a positive integer (the model's local_window_size), got ${show(options.kvWindow)}`);
+    if (options.kvCapacity !== undefined)
+      throw new TypeError(
+        `${who}: kvWindow (a sliding window cache of that many rows) and kvCapacity (one shared buffer of prompt and new tokens) are two cache layouts; give one`,
+      );
+  }
   if (options.Tensor !== undefined && typeof options.Tensor !== 'function')
     throw new TypeError(`${who}: Tensor must be the Tensor class of the session's onnxruntime module, got ${show(options.Tensor)}`);
   if (options.onStep !== undefined && typeof options.onStep !== 'function')
@@ -405,10 +516,11 @@ export function applyPenalties(
 }
 
 /**
- * The attention mask of a context of `total` tokens. In shared-buffer mode it is padded with zeros
- * to a power of two (at most the capacity): GroupQueryAttention reads the context from seqlens_k
- * (the mask's sum) and the padded length as total_sequence_length, so decode steps share feed
- * shapes across each bucket and a session compiles one program per bucket, not per token.
+ * The attention mask of a context of `total` tokens. In shared-buffer mode, and for sliding window
+ * caches (`capacity` Infinity), it is padded with zeros to a power of two (at most the capacity):
+ * GroupQueryAttention reads the context from seqlens_k (the mask's sum) and the padded length as
+ * total_sequence_length, so decode steps share feed shapes across each bucket and a session
+ * compiles one program per bucket, not per token.
  */
 export function maskLength(total: number, capacity: number | undefined): number {
   if (capacity === undefined) return total;
@@ -483,11 +595,23 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
     const m = session.inputMetadata[session.inputNames.indexOf(name)];
     return m?.isTensor ? m.type : 'int64';
   };
+  const windows = cacheWindows(session, caches, options.kvWindow, 'generate');
+  if (capacity !== undefined && windows.some((w) => w !== undefined))
+    throw new TypeError(
+      `generate: kvCapacity was given, but the model's GroupQueryAttention keeps a sliding window cache of ${windows.find((w) => w !== undefined)} rows (sliding_window_cache): leave kvCapacity out`,
+    );
+  // Sliding window caches only: the mask is bucketed as in shared-buffer mode (no capacity caps it).
+  // A window buffer holds a sequence's last W tokens, not a prefix: nothing a prefix cache can keep.
+  if (prefixCache && windows.some((w) => w !== undefined))
+    throw new TypeError(
+      "generate: prefixCache does not take the model's sliding window caches (their buffers hold the last tokens, not a prefix)",
+    );
+  const buckets = windows.length && windows.every((w) => w !== undefined) ? Number.POSITIVE_INFINITY : capacity;
   // The mask's data, reused from step to step while its length stays (a bucket): ones, then zeros.
   const maskType = typeOf('attention_mask') === 'int32' ? 'int32' : 'int64';
   let maskData: Int32Array | BigInt64Array | undefined;
   const maskOf = (total: number): Tensor => {
-    const len = maskLength(total, capacity);
+    const len = maskLength(total, buckets);
     if (maskData?.length !== len) maskData = maskType === 'int32' ? new Int32Array(len) : new BigInt64Array(len);
     if (maskData instanceof Int32Array) maskData.fill(1, 0, total).fill(0, total);
     else maskData.fill(1n, 0, total).fill(0n, total);
@@ -504,7 +628,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
   };
   let past: Tensor[];
   try {
-    past = caches.map((c) => zeros(c, capacity ?? 0));
+    past = caches.map((c, i) => zeros(c, windows[i] ?? capacity ?? 0));
   } catch (e) {
     if (!isAllocationFailure(e)) throw e;
     const bytes = caches.reduce((n, c) => n + c.dims[0] * (capacity ?? 0) * c.dims[1] * (c.type === 'float16' ? 2 : 4), 0);
@@ -554,7 +678,12 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
         );
       if (session.inputNames.includes('use_cache_branch')) feeds.use_cache_branch = new T('bool', [cached > 0], [1]);
       let out: Record<string, Tensor>;
-      ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generate'));
+      try {
+        ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generate'));
+      } catch (e) {
+        throw windowHint(e, windows, 'generate');
+      }
+      checkWindows(caches, windows, past, 'generate');
       const logits = out.logits;
       const vocab = logits.dims[logits.dims.length - 1];
       if (draft.length) {

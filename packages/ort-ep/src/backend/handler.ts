@@ -4,7 +4,7 @@
 import { loadNativeLibrary } from '@mlx/core';
 import type { Backend, InferenceSession, InferenceSessionHandler, OnnxValue, SessionHandler, Tensor } from 'onnxruntime-common';
 import * as ortEsm from 'onnxruntime-common';
-import { dataTypeName, type HostTensor } from '../onnx/index.js';
+import { dataTypeName, type HostTensor, type ModelIR } from '../onnx/index.js';
 import { MlxSession } from '../session.js';
 import type { TensorMetadata } from '../execute/options.js';
 import { asHost, type Value } from '../runtime/value.js';
@@ -53,6 +53,11 @@ export class MlxSessionHandler implements InferenceSessionHandler {
     this.outputNames = session.outputNames;
     this.inputMetadata = session.inputMetadata.map(metadata);
     this.outputMetadata = session.outputMetadata.map(metadata);
+  }
+
+  /** The session's model (generate() reads its GroupQueryAttention nodes' cache layout). */
+  get model(): ModelIR {
+    return this.session.model;
   }
 
   /** Whether output `name` comes back as a 'gpu-buffer' tensor (preferredOutputLocation), unless pre-allocated. */

@@ -131,6 +131,38 @@ describe('generateBatch: every option applies per sequence', () => {
     });
   }, 120_000);
 
+  it("a GroupQueryAttention model with position_ids: mlx defaults to 'right' (it reads the model), onnxruntime-node is told", async () => {
+    // Rotary by RotaryEmbedding at position_ids, attention by GroupQueryAttention: position_ids
+    // alone would say 'left', which GroupQueryAttention misreads (its rows from row 0).
+    const bytes = buildDecoder({ ...llama, positionIds: true });
+    const want = await withSession(bytes, {}, (s) => Promise.all(prompts.map((p) => single(s, p, {}))));
+    expect(await withSession(bytes, mlxCpu, (s) => batch(s, {}))).toEqual(want);
+    expect(await withSession(bytes, onDevice, (s) => batch(s, {}))).toEqual(want);
+    // onnxruntime-node shows no graph: 'left' by position_ids (wrong), 'right' when told.
+    await withSession(bytes, {}, async (s) => {
+      expect(await batch(s, {})).not.toEqual(want);
+      expect(await batch(s, { padding: 'right' })).toEqual(want);
+    });
+    // Where the model is seen, 'left' is refused with the reason.
+    const e = await withSession(bytes, mlxCpu, (s) => batch(s, { padding: 'left' })).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(TypeError);
+    expect((e as Error).message).toMatch(
+      /^generateBatch: padding 'left' on a model with GroupQueryAttention, which reads each sequence's length/,
+    );
+  }, 120_000);
+
+  it('a sliding window cache (kvWindow): prompts of one length, each sequence as batch 1; prompts of several lengths refused', async () => {
+    const W = 8;
+    const bytes = buildDecoder({ ...llama, window: W, slidingCache: true });
+    const same = [prompts[0], prompts[0].map((t) => (t + 5) % 256), prompts[0].slice().reverse()];
+    const want = await withSession(bytes, {}, (s) => Promise.all(same.map((p) => single(s, p, { kvWindow: W }))));
+    expect(await withSession(bytes, {}, (s) => batch(s, { inputIds: same, kvWindow: W }))).toEqual(want);
+    expect(await withSession(bytes, onDevice, (s) => batch(s, { inputIds: same }))).toEqual(want);
+    const e = await withSession(bytes, mlxCpu, (s) => batch(s, {})).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InvalidFeedError);
+    expect((e as Error).message).toMatch(/sliding window cache .* takes prompts of one length .* got lengths 8, 2, 5, 1/);
+  }, 120_000);
+
   it('a batch of one and prompts of one length need no pads; maxNewTokens 0 runs nothing', async () => {
     const bytes = buildDecoder(gpt2);
     await withSession(bytes, mlxCpu, async (s) => {

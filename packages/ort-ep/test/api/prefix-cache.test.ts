@@ -143,6 +143,17 @@ describe('a prefix cache in memory', () => {
     }
   });
 
+  it('a sliding window model is refused: its buffers hold the last tokens, not a prefix', async () => {
+    const session = await ort.InferenceSession.create(buildDecoder({ ...llama, window: 8, slidingCache: true }), mlxCpu);
+    try {
+      await expect(run(session, [...system, 1], { prefixCache: new PrefixCache({ model: 'w' }) })).rejects.toThrow(
+        /prefixCache does not take the model's sliding window caches/,
+      );
+    } finally {
+      await session.release();
+    }
+  });
+
   it('bad options are refused', () => {
     expect(() => new PrefixCache({} as never)).toThrow(/model must be a non-empty string/);
     expect(() => new PrefixCache({ model: 'm', maxBytes: -1 })).toThrow(/maxBytes must be an integer ≥ 0, got -1/);

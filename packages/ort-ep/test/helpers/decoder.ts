@@ -38,6 +38,19 @@ export interface DecoderConfig {
    * lm_head are exactly the full model's: the model truncated to its first layers.
    */
   keepLayers?: number;
+  /** GroupQueryAttention's local_window_size (llama only): each query sees its last this many keys. */
+  window?: number;
+  /**
+   * GroupQueryAttention's sliding_window_cache (llama, with `window`): past and present are buffers
+   * of `window` rows holding each sequence's last tokens.
+   */
+  slidingCache?: boolean;
+  /**
+   * A position_ids input (llama): Q and K are rotated by com.microsoft RotaryEmbedding at those
+   * positions, and GroupQueryAttention does no rotary of its own (as genai exports with a separate
+   * rotary node are).
+   */
+  positionIds?: boolean;
 }
 
 export const headSize = (c: DecoderConfig) => c.hidden / c.heads;
@@ -101,7 +114,7 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
     return one('MatMulNBits', [x, `${name}.q`, `${name}.scales`], { K: inF, N: outF, bits: 4, block_size: 32 }, 'com.microsoft');
   };
   const inputs: ValueSpec[] = [v('input_ids', 'int64', ['batch', 'sequence']), v('attention_mask', 'int64', ['batch', 'total'])];
-  if (c.kind === 'gpt2') inputs.push(v('position_ids', 'int64', ['batch', 'sequence']));
+  if (c.kind === 'gpt2' || c.positionIds) inputs.push(v('position_ids', 'int64', ['batch', 'sequence']));
   const outputs: ValueSpec[] = [v('logits', 'float32', ['batch', 'sequence', c.vocab])];
   const kept = c.kind === 'llama' ? Math.min(c.keepLayers ?? c.layers, c.layers) : c.layers;
   for (let l = 0; l < kept; l++)
@@ -140,15 +153,39 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
       const gain = c.quietFrom !== undefined && l >= c.quietFrom ? (c.quietScale ?? 0.05) : 1;
       const h = norm(x, `l${l}.ln1`);
       const biased = (t: string, name: string, n: number) => (c.qkvBias ? one('Add', [t, f32(name, [n], 0.1)]) : t);
-      const q = biased(linear(h, `l${l}.q`, D, D), `l${l}.bq`, D);
-      const k = biased(linear(h, `l${l}.k`, D, Nkv * H), `l${l}.bk`, Nkv * H);
+      let q = biased(linear(h, `l${l}.q`, D, D), `l${l}.bq`, D);
+      let k = biased(linear(h, `l${l}.k`, D, Nkv * H), `l${l}.bk`, Nkv * H);
+      if (c.positionIds) {
+        const rotate = (t: string) => one('RotaryEmbedding', [t, 'position_ids', 'cos_cache', 'sin_cache'], {}, 'com.microsoft');
+        q = rotate(q);
+        k = rotate(k);
+      }
       const val = biased(linear(h, `l${l}.v`, D, Nkv * H), `l${l}.bv`, Nkv * H);
       nodes.push(
         node(
           'GroupQueryAttention',
-          [q, k, val, `past_key_values.${l}.key`, `past_key_values.${l}.value`, seqlens, total, 'cos_cache', 'sin_cache'],
+          [
+            q,
+            k,
+            val,
+            `past_key_values.${l}.key`,
+            `past_key_values.${l}.value`,
+            seqlens,
+            total,
+            ...(c.positionIds ? [] : ['cos_cache', 'sin_cache']),
+          ],
           [`attn_${l}`, `present.${l}.key`, `present.${l}.value`],
-          { name: `gqa_${l}`, domain: 'com.microsoft', attrs: { num_heads: c.heads, kv_num_heads: Nkv, do_rotary: 1 } },
+          {
+            name: `gqa_${l}`,
+            domain: 'com.microsoft',
+            attrs: {
+              num_heads: c.heads,
+              kv_num_heads: Nkv,
+              do_rotary: c.positionIds ? 0 : 1,
+              ...(c.window !== undefined ? { local_window_size: c.window } : {}),
+              ...(c.slidingCache ? { sliding_window_cache: 1 } : {}),
+            },
+          },
         ),
       );
       x = one('Add', [x, linear(`attn_${l}`, `l${l}.o`, D, D, gain)]);
