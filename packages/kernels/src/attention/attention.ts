@@ -1,6 +1,6 @@
 // scaledDotProductAttention: the public forward, registered with its own pullback as MLX's custom
 // VJP, so that vjp / valueAndGrad of any function that calls it run attentionVjp's strategies.
-import { zerosLike, type Array } from '@mlx/core';
+import { defaultStream, zerosLike, type Array } from '@mlx/core';
 import { defineCustomVjp } from '../custom-vjp.js';
 import {
   attentionConfig,
@@ -21,7 +21,11 @@ interface AttentionOpConfig extends AttentionConfig {
 
 function forward(q: Array, k: Array, v: Array, mask: Array | null, c: AttentionOpConfig): Array {
   if (c.implementation === 'auto' && fewRowsSupports(q, k, v, c)) return attentionFewRows(q, k, v, mask, c);
-  const fused = c.implementation === 'fused' || (c.implementation === 'auto' && fusedSupports(c, q.dtype));
+  // On the CPU MLX's fused op is itself a composition whose softmax evaluates exp one float at a
+  // time: the composite (OpenBLAS products around the project's fused softmax row kernel) is the
+  // faster of the two there for float32.
+  const cpuComposite = c.implementation === 'auto' && q.dtype === 'float32' && defaultStream().device.type === 'cpu';
+  const fused = c.implementation === 'fused' || (c.implementation === 'auto' && !cpuComposite && fusedSupports(c, q.dtype));
   return fused ? attentionFused(q, k, v, mask, c) : attentionComposite(q, k, v, mask, c);
 }
 

@@ -16,7 +16,8 @@ import {
   where,
   type Array,
 } from '@mlx/core';
-import { exp, softmax } from '../accurate-math.js';
+import { exp } from '../accurate-math.js';
+import { softmax } from '../softmax.js';
 import { maskScores, type BlockMasks } from './mask.js';
 
 /**

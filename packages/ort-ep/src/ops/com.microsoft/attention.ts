@@ -676,7 +676,11 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const mask = attentionBias
     ? mx.add(mx.where(visible, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), attentionBias)
     : visible;
-  const y = scaledDotProductAttention(q, keys, values, { scale, mask, softcap: p.softcap });
+  // Every query sees a key (its own, or with right padding the entry's first) unless a window can
+  // hide them all from a padded row, or a bias masks them: without either the attention skips
+  // zeroing empty rows (a reduction and two selects per layer).
+  const windowed = p.causal && p.localWindow > 0 && p.localWindow < total;
+  const y = scaledDotProductAttention(q, keys, values, { scale, mask, softcap: p.softcap, rowsNeverEmpty: !attentionBias && !windowed });
   return [fromHeads(y), presentK, presentV, ctx.wants(3) ? gqaScores(q, keys, visible, attentionBias, scale, p) : undefined];
 }
 
