@@ -22,6 +22,7 @@ import {
   readSync,
   readdirSync,
   renameSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -104,8 +105,14 @@ export class PrefixCache {
     this.maxBytes = maxBytes;
     this.minTokens = minTokens;
     if (this.dir !== undefined) {
-      mkdirSync(this.dir, { recursive: true });
-      for (const f of readdirSync(this.dir).sort()) {
+      let names: string[];
+      try {
+        mkdirSync(this.dir, { recursive: true });
+        names = readdirSync(this.dir).sort();
+      } catch (e) {
+        throw new OrtMlxError(`PrefixCache: dir ${this.dir} cannot be used as the cache's folder: ${(e as Error).message}`, { cause: e });
+      }
+      for (const f of names) {
         if (!f.endsWith('.safetensors')) continue;
         const e = this.indexFile(join(this.dir, f));
         if (e) this.entries.push(e);
@@ -233,8 +240,12 @@ export class PrefixCache {
     head.writeBigUInt64LE(BigInt(Buffer.byteLength(json)));
     const parts = [head, Buffer.from(json), ...(e.data as KvData[]).map((d) => Buffer.from(d.buffer, d.byteOffset, d.byteLength))];
     const tmp = `${file}.${process.pid}.tmp`;
-    writeFileSync(tmp, Buffer.concat(parts));
-    renameSync(tmp, file);
+    try {
+      writeFileSync(tmp, Buffer.concat(parts));
+      renameSync(tmp, file);
+    } catch (e) {
+      throw new OrtMlxError(`PrefixCache: the entry cannot be written to ${dir}: ${(e as Error).message}`, { cause: e });
+    }
     return file;
   }
 
@@ -264,9 +275,18 @@ export class PrefixCache {
   private dataOf(e: Entry, layers: readonly PrefixLayer[]): KvData[] {
     if (e.data) return e.data;
     const file = e.file as string;
-    const { json, dataStart } = readHeader(file);
-    const bytes = readFileSync(file);
+    const { json, dataStart, dataBytes } = readHeader(file);
     const L = e.tokens.length;
+    // The file must hold exactly the layers' data: nothing larger is read into memory.
+    const want = layers.reduce((n, l) => n + l.dims[0] * L * l.dims[1] * elemBytes(l.type), 0);
+    if (dataBytes !== want)
+      throw new OrtMlxError(`PrefixCache: ${file} holds ${dataBytes} bytes of data, not the ${want} its ${L} tokens take in this layout`);
+    let bytes: Buffer;
+    try {
+      bytes = readFileSync(file);
+    } catch (e) {
+      throw new OrtMlxError(`PrefixCache: ${file} cannot be read: ${(e as Error).message}`, { cause: e });
+    }
     const data = layers.map((l) => {
       const t = json[l.past] as { dtype?: unknown; shape?: unknown; data_offsets?: unknown } | undefined;
       const want = l.type === 'float16' ? 'F16' : 'F32';
@@ -300,7 +320,14 @@ export class PrefixCache {
 
 /** A safetensors file's header (checked: its length within the file and a limit, a JSON object). */
 function readHeader(file: string): { json: Record<string, unknown>; dataStart: number; dataBytes: number } {
-  const fd = openSync(file, 'r');
+  let fd: number;
+  try {
+    // Regular files only: a FIFO or a device under the name would block or never end.
+    if (!statSync(file).isFile()) throw new Error('not a regular file');
+    fd = openSync(file, 'r');
+  } catch (e) {
+    throw new OrtMlxError(`PrefixCache: ${file} cannot be opened: ${(e as Error).message}`, { cause: e });
+  }
   try {
     const size = fstatSync(fd).size;
     const head = Buffer.alloc(8);
