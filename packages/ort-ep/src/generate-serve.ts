@@ -415,7 +415,24 @@ export class BatchGenerator {
     r.slot = slot;
     r.len = n;
     this.active[slot] = r;
-    if (this.choose(r, Float32Array.from(last))) this.release(slot, false);
+    this.decide(r, slot, Float32Array.from(last));
+  }
+
+  /**
+   * Chooses a request's token and frees its slot when it ends; an error of its own choice (its
+   * logitsProcessor's) ends that request alone, with the error.
+   */
+  private decide(r: Request, slot: number, logits: Float32Array): void {
+    let ended: boolean;
+    try {
+      ended = this.choose(r, logits);
+    } catch (e) {
+      this.active[slot] = undefined;
+      this.counts.completed++;
+      r.finish(e);
+      return;
+    }
+    if (ended) this.release(slot, false);
   }
 
   /** The prefill buffer's rows (all kvCapacity of them: past the prompt they are masked) into slot `slot`. */
@@ -486,7 +503,7 @@ export class BatchGenerator {
       if (!r) continue;
       r.len++;
       if (r.cancelled) continue;
-      if (this.choose(r, Float32Array.from(rows[s]))) this.release(s, false);
+      this.decide(r, s, Float32Array.from(rows[s]));
     }
   }
 }

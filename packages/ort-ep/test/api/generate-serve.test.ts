@@ -135,6 +135,29 @@ describe('continuous batching', () => {
     }
   });
 
+  it("a request's own logitsProcessor error ends that request alone", async () => {
+    const session = await ort.InferenceSession.create(buildDecoder(llama), mlxCpu);
+    try {
+      const want = await solo(session, prompts[1], 10);
+      const server = createGenerator(session, { maxBatch: 2, kvCapacity: capacity, Tensor: ort.Tensor as never });
+      let calls = 0;
+      const bad = drain(
+        server.submit(prompts[0], {
+          maxNewTokens: 10,
+          logitsProcessor: () => {
+            if (++calls === 3) throw new Error('processor failed');
+          },
+        }),
+      );
+      const good = drain(server.submit(prompts[1], { maxNewTokens: 10 }));
+      await expect(bad).rejects.toThrow('processor failed');
+      expect(await good).toEqual(want);
+      await server.close();
+    } finally {
+      await session.release();
+    }
+  });
+
   it('the memory budget sets the slots; bad options and requests get specific errors', async () => {
     const session = await ort.InferenceSession.create(buildDecoder(llama), mlxCpu);
     try {
