@@ -14,6 +14,7 @@
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
 import { deviceBufferOf } from './backend/device-buffer.js';
 import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
+import { distribution } from './sampler.js';
 import {
   type GenerateOptions,
   type SamplingOptions,
@@ -27,7 +28,6 @@ import {
   runWithCaches,
   seeded,
   show,
-  topIds,
 } from './generate.js';
 
 type Session = Pick<InferenceSession, 'inputNames' | 'outputNames' | 'inputMetadata' | 'run'>;
@@ -203,35 +203,7 @@ class CachedDecoder {
  * then top-p over the top-k set): a probability per token, zero outside the kept set.
  */
 export function samplingDistribution(logits: ArrayLike<number>, sampling: SamplingOptions): Float64Array {
-  const V = logits.length;
-  const temperature = sampling.temperature ?? 1;
-  const topP = sampling.topP ?? 1;
-  const p = new Float64Array(V);
-  let ids: number[];
-  if (sampling.topK && sampling.topK > 0 && sampling.topK < V) ids = topIds(logits, sampling.topK);
-  else {
-    ids = Array.from({ length: V }, (_, i) => i);
-    if (topP < 1) ids.sort((a, b) => logits[b] - logits[a] || a - b);
-  }
-  let max = Number.NEGATIVE_INFINITY;
-  for (const i of ids) if (logits[i] > max) max = logits[i];
-  const w = ids.map((i) => Math.exp((logits[i] - max) / temperature));
-  const sum = w.reduce((a, b) => a + b, 0);
-  let keep = ids.length;
-  if (topP < 1) {
-    let acc = 0;
-    for (let j = 0; j < ids.length; j++) {
-      acc += w[j] / sum;
-      if (acc >= topP) {
-        keep = j + 1;
-        break;
-      }
-    }
-  }
-  let total = 0;
-  for (let j = 0; j < keep; j++) total += w[j];
-  for (let j = 0; j < keep; j++) p[ids[j]] = w[j] / total;
-  return p;
+  return distribution(logits, sampling);
 }
 
 /** A draw from a distribution (weights that need not sum to 1); zero-weight tokens are never drawn. */

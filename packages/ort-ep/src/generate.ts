@@ -18,6 +18,7 @@ import type { NodeIR } from './onnx/index.js';
 import { download } from './runtime/convert.js';
 import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
 import { PrefixCache } from './prefix-cache.js';
+import { sample } from './sampler.js';
 
 export interface SamplingOptions {
   /** Softmax temperature; default 1. */
@@ -383,51 +384,12 @@ export function checkOptions(options: GenerateOptions, who = 'generate'): void {
     throw new TypeError(`${who}: onStep must be a function, got ${show(options.onStep)}`);
 }
 
-/** Whether token a ranks before token b: the larger logit, ties to the lower id (as a stable sort by logit). */
-const before = (logits: ArrayLike<number>, a: number, b: number): boolean => logits[a] > logits[b] || (logits[a] === logits[b] && a < b);
-
 /**
- * The ids of the k highest logits, best first (ties to the lower id), in O(V log k): a min-heap of
- * the best k seen, never a sort of the vocabulary.
- */
-export function topIds(logits: ArrayLike<number>, k: number): number[] {
-  const heap: number[] = []; // heap[0]: the worst of the best k
-  const worse = (a: number, b: number) => before(logits, b, a);
-  const down = (i: number) => {
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let w = i;
-      if (l < heap.length && worse(heap[l], heap[w])) w = l;
-      if (r < heap.length && worse(heap[r], heap[w])) w = r;
-      if (w === i) return;
-      [heap[i], heap[w]] = [heap[w], heap[i]];
-      i = w;
-    }
-  };
-  for (let id = 0; id < logits.length; id++) {
-    if (heap.length < k) {
-      heap.push(id);
-      for (let i = heap.length - 1; i > 0; ) {
-        const p = (i - 1) >> 1;
-        if (!worse(heap[i], heap[p])) break;
-        [heap[i], heap[p]] = [heap[p], heap[i]];
-        i = p;
-      }
-    } else if (before(logits, id, heap[0])) {
-      heap[0] = id;
-      down(0);
-    }
-  }
-  return heap.sort((a, b) => (before(logits, a, b) ? -1 : 1));
-}
-
-/**
- * The next token from one position's logits. Ties go to the lowest id, as argmax does. Sampling
- * never sorts the vocabulary: top-k keeps the k best in a heap; top-p sorts only the tokens whose
- * probability is at least (1 - p) / V (those below hold at most 1 - p in all, so the smallest set
- * reaching p is among them), giving the choice a full sort would; temperature alone draws over the
- * vocabulary in id order.
+ * The next token from one position's logits. Greedy: the argmax, ties to the lowest id (a NaN
+ * logit is never chosen). Sampling (src/sampler.ts): softmax(logits / temperature) over the top-k
+ * set, cut to the smallest prefix reaching top-p, drawn with one call of `random` (seeded by the
+ * callers: one seed, one sequence), in O(V) without sorting the vocabulary; a NaN logit, or every
+ * logit -Infinity, is an OrtMlxError.
  */
 export function pickToken(logits: ArrayLike<number>, sampling: GenerateOptions['sampling'], random?: () => number): number {
   checkSampling(sampling);
@@ -436,62 +398,7 @@ export function pickToken(logits: ArrayLike<number>, sampling: GenerateOptions['
     for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
     return best;
   }
-  const temperature = sampling.temperature ?? 1;
-  const V = logits.length;
-  const topP = sampling.topP ?? 1;
-  let top: number[];
-  // Top-p alone: every token's weight, computed once; its sum normalizes.
-  let all: Float64Array | undefined;
-  let allSum = 0;
-  if (sampling.topK && sampling.topK > 0 && sampling.topK < V) top = topIds(logits, sampling.topK);
-  else if (topP < 1) {
-    let max = logits[0];
-    for (let i = 1; i < V; i++) if (logits[i] > max) max = logits[i];
-    all = new Float64Array(V);
-    for (let i = 0; i < V; i++) allSum += all[i] = Math.exp((logits[i] - max) / temperature);
-    const floor = ((1 - topP) / V) * allSum;
-    top = [];
-    for (let i = 0; i < V; i++) if (all[i] >= floor) top.push(i);
-    top.sort((a, b) => logits[b] - logits[a] || a - b);
-  } else {
-    // The whole vocabulary: drawn in id order, no order needed.
-    let max = logits[0];
-    for (let i = 1; i < V; i++) if (logits[i] > max) max = logits[i];
-    let total = 0;
-    const w = new Float64Array(V);
-    for (let i = 0; i < V; i++) total += w[i] = Math.exp((logits[i] - max) / temperature);
-    let r = (random ?? Math.random)() * total;
-    for (let i = 0; i < V; i++) {
-      r -= w[i];
-      if (r < 0) return i;
-    }
-    let last = V - 1;
-    while (last > 0 && w[last] === 0) last--;
-    return last;
-  }
-  const max = logits[top[0]];
-  const weights = all ? top.map((i) => all![i]) : top.map((i) => Math.exp((logits[i] - max) / temperature));
-  // The normalizer of top-p is over the top-k set (or every token).
-  const sum = all ? allSum : weights.reduce((a, b) => a + b, 0);
-  let keep = top.length;
-  if (topP < 1) {
-    let acc = 0;
-    for (let j = 0; j < top.length; j++) {
-      acc += weights[j] / sum;
-      if (acc >= topP) {
-        keep = j + 1;
-        break;
-      }
-    }
-  }
-  const kept = weights.slice(0, keep);
-  const total = kept.reduce((a, b) => a + b, 0);
-  let r = (random ?? Math.random)() * total;
-  for (let j = 0; j < keep; j++) {
-    r -= kept[j];
-    if (r < 0) return top[j];
-  }
-  return top[keep - 1];
+  return sample(logits, sampling, random ?? Math.random);
 }
 
 /**
