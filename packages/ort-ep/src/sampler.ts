@@ -5,15 +5,26 @@
 // tokens (top-k), then to the smallest prefix of those, most likely first (ties to the lower id),
 // whose probability reaches p (top-p, normalized over the top-k set), renormalized. Both cuts keep a
 // prefix of that order, so the kept set is always "every token above a threshold logit, and the
-// tokens at the threshold up to a threshold id". The threshold is found by bucketing the logits'
-// values (a histogram of counts for top-k, of probability mass for top-p) and descending only into
-// the one bucket where the count or the mass crosses k or p, recursively (its members are few,
-// unless the logits tie, which the recursion resolves in id order). Only that last, small bucket is
-// ever sorted.
+// tokens at the threshold up to a threshold id", and it is found as that threshold:
 //
-// The exponentials are the one per-token cost top-p and temperature alone cannot avoid (the
-// normalizer is over every token); they come from expNeg below, a table-driven exp accurate to a few
-// units in the last place of a float64 and several times faster than Math.exp.
+// - top-k: a histogram of counts by the top 12 bits of each logit's float32 bit pattern (an
+//   order-preserving key, so no pass for the maximum first), then cut() inside the one bucket
+//   where the count reaches k, recursively on the values (its members are few, unless the logits
+//   tie, which the recursion resolves in id order). Only a final list of at most 48 is sorted
+//   (or, for plain-number logits, one whose values no bucketing can separate).
+// - top-p alone: the maximum of each block of 64 tokens, then every token's weight, summed by
+//   block and by bucket of (max - logit) / temperature (1/64 wide); the nucleus ends in the bucket
+//   where the mass reaches p. A draw is made from the whole softmax (a block by its sum, a token in
+//   it) and kept if it falls in the nucleus, which holds at least p of the mass; the cut inside the
+//   boundary bucket is made only when a draw lands there. Below p = 1/2 the draw is made over the
+//   nucleus directly.
+// - temperature alone: no weight is computed up front: a draw picks a block by its bound (its best
+//   token's weight times its size) and a token in it uniformly, and keeps it with probability
+//   weight / bound (rejection sampling, exact; at least 1 in 64 kept).
+//
+// The exponentials come from expNeg below, a table-driven exp accurate to a few units in the last
+// place of a float64 and several times faster than Math.exp. Draws call `random` a varying but
+// deterministic number of times: one seed, one sequence of tokens.
 import { OrtMlxError } from './errors.js';
 
 /** The settings the sampler reads (generate()'s SamplingOptions less the seed). */
@@ -49,11 +60,12 @@ export function expNeg(x: number): number {
 // the weight of each block of BLOCK tokens, a float32 copy of logits that come in another type, and
 // the per-bucket counts and masses (two of each, for even and odd tokens, so that consecutive
 // tokens of one bucket do not wait on each other's update).
-const BLOCK = 256;
+const BLOCK = 64;
 let listA = new Int32Array(0);
 let listB = new Int32Array(0);
 let weightsA = new Float64Array(0);
 let blocks = new Float64Array(0);
+let blockMax = new Float64Array(0);
 let copy = new Float32Array(0);
 const counts0 = new Int32Array(NB);
 const counts1 = new Int32Array(NB);
@@ -66,6 +78,7 @@ function scratch(V: number): void {
   listB = new Int32Array(V);
   weightsA = new Float64Array(V);
   blocks = new Float64Array(Math.ceil(V / BLOCK));
+  blockMax = new Float64Array(Math.ceil(V / BLOCK));
 }
 
 /**
@@ -110,7 +123,7 @@ interface Plan {
   value: number;
   id: number;
   total: number;
-  how: 'list' | 'blocks';
+  how: 'list' | 'blocks' | 'bounds';
   count: number;
   z: number;
   bucket: number;
@@ -282,58 +295,67 @@ function plan(logits: ArrayLike<number>, s: SamplerSettings): Plan {
     }
     return out;
   }
-  // The maximum (every weight is relative to it); Math.max makes it NaN if any logit is.
-  let m0 = logits[0];
-  let m1 = m0;
-  let m2 = m0;
-  let m3 = m0;
-  let i = 0;
-  for (; i + 3 < V; i += 4) {
-    m0 = Math.max(m0, logits[i]);
-    m1 = Math.max(m1, logits[i + 1]);
-    m2 = Math.max(m2, logits[i + 2]);
-    m3 = Math.max(m3, logits[i + 3]);
+  // The maximum of each block and of all (every weight is relative to it); Math.max makes it NaN
+  // if any logit is.
+  const nblk = Math.ceil(V / BLOCK);
+  for (let b = 0; b < nblk; b++) {
+    const start = b * BLOCK;
+    const end = Math.min(V, start + BLOCK);
+    let m0 = logits[start];
+    let m1 = m0;
+    let m2 = m0;
+    let m3 = m0;
+    let i = start;
+    for (; i + 3 < end; i += 4) {
+      m0 = Math.max(m0, logits[i]);
+      m1 = Math.max(m1, logits[i + 1]);
+      m2 = Math.max(m2, logits[i + 2]);
+      m3 = Math.max(m3, logits[i + 3]);
+    }
+    for (; i < end; i++) m0 = Math.max(m0, logits[i]);
+    blockMax[b] = Math.max(m0, m1, m2, m3);
   }
-  for (; i < V; i++) m0 = Math.max(m0, logits[i]);
-  const max = Math.max(m0, m1, m2, m3);
+  let max = blockMax[0];
+  for (let b = 1; b < nblk; b++) max = Math.max(max, blockMax[b]);
   if (!(Math.abs(max) < Number.POSITIVE_INFINITY)) {
     extremes(logits); // throws unless the maximum is +Infinity
     return plan(infinite(logits), { ...s, temperature: 1 });
   }
   out.max = max;
-  // Every token's weight, summed by block (two sums each: the additions do not wait on each
-  // other); with top-p, also by bucket of (max - logit) / temperature, 1/64 wide (xBucket).
-  const topP = p < 1;
-  if (topP) {
-    mass0.fill(0);
-    mass1.fill(0);
+  if (p >= 1) {
+    // Temperature alone: no weight is computed here. The draw is by rejection from each block's
+    // bound (its best token's weight, for each of its tokens): blocks[b] sums the bounds up to b.
+    let u = 0;
+    for (let b = 0; b < nblk; b++) blocks[b] = u += expNeg((max - blockMax[b]) * invT) * (Math.min(V, (b + 1) * BLOCK) - b * BLOCK);
+    out.how = 'bounds';
+    out.z = Number.NaN;
+    out.total = Number.NaN;
+    return out;
   }
+  // Top-p alone: every token's weight, summed by block (two sums each: the additions do not wait
+  // on each other) and by bucket of (max - logit) / temperature, 1/64 wide (xBucket).
+  mass0.fill(0);
+  mass1.fill(0);
   let z = 0;
   for (let start = 0, blk = 0; start < V; start += BLOCK, blk++) {
     const end = Math.min(V, start + BLOCK);
     let s0 = 0;
     let s1 = 0;
     let j = start;
-    if (topP)
-      for (; j + 1 < end; j += 2) {
-        const x = (max - logits[j]) * invT;
-        const y = (max - logits[j + 1]) * invT;
-        const a = expNeg(x);
-        const b = expNeg(y);
-        mass0[x < 64 ? (x * 64) | 0 : NB - 1] += a;
-        mass1[y < 64 ? (y * 64) | 0 : NB - 1] += b;
-        s0 += a;
-        s1 += b;
-      }
-    else
-      for (; j + 1 < end; j += 2) {
-        s0 += expNeg((max - logits[j]) * invT);
-        s1 += expNeg((max - logits[j + 1]) * invT);
-      }
+    for (; j + 1 < end; j += 2) {
+      const x = (max - logits[j]) * invT;
+      const y = (max - logits[j + 1]) * invT;
+      const a = expNeg(x);
+      const b = expNeg(y);
+      mass0[x < 64 ? (x * 64) | 0 : NB - 1] += a;
+      mass1[y < 64 ? (y * 64) | 0 : NB - 1] += b;
+      s0 += a;
+      s1 += b;
+    }
     if (j < end) {
       const x = (max - logits[j]) * invT;
       const a = expNeg(x);
-      if (topP) mass0[x < 64 ? (x * 64) | 0 : NB - 1] += a;
+      mass0[x < 64 ? (x * 64) | 0 : NB - 1] += a;
       s0 += a;
     }
     blocks[blk] = s0 + s1;
@@ -341,8 +363,7 @@ function plan(logits: ArrayLike<number>, s: SamplerSettings): Plan {
   }
   out.z = z;
   out.total = z;
-  if (!topP) return out;
-  // Top-p alone: the nucleus ends in the bucket where the mass, from the top, reaches p.
+  // The nucleus ends in the bucket where the mass, from the top, reaches p.
   const target = p * z;
   let acc = 0;
   for (let b = 0; b < NB; b++) {
@@ -374,6 +395,46 @@ function finish(q: Plan): void {
   for (let j = 0; j < l.length; j++) if (xBucket(q, l[j]) === q.bucket) listB[n++] = j;
   const c = cut(listB, n, l, true, q.max, q.invT, q.target - q.above);
   Object.assign(q, { value: c.value, id: c.id, total: q.above + c.mass, members: n, cut: true });
+}
+
+/**
+ * A token drawn from every token's weight by rejection (a 'bounds' plan: temperature alone): a
+ * block by its bound, a token of it uniformly, kept with probability weight / the block's best
+ * weight. A block's best token is always kept, so a draw is kept with probability ≥ 1/BLOCK; after
+ * 10,000 refusals (a broken `random`), every weight is computed and walked.
+ */
+function drawBounded(q: Plan, random: () => number): number {
+  const l = q.logits;
+  const V = l.length;
+  const nblk = Math.ceil(V / BLOCK);
+  const total = blocks[nblk - 1];
+  for (let attempt = 0; attempt < 10000; attempt++) {
+    const u = random() * total;
+    let lo = 0;
+    let hi = nblk - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (blocks[mid] > u) hi = mid;
+      else lo = mid + 1;
+    }
+    const start = lo * BLOCK;
+    const len = Math.min(V, start + BLOCK) - start;
+    const bound = expNeg((q.max - blockMax[lo]) * q.invT);
+    const i = start + Math.min(len - 1, Math.floor((u - (lo ? blocks[lo - 1] : 0)) / bound));
+    if (random() * bound < expNeg((q.max - l[i]) * q.invT)) return i;
+  }
+  let z = 0;
+  for (let i = 0; i < V; i++) z += expNeg((q.max - l[i]) * q.invT);
+  let r = random() * z;
+  let last = -1;
+  for (let i = 0; i < V; i++) {
+    const w = expNeg((q.max - l[i]) * q.invT);
+    if (w <= 0) continue;
+    last = i;
+    r -= w;
+    if (r < 0) return i;
+  }
+  return last;
 }
 
 /** A token drawn from every token's weight (a 'blocks' plan): the block by its sum, then the token. */
@@ -440,6 +501,7 @@ export function sample(logits: ArrayLike<number>, s: SamplerSettings, random: ()
     }
     return last;
   }
+  if (q.how === 'bounds') return drawBounded(q, random);
   if (q.bucket < 0) return drawAll(q, random);
   // Top-p alone: a draw from every token, kept if it is in the nucleus (drawn again if not: the
   // draws kept follow the nucleus's distribution exactly). The nucleus holds at least p of the
@@ -501,6 +563,10 @@ export function distribution(logits: ArrayLike<number>, s: SamplerSettings): Flo
   finish(q);
   const l = q.logits;
   const p = new Float64Array(l.length);
+  if (q.how === 'bounds') {
+    q.total = 0;
+    for (let i = 0; i < l.length; i++) q.total += expNeg((q.max - l[i]) * q.invT);
+  }
   if (q.how === 'list') {
     for (let j = 0; j < q.count; j++) p[listA[j]] = weightsA[j] / q.total;
     return p;
