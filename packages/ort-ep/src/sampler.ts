@@ -295,28 +295,35 @@ function plan(logits: ArrayLike<number>, s: SamplerSettings): Plan {
     }
     return out;
   }
-  // The maximum of each block and of all (every weight is relative to it); Math.max makes it NaN
-  // if any logit is.
+  // The maximum (every weight is relative to it), with temperature alone also each block's;
+  // Math.max makes it NaN if any logit is. (Four running maxima: the comparisons do not wait on
+  // each other. The block loop is kept to its simplest form, which V8 compiles best.)
   const nblk = Math.ceil(V / BLOCK);
-  for (let b = 0; b < nblk; b++) {
-    const start = b * BLOCK;
-    const end = Math.min(V, start + BLOCK);
-    let m0 = logits[start];
+  let max: number;
+  if (p < 1) {
+    let m0 = logits[0];
     let m1 = m0;
     let m2 = m0;
     let m3 = m0;
-    let i = start;
-    for (; i + 3 < end; i += 4) {
+    let i = 0;
+    for (; i + 3 < V; i += 4) {
       m0 = Math.max(m0, logits[i]);
       m1 = Math.max(m1, logits[i + 1]);
       m2 = Math.max(m2, logits[i + 2]);
       m3 = Math.max(m3, logits[i + 3]);
     }
-    for (; i < end; i++) m0 = Math.max(m0, logits[i]);
-    blockMax[b] = Math.max(m0, m1, m2, m3);
+    for (; i < V; i++) m0 = Math.max(m0, logits[i]);
+    max = Math.max(m0, m1, m2, m3);
+  } else {
+    for (let b = 0; b < nblk; b++) {
+      let m = Number.NEGATIVE_INFINITY;
+      const end = Math.min(V, b * BLOCK + BLOCK);
+      for (let i = b * BLOCK; i < end; i++) m = Math.max(m, logits[i]);
+      blockMax[b] = m;
+    }
+    max = blockMax[0];
+    for (let b = 1; b < nblk; b++) max = Math.max(max, blockMax[b]);
   }
-  let max = blockMax[0];
-  for (let b = 1; b < nblk; b++) max = Math.max(max, blockMax[b]);
   if (!(Math.abs(max) < Number.POSITIVE_INFINITY)) {
     extremes(logits); // throws unless the maximum is +Infinity
     return plan(infinite(logits), { ...s, temperature: 1 });
