@@ -42,7 +42,7 @@ const SMALL = 48;
 // exp(-x) for x ≥ 0: exp(-j) · exp(-i/1024) from two tables, times a degree-4 polynomial of the
 // remainder d in (-1/1024, 0] (truncation error below 1e-17); 0 from x = 745 on, where Math.exp
 // underflows to subnormals.
-const E_HI = Float64Array.from({ length: 746 }, (_, j) => Math.exp(-j));
+const E_HI = Float64Array.from({ length: 1024 }, (_, j) => (j < 746 ? Math.exp(-j) : 0));
 const E_LO = Float64Array.from({ length: 1024 }, (_, j) => Math.exp(-j / 1024));
 const C6 = 1 / 6;
 const C24 = 1 / 24;
@@ -53,7 +53,7 @@ export function expNeg(x: number): number {
   const y = x * 1024;
   const k = y | 0;
   const d = (k - y) * 0.0009765625;
-  return E_HI[k >> 10] * E_LO[k & 1023] * (1 + d * (1 + d * (0.5 + d * (C6 + d * C24))));
+  return E_HI[(k >> 10) & 1023] * E_LO[k & 1023] * (1 + d * (1 + d * (0.5 + d * (C6 + d * C24))));
 }
 
 // Scratch reused across calls (the sampler is synchronous): the candidate lists, their weights,
@@ -97,7 +97,7 @@ function bitsOf(logits: ArrayLike<number>): Int32Array {
  * for a positive, every bit for a negative; -0 as +0), so a larger logit is never in a lower
  * bucket. Buckets 0-7 hold only -Infinity and negative NaNs, 4088-4095 only +Infinity and NaNs.
  */
-const bucketOf = (u: number) => (u === -2147483648 ? 0x800 : (u ^ ((u >> 31) | -2147483648)) >>> 20);
+const bucketOf = (u: number) => (u === -2147483648 ? 0x800 : ((u ^ ((u >> 31) | -2147483648)) >>> 20) & (NB - 1));
 
 /** A cut of the order (logit descending, id ascending): tokens with logit > value, or = value and id ≤ id. */
 interface Cut {
@@ -354,15 +354,15 @@ function plan(logits: ArrayLike<number>, s: SamplerSettings): Plan {
       const y = (max - logits[j + 1]) * invT;
       const a = expNeg(x);
       const b = expNeg(y);
-      mass0[x < 64 ? (x * 64) | 0 : NB - 1] += a;
-      mass1[y < 64 ? (y * 64) | 0 : NB - 1] += b;
+      mass0[x < 64 ? (x * 64) & (NB - 1) : NB - 1] += a;
+      mass1[y < 64 ? (y * 64) & (NB - 1) : NB - 1] += b;
       s0 += a;
       s1 += b;
     }
     if (j < end) {
       const x = (max - logits[j]) * invT;
       const a = expNeg(x);
-      mass0[x < 64 ? (x * 64) | 0 : NB - 1] += a;
+      mass0[x < 64 ? (x * 64) & (NB - 1) : NB - 1] += a;
       s0 += a;
     }
     blocks[blk] = s0 + s1;
@@ -391,7 +391,7 @@ function plan(logits: ArrayLike<number>, s: SamplerSettings): Plan {
  */
 function xBucket(q: Plan, v: number): number {
   const x = (q.max - v) * q.invT;
-  return x < 64 ? (x * 64) | 0 : NB - 1;
+  return x < 64 ? (x * 64) & (NB - 1) : NB - 1;
 }
 
 /** The cut inside the boundary bucket of a top-p plan, made once. */
