@@ -57,9 +57,10 @@ export function expNeg(x: number): number {
 }
 
 // Scratch reused across calls (the sampler is synchronous): the candidate lists, their weights,
-// the weight of each block of BLOCK tokens, a float32 copy of logits that come in another type, and
-// the per-bucket counts and masses (two of each, for even and odd tokens, so that consecutive
-// tokens of one bucket do not wait on each other's update).
+// per block of BLOCK tokens its weight (top-p) or the running sum of its bounds (temperature alone)
+// and its maximum, a float32 copy of logits that come in another type, and the per-bucket counts
+// and masses (two of each, for even and odd tokens, so that consecutive tokens of one bucket do not
+// wait on each other's update).
 const BLOCK = 64;
 let listA = new Int32Array(0);
 let listB = new Int32Array(0);
@@ -111,9 +112,11 @@ interface Cut {
  * The kept set of one call: every token of `logits` with logit > `value`, or = `value` and id ≤
  * `id` (`value` -Infinity: every token), each weighing exp((logit - max) * invT) (-Infinity: 0),
  * `total` in all. `how` says how the draw goes: 'list' (top-k: the kept ids in listA[0, count),
- * weights alongside in weightsA), 'blocks' (no top-k: `z` is the weight of every token, `blocks`
- * holds it by block; with top-p, `bucket` >= 0 is the bucket where the nucleus ends, the buckets
- * above it weigh `above`, and the cut inside it is made when first needed: `cut` false until then).
+ * weights alongside in weightsA); 'blocks' (top-p alone: `z` is the weight of every token, `blocks`
+ * holds it by block, `bucket` is the xBucket where the nucleus ends (-1: rounding never reached p,
+ * every token), the buckets before it (higher logits) weigh `above`, and the cut inside it is made
+ * when first needed: `cut` false until then); 'bounds' (temperature alone: `blocks` holds the
+ * running sum of the blocks' bounds, `blockMax` their maxima, and `z` is not computed).
  */
 interface Plan {
   /** The logits planned (another array when one was +Infinity). */
