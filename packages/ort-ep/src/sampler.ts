@@ -12,15 +12,16 @@
 //   where the count reaches k, recursively on the values (its members are few, unless the logits
 //   tie, which the recursion resolves in id order). Only a final list of at most 48 is sorted
 //   (or, for plain-number logits, one whose values no bucketing can separate).
-// - top-p alone: the maximum of each block of 64 tokens, then every token's weight, summed by
-//   block and by bucket of (max - logit) / temperature (1/64 wide); the nucleus ends in the bucket
-//   where the mass reaches p. A draw is made from the whole softmax (a block by its sum, a token in
-//   it) and kept if it falls in the nucleus, which holds at least p of the mass; the cut inside the
+// - top-p alone: the maximum, then every token's weight, summed by block of 256 tokens and by
+//   bucket of (max - logit) / temperature (1/64 wide); the nucleus ends in the bucket where the
+//   mass reaches p. A draw is made from the whole softmax (a block by its sum, a token in it) and
+//   kept if it falls in the nucleus, which holds at least p of the mass; the cut inside the
 //   boundary bucket is made only when a draw lands there. Below p = 1/2 the draw is made over the
 //   nucleus directly.
-// - temperature alone: no weight is computed up front: a draw picks a block by its bound (its best
-//   token's weight times its size) and a token in it uniformly, and keeps it with probability
-//   weight / bound (rejection sampling, exact; at least 1 in 64 kept).
+// - temperature alone: no weight is computed up front: the pass for the maximum keeps each
+//   block's, and a draw picks a block by its bound (its best token's weight times its size) and a
+//   token in it uniformly, and keeps it with probability weight / bound (rejection sampling,
+//   exact; at least 1 draw in 256 kept, a few dozen exponentials a token on flat logits).
 //
 // The exponentials come from expNeg below, a table-driven exp accurate to a few units in the last
 // place of a float64 and several times faster than Math.exp. Draws call `random` a varying but
@@ -61,7 +62,7 @@ export function expNeg(x: number): number {
 // and its maximum, a float32 copy of logits that come in another type, and the per-bucket counts
 // and masses (two of each, for even and odd tokens, so that consecutive tokens of one bucket do not
 // wait on each other's update).
-const BLOCK = 64;
+const BLOCK = 256;
 let listA = new Int32Array(0);
 let listB = new Int32Array(0);
 let weightsA = new Float64Array(0);
@@ -300,7 +301,7 @@ function plan(logits: ArrayLike<number>, s: SamplerSettings): Plan {
   }
   // The maximum (every weight is relative to it), with temperature alone also each block's;
   // Math.max makes it NaN if any logit is. (Four running maxima: the comparisons do not wait on
-  // each other. The block loop is kept to its simplest form, which V8 compiles best.)
+  // each other.)
   const nblk = Math.ceil(V / BLOCK);
   let max: number;
   if (p < 1) {
@@ -319,10 +320,20 @@ function plan(logits: ArrayLike<number>, s: SamplerSettings): Plan {
     max = Math.max(m0, m1, m2, m3);
   } else {
     for (let b = 0; b < nblk; b++) {
-      let m = Number.NEGATIVE_INFINITY;
+      let m0 = Number.NEGATIVE_INFINITY;
+      let m1 = m0;
+      let m2 = m0;
+      let m3 = m0;
       const end = Math.min(V, b * BLOCK + BLOCK);
-      for (let i = b * BLOCK; i < end; i++) m = Math.max(m, logits[i]);
-      blockMax[b] = m;
+      let i = b * BLOCK;
+      for (; i + 3 < end; i += 4) {
+        m0 = Math.max(m0, logits[i]);
+        m1 = Math.max(m1, logits[i + 1]);
+        m2 = Math.max(m2, logits[i + 2]);
+        m3 = Math.max(m3, logits[i + 3]);
+      }
+      for (; i < end; i++) m0 = Math.max(m0, logits[i]);
+      blockMax[b] = Math.max(m0, m1, m2, m3);
     }
     max = blockMax[0];
     for (let b = 1; b < nblk; b++) max = Math.max(max, blockMax[b]);
