@@ -43,7 +43,7 @@ const SMALL = 48;
 // exp(-x) for x ≥ 0: exp(-j) · exp(-i/1024) from two tables, times a degree-4 polynomial of the
 // remainder d in (-1/1024, 0] (truncation error below 1e-17); 0 from x = 745 on, where Math.exp
 // underflows to subnormals.
-const E_HI = Float64Array.from({ length: 1024 }, (_, j) => (j < 746 ? Math.exp(-j) : 0));
+const E_HI = Float64Array.from({ length: 1024 }, (_, j) => (j < 745 ? Math.exp(-j) : 0));
 const E_LO = Float64Array.from({ length: 1024 }, (_, j) => Math.exp(-j / 1024));
 const C6 = 1 / 6;
 const C24 = 1 / 24;
@@ -364,12 +364,17 @@ function plan(logits: ArrayLike<number>, s: SamplerSettings): Plan {
     let s1 = 0;
     let j = start;
     for (; j + 1 < end; j += 2) {
-      const x = (max - logits[j]) * invT;
-      const y = (max - logits[j + 1]) * invT;
-      const a = expNeg(x);
-      const b = expNeg(y);
-      mass0[x < 64 ? (x * 64) & (NB - 1) : NB - 1] += a;
-      mass1[y < 64 ? (y * 64) & (NB - 1) : NB - 1] += b;
+      // expNeg inlined, its table index k = floor(x * 1024) also giving the bucket floor(x * 64).
+      const x = Math.min((max - logits[j]) * invT, 745) * 1024;
+      const y = Math.min((max - logits[j + 1]) * invT, 745) * 1024;
+      const kx = x | 0;
+      const ky = y | 0;
+      const dx = (kx - x) * 0.0009765625;
+      const dy = (ky - y) * 0.0009765625;
+      const a = E_HI[(kx >> 10) & 1023] * E_LO[kx & 1023] * (1 + dx * (1 + dx * (0.5 + dx * (C6 + dx * C24))));
+      const b = E_HI[(ky >> 10) & 1023] * E_LO[ky & 1023] * (1 + dy * (1 + dy * (0.5 + dy * (C6 + dy * C24))));
+      mass0[kx < 65536 ? kx >> 4 : NB - 1] += a;
+      mass1[ky < 65536 ? ky >> 4 : NB - 1] += b;
       s0 += a;
       s1 += b;
     }
