@@ -23,7 +23,7 @@ const LAYERS: string[][] = [
   ['grad.ts'],
   ['session.ts', 'check.ts'],
   ['backend'],
-  ['prefix-cache.ts', 'whisper.ts'],
+  ['prefix-cache.ts', 'whisper.ts', 'sampler.ts'],
   ['generate.ts'],
   ['generate-speculative.ts'],
   ['generate-batch.ts'],
