@@ -75,8 +75,13 @@ describe('the CPU pool between kernels', () => {
       expect(r.status, r.stderr).toBe(0);
       return JSON.parse(r.stdout.trim().split('\n').at(-1)!).perRun as number;
     };
-    // Sleeping at once (MLXC_POOL_SPIN_US=0, the old pool) gives about 12 per run.
-    expect(run('0')).toBeGreaterThan(6);
-    expect(run(undefined)).toBeLessThan(3);
+    // Sleeping at once (MLXC_POOL_SPIN_US=0, the old pool) switches several times a run (about 7
+    // quiet, 6 on a machine busy with other work); the polling pool all but never. Compared with
+    // each other rather than with fixed counts, which moved with the kernels a run takes and the
+    // load (a clean-clone run beside a fuzz run saw 5.96).
+    const sleeping = run('0');
+    const polling = run(undefined);
+    expect(sleeping).toBeGreaterThan(3);
+    expect(polling).toBeLessThan(Math.min(3, sleeping / 3));
   }, 240_000);
 });
