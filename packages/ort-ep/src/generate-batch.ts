@@ -23,11 +23,12 @@ import { InvalidFeedError, ResourceLimitError, isAllocationFailure } from './err
 import {
   type GenerateOptions,
   OPTION_KEYS,
-  applyPenalties,
   attentionLayout,
   cacheNames,
   cacheWindows,
+  checkDecoderSession,
   checkOptions,
+  endsAfter,
   checkWindows,
   halfToFloat,
   isCount,
@@ -36,6 +37,7 @@ import {
   pickToken,
   runWithCaches,
   seeded,
+  shapeLogits,
   show,
   windowHint,
 } from './generate.js';
@@ -170,11 +172,7 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
   checkBatchOptions(options);
   const T = options.Tensor ?? (CommonTensor as unknown as typeof Tensor);
   const caches = cacheNames(session);
-  const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch', ...caches.map((c) => c.past)]);
-  const unknown = session.inputNames.filter((n) => !known.has(n));
-  if (unknown.length) throw new InvalidFeedError(`generateBatch: the model has inputs it cannot feed: ${unknown.join(', ')}`);
-  if (!session.inputNames.includes('input_ids')) throw new InvalidFeedError("generateBatch: the model has no 'input_ids' input");
-  if (!session.outputNames.includes('logits')) throw new InvalidFeedError("generateBatch: the model has no 'logits' output");
+  checkDecoderSession(session, caches, 'generateBatch');
   const prompts = options.inputIds.map((p) => p.map(Number));
   const hasMask = session.inputNames.includes('attention_mask');
   if (!hasMask && new Set(prompts.map((p) => p.length)).size > 1)
@@ -256,18 +254,8 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
   const random = prompts.map((_, b) => (typeof options.sampling === 'object' ? seeded(seed + b) : undefined));
   const stops = new Set(options.stopTokens ?? []);
   const stopSequences = (options.stopSequences ?? []).map((q) => [...q]);
-  const minNew = options.minNewTokens ?? 0;
-  const shapes = options.repetitionPenalty !== undefined || options.presencePenalty || options.frequencyPenalty;
   const generated: number[][] = prompts.map(() => []);
   const done = prompts.map(() => false);
-  /** Whether sequence b ends after `t`, just generated: a stop token (past minNewTokens) or the end of a stop sequence. */
-  const ends = (b: number, t: number): boolean => {
-    const g = generated[b];
-    return (
-      (stops.has(t) && g.length >= minNew) ||
-      stopSequences.some((q) => q.length <= g.length && q.every((x, j) => g[g.length - q.length + j] === x))
-    );
-  };
   let next = prompts.map(() => pad);
   try {
     for (let step = 0; step < options.maxNewTokens; step++) {
@@ -327,26 +315,18 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
           next[b] = pad;
           continue;
         }
-        let last = lasts[b];
         const g = generated[b];
-        const sequence = shapes || options.logitsProcessor ? [...prompts[b], ...g] : [];
-        if (shapes) applyPenalties(last, sequence, g, options);
-        if (g.length < minNew) for (const t of stops) if (t < last.length) last[t] = Number.NEGATIVE_INFINITY;
-        if (options.logitsProcessor) {
-          const other = options.logitsProcessor(last, sequence, b);
-          if (other !== undefined) {
-            if (!(other instanceof Float32Array) || other.length !== last.length)
-              throw new TypeError(
-                `generateBatch: logitsProcessor returned something other than a Float32Array of ${last.length} logits (sequence ${b})`,
-              );
-            last = other;
-          }
-        }
+        const processor = options.logitsProcessor;
+        const last = shapeLogits(lasts[b], prompts[b], g, options, processor && ((l, seq) => processor(l, seq, b)), {
+          who: 'generateBatch',
+          suffix: ` (sequence ${b})`,
+          owned: true,
+        });
         const token = pickToken(last, options.sampling, random[b]);
         g.push(token);
         tokens.push(token);
         next[b] = token;
-        if (ends(b, token) || g.length >= options.maxNewTokens) done[b] = true;
+        if (endsAfter(g, stops, stopSequences, options.minNewTokens ?? 0) || g.length >= options.maxNewTokens) done[b] = true;
       }
       options.onStep?.(step, S);
       next = next.map((t, b) => (done[b] ? pad : t));

@@ -14,15 +14,16 @@
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
 import * as mx from '@mlx/core';
 import { deviceBufferOf } from './backend/device-buffer.js';
-import { InvalidFeedError, OrtMlxError, ResourceLimitError } from './errors.js';
+import { OrtMlxError, ResourceLimitError } from './errors.js';
 import { upload } from './runtime/convert.js';
 import { OnnxDataType } from './onnx/index.js';
 import {
   type GenerateOptions,
   OPTION_KEYS,
-  applyPenalties,
   cacheNames,
+  checkDecoderSession,
   checkOptions,
+  endsAfter,
   isCount,
   isDevice,
   lastRows,
@@ -30,6 +31,7 @@ import {
   pickToken,
   runWithCaches,
   seeded,
+  shapeLogits,
   show,
 } from './generate.js';
 
@@ -95,6 +97,7 @@ class Request implements TokenStream {
   readonly prompt: number[];
   readonly generated: number[] = [];
   readonly random: (() => number) | undefined;
+  readonly stops: ReadonlySet<number>;
   len = 0;
   /** The token the next decode step feeds. */
   pending = 0;
@@ -114,6 +117,7 @@ class Request implements TokenStream {
   ) {
     this.prompt = prompt;
     this.random = typeof options.sampling === 'object' ? seeded(options.sampling.seed ?? 0) : undefined;
+    this.stops = new Set(options.stopTokens ?? []);
     options.signal?.addEventListener('abort', () => this.cancel(), { once: true });
   }
 
@@ -205,13 +209,7 @@ export class BatchGenerator {
       throw new RangeError(`createGenerator: padTokenId must be a token id (an integer ≥ 0), got ${show(o.padTokenId)}`);
     if (o.Tensor !== undefined && typeof o.Tensor !== 'function') throw new TypeError('createGenerator: Tensor must be a Tensor class');
     this.caches = cacheNames(session);
-    const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch', ...this.caches.map((c) => c.past)]);
-    const unknown = session.inputNames.filter((n) => !known.has(n));
-    if (unknown.length) throw new InvalidFeedError(`createGenerator: the model has inputs it cannot feed: ${unknown.join(', ')}`);
-    if (!session.inputNames.includes('input_ids')) throw new InvalidFeedError("createGenerator: the model has no 'input_ids' input");
-    if (!session.inputNames.includes('attention_mask'))
-      throw new InvalidFeedError("createGenerator: the model has no 'attention_mask' input: sequences of different lengths need one");
-    if (!session.outputNames.includes('logits')) throw new InvalidFeedError("createGenerator: the model has no 'logits' output");
+    checkDecoderSession(session, this.caches, 'createGenerator', 'the model', ': sequences of different lengths need one');
     this.capacity = o.kvCapacity;
     this.pad = o.padTokenId ?? 0;
     this.T = o.Tensor ?? (CommonTensor as unknown as typeof Tensor);
@@ -326,30 +324,12 @@ export class BatchGenerator {
   /** Chooses a request's next token from its last logits (generate()'s rules) and hands it out; true when the request ends. */
   private choose(r: Request, logits: Float32Array): boolean {
     const o = r.options;
-    const shapes = o.repetitionPenalty !== undefined || o.presencePenalty || o.frequencyPenalty;
-    const stops = o.stopTokens ?? [];
-    const minNew = o.minNewTokens ?? 0;
-    let last = logits;
-    const sequence = shapes || o.logitsProcessor ? [...r.prompt, ...r.generated] : [];
-    if (shapes) applyPenalties(last, sequence, r.generated, o);
-    if (r.generated.length < minNew) for (const t of stops) if (t < last.length) last[t] = Number.NEGATIVE_INFINITY;
-    if (o.logitsProcessor) {
-      const other = o.logitsProcessor(last, sequence);
-      if (other !== undefined) {
-        if (!(other instanceof Float32Array) || other.length !== last.length)
-          throw new TypeError(`submit: logitsProcessor returned something other than a Float32Array of ${last.length} logits`);
-        last = other;
-      }
-    }
+    const last = shapeLogits(logits, r.prompt, r.generated, o, o.logitsProcessor, { who: 'submit' });
     const token = pickToken(last, o.sampling, r.random);
     r.push(token);
     r.pending = token;
     this.counts.tokens++;
-    const g = r.generated;
-    const stopped =
-      (stops.includes(token) && g.length >= minNew) ||
-      (o.stopSequences ?? []).some((q) => q.length <= g.length && q.every((x, j) => g[g.length - q.length + j] === x));
-    return stopped || g.length >= o.maxNewTokens;
+    return endsAfter(r.generated, r.stops, o.stopSequences ?? [], o.minNewTokens ?? 0) || r.generated.length >= o.maxNewTokens;
   }
 
   private async pump(): Promise<void> {
@@ -415,7 +395,7 @@ export class BatchGenerator {
     r.slot = slot;
     r.len = n;
     this.active[slot] = r;
-    this.decide(r, slot, Float32Array.from(last));
+    this.decide(r, slot, last);
   }
 
   /**
@@ -503,7 +483,7 @@ export class BatchGenerator {
       if (!r) continue;
       r.len++;
       if (r.cancelled) continue;
-      this.decide(r, s, Float32Array.from(rows[s]));
+      this.decide(r, s, rows[s]);
     }
   }
 }

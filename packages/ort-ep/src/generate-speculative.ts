@@ -19,6 +19,7 @@ import {
   type GenerateOptions,
   type SamplingOptions,
   cacheNames,
+  checkDecoderSession,
   checkOptions,
   isCount,
   isDevice,
@@ -106,16 +107,7 @@ class CachedDecoder {
     readonly role: 'target' | 'draft',
   ) {
     this.caches = cacheNames(session);
-    const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch', ...this.caches.map((c) => c.past)]);
-    const unknown = session.inputNames.filter((n) => !known.has(n));
-    if (unknown.length)
-      throw new InvalidFeedError(`generateSpeculative: the ${role} model has inputs it cannot feed: ${unknown.join(', ')}`);
-    if (!session.inputNames.includes('input_ids'))
-      throw new InvalidFeedError(`generateSpeculative: the ${role} model has no 'input_ids' input`);
-    if (!session.inputNames.includes('attention_mask'))
-      throw new InvalidFeedError(`generateSpeculative: the ${role} model has no 'attention_mask' input (the in-place cache's length)`);
-    if (!session.outputNames.includes('logits'))
-      throw new InvalidFeedError(`generateSpeculative: the ${role} model has no 'logits' output`);
+    checkDecoderSession(session, this.caches, 'generateSpeculative', `the ${role} model`, " (the in-place cache's length)");
     try {
       this.past = this.caches.map((c) => {
         const n = c.dims[0] * capacity * c.dims[1];

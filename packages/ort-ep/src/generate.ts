@@ -423,6 +423,80 @@ export function applyPenalties(
 }
 
 /**
+ * A step's last logits shaped by the options before the token is chosen: the penalties (over
+ * `prompt` and `generated`), the stop tokens hidden until minNewTokens are made, then the
+ * logitsProcessor, which may return another array of the same length (checked; `who` and `suffix`
+ * name the caller in the error). `logits` is edited in place when `owned`, else copied first; it
+ * comes back as it is when nothing edits it.
+ */
+export function shapeLogits(
+  logits: Float32Array,
+  prompt: readonly number[],
+  generated: readonly number[],
+  options: Pick<GenerateOptions, 'repetitionPenalty' | 'presencePenalty' | 'frequencyPenalty' | 'minNewTokens' | 'stopTokens'>,
+  processor: GenerateOptions['logitsProcessor'],
+  where: { who: string; suffix?: string; owned?: boolean },
+): Float32Array {
+  const penalties = options.repetitionPenalty !== undefined || !!options.presencePenalty || !!options.frequencyPenalty;
+  const stops = options.stopTokens ?? [];
+  const hideStops = generated.length < (options.minNewTokens ?? 0) && stops.length > 0;
+  if (!penalties && !processor && !hideStops) return logits;
+  let last = where.owned ? logits : Float32Array.from(logits);
+  const sequence = penalties || processor ? [...prompt, ...generated] : [];
+  if (penalties) applyPenalties(last, sequence, generated, options);
+  if (hideStops) for (const t of stops) if (t < last.length) last[t] = Number.NEGATIVE_INFINITY;
+  if (processor) {
+    const other = processor(last, sequence);
+    if (other !== undefined) {
+      if (!(other instanceof Float32Array) || other.length !== last.length)
+        throw new TypeError(
+          `${where.who}: logitsProcessor returned something other than a Float32Array of ${last.length} logits${where.suffix ?? ''}`,
+        );
+      last = other;
+    }
+  }
+  return last;
+}
+
+/**
+ * Whether a sequence ends with the last of its `generated` tokens: a stop token once minNewTokens
+ * are made, or the last token of a stop sequence.
+ */
+export function endsAfter(
+  generated: readonly number[],
+  stops: ReadonlySet<number>,
+  stopSequences: readonly (readonly number[])[],
+  minNew: number,
+): boolean {
+  const n = generated.length;
+  return (
+    (stops.has(generated[n - 1]) && n >= minNew) ||
+    stopSequences.some((q) => q.length <= n && q.every((x, j) => generated[n - q.length + j] === x))
+  );
+}
+
+/**
+ * A decoder session's names checked as the generation loops feed it: every input one they know,
+ * `input_ids` (and, with `maskWhy`, `attention_mask`, the reason appended) in, `logits` out. `who`
+ * names the caller and `what` the model in the errors.
+ */
+export function checkDecoderSession(
+  session: Pick<InferenceSession, 'inputNames' | 'outputNames'>,
+  caches: readonly CacheName[],
+  who: string,
+  what = 'the model',
+  maskWhy?: string,
+): void {
+  const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch', ...caches.map((c) => c.past)]);
+  const unknown = session.inputNames.filter((n) => !known.has(n));
+  if (unknown.length) throw new InvalidFeedError(`${who}: ${what} has inputs it cannot feed: ${unknown.join(', ')}`);
+  if (!session.inputNames.includes('input_ids')) throw new InvalidFeedError(`${who}: ${what} has no 'input_ids' input`);
+  if (maskWhy !== undefined && !session.inputNames.includes('attention_mask'))
+    throw new InvalidFeedError(`${who}: ${what} has no 'attention_mask' input${maskWhy}`);
+  if (!session.outputNames.includes('logits')) throw new InvalidFeedError(`${who}: ${what} has no 'logits' output`);
+}
+
+/**
  * The attention mask of a context of `total` tokens. In shared-buffer mode, and for sliding window
  * caches (`capacity` Infinity), it is padded with zeros to a power of two (at most the capacity):
  * GroupQueryAttention reads the context from seqlens_k (the mask's sum) and the padded length as
@@ -488,11 +562,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
     throw new TypeError(`generate: prefixCache must be a PrefixCache, got ${show(prefixCache)}`);
   const T = options.Tensor ?? (CommonTensor as unknown as typeof Tensor);
   const caches = cacheNames(session);
-  const known = new Set(['input_ids', 'attention_mask', 'position_ids', 'use_cache_branch', ...caches.map((c) => c.past)]);
-  const unknown = session.inputNames.filter((n) => !known.has(n));
-  if (unknown.length) throw new InvalidFeedError(`generate: the model has inputs it cannot feed: ${unknown.join(', ')}`);
-  if (!session.inputNames.includes('input_ids')) throw new InvalidFeedError("generate: the model has no 'input_ids' input");
-  if (!session.outputNames.includes('logits')) throw new InvalidFeedError("generate: the model has no 'logits' output");
+  checkDecoderSession(session, caches, 'generate');
   const prompt = options.inputIds.map(Number);
   if (!prompt.length) throw new RangeError('generate: inputIds is empty');
   const capacity = options.kvCapacity;
@@ -546,13 +616,9 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
   const random = typeof options.sampling === 'object' ? seeded(options.sampling.seed ?? 0) : undefined;
   const stops = new Set(options.stopTokens ?? []);
   const stopSequences = (options.stopSequences ?? []).map((q) => [...q]);
-  const minNew = options.minNewTokens ?? 0;
-  const shapes = options.repetitionPenalty !== undefined || options.presencePenalty || options.frequencyPenalty;
   const generated: number[] = [];
-  /** Whether the stream ends after `t`, just generated: a stop token (past minNewTokens) or the end of a stop sequence. */
-  const ends = (t: number): boolean =>
-    (stops.has(t) && generated.length >= minNew) ||
-    stopSequences.some((q) => q.length <= generated.length && q.every((x, j) => generated[generated.length - q.length + j] === x));
+  /** Whether the stream ends with the token just generated. */
+  const ends = (): boolean => endsAfter(generated, stops, stopSequences, options.minNewTokens ?? 0);
   let cached = 0;
   let tokens = prompt;
   // A cached prefix: its state in fresh pasts, and only the rest of the prompt to run.
@@ -609,33 +675,20 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
         for (const t of accepted) {
           generated.push(t);
           yield t;
-          if (ends(t) || generated.length >= options.maxNewTokens) return;
+          if (ends() || generated.length >= options.maxNewTokens) return;
         }
         continue;
       }
-      let last = (await lastRows(logits, vocab, 1))[0];
-      const edits = shapes || options.logitsProcessor || (generated.length < minNew && stops.size);
-      if (edits) {
-        last = Float32Array.from(last);
-        const sequence = shapes || options.logitsProcessor ? [...prompt, ...generated] : [];
-        if (shapes) applyPenalties(last, sequence, generated, options);
-        if (generated.length < minNew) for (const t of stops) if (t < last.length) last[t] = Number.NEGATIVE_INFINITY;
-        if (options.logitsProcessor) {
-          const other = options.logitsProcessor(last, sequence);
-          if (other !== undefined) {
-            if (!(other instanceof Float32Array) || other.length !== last.length)
-              throw new TypeError(`generate: logitsProcessor returned something other than a Float32Array of ${last.length} logits`);
-            last = other;
-          }
-        }
-      }
+      const last = shapeLogits((await lastRows(logits, vocab, 1))[0], prompt, generated, options, options.logitsProcessor, {
+        who: 'generate',
+      });
       const token = pickToken(last, options.sampling, random);
       options.onStep?.(step, tokens.length);
       cached = total;
       tokens = [token];
       generated.push(token);
       yield token;
-      if (ends(token)) return;
+      if (ends()) return;
     }
   } catch (e) {
     failed = true;
