@@ -14,6 +14,7 @@ import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import type { InferenceSession, Tensor } from 'onnxruntime-common';
 import { generate, transferStats } from '../src/index.js';
+import { SIZES } from './decoder-sizes.js';
 import { buildDecoder, type DecoderConfig, parameterCount } from '../test/helpers/decoder.js';
 
 const arg = (n: string, d?: string) => {
@@ -27,15 +28,6 @@ const contexts = arg('contexts', '128,1024,4096')!.split(',').map(Number);
 const tokens = Number(arg('tokens', '16'));
 const warmup = Number(arg('warmup', '4'));
 
-export const SIZES: Record<string, DecoderConfig> = {
-  tiny: { kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 512, maxPositions: 0 },
-  small: { kind: 'llama', layers: 4, hidden: 256, heads: 8, kvHeads: 2, ffn: 704, vocab: 8192, maxPositions: 0 },
-  // ~110M parameters: the shape the goal names (a ~100M Llama at context 1024).
-  '100m': { kind: 'llama', layers: 12, hidden: 768, heads: 12, kvHeads: 4, ffn: 2048, vocab: 32000, maxPositions: 0 },
-  // Qwen2.5-0.5B's shape (24 layers, 896 wide, 14 heads over 2 KV heads, SwiGLU 4864, 151936 tokens):
-  // with --quant int4 its products are MatMulNBits (block 32), as its int4 exports are.
-  'qwen0.5b': { kind: 'llama', layers: 24, hidden: 896, heads: 14, kvHeads: 2, ffn: 4864, vocab: 151936, maxPositions: 0 },
-};
 const size = arg('size', 'small')!;
 // --model gpt2: the same sizes as a GPT-2-shaped graph (present = Concat(past, new)), growing caches on both engines.
 const kind = arg('model', 'llama') as 'llama' | 'gpt2';

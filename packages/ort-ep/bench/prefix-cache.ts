@@ -7,30 +7,22 @@
 // reference the issue names. Prints the load average before and after. Never a test.
 //   tools/dev bench prefix-cache [--size tiny|small|100m] [--prefix 4096] [--suffix 8] [--rounds 3] [--engines mlx,ort]
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2).
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import type { InferenceSession } from 'onnxruntime-common';
+import { SIZES, workerResult } from './decoder-sizes.js';
 import { buildDecoder, type DecoderConfig, parameterCount } from '../test/helpers/decoder.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const pkg = join(here, '..');
 const arg = (n: string, d?: string) => {
   const i = process.argv.indexOf(`--${n}`);
   return i >= 0 ? process.argv[i + 1] : d;
 };
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
-const SIZES: Record<string, DecoderConfig> = {
-  tiny: { kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 512, maxPositions: 0 },
-  small: { kind: 'llama', layers: 4, hidden: 256, heads: 8, kvHeads: 2, ffn: 704, vocab: 8192, maxPositions: 0 },
-  // decode.ts's ~110M shape.
-  '100m': { kind: 'llama', layers: 12, hidden: 768, heads: 12, kvHeads: 4, ffn: 2048, vocab: 32000, maxPositions: 0 },
-};
 const size = arg('size', '100m')!;
 const prefixLen = Number(arg('prefix', '4096'));
 const suffixLen = Number(arg('suffix', '8'));
@@ -82,18 +74,7 @@ async function worker(engine: string, phase: string, dir: string): Promise<void>
 
 function spawn(engine: string, phase: string, dir: string): Phase {
   const pass = ['size', 'prefix', 'suffix'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
-  const r = spawnSync(
-    process.execPath,
-    ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--worker', engine, phase, dir, ...pass],
-    { cwd: pkg, encoding: 'utf8', timeout: 1_800_000 },
-  );
-  const line = r.stdout
-    .trim()
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .at(-1);
-  if (!line) return { phase, engine, error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' | ') } as Phase;
-  return JSON.parse(line) as Phase;
+  return { phase, engine, ...workerResult(fileURLToPath(import.meta.url), [engine, phase, dir, ...pass]) } as Phase;
 }
 
 function main(): void {

@@ -5,17 +5,14 @@
 // over --rounds rounds; figures are medians over rounds. Prints the load average. Never a test.
 //   tools/dev bench serve [--size tiny|small|100m] [--streams 8] [--prompt 64] [--tokens 64] [--rounds 3]
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2).
-import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
-import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import type { InferenceSession } from 'onnxruntime-common';
+import { SIZES, workerResult } from './decoder-sizes.js';
 import { buildDecoder, type DecoderConfig, parameterCount } from '../test/helpers/decoder.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const pkg = join(here, '..');
 const arg = (n: string, d?: string) => {
   const i = process.argv.indexOf(`--${n}`);
   return i >= 0 ? process.argv[i + 1] : d;
@@ -23,12 +20,6 @@ const arg = (n: string, d?: string) => {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
 
-const SIZES: Record<string, DecoderConfig> = {
-  tiny: { kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 512, maxPositions: 0 },
-  small: { kind: 'llama', layers: 4, hidden: 256, heads: 8, kvHeads: 2, ffn: 704, vocab: 8192, maxPositions: 0 },
-  // decode.ts's ~110M shape.
-  '100m': { kind: 'llama', layers: 12, hidden: 768, heads: 12, kvHeads: 4, ffn: 2048, vocab: 32000, maxPositions: 0 },
-};
 const size = arg('size', '100m')!;
 const streams = Number(arg('streams', '8'));
 const promptLen = Number(arg('prompt', '64'));
@@ -100,18 +91,7 @@ async function worker(variant: string): Promise<void> {
 
 function spawn(variant: string): Result {
   const pass = ['size', 'streams', 'prompt', 'tokens'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
-  const r = spawnSync(
-    process.execPath,
-    ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--worker', variant, ...pass],
-    { cwd: pkg, encoding: 'utf8', timeout: 1_800_000 },
-  );
-  const line = r.stdout
-    .trim()
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .at(-1);
-  if (!line) return { variant, error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' | ') } as Result;
-  return JSON.parse(line) as Result;
+  return { variant, ...workerResult(fileURLToPath(import.meta.url), [variant, ...pass]) } as Result;
 }
 
 function main(): void {

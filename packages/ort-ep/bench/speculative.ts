@@ -10,17 +10,14 @@
 //   tools/dev bench speculative [--size tiny|small|100m] [--draft-layers 1] [--k 4] [--prompt 32] [--tokens 64]
 //     [--reps 3] [--rounds 3] [--engines mlx-plain,mlx-spec,ort-plain,ort-spec] [--device cpu|gpu]
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2).
-import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
-import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import type { InferenceSession } from 'onnxruntime-common';
+import { workerResult } from './decoder-sizes.js';
 import { buildDecoder, type DecoderConfig, parameterCount } from '../test/helpers/decoder.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const pkg = join(here, '..');
 const arg = (n: string, d?: string) => {
   const i = process.argv.indexOf(`--${n}`);
   return i >= 0 ? process.argv[i + 1] : d;
@@ -116,18 +113,7 @@ async function worker(variant: string): Promise<void> {
 
 function spawn(variant: string): Result {
   const pass = ['size', 'draft-layers', 'k', 'prompt', 'tokens', 'reps', 'device'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
-  const r = spawnSync(
-    process.execPath,
-    ['--conditions=source', '--import', 'tsx', fileURLToPath(import.meta.url), '--worker', variant, ...pass],
-    { cwd: pkg, encoding: 'utf8', timeout: 1_800_000 },
-  );
-  const line = r.stdout
-    .trim()
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .at(-1);
-  if (!line) return { variant, error: (r.stderr || 'no output').trim().split('\n').slice(-3).join(' | ') } as Result;
-  return JSON.parse(line) as Result;
+  return { variant, ...workerResult(fileURLToPath(import.meta.url), [variant, ...pass]) } as Result;
 }
 
 function main(): void {

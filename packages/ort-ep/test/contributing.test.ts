@@ -66,7 +66,7 @@ describe('CONTRIBUTING.md', () => {
 
   it('names every benchmark that tools/dev bench runs', () => {
     // Scripts that other benchmarks import or spawn, not run on their own.
-    const helpers = new Set(['chart', 'model-worker', 'decode-worker']);
+    const helpers = new Set(['chart', 'model-worker', 'decode-worker', 'decoder-sizes']);
     const benches = readdirSync(join(repo, 'packages')).flatMap((pkg) => {
       const dir = join(repo, 'packages', pkg, 'bench');
       return existsSync(dir)
