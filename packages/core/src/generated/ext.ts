@@ -159,6 +159,43 @@ export function smallQuantizedMatmul(x: ArrayLike, w: ArrayLike, scales: ArrayLi
 }
 
 /**
+ * w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of mlxc_dense_gemm (packed once, for a constant weight).
+ *
+ * `int mlxc_dense_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)`
+ */
+export function densePackWeight(w: ArrayLike, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _w = t.arg(w);
+    const res = { ctx: null };
+    t.check(fn.mlxc_dense_pack_weight(res, _w.handle, streamHandle(opts)), 'mlxc_dense_pack_weight');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
+ * x [..., K] @ w (+ bias [n]) with w_packed from mlxc_dense_pack_weight of a [K, n] weight: the CPU kernel for float32 at any row count (panels streamed once for few rows, 12-row tiles otherwise), else mlx_matmul on the unpacked weight.
+ *
+ * `int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias , const mlx_stream s)`
+ */
+export function denseGemm(x: ArrayLike, wPacked: ArrayLike, n: number, bias?: ArrayLike | null, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, wPacked, bias);
+    const _x = t.arg(x, _ref);
+    const _wPacked = t.arg(wPacked, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_dense_gemm(res, _x.handle, _wPacked.handle, toInt32(n, 'denseGemm: n'), _bias ? _bias.handle : NULL_HANDLE, streamHandle(opts)), 'mlxc_dense_gemm');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * w [O, ...kernel, C] -> [ceil(O / 32), ...kernel, C, 32], zeros past O: the weight layout of mlxc_conv_gemm.
  *
  * `int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)`
@@ -418,6 +455,8 @@ export const extOps = {
   fusedRmsNorm,
   smallMatmul,
   smallQuantizedMatmul,
+  densePackWeight,
+  denseGemm,
   convPackWeight,
   convGemm,
   convEpilogue,

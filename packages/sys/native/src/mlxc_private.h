@@ -23,6 +23,7 @@
 #include "kernels/conv/epilogue.h"
 #include "kernels/conv/pointwise.h"
 #include "kernels/conv/small_conv.h"
+#include "kernels/gemm/dense_gemm.h"
 #include "kernels/gemm/small_gemm.h"
 #include "kernels/norm/norm.h"
 #include "kernels/pool/mean.h"

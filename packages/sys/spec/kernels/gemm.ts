@@ -15,4 +15,14 @@ export const gemm: FnSpec[] = [
     'mlxc::cpu::small_quantized_matmul($x, $w, $scales, $biases, $transpose, $group_size, $bits, $s)',
     'mlx_quantized_matmul in affine mode; the CPU kernel for float32 x with at most 16 rows, transpose, 4 bits, groups of 32/64/128; more rows on the CPU: dequantize + matmul',
   ),
+  op(
+    'int mlxc_dense_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)',
+    'mlxc::cpu::dense_pack_weight($w, $s)',
+    'w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of mlxc_dense_gemm (packed once, for a constant weight)',
+  ),
+  op(
+    'int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias /* may be null */, const mlx_stream s)',
+    'mlxc::cpu::dense_gemm($x, $w_packed, $n, $bias, $s)',
+    'x [..., K] @ w (+ bias [n]) with w_packed from mlxc_dense_pack_weight of a [K, n] weight: the CPU kernel for float32 at any row count (panels streamed once for few rows, 12-row tiles otherwise), else mlx_matmul on the unpacked weight',
+  ),
 ];

@@ -1,0 +1,240 @@
+// The packed-weight product as an MLX primitive (dense_gemm.h), its front end and the portable
+// kernels. The front end decides: float32 on a CPU stream gets the primitive, everything else MLX's
+// matmul on the weight unpacked from its panels. The VJP differentiates that composition.
+#include "kernels/gemm/dense_gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "kernels/common/cpu.h"
+#include "kernels/common/dense.h"
+#include "kernels/common/fused_primitive.h"
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/primitives.h"
+
+namespace mlxc::cpu {
+namespace {
+
+using mx::array;
+constexpr size_t NR = dense::kPanel;
+
+/** The [K, n] weight back from its panels, with MLX's ops. */
+array unpacked(const array& wp, int n, mx::Stream s) {
+  const int P = wp.shape(0), K = wp.shape(1);
+  array w = mx::reshape(mx::transpose(wp, {1, 0, 2}, s), {K, P * static_cast<int>(NR)}, s);
+  return P * static_cast<int>(NR) == n ? w : mx::slice(w, {0, 0}, {K, n}, s);
+}
+
+array composed(const array& x, const array& wp, int n, const std::optional<array>& bias, mx::Stream s) {
+  array y = mx::matmul(x, unpacked(wp, n, s), s);
+  return bias ? mx::add(y, *bias, s) : y;
+}
+
+class DenseGemm : public FusedPrimitive {
+ public:
+  DenseGemm(mx::Stream s, int n, bool has_bias) : FusedPrimitive(s), n_(n), has_bias_(has_bias) {}
+  const char* name() const override { return "DenseGemm"; }
+  bool is_equivalent(const mx::Primitive& o) const override {
+    if (typeid(o) != typeid(*this)) return false;
+    auto& p = static_cast<const DenseGemm&>(o);
+    return n_ == p.n_ && has_bias_ == p.has_bias_;
+  }
+  array compose(const std::vector<array>& in) const override {
+    return composed(in[0], in[1], n_, has_bias_ ? std::optional<array>(in[2]) : std::nullopt, st());
+  }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
+    auto shape = in[0].shape();
+    shape.back() = n_;
+    return {shape};
+  }
+
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    auto& out = outs[0];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) enc.set_input_array(a);
+    enc.set_output_array(out);
+    // Views (a transposed activation) are copied into row order first (dense.h).
+    const array x0 = row_ordered_input(in[0], enc);
+    const array w0 = row_ordered_input(in[1], enc);
+    const array b0 = has_bias_ ? row_ordered_input(in[2], enc) : x0;
+    enc.dispatch([x = array::unsafe_weak_copy(x0), wp = array::unsafe_weak_copy(w0), b = array::unsafe_weak_copy(b0),
+                  out = array::unsafe_weak_copy(out), hb = has_bias_, n = static_cast<size_t>(n_)]() mutable {
+      const size_t K = wp.shape(1), M = n ? out.size() / n : 0;
+      dense::Problem p{x.data<float>(),
+                       K,
+                       wp.data<float>(),
+                       hb ? b.data<float>() : nullptr,
+                       out.data<float>(),
+                       M,
+                       K,
+                       n,
+                       static_cast<size_t>(wp.shape(0))};
+      run(p);
+    });
+  }
+
+ private:
+  static void run(const dense::Problem& p) {
+    if (p.M == 0 || p.n == 0) return;
+    if (p.K == 0) {
+      for (size_t m = 0; m < p.M; m++)
+        for (size_t j = 0; j < p.n; j++) p.out[m * p.n + j] = p.bias ? p.bias[j] : 0.0f;
+      return;
+    }
+    const bool avx512 = has_avx512();
+    const size_t threads = static_cast<size_t>(std::max(1, num_threads()));
+    const size_t macs = p.M * p.K * p.P * NR;
+    if (p.M <= static_cast<size_t>(dense::kFewRows)) {
+      // Few rows stream the weight once: shares of panels, at least ~32K multiply-adds a row each
+      // (below that, waking the pool costs more than the share saves).
+      const size_t min_macs = size_t{1} << 15;
+      const size_t per_panel = p.M * p.K * NR;
+      const size_t grain = std::max<size_t>(1, min_macs / per_panel);
+      auto f = [&](size_t q0, size_t q1) {
+        if (avx512)
+          dense::few_avx512(p, 0, p.M, q0, q1);
+        else
+          dense::few_generic(p, 0, p.M, q0, q1);
+      };
+      if (macs < min_macs || threads == 1)
+        f(0, p.P);
+      else
+        parallel_for(p.P, grain, f);
+      return;
+    }
+    // More rows: packed in tiles once (all threads), then tasks of row blocks x panel shares.
+    const size_t T = (p.M + dense::kTile - 1) / dense::kTile;
+    // Up to 4 MiB the buffer is the thread's own, kept (no page faults on the next call); past it, this call's.
+    const size_t need = T * p.K * dense::kTile;
+    thread_local std::vector<float> kept;
+    std::vector<float> own;
+    std::vector<float>& packed = need <= (size_t{1} << 20) ? kept : own;
+    if (packed.size() < need) packed.resize(need);
+    float* ap = packed.data();
+    const bool serial = threads == 1 || macs < (size_t{1} << 20);
+    const auto pfor = [serial](size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
+      if (serial)
+        f(0, n);
+      else
+        parallel_for(n, grain, f);
+    };
+    pfor(T, std::max<size_t>(1, 4096 / std::max<size_t>(p.K, 1)), [&](size_t t0, size_t t1) { dense::pack_tiles(p, t0, t1, ap); });
+    // Row blocks of at most 16 tiles (192 rows: their block of K, 192 KiB, stays in L2 across the
+    // panels), of even sizes; each split over panel shares when there are fewer blocks than 4 per thread.
+    const size_t blocks = (T + 15) / 16, block = (T + blocks - 1) / blocks;
+    const size_t want = 4 * (serial ? 1 : threads);
+    const size_t shares = blocks >= want ? 1 : std::min(p.P, (want + blocks - 1) / blocks);
+    const size_t per = (p.P + shares - 1) / shares, ntasks = blocks * shares;
+    std::atomic<size_t> next{0};
+    pfor(serial ? 1 : std::min(threads, ntasks), 1, [&](size_t, size_t) {
+      for (size_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) {
+        const size_t bi = t / shares, si = t % shares;
+        const size_t t0 = bi * block, t1 = std::min(T, t0 + block), q0 = si * per, q1 = std::min(p.P, q0 + per);
+        if (q0 >= q1) continue;
+        if (avx512)
+          dense::tiles_avx512(p, ap, t0, t1, q0, q1);
+        else
+          dense::tiles_generic(p, ap, t0, t1, q0, q1);
+      }
+    });
+  }
+
+  int n_;
+  bool has_bias_;
+};
+
+}  // namespace
+
+namespace dense {
+
+void pack_tiles(const Problem& p, size_t t0, size_t t1, float* ap) {
+  for (size_t t = t0; t < t1; t++) {
+    float* d = ap + t * p.K * kTile;
+    for (size_t i = 0; i < static_cast<size_t>(kTile); i++) {
+      const size_t r = t * kTile + i;
+      if (r < p.M) {
+        const float* s = p.x + r * p.lda;
+        for (size_t k = 0; k < p.K; k++) d[k * kTile + i] = s[k];
+      } else {
+        for (size_t k = 0; k < p.K; k++) d[k * kTile + i] = 0.0f;
+      }
+    }
+  }
+}
+
+void few_generic(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
+  float acc[NR];
+  for (size_t m = m0; m < m1; m++) {
+    const float* x = p.x + m * p.lda;
+    for (size_t q = p0; q < p1; q++) {
+      const float* b = p.wp + q * p.K * NR;
+      for (size_t j = 0; j < NR; j++) acc[j] = 0.0f;
+      for (size_t k = 0; k < p.K; k++)
+        for (size_t j = 0; j < NR; j++) acc[j] += x[k] * b[k * NR + j];
+      const size_t col = q * NR, ncols = std::min(NR, p.n - col);
+      for (size_t j = 0; j < ncols; j++) p.out[m * p.n + col + j] = acc[j] + (p.bias ? p.bias[col + j] : 0.0f);
+    }
+  }
+}
+
+void tiles_generic(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1) {
+  float acc[kTile][NR];
+  for (size_t t = t0; t < t1; t++) {
+    const float* a = ap + t * p.K * kTile;
+    const size_t row = t * kTile, rows = std::min<size_t>(kTile, p.M - row);
+    for (size_t q = p0; q < p1; q++) {
+      const float* b = p.wp + q * p.K * NR;
+      for (auto& r : acc)
+        for (float& v : r) v = 0.0f;
+      for (size_t k = 0; k < p.K; k++)
+        for (size_t i = 0; i < rows; i++)
+          for (size_t j = 0; j < NR; j++) acc[i][j] += a[k * kTile + i] * b[k * NR + j];
+      const size_t col = q * NR, ncols = std::min(NR, p.n - col);
+      for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < ncols; j++) p.out[(row + i) * p.n + col + j] = acc[i][j] + (p.bias ? p.bias[col + j] : 0.0f);
+    }
+  }
+}
+
+}  // namespace dense
+
+array dense_pack_weight(const array& w, mx::Stream s) {
+  if (w.ndim() != 2) throw std::invalid_argument("dense_pack_weight: w must be a [K, N] matrix, got rank " + std::to_string(w.ndim()));
+  const int K = w.shape(0), N = w.shape(1), P = (N + static_cast<int>(NR) - 1) / static_cast<int>(NR);
+  array x = w;
+  if (P * static_cast<int>(NR) != N)
+    x = mx::pad(x, std::vector<std::pair<int, int>>{{0, 0}, {0, P * static_cast<int>(NR) - N}}, array(0, w.dtype()), "constant", s);
+  x = mx::reshape(x, {K, P, static_cast<int>(NR)}, s);
+  return mx::contiguous(mx::transpose(x, {1, 0, 2}, s), false, s);
+}
+
+array dense_gemm(const array& x, const array& wp, int n, const std::optional<array>& bias, mx::Stream s) {
+  if (x.ndim() < 1) throw std::invalid_argument("dense_gemm: x must have at least one axis ([..., K])");
+  if (wp.ndim() != 3 || wp.shape(2) != static_cast<int>(NR))
+    throw std::invalid_argument("dense_gemm: the packed weight must be [P, K, " + std::to_string(NR) + "] (dense_pack_weight), got rank " +
+                                std::to_string(wp.ndim()));
+  if (n <= 0 || (n + static_cast<int>(NR) - 1) / static_cast<int>(NR) != wp.shape(0))
+    throw std::invalid_argument("dense_gemm: " + std::to_string(n) + " output columns do not fill " + std::to_string(wp.shape(0)) +
+                                " panels of " + std::to_string(NR));
+  if (x.shape(-1) != wp.shape(1))
+    throw std::invalid_argument("dense_gemm: x's last axis (" + std::to_string(x.shape(-1)) + ") is not the weight's K (" +
+                                std::to_string(wp.shape(1)) + ")");
+  if (bias && (bias->ndim() != 1 || bias->shape(0) != n))
+    throw std::invalid_argument("dense_gemm: bias must be a vector of " + std::to_string(n) + " columns");
+  const bool native = !kernels_off() && s.device == mx::Device::cpu && x.dtype() == mx::float32 && wp.dtype() == mx::float32 &&
+                      (!bias || bias->dtype() == mx::float32);
+  if (!native) return composed(x, wp, n, bias, s);
+  auto shape = x.shape();
+  shape.back() = n;
+  std::vector<array> in{x, wp};
+  if (bias) in.push_back(*bias);
+  return array(std::move(shape), mx::float32, std::make_shared<DenseGemm>(s, n, bias.has_value()), std::move(in));
+}
+
+}  // namespace mlxc::cpu

@@ -1,0 +1,57 @@
+// Matrix products by a constant weight packed once into panels (spec/kernels/gemm.ts): the
+// Linear layers of transformers and MLPs, at every row count. MLX's CPU matmul hands OpenBLAS an
+// sgemm that packs the weight on every call (a tenth of BERT-base's run), and the small-row
+// kernels read a [K, N] weight row by row, K short runs a pass that the prefetchers retrain on.
+// Here the weight is laid out once as [ceil(N / 32), K, 32]: 32 output columns side by side for
+// each k, zeros past N, each panel one contiguous run. Few rows (decoding) stream the panels once,
+// every row's products at each k together; more rows are packed in tiles of 12 rows (each k's 12
+// values together) and multiplied by the panels with a 12 x 32 register tile, K in blocks that keep
+// a panel's block in L1, the bias added in the last block's store. Threads split the panels (and
+// the row blocks when there are many rows). AVX-512 where the CPU has it, a portable loop
+// elsewhere; other devices, dtypes and MLXC_CPU_KERNELS=off get MLX's matmul on the unpacked weight.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "mlx/mlx.h"
+
+namespace mlxc::cpu {
+
+namespace mx = mlx::core;
+
+/** w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of dense_gemm. */
+mx::array dense_pack_weight(const mx::array& w, mx::Stream s);
+
+/** x [..., K] @ w + bias, with wp = dense_pack_weight(w) of a [K, n] weight and bias [n] (or none): [..., n]. */
+mx::array dense_gemm(const mx::array& x, const mx::array& wp, int n, const std::optional<mx::array>& bias, mx::Stream s);
+
+namespace dense {
+/** Output columns per panel, rows per register tile, K per block. */
+constexpr int kPanel = 32;
+constexpr int kTile = 12;
+constexpr int kDepth = 256;
+/** Rows up to which the panels are streamed once with every row at each k (no packing of x). */
+constexpr int kFewRows = 4;
+
+/** One problem: x rows [M, K] with row stride lda, panels [P, K, 32], out [M, n] with row stride n. */
+struct Problem {
+  const float* x;
+  size_t lda;
+  const float* wp;
+  const float* bias;
+  float* out;
+  size_t M, K, n, P;
+};
+
+/** x's rows [t0 * kTile, t1 * kTile) in tiles [t][K][kTile] (zeros past M) at ap + t * K * kTile. */
+void pack_tiles(const Problem& p, size_t t0, size_t t1, float* ap);
+/** Rows [m0, m1) of a few-row problem (m1 - m0 <= kFewRows), panels [p0, p1). */
+void few_avx512(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);
+void few_generic(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);
+/** Tiles [t0, t1) (packed by pack_tiles at ap) times panels [p0, p1), the bias in the last block's store. */
+void tiles_avx512(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1);
+void tiles_generic(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1);
+}  // namespace dense
+
+}  // namespace mlxc::cpu
