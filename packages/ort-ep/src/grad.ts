@@ -59,7 +59,15 @@ export interface GradTarget {
  * Rewrites that replace initializers by ones derived from them (transposed, joined, folded,
  * dequantized, packed): an initializer they read is no longer what the nodes use.
  */
-const DERIVING_REWRITES = ['dequantize-constants', 'matmul-add', 'gemm', 'sibling-matmul', 'conv-batch-norm', 'channels-last'];
+const DERIVING_REWRITES = [
+  'dequantize-constants',
+  'matmul-add',
+  'gemm',
+  'sibling-matmul',
+  'pack-matmul',
+  'conv-batch-norm',
+  'channels-last',
+];
 
 /** The lazy results of one valueAndGrad: the caller evaluates them within the run and collects them. */
 export interface GradBuilt {

@@ -251,6 +251,7 @@ export class MlxSession {
       disabledOps: options.disabledOps,
       partition: mayFallBack,
       rewrites: options.graphRewrites,
+      rewriteTarget: { packDense: (options.device ?? mx.defaultDevice().type) === 'cpu' && mx.cpuKernelsUseAvx512() },
       freeDimensionOverrides: options.freeDimensionOverrides,
     });
     if (options.optimizedModelFilePath) writeOptimizedModel(model, options.optimizedModelFilePath, name);

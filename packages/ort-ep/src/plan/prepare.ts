@@ -17,7 +17,7 @@ import type { GraphPlan } from './graph-plan.js';
 import { planGraph } from './plan.js';
 import type { FallbackPartition } from './graph-plan.js';
 import { contractFallback, findPartitions } from './partition.js';
-import { rewriteGraph, type RewriteCounts, type RewriteSelection } from './rewrite/index.js';
+import { rewriteGraph, type RewriteCounts, type RewriteSelection, type RewriteTarget } from './rewrite/index.js';
 
 export interface PrepareOptions {
   /** The model file, for external data and messages. */
@@ -37,6 +37,8 @@ export interface PrepareOptions {
   partition?: boolean;
   /** Plan-time graph rewrites (rewrite/index.ts): default all, unless MLX_ORT_REWRITES says otherwise. */
   rewrites?: RewriteSelection;
+  /** What the session runs on, for the rewrites that depend on it (packed weights: CPU only). */
+  rewriteTarget?: RewriteTarget;
   /**
    * Report invalid nodes (UnsupportedNode.invalid) in `unsupported` instead of throwing their
    * RefusedNodeError (checkModel); sessions refuse them.
@@ -72,7 +74,7 @@ export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): P
   // disabledOps keeps the graph as written: a rewrite could fold a disabled op into a fused node
   // MLX takes (or that onnxruntime, in a fallback partition, would not know).
   const selection = options.disabledOps?.length ? false : options.rewrites;
-  const rewrites = rewriteGraph(model.graph, selection, options.registry ?? defaultRegistry);
+  const rewrites = rewriteGraph(model.graph, selection, options.registry ?? defaultRegistry, options.rewriteTarget);
   return { ...planModel(model, { ...options, modelName }), rewrites };
 }
 

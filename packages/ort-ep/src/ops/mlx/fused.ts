@@ -269,6 +269,12 @@ export const mlxFusedOps: OpEntry[] = [
   ),
   entry('MatMulAdd', () => undefined, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
   entry(
+    'MatMulPacked',
+    (a) => a.int('n'),
+    (ctx) => mx.ext.denseGemm(ctx.input(0), ctx.input(1), ctx.params, ctx.optional(2) ?? null),
+    'MatMul (+ bias) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count (CPU, AVX-512)',
+  ),
+  entry(
     'Attention',
     parseFusedAttention,
     fusedAttention,

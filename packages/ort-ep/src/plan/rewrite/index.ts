@@ -20,7 +20,10 @@ import { gemmRewrite, matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
 import { powRewrite } from './pow.js';
 import { siblingMatmulRewrite } from './sibling-matmul.js';
-import { GraphView } from './view.js';
+import { packMatmulRewrite } from './pack-matmul.js';
+import { GraphView, type RewriteTarget } from './view.js';
+
+export type { RewriteTarget } from './view.js';
 
 export const REWRITES = {
   // First: the constant weights it dequantizes are what the later passes match (and pack).
@@ -36,6 +39,8 @@ export const REWRITES = {
   attention: attentionRewrite,
   // After matmul-add (it joins MatMulAdds too) and attention (whose pattern starts after the projections).
   'sibling-matmul': siblingMatmulRewrite,
+  // After matmul-add, gemm and sibling-matmul: it packs the weights of their products too.
+  'pack-matmul': packMatmulRewrite,
   // Before conv-epilogue: the folded Conv is what it fuses with the activation after the norm.
   'conv-batch-norm': convBatchNormRewrite,
   'conv-epilogue': convEpilogueRewrite,
@@ -66,12 +71,17 @@ function selected(option: RewriteSelection | undefined): RewriteName[] {
 }
 
 /** Applies the selected rewrites to `graph` in place; returns what each replaced. */
-export function rewriteGraph(graph: GraphIR, option: RewriteSelection | undefined, registry: OpRegistry): RewriteCounts {
+export function rewriteGraph(
+  graph: GraphIR,
+  option: RewriteSelection | undefined,
+  registry: OpRegistry,
+  target: RewriteTarget = {},
+): RewriteCounts {
   const counts: RewriteCounts = {};
   // A registry without the fused ops (tests, experiments) gets the graph as written.
   if (!registry.lookup(FUSED_DOMAIN, 'Gelu', 1)) return counts;
   for (const name of selected(option)) {
-    const view = new GraphView(graph);
+    const view = new GraphView(graph, target);
     REWRITES[name](view);
     const n = view.commit();
     if (n) counts[name] = n;

@@ -6,6 +6,12 @@ import { OnnxDataType, outerReferences, type AttrValue, type GraphIR, type HostT
 
 const FLOAT_TYPES = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.DOUBLE, OnnxDataType.BFLOAT16]);
 
+/** What the session runs on, as far as a rewrite needs to know (rewriteGraph's `target`). */
+export interface RewriteTarget {
+  /** @mlx/sys's packed-weight product runs natively: a CPU session on a CPU with AVX-512. */
+  packDense?: boolean;
+}
+
 export class GraphView {
   readonly producer = new Map<string, NodeIR>();
   private readonly readers = new Map<string, NodeIR[]>();
@@ -15,7 +21,10 @@ export class GraphView {
   private readonly replacement = new Map<NodeIR, NodeIR[]>();
   private fresh = 0;
 
-  constructor(readonly graph: GraphIR) {
+  constructor(
+    readonly graph: GraphIR,
+    readonly target: RewriteTarget = {},
+  ) {
     for (const n of graph.nodes) {
       for (const o of n.outputs) if (o) this.producer.set(o, n);
       for (const i of n.inputs) if (i) (this.readers.get(i) ?? this.readers.set(i, []).get(i)!).push(n);

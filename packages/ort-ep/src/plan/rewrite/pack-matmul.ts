@@ -1,0 +1,68 @@
+// MatMul(x, W) and MatMulAdd(x, W, b) by a constant float32 [K, N] matrix -> mlx.fused::MatMulPacked,
+// whose weight is packed once, here, into panels of 32 output columns, [ceil(N / 32), K, 32] (a new
+// initializer; the layout @mlx/sys's dense_gemm multiplies by): the product then reads each panel
+// as one contiguous run at every row count (a decode step's one row as a prefill's hundreds), and no
+// longer hands OpenBLAS a weight it packs again on every call. Only where that kernel runs: a CPU
+// session on a CPU with AVX-512 (RewriteTarget.packDense); elsewhere the graph keeps MLX's matmul.
+// Runs after matmul-add, gemm and sibling-matmul, whose products (joined weights included) it takes.
+// The [K, N] weight is dropped when nothing else reads it (a tied embedding read by a Gather keeps it).
+import { OnnxDataType, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
+import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
+import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
+
+/** Output columns per weight panel of @mlx/sys's dense_gemm. */
+export const DENSE_PANEL = 32;
+
+/** [K, N] -> [ceil(N / 32), K, 32], zeros past N. */
+export function toDensePanels(w: HostTensor): HostTensor {
+  const [k, n] = w.dims;
+  const src = w.data as Float32Array;
+  const panels = Math.ceil(n / DENSE_PANEL);
+  const dst = new Float32Array(panels * k * DENSE_PANEL);
+  for (let p = 0; p < panels; p++) {
+    const c0 = p * DENSE_PANEL;
+    const width = Math.min(DENSE_PANEL, n - c0);
+    const base = p * k * DENSE_PANEL;
+    for (let i = 0; i < k; i++) {
+      const from = i * n + c0;
+      const to = base + i * DENSE_PANEL;
+      for (let j = 0; j < width; j++) dst[to + j] = src[from + j];
+    }
+  }
+  return { dtype: OnnxDataType.FLOAT, dims: [panels, k, DENSE_PANEL], data: dst };
+}
+
+function isProduct(n: NodeIR): boolean {
+  return (n.opType === 'MatMul' && isDefaultDomain(n)) || (n.opType === 'MatMulAdd' && n.domain === FUSED_DOMAIN);
+}
+
+export function packMatmulRewrite(view: GraphView): void {
+  if (!view.target.packDense) return;
+  const graph = view.graph;
+  const packed = new Map<string, string>();
+  const products: NodeIR[] = [];
+  for (const n of graph.nodes) {
+    if (view.isRemoved(n) || !isProduct(n)) continue;
+    const wName = n.inputs[1];
+    const w = view.constant(wName);
+    // The weight as a [K, N] float32 matrix of at least one column and row; a MatMulAdd's bias a float32 [N] vector.
+    if (!w || w.dtype !== OnnxDataType.FLOAT || w.dims.length !== 2 || w.dims[0] < 1 || w.dims[1] < 1) continue;
+    if (!(w.data instanceof Float32Array) || w.data.length !== w.dims[0] * w.dims[1]) continue;
+    const bias = n.opType === 'MatMulAdd' ? view.constant(n.inputs[2]) : undefined;
+    if (n.opType === 'MatMulAdd' && (!bias || bias.dtype !== OnnxDataType.FLOAT || bias.dims.length !== 1 || bias.dims[0] !== w.dims[1]))
+      continue;
+    let p = packed.get(wName);
+    if (!p) {
+      p = `${wName}/dense_panels`;
+      while (graph.initializers.has(p) || view.producer.has(p)) p += '_';
+      graph.initializers.set(p, toDensePanels(w));
+      packed.set(wName, p);
+    }
+    const attrs: Record<string, AttrValue> = { n: { type: 'int', value: w.dims[1] } };
+    const inputs = [n.inputs[0], p, ...(bias ? [n.inputs[2]] : [])];
+    view.replace([n], fusedNode(view, 'MatMulPacked', n, inputs, n.outputs, attrs));
+    products.push(n);
+  }
+  // The [K, N] weights nothing else reads are dropped (constants: no feed overrides them).
+  for (const w of packed.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, products)) graph.initializers.delete(w);
+}
