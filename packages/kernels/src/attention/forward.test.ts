@@ -332,6 +332,26 @@ describe('scaledDotProductAttention, one query position on the CPU (the few-rows
     }
   });
 
+  it('a NaN query stays NaN where rows may be empty (as onnxruntime), an all-masked row stays zero', () => {
+    const [b, hq, hk, sk, d] = [2, 2, 1, 7, 8];
+    const qv = randn([b, hq, 3, d]);
+    // Query row 0 of batch 0, head 0 is NaN; batch 1's row 2 sees no key.
+    const nanAt = mx.reshape(mx.equal(mx.arange(0, b * hq * 3 * d, 1), 0), [b, hq, 3, d]);
+    const q = mx.where(nanAt, mx.scalar(Number.NaN, 'float32'), qv);
+    const k = randn([b, hk, sk, d]);
+    const v = randn([b, hk, sk, d]);
+    const rowSees = mx.reshape(mx.array([true, true, true, true, true, false]), [b, 1, 3, 1]);
+    const keep = mx.logicalAnd(mx.greater(uniform([b, 1, 3, sk]), -1), rowSees);
+    for (const implementation of ['auto', 'composite'] as const) {
+      const out = scaledDotProductAttention(q, k, v, { mask: keep, implementation });
+      const row = (bi: number, h: number, i: number) => mx.slice(out, [bi, h, i, 0], [bi + 1, h + 1, i + 1, d], [1, 1, 1, 1]);
+      expect(hasNaN(row(0, 0, 0)), implementation).toBe(true);
+      expect(hasNaN(row(0, 0, 1)), implementation).toBe(false);
+      expect(maxAbs(row(1, 1, 2)), implementation).toBe(0);
+      expect(hasNaN(row(1, 0, 1)), implementation).toBe(false);
+    }
+  });
+
   it('rowsNeverEmpty: the same result where every row sees a key, without the zeroing of empty rows', () => {
     const [b, hq, hk, sk, d] = [2, 4, 2, 19, 32];
     const q = randn([b, hq, 1, d]);

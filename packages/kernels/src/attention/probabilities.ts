@@ -1,11 +1,11 @@
 // Pieces shared by the dense and tiled pullbacks: recomputing a block of probabilities from the
 // row logsumexp, and the score-gradient step dS = P ∘ (dP − rowsum(O ∘ dO)) (∘ tanh′ with softcap).
 import {
-  greater,
   isneginf,
   matmul,
   max,
   multiply,
+  notEqual,
   scalar,
   scope,
   slice,
@@ -90,7 +90,9 @@ export function scoreBlock(
 export function rowSoftmax(scores: Array, emptyRowsPossible: boolean): Array {
   if (!emptyRowsPossible) return softmax(scores, -1);
   return scope(() => {
-    const valid = greater(max(scores, -1, { keepdims: true }), scalar(-Infinity, scores.dtype));
+    // != rather than >: a row whose max is NaN (a NaN query or key) is not empty, and its NaN
+    // propagates as onnxruntime's does, instead of turning into zeros.
+    const valid = notEqual(max(scores, -1, { keepdims: true }), scalar(-Infinity, scores.dtype));
     const zero = scalar(0, scores.dtype);
     return where(valid, softmax(where(valid, scores, zero), -1), zero);
   });

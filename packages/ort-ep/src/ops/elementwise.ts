@@ -4,7 +4,7 @@ import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor } from '../onnx/index.js';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry } from '../registry/types.js';
-import { onnxOp } from '../registry/op.js';
+import { invalidNode, onnxOp } from '../registry/op.js';
 import { hostElementwise, hostMathTypes, isBig, isIntType } from './helpers/host-math.js';
 import { isFloatType, keepType, mxType } from './helpers/util.js';
 import { stringEqual } from './strings.js';
@@ -390,7 +390,13 @@ const FINITE_MAX: Partial<Record<mx.Dtype, number>> = {
 /** Clip-6: the bounds are attributes. */
 const legacyClipEntry = onnxOp('Clip', 6, {
   until: 10,
-  parse: (attrs) => ({ min: attrs.float('min', -FLT_MAX), max: attrs.float('max', FLT_MAX) }),
+  parse: (attrs) => {
+    const min = attrs.float('min', -FLT_MAX);
+    const max = attrs.float('max', FLT_MAX);
+    // onnxruntime refuses the node at load (min_ <= max_), NaN bounds included.
+    if (!(min <= max)) throw invalidNode(`attribute min (${min}) is not at most attribute max (${max})`);
+    return { min, max };
+  },
   run: (ctx) => [mx.clip(ctx.input(0), ctx.params.min, ctx.params.max)],
 });
 

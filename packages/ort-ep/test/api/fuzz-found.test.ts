@@ -878,3 +878,32 @@ describe('embedding tables and ids of the wrong rank (fuzz seed 2407)', () => {
     expect((e as Error).message).toMatch(/RotaryEmbedding: with position_ids, cos_cache must be 2-D/);
   });
 });
+
+describe('Clip-6 bounds the wrong way round (fuzz seeds 2410, 2411: a mismatch)', () => {
+  // onnxruntime refuses the node at load (min_ <= max_ was false); mlx ran it, clipping to max.
+  for (const [min, max] of [
+    [2, 1],
+    [Number.NaN, 1],
+  ])
+    it(`min ${min}, max ${max}: refused at create() by both`, async () => {
+      await bothRefuse(
+        {
+          ...single('Clip', 6, [v('x', 'float32', [3])], {}),
+          irVersion: 3,
+          nodes: [node('Clip', ['x'], ['y0'], { name: 'n', attrs: { min: { f: min }, max: { f: max } } })],
+        },
+        { x: f32([0, 1.5, 3], [3]) },
+        new RegExp(`node 'n' \\(Clip\\): attribute min \\(${min}\\) is not at most attribute max \\(1\\)`),
+        { invalid: true },
+      );
+    });
+
+  it('min equal to max still runs, as onnxruntime runs it', async () => {
+    const spec = {
+      ...single('Clip', 6, [v('x', 'float32', [3])]),
+      irVersion: 3,
+      nodes: [node('Clip', ['x'], ['y0'], { name: 'n', attrs: { min: { f: 1 }, max: { f: 1 } } })],
+    };
+    await expectSameAsOrt(model(spec), { x: f32([0, 1.5, 3], [3]) });
+  });
+});
