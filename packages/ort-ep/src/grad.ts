@@ -59,7 +59,7 @@ export interface GradTarget {
  * Rewrites that replace initializers by ones derived from them (transposed, joined, folded,
  * dequantized, packed): an initializer they read is no longer what the nodes use.
  */
-const DERIVING_REWRITES = [
+export const DERIVING_REWRITES = [
   'dequantize-constants',
   'matmul-add',
   'gemm',

@@ -10,6 +10,8 @@ export { registerMlxBackend, mlxRegistrations, type MlxRegistration } from './ba
 export { MlxDeviceBuffer, deviceBufferOf } from './backend/device-buffer.js';
 export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type MlxProgressEvent, type TensorMetadata } from './session.js';
 export type { ValueAndGradOptions, ValueAndGradResult } from './grad.js';
+export type { TrainStepOptions, TrainStepResult } from './train.js';
+export type { SaveModelOptions } from './save-model.js';
 export { generate, type GenerateOptions, type SamplingOptions } from './generate.js';
 export { PrefixCache, type PrefixCacheOptions } from './prefix-cache.js';
 export { generateSpeculative, type SpeculativeOptions, type DraftOptions } from './generate-speculative.js';
@@ -42,6 +44,8 @@ export {
   RunTerminatedError,
   RefusedNodeError,
   NotDifferentiableError,
+  UnknownParameterError,
+  ParameterMismatchError,
   type UnsupportedNode,
 } from './errors.js';
 export { OnnxDataType, type HostTensor, type HostData, type TypedArray } from './onnx/ir.js';

@@ -29,6 +29,18 @@ import { HOST_ONLY, type OneCallMode } from './execute/signature.js';
 import type { RunState } from './execute/env.js';
 import { buildValueAndGrad, type GradTarget, type ValueAndGradOptions, type ValueAndGradResult } from './grad.js';
 import {
+  applyStep,
+  checkParameters,
+  checkTrainStep,
+  parameterNames,
+  readParameters,
+  writeParameters,
+  type ParameterTarget,
+  type TrainStepOptions,
+  type TrainStepResult,
+} from './train.js';
+import { saveModel, type SaveModelOptions } from './save-model.js';
+import {
   InvalidFeedError,
   OrtMlxError,
   RuntimeTypeRefusal,
@@ -623,6 +635,66 @@ export class MlxSession {
     };
   }
 
+  // --- Training (train.ts, save-model.ts): parameters updated in place, trainStep, saveModel. ---
+
+  /**
+   * The current values of initializers by name (default: every floating-point one), as MLX
+   * arrays the caller owns and disposes (copies: the session keeps its own).
+   */
+  parameters(names?: readonly string[]): Record<string, mx.Array> {
+    return within(this.streams, () => readParameters(this.paramTarget(), names));
+  }
+
+  /**
+   * Replaces initializers by new values (copied; shape and element type must match), for the runs
+   * and valueAndGrads that start after it: folded nodes that read them run again, and the compiled
+   * signatures, which captured the old values, are dropped.
+   */
+  setParameters(record: Record<string, mx.Array | HostTensor>): void {
+    within(this.streams, () => writeParameters(this.paramTarget(), record));
+    this.runner.release();
+  }
+
+  /**
+   * One training step: valueAndGrad of `output` with respect to the parameters `wrt` (default:
+   * all), the optimizer's step, and the new values written into the session. Queued with runs.
+   */
+  trainStep(feeds: Record<string, HostTensor | Value>, options: TrainStepOptions): Promise<TrainStepResult> {
+    checkTrainStep(options);
+    const result = this.queue.then(async () => {
+      const wrt = [...(options.wrt ?? parameterNames(this.paramTarget()))];
+      checkParameters(this.paramTarget(), wrt, 'trainStep');
+      const r = await this.gradOnce(feeds, { output: options.output, wrt, fetches: options.fetches, keepOnDevice: true }, true);
+      const grads = wrt.map((n) => (r.grads[n] as Value & { kind: 'device' }).array);
+      try {
+        const { gradNorm } = within(this.streams, () => applyStep(this.paramTarget(), wrt, grads, options));
+        this.runner.release();
+        const outputs = options.keepOnDevice ? r.outputs : hostOutputs(r.outputs);
+        return { loss: r.value, ...(gradNorm === undefined ? {} : { gradNorm }), outputs };
+      } finally {
+        mx.dispose(grads);
+        if (!options.keepOnDevice)
+          mx.dispose(Object.values(r.outputs).map((v) => ('kind' in v && v.kind === 'device' ? v.array : undefined)));
+      }
+    });
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
+  /**
+   * The model with its current initializers as ONNX bytes; with `path`, also written there, and
+   * initializers of 1 MiB and more (options.externalData) in a data file beside it.
+   */
+  saveModel(path?: string, options?: SaveModelOptions): Uint8Array {
+    return within(this.streams, () => saveModel({ modelName: this.name, model: this.model, program: this.program }, path, options));
+  }
+
+  private paramTarget(): ParameterTarget {
+    return { modelName: this.name, program: this.program, constants: this.constants, rewrites: this.rewrites };
+  }
+
+  // --- End of training. ---
+
   /** The device the session runs on. */
   get device(): 'cpu' | 'gpu' {
     return this.streams.main.device.type;
@@ -832,4 +904,11 @@ function restoreInitializers(program: GraphProgram): void {
   }
   plan.residentInitializers = undefined;
   for (const sub of program.subprograms.values()) restoreInitializers(sub);
+}
+
+/** Device outputs of a training step as host tensors (the arrays stay the caller's to dispose). */
+function hostOutputs(outputs: Record<string, HostTensor | Value>): Record<string, HostTensor | Value> {
+  const out: Record<string, HostTensor | Value> = {};
+  for (const [k, v] of Object.entries(outputs)) out[k] = 'kind' in v && v.kind === 'device' ? asHost(v, `output '${k}'`) : v;
+  return out;
 }

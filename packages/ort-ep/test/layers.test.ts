@@ -21,6 +21,7 @@ const LAYERS: string[][] = [
   ['plan'],
   ['execute'],
   ['grad.ts'],
+  ['train.ts', 'save-model.ts'],
   ['session.ts', 'check.ts'],
   ['backend'],
   ['prefix-cache.ts', 'whisper.ts', 'sampler.ts'],
