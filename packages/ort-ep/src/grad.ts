@@ -312,3 +312,17 @@ function vjpError(e: unknown, model: string, plan: GraphPlan, order: readonly nu
     { cause: e },
   );
 }
+
+/**
+ * MLX's "There is no Stream(cpu, N) in current thread" from a valueAndGrad evaluated on the
+ * session's own thread: the output function used an array the caller made lazily on this thread's
+ * stream (labels built with ops outside it), which no other thread can evaluate. Said so, with the fix.
+ */
+export function capturedArrayError(e: unknown, model: string): unknown {
+  const msg = e instanceof mx.MlxError ? e.mlxMessage : undefined;
+  if (!msg || !/no Stream\(.*\) in current thread/i.test(msg)) return e;
+  return new OrtMlxError(
+    `model ${model}: valueAndGrad: the output function used an array made lazily outside it (an op's result not evaluated yet, such as labels built with @mlx/core ops), which the session's evaluation thread cannot compute: evaluate it first (labels.eval()) or build it inside the function`,
+    { cause: e },
+  );
+}

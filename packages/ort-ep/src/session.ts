@@ -27,7 +27,7 @@ import { FUSED_DOMAIN } from './ops/mlx/fused.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
 import { HOST_ONLY, type OneCallMode } from './execute/signature.js';
 import type { RunState } from './execute/env.js';
-import { buildValueAndGrad, type GradTarget, type ValueAndGradOptions, type ValueAndGradResult } from './grad.js';
+import { buildValueAndGrad, capturedArrayError, type GradTarget, type ValueAndGradOptions, type ValueAndGradResult } from './grad.js';
 import {
   applyStep,
   checkParameters,
@@ -600,7 +600,7 @@ export class MlxSession {
     let built: ReturnType<typeof buildValueAndGrad>;
     const fail = (e: unknown): never => {
       mx.dispose([...run.arrays]);
-      throw isAllocationFailure(e) ? allocationError(e, this.name) : e;
+      throw isAllocationFailure(e) ? allocationError(e, this.name) : capturedArrayError(e, this.name);
     };
     try {
       built = within(this.streams, () => mx.collect(run.arrays, () => buildValueAndGrad(this.gradTarget(), run, feeds, options)));

@@ -192,6 +192,25 @@ describe('trainStep', () => {
     }
   });
 
+  it('a lazy array the loss captured from outside is an error that says to evaluate it first', async () => {
+    const s = await MlxSession.create(model(spec(start)), { device: 'cpu', graphRewrites: false });
+    try {
+      // Made by an op on this thread's stream and not evaluated: the session's thread cannot compute it.
+      const lazy = mx.multiply(mx.array(target, { shape: [N, 256] }), 1);
+      const loss = (o: Record<string, mx.Array>) => mx.mean(mx.square(mx.subtract(o.y, lazy)));
+      await expect(s.trainStep(feeds(), { output: loss, optimizer: new mx.optim.SGD({ lr: 0.1 }) })).rejects.toThrow(
+        /the output function used an array made lazily outside it .*evaluate it first \(labels.eval\(\)\)/,
+      );
+      // Evaluated, the same array is fine, and the session works on.
+      lazy.eval();
+      const r = await s.trainStep(feeds(), { output: loss, optimizer: new mx.optim.SGD({ lr: 0.1 }) });
+      expect(r.loss).toBeGreaterThan(0);
+      lazy.dispose();
+    } finally {
+      s.release();
+    }
+  });
+
   it('checks its options first', async () => {
     const s = await MlxSession.create(model(spec(start)), { device: 'cpu', graphRewrites: false });
     try {
