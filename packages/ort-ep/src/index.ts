@@ -14,6 +14,7 @@ export type { TrainStepOptions, TrainStepResult } from './train.js';
 export type { SaveModelOptions } from './save-model.js';
 export { generate, type GenerateOptions, type SamplingOptions } from './generate.js';
 export { PrefixCache, type PrefixCacheOptions } from './prefix-cache.js';
+export { LoraAdapters, type LoraOptions, type LoraStepOptions } from './lora.js';
 export { generateSpeculative, type SpeculativeOptions, type DraftOptions } from './generate-speculative.js';
 export { generateBatch, type GenerateBatchOptions, type BatchStep } from './generate-batch.js';
 export { generateSeq2Seq, type Seq2SeqOptions } from './generate-seq2seq.js';

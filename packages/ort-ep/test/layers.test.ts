@@ -24,7 +24,7 @@ const LAYERS: string[][] = [
   ['train.ts', 'save-model.ts'],
   ['session.ts', 'check.ts'],
   ['backend'],
-  ['prefix-cache.ts', 'whisper.ts', 'sampler.ts'],
+  ['prefix-cache.ts', 'whisper.ts', 'sampler.ts', 'lora.ts'],
   ['generate.ts'],
   ['generate-speculative.ts'],
   ['generate-batch.ts'],
