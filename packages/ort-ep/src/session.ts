@@ -651,8 +651,26 @@ export class MlxSession {
    * signatures, which captured the old values, are dropped.
    */
   setParameters(record: Record<string, mx.Array | HostTensor>): void {
-    within(this.streams, () => writeParameters(this.paramTarget(), record));
-    this.runner.release();
+    const stale: mx.Array[] = [];
+    try {
+      within(this.streams, () => writeParameters(this.paramTarget(), record, stale));
+    } finally {
+      if (stale.length) this.renewRunner(stale);
+    }
+  }
+
+  /**
+   * A new runner (no compiled signatures) for the runs to come; the old one and the arrays the
+   * new parameters replaced are freed once the runs queued before have ended, which may still read them.
+   */
+  private renewRunner(stale: mx.Array[]): void {
+    const old = this.runner;
+    this.runner = this.newRunner();
+    Object.assign(this.runner.stats, old.stats, { size: 0 });
+    void this.queue.then(() => {
+      old.release();
+      mx.dispose(stale);
+    });
   }
 
   /**
@@ -667,8 +685,13 @@ export class MlxSession {
       const r = await this.gradOnce(feeds, { output: options.output, wrt, fetches: options.fetches, keepOnDevice: true }, true);
       const grads = wrt.map((n) => (r.grads[n] as Value & { kind: 'device' }).array);
       try {
-        const { gradNorm } = within(this.streams, () => applyStep(this.paramTarget(), wrt, grads, options));
-        this.runner.release();
+        const stale: mx.Array[] = [];
+        let gradNorm: number | undefined;
+        try {
+          gradNorm = within(this.streams, () => applyStep(this.paramTarget(), wrt, grads, options, stale)).gradNorm;
+        } finally {
+          if (stale.length) this.renewRunner(stale);
+        }
         const outputs = options.keepOnDevice ? r.outputs : hostOutputs(r.outputs);
         return { loss: r.value, ...(gradNorm === undefined ? {} : { gradNorm }), outputs };
       } finally {

@@ -85,10 +85,15 @@ export function readParameters(target: ParameterTarget, names?: readonly string[
 /**
  * Replaces parameters by new values (copies: `record` stays the caller's), checked against each
  * initializer's shape and element type before anything changes, then runs again the nodes folded
- * at plan time that read them. Returns the names replaced; the caller drops what captured the old
- * values (compiled signatures).
+ * at plan time that read them. The arrays replaced go into `stale`, for the caller to free once no
+ * run in flight can read them; it also drops what captured them (compiled signatures).
  */
-export function writeParameters(target: ParameterTarget, record: Record<string, mx.Array | HostTensor>, what = 'setParameters'): string[] {
+export function writeParameters(
+  target: ParameterTarget,
+  record: Record<string, mx.Array | HostTensor>,
+  stale: mx.Array[],
+  what = 'setParameters',
+): string[] {
   const plan = target.program.plan;
   const model = target.modelName;
   if (typeof record !== 'object' || record === null) throw new TypeError(`${what}: takes a record of parameter name -> MLX array`);
@@ -122,14 +127,14 @@ export function writeParameters(target: ParameterTarget, record: Record<string, 
     plan.constants.set(n, { kind: 'device', array: owned[i], onnxType: elemTypeOf(old) });
     // Held by MLX from now on (as makeConstantsResident does): a re-plan and a save read it back.
     if (plan.graph.initializers.delete(n)) (plan.residentInitializers ??= new Set()).add(n);
-    if (old.kind === 'device') old.array.dispose();
+    if (old.kind === 'device') stale.push(old.array);
   });
-  refold(target, new Set(names));
+  refold(target, new Set(names), stale);
   return names;
 }
 
 /** Runs again the nodes folded at plan time that depend on `changed`, replacing their results in the plan's constants. */
-function refold(target: ParameterTarget, changed: ReadonlySet<string>): void {
+function refold(target: ParameterTarget, changed: ReadonlySet<string>, stale: mx.Array[]): void {
   const { program, constants } = target;
   const plan = program.plan;
   const tainted = new Set(changed);
@@ -161,7 +166,7 @@ function refold(target: ParameterTarget, changed: ReadonlySet<string>): void {
       if (v.kind === 'device') mx.persist(v.array);
       else if (v.kind === 'host') constants.add(v.tensor);
       plan.constants.set(o, v);
-      if (old?.kind === 'device' && old.array !== (v.kind === 'device' ? v.array : undefined)) old.array.dispose();
+      if (old?.kind === 'device' && old.array !== (v.kind === 'device' ? v.array : undefined)) stale.push(old.array);
     }
 }
 
@@ -209,6 +214,7 @@ export function applyStep(
   names: readonly string[],
   grads: readonly mx.Array[],
   options: TrainStepOptions,
+  stale: mx.Array[],
 ): { gradNorm?: number } {
   const record: Record<string, mx.Array> = {};
   names.forEach((n, i) => {
@@ -226,7 +232,7 @@ export function applyStep(
   let next: Record<string, mx.Array> | undefined;
   try {
     next = options.optimizer.step(params, clipped ?? record);
-    writeParameters(target, next, 'trainStep');
+    writeParameters(target, next, stale, 'trainStep');
   } finally {
     mx.dispose([next ?? params, clipped]);
   }

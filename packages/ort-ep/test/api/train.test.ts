@@ -98,6 +98,24 @@ describe('parameters and setParameters', () => {
       }
     });
 
+  it('setParameters while a run is in flight: that run ends, the runs after it use the new values', async () => {
+    const s = await MlxSession.create(model(spec(start)), { device: 'cpu', graphRewrites: false });
+    try {
+      for (let i = 0; i < 2; i++) await s.run(feeds());
+      const next = { W1: initial('W1', 41), W2t: initial('W2t', 42), W3: initial('W3', 43) };
+      const inFlight = s.run(feeds());
+      await new Promise((r) => setImmediate(r));
+      s.setParameters(Object.fromEntries(Object.entries(next).map(([k, d]) => [k, mx.array(d, { shape: dims[k] })])));
+      const after = s.run(feeds());
+      expect(dataOf((await inFlight).y)).toHaveLength(N * 256);
+      const want = await runOn('cpu', model(spec(next)), { x: f32(xData, [N, 4]) }).then((o) => plain(o.y));
+      expectClose(dataOf((await after).y), want);
+      expect(s.compileStats.misses).toBeGreaterThan(0);
+    } finally {
+      s.release();
+    }
+  });
+
   it('refuses unknown names, non-float initializers, other shapes and dtypes, naming them', async () => {
     const s = await MlxSession.create(model(spec(start)), { device: 'cpu', graphRewrites: false });
     try {
