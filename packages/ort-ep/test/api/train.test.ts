@@ -9,7 +9,7 @@ import * as mx from '@mlx/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { MlxSession, OnnxDataType, ParameterMismatchError, UnknownParameterError, type HostTensor, type Value } from '../../src/index.js';
 import { model, node, v, type ModelSpec } from '../helpers/build.js';
-import { f32, plain, runOn, seeded } from '../helpers/ort.js';
+import { bool, f32, plain, runOn, seeded } from '../helpers/ort.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'mlx-ort-train-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -275,6 +275,38 @@ describe('saveModel', () => {
       }
     } finally {
       opt.dispose();
+      s.release();
+    }
+  });
+
+  it('writes back the initializers of subgraphs MLX holds, and the free dimensions the file declared', async () => {
+    // A 64 KiB initializer inside If's branch: held by MLX only (its graph entry dropped) once the session is made.
+    const branch = (b: string, seed: number) => ({
+      inputs: [],
+      outputs: [v(`${b}_out`, 'float32', ['n', 128])],
+      initializers: [{ name: `${b}_w`, type: 'float32' as const, dims: [128, 128], values: seeded(128 * 128, seed) }],
+      nodes: [node('MatMul', ['x', `${b}_w`], [`${b}_m`]), node('Identity', [`${b}_m`], [`${b}_out`])],
+    });
+    const m = model({
+      opsets: { '': 17 },
+      inputs: [v('x', 'float32', ['n', 128]), v('c', 'bool', [])],
+      outputs: [v('y', 'float32', ['n', 128])],
+      nodes: [node('If', ['c'], ['y'], { attrs: { then_branch: { g: branch('then', 51) }, else_branch: { g: branch('else', 52) } } })],
+    });
+    const x = seeded(2 * 128, 52);
+    const feed = (c: boolean) => ({ x: f32(x, [2, 128]), c: bool([c ? 1 : 0], []) });
+    const s = await MlxSession.create(m, { device: 'cpu', graphRewrites: false, freeDimensionOverrides: { n: 2 } });
+    try {
+      const saved = s.saveModel();
+      for (const c of [true, false]) {
+        const want = await runOn('cpu', m, feed(c));
+        const got = await runOn('cpu', saved, feed(c));
+        expect(plain(got.y)).toEqual(plain(want.y));
+      }
+      // The saved file declares 'n' again, as the original does: another batch size runs.
+      const other = await runOn('cpu', saved, { x: f32(seeded(3 * 128, 53), [3, 128]), c: feed(true).c });
+      expect(other.y.dims).toEqual([3, 128]);
+    } finally {
       s.release();
     }
   });
