@@ -229,6 +229,65 @@ describe('trainStep', () => {
     }
   });
 
+  it('gradient accumulation over micro-batches, as the README shows, equals one step on the whole batch', async () => {
+    // A loss summed over rows: the gradients of two halves add up to the whole batch's.
+    const sumLoss = (rows: number[]) => (o: Record<string, mx.Array>) =>
+      mx.sum(
+        mx.square(
+          mx.subtract(
+            o.y,
+            mx.array(
+              rows.flatMap((r) => target.slice(r * 256, (r + 1) * 256)),
+              { shape: [rows.length, 256] },
+            ),
+          ),
+        ),
+      );
+    const rowsOf = (rows: number[]) => ({
+      x: {
+        dtype: OnnxDataType.FLOAT,
+        dims: [rows.length, 4],
+        data: Float32Array.from(rows.flatMap((r) => xData.slice(r * 4, (r + 1) * 4))),
+      },
+    });
+    const free = spec(start);
+    free.inputs = [v('x', 'float32', ['n', 4])];
+    free.initializers = free.initializers!.map((t) => (t.name === 'shape' ? { ...t, values: [-1n, 256n] } : t));
+    free.outputs = [v('y', 'float32', ['n', 256])];
+    const wrt = ['W1', 'W2t', 'W3'];
+    const whole = await MlxSession.create(model(free), { device: 'cpu', graphRewrites: false });
+    const parts = await MlxSession.create(model(free), { device: 'cpu', graphRewrites: false });
+    try {
+      const all = [0, 1, 2, 3, 4];
+      await whole.trainStep(rowsOf(all), { output: sumLoss(all), wrt, optimizer: new mx.optim.SGD({ lr: 0.01 }) });
+
+      const acc = new mx.optim.GradientAccumulator();
+      for (const rows of [
+        [0, 1, 2],
+        [3, 4],
+      ]) {
+        const r = await parts.valueAndGrad(rowsOf(rows), { output: sumLoss(rows), wrt, keepOnDevice: true });
+        const grads = Object.fromEntries(wrt.map((n) => [n, (r.grads[n] as Value & { kind: 'device' }).array]));
+        acc.add(grads);
+        mx.dispose(grads);
+      }
+      const opt = new mx.optim.SGD({ lr: 0.01 });
+      const summed = acc.take();
+      const next = opt.step(parts.parameters(wrt), summed);
+      parts.setParameters(next);
+      mx.dispose([summed, next]);
+
+      const a = whole.parameters(wrt);
+      const b = parts.parameters(wrt);
+      for (const n of wrt)
+        expectClose(Array.from(b[n].toTypedArray() as Float32Array), Array.from(a[n].toTypedArray() as Float32Array), 1e-5);
+      mx.dispose([a, b]);
+    } finally {
+      whole.release();
+      parts.release();
+    }
+  });
+
   it('checks its options first', async () => {
     const s = await MlxSession.create(model(spec(start)), { device: 'cpu', graphRewrites: false });
     try {
