@@ -10,6 +10,7 @@ import type { HostTensor } from './onnx/index.js';
 import type { Value } from './runtime/value.js';
 import type { MlxSession } from './session.js';
 import type { ValueAndGradOptions } from './grad.js';
+import { fileErrorText, readRegularFile, TENSOR_FILE_LIMIT } from './onnx/external.js';
 import { OrtMlxError, UnknownParameterError, messageOf } from './errors.js';
 
 export interface LoraOptions {
@@ -73,7 +74,8 @@ export class LoraAdapters {
     return lora;
   }
 
-  #init(seed: number): void {
+  /** Each target must be a weight read only as the second input of MatMul or Gemm nodes. */
+  #checkTargets(): void {
     const graph = this.#session.model.graph;
     const name = this.#session.name;
     for (const t of this.targets) {
@@ -84,15 +86,105 @@ export class LoraAdapters {
           `model ${name}: LoRA: '${t}' must be a weight read only as the second input of MatMul or Gemm nodes${bad.length ? `; it is read by ${bad.map((n) => `'${n.name}' (${n.opType})`).join(', ')}` : ''}`,
         );
     }
+  }
+
+  /** The session's current values of the targets (the base), checked: 2-D, with room for the rank. */
+  #readBase(): Record<string, mx.Array> {
+    this.#checkTargets();
     const base = this.#session.parameters(this.targets);
     try {
-      for (const [i, t] of this.targets.entries()) {
+      for (const t of this.targets) {
         const w = base[t];
         if (w.ndim !== 2)
-          throw new UnknownParameterError(`model ${name}: LoRA: '${t}' has shape [${w.shape.join(', ')}]: adapters need a 2-D weight`);
+          throw new UnknownParameterError(
+            `model ${this.#session.name}: LoRA: '${t}' has shape [${w.shape.join(', ')}]: adapters need a 2-D weight`,
+          );
         const [rows, cols] = w.shape;
         if (this.rank > Math.min(rows, cols))
           throw new RangeError(`LoRA: rank ${this.rank} is more than the smaller side of '${t}' [${rows}, ${cols}]`);
+      }
+      return base;
+    } catch (e) {
+      mx.dispose(base);
+      throw e;
+    }
+  }
+
+  /**
+   * Adapters that saveSafetensors wrote, attached to `session` (its current weights the base) and
+   * applied: the session runs W0 + (alpha / rank) A @ B from here on, and training may go on.
+   */
+  static load(session: MlxSession, path: string): LoraAdapters {
+    let bytes: Uint8Array;
+    try {
+      bytes = readRegularFile(path, TENSOR_FILE_LIMIT);
+    } catch (e) {
+      throw new OrtMlxError(`LoRA: '${path}' cannot be read: ${fileErrorText(e)}`, { cause: e });
+    }
+    const bad = (why: string) => new OrtMlxError(`LoRA: '${path}' is not an adapters file saveSafetensors wrote: ${why}`);
+    if (bytes.length < 8) throw bad('too short for a safetensors header');
+    const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
+    if (n > bytes.length - 8) throw bad(`its header of ${n} bytes runs past the file`);
+    let header: Record<string, unknown>;
+    try {
+      header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+    } catch {
+      throw bad('the header is not JSON');
+    }
+    const meta = header?.__metadata__ as Record<string, string> | undefined;
+    if (meta?.format !== 'lora') throw bad('no __metadata__ with format "lora"');
+    let targets: unknown;
+    try {
+      targets = JSON.parse(meta.targets);
+    } catch {
+      throw bad('__metadata__.targets is not a JSON list');
+    }
+    const lora = new LoraAdapters(session, { targets: targets as string[], rank: Number(meta.rank), alpha: Number(meta.alpha) });
+    const base = lora.#readBase();
+    const data = bytes.subarray(8 + n);
+    try {
+      for (const t of lora.targets) {
+        const [rows, cols] = base[t].shape;
+        for (const [k, shape] of [
+          [aName(t), [rows, lora.rank]],
+          [bName(t), [lora.rank, cols]],
+        ] as const) {
+          const e = header[k] as { dtype?: string; shape?: number[]; data_offsets?: number[] } | undefined;
+          const dtype = Object.entries(SAFETENSORS_DTYPES).find(([, code]) => code === e?.dtype)?.[0] as mx.Dtype | undefined;
+          if (!e || !dtype) throw bad(`'${k}' is missing or not a floating-point tensor`);
+          if (!Array.isArray(e.shape) || e.shape.length !== 2 || e.shape[0] !== shape[0] || e.shape[1] !== shape[1])
+            throw bad(`'${k}' has shape [${String(e.shape)}], the weight and rank ${lora.rank} need [${shape.join(', ')}]`);
+          const [from, to] = e.data_offsets ?? [];
+          if (
+            !Number.isInteger(from) ||
+            !Number.isInteger(to) ||
+            from < 0 ||
+            to > data.length ||
+            to - from !== shape[0] * shape[1] * mx.itemsize(dtype)
+          )
+            throw bad(`'${k}' has data offsets [${String(e.data_offsets)}] that do not hold it within the file`);
+          lora.#params[k] = mx.persist(
+            mx.scope(() => mx.astype(mx.Array.fromBytes(data.subarray(from, to), [...shape], dtype), base[t].dtype)),
+          );
+        }
+      }
+      mx.evaluate(Object.values(lora.#params));
+      for (const a of Object.values(base)) mx.persist(a);
+      lora.#base = base;
+      lora.#write();
+      return lora;
+    } catch (e) {
+      mx.dispose([base, lora.#params]);
+      throw e;
+    }
+  }
+
+  #init(seed: number): void {
+    const base = this.#readBase();
+    try {
+      for (const [i, t] of this.targets.entries()) {
+        const w = base[t];
+        const [rows, cols] = w.shape;
         const bound = 1 / Math.sqrt(rows);
         const a = mx.scope(() =>
           mx.astype(mx.random.uniform(-bound, bound, [rows, this.rank], 'float32', mx.random.key(seed * 65536 + i)), w.dtype),

@@ -2,7 +2,7 @@
 // the chain rule written here (dB = s * A^T @ dW with dW of a mean-square loss in closed form),
 // training that lowers the loss with the base frozen, unmerge/merge, the merged model saved and
 // run in onnxruntime-node, and the adapters as a safetensors file read back by hand.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as mx from '@mlx/core';
@@ -121,6 +121,17 @@ describe('LoRA adapters', () => {
       expect(Array.from(fromFile)).toEqual(Array.from(ad['W.lora_B'].toTypedArray()));
       mx.dispose(ad);
 
+      // Loaded onto a fresh session of the base model, the adapters give the trained outputs.
+      const fresh = await MlxSession.create(bytes, { device: 'cpu', graphRewrites: false });
+      try {
+        const loaded = LoraAdapters.load(fresh, file);
+        expect([loaded.rank, loaded.alpha, loaded.targets]).toEqual([2, 2, ['W']]);
+        expect(maxDiff(await ys(fresh), trained)).toBeLessThan(1e-6);
+        loaded.dispose();
+      } finally {
+        fresh.release();
+      }
+
       lora.merge();
       expect(maxDiff(await ys(s), trained)).toBeLessThan(1e-6);
       expect(() => lora.adapters()).toThrow(/merged or disposed/);
@@ -128,6 +139,41 @@ describe('LoRA adapters', () => {
       expect(maxDiff(plain(ort.y), trained)).toBeLessThan(1e-5);
     } finally {
       opt.dispose();
+      lora.dispose();
+      s.release();
+    }
+  });
+
+  it('load() refuses files that are not adapters for this model, naming what is wrong', async () => {
+    const s = await MlxSession.create(bytes, { device: 'cpu', graphRewrites: false });
+    const lora = LoraAdapters.attach(s, { targets: ['W'], rank: 2 });
+    try {
+      const file = join(tmp, 'good.safetensors');
+      lora.saveSafetensors(file);
+      const good = readFileSync(file);
+      const n = Number(good.readBigUInt64LE(0));
+      const header = JSON.parse(good.subarray(8, 8 + n).toString('utf8'));
+      const write = (h: object, data = good.subarray(8 + n)) => {
+        let json = JSON.stringify(h);
+        json += ' '.repeat((8 - (json.length % 8)) % 8);
+        const head = Buffer.alloc(8);
+        head.writeBigUInt64LE(BigInt(json.length));
+        const f = join(tmp, 'bad.safetensors');
+        writeFileSync(f, Buffer.concat([head, Buffer.from(json), data]));
+        return f;
+      };
+      expect(() => LoraAdapters.load(s, join(tmp, 'missing.safetensors'))).toThrow(/LoRA: '.*missing.safetensors' cannot be read/);
+      expect(() => LoraAdapters.load(s, write({ ...header, __metadata__: {} }))).toThrow(/no __metadata__ with format "lora"/);
+      expect(() => LoraAdapters.load(s, write({ ...header, 'W.lora_B': { ...header['W.lora_B'], shape: [3, OUT] } }))).toThrow(
+        /'W.lora_B' has shape \[3,5\], the weight and rank 2 need \[2, 5\]/,
+      );
+      expect(() => LoraAdapters.load(s, write(header, good.subarray(8 + n, 8 + n + 16)))).toThrow(
+        /data offsets .* do not hold it within the file/,
+      );
+      expect(() => LoraAdapters.load(s, write({ ...header, __metadata__: { ...header.__metadata__, targets: '["S"]' } }))).toThrow(
+        /'S' must be a weight read only as the second input of MatMul or Gemm/,
+      );
+    } finally {
       lora.dispose();
       s.release();
     }
