@@ -43,6 +43,12 @@ function parameterValue(target: ParameterTarget, name: string, what: string): Va
   const plan = target.program.plan;
   const model = target.modelName;
   if (typeof name !== 'string') throw new TypeError(`${what}: parameter names are strings, got ${typeof name}`);
+  // First: under such rewrites, the initializer may be gone (packed, joined) or no longer read.
+  const deriving = DERIVING_REWRITES.filter((r) => target.rewrites[r]).map((r) => `${r} x${target.rewrites[r]}`);
+  if (deriving.length)
+    throw new UnknownParameterError(
+      `model ${model}: ${what}: the session's graph rewrites (${deriving.join(', ')}) replaced initializers by values derived from them, so '${name}' may no longer be what the nodes read: create the session with graphRewrites: false to train it`,
+    );
   const v = plan.constants.get(name);
   if (!isInitializer(plan, name) || !v || (v.kind !== 'host' && v.kind !== 'device')) {
     const some = parameterNames(target).slice(0, 8);
@@ -54,11 +60,6 @@ function parameterValue(target: ParameterTarget, name: string, what: string): Va
   if (!d || !FLOAT_DTYPES.has(d))
     throw new UnknownParameterError(
       `model ${model}: ${what}: initializer '${name}' is ${dataTypeName(elemTypeOf(v))}: only floating-point initializers are parameters`,
-    );
-  const deriving = DERIVING_REWRITES.filter((r) => target.rewrites[r]).map((r) => `${r} x${target.rewrites[r]}`);
-  if (deriving.length)
-    throw new UnknownParameterError(
-      `model ${model}: ${what}: the session's graph rewrites (${deriving.join(', ')}) replaced initializers by values derived from them, so '${name}' may no longer be what the nodes read: create the session with graphRewrites: false to train it`,
     );
   return v;
 }
