@@ -709,10 +709,12 @@ export class MlxSession {
    * initializers of 1 MiB and more (options.externalData) in a data file beside it.
    */
   saveModel(path?: string, options?: SaveModelOptions): Uint8Array {
+    this.paramTarget();
     return within(this.streams, () => saveModel({ modelName: this.name, model: this.model, program: this.program }, path, options));
   }
 
   private paramTarget(): ParameterTarget {
+    if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
     return { modelName: this.name, program: this.program, constants: this.constants, rewrites: this.rewrites };
   }
 

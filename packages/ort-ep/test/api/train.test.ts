@@ -373,6 +373,15 @@ describe('saveModel', () => {
     }
   });
 
+  it('a released session refuses parameters, setParameters, trainStep and saveModel', async () => {
+    const s = await MlxSession.create(model(spec(start)), { device: 'cpu', graphRewrites: false });
+    s.release();
+    expect(() => s.parameters()).toThrow(/session was released/);
+    expect(() => s.setParameters({ W1: mx.zeros([4, 16]) })).toThrow(/session was released/);
+    expect(() => s.saveModel()).toThrow(/session was released/);
+    await expect(s.trainStep(feeds(), { output: 'y', optimizer: new mx.optim.SGD({ lr: 1 }) })).rejects.toThrow(/session was released/);
+  });
+
   it('refuses a data file outside the model folder, and external data without a path', async () => {
     const s = await MlxSession.create(model(spec(start)), { device: 'cpu', graphRewrites: false });
     try {
