@@ -77,3 +77,5 @@ export { MlxLibraryNotFoundError } from '@mlx/sys';
 export { version } from './info.js';
 export { HostProgram, hostProgramStaticRuns, type HostSlot } from './host-program.js';
 export { evalInBackground, evaluateWithin, graphBytes, inlineEvalTasks, type EvalLimits, type BackgroundOptions } from './eval.js';
+/** Optimizers (SGD, AdamW) over records of named arrays, gradient clipping and accumulation (README, "Training"). */
+export * as optim from './optim.js';

@@ -211,6 +211,20 @@ export class NotDifferentiableError extends OrtMlxError {
   }
 }
 
+/**
+ * A parameter (an initializer of the model) that parameters(), setParameters() or trainStep() was
+ * asked for and that the session cannot give or update: no initializer of that name, one that is
+ * not floating-point, or one that a graph rewrite replaced by a value derived from it.
+ */
+export class UnknownParameterError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_UNKNOWN_PARAMETER';
+}
+
+/** A new value for a parameter (setParameters) whose shape or element type is not the initializer's. */
+export class ParameterMismatchError extends OrtMlxError {
+  static override readonly code: string = 'ERR_MLX_ORT_PARAMETER_MISMATCH';
+}
+
 export function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }

@@ -59,7 +59,7 @@ export interface GradTarget {
  * Rewrites that replace initializers by ones derived from them (transposed, joined, folded,
  * dequantized, packed): an initializer they read is no longer what the nodes use.
  */
-const DERIVING_REWRITES = [
+export const DERIVING_REWRITES = [
   'dequantize-constants',
   'matmul-add',
   'gemm',
@@ -309,6 +309,20 @@ function vjpError(e: unknown, model: string, plan: GraphPlan, order: readonly nu
   const ops = [...new Set(order.map((i) => plan.nodes[i].node.opType))];
   return new NotDifferentiableError(
     `model ${model}: valueAndGrad: MLX has no VJP for the primitive ${primitive}, which a node of these op types made: ${ops.join(', ')}`,
+    { cause: e },
+  );
+}
+
+/**
+ * MLX's "There is no Stream(cpu, N) in current thread" from a valueAndGrad evaluated on the
+ * session's own thread: the output function used an array the caller made lazily on this thread's
+ * stream (labels built with ops outside it), which no other thread can evaluate. Said so, with the fix.
+ */
+export function capturedArrayError(e: unknown, model: string): unknown {
+  const msg = e instanceof mx.MlxError ? e.mlxMessage : undefined;
+  if (!msg || !/no Stream\(.*\) in current thread/i.test(msg)) return e;
+  return new OrtMlxError(
+    `model ${model}: valueAndGrad: the output function used an array made lazily outside it (an op's result not evaluated yet, such as labels built with @mlx/core ops), which the session's evaluation thread cannot compute: evaluate it first (labels.eval()) or build it inside the function`,
     { cause: e },
   );
 }

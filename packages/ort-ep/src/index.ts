@@ -10,8 +10,11 @@ export { registerMlxBackend, mlxRegistrations, type MlxRegistration } from './ba
 export { MlxDeviceBuffer, deviceBufferOf } from './backend/device-buffer.js';
 export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type MlxProgressEvent, type TensorMetadata } from './session.js';
 export type { ValueAndGradOptions, ValueAndGradResult } from './grad.js';
+export type { TrainStepOptions, TrainStepResult } from './train.js';
+export type { SaveModelOptions } from './save-model.js';
 export { generate, type GenerateOptions, type SamplingOptions } from './generate.js';
 export { PrefixCache, type PrefixCacheOptions } from './prefix-cache.js';
+export { LoraAdapters, type LoraOptions, type LoraStepOptions } from './lora.js';
 export { generateSpeculative, type SpeculativeOptions, type DraftOptions } from './generate-speculative.js';
 export { generateBatch, type GenerateBatchOptions, type BatchStep } from './generate-batch.js';
 export { generateSeq2Seq, type Seq2SeqOptions } from './generate-seq2seq.js';
@@ -42,6 +45,8 @@ export {
   RunTerminatedError,
   RefusedNodeError,
   NotDifferentiableError,
+  UnknownParameterError,
+  ParameterMismatchError,
   type UnsupportedNode,
 } from './errors.js';
 export { OnnxDataType, type HostTensor, type HostData, type TypedArray } from './onnx/ir.js';

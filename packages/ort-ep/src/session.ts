@@ -27,7 +27,19 @@ import { FUSED_DOMAIN } from './ops/mlx/fused.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
 import { HOST_ONLY, type OneCallMode } from './execute/signature.js';
 import type { RunState } from './execute/env.js';
-import { buildValueAndGrad, type GradTarget, type ValueAndGradOptions, type ValueAndGradResult } from './grad.js';
+import { buildValueAndGrad, capturedArrayError, type GradTarget, type ValueAndGradOptions, type ValueAndGradResult } from './grad.js';
+import {
+  applyStep,
+  checkParameters,
+  checkTrainStep,
+  parameterNames,
+  readParameters,
+  writeParameters,
+  type ParameterTarget,
+  type TrainStepOptions,
+  type TrainStepResult,
+} from './train.js';
+import { saveModel, type SaveModelOptions } from './save-model.js';
 import {
   InvalidFeedError,
   OrtMlxError,
@@ -588,7 +600,7 @@ export class MlxSession {
     let built: ReturnType<typeof buildValueAndGrad>;
     const fail = (e: unknown): never => {
       mx.dispose([...run.arrays]);
-      throw isAllocationFailure(e) ? allocationError(e, this.name) : e;
+      throw isAllocationFailure(e) ? allocationError(e, this.name) : capturedArrayError(e, this.name);
     };
     try {
       built = within(this.streams, () => mx.collect(run.arrays, () => buildValueAndGrad(this.gradTarget(), run, feeds, options)));
@@ -622,6 +634,91 @@ export class MlxSession {
       rewrites: this.rewrites,
     };
   }
+
+  // --- Training (train.ts, save-model.ts): parameters updated in place, trainStep, saveModel. ---
+
+  /**
+   * The current values of initializers by name (default: every floating-point one), as MLX
+   * arrays the caller owns and disposes (copies: the session keeps its own).
+   */
+  parameters(names?: readonly string[]): Record<string, mx.Array> {
+    return within(this.streams, () => readParameters(this.paramTarget(), names));
+  }
+
+  /**
+   * Replaces initializers by new values (copied; shape and element type must match), for the runs
+   * and valueAndGrads that start after it: folded nodes that read them run again, and the compiled
+   * signatures, which captured the old values, are dropped.
+   */
+  setParameters(record: Record<string, mx.Array | HostTensor>): void {
+    const stale: mx.Array[] = [];
+    try {
+      within(this.streams, () => writeParameters(this.paramTarget(), record, stale));
+    } finally {
+      if (stale.length) this.renewRunner(stale);
+    }
+  }
+
+  /**
+   * A new runner (no compiled signatures) for the runs to come; the old one and the arrays the
+   * new parameters replaced are freed once the runs queued before have ended, which may still read them.
+   */
+  private renewRunner(stale: mx.Array[]): void {
+    const old = this.runner;
+    this.runner = this.newRunner();
+    Object.assign(this.runner.stats, old.stats, { size: 0 });
+    void this.queue.then(() => {
+      old.release();
+      mx.dispose(stale);
+    });
+  }
+
+  /**
+   * One training step: valueAndGrad of `output` with respect to the parameters `wrt` (default:
+   * all), the optimizer's step, and the new values written into the session. Queued with runs.
+   */
+  trainStep(feeds: Record<string, HostTensor | Value>, options: TrainStepOptions): Promise<TrainStepResult> {
+    checkTrainStep(options);
+    const result = this.queue.then(async () => {
+      const wrt = [...(options.wrt ?? parameterNames(this.paramTarget()))];
+      checkParameters(this.paramTarget(), wrt, 'trainStep');
+      const r = await this.gradOnce(feeds, { output: options.output, wrt, fetches: options.fetches, keepOnDevice: true }, true);
+      const grads = wrt.map((n) => (r.grads[n] as Value & { kind: 'device' }).array);
+      try {
+        const stale: mx.Array[] = [];
+        let gradNorm: number | undefined;
+        try {
+          gradNorm = within(this.streams, () => applyStep(this.paramTarget(), wrt, grads, options, stale)).gradNorm;
+        } finally {
+          if (stale.length) this.renewRunner(stale);
+        }
+        const outputs = options.keepOnDevice ? r.outputs : hostOutputs(r.outputs);
+        return { loss: r.value, ...(gradNorm === undefined ? {} : { gradNorm }), outputs };
+      } finally {
+        mx.dispose(grads);
+        if (!options.keepOnDevice)
+          mx.dispose(Object.values(r.outputs).map((v) => ('kind' in v && v.kind === 'device' ? v.array : undefined)));
+      }
+    });
+    this.queue = result.catch(() => undefined);
+    return result;
+  }
+
+  /**
+   * The model with its current initializers as ONNX bytes; with `path`, also written there, and
+   * initializers of 1 MiB and more (options.externalData) in a data file beside it.
+   */
+  saveModel(path?: string, options?: SaveModelOptions): Uint8Array {
+    this.paramTarget();
+    return within(this.streams, () => saveModel({ modelName: this.name, model: this.model, program: this.program }, path, options));
+  }
+
+  private paramTarget(): ParameterTarget {
+    if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
+    return { modelName: this.name, program: this.program, constants: this.constants, rewrites: this.rewrites };
+  }
+
+  // --- End of training. ---
 
   /** The device the session runs on. */
   get device(): 'cpu' | 'gpu' {
@@ -832,4 +929,11 @@ function restoreInitializers(program: GraphProgram): void {
   }
   plan.residentInitializers = undefined;
   for (const sub of program.subprograms.values()) restoreInitializers(sub);
+}
+
+/** Device outputs of a training step as host tensors (the arrays stay the caller's to dispose). */
+function hostOutputs(outputs: Record<string, HostTensor | Value>): Record<string, HostTensor | Value> {
+  const out: Record<string, HostTensor | Value> = {};
+  for (const [k, v] of Object.entries(outputs)) out[k] = 'kind' in v && v.kind === 'device' ? asHost(v, `output '${k}'`) : v;
+  return out;
 }
