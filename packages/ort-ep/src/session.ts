@@ -364,7 +364,7 @@ export class MlxSession {
   /** Which path ran `run`, for its profile event. */
   private pathOf(run: RunState): string {
     if (run.replaying) return run.freshTrace ? 'trace' : 'replay';
-    return (this.options.compiled ?? true) ? 'analyse' : 'eager';
+    return (this.options.compiled ?? true) && !run.unanalysed ? 'analyse' : 'eager';
   }
 
   /** Starts a profile (onnxruntime's InferenceSession.startProfiling); one already running goes on. */
