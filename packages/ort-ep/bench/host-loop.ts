@@ -7,13 +7,16 @@
 // host), tokens/s of the decode steps (prefill apart). Each variant runs alone in its own process
 // (this file with --worker), alternated over --rounds rounds; figures are medians. Never a test.
 //   tools/dev bench host-loop [--model llama|gpt2] [--size tiny|8x512] [--prompt 8] [--tokens 96]
-//     [--repeats 3] [--rounds 3] [--variants mlx,mlx-eager,ort-node]
+//     [--repeats 3] [--rounds 3] [--variants mlx,mlx-eager,ort-node] [--base OTHER/packages/ort-ep]
+// --base: a before/after in one run: the mlx variants again from another checkout (its
+// bench/host-loop.ts, copied there), as base:mlx and base:mlx-eager, alternated with these.
 // --size tiny is the consumer test's 2-layer, 64-wide decoder (tools/consumer-test.mjs);
 // 8x512 is 8 layers, 512 wide (try --prompt 1024). BENCH_THREADS: onnxruntime-node's intra-op
 // threads (default 2).
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { InferenceSession, Tensor } from 'onnxruntime-common';
 import { workerResult } from './decoder-sizes.js';
@@ -51,6 +54,8 @@ interface Result {
   tokensPerSecond: number;
   msPerToken: number;
   prefillMs: number;
+  /** Process CPU time (all threads) a decode step, ms: less moved by other load than wall time. */
+  cpuMsPerToken: number;
   error?: string;
 }
 
@@ -81,7 +86,7 @@ async function worker(variant: string): Promise<void> {
   };
 
   // One generation: the prompt's run (timed apart), then `tokens` steps, each fed the last run's presents.
-  const generateOnce = async (): Promise<{ prefillMs: number; decodeMs: number; ids: number[] }> => {
+  const generateOnce = async (): Promise<{ prefillMs: number; decodeMs: number; cpuMs: number; ids: number[] }> => {
     let feeds: Record<string, Tensor> = {
       input_ids: i64(prompt, [1, promptLen]),
       attention_mask: i64(
@@ -101,11 +106,15 @@ async function worker(variant: string): Promise<void> {
     let total = promptLen;
     const t0 = performance.now();
     let t1 = t0;
+    let c1 = process.cpuUsage();
     for (let step = 0; step <= tokens; step++) {
       const out = await session.run(feeds);
       const next = argmaxLast(out.logits as Tensor);
       ids.push(next);
-      if (step === 0) t1 = performance.now();
+      if (step === 0) {
+        t1 = performance.now();
+        c1 = process.cpuUsage();
+      }
       const nextFeeds: Record<string, Tensor> = {
         input_ids: i64([next], [1, 1]),
         attention_mask: i64(new Array(total + 1).fill(1), [1, total + 1]),
@@ -116,18 +125,21 @@ async function worker(variant: string): Promise<void> {
       feeds = nextFeeds;
       total++;
     }
-    return { prefillMs: t1 - t0, decodeMs: performance.now() - t1, ids };
+    const c = process.cpuUsage(c1);
+    return { prefillMs: t1 - t0, decodeMs: performance.now() - t1, cpuMs: (c.user + c.system) / 1000, ids };
   };
 
   await generateOnce();
   const decode: number[] = [];
   const prefill: number[] = [];
+  const cpu: number[] = [];
   let first: number[] | undefined;
   for (let r = 0; r < repeats; r++) {
     const g = await generateOnce();
     first ??= g.ids;
     decode.push(g.decodeMs);
     prefill.push(g.prefillMs);
+    cpu.push(g.cpuMs);
   }
   const ms = median(decode) / tokens;
   const result: Result & { ids: number[] } = {
@@ -135,6 +147,7 @@ async function worker(variant: string): Promise<void> {
     tokensPerSecond: 1000 / ms,
     msPerToken: ms,
     prefillMs: median(prefill),
+    cpuMsPerToken: median(cpu) / tokens,
     ids: first!.slice(0, 16),
   };
   console.log(JSON.stringify(result));
@@ -142,8 +155,11 @@ async function worker(variant: string): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const variants = arg('variants', 'mlx,mlx-eager,ort-node')!.split(',');
+  const base = arg('base');
+  const own = arg('variants', 'mlx,mlx-eager,ort-node')!.split(',');
+  const variants = base ? [...own, ...own.filter((v) => v !== 'ort-node').map((v) => `base:${v}`)] : own;
   const script = fileURLToPath(import.meta.url);
+  const scriptOf = (v: string) => (v.startsWith('base:') ? join(base!, 'bench', 'host-loop.ts') : script);
   const fwd = ['--model', kind, '--size', size, '--prompt', String(promptLen), '--tokens', String(tokens), '--repeats', String(repeats)];
   const load0 = loadavg();
   console.log(
@@ -153,7 +169,7 @@ async function main(): Promise<void> {
   const idsOf = new Map<string, string>();
   for (let round = 0; round < rounds; round++)
     for (const v of round % 2 ? [...variants].reverse() : variants) {
-      const r = workerResult(script, ['--variant', v, ...fwd]) as unknown as Result & { ids?: number[] };
+      const r = workerResult(scriptOf(v), ['--variant', v.replace('base:', ''), ...fwd]) as unknown as Result & { ids?: number[] };
       if (r.error) {
         console.log(`  ${v}: ${r.error}`);
         continue;
@@ -161,14 +177,17 @@ async function main(): Promise<void> {
       all.get(v)!.push(r);
       idsOf.set(v, JSON.stringify(r.ids));
       console.log(
-        `  round ${round + 1} ${v}: ${r.tokensPerSecond.toFixed(1)} tokens/s (${r.msPerToken.toFixed(3)} ms a token), prefill ${r.prefillMs.toFixed(2)} ms`,
+        `  round ${round + 1} ${v}: ${r.tokensPerSecond.toFixed(1)} tokens/s (${r.msPerToken.toFixed(3)} ms a token, CPU ${r.cpuMsPerToken.toFixed(3)} ms), prefill ${r.prefillMs.toFixed(2)} ms`,
       );
     }
-  console.log('\n| variant | tokens/s (median of rounds) | ms a token | prefill (ms) |\n|---|---|---|---|');
+  console.log('\n| variant | tokens/s (median of rounds) | ms a token | CPU ms a token | prefill (ms) |\n|---|---|---|---|---|');
   for (const [v, rs] of all) {
     if (!rs.length) continue;
     const tps = median(rs.map((r) => r.tokensPerSecond));
-    console.log(`| ${v} | ${tps.toFixed(1)} | ${(1000 / tps).toFixed(3)} | ${median(rs.map((r) => r.prefillMs)).toFixed(2)} |`);
+    const cpu = median(rs.map((r) => r.cpuMsPerToken));
+    console.log(
+      `| ${v} | ${tps.toFixed(1)} | ${(1000 / tps).toFixed(3)} | ${cpu.toFixed(3)} | ${median(rs.map((r) => r.prefillMs)).toFixed(2)} |`,
+    );
   }
   if (new Set(idsOf.values()).size > 1)
     console.log(`tokens differ between variants: ${[...idsOf].map(([v, i]) => `${v} ${i}`).join('; ')}`);
