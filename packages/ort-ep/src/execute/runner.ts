@@ -50,7 +50,7 @@ export interface RunnerOptions {
 const MAX_VALUE_SIGNATURES = 4;
 
 /**
- * Misses in a row (no hit between them) after which a new signature's first run is eager and
+ * Misses in a row (no replay between them) after which a new signature's first run is eager and
  * unanalysed: an analysis (and the program it builds) pays only when the signature comes back,
  * and a loop whose shapes grow every run never does.
  */
@@ -86,8 +86,10 @@ export class ModelRunner {
    */
   private readonly valueFeeds = new Map<string, ValueSpecialization>();
   readonly stats: CompileStats = { hits: 0, misses: 0, unanalysed: 0, evictions: 0, size: 0, inlineEvals: 0, oneCalls: 0 };
-  /** Misses (analysed or not) since the last hit. */
+  /** Misses (analysed or not) since the last replay. */
   private missStreak = 0;
+  /** Programs hit once already (their first hit traced them). */
+  private readonly hitOnce = new WeakSet<SignatureProgram>();
   /** Keys of the last signatures run once unanalysed (insertion order: the oldest goes first). */
   private readonly sightings = new Set<string>();
 
@@ -128,7 +130,11 @@ export class ModelRunner {
     const known = this.programs.get(key);
     if (known) {
       this.stats.hits++;
-      this.missStreak = 0;
+      // A program's first hit traces it (it costs more than an eager run): only a replay, its
+      // second, ends a streak. A loop of one length after another fed twice over (the same
+      // prompt again) would otherwise analyse and trace a new stretch of lengths every time.
+      if (this.hitOnce.has(known)) this.missStreak = 0;
+      else this.hitOnce.add(known);
       // Most recently used last.
       this.programs.delete(key);
       this.programs.set(key, known);
@@ -244,6 +250,7 @@ export class ModelRunner {
   /** Counts a run that took one native call (a signature hit too). */
   countOneCall(): void {
     this.stats.hits++;
+    this.missStreak = 0;
     this.stats.oneCalls++;
   }
 

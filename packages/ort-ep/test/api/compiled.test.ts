@@ -96,12 +96,24 @@ describe('compiled path', () => {
       for (let r = 0; r < 4; r++) await same(15);
       expect(s.compileStats).toMatchObject({ misses: MISS_STREAK + 1, unanalysed: 20 - MISS_STREAK, hits: 3 });
       expect(s.describeSignatures().at(-1)).toMatchObject({ traced: 1, oneCall: true });
-      // A hit ends the streak: new signatures are analysed on their first run again.
+      // A replay ends the streak: new signatures are analysed on their first run again.
       await same(30);
       expect(s.compileStats).toMatchObject({ misses: MISS_STREAK + 2, unanalysed: 20 - MISS_STREAK });
     } finally {
       eager.release();
       s.release();
+    }
+    // A second pass over the same lengths (a second generation of the same prompt) hits the
+    // first stretch's programs, which traces them: that does not end the streak.
+    const again = await MlxSession.create(mlp, { device: 'cpu' });
+    try {
+      const run = (n: number) => again.runSync({ x: f32(seeded(4 * n), [n, 4]) });
+      for (let n = 1; n <= 20; n++) run(n);
+      for (let n = 1; n <= MISS_STREAK; n++) run(n);
+      for (let n = 21; n <= 24; n++) run(n);
+      expect(again.compileStats).toMatchObject({ misses: MISS_STREAK, hits: MISS_STREAK, unanalysed: 24 - MISS_STREAK });
+    } finally {
+      again.release();
     }
     // A signature back after more new ones than maxSignatures (a loop over more lengths than the
     // LRU holds, e.g. a second generation of the same length) would be evicted before its next
