@@ -50,7 +50,7 @@ export interface RunnerOptions {
 const MAX_VALUE_SIGNATURES = 4;
 
 /**
- * Misses in a row (no replay between them) after which a new signature's first run is eager and
+ * Misses in a row after which a new signature's first run is eager and
  * unanalysed: an analysis (and the program it builds) pays only when the signature comes back,
  * and a loop whose shapes grow every run never does.
  */
@@ -86,8 +86,10 @@ export class ModelRunner {
    */
   private readonly valueFeeds = new Map<string, ValueSpecialization>();
   readonly stats: CompileStats = { hits: 0, misses: 0, unanalysed: 0, evictions: 0, size: 0, inlineEvals: 0, oneCalls: 0 };
-  /** Misses (analysed or not) since the last replay. */
+  /** Misses (analysed or not) in a row, until a long run of replays (replayed()). */
   private missStreak = 0;
+  /** Replays since the last miss. */
+  private replayStreak = 0;
   /** Programs hit once already (their first hit traced them). */
   private readonly hitOnce = new WeakSet<SignatureProgram>();
   /** Keys of the last signatures run once unanalysed (insertion order: the oldest goes first). */
@@ -130,10 +132,8 @@ export class ModelRunner {
     const known = this.programs.get(key);
     if (known) {
       this.stats.hits++;
-      // A program's first hit traces it (it costs more than an eager run): only a replay, its
-      // second, ends a streak. A loop of one length after another fed twice over (the same
-      // prompt again) would otherwise analyse and trace a new stretch of lengths every time.
-      if (this.hitOnce.has(known)) this.missStreak = 0;
+      // A program's first hit traces it; its later ones replay it (replayed()).
+      if (this.hitOnce.has(known)) this.replayed();
       else this.hitOnce.add(known);
       // Most recently used last.
       this.programs.delete(key);
@@ -141,6 +141,7 @@ export class ModelRunner {
       this.setFeeds(env, run, feeds, known.fixed);
       return yield* known.run(env);
     }
+    this.replayStreak = 0;
     if (this.missStreak >= MISS_STREAK && !this.sightings.delete(key)) {
       // A streak of new signatures: this one is analysed if it comes back.
       this.sightings.add(key);
@@ -191,6 +192,16 @@ export class ModelRunner {
     }
     this.stats.size = this.programs.size;
     return outputsOf(env, fetches);
+  }
+
+  /**
+   * A replay. Twice as many in a row as the LRU holds programs end a streak of misses: the
+   * workload repeats now. Fewer do not: a loop over one length after another fed again (a second
+   * generation of the same prompt) replays the programs of its first lengths, and would then
+   * analyse and trace the next stretch of lengths every time.
+   */
+  private replayed(): void {
+    if (++this.replayStreak >= 2 * this.options.maxSignatures) this.missStreak = 0;
   }
 
   /** A run of the eager path: the feeds as they are (host tensors stay on the host), every needed node walked. */
@@ -250,7 +261,7 @@ export class ModelRunner {
   /** Counts a run that took one native call (a signature hit too). */
   countOneCall(): void {
     this.stats.hits++;
-    this.missStreak = 0;
+    this.replayed();
     this.stats.oneCalls++;
   }
 

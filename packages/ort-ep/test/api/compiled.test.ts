@@ -96,22 +96,25 @@ describe('compiled path', () => {
       for (let r = 0; r < 4; r++) await same(15);
       expect(s.compileStats).toMatchObject({ misses: MISS_STREAK + 1, unanalysed: 20 - MISS_STREAK, hits: 3 });
       expect(s.describeSignatures().at(-1)).toMatchObject({ traced: 1, oneCall: true });
-      // A replay ends the streak: new signatures are analysed on their first run again.
+      // A few replays do not end the streak: a new signature still runs unanalysed first.
       await same(30);
-      expect(s.compileStats).toMatchObject({ misses: MISS_STREAK + 2, unanalysed: 20 - MISS_STREAK });
+      expect(s.compileStats).toMatchObject({ misses: MISS_STREAK + 1, unanalysed: 21 - MISS_STREAK });
+      // Replays in a row, twice as many as maxSignatures (16), do: the workload repeats now.
+      for (let r = 0; r < 32; r++) await s.run(x(15));
+      await same(31);
+      expect(s.compileStats).toMatchObject({ misses: MISS_STREAK + 2, unanalysed: 21 - MISS_STREAK });
     } finally {
       eager.release();
       s.release();
     }
-    // A second pass over the same lengths (a second generation of the same prompt) hits the
-    // first stretch's programs, which traces them: that does not end the streak.
+    // Passes over the same lengths (generations of the same prompt) trace, then replay, the first
+    // stretch's programs: that does not end the streak, and the later lengths stay unanalysed.
     const again = await MlxSession.create(mlp, { device: 'cpu' });
     try {
       const run = (n: number) => again.runSync({ x: f32(seeded(4 * n), [n, 4]) });
-      for (let n = 1; n <= 20; n++) run(n);
-      for (let n = 1; n <= MISS_STREAK; n++) run(n);
-      for (let n = 21; n <= 24; n++) run(n);
-      expect(again.compileStats).toMatchObject({ misses: MISS_STREAK, hits: MISS_STREAK, unanalysed: 24 - MISS_STREAK });
+      // 40 lengths: more past the streak than maxSignatures (16), as a long generation has.
+      for (let pass = 0; pass < 3; pass++) for (let n = 1; n <= 40; n++) run(n);
+      expect(again.compileStats).toMatchObject({ misses: MISS_STREAK, hits: 2 * MISS_STREAK, unanalysed: 3 * (40 - MISS_STREAK) });
     } finally {
       again.release();
     }
