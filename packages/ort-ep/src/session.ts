@@ -96,6 +96,8 @@ export class MlxSession {
   private readonly pooledResults: boolean;
   /** run() evaluates a replay whose last evaluation took under this on the calling thread (shortEvalMs). */
   private readonly shortEvalMs: number;
+  /** The last evaluation of an eager run (no replay, no analysis) by run(), in ms: under shortEvalMs, the next one is inline on the CPU. */
+  private eagerEvalMs = Number.POSITIVE_INFINITY;
 
   private constructor(
     readonly model: ModelIR,
@@ -377,7 +379,7 @@ export class MlxSession {
   /** Which path ran `run`, for its profile event. */
   private pathOf(run: RunState): string {
     if (run.replaying) return run.freshTrace ? 'trace' : 'replay';
-    return (this.options.compiled ?? true) ? 'analyse' : 'eager';
+    return (this.options.compiled ?? true) && !run.unanalysed ? 'analyse' : 'eager';
   }
 
   /** Starts a profile (onnxruntime's InferenceSession.startProfiling); one already running goes on. */
@@ -525,9 +527,17 @@ export class MlxSession {
         // A replay (every segment traced, no steps, kernels built) whose last evaluation was short:
         // on this thread, without the hop to the worker and back (shortEvalMs).
         const replay = run.replaying;
-        if (replay && run.budgetKnown && !run.freshTrace && replay.lastEvalMs() < this.shortEvalMs) {
+        // An eager run (compiled: false, or a signature run unanalysed) on the CPU whose last such
+        // evaluation was short: on this thread too (a cache fed from the host, a new shape every step).
+        const eager =
+          !replay && !run.analysis && !run.freshTrace && this.streams.main.device.type === 'cpu' && this.runner.stats.misses === misses;
+        if (
+          (replay && run.budgetKnown && !run.freshTrace && replay.lastEvalMs() < this.shortEvalMs) ||
+          (eager && this.eagerEvalMs < this.shortEvalMs)
+        ) {
           evalSync(this.streams, run, arrays);
-          replay.evaluated(performance.now() - t0);
+          replay?.evaluated(performance.now() - t0);
+          if (eager) this.eagerEvalMs = performance.now() - t0;
           this.runner.stats.inlineEvals++;
           // Everything so far ran in microtasks: let the event loop turn (timers, I/O) before the
           // result resolves, as a worker's completion would, so that a loop of awaited runs never
@@ -536,6 +546,7 @@ export class MlxSession {
         } else {
           await evalAsync(this.streams, run, arrays);
           replay?.evaluated(performance.now() - t0);
+          if (eager) this.eagerEvalMs = performance.now() - t0;
         }
         if (phase) notify(this.options, { phase, state: 'end', model: this.name, ms: performance.now() - start });
         return this.collect(fetches, values, run, options);

@@ -62,6 +62,8 @@ export class RunState {
   readonly uploads: RunUploads;
   /** Set on a compiled path's first run of a signature: records what each node reads. */
   analysis?: Analysis;
+  /** Set on a compiled path's run of a new signature that runs eagerly, unanalysed (runner.ts, MISS_STREAK). */
+  unanalysed = false;
   /** Whether top-level nodes hand host reads of unevaluated arrays back to the driver (NeedsEval) instead of blocking. */
   deferSyncs = false;
   /** Feeds the run may consume (MlxRunOptions.donate), and whether an output stays on the device: kv-append.ts reads them. */

@@ -30,7 +30,9 @@ export interface MlxSessionOptions {
    * evaluates on the calling thread: handing a sub-millisecond graph to the worker thread and
    * back costs a good part of its compute (tens of microseconds on a CPU). The event loop then
    * waits that long, as it waits for building the graph. Default 1; 0: run() always evaluates off
-   * the JS thread. The first runs of a signature (analysis, trace) always do.
+   * the JS thread. The first runs of a signature (analysis, trace) always do. On the CPU, an eager
+   * run (compiled: false, or a new signature run unanalysed) evaluates on the calling thread when
+   * the previous eager run's evaluation took under this.
    */
   shortEvalMs?: number;
   /**

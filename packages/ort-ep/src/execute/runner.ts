@@ -17,6 +17,12 @@ export interface CompileStats {
   hits: number;
   /** Runs that analysed a new signature (they run eagerly, and the next run of it is traced). */
   misses: number;
+  /**
+   * Runs of a new signature that ran eagerly without an analysis: after MISS_STREAK misses in a
+   * row (signatures that never come back, e.g. a cache fed from the host one row longer every
+   * run), a signature is analysed on its second run only.
+   */
+  unanalysed: number;
   /** Programs dropped by the LRU. */
   evictions: number;
   /** Programs held now. */
@@ -42,6 +48,13 @@ export interface RunnerOptions {
  * rate that picks an If branch): past that many, the feed is taken as data again (a step).
  */
 const MAX_VALUE_SIGNATURES = 4;
+
+/**
+ * Misses in a row after which a new signature's first run is eager and
+ * unanalysed: an analysis (and the program it builds) pays only when the signature comes back,
+ * and a loop whose shapes grow every run never does.
+ */
+export const MISS_STREAK = 8;
 
 /** Feeds that may be fixed by value: one-element integer or bool host tensors. */
 function specializable(f: HostTensor | Value): f is HostTensor {
@@ -72,7 +85,15 @@ export class ModelRunner {
    * signature stops specializing (names emptied) and those reads are steps again.
    */
   private readonly valueFeeds = new Map<string, ValueSpecialization>();
-  readonly stats: CompileStats = { hits: 0, misses: 0, evictions: 0, size: 0, inlineEvals: 0, oneCalls: 0 };
+  readonly stats: CompileStats = { hits: 0, misses: 0, unanalysed: 0, evictions: 0, size: 0, inlineEvals: 0, oneCalls: 0 };
+  /** Misses (analysed or not) in a row, until a long run of replays (replayed()). */
+  private missStreak = 0;
+  /** Replays since the last miss. */
+  private replayStreak = 0;
+  /** Programs hit once already (their first hit traced them). */
+  private readonly hitOnce = new WeakSet<SignatureProgram>();
+  /** Keys of the last signatures run once unanalysed (insertion order: the oldest goes first). */
+  private readonly sightings = new Set<string>();
 
   constructor(
     readonly program: GraphProgram,
@@ -88,12 +109,7 @@ export class ModelRunner {
   /** Builds the outputs of one run in `run` (lazily; the caller evaluates them). */
   *run(run: RunState, feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): Generator<EvalRequest, Value[], void> {
     const env = new Env(this.program.plan, run);
-    if (!this.options.compiled) {
-      for (const [name, f] of Object.entries(feeds))
-        env.values.set(name, 'kind' in f ? (f as Value) : { kind: 'host', tensor: f as HostTensor });
-      yield* this.program.runNodes(this.program.order(fetches), env);
-      return outputsOf(env, fetches);
-    }
+    if (!this.options.compiled) return yield* this.runEagerly(env, feeds, fetches);
     const shapeKey = signatureKey(feeds, fetches);
     let spec = this.valueFeeds.get(shapeKey);
     let key = shapeKey;
@@ -116,12 +132,27 @@ export class ModelRunner {
     const known = this.programs.get(key);
     if (known) {
       this.stats.hits++;
+      // A program's first hit traces it; its later ones replay it (replayed()).
+      if (this.hitOnce.has(known)) this.replayed();
+      else this.hitOnce.add(known);
       // Most recently used last.
       this.programs.delete(key);
       this.programs.set(key, known);
       this.setFeeds(env, run, feeds, known.fixed);
       return yield* known.run(env);
     }
+    this.replayStreak = 0;
+    if (this.missStreak >= MISS_STREAK && !this.sightings.delete(key)) {
+      // A streak of new signatures: this one is analysed if it comes back.
+      this.sightings.add(key);
+      // As many as the LRU holds: one that comes back after more new ones than that would have
+      // been evicted before its next run (a loop over more lengths than maxSignatures) anyway.
+      if (this.sightings.size > this.options.maxSignatures) this.sightings.delete(this.sightings.values().next().value!);
+      this.stats.unanalysed++;
+      run.unanalysed = true;
+      return yield* this.runEagerly(env, feeds, fetches);
+    }
+    this.missStreak++;
     this.stats.misses++;
     // Feeds fixed by value in this signature stay host tensors and are not data (not marked).
     const fixed = new Set(spec?.names);
@@ -160,6 +191,28 @@ export class ModelRunner {
       this.stats.evictions++;
     }
     this.stats.size = this.programs.size;
+    return outputsOf(env, fetches);
+  }
+
+  /**
+   * A replay. Twice as many in a row as the LRU holds programs end a streak of misses: the
+   * workload repeats now. Fewer do not: a loop over one length after another fed again (a second
+   * generation of the same prompt) replays the programs of its first lengths, and would then
+   * analyse and trace the next stretch of lengths every time.
+   */
+  private replayed(): void {
+    if (++this.replayStreak >= 2 * this.options.maxSignatures) this.missStreak = 0;
+  }
+
+  /** A run of the eager path: the feeds as they are (host tensors stay on the host), every needed node walked. */
+  private *runEagerly(
+    env: Env,
+    feeds: Record<string, HostTensor | Value>,
+    fetches: readonly string[],
+  ): Generator<EvalRequest, Value[], void> {
+    for (const [name, f] of Object.entries(feeds))
+      env.values.set(name, 'kind' in f ? (f as Value) : { kind: 'host', tensor: f as HostTensor });
+    yield* this.program.runNodes(this.program.order(fetches), env);
     return outputsOf(env, fetches);
   }
 
@@ -208,6 +261,7 @@ export class ModelRunner {
   /** Counts a run that took one native call (a signature hit too). */
   countOneCall(): void {
     this.stats.hits++;
+    this.replayed();
     this.stats.oneCalls++;
   }
 

@@ -3,6 +3,7 @@
 // as steps between traced segments, and random nodes keep drawing new values.
 import { describe, expect, it } from 'vitest';
 import { MlxSession, type HostTensor } from '../../src/index.js';
+import { MISS_STREAK } from '../../src/execute/runner.js';
 import { model, node, v } from '../helpers/build.js';
 import { ort, seeded } from '../helpers/ort.js';
 
@@ -73,6 +74,62 @@ describe('compiled path', () => {
       expect(s.compileStats).toMatchObject({ misses: 4, evictions: 2 });
     } finally {
       s.release();
+    }
+  });
+
+  it('a streak of signatures that never repeat stops being analysed; one that comes back is compiled', async () => {
+    // transformers.js's loop feeds its cache from the host one row longer every run: each run is a
+    // new signature. After MISS_STREAK misses in a row, a new signature runs eagerly without an
+    // analysis, and is analysed only when it comes back.
+    const eager = await MlxSession.create(mlp, { compiled: false, device: 'cpu' });
+    const s = await MlxSession.create(mlp, { device: 'cpu' });
+    try {
+      const x = (n: number) => ({ x: f32(seeded(4 * n, n), [n, 4]) });
+      const same = async (n: number) => {
+        const want = values((await eager.run(x(n))).y);
+        const got = values((await s.run(x(n))).y);
+        got.forEach((g, i) => expect(Math.abs(g - want[i])).toBeLessThan(1e-6));
+      };
+      for (let n = 1; n <= 20; n++) await same(n);
+      expect(s.compileStats).toMatchObject({ misses: MISS_STREAK, unanalysed: 20 - MISS_STREAK, hits: 0, size: MISS_STREAK });
+      // Seen once unanalysed: its second run is analysed, its third traces, later ones replay.
+      for (let r = 0; r < 4; r++) await same(15);
+      expect(s.compileStats).toMatchObject({ misses: MISS_STREAK + 1, unanalysed: 20 - MISS_STREAK, hits: 3 });
+      expect(s.describeSignatures().at(-1)).toMatchObject({ traced: 1, oneCall: true });
+      // A few replays do not end the streak: a new signature still runs unanalysed first.
+      await same(30);
+      expect(s.compileStats).toMatchObject({ misses: MISS_STREAK + 1, unanalysed: 21 - MISS_STREAK });
+      // Replays in a row, twice as many as maxSignatures (16), do: the workload repeats now.
+      for (let r = 0; r < 32; r++) await s.run(x(15));
+      await same(31);
+      expect(s.compileStats).toMatchObject({ misses: MISS_STREAK + 2, unanalysed: 21 - MISS_STREAK });
+    } finally {
+      eager.release();
+      s.release();
+    }
+    // Passes over the same lengths (generations of the same prompt) trace, then replay, the first
+    // stretch's programs: that does not end the streak, and the later lengths stay unanalysed.
+    const again = await MlxSession.create(mlp, { device: 'cpu' });
+    try {
+      const run = (n: number) => again.runSync({ x: f32(seeded(4 * n), [n, 4]) });
+      // 40 lengths: more past the streak than maxSignatures (16), as a long generation has.
+      for (let pass = 0; pass < 3; pass++) for (let n = 1; n <= 40; n++) run(n);
+      expect(again.compileStats).toMatchObject({ misses: MISS_STREAK, hits: 2 * MISS_STREAK, unanalysed: 3 * (40 - MISS_STREAK) });
+    } finally {
+      again.release();
+    }
+    // A signature back after more new ones than maxSignatures (a loop over more lengths than the
+    // LRU holds, e.g. a second generation of the same length) would be evicted before its next
+    // run: it stays unanalysed.
+    const small = await MlxSession.create(mlp, { device: 'cpu', maxSignatures: 4 });
+    try {
+      const run = (n: number) => small.runSync({ x: f32(seeded(4 * n), [n, 4]) });
+      for (let n = 1; n <= 20; n++) run(n);
+      // 9 to 20 ran unanalysed; again, each comes back after 11 others.
+      for (let n = 9; n <= 20; n++) run(n);
+      expect(small.compileStats).toMatchObject({ misses: MISS_STREAK, unanalysed: 2 * (20 - MISS_STREAK), hits: 0 });
+    } finally {
+      small.release();
     }
   });
 

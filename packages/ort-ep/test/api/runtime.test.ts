@@ -184,6 +184,24 @@ describe('run() and the event loop', () => {
     }
   });
 
+  it('a short eager run evaluates on the calling thread after one that was short; shortEvalMs 0 never', async () => {
+    const want = plain((await runOn('cpu', small, { x })).y);
+    const quick = await MlxSession.create(small, { device: 'cpu', compiled: false, shortEvalMs: 1000 });
+    const off = await MlxSession.create(small, { device: 'cpu', compiled: false, shortEvalMs: 0 });
+    try {
+      // The first has no measure yet: on the worker; then on this thread, the event loop still turning.
+      const runs = [await turned(quick), await turned(quick), await turned(quick)];
+      expect(runs.map((r) => r.inline)).toEqual([false, true, true]);
+      expect(runs[2].turned).toBe(true);
+      for (let i = 0; i < 3; i++) await turned(off);
+      expect(off.compileStats.inlineEvals).toBe(0);
+      for (const r of runs) r.y.forEach((y, i) => expect(y).toBeCloseTo(want[i], 5));
+    } finally {
+      quick.release();
+      off.release();
+    }
+  });
+
   it('a long eager graph build gives the event loop turns (time-sliced)', async () => {
     // 20,000 elementwise nodes on [2, 2]: tens of milliseconds of graph building, microseconds of compute.
     const count = 20_000;

@@ -269,23 +269,25 @@ function gqaRotary(
   at?: mx.Array,
 ): [mx.Array, mx.Array] {
   const given = first ? undefined : ctx.optional(9);
-  const positions =
-    given ??
-    at ??
-    mx.Array.fromTypedArray(
-      Int32Array.from({ length: g.B * g.S }, (_, i) => g.starts[Math.floor(i / g.S)] + (i % g.S)),
-      [g.B, g.S],
-      'int32',
-    );
+  const source = given ?? at;
   const interleaved = ctx.params.rotaryInterleaved;
   const cosCache = ctx.input(7);
   const sinCache = ctx.input(8);
-  // Every layer of a step rotates at the same positions by the same tables: made once per run.
+  // Every layer of a step rotates at the same positions by the same tables: made once per run
+  // (positions from the host's starts are keyed by their numbers).
   const made = (): RotaryFactors => {
+    const positions =
+      source ??
+      mx.Array.fromTypedArray(
+        Int32Array.from({ length: g.B * g.S }, (_, i) => g.starts[Math.floor(i / g.S)] + (i % g.S)),
+        [g.B, g.S],
+        'int32',
+      );
     const [cos, sin] = rotaryTables(ctx, positions, cosCache, sinCache, g.S).map((t) => mx.expandDims(t, 1)); // [B, 1, S, rd/2]
     return rotaryFactors(cos, sin, { interleaved });
   };
-  const factors = at ? ctx.shared(['gqa-rotary', positions, cosCache, sinCache, g.S, interleaved], made) : made();
+  const key = source ?? `${g.B}x${g.S}@${g.starts.join(',')}`;
+  const factors = ctx.shared(['gqa-rotary', key, cosCache, sinCache, g.S, interleaved], made);
   const rotaryDim = cosCache.shape[1] * 2;
   return [rotaryEmbedding(q, { factors, rotaryDim }), rotaryEmbedding(k, { factors, rotaryDim })];
 }
@@ -301,7 +303,8 @@ function gqaCache(past: mx.Array | undefined, fresh: mx.Array, g: GqaShape, leng
     const one = (a: mx.Array, from: number, to: number) => mx.slice(a, [b, 0, from, 0], [b + 1, g.Nkv, to, g.H], [1, 1, 1, 1]);
     const parts: mx.Array[] = [];
     const start = g.starts[b];
-    if (start > 0 && past) parts.push(one(past, 0, start));
+    // The whole past of a batch of one (a decode step on a growing cache) needs no slice.
+    if (start > 0 && past) parts.push(g.B === 1 && start === past.shape[2] ? past : one(past, 0, start));
     parts.push(one(fresh, 0, g.S));
     const end = start + g.S;
     if (end < length) parts.push(mx.zeros([1, g.Nkv, length - end, g.H], fresh.dtype));
@@ -663,7 +666,10 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
     keys = upTo(presentK);
     values = upTo(presentV);
   }
-  const visible = gqaMask(p, g);
+  // Every layer of a step sees the same keys: the mask is made once per run.
+  const visible = ctx.shared(['gqa-mask-host', p.causal, p.localWindow, B, S, total, g.lens.join(','), g.starts.join(',')], () =>
+    gqaMask(p, g),
+  );
   const attentionBias = ctx.optional(10);
   const scale = p.scale ?? 1 / Math.sqrt(H);
   const headSink = ctx.optional(11);

@@ -1,0 +1,73 @@
+// transformers.js's generation loop through the 'mlx' provider: host tensors in every step, the
+// past_key_values.* inputs set to the previous run's present.* Tensors (one row longer each step),
+// the attention_mask one longer. Every step is a new input signature: the tokens and logits equal
+// onnxruntime-node's CPU provider, and the compiled path stops analysing after a streak of misses.
+import { describe, expect, it } from 'vitest';
+// (importing the package registers the 'mlx' backend)
+import type { MlxSession } from '../../src/index.js';
+import '../../src/index.js';
+import { MISS_STREAK } from '../../src/execute/runner.js';
+import { buildDecoder, type DecoderConfig, headSize, kvHeadsOf } from '../helpers/decoder.js';
+import { type Feeds, mlxCpu, ort, type OrtTensor } from '../helpers/ort.js';
+
+const CONFIGS: Record<string, DecoderConfig> = {
+  gpt2: { kind: 'gpt2', layers: 2, hidden: 64, heads: 4, ffn: 256, vocab: 512, maxPositions: 64, seed: 11 },
+  llama: { kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 512, maxPositions: 64, seed: 5 },
+};
+const STEPS = 24;
+
+/** Greedy tokens and the last row of logits of each step, fed as transformers.js feeds them. */
+async function hostLoop(session: import('onnxruntime-node').InferenceSession, c: DecoderConfig, prompt: number[]) {
+  const i64 = (xs: number[], dims: number[]) => new ort.Tensor('int64', BigInt64Array.from(xs, BigInt), dims);
+  let feeds: Feeds = {
+    input_ids: i64(prompt, [1, prompt.length]),
+    attention_mask: i64(
+      prompt.map(() => 1),
+      [1, prompt.length],
+    ),
+  };
+  if (session.inputNames.includes('position_ids'))
+    feeds.position_ids = i64(
+      prompt.map((_, i) => i),
+      [1, prompt.length],
+    );
+  for (let l = 0; l < c.layers; l++)
+    for (const kv of ['key', 'value'])
+      feeds[`past_key_values.${l}.${kv}`] = new ort.Tensor('float32', new Float32Array(0), [1, kvHeadsOf(c), 0, headSize(c)]);
+  const tokens: number[] = [];
+  const rows: Float32Array[] = [];
+  let total = prompt.length;
+  for (let step = 0; step < STEPS; step++) {
+    const out = (await session.run(feeds)) as Record<string, OrtTensor>;
+    const logits = out.logits.data as Float32Array;
+    const row = logits.slice(logits.length - c.vocab);
+    rows.push(row);
+    const next = row.indexOf(Math.max(...row));
+    tokens.push(next);
+    const nextFeeds: Feeds = { input_ids: i64([next], [1, 1]), attention_mask: i64(new Array(total + 1).fill(1), [1, total + 1]) };
+    if (session.inputNames.includes('position_ids')) nextFeeds.position_ids = i64([total], [1, 1]);
+    for (const name of Object.keys(out)) if (name.startsWith('present.')) nextFeeds[name.replace('present', 'past_key_values')] = out[name];
+    feeds = nextFeeds;
+    total++;
+  }
+  return { tokens, rows };
+}
+
+describe("transformers.js's host-fed loop through mlx", () => {
+  for (const [kind, c] of Object.entries(CONFIGS))
+    it(`${kind}: onnxruntime-node's tokens; the steps past the streak run unanalysed`, async () => {
+      const bytes = buildDecoder(c);
+      const prompt = [5, 17, 99, 3, 250];
+      const want = await hostLoop(await ort.InferenceSession.create(bytes), c, prompt);
+      const s = await ort.InferenceSession.create(bytes, mlxCpu);
+      try {
+        const got = await hostLoop(s, c, prompt);
+        expect(got.tokens).toEqual(want.tokens);
+        got.rows.forEach((row, k) => row.forEach((x, i) => expect(Math.abs(x - want.rows[k][i])).toBeLessThan(2e-4)));
+        const stats = (s as unknown as { handler: { session: MlxSession } }).handler.session.compileStats;
+        expect(stats).toMatchObject({ misses: MISS_STREAK, unanalysed: STEPS - MISS_STREAK, hits: 0 });
+      } finally {
+        await s.release();
+      }
+    });
+});
