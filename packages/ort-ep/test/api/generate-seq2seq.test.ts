@@ -104,8 +104,10 @@ describe('generateSeq2Seq on a T5 export', () => {
     const few = await count(2);
     const many = await count(10);
     // Eight more steps move eight rows of float32 logits, not the caches (2 layers x 4 tensors x
-    // 4 heads x 16 x (positions) floats) nor the encoder's output.
-    expect(many - few).toBe(8 * vocab * 4);
+    // 4 heads x 16 x (positions) floats) nor the encoder's output; the steps past the streak of new
+    // signatures run unanalysed (eager), which read their device checks' one-byte flags.
+    expect(many - few).toBeGreaterThanOrEqual(8 * vocab * 4);
+    expect(many - few).toBeLessThanOrEqual(8 * vocab * 4 + 8 * 4);
   });
 
   it('stop tokens end the stream (yielded), minNewTokens holds them back, on both engines', async () => {
