@@ -429,6 +429,32 @@ export function lstm(proj: ArrayLike, rt: ArrayLike, h0: ArrayLike, c0: ArrayLik
 }
 
 /**
+ * one grouped-query attention decode step, float32 on the CPU: q [B, N, S, H], k and v [B, Nkv, S, H] rotated (cos, sin [P, R/2], at positions [B, S] or len - S + i) and written into past_k/past_v [B, Nkv, C, H] at rows len - S .. len - 1 (in place when donated), attention of query i over keys j < min(len, total), causal and windowed at len - S + i: {y [B, N, S, H], present_k, present_v}.
+ *
+ * `int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions , const mlx_array cos , const mlx_array sin , bool interleaved, bool causal, int window, int total, float scale, const mlx_stream s)`
+ */
+export function gqaStep(q: ArrayLike, k: ArrayLike, v: ArrayLike, pastK: ArrayLike, pastV: ArrayLike, len: ArrayLike, positions: ArrayLike | null | undefined, cos: ArrayLike | null | undefined, sin: ArrayLike | null | undefined, interleaved: boolean, causal: boolean, window: number, total: number, scale: number, opts?: OpOptions): Array[] {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(q, k, v, pastK, pastV, len, positions, cos, sin);
+    const _q = t.arg(q, _ref);
+    const _k = t.arg(k, _ref);
+    const _v = t.arg(v, _ref);
+    const _pastK = t.arg(pastK, _ref);
+    const _pastV = t.arg(pastV, _ref);
+    const _len = t.arg(len, _ref);
+    const _positions = positions == null ? null : t.arg(positions, _ref);
+    const _cos = cos == null ? null : t.arg(cos, _ref);
+    const _sin = sin == null ? null : t.arg(sin, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_gqa_step(res, _q.handle, _k.handle, _v.handle, _pastK.handle, _pastV.handle, _len.handle, _positions ? _positions.handle : NULL_HANDLE, _cos ? _cos.handle : NULL_HANDLE, _sin ? _sin.handle : NULL_HANDLE, interleaved, causal, toInt32(window, 'gqaStep: window'), toInt32(total, 'gqaStep: total'), scale, streamHandle(opts)), 'mlxc_gqa_step');
+    return takeVector(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * integer indices as int32 positions in [0, n) (negative ones from the end with `negative`; others clamped), n = dims[0] or dims[j] per last-axis component j: {positions, bad (one bool, shape [1]: an index was outside [-n, n), or [0, n)), [below, above] (int64: the smallest index under range and the largest over it, 0 where none)}; take trusts these positions without a second check.
  *
  * `int mlxc_bounded_indices(mlx_vector_array* res, const mlx_array indices, const int64_t* dims, size_t dims_num, bool negative, const mlx_stream s)`
@@ -469,5 +495,6 @@ export const extOps = {
   avgPoolChannelsLast,
   meanTrailing,
   lstm,
+  gqaStep,
   boundedIndices,
 } as const;

@@ -14,5 +14,6 @@ set(MLXC_GENERATED_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/conv.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/pool.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/rnn.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/attention.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/indices.cpp
 )

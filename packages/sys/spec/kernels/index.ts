@@ -10,6 +10,7 @@ import { gemm } from './gemm.js';
 import { conv } from './conv.js';
 import { pool } from './pool.js';
 import { rnn } from './rnn.js';
+import { attention } from './attention.js';
 import { indices } from './indices.js';
 
 /** By group; `kernels/<concept>` names the generated C++ file (native/generated/kernels/<concept>.cpp) and the README row. */
@@ -21,5 +22,6 @@ export const kernels: Record<string, FnSpec[]> = {
   'kernels/conv': conv,
   'kernels/pool': pool,
   'kernels/rnn': rnn,
+  'kernels/attention': attention,
   'kernels/indices': indices,
 };

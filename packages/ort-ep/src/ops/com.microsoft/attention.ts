@@ -11,7 +11,7 @@ import { fromHeads, rmsNorm, rotaryEmbedding, rotaryFactors, scaledDotProductAtt
 import type { Attrs } from '../../registry/attrs.js';
 import type { CheckContext, OpContext, OpEntry, OpResult } from '../../registry/types.js';
 import { invalidNode, msOp } from '../../registry/op.js';
-import { rotaryTables } from './rotary.js';
+import { rotaryPositions, rotaryTables } from './rotary.js';
 import { hostNumbers, intsIfGiven } from '../helpers/util.js';
 import { decodeMiniFloatArray, encodeE4M3FNOnDevice } from '../helpers/minifloat.js';
 import { optionalQuantInput, packNibbles, typed, unpackFields } from '../helpers/quant-math.js';
@@ -400,6 +400,78 @@ export function sinkAttention(
 }
 
 /**
+ * Whether @mlx/sys's decode step (mx.ext.gqaStep) takes this one: float32 on the CPU, no attention
+ * bias or softcap, rotary tables (if any) float32 [P, R/2] with R at most the head size, not while
+ * differentiating, and the CPU kernels not turned off (MLXC_CPU_KERNELS=off).
+ */
+function nativeStepApplies(ctx: OpContext<GqaParams>, arrays: mx.Array[], H: number): boolean {
+  const p = ctx.params;
+  if (mx.differentiating() || process.env.MLXC_CPU_KERNELS === 'off' || mx.defaultStream().device.type !== 'cpu') return false;
+  if (ctx.has(10) || p.softcap > 0 || !arrays.every((a) => a.dtype === 'float32')) return false;
+  if (!p.doRotary) return true;
+  const [cos, sin] = [ctx.shape(7), ctx.shape(8)];
+  return (
+    ctx.elemType(7) === OnnxDataType.FLOAT &&
+    ctx.elemType(8) === OnnxDataType.FLOAT &&
+    cos.length === 2 &&
+    sin.length === 2 &&
+    cos[0] === sin[0] &&
+    cos[1] === sin[1] &&
+    cos[0] > 0 &&
+    2 * cos[1] <= H
+  );
+}
+
+/**
+ * The shared-buffer decode step as one native primitive on the CPU: the rotary embedding of the new
+ * queries and keys, their rows written into the caches at each sequence's length (in place when the
+ * caches are donated) and attention over the keys each query sees, which only the sequence's own
+ * rows (not the bucket's padding) are read for. The checks of seqlens_k and of the rotary positions
+ * are the composed path's (guards on the device).
+ */
+function gqaNativeStep(
+  ctx: OpContext<GqaParams>,
+  q: mx.Array,
+  k: mx.Array,
+  v: mx.Array,
+  pastK: mx.Array,
+  pastV: mx.Array,
+  len: mx.Array,
+  positions: mx.Array,
+  total: number,
+): OpResult[] {
+  const p = ctx.params;
+  const [B, , S, H] = q.shape;
+  let rope: { at: mx.Array; cos: mx.Array; sin: mx.Array } | undefined;
+  if (p.doRotary) {
+    const cos = ctx.input(7);
+    const src = ctx.optional(9) ?? positions;
+    const at = ctx.shared(['gqa-step-rope', src, cos.shape[0], B, S], () =>
+      mx.astype(mx.broadcastTo(rotaryPositions(ctx, src, cos.shape[0], S), [B, S]), 'int32'),
+    );
+    rope = { at, cos, sin: ctx.input(8) };
+  }
+  const window = p.causal && p.localWindow > 0 && p.localWindow < total ? p.localWindow : -1;
+  const [y, presentK, presentV] = mx.ext.gqaStep(
+    q,
+    k,
+    v,
+    pastK,
+    pastV,
+    len,
+    rope?.at ?? null,
+    rope?.cos ?? null,
+    rope?.sin ?? null,
+    p.rotaryInterleaved,
+    p.causal,
+    window,
+    total,
+    p.scale ?? 1 / Math.sqrt(H),
+  );
+  return [fromHeads(y), presentK, presentV];
+}
+
+/**
  * A decode step into a shared buffer, with each sequence's length left on the device: seqlens_k is
  * not read on the host, so the node needs no evaluation mid-run and a compiled signature traces it
  * with the rest of the step (one program for every step whose total_sequence_length, a shape, is
@@ -458,6 +530,7 @@ function gqaSharedStep(
     const positions = mx.add(mx.reshape(start, [B, 1]), mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]));
     return { len, start, positions };
   });
+  if (nativeStepApplies(ctx, [q, k, v, pastK, pastV], H)) return gqaNativeStep(ctx, q, k, v, pastK, pastV, len, positions, total);
   if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, { B, S, H, starts: [] }, false, positions);
   let write: (past: mx.Array, rows: mx.Array) => mx.Array;
   const cast = (rows: mx.Array, past: mx.Array) => (rows.dtype === past.dtype ? rows : mx.astype(rows, past.dtype));

@@ -1,0 +1,314 @@
+// The grouped-query attention decode step as MLX primitives (gqa_step.h). GqaCacheWrite, one per
+// cache: the past's buffer (donated) or a copy of it, with each sequence's new rows (keys rotated)
+// at len - S .. len - 1. GqaAttend, per sequence and key/value head on the thread pool: the group's
+// queries rotated and scaled, their scores against the keys any of them sees (each query's range:
+// [max(0, position - window + 1), min(len, total, position + 1))) by the small-row product
+// kernels, each row's softmax over its own range (the vectorized row kernel) and the weighted sum
+// of the values. Keys past a sequence's length are never read.
+#include "kernels/attention/gqa_step.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "kernels/activation/math.h"
+#include "kernels/common/cpu.h"
+#include "kernels/common/dense.h"
+#include "kernels/gemm/small_gemm.h"
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/primitives.h"
+
+namespace mlxc::cpu {
+namespace {
+
+using mx::array;
+
+struct Config {
+  bool has_positions, has_rotary, interleaved, causal;
+  int window, total;
+  float scale;
+  bool operator==(const Config& o) const {
+    return has_positions == o.has_positions && has_rotary == o.has_rotary && interleaved == o.interleaved && causal == o.causal &&
+           window == o.window && total == o.total && scale == o.scale;
+  }
+};
+
+/** x (H floats) rotated at table row c, s (R / 2 entries each) into out; dims from R on copied. */
+void rotate(const float* x, const float* c, const float* s, size_t H, size_t R, bool interleaved, float* out) {
+  const size_t half = R / 2;
+  if (interleaved) {
+    for (size_t i = 0; i < half; i++) {
+      const float x0 = x[2 * i], x1 = x[2 * i + 1];
+      out[2 * i] = x0 * c[i] - x1 * s[i];
+      out[2 * i + 1] = x1 * c[i] + x0 * s[i];
+    }
+  } else {
+    for (size_t i = 0; i < half; i++) {
+      const float x0 = x[i], x1 = x[i + half];
+      out[i] = x0 * c[i] - x1 * s[i];
+      out[i + half] = x1 * c[i] + x0 * s[i];
+    }
+  }
+  for (size_t i = R; i < H; i++) out[i] = x[i];
+}
+
+/** past (any strides) into the row-ordered buffer dst. */
+void copy_past(const array& past, float* dst) {
+  const int B = past.shape(0), G = past.shape(1), C = past.shape(2), H = past.shape(3);
+  const float* src = past.data<float>();
+  const auto& st = past.strides();
+  for (int b = 0; b < B; b++)
+    for (int g = 0; g < G; g++)
+      for (int c = 0; c < C; c++) {
+        const float* row = src + b * st[0] + g * st[1] + c * st[2];
+        float* d = dst + ((size_t(b) * G + g) * C + c) * H;
+        if (st[3] == 1)
+          std::memcpy(d, row, sizeof(float) * H);
+        else
+          for (int h = 0; h < H; h++) d[h] = row[h * st[3]];
+      }
+}
+
+/** The step's lengths, starts and positions (clamped as gqa_step.h says). */
+struct Steps {
+  std::vector<int> len, start, qpos, rpos;
+  Steps(const int32_t* lens, const int32_t* given, int B, int S, int C) : len(B), start(B), qpos(size_t(B) * S), rpos(size_t(B) * S) {
+    // qpos: where each query sits in its sequence (the mask's); rpos: its rotary position (given, or the same).
+    for (int b = 0; b < B; b++) {
+      len[b] = std::clamp<int>(lens[b], S, C);
+      start[b] = len[b] - S;
+      for (int i = 0; i < S; i++) {
+        qpos[b * S + i] = start[b] + i;
+        rpos[b * S + i] = given ? given[b * S + i] : start[b] + i;
+      }
+    }
+  }
+};
+
+/** The rotary tables, or none. */
+struct Rope {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int rows = 0;
+  size_t R = 0;
+  bool interleaved = false;
+  Rope(const array* c, const array* s, bool inter) : interleaved(inter) {
+    if (!c) return;
+    cos = c->data<float>();
+    sin = s->data<float>();
+    rows = c->shape(0);
+    R = 2 * static_cast<size_t>(c->shape(1));
+  }
+  /** x (H floats) at position p into out: rotated, or copied without tables. */
+  void apply(const float* x, int p, size_t H, float* out) const {
+    if (!R) {
+      std::memcpy(out, x, sizeof(float) * H);
+      return;
+    }
+    const size_t r = static_cast<size_t>(std::clamp(p, 0, rows - 1)) * (R / 2);
+    rotate(x, cos + r, sin + r, H, R, interleaved, out);
+  }
+};
+
+/** present = past with rows [len - S, len) of each sequence set to rows (rotated with tables): in place when the past is donated. */
+class GqaCacheWrite : public mx::Primitive {
+ public:
+  GqaCacheWrite(mx::Stream s, bool has_positions, bool has_rotary, bool interleaved)
+      : mx::Primitive(s), has_positions_(has_positions), has_rotary_(has_rotary), interleaved_(interleaved) {}
+  const char* name() const override { return "GqaCacheWrite"; }
+  bool is_equivalent(const mx::Primitive& o) const override {
+    if (typeid(o) != typeid(*this)) return false;
+    auto& p = static_cast<const GqaCacheWrite&>(o);
+    return has_positions_ == p.has_positions_ && has_rotary_ == p.has_rotary_ && interleaved_ == p.interleaved_;
+  }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {in[0].shape()}; }
+  void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
+    throw std::runtime_error("GqaCacheWrite is a CPU kernel (the front end composes MLX ops on other devices)");
+  }
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    auto& out = outs[0];
+    const array& past = in[0];
+    // The past's own buffer when this step holds its only reference (a donated feed), else a copy.
+    const bool copy = !(past.is_donatable() && row_ordered(past));
+    if (copy)
+      out.set_data(mx::allocator::malloc(out.nbytes()));
+    else
+      out.copy_shared_buffer(past);
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) enc.set_input_array(a);
+    enc.set_output_array(out);
+    std::vector<array> ins{array::unsafe_weak_copy(past)};
+    for (size_t i = 1; i < in.size(); i++) ins.push_back(array::unsafe_weak_copy(row_ordered_input(in[i], enc)));
+    enc.dispatch([ins = std::move(ins), out = array::unsafe_weak_copy(out), copy, hp = has_positions_, hr = has_rotary_,
+                  inter = interleaved_]() mutable {
+      const array &past = ins[0], &rows = ins[1], &lens = ins[2];
+      size_t next = 3;
+      const array* pos = hp ? &ins[next++] : nullptr;
+      const array* c = hr ? &ins[next++] : nullptr;
+      const array* sn = hr ? &ins[next++] : nullptr;
+      if (copy) copy_past(past, out.data<float>());
+      const int B = rows.shape(0), G = rows.shape(1), S = rows.shape(2), H = rows.shape(3), C = out.shape(2);
+      if (out.size() == 0 || S == 0) return;
+      const Steps st(lens.data<int32_t>(), pos ? pos->data<int32_t>() : nullptr, B, S, C);
+      const Rope rope(c, sn, inter);
+      const float* rp = rows.data<float>();
+      float* op = out.data<float>();
+      for (int b = 0; b < B; b++)
+        for (int g = 0; g < G; g++)
+          for (int i = 0; i < S; i++)
+            rope.apply(rp + ((size_t(b) * G + g) * S + i) * H, st.rpos[b * S + i], H, op + ((size_t(b) * G + g) * C + st.start[b] + i) * H);
+    });
+  }
+
+ private:
+  bool has_positions_, has_rotary_, interleaved_;
+};
+
+/** y [B, N, S, H]: the queries (rotated with tables) attending over the keys of the present caches each sees. */
+class GqaAttend : public mx::Primitive {
+ public:
+  GqaAttend(mx::Stream s, Config cfg) : mx::Primitive(s), cfg_(cfg) {}
+  const char* name() const override { return "GqaAttend"; }
+  bool is_equivalent(const mx::Primitive& o) const override {
+    return typeid(o) == typeid(*this) && cfg_ == static_cast<const GqaAttend&>(o).cfg_;
+  }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {in[0].shape()}; }
+  void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
+    throw std::runtime_error("GqaAttend is a CPU kernel (the front end composes MLX ops on other devices)");
+  }
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    auto& y = outs[0];
+    y.set_data(mx::allocator::malloc(y.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) enc.set_input_array(a);
+    enc.set_output_array(y);
+    std::vector<array> ins;
+    for (auto& a : in) ins.push_back(array::unsafe_weak_copy(row_ordered_input(a, enc)));
+    enc.dispatch([ins = std::move(ins), y = array::unsafe_weak_copy(y), cfg = cfg_]() mutable { run(ins, y, cfg); });
+  }
+
+ private:
+  static void run(const std::vector<array>& in, array& y, const Config& cfg) {
+    const array &q = in[0], &kc_a = in[1], &vc_a = in[2], &lens = in[3];
+    size_t next = 4;
+    const array* pos = cfg.has_positions ? &in[next++] : nullptr;
+    const array* c = cfg.has_rotary ? &in[next++] : nullptr;
+    const array* sn = cfg.has_rotary ? &in[next++] : nullptr;
+    const int B = q.shape(0), N = q.shape(1), S = q.shape(2), H = q.shape(3);
+    const int G = kc_a.shape(1), C = kc_a.shape(2), per = N / G;
+    if (y.size() == 0) return;
+    const Steps st(lens.data<int32_t>(), pos ? pos->data<int32_t>() : nullptr, B, S, C);
+    const Rope rope(c, sn, cfg.interleaved);
+    const size_t Hs = static_cast<size_t>(H);
+    const float *qp = q.data<float>(), *kc = kc_a.data<float>(), *vc = vc_a.data<float>();
+    float* yp = y.data<float>();
+    // Per sequence and key/value head: the group's per * S query rows (rotated, times the scale) in
+    // one block, their scores against the keys any of them sees with the small-row product kernels
+    // (keys as [n, H] rows), each row's softmax over its own range (zeros elsewhere), then the
+    // probabilities times the values' rows.
+    const size_t M = size_t(per) * S;
+    const auto task = [&](size_t t0, size_t t1) {
+      std::vector<float> qr(M * Hs), scores;
+      for (size_t t = t0; t < t1; t++) {
+        const int b = static_cast<int>(t / G), g = static_cast<int>(t % G);
+        const float* keys = kc + (size_t(b) * G + g) * C * Hs;
+        const float* vals = vc + (size_t(b) * G + g) * C * Hs;
+        const int hi_all = std::min(st.len[b], cfg.total);
+        std::vector<int> lo(S), hi(S);
+        int lo_min = hi_all, hi_max = 0;
+        for (int i = 0; i < S; i++) {
+          const int p = st.qpos[b * S + i];
+          hi[i] = std::max(0, cfg.causal ? std::min(hi_all, p + 1) : hi_all);
+          lo[i] = std::min(hi[i], cfg.window > 0 ? std::max(0, p - cfg.window + 1) : 0);
+          if (hi[i] > lo[i]) lo_min = std::min(lo_min, lo[i]), hi_max = std::max(hi_max, hi[i]);
+        }
+        float* out = yp + (size_t(b) * N + size_t(g) * per) * S * Hs;
+        std::fill(out, out + M * Hs, 0.0f);
+        if (hi_max <= lo_min) continue;  // no query sees a key: zeros
+        const size_t n = size_t(hi_max - lo_min);
+        for (int h = 0; h < per; h++)
+          for (int i = 0; i < S; i++) {
+            const size_t row = size_t(h) * S + i;
+            float* qo = qr.data() + row * Hs;
+            rope.apply(qp + ((size_t(b) * N + size_t(g) * per + h) * S + i) * Hs, st.rpos[b * S + i], Hs, qo);
+            for (size_t d = 0; d < Hs; d++) qo[d] *= cfg.scale;
+          }
+        scores.resize(M * n);
+        gemm::nk_rows(qr.data(), Hs, keys + size_t(lo_min) * Hs, Hs, nullptr, scores.data(), n, M, Hs, 0, n);
+        for (size_t row = 0; row < M; row++) {
+          const int i = static_cast<int>(row % S);
+          float* sr = scores.data() + row * n;
+          const size_t a = size_t(std::max(lo[i], lo_min) - lo_min), z = size_t(std::max(hi[i], lo_min) - lo_min);
+          if (z > a) softmax_row(sr + a, sr + a, z - a, false);
+          std::fill(sr, sr + a, 0.0f);
+          std::fill(sr + std::max(a, z), sr + n, 0.0f);
+        }
+        gemm::kn(scores.data(), n, vals + size_t(lo_min) * Hs, Hs, nullptr, out, Hs, M, n, 0, Hs);
+      }
+    };
+    const size_t tasks = size_t(B) * G;
+    const size_t work = size_t(B) * N * S * size_t(std::max(1, std::min(C, cfg.total))) * Hs;
+    if (tasks > 1 && work >= (size_t{1} << 15) && num_threads() > 1)
+      parallel_for(tasks, 1, task);
+    else
+      task(0, tasks);
+  }
+
+  Config cfg_;
+};
+
+}  // namespace
+
+std::vector<array> gqa_step(const array& q, const array& k, const array& v, const array& past_k, const array& past_v, const array& len,
+                            const std::optional<array>& positions, const std::optional<array>& cos, const std::optional<array>& sin,
+                            bool interleaved, bool causal, int window, int total, float scale, mx::Stream s) {
+  const std::string where = "gqa_step: ";
+  if (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4 || past_k.ndim() != 4 || past_v.ndim() != 4)
+    throw std::invalid_argument(where + "q, k, v and the pasts must be 4-D ([B, heads, S, H])");
+  const int B = q.shape(0), N = q.shape(1), S = q.shape(2), H = q.shape(3), G = k.shape(1);
+  if (G <= 0 || N % G != 0)
+    throw std::invalid_argument(where + std::to_string(N) + " query heads do not split over " + std::to_string(G) + " key/value heads");
+  if (k.shape() != mx::Shape{B, G, S, H} || v.shape() != k.shape())
+    throw std::invalid_argument(where + "k and v must be [B, Nkv, S, H] as q's [B, N, S, H]");
+  if (past_k.shape(0) != B || past_k.shape(1) != G || past_k.shape(3) != H || past_v.shape() != past_k.shape() || past_k.shape(2) < S)
+    throw std::invalid_argument(where + "the pasts must be [B, Nkv, C, H] with C at least S, alike");
+  if (len.ndim() != 1 || len.shape(0) != B || len.dtype() != mx::int32) throw std::invalid_argument(where + "len must be int32 [B]");
+  if (positions && (positions->shape() != mx::Shape{B, S} || positions->dtype() != mx::int32))
+    throw std::invalid_argument(where + "positions must be int32 [B, S]");
+  if (cos.has_value() != sin.has_value()) throw std::invalid_argument(where + "cos and sin come together");
+  if (cos && (cos->ndim() != 2 || sin->shape() != cos->shape() || 2 * cos->shape(1) > H || cos->shape(0) < 1))
+    throw std::invalid_argument(where + "cos and sin must be [P, R / 2] alike with R at most the head size");
+  if (total < 1) throw std::invalid_argument(where + "total must be positive");
+  for (const array* a : {&q, &k, &v, &past_k, &past_v})
+    if (a->dtype() != mx::float32) throw std::invalid_argument(where + "float32 only");
+  if (cos && (cos->dtype() != mx::float32 || sin->dtype() != mx::float32))
+    throw std::invalid_argument(where + "float32 rotary tables only");
+  if (s.device != mx::Device::cpu) throw std::invalid_argument(where + "a CPU kernel");
+  // Three single-output primitives (an MLX primitive of several outputs holds its inputs once per
+  // output, so no cache buffer could be donated to it): the two cache writes, then attention.
+  const auto write = [&](const array& past, const array& rows, bool rotary) {
+    std::vector<array> in{past, rows, len};
+    if (positions) in.push_back(*positions);
+    if (rotary) {
+      in.push_back(*cos);
+      in.push_back(*sin);
+    }
+    return array(past.shape(), mx::float32, std::make_shared<GqaCacheWrite>(s, positions.has_value(), rotary, interleaved), std::move(in));
+  };
+  array present_k = write(past_k, k, cos.has_value());
+  array present_v = write(past_v, v, false);
+  Config cfg{positions.has_value(), cos.has_value(), interleaved, causal, window, total, scale};
+  std::vector<array> in{q, present_k, present_v, len};
+  if (positions) in.push_back(*positions);
+  if (cos) {
+    in.push_back(*cos);
+    in.push_back(*sin);
+  }
+  array y(q.shape(), mx::float32, std::make_shared<GqaAttend>(s, cfg), std::move(in));
+  return {y, present_k, present_v};
+}
+
+}  // namespace mlxc::cpu

@@ -1,0 +1,13 @@
+// ABI spec, the project's own kernels: attention (native/src/kernels/attention/): a grouped-query
+// attention decode step over a KV cache of fixed capacity in three primitives (rotary, cache writes in
+// place, attention over each sequence's own keys). Float32 on a CPU stream only: the front end
+// composes MLX's ops elsewhere.
+import { op, type FnSpec } from '../dsl.js';
+
+export const attention: FnSpec[] = [
+  op(
+    'int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions /* may be null */, const mlx_array cos /* may be null */, const mlx_array sin /* may be null */, bool interleaved, bool causal, int window, int total, float scale, const mlx_stream s)',
+    'mlxc::cpu::gqa_step($q, $k, $v, $past_k, $past_v, $len, $positions, $cos, $sin, $interleaved, $causal, $window, $total, $scale, $s)',
+    'one grouped-query attention decode step, float32 on the CPU: q [B, N, S, H], k and v [B, Nkv, S, H] rotated (cos, sin [P, R/2], at positions [B, S] or len - S + i) and written into past_k/past_v [B, Nkv, C, H] at rows len - S .. len - 1 (in place when donated), attention of query i over keys j < min(len, total), causal and windowed at len - S + i: {y [B, N, S, H], present_k, present_v}',
+  ),
+];
