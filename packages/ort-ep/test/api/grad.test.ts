@@ -335,6 +335,20 @@ const CASES: Case[] = [
     ],
   },
   {
+    // MLX's Pad primitive has no VJP for its fill value (asked for both, it crashed the process).
+    name: 'Pad (constant, the value an input)',
+    build: () => ({
+      nodes: [node('Pad', ['x', 'pads', 'value'], ['y'], { attrs: { mode: 'constant' } })],
+      outputs: ['y'],
+      opset: 18,
+      extraInputs: [{ name: 'pads', type: 'int64', dims: [4], data: [1, 0, 0, 2] }],
+    }),
+    wrt: [
+      { name: 'x', dims: [2, 3] },
+      { name: 'value', dims: [] },
+    ],
+  },
+  {
     name: 'Gather (wrt data)',
     build: () => ({
       nodes: [node('Gather', ['w', 'ids'], ['y'], { attrs: { axis: 0 } })],
