@@ -349,6 +349,33 @@ const CASES: Case[] = [
     ],
   },
   {
+    // The class weights are an input, differentiable: @mlx/kernels' nllLoss held them constant.
+    name: 'NegativeLogLikelihoodLoss (mean, class weights)',
+    build: () => ({
+      nodes: [node('NegativeLogLikelihoodLoss', ['x', 't', 'w'], ['y'], { attrs: { reduction: 'mean', ignore_index: 2 } })],
+      outputs: ['y'],
+      opset: 13,
+      extraInputs: [{ name: 't', type: 'int64', dims: [3, 2], data: [0, 3, 2, 1, 3, 3] }],
+    }),
+    wrt: [
+      { name: 'x', dims: [3, 4, 2] },
+      { name: 'w', dims: [4], positive: true },
+    ],
+  },
+  {
+    name: 'SoftmaxCrossEntropyLoss (none, class weights)',
+    build: () => ({
+      nodes: [node('SoftmaxCrossEntropyLoss', ['x', 't', 'w'], ['y'], { attrs: { reduction: 'none' } })],
+      outputs: ['y'],
+      opset: 13,
+      extraInputs: [{ name: 't', type: 'int64', dims: [3], data: [0, 3, 1] }],
+    }),
+    wrt: [
+      { name: 'x', dims: [3, 4] },
+      { name: 'w', dims: [4], positive: true },
+    ],
+  },
+  {
     name: 'Gather (wrt data)',
     build: () => ({
       nodes: [node('Gather', ['w', 'ids'], ['y'], { attrs: { axis: 0 } })],
