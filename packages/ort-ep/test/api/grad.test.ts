@@ -376,6 +376,39 @@ const CASES: Case[] = [
     ],
   },
   {
+    // An additive mask is an input with a gradient: the attention kernel's VJP held it constant.
+    name: 'Attention (additive mask)',
+    build: () => ({ nodes: [node('Attention', ['q', 'k', 'v', 'mask'], ['y'])], outputs: ['y'], opset: 23 }),
+    wrt: [
+      { name: 'q', dims: [1, 2, 3, 4] },
+      { name: 'k', dims: [1, 2, 3, 4] },
+      { name: 'v', dims: [1, 2, 3, 4] },
+      { name: 'mask', dims: [3, 3], init: true },
+    ],
+  },
+  {
+    // The cos/sin caches are inputs with gradients: the fused rotation's VJP held them constant.
+    name: 'RotaryEmbedding (wrt the caches)',
+    build: () => ({ nodes: [node('RotaryEmbedding', ['x', 'cos', 'sin'], ['y'])], outputs: ['y'], opset: 23 }),
+    wrt: [
+      { name: 'x', dims: [1, 1, 2, 4] },
+      { name: 'cos', dims: [1, 2, 2] },
+      { name: 'sin', dims: [1, 2, 2] },
+    ],
+    // onnxruntime has no float64 RotaryEmbedding: half-split rotation in JS.
+    ref: (m) => {
+      const [x, c, sn] = [m.get('x')!, m.get('cos')!, m.get('sin')!];
+      const y = x.slice();
+      for (let t = 0; t < 2; t++)
+        for (let i = 0; i < 2; i++) {
+          const [a, b] = [x[4 * t + i], x[4 * t + i + 2]];
+          y[4 * t + i] = a * c[2 * t + i] - b * sn[2 * t + i];
+          y[4 * t + i + 2] = b * c[2 * t + i] + a * sn[2 * t + i];
+        }
+      return [y];
+    },
+  },
+  {
     name: 'Gather (wrt data)',
     build: () => ({
       nodes: [node('Gather', ['w', 'ids'], ['y'], { attrs: { axis: 0 } })],
