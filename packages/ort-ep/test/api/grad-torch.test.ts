@@ -4,10 +4,10 @@
 // k of <y_k, r_k> (r_k = seeded(n, 1000 + k)) on test_data_set_0. Each weight's gradient is
 // compared by its norm and its dot products with 4 seeded directions, at float32 tolerances.
 //
-// Covered: bert-tiny, gpt2-tiny, llama-tiny, small-cnn, mobilenet-v3-ish (every float
-// initializer of each). Not yet: lstm-tagger (the torch side has no LSTM op yet), and the
-// variants whose weights are not float (gpt2-tiny-int4, small-cnn-qdq) or fused by onnxruntime's
-// optimizer (bert-tiny-ort-fused: the same weights as bert-tiny through com.microsoft ops).
+// Covered: bert-tiny, bert-tiny-ort-fused (com.microsoft SkipLayerNormalization and BiasGelu),
+// gpt2-tiny, llama-tiny, lstm-tagger, small-cnn, mobilenet-v3-ish: every float initializer of
+// each. Not yet: the quantized variants gpt2-tiny-int4 (MatMulNBits) and small-cnn-qdq
+// (QuantizeLinear/DequantizeLinear), whose float initializers are the quantization scales.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as mx from '@mlx/core';
@@ -32,7 +32,9 @@ const fixtures: Fixture[] = readdirSync(dir)
 
 describe('weight gradients of the shared models against torch autograd', () => {
   it('the fixtures are there', () => {
-    expect(fixtures.map((f) => f.model)).toEqual(['bert-tiny', 'gpt2-tiny', 'llama-tiny', 'mobilenet-v3-ish', 'small-cnn']);
+    expect(fixtures.map((f) => f.model).sort()).toEqual(
+      ['bert-tiny', 'bert-tiny-ort-fused', 'gpt2-tiny', 'llama-tiny', 'lstm-tagger', 'mobilenet-v3-ish', 'small-cnn'].sort(),
+    );
   });
   for (const fx of fixtures)
     it(fx.model, async () => {

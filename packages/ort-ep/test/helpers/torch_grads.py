@@ -309,6 +309,49 @@ class Interpreter:
         return F.avg_pool2d(x[0], list(a['kernel_shape']), list(a.get('strides', [1] * k)), pads[:k],
                             bool(a.get('ceil_mode', 0)), bool(a.get('count_include_pad', 0)))
 
+    # com.microsoft (bert-tiny-ort-fused)
+    def op_BiasGelu(self, x, a):
+        y = x[0] + x[1]
+        return 0.5 * y * (1 + torch.erf(y / math.sqrt(2)))
+
+    def op_SkipLayerNormalization(self, x, a):
+        s = x[0] + x[1]
+        if len(x) > 4 and x[4] is not None:
+            s = s + x[4]
+        y = self.op_LayerNormalization([s, x[2], x[3] if len(x) > 3 else None], {'epsilon': a.get('epsilon', 1e-12)})
+        return [y, None, None, s]
+
+    def op_LSTM(self, x, a):
+        """ONNX's LSTM (gates i, o, f, c; default activations; no peepholes, clip or sequence_lens)."""
+        X, W, R = x[0], x[1], x[2]
+        opt = lambda i: x[i] if len(x) > i and x[i] is not None else None  # noqa: E731
+        if opt(4) is not None or opt(7) is not None or 'clip' in a or a.get('input_forget', 0) or 'activations' in a:
+            raise NotImplementedError('LSTM with sequence_lens, peepholes, clip, input_forget or activations')
+        if a.get('layout', 0):
+            raise NotImplementedError('LSTM layout 1')
+        H = a['hidden_size']
+        dirs, seq, batch = W.shape[0], X.shape[0], X.shape[1]
+        direction = a.get('direction', b'forward')
+        direction = direction.decode() if isinstance(direction, bytes) else direction
+        B = opt(3)
+        h0 = opt(5) if opt(5) is not None else torch.zeros(dirs, batch, H, dtype=X.dtype)
+        c0 = opt(6) if opt(6) is not None else torch.zeros(dirs, batch, H, dtype=X.dtype)
+        ys, hs, cs = [], [], []
+        for d in range(dirs):
+            h, c = h0[d], c0[d]
+            b = B[d][: 4 * H] + B[d][4 * H :] if B is not None else 0
+            backward = d == 1 or direction == 'reverse'
+            out = [None] * seq
+            for t in reversed(range(seq)) if backward else range(seq):
+                gi, go, gf, gc = torch.split(X[t] @ W[d].t() + h @ R[d].t() + b, H, dim=-1)
+                c = torch.sigmoid(gf) * c + torch.sigmoid(gi) * torch.tanh(gc)
+                h = torch.sigmoid(go) * torch.tanh(c)
+                out[t] = h
+            ys.append(torch.stack(out))
+            hs.append(h)
+            cs.append(c)
+        return [torch.stack(ys, dim=1), torch.stack(hs), torch.stack(cs)]
+
 
 def reference(name):
     d = os.path.join(MODELS, name)
@@ -359,7 +402,7 @@ def reference(name):
 
 
 def main():
-    names = sys.argv[1:] or ['bert-tiny', 'gpt2-tiny']
+    names = sys.argv[1:] or ['bert-tiny', 'gpt2-tiny', 'llama-tiny', 'small-cnn', 'mobilenet-v3-ish', 'lstm-tagger', 'bert-tiny-ort-fused']
     os.makedirs(OUT, exist_ok=True)
     torch.set_grad_enabled(True)
     for name in names:
