@@ -5,9 +5,10 @@
 // compared by its norm and its dot products with 4 seeded directions, at float32 tolerances.
 //
 // Covered: bert-tiny, bert-tiny-ort-fused (com.microsoft SkipLayerNormalization and BiasGelu),
-// gpt2-tiny, llama-tiny, lstm-tagger, small-cnn, mobilenet-v3-ish: every float initializer of
-// each. Not yet: the quantized variants gpt2-tiny-int4 (MatMulNBits) and small-cnn-qdq
-// (QuantizeLinear/DequantizeLinear), whose float initializers are the quantization scales.
+// gpt2-tiny, gpt2-tiny-int4 (MatMulNBits: its float initializer is the scales), llama-tiny,
+// lstm-tagger, small-cnn, mobilenet-v3-ish: every float initializer of each. Not yet:
+// small-cnn-qdq (QuantizeLinear/DequantizeLinear of the activations: its float initializers are
+// scales that a rounding reads).
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as mx from '@mlx/core';
@@ -33,7 +34,16 @@ const fixtures: Fixture[] = readdirSync(dir)
 describe('weight gradients of the shared models against torch autograd', () => {
   it('the fixtures are there', () => {
     expect(fixtures.map((f) => f.model).sort()).toEqual(
-      ['bert-tiny', 'bert-tiny-ort-fused', 'gpt2-tiny', 'llama-tiny', 'lstm-tagger', 'mobilenet-v3-ish', 'small-cnn'].sort(),
+      [
+        'bert-tiny',
+        'bert-tiny-ort-fused',
+        'gpt2-tiny',
+        'gpt2-tiny-int4',
+        'llama-tiny',
+        'lstm-tagger',
+        'mobilenet-v3-ish',
+        'small-cnn',
+      ].sort(),
     );
   });
   for (const fx of fixtures)

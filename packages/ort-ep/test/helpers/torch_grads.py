@@ -321,6 +321,25 @@ class Interpreter:
         y = self.op_LayerNormalization([s, x[2], x[3] if len(x) > 3 else None], {'epsilon': a.get('epsilon', 1e-12)})
         return [y, None, None, s]
 
+    def op_MatMulNBits(self, x, a):
+        """A @ dequantized(B)^T: 4-bit blocks along K (low nibble first), per-block scales and zero points."""
+        if a.get('bits', 4) != 4 or (len(x) > 4 and x[4] is not None):
+            raise NotImplementedError('MatMulNBits other than 4 bits, or with g_idx')
+        K, N, bs = a['K'], a['N'], a['block_size']
+        packed = x[1].reshape(N, -1).long()
+        q = torch.stack([packed & 15, packed >> 4], dim=-1).reshape(N, -1)[:, :K]
+        blocks = (K + bs - 1) // bs
+        scales = x[2].reshape(N, blocks)
+        if len(x) > 3 and x[3] is not None:
+            zp = x[3].reshape(N, -1).long()
+            zp = torch.stack([zp & 15, zp >> 4], dim=-1).reshape(N, -1)[:, :blocks]
+        else:
+            zp = torch.full((N, blocks), 8, dtype=torch.long)
+        block_of = torch.arange(K) // bs
+        w = (q - zp[:, block_of]).double() * scales[:, block_of]
+        y = torch.matmul(x[0], w.t())
+        return y + x[5] if len(x) > 5 and x[5] is not None else y
+
     def op_LSTM(self, x, a):
         """ONNX's LSTM (gates i, o, f, c; default activations; no peepholes, clip or sequence_lens)."""
         X, W, R = x[0], x[1], x[2]
@@ -402,7 +421,7 @@ def reference(name):
 
 
 def main():
-    names = sys.argv[1:] or ['bert-tiny', 'gpt2-tiny', 'llama-tiny', 'small-cnn', 'mobilenet-v3-ish', 'lstm-tagger', 'bert-tiny-ort-fused']
+    names = sys.argv[1:] or ['bert-tiny', 'gpt2-tiny', 'llama-tiny', 'small-cnn', 'mobilenet-v3-ish', 'lstm-tagger', 'bert-tiny-ort-fused', 'gpt2-tiny-int4']
     os.makedirs(OUT, exist_ok=True)
     torch.set_grad_enabled(True)
     for name in names:
