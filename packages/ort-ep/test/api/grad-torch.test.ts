@@ -4,11 +4,11 @@
 // k of <y_k, r_k> (r_k = seeded(n, 1000 + k)) on test_data_set_0. Each weight's gradient is
 // compared by its norm and its dot products with 4 seeded directions, at float32 tolerances.
 //
-// Covered: bert-tiny, bert-tiny-ort-fused (com.microsoft SkipLayerNormalization and BiasGelu),
-// gpt2-tiny, gpt2-tiny-int4 (MatMulNBits: its float initializer is the scales), llama-tiny,
-// lstm-tagger, small-cnn, mobilenet-v3-ish: every float initializer of each. Not yet:
-// small-cnn-qdq (QuantizeLinear/DequantizeLinear of the activations: its float initializers are
-// scales that a rounding reads).
+// Covered: all nine shared models, every float initializer of each: bert-tiny,
+// bert-tiny-ort-fused (com.microsoft SkipLayerNormalization and BiasGelu), gpt2-tiny,
+// gpt2-tiny-int4 (MatMulNBits: its float initializer is the scales), llama-tiny, lstm-tagger,
+// small-cnn, small-cnn-qdq (QuantizeLinear/DequantizeLinear: the scales, whose gradient comes
+// through DequantizeLinear, rounding having none), mobilenet-v3-ish.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as mx from '@mlx/core';
@@ -43,6 +43,7 @@ describe('weight gradients of the shared models against torch autograd', () => {
         'lstm-tagger',
         'mobilenet-v3-ish',
         'small-cnn',
+        'small-cnn-qdq',
       ].sort(),
     );
   });
