@@ -7,8 +7,9 @@
 // Covered: all nine shared models, every float initializer of each: bert-tiny,
 // bert-tiny-ort-fused (com.microsoft SkipLayerNormalization and BiasGelu), gpt2-tiny,
 // gpt2-tiny-int4 (MatMulNBits: its float initializer is the scales), llama-tiny, lstm-tagger,
-// small-cnn, small-cnn-qdq (QuantizeLinear/DequantizeLinear: the scales, whose gradient comes
-// through DequantizeLinear, rounding having none), mobilenet-v3-ish.
+// small-cnn, small-cnn-qdq (QuantizeLinear/DequantizeLinear; a weak check: every scale but the
+// output's reaches the loss through a later rounding, so only probs_scale's gradient is not zero),
+// mobilenet-v3-ish.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as mx from '@mlx/core';
