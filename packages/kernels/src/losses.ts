@@ -64,7 +64,9 @@ function exampleWeights(rawLabels: Array, dtype: Array['dtype'], c: LossConfig, 
   const labels = stopGradient(rawLabels);
   const valid = c.ignoreIndex === null ? null : notEqual(labels, c.ignoreIndex);
   const safeLabels = valid ? where(valid, labels, scalar(0, labels.dtype)) : labels;
-  let w = weights ? take(stopGradient(astype(weights, dtype)), safeLabels, 0) : ones(labels.shape, dtype);
+  // Class weights are differentiable (ONNX's losses take them as an input, which a caller may
+  // train): the loss is linear in the weight gathered at each label, and 'mean' divides by their sum.
+  let w = weights ? take(astype(weights, dtype), safeLabels, 0) : ones(labels.shape, dtype);
   if (valid) w = where(valid, w, scalar(0, dtype));
   return { safeLabels, w };
 }
@@ -103,7 +105,7 @@ function lossForward(logits: Array, labels: Array, c: LossConfig, weights?: Arra
  * The negative log-likelihood of log-probabilities (classes on classAxis) at integer labels
  * (logProbs' shape without the class axis), with ignoreIndex, class weights and a reduction.
  * Labels must lie in [0, C) unless ignored: they index the classes unchecked. Differentiated by
- * MLX's autodiff (its gradient is −weight·upstream at each label).
+ * MLX's autodiff, in the log-probabilities (−weight·upstream at each label) and the class weights.
  */
 export function nllLoss(logProbs: Array, labels: Array, options: NllLossOptions = {}): Array {
   const c = lossConfig(logProbs, options);

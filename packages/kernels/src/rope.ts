@@ -25,7 +25,6 @@ import {
   sin,
   slice,
   splitSections,
-  stopGradient,
   add,
   take,
   zerosLike,
@@ -157,7 +156,9 @@ const rotaryOp = defineCustomVjp<RopeConfig>(
 /** cos/sin gathered by position and shaped to broadcast against x's [..., s, r/2]. */
 function anglesFor(x: Array, table: Array, positionIds: Array | null | undefined, headAxis: 1 | 2): Array {
   return scope(() => {
-    let t = stopGradient(table);
+    // No stop-gradient: rotaryEmbedding's VJP gives the tables none, and the composite
+    // differentiates them (ONNX's RotaryEmbedding takes the caches as inputs).
+    let t = table;
     if (positionIds) t = take(t, positionIds, 0); // [b, s, r/2] or [s, r/2]
     // Against [b, h, s, d] the head axis goes between batch and sequence; against [b, s, h, d] after the sequence.
     if (x.ndim === 4 && t.ndim === 3) t = expandDims(t, headAxis);
@@ -211,7 +212,10 @@ export function rotaryEmbeddingVjp(gradOut: Array, options: RotaryEmbeddingOptio
   });
 }
 
-/** rotaryEmbedding from plain ops (the autodiff reference). */
+/**
+ * rotaryEmbedding from plain ops (the autodiff reference): differentiable in x and in cos and sin
+ * (their gathered rows, summed over what they broadcast against).
+ */
 export function rotaryEmbeddingComposite(x: Array, options: RotaryEmbeddingOptions | RotaryFactorsOptions): Array {
   const config = configOf(x, options);
   return scope(() => {

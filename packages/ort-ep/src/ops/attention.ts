@@ -3,7 +3,7 @@
 // after the past cache, masks shorter than the keys padded with -inf, softcap, empty rows as zeros.
 import * as mx from '@mlx/core';
 import { checkedIndices } from './helpers/bounds.js';
-import { fromHeads, rmsNorm, rotaryEmbedding, scaledDotProductAttention, toHeads } from '@mlx/kernels';
+import { fromHeads, rmsNorm, rotaryEmbedding, rotaryEmbeddingComposite, scaledDotProductAttention, toHeads } from '@mlx/kernels';
 import type { Attrs } from '../registry/attrs.js';
 import type { OpContext, OpEntry, OpResult } from '../registry/types.js';
 import { onnxOp } from '../registry/op.js';
@@ -124,13 +124,16 @@ function attention(ctx: OpContext<AttentionParams>): OpResult[] {
   let mask: mx.Array | null = ctx.optional(3) ?? null;
   const lengths = ctx.opset >= 24 ? ctx.optional(6) : undefined;
   if (lengths) mask = combineMasks(mask, lengthMask(lengths, k.shape[2]), q.dtype);
-  let y = scaledDotProductAttention(q, k, v, {
-    scale,
-    softcap,
-    causal,
-    causalOffset: past,
-    mask: mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask,
-  });
+  const kernelMask = mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask;
+  let y: mx.Array;
+  if (mx.differentiating() && kernelMask && kernelMask.dtype !== 'bool') {
+    // The kernel's VJP holds the mask constant; an additive mask is an input a caller may
+    // differentiate (a learned bias): while differentiating, the attention is composed of the
+    // scores, their softmax (rows with no visible key give zeros, as the kernel's) and V.
+    const probs = qkOutput(q, k, kernelMask, scale, softcap, causal ? past : undefined, 3);
+    const group = q.shape[1] / v.shape[1];
+    y = mx.matmul(mx.where(mx.isnan(probs), mx.scalar(0, probs.dtype), probs), group > 1 ? mx.repeat(v, group, 1) : v);
+  } else y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: kernelMask });
   if (threeD) y = fromHeads(y);
   const outs: OpResult[] = [y, k, v];
   if (ctx.wants(3)) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, p.qkMode));
@@ -174,7 +177,10 @@ const rotary = onnxOp('RotaryEmbedding', 23, {
     const positionIds = ids
       ? checkedIndices(ctx, ids, cos.shape[0], `position_ids (a cos/sin cache of ${cos.shape[0]} rows)`, { negative: false })
       : null;
-    const y = rotaryEmbedding(x, {
+    // The fused rotation's VJP treats the caches as constants; while differentiating (the caches
+    // are inputs, which a caller may differentiate) the composite runs instead.
+    const rotate = mx.differentiating() ? rotaryEmbeddingComposite : rotaryEmbedding;
+    const y = rotate(x, {
       cos,
       sin: ctx.input(2),
       positionIds,

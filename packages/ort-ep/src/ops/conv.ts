@@ -322,6 +322,29 @@ function transposeWeight(w: mx.Array, group: number): mx.Array {
   return mx.reshape(moved, [group * og, ...k, c / group]);
 }
 
+/** x (channels last) with strides[i] - 1 zeros between neighbours along spatial axis i. */
+function dilateInput(x: mx.Array, strides: readonly number[]): mx.Array {
+  let y = x;
+  strides.forEach((s, i) => {
+    if (s === 1) return;
+    const axis = i + 1;
+    const d = y.shape[axis];
+    const spread = mx.pad(mx.expandDims(y, axis + 1), [axis + 1], [0], [s - 1], mx.scalar(0, y.dtype), 'constant');
+    const shape = y.shape.slice();
+    shape[axis] = d * s;
+    const flat = mx.reshape(spread, shape);
+    const stop = flat.shape.slice();
+    stop[axis] = (d - 1) * s + 1;
+    y = mx.slice(
+      flat,
+      flat.shape.map(() => 0),
+      stop,
+      flat.shape.map(() => 1),
+    );
+  });
+  return y;
+}
+
 function convTranspose(ctx: OpContext<ConvTransposeParams>): mx.Array {
   const p = ctx.params;
   const x = ctx.input(0);
@@ -340,14 +363,17 @@ function convTranspose(ctx: OpContext<ConvTransposeParams>): mx.Array {
   const full = spatial.map((s, i) => (s - 1) * strides[i] + reach[i] + 1);
   const before = g.padsBegin.map((p) => Math.max(0, -p));
   const after = g.out.map((o, i) => Math.max(0, g.padsBegin[i] + o - full[i]));
+  // MLX's VJP of an input-dilated convolution gets the input's gradient wrong (a [3, 3] input
+  // given a [2, 2] gradient under strides [3, 2]): while differentiating, the zeros go in by ops.
+  const dilateByOps = mx.differentiating() && strides.some((s) => s > 1);
   let y = convGeneral(
-    toChannelsLast(x),
+    dilateByOps ? dilateInput(toChannelsLast(x), strides) : toChannelsLast(x),
     transposeWeight(w, group),
     ones(n),
     reach.map((r, i) => r + before[i]),
     reach.map((r, i) => r + after[i]),
     dilations,
-    strides,
+    dilateByOps ? ones(n) : strides,
     group,
     true,
   );

@@ -125,8 +125,15 @@ function padRun(ctx: OpContext<PadParams>): mx.Array {
   if (lo.some((v) => v) || hi.some((v) => v)) {
     const mode = ctx.params.mode;
     const axes = dims.map((_, i) => i);
-    if (mode === 'constant') y = mx.pad(x, axes, lo, hi, padValue(ctx, x), 'constant');
-    else if (mode === 'edge') y = mx.pad(x, axes, lo, hi, mx.scalar(0, x.dtype), 'edge');
+    if (mode === 'constant') {
+      const value = padValue(ctx, x);
+      // MLX's Pad has no VJP for its value (it returns x's alone, and crashes when both are
+      // asked): while differentiating, a value given as an input fills the padding by a select.
+      if (mx.differentiating() && ctx.opset >= 11 && ctx.optional(2)) {
+        const inside = mx.pad(mx.ones(x.shape, 'bool'), axes, lo, hi, mx.scalar(false, 'bool'), 'constant');
+        y = mx.where(inside, mx.pad(x, axes, lo, hi, mx.scalar(0, x.dtype), 'constant'), value);
+      } else y = mx.pad(x, axes, lo, hi, value, 'constant');
+    } else if (mode === 'edge') y = mx.pad(x, axes, lo, hi, mx.scalar(0, x.dtype), 'edge');
     else y = padByGather(x, mode, lo, hi);
   }
   if (cropFirst) return y;

@@ -335,6 +335,80 @@ const CASES: Case[] = [
     ],
   },
   {
+    // MLX's Pad primitive has no VJP for its fill value (asked for both, it crashed the process).
+    name: 'Pad (constant, the value an input)',
+    build: () => ({
+      nodes: [node('Pad', ['x', 'pads', 'value'], ['y'], { attrs: { mode: 'constant' } })],
+      outputs: ['y'],
+      opset: 18,
+      extraInputs: [{ name: 'pads', type: 'int64', dims: [4], data: [1, 0, 0, 2] }],
+    }),
+    wrt: [
+      { name: 'x', dims: [2, 3] },
+      { name: 'value', dims: [] },
+    ],
+  },
+  {
+    // The class weights are an input, differentiable: @mlx/kernels' nllLoss held them constant.
+    name: 'NegativeLogLikelihoodLoss (mean, class weights)',
+    build: () => ({
+      nodes: [node('NegativeLogLikelihoodLoss', ['x', 't', 'w'], ['y'], { attrs: { reduction: 'mean', ignore_index: 2 } })],
+      outputs: ['y'],
+      opset: 13,
+      extraInputs: [{ name: 't', type: 'int64', dims: [3, 2], data: [0, 3, 2, 1, 3, 3] }],
+    }),
+    wrt: [
+      { name: 'x', dims: [3, 4, 2] },
+      { name: 'w', dims: [4], positive: true },
+    ],
+  },
+  {
+    name: 'SoftmaxCrossEntropyLoss (none, class weights)',
+    build: () => ({
+      nodes: [node('SoftmaxCrossEntropyLoss', ['x', 't', 'w'], ['y'], { attrs: { reduction: 'none' } })],
+      outputs: ['y'],
+      opset: 13,
+      extraInputs: [{ name: 't', type: 'int64', dims: [3], data: [0, 3, 1] }],
+    }),
+    wrt: [
+      { name: 'x', dims: [3, 4] },
+      { name: 'w', dims: [4], positive: true },
+    ],
+  },
+  {
+    // An additive mask is an input with a gradient: the attention kernel's VJP held it constant.
+    name: 'Attention (additive mask)',
+    build: () => ({ nodes: [node('Attention', ['q', 'k', 'v', 'mask'], ['y'])], outputs: ['y'], opset: 23 }),
+    wrt: [
+      { name: 'q', dims: [1, 2, 3, 4] },
+      { name: 'k', dims: [1, 2, 3, 4] },
+      { name: 'v', dims: [1, 2, 3, 4] },
+      { name: 'mask', dims: [3, 3], init: true },
+    ],
+  },
+  {
+    // The cos/sin caches are inputs with gradients: the fused rotation's VJP held them constant.
+    name: 'RotaryEmbedding (wrt the caches)',
+    build: () => ({ nodes: [node('RotaryEmbedding', ['x', 'cos', 'sin'], ['y'])], outputs: ['y'], opset: 23 }),
+    wrt: [
+      { name: 'x', dims: [1, 1, 2, 4] },
+      { name: 'cos', dims: [1, 2, 2] },
+      { name: 'sin', dims: [1, 2, 2] },
+    ],
+    // onnxruntime has no float64 RotaryEmbedding: half-split rotation in JS.
+    ref: (m) => {
+      const [x, c, sn] = [m.get('x')!, m.get('cos')!, m.get('sin')!];
+      const y = x.slice();
+      for (let t = 0; t < 2; t++)
+        for (let i = 0; i < 2; i++) {
+          const [a, b] = [x[4 * t + i], x[4 * t + i + 2]];
+          y[4 * t + i] = a * c[2 * t + i] - b * sn[2 * t + i];
+          y[4 * t + i + 2] = b * c[2 * t + i] + a * sn[2 * t + i];
+        }
+      return [y];
+    },
+  },
+  {
     name: 'Gather (wrt data)',
     build: () => ({
       nodes: [node('Gather', ['w', 'ids'], ['y'], { attrs: { axis: 0 } })],
