@@ -147,19 +147,25 @@ abstract class Base implements Optimizer {
     for (const names of groups(Object.keys(grads), params, this.groupBytes)) {
       const made = scope(() => names.map((name) => this.update(params[name], grads[name], this.slots.get(name), lr, t)));
       const fresh = made.flatMap((m) => [m.param, ...Object.values(m.slots)]);
+      // The old slots are read by the new ones alone: released before the evaluation, their
+      // buffers are MLX's to reuse for the results (the moments are updated in place).
+      for (const name of names) {
+        const old = this.slots.get(name);
+        if (old) dispose(old);
+      }
       try {
         evaluate(fresh);
       } catch (e) {
         dispose(fresh);
-        // The groups before stay updated (what they replaced is gone): the step counts as taken.
+        // The group's old state is gone (its parameters restart their moments); the groups
+        // before stay updated: the step counts as taken once one group was.
+        for (const name of names) this.slots.delete(name);
         if (done) this.t = t;
         throw e;
       }
       names.forEach((name, i) => {
-        const old = this.slots.get(name);
         for (const a of Object.values(made[i].slots)) persist(a);
         this.slots.set(name, made[i].slots);
-        if (old) dispose(old);
         if (params[name] !== made[i].param) params[name].dispose();
         out[name] = made[i].param;
       });
