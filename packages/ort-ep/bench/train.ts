@@ -11,6 +11,8 @@
 //   tools/dev bench train [--rounds 3] [--steps 3] [--warmup 1] [--filter regex] [--engines mlx,torch]
 //     [--bert DIR] (a folder holding BERT-base's model.onnx; default: exported by
 //     bench/export-models.py into reports/bench-models/ when missing) [--out DIR]
+//     [--env NAME=VALUE,...] (set for every engine's process, e.g. MALLOC_MMAP_THRESHOLD_=131072: glibc's
+//     fixed mmap threshold, which returns freed large buffers to the system at once)
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -53,6 +55,8 @@ interface Sample {
   medianMs: number;
   loadRssMiB: number;
   peakRssMiB: number;
+  /** MLX's own peak (mx.memory.peak): the arrays, without the process's host memory. */
+  mlxPeakMiB?: number;
   losses: number[];
   error?: string;
 }
@@ -142,6 +146,7 @@ async function mlxWorker(): Promise<void> {
       medianMs: median(stepMs),
       loadRssMiB,
       peakRssMiB: statusMiB('VmHWM'),
+      mlxPeakMiB: mx.memory.peak() / 2 ** 20,
       losses,
     }),
   );
@@ -162,8 +167,9 @@ function benchPython(): string {
 /** The ONNX file each case trains: the decoders built here, BERT-base exported by export-models.py when missing. */
 function modelPath(c: Case, dir: string, python: () => string): string {
   if (c.kind === 'decoder') {
+    // Built anew each time (seconds): a file kept from an older decoder.ts would be measured silently.
     const p = join(dir, `${c.name}.onnx`);
-    if (!existsSync(p)) writeFileSync(p, buildDecoder(c.config!));
+    writeFileSync(p, buildDecoder(c.config!));
     return p;
   }
   const given = arg('bert');
@@ -188,7 +194,13 @@ function lastJson(stdout: string, stderr: string): Record<string, unknown> {
 
 function run(engine: string, c: Case, path: string, python: () => string): Sample {
   const common = ['--steps', arg('steps', '3')!, '--warmup', arg('warmup', '1')!];
-  const env = { ...process.env, BENCH_THREADS: String(threads) };
+  const extra = Object.fromEntries(
+    (arg('env') ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => kv.split('=') as [string, string]),
+  );
+  const env = { ...process.env, ...extra, BENCH_THREADS: String(threads) };
   const r =
     engine === 'mlx'
       ? spawnSync(
@@ -234,7 +246,7 @@ function main(): void {
   const cases = CASES.filter((c) => filter.test(c.name));
   const paths = new Map(cases.map((c) => [c.name, modelPath(c, modelDir, python)]));
   const loadBefore = load();
-  console.log(`load average before: ${loadBefore}; threads: ${threads}; rounds: ${rounds}`);
+  console.log(`load average before: ${loadBefore}; threads: ${threads}; rounds: ${rounds}${arg('env') ? `; env ${arg('env')}` : ''}`);
   const samples = new Map<string, Sample[]>();
   for (let round = 0; round < rounds; round++)
     for (const c of cases)
@@ -263,6 +275,7 @@ function main(): void {
           stepMs: median(ss.map((s) => s.medianMs)),
           peakRssMiB: median(ss.map((s) => s.peakRssMiB)),
           loadRssMiB: median(ss.map((s) => s.loadRssMiB)),
+          mlxPeakMiB: e === 'mlx' ? median(ss.map((s) => s.mlxPeakMiB ?? Number.NaN)) : undefined,
           createMs: median(ss.map((s) => s.createMs)),
           losses: ss[0].losses,
           samples: ss.map((s) => ({ stepMs: s.stepMs, peakRssMiB: s.peakRssMiB })),
@@ -270,19 +283,25 @@ function main(): void {
       ];
     }),
   );
-  console.log('\n| model | batch x seq | parameters | engine | step ms | × torch | peak RSS MiB | × torch | RSS after load MiB |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log(
+    '\n| model | batch x seq | parameters | engine | step ms | × torch | peak RSS MiB | × torch | RSS after load MiB | MLX peak MiB |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     const ref = results.find((t) => t.model === r.model && t.engine === 'torch');
     const x = (a: number, b?: number) => (b && r !== ref ? `${(a / b).toFixed(2)}×` : '');
     console.log(
-      `| ${r.model} | ${r.batch} x ${r.seq} | ${(r.parameters / 1e6).toFixed(1)}M | ${r.engine} | ${r.stepMs.toFixed(0)} | ${x(r.stepMs, ref?.stepMs)} | ${r.peakRssMiB.toFixed(0)} | ${x(r.peakRssMiB, ref?.peakRssMiB)} | ${r.loadRssMiB.toFixed(0)} |`,
+      `| ${r.model} | ${r.batch} x ${r.seq} | ${(r.parameters / 1e6).toFixed(1)}M | ${r.engine} | ${r.stepMs.toFixed(0)} | ${x(r.stepMs, ref?.stepMs)} | ${r.peakRssMiB.toFixed(0)} | ${x(r.peakRssMiB, ref?.peakRssMiB)} | ${r.loadRssMiB.toFixed(0)} | ${r.mlxPeakMiB === undefined ? '' : r.mlxPeakMiB.toFixed(0)} |`,
     );
   }
   console.log(`\nload average: ${loadBefore} before, ${loadAfter} after`);
   writeFileSync(
     join(outDir, 'bench-train.json'),
-    JSON.stringify({ date: new Date().toISOString(), threads, load: { before: loadBefore, after: loadAfter }, results }, null, 2),
+    JSON.stringify(
+      { date: new Date().toISOString(), threads, env: arg('env'), load: { before: loadBefore, after: loadAfter }, results },
+      null,
+      2,
+    ),
   );
 }
 
