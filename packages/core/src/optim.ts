@@ -25,8 +25,9 @@ export interface OptimizerState {
 export interface Optimizer {
   /**
    * One update: the new value of every parameter that `grads` names (the others are returned as
-   * they are). The new arrays are evaluated; the parameters they replace and the state they
-   * outdate are disposed. `grads` stay the caller's.
+   * they are). The new arrays are evaluated, a group of parameters at a time (groupBytes); the
+   * parameters they replace and the state they outdate are disposed group by group. `grads` stay
+   * the caller's. An evaluation that fails (memory) after some groups leaves those updated.
    */
   step(params: NamedArrays, grads: NamedArrays): NamedArrays;
   /** A copy of the state (arrays the caller owns and disposes). */
@@ -59,16 +60,50 @@ function checkRecord(r: unknown, what: string, arg: string): asserts r is NamedA
 
 const sameShape = (a: Array, b: Array) => a.ndim === b.ndim && a.shape.every((d, i) => d === b.shape[i]);
 
+/** The memory of a step (SGDOptions, AdamWOptions). */
+export interface GroupOptions {
+  /**
+   * Parameter bytes updated per evaluation (default 64 MiB): step() computes a group of
+   * parameters at a time and frees the arrays it replaces before the next, so a step needs about
+   * this much memory (times the slots + 1) beyond the parameters, gradients and state. A larger
+   * group means fewer evaluations.
+   */
+  groupBytes?: number;
+}
+
+const DEFAULT_GROUP_BYTES = 64 << 20;
+
+/** The names of `names` in order, cut into runs of at most `limit` parameter bytes (a larger parameter alone). */
+function groups(names: readonly string[], params: NamedArrays, limit: number): string[][] {
+  const out: string[][] = [];
+  let bytes = 0;
+  for (const n of names) {
+    const b = params[n].nbytes;
+    if (!out.length || bytes + b > limit) {
+      out.push([]);
+      bytes = 0;
+    }
+    out.at(-1)!.push(n);
+    bytes += b;
+  }
+  return out;
+}
+
 /** The common part of the optimizers: state keeping, checks, evaluation and disposal. */
 abstract class Base implements Optimizer {
   protected t = 0;
   protected slots = new Map<string, NamedArrays>();
 
+  /** Parameter bytes updated per evaluation (GroupOptions.groupBytes). */
+  protected readonly groupBytes: number;
+
   constructor(
     protected readonly what: string,
     protected readonly lr: LearningRate,
+    options?: GroupOptions,
   ) {
     checkRate(lr, what);
+    this.groupBytes = checkNumber(options?.groupBytes ?? DEFAULT_GROUP_BYTES, 'groupBytes', what, 1, Number.MAX_VALUE);
   }
 
   learningRate(t = this.t + 1): number {
@@ -104,25 +139,39 @@ abstract class Base implements Optimizer {
     }
     const t = this.t + 1;
     const lr = this.learningRate(t);
-    const names = Object.keys(grads);
-    const made = scope(() => names.map((name) => this.update(params[name], grads[name], this.slots.get(name), lr, t)));
-    const fresh = made.flatMap((m) => [m.param, ...Object.values(m.slots)]);
-    try {
-      evaluate(fresh);
-    } catch (e) {
-      dispose(fresh);
-      throw e;
+    const out: NamedArrays = { ...params };
+    // A group at a time, its old parameters and slots freed before the next group is computed:
+    // the step needs one group's new arrays beyond the parameters, gradients and state, not a
+    // second copy of all of them (three times the parameters' size for AdamW).
+    let done = 0;
+    for (const names of groups(Object.keys(grads), params, this.groupBytes)) {
+      const made = scope(() => names.map((name) => this.update(params[name], grads[name], this.slots.get(name), lr, t)));
+      const fresh = made.flatMap((m) => [m.param, ...Object.values(m.slots)]);
+      // The old slots are read by the new ones alone: released before the evaluation, their
+      // buffers are MLX's to reuse for the results (the moments are updated in place).
+      for (const name of names) {
+        const old = this.slots.get(name);
+        if (old) dispose(old);
+      }
+      try {
+        evaluate(fresh);
+      } catch (e) {
+        dispose(fresh);
+        // The group's old state is gone (its parameters restart their moments); the groups
+        // before stay updated: the step counts as taken once one group was.
+        for (const name of names) this.slots.delete(name);
+        if (done) this.t = t;
+        throw e;
+      }
+      names.forEach((name, i) => {
+        for (const a of Object.values(made[i].slots)) persist(a);
+        this.slots.set(name, made[i].slots);
+        if (params[name] !== made[i].param) params[name].dispose();
+        out[name] = made[i].param;
+      });
+      done += names.length;
     }
     this.t = t;
-    const out: NamedArrays = { ...params };
-    names.forEach((name, i) => {
-      const old = this.slots.get(name);
-      for (const a of Object.values(made[i].slots)) persist(a);
-      this.slots.set(name, made[i].slots);
-      if (old) dispose(old);
-      if (params[name] !== made[i].param) params[name].dispose();
-      out[name] = made[i].param;
-    });
     return out;
   }
 
@@ -154,7 +203,7 @@ abstract class Base implements Optimizer {
   }
 }
 
-export interface SGDOptions {
+export interface SGDOptions extends GroupOptions {
   lr: LearningRate;
   /** Momentum factor (default 0: plain gradient descent). */
   momentum?: number;
@@ -179,7 +228,7 @@ export class SGD extends Base {
   protected readonly slotNames: readonly string[];
 
   constructor(options: SGDOptions) {
-    super('SGD', options?.lr);
+    super('SGD', options?.lr, options);
     this.momentum = checkNumber(options.momentum ?? 0, 'momentum', 'SGD', 0, Number.MAX_VALUE);
     this.dampening = checkNumber(options.dampening ?? 0, 'dampening', 'SGD', 0, 1);
     this.weightDecay = checkNumber(options.weightDecay ?? 0, 'weightDecay', 'SGD', 0, Number.MAX_VALUE);
@@ -199,7 +248,7 @@ export class SGD extends Base {
   }
 }
 
-export interface AdamWOptions {
+export interface AdamWOptions extends GroupOptions {
   lr?: LearningRate;
   /** Decay rates of the first and second moments (default [0.9, 0.999]). */
   betas?: readonly [number, number];
@@ -221,7 +270,7 @@ export class AdamW extends Base {
   protected readonly slotNames: readonly string[] = ['m', 'v'];
 
   constructor(options: AdamWOptions = {}) {
-    super('AdamW', options.lr ?? 1e-3);
+    super('AdamW', options.lr ?? 1e-3, options);
     const [b1, b2] = options.betas ?? [0.9, 0.999];
     this.betas = [checkNumber(b1, 'betas[0]', 'AdamW', 0, 1, true), checkNumber(b2, 'betas[1]', 'AdamW', 0, 1, true)];
     this.eps = checkNumber(options.eps ?? 1e-8, 'eps', 'AdamW', 0, Number.MAX_VALUE);
