@@ -52,7 +52,7 @@ function expectProduct(got: mx.Array, ref: ReturnType<typeof reference>, what: s
   }
 }
 
-export function denseGemmSuite(build: 'widest' | 'portable'): void {
+export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
   describe(`dense_gemm (${build} build)`, () => {
     it('packs [K, N] into panels of 32 columns, zeros past N', () => {
       const w = rand([3, 40], 1);
@@ -75,9 +75,12 @@ export function denseGemmSuite(build: 'widest' | 'portable'): void {
       [2, 64, 32],
       [3, 5, 70],
       [4, 300, 100],
+      [4, 9, 59],
       [5, 7, 31],
+      [7, 20, 27],
       [12, 33, 64],
       [13, 300, 65],
+      [14, 300, 56],
       [25, 257, 97],
       [130, 520, 45],
     ];

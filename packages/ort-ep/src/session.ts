@@ -265,7 +265,9 @@ export class MlxSession {
       disabledOps: options.disabledOps,
       partition: mayFallBack,
       rewrites: options.graphRewrites,
-      rewriteTarget: { packDense: (options.device ?? mx.defaultDevice().type) === 'cpu' && mx.cpuKernelsUseAvx512() },
+      rewriteTarget: {
+        packDense: (options.device ?? mx.defaultDevice().type) === 'cpu' && (mx.cpuKernelsUseAvx512() || mx.cpuKernelsUseAvx2()),
+      },
       freeDimensionOverrides: options.freeDimensionOverrides,
     });
     if (options.optimizedModelFilePath) writeOptimizedModel(model, options.optimizedModelFilePath, name);

@@ -3,7 +3,7 @@
 // initializer; the layout @mlx/sys's dense_gemm multiplies by): the product then reads each panel
 // as one contiguous run at every row count (a decode step's one row as a prefill's hundreds), and no
 // longer hands OpenBLAS a weight it packs again on every call. Only where that kernel runs: a CPU
-// session on a CPU with AVX-512 (RewriteTarget.packDense); elsewhere the graph keeps MLX's matmul.
+// session on a CPU with AVX-512 or AVX2+FMA (RewriteTarget.packDense); elsewhere the graph keeps MLX's matmul.
 // Runs after matmul-add, gemm and sibling-matmul, whose products (joined weights included) it takes.
 // The [K, N] weight is dropped when nothing else reads it (a tied embedding read by a Gather keeps it).
 import { OnnxDataType, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';

@@ -8,7 +8,7 @@ const FLOAT_TYPES = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, O
 
 /** What the session runs on, as far as a rewrite needs to know (rewriteGraph's `target`). */
 export interface RewriteTarget {
-  /** @mlx/sys's packed-weight product runs natively: a CPU session on a CPU with AVX-512. */
+  /** @mlx/sys's packed-weight product runs natively: a CPU session on a CPU with AVX-512 or AVX2+FMA. */
   packDense?: boolean;
 }
 

@@ -1,5 +1,6 @@
 // The channels-last convolution as an MLX primitive (see conv_gemm.h): the im2col packing, the
-// portable kernel and the task split; the AVX-512 kernel is conv_gemm_avx512.cpp.
+// portable kernel and the task split; the AVX-512 and AVX2 kernels are conv_gemm_avx512.cpp and
+// conv_gemm_avx2.cpp.
 #include "kernels/conv/conv_gemm.h"
 
 #include <algorithm>
@@ -450,7 +451,8 @@ class ConvGemm : public FusedPrimitive {
       };
       const size_t want = 4 * threads;
       const size_t shares = blocks >= want ? 1 : std::min(P, (want + blocks - 1) / blocks);
-      const bool avx512 = has_avx512();
+      // The widest vector build the CPU runs (conv_gemm_avx512.cpp, conv_gemm_avx2.cpp), else the portable loop.
+      const int isa = has_avx512() ? 2 : has_avx2() ? 1 : 0;
       // One pool chunk per thread, each taking single tasks until none is left: the pool's own
       // chunks (at most 4 per thread, of several tasks each) left one thread a chunk more than
       // the other on 2 cores (33 row blocks at 56x56: 5-task chunks, 4 against 3).
@@ -475,8 +477,10 @@ class ConvGemm : public FusedPrimitive {
         if (buf.size() < static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock)
           buf.resize(static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock);
         for (size_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) {
-          if (avx512)
+          if (isa == 2)
             convgemm::run_avx512(run, xr, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
+          else if (isa == 1)
+            convgemm::run_avx2(run, xr, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
           else
             convgemm::run_generic(run, xr, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());
         }

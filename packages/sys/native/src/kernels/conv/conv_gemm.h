@@ -5,7 +5,7 @@
 // kPanel], zero past O), and each task of the thread pool packs the im2col rows of a block of
 // output positions straight from the unpadded input (zeros where the window leaves it), kDepthBlock
 // columns at a time, multiplies them by the panels with a register-blocked kernel (AVX-512 where the
-// CPU has it, a portable loop elsewhere) and applies bias, residual and clamp in the last pass's
+// CPU has it, else AVX2+FMA, else a portable loop) and applies bias, residual and clamp in the last pass's
 // store. A 1x1 convolution with unit strides and no padding reads the input rows in place.
 // Grouped: the packed weight's channel axis holds C / groups channels (groups = C over it), and
 // each group has its own panels (ceil(O / groups / kPanel) of them, in group order, zeros past the
@@ -76,6 +76,8 @@ inline void panel_columns(const Shape& s, size_t p, size_t& gi, size_t& col, siz
 /** One task: the rows of block task / ntasks_n, the panels of share task % ntasks_n; buf holds kRowBlock x kDepthBlock floats. */
 void run_avx512(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                 size_t task, size_t ntasks_n, float* buf);
+void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
+              size_t task, size_t ntasks_n, float* buf);
 void run_generic(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                  size_t task, size_t ntasks_n, float* buf);
 }  // namespace convgemm

@@ -87,7 +87,8 @@ class DenseGemm : public FusedPrimitive {
         for (size_t j = 0; j < p.n; j++) p.out[m * p.n + j] = p.bias ? p.bias[j] : 0.0f;
       return;
     }
-    const bool avx512 = has_avx512();
+    // The widest vector build the CPU runs (dense_gemm_avx512.cpp, dense_gemm_avx2.cpp), else the portable loops.
+    const int isa = has_avx512() ? 2 : has_avx2() ? 1 : 0;
     const size_t threads = static_cast<size_t>(std::max(1, num_threads()));
     const size_t macs = p.M * p.K * p.P * NR;
     if (p.M <= static_cast<size_t>(dense::kFewRows)) {
@@ -97,8 +98,10 @@ class DenseGemm : public FusedPrimitive {
       const size_t per_panel = p.M * p.K * NR;
       const size_t grain = std::max<size_t>(1, min_macs / per_panel);
       auto f = [&](size_t q0, size_t q1) {
-        if (avx512)
+        if (isa == 2)
           dense::few_avx512(p, 0, p.M, q0, q1);
+        else if (isa == 1)
+          dense::few_avx2(p, 0, p.M, q0, q1);
         else
           dense::few_generic(p, 0, p.M, q0, q1);
       };
@@ -137,8 +140,10 @@ class DenseGemm : public FusedPrimitive {
         const size_t bi = t / shares, si = t % shares;
         const size_t t0 = bi * block, t1 = std::min(T, t0 + block), q0 = si * per, q1 = std::min(p.P, q0 + per);
         if (q0 >= q1) continue;
-        if (avx512)
+        if (isa == 2)
           dense::tiles_avx512(p, ap, t0, t1, q0, q1);
+        else if (isa == 1)
+          dense::tiles_avx2(p, ap, t0, t1, q0, q1);
         else
           dense::tiles_generic(p, ap, t0, t1, q0, q1);
       }

@@ -7,8 +7,8 @@
 // every row's products at each k together; more rows are packed in tiles of 12 rows (each k's 12
 // values together) and multiplied by the panels with a 12 x 32 register tile, K in blocks that keep
 // a panel's block in L1, the bias added in the last block's store. Threads split the panels (and
-// the row blocks when there are many rows). AVX-512 where the CPU has it, a portable loop
-// elsewhere; other devices, dtypes and MLXC_CPU_KERNELS=off get MLX's matmul on the unpacked weight.
+// the row blocks when there are many rows). AVX-512 where the CPU has it, else AVX2+FMA, else a
+// portable loop; other devices, dtypes and MLXC_CPU_KERNELS=off get MLX's matmul on the unpacked weight.
 #pragma once
 
 #include <cstddef>
@@ -48,9 +48,11 @@ struct Problem {
 void pack_tiles(const Problem& p, size_t t0, size_t t1, float* ap);
 /** Rows [m0, m1) of a few-row problem (m1 - m0 <= kFewRows), panels [p0, p1). */
 void few_avx512(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);
+void few_avx2(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);
 void few_generic(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);
 /** Tiles [t0, t1) (packed by pack_tiles at ap) times panels [p0, p1), the bias in the last block's store. */
 void tiles_avx512(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1);
+void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1);
 void tiles_generic(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1);
 }  // namespace dense
 

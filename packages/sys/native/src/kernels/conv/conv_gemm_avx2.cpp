@@ -1,0 +1,164 @@
+// The AVX2+FMA body of the channels-last convolution (conv_gemm.h), for CPUs without AVX-512: the
+// im2col rows of a block of output positions packed on the fly, times the prepacked weight panels,
+// with the epilogue in the store of the last pass over K. Sixteen 8-float registers: a micro-tile
+// is 6 output positions x 16 channels (half a panel) in 12 of them, each k two loads of the panel
+// and six broadcasts; a panel's second half is a second pass over the same rows (left out when
+// the panel holds 16 channels or fewer). Columns past the panel's channels are masked in the
+// prologue and epilogue only. Compiled with -mavx2 -mfma; called only where the CPU has them.
+#include "kernels/conv/conv_gemm.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace mlxc::cpu::convgemm {
+namespace {
+
+constexpr int MR = 6;  // output positions per micro-tile (12 accumulators of the 16 registers)
+constexpr int NR = kPanel;
+constexpr int KC = kDepthBlock;
+constexpr int MC = kRowBlock;
+
+struct Tile {
+  const float* bias;  // at the half panel's first channel, or null
+  const float* res;   // at the tile's first row and the half panel's first channel, or null
+  size_t ldr;
+  float lo, hi;
+};
+
+/** Lanes j < n of 8 (n clamped to [0, 8]) as an AVX mask. */
+inline __m256i lanes(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+
+/** C[R x ncols] (=|+=) A[R x kc] B[kc x 16 of NR]; on the last pass the epilogue. ncols in [1, 16]. */
+template <int R>
+void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size_t ldc, int ncols, bool first, bool last, const Tile& t) {
+  __m256 acc0[R], acc1[R];
+  const bool two = ncols > 8;
+  const __m256i m0 = lanes(ncols), m1 = lanes(ncols - 8);
+  if (last) {
+    // The residual's and C's rows are O floats apart, which the prefetchers do not follow: ask for
+    // their lines now, so that they arrive while the products run.
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+      if (t.res) __builtin_prefetch(t.res + i * t.ldr, 0, 3);
+      if (first) __builtin_prefetch(c + i * ldc, 1, 3);
+    }
+  }
+  if (first) {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) acc0[i] = acc1[i] = _mm256_setzero_ps();
+  } else {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+      acc0[i] = _mm256_maskload_ps(c + i * ldc, m0);
+      acc1[i] = two ? _mm256_maskload_ps(c + i * ldc + 8, m1) : _mm256_setzero_ps();
+    }
+  }
+  if (two) {
+#pragma GCC unroll 2
+    for (size_t k = 0; k < kc; k++) {
+      const __m256 b0 = _mm256_loadu_ps(b + k * NR), b1 = _mm256_loadu_ps(b + k * NR + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < R; i++) {
+        const __m256 av = _mm256_broadcast_ss(a + i * lda + k);
+        acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
+        acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+      }
+    }
+  } else {
+#pragma GCC unroll 2
+    for (size_t k = 0; k < kc; k++) {
+      const __m256 b0 = _mm256_loadu_ps(b + k * NR);
+#pragma GCC unroll 6
+      for (int i = 0; i < R; i++) acc0[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + i * lda + k), b0, acc0[i]);
+    }
+  }
+  if (last) {
+    const __m256 lo = _mm256_set1_ps(t.lo), hi = _mm256_set1_ps(t.hi);
+    const __m256 bi0 = t.bias ? _mm256_maskload_ps(t.bias, m0) : _mm256_setzero_ps();
+    const __m256 bi1 = t.bias && two ? _mm256_maskload_ps(t.bias + 8, m1) : _mm256_setzero_ps();
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+      __m256 v0 = _mm256_add_ps(acc0[i], bi0), v1 = _mm256_add_ps(acc1[i], bi1);
+      if (t.res) {
+        v0 = _mm256_add_ps(v0, _mm256_maskload_ps(t.res + i * t.ldr, m0));
+        if (two) v1 = _mm256_add_ps(v1, _mm256_maskload_ps(t.res + i * t.ldr + 8, m1));
+      }
+      // max/min return their second operand when either is NaN: the bound first keeps NaN.
+      acc0[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+      acc1[i] = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < R; i++) {
+    _mm256_maskstore_ps(c + i * ldc, m0, acc0[i]);
+    if (two) _mm256_maskstore_ps(c + i * ldc + 8, m1, acc1[i]);
+  }
+}
+
+using MicroFn = void (*)(size_t, const float*, size_t, const float*, float*, size_t, int, bool, bool, const Tile&);
+template <int... Rs>
+constexpr std::array<MicroFn, sizeof...(Rs)> table(std::integer_sequence<int, Rs...>) {
+  return {&micro<Rs + 1>...};
+}
+constexpr auto MICRO = table(std::make_integer_sequence<int, MR>{});
+
+}  // namespace
+
+void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
+              size_t task, size_t ntasks_n, float* buf) {
+  const size_t M = s.rows(), K = s.depth(), O = s.o, P = s.panels(), GP = s.group_panels();
+  const size_t mb = task / ntasks_n, nb = task % ntasks_n;
+  const size_t m0 = mb * MC, m1 = std::min(M, m0 + MC), mc = m1 - m0;
+  const size_t per = (P + ntasks_n - 1) / ntasks_n, p0 = nb * per, p1 = std::min(P, p0 + per);
+  if (p0 >= p1) return;
+  // As run_avx512: rows read in place only within one pass over K.
+  const bool direct = s.ld || (s.direct() && K <= static_cast<size_t>(kDepthBlock));
+  const size_t ldx = s.ld ? s.ld : s.c;
+  for (size_t q0 = p0; q0 < p1;) {
+    const size_t gi = q0 / GP, q1 = std::min(p1, (gi + 1) * GP);
+    for (size_t k0 = 0; k0 < K; k0 += KC) {
+      const size_t kc = std::min<size_t>(KC, K - k0);
+      const float* a;
+      size_t lda;
+      if (direct) {
+        a = x + m0 * ldx + (s.ld ? 0 : gi * s.cg()) + k0;
+        lda = ldx;
+      } else {
+        pack_rows(s, x, m0, mc, k0, kc, buf, gi);
+        a = buf;
+        lda = kc;
+      }
+      const bool first = k0 == 0, last = k0 + kc >= K;
+      for (size_t p = q0; p < q1; p++) {
+        const float* b = wp + p * K * NR + k0 * NR;
+        size_t pg, col, nc;
+        panel_columns(s, p, pg, col, nc);
+        for (size_t h = 0; h * 16 < nc; h++) {
+          const size_t hc = col + h * 16;
+          const int ncols = static_cast<int>(std::min<size_t>(16, nc - h * 16));
+          for (size_t i = 0; i < mc; i += MR) {
+            const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
+            const size_t row = m0 + i;
+            Tile t{bias ? bias + hc : nullptr, res ? res + row * O + hc : nullptr, O, lo, hi};
+            MICRO[r - 1](kc, a + i * lda, lda, b + h * 16, y + row * O + hc, O, ncols, first, last, t);
+          }
+        }
+      }
+    }
+    q0 = q1;
+  }
+}
+
+}  // namespace mlxc::cpu::convgemm
+#else
+#include <stdexcept>
+namespace mlxc::cpu::convgemm {
+void run_avx2(const Shape&, const float*, const float*, const float*, const float*, float*, float, float, size_t, size_t, float*) {
+  throw std::runtime_error("conv_gemm: built without AVX2");
+}
+}  // namespace mlxc::cpu::convgemm
+#endif

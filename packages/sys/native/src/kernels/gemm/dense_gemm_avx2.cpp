@@ -1,0 +1,244 @@
+// The AVX2+FMA bodies of the packed-weight product (dense_gemm.h), for CPUs without AVX-512 (AMD
+// Zen 2/3, Intel client parts). Compiled with -mavx2 -mfma; called only where the CPU has them.
+// Sixteen 8-float registers shape both kernels:
+//  - few rows: each panel streamed once, front to back; at each k the panel's four vectors times
+//    every row's value. One and two rows take two k at a time into separate sums (so that a row's
+//    chains of multiply-adds overlap), three rows one k (12 sums and the 4 loads fill the file),
+//    four rows are two passes of two over the panel (its second read comes from L1/L2).
+//  - tiles: the 12 packed rows of a tile as two halves of 6, each times one half (16 columns) of
+//    the panel: 6 x 16 sums in 12 registers, each k two loads of the panel and six broadcasts;
+//    K in the blocks of dense_gemm.cpp (a panel's block stays in L1 across the task's tiles).
+// The last panel's columns past n go through a small buffer. Every sum is float32 in k order
+// per lane (the few-row kernel adds its two half-sums at the end).
+#include "kernels/gemm/dense_gemm.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+
+namespace mlxc::cpu::dense {
+namespace {
+
+constexpr size_t NR = kPanel;
+constexpr int kHalf = kTile / 2;
+static_assert(NR == 32 && kTile == 12, "the AVX2 kernels are written for 32-column panels and 12-row tiles");
+
+/** Stores `v` (8 lanes) at p, only the first `n` lanes when n < 8. */
+inline void store_part(float* p, __m256 v, size_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(p, v);
+    return;
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, v);
+  for (size_t j = 0; j < n; j++) p[j] = t[j];
+}
+
+/** Loads the first `n` of 8 floats at p (zeros past them). */
+inline __m256 load_part(const float* p, size_t n) {
+  if (n >= 8) return _mm256_loadu_ps(p);
+  alignas(32) float t[8] = {};
+  for (size_t j = 0; j < n; j++) t[j] = p[j];
+  return _mm256_load_ps(t);
+}
+
+/** Stores the four vectors of a 32-column output row, ncols of them, plus the bias (ncols floats). */
+inline void store_row(float* out, const __m256* s, const float* bias, size_t ncols) {
+  for (int v = 0; v < 4; v++) {
+    const size_t c0 = static_cast<size_t>(v) * 8;
+    if (c0 >= ncols) break;
+    const size_t n = ncols - c0;
+    __m256 r = s[v];
+    if (bias) r = _mm256_add_ps(r, load_part(bias + c0, n));
+    store_part(out + c0, r, n);
+  }
+}
+
+/** One or two rows times one panel b [K][32], two k at a time into separate sums. */
+template <int R>
+void few_panel_pair(const float* x, size_t lda, const float* b, size_t K, const float* bias, float* out, size_t ldo, size_t ncols) {
+  static_assert(R == 1 || R == 2);
+  __m256 s[R][4], t[1][4];
+  for (int v = 0; v < 4; v++) {
+    t[0][v] = _mm256_setzero_ps();
+    for (int r = 0; r < R; r++) s[r][v] = _mm256_setzero_ps();
+  }
+  size_t k = 0;
+  if constexpr (R == 1) {
+    for (; k + 2 <= K; k += 2) {
+      const __m256 xa = _mm256_broadcast_ss(x + k), xb = _mm256_broadcast_ss(x + k + 1);
+      const float* bk = b + k * NR;
+      for (int v = 0; v < 4; v++) {
+        s[0][v] = _mm256_fmadd_ps(xa, _mm256_loadu_ps(bk + 8 * v), s[0][v]);
+        t[0][v] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(bk + NR + 8 * v), t[0][v]);
+      }
+    }
+  }
+  // Two rows: 16 sums leave no register for the loads, so one k at a time (each load used twice).
+  for (; k < K; k++) {
+    const float* bk = b + k * NR;
+    __m256 xr[R];
+    for (int r = 0; r < R; r++) xr[r] = _mm256_broadcast_ss(x + r * lda + k);
+    for (int v = 0; v < 4; v++) {
+      const __m256 bv = _mm256_loadu_ps(bk + 8 * v);
+      for (int r = 0; r < R; r++) s[r][v] = _mm256_fmadd_ps(xr[r], bv, s[r][v]);
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    if constexpr (R == 1) {
+      __m256 sum[4];
+      for (int v = 0; v < 4; v++) sum[v] = _mm256_add_ps(s[r][v], t[r][v]);
+      store_row(out + r * ldo, sum, bias, ncols);
+    } else {
+      store_row(out + r * ldo, s[r], bias, ncols);
+    }
+  }
+}
+
+/** Three rows times one panel, one k at a time: 12 sums, each panel load used three times. */
+void few_panel3(const float* x, size_t lda, const float* b, size_t K, const float* bias, float* out, size_t ldo, size_t ncols) {
+  __m256 s[3][4];
+  for (auto& r : s)
+    for (auto& v : r) v = _mm256_setzero_ps();
+  for (size_t k = 0; k < K; k++) {
+    const float* bk = b + k * NR;
+    const __m256 x0 = _mm256_broadcast_ss(x + k), x1 = _mm256_broadcast_ss(x + lda + k), x2 = _mm256_broadcast_ss(x + 2 * lda + k);
+    for (int v = 0; v < 4; v++) {
+      const __m256 bv = _mm256_loadu_ps(bk + 8 * v);
+      s[0][v] = _mm256_fmadd_ps(x0, bv, s[0][v]);
+      s[1][v] = _mm256_fmadd_ps(x1, bv, s[1][v]);
+      s[2][v] = _mm256_fmadd_ps(x2, bv, s[2][v]);
+    }
+  }
+  for (int r = 0; r < 3; r++) store_row(out + r * ldo, s[r], bias, ncols);
+}
+
+void few_panel(size_t rows, const float* x, size_t lda, const float* b, size_t K, const float* bias, float* out, size_t ldo, size_t ncols) {
+  switch (rows) {
+    case 1: return few_panel_pair<1>(x, lda, b, K, bias, out, ldo, ncols);
+    case 2: return few_panel_pair<2>(x, lda, b, K, bias, out, ldo, ncols);
+    case 3: return few_panel3(x, lda, b, K, bias, out, ldo, ncols);
+    default:
+      few_panel_pair<2>(x, lda, b, K, bias, out, ldo, ncols);
+      few_panel(rows - 2, x + 2 * lda, lda, b, K, bias, out + 2 * ldo, ldo, ncols);
+  }
+}
+
+/**
+ * C[R x 16] (= on the first block, += after) of packed rows a (R of a tile's 12, a[k * kTile + i])
+ * times half a panel b (b[k * 32 + j], j < 16), all 16 columns; bias (16) on the last block. Every
+ * loop over R unrolled, so that the 2R sums stay in registers.
+ */
+template <int R>
+void half_tile(size_t kc, const float* a, const float* b, float* c, size_t ldc, bool first, bool last, const float* bias) {
+  __m256 acc0[R], acc1[R];
+  if (first) {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) acc0[i] = acc1[i] = _mm256_setzero_ps();
+  } else {
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+      acc0[i] = _mm256_loadu_ps(c + i * ldc);
+      acc1[i] = _mm256_loadu_ps(c + i * ldc + 8);
+    }
+  }
+#pragma GCC unroll 4
+  for (size_t k = 0; k < kc; k++) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * NR), b1 = _mm256_loadu_ps(b + k * NR + 8);
+    const float* ak = a + k * kTile;
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+      const __m256 av = _mm256_broadcast_ss(ak + i);
+      acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
+      acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
+    }
+  }
+  if (last && bias) {
+    const __m256 bi0 = _mm256_loadu_ps(bias), bi1 = _mm256_loadu_ps(bias + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+      acc0[i] = _mm256_add_ps(acc0[i], bi0);
+      acc1[i] = _mm256_add_ps(acc1[i], bi1);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < R; i++) {
+    _mm256_storeu_ps(c + i * ldc, acc0[i]);
+    _mm256_storeu_ps(c + i * ldc + 8, acc1[i]);
+  }
+}
+
+using HalfFn = void (*)(size_t, const float*, const float*, float*, size_t, bool, bool, const float*);
+constexpr std::array<HalfFn, kHalf> HALF = {&half_tile<1>, &half_tile<2>, &half_tile<3>, &half_tile<4>, &half_tile<5>, &half_tile<6>};
+
+/**
+ * half_tile for the last panel's ncols (< 16) columns: through a [rows x 16] buffer holding the sums
+ * between blocks of K (zeros past ncols in the bias).
+ */
+void half_tile_part(size_t r, size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t ncols, bool first, bool last,
+                    const float* bias) {
+  alignas(32) float buf[kHalf * 16];
+  alignas(32) float bi[16] = {};
+  if (!first)
+    for (size_t i = 0; i < r; i++)
+      for (size_t j = 0; j < ncols; j++) buf[i * 16 + j] = c[i * ldc + j];
+  if (bias)
+    for (size_t j = 0; j < ncols; j++) bi[j] = bias[j];
+  HALF[r - 1](kc, a, b, buf, 16, first, last, bias ? bi : nullptr);
+  for (size_t i = 0; i < r; i++)
+    for (size_t j = 0; j < ncols; j++) c[i * ldc + j] = buf[i * 16 + j];
+}
+
+}  // namespace
+
+void few_avx2(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
+  const size_t rows = m1 - m0;
+  if (rows == 0) return;
+  for (size_t q = p0; q < p1; q++) {
+    const size_t col = q * NR, ncols = std::min(NR, p.n - col);
+    few_panel(rows, p.x + m0 * p.lda, p.lda, p.wp + q * p.K * NR, p.K, p.bias ? p.bias + col : nullptr, p.out + m0 * p.n + col, p.n, ncols);
+  }
+}
+
+void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1) {
+  const size_t K = p.K;
+  for (size_t k0 = 0; k0 < K; k0 += kDepth) {
+    const size_t kc = std::min<size_t>(kDepth, K - k0);
+    const bool first = k0 == 0, last = k0 + kc >= K;
+    for (size_t q = p0; q < p1; q++) {
+      const size_t col = q * NR, ncols = std::min(NR, p.n - col);
+      const float* b = p.wp + q * K * NR + k0 * NR;
+      for (size_t h = 0; h < 2; h++) {
+        const size_t hc = h * 16;
+        if (hc >= ncols) break;
+        const size_t hn = std::min<size_t>(16, ncols - hc);
+        const float* bias = p.bias ? p.bias + col + hc : nullptr;
+        for (size_t t = t0; t < t1; t++) {
+          const size_t row = t * kTile, rows = std::min<size_t>(kTile, p.M - row);
+          const float* a = ap + t * K * kTile + k0 * kTile;
+          for (size_t g = 0; g < rows; g += kHalf) {
+            const size_t r = std::min<size_t>(kHalf, rows - g);
+            float* c = p.out + (row + g) * p.n + col + hc;
+            if (hn == 16)
+              HALF[r - 1](kc, a + g, b + hc, c, p.n, first, last, bias);
+            else
+              half_tile_part(r, kc, a + g, b + hc, c, p.n, hn, first, last, bias);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace mlxc::cpu::dense
+#else
+#include <stdexcept>
+namespace mlxc::cpu::dense {
+void few_avx2(const Problem&, size_t, size_t, size_t, size_t) { throw std::runtime_error("dense_gemm: built without AVX2"); }
+void tiles_avx2(const Problem&, const float*, size_t, size_t, size_t, size_t) {
+  throw std::runtime_error("dense_gemm: built without AVX2");
+}
+}  // namespace mlxc::cpu::dense
+#endif
