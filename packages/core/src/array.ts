@@ -55,6 +55,8 @@ export class Array {
   #shape?: number[];
   #dtype?: Dtype;
   #address?: bigint;
+  /** Known to be computed (isAvailable() said so, or its maker evaluated it): MLX never takes that back. */
+  #available = false;
 
   private constructor(handle: MlxHandle) {
     this.#handle = handle;
@@ -191,9 +193,20 @@ export class Array {
 
   /** Whether the array's value is computed (after evaluate or asyncEval); never blocks. */
   isAvailable(): boolean {
+    if (this.#available) {
+      if (!this.#handle.ctx) throw new Error('array was disposed');
+      return true;
+    }
     const out = [false];
     check(fn._mlx_array_is_available(out as never, this.handle), '_mlx_array_is_available');
+    this.#available = out[0];
     return out[0];
+  }
+
+  /** @internal Records that the array is computed (its maker evaluated it), sparing isAvailable()'s native call. */
+  knownAvailable(): this {
+    this.#available = true;
+    return this;
   }
 
   /** Evaluates the array's graph (a no-op once evaluated). */

@@ -341,7 +341,8 @@ export class HostProgram {
     const buf = c.outData.buffer as ArrayBuffer;
     let k = 0;
     return this.#results.map((s, i) => {
-      if (s.array) return Array.fromAddress(c.returned[k++], dtypeCode(s.dtype), [...s.shape]);
+      // Evaluated by the run (on this thread, or on the evaluation thread that reported).
+      if (s.array) return Array.fromAddress(c.returned[k++], dtypeCode(s.dtype), [...s.shape]).knownAvailable();
       if (c.single) return c.single;
       const ctor = typedArrayCtor(s.dtype);
       const off = this.#out.offsets[i];

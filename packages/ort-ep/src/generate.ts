@@ -523,15 +523,21 @@ export async function lastRows(logits: Tensor, vocab: number, n: number): Promis
   if (own?.value && own.value.array.ndim >= 2) {
     const a = own.value.array;
     const rows = a.size / vocab;
-    const part = mx.scope(() => mx.slice(mx.reshape(a, [rows, vocab]), [rows - n, 0], [rows, vocab], [1, 1]));
-    data = download(part, own.value.onnxType).data as Float32Array | Uint16Array;
-    part.dispose();
+    if (rows === n) {
+      // A decode step's [1, 1, vocab]: the rows wanted are the whole array, read as it is.
+      data = download(a, own.value.onnxType).data as Float32Array | Uint16Array;
+    } else {
+      const part = mx.scope(() => mx.slice(mx.reshape(a, [rows, vocab]), [rows - n, 0], [rows, vocab], [1, 1]));
+      data = download(part, own.value.onnxType).data as Float32Array | Uint16Array;
+      part.dispose();
+    }
     logits.dispose();
   } else {
     const all = (isDevice(logits) ? await logits.getData(true) : logits.data) as Float32Array | Uint16Array;
     data = all.subarray(all.length - n * vocab);
   }
   const f = data instanceof Uint16Array ? Float32Array.from(data, halfToFloat) : data;
+  if (n === 1) return [f.length === vocab ? f : f.subarray(0, vocab)];
   return Array.from({ length: n }, (_, i) => f.subarray(i * vocab, (i + 1) * vocab));
 }
 
@@ -594,10 +600,29 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
     else maskData.fill(1n, 0, total).fill(0n, total);
     return new T(maskType as 'int32', maskData as Int32Array, [1, len]);
   };
-  const ints = (name: string, values: number[]) =>
-    typeOf(name) === 'int32'
-      ? new T('int32', Int32Array.from(values), [1, values.length])
-      : new T('int64', BigInt64Array.from(values.map(BigInt)), [1, values.length]);
+  // The feeds' names and element types, looked up once rather than at every step.
+  const int32Feeds = new Set(['input_ids', 'position_ids'].filter((n) => typeOf(n) === 'int32'));
+  const hasMask = session.inputNames.includes('attention_mask');
+  const hasPositions = session.inputNames.includes('position_ids');
+  const hasCacheBranch = session.inputNames.includes('use_cache_branch');
+  const ints = (name: string, values: number[]) => {
+    const n = values.length;
+    if (int32Feeds.has(name)) return new T('int32', Int32Array.from(values), [1, n]);
+    const data = new BigInt64Array(n);
+    for (let i = 0; i < n; i++) data[i] = BigInt(values[i]);
+    return new T('int64', data, [1, n]);
+  };
+  /** position_ids of `n` tokens from `from` on, without an array of the positions first. */
+  const positions = (from: number, n: number) => {
+    if (int32Feeds.has('position_ids')) {
+      const data = new Int32Array(n);
+      for (let i = 0; i < n; i++) data[i] = from + i;
+      return new T('int32', data, [1, n]);
+    }
+    const data = new BigInt64Array(n);
+    for (let i = 0; i < n; i++) data[i] = BigInt(from + i);
+    return new T('int64', data, [1, n]);
+  };
   const zeros = (c: CacheName, len: number) => {
     const n = c.dims[0] * len * c.dims[1];
     const data = c.type === 'float16' ? new Uint16Array(n) : new Float32Array(n);
@@ -643,13 +668,9 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       }
       const total = cached + tokens.length;
       const feeds: Record<string, Tensor> = { input_ids: ints('input_ids', tokens) };
-      if (session.inputNames.includes('attention_mask')) feeds.attention_mask = maskOf(total);
-      if (session.inputNames.includes('position_ids'))
-        feeds.position_ids = ints(
-          'position_ids',
-          tokens.map((_, i) => cached + i),
-        );
-      if (session.inputNames.includes('use_cache_branch')) feeds.use_cache_branch = new T('bool', [cached > 0], [1]);
+      if (hasMask) feeds.attention_mask = maskOf(total);
+      if (hasPositions) feeds.position_ids = positions(cached, tokens.length);
+      if (hasCacheBranch) feeds.use_cache_branch = new T('bool', [cached > 0], [1]);
       let out: Record<string, Tensor>;
       try {
         ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generate'));

@@ -85,16 +85,23 @@ export class MlxSessionHandler implements InferenceSessionHandler {
       const t = fetches[name] as Tensor | null | undefined;
       if (t) bound.set(name, { tensor: t, buffer: deviceBufferOf(t) });
     }
+    // The tensors bound as outputs, and those of them that are device buffers (written in place).
+    const boundTensors = new Set<Tensor>();
+    const boundBuffers = new Set<Tensor>();
+    for (const b of bound.values()) {
+      boundTensors.add(b.tensor);
+      if (b.buffer) boundBuffers.add(b.tensor);
+    }
     const donate: string[] = [];
     const consumed: MlxDeviceBuffer[] = [];
     for (const [name, v] of Object.entries(feeds)) {
       const own = deviceBufferOf(v);
-      if (own?.consumable && ![...bound.values()].some((b) => b.tensor === v)) {
+      if (own?.consumable && !boundTensors.has(v)) {
         donate.push(name);
         consumed.push(own);
         continue;
       }
-      for (const b of bound.values()) if (b.buffer && b.tensor === v && !donate.includes(name)) donate.push(name);
+      if (boundBuffers.has(v)) donate.push(name);
     }
     // A pre-allocated tensor decides where its output goes; otherwise preferredOutputLocation does.
     const keep = wanted.filter((n) => (bound.has(n) ? !!bound.get(n)!.buffer : this.onDevice.has(n)));
