@@ -3,6 +3,7 @@
 import { createRequire } from 'node:module';
 import { expect } from 'vitest';
 import '../../src/index.js';
+import { exactReference } from './exact-reference.js';
 
 const require = createRequire(import.meta.url);
 export const ort = require('onnxruntime-node') as typeof import('onnxruntime-node');
@@ -60,10 +61,16 @@ export const randomF32 = (dims: number[], seed: number, scale = 1): OrtTensor =>
     dims,
   );
 
+/**
+ * The outputs of a session on one provider. On 'cpu' (the reference) onnxruntime runs
+ * exactReference's model: its integer products with int8 weights taken through its exact uint8
+ * kernels, the same math on every CPU (see exact-reference.ts); 'mlx' always runs `bytes` as given.
+ */
 export async function runOn(provider: 'cpu' | 'mlx', bytes: Uint8Array, feeds: Feeds): Promise<Record<string, OrtTensor>> {
-  const s = await ort.InferenceSession.create(bytes, provider === 'mlx' ? { executionProviders: ['mlx'] } : {});
+  const ref = provider === 'cpu' ? exactReference(bytes, feeds) : { bytes, feeds, options: { executionProviders: ['mlx'] } };
+  const s = await ort.InferenceSession.create(ref.bytes, ref.options);
   try {
-    return await s.run(feeds);
+    return await s.run(ref.feeds);
   } finally {
     await s.release();
   }
