@@ -31,3 +31,19 @@ export function cpuKernelsUseAvx512(): boolean {
   check(fn.mlxc_cpu_has_avx512(out as never), 'mlxc_cpu_has_avx512');
   return Boolean(out[0]);
 }
+
+/**
+ * A float32 `[k, n]` matrix in host memory packed into `ext.denseGemm`'s panels, `[ceil(n / 32), k,
+ * 32]` with zeros past `n` (what `ext.densePackWeight` makes of it as an array), by the library on
+ * the kernels' threads: the layout a constant weight is packed into once, without building MLX
+ * arrays (a graph rewrite's initializer). `w` holds at least `k * n` floats.
+ */
+export function packDensePanels(w: Float32Array, k: number, n: number): Float32Array {
+  if (!(w instanceof Float32Array)) throw new TypeError('packDensePanels: w must be a Float32Array');
+  if (!Number.isSafeInteger(k) || !Number.isSafeInteger(n) || k < 1 || n < 1)
+    throw new RangeError(`packDensePanels: k and n must be integers of at least 1, got ${k} and ${n}`);
+  if (w.length < k * n) throw new RangeError(`packDensePanels: w holds ${w.length} floats, fewer than k * n = ${k * n}`);
+  const out = new Float32Array(Math.ceil(n / 32) * k * 32);
+  check(fn.mlxc_dense_pack_host(out, w, k, n), 'mlxc_dense_pack_host');
+  return out;
+}

@@ -1,4 +1,39 @@
 // The packed-weight product on the widest build this CPU has; the cases are in test/dense-gemm-cases.ts.
+import { describe, expect, it } from 'vitest';
+import * as mx from './index.js';
 import { denseGemmSuite } from '../test/dense-gemm-cases.js';
 
 denseGemmSuite('widest');
+
+describe('packDensePanels (host memory)', () => {
+  it('packs as densePackWeight does, from a view at an offset, with zeros past n', () => {
+    for (const [k, n] of [
+      [1, 1],
+      [3, 40],
+      [70, 64],
+      [257, 97],
+    ]) {
+      const backing = Float32Array.from({ length: k * n + 5 }, (_, i) => Math.sin(i * 0.37) * 10);
+      const w = backing.subarray(3, 3 + k * n);
+      const got = mx.packDensePanels(w, k, n);
+      const panels = Math.ceil(n / 32);
+      expect(got.length).toBe(panels * k * 32);
+      // The layout written out independently: panel q, row i, lane j holds w[i, q * 32 + j].
+      for (let q = 0; q < panels; q++)
+        for (let i = 0; i < k; i++)
+          for (let j = 0; j < 32; j++) {
+            const col = q * 32 + j;
+            expect(got[(q * k + i) * 32 + j], `${k}x${n} panel ${q} row ${i} lane ${j}`).toBe(col < n ? w[i * n + col] : 0);
+          }
+      const viaMlx = mx.ext.densePackWeight(mx.array(w, { shape: [k, n] }), { stream: 'cpu' });
+      expect(Array.from(viaMlx.toTypedArray() as Float32Array)).toEqual(Array.from(got));
+      viaMlx.dispose();
+    }
+  });
+
+  it('refuses sizes the data does not hold', () => {
+    expect(() => mx.packDensePanels(new Float32Array(5), 2, 3)).toThrow(/holds 5 floats, fewer than k \* n = 6/);
+    expect(() => mx.packDensePanels(new Float32Array(5), 0, 3)).toThrow(/integers of at least 1/);
+    expect(() => mx.packDensePanels([1, 2] as never, 1, 2)).toThrow(/Float32Array/);
+  });
+});

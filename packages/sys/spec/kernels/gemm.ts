@@ -2,7 +2,7 @@
 // LLM decoding's shapes. Each takes any arrays on any stream: float32 on a CPU stream with few rows
 // (4 for float32 weights, 16 for 4-bit ones) runs the library's own vectorized, multithreaded
 // kernel (an MLX primitive that reads the weights in place); anything else gets MLX's op.
-import { op, type FnSpec } from '../dsl.js';
+import { manual, op, type FnSpec } from '../dsl.js';
 
 export const gemm: FnSpec[] = [
   op(
@@ -19,6 +19,10 @@ export const gemm: FnSpec[] = [
     'int mlxc_dense_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)',
     'mlxc::cpu::dense_pack_weight($w, $s)',
     'w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of mlxc_dense_gemm (packed once, for a constant weight)',
+  ),
+  manual(
+    'int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n)',
+    'dense_pack_weight on host memory, threaded: src float32 [k, n] -> dst float32 [ceil(n / 32), k, 32], zeros past n (the caller owns both buffers and their sizes)',
   ),
   op(
     'int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias /* may be null */, const mlx_stream s)',

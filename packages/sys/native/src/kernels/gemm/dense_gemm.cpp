@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 #include "kernels/common/fused_primitive.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/primitives.h"
+#include "mlxc_private.h"
 
 namespace mlxc::cpu {
 namespace {
@@ -209,6 +211,22 @@ void tiles_generic(const Problem& p, const float* ap, size_t t0, size_t t1, size
 
 }  // namespace dense
 
+void dense_pack_host(float* dst, const float* src, size_t k, size_t n) {
+  const size_t P = (n + NR - 1) / NR, full = n / NR, tail = n - full * NR;
+  // Rows of the source in order (each read once, front to back), about 64 KiB of them a task.
+  parallel_for(k, std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(n, 1)), [=](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; i++) {
+      const float* row = src + i * n;
+      for (size_t p = 0; p < full; p++) std::memcpy(dst + (p * k + i) * NR, row + p * NR, NR * sizeof(float));
+      if (tail) {
+        float* d = dst + ((P - 1) * k + i) * NR;
+        std::memcpy(d, row + full * NR, tail * sizeof(float));
+        std::memset(d + tail, 0, (NR - tail) * sizeof(float));
+      }
+    }
+  });
+}
+
 array dense_pack_weight(const array& w, mx::Stream s) {
   if (w.ndim() != 2) throw std::invalid_argument("dense_pack_weight: w must be a [K, N] matrix, got rank " + std::to_string(w.ndim()));
   const int K = w.shape(0), N = w.shape(1), P = (N + static_cast<int>(NR) - 1) / static_cast<int>(NR);
@@ -243,3 +261,17 @@ array dense_gemm(const array& x, const array& wp, int n, const std::optional<arr
 }
 
 }  // namespace mlxc::cpu
+
+extern "C" int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n) {
+  if (!dst || !src) {
+    mlxc::raise("mlxc_dense_pack_host: dst and src must not be null");
+    return 1;
+  }
+  try {
+    mlxc::cpu::dense_pack_host(static_cast<float*>(dst), static_cast<const float*>(src), k, n);
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  }
+  return 0;
+}
