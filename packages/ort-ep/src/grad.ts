@@ -33,6 +33,27 @@ export interface ValueAndGradOptions {
    * owns (and disposes), as MlxRunOptions.keepOnDevice does for a run.
    */
   keepOnDevice?: boolean;
+  /**
+   * Mixed precision: the walk computes in this dtype, every float32 value a node reads (the
+   * float32 parameters and inputs differentiated, the other initializers, feeds and results) cast
+   * to it, while the gradients come back float32, for the float32 values (d value / d the master
+   * copy, through the casts). The outputs, given to a loss function and returned, are cast back to
+   * float32, so that the loss itself is computed in float32. Ops that keep a wider accumulator for
+   * low precision (norms, softmax, attention) still do. 'float16' may overflow or underflow in the
+   * backward pass: trainStep scales the loss for it (TrainStepOptions.lossScaler).
+   */
+  mixedPrecision?: MixedPrecision;
+}
+
+/** The low dtypes of mixed precision (ValueAndGradOptions.mixedPrecision). */
+export type MixedPrecision = 'bfloat16' | 'float16';
+
+/** Checks a mixedPrecision option (undefined: off). */
+export function checkMixedPrecision(m: unknown, what: string): MixedPrecision | undefined {
+  if (m === undefined || m === 'bfloat16' || m === 'float16') return m;
+  throw new TypeError(
+    `${what}: mixedPrecision must be 'bfloat16' or 'float16' (or left out for float32), got ${typeof m === 'string' ? `'${m}'` : String(m)}`,
+  );
 }
 
 export interface ValueAndGradResult {
@@ -145,6 +166,7 @@ export function buildValueAndGrad(
   run: RunState,
   feeds: Record<string, HostTensor | Value>,
   options: ValueAndGradOptions,
+  lossScale?: number,
 ): GradBuilt {
   const { modelName: model, program } = target;
   const plan = program.plan;
@@ -155,6 +177,7 @@ export function buildValueAndGrad(
   if (!Array.isArray(wrt) || wrt.length === 0 || wrt.some((w) => typeof w !== 'string'))
     throw new TypeError('valueAndGrad: wrt must be a non-empty list of input or initializer names');
   if (new Set(wrt).size !== wrt.length) throw new TypeError(`valueAndGrad: wrt names a value twice: ${wrt.join(', ')}`);
+  const low = checkMixedPrecision(options.mixedPrecision, 'valueAndGrad');
   const fetches = [...(options.fetches ?? (typeof output === 'string' ? [output] : target.outputNames))];
   if (typeof output === 'string' && !fetches.includes(output)) fetches.unshift(output);
   for (const f of fetches)
@@ -223,6 +246,7 @@ export function buildValueAndGrad(
         reads.markFeed(v);
       });
       run.analysis = reads;
+      run.autocast = low;
       try {
         // Never deferring, a walk yields nothing: each node runs once, in order.
         const gen = program.runNodes(order, env);
@@ -230,6 +254,7 @@ export function buildValueAndGrad(
           if (r.value.wait) throw new OrtMlxError(`model ${model}: internal error: a fallback partition in a gradient`);
       } finally {
         run.analysis = undefined;
+        run.autocast = undefined;
       }
       if (reads.nodes.length)
         throw new NotDifferentiableError(
@@ -237,6 +262,15 @@ export function buildValueAndGrad(
           { nodes: reads.nodes.map((i) => plan.nodes[i].node.name) },
         );
       outputs = outputsOf(env, fetches);
+      // Mixed precision: the outputs the walk made in the low dtype back in float32 (unless the
+      // model declares them so), for the loss and the caller.
+      if (low)
+        outputs = outputs.map((v, i) => {
+          if (v.kind !== 'device' || v.array.dtype !== low) return v;
+          const info = plan.graph.outputs.find((o) => o.name === fetches[i]) ?? plan.graph.valueInfo.get(fetches[i]);
+          if (info?.type.kind === 'tensor' && info.type.elemType !== OnnxDataType.FLOAT) return v;
+          return { kind: 'device', array: mx.astype(v.array, 'float32'), onnxType: OnnxDataType.FLOAT };
+        });
       const arrayOf = (name: string, v: Value): mx.Array => {
         if (v.kind === 'device') return v.array;
         if (v.kind === 'host' && v.tensor.dtype !== OnnxDataType.STRING) return run.toArray(v, name);
@@ -273,6 +307,9 @@ export function buildValueAndGrad(
         throw new NotDifferentiableError(
           `model ${model}: valueAndGrad: ${typeof output === 'string' ? `output '${output}'` : 'the output function'} has shape [${value.shape.join(', ')}]: the value differentiated must be a scalar (one element); pass a function, e.g. output: (o) => mx.sum(o['${fetches[0]}'])`,
         );
+      if (low && value.dtype !== 'float32') value = mx.astype(value, 'float32');
+      // Loss scaling (trainStep, float16): the gradients of value * lossScale, unscaled below.
+      if (lossScale !== undefined) value = mx.multiply(value, lossScale);
       // The outputs on the device come back as values of the transform, beside the one differentiated.
       return [mx.reshape(value, []), ...outputs.flatMap((v) => (v.kind === 'device' ? [v.array] : []))];
     });
@@ -288,9 +325,10 @@ export function buildValueAndGrad(
     }
   });
   let k = 1;
+  const unscale = (a: mx.Array) => (lossScale === undefined ? a : mx.collect(run.arrays, () => mx.divide(a, lossScale)));
   return {
-    value: values[0],
-    grads: grads.map((g, i) => ({ kind: 'device', array: g, onnxType: types[i] })),
+    value: unscale(values[0]),
+    grads: grads.map((g, i) => ({ kind: 'device', array: unscale(g), onnxType: types[i] })),
     outputs: outputs.map((v) => (v.kind === 'device' ? { kind: 'device', array: values[k++], onnxType: v.onnxType } : v)),
     fetches,
   };
