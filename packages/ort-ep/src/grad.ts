@@ -10,7 +10,7 @@ import type { GraphPlan } from './plan/graph-plan.js';
 import type { Value } from './runtime/value.js';
 import { elemTypeOf } from './runtime/value.js';
 import { Analysis } from './execute/analysis.js';
-import { Env, type RunState } from './execute/env.js';
+import { Env, RunState } from './execute/env.js';
 import { outputsOf, type GraphProgram } from './execute/run.js';
 import { InvalidFeedError, NodeExecutionError, NotDifferentiableError, OrtMlxError } from './errors.js';
 
@@ -43,6 +43,16 @@ export interface ValueAndGradOptions {
    * backward pass: trainStep scales the loss for it (TrainStepOptions.lossScaler).
    */
   mixedPrecision?: MixedPrecision;
+  /**
+   * Gradient checkpointing by layer: each layer's activations are recomputed in the backward pass
+   * (MLX's checkpoint) instead of being kept from the forward pass, so that the peak memory holds
+   * one layer's activations beside the layers' outputs, for about one more forward pass of
+   * compute. 'layers' finds the layers from the node and initializer names (`layers.N`, `layer.N`,
+   * `h.N`, `blocks.N`, `lN.`); a list of prefixes groups the nodes whose name, or the name of an
+   * initializer they read, starts with one of them. A node matching none joins the layer of the
+   * node that made its first input. Same gradients as without.
+   */
+  checkpoint?: 'layers' | readonly string[];
 }
 
 /** The low dtypes of mixed precision (ValueAndGradOptions.mixedPrecision). */
@@ -178,6 +188,7 @@ export function buildValueAndGrad(
     throw new TypeError('valueAndGrad: wrt must be a non-empty list of input or initializer names');
   if (new Set(wrt).size !== wrt.length) throw new TypeError(`valueAndGrad: wrt names a value twice: ${wrt.join(', ')}`);
   const low = checkMixedPrecision(options.mixedPrecision, 'valueAndGrad');
+  const layerOf = checkpointKeys(options.checkpoint);
   const fetches = [...(options.fetches ?? (typeof output === 'string' ? [output] : target.outputNames))];
   if (typeof output === 'string' && !fetches.includes(output)) fetches.unshift(output);
   for (const f of fetches)
@@ -233,6 +244,9 @@ export function buildValueAndGrad(
     );
   }
 
+  const steps = layerOf ? layerSteps(plan, order, layerOf, model) : undefined;
+  const closures: mx.CompiledFunction[] = [];
+
   let outputs: Value[] = [];
   const reads = new HostReads();
   const body = (...xs: mx.Array[]): mx.Array[] =>
@@ -248,10 +262,13 @@ export function buildValueAndGrad(
       run.analysis = reads;
       run.autocast = low;
       try {
-        // Never deferring, a walk yields nothing: each node runs once, in order.
-        const gen = program.runNodes(order, env);
-        for (let r = gen.next(); !r.done; r = gen.next())
-          if (r.value.wait) throw new OrtMlxError(`model ${model}: internal error: a fallback partition in a gradient`);
+        if (steps) runCheckpointed(program, steps, env, fetches, reads, closures);
+        else {
+          // Never deferring, a walk yields nothing: each node runs once, in order.
+          const gen = program.runNodes(order, env);
+          for (let r = gen.next(); !r.done; r = gen.next())
+            if (r.value.wait) throw new OrtMlxError(`model ${model}: internal error: a fallback partition in a gradient`);
+        }
       } finally {
         run.analysis = undefined;
         run.autocast = undefined;
@@ -322,6 +339,9 @@ export function buildValueAndGrad(
       )(...primals) as [mx.Array[], mx.Array[]];
     } catch (e) {
       throw vjpError(e, model, plan, order);
+    } finally {
+      // The backward graph is built: the layers' recomputation is in it, their JS bodies are done.
+      for (const c of closures) c.dispose();
     }
   });
   let k = 1;
@@ -332,6 +352,137 @@ export function buildValueAndGrad(
     outputs: outputs.map((v) => (v.kind === 'device' ? { kind: 'device', array: values[k++], onnxType: v.onnxType } : v)),
     fetches,
   };
+}
+
+/** The layer key of a name under a checkpoint option (undefined: none), or undefined when the option is off. */
+type LayerKey = (name: string) => string | undefined;
+
+/** `layers.3`, `layer.0`, `h.11`, `blocks.2`, `l0`: a layer's index in a node or initializer name. */
+const LAYER_NAME = /(?:^|[/._:])((?:layers?|blocks?|h|l)[._]?\d+)(?=[/._:]|$)/i;
+
+function checkpointKeys(c: unknown): LayerKey | undefined {
+  if (c === undefined) return undefined;
+  if (c === 'layers') return (name) => LAYER_NAME.exec(name)?.[1];
+  if (Array.isArray(c) && c.length > 0 && c.every((p) => typeof p === 'string' && p.length > 0)) {
+    const prefixes = c as string[];
+    return (name) => prefixes.find((p) => name.startsWith(p));
+  }
+  throw new TypeError(
+    `valueAndGrad: checkpoint must be 'layers' or a non-empty list of node-name prefixes, got ${Array.isArray(c) ? `[${c.map(String).join(', ')}]` : typeof c === 'string' ? `'${c}'` : String(c)}`,
+  );
+}
+
+/** One step of a checkpointed walk: a node run as it is, or a layer's nodes (consecutive in the walk) recomputed in the backward pass. */
+type WalkStep = { node: number } | { layer: string; nodes: number[] };
+
+/**
+ * The walk `order` cut into layers: each node's key from its name, else from an initializer it
+ * reads, else from the producer of its first input; consecutive nodes of one key make a step.
+ */
+function layerSteps(plan: GraphPlan, order: readonly number[], keyOf: LayerKey, model: string): WalkStep[] {
+  const keys = new Map<number, string | undefined>();
+  const isInit = (n: string) => plan.graph.initializers.has(n) || plan.residentInitializers?.has(n) === true;
+  for (const idx of order) {
+    const node = plan.nodes[idx].node;
+    let key = keyOf(node.name);
+    if (key === undefined) for (const i of node.inputs) if (i && isInit(i) && (key = keyOf(i)) !== undefined) break;
+    if (key === undefined) {
+      const first = node.inputs.find((i) => i && plan.producer.has(i));
+      if (first) key = keys.get(plan.producer.get(first)!);
+    }
+    keys.set(idx, key);
+  }
+  const steps: WalkStep[] = [];
+  for (const idx of order) {
+    const key = keys.get(idx);
+    const last = steps.at(-1);
+    if (key === undefined) steps.push({ node: idx });
+    else if (last && 'layer' in last && last.layer === key) last.nodes.push(idx);
+    else steps.push({ layer: key, nodes: [idx] });
+  }
+  if (!steps.some((s) => 'layer' in s))
+    throw new TypeError(
+      `model ${model}: valueAndGrad: checkpoint found no layer among the nodes (by their names and the initializers they read): pass the layers' node-name prefixes`,
+    );
+  return steps;
+}
+
+/**
+ * Runs a checkpointed walk: nodes outside layers as they are; each layer through mx.checkpoint,
+ * its inputs the device values it reads from before it (differentiated ones included, so that their
+ * gradients flow), its outputs the values read after it. Its body runs its nodes in a run state of
+ * its own (uploads, memo), whose arrays the checkpoint's scope frees when it returns, so that
+ * nothing but the layer's outputs outlives the forward pass; MLX calls it again to recompute the
+ * layer in the backward pass. The forward call's data checks (guards) join the walk's run.
+ */
+function runCheckpointed(
+  program: GraphProgram,
+  steps: readonly WalkStep[],
+  env: Env,
+  fetches: readonly string[],
+  reads: HostReads,
+  closures: mx.CompiledFunction[],
+): void {
+  const plan = program.plan;
+  const run = env.run;
+  const readsOf = (idx: number) => [...plan.nodes[idx].node.inputs.filter((i): i is string => !!i), ...plan.nodes[idx].outerReads];
+  // The last step that reads each name (fetches: past the end).
+  const lastRead = new Map<string, number>();
+  steps.forEach((st, k) => {
+    for (const idx of 'node' in st ? [st.node] : st.nodes) for (const n of readsOf(idx)) lastRead.set(n, k);
+  });
+  for (const f of fetches) lastRead.set(f, steps.length);
+  steps.forEach((st, k) => {
+    if ('node' in st) {
+      program.runNode(st.node, env);
+      return;
+    }
+    const made = new Set(st.nodes.flatMap((idx) => plan.nodes[idx].node.outputs.filter((o) => !!o)));
+    const inNames = [...new Set(st.nodes.flatMap(readsOf))].filter((n) => !made.has(n) && env.values.get(n)?.kind === 'device');
+    const outNames = [...made].filter((n) => (lastRead.get(n) ?? -1) > k);
+    if (!inNames.length) {
+      for (const idx of st.nodes) program.runNode(idx, env);
+      return;
+    }
+    const outer = inNames.map((n) => env.values.get(n) as Value & { kind: 'device' });
+    let first = true;
+    const kept = new Map<string, Value>();
+    const layer = mx.checkpoint((...xs: mx.Array[]) => {
+      const inner = new RunState(run.constants, run.modelName, run.limits);
+      inner.autocast = run.autocast;
+      inner.analysis = run.analysis;
+      const ienv = new Env(plan, inner);
+      for (const [n, v] of env.values) ienv.values.set(n, v);
+      inNames.forEach((n, i) => {
+        const v: Value = { kind: 'device', array: xs[i], onnxType: outer[i].onnxType };
+        if (reads.isDynamic(outer[i])) reads.markFeed(v);
+        ienv.values.set(n, v);
+      });
+      for (const idx of st.nodes) program.runNode(idx, ienv);
+      const arrays: mx.Array[] = [];
+      for (const n of outNames) {
+        const v = ienv.values.get(n)!;
+        if (v.kind === 'device') arrays.push(v.array);
+        if (first) kept.set(n, v);
+      }
+      if (first) {
+        for (const g of inner.guards) {
+          for (const a of [g.bad, g.detail]) if (a) run.arrays.add(mx.persist(a));
+          run.guards.push(g);
+        }
+        first = false;
+      }
+      return arrays;
+    });
+    closures.push(layer);
+    const res = layer(...outer.map((v) => v.array));
+    const list = Array.isArray(res) ? res : [res];
+    let j = 0;
+    for (const n of outNames) {
+      const v = kept.get(n)!;
+      env.values.set(n, v.kind === 'device' ? { kind: 'device', array: list[j++], onnxType: v.onnxType } : v);
+    }
+  });
 }
 
 /**

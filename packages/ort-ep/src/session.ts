@@ -705,7 +705,7 @@ export class MlxSession {
       const lossScale = scaler?.scale;
       const r = await this.gradOnce(
         feeds,
-        { output: options.output, wrt, fetches: options.fetches, keepOnDevice: true, mixedPrecision },
+        { output: options.output, wrt, fetches: options.fetches, keepOnDevice: true, mixedPrecision, checkpoint: options.checkpoint },
         true,
         lossScale,
       );

@@ -243,6 +243,8 @@ export interface TrainStepOptions {
    * float32 gradients and which stay float32 in the session). 'float16' scales the loss (lossScaler).
    */
   mixedPrecision?: MixedPrecision;
+  /** Gradient checkpointing by layer (ValueAndGradOptions.checkpoint): less memory for a second forward pass of compute. */
+  checkpoint?: ValueAndGradOptions['checkpoint'];
   /**
    * The loss scaling of 'float16' mixed precision (its state carries over steps): by default the
    * session's own, made on its first float16 step with LossScaler's defaults.
