@@ -169,7 +169,9 @@ function gradOrder(plan: GraphPlan, fetches: readonly string[], wrt: ReadonlySet
 /**
  * Builds value and gradients (lazily, their arrays collected into `run.arrays`) on the calling
  * thread: the graph is walked once, inside MLX's valueAndGrad. Host reads of data not computed yet
- * block (shape math on constants is cheap; the walk never defers).
+ * block (shape math on constants is cheap; the walk never defers). With `lossScale` (trainStep's
+ * float16 loss scaling) the gradients are those of value * lossScale, for the caller to divide;
+ * the value is the unscaled one.
  */
 export function buildValueAndGrad(
   target: GradTarget,
@@ -325,7 +327,7 @@ export function buildValueAndGrad(
           `model ${model}: valueAndGrad: ${typeof output === 'string' ? `output '${output}'` : 'the output function'} has shape [${value.shape.join(', ')}]: the value differentiated must be a scalar (one element); pass a function, e.g. output: (o) => mx.sum(o['${fetches[0]}'])`,
         );
       if (low && value.dtype !== 'float32') value = mx.astype(value, 'float32');
-      // Loss scaling (trainStep, float16): the gradients of value * lossScale, unscaled below.
+      // Loss scaling (trainStep, float16): the gradients of value * lossScale (the value unscaled below).
       if (lossScale !== undefined) value = mx.multiply(value, lossScale);
       // The outputs on the device come back as values of the transform, beside the one differentiated.
       return [mx.reshape(value, []), ...outputs.flatMap((v) => (v.kind === 'device' ? [v.array] : []))];
@@ -345,10 +347,11 @@ export function buildValueAndGrad(
     }
   });
   let k = 1;
-  const unscale = (a: mx.Array) => (lossScale === undefined ? a : mx.collect(run.arrays, () => mx.divide(a, lossScale)));
+  // Loss scaling: the value unscaled here, the gradients by the caller (trainStep), lazily in the
+  // optimizer's step, so that an unscaled copy of every gradient is never held beside them.
   return {
-    value: unscale(values[0]),
-    grads: grads.map((g, i) => ({ kind: 'device', array: unscale(g), onnxType: types[i] })),
+    value: lossScale === undefined ? values[0] : mx.collect(run.arrays, () => mx.divide(values[0], lossScale)),
+    grads: grads.map((g, i) => ({ kind: 'device', array: g, onnxType: types[i] })),
     outputs: outputs.map((v) => (v.kind === 'device' ? { kind: 'device', array: values[k++], onnxType: v.onnxType } : v)),
     fetches,
   };

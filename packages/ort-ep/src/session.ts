@@ -724,7 +724,20 @@ export class MlxSession {
         const stale: mx.Array[] = [];
         let gradNorm: number | undefined;
         try {
-          gradNorm = within(this.streams, () => applyStep(this.paramTarget(), wrt, grads, options, stale)).gradNorm;
+          gradNorm = within(this.streams, () =>
+            lossScale === undefined
+              ? applyStep(this.paramTarget(), wrt, grads, options, stale)
+              : // The gradients of the scaled loss, unscaled lazily: each group's division runs within the optimizer's step.
+                mx.scope(() =>
+                  applyStep(
+                    this.paramTarget(),
+                    wrt,
+                    grads.map((g) => mx.divide(g, lossScale)),
+                    options,
+                    stale,
+                  ),
+                ),
+          ).gradNorm;
         } finally {
           if (stale.length) this.renewRunner(stale);
         }

@@ -199,6 +199,46 @@ describe('trainStep with mixedPrecision', () => {
     }
   });
 
+  it('float16: the loss scaling keeps no unscaled copy of the gradients beside the scaled ones', async () => {
+    // Gradients of 1.4M parameters (5.67 MB). float16's walk has bfloat16's sizes; its loss scaling
+    // must not add a whole second set of gradients to the step's peak.
+    const cfg: DecoderConfig = { kind: 'llama', layers: 2, hidden: 128, heads: 4, kvHeads: 2, ffn: 352, vocab: 4096, maxPositions: 64, seed: 1 };
+    const s = await MlxSession.create(buildDecoder(cfg), { device: 'cpu', graphRewrites: false });
+    const opt = new mx.optim.SGD({ lr: 0.01 });
+    try {
+      const wrt = Object.keys(s.parameters()).filter((n) => n !== 'cos_cache' && n !== 'sin_cache');
+      const feeds: Record<string, HostTensor> = {
+        input_ids: i64(
+          Array.from({ length: 2 * 32 }, (_, i) => (i * 31) % cfg.vocab),
+          [2, 32],
+        ),
+        attention_mask: i64(new Array(64).fill(1), [2, 32]),
+      };
+      for (const n of s.inputNames)
+        if (n.startsWith('past_key_values.')) feeds[n] = { dtype: OnnxDataType.FLOAT, dims: [2, 2, 0, 32], data: new Float32Array(0) };
+      const peakOf = async (mixedPrecision: 'float16' | 'bfloat16') => {
+        mx.memory.clearCache();
+        mx.memory.resetPeak();
+        const before = mx.memory.active();
+        const r = await s.trainStep(feeds, { output: (o) => mx.mean(mx.square(o.logits)), optimizer: opt, wrt, mixedPrecision });
+        expect(r.skipped ?? false).toBe(false);
+        return mx.memory.peak() - before;
+      };
+      const params = s.parameters(wrt);
+      const gradBytes = Object.values(params).reduce((n, a) => n + a.nbytes, 0);
+      mx.dispose(params);
+      const bf16 = await peakOf('bfloat16');
+      const f16 = await peakOf('float16');
+      // Measured (bytes): bfloat16 13.09M, float16 18.13M (the optimizer's phase: the division
+      // within the step), gradients 5.67M; float16 was 20.98M with every gradient unscaled beside
+      // the scaled ones at the gradients' evaluation.
+      expect(f16).toBeLessThan(bf16 + gradBytes);
+    } finally {
+      opt.dispose();
+      s.release();
+    }
+  });
+
   it('refuses bad mixedPrecision, lossScaler and LossScaler options with a specific error', async () => {
     const s = await MlxSession.create(model(mlp()), { device: 'cpu', graphRewrites: false });
     const sgd = new mx.optim.SGD({ lr: 0.1 });
