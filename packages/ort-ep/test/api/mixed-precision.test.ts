@@ -202,7 +202,17 @@ describe('trainStep with mixedPrecision', () => {
   it('float16: the loss scaling keeps no unscaled copy of the gradients beside the scaled ones', async () => {
     // Gradients of 1.4M parameters (5.67 MB). float16's walk has bfloat16's sizes; its loss scaling
     // must not add a whole second set of gradients to the step's peak.
-    const cfg: DecoderConfig = { kind: 'llama', layers: 2, hidden: 128, heads: 4, kvHeads: 2, ffn: 352, vocab: 4096, maxPositions: 64, seed: 1 };
+    const cfg: DecoderConfig = {
+      kind: 'llama',
+      layers: 2,
+      hidden: 128,
+      heads: 4,
+      kvHeads: 2,
+      ffn: 352,
+      vocab: 4096,
+      maxPositions: 64,
+      seed: 1,
+    };
     const s = await MlxSession.create(buildDecoder(cfg), { device: 'cpu', graphRewrites: false });
     const opt = new mx.optim.SGD({ lr: 0.01 });
     try {
