@@ -248,6 +248,17 @@ export function buildValueAndGrad(
 
   const steps = layerOf ? layerSteps(plan, order, layerOf, model) : undefined;
   const closures: mx.CompiledFunction[] = [];
+  // float16: a cast that saturates at its largest finite value. Masks written as float32's lowest
+  // (-3.4e38, -1e9) would become -inf, and 0 * -inf in the mask arithmetic NaN. Its derivative is
+  // the plain cast's (a custom VJP, so that the backward pass keeps nothing of the clip).
+  const toFloat16 =
+    low === 'float16'
+      ? mx.customVjp(
+          (x) => mx.astype(mx.clip(x, -F16_MAX, F16_MAX), 'float16'),
+          (primals, cotangents) => [mx.astype(cotangents[0], primals[0].dtype)],
+        )
+      : undefined;
+  if (toFloat16) closures.push(toFloat16);
 
   let outputs: Value[] = [];
   const reads = new HostReads();
@@ -263,6 +274,7 @@ export function buildValueAndGrad(
       });
       run.analysis = reads;
       run.autocast = low;
+      run.toFloat16 = toFloat16;
       try {
         if (steps) runCheckpointed(program, steps, env, fetches, reads, closures);
         else {
@@ -274,6 +286,7 @@ export function buildValueAndGrad(
       } finally {
         run.analysis = undefined;
         run.autocast = undefined;
+        run.toFloat16 = undefined;
       }
       if (reads.nodes.length)
         throw new NotDifferentiableError(
@@ -356,6 +369,9 @@ export function buildValueAndGrad(
     fetches,
   };
 }
+
+/** float16's largest finite value. */
+const F16_MAX = 65504;
 
 /** The layer key of a name under a checkpoint option (undefined: none), or undefined when the option is off. */
 type LayerKey = (name: string) => string | undefined;
@@ -453,6 +469,7 @@ function runCheckpointed(
     const layer = mx.checkpoint((...xs: mx.Array[]) => {
       const inner = new RunState(run.constants, run.modelName, run.limits);
       inner.autocast = run.autocast;
+      inner.toFloat16 = run.toFloat16;
       inner.analysis = run.analysis;
       const ienv = new Env(plan, inner);
       for (const [n, v] of env.values) ienv.values.set(n, v);

@@ -85,11 +85,15 @@ export class NodeContext implements OpContext {
     if (v.kind === 'host') return this.lowered(this.env.run.uploads.array(v.tensor));
     throw new Error(`${this.where}: expected a tensor, got a ${v.kind}`);
   }
-  /** `a` in the run's mixed-precision dtype where it is float32 (RunState.autocast), else `a`. */
+  /**
+   * `a` in the run's mixed-precision dtype where it is float32 (RunState.autocast), else `a`;
+   * float16 through RunState.toFloat16 (saturating) where the run has it.
+   */
   private lowered(a: mx.Array): mx.Array {
     const low = this.env.run.autocast;
     if (!low || a.dtype !== 'float32') return a;
-    return this.env.run.shared([a, low], () => mx.astype(a, low));
+    const run = this.env.run;
+    return run.shared([a, low], () => (low === 'float16' && run.toFloat16 ? (run.toFloat16(a) as mx.Array) : mx.astype(a, low)));
   }
   input(i: number): mx.Array {
     return this.toArray(this.peek(i));

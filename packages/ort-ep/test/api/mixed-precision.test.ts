@@ -85,6 +85,44 @@ describe('valueAndGrad with mixedPrecision, on a small Llama decoder', () => {
     }
   });
 
+  it('float16 on a GPT-2-style decoder, whose masks are float32 lows beyond float16: finite, close to float32', async () => {
+    // Its causal and padding mask uses float32's lowest: cast as it is, -inf in float16, and the
+    // mask arithmetic gave NaN everywhere; saturated at float16's largest, it works.
+    const gpt2: DecoderConfig = { kind: 'gpt2', layers: 2, hidden: 64, heads: 4, ffn: 128, vocab: 96, maxPositions: 32, seed: 3 };
+    const s = await MlxSession.create(buildDecoder(gpt2), { device: 'cpu', graphRewrites: false });
+    try {
+      const f: Record<string, HostTensor> = {
+        input_ids: i64(
+          Array.from({ length: 16 }, (_, i) => i % gpt2.vocab),
+          [2, 8],
+        ),
+        // The second sequence's first two tokens are padding.
+        attention_mask: i64(
+          Array.from({ length: 16 }, (_, i) => (i === 8 || i === 9 ? 0 : 1)),
+          [2, 8],
+        ),
+        position_ids: i64(
+          Array.from({ length: 16 }, (_, i) => i % 8),
+          [2, 8],
+        ),
+      };
+      for (const n of s.inputNames)
+        if (n.startsWith('past_key_values.')) f[n] = { dtype: OnnxDataType.FLOAT, dims: [2, 4, 0, 16], data: new Float32Array(0) };
+      const wrt = Object.keys(s.parameters());
+      const go = (mixedPrecision?: 'float16') => s.valueAndGrad(f, { output: (o) => mx.mean(mx.square(o.logits)), wrt, mixedPrecision });
+      const full = await go();
+      const half = await go('float16');
+      expect(Math.abs(half.value - full.value) / full.value).toBeLessThan(8 * roundoff.float16);
+      for (const n of wrt)
+        expect(
+          (half.grads[n] as HostTensor).data.every((x) => Number.isFinite(Number(x))),
+          n,
+        ).toBe(true);
+    } finally {
+      s.release();
+    }
+  });
+
   it('refuses a mixedPrecision that is not bfloat16 or float16', async () => {
     const s = await MlxSession.create(buildDecoder(cfg), { device: 'cpu', graphRewrites: false });
     try {
