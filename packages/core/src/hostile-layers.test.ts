@@ -1,6 +1,6 @@
-// Hostile inputs to the native LSTM primitive (lstm) and the grouped channels-last convolution
-// (convGemm): bad shapes, zero-size dims, huge dims, mismatched weights, bad parameters, NaN and
-// infinities, strided and broadcast views. Each must give a clear error or the right result
+// Hostile inputs to the native LSTM primitive (lstm), the grouped channels-last convolution
+// (convGemm) and the fused AdamW step (adamwStep): bad shapes, zero-size dims, huge dims,
+// mismatched weights, bad parameters, NaN and infinities, strided and broadcast views. Each must give a clear error or the right result
 // (checked against the same call on contiguous copies, or the composition of MLX ops on float16),
 // never a crash.
 import { describe, expect, it } from 'vitest';
@@ -280,5 +280,43 @@ describe('convGemm, hostile inputs', () => {
       threw = e;
     }
     if (threw) expect(String(threw)).toMatch(/lo|hi|clamp|bound/i);
+  });
+});
+
+describe('adamwStep, hostile inputs', () => {
+  const h = [0.01, 0.9, 0.999, 1e-8, 0.01] as const;
+  it('carries NaN and infinities of a gradient into its own elements alone', () => {
+    const p = mx.array([1, 2, 3, 4]);
+    const g = mx.array([Number.NaN, inf, -inf, 0.5]);
+    const [p1, m1, v1] = mx.ext.adamwStep(p, g, null, null, ...h, 1);
+    const [pp, mm, vv] = [list(p1), list(m1), list(v1)];
+    expect(Number.isNaN(pp[0]) && Number.isNaN(mm[0]) && Number.isNaN(vv[0])).toBe(true);
+    // inf / sqrt(inf) is NaN, as in torch.
+    expect([Number.isNaN(pp[1]), mm[1], vv[1]]).toEqual([true, inf, inf]);
+    // The finite element: the first step moves it by lr against the gradient's sign.
+    expectAllClose([pp[3]], [4 * (1 - 0.01 * 0.01) - 0.01], 1e-6, 1e-6);
+    mx.dispose([p, g, p1, m1, v1]);
+  });
+
+  it('gives empty results for a huge zero-size shape, allocating nothing', () => {
+    const e = z([0, 2 ** 30]);
+    const out = mx.ext.adamwStep(e, e, e, e, ...h, 3);
+    expect(out.map((a) => a.shape)).toEqual([
+      [0, 2 ** 30],
+      [0, 2 ** 30],
+      [0, 2 ** 30],
+    ]);
+    mx.dispose([e, out]);
+  });
+
+  it('computes integer and mixed dtypes through the composition, never faulting', () => {
+    const want = mx.ext.adamwStep(mx.array([1, 2, 3]), mx.array([0.5, -1, 2]), null, null, ...h, 1)[0];
+    const ints = mx.ext.adamwStep(mx.array(new Int32Array([1, 2, 3])), mx.array(new Int32Array([1, -1, 2])), null, null, ...h, 1)[0];
+    expect(ints.dtype).toBe('float32');
+    expectAllClose(list(ints), [1 - 0.0001 - 0.01, 2 - 0.0002 + 0.01, 3 - 0.0003 - 0.01], 1e-6, 1e-6);
+    const mixed = mx.ext.adamwStep(mx.array([1, 2, 3]), mx.array([0.5, -1, 2], { dtype: 'float16' }), null, null, ...h, 1)[0];
+    expect(mixed.dtype).toBe('float32');
+    expectAllClose(list(mixed), list(want), 1e-6, 1e-6);
+    mx.dispose([want, ints, mixed]);
   });
 });

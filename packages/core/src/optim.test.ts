@@ -158,6 +158,28 @@ describe('AdamW against torch.optim.AdamW', () => {
     opt.dispose();
   });
 
+  it('the composed path (fused: false) matches torch too, and the fused kernel to float32 rounding', () => {
+    for (const [wd, lr] of [
+      [0, 0.05],
+      [0.5, 0.02],
+    ]) {
+      const want = adamwReference(lr, 0.8, 0.95, 1e-3, wd, 8);
+      const composed = new AdamW({ lr, betas: [0.8, 0.95], eps: 1e-3, weightDecay: wd, fused: false });
+      const fusedOpt = new AdamW({ lr, betas: [0.8, 0.95], eps: 1e-3, weightDecay: wd });
+      expect([composed.fused, fusedOpt.fused]).toEqual([false, true]);
+      const a = train(composed, 8);
+      const b = train(fusedOpt, 8);
+      expectTrace(a.trace, want);
+      // The kernel runs the composed path's float32 operations in its order: a few ulps at most.
+      b.trace.forEach((step, t) => {
+        for (const n of Object.keys(step)) expectAllClose(step[n], a.trace[t][n], 4e-7, 1e-7);
+      });
+      mx.dispose([a.params, b.params]);
+      composed.dispose();
+      fusedOpt.dispose();
+    }
+  });
+
   it('state() and loadState() carry a run on: 3 + 5 steps equal 8', () => {
     const first = new AdamW({ lr: 0.05 });
     const part = train(first, 3);
@@ -212,6 +234,7 @@ describe('step() ownership and checks', () => {
     expect(() => new SGD({ lr: -1 })).toThrow(/lr must be a non-negative number/);
     expect(() => new SGD({ lr: 0.1, nesterov: true })).toThrow(/nesterov momentum needs a momentum > 0/);
     expect(() => new AdamW({ betas: [1, 0.9] })).toThrow(/betas\[0\] must be a number in \[0, 1\)/);
+    expect(() => new AdamW({ fused: 'yes' as unknown as boolean })).toThrow(/AdamW: fused must be true or false, got yes/);
     expect(() => new AdamW().loadState({ step: 1, slots: { w: { m: mx.zeros([1]) } } })).toThrow(/state.slots\['w'\] lacks v/);
   });
 

@@ -5,7 +5,9 @@
 // replace, so that a loop holds one copy of each parameter and of each state slot.
 import { Array } from './array.js';
 import { dispose, persist, scope } from './lifetime.js';
+import { adamwStep } from './generated/ext.js';
 import { add, copy, divide, minimum, multiply, sqrt, square, subtract, sum } from './ops.js';
+import { defaultStream } from './stream.js';
 import { evaluate } from './transforms.js';
 
 /** Named arrays: the parameters of a model, their gradients, an optimizer's slots for one parameter. */
@@ -256,6 +258,13 @@ export interface AdamWOptions extends GroupOptions {
   eps?: number;
   /** Decoupled weight decay (default 0.01, as torch.optim.AdamW). */
   weightDecay?: number;
+  /**
+   * The library's fused AdamW kernel (mx.ext.adamwStep: one multithreaded pass over param, grad and
+   * moments, the moments updated in place) where the default stream is the CPU's and the parameter,
+   * gradient and moments are float32 (default true); false composes MLX's ops, as do other dtypes
+   * and devices. Both give the same numbers within float32 rounding.
+   */
+  fused?: boolean;
 }
 
 /**
@@ -267,6 +276,7 @@ export class AdamW extends Base {
   readonly betas: readonly [number, number];
   readonly eps: number;
   readonly weightDecay: number;
+  readonly fused: boolean;
   protected readonly slotNames: readonly string[] = ['m', 'v'];
 
   constructor(options: AdamWOptions = {}) {
@@ -275,10 +285,20 @@ export class AdamW extends Base {
     this.betas = [checkNumber(b1, 'betas[0]', 'AdamW', 0, 1, true), checkNumber(b2, 'betas[1]', 'AdamW', 0, 1, true)];
     this.eps = checkNumber(options.eps ?? 1e-8, 'eps', 'AdamW', 0, Number.MAX_VALUE);
     this.weightDecay = checkNumber(options.weightDecay ?? 0.01, 'weightDecay', 'AdamW', 0, Number.MAX_VALUE);
+    if (options.fused !== undefined && typeof options.fused !== 'boolean')
+      throw new TypeError(`AdamW: fused must be true or false, got ${String(options.fused)}`);
+    this.fused = options.fused !== false;
   }
 
   protected update(p: Array, g: Array, slots: NamedArrays | undefined, lr: number, t: number): { param: Array; slots: NamedArrays } {
     const [b1, b2] = this.betas;
+    const f32 = (a: Array | undefined) => !a || a.dtype === 'float32';
+    if (this.fused && p.dtype === 'float32' && f32(g) && f32(slots?.m) && f32(slots?.v) && defaultStream().device.type === 'cpu') {
+      // One pass, the moments' buffers reused for the new ones (step() releases the old slots
+      // before evaluating).
+      const [param, m, v] = adamwStep(p, g, slots?.m, slots?.v, lr, b1, b2, this.eps, this.weightDecay, t);
+      return { param, slots: { m, v } };
+    }
     const decayed = this.weightDecay ? multiply(p, 1 - lr * this.weightDecay) : p;
     const m = slots ? add(multiply(slots.m, b1), multiply(g, 1 - b1)) : multiply(g, 1 - b1);
     const v = slots ? add(multiply(slots.v, b2), multiply(square(g), 1 - b2)) : multiply(square(g), 1 - b2);

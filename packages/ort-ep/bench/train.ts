@@ -9,6 +9,7 @@
 // step (after --warmup steps), and its peak RSS (VmHWM). Threads: BENCH_THREADS (default 2) for
 // both. The load average is printed before and after. Writes reports/bench-train.json. Never a test.
 //   tools/dev bench train [--rounds 3] [--steps 3] [--warmup 1] [--filter regex] [--engines mlx,torch]
+//     (engines: mlx, torch, and mlx-composed-adamw: mlx with AdamW composed from MLX's ops, fused: false)
 //     [--bert DIR] (a folder holding BERT-base's model.onnx; default: exported by
 //     bench/export-models.py into reports/bench-models/ when missing) [--out DIR]
 //     [--env NAME=VALUE,...] (set for every engine's process, e.g. MALLOC_MMAP_THRESHOLD_=131072: glibc's
@@ -123,7 +124,8 @@ async function mlxWorker(): Promise<void> {
     fetches = ['last_hidden_state', 'pooler_output'];
     output = (o) => mx.add(mx.mean(mx.square(o.last_hidden_state)), mx.mean(mx.square(o.pooler_output)));
   }
-  const optimizer = new mx.optim.AdamW({ lr: 1e-4, weightDecay: 0.01 });
+  // --adamw composed (engine mlx-composed-adamw): AdamW from MLX's ops instead of the fused kernel.
+  const optimizer = new mx.optim.AdamW({ lr: 1e-4, weightDecay: 0.01, fused: arg('adamw') !== 'composed' });
   const createMs = performance.now() - t0;
   const loadRssMiB = statusMiB('VmRSS');
   const stepMs: number[] = [];
@@ -202,10 +204,22 @@ function run(engine: string, c: Case, path: string, python: () => string): Sampl
   );
   const env = { ...process.env, ...extra, BENCH_THREADS: String(threads) };
   const r =
-    engine === 'mlx'
+    engine === 'mlx' || engine === 'mlx-composed-adamw'
       ? spawnSync(
           process.execPath,
-          ['--conditions=source', '--import', 'tsx', join(here, 'train.ts'), '--worker', '--model', c.name, '--path', path, ...common],
+          [
+            '--conditions=source',
+            '--import',
+            'tsx',
+            join(here, 'train.ts'),
+            '--worker',
+            '--model',
+            c.name,
+            '--path',
+            path,
+            ...(engine === 'mlx-composed-adamw' ? ['--adamw', 'composed'] : []),
+            ...common,
+          ],
           { cwd: pkg, env, encoding: 'utf8', timeout: 1_800_000, maxBuffer: 64 << 20 },
         )
       : spawnSync(
@@ -275,7 +289,7 @@ function main(): void {
           stepMs: median(ss.map((s) => s.medianMs)),
           peakRssMiB: median(ss.map((s) => s.peakRssMiB)),
           loadRssMiB: median(ss.map((s) => s.loadRssMiB)),
-          mlxPeakMiB: e === 'mlx' ? median(ss.map((s) => s.mlxPeakMiB ?? Number.NaN)) : undefined,
+          mlxPeakMiB: e.startsWith('mlx') ? median(ss.map((s) => s.mlxPeakMiB ?? Number.NaN)) : undefined,
           createMs: median(ss.map((s) => s.createMs)),
           losses: ss[0].losses,
           samples: ss.map((s) => ({ stepMs: s.stepMs, peakRssMiB: s.peakRssMiB })),

@@ -10,7 +10,7 @@ import type { GraphPlan } from './plan/graph-plan.js';
 import type { Value } from './runtime/value.js';
 import { elemTypeOf } from './runtime/value.js';
 import { Analysis } from './execute/analysis.js';
-import { Env, type RunState } from './execute/env.js';
+import { Env, RunState } from './execute/env.js';
 import { outputsOf, type GraphProgram } from './execute/run.js';
 import { InvalidFeedError, NodeExecutionError, NotDifferentiableError, OrtMlxError } from './errors.js';
 
@@ -33,6 +33,37 @@ export interface ValueAndGradOptions {
    * owns (and disposes), as MlxRunOptions.keepOnDevice does for a run.
    */
   keepOnDevice?: boolean;
+  /**
+   * Mixed precision: the walk computes in this dtype, every float32 value a node reads (the
+   * float32 parameters and inputs differentiated, the other initializers, feeds and results) cast
+   * to it, while the gradients come back float32, for the float32 values (d value / d the master
+   * copy, through the casts). The outputs, given to a loss function and returned, are cast back to
+   * float32, so that the loss itself is computed in float32. Ops that keep a wider accumulator for
+   * low precision (norms, softmax, attention) still do. 'float16' may overflow or underflow in the
+   * backward pass: trainStep scales the loss for it (TrainStepOptions.lossScaler).
+   */
+  mixedPrecision?: MixedPrecision;
+  /**
+   * Gradient checkpointing by layer: each layer's activations are recomputed in the backward pass
+   * (MLX's checkpoint) instead of being kept from the forward pass, so that the peak memory holds
+   * one layer's activations beside the layers' outputs, for about one more forward pass of
+   * compute. 'layers' finds the layers from the node and initializer names (`layers.N`, `layer.N`,
+   * `h.N`, `blocks.N`, `lN.`); a list of prefixes groups the nodes whose name, or the name of an
+   * initializer they read, starts with one of them. A node matching none joins the layer of the
+   * node that made its first input. Same gradients as without.
+   */
+  checkpoint?: 'layers' | readonly string[];
+}
+
+/** The low dtypes of mixed precision (ValueAndGradOptions.mixedPrecision). */
+export type MixedPrecision = 'bfloat16' | 'float16';
+
+/** Checks a mixedPrecision option (undefined: off). */
+export function checkMixedPrecision(m: unknown, what: string): MixedPrecision | undefined {
+  if (m === undefined || m === 'bfloat16' || m === 'float16') return m;
+  throw new TypeError(
+    `${what}: mixedPrecision must be 'bfloat16' or 'float16' (or left out for float32), got ${typeof m === 'string' ? `'${m}'` : String(m)}`,
+  );
 }
 
 export interface ValueAndGradResult {
@@ -138,13 +169,16 @@ function gradOrder(plan: GraphPlan, fetches: readonly string[], wrt: ReadonlySet
 /**
  * Builds value and gradients (lazily, their arrays collected into `run.arrays`) on the calling
  * thread: the graph is walked once, inside MLX's valueAndGrad. Host reads of data not computed yet
- * block (shape math on constants is cheap; the walk never defers).
+ * block (shape math on constants is cheap; the walk never defers). With `lossScale` (trainStep's
+ * float16 loss scaling) the gradients are those of value * lossScale, for the caller to divide;
+ * the value is the unscaled one.
  */
 export function buildValueAndGrad(
   target: GradTarget,
   run: RunState,
   feeds: Record<string, HostTensor | Value>,
   options: ValueAndGradOptions,
+  lossScale?: number,
 ): GradBuilt {
   const { modelName: model, program } = target;
   const plan = program.plan;
@@ -155,6 +189,8 @@ export function buildValueAndGrad(
   if (!Array.isArray(wrt) || wrt.length === 0 || wrt.some((w) => typeof w !== 'string'))
     throw new TypeError('valueAndGrad: wrt must be a non-empty list of input or initializer names');
   if (new Set(wrt).size !== wrt.length) throw new TypeError(`valueAndGrad: wrt names a value twice: ${wrt.join(', ')}`);
+  const low = checkMixedPrecision(options.mixedPrecision, 'valueAndGrad');
+  const layerOf = checkpointKeys(options.checkpoint);
   const fetches = [...(options.fetches ?? (typeof output === 'string' ? [output] : target.outputNames))];
   if (typeof output === 'string' && !fetches.includes(output)) fetches.unshift(output);
   for (const f of fetches)
@@ -210,6 +246,20 @@ export function buildValueAndGrad(
     );
   }
 
+  const steps = layerOf ? layerSteps(plan, order, layerOf, model) : undefined;
+  const closures: mx.CompiledFunction[] = [];
+  // float16: a cast that saturates at its largest finite value. Masks written as float32's lowest
+  // (-3.4e38, -1e9) would become -inf, and 0 * -inf in the mask arithmetic NaN. Its derivative is
+  // the plain cast's (a custom VJP, so that the backward pass keeps nothing of the clip).
+  const toFloat16 =
+    low === 'float16'
+      ? mx.customVjp(
+          (x) => mx.astype(mx.clip(x, -F16_MAX, F16_MAX), 'float16'),
+          (primals, cotangents) => [mx.astype(cotangents[0], primals[0].dtype)],
+        )
+      : undefined;
+  if (toFloat16) closures.push(toFloat16);
+
   let outputs: Value[] = [];
   const reads = new HostReads();
   const body = (...xs: mx.Array[]): mx.Array[] =>
@@ -223,13 +273,20 @@ export function buildValueAndGrad(
         reads.markFeed(v);
       });
       run.analysis = reads;
+      run.autocast = low;
+      run.toFloat16 = toFloat16;
       try {
-        // Never deferring, a walk yields nothing: each node runs once, in order.
-        const gen = program.runNodes(order, env);
-        for (let r = gen.next(); !r.done; r = gen.next())
-          if (r.value.wait) throw new OrtMlxError(`model ${model}: internal error: a fallback partition in a gradient`);
+        if (steps) runCheckpointed(program, steps, env, fetches, reads, closures);
+        else {
+          // Never deferring, a walk yields nothing: each node runs once, in order.
+          const gen = program.runNodes(order, env);
+          for (let r = gen.next(); !r.done; r = gen.next())
+            if (r.value.wait) throw new OrtMlxError(`model ${model}: internal error: a fallback partition in a gradient`);
+        }
       } finally {
         run.analysis = undefined;
+        run.autocast = undefined;
+        run.toFloat16 = undefined;
       }
       if (reads.nodes.length)
         throw new NotDifferentiableError(
@@ -237,6 +294,15 @@ export function buildValueAndGrad(
           { nodes: reads.nodes.map((i) => plan.nodes[i].node.name) },
         );
       outputs = outputsOf(env, fetches);
+      // Mixed precision: the outputs the walk made in the low dtype back in float32 (unless the
+      // model declares them so), for the loss and the caller.
+      if (low)
+        outputs = outputs.map((v, i) => {
+          if (v.kind !== 'device' || v.array.dtype !== low) return v;
+          const info = plan.graph.outputs.find((o) => o.name === fetches[i]) ?? plan.graph.valueInfo.get(fetches[i]);
+          if (info?.type.kind === 'tensor' && info.type.elemType !== OnnxDataType.FLOAT) return v;
+          return { kind: 'device', array: mx.astype(v.array, 'float32'), onnxType: OnnxDataType.FLOAT };
+        });
       const arrayOf = (name: string, v: Value): mx.Array => {
         if (v.kind === 'device') return v.array;
         if (v.kind === 'host' && v.tensor.dtype !== OnnxDataType.STRING) return run.toArray(v, name);
@@ -273,6 +339,9 @@ export function buildValueAndGrad(
         throw new NotDifferentiableError(
           `model ${model}: valueAndGrad: ${typeof output === 'string' ? `output '${output}'` : 'the output function'} has shape [${value.shape.join(', ')}]: the value differentiated must be a scalar (one element); pass a function, e.g. output: (o) => mx.sum(o['${fetches[0]}'])`,
         );
+      if (low && value.dtype !== 'float32') value = mx.astype(value, 'float32');
+      // Loss scaling (trainStep, float16): the gradients of value * lossScale (the value unscaled below).
+      if (lossScale !== undefined) value = mx.multiply(value, lossScale);
       // The outputs on the device come back as values of the transform, beside the one differentiated.
       return [mx.reshape(value, []), ...outputs.flatMap((v) => (v.kind === 'device' ? [v.array] : []))];
     });
@@ -285,15 +354,155 @@ export function buildValueAndGrad(
       )(...primals) as [mx.Array[], mx.Array[]];
     } catch (e) {
       throw vjpError(e, model, plan, order);
+    } finally {
+      // The backward graph is built: the layers' recomputation is in it, their JS bodies are done.
+      for (const c of closures) c.dispose();
     }
   });
   let k = 1;
+  // Loss scaling: the value unscaled here, the gradients by the caller (trainStep), lazily in the
+  // optimizer's step, so that an unscaled copy of every gradient is never held beside them.
   return {
-    value: values[0],
+    value: lossScale === undefined ? values[0] : mx.collect(run.arrays, () => mx.divide(values[0], lossScale)),
     grads: grads.map((g, i) => ({ kind: 'device', array: g, onnxType: types[i] })),
     outputs: outputs.map((v) => (v.kind === 'device' ? { kind: 'device', array: values[k++], onnxType: v.onnxType } : v)),
     fetches,
   };
+}
+
+/** float16's largest finite value. */
+const F16_MAX = 65504;
+
+/** The layer key of a name under a checkpoint option (undefined: none), or undefined when the option is off. */
+type LayerKey = (name: string) => string | undefined;
+
+/** `layers.3`, `layer.0`, `h.11`, `blocks.2`, `l0`: a layer's index in a node or initializer name. */
+const LAYER_NAME = /(?:^|[/._:])((?:layers?|blocks?|h|l)[._]?\d+)(?=[/._:]|$)/i;
+
+function checkpointKeys(c: unknown): LayerKey | undefined {
+  if (c === undefined) return undefined;
+  if (c === 'layers') return (name) => LAYER_NAME.exec(name)?.[1];
+  if (Array.isArray(c) && c.length > 0 && c.every((p) => typeof p === 'string' && p.length > 0)) {
+    const prefixes = c as string[];
+    return (name) => prefixes.find((p) => name.startsWith(p));
+  }
+  throw new TypeError(
+    `valueAndGrad: checkpoint must be 'layers' or a non-empty list of node-name prefixes, got ${Array.isArray(c) ? `[${c.map(String).join(', ')}]` : typeof c === 'string' ? `'${c}'` : String(c)}`,
+  );
+}
+
+/** One step of a checkpointed walk: a node run as it is, or a layer's nodes (consecutive in the walk) recomputed in the backward pass. */
+type WalkStep = { node: number } | { layer: string; nodes: number[] };
+
+/**
+ * The walk `order` cut into layers: each node's key from its name, else from an initializer it
+ * reads, else from the producer of its first input; consecutive nodes of one key make a step.
+ */
+function layerSteps(plan: GraphPlan, order: readonly number[], keyOf: LayerKey, model: string): WalkStep[] {
+  const keys = new Map<number, string | undefined>();
+  const isInit = (n: string) => plan.graph.initializers.has(n) || plan.residentInitializers?.has(n) === true;
+  for (const idx of order) {
+    const node = plan.nodes[idx].node;
+    let key = keyOf(node.name);
+    if (key === undefined) for (const i of node.inputs) if (i && isInit(i) && (key = keyOf(i)) !== undefined) break;
+    if (key === undefined) {
+      const first = node.inputs.find((i) => i && plan.producer.has(i));
+      if (first) key = keys.get(plan.producer.get(first)!);
+    }
+    keys.set(idx, key);
+  }
+  const steps: WalkStep[] = [];
+  for (const idx of order) {
+    const key = keys.get(idx);
+    const last = steps.at(-1);
+    if (key === undefined) steps.push({ node: idx });
+    else if (last && 'layer' in last && last.layer === key) last.nodes.push(idx);
+    else steps.push({ layer: key, nodes: [idx] });
+  }
+  if (!steps.some((s) => 'layer' in s))
+    throw new TypeError(
+      `model ${model}: valueAndGrad: checkpoint found no layer among the nodes (by their names and the initializers they read): pass the layers' node-name prefixes`,
+    );
+  return steps;
+}
+
+/**
+ * Runs a checkpointed walk: nodes outside layers as they are; each layer through mx.checkpoint,
+ * its inputs the device values it reads from before it (differentiated ones included, so that their
+ * gradients flow), its outputs the values read after it. Its body runs its nodes in a run state of
+ * its own (uploads, memo), whose arrays the checkpoint's scope frees when it returns, so that
+ * nothing but the layer's outputs outlives the forward pass; MLX calls it again to recompute the
+ * layer in the backward pass. The forward call's data checks (guards) join the walk's run.
+ */
+function runCheckpointed(
+  program: GraphProgram,
+  steps: readonly WalkStep[],
+  env: Env,
+  fetches: readonly string[],
+  reads: HostReads,
+  closures: mx.CompiledFunction[],
+): void {
+  const plan = program.plan;
+  const run = env.run;
+  const readsOf = (idx: number) => [...plan.nodes[idx].node.inputs.filter((i): i is string => !!i), ...plan.nodes[idx].outerReads];
+  // The last step that reads each name (fetches: past the end).
+  const lastRead = new Map<string, number>();
+  steps.forEach((st, k) => {
+    for (const idx of 'node' in st ? [st.node] : st.nodes) for (const n of readsOf(idx)) lastRead.set(n, k);
+  });
+  for (const f of fetches) lastRead.set(f, steps.length);
+  steps.forEach((st, k) => {
+    if ('node' in st) {
+      program.runNode(st.node, env);
+      return;
+    }
+    const made = new Set(st.nodes.flatMap((idx) => plan.nodes[idx].node.outputs.filter((o) => !!o)));
+    const inNames = [...new Set(st.nodes.flatMap(readsOf))].filter((n) => !made.has(n) && env.values.get(n)?.kind === 'device');
+    const outNames = [...made].filter((n) => (lastRead.get(n) ?? -1) > k);
+    if (!inNames.length) {
+      for (const idx of st.nodes) program.runNode(idx, env);
+      return;
+    }
+    const outer = inNames.map((n) => env.values.get(n) as Value & { kind: 'device' });
+    let first = true;
+    const kept = new Map<string, Value>();
+    const layer = mx.checkpoint((...xs: mx.Array[]) => {
+      const inner = new RunState(run.constants, run.modelName, run.limits);
+      inner.autocast = run.autocast;
+      inner.toFloat16 = run.toFloat16;
+      inner.analysis = run.analysis;
+      const ienv = new Env(plan, inner);
+      for (const [n, v] of env.values) ienv.values.set(n, v);
+      inNames.forEach((n, i) => {
+        const v: Value = { kind: 'device', array: xs[i], onnxType: outer[i].onnxType };
+        if (reads.isDynamic(outer[i])) reads.markFeed(v);
+        ienv.values.set(n, v);
+      });
+      for (const idx of st.nodes) program.runNode(idx, ienv);
+      const arrays: mx.Array[] = [];
+      for (const n of outNames) {
+        const v = ienv.values.get(n)!;
+        if (v.kind === 'device') arrays.push(v.array);
+        if (first) kept.set(n, v);
+      }
+      if (first) {
+        for (const g of inner.guards) {
+          for (const a of [g.bad, g.detail]) if (a) run.arrays.add(mx.persist(a));
+          run.guards.push(g);
+        }
+        first = false;
+      }
+      return arrays;
+    });
+    closures.push(layer);
+    const res = layer(...outer.map((v) => v.array));
+    const list = Array.isArray(res) ? res : [res];
+    let j = 0;
+    for (const n of outNames) {
+      const v = kept.get(n)!;
+      env.values.set(n, v.kind === 'device' ? { kind: 'device', array: list[j++], onnxType: v.onnxType } : v);
+    }
+  });
 }
 
 /**

@@ -9,8 +9,9 @@ export { mlx, type MlxExecutionProviderOption, type MlxProviderOptions } from '.
 export { registerMlxBackend, mlxRegistrations, type MlxRegistration } from './backend/register.js';
 export { MlxDeviceBuffer, deviceBufferOf } from './backend/device-buffer.js';
 export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type MlxProgressEvent, type TensorMetadata } from './session.js';
-export type { ValueAndGradOptions, ValueAndGradResult } from './grad.js';
-export type { TrainStepOptions, TrainStepResult } from './train.js';
+export type { MixedPrecision, ValueAndGradOptions, ValueAndGradResult } from './grad.js';
+export { LossScaler } from './train.js';
+export type { LossScalerOptions, TrainStepOptions, TrainStepResult } from './train.js';
 export type { SaveModelOptions } from './save-model.js';
 export { generate, type GenerateOptions, type SamplingOptions } from './generate.js';
 export { PrefixCache, type PrefixCacheOptions } from './prefix-cache.js';

@@ -30,6 +30,13 @@ export interface LoraStepOptions {
   /** Clip the adapters' gradients to this global L2 norm (optim.clipGradNorm). */
   clipGradNorm?: number;
   fetches?: readonly string[];
+  /**
+   * Mixed precision of the forward and backward walk (ValueAndGradOptions.mixedPrecision):
+   * 'bfloat16' only, since the adapters' step does no loss scaling, which float16 needs.
+   */
+  mixedPrecision?: 'bfloat16';
+  /** Gradient checkpointing by layer (ValueAndGradOptions.checkpoint). */
+  checkpoint?: ValueAndGradOptions['checkpoint'];
 }
 
 /** The ops whose second input is a weight LoRA adapts. */
@@ -226,12 +233,18 @@ export class LoraAdapters {
     this.#live();
     if (!options?.optimizer || typeof options.optimizer.step !== 'function')
       throw new TypeError('LoRA trainStep: optimizer must be an optimizer (e.g. new mx.optim.AdamW({ lr }))');
+    if (options.mixedPrecision !== undefined && options.mixedPrecision !== 'bfloat16')
+      throw new TypeError(
+        `LoRA trainStep: mixedPrecision must be 'bfloat16' (float16 needs loss scaling, which the adapters' step does not do), got ${String(options.mixedPrecision)}`,
+      );
     if (!this.#merged) this.#write();
     const r = await this.#session.valueAndGrad(feeds, {
       output: options.output,
       wrt: this.targets,
       fetches: options.fetches,
       keepOnDevice: true,
+      mixedPrecision: options.mixedPrecision,
+      checkpoint: options.checkpoint,
     });
     const dW = this.targets.map((t) => (r.grads[t] as Value & { kind: 'device' }).array);
     let gradNorm: number | undefined;

@@ -29,8 +29,10 @@ import { HOST_ONLY, type OneCallMode } from './execute/signature.js';
 import type { RunState } from './execute/env.js';
 import { buildValueAndGrad, capturedArrayError, type GradTarget, type ValueAndGradOptions, type ValueAndGradResult } from './grad.js';
 import {
+  allFinite,
   applyStep,
   checkParameters,
+  LossScaler,
   checkTrainStep,
   parameterNames,
   readParameters,
@@ -91,6 +93,8 @@ export class MlxSession {
   private readonly forced = new Map<object, string>();
   /** Runs of this session, one at a time, in the order they were asked for. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** trainStep's loss scaling for float16 mixed precision when the caller passes none (made on first use). */
+  private lossScaler?: LossScaler;
 
   /** Results of POOLED_RESULT_BYTES and more are read into pooled host blocks (outputMemory). */
   private readonly pooledResults: boolean;
@@ -597,6 +601,7 @@ export class MlxSession {
     feeds: Record<string, HostTensor | Value>,
     options: ValueAndGradOptions,
     async: boolean,
+    lossScale?: number,
   ): ValueAndGradResult | Promise<ValueAndGradResult> {
     this.checkRun(feeds, []);
     const run = this.runner.newRun();
@@ -616,7 +621,9 @@ export class MlxSession {
       throw isAllocationFailure(e) ? allocationError(e, this.name) : capturedArrayError(e, this.name);
     };
     try {
-      built = within(this.streams, () => mx.collect(run.arrays, () => buildValueAndGrad(this.gradTarget(), run, feeds, options)));
+      built = within(this.streams, () =>
+        mx.collect(run.arrays, () => buildValueAndGrad(this.gradTarget(), run, feeds, options, lossScale)),
+      );
       const arrays = [built.value, ...deviceArrays(built.grads), ...deviceArrays(built.outputs)];
       if (!async) {
         evalSync(this.streams, run, arrays);
@@ -695,18 +702,55 @@ export class MlxSession {
     const result = this.queue.then(async () => {
       const wrt = [...(options.wrt ?? parameterNames(this.paramTarget()))];
       checkParameters(this.paramTarget(), wrt, 'trainStep');
-      const r = await this.gradOnce(feeds, { output: options.output, wrt, fetches: options.fetches, keepOnDevice: true }, true);
+      const { mixedPrecision } = options;
+      const scaler = mixedPrecision === 'float16' ? (options.lossScaler ?? (this.lossScaler ??= new LossScaler())) : undefined;
+      const lossScale = scaler?.scale;
+      const r = await this.gradOnce(
+        feeds,
+        { output: options.output, wrt, fetches: options.fetches, keepOnDevice: true, mixedPrecision, checkpoint: options.checkpoint },
+        true,
+        lossScale,
+      );
       const grads = wrt.map((n) => (r.grads[n] as Value & { kind: 'device' }).array);
       try {
+        const scaled = lossScale === undefined ? {} : { lossScale };
+        // float16: gradients that overflowed skip the step (parameters and optimizer untouched).
+        if (scaler) {
+          const finite = within(this.streams, () => allFinite(grads));
+          scaler.update(finite);
+          if (!finite) {
+            const outputs = options.keepOnDevice ? r.outputs : hostOutputs(r.outputs);
+            return { loss: r.value, skipped: true, ...scaled, outputs };
+          }
+        }
         const stale: mx.Array[] = [];
         let gradNorm: number | undefined;
         try {
-          gradNorm = within(this.streams, () => applyStep(this.paramTarget(), wrt, grads, options, stale)).gradNorm;
+          gradNorm = within(this.streams, () =>
+            lossScale === undefined
+              ? applyStep(this.paramTarget(), wrt, grads, options, stale)
+              : // The gradients of the scaled loss, unscaled lazily: each group's division runs within the optimizer's step.
+                mx.scope(() =>
+                  applyStep(
+                    this.paramTarget(),
+                    wrt,
+                    grads.map((g) => mx.divide(g, lossScale)),
+                    options,
+                    stale,
+                  ),
+                ),
+          ).gradNorm;
         } finally {
           if (stale.length) this.renewRunner(stale);
         }
         const outputs = options.keepOnDevice ? r.outputs : hostOutputs(r.outputs);
-        return { loss: r.value, ...(gradNorm === undefined ? {} : { gradNorm }), outputs };
+        return {
+          loss: r.value,
+          ...(gradNorm === undefined ? {} : { gradNorm }),
+          ...(scaler ? { skipped: false } : {}),
+          ...scaled,
+          outputs,
+        };
       } finally {
         mx.dispose(grads);
         if (!options.keepOnDevice)

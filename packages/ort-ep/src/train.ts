@@ -3,7 +3,7 @@
 // A new value replaces the plan's constant; the nodes folded at plan time that depend on it run
 // again; the caller (the session) drops its compiled signatures, which captured the old arrays.
 import * as mx from '@mlx/core';
-import { DERIVING_REWRITES, type ValueAndGradOptions } from './grad.js';
+import { DERIVING_REWRITES, checkMixedPrecision, type MixedPrecision, type ValueAndGradOptions } from './grad.js';
 import { dataTypeName, type HostTensor } from './onnx/index.js';
 import type { GraphPlan } from './plan/graph-plan.js';
 import { mxDtypeOf } from './runtime/convert.js';
@@ -171,6 +171,59 @@ function refold(target: ParameterTarget, changed: ReadonlySet<string>, stale: mx
     }
 }
 
+export interface LossScalerOptions {
+  /** The first scale (default 2^16, as torch.amp.GradScaler). */
+  initScale?: number;
+  /** The scale is multiplied by this after `growthInterval` steps in a row with finite gradients (default 2). */
+  growthFactor?: number;
+  /** ... and by this on a step whose gradients hold an inf or NaN, which is skipped (default 0.5). */
+  backoffFactor?: number;
+  /** Steps with finite gradients in a row before the scale grows (default 2000). */
+  growthInterval?: number;
+}
+
+/**
+ * Dynamic loss scaling for float16 mixed precision (TrainStepOptions.lossScaler), as
+ * torch.amp.GradScaler: the loss is multiplied by `scale` before the backward pass, so that small
+ * gradients do not flush to zero in float16, and the gradients divided by it before the step. A
+ * step whose gradients hold an inf or NaN (the scale overflowed float16) is skipped and the scale
+ * multiplied by backoffFactor; after growthInterval good steps in a row it is multiplied by
+ * growthFactor.
+ */
+export class LossScaler {
+  /** The scale the next step multiplies the loss by. */
+  scale: number;
+  /** Steps with finite gradients since the scale last changed. */
+  goodSteps = 0;
+  readonly growthFactor: number;
+  readonly backoffFactor: number;
+  readonly growthInterval: number;
+
+  constructor(options: LossScalerOptions = {}) {
+    if (typeof options !== 'object' || options === null) throw new TypeError('LossScaler: options must be an object');
+    const num = (v: unknown, name: string, ok: (x: number) => boolean, want: string): number => {
+      if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v))
+        throw new RangeError(`LossScaler: ${name} must be ${want}, got ${String(v)}`);
+      return v;
+    };
+    this.scale = num(options.initScale ?? 2 ** 16, 'initScale', (x) => x > 0, 'a positive number');
+    this.growthFactor = num(options.growthFactor ?? 2, 'growthFactor', (x) => x > 1, 'a number above 1');
+    this.backoffFactor = num(options.backoffFactor ?? 0.5, 'backoffFactor', (x) => x > 0 && x < 1, 'a number in (0, 1)');
+    this.growthInterval = num(options.growthInterval ?? 2000, 'growthInterval', (x) => Number.isInteger(x) && x >= 1, 'a positive integer');
+  }
+
+  /** After a step: `finite` whether its gradients were all finite (the step was taken). */
+  update(finite: boolean): void {
+    if (!finite) {
+      this.scale *= this.backoffFactor;
+      this.goodSteps = 0;
+    } else if (++this.goodSteps >= this.growthInterval) {
+      this.scale *= this.growthFactor;
+      this.goodSteps = 0;
+    }
+  }
+}
+
 export interface TrainStepOptions {
   /** What to minimise: a scalar output's name, or a loss of the outputs (as valueAndGrad's `output`). */
   output: ValueAndGradOptions['output'];
@@ -184,6 +237,19 @@ export interface TrainStepOptions {
   fetches?: readonly string[];
   /** Leave the returned outputs on the device (Values whose arrays the caller disposes). */
   keepOnDevice?: boolean;
+  /**
+   * Mixed precision (ValueAndGradOptions.mixedPrecision): forward and backward in bfloat16 or
+   * float16 from the float32 parameters (the master weights, which the optimizer updates with
+   * float32 gradients and which stay float32 in the session). 'float16' scales the loss (lossScaler).
+   */
+  mixedPrecision?: MixedPrecision;
+  /** Gradient checkpointing by layer (ValueAndGradOptions.checkpoint): less memory for a second forward pass of compute. */
+  checkpoint?: ValueAndGradOptions['checkpoint'];
+  /**
+   * The loss scaling of 'float16' mixed precision (its state carries over steps): by default the
+   * session's own, made on its first float16 step with LossScaler's defaults.
+   */
+  lossScaler?: LossScaler;
 }
 
 export interface TrainStepResult {
@@ -191,6 +257,13 @@ export interface TrainStepResult {
   loss: number;
   /** The global norm of the gradients before clipping (with clipGradNorm). */
   gradNorm?: number;
+  /**
+   * float16 mixed precision: true when the gradients held an inf or NaN, so that the parameters
+   * and the optimizer were left as they were and the loss scale lowered.
+   */
+  skipped?: boolean;
+  /** float16 mixed precision: the loss scale this step used. */
+  lossScale?: number;
   /** The outputs computed on the way (`fetches`), before the step. */
   outputs: Record<string, HostTensor | Value>;
 }
@@ -204,6 +277,22 @@ export function checkTrainStep(options: TrainStepOptions): void {
   const c = options.clipGradNorm;
   if (c !== undefined && (typeof c !== 'number' || !(c > 0)))
     throw new RangeError(`trainStep: clipGradNorm must be a positive number, got ${String(c)}`);
+  const low = checkMixedPrecision(options.mixedPrecision, 'trainStep');
+  if (options.lossScaler !== undefined) {
+    if (!(options.lossScaler instanceof LossScaler))
+      throw new TypeError('trainStep: lossScaler must be a LossScaler (new LossScaler({ initScale }))');
+    if (low !== 'float16')
+      throw new TypeError(`trainStep: lossScaler is for mixedPrecision 'float16', and this step's is ${low ? `'${low}'` : 'float32'}`);
+  }
+}
+
+/** Whether every element of every gradient is finite (one scalar read back). */
+export function allFinite(grads: readonly mx.Array[]): boolean {
+  if (!grads.length) return true;
+  return mx.scope(() => {
+    const flags = grads.map((g) => mx.reshape(mx.all(mx.isfinite(g)), [1]));
+    return Boolean(mx.all(mx.concatenate(flags)).item());
+  });
 }
 
 /**

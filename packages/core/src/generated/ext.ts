@@ -471,6 +471,27 @@ export function boundedIndices(indices: ArrayLike, dims: readonly number[], nega
   }
 }
 
+/**
+ * one AdamW step (torch.optim.AdamW) of step number `step` (1 for the first; m and v null then): {param, m, v} updated, in one pass (in place where the moments are donated).
+ *
+ * `int mlxc_adamw_step(mlx_vector_array* res, const mlx_array param, const mlx_array grad, const mlx_array m , const mlx_array v , double lr, double beta1, double beta2, double eps, double weight_decay, int step, const mlx_stream s)`
+ */
+export function adamwStep(param: ArrayLike, grad: ArrayLike, m: ArrayLike | null | undefined, v: ArrayLike | null | undefined, lr: number, beta1: number, beta2: number, eps: number, weightDecay: number, step: number, opts?: OpOptions): Array[] {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(param, grad, m, v);
+    const _param = t.arg(param, _ref);
+    const _grad = t.arg(grad, _ref);
+    const _m = m == null ? null : t.arg(m, _ref);
+    const _v = v == null ? null : t.arg(v, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_adamw_step(res, _param.handle, _grad.handle, _m ? _m.handle : NULL_HANDLE, _v ? _v.handle : NULL_HANDLE, lr, beta1, beta2, eps, weightDecay, toInt32(step, 'adamwStep: step'), streamHandle(opts)), 'mlxc_adamw_step');
+    return takeVector(res);
+  } finally {
+    t.release();
+  }
+}
+
 /** The project's own kernels under their names: @mlx/core's `ext` namespace. */
 export const extOps = {
   fusedActivation,
@@ -497,4 +518,5 @@ export const extOps = {
   lstm,
   gqaStep,
   boundedIndices,
+  adamwStep,
 } as const;

@@ -81,9 +81,19 @@ export class NodeContext implements OpContext {
   }
   toArray(v: Value): mx.Array {
     this.env.run.analysis?.deviceUse(v);
-    if (v.kind === 'device') return v.array;
-    if (v.kind === 'host') return this.env.run.uploads.array(v.tensor);
+    if (v.kind === 'device') return this.lowered(v.array);
+    if (v.kind === 'host') return this.lowered(this.env.run.uploads.array(v.tensor));
     throw new Error(`${this.where}: expected a tensor, got a ${v.kind}`);
+  }
+  /**
+   * `a` in the run's mixed-precision dtype where it is float32 (RunState.autocast), else `a`;
+   * float16 through RunState.toFloat16 (saturating) where the run has it.
+   */
+  private lowered(a: mx.Array): mx.Array {
+    const low = this.env.run.autocast;
+    if (!low || a.dtype !== 'float32') return a;
+    const run = this.env.run;
+    return run.shared([a, low], () => (low === 'float16' && run.toFloat16 ? (run.toFloat16(a) as mx.Array) : mx.astype(a, low)));
   }
   input(i: number): mx.Array {
     return this.toArray(this.peek(i));
@@ -94,7 +104,7 @@ export class NodeContext implements OpContext {
       const a = this.env.run.uploads.reshapedConstant(v.tensor, dims);
       if (a) {
         this.env.run.analysis?.deviceUse(v);
-        return a;
+        return this.lowered(a);
       }
     }
     return mx.reshape(this.input(i), dims);

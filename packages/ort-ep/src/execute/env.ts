@@ -79,6 +79,14 @@ export class RunState {
   budgetKnown = false;
   /** The compiled signature this run replays, told when the run's evaluation succeeded. */
   replaying?: Replay;
+  /**
+   * Mixed precision (valueAndGrad and trainStep's `mixedPrecision`): every float32 array a node
+   * reads is cast to this dtype first (once per array and run), so that the walk computes in it
+   * from float32 values (master weights, feeds, constants) and float32 results alike.
+   */
+  autocast?: 'float16' | 'bfloat16';
+  /** With autocast 'float16': float32 to float16, saturating at its largest finite value (grad.ts). */
+  toFloat16?: mx.CompiledFunction;
   /** Set while mx.compile traces a segment (signature.ts): tracers, not data. */
   tracing = false;
   /** What a long-running node (Loop, Scan) stored when it paused (OpContext.pause), by its context. */

@@ -9,6 +9,7 @@ import * as mx from '@mlx/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LoraAdapters, MlxSession, OnnxDataType, UnknownParameterError, type HostTensor } from '../../src/index.js';
 import { model, node, v } from '../helpers/build.js';
+import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
 import { f32, plain, runOn, seeded } from '../helpers/ort.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'mlx-ort-lora-'));
@@ -190,6 +191,67 @@ describe('LoRA adapters', () => {
       expect(() => LoraAdapters.attach(s, { targets: ['W'], rank: 6 })).toThrow(/rank 6 is more than the smaller side of 'W' \[8, 5\]/);
       expect(maxDiff(await ys(s), forward(W))).toBeLessThan(1e-5);
     } finally {
+      s.release();
+    }
+  });
+});
+
+describe('LoRA trainStep with checkpoint and mixedPrecision', () => {
+  const cfg: DecoderConfig = { kind: 'llama', layers: 2, hidden: 64, heads: 4, kvHeads: 2, ffn: 128, vocab: 96, maxPositions: 32, seed: 5 };
+  const B = 2;
+  const L = 12;
+  const ids = Array.from({ length: B * L }, (_, i) => (i * 11 + 3) % cfg.vocab);
+  const labels = Int32Array.from(ids.map((t) => (t + 1) % cfg.vocab));
+  const decoderFeeds = (s: MlxSession): Record<string, HostTensor> => {
+    const f: Record<string, HostTensor> = {
+      input_ids: { dtype: OnnxDataType.INT64, dims: [B, L], data: BigInt64Array.from(ids.map(BigInt)) },
+      attention_mask: { dtype: OnnxDataType.INT64, dims: [B, L], data: new BigInt64Array(B * L).fill(1n) },
+    };
+    for (const n of s.inputNames)
+      if (n.startsWith('past_key_values.'))
+        f[n] = { dtype: OnnxDataType.FLOAT, dims: [B, cfg.kvHeads!, 0, cfg.hidden / cfg.heads], data: new Float32Array(0) };
+    return f;
+  };
+  const xent = (o: Record<string, mx.Array>) => {
+    const y = mx.expandDims(mx.array(labels, { shape: [B, L] }), -1);
+    return mx.mean(mx.subtract(mx.logsumexp(o.logits, -1), mx.squeeze(mx.takeAlongAxis(o.logits, y, -1), -1)));
+  };
+
+  async function train(options: { checkpoint?: 'layers'; mixedPrecision?: 'bfloat16' }) {
+    const s = await MlxSession.create(buildDecoder(cfg), { device: 'cpu', graphRewrites: false });
+    const lora = LoraAdapters.attach(s, { targets: ['l0.q', 'l1.v', 'lm_head'], rank: 4, seed: 2 });
+    const opt = new mx.optim.SGD({ lr: 0.5 });
+    try {
+      const losses: number[] = [];
+      for (let i = 0; i < 3; i++) losses.push((await lora.trainStep(decoderFeeds(s), { output: xent, optimizer: opt, ...options })).loss);
+      const a = lora.adapters();
+      const out = Object.fromEntries(Object.entries(a).map(([k, v]) => [k, Array.from(v.toTypedArray() as Float32Array)]));
+      mx.dispose(a);
+      return { losses, adapters: out };
+    } finally {
+      lora.dispose();
+      s.release();
+    }
+  }
+
+  it('checkpointed, the same adapters; in bfloat16, the float32 losses within its rounding', async () => {
+    const plain = await train({});
+    const ckpt = await train({ checkpoint: 'layers' });
+    for (const [k, want] of Object.entries(plain.adapters)) expect(maxDiff(ckpt.adapters[k], want), k).toBeLessThan(1e-6);
+    const low = await train({ mixedPrecision: 'bfloat16' });
+    low.losses.forEach((l, i) => expect(Math.abs(l - plain.losses[i]) / plain.losses[i]).toBeLessThan(8 * 2 ** -8));
+    expect(low.losses).not.toEqual(plain.losses);
+  });
+
+  it('refuses float16 (no loss scaling for the adapters) with a specific error', async () => {
+    const s = await MlxSession.create(buildDecoder(cfg), { device: 'cpu', graphRewrites: false });
+    const lora = LoraAdapters.attach(s, { targets: ['lm_head'], rank: 2 });
+    try {
+      await expect(
+        lora.trainStep(decoderFeeds(s), { output: xent, optimizer: new mx.optim.SGD({ lr: 0.1 }), mixedPrecision: 'float16' as never }),
+      ).rejects.toThrow(/LoRA trainStep: mixedPrecision must be 'bfloat16' \(float16 needs loss scaling/);
+    } finally {
+      lora.dispose();
       s.release();
     }
   });

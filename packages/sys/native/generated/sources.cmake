@@ -16,4 +16,5 @@ set(MLXC_GENERATED_SOURCES
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/rnn.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/attention.cpp
   ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/indices.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/generated/kernels/optim.cpp
 )

@@ -27,6 +27,7 @@
 #include "kernels/gemm/dense_gemm.h"
 #include "kernels/gemm/small_gemm.h"
 #include "kernels/norm/norm.h"
+#include "kernels/optim/optim.h"
 #include "kernels/pool/mean.h"
 #include "kernels/pool/pool.h"
 #include "kernels/rnn/lstm.h"

@@ -12,6 +12,7 @@ import { pool } from './pool.js';
 import { rnn } from './rnn.js';
 import { attention } from './attention.js';
 import { indices } from './indices.js';
+import { optim } from './optim.js';
 
 /** By group; `kernels/<concept>` names the generated C++ file (native/generated/kernels/<concept>.cpp) and the README row. */
 export const kernels: Record<string, FnSpec[]> = {
@@ -24,4 +25,5 @@ export const kernels: Record<string, FnSpec[]> = {
   'kernels/rnn': rnn,
   'kernels/attention': attention,
   'kernels/indices': indices,
+  'kernels/optim': optim,
 };
