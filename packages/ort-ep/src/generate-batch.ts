@@ -42,7 +42,7 @@ import {
   windowHint,
 } from './generate.js';
 
-export interface GenerateBatchOptions extends Omit<GenerateOptions, 'inputIds' | 'promptLookup' | 'logitsProcessor'> {
+export interface GenerateBatchOptions extends Omit<GenerateOptions, 'inputIds' | 'promptLookup' | 'logitsProcessor' | 'sampler'> {
   /** The prompts, one array of token ids each, of any lengths (at least one token each). */
   inputIds: readonly (readonly (number | bigint)[])[];
   /** The token fed on padding (and to finished sequences); default 0. Attention never reads it. */

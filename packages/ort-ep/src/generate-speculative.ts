@@ -51,7 +51,14 @@ export interface DraftOptions {
 export interface SpeculativeOptions
   extends Omit<
     GenerateOptions,
-    'promptLookup' | 'repetitionPenalty' | 'presencePenalty' | 'frequencyPenalty' | 'logitsProcessor' | 'minNewTokens' | 'kvWindow'
+    | 'promptLookup'
+    | 'repetitionPenalty'
+    | 'presencePenalty'
+    | 'frequencyPenalty'
+    | 'logitsProcessor'
+    | 'minNewTokens'
+    | 'kvWindow'
+    | 'sampler'
   > {
   /** The draft model that proposes tokens; kvCapacity (the target's) is required. */
   draft: DraftOptions;

@@ -19,6 +19,7 @@ import { download } from './runtime/convert.js';
 import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
 import { PrefixCache } from './prefix-cache.js';
 import { sample } from './sampler.js';
+import { deviceToken } from './sampler-device.js';
 
 export interface SamplingOptions {
   /** Softmax temperature; default 1. */
@@ -94,6 +95,19 @@ export interface GenerateOptions {
    * state is kept there for later prompts. generate() only.
    */
   prefixCache?: PrefixCache;
+  /**
+   * Where the token is chosen (generate() only). 'device': on the device, from the logits as the
+   * mlx backend returns them with `preferredOutputLocation: 'gpu-buffer'` (src/sampler-device.ts):
+   * greedy is the argmax, sampling the same distribution as the host's (top-k by a partition, top-p
+   * by a sort of the kept tokens only, or of the row on the device), drawn from MLX's generator
+   * with a key of the seed and the step, so one seed gives one sequence, but not the host's; only
+   * the token id is downloaded. It refuses, naming the option, what needs the host row:
+   * penalties, a logitsProcessor, minNewTokens with stop tokens, promptLookup, and host logits.
+   * 'host': the row is downloaded and src/sampler.ts chooses. 'auto' (default): where nothing
+   * needs the host row, greedy on the device, and sampling on the device when MLX runs on a GPU
+   * (on a CPU the host sampler is faster than MLX's ops); else the host.
+   */
+  sampler?: 'auto' | 'host' | 'device';
 }
 
 interface CacheName {
@@ -385,6 +399,35 @@ export function checkOptions(options: GenerateOptions, who = 'generate'): void {
 }
 
 /**
+ * generate()'s `sampler` checked: 'auto' (or absent), 'host' or 'device'. Returns the option that
+ * needs the host row (penalties, a logitsProcessor, minNewTokens with stop tokens, promptLookup),
+ * or undefined; with 'device' such an option is a TypeError naming it.
+ */
+export function checkSampler(sampler: unknown, options: GenerateOptions, who = 'generate'): string | undefined {
+  if (sampler !== undefined && sampler !== 'auto' && sampler !== 'host' && sampler !== 'device')
+    throw new TypeError(`${who}: sampler must be 'auto', 'host' or 'device', got ${show(sampler)}`);
+  const hostOnly =
+    options.repetitionPenalty !== undefined && options.repetitionPenalty !== 1
+      ? 'repetitionPenalty'
+      : options.presencePenalty
+        ? 'presencePenalty'
+        : options.frequencyPenalty
+          ? 'frequencyPenalty'
+          : options.logitsProcessor
+            ? 'logitsProcessor'
+            : options.minNewTokens && options.stopTokens?.length
+              ? 'minNewTokens (the stop tokens are masked on the host row)'
+              : options.promptLookup
+                ? 'promptLookup (its drafts are verified on the host rows)'
+                : undefined;
+  if (sampler === 'device' && hostOnly)
+    throw new TypeError(
+      `${who}: sampler 'device' chooses tokens on the device, but ${hostOnly} needs the logits on the host: use 'auto' or 'host'`,
+    );
+  return hostOnly;
+}
+
+/**
  * The next token from one position's logits. Greedy: the argmax, ties to the lowest id (a NaN
  * logit is never chosen). Sampling (src/sampler.ts): softmax(logits / temperature) over the top-k
  * set, cut to the smallest prefix reaching top-p, drawn with one call of `random` (seeded by the
@@ -562,10 +605,15 @@ export function lookupDraft(seq: readonly number[], ngram: number, max: number):
  * out of the loop (or an error) frees the cache tensors the loop holds.
  */
 export async function* generate(session: Session, options: GenerateOptions): AsyncGenerator<number, void, void> {
-  const { prefixCache, ...rest } = (options ?? {}) as GenerateOptions;
+  const { prefixCache, sampler, ...rest } = (options ?? {}) as GenerateOptions;
   checkOptions(options === null || typeof options !== 'object' ? options : rest);
   if (prefixCache !== undefined && !(prefixCache instanceof PrefixCache))
     throw new TypeError(`generate: prefixCache must be a PrefixCache, got ${show(prefixCache)}`);
+  const hostOnly = checkSampler(sampler, options);
+  const seed = typeof options.sampling === 'object' ? (options.sampling.seed ?? 0) : 0;
+  // 'auto': greedy on the device wherever the logits are there; sampling only where MLX runs on a
+  // GPU (on a CPU the row's download is a copy, and the host sampler is faster: bench/sampler.ts).
+  const deviceByDefault = typeof options.sampling !== 'object' || mx.defaultStream().device.type === 'gpu';
   const T = options.Tensor ?? (CommonTensor as unknown as typeof Tensor);
   const caches = cacheNames(session);
   checkDecoderSession(session, caches, 'generate');
@@ -700,10 +748,25 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
         }
         continue;
       }
-      const last = shapeLogits((await lastRows(logits, vocab, 1))[0], prompt, generated, options, options.logitsProcessor, {
-        who: 'generate',
-      });
-      const token = pickToken(last, options.sampling, random);
+      let token: number;
+      const own = deviceBufferOf(logits)?.value;
+      const onDevice = sampler === 'device' ? own !== undefined : sampler !== 'host' && own !== undefined && !hostOnly && deviceByDefault;
+      if (sampler === 'device' && !onDevice)
+        throw new TypeError(
+          "generate: sampler 'device' needs the logits on the device (an mlx session with preferredOutputLocation 'gpu-buffer'); this session returned them on the host",
+        );
+      if (onDevice && own) {
+        try {
+          token = deviceToken(own.array, options.sampling === 'greedy' ? undefined : options.sampling, seed, step);
+        } finally {
+          logits.dispose();
+        }
+      } else {
+        const last = shapeLogits((await lastRows(logits, vocab, 1))[0], prompt, generated, options, options.logitsProcessor, {
+          who: 'generate',
+        });
+        token = pickToken(last, options.sampling, random);
+      }
       options.onStep?.(step, tokens.length);
       cached = total;
       tokens = [token];

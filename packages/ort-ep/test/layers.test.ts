@@ -25,6 +25,7 @@ const LAYERS: string[][] = [
   ['session.ts', 'check.ts'],
   ['backend'],
   ['prefix-cache.ts', 'whisper.ts', 'sampler.ts', 'lora.ts'],
+  ['sampler-device.ts'],
   ['generate.ts'],
   ['generate-speculative.ts'],
   ['generate-batch.ts'],

@@ -1,0 +1,93 @@
+// The token choice of generate() on the device: one position's logits stay an MLX array, the
+// token is chosen there with @mlx/core ops, and only its id (4 bytes) is downloaded.
+//
+// The distribution is the host sampler's (src/sampler.ts): softmax(logits / temperature) over the
+// top-k tokens (argpartition: no sort of the vocabulary), then the smallest prefix of those, most
+// likely first, whose probability reaches p (a sort of the k kept only; of the whole row, on the
+// device, when top-p comes alone), renormalized. The draw is MLX's categorical (Gumbel-max) with a
+// key derived from the seed and the step: one seed gives one sequence of tokens, but not the host
+// sampler's sequence (another generator). The probabilities and the nucleus's running sum are
+// float32 (the host's are float64): a nucleus boundary within float32 rounding of p may differ, and
+// tokens of equal logits at the top-k boundary are kept in the order MLX's partition leaves them.
+//
+// Unusual logits as the host path treats them: greedy never chooses a NaN (ties to the lowest id);
+// sampling refuses a NaN logit and a row of -Infinity (an OrtMlxError), and +Infinity tokens share
+// all the mass equally. The checks are made on the device and come back in the same 4 bytes.
+import * as mx from '@mlx/core';
+import { OrtMlxError } from './errors.js';
+import { download } from './runtime/convert.js';
+import type { SamplerSettings } from './sampler.js';
+
+/** The codes that come back instead of a token id. */
+const NAN = -1;
+const ALL_MASKED = -2;
+
+/** A 64-bit key seed of (seed, step): splitmix64's finalizer over both, so nearby seeds and steps give unrelated keys. */
+export function stepKeySeed(seed: number, step: number): bigint {
+  const M = (1n << 64n) - 1n;
+  let z = (BigInt.asUintN(64, BigInt(seed)) * 0x9e3779b97f4a7c15n + BigInt(step) + 0x632be59bd9b4e019n) & M;
+  z = ((z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n) & M;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M;
+  return z ^ (z >> 31n);
+}
+
+/**
+ * The token chosen from the last row of `logits` (an MLX array whose last axis is the vocabulary;
+ * float32, float16 or bfloat16): the argmax (`sampling` undefined: greedy) or a draw from the
+ * distribution of `sampling` with a key of (`seed`, `step`). Downloads the token id alone; `logits`
+ * is not disposed.
+ */
+export function deviceToken(logits: mx.Array, sampling: SamplerSettings | undefined, seed = 0, step = 0): number {
+  const shape = logits.shape;
+  const V = shape[shape.length - 1] ?? 0;
+  if (!V) throw new OrtMlxError('generate: the logits are empty: no token to choose');
+  const rows = logits.size / V;
+  const chosen = mx.scope(() => {
+    const flat = mx.reshape(logits, [rows, V]);
+    const last = rows === 1 ? flat : mx.slice(flat, [rows - 1, 0], [rows, V], [1, 1]);
+    const row = mx.astype(mx.reshape(last, [V]), 'float32');
+    const nanMask = mx.isnan(row);
+    const ninf = mx.array(Number.NEGATIVE_INFINITY);
+    if (!sampling) {
+      // NaN never wins: it is -Infinity for the argmax, which takes the first of equal maxima.
+      return mx.astype(mx.argmax(mx.where(nanMask, ninf, row)), 'int32');
+    }
+    const anyNan = mx.any(nanMask);
+    const allMasked = mx.equal(mx.max(row), ninf);
+    // +Infinity present: the infinite tokens alone, equally likely (the softmax's limit).
+    const posInf = mx.isposinf(row);
+    const anyPosInf = mx.any(posInf);
+    const invT = 1 / (sampling.temperature ?? 1);
+    const scaled = mx.where(anyPosInf, mx.where(posInf, mx.array(0), ninf), mx.multiply(row, mx.array(invT)));
+    const key = mx.random.key(stepKeySeed(seed, step));
+    const k = sampling.topK && sampling.topK > 0 && sampling.topK < V ? sampling.topK : 0;
+    const p = sampling.topP ?? 1;
+    let token: mx.Array;
+    if (!k && p >= 1) {
+      token = mx.random.categorical(scaled, 0, key);
+    } else {
+      // The candidates: the k best (unordered) or the whole row, then sorted best first when top-p cuts them.
+      let ids: mx.Array = k ? mx.slice(mx.argpartition(mx.negative(scaled), k - 1), [0], [k], [1]) : mx.arange(0, V, 1, 'int32');
+      let vals = k ? mx.take(scaled, ids, 0) : scaled;
+      if (p < 1) {
+        const order = mx.argsort(mx.negative(vals), 0);
+        ids = mx.take(ids, order, 0);
+        vals = mx.take(vals, order, 0);
+        // Keep a token while the mass before it is below p: the smallest prefix reaching p.
+        const before = mx.cumsum(mx.softmax(vals, 0, { precise: true }), 0, { inclusive: false });
+        vals = mx.where(mx.less(before, mx.array(p)), vals, ninf);
+      }
+      token = mx.take(ids, mx.random.categorical(vals, 0, key), 0);
+    }
+    return mx.where(anyNan, mx.array(NAN, 'int32'), mx.where(allMasked, mx.array(ALL_MASKED, 'int32'), mx.astype(token, 'int32')));
+  });
+  let id: number;
+  try {
+    id = Number(download(chosen).data[0]);
+  } finally {
+    chosen.dispose();
+  }
+  if (id === NAN) throw new OrtMlxError(`generate: a logit is NaN (of ${V}): sampling needs a probability for every token`);
+  if (id === ALL_MASKED) throw new OrtMlxError(`generate: every one of the ${V} logits is -Infinity: no token can be sampled`);
+  return id;
+}
