@@ -99,7 +99,8 @@ export interface GenerateOptions {
    * Where the token is chosen (generate() only). 'device': on the device, from the logits as the
    * mlx backend returns them with `preferredOutputLocation: 'gpu-buffer'` (src/sampler-device.ts):
    * greedy is the argmax, sampling the same distribution as the host's (top-k by a partition, top-p
-   * by a sort of the kept tokens only, or of the row on the device), drawn from MLX's generator
+   * by a sort of the kept tokens, or of the 2048 best when top-p comes alone, and of the row, on the
+   * device, only where those hold less than p), drawn from MLX's generator
    * with a key of the seed and the step, so one seed gives one sequence, but not the host's; only
    * the token id is downloaded. It refuses, naming the option, what needs the host row:
    * penalties, a logitsProcessor, minNewTokens with stop tokens, promptLookup, and host logits.

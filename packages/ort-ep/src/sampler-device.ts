@@ -3,8 +3,9 @@
 //
 // The distribution is the host sampler's (src/sampler.ts): softmax(logits / temperature) over the
 // top-k tokens (argpartition: no sort of the vocabulary), then the smallest prefix of those, most
-// likely first, whose probability reaches p (a sort of the k kept only; of the whole row, on the
-// device, when top-p comes alone), renormalized. The draw is MLX's categorical (Gumbel-max) with a
+// likely first, whose probability reaches p (a sort of the k kept only; when top-p comes alone, of
+// the 2048 best, and of the whole row, on the device, only where those hold less than p),
+// renormalized. The draw is MLX's categorical (Gumbel-max) with a
 // key derived from the seed and the step: one seed gives one sequence of tokens, but not the host
 // sampler's sequence (another generator). The probabilities and the nucleus's running sum are
 // float32 (the host's are float64): a nucleus boundary within float32 rounding of p may differ, and
@@ -21,6 +22,9 @@ import type { SamplerSettings } from './sampler.js';
 /** The codes that come back instead of a token id. */
 const NAN = -1;
 const ALL_MASKED = -2;
+const SHORT = -3;
+/** Top-p alone looks among this many best tokens first. */
+const CANDIDATES = 2048;
 
 /** A 64-bit key seed of (seed, step): splitmix64's finalizer over both, so nearby seeds and steps give unrelated keys. */
 export function stepKeySeed(seed: number, step: number): bigint {
@@ -41,8 +45,34 @@ export function deviceToken(logits: mx.Array, sampling: SamplerSettings | undefi
   const shape = logits.shape;
   const V = shape[shape.length - 1] ?? 0;
   if (!V) throw new OrtMlxError('generate: the logits are empty: no token to choose');
+  // Top-p alone: first over the CANDIDATES best tokens (a partition, then a sort of those); only
+  // when their mass falls short of p (flat logits) is the whole row sorted, in a second pass.
+  const p = sampling?.topP ?? 1;
+  const k = sampling?.topK && sampling.topK > 0 && sampling.topK < V ? sampling.topK : 0;
+  const narrow = p < 1 && !k && V > CANDIDATES;
+  let id = read(choose(logits, V, sampling, seed, step, narrow));
+  if (id === SHORT) id = read(choose(logits, V, sampling, seed, step, false));
+  if (id === NAN) throw new OrtMlxError(`generate: a logit is NaN (of ${V}): sampling needs a probability for every token`);
+  if (id === ALL_MASKED) throw new OrtMlxError(`generate: every one of the ${V} logits is -Infinity: no token can be sampled`);
+  return id;
+}
+
+/** The int32 scalar downloaded (4 bytes) and freed. */
+function read(a: mx.Array): number {
+  try {
+    return Number(download(a).data[0]);
+  } finally {
+    a.dispose();
+  }
+}
+
+/**
+ * The token (an int32 scalar, or a code: NAN, ALL_MASKED, or SHORT when `narrow` and the
+ * CANDIDATES best tokens hold less than p of the mass).
+ */
+function choose(logits: mx.Array, V: number, sampling: SamplerSettings | undefined, seed: number, step: number, narrow: boolean): mx.Array {
   const rows = logits.size / V;
-  const chosen = mx.scope(() => {
+  return mx.scope(() => {
     const flat = mx.reshape(logits, [rows, V]);
     const last = rows === 1 ? flat : mx.slice(flat, [rows - 1, 0], [rows, V], [1, 1]);
     const row = mx.astype(mx.reshape(last, [V]), 'float32');
@@ -63,31 +93,30 @@ export function deviceToken(logits: mx.Array, sampling: SamplerSettings | undefi
     const k = sampling.topK && sampling.topK > 0 && sampling.topK < V ? sampling.topK : 0;
     const p = sampling.topP ?? 1;
     let token: mx.Array;
+    let short: mx.Array | undefined;
     if (!k && p >= 1) {
       token = mx.random.categorical(scaled, 0, key);
     } else {
-      // The candidates: the k best (unordered) or the whole row, then sorted best first when top-p cuts them.
-      let ids: mx.Array = k ? mx.slice(mx.argpartition(mx.negative(scaled), k - 1), [0], [k], [1]) : mx.arange(0, V, 1, 'int32');
-      let vals = k ? mx.take(scaled, ids, 0) : scaled;
+      // The candidates: the k (or CANDIDATES) best, unordered, or the whole row; sorted best
+      // first when top-p cuts them.
+      const n = k || (narrow ? CANDIDATES : 0);
+      let ids: mx.Array = n ? mx.slice(mx.argpartition(mx.negative(scaled), n - 1), [0], [n], [1]) : mx.arange(0, V, 1, 'int32');
+      let vals = n ? mx.take(scaled, ids, 0) : scaled;
       if (p < 1) {
         const order = mx.argsort(mx.negative(vals), 0);
         ids = mx.take(ids, order, 0);
         vals = mx.take(vals, order, 0);
+        // Each candidate's probability: over the top-k set, or over the whole row (top-p alone).
+        const probs = k || !narrow ? mx.softmax(vals, 0, { precise: true }) : mx.exp(mx.subtract(vals, mx.logsumexp(scaled)));
         // Keep a token while the mass before it is below p: the smallest prefix reaching p.
-        const before = mx.cumsum(mx.softmax(vals, 0, { precise: true }), 0, { inclusive: false });
+        const before = mx.cumsum(probs, 0, { inclusive: false });
         vals = mx.where(mx.less(before, mx.array(p)), vals, ninf);
+        if (narrow) short = mx.less(mx.sum(probs), mx.array(p));
       }
       token = mx.take(ids, mx.random.categorical(vals, 0, key), 0);
     }
-    return mx.where(anyNan, mx.array(NAN, 'int32'), mx.where(allMasked, mx.array(ALL_MASKED, 'int32'), mx.astype(token, 'int32')));
+    let out = mx.astype(token, 'int32');
+    if (short) out = mx.where(short, mx.array(SHORT, 'int32'), out);
+    return mx.where(anyNan, mx.array(NAN, 'int32'), mx.where(allMasked, mx.array(ALL_MASKED, 'int32'), out));
   });
-  let id: number;
-  try {
-    id = Number(download(chosen).data[0]);
-  } finally {
-    chosen.dispose();
-  }
-  if (id === NAN) throw new OrtMlxError(`generate: a logit is NaN (of ${V}): sampling needs a probability for every token`);
-  if (id === ALL_MASKED) throw new OrtMlxError(`generate: every one of the ${V} logits is -Infinity: no token can be sampled`);
-  return id;
 }

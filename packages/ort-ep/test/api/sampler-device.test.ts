@@ -130,6 +130,28 @@ describe('device draws follow the exact probabilities', () => {
     });
   }
 
+  it('top-p alone over a large vocabulary: the nucleus is cut by the whole row’s probabilities', () => {
+    // Three tokens far above 4093 small ones: the 2048 best hold about half the mass. At p = 0.05
+    // the nucleus is tokens 7 and 900 by the whole row's softmax (by the 2048 best's, 7 alone).
+    const l = Float32Array.from({ length: 4096 }, (_, i) => -i * 1e-4);
+    l[7] = 5;
+    l[900] = 4.5;
+    l[3000] = 4;
+    const want = reference(l, { topP: 0.05 });
+    expect([...want.keys()].filter((i) => want[i] > 0)).toEqual([7, 900]);
+    const counts = new Map<number, number>();
+    for (const t of draws(l, { topP: 0.05 }, 600, 2)) counts.set(t, (counts.get(t) ?? 0) + 1);
+    expect([...counts.keys()].sort((a, b) => a - b)).toEqual([7, 900]);
+    expect(counts.get(900)! / 600).toBeGreaterThan(want[900] - 0.08);
+    expect(counts.get(900)! / 600).toBeLessThan(want[900] + 0.08);
+    // At p = 0.7 the 2048 best fall short: the whole row is sorted, and the nucleus is the three
+    // and the first 2500-odd small ones.
+    const wide = reference(l, { topP: 0.7 });
+    const kept = wide.filter((x) => x > 0).length;
+    expect(kept).toBeGreaterThan(2048);
+    for (const t of draws(l, { topP: 0.7 }, 300, 3)) expect(wide[t], `token ${t}`).toBeGreaterThan(0);
+  });
+
   it('the kept set at 128,256 tokens is the full sort’s', () => {
     const big = Float32Array.from({ length: 128256 }, () => normal(r) * 2);
     for (const s of [{ topK: 50 }, { topP: 0.05, temperature: 0.5 }, { topK: 500, topP: 0.3 }]) {
