@@ -5,9 +5,16 @@
 // (N(0, 1) logits: thousands of plausible tokens) and a peaked one (a few tokens far above a flat
 // rest, as a trained model's usually are). Each call gets fresh logits (one of --rows rows, so no
 // cache of the previous call helps). Prints the load average before and after. Never a test.
-//   tools/dev bench sampler [--calls 300] [--warm 50] [--rows 8] [--vocab 32000,128256] [--which old,new]
+// generate()'s two paths from logits that a step leaves on the device ([1, 1, V] MLX arrays, made
+// before the timing): 'host' downloads the row and samples it with src/sampler.ts (greedy: the
+// host argmax), 'device' chooses on the device (src/sampler-device.ts) and downloads the token id.
+//   tools/dev bench sampler [--calls 300] [--warm 50] [--rows 8] [--vocab 32000,128256] [--which old,new,host,device]
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import * as mx from '@mlx/core';
+import { pickToken } from '../src/generate.js';
+import { download } from '../src/runtime/convert.js';
+import { deviceToken } from '../src/sampler-device.js';
 import { type SamplerSettings, sample } from '../src/sampler.js';
 
 const arg = (n: string, d: string) => {
@@ -18,7 +25,7 @@ const calls = Number(arg('calls', '300'));
 const warm = Number(arg('warm', '50'));
 const nrows = Number(arg('rows', '8'));
 const vocabs = arg('vocab', '32000,128256').split(',').map(Number);
-const which = arg('which', 'old,new').split(',');
+const which = arg('which', 'old,new,host,device').split(',');
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 /** mulberry32, as generate()'s seeded(). */
@@ -45,7 +52,8 @@ function rows(V: number, kind: 'flat' | 'peaked', seed: number): Float32Array[] 
   });
 }
 
-const MODES: [string, SamplerSettings][] = [
+const MODES: [string, SamplerSettings | undefined][] = [
+  ['greedy', undefined],
   ['temperature 0.8', { temperature: 0.8 }],
   ['top-k 50', { topK: 50 }],
   ['top-p 0.9', { topP: 0.9 }],
@@ -160,16 +168,27 @@ function oldPick(logits: ArrayLike<number>, sampling: SamplerSettings, random: (
 }
 
 // ---- the measurement ----
-const engines: Record<string, (l: Float32Array, s: SamplerSettings, r: () => number) => number> = { old: oldPick, new: sample };
+type Engine = (l: Float32Array, d: mx.Array, s: SamplerSettings | undefined, r: () => number, step: number) => number;
+const greedyOr =
+  (f: (l: Float32Array, s: SamplerSettings, r: () => number) => number) =>
+  (l: Float32Array, s: SamplerSettings | undefined, r: () => number) =>
+    s ? f(l, s, r) : pickToken(l, 'greedy');
+const engines: Record<string, Engine> = {
+  old: (l, _d, s, r) => greedyOr(oldPick)(l, s, r),
+  new: (l, _d, s, r) => greedyOr(sample)(l, s, r),
+  host: (_l, d, s, r) => greedyOr(sample)(download(d).data as Float32Array, s, r),
+  device: (_l, d, s, _r, step) => deviceToken(d, s, 1, step),
+};
 
-function time(f: (l: Float32Array, s: SamplerSettings, r: () => number) => number, data: Float32Array[], s: SamplerSettings): number {
+function time(f: Engine, data: Float32Array[], dev: mx.Array[], s: SamplerSettings | undefined): number {
   const r = seeded(1);
   const t: number[] = [];
   let sink = 0;
   for (let c = 0; c < warm + calls; c++) {
     const l = data[c % data.length];
+    const d = dev[c % dev.length];
     const a = performance.now();
-    sink += f(l, s, r);
+    sink += f(l, d, s, r, c);
     const b = performance.now();
     if (c >= warm) t.push(b - a);
   }
@@ -187,10 +206,12 @@ console.log(`|---|---|---|${which.map(() => '---|').join('')}`);
 for (const V of vocabs)
   for (const kind of ['flat', 'peaked'] as const) {
     const data = rows(V, kind, V + (kind === 'flat' ? 1 : 2));
+    const dev = data.map((l) => mx.array(l, { shape: [1, 1, V] }));
     for (const [name, s] of MODES) {
-      const ms = which.map((w) => time(engines[w], data, s));
+      const ms = which.map((w) => time(engines[w], data, dev, s));
       console.log(`| ${V} | ${kind} | ${name} | ${ms.map((x) => x.toFixed(3)).join(' | ')} |`);
     }
+    for (const d of dev) d.dispose();
   }
 console.log(
   `load average ${loadavg()
