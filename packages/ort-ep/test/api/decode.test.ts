@@ -444,13 +444,17 @@ describe('sampling', () => {
     await withSession(buildDecoder(llama), onDevice, async (s) => {
       const long = Array.from({ length: 64 }, (_, i) => (i * 5) % llama.vocab);
       const before = transferStats().downloadedBytes;
-      const got = await tokens(s, { inputIds: long, maxNewTokens: 1, kvCapacity: 80 });
+      const got = await tokens(s, { inputIds: long, maxNewTokens: 1, kvCapacity: 80, sampler: 'host' });
       // One row of logits, and the prompt's seqlens_k and total_sequence_length (GroupQueryAttention reads them on the host).
       const down = transferStats().downloadedBytes - before;
       expect(down).toBeGreaterThanOrEqual(llama.vocab * 4);
       expect(down).toBeLessThanOrEqual(llama.vocab * 4 + 16);
       const want = await withSession(buildDecoder(llama), {}, (r) => tokens(r, { inputIds: long, maxNewTokens: 1, kvCapacity: 80 }));
       expect(got).toEqual(want);
+      // The default (greedy chosen on the device): the token id instead of the row.
+      const middle = transferStats().downloadedBytes;
+      expect(await tokens(s, { inputIds: long, maxNewTokens: 1, kvCapacity: 80 })).toEqual(want);
+      expect(transferStats().downloadedBytes - middle).toBe(down - llama.vocab * 4 + 4);
     });
   });
 
