@@ -133,7 +133,15 @@ function attention(ctx: OpContext<AttentionParams>): OpResult[] {
     const probs = qkOutput(q, k, kernelMask, scale, softcap, causal ? past : undefined, 3);
     const group = q.shape[1] / v.shape[1];
     y = mx.matmul(mx.where(mx.isnan(probs), mx.scalar(0, probs.dtype), probs), group > 1 ? mx.repeat(v, group, 1) : v);
-  } else y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: kernelMask });
+  } else
+    y = scaledDotProductAttention(q, k, v, {
+      scale,
+      softcap,
+      causal,
+      causalOffset: past,
+      mask: kernelMask,
+      vjp: ctx.attentionVjp,
+    });
   if (threeD) y = fromHeads(y);
   const outs: OpResult[] = [y, k, v];
   if (ctx.wants(3)) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, p.qkMode));
