@@ -1,7 +1,7 @@
 // The attention nodes' backward pass under the caller's workspace budget (valueAndGrad and
-// trainStep's `attention`): the gradients of a com.microsoft MultiHeadAttention node against
-// float64 central differences of a JS reference, the same under a budget that only the tiled
-// strategy fits, the option reaching the kernel (a wrapper of @mlx/kernels'
+// trainStep's `attention`): the gradients of a com.microsoft MultiHeadAttention node (its
+// additive attention_bias included) against float64 central differences of a JS reference, the
+// same under a budget that only the tiled strategy fits, the option reaching the kernel (a wrapper of @mlx/kernels'
 // scaledDotProductAttention records its `vjp`), a budget too small for any strategy, and the
 // option's validation.
 import * as mx from '@mlx/core';
@@ -136,6 +136,23 @@ describe('valueAndGrad: the attention nodes under the caller workspace budget', 
       expect(maxDiff(tiled[n], fd), n).toBeLessThan(2e-4);
       expect(maxDiff(dflt[n], fd), n).toBeLessThan(2e-4);
       expect(maxDiff(tiled[n], dflt[n]), n).toBeLessThan(1e-5);
+    }
+  }, 60_000);
+
+  it('the additive attention_bias has its gradient (finite differences), under every strategy and budget', async () => {
+    const fd = finiteDifferences('ab');
+    expect(Math.max(...fd.map(Math.abs))).toBeGreaterThan(1e-2);
+    const runs: ValueAndGradOptions['attention'][] = [
+      undefined,
+      { workspaceBytes: tiledBudget() },
+      { strategy: 'dense' },
+      { strategy: 'tiled' },
+      { strategy: 'autodiff' },
+    ];
+    for (const attention of runs) {
+      const g = await gradsOf(['ab', 'q'], attention);
+      expect(maxDiff(g.ab, fd), JSON.stringify(attention)).toBeLessThan(2e-4);
+      expect(maxDiff(g.q, finiteDifferences('q')), JSON.stringify(attention)).toBeLessThan(2e-4);
     }
   }, 60_000);
 
