@@ -513,11 +513,11 @@ function runCheckpointed(
     let first = true;
     const kept = new Map<string, Value>();
     // Read now: the backward pass calls the layer again after the walk has reset the run's.
-    const attentionVjp = run.attentionVjp;
+    const { autocast, toFloat16, attentionVjp } = run;
     const layer = mx.checkpoint((...xs: mx.Array[]) => {
       const inner = new RunState(run.constants, run.modelName, run.limits);
-      inner.autocast = run.autocast;
-      inner.toFloat16 = run.toFloat16;
+      inner.autocast = autocast;
+      inner.toFloat16 = toFloat16;
       inner.attentionVjp = attentionVjp;
       inner.analysis = run.analysis;
       const ienv = new Env(plan, inner);

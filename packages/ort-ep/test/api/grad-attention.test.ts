@@ -13,18 +13,24 @@ import { seeded } from '../helpers/ort.js';
 
 // What each scaledDotProductAttention call was asked for its backward pass, while differentiating.
 const seen = vi.hoisted(() => [] as (AttentionVjpOptions | undefined)[]);
+// The dtype of q at each of those calls.
+const dtypes = vi.hoisted(() => [] as string[]);
 vi.mock('@mlx/kernels', async (importOriginal) => {
   const kernels = await importOriginal<typeof import('@mlx/kernels')>();
   return {
     ...kernels,
     scaledDotProductAttention: (q: mx.Array, k: mx.Array, v: mx.Array, options?: AttentionOptions) => {
-      if (mx.differentiating()) seen.push(options?.vjp);
+      if (mx.differentiating()) {
+        seen.push(options?.vjp);
+        dtypes.push(q.dtype);
+      }
       return kernels.scaledDotProductAttention(q, k, v, options);
     },
   };
 });
 afterEach(() => {
   seen.length = 0;
+  dtypes.length = 0;
 });
 
 const MS = 'com.microsoft';
@@ -181,6 +187,17 @@ describe('valueAndGrad: the attention nodes under the caller workspace budget', 
       expect(seen.length).toBeGreaterThan(0);
       for (const o of seen) expect(o).toEqual({ workspaceBytes: small });
       expect(maxDiff((r.grads.q as HostTensor).data as Float32Array, finiteDifferences('q'))).toBeLessThan(2e-4);
+    } finally {
+      s.release();
+    }
+  }, 60_000);
+
+  it('gradient checkpointing recomputes the layer in the mixed-precision dtype', async () => {
+    const s = await MlxSession.create(mha, { device: 'cpu' });
+    try {
+      await s.valueAndGrad(feeds(), { output: loss, wrt: ['q'], checkpoint: 'layers', mixedPrecision: 'bfloat16' });
+      expect(dtypes.length).toBeGreaterThan(1);
+      expect(new Set(dtypes)).toEqual(new Set(['bfloat16']));
     } finally {
       s.release();
     }
