@@ -5,6 +5,7 @@
 // (NotDifferentiableError naming the nodes): a host read of a differentiated value's data, a
 // fallback partition, a value that is not a floating-point scalar.
 import * as mx from '@mlx/core';
+import type { AttentionVjpOptions, AttentionVjpStrategy } from '@mlx/kernels';
 import { OnnxDataType, dataTypeName, type HostTensor } from './onnx/index.js';
 import type { GraphPlan } from './plan/graph-plan.js';
 import type { Value } from './runtime/value.js';
@@ -53,6 +54,48 @@ export interface ValueAndGradOptions {
    * node that made its first input. Same gradients as without.
    */
   checkpoint?: 'layers' | readonly string[];
+  /**
+   * The backward pass of the attention nodes (com.microsoft Attention, MultiHeadAttention,
+   * GroupQueryAttention, PagedAttention, ai.onnx Attention), which @mlx/kernels differentiates with
+   * its own VJP: `workspaceBytes`, the bytes each attention node's backward pass may allocate
+   * beyond its inputs (default 512 MiB; under it 'auto' takes the tiled strategy, blocks of
+   * queries and keys, where the dense one's score buffers do not fit), and `strategy` ('auto',
+   * 'dense', 'tiled' or 'autodiff'). Same gradients whatever the budget, to rounding.
+   */
+  attention?: AttentionGradOptions;
+}
+
+/** ValueAndGradOptions.attention: the attention nodes' backward pass. */
+export interface AttentionGradOptions {
+  /** Bytes one attention node's backward pass may allocate beyond its inputs (a positive integer; default 512 MiB). */
+  workspaceBytes?: number;
+  /** 'auto' (default: dense where its score buffers fit the workspace, else tiled), 'dense', 'tiled' or 'autodiff'. */
+  strategy?: AttentionVjpStrategy;
+}
+
+const ATTENTION_STRATEGIES: readonly string[] = ['auto', 'dense', 'tiled', 'autodiff'];
+
+/** Checks an `attention` option (undefined: the kernels' defaults); returns the kernels' vjp options. */
+export function checkAttentionOptions(a: unknown, what: string): AttentionVjpOptions | undefined {
+  if (a === undefined) return undefined;
+  if (typeof a !== 'object' || a === null || Array.isArray(a))
+    throw new TypeError(`${what}: attention must be an object { workspaceBytes?, strategy? }, got ${a === null ? 'null' : typeof a}`);
+  const unknown = Object.keys(a).filter((k) => k !== 'workspaceBytes' && k !== 'strategy');
+  if (unknown.length)
+    throw new TypeError(
+      `${what}: attention has unknown option(s) ${unknown.map((k) => `'${k}'`).join(', ')} (known: workspaceBytes, strategy)`,
+    );
+  const { workspaceBytes, strategy } = a as AttentionGradOptions;
+  if (workspaceBytes !== undefined && (typeof workspaceBytes !== 'number' || !Number.isSafeInteger(workspaceBytes) || workspaceBytes <= 0))
+    throw new RangeError(`${what}: attention.workspaceBytes must be a positive integer (bytes), got ${String(workspaceBytes)}`);
+  if (strategy !== undefined && (typeof strategy !== 'string' || !ATTENTION_STRATEGIES.includes(strategy)))
+    throw new TypeError(
+      `${what}: attention.strategy must be one of ${ATTENTION_STRATEGIES.map((x) => `'${x}'`).join(', ')}, got ${typeof strategy === 'string' ? `'${strategy}'` : String(strategy)}`,
+    );
+  const out: AttentionVjpOptions = {};
+  if (workspaceBytes !== undefined) out.workspaceBytes = workspaceBytes;
+  if (strategy !== undefined) out.strategy = strategy;
+  return out;
 }
 
 /** The low dtypes of mixed precision (ValueAndGradOptions.mixedPrecision). */
@@ -191,6 +234,7 @@ export function buildValueAndGrad(
   if (new Set(wrt).size !== wrt.length) throw new TypeError(`valueAndGrad: wrt names a value twice: ${wrt.join(', ')}`);
   const low = checkMixedPrecision(options.mixedPrecision, 'valueAndGrad');
   const layerOf = checkpointKeys(options.checkpoint);
+  const attentionVjp = checkAttentionOptions(options.attention, 'valueAndGrad');
   const fetches = [...(options.fetches ?? (typeof output === 'string' ? [output] : target.outputNames))];
   if (typeof output === 'string' && !fetches.includes(output)) fetches.unshift(output);
   for (const f of fetches)
@@ -275,6 +319,7 @@ export function buildValueAndGrad(
       run.analysis = reads;
       run.autocast = low;
       run.toFloat16 = toFloat16;
+      run.attentionVjp = attentionVjp;
       try {
         if (steps) runCheckpointed(program, steps, env, fetches, reads, closures);
         else {
@@ -287,6 +332,7 @@ export function buildValueAndGrad(
         run.analysis = undefined;
         run.autocast = undefined;
         run.toFloat16 = undefined;
+        run.attentionVjp = undefined;
       }
       if (reads.nodes.length)
         throw new NotDifferentiableError(
@@ -466,10 +512,13 @@ function runCheckpointed(
     const outer = inNames.map((n) => env.values.get(n) as Value & { kind: 'device' });
     let first = true;
     const kept = new Map<string, Value>();
+    // Read now: the backward pass calls the layer again after the walk has reset the run's.
+    const { autocast, toFloat16, attentionVjp } = run;
     const layer = mx.checkpoint((...xs: mx.Array[]) => {
       const inner = new RunState(run.constants, run.modelName, run.limits);
-      inner.autocast = run.autocast;
-      inner.toFloat16 = run.toFloat16;
+      inner.autocast = autocast;
+      inner.toFloat16 = toFloat16;
+      inner.attentionVjp = attentionVjp;
       inner.analysis = run.analysis;
       const ienv = new Env(plan, inner);
       for (const [n, v] of env.values) ienv.values.set(n, v);

@@ -9,7 +9,7 @@ export { mlx, type MlxExecutionProviderOption, type MlxProviderOptions } from '.
 export { registerMlxBackend, mlxRegistrations, type MlxRegistration } from './backend/register.js';
 export { MlxDeviceBuffer, deviceBufferOf } from './backend/device-buffer.js';
 export { MlxSession, type MlxSessionOptions, type MlxRunOptions, type MlxProgressEvent, type TensorMetadata } from './session.js';
-export type { MixedPrecision, ValueAndGradOptions, ValueAndGradResult } from './grad.js';
+export type { AttentionGradOptions, MixedPrecision, ValueAndGradOptions, ValueAndGradResult } from './grad.js';
 export { LossScaler } from './train.js';
 export type { LossScalerOptions, TrainStepOptions, TrainStepResult } from './train.js';
 export type { SaveModelOptions } from './save-model.js';

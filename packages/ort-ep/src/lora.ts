@@ -9,7 +9,7 @@ import * as mx from '@mlx/core';
 import type { HostTensor } from './onnx/index.js';
 import type { Value } from './runtime/value.js';
 import type { MlxSession } from './session.js';
-import type { ValueAndGradOptions } from './grad.js';
+import { checkAttentionOptions, type ValueAndGradOptions } from './grad.js';
 import { fileErrorText, readRegularFile, TENSOR_FILE_LIMIT } from './onnx/external.js';
 import { OrtMlxError, UnknownParameterError, messageOf } from './errors.js';
 
@@ -37,6 +37,8 @@ export interface LoraStepOptions {
   mixedPrecision?: 'bfloat16';
   /** Gradient checkpointing by layer (ValueAndGradOptions.checkpoint). */
   checkpoint?: ValueAndGradOptions['checkpoint'];
+  /** The attention nodes' backward pass: workspace budget and strategy (ValueAndGradOptions.attention). */
+  attention?: ValueAndGradOptions['attention'];
 }
 
 /** The ops whose second input is a weight LoRA adapts. */
@@ -237,6 +239,7 @@ export class LoraAdapters {
       throw new TypeError(
         `LoRA trainStep: mixedPrecision must be 'bfloat16' (float16 needs loss scaling, which the adapters' step does not do), got ${String(options.mixedPrecision)}`,
       );
+    checkAttentionOptions(options.attention, 'LoRA trainStep');
     if (!this.#merged) this.#write();
     const r = await this.#session.valueAndGrad(feeds, {
       output: options.output,
@@ -245,6 +248,7 @@ export class LoraAdapters {
       keepOnDevice: true,
       mixedPrecision: options.mixedPrecision,
       checkpoint: options.checkpoint,
+      attention: options.attention,
     });
     const dW = this.targets.map((t) => (r.grads[t] as Value & { kind: 'device' }).array);
     let gradNorm: number | undefined;

@@ -707,7 +707,15 @@ export class MlxSession {
       const lossScale = scaler?.scale;
       const r = await this.gradOnce(
         feeds,
-        { output: options.output, wrt, fetches: options.fetches, keepOnDevice: true, mixedPrecision, checkpoint: options.checkpoint },
+        {
+          output: options.output,
+          wrt,
+          fetches: options.fetches,
+          keepOnDevice: true,
+          mixedPrecision,
+          checkpoint: options.checkpoint,
+          attention: options.attention,
+        },
         true,
         lossScale,
       );

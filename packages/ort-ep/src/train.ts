@@ -3,7 +3,7 @@
 // A new value replaces the plan's constant; the nodes folded at plan time that depend on it run
 // again; the caller (the session) drops its compiled signatures, which captured the old arrays.
 import * as mx from '@mlx/core';
-import { DERIVING_REWRITES, checkMixedPrecision, type MixedPrecision, type ValueAndGradOptions } from './grad.js';
+import { DERIVING_REWRITES, checkAttentionOptions, checkMixedPrecision, type MixedPrecision, type ValueAndGradOptions } from './grad.js';
 import { dataTypeName, type HostTensor } from './onnx/index.js';
 import type { GraphPlan } from './plan/graph-plan.js';
 import { mxDtypeOf } from './runtime/convert.js';
@@ -245,6 +245,8 @@ export interface TrainStepOptions {
   mixedPrecision?: MixedPrecision;
   /** Gradient checkpointing by layer (ValueAndGradOptions.checkpoint): less memory for a second forward pass of compute. */
   checkpoint?: ValueAndGradOptions['checkpoint'];
+  /** The attention nodes' backward pass: workspace budget and strategy (ValueAndGradOptions.attention). */
+  attention?: ValueAndGradOptions['attention'];
   /**
    * The loss scaling of 'float16' mixed precision (its state carries over steps): by default the
    * session's own, made on its first float16 step with LossScaler's defaults.
@@ -278,6 +280,7 @@ export function checkTrainStep(options: TrainStepOptions): void {
   if (c !== undefined && (typeof c !== 'number' || !(c > 0)))
     throw new RangeError(`trainStep: clipGradNorm must be a positive number, got ${String(c)}`);
   const low = checkMixedPrecision(options.mixedPrecision, 'trainStep');
+  checkAttentionOptions(options.attention, 'trainStep');
   if (options.lossScaler !== undefined) {
     if (!(options.lossScaler instanceof LossScaler))
       throw new TypeError('trainStep: lossScaler must be a LossScaler (new LossScaler({ initScale }))');

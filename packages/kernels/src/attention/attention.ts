@@ -32,11 +32,12 @@ function forward(q: Array, k: Array, v: Array, mask: Array | null, c: AttentionO
 const attentionOp = defineCustomVjp<AttentionOpConfig>(
   ([q, k, v, mask], c) => [forward(q, k, v, mask ?? null, c)],
   ([q, k, v, mask], [gradOut], [out], c) => {
-    const { dq, dk, dv } = attentionVjpResolved({ q, k, v, out, gradOut, mask }, c, {
+    const { dq, dk, dv, dmask } = attentionVjpResolved({ q, k, v, out, gradOut, mask }, c, {
       strategy: c.strategy,
       workspaceBytes: c.workspaceBytes,
     });
-    return mask ? [dq, dk, dv, zerosLike(mask)] : [dq, dk, dv];
+    // A boolean mask has no gradient; an additive one gets the masked scores' (dmask).
+    return mask ? [dq, dk, dv, dmask ?? zerosLike(mask)] : [dq, dk, dv];
   },
 );
 
@@ -44,7 +45,8 @@ const attentionOp = defineCustomVjp<AttentionOpConfig>(
  * Attention over q [b, hq, sq, d], k [b, hk, sk, d], v [b, hk, sk, dv] → [b, hq, sq, dv], with
  * grouped-query heads (hq a multiple of hk), scale, causal masking, boolean or additive masks
  * (shorter than sk: padded with −∞), softcap; rows with no visible key give zeros. See
- * AttentionOptions. Differentiable: its VJP is attentionVjp (strategy from options.vjp).
+ * AttentionOptions. Differentiable: its VJP is attentionVjp (strategy from options.vjp), with
+ * respect to q, k, v and an additive mask.
  */
 export function scaledDotProductAttention(q: Array, k: Array, v: Array, options: AttentionOptions = {}): Array {
   const config: AttentionOpConfig = {

@@ -25,12 +25,12 @@ const shapeOf = (s: number, extra: Partial<{ b: number; hq: number; hk: number; 
  * memory.resetPeak(), minus memory.active() measured once the inputs exist. This is what
  * workspaceBytes bounds: inputs are not counted, the outputs dq, dk, dv are.
  */
-function measuredWorkspace(run: () => { dq: mx.Array; dk: mx.Array; dv: mx.Array }): number {
+function measuredWorkspace(run: () => { dq: mx.Array; dk: mx.Array; dv: mx.Array; dmask?: mx.Array }): number {
   mx.memory.clearCache();
   const baseline = mx.memory.active();
   mx.memory.resetPeak();
   const g = run();
-  mx.evaluate(g.dq, g.dk, g.dv);
+  mx.evaluate(g.dq, g.dk, g.dv, ...(g.dmask ? [g.dmask] : []));
   const peak = mx.memory.peak() - baseline;
   mx.dispose(g);
   return peak;
@@ -63,6 +63,21 @@ describe('AttentionVjpBudget', () => {
     expect(() => tiny.tiledBlocks()).toThrow(/needs at least \d+/);
   });
 
+  it("counts an additive mask's gradient among the outputs (a boolean mask has none)", () => {
+    const q = randn([2, 4, 8, 16]);
+    const k = randn([2, 2, 12, 16]);
+    const plain = AttentionVjpBudget.forInputs(1, q, k, k);
+    const additive = AttentionVjpBudget.forInputs(1, q, k, k, { mask: randn([4, 8, 10]) });
+    expect(additive.outputBytes - plain.outputBytes).toBe(4 * 8 * 10 * 4);
+    expect(AttentionVjpBudget.forInputs(1, q, k, k, { mask: mx.ones([4, 8, 10], 'bool') }).outputBytes).toBe(plain.outputBytes);
+    const inputs = { q, k, v: k, gradOut: q };
+    // A workspace the tiled strategy fits without the mask gradient but not with it.
+    const ws = plain.tiledFixedBytes + plain.blockBytes({ queryBlock: 1, keyBlock: 1 });
+    const big = randn([2, 4, 8, 12]);
+    expect(() => attentionVjp({ ...inputs, mask: big }, {}, { workspaceBytes: ws })).toThrow(/too small for these shapes/);
+    expect(chooseAttentionVjpStrategy(inputs, {}, { workspaceBytes: ws })).toBe('tiled');
+  });
+
   it("'auto' resolves through the budget", () => {
     const q = randn([1, 1, 512, 16]);
     const k = randn([1, 1, 512, 16]);
@@ -79,9 +94,10 @@ describe('AttentionVjpBudget', () => {
     const v = randn([1, 1, 512, 32]);
     const gradOut = randn([1, 2, 512, 32]);
     const mask = mx.greater(uniform([1, 1, 512, 500]), 0.2);
-    mx.evaluate(q, k, v, gradOut, mask);
-    for (const opts of [{}, { causal: true }, { softcap: 4 }, { mask }] as AttentionOptions[]) {
-      const estimate = new AttentionVjpBudget(1, shapeOf(512, { hq: 2, hk: 1 }), attentionConfig(opts)).denseBytes;
+    const additive = randn([1, 2, 512, 500]);
+    mx.evaluate(q, k, v, gradOut, mask, additive);
+    for (const opts of [{}, { causal: true }, { softcap: 4 }, { mask }, { mask: additive }] as AttentionOptions[]) {
+      const estimate = AttentionVjpBudget.forInputs(1, q, k, v, opts).denseBytes;
       const peak = measuredWorkspace(() => attentionVjp({ q, k, v, gradOut, mask: opts.mask }, opts, { strategy: 'dense' }));
       expect(peak, JSON.stringify(Object.keys(opts))).toBeLessThanOrEqual(estimate);
     }
@@ -102,12 +118,13 @@ describe('tiled attention VJP memory', () => {
     ['no mask', {}],
     ['causal', { causal: true }],
     ['softcap', { softcap: 5 }],
+    ['an additive key bias', { mask: randn([1, 1, 1, s]) }],
   ] as [string, AttentionOptions][])('stays within a 16 MiB workspace at sq = sk = 4096 (%s)', (_name, opts) => {
-    const budget = new AttentionVjpBudget(workspaceBytes, shapeOf(s), attentionConfig(opts));
+    const budget = AttentionVjpBudget.forInputs(workspaceBytes, q, k, v, opts);
     expect(budget.denseBytes).toBeGreaterThan(10 * workspaceBytes);
     expect(budget.strategy).toBe('tiled');
     // 'auto' must pick tiled here; the forward output is recomputed block by block (out omitted).
-    const peak = measuredWorkspace(() => attentionVjp({ q, k, v, gradOut }, opts, { workspaceBytes }));
+    const peak = measuredWorkspace(() => attentionVjp({ q, k, v, gradOut, mask: opts.mask }, opts, { workspaceBytes }));
     expect(peak).toBeLessThanOrEqual(workspaceBytes);
   });
 });

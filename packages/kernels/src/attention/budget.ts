@@ -22,18 +22,25 @@ const SOFTCAP_SCORE_BUFFERS = 2;
 
 const bytesOf = (elements: number, dtypeBytes: number) => elements * dtypeBytes;
 
+/** The elements of a mask that has a gradient (an additive one), else 0. */
+export function maskGradientElements(mask: Array | null | undefined): number {
+  return mask && mask.dtype !== 'bool' ? mask.size : 0;
+}
+
 export class AttentionVjpBudget {
   readonly itemBytes: number;
 
   /** The budget for attention over these q, k, v (and options.mask) within `workspaceBytes`. */
   static forInputs(workspaceBytes: number, q: Array, k: Array, v: Array, options: AttentionOptions = {}): AttentionVjpBudget {
-    return new AttentionVjpBudget(workspaceBytes, attentionShape(q, k, v), attentionConfig(options));
+    return new AttentionVjpBudget(workspaceBytes, attentionShape(q, k, v), attentionConfig(options), maskGradientElements(options.mask));
   }
 
+  /** `maskElements`: the elements of an additive mask, whose gradient is one more output. */
   constructor(
     readonly workspaceBytes: number,
     readonly shape: AttentionShape,
     readonly config: AttentionConfig,
+    readonly maskElements = 0,
   ) {
     if (!(workspaceBytes > 0)) throw new RangeError(`workspaceBytes must be positive, got ${workspaceBytes}`);
     this.itemBytes = itemsize(shape.dtype);
@@ -55,10 +62,10 @@ export class AttentionVjpBudget {
     return 2 * (user + (causal ? 1 : 0));
   }
 
-  /** The gradients themselves: dq, dk, dv. */
+  /** The gradients themselves: dq, dk, dv, and an additive mask's. */
   get outputBytes(): number {
     const { batch: b, queryHeads: hq, kvHeads: hk, querySeq: sq, keySeq: sk, headDim: d, valueDim: dv } = this.shape;
-    return bytesOf(b * hq * sq * d + b * hk * sk * (d + dv), this.itemBytes);
+    return bytesOf(b * hq * sq * d + b * hk * sk * (d + dv) + this.maskElements, this.itemBytes);
   }
 
   /** Per-row vectors: logsumexp, its safe copy, rowsum(O∘dO). */

@@ -2,7 +2,7 @@
 // heads per key/value head), so a user mask broadcastable to [b, hq, sq, w] is viewed as
 // [b | 1, hk | 1, g | 1, sq | 1, w] and sliced per block; columns past its width w are masked
 // out, which is the ONNX rule for masks shorter than the key sequence.
-import { add, arange, astype, expandDims, greaterEqual, pad, reshape, scalar, slice, where, type Array, type Dtype } from '@mlx/core';
+import { add, arange, astype, expandDims, greaterEqual, pad, reshape, scalar, slice, sum, where, type Array, type Dtype } from '@mlx/core';
 import type { AttentionMaskKind, AttentionShape } from './config.js';
 
 /** A mask in the grouped layout, with its real (unpadded) width. */
@@ -134,4 +134,31 @@ export function maskScores(scores: Array, masks: BlockMasks, q0: number, q1: num
     block.dispose();
   }
   return s;
+}
+
+/**
+ * The cotangent of an additive user mask from the gradient of a block of masked scores `ds`
+ * ([b, hk, g, q1 − q0, k1 − k0], keys from k0): the columns within the mask's width, summed over
+ * the axes the mask broadcasts along, as [mb, mh, msq === 1 ? 1 : q1 − q0, min(k1, width) − k0]
+ * (mh: 1 or the query heads). Null when the block lies past the width.
+ */
+export function maskBlockAdjoint(ds: Array, m: GroupedMask, k0: number, k1: number): Array | null {
+  const end = Math.min(k1, m.width);
+  if (end <= k0) return null;
+  const d = ds.shape;
+  const cut = end === k1 ? reshape(ds, d) : slice(ds, [0, 0, 0, 0, 0], [d[0], d[1], d[2], d[3], end - k0], [1, 1, 1, 1, 1]);
+  const vs = m.values.shape;
+  const axes = [0, 1, 2, 3].filter((i) => vs[i] === 1 && d[i] !== 1);
+  const summed = axes.length ? sum(cut, axes, { keepdims: true }) : cut;
+  if (summed !== cut) cut.dispose();
+  const s = summed.shape;
+  const out = reshape(summed, [s[0], s[1] * s[2], s[3], s[4]]);
+  summed.dispose();
+  return out;
+}
+
+/** The rank-4 adjoint [mb, mh, msq, width] back in the user mask's own shape and dtype. */
+export function userMaskAdjoint(adjoint: Array, mask: Array): Array {
+  using shaped = reshape(adjoint, mask.shape);
+  return shaped.dtype === mask.dtype ? reshape(shaped, mask.shape) : astype(shaped, mask.dtype);
 }

@@ -6,6 +6,7 @@ import {
   max,
   multiply,
   notEqual,
+  reshape,
   scalar,
   scope,
   slice,
@@ -104,16 +105,34 @@ export function blockProbabilities(block: ScoreBlock, lseSafe: Array): Array {
   return exp(shifted);
 }
 
-/** dS for a block: P ∘ (dP − delta), times tanh′ = 1 − tanh² under softcap. */
-export function scoreGradient(p: Array, doRows: Array, vT: Array, delta: Array, tanh: Array | null): Array {
+/**
+ * dS for a block: P ∘ (dP − delta), the gradient of the masked scores (what an additive mask,
+ * added after the softcap, receives), and times tanh′ = 1 − tanh² under softcap, the gradient of
+ * the raw scores. `masked` is null unless asked for (then the caller owns both).
+ */
+export function scoreGradients(
+  p: Array,
+  doRows: Array,
+  vT: Array,
+  delta: Array,
+  tanh: Array | null,
+  wantMasked: boolean,
+): { ds: Array; masked: Array | null } {
   using dp = matmul(doRows, vT);
   using centred = subtract(dp, delta);
-  const ds = multiply(p, centred);
-  if (tanh === null) return ds;
+  const masked = multiply(p, centred);
+  if (tanh === null) return { ds: masked, masked: wantMasked ? reshape(masked, masked.shape) : null };
   using t2 = square(tanh);
   using slope = subtract(1, t2);
-  using owned = ds;
-  return multiply(owned, slope);
+  const ds = multiply(masked, slope);
+  if (wantMasked) return { ds, masked };
+  masked.dispose();
+  return { ds, masked: null };
+}
+
+/** dS for a block: P ∘ (dP − delta), times tanh′ = 1 − tanh² under softcap. */
+export function scoreGradient(p: Array, doRows: Array, vT: Array, delta: Array, tanh: Array | null): Array {
+  return scoreGradients(p, doRows, vT, delta, tanh, false).ds;
 }
 
 export const transposeLast = (x: Array): Array => swapaxes(x, -1, -2);

@@ -9,9 +9,9 @@ import { logaddexp, logsumexp } from '../accurate-math.js';
 import { attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape } from './config.js';
 import type { AttentionBlockSizes } from './budget.js';
 import { groupedKv, groupedQuery } from './forward.js';
-import { groupedMask, type BlockMasks } from './mask.js';
-import { blockProbabilities, rows4, rows5, safeLogsumexp, scoreBlock, scoreGradient, transposeLast } from './probabilities.js';
-import { groupedRows, zeroGradients } from './vjp-dense.js';
+import { groupedMask, maskBlockAdjoint, userMaskAdjoint, type BlockMasks } from './mask.js';
+import { blockProbabilities, rows4, rows5, safeLogsumexp, scoreBlock, scoreGradients, transposeLast } from './probabilities.js';
+import { groupedRows, hasAdditiveMask, zeroGradients } from './vjp-dense.js';
 import type { AttentionGradients, AttentionVjpInputs } from './vjp-types.js';
 
 type Range = [number, number];
@@ -87,7 +87,7 @@ function blockOutput(ops: Operands, lse: Array, q0: number, q1: number, kRanges:
 export function attentionVjpTiled(inputs: AttentionVjpInputs, config: AttentionConfig, blocks: AttentionBlockSizes): AttentionGradients {
   const { q, k, v, gradOut } = inputs;
   const shape = attentionShape(q, k, v);
-  if (shape.querySeq === 0 || shape.keySeq === 0) return zeroGradients(shape);
+  if (shape.querySeq === 0 || shape.keySeq === 0) return zeroGradients(shape, inputs.mask);
   const { batch: b, kvHeads: hk, groupSize: g, headDim: d, valueDim: dvDim, dtype } = shape;
   const qRanges = ranges(shape.querySeq, blocks.queryBlock);
   const kRanges = ranges(shape.keySeq, blocks.keyBlock);
@@ -125,13 +125,27 @@ export function attentionVjpTiled(inputs: AttentionVjpInputs, config: AttentionC
     const dq: (Array | null)[] = qRanges.map(() => null);
     const dk: Array[] = [];
     const dv: Array[] = [];
+    // An additive mask's gradient, per key block within its width: one [mb, mh, msq, kw] piece,
+    // summed over the query blocks when the mask broadcasts over queries, else their concatenation.
+    const additive = ops.masks.mask?.kind === 'additive' ? ops.masks.mask : null;
+    const maskRows = additive?.values.shape[3] ?? 0;
+    const maskHeads = additive ? additive.values.shape[1] * additive.values.shape[2] : 0;
+    const dmask: Array[] = [];
     kRanges.forEach(([k0, k1], j) => {
       let dkj: Array | null = null;
       let dvj: Array | null = null;
+      const maskWidth = additive ? Math.min(k1, additive.width) - k0 : 0;
+      const dmRows: Array[] = [];
+      let dmj: Array | null = null;
+      const noMask = (q0: number, q1: number) =>
+        zeros([additive!.values.shape[0], maskHeads, maskRows === 1 ? 1 : q1 - q0, maskWidth], dtype);
       qRanges.forEach(([q0, q1], i) => {
         const l = lse[i];
         const dl = delta[i];
-        if (l === null || dl === null) return;
+        const missing = () => {
+          if (maskWidth > 0 && maskRows !== 1) dmRows.push(noMask(q0, q1));
+        };
+        if (l === null || dl === null) return missing();
         const step = scope(() => {
           const qRows = rows5(qs5, q0, q1);
           const block = scoreBlock(qRows, ops.kT[j], ops.softcap, ops.masks, q0, q1, k0, k1);
@@ -139,20 +153,33 @@ export function attentionVjpTiled(inputs: AttentionVjpInputs, config: AttentionC
           const p = blockProbabilities(block, l);
           const doRows = rows5(do5, q0, q1);
           const dvPart = sum(matmul(transposeLast(p), doRows), 2);
-          const ds = scoreGradient(p, doRows, ops.vT[j], dl, block.tanh);
-          return { dq: matmul(ds, ops.k5[j]), dk: sum(matmul(transposeLast(ds), qRows), 2), dv: dvPart };
+          const { ds, masked } = scoreGradients(p, doRows, ops.vT[j], dl, block.tanh, maskWidth > 0);
+          const dm = masked && additive ? maskBlockAdjoint(masked, additive, k0, k1) : null;
+          return { dq: matmul(ds, ops.k5[j]), dk: sum(matmul(transposeLast(ds), qRows), 2), dv: dvPart, dm };
         });
-        if (step === null) return;
+        if (step === null) return missing();
         dq[i] = accumulate(dq[i], step.dq);
         dkj = accumulate(dkj, step.dk);
         dvj = accumulate(dvj, step.dv);
-        evaluate(dq[i] as Array, dkj, dvj);
+        const evaluated = [dq[i] as Array, dkj, dvj];
+        if (step.dm && maskRows === 1) {
+          dmj = accumulate(dmj, step.dm);
+          evaluated.push(dmj);
+        } else if (step.dm) {
+          dmRows.push(step.dm);
+          evaluated.push(step.dm);
+        }
+        evaluate(...evaluated);
       });
       dk.push(dkj ?? zeros([b, hk, k1 - k0, d], dtype));
       dv.push(dvj ?? zeros([b, hk, k1 - k0, dvDim], dtype));
+      if (maskWidth > 0) dmask.push(maskRows === 1 ? (dmj ?? noMask(0, 1)) : concatenate(dmRows, 2));
     });
     const dqBlocks = dq.map((x, i) => x ?? zeros([b, hk, g, qRanges[i][1] - qRanges[i][0], d], dtype));
     const dqAll = reshape(multiply(concatenate(dqBlocks, 3), scale), q.shape);
-    return { dq: dqAll, dk: concatenate(dk, 2), dv: concatenate(dv, 2) };
+    const grads: AttentionGradients = { dq: dqAll, dk: concatenate(dk, 2), dv: concatenate(dv, 2) };
+    if (hasAdditiveMask(inputs.mask))
+      grads.dmask = dmask.length ? userMaskAdjoint(concatenate(dmask, 3), inputs.mask) : zeros(inputs.mask.shape, inputs.mask.dtype);
+    return grads;
   });
 }

@@ -69,6 +69,80 @@ describe('attentionVjp against central finite differences (float64, CPU)', () =>
   });
 });
 
+describe('the additive mask gradient against central finite differences (float64, CPU)', () => {
+  const configs: [string, { b: number; sq: number; sk: number; hq: number; hk: number }, (sq: number, sk: number) => AttentionOptions][] = [
+    [
+      'per head, narrower than sk, −∞ and an empty row, softcap, causal offset 1, GQA 4/2',
+      { b: 1, sq: 4, sk: 5, hq: 4, hk: 2 },
+      (sq, sk) => ({
+        mask: mx.add(maskWithEmptyRow(sq, sk - 1, 'float64'), randn([1, 4, sq, sk - 1], 'float64')),
+        softcap: 1.5,
+        causal: true,
+        causalOffset: 1,
+        scale: 0.7,
+      }),
+    ],
+    [
+      'rank 2 [sq, sk], broadcast over batch and heads',
+      { b: 2, sq: 3, sk: 4, hq: 2, hk: 1 },
+      (sq, sk) => ({ mask: randn([sq, sk], 'float64') }),
+    ],
+    [
+      'a key bias [b, 1, 1, sk], broadcast over heads and queries',
+      { b: 2, sq: 5, sk: 4, hq: 2, hk: 2 },
+      (_sq, sk) => ({ mask: randn([2, 1, 1, sk], 'float64') }),
+    ],
+  ];
+  it.each(configs)('%s', (_name, { b, sq, sk, hq, hk }, makeOptions) => {
+    onCpu(() => {
+      const d = 4;
+      const q = randn([b, hq, sq, d], 'float64');
+      const k = randn([b, hk, sk, d], 'float64');
+      const v = randn([b, hk, sk, 3], 'float64');
+      const options = makeOptions(sq, sk);
+      const mask = options.mask as mx.Array;
+      const gradOut = randn([b, hq, sq, 3], 'float64');
+      const forward = (a: mx.Array, c: mx.Array, e: mx.Array, m: mx.Array) => scaledDotProductAttention(a, c, e, { ...options, mask: m });
+      const [fd] = finiteDifferenceVjp(forward, [q, k, v, mask], gradOut, { wrt: [3] });
+      expect(maxAbs(fd)).toBeGreaterThan(1e-3);
+      const out = forward(q, k, v, mask);
+      for (const s of strategies) {
+        const g = attentionVjp({ q, k, v, out, gradOut, mask }, options, s.run);
+        expect(g.dmask?.shape, s.name).toEqual(mask.shape);
+        expect(relativeError(g.dmask as mx.Array, fd), `${s.name} dmask`).toBeLessThan(1e-7);
+        // Through the registered custom VJP.
+        const [, grads] = mx.vjp((a, c, e, m) => forward(a, c, e, m), [q, k, v, mask], [gradOut]);
+        expect(relativeError(grads[3], fd), `registered ${s.name}`).toBeLessThan(1e-7);
+        const [, viaStrategy] = mx.vjp(
+          (a, c, e, m) => scaledDotProductAttention(a, c, e, { ...options, mask: m, vjp: { strategy: s.run.strategy } }),
+          [q, k, v, mask],
+          [gradOut],
+        );
+        expect(relativeError(viaStrategy[3], fd), `registered ${s.name} (told)`).toBeLessThan(1e-7);
+      }
+    });
+  });
+
+  it('a float32 mask of float64 attention gets a float32 gradient; a boolean mask gets none', () => {
+    onCpu(() => {
+      const q = randn([1, 2, 3, 4], 'float64');
+      const k = randn([1, 2, 4, 4], 'float64');
+      const v = randn([1, 2, 4, 4], 'float64');
+      const gradOut = randn([1, 2, 3, 4], 'float64');
+      const mask32 = randn([3, 4], 'float32');
+      const mask64 = mx.astype(mask32, 'float64');
+      for (const s of strategies) {
+        const g32 = attentionVjp({ q, k, v, gradOut, mask: mask32 }, {}, s.run);
+        const g64 = attentionVjp({ q, k, v, gradOut, mask: mask64 }, {}, s.run);
+        expect(g32.dmask?.dtype, s.name).toBe('float32');
+        expect(relativeError(g32.dmask as mx.Array, g64.dmask as mx.Array), s.name).toBeLessThan(1e-6);
+        const none = attentionVjp({ q, k, v, gradOut, mask: mx.greater(mask32, 0) }, {}, s.run);
+        expect(none.dmask, s.name).toBeUndefined();
+      }
+    });
+  });
+});
+
 describe('attentionVjp strategies agree (float32, rel. error ≤ 1e-5)', () => {
   const grid: { hq: number; hk: number; mask: string; causal: string; sq: number; sk: number; softcap: number }[] = [];
   for (const [hq, hk] of [
@@ -121,6 +195,8 @@ describe('attentionVjp strategies agree (float32, rel. error ≤ 1e-5)', () => {
           expect(relativeError(g.dq, reference.dq), `${name} dq ${label}`).toBeLessThan(1e-5);
           expect(relativeError(g.dk, reference.dk), `${name} dk ${label}`).toBeLessThan(1e-5);
           expect(relativeError(g.dv, reference.dv), `${name} dv ${label}`).toBeLessThan(1e-5);
+          if (reference.dmask) expect(relativeError(g.dmask as mx.Array, reference.dmask), `${name} dmask ${label}`).toBeLessThan(1e-5);
+          else expect(g.dmask, `${name} dmask ${label}`).toBeUndefined();
         }
       });
     }

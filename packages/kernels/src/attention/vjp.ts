@@ -2,7 +2,7 @@
 // from a workspace budget unless told: dense (probabilities materialised once), tiled (blocks of
 // queries and keys within the budget), or autodiff (MLX's own VJP of the composite forward).
 import { dispose, vjp } from '@mlx/core';
-import { AttentionVjpBudget, type AttentionBlockSizes } from './budget.js';
+import { AttentionVjpBudget, maskGradientElements, type AttentionBlockSizes } from './budget.js';
 import {
   attentionConfig,
   attentionShape,
@@ -12,7 +12,7 @@ import {
   type AttentionVjpStrategy,
 } from './config.js';
 import { attentionComposite } from './forward.js';
-import { attentionVjpDense } from './vjp-dense.js';
+import { attentionVjpDense, hasAdditiveMask } from './vjp-dense.js';
 import { attentionVjpTiled } from './vjp-tiled.js';
 import type { AttentionGradients, AttentionVjpInputs } from './vjp-types.js';
 
@@ -31,6 +31,15 @@ export type AttentionVjpConfig = Pick<AttentionOptions, 'scale' | 'causal' | 'ca
 /** MLX's own VJP of the composite forward: the reference the other strategies are tested against. */
 export function attentionVjpAutodiff(inputs: AttentionVjpInputs, config: AttentionConfig): AttentionGradients {
   const mask = inputs.mask ?? null;
+  if (hasAdditiveMask(mask)) {
+    const [outs, [dq, dk, dv, dmask]] = vjp(
+      (q, k, v, m) => attentionComposite(q, k, v, m, config),
+      [inputs.q, inputs.k, inputs.v, mask],
+      [inputs.gradOut],
+    );
+    dispose(outs);
+    return { dq, dk, dv, dmask };
+  }
   const [outs, [dq, dk, dv]] = vjp(
     (q, k, v) => attentionComposite(q, k, v, mask, config),
     [inputs.q, inputs.k, inputs.v],
@@ -52,6 +61,7 @@ export function strategyFor(
     run.workspaceBytes ?? DEFAULT_WORKSPACE_BYTES,
     attentionShape(inputs.q, inputs.k, inputs.v),
     config,
+    maskGradientElements(inputs.mask),
   );
   return budget.strategy;
 }
@@ -75,14 +85,17 @@ export function attentionVjpResolved(
   if (strategy === 'autodiff') return attentionVjpAutodiff(inputs, config);
   if (strategy === 'dense') return attentionVjpDense(inputs, config);
   const shape = attentionShape(inputs.q, inputs.k, inputs.v);
-  const blocks = run.blocks ?? new AttentionVjpBudget(run.workspaceBytes ?? DEFAULT_WORKSPACE_BYTES, shape, config).tiledBlocks();
+  const blocks =
+    run.blocks ??
+    new AttentionVjpBudget(run.workspaceBytes ?? DEFAULT_WORKSPACE_BYTES, shape, config, maskGradientElements(inputs.mask)).tiledBlocks();
   return attentionVjpTiled(inputs, config, blocks);
 }
 
 /**
  * The pullback of scaledDotProductAttention: given the forward's inputs, its output (optional)
- * and the output's cotangent, returns { dq, dk, dv } (the mask is a constant: no cotangent).
- * Only the three gradients escape; every intermediate is released as soon as it is consumed.
+ * and the output's cotangent, returns { dq, dk, dv }, and dmask for an additive (float) mask (a
+ * boolean mask has no cotangent). Only the gradients escape; every intermediate is released as
+ * soon as it is consumed.
  */
 export function attentionVjp(
   inputs: AttentionVjpInputs,

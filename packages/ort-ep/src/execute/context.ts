@@ -1,6 +1,7 @@
 // The OpContext of a planned node. One object per node and program, made once and pointed at the
 // run's Env each time the node runs, so a run allocates nothing per node for its context.
 import * as mx from '@mlx/core';
+import type { AttentionVjpOptions } from '@mlx/kernels';
 import type { GraphIR, HostTensor, NodeIR } from '../onnx/index.js';
 import type { PlannedNode } from '../plan/graph-plan.js';
 import type { Attrs } from '../registry/attrs.js';
@@ -181,6 +182,9 @@ export class NodeContext implements OpContext {
   }
   get modelName(): string {
     return this.env.run.modelName;
+  }
+  get attentionVjp(): AttentionVjpOptions | undefined {
+    return this.env.run.attentionVjp;
   }
   canPause(): boolean {
     const run = this.env.run;

@@ -2,6 +2,7 @@
 // values, then a compiled signature's static values, then its plan's constants, then the enclosing
 // graph's.
 import type * as mx from '@mlx/core';
+import type { AttentionVjpOptions } from '@mlx/kernels';
 import type { GraphPlan } from '../plan/graph-plan.js';
 import type { ConstantStore } from '../runtime/uploads.js';
 import { RunUploads } from '../runtime/uploads.js';
@@ -87,6 +88,11 @@ export class RunState {
   autocast?: 'float16' | 'bfloat16';
   /** With autocast 'float16': float32 to float16, saturating at its largest finite value (grad.ts). */
   toFloat16?: mx.CompiledFunction;
+  /**
+   * The backward pass of attention nodes while differentiating (valueAndGrad and trainStep's
+   * `attention`): handed to @mlx/kernels' scaledDotProductAttention as its `vjp` option.
+   */
+  attentionVjp?: AttentionVjpOptions;
   /** Set while mx.compile traces a segment (signature.ts): tracers, not data. */
   tracing = false;
   /** What a long-running node (Loop, Scan) stored when it paused (OpContext.pause), by its context. */

@@ -125,15 +125,8 @@ function attention(ctx: OpContext<AttentionParams>): OpResult[] {
   const lengths = ctx.opset >= 24 ? ctx.optional(6) : undefined;
   if (lengths) mask = combineMasks(mask, lengthMask(lengths, k.shape[2]), q.dtype);
   const kernelMask = mask && mask.dtype !== 'bool' ? mx.astype(mask, q.dtype) : mask;
-  let y: mx.Array;
-  if (mx.differentiating() && kernelMask && kernelMask.dtype !== 'bool') {
-    // The kernel's VJP holds the mask constant; an additive mask is an input a caller may
-    // differentiate (a learned bias): while differentiating, the attention is composed of the
-    // scores, their softmax (rows with no visible key give zeros, as the kernel's) and V.
-    const probs = qkOutput(q, k, kernelMask, scale, softcap, causal ? past : undefined, 3);
-    const group = q.shape[1] / v.shape[1];
-    y = mx.matmul(mx.where(mx.isnan(probs), mx.scalar(0, probs.dtype), probs), group > 1 ? mx.repeat(v, group, 1) : v);
-  } else y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: kernelMask });
+  // Differentiated, the kernel's VJP gives an additive mask its gradient (a learned bias).
+  let y = scaledDotProductAttention(q, k, v, { scale, softcap, causal, causalOffset: past, mask: kernelMask, vjp: ctx.attentionVjp });
   if (threeD) y = fromHeads(y);
   const outs: OpResult[] = [y, k, v];
   if (ctx.wants(3)) outs.push(qkOutput(q, k, mask, scale, softcap, causal ? past : undefined, p.qkMode));

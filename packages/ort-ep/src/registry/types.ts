@@ -1,6 +1,7 @@
 // The op registry's vocabulary. One OpEntry per (domain, op type, opset range) answers both
 // questions the planner asks: can you take this node (yes, or why not) and translate it.
 import type * as mx from '@mlx/core';
+import type { AttentionVjpOptions } from '@mlx/kernels';
 import type { GraphIR, HostTensor, NodeIR } from '../onnx/index.js';
 import type { Value } from '../runtime/value.js';
 import type { Attrs } from './attrs.js';
@@ -78,6 +79,12 @@ export interface OpContext<P = unknown> extends CheckContext<P> {
    * reads the inputs itself (input(i)); it must not depend on anything else.
    */
   prepared<T>(inputs: readonly number[], tag: string, make: () => T): T;
+  /**
+   * While the run is differentiated (valueAndGrad, trainStep): the backward pass that attention
+   * nodes ask of @mlx/kernels (its workspace budget and strategy), as scaledDotProductAttention's
+   * `vjp` option; undefined otherwise (the kernels' defaults).
+   */
+  readonly attentionVjp?: AttentionVjpOptions;
   /** Names the node for error messages. */
   readonly where: string;
   /** The model's name, for errors that name the model and the node (ResourceLimitError). */

@@ -116,7 +116,7 @@ function attention(ctx: OpContext<AttentionParams>): OpResult[] {
   const relativeBias = ctx.optional(5);
   if (relativeBias) mask = mask ? mx.add(mask, relativeBias) : relativeBias;
   const scale = p.scale ?? 1 / Math.sqrt(sizes[0] / N);
-  const y = scaledDotProductAttention(q, keys, values, { scale, mask });
+  const y = scaledDotProductAttention(q, keys, values, { scale, mask, vjp: ctx.attentionVjp });
   const out: OpResult[] = [fromHeads(y)];
   if (ctx.wants(1)) out.push(mx.stack([keys, values], 0));
   return out;
@@ -574,6 +574,7 @@ function gqaSharedStep(
     mask,
     softcap: p.softcap,
     rowsNeverEmpty: !attentionBias,
+    vjp: ctx.attentionVjp,
   });
   return [fromHeads(y), presentK, presentV];
 }
@@ -759,7 +760,13 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   // hide them all from a padded row, or a bias masks them: without either the attention skips
   // zeroing empty rows (a reduction and two selects per layer).
   const windowed = p.causal && p.localWindow > 0 && p.localWindow < total;
-  const y = scaledDotProductAttention(q, keys, values, { scale, mask, softcap: p.softcap, rowsNeverEmpty: !attentionBias && !windowed });
+  const y = scaledDotProductAttention(q, keys, values, {
+    scale,
+    mask,
+    softcap: p.softcap,
+    rowsNeverEmpty: !attentionBias && !windowed,
+    vjp: ctx.attentionVjp,
+  });
   return [fromHeads(y), presentK, presentV, ctx.wants(3) ? gqaScores(q, keys, visible, attentionBias, scale, p) : undefined];
 }
 
@@ -800,7 +807,7 @@ function gqaSlidingStep(ctx: OpContext<GqaParams>, q: mx.Array, k: mx.Array, v: 
   if (sink && sink.size !== N) throw new RangeError(`${ctx.where}: head_sink has ${sink.size} values for ${N} heads`);
   const y = sink
     ? sinkAttention(q, keys.all, values.all, sink, layout.visible, undefined, scale, p.softcap)
-    : scaledDotProductAttention(q, keys.all, values.all, { scale, mask: layout.visible, softcap: p.softcap });
+    : scaledDotProductAttention(q, keys.all, values.all, { scale, mask: layout.visible, softcap: p.softcap, vjp: ctx.attentionVjp });
   return [fromHeads(y), keys.present, values.present];
 }
 

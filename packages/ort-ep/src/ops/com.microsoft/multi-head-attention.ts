@@ -103,7 +103,7 @@ function mha(ctx: OpContext<MhaParams>): OpResult[] {
   }
   const attentionBias = ctx.optional(5);
   if (attentionBias) mask = mask ? mx.add(mask, attentionBias) : attentionBias;
-  const y = scaledDotProductAttention(q, k, v, { scale: p.scale ?? 1 / Math.sqrt(H), mask });
+  const y = scaledDotProductAttention(q, k, v, { scale: p.scale ?? 1 / Math.sqrt(H), mask, vjp: ctx.attentionVjp });
   const out: OpResult[] = [fromHeads(y)];
   out.push(ctx.wants(1) ? k : undefined, ctx.wants(2) ? v : undefined);
   return out;
@@ -214,7 +214,7 @@ function packedMha(ctx: OpContext<MhaParams>): OpResult[] {
   let mask: mx.Array = attentionMask(lengths, B, S, S, p.maskFilterValue, q.dtype);
   const attentionBias = ctx.optional(6);
   if (attentionBias) mask = mx.add(mask, attentionBias);
-  const y = fromHeads(scaledDotProductAttention(q, k, v, { scale: p.scale ?? 1 / Math.sqrt(q.shape[3]), mask })); // [B, S, Dv]
+  const y = fromHeads(scaledDotProductAttention(q, k, v, { scale: p.scale ?? 1 / Math.sqrt(q.shape[3]), mask, vjp: ctx.attentionVjp })); // [B, S, Dv]
   const flat = mx.reshape(y, [B * S, y.shape[2]]);
   return [mx.take(flat, mx.slice(offsets, [0], [T], [1]), 0)];
 }

@@ -375,7 +375,7 @@ function run(ctx: OpContext<PagedParams>): OpResult[] {
     const mask = mx.Array.fromTypedArray(visible, [1, 1, qlen, L], 'bool');
     const y = sink
       ? sinkAttention(qb, keys, values, sink, mask, undefined, scale, p.softcap)
-      : scaledDotProductAttention(qb, keys, values, { scale, mask, softcap: p.softcap });
+      : scaledDotProductAttention(qb, keys, values, { scale, mask, softcap: p.softcap, vjp: ctx.attentionVjp });
     outs.push(mx.reshape(fromHeads(y), [qlen, N * Hv]));
   }
   const y = outs.length === 1 ? outs[0] : outs.length ? mx.concatenate(outs, 0) : mx.zeros([0, N * Hv], query.dtype);
