@@ -84,7 +84,7 @@ export interface OpContext<P = unknown> extends CheckContext<P> {
    * nodes ask of @mlx/kernels (its workspace budget and strategy), as scaledDotProductAttention's
    * `vjp` option; undefined otherwise (the kernels' defaults).
    */
-  readonly attentionVjp?: AttentionVjpOptions;
+  readonly attentionVjp?: AttentionVjpOptions | undefined;
   /** Names the node for error messages. */
   readonly where: string;
   /** The model's name, for errors that name the model and the node (ResourceLimitError). */
