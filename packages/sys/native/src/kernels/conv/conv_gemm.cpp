@@ -247,28 +247,11 @@ inline float clampf(float v, float lo, float hi) {
 
 void run_generic(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                  size_t task, size_t ntasks_n, float* buf) {
-  constexpr size_t MR = 4, NR = kPanel, KC = kDepthBlock, MC = kRowBlock;
-  const size_t M = s.rows(), K = s.depth(), O = s.o, P = s.panels(), GP = s.group_panels();
-  const size_t mb = task / ntasks_n, nb = task % ntasks_n;
-  const size_t m0 = mb * MC, m1 = std::min(M, m0 + MC), mc = m1 - m0;
-  const size_t per = (P + ntasks_n - 1) / ntasks_n, p0 = nb * per, p1 = std::min(P, p0 + per);
-  // Rows read in place only within one pass: with more K, rows a multiple of 4 KiB apart (K 1024,
-  // 2048) fall in the same L1 sets, so those are packed kDepthBlock wide like im2col rows.
-  const bool direct = s.ld || (s.direct() && K <= static_cast<size_t>(kDepthBlock));
-  const size_t ldx = s.ld ? s.ld : s.c;
-  // The task's panels group by group: each group's rows are its own channels.
-  for (size_t q0 = p0; q0 < p1;) {
-    const size_t gi = q0 / GP, q1 = std::min(p1, (gi + 1) * GP);
-    for (size_t k0 = 0; k0 < K; k0 += KC) {
-      const size_t kc = std::min(KC, K - k0);
-      const float* a = direct ? x + m0 * ldx + (s.ld ? 0 : gi * s.cg()) + k0 : buf;
-      const size_t lda = direct ? ldx : kc;
-      if (!direct) pack_rows(s, x, m0, mc, k0, kc, buf, gi);
-      const bool first = k0 == 0, last = k0 + kc >= K;
-      for (size_t p = q0; p < q1; p++) {
-        const float* b = wp + p * K * NR + k0 * NR;
-        size_t pg, col, ncols;
-        panel_columns(s, p, pg, col, ncols);
+  constexpr size_t MR = 4, NR = kPanel;
+  const size_t O = s.o;
+  walk_task(
+      s, x, wp, task, ntasks_n, buf,
+      [&](const float* a, size_t lda, size_t m0, size_t mc, size_t kc, bool first, bool last, const float* b, size_t col, size_t ncols) {
         for (size_t i = 0; i < mc; i += MR) {
           const size_t r = std::min(MR, mc - i);
           float acc[MR][NR] = {};
@@ -293,10 +276,7 @@ void run_generic(const Shape& s, const float* x, const float* wp, const float* b
             }
           }
         }
-      }
-    }
-    q0 = q1;
-  }
+      });
 }
 
 }  // namespace convgemm

@@ -73,6 +73,46 @@ inline void panel_columns(const Shape& s, size_t p, size_t& gi, size_t& col, siz
   col = gi * s.og() + pj * kPanel;
   ncols = std::min<size_t>(kPanel, s.og() - pj * kPanel);
 }
+/**
+ * The walk of one task that every build's run_* shares: the rows of block task / ntasks_n, the
+ * panels of share task % ntasks_n group by group (each group's rows are its own channels), K in
+ * passes of kDepthBlock. Rows are read in place only within one pass: with more K, rows a multiple
+ * of 4 KiB apart (K 1024, 2048) fall in the same L1 sets, so those are packed kDepthBlock wide
+ * like im2col rows (into buf). For each panel of each pass:
+ * panel(a, lda, m0, mc, kc, first, last, b, col, ncols): rows [m0, m0 + mc) at a (lda apart), the
+ * panel's pass b ([kc][kPanel]), its first output channel and channel count.
+ */
+template <class Panel>
+inline void walk_task(const Shape& s, const float* x, const float* wp, size_t task, size_t ntasks_n, float* buf, Panel&& panel) {
+  const size_t M = s.rows(), K = s.depth(), P = s.panels(), GP = s.group_panels();
+  const size_t mb = task / ntasks_n, nb = task % ntasks_n;
+  const size_t m0 = mb * kRowBlock, m1 = std::min<size_t>(M, m0 + kRowBlock), mc = m1 - m0;
+  const size_t per = (P + ntasks_n - 1) / ntasks_n, p0 = nb * per, p1 = std::min(P, p0 + per);
+  if (p0 >= p1) return;
+  const bool direct = s.ld || (s.direct() && K <= static_cast<size_t>(kDepthBlock));
+  const size_t ldx = s.ld ? s.ld : s.c;
+  for (size_t q0 = p0; q0 < p1;) {
+    const size_t gi = q0 / GP, q1 = std::min(p1, (gi + 1) * GP);
+    for (size_t k0 = 0; k0 < K; k0 += kDepthBlock) {
+      const size_t kc = std::min<size_t>(kDepthBlock, K - k0);
+      const float* a = buf;
+      size_t lda = kc;
+      if (direct) {
+        a = x + m0 * ldx + (s.ld ? 0 : gi * s.cg()) + k0;
+        lda = ldx;
+      } else {
+        pack_rows(s, x, m0, mc, k0, kc, buf, gi);
+      }
+      const bool first = k0 == 0, last = k0 + kc >= K;
+      for (size_t p = q0; p < q1; p++) {
+        size_t pg, col, ncols;
+        panel_columns(s, p, pg, col, ncols);
+        panel(a, lda, m0, mc, kc, first, last, wp + p * K * kPanel + k0 * kPanel, col, ncols);
+      }
+    }
+    q0 = q1;
+  }
+}
 /** One task: the rows of block task / ntasks_n, the panels of share task % ntasks_n; buf holds kRowBlock x kDepthBlock floats. */
 void run_avx512(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                 size_t task, size_t ntasks_n, float* buf);

@@ -19,8 +19,6 @@ namespace {
 
 constexpr int MR = 6;  // output positions per micro-tile (12 accumulators of the 16 registers)
 constexpr int NR = kPanel;
-constexpr int KC = kDepthBlock;
-constexpr int MC = kRowBlock;
 
 struct Tile {
   const float* bias;  // at the half panel's first channel, or null
@@ -110,47 +108,20 @@ constexpr auto MICRO = table(std::make_integer_sequence<int, MR>{});
 
 void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
               size_t task, size_t ntasks_n, float* buf) {
-  const size_t M = s.rows(), K = s.depth(), O = s.o, P = s.panels(), GP = s.group_panels();
-  const size_t mb = task / ntasks_n, nb = task % ntasks_n;
-  const size_t m0 = mb * MC, m1 = std::min(M, m0 + MC), mc = m1 - m0;
-  const size_t per = (P + ntasks_n - 1) / ntasks_n, p0 = nb * per, p1 = std::min(P, p0 + per);
-  if (p0 >= p1) return;
-  // As run_avx512: rows read in place only within one pass over K.
-  const bool direct = s.ld || (s.direct() && K <= static_cast<size_t>(kDepthBlock));
-  const size_t ldx = s.ld ? s.ld : s.c;
-  for (size_t q0 = p0; q0 < p1;) {
-    const size_t gi = q0 / GP, q1 = std::min(p1, (gi + 1) * GP);
-    for (size_t k0 = 0; k0 < K; k0 += KC) {
-      const size_t kc = std::min<size_t>(KC, K - k0);
-      const float* a;
-      size_t lda;
-      if (direct) {
-        a = x + m0 * ldx + (s.ld ? 0 : gi * s.cg()) + k0;
-        lda = ldx;
-      } else {
-        pack_rows(s, x, m0, mc, k0, kc, buf, gi);
-        a = buf;
-        lda = kc;
-      }
-      const bool first = k0 == 0, last = k0 + kc >= K;
-      for (size_t p = q0; p < q1; p++) {
-        const float* b = wp + p * K * NR + k0 * NR;
-        size_t pg, col, nc;
-        panel_columns(s, p, pg, col, nc);
-        for (size_t h = 0; h * 16 < nc; h++) {
-          const size_t hc = col + h * 16;
-          const int ncols = static_cast<int>(std::min<size_t>(16, nc - h * 16));
-          for (size_t i = 0; i < mc; i += MR) {
-            const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
-            const size_t row = m0 + i;
-            Tile t{bias ? bias + hc : nullptr, res ? res + row * O + hc : nullptr, O, lo, hi};
-            MICRO[r - 1](kc, a + i * lda, lda, b + h * 16, y + row * O + hc, O, ncols, first, last, t);
-          }
-        }
-      }
-    }
-    q0 = q1;
-  }
+  const size_t O = s.o;
+  walk_task(s, x, wp, task, ntasks_n, buf,
+            [&](const float* a, size_t lda, size_t m0, size_t mc, size_t kc, bool first, bool last, const float* b, size_t col, size_t nc) {
+              for (size_t h = 0; h * 16 < nc; h++) {
+                const size_t hc = col + h * 16;
+                const int ncols = static_cast<int>(std::min<size_t>(16, nc - h * 16));
+                for (size_t i = 0; i < mc; i += MR) {
+                  const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
+                  const size_t row = m0 + i;
+                  Tile t{bias ? bias + hc : nullptr, res ? res + row * O + hc : nullptr, O, lo, hi};
+                  MICRO[r - 1](kc, a + i * lda, lda, b + h * 16, y + row * O + hc, O, ncols, first, last, t);
+                }
+              }
+            });
 }
 
 }  // namespace mlxc::cpu::convgemm

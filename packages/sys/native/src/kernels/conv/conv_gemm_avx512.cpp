@@ -15,8 +15,6 @@ namespace {
 
 constexpr int MR = 12;  // output positions per micro-tile (24 accumulators of the 32 registers)
 constexpr int NR = kPanel;
-constexpr int KC = kDepthBlock;
-constexpr int MC = kRowBlock;
 
 struct Tile {
   const float* bias;  // at the panel's first channel, or null
@@ -103,46 +101,17 @@ constexpr auto MICRO_HALF = table<true>(std::make_integer_sequence<int, MR>{});
 
 void run_avx512(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                 size_t task, size_t ntasks_n, float* buf) {
-  const size_t M = s.rows(), K = s.depth(), O = s.o, P = s.panels(), GP = s.group_panels();
-  const size_t mb = task / ntasks_n, nb = task % ntasks_n;
-  const size_t m0 = mb * MC, m1 = std::min(M, m0 + MC), mc = m1 - m0;
-  const size_t per = (P + ntasks_n - 1) / ntasks_n, p0 = nb * per, p1 = std::min(P, p0 + per);
-  if (p0 >= p1) return;
-  // Rows read in place only within one pass: with more K, rows a multiple of 4 KiB apart (K 1024,
-  // 2048) fall in the same L1 sets, so those are packed kDepthBlock wide like im2col rows.
-  const bool direct = s.ld || (s.direct() && K <= static_cast<size_t>(kDepthBlock));
-  const size_t ldx = s.ld ? s.ld : s.c;
-  // The task's panels group by group: each group's rows are its own channels.
-  for (size_t q0 = p0; q0 < p1;) {
-    const size_t gi = q0 / GP, q1 = std::min(p1, (gi + 1) * GP);
-    for (size_t k0 = 0; k0 < K; k0 += KC) {
-      const size_t kc = std::min<size_t>(KC, K - k0);
-      const float* a;
-      size_t lda;
-      if (direct) {
-        a = x + m0 * ldx + (s.ld ? 0 : gi * s.cg()) + k0;
-        lda = ldx;
-      } else {
-        pack_rows(s, x, m0, mc, k0, kc, buf, gi);
-        a = buf;
-        lda = kc;
-      }
-      const bool first = k0 == 0, last = k0 + kc >= K;
-      for (size_t p = q0; p < q1; p++) {
-        const float* b = wp + p * K * NR + k0 * NR;
-        size_t pg, col, nc;
-        panel_columns(s, p, pg, col, nc);
-        const int ncols = static_cast<int>(nc);
-        for (size_t i = 0; i < mc; i += MR) {
-          const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
-          const size_t row = m0 + i;
-          Tile t{bias ? bias + col : nullptr, res ? res + row * O + col : nullptr, O, lo, hi};
-          (ncols <= 16 ? MICRO_HALF : MICRO)[r - 1](kc, a + i * lda, lda, b, y + row * O + col, O, ncols, first, last, t);
-        }
-      }
-    }
-    q0 = q1;
-  }
+  const size_t O = s.o;
+  walk_task(s, x, wp, task, ntasks_n, buf,
+            [&](const float* a, size_t lda, size_t m0, size_t mc, size_t kc, bool first, bool last, const float* b, size_t col, size_t nc) {
+              const int ncols = static_cast<int>(nc);
+              for (size_t i = 0; i < mc; i += MR) {
+                const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
+                const size_t row = m0 + i;
+                Tile t{bias ? bias + col : nullptr, res ? res + row * O + col : nullptr, O, lo, hi};
+                (ncols <= 16 ? MICRO_HALF : MICRO)[r - 1](kc, a + i * lda, lda, b, y + row * O + col, O, ncols, first, last, t);
+              }
+            });
 }
 
 }  // namespace mlxc::cpu::convgemm
