@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { OrtMlxError } from '../../src/errors.js';
 import { generate, transferStats } from '../../src/index.js';
 import { deviceToken } from '../../src/sampler-device.js';
+import { chi999, chiSquare } from '../helpers/chi-square.js';
 import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
 
@@ -37,32 +38,6 @@ function reference(logits: ArrayLike<number>, s: Settings): Float64Array {
   for (let j = 0; j < keep; j++) p[top[j]] = w[j] / total;
   return p;
 }
-
-/** Pearson's chi-square of counts against probabilities, bins of expected count < 5 pooled. */
-function chiSquare(counts: ArrayLike<number>, p: ArrayLike<number>, n: number): { stat: number; df: number } {
-  let stat = 0;
-  let df = -1;
-  let poolO = 0;
-  let poolE = 0;
-  for (let i = 0; i < p.length; i++) {
-    const e = p[i] * n;
-    if (e < 5) {
-      poolO += counts[i];
-      poolE += e;
-      continue;
-    }
-    stat += (counts[i] - e) ** 2 / e;
-    df++;
-  }
-  if (poolE > 0 || poolO > 0) {
-    stat += (poolO - poolE) ** 2 / Math.max(poolE, 1e-9);
-    df++;
-  }
-  return { stat, df };
-}
-
-/** Chi-square's 0.999 quantile (Wilson-Hilferty). */
-const chi999 = (df: number) => df * (1 - 2 / (9 * df) + 3.09 * Math.sqrt(2 / (9 * df))) ** 3;
 
 /** A seeded generator (xorshift32) of floats in [0, 1), for the test's logits. */
 function rng(seed: number): () => number {

@@ -8,6 +8,7 @@ import { OrtMlxError } from '../../src/errors.js';
 import { seeded } from '../../src/generate.js';
 import { pickToken, samplingDistribution } from '../../src/internal.js';
 import { expNeg } from '../../src/sampler.js';
+import { chi999, chiSquare } from '../helpers/chi-square.js';
 
 type Settings = { temperature?: number; topK?: number; topP?: number };
 
@@ -75,33 +76,6 @@ function logitsOf(kind: string, V: number, r: () => number): Float32Array {
       throw new Error(kind);
   }
 }
-
-/** Pearson's chi-square of counts against probabilities, bins of expected count < 5 pooled. */
-function chiSquare(counts: ArrayLike<number>, p: ArrayLike<number>, n: number): { stat: number; df: number } {
-  let stat = 0;
-  let df = -1;
-  let poolO = 0;
-  let poolE = 0;
-  for (let i = 0; i < p.length; i++) {
-    const e = p[i] * n;
-    if (e < 5) {
-      poolO += counts[i];
-      poolE += e;
-      continue;
-    }
-    stat += (counts[i] - e) ** 2 / e;
-    df++;
-  }
-  if (poolE > 0 || poolO > 0) {
-    // A count where the reference expects (almost) nothing makes the statistic large.
-    stat += (poolO - poolE) ** 2 / Math.max(poolE, 1e-9);
-    df++;
-  }
-  return { stat, df };
-}
-
-/** Chi-square's 0.999 quantile (Wilson-Hilferty). */
-const chi999 = (df: number) => df * (1 - 2 / (9 * df) + 3.09 * Math.sqrt(2 / (9 * df))) ** 3;
 
 const MODES: Settings[] = [
   { temperature: 0.7 },
