@@ -33,6 +33,22 @@ export function cpuKernelsUseAvx512(): boolean {
 }
 
 /**
+ * A [k, n] matrix in host memory -> its transpose [n, k], on the native library's threads (a
+ * constant weight stored transposed once, without building MLX arrays). Float32Array for 4-byte
+ * elements, Uint16Array for 2-byte ones (float16 and bfloat16 bits); `w` holds at least `k * n`.
+ */
+export function transposeHost<T extends Float32Array | Uint16Array>(w: T, k: number, n: number): T {
+  if (!(w instanceof Float32Array) && !(w instanceof Uint16Array))
+    throw new TypeError('transposeHost: w must be a Float32Array or a Uint16Array');
+  if (!Number.isSafeInteger(k) || !Number.isSafeInteger(n) || k < 1 || n < 1)
+    throw new RangeError(`transposeHost: k and n must be integers of at least 1, got ${k} and ${n}`);
+  if (w.length < k * n) throw new RangeError(`transposeHost: w holds ${w.length} elements, fewer than k * n = ${k * n}`);
+  const out = (w instanceof Float32Array ? new Float32Array(k * n) : new Uint16Array(k * n)) as T;
+  check(fn.mlxc_transpose_host(out, w, k, n, w.BYTES_PER_ELEMENT), 'mlxc_transpose_host');
+  return out;
+}
+
+/**
  * A float32 `[k, n]` matrix in host memory packed into `ext.denseGemm`'s panels, `[ceil(n / 32), k,
  * 32]` with zeros past `n` (what `ext.densePackWeight` makes of it as an array), by the library on
  * the kernels' threads: the layout a constant weight is packed into once, without building MLX

@@ -5,6 +5,35 @@ import { denseGemmSuite } from '../test/dense-gemm-cases.js';
 
 denseGemmSuite('widest');
 
+describe('transposeHost (host memory)', () => {
+  it('transposes 4- and 2-byte elements, from a view at an offset, over tile edges', () => {
+    for (const [k, n] of [
+      [1, 1],
+      [1, 70],
+      [33, 1],
+      [65, 97],
+      [300, 40],
+    ]) {
+      const backing = Float32Array.from({ length: k * n + 5 }, (_, i) => Math.sin(i * 0.37) * 10);
+      const w = backing.subarray(3, 3 + k * n);
+      const got = mx.transposeHost(w, k, n);
+      expect(got).toBeInstanceOf(Float32Array);
+      expect(got.length).toBe(k * n);
+      for (let r = 0; r < k; r++) for (let c = 0; c < n; c++) expect(got[c * k + r], `${k}x${n} [${r}, ${c}]`).toBe(w[r * n + c]);
+      const h = Uint16Array.from({ length: k * n }, (_, i) => (i * 7919) & 0xffff);
+      const ht = mx.transposeHost(h, k, n);
+      expect(ht).toBeInstanceOf(Uint16Array);
+      for (let r = 0; r < k; r++) for (let c = 0; c < n; c++) expect(ht[c * k + r]).toBe(h[r * n + c]);
+    }
+  });
+
+  it('refuses sizes the data does not hold and other element types', () => {
+    expect(() => mx.transposeHost(new Float32Array(5), 2, 3)).toThrow(/holds 5 elements, fewer than k \* n = 6/);
+    expect(() => mx.transposeHost(new Uint16Array(5), 0, 3)).toThrow(/integers of at least 1/);
+    expect(() => mx.transposeHost(new Int32Array(6) as never, 2, 3)).toThrow(/Float32Array or a Uint16Array/);
+  });
+});
+
 describe('packDensePanels (host memory)', () => {
   it('packs as densePackWeight does, from a view at an offset, with zeros past n', () => {
     for (const [k, n] of [

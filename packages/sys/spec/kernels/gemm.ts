@@ -24,6 +24,10 @@ export const gemm: FnSpec[] = [
     'int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n)',
     'dense_pack_weight on host memory, threaded: src float32 [k, n] -> dst float32 [ceil(n / 32), k, 32], zeros past n (the caller owns both buffers and their sizes)',
   ),
+  manual(
+    'int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size)',
+    'a [k, n] matrix of 2- or 4-byte elements on host memory -> its transpose [n, k] in dst, threaded, in cache-sized tiles (a constant weight stored transposed once; the caller owns both buffers and their sizes)',
+  ),
   op(
     'int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias /* may be null */, const mlx_stream s)',
     'mlxc::cpu::dense_gemm($x, $w_packed, $n, $bias, $s)',

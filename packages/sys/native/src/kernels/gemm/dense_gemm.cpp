@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -227,6 +228,37 @@ void dense_pack_host(float* dst, const float* src, size_t k, size_t n) {
   });
 }
 
+namespace {
+
+template <typename T>
+void transpose_tiles(T* dst, const T* src, size_t k, size_t n) {
+  constexpr size_t B = 32;  // a 32 x 32 tile of either side stays in L1
+  // Tasks are bands of 32 rows of dst (columns of src): each writes its own rows front to back.
+  parallel_for((n + B - 1) / B, 1, [=](size_t b0, size_t b1) {
+    for (size_t c0 = b0 * B; c0 < std::min(n, b1 * B); c0 += B) {
+      const size_t c1 = std::min(n, c0 + B);
+      for (size_t r0 = 0; r0 < k; r0 += B) {
+        const size_t r1 = std::min(k, r0 + B);
+        for (size_t c = c0; c < c1; c++) {
+          T* out = dst + c * k;
+          for (size_t r = r0; r < r1; r++) out[r] = src[r * n + c];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size) {
+  if (elem_size == 4)
+    transpose_tiles(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), k, n);
+  else if (elem_size == 2)
+    transpose_tiles(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), k, n);
+  else
+    throw std::invalid_argument("transpose_host: elem_size must be 2 or 4, got " + std::to_string(elem_size));
+}
+
 array dense_pack_weight(const array& w, mx::Stream s) {
   if (w.ndim() != 2) throw std::invalid_argument("dense_pack_weight: w must be a [K, N] matrix, got rank " + std::to_string(w.ndim()));
   const int K = w.shape(0), N = w.shape(1), P = (N + static_cast<int>(NR) - 1) / static_cast<int>(NR);
@@ -261,6 +293,20 @@ array dense_gemm(const array& x, const array& wp, int n, const std::optional<arr
 }
 
 }  // namespace mlxc::cpu
+
+extern "C" int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size) {
+  if (!dst || !src) {
+    mlxc::raise("mlxc_transpose_host: dst and src must not be null");
+    return 1;
+  }
+  try {
+    mlxc::cpu::transpose_host(dst, src, k, n, elem_size);
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  }
+  return 0;
+}
 
 extern "C" int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n) {
   if (!dst || !src) {

@@ -25,6 +25,8 @@ mx::array dense_pack_weight(const mx::array& w, mx::Stream s);
 
 /** dense_pack_weight of a float32 [k, n] matrix in host memory into dst ([ceil(n / 32), k, 32] floats), on the kernel pool's threads. */
 void dense_pack_host(float* dst, const float* src, size_t k, size_t n);
+/** src [k, n] -> dst [n, k], elements of elem_size bytes (2 or 4), threaded over tiles of rows of dst. */
+void transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size);
 
 /** x [..., K] @ w + bias, with wp = dense_pack_weight(w) of a [K, n] weight and bias [n] (or none): [..., n]. */
 mx::array dense_gemm(const mx::array& x, const mx::array& wp, int n, const std::optional<mx::array>& bias, mx::Stream s);
