@@ -139,6 +139,7 @@ export const DERIVING_REWRITES = [
   'gemm',
   'sibling-matmul',
   'pack-matmul',
+  'transpose-matmul',
   'conv-batch-norm',
   'channels-last',
 ];

@@ -271,6 +271,7 @@ export class MlxSession {
       rewrites: options.graphRewrites,
       rewriteTarget: {
         packDense: (options.device ?? mx.defaultDevice().type) === 'cpu' && (mx.cpuKernelsUseAvx512() || mx.cpuKernelsUseAvx2()),
+        transposeWeights: (options.device ?? mx.defaultDevice().type) === 'gpu',
       },
       freeDimensionOverrides: options.freeDimensionOverrides,
     });

@@ -28,6 +28,19 @@ function matMulAdd(ctx: OpContext<undefined>): mx.Array {
   return mx.ext.smallMatmul(ctx.input(0), ctx.input(1), ctx.input(2));
 }
 
+/**
+ * x @ W (+ b) with W stored transposed ([N, K]) and read as a transposed view. A product of one row
+ * keeps MLX's plain product (its matrix-vector kernel on CUDA) and adds the bias after it; more rows
+ * go through addmm, the bias in the product's epilogue.
+ */
+function matMulTransposed(ctx: OpContext<undefined>): mx.Array {
+  const x = ctx.input(0);
+  const w = mx.swapaxes(ctx.input(1), 0, 1);
+  if (!ctx.has(2)) return mx.matmul(x, w);
+  const rows = x.shape.slice(0, -1).reduce((a, d) => a * d, 1);
+  return rows === 1 ? mx.add(mx.matmul(x, w), ctx.input(2)) : mx.ext.smallMatmul(x, w, ctx.input(2));
+}
+
 interface ConvEpilogueParams extends ConvParams {
   lo: number;
   hi: number;
@@ -273,6 +286,12 @@ export const mlxFusedOps: OpEntry[] = [
     (a) => a.int('n'),
     (ctx) => mx.ext.denseGemm(ctx.input(0), ctx.input(1), ctx.params, ctx.optional(2) ?? null),
     'MatMul (+ bias) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count (CPU, AVX-512)',
+  ),
+  entry(
+    'MatMulTransposed',
+    () => undefined,
+    matMulTransposed,
+    'MatMul (+ bias) by a constant matrix stored transposed once, [N, K], read as a transposed view: the layout MLX reads for a one-row product (GPU sessions)',
   ),
   entry(
     'Attention',

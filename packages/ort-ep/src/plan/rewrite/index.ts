@@ -21,6 +21,7 @@ import { layerNormRewrite, rmsNormRewrite } from './norms.js';
 import { powRewrite } from './pow.js';
 import { siblingMatmulRewrite } from './sibling-matmul.js';
 import { packMatmulRewrite } from './pack-matmul.js';
+import { transposeMatmulRewrite } from './transpose-matmul.js';
 import { GraphView, type RewriteTarget } from './view.js';
 
 export type { RewriteTarget } from './view.js';
@@ -41,6 +42,8 @@ export const REWRITES = {
   'sibling-matmul': siblingMatmulRewrite,
   // After matmul-add, gemm and sibling-matmul: it packs the weights of their products too.
   'pack-matmul': packMatmulRewrite,
+  // Beside pack-matmul (that one on CPU sessions, this one on GPU ones): the same products.
+  'transpose-matmul': transposeMatmulRewrite,
   // Before conv-epilogue: the folded Conv is what it fuses with the activation after the norm.
   'conv-batch-norm': convBatchNormRewrite,
   'conv-epilogue': convEpilogueRewrite,

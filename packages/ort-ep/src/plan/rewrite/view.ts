@@ -10,6 +10,8 @@ const FLOAT_TYPES = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, O
 export interface RewriteTarget {
   /** @mlx/sys's packed-weight product runs natively: a CPU session on a CPU with AVX-512 or AVX2+FMA. */
   packDense?: boolean;
+  /** Constant matrices of products are stored transposed (MLX's CUDA matrix-vector kernel reads them so): a GPU session. */
+  transposeWeights?: boolean;
 }
 
 export class GraphView {
