@@ -52,6 +52,14 @@ const parseGemm = (attrs: Attrs): GemmParams => ({
 
 function gemm(ctx: OpContext<GemmParams>): mx.Array {
   const { transA, transB, alpha, beta } = ctx.params;
+  // A and B are matrices (onnxruntime's shape inference refuses other ranks): never broadcast.
+  for (const [i, name] of [
+    [0, 'A'],
+    [1, 'B'],
+  ] as const) {
+    const r = ctx.shape(i).length;
+    if (r !== 2) throw new RangeError(`Gemm: input ${name} must have rank 2, got rank ${r}`);
+  }
   let a = ctx.input(0);
   let b = ctx.input(1);
   if (transA) a = mx.transpose(a);

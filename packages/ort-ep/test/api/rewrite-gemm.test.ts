@@ -1,11 +1,12 @@
 // The Gemm rewrite (src/plan/rewrite/matmul-add.ts): a Gemm of a 2-D input by a constant float32 B
 // with a constant bias row at unit alpha and beta becomes mlx.fused::MatMulAdd, B transposed once at
 // plan time for transB. Checked against onnxruntime-node and the rewrites without it, eager and compiled.
+import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
 import { model, node, v, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, expectSameWithRewrites, seeded, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, f32, expectSameWithRewrites, i64, runOn, seeded, type Feeds } from '../helpers/ort.js';
 
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'gemm');
 const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
@@ -51,5 +52,71 @@ describe('Gemm rewrite', () => {
     expect(prepared.model.graph.initializers.has('Bt')).toBe(false);
     expect(prepared.model.graph.initializers.get('Bt/t')?.dims).toEqual([24, 5]);
     await expectSame(bytes, { x: input(X, 6), a2: input([3, 24], 7), bf: input([24, 7], 8) });
+  });
+
+  // A Linear layer as GPT-2's export writes it: x [B, S, K] -> Reshape to [-1, K] (the shape made by
+  // a Concat, so the Gemm's input rank is declared nowhere) -> Gemm -> Reshape back.
+  const linear = (declared: boolean) =>
+    model({
+      inputs: [v('x', 'float32', ['B', 'S', 24]), v('k', 'int64', [1])],
+      outputs: [v('y', 'float32')],
+      nodes: [
+        node('Concat', ['minus1', 'k'], ['shape'], { attrs: { axis: { i: 0 } } }),
+        node('Reshape', ['x', 'shape'], ['x2']),
+        node('Gemm', ['x2', 'W', 'b'], ['g']),
+        node('Shape', ['x'], ['xs']),
+        node('Slice', ['xs', 'zero', 'two'], ['bs']),
+        node('Concat', ['bs', 'n'], ['yshape'], { attrs: { axis: { i: 0 } } }),
+        node('Reshape', ['g', 'yshape'], ['y']),
+      ],
+      initializers: [
+        init('W', [24, 40], 9),
+        init('b', [40], 10),
+        { name: 'minus1', type: 'int64', dims: [1], values: [-1] },
+        { name: 'zero', type: 'int64', dims: [1], values: [0] },
+        { name: 'two', type: 'int64', dims: [1], values: [2] },
+        { name: 'n', type: 'int64', dims: [1], values: [40] },
+      ],
+      valueInfo: declared ? [v('x2', 'float32', ['M', 24])] : [],
+      opsets: { '': 17 },
+    });
+
+  it('takes a Gemm whose input rank is declared nowhere (Reshape by a computed shape), checking it at run time', async () => {
+    const bytes = linear(false);
+    expect(prepareModel(bytes).rewrites).toMatchObject({ gemm: 1 });
+    const gemm = prepareModel(bytes).model.graph.nodes.find((n) => n.opType === 'MatMulAdd' || n.opType === 'MatMulPacked');
+    expect(gemm?.attributes.get('a_rank')).toEqual({ type: 'int', value: 2 });
+    expect(prepareModel(linear(true)).model.graph.nodes.some((n) => n.attributes.has('a_rank'))).toBe(false);
+    for (const S of [1, 5]) await expectSame(bytes, { x: input([2, S, 24], 11 + S), k: i64([24], [1]) });
+  });
+
+  it('refuses an A of another rank, as onnxruntime does, with the rewrite and without', async () => {
+    // k = 8 reshapes x [2, 3, 24] into [18, 8]: still 2-D, but K 8 against B's 24 rows.
+    const bytes = linear(false);
+    const feeds = { x: input([2, 3, 24], 12), k: i64([8], [1]) };
+    await expect(runOn('cpu', bytes, feeds)).rejects.toThrow();
+    await expect(runOn('mlx', bytes, feeds)).rejects.toThrow();
+    // A 3-D A fed straight to a Gemm (rank declared nowhere): onnxruntime refuses it; so does mlx,
+    // whether the rewrite took the Gemm (MatMulAdd's check) or not (the Gemm op's).
+    const direct = model({
+      inputs: [v('a', 'float32')],
+      outputs: [v('y', 'float32')],
+      nodes: [node('Gemm', ['a', 'W', 'b'], ['y'])],
+      initializers: [init('W', [24, 40], 9), init('b', [40], 10)],
+      opsets: { '': 17 },
+    });
+    const a3 = { a: input([2, 3, 24], 13) };
+    await expect(runOn('cpu', direct, a3)).rejects.toThrow(/Gemm/);
+    for (const graphRewrites of [true, false]) {
+      const s = await ort.InferenceSession.create(direct, { executionProviders: [{ name: 'mlx', device: 'cpu', graphRewrites }] } as never);
+      try {
+        await expect(s.run(a3)).rejects.toThrow(/Gemm: input A must have rank 2, got rank 3/);
+        // The session stays usable: a 2-D A runs.
+        const ok = await s.run({ a: input([3, 24], 14) });
+        expect(ok.y.dims).toEqual([3, 40]);
+      } finally {
+        await s.release();
+      }
+    }
   });
 });
