@@ -16,7 +16,7 @@
 // all the mass equally. The checks are made on the device and come back in the same 4 bytes.
 import * as mx from '@mlx/core';
 import { OrtMlxError } from './errors.js';
-import { download } from './runtime/convert.js';
+import { countTransfers, download } from './runtime/convert.js';
 import type { SamplerSettings } from './sampler.js';
 
 /** The codes that come back instead of a token id. */
@@ -50,11 +50,56 @@ export function deviceToken(logits: mx.Array, sampling: SamplerSettings | undefi
   const p = sampling?.topP ?? 1;
   const k = sampling?.topK && sampling.topK > 0 && sampling.topK < V ? sampling.topK : 0;
   const narrow = p < 1 && !k && V > CANDIDATES;
+  if (!sampling) {
+    const one = greedyOneCall(logits, V);
+    if (one !== undefined) return one;
+  }
   let id = read(choose(logits, V, sampling, seed, step, narrow));
   if (id === SHORT) id = read(choose(logits, V, sampling, seed, step, false));
   if (id === NAN) throw new OrtMlxError(`generate: a logit is NaN (of ${V}): sampling needs a probability for every token`);
   if (id === ALL_MASKED) throw new OrtMlxError(`generate: every one of the ${V} logits is -Infinity: no token can be sampled`);
   return id;
+}
+
+/** The greedy programs kept per stream, the least recently used dropped first (a decode loop needs one). */
+const MAX_GREEDY_PROGRAMS = 8;
+const greedyPrograms = new WeakMap<mx.Stream, Map<string, { program: mx.HostProgram; f: mx.CompiledFunction }>>();
+
+/**
+ * The greedy token of a one-row `logits` in one native call, on a CPU stream: choose()'s greedy
+ * graph captured once per shape and dtype (mx.captureGraph) and run as a HostProgram that reads the
+ * logits where they are and returns the id. choose()'s ops one by one (each made, evaluated, read
+ * and freed from JS) cost a small model's CPU decode step about what one of its layers costs. A GPU
+ * keeps that path (its evaluation is asynchronous; nothing was measured there). Undefined where
+ * this does not apply (more than one row, another device).
+ */
+function greedyOneCall(logits: mx.Array, V: number): number | undefined {
+  if (logits.size !== V) return undefined;
+  const stream = mx.defaultStream();
+  if (stream.device.type !== 'cpu') return undefined;
+  let programs = greedyPrograms.get(stream);
+  if (!programs) greedyPrograms.set(stream, (programs = new Map()));
+  const key = `${logits.dtype}[${logits.shape.join(',')}]`;
+  let entry = programs.get(key);
+  if (entry) programs.delete(key);
+  else {
+    if (programs.size >= MAX_GREEDY_PROGRAMS) {
+      const [oldest, dropped] = programs.entries().next().value!;
+      programs.delete(oldest);
+      // The native program refers to f's closure without owning it: with f disposed it refuses to
+      // run, and it is freed with the HostProgram.
+      dropped.f.dispose();
+    }
+    const f = mx.captureGraph((x) => choose(x, V, undefined, 0, 0, false));
+    entry = {
+      f,
+      program: new mx.HostProgram(f, [{ dtype: logits.dtype, shape: logits.shape, array: true }], [{ dtype: 'int32', shape: [] }], stream),
+    };
+  }
+  programs.set(key, entry);
+  const [id] = entry.program.run([logits]) as [Int32Array];
+  countTransfers(0, 0, 1, 4);
+  return id[0];
 }
 
 /** The int32 scalar downloaded (4 bytes) and freed. */

@@ -506,10 +506,10 @@ export class MlxSession {
       this.checkRun(feeds, fetches);
       const start = performance.now();
       // A replay in one native call: on this thread when its last evaluation was short
-      // (shortEvalMs), on the stream's evaluation thread otherwise.
+      // (shortEvalMs; runsInline), on the stream's evaluation thread otherwise.
       const mode = oneCallMode(options);
       const one = mode && this.runner.oneCall(feeds, fetches, mode);
-      const short = one && one.evalMs < this.shortEvalMs;
+      const short = one?.program.hostRunsInline(this.shortEvalMs);
       const running = one && !short ? one.program.runHostAsync(feeds, this.name, mode) : undefined;
       if (one && (short || running)) {
         this.runner.countOneCall();

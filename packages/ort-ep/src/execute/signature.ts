@@ -110,6 +110,24 @@ interface HostRun {
   keptCount: number;
 }
 
+/** A one-call run goes back to the calling thread after this many in a row on the evaluation thread (runsInline). */
+export const INLINE_PROBE_EVERY = 8;
+
+/**
+ * Whether a one-call run evaluates on the calling thread rather than the stream's evaluation
+ * thread: its signature's last evaluation took under `shortEvalMs`; or it ran on the evaluation
+ * thread INLINE_PROBE_EVERY times in a row, measured there under twice `shortEvalMs` (never for
+ * shortEvalMs 0). The evaluation thread's own time runs above the calling thread's for the same
+ * work (on 2 vCPUs, the 7M decoder's 0.7 ms step took 0.95-1.1 ms there: its data cached by the
+ * other core, the JS thread still running as it starts), so one slow step sent a decode loop there
+ * for good, each step then paying the hops there and back (0.2-0.5 ms). The probe measures the
+ * step where it ran before; it blocks the event loop at most once in INLINE_PROBE_EVERY runs, for
+ * less than twice `shortEvalMs` as last measured.
+ */
+export function runsInline(evalMs: number, asyncInARow: number, shortEvalMs: number): boolean {
+  return evalMs < shortEvalMs || (asyncInARow >= INLINE_PROBE_EVERY && evalMs < 2 * shortEvalMs);
+}
+
 export class SignatureProgram {
   /** The run calling a compiled segment now (a trace marks it: RunState.freshTrace). */
   private calling?: RunState;
@@ -120,6 +138,8 @@ export class SignatureProgram {
   private budgetPassed = false;
   /** The last successful evaluation's time (session.ts: a short one runs on the calling thread). */
   private evalMs = Number.POSITIVE_INFINITY;
+  /** One-call runs evaluated on the stream's evaluation thread since the last one on the calling thread (runsInline). */
+  private asyncInARow = 0;
   private readonly onEvaluated: Replay = { evaluated: (ms) => this.evaluated(ms), lastEvalMs: () => this.evalMs };
   /**
    * The one-call form of this signature's runs: undefined until a replay of a single-segment
@@ -312,6 +332,7 @@ export class SignatureProgram {
     const t0 = performance.now();
     const outs = h.program.run(...this.hostArgs(h, feeds, mode));
     this.evalMs = performance.now() - t0;
+    this.asyncInARow = 0;
     return this.hostResults(h, outs, modelName);
   }
 
@@ -333,8 +354,14 @@ export class SignatureProgram {
       // The evaluation's own time (shortEvalMs compares it): with the hand-offs it would stay over
       // the threshold once over it.
       this.evalMs = h.program.lastAsyncMs ?? performance.now() - t0;
+      this.asyncInARow++;
       return this.hostResults(h, outs, modelName);
     });
+  }
+
+  /** Whether the next one-call run evaluates on the calling thread (runsInline), from this signature's last runs. */
+  hostRunsInline(shortEvalMs: number): boolean {
+    return runsInline(this.evalMs, this.asyncInARow, shortEvalMs);
   }
 
   /** A one-call run's arguments: each feed's data or array, and which arrays it may consume. */

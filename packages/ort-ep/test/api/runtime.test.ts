@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { model, node, v } from '../helpers/build.js';
 import { f32, mlxCpu, ort, plain, runOn, seeded } from '../helpers/ort.js';
 import { MlxSession } from '../../src/index.js';
+import { INLINE_PROBE_EVERY, runsInline } from '../../src/execute/signature.js';
 
 const { memory } = await import('@mlx/core');
 
@@ -181,6 +182,45 @@ describe('run() and the event loop', () => {
     } finally {
       quick.release();
       off.release();
+    }
+  });
+
+  it('a one-call replay sent to the evaluation thread is measured on the calling thread again after INLINE_PROBE_EVERY runs there', async () => {
+    expect(runsInline(0.5, 0, 1)).toBe(true);
+    expect(runsInline(1.5, INLINE_PROBE_EVERY - 1, 1)).toBe(false);
+    expect(runsInline(1.5, INLINE_PROBE_EVERY, 1)).toBe(true);
+    expect(runsInline(2, INLINE_PROBE_EVERY, 1)).toBe(false);
+    expect(runsInline(0, INLINE_PROBE_EVERY, 0)).toBe(false);
+    const want = plain((await runOn('cpu', small, { x })).y);
+    const s = await MlxSession.create(small, { device: 'cpu', shortEvalMs: 1000 });
+    try {
+      // Analysis, trace, then replays in one call on this thread.
+      for (let i = 0; i < 4; i++) await turned(s);
+      expect((await turned(s)).inline).toBe(true);
+      const programs = [...(s as unknown as { runner: { programs: Map<string, object> } }).runner.programs.values()];
+      expect(programs).toHaveLength(1);
+      // The program's state as a slow step leaves it: its last evaluation (on the evaluation
+      // thread) over shortEvalMs, under twice it. The evaluation thread measures the real (short)
+      // run, but the state is set again before each run.
+      const state = programs[0] as { evalMs: number; asyncInARow: number };
+      state.evalMs = 1500;
+      state.asyncInARow = INLINE_PROBE_EVERY - 2;
+      const runs = [];
+      for (let i = 0; i < 3; i++) {
+        runs.push(await turned(s));
+        state.evalMs = 1500;
+      }
+      // Two on the evaluation thread, then the probe on this one, which resets the count.
+      expect(runs.map((r) => r.inline)).toEqual([false, false, true]);
+      expect(state.asyncInARow).toBe(0);
+      // Measured at twice shortEvalMs or more: never probed.
+      state.asyncInARow = 10 * INLINE_PROBE_EVERY;
+      state.evalMs = 2000;
+      runs.push(await turned(s));
+      expect(runs.at(-1)!.inline).toBe(false);
+      for (const r of runs) r.y.forEach((y, i) => expect(y).toBeCloseTo(want[i], 5));
+    } finally {
+      s.release();
     }
   });
 

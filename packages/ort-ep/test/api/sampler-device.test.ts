@@ -78,6 +78,43 @@ describe('greedy on the device', () => {
     expect(deviceToken(rows, undefined)).toBe(2);
     rows.dispose();
   });
+
+  it('of one row on a CPU stream is one native call, for float32, float16 and bfloat16 logits', () => {
+    const r = rng(5);
+    const V = 3000;
+    const argmax = (xs: readonly number[]) => {
+      let best = -1;
+      for (let i = 0; i < xs.length; i++) if (!Number.isNaN(xs[i]) && (best < 0 || xs[i] > xs[best])) best = i;
+      return Math.max(best, 0);
+    };
+    for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
+      const rows: number[][] = [
+        Array.from({ length: V }, () => Math.floor(r() * 64) / 8 - 4),
+        Array.from({ length: V }, (_, i) => (i % 7 === 0 ? Number.NaN : Math.floor(r() * 64) / 8)),
+        Array.from({ length: V }, () => Number.NEGATIVE_INFINITY),
+        Array.from({ length: V }, () => Number.NaN),
+      ];
+      rows[0][V - 1] = 100;
+      rows[1][0] = Number.NaN;
+      for (const values of rows) {
+        const a = mx.withStream(mx.defaultStreamOf('cpu'), () =>
+          mx.astype(mx.array(Float32Array.from(values), { shape: [1, 1, V] }), dtype).eval(),
+        );
+        try {
+          // The reference: the argmax of the values the array holds (rounded to its dtype), NaN never chosen, ties to the lowest id.
+          const held = Array.from(mx.astype(a, 'float32').toTypedArray() as Float32Array);
+          const before = mx.hostProgramStaticRuns();
+          expect(
+            mx.withStream(mx.defaultStreamOf('cpu'), () => deviceToken(a, undefined)),
+            `${dtype} ${values[0]}`,
+          ).toBe(argmax(held));
+          expect(mx.hostProgramStaticRuns() - before).toBe(1);
+        } finally {
+          a.dispose();
+        }
+      }
+    }
+  });
 });
 
 describe('device draws follow the exact probabilities', () => {

@@ -7,6 +7,7 @@
 // Every kernel computes a band of output columns [n0, n1) for all M rows of a, so the caller
 // splits the columns over threads. Accumulation is in float32, in k order per lane (no
 // reassociation beyond the vector lanes), so NaN and Inf propagate as in any dot product.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -174,54 +175,82 @@ void gemm_nk(const float* a, size_t lda, const float* b, size_t ldb, const float
 // [4i, 4i + 4)); scales and biases [N, K / group] float32:
 //   out[m, n] = sum_g scale[n, g] * (sum_{k in g} a[m, k] * q[n, k]) + bias[n, g] * asum[m, g]
 // where asum[m, g] is the sum of a[m, k] over group g (computed once by the caller). Each 8-weight
-// word is unpacked once per tile and used by all R rows.
+// word is unpacked once per tile and used by all R rows; a tile takes C columns at once (four for
+// one row, two for two), so that C chains of multiply-adds overlap: one column at a time, each
+// word's multiply-add waited for the last one's (the loop ran at the FMA's latency, not its rate).
 
-template <class V, int R>
-inline void tile_q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, size_t groups,
-                    size_t group, float* out, size_t ldo, const float* bias) {
-  V tot[R];
-  float off[R];
-  for (int r = 0; r < R; r++) {
-    tot[r] = V::zero();
-    off[r] = 0.0f;
-  }
+template <class V, int R, int C>
+inline void tile_q4(const float* a, size_t lda, const uint32_t* w, size_t wrow, const float* sc, const float* bi, const float* asum,
+                    size_t groups, size_t group, float* out, size_t ldo, const float* bias) {
+  V tot[R][C];
+  float off[R][C];
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) {
+      tot[r][c] = V::zero();
+      off[r][c] = 0.0f;
+    }
   const size_t words = group / 8;
   for (size_t g = 0; g < groups; g++) {
-    V acc[R];
-    for (int r = 0; r < R; r++) acc[r] = V::zero();
+    V acc[R][C];
+    for (int r = 0; r < R; r++)
+      for (int c = 0; c < C; c++) acc[r][c] = V::zero();
     const uint32_t* wg = w + g * words;
     const size_t k0 = g * group;
     for (size_t i = 0; i < words; i++) {
-      V q = V::nibbles(wg[i]);
-      for (int r = 0; r < R; r++) acc[r] = V::fma(V::load(a + r * lda + k0 + i * 8), q, acc[r]);
+      V q[C];
+      for (int c = 0; c < C; c++) q[c] = V::nibbles(wg[c * wrow + i]);
+      for (int r = 0; r < R; r++) {
+        const V x = V::load(a + r * lda + k0 + i * 8);
+        for (int c = 0; c < C; c++) acc[r][c] = V::fma(x, q[c], acc[r][c]);
+      }
     }
-    V s = V::splat(sc[g]);
-    for (int r = 0; r < R; r++) {
-      tot[r] = V::fma(s, acc[r], tot[r]);
-      off[r] = __builtin_fmaf(bi[g], asum[r * groups + g], off[r]);
+    for (int c = 0; c < C; c++) {
+      const V s = V::splat(sc[c * groups + g]);
+      for (int r = 0; r < R; r++) {
+        tot[r][c] = V::fma(s, acc[r][c], tot[r][c]);
+        off[r][c] = __builtin_fmaf(bi[c * groups + g], asum[r * groups + g], off[r][c]);
+      }
     }
   }
-  for (int r = 0; r < R; r++) {
-    float y = V::hsum(tot[r]) + off[r];
-    out[r * ldo] = bias ? y + *bias : y;
-  }
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < C; c++) {
+      const float y = V::hsum(tot[r][c]) + off[r][c];
+      out[r * ldo + c] = bias ? y + bias[c] : y;
+    }
+}
+
+/** Rows [0, R) of a times the `cols` (at most 4) columns at w: tiles of C columns, C by R. */
+template <class V, int R>
+inline void tiles_q4(const float* a, size_t lda, const uint32_t* w, size_t wrow, const float* sc, const float* bi, const float* asum,
+                     size_t groups, size_t group, float* out, size_t ldo, const float* bias, size_t cols) {
+  constexpr int C = R == 1 ? 4 : R == 2 ? 2 : 1;
+  size_t c = 0;
+  for (; c + C <= cols; c += C)
+    tile_q4<V, R, C>(a, lda, w + c * wrow, wrow, sc + c * groups, bi + c * groups, asum, groups, group, out + c, ldo,
+                     bias ? bias + c : nullptr);
+  for (; c < cols; c++)
+    tile_q4<V, R, 1>(a, lda, w + c * wrow, wrow, sc + c * groups, bi + c * groups, asum, groups, group, out + c, ldo,
+                     bias ? bias + c : nullptr);
 }
 
 template <class V>
 void gemm_q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias,
              float* out, size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1) {
   const size_t groups = K / group, wrow = K / 8;
-  for (size_t n = n0; n < n1; n++) {
+  // Four columns at a time, every row tile over them while their words are in L1.
+  for (size_t n = n0; n < n1; n += 4) {
+    const size_t cols = std::min<size_t>(4, n1 - n);
     const uint32_t* wn = w + n * wrow;
     const float* sn = sc + n * groups;
     const float* bn = bi + n * groups;
     const float* bs = bias ? bias + n : nullptr;
     size_t m = 0;
-    for (; m + 4 <= M; m += 4) tile_q4<V, 4>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs);
+    for (; m + 4 <= M; m += 4)
+      tiles_q4<V, 4>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols);
     switch (M - m) {
-      case 3: tile_q4<V, 3>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs); break;
-      case 2: tile_q4<V, 2>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs); break;
-      case 1: tile_q4<V, 1>(a + m * lda, lda, wn, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs); break;
+      case 3: tiles_q4<V, 3>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols); break;
+      case 2: tiles_q4<V, 2>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols); break;
+      case 1: tiles_q4<V, 1>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols); break;
       default: break;
     }
   }
