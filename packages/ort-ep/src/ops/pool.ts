@@ -2,8 +2,7 @@
 // A window reduction is computed as one strided slice of the padded input per kernel offset,
 // combined with maximum/add: no strided-view tricks, fine for the small kernels pools use.
 // AveragePool divides by a count pooled the same way from a mask, which gets count_include_pad,
-// ceil_mode's overhang and auto_pad right without case analysis. Float32 MaxPool (without Indices)
-// and AveragePool over 1 or 2 spatial axes take @mlx/sys's one-pass pools instead (poolPlanes).
+// ceil_mode's overhang and auto_pad right without case analysis.
 import * as mx from '@mlx/core';
 import { checkedIndices, checkResultShape } from './helpers/bounds.js';
 import type { Attrs } from '../registry/attrs.js';
@@ -93,26 +92,9 @@ function flatIndices(shape: readonly number[], columnMajor: boolean): mx.Array {
   return idx;
 }
 
-/**
- * Whether a pool of x [N, C, ...spatial] takes @mlx/sys's channels-last pool as N * C images of
- * one channel ([N * C, ...spatial, 1]: the same buffer, a reshape): float32, 1 or 2 spatial axes,
- * not empty. One pass over the windows on the CPU; a 2x2 pool between QuantizeLinear and
- * DequantizeLinear (small-cnn-qdq) was 4 strided slices and 3 maximums, each a node of its own.
- */
-const planesPool = (x: mx.Array) => x.dtype === 'float32' && (x.ndim === 3 || x.ndim === 4) && x.size > 0;
-
-/** x [N, C, ...spatial] as N * C channels-last images of one channel, pooled by f, back in ONNX's layout. */
-function poolPlanes(x: mx.Array, f: (planes: mx.Array) => mx.Array): mx.Array {
-  const [n, c, ...sp] = x.shape;
-  const y = f(mx.reshape(x, [n * c, ...sp, 1]));
-  return mx.reshape(y, [n, c, ...y.shape.slice(1, -1)]);
-}
-
 function maxPool(ctx: OpContext<PoolParams>): OpResult[] {
   const x = ctx.input(0);
   const w = poolWindow(ctx.params, x);
-  if (!ctx.wants(1) && planesPool(x))
-    return [poolPlanes(x, (planes) => mx.ext.maxPoolChannelsLast(planes, w.kernel, w.strides, w.padsBegin, w.padsEnd, w.dilations))];
   // Padding with the dtype's lowest value never wins a max.
   const padded = padSpatial(x, w, dtypeRange(x.dtype)[0]);
   if (!ctx.wants(1)) return [foldWindows(padded, w, (a, v) => mx.maximum(a, v))];
@@ -148,16 +130,6 @@ const maxPoolEntry = onnxOp('MaxPool', 1, {
 function averagePool(ctx: OpContext<PoolParams>): mx.Array {
   const x = ctx.input(0);
   const w = poolWindow(ctx.params, x);
-  if (planesPool(x)) {
-    // The pads as written (or auto_pad's); ceil_mode's overhang is the native op's own to add
-    // (as the channels-last AveragePool of mlx/fused.ts does).
-    const p = ctx.params;
-    const e = windowOf(p, x.shape.slice(2), w.kernel, false);
-    const same = p.autoPad === 'SAME_UPPER' || p.autoPad === 'SAME_LOWER';
-    return poolPlanes(x, (planes) =>
-      mx.ext.avgPoolChannelsLast(planes, e.kernel, e.strides, e.padsBegin, e.padsEnd, e.dilations, p.ceil && !same, p.countIncludePad),
-    );
-  }
   const sum = foldWindows(padSpatial(x, w, 0), w, (a, v) => mx.add(a, v));
   const spatial = x.shape.slice(2);
   // Explicit (or auto) pads count with count_include_pad; the overhang ceil_mode adds beyond them
