@@ -86,6 +86,11 @@ const cases: [string, Case][] = [
   ],
   ['1-D k3 s2 ceil, 17 channels', { ...base, ceil: true, n: 2, sp: [10], c: 17, k: [3], s: [2], pb: [1], pe: [0], d: [1] }],
   ['1x1, one channel', { ...base, n: 1, sp: [3, 4], c: 1, k: [1, 1], s: [1, 1], pb: [0, 0], pe: [0, 0], d: [1, 1] }],
+  // Rows of ~32k taps or more go over the threads (smaller pools run on the calling thread).
+  [
+    '3x3 s1 p1, 32 channels at 40x40 (on the threads)',
+    { ...base, n: 1, sp: [40, 40], c: 32, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
+  ],
 ];
 
 describe('avgPoolChannelsLast', () => {

@@ -2,7 +2,8 @@
 // in JS: channels-last 1-D and 2-D windows with strides, asymmetric pads, dilations, output
 // channels that leave a partial panel, more K than one pass (partial sums stored between passes),
 // more rows than one block, bias, residual and clamp; a 1x1 window with unit strides (rows read
-// in place within one pass over K, packed past it); grouped, each group its own panels; the composition of MLX ops on float16 and with the kernels off gives the same.
+// in place within one pass over K, packed past it); grouped, each group its own panels; few
+// channels a group (the direct kernel); the composition of MLX ops on float16 and with the kernels off gives the same.
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 import { expectAllClose, inputs } from '../test/numeric.js';
@@ -119,6 +120,21 @@ const cases: [string, Case][] = [
   [
     'g2 5x5 p2, 40 -> 10, 20 channels a group, 130 rows',
     { n: 1, sp: [10, 13], c: 40, o: 10, k: [5, 5], s: [1, 1], pb: [2, 2], pe: [2, 2], d: [1, 1], g: 2 },
+  ],
+  // At most 16 channels a group take the direct kernel on AVX2 (conv_direct_impl.h): blocks of 8
+  // positions (6 for 9-16 channels) inside the row, the last few by 4, 2 and 1, the padded
+  // columns one at a time; past 1 M multiply-adds its rows are split over the threads.
+  [
+    '3x3 s1 p1, 4 -> 16 over 48x49 (direct, on the threads)',
+    { n: 1, sp: [48, 49], c: 4, o: 16, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
+  ],
+  [
+    '3x3 s1, pads 2 / 0, 3 -> 13, rows of 15 (direct: 8 + 4 + 2 + 1 inside)',
+    { n: 2, sp: [6, 17], c: 3, o: 13, k: [3, 3], s: [1, 1], pb: [2, 2], pe: [0, 0], d: [1, 1] },
+  ],
+  [
+    'g2 3x2 s(1, 2) dilation (1, 3), 6 -> 10, pads past the window (direct, per tap)',
+    { n: 1, sp: [5, 23], c: 6, o: 10, k: [3, 2], s: [1, 2], pb: [3, 4], pe: [3, 5], d: [1, 3], g: 2 },
   ],
 ];
 

@@ -64,6 +64,13 @@ const cases: [string, Case][] = [
     { n: 2, sp: [28, 28], c: 8, k: [2, 2], s: [2, 2], pb: [0, 0], pe: [0, 0], d: [1, 1] },
   ],
   ['3x3 s1 p1, 35 channels', { n: 1, sp: [5, 6], c: 35, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] }],
+  // Rows of ~32k taps or more go over the threads (smaller pools run on the calling thread).
+  [
+    '3x3 s1 p1, 32 channels at 40x40 (on the threads)',
+    { n: 1, sp: [40, 40], c: 32, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
+  ],
+  // One channel (ONNX MaxPool's channels-first planes): one lane at a time.
+  ['2x2 s2, one channel, 16 images', { n: 16, sp: [9, 10], c: 1, k: [2, 2], s: [2, 2], pb: [0, 0], pe: [1, 0], d: [1, 1] }],
 ];
 
 describe('maxPoolChannelsLast', () => {

@@ -1,5 +1,5 @@
 // Pooling beyond the node suite: MaxPool indices in 3-D and column-major order, integer max
-// pools, ceil mode with pads and count_include_pad, LpPool p=1/3, the Global forms, older opsets
+// pools, float32 max pools without Indices, ceil mode with pads and count_include_pad, LpPool p=1/3, the Global forms, older opsets
 // and MaxRoiPool, against onnxruntime-node.
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type AttrSpec, type ElemName, type ValueSpec } from '../../test/helpers/build.js';
@@ -71,6 +71,24 @@ describe('MaxPool', () => {
   });
   it('opset 7 (no dilations or ceil_mode)', async () => {
     await same('MaxPool', fx([1, 3, 6, 6]), { kernel_shape: [2, 2], strides: [2, 2] }, y, 7);
+  });
+  it('float32 without Indices: asymmetric pads, strides, dilations, ceil mode, 1-D', async () => {
+    await same('MaxPool', fx([2, 3, 9, 8]), { kernel_shape: [3, 2], strides: [2, 1], pads: [2, 0, 1, 1], dilations: [1, 2] }, y);
+    await same('MaxPool', fx([1, 2, 7, 6]), { kernel_shape: [2, 3], strides: [2, 2], pads: [0, 1, 0, 0], ceil_mode: 1 }, y);
+    await same('MaxPool', fx([3, 2, 13]), { kernel_shape: [4], strides: [3], pads: [1, 2], dilations: [2] }, y);
+  });
+  it('float32: a NaN propagates to the windows that hold it, as mx.maximum does (onnxruntime skips it)', async () => {
+    const data = Float32Array.from(seeded(2 * 5 * 5, 7));
+    data[3] = Number.NaN; // plane 0, row 0, column 3: the 2x2 windows at (0, 2) and (0, 3)
+    const bytes = model({
+      opsets: { '': 22 },
+      inputs: [v('x', 'float32', [1, 2, 5, 5])],
+      outputs: y,
+      nodes: [node('MaxPool', ['x'], ['y'], { attrs: { kernel_shape: [2, 2] } })],
+    });
+    const out = await runOn('mlx', bytes, { x: new ort.Tensor('float32', data, [1, 2, 5, 5]) });
+    const nan = [...(out.y.data as Float32Array)].flatMap((t, i) => (Number.isNaN(t) ? [i] : []));
+    expect(nan).toEqual([2, 3]);
   });
 });
 

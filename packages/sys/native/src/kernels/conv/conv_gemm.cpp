@@ -416,6 +416,21 @@ class ConvGemm : public FusedPrimitive {
           }
         return;
       }
+      // The widest vector build the CPU runs (conv_gemm_avx512.cpp, conv_gemm_avx2.cpp), else the portable loop.
+      const int isa = has_avx512() ? 2 : has_avx2() ? 1 : 0;
+      // Few channels per group: the direct kernel, over output rows. Its multiply-adds are the
+      // real ones (no panel padding), so it goes over the threads from a quarter of the im2col
+      // path's count: mobilenet-v3-ish's stem (1 M real, 2 M padded) ran on one thread at first,
+      // where the im2col path had run it on two.
+      if (isa == 1 && convgemm::direct_fits(sh)) {
+        const size_t rows = sh.n * sh.oh, macs = M * sh.depth() * sh.o;
+        const auto run_rows = [&](size_t r0, size_t r1) { convgemm::direct_avx2(sh, xp, wpp, bp, rp, yp, lo, hi, r0, r1); };
+        if (macs < convgemm::kSerialMacs / 4 || num_threads() <= 1)
+          run_rows(0, rows);
+        else
+          parallel_for(rows, 1, run_rows);
+        return;
+      }
       // Tasks: row blocks, each split over panel shares when there are too few blocks for the threads.
       const size_t blocks = (M + convgemm::kRowBlock - 1) / convgemm::kRowBlock;
       // A small product runs on this thread alone: waking the pool's threads and waiting for each
@@ -431,8 +446,6 @@ class ConvGemm : public FusedPrimitive {
       };
       const size_t want = 4 * threads;
       const size_t shares = blocks >= want ? 1 : std::min(P, (want + blocks - 1) / blocks);
-      // The widest vector build the CPU runs (conv_gemm_avx512.cpp, conv_gemm_avx2.cpp), else the portable loop.
-      const int isa = has_avx512() ? 2 : has_avx2() ? 1 : 0;
       // One pool chunk per thread, each taking single tasks until none is left: the pool's own
       // chunks (at most 4 per thread, of several tasks each) left one thread a chunk more than
       // the other on 2 cores (33 row blocks at 56x56: 5-task chunks, 4 against 3).

@@ -113,6 +113,13 @@ inline void walk_task(const Shape& s, const float* x, const float* wp, size_t ta
     q0 = q1;
   }
 }
+/** Few output channels per group (at most kDirectChannels): the direct kernel (conv_direct_impl.h)
+ * reads the input in place instead of packing im2col rows for a mostly empty panel. */
+constexpr size_t kDirectChannels = 16;
+inline bool direct_fits(const Shape& s) { return s.og() <= kDirectChannels && s.ld == 0; }
+/** Output rows [r0, r1) of every group (row = image * oh + oy) by the direct kernel. */
+void direct_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
+                 size_t r0, size_t r1);
 /** One task: the rows of block task / ntasks_n, the panels of share task % ntasks_n; buf holds kRowBlock x kDepthBlock floats. */
 void run_avx512(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                 size_t task, size_t ntasks_n, float* buf);
