@@ -20,6 +20,8 @@ export type Wire = (typeof Wire)[keyof typeof Wire];
 export const MAX_DEPTH = 100;
 
 const utf8d = new TextDecoder();
+/** Strings up to this many bytes are decoded in JavaScript when they are ASCII (ProtoReader.string). */
+const SHORT_STRING = 64;
 const utf8e = new TextEncoder();
 
 export class ProtoError extends Error {}
@@ -28,13 +30,18 @@ export class ProtoError extends Error {}
 export class ProtoReader {
   pos: number;
   readonly end: number;
+  readonly buf: Uint8Array;
   private view: DataView | undefined;
   constructor(
-    readonly buf: Uint8Array,
+    buf: Uint8Array,
     pos = 0,
     end = buf.length,
     readonly depth = 0,
   ) {
+    // A Node Buffer (readFileSync's) is read through a plain Uint8Array over the same memory: the
+    // views taken of it (every string, bytes field and tensor's raw data) are then plain views, where
+    // Buffer's subarray makes a Buffer at several times the cost: a tenth of decoding a model.
+    this.buf = buf.constructor === Uint8Array ? buf : new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
     this.pos = pos;
     this.end = end;
   }
@@ -143,7 +150,19 @@ export class ProtoReader {
 
   string(): string {
     const [s, e] = this.span();
-    return utf8d.decode(this.buf.subarray(s, e));
+    const b = this.buf;
+    // Names (of values, nodes, ops, attributes) are short and ASCII: built here they cost a
+    // fraction of a call into TextDecoder, which a model makes thousands of.
+    if (e - s <= SHORT_STRING) {
+      let text = '';
+      for (let i = s; i < e; i++) {
+        const c = b[i];
+        if (c >= 0x80) return utf8d.decode(b.subarray(s, e));
+        text += String.fromCharCode(c);
+      }
+      return text;
+    }
+    return utf8d.decode(b.subarray(s, e));
   }
 
   /** A reader over an embedded message. */
@@ -198,7 +217,11 @@ export class ProtoReader {
   /** Calls `field` for each field; a field it does not take (returns false) is skipped. */
   fields(field: (no: number, wt: number) => boolean): void {
     while (this.pos < this.end) {
-      const [no, wt] = this.tag();
+      // tag(), without the pair it allocates (once per field of every message).
+      const t = this.varint();
+      const no = Math.floor(t / 8);
+      const wt = t % 8;
+      if (no === 0 || wt > 5 || no > 0x1fffffff) throw new ProtoError(`illegal tag: field no ${no} wire type ${wt}`);
       if (wt === Wire.EndGroup) throw new ProtoError(`unexpected end group tag (field no ${no})`);
       if (!field(no, wt)) this.skip(wt, no);
     }
