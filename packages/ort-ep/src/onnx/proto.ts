@@ -20,8 +20,6 @@ export type Wire = (typeof Wire)[keyof typeof Wire];
 export const MAX_DEPTH = 100;
 
 const utf8d = new TextDecoder();
-/** Strings up to this many bytes are decoded in JavaScript when they are ASCII (ProtoReader.string). */
-const SHORT_STRING = 64;
 const utf8e = new TextEncoder();
 
 export class ProtoError extends Error {}
@@ -150,19 +148,7 @@ export class ProtoReader {
 
   string(): string {
     const [s, e] = this.span();
-    const b = this.buf;
-    // Names (of values, nodes, ops, attributes) are short and ASCII: built here they cost a
-    // fraction of a call into TextDecoder, which a model makes thousands of.
-    if (e - s <= SHORT_STRING) {
-      let text = '';
-      for (let i = s; i < e; i++) {
-        const c = b[i];
-        if (c >= 0x80) return utf8d.decode(b.subarray(s, e));
-        text += String.fromCharCode(c);
-      }
-      return text;
-    }
-    return utf8d.decode(b.subarray(s, e));
+    return utf8d.decode(this.buf.subarray(s, e));
   }
 
   /** A reader over an embedded message. */
