@@ -80,6 +80,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 async function main(): Promise<void> {
   const { ort, loadMs, create } = await open();
   const ds = readTestCase(dir).datasets[0];
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const s = await create();
   const createMs = performance.now() - t0;
@@ -92,6 +93,11 @@ async function main(): Promise<void> {
   };
   const firstMs = await timed();
   const secondMs = await timed();
+  const cpu = process.cpuUsage(cpu0);
+  // CPU time of every thread of the process from create() to the end of the second run: steadier
+  // than wall time on a busy machine, for comparing two versions of one engine (not engines with
+  // each other: onnxruntime's pool threads spin while they wait).
+  const coldCpuMs = (cpu.user + cpu.system) / 1000;
   for (let i = 0; i < warmup; i++) await timed();
   // Native calls per steady run (MLX_SYS_COUNT_CALLS=1, set by the orchestrator for the mlx engines).
   const mx = engine.startsWith('mlx') ? await import('@mlx/core') : undefined;
@@ -118,6 +124,7 @@ async function main(): Promise<void> {
       createMs,
       firstMs,
       secondMs,
+      coldCpuMs,
       medianMs: median(times),
       p10Ms: sorted[Math.floor(runs * 0.1)],
       p90Ms: sorted[Math.min(runs - 1, Math.floor(runs * 0.9))],
