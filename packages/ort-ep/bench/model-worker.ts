@@ -1,6 +1,15 @@
 // One engine on one model in its own process (the benchmark orchestrator, models.ts, spawns it):
 // creates the session, times the first two runs apart (the compiled path analyses on its first run
 // of a signature and traces on its second), then a warm-up and N timed runs; prints one JSON line.
+//
+// The cold start (models.ts: loadMs + createMs + firstMs + secondMs) counts each engine's native
+// library load, and neither engine's JavaScript import: onnxruntime-node loads its binding (and
+// libonnxruntime) when it is required, so for ort-node that require is timed apart as loadMs; the
+// mlx backend loads libmlxc in its init() and onnxruntime-web its wasm in its own, both inside
+// create(), so their loadMs is 0.
+// (Until this was fixed, onnxruntime-node's library load fell before the clock started while MLX's
+// was counted.) For the mlx engines onnxruntime-node is only the API they are called through: it
+// is required before the clock starts.
 //   node --conditions=source --import tsx bench/model-worker.ts --engine mlx --model dir [--runs 20]
 import { createRequire } from 'node:module';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
@@ -19,19 +28,22 @@ const warmup = Number(arg('warmup', '3'));
 
 type Session = { inputNames: readonly string[]; run(f: Record<string, unknown>): Promise<unknown>; release(): Promise<void> };
 
-async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }> {
+async function open(): Promise<{ ort: unknown; loadMs: number; create: () => Promise<Session> }> {
   const path = join(dir, 'model.onnx');
   const require = createRequire(import.meta.url);
   if (engine === 'ort-web') {
     const ortWeb = (await import('onnxruntime-web')) as unknown as typeof import('onnxruntime-node');
     (ortWeb as unknown as { env: { wasm: { numThreads: number } } }).env.wasm.numThreads = Number(process.env.BENCH_THREADS ?? 2);
-    return { ort: ortWeb, create: () => ortWeb.InferenceSession.create(path, { executionProviders: ['wasm'] }) as never };
+    return { ort: ortWeb, loadMs: 0, create: () => ortWeb.InferenceSession.create(path, { executionProviders: ['wasm'] }) as never };
   }
+  const t = performance.now();
   const ortNode = require('onnxruntime-node') as typeof import('onnxruntime-node');
+  const loadMs = performance.now() - t;
   if (engine === 'ort-node') {
     const threads = Number(process.env.BENCH_THREADS ?? 2);
     return {
       ort: ortNode,
+      loadMs,
       create: () =>
         ortNode.InferenceSession.create(path, { executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1 }) as never,
     };
@@ -54,6 +66,7 @@ async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }>
   const intraOpNumThreads = Number(process.env.BENCH_THREADS ?? 2);
   return {
     ort: ortNode,
+    loadMs: 0,
     create: () =>
       ortNode.InferenceSession.create(path, {
         executionProviders: [{ name: 'mlx', compiled, device, graphRewrites, shortEvalMs } as never],
@@ -65,8 +78,9 @@ async function open(): Promise<{ ort: unknown; create: () => Promise<Session> }>
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 async function main(): Promise<void> {
-  const { ort, create } = await open();
+  const { ort, loadMs, create } = await open();
   const ds = readTestCase(dir).datasets[0];
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const s = await create();
   const createMs = performance.now() - t0;
@@ -79,6 +93,11 @@ async function main(): Promise<void> {
   };
   const firstMs = await timed();
   const secondMs = await timed();
+  const cpu = process.cpuUsage(cpu0);
+  // CPU time of every thread of the process from create() to the end of the second run: steadier
+  // than wall time on a busy machine, for comparing two versions of one engine (not engines with
+  // each other: onnxruntime's pool threads spin while they wait).
+  const coldCpuMs = (cpu.user + cpu.system) / 1000;
   for (let i = 0; i < warmup; i++) await timed();
   // Native calls per steady run (MLX_SYS_COUNT_CALLS=1, set by the orchestrator for the mlx engines).
   const mx = engine.startsWith('mlx') ? await import('@mlx/core') : undefined;
@@ -101,9 +120,11 @@ async function main(): Promise<void> {
     JSON.stringify({
       engine,
       model: dir.split('/').at(-1),
+      loadMs,
       createMs,
       firstMs,
       secondMs,
+      coldCpuMs,
       medianMs: median(times),
       p10Ms: sorted[Math.floor(runs * 0.1)],
       p90Ms: sorted[Math.min(runs - 1, Math.floor(runs * 0.9))],

@@ -43,7 +43,32 @@ function otherRequirers(): NodeJS.Require[] {
 type Koffi = typeof import('koffi');
 // koffi is required on first load, not at import: importing this package loads nothing native.
 let koffi: Koffi | undefined;
+
+/**
+ * koffi's native module, loaded from its package without koffi's entry script: that script also
+ * loads the build tools bundled into it (Node's https, zlib and crypto modules, for downloading
+ * prebuilt binaries at install time), which cost a fresh process ~10 ms for nothing a program that
+ * calls functions uses. The native module exports koffi's whole API (the entry wraps it to add
+ * deprecated aliases: handle, callback, lib.cdecl...). Undefined where it is not where koffi's own
+ * entry would first look on this platform (musl, other CPUs, a bundle without koffi's folder), or
+ * where it does not load or is not the package's version: koffi's entry then does its own search.
+ */
+function koffiNative(): Koffi | undefined {
+  try {
+    const manifest = require.resolve('koffi/package.json');
+    const { version } = require(manifest) as { version?: string };
+    const file = join(dirname(manifest), 'build', 'koffi', `${process.platform}_${process.arch}`, 'koffi.node');
+    if (!existsSync(file)) return undefined;
+    const native = require(file) as Koffi & { version?: string };
+    return native.version === version ? native : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function getKoffi(): Koffi {
+  if (koffi) return koffi;
+  koffi = koffiNative();
   if (koffi) return koffi;
   try {
     koffi = require('koffi') as Koffi;

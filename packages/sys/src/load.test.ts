@@ -162,6 +162,37 @@ describe('lazy loading', () => {
   });
 });
 
+describe('koffi', () => {
+  it("loads koffi's native module without its entry's install-time tools (https, zlib, crypto)", () => {
+    // koffi's entry script bundles the tools that download prebuilt binaries at install time, and
+    // loading them costs a fresh process ~10 ms: the library load takes the native module itself.
+    const code = `
+      const m = await import(${JSON.stringify(indexTs)});
+      const before = new Set(process.moduleLoadList);
+      const c = m.loadMlxC();
+      const added = process.moduleLoadList.filter((x) => !before.has(x) && /^NativeModule (https|zlib|crypto|tls|http)$/.test(x));
+      const s = c.fn.mlx_string_new_data('koffi');
+      const text = c.fn.mlx_string_data(s);
+      c.fn.mlx_string_free(s);
+      const { createRequire } = await import('node:module');
+      const own = createRequire(${JSON.stringify(indexTs)})('koffi/package.json').version;
+      console.log(JSON.stringify({ added, text, version: c.koffi.version === own, struct: typeof c.koffi.struct, decode: typeof c.koffi.decode }));`;
+    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual({
+      added: [],
+      text: 'koffi',
+      version: true,
+      struct: 'function',
+      decode: 'function',
+    });
+  });
+});
+
 describe('platform packages', () => {
   // In the workspace every platform package resolves (pnpm links them); their version check runs
   // on an installed tree in tools/consumer-test.mjs.

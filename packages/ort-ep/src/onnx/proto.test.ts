@@ -206,6 +206,45 @@ describe('onnx.proto codec against protobuf-es', () => {
     expect(m.graph!.input[0].type!.value.case).toBeUndefined();
   });
 
+  it('reads strings of every length and script as written', () => {
+    const names = [
+      '',
+      'x',
+      'a'.repeat(63),
+      'b'.repeat(64),
+      'c'.repeat(65),
+      'd'.repeat(300),
+      'é',
+      `${'a'.repeat(62)}é`,
+      `é${'a'.repeat(70)}`,
+      '名前/ノード:0',
+      'emoji 🙂 name',
+      '\u0000\u007f',
+    ];
+    const n = create(NodeProtoSchema, { opType: 'Identity', input: names, output: names.map((x) => `${x}!`), name: names.join('|') });
+    const bytes = toBinary(ModelProtoSchema, create(ModelProtoSchema, { irVersion: 8n, graph: create(GraphProtoSchema, { node: [n] }) }));
+    const node = decodeModelProto(bytes).graph!.node[0];
+    expect(node.input).toEqual(names);
+    expect(node.output).toEqual(names.map((x) => `${x}!`));
+    expect(node.name).toBe(names.join('|'));
+    // Invalid UTF-8 reads as TextDecoder reads it (U+FFFD), short or long.
+    for (const len of [3, 100]) {
+      const bad = [0x12, len, ...Array(len - 1).fill(0x61), 0xff];
+      expect(decodeModelProto(Uint8Array.from(bad)).producerName).toBe(`${'a'.repeat(len - 1)}\ufffd`);
+    }
+  });
+
+  it('reads a Node Buffer through plain Uint8Array views of its memory', () => {
+    const raw = new Uint8Array(64).map((_, i) => i);
+    const encoded = encodeTensorProto({ ...emptyTensor(), dataType: 2, dims: [64n], rawData: raw, name: 'w' });
+    const buf = Buffer.from(encoded);
+    const back = decodeTensorProto(buf);
+    expect(back.rawData.constructor).toBe(Uint8Array);
+    expect(back.rawData.buffer).toBe(buf.buffer);
+    expect(back.rawData).toEqual(raw);
+    expect(back.name).toBe('w');
+  });
+
   it('skips fields it does not read, groups included', () => {
     // producer_name 'p', then unknown field 99 as a varint, a fixed64, a group with a nested field, a fixed32.
     const bytes = Uint8Array.from([

@@ -83,8 +83,11 @@ export function rewriteGraph(
   const counts: RewriteCounts = {};
   // A registry without the fused ops (tests, experiments) gets the graph as written.
   if (!registry.lookup(FUSED_DOMAIN, 'Gelu', 1)) return counts;
+  // One view for the passes in a row that replace nothing (most of them, on most models): indexing
+  // the graph for each of the fourteen was a good part of a small model's create().
+  let view: GraphView | undefined;
   for (const name of selected(option)) {
-    const view = new GraphView(graph, target);
+    if (!view?.reusable()) view = new GraphView(graph, target);
     REWRITES[name](view);
     const n = view.commit();
     if (n) counts[name] = n;

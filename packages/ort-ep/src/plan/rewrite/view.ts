@@ -22,6 +22,8 @@ export class GraphView {
   private readonly removed = new Set<NodeIR>();
   private readonly replacement = new Map<NodeIR, NodeIR[]>();
   private fresh = 0;
+  /** Each node's place in graph.nodes, made on the pass's first replacement (the list changes only at commit). */
+  private order: Map<NodeIR, number> | undefined;
 
   constructor(
     readonly graph: GraphIR,
@@ -113,7 +115,8 @@ export class GraphView {
    * may come before the last of them).
    */
   replaceMany(nodes: readonly NodeIR[], added: NodeIR[], at: 'first' | 'last' = 'last'): void {
-    const order = new Map(this.graph.nodes.map((n, i) => [n, i]));
+    this.order ??= new Map(this.graph.nodes.map((n, i) => [n, i]));
+    const order = this.order;
     const sorted = [...nodes].sort((a, b) => order.get(a)! - order.get(b)!);
     for (const n of nodes) this.removed.add(n);
     this.replacement.set(at === 'first' ? sorted[0] : sorted.at(-1)!, added);
@@ -122,6 +125,18 @@ export class GraphView {
   /** A node name that says where it came from. */
   name(kind: string, from: NodeIR): string {
     return `${from.name}/${kind}#${this.fresh++}`;
+  }
+
+  /**
+   * Whether the view still describes the graph after a pass that replaced nothing (commit() 0), so
+   * that the next pass can take it as it is instead of indexing the graph again: the indexes hold
+   * only what passes change through replace (initializers are read from the graph each time).
+   * Restarts the node names' numbering, as a new view would.
+   */
+  reusable(): boolean {
+    if (this.removed.size !== 0 || this.replacement.size !== 0) return false;
+    this.fresh = 0;
+    return true;
   }
 
   /** Writes the pass into the graph: removed nodes dropped, new ones in their place, dead Constants dropped. */
