@@ -48,4 +48,23 @@ describe('fused CPU kernel builds', () => {
       );
     }
   });
+
+  it('an unknown MLXC_CPU_KERNELS value is reported and ignored, not taken silently', () => {
+    const index = fileURLToPath(new URL('./index.ts', import.meta.url));
+    const script = `import * as m from ${JSON.stringify(index)}; console.log(JSON.stringify([m.cpuKernelsUseAvx2(), m.cpuKernelsUseAvx512()]));`;
+    const run = (value: string | undefined) =>
+      spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script], {
+        env: { ...process.env, MLXC_CPU_KERNELS: value, VITEST: undefined },
+        encoding: 'utf8',
+      });
+    const typo = run('portable');
+    expect(typo.status, typo.stderr).toBe(0);
+    expect(typo.stderr).toContain("MLXC_CPU_KERNELS='portable' is not one of off, generic, avx2: ignored");
+    // The widest build runs, as with the variable unset.
+    const unset = run(undefined);
+    expect(typo.stdout.trim().split('\n').at(-1)).toBe(unset.stdout.trim().split('\n').at(-1));
+    expect(unset.stderr).not.toContain('MLXC_CPU_KERNELS');
+    // The known values stay silent.
+    expect(run('generic').stderr).not.toContain('MLXC_CPU_KERNELS');
+  });
 });

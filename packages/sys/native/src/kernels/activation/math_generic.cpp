@@ -49,8 +49,7 @@ bool has_avx2() {
 #ifdef MLXC_HAVE_AVX2_BUILD
   // MLXC_CPU_KERNELS=generic forces the portable path (tests run both).
   static const bool yes = [] {
-    const char* e = std::getenv("MLXC_CPU_KERNELS");
-    if (e && std::string(e) == "generic") return false;
+    if (cpu_kernels_env() == "generic") return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }();
@@ -63,10 +62,7 @@ bool has_avx2() {
 /** Whether the NEON build runs (AArch64, unless MLXC_CPU_KERNELS=generic). */
 static bool use_neon() {
 #ifdef MLXC_HAVE_NEON_BUILD
-  static const bool yes = [] {
-    const char* e = std::getenv("MLXC_CPU_KERNELS");
-    return !(e && std::string(e) == "generic");
-  }();
+  static const bool yes = [] { return cpu_kernels_env() != "generic"; }();
   return yes;
 #else
   return false;
@@ -76,8 +72,8 @@ static bool use_neon() {
 bool has_avx512() {
 #ifdef MLXC_HAVE_AVX2_BUILD
   static const bool yes = [] {
-    const char* e = std::getenv("MLXC_CPU_KERNELS");
-    if (e && (std::string(e) == "generic" || std::string(e) == "avx2")) return false;
+    const std::string& e = cpu_kernels_env();
+    if (e == "generic" || e == "avx2") return false;
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
   }();

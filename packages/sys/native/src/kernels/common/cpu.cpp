@@ -1,5 +1,6 @@
 // The switch that turns the CPU kernels off, and the hand-written entries of spec/kernels/cpu.ts:
 // the thread count and what the kernels run on.
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -8,11 +9,22 @@
 
 namespace mlxc::cpu {
 
-bool kernels_off() {
-  static const bool off = [] {
+const std::string& cpu_kernels_env() {
+  static const std::string value = [] {
     const char* e = std::getenv("MLXC_CPU_KERNELS");
-    return e && std::string(e) == "off";
+    std::string v = e ? e : "";
+    if (!v.empty() && v != "off" && v != "generic" && v != "avx2") {
+      // A mistyped choice (e.g. 'portable') would otherwise run the widest build without a word.
+      std::fprintf(stderr, "mlxc: MLXC_CPU_KERNELS='%s' is not one of off, generic, avx2: ignored (the widest build runs)\n", v.c_str());
+      v.clear();
+    }
+    return v;
   }();
+  return value;
+}
+
+bool kernels_off() {
+  static const bool off = cpu_kernels_env() == "off";
   return off;
 }
 

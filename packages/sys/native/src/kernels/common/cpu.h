@@ -7,6 +7,8 @@
 // MLXC_CPU_KERNELS=generic the portable build (both read once per process).
 #pragma once
 
+#include <string>
+
 #include <cstddef>
 #include <functional>
 
@@ -23,6 +25,8 @@ bool has_avx2();
 bool has_avx512();
 /** MLXC_CPU_KERNELS=off: MLX's ops everywhere, no native kernel (for comparisons; read once per process; cpu.cpp). */
 bool kernels_off();
+/** MLXC_CPU_KERNELS as read once: "", "off", "generic" or "avx2" (any other value is reported on stderr and read as ""). */
+const std::string& cpu_kernels_env();
 
 // The thread pool (thread_pool.cpp).
 /** Runs f(begin, end) over [0, n) in chunks of at least `grain`, on the pool's threads and the caller's. */
