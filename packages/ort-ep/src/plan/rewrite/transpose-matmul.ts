@@ -11,7 +11,6 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
-import { aRank } from './pack-matmul.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
 const FLOATS = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16]);
@@ -45,7 +44,7 @@ export function transposeMatmulRewrite(view: GraphView): void {
       done.set(wName, t);
     }
     const inputs = [n.inputs[0], t, ...(n.opType === 'MatMulAdd' ? [n.inputs[2]] : [])];
-    view.replace([n], fusedNode(view, 'MatMulTransposed', n, inputs, n.outputs, aRank(n)));
+    view.replace([n], fusedNode(view, 'MatMulTransposed', n, inputs, n.outputs));
     products.push(n);
   }
   for (const w of done.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, products)) graph.initializers.delete(w);
