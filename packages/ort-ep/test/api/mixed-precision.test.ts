@@ -279,8 +279,10 @@ describe('trainStep with mixedPrecision', () => {
       const f16 = await peakOf('float16');
       // Measured (bytes): bfloat16 13.09M, float16 18.13M (the optimizer's phase: the division
       // within the step), gradients 5.67M; float16 was 20.98M with every gradient unscaled beside
-      // the scaled ones at the gradients' evaluation.
-      expect(f16).toBeLessThan(bf16 + gradBytes);
+      // the scaled ones at the gradients' evaluation: float16 over bfloat16 by 0.89x the gradients'
+      // bytes, against 1.39x with the extra copy. Within a whole suite's process bfloat16's peak
+      // came out 0.7M lower (12.4M) while float16's stayed (1.01x): the bound sits between the two.
+      expect(f16 - bf16, `float16 ${f16}, bfloat16 ${bf16}, gradients ${gradBytes}`).toBeLessThan(1.2 * gradBytes);
     } finally {
       opt.dispose();
       s.release();
