@@ -11,7 +11,7 @@
 // - GPU segments use MLX's compile. On Metal with fusion (its kernels build in milliseconds). On
 //   CUDA without it unless MLX_ORT_FUSION=1: NVRTC builds every new fused kernel on first use, and
 //   on a fresh H100 that took BERT-base's second run 64 s and GPT-2 small's 35 s (21 ms and 113 ms
-//   unfused), for a steady state the same on BERT-base and decoding and 13% faster on GPT-2 small
+//   unfused), for a steady state the same on BERT-base, 0-7% faster decoding, 13% on GPT-2 small
 //   (2026-12-06). MLX_ORT_FUSION=0 turns fusion off everywhere (compile mode 'no_fuse').
 // - The CPU kernel cache (JIT only): MLX writes kernels to $TMPDIR/mlx/<version>/cpu, which a reboot
 //   empties. That folder is made a link to a lasting one, MLX_ORT_CACHE_DIR, else
