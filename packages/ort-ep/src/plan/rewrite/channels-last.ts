@@ -197,8 +197,7 @@ export function channelsLastRewrite(view: GraphView): void {
     const key = `${wName}\0${groupOf(n)}`;
     let p = packed.get(key);
     if (!p) {
-      p = `${wName}/panels`;
-      while (graph.initializers.has(p) || view.producer.has(p)) p += '_';
+      p = view.freshName(`${wName}/panels`);
       graph.initializers.set(p, toPanels(view.constant(wName)!, groupOf(n)!));
       packed.set(key, p);
       weights.add(wName);

@@ -4,9 +4,9 @@
 // 2-D input (a Flatten's result, or one declared 2-D) by a constant float32 B with a constant bias
 // row at unit alpha and beta (a classifier head) becomes one too, B transposed once here when
 // transB says so (no transposed view of it on every run).
-import * as mx from '@mlx/core';
-import { OnnxDataType, type HostTensor, type NodeIR } from '../../onnx/index.js';
+import { OnnxDataType, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
+import { transposeMatrix } from './transpose-matmul.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
 const GEMM_TYPES = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16, OnnxDataType.DOUBLE]);
@@ -23,12 +23,6 @@ export function matmulAddRewrite(view: GraphView): void {
     if (!bias || bias.dtype !== w.dtype || bias.dims.length !== 1 || bias.dims[0] !== w.dims[1]) continue;
     view.replace([mm, add], fusedNode(view, 'MatMulAdd', mm, [mm.inputs[0], mm.inputs[1], biasName!], add.outputs));
   }
-}
-
-/** [K, N] -> [N, K] (float32), on the native library's threads. */
-function transposed(t: HostTensor): HostTensor {
-  const [k, n] = t.dims;
-  return { dtype: OnnxDataType.FLOAT, dims: [n, k], data: mx.transposeHost(t.data as Float32Array, k, n) };
 }
 
 /** Whether `name` is known 2-D: a Flatten's result or a value declared with rank 2. */
@@ -74,17 +68,15 @@ export function gemmRewrite(view: GraphView): void {
     if (transB) {
       let t = done.get(w);
       if (!t) {
-        t = `${w}/t`;
-        while (graph.initializers.has(t) || view.producer.has(t)) t += '_';
-        graph.initializers.set(t, transposed(b));
+        t = view.freshName(`${w}/t`);
+        graph.initializers.set(t, transposeMatrix(b));
         done.set(w, t);
       }
       w = t;
     }
     let bias = g.inputs[2];
     if (c.dims.length === 2) {
-      let r = `${bias}/row`;
-      while (graph.initializers.has(r) || view.producer.has(r)) r += '_';
+      const r = view.freshName(`${bias}/row`);
       graph.initializers.set(r, { ...c, dims: [n] });
       bias = r;
     }

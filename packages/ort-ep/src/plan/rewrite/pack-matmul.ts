@@ -24,7 +24,8 @@ export function toDensePanels(w: HostTensor): HostTensor {
   };
 }
 
-function isProduct(n: NodeIR): boolean {
+/** A MatMul, or a fused MatMulAdd: the products whose constant weight pack-matmul and transpose-matmul lay out. */
+export function isWeightProduct(n: NodeIR): boolean {
   return (n.opType === 'MatMul' && isDefaultDomain(n)) || (n.opType === 'MatMulAdd' && n.domain === FUSED_DOMAIN);
 }
 
@@ -34,7 +35,7 @@ export function packMatmulRewrite(view: GraphView): void {
   const packed = new Map<string, string>();
   const products: NodeIR[] = [];
   for (const n of graph.nodes) {
-    if (view.isRemoved(n) || !isProduct(n)) continue;
+    if (view.isRemoved(n) || !isWeightProduct(n)) continue;
     const wName = n.inputs[1];
     const w = view.constant(wName);
     // The weight as a [K, N] float32 matrix of at least one column and row; a MatMulAdd's bias a float32 [N] vector.
@@ -45,8 +46,7 @@ export function packMatmulRewrite(view: GraphView): void {
       continue;
     let p = packed.get(wName);
     if (!p) {
-      p = `${wName}/dense_panels`;
-      while (graph.initializers.has(p) || view.producer.has(p)) p += '_';
+      p = view.freshName(`${wName}/dense_panels`);
       graph.initializers.set(p, toDensePanels(w));
       packed.set(wName, p);
     }

@@ -110,13 +110,6 @@ function join(parts: HostTensor[], axis: 0 | 1): HostTensor {
   return { dtype: first.dtype, dims: [K, N], data: data as unknown as HostTensor['data'] };
 }
 
-/** A fresh initializer name next to `base`. */
-function freshName(view: GraphView, base: string): string {
-  let name = `${base}/joined`;
-  while (view.graph.initializers.has(name) || view.producer.has(name)) name += '_';
-  return name;
-}
-
 export function siblingMatmulRewrite(view: GraphView): void {
   const graph = view.graph;
   const order = new Map(graph.nodes.map((n, i) => [n, i]));
@@ -154,7 +147,7 @@ export function siblingMatmulRewrite(view: GraphView): void {
           inputs.push('');
           continue;
         }
-        const name = freshName(view, first.inputs[i]);
+        const name = view.freshName(`${first.inputs[i]}/joined`);
         graph.initializers.set(
           name,
           join(
@@ -175,7 +168,7 @@ export function siblingMatmulRewrite(view: GraphView): void {
         attributes,
       };
     } else {
-      const w = freshName(view, first.inputs[1]);
+      const w = view.freshName(`${first.inputs[1]}/joined`);
       graph.initializers.set(
         w,
         join(
@@ -185,7 +178,7 @@ export function siblingMatmulRewrite(view: GraphView): void {
       );
       inputs.push(w);
       if (g[0].kind === 'matmul-add') {
-        const b = freshName(view, first.inputs[2]);
+        const b = view.freshName(`${first.inputs[2]}/joined`);
         graph.initializers.set(
           b,
           join(

@@ -10,8 +10,8 @@
 // [K, N] weight is dropped when nothing else reads it.
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor, type NodeIR } from '../../onnx/index.js';
-import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
-import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
+import { isWeightProduct } from './pack-matmul.js';
+import { type GraphView, fusedNode } from './view.js';
 
 const FLOATS = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16]);
 
@@ -21,25 +21,20 @@ export function transposeMatrix(w: HostTensor): HostTensor {
   return { dtype: w.dtype, dims: [n, k], data: mx.transposeHost(w.data as Float32Array | Uint16Array, k, n) };
 }
 
-function isProduct(n: NodeIR): boolean {
-  return (n.opType === 'MatMul' && isDefaultDomain(n)) || (n.opType === 'MatMulAdd' && n.domain === FUSED_DOMAIN);
-}
-
 export function transposeMatmulRewrite(view: GraphView): void {
   if (!view.target.transposeWeights) return;
   const graph = view.graph;
   const done = new Map<string, string>();
   const products: NodeIR[] = [];
   for (const n of graph.nodes) {
-    if (view.isRemoved(n) || !isProduct(n)) continue;
+    if (view.isRemoved(n) || !isWeightProduct(n)) continue;
     const wName = n.inputs[1];
     const w = view.constant(wName);
     if (!w || !FLOATS.has(w.dtype) || w.dims.length !== 2 || w.dims[0] < 1 || w.dims[1] < 1) continue;
     if (Array.isArray(w.data) || w.data.length !== w.dims[0] * w.dims[1]) continue;
     let t = done.get(wName);
     if (!t) {
-      t = `${wName}/transposed`;
-      while (graph.initializers.has(t) || view.producer.has(t)) t += '_';
+      t = view.freshName(`${wName}/transposed`);
       graph.initializers.set(t, transposeMatrix(w));
       done.set(wName, t);
     }

@@ -122,6 +122,13 @@ export class GraphView {
     this.replacement.set(at === 'first' ? sorted[0] : sorted.at(-1)!, added);
   }
 
+  /** `base`, or `base` with underscores added: a name no initializer and no node output has (for a derived initializer). */
+  freshName(base: string): string {
+    let name = base;
+    while (this.graph.initializers.has(name) || this.producer.has(name)) name += '_';
+    return name;
+  }
+
   /** A node name that says where it came from. */
   name(kind: string, from: NodeIR): string {
     return `${from.name}/${kind}#${this.fresh++}`;
