@@ -9,20 +9,12 @@ import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
 import { expectSameAsOrt, f32, expectSameWithRewrites, seeded, type Feeds } from '../helpers/ort.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
+import { seededInit as init } from '../helpers/rewrite-products.js';
 
 // The layout pass (channels-last, its own test file) would take these convs over: off here, so
 // that the fused Conv's own forms run.
 const WITHOUT_LAYOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'channels-last');
 
-const init = (name: string, dims: number[], seed: number): TensorSpec => ({
-  name,
-  type: 'float32',
-  dims,
-  values: seeded(
-    dims.reduce((a, b) => a * b, 1),
-    seed,
-  ).map((x) => x - 0.5),
-});
 const scalar = (name: string, value: number): TensorSpec => ({ name, type: 'float32', dims: [], values: [value] });
 
 const X = [2, 8, 9, 7];

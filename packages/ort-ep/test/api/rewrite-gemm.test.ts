@@ -5,23 +5,11 @@ import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
-import { model, node, v, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, expectSameWithRewrites, i64, runOn, seeded, type Feeds } from '../helpers/ort.js';
+import { model, node, v } from '../helpers/build.js';
+import { seededInit as init, seededInput as input } from '../helpers/rewrite-products.js';
+import { expectSameAsOrt, expectSameWithRewrites, i64, runOn, type Feeds } from '../helpers/ort.js';
 
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'gemm');
-const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
-const init = (name: string, dims: number[], seed: number): TensorSpec => ({
-  name,
-  type: 'float32',
-  dims,
-  values: seeded(size(dims), seed).map((x) => x - 0.5),
-});
-const input = (dims: number[], seed: number) =>
-  f32(
-    seeded(size(dims), seed).map((x) => (x - 0.5) * 2),
-    dims,
-  );
-
 async function expectSame(bytes: Uint8Array, f: Feeds, tol = { rtol: 1e-5, atol: 1e-5 }) {
   await expectSameAsOrt(bytes, f, tol);
   await expectSameWithRewrites(bytes, f, true, WITHOUT, tol);

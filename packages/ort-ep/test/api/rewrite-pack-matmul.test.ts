@@ -10,41 +10,11 @@ import { describe, expect, it } from 'vitest';
 import { MlxSession } from '../../src/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
-import { model, node, v, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, expectSameWithRewrites, f32, i64, seeded } from '../helpers/ort.js';
+import { expectSameAsOrt, expectSameWithRewrites, i64 } from '../helpers/ort.js';
+import { seededInput as input, weightProducts } from '../helpers/rewrite-products.js';
 
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'pack-matmul');
-const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
-const init = (name: string, dims: number[], seed: number): TensorSpec => ({
-  name,
-  type: 'float32',
-  dims,
-  values: seeded(size(dims), seed).map((x) => x - 0.5),
-});
-const input = (dims: number[], seed: number) =>
-  f32(
-    seeded(size(dims), seed).map((x) => (x - 0.5) * 2),
-    dims,
-  );
-
-// x [B, S, 24] -> Linear(24, 40) + bias -> MatMul(40, 7); v [24] by the same first weight; ids
-// gathered from an embedding that a MatMul also reads (a tied head: kept beside its panels); a
-// MatMul by a graph input stays as written.
-const bytes = model({
-  inputs: [v('x', 'float32', ['B', 'S', 24]), v('v', 'float32', [24]), v('ids', 'int64', [3]), v('wi', 'float32', [7, 5])],
-  outputs: ['y', 'u', 'e', 'h', 'z'].map((n) => v(n, 'float32')),
-  nodes: [
-    node('MatMul', ['x', 'W1'], ['p']),
-    node('Add', ['p', 'b1'], ['a']),
-    node('MatMul', ['a', 'W2'], ['y']),
-    node('MatMul', ['v', 'W1'], ['u']),
-    node('Gather', ['E', 'ids'], ['e']),
-    node('MatMul', ['x', 'E'], ['h']),
-    node('MatMul', ['y', 'wi'], ['z']),
-  ],
-  initializers: [init('W1', [24, 40], 1), init('b1', [40], 2), init('W2', [40, 7], 3), init('E', [24, 33], 4)],
-  opsets: { '': 17 },
-});
+const bytes = weightProducts;
 
 describe('pack-matmul rewrite', () => {
   it('packs constant float32 weights once, drops those nothing else reads, keeps a tied one', () => {
