@@ -21,7 +21,7 @@ import { checkStartOptions, notify, progress } from './execute/progress.js';
 import { GraphProgram } from './execute/run.js';
 import { Profiler } from './execute/profiler.js';
 import { SessionLog, type LogSeverity } from './execute/log.js';
-import type { RewriteCounts } from './plan/rewrite/index.js';
+import type { RewriteCounts, RewriteTarget } from './plan/rewrite/index.js';
 import { encodeGraph, encodeModel } from './onnx/encode.js';
 import { FUSED_DOMAIN } from './ops/mlx/fused.js';
 import { ModelRunner, type CompileStats } from './execute/runner.js';
@@ -269,10 +269,7 @@ export class MlxSession {
       disabledOps: options.disabledOps,
       partition: mayFallBack,
       rewrites: options.graphRewrites,
-      rewriteTarget: {
-        packDense: (options.device ?? mx.defaultDevice().type) === 'cpu' && (mx.cpuKernelsUseAvx512() || mx.cpuKernelsUseAvx2()),
-        transposeWeights: (options.device ?? mx.defaultDevice().type) === 'gpu',
-      },
+      rewriteTarget: rewriteTargetFor(options.device ?? mx.defaultDevice().type),
       freeDimensionOverrides: options.freeDimensionOverrides,
     });
     if (options.optimizedModelFilePath) writeOptimizedModel(model, options.optimizedModelFilePath, name);
@@ -939,6 +936,12 @@ function logPlan(
       () =>
         `model ${name}: ${onOrt} node(s) run on onnxruntime (the fallback), not on MLX: ${[...new Set(unsupported.map((u) => u.opType))].join(', ')}`,
     );
+}
+
+/** What the weight-layout rewrites need to know of the device a session runs on. */
+function rewriteTargetFor(device: 'cpu' | 'gpu'): RewriteTarget {
+  if (device === 'gpu') return { transposeWeights: true };
+  return { packDense: mx.cpuKernelsUseAvx512() || mx.cpuKernelsUseAvx2() };
 }
 
 /**
