@@ -64,4 +64,37 @@ describe('CPU thread pool', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!).bad).toBe(0);
   }, 100_000);
+  it("OpenBLAS's workers sleep after a product instead of polling (OPENBLAS_THREAD_TIMEOUT defaults to 4)", () => {
+    // OpenBLAS's default keeps its workers calling sched_yield for ~0.1 s after each call, which on
+    // a 2-core machine took a core from the pool's kernels that ran next. The child multiplies once
+    // (MLX's CPU matmul is OpenBLAS's sgemm) and then sleeps 200 ms: the process's CPU time over the
+    // sleep is what the workers burn (about 110 ms with OpenBLAS's default, 28; about 12 with 4).
+    const core = fileURLToPath(new URL('./index.ts', import.meta.url));
+    const repo = fileURLToPath(new URL('../../..', import.meta.url));
+    const code = `
+      const mx = await import(${JSON.stringify(core)});
+      const a = mx.full([512, 512], 0.5).eval();
+      const b = mx.full([512, 512], 0.25).eval();
+      const v = mx.matmul(a, b).toTypedArray()[0];
+      const before = process.cpuUsage();
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+      const u = process.cpuUsage(before);
+      console.log(JSON.stringify({ v, env: process.env.OPENBLAS_THREAD_TIMEOUT, cpuMs: (u.user + u.system) / 1000 }));`;
+    const child = (env: Record<string, string | undefined>) => {
+      const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
+        cwd: repo,
+        encoding: 'utf8',
+        timeout: 60_000,
+        env: { ...process.env, ...env },
+      });
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as { v: number; env?: string; cpuMs: number };
+    };
+    const quiet = child({ OPENBLAS_THREAD_TIMEOUT: undefined });
+    expect(quiet.v).toBe(64); // 512 * 0.5 * 0.25
+    expect(quiet.env).toBe('4');
+    expect(quiet.cpuMs, 'CPU time burnt while the process slept 200 ms').toBeLessThan(50);
+    // A value the user set is theirs.
+    expect(child({ OPENBLAS_THREAD_TIMEOUT: '28' }).env).toBe('28');
+  }, 100_000);
 });

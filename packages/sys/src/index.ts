@@ -322,6 +322,18 @@ function preloadLibmlx(): void {
 }
 
 /**
+ * OpenBLAS (MLX's CPU BLAS on Linux) keeps its worker threads polling for work with sched_yield for
+ * 2^28 cycles (about 0.1 s) after each call: beside the project's own thread pool, on a machine
+ * with as many cores as threads, that polling takes a core from the kernels that run next (14% of
+ * a BERT-base run's CPU time on 2 cores; its median run 8-12% slower). OpenBLAS reads
+ * OPENBLAS_THREAD_TIMEOUT (2^n cycles, n from 4) once, when it loads: unless the user set it, it is
+ * set to 4 here, before the library loads, so its workers sleep after a call.
+ */
+export function quietBlasThreads(env: Record<string, string | undefined> = process.env): void {
+  if (env.OPENBLAS_THREAD_TIMEOUT === undefined) env.OPENBLAS_THREAD_TIMEOUT = '4';
+}
+
+/**
  * The NVIDIA libraries MLX's CUDA build needs, dependencies first. With MLX_CUDA_LIBRARY_PATH (folders
  * separated by the path delimiter; each searched with its `<name>/lib` subfolders, as in a pip
  * site-packages/nvidia folder), those found are loaded by path before the CUDA package's libmlxc,
@@ -445,6 +457,7 @@ export function loadMlxC(): MlxC {
   const candidates = mapped ? [{ path: mapped, why: 'already loaded in this process' }] : libraryCandidates();
   const koffi = getKoffi();
   declareTypes();
+  quietBlasThreads();
   preloadLibmlx();
   const attempts: { path: string; why: string; error: string }[] = [];
   for (const cand of candidates) {
