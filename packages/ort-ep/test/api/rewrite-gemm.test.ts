@@ -69,22 +69,23 @@ describe('Gemm rewrite', () => {
       opsets: { '': 17 },
     });
 
-  it('leaves a Gemm whose input rank is declared nowhere (Reshape by a computed shape) to the Gemm op', async () => {
+  it('takes a Gemm whose input rank is declared nowhere (Reshape by a computed shape), checking it at run time', async () => {
     const bytes = linear(false);
-    expect(prepareModel(bytes).rewrites.gemm).toBeUndefined();
-    // Declared 2-D, the same layer is taken.
-    expect(prepareModel(linear(true)).rewrites).toMatchObject({ gemm: 1 });
+    expect(prepareModel(bytes).rewrites).toMatchObject({ gemm: 1 });
+    const gemm = prepareModel(bytes).model.graph.nodes.find((n) => n.opType === 'MatMulAdd' || n.opType === 'MatMulPacked');
+    expect(gemm?.attributes.get('a_rank')).toEqual({ type: 'int', value: 2 });
+    expect(prepareModel(linear(true)).model.graph.nodes.some((n) => n.attributes.has('a_rank'))).toBe(false);
     for (const S of [1, 5]) await expectSame(bytes, { x: input([2, S, 24], 11 + S), k: i64([24], [1]) });
   });
 
-  it('refuses an A of another rank, as onnxruntime does, with the rewrites and without', async () => {
+  it('refuses an A of another rank, as onnxruntime does, with the rewrite and without', async () => {
     // k = 8 reshapes x [2, 3, 24] into [18, 8]: still 2-D, but K 8 against B's 24 rows.
     const bytes = linear(false);
     const feeds = { x: input([2, 3, 24], 12), k: i64([8], [1]) };
     await expect(runOn('cpu', bytes, feeds)).rejects.toThrow();
     await expect(runOn('mlx', bytes, feeds)).rejects.toThrow();
-    // A 3-D A fed straight to a Gemm (rank declared nowhere): onnxruntime refuses it; so does mlx
-    // (the Gemm op's check), with the rewrites on and off.
+    // A 3-D A fed straight to a Gemm (rank declared nowhere): onnxruntime refuses it; so does mlx,
+    // whether the rewrite took the Gemm (MatMulAdd's check) or not (the Gemm op's).
     const direct = model({
       inputs: [v('a', 'float32')],
       outputs: [v('y', 'float32')],
@@ -104,6 +105,28 @@ describe('Gemm rewrite', () => {
       } finally {
         await s.release();
       }
+    }
+  });
+  it('two Gemms of one undeclared-rank A joined by sibling-matmul keep the rank check', async () => {
+    // The joined product must check A as each Gemm would: a 3-D A is refused, not multiplied as a batch.
+    const bytes = model({
+      inputs: [v('a', 'float32')],
+      outputs: [v('y1', 'float32'), v('y2', 'float32')],
+      nodes: [node('Gemm', ['a', 'W1', 'b1'], ['y1']), node('Gemm', ['a', 'W2', 'b2'], ['y2'])],
+      initializers: [init('W1', [24, 40], 15), init('b1', [40], 16), init('W2', [24, 8], 17), init('b2', [8], 18)],
+      opsets: { '': 17 },
+    });
+    const prepared = prepareModel(bytes);
+    expect(prepared.rewrites).toMatchObject({ gemm: 2, 'sibling-matmul': 1 });
+    const joined = prepared.model.graph.nodes.filter((n) => n.opType === 'MatMulAdd' || n.opType === 'MatMulPacked');
+    expect(joined).toHaveLength(1);
+    expect(joined[0].attributes.get('a_rank')).toEqual({ type: 'int', value: 2 });
+    await expectSame(bytes, { a: input([5, 24], 19) });
+    const s = await ort.InferenceSession.create(bytes, { executionProviders: [{ name: 'mlx', device: 'cpu' }] } as never);
+    try {
+      await expect(s.run({ a: input([2, 3, 24], 20) })).rejects.toThrow(/Gemm: input A must have rank 2, got rank 3/);
+    } finally {
+      await s.release();
     }
   });
 });

@@ -23,8 +23,17 @@ const entry = <P>(opType: string, parse: (a: Attrs) => P, run: (ctx: OpContext<P
 
 const epsilon = (a: Attrs) => a.float('epsilon');
 
+/** A rewritten Gemm's rank check on A (attribute a_rank; 0: none), with the Gemm op's message. */
+const parseARank = (a: Attrs): number => a.int('a_rank', 0);
+
+function checkARank(ctx: OpContext<unknown>, rank: number): void {
+  const r = ctx.shape(0).length;
+  if (rank > 0 && r !== rank) throw new RangeError(`Gemm: input A must have rank ${rank}, got rank ${r}`);
+}
+
 /** smallMatmul's bias: the native small-row kernel's epilogue on the CPU, addmm's C term elsewhere. */
-function matMulAdd(ctx: OpContext<undefined>): mx.Array {
+function matMulAdd(ctx: OpContext<number>): mx.Array {
+  checkARank(ctx, ctx.params);
   return mx.ext.smallMatmul(ctx.input(0), ctx.input(1), ctx.input(2));
 }
 
@@ -33,7 +42,8 @@ function matMulAdd(ctx: OpContext<undefined>): mx.Array {
  * keeps MLX's plain product (its matrix-vector kernel on CUDA) and adds the bias after it; more rows
  * go through addmm, the bias in the product's epilogue.
  */
-function matMulTransposed(ctx: OpContext<undefined>): mx.Array {
+function matMulTransposed(ctx: OpContext<number>): mx.Array {
+  checkARank(ctx, ctx.params);
   const x = ctx.input(0);
   const w = mx.swapaxes(ctx.input(1), 0, 1);
   if (!ctx.has(2)) return mx.matmul(x, w);
@@ -280,16 +290,19 @@ export const mlxFusedOps: OpEntry[] = [
     (ctx) => gelu(ctx.input(0), { approximate: ctx.params, bias: ctx.optional(1) }),
     'GELU (erf or tanh form) of x (+ bias), from the rewrite of its decomposition',
   ),
-  entry('MatMulAdd', () => undefined, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
+  entry('MatMulAdd', parseARank, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
   entry(
     'MatMulPacked',
-    (a) => a.int('n'),
-    (ctx) => mx.ext.denseGemm(ctx.input(0), ctx.input(1), ctx.params, ctx.optional(2) ?? null),
+    (a) => ({ n: a.int('n'), aRank: parseARank(a) }),
+    (ctx) => {
+      checkARank(ctx, ctx.params.aRank);
+      return mx.ext.denseGemm(ctx.input(0), ctx.input(1), ctx.params.n, ctx.optional(2) ?? null);
+    },
     'MatMul (+ bias) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count (CPU, AVX-512)',
   ),
   entry(
     'MatMulTransposed',
-    () => undefined,
+    parseARank,
     matMulTransposed,
     'MatMul (+ bias) by a constant matrix stored transposed once, [N, K], read as a transposed view: the layout MLX reads for a one-row product (GPU sessions)',
   ),

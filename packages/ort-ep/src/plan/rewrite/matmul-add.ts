@@ -1,10 +1,11 @@
 // MatMul(a, W) + bias, W a constant [K, N] matrix and bias a constant [N] vector (a Linear layer as
 // exported without Gemm, on inputs of any rank) -> mlx.fused::MatMulAdd, which runs MLX's addmm:
-// the bias goes into the GEMM as its C term instead of a second pass over the result. A Gemm of a
-// 2-D input (a Flatten's result, or one declared 2-D) by a constant float32 B with a constant bias
-// row at unit alpha and beta (a classifier head) becomes one too, B transposed once here when
-// transB says so (no transposed view of it on every run).
-import { OnnxDataType, type NodeIR } from '../../onnx/index.js';
+// the bias goes into the GEMM as its C term instead of a second pass over the result. A Gemm by a
+// constant float32 B with a constant bias row at unit alpha and beta (a classifier head, or a
+// Linear layer exported as Reshape -> Gemm, GPT-2's) becomes one too, B transposed once here when
+// transB says so (no transposed view of it on every run). Where A is not known to be 2-D (a
+// Flatten's result, or one declared 2-D), the node keeps Gemm's rank check (attribute a_rank 2).
+import { type AttrValue, OnnxDataType, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { transposeMatrix } from './transpose-matmul.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
@@ -60,10 +61,6 @@ export function gemmRewrite(view: GraphView): void {
     const c = view.constant(g.inputs[2]);
     if (!c || c.dtype !== OnnxDataType.FLOAT || c.data.length !== n || !(c.dims.length === 1 || (c.dims.length === 2 && c.dims[0] === 1)))
       continue;
-    // Only an A known to be 2-D. Linear layers exported as Reshape (by a computed shape) -> Gemm
-    // (GPT-2's) stay Gemms: taken here, pack-matmul packed them, and GPT-2 small ran 5% slower
-    // (671 against 641 ms) with 630 MB more resident (2026-12-06, Zen 3).
-    if (!isMatrix(view, g.inputs[0])) continue;
     let w = g.inputs[1];
     if (transB) {
       let t = done.get(w);
@@ -80,7 +77,8 @@ export function gemmRewrite(view: GraphView): void {
       graph.initializers.set(r, { ...c, dims: [n] });
       bias = r;
     }
-    view.replace([g], fusedNode(view, 'MatMulAdd', g, [g.inputs[0], w, bias], g.outputs));
+    const attrs: Record<string, AttrValue> = isMatrix(view, g.inputs[0]) ? {} : { a_rank: { type: 'int', value: 2 } };
+    view.replace([g], fusedNode(view, 'MatMulAdd', g, [g.inputs[0], w, bias], g.outputs, attrs));
     rewritten.push(g);
   }
   // A B that only rewritten Gemms read is held once, transposed (constants: no feed overrides them).

@@ -24,6 +24,12 @@ export function toDensePanels(w: HostTensor): HostTensor {
   };
 }
 
+/** A Gemm's rank check on A (MatMulAdd's a_rank), kept by the node that replaces it. */
+export function aRank(n: NodeIR): Record<string, AttrValue> {
+  const r = n.attributes.get('a_rank');
+  return r ? { a_rank: r } : {};
+}
+
 /** A MatMul, or a fused MatMulAdd: the products whose constant weight pack-matmul and transpose-matmul lay out. */
 export function isWeightProduct(n: NodeIR): boolean {
   return (n.opType === 'MatMul' && isDefaultDomain(n)) || (n.opType === 'MatMulAdd' && n.domain === FUSED_DOMAIN);
@@ -50,7 +56,7 @@ export function packMatmulRewrite(view: GraphView): void {
       graph.initializers.set(p, toDensePanels(w));
       packed.set(wName, p);
     }
-    const attrs: Record<string, AttrValue> = { n: { type: 'int', value: w.dims[1] } };
+    const attrs: Record<string, AttrValue> = { n: { type: 'int', value: w.dims[1] }, ...aRank(n) };
     const inputs = [n.inputs[0], p, ...(bias ? [n.inputs[2]] : [])];
     view.replace([n], fusedNode(view, 'MatMulPacked', n, inputs, n.outputs, attrs));
     products.push(n);

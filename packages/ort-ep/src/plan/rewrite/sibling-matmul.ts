@@ -15,6 +15,7 @@
 import { type HostTensor, type NodeIR, OnnxDataType } from '../../onnx/index.js';
 import type { AttrValue } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
+import { aRank } from './pack-matmul.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
 const GEMM_TYPES = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16, OnnxDataType.DOUBLE]);
@@ -55,7 +56,9 @@ function member(view: GraphView, node: NodeIR, a: string): Member | undefined {
       if (!b || b.dtype !== w.dtype || b.dims.length !== 1 || b.dims[0] !== w.dims[1]) return undefined;
     }
     const kind: Kind = isMatMul ? 'matmul' : 'matmul-add';
-    return { node, kind, key: `${kind}:${w.dtype}:${w.dims[0]}`, n: w.dims[1] };
+    // A rewritten Gemm's rank check (a_rank) joins only with products that check the same.
+    const rank = node.attributes.get('a_rank');
+    return { node, kind, key: `${kind}:${w.dtype}:${w.dims[0]}:${rank?.type === 'int' ? rank.value : 0}`, n: w.dims[1] };
   }
   if (node.opType === 'MatMulNBits' && node.domain === 'com.microsoft') {
     const attrs = nbitsAttrs(node);
@@ -187,7 +190,7 @@ export function siblingMatmulRewrite(view: GraphView): void {
           ),
         );
         inputs.push(b);
-        product = fusedNode(view, 'MatMulAdd', first, inputs, [joinedOut]);
+        product = fusedNode(view, 'MatMulAdd', first, inputs, [joinedOut], aRank(first));
       } else {
         product = { name: view.name('MatMul', first), opType: 'MatMul', domain: '', inputs, outputs: [joinedOut], attributes: new Map() };
       }

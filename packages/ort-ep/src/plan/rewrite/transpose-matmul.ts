@@ -10,7 +10,7 @@
 // [K, N] weight is dropped when nothing else reads it.
 import * as mx from '@mlx/core';
 import { OnnxDataType, type HostTensor, type NodeIR } from '../../onnx/index.js';
-import { isWeightProduct } from './pack-matmul.js';
+import { aRank, isWeightProduct } from './pack-matmul.js';
 import { type GraphView, fusedNode } from './view.js';
 
 const FLOATS = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, OnnxDataType.BFLOAT16]);
@@ -39,7 +39,7 @@ export function transposeMatmulRewrite(view: GraphView): void {
       done.set(wName, t);
     }
     const inputs = [n.inputs[0], t, ...(n.opType === 'MatMulAdd' ? [n.inputs[2]] : [])];
-    view.replace([n], fusedNode(view, 'MatMulTransposed', n, inputs, n.outputs));
+    view.replace([n], fusedNode(view, 'MatMulTransposed', n, inputs, n.outputs, aRank(n)));
     products.push(n);
   }
   for (const w of done.keys()) if (graph.initializers.has(w) && view.readOnlyBy(w, products)) graph.initializers.delete(w);
