@@ -1,6 +1,8 @@
 // RNN/GRU/LSTM beyond the node suite (which has forward-only cases): reverse and bidirectional
 // directions, sequence_lens, initial states, peepholes, clip, input_forget, layout 1, activation
 // lists with alpha/beta, every output, each against onnxruntime-node's CPU provider.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { model, node, v, type NodeSpec } from '../../test/helpers/build.js';
 import { expectSameAsOrt, expectSameOutputs, f32, ort, plain, runOn, seeded, type Feeds, type OrtTensor } from '../../test/helpers/ort.js';
@@ -134,6 +136,44 @@ describe('LSTM', () => {
       attrs: { activations: ['HardSigmoid', 'ScaledTanh', 'Elu'], activation_alpha: [0.3, 0.9, 1.2], activation_beta: [0.4, 1.1] },
     }));
   it('opset 7 (no layout attribute)', () => check({ op: 'LSTM', ...base, dirs: 2, bias: true, opset: 7 }));
+  // One step of one or a few sequences (a streaming model's frame): the input projection runs on
+  // the native small-row kernel (smallMatmul), more rows on addmm.
+  it('one step, one sequence and three (the small-row projection), with bias and without', async () => {
+    for (const batch of [1, 3]) {
+      await check({ op: 'LSTM', seq: 1, batch, input: 128, hidden: 32, dirs: 1, bias: true, initial: true });
+      await check({ op: 'LSTM', seq: 1, batch, input: 8, hidden: 6, dirs: 2 });
+    }
+  });
+  it("one step's projection is the native small-row product, not OpenBLAS's addmm (~47 us a call)", () => {
+    // MLXC_PRIM_TIMES (read once per process) lists every primitive a run evaluates: a child process.
+    const script = `
+      import { createRequire } from 'node:module';
+      import ${JSON.stringify(fileURLToPath(new URL('../index.ts', import.meta.url)))};
+      import { model, node, v } from ${JSON.stringify(fileURLToPath(new URL('../../test/helpers/build.js', import.meta.url)))};
+      const ort = createRequire(import.meta.url)('onnxruntime-node');
+      const init = (name, dims) => ({ name, type: 'float32', dims, values: Array.from({ length: dims.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i) * 0.1) });
+      const bytes = model({
+        opsets: { '': 14 },
+        inputs: [v('X', 'float32', [1, 1, 64])],
+        outputs: [v('Y', 'float32')],
+        initializers: [init('W', [1, 128, 64]), init('R', [1, 128, 32]), init('B', [1, 256])],
+        nodes: [node('LSTM', ['X', 'W', 'R', 'B'], ['Y'], { attrs: { hidden_size: 32 } })],
+      });
+      const s = await ort.InferenceSession.create(bytes, { executionProviders: [{ name: 'mlx', device: 'cpu' }] });
+      for (let i = 0; i < 4; i++) await s.run({ X: new ort.Tensor('float32', new Float32Array(64).fill(0.5), [1, 1, 64]) });
+      await s.release();`;
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('../..', import.meta.url)),
+      env: { ...process.env, MLXC_PRIM_TIMES: '1', VITEST: undefined },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const rows = r.stderr.split('\n').map((l) => l.trim().split(/\s+/)[0]);
+    expect(rows, r.stderr).toContain('Lstm');
+    expect(rows, r.stderr).toContain('SmallMatmul');
+    expect(rows, r.stderr).not.toContain('AddMM');
+  });
 });
 
 describe('GRU', () => {

@@ -317,7 +317,10 @@ function runNativeLstm(ctx: OpContext<RnnParams>, x: mx.Array, H: number, lens: 
   const dirs = p.directions;
   const { wT, rT, bias } = nativeWeights(ctx, dirs, H);
   if (wT.shape[0] !== input) throw new RangeError(`LSTM W's input size ${wT.shape[0]} is not X's ${input}`);
-  const proj = bias ? mx.addmm(bias, x, wT, 1, 1) : mx.matmul(x, wT); // [seq, batch, D*4H]
+  // [seq, batch, D*4H]. A step or a few (a streaming model's one frame) on the native small-row
+  // kernel: MLX's addmm handed OpenBLAS a [1, input] x [input, 4H] product at ~47 us a call (Silero
+  // VAD's frame); more rows take addmm (smallMatmul's own fallback).
+  const proj = mx.ext.smallMatmul(x, wT, bias ?? null);
   const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);
   const c0 = initialState(ctx, 6, [dirs, batch, H], x.dtype);
   const direction = dirs === 2 ? 2 : p.reverse ? 1 : 0;
