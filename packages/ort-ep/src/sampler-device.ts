@@ -66,12 +66,13 @@ const MAX_GREEDY_PROGRAMS = 8;
 const greedyPrograms = new WeakMap<mx.Stream, Map<string, { program: mx.HostProgram; f: mx.CompiledFunction }>>();
 
 /**
- * The greedy token of a one-row `logits` in one native call, on a CPU stream: choose()'s greedy
- * graph captured once per shape and dtype (mx.captureGraph) and run as a HostProgram that reads the
- * logits where they are and returns the id. choose()'s ops one by one (each made, evaluated, read
- * and freed from JS) cost a small model's CPU decode step about what one of its layers costs. A GPU
- * keeps that path (its evaluation is asynchronous; nothing was measured there). Undefined where
- * this does not apply (more than one row, another device).
+ * The greedy token of a one-row `logits` in one native call, on a CPU stream: ext.greedyArgmax
+ * captured once per shape and dtype (mx.captureGraph) and run as a HostProgram that reads the
+ * logits where they are and returns the id (ops made, evaluated, read and freed from JS one by one
+ * cost a small model's CPU decode step about what one of its layers costs; the argmax composed
+ * from MLX's ops was five primitives, ~30 us at 8192 tokens). A GPU keeps choose() (its evaluation
+ * is asynchronous; nothing was measured there). Undefined where this does not apply (more than one
+ * row, another device).
  */
 function greedyOneCall(logits: mx.Array, V: number): number | undefined {
   if (logits.size !== V) return undefined;
@@ -90,7 +91,7 @@ function greedyOneCall(logits: mx.Array, V: number): number | undefined {
       // run, and it is freed with the HostProgram.
       dropped.f.dispose();
     }
-    const f = mx.captureGraph((x) => choose(x, V, undefined, 0, 0, false));
+    const f = mx.captureGraph((x) => mx.ext.greedyArgmax(x));
     entry = {
       f,
       program: new mx.HostProgram(f, [{ dtype: logits.dtype, shape: logits.shape, array: true }], [{ dtype: 'int32', shape: [] }], stream),
@@ -120,13 +121,12 @@ function choose(logits: mx.Array, V: number, sampling: SamplerSettings | undefin
   return mx.scope(() => {
     const flat = mx.reshape(logits, [rows, V]);
     const last = rows === 1 ? flat : mx.slice(flat, [rows - 1, 0], [rows, V], [1, 1]);
+    // Greedy: NaN never wins (it counts as -Infinity) and the first of equal maxima is taken, in
+    // one pass on a CPU stream (MLX's ops elsewhere).
+    if (!sampling) return mx.ext.greedyArgmax(last);
     const row = mx.astype(mx.reshape(last, [V]), 'float32');
     const nanMask = mx.isnan(row);
     const ninf = mx.array(Number.NEGATIVE_INFINITY);
-    if (!sampling) {
-      // NaN never wins: it is -Infinity for the argmax, which takes the first of equal maxima.
-      return mx.astype(mx.argmax(mx.where(nanMask, ninf, row)), 'int32');
-    }
     const anyNan = mx.any(nanMask);
     const allMasked = mx.equal(mx.max(row), ninf);
     // +Infinity present: the infinite tokens alone, equally likely (the softmax's limit).

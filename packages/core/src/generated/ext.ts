@@ -62,6 +62,23 @@ export function fakeQuantize(x: ArrayLike, scale: number, zeroPoint: number, lo:
 }
 
 /**
+ * the index of the largest element of x flattened, NaN counted as -Infinity, the first of equal maxima (0 where all are NaN or -Infinity), an int32 scalar; one pass for float32 on a CPU stream.
+ *
+ * `int mlxc_greedy_argmax(mlx_array* res, const mlx_array x, const mlx_stream s)`
+ */
+export function greedyArgmax(x: ArrayLike, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _x = t.arg(x);
+    const res = { ctx: null };
+    t.check(fn.mlxc_greedy_argmax(res, _x.handle, streamHandle(opts)), 'mlxc_greedy_argmax');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * softmax or log-softmax over the last axis.
  *
  * `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)`
@@ -497,6 +514,7 @@ export const extOps = {
   fusedActivation,
   hardSigmoid,
   fakeQuantize,
+  greedyArgmax,
   fusedSoftmax,
   fusedLayerNorm,
   fusedRmsNorm,

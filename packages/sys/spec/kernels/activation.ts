@@ -20,4 +20,9 @@ export const activation: FnSpec[] = [
     'mlxc::cpu::fake_quantize($x, $scale, $zero_point, $lo, $hi, $s)',
     'QuantizeLinear then DequantizeLinear of one scale and zero point ([lo, hi] the integer range) in one pass, float32',
   ),
+  op(
+    'int mlxc_greedy_argmax(mlx_array* res, const mlx_array x, const mlx_stream s)',
+    'mlxc::cpu::greedy_argmax($x, $s)',
+    'the index of the largest element of x flattened, NaN counted as -Infinity, the first of equal maxima (0 where all are NaN or -Infinity), an int32 scalar; one pass for float32 on a CPU stream',
+  ),
 ];

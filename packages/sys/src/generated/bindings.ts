@@ -526,6 +526,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_fused_activation(_Inout_ mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)',
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
   'int mlxc_fake_quantize(_Inout_ mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s)',
+  'int mlxc_greedy_argmax(_Inout_ mlx_array* res, const mlx_array x, const mlx_stream s)',
   'int mlxc_fused_softmax(_Inout_ mlx_array* res, const mlx_array x, bool log, const mlx_stream s)',
   'int mlxc_fused_layer_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)',
   'int mlxc_fused_rms_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s)',
@@ -1598,6 +1599,8 @@ export interface MlxCFunctions {
   mlxc_hard_sigmoid(res: MlxHandle, x: MlxHandle, alpha: number, beta: number, swish: boolean, s: MlxHandle): number;
   /** kernels/activation: `int mlxc_fake_quantize(mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s)` */
   mlxc_fake_quantize(res: MlxHandle, x: MlxHandle, scale: number, zero_point: number, lo: number, hi: number, s: MlxHandle): number;
+  /** kernels/activation: `int mlxc_greedy_argmax(mlx_array* res, const mlx_array x, const mlx_stream s)` */
+  mlxc_greedy_argmax(res: MlxHandle, x: MlxHandle, s: MlxHandle): number;
   /** kernels/norm: `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)` */
   mlxc_fused_softmax(res: MlxHandle, x: MlxHandle, log: boolean, s: MlxHandle): number;
   /** kernels/norm: `int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)` */
@@ -1648,4 +1651,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 546;
+export const functionCount = 547;

@@ -48,3 +48,19 @@ extern "C" int mlxc_fake_quantize(mlx_array* res, const mlx_array x, float scale
   }
   return 0;
 }
+
+extern "C" int mlxc_greedy_argmax(mlx_array* res, const mlx_array x, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::greedy_argmax(mlxc::arr(x), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}

@@ -26,4 +26,9 @@ mx::array hard_sigmoid(const mx::array& x, float alpha, float beta, bool swish, 
  * float32, as QuantizeLinear's. */
 mx::array fake_quantize(const mx::array& x, float scale, float zero_point, float lo, float hi, mx::Stream s);
 
+/** The index of the largest element of x flattened, NaN counted as -Infinity, the first of equal
+ * maxima (0 where every element is NaN or -Infinity), as an int32 scalar: one pass for float32 on a
+ * CPU stream, else MLX's ops (isnan, where, argmax). Empty x is an error. */
+mx::array greedy_argmax(const mx::array& x, mx::Stream s);
+
 }  // namespace mlxc::cpu
