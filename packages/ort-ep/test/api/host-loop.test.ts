@@ -47,10 +47,14 @@ async function hostLoop(session: import('onnxruntime-node').InferenceSession, c:
     const nextFeeds: Feeds = { input_ids: i64([next], [1, 1]), attention_mask: i64(new Array(total + 1).fill(1), [1, total + 1]) };
     if (session.inputNames.includes('position_ids')) nextFeeds.position_ids = i64([total], [1, 1]);
     for (const name of Object.keys(out)) if (name.startsWith('present.')) nextFeeds[name.replace('present', 'past_key_values')] = out[name];
+    // transformers.js's DynamicCache.update: a replaced 'gpu-buffer' past is disposed.
+    for (const [name, t] of Object.entries(feeds)) if (t.location === 'gpu-buffer' && nextFeeds[name] !== t) t.dispose();
     feeds = nextFeeds;
     total++;
   }
-  return { tokens, rows };
+  const locations = new Set(Object.entries(feeds).flatMap(([n, t]) => (n.startsWith('past_key_values.') ? [t.location] : [])));
+  for (const t of Object.values(feeds)) if (t.location === 'gpu-buffer') t.dispose();
+  return { tokens, rows, locations: [...locations] };
 }
 
 describe("transformers.js's host-fed loop through mlx", () => {
@@ -66,6 +70,30 @@ describe("transformers.js's host-fed loop through mlx", () => {
         got.rows.forEach((row, k) => row.forEach((x, i) => expect(Math.abs(x - want.rows[k][i])).toBeLessThan(2e-4)));
         const stats = (s as unknown as { handler: { session: MlxSession } }).handler.session.compileStats;
         expect(stats).toMatchObject({ misses: MISS_STREAK, unanalysed: STEPS - MISS_STREAK, hits: 0 });
+      } finally {
+        await s.release();
+      }
+    });
+
+  // The recipe of the README: preferredOutputLocation 'gpu-buffer' for the present.* outputs, which
+  // transformers.js passes through session_options, so the cache fed back is the device Tensors of
+  // the last run (nothing uploaded or downloaded but the new token, the mask and the logits).
+  for (const [kind, c] of Object.entries(CONFIGS))
+    it(`${kind}: with the presents on the device, onnxruntime-node's tokens and logits`, async () => {
+      const bytes = buildDecoder(c);
+      const prompt = [9, 4, 300, 77];
+      const want = await hostLoop(await ort.InferenceSession.create(bytes), c, prompt);
+      const presents = Array.from({ length: c.layers }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat();
+      const s = await ort.InferenceSession.create(bytes, {
+        ...mlxCpu,
+        preferredOutputLocation: Object.fromEntries(presents.map((n) => [n, 'gpu-buffer' as const])),
+      });
+      try {
+        const got = await hostLoop(s, c, prompt);
+        expect(got.locations).toEqual(['gpu-buffer']);
+        expect(want.locations).toEqual(['cpu']);
+        expect(got.tokens).toEqual(want.tokens);
+        got.rows.forEach((row, k) => row.forEach((x, i) => expect(Math.abs(x - want.rows[k][i])).toBeLessThan(2e-4)));
       } finally {
         await s.release();
       }
