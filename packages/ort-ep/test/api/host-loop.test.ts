@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { MlxSession } from '../../src/index.js';
 import '../../src/index.js';
 import { MISS_STREAK } from '../../src/execute/runner.js';
+import { model, node, v } from '../helpers/build.js';
 import { buildDecoder, type DecoderConfig, headSize, kvHeadsOf } from '../helpers/decoder.js';
 import { type Feeds, mlxCpu, ort, type OrtTensor } from '../helpers/ort.js';
 
@@ -78,24 +79,61 @@ describe("transformers.js's host-fed loop through mlx", () => {
   // The recipe of the README: preferredOutputLocation 'gpu-buffer' for the present.* outputs, which
   // transformers.js passes through session_options, so the cache fed back is the device Tensors of
   // the last run (nothing uploaded or downloaded but the new token, the mask and the logits).
+  // mlx({ presentsOnDevice: true }) asks the same of every output named present*, without names.
+  const presents = (c: DecoderConfig) => Array.from({ length: c.layers }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat();
+  const recipes: Record<string, (c: DecoderConfig) => import('onnxruntime-node').InferenceSession.SessionOptions> = {
+    preferredOutputLocation: (c) => ({
+      ...mlxCpu,
+      preferredOutputLocation: Object.fromEntries(presents(c).map((n) => [n, 'gpu-buffer' as const])),
+    }),
+    presentsOnDevice: () => ({ executionProviders: [{ name: 'mlx', device: 'cpu', presentsOnDevice: true }] }) as never,
+  };
   for (const [kind, c] of Object.entries(CONFIGS))
-    it(`${kind}: with the presents on the device, onnxruntime-node's tokens and logits`, async () => {
-      const bytes = buildDecoder(c);
-      const prompt = [9, 4, 300, 77];
-      const want = await hostLoop(await ort.InferenceSession.create(bytes), c, prompt);
-      const presents = Array.from({ length: c.layers }, (_, l) => [`present.${l}.key`, `present.${l}.value`]).flat();
-      const s = await ort.InferenceSession.create(bytes, {
-        ...mlxCpu,
-        preferredOutputLocation: Object.fromEntries(presents.map((n) => [n, 'gpu-buffer' as const])),
+    for (const [recipe, options] of Object.entries(recipes))
+      it(`${kind}: with the presents on the device (${recipe}), onnxruntime-node's tokens and logits`, async () => {
+        const bytes = buildDecoder(c);
+        const prompt = [9, 4, 300, 77];
+        const want = await hostLoop(await ort.InferenceSession.create(bytes), c, prompt);
+        const s = await ort.InferenceSession.create(bytes, options(c));
+        try {
+          const got = await hostLoop(s, c, prompt);
+          expect(got.locations).toEqual(['gpu-buffer']);
+          expect(want.locations).toEqual(['cpu']);
+          expect(got.tokens).toEqual(want.tokens);
+          got.rows.forEach((row, k) => row.forEach((x, i) => expect(Math.abs(x - want.rows[k][i])).toBeLessThan(2e-4)));
+        } finally {
+          await s.release();
+        }
       });
-      try {
-        const got = await hostLoop(s, c, prompt);
-        expect(got.locations).toEqual(['gpu-buffer']);
-        expect(want.locations).toEqual(['cpu']);
-        expect(got.tokens).toEqual(want.tokens);
-        got.rows.forEach((row, k) => row.forEach((x, i) => expect(Math.abs(x - want.rows[k][i])).toBeLessThan(2e-4)));
-      } finally {
-        await s.release();
-      }
-    });
+
+  it('presentsOnDevice: preferredOutputLocation decides for what it names; a model without presents takes it', async () => {
+    const c = CONFIGS.llama;
+    const s = await ort.InferenceSession.create(buildDecoder(c), {
+      executionProviders: [{ name: 'mlx', device: 'cpu', presentsOnDevice: true }],
+      preferredOutputLocation: { 'present.1.value': 'cpu' },
+    } as never);
+    try {
+      const handler = (s as unknown as { handler: { keepsOnDevice(n: string): boolean } }).handler;
+      expect(presents(c).filter((n) => handler.keepsOnDevice(n))).toEqual(['present.0.key', 'present.0.value', 'present.1.key']);
+      expect(handler.keepsOnDevice('logits')).toBe(false);
+    } finally {
+      await s.release();
+    }
+    // One session_options for every session of a model (transformers.js): an encoder has no presents.
+    const encoder = await ort.InferenceSession.create(
+      model({ inputs: [v('x', 'float32', [2])], outputs: [v('y', 'float32', [2])], nodes: [node('Relu', ['x'], ['y'])] }),
+      { executionProviders: [{ name: 'mlx', device: 'cpu', presentsOnDevice: true }] } as never,
+    );
+    try {
+      const y = (await encoder.run({ x: new ort.Tensor('float32', Float32Array.from([-1, 2]), [2]) })).y;
+      expect([y.location, Array.from(y.data as Float32Array)]).toEqual(['cpu', [0, 2]]);
+    } finally {
+      await encoder.release();
+    }
+    await expect(
+      ort.InferenceSession.create(buildDecoder(c), {
+        executionProviders: [{ name: 'mlx', device: 'cpu', presentsOnDevice: 'yes' }],
+      } as never),
+    ).rejects.toThrow(/presentsOnDevice must be true or false, got "yes"/);
+  });
 });
