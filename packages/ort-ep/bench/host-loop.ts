@@ -8,8 +8,9 @@
 // (this file with --worker), alternated over --rounds rounds; figures are medians. Never a test.
 //   tools/dev bench host-loop [--model llama|gpt2] [--size tiny|8x512] [--prompt 8] [--tokens 96]
 //     [--repeats 3] [--rounds 3] [--variants mlx,mlx-eager,mlx-device,ort-node] [--base OTHER/packages/ort-ep]
-// mlx-device: preferredOutputLocation 'gpu-buffer' for the present.* outputs, so the cache fed back
-// is the device Tensors of the last run (transformers.js's recipe for mlx, see the README).
+// mlx-device (and mlx-device-eager, compiled false): mlx({ presentsOnDevice: true }), the present.*
+// outputs as 'gpu-buffer' Tensors, so the cache fed back is the device Tensors of the last run
+// (transformers.js's recipe for mlx, see the README).
 // --base: a before/after in one run: the mlx variants again from another checkout (its
 // bench/host-loop.ts, copied there), as base:mlx and base:mlx-eager, alternated with these.
 // --size tiny is the consumer test's 2-layer, 64-wide decoder (tools/consumer-test.mjs);
@@ -70,12 +71,11 @@ async function worker(variant: string): Promise<void> {
   if (variant === 'ort-node') options = { executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1 };
   else {
     const { mlx } = await import('../src/index.js');
-    options = { executionProviders: [mlx(variant === 'mlx-eager' ? { compiled: false } : {})] } as InferenceSession.SessionOptions;
-    // mlx-device: the presents stay on the device ('gpu-buffer' Tensors, fed back as the pasts).
-    if (variant === 'mlx-device')
-      options.preferredOutputLocation = Object.fromEntries(
-        Array.from({ length: config.layers }, (_, l) => ['key', 'value'].map((kv) => [`present.${l}.${kv}`, 'gpu-buffer'] as const)).flat(),
-      );
+    // mlx-device: the presents stay on the device ('gpu-buffer' Tensors, fed back as the pasts);
+    // -eager: compiled false.
+    const compiled = !variant.endsWith('-eager');
+    const presentsOnDevice = variant.startsWith('mlx-device');
+    options = { executionProviders: [mlx({ compiled, presentsOnDevice })] } as InferenceSession.SessionOptions;
   }
   const session = (await ort.InferenceSession.create(buildDecoder(config), options as never)) as unknown as InferenceSession;
   const kvHeads = kvHeadsOf(config);
