@@ -2,6 +2,8 @@
 // past_key_values.* inputs set to the previous run's present.* Tensors (one row longer each step),
 // the attention_mask one longer. Every step is a new input signature: the tokens and logits equal
 // onnxruntime-node's CPU provider, and the compiled path stops analysing after a streak of misses.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 // (importing the package registers the 'mlx' backend)
 import type { MlxSession } from '../../src/index.js';
@@ -136,4 +138,44 @@ describe("transformers.js's host-fed loop through mlx", () => {
       } as never),
     ).rejects.toThrow(/presentsOnDevice must be true or false, got "yes"/);
   });
+
+  // GroupQueryAttention over a growing past of one sequence takes the native decode step (the
+  // shared-buffer step over the past grown by a row) rather than some forty MLX ops a layer; the
+  // calls are counted in a child process (MLX_SYS_COUNT_CALLS must be set when @mlx/sys loads).
+  it('llama: each decode step of each layer is one native GroupQueryAttention step', () => {
+    const c = CONFIGS.llama;
+    const child = `
+      await import('./src/index.ts');
+      const mx = await import('@mlx/core');
+      const { createRequire } = await import('node:module');
+      const { join } = await import('node:path');
+      const { buildDecoder, headSize, kvHeadsOf } = await import('./test/helpers/decoder.ts');
+      const ort = createRequire(join(process.cwd(), 'package.json'))('onnxruntime-node');
+      const c = ${JSON.stringify(c)};
+      const s = await ort.InferenceSession.create(buildDecoder(c), { executionProviders: [{ name: 'mlx', device: 'cpu', compiled: false }] });
+      const i64 = (xs, dims) => new ort.Tensor('int64', BigInt64Array.from(xs, BigInt), dims);
+      let feeds = { input_ids: i64([5, 17, 99], [1, 3]), attention_mask: i64([1, 1, 1], [1, 3]) };
+      for (let l = 0; l < c.layers; l++)
+        for (const kv of ['key', 'value']) feeds['past_key_values.' + l + '.' + kv] = new ort.Tensor('float32', new Float32Array(0), [1, kvHeadsOf(c), 0, headSize(c)]);
+      const steps = [];
+      for (let step = 0, total = 3; step < 4; step++, total++) {
+        const before = mx.nativeCallCounts().get('mlxc_gqa_step') ?? 0;
+        const out = await s.run(feeds);
+        steps.push((mx.nativeCallCounts().get('mlxc_gqa_step') ?? 0) - before);
+        const next = { input_ids: i64([7], [1, 1]), attention_mask: i64(new Array(total + 1).fill(1), [1, total + 1]) };
+        for (const name of Object.keys(out)) if (name.startsWith('present.')) next[name.replace('present', 'past_key_values')] = out[name];
+        feeds = next;
+      }
+      await s.release();
+      console.log(JSON.stringify(steps));`;
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', child], {
+      cwd: fileURLToPath(new URL('../..', import.meta.url)),
+      env: { ...process.env, MLX_SYS_COUNT_CALLS: '1' },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    // The prompt (no past) takes the general path; each later step one native step per layer.
+    expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toEqual([0, c.layers, c.layers, c.layers]);
+  }, 150_000);
 });
