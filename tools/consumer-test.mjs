@@ -870,9 +870,12 @@ const decoders = JSON.parse(process.argv[3]);
 const texts = ['The quick brown fox jumps over the lazy dog.', 'Hello world!'];
 const prompts = ['Hello', 'The quick brown fox'];
 const out = {};
-for (const ep of ['mlx', 'cpu']) {
+// 'mlx-device': the README's recipe, mlx({ presentsOnDevice: true }): the KV cache stays on the
+// device as 'gpu-buffer' tensors (bert-tiny has no presents: the option must fit it too).
+const provider = { mlx: () => mlx(), 'mlx-device': () => mlx({ presentsOnDevice: true }), cpu: () => 'cpu' };
+for (const ep of ['mlx', 'mlx-device', 'cpu']) {
   // mlx({...}) for the one, the plain name for the others: both reach onnxruntime-node as written.
-  const fe = await pipeline('feature-extraction', 'bert-tiny', { dtype: 'fp32', session_options: { executionProviders: [ep === 'mlx' ? mlx() : 'cpu'] } });
+  const fe = await pipeline('feature-extraction', 'bert-tiny', { dtype: 'fp32', session_options: { executionProviders: [provider[ep]()] } });
   const raw = await fe(texts);
   const pooled = await fe(texts, { pooling: 'mean', normalize: true });
   // The tokenizers round-trip (a real WordPiece and byte-level BPE, not a table of [UNK]s).
@@ -880,7 +883,10 @@ for (const ep of ['mlx', 'cpu']) {
   out[ep] = { handlers: [fe.model.sessions.model.handler.constructor.name], dims: raw.dims, raw: Array.from(raw.data), pooled: Array.from(pooled.data), gen: {}, decoded };
   await fe.dispose();
   for (const name of decoders) {
-    const gen = await pipeline('text-generation', name, { dtype: 'fp32', session_options: { executionProviders: [ep] } });
+    const gen = await pipeline('text-generation', name, {
+      dtype: 'fp32',
+      session_options: { executionProviders: [ep === 'mlx-device' ? provider[ep]() : ep] },
+    });
     const text = (await gen('The quick brown', { max_new_tokens: 12, do_sample: false }))[0].generated_text;
     const one = gen.tokenizer('The quick brown');
     const ids = (await gen.model.generate({ ...one, max_new_tokens: 12, do_sample: false })).tolist()[0].map(Number);
@@ -889,6 +895,9 @@ for (const ep of ['mlx', 'cpu']) {
     const batch = gen.tokenizer(prompts, { padding: true });
     const batchIds = (await gen.model.generate({ ...batch, max_new_tokens: 8, do_sample: false })).tolist().map((r) => r.map(Number));
     const batchTexts = (await gen(prompts, { max_new_tokens: 8, do_sample: false })).map((r) => r[0].generated_text);
+    const dict = await gen.model.generate({ ...one, max_new_tokens: 2, do_sample: false, return_dict_in_generate: true });
+    const pastLocations = [...new Set(Object.values(dict.past_key_values).map((t) => t.location))];
+    await dict.past_key_values.dispose();
     decoded[name] = gen.tokenizer.decode(gen.tokenizer(texts[0]).input_ids, { skip_special_tokens: true });
     const session = gen.model.sessions.model;
     out[ep].handlers.push(session.handler.constructor.name);
@@ -900,6 +909,7 @@ for (const ep of ['mlx', 'cpu']) {
       padded: batch.attention_mask.tolist().flat().filter((m) => Number(m) === 0).length,
       batchIds,
       batchTexts,
+      pastLocations,
     };
     await gen.dispose();
   }
@@ -912,8 +922,9 @@ console.log('RESULT ' + JSON.stringify(out));
     const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
     assert(line, `tjs.mjs: ${stdout}${stderr}`);
     assert(!/removing requested execution provider/.test(stderr), `onnxruntime fell back: ${stderr}`);
-    const { mlx: m, cpu: c } = JSON.parse(line.slice(7));
-    assert(m.handlers.length === 3 && m.handlers.every((h) => h === 'MlxSessionHandler'), `mlx sessions' handlers: ${m.handlers}`);
+    const { mlx: m, 'mlx-device': d, cpu: c } = JSON.parse(line.slice(7));
+    for (const x of [m, d])
+      assert(x.handlers.length === 3 && x.handlers.every((h) => h === 'MlxSessionHandler'), `mlx sessions' handlers: ${x.handlers}`);
     assert(
       c.handlers.every((h) => h !== 'MlxSessionHandler'),
       `cpu sessions' handlers: ${c.handlers}`,
@@ -938,9 +949,17 @@ console.log('RESULT ' + JSON.stringify(out));
       assert(g.padded > 0, `${name}: the batch was not padded`);
       assert(same(g.batchIds, r.batchIds), `${name} batch ids: mlx ${g.batchIds}, cpu ${r.batchIds}`);
       assert(same(g.batchTexts, r.batchTexts), `${name} batch texts: mlx ${g.batchTexts}, cpu ${r.batchTexts}`);
+      // The recipe's cache on the device: the same tokens, the pasts 'gpu-buffer' tensors.
+      const k = d.gen[name];
+      assert(
+        same(g.pastLocations, ['cpu']) && same(k.pastLocations, ['gpu-buffer']),
+        `${name} past locations: ${g.pastLocations}, ${k.pastLocations}`,
+      );
+      for (const f of ['ids', 'text', 'batchIds', 'batchTexts'])
+        assert(same(k[f], r[f]), `${name} ${f} with presentsOnDevice: mlx ${JSON.stringify(k[f])}, cpu ${JSON.stringify(r[f])}`);
     }
     const g = m.gen[names[0]];
-    return `embeddings ${m.dims.join('x')} within ${rawWorst.toExponential(1)}; ${names.join(', ')}: ${g.ids.length - g.prompt} tokens greedy and a left-padded batch of ${g.batchIds.length}, equal`;
+    return `embeddings ${m.dims.join('x')} within ${rawWorst.toExponential(1)}; ${names.join(', ')}: ${g.ids.length - g.prompt} tokens greedy and a left-padded batch of ${g.batchIds.length}, equal (and with the cache on the device)`;
   },
 );
 

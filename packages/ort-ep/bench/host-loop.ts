@@ -7,7 +7,10 @@
 // host), tokens/s of the decode steps (prefill apart). Each variant runs alone in its own process
 // (this file with --worker), alternated over --rounds rounds; figures are medians. Never a test.
 //   tools/dev bench host-loop [--model llama|gpt2] [--size tiny|8x512] [--prompt 8] [--tokens 96]
-//     [--repeats 3] [--rounds 3] [--variants mlx,mlx-eager,ort-node] [--base OTHER/packages/ort-ep]
+//     [--repeats 3] [--rounds 3] [--variants mlx,mlx-eager,mlx-device,ort-node] [--base OTHER/packages/ort-ep]
+// mlx-device (and mlx-device-eager, compiled false): mlx({ presentsOnDevice: true }), the present.*
+// outputs as 'gpu-buffer' Tensors, so the cache fed back is the device Tensors of the last run
+// (transformers.js's recipe for mlx, see the README).
 // --base: a before/after in one run: the mlx variants again from another checkout (its
 // bench/host-loop.ts, copied there), as base:mlx and base:mlx-eager, alternated with these.
 // --size tiny is the consumer test's 2-layer, 64-wide decoder (tools/consumer-test.mjs);
@@ -68,7 +71,11 @@ async function worker(variant: string): Promise<void> {
   if (variant === 'ort-node') options = { executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1 };
   else {
     const { mlx } = await import('../src/index.js');
-    options = { executionProviders: [mlx(variant === 'mlx-eager' ? { compiled: false } : {})] } as InferenceSession.SessionOptions;
+    // mlx-device: the presents stay on the device ('gpu-buffer' Tensors, fed back as the pasts);
+    // -eager: compiled false.
+    const compiled = !variant.endsWith('-eager');
+    const presentsOnDevice = variant.startsWith('mlx-device');
+    options = { executionProviders: [mlx({ compiled, presentsOnDevice })] } as InferenceSession.SessionOptions;
   }
   const session = (await ort.InferenceSession.create(buildDecoder(config), options as never)) as unknown as InferenceSession;
   const kvHeads = kvHeadsOf(config);
@@ -122,10 +129,13 @@ async function worker(variant: string): Promise<void> {
       if (session.inputNames.includes('position_ids')) nextFeeds.position_ids = i64([total], [1, 1]);
       for (const name of Object.keys(out))
         if (name.startsWith('present')) nextFeeds[name.replace('present', 'past_key_values')] = out[name] as Tensor;
+      // As transformers.js's cache update does: a replaced 'gpu-buffer' past is disposed.
+      for (const [name, t] of Object.entries(feeds)) if (t.location === 'gpu-buffer' && nextFeeds[name] !== t) t.dispose();
       feeds = nextFeeds;
       total++;
     }
     const c = process.cpuUsage(c1);
+    for (const t of Object.values(feeds)) if (t.location === 'gpu-buffer') t.dispose();
     return { prefillMs: t1 - t0, decodeMs: performance.now() - t1, cpuMs: (c.user + c.system) / 1000, ids };
   };
 
@@ -156,7 +166,7 @@ async function worker(variant: string): Promise<void> {
 
 async function main(): Promise<void> {
   const base = arg('base');
-  const own = arg('variants', 'mlx,mlx-eager,ort-node')!.split(',');
+  const own = arg('variants', 'mlx,mlx-eager,mlx-device,ort-node')!.split(',');
   const variants = base ? [...own, ...own.filter((v) => v !== 'ort-node').map((v) => `base:${v}`)] : own;
   const script = fileURLToPath(import.meta.url);
   const scriptOf = (v: string) => (v.startsWith('base:') ? join(base!, 'bench', 'host-loop.ts') : script);

@@ -40,6 +40,15 @@ export interface MlxExecutionProviderOption {
   onProgress?: MlxSessionOptions['onProgress'];
   /** Which GPU, as onnxruntime's GPU providers take it: MLX runs one per process, device 0. */
   deviceId?: number;
+  /**
+   * Outputs whose names start with 'present' (a KV cache: present.0.key, present.0.decoder.key, ...)
+   * come back as 'gpu-buffer' tensors, to be fed back as the next run's pasts without a copy to or
+   * from the host. preferredOutputLocation still decides for an output it names. Unlike
+   * preferredOutputLocation's names, this fits every session of a model (an encoder without
+   * presents too): the recipe for transformers.js, which gives one session_options to each.
+   * Default false.
+   */
+  presentsOnDevice?: boolean;
 }
 
 declare module 'onnxruntime-common' {
@@ -62,12 +71,17 @@ export function mlx(options: MlxProviderOptions = {}): MlxExecutionProviderOptio
   return { ...options, name: MLX_BACKEND_NAME };
 }
 
-/** The session options of the 'mlx' provider entry of `executionProviders`, with the onnxruntime options it reads. */
-export function sessionOptionsOf(options?: InferenceSession.SessionOptions): MlxSessionOptions {
+/** The 'mlx' entry of `executionProviders` when it is an object (mlx({...})). */
+function mlxOptionOf(options?: InferenceSession.SessionOptions): MlxExecutionProviderOption | undefined {
   const eps = options?.executionProviders ?? [];
-  const mine = eps.find((e) => typeof e === 'object' && e !== null && (e as { name?: string }).name === MLX_BACKEND_NAME) as
+  return eps.find((e) => typeof e === 'object' && e !== null && (e as { name?: string }).name === MLX_BACKEND_NAME) as
     | MlxExecutionProviderOption
     | undefined;
+}
+
+/** The session options of the 'mlx' provider entry of `executionProviders`, with the onnxruntime options it reads. */
+export function sessionOptionsOf(options?: InferenceSession.SessionOptions): MlxSessionOptions {
+  const mine = mlxOptionOf(options);
   const device = mine?.device;
   if (device !== undefined && device !== 'gpu' && device !== 'cpu')
     throw new TypeError(`mlx execution provider: device must be 'gpu' or 'cpu', got '${String(device)}'`);
@@ -100,16 +114,23 @@ export function sessionOptionsOf(options?: InferenceSession.SessionOptions): Mlx
 }
 
 /**
- * Where a session returns each output, from `preferredOutputLocation`: 'gpu-buffer' outputs stay
- * on the device; 'cpu-pinned' ones are read into pooled host blocks (page-locked on MLX's CUDA
- * build); the rest into fresh ArrayBuffers.
+ * Where a session returns each output, from `preferredOutputLocation` (then, for the outputs it
+ * leaves unset, the provider's `presentsOnDevice`): 'gpu-buffer' outputs stay on the device;
+ * 'cpu-pinned' ones are read into pooled host blocks (page-locked on MLX's CUDA build); the rest
+ * into fresh ArrayBuffers.
  */
 export function outputLocations(
   options: InferenceSession.SessionOptions | undefined,
   outputNames: readonly string[],
 ): { onDevice: Set<string>; pinned: Set<string> } {
   const pref = options?.preferredOutputLocation;
-  const where = (name: string) => (typeof pref === 'string' || pref === undefined ? pref : pref[name]);
+  const presents = mlxOptionOf(options)?.presentsOnDevice;
+  if (presents !== undefined && typeof presents !== 'boolean')
+    throw new TypeError(`mlx execution provider: presentsOnDevice must be true or false, got ${JSON.stringify(presents)}`);
+  const where = (name: string) => {
+    const loc = typeof pref === 'string' || pref === undefined ? pref : pref[name];
+    return loc === undefined && presents && name.startsWith('present') ? 'gpu-buffer' : loc;
+  };
   const known = new Set(['cpu', 'cpu-pinned', 'gpu-buffer']);
   if (pref !== undefined && typeof pref === 'object')
     for (const name of Object.keys(pref))

@@ -197,6 +197,12 @@ describe('GroupQueryAttention', () => {
     run({ B: 1, S: 2, past: 0, shared: 10, lens: [7], rotary: true, attrs: { local_window_size: 3, softcap: 2.5 } }));
   it('local window and softcap', () => run({ B: 1, S: 7, past: 0, lens: [7], attrs: { local_window_size: 3, softcap: 2.5 } }));
   it('interleaved rotary, decode', () => run({ B: 1, S: 1, past: 5, lens: [6], rotary: true, attrs: { rotary_interleaved: 1 } }));
+  // A growing cache fed whole (past T rows, every token visible) for one sequence runs as the
+  // shared-buffer step over the past grown by S rows: the same results as the general path's.
+  it('one sequence, a growing past: decode step', () => run({ B: 1, S: 1, past: 6, lens: [7] }));
+  it('one sequence, a growing past: three new tokens with rotary', () => run({ B: 1, S: 3, past: 4, lens: [7], rotary: true }));
+  it('one sequence, a growing past: local window and softcap', () =>
+    run({ B: 1, S: 1, past: 6, lens: [7], rotary: true, attrs: { local_window_size: 3, softcap: 2.5 } }));
   it('sliding window over the past KV: decode steps with ragged lengths', () =>
     run({ B: 2, S: 1, past: 6, lens: [7, 5], attrs: { local_window_size: 3 } }));
   it('sliding window over the past KV: a prompt chunk after cached tokens, with rotary', () =>

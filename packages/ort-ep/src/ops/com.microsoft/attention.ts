@@ -654,6 +654,18 @@ function checkGqaPast(ctx: OpContext<GqaParams>, B: number, Nkv: number, packedH
   });
 }
 
+/**
+ * Whether a step appends S rows to pasts of total - S rows for a batch of one whose seqlens_k,
+ * known on the host, is total - 1 (every token visible): the shared-buffer step then computes
+ * what the general path does, over the past grown by S rows.
+ */
+function growingStep(ctx: OpContext<GqaParams>, B: number, S: number, total: number): boolean {
+  if (B !== 1 || S >= total || !ctx.has(3) || !ctx.has(4)) return false;
+  if (ctx.shape(3)[2] + S !== total || ctx.shape(4)[2] + S !== total) return false;
+  const seqlens = ctx.hostIfKnown(5);
+  return seqlens !== undefined && seqlens.data.length === 1 && Number(seqlens.data[0]) === total - 1;
+}
+
 function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const p = ctx.params;
   const N = p.heads;
@@ -679,6 +691,18 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const plain = !quantized && !p.smoothSoftmax && !ctx.has(11) && !ctx.has(14) && !ctx.has(15) && !ctx.wants(3);
   if (plain && S < total && ctx.has(3) && ctx.has(4) && ctx.shape(3)[2] >= total && !ctx.hostIfKnown(5))
     return gqaSharedStep(ctx, q, k, v, ctx.input(3), ctx.input(4), total);
+  if (plain && growingStep(ctx, B, S, total)) {
+    // A growing cache fed whole (transformers.js's loop: past T rows, present T + S), one sequence
+    // that sees all of its tokens: the shared-buffer step over the past padded with S rows writes
+    // the new rows at T and attends (one native primitive on the CPU), where the general path
+    // composes rotary, concatenation, mask and attention (some forty MLX ops a layer more).
+    const grown = (i: number) => {
+      const past = ctx.input(i);
+      const [, n, , h] = past.shape;
+      return mx.concatenate([past, mx.zeros([B, n, S, h], past.dtype)], 2);
+    };
+    return gqaSharedStep(ctx, q, k, v, grown(3), grown(4), total);
+  }
   const seqlensK = hostNumbers(ctx.host(5));
   if (seqlensK.length !== B) throw new RangeError(`seqlens_k has ${seqlensK.length} entries for a batch of ${B}`);
   // The first prompt (no cached tokens) may be right-padded: its tokens start at 0 in every entry.
