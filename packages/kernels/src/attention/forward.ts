@@ -22,7 +22,7 @@ import {
   type Dtype,
 } from '@mlx/core';
 import { attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape } from './config.js';
-import { causalKeep, groupedMask, maskScores, negativeInfinity, paddedMask } from './mask.js';
+import { causalKeep, groupedMask, maskScores, negativeInfinity, paddedMask, rank4Mask } from './mask.js';
 import { softmax } from '../softmax.js';
 import { cappedScores, rowSoftmax } from './probabilities.js';
 
@@ -90,6 +90,29 @@ export function attentionFused(q: Array, k: Array, v: Array, mask: Array | null,
       m.dtype === 'bool' ? any(m, -1, { keepdims: true }) : greater(max(m, -1, { keepdims: true }), negativeInfinity(shape.dtype));
     return where(valid, out, scalar(0, shape.dtype));
   });
+}
+
+/**
+ * Whether the native CPU kernel computes this configuration: float32 q, k, v on the CPU, no softcap.
+ * (Its rows with no visible key are zeros even under rowsNeverEmpty, where the composite's are NaN.)
+ */
+export function nativeCpuSupports(q: Array, k: Array, v: Array, config: AttentionConfig): boolean {
+  if (q.dtype !== 'float32' || k.dtype !== 'float32' || v.dtype !== 'float32' || config.softcap > 0) return false;
+  return defaultStream().device.type === 'cpu';
+}
+
+/**
+ * The forward as one native primitive on the CPU (ext.fusedAttention): per block of query rows of
+ * one key/value head, the scores against the keys the block sees stay in a thread-local buffer
+ * through the masks and the row softmax, and their product with V goes straight into the output.
+ * The composite instead runs OpenBLAS once per batch entry and head for each product, copies the
+ * scaled Kᵀ view and passes over the scores in memory for each mask and the softmax.
+ */
+export function attentionNativeCpu(q: Array, k: Array, v: Array, mask: Array | null, config: AttentionConfig): Array {
+  const shape = attentionShape(q, k, v);
+  if (shape.keySeq === 0 || shape.querySeq === 0) return emptyOutput(shape);
+  using m = mask ? rank4Mask(mask, shape) : null;
+  return ext.fusedAttention(q, k, v, m, resolvedScale(config, shape), config.causal, config.causalOffset);
 }
 
 /** Query rows per key/value head up to which the CPU decoding path runs (the native small-row products' limit). */

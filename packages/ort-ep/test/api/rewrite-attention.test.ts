@@ -1,8 +1,9 @@
 // The attention rewrite (src/plan/rewrite/attention.ts): decomposed attention in the spellings
 // exporters use becomes one mlx.fused::Attention, which computes what the graph computes: against
-// onnxruntime-node and against this provider with the rewrites off, in both of the op's forms
-// (MLX's fused attention, forced with MLX_ORT_SDPA=fused, which the CPU otherwise leaves to the
-// composition; and the composition). Then the shared transformers.
+// onnxruntime-node and against this provider with the rewrites off, in each of the op's forms
+// (the CPU's own: the native attention kernel in float32; MLX's fused attention, forced with
+// MLX_ORT_SDPA=fused, which the CPU otherwise leaves alone; and the composition, forced with
+// MLX_ORT_SDPA=composite). Then the shared transformers.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -65,11 +66,11 @@ afterEach(() => {
   else process.env.MLX_ORT_SDPA = saved;
 });
 
-/** Rewritten as `counts` says; both forms match onnxruntime and the graph as written. */
+/** Rewritten as `counts` says; every form matches onnxruntime and the graph as written. */
 async function expectRewrite(bytes: Uint8Array, counts: Record<string, number>, f: Feeds, tol = { rtol: 1e-5, atol: 1e-6 }) {
   expect(prepareModel(bytes).rewrites).toEqual(counts);
   const off = await runMlx(bytes, f, false);
-  for (const sdpa of ['fused', 'composite']) {
+  for (const sdpa of ['auto', 'fused', 'composite']) {
     process.env.MLX_ORT_SDPA = sdpa;
     await expectSameAsOrt(bytes, f, tol);
     const on = await runMlx(bytes, f, true);
@@ -222,7 +223,7 @@ describe('shared transformers', () => {
   ];
   for (const [name, count] of cases) {
     const dir = sharedPath(join('models', name));
-    it.skipIf(!existsSync(dir))(`${name}: ${count} attention blocks, both forms match the rewrites off and the reference`, async () => {
+    it.skipIf(!existsSync(dir))(`${name}: ${count} attention blocks, every form matches the rewrites off and the reference`, async () => {
       const bytes = readFileSync(join(dir, 'model.onnx'));
       expect(prepareModel(bytes).rewrites.attention).toBe(count);
       const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as { rtol?: number; atol?: number };
@@ -232,7 +233,7 @@ describe('shared transformers', () => {
         (ds.inputs as HostTensor[]).forEach((t, i) => (f[probe.inputNames[i]] = hostToTensor(ort as never, t) as never));
         await probe.release();
         const off = await runMlx(bytes, f, false);
-        for (const sdpa of ['fused', 'composite']) {
+        for (const sdpa of ['auto', 'fused', 'composite']) {
           process.env.MLX_ORT_SDPA = sdpa;
           const on = await runMlx(bytes, f, true);
           (ds.outputs as HostTensor[]).forEach((want, i) => {
