@@ -11,7 +11,7 @@ import { hostToTensor } from '../../src/internal.js';
 import { readTestCase, type HostTensor } from '../../src/onnx/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
-import { bool, expectSameAsOrt, f32, ort, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';
+import { bool, expectSameAsOrt, f32, ort, plain, runMlxWith, runOn, seeded, type Feeds } from '../helpers/ort.js';
 import { sharedPath } from '../helpers/shared.js';
 
 const [B, H, S, D] = [2, 3, 5, 8];
@@ -101,6 +101,31 @@ describe('attention -> one fused op', () => {
       { attention: 1 },
       { ...qkv(), mask: paddingMask() },
     ));
+
+  it("rows an additive −∞ mask hides entirely are NaN, as the graph's softmax makes them, in every form", async () => {
+    const bytes = build(
+      [kt, node('MatMul', ['q', 'kt'], ['s']), node('Add', ['s', 'mask'], ['sm']), ...tail('sm')],
+      ['y'],
+      [v('mask', 'float32', [B, 1, 1, S])],
+    );
+    expect(prepareModel(bytes).rewrites).toEqual({ attention: 1 });
+    // Batch entry 1 sees no key at all; entry 0 all but the last.
+    const mask = f32(
+      Array.from({ length: B * S }, (_, i) => (i >= S || i === S - 1 ? Number.NEGATIVE_INFINITY : 0)),
+      [B, 1, 1, S],
+    );
+    const f = { ...qkv(), mask };
+    const want = plain((await runOn('cpu', bytes, f)).y);
+    expect(want.slice(H * S * D).every(Number.isNaN)).toBe(true);
+    for (const sdpa of ['auto', 'fused', 'composite']) {
+      process.env.MLX_ORT_SDPA = sdpa;
+      const got = plain((await runOn('mlx', bytes, f)).y);
+      got.forEach((x, i) => {
+        if (Number.isNaN(want[i])) expect(x, `${sdpa} y[${i}]`).toBeNaN();
+        else expect(Math.abs(x - want[i]), `${sdpa} y[${i}]`).toBeLessThanOrEqual(1e-6 + 1e-5 * Math.abs(want[i]));
+      });
+    }
+  });
 
   it('GPT-2: (Q Kᵀ) / sqrt(d), Where(causal, s, min), + mask first, Softmax, Cast, · V', async () => {
     const nodes = (whereFirst: boolean): NodeSpec[] => [
