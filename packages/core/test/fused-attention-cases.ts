@@ -27,6 +27,8 @@ interface Case {
   /** [mb, mh, ml, W] and its kind; values from `maskValues` (default: random, some masked). */
   mask?: { shape: number[]; kind: 'bool' | 'add'; values?: (i: number) => number | boolean };
   nanQuery?: { b: number; h: number; i: number };
+  /** Rows that see no key are NaN rather than zeros. */
+  emptyNan?: boolean;
 }
 
 interface Data {
@@ -53,6 +55,7 @@ function data(c: Case): Data {
  * is rounded as the kernel's dtype rounds it (float32, or float64 with the ABI's float32 scale).
  */
 function reference(c: Case, d: Data, f32 = true): number[] {
+  const none = c.emptyNan ? Number.NaN : 0;
   const { B, Hq, Hk, Lq, Lk, D, Dv } = c;
   const G = Hq / Hk;
   const scale = f32 ? (c.scale ?? 1 / Math.sqrt(D)) : Math.fround(c.scale ?? 1 / Math.sqrt(D));
@@ -80,7 +83,10 @@ function reference(c: Case, d: Data, f32 = true): number[] {
           seen.push(j);
         }
         const top = s.some(Number.isNaN) ? Number.NaN : Math.max(-Infinity, ...s);
-        if (top === -Infinity) continue;
+        if (top === -Infinity) {
+          for (let y = 0; y < Dv; y++) out[((b * Hq + h) * Lq + i) * Dv + y] = none;
+          continue;
+        }
         const e = s.map((x) => Math.exp(x - top));
         const total = e.reduce((a, x) => a + x, 0);
         for (let y = 0; y < Dv; y++) {
@@ -129,7 +135,17 @@ function run(
           : typed(d.mask as number[], c.mask.shape);
       mask = opts.broadcastMask ? mx.broadcastTo(m, [c.B, c.Hq, c.Lq, c.mask.shape[3]], cpu) : m;
     }
-    const y = mx.ext.fusedAttention(q, k, v, mask, c.scale ?? 1 / Math.sqrt(c.D), c.causal ?? false, c.offset ?? 0, cpu);
+    const y = mx.ext.fusedAttention(
+      q,
+      k,
+      v,
+      mask,
+      c.scale ?? 1 / Math.sqrt(c.D),
+      c.causal ?? false,
+      c.offset ?? 0,
+      c.emptyNan ?? false,
+      cpu,
+    );
     expect(y.shape).toEqual([c.B, c.Hq, c.Lq, c.Dv]);
     return flat(mx.astype(y, 'float64', cpu));
   });
@@ -185,6 +201,20 @@ const cases: Case[] = [
     causal: true,
     mask: { shape: [1, 1, 1, 10], kind: 'bool' },
   },
+  {
+    what: 'emptyNan: rows that see no key are NaN (a negative causal offset, a fully masked sequence)',
+    B: 2,
+    Hq: 2,
+    Hk: 1,
+    Lq: 10,
+    Lk: 10,
+    D: 8,
+    Dv: 8,
+    causal: true,
+    offset: -3,
+    emptyNan: true,
+    mask: { shape: [2, 1, 1, 10], kind: 'add', values: (i) => (i >= 10 ? -Infinity : 0.1 * (i % 4)) },
+  },
   { what: 'NaN in one query row', B: 1, Hq: 4, Hk: 2, Lq: 9, Lk: 9, D: 8, Dv: 8, nanQuery: { b: 0, h: 1, i: 3 } },
   { what: 'long, grouped and causal (many tasks)', B: 1, Hq: 8, Hk: 2, Lq: 130, Lk: 130, D: 64, Dv: 64, causal: true, scale: 0.1 },
   { what: 'head size not a multiple of the vectors', B: 1, Hq: 2, Hk: 1, Lq: 5, Lk: 70, D: 13, Dv: 3 },
@@ -205,18 +235,40 @@ export function fusedAttentionSuite(build: string): void {
     });
 
     it('float64 takes the composition of MLX ops, with the same semantics', () => {
-      for (const c of [cases[3], cases[6], cases[8]]) {
+      for (const c of [cases[3], cases[6], cases[8], cases[9]]) {
         const d = data(c);
         expectClose(run(c, d, 'float64'), reference(c, d, false), c.what, 1e-6); // MLX's float64 softmax on the CPU is float32-accurate
       }
     });
 
     it('gives zeros without keys or queries', () => {
-      const z = mx.ext.fusedAttention(mx.zeros([1, 2, 3, 4]), mx.zeros([1, 1, 0, 4]), mx.zeros([1, 1, 0, 5]), null, 0.5, false, 0, cpu);
+      const z = mx.ext.fusedAttention(
+        mx.zeros([1, 2, 3, 4]),
+        mx.zeros([1, 1, 0, 4]),
+        mx.zeros([1, 1, 0, 5]),
+        null,
+        0.5,
+        false,
+        0,
+        false,
+        cpu,
+      );
       expect(z.shape).toEqual([1, 2, 3, 5]);
       expect(flat(z).every((x) => x === 0)).toBe(true);
+      const nan = mx.ext.fusedAttention(
+        mx.zeros([1, 2, 3, 4]),
+        mx.zeros([1, 1, 0, 4]),
+        mx.zeros([1, 1, 0, 5]),
+        null,
+        0.5,
+        false,
+        0,
+        true,
+        cpu,
+      );
+      expect(flat(nan).every(Number.isNaN)).toBe(true);
       expect(
-        mx.ext.fusedAttention(mx.zeros([1, 2, 0, 4]), mx.zeros([1, 1, 3, 4]), mx.zeros([1, 1, 3, 5]), null, 0.5, true, 0, cpu).shape,
+        mx.ext.fusedAttention(mx.zeros([1, 2, 0, 4]), mx.zeros([1, 1, 3, 4]), mx.zeros([1, 1, 3, 5]), null, 0.5, true, 0, false, cpu).shape,
       ).toEqual([1, 2, 0, 5]);
     });
 
@@ -224,7 +276,7 @@ export function fusedAttentionSuite(build: string): void {
       const q = mx.zeros([1, 3, 4, 8]);
       const k = mx.zeros([1, 2, 5, 8]);
       const attend = (o: { q?: mx.Array; k?: mx.Array; v?: mx.Array; mask?: mx.Array | null; scale?: number }) =>
-        mx.ext.fusedAttention(o.q ?? mx.zeros([1, 4, 4, 8]), o.k ?? k, o.v ?? k, o.mask ?? null, o.scale ?? 1, false, 0, cpu);
+        mx.ext.fusedAttention(o.q ?? mx.zeros([1, 4, 4, 8]), o.k ?? k, o.v ?? k, o.mask ?? null, o.scale ?? 1, false, 0, false, cpu);
       expect(() => attend({ q })).toThrow(/3 query heads do not split over 2 key\/value heads/);
       expect(() => attend({ q: mx.zeros([4, 4, 8]) })).toThrow(/must be 4-D/);
       expect(() => attend({ v: mx.zeros([1, 2, 4, 8]) })).toThrow(/v must have k's heads and length/);

@@ -112,7 +112,7 @@ export function attentionNativeCpu(q: Array, k: Array, v: Array, mask: Array | n
   const shape = attentionShape(q, k, v);
   if (shape.keySeq === 0 || shape.querySeq === 0) return emptyOutput(shape);
   using m = mask ? rank4Mask(mask, shape) : null;
-  return ext.fusedAttention(q, k, v, m, resolvedScale(config, shape), config.causal, config.causalOffset);
+  return ext.fusedAttention(q, k, v, m, resolvedScale(config, shape), config.causal, config.causalOffset, false);
 }
 
 /** Query rows per key/value head up to which the CPU decoding path runs (the native small-row products' limit). */

@@ -99,8 +99,7 @@ function additiveMask(
 /**
  * The native CPU kernel with the masks folded into one additive mask [b | 1, h | 1, sq | 1, sk | 1]
  * (a key axis of 1 broadcast to sk: the kernel takes a mask's width as the keys it may see). Rows
- * the mask hides entirely (all −∞) come out zeros from the kernel; the graph's softmax makes them
- * NaN unless nan_to_zero, so there they are made NaN again from the mask alone (a small array).
+ * the mask hides entirely (all −∞) are NaN, as the graph's softmax makes them, unless nan_to_zero.
  */
 function nativeCpu(
   q: mx.Array,
@@ -117,10 +116,7 @@ function nativeCpu(
     m = mx.reshape(m, dims);
     if (dims[3] !== sk) m = mx.broadcastTo(m, [dims[0], dims[1], dims[2], sk]);
   }
-  const out = mx.ext.fusedAttention(q, mx.swapaxes(kt, -1, -2), v, m ?? null, p.scale, false, 0);
-  if (p.nanToZero || !m) return out;
-  const hidden = mx.equal(mx.max(m, -1, { keepdims: true }), mx.scalar(Number.NEGATIVE_INFINITY, m.dtype));
-  return mx.where(hidden, mx.scalar(Number.NaN, out.dtype), out);
+  return mx.ext.fusedAttention(q, mx.swapaxes(kt, -1, -2), v, m ?? null, p.scale, false, 0, !p.nanToZero);
 }
 
 export function fusedAttention(ctx: OpContext<FusedAttentionParams>): mx.Array {

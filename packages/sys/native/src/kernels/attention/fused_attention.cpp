@@ -36,7 +36,11 @@ struct Config {
   bool causal;
   int offset;
   bool has_mask;
-  bool operator==(const Config& o) const { return scale == o.scale && causal == o.causal && offset == o.offset && has_mask == o.has_mask; }
+  /** Rows that see no key give NaN (a softmax over nothing, as ONNX's graphs compute it) rather than zeros. */
+  bool empty_nan;
+  bool operator==(const Config& o) const {
+    return scale == o.scale && causal == o.causal && offset == o.offset && has_mask == o.has_mask && empty_nan == o.empty_nan;
+  }
 };
 
 /** The composition of MLX's ops: the grouped layout [B, Hk, G, Lq, Lk], masks, a softmax whose empty rows are zeros, P·V. */
@@ -62,7 +66,8 @@ array composed(const array& q, const array& k, const array& v, const std::option
   }
   const array zero = array(0.0f, q.dtype());
   array valid = mx::not_equal(mx::max(scores, -1, true, s), ninf, s);
-  array p = mx::where(valid, mx::softmax(mx::where(valid, scores, zero, s), -1, false, s), zero, s);
+  const array empty = c.empty_nan ? array(std::numeric_limits<float>::quiet_NaN(), q.dtype()) : zero;
+  array p = mx::where(valid, mx::softmax(mx::where(valid, scores, zero, s), -1, false, s), empty, s);
   return mx::reshape(mx::matmul(p, mx::expand_dims(v, 2, s), s), {B, Hq, Lq, Dv}, s);
 }
 
@@ -138,7 +143,8 @@ class FusedAttention : public FusedPrimitive {
       if (cfg.causal) n = std::clamp<int64_t>(i1 - 1 + int64_t(cfg.offset) + 1, 0, n);
       const size_t M = size_t(G * rows);
       if (n == 0) {
-        for (int64_t h = 0; h < G; h++) std::fill_n(yp + ((b * Hq + hk * G + h) * Lq + i0) * Dv, rows * Dv, 0.0f);
+        const float none = cfg.empty_nan ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+        for (int64_t h = 0; h < G; h++) std::fill_n(yp + ((b * Hq + hk * G + h) * Lq + i0) * Dv, rows * Dv, none);
         return;
       }
       if (qbuf.size() < M * size_t(D)) qbuf.resize(M * size_t(D));
@@ -167,9 +173,9 @@ class FusedAttention : public FusedPrimitive {
             }
           }
           for (int64_t j = 0; j < lim && !any; j++) any = sr[j] != ninf;
-          // A row with no visible key: zero weights (its output row is then 0·V).
+          // A row with no visible key: zero weights (its output row is then 0·V), or NaN ones.
           if (any) softmax_row(sr, sr, size_t(lim), false);
-          std::fill(sr + (any ? lim : 0), sr + n, 0.0f);
+          std::fill(sr + (any ? lim : 0), sr + n, any || !cfg.empty_nan ? 0.0f : std::numeric_limits<float>::quiet_NaN());
         }
         gemm::kn(scores.data() + h * rows * n, size_t(n), vb, size_t(vs[2]), nullptr, yp + ((b * Hq + hq) * Lq + i0) * Dv, size_t(Dv),
                  size_t(rows), size_t(n), 0, size_t(Dv));
@@ -193,7 +199,7 @@ class FusedAttention : public FusedPrimitive {
 }  // namespace
 
 array fused_attention(const array& q, const array& k, const array& v, const std::optional<array>& mask, float scale, bool causal,
-                      int causal_offset, mx::Stream s) {
+                      int causal_offset, bool empty_nan, mx::Stream s) {
   const std::string where = "fused_attention: ";
   if (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4) throw std::invalid_argument(where + "q, k and v must be 4-D ([B, heads, L, D])");
   const int B = q.shape(0), Hq = q.shape(1), Lq = q.shape(2), D = q.shape(3), Hk = k.shape(1), Lk = k.shape(2);
@@ -213,8 +219,10 @@ array fused_attention(const array& q, const array& k, const array& v, const std:
     if (mask->dtype() != mx::bool_ && !mx::issubdtype(mask->dtype(), mx::floating))
       throw std::invalid_argument(where + "the mask must be boolean (true: attend) or floating-point (added to the scores)");
   }
-  if (Lq == 0 || Lk == 0) return mx::zeros({B, Hq, Lq, v.shape(3)}, q.dtype(), s);  // no key: every row sees none
-  const Config cfg{scale, causal, causal_offset, mask.has_value()};
+  if (Lq == 0 || Lk == 0)  // no key: every row sees none
+    return empty_nan ? mx::full({B, Hq, Lq, v.shape(3)}, array(std::numeric_limits<float>::quiet_NaN(), q.dtype()), s)
+                     : mx::zeros({B, Hq, Lq, v.shape(3)}, q.dtype(), s);
+  const Config cfg{scale, causal, causal_offset, mask.has_value(), empty_nan};
   std::optional<array> m = mask;
   if (m && m->dtype() != mx::bool_ && m->dtype() != q.dtype()) m = mx::astype(*m, q.dtype(), s);
   const bool native = !kernels_off() && s.device == mx::Device::cpu && q.dtype() == mx::float32;

@@ -21,10 +21,10 @@ namespace mx = mlx::core;
  * key/value head h / (Hq / Hk)) -> [B, Hq, Lq, Dv]: softmax((q * scale)·kᵀ + masks)·v. Query i sees
  * key j when j <= i + causal_offset (causal), where a boolean mask is true, and within the mask's
  * width W (mask [B | 1, Hq | 1, Lq | 1, W], W <= Lk: keys from W on are masked out); a float mask is
- * added to the scores. Rows that see no key give zeros; a NaN score makes its row NaN. Keys that no
- * query of a block sees are not read.
+ * added to the scores. Rows that see no key give zeros (NaN with empty_nan: the softmax of ONNX's
+ * graphs over nothing); a NaN score makes its row NaN. Keys that no query of a block sees are not read.
  */
 mx::array fused_attention(const mx::array& q, const mx::array& k, const mx::array& v, const std::optional<mx::array>& mask, float scale,
-                          bool causal, int causal_offset, mx::Stream s);
+                          bool causal, int causal_offset, bool empty_nan, mx::Stream s);
 
 }  // namespace mlxc::cpu
