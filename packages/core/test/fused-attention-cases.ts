@@ -111,7 +111,7 @@ function run(
   c: Case,
   d: Data,
   dtype: 'float32' | 'float64' = 'float32',
-  opts: { stridedQ?: boolean; broadcastMask?: boolean } = {},
+  opts: { stridedQ?: boolean; stridedK?: boolean; broadcastMask?: boolean } = {},
 ): number[] {
   return mx.scope(() => {
     const typed = (x: number[], shape: number[]) => mx.astype(mx.array(new Float64Array(x), { shape }), dtype, cpu);
@@ -122,7 +122,13 @@ function run(
       mx.evaluate(blhd);
       q = mx.transpose(blhd, [0, 2, 1, 3], cpu);
     }
-    const k = typed(d.k, [c.B, c.Hk, c.Lk, c.D]);
+    let k = typed(d.k, [c.B, c.Hk, c.Lk, c.D]);
+    if (opts.stridedK) {
+      // K as a Kᵀ [B, Hk, D, Lk] laid out in rows, swapped back: its head axis is not contiguous.
+      const kt = mx.contiguous(mx.swapaxes(k, -1, -2, cpu), false, cpu);
+      mx.evaluate(kt);
+      k = mx.swapaxes(kt, -1, -2, cpu);
+    }
     const v = typed(d.v, [c.B, c.Hk, c.Lk, c.Dv]);
     let mask: mx.Array | null = null;
     if (c.mask && d.mask) {
@@ -228,10 +234,13 @@ export function fusedAttentionSuite(build: string): void {
         expectClose(run(c, d), reference(c, d), c.what);
       });
 
-    it('reads a strided query view and a broadcast mask in place', () => {
+    it('reads strided query and key views and a broadcast mask in place', () => {
       const c = cases[5];
       const d = data(c);
-      expectClose(run(c, d, 'float32', { stridedQ: true, broadcastMask: true }), reference(c, d), 'strided');
+      expectClose(run(c, d, 'float32', { stridedQ: true, stridedK: true, broadcastMask: true }), reference(c, d), 'strided');
+      const g = cases[10];
+      const dg = data(g);
+      expectClose(run(g, dg, 'float32', { stridedK: true }), reference(g, dg), 'strided K, causal');
     });
 
     it('float64 takes the composition of MLX ops, with the same semantics', () => {

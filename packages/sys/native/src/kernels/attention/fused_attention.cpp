@@ -1,11 +1,12 @@
 // Attention over whole query sequences as an MLX primitive (fused_attention.h). FusedAttention's
 // tasks are a block of query rows of every query head of one key/value head (the group's heads
 // share each read of K and V): the block's queries times the scale, their scores against the keys
-// any row of the block may see (the small-row product kernels, K read in place as [Lk, D] rows),
-// causal and mask applied while the scores are in cache, the vectorized row softmax over each
-// row's visible keys, then the product with V's rows straight into the output. q, k and v are read
-// through their strides when their last axis is contiguous (the heads of a [B, L, H, D] projection
-// need no copy); the mask is always read through its strides (a broadcast mask is never expanded).
+// any row of the block may see (K gathered through its strides into a [D, n] block, then the
+// small-row product kernels), causal and mask applied while the scores are in cache, the vectorized
+// row softmax over each row's visible keys, then the product with V's rows straight into the
+// output. q and v are read through their strides when their last axis is contiguous (the heads of a
+// [B, L, H, D] projection need no copy), k through any strides (a Kᵀ view swapped back too), the
+// mask through its strides (a broadcast mask is never expanded).
 #include "kernels/attention/fused_attention.h"
 
 #include <algorithm>
@@ -98,7 +99,10 @@ class FusedAttention : public FusedPrimitive {
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(y);
     std::vector<array> ins;
-    for (size_t i = 0; i < 3; i++) ins.push_back(array::unsafe_weak_copy(rows_in_place(in[i], enc)));
+    // K is gathered into a transposed block by each task, through any strides.
+    ins.push_back(array::unsafe_weak_copy(rows_in_place(in[0], enc)));
+    ins.push_back(array::unsafe_weak_copy(in[1]));
+    ins.push_back(array::unsafe_weak_copy(rows_in_place(in[2], enc)));
     if (cfg_.has_mask) ins.push_back(array::unsafe_weak_copy(in[3]));
     enc.dispatch([ins = std::move(ins), y = array::unsafe_weak_copy(y), cfg = cfg_]() mutable { run(ins, y, cfg); });
   }
@@ -136,7 +140,7 @@ class FusedAttention : public FusedPrimitive {
     const int64_t blocks = (Lq + bq - 1) / bq, ntasks = B * Hk * blocks;
     const float ninf = -std::numeric_limits<float>::infinity();
     const auto task = [&](int64_t t) {
-      thread_local std::vector<float> qbuf, scores;
+      thread_local std::vector<float> qbuf, kt, scores;
       const int64_t b = t / (Hk * blocks), hk = (t / blocks) % Hk, i0 = (t % blocks) * bq, i1 = std::min(Lq, i0 + bq), rows = i1 - i0;
       // Keys any row of the block may see: [0, n).
       int64_t n = std::min(Lk, W);
@@ -157,7 +161,23 @@ class FusedAttention : public FusedPrimitive {
         }
       const float* kb = kp + b * ks[0] + hk * ks[1];
       const float* vb = vp + b * vs[0] + hk * vs[1];
-      gemm::nk(qbuf.data(), size_t(D), kb, size_t(ks[2]), nullptr, scores.data(), size_t(n), M, size_t(D), 0, size_t(n));
+      // Kᵀ of the keys the block sees, [D, n]: the scores are then a [K, N] product (gemm::kn's
+      // register tiles of 4 rows by 16 columns, no lane sums), measured faster than reading K in place
+      // with gemm::nk (a lane sum per score) at 128 keys and more; the copy is 1 / M of the work.
+      if (kt.size() < size_t(D * n)) kt.resize(size_t(D * n));
+      if (ks[3] == 1) {
+        for (int64_t j = 0; j < n; j++) {
+          const float* kr = kb + j * ks[2];
+          for (int64_t d = 0; d < D; d++) kt[size_t(d * n + j)] = kr[d];
+        }
+      } else {  // K given transposed (a Kᵀ view swapped back): its columns are runs
+        for (int64_t d = 0; d < D; d++) {
+          const float* kc = kb + d * ks[3];
+          float* out = kt.data() + d * n;
+          for (int64_t j = 0; j < n; j++) out[j] = kc[j * ks[2]];
+        }
+      }
+      gemm::kn(qbuf.data(), size_t(D), kt.data(), size_t(n), nullptr, scores.data(), size_t(n), M, size_t(D), 0, size_t(n));
       for (int64_t h = 0; h < G; h++) {
         const int64_t hq = hk * G + h;
         for (int64_t i = i0; i < i1; i++) {
