@@ -281,6 +281,19 @@ export function fusedAttentionSuite(build: string): void {
       ).toEqual([1, 2, 0, 5]);
     });
 
+    it('takes causal offsets at the ends of int32 on both paths: every key, or none', () => {
+      const c = cases[0];
+      const d = data(c);
+      const all = reference(c, d);
+      for (const dtype of ['float32', 'float64'] as const) {
+        expectClose(run({ ...c, causal: true, offset: 2147483647 }, d, dtype), all, `${dtype} offset 2^31 - 1`, 1e-5);
+        expect(
+          run({ ...c, causal: true, offset: -2147483648 }, d, dtype).every((x) => x === 0),
+          `${dtype} offset -2^31`,
+        ).toBe(true);
+      }
+    });
+
     it('refuses shapes and dtypes it cannot take, with the reason', () => {
       const q = mx.zeros([1, 3, 4, 8]);
       const k = mx.zeros([1, 2, 5, 8]);

@@ -52,7 +52,9 @@ array composed(const array& q, const array& k, const array& v, const std::option
   array q5 = mx::reshape(mx::multiply(q, array(c.scale, q.dtype()), s), {B, Hk, G, Lq, D}, s);
   array scores = mx::matmul(q5, mx::swapaxes(mx::expand_dims(k, 2, s), -1, -2, s), s);
   if (c.causal) {
-    array rows = mx::expand_dims(mx::arange(c.offset, static_cast<double>(Lq) + c.offset, 1.0, mx::int32, s), 1, s);
+    // The offset clamped to [-Lq, Lk] sees the same keys, and row + offset stays within int32.
+    const int off = std::clamp(c.offset, -Lq, Lk);
+    array rows = mx::expand_dims(mx::arange(off, static_cast<double>(Lq) + off, 1.0, mx::int32, s), 1, s);
     array cols = mx::expand_dims(mx::arange(0.0, static_cast<double>(Lk), 1.0, mx::int32, s), 0, s);
     scores = mx::where(mx::greater_equal(rows, cols, s), scores, ninf, s);
   }
