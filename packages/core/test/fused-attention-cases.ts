@@ -223,6 +223,18 @@ const cases: Case[] = [
   },
   { what: 'NaN in one query row', B: 1, Hq: 4, Hk: 2, Lq: 9, Lk: 9, D: 8, Dv: 8, nanQuery: { b: 0, h: 1, i: 3 } },
   { what: 'long, grouped and causal (many tasks)', B: 1, Hq: 8, Hk: 2, Lq: 130, Lk: 130, D: 64, Dv: 64, causal: true, scale: 0.1 },
+  {
+    what: 'a long context (a Kᵀ block past the kept buffers)',
+    B: 1,
+    Hq: 2,
+    Hk: 1,
+    Lq: 4,
+    Lk: 17000,
+    D: 64,
+    Dv: 4,
+    causal: true,
+    offset: 16990,
+  },
   { what: 'head size not a multiple of the vectors', B: 1, Hq: 2, Hk: 1, Lq: 5, Lk: 70, D: 13, Dv: 3 },
 ];
 

@@ -139,10 +139,14 @@ class FusedAttention : public FusedPrimitive {
     const int64_t threads = std::max(1, num_threads());
     int64_t bq = std::clamp<int64_t>(64 / G, 1, Lq);
     while (bq > 8 && B * Hk * ((Lq + bq - 1) / bq) < 4 * threads) bq = (bq + 1) / 2;
+    // Long contexts: fewer rows, so that a block's scores stay within 4 MiB.
+    while (bq > 1 && G * bq * Lk > (int64_t{1} << 20)) bq = (bq + 1) / 2;
     const int64_t blocks = (Lq + bq - 1) / bq, ntasks = B * Hk * blocks;
     const float ninf = -std::numeric_limits<float>::infinity();
     const auto task = [&](int64_t t) {
-      thread_local std::vector<float> qbuf, kt, scores;
+      // The buffers are the thread's own and kept (no page faults on the next call) up to 4 MiB each.
+      thread_local std::vector<float> kept_q, kept_kt, kept_s;
+      std::vector<float> own_q, own_kt, own_s;
       const int64_t b = t / (Hk * blocks), hk = (t / blocks) % Hk, i0 = (t % blocks) * bq, i1 = std::min(Lq, i0 + bq), rows = i1 - i0;
       // Keys any row of the block may see: [0, n).
       int64_t n = std::min(Lk, W);
@@ -153,8 +157,14 @@ class FusedAttention : public FusedPrimitive {
         for (int64_t h = 0; h < G; h++) std::fill_n(yp + ((b * Hq + hk * G + h) * Lq + i0) * Dv, rows * Dv, none);
         return;
       }
-      if (qbuf.size() < M * size_t(D)) qbuf.resize(M * size_t(D));
-      if (scores.size() < M * size_t(n)) scores.resize(M * size_t(n));
+      const auto buffer = [](std::vector<float>& kept, std::vector<float>& own, size_t need) -> std::vector<float>& {
+        std::vector<float>& buf = need <= (size_t{1} << 20) ? kept : own;
+        if (buf.size() < need) buf.resize(need);
+        return buf;
+      };
+      std::vector<float>& qbuf = buffer(kept_q, own_q, M * size_t(D));
+      std::vector<float>& scores = buffer(kept_s, own_s, M * size_t(n));
+      std::vector<float>& kt = buffer(kept_kt, own_kt, size_t(D * n));
       for (int64_t h = 0; h < G; h++)
         for (int64_t i = i0; i < i1; i++) {
           const float* src = qp + b * qs[0] + (hk * G + h) * qs[1] + i * qs[2];
@@ -166,7 +176,6 @@ class FusedAttention : public FusedPrimitive {
       // Kᵀ of the keys the block sees, [D, n]: the scores are then a [K, N] product (gemm::kn's
       // register tiles of 4 rows by 16 columns, no lane sums), measured faster than reading K in place
       // with gemm::nk (a lane sum per score) at 128 keys and more; the copy is 1 / M of the work.
-      if (kt.size() < size_t(D * n)) kt.resize(size_t(D * n));
       if (ks[3] == 1) {
         for (int64_t j = 0; j < n; j++) {
           const float* kr = kb + j * ks[2];
