@@ -235,6 +235,19 @@ const cases: Case[] = [
     causal: true,
     offset: 16990,
   },
+  {
+    what: 'a short query (K read in place), causal after a past, boolean mask',
+    B: 2,
+    Hq: 2,
+    Hk: 2,
+    Lq: 3,
+    Lk: 40,
+    D: 20,
+    Dv: 9,
+    causal: true,
+    offset: 37,
+    mask: { shape: [2, 1, 1, 40], kind: 'bool' },
+  },
   { what: 'head size not a multiple of the vectors', B: 1, Hq: 2, Hk: 1, Lq: 5, Lk: 70, D: 13, Dv: 3 },
 ];
 

@@ -164,7 +164,6 @@ class FusedAttention : public FusedPrimitive {
       };
       std::vector<float>& qbuf = buffer(kept_q, own_q, M * size_t(D));
       std::vector<float>& scores = buffer(kept_s, own_s, M * size_t(n));
-      std::vector<float>& kt = buffer(kept_kt, own_kt, size_t(D * n));
       for (int64_t h = 0; h < G; h++)
         for (int64_t i = i0; i < i1; i++) {
           const float* src = qp + b * qs[0] + (hk * G + h) * qs[1] + i * qs[2];
@@ -173,22 +172,29 @@ class FusedAttention : public FusedPrimitive {
         }
       const float* kb = kp + b * ks[0] + hk * ks[1];
       const float* vb = vp + b * vs[0] + hk * vs[1];
-      // Kᵀ of the keys the block sees, [D, n]: the scores are then a [K, N] product (gemm::kn's
-      // register tiles of 4 rows by 16 columns, no lane sums), measured faster than reading K in place
-      // with gemm::nk (a lane sum per score) at 128 keys and more; the copy is 1 / M of the work.
-      if (ks[3] == 1) {
-        for (int64_t j = 0; j < n; j++) {
-          const float* kr = kb + j * ks[2];
-          for (int64_t d = 0; d < D; d++) kt[size_t(d * n + j)] = kr[d];
+      if (M <= 4 && ks[3] == 1) {
+        // A few rows (a short query, one or two heads a group): K read in place, once, as [n, D] rows
+        // (the gather below would move as much memory as the product reads).
+        gemm::nk_rows(qbuf.data(), size_t(D), kb, size_t(ks[2]), nullptr, scores.data(), size_t(n), M, size_t(D), 0, size_t(n));
+      } else {
+        // Kᵀ of the keys the block sees, [D, n]: the scores are then a [K, N] product (gemm::kn's
+        // register tiles of 4 rows by 16 columns, no lane sums), measured faster than reading K in place
+        // with gemm::nk (a lane sum per score) at 128 keys and more; the copy is 1 / M of the work.
+        std::vector<float>& kt = buffer(kept_kt, own_kt, size_t(D * n));
+        if (ks[3] == 1) {
+          for (int64_t j = 0; j < n; j++) {
+            const float* kr = kb + j * ks[2];
+            for (int64_t d = 0; d < D; d++) kt[size_t(d * n + j)] = kr[d];
+          }
+        } else {  // K given transposed (a Kᵀ view swapped back): its columns are runs
+          for (int64_t d = 0; d < D; d++) {
+            const float* kc = kb + d * ks[3];
+            float* out = kt.data() + d * n;
+            for (int64_t j = 0; j < n; j++) out[j] = kc[j * ks[2]];
+          }
         }
-      } else {  // K given transposed (a Kᵀ view swapped back): its columns are runs
-        for (int64_t d = 0; d < D; d++) {
-          const float* kc = kb + d * ks[3];
-          float* out = kt.data() + d * n;
-          for (int64_t j = 0; j < n; j++) out[j] = kc[j * ks[2]];
-        }
+        gemm::kn(qbuf.data(), size_t(D), kt.data(), size_t(n), nullptr, scores.data(), size_t(n), M, size_t(D), 0, size_t(n));
       }
-      gemm::kn(qbuf.data(), size_t(D), kt.data(), size_t(n), nullptr, scores.data(), size_t(n), M, size_t(D), 0, size_t(n));
       for (int64_t h = 0; h < G; h++) {
         const int64_t hq = hk * G + h;
         for (int64_t i = i0; i < i1; i++) {
