@@ -10,15 +10,7 @@ import {
   type AttentionOptions,
   type AttentionVjpStrategy,
 } from './config.js';
-import {
-  attentionComposite,
-  attentionFewRows,
-  attentionFused,
-  attentionNativeCpu,
-  fewRowsSupports,
-  fusedSupports,
-  nativeCpuSupports,
-} from './forward.js';
+import { attentionComposite, attentionFused, attentionNativeCpu, fusedSupports, nativeCpuSupports } from './forward.js';
 import { attentionVjpResolved } from './vjp.js';
 
 interface AttentionOpConfig extends AttentionConfig {
@@ -28,9 +20,9 @@ interface AttentionOpConfig extends AttentionConfig {
 }
 
 function forward(q: Array, k: Array, v: Array, mask: Array | null, c: AttentionOpConfig): Array {
-  if (c.implementation === 'auto' && fewRowsSupports(q, k, v, c)) return attentionFewRows(q, k, v, mask, c);
   // On the CPU MLX's fused op is itself a composition whose softmax evaluates exp one float at a
-  // time: float32 takes the native kernel (one primitive, its scores kept in cache), else the
+  // time: float32 takes the native kernel (one primitive, its scores kept in cache; for one query
+  // row too, where it measured twice as fast as attentionFewRows' three primitives), else the
   // composite (OpenBLAS products around the project's fused softmax row kernel).
   if (c.implementation === 'auto' && nativeCpuSupports(q, k, v, c)) return attentionNativeCpu(q, k, v, mask, c);
   const cpuComposite = c.implementation === 'auto' && q.dtype === 'float32' && defaultStream().device.type === 'cpu';

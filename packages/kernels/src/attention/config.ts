@@ -35,8 +35,7 @@ export interface AttentionOptions {
   /**
    * The caller's promise that every query row sees at least one key through the masks (a decode
    * step, whose query always sees its own key): the forward then skips the zeroing of rows with
-   * none (a reduction and two selects). A row that has none after all comes out NaN, not zeros
-   * (zeros on the CPU's native float32 kernel of several query rows, which zeroes them for free).
+   * none (a reduction and two selects). A row that has none after all comes out NaN, not zeros.
    */
   rowsNeverEmpty?: boolean;
   /** 'auto' uses MLX's fast.scaledDotProductAttention wherever it computes the same thing. */

@@ -92,10 +92,7 @@ export function attentionFused(q: Array, k: Array, v: Array, mask: Array | null,
   });
 }
 
-/**
- * Whether the native CPU kernel computes this configuration: float32 q, k, v on the CPU, no softcap.
- * (Its rows with no visible key are zeros even under rowsNeverEmpty, where the composite's are NaN.)
- */
+/** Whether the native CPU kernel computes this configuration: float32 q, k, v on the CPU, no softcap. */
 export function nativeCpuSupports(q: Array, k: Array, v: Array, config: AttentionConfig): boolean {
   if (q.dtype !== 'float32' || k.dtype !== 'float32' || v.dtype !== 'float32' || config.softcap > 0) return false;
   return defaultStream().device.type === 'cpu';
@@ -106,13 +103,14 @@ export function nativeCpuSupports(q: Array, k: Array, v: Array, config: Attentio
  * one key/value head, the scores against the keys the block sees stay in a thread-local buffer
  * through the masks and the row softmax, and their product with V goes straight into the output.
  * The composite instead runs OpenBLAS once per batch entry and head for each product, copies the
- * scaled Kᵀ view and passes over the scores in memory for each mask and the softmax.
+ * scaled Kᵀ view and passes over the scores in memory for each mask and the softmax. Under
+ * rowsNeverEmpty a row that sees no key after all is NaN, as the composite's softmax makes it.
  */
 export function attentionNativeCpu(q: Array, k: Array, v: Array, mask: Array | null, config: AttentionConfig): Array {
   const shape = attentionShape(q, k, v);
   if (shape.keySeq === 0 || shape.querySeq === 0) return emptyOutput(shape);
   using m = mask ? rank4Mask(mask, shape) : null;
-  return ext.fusedAttention(q, k, v, m, resolvedScale(config, shape), config.causal, config.causalOffset, false);
+  return ext.fusedAttention(q, k, v, m, resolvedScale(config, shape), config.causal, config.causalOffset, config.rowsNeverEmpty);
 }
 
 /** Query rows per key/value head up to which the CPU decoding path runs (the native small-row products' limit). */
@@ -129,6 +127,8 @@ export function fewRowsSupports(q: Array, k: Array, v: Array, config: AttentionC
 }
 
 /**
+ * (No longer chosen by 'auto': the native kernel, attentionNativeCpu, measured twice as fast for one
+ * row; kept as the reference its tests and measurements compare against.)
  * One query position on the CPU: the g query heads of each key/value head are the rows of two
  * native small-row products (ext.smallMatmul: q·Kᵀ reads K in place as a transposed view, P·V reads V
  * row by row) around the fused softmax kernel. MLX's fused op on the CPU is a composition that packs
