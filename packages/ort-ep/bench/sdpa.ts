@@ -1,7 +1,8 @@
 // The two forms of mlx.fused::Attention (src/ops/mlx/attention.ts) at BERT-base and GPT-2 small
 // shapes, against the graph as exported (MatMul, Mul, Add, Softmax, MatMul: what runs with the
 // rewrites off): MLX's fused scaled_dot_product_attention, and the composition with the fused
-// softmax kernel. On the CPU, MLX's fused op is itself a composition with MLX's softmax. Each form
+// softmax kernel; and on the CPU the native attention kernel (mx.ext.fusedAttention, what the CPU
+// runs in float32). On the CPU, MLX's fused op is itself a composition with MLX's softmax. Each form
 // alone, evaluated, median of N runs after warm-up, on MLX's default device (MLX_DEVICE). Never a test.
 //   tools/dev bench sdpa [--runs 30]
 import { performance } from 'node:perf_hooks';
@@ -24,8 +25,9 @@ function time(f: () => mx.Array): number {
 const softmax = (s: mx.Array) => (mx.defaultStream().device.type === 'cpu' ? mx.ext.fusedSoftmax(s, false) : mx.softmax(s, -1));
 
 console.log(`device ${mx.defaultStream().device.type}, ${runs} runs, medians in ms`);
-console.log('| shape | graph as exported | MLX fused SDPA | composite, fused softmax |');
-console.log('|---|---|---|---|');
+const onCpu = mx.defaultStream().device.type === 'cpu';
+console.log(`| shape | graph as exported | MLX fused SDPA | composite, fused softmax |${onCpu ? ' native kernel |' : ''}`);
+console.log(`|---|---|---|---|${onCpu ? '---|' : ''}`);
 for (const [name, b, h, s, d, causal] of [
   ['BERT-base, padding mask', 1, 12, 128, 64, false],
   ['BERT-base batch 8', 8, 12, 128, 64, false],
@@ -45,7 +47,8 @@ for (const [name, b, h, s, d, causal] of [
   const exported = () => mx.matmul(softmax(mx.add(mx.multiply(mx.matmul(q, kt), scale), mask)), v);
   const fused = () => mx.fast.scaledDotProductAttention(q, k, v, scale, 'array', mask);
   const composite = () => mx.matmul(softmax(mx.add(mx.matmul(mx.multiply(q, scale), kt), mask)), v);
+  const native = () => mx.ext.fusedAttention(q, k, v, mask, scale, false, 0, false);
   console.log(
-    `| ${name} [${b}, ${h}, ${s}, ${d}] | ${time(exported).toFixed(3)} | ${time(fused).toFixed(3)} | ${time(composite).toFixed(3)} |`,
+    `| ${name} [${b}, ${h}, ${s}, ${d}] | ${time(exported).toFixed(3)} | ${time(fused).toFixed(3)} | ${time(composite).toFixed(3)} |${onCpu ? ` ${time(native).toFixed(3)} |` : ''}`,
   );
 }

@@ -446,6 +446,27 @@ export function lstm(proj: ArrayLike, rt: ArrayLike, h0: ArrayLike, c0: ArrayLik
 }
 
 /**
+ * attention over whole sequences, the CPU kernel for float32 (MLX ops elsewhere): q [B, Hq, L, D], k [B, Hk, S, D], v [B, Hk, S, Dv] (Hq a multiple of Hk) -> softmax(scale * q·kᵀ + masks)·v [B, Hq, L, Dv]; query i sees key j <= i + causal_offset when causal, and where a boolean mask [B|1, Hq|1, L|1, W] (W <= S, keys from W masked) is true (a float mask is added); rows that see no key give zeros, or NaN with empty_nan.
+ *
+ * `int mlxc_fused_attention(mlx_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array mask , float scale, bool causal, int causal_offset, bool empty_nan, const mlx_stream s)`
+ */
+export function fusedAttention(q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | null | undefined, scale: number, causal: boolean, causalOffset: number, emptyNan: boolean, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(q, k, v, mask);
+    const _q = t.arg(q, _ref);
+    const _k = t.arg(k, _ref);
+    const _v = t.arg(v, _ref);
+    const _mask = mask == null ? null : t.arg(mask, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_fused_attention(res, _q.handle, _k.handle, _v.handle, _mask ? _mask.handle : NULL_HANDLE, scale, causal, toInt32(causalOffset, 'fusedAttention: causalOffset'), emptyNan, streamHandle(opts)), 'mlxc_fused_attention');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * one grouped-query attention decode step, float32 on the CPU: q [B, N, S, H], k and v [B, Nkv, S, H] rotated (cos, sin [P, R/2], at positions [B, S] or len - S + i) and written into past_k/past_v [B, Nkv, C, H] at rows len - S .. len - 1 (in place when donated), attention of query i over keys j < min(len, total), causal and windowed at len - S + i: {y [B, N, S, H], present_k, present_v}.
  *
  * `int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions , const mlx_array cos , const mlx_array sin , bool interleaved, bool causal, int window, int total, float scale, const mlx_stream s)`
@@ -534,6 +555,7 @@ export const extOps = {
   avgPoolChannelsLast,
   meanTrailing,
   lstm,
+  fusedAttention,
   gqaStep,
   boundedIndices,
   adamwStep,

@@ -10,7 +10,7 @@ import {
   type AttentionOptions,
   type AttentionVjpStrategy,
 } from './config.js';
-import { attentionComposite, attentionFewRows, attentionFused, fewRowsSupports, fusedSupports } from './forward.js';
+import { attentionComposite, attentionFused, attentionNativeCpu, fusedSupports, nativeCpuSupports } from './forward.js';
 import { attentionVjpResolved } from './vjp.js';
 
 interface AttentionOpConfig extends AttentionConfig {
@@ -20,10 +20,11 @@ interface AttentionOpConfig extends AttentionConfig {
 }
 
 function forward(q: Array, k: Array, v: Array, mask: Array | null, c: AttentionOpConfig): Array {
-  if (c.implementation === 'auto' && fewRowsSupports(q, k, v, c)) return attentionFewRows(q, k, v, mask, c);
   // On the CPU MLX's fused op is itself a composition whose softmax evaluates exp one float at a
-  // time: the composite (OpenBLAS products around the project's fused softmax row kernel) is the
-  // faster of the two there for float32.
+  // time: float32 takes the native kernel (one primitive, its scores kept in cache; for one query
+  // row too, where it measured twice as fast as attentionFewRows' three primitives), else the
+  // composite (OpenBLAS products around the project's fused softmax row kernel).
+  if (c.implementation === 'auto' && nativeCpuSupports(q, k, v, c)) return attentionNativeCpu(q, k, v, mask, c);
   const cpuComposite = c.implementation === 'auto' && q.dtype === 'float32' && defaultStream().device.type === 'cpu';
   const fused = c.implementation === 'fused' || (c.implementation === 'auto' && !cpuComposite && fusedSupports(c, q.dtype));
   return fused ? attentionFused(q, k, v, mask, c) : attentionComposite(q, k, v, mask, c);

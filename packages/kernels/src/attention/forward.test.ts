@@ -375,6 +375,31 @@ describe('scaledDotProductAttention, one query position on the CPU (the few-rows
     expect(hasNaN(mx.slice(out, [1, 0, 0, 0], [2, hq, 1, d], [1, 1, 1, 1]))).toBe(false);
   });
 
+  it("'auto' on the CPU in float32 (the native kernel) for several rows: grouped heads, causal after a past, a rank-2 additive mask narrower than the keys", () => {
+    const [b, hq, hk, sq, sk, d] = [2, 4, 2, 13, 17, 16];
+    const q = randn([b, hq, sq, d]);
+    const k = randn([b, hk, sk, d]);
+    const v = randn([b, hk, sk, d]);
+    const bias = mx.multiply(uniform([sq, 15]), 2);
+    const bl = bias.toList() as number[][];
+    const ref = referenceAttention(q, k, v, {
+      scale: 0.3,
+      keep: (_b, _h, i, j) => j <= i + 4 && j < 15,
+      bias: (_b, _h, i, j) => bl[i][j],
+    });
+    const out = scaledDotProductAttention(q, k, v, { scale: 0.3, causal: true, causalOffset: 4, mask: bias });
+    expect(mx.defaultStream().device.type).toBe('cpu');
+    expect(maxDiff(out, ref)).toBeLessThan(1e-5);
+    const composite = scaledDotProductAttention(q, k, v, {
+      scale: 0.3,
+      causal: true,
+      causalOffset: 4,
+      mask: bias,
+      implementation: 'composite',
+    });
+    expect(maxDiff(composite, ref)).toBeLessThan(1e-5);
+  });
+
   it('is not taken for more than 4 query heads per key/value head, several query positions, softcap or other dtypes', () => {
     const k = randn([1, 1, 5, 8]);
     const v = randn([1, 1, 5, 8]);

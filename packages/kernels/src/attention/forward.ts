@@ -22,7 +22,7 @@ import {
   type Dtype,
 } from '@mlx/core';
 import { attentionShape, mayHaveEmptyRows, resolvedScale, type AttentionConfig, type AttentionShape } from './config.js';
-import { causalKeep, groupedMask, maskScores, negativeInfinity, paddedMask } from './mask.js';
+import { causalKeep, groupedMask, maskScores, negativeInfinity, paddedMask, rank4Mask } from './mask.js';
 import { softmax } from '../softmax.js';
 import { cappedScores, rowSoftmax } from './probabilities.js';
 
@@ -92,6 +92,27 @@ export function attentionFused(q: Array, k: Array, v: Array, mask: Array | null,
   });
 }
 
+/** Whether the native CPU kernel computes this configuration: float32 q, k, v on the CPU, no softcap. */
+export function nativeCpuSupports(q: Array, k: Array, v: Array, config: AttentionConfig): boolean {
+  if (q.dtype !== 'float32' || k.dtype !== 'float32' || v.dtype !== 'float32' || config.softcap > 0) return false;
+  return defaultStream().device.type === 'cpu';
+}
+
+/**
+ * The forward as one native primitive on the CPU (ext.fusedAttention): per block of query rows of
+ * one key/value head, the scores against the keys the block sees stay in a thread-local buffer
+ * through the masks and the row softmax, and their product with V goes straight into the output.
+ * The composite instead runs OpenBLAS once per batch entry and head for each product, copies the
+ * scaled Kᵀ view and passes over the scores in memory for each mask and the softmax. Under
+ * rowsNeverEmpty a row that sees no key after all is NaN, as the composite's softmax makes it.
+ */
+export function attentionNativeCpu(q: Array, k: Array, v: Array, mask: Array | null, config: AttentionConfig): Array {
+  const shape = attentionShape(q, k, v);
+  if (shape.keySeq === 0 || shape.querySeq === 0) return emptyOutput(shape);
+  using m = mask ? rank4Mask(mask, shape) : null;
+  return ext.fusedAttention(q, k, v, m, resolvedScale(config, shape), config.causal, config.causalOffset, config.rowsNeverEmpty);
+}
+
 /** Query rows per key/value head up to which the CPU decoding path runs (the native small-row products' limit). */
 export const FEW_ROWS_MAX = 4;
 
@@ -106,6 +127,8 @@ export function fewRowsSupports(q: Array, k: Array, v: Array, config: AttentionC
 }
 
 /**
+ * (No longer chosen by 'auto': the native kernel, attentionNativeCpu, measured twice as fast for one
+ * row; kept as the reference its tests and measurements compare against.)
  * One query position on the CPU: the g query heads of each key/value head are the rows of two
  * native small-row products (ext.smallMatmul: q·Kᵀ reads K in place as a transposed view, P·V reads V
  * row by row) around the fused softmax kernel. MLX's fused op on the CPU is a composition that packs

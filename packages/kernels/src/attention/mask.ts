@@ -43,6 +43,17 @@ export function groupedMask(mask: Array, shape: AttentionShape): GroupedMask {
   return { kind: mask.dtype === 'bool' ? 'boolean' : 'additive', values: reshape(typed, grouped), width };
 }
 
+/**
+ * A user mask as a rank-4 view [mb, mh, msq, width] (mb, mh, msq each 1 or full; width ≤ sk), an
+ * additive one in the scores' dtype: the layout of the native CPU kernel, which masks the keys
+ * past the width itself and reads broadcast axes in place.
+ */
+export function rank4Mask(mask: Array, shape: AttentionShape): Array {
+  const dims = maskDims(mask, shape);
+  using typed = typedMask(mask, shape);
+  return reshape(typed, dims);
+}
+
 /** A user mask as a rank-4 array padded to the full key length (the layout MLX's fused op takes). */
 export function paddedMask(mask: Array, shape: AttentionShape): Array {
   const dims = maskDims(mask, shape);

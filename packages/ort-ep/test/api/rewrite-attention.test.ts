@@ -1,8 +1,9 @@
 // The attention rewrite (src/plan/rewrite/attention.ts): decomposed attention in the spellings
 // exporters use becomes one mlx.fused::Attention, which computes what the graph computes: against
-// onnxruntime-node and against this provider with the rewrites off, in both of the op's forms
-// (MLX's fused attention, forced with MLX_ORT_SDPA=fused, which the CPU otherwise leaves to the
-// composition; and the composition). Then the shared transformers.
+// onnxruntime-node and against this provider with the rewrites off, in each of the op's forms
+// (the CPU's own: the native attention kernel in float32; MLX's fused attention, forced with
+// MLX_ORT_SDPA=fused, which the CPU otherwise leaves alone; and the composition, forced with
+// MLX_ORT_SDPA=composite). Then the shared transformers.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -10,7 +11,7 @@ import { hostToTensor } from '../../src/internal.js';
 import { readTestCase, type HostTensor } from '../../src/onnx/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
-import { bool, expectSameAsOrt, f32, ort, plain, runMlxWith, seeded, type Feeds } from '../helpers/ort.js';
+import { bool, expectSameAsOrt, f32, ort, plain, runMlxWith, runOn, seeded, type Feeds } from '../helpers/ort.js';
 import { sharedPath } from '../helpers/shared.js';
 
 const [B, H, S, D] = [2, 3, 5, 8];
@@ -65,11 +66,11 @@ afterEach(() => {
   else process.env.MLX_ORT_SDPA = saved;
 });
 
-/** Rewritten as `counts` says; both forms match onnxruntime and the graph as written. */
+/** Rewritten as `counts` says; every form matches onnxruntime and the graph as written. */
 async function expectRewrite(bytes: Uint8Array, counts: Record<string, number>, f: Feeds, tol = { rtol: 1e-5, atol: 1e-6 }) {
   expect(prepareModel(bytes).rewrites).toEqual(counts);
   const off = await runMlx(bytes, f, false);
-  for (const sdpa of ['fused', 'composite']) {
+  for (const sdpa of ['auto', 'fused', 'composite']) {
     process.env.MLX_ORT_SDPA = sdpa;
     await expectSameAsOrt(bytes, f, tol);
     const on = await runMlx(bytes, f, true);
@@ -100,6 +101,31 @@ describe('attention -> one fused op', () => {
       { attention: 1 },
       { ...qkv(), mask: paddingMask() },
     ));
+
+  it("rows an additive −∞ mask hides entirely are NaN, as the graph's softmax makes them, in every form", async () => {
+    const bytes = build(
+      [kt, node('MatMul', ['q', 'kt'], ['s']), node('Add', ['s', 'mask'], ['sm']), ...tail('sm')],
+      ['y'],
+      [v('mask', 'float32', [B, 1, 1, S])],
+    );
+    expect(prepareModel(bytes).rewrites).toEqual({ attention: 1 });
+    // Batch entry 1 sees no key at all; entry 0 all but the last.
+    const mask = f32(
+      Array.from({ length: B * S }, (_, i) => (i >= S || i === S - 1 ? Number.NEGATIVE_INFINITY : 0)),
+      [B, 1, 1, S],
+    );
+    const f = { ...qkv(), mask };
+    const want = plain((await runOn('cpu', bytes, f)).y);
+    expect(want.slice(H * S * D).every(Number.isNaN)).toBe(true);
+    for (const sdpa of ['auto', 'fused', 'composite']) {
+      process.env.MLX_ORT_SDPA = sdpa;
+      const got = plain((await runOn('mlx', bytes, f)).y);
+      got.forEach((x, i) => {
+        if (Number.isNaN(want[i])) expect(x, `${sdpa} y[${i}]`).toBeNaN();
+        else expect(Math.abs(x - want[i]), `${sdpa} y[${i}]`).toBeLessThanOrEqual(1e-6 + 1e-5 * Math.abs(want[i]));
+      });
+    }
+  });
 
   it('GPT-2: (Q Kᵀ) / sqrt(d), Where(causal, s, min), + mask first, Softmax, Cast, · V', async () => {
     const nodes = (whereFirst: boolean): NodeSpec[] => [
@@ -222,7 +248,7 @@ describe('shared transformers', () => {
   ];
   for (const [name, count] of cases) {
     const dir = sharedPath(join('models', name));
-    it.skipIf(!existsSync(dir))(`${name}: ${count} attention blocks, both forms match the rewrites off and the reference`, async () => {
+    it.skipIf(!existsSync(dir))(`${name}: ${count} attention blocks, every form matches the rewrites off and the reference`, async () => {
       const bytes = readFileSync(join(dir, 'model.onnx'));
       expect(prepareModel(bytes).rewrites.attention).toBe(count);
       const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as { rtol?: number; atol?: number };
@@ -232,7 +258,7 @@ describe('shared transformers', () => {
         (ds.inputs as HostTensor[]).forEach((t, i) => (f[probe.inputNames[i]] = hostToTensor(ort as never, t) as never));
         await probe.release();
         const off = await runMlx(bytes, f, false);
-        for (const sdpa of ['fused', 'composite']) {
+        for (const sdpa of ['auto', 'fused', 'composite']) {
           process.env.MLX_ORT_SDPA = sdpa;
           const on = await runMlx(bytes, f, true);
           (ds.outputs as HostTensor[]).forEach((want, i) => {

@@ -18,6 +18,7 @@
 // The front ends of the library's own CPU kernels (kernels/, spec/kernels/), which the generated
 // glue calls.
 #include "kernels/activation/activation.h"
+#include "kernels/attention/fused_attention.h"
 #include "kernels/attention/gqa_step.h"
 #include "kernels/conv/conv_gemm.h"
 #include "kernels/conv/depthwise.h"

@@ -1,10 +1,16 @@
-// ABI spec, the project's own kernels: attention (native/src/kernels/attention/): a grouped-query
+// ABI spec, the project's own kernels: attention (native/src/kernels/attention/): attention over whole
+// sequences (fused_attention: prefill, encoders), and a grouped-query
 // attention decode step over a KV cache of fixed capacity in three primitives (rotary, cache writes in
 // place, attention over each sequence's own keys). Float32 on a CPU stream only: the front end
 // composes MLX's ops elsewhere.
 import { op, type FnSpec } from '../dsl.js';
 
 export const attention: FnSpec[] = [
+  op(
+    'int mlxc_fused_attention(mlx_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array mask /* may be null */, float scale, bool causal, int causal_offset, bool empty_nan, const mlx_stream s)',
+    'mlxc::cpu::fused_attention($q, $k, $v, $mask, $scale, $causal, $causal_offset, $empty_nan, $s)',
+    'attention over whole sequences, the CPU kernel for float32 (MLX ops elsewhere): q [B, Hq, L, D], k [B, Hk, S, D], v [B, Hk, S, Dv] (Hq a multiple of Hk) -> softmax(scale * q·kᵀ + masks)·v [B, Hq, L, Dv]; query i sees key j <= i + causal_offset when causal, and where a boolean mask [B|1, Hq|1, L|1, W] (W <= S, keys from W masked) is true (a float mask is added); rows that see no key give zeros, or NaN with empty_nan',
+  ),
   op(
     'int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions /* may be null */, const mlx_array cos /* may be null */, const mlx_array sin /* may be null */, bool interleaved, bool causal, int window, int total, float scale, const mlx_stream s)',
     'mlxc::cpu::gqa_step($q, $k, $v, $past_k, $past_v, $len, $positions, $cos, $sin, $interleaved, $causal, $window, $total, $scale, $s)',

@@ -548,6 +548,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_avg_pool_channels_last(_Inout_ mlx_array* res, const mlx_array x, const int* kernel, size_t kernel_num, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, bool ceil_mode, bool count_include_pad, const mlx_stream s)',
   'int mlxc_mean_trailing(_Inout_ mlx_array* res, const mlx_array x, int axes, bool keepdims, const mlx_stream s)',
   'int mlxc_lstm(_Inout_ mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)',
+  'int mlxc_fused_attention(_Inout_ mlx_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array mask, float scale, bool causal, int causal_offset, bool empty_nan, const mlx_stream s)',
   'int mlxc_gqa_step(_Inout_ mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions, const mlx_array cos, const mlx_array sin, bool interleaved, bool causal, int window, int total, float scale, const mlx_stream s)',
   'int mlxc_bounded_indices(_Inout_ mlx_vector_array* res, const mlx_array indices, const int64_t* dims, size_t dims_num, bool negative, const mlx_stream s)',
   'int mlxc_adamw_step(_Inout_ mlx_vector_array* res, const mlx_array param, const mlx_array grad, const mlx_array m, const mlx_array v, double lr, double beta1, double beta2, double eps, double weight_decay, int step, const mlx_stream s)',
@@ -1643,6 +1644,8 @@ export interface MlxCFunctions {
   mlxc_mean_trailing(res: MlxHandle, x: MlxHandle, axes: number, keepdims: boolean, s: MlxHandle): number;
   /** kernels/rnn: `int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens, const mlx_array peepholes, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s)` */
   mlxc_lstm(res: MlxHandle, proj: MlxHandle, rt: MlxHandle, h0: MlxHandle, c0: MlxHandle, lens: MlxHandle, peepholes: MlxHandle, acts: ArrayBufferView | ArrayBuffer | unknown[] | null, acts_num: number | bigint, clip: number, input_forget: boolean, direction: number, s: MlxHandle): number;
+  /** kernels/attention: `int mlxc_fused_attention(mlx_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array mask, float scale, bool causal, int causal_offset, bool empty_nan, const mlx_stream s)` */
+  mlxc_fused_attention(res: MlxHandle, q: MlxHandle, k: MlxHandle, v: MlxHandle, mask: MlxHandle, scale: number, causal: boolean, causal_offset: number, empty_nan: boolean, s: MlxHandle): number;
   /** kernels/attention: `int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions, const mlx_array cos, const mlx_array sin, bool interleaved, bool causal, int window, int total, float scale, const mlx_stream s)` */
   mlxc_gqa_step(res: MlxHandle, q: MlxHandle, k: MlxHandle, v: MlxHandle, past_k: MlxHandle, past_v: MlxHandle, len: MlxHandle, positions: MlxHandle, cos: MlxHandle, sin: MlxHandle, interleaved: boolean, causal: boolean, window: number, total: number, scale: number, s: MlxHandle): number;
   /** kernels/indices: `int mlxc_bounded_indices(mlx_vector_array* res, const mlx_array indices, const int64_t* dims, size_t dims_num, bool negative, const mlx_stream s)` */
@@ -1651,4 +1654,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 547;
+export const functionCount = 548;

@@ -9,7 +9,9 @@
 //
 // Which devices take the fused op is measured (`bench/sdpa.ts`): on the CPU, MLX's fused op is
 // its own composition of the same ops with MLX's scalar softmax, slower than the composition here
-// with the fused softmax kernel, so the CPU keeps the composition.
+// with the fused softmax kernel. The CPU in float32 takes @mlx/core's native attention kernel
+// (ext.fusedAttention: one primitive, the scores of a block of rows kept in cache through the
+// masks and the softmax) with the same folded mask; other dtypes keep the composition.
 import * as mx from '@mlx/core';
 import { softmax } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
@@ -94,6 +96,29 @@ function additiveMask(
   return m;
 }
 
+/**
+ * The native CPU kernel with the masks folded into one additive mask [b | 1, h | 1, sq | 1, sk | 1]
+ * (a key axis of 1 broadcast to sk: the kernel takes a mask's width as the keys it may see). Rows
+ * the mask hides entirely (all −∞) are NaN, as the graph's softmax makes them, unless nan_to_zero.
+ */
+function nativeCpu(
+  q: mx.Array,
+  kt: mx.Array,
+  v: mx.Array,
+  mask: mx.Array | undefined,
+  cond: mx.Array | undefined,
+  p: FusedAttentionParams,
+) {
+  const sk = kt.shape[3];
+  let m = additiveMask(mask, cond, p, q.dtype);
+  if (m) {
+    const dims = [...new Array<number>(4 - m.ndim).fill(1), ...m.shape];
+    m = mx.reshape(m, dims);
+    if (dims[3] !== sk) m = mx.broadcastTo(m, [dims[0], dims[1], dims[2], sk]);
+  }
+  return mx.ext.fusedAttention(q, mx.swapaxes(kt, -1, -2), v, m ?? null, p.scale, false, 0, !p.nanToZero);
+}
+
 export function fusedAttention(ctx: OpContext<FusedAttentionParams>): mx.Array {
   const p = ctx.params;
   const q = ctx.input(0);
@@ -103,7 +128,7 @@ export function fusedAttention(ctx: OpContext<FusedAttentionParams>): mx.Array {
   const cond = ctx.has(4) ? ctx.input(4) : undefined;
   const f = form();
   const onCpu = mx.defaultStream().device.type === 'cpu';
-  if (f === 'composite' || (f === 'auto' && onCpu)) return composite(q, kt, v, mask, cond, p);
+  if (f === 'composite') return composite(q, kt, v, mask, cond, p);
   const [b, h, sq, d] = q.shape;
   const [kb, hk, kd, sk] = kt.shape;
   const fits =
@@ -127,6 +152,12 @@ export function fusedAttention(ctx: OpContext<FusedAttentionParams>): mx.Array {
     (!mask || broadcastsTo(mask.shape, [b, h, sq, sk])) &&
     (!cond || (cond.dtype === 'bool' && broadcastsTo(cond.shape, [b, h, sq, sk])));
   if (!fits) return composite(q, kt, v, mask, cond, p);
+  if (onCpu) {
+    // A Where's fill folds into an additive mask exactly only when it swamps every score (−∞, or
+    // as −3.4e38 does: a row it hides entirely then stays a uniform row of fills either way).
+    const foldable = !cond || p.fill <= -1e30;
+    return q.dtype === 'float32' && f === 'auto' && foldable ? nativeCpu(q, kt, v, mask, cond, p) : composite(q, kt, v, mask, cond, p);
+  }
   const m = additiveMask(mask, cond, p, q.dtype);
   const k = mx.swapaxes(kt, -1, -2);
   const out = mx.fast.scaledDotProductAttention(q, k, v, p.scale, m ? 'array' : '', m ?? null);

@@ -601,6 +601,7 @@ int mlxc_mean_trailing(mlx_array* res, const mlx_array x, int axes, bool keepdim
 int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, const mlx_array h0, const mlx_array c0, const mlx_array lens /* may be null */, const mlx_array peepholes /* may be null */, const int* acts, size_t acts_num, float clip, bool input_forget, int direction, const mlx_stream s);
 
 /* kernels/attention */
+int mlxc_fused_attention(mlx_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array mask /* may be null */, float scale, bool causal, int causal_offset, bool empty_nan, const mlx_stream s);
 int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions /* may be null */, const mlx_array cos /* may be null */, const mlx_array sin /* may be null */, bool interleaved, bool causal, int window, int total, float scale, const mlx_stream s);
 
 /* kernels/indices */
