@@ -137,14 +137,14 @@ describe('LSTM', () => {
     }));
   it('opset 7 (no layout attribute)', () => check({ op: 'LSTM', ...base, dirs: 2, bias: true, opset: 7 }));
   // One step of one or a few sequences (a streaming model's frame): the input projection runs on
-  // the native small-row kernel (smallMatmul), more rows on addmm.
-  it('one step, one sequence and three (the small-row projection), with bias and without', async () => {
+  // the packed product's few-row path (more rows: its register tiles).
+  it('one step, one sequence and three (the few-row projection), with bias and without', async () => {
     for (const batch of [1, 3]) {
       await check({ op: 'LSTM', seq: 1, batch, input: 128, hidden: 32, dirs: 1, bias: true, initial: true });
       await check({ op: 'LSTM', seq: 1, batch, input: 8, hidden: 6, dirs: 2 });
     }
   });
-  it("one step's projection is the native small-row product, not OpenBLAS's addmm (~47 us a call)", () => {
+  it("one step's projection is the packed native product, not OpenBLAS's addmm (~47 us a call)", () => {
     // MLXC_PRIM_TIMES (read once per process) lists every primitive a run evaluates: a child process.
     const script = `
       import { createRequire } from 'node:module';
@@ -171,8 +171,9 @@ describe('LSTM', () => {
     expect(r.status, r.stderr).toBe(0);
     const rows = r.stderr.split('\n').map((l) => l.trim().split(/\s+/)[0]);
     expect(rows, r.stderr).toContain('Lstm');
-    expect(rows, r.stderr).toContain('SmallMatmul');
+    expect(rows, r.stderr).toContain('DenseGemm');
     expect(rows, r.stderr).not.toContain('AddMM');
+    expect(rows, r.stderr).not.toContain('Matmul');
   });
 });
 

@@ -284,9 +284,18 @@ function nativeLstm(ctx: OpContext<RnnParams>, fam: Family, x: mx.Array): boolea
   return [1, 2, 3, 5, 6, 7].every((i) => !ctx.has(i) || ctx.elemType(i) === 1);
 }
 
-/** W, R and B of every direction as the native LSTM reads them: [I, D*4H], [D, H, 4H], [D*4H]. */
+/**
+ * W, R and B of every direction as the native LSTM reads them: W as [I, D*4H] (`wT`), or on a CPU
+ * stream packed once into @mlx/sys's dense panels (`wp`, [ceil(D*4H / 32), I, 32]: the input
+ * projection then streams it once for a few rows and in register tiles for more, where a [1, 128] x
+ * [128, 512] step through OpenBLAS's addmm cost ~47 us and through the small-row kernel ~30), R as
+ * [D, H, 4H], B as [D*4H]. `k` and `n`: W's [I, D*4H].
+ */
 interface NativeWeights {
-  wT: mx.Array;
+  wT?: mx.Array;
+  wp?: mx.Array;
+  k: number;
+  n: number;
   rT: mx.Array;
   bias?: mx.Array;
 }
@@ -306,7 +315,9 @@ function nativeWeights(ctx: OpContext<RnnParams>, dirs: number, H: number): Nati
     if (b && (b.ndim !== 2 || b.shape[0] !== dirs || b.shape[1] !== 2 * G))
       throw new RangeError(`LSTM B has shape [${b.shape.join(', ')}], not [${dirs}, ${2 * G}]`);
     const bias = b && mx.reshape(mx.add(mx.slice(b, [0, 0], [dirs, G], [1, 1]), mx.slice(b, [0, G], [dirs, 2 * G], [1, 1])), [dirs * G]);
-    return { wT, rT, bias };
+    const [k, n] = wT.shape;
+    if (mx.defaultStream().device.type === 'cpu') return { wp: mx.ext.densePackWeight(wT), k, n, rT, bias };
+    return { wT, k, n, rT, bias };
   });
 }
 
@@ -315,12 +326,10 @@ function runNativeLstm(ctx: OpContext<RnnParams>, x: mx.Array, H: number, lens: 
   const p = ctx.params;
   const [, batch, input] = x.shape;
   const dirs = p.directions;
-  const { wT, rT, bias } = nativeWeights(ctx, dirs, H);
-  if (wT.shape[0] !== input) throw new RangeError(`LSTM W's input size ${wT.shape[0]} is not X's ${input}`);
-  // [seq, batch, D*4H]. A step or a few (a streaming model's one frame) on the native small-row
-  // kernel: MLX's addmm handed OpenBLAS a [1, input] x [input, 4H] product at ~47 us a call (Silero
-  // VAD's frame); more rows take addmm (smallMatmul's own fallback).
-  const proj = mx.ext.smallMatmul(x, wT, bias ?? null);
+  const { wT, wp, k, n, rT, bias } = nativeWeights(ctx, dirs, H);
+  if (k !== input) throw new RangeError(`LSTM W's input size ${k} is not X's ${input}`);
+  // [seq, batch, D*4H]: the packed product on the CPU, elsewhere MLX's matmul (smallMatmul's).
+  const proj = wp ? mx.ext.denseGemm(x, wp, n, bias ?? null) : mx.ext.smallMatmul(x, wT!, bias ?? null);
   const h0 = initialState(ctx, 5, [dirs, batch, H], x.dtype);
   const c0 = initialState(ctx, 6, [dirs, batch, H], x.dtype);
   const direction = dirs === 2 ? 2 : p.reverse ? 1 : 0;
