@@ -285,12 +285,6 @@ export const mlxFusedOps: OpEntry[] = [
     'QuantizeLinear then DequantizeLinear of one per-tensor scale and zero point, in one pass, from the rewrite of that pair',
   ),
   entry(
-    'Silu',
-    () => undefined,
-    (ctx) => mx.ext.fusedActivation(ctx.input(0), null, 'silu'),
-    'x · sigmoid(x) (SiLU, Swish) in one pass, from the rewrite of Mul(x, Sigmoid(x))',
-  ),
-  entry(
     'Gelu',
     (a) => (a.string('approximate', 'none') === 'tanh' ? 'tanh' : 'none') as GeluApproximation,
     (ctx) => gelu(ctx.input(0), { approximate: ctx.params, bias: ctx.optional(1) }),

@@ -20,7 +20,6 @@ import { gemmRewrite, matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
 import { powRewrite } from './pow.js';
 import { siblingMatmulRewrite } from './sibling-matmul.js';
-import { siluRewrite } from './silu.js';
 import { packMatmulRewrite } from './pack-matmul.js';
 import { transposeMatmulRewrite } from './transpose-matmul.js';
 import { GraphView, type RewriteTarget } from './view.js';
@@ -33,7 +32,6 @@ export const REWRITES = {
   // After it: the constant DequantizeLinears are initializers by then; what is left are activations'.
   'fake-quantize': fakeQuantizeRewrite,
   gelu: geluRewrite,
-  silu: siluRewrite,
   // Before rms-norm: a layer norm's d / Sqrt(ReduceMean(d^2) + eps) is itself an RMS norm of d.
   'layer-norm': layerNormRewrite,
   'rms-norm': rmsNormRewrite,
