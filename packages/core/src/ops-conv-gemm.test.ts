@@ -104,6 +104,16 @@ const cases: [string, Case][] = [
   ['1-D k3 s2 pads 0 / 1, 2 -> 3', { n: 2, sp: [9], c: 2, o: 3, k: [3], s: [2], pb: [0], pe: [1], d: [1] }],
   // K 363: the second depth pass starts inside a kernel row and inside a tap (column 256: tap 85, channel 1).
   ['11x11 s3 p2, 3 -> 20, K over one pass', { n: 1, sp: [23, 19], c: 3, o: 20, k: [11, 11], s: [3, 3], pb: [2, 2], pe: [2, 2], d: [1, 1] }],
+  // The AVX2 build's passes are up to 1152 deep, split evenly: K 1170 in two of 585, the residual
+  // added only in the second's store.
+  [
+    '3x3 s1 p1, 130 -> 40, K 1170 over two AVX2 passes',
+    { n: 1, sp: [7, 9], c: 130, o: 40, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
+  ],
+  [
+    '1x1 s1, 1200 -> 20: K over one AVX2 pass, rows packed',
+    { n: 1, sp: [4, 5], c: 1200, o: 20, k: [1, 1], s: [1, 1], pb: [0, 0], pe: [0, 0], d: [1, 1] },
+  ],
   ['1-D k1, 2 -> 1, one row', { n: 1, sp: [1], c: 2, o: 1, k: [1], s: [1], pb: [0], pe: [0], d: [1] }],
   // Grouped: each group's rows from its own channels, its own panels.
   ['g2 3x3 s2 p1, 8 -> 16', { n: 1, sp: [14, 14], c: 8, o: 16, k: [3, 3], s: [2, 2], pb: [1, 1], pe: [1, 1], d: [1, 1], g: 2 }],

@@ -68,7 +68,8 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
           }
     });
 
-    // [rows, K, N]: few rows (1-4), the tile path's 5+ rows with tails, K past one 256-deep block.
+    // [rows, K, N]: few rows (1-4), the tile path's 5+ rows with tails, K past one pass (256 deep,
+    // 1024 on AVX2).
     const shapes: [number, number, number][] = [
       [1, 1, 1],
       [1, 17, 33],
@@ -83,6 +84,9 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
       [14, 300, 56],
       [25, 257, 97],
       [130, 520, 45],
+      // The AVX2 build's passes are up to 1024 deep, split evenly: two of 550, three of 700.
+      [13, 1100, 40],
+      [30, 2100, 45],
     ];
     for (const [M, K, N] of shapes)
       for (const withBias of [false, true])

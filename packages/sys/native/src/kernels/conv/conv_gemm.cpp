@@ -250,7 +250,7 @@ void run_generic(const Shape& s, const float* x, const float* wp, const float* b
   constexpr size_t MR = 4, NR = kPanel;
   const size_t O = s.o;
   walk_task(
-      s, x, wp, task, ntasks_n, buf,
+      s, x, wp, task, ntasks_n, buf, kDepthBlock,
       [&](const float* a, size_t lda, size_t m0, size_t mc, size_t kc, bool first, bool last, const float* b, size_t col, size_t ncols) {
         for (size_t i = 0; i < mc; i += MR) {
           const size_t r = std::min(MR, mc - i);
@@ -366,7 +366,8 @@ class ConvGemm : public FusedPrimitive {
     // K: its buffer may be the result's when that pass is the only one (earlier passes store sums).
     size_t depth = wp.shape(-2);
     for (int i = 1; i + 2 < wp.ndim(); i++) depth *= wp.shape(i);
-    if (res && depth <= static_cast<size_t>(convgemm::kDepthBlock) && res->is_donatable() && row_ordered(*res))
+    const size_t pass = has_avx2() && !has_avx512() ? convgemm::pass_depth(depth, convgemm::kDepthAvx2) : convgemm::kDepthBlock;
+    if (res && depth <= pass && res->is_donatable() && row_ordered(*res))
       out.copy_shared_buffer(*res);
     else
       out.set_data(mx::allocator::malloc(out.nbytes()));
@@ -467,8 +468,8 @@ class ConvGemm : public FusedPrimitive {
       std::atomic<size_t> next{0};
       pfor(std::min(threads, ntasks), 1, [&](size_t, size_t) {
         thread_local std::vector<float> buf;
-        if (buf.size() < static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock)
-          buf.resize(static_cast<size_t>(convgemm::kRowBlock) * convgemm::kDepthBlock);
+        constexpr size_t most = std::max(convgemm::kDepthBlock, convgemm::kDepthAvx2);
+        if (buf.size() < convgemm::kRowBlock * most) buf.resize(convgemm::kRowBlock * most);
         for (size_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) {
           if (isa == 2)
             convgemm::run_avx512(run, xr, wpp, bp, rp, yp, lo, hi, t, shares, buf.data());

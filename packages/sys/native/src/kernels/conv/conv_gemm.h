@@ -42,6 +42,18 @@ namespace convgemm {
 /** Output positions per task block and K columns per pass (the AVX-512 kernel's register tile is 12 rows). */
 constexpr int kRowBlock = 96;
 constexpr int kDepthBlock = 256;
+/**
+ * The AVX2 build's longest pass over K, split evenly (pass_depth): each 6 x 16 kernel call streams
+ * its half panel and rows front to back, and every pass reloads the sums and restarts their
+ * chains. On Zen 3 the 3x3 convolutions of ResNet-50's later stages (K 2304) ran at ~71 GFLOP/s a
+ * core in passes of 256 and ~83 in passes of 1152 (its rows' block then lives in L2).
+ */
+constexpr int kDepthAvx2 = 1152;
+/** The depth of each pass over K for a build's longest pass `most`: K in as few passes as fit it, of even sizes. */
+inline size_t pass_depth(size_t K, size_t most) {
+  const size_t passes = (K + most - 1) / most;
+  return passes == 0 ? most : (K + passes - 1) / passes;
+}
 /** Products of fewer multiply-adds (padded panels counted) run on the calling thread. */
 constexpr size_t kSerialMacs = size_t{1} << 20;
 
@@ -76,14 +88,16 @@ inline void panel_columns(const Shape& s, size_t p, size_t& gi, size_t& col, siz
 /**
  * The walk of one task that every build's run_* shares: the rows of block task / ntasks_n, the
  * panels of share task % ntasks_n group by group (each group's rows are its own channels), K in
- * passes of kDepthBlock. Rows are read in place only within one pass: with more K, rows a multiple
- * of 4 KiB apart (K 1024, 2048) fall in the same L1 sets, so those are packed kDepthBlock wide
+ * passes of `depth` (kDepthBlock, or the AVX2 build's pass_depth). Rows are read in place only
+ * within one pass of at most kDepthBlock: with more K, rows a multiple of 4 KiB apart (K 1024,
+ * 2048) fall in the same L1 sets, so those are packed a pass wide
  * like im2col rows (into buf). For each panel of each pass:
  * panel(a, lda, m0, mc, kc, first, last, b, col, ncols): rows [m0, m0 + mc) at a (lda apart), the
  * panel's pass b ([kc][kPanel]), its first output channel and channel count.
  */
 template <class Panel>
-inline void walk_task(const Shape& s, const float* x, const float* wp, size_t task, size_t ntasks_n, float* buf, Panel&& panel) {
+inline void walk_task(const Shape& s, const float* x, const float* wp, size_t task, size_t ntasks_n, float* buf, size_t depth,
+                      Panel&& panel) {
   const size_t M = s.rows(), K = s.depth(), P = s.panels(), GP = s.group_panels();
   const size_t mb = task / ntasks_n, nb = task % ntasks_n;
   const size_t m0 = mb * kRowBlock, m1 = std::min<size_t>(M, m0 + kRowBlock), mc = m1 - m0;
@@ -93,8 +107,8 @@ inline void walk_task(const Shape& s, const float* x, const float* wp, size_t ta
   const size_t ldx = s.ld ? s.ld : s.c;
   for (size_t q0 = p0; q0 < p1;) {
     const size_t gi = q0 / GP, q1 = std::min(p1, (gi + 1) * GP);
-    for (size_t k0 = 0; k0 < K; k0 += kDepthBlock) {
-      const size_t kc = std::min<size_t>(kDepthBlock, K - k0);
+    for (size_t k0 = 0; k0 < K; k0 += depth) {
+      const size_t kc = std::min<size_t>(depth, K - k0);
       const float* a = buf;
       size_t lda = kc;
       if (direct) {
@@ -120,7 +134,7 @@ inline bool direct_fits(const Shape& s) { return s.og() <= kDirectChannels && s.
 /** Output rows [r0, r1) of every group (row = image * oh + oy) by the direct kernel. */
 void direct_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                  size_t r0, size_t r1);
-/** One task: the rows of block task / ntasks_n, the panels of share task % ntasks_n; buf holds kRowBlock x kDepthBlock floats. */
+/** One task: the rows of block task / ntasks_n, the panels of share task % ntasks_n; buf holds kRowBlock x kDepthAvx2 floats. */
 void run_avx512(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                 size_t task, size_t ntasks_n, float* buf);
 void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,

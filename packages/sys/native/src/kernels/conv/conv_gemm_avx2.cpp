@@ -127,7 +127,7 @@ constexpr auto MICRO = table(std::make_integer_sequence<int, MR>{});
 void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
               size_t task, size_t ntasks_n, float* buf) {
   const size_t O = s.o;
-  walk_task(s, x, wp, task, ntasks_n, buf,
+  walk_task(s, x, wp, task, ntasks_n, buf, pass_depth(s.depth(), kDepthAvx2),
             [&](const float* a, size_t lda, size_t m0, size_t mc, size_t kc, bool first, bool last, const float* b, size_t col, size_t nc) {
               for (size_t h = 0; h * 16 < nc; h++) {
                 const size_t hc = col + h * 16;

@@ -204,8 +204,10 @@ void few_avx2(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
 
 void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1) {
   const size_t K = p.K;
-  for (size_t k0 = 0; k0 < K; k0 += kDepth) {
-    const size_t kc = std::min<size_t>(kDepth, K - k0);
+  // K in as few blocks as fit kDepthAvx2, of even sizes.
+  const size_t blocks = (K + kDepthAvx2 - 1) / kDepthAvx2, depth = (K + blocks - 1) / blocks;
+  for (size_t k0 = 0; k0 < K; k0 += depth) {
+    const size_t kc = std::min<size_t>(depth, K - k0);
     const bool first = k0 == 0, last = k0 + kc >= K;
     for (size_t q = p0; q < p1; q++) {
       const size_t col = q * NR, ncols = std::min(NR, p.n - col);
