@@ -33,6 +33,18 @@ export function cpuKernelsUseAvx512(): boolean {
 }
 
 /**
+ * Whether `ext.convPackWeight`'s panels hold their two halves of 16 output channels one after
+ * another (`[P, ...k, C, 32]` in shape, each panel's data its first 16 channels' `[...k, C, 16]`
+ * and then the other 16's): the layout of the AVX2 build, whose kernel streams a half panel
+ * front to back. Fixed for the process; code that packs convolution weights itself follows it.
+ */
+export function convPanelsSplit(): boolean {
+  const out = [false];
+  check(fn.mlxc_conv_split_halves(out as never), 'mlxc_conv_split_halves');
+  return Boolean(out[0]);
+}
+
+/**
  * A [k, n] matrix in host memory -> its transpose [n, k], on the native library's threads (a
  * constant weight stored transposed once, without building MLX arrays). Float32Array for 4-byte
  * elements, Uint16Array for 2-byte ones (float16 and bfloat16 bits); `w` holds at least `k * n`.

@@ -55,7 +55,15 @@ export {
 } from './transforms.js';
 export { memory } from './memory.js';
 export { hostBuffer, hostMemory, hostSizeClass, HOST_BLOCK_MIN_BYTES, type HostMemoryStats } from './host.js';
-export { cpuThreads, setCpuThreads, cpuKernelsUseAvx2, cpuKernelsUseAvx512, packDensePanels, transposeHost } from './cpu.js';
+export {
+  convPanelsSplit,
+  cpuThreads,
+  setCpuThreads,
+  cpuKernelsUseAvx2,
+  cpuKernelsUseAvx512,
+  packDensePanels,
+  transposeHost,
+} from './cpu.js';
 export type { FftNorm } from './enums.js';
 export * from './ops.js';
 export { fastOps as fast, linalgOps as linalg, randomOps as random, fftOps as fft } from './generated/ops.js';

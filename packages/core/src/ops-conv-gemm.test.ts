@@ -222,6 +222,27 @@ describe('convGemm', () => {
         expectAllClose(h, ref, 2e-2, 5e-2);
       });
 
+  it('packs 40 channels of a 3x2 window over 3 channels into two panels, halves apart where the build splits them', () => {
+    const [o, kh, kw, c] = [40, 3, 2, 3];
+    const depth = kh * kw * c;
+    const w = inputs(o * depth, -1, 1, 13);
+    const p = mx.ext.convPackWeight(mx.array(w, { shape: [o, kh, kw, c] }));
+    expect(p.shape).toEqual([2, kh, kw, c, 32]);
+    const got = Array.from(p.toTypedArray() as Float32Array);
+    // Channel q * 32 + j at depth index d (ky, kx, channel): [q][d][j], or [q][j / 16][d][j % 16] split.
+    const split = mx.convPanelsSplit();
+    expect(split).toBe(mx.cpuKernelsUseAvx2() && !mx.cpuKernelsUseAvx512());
+    const want = new Array<number>(2 * depth * 32).fill(0);
+    for (let ch = 0; ch < o; ch++)
+      for (let d = 0; d < depth; d++) {
+        const q = Math.floor(ch / 32);
+        const j = ch % 32;
+        const at = split ? q * depth * 32 + Math.floor(j / 16) * depth * 16 + d * 16 + (j % 16) : q * depth * 32 + d * 32 + j;
+        want[at] = w[ch * depth + d];
+      }
+    expect(got).toEqual(want);
+  });
+
   it('keeps NaN and clamps ±Inf like any value', () => {
     const x = mx.array([Number.NaN, 1, Number.POSITIVE_INFINITY, 1, 2, 5, Number.NEGATIVE_INFINITY, 1], { shape: [1, 4, 1, 2] });
     const wp = mx.ext.convPackWeight(mx.array([1, 0], { shape: [1, 1, 1, 2] }));

@@ -213,7 +213,7 @@ export function denseGemm(x: ArrayLike, wPacked: ArrayLike, n: number, bias?: Ar
 }
 
 /**
- * w [O, ...kernel, C] -> [ceil(O / 32), ...kernel, C, 32], zeros past O: the weight layout of mlxc_conv_gemm.
+ * w [O, ...kernel, C] -> [ceil(O / 32), ...kernel, C, 32], zeros past O: the weight layout of mlxc_conv_gemm (with mlxc_conv_split_halves, each panel holds its first 16 channels [...kernel, C, 16], then the other 16).
  *
  * `int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)`
  */

@@ -6,13 +6,17 @@
 // convolution); and the channels-first depthwise convolution.
 // Each takes any array on any stream: float32 on a CPU stream runs the library's own vectorized,
 // multithreaded kernel (an MLX primitive); anything else gets the same computation from MLX's ops.
-import { op, type FnSpec } from '../dsl.js';
+import { manual, op, type FnSpec } from '../dsl.js';
 
 export const conv: FnSpec[] = [
   op(
     'int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)',
     'mlxc::cpu::conv_pack_weight($w, $s)',
-    'w [O, ...kernel, C] -> [ceil(O / 32), ...kernel, C, 32], zeros past O: the weight layout of mlxc_conv_gemm',
+    'w [O, ...kernel, C] -> [ceil(O / 32), ...kernel, C, 32], zeros past O: the weight layout of mlxc_conv_gemm (with mlxc_conv_split_halves, each panel holds its first 16 channels [...kernel, C, 16], then the other 16)',
+  ),
+  manual(
+    'int mlxc_conv_split_halves(bool* res)',
+    "whether mlxc_conv_pack_weight's panels hold their two halves of 16 channels one after another (the AVX2 build's layout; fixed for the process)",
   ),
   op(
     'int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',

@@ -537,6 +537,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size)',
   'int mlxc_dense_gemm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const mlx_stream s)',
   'int mlxc_conv_pack_weight(_Inout_ mlx_array* res, const mlx_array w, const mlx_stream s)',
+  'int mlxc_conv_split_halves(_Inout_ bool* res)',
   'int mlxc_conv_gemm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
   'int mlxc_conv_epilogue(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)',
   'int mlxc_conv_epilogue_act(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, int act, float alpha, float beta, bool channels_last, const mlx_stream s)',
@@ -1622,6 +1623,8 @@ export interface MlxCFunctions {
   mlxc_dense_gemm(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, n: number, bias: MlxHandle, s: MlxHandle): number;
   /** kernels/conv: `int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)` */
   mlxc_conv_pack_weight(res: MlxHandle, w: MlxHandle, s: MlxHandle): number;
+  /** kernels/conv: `int mlxc_conv_split_halves(bool* res)` */
+  mlxc_conv_split_halves(res: unknown[]): number;
   /** kernels/conv: `int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)` */
   mlxc_conv_gemm(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, out_channels: number, bias: MlxHandle, residual: MlxHandle, strides: ArrayBufferView | ArrayBuffer | unknown[] | null, strides_num: number | bigint, pads_begin: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_begin_num: number | bigint, pads_end: ArrayBufferView | ArrayBuffer | unknown[] | null, pads_end_num: number | bigint, dilations: ArrayBufferView | ArrayBuffer | unknown[] | null, dilations_num: number | bigint, lo: number, hi: number, s: MlxHandle): number;
   /** kernels/conv: `int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)` */
@@ -1654,4 +1657,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 548;
+export const functionCount = 549;

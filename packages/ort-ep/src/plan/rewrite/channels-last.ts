@@ -16,6 +16,7 @@
 // spatial axes of the channels-last data: no move back to ONNX's layout at ResNet's head).
 // A value kept channels-last gets a new name ('<name>/nhwc') and loses its value info (its shape
 // is no longer the one the model declares). Runs after conv-epilogue, whose fused convs it takes.
+import * as mx from '@mlx/core';
 import { OnnxDataType, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
@@ -45,13 +46,21 @@ function toPanels(w: HostTensor, group: number): HostTensor {
   const og = o / group;
   const per = Math.ceil(og / PANEL);
   const panels = group * per;
-  const dst = new Float32Array(panels * s * c * PANEL);
+  const depth = s * c;
+  const dst = new Float32Array(panels * depth * PANEL);
+  // The AVX2 build's panels hold their halves one after another (mx.convPanelsSplit): a channel's
+  // rows HALF apart in its half, the second half depth * HALF floats on.
+  const split = mx.convPanelsSplit();
+  const HALF = PANEL / 2;
+  const stride = split ? HALF : PANEL;
   for (let oi = 0; oi < o; oi++) {
     const gi = Math.floor(oi / og);
     const oj = oi - gi * og;
-    const base = (gi * per + Math.floor(oj / PANEL)) * s * c * PANEL + (oj % PANEL);
+    const j = oj % PANEL;
+    const panel = (gi * per + Math.floor(oj / PANEL)) * depth * PANEL;
+    const base = split ? panel + (j >= HALF ? depth * HALF : 0) + (j % HALF) : panel + j;
     const from = oi * c * s;
-    for (let ci = 0; ci < c; ci++) for (let si = 0; si < s; si++) dst[base + (si * c + ci) * PANEL] = src[from + ci * s + si];
+    for (let ci = 0; ci < c; ci++) for (let si = 0; si < s; si++) dst[base + (si * c + ci) * stride] = src[from + ci * s + si];
   }
   return { dtype: OnnxDataType.FLOAT, dims: [panels, ...k, c, PANEL], data: dst };
 }

@@ -22,12 +22,14 @@ namespace MLXC_CONV_DIRECT_NS {
 
 using mlxc::cpu::kPanel;
 using mlxc::cpu::convgemm::Shape;
+/** Floats from one weight row (a tap's channel) to the next: the build's half panel (conv_gemm.h, split_halves). */
+constexpr size_t kRow = MLXC_CONV_DIRECT_ROW;
 
 /** Everything a block needs besides its position. */
 struct Ctx {
   const Shape* s;
   const float* xb;    // the image's first pixel, at the group's first channel
-  const float* wg;    // the group's panel [...k, cg, kPanel]
+  const float* wg;    // the group's panel's first half: [...k, cg] rows kRow apart
   const float* bias;  // at the group's first channel, or null
   const float* res;   // at the row's first position and the group's first channel, or null
   float* y;           // likewise, in the result
@@ -36,13 +38,13 @@ struct Ctx {
   float lo, hi;
 };
 
-/** acc[r] += the len weight rows at wt (kPanel apart) times the len floats at xp + r * step. */
+/** acc[r] += the len weight rows at wt (kRow apart) times the len floats at xp + r * step. */
 template <class V, int R, int NV>
 inline void fma_run(V (&acc)[R][NV], const float* xp, size_t step, const float* wt, size_t len) {
   for (size_t j = 0; j < len; j++) {
     V w[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; v++) w[v] = V::loadu(wt + j * kPanel + v * V::W);
+    for (int v = 0; v < NV; v++) w[v] = V::loadu(wt + j * kRow + v * V::W);
     // One running pointer, not R of them (they were spilled, and reloaded for every tap).
     const float* q = xp + j;
 #pragma GCC unroll 8
@@ -70,13 +72,13 @@ inline void block(const Ctx& t, size_t ox0) {
     for (int v = 0; v < NV; v++) acc[r][v] = zero;
   for (size_t ky = 0; ky < s.kh; ky++) {
     const size_t iy = t.oy * s.sh + ky * s.dh - s.ph;  // unsigned: before the input wraps past ih
-    const float* wk = t.wg + ky * s.kw * cg * kPanel;
+    const float* wk = t.wg + ky * s.kw * cg * kRow;
     if (iy >= s.ih) {
       // A kernel row above or below the input: zeros times the weights, as the im2col rows have them.
       for (size_t j = 0; j < s.kw * cg; j++)
 #pragma GCC unroll 2
         for (int v = 0; v < NV; v++) {
-          const V w = V::loadu(wk + j * kPanel + v * V::W);
+          const V w = V::loadu(wk + j * kRow + v * V::W);
 #pragma GCC unroll 8
           for (int r = 0; r < R; r++) acc[r][v] = V::fma(zero, w, acc[r][v]);
         }
@@ -89,7 +91,7 @@ inline void block(const Ctx& t, size_t ox0) {
       continue;
     }
     for (size_t kx = 0; kx < s.kw; kx++) {
-      const float* wt = wk + kx * cg * kPanel;
+      const float* wt = wk + kx * cg * kRow;
       const long ix = ix0 + static_cast<long>(kx * s.dw);
       if (!Edge) {
         fma_run<V, R, NV>(acc, xr + ix * static_cast<long>(s.c), step, wt, cg);
@@ -100,7 +102,7 @@ inline void block(const Ctx& t, size_t ox0) {
       for (size_t ci = 0; ci < cg; ci++) {
         V w[NV];
 #pragma GCC unroll 2
-        for (int v = 0; v < NV; v++) w[v] = V::loadu(wt + ci * kPanel + v * V::W);
+        for (int v = 0; v < NV; v++) w[v] = V::loadu(wt + ci * kRow + v * V::W);
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
           const long at = ix + r * static_cast<long>(s.sw);

@@ -15,6 +15,7 @@
 #include "kernels/common/dense.h"
 #include "kernels/common/cpu.h"
 #include "mlx/backend/cpu/encoder.h"
+#include "mlxc_private.h"
 
 namespace mlxc::cpu {
 namespace convgemm {
@@ -250,7 +251,7 @@ void run_generic(const Shape& s, const float* x, const float* wp, const float* b
   constexpr size_t MR = 4, NR = kPanel;
   const size_t O = s.o;
   walk_task(
-      s, x, wp, task, ntasks_n, buf, kDepthBlock,
+      s, x, wp, task, ntasks_n, buf, kDepthBlock, false,
       [&](const float* a, size_t lda, size_t m0, size_t mc, size_t kc, bool first, bool last, const float* b, size_t col, size_t ncols) {
         for (size_t i = 0; i < mc; i += MR) {
           const size_t r = std::min(MR, mc - i);
@@ -287,7 +288,13 @@ using mx::array;
 
 /** The packed weight [P, ...k, C / g, kPanel] back to [O, ...k, C / g] (g groups of P / g panels each). */
 array unpack_weight(const array& wp, int o, int g, mx::Stream s) {
-  array w = mx::moveaxis(wp, -1, 1, s);  // [P, kPanel, ...k, C / g]
+  array w = wp;
+  if (conv_split_halves()) {
+    // Each panel's halves [2, depth, 16] back to [depth, 32] (conv_pack_weight).
+    const int P = wp.shape(0), depth = static_cast<int>(wp.size() / std::max<size_t>(1, static_cast<size_t>(P) * kPanel));
+    w = mx::reshape(mx::transpose(mx::reshape(wp, {P, 2, depth, kPanel / 2}, s), {0, 2, 1, 3}, s), wp.shape(), s);
+  }
+  w = mx::moveaxis(w, -1, 1, s);  // [P, kPanel, ...k, C / g]
   mx::Shape shape(w.shape().begin() + 1, w.shape().end());
   shape[0] = wp.shape(0) * kPanel;
   w = mx::reshape(w, shape, s);
@@ -491,6 +498,11 @@ class ConvGemm : public FusedPrimitive {
 
 }  // namespace
 
+bool conv_split_halves() {
+  static const bool split = has_avx2() && !has_avx512();
+  return split;
+}
+
 array conv_pack_weight(const array& w, mx::Stream s) {
   if (w.ndim() < 3) throw std::invalid_argument("conv_pack_weight: w must be [O, ...kernel, C], got rank " + std::to_string(w.ndim()));
   const int o = w.shape(0), p = (o + kPanel - 1) / kPanel;
@@ -502,6 +514,16 @@ array conv_pack_weight(const array& w, mx::Stream s) {
   }
   mx::Shape shape{p, kPanel};
   shape.insert(shape.end(), w.shape().begin() + 1, w.shape().end());
+  if (conv_split_halves()) {
+    // [p, 2, 16, depth] -> [p, 2, depth, 16], under the packed shape.
+    int depth = 1;
+    for (int i = 1; i < w.ndim(); i++) depth *= w.shape(i);
+    x = mx::transpose(mx::reshape(x, {p, 2, kPanel / 2, depth}, s), {0, 1, 3, 2}, s);
+    mx::Shape packed{p};
+    packed.insert(packed.end(), w.shape().begin() + 1, w.shape().end());
+    packed.push_back(kPanel);
+    return mx::reshape(mx::contiguous(x, false, s), packed, s);
+  }
   x = mx::reshape(x, shape, s);
   return mx::contiguous(mx::moveaxis(x, 1, -1, s), false, s);
 }
@@ -566,3 +588,12 @@ array conv_gemm(const array& x, const array& wp, int o, const std::optional<arra
 }
 
 }  // namespace mlxc::cpu
+
+extern "C" int mlxc_conv_split_halves(bool* res) {
+  if (!res) {
+    mlxc::raise("mlxc_conv_split_halves: res is null");
+    return 1;
+  }
+  *res = mlxc::cpu::conv_split_halves();
+  return 0;
+}

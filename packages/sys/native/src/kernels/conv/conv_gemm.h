@@ -26,7 +26,19 @@ namespace mx = mlx::core;
 /** Output channels per weight panel. */
 constexpr int kPanel = 32;
 
-/** w [O, ...k, C] (MLX's layout) -> [ceil(O / kPanel), ...k, C, kPanel], zeros past O. */
+/**
+ * Whether the packed panels hold their two halves one after another (this process runs the AVX2
+ * build: its 6 x 16 kernel then streams a half panel's rows 64 bytes apart, front to back, rather
+ * than every other line of 128-byte rows, which left half of L1's sets unused and ran 7-11% slower
+ * on Zen 3). Fixed for the process (MLXC_CPU_KERNELS is read once).
+ */
+bool conv_split_halves();
+
+/**
+ * w [O, ...k, C] (MLX's layout) -> [ceil(O / kPanel), ...k, C, kPanel], zeros past O. With
+ * conv_split_halves() each panel's data is its first 16 channels' [...k, C, 16] and then the other
+ * 16's, under the same shape: the layout is the kernels' own, made and read by this library only.
+ */
 mx::array conv_pack_weight(const mx::array& w, mx::Stream s);
 
 /** clamp(conv(x, w) + bias + residual, lo, hi), channels-last: x [N, ...spatial, C], wp from
@@ -93,10 +105,11 @@ inline void panel_columns(const Shape& s, size_t p, size_t& gi, size_t& col, siz
  * 2048) fall in the same L1 sets, so those are packed a pass wide
  * like im2col rows (into buf). For each panel of each pass:
  * panel(a, lda, m0, mc, kc, first, last, b, col, ncols): rows [m0, m0 + mc) at a (lda apart), the
- * panel's pass b ([kc][kPanel]), its first output channel and channel count.
+ * panel's pass b ([kc][kPanel], or with `split` its first half's [kc][kPanel / 2], the second's
+ * K * kPanel / 2 floats on), its first output channel and channel count.
  */
 template <class Panel>
-inline void walk_task(const Shape& s, const float* x, const float* wp, size_t task, size_t ntasks_n, float* buf, size_t depth,
+inline void walk_task(const Shape& s, const float* x, const float* wp, size_t task, size_t ntasks_n, float* buf, size_t depth, bool split,
                       Panel&& panel) {
   const size_t M = s.rows(), K = s.depth(), P = s.panels(), GP = s.group_panels();
   const size_t mb = task / ntasks_n, nb = task % ntasks_n;
@@ -121,7 +134,7 @@ inline void walk_task(const Shape& s, const float* x, const float* wp, size_t ta
       for (size_t p = q0; p < q1; p++) {
         size_t pg, col, ncols;
         panel_columns(s, p, pg, col, ncols);
-        panel(a, lda, m0, mc, kc, first, last, wp + p * K * kPanel + k0 * kPanel, col, ncols);
+        panel(a, lda, m0, mc, kc, first, last, wp + p * K * kPanel + k0 * (split ? kPanel / 2 : kPanel), col, ncols);
       }
     }
     q0 = q1;

@@ -17,13 +17,14 @@
 #include "kernels/conv/vec_avx2.h"
 
 #define MLXC_CONV_DIRECT_NS mlxc_conv_direct_avx2
+#define MLXC_CONV_DIRECT_ROW 16
 #include "kernels/conv/conv_direct_impl.h"
 
 namespace mlxc::cpu::convgemm {
 namespace {
 
 constexpr int MR = 6;  // output positions per micro-tile (12 accumulators of the 16 registers)
-constexpr int NR = kPanel;
+constexpr size_t kHalfPanel = kPanel / 2;
 
 struct Tile {
   const float* bias;  // at the half panel's first channel, or null
@@ -35,7 +36,7 @@ struct Tile {
 /** Lanes j < n of 8 (n clamped to [0, 8]) as an AVX mask. */
 inline __m256i lanes(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
 
-/** C[R x ncols] (=|+=) A[R x kc] B[kc x 16 of NR]; on the last pass the epilogue. ncols in [1, 16]. */
+/** C[R x ncols] (=|+=) A[R x kc] B[kc x 16] (a half panel, rows 16 apart); on the last pass the epilogue. ncols in [1, 16]. */
 template <int R>
 void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size_t ldc, int ncols, bool first, bool last, const Tile& t) {
   __m256 acc0[R], acc1[R];
@@ -63,7 +64,7 @@ void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size
   if (two) {
 #pragma GCC unroll 2
     for (size_t k = 0; k < kc; k++) {
-      const __m256 b0 = _mm256_loadu_ps(b + k * NR), b1 = _mm256_loadu_ps(b + k * NR + 8);
+      const __m256 b0 = _mm256_loadu_ps(b + k * kHalfPanel), b1 = _mm256_loadu_ps(b + k * kHalfPanel + 8);
 #pragma GCC unroll 6
       for (int i = 0; i < R; i++) {
         const __m256 av = _mm256_broadcast_ss(a + i * lda + k);
@@ -74,7 +75,7 @@ void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size
   } else {
 #pragma GCC unroll 2
     for (size_t k = 0; k < kc; k++) {
-      const __m256 b0 = _mm256_loadu_ps(b + k * NR);
+      const __m256 b0 = _mm256_loadu_ps(b + k * kHalfPanel);
 #pragma GCC unroll 6
       for (int i = 0; i < R; i++) acc0[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + i * lda + k), b0, acc0[i]);
     }
@@ -127,8 +128,10 @@ constexpr auto MICRO = table(std::make_integer_sequence<int, MR>{});
 void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
               size_t task, size_t ntasks_n, float* buf) {
   const size_t O = s.o;
-  walk_task(s, x, wp, task, ntasks_n, buf, pass_depth(s.depth(), kDepthAvx2),
+  walk_task(s, x, wp, task, ntasks_n, buf, pass_depth(s.depth(), kDepthAvx2), true,
             [&](const float* a, size_t lda, size_t m0, size_t mc, size_t kc, bool first, bool last, const float* b, size_t col, size_t nc) {
+              // The panels' halves one after another (split_halves): half h's pass at b + h * K * 16.
+              const size_t K = s.depth();
               for (size_t h = 0; h * 16 < nc; h++) {
                 const size_t hc = col + h * 16;
                 const int ncols = static_cast<int>(std::min<size_t>(16, nc - h * 16));
@@ -136,7 +139,7 @@ void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias
                   const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
                   const size_t row = m0 + i;
                   Tile t{bias ? bias + hc : nullptr, res ? res + row * O + hc : nullptr, O, lo, hi};
-                  MICRO[r - 1](kc, a + i * lda, lda, b + h * 16, y + row * O + hc, O, ncols, first, last, t);
+                  MICRO[r - 1](kc, a + i * lda, lda, b + h * K * kHalfPanel, y + row * O + hc, O, ncols, first, last, t);
                 }
               }
             });
