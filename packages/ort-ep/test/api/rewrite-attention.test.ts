@@ -209,6 +209,47 @@ describe('attention -> one fused op', () => {
       },
     ));
 
+  it("torch's SDPA export with sqrt(1 / sqrt(d)) computed from Q's shape: the factors fold into the fused op", async () => {
+    const i64 = (name: string, values: number[]): NodeSpec =>
+      node('Constant', [], [name], { attrs: { value: { t: { name, type: 'int64', dims: [values.length], values } } } });
+    const bytes = build(
+      [
+        kt,
+        node('Shape', ['q'], ['qshape']),
+        i64('from', [-1]),
+        i64('to', [2 ** 31 - 1]),
+        node('Slice', ['qshape', 'from', 'to'], ['dlast']),
+        node('Cast', ['dlast'], ['df'], { attrs: { to: 1 } }),
+        node('Sqrt', ['df'], ['sd']),
+        scalar('one', 1),
+        node('Div', ['one', 'sd'], ['inv']),
+        node('Sqrt', ['inv'], ['c']),
+        node('Mul', ['q', 'c'], ['qs']),
+        node('Mul', ['kt', 'c'], ['kts']),
+        node('MatMul', ['qs', 'kts'], ['s']),
+        node('Add', ['s', 'mask'], ['sm']),
+        ...tail('sm'),
+      ],
+      ['y'],
+      [v('mask', 'float32', [B, 1, 1, S])],
+    );
+    // Both Muls go into the fused node (they were left in the graph, a pass over Q and Kᵀ each run).
+    const ops = prepareModel(bytes).model.graph.nodes.map((n) => n.opType);
+    expect(ops).not.toContain('Mul');
+    expect(ops.filter((o) => o === 'Attention')).toHaveLength(1);
+    await expectRewrite(bytes, { attention: 1 }, { ...qkv(), mask: paddingMask() });
+  });
+
+  it('computed factors that are not one host value are applied as the graph does: a fed per-head Mul on Q, a fed Div on Kᵀ', async () => {
+    const bytes = build(
+      [kt, node('Mul', ['hf', 'q'], ['qs']), node('Div', ['kt', 'kd'], ['kts']), node('MatMul', ['qs', 'kts'], ['s']), ...tail('s')],
+      ['y'],
+      [v('hf', 'float32', [1, H, 1, 1]), v('kd', 'float32', [])],
+    );
+    expect(prepareModel(bytes).model.graph.nodes.map((n) => n.opType)).not.toContain('Mul');
+    await expectRewrite(bytes, { attention: 1 }, { ...qkv(), hf: f32([0.5, -1.25, 2], [1, H, 1, 1]), kd: f32([3], []) });
+  });
+
   it('grouped K/V heads broadcast by the product (fewer key heads than query heads)', async () => {
     const bytes = model({
       inputs: [v('q', 'float32', [B, H, S, D]), v('kt', 'float32', [B, 1, D, S]), v('v', 'float32', [B, 1, S, D])],

@@ -5,7 +5,9 @@
 // scaled_dot_product_attention takes the shapes (4-D, equal batch, query heads a multiple of the
 // key heads, a mask that broadcasts to the scores), it runs that, with the masks folded into one
 // additive mask (the fill swamps every score, so a Where is an additive fill); otherwise the same
-// ops as the pattern, with the fused softmax kernel on the CPU.
+// ops as the pattern, with the fused softmax kernel on the CPU. Inputs 5 and 6, where present, are
+// computed factors of Q and Kᵀ (x * f, or x / f with q_div / k_div), folded into the scale when
+// they are one value known on the host.
 //
 // Which devices take the fused op is measured (`bench/sdpa.ts`): on the CPU, MLX's fused op is
 // its own composition of the same ops with MLX's scalar softmax, slower than the composition here
@@ -16,6 +18,7 @@ import * as mx from '@mlx/core';
 import { softmax } from '@mlx/kernels';
 import type { Attrs } from '../../registry/attrs.js';
 import type { OpContext } from '../../registry/types.js';
+import { OnnxDataType } from '../../onnx/index.js';
 import { mxDtypeOf } from '../../runtime/convert.js';
 import { keepType } from '../helpers/util.js';
 
@@ -28,6 +31,9 @@ export interface FusedAttentionParams {
   nanToZero: boolean;
   /** Casts of the probabilities, in order. */
   castTo: number[];
+  /** Inputs 5 (on Q) and 6 (on Kᵀ), where present, divide rather than multiply. */
+  qDiv: boolean;
+  kDiv: boolean;
 }
 
 export const parseFusedAttention = (a: Attrs): FusedAttentionParams => ({
@@ -37,7 +43,30 @@ export const parseFusedAttention = (a: Attrs): FusedAttentionParams => ({
   whereFirst: a.int('where_first', 0) !== 0,
   nanToZero: a.int('nan_to_zero', 0) !== 0,
   castTo: a.ints('cast_to', []),
+  qDiv: a.int('q_div', 0) !== 0,
+  kDiv: a.int('k_div', 0) !== 0,
 });
+
+/**
+ * x times (or over) the computed factor of input i, as the graph's Mul or Div: folded into `scale`
+ * when it is one floating-point value known on the host (torch's sqrt(1 / sqrt(d)), from the shape)
+ * that cannot raise x's rank, else applied to x.
+ */
+function applyFactor(ctx: OpContext<FusedAttentionParams>, i: number, x: mx.Array, div: boolean, scale: { value: number }): mx.Array {
+  if (!ctx.has(i)) return x;
+  const h = ctx.hostIfKnown(i);
+  if (h && h.data.length === 1 && h.dims.length <= x.ndim && (h.dtype === OnnxDataType.FLOAT || h.dtype === OnnxDataType.DOUBLE)) {
+    const f = Number(h.data[0]);
+    const by = div ? 1 / f : f;
+    // Math.fround: the graph multiplies in float32 by the factor as float32 holds it.
+    if (Number.isFinite(by) && by !== 0 && x.dtype === 'float32' && h.dtype === OnnxDataType.FLOAT) {
+      scale.value *= div ? 1 / Math.fround(f) : Math.fround(f);
+      return x;
+    }
+  }
+  const f = ctx.input(i);
+  return div ? mx.divide(x, f) : mx.multiply(x, f);
+}
 
 /** MLX_ORT_SDPA=fused|composite forces one form on every device (for measurements and tests). */
 function form(): 'fused' | 'composite' | 'auto' {
@@ -120,9 +149,10 @@ function nativeCpu(
 }
 
 export function fusedAttention(ctx: OpContext<FusedAttentionParams>): mx.Array {
-  const p = ctx.params;
-  const q = ctx.input(0);
-  const kt = ctx.input(1);
+  const scale = { value: ctx.params.scale };
+  const q = applyFactor(ctx, 5, ctx.input(0), ctx.params.qDiv, scale);
+  const kt = applyFactor(ctx, 6, ctx.input(1), ctx.params.kDiv, scale);
+  const p = scale.value === ctx.params.scale ? ctx.params : { ...ctx.params, scale: scale.value };
   const v = ctx.input(2);
   const mask = ctx.has(3) ? ctx.input(3) : undefined;
   const cond = ctx.has(4) ? ctx.input(4) : undefined;

@@ -1,7 +1,8 @@
 // Attention as exporters spell it, to one mlx.fused::Attention node (MLX's fused
 // scaled_dot_product_attention where it is faster; the same ops with the fused softmax elsewhere):
 //
-//   s = MatMul(q', kt')          q' = q | q * c | q / c   (the scale applied to Q or to Kᵀ first)
+//   s = MatMul(q', kt')          q' = q | q * c | q / c   (the scale applied to Q or to Kᵀ first; c a
+//                                constant, or a computed value: inputs 5 and 6 of the fused op)
 //   s = s * c | s / c            (optional; at most one, after the product)
 //   s = s + mask                 (optional, either order: padding, causal or bias masks as computed)
 //   s = Where(cond, s, fill)     (optional; or Where(cond, fill, s); fill ≤ -1e30, a big negative)
@@ -40,6 +41,19 @@ function scaled(view: GraphView, name: string, reader: NodeIR): { x: string; fac
     if (c !== undefined && Number.isFinite(c)) return { x: n.inputs[j], factor: c, node: n };
   }
   return undefined;
+}
+
+/**
+ * `name` as x * f or x / f by a computed value f (not a constant: torch's SDPA export takes
+ * sqrt(1 / sqrt(d)) from the shape of Q), read only by `reader`: x, f and whether it divides. The
+ * fused op folds f into its scale when f turns out a one-element value known on the host at run
+ * time, and otherwise applies the Mul or Div as written.
+ */
+function scaledBy(view: GraphView, name: string, reader: NodeIR): { x: string; by: string; div: boolean; node: NodeIR } | undefined {
+  if (view.soleReader(name) !== reader) return undefined;
+  const n = view.made(name, 'Mul') ?? view.made(name, 'Div');
+  if (!n || n.inputs.length !== 2 || !n.inputs[0] || !n.inputs[1]) return undefined;
+  return { x: n.inputs[0], by: n.inputs[1], div: n.opType === 'Div', node: n };
 }
 
 /** Whether `name` is scores: read by `reader` alone and made by the product through scales, Adds and Wheres. */
@@ -142,8 +156,20 @@ function match(view: GraphView, sm: NodeIR): boolean {
   if (!qk) return false;
   nodes.push(qk);
   let [q, kt] = qk.inputs;
+  // A computed factor on either side: its name and whether it divides (inputs 5 and 6, attributes q_div and k_div).
+  const by: { name: string; div: boolean }[] = [
+    { name: '', div: false },
+    { name: '', div: false },
+  ];
   for (const side of [0, 1]) {
     const pre = scaled(view, qk.inputs[side], qk);
+    const dyn = pre ? undefined : scaledBy(view, qk.inputs[side], qk);
+    if (dyn) {
+      by[side] = { name: dyn.by, div: dyn.div };
+      nodes.push(dyn.node);
+      if (side === 0) q = dyn.x;
+      else kt = dyn.x;
+    }
     if (!pre) continue;
     scale *= pre.factor;
     nodes.push(pre.node);
@@ -157,11 +183,15 @@ function match(view: GraphView, sm: NodeIR): boolean {
     keep_if_true: { type: 'int' as const, value: keepIfTrue ? 1 : 0 },
     where_first: { type: 'int' as const, value: whereFirst ? 1 : 0 },
     nan_to_zero: { type: 'int' as const, value: guard ? 1 : 0 },
+    ...(by[0].div ? { q_div: { type: 'int' as const, value: 1 } } : {}),
+    ...(by[1].div ? { k_div: { type: 'int' as const, value: 1 } } : {}),
     ...(casts.length
       ? { cast_to: { type: 'ints' as const, value: casts.map((c) => (c.attributes.get('to') as { value: number }).value) } }
       : {}),
   };
-  view.replace(nodes, fusedNode(view, 'Attention', sm, [q, kt, pv.inputs[1], mask ?? '', cond ?? ''], pv.outputs, attrs));
+  const inputs = [q, kt, pv.inputs[1], mask ?? '', cond ?? ''];
+  if (by[0].name || by[1].name) inputs.push(by[0].name, by[1].name);
+  view.replace(nodes, fusedNode(view, 'Attention', sm, inputs, pv.outputs, attrs));
   return true;
 }
 
