@@ -64,7 +64,9 @@ export function transposeHost<T extends Float32Array | Uint16Array>(w: T, k: num
  * A float32 `[k, n]` matrix in host memory packed into `ext.denseGemm`'s panels, `[ceil(n / 32), k,
  * 32]` with zeros past `n` (what `ext.densePackWeight` makes of it as an array), by the library on
  * the kernels' threads: the layout a constant weight is packed into once, without building MLX
- * arrays (a graph rewrite's initializer). `w` holds at least `k * n` floats.
+ * arrays (a graph rewrite's initializer). `w` holds at least `k * n` floats. Where the AVX2 build
+ * runs, each panel's data is its first 16 columns' `[k, 16]` and then the other 16's (the same
+ * rule as `convPanelsSplit()`): the layout is the kernels' own, for `ext.denseGemm` of this process.
  */
 export function packDensePanels(w: Float32Array, k: number, n: number): Float32Array {
   if (!(w instanceof Float32Array)) throw new TypeError('packDensePanels: w must be a Float32Array');

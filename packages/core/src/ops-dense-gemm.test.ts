@@ -47,12 +47,15 @@ describe('packDensePanels (host memory)', () => {
       const got = mx.packDensePanels(w, k, n);
       const panels = Math.ceil(n / 32);
       expect(got.length).toBe(panels * k * 32);
-      // The layout written out independently: panel q, row i, lane j holds w[i, q * 32 + j].
+      // The layout written out independently: panel q, row i, lane j holds w[i, q * 32 + j], at
+      // [q][i][j], or [q][j / 16][i][j % 16] where the AVX2 build splits the panels' halves.
+      const split = mx.cpuKernelsUseAvx2() && !mx.cpuKernelsUseAvx512();
       for (let q = 0; q < panels; q++)
         for (let i = 0; i < k; i++)
           for (let j = 0; j < 32; j++) {
             const col = q * 32 + j;
-            expect(got[(q * k + i) * 32 + j], `${k}x${n} panel ${q} row ${i} lane ${j}`).toBe(col < n ? w[i * n + col] : 0);
+            const at = split ? q * k * 32 + Math.floor(j / 16) * k * 16 + i * 16 + (j % 16) : (q * k + i) * 32 + j;
+            expect(got[at], `${k}x${n} panel ${q} row ${i} lane ${j}`).toBe(col < n ? w[i * n + col] : 0);
           }
       const viaMlx = mx.ext.densePackWeight(mx.array(w, { shape: [k, n] }), { stream: 'cpu' });
       expect(Array.from(viaMlx.toTypedArray() as Float32Array)).toEqual(Array.from(got));

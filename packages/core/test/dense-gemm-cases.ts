@@ -54,17 +54,22 @@ function expectProduct(got: mx.Array, ref: ReturnType<typeof reference>, what: s
 
 export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
   describe(`dense_gemm (${build} build)`, () => {
-    it('packs [K, N] into panels of 32 columns, zeros past N', () => {
+    it('packs [K, N] into panels of 32 columns, zeros past N, halves apart where the build splits them', () => {
       const w = rand([3, 40], 1);
       const p = mx.ext.densePackWeight(w, cpu);
       expect(p.shape).toEqual([2, 3, 32]);
       const W = flat(w);
       const P = flat(p);
+      // The AVX2 build's panels: each half of 16 columns [K, 16], the second after the first.
+      const split = mx.cpuKernelsUseAvx2() && !mx.cpuKernelsUseAvx512();
+      if (build === 'portable') expect(split).toBe(false);
+      if (build === 'avx2') expect(split).toBe(mx.cpuKernelsUseAvx2());
       for (let q = 0; q < 2; q++)
         for (let k = 0; k < 3; k++)
           for (let j = 0; j < 32; j++) {
             const col = q * 32 + j;
-            expect(P[(q * 3 + k) * 32 + j], `panel ${q} k ${k} lane ${j}`).toBe(col < 40 ? W[k * 40 + col] : 0);
+            const at = split ? q * 3 * 32 + Math.floor(j / 16) * 3 * 16 + k * 16 + (j % 16) : (q * 3 + k) * 32 + j;
+            expect(P[at], `panel ${q} k ${k} lane ${j}`).toBe(col < 40 ? W[k * 40 + col] : 0);
           }
     });
 

@@ -18,7 +18,7 @@ export const gemm: FnSpec[] = [
   op(
     'int mlxc_dense_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)',
     'mlxc::cpu::dense_pack_weight($w, $s)',
-    'w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of mlxc_dense_gemm (packed once, for a constant weight)',
+    'w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of mlxc_dense_gemm (packed once, for a constant weight; in the AVX2 build, as mlxc_conv_split_halves says, each panel holds its first 16 columns [K, 16], then the other 16)',
   ),
   manual(
     'int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n)',

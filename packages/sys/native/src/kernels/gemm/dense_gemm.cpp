@@ -28,8 +28,10 @@ constexpr size_t NR = dense::kPanel;
 
 /** The [K, n] weight back from its panels, with MLX's ops. */
 array unpacked(const array& wp, int n, mx::Stream s) {
-  const int P = wp.shape(0), K = wp.shape(1);
-  array w = mx::reshape(mx::transpose(wp, {1, 0, 2}, s), {K, P * static_cast<int>(NR)}, s);
+  const int P = wp.shape(0), K = wp.shape(1), half = static_cast<int>(NR) / 2;
+  array w = dense_split_halves()
+                ? mx::reshape(mx::transpose(mx::reshape(wp, {P, 2, K, half}, s), {2, 0, 1, 3}, s), {K, P * static_cast<int>(NR)}, s)
+                : mx::reshape(mx::transpose(wp, {1, 0, 2}, s), {K, P * static_cast<int>(NR)}, s);
   return P * static_cast<int>(NR) == n ? w : mx::slice(w, {0, 0}, {K, n}, s);
 }
 
@@ -212,17 +214,34 @@ void tiles_generic(const Problem& p, const float* ap, size_t t0, size_t t1, size
 
 }  // namespace dense
 
+bool dense_split_halves() {
+  static const bool split = has_avx2() && !has_avx512();
+  return split;
+}
+
 void dense_pack_host(float* dst, const float* src, size_t k, size_t n) {
   const size_t P = (n + NR - 1) / NR, full = n / NR, tail = n - full * NR;
+  const bool split = dense_split_halves();
+  constexpr size_t H = NR / 2;
   // Rows of the source in order (each read once, front to back), about 64 KiB of them a task.
   parallel_for(k, std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(n, 1)), [=](size_t i0, size_t i1) {
+    float padded[NR];
     for (size_t i = i0; i < i1; i++) {
       const float* row = src + i * n;
-      for (size_t p = 0; p < full; p++) std::memcpy(dst + (p * k + i) * NR, row + p * NR, NR * sizeof(float));
-      if (tail) {
-        float* d = dst + ((P - 1) * k + i) * NR;
-        std::memcpy(d, row + full * NR, tail * sizeof(float));
-        std::memset(d + tail, 0, (NR - tail) * sizeof(float));
+      for (size_t p = 0; p < P; p++) {
+        const float* from = row + p * NR;
+        if (p == full) {
+          // The last panel's columns past n are zeros.
+          std::memcpy(padded, from, tail * sizeof(float));
+          std::memset(padded + tail, 0, (NR - tail) * sizeof(float));
+          from = padded;
+        }
+        if (split) {
+          std::memcpy(dst + p * k * NR + i * H, from, H * sizeof(float));
+          std::memcpy(dst + p * k * NR + k * H + i * H, from + H, H * sizeof(float));
+        } else {
+          std::memcpy(dst + (p * k + i) * NR, from, NR * sizeof(float));
+        }
       }
     }
   });
@@ -265,6 +284,12 @@ array dense_pack_weight(const array& w, mx::Stream s) {
   array x = w;
   if (P * static_cast<int>(NR) != N)
     x = mx::pad(x, std::vector<std::pair<int, int>>{{0, 0}, {0, P * static_cast<int>(NR) - N}}, array(0, w.dtype()), "constant", s);
+  if (dense_split_halves()) {
+    // [K, P, 2, 16] -> [P, 2, K, 16], under the packed shape.
+    const int half = static_cast<int>(NR) / 2;
+    x = mx::contiguous(mx::transpose(mx::reshape(x, {K, P, 2, half}, s), {1, 2, 0, 3}, s), false, s);
+    return mx::reshape(x, {P, K, static_cast<int>(NR)}, s);
+  }
   x = mx::reshape(x, {K, P, static_cast<int>(NR)}, s);
   return mx::contiguous(mx::transpose(x, {1, 0, 2}, s), false, s);
 }

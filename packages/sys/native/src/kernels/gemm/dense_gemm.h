@@ -20,7 +20,18 @@ namespace mlxc::cpu {
 
 namespace mx = mlx::core;
 
-/** w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of dense_gemm. */
+/**
+ * Whether the packed panels hold their two halves of 16 columns one after another (this process
+ * runs the AVX2 build, whose 6 x 16 kernel then streams a half panel's rows 64 bytes apart rather
+ * than every other line of 128-byte rows). Fixed for the process (MLXC_CPU_KERNELS is read once).
+ */
+bool dense_split_halves();
+
+/**
+ * w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of dense_gemm. With
+ * dense_split_halves() each panel's data is its first 16 columns' [K, 16], then the other 16's,
+ * under the same shape: the layout is the kernels' own, made and read by this library only.
+ */
 mx::array dense_pack_weight(const mx::array& w, mx::Stream s);
 
 /** dense_pack_weight of a float32 [k, n] matrix in host memory into dst ([ceil(n / 32), k, 32] floats), on the kernel pool's threads. */

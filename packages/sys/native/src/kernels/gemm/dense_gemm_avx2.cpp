@@ -1,13 +1,15 @@
 // The AVX2+FMA bodies of the packed-weight product (dense_gemm.h), for CPUs without AVX-512 (AMD
 // Zen 2/3, Intel client parts). Compiled with -mavx2 -mfma; called only where the CPU has them.
 // Sixteen 8-float registers shape both kernels:
-//  - few rows: each panel streamed once, front to back; at each k the panel's four vectors times
-//    every row's value. One and two rows take two k at a time into separate sums (so that a row's
+// The panels hold their two halves of 16 columns one after another (dense_split_halves), so that
+// each half is K rows of 64 bytes, front to back.
+//  - few rows: each panel streamed once, front to back (its two halves side by side); at each k
+//    the panel's four vectors times every row's value. One and two rows take two k at a time into separate sums (so that a row's
 //    chains of multiply-adds overlap), three rows one k (12 sums and the 4 loads fill the file),
 //    four rows are two passes of two over the panel (its second read comes from L1/L2).
 //  - tiles: the 12 packed rows of a tile as two halves of 6, each times one half (16 columns) of
 //    the panel: 6 x 16 sums in 12 registers, each k two loads of the panel and six broadcasts;
-//    K in the blocks of dense_gemm.cpp (a panel's block stays in L1 across the task's tiles).
+//    K in long blocks (kDepthAvx2) that stream a half panel's block from L2 across the tiles.
 // The last panel's columns past n go through a small buffer. Every sum is float32 in k order
 // per lane (the few-row kernel adds its two half-sums at the end).
 #include "kernels/gemm/dense_gemm.h"
@@ -22,8 +24,17 @@ namespace mlxc::cpu::dense {
 namespace {
 
 constexpr size_t NR = kPanel;
+constexpr size_t kHalfPanel = kPanel / 2;
 constexpr int kHalf = kTile / 2;
 static_assert(NR == 32 && kTile == 12, "the AVX2 kernels are written for 32-column panels and 12-row tiles");
+
+/**
+ * Vector v (of 4) of row k of a panel whose halves lie one after another (dense_split_halves):
+ * vectors 0-1 in the first half's row, 2-3 in the second's, K * 16 floats on.
+ */
+inline __m256 panel_vec(const float* b, size_t K, size_t k, int v) {
+  return _mm256_loadu_ps(b + (v >= 2 ? K * kHalfPanel : 0) + k * kHalfPanel + 8 * (v & 1));
+}
 
 /** Stores `v` (8 lanes) at p, only the first `n` lanes when n < 8. */
 inline void store_part(float* p, __m256 v, size_t n) {
@@ -69,20 +80,18 @@ void few_panel_pair(const float* x, size_t lda, const float* b, size_t K, const 
   if constexpr (R == 1) {
     for (; k + 2 <= K; k += 2) {
       const __m256 xa = _mm256_broadcast_ss(x + k), xb = _mm256_broadcast_ss(x + k + 1);
-      const float* bk = b + k * NR;
       for (int v = 0; v < 4; v++) {
-        s[0][v] = _mm256_fmadd_ps(xa, _mm256_loadu_ps(bk + 8 * v), s[0][v]);
-        t[0][v] = _mm256_fmadd_ps(xb, _mm256_loadu_ps(bk + NR + 8 * v), t[0][v]);
+        s[0][v] = _mm256_fmadd_ps(xa, panel_vec(b, K, k, v), s[0][v]);
+        t[0][v] = _mm256_fmadd_ps(xb, panel_vec(b, K, k + 1, v), t[0][v]);
       }
     }
   }
   // Two rows: 16 sums leave no register for the loads, so one k at a time (each load used twice).
   for (; k < K; k++) {
-    const float* bk = b + k * NR;
     __m256 xr[R];
     for (int r = 0; r < R; r++) xr[r] = _mm256_broadcast_ss(x + r * lda + k);
     for (int v = 0; v < 4; v++) {
-      const __m256 bv = _mm256_loadu_ps(bk + 8 * v);
+      const __m256 bv = panel_vec(b, K, k, v);
       for (int r = 0; r < R; r++) s[r][v] = _mm256_fmadd_ps(xr[r], bv, s[r][v]);
     }
   }
@@ -103,10 +112,9 @@ void few_panel3(const float* x, size_t lda, const float* b, size_t K, const floa
   for (auto& r : s)
     for (auto& v : r) v = _mm256_setzero_ps();
   for (size_t k = 0; k < K; k++) {
-    const float* bk = b + k * NR;
     const __m256 x0 = _mm256_broadcast_ss(x + k), x1 = _mm256_broadcast_ss(x + lda + k), x2 = _mm256_broadcast_ss(x + 2 * lda + k);
     for (int v = 0; v < 4; v++) {
-      const __m256 bv = _mm256_loadu_ps(bk + 8 * v);
+      const __m256 bv = panel_vec(b, K, k, v);
       s[0][v] = _mm256_fmadd_ps(x0, bv, s[0][v]);
       s[1][v] = _mm256_fmadd_ps(x1, bv, s[1][v]);
       s[2][v] = _mm256_fmadd_ps(x2, bv, s[2][v]);
@@ -146,7 +154,7 @@ void half_tile(size_t kc, const float* a, const float* b, float* c, size_t ldc, 
   }
 #pragma GCC unroll 4
   for (size_t k = 0; k < kc; k++) {
-    const __m256 b0 = _mm256_loadu_ps(b + k * NR), b1 = _mm256_loadu_ps(b + k * NR + 8);
+    const __m256 b0 = _mm256_loadu_ps(b + k * kHalfPanel), b1 = _mm256_loadu_ps(b + k * kHalfPanel + 8);
     const float* ak = a + k * kTile;
 #pragma GCC unroll 6
     for (int i = 0; i < R; i++) {
@@ -211,11 +219,12 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
     const bool first = k0 == 0, last = k0 + kc >= K;
     for (size_t q = p0; q < p1; q++) {
       const size_t col = q * NR, ncols = std::min(NR, p.n - col);
-      const float* b = p.wp + q * K * NR + k0 * NR;
       for (size_t h = 0; h < 2; h++) {
         const size_t hc = h * 16;
         if (hc >= ncols) break;
         const size_t hn = std::min<size_t>(16, ncols - hc);
+        // Half h of the panel: K rows of 16 (dense_split_halves), this block's from row k0.
+        const float* b = p.wp + q * K * NR + h * K * kHalfPanel + k0 * kHalfPanel;
         const float* bias = p.bias ? p.bias + col + hc : nullptr;
         for (size_t t = t0; t < t1; t++) {
           const size_t row = t * kTile, rows = std::min<size_t>(kTile, p.M - row);
@@ -224,9 +233,9 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
             const size_t r = std::min<size_t>(kHalf, rows - g);
             float* c = p.out + (row + g) * p.n + col + hc;
             if (hn == 16)
-              HALF[r - 1](kc, a + g, b + hc, c, p.n, first, last, bias);
+              HALF[r - 1](kc, a + g, b, c, p.n, first, last, bias);
             else
-              half_tile_part(r, kc, a + g, b + hc, c, p.n, hn, first, last, bias);
+              half_tile_part(r, kc, a + g, b, c, p.n, hn, first, last, bias);
           }
         }
       }
