@@ -3,12 +3,16 @@
 // the patterns there as in the main graph. Each model is checked against onnxruntime-node and
 // against itself without rewrites, eager and compiled; what a subgraph reads from an enclosing
 // scope stays opaque, and a value a nested subgraph reads is left alone.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { MlxSession } from '../../src/index.js';
 import type { GraphIR } from '../../src/onnx/index.js';
-import { subgraphsOf } from '../../src/onnx/index.js';
+import { decodeModel, subgraphsOf } from '../../src/onnx/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { type GraphSpec, model, node, v, type TensorSpec } from '../helpers/build.js';
-import { bool, expectSameAsOrt, expectSameWithRewrites, f32, seeded, type Feeds } from '../helpers/ort.js';
+import { bool, expectSameAsOrt, expectSameOutputs, expectSameWithRewrites, f32, runOn, seeded, type Feeds } from '../helpers/ort.js';
 
 const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
 const init = (name: string, dims: number[], seed: number, scale = 0.5): TensorSpec => ({
@@ -96,6 +100,21 @@ describe('rewrites in subgraphs', () => {
       [0, 1],
     ])
       await expectSame(bytes, { c: bool([c], []), c2: bool([c2], []), x: input(X, 7) });
+  });
+
+  it('writes optimizedModelFilePath with the fused domain when only subgraphs hold fused nodes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rewrite-subgraphs-'));
+    try {
+      const path = join(dir, 'planned.onnx');
+      (await MlxSession.create(bytes, { device: 'cpu', optimizedModelFilePath: path })).release();
+      const written = readFileSync(path);
+      expect(decodeModel(written).opsetImports.get('mlx.fused')).toBe(1);
+      // The written model loads and computes what the original does on onnxruntime-node.
+      const feeds = { c: bool([1], []), c2: bool([1], []), x: input(X, 9) };
+      expectSameOutputs(await runOn('mlx', new Uint8Array(written), feeds), await runOn('cpu', bytes, feeds), { rtol: 1e-4, atol: 1e-5 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('gives a packed weight a name that no enclosing scope uses', async () => {
