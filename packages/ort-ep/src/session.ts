@@ -6,7 +6,7 @@
 import { writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import * as mx from '@mlx/core';
-import { allocHost, readModelFile, type HostTensor, type ModelIR } from './onnx/index.js';
+import { allocHost, readModelFile, subgraphsOf, type GraphIR, type HostTensor, type ModelIR } from './onnx/index.js';
 import { cpuBackendMayResolve, resolveCpuBackend, type CpuBackend } from './runtime/onnxruntime.js';
 import { ConstantStore } from './runtime/uploads.js';
 import { asHost, type Value } from './runtime/value.js';
@@ -951,13 +951,18 @@ function rewriteTargetFor(device: 'cpu' | 'gpu'): RewriteTarget {
  */
 function writeOptimizedModel(model: ModelIR, path: string, name: string): void {
   const opsets = new Map(model.opsetImports);
-  if (model.graph.nodes.some((n) => n.domain === FUSED_DOMAIN)) opsets.set(FUSED_DOMAIN, 1);
+  if (hasFusedNodes(model.graph)) opsets.set(FUSED_DOMAIN, 1);
   const bytes = encodeModel({ irVersion: model.irVersion, opsets, graph: encodeGraph(model.graph) });
   try {
     writeFileSync(path, bytes);
   } catch (e) {
     throw new OrtMlxError(`model ${name}: optimizedModelFilePath '${path}' could not be written: ${messageOf(e)}`, { cause: e });
   }
+}
+
+/** Whether the rewrites left a fused node in `graph` or one of its subgraphs. */
+function hasFusedNodes(graph: GraphIR): boolean {
+  return graph.nodes.some((n) => n.domain === FUSED_DOMAIN || subgraphsOf(n).some((s) => hasFusedNodes(s.graph)));
 }
 
 /** onnxruntime's default profile prefix (its files are onnxruntime_profile__<date>.json). */

@@ -570,7 +570,9 @@ export const elementwiseOps: OpEntry[] = [
   unary('Erf', 9, (a) => mx.ext.fusedActivation(a, null, 'erf')),
   unary('Sigmoid', 6, (a) => mx.ext.fusedActivation(a, null, 'sigmoid')),
   // x where it is not below 0: -0 and NaN stay as they are, as onnxruntime's max(x, 0) keeps them.
-  unary('Relu', 6, (a) => (a.dtype === 'bool' || a.dtype.startsWith('u') ? a : mx.where(mx.less(a, 0), mx.zerosLike(a), a))),
+  // One primitive. The zero first: MLX's maximum(x, y) returns x only where x > y or x is NaN, so
+  // maximum(0, a) gives a at a NaN and at -0 (onnxruntime's Relu keeps both; float-edges.test.ts).
+  unary('Relu', 6, (a) => (a.dtype === 'bool' || a.dtype.startsWith('u') ? a : mx.maximum(mx.scalar(0, a.dtype), a))),
   onnxOp('IsNaN', 9, { run: (ctx) => [mx.isnan(ctx.input(0))] }),
   isInfEntry,
   legacyClipEntry,

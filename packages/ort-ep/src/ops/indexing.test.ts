@@ -29,6 +29,11 @@ describe('Gather family', () => {
   const x = f('x', [4, 3, 2]);
   it('Gather negative indices, axis 1, 2-D indices', () => same('Gather', [x, idx('i', [-1, 0, 2, -3], [2, 2])], { attrs: { axis: 1 } }));
   it('Gather scalar index', () => same('Gather', [x, idx('i', [-2], [])]));
+  // Host indices of one position or a consecutive run are taken as a slice (gatherAsSlice).
+  it('Gather a scalar index along an inner axis', () => same('Gather', [x, idx('i', [-1], [])], { attrs: { axis: 2 } }));
+  it('Gather a consecutive run, negative indices among them', () => same('Gather', [x, idx('i', [-2, 2], [2])], { attrs: { axis: 1 } }));
+  it('Gather a one-element list along the last axis', () => same('Gather', [x, idx('i', [1], [1])], { attrs: { axis: -1 } }));
+  it('Gather a descending run (not a slice)', () => same('Gather', [x, idx('i', [2, 1, 0], [3])], { attrs: { axis: 1 } }));
   it('Gather int32 indices on int64 data', () =>
     same('Gather', [{ ...idx('x', [5, 6, 7, 8]), dims: [4] }, data('i', 'int32', [3, -4, 0], [3])], { out: ['int64'] }));
   it('GatherElements, axis 1, negative, smaller than the data', () =>

@@ -134,9 +134,38 @@ const gatherEntry = onnxOp('Gather', 1, {
     const x = ctx.input(0);
     requireRank1(x, 'Gather');
     const axis = normAxis(ctx.params, x.ndim, 'Gather axis');
+    const sliced = gatherAsSlice(x, ctx.hostIfKnown(1), axis);
+    if (sliced) return [sliced];
     return [mx.take(x, checkedIndices(ctx, ctx.input(1), x.shape[axis], `Gather along axis ${axis} of size ${x.shape[axis]}`), axis)];
   },
 });
+
+/**
+ * Gather by host indices that pick one position or a run of consecutive ones (a recurrent state's
+ * layer, a row of a table), in range: a slice of x, a view where the gather would copy (and check
+ * its indices on every run). Undefined for other indices, which take the gather.
+ */
+function gatherAsSlice(x: mx.Array, idx: HostTensor | undefined, axis: number): mx.Array | undefined {
+  if (!idx || idx.dims.length > 1 || idx.data.length === 0 || idx.data.length > 64) return undefined;
+  const n = x.shape[axis];
+  const ids: number[] = [];
+  const data = idx.data as ArrayLike<number | bigint>;
+  for (let k = 0; k < data.length; k++) {
+    const i = Number(data[k]);
+    if (!Number.isInteger(i) || i < -n || i >= n) return undefined;
+    ids.push(i < 0 ? i + n : i);
+  }
+  if (ids.some((i, k) => i !== ids[0] + k)) return undefined;
+  const start = x.shape.map((_, d) => (d === axis ? ids[0] : 0));
+  const stop = x.shape.map((s, d) => (d === axis ? ids[0] + ids.length : s));
+  const y = mx.slice(
+    x,
+    start,
+    stop,
+    x.shape.map(() => 1),
+  );
+  return idx.dims.length === 0 ? mx.squeeze(y, axis) : y;
+}
 
 /** Gather, GatherElements and the Scatters index an axis of their data: a scalar has none. */
 function requireRank1(x: mx.Array, op: string): void {

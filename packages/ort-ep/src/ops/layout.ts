@@ -72,7 +72,7 @@ function padSources(mode: string, b: number, e: number, n: number): mx.Array {
   return mx.where(mx.less(m, n), m, mx.subtract(p, m));
 }
 
-/** reflect/wrap, axis by axis, as a gather of positions. */
+/** reflect/wrap, axis by axis: slices around the axis where the pads fit in it, else a gather of positions. */
 function padByGather(x: mx.Array, mode: string, begin: number[], end: number[]): mx.Array {
   let y = x;
   begin.forEach((b, axis) => {
@@ -80,9 +80,34 @@ function padByGather(x: mx.Array, mode: string, begin: number[], end: number[]):
     if (!b && !e) return;
     const n = y.shape[axis];
     if (n === 0) throw new RangeError(`Pad: mode '${mode}' cannot pad an empty axis ${axis}`);
-    y = mx.take(y, padSources(mode, b, e, n), axis);
+    y = padBySlices(y, mode, b, e, axis) ?? mx.take(y, padSources(mode, b, e, n), axis);
   });
   return y;
+}
+
+/**
+ * One axis padded by b in front and e behind, where the pads fit in it (reflect: at most n - 1
+ * each, wrap: at most n): the axis between a slice of it in front and one behind (reversed for
+ * reflect), one concatenation. A gather of computed positions would check them on every run.
+ */
+function padBySlices(x: mx.Array, mode: string, b: number, e: number, axis: number): mx.Array | undefined {
+  const n = x.shape[axis];
+  const reflect = mode === 'reflect';
+  if (reflect ? b > n - 1 || e > n - 1 : b > n || e > n) return undefined;
+  const part = (start: number, stop: number, step: number) =>
+    mx.slice(
+      x,
+      x.shape.map((_, d) => (d === axis ? start : 0)),
+      // MLX reads a negative stop as counting from the end: down through index 0 is -(n + 1).
+      x.shape.map((s, d) => (d === axis ? (stop < 0 ? -(n + 1) : stop) : s)),
+      x.shape.map((_, d) => (d === axis ? step : 1)),
+    );
+  const parts: mx.Array[] = [];
+  // reflect: positions b .. 1 in front, n - 2 .. n - 1 - e behind; wrap: n - b .. n - 1, then 0 .. e - 1.
+  if (b) parts.push(reflect ? part(b, 0, -1) : part(n - b, n, 1));
+  parts.push(x);
+  if (e) parts.push(reflect ? part(n - 2, n - 2 - e, -1) : part(0, e, 1));
+  return mx.concatenate(parts, axis);
 }
 
 function padRun(ctx: OpContext<PadParams>): mx.Array {

@@ -93,6 +93,13 @@ describe('Pad', () => {
   it('axes input (opset 18), negative axis', () =>
     same('Pad', [f('x', [2, 3, 4]), ints('p', [1, 2]), '', ints('a', [-1])], { opset: 18, attrs: { mode: 'edge' } }));
   it('opset 2 pads and value attributes', () => same('Pad', [x], { opset: 2, attrs: { pads: [0, 1, 2, 0], value: { f: 1.5 } } }));
+  // Pads that fit in the axis are slices around it (padBySlices): at their largest, reversed
+  // slices end at index 0 (reflect), or take the whole axis (wrap).
+  it('reflect by n - 1 on both sides of both axes', () =>
+    same('Pad', [x, ints('p', [2, 3, 2, 3])], { opset: 19, attrs: { mode: 'reflect' } }));
+  it('wrap by the whole axis on both sides', () => same('Pad', [x, ints('p', [3, 4, 3, 4])], { opset: 19, attrs: { mode: 'wrap' } }));
+  it('reflect behind only, the last axis (an STFT frame)', () =>
+    same('Pad', [f('x', [1, 9]), ints('p', [0, 0, 0, 4])], { opset: 19, attrs: { mode: 'reflect' } }));
   it('reflect wider than the axis', () =>
     same('Pad', [f('x', [2, 3]), ints('p', [0, 2, 0, 2])], { opset: 19, attrs: { mode: 'reflect' } }));
 });

@@ -1,12 +1,12 @@
 // Plan-time graph rewrites: patterns that exporters spell as chains of small ops, replaced by one
 // op that runs as one kernel (the fused CPU kernels of @mlx/sys on the CPU, MLX's fast ops on a
-// GPU). They run on the main graph after validation and before planning; each keeps the
+// GPU). They run on the main graph and its subgraphs after validation and before planning; each keeps the
 // semantics of what it replaces (tests compare the outputs with the rewrites off). The order
 // matters: the GELU and norm patterns contain a Pow that the Pow rewrite would otherwise take.
 //
 // Off with the session option `graphRewrites: false` or MLX_ORT_REWRITES=0; a list of names
 // (option or comma-separated variable) keeps only those.
-import type { GraphIR } from '../../onnx/index.js';
+import { type GraphIR, subgraphsOf } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import type { OpRegistry } from '../../registry/registry.js';
 import { attentionRewrite } from './attention.js';
@@ -83,14 +83,41 @@ export function rewriteGraph(
   const counts: RewriteCounts = {};
   // A registry without the fused ops (tests, experiments) gets the graph as written.
   if (!registry.lookup(FUSED_DOMAIN, 'Gelu', 1)) return counts;
+  const names = selected(option);
+  if (!names.length) return counts;
+  // Derived initializers (packed weights) get names that no graph of the model uses.
+  const taken = new Set<string>();
+  collectNames(graph, taken);
+  rewriteScope(graph, names, target, taken, counts);
+  return counts;
+}
+
+/**
+ * The passes on one graph, then on each subgraph of its nodes (If branches, Loop and Scan bodies:
+ * exporters put whole models there, Silero VAD's in an If on the sample rate, merged decoders' in
+ * an If on the cache). A subgraph's view sees its own nodes, initializers and Constants; values of
+ * enclosing scopes are opaque to it (never constants), and the enclosing graph's view already pins
+ * what the subgraph reads, so neither pass removes what the other needs.
+ */
+function rewriteScope(graph: GraphIR, names: RewriteName[], target: RewriteTarget, taken: Set<string>, counts: RewriteCounts): void {
   // One view for the passes in a row that replace nothing (most of them, on most models): indexing
   // the graph for each of the fourteen was a good part of a small model's create().
   let view: GraphView | undefined;
-  for (const name of selected(option)) {
-    if (!view?.reusable()) view = new GraphView(graph, target);
+  for (const name of names) {
+    if (!view?.reusable()) view = new GraphView(graph, target, taken);
     REWRITES[name](view);
     const n = view.commit();
-    if (n) counts[name] = n;
+    if (n) counts[name] = (counts[name] ?? 0) + n;
   }
-  return counts;
+  for (const node of graph.nodes) for (const { graph: sub } of subgraphsOf(node)) rewriteScope(sub, names, target, taken, counts);
+}
+
+/** Every value name of `graph` and its subgraphs: inputs, initializers, node outputs. */
+function collectNames(graph: GraphIR, into: Set<string>): void {
+  for (const i of graph.inputs) into.add(i.name);
+  for (const k of graph.initializers.keys()) into.add(k);
+  for (const n of graph.nodes) {
+    for (const o of n.outputs) if (o) into.add(o);
+    for (const { graph: sub } of subgraphsOf(n)) collectNames(sub, into);
+  }
 }

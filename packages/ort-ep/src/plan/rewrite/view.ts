@@ -28,6 +28,8 @@ export class GraphView {
   constructor(
     readonly graph: GraphIR,
     readonly target: RewriteTarget = {},
+    /** Names used anywhere in the model (subgraphs and enclosing scopes too), which freshName avoids and extends. */
+    private readonly taken?: Set<string>,
   ) {
     for (const n of graph.nodes) {
       for (const o of n.outputs) if (o) this.producer.set(o, n);
@@ -125,7 +127,8 @@ export class GraphView {
   /** `base`, or `base` with underscores added: a name no initializer and no node output has (for a derived initializer). */
   freshName(base: string): string {
     let name = base;
-    while (this.graph.initializers.has(name) || this.producer.has(name)) name += '_';
+    while (this.graph.initializers.has(name) || this.producer.has(name) || this.taken?.has(name)) name += '_';
+    this.taken?.add(name);
     return name;
   }
 

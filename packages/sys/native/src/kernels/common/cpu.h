@@ -34,5 +34,12 @@ void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_
 /** Threads the pool and BLAS use (the caller's included); 0 resets to the machine's cores. */
 void set_num_threads(int n);
 int num_threads();
+/**
+ * Whether a worker of the pool is polling for work now (it ran a job within the last
+ * MLXC_POOL_SPIN_US): a job posted now starts on it at once. Otherwise the workers sleep, and
+ * waking one (a futex call, a context switch: tens of microseconds on a loaded VM) costs more than
+ * a small job's share saves; kernels run such jobs on the caller's thread alone.
+ */
+bool pool_polling();
 
 }  // namespace mlxc::cpu

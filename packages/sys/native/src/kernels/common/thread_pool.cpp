@@ -100,6 +100,9 @@ class Pool {
     for (int i = 1; i < threads_; i++) workers_.emplace_back([this, gen] { work(gen); });
   }
 
+  /** Whether a worker polls for the next job now (one posted reaches it without a wake-up). */
+  bool polling() const { return polling_.load(std::memory_order_relaxed) > 0; }
+
   void run(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
     if (n == 0) return;
     grain = std::max<size_t>(grain, 1);
@@ -146,7 +149,9 @@ class Pool {
   void work(size_t seen) {
     for (;;) {
       Job job;
+      polling_.fetch_add(1, std::memory_order_relaxed);
       spin_until([&] { return generation_.load(std::memory_order_acquire) != seen || stop_.load(std::memory_order_relaxed); });
+      polling_.fetch_sub(1, std::memory_order_relaxed);
       {
         // The caller posts a job under m_: a worker that saw it by polling finds m_ still held
         // for an instant, and blocking on it would sleep and wake after all. Poll it too.
@@ -175,6 +180,7 @@ class Pool {
   Job job_;
   std::atomic<size_t> active_{0}, generation_{0};  // active_: workers inside the current job
   std::atomic<size_t> next_{0};
+  std::atomic<int> polling_{0};  // workers in their polling phase (awake, not yet asleep on cv_)
 };
 
 Pool& pool() {
@@ -222,5 +228,7 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return pool().size(); }
+
+bool pool_polling() { return pool().polling(); }
 
 }  // namespace mlxc::cpu

@@ -98,8 +98,11 @@ class DenseGemm : public FusedPrimitive {
     const size_t macs = p.M * p.K * p.P * NR;
     if (p.M <= static_cast<size_t>(dense::kFewRows)) {
       // Few rows stream the weight once: shares of panels, at least ~32K multiply-adds a row each
-      // (below that, waking the pool costs more than the share saves).
-      const size_t min_macs = size_t{1} << 15;
+      // (below that, handing a share to a polling worker costs more than it saves). Under ~256K
+      // multiply-adds (a [1, 128] x [128, 512] LSTM projection: ~10 us on one thread), only when a
+      // worker is polling: waking a sleeping one took 20 us more than the whole product (a frame of
+      // Silero VAD, whose one threaded kernel this is, ran 30 us instead of 10).
+      const size_t min_macs = size_t{1} << 15, wake_macs = size_t{1} << 18;
       const size_t per_panel = p.M * p.K * NR;
       const size_t grain = std::max<size_t>(1, min_macs / per_panel);
       auto f = [&](size_t q0, size_t q1) {
@@ -110,7 +113,7 @@ class DenseGemm : public FusedPrimitive {
         else
           dense::few_generic(p, 0, p.M, q0, q1);
       };
-      if (macs < min_macs || threads == 1)
+      if (macs < min_macs || threads == 1 || (macs < wake_macs && !pool_polling()))
         f(0, p.P);
       else
         parallel_for(p.P, grain, f);
