@@ -2,12 +2,13 @@
 // verifies them in one run) against plain generate() on the same target, for the 'mlx' provider and
 // onnxruntime-node's CPU provider. The target is a Llama-shaped decoder (test/helpers/decoder.ts,
 // random weights) whose layers past the first --draft-layers are quiet (small output projections),
-// and the draft is that target truncated to its first --draft-layers layers (the same embeddings
-// and lm_head): the issue's "draft made by truncating the target". Each variant runs alone in its
+// and the draft is that target truncated to its first --draft-layers layers (the same embeddings;
+// the lm_head quantized to 4 bits from the target's, --draft-head int4, or the same, f32): the
+// issue's "draft made by truncating the target". Each variant runs alone in its
 // own process (this file with --worker), the variants alternate over --rounds rounds, and figures
 // are medians over rounds of each process's median over --reps generations. Both caches are in
 // place (kvCapacity) for every variant. Prints the load average before and after. Never a test.
-//   tools/dev bench speculative [--size tiny|small|100m] [--draft-layers 1] [--k 4] [--prompt 32] [--tokens 64]
+//   tools/dev bench speculative [--size tiny|small|100m] [--draft-layers 1] [--draft-head int4|f32] [--k 4] [--prompt 32] [--tokens 64]
 //     [--reps 3] [--rounds 3] [--engines mlx-plain,mlx-spec,ort-plain,ort-spec] [--device cpu|gpu]
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2).
 import { createRequire } from 'node:module';
@@ -39,7 +40,11 @@ const reps = Number(arg('reps', '3'));
 const device = arg('device', 'cpu')!;
 const capacity = promptLen + tokens + 1;
 const targetConfig: DecoderConfig = { ...SIZES[size], maxPositions: capacity, seed: 11, quietFrom: draftLayers, quietScale: 0.05 };
-const draftConfig: DecoderConfig = { ...targetConfig, keepLayers: draftLayers };
+// --draft-head int4 (the default): the draft's lm_head as 4-bit blocks quantized from the target's
+// own (test/helpers/decoder.ts, int4Head), an eighth of the head's bytes; f32: the target's head.
+const draftHead = arg('draft-head', 'int4')!;
+if (draftHead !== 'int4' && draftHead !== 'f32') throw new Error(`--draft-head must be int4 or f32, got ${draftHead}`);
+const draftConfig: DecoderConfig = { ...targetConfig, keepLayers: draftLayers, int4Head: draftHead === 'int4' };
 
 interface Result {
   variant: string;
@@ -112,7 +117,9 @@ async function worker(variant: string): Promise<void> {
 }
 
 function spawn(variant: string): Result {
-  const pass = ['size', 'draft-layers', 'k', 'prompt', 'tokens', 'reps', 'device'].flatMap((n) => (arg(n) ? [`--${n}`, arg(n)!] : []));
+  const pass = ['size', 'draft-layers', 'draft-head', 'k', 'prompt', 'tokens', 'reps', 'device'].flatMap((n) =>
+    arg(n) ? [`--${n}`, arg(n)!] : [],
+  );
   return { variant, ...workerResult(fileURLToPath(import.meta.url), [variant, ...pass]) } as Result;
 }
 
@@ -133,12 +140,14 @@ function main(): void {
     }
   const tp = parameterCount(targetConfig);
   const dp = parameterCount(draftConfig);
-  // Weights a token reads: every layer's, and the lm_head (the embedding is one row).
-  const readOf = (c: DecoderConfig) => parameterCount({ ...c, vocab: 0 }) + c.hidden * c.vocab;
+  // Weight bytes a token reads: every layer's, and the lm_head (the embedding is one row): float32,
+  // or 4 bits and a float32 scale per 32 for a 4-bit head.
+  const readOf = (c: DecoderConfig) => 4 * parameterCount({ ...c, vocab: 0 }) + c.hidden * c.vocab * (c.int4Head ? 0.5 + 4 / 32 : 4);
   console.log(
     `target: Llama-shaped (GQA), ${size}, ${(tp / 1e6).toFixed(1)}M parameters, layers past ${draftLayers} quiet (random weights); ` +
-      `draft: its first ${draftLayers} layer(s), ${(dp / 1e6).toFixed(1)}M parameters; per token the draft reads ` +
-      `${((100 * readOf(draftConfig)) / readOf(targetConfig)).toFixed(0)}% of the target's weights`,
+      `draft: its first ${draftLayers} layer(s)${draftConfig.int4Head ? ' and a 4-bit lm_head' : ''}, ${(dp / 1e6).toFixed(1)}M parameters; ` +
+      `per token the draft reads ${((100 * readOf(draftConfig)) / readOf(targetConfig)).toFixed(0)}% of the target's weight bytes ` +
+      `(${(readOf(targetConfig) / readOf(draftConfig)).toFixed(1)}x fewer)`,
   );
   console.log(`prompt ${promptLen} tokens, ${tokens} new tokens, k = ${k}, device ${device}, ${rounds} rounds of ${reps} generations\n`);
   console.log('| variant | tokens/s (end to end) | ms/token | target runs/token | draft tokens kept | vs plain, same engine |');

@@ -24,6 +24,12 @@ export interface DecoderConfig {
   qkvBias?: boolean;
   /** MatMulNBits (4 bits, block 32) projections (llama only). */
   int4?: boolean;
+  /**
+   * The lm_head as MatMulNBits (4 bits, block 32, symmetric) quantized from the same float32
+   * weights the model has without it (the seeded draw is unchanged): a speculative draft that
+   * reads an eighth of the head's bytes a token and still agrees with the full model's choices.
+   */
+  int4Head?: boolean;
   seed?: number;
   /**
    * Layers from this index on (llama only) have their attention output and MLP down projections
@@ -77,6 +83,29 @@ function rng(seed: number) {
     s >>>= 0;
     return s / 2 ** 31 - 1;
   };
+}
+
+/**
+ * w [K, N] (row-major) as MatMulNBits' 4-bit blocks of 32 along K, symmetric (zero point 8):
+ * q [N, K / 32, 16] (two values a byte, the first in the low nibble), scales [N * K / 32].
+ */
+export function quantizeColumns(w: Float32Array, K: number, N: number): { q: Uint8Array; scales: Float32Array } {
+  if (K % 32 !== 0) throw new RangeError(`quantizeColumns: K (${K}) must be a multiple of 32`);
+  const blocks = K / 32;
+  const q = new Uint8Array(N * blocks * 16);
+  const scales = new Float32Array(N * blocks);
+  for (let n = 0; n < N; n++)
+    for (let b = 0; b < blocks; b++) {
+      let amax = 0;
+      for (let k = b * 32; k < b * 32 + 32; k++) amax = Math.max(amax, Math.abs(w[k * N + n]));
+      const scale = amax / 7 || 1;
+      scales[n * blocks + b] = scale;
+      for (let i = 0; i < 32; i++) {
+        const v = Math.min(15, Math.max(0, Math.round(w[(b * 32 + i) * N + n] / scale) + 8));
+        q[(n * blocks + b) * 16 + (i >> 1)] |= i & 1 ? v << 4 : v;
+      }
+    }
+  return { q, scales };
 }
 
 export function buildDecoder(c: DecoderConfig): Uint8Array {
@@ -247,7 +276,22 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
     x = ln(x, 'ln_f');
   }
   // A wide logit spread keeps greedy choices away from near-ties.
-  nodes.push(node('MatMul', [x, f32('lm_head', [D, c.vocab], 4 / Math.sqrt(D))], ['logits'], { name: 'lm_head' }));
+  f32('lm_head', [D, c.vocab], 4 / Math.sqrt(D));
+  if (c.int4Head) {
+    const head = inits.pop()!;
+    const { q, scales } = quantizeColumns(head.values as Float32Array, D, c.vocab);
+    inits.push({ name: 'lm_head.q', type: 'uint8', dims: [c.vocab, D / 32, 16], values: q });
+    inits.push({ name: 'lm_head.scales', type: 'float32', dims: [c.vocab * (D / 32)], values: scales });
+    nodes.push(
+      node('MatMulNBits', [x, 'lm_head.q', 'lm_head.scales'], ['logits'], {
+        name: 'lm_head',
+        attrs: { K: D, N: c.vocab, bits: 4, block_size: 32 },
+        domain: 'com.microsoft',
+      }),
+    );
+  } else {
+    nodes.push(node('MatMul', [x, 'lm_head'], ['logits'], { name: 'lm_head' }));
+  }
   return model({
     opsets: { '': 17, 'com.microsoft': 1 },
     inputs,
