@@ -3,12 +3,12 @@
 // onnxruntime-node's CPU provider. The target is a Llama-shaped decoder (test/helpers/decoder.ts,
 // random weights) whose layers past the first --draft-layers are quiet (small output projections),
 // and the draft is that target truncated to its first --draft-layers layers (the same embeddings;
-// the lm_head quantized to 4 bits from the target's, --draft-head int4, or the same, f32): the
-// issue's "draft made by truncating the target". Each variant runs alone in its
+// the lm_head quantized to 8 or 4 bits from the target's, --draft-head int8|int4, or the same,
+// f32): the issue's "draft made by truncating the target". Each variant runs alone in its
 // own process (this file with --worker), the variants alternate over --rounds rounds, and figures
 // are medians over rounds of each process's median over --reps generations. Both caches are in
 // place (kvCapacity) for every variant. Prints the load average before and after. Never a test.
-//   tools/dev bench speculative [--size tiny|small|100m] [--draft-layers 1] [--draft-head int4|f32] [--k 4] [--prompt 32] [--tokens 64]
+//   tools/dev bench speculative [--size tiny|small|100m] [--draft-layers 1] [--draft-head int4|int8|f32] [--k 4] [--prompt 32] [--tokens 64]
 //     [--reps 3] [--rounds 3] [--engines mlx-plain,mlx-spec,ort-plain,ort-spec] [--device cpu|gpu]
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2).
 import { createRequire } from 'node:module';
@@ -40,11 +40,14 @@ const reps = Number(arg('reps', '3'));
 const device = arg('device', 'cpu')!;
 const capacity = promptLen + tokens + 1;
 const targetConfig: DecoderConfig = { ...SIZES[size], maxPositions: capacity, seed: 11, quietFrom: draftLayers, quietScale: 0.05 };
-// --draft-head int4 (the default): the draft's lm_head as 4-bit blocks quantized from the target's
-// own (test/helpers/decoder.ts, int4Head), an eighth of the head's bytes; f32: the target's head.
+// --draft-head int4 (the default) / int8: the draft's lm_head as 4- or 8-bit blocks quantized from
+// the target's own (test/helpers/decoder.ts, headBits), an eighth or a quarter of the head's bytes;
+// f32: the target's head. (8 bits keeps the float32 head's acceptance, but both engines' 8-bit
+// MatMulNBits of one row is far slower than their 4-bit one today.)
 const draftHead = arg('draft-head', 'int4')!;
-if (draftHead !== 'int4' && draftHead !== 'f32') throw new Error(`--draft-head must be int4 or f32, got ${draftHead}`);
-const draftConfig: DecoderConfig = { ...targetConfig, keepLayers: draftLayers, int4Head: draftHead === 'int4' };
+if (!['int8', 'int4', 'f32'].includes(draftHead)) throw new Error(`--draft-head must be int8, int4 or f32, got ${draftHead}`);
+const headBits = draftHead === 'int8' ? 8 : draftHead === 'int4' ? 4 : undefined;
+const draftConfig: DecoderConfig = { ...targetConfig, keepLayers: draftLayers, headBits };
 
 interface Result {
   variant: string;
@@ -142,10 +145,11 @@ function main(): void {
   const dp = parameterCount(draftConfig);
   // Weight bytes a token reads: every layer's, and the lm_head (the embedding is one row): float32,
   // or 4 bits and a float32 scale per 32 for a 4-bit head.
-  const readOf = (c: DecoderConfig) => 4 * parameterCount({ ...c, vocab: 0 }) + c.hidden * c.vocab * (c.int4Head ? 0.5 + 4 / 32 : 4);
+  const readOf = (c: DecoderConfig) =>
+    4 * parameterCount({ ...c, vocab: 0 }) + c.hidden * c.vocab * (c.headBits ? c.headBits / 8 + 4 / 32 : 4);
   console.log(
     `target: Llama-shaped (GQA), ${size}, ${(tp / 1e6).toFixed(1)}M parameters, layers past ${draftLayers} quiet (random weights); ` +
-      `draft: its first ${draftLayers} layer(s)${draftConfig.int4Head ? ' and a 4-bit lm_head' : ''}, ${(dp / 1e6).toFixed(1)}M parameters; ` +
+      `draft: its first ${draftLayers} layer(s)${draftConfig.headBits ? ` and a ${draftConfig.headBits}-bit lm_head` : ''}, ${(dp / 1e6).toFixed(1)}M parameters; ` +
       `per token the draft reads ${((100 * readOf(draftConfig)) / readOf(targetConfig)).toFixed(0)}% of the target's weight bytes ` +
       `(${(readOf(targetConfig) / readOf(draftConfig)).toFixed(1)}x fewer)`,
   );

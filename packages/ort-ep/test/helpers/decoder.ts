@@ -25,11 +25,12 @@ export interface DecoderConfig {
   /** MatMulNBits (4 bits, block 32) projections (llama only). */
   int4?: boolean;
   /**
-   * The lm_head as MatMulNBits (4 bits, block 32, symmetric) quantized from the same float32
-   * weights the model has without it (the seeded draw is unchanged): a speculative draft that
-   * reads an eighth of the head's bytes a token and still agrees with the full model's choices.
+   * The lm_head as MatMulNBits (this many bits, 4 or 8, block 32, symmetric) quantized from the
+   * same float32 weights the model has without it (the seeded draw is unchanged): a speculative
+   * draft that reads an eighth or a quarter of the head's bytes a token (and agrees less often
+   * with the full model's choices at 4 bits than at 8).
    */
-  int4Head?: boolean;
+  headBits?: 4 | 8;
   seed?: number;
   /**
    * Layers from this index on (llama only) have their attention output and MLP down projections
@@ -86,23 +87,29 @@ function rng(seed: number) {
 }
 
 /**
- * w [K, N] (row-major) as MatMulNBits' 4-bit blocks of 32 along K, symmetric (zero point 8):
- * q [N, K / 32, 16] (two values a byte, the first in the low nibble), scales [N * K / 32].
+ * w [K, N] (row-major) as MatMulNBits' blocks of 32 along K, symmetric (MatMulNBits' default zero
+ * point, 2^(bits - 1)): q [N, K / 32, 4 * bits] (4 bits: two values a byte, the first in the low
+ * nibble; 8 bits: one a byte), scales [N * K / 32].
  */
-export function quantizeColumns(w: Float32Array, K: number, N: number): { q: Uint8Array; scales: Float32Array } {
+export function quantizeColumns(w: Float32Array, K: number, N: number, bits: 4 | 8 = 4): { q: Uint8Array; scales: Float32Array } {
   if (K % 32 !== 0) throw new RangeError(`quantizeColumns: K (${K}) must be a multiple of 32`);
   const blocks = K / 32;
-  const q = new Uint8Array(N * blocks * 16);
+  const blob = 4 * bits;
+  const zero = 2 ** (bits - 1);
+  const top = 2 ** bits - 1;
+  const q = new Uint8Array(N * blocks * blob);
   const scales = new Float32Array(N * blocks);
   for (let n = 0; n < N; n++)
     for (let b = 0; b < blocks; b++) {
       let amax = 0;
       for (let k = b * 32; k < b * 32 + 32; k++) amax = Math.max(amax, Math.abs(w[k * N + n]));
-      const scale = amax / 7 || 1;
+      const scale = amax / (zero - 1) || 1;
       scales[n * blocks + b] = scale;
       for (let i = 0; i < 32; i++) {
-        const v = Math.min(15, Math.max(0, Math.round(w[(b * 32 + i) * N + n] / scale) + 8));
-        q[(n * blocks + b) * 16 + (i >> 1)] |= i & 1 ? v << 4 : v;
+        const v = Math.min(top, Math.max(0, Math.round(w[(b * 32 + i) * N + n] / scale) + zero));
+        const at = (n * blocks + b) * blob;
+        if (bits === 8) q[at + i] = v;
+        else q[at + (i >> 1)] |= i & 1 ? v << 4 : v;
       }
     }
   return { q, scales };
@@ -277,15 +284,16 @@ export function buildDecoder(c: DecoderConfig): Uint8Array {
   }
   // A wide logit spread keeps greedy choices away from near-ties.
   f32('lm_head', [D, c.vocab], 4 / Math.sqrt(D));
-  if (c.int4Head) {
+  if (c.headBits) {
     const head = inits.pop()!;
-    const { q, scales } = quantizeColumns(head.values as Float32Array, D, c.vocab);
-    inits.push({ name: 'lm_head.q', type: 'uint8', dims: [c.vocab, D / 32, 16], values: q });
+    const bits = c.headBits;
+    const { q, scales } = quantizeColumns(head.values as Float32Array, D, c.vocab, bits);
+    inits.push({ name: 'lm_head.q', type: 'uint8', dims: [c.vocab, D / 32, 4 * bits], values: q });
     inits.push({ name: 'lm_head.scales', type: 'float32', dims: [c.vocab * (D / 32)], values: scales });
     nodes.push(
       node('MatMulNBits', [x, 'lm_head.q', 'lm_head.scales'], ['logits'], {
         name: 'lm_head',
-        attrs: { K: D, N: c.vocab, bits: 4, block_size: 32 },
+        attrs: { K: D, N: c.vocab, bits, block_size: 32 },
         domain: 'com.microsoft',
       }),
     );
