@@ -89,8 +89,8 @@ function expectProductAt(got: mx.Array, ref: { v: number[]; mag: number[]; shape
   }
 }
 
-/** x @ dequantize(w)^T in float64 from the packed words: w = scale · q + bias per group. */
-function quantReference(x: mx.Array, w: mx.Array, scales: mx.Array, biases: mx.Array, group: number) {
+/** x @ dequantize(w)^T in float64 from the packed words (4 or 8 bits a value): w = scale · q + bias per group. */
+function quantReference(x: mx.Array, w: mx.Array, scales: mx.Array, biases: mx.Array, group: number, bits: 4 | 8 = 4) {
   const X = flat(x);
   const words = Array.from(w.toTypedArray() as Uint32Array);
   const S = flat(scales);
@@ -106,7 +106,8 @@ function quantReference(x: mx.Array, w: mx.Array, scales: mx.Array, biases: mx.A
       let s = 0;
       let g = 0;
       for (let k = 0; k < K; k++) {
-        const q = (words[n * (K / 8) + (k >> 3)] >>> (4 * (k & 7))) & 15;
+        const per = 32 / bits;
+        const q = (words[n * (K / per) + Math.floor(k / per)] >>> (bits * (k % per))) & (2 ** bits - 1);
         const p = X[m * K + k] * (S[n * G + Math.floor(k / group)] * q + Bi[n * G + Math.floor(k / group)]);
         s += p;
         g += Math.abs(p);
@@ -343,12 +344,32 @@ export function smallGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
       const xn = mx.array(Float32Array.from(xv), { shape: [2, 64] });
       const yn = flat(mx.ext.smallQuantizedMatmul(xn, wq, sc, bi, true, 32, 4, cpu));
       for (let n = 0; n < 11; n++) expect(Number.isNaN(yn[n]) && Number.isFinite(yn[11 + n])).toBe(true);
-      // 8 bits: MLX's quantized_matmul itself.
+    });
+
+    it('8-bit weights: the same kernel, groups 32/64/128, rows 1-16 and 17+ (dequantized), column tails, NaN', () => {
+      let seed = 80;
+      for (const [rows, K, N, group] of [
+        [1, 32, 1, 32],
+        [1, 96, 13, 32],
+        [1, 384, 7, 128],
+        [1, 192, 5, 64],
+        [2, 256, 33, 64],
+        [3, 128, 70, 128],
+        [4, 224, 11, 32],
+        [16, 64, 12, 64],
+        [17, 64, 12, 32],
+      ] as const) {
+        const x = rand([rows, K], seed++);
+        const w = rand([N, K], seed++);
+        const [wq, sc, bi] = mx.quantize(w, group, 8, 'affine', null, cpu);
+        const got = mx.ext.smallQuantizedMatmul(x, wq, sc, bi, true, group, 8, cpu);
+        expectProduct(got, quantReference(x, wq, sc, bi, group, 8), `q8 ${rows}x${K}x${N} g${group}`, 4e-6);
+      }
       const [w8, s8, b8] = mx.quantize(rand([11, 64], 73), 32, 8, 'affine', null, cpu);
-      const x8 = rand([1, 64], 74);
-      expect(flat(mx.ext.smallQuantizedMatmul(x8, w8, s8, b8, true, 32, 8, cpu))).toEqual(
-        flat(mx.quantizedMatmul(x8, w8, s8, b8, true, 32, 8, 'affine', cpu)),
-      );
+      const xv = flat(rand([2, 64], 74));
+      xv[7] = Number.NaN;
+      const yn = flat(mx.ext.smallQuantizedMatmul(mx.array(Float32Array.from(xv), { shape: [2, 64] }), w8, s8, b8, true, 32, 8, cpu));
+      for (let n = 0; n < 11; n++) expect(Number.isNaN(yn[n]) && Number.isFinite(yn[11 + n])).toBe(true);
     });
   });
 }

@@ -187,16 +187,18 @@ class SmallMatmul : public FusedPrimitive {
   bool has_bias_;
 };
 
-/** x [..., K] @ dequantize(w [N, K / 8], scales, biases [N, K / group])^T, 4 bits; w, scales and biases row-contiguous. */
+/** x [..., K] @ dequantize(w [N, K * bits / 32], scales, biases [N, K / group])^T, 4 or 8 bits; w, scales and biases row-contiguous. */
 class SmallQuantMatmul : public FusedPrimitive {
  public:
-  SmallQuantMatmul(mx::Stream s, int group) : FusedPrimitive(s), group_(group) {}
+  SmallQuantMatmul(mx::Stream s, int group, int bits) : FusedPrimitive(s), group_(group), bits_(bits) {}
   const char* name() const override { return "SmallQuantizedMatmul"; }
   bool is_equivalent(const mx::Primitive& o) const override {
-    return typeid(o) == typeid(*this) && group_ == static_cast<const SmallQuantMatmul&>(o).group_;
+    if (typeid(o) != typeid(*this)) return false;
+    auto& p = static_cast<const SmallQuantMatmul&>(o);
+    return group_ == p.group_ && bits_ == p.bits_;
   }
   array compose(const std::vector<array>& in) const override {
-    return mx::quantized_matmul(in[0], in[1], in[2], in[3], true, group_, 4, "affine", st());
+    return mx::quantized_matmul(in[0], in[1], in[2], in[3], true, group_, bits_, "affine", st());
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
     auto shape = in[0].shape();
@@ -211,7 +213,8 @@ class SmallQuantMatmul : public FusedPrimitive {
     for (auto& x : in) enc.set_input_array(x);
     enc.set_output_array(out);
     enc.dispatch([x = array::unsafe_weak_copy(in[0]), w = array::unsafe_weak_copy(in[1]), sc = array::unsafe_weak_copy(in[2]),
-                  bi = array::unsafe_weak_copy(in[3]), out = array::unsafe_weak_copy(out), group = static_cast<size_t>(group_)]() mutable {
+                  bi = array::unsafe_weak_copy(in[3]), out = array::unsafe_weak_copy(out), group = static_cast<size_t>(group_),
+                  bits = bits_]() mutable {
       const size_t K = x.shape(-1), M = x.size() / K, N = w.shape(0), G = K / group;
       const float* xp = x.data<float>();
       std::vector<float> x_copy;
@@ -234,13 +237,17 @@ class SmallQuantMatmul : public FusedPrimitive {
       constexpr size_t NC = 32;
       const size_t grain = std::max<size_t>(1, (size_t{1} << 17) / std::max<size_t>(M * K * NC, 1));
       parallel_for((N + NC - 1) / NC, grain, [&](size_t t0, size_t t1) {
-        gemm::q4(xp, K, wp, sp, bp, asum.data(), nullptr, o, N, M, K, group, t0 * NC, std::min(N, t1 * NC));
+        if (bits == 8)
+          gemm::q8(xp, K, wp, sp, bp, asum.data(), nullptr, o, N, M, K, group, t0 * NC, std::min(N, t1 * NC));
+        else
+          gemm::q4(xp, K, wp, sp, bp, asum.data(), nullptr, o, N, M, K, group, t0 * NC, std::min(N, t1 * NC));
       });
     });
   }
 
  private:
   int group_;
+  int bits_;
 };
 
 }  // namespace
@@ -299,20 +306,22 @@ array small_matmul(const array& a, const array& b, const std::optional<array>& b
 array small_quantized_matmul(const array& x, const array& w, const array& scales, const array& biases, bool transpose, int group_size,
                              int bits, mx::Stream s) {
   auto fallback = [&] { return mx::quantized_matmul(x, w, scales, biases, transpose, group_size, bits, "affine", s); };
-  if (small_gemm_off() || s.device != mx::Device::cpu || !transpose || bits != 4 ||
+  if (small_gemm_off() || s.device != mx::Device::cpu || !transpose || (bits != 4 && bits != 8) ||
       (group_size != 32 && group_size != 64 && group_size != 128) || x.dtype() != mx::float32 || w.dtype() != mx::uint32 ||
       scales.dtype() != mx::float32 || biases.dtype() != mx::float32 || x.ndim() < 1 || w.ndim() != 2 || scales.ndim() != 2 ||
       biases.shape() != scales.shape())
     return fallback();
   const int K = x.shape(-1), N = w.shape(0);
-  if (w.shape(1) * 8 != K || scales.shape(0) != N || scales.shape(1) * group_size != K || x.size() == 0 || N == 0) return fallback();
+  if (static_cast<int64_t>(w.shape(1)) * 32 / bits != K || scales.shape(0) != N || scales.shape(1) * group_size != K || x.size() == 0 ||
+      N == 0)
+    return fallback();
   const size_t rows = x.size() / K;
   if (rows > static_cast<size_t>(small_qgemm_max_rows))
     return mx::matmul(x, mx::transpose(mx::dequantize(w, scales, biases, group_size, bits, "affine", std::nullopt, std::nullopt, s), s), s);
   std::vector<array> in{x, contiguous_of(w, s), contiguous_of(scales, s), contiguous_of(biases, s)};
   mx::Shape out_shape = x.shape();
   out_shape.back() = N;
-  return array(out_shape, mx::float32, std::make_shared<SmallQuantMatmul>(s, group_size), std::move(in));
+  return array(out_shape, mx::float32, std::make_shared<SmallQuantMatmul>(s, group_size, bits), std::move(in));
 }
 
 }  // namespace mlxc::cpu

@@ -22,7 +22,7 @@ namespace mx = mlx::core;
 /** Rows of a (all leading axes together when b is a matrix) up to which the float32 kernel runs
  * (at 8 rows OpenBLAS's packed sgemm has caught up on 2 threads; packages/ort-ep/bench/small-gemm.ts). */
 constexpr int small_gemm_max_rows = 4;
-/** Rows of x up to which the 4-bit kernel runs; past them, on the CPU, the weights are
+/** Rows of x up to which the 4- and 8-bit kernel runs; past them, on the CPU, the weights are
  * dequantized once and multiplied with MLX's matmul (MLX's CPU quantized_matmul is a scalar loop). */
 constexpr int small_qgemm_max_rows = 16;
 
@@ -30,7 +30,7 @@ constexpr int small_qgemm_max_rows = 16;
 mx::array small_matmul(const mx::array& a, const mx::array& b, const std::optional<mx::array>& bias, mx::Stream s);
 
 /** MLX's quantized_matmul(x, w, scales, biases, transpose, group_size, bits, "affine"); the kernel
- * takes transpose with 4 bits and groups of 32, 64 or 128 on float32 operands, up to
+ * takes transpose with 4 or 8 bits and groups of 32, 64 or 128 on float32 operands, up to
  * small_qgemm_max_rows rows (more rows: dequantize + matmul on the CPU). */
 mx::array small_quantized_matmul(const mx::array& x, const mx::array& w, const mx::array& scales, const mx::array& biases, bool transpose,
                                  int group_size, int bits, mx::Stream s);
@@ -48,6 +48,9 @@ void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
  * each row of b is read once, so depth needs no bound); nk elsewhere and for more rows. */
 void nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
              size_t n0, size_t n1);
+/** 8-bit affine weights w [N, K / 4], as q4. */
+void q8(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
+        size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1);
 /** 4-bit affine weights w [N, K / 8], scales and biases [N, K / group]; asum [M, K / group] the group sums of a. */
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
         size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1);

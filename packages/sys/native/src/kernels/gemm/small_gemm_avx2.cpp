@@ -23,6 +23,10 @@ struct V8 {
     __m256i x = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
     return {_mm256_cvtepi32_ps(_mm256_and_si256(x, _mm256_set1_epi32(15)))};
   }
+  /** The 8 bytes at p (two words, low byte first), as floats. */
+  static V8 bytes(const uint32_t* p) {
+    return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
+  }
   static float hsum(V8 a) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(a.v), _mm256_extractf128_ps(a.v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -46,6 +50,10 @@ void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
         size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1) {
   mlxc_gemm_avx2::gemm_q4<V>(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);
+}
+void q8(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
+        size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1) {
+  mlxc_gemm_avx2::gemm_q4<V, 8>(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);
 }
 }  // namespace mlxc::cpu::gemm_avx2
 #endif

@@ -45,6 +45,11 @@ struct G8 {
     for (int i = 0; i < 8; i++) r.v[i] = static_cast<float>((w >> (4 * i)) & 15u);
     return r;
   }
+  static G8 bytes(const uint32_t* p) {
+    G8 r;
+    for (int i = 0; i < 8; i++) r.v[i] = static_cast<float>((p[i / 4] >> (8 * (i % 4))) & 255u);
+    return r;
+  }
   static float hsum(G8 a) {
     // The same pairing as the AVX2 build: halves, then pairs, then the last two.
     float h[4];
@@ -63,6 +68,8 @@ void kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
 void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
         size_t n1);
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
+        size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1);
+void q8(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
         size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1);
 }  // namespace mlxc::cpu::gemm_avx2
 namespace mlxc::cpu::gemm_avx512 {
@@ -114,6 +121,15 @@ void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const fl
   if (has_avx2()) return gemm_avx2::q4(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);
 #endif
   mlxc_gemm_generic::gemm_q4<G>(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);
+}
+
+void q8(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
+        size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1) {
+#ifdef MLXC_HAVE_AVX2_GEMM
+  // An AVX-512 CPU runs the AVX2 build of the 8-bit kernel.
+  if (has_avx2() || has_avx512()) return gemm_avx2::q8(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);
+#endif
+  mlxc_gemm_generic::gemm_q4<G, 8>(a, lda, w, sc, bi, asum, bias, out, ldo, M, K, group, n0, n1);
 }
 
 }  // namespace mlxc::cpu::gemm

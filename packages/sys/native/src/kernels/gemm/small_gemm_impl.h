@@ -171,15 +171,15 @@ void gemm_nk(const float* a, size_t lda, const float* b, size_t ldb, const float
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4-bit affine weights, MLX's layout (transposed: w [N, K / 8] uint32, element i of a word at bits
-// [4i, 4i + 4)); scales and biases [N, K / group] float32:
+// 4-bit (and 8-bit: BITS) affine weights, MLX's layout (transposed: w [N, K * BITS / 32] uint32,
+// element i of a word at bits [BITS i, BITS (i + 1))); scales and biases [N, K / group] float32:
 //   out[m, n] = sum_g scale[n, g] * (sum_{k in g} a[m, k] * q[n, k]) + bias[n, g] * asum[m, g]
 // where asum[m, g] is the sum of a[m, k] over group g (computed once by the caller). Each 8-weight
 // word is unpacked once per tile and used by all R rows; a tile takes C columns at once (four for
 // one row, two for two), so that C chains of multiply-adds overlap: one column at a time, each
 // word's multiply-add waited for the last one's (the loop ran at the FMA's latency, not its rate).
 
-template <class V, int R, int C>
+template <class V, int R, int C, int BITS = 4>
 inline void tile_q4(const float* a, size_t lda, const uint32_t* w, size_t wrow, const float* sc, const float* bi, const float* asum,
                     size_t groups, size_t group, float* out, size_t ldo, const float* bias) {
   V tot[R][C];
@@ -189,16 +189,23 @@ inline void tile_q4(const float* a, size_t lda, const uint32_t* w, size_t wrow, 
       tot[r][c] = V::zero();
       off[r][c] = 0.0f;
     }
+  // 8 weights are one word at 4 bits, two at 8.
+  constexpr size_t kWords8 = BITS / 4;
   const size_t words = group / 8;
   for (size_t g = 0; g < groups; g++) {
     V acc[R][C];
     for (int r = 0; r < R; r++)
       for (int c = 0; c < C; c++) acc[r][c] = V::zero();
-    const uint32_t* wg = w + g * words;
+    const uint32_t* wg = w + g * words * kWords8;
     const size_t k0 = g * group;
     for (size_t i = 0; i < words; i++) {
       V q[C];
-      for (int c = 0; c < C; c++) q[c] = V::nibbles(wg[c * wrow + i]);
+      for (int c = 0; c < C; c++) {
+        if constexpr (BITS == 4)
+          q[c] = V::nibbles(wg[c * wrow + i]);
+        else
+          q[c] = V::bytes(wg + c * wrow + 2 * i);
+      }
       for (int r = 0; r < R; r++) {
         const V x = V::load(a + r * lda + k0 + i * 8);
         for (int c = 0; c < C; c++) acc[r][c] = V::fma(x, q[c], acc[r][c]);
@@ -220,23 +227,23 @@ inline void tile_q4(const float* a, size_t lda, const uint32_t* w, size_t wrow, 
 }
 
 /** Rows [0, R) of a times the `cols` (at most 4) columns at w: tiles of C columns, C by R. */
-template <class V, int R>
+template <class V, int R, int BITS = 4>
 inline void tiles_q4(const float* a, size_t lda, const uint32_t* w, size_t wrow, const float* sc, const float* bi, const float* asum,
                      size_t groups, size_t group, float* out, size_t ldo, const float* bias, size_t cols) {
   constexpr int C = R == 1 ? 4 : R == 2 ? 2 : 1;
   size_t c = 0;
   for (; c + C <= cols; c += C)
-    tile_q4<V, R, C>(a, lda, w + c * wrow, wrow, sc + c * groups, bi + c * groups, asum, groups, group, out + c, ldo,
-                     bias ? bias + c : nullptr);
+    tile_q4<V, R, C, BITS>(a, lda, w + c * wrow, wrow, sc + c * groups, bi + c * groups, asum, groups, group, out + c, ldo,
+                           bias ? bias + c : nullptr);
   for (; c < cols; c++)
-    tile_q4<V, R, 1>(a, lda, w + c * wrow, wrow, sc + c * groups, bi + c * groups, asum, groups, group, out + c, ldo,
-                     bias ? bias + c : nullptr);
+    tile_q4<V, R, 1, BITS>(a, lda, w + c * wrow, wrow, sc + c * groups, bi + c * groups, asum, groups, group, out + c, ldo,
+                           bias ? bias + c : nullptr);
 }
 
-template <class V>
+template <class V, int BITS = 4>
 void gemm_q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias,
              float* out, size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1) {
-  const size_t groups = K / group, wrow = K / 8;
+  const size_t groups = K / group, wrow = K * BITS / 32;
   // Four columns at a time, every row tile over them while their words are in L1.
   for (size_t n = n0; n < n1; n += 4) {
     const size_t cols = std::min<size_t>(4, n1 - n);
@@ -246,11 +253,17 @@ void gemm_q4(const float* a, size_t lda, const uint32_t* w, const float* sc, con
     const float* bs = bias ? bias + n : nullptr;
     size_t m = 0;
     for (; m + 4 <= M; m += 4)
-      tiles_q4<V, 4>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols);
+      tiles_q4<V, 4, BITS>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols);
     switch (M - m) {
-      case 3: tiles_q4<V, 3>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols); break;
-      case 2: tiles_q4<V, 2>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols); break;
-      case 1: tiles_q4<V, 1>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols); break;
+      case 3:
+        tiles_q4<V, 3, BITS>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols);
+        break;
+      case 2:
+        tiles_q4<V, 2, BITS>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols);
+        break;
+      case 1:
+        tiles_q4<V, 1, BITS>(a + m * lda, lda, wn, wrow, sn, bn, asum + m * groups, groups, group, out + m * ldo + n, ldo, bs, cols);
+        break;
       default: break;
     }
   }
