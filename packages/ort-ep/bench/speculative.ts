@@ -42,8 +42,8 @@ const capacity = promptLen + tokens + 1;
 const targetConfig: DecoderConfig = { ...SIZES[size], maxPositions: capacity, seed: 11, quietFrom: draftLayers, quietScale: 0.05 };
 // --draft-head int4 (the default) / int8: the draft's lm_head as 4- or 8-bit blocks quantized from
 // the target's own (test/helpers/decoder.ts, headBits), an eighth or a quarter of the head's bytes;
-// f32: the target's head. (8 bits keeps the float32 head's acceptance, but both engines' 8-bit
-// MatMulNBits of one row is far slower than their 4-bit one today.)
+// f32: the target's head. (8 bits keeps the float32 head's acceptance; onnxruntime-node's CPU
+// provider runs a one-row 8-bit MatMulNBits far slower than its 4-bit one, hence 4 by default.)
 const draftHead = arg('draft-head', 'int4')!;
 if (!['int8', 'int4', 'f32'].includes(draftHead)) throw new Error(`--draft-head must be int8, int4 or f32, got ${draftHead}`);
 const headBits = draftHead === 'int8' ? 8 : draftHead === 'int4' ? 4 : undefined;
