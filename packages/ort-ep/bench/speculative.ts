@@ -10,6 +10,10 @@
 // place (kvCapacity) for every variant. Prints the load average before and after. Never a test.
 //   tools/dev bench speculative [--size tiny|small|100m] [--draft-layers 1] [--draft-head int4|int8|f32] [--k 4] [--prompt 32] [--tokens 64]
 //     [--reps 3] [--rounds 3] [--engines mlx-plain,mlx-spec,ort-plain,ort-spec] [--device cpu|gpu]
+//     [--prompt-kind plain|repeat]
+// Variants ENGINE-lookup run generate() with promptLookup { ngram: 3, maxDraft: k } (draft-free
+// proposals from the prompt and the text so far); --prompt-kind repeat makes the prompt its first
+// half twice.
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2).
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
@@ -45,6 +49,8 @@ const targetConfig: DecoderConfig = { ...SIZES[size], maxPositions: capacity, se
 // f32: the target's head. (8 bits keeps the float32 head's acceptance; onnxruntime-node's CPU
 // provider runs a one-row 8-bit MatMulNBits far slower than its 4-bit one, hence 4 by default.)
 const draftHead = arg('draft-head', 'int4')!;
+const promptKind = arg('prompt-kind', 'plain')!;
+if (promptKind !== 'plain' && promptKind !== 'repeat') throw new Error(`--prompt-kind must be plain or repeat, got ${promptKind}`);
 if (!['int8', 'int4', 'f32'].includes(draftHead)) throw new Error(`--draft-head must be int8, int4 or f32, got ${draftHead}`);
 const headBits = draftHead === 'int8' ? 8 : draftHead === 'int4' ? 4 : undefined;
 const draftConfig: DecoderConfig = { ...targetConfig, keepLayers: draftLayers, headBits };
@@ -73,7 +79,9 @@ async function worker(variant: string): Promise<void> {
     (await ort.InferenceSession.create(buildDecoder(c), options as never)) as unknown as InferenceSession;
   const target = await create(targetConfig);
   const draft = mode === 'spec' ? await create(draftConfig) : undefined;
-  const prompt = Array.from({ length: promptLen }, (_, i) => (i * 7919 + 13) % targetConfig.vocab);
+  // --prompt-kind repeat: the prompt's first half twice (text that repeats), for every variant.
+  const half = Math.max(1, promptLen >> 1);
+  const prompt = Array.from({ length: promptLen }, (_, i) => ((promptKind === 'repeat' ? i % half : i) * 7919 + 13) % targetConfig.vocab);
   const times: number[] = [];
   let runs = 0;
   let proposed = 0;
@@ -101,7 +109,7 @@ async function worker(variant: string): Promise<void> {
             },
           },
         })
-      : generate(target, common);
+      : generate(target, mode === 'lookup' ? { ...common, promptLookup: { ngram: 3, maxDraft: k } } : common);
     for await (const _ of stream) produced++;
     // The first generation compiles and warms the caches: not counted.
     if (rep > 0) times.push(performance.now() - t0);
@@ -120,7 +128,7 @@ async function worker(variant: string): Promise<void> {
 }
 
 function spawn(variant: string): Result {
-  const pass = ['size', 'draft-layers', 'draft-head', 'k', 'prompt', 'tokens', 'reps', 'device'].flatMap((n) =>
+  const pass = ['size', 'draft-layers', 'draft-head', 'prompt-kind', 'k', 'prompt', 'tokens', 'reps', 'device'].flatMap((n) =>
     arg(n) ? [`--${n}`, arg(n)!] : [],
   );
   return { variant, ...workerResult(fileURLToPath(import.meta.url), [variant, ...pass]) } as Result;
