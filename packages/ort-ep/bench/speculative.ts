@@ -10,10 +10,10 @@
 // place (kvCapacity) for every variant. Prints the load average before and after. Never a test.
 //   tools/dev bench speculative [--size tiny|small|100m] [--draft-layers 1] [--draft-head int4|int8|f32] [--k 4] [--prompt 32] [--tokens 64]
 //     [--reps 3] [--rounds 3] [--engines mlx-plain,mlx-spec,ort-plain,ort-spec] [--device cpu|gpu]
-//     [--prompt-kind plain|repeat]
+//     [--prompt-kind plain|repeat|copy]
 // Variants ENGINE-lookup run generate() with promptLookup { ngram: 3, maxDraft: k } (draft-free
 // proposals from the prompt and the text so far); --prompt-kind repeat makes the prompt its first
-// half twice.
+// half twice, copy a prompt that holds the passage the model will write (see promptKind below).
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2).
 import { createRequire } from 'node:module';
 import { loadavg } from 'node:os';
@@ -42,15 +42,29 @@ const promptLen = Number(arg('prompt', '32'));
 const tokens = Number(arg('tokens', '64'));
 const reps = Number(arg('reps', '3'));
 const device = arg('device', 'cpu')!;
-const capacity = promptLen + tokens + 1;
-const targetConfig: DecoderConfig = { ...SIZES[size], maxPositions: capacity, seed: 11, quietFrom: draftLayers, quietScale: 0.05 };
+// --prompt-kind: plain (distinct tokens), repeat (the prompt's first half twice), or copy: a model
+// whose every layer is quiet (so its greedy next token is nearly a function of the current one) and
+// a prompt holding the passage it will produce: filler, a token a, the model's own greedy
+// continuation of a (--tokens of it, made before timing), filler, and a again; the text to come
+// repeats the prompt's (as in editing code), which is what prompt lookup proposes from.
+const promptKind = arg('prompt-kind', 'plain')!;
+if (!['plain', 'repeat', 'copy'].includes(promptKind)) throw new Error(`--prompt-kind must be plain, repeat or copy, got ${promptKind}`);
+const FILLER = 16;
+const promptTotal = promptKind === 'copy' ? 2 * FILLER + 2 + tokens : promptLen;
+const capacity = promptTotal + tokens + 1;
+const targetConfig: DecoderConfig = {
+  ...SIZES[size],
+  maxPositions: capacity,
+  seed: 11,
+  quietFrom: promptKind === 'copy' ? 0 : draftLayers,
+  quietScale: promptKind === 'copy' ? 0.002 : 0.05,
+};
 // --draft-head int4 (the default) / int8: the draft's lm_head as 4- or 8-bit blocks quantized from
 // the target's own (test/helpers/decoder.ts, headBits), an eighth or a quarter of the head's bytes;
 // f32: the target's head. (8 bits keeps the float32 head's acceptance; onnxruntime-node's CPU
 // provider runs a one-row 8-bit MatMulNBits far slower than its 4-bit one, hence 4 by default.)
 const draftHead = arg('draft-head', 'int4')!;
-const promptKind = arg('prompt-kind', 'plain')!;
-if (promptKind !== 'plain' && promptKind !== 'repeat') throw new Error(`--prompt-kind must be plain or repeat, got ${promptKind}`);
+
 if (!['int8', 'int4', 'f32'].includes(draftHead)) throw new Error(`--draft-head must be int8, int4 or f32, got ${draftHead}`);
 const headBits = draftHead === 'int8' ? 8 : draftHead === 'int4' ? 4 : undefined;
 const draftConfig: DecoderConfig = { ...targetConfig, keepLayers: draftLayers, headBits };
@@ -81,7 +95,15 @@ async function worker(variant: string): Promise<void> {
   const draft = mode === 'spec' ? await create(draftConfig) : undefined;
   // --prompt-kind repeat: the prompt's first half twice (text that repeats), for every variant.
   const half = Math.max(1, promptLen >> 1);
-  const prompt = Array.from({ length: promptLen }, (_, i) => ((promptKind === 'repeat' ? i % half : i) * 7919 + 13) % targetConfig.vocab);
+  let prompt = Array.from({ length: promptLen }, (_, i) => ((promptKind === 'repeat' ? i % half : i) * 7919 + 13) % targetConfig.vocab);
+  if (promptKind === 'copy') {
+    const filler = (seed: number) => Array.from({ length: FILLER }, (_, i) => ((i + seed) * 7919 + 13) % targetConfig.vocab);
+    const a = 4242 % targetConfig.vocab;
+    const passage: number[] = [];
+    for await (const t of generate(target, { inputIds: [a], maxNewTokens: tokens, kvCapacity: capacity, Tensor: ort.Tensor as never }))
+      passage.push(t);
+    prompt = [...filler(1), a, ...passage, ...filler(100), a];
+  }
   const times: number[] = [];
   let runs = 0;
   let proposed = 0;
@@ -161,7 +183,9 @@ function main(): void {
       `per token the draft reads ${((100 * readOf(draftConfig)) / readOf(targetConfig)).toFixed(0)}% of the target's weight bytes ` +
       `(${(readOf(targetConfig) / readOf(draftConfig)).toFixed(1)}x fewer)`,
   );
-  console.log(`prompt ${promptLen} tokens, ${tokens} new tokens, k = ${k}, device ${device}, ${rounds} rounds of ${reps} generations\n`);
+  console.log(
+    `prompt ${promptTotal} tokens (${promptKind}), ${tokens} new tokens, k = ${k}, device ${device}, ${rounds} rounds of ${reps} generations\n`,
+  );
   console.log('| variant | tokens/s (end to end) | ms/token | target runs/token | draft tokens kept | vs plain, same engine |');
   console.log('|---|---|---|---|---|---|');
   const medians = new Map<string, number>();
