@@ -5,22 +5,12 @@
 import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
-import { model, node, v, type NodeSpec, type TensorSpec } from '../helpers/build.js';
-import { expectSameAsOrt, f32, expectSameWithRewrites, seeded, type Feeds } from '../helpers/ort.js';
+import { model, node, v, type NodeSpec } from '../helpers/build.js';
+import { expectSameAsOrt, expectSameWithRewrites, seededFeed, seededInit, type Feeds } from '../helpers/ort.js';
 
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'channels-last');
-const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
-const init = (name: string, dims: number[], seed: number, scale = 0.5): TensorSpec => ({
-  name,
-  type: 'float32',
-  dims,
-  values: seeded(size(dims), seed).map((x) => (x - 0.5) * scale),
-});
-const t = (dims: number[], seed: number) =>
-  f32(
-    seeded(size(dims), seed).map((x) => (x - 0.5) * 2),
-    dims,
-  );
+const init = seededInit;
+const t = seededFeed;
 
 /** The ConvChannelsLast nodes of the prepared graph, as 'x_last residual_last y_last' per node. */
 function flags(bytes: Uint8Array): string[] {

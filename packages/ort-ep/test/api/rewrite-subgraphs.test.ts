@@ -11,21 +11,20 @@ import { MlxSession } from '../../src/index.js';
 import type { GraphIR } from '../../src/onnx/index.js';
 import { decodeModel, subgraphsOf } from '../../src/onnx/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
-import { type GraphSpec, model, node, v, type TensorSpec } from '../helpers/build.js';
-import { bool, expectSameAsOrt, expectSameOutputs, expectSameWithRewrites, f32, runOn, seeded, type Feeds } from '../helpers/ort.js';
+import { type GraphSpec, model, node, v } from '../helpers/build.js';
+import {
+  bool,
+  expectSameAsOrt,
+  expectSameOutputs,
+  expectSameWithRewrites,
+  runOn,
+  seededFeed,
+  seededInit,
+  type Feeds,
+} from '../helpers/ort.js';
 
-const size = (dims: number[]) => dims.reduce((a, b) => a * b, 1);
-const init = (name: string, dims: number[], seed: number, scale = 0.5): TensorSpec => ({
-  name,
-  type: 'float32',
-  dims,
-  values: seeded(size(dims), seed).map((x) => (x - 0.5) * scale),
-});
-const input = (dims: number[], seed: number) =>
-  f32(
-    seeded(size(dims), seed).map((x) => (x - 0.5) * 2),
-    dims,
-  );
+const init = seededInit;
+const input = seededFeed;
 
 /** Op types of a prepared graph and of every subgraph under it, one list per graph by its name. */
 function opTypes(g: GraphIR, into: Record<string, string[]> = {}): Record<string, string[]> {

@@ -3,6 +3,7 @@
 import { createRequire } from 'node:module';
 import { expect } from 'vitest';
 import '../../src/index.js';
+import type { TensorSpec } from './build.js';
 import { exactReference } from './exact-reference.js';
 
 const require = createRequire(import.meta.url);
@@ -50,6 +51,27 @@ export function seeded(n: number, seed = 1): number[] {
   let s = seed >>> 0 || 1;
   return Array.from({ length: n }, () => (s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 31 - 1);
 }
+
+/** A float32 initializer of `dims` with seeded values shifted to [-1.5, 0.5) and times `scale` (seeded's minus 0.5). */
+export const seededInit = (name: string, dims: number[], seed: number, scale = 0.5): TensorSpec => ({
+  name,
+  type: 'float32',
+  dims,
+  values: seeded(
+    dims.reduce((a, b) => a * b, 1),
+    seed,
+  ).map((x) => (x - 0.5) * scale),
+});
+
+/** A float32 feed of `dims`: seeded values, minus 0.5, times 2. */
+export const seededFeed = (dims: number[], seed: number): OrtTensor =>
+  f32(
+    seeded(
+      dims.reduce((a, b) => a * b, 1),
+      seed,
+    ).map((x) => (x - 0.5) * 2),
+    dims,
+  );
 
 /** A float32 tensor of `dims` with seeded values (seeded's) times `scale`. */
 export const randomF32 = (dims: number[], seed: number, scale = 1): OrtTensor =>
