@@ -2,11 +2,13 @@
 // of 32 output channels whose data stays channels-last between them. Each graph is checked against
 // onnxruntime-node and against the same rewrites without the pass, eager and compiled; the layout
 // flags it sets are checked on the prepared graph (which values stay channels-last, which go back).
+import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
+import { FUSED_DOMAIN } from '../../src/ops/mlx/fused.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
 import { model, node, v, type NodeSpec } from '../helpers/build.js';
-import { expectSameAsOrt, expectSameWithRewrites, seededFeed, seededInit, type Feeds } from '../helpers/ort.js';
+import { expectSameAsOrt, expectSameWithRewrites, runMlxWith, runOn, seededFeed, seededInit, type Feeds } from '../helpers/ort.js';
 
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'channels-last');
 const init = seededInit;
@@ -96,6 +98,61 @@ describe('channels-last layout pass', () => {
     expect(opTypes(bytes)).toContain('GlobalAveragePoolChannelsLast');
     expect(opTypes(bytes)).not.toContain('GlobalAveragePool');
     await expectLayout(bytes, { x: t(X, 12) });
+  });
+
+  it('records the panels layout it packed, and reads a graph packed in either layout (written on another CPU)', async () => {
+    const [O, C, H, W] = [40, 3, 6, 5];
+    const plain = model({
+      inputs: [v('x', 'float32', [1, C, H, W])],
+      outputs: [v('y', 'float32')],
+      nodes: [conv(['x', 'W', 'B'], 'y', 3)],
+      initializers: [init('W', [O, C, 3, 3], 21), init('B', [O], 22)],
+      opsets: { '': 17 },
+    });
+    const prepared = prepareModel(plain).model.graph.nodes.filter((n) => n.opType === 'ConvChannelsLast');
+    expect(prepared.map((n) => (n.attributes.get('split_halves') as { value: number }).value)).toEqual([mx.convPanelsSplit() ? 1 : 0]);
+    const f = { x: t([1, C, H, W], 23) };
+    const want = Array.from((await runOn('cpu', plain, f)).y.data as Float32Array);
+    // The node as a graph written elsewhere holds it: W packed by its definition (panel q, tap and
+    // channel d = (ky * 3 + kx) * C + c, output channel j: [q][d][j], or [q][j / 16][d][j % 16] split).
+    const w = init('W', [O, C, 3, 3], 21).values as number[];
+    const depth = 9 * C;
+    for (const layout of [0, 1]) {
+      const panels = new Array<number>(2 * depth * 32).fill(0);
+      for (let o = 0; o < O; o++)
+        for (let c = 0; c < C; c++)
+          for (let tap = 0; tap < 9; tap++) {
+            const [q, j, d] = [Math.floor(o / 32), o % 32, tap * C + c];
+            panels[layout ? q * depth * 32 + Math.floor(j / 16) * depth * 16 + d * 16 + (j % 16) : (q * depth + d) * 32 + j] =
+              w[(o * C + c) * 9 + tap];
+          }
+      const packed = model({
+        inputs: [v('x', 'float32', [1, C, H, W])],
+        outputs: [v('y', 'float32')],
+        nodes: [
+          node('ConvChannelsLast', ['x', 'wp', 'B'], ['y'], {
+            domain: FUSED_DOMAIN,
+            attrs: {
+              kernel_shape: [3, 3],
+              pads: [1, 1, 1, 1],
+              group: { i: 1 },
+              out_channels: { i: O },
+              x_last: { i: 0 },
+              residual_last: { i: 0 },
+              y_last: { i: 0 },
+              split_halves: { i: layout },
+            },
+          }),
+        ],
+        initializers: [{ name: 'wp', type: 'float32', dims: [2, 3, 3, C, 32], values: panels }, init('B', [O], 22)],
+        opsets: { '': 17, [FUSED_DOMAIN]: 1 },
+      });
+      for (const compiled of [false, true]) {
+        const got = Array.from((await runMlxWith(packed, f, { compiled, graphRewrites: false })).y.data as Float32Array);
+        expect(got.length).toBe(want.length);
+        got.forEach((g, i) => expect(Math.abs(g - want[i]), `layout ${layout} compiled ${compiled} [${i}]`).toBeLessThanOrEqual(1e-4));
+      }
+    }
   });
 
   it('MaxPools between convs: ceil_mode, dilations, auto_pad, one that is a graph output, one with Indices left alone', async () => {

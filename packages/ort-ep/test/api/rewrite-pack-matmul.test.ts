@@ -10,7 +10,9 @@ import { describe, expect, it } from 'vitest';
 import { MlxSession } from '../../src/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
-import { expectSameAsOrt, expectSameWithRewrites, i64 } from '../helpers/ort.js';
+import { FUSED_DOMAIN } from '../../src/ops/mlx/fused.js';
+import { model, node, v } from '../helpers/build.js';
+import { expectSameAsOrt, expectSameWithRewrites, f32, i64, runMlxWith } from '../helpers/ort.js';
 import { seededInput as input, weightProducts } from '../helpers/rewrite-products.js';
 
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'pack-matmul');
@@ -49,6 +51,46 @@ describe('pack-matmul rewrite', () => {
       await expectSameAsOrt(bytes, feeds, { rtol: 1e-5, atol: 1e-5 });
       await expectSameWithRewrites(bytes, feeds, true, WITHOUT);
     });
+
+  it('records the panels layout it packed, and reads a graph packed in either layout (written on another CPU)', async () => {
+    const split = prepareModel(bytes, { rewriteTarget: { packDense: true } })
+      .model.graph.nodes.filter((n) => n.opType === 'MatMulPacked')
+      .map((n) => (n.attributes.get('split_halves') as { value: number } | undefined)?.value);
+    expect(split).toEqual([1, 1, 1, 1].map(() => (mx.convPanelsSplit() ? 1 : 0)));
+    // A MatMulPacked node as a graph written elsewhere holds it: w [40, 45] packed in each layout
+    // by its definition (panel q, row k, column j: [q][k][j], or [q][j / 16][k][j % 16] split).
+    const [K, N, M] = [40, 45, 3];
+    const w = Array.from({ length: K * N }, (_, i) => Math.sin(i * 0.7));
+    const xs = Array.from({ length: M * K }, (_, i) => Math.cos(i * 0.3));
+    const want: number[] = [];
+    for (let m = 0; m < M; m++)
+      for (let j = 0; j < N; j++) {
+        let acc = 0;
+        for (let k = 0; k < K; k++) acc += xs[m * K + k] * w[k * N + j];
+        want.push(acc);
+      }
+    for (const layout of [0, 1]) {
+      const panels = new Array<number>(2 * K * 32).fill(0);
+      for (let k = 0; k < K; k++)
+        for (let col = 0; col < N; col++) {
+          const [q, j] = [Math.floor(col / 32), col % 32];
+          panels[layout ? q * K * 32 + Math.floor(j / 16) * K * 16 + k * 16 + (j % 16) : (q * K + k) * 32 + j] = w[k * N + col];
+        }
+      const packedModel = model({
+        inputs: [v('x', 'float32', [M, K])],
+        outputs: [v('y', 'float32', [M, N])],
+        nodes: [node('MatMulPacked', ['x', 'wp'], ['y'], { domain: FUSED_DOMAIN, attrs: { n: N, split_halves: layout } })],
+        initializers: [{ name: 'wp', type: 'float32', dims: [2, K, 32], values: panels }],
+        opsets: { '': 17, [FUSED_DOMAIN]: 1 },
+      });
+      for (const compiled of [false, true]) {
+        const got = Array.from(
+          (await runMlxWith(packedModel, { x: f32(xs, [M, K]) }, { compiled, graphRewrites: false })).y.data as Float32Array,
+        );
+        got.forEach((g, i) => expect(Math.abs(g - want[i]), `layout ${layout} compiled ${compiled} [${i}]`).toBeLessThanOrEqual(1e-4));
+      }
+    }
+  });
 
   it('is what a CPU session on this CPU runs (AVX-512 or AVX2), and not without the rewrite', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'pack-matmul-'));

@@ -91,6 +91,23 @@ interface ConvChannelsLastParams extends ConvEpilogueParams {
   residualLast: boolean;
   yLast: boolean;
   outChannels: number;
+  /** The weight's panels hold their halves apart (attribute split_halves; 0, the interleaved layout, when absent). */
+  split: boolean;
+}
+
+/**
+ * A packed weight [P, ..., 32] (ext.densePackWeight's or ext.convPackWeight's panels) in the layout
+ * this process's kernels read: a graph written by a process whose build split the panels' halves
+ * (mx.convPanelsSplit) and run by one whose build does not, or the other way round (an optimized
+ * model written on one machine and loaded on another), gets each panel's [depth, 32] and
+ * [2, depth, 16] exchanged, once per trace.
+ */
+function panelsAsKernelsRead(w: mx.Array, split: boolean): mx.Array {
+  if (split === mx.convPanelsSplit()) return w;
+  const P = w.shape[0];
+  const depth = w.size / Math.max(1, P * 32);
+  const from = split ? [P, 2, depth, 16] : [P, depth, 2, 16];
+  return mx.reshape(mx.transpose(mx.reshape(w, from), [0, 2, 1, 3]), w.shape);
 }
 
 /**
@@ -104,7 +121,7 @@ interface ConvChannelsLastParams extends ConvEpilogueParams {
 function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   const p = ctx.params;
   const x = ctx.input(0);
-  const w = ctx.input(1);
+  const w = panelsAsKernelsRead(ctx.input(1), p.split);
   const bias = ctx.optional(2);
   const residual = ctx.has(3) ? ctx.input(3) : undefined;
   const xl = p.xLast ? x : toChannelsLast(x);
@@ -293,10 +310,11 @@ export const mlxFusedOps: OpEntry[] = [
   entry('MatMulAdd', parseARank, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
   entry(
     'MatMulPacked',
-    (a) => ({ n: a.int('n'), aRank: parseARank(a) }),
+    (a) => ({ n: a.int('n'), aRank: parseARank(a), split: a.int('split_halves', 0) === 1 }),
     (ctx) => {
       checkARank(ctx, ctx.params.aRank);
-      return mx.ext.denseGemm(ctx.input(0), ctx.input(1), ctx.params.n, ctx.optional(2) ?? null);
+      const w = panelsAsKernelsRead(ctx.input(1), ctx.params.split);
+      return mx.ext.denseGemm(ctx.input(0), w, ctx.params.n, ctx.optional(2) ?? null);
     },
     'MatMul (+ bias) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count (CPU, AVX-512)',
   ),
@@ -326,6 +344,7 @@ export const mlxFusedOps: OpEntry[] = [
       residualLast: a.int('residual_last', 0) === 1,
       yLast: a.int('y_last', 0) === 1,
       outChannels: a.int('out_channels'),
+      split: a.int('split_halves', 0) === 1,
     }),
     convChannelsLast,
     'Conv (+ residual) (+ clamp) (+ HardSigmoid/HardSwish) with a weight prepacked in panels of 32 output channels and channels-last data between such convs, from the layout pass',

@@ -198,6 +198,8 @@ export function channelsLastRewrite(view: GraphView): void {
     if (isPool(n)) {
       const attrs: Record<string, AttrValue> = Object.fromEntries(n.attributes);
       attrs.y_last = intAttr(last.has(n.outputs[0]) ? 1 : 0);
+      // The panels' layout toPanels wrote (a graph written out and run elsewhere is read right).
+      attrs.split_halves = intAttr(mx.convPanelsSplit() ? 1 : 0);
       const op = n.opType === 'MaxPool' ? 'MaxPoolChannelsLast' : 'AveragePoolChannelsLast';
       view.replace([n], fusedNode(view, op, n, [rename(n.inputs[0])], [rename(n.outputs[0])], attrs));
       continue;
@@ -217,6 +219,8 @@ export function channelsLastRewrite(view: GraphView): void {
     attrs.x_last = intAttr(last.has(n.inputs[0]) ? 1 : 0);
     attrs.residual_last = intAttr(n.inputs[RESIDUAL] && last.has(n.inputs[RESIDUAL]) ? 1 : 0);
     attrs.y_last = intAttr(last.has(n.outputs[0]) ? 1 : 0);
+    // The panels' layout toPanels wrote (a graph written out and run elsewhere is read right).
+    attrs.split_halves = intAttr(mx.convPanelsSplit() ? 1 : 0);
     const inputs = [rename(n.inputs[0]), p, n.inputs[2] ?? '', n.inputs[RESIDUAL] ? rename(n.inputs[RESIDUAL]) : ''];
     view.replace([n], fusedNode(view, 'ConvChannelsLast', n, inputs, [rename(n.outputs[0])], attrs));
   }

@@ -56,7 +56,12 @@ export function packMatmulRewrite(view: GraphView): void {
       graph.initializers.set(p, toDensePanels(w));
       packed.set(wName, p);
     }
-    const attrs: Record<string, AttrValue> = { n: { type: 'int', value: w.dims[1] }, ...aRank(n) };
+    // The panels' layout this process packed (a graph written out and run elsewhere is read right).
+    const attrs: Record<string, AttrValue> = {
+      n: { type: 'int', value: w.dims[1] },
+      ...aRank(n),
+      split_halves: { type: 'int', value: mx.convPanelsSplit() ? 1 : 0 },
+    };
     const inputs = [n.inputs[0], p, ...(bias ? [n.inputs[2]] : [])];
     view.replace([n], fusedNode(view, 'MatMulPacked', n, inputs, n.outputs, attrs));
     products.push(n);
