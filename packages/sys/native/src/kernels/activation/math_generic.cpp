@@ -59,6 +59,8 @@ bool has_avx2() {
 #endif
 }
 
+bool avx2_build() { return has_avx2() && !has_avx512(); }
+
 /** Whether the NEON build runs (AArch64, unless MLXC_CPU_KERNELS=generic). */
 static bool use_neon() {
 #ifdef MLXC_HAVE_NEON_BUILD

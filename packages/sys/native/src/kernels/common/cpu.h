@@ -23,6 +23,17 @@ namespace mx = mlx::core;
 bool has_avx2();
 /** Whether the AVX-512F paths run on this CPU (then they take precedence over AVX2). */
 bool has_avx512();
+/**
+ * Whether the AVX2 build runs (AVX2 without AVX-512, or MLXC_CPU_KERNELS=avx2): its packed product
+ * and convolution read panels whose two halves of 16 columns lie one after another (dense_gemm.h,
+ * conv_gemm.h), and take K in long passes. Fixed for the process (math_generic.cpp).
+ */
+bool avx2_build();
+/** The depth of each pass when K goes in as few passes of at most `most` as fit it, of even sizes. */
+inline size_t pass_depth(size_t K, size_t most) {
+  const size_t passes = (K + most - 1) / most;
+  return passes == 0 ? most : (K + passes - 1) / passes;
+}
 /** MLXC_CPU_KERNELS=off: MLX's ops everywhere, no native kernel (for comparisons; read once per process; cpu.cpp). */
 bool kernels_off();
 /** MLXC_CPU_KERNELS as read once: "", "off", "generic" or "avx2" (any other value is reported on stderr and read as ""). */

@@ -289,7 +289,7 @@ using mx::array;
 /** The packed weight [P, ...k, C / g, kPanel] back to [O, ...k, C / g] (g groups of P / g panels each). */
 array unpack_weight(const array& wp, int o, int g, mx::Stream s) {
   array w = wp;
-  if (conv_split_halves()) {
+  if (avx2_build()) {
     // Each panel's halves [2, depth, 16] back to [depth, 32] (conv_pack_weight).
     const int P = wp.shape(0), depth = static_cast<int>(wp.size() / std::max<size_t>(1, static_cast<size_t>(P) * kPanel));
     w = mx::reshape(mx::transpose(mx::reshape(wp, {P, 2, depth, kPanel / 2}, s), {0, 2, 1, 3}, s), wp.shape(), s);
@@ -373,7 +373,7 @@ class ConvGemm : public FusedPrimitive {
     // K: its buffer may be the result's when that pass is the only one (earlier passes store sums).
     size_t depth = wp.shape(-2);
     for (int i = 1; i + 2 < wp.ndim(); i++) depth *= wp.shape(i);
-    const size_t pass = has_avx2() && !has_avx512() ? convgemm::pass_depth(depth, convgemm::kDepthAvx2) : convgemm::kDepthBlock;
+    const size_t pass = avx2_build() ? pass_depth(depth, convgemm::kDepthAvx2) : convgemm::kDepthBlock;
     if (res && depth <= pass && res->is_donatable() && row_ordered(*res))
       out.copy_shared_buffer(*res);
     else
@@ -498,11 +498,6 @@ class ConvGemm : public FusedPrimitive {
 
 }  // namespace
 
-bool conv_split_halves() {
-  static const bool split = has_avx2() && !has_avx512();
-  return split;
-}
-
 array conv_pack_weight(const array& w, mx::Stream s) {
   if (w.ndim() < 3) throw std::invalid_argument("conv_pack_weight: w must be [O, ...kernel, C], got rank " + std::to_string(w.ndim()));
   const int o = w.shape(0), p = (o + kPanel - 1) / kPanel;
@@ -514,7 +509,7 @@ array conv_pack_weight(const array& w, mx::Stream s) {
   }
   mx::Shape shape{p, kPanel};
   shape.insert(shape.end(), w.shape().begin() + 1, w.shape().end());
-  if (conv_split_halves()) {
+  if (avx2_build()) {
     // [p, 2, 16, depth] -> [p, 2, depth, 16], under the packed shape.
     int depth = 1;
     for (int i = 1; i < w.ndim(); i++) depth *= w.shape(i);
@@ -594,6 +589,6 @@ extern "C" int mlxc_conv_split_halves(bool* res) {
     mlxc::raise("mlxc_conv_split_halves: res is null");
     return 1;
   }
-  *res = mlxc::cpu::conv_split_halves();
+  *res = mlxc::cpu::avx2_build();
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/common/cpu.h"
 #include "mlx/mlx.h"
 
 namespace mlxc::cpu {
@@ -27,17 +28,11 @@ namespace mx = mlx::core;
 constexpr int kPanel = 32;
 
 /**
- * Whether the packed panels hold their two halves one after another (this process runs the AVX2
- * build: its 6 x 16 kernel then streams a half panel's rows 64 bytes apart, front to back, rather
- * than every other line of 128-byte rows, which left half of L1's sets unused and ran 7-11% slower
- * on Zen 3). Fixed for the process (MLXC_CPU_KERNELS is read once).
- */
-bool conv_split_halves();
-
-/**
- * w [O, ...k, C] (MLX's layout) -> [ceil(O / kPanel), ...k, C, kPanel], zeros past O. With
- * conv_split_halves() each panel's data is its first 16 channels' [...k, C, 16] and then the other
- * 16's, under the same shape: the layout is the kernels' own, made and read by this library only.
+ * w [O, ...k, C] (MLX's layout) -> [ceil(O / kPanel), ...k, C, kPanel], zeros past O. In the AVX2
+ * build (avx2_build(), cpu.h) each panel's data is its first 16 channels' [...k, C, 16] and then
+ * the other 16's, under the same shape: its 6 x 16 kernel then streams a half panel's rows 64 bytes
+ * apart, front to back, rather than every other line of 128-byte rows (half of L1's sets; 7-11%
+ * slower on Zen 3). The layout is the kernels' own, made and read by this library only.
  */
 mx::array conv_pack_weight(const mx::array& w, mx::Stream s);
 
@@ -55,17 +50,12 @@ namespace convgemm {
 constexpr int kRowBlock = 96;
 constexpr int kDepthBlock = 256;
 /**
- * The AVX2 build's longest pass over K, split evenly (pass_depth): each 6 x 16 kernel call streams
+ * The AVX2 build's longest pass over K, split evenly (pass_depth, cpu.h): each 6 x 16 kernel call streams
  * its half panel and rows front to back, and every pass reloads the sums and restarts their
  * chains. On Zen 3 the 3x3 convolutions of ResNet-50's later stages (K 2304) ran at ~71 GFLOP/s a
  * core in passes of 256 and ~83 in passes of 1152 (its rows' block then lives in L2).
  */
 constexpr int kDepthAvx2 = 1152;
-/** The depth of each pass over K for a build's longest pass `most`: K in as few passes as fit it, of even sizes. */
-inline size_t pass_depth(size_t K, size_t most) {
-  const size_t passes = (K + most - 1) / most;
-  return passes == 0 ? most : (K + passes - 1) / passes;
-}
 /** Products of fewer multiply-adds (padded panels counted) run on the calling thread. */
 constexpr size_t kSerialMacs = size_t{1} << 20;
 

@@ -130,7 +130,7 @@ void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias
   const size_t O = s.o;
   walk_task(s, x, wp, task, ntasks_n, buf, pass_depth(s.depth(), kDepthAvx2), true,
             [&](const float* a, size_t lda, size_t m0, size_t mc, size_t kc, bool first, bool last, const float* b, size_t col, size_t nc) {
-              // The panels' halves one after another (split_halves): half h's pass at b + h * K * 16.
+              // The panels' halves one after another (the AVX2 build's layout, conv_pack_weight): half h's pass at b + h * K * 16.
               const size_t K = s.depth();
               for (size_t h = 0; h * 16 < nc; h++) {
                 const size_t hc = col + h * 16;

@@ -29,7 +29,7 @@ constexpr size_t NR = dense::kPanel;
 /** The [K, n] weight back from its panels, with MLX's ops. */
 array unpacked(const array& wp, int n, mx::Stream s) {
   const int P = wp.shape(0), K = wp.shape(1), half = static_cast<int>(NR) / 2;
-  array w = dense_split_halves()
+  array w = avx2_build()
                 ? mx::reshape(mx::transpose(mx::reshape(wp, {P, 2, K, half}, s), {2, 0, 1, 3}, s), {K, P * static_cast<int>(NR)}, s)
                 : mx::reshape(mx::transpose(wp, {1, 0, 2}, s), {K, P * static_cast<int>(NR)}, s);
   return P * static_cast<int>(NR) == n ? w : mx::slice(w, {0, 0}, {K, n}, s);
@@ -217,14 +217,9 @@ void tiles_generic(const Problem& p, const float* ap, size_t t0, size_t t1, size
 
 }  // namespace dense
 
-bool dense_split_halves() {
-  static const bool split = has_avx2() && !has_avx512();
-  return split;
-}
-
 void dense_pack_host(float* dst, const float* src, size_t k, size_t n) {
   const size_t P = (n + NR - 1) / NR, full = n / NR, tail = n - full * NR;
-  const bool split = dense_split_halves();
+  const bool split = avx2_build();
   constexpr size_t H = NR / 2;
   // Rows of the source in order (each read once, front to back), about 64 KiB of them a task.
   parallel_for(k, std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(n, 1)), [=](size_t i0, size_t i1) {
@@ -287,7 +282,7 @@ array dense_pack_weight(const array& w, mx::Stream s) {
   array x = w;
   if (P * static_cast<int>(NR) != N)
     x = mx::pad(x, std::vector<std::pair<int, int>>{{0, 0}, {0, P * static_cast<int>(NR) - N}}, array(0, w.dtype()), "constant", s);
-  if (dense_split_halves()) {
+  if (avx2_build()) {
     // [K, P, 2, 16] -> [P, 2, K, 16], under the packed shape.
     const int half = static_cast<int>(NR) / 2;
     x = mx::contiguous(mx::transpose(mx::reshape(x, {K, P, 2, half}, s), {1, 2, 0, 3}, s), false, s);

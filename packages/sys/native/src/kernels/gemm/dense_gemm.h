@@ -21,16 +21,11 @@ namespace mlxc::cpu {
 namespace mx = mlx::core;
 
 /**
- * Whether the packed panels hold their two halves of 16 columns one after another (this process
- * runs the AVX2 build, whose 6 x 16 kernel then streams a half panel's rows 64 bytes apart rather
- * than every other line of 128-byte rows). Fixed for the process (MLXC_CPU_KERNELS is read once).
- */
-bool dense_split_halves();
-
-/**
- * w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of dense_gemm. With
- * dense_split_halves() each panel's data is its first 16 columns' [K, 16], then the other 16's,
- * under the same shape: the layout is the kernels' own, made and read by this library only.
+ * w [K, N] -> [ceil(N / 32), K, 32], zeros past N: the weight layout of dense_gemm. In the AVX2
+ * build (avx2_build(), cpu.h) each panel's data is its first 16 columns' [K, 16], then the other
+ * 16's, under the same shape (its 6 x 16 kernel streams a half panel's rows 64 bytes apart rather
+ * than every other line of 128-byte rows): the layout is the kernels' own, made and read by this
+ * library only.
  */
 mx::array dense_pack_weight(const mx::array& w, mx::Stream s);
 

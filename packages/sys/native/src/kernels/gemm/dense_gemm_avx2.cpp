@@ -1,7 +1,7 @@
 // The AVX2+FMA bodies of the packed-weight product (dense_gemm.h), for CPUs without AVX-512 (AMD
 // Zen 2/3, Intel client parts). Compiled with -mavx2 -mfma; called only where the CPU has them.
 // Sixteen 8-float registers shape both kernels:
-// The panels hold their two halves of 16 columns one after another (dense_split_halves), so that
+// The panels hold their two halves of 16 columns one after another (the AVX2 build's layout, dense_pack_weight), so that
 // each half is K rows of 64 bytes, front to back.
 //  - few rows: each panel streamed once, front to back (its two halves side by side); at each k
 //    the panel's four vectors times every row's value. One and two rows take two k at a time into separate sums (so that a row's
@@ -13,6 +13,7 @@
 // The last panel's columns past n go through a small buffer. Every sum is float32 in k order
 // per lane (the few-row kernel adds its two half-sums at the end).
 #include "kernels/gemm/dense_gemm.h"
+#include "kernels/common/cpu.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -29,7 +30,7 @@ constexpr int kHalf = kTile / 2;
 static_assert(NR == 32 && kTile == 12, "the AVX2 kernels are written for 32-column panels and 12-row tiles");
 
 /**
- * Vector v (of 4) of row k of a panel whose halves lie one after another (dense_split_halves):
+ * Vector v (of 4) of row k of a panel whose halves lie one after another (the AVX2 build's layout, dense_pack_weight):
  * vectors 0-1 in the first half's row, 2-3 in the second's, K * 16 floats on.
  */
 inline __m256 panel_vec(const float* b, size_t K, size_t k, int v) {
@@ -213,7 +214,7 @@ void few_avx2(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
 void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1) {
   const size_t K = p.K;
   // K in as few blocks as fit kDepthAvx2, of even sizes.
-  const size_t blocks = (K + kDepthAvx2 - 1) / kDepthAvx2, depth = (K + blocks - 1) / blocks;
+  const size_t depth = pass_depth(K, kDepthAvx2);
   for (size_t k0 = 0; k0 < K; k0 += depth) {
     const size_t kc = std::min<size_t>(depth, K - k0);
     const bool first = k0 == 0, last = k0 + kc >= K;
@@ -223,7 +224,7 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
         const size_t hc = h * 16;
         if (hc >= ncols) break;
         const size_t hn = std::min<size_t>(16, ncols - hc);
-        // Half h of the panel: K rows of 16 (dense_split_halves), this block's from row k0.
+        // Half h of the panel: K rows of 16 (the AVX2 build's layout, dense_pack_weight), this block's from row k0.
         const float* b = p.wp + q * K * NR + h * K * kHalfPanel + k0 * kHalfPanel;
         const float* bias = p.bias ? p.bias + col + hc : nullptr;
         for (size_t t = t0; t < t1; t++) {
