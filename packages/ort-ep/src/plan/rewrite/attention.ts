@@ -27,10 +27,16 @@ const FLOAT_CASTS = new Set<number>([OnnxDataType.FLOAT, OnnxDataType.FLOAT16, O
 const live = (view: GraphView, n: NodeIR | undefined, op: string): n is NodeIR =>
   n !== undefined && n.opType === op && isDefaultDomain(n) && !view.isRemoved(n);
 
-/** `name` as x * c or x / c by a scalar constant, read only by `reader`: x and the factor. */
-function scaled(view: GraphView, name: string, reader: NodeIR): { x: string; factor: number; node: NodeIR } | undefined {
+/** The Mul or Div that makes `name`, read only by `reader`, with its two inputs. */
+function scaleNode(view: GraphView, name: string, reader: NodeIR): NodeIR | undefined {
   if (view.soleReader(name) !== reader) return undefined;
   const n = view.made(name, 'Mul') ?? view.made(name, 'Div');
+  return n && n.inputs.length === 2 && n.inputs[0] && n.inputs[1] ? n : undefined;
+}
+
+/** `name` as x * c or x / c by a scalar constant, read only by `reader`: x and the factor. */
+function scaled(view: GraphView, name: string, reader: NodeIR): { x: string; factor: number; node: NodeIR } | undefined {
+  const n = scaleNode(view, name, reader);
   if (!n) return undefined;
   if (n.opType === 'Div') {
     const d = view.floatScalar(n.inputs[1]);
@@ -41,19 +47,6 @@ function scaled(view: GraphView, name: string, reader: NodeIR): { x: string; fac
     if (c !== undefined && Number.isFinite(c)) return { x: n.inputs[j], factor: c, node: n };
   }
   return undefined;
-}
-
-/**
- * `name` as x * f or x / f by a computed value f (not a constant: torch's SDPA export takes
- * sqrt(1 / sqrt(d)) from the shape of Q), read only by `reader`: x, f and whether it divides. The
- * fused op folds f into its scale when f turns out a one-element value known on the host at run
- * time, and otherwise applies the Mul or Div as written.
- */
-function scaledBy(view: GraphView, name: string, reader: NodeIR): { x: string; by: string; div: boolean; node: NodeIR } | undefined {
-  if (view.soleReader(name) !== reader) return undefined;
-  const n = view.made(name, 'Mul') ?? view.made(name, 'Div');
-  if (!n || n.inputs.length !== 2 || !n.inputs[0] || !n.inputs[1]) return undefined;
-  return { x: n.inputs[0], by: n.inputs[1], div: n.opType === 'Div', node: n };
 }
 
 /** Whether `name` is scores: read by `reader` alone and made by the product through scales, Adds and Wheres. */
@@ -162,19 +155,17 @@ function match(view: GraphView, sm: NodeIR): boolean {
     { name: '', div: false },
   ];
   for (const side of [0, 1]) {
+    // A constant factor folds into the scale here. Any other (torch's SDPA export takes
+    // sqrt(1 / sqrt(d)) from Q's shape) goes in as an input: the fused op folds it when it turns out
+    // one value known on the host at run time, and otherwise applies the Mul or Div as written.
+    const n = scaleNode(view, qk.inputs[side], qk);
+    if (!n) continue;
     const pre = scaled(view, qk.inputs[side], qk);
-    const dyn = pre ? undefined : scaledBy(view, qk.inputs[side], qk);
-    if (dyn) {
-      by[side] = { name: dyn.by, div: dyn.div };
-      nodes.push(dyn.node);
-      if (side === 0) q = dyn.x;
-      else kt = dyn.x;
-    }
-    if (!pre) continue;
-    scale *= pre.factor;
-    nodes.push(pre.node);
-    if (side === 0) q = pre.x;
-    else kt = pre.x;
+    if (pre) scale *= pre.factor;
+    else by[side] = { name: n.inputs[1], div: n.opType === 'Div' };
+    nodes.push(n);
+    if (side === 0) q = pre?.x ?? n.inputs[0];
+    else kt = pre?.x ?? n.inputs[0];
   }
   if (!Number.isFinite(scale)) return false;
   const attrs = {
