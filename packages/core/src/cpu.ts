@@ -39,10 +39,15 @@ export function cpuKernelsUseAvx512(): boolean {
  * front to back. Fixed for the process; code that packs convolution weights itself follows it.
  */
 export function convPanelsSplit(): boolean {
-  const out = [false];
-  check(fn.mlxc_conv_split_halves(out as never), 'mlxc_conv_split_halves');
-  return Boolean(out[0]);
+  // Read once: packed ops ask on every eager run.
+  if (panelsSplit === undefined) {
+    const out = [false];
+    check(fn.mlxc_conv_split_halves(out as never), 'mlxc_conv_split_halves');
+    panelsSplit = Boolean(out[0]);
+  }
+  return panelsSplit;
 }
+let panelsSplit: boolean | undefined;
 
 /**
  * A [k, n] matrix in host memory -> its transpose [n, k], on the native library's threads (a
