@@ -72,12 +72,16 @@ export function transposeHost<T extends Float32Array | Uint16Array>(w: T, k: num
  * arrays (a graph rewrite's initializer). `w` holds at least `k * n` floats. Where the AVX2 build
  * runs, each panel's data is its first 16 columns' `[k, 16]` and then the other 16's (the same
  * rule as `convPanelsSplit()`): the layout is the kernels' own, for `ext.denseGemm` of this process.
+ * `w` may also be a Uint8Array of little-endian float32 bytes at any offset (a weight's bytes as a
+ * model file holds them), read without a decoded copy.
  */
-export function packDensePanels(w: Float32Array, k: number, n: number): Float32Array {
-  if (!(w instanceof Float32Array)) throw new TypeError('packDensePanels: w must be a Float32Array');
+export function packDensePanels(w: Float32Array | Uint8Array, k: number, n: number): Float32Array {
+  if (!(w instanceof Float32Array) && !(w instanceof Uint8Array))
+    throw new TypeError('packDensePanels: w must be a Float32Array or a Uint8Array of float32 bytes');
   if (!Number.isSafeInteger(k) || !Number.isSafeInteger(n) || k < 1 || n < 1)
     throw new RangeError(`packDensePanels: k and n must be integers of at least 1, got ${k} and ${n}`);
-  if (w.length < k * n) throw new RangeError(`packDensePanels: w holds ${w.length} floats, fewer than k * n = ${k * n}`);
+  const floats = w instanceof Float32Array ? w.length : Math.floor(w.length / 4);
+  if (floats < k * n) throw new RangeError(`packDensePanels: w holds ${floats} floats, fewer than k * n = ${k * n}`);
   const out = new Float32Array(Math.ceil(n / 32) * k * 32);
   check(fn.mlxc_dense_pack_host(out, w, k, n), 'mlxc_dense_pack_host');
   return out;

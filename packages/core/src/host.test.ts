@@ -1,6 +1,7 @@
 // Pooled host blocks (hostBuffer) and reads into a given destination (Array.readInto). On this CPU
 // build the blocks are page-aligned ordinary memory; the values are checked against toTypedArray
 // and the JS data they came from, and the pool's reuse against its counters after a real GC.
+import { release } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { loadMlxC } from '@mlx/sys';
@@ -103,5 +104,62 @@ describe('hostBuffer', () => {
     const p = malloc(64);
     expect(raw.fn.mlxc_host_free(p)).not.toBe(0);
     freeC(p);
+  });
+});
+
+describe('populatedBytes', () => {
+  // MADV_POPULATE_WRITE came with Linux 5.14; elsewhere the call does nothing.
+  const [major, minor] = (process.platform === 'linux' ? release() : '0.0').split('.').map(Number);
+  const populates = major > 5 || (major === 5 && minor >= 14);
+
+  it('gives zero-filled bytes whose pages exist before the first write', () => {
+    const n = 64 << 20;
+    const before = process.memoryUsage().rss;
+    const plain = new Uint8Array(n);
+    const afterPlain = process.memoryUsage().rss;
+    const b = mx.populatedBytes(n);
+    const afterPopulated = process.memoryUsage().rss;
+    expect(b).toBeInstanceOf(Uint8Array);
+    expect(b.length).toBe(n);
+    // Zeros throughout (a sample of every page), and writable.
+    for (let i = 0; i < n; i += 4096) expect(b[i]).toBe(0);
+    b[n - 1] = 7;
+    expect(b[n - 1]).toBe(7);
+    expect(plain.length).toBe(n);
+    if (populates) {
+      // A fresh buffer's pages are made by its first writes; the populated one's are resident already.
+      expect(afterPlain - before).toBeLessThan(n / 4);
+      expect(afterPopulated - afterPlain).toBeGreaterThan(n * 0.9);
+    }
+  });
+
+  it('takes sizes under the threshold and refuses bad ones', () => {
+    expect(mx.populatedBytes(0).length).toBe(0);
+    expect(Array.from(mx.populatedBytes(5))).toEqual([0, 0, 0, 0, 0]);
+    for (const bad of [-1, 1.5, Number.NaN]) expect(() => mx.populatedBytes(bad)).toThrow(TypeError);
+  });
+});
+
+describe('uploads of 1 MiB and more', () => {
+  it('hold the data they were made from (MLX-allocated, populated, copied on several threads)', () => {
+    // Lengths around the threshold and the copy's 2 MiB parts, from views at odd byte offsets.
+    for (const bytes of [(1 << 20) - 4, 1 << 20, (5 << 20) + 12]) {
+      const n = bytes / 4;
+      const backing = new Uint8Array(bytes + 3);
+      const f = new Float32Array(n);
+      for (let i = 0; i < n; i++) f[i] = (i % 9973) * 0.5 + 1 / (1 + i);
+      backing.set(new Uint8Array(f.buffer), 3);
+      const a = mx.Array.fromBytes(backing.subarray(3, 3 + bytes), [n], 'float32');
+      const back = a.toTypedArray() as Float32Array;
+      expect(back.length).toBe(n);
+      expect(Buffer.from(back.buffer, back.byteOffset, back.byteLength).equals(Buffer.from(f.buffer))).toBe(true);
+      // The array computes like any other: its largest element against the data's.
+      let want = f[0];
+      for (let i = 1; i < n; i++) want = Math.max(want, f[i]);
+      const s = mx.max(a);
+      expect(s.item()).toBe(want);
+      s.dispose();
+      a.dispose();
+    }
   });
 });

@@ -99,6 +99,22 @@ export function hostBuffer(nbytes: number): ArrayBuffer | undefined {
   return ab;
 }
 
+/**
+ * A new zero-filled Uint8Array of `nbytes` whose pages exist already: ordinary memory of the
+ * JavaScript heap (collected as any other), populated by one call (mlxc_host_populate) rather
+ * than faulted in page by page by the first write, which on a virtual machine costs several
+ * microseconds a page. For large buffers about to be filled at once: a model file read into it.
+ */
+export function populatedBytes(nbytes: number): Uint8Array {
+  if (!Number.isSafeInteger(nbytes) || nbytes < 0)
+    throw new TypeError(`populatedBytes: nbytes must be a non-negative integer, got ${String(nbytes)}`);
+  const out = new Uint8Array(nbytes);
+  if (nbytes >= POPULATE_MIN_BYTES) check(fn.mlxc_host_populate(out, nbytes), 'mlxc_host_populate');
+  return out;
+}
+/** Below this the library populates nothing (see mlxc_host_populate). */
+const POPULATE_MIN_BYTES = 1 << 20;
+
 export interface HostMemoryStats {
   /** Bytes in blocks given out whose ArrayBuffer is still reachable (or not yet collected). */
   liveBytes: number;

@@ -54,7 +54,7 @@ export {
   type CompileMode,
 } from './transforms.js';
 export { memory } from './memory.js';
-export { hostBuffer, hostMemory, hostSizeClass, HOST_BLOCK_MIN_BYTES, type HostMemoryStats } from './host.js';
+export { hostBuffer, hostMemory, hostSizeClass, populatedBytes, HOST_BLOCK_MIN_BYTES, type HostMemoryStats } from './host.js';
 export {
   convPanelsSplit,
   cpuThreads,

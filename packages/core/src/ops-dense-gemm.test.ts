@@ -63,6 +63,25 @@ describe('packDensePanels (host memory)', () => {
     }
   });
 
+  it('packs little-endian bytes at any offset as it packs the floats they hold', () => {
+    // 300 x 1000: the panels pass 1 MiB, so the library populates their pages first.
+    for (const [k, n] of [
+      [3, 40],
+      [300, 1000],
+    ]) {
+      const w = Float32Array.from({ length: k * n }, (_, i) => Math.cos(i * 0.11) * 5);
+      const want = mx.packDensePanels(w, k, n);
+      for (const offset of [1, 2, 3]) {
+        const file = new Uint8Array(offset + w.byteLength + 7);
+        file.set(new Uint8Array(w.buffer), offset);
+        const got = mx.packDensePanels(file.subarray(offset, offset + w.byteLength), k, n);
+        expect(got.length, `${k}x${n} at byte ${offset}`).toBe(want.length);
+        expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer)), `${k}x${n} at byte ${offset}`).toBe(true);
+      }
+    }
+    expect(() => mx.packDensePanels(new Uint8Array(23), 2, 3)).toThrow(/holds 5 floats, fewer than k \* n = 6/);
+  });
+
   it('refuses sizes the data does not hold', () => {
     expect(() => mx.packDensePanels(new Float32Array(5), 2, 3)).toThrow(/holds 5 floats, fewer than k \* n = 6/);
     expect(() => mx.packDensePanels(new Float32Array(5), 0, 3)).toThrow(/integers of at least 1/);

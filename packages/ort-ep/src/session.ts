@@ -192,7 +192,12 @@ export class MlxSession {
   }
 
   static async create(source: string | Uint8Array | ArrayBuffer, options: MlxSessionOptions = {}): Promise<MlxSession> {
-    const bytes = typeof source === 'string' ? readModelFile(source) : source instanceof Uint8Array ? source : new Uint8Array(source);
+    const bytes =
+      typeof source === 'string'
+        ? readModelFile(source, mx.populatedBytes)
+        : source instanceof Uint8Array
+          ? source
+          : new Uint8Array(source);
     const name = typeof source === 'string' ? basename(source) : '<bytes>';
     checkStartOptions(options);
     const session = MlxSession.createSync(bytes, { ...options, modelPath: typeof source === 'string' ? source : undefined }, name);

@@ -31,6 +31,14 @@ function parseCount(v: string | undefined, key: string, where: string): number |
   return Number(v);
 }
 
+/**
+ * Makes the zero-filled buffer a file's bytes are read into. The session passes one whose pages
+ * are populated up front (@mlx/core's populatedBytes): reading hundreds of megabytes into fresh
+ * memory otherwise faults each page in on its own.
+ */
+export type HostBytes = (nbytes: number) => Uint8Array;
+const plainBytes: HostBytes = (n) => new Uint8Array(n);
+
 interface OpenFile {
   fd: number;
   size: number;
@@ -41,9 +49,11 @@ export class ExternalDataSource {
   private readonly files = new Map<string, OpenFile>();
   private readonly given = new Map<string, ExternalDataSpec>();
 
+  /** `hostBytes` allocates the buffers ranges are read into (by default plain Uint8Arrays). */
   constructor(
     private readonly modelDir?: string,
     externalData: readonly (ExternalDataSpec | string)[] = [],
+    private readonly hostBytes: HostBytes = plainBytes,
   ) {
     for (const entry of externalData) {
       // onnxruntime-common also takes a bare path: the file of that name, read from that path.
@@ -145,7 +155,7 @@ export class ExternalDataSource {
         `${where}: external data range [${offset}, ${end}) lies outside '${location}' (${f.size} bytes): truncated external data file?`,
       );
     }
-    const out = new Uint8Array(end - offset);
+    const out = this.hostBytes(end - offset);
     let done = 0;
     while (done < out.length) {
       const n = readSync(f.fd, out, done, out.length - done, offset + done);
@@ -197,7 +207,7 @@ export const TENSOR_FILE_LIMIT = 2 ** 30;
  * The whole content of a regular file (a model file), read with bounded reads. A file over
  * `maxBytes` is refused before anything is read (code ETOOLARGE).
  */
-export function readRegularFile(path: string, maxBytes = Number.POSITIVE_INFINITY): Uint8Array {
+export function readRegularFile(path: string, maxBytes = Number.POSITIVE_INFINITY, hostBytes: HostBytes = plainBytes): Uint8Array {
   const fd = openRegularFile(path);
   try {
     const size = fstatSync(fd).size;
@@ -205,7 +215,7 @@ export function readRegularFile(path: string, maxBytes = Number.POSITIVE_INFINIT
       throw Object.assign(new Error(`it holds ${size} bytes, over the limit of ${maxBytes} bytes (${limitText(maxBytes)})`), {
         code: 'ETOOLARGE',
       });
-    const out = new Uint8Array(size);
+    const out = hostBytes(size);
     let done = 0;
     while (done < size) {
       const n = readSync(fd, out, done, Math.min(size - done, 1 << 30), done);
@@ -222,9 +232,9 @@ export function readRegularFile(path: string, maxBytes = Number.POSITIVE_INFINIT
  * A model file's bytes: a path that is missing, not a regular file (a FIFO, a device, a folder) or
  * over protobuf's 2 GiB is an OnnxLoadError naming it, and nothing waits on a FIFO or reads a device.
  */
-export function readModelFile(path: string): Uint8Array {
+export function readModelFile(path: string, hostBytes: HostBytes = plainBytes): Uint8Array {
   try {
-    return readRegularFile(path, MODEL_FILE_LIMIT);
+    return readRegularFile(path, MODEL_FILE_LIMIT, hostBytes);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     const why = code === 'ETOOLARGE' ? `${messageOf(e)}; larger weights go in external data files` : fileErrorText(e);

@@ -30,6 +30,7 @@ export {
   fromRawBytes,
   toRawBytes,
   lazyTensor,
+  heldFloat32s,
   undecodedBytes,
   LAZY_DECODE_BYTES,
 } from './layout.js';
@@ -44,6 +45,7 @@ export {
   readModelFile,
   readRegularFile,
   readTensorFile,
+  type HostBytes,
 } from './external.js';
 export { decodeModel, decodeGraph, decodeType, normalizeDomain, functionKey, DEFAULT_DOMAIN, type DecodeOptions } from './model.js';
 export { expandFunctions } from './functions.js';

@@ -1,6 +1,6 @@
 // The canonical host layout of each element type (see HostTensor) and the conversions from
 // ONNX's serialized forms: little-endian fixed-width bytes and packed 4-bit and 2-bit values.
-import { OnnxDataType, type HostData, type TypedArray } from './ir.js';
+import { OnnxDataType, type HostData, type HostTensor, type TypedArray } from './ir.js';
 
 const T = OnnxDataType;
 
@@ -191,6 +191,18 @@ export function lazyTensor(dtype: number, dims: number[], bytes: Uint8Array, n: 
     },
   });
   return t;
+}
+
+/**
+ * The elements `t` holds, and whether they are float32 in a Float32Array or not yet decoded: both
+ * asked without decoding a lazy tensor's bytes (reading `data` decodes them). Rewrites that only
+ * check a weight's form before packing its bytes use it.
+ */
+export function heldFloat32s(t: HostTensor): number | undefined {
+  if (t.dtype !== T.FLOAT) return undefined;
+  const raw = undecoded.get(t);
+  if (raw) return raw.byteLength / 4;
+  return t.data instanceof Float32Array ? t.data.length : undefined;
 }
 
 /** The raw little-endian bytes of a lazy tensor whose values have not been read yet, else undefined. */

@@ -3,7 +3,7 @@
 // the graph element it failed on.
 import { basename, dirname } from 'node:path';
 import { OnnxLoadError, messageOf } from '../errors.js';
-import { ExternalDataSource } from './external.js';
+import { ExternalDataSource, type HostBytes } from './external.js';
 import type {
   AttrValue,
   Dim,
@@ -44,6 +44,8 @@ export interface DecodeOptions {
   modelPath?: string;
   /** External data for a model given as bytes (onnxruntime-common's `externalData`). */
   externalData?: readonly (ExternalDataSpec | string)[];
+  /** Allocates the buffers external data is read into (see HostBytes). */
+  hostBytes?: HostBytes;
 }
 
 interface Ctx {
@@ -281,7 +283,11 @@ function parseModel(bytes: Uint8Array): ModelProto {
 /** Decodes a serialized ModelProto into a ModelIR (functions are kept; see expandFunctions). */
 export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): ModelIR {
   const model = options.modelPath ? basename(options.modelPath) : undefined;
-  const external = new ExternalDataSource(options.modelPath ? dirname(options.modelPath) : undefined, options.externalData);
+  const external = new ExternalDataSource(
+    options.modelPath ? dirname(options.modelPath) : undefined,
+    options.externalData,
+    options.hostBytes,
+  );
   try {
     if (!(bytes instanceof Uint8Array)) throw new OnnxLoadError('not an ONNX model: expected the bytes of the file (a Uint8Array)');
     const m = parseModel(bytes);

@@ -1,5 +1,6 @@
 // The one way from bytes to a plan, shared by sessions and by checkModel: decode, expand
 // functions, validate the graph, then plan every node against the registry.
+import * as mx from '@mlx/core';
 import {
   DEFAULT_DOMAIN,
   checkSchemas,
@@ -62,7 +63,7 @@ export interface PreparedModel {
 }
 
 export function prepareModel(bytes: Uint8Array, options: PrepareOptions = {}): PreparedModel {
-  const model = decodeModel(bytes, { modelPath: options.modelPath, externalData: options.externalData });
+  const model = decodeModel(bytes, { modelPath: options.modelPath, externalData: options.externalData, hostBytes: mx.populatedBytes });
   if (options.freeDimensionOverrides) overrideFreeDimensions(model, options.freeDimensionOverrides);
   // A model that imports other domains but not the default one gets its newest opset, as
   // onnxruntime gives it (an empty opset_import is refused by decodeModel).

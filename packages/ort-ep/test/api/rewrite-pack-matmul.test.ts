@@ -8,8 +8,10 @@ import { join } from 'node:path';
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
 import { MlxSession } from '../../src/index.js';
+import { decodeModel, undecodedBytes } from '../../src/onnx/index.js';
+import { defaultRegistry } from '../../src/ops/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
-import { REWRITES } from '../../src/plan/rewrite/index.js';
+import { REWRITES, rewriteGraph } from '../../src/plan/rewrite/index.js';
 import { FUSED_DOMAIN } from '../../src/ops/mlx/fused.js';
 import { model, node, v } from '../helpers/build.js';
 import { expectSameAsOrt, expectSameWithRewrites, f32, i64, runMlxWith } from '../helpers/ort.js';
@@ -35,6 +37,46 @@ describe('pack-matmul rewrite', () => {
     expect(ops.filter((o) => o === 'MatMul')).toHaveLength(1);
     // Without the target (another device, no AVX-512) the products stay as they were.
     expect(prepareModel(bytes).rewrites['pack-matmul']).toBeUndefined();
+  });
+
+  it("packs a model file's large weights from their bytes, at any alignment, without decoding them", async () => {
+    // W [640, 520] (MatMul) and B [520, 600] (Gemm): over 1 MiB each, so decodeModel keeps their
+    // raw_data bytes undecoded; the name's length moves them to each offset modulo 4.
+    const [K, N1, N2] = [640, 520, 600];
+    const values = (n: number, seed: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.013 + seed) * 0.1);
+    const W = values(K * N1, 1);
+    const Bw = values(N1 * N2, 2);
+    const C = values(N2, 3);
+    const offsets = new Set<number>();
+    for (const pad of ['', 'p', 'pp', 'ppp']) {
+      const file = model({
+        name: `packed-from-bytes${pad}`,
+        inputs: [v('x', 'float32', [2, K])],
+        outputs: [v('y', 'float32', [2, N2])],
+        initializers: [
+          { name: 'W', type: 'float32', dims: [K, N1], values: W },
+          { name: 'B', type: 'float32', dims: [N1, N2], values: Bw },
+          { name: 'C', type: 'float32', dims: [N2], values: C },
+        ],
+        nodes: [node('MatMul', ['x', 'W'], ['h']), node('Gemm', ['h', 'B', 'C'], ['y'])],
+      });
+      const ir = decodeModel(file);
+      const [w, b] = ['W', 'B'].map((n) => ir.graph.initializers.get(n)!);
+      const [wRaw, bRaw] = [undecodedBytes(w), undecodedBytes(b)];
+      expect(wRaw && bRaw, 'large weights stay bytes after decoding').toBeTruthy();
+      offsets.add(wRaw!.byteOffset % 4);
+      const counts = rewriteGraph(ir.graph, true, defaultRegistry, { packDense: true });
+      expect(counts).toMatchObject({ gemm: 1, 'pack-matmul': 2 });
+      // Packed from the bytes: neither weight was decoded on the way.
+      expect(undecodedBytes(w)).toBe(wRaw);
+      expect(undecodedBytes(b)).toBe(bRaw);
+      const inits = ir.graph.initializers;
+      const panels = (name: string) => [...inits].find(([k]) => k.startsWith(`${name}/dense_panels`))![1].data as Float32Array;
+      expect(Buffer.from(panels('W').buffer).equals(Buffer.from(mx.packDensePanels(W, K, N1).buffer))).toBe(true);
+      expect(Buffer.from(panels('B').buffer).equals(Buffer.from(mx.packDensePanels(Bw, N1, N2).buffer))).toBe(true);
+      if (pad === '') await expectSameAsOrt(file, { x: input([2, K], 9) }, { rtol: 1e-4, atol: 1e-5 });
+    }
+    expect(offsets.size, `raw_data offsets modulo 4: ${[...offsets]}`).toBeGreaterThan(1);
   });
 
   for (const [B, S] of [

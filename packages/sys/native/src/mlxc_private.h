@@ -64,6 +64,12 @@ mx::Dtype dtype(mlx_dtype t);
 int buffer_device(const array& a);
 /** Host data copied into a new array for the device that evaluates on `s` (mlxc_array_new_data_on). */
 array new_data_on(const void* data, mx::Shape shape, mx::Dtype dtype, mx::Stream s);
+/**
+ * Populates the whole pages of a fresh host range [p, p + n) in one call per thread (ranges under
+ * 1 MiB are left alone): on a virtual machine a page faulted in by the first write costs several
+ * microseconds. The contents are not changed; a no-op where the kernel lacks MADV_POPULATE_WRITE.
+ */
+void populate_host(void* p, size_t n);
 /** Copies an evaluated, row-contiguous array's nbytes bytes into dst (mlxc_array_read). */
 void read_into(void* dst, size_t nbytes, const array& a);
 /** On MLX's CUDA build, moves an evaluated array's unified memory in one transfer (mlxc_array_prefetch). */

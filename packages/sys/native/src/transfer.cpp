@@ -128,6 +128,8 @@ Mode mode() {
 
 /** Smaller transfers stay on MLX's path: unified memory costs less than a synchronised copy there. */
 constexpr size_t kMinBytes = 256 << 10;
+/** Host ranges below this are left to fault in as they are written (see populate_host). */
+constexpr size_t kPopulateMinBytes = 1 << 20;
 constexpr size_t kChunk = 8 << 20;
 constexpr int kSlots = 4;
 
@@ -166,7 +168,7 @@ void copy_host(void* dst, const void* src, size_t n) {
   for (unsigned t = 1; t < threads; t++) pool[t].join();
 }
 
-void prefault(void* dst, size_t n);
+void prefault(void* dst, size_t n, bool huge = true);
 bool in_pinned_block(const void* p, size_t n);
 bool on_cuda();
 
@@ -339,7 +341,7 @@ void populate(uintptr_t lo, uintptr_t hi, Prefault how, uintptr_t page) {
 #endif
 }
 
-void prefault(void* dst, size_t n) {
+void prefault(void* dst, size_t n, bool huge) {
 #ifdef __linux__
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   Prefault how = prefault_mode();
@@ -349,7 +351,7 @@ void prefault(void* dst, size_t n) {
   if (hi <= lo) return;
   // Once, over the whole range, before any thread populates: a flag change splits the mapping,
   // which must not race with the threads' population.
-  madvise(reinterpret_cast<void*>(lo), hi - lo, 14 /* MADV_HUGEPAGE */);
+  if (huge) madvise(reinterpret_cast<void*>(lo), hi - lo, 14 /* MADV_HUGEPAGE */);
   constexpr uintptr_t kSlice = 8 << 20;  // below this, a thread costs more than it saves
   constexpr unsigned kMaxThreads = 8;
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -373,6 +375,7 @@ void prefault(void* dst, size_t n) {
 #else
   (void)dst;
   (void)n;
+  (void)huge;
 #endif
 }
 
@@ -408,6 +411,12 @@ bool in_pinned_block(const void* p, size_t n) {
 }  // namespace
 
 namespace mlxc {
+void populate_host(void* p, size_t n) {
+  // Below a few pages the faults cost less than the call; huge pages are not asked for: where
+  // memory is fragmented the kernel compacts it first, which took over a second on a 600 MB range.
+  if (n >= kPopulateMinBytes) prefault(p, n, false);
+}
+
 /** The CUDA device index an evaluated array's buffer lives on, -1 for unified or host memory. */
 int buffer_device(const array& a) {
   if (!on_cuda() || !a.buffer().ptr() || a.nbytes() == 0) return -1;
@@ -428,6 +437,17 @@ array new_data_on(const void* data, mx::Shape sh, mx::Dtype dt, mx::Stream s) {
   Mode how = mode();
   if (on_cuda() && s.device.type == mx::Device::gpu && how != Mode::unified && nbytes >= kMinBytes)
     return device_array(data, nbytes, std::move(sh), dt, s.device.index, how);
+  if (!on_cuda() && nbytes >= kPopulateMinBytes) {
+    // A model's weights, straight into MLX's own allocation (an array made from a pointer and a
+    // deleter is copied again by MLX's CPU and Metal allocators, which cannot adopt memory): its
+    // pages populated by one call, then copied on several threads. Faulting them in one by one as
+    // the copy went took most of a large model's creation.
+    auto d = mx::allocator::malloc(nbytes);
+    void* buf = d.buffer().raw_ptr();
+    populate_host(buf, nbytes);
+    copy_host(buf, data, nbytes);
+    return array(std::move(d), std::move(sh), dt);
+  }
   void* buf = std::malloc(nbytes > 0 ? nbytes : 1);
   if (!buf) throw std::bad_alloc();
   if (nbytes) std::memcpy(buf, data, nbytes);
@@ -510,6 +530,14 @@ int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes) {
   }
   *res = p;
   *pinned = locked;
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_host_populate(void* ptr, size_t nbytes) {
+  MLXC_TRY
+  if (!ptr && nbytes) throw std::invalid_argument("mlxc_host_populate: null pointer");
+  mlxc::populate_host(ptr, nbytes);
   MLXC_CATCH(1)
   return 0;
 }

@@ -20,6 +20,10 @@ export const transfer: FnSpec[] = [
     'int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes)',
     "host memory for feeds and results, its pages populated up front: page-locked (cuMemHostAlloc, portable) on MLX's CUDA build, so that mlxc_array_read into it and mlxc_array_new_data_on from it go straight through the copy engine with no staging; page-aligned ordinary memory elsewhere (pinned is false). Free it with mlxc_host_free",
   ),
+  manual(
+    'int mlxc_host_populate(void* ptr, size_t nbytes)',
+    "populates the whole pages of the caller's fresh host memory [ptr, ptr + nbytes) up front (MADV_POPULATE_WRITE on Linux, over several threads; ranges under 1 MiB and other systems: nothing), leaving its contents as they are: a large buffer about to be written (a model file read into it) then takes no page fault per page",
+  ),
   manual('int mlxc_host_free(void* ptr)', 'frees memory of mlxc_host_alloc; a pointer it did not return is an error (nothing is freed)'),
   manual(
     'int mlxc_array_device_index(int* res, const mlx_array arr)',

@@ -22,7 +22,7 @@ export const gemm: FnSpec[] = [
   ),
   manual(
     'int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n)',
-    'dense_pack_weight on host memory, threaded: src float32 [k, n] -> dst float32 [ceil(n / 32), k, 32], zeros past n (the caller owns both buffers and their sizes)',
+    'dense_pack_weight on host memory, threaded: src float32 [k, n] (at any byte alignment) -> dst float32 [ceil(n / 32), k, 32], zeros past n (the caller owns both buffers and their sizes; dst\'s pages are populated up front)',
   ),
   manual(
     'int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size)',

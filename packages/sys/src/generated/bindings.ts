@@ -508,6 +508,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
   'int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)',
   'int mlxc_host_alloc(_Inout_ void* * res, _Inout_ bool* pinned, size_t nbytes)',
+  'int mlxc_host_populate(void* ptr, size_t nbytes)',
   'int mlxc_host_free(void* ptr)',
   'int mlxc_array_device_index(_Inout_ int* res, const mlx_array arr)',
   'int mlxc_array_prefetch(_Inout_ bool* moved, const mlx_array arr, bool to_host)',
@@ -1565,6 +1566,8 @@ export interface MlxCFunctions {
   mlxc_array_read_any(dst: unknown, nbytes: number | bigint, arr: MlxHandle, stream: MlxHandle): number;
   /** extensions/transfer: `int mlxc_host_alloc(void* * res, bool* pinned, size_t nbytes)` */
   mlxc_host_alloc(res: unknown[], pinned: unknown[], nbytes: number | bigint): number;
+  /** extensions/transfer: `int mlxc_host_populate(void* ptr, size_t nbytes)` */
+  mlxc_host_populate(ptr: unknown, nbytes: number | bigint): number;
   /** extensions/transfer: `int mlxc_host_free(void* ptr)` */
   mlxc_host_free(ptr: unknown): number;
   /** extensions/transfer: `int mlxc_array_device_index(int* res, const mlx_array arr)` */
@@ -1657,4 +1660,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 549;
+export const functionCount = 550;

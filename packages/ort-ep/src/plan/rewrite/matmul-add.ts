@@ -5,7 +5,7 @@
 // Linear layer exported as Reshape -> Gemm, GPT-2's) becomes one too, B transposed once here when
 // transB says so (no transposed view of it on every run). Where A is not known to be 2-D (a
 // Flatten's result, or one declared 2-D), the node keeps Gemm's rank check (attribute a_rank 2).
-import { type AttrValue, OnnxDataType, type NodeIR } from '../../onnx/index.js';
+import { type AttrValue, OnnxDataType, heldFloat32s, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { transposeMatrix } from './transpose-matmul.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
@@ -56,7 +56,8 @@ export function gemmRewrite(view: GraphView): void {
     const transB = intIs(g, 'transB', 1);
     if (!transB && !intIs(g, 'transB', 0)) continue;
     const b = view.constant(g.inputs[1]);
-    if (!b || b.dtype !== OnnxDataType.FLOAT || !(b.data instanceof Float32Array) || b.dims.length !== 2 || b.data.length === 0) continue;
+    // Checked without decoding B: a B that is only packed goes from its file bytes.
+    if (!b || b.dims.length !== 2 || !heldFloat32s(b)) continue;
     const n = transB ? b.dims[0] : b.dims[1];
     const c = view.constant(g.inputs[2]);
     if (!c || c.dtype !== OnnxDataType.FLOAT || c.data.length !== n || !(c.dims.length === 1 || (c.dims.length === 2 && c.dims[0] === 1)))

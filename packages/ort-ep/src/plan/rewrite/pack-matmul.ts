@@ -7,7 +7,7 @@
 // Runs after matmul-add, gemm and sibling-matmul, whose products (joined weights included) it takes.
 // The [K, N] weight is dropped when nothing else reads it (a tied embedding read by a Gather keeps it).
 import * as mx from '@mlx/core';
-import { OnnxDataType, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
+import { OnnxDataType, heldFloat32s, undecodedBytes, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
@@ -20,7 +20,8 @@ export function toDensePanels(w: HostTensor): HostTensor {
   return {
     dtype: OnnxDataType.FLOAT,
     dims: [Math.ceil(n / DENSE_PANEL), k, DENSE_PANEL],
-    data: mx.packDensePanels(w.data as Float32Array, k, n),
+    // A weight never read on the host is packed from its file bytes, with no decoded copy.
+    data: mx.packDensePanels(undecodedBytes(w) ?? (w.data as Float32Array), k, n),
   };
 }
 
@@ -46,7 +47,7 @@ export function packMatmulRewrite(view: GraphView): void {
     const w = view.constant(wName);
     // The weight as a [K, N] float32 matrix of at least one column and row; a MatMulAdd's bias a float32 [N] vector.
     if (!w || w.dtype !== OnnxDataType.FLOAT || w.dims.length !== 2 || w.dims[0] < 1 || w.dims[1] < 1) continue;
-    if (!(w.data instanceof Float32Array) || w.data.length !== w.dims[0] * w.dims[1]) continue;
+    if (heldFloat32s(w) !== w.dims[0] * w.dims[1]) continue;
     const bias = n.opType === 'MatMulAdd' ? view.constant(n.inputs[2]) : undefined;
     if (n.opType === 'MatMulAdd' && (!bias || bias.dtype !== OnnxDataType.FLOAT || bias.dims.length !== 1 || bias.dims[0] !== w.dims[1]))
       continue;

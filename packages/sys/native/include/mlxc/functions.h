@@ -543,6 +543,7 @@ int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, i
 int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr);
 int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream);
 int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes);
+int mlxc_host_populate(void* ptr, size_t nbytes);
 int mlxc_host_free(void* ptr);
 int mlxc_array_device_index(int* res, const mlx_array arr);
 int mlxc_array_prefetch(bool* moved, const mlx_array arr, bool to_host);

@@ -217,17 +217,21 @@ void tiles_generic(const Problem& p, const float* ap, size_t t0, size_t t1, size
 
 }  // namespace dense
 
-void dense_pack_host(float* dst, const float* src, size_t k, size_t n) {
+void dense_pack_host(float* dst, const void* src_bytes, size_t k, size_t n) {
   const size_t P = (n + NR - 1) / NR, full = n / NR, tail = n - full * NR;
   const bool split = avx2_build();
   constexpr size_t H = NR / 2;
+  // The source is read with memcpy only: it may be a weight's bytes at any offset in a model file.
+  const auto* src = static_cast<const unsigned char*>(src_bytes);
+  // A fresh destination's pages, populated at once rather than faulted in by scattered writes.
+  populate_host(dst, P * k * NR * sizeof(float));
   // Rows of the source in order (each read once, front to back), about 64 KiB of them a task.
   parallel_for(k, std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(n, 1)), [=](size_t i0, size_t i1) {
     float padded[NR];
     for (size_t i = i0; i < i1; i++) {
-      const float* row = src + i * n;
+      const unsigned char* row = src + i * n * sizeof(float);
       for (size_t p = 0; p < P; p++) {
-        const float* from = row + p * NR;
+        const void* from = row + p * NR * sizeof(float);
         if (p == full) {
           // The last panel's columns past n are zeros.
           std::memcpy(padded, from, tail * sizeof(float));
@@ -236,7 +240,7 @@ void dense_pack_host(float* dst, const float* src, size_t k, size_t n) {
         }
         if (split) {
           std::memcpy(dst + p * k * NR + i * H, from, H * sizeof(float));
-          std::memcpy(dst + p * k * NR + k * H + i * H, from + H, H * sizeof(float));
+          std::memcpy(dst + p * k * NR + k * H + i * H, static_cast<const unsigned char*>(from) + H * sizeof(float), H * sizeof(float));
         } else {
           std::memcpy(dst + (p * k + i) * NR, from, NR * sizeof(float));
         }
@@ -337,7 +341,7 @@ extern "C" int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t
     return 1;
   }
   try {
-    mlxc::cpu::dense_pack_host(static_cast<float*>(dst), static_cast<const float*>(src), k, n);
+    mlxc::cpu::dense_pack_host(static_cast<float*>(dst), src, k, n);
   } catch (const std::exception& e) {
     mlxc::raise(e.what());
     return 1;

@@ -29,8 +29,12 @@ namespace mx = mlx::core;
  */
 mx::array dense_pack_weight(const mx::array& w, mx::Stream s);
 
-/** dense_pack_weight of a float32 [k, n] matrix in host memory into dst ([ceil(n / 32), k, 32] floats), on the kernel pool's threads. */
-void dense_pack_host(float* dst, const float* src, size_t k, size_t n);
+/**
+ * dense_pack_weight of a float32 [k, n] matrix in host memory into dst ([ceil(n / 32), k, 32] floats),
+ * on the kernel pool's threads. src is little-endian float32 bytes at any alignment (a weight's raw
+ * bytes in a model file); dst's pages are populated first (populate_host).
+ */
+void dense_pack_host(float* dst, const void* src, size_t k, size_t n);
 /** src [k, n] -> dst [n, k], elements of elem_size bytes (2 or 4), threaded over tiles of rows of dst. */
 void transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size);
 
