@@ -38,6 +38,44 @@ describe('HostProgram', () => {
     g.dispose();
   });
 
+  it('gives large results populated memory of the run: the largest a view, pooled unless asked not to', async () => {
+    // y [640, 512] float32 (1.25 MiB) and its row sums (small), sync and async, pooled or not.
+    const g = mx.captureGraph((x: mx.Array) => {
+      const y = mx.tanh(x);
+      return [y, mx.sum(y, -1)];
+    });
+    for (const pooledResults of [true, false]) {
+      const p = new mx.HostProgram(
+        g,
+        [{ dtype: 'float32', shape: [640, 512] }],
+        [
+          { dtype: 'float32', shape: [640, 512] },
+          { dtype: 'float32', shape: [640] },
+        ],
+        undefined,
+        { pooledResults },
+      );
+      for (let k = 0; k < 4; k++) {
+        const x = rand(640 * 512, 20 + k);
+        const handedOut = mx.hostMemory.stats().allocations + mx.hostMemory.stats().reuses;
+        const [y, r] = (k % 2 ? await p.runAsync([x]) : p.run([x])) as Float32Array[];
+        const taken = mx.hostMemory.stats().allocations + mx.hostMemory.stats().reuses - handedOut;
+        const [e0, e1] = [mx.tanh(mx.array(x, { shape: [640, 512] }))].flatMap((t) => [t, mx.sum(t, -1)]);
+        expect(Buffer.from(y.buffer, y.byteOffset, y.byteLength).equals(Buffer.from((e0.toTypedArray() as Float32Array).buffer))).toBe(
+          true,
+        );
+        expect(Array.from(r)).toEqual(Array.from(e1.toTypedArray() as Float32Array));
+        // The small result is a copy of its own; the large one a block of the pool (or not).
+        expect(r.buffer).not.toBe(y.buffer);
+        expect(r.buffer.byteLength).toBe(640 * 4);
+        expect({ k, taken }).toEqual({ k, taken: pooledResults ? 1 : 0 });
+        e0.dispose();
+        e1.dispose();
+      }
+    }
+    g.dispose();
+  });
+
   it('reads a single input from a view and writes a single result in place', () => {
     const h = mx.captureGraph((x: mx.Array) => mx.exp(mx.transpose(x)));
     const p = new mx.HostProgram(h, [{ dtype: 'float32', shape: [2, 3] }], [{ dtype: 'float32', shape: [3, 2] }]);

@@ -6,6 +6,7 @@ import type { Dtype } from './dtype.js';
 import { dtypeCode, typedArrayCtor, type TypedArray } from './dtype.js';
 import { Array } from './array.js';
 import { whenReported } from './eval.js';
+import { hostBuffer, populatedBytes } from './host.js';
 import { flushDisposed } from './lifetime.js';
 import { check, fn } from './native.js';
 import { resolveStream, type Stream, type StreamLike } from './stream.js';
@@ -35,6 +36,14 @@ export interface HostSlot {
    * Array is not read out.
    */
   array?: boolean;
+}
+
+/** Results of a run that take this many bytes together get a populated buffer of the run's own. */
+const LARGE_RESULT_BYTES = 1 << 20;
+
+/** A run's buffer for large results: a pooled host block, or populated ordinary memory (not pooled, or past the pool's limit). */
+function resultBuffer(bytes: number, pooled: boolean): ArrayBuffer {
+  return (pooled ? hostBuffer(bytes) : undefined) ?? (populatedBytes(bytes).buffer as ArrayBuffer);
 }
 
 /** Offsets are kept 16-byte aligned in the packed buffers. */
@@ -87,6 +96,11 @@ const programs = new FinalizationRegistry<unknown>((p) => fn.mlxc_host_program_f
  * one native call. The results must have the dtypes and shapes given (an error otherwise, before
  * anything is computed). Evaluation happens on the calling thread, with no memory budget: use it
  * where the work is known to be small or already checked.
+ *
+ * Results of 1 MiB and more together land in a buffer of the run's own whose pages exist already:
+ * with `pooledResults` (the default) a block of hostBuffer()'s pool, back in the pool once the
+ * results are collected (as onnxruntime-node's results are memory of its own allocator), else
+ * new populated memory. The largest result is a view of that buffer, the others copies.
  */
 export class HostProgram {
   readonly #f: CompiledFunction;
@@ -97,19 +111,32 @@ export class HostProgram {
   readonly #stream: StreamLike | undefined;
   #staging?: Uint8Array;
   #outStaging?: Uint8Array;
+  /** The host result with the most bytes (-1: none). */
+  #largest: number;
+  readonly #pooled: boolean;
+  /** The large results' buffer of a tryRunAsync() that did not run, for the run() after it. */
+  #spare?: ArrayBufferView;
   /** The native program (mlxc_host_program_new) for runs on #programStream, made at the first run. */
   #program?: unknown;
   #lastAsyncMs?: number;
   #programStream?: Stream;
 
-  constructor(f: CompiledFunction, inputs: readonly HostSlot[], results: readonly HostSlot[], stream?: StreamLike) {
+  constructor(
+    f: CompiledFunction,
+    inputs: readonly HostSlot[],
+    results: readonly HostSlot[],
+    stream?: StreamLike,
+    options: { pooledResults?: boolean } = {},
+  ) {
     closureOfCompiled(f);
+    this.#pooled = options.pooledResults ?? true;
     this.#f = f;
     const copy = (s: HostSlot): HostSlot => ({ dtype: s.dtype, shape: [...s.shape], ...(s.array ? { array: true } : {}) });
     this.#inputs = inputs.map(copy);
     this.#results = results.map(copy);
     this.#in = pack(this.#inputs, 'input');
     this.#out = pack(this.#results, 'result');
+    this.#largest = this.#out.host.reduce((best, i) => (best < 0 || this.#out.bytes[i] > this.#out.bytes[best] ? i : best), -1);
     this.#stream = stream;
   }
 
@@ -197,7 +224,11 @@ export class HostProgram {
    */
   tryRunAsync(inputs: readonly (ArrayBufferView | Array)[], consume?: readonly boolean[]): Promise<(TypedArray | Array)[]> | undefined {
     const c = this.#call(inputs, consume, true);
-    if (c.stream !== this.#programStream) return undefined;
+    // Where it returns undefined, the run() that follows takes the large results' buffer.
+    if (c.stream !== this.#programStream) {
+      this.#spare = c.outData;
+      return undefined;
+    }
     const queued = [0];
     let done: Promise<void> | undefined;
     try {
@@ -226,7 +257,10 @@ export class HostProgram {
       this.#disposeTaken(inputs, c.taken);
       throw e;
     }
-    if (!done) return undefined;
+    if (!done) {
+      this.#spare = c.outData;
+      return undefined;
+    }
     this.#disposeTaken(inputs, c.taken);
     // The buffers the worker writes stay referenced (by `c`) until it reports.
     return done.then(() => {
@@ -273,16 +307,35 @@ export class HostProgram {
       inData = this.#staging;
     }
     const hostOut = this.#out.host;
+    const total = this.#out.total;
+    // Large results land in a buffer of the run's own whose pages exist already: a pooled host
+    // block, which goes back to the pool when the result is collected (onnxruntime-node's results
+    // are likewise memory of its own allocator), so a loop of runs writes the same pages. A new
+    // ArrayBuffer each run cost a language model's logits tens of milliseconds in page faults
+    // and garbage collections. The largest result is handed out as a view of it (collect).
+    const large = total >= LARGE_RESULT_BYTES;
+    // A tryRunAsync() that did not run leaves its unwritten buffer for this call.
+    const spare = large ? this.#spare : undefined;
+    this.#spare = undefined;
     const single =
       hostOut.length === 1
-        ? new (typedArrayCtor(this.#results[hostOut[0]].dtype))(
-            this.#out.bytes[hostOut[0]] / typedArrayCtor(this.#results[hostOut[0]].dtype).BYTES_PER_ELEMENT,
-          )
+        ? (() => {
+            const ctor = typedArrayCtor(this.#results[hostOut[0]].dtype);
+            const bytes = this.#out.bytes[hostOut[0]];
+            if (spare) return spare as TypedArray;
+            return large
+              ? new ctor(resultBuffer(bytes, this.#pooled), 0, bytes / ctor.BYTES_PER_ELEMENT)
+              : new ctor(bytes / ctor.BYTES_PER_ELEMENT);
+          })()
         : undefined;
     // An asynchronous run writes into buffers of its own: a later run may start before it is read.
     const outData =
       single ??
-      (fresh ? new Uint8Array(Math.max(this.#out.total, 1)) : (this.#outStaging ??= new Uint8Array(Math.max(this.#out.total, 1))));
+      (large
+        ? ((spare as Uint8Array | undefined) ?? new Uint8Array(resultBuffer(total, this.#pooled), 0, total))
+        : fresh
+          ? new Uint8Array(Math.max(total, 1))
+          : (this.#outStaging ??= new Uint8Array(Math.max(total, 1))));
     flushDisposed();
     const stream = resolveStream(this.#stream);
     // Throws when f was disposed: the native program refers to f's closure without owning it.
@@ -339,6 +392,9 @@ export class HostProgram {
   /** The results of a finished run, from its buffers. */
   #collect(c: { outData: ArrayBufferView; single?: TypedArray; returned: BigUint64Array }): (TypedArray | Array)[] {
     const buf = c.outData.buffer as ArrayBuffer;
+    // In a buffer of the run's own (large results), the largest result is a view of it rather
+    // than a copy; each other one is copied out, so no two results share memory with each other.
+    const viewed = this.#out.total >= LARGE_RESULT_BYTES ? this.#largest : -1;
     let k = 0;
     return this.#results.map((s, i) => {
       // Evaluated by the run (on this thread, or on the evaluation thread that reported).
@@ -346,6 +402,7 @@ export class HostProgram {
       if (c.single) return c.single;
       const ctor = typedArrayCtor(s.dtype);
       const off = this.#out.offsets[i];
+      if (i === viewed) return new ctor(buf, off, this.#out.bytes[i] / ctor.BYTES_PER_ELEMENT);
       return new ctor(buf.slice(off, off + this.#out.bytes[i]));
     });
   }

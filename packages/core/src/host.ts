@@ -7,6 +7,7 @@
 // when the ArrayBuffer given out is garbage collected (nothing in JS can reach the memory any more),
 // its block goes back to the pool. There is no explicit free: the ArrayBuffer is a view of native
 // memory that V8 cannot detach, so freeing it while a view exists would let JS read freed memory.
+import { isMainThread } from 'node:worker_threads';
 import { check, fn, koffi } from './native.js';
 
 interface Block {
@@ -28,6 +29,10 @@ let pinnedKind: boolean | undefined;
 // Live and cached blocks together; over it hostBuffer() returns undefined (the caller uses
 // ordinary memory). Page-locked memory cannot be swapped: keep it bounded.
 let limitBytes = 2 ** 31;
+
+// A worker thread's blocks go with it: the cached ones are freed as it ends (its ArrayBuffers are
+// never collected then, so blocks still live at that point stay allocated).
+if (!isMainThread) process.once('exit', () => evict(Number.POSITIVE_INFINITY));
 
 const finalizer = new FinalizationRegistry<Block>((b) => {
   liveBytes -= b.bytes;

@@ -5,6 +5,7 @@
 // execute/outputs.ts.
 import { writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
+import { isMainThread } from 'node:worker_threads';
 import * as mx from '@mlx/core';
 import { allocHost, readModelFile, subgraphsOf, type GraphIR, type HostTensor, type ModelIR } from './onnx/index.js';
 import { cpuBackendMayResolve, resolveCpuBackend, type CpuBackend } from './runtime/onnxruntime.js';
@@ -124,7 +125,11 @@ export class MlxSession {
     const memory = options.outputMemory ?? 'auto';
     if (memory !== 'auto' && memory !== 'pooled' && memory !== 'fresh')
       throw new TypeError(`outputMemory must be 'auto', 'pooled' or 'fresh', got '${String(memory)}'`);
-    this.pooledResults = memory === 'pooled' || (memory === 'auto' && streams.main.device.type === 'gpu' && mx.cudaAvailable());
+    // 'auto' is pooled on the CPU too: a new ArrayBuffer a run costs a large result its page
+    // faults and the collector's work (GPT-2 small's logits ~50 ms of a 0.5 s run). Not in a
+    // worker thread on the CPU: blocks its results still hold when it ends are never collected.
+    this.pooledResults =
+      memory === 'pooled' || (memory === 'auto' && (isMainThread || (streams.main.device.type === 'gpu' && mx.cudaAvailable())));
     const short = options.shortEvalMs ?? 1;
     if (typeof short !== 'number' || !(short >= 0) || short > 1000)
       throw new TypeError(`shortEvalMs must be a number of milliseconds from 0 to 1000, got ${String(short)}`);
@@ -146,6 +151,7 @@ export class MlxSession {
       maxSignatures: options.maxSignatures ?? 16,
       device: this.streams.main.device.type,
       stream: this.streams.main,
+      pooledResults: this.pooledResults,
       limits: {
         maxTensorBytes: limitOption(options.maxTensorBytes, 'maxTensorBytes') ?? Math.floor(budget / 2),
         maxSessionBytes: limitOption(options.maxSessionBytes, 'maxSessionBytes') ?? budget,

@@ -38,11 +38,14 @@ export interface MlxSessionOptions {
   /**
    * Where results of 1 MiB and more land on the host: 'pooled' in host blocks from @mlx/core's
    * pool (hostBuffer: page-locked on MLX's CUDA build, so the copy engine writes them directly,
-   * and their pages exist already), 'fresh' in new ArrayBuffers, 'auto' (default) pooled for GPU
-   * sessions on MLX's CUDA build and fresh elsewhere. Either way the tensors are ordinary host
-   * tensors (onnxruntime-common location 'cpu'); a block returns to the pool when its data is
-   * garbage collected. `pinnedOutputs` (preferredOutputLocation 'cpu-pinned') asks for blocks
-   * from 64 KiB, whatever this says.
+   * and their pages exist already), 'fresh' in new ArrayBuffers, 'auto' (default) pooled, but fresh
+   * for a CPU session in a worker thread (blocks still held when a worker ends are never returned):
+   * a loop of runs then writes its results into the same pages, as onnxruntime-node's results are
+   * memory of its own allocator (into new ones, GPT-2 small's 51 MB of logits cost ~50 ms of a
+   * 0.5 s CPU run in page faults and collections). Either way the tensors are ordinary host tensors
+   * (onnxruntime-common location 'cpu'); a block returns to the pool when its data is garbage
+   * collected (@mlx/core's hostMemory bounds the pool and trims it). `pinnedOutputs`
+   * (preferredOutputLocation 'cpu-pinned') asks for blocks from 64 KiB, whatever this says.
    */
   outputMemory?: 'auto' | 'pooled' | 'fresh';
   /**

@@ -41,6 +41,8 @@ export interface RunnerOptions {
   maxSignatures: number;
   /** The session's stream (one-call runs read their results through it). */
   stream?: mx.Stream;
+  /** Whether large results go to pooled host blocks (MlxSessionOptions.outputMemory); default true. */
+  pooledResults?: boolean;
 }
 
 /**
@@ -182,6 +184,7 @@ export class ModelRunner {
       compileSetup(this.options.device),
       [...fixed],
       this.options.stream,
+      this.options.pooledResults ?? true,
     );
     this.programs.set(key, sig);
     while (this.programs.size > this.options.maxSignatures) {

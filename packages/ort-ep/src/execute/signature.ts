@@ -163,6 +163,8 @@ export class SignatureProgram {
     readonly fixed: ReadonlySet<string>,
     /** The session's stream (the one-call runs read their results through it). */
     private readonly stream?: mx.Stream,
+    /** Whether one-call runs put large results in pooled host blocks (outputMemory; mx.HostProgram). */
+    private readonly pooledResults = true,
   ) {}
 
   /** How many segments and steps, and how many of the segments are traced (for stats and tests). */
@@ -190,6 +192,7 @@ export class SignatureProgram {
     setup: CompileSetup,
     fixed: readonly string[] = [],
     stream?: mx.Stream,
+    pooledResults = true,
   ): SignatureProgram {
     const plan = program.plan;
     const statics = new Map<string, Value>();
@@ -247,7 +250,7 @@ export class SignatureProgram {
       const deviceOut = g.outputs.every((n) => env.get(n)?.kind === 'device');
       if (!tensors(g.inputs) || !deviceOut) g.compiled = null;
     });
-    return new SignatureProgram(program, fetches, statics, groups, constants, setup, new Set(fixed), stream);
+    return new SignatureProgram(program, fetches, statics, groups, constants, setup, new Set(fixed), stream, pooledResults);
   }
 
   /** Marks the budget as passed once every segment is traced and there are no steps. */
@@ -283,7 +286,7 @@ export class SignatureProgram {
     const size = (a: mx.HostSlot) => (a.array ? 0 : mx.itemsize(a.dtype) * a.shape.reduce((x, y) => x * y, 1));
     const args = r.args.map((a, k) => (r.deviceFeeds[k] ? { ...a, array: true } : a));
     try {
-      const program = new mx.HostProgram(g.compiled, args, outs, this.stream);
+      const program = new mx.HostProgram(g.compiled, args, outs, this.stream, { pooledResults: this.pooledResults });
       return {
         program,
         feeds: [...g.inputs],

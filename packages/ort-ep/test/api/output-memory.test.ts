@@ -155,34 +155,39 @@ describe('output memory', () => {
     });
   });
 
-  it("outputMemory 'pooled' reads large results into blocks that stay 'cpu' tensors; 'fresh' and 'auto' on the CPU do not", async () => {
-    // A 1 MiB result: y of a wider product (512 x 512 float32).
+  it("outputMemory 'pooled' and 'auto' read large results into blocks that stay 'cpu' tensors, run after run; 'fresh' does not", async () => {
+    // A 1 MiB result: y of a wider product (512 x 512 float32), and a small one beside it (its sum):
+    // the first runs trace, the later ones are one native call each (mx.HostProgram).
     const wide = model({
       inputs: [v('x', 'float32', [512, 128])],
-      outputs: [v('y', 'float32', [512, 512])],
-      nodes: [node('MatMul', ['x', 'w'], ['y'])],
+      outputs: [v('y', 'float32', [512, 512]), v('s', 'float32', [])],
+      nodes: [node('MatMul', ['x', 'w'], ['y']), node('ReduceSum', ['y'], ['s'], { attrs: { keepdims: 0 } })],
       initializers: [{ name: 'w', type: 'float32', dims: [128, 512], values: seeded(128 * 512, 4) }],
     });
-    const f = feeds(8);
     const ref = await ort.InferenceSession.create(wide);
-    const want = await ref.run(f);
+    const wants = [await ref.run(feeds(8)), await ref.run(feeds(9))];
     await ref.release();
     for (const [memory, pooled] of [
       ['pooled', true],
       ['fresh', false],
-      ['auto', false], // a CPU session: fresh
+      ['auto', true],
     ] as const) {
       const s = await ort.InferenceSession.create(wide, {
         executionProviders: [{ name: 'mlx', device: 'cpu', outputMemory: memory }],
       } as never);
       const handedOut = () => mx.hostMemory.stats().allocations + mx.hostMemory.stats().reuses;
-      const before = handedOut();
-      const out = await s.run(f);
-      // Blocks handed out by the pool (monotonic, unlike live blocks, which collections lower).
-      const inBlock = handedOut() === before + 1;
-      expect(out.y.location).toBe('cpu');
-      expectSameOutputs(out, want, tol);
-      expect({ memory, inBlock }).toEqual({ memory, inBlock: pooled });
+      const inBlocks: boolean[] = [];
+      for (let run = 0; run < 5; run++) {
+        const before = handedOut();
+        const out = await s.run(feeds(8 + (run % 2)));
+        // Blocks handed out by the pool (monotonic, unlike live blocks, which collections lower).
+        inBlocks.push(handedOut() === before + 1);
+        expect(out.y.location).toBe('cpu');
+        expectSameOutputs(out, wants[run % 2], tol);
+        // The small result never shares the large one's memory.
+        expect((out.s.data as Float32Array).buffer).not.toBe((out.y.data as Float32Array).buffer);
+      }
+      expect({ memory, inBlocks }).toEqual({ memory, inBlocks: inBlocks.map(() => pooled) });
       await s.release();
     }
     await expect(
