@@ -249,6 +249,48 @@ const cases: Case[] = [
     mask: { shape: [2, 1, 1, 40], kind: 'bool' },
   },
   { what: 'head size not a multiple of the vectors', B: 1, Hq: 2, Hk: 1, Lq: 5, Lk: 70, D: 13, Dv: 3 },
+  // Causal masks given as data, as exports compute them: the keys past a block's rows are skipped.
+  {
+    what: 'a causal mask as data (additive, float32 min as torch exports write it), several blocks',
+    B: 1,
+    Hq: 4,
+    Hk: 2,
+    Lq: 70,
+    Lk: 70,
+    D: 16,
+    Dv: 8,
+    mask: { shape: [1, 1, 70, 70], kind: 'add', values: (i) => (i % 70 <= Math.floor(i / 70) ? 0.1 * (i % 3) : -3.4028234663852886e38) },
+  },
+  {
+    what: 'a causal boolean mask as data, with a row that sees no key (its block keeps every key)',
+    B: 2,
+    Hq: 2,
+    Hk: 2,
+    Lq: 40,
+    Lk: 40,
+    D: 8,
+    Dv: 8,
+    mask: { shape: [2, 1, 40, 40], kind: 'bool', values: (i) => i % 40 <= Math.floor(i / 40) % 40 && Math.floor(i / 40) !== 45 },
+  },
+  {
+    what: 'a mask per head, finite and hidden values mixed (some rows see only masked-by-finite keys)',
+    B: 1,
+    Hq: 3,
+    Hk: 1,
+    Lq: 33,
+    Lk: 33,
+    D: 8,
+    Dv: 4,
+    mask: {
+      shape: [1, 3, 33, 33],
+      kind: 'add',
+      values: (i) => {
+        const [h, r, j] = [Math.floor(i / (33 * 33)), Math.floor(i / 33) % 33, i % 33];
+        if (j <= r - h) return 0;
+        return h === 2 && r < 2 ? -100 : -Infinity;
+      },
+    },
+  },
 ];
 
 export function fusedAttentionSuite(build: string): void {

@@ -143,6 +143,29 @@ class FusedAttention : public FusedPrimitive {
     while (bq > 1 && G * bq * Lk > (int64_t{1} << 20)) bq = (bq + 1) / 2;
     const int64_t blocks = (Lq + bq - 1) / bq, ntasks = B * Hk * blocks;
     const float ninf = -std::numeric_limits<float>::infinity();
+    // A mask given as data (a causal or padding mask an export computes) that hides the last keys
+    // from every row of a block: those keys are skipped, as the causal flag skips them (half of a
+    // causal prefill's products and softmax). Hidden: false, or an additive value of at most
+    // kHidden (-inf, or torch.finfo(float32).min as exports write it), whose weight is exactly 0
+    // next to any visible key. Only where every row of the block sees some key: a row that sees
+    // none keeps its defined result (uniform weights under finite masks, 0 or NaN under -inf).
+    const auto visible_keys = [&](int64_t b, int64_t hk, int64_t i0, int64_t i1, int64_t n) -> int64_t {
+      constexpr float kHidden = -1e30f;
+      const auto seen = [&](int64_t base, int64_t j) { return keep ? mkeep[base + j * ms[3]] : madd[base + j * ms[3]] > kHidden; };
+      int64_t last = -1;
+      const int64_t heads = ms[1] == 0 ? 1 : G;
+      for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = i0; i < i1; i++) {
+          const int64_t base = b * ms[0] + (hk * G + h) * ms[1] + i * ms[2];
+          int64_t first = 0;
+          while (first < n && !seen(base, first)) first++;
+          if (first == n) return n;
+          int64_t j = n - 1;
+          while (j > last && !seen(base, j)) j--;
+          last = std::max(last, j);
+        }
+      return last + 1;
+    };
     const auto task = [&](int64_t t) {
       // The buffers are the thread's own and kept (no page faults on the next call) up to 4 MiB each.
       thread_local std::vector<float> kept_q, kept_kt, kept_s;
@@ -151,6 +174,7 @@ class FusedAttention : public FusedPrimitive {
       // Keys any row of the block may see: [0, n).
       int64_t n = std::min(Lk, W);
       if (cfg.causal) n = std::clamp<int64_t>(i1 - 1 + int64_t(cfg.offset) + 1, 0, n);
+      if (mask && n > 0) n = visible_keys(b, hk, i0, i1, n);
       const size_t M = size_t(G * rows);
       if (n == 0) {
         const float none = cfg.empty_nan ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
