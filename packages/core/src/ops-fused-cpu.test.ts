@@ -3,6 +3,7 @@
 // (NaN, ±Inf, denormals, signed zeros) and empty arrays; the composed path off float32; gradients.
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
+import { activationReference, onePlusErf64 } from '../test/activation-reference.js';
 import { inputs, flat } from '../test/numeric.js';
 
 const cpu = { stream: 'cpu' } as const;
@@ -25,58 +26,14 @@ const DENORM = 1e-40;
 const edges = [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 0, -0, DENORM, -DENORM, 1e-30, -1e-30];
 const wide = (n: number, seed: number) => inputs(n, -9, 9, seed);
 
-// float64 references in JS: erf from its series (|x| < 2.5: all terms positive, no cancellation)
-// and erfc's continued fraction beyond; ±Inf give the limits the kernels give (0 at -inf for the
-// GELU and SiLU forms, where the textbook formula is -inf * 0).
-function erf64(x: number): number {
-  if (Number.isNaN(x)) return x;
-  const a = Math.abs(x);
-  if (a >= 6) return Math.sign(x);
-  if (a < 2.5) {
-    let term = a;
-    let sum = a;
-    for (let n = 1; n < 400 && term > sum * 1e-18; n++) {
-      term *= (2 * a * a) / (2 * n + 1);
-      sum += term;
-    }
-    return Math.sign(x) * ((2 / Math.sqrt(Math.PI)) * Math.exp(-a * a) * sum);
-  }
-  let f = a;
-  for (let k = 300; k >= 1; k--) f = a + k / 2 / f;
-  return Math.sign(x) * (1 - Math.exp(-a * a) / Math.sqrt(Math.PI) / f);
-}
-/** 1 + erf(x) without cancellation for negative x (erfc(|x|) by the continued fraction). */
-function onePlusErf64(x: number): number {
-  if (x > -2.5) return 1 + erf64(x);
-  const a = -x;
-  let f = a;
-  for (let k = 300; k >= 1; k--) f = a + k / 2 / f;
-  return Math.exp(-a * a) / Math.sqrt(Math.PI) / f;
-}
-const sigmoid64 = (x: number) => 1 / (1 + Math.exp(-x));
-const reference: Record<string, (x: number) => number> = {
-  exp: Math.exp,
-  erf: erf64,
-  tanh: Math.tanh,
-  sigmoid: sigmoid64,
-  relu: (x) => (Number.isNaN(x) ? x : Math.max(x, 0)),
-  silu: (x) => (x === Number.NEGATIVE_INFINITY ? 0 : x * sigmoid64(x)),
-  gelu: (x) => (x === Number.NEGATIVE_INFINITY ? 0 : x === Number.POSITIVE_INFINITY ? x : 0.5 * x * onePlusErf64(x * Math.SQRT1_2)),
-  gelu_tanh: (x) => {
-    if (x === Number.NEGATIVE_INFINITY) return 0;
-    if (x === Number.POSITIVE_INFINITY) return x;
-    const u = Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3);
-    return x / (1 + Math.exp(-2 * u));
-  },
-};
 const refArray = (kind: string, x: mx.Array) =>
   mx.array(
-    Float32Array.from(flat(x), (v) => reference[kind](v)),
+    Float32Array.from(flat(x), (v) => activationReference[kind](v)),
     { shape: x.shape },
   );
 
 describe('fused activations', () => {
-  for (const kind of Object.keys(reference)) {
+  for (const kind of Object.keys(activationReference)) {
     it(`${kind}: float32 kernel against float64, odd sizes and edge values`, () => {
       for (const n of [1, 7, 8, 9, 1000, 40_001]) {
         const data = [...edges, ...wide(n, n)];
