@@ -6,6 +6,7 @@
 // (MLXC_CPU_KERNELS=generic), each in its own process.
 import { describe, expect, it } from 'vitest';
 import * as mx from '../src/index.js';
+import { activationReference } from './activation-reference.js';
 import { flat, inputs } from './numeric.js';
 
 const cpu = { stream: 'cpu' } as const;
@@ -102,6 +103,38 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
           const got = mx.ext.denseGemm(x, mx.ext.densePackWeight(w, cpu), N, bias ?? null, cpu);
           expectProduct(got, reference(x, w, bias), `${M}x${K}x${N}`);
         });
+
+    it('applies an activation epilogue to every result: few rows, tiles, K past one pass, column tails', () => {
+      // The float64 product, then the float64 activation; its slope bounds how far the float32
+      // product's rounding moves the result.
+      const kinds = ['gelu', 'gelu_tanh', 'relu', 'silu', 'tanh', 'sigmoid'];
+      const cases: [number, number, number][] = [
+        [1, 24, 40],
+        [3, 64, 70],
+        [13, 300, 97],
+        [30, 1100, 33],
+      ];
+      cases.forEach(([M, K, N], c) => {
+        const x = rand([M, K], 30 + c);
+        const w = rand([K, N], 40 + c);
+        const bias = c % 2 ? rand([N], 50 + c) : undefined;
+        const wp = mx.ext.densePackWeight(w, cpu);
+        const ref = reference(x, w, bias);
+        for (const kind of kinds) {
+          const got = flat(mx.ext.denseGemmAct(x, wp, N, bias ?? null, kind, cpu));
+          const f = activationReference[kind];
+          for (let i = 0; i < ref.v.length; i++) {
+            const want = f(ref.v[i]);
+            const slope = Math.max(1, Math.abs(f(ref.v[i] + 1e-3) - f(ref.v[i] - 1e-3)) / 2e-3);
+            const tol = 2e-6 * ref.mag[i] * slope + 4e-7 * Math.abs(want) + 1e-7;
+            expect(Math.abs(got[i] - want), `${M}x${K}x${N} ${kind}[${i}]: got ${got[i]}, want ${want}`).toBeLessThanOrEqual(tol);
+          }
+        }
+        // identity is the plain product; another kind name is refused.
+        expectProduct(mx.ext.denseGemmAct(x, wp, N, bias ?? null, 'identity', cpu), ref, `${M}x${K}x${N} identity`);
+        expect(() => mx.ext.denseGemmAct(x, wp, N, null, 'swish', cpu)).toThrow(/unknown kind 'swish'/);
+      });
+    });
 
     it('takes a 1-D x and batch axes, and x as a transposed view', () => {
       const w = rand([40, 50], 3);

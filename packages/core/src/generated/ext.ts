@@ -213,6 +213,26 @@ export function denseGemm(x: ArrayLike, wPacked: ArrayLike, n: number, bias?: Ar
 }
 
 /**
+ * mlxc_dense_gemm, then the activation kind of mlxc_fused_activation (gelu, gelu_tanh, relu, silu, sigmoid, tanh, erf, exp, identity) on each result: the CPU kernel applies it to each block of the output as soon as the block is complete, while it is in cache, instead of in a pass of its own; off the kernel, MLX's ops. An unknown kind is an error.
+ *
+ * `int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias , const char* kind, const mlx_stream s)`
+ */
+export function denseGemmAct(x: ArrayLike, wPacked: ArrayLike, n: number, bias: ArrayLike | null | undefined, kind: string, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(x, wPacked, bias);
+    const _x = t.arg(x, _ref);
+    const _wPacked = t.arg(wPacked, _ref);
+    const _bias = bias == null ? null : t.arg(bias, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_dense_gemm_act(res, _x.handle, _wPacked.handle, toInt32(n, 'denseGemmAct: n'), _bias ? _bias.handle : NULL_HANDLE, kind, streamHandle(opts)), 'mlxc_dense_gemm_act');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * w [O, ...kernel, C] -> [ceil(O / 32), ...kernel, C, 32], zeros past O: the weight layout of mlxc_conv_gemm (with mlxc_conv_split_halves, each panel holds its first 16 channels [...kernel, C, 16], then the other 16).
  *
  * `int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)`
@@ -543,6 +563,7 @@ export const extOps = {
   smallQuantizedMatmul,
   densePackWeight,
   denseGemm,
+  denseGemmAct,
   convPackWeight,
   convGemm,
   convEpilogue,

@@ -22,7 +22,7 @@ export const gemm: FnSpec[] = [
   ),
   manual(
     'int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n)',
-    'dense_pack_weight on host memory, threaded: src float32 [k, n] (at any byte alignment) -> dst float32 [ceil(n / 32), k, 32], zeros past n (the caller owns both buffers and their sizes; dst\'s pages are populated up front)',
+    "dense_pack_weight on host memory, threaded: src float32 [k, n] (at any byte alignment) -> dst float32 [ceil(n / 32), k, 32], zeros past n (the caller owns both buffers and their sizes; dst's pages are populated up front)",
   ),
   manual(
     'int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size)',
@@ -32,5 +32,10 @@ export const gemm: FnSpec[] = [
     'int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias /* may be null */, const mlx_stream s)',
     'mlxc::cpu::dense_gemm($x, $w_packed, $n, $bias, $s)',
     'x [..., K] @ w (+ bias [n]) with w_packed from mlxc_dense_pack_weight of a [K, n] weight: the CPU kernel for float32 at any row count (panels streamed once for few rows, 12-row tiles otherwise), else mlx_matmul on the unpacked weight',
+  ),
+  op(
+    'int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias /* may be null */, const char* kind, const mlx_stream s)',
+    'mlxc::cpu::dense_gemm_act($x, $w_packed, $n, $bias, $kind, $s)',
+    "mlxc_dense_gemm, then the activation kind of mlxc_fused_activation (gelu, gelu_tanh, relu, silu, sigmoid, tanh, erf, exp, identity) on each result: the CPU kernel applies it to each block of the output as soon as the block is complete, while it is in cache, instead of in a pass of its own; off the kernel, MLX's ops. An unknown kind is an error",
   ),
 ];

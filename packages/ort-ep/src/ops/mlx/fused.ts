@@ -310,13 +310,16 @@ export const mlxFusedOps: OpEntry[] = [
   entry('MatMulAdd', parseARank, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
   entry(
     'MatMulPacked',
-    (a) => ({ n: a.int('n'), aRank: parseARank(a), split: a.int('split_halves', 0) === 1 }),
+    (a) => ({ n: a.int('n'), aRank: parseARank(a), split: a.int('split_halves', 0) === 1, activation: a.string('activation', 'identity') }),
     (ctx) => {
       checkARank(ctx, ctx.params.aRank);
       const w = panelsAsKernelsRead(ctx.input(1), ctx.params.split);
-      return mx.ext.denseGemm(ctx.input(0), w, ctx.params.n, ctx.optional(2) ?? null);
+      const { n, activation } = ctx.params;
+      return activation === 'identity'
+        ? mx.ext.denseGemm(ctx.input(0), w, n, ctx.optional(2) ?? null)
+        : mx.ext.denseGemmAct(ctx.input(0), w, n, ctx.optional(2) ?? null, activation);
     },
-    'MatMul (+ bias) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count (CPU, AVX-512)',
+    'MatMul (+ bias) (+ activation: gelu, gelu_tanh, relu, sigmoid, tanh) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count, the activation applied to each block of the output as it is finished (CPU, AVX2 or AVX-512)',
   ),
   entry(
     'MatMulTransposed',

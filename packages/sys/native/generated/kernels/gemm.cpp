@@ -64,3 +64,19 @@ extern "C" int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_arra
   }
   return 0;
 }
+
+extern "C" int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const char* kind, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::dense_gemm_act(mlxc::arr(x), mlxc::arr(w_packed), n, mlxc::opt_array(bias), std::string(kind), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}

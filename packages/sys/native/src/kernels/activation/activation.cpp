@@ -17,12 +17,10 @@
 #include "mlx/transforms.h"
 
 namespace mlxc::cpu {
-namespace {
-
 using mx::array;
 using namespace row_kernel;
 
-Act parse_act(const std::string& k) {
+Act parse_activation(const std::string& k) {
   static const std::pair<const char*, Act> names[] = {
       {"exp", Act::exp},   {"erf", Act::erf},   {"tanh", Act::tanh},           {"sigmoid", Act::sigmoid},   {"relu", Act::relu},
       {"silu", Act::silu}, {"gelu", Act::gelu}, {"gelu_tanh", Act::gelu_tanh}, {"identity", Act::identity},
@@ -33,7 +31,7 @@ Act parse_act(const std::string& k) {
                               "' (exp, erf, tanh, sigmoid, relu, silu, gelu, gelu_tanh, identity)");
 }
 
-array composed_act(const array& x, Act act, mx::Stream s) {
+array composed_activation(const array& x, Act act, mx::Stream s) {
   switch (act) {
     case Act::exp: return mx::exp(x, s);
     case Act::erf: return mx::erf(x, s);
@@ -55,6 +53,8 @@ array composed_act(const array& x, Act act, mx::Stream s) {
   return x;
 }
 
+namespace {
+
 class FusedActivation : public FusedPrimitive {
  public:
   FusedActivation(mx::Stream s, Act act) : FusedPrimitive(s), act_(act) {}
@@ -64,7 +64,7 @@ class FusedActivation : public FusedPrimitive {
   }
   array compose(const std::vector<array>& in) const override {
     auto s = const_cast<FusedActivation*>(this)->stream();
-    return composed_act(in.size() > 1 ? mx::add(in[0], in[1], s) : in[0], act_, s);
+    return composed_activation(in.size() > 1 ? mx::add(in[0], in[1], s) : in[0], act_, s);
   }
   void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
     auto& out = outs[0];
@@ -102,9 +102,9 @@ class FusedActivation : public FusedPrimitive {
 }  // namespace
 
 array activation(const array& x, const std::optional<array>& bias, const std::string& kind, mx::Stream s) {
-  Act act = parse_act(kind);
+  Act act = parse_activation(kind);
   if (!native(x, s) || (bias && !vector_of(bias, x.shape(-1)))) {
-    return composed_act(bias ? mx::add(x, *bias, s) : x, act, s);
+    return composed_activation(bias ? mx::add(x, *bias, s) : x, act, s);
   }
   if (act == Act::identity) return bias ? mx::add(x, *bias, s) : x;
   std::vector<array> in{x};

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "kernels/activation/math.h"
 #include "mlx/mlx.h"
 
 namespace mlxc::cpu {
@@ -16,6 +17,11 @@ namespace mx = mlx::core;
 /** act(x + bias): kind is one of exp, erf, tanh, sigmoid, relu, silu, gelu, gelu_tanh, identity;
  * bias (optional) broadcasts along the last axis (its size is x's last dimension). */
 mx::array activation(const mx::array& x, const std::optional<mx::array>& bias, const std::string& kind, mx::Stream s);
+
+/** The Act of a kind name of activation() (an invalid_argument naming the kinds for others). */
+Act parse_activation(const std::string& kind);
+/** act(x) from MLX's ops (the composition the fused kernels' VJP and non-CPU paths use). */
+mx::array composed_activation(const mx::array& x, Act act, mx::Stream s);
 
 /** HardSigmoid clip(alpha * x + beta, 0, 1), or with swish HardSwish x * that. */
 mx::array hard_sigmoid(const mx::array& x, float alpha, float beta, bool swish, mx::Stream s);

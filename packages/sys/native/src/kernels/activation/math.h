@@ -13,6 +13,8 @@ namespace mlxc::cpu {
 enum class Act { exp, erf, tanh, sigmoid, relu, silu, gelu, gelu_tanh, identity };
 /** out[i] = act(in[i] + (bias ? bias[i % c] : 0)), n a multiple of c when bias is given. */
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, Act act);
+/** act in place over rows x cols floats of a matrix, rows ld apart (a product's epilogue); identity: nothing. */
+void activation_block(float* c, size_t ld, size_t rows, size_t cols, Act act);
 /** out[i] = clamp(x[i] * a + b, 0, 1) (HardSigmoid), times x[i] when swish (HardSwish); out may be x. */
 void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish);
 /** One row each: softmax, log-softmax, layer norm, rms norm (weight/bias may be null). */

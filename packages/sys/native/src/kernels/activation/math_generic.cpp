@@ -17,6 +17,7 @@
 namespace mlxc::cpu::avx2 {
 void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish);
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act);
+void activation_block(float* c, size_t ld, size_t rows, size_t cols, int act);
 void softmax_row(const float* in, float* out, size_t n, bool log);
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);
 void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps);
@@ -24,6 +25,7 @@ void rms_norm_row(const float* in, const float* w, float* out, size_t n, float e
 namespace mlxc::cpu::avx512 {
 void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish);
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act);
+void activation_block(float* c, size_t ld, size_t rows, size_t cols, int act);
 void softmax_row(const float* in, float* out, size_t n, bool log);
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);
 void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps);
@@ -35,6 +37,7 @@ void rms_norm_row(const float* in, const float* w, float* out, size_t n, float e
 namespace mlxc::cpu::neon {
 void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish);
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act);
+void activation_block(float* c, size_t ld, size_t rows, size_t cols, int act);
 void softmax_row(const float* in, float* out, size_t n, bool log);
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps);
 void rms_norm_row(const float* in, const float* w, float* out, size_t n, float eps);
@@ -94,6 +97,18 @@ void activation_rows(const float* in, const float* bias, float* out, size_t n, s
   if (has_avx2()) return avx2::activation_rows(in, bias, out, n, c, static_cast<int>(act));
 #endif
   mlxc_math_generic::act_rows<G>(in, bias, out, n, c, static_cast<int>(act));
+}
+
+void activation_block(float* c, size_t ld, size_t rows, size_t cols, Act act) {
+  if (act == Act::identity || rows == 0 || cols == 0) return;
+#ifdef MLXC_HAVE_NEON_BUILD
+  if (use_neon()) return neon::activation_block(c, ld, rows, cols, static_cast<int>(act));
+#endif
+#ifdef MLXC_HAVE_AVX2_BUILD
+  if (has_avx512()) return avx512::activation_block(c, ld, rows, cols, static_cast<int>(act));
+  if (has_avx2()) return avx2::activation_block(c, ld, rows, cols, static_cast<int>(act));
+#endif
+  mlxc_math_generic::act_block<G>(c, ld, rows, cols, static_cast<int>(act));
 }
 
 void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, bool swish) {

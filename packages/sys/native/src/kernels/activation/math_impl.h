@@ -223,6 +223,12 @@ void act_span(const float* in, const float* bias, float* out, size_t n, int act)
   }
 }
 
+/** act in place over `rows` rows of `cols` floats, `ld` apart (a block of a matrix: a product's epilogue). */
+template <class V>
+void act_block(float* c, size_t ld, size_t rows, size_t cols, int act) {
+  for (size_t r = 0; r < rows; r++) act_span<V>(c + r * ld, nullptr, c + r * ld, cols, act);
+}
+
 template <class V>
 void act_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act) {
   if (!bias) return act_span<V>(in, nullptr, out, n, act);

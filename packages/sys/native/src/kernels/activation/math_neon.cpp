@@ -52,6 +52,7 @@ void hard_sigmoid_rows(const float* x, float* out, size_t n, float a, float b, b
 void activation_rows(const float* in, const float* bias, float* out, size_t n, size_t c, int act) {
   mlxc_math_neon::act_rows<V>(in, bias, out, n, c, act);
 }
+void activation_block(float* c, size_t ld, size_t rows, size_t cols, int act) { mlxc_math_neon::act_block<V>(c, ld, rows, cols, act); }
 void softmax_row(const float* in, float* out, size_t n, bool log) { mlxc_math_neon::softmax_row<V>(in, out, n, log); }
 void layer_norm_row(const float* in, const float* w, const float* b, float* out, size_t n, float eps) {
   mlxc_math_neon::layer_norm_row<V>(in, w, b, out, n, eps);

@@ -13,6 +13,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "kernels/activation/activation.h"
 #include "kernels/common/cpu.h"
 #include "kernels/common/dense.h"
 #include "kernels/common/fused_primitive.h"
@@ -35,22 +36,23 @@ array unpacked(const array& wp, int n, mx::Stream s) {
   return P * static_cast<int>(NR) == n ? w : mx::slice(w, {0, 0}, {K, n}, s);
 }
 
-array composed(const array& x, const array& wp, int n, const std::optional<array>& bias, mx::Stream s) {
+array composed(const array& x, const array& wp, int n, const std::optional<array>& bias, Act act, mx::Stream s) {
   array y = mx::matmul(x, unpacked(wp, n, s), s);
-  return bias ? mx::add(y, *bias, s) : y;
+  if (bias) y = mx::add(y, *bias, s);
+  return act == Act::identity ? y : composed_activation(y, act, s);
 }
 
 class DenseGemm : public FusedPrimitive {
  public:
-  DenseGemm(mx::Stream s, int n, bool has_bias) : FusedPrimitive(s), n_(n), has_bias_(has_bias) {}
+  DenseGemm(mx::Stream s, int n, bool has_bias, Act act) : FusedPrimitive(s), n_(n), has_bias_(has_bias), act_(act) {}
   const char* name() const override { return "DenseGemm"; }
   bool is_equivalent(const mx::Primitive& o) const override {
     if (typeid(o) != typeid(*this)) return false;
     auto& p = static_cast<const DenseGemm&>(o);
-    return n_ == p.n_ && has_bias_ == p.has_bias_;
+    return n_ == p.n_ && has_bias_ == p.has_bias_ && act_ == p.act_;
   }
   array compose(const std::vector<array>& in) const override {
-    return composed(in[0], in[1], n_, has_bias_ ? std::optional<array>(in[2]) : std::nullopt, st());
+    return composed(in[0], in[1], n_, has_bias_ ? std::optional<array>(in[2]) : std::nullopt, act_, st());
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
     auto shape = in[0].shape();
@@ -69,7 +71,7 @@ class DenseGemm : public FusedPrimitive {
     const array w0 = row_ordered_input(in[1], enc);
     const array b0 = has_bias_ ? row_ordered_input(in[2], enc) : x0;
     enc.dispatch([x = array::unsafe_weak_copy(x0), wp = array::unsafe_weak_copy(w0), b = array::unsafe_weak_copy(b0),
-                  out = array::unsafe_weak_copy(out), hb = has_bias_, n = static_cast<size_t>(n_)]() mutable {
+                  out = array::unsafe_weak_copy(out), hb = has_bias_, n = static_cast<size_t>(n_), act = act_]() mutable {
       const size_t K = wp.shape(1), M = n ? out.size() / n : 0;
       dense::Problem p{x.data<float>(),
                        K,
@@ -79,7 +81,8 @@ class DenseGemm : public FusedPrimitive {
                        M,
                        K,
                        n,
-                       static_cast<size_t>(wp.shape(0))};
+                       static_cast<size_t>(wp.shape(0)),
+                       act};
       run(p);
     });
   }
@@ -90,6 +93,7 @@ class DenseGemm : public FusedPrimitive {
     if (p.K == 0) {
       for (size_t m = 0; m < p.M; m++)
         for (size_t j = 0; j < p.n; j++) p.out[m * p.n + j] = p.bias ? p.bias[j] : 0.0f;
+      activation_block(p.out, p.n, p.M, p.n, p.act);
       return;
     }
     // The widest vector build the CPU runs (dense_gemm_avx512.cpp, dense_gemm_avx2.cpp), else the portable loops.
@@ -160,6 +164,7 @@ class DenseGemm : public FusedPrimitive {
 
   int n_;
   bool has_bias_;
+  Act act_;
 };
 
 }  // namespace
@@ -192,6 +197,7 @@ void few_generic(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
         for (size_t j = 0; j < NR; j++) acc[j] += x[k] * b[k * NR + j];
       const size_t col = q * NR, ncols = std::min(NR, p.n - col);
       for (size_t j = 0; j < ncols; j++) p.out[m * p.n + col + j] = acc[j] + (p.bias ? p.bias[col + j] : 0.0f);
+      activation_block(p.out + m * p.n + col, p.n, 1, ncols, p.act);
     }
   }
 }
@@ -211,6 +217,7 @@ void tiles_generic(const Problem& p, const float* ap, size_t t0, size_t t1, size
       const size_t col = q * NR, ncols = std::min(NR, p.n - col);
       for (size_t i = 0; i < rows; i++)
         for (size_t j = 0; j < ncols; j++) p.out[(row + i) * p.n + col + j] = acc[i][j] + (p.bias ? p.bias[col + j] : 0.0f);
+      activation_block(p.out + row * p.n + col, p.n, rows, ncols, p.act);
     }
   }
 }
@@ -297,6 +304,11 @@ array dense_pack_weight(const array& w, mx::Stream s) {
 }
 
 array dense_gemm(const array& x, const array& wp, int n, const std::optional<array>& bias, mx::Stream s) {
+  return dense_gemm_act(x, wp, n, bias, "identity", s);
+}
+
+array dense_gemm_act(const array& x, const array& wp, int n, const std::optional<array>& bias, const std::string& kind, mx::Stream s) {
+  const Act act = parse_activation(kind);
   if (x.ndim() < 1) throw std::invalid_argument("dense_gemm: x must have at least one axis ([..., K])");
   if (wp.ndim() != 3 || wp.shape(2) != static_cast<int>(NR))
     throw std::invalid_argument("dense_gemm: the packed weight must be [P, K, " + std::to_string(NR) + "] (dense_pack_weight), got rank " +
@@ -311,12 +323,12 @@ array dense_gemm(const array& x, const array& wp, int n, const std::optional<arr
     throw std::invalid_argument("dense_gemm: bias must be a vector of " + std::to_string(n) + " columns");
   const bool native = !kernels_off() && s.device == mx::Device::cpu && x.dtype() == mx::float32 && wp.dtype() == mx::float32 &&
                       (!bias || bias->dtype() == mx::float32);
-  if (!native) return composed(x, wp, n, bias, s);
+  if (!native) return composed(x, wp, n, bias, act, s);
   auto shape = x.shape();
   shape.back() = n;
   std::vector<array> in{x, wp};
   if (bias) in.push_back(*bias);
-  return array(std::move(shape), mx::float32, std::make_shared<DenseGemm>(s, n, bias.has_value()), std::move(in));
+  return array(std::move(shape), mx::float32, std::make_shared<DenseGemm>(s, n, bias.has_value(), act), std::move(in));
 }
 
 }  // namespace mlxc::cpu

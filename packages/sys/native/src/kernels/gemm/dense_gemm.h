@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <optional>
 
+#include "kernels/activation/math.h"
 #include "mlx/mlx.h"
 
 namespace mlxc::cpu {
@@ -40,6 +41,13 @@ void transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_
 
 /** x [..., K] @ w + bias, with wp = dense_pack_weight(w) of a [K, n] weight and bias [n] (or none): [..., n]. */
 mx::array dense_gemm(const mx::array& x, const mx::array& wp, int n, const std::optional<mx::array>& bias, mx::Stream s);
+/**
+ * dense_gemm, then the fused activation `kind` (as mlxc_fused_activation names them: gelu, gelu_tanh,
+ * relu, silu, ...) on each result, applied by the kernel to each block of the output as it finishes
+ * (still in cache) rather than by a pass of its own; off the native path, MLX's ops.
+ */
+mx::array dense_gemm_act(const mx::array& x, const mx::array& wp, int n, const std::optional<mx::array>& bias, const std::string& kind,
+                         mx::Stream s);
 
 namespace dense {
 /** Output columns per panel, rows per register tile, K per block. */
@@ -64,6 +72,8 @@ struct Problem {
   const float* bias;
   float* out;
   size_t M, K, n, P;
+  /** Applied to each block of out once its last block of K is stored (identity: none). */
+  Act act = Act::identity;
 };
 
 /** x's rows [t0 * kTile, t1 * kTile) in tiles [t][K][kTile] (zeros past M) at ap + t * K * kTile. */
