@@ -86,3 +86,29 @@ export function packDensePanels(w: Float32Array | Uint8Array, k: number, n: numb
   check(fn.mlxc_dense_pack_host(out, w, k, n), 'mlxc_dense_pack_host');
   return out;
 }
+
+/**
+ * An ONNX convolution weight `[o, c, ...kernel]` (`s` kernel taps, `group` groups of `o / group`
+ * output channels, `c` input channels each) in host memory packed into the native convolution's
+ * panels, `[group * ceil(o / group / 32), ...kernel, c, 32]` (each group's panels in turn, zeros past
+ * its channels; halves apart where `convPanelsSplit()` says so), by the library on the kernels'
+ * threads: the layout `ext.convPackWeight` makes of a channels-last weight, for weights packed
+ * once at plan time. `w` is a Float32Array or a Uint8Array of its little-endian bytes at any offset.
+ */
+export function convPackHost(w: Float32Array | Uint8Array, o: number, c: number, s: number, group: number): Float32Array {
+  if (!(w instanceof Float32Array) && !(w instanceof Uint8Array))
+    throw new TypeError('convPackHost: w must be a Float32Array or a Uint8Array of float32 bytes');
+  for (const [name, v] of [
+    ['o', o],
+    ['c', c],
+    ['s', s],
+    ['group', group],
+  ] as const)
+    if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`convPackHost: ${name} must be an integer of at least 1, got ${v}`);
+  if (o % group !== 0) throw new RangeError(`convPackHost: ${o} output channels do not split into ${group} groups`);
+  const floats = w instanceof Float32Array ? w.length : Math.floor(w.length / 4);
+  if (floats < o * c * s) throw new RangeError(`convPackHost: w holds ${floats} floats, fewer than o * c * s = ${o * c * s}`);
+  const out = new Float32Array(group * Math.ceil(o / group / 32) * s * c * 32);
+  check(fn.mlxc_conv_pack_host(out, w, o, c, s, group), 'mlxc_conv_pack_host');
+  return out;
+}

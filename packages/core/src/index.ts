@@ -56,6 +56,7 @@ export {
 export { memory } from './memory.js';
 export { hostBuffer, hostMemory, hostSizeClass, populatedBytes, HOST_BLOCK_MIN_BYTES, type HostMemoryStats } from './host.js';
 export {
+  convPackHost,
   convPanelsSplit,
   cpuThreads,
   setCpuThreads,

@@ -88,3 +88,50 @@ describe('packDensePanels (host memory)', () => {
     expect(() => mx.packDensePanels([1, 2] as never, 1, 2)).toThrow(/Float32Array/);
   });
 });
+
+describe('convPackHost (host memory)', () => {
+  it('packs [o, c, ...kernel] into panels of 32 channels per group, from floats or bytes at any offset', () => {
+    const split = mx.cpuKernelsUseAvx2() && !mx.cpuKernelsUseAvx512();
+    for (const [o, c, s, group] of [
+      [3, 2, 1, 1],
+      [70, 5, 9, 1],
+      [140, 3, 4, 2],
+      [64, 1, 9, 4],
+    ]) {
+      const w = Float32Array.from({ length: o * c * s }, (_, i) => Math.sin(i * 0.71) * 3);
+      const got = mx.convPackHost(w, o, c, s, group);
+      const og = o / group;
+      const per = Math.ceil(og / 32);
+      const depth = s * c;
+      expect(got.length, `${o}x${c}x${s}/${group}`).toBe(group * per * depth * 32);
+      // The layout written out from its definition: group g's panel q, tap t, channel ci, lane j holds
+      // w[g * og + q * 32 + j, ci, t] at [(g * per + q)][t][ci][j], or with halves apart
+      // [(g * per + q)][j / 16][t][ci][j % 16]; zeros past the group's channels.
+      const want = new Float32Array(got.length);
+      for (let g = 0; g < group; g++)
+        for (let q = 0; q < per; q++)
+          for (let t = 0; t < s; t++)
+            for (let ci = 0; ci < c; ci++)
+              for (let j = 0; j < 32; j++) {
+                const oj = q * 32 + j;
+                const panel = (g * per + q) * depth * 32;
+                const at = split ? panel + Math.floor(j / 16) * depth * 16 + (t * c + ci) * 16 + (j % 16) : panel + (t * c + ci) * 32 + j;
+                want[at] = oj < og ? w[((g * og + oj) * c + ci) * s + t] : 0;
+              }
+      expect(Buffer.from(got.buffer).equals(Buffer.from(want.buffer)), `${o}x${c}x${s}/${group}`).toBe(true);
+      for (const offset of [1, 3]) {
+        const file = new Uint8Array(offset + w.byteLength);
+        file.set(new Uint8Array(w.buffer), offset);
+        const fromBytes = mx.convPackHost(file.subarray(offset), o, c, s, group);
+        expect(Buffer.from(fromBytes.buffer).equals(Buffer.from(want.buffer)), `bytes at ${offset}`).toBe(true);
+      }
+    }
+  });
+
+  it('refuses sizes the data does not hold and groups that do not divide the channels', () => {
+    expect(() => mx.convPackHost(new Float32Array(5), 2, 3, 1, 1)).toThrow(/holds 5 floats, fewer than o \* c \* s = 6/);
+    expect(() => mx.convPackHost(new Float32Array(9), 3, 3, 1, 2)).toThrow(/3 output channels do not split into 2 groups/);
+    expect(() => mx.convPackHost(new Float32Array(9), 3, 3, 0, 1)).toThrow(/s must be an integer of at least 1/);
+    expect(() => mx.convPackHost([1] as never, 1, 1, 1, 1)).toThrow(/Float32Array/);
+  });
+});

@@ -15,6 +15,10 @@ export const conv: FnSpec[] = [
     'w [O, ...kernel, C] -> [ceil(O / 32), ...kernel, C, 32], zeros past O: the weight layout of mlxc_conv_gemm (with mlxc_conv_split_halves, each panel holds its first 16 channels [...kernel, C, 16], then the other 16)',
   ),
   manual(
+    'int mlxc_conv_pack_host(void* dst, const void* src, size_t o, size_t c, size_t s, size_t group)',
+    "an ONNX convolution weight [o, c, ...kernel] (s taps, group groups of o / group output channels, c input channels each) in host memory packed into mlxc_conv_gemm's panels, [group * ceil(o / group / 32), ...kernel, c, 32], each group's in turn, halves apart as mlxc_conv_split_halves says; threaded; src float32 bytes at any alignment, dst zero-filled by the caller (zeros past each group's channels) and its pages populated here; o not a multiple of group is an error",
+  ),
+  manual(
     'int mlxc_conv_split_halves(bool* res)',
     "whether mlxc_conv_pack_weight's panels hold their two halves of 16 channels one after another (the AVX2 build's layout; fixed for the process)",
   ),

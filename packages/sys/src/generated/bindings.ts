@@ -539,6 +539,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_dense_gemm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const mlx_stream s)',
   'int mlxc_dense_gemm_act(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const char* kind, const mlx_stream s)',
   'int mlxc_conv_pack_weight(_Inout_ mlx_array* res, const mlx_array w, const mlx_stream s)',
+  'int mlxc_conv_pack_host(void* dst, const void* src, size_t o, size_t c, size_t s, size_t group)',
   'int mlxc_conv_split_halves(_Inout_ bool* res)',
   'int mlxc_conv_gemm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
   'int mlxc_conv_epilogue(_Inout_ mlx_array* res, const mlx_array y, const mlx_array bias, const mlx_array residual, float lo, float hi, bool channels_last, const mlx_stream s)',
@@ -1629,6 +1630,8 @@ export interface MlxCFunctions {
   mlxc_dense_gemm_act(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, n: number, bias: MlxHandle, kind: string | null, s: MlxHandle): number;
   /** kernels/conv: `int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)` */
   mlxc_conv_pack_weight(res: MlxHandle, w: MlxHandle, s: MlxHandle): number;
+  /** kernels/conv: `int mlxc_conv_pack_host(void* dst, const void* src, size_t o, size_t c, size_t s, size_t group)` */
+  mlxc_conv_pack_host(dst: unknown, src: unknown, o: number | bigint, c: number | bigint, s: number | bigint, group: number | bigint): number;
   /** kernels/conv: `int mlxc_conv_split_halves(bool* res)` */
   mlxc_conv_split_halves(res: unknown[]): number;
   /** kernels/conv: `int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias, const mlx_array residual, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)` */
@@ -1663,4 +1666,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 551;
+export const functionCount = 552;

@@ -17,7 +17,7 @@
 // A value kept channels-last gets a new name ('<name>/nhwc') and loses its value info (its shape
 // is no longer the one the model declares). Runs after conv-epilogue, whose fused convs it takes.
 import * as mx from '@mlx/core';
-import { OnnxDataType, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
+import { OnnxDataType, heldFloat32s, undecodedBytes, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
@@ -40,29 +40,16 @@ export const PANEL = 32;
  * output channels side by side for each input tap and channel of their group).
  */
 function toPanels(w: HostTensor, group: number): HostTensor {
-  const src = w.data as Float32Array;
   const [o, c, ...k] = w.dims;
   const s = k.reduce((a, b) => a * b, 1);
-  const og = o / group;
-  const per = Math.ceil(og / PANEL);
-  const panels = group * per;
-  const depth = s * c;
-  const dst = new Float32Array(panels * depth * PANEL);
-  // The AVX2 build's panels hold their halves one after another (mx.convPanelsSplit): a channel's
-  // rows HALF apart in its half, the second half depth * HALF floats on.
-  const split = mx.convPanelsSplit();
-  const HALF = PANEL / 2;
-  const stride = split ? HALF : PANEL;
-  for (let oi = 0; oi < o; oi++) {
-    const gi = Math.floor(oi / og);
-    const oj = oi - gi * og;
-    const j = oj % PANEL;
-    const panel = (gi * per + Math.floor(oj / PANEL)) * depth * PANEL;
-    const base = split ? panel + (j >= HALF ? depth * HALF : 0) + (j % HALF) : panel + j;
-    const from = oi * c * s;
-    for (let ci = 0; ci < c; ci++) for (let si = 0; si < s; si++) dst[base + (si * c + ci) * stride] = src[from + ci * s + si];
-  }
-  return { dtype: OnnxDataType.FLOAT, dims: [panels, ...k, c, PANEL], data: dst };
+  const panels = group * Math.ceil(o / group / PANEL);
+  // Packed by the native library on its threads (the AVX2 build's panels hold their halves one
+  // after another: mx.convPanelsSplit), from the file's bytes where the weight was never decoded.
+  return {
+    dtype: OnnxDataType.FLOAT,
+    dims: [panels, ...k, c, PANEL],
+    data: mx.convPackHost(undecodedBytes(w) ?? (w.data as Float32Array), o, c, s, group),
+  };
 }
 
 function validWindow(n: NodeIR): boolean {
@@ -104,7 +91,8 @@ export function channelsLastRewrite(view: GraphView): void {
     // A node with attributes its op refuses stays as written, for the op's own error.
     if (!validWindow(n)) return false;
     const w = view.constant(n.inputs[1]);
-    if (!w || w.dtype !== OnnxDataType.FLOAT || !(w.data instanceof Float32Array) || w.dims.length < 3 || w.data.length === 0) return false;
+    // Checked without decoding a weight that is only packed (from its file bytes).
+    if (!w || w.dims.length < 3 || !heldFloat32s(w)) return false;
     const g = groupOf(n);
     // Grouped: each group's own panels. A 2-D depthwise conv (one input channel per group) keeps
     // the channels-first native depthwise kernel (a panel would hold one used channel of 32).

@@ -586,6 +586,7 @@ int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_pac
 
 /* kernels/conv */
 int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s);
+int mlxc_conv_pack_host(void* dst, const void* src, size_t o, size_t c, size_t s, size_t group);
 int mlxc_conv_split_halves(bool* res);
 int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s);
 int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, bool channels_last, const mlx_stream s);

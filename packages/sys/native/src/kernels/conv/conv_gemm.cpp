@@ -582,7 +582,45 @@ array conv_gemm(const array& x, const array& wp, int o, const std::optional<arra
   return array(out, mx::float32, std::move(prim), std::move(in));
 }
 
+void conv_pack_host(float* dst, const void* src_bytes, size_t o, size_t c, size_t s, size_t group) {
+  if (group == 0 || o % group != 0)
+    throw std::invalid_argument("conv_pack_host: " + std::to_string(o) + " output channels do not split into " + std::to_string(group) +
+                                " groups");
+  constexpr size_t P = 32, H = P / 2;
+  const size_t og = o / group, per = (og + P - 1) / P, depth = s * c;
+  const bool split = avx2_build();
+  const size_t stride = split ? H : P;
+  // Zeros past each group's channels come from the caller's zero-filled buffer; its pages are populated first.
+  populate_host(dst, group * per * depth * P * sizeof(float));
+  const auto* src = static_cast<const unsigned char*>(src_bytes);
+  // Output channels in turn (each writes its own lanes of its panel), about 64 KiB of weights a task.
+  parallel_for(o, std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(depth, 1)), [=](size_t o0, size_t o1) {
+    for (size_t oi = o0; oi < o1; oi++) {
+      const size_t gi = oi / og, oj = oi - gi * og, j = oj % P;
+      const size_t panel = (gi * per + oj / P) * depth * P;
+      float* base = dst + (split ? panel + (j >= H ? depth * H : 0) + j % H : panel + j);
+      const unsigned char* from = src + oi * depth * sizeof(float);
+      for (size_t ci = 0; ci < c; ci++)
+        for (size_t si = 0; si < s; si++) std::memcpy(base + (si * c + ci) * stride, from + (ci * s + si) * sizeof(float), sizeof(float));
+    }
+  });
+}
+
 }  // namespace mlxc::cpu
+
+extern "C" int mlxc_conv_pack_host(void* dst, const void* src, size_t o, size_t c, size_t s, size_t group) {
+  if (!dst || !src) {
+    mlxc::raise("mlxc_conv_pack_host: dst and src must not be null");
+    return 1;
+  }
+  try {
+    mlxc::cpu::conv_pack_host(static_cast<float*>(dst), src, o, c, s, group);
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  }
+  return 0;
+}
 
 extern "C" int mlxc_conv_split_halves(bool* res) {
   if (!res) {

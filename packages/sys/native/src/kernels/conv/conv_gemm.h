@@ -146,4 +146,14 @@ void run_generic(const Shape& s, const float* x, const float* wp, const float* b
                  size_t task, size_t ntasks_n, float* buf);
 }  // namespace convgemm
 
+/**
+ * An ONNX convolution weight [o, c, ...kernel] (s kernel taps, `group` groups of o / group output
+ * channels; c input channels per group) in host memory packed into the native convolution's panels,
+ * [group * ceil(o / group / 32), ...kernel, c, 32], each group's panels in turn, on the kernel pool's
+ * threads: src is little-endian float32 bytes at any alignment; dst is zero-filled by the caller
+ * (zeros past each group's channels), its pages populated here. The panels' halves lie apart where
+ * avx2_build() says so, as conv_pack_weight's.
+ */
+void conv_pack_host(float* dst, const void* src, size_t o, size_t c, size_t s, size_t group);
+
 }  // namespace mlxc::cpu
