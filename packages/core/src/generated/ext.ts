@@ -530,6 +530,25 @@ export function boundedIndices(indices: ArrayLike, dims: readonly number[], nega
 }
 
 /**
+ * mlx_take along axis 0 (an embedding lookup): table [V, ...rest] at integer positions of any shape -> [...indices.shape, ...rest]; on a CPU stream, for an evaluated table in row order and int32 or int64 positions, one copy of each picked row (a negative position counts from the end, one still outside [0, V) is clamped: check indices first, as mlxc_bounded_indices does); else mlx_take. Indices that are not integers are an error.
+ *
+ * `int mlxc_take_rows(mlx_array* res, const mlx_array table, const mlx_array indices, const mlx_stream s)`
+ */
+export function takeRows(table: ArrayLike, indices: ArrayLike, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(table, indices);
+    const _table = t.arg(table, _ref);
+    const _indices = t.arg(indices, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_take_rows(res, _table.handle, _indices.handle, streamHandle(opts)), 'mlxc_take_rows');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * one AdamW step (torch.optim.AdamW) of step number `step` (1 for the first; m and v null then): {param, m, v} updated, in one pass (in place where the moments are donated).
  *
  * `int mlxc_adamw_step(mlx_vector_array* res, const mlx_array param, const mlx_array grad, const mlx_array m , const mlx_array v , double lr, double beta1, double beta2, double eps, double weight_decay, int step, const mlx_stream s)`
@@ -579,5 +598,6 @@ export const extOps = {
   fusedAttention,
   gqaStep,
   boundedIndices,
+  takeRows,
   adamwStep,
 } as const;

@@ -136,7 +136,9 @@ const gatherEntry = onnxOp('Gather', 1, {
     const axis = normAxis(ctx.params, x.ndim, 'Gather axis');
     const sliced = gatherAsSlice(x, ctx.hostIfKnown(1), axis);
     if (sliced) return [sliced];
-    return [mx.take(x, checkedIndices(ctx, ctx.input(1), x.shape[axis], `Gather along axis ${axis} of size ${x.shape[axis]}`), axis)];
+    const idx = checkedIndices(ctx, ctx.input(1), x.shape[axis], `Gather along axis ${axis} of size ${x.shape[axis]}`);
+    // Along the first axis (an embedding lookup) whole rows are copied (a CPU kernel; take elsewhere).
+    return [axis === 0 ? mx.ext.takeRows(x, idx) : mx.take(x, idx, axis)];
   },
 });
 

@@ -27,6 +27,7 @@
 #include "kernels/conv/small_conv.h"
 #include "kernels/gemm/dense_gemm.h"
 #include "kernels/gemm/small_gemm.h"
+#include "kernels/index/take_rows.h"
 #include "kernels/norm/norm.h"
 #include "kernels/optim/optim.h"
 #include "kernels/pool/mean.h"

@@ -555,6 +555,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_fused_attention(_Inout_ mlx_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array mask, float scale, bool causal, int causal_offset, bool empty_nan, const mlx_stream s)',
   'int mlxc_gqa_step(_Inout_ mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions, const mlx_array cos, const mlx_array sin, bool interleaved, bool causal, int window, int total, float scale, const mlx_stream s)',
   'int mlxc_bounded_indices(_Inout_ mlx_vector_array* res, const mlx_array indices, const int64_t* dims, size_t dims_num, bool negative, const mlx_stream s)',
+  'int mlxc_take_rows(_Inout_ mlx_array* res, const mlx_array table, const mlx_array indices, const mlx_stream s)',
   'int mlxc_adamw_step(_Inout_ mlx_vector_array* res, const mlx_array param, const mlx_array grad, const mlx_array m, const mlx_array v, double lr, double beta1, double beta2, double eps, double weight_decay, int step, const mlx_stream s)',
 ];
 
@@ -1662,8 +1663,10 @@ export interface MlxCFunctions {
   mlxc_gqa_step(res: MlxHandle, q: MlxHandle, k: MlxHandle, v: MlxHandle, past_k: MlxHandle, past_v: MlxHandle, len: MlxHandle, positions: MlxHandle, cos: MlxHandle, sin: MlxHandle, interleaved: boolean, causal: boolean, window: number, total: number, scale: number, s: MlxHandle): number;
   /** kernels/indices: `int mlxc_bounded_indices(mlx_vector_array* res, const mlx_array indices, const int64_t* dims, size_t dims_num, bool negative, const mlx_stream s)` */
   mlxc_bounded_indices(res: MlxHandle, indices: MlxHandle, dims: ArrayBufferView | ArrayBuffer | unknown[] | null, dims_num: number | bigint, negative: boolean, s: MlxHandle): number;
+  /** kernels/indices: `int mlxc_take_rows(mlx_array* res, const mlx_array table, const mlx_array indices, const mlx_stream s)` */
+  mlxc_take_rows(res: MlxHandle, table: MlxHandle, indices: MlxHandle, s: MlxHandle): number;
   /** kernels/optim: `int mlxc_adamw_step(mlx_vector_array* res, const mlx_array param, const mlx_array grad, const mlx_array m, const mlx_array v, double lr, double beta1, double beta2, double eps, double weight_decay, int step, const mlx_stream s)` */
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 552;
+export const functionCount = 553;

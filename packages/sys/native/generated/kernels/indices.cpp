@@ -16,3 +16,19 @@ extern "C" int mlxc_bounded_indices(mlx_vector_array* res, const mlx_array indic
   }
   return 0;
 }
+
+extern "C" int mlxc_take_rows(mlx_array* res, const mlx_array table, const mlx_array indices, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::take_rows(mlxc::arr(table), mlxc::arr(indices), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}

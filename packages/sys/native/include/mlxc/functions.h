@@ -610,6 +610,7 @@ int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, c
 
 /* kernels/indices */
 int mlxc_bounded_indices(mlx_vector_array* res, const mlx_array indices, const int64_t* dims, size_t dims_num, bool negative, const mlx_stream s);
+int mlxc_take_rows(mlx_array* res, const mlx_array table, const mlx_array indices, const mlx_stream s);
 
 /* kernels/optim */
 int mlxc_adamw_step(mlx_vector_array* res, const mlx_array param, const mlx_array grad, const mlx_array m /* may be null */, const mlx_array v /* may be null */, double lr, double beta1, double beta2, double eps, double weight_decay, int step, const mlx_stream s);
