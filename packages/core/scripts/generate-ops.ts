@@ -158,7 +158,7 @@ import { dtypeCode, type Dtype } from '../dtype.js';
 import { fn } from '../native.js';
 import { streamHandle, type OpOptions } from '../stream.js';
 import { fftNormCode, type FftNorm } from '../enums.js';
-import { toInt32, toInt32Array, toInt64Array } from '../ints.js';
+import { toCString, toInt32, toInt32Array, toInt64Array } from '../ints.js';
 `;
 
 /** The import lines, each keeping only the names that `code` uses (none: the line goes). */

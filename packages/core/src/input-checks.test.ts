@@ -129,6 +129,20 @@ describe('shapes, axes and other ints', () => {
   });
 });
 
+describe('string arguments', () => {
+  it('must be strings without NUL characters: a TypeError or RangeError naming the argument, not a C++ message', () => {
+    const w = mx.zeros([4, 64]);
+    // Before: "mlx_quantize: basic_string: construction from null is not valid".
+    expectRefused(() => mx.quantize(w, 32, 8, undefined as never), TypeError, /^quantize: mode must be a string, got undefined$/);
+    expectRefused(() => mx.quantize(w, 32, 8, 7 as never), TypeError, /^quantize: mode must be a string, got 7$/);
+    expectRefused(() => mx.quantize(w, 32, 8, 'affine\0x'), RangeError, /^quantize: mode must not contain a NUL character$/);
+    expectRefused(() => mx.ext.fusedActivation(w, null, null as never), TypeError, /^fusedActivation: kind must be a string/);
+    // A string that is right still works.
+    const [q] = mx.quantize(w, 32, 8, 'affine');
+    expect(q.shape).toEqual([4, 16]);
+  });
+});
+
 describe('slice strides of 0', () => {
   it('are a RangeError, and the process lives on', () => {
     // In a child process: before the check, MLX divided by the stride and the process died of SIGFPE.

@@ -35,6 +35,13 @@ function refuse(label: string, v: unknown, wanted: string): never {
   throw new RangeError(`${label} must be ${wanted}, got ${describeValue(v)}`);
 }
 
+/** A `const char*` argument: a string without NUL characters (the C side would stop at one). */
+export function toCString(v: string, label: string): string {
+  if (typeof v !== 'string') throw new TypeError(`${label} must be a string, got ${describeValue(v)}`);
+  if (v.includes('\0')) throw new RangeError(`${label} must not contain a NUL character`);
+  return v;
+}
+
 /** An `int` argument: an integer that fits in int32. */
 export function toInt32(v: number, label: string): number {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < INT32_MIN || v > INT32_MAX) refuse(label, v, ranges.any[2]);

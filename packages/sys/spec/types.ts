@@ -237,8 +237,8 @@ export const cTypes: Readonly<Record<string, CType>> = {
     cppNullable: 'mlxc::opt_str($)',
     ts: 'string | null',
     tsReturn: 'string',
-    core: plain('string'),
-    coreNullable: { type: 'string | null', optional: true, arg: (v) => `${v} ?? null` },
+    core: { type: 'string', arg: (v, l) => `toCString(${v}, '${l}')` },
+    coreNullable: { type: 'string | null', optional: true, arg: (v, l) => `${v} == null ? null : toCString(${v}, '${l}')` },
   },
   // An address a call hands back (`void** res`): an opaque native pointer (a koffi External).
   'void*': { kind: 'scalar', ts: 'unknown', tsPointer: { out: 'unknown[]', in: 'unknown' } },

@@ -6,7 +6,7 @@ import { Array, type ArrayLike } from '../array.js';
 import { CallTemps, NULL_HANDLE, firstArray, takeVector } from '../call.js';
 import { fn } from '../native.js';
 import { streamHandle, type OpOptions } from '../stream.js';
-import { toInt32, toInt32Array, toInt64Array } from '../ints.js';
+import { toCString, toInt32, toInt32Array, toInt64Array } from '../ints.js';
 
 /**
  * act(x + bias), bias along the last axis; kind: exp, erf, tanh, sigmoid, relu, silu, gelu, gelu_tanh, identity.
@@ -20,7 +20,7 @@ export function fusedActivation(x: ArrayLike, bias: ArrayLike | null | undefined
     const _x = t.arg(x, _ref);
     const _bias = bias == null ? null : t.arg(bias, _ref);
     const res = { ctx: null };
-    t.check(fn.mlxc_fused_activation(res, _x.handle, _bias ? _bias.handle : NULL_HANDLE, kind, streamHandle(opts)), 'mlxc_fused_activation');
+    t.check(fn.mlxc_fused_activation(res, _x.handle, _bias ? _bias.handle : NULL_HANDLE, toCString(kind, 'fusedActivation: kind'), streamHandle(opts)), 'mlxc_fused_activation');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -225,7 +225,7 @@ export function denseGemmAct(x: ArrayLike, wPacked: ArrayLike, n: number, bias: 
     const _wPacked = t.arg(wPacked, _ref);
     const _bias = bias == null ? null : t.arg(bias, _ref);
     const res = { ctx: null };
-    t.check(fn.mlxc_dense_gemm_act(res, _x.handle, _wPacked.handle, toInt32(n, 'denseGemmAct: n'), _bias ? _bias.handle : NULL_HANDLE, kind, streamHandle(opts)), 'mlxc_dense_gemm_act');
+    t.check(fn.mlxc_dense_gemm_act(res, _x.handle, _wPacked.handle, toInt32(n, 'denseGemmAct: n'), _bias ? _bias.handle : NULL_HANDLE, toCString(kind, 'denseGemmAct: kind'), streamHandle(opts)), 'mlxc_dense_gemm_act');
     return Array.fromHandle(res);
   } finally {
     t.release();

@@ -7,7 +7,7 @@ import { dtypeCode, type Dtype } from '../dtype.js';
 import { fn } from '../native.js';
 import { streamHandle, type OpOptions } from '../stream.js';
 import { fftNormCode, type FftNorm } from '../enums.js';
-import { toInt32, toInt32Array, toInt64Array } from '../ints.js';
+import { toCString, toInt32, toInt32Array, toInt64Array } from '../ints.js';
 
 /** `int mlx_abs(mlx_array* res, const mlx_array a, const mlx_stream s)` */
 export function abs(a: ArrayLike, opts?: OpOptions): Array {
@@ -870,7 +870,7 @@ export function dequantize(w: ArrayLike, scales: ArrayLike, biases: ArrayLike | 
     const _biases = biases == null ? null : t.arg(biases, _ref);
     const _globalScale = globalScale == null ? null : t.arg(globalScale, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_dequantize(res, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'dequantize: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'dequantize: bits'), has_value: true }, mode, _globalScale ? _globalScale.handle : NULL_HANDLE, dtype == null ? { value: 0, has_value: false } : { value: dtypeCode(dtype), has_value: true }, streamHandle(opts)), 'mlx_dequantize');
+    t.check(fn.mlx_dequantize(res, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'dequantize: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'dequantize: bits'), has_value: true }, toCString(mode, 'dequantize: mode'), _globalScale ? _globalScale.handle : NULL_HANDLE, dtype == null ? { value: 0, has_value: false } : { value: dtypeCode(dtype), has_value: true }, streamHandle(opts)), 'mlx_dequantize');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -938,7 +938,7 @@ export function einsum(subscripts: string, operands: readonly ArrayLike[], opts?
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_einsum(res, subscripts, t.vector(operands), streamHandle(opts)), 'mlx_einsum');
+    t.check(fn.mlx_einsum(res, toCString(subscripts, 'einsum: subscripts'), t.vector(operands), streamHandle(opts)), 'mlx_einsum');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1189,7 +1189,7 @@ export function gatherQmm(x: ArrayLike, w: ArrayLike, scales: ArrayLike, biases:
     const _lhsIndices = lhsIndices == null ? null : t.arg(lhsIndices, _ref);
     const _rhsIndices = rhsIndices == null ? null : t.arg(rhsIndices, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_gather_qmm(res, _x.handle, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, _lhsIndices ? _lhsIndices.handle : NULL_HANDLE, _rhsIndices ? _rhsIndices.handle : NULL_HANDLE, transpose, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'gatherQmm: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'gatherQmm: bits'), has_value: true }, mode, sortedIndices, streamHandle(opts)), 'mlx_gather_qmm');
+    t.check(fn.mlx_gather_qmm(res, _x.handle, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, _lhsIndices ? _lhsIndices.handle : NULL_HANDLE, _rhsIndices ? _rhsIndices.handle : NULL_HANDLE, transpose, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'gatherQmm: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'gatherQmm: bits'), has_value: true }, toCString(mode, 'gatherQmm: mode'), sortedIndices, streamHandle(opts)), 'mlx_gather_qmm');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1759,7 +1759,7 @@ export function meshgrid(arrays: readonly ArrayLike[], sparse: boolean, indexing
   const t = new CallTemps();
   try {
     const res = { ctx: null };
-    t.check(fn.mlx_meshgrid(res, t.vector(arrays), sparse, indexing, streamHandle(opts)), 'mlx_meshgrid');
+    t.check(fn.mlx_meshgrid(res, t.vector(arrays), sparse, toCString(indexing, 'meshgrid: indexing'), streamHandle(opts)), 'mlx_meshgrid');
     return takeVector(res);
   } finally {
     t.release();
@@ -1950,7 +1950,7 @@ export function pad(a: ArrayLike, axes: readonly number[], lowPadSize: readonly 
     const _a = t.arg(a, _ref);
     const _padValue = t.arg(padValue, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_pad(res, _a.handle, toInt32Array(axes, 'pad: axes', 'any'), axes.length, toInt32Array(lowPadSize, 'pad: lowPadSize', 'any'), lowPadSize.length, toInt32Array(highPadSize, 'pad: highPadSize', 'any'), highPadSize.length, _padValue.handle, mode, streamHandle(opts)), 'mlx_pad');
+    t.check(fn.mlx_pad(res, _a.handle, toInt32Array(axes, 'pad: axes', 'any'), axes.length, toInt32Array(lowPadSize, 'pad: lowPadSize', 'any'), lowPadSize.length, toInt32Array(highPadSize, 'pad: highPadSize', 'any'), highPadSize.length, _padValue.handle, toCString(mode, 'pad: mode'), streamHandle(opts)), 'mlx_pad');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -1965,7 +1965,7 @@ export function padSymmetric(a: ArrayLike, padWidth: number, padValue: ArrayLike
     const _a = t.arg(a, _ref);
     const _padValue = t.arg(padValue, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_pad_symmetric(res, _a.handle, toInt32(padWidth, 'padSymmetric: padWidth'), _padValue.handle, mode, streamHandle(opts)), 'mlx_pad_symmetric');
+    t.check(fn.mlx_pad_symmetric(res, _a.handle, toInt32(padWidth, 'padSymmetric: padWidth'), _padValue.handle, toCString(mode, 'padSymmetric: mode'), streamHandle(opts)), 'mlx_pad_symmetric');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2079,7 +2079,7 @@ export function qqmm(x: ArrayLike, w: ArrayLike, wScales: ArrayLike | null | und
     const _globalScaleX = globalScaleX == null ? null : t.arg(globalScaleX, _ref);
     const _globalScaleW = globalScaleW == null ? null : t.arg(globalScaleW, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_qqmm(res, _x.handle, _w.handle, _wScales ? _wScales.handle : NULL_HANDLE, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'qqmm: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'qqmm: bits'), has_value: true }, mode, _globalScaleX ? _globalScaleX.handle : NULL_HANDLE, _globalScaleW ? _globalScaleW.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_qqmm');
+    t.check(fn.mlx_qqmm(res, _x.handle, _w.handle, _wScales ? _wScales.handle : NULL_HANDLE, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'qqmm: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'qqmm: bits'), has_value: true }, toCString(mode, 'qqmm: mode'), _globalScaleX ? _globalScaleX.handle : NULL_HANDLE, _globalScaleW ? _globalScaleW.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_qqmm');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -2094,7 +2094,7 @@ export function quantize(w: ArrayLike, groupSize: number | null | undefined, bit
     const _w = t.arg(w, _ref);
     const _globalScale = globalScale == null ? null : t.arg(globalScale, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_quantize(res, _w.handle, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'quantize: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'quantize: bits'), has_value: true }, mode, _globalScale ? _globalScale.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_quantize');
+    t.check(fn.mlx_quantize(res, _w.handle, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'quantize: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'quantize: bits'), has_value: true }, toCString(mode, 'quantize: mode'), _globalScale ? _globalScale.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_quantize');
     return takeVector(res);
   } finally {
     t.release();
@@ -2111,7 +2111,7 @@ export function quantizedMatmul(x: ArrayLike, w: ArrayLike, scales: ArrayLike, b
     const _scales = t.arg(scales, _ref);
     const _biases = biases == null ? null : t.arg(biases, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_quantized_matmul(res, _x.handle, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, transpose, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'quantizedMatmul: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'quantizedMatmul: bits'), has_value: true }, mode, streamHandle(opts)), 'mlx_quantized_matmul');
+    t.check(fn.mlx_quantized_matmul(res, _x.handle, _w.handle, _scales.handle, _biases ? _biases.handle : NULL_HANDLE, transpose, groupSize == null ? { value: 0, has_value: false } : { value: toInt32(groupSize, 'quantizedMatmul: groupSize'), has_value: true }, bits == null ? { value: 0, has_value: false } : { value: toInt32(bits, 'quantizedMatmul: bits'), has_value: true }, toCString(mode, 'quantizedMatmul: mode'), streamHandle(opts)), 'mlx_quantized_matmul');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3357,7 +3357,7 @@ export function fastScaledDotProductAttention(queries: ArrayLike, keys: ArrayLik
     const _maskArr = maskArr == null ? null : t.arg(maskArr, _ref);
     const _sinks = sinks == null ? null : t.arg(sinks, _ref);
     const res = { ctx: null };
-    t.check(fn.mlx_fast_scaled_dot_product_attention(res, _queries.handle, _keys.handle, _values.handle, scale, maskMode, _maskArr ? _maskArr.handle : NULL_HANDLE, _sinks ? _sinks.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_fast_scaled_dot_product_attention');
+    t.check(fn.mlx_fast_scaled_dot_product_attention(res, _queries.handle, _keys.handle, _values.handle, scale, toCString(maskMode, 'fastScaledDotProductAttention: maskMode'), _maskArr ? _maskArr.handle : NULL_HANDLE, _sinks ? _sinks.handle : NULL_HANDLE, streamHandle(opts)), 'mlx_fast_scaled_dot_product_attention');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3424,7 +3424,7 @@ export function linalgEigh(a: ArrayLike, UPLO: string, opts?: OpOptions): [Array
   try {
     const _a = t.arg(a);
     const r0 = { ctx: null }; const r1 = { ctx: null };
-    t.check(fn.mlx_linalg_eigh(r0, r1, _a.handle, UPLO, streamHandle(opts)), 'mlx_linalg_eigh');
+    t.check(fn.mlx_linalg_eigh(r0, r1, _a.handle, toCString(UPLO, 'linalgEigh: UPLO'), streamHandle(opts)), 'mlx_linalg_eigh');
     return [Array.fromHandle(r0), Array.fromHandle(r1)];
   } finally {
     t.release();
@@ -3450,7 +3450,7 @@ export function linalgEigvalsh(a: ArrayLike, UPLO: string, opts?: OpOptions): Ar
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_linalg_eigvalsh(res, _a.handle, UPLO, streamHandle(opts)), 'mlx_linalg_eigvalsh');
+    t.check(fn.mlx_linalg_eigvalsh(res, _a.handle, toCString(UPLO, 'linalgEigvalsh: UPLO'), streamHandle(opts)), 'mlx_linalg_eigvalsh');
     return Array.fromHandle(res);
   } finally {
     t.release();
@@ -3515,7 +3515,7 @@ export function linalgNormMatrix(a: ArrayLike, ord: string, axis: readonly numbe
   try {
     const _a = t.arg(a);
     const res = { ctx: null };
-    t.check(fn.mlx_linalg_norm_matrix(res, _a.handle, ord, axis == null ? null : toInt32Array(axis, 'linalgNormMatrix: axis', 'any'), axis == null ? 0 : axis.length, keepdims, streamHandle(opts)), 'mlx_linalg_norm_matrix');
+    t.check(fn.mlx_linalg_norm_matrix(res, _a.handle, toCString(ord, 'linalgNormMatrix: ord'), axis == null ? null : toInt32Array(axis, 'linalgNormMatrix: axis', 'any'), axis == null ? 0 : axis.length, keepdims, streamHandle(opts)), 'mlx_linalg_norm_matrix');
     return Array.fromHandle(res);
   } finally {
     t.release();
