@@ -20,7 +20,7 @@ import { gemmRewrite, matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
 import { powRewrite } from './pow.js';
 import { siblingMatmulRewrite } from './sibling-matmul.js';
-import { matmulActivationRewrite } from './matmul-activation.js';
+import { matmulActivationRewrite } from './matmul-epilogue.js';
 import { packMatmulRewrite } from './pack-matmul.js';
 import { transposeMatmulRewrite } from './transpose-matmul.js';
 import { GraphView, type RewriteTarget } from './view.js';

@@ -1,4 +1,4 @@
-// The matmul-activation rewrite (src/plan/rewrite/matmul-activation.ts): on a CPU session whose
+// The matmul-activation rewrite (src/plan/rewrite/matmul-epilogue.ts): on a CPU session whose
 // weights are packed (pack-matmul), an activation that alone reads a packed product's result (the
 // fused Gelu of either form, Relu, Sigmoid, Tanh) becomes the product's epilogue. Checked against
 // onnxruntime-node and the rewrites without it, eager and compiled, at one row (the few-row kernel)
