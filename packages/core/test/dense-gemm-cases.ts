@@ -121,7 +121,7 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
         const wp = mx.ext.densePackWeight(w, cpu);
         const ref = reference(x, w, bias);
         for (const kind of kinds) {
-          const got = flat(mx.ext.denseGemmAct(x, wp, N, bias ?? null, kind, cpu));
+          const got = flat(mx.ext.denseGemmAct(x, wp, N, bias ?? null, kind, null, cpu));
           const f = activationReference[kind];
           for (let i = 0; i < ref.v.length; i++) {
             const want = f(ref.v[i]);
@@ -130,9 +130,26 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
             expect(Math.abs(got[i] - want), `${M}x${K}x${N} ${kind}[${i}]: got ${got[i]}, want ${want}`).toBeLessThanOrEqual(tol);
           }
         }
+        // A residual of the result's shape is added after the activation in the epilogue; one that
+        // broadcasts (a row) is added after the product.
+        const res = rand([M, N], 60 + c);
+        const row = rand([N], 70 + c);
+        const R = flat(res);
+        const Q = flat(row);
+        for (const [what, r, at] of [
+          ['residual', res, (i: number) => R[i]],
+          ['broadcast residual', row, (i: number) => Q[i % N]],
+        ] as const) {
+          const got = flat(mx.ext.denseGemmAct(x, wp, N, bias ?? null, 'gelu', r, cpu));
+          for (let i = 0; i < ref.v.length; i++) {
+            const want = activationReference.gelu(ref.v[i]) + at(i);
+            const tol = 2e-6 * ref.mag[i] * 1.2 + 4e-7 * (Math.abs(want) + Math.abs(at(i))) + 1e-7;
+            expect(Math.abs(got[i] - want), `${M}x${K}x${N} ${what}[${i}]`).toBeLessThanOrEqual(tol);
+          }
+        }
         // identity is the plain product; another kind name is refused.
-        expectProduct(mx.ext.denseGemmAct(x, wp, N, bias ?? null, 'identity', cpu), ref, `${M}x${K}x${N} identity`);
-        expect(() => mx.ext.denseGemmAct(x, wp, N, null, 'swish', cpu)).toThrow(/unknown kind 'swish'/);
+        expectProduct(mx.ext.denseGemmAct(x, wp, N, bias ?? null, 'identity', null, cpu), ref, `${M}x${K}x${N} identity`);
+        expect(() => mx.ext.denseGemmAct(x, wp, N, null, 'swish', null, cpu)).toThrow(/unknown kind 'swish'/);
       });
     });
 

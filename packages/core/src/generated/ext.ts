@@ -213,19 +213,20 @@ export function denseGemm(x: ArrayLike, wPacked: ArrayLike, n: number, bias?: Ar
 }
 
 /**
- * mlxc_dense_gemm, then the activation kind of mlxc_fused_activation (gelu, gelu_tanh, relu, silu, sigmoid, tanh, erf, exp, identity) on each result: the CPU kernel applies it to each block of the output as soon as the block is complete, while it is in cache, instead of in a pass of its own; off the kernel, MLX's ops. An unknown kind is an error.
+ * mlxc_dense_gemm, then the activation kind of mlxc_fused_activation (gelu, gelu_tanh, relu, silu, sigmoid, tanh, erf, exp, identity) on each result, then residual added (a skip connection; may be null): the CPU kernel applies both to each block of the output as soon as the block is complete, while it is in cache, instead of in passes of their own; a residual of another shape (it broadcasts) or type is added by mlx_add after the product, as everything off the kernel is MLX's ops. An unknown kind is an error.
  *
- * `int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias , const char* kind, const mlx_stream s)`
+ * `int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias , const char* kind, const mlx_array residual , const mlx_stream s)`
  */
-export function denseGemmAct(x: ArrayLike, wPacked: ArrayLike, n: number, bias: ArrayLike | null | undefined, kind: string, opts?: OpOptions): Array {
+export function denseGemmAct(x: ArrayLike, wPacked: ArrayLike, n: number, bias: ArrayLike | null | undefined, kind: string, residual?: ArrayLike | null, opts?: OpOptions): Array {
   const t = new CallTemps();
   try {
-    const _ref = firstArray(x, wPacked, bias);
+    const _ref = firstArray(x, wPacked, bias, residual);
     const _x = t.arg(x, _ref);
     const _wPacked = t.arg(wPacked, _ref);
     const _bias = bias == null ? null : t.arg(bias, _ref);
+    const _residual = residual == null ? null : t.arg(residual, _ref);
     const res = { ctx: null };
-    t.check(fn.mlxc_dense_gemm_act(res, _x.handle, _wPacked.handle, toInt32(n, 'denseGemmAct: n'), _bias ? _bias.handle : NULL_HANDLE, toCString(kind, 'denseGemmAct: kind'), streamHandle(opts)), 'mlxc_dense_gemm_act');
+    t.check(fn.mlxc_dense_gemm_act(res, _x.handle, _wPacked.handle, toInt32(n, 'denseGemmAct: n'), _bias ? _bias.handle : NULL_HANDLE, toCString(kind, 'denseGemmAct: kind'), _residual ? _residual.handle : NULL_HANDLE, streamHandle(opts)), 'mlxc_dense_gemm_act');
     return Array.fromHandle(res);
   } finally {
     t.release();

@@ -34,8 +34,8 @@ export const gemm: FnSpec[] = [
     'x [..., K] @ w (+ bias [n]) with w_packed from mlxc_dense_pack_weight of a [K, n] weight: the CPU kernel for float32 at any row count (panels streamed once for few rows, 12-row tiles otherwise), else mlx_matmul on the unpacked weight',
   ),
   op(
-    'int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias /* may be null */, const char* kind, const mlx_stream s)',
-    'mlxc::cpu::dense_gemm_act($x, $w_packed, $n, $bias, $kind, $s)',
-    "mlxc_dense_gemm, then the activation kind of mlxc_fused_activation (gelu, gelu_tanh, relu, silu, sigmoid, tanh, erf, exp, identity) on each result: the CPU kernel applies it to each block of the output as soon as the block is complete, while it is in cache, instead of in a pass of its own; off the kernel, MLX's ops. An unknown kind is an error",
+    'int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias /* may be null */, const char* kind, const mlx_array residual /* may be null */, const mlx_stream s)',
+    'mlxc::cpu::dense_gemm_act($x, $w_packed, $n, $bias, $kind, $residual, $s)',
+    "mlxc_dense_gemm, then the activation kind of mlxc_fused_activation (gelu, gelu_tanh, relu, silu, sigmoid, tanh, erf, exp, identity) on each result, then residual added (a skip connection; may be null): the CPU kernel applies both to each block of the output as soon as the block is complete, while it is in cache, instead of in passes of their own; a residual of another shape (it broadcasts) or type is added by mlx_add after the product, as everything off the kernel is MLX's ops. An unknown kind is an error",
   ),
 ];

@@ -537,7 +537,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n)',
   'int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size)',
   'int mlxc_dense_gemm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const mlx_stream s)',
-  'int mlxc_dense_gemm_act(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const char* kind, const mlx_stream s)',
+  'int mlxc_dense_gemm_act(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const char* kind, const mlx_array residual, const mlx_stream s)',
   'int mlxc_conv_pack_weight(_Inout_ mlx_array* res, const mlx_array w, const mlx_stream s)',
   'int mlxc_conv_pack_host(void* dst, const void* src, size_t o, size_t c, size_t s, size_t group)',
   'int mlxc_conv_split_halves(_Inout_ bool* res)',
@@ -1627,8 +1627,8 @@ export interface MlxCFunctions {
   mlxc_transpose_host(dst: unknown, src: unknown, k: number | bigint, n: number | bigint, elem_size: number | bigint): number;
   /** kernels/gemm: `int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const mlx_stream s)` */
   mlxc_dense_gemm(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, n: number, bias: MlxHandle, s: MlxHandle): number;
-  /** kernels/gemm: `int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const char* kind, const mlx_stream s)` */
-  mlxc_dense_gemm_act(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, n: number, bias: MlxHandle, kind: string | null, s: MlxHandle): number;
+  /** kernels/gemm: `int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const char* kind, const mlx_array residual, const mlx_stream s)` */
+  mlxc_dense_gemm_act(res: MlxHandle, x: MlxHandle, w_packed: MlxHandle, n: number, bias: MlxHandle, kind: string | null, residual: MlxHandle, s: MlxHandle): number;
   /** kernels/conv: `int mlxc_conv_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s)` */
   mlxc_conv_pack_weight(res: MlxHandle, w: MlxHandle, s: MlxHandle): number;
   /** kernels/conv: `int mlxc_conv_pack_host(void* dst, const void* src, size_t o, size_t c, size_t s, size_t group)` */

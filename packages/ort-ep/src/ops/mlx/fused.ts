@@ -315,11 +315,12 @@ export const mlxFusedOps: OpEntry[] = [
       checkARank(ctx, ctx.params.aRank);
       const w = panelsAsKernelsRead(ctx.input(1), ctx.params.split);
       const { n, activation } = ctx.params;
-      return activation === 'identity'
+      const residual = ctx.optional(3);
+      return activation === 'identity' && !residual
         ? mx.ext.denseGemm(ctx.input(0), w, n, ctx.optional(2) ?? null)
-        : mx.ext.denseGemmAct(ctx.input(0), w, n, ctx.optional(2) ?? null, activation);
+        : mx.ext.denseGemmAct(ctx.input(0), w, n, ctx.optional(2) ?? null, activation, residual ?? null);
     },
-    'MatMul (+ bias) (+ activation: gelu, gelu_tanh, relu, sigmoid, tanh) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count, the activation applied to each block of the output as it is finished (CPU, AVX2 or AVX-512)',
+    'MatMul (+ bias) (+ activation: gelu, gelu_tanh, relu, sigmoid, tanh) (+ residual) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count, the activation and the residual applied to each block of the output as it is finished (CPU, AVX2 or AVX-512)',
   ),
   entry(
     'MatMulTransposed',

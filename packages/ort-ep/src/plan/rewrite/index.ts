@@ -20,7 +20,7 @@ import { gemmRewrite, matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
 import { powRewrite } from './pow.js';
 import { siblingMatmulRewrite } from './sibling-matmul.js';
-import { matmulActivationRewrite } from './matmul-epilogue.js';
+import { matmulEpilogueRewrite } from './matmul-epilogue.js';
 import { packMatmulRewrite } from './pack-matmul.js';
 import { transposeMatmulRewrite } from './transpose-matmul.js';
 import { GraphView, type RewriteTarget } from './view.js';
@@ -43,8 +43,8 @@ export const REWRITES = {
   'sibling-matmul': siblingMatmulRewrite,
   // After matmul-add, gemm and sibling-matmul: it packs the weights of their products too.
   'pack-matmul': packMatmulRewrite,
-  // After pack-matmul: an activation alone after a packed product goes into its epilogue.
-  'matmul-activation': matmulActivationRewrite,
+  // After pack-matmul: an activation and a residual Add after a packed product go into its epilogue.
+  'matmul-epilogue': matmulEpilogueRewrite,
   // Beside pack-matmul (that one on CPU sessions, this one on GPU ones): the same products.
   'transpose-matmul': transposeMatmulRewrite,
   // Before conv-epilogue: the folded Conv is what it fuses with the activation after the norm.

@@ -1,9 +1,12 @@
-// mlx.fused::MatMulPacked -> an activation (the fused Gelu, erf or tanh form, or Relu, Sigmoid, Tanh)
-// that alone reads its result -> one MatMulPacked with attribute `activation`: @mlx/sys's dense
-// product applies it to each block of its output as the block is finished, still in cache, instead
-// of a pass of its own over the whole result (a transformer's feed-forward GELU, [tokens, 4 x
-// hidden], read and written again in every layer). A Gelu's bias joins the product's when the
-// product has none. Runs after pack-matmul, whose products it takes.
+// mlx.fused::MatMulPacked -> [an activation: the fused Gelu, erf or tanh form, or Relu, Sigmoid,
+// Tanh] -> [Add(residual)], each alone reading the one before, at least one of them -> one
+// MatMulPacked with attribute `activation` and the residual as a fourth input: @mlx/sys's dense
+// product applies them to each block of its output as the block is finished, still in cache,
+// instead of passes of their own over the whole result (a transformer's feed-forward GELU, [tokens,
+// 4 x hidden], and its skip connections after the attention's and the feed-forward's output
+// projections, in every layer). A Gelu's bias joins the product's when the product has none. A
+// residual of another shape than the result (it broadcasts) is added after the product, as Add
+// would. Runs after pack-matmul, whose products it takes.
 import { OnnxDataType, type AttrValue, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
@@ -12,33 +15,53 @@ import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 function kindOf(n: NodeIR): string | undefined {
   if (n.domain === FUSED_DOMAIN && n.opType === 'Gelu') {
     const a = n.attributes.get('approximate');
-    return a?.type === 'string' && a.value === 'tanh'
-      ? 'gelu_tanh'
-      : a === undefined || (a.type === 'string' && a.value === 'none')
-        ? 'gelu'
-        : undefined;
+    if (a === undefined || (a.type === 'string' && a.value === 'none')) return 'gelu';
+    return a.type === 'string' && a.value === 'tanh' ? 'gelu_tanh' : undefined;
   }
   if (!isDefaultDomain(n) || n.inputs.length !== 1) return undefined;
   return ({ Relu: 'relu', Sigmoid: 'sigmoid', Tanh: 'tanh' } as Record<string, string | undefined>)[n.opType];
 }
 
-export function matmulActivationRewrite(view: GraphView): void {
+export function matmulEpilogueRewrite(view: GraphView): void {
   for (const mm of view.graph.nodes) {
     if (view.isRemoved(mm) || mm.domain !== FUSED_DOMAIN || mm.opType !== 'MatMulPacked' || mm.attributes.has('activation')) continue;
-    const act = view.soleReader(mm.outputs[0]);
-    if (!act || view.isRemoved(act) || act.inputs[0] !== mm.outputs[0] || act.outputs.length !== 1 || !act.outputs[0]) continue;
-    const kind = kindOf(act);
-    if (!kind) continue;
+    const nodes: NodeIR[] = [mm];
+    let out = mm.outputs[0];
     let bias = mm.inputs[2] ?? '';
-    const extra = act.inputs[1] ?? '';
-    if (extra) {
+    let kind: string | undefined;
+    const act = view.soleReader(out);
+    const actKind =
+      act && !view.isRemoved(act) && act.inputs[0] === out && act.outputs.length === 1 && act.outputs[0] ? kindOf(act) : undefined;
+    if (act && actKind) {
+      const extra = act.inputs[1] ?? '';
       // The Gelu's bias: a constant float32 vector of the product's columns, taken only where the product has none.
       const n = mm.attributes.get('n');
-      const b = view.constant(extra);
-      if (bias || n?.type !== 'int' || !b || b.dtype !== OnnxDataType.FLOAT || b.dims.length !== 1 || b.dims[0] !== n.value) continue;
-      bias = extra;
+      const b = extra ? view.constant(extra) : undefined;
+      const fits =
+        !extra || (!bias && n?.type === 'int' && b?.dtype === OnnxDataType.FLOAT && b.dims.length === 1 && b.dims[0] === n.value);
+      if (fits) {
+        if (extra) bias = extra;
+        kind = actKind;
+        nodes.push(act);
+        out = act.outputs[0];
+      }
     }
-    const attrs: Record<string, AttrValue> = { ...Object.fromEntries(mm.attributes), activation: { type: 'string', value: kind } };
-    view.replace([mm, act], fusedNode(view, 'MatMulPacked', mm, [mm.inputs[0], mm.inputs[1], ...(bias ? [bias] : [])], act.outputs, attrs));
+    let residual = '';
+    const add = view.soleReader(out);
+    if (add && !view.isRemoved(add) && add.opType === 'Add' && isDefaultDomain(add) && add.inputs[0] !== add.inputs[1] && add.outputs[0]) {
+      residual = view.other(add, out) ?? '';
+      if (residual) {
+        nodes.push(add);
+        out = add.outputs[0];
+      }
+    }
+    if (nodes.length === 1) continue;
+    const attrs: Record<string, AttrValue> = {
+      ...Object.fromEntries(mm.attributes),
+      activation: { type: 'string', value: kind ?? 'identity' },
+    };
+    const inputs = [mm.inputs[0], mm.inputs[1], bias, ...(residual ? [residual] : [])];
+    // A product without a bias keeps an empty third input before its residual (none after it otherwise).
+    view.replace(nodes, fusedNode(view, 'MatMulPacked', mm, residual || bias ? inputs : inputs.slice(0, 2), [out], attrs));
   }
 }

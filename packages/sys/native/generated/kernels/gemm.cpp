@@ -65,9 +65,9 @@ extern "C" int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_arra
   return 0;
 }
 
-extern "C" int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const char* kind, const mlx_stream s) {
+extern "C" int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const char* kind, const mlx_array residual, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlxc::cpu::dense_gemm_act(mlxc::arr(x), mlxc::arr(w_packed), n, mlxc::opt_array(bias), std::string(kind), mlxc::stream(s)));
+    mlxc::set(*res, mlxc::cpu::dense_gemm_act(mlxc::arr(x), mlxc::arr(w_packed), n, mlxc::opt_array(bias), std::string(kind), mlxc::opt_array(residual), mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;

@@ -36,23 +36,27 @@ array unpacked(const array& wp, int n, mx::Stream s) {
   return P * static_cast<int>(NR) == n ? w : mx::slice(w, {0, 0}, {K, n}, s);
 }
 
-array composed(const array& x, const array& wp, int n, const std::optional<array>& bias, Act act, mx::Stream s) {
+array composed(const array& x, const array& wp, int n, const std::optional<array>& bias, Act act, const std::optional<array>& residual,
+               mx::Stream s) {
   array y = mx::matmul(x, unpacked(wp, n, s), s);
   if (bias) y = mx::add(y, *bias, s);
-  return act == Act::identity ? y : composed_activation(y, act, s);
+  if (act != Act::identity) y = composed_activation(y, act, s);
+  return residual ? mx::add(y, *residual, s) : y;
 }
 
 class DenseGemm : public FusedPrimitive {
  public:
-  DenseGemm(mx::Stream s, int n, bool has_bias, Act act) : FusedPrimitive(s), n_(n), has_bias_(has_bias), act_(act) {}
+  DenseGemm(mx::Stream s, int n, bool has_bias, Act act, bool has_residual)
+      : FusedPrimitive(s), n_(n), has_bias_(has_bias), act_(act), has_residual_(has_residual) {}
   const char* name() const override { return "DenseGemm"; }
   bool is_equivalent(const mx::Primitive& o) const override {
     if (typeid(o) != typeid(*this)) return false;
     auto& p = static_cast<const DenseGemm&>(o);
-    return n_ == p.n_ && has_bias_ == p.has_bias_ && act_ == p.act_;
+    return n_ == p.n_ && has_bias_ == p.has_bias_ && act_ == p.act_ && has_residual_ == p.has_residual_;
   }
   array compose(const std::vector<array>& in) const override {
-    return composed(in[0], in[1], n_, has_bias_ ? std::optional<array>(in[2]) : std::nullopt, act_, st());
+    return composed(in[0], in[1], n_, has_bias_ ? std::optional<array>(in[2]) : std::nullopt, act_,
+                    has_residual_ ? std::optional<array>(in.back()) : std::nullopt, st());
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
     auto shape = in[0].shape();
@@ -70,8 +74,10 @@ class DenseGemm : public FusedPrimitive {
     const array x0 = row_ordered_input(in[0], enc);
     const array w0 = row_ordered_input(in[1], enc);
     const array b0 = has_bias_ ? row_ordered_input(in[2], enc) : x0;
+    const array r0 = has_residual_ ? row_ordered_input(in.back(), enc) : x0;
     enc.dispatch([x = array::unsafe_weak_copy(x0), wp = array::unsafe_weak_copy(w0), b = array::unsafe_weak_copy(b0),
-                  out = array::unsafe_weak_copy(out), hb = has_bias_, n = static_cast<size_t>(n_), act = act_]() mutable {
+                  r = array::unsafe_weak_copy(r0), out = array::unsafe_weak_copy(out), hb = has_bias_, hr = has_residual_,
+                  n = static_cast<size_t>(n_), act = act_]() mutable {
       const size_t K = wp.shape(1), M = n ? out.size() / n : 0;
       dense::Problem p{x.data<float>(),
                        K,
@@ -82,7 +88,8 @@ class DenseGemm : public FusedPrimitive {
                        K,
                        n,
                        static_cast<size_t>(wp.shape(0)),
-                       act};
+                       act,
+                       hr ? r.data<float>() : nullptr};
       run(p);
     });
   }
@@ -93,7 +100,7 @@ class DenseGemm : public FusedPrimitive {
     if (p.K == 0) {
       for (size_t m = 0; m < p.M; m++)
         for (size_t j = 0; j < p.n; j++) p.out[m * p.n + j] = p.bias ? p.bias[j] : 0.0f;
-      activation_block(p.out, p.n, p.M, p.n, p.act);
+      epilogue(p, 0, 0, p.M, p.n);
       return;
     }
     // The widest vector build the CPU runs (dense_gemm_avx512.cpp, dense_gemm_avx2.cpp), else the portable loops.
@@ -165,6 +172,7 @@ class DenseGemm : public FusedPrimitive {
   int n_;
   bool has_bias_;
   Act act_;
+  bool has_residual_;
 };
 
 }  // namespace
@@ -197,7 +205,7 @@ void few_generic(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
         for (size_t j = 0; j < NR; j++) acc[j] += x[k] * b[k * NR + j];
       const size_t col = q * NR, ncols = std::min(NR, p.n - col);
       for (size_t j = 0; j < ncols; j++) p.out[m * p.n + col + j] = acc[j] + (p.bias ? p.bias[col + j] : 0.0f);
-      activation_block(p.out + m * p.n + col, p.n, 1, ncols, p.act);
+      epilogue(p, m, col, 1, ncols);
     }
   }
 }
@@ -217,7 +225,7 @@ void tiles_generic(const Problem& p, const float* ap, size_t t0, size_t t1, size
       const size_t col = q * NR, ncols = std::min(NR, p.n - col);
       for (size_t i = 0; i < rows; i++)
         for (size_t j = 0; j < ncols; j++) p.out[(row + i) * p.n + col + j] = acc[i][j] + (p.bias ? p.bias[col + j] : 0.0f);
-      activation_block(p.out + row * p.n + col, p.n, rows, ncols, p.act);
+      epilogue(p, row, col, rows, ncols);
     }
   }
 }
@@ -304,10 +312,11 @@ array dense_pack_weight(const array& w, mx::Stream s) {
 }
 
 array dense_gemm(const array& x, const array& wp, int n, const std::optional<array>& bias, mx::Stream s) {
-  return dense_gemm_act(x, wp, n, bias, "identity", s);
+  return dense_gemm_act(x, wp, n, bias, "identity", std::nullopt, s);
 }
 
-array dense_gemm_act(const array& x, const array& wp, int n, const std::optional<array>& bias, const std::string& kind, mx::Stream s) {
+array dense_gemm_act(const array& x, const array& wp, int n, const std::optional<array>& bias, const std::string& kind,
+                     const std::optional<array>& residual, mx::Stream s) {
   const Act act = parse_activation(kind);
   if (x.ndim() < 1) throw std::invalid_argument("dense_gemm: x must have at least one axis ([..., K])");
   if (wp.ndim() != 3 || wp.shape(2) != static_cast<int>(NR))
@@ -323,12 +332,16 @@ array dense_gemm_act(const array& x, const array& wp, int n, const std::optional
     throw std::invalid_argument("dense_gemm: bias must be a vector of " + std::to_string(n) + " columns");
   const bool native = !kernels_off() && s.device == mx::Device::cpu && x.dtype() == mx::float32 && wp.dtype() == mx::float32 &&
                       (!bias || bias->dtype() == mx::float32);
-  if (!native) return composed(x, wp, n, bias, act, s);
+  if (!native) return composed(x, wp, n, bias, act, residual, s);
   auto shape = x.shape();
   shape.back() = n;
   std::vector<array> in{x, wp};
   if (bias) in.push_back(*bias);
-  return array(std::move(shape), mx::float32, std::make_shared<DenseGemm>(s, n, bias.has_value(), act), std::move(in));
+  // A residual of the result's own shape and type goes into the epilogue; any other (a broadcast) is added after.
+  const bool fused_residual = residual && residual->shape() == shape && residual->dtype() == mx::float32;
+  if (fused_residual) in.push_back(*residual);
+  array y(shape, mx::float32, std::make_shared<DenseGemm>(s, n, bias.has_value(), act, fused_residual), std::move(in));
+  return residual && !fused_residual ? mx::add(y, *residual, s) : y;
 }
 
 }  // namespace mlxc::cpu

@@ -43,11 +43,13 @@ void transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_
 mx::array dense_gemm(const mx::array& x, const mx::array& wp, int n, const std::optional<mx::array>& bias, mx::Stream s);
 /**
  * dense_gemm, then the fused activation `kind` (as mlxc_fused_activation names them: gelu, gelu_tanh,
- * relu, silu, ...) on each result, applied by the kernel to each block of the output as it finishes
- * (still in cache) rather than by a pass of its own; off the native path, MLX's ops.
+ * relu, silu, ...) on each result, then `residual` added (a transformer's skip connection): the
+ * kernel applies both to each block of the output as it finishes (still in cache) rather than in
+ * passes of their own. A residual of another shape than the result's (it broadcasts) or type is
+ * added by MLX's add after the product, as off the native path.
  */
 mx::array dense_gemm_act(const mx::array& x, const mx::array& wp, int n, const std::optional<mx::array>& bias, const std::string& kind,
-                         mx::Stream s);
+                         const std::optional<mx::array>& residual, mx::Stream s);
 
 namespace dense {
 /** Output columns per panel, rows per register tile, K per block. */
@@ -74,7 +76,20 @@ struct Problem {
   size_t M, K, n, P;
   /** Applied to each block of out once its last block of K is stored (identity: none). */
   Act act = Act::identity;
+  /** Added to each block of out after act: [M, n] in row order, or null. */
+  const float* residual = nullptr;
 };
+
+/** The epilogue of out's rows [row, row + rows) x columns [col, col + cols), once complete: act, then the residual. */
+inline void epilogue(const Problem& p, size_t row, size_t col, size_t rows, size_t cols) {
+  activation_block(p.out + row * p.n + col, p.n, rows, cols, p.act);
+  if (!p.residual) return;
+  for (size_t r = row; r < row + rows; r++) {
+    float* o = p.out + r * p.n + col;
+    const float* q = p.residual + r * p.n + col;
+    for (size_t j = 0; j < cols; j++) o[j] += q[j];
+  }
+}
 
 /** x's rows [t0 * kTile, t1 * kTile) in tiles [t][K][kTile] (zeros past M) at ap + t * K * kTile. */
 void pack_tiles(const Problem& p, size_t t0, size_t t1, float* ap);

@@ -208,7 +208,7 @@ void few_avx2(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
   for (size_t q = p0; q < p1; q++) {
     const size_t col = q * NR, ncols = std::min(NR, p.n - col);
     few_panel(rows, p.x + m0 * p.lda, p.lda, p.wp + q * p.K * NR, p.K, p.bias ? p.bias + col : nullptr, p.out + m0 * p.n + col, p.n, ncols);
-    activation_block(p.out + m0 * p.n + col, p.n, rows, ncols, p.act);
+    epilogue(p, m0, col, rows, ncols);
   }
 }
 
@@ -240,7 +240,7 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
               half_tile_part(r, kc, a + g, b, c, p.n, hn, first, last, bias);
           }
           // The epilogue on the tile's rows of this half panel, while they are in L1.
-          if (last) activation_block(p.out + row * p.n + col + hc, p.n, rows, hn, p.act);
+          if (last) epilogue(p, row, col + hc, rows, hn);
         }
       }
     }

@@ -117,7 +117,7 @@ void few_avx512(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
   for (size_t q = p0; q < p1; q++) {
     const size_t col = q * NR, ncols = std::min(NR, p.n - col);
     f(p.x + m0 * p.lda, p.lda, p.wp + q * p.K * NR, p.K, p.bias ? p.bias + col : nullptr, p.out + m0 * p.n + col, p.n, ncols);
-    activation_block(p.out + m0 * p.n + col, p.n, rows, ncols, p.act);
+    epilogue(p, m0, col, rows, ncols);
   }
 }
 
@@ -134,7 +134,7 @@ void tiles_avx512(const Problem& p, const float* ap, size_t t0, size_t t1, size_
         const size_t row = t * kTile, rows = std::min<size_t>(kTile, p.M - row);
         TILE[rows - 1](kc, ap + t * K * kTile + k0 * kTile, b, p.out + row * p.n + col, p.n, ncols, first, last, bias);
         // The epilogue on the tile's rows of this panel, while they are in L1.
-        if (last) activation_block(p.out + row * p.n + col, p.n, rows, ncols, p.act);
+        if (last) epilogue(p, row, col, rows, ncols);
       }
     }
   }
