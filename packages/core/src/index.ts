@@ -63,6 +63,7 @@ export {
   cpuKernelsUseAvx2,
   cpuKernelsUseAvx512,
   packDensePanels,
+  packDensePanelsArray,
   transposeHost,
 } from './cpu.js';
 export type { FftNorm } from './enums.js';
