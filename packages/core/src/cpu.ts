@@ -1,6 +1,5 @@
 // The fused CPU kernels' knobs: one thread count for their pool and for OpenBLAS. The kernels
 // themselves are in the `ext` namespace (ext.fusedActivation, ext.smallMatmul, ...).
-import { Array } from './array.js';
 import { check, fn } from './native.js';
 import { toInt32 } from './ints.js';
 
@@ -86,23 +85,6 @@ export function packDensePanels(w: Float32Array | Uint8Array, k: number, n: numb
   const out = new Float32Array(Math.ceil(n / 32) * k * 32);
   check(fn.mlxc_dense_pack_host(out, w, k, n), 'mlxc_dense_pack_host');
   return out;
-}
-
-/**
- * packDensePanels into a new float32 Array `[ceil(n / 32), k, 32]` of MLX's own memory, packed by
- * the library straight into it: a constant weight packed at plan time with no host copy to upload
- * afterwards. `w` as packDensePanels takes it (floats, or float32 bytes at any offset).
- */
-export function packDensePanelsArray(w: Float32Array | Uint8Array, k: number, n: number): Array {
-  if (!(w instanceof Float32Array) && !(w instanceof Uint8Array))
-    throw new TypeError('packDensePanelsArray: w must be a Float32Array or a Uint8Array of float32 bytes');
-  if (!Number.isSafeInteger(k) || !Number.isSafeInteger(n) || k < 1 || n < 1 || k > 0x7fffffff || n > 0x7fffffff)
-    throw new RangeError(`packDensePanelsArray: k and n must be integers from 1 to 2^31 - 1, got ${k} and ${n}`);
-  const floats = w instanceof Float32Array ? w.length : Math.floor(w.length / 4);
-  if (floats < k * n) throw new RangeError(`packDensePanelsArray: w holds ${floats} floats, fewer than k * n = ${k * n}`);
-  const res = { ctx: null };
-  check(fn.mlxc_dense_pack_new(res, w, k, n), 'mlxc_dense_pack_new');
-  return Array.fromHandle(res).knownMeta('float32', [Math.ceil(n / 32), k, 32]);
 }
 
 /**

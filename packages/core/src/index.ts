@@ -63,7 +63,6 @@ export {
   cpuKernelsUseAvx2,
   cpuKernelsUseAvx512,
   packDensePanels,
-  packDensePanelsArray,
   transposeHost,
 } from './cpu.js';
 export type { FftNorm } from './enums.js';

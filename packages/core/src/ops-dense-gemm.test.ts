@@ -89,43 +89,6 @@ describe('packDensePanels (host memory)', () => {
   });
 });
 
-describe('packDensePanelsArray', () => {
-  it('packs into an MLX array what packDensePanels packs into host memory, from floats or bytes', () => {
-    for (const [k, n] of [
-      [1, 1],
-      [70, 97],
-      [300, 1000],
-    ]) {
-      const w = Float32Array.from({ length: k * n }, (_, i) => Math.cos(i * 0.3) * 2);
-      const want = mx.packDensePanels(w, k, n);
-      const a = mx.packDensePanelsArray(w, k, n);
-      expect(a.shape).toEqual([Math.ceil(n / 32), k, 32]);
-      expect(a.dtype).toBe('float32');
-      expect(Buffer.from((a.toTypedArray() as Float32Array).buffer, 0, want.byteLength).equals(Buffer.from(want.buffer))).toBe(true);
-      const file = new Uint8Array(w.byteLength + 1);
-      file.set(new Uint8Array(w.buffer), 1);
-      const b = mx.packDensePanelsArray(file.subarray(1), k, n);
-      expect(Buffer.from((b.toTypedArray() as Float32Array).buffer, 0, want.byteLength).equals(Buffer.from(want.buffer))).toBe(true);
-      // The product by it is the product by the panels made any other way.
-      const x = mx.array(
-        Float32Array.from({ length: 3 * k }, (_, i) => Math.sin(i)),
-        { shape: [3, k] },
-      );
-      const viaArray = mx.ext.denseGemm(x, a, n, null, { stream: 'cpu' }).toTypedArray() as Float32Array;
-      const viaHost = mx.ext.denseGemm(x, mx.reshape(mx.array(want), a.shape), n, null, { stream: 'cpu' }).toTypedArray() as Float32Array;
-      expect(Array.from(viaArray)).toEqual(Array.from(viaHost));
-      for (const t of [a, b, x]) t.dispose();
-    }
-  });
-
-  it('refuses sizes the data does not hold and sizes past int32', () => {
-    expect(() => mx.packDensePanelsArray(new Float32Array(5), 2, 3)).toThrow(/holds 5 floats, fewer than k \* n = 6/);
-    expect(() => mx.packDensePanelsArray(new Float32Array(5), 0, 3)).toThrow(/integers from 1 to 2\^31 - 1/);
-    expect(() => mx.packDensePanelsArray(new Float32Array(5), 2 ** 31, 1)).toThrow(/integers from 1 to 2\^31 - 1/);
-    expect(() => mx.packDensePanelsArray([1] as never, 1, 1)).toThrow(/Float32Array/);
-  });
-});
-
 describe('convPackHost (host memory)', () => {
   it('packs [o, c, ...kernel] into panels of 32 channels per group, from floats or bytes at any offset', () => {
     const split = mx.cpuKernelsUseAvx2() && !mx.cpuKernelsUseAvx512();

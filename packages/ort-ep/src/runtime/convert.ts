@@ -72,45 +72,13 @@ export function transferStats(): TransferStats {
   return { ...transfers };
 }
 
-/** Host tensors whose values are an MLX array's already (arrayBackedTensor). */
-const backing = new WeakMap<HostTensor, mx.Array>();
-
-/**
- * A host tensor whose values are those of `a` (evaluated, row-contiguous; a weight packed at plan
- * time straight into MLX's memory): upload() hands out `a` itself rather than a copy, and `data`
- * reads it back to the host only if something asks (writing an optimized model). `a` is kept off
- * every scope; it is freed when the tensor and its uploads are.
- */
-export function arrayBackedTensor(a: mx.Array, dtype: number): HostTensor {
-  mx.persist(a);
-  const t = { dtype, dims: [...a.shape] } as HostTensor;
-  let data: HostTensor['data'] | undefined;
-  Object.defineProperty(t, 'data', {
-    enumerable: true,
-    configurable: true,
-    get() {
-      data ??= a.toTypedArray() as HostTensor['data'];
-      return data;
-    },
-  });
-  backing.set(t, a);
-  return t;
-}
-
 /**
  * Uploads a host tensor. Throws for element types MLX cannot hold. A large tensor whose values were
- * never read on the host goes up from its file bytes, without a decoded copy; one whose values are
- * an array's already (arrayBackedTensor) goes up as a handle of that array, with no copy at all.
+ * never read on the host goes up from its file bytes, without a decoded copy.
  */
 export function upload(t: HostTensor): mx.Array {
   const d = mxDtypeOf(t.dtype);
   if (!d) throw new UnholdableTypeError(t.dtype);
-  const held = backing.get(t);
-  if (held && !held.disposed) {
-    transfers.uploads++;
-    // A handle of its own (the caller disposes it), sharing the array's memory.
-    return mx.reshape(held, t.dims);
-  }
   const raw = undecodedBytes(t);
   transfers.uploads++;
   if (raw) {

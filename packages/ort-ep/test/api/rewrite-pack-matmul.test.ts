@@ -11,7 +11,6 @@ import { MlxSession } from '../../src/index.js';
 import { decodeModel, undecodedBytes } from '../../src/onnx/index.js';
 import { defaultRegistry } from '../../src/ops/index.js';
 import { prepareModel } from '../../src/plan/prepare.js';
-import { transferStats, upload } from '../../src/runtime/convert.js';
 import { REWRITES, rewriteGraph } from '../../src/plan/rewrite/index.js';
 import { FUSED_DOMAIN } from '../../src/ops/mlx/fused.js';
 import { model, node, v } from '../helpers/build.js';
@@ -78,36 +77,6 @@ describe('pack-matmul rewrite', () => {
       if (pad === '') await expectSameAsOrt(file, { x: input([2, K], 9) }, { rtol: 1e-4, atol: 1e-5 });
     }
     expect(offsets.size, `raw_data offsets modulo 4: ${[...offsets]}`).toBeGreaterThan(1);
-  });
-
-  it('packs into MLX memory: the session uploads the panels with no host copy, and they read back', async () => {
-    // W [640, 520] packed is 640 x 544 floats (1.39 MB): upload() counts no bytes for it.
-    const [K, N] = [640, 520];
-    const W = Float32Array.from({ length: K * N }, (_, i) => Math.sin(i * 0.017) * 0.1);
-    const file = model({
-      inputs: [v('x', 'float32', [2, K])],
-      outputs: [v('y', 'float32', [2, N])],
-      initializers: [{ name: 'W', type: 'float32', dims: [K, N], values: W }],
-      nodes: [node('MatMul', ['x', 'W'], ['y'])],
-    });
-    const ir = decodeModel(file);
-    rewriteGraph(ir.graph, true, defaultRegistry, { packDense: true });
-    const panels = [...ir.graph.initializers].find(([k]) => k.startsWith('W/dense_panels'))![1];
-    const before = transferStats();
-    const up = upload(panels);
-    expect(transferStats().uploadedBytes).toBe(before.uploadedBytes);
-    expect(up.shape).toEqual([17, K, 32]);
-    // Its values, read through the host tensor (as writing an optimized model does) and the upload.
-    const want = mx.packDensePanels(W, K, N);
-    expect(
-      Buffer.from((panels.data as Float32Array).buffer, (panels.data as Float32Array).byteOffset, want.byteLength).equals(
-        Buffer.from(want.buffer),
-      ),
-    ).toBe(true);
-    const read = up.toTypedArray() as Float32Array;
-    expect(Buffer.from(read.buffer, read.byteOffset, want.byteLength).equals(Buffer.from(want.buffer))).toBe(true);
-    up.dispose();
-    await expectSameAsOrt(file, { x: input([2, K], 3) }, { rtol: 1e-4, atol: 1e-5 });
   });
 
   for (const [B, S] of [

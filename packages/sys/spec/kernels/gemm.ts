@@ -25,10 +25,6 @@ export const gemm: FnSpec[] = [
     "dense_pack_weight on host memory, threaded: src float32 [k, n] (at any byte alignment) -> dst float32 [ceil(n / 32), k, 32], zeros past n (the caller owns both buffers and their sizes; dst's pages are populated up front)",
   ),
   manual(
-    'int mlxc_dense_pack_new(mlx_array* res, const void* src, size_t k, size_t n)',
-    "mlxc_dense_pack_host into a new float32 array [ceil(n / 32), k, 32] of MLX's own memory (a constant weight packed at plan time without a host copy to upload after); src float32 [k, n] at any byte alignment; k and n from 1 to 2^31 - 1",
-  ),
-  manual(
     'int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size)',
     'a [k, n] matrix of 2- or 4-byte elements on host memory -> its transpose [n, k] in dst, threaded, in cache-sized tiles (a constant weight stored transposed once; the caller owns both buffers and their sizes)',
   ),

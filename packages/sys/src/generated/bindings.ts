@@ -535,7 +535,6 @@ export const prototypes: readonly string[] = [
   'int mlxc_small_quantized_matmul(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s)',
   'int mlxc_dense_pack_weight(_Inout_ mlx_array* res, const mlx_array w, const mlx_stream s)',
   'int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n)',
-  'int mlxc_dense_pack_new(_Inout_ mlx_array* res, const void* src, size_t k, size_t n)',
   'int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size)',
   'int mlxc_dense_gemm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const mlx_stream s)',
   'int mlxc_dense_gemm_act(_Inout_ mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const char* kind, const mlx_array residual, const mlx_stream s)',
@@ -1624,8 +1623,6 @@ export interface MlxCFunctions {
   mlxc_dense_pack_weight(res: MlxHandle, w: MlxHandle, s: MlxHandle): number;
   /** kernels/gemm: `int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n)` */
   mlxc_dense_pack_host(dst: unknown, src: unknown, k: number | bigint, n: number | bigint): number;
-  /** kernels/gemm: `int mlxc_dense_pack_new(mlx_array* res, const void* src, size_t k, size_t n)` */
-  mlxc_dense_pack_new(res: MlxHandle, src: unknown, k: number | bigint, n: number | bigint): number;
   /** kernels/gemm: `int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size)` */
   mlxc_transpose_host(dst: unknown, src: unknown, k: number | bigint, n: number | bigint, elem_size: number | bigint): number;
   /** kernels/gemm: `int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias, const mlx_stream s)` */
@@ -1672,4 +1669,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 554;
+export const functionCount = 553;

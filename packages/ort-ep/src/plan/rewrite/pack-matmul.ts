@@ -9,7 +9,6 @@
 import * as mx from '@mlx/core';
 import { OnnxDataType, heldFloat32s, undecodedBytes, type AttrValue, type HostTensor, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
-import { arrayBackedTensor } from '../../runtime/convert.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
 /** Output columns per weight panel of @mlx/sys's dense_gemm. */
@@ -18,9 +17,12 @@ export const DENSE_PANEL = 32;
 /** [K, N] -> [ceil(N / 32), K, 32], zeros past N (packed by the native library on its threads: a BERT-base's 85M floats in tens of milliseconds, where a JavaScript loop took ~180). */
 export function toDensePanels(w: HostTensor): HostTensor {
   const [k, n] = w.dims;
-  // A weight never read on the host is packed from its file bytes, with no decoded copy, straight
-  // into MLX's memory: the session's upload is that array (no host copy of the panels).
-  return arrayBackedTensor(mx.packDensePanelsArray(undecodedBytes(w) ?? (w.data as Float32Array), k, n), OnnxDataType.FLOAT);
+  return {
+    dtype: OnnxDataType.FLOAT,
+    dims: [Math.ceil(n / DENSE_PANEL), k, DENSE_PANEL],
+    // A weight never read on the host is packed from its file bytes, with no decoded copy.
+    data: mx.packDensePanels(undecodedBytes(w) ?? (w.data as Float32Array), k, n),
+  };
 }
 
 /** A Gemm's rank check on A (MatMulAdd's a_rank), kept by the node that replaces it. */

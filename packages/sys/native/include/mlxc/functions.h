@@ -580,7 +580,6 @@ int mlxc_small_matmul(mlx_array* res, const mlx_array a, const mlx_array b, cons
 int mlxc_small_quantized_matmul(mlx_array* res, const mlx_array x, const mlx_array w, const mlx_array scales, const mlx_array biases, bool transpose, int group_size, int bits, const mlx_stream s);
 int mlxc_dense_pack_weight(mlx_array* res, const mlx_array w, const mlx_stream s);
 int mlxc_dense_pack_host(void* dst, const void* src, size_t k, size_t n);
-int mlxc_dense_pack_new(mlx_array* res, const void* src, size_t k, size_t n);
 int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size);
 int mlxc_dense_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias /* may be null */, const mlx_stream s);
 int mlxc_dense_gemm_act(mlx_array* res, const mlx_array x, const mlx_array w_packed, int n, const mlx_array bias /* may be null */, const char* kind, const mlx_array residual /* may be null */, const mlx_stream s);

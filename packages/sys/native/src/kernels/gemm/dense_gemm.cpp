@@ -286,17 +286,6 @@ void transpose_tiles(T* dst, const T* src, size_t k, size_t n) {
 
 }  // namespace
 
-array dense_pack_new(const void* src, size_t k, size_t n) {
-  const size_t P = (n + NR - 1) / NR;
-  if (k == 0 || n == 0 || k > 0x7fffffff || n > 0x7fffffff)
-    throw std::invalid_argument("dense_pack_new: k and n must be from 1 to 2^31 - 1, got " + std::to_string(k) + " and " +
-                                std::to_string(n));
-  // Straight into MLX's allocation (its pages populated by the packer): no host copy to upload after.
-  auto d = mx::allocator::malloc(P * k * NR * sizeof(float));
-  dense_pack_host(static_cast<float*>(d.buffer().raw_ptr()), src, k, n);
-  return array(std::move(d), mx::Shape{static_cast<int>(P), static_cast<int>(k), static_cast<int>(NR)}, mx::float32);
-}
-
 void transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size) {
   if (elem_size == 4)
     transpose_tiles(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), k, n);
@@ -368,14 +357,6 @@ extern "C" int mlxc_transpose_host(void* dst, const void* src, size_t k, size_t 
     mlxc::raise(e.what());
     return 1;
   }
-  return 0;
-}
-
-extern "C" int mlxc_dense_pack_new(mlx_array* res, const void* src, size_t k, size_t n) {
-  MLXC_TRY
-  if (!res || !src) throw std::invalid_argument("mlxc_dense_pack_new: res and src must not be null");
-  mlxc::set(*res, mlxc::cpu::dense_pack_new(src, k, n));
-  MLXC_CATCH(1)
   return 0;
 }
 

@@ -36,8 +36,6 @@ mx::array dense_pack_weight(const mx::array& w, mx::Stream s);
  * bytes in a model file); dst's pages are populated first (populate_host).
  */
 void dense_pack_host(float* dst, const void* src, size_t k, size_t n);
-/** dense_pack_host into a new float32 array [ceil(n / 32), k, 32] of MLX's memory (k, n from 1 to 2^31 - 1). */
-mx::array dense_pack_new(const void* src, size_t k, size_t n);
 /** src [k, n] -> dst [n, k], elements of elem_size bytes (2 or 4), threaded over tiles of rows of dst. */
 void transpose_host(void* dst, const void* src, size_t k, size_t n, size_t elem_size);
 
