@@ -114,11 +114,10 @@ export function populatedBytes(nbytes: number): Uint8Array {
   if (!Number.isSafeInteger(nbytes) || nbytes < 0)
     throw new TypeError(`populatedBytes: nbytes must be a non-negative integer, got ${String(nbytes)}`);
   const out = new Uint8Array(nbytes);
-  if (nbytes >= POPULATE_MIN_BYTES) check(fn.mlxc_host_populate(out, nbytes), 'mlxc_host_populate');
+  // The library decides what is worth populating (nothing under 1 MiB).
+  if (nbytes > 0) check(fn.mlxc_host_populate(out, nbytes), 'mlxc_host_populate');
   return out;
 }
-/** Below this the library populates nothing (see mlxc_host_populate). */
-const POPULATE_MIN_BYTES = 1 << 20;
 
 export interface HostMemoryStats {
   /** Bytes in blocks given out whose ArrayBuffer is still reachable (or not yet collected). */

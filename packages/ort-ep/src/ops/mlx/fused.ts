@@ -314,11 +314,8 @@ export const mlxFusedOps: OpEntry[] = [
     (ctx) => {
       checkARank(ctx, ctx.params.aRank);
       const w = panelsAsKernelsRead(ctx.input(1), ctx.params.split);
-      const { n, activation } = ctx.params;
-      const residual = ctx.optional(3);
-      return activation === 'identity' && !residual
-        ? mx.ext.denseGemm(ctx.input(0), w, n, ctx.optional(2) ?? null)
-        : mx.ext.denseGemmAct(ctx.input(0), w, n, ctx.optional(2) ?? null, activation, residual ?? null);
+      // denseGemm is denseGemmAct with 'identity' and no residual: one call for every form.
+      return mx.ext.denseGemmAct(ctx.input(0), w, ctx.params.n, ctx.optional(2) ?? null, ctx.params.activation, ctx.optional(3) ?? null);
     },
     'MatMul (+ bias) (+ activation: gelu, gelu_tanh, relu, sigmoid, tanh) (+ residual) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count, the activation and the residual applied to each block of the output as it is finished (CPU, AVX2 or AVX-512)',
   ),

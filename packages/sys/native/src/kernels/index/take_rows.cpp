@@ -50,7 +50,7 @@ class TakeRows : public FusedPrimitive {
       const size_t n = x.size(), row = v ? t.nbytes() / static_cast<size_t>(v) : 0;
       const auto* src = t.data<char>();
       auto* dst = out.data<char>();
-      const bool wide = x.dtype() == mx::int64 || x.dtype() == mx::uint64;
+      const bool wide = x.dtype() == mx::int64;  // else int32 (take_rows sends no other type here)
       const void* ip = x.data<void>();
       const auto copy = [&](size_t i0, size_t i1) {
         for (size_t i = i0; i < i1; i++) {
