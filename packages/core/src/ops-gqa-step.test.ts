@@ -34,6 +34,10 @@ interface Case {
   causal?: boolean;
   window?: number;
   total?: number;
+  /** A first prompt: the new rows from 0 in every sequence, which may be shorter than S (right padding). */
+  fromZero?: boolean;
+  /** q, k and v flat ([B, S, heads * H]) as slices of one packed projection, y flat too. */
+  flat?: boolean;
 }
 
 function reference(c: Case, q: number[], k: number[], v: number[], pk: number[], pv: number[], cos: number[], sin: number[]) {
@@ -59,7 +63,7 @@ function reference(c: Case, q: number[], k: number[], v: number[], pk: number[],
   const presentV = pv.slice();
   const y = new Array(B * N * S * H).fill(0);
   for (let b = 0; b < B; b++) {
-    const start = lens[b] - S;
+    const start = c.fromZero ? 0 : lens[b] - S;
     const rpos = (i: number) => (c.positions ? c.positions[b * S + i] : start + i);
     for (let g = 0; g < G; g++)
       for (let i = 0; i < S; i++) {
@@ -113,10 +117,19 @@ function check(c: Case, seed: number): void {
   const sin = c.rotary ? mx.array(new Float32Array(sinv), { shape: [P, half] }) : null;
   const len = mx.array(Int32Array.from(c.lens), { shape: [B] });
   const positions = c.positions ? mx.array(Int32Array.from(c.positions), { shape: [B, S] }) : null;
-  const [y, presentK, presentV] = mx.ext.gqaStep(
-    q,
-    k,
-    v,
+  // Flat: q, k and v as the slices of one packed [B, S, (N + 2G) * H] projection (strided views),
+  // made from the same values; y comes back [B, S, N * H] and is compared in the heads' order.
+  const packed = c.flat
+    ? mx.concatenate(
+        [q, k, v].map((a, i) => mx.reshape(mx.transpose(a, [0, 2, 1, 3]), [B, S, (i === 0 ? N : G) * H])),
+        2,
+      )
+    : undefined;
+  const [qf, kf, vf] = packed ? mx.splitSections(packed, [N * H, (N + G) * H], 2) : [q, k, v];
+  const [out, presentK, presentV] = mx.ext.gqaStep(
+    qf,
+    kf,
+    vf,
     pk,
     pv,
     len,
@@ -128,8 +141,11 @@ function check(c: Case, seed: number): void {
     c.window ?? -1,
     c.total ?? C,
     1 / Math.sqrt(H),
+    c.fromZero ?? false,
     cpu,
   );
+  expect(out.shape).toEqual(c.flat ? [B, S, N * H] : [B, N, S, H]);
+  const y = c.flat ? mx.transpose(mx.reshape(out, [B, S, N, H]), [0, 2, 1, 3]) : out;
   const ref = reference(c, flat(q), flat(k), flat(v), flat(pk), flat(pv), cosv.map(Math.fround), sinv.map(Math.fround));
   const close = (got: mx.Array, want: number[], what: string) => {
     const g = flat(got);
@@ -153,6 +169,16 @@ describe('gqa_step', () => {
     check({ B: 1, N: 4, G: 2, S: 2, H: 8, C: 16, lens: [14], window: 5 }, 5);
     check({ B: 1, N: 2, G: 1, S: 1, H: 8, C: 16, lens: [14], causal: false, total: 9 }, 6);
   });
+  it('flat q, k and v (slices of a packed projection, read in place), one token and several', () => {
+    check({ B: 2, N: 6, G: 2, S: 1, H: 16, C: 20, lens: [3, 18], rotary: { R: 8, P: 32, interleaved: false }, flat: true }, 11);
+    check({ B: 2, N: 4, G: 1, S: 3, H: 8, C: 10, lens: [5, 10], rotary: { R: 8, P: 16, interleaved: true }, flat: true }, 12);
+    check({ B: 1, N: 4, G: 2, S: 2, H: 8, C: 16, lens: [14], window: 5, flat: true }, 13);
+  });
+  it('a first prompt from zero: right-padded sequences shorter than the step, rows and queries past them', () => {
+    check({ B: 2, N: 4, G: 2, S: 4, H: 8, C: 9, lens: [2, 4], total: 4, rotary: { R: 8, P: 16, interleaved: false }, fromZero: true }, 14);
+    check({ B: 3, N: 2, G: 1, S: 3, H: 8, C: 3, lens: [1, 3, 2], total: 3, fromZero: true, flat: true }, 15);
+    check({ B: 1, N: 4, G: 2, S: 5, H: 8, C: 12, lens: [5], total: 5, window: 2, fromZero: true, flat: true }, 16);
+  });
   it('positions past the tables are clamped to their last row, lengths into [S, C]', () => {
     check({ B: 1, N: 2, G: 1, S: 1, H: 8, C: 6, lens: [6], rotary: { R: 4, P: 3, interleaved: false } }, 7);
   });
@@ -162,10 +188,14 @@ describe('gqa_step', () => {
     const p = rand([1, 2, 6, 8], 10);
     const len = mx.array(Int32Array.from([3]), { shape: [1] });
     const step = (o: Partial<Record<'q' | 'k' | 'p' | 'len', mx.Array>>) =>
-      mx.ext.gqaStep(o.q ?? q, o.k ?? k, o.k ?? k, o.p ?? p, o.p ?? p, o.len ?? len, null, null, null, false, true, -1, 6, 0.3, cpu);
+      mx.ext.gqaStep(o.q ?? q, o.k ?? k, o.k ?? k, o.p ?? p, o.p ?? p, o.len ?? len, null, null, null, false, true, -1, 6, 0.3, false, cpu);
     expect(() => step({ q: rand([1, 3, 1, 8], 11) })).toThrow(/3 query heads do not split over 2 key\/value heads/);
     expect(() => step({ p: rand([1, 2, 6, 4], 12) })).toThrow(/the pasts must be \[B, Nkv, C, H\]/);
     expect(() => step({ len: mx.array(Float32Array.from([3]), { shape: [1] }) })).toThrow(/len must be int32 \[B\]/);
     expect(() => step({ q: mx.astype(q, 'float16') })).toThrow(/float32 only/);
+    // Flat: all three flat, q's width a multiple of the pasts' head size, k and v of the pasts' heads.
+    expect(() => step({ q: rand([1, 1, 32], 13) })).toThrow(/all 3-D/);
+    expect(() => step({ q: rand([1, 1, 30], 14), k: rand([1, 1, 16], 15) })).toThrow(/not a multiple of the head size 8/);
+    expect(() => step({ q: rand([1, 1, 32], 16), k: rand([1, 1, 8], 17) })).toThrow(/k and v must be \[B, S, Nkv \* H\]/);
   });
 });

@@ -249,15 +249,17 @@ interface GqaShape {
   total: number;
 }
 
-/** Q [B, N, S, H], K and V [B, Nkv, S, H] from separate inputs or one packed QKV. */
-function gqaProjections(ctx: OpContext, N: number, Nkv: number): [mx.Array, mx.Array, mx.Array] {
+/** Q [B, S, N * H], K and V [B, S, Nkv * H] as ONNX has them: separate inputs, or the slices of one packed QKV. */
+function gqaFlatProjections(ctx: OpContext, N: number, Nkv: number): Flat {
   const q = ctx.input(0);
   const key = ctx.optional(1);
-  if (key) return [toHeads(q, N), toHeads(key, Nkv), toHeads(ctx.input(2), Nkv)];
+  if (key) return [q, key, ctx.input(2)];
   const H = q.shape[2] / (N + 2 * Nkv);
-  const [qq, k, v] = mx.splitSections(q, [N * H, (N + Nkv) * H], 2);
-  return [toHeads(qq, N), toHeads(k, Nkv), toHeads(v, Nkv)];
+  return mx.splitSections(q, [N * H, (N + Nkv) * H], 2) as Flat;
 }
+
+/** The new rows of a step as ONNX has them, [B, S, heads * H] (q, k, v). */
+type Flat = [mx.Array, mx.Array, mx.Array];
 
 /** Rotates the new Q and K at their absolute positions. */
 function gqaRotary(
@@ -431,21 +433,22 @@ function nativeStepApplies(ctx: OpContext<GqaParams>, arrays: mx.Array[], H: num
  */
 function gqaNativeStep(
   ctx: OpContext<GqaParams>,
-  q: mx.Array,
-  k: mx.Array,
-  v: mx.Array,
+  [q, k, v]: Flat,
   pastK: mx.Array,
   pastV: mx.Array,
   len: mx.Array,
   positions: mx.Array,
   total: number,
+  first: boolean,
 ): OpResult[] {
   const p = ctx.params;
-  const [B, , S, H] = q.shape;
+  const [B, S] = q.shape;
+  const H = pastK.shape[3];
   let rope: { at: mx.Array; cos: mx.Array; sin: mx.Array } | undefined;
   if (p.doRotary) {
     const cos = ctx.input(7);
-    const src = ctx.optional(9) ?? positions;
+    // A first prompt rotates at 0 .. S - 1 (position_ids is not read), as the general path does.
+    const src = (first ? undefined : ctx.optional(9)) ?? positions;
     const at = ctx.shared(['gqa-step-rope', src, cos.shape[0], B, S], () =>
       mx.astype(mx.broadcastTo(rotaryPositions(ctx, src, cos.shape[0], S), [B, S]), 'int32'),
     );
@@ -467,8 +470,10 @@ function gqaNativeStep(
     window,
     total,
     p.scale ?? 1 / Math.sqrt(H),
+    first,
   );
-  return [fromHeads(y), presentK, presentV];
+  // y is [B, S, N * H] already: the kernel reads and writes ONNX's layout (no heads' views).
+  return [y, presentK, presentV];
 }
 
 /**
@@ -484,9 +489,11 @@ function gqaSharedStep(
   q: mx.Array,
   k: mx.Array,
   v: mx.Array,
+  flat: Flat,
   pastK: mx.Array,
   pastV: mx.Array,
   total: number,
+  fromZero = false,
 ): OpResult[] {
   const p = ctx.params;
   const [B, , S, H] = q.shape;
@@ -494,7 +501,7 @@ function gqaSharedStep(
   const Nkv = pastK.shape[1];
   // What every layer of the step derives from seqlens_k alike (its check too) is made once per run.
   const seqlens = ctx.input(5);
-  const { len, start, positions } = ctx.shared(['gqa-step', seqlens, B, S, total, capacity], () => {
+  const { len, start, positions } = ctx.shared(['gqa-step', seqlens, B, S, total, capacity, fromZero], () => {
     // Checked before adding 1, in the feed's own width: 2^31 - 1 must not wrap into range. The
     // range is onnxruntime's, [0, the present buffer's length). A message names the first entry
     // that fails.
@@ -510,15 +517,18 @@ function gqaSharedStep(
       raw,
     );
     const len = mx.add(mx.astype(mx.clip(raw, 0, room - 1), 'int32'), mx.scalar(1, 'int32'));
-    const start = mx.subtract(len, mx.scalar(S, 'int32'));
-    ctx.guard(
-      mx.any(mx.less(start, mx.scalar(0, 'int32'))),
-      (d) => {
-        const b = first(d, (n) => n < S);
-        return `seqlens_k[${b}] = ${d[b] - 1} is too small for sequence_length ${S}`;
-      },
-      len,
-    );
+    // A first prompt's tokens start at 0 in every entry (a right-padded entry is shorter than S);
+    // a later step's at len - S.
+    const start = fromZero ? mx.zeros([B], 'int32') : mx.subtract(len, mx.scalar(S, 'int32'));
+    if (!fromZero)
+      ctx.guard(
+        mx.any(mx.less(start, mx.scalar(0, 'int32'))),
+        (d) => {
+          const b = first(d, (n) => n < S);
+          return `seqlens_k[${b}] = ${d[b] - 1} is too small for sequence_length ${S}`;
+        },
+        len,
+      );
     ctx.guard(
       mx.any(mx.greater(len, mx.scalar(total, 'int32'))),
       (d) => {
@@ -530,8 +540,8 @@ function gqaSharedStep(
     const positions = mx.add(mx.reshape(start, [B, 1]), mx.reshape(mx.arange(0, S, 1, 'int32'), [1, S]));
     return { len, start, positions };
   });
-  if (nativeStepApplies(ctx, [q, k, v, pastK, pastV], H)) return gqaNativeStep(ctx, q, k, v, pastK, pastV, len, positions, total);
-  if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, { B, S, H, starts: [] }, false, positions);
+  if (nativeStepApplies(ctx, [q, k, v, pastK, pastV], H)) return gqaNativeStep(ctx, flat, pastK, pastV, len, positions, total, fromZero);
+  if (p.doRotary) [q, k] = gqaRotary(ctx, q, k, { B, S, H, starts: [] }, fromZero, positions);
   let write: (past: mx.Array, rows: mx.Array) => mx.Array;
   const cast = (rows: mx.Array, past: mx.Array) => (rows.dtype === past.dtype ? rows : mx.astype(rows, past.dtype));
   if (B === 1) {
@@ -568,12 +578,13 @@ function gqaSharedStep(
   if (attentionBias) mask = mx.add(mx.where(mask, mx.scalar(0, q.dtype), mx.scalar(lowest(q.dtype), q.dtype)), attentionBias);
   // Each query sees its own key (positions[i] < len, inside any window), so without a bias no row
   // is empty: the attention skips zeroing empty rows (a reduction and two selects per layer). A
-  // seqlens_k the guards reject fails the run, whatever the rows hold.
+  // seqlens_k the guards reject fails the run, whatever the rows hold. Not so for a first prompt's
+  // padding rows (at or past len) under a window, which may see no key.
   const y = scaledDotProductAttention(q, view(presentK), view(presentV), {
     scale: p.scale ?? 1 / Math.sqrt(H),
     mask,
     softcap: p.softcap,
-    rowsNeverEmpty: !attentionBias,
+    rowsNeverEmpty: !attentionBias && !(fromZero && window > 0),
     vjp: ctx.attentionVjp,
   });
   return [fromHeads(y), presentK, presentV];
@@ -670,7 +681,8 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   const p = ctx.params;
   const N = p.heads;
   const Nkv = p.kvHeads;
-  let [q, k, v] = gqaProjections(ctx, N, Nkv);
+  const flat = gqaFlatProjections(ctx, N, Nkv);
+  let [q, k, v] = flat.map((a, i) => toHeads(a, i === 0 ? N : Nkv));
   const [B, , S, H] = q.shape;
   const total = hostNumbers(ctx.host(6))[0];
   if (!(total > 0)) throw new RangeError(`total_sequence_length must be positive, got ${total}.`);
@@ -689,8 +701,16 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
   // The device-side decode step covers plain attention: sinks, Q/K norms and output_qk take the general path.
   const quantized = p.kQuant !== 'NONE';
   const plain = !quantized && !p.smoothSoftmax && !ctx.has(11) && !ctx.has(14) && !ctx.has(15) && !ctx.wants(3);
-  if (plain && S < total && ctx.has(3) && ctx.has(4) && ctx.shape(3)[2] >= total && !ctx.hostIfKnown(5))
-    return gqaSharedStep(ctx, q, k, v, ctx.input(3), ctx.input(4), total);
+  const onDevice = plain && ctx.has(3) && ctx.has(4) && !ctx.hostIfKnown(5);
+  if (onDevice && S <= total && pastLength >= total)
+    // A step into a shared buffer; with S = total a first prompt, its tokens from 0 in every entry.
+    return gqaSharedStep(ctx, q, k, v, flat, ctx.input(3), ctx.input(4), total, S === total);
+  if (onDevice && S === total && pastLength === 0 && ctx.shape(4)[2] === 0) {
+    // A first prompt into an empty growing cache: the same step into S rows of zeros (the present
+    // is its S rows), with seqlens_k left on the device (the general path reads it mid-run).
+    const empty = (i: number) => mx.zeros([B, Nkv, S, ctx.shape(i)[3]], ctx.input(i).dtype);
+    return gqaSharedStep(ctx, q, k, v, flat, empty(3), empty(4), total, true);
+  }
   if (plain && growingStep(ctx, B, S, total)) {
     // A growing cache fed whole (transformers.js's loop: past T rows, present T + S), one sequence
     // that sees all of its tokens: the shared-buffer step over the past padded with S rows writes
@@ -701,7 +721,7 @@ function gqa(ctx: OpContext<GqaParams>): OpResult[] {
       const [, n, , h] = past.shape;
       return mx.concatenate([past, mx.zeros([B, n, S, h], past.dtype)], 2);
     };
-    return gqaSharedStep(ctx, q, k, v, grown(3), grown(4), total);
+    return gqaSharedStep(ctx, q, k, v, flat, grown(3), grown(4), total);
   }
   const seqlensK = hostNumbers(ctx.host(5));
   if (seqlensK.length !== B) throw new RangeError(`seqlens_k has ${seqlensK.length} entries for a batch of ${B}`);

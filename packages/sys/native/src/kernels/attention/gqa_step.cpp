@@ -1,6 +1,8 @@
 // The grouped-query attention decode step as MLX primitives (gqa_step.h). GqaCacheWrite, one per
 // cache: the past's buffer (donated) or a copy of it, with each sequence's new rows (keys rotated)
-// at len - S .. len - 1. GqaAttend, per sequence and key/value head on the thread pool: the group's
+// at len - S .. len - 1 (from 0 for a first prompt). The new rows and the output are [B, heads, S,
+// H], or ONNX's flat [B, S, heads * H] read through their strides (the slices of a packed QKV
+// projection, with no reshape, transpose or copy in the graph). GqaAttend, per sequence and key/value head on the thread pool: the group's
 // queries rotated and scaled, their scores against the keys any of them sees (each query's range:
 // [max(0, position - window + 1), min(len, total, position + 1))) by the small-row product
 // kernels, each row's softmax over its own range (the vectorized row kernel) and the weighted sum
@@ -27,14 +29,43 @@ namespace {
 using mx::array;
 
 struct Config {
-  bool has_positions, has_rotary, interleaved, causal;
+  bool has_positions, has_rotary, interleaved, causal, from_zero;
   int window, total;
   float scale;
   bool operator==(const Config& o) const {
     return has_positions == o.has_positions && has_rotary == o.has_rotary && interleaved == o.interleaved && causal == o.causal &&
-           window == o.window && total == o.total && scale == o.scale;
+           from_zero == o.from_zero && window == o.window && total == o.total && scale == o.scale;
   }
 };
+
+/**
+ * The rows of a step's projections or of its output: [B, heads, S, H] in row order, or the flat
+ * layout [B, S, heads * H] of ONNX's inputs, read through the strides of its first two axes (its
+ * last axis contiguous: a slice of a packed QKV projection needs no copy).
+ */
+struct Rows {
+  float* p;
+  bool flat;
+  int64_t s0, s1;
+  int heads, S, H;
+  Rows(const array& a, int heads_, int H_)
+      : p(const_cast<float*>(a.data<float>())),
+        flat(a.ndim() == 3),
+        s0(a.strides()[0]),
+        s1(a.ndim() == 3 ? a.strides()[1] : 0),
+        heads(heads_),
+        S(a.ndim() == 3 ? a.shape(1) : a.shape(2)),
+        H(H_) {}
+  float* at(int b, int head, int i) const {
+    return flat ? p + b * s0 + i * s1 + int64_t(head) * H : p + ((int64_t(b) * heads + head) * S + i) * H;
+  }
+};
+
+/** a itself when it is a flat [B, S, X] array whose last axis is contiguous, else a row-ordered copy (dense.h). */
+array rows_input(const array& a, mx::cpu::CommandEncoder& enc) {
+  if (a.ndim() == 3 && (a.shape(2) <= 1 || a.strides()[2] == 1)) return a;
+  return row_ordered_input(a, enc);
+}
 
 /** x (H floats) rotated at table row c, s (R / 2 entries each) into out; dims from R on copied. */
 void rotate(const float* x, const float* c, const float* s, size_t H, size_t R, bool interleaved, float* out) {
@@ -75,11 +106,13 @@ void copy_past(const array& past, float* dst) {
 /** The step's lengths, starts and positions (clamped as gqa_step.h says). */
 struct Steps {
   std::vector<int> len, start, qpos, rpos;
-  Steps(const int32_t* lens, const int32_t* given, int B, int S, int C) : len(B), start(B), qpos(size_t(B) * S), rpos(size_t(B) * S) {
+  Steps(const int32_t* lens, const int32_t* given, int B, int S, int C, bool from_zero)
+      : len(B), start(B), qpos(size_t(B) * S), rpos(size_t(B) * S) {
     // qpos: where each query sits in its sequence (the mask's); rpos: its rotary position (given, or the same).
     for (int b = 0; b < B; b++) {
-      len[b] = std::clamp<int>(lens[b], S, C);
-      start[b] = len[b] - S;
+      // From zero (a first prompt), a sequence may be shorter than the step (its rows past its length are padding).
+      len[b] = std::clamp<int>(lens[b], from_zero ? 1 : S, C);
+      start[b] = from_zero ? 0 : len[b] - S;
       for (int i = 0; i < S; i++) {
         qpos[b * S + i] = start[b] + i;
         rpos[b * S + i] = given ? given[b * S + i] : start[b] + i;
@@ -113,16 +146,20 @@ struct Rope {
   }
 };
 
-/** present = past with rows [len - S, len) of each sequence set to rows (rotated with tables): in place when the past is donated. */
+/**
+ * present = past with rows [start, start + S) of each sequence set to rows (rotated with tables): in
+ * place when the past is donated. The rows are [B, Nkv, S, H] or flat [B, S, Nkv * H].
+ */
 class GqaCacheWrite : public mx::Primitive {
  public:
-  GqaCacheWrite(mx::Stream s, bool has_positions, bool has_rotary, bool interleaved)
-      : mx::Primitive(s), has_positions_(has_positions), has_rotary_(has_rotary), interleaved_(interleaved) {}
+  GqaCacheWrite(mx::Stream s, bool has_positions, bool has_rotary, bool interleaved, bool from_zero)
+      : mx::Primitive(s), has_positions_(has_positions), has_rotary_(has_rotary), interleaved_(interleaved), from_zero_(from_zero) {}
   const char* name() const override { return "GqaCacheWrite"; }
   bool is_equivalent(const mx::Primitive& o) const override {
     if (typeid(o) != typeid(*this)) return false;
     auto& p = static_cast<const GqaCacheWrite&>(o);
-    return has_positions_ == p.has_positions_ && has_rotary_ == p.has_rotary_ && interleaved_ == p.interleaved_;
+    return has_positions_ == p.has_positions_ && has_rotary_ == p.has_rotary_ && interleaved_ == p.interleaved_ &&
+           from_zero_ == p.from_zero_;
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {in[0].shape()}; }
   void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
@@ -140,34 +177,38 @@ class GqaCacheWrite : public mx::Primitive {
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(out);
-    std::vector<array> ins{array::unsafe_weak_copy(past)};
-    for (size_t i = 1; i < in.size(); i++) ins.push_back(array::unsafe_weak_copy(row_ordered_input(in[i], enc)));
+    std::vector<array> ins{array::unsafe_weak_copy(past), array::unsafe_weak_copy(rows_input(in[1], enc))};
+    for (size_t i = 2; i < in.size(); i++) ins.push_back(array::unsafe_weak_copy(row_ordered_input(in[i], enc)));
     enc.dispatch([ins = std::move(ins), out = array::unsafe_weak_copy(out), copy, hp = has_positions_, hr = has_rotary_,
-                  inter = interleaved_]() mutable {
+                  inter = interleaved_, zero = from_zero_]() mutable {
       const array &past = ins[0], &rows = ins[1], &lens = ins[2];
       size_t next = 3;
       const array* pos = hp ? &ins[next++] : nullptr;
       const array* c = hr ? &ins[next++] : nullptr;
       const array* sn = hr ? &ins[next++] : nullptr;
       if (copy) copy_past(past, out.data<float>());
-      const int B = rows.shape(0), G = rows.shape(1), S = rows.shape(2), H = rows.shape(3), C = out.shape(2);
+      const int B = out.shape(0), G = out.shape(1), C = out.shape(2), H = out.shape(3);
+      const Rows src(rows, G, H);
+      const int S = src.S;
       if (out.size() == 0 || S == 0) return;
-      const Steps st(lens.data<int32_t>(), pos ? pos->data<int32_t>() : nullptr, B, S, C);
+      const Steps st(lens.data<int32_t>(), pos ? pos->data<int32_t>() : nullptr, B, S, C, zero);
       const Rope rope(c, sn, inter);
-      const float* rp = rows.data<float>();
       float* op = out.data<float>();
       for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++)
           for (int i = 0; i < S; i++)
-            rope.apply(rp + ((size_t(b) * G + g) * S + i) * H, st.rpos[b * S + i], H, op + ((size_t(b) * G + g) * C + st.start[b] + i) * H);
+            rope.apply(src.at(b, g, i), st.rpos[b * S + i], H, op + ((size_t(b) * G + g) * C + st.start[b] + i) * H);
     });
   }
 
  private:
-  bool has_positions_, has_rotary_, interleaved_;
+  bool has_positions_, has_rotary_, interleaved_, from_zero_;
 };
 
-/** y [B, N, S, H]: the queries (rotated with tables) attending over the keys of the present caches each sees. */
+/**
+ * y [B, N, S, H] (flat queries: [B, S, N * H]): the queries (rotated with tables) attending over the
+ * keys of the present caches each sees.
+ */
 class GqaAttend : public mx::Primitive {
  public:
   GqaAttend(mx::Stream s, Config cfg) : mx::Primitive(s), cfg_(cfg) {}
@@ -185,8 +226,8 @@ class GqaAttend : public mx::Primitive {
     auto& enc = mx::cpu::get_command_encoder(stream());
     for (auto& a : in) enc.set_input_array(a);
     enc.set_output_array(y);
-    std::vector<array> ins;
-    for (auto& a : in) ins.push_back(array::unsafe_weak_copy(row_ordered_input(a, enc)));
+    std::vector<array> ins{array::unsafe_weak_copy(rows_input(in[0], enc))};
+    for (size_t i = 1; i < in.size(); i++) ins.push_back(array::unsafe_weak_copy(row_ordered_input(in[i], enc)));
     enc.dispatch([ins = std::move(ins), y = array::unsafe_weak_copy(y), cfg = cfg_]() mutable { run(ins, y, cfg); });
   }
 
@@ -197,18 +238,19 @@ class GqaAttend : public mx::Primitive {
     const array* pos = cfg.has_positions ? &in[next++] : nullptr;
     const array* c = cfg.has_rotary ? &in[next++] : nullptr;
     const array* sn = cfg.has_rotary ? &in[next++] : nullptr;
-    const int B = q.shape(0), N = q.shape(1), S = q.shape(2), H = q.shape(3);
-    const int G = kc_a.shape(1), C = kc_a.shape(2), per = N / G;
+    const int B = kc_a.shape(0), G = kc_a.shape(1), C = kc_a.shape(2), H = kc_a.shape(3);
+    const bool flat = q.ndim() == 3;
+    const int S = flat ? q.shape(1) : q.shape(2), N = flat ? q.shape(2) / H : q.shape(1), per = N / G;
     if (y.size() == 0) return;
-    const Steps st(lens.data<int32_t>(), pos ? pos->data<int32_t>() : nullptr, B, S, C);
+    const Steps st(lens.data<int32_t>(), pos ? pos->data<int32_t>() : nullptr, B, S, C, cfg.from_zero);
     const Rope rope(c, sn, cfg.interleaved);
     const size_t Hs = static_cast<size_t>(H);
-    const float *qp = q.data<float>(), *kc = kc_a.data<float>(), *vc = vc_a.data<float>();
-    float* yp = y.data<float>();
+    const Rows qrows(q, N, H), yrows(y, N, H);
+    const float *kc = kc_a.data<float>(), *vc = vc_a.data<float>();
     // Per sequence and key/value head: the group's per * S query rows (rotated, times the scale) in
     // one block, their scores against the keys any of them sees with the small-row product kernels
     // (keys as [n, H] rows), each row's softmax over its own range (zeros elsewhere), then the
-    // probabilities times the values' rows.
+    // probabilities times the values' rows, into the output's rows of those heads.
     const size_t M = size_t(per) * S;
     const auto task = [&](size_t t0, size_t t1) {
       std::vector<float> qr(M * Hs), scores;
@@ -225,15 +267,17 @@ class GqaAttend : public mx::Primitive {
           lo[i] = std::min(hi[i], cfg.window > 0 ? std::max(0, p - cfg.window + 1) : 0);
           if (hi[i] > lo[i]) lo_min = std::min(lo_min, lo[i]), hi_max = std::max(hi_max, hi[i]);
         }
-        float* out = yp + (size_t(b) * N + size_t(g) * per) * S * Hs;
-        std::fill(out, out + M * Hs, 0.0f);
-        if (hi_max <= lo_min) continue;  // no query sees a key: zeros
+        if (hi_max <= lo_min) {  // no query sees a key: zeros
+          for (int h = 0; h < per; h++)
+            for (int i = 0; i < S; i++) std::fill_n(yrows.at(b, g * per + h, i), Hs, 0.0f);
+          continue;
+        }
         const size_t n = size_t(hi_max - lo_min);
         for (int h = 0; h < per; h++)
           for (int i = 0; i < S; i++) {
             const size_t row = size_t(h) * S + i;
             float* qo = qr.data() + row * Hs;
-            rope.apply(qp + ((size_t(b) * N + size_t(g) * per + h) * S + i) * Hs, st.rpos[b * S + i], Hs, qo);
+            rope.apply(qrows.at(b, g * per + h, i), st.rpos[b * S + i], Hs, qo);
             for (size_t d = 0; d < Hs; d++) qo[d] *= cfg.scale;
           }
         scores.resize(M * n);
@@ -246,7 +290,16 @@ class GqaAttend : public mx::Primitive {
           std::fill(sr, sr + a, 0.0f);
           std::fill(sr + std::max(a, z), sr + n, 0.0f);
         }
-        gemm::kn(scores.data(), n, vals + size_t(lo_min) * Hs, Hs, nullptr, out, Hs, M, n, 0, Hs);
+        const float* vb = vals + size_t(lo_min) * Hs;
+        if (!flat || S == 1) {
+          // The group's rows lie one head size apart: a [B, N, S, H] block, or one query's heads side by side.
+          gemm::kn(scores.data(), n, vb, Hs, nullptr, yrows.at(b, g * per, 0), Hs, M, n, 0, Hs);
+        } else {
+          // Flat, several queries: each head's S rows one output row apart.
+          for (int h = 0; h < per; h++)
+            gemm::kn(scores.data() + size_t(h) * S * n, n, vb, Hs, nullptr, yrows.at(b, g * per + h, 0), size_t(N) * Hs, size_t(S), n, 0,
+                     Hs);
+        }
       }
     };
     const size_t tasks = size_t(B) * G;
@@ -264,16 +317,27 @@ class GqaAttend : public mx::Primitive {
 
 std::vector<array> gqa_step(const array& q, const array& k, const array& v, const array& past_k, const array& past_v, const array& len,
                             const std::optional<array>& positions, const std::optional<array>& cos, const std::optional<array>& sin,
-                            bool interleaved, bool causal, int window, int total, float scale, mx::Stream s) {
+                            bool interleaved, bool causal, int window, int total, float scale, bool from_zero, mx::Stream s) {
   const std::string where = "gqa_step: ";
-  if (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4 || past_k.ndim() != 4 || past_v.ndim() != 4)
-    throw std::invalid_argument(where + "q, k, v and the pasts must be 4-D ([B, heads, S, H])");
-  const int B = q.shape(0), N = q.shape(1), S = q.shape(2), H = q.shape(3), G = k.shape(1);
+  if (past_k.ndim() != 4 || past_v.ndim() != 4) throw std::invalid_argument(where + "the pasts must be 4-D ([B, Nkv, C, H])");
+  const bool flat = q.ndim() == 3;
+  if (flat ? (k.ndim() != 3 || v.ndim() != 3) : (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4))
+    throw std::invalid_argument(where + "q, k and v must be 4-D ([B, heads, S, H]) or all 3-D ([B, S, heads * H])");
+  const int H = past_k.shape(3), G = past_k.shape(1);
+  if (H <= 0) throw std::invalid_argument(where + "the head size must be positive");
+  if (flat && q.shape(2) % H != 0)
+    throw std::invalid_argument(where + "q's last axis (" + std::to_string(q.shape(2)) + ") is not a multiple of the head size " +
+                                std::to_string(H));
+  const int B = q.shape(0), N = flat ? q.shape(2) / H : q.shape(1), S = flat ? q.shape(1) : q.shape(2);
   if (G <= 0 || N % G != 0)
     throw std::invalid_argument(where + std::to_string(N) + " query heads do not split over " + std::to_string(G) + " key/value heads");
-  if (k.shape() != mx::Shape{B, G, S, H} || v.shape() != k.shape())
+  if (!flat && q.shape(3) != H)
+    throw std::invalid_argument(where + "the pasts must be [B, Nkv, C, H] with C at least S, alike, H q's head size");
+  if (!flat && (k.shape() != mx::Shape{B, G, S, H} || v.shape() != k.shape()))
     throw std::invalid_argument(where + "k and v must be [B, Nkv, S, H] as q's [B, N, S, H]");
-  if (past_k.shape(0) != B || past_k.shape(1) != G || past_k.shape(3) != H || past_v.shape() != past_k.shape() || past_k.shape(2) < S)
+  if (flat && (k.shape() != mx::Shape{B, S, G * H} || v.shape() != k.shape()))
+    throw std::invalid_argument(where + "k and v must be [B, S, Nkv * H] as q's [B, S, N * H], Nkv and H the pasts'");
+  if (past_k.shape(0) != B || past_v.shape() != past_k.shape() || past_k.shape(2) < S)
     throw std::invalid_argument(where + "the pasts must be [B, Nkv, C, H] with C at least S, alike");
   if (len.ndim() != 1 || len.shape(0) != B || len.dtype() != mx::int32) throw std::invalid_argument(where + "len must be int32 [B]");
   if (positions && (positions->shape() != mx::Shape{B, S} || positions->dtype() != mx::int32))
@@ -296,11 +360,12 @@ std::vector<array> gqa_step(const array& q, const array& k, const array& v, cons
       in.push_back(*cos);
       in.push_back(*sin);
     }
-    return array(past.shape(), mx::float32, std::make_shared<GqaCacheWrite>(s, positions.has_value(), rotary, interleaved), std::move(in));
+    return array(past.shape(), mx::float32, std::make_shared<GqaCacheWrite>(s, positions.has_value(), rotary, interleaved, from_zero),
+                 std::move(in));
   };
   array present_k = write(past_k, k, cos.has_value());
   array present_v = write(past_v, v, false);
-  Config cfg{positions.has_value(), cos.has_value(), interleaved, causal, window, total, scale};
+  Config cfg{positions.has_value(), cos.has_value(), interleaved, causal, from_zero, window, total, scale};
   std::vector<array> in{q, present_k, present_v, len};
   if (positions) in.push_back(*positions);
   if (cos) {

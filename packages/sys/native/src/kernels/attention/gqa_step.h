@@ -18,18 +18,20 @@ namespace mlxc::cpu {
 namespace mx = mlx::core;
 
 /**
- * q [B, N, S, H], k and v [B, Nkv, S, H] (the step's new rows), past_k and past_v [B, Nkv, C, H]
- * (C >= S), len [B] int32 (each sequence's length after the step: its new rows go at len - S ..
- * len - 1), positions [B, S] int32 (the rotary positions; default len - S + i, where the mask
- * places query i whatever they are), cos and sin
- * [P, R / 2] (the rotary tables, R <= H; none: no rotary), interleaved (pairs 2i, 2i + 1, else
- * halves i, i + R / 2). Query i of a sequence (at len - S + i) sees key j when j < min(len,
- * total), j <= len - S + i when causal, and j > len - S + i - window when window > 0. Returns {y [B, N, S, H],
- * present_k, present_v}. Lengths and positions out of range are clamped (the caller checks them).
+ * q [B, N, S, H], k and v [B, Nkv, S, H] (the step's new rows), or all three flat as ONNX has them
+ * (q [B, S, N * H], k and v [B, S, Nkv * H], any strides but a contiguous last axis), past_k and
+ * past_v [B, Nkv, C, H] (C >= S), len [B] int32 (each sequence's length after the step: its new
+ * rows go at start = len - S .. len - 1; from_zero, a first prompt whose right-padded sequences may
+ * be shorter than S: at 0 .. S - 1), positions [B, S] int32 (the rotary positions; default start +
+ * i, where the mask places query i whatever they are), cos and sin [P, R / 2] (the rotary tables,
+ * R <= H; none: no rotary), interleaved (pairs 2i, 2i + 1, else halves i, i + R / 2). Query i of a
+ * sequence (at start + i) sees key j when j < min(len, total), j <= start + i when causal, and j >
+ * start + i - window when window > 0. Returns {y (q's shape and layout), present_k, present_v}.
+ * Lengths and positions out of range are clamped (the caller checks them).
  */
 std::vector<mx::array> gqa_step(const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& past_k,
                                 const mx::array& past_v, const mx::array& len, const std::optional<mx::array>& positions,
                                 const std::optional<mx::array>& cos, const std::optional<mx::array>& sin, bool interleaved, bool causal,
-                                int window, int total, float scale, mx::Stream s);
+                                int window, int total, float scale, bool from_zero, mx::Stream s);
 
 }  // namespace mlxc::cpu
