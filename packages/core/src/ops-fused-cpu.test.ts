@@ -103,6 +103,88 @@ describe('fused activations', () => {
   });
 });
 
+describe('gated activation', () => {
+  // act(a) * b from the float64 reference of act, times b in float64, rounded once.
+  const gatedRef = (kind: string, a: number[], b: number[], shape: number[]) =>
+    mx.array(
+      Float32Array.from(a, (v, i) => activationReference[kind](v) * b[i]),
+      { shape },
+    );
+
+  it('silu and gelu, two inputs and the halves of one array, rows of odd widths', () => {
+    for (const kind of ['silu', 'gelu', 'gelu_tanh', 'relu']) {
+      for (const [rows, c] of [
+        [1, 7],
+        [3, 704],
+        [130, 33],
+      ]) {
+        const av = [...edges.slice(0, Math.min(c, edges.length)), ...wide(rows * c, rows + c)].slice(0, rows * c);
+        const bv = wide(rows * c, 7 * c + rows);
+        const a = mx.array(new Float32Array(av), { shape: [rows, c] });
+        const b = mx.array(new Float32Array(bv), { shape: [rows, c] });
+        const want = gatedRef(kind, flat(a), flat(b), [rows, c]);
+        // GELU's far negative tail is compared absolutely, as above (times |b| < 9).
+        const atol = kind.startsWith('gelu') ? 1e-13 : 1e-30;
+        expectMatches(mx.ext.gatedActivation(a, b, kind, cpu), want, 4e-6, atol, `${kind} ${rows}x${c}`);
+        // The halves of one [rows, 2c] array: gate first, up second.
+        const joined = mx.concatenate([a, b], 1, cpu);
+        expectMatches(mx.ext.gatedActivation(joined, null, kind, cpu), want, 4e-6, atol, `${kind} halves ${rows}x${c}`);
+        // The slices of a joined product, [1, rows, 2c] split along the last axis: views read in place.
+        const [ga, gb] = mx.split(mx.reshape(joined, [1, rows, 2 * c], cpu), 2, 2, cpu);
+        const viewed = mx.ext.gatedActivation(ga, gb, kind, cpu);
+        expect(viewed.shape).toEqual([1, rows, c]);
+        expectMatches(mx.reshape(viewed, [rows, c], cpu), want, 4e-6, atol, `${kind} views ${rows}x${c}`);
+      }
+    }
+  });
+
+  it('transposed inputs, a broadcast b, float16 and gradients go through the composition', () => {
+    const av = wide(12, 1);
+    const bv = wide(12, 2);
+    const a = mx.array(new Float32Array(av), { shape: [3, 4] });
+    const b = mx.array(new Float32Array(bv), { shape: [3, 4] });
+    const at = mx.transpose(a, [1, 0], cpu);
+    const bt = mx.transpose(b, [1, 0], cpu);
+    expectMatches(mx.ext.gatedActivation(at, bt, 'silu', cpu), gatedRef('silu', flat(at), flat(bt), [4, 3]), 4e-6, 1e-30, 'transposed');
+    const row = mx.array(new Float32Array([0.5, -2, 3, 1]), { shape: [4] });
+    const bcast = mx.broadcastTo(row, [3, 4], cpu);
+    expectMatches(mx.ext.gatedActivation(a, row, 'silu', cpu), gatedRef('silu', av, flat(bcast), [3, 4]), 4e-6, 1e-30, 'broadcast b');
+    const got16 = mx.ext.gatedActivation(mx.astype(a, 'float16', cpu), mx.astype(b, 'float16', cpu), 'silu', cpu);
+    expect(got16.dtype).toBe('float16');
+    expectMatches(mx.astype(got16, 'float32', cpu), gatedRef('silu', av, bv, [3, 4]), 4e-3, 2e-3, 'f16');
+    // d/da silu(a) b = b sigmoid(a) (1 + a (1 - sigmoid(a))); d/db = silu(a)
+    const [ga, gb] = mx.grad((x: mx.Array, y: mx.Array) => mx.sum(mx.ext.gatedActivation(x, y, 'silu', cpu)), [0, 1])(a, b) as mx.Array[];
+    const sig = (v: number) => 1 / (1 + Math.exp(-v));
+    expectMatches(
+      ga,
+      mx.array(
+        Float32Array.from(av, (v, i) => bv[i] * sig(v) * (1 + v * (1 - sig(v)))),
+        { shape: [3, 4] },
+      ),
+      1e-5,
+      1e-6,
+      'd a',
+    );
+    expectMatches(
+      gb,
+      mx.array(
+        Float32Array.from(av, (v) => v * sig(v)),
+        { shape: [3, 4] },
+      ),
+      1e-5,
+      1e-6,
+      'd b',
+    );
+  });
+
+  it('refuses an odd width without b and unknown kinds', () => {
+    const x = mx.array(new Float32Array(wide(6, 3)), { shape: [2, 3] });
+    expect(() => mx.ext.gatedActivation(x, null, 'silu', cpu)).toThrow(/two halves and must have an even length/);
+    expect(() => mx.ext.gatedActivation(x, x, 'swish', cpu)).toThrow(/unknown kind 'swish'/);
+    expect(mx.ext.gatedActivation(mx.zeros([0, 4], 'float32'), null, 'silu', cpu).shape).toEqual([0, 2]);
+  });
+});
+
 describe('fused softmax and norms', () => {
   const shapes = [
     [3, 1],

@@ -168,6 +168,7 @@ describe('the registry and the rewrites', () => {
       attention: 'attention',
       RMSNorm: 'rms-norm',
       'sibling-matmul': 'sibling-matmul',
+      'gated-activation': 'gated-activation',
     };
     const m = /On the shared models: (.*?) \(`test\/api\/rewrites\.test\.ts`/.exec(readme);
     expect(m, 'the README no longer lists the rewrites that fire on the shared models').toBeTruthy();

@@ -28,6 +28,25 @@ export function fusedActivation(x: ArrayLike, bias: ArrayLike | null | undefined
 }
 
 /**
+ * act(a) * b in one pass (SwiGLU with silu, GeGLU with gelu; kinds as mlxc_fused_activation's); b null: a's last axis holds the two halves of one product, act(a[..., :n/2]) * a[..., n/2:]; a and b read through their strides where their last axis is contiguous (the slices of a joined product need no copy); a b of another shape or type broadcasts through MLX's ops.
+ *
+ * `int mlxc_gated_activation(mlx_array* res, const mlx_array a, const mlx_array b , const char* kind, const mlx_stream s)`
+ */
+export function gatedActivation(a: ArrayLike, b: ArrayLike | null | undefined, kind: string, opts?: OpOptions): Array {
+  const t = new CallTemps();
+  try {
+    const _ref = firstArray(a, b);
+    const _a = t.arg(a, _ref);
+    const _b = b == null ? null : t.arg(b, _ref);
+    const res = { ctx: null };
+    t.check(fn.mlxc_gated_activation(res, _a.handle, _b ? _b.handle : NULL_HANDLE, toCString(kind, 'gatedActivation: kind'), streamHandle(opts)), 'mlxc_gated_activation');
+    return Array.fromHandle(res);
+  } finally {
+    t.release();
+  }
+}
+
+/**
  * clip(alpha * x + beta, 0, 1), times x where swish (HardSwish), in one pass.
  *
  * `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)`
@@ -573,6 +592,7 @@ export function adamwStep(param: ArrayLike, grad: ArrayLike, m: ArrayLike | null
 /** The project's own kernels under their names: @mlx/core's `ext` namespace. */
 export const extOps = {
   fusedActivation,
+  gatedActivation,
   hardSigmoid,
   fakeQuantize,
   greedyArgmax,

@@ -1,5 +1,5 @@
 // ABI spec, the project's own kernels: activations (native/src/kernels/activation/): act(x + bias)
-// in one pass, HardSigmoid/HardSwish, and a QuantizeLinear-DequantizeLinear pair (fake quantization).
+// in one pass, a gated act(a) * b (SwiGLU, GeGLU), HardSigmoid/HardSwish, and a QuantizeLinear-DequantizeLinear pair (fake quantization).
 // Each takes any array on any stream: float32 on a CPU stream runs the library's own vectorized,
 // multithreaded kernel (an MLX primitive); anything else gets the same computation from MLX's ops.
 import { op, type FnSpec } from '../dsl.js';
@@ -9,6 +9,11 @@ export const activation: FnSpec[] = [
     'int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias /* may be null */, const char* kind, const mlx_stream s)',
     'mlxc::cpu::activation($x, $bias, $kind, $s)',
     'act(x + bias), bias along the last axis; kind: exp, erf, tanh, sigmoid, relu, silu, gelu, gelu_tanh, identity',
+  ),
+  op(
+    'int mlxc_gated_activation(mlx_array* res, const mlx_array a, const mlx_array b /* may be null */, const char* kind, const mlx_stream s)',
+    'mlxc::cpu::gated_activation($a, $b, $kind, $s)',
+    "act(a) * b in one pass (SwiGLU with silu, GeGLU with gelu; kinds as mlxc_fused_activation's); b null: a's last axis holds the two halves of one product, act(a[..., :n/2]) * a[..., n/2:]; a and b read through their strides where their last axis is contiguous (the slices of a joined product need no copy); a b of another shape or type broadcasts through MLX's ops",
   ),
   op(
     'int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',

@@ -525,6 +525,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_cpu_has_avx2(_Inout_ bool* res)',
   'int mlxc_cpu_has_avx512(_Inout_ bool* res)',
   'int mlxc_fused_activation(_Inout_ mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)',
+  'int mlxc_gated_activation(_Inout_ mlx_array* res, const mlx_array a, const mlx_array b, const char* kind, const mlx_stream s)',
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
   'int mlxc_fake_quantize(_Inout_ mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s)',
   'int mlxc_greedy_argmax(_Inout_ mlx_array* res, const mlx_array x, const mlx_stream s)',
@@ -1603,6 +1604,8 @@ export interface MlxCFunctions {
   mlxc_cpu_has_avx512(res: unknown[]): number;
   /** kernels/activation: `int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias, const char* kind, const mlx_stream s)` */
   mlxc_fused_activation(res: MlxHandle, x: MlxHandle, bias: MlxHandle, kind: string | null, s: MlxHandle): number;
+  /** kernels/activation: `int mlxc_gated_activation(mlx_array* res, const mlx_array a, const mlx_array b, const char* kind, const mlx_stream s)` */
+  mlxc_gated_activation(res: MlxHandle, a: MlxHandle, b: MlxHandle, kind: string | null, s: MlxHandle): number;
   /** kernels/activation: `int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)` */
   mlxc_hard_sigmoid(res: MlxHandle, x: MlxHandle, alpha: number, beta: number, swish: boolean, s: MlxHandle): number;
   /** kernels/activation: `int mlxc_fake_quantize(mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s)` */
@@ -1669,4 +1672,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 553;
+export const functionCount = 554;

@@ -307,6 +307,12 @@ export const mlxFusedOps: OpEntry[] = [
     (ctx) => gelu(ctx.input(0), { approximate: ctx.params, bias: ctx.optional(1) }),
     'GELU (erf or tanh form) of x (+ bias), from the rewrite of its decomposition',
   ),
+  entry(
+    'GatedActivation',
+    (a) => a.string('kind'),
+    (ctx) => mx.ext.gatedActivation(ctx.input(0), ctx.optional(1) ?? null, ctx.params),
+    'act(gate) * up in one pass (SwiGLU: silu; GeGLU: gelu, gelu_tanh), from the rewrite of that chain; with one input, the two halves of a joined gate and up product, gate first',
+  ),
   entry('MatMulAdd', parseARank, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
   entry(
     'MatMulPacked',

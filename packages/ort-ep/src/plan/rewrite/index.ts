@@ -15,6 +15,7 @@ import { convBatchNormRewrite } from './conv-batch-norm.js';
 import { convEpilogueRewrite } from './conv-epilogue.js';
 import { dequantizeRewrite } from './dequantize.js';
 import { fakeQuantizeRewrite } from './fake-quantize.js';
+import { gatedActivationRewrite } from './gated-activation.js';
 import { geluRewrite } from './gelu.js';
 import { gemmRewrite, matmulAddRewrite } from './matmul-add.js';
 import { layerNormRewrite, rmsNormRewrite } from './norms.js';
@@ -45,6 +46,8 @@ export const REWRITES = {
   'pack-matmul': packMatmulRewrite,
   // After pack-matmul: an activation and a residual Add after a packed product go into its epilogue.
   'matmul-epilogue': matmulEpilogueRewrite,
+  // After gelu and sibling-matmul: act(gate) * up, over the joined gate and up product where there is one.
+  'gated-activation': gatedActivationRewrite,
   // Beside pack-matmul (that one on CPU sessions, this one on GPU ones): the same products.
   'transpose-matmul': transposeMatmulRewrite,
   // Before conv-epilogue: the folded Conv is what it fuses with the activation after the norm.

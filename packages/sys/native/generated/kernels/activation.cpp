@@ -17,6 +17,22 @@ extern "C" int mlxc_fused_activation(mlx_array* res, const mlx_array x, const ml
   return 0;
 }
 
+extern "C" int mlxc_gated_activation(mlx_array* res, const mlx_array a, const mlx_array b, const char* kind, const mlx_stream s) {
+  try {
+    mlxc::set(*res, mlxc::cpu::gated_activation(mlxc::arr(a), mlxc::opt_array(b), std::string(kind), mlxc::stream(s)));
+  } catch (const std::bad_alloc& e) {
+    mlxc::raise(mlxc::alloc_message(e).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    mlxc::raise(e.what());
+    return 1;
+  } catch (...) {
+    mlxc::raise("unknown C++ exception (not a std::exception)");
+    return 1;
+  }
+  return 0;
+}
+
 extern "C" int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s) {
   try {
     mlxc::set(*res, mlxc::cpu::hard_sigmoid(mlxc::arr(x), alpha, beta, swish, mlxc::stream(s)));

@@ -566,6 +566,7 @@ int mlxc_cpu_has_avx512(bool* res);
 
 /* kernels/activation */
 int mlxc_fused_activation(mlx_array* res, const mlx_array x, const mlx_array bias /* may be null */, const char* kind, const mlx_stream s);
+int mlxc_gated_activation(mlx_array* res, const mlx_array a, const mlx_array b /* may be null */, const char* kind, const mlx_stream s);
 int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s);
 int mlxc_fake_quantize(mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s);
 int mlxc_greedy_argmax(mlx_array* res, const mlx_array x, const mlx_stream s);

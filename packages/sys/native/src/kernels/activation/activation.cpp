@@ -8,6 +8,8 @@
 #include "kernels/common/fused_primitive.h"
 #include "kernels/common/row_kernel.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <typeinfo>
@@ -99,7 +101,110 @@ class FusedActivation : public FusedPrimitive {
   Act act_;
 };
 
+/**
+ * x as rows: its last axis contiguous and its other axes one stride apart (a row-ordered array, or
+ * a slice of one along the last axis); ld the stride between rows. False for other layouts.
+ */
+bool as_rows(const array& x, int64_t& ld) {
+  const int n = x.ndim();
+  if (n == 0 || (x.shape(-1) > 1 && x.strides()[n - 1] != 1)) return false;
+  ld = -1;
+  int64_t expect = 0;
+  for (int i = n - 2; i >= 0; --i) {
+    if (x.shape(i) == 1) continue;
+    if (ld < 0) {
+      ld = x.strides()[i];
+      expect = ld * x.shape(i);
+    } else if (x.strides()[i] != expect) {
+      return false;
+    } else {
+      expect *= x.shape(i);
+    }
+  }
+  if (ld < 0) ld = x.shape(-1);  // one row
+  return true;
+}
+
+/** act(a) * b, or act of a's first half times its second (halves): rows on the thread pool. */
+class GatedActivation : public FusedPrimitive {
+ public:
+  GatedActivation(mx::Stream s, Act act, bool halves) : FusedPrimitive(s), act_(act), halves_(halves) {}
+  const char* name() const override { return "GatedActivation"; }
+  bool is_equivalent(const mx::Primitive& o) const override {
+    if (typeid(o) != typeid(*this)) return false;
+    auto& p = static_cast<const GatedActivation&>(o);
+    return act_ == p.act_ && halves_ == p.halves_;
+  }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
+    auto shape = in[0].shape();
+    if (halves_) shape.back() /= 2;
+    return {shape};
+  }
+  array compose(const std::vector<array>& in) const override {
+    return composed_gated(in[0], halves_ ? std::nullopt : std::optional<array>(in[1]), act_, st());
+  }
+
+  static array composed_gated(const array& a, const std::optional<array>& b, Act act, mx::Stream s) {
+    if (b) return mx::multiply(composed_activation(a, act, s), *b, s);
+    const int c = a.shape(-1) / 2;
+    auto parts = mx::split(a, mx::Shape{c}, -1, s);
+    return mx::multiply(composed_activation(parts[0], act, s), parts[1], s);
+  }
+
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& outs) override {
+    auto& out = outs[0];
+    out.set_data(mx::allocator::malloc(out.nbytes()));
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& a : in) enc.set_input_array(a);
+    enc.set_output_array(out);
+    // Views whose rows are one stride apart (the slices of a joined product) are read in place.
+    const auto rows_of = [&](const array& x, int64_t& ld) {
+      if (as_rows(x, ld)) return x;
+      array r = row_ordered_input(x, enc);
+      ld = x.shape(-1);
+      return r;
+    };
+    int64_t lda = 0, ldb = 0;
+    const array a0 = rows_of(in[0], lda);
+    const array b0 = halves_ ? a0 : rows_of(in[1], ldb);
+    enc.dispatch([a = array::unsafe_weak_copy(a0), b = array::unsafe_weak_copy(b0), out = array::unsafe_weak_copy(out), lda, ldb,
+                  halves = halves_, act = act_]() mutable {
+      const size_t c = out.shape(-1), rows = c ? out.size() / c : 0;
+      const float* ap = a.data<float>();
+      // Halves: the up half sits c floats on in each of a's rows.
+      const float* bp = halves ? ap + c : b.data<float>();
+      const int64_t bstride = halves ? lda : ldb;
+      float* op = out.data<float>();
+      parallel_for(rows, (16384 + c - 1) / std::max<size_t>(c, 1), [&](size_t r0, size_t r1) {
+        for (size_t r = r0; r < r1; r++) {
+          float* o = op + r * c;
+          activation_rows(ap + r * lda, nullptr, o, c, 0, act);
+          const float* u = bp + r * bstride;
+          for (size_t j = 0; j < c; j++) o[j] *= u[j];
+        }
+      });
+    });
+  }
+
+ private:
+  Act act_;
+  bool halves_;
+};
+
 }  // namespace
+
+array gated_activation(const array& a, const std::optional<array>& b, const std::string& kind, mx::Stream s) {
+  const Act act = parse_activation(kind);
+  if (!b && (a.ndim() == 0 || a.shape(-1) % 2 != 0))
+    throw std::invalid_argument("gated activation: without b, a's last axis holds two halves and must have an even length");
+  const bool fits = !b || (b->shape() == a.shape() && b->dtype() == a.dtype());
+  if (!native(a, s) || !fits) return GatedActivation::composed_gated(a, b, act, s);
+  auto shape = a.shape();
+  if (!b) shape.back() /= 2;
+  std::vector<array> in{a};
+  if (b) in.push_back(*b);
+  return array(std::move(shape), mx::float32, std::make_shared<GatedActivation>(s, act, !b), std::move(in));
+}
 
 array activation(const array& x, const std::optional<array>& bias, const std::string& kind, mx::Stream s) {
   Act act = parse_activation(kind);

@@ -18,6 +18,12 @@ namespace mx = mlx::core;
  * bias (optional) broadcasts along the last axis (its size is x's last dimension). */
 mx::array activation(const mx::array& x, const std::optional<mx::array>& bias, const std::string& kind, mx::Stream s);
 
+/** act(a) * b in one pass (SwiGLU with silu, GeGLU with gelu): b of a's shape (or broadcasting
+ * against it, through MLX's ops); without b, a's last axis holds the two halves [gate, up] of one
+ * product and the result is act(a[..., :n/2]) * a[..., n/2:]. a and b may be views (the slices of a
+ * joined product): read through their strides when their last axis is contiguous. */
+mx::array gated_activation(const mx::array& a, const std::optional<mx::array>& b, const std::string& kind, mx::Stream s);
+
 /** The Act of a kind name of activation() (an invalid_argument naming the kinds for others). */
 Act parse_activation(const std::string& kind);
 /** act(x) from MLX's ops (the composition the fused kernels' VJP and non-CPU paths use). */
