@@ -85,9 +85,12 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
       [4, 9, 59],
       [5, 7, 31],
       [7, 20, 27],
+      [8, 24, 40],
+      [11, 9, 33],
       [12, 33, 64],
       [13, 300, 65],
       [14, 300, 56],
+      [20, 16, 50],
       [25, 257, 97],
       [130, 520, 45],
       // The AVX2 build's passes are up to 1024 deep, split evenly: two of 550, three of 700.

@@ -146,7 +146,12 @@ class DenseGemm : public FusedPrimitive {
       else
         parallel_for(n, grain, f);
     };
-    pfor(T, std::max<size_t>(1, 4096 / std::max<size_t>(p.K, 1)), [&](size_t t0, size_t t1) { dense::pack_tiles(p, t0, t1, ap); });
+    pfor(T, std::max<size_t>(1, 4096 / std::max<size_t>(p.K, 1)), [&](size_t t0, size_t t1) {
+      if (isa >= 1)
+        dense::pack_tiles_avx2(p, t0, t1, ap);
+      else
+        dense::pack_tiles(p, t0, t1, ap);
+    });
     // Row blocks of at most 16 tiles (192 rows: their block of K, 192 KiB, stays in L2 across the
     // panels), of even sizes; each split over panel shares when there are fewer blocks than 4 per thread.
     const size_t blocks = (T + 15) / 16, block = (T + blocks - 1) / blocks;

@@ -93,6 +93,8 @@ inline void epilogue(const Problem& p, size_t row, size_t col, size_t rows, size
 
 /** x's rows [t0 * kTile, t1 * kTile) in tiles [t][K][kTile] (zeros past M) at ap + t * K * kTile. */
 void pack_tiles(const Problem& p, size_t t0, size_t t1, float* ap);
+/** pack_tiles with AVX2 transposes (a CPU with AVX2). */
+void pack_tiles_avx2(const Problem& p, size_t t0, size_t t1, float* ap);
 /** Rows [m0, m1) of a few-row problem (m1 - m0 <= kFewRows), panels [p0, p1). */
 void few_avx512(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);
 void few_avx2(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);

@@ -200,7 +200,55 @@ void half_tile_part(size_t r, size_t kc, const float* a, const float* b, float* 
     for (size_t j = 0; j < ncols; j++) c[i * ldc + j] = buf[i * 16 + j];
 }
 
+/** Rows i of x (lda apart) at columns [k, k + 8): row i's vector, zeros for a row past `rows`. */
+inline __m256 row8(const float* x, size_t lda, size_t i, size_t rows, size_t k) {
+  return i < rows ? _mm256_loadu_ps(x + i * lda + k) : _mm256_setzero_ps();
+}
+
 }  // namespace
+
+void pack_tiles_avx2(const Problem& p, size_t t0, size_t t1, float* ap) {
+  static_assert(kTile == 12, "the transpose below packs 8 + 4 rows");
+  for (size_t t = t0; t < t1; t++) {
+    float* d = ap + t * p.K * kTile;
+    const size_t row = t * kTile, rows = std::min<size_t>(kTile, p.M - row);
+    const float* x = p.x + row * p.lda;
+    size_t k = 0;
+    // Eight columns of the tile's 12 rows at a time: an 8 x 8 transpose of rows 0-7 and two 4 x 4
+    // ones of rows 8-11, each column's 12 values stored as one row of the packed tile.
+    for (; k + 8 <= p.K; k += 8) {
+      __m256 r[8];
+      for (size_t i = 0; i < 8; i++) r[i] = row8(x, p.lda, i, rows, k);
+      const __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 a4 = _mm256_unpacklo_ps(r[4], r[5]), a5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 a6 = _mm256_unpacklo_ps(r[6], r[7]), a7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+      const __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+      const __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+      const __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+      const __m256 c[8] = {_mm256_permute2f128_ps(b0, b4, 0x20), _mm256_permute2f128_ps(b1, b5, 0x20), _mm256_permute2f128_ps(b2, b6, 0x20),
+                           _mm256_permute2f128_ps(b3, b7, 0x20), _mm256_permute2f128_ps(b0, b4, 0x31), _mm256_permute2f128_ps(b1, b5, 0x31),
+                           _mm256_permute2f128_ps(b2, b6, 0x31), _mm256_permute2f128_ps(b3, b7, 0x31)};
+      __m256 q[4];
+      for (size_t i = 0; i < 4; i++) q[i] = row8(x, p.lda, 8 + i, rows, k);
+      __m128 lo[4], hi[4];
+      for (int i = 0; i < 4; i++) {
+        lo[i] = _mm256_castps256_ps128(q[i]);
+        hi[i] = _mm256_extractf128_ps(q[i], 1);
+      }
+      _MM_TRANSPOSE4_PS(lo[0], lo[1], lo[2], lo[3]);
+      _MM_TRANSPOSE4_PS(hi[0], hi[1], hi[2], hi[3]);
+      for (int j = 0; j < 8; j++) {
+        float* out = d + (k + j) * kTile;
+        _mm256_storeu_ps(out, c[j]);
+        _mm_storeu_ps(out + 8, j < 4 ? lo[j] : hi[j - 4]);
+      }
+    }
+    for (; k < p.K; k++)
+      for (size_t i = 0; i < static_cast<size_t>(kTile); i++) d[k * kTile + i] = i < rows ? x[i * p.lda + k] : 0.0f;
+  }
+}
 
 void few_avx2(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
   const size_t rows = m1 - m0;
@@ -231,8 +279,11 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
         for (size_t t = t0; t < t1; t++) {
           const size_t row = t * kTile, rows = std::min<size_t>(kTile, p.M - row);
           const float* a = ap + t * K * kTile + k0 * kTile;
-          for (size_t g = 0; g < rows; g += kHalf) {
-            const size_t r = std::min<size_t>(kHalf, rows - g);
+          // Halves of 6 rows; a last tile of 7 to 11 rows splits evenly (8 rows: 4 + 4, not 6 + 2,
+          // whose 4 sums leave the multiply-add units waiting on their latency).
+          for (size_t g = 0, r; g < rows; g += r) {
+            const size_t left = rows - g;
+            r = left > static_cast<size_t>(kHalf) && left < static_cast<size_t>(kTile) ? (left + 1) / 2 : std::min<size_t>(kHalf, left);
             float* c = p.out + (row + g) * p.n + col + hc;
             if (hn == 16)
               HALF[r - 1](kc, a + g, b, c, p.n, first, last, bias);
@@ -251,6 +302,7 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
 #else
 #include <stdexcept>
 namespace mlxc::cpu::dense {
+void pack_tiles_avx2(const Problem&, size_t, size_t, float*) { throw std::runtime_error("dense_gemm: built without AVX2"); }
 void few_avx2(const Problem&, size_t, size_t, size_t, size_t) { throw std::runtime_error("dense_gemm: built without AVX2"); }
 void tiles_avx2(const Problem&, const float*, size_t, size_t, size_t, size_t) {
   throw std::runtime_error("dense_gemm: built without AVX2");
