@@ -222,6 +222,18 @@ const cases: Case[] = [
     mask: { shape: [2, 1, 1, 10], kind: 'add', values: (i) => (i >= 10 ? -Infinity : 0.1 * (i % 4)) },
   },
   { what: 'NaN in one query row', B: 1, Hq: 4, Hk: 2, Lq: 9, Lk: 9, D: 8, Dv: 8, nanQuery: { b: 0, h: 1, i: 3 } },
+  {
+    // 128 queries of a head in one task (K gathered once), keys past a multiple of 4, a padding mask.
+    what: 'an encoder layer: one head per key head, 130 queries, an additive padding mask [B, 1, 1, Lk]',
+    B: 1,
+    Hq: 12,
+    Hk: 12,
+    Lq: 130,
+    Lk: 130,
+    D: 16,
+    Dv: 16,
+    mask: { shape: [1, 1, 1, 130], kind: 'add', values: (i) => (i >= 121 ? -1e9 : 0.1 * (i % 7)) },
+  },
   { what: 'long, grouped and causal (many tasks)', B: 1, Hq: 8, Hk: 2, Lq: 130, Lk: 130, D: 64, Dv: 64, causal: true, scale: 0.1 },
   {
     what: 'a long context (a Kᵀ block past the kept buffers)',

@@ -135,9 +135,11 @@ class FusedAttention : public FusedPrimitive {
       else
         madd = mask->data<float>();
     }
-    // Rows per task: up to 64 across the group's heads, fewer while that leaves under 4 tasks a thread.
+    // Rows per task: up to 128 across the group's heads (each task gathers its keys once: an
+    // encoder's 128 queries a head in one task read K once), fewer while that leaves under 4 tasks
+    // a thread.
     const int64_t threads = std::max(1, num_threads());
-    int64_t bq = std::clamp<int64_t>(64 / G, 1, Lq);
+    int64_t bq = std::clamp<int64_t>(128 / G, 1, Lq);
     while (bq > 8 && B * Hk * ((Lq + bq - 1) / bq) < 4 * threads) bq = (bq + 1) / 2;
     // Long contexts: fewer rows, so that a block's scores stay within 4 MiB.
     while (bq > 1 && G * bq * Lk > (int64_t{1} << 20)) bq = (bq + 1) / 2;
@@ -192,7 +194,10 @@ class FusedAttention : public FusedPrimitive {
         for (int64_t i = i0; i < i1; i++) {
           const float* src = qp + b * qs[0] + (hk * G + h) * qs[1] + i * qs[2];
           float* dst = qbuf.data() + (h * rows + i - i0) * D;
-          for (int64_t d = 0; d < D; d++) dst[d] = src[d * qs[3]] * cfg.scale;
+          if (qs[3] == 1)  // the usual layout: a contiguous row (a loop the compiler vectorizes)
+            for (int64_t d = 0; d < D; d++) dst[d] = src[d] * cfg.scale;
+          else
+            for (int64_t d = 0; d < D; d++) dst[d] = src[d * qs[3]] * cfg.scale;
         }
       const float* kb = kp + b * ks[0] + hk * ks[1];
       const float* vb = vp + b * vs[0] + hk * vs[1];
@@ -206,7 +211,20 @@ class FusedAttention : public FusedPrimitive {
         // with gemm::nk (a lane sum per score) at 128 keys and more; the copy is 1 / M of the work.
         std::vector<float>& kt = buffer(kept_kt, own_kt, size_t(D * n));
         if (ks[3] == 1) {
-          for (int64_t j = 0; j < n; j++) {
+          // Four keys at a time, so that each store fills four neighbouring floats of a row of Kᵀ
+          // (one key at a time wrote one float per cache line).
+          int64_t j = 0;
+          for (; j + 4 <= n; j += 4) {
+            const float *k0 = kb + j * ks[2], *k1 = k0 + ks[2], *k2 = k1 + ks[2], *k3 = k2 + ks[2];
+            float* out = kt.data() + j;
+            for (int64_t d = 0; d < D; d++, out += n) {
+              out[0] = k0[d];
+              out[1] = k1[d];
+              out[2] = k2[d];
+              out[3] = k3[d];
+            }
+          }
+          for (; j < n; j++) {
             const float* kr = kb + j * ks[2];
             for (int64_t d = 0; d < D; d++) kt[size_t(d * n + j)] = kr[d];
           }
@@ -229,6 +247,9 @@ class FusedAttention : public FusedPrimitive {
             const int64_t base = b * ms[0] + hq * ms[1] + i * ms[2];
             if (keep) {
               for (int64_t j = 0; j < lim; j++) sr[j] = mkeep[base + j * ms[3]] ? sr[j] : ninf;
+            } else if (ms[3] == 1) {  // a row of the mask (a loop the compiler vectorizes)
+              const float* m = madd + base;
+              for (int64_t j = 0; j < lim; j++) sr[j] += m[j];
             } else {
               for (int64_t j = 0; j < lim; j++) sr[j] += madd[base + j * ms[3]];
             }
