@@ -38,6 +38,8 @@ interface Case {
   fromZero?: boolean;
   /** q, k and v flat ([B, S, heads * H]) as slices of one packed projection, y flat too. */
   flat?: boolean;
+  /** The packed projection itself as q, k and v null (flat). */
+  packed?: boolean;
 }
 
 function reference(c: Case, q: number[], k: number[], v: number[], pk: number[], pv: number[], cos: number[], sin: number[]) {
@@ -119,13 +121,14 @@ function check(c: Case, seed: number): void {
   const positions = c.positions ? mx.array(Int32Array.from(c.positions), { shape: [B, S] }) : null;
   // Flat: q, k and v as the slices of one packed [B, S, (N + 2G) * H] projection (strided views),
   // made from the same values; y comes back [B, S, N * H] and is compared in the heads' order.
-  const packed = c.flat
-    ? mx.concatenate(
-        [q, k, v].map((a, i) => mx.reshape(mx.transpose(a, [0, 2, 1, 3]), [B, S, (i === 0 ? N : G) * H])),
-        2,
-      )
-    : undefined;
-  const [qf, kf, vf] = packed ? mx.splitSections(packed, [N * H, (N + G) * H], 2) : [q, k, v];
+  const packed =
+    c.flat || c.packed
+      ? mx.concatenate(
+          [q, k, v].map((a, i) => mx.reshape(mx.transpose(a, [0, 2, 1, 3]), [B, S, (i === 0 ? N : G) * H])),
+          2,
+        )
+      : undefined;
+  const [qf, kf, vf] = c.packed ? [packed!, null, null] : packed ? mx.splitSections(packed, [N * H, (N + G) * H], 2) : [q, k, v];
   const [out, presentK, presentV] = mx.ext.gqaStep(
     qf,
     kf,
@@ -144,8 +147,8 @@ function check(c: Case, seed: number): void {
     c.fromZero ?? false,
     cpu,
   );
-  expect(out.shape).toEqual(c.flat ? [B, S, N * H] : [B, N, S, H]);
-  const y = c.flat ? mx.transpose(mx.reshape(out, [B, S, N, H]), [0, 2, 1, 3]) : out;
+  expect(out.shape).toEqual(c.flat || c.packed ? [B, S, N * H] : [B, N, S, H]);
+  const y = c.flat || c.packed ? mx.transpose(mx.reshape(out, [B, S, N, H]), [0, 2, 1, 3]) : out;
   const ref = reference(c, flat(q), flat(k), flat(v), flat(pk), flat(pv), cosv.map(Math.fround), sinv.map(Math.fround));
   const close = (got: mx.Array, want: number[], what: string) => {
     const g = flat(got);
@@ -174,6 +177,11 @@ describe('gqa_step', () => {
     check({ B: 2, N: 4, G: 1, S: 3, H: 8, C: 10, lens: [5, 10], rotary: { R: 8, P: 16, interleaved: true }, flat: true }, 12);
     check({ B: 1, N: 4, G: 2, S: 2, H: 8, C: 16, lens: [14], window: 5, flat: true }, 13);
   });
+  it("one packed QKV (k and v null), read at each part's columns", () => {
+    check({ B: 2, N: 6, G: 2, S: 1, H: 16, C: 20, lens: [3, 18], rotary: { R: 8, P: 32, interleaved: false }, packed: true }, 17);
+    check({ B: 1, N: 4, G: 1, S: 3, H: 8, C: 10, lens: [10], rotary: { R: 8, P: 16, interleaved: true }, packed: true }, 18);
+    check({ B: 2, N: 4, G: 2, S: 4, H: 8, C: 9, lens: [2, 4], total: 4, fromZero: true, packed: true }, 19);
+  });
   it('a first prompt from zero: right-padded sequences shorter than the step, rows and queries past them', () => {
     check({ B: 2, N: 4, G: 2, S: 4, H: 8, C: 9, lens: [2, 4], total: 4, rotary: { R: 8, P: 16, interleaved: false }, fromZero: true }, 14);
     check({ B: 3, N: 2, G: 1, S: 3, H: 8, C: 3, lens: [1, 3, 2], total: 3, fromZero: true, flat: true }, 15);
@@ -197,5 +205,11 @@ describe('gqa_step', () => {
     expect(() => step({ q: rand([1, 1, 32], 13) })).toThrow(/all 3-D/);
     expect(() => step({ q: rand([1, 1, 30], 14), k: rand([1, 1, 16], 15) })).toThrow(/not a multiple of the head size 8/);
     expect(() => step({ q: rand([1, 1, 32], 16), k: rand([1, 1, 8], 17) })).toThrow(/k and v must be \[B, S, Nkv \* H\]/);
+    // Packed: k and v both null, q 3-D and wider than the keys' and values' columns.
+    const packedStep = (qq: mx.Array, kk: mx.Array | null, vv: mx.Array | null) =>
+      mx.ext.gqaStep(qq, kk, vv, p, p, len, null, null, null, false, true, -1, 6, 0.3, false, cpu);
+    expect(() => packedStep(rand([1, 1, 64], 18), null, k)).toThrow(/k and v come together/);
+    expect(() => packedStep(q, null, null)).toThrow(/a packed QKV \(k and v null\) must be 3-D/);
+    expect(() => packedStep(rand([1, 1, 32], 19), null, null)).toThrow(/must hold \(N \+ 2 \* 2\) heads of 8, N at least 1/);
   });
 });

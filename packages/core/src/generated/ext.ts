@@ -507,17 +507,17 @@ export function fusedAttention(q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: A
 }
 
 /**
- * one grouped-query attention decode step, float32 on the CPU: q [B, N, S, H], k and v [B, Nkv, S, H] (or all three flat as ONNX has them, [B, S, heads * H] with a contiguous last axis: slices of a packed QKV need no copy) rotated (cos, sin [P, R/2], at positions [B, S] or start + i) and written into past_k/past_v [B, Nkv, C, H] at rows start .. start + S - 1, start = len - S (0 with from_zero: a first prompt, right-padded sequences shorter than S) (in place when donated), attention of query i over keys j < min(len, total), causal and windowed at start + i: {y (q's shape), present_k, present_v}.
+ * one grouped-query attention decode step, float32 on the CPU: q [B, N, S, H], k and v [B, Nkv, S, H] (or all three flat as ONNX has them, [B, S, heads * H] with a contiguous last axis: slices of a packed QKV need no copy; or k and v null and q one packed QKV [B, S, (N + 2 Nkv) * H], read at each part's columns) rotated (cos, sin [P, R/2], at positions [B, S] or start + i) and written into past_k/past_v [B, Nkv, C, H] at rows start .. start + S - 1, start = len - S (0 with from_zero: a first prompt, right-padded sequences shorter than S) (in place when donated), attention of query i over keys j < min(len, total), causal and windowed at start + i: {y (q's shape), present_k, present_v}.
  *
- * `int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions , const mlx_array cos , const mlx_array sin , bool interleaved, bool causal, int window, int total, float scale, bool from_zero, const mlx_stream s)`
+ * `int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k , const mlx_array v , const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions , const mlx_array cos , const mlx_array sin , bool interleaved, bool causal, int window, int total, float scale, bool from_zero, const mlx_stream s)`
  */
-export function gqaStep(q: ArrayLike, k: ArrayLike, v: ArrayLike, pastK: ArrayLike, pastV: ArrayLike, len: ArrayLike, positions: ArrayLike | null | undefined, cos: ArrayLike | null | undefined, sin: ArrayLike | null | undefined, interleaved: boolean, causal: boolean, window: number, total: number, scale: number, fromZero: boolean, opts?: OpOptions): Array[] {
+export function gqaStep(q: ArrayLike, k: ArrayLike | null | undefined, v: ArrayLike | null | undefined, pastK: ArrayLike, pastV: ArrayLike, len: ArrayLike, positions: ArrayLike | null | undefined, cos: ArrayLike | null | undefined, sin: ArrayLike | null | undefined, interleaved: boolean, causal: boolean, window: number, total: number, scale: number, fromZero: boolean, opts?: OpOptions): Array[] {
   const t = new CallTemps();
   try {
     const _ref = firstArray(q, k, v, pastK, pastV, len, positions, cos, sin);
     const _q = t.arg(q, _ref);
-    const _k = t.arg(k, _ref);
-    const _v = t.arg(v, _ref);
+    const _k = k == null ? null : t.arg(k, _ref);
+    const _v = v == null ? null : t.arg(v, _ref);
     const _pastK = t.arg(pastK, _ref);
     const _pastV = t.arg(pastV, _ref);
     const _len = t.arg(len, _ref);
@@ -525,7 +525,7 @@ export function gqaStep(q: ArrayLike, k: ArrayLike, v: ArrayLike, pastK: ArrayLi
     const _cos = cos == null ? null : t.arg(cos, _ref);
     const _sin = sin == null ? null : t.arg(sin, _ref);
     const res = { ctx: null };
-    t.check(fn.mlxc_gqa_step(res, _q.handle, _k.handle, _v.handle, _pastK.handle, _pastV.handle, _len.handle, _positions ? _positions.handle : NULL_HANDLE, _cos ? _cos.handle : NULL_HANDLE, _sin ? _sin.handle : NULL_HANDLE, interleaved, causal, toInt32(window, 'gqaStep: window'), toInt32(total, 'gqaStep: total'), scale, fromZero, streamHandle(opts)), 'mlxc_gqa_step');
+    t.check(fn.mlxc_gqa_step(res, _q.handle, _k ? _k.handle : NULL_HANDLE, _v ? _v.handle : NULL_HANDLE, _pastK.handle, _pastV.handle, _len.handle, _positions ? _positions.handle : NULL_HANDLE, _cos ? _cos.handle : NULL_HANDLE, _sin ? _sin.handle : NULL_HANDLE, interleaved, causal, toInt32(window, 'gqaStep: window'), toInt32(total, 'gqaStep: total'), scale, fromZero, streamHandle(opts)), 'mlxc_gqa_step');
     return takeVector(res);
   } finally {
     t.release();

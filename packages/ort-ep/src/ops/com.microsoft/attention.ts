@@ -455,10 +455,12 @@ function gqaNativeStep(
     rope = { at, cos, sin: ctx.input(8) };
   }
   const window = p.causal && p.localWindow > 0 && p.localWindow < total ? p.localWindow : -1;
+  // A packed QKV input goes in whole: the kernel reads each part at its columns (no split in the graph).
+  const packed = ctx.has(1) ? undefined : ctx.input(0);
   const [y, presentK, presentV] = mx.ext.gqaStep(
-    q,
-    k,
-    v,
+    packed ?? q,
+    packed ? null : k,
+    packed ? null : v,
     pastK,
     pastV,
     len,

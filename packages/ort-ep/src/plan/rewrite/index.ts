@@ -23,6 +23,7 @@ import { powRewrite } from './pow.js';
 import { siblingMatmulRewrite } from './sibling-matmul.js';
 import { matmulEpilogueRewrite } from './matmul-epilogue.js';
 import { packMatmulRewrite } from './pack-matmul.js';
+import { packedQkvRewrite } from './packed-qkv.js';
 import { transposeMatmulRewrite } from './transpose-matmul.js';
 import { GraphView, type RewriteTarget } from './view.js';
 
@@ -48,6 +49,8 @@ export const REWRITES = {
   'matmul-epilogue': matmulEpilogueRewrite,
   // After gelu and sibling-matmul: act(gate) * up, over the joined gate and up product where there is one.
   'gated-activation': gatedActivationRewrite,
+  // After sibling-matmul: a GroupQueryAttention fed its three parts takes the joined QKV, packed.
+  'packed-qkv': packedQkvRewrite,
   // Beside pack-matmul (that one on CPU sessions, this one on GPU ones): the same products.
   'transpose-matmul': transposeMatmulRewrite,
   // Before conv-epilogue: the folded Conv is what it fuses with the activation after the norm.

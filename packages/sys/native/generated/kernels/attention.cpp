@@ -19,7 +19,7 @@ extern "C" int mlxc_fused_attention(mlx_array* res, const mlx_array q, const mlx
 
 extern "C" int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions, const mlx_array cos, const mlx_array sin, bool interleaved, bool causal, int window, int total, float scale, bool from_zero, const mlx_stream s) {
   try {
-    mlxc::set(*res, mlxc::cpu::gqa_step(mlxc::arr(q), mlxc::arr(k), mlxc::arr(v), mlxc::arr(past_k), mlxc::arr(past_v), mlxc::arr(len), mlxc::opt_array(positions), mlxc::opt_array(cos), mlxc::opt_array(sin), interleaved, causal, window, total, scale, from_zero, mlxc::stream(s)));
+    mlxc::set(*res, mlxc::cpu::gqa_step(mlxc::arr(q), mlxc::opt_array(k), mlxc::opt_array(v), mlxc::arr(past_k), mlxc::arr(past_v), mlxc::arr(len), mlxc::opt_array(positions), mlxc::opt_array(cos), mlxc::opt_array(sin), interleaved, causal, window, total, scale, from_zero, mlxc::stream(s)));
   } catch (const std::bad_alloc& e) {
     mlxc::raise(mlxc::alloc_message(e).c_str());
     return 1;

@@ -607,7 +607,7 @@ int mlxc_lstm(mlx_vector_array* res, const mlx_array proj, const mlx_array rt, c
 
 /* kernels/attention */
 int mlxc_fused_attention(mlx_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array mask /* may be null */, float scale, bool causal, int causal_offset, bool empty_nan, const mlx_stream s);
-int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k, const mlx_array v, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions /* may be null */, const mlx_array cos /* may be null */, const mlx_array sin /* may be null */, bool interleaved, bool causal, int window, int total, float scale, bool from_zero, const mlx_stream s);
+int mlxc_gqa_step(mlx_vector_array* res, const mlx_array q, const mlx_array k /* may be null */, const mlx_array v /* may be null */, const mlx_array past_k, const mlx_array past_v, const mlx_array len, const mlx_array positions /* may be null */, const mlx_array cos /* may be null */, const mlx_array sin /* may be null */, bool interleaved, bool causal, int window, int total, float scale, bool from_zero, const mlx_stream s);
 
 /* kernels/indices */
 int mlxc_bounded_indices(mlx_vector_array* res, const mlx_array indices, const int64_t* dims, size_t dims_num, bool negative, const mlx_stream s);

@@ -29,27 +29,29 @@ namespace {
 using mx::array;
 
 struct Config {
-  bool has_positions, has_rotary, interleaved, causal, from_zero;
+  /** q is one packed [B, S, (N + 2 Nkv) * H] projection (its first N * H columns the queries). */
+  bool has_positions, has_rotary, interleaved, causal, from_zero, packed;
   int window, total;
   float scale;
   bool operator==(const Config& o) const {
     return has_positions == o.has_positions && has_rotary == o.has_rotary && interleaved == o.interleaved && causal == o.causal &&
-           from_zero == o.from_zero && window == o.window && total == o.total && scale == o.scale;
+           from_zero == o.from_zero && packed == o.packed && window == o.window && total == o.total && scale == o.scale;
   }
 };
 
 /**
  * The rows of a step's projections or of its output: [B, heads, S, H] in row order, or the flat
  * layout [B, S, heads * H] of ONNX's inputs, read through the strides of its first two axes (its
- * last axis contiguous: a slice of a packed QKV projection needs no copy).
+ * last axis contiguous: a slice of a packed QKV projection needs no copy), from column `col` on
+ * (K's or V's columns of one packed QKV).
  */
 struct Rows {
   float* p;
   bool flat;
   int64_t s0, s1;
   int heads, S, H;
-  Rows(const array& a, int heads_, int H_)
-      : p(const_cast<float*>(a.data<float>())),
+  Rows(const array& a, int heads_, int H_, int64_t col = 0)
+      : p(const_cast<float*>(a.data<float>()) + col),
         flat(a.ndim() == 3),
         s0(a.strides()[0]),
         s1(a.ndim() == 3 ? a.strides()[1] : 0),
@@ -152,14 +154,19 @@ struct Rope {
  */
 class GqaCacheWrite : public mx::Primitive {
  public:
-  GqaCacheWrite(mx::Stream s, bool has_positions, bool has_rotary, bool interleaved, bool from_zero)
-      : mx::Primitive(s), has_positions_(has_positions), has_rotary_(has_rotary), interleaved_(interleaved), from_zero_(from_zero) {}
+  GqaCacheWrite(mx::Stream s, bool has_positions, bool has_rotary, bool interleaved, bool from_zero, int64_t col)
+      : mx::Primitive(s),
+        has_positions_(has_positions),
+        has_rotary_(has_rotary),
+        interleaved_(interleaved),
+        from_zero_(from_zero),
+        col_(col) {}
   const char* name() const override { return "GqaCacheWrite"; }
   bool is_equivalent(const mx::Primitive& o) const override {
     if (typeid(o) != typeid(*this)) return false;
     auto& p = static_cast<const GqaCacheWrite&>(o);
     return has_positions_ == p.has_positions_ && has_rotary_ == p.has_rotary_ && interleaved_ == p.interleaved_ &&
-           from_zero_ == p.from_zero_;
+           from_zero_ == p.from_zero_ && col_ == p.col_;
   }
   std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {in[0].shape()}; }
   void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
@@ -180,7 +187,7 @@ class GqaCacheWrite : public mx::Primitive {
     std::vector<array> ins{array::unsafe_weak_copy(past), array::unsafe_weak_copy(rows_input(in[1], enc))};
     for (size_t i = 2; i < in.size(); i++) ins.push_back(array::unsafe_weak_copy(row_ordered_input(in[i], enc)));
     enc.dispatch([ins = std::move(ins), out = array::unsafe_weak_copy(out), copy, hp = has_positions_, hr = has_rotary_,
-                  inter = interleaved_, zero = from_zero_]() mutable {
+                  inter = interleaved_, zero = from_zero_, col = col_]() mutable {
       const array &past = ins[0], &rows = ins[1], &lens = ins[2];
       size_t next = 3;
       const array* pos = hp ? &ins[next++] : nullptr;
@@ -188,7 +195,7 @@ class GqaCacheWrite : public mx::Primitive {
       const array* sn = hr ? &ins[next++] : nullptr;
       if (copy) copy_past(past, out.data<float>());
       const int B = out.shape(0), G = out.shape(1), C = out.shape(2), H = out.shape(3);
-      const Rows src(rows, G, H);
+      const Rows src(rows, G, H, col);
       const int S = src.S;
       if (out.size() == 0 || S == 0) return;
       const Steps st(lens.data<int32_t>(), pos ? pos->data<int32_t>() : nullptr, B, S, C, zero);
@@ -203,6 +210,8 @@ class GqaCacheWrite : public mx::Primitive {
 
  private:
   bool has_positions_, has_rotary_, interleaved_, from_zero_;
+  /** Where these rows start in a packed QKV's columns (0: rows of their own). */
+  int64_t col_;
 };
 
 /**
@@ -216,7 +225,12 @@ class GqaAttend : public mx::Primitive {
   bool is_equivalent(const mx::Primitive& o) const override {
     return typeid(o) == typeid(*this) && cfg_ == static_cast<const GqaAttend&>(o).cfg_;
   }
-  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override { return {in[0].shape()}; }
+  std::vector<mx::Shape> output_shapes(const std::vector<array>& in) override {
+    if (!cfg_.packed) return {in[0].shape()};
+    // Packed: the queries' N * H of the (N + 2 Nkv) * H columns.
+    const int H = in[1].shape(3), G = in[1].shape(1);
+    return {{in[0].shape(0), in[0].shape(1), in[0].shape(2) - 2 * G * H}};
+  }
   void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
     throw std::runtime_error("GqaAttend is a CPU kernel (the front end composes MLX ops on other devices)");
   }
@@ -240,7 +254,7 @@ class GqaAttend : public mx::Primitive {
     const array* sn = cfg.has_rotary ? &in[next++] : nullptr;
     const int B = kc_a.shape(0), G = kc_a.shape(1), C = kc_a.shape(2), H = kc_a.shape(3);
     const bool flat = q.ndim() == 3;
-    const int S = flat ? q.shape(1) : q.shape(2), N = flat ? q.shape(2) / H : q.shape(1), per = N / G;
+    const int S = flat ? q.shape(1) : q.shape(2), N = flat ? q.shape(2) / H - (cfg.packed ? 2 * G : 0) : q.shape(1), per = N / G;
     if (y.size() == 0) return;
     const Steps st(lens.data<int32_t>(), pos ? pos->data<int32_t>() : nullptr, B, S, C, cfg.from_zero);
     const Rope rope(c, sn, cfg.interleaved);
@@ -315,27 +329,35 @@ class GqaAttend : public mx::Primitive {
 
 }  // namespace
 
-std::vector<array> gqa_step(const array& q, const array& k, const array& v, const array& past_k, const array& past_v, const array& len,
-                            const std::optional<array>& positions, const std::optional<array>& cos, const std::optional<array>& sin,
-                            bool interleaved, bool causal, int window, int total, float scale, bool from_zero, mx::Stream s) {
+std::vector<array> gqa_step(const array& q, const std::optional<array>& k, const std::optional<array>& v, const array& past_k,
+                            const array& past_v, const array& len, const std::optional<array>& positions, const std::optional<array>& cos,
+                            const std::optional<array>& sin, bool interleaved, bool causal, int window, int total, float scale,
+                            bool from_zero, mx::Stream s) {
   const std::string where = "gqa_step: ";
   if (past_k.ndim() != 4 || past_v.ndim() != 4) throw std::invalid_argument(where + "the pasts must be 4-D ([B, Nkv, C, H])");
+  if (k.has_value() != v.has_value()) throw std::invalid_argument(where + "k and v come together (both null: q is one packed QKV)");
+  const bool packed = !k;
   const bool flat = q.ndim() == 3;
-  if (flat ? (k.ndim() != 3 || v.ndim() != 3) : (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4))
+  if (packed && !flat) throw std::invalid_argument(where + "a packed QKV (k and v null) must be 3-D ([B, S, (N + 2 Nkv) * H])");
+  if (!packed && (flat ? (k->ndim() != 3 || v->ndim() != 3) : (q.ndim() != 4 || k->ndim() != 4 || v->ndim() != 4)))
     throw std::invalid_argument(where + "q, k and v must be 4-D ([B, heads, S, H]) or all 3-D ([B, S, heads * H])");
   const int H = past_k.shape(3), G = past_k.shape(1);
   if (H <= 0) throw std::invalid_argument(where + "the head size must be positive");
   if (flat && q.shape(2) % H != 0)
     throw std::invalid_argument(where + "q's last axis (" + std::to_string(q.shape(2)) + ") is not a multiple of the head size " +
                                 std::to_string(H));
-  const int B = q.shape(0), N = flat ? q.shape(2) / H : q.shape(1), S = flat ? q.shape(1) : q.shape(2);
+  const int B = q.shape(0), S = flat ? q.shape(1) : q.shape(2);
+  const int N = flat ? q.shape(2) / H - (packed ? 2 * G : 0) : q.shape(1);
+  if (packed && N <= 0)
+    throw std::invalid_argument(where + "a packed QKV's last axis (" + std::to_string(q.shape(2)) + ") must hold (N + 2 * " +
+                                std::to_string(G) + ") heads of " + std::to_string(H) + ", N at least 1");
   if (G <= 0 || N % G != 0)
     throw std::invalid_argument(where + std::to_string(N) + " query heads do not split over " + std::to_string(G) + " key/value heads");
   if (!flat && q.shape(3) != H)
     throw std::invalid_argument(where + "the pasts must be [B, Nkv, C, H] with C at least S, alike, H q's head size");
-  if (!flat && (k.shape() != mx::Shape{B, G, S, H} || v.shape() != k.shape()))
+  if (!packed && !flat && (k->shape() != mx::Shape{B, G, S, H} || v->shape() != k->shape()))
     throw std::invalid_argument(where + "k and v must be [B, Nkv, S, H] as q's [B, N, S, H]");
-  if (flat && (k.shape() != mx::Shape{B, S, G * H} || v.shape() != k.shape()))
+  if (!packed && flat && (k->shape() != mx::Shape{B, S, G * H} || v->shape() != k->shape()))
     throw std::invalid_argument(where + "k and v must be [B, S, Nkv * H] as q's [B, S, N * H], Nkv and H the pasts'");
   if (past_k.shape(0) != B || past_v.shape() != past_k.shape() || past_k.shape(2) < S)
     throw std::invalid_argument(where + "the pasts must be [B, Nkv, C, H] with C at least S, alike");
@@ -346,33 +368,37 @@ std::vector<array> gqa_step(const array& q, const array& k, const array& v, cons
   if (cos && (cos->ndim() != 2 || sin->shape() != cos->shape() || 2 * cos->shape(1) > H || cos->shape(0) < 1))
     throw std::invalid_argument(where + "cos and sin must be [P, R / 2] alike with R at most the head size");
   if (total < 1) throw std::invalid_argument(where + "total must be positive");
-  for (const array* a : {&q, &k, &v, &past_k, &past_v})
+  for (const array* a : {&q, &past_k, &past_v})
     if (a->dtype() != mx::float32) throw std::invalid_argument(where + "float32 only");
+  if (!packed && (k->dtype() != mx::float32 || v->dtype() != mx::float32)) throw std::invalid_argument(where + "float32 only");
   if (cos && (cos->dtype() != mx::float32 || sin->dtype() != mx::float32))
     throw std::invalid_argument(where + "float32 rotary tables only");
   if (s.device != mx::Device::cpu) throw std::invalid_argument(where + "a CPU kernel");
   // Three single-output primitives (an MLX primitive of several outputs holds its inputs once per
-  // output, so no cache buffer could be donated to it): the two cache writes, then attention.
-  const auto write = [&](const array& past, const array& rows, bool rotary) {
+  // output, so no cache buffer could be donated to it): the two cache writes, then attention. A
+  // packed QKV is read by all three, each at its own columns.
+  const auto write = [&](const array& past, const array& rows, bool rotary, int64_t col) {
     std::vector<array> in{past, rows, len};
     if (positions) in.push_back(*positions);
     if (rotary) {
       in.push_back(*cos);
       in.push_back(*sin);
     }
-    return array(past.shape(), mx::float32, std::make_shared<GqaCacheWrite>(s, positions.has_value(), rotary, interleaved, from_zero),
+    return array(past.shape(), mx::float32, std::make_shared<GqaCacheWrite>(s, positions.has_value(), rotary, interleaved, from_zero, col),
                  std::move(in));
   };
-  array present_k = write(past_k, k, cos.has_value());
-  array present_v = write(past_v, v, false);
-  Config cfg{positions.has_value(), cos.has_value(), interleaved, causal, from_zero, window, total, scale};
+  array present_k = write(past_k, packed ? q : *k, cos.has_value(), packed ? int64_t(N) * H : 0);
+  array present_v = write(past_v, packed ? q : *v, false, packed ? int64_t(N + G) * H : 0);
+  Config cfg{positions.has_value(), cos.has_value(), interleaved, causal, from_zero, packed, window, total, scale};
   std::vector<array> in{q, present_k, present_v, len};
   if (positions) in.push_back(*positions);
   if (cos) {
     in.push_back(*cos);
     in.push_back(*sin);
   }
-  array y(q.shape(), mx::float32, std::make_shared<GqaAttend>(s, cfg), std::move(in));
+  mx::Shape yshape = q.shape();
+  if (packed) yshape.back() = N * H;
+  array y(std::move(yshape), mx::float32, std::make_shared<GqaAttend>(s, cfg), std::move(in));
   return {y, present_k, present_v};
 }
 

@@ -19,7 +19,8 @@ namespace mx = mlx::core;
 
 /**
  * q [B, N, S, H], k and v [B, Nkv, S, H] (the step's new rows), or all three flat as ONNX has them
- * (q [B, S, N * H], k and v [B, S, Nkv * H], any strides but a contiguous last axis), past_k and
+ * (q [B, S, N * H], k and v [B, S, Nkv * H], any strides but a contiguous last axis), or k and v
+ * null and q one packed QKV [B, S, (N + 2 Nkv) * H] (queries, keys, values), past_k and
  * past_v [B, Nkv, C, H] (C >= S), len [B] int32 (each sequence's length after the step: its new
  * rows go at start = len - S .. len - 1; from_zero, a first prompt whose right-padded sequences may
  * be shorter than S: at 0 .. S - 1), positions [B, S] int32 (the rotary positions; default start +
@@ -29,9 +30,10 @@ namespace mx = mlx::core;
  * start + i - window when window > 0. Returns {y (q's shape and layout), present_k, present_v}.
  * Lengths and positions out of range are clamped (the caller checks them).
  */
-std::vector<mx::array> gqa_step(const mx::array& q, const mx::array& k, const mx::array& v, const mx::array& past_k,
-                                const mx::array& past_v, const mx::array& len, const std::optional<mx::array>& positions,
-                                const std::optional<mx::array>& cos, const std::optional<mx::array>& sin, bool interleaved, bool causal,
-                                int window, int total, float scale, bool from_zero, mx::Stream s);
+std::vector<mx::array> gqa_step(const mx::array& q, const std::optional<mx::array>& k, const std::optional<mx::array>& v,
+                                const mx::array& past_k, const mx::array& past_v, const mx::array& len,
+                                const std::optional<mx::array>& positions, const std::optional<mx::array>& cos,
+                                const std::optional<mx::array>& sin, bool interleaved, bool causal, int window, int total, float scale,
+                                bool from_zero, mx::Stream s);
 
 }  // namespace mlxc::cpu
