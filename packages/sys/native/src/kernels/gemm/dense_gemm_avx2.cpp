@@ -6,7 +6,7 @@
 //  - few rows: each panel streamed once, front to back (its two halves side by side); at each k
 //    the panel's four vectors times every row's value. One and two rows take two k at a time into separate sums (so that a row's
 //    chains of multiply-adds overlap), three rows one k (12 sums and the 4 loads fill the file),
-//    four rows are two passes of two over the panel (its second read comes from L1/L2).
+//    four rows each half of the panel in turn with all four rows at each k (8 sums).
 //  - tiles: the 12 packed rows of a tile as two halves of 6, each times one half (16 columns) of
 //    the panel: 6 x 16 sums in 12 registers, each k two loads of the panel and six broadcasts;
 //    K in long blocks (kDepthAvx2) that stream a half panel's block from L2 across the tiles.
@@ -124,11 +124,41 @@ void few_panel3(const float* x, size_t lda, const float* b, size_t K, const floa
   for (int r = 0; r < 3; r++) store_row(out + r * ldo, s[r], bias, ncols);
 }
 
+/**
+ * Four rows times one panel in one pass: each half (16 columns, K rows of 64 bytes) streamed once
+ * with all four rows' values at each k, 8 sums, two loads and four broadcasts (two passes of two
+ * rows read the whole panel twice and kept the multiply-adds waiting on the second pass).
+ */
+void few_panel4(const float* x, size_t lda, const float* b, size_t K, const float* bias, float* out, size_t ldo, size_t ncols) {
+  for (size_t h = 0; h < 2; h++) {
+    const size_t c0 = h * kHalfPanel;
+    if (c0 >= ncols) break;
+    const float* bh = b + h * K * kHalfPanel;
+    __m256 s[4][2];
+    for (auto& r : s) r[0] = r[1] = _mm256_setzero_ps();
+    for (size_t k = 0; k < K; k++) {
+      const __m256 b0 = _mm256_loadu_ps(bh + k * kHalfPanel), b1 = _mm256_loadu_ps(bh + k * kHalfPanel + 8);
+      for (int r = 0; r < 4; r++) {
+        const __m256 xr = _mm256_broadcast_ss(x + r * lda + k);
+        s[r][0] = _mm256_fmadd_ps(xr, b0, s[r][0]);
+        s[r][1] = _mm256_fmadd_ps(xr, b1, s[r][1]);
+      }
+    }
+    const size_t n = std::min(kHalfPanel, ncols - c0);
+    for (int r = 0; r < 4; r++) {
+      // store_row's four vectors: this half's two, the other two past n (never stored).
+      const __m256 v[4] = {s[r][0], s[r][1], s[r][0], s[r][1]};
+      store_row(out + r * ldo + c0, v, bias ? bias + c0 : nullptr, n);
+    }
+  }
+}
+
 void few_panel(size_t rows, const float* x, size_t lda, const float* b, size_t K, const float* bias, float* out, size_t ldo, size_t ncols) {
   switch (rows) {
     case 1: return few_panel_pair<1>(x, lda, b, K, bias, out, ldo, ncols);
     case 2: return few_panel_pair<2>(x, lda, b, K, bias, out, ldo, ncols);
     case 3: return few_panel3(x, lda, b, K, bias, out, ldo, ncols);
+    case 4: return few_panel4(x, lda, b, K, bias, out, ldo, ncols);
     default:
       few_panel_pair<2>(x, lda, b, K, bias, out, ldo, ncols);
       few_panel(rows - 2, x + 2 * lda, lda, b, K, bias, out + 2 * ldo, ldo, ncols);
