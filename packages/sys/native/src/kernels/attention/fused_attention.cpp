@@ -135,11 +135,13 @@ class FusedAttention : public FusedPrimitive {
       else
         madd = mask->data<float>();
     }
-    // Rows per task: up to 128 across the group's heads (each task gathers its keys once: an
-    // encoder's 128 queries a head in one task read K once), fewer while that leaves under 4 tasks
-    // a thread.
+    // Rows per task: up to 64 across the group's heads, fewer while that leaves under 4 tasks a
+    // thread; up to 128 where every row sees the same keys (no causal flag, a mask that broadcasts
+    // over the rows: an encoder's 128 queries a head gather its keys once), while smaller blocks
+    // let a causal or row-wise mask skip more of the keys (below).
     const int64_t threads = std::max(1, num_threads());
-    int64_t bq = std::clamp<int64_t>(128 / G, 1, Lq);
+    const bool rows_alike = !cfg.causal && (!mask || ms[2] == 0);
+    int64_t bq = std::clamp<int64_t>((rows_alike ? 128 : 64) / G, 1, Lq);
     while (bq > 8 && B * Hk * ((Lq + bq - 1) / bq) < 4 * threads) bq = (bq + 1) / 2;
     // Long contexts: fewer rows, so that a block's scores stay within 4 MiB.
     while (bq > 1 && G * bq * Lk > (int64_t{1} << 20)) bq = (bq + 1) / 2;
