@@ -774,8 +774,10 @@ describe('Conv over zero input channels (fuzz seed 2301)', () => {
             ? Array.from(have.data as Float32Array)
             : Array.from(have.data as Uint16Array, (h) => (h === 0x3e00 ? 1.5 : h === 0xc000 ? -2 : h));
         expect(got).toEqual(want);
-        // onnxruntime, where it runs the case, agrees.
-        if ((await outcome(bytes, feeds)) === 'ran') {
+        // onnxruntime, where it runs the case, agrees. Not its ConvTranspose: over zero channels
+        // it adds the bias to a buffer of its arena that its empty product never wrote (0 + bias
+        // on fresh pages, NaN in one run of the whole suite, where the arena's buffer was reused).
+        if (op === 'Conv' && (await outcome(bytes, feeds)) === 'ran') {
           const ref = (await (await ort.InferenceSession.create(bytes)).run(feeds)).y;
           expect(Array.from(ref.data as ArrayLike<number>)).toEqual(Array.from(have.data as ArrayLike<number>));
         }
