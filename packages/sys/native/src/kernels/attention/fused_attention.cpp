@@ -74,12 +74,6 @@ array composed(const array& q, const array& k, const array& v, const std::option
   return mx::reshape(mx::matmul(p, mx::expand_dims(v, 2, s), s), {B, Hq, Lq, Dv}, s);
 }
 
-/** a itself when its last axis is contiguous (rows read through the other strides), else a row-ordered copy. */
-array rows_in_place(const array& a, mx::cpu::CommandEncoder& enc) {
-  if (a.shape(-1) <= 1 || a.strides().back() == 1) return a;
-  return row_ordered_input(a, enc);
-}
-
 class FusedAttention : public FusedPrimitive {
  public:
   FusedAttention(mx::Stream s, Config cfg) : FusedPrimitive(s), cfg_(cfg) {}

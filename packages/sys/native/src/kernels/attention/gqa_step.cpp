@@ -63,11 +63,8 @@ struct Rows {
   }
 };
 
-/** a itself when it is a flat [B, S, X] array whose last axis is contiguous, else a row-ordered copy (dense.h). */
-array rows_input(const array& a, mx::cpu::CommandEncoder& enc) {
-  if (a.ndim() == 3 && (a.shape(2) <= 1 || a.strides()[2] == 1)) return a;
-  return row_ordered_input(a, enc);
-}
+/** A flat [B, S, X] input read in place where its last axis is contiguous; other layouts in row order (dense.h). */
+array rows_input(const array& a, mx::cpu::CommandEncoder& enc) { return a.ndim() == 3 ? rows_in_place(a, enc) : row_ordered_input(a, enc); }
 
 /** x (H floats) rotated at table row c, s (R / 2 entries each) into out; dims from R on copied. */
 void rotate(const float* x, const float* c, const float* s, size_t H, size_t R, bool interleaved, float* out) {

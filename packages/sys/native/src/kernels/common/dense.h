@@ -20,4 +20,14 @@ inline bool row_ordered(const mlx::core::array& a) { return a.flags().row_contig
  */
 mlx::core::array row_ordered_input(const mlx::core::array& a, mlx::core::cpu::CommandEncoder& enc);
 
+/**
+ * `a` itself where its last axis is contiguous (a kernel that reads its rows through the other
+ * strides: the heads of a [B, L, H, D] projection, the slices of a joined one); else
+ * row_ordered_input(a, enc).
+ */
+inline mlx::core::array rows_in_place(const mlx::core::array& a, mlx::core::cpu::CommandEncoder& enc) {
+  if (a.ndim() == 0 || a.shape(-1) <= 1 || a.strides().back() == 1) return a;
+  return row_ordered_input(a, enc);
+}
+
 }  // namespace mlxc::cpu
