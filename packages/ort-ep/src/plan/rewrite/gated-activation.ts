@@ -8,7 +8,7 @@
 // feed-forward is then one product, one gated pass and the down projection. Runs after gelu and
 // sibling-matmul, whose nodes it takes.
 import type { AttrValue, NodeIR } from '../../onnx/index.js';
-import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
+import { fusedGeluKind } from './gelu.js';
 import { type GraphView, fusedNode, isDefaultDomain, stringAttr } from './view.js';
 
 /** The Mul reading `name` alone, with its other operand. */
@@ -29,17 +29,9 @@ function activation(view: GraphView, n: NodeIR): { kind: string; gate: string; n
     if (!m || m.other !== gate) return undefined;
     return { kind: 'silu', gate, nodes: [n, m.mul], out: m.mul.outputs[0] };
   }
-  if (n.domain === FUSED_DOMAIN && n.opType === 'Gelu' && n.inputs.length === 1) {
-    const a = n.attributes.get('approximate');
-    const kind =
-      a === undefined || (a.type === 'string' && a.value === 'none')
-        ? 'gelu'
-        : a.type === 'string' && a.value === 'tanh'
-          ? 'gelu_tanh'
-          : '';
-    return kind ? { kind, gate: n.inputs[0], nodes: [n], out: n.outputs[0] } : undefined;
-  }
-  return undefined;
+  // A fused Gelu of its input alone (one with a bias input is not act(gate)).
+  const kind = n.inputs.length === 1 ? fusedGeluKind(n) : undefined;
+  return kind ? { kind, gate: n.inputs[0], nodes: [n], out: n.outputs[0] } : undefined;
 }
 
 export function gatedActivationRewrite(view: GraphView): void {
@@ -52,11 +44,11 @@ export function gatedActivationRewrite(view: GraphView): void {
     const up = times.other;
     const attrs: Record<string, AttrValue> = { kind: stringAttr(act.kind) };
     // The halves of one joined product (gate first), which nothing else reads: the product itself.
-    const split = view.graph.nodes.find((s) => s.domain === FUSED_DOMAIN && s.opType === 'SplitLast' && s.outputs[0] === act.gate);
+    const split = view.madeFused(act.gate, 'SplitLast');
     const sizes = split?.attributes.get('sizes');
     const halves =
       split &&
-      !view.isRemoved(split) &&
+      split.outputs[0] === act.gate &&
       split.outputs.length === 2 &&
       split.outputs[1] === up &&
       sizes?.type === 'ints' &&

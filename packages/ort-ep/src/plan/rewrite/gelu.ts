@@ -3,7 +3,16 @@
 //   tanh form: y = 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))   (x^3 as Pow or Mul·Mul)
 // The constants are floating point, so ONNX's type rules make x floating point too.
 import type { NodeIR } from '../../onnx/index.js';
+import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { type GraphView, fusedNode, isDefaultDomain, stringAttr } from './view.js';
+
+/** The activation kind (as @mlx/sys names them) of an mlx.fused::Gelu this rewrite made: gelu or gelu_tanh; else undefined. */
+export function fusedGeluKind(n: NodeIR): 'gelu' | 'gelu_tanh' | undefined {
+  if (n.domain !== FUSED_DOMAIN || n.opType !== 'Gelu') return undefined;
+  const a = n.attributes.get('approximate');
+  if (a === undefined || (a.type === 'string' && a.value === 'none')) return 'gelu';
+  return a.type === 'string' && a.value === 'tanh' ? 'gelu_tanh' : undefined;
+}
 
 /** From `t` = 1 + f(x), the node computing 0.5 * x * t in either association, with its pattern nodes. */
 function halfXTimes(view: GraphView, x: string, t: string): { out: NodeIR; nodes: NodeIR[] } | undefined {

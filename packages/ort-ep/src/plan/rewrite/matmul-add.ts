@@ -6,7 +6,6 @@
 // transB says so (no transposed view of it on every run). Where A is not known to be 2-D (a
 // Flatten's result, or one declared 2-D), the node keeps Gemm's rank check (attribute a_rank 2).
 import { type AttrValue, OnnxDataType, heldFloat32s, type NodeIR } from '../../onnx/index.js';
-import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { transposeMatrix } from './transpose-matmul.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
@@ -30,8 +29,8 @@ export function matmulAddRewrite(view: GraphView): void {
 function isMatrix(view: GraphView, name: string): boolean {
   if (view.made(name, 'Flatten')) return true;
   // An elementwise FakeQuantize (a QDQ model's Flatten -> Q -> DQ) keeps its input's shape.
-  const fq = view.producer.get(name);
-  if (fq && fq.domain === FUSED_DOMAIN && fq.opType === 'FakeQuantize' && !view.isRemoved(fq)) return isMatrix(view, fq.inputs[0]);
+  const fq = view.madeFused(name, 'FakeQuantize');
+  if (fq) return isMatrix(view, fq.inputs[0]);
   const t = (view.graph.valueInfo.get(name) ?? view.graph.inputs.find((i) => i.name === name))?.type;
   return t?.kind === 'tensor' && t.shape?.length === 2;
 }

@@ -9,15 +9,12 @@
 // would. Runs after pack-matmul, whose products it takes.
 import { OnnxDataType, type AttrValue, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
+import { fusedGeluKind } from './gelu.js';
 import { type GraphView, fusedNode, isDefaultDomain } from './view.js';
 
 /** The activation kind (as @mlx/sys names them) a node applies to its first input alone, else undefined. */
 function kindOf(n: NodeIR): string | undefined {
-  if (n.domain === FUSED_DOMAIN && n.opType === 'Gelu') {
-    const a = n.attributes.get('approximate');
-    if (a === undefined || (a.type === 'string' && a.value === 'none')) return 'gelu';
-    return a.type === 'string' && a.value === 'tanh' ? 'gelu_tanh' : undefined;
-  }
+  if (n.domain === FUSED_DOMAIN && n.opType === 'Gelu') return fusedGeluKind(n);
   if (!isDefaultDomain(n) || n.inputs.length !== 1) return undefined;
   return ({ Relu: 'relu', Sigmoid: 'sigmoid', Tanh: 'tanh' } as Record<string, string | undefined>)[n.opType];
 }

@@ -4,7 +4,6 @@
 // and on the CPU the decode step's kernel reads each part at its columns. Runs after
 // sibling-matmul, whose splits it takes.
 import type { NodeIR } from '../../onnx/index.js';
-import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import type { GraphView } from './view.js';
 
 const MS_DOMAIN = 'com.microsoft';
@@ -16,15 +15,11 @@ function intAttr(n: NodeIR, name: string, fallback: number): number {
 }
 
 export function packedQkvRewrite(view: GraphView): void {
-  const splits = new Map<string, NodeIR>();
-  for (const n of view.graph.nodes)
-    if (n.domain === FUSED_DOMAIN && n.opType === 'SplitLast' && n.outputs.length === 3) splits.set(n.outputs[0], n);
-  if (!splits.size) return;
   for (const gqa of view.graph.nodes) {
     if (gqa.domain !== MS_DOMAIN || gqa.opType !== 'GroupQueryAttention' || view.isRemoved(gqa)) continue;
     const [q, k, v] = gqa.inputs;
-    const split = q ? splits.get(q) : undefined;
-    if (!split || view.isRemoved(split) || split.outputs[1] !== k || split.outputs[2] !== v) continue;
+    const split = view.madeFused(q, 'SplitLast');
+    if (!split || split.outputs.length !== 3 || split.outputs[0] !== q || split.outputs[1] !== k || split.outputs[2] !== v) continue;
     const heads = intAttr(gqa, 'num_heads', 0);
     const kvHeads = intAttr(gqa, 'kv_num_heads', 0);
     const sizes = split.attributes.get('sizes');

@@ -64,6 +64,12 @@ export class GraphView {
     return n && n.opType === op && isDefaultDomain(n) && !this.removed.has(n) ? n : undefined;
   }
 
+  /** The node producing `name` if it is the rewrites' own mlx.fused::`op` and is still in the graph. */
+  madeFused(name: string | undefined, op: string): NodeIR | undefined {
+    const n = name ? this.producer.get(name) : undefined;
+    return n && n.opType === op && n.domain === FUSED_DOMAIN && !this.removed.has(n) ? n : undefined;
+  }
+
   /** A constant tensor: an initializer no feed overrides, a Constant node's value, or an Identity of one. */
   constant(name: string | undefined): HostTensor | undefined {
     if (!name) return undefined;
