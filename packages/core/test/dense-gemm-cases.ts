@@ -84,7 +84,11 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
       [4, 300, 100],
       [4, 9, 59],
       [5, 7, 31],
+      // Four to seven rows in one pass (the AVX2 build), K past its prefetch distance, column tails.
+      [5, 130, 47],
+      [6, 150, 81],
       [7, 20, 27],
+      [7, 200, 50],
       [8, 24, 40],
       [11, 9, 33],
       [12, 33, 64],
@@ -114,6 +118,7 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
       const cases: [number, number, number][] = [
         [1, 24, 40],
         [3, 64, 70],
+        [7, 90, 45],
         [13, 300, 97],
         [30, 1100, 33],
       ];

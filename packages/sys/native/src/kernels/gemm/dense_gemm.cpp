@@ -107,7 +107,7 @@ class DenseGemm : public FusedPrimitive {
     const int isa = has_avx512() ? 2 : has_avx2() ? 1 : 0;
     const size_t threads = static_cast<size_t>(std::max(1, num_threads()));
     const size_t macs = p.M * p.K * p.P * NR;
-    if (p.M <= static_cast<size_t>(dense::kFewRows)) {
+    if (p.M <= static_cast<size_t>(isa == 1 ? dense::kFewRowsAvx2 : dense::kFewRows)) {
       // Few rows stream the weight once: shares of panels, at least ~32K multiply-adds a row each
       // (below that, handing a share to a polling worker costs more than it saves). Under ~256K
       // multiply-adds (a [1, 128] x [128, 512] LSTM projection: ~10 us on one thread), only when a

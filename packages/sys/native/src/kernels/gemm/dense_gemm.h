@@ -3,10 +3,10 @@
 // sgemm that packs the weight on every call (a tenth of BERT-base's run), and the small-row
 // kernels read a [K, N] weight row by row, K short runs a pass that the prefetchers retrain on.
 // Here the weight is laid out once as [ceil(N / 32), K, 32]: 32 output columns side by side for
-// each k, zeros past N, each panel one contiguous run. Few rows (decoding) stream the panels once,
-// every row's products at each k together; more rows are packed in tiles of 12 rows (each k's 12
-// values together) and multiplied by the panels with a 12 x 32 register tile, K in blocks that keep
-// a panel's block in L1, the bias added in the last block's store. Threads split the panels (and
+// each k, zeros past N, each panel one contiguous run. Few rows (decoding; up to 4, 8 in the AVX2
+// build) stream the panels once, every row's products at each k together; more rows are packed in
+// tiles of 12 rows (each k's 12 values together) and multiplied by the panels with a 12 x 32
+// register tile, K in blocks that keep a panel's block in L1, the bias added in the last block's store. Threads split the panels (and
 // the row blocks when there are many rows). AVX-512 where the CPU has it, else AVX2+FMA, else a
 // portable loop; other devices, dtypes and MLXC_CPU_KERNELS=off get MLX's matmul on the unpacked weight.
 #pragma once
@@ -65,6 +65,8 @@ constexpr int kDepth = 256;
 constexpr int kDepthAvx2 = 1024;
 /** Rows up to which the panels are streamed once with every row at each k (no packing of x). */
 constexpr int kFewRows = 4;
+/** The same in the AVX2 build, whose one-pass kernels take up to 7 rows (8 in two passes of 4). */
+constexpr int kFewRowsAvx2 = 8;
 
 /** One problem: x rows [M, K] with row stride lda, panels [P, K, 32], out [M, n] with row stride n. */
 struct Problem {
@@ -95,7 +97,7 @@ inline void epilogue(const Problem& p, size_t row, size_t col, size_t rows, size
 void pack_tiles(const Problem& p, size_t t0, size_t t1, float* ap);
 /** pack_tiles with AVX2 transposes (a CPU with AVX2). */
 void pack_tiles_avx2(const Problem& p, size_t t0, size_t t1, float* ap);
-/** Rows [m0, m1) of a few-row problem (m1 - m0 <= kFewRows), panels [p0, p1). */
+/** Rows [m0, m1) of a few-row problem (m1 - m0 <= kFewRows, kFewRowsAvx2 in the AVX2 build), panels [p0, p1). */
 void few_avx512(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);
 void few_avx2(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);
 void few_generic(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1);
