@@ -15,6 +15,7 @@ import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnx
 import { deviceBufferOf } from './backend/device-buffer.js';
 import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
 import { distribution } from './sampler.js';
+import { deviceGreedyRows } from './sampler-device.js';
 import {
   type GenerateOptions,
   type SamplingOptions,
@@ -155,6 +156,40 @@ class CachedDecoder {
 
   /** Feeds `tokens` after the valid positions; returns the logits of the last `rows` of them. */
   async run(tokens: number[], rows: number): Promise<Float32Array[]> {
+    const logits = await this.forward(tokens, rows);
+    return lastRows(logits, logits.dims[logits.dims.length - 1], rows);
+  }
+
+  /**
+   * Feeds `tokens` after the valid positions; returns the greedy tokens of the last `rows` of them
+   * (pickToken's choice: NaN never taken, ties to the lowest id) and the vocabulary. Logits left on
+   * the device (an mlx session's 'gpu-buffer' outputs, on the CPU) are reduced there in one native
+   * call and only the ids come back (a 32000-token row is 128 KB to download and scan in
+   * JavaScript; a verification has k + 1 of them); others come to the host as run()'s do.
+   */
+  async greedy(tokens: number[], rows: number): Promise<{ ids: number[]; vocab: number }> {
+    const logits = await this.forward(tokens, rows);
+    const vocab = logits.dims[logits.dims.length - 1];
+    const own = deviceBufferOf(logits)?.value;
+    if (own) {
+      let ids: number[] | undefined;
+      try {
+        ids = deviceGreedyRows(own.array, rows);
+      } catch (e) {
+        logits.dispose();
+        throw e;
+      }
+      if (ids) {
+        logits.dispose();
+        return { ids, vocab };
+      }
+    }
+    const picked = (await lastRows(logits, vocab, rows)).map((r) => pickToken(r, 'greedy'));
+    return { ids: picked, vocab };
+  }
+
+  /** One run of `tokens`: its logits, which hold at least `rows` positions (checked). */
+  private async forward(tokens: number[], rows: number): Promise<Tensor> {
     const { session, caches } = this;
     const total = this.cached + tokens.length;
     if (total > this.capacity)
@@ -181,7 +216,6 @@ class CachedDecoder {
     const out = ran.out;
     this.cached = total;
     const logits = out.logits;
-    const vocab = logits.dims[logits.dims.length - 1];
     const positions = logits.dims.length >= 2 ? logits.dims[logits.dims.length - 2] : 1;
     if (positions < rows) {
       if (deviceBufferOf(logits) || isDevice(logits)) logits.dispose();
@@ -189,7 +223,7 @@ class CachedDecoder {
         `generateSpeculative: the ${this.role} model's logits hold ${positions} positions for ${tokens.length} tokens fed; verification needs the last ${rows}`,
       );
     }
-    return lastRows(logits, vocab, rows);
+    return logits;
   }
 
   dispose(): void {
@@ -315,19 +349,23 @@ export async function* generateSpeculative(session: Session, options: Speculativ
       const q: Float64Array[] = [];
       for (let i = 0; i < n; i++) {
         const feed = i === 0 ? seq.slice(draft.cached) : [proposals[i - 1]];
-        const [row] = await draft.run(feed, 1);
-        sameVocab(row.length, 'draft');
         if (sampling) {
+          const [row] = await draft.run(feed, 1);
+          sameVocab(row.length, 'draft');
           const dist = samplingDistribution(row, sampling);
           q.push(dist);
           proposals.push(drawFrom(dist, random!));
-        } else proposals.push(pickToken(row, 'greedy'));
+        } else {
+          const { ids, vocab: v } = await draft.greedy(feed, 1);
+          sameVocab(v, 'draft');
+          proposals.push(ids[0]);
+        }
       }
       const fed = [...seq.slice(target.cached), ...proposals];
-      const rows = await target.run(fed, n + 1);
-      sameVocab(rows[0].length, 'target');
       let kept: number[];
-      if (sampling)
+      if (sampling) {
+        const rows = await target.run(fed, n + 1);
+        sameVocab(rows[0].length, 'target');
         kept = n
           ? speculativeAccept(
               proposals,
@@ -336,12 +374,13 @@ export async function* generateSpeculative(session: Session, options: Speculativ
               random!,
             )
           : [pickToken(rows[0], sampling, random)];
-      else {
+      } else {
+        const { ids, vocab: v } = await target.greedy(fed, n + 1);
+        sameVocab(v, 'target');
         kept = [];
         for (let i = 0; i <= n; i++) {
-          const t = pickToken(rows[i], 'greedy');
-          kept.push(t);
-          if (i === n || t !== proposals[i]) break;
+          kept.push(ids[i]);
+          if (i === n || ids[i] !== proposals[i]) break;
         }
       }
       if (n) options.draft.onVerify?.(n, kept.length - 1);

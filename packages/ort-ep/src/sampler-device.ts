@@ -76,11 +76,30 @@ const greedyPrograms = new WeakMap<mx.Stream, Map<string, { program: mx.HostProg
  */
 function greedyOneCall(logits: mx.Array, V: number): number | undefined {
   if (logits.size !== V) return undefined;
+  return greedyProgram(logits, V, 1)?.[0];
+}
+
+/**
+ * The greedy tokens of the last `rows` positions of `logits` (its last axis the vocabulary), in
+ * one native call on a CPU stream (as greedyOneCall: one program per shape, dtype and row count,
+ * each row's ext.greedyArgmax), downloading `rows` ids: a speculative verification's rows or a
+ * draft's next token without their logits crossing to the host. Undefined on another device.
+ */
+export function deviceGreedyRows(logits: mx.Array, rows: number): number[] | undefined {
+  const V = logits.shape.at(-1) ?? 0;
+  if (!V || rows < 1 || logits.size < rows * V) return undefined;
+  const ids = greedyProgram(logits, V, rows);
+  if (!ids) return undefined;
+  return Array.from(ids);
+}
+
+function greedyProgram(logits: mx.Array, V: number, rows: number): Int32Array | undefined {
   const stream = mx.defaultStream();
   if (stream.device.type !== 'cpu') return undefined;
   let programs = greedyPrograms.get(stream);
   if (!programs) greedyPrograms.set(stream, (programs = new Map()));
-  const key = `${logits.dtype}[${logits.shape.join(',')}]`;
+  const one = rows === 1 && logits.size === V;
+  const key = `${logits.dtype}[${logits.shape.join(',')}]${one ? '' : `/${rows}`}`;
   let entry = programs.get(key);
   if (entry) programs.delete(key);
   else {
@@ -91,16 +110,30 @@ function greedyOneCall(logits: mx.Array, V: number): number | undefined {
       // run, and it is freed with the HostProgram.
       dropped.f.dispose();
     }
-    const f = mx.captureGraph((x) => mx.ext.greedyArgmax(x));
+    const P = logits.size / V;
+    const f = one
+      ? mx.captureGraph((x) => mx.ext.greedyArgmax(x))
+      : mx.captureGraph((x) => {
+          const flat = mx.reshape(x, [P, V]);
+          return mx.stackAxis(
+            Array.from({ length: rows }, (_, i) => mx.ext.greedyArgmax(mx.slice(flat, [P - rows + i, 0], [P - rows + i + 1, V], [1, 1]))),
+            0,
+          );
+        });
     entry = {
       f,
-      program: new mx.HostProgram(f, [{ dtype: logits.dtype, shape: logits.shape, array: true }], [{ dtype: 'int32', shape: [] }], stream),
+      program: new mx.HostProgram(
+        f,
+        [{ dtype: logits.dtype, shape: logits.shape, array: true }],
+        [{ dtype: 'int32', shape: one ? [] : [rows] }],
+        stream,
+      ),
     };
   }
   programs.set(key, entry);
-  const [id] = entry.program.run([logits]) as [Int32Array];
-  countTransfers(0, 0, 1, 4);
-  return id[0];
+  const [ids] = entry.program.run([logits]) as [Int32Array];
+  countTransfers(0, 0, 1, 4 * rows);
+  return ids;
 }
 
 /** The int32 scalar downloaded (4 bytes) and freed. */

@@ -4,7 +4,7 @@
 // their bounds); sampling is seeded and draws the target's distribution.
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
-import { generate, generateSpeculative, InvalidFeedError } from '../../src/index.js';
+import { generate, generateSpeculative, InvalidFeedError, transferStats } from '../../src/index.js';
 import { drawFrom, pickToken, samplingDistribution, speculativeAccept } from '../../src/internal.js';
 import { buildDecoder, type DecoderConfig, quantizeColumns } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
@@ -130,6 +130,29 @@ describe('speculative decoding, greedy', () => {
         break;
       mx.memory.clearCache();
       expect(mx.memory.active()).toBe(before);
+    } finally {
+      await s.release();
+      await d.release();
+    }
+  });
+
+  it('mlx, gpu-buffer outputs: greedy tokens are chosen on the device, only their ids come back', async () => {
+    const options = { ...mlxCpu, preferredOutputLocation: 'gpu-buffer' };
+    const s = await ort.InferenceSession.create(bytes, options as never);
+    const d = await ort.InferenceSession.create(buildDecoder(truncated), options as never);
+    try {
+      const ref = await plain(s, {});
+      let runs = 0;
+      const before = transferStats();
+      const got = await speculative(s, d, 3, { onStep: () => void runs++ });
+      const after = transferStats();
+      expect(got).toEqual(ref);
+      // Each draft run and each verification downloads its ids (4 bytes a row): less in all than
+      // one row of logits (256 floats) where every run brought its rows to the host before.
+      const downloaded = after.downloadedBytes - before.downloadedBytes;
+      expect(runs).toBeGreaterThan(3);
+      expect(downloaded).toBeGreaterThan(0);
+      expect(downloaded).toBeLessThan(target.vocab * 4);
     } finally {
       await s.release();
       await d.release();
