@@ -19,7 +19,7 @@ import { download } from './runtime/convert.js';
 import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
 import { PrefixCache } from './prefix-cache.js';
 import { sample } from './sampler.js';
-import { deviceToken } from './sampler-device.js';
+import { deviceGreedyRows, deviceToken } from './sampler-device.js';
 
 export interface SamplingOptions {
   /** Softmax temperature; default 1. */
@@ -102,8 +102,9 @@ export interface GenerateOptions {
    * by a sort of the kept tokens, or of the 2048 best when top-p comes alone, and of the row, on the
    * device, only where those hold less than p), drawn from MLX's generator
    * with a key of the seed and the step, so one seed gives one sequence, but not the host's; only
-   * the token id is downloaded. It refuses, naming the option, what needs the host row:
-   * penalties, a logitsProcessor, minNewTokens with stop tokens, promptLookup, and host logits.
+   * the token id is downloaded (promptLookup's verification: the ids of its rows). It refuses,
+   * naming the option, what needs the host row: penalties, a logitsProcessor, minNewTokens with
+   * stop tokens, and host logits.
    * 'host': the row is downloaded and src/sampler.ts chooses. 'auto' (default): where nothing
    * needs the host row, greedy on the device, and sampling on the device when MLX runs on a GPU
    * (on a CPU the host sampler is faster than MLX's ops); else the host.
@@ -401,8 +402,8 @@ export function checkOptions(options: GenerateOptions, who = 'generate'): void {
 
 /**
  * generate()'s `sampler` checked: 'auto' (or absent), 'host' or 'device'. Returns the option that
- * needs the host row (penalties, a logitsProcessor, minNewTokens with stop tokens, promptLookup),
- * or undefined; with 'device' such an option is a TypeError naming it.
+ * needs the host row (penalties, a logitsProcessor, minNewTokens with stop tokens), or undefined
+ * (promptLookup, greedy alone, verifies its drafts on the device too); with 'device' such an option is a TypeError naming it.
  */
 export function checkSampler(sampler: unknown, options: GenerateOptions, who = 'generate'): string | undefined {
   if (sampler !== undefined && sampler !== 'auto' && sampler !== 'host' && sampler !== 'device')
@@ -418,9 +419,7 @@ export function checkSampler(sampler: unknown, options: GenerateOptions, who = '
             ? 'logitsProcessor'
             : options.minNewTokens && options.stopTokens?.length
               ? 'minNewTokens (the stop tokens are masked on the host row)'
-              : options.promptLookup
-                ? 'promptLookup (its drafts are verified on the host rows)'
-                : undefined;
+              : undefined;
   if (sampler === 'device' && hostOnly)
     throw new TypeError(
       `${who}: sampler 'device' chooses tokens on the device, but ${hostOnly} needs the logits on the host: use 'auto' or 'host'`,
@@ -731,10 +730,22 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       const vocab = logits.dims[logits.dims.length - 1];
       if (draft.length) {
         // Verify: keep the draft while greedy decoding agrees with it, then greedy's own token.
-        const rows = await lastRows(logits, vocab, tokens.length);
+        // Logits on the device (a CPU stream) are reduced there and only the ids come back.
+        const own = sampler !== 'host' ? deviceBufferOf(logits)?.value : undefined;
+        let picks: number[] | undefined;
+        if (own) {
+          try {
+            picks = deviceGreedyRows(own.array, tokens.length);
+          } catch (e) {
+            logits.dispose();
+            throw e;
+          }
+          if (picks) logits.dispose();
+        }
+        picks ??= (await lastRows(logits, vocab, tokens.length)).map((r) => pickToken(r, 'greedy'));
         const accepted: number[] = [];
-        for (let i = 0; i < rows.length; i++) {
-          const t = pickToken(rows[i], 'greedy');
+        for (let i = 0; i < picks.length; i++) {
+          const t = picks[i];
           accepted.push(t);
           if (i >= draft.length || t !== draft[i]) break;
         }

@@ -257,6 +257,45 @@ describe('generate() with the device sampler', () => {
     });
   }
 
+  it('promptLookup: its verifications choose on the device too, downloading the rows’ ids alone', async () => {
+    const bytes = buildDecoder(llama);
+    const reference = await ort.InferenceSession.create(bytes);
+    const s = await ort.InferenceSession.create(bytes, onDevice as never);
+    // A prompt that repeats itself, so that lookup finds drafts to verify.
+    const repeat = [...prompt, ...prompt, ...prompt];
+    const go = async (session: Session, opts: Opts) => {
+      const out: number[] = [];
+      let rows = 0;
+      for await (const t of generate(session, {
+        inputIds: repeat,
+        maxNewTokens: 24,
+        kvCapacity: 96,
+        Tensor: ort.Tensor as never,
+        promptLookup: { ngram: 2, maxDraft: 4 },
+        onStep: (_, fed) => void (rows += fed),
+        ...opts,
+      }))
+        out.push(t);
+      return { out, rows };
+    };
+    try {
+      const want = await run(reference, { inputIds: repeat, maxNewTokens: 24 });
+      for (const sampler of ['auto', 'device'] as const) {
+        const before = transferStats();
+        const { out, rows } = await go(s, { sampler });
+        const downloaded = transferStats().downloadedBytes - before.downloadedBytes;
+        expect(out, sampler).toEqual(want);
+        // Runs of several rows happened (drafts were verified), and no row of 256 logits came back.
+        expect(rows, sampler).toBeGreaterThan(repeat.length + 24);
+        expect(downloaded, sampler).toBeLessThan(256 * 4);
+      }
+      expect((await go(s, { sampler: 'host' })).out).toEqual(want);
+    } finally {
+      await reference.release();
+      await s.release();
+    }
+  });
+
   it('sampling: one seed, one sequence; auto is the host path on a CPU', async () => {
     const s = await ort.InferenceSession.create(buildDecoder(llama), onDevice as never);
     try {
@@ -292,7 +331,6 @@ describe('generate() with the device sampler', () => {
         [{ frequencyPenalty: 0.5 }, 'frequencyPenalty'],
         [{ logitsProcessor: () => undefined }, 'logitsProcessor'],
         [{ minNewTokens: 3, stopTokens: [5] }, 'minNewTokens'],
-        [{ promptLookup: {}, kvCapacity: 64 }, 'promptLookup'],
       ] as [Opts, string][])
         await expect(run(s, { ...opts, sampler: 'device' })).rejects.toThrow(
           new RegExp(`^generate: sampler 'device' chooses tokens on the device, but ${name}`),
