@@ -15,13 +15,13 @@ import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnx
 import { deviceBufferOf } from './backend/device-buffer.js';
 import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
 import { distribution } from './sampler.js';
-import { deviceGreedyRows } from './sampler-device.js';
 import {
   type GenerateOptions,
   type SamplingOptions,
   cacheNames,
   checkDecoderSession,
   checkOptions,
+  greedyRows,
   isCount,
   isDevice,
   lastRows,
@@ -162,30 +162,12 @@ class CachedDecoder {
 
   /**
    * Feeds `tokens` after the valid positions; returns the greedy tokens of the last `rows` of them
-   * (pickToken's choice: NaN never taken, ties to the lowest id) and the vocabulary. Logits left on
-   * the device (an mlx session's 'gpu-buffer' outputs, on the CPU) are reduced there in one native
-   * call and only the ids come back (a 32000-token row is 128 KB to download and scan in
-   * JavaScript; a verification has k + 1 of them); others come to the host as run()'s do.
+   * (chosen on the device where the logits are there: greedyRows) and the vocabulary.
    */
   async greedy(tokens: number[], rows: number): Promise<{ ids: number[]; vocab: number }> {
     const logits = await this.forward(tokens, rows);
     const vocab = logits.dims[logits.dims.length - 1];
-    const own = deviceBufferOf(logits)?.value;
-    if (own) {
-      let ids: number[] | undefined;
-      try {
-        ids = deviceGreedyRows(own.array, rows);
-      } catch (e) {
-        logits.dispose();
-        throw e;
-      }
-      if (ids) {
-        logits.dispose();
-        return { ids, vocab };
-      }
-    }
-    const picked = (await lastRows(logits, vocab, rows)).map((r) => pickToken(r, 'greedy'));
-    return { ids: picked, vocab };
+    return { ids: await greedyRows(logits, vocab, rows), vocab };
   }
 
   /** One run of `tokens`: its logits, which hold at least `rows` positions (checked). */

@@ -403,7 +403,8 @@ export function checkOptions(options: GenerateOptions, who = 'generate'): void {
 /**
  * generate()'s `sampler` checked: 'auto' (or absent), 'host' or 'device'. Returns the option that
  * needs the host row (penalties, a logitsProcessor, minNewTokens with stop tokens), or undefined
- * (promptLookup, greedy alone, verifies its drafts on the device too); with 'device' such an option is a TypeError naming it.
+ * (promptLookup, greedy alone, verifies its drafts on the device too); with 'device' such an
+ * option is a TypeError naming it.
  */
 export function checkSampler(sampler: unknown, options: GenerateOptions, who = 'generate'): string | undefined {
   if (sampler !== undefined && sampler !== 'auto' && sampler !== 'host' && sampler !== 'device')
@@ -585,6 +586,31 @@ export async function lastRows(logits: Tensor, vocab: number, n: number): Promis
 }
 
 /**
+ * The greedy tokens (pickToken's choice: NaN never taken, ties to the lowest id) of the last `n`
+ * rows of `logits`, which it consumes as lastRows does. Logits on the device (an mlx session's
+ * 'gpu-buffer' outputs, on a CPU stream), unless `device` is false, are reduced there in one native
+ * call and only the ids come back (a 32000-token row is 128 KB to download and scan in
+ * JavaScript); others come to the host.
+ */
+export async function greedyRows(logits: Tensor, vocab: number, n: number, device = true): Promise<number[]> {
+  const own = device ? deviceBufferOf(logits)?.value : undefined;
+  if (own) {
+    let ids: number[] | undefined;
+    try {
+      ids = deviceGreedyRows(own.array, n);
+    } catch (e) {
+      logits.dispose();
+      throw e;
+    }
+    if (ids) {
+      logits.dispose();
+      return ids;
+    }
+  }
+  return (await lastRows(logits, vocab, n)).map((r) => pickToken(r, 'greedy'));
+}
+
+/**
  * The draft of prompt lookup: the tokens after the last earlier occurrence of `seq`'s final
  * `ngram` tokens (the longest n-gram from `ngram` down to 1 that occurs), at most `max`.
  */
@@ -730,19 +756,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       const vocab = logits.dims[logits.dims.length - 1];
       if (draft.length) {
         // Verify: keep the draft while greedy decoding agrees with it, then greedy's own token.
-        // Logits on the device (a CPU stream) are reduced there and only the ids come back.
-        const own = sampler !== 'host' ? deviceBufferOf(logits)?.value : undefined;
-        let picks: number[] | undefined;
-        if (own) {
-          try {
-            picks = deviceGreedyRows(own.array, tokens.length);
-          } catch (e) {
-            logits.dispose();
-            throw e;
-          }
-          if (picks) logits.dispose();
-        }
-        picks ??= (await lastRows(logits, vocab, tokens.length)).map((r) => pickToken(r, 'greedy'));
+        const picks = await greedyRows(logits, vocab, tokens.length, sampler !== 'host');
         const accepted: number[] = [];
         for (let i = 0; i < picks.length; i++) {
           const t = picks[i];
