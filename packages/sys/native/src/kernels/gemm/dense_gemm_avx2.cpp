@@ -160,22 +160,14 @@ void few_panel_rows(const float* x, size_t lda, const float* b, size_t K, const 
       // An address past the weight's end near the last panel: a prefetch never faults.
       _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(bh) + (k + kPrefetchRows) * kHalfPanel * sizeof(float)),
                    _MM_HINT_T0);
-      if constexpr (R == 7) {
-        const float* bk = bh + k * kHalfPanel;
+      // Seven rows read the row's halves again for each multiply-add (load_again); fewer hold them.
+      const float* bk = bh + k * kHalfPanel;
+      const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
 #pragma GCC unroll 7
-        for (int r = 0; r < R; r++) {
-          const __m256 xr = _mm256_broadcast_ss(x + r * lda + k);
-          s[r][0] = _mm256_fmadd_ps(xr, load_again(bk), s[r][0]);
-          s[r][1] = _mm256_fmadd_ps(xr, load_again(bk + 8), s[r][1]);
-        }
-      } else {
-        const __m256 b0 = _mm256_loadu_ps(bh + k * kHalfPanel), b1 = _mm256_loadu_ps(bh + k * kHalfPanel + 8);
-#pragma GCC unroll 7
-        for (int r = 0; r < R; r++) {
-          const __m256 xr = _mm256_broadcast_ss(x + r * lda + k);
-          s[r][0] = _mm256_fmadd_ps(xr, b0, s[r][0]);
-          s[r][1] = _mm256_fmadd_ps(xr, b1, s[r][1]);
-        }
+      for (int r = 0; r < R; r++) {
+        const __m256 xr = _mm256_broadcast_ss(x + r * lda + k);
+        s[r][0] = _mm256_fmadd_ps(xr, R == 7 ? load_again(bk) : b0, s[r][0]);
+        s[r][1] = _mm256_fmadd_ps(xr, R == 7 ? load_again(bk + 8) : b1, s[r][1]);
       }
     }
     const size_t n = std::min(kHalfPanel, ncols - c0);
