@@ -27,6 +27,14 @@ function views(v: number[], shape: number[]): { name: string; x: mx.Array }[] {
   const base = mx.array(new Float32Array(v), { shape });
   const laidOut = mx.array(new Float32Array(flat(mx.transpose(base, perm, cpu))), { shape: rev });
   out.push({ name: 'transposed', x: mx.transpose(laidOut, perm, cpu) });
+  // The last axis moved from next-to-last (an NCHW image read as NHWC): the next-to-last axis is the
+  // contiguous one, the last its length apart (the row-ordered copy's plane transpose).
+  if (nd >= 2) {
+    const swap = [...Array(nd).keys()];
+    [swap[nd - 2], swap[nd - 1]] = [swap[nd - 1], swap[nd - 2]];
+    const swapped = mx.array(new Float32Array(flat(mx.transpose(base, swap, cpu))), { shape: swap.map((a) => shape[a]) });
+    out.push({ name: 'last two axes swapped', x: mx.transpose(swapped, swap, cpu) });
+  }
   // A slice along the first axis that starts one row in (row-contiguous, at an offset).
   const rows = [shape[0] + 2, ...shape.slice(1)];
   const inner = size(shape.slice(1));
@@ -131,19 +139,26 @@ describe('native CPU kernels on strided inputs', () => {
     checkViews([[3, 5, 4, 7]], (x) => mx.ext.meanTrailing(x, 2, true, cpu), 18);
   });
 
-  it('a transposed image with rows of 3 over several tasks (the row-ordered copy steps its index row by row)', () => {
-    // [1, 3, 96, 96] read as [1, 96, 96, 3]: 9216 rows of 3, split over the pool's tasks, each
-    // starting at its own multi-index.
-    const v = inputs(3 * 96 * 96, -3, 3, 19);
-    const t = mx.transpose(mx.array(new Float32Array(v), { shape: [1, 3, 96, 96] }), [0, 2, 3, 1], cpu);
-    const want = flat(mx.ext.hardSigmoid(mx.contiguous(t, false, cpu), 0.2, 0.5, true, cpu));
-    for (const threads of [1, 2, 3]) {
-      const before = mx.cpuThreads();
-      mx.setCpuThreads(threads);
-      try {
-        expect(flat(mx.ext.hardSigmoid(t, 0.2, 0.5, true, cpu)), `${threads} threads`).toEqual(want);
-      } finally {
-        mx.setCpuThreads(before);
+  it('images moved to channels-last over several tasks (the row-ordered copy transposes each plane in blocks)', () => {
+    // [N, C, H, W] read as [N, H, W, C]: rows of 3 (an RGB stem's input, its few-column loop), of 12
+    // (the blocked loop), and a plane longer than a block (its last block partial), split over the
+    // pool's tasks; against MLX's own row-ordered copy of the same view.
+    for (const [shape, seed] of [
+      [[1, 3, 96, 96], 19],
+      [[2, 12, 40, 40], 20],
+      [[1, 3, 1, 2000], 21],
+    ] as [number[], number][]) {
+      const v = inputs(size(shape), -3, 3, seed);
+      const t = mx.transpose(mx.array(new Float32Array(v), { shape }), [0, 2, 3, 1], cpu);
+      const want = flat(mx.ext.hardSigmoid(mx.contiguous(t, false, cpu), 0.2, 0.5, true, cpu));
+      for (const threads of [1, 2, 3]) {
+        const before = mx.cpuThreads();
+        mx.setCpuThreads(threads);
+        try {
+          expect(flat(mx.ext.hardSigmoid(t, 0.2, 0.5, true, cpu)), `[${shape}] on ${threads} threads`).toEqual(want);
+        } finally {
+          mx.setCpuThreads(before);
+        }
       }
     }
   });
