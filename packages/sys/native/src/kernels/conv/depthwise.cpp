@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/common/dense.h"
 #include "kernels/common/cpu.h"
@@ -22,11 +23,11 @@ namespace mlxc::cpu {
 // The vector plane loops (depthwise_impl.h), built per instruction set.
 namespace avx512 {
 void depthwise_plane(const float* in, const float* k, float b, float* out, int H, int W, int KH, int KW, int OH, int OW, int sh, int sw,
-                     int pt, int pl, int dh, int dw, const pointwise::Epilogue& e);
+                     int pt, int pl, int dh, int dw, const pointwise::Epilogue& e, float* scratch, size_t scratch_n);
 }
 namespace avx2 {
 void depthwise_plane(const float* in, const float* k, float b, float* out, int H, int W, int KH, int KW, int OH, int OW, int sh, int sw,
-                     int pt, int pl, int dh, int dw, const pointwise::Epilogue& e);
+                     int pt, int pl, int dh, int dw, const pointwise::Epilogue& e, float* scratch, size_t scratch_n);
 }
 namespace {
 
@@ -167,7 +168,17 @@ class DepthwiseConv2d : public mx::Primitive {
       const size_t grain = work >= 32768 ? 1 : 32768 / (work ? work : 1);
       const Isa isa = plane_isa(KW, g.sw);
       const pointwise::Epilogue e{nullptr, nullptr, g.lo, g.hi, g.act, g.alpha, g.beta};
+      // The vector builds' 3x3 loop pads each plane into this thread's scratch first (up to 256 KiB).
+      const size_t need = KH == 3 && KW == 3 && g.dh == 1 && g.dw == 1 ? depthwise_scratch(H, OW) : 0;
       cpu::parallel_for(static_cast<size_t>(N) * O, grain, [&](size_t p0, size_t p1) {
+        thread_local std::vector<float> pad;
+        float* scratch = nullptr;
+        size_t scratch_n = 0;
+        if (need && need <= (size_t{1} << 16) && isa != Isa::portable) {
+          if (pad.size() < need) pad.resize(need);
+          scratch = pad.data();
+          scratch_n = pad.size();
+        }
         for (size_t p = p0; p < p1; p++) {
           const size_t n = p / O, o = p % O;
           const float* src = xp + (n * C + o / M) * in_plane;
@@ -176,11 +187,11 @@ class DepthwiseConv2d : public mx::Primitive {
           const float bv = bp ? bp[o] : 0.0f;
 #if defined(__x86_64__)
           if (isa == Isa::avx512) {
-            avx512::depthwise_plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, e);
+            avx512::depthwise_plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, e, scratch, scratch_n);
             continue;
           }
           if (isa == Isa::avx2) {
-            avx2::depthwise_plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, e);
+            avx2::depthwise_plane(src, k, bv, dst, H, W, KH, KW, OH, OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw, e, scratch, scratch_n);
             continue;
           }
 #endif

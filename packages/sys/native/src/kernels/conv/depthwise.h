@@ -4,6 +4,7 @@
 // ops, so callers need not know where it runs.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 
 #include "mlx/mlx.h"
@@ -27,5 +28,10 @@ mx::array depthwise_conv2d(const mx::array& x, const mx::array& w, const std::op
 mx::array depthwise_conv2d_act(const mx::array& x, const mx::array& w, const std::optional<mx::array>& bias, int stride_h, int stride_w,
                                int pad_top, int pad_left, int pad_bottom, int pad_right, int dilation_h, int dilation_w, float lo, float hi,
                                int act, float alpha, float beta, mx::Stream s);
+
+/** Floats of scratch the vector builds' 3x3 plane loop takes for H input rows and OW output columns
+ * (either stride, the widest build's vectors): each row padded, split into even and odd columns at
+ * stride 2 (depthwise_impl.h, plane3). */
+inline size_t depthwise_scratch(int H, int OW) { return static_cast<size_t>(H) * (2 * static_cast<size_t>((OW + 15) / 16 * 16) + 4); }
 
 }  // namespace mlxc::cpu

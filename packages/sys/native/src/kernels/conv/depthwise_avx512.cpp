@@ -9,8 +9,8 @@
 
 namespace mlxc::cpu::avx512 {
 void depthwise_plane(const float* in, const float* k, float b, float* out, int H, int W, int KH, int KW, int OH, int OW, int sh, int sw,
-                     int pt, int pl, int dh, int dw, const pointwise::Epilogue& e) {
-  mlxc_dw_avx512::plane<mlxc_vec_avx512::V16>(in, k, b, out, H, W, KH, KW, OH, OW, sh, sw, pt, pl, dh, dw, e);
+                     int pt, int pl, int dh, int dw, const pointwise::Epilogue& e, float* scratch, size_t scratch_n) {
+  mlxc_dw_avx512::plane<mlxc_vec_avx512::V16>(in, k, b, out, H, W, KH, KW, OH, OW, sh, sw, pt, pl, dh, dw, e, scratch, scratch_n);
 }
 }  // namespace mlxc::cpu::avx512
 #endif
