@@ -14,7 +14,7 @@ import { asHost, type Value } from './runtime/value.js';
 import { planModel, prepareModel } from './plan/prepare.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
 import { giveStreams, takeStreams } from './execute/stream-pool.js';
-import { deviceArrays, donateFeeds, validateFeeds } from './execute/feeds.js';
+import { deviceArrays, donateFeeds, FeedMemo, validateFeeds } from './execute/feeds.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { checkSessionOptions, type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
 import { collectOutputs } from './execute/outputs.js';
@@ -361,11 +361,16 @@ export class MlxSession {
 
   private checkRun(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): void {
     if (this.released) throw new OrtMlxError(`model ${this.name}: session was released`);
+    // The feeds and fetches of the last checked run again (same names, types, dims, lengths): the
+    // checks below are functions of exactly these, and passed then.
+    const memo = this.runner.feedMemo;
+    if (memo.matches(feeds, fetches)) return;
     validateFeeds(this.name, this.model.graph, this.inputNames, feeds);
     for (const f of fetches) {
       if (!this.outputNames.includes(f) && !this.program.plan.producer.has(f))
         throw new InvalidFeedError(`model ${this.name}: unknown output '${f}' (outputs are: ${this.outputNames.join(', ')})`);
     }
+    memo.remember(feeds, fetches);
   }
 
   private newRun(options: MlxRunOptions): RunState {

@@ -61,6 +61,74 @@ export function validateFeeds(
   }
 }
 
+/**
+ * The last feeds a session checked and ran, by name order, element type, dims and length: a loop
+ * of runs of one shape (the usual case) meets them again every run, and then validateFeeds and the
+ * signature key's string building (ModelRunner) are skipped, both functions of exactly these. Host
+ * tensors only; a run with any other value takes the full checks. `key` is the runner's signature
+ * key for them, computed on their first run; `matched` the feeds object the last matches() accepted
+ * (the runner reuses the key only for that very object).
+ */
+export class FeedMemo {
+  private names: string[] = [];
+  private dtypes: number[] = [];
+  private dims: (readonly number[])[] = [];
+  private lengths: number[] = [];
+  private fetches: readonly string[] = [];
+  private valid = false;
+  key: string | undefined;
+  matched: object | undefined;
+
+  /** Whether `feeds` and `fetches` are, name by name in order, those of the last remember(). */
+  matches(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): boolean {
+    this.matched = undefined;
+    if (!this.valid) return false;
+    const f0 = this.fetches;
+    if (fetches !== f0) {
+      if (fetches.length !== f0.length) return false;
+      for (let i = 0; i < f0.length; i++) if (fetches[i] !== f0[i]) return false;
+    }
+    const names = this.names;
+    let n = 0;
+    // for-in (no array made) sees inherited enumerable keys too, which remember() (own keys) never
+    // holds: such feeds never match, and take the full checks.
+    for (const name in feeds) {
+      if (n >= names.length || names[n] !== name) return false;
+      const f = feeds[name] as HostTensor;
+      if (!f || typeof f !== 'object' || 'kind' in f || f.dtype !== this.dtypes[n] || f.data?.length !== this.lengths[n]) return false;
+      const d = f.dims;
+      const e = this.dims[n];
+      if (!d || d.length !== e.length) return false;
+      for (let i = 0; i < e.length; i++) if (d[i] !== e[i]) return false;
+      n++;
+    }
+    if (n !== names.length) return false;
+    this.matched = feeds;
+    return true;
+  }
+
+  /** Records feeds that passed validateFeeds (forgets everything when any is not a host tensor). */
+  remember(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): void {
+    this.valid = false;
+    this.key = undefined;
+    this.matched = undefined;
+    const names: string[] = [];
+    const dtypes: number[] = [];
+    const dims: number[][] = [];
+    const lengths: number[] = [];
+    for (const name of Object.keys(feeds)) {
+      const f = feeds[name] as HostTensor;
+      if (!f || typeof f !== 'object' || 'kind' in f || !Array.isArray(f.dims) || !f.data) return;
+      names.push(name);
+      dtypes.push(f.dtype);
+      dims.push([...f.dims]);
+      lengths.push(f.data.length);
+    }
+    Object.assign(this, { names, dtypes, dims, lengths, fetches: [...fetches], valid: true });
+    this.matched = feeds;
+  }
+}
+
 /** A map feed (ai.onnx.ml): a map Value of the input's key and value types, 1-D keys and values of one length. */
 function validateMapFeed(model: string, name: string, type: Extract<TypeIR, { kind: 'map' }>, f: HostTensor | Value): void {
   const bad = (why: string) => new InvalidFeedError(`model ${model}: input '${name}' ${why}`);

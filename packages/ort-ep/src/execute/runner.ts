@@ -9,6 +9,7 @@ import type { Value } from '../runtime/value.js';
 import { Analysis } from './analysis.js';
 import { compileSetup } from './compile-setup.js';
 import { Env, RunState, type MemoryLimits } from './env.js';
+import { FeedMemo } from './feeds.js';
 import { outputsOf, type EvalRequest, type GraphProgram } from './run.js';
 import { HOST_ONLY, SignatureProgram, type OneCallMode } from './signature.js';
 
@@ -103,6 +104,17 @@ export class ModelRunner {
     readonly options: RunnerOptions,
   ) {}
 
+  /** The feeds the session checked last (MlxSession.checkRun), and their signature key. */
+  readonly feedMemo = new FeedMemo();
+
+  /** The signature key of feeds and fetches: the memo's where the session just matched these very feeds. */
+  private keyOf(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): string {
+    const memo = this.feedMemo;
+    if (memo.matched !== feeds) return signatureKey(feeds, fetches);
+    memo.key ??= signatureKey(feeds, fetches);
+    return memo.key;
+  }
+
   /** A new run's state. */
   newRun(): RunState {
     return new RunState(this.constants, this.program.plan.modelName, this.options.limits);
@@ -112,7 +124,7 @@ export class ModelRunner {
   *run(run: RunState, feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): Generator<EvalRequest, Value[], void> {
     const env = new Env(this.program.plan, run);
     if (!this.options.compiled) return yield* this.runEagerly(env, feeds, fetches);
-    const shapeKey = signatureKey(feeds, fetches);
+    const shapeKey = this.keyOf(feeds, fetches);
     let spec = this.valueFeeds.get(shapeKey);
     let key = shapeKey;
     if (spec?.names.length) {
@@ -231,7 +243,7 @@ export class ModelRunner {
     mode: OneCallMode = HOST_ONLY,
   ): { program: SignatureProgram; evalMs: number } | undefined {
     if (!this.options.compiled) return undefined;
-    const shapeKey = signatureKey(feeds, fetches);
+    const shapeKey = this.keyOf(feeds, fetches);
     const spec = this.valueFeeds.get(shapeKey);
     let key = shapeKey;
     if (spec?.names.length) {

@@ -242,4 +242,53 @@ describe('feeds that do not match the inputs (InvalidFeedError)', () => {
     expect(e!.message).toMatch(/input 'x' expects dimension 0 to be 2, got 3 \(shape \[3, 2\]\)/);
     await stillWorks();
   });
+
+  it('after runs of one shape (whose checks a session then skips), every bad feed of that session is still refused', async () => {
+    // A session remembers the names, types, dims and lengths of the feeds it checked last, and
+    // skips the checks for feeds that match them: anything else must be checked again.
+    const s = await MlxSession.create(two);
+    const host = (dims: number[], n = dims.reduce((a, b) => a * b, 1)): HostTensor => ({
+      dtype: 1,
+      dims,
+      data: Float32Array.from({ length: n }, (_, i) => i),
+    });
+    const kk: HostTensor = { dtype: 7, dims: [1], data: BigInt64Array.of(3n) };
+    const valid = () => expect([...(s.runSync({ x: host([2, 2]), k: kk }).y as HostTensor).data]).toEqual([0, 3, 6, 9]);
+    for (let i = 0; i < 4; i++) valid();
+    const refusals: [Record<string, HostTensor>, string[] | undefined, RegExp][] = [
+      [{ x: host([2, 2], 3), k: kk }, undefined, /input 'x' has 3 elements but its shape \[2, 2\] needs 4/],
+      [{ x: host([2, 2], 5), k: kk }, undefined, /input 'x' has 5 elements/],
+      [{ x: host([2, 2]) }, undefined, /missing input 'k'/],
+      [{ x: host([2, 2]), k: kk, extra: host([2, 2]) }, undefined, /unknown input 'extra'/],
+      [
+        { x: host([2, 2]), k: { dtype: 6, dims: [1], data: Int32Array.of(3) } },
+        undefined,
+        /input 'k' expects element type int64, got int32/,
+      ],
+      [{ x: host([4]), k: kk }, undefined, /input 'x' expects rank 2/],
+      [{ x: host([3, 2]), k: kk }, undefined, /input 'x' expects dimension 0 to be 2, got 3/],
+      [{ x: host([2, 2]), k: kk }, ['nope'], /unknown output 'nope'/],
+    ];
+    for (const [feeds, fetches, message] of refusals) {
+      expect(() => s.runSync(feeds, fetches), String(message)).toThrow(message);
+      valid();
+    }
+    // The same feeds object, its dims then edited in place to a clashing size.
+    const feeds = { x: host([2, 2]), k: kk };
+    s.runSync(feeds);
+    (feeds.x.dims as number[])[0] = 4;
+    expect(() => s.runSync(feeds)).toThrow(/input 'x' expects dimension 0 to be 2, got 4/);
+    // And the asynchronous path, through onnxruntime's API (its own checks come first for some).
+    const o = await ort.InferenceSession.create(two, { executionProviders: ['mlx'] });
+    for (let i = 0; i < 3; i++) expect(plain((await o.run({ x: x([2, 2]), k })).y)).toEqual([0, 3, 6, 9]);
+    const bad = await o.run({ x: x([3, 2]), k }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(bad).toBeInstanceOf(InvalidFeedError);
+    expect(bad!.message).toMatch(/input 'x' expects dimension 0 to be 2, got 3/);
+    expect(plain((await o.run({ x: x([2, 2]), k })).y)).toEqual([0, 3, 6, 9]);
+    await o.release();
+    s.release();
+  });
 });
