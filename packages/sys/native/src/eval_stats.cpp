@@ -126,7 +126,8 @@ void print_graph_stats(const std::vector<array>& outputs) {
  * arrays one primitive at a time, in dependency order, each timed on its own (an mx::eval of that
  * one array, its inputs already computed; on the CPU with the inline mode, the kernel runs within
  * that call), and at exit a table goes to stderr: per primitive, the count, the total and mean
- * time, and the share of all. MLXC_PRIM_TIMES=shape splits each primitive by output shape. The
+ * time, and the share of all. MLXC_PRIM_TIMES=shape splits each primitive by output shape, and
+ * MLXC_PRIM_TIMES=inputs by output and input shapes (a 1x1 and a 3x3 convolution apart). The
  * per-array evaluation adds a few microseconds per node and keeps inputs alive (no buffer
  * donation), so totals run a little above a normal evaluation; compare rows, not sums.
  */
@@ -134,7 +135,7 @@ int prim_times_mode() {
   static const int mode = [] {
     const char* e = std::getenv("MLXC_PRIM_TIMES");
     if (!e || !*e || std::string(e) == "0") return 0;
-    return std::string(e) == "shape" ? 2 : 1;
+    return std::string(e) == "shape" ? 2 : std::string(e) == "inputs" ? 3 : 1;
   }();
   return mode;
 }
@@ -163,10 +164,17 @@ void eval_timed(const std::vector<array>& outs) {
   for (auto& a : order) {
     if (a.status() != array::Status::unscheduled) continue;  // a sibling output already computed
     std::string key = a.primitive().name();
-    if (prim_times_mode() == 2) {
-      key += " [";
-      for (int i = 0; i < a.ndim(); i++) key += (i ? "," : "") + std::to_string(a.shape(i));
-      key += "]";
+    if (prim_times_mode() >= 2) {
+      auto dims = [](const array& x) {
+        std::string d = "[";
+        for (int i = 0; i < x.ndim(); i++) d += (i ? "," : "") + std::to_string(x.shape(i));
+        return d + "]";
+      };
+      key += " " + dims(a);
+      if (prim_times_mode() == 3) {
+        key += " <-";
+        for (const auto& in : a.inputs()) key += " " + dims(in);
+      }
     }
     const auto t0 = std::chrono::steady_clock::now();
     mx::eval({a});
