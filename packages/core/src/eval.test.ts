@@ -225,3 +225,39 @@ describe('inline CPU evaluation', () => {
     expect(mx.inlineEvalTasks()).toBeGreaterThan(before);
   });
 });
+
+describe('MLXC_PRIM_TIMES (a profiling aid, read once per process: a child process each)', () => {
+  const script = `
+    import * as mx from ${JSON.stringify(fileURLToPath(new URL('./index.ts', import.meta.url)))};
+    const x = mx.ones([1, 8, 8, 16]);
+    // Two convolutions of one output shape [1, 8, 8, 32]: a 1x1 and a 3x3 kernel.
+    const w1 = mx.ext.convPackWeight(mx.ones([32, 1, 1, 16]));
+    const w3 = mx.ext.convPackWeight(mx.ones([32, 3, 3, 16]));
+    const a = mx.ext.convGemm(x, w1, 32, null, null, [1, 1], [0, 0], [0, 0], [1, 1], -Infinity, Infinity);
+    const b = mx.ext.convGemm(x, w3, 32, null, null, [1, 1], [1, 1], [1, 1], [1, 1], -Infinity, Infinity);
+    // The library's own evaluation (evaluateWithin) is the one timed.
+    mx.evaluateWithin([mx.add(a, b)]);`;
+  const rows = (mode: string) => {
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      env: { ...process.env, MLXC_PRIM_TIMES: mode, VITEST: undefined },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    return r.stderr.split('\n').filter((l) => l.trim().startsWith('ConvGemm'));
+  };
+
+  it("'shape' keys a row by the output shape: both convolutions in one row", () => {
+    const got = rows('shape');
+    expect(got).toHaveLength(1);
+    expect(got[0]).toMatch(/ConvGemm \[1,8,8,32\]\s+2 /);
+  });
+
+  it("'inputs' keys it by the input shapes too: the 1x1 and the 3x3 kernel apart", () => {
+    const got = rows('inputs');
+    expect(got).toHaveLength(2);
+    expect(got.some((l) => l.includes('<- [1,8,8,16] [1,1,1,16,32]'))).toBe(true);
+    expect(got.some((l) => l.includes('<- [1,8,8,16] [1,3,3,16,32]'))).toBe(true);
+  });
+});
