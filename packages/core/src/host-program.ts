@@ -111,6 +111,8 @@ export class HostProgram {
   readonly #stream: StreamLike | undefined;
   #staging?: Uint8Array;
   #outStaging?: Uint8Array;
+  /** The native call's small buffers for runs of host inputs and results on the calling thread (#call). */
+  #scratch?: CallScratch;
   /** The host result with the most bytes (-1: none). */
   #largest: number;
   readonly #pooled: boolean;
@@ -361,8 +363,12 @@ export class HostProgram {
       programs.register(this, res[0]);
     }
     const arrayIn = this.#in.arrays;
-    const addresses = new BigUint64Array(Math.max(arrayIn.length, 1));
-    const taken = new Uint8Array(Math.max(arrayIn.length, 1));
+    // A run of host inputs and results only (the usual one) on this thread leaves these unwritten
+    // and unread: one set serves every such run. Others, and asynchronous runs (a later run may
+    // start before an earlier one's are read), get their own.
+    const shared = !fresh && arrayIn.length === 0 && this.#out.arrays.length === 0;
+    const scratch = shared ? (this.#scratch ??= callScratch(0, 0)) : callScratch(arrayIn.length, this.#out.arrays.length);
+    const { addresses, taken } = scratch;
     arrayIn.forEach((i, k) => {
       addresses[k] = (inputs[i] as Array).address;
       taken[k] = consume?.[i] ? 1 : 0;
@@ -377,8 +383,8 @@ export class HostProgram {
       closure,
       addresses,
       taken,
-      returned: new BigUint64Array(Math.max(this.#out.arrays.length, 1)),
-      elapsed: new Float64Array(1),
+      returned: scratch.returned,
+      elapsed: scratch.elapsed,
       program: this,
     };
   }
@@ -406,4 +412,21 @@ export class HostProgram {
       return new ctor(buf.slice(off, off + this.#out.bytes[i]));
     });
   }
+}
+
+interface CallScratch {
+  addresses: BigUint64Array;
+  taken: Uint8Array;
+  returned: BigUint64Array;
+  elapsed: Float64Array;
+}
+
+/** A native call's small buffers: Array inputs' addresses and whether each is taken, Array results' addresses, the time it took. */
+function callScratch(arraysIn: number, arraysOut: number): CallScratch {
+  return {
+    addresses: new BigUint64Array(Math.max(arraysIn, 1)),
+    taken: new Uint8Array(Math.max(arraysIn, 1)),
+    returned: new BigUint64Array(Math.max(arraysOut, 1)),
+    elapsed: new Float64Array(1),
+  };
 }
