@@ -1,6 +1,8 @@
 // Whole-model latency of the 'mlx' provider (compiled and eager), onnxruntime-node's CPU provider
 // and onnxruntime-web's wasm, each engine alone in its own process (model-worker.ts), alternated,
-// over several rounds; medians of the per-process medians, ratios to onnxruntime-node, first-run
+// over several rounds; medians of the per-process medians (each process warms up for at least 3
+// runs and 300 ms first; its runs 3-22, while V8 still compiles the JavaScript, are a table of their
+// own), ratios to onnxruntime-node, first-run
 // times (the compiled path's first run analyses a signature, its second traces it), the cold
 // start (the native library's load, create and the first two runs of a fresh process with empty
 // kernel caches: every process gets caches of its own; onnxruntime-node loads its library when
@@ -42,6 +44,8 @@ interface Sample {
   firstMs: number;
   secondMs: number;
   medianMs: number;
+  /** The median of the first 20 runs after the first two (warm-up; model-worker.ts). */
+  earlyMs?: number;
   p10Ms: number;
   p90Ms: number;
   maxLoopGapMs: number;
@@ -129,6 +133,7 @@ function main(): void {
       const ok = samples.filter((s) => s.model === m && s.engine === e && !s.error);
       per[e] = {
         medianMs: median(ok.map((s) => s.medianMs)),
+        earlyMs: median(ok.map((s) => s.earlyMs ?? NaN)),
         createMs: median(ok.map((s) => s.createMs)),
         firstTwoMs: median(ok.map((s) => s.firstMs + s.secondMs)),
         coldStartMs: median(ok.map((s) => (s.loadMs ?? 0) + s.createMs + s.firstMs + s.secondMs)),
@@ -142,7 +147,9 @@ function main(): void {
 
   // At least one space between columns, whatever the engine names.
   const pad = (s: string, n: number) => ` ${s.padStart(n - 1)}`;
-  console.log("\nmedian ms per run (median over rounds of each process's median); ratio = engine / ort-node");
+  console.log(
+    "\nmedian ms per run after a warm-up of at least 3 runs and 300 ms (median over rounds of each process's median); ratio = engine / ort-node",
+  );
   console.log(
     [
       'model'.padEnd(22),
@@ -165,6 +172,34 @@ function main(): void {
   if (engines.includes('ort-node'))
     console.log(
       ['geomean ratio'.padEnd(22), ...engines.filter((e) => e !== 'ort-node').map((e) => `${e}/ort ${geo(e).toFixed(2)}`)].join('  '),
+    );
+  // The runs right after the first two, where each engine's JavaScript is still interpreted and
+  // compiled on V8's threads: what a short-lived process sees, apart from the steady run above.
+  console.log(
+    '\nruns 3-22: median ms of the 20 runs after the first two, V8 still optimizing (median over rounds); ratio = engine / ort-node',
+  );
+  console.log(
+    [
+      'model'.padEnd(22),
+      ...engines.map((e) => pad(e, 11)),
+      ...engines.filter((e) => e !== 'ort-node').map((e) => pad(`${e}/ort`, 14)),
+    ].join(''),
+  );
+  for (const r of rows) {
+    const base = r.engines['ort-node']?.earlyMs;
+    console.log(
+      [
+        r.model.padEnd(22),
+        ...engines.map((e) => pad(r.engines[e].earlyMs.toFixed(3), 11)),
+        ...engines.filter((e) => e !== 'ort-node').map((e) => pad((r.engines[e].earlyMs / base).toFixed(2), 14)),
+      ].join(''),
+    );
+  }
+  const geoEarly = (e: string) =>
+    Math.exp(rows.reduce((a, r) => a + Math.log(r.engines[e].earlyMs / r.engines['ort-node'].earlyMs), 0) / rows.length);
+  if (engines.includes('ort-node'))
+    console.log(
+      ['geomean ratio'.padEnd(22), ...engines.filter((e) => e !== 'ort-node').map((e) => `${e}/ort ${geoEarly(e).toFixed(2)}`)].join('  '),
     );
   console.log(
     '\ncold start: ms for the native library load, create and the first two runs in a fresh process with empty kernel caches (median over rounds); ratio = engine / ort-node',
