@@ -52,11 +52,6 @@ array composed(const array& x, const std::vector<int>& k, const std::vector<int>
   return *y;
 }
 
-/** The geometry of one channels-last pool (1-D as height 1). */
-struct PoolGeom {
-  size_t n, ih, iw, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
-};
-
 /** acc = v where v > acc or v is NaN (maximum's NaN rule: a NaN in the window is the result), in
  * blocks of W; SSE2 for blocks of 4 on x86-64 (the compiler left the select scalar). */
 template <size_t W>

@@ -5,6 +5,7 @@
 // each, on the thread pool.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "mlx/mlx.h"
@@ -12,6 +13,11 @@
 namespace mlxc::cpu {
 
 namespace mx = mlx::core;
+
+/** The geometry of one channels-last pool (1-D as height 1). */
+struct PoolGeom {
+  size_t n, ih, iw, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+};
 
 /** The max of each window of x [N, ...spatial, C] (1 or 2 spatial axes natively, float32 on the
  * CPU): kernel, strides, pads (begin and end: the padding never wins, NaN propagates) and
