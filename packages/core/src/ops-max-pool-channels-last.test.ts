@@ -118,6 +118,47 @@ describe('maxPoolChannelsLast', () => {
     expect(y.map((v, i) => (Number.isNaN(v) ? -1 : v - i))).toEqual(x.slice(0, 20).map((_, i) => (i === 18 ? -1 : 20)));
   });
 
+  it('bit for bit, over whole vectors of channels and a tail: ties keep the first tap (-0 before +0), a NaN the last one seen', () => {
+    // 3x3 windows, stride 2, padding 1, 44 channels (the AVX2 loop's 32 + 8 and the portable loop's
+    // 4), values drawn from a few: signed zeros, NaNs of two payloads, the infinities.
+    const [h, w, c] = [7, 9, 44];
+    const bits = new Uint32Array(h * w * c);
+    const pool = [0x80000000, 0x00000000, 0x7fc00001, 0x7fc00002, 0xff800000, 0x7f800000, 0x3f800000, 0xbf800000, 0x40000000];
+    let seed = 7;
+    for (let i = 0; i < bits.length; i++) {
+      seed = (seed * 1103515245 + 12345) >>> 0;
+      bits[i] = pool[(seed >>> 8) % pool.length];
+    }
+    const xs = new Float32Array(bits.buffer);
+    const y = mx.ext.maxPoolChannelsLast(mx.array(xs, { shape: [1, h, w, c] }), [3, 3], [2, 2], [1, 1], [1, 1], [1, 1]);
+    const [oh, ow] = [4, 5];
+    expect(y.shape).toEqual([1, oh, ow, c]);
+    const got = new Uint32Array((y.toTypedArray() as Float32Array).slice().buffer);
+    const want = new Uint32Array(oh * ow * c);
+    const f = new Float32Array(1);
+    const u = new Uint32Array(f.buffer);
+    for (let oy = 0; oy < oh; oy++)
+      for (let ox = 0; ox < ow; ox++)
+        for (let ch = 0; ch < c; ch++) {
+          let acc = -3.4028234663852886e38;
+          let accBits = 0xff7fffff;
+          for (let ky = 0; ky < 3; ky++)
+            for (let kx = 0; kx < 3; kx++) {
+              const iy = oy * 2 + ky - 1;
+              const ix = ox * 2 + kx - 1;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+              const k = (iy * w + ix) * c + ch;
+              if (xs[k] > acc || Number.isNaN(xs[k])) {
+                acc = xs[k];
+                accBits = bits[k];
+              }
+            }
+          f[0] = acc;
+          want[(oy * ow + ox) * c + ch] = Number.isNaN(acc) ? accBits : u[0];
+        }
+    expect(Array.from(got).map((b) => b.toString(16))).toEqual(Array.from(want).map((b) => b.toString(16)));
+  });
+
   it('refuses a window larger than the padded input and per-axis lists of the wrong length', () => {
     const x = mx.zeros([1, 4, 4, 3], 'float32');
     expect(() => mx.ext.maxPoolChannelsLast(x, [5, 5], [1, 1], [0, 0], [0, 0], [1, 1])).toThrow(/larger than the padded input/);

@@ -18,6 +18,10 @@
 #include "mlx/backend/cpu/encoder.h"
 
 namespace mlxc::cpu {
+namespace avx2 {
+/** Output rows [r0, r1) of a channels-last max pool, channels [0, c8) (a multiple of 8; pool_avx2.cpp). */
+void max_pool_rows(const float* x, float* y, const PoolGeom& p, size_t c8, size_t r0, size_t r1);
+}  // namespace avx2
 namespace {
 
 using mx::array;
@@ -148,15 +152,19 @@ class MaxPoolChannelsLast : public FusedPrimitive {
       float* yp = out.data<float>();
       const size_t rows = p.n * p.oh;
       if (rows == 0 || p.ow == 0 || p.c == 0) return;
+      // Whole vectors of 8 channels by the AVX2 loop where the CPU has it (pool_avx2.cpp), the
+      // rest here: 8 at a time, then 4, then the last few one by one.
+      const size_t vec = has_avx2() ? p.c / 8 * 8 : 0;
       parallel_for(rows, row_grain(p.ow * p.c * p.kh * p.kw), [&](size_t r0, size_t r1) {
+        if (vec) avx2::max_pool_rows(xp, yp, p, vec, r0, r1);
+        if (vec == p.c) return;
         for (size_t r = r0; r < r1; r++) {
           const size_t b = r / p.oh, oy = r % p.oh;
           const float* xb = xp + b * p.ih * p.iw * p.c;
           for (size_t ox = 0; ox < p.ow; ox++) {
             float* y = yp + (r * p.ow + ox) * p.c;
-            // Channels 8 at a time, then 4, then the last few one by one.
-            const size_t c8 = p.c / 8 * 8, c4 = p.c / 4 * 4;
-            window_max<8>(xb, y, p, oy, ox, 0, c8);
+            const size_t c8 = vec + (p.c - vec) / 8 * 8, c4 = vec + (p.c - vec) / 4 * 4;
+            window_max<8>(xb, y, p, oy, ox, vec, c8 - vec);
             window_max<4>(xb, y, p, oy, ox, c8, c4 - c8);
             window_max<1>(xb, y, p, oy, ox, c4, p.c - c4);
           }

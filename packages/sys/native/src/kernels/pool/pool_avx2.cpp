@@ -1,0 +1,85 @@
+// The channels-last max pool's window loop on AVX2 (pool.h): eight channels a vector, up to four
+// vectors of one output position in registers across its window's taps, the taps inside the input
+// found once per position rather than per block of channels. acc = max(v, acc) keeps acc on a tie
+// and when v is NaN, as the portable loop's `v > acc` does; a NaN tap is kept apart (the last
+// one's bits) and is the result where one was seen, as there. This file alone is compiled with
+// -mavx2 -mfma (CMakeLists.txt); pool.cpp calls it only when the running CPU has both.
+#include "kernels/pool/pool.h"
+
+#if defined(__x86_64__) && defined(__AVX2__)
+#include <immintrin.h>
+
+#include <cfloat>
+
+namespace mlxc::cpu::avx2 {
+namespace {
+
+/** Channels [c0, c0 + 8 V) of output position (oy, ox), the taps inside the input. */
+template <int V>
+inline void window(const float* xb, float* y, const PoolGeom& p, size_t ky0, size_t ky1, size_t kx0, size_t kx1, size_t oy, size_t ox,
+                   size_t c0) {
+  __m256 acc[V], nanv[V], seen[V];
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++) {
+    acc[v] = _mm256_set1_ps(-FLT_MAX);
+    nanv[v] = seen[v] = _mm256_setzero_ps();
+  }
+  for (size_t ky = ky0; ky < ky1; ky++) {
+    const size_t iy = oy * p.sh + ky * p.dh - p.ph;
+    for (size_t kx = kx0; kx < kx1; kx++) {
+      const size_t ix = ox * p.sw + kx * p.dw - p.pw;
+      const float* t = xb + (iy * p.iw + ix) * p.c + c0;
+#pragma GCC unroll 4
+      for (int v = 0; v < V; v++) {
+        const __m256 x = _mm256_loadu_ps(t + 8 * v);
+        const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+        acc[v] = _mm256_max_ps(x, acc[v]);
+        nanv[v] = _mm256_blendv_ps(nanv[v], x, nan);
+        seen[v] = _mm256_or_ps(seen[v], nan);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++) _mm256_storeu_ps(y + c0 + 8 * v, _mm256_blendv_ps(acc[v], nanv[v], seen[v]));
+}
+
+/** The taps k of one axis with o * s + k * d - pad inside [0, n): [k0, k1). */
+inline void inside(size_t o, size_t s, size_t d, size_t pad, size_t n, size_t k, size_t& k0, size_t& k1) {
+  k0 = 0;
+  while (k0 < k && o * s + k0 * d < pad) k0++;
+  k1 = k0;
+  while (k1 < k && o * s + k1 * d - pad < n) k1++;
+}
+
+}  // namespace
+
+void max_pool_rows(const float* x, float* y, const PoolGeom& p, size_t c8, size_t r0, size_t r1) {
+  for (size_t r = r0; r < r1; r++) {
+    const size_t b = r / p.oh, oy = r % p.oh;
+    const float* xb = x + b * p.ih * p.iw * p.c;
+    size_t ky0, ky1;
+    inside(oy, p.sh, p.dh, p.ph, p.ih, p.kh, ky0, ky1);
+    for (size_t ox = 0; ox < p.ow; ox++) {
+      size_t kx0, kx1;
+      inside(ox, p.sw, p.dw, p.pw, p.iw, p.kw, kx0, kx1);
+      float* yo = y + (r * p.ow + ox) * p.c;
+      size_t c0 = 0;
+      for (; c0 + 32 <= c8; c0 += 32) window<4>(xb, yo, p, ky0, ky1, kx0, kx1, oy, ox, c0);
+      if (c0 + 16 <= c8) {
+        window<2>(xb, yo, p, ky0, ky1, kx0, kx1, oy, ox, c0);
+        c0 += 16;
+      }
+      if (c0 + 8 <= c8) window<1>(xb, yo, p, ky0, ky1, kx0, kx1, oy, ox, c0);
+    }
+  }
+}
+
+}  // namespace mlxc::cpu::avx2
+#else
+#include <stdexcept>
+namespace mlxc::cpu::avx2 {
+void max_pool_rows(const float*, float*, const PoolGeom&, size_t, size_t, size_t) {
+  throw std::runtime_error("max_pool_rows: built without AVX2");
+}
+}  // namespace mlxc::cpu::avx2
+#endif
