@@ -147,80 +147,41 @@ function main(): void {
 
   // At least one space between columns, whatever the engine names.
   const pad = (s: string, n: number) => ` ${s.padStart(n - 1)}`;
-  console.log(
-    "\nmedian ms per run after a warm-up of at least 3 runs and 300 ms (median over rounds of each process's median); ratio = engine / ort-node",
+  /** One figure per model and engine, with each engine's ratio to onnxruntime-node (and their geomean). */
+  const table = (title: string, key: 'medianMs' | 'earlyMs' | 'coldStartMs', digits: number, geomean: boolean) => {
+    console.log(`\n${title}; ratio = engine / ort-node`);
+    const others = engines.filter((e) => e !== 'ort-node');
+    console.log(['model'.padEnd(22), ...engines.map((e) => pad(e, 11)), ...others.map((e) => pad(`${e}/ort`, 14))].join(''));
+    for (const r of rows) {
+      const base = r.engines['ort-node']?.[key];
+      console.log(
+        [
+          r.model.padEnd(22),
+          ...engines.map((e) => pad(r.engines[e][key].toFixed(digits), 11)),
+          ...others.map((e) => pad((r.engines[e][key] / base).toFixed(2), 14)),
+        ].join(''),
+      );
+    }
+    const geo = (e: string) =>
+      Math.exp(rows.reduce((a, r) => a + Math.log(r.engines[e][key] / r.engines['ort-node'][key]), 0) / rows.length);
+    if (geomean && engines.includes('ort-node'))
+      console.log(['geomean ratio'.padEnd(22), ...others.map((e) => `${e}/ort ${geo(e).toFixed(2)}`)].join('  '));
+  };
+  table(
+    "median ms per run after a warm-up of at least 3 runs and 300 ms (median over rounds of each process's median)",
+    'medianMs',
+    3,
+    true,
   );
-  console.log(
-    [
-      'model'.padEnd(22),
-      ...engines.map((e) => pad(e, 11)),
-      ...engines.filter((e) => e !== 'ort-node').map((e) => pad(`${e}/ort`, 14)),
-    ].join(''),
-  );
-  for (const r of rows) {
-    const base = r.engines['ort-node']?.medianMs;
-    console.log(
-      [
-        r.model.padEnd(22),
-        ...engines.map((e) => pad(r.engines[e].medianMs.toFixed(3), 11)),
-        ...engines.filter((e) => e !== 'ort-node').map((e) => pad((r.engines[e].medianMs / base).toFixed(2), 14)),
-      ].join(''),
-    );
-  }
-  const geo = (e: string) =>
-    Math.exp(rows.reduce((a, r) => a + Math.log(r.engines[e].medianMs / r.engines['ort-node'].medianMs), 0) / rows.length);
-  if (engines.includes('ort-node'))
-    console.log(
-      ['geomean ratio'.padEnd(22), ...engines.filter((e) => e !== 'ort-node').map((e) => `${e}/ort ${geo(e).toFixed(2)}`)].join('  '),
-    );
   // The runs right after the first two, where each engine's JavaScript is still interpreted and
   // compiled on V8's threads: what a short-lived process sees, apart from the steady run above.
-  console.log(
-    '\nruns 3-22: median ms of the 20 runs after the first two, V8 still optimizing (median over rounds); ratio = engine / ort-node',
+  table('runs 3-22: median ms of the 20 runs after the first two, V8 still optimizing (median over rounds)', 'earlyMs', 3, true);
+  table(
+    'cold start: ms for the native library load, create and the first two runs in a fresh process with empty kernel caches (median over rounds)',
+    'coldStartMs',
+    1,
+    false,
   );
-  console.log(
-    [
-      'model'.padEnd(22),
-      ...engines.map((e) => pad(e, 11)),
-      ...engines.filter((e) => e !== 'ort-node').map((e) => pad(`${e}/ort`, 14)),
-    ].join(''),
-  );
-  for (const r of rows) {
-    const base = r.engines['ort-node']?.earlyMs;
-    console.log(
-      [
-        r.model.padEnd(22),
-        ...engines.map((e) => pad(r.engines[e].earlyMs.toFixed(3), 11)),
-        ...engines.filter((e) => e !== 'ort-node').map((e) => pad((r.engines[e].earlyMs / base).toFixed(2), 14)),
-      ].join(''),
-    );
-  }
-  const geoEarly = (e: string) =>
-    Math.exp(rows.reduce((a, r) => a + Math.log(r.engines[e].earlyMs / r.engines['ort-node'].earlyMs), 0) / rows.length);
-  if (engines.includes('ort-node'))
-    console.log(
-      ['geomean ratio'.padEnd(22), ...engines.filter((e) => e !== 'ort-node').map((e) => `${e}/ort ${geoEarly(e).toFixed(2)}`)].join('  '),
-    );
-  console.log(
-    '\ncold start: ms for the native library load, create and the first two runs in a fresh process with empty kernel caches (median over rounds); ratio = engine / ort-node',
-  );
-  console.log(
-    [
-      'model'.padEnd(22),
-      ...engines.map((e) => pad(e, 11)),
-      ...engines.filter((e) => e !== 'ort-node').map((e) => pad(`${e}/ort`, 14)),
-    ].join(''),
-  );
-  for (const r of rows) {
-    const base = r.engines['ort-node']?.coldStartMs;
-    console.log(
-      [
-        r.model.padEnd(22),
-        ...engines.map((e) => pad(r.engines[e].coldStartMs.toFixed(1), 11)),
-        ...engines.filter((e) => e !== 'ort-node').map((e) => pad((r.engines[e].coldStartMs / base).toFixed(2), 14)),
-      ].join(''),
-    );
-  }
   console.log(
     '\nper engine: create and the first two runs (ms), peak RSS (MiB), largest event-loop gap while running (ms), native calls per run',
   );
