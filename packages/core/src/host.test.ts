@@ -97,6 +97,26 @@ describe('hostBuffer', () => {
     expect(kept!.byteLength).toBe(3 << 20);
   });
 
+  it('gives out at most its live limit of blocks not yet collected (a loop that never lets finalizers run)', () => {
+    const before = mx.hostMemory.setLiveLimit(mx.hostMemory.stats().liveBytes + (16 << 20));
+    try {
+      expect(before).toBe(256 * 2 ** 20);
+      const held: ArrayBuffer[] = [];
+      // Synchronously, as a loop of runSync() calls holds its results until it yields.
+      for (let i = 0; i < 12; i++) {
+        const b = mx.hostBuffer(3 << 20);
+        if (!b) break;
+        held.push(b);
+      }
+      expect(held.length).toBe(5);
+      expect(mx.hostBuffer(3 << 20)).toBeUndefined();
+      expect(mx.hostMemory.stats().liveBytes).toBeLessThanOrEqual(mx.hostMemory.stats().liveLimitBytes);
+      expect(() => mx.hostMemory.setLiveLimit(-1)).toThrow(/non-negative integer/);
+    } finally {
+      mx.hostMemory.setLiveLimit(before);
+    }
+  });
+
   it('mlxc_host_free refuses a pointer it did not give, without freeing it', () => {
     const libc = raw.koffi.load(process.platform === 'darwin' ? 'libc.dylib' : 'libc.so.6');
     const malloc = libc.func('void *malloc(size_t)');
