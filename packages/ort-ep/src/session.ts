@@ -14,7 +14,7 @@ import { asHost, type Value } from './runtime/value.js';
 import { planModel, prepareModel } from './plan/prepare.js';
 import { driveAsync, driveSync, evalAsync, evalSync, within, type RunStreams } from './execute/driver.js';
 import { giveStreams, takeStreams } from './execute/stream-pool.js';
-import { deviceArrays, donateFeeds, FeedMemo, validateFeeds } from './execute/feeds.js';
+import { deviceArrays, donateFeeds, validateFeeds } from './execute/feeds.js';
 import { foldConstants, makeConstantsResident, registerConstants } from './execute/fold.js';
 import { checkSessionOptions, type MlxRunOptions, type MlxSessionOptions, type TensorMetadata, metadataOf } from './execute/options.js';
 import { collectOutputs } from './execute/outputs.js';
