@@ -45,6 +45,13 @@ void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size
            const char* pf, size_t pfn) {
   const size_t step = pfn ? std::max<size_t>(1, kc / pfn) : kc + 1;
   size_t next_pf = pfn ? 0 : kc;
+  // At step k of either loop below: the next line of pf, where one is due.
+  auto prefetch_at = [&](size_t k) {
+    if (k != next_pf) return;
+    _mm_prefetch(pf, _MM_HINT_T1);
+    pf += 64;
+    next_pf = --pfn ? next_pf + step : kc;
+  };
   __m256 acc0[R], acc1[R];
   const bool two = ncols > 8;
   const __m256i m0 = lanes(ncols), m1 = lanes(ncols - 8);
@@ -70,11 +77,7 @@ void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size
   if (two) {
 #pragma GCC unroll 2
     for (size_t k = 0; k < kc; k++) {
-      if (k == next_pf) {
-        _mm_prefetch(pf, _MM_HINT_T1);
-        pf += 64;
-        next_pf = --pfn ? next_pf + step : kc;
-      }
+      prefetch_at(k);
       const __m256 b0 = _mm256_loadu_ps(b + k * kHalfPanel), b1 = _mm256_loadu_ps(b + k * kHalfPanel + 8);
 #pragma GCC unroll 6
       for (int i = 0; i < R; i++) {
@@ -86,11 +89,7 @@ void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size
   } else {
 #pragma GCC unroll 2
     for (size_t k = 0; k < kc; k++) {
-      if (k == next_pf) {
-        _mm_prefetch(pf, _MM_HINT_T1);
-        pf += 64;
-        next_pf = --pfn ? next_pf + step : kc;
-      }
+      prefetch_at(k);
       const __m256 b0 = _mm256_loadu_ps(b + k * kHalfPanel);
 #pragma GCC unroll 6
       for (int i = 0; i < R; i++) acc0[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + i * lda + k), b0, acc0[i]);
