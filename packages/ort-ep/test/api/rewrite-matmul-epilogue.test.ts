@@ -4,6 +4,8 @@
 // shape, or one that broadcasts) become the product's epilogue. Checked against
 // onnxruntime-node and the rewrites without it, eager and compiled, at one row (the few-row kernel)
 // and many (12-row tiles), and where it must not fire (a product whose result is also an output).
+// torch's Gemm exports (GPT-2's Conv1D) put a Reshape of a target computed from Shape at run time
+// between the product and its epilogue: that Reshape folds in too.
 import { describe, expect, it } from 'vitest';
 import { prepareModel } from '../../src/plan/prepare.js';
 import { REWRITES } from '../../src/plan/rewrite/index.js';
@@ -107,5 +109,93 @@ describe('matmul-epilogue rewrite', () => {
       const feeds = { x: seededFeed([B, S, 24], 7 + S) };
       await expectSameAsOrt(bytes, feeds, { rtol: 1e-5, atol: 1e-5 });
       await expectSameWithRewrites(bytes, feeds, true, WITHOUT);
+    });
+});
+
+// torch's Gemm export of a GPT-2 block's MLP: x [B, S, 24] -> Reshape [-1, 24] -> Gemm(W1, b1) ->
+// Reshape [B, S, 40] (the target from Shape(x) at run time) -> GELU (tanh) = g -> Reshape [-1, 40]
+// -> Gemm(W2, b2) -> Reshape [B, S, 24] -> Add(x) = h (the skip connection); then h -> Reshape ->
+// Gemm(W3, b3) -> Reshape [B, S, 16] -> Relu -> Add(c [16], a row that broadcasts) = r; and a Reshape
+// that is not the result's shape: r -> Reshape -> Gemm(W4, b4) [B*S, 12] -> Reshape [B, S*12] -> Add(d [B, S*12]) = q.
+const target = (p: string, n: number): NodeSpec[] => [
+  node('Shape', ['x'], [`${p}sh`]),
+  node('Slice', [`${p}sh`, 'i0', 'i2'], [`${p}bs`]),
+  node('Constant', [], [`${p}n`], { attrs: { value: { t: { name: `${p}n`, type: 'int64', dims: [1], values: [n] } } } }),
+  node('Concat', [`${p}bs`, `${p}n`], [`${p}t`], { attrs: { axis: 0 } }),
+];
+const gemmExport = model({
+  inputs: [v('x', 'float32', ['B', 'S', 24]), v('d', 'float32', ['B', 'T'])],
+  outputs: [v('h', 'float32'), v('r', 'float32'), v('q', 'float32')],
+  initializers: [
+    seededInit('W1', [24, 40], 11),
+    seededInit('b1', [40], 12),
+    seededInit('W2', [40, 24], 13),
+    seededInit('b2', [24], 14),
+    seededInit('W3', [24, 16], 15),
+    seededInit('b3', [16], 18),
+    seededInit('c', [16], 16),
+    seededInit('W4', [16, 12], 17),
+    seededInit('b4', [12], 19),
+    { name: 'i0', type: 'int64', dims: [1], values: [0] },
+    { name: 'i2', type: 'int64', dims: [1], values: [2] },
+    { name: 'k24', type: 'int64', dims: [2], values: [-1, 24] },
+    { name: 'k40', type: 'int64', dims: [2], values: [-1, 40] },
+    { name: 'k16', type: 'int64', dims: [2], values: [-1, 16] },
+    { name: 'flat', type: 'int64', dims: [2], values: [0, -1] },
+  ],
+  nodes: [
+    node('Reshape', ['x', 'k24'], ['x2']),
+    node('Gemm', ['x2', 'W1', 'b1'], ['y1']),
+    ...target('a_', 40),
+    node('Reshape', ['y1', 'a_t'], ['y1r']),
+    ...gelu('y1r', 'g', 'g_', true),
+    node('Reshape', ['g', 'k40'], ['g2']),
+    node('Gemm', ['g2', 'W2', 'b2'], ['y2']),
+    ...target('b_', 24),
+    node('Reshape', ['y2', 'b_t'], ['y2r']),
+    node('Add', ['y2r', 'x'], ['h']),
+    node('Reshape', ['h', 'k24'], ['h2']),
+    node('Gemm', ['h2', 'W3', 'b3'], ['y3']),
+    ...target('c_', 16),
+    node('Reshape', ['y3', 'c_t'], ['y3r']),
+    node('Relu', ['y3r'], ['r3']),
+    node('Add', ['r3', 'c'], ['r']),
+    node('Reshape', ['r', 'k16'], ['r2']),
+    node('Gemm', ['r2', 'W4', 'b4'], ['y4']),
+    ...target('d_', 12),
+    node('Reshape', ['y4', 'd_t'], ['y4r']),
+    node('Reshape', ['y4r', 'flat'], ['y4f']),
+    node('Add', ['y4f', 'd'], ['q']),
+  ],
+});
+
+describe('matmul-epilogue rewrite of Gemm exports', () => {
+  it('folds the Reshape between a product and its epilogue', () => {
+    const packed = prepareModel(gemmExport, { rewriteTarget: { packDense: true } });
+    expect(packed.rewrites).toMatchObject({ gelu: 1, 'pack-matmul': 4, 'matmul-epilogue': 3 });
+    const products = packed.model.graph.nodes.filter((n) => n.opType === 'MatMulPacked');
+    const kinds = products.map((n) => {
+      const a = n.attributes.get('activation');
+      return a?.type === 'string' ? a.value : 'none';
+    });
+    expect(kinds).toEqual(['gelu_tanh', 'identity', 'relu', 'none']);
+    // The Reshape's target is the fifth input (after an empty residual where there is none).
+    expect(products[0].inputs.slice(3)).toEqual(['', 'a_t']);
+    expect(products[1].inputs.slice(3)).toEqual(['x', 'b_t']);
+    expect(products[1].outputs).toEqual(['h']);
+    expect(products[2].inputs.slice(3)).toEqual(['c', 'c_t']);
+    // The last product's Reshape is read by another Reshape, not an epilogue: it stays.
+    expect(products[3].inputs).toHaveLength(3);
+    expect(packed.model.graph.nodes.filter((n) => n.opType === 'Reshape')).toHaveLength(6);
+  });
+
+  for (const [B, S] of [
+    [1, 1],
+    [2, 15],
+  ])
+    it(`gives onnxruntime-node's outputs and those without it, ${B * S} row(s)`, async () => {
+      const feeds = { x: seededFeed([B, S, 24], 3 + S), d: seededFeed([B, S * 12], 5 + S) };
+      await expectSameAsOrt(gemmExport, feeds, { rtol: 1e-5, atol: 1e-5 });
+      await expectSameWithRewrites(gemmExport, feeds, true, WITHOUT);
     });
 });

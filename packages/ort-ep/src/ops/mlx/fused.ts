@@ -7,7 +7,8 @@ import type { OpContext, OpEntry } from '../../registry/types.js';
 import { gelu, layerNorm, rmsNorm, type GeluApproximation } from '@mlx/kernels';
 import { convProduct, parseConv, type ConvParams } from '../conv.js';
 import { kernelOffsets, parseWindow, toChannelsFirst, toChannelsLast, windowOf, type WindowAttrs } from '../helpers/spatial.js';
-import { dtypeRange } from '../helpers/util.js';
+import { dtypeRange, hostNumbers } from '../helpers/util.js';
+import { reshapeDims } from '../shape.js';
 import { fusedAttention, parseFusedAttention } from './attention.js';
 
 export const FUSED_DOMAIN = 'mlx.fused';
@@ -290,6 +291,38 @@ function composedHardSigmoid(y: mx.Array, alpha: number, beta: number, swish: bo
   return swish ? mx.multiply(y, h) : h;
 }
 
+interface MatMulPackedParams {
+  n: number;
+  aRank: number;
+  split: boolean;
+  activation: string;
+  allowzero: boolean;
+}
+
+/**
+ * x @ w (+ bias), the activation and the residual in the product's epilogue (one native call for
+ * every form: denseGemm is denseGemmAct with 'identity' and no residual). With a Reshape's target
+ * (input 4, from the matmul-epilogue rewrite) the result is reshaped to it, as the Reshape that
+ * came between the product and the activation did; a residual of the reshaped shape is read in the
+ * product's shape, one of another shape (it broadcasts) is added after the reshape, as Add would.
+ */
+function matMulPacked(ctx: OpContext<MatMulPackedParams>): mx.Array {
+  const { n, activation, allowzero } = ctx.params;
+  checkARank(ctx, ctx.params.aRank);
+  const w = panelsAsKernelsRead(ctx.input(1), ctx.params.split);
+  const x = ctx.input(0);
+  const bias = ctx.optional(2) ?? null;
+  const residual = ctx.optional(3) ?? null;
+  if (!ctx.has(4)) return mx.ext.denseGemmAct(x, w, n, bias, activation, residual);
+  const shape = [...x.shape.slice(0, -1), n];
+  const target = reshapeDims(shape, hostNumbers(ctx.host(4)), allowzero);
+  if (residual && !sameDims(residual.shape, target))
+    return mx.add(mx.reshape(mx.ext.denseGemmAct(x, w, n, bias, activation, null), target), residual);
+  return mx.reshape(mx.ext.denseGemmAct(x, w, n, bias, activation, residual && mx.reshape(residual, shape)), target);
+}
+
+const sameDims = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
+
 export const mlxFusedOps: OpEntry[] = [
   splitLast,
   entry(
@@ -316,14 +349,15 @@ export const mlxFusedOps: OpEntry[] = [
   entry('MatMulAdd', parseARank, matMulAdd, 'MatMul with a constant matrix and a constant bias vector, as one addmm'),
   entry(
     'MatMulPacked',
-    (a) => ({ n: a.int('n'), aRank: parseARank(a), split: a.int('split_halves', 0) === 1, activation: a.string('activation', 'identity') }),
-    (ctx) => {
-      checkARank(ctx, ctx.params.aRank);
-      const w = panelsAsKernelsRead(ctx.input(1), ctx.params.split);
-      // denseGemm is denseGemmAct with 'identity' and no residual: one call for every form.
-      return mx.ext.denseGemmAct(ctx.input(0), w, ctx.params.n, ctx.optional(2) ?? null, ctx.params.activation, ctx.optional(3) ?? null);
-    },
-    'MatMul (+ bias) (+ activation: gelu, gelu_tanh, relu, sigmoid, tanh) (+ residual) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count, the activation and the residual applied to each block of the output as it is finished (CPU, AVX2 or AVX-512)',
+    (a) => ({
+      n: a.int('n'),
+      aRank: parseARank(a),
+      split: a.int('split_halves', 0) === 1,
+      activation: a.string('activation', 'identity'),
+      allowzero: a.int('allowzero', 0) === 1,
+    }),
+    matMulPacked,
+    'MatMul (+ bias) (+ activation: gelu, gelu_tanh, relu, sigmoid, tanh) (+ residual) by a constant float32 matrix packed once in panels of 32 columns: one native product at every row count, the activation and the residual applied to each block of the output as it is finished (CPU, AVX2 or AVX-512); with a fifth input, the target of a Reshape of the result that came between the product and its epilogue',
   ),
   entry(
     'MatMulTransposed',

@@ -1,12 +1,17 @@
-// mlx.fused::MatMulPacked -> [an activation: the fused Gelu, erf or tanh form, or Relu, Sigmoid,
-// Tanh] -> [Add(residual)], each alone reading the one before, at least one of them -> one
-// MatMulPacked with attribute `activation` and the residual as a fourth input: @mlx/sys's dense
-// product applies them to each block of its output as the block is finished, still in cache,
-// instead of passes of their own over the whole result (a transformer's feed-forward GELU, [tokens,
-// 4 x hidden], and its skip connections after the attention's and the feed-forward's output
-// projections, in every layer). A Gelu's bias joins the product's when the product has none. A
-// residual of another shape than the result (it broadcasts) is added after the product, as Add
-// would. Runs after pack-matmul, whose products it takes.
+// mlx.fused::MatMulPacked -> [Reshape] -> [an activation: the fused Gelu, erf or tanh form, or
+// Relu, Sigmoid, Tanh] -> [Add(residual)], each alone reading the one before, at least an
+// activation or an Add -> one MatMulPacked with attribute `activation` and the residual as a fourth
+// input: @mlx/sys's dense product applies them to each block of its output as the block is
+// finished, still in cache, instead of passes of their own over the whole result (a transformer's
+// feed-forward GELU, [tokens, 4 x hidden], and its skip connections after the attention's and the
+// feed-forward's output projections, in every layer). A Gelu's bias joins the product's when the
+// product has none. A residual of another shape than the result (it broadcasts) is added after the
+// product, as Add would. A Reshape right after the product (torch's Gemm exports: [B, S, K] ->
+// [B * S, K] -> Gemm -> [B * S, n] -> [B, S, n], the target computed from Shape at run time)
+// becomes a fifth input, its target: the activation commutes with it, and a residual of the
+// target's shape is read in the product's shape; the op reshapes its result at the end (a bias-less
+// activation only: a Gelu's bias broadcasts over the reshaped last axis). Runs after pack-matmul,
+// whose products it takes.
 import { OnnxDataType, type AttrValue, type NodeIR } from '../../onnx/index.js';
 import { FUSED_DOMAIN } from '../../ops/mlx/fused.js';
 import { fusedGeluKind } from './gelu.js';
@@ -26,6 +31,16 @@ export function matmulEpilogueRewrite(view: GraphView): void {
     let out = mm.outputs[0];
     let bias = mm.inputs[2] ?? '';
     let kind: string | undefined;
+    // A Reshape (opset 5 on: its target an input) that alone reads the product.
+    const rs = view.soleReader(out);
+    const reshape =
+      rs && !view.isRemoved(rs) && rs.opType === 'Reshape' && isDefaultDomain(rs) && rs.inputs[0] === out && rs.inputs[1] && rs.outputs[0]
+        ? rs
+        : undefined;
+    if (reshape) {
+      nodes.push(reshape);
+      out = reshape.outputs[0];
+    }
     const act = view.soleReader(out);
     const actKind =
       act && !view.isRemoved(act) && act.inputs[0] === out && act.outputs.length === 1 && act.outputs[0] ? kindOf(act) : undefined;
@@ -35,7 +50,8 @@ export function matmulEpilogueRewrite(view: GraphView): void {
       const n = mm.attributes.get('n');
       const b = extra ? view.constant(extra) : undefined;
       const fits =
-        !extra || (!bias && n?.type === 'int' && b?.dtype === OnnxDataType.FLOAT && b.dims.length === 1 && b.dims[0] === n.value);
+        !extra ||
+        (!reshape && !bias && n?.type === 'int' && b?.dtype === OnnxDataType.FLOAT && b.dims.length === 1 && b.dims[0] === n.value);
       if (fits) {
         if (extra) bias = extra;
         kind = actKind;
@@ -52,13 +68,15 @@ export function matmulEpilogueRewrite(view: GraphView): void {
         out = add.outputs[0];
       }
     }
-    if (nodes.length === 1) continue;
+    if (!kind && !residual) continue;
     const attrs: Record<string, AttrValue> = {
       ...Object.fromEntries(mm.attributes),
       activation: { type: 'string', value: kind ?? 'identity' },
     };
-    const inputs = [mm.inputs[0], mm.inputs[1], bias, ...(residual ? [residual] : [])];
-    // A product without a bias keeps an empty third input before its residual (none after it otherwise).
-    view.replace(nodes, fusedNode(view, 'MatMulPacked', mm, residual || bias ? inputs : inputs.slice(0, 2), [out], attrs));
+    if (reshape) attrs.allowzero = { type: 'int', value: reshape.attributes.get('allowzero')?.value === 1 ? 1 : 0 };
+    const inputs = [mm.inputs[0], mm.inputs[1], bias, ...(residual || reshape ? [residual] : []), ...(reshape ? [reshape.inputs[1]] : [])];
+    // A product without a bias keeps an empty third input before its residual (none after it
+    // otherwise), and one without a residual an empty fourth before the Reshape's target.
+    view.replace(nodes, fusedNode(view, 'MatMulPacked', mm, residual || bias || reshape ? inputs : inputs.slice(0, 2), [out], attrs));
   }
 }
