@@ -182,6 +182,10 @@ describe('gqa_step', () => {
     check({ B: 1, N: 4, G: 1, S: 3, H: 8, C: 10, lens: [10], rotary: { R: 8, P: 16, interleaved: true }, packed: true }, 18);
     check({ B: 2, N: 4, G: 2, S: 4, H: 8, C: 9, lens: [2, 4], total: 4, fromZero: true, packed: true }, 19);
   });
+  it("enough work for the thread pool (at least 64K multiply-adds a product): each task's heads, several sequences", () => {
+    check({ B: 2, N: 8, G: 2, S: 3, H: 32, C: 140, lens: [100, 137], rotary: { R: 32, P: 140, interleaved: false } }, 21);
+    check({ B: 2, N: 8, G: 4, S: 1, H: 64, C: 160, lens: [90, 157], packed: true, window: 60 }, 22);
+  });
   it('a first prompt from zero: right-padded sequences shorter than the step, rows and queries past them', () => {
     check({ B: 2, N: 4, G: 2, S: 4, H: 8, C: 9, lens: [2, 4], total: 4, rotary: { R: 8, P: 16, interleaved: false }, fromZero: true }, 14);
     check({ B: 3, N: 2, G: 1, S: 3, H: 8, C: 3, lens: [1, 3, 2], total: 3, fromZero: true, flat: true }, 15);

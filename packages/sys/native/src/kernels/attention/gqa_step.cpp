@@ -315,7 +315,10 @@ class GqaAttend : public mx::Primitive {
     };
     const size_t tasks = size_t(B) * G;
     const size_t work = size_t(B) * N * S * size_t(std::max(1, std::min(C, cfg.total))) * Hs;
-    if (tasks > 1 && work >= (size_t{1} << 15) && num_threads() > 1)
+    // Under 64K multiply-adds a product (a 7M decoder's step at context 128: 32K, ~7 us a key/value
+    // head on one thread) the hand-off to the pool cost more than the second thread saved: the
+    // layer's attention took 18-21 us over two threads against 14-15 us on one.
+    if (tasks > 1 && work >= (size_t{1} << 16) && num_threads() > 1)
       parallel_for(tasks, 1, task);
     else
       task(0, tasks);
