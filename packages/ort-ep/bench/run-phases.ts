@@ -25,7 +25,7 @@ async function main(): Promise<void> {
       sr: { dtype: 7, dims: [], data: BigInt64Array.of(16000n) },
     };
   } else {
-    const dir = join('..', '..', '..', 'shared', 'models', which);
+    const dir = which.startsWith('/') ? which : join('..', '..', '..', 'shared', 'models', which);
     path = join(dir, 'model.onnx');
     const ds = readTestCase(dir).datasets[0];
     const s0 = await MlxSession.create(path, { device: 'cpu' });
