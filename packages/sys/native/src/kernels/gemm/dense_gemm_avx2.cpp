@@ -10,7 +10,8 @@
 //    prefetched 4 KiB ahead; eight rows two passes of four.
 //  - tiles: the 12 packed rows of a tile as two halves of 6, each times one half (16 columns) of
 //    the panel: 6 x 16 sums in 12 registers, each k two loads of the panel and six broadcasts;
-//    K in long blocks (kDepthAvx2) that stream a half panel's block from L2 across the tiles.
+//    K in long blocks (kDepthAvx2) that stream a half panel's block from L2 across the tiles,
+//    while the tiles' calls prefetch the next half panel's block into L2.
 // The last panel's columns past n go through a small buffer. Every sum is float32 in k order
 // per lane (the few-row kernel adds its two half-sums at the end).
 #include "kernels/gemm/dense_gemm.h"
@@ -206,7 +207,12 @@ void few_panel(size_t rows, const float* x, size_t lda, const float* b, size_t K
  * loop over R unrolled, so that the 2R sums stay in registers.
  */
 template <int R>
-void half_tile(size_t kc, const float* a, const float* b, float* c, size_t ldc, bool first, bool last, const float* bias) {
+void half_tile(size_t kc, const float* a, const float* b, float* c, size_t ldc, bool first, bool last, const float* bias, const char* pf,
+               size_t pfn) {
+  // pfn cache lines from pf prefetched into L2 along the way, one every kc / pfn steps (the next
+  // half panel's block, see tiles_avx2).
+  const size_t step = pfn ? std::max<size_t>(1, kc / pfn) : kc + 1;
+  size_t next_pf = pfn ? 0 : kc;
   __m256 acc0[R], acc1[R];
   if (first) {
 #pragma GCC unroll 6
@@ -220,6 +226,11 @@ void half_tile(size_t kc, const float* a, const float* b, float* c, size_t ldc, 
   }
 #pragma GCC unroll 4
   for (size_t k = 0; k < kc; k++) {
+    if (k == next_pf) {
+      _mm_prefetch(pf, _MM_HINT_T1);
+      pf += 64;
+      next_pf = --pfn ? next_pf + step : kc;
+    }
     const __m256 b0 = _mm256_loadu_ps(b + k * kHalfPanel), b1 = _mm256_loadu_ps(b + k * kHalfPanel + 8);
     const float* ak = a + k * kTile;
 #pragma GCC unroll 6
@@ -244,7 +255,7 @@ void half_tile(size_t kc, const float* a, const float* b, float* c, size_t ldc, 
   }
 }
 
-using HalfFn = void (*)(size_t, const float*, const float*, float*, size_t, bool, bool, const float*);
+using HalfFn = void (*)(size_t, const float*, const float*, float*, size_t, bool, bool, const float*, const char*, size_t);
 constexpr std::array<HalfFn, kHalf> HALF = {&half_tile<1>, &half_tile<2>, &half_tile<3>, &half_tile<4>, &half_tile<5>, &half_tile<6>};
 
 /**
@@ -252,7 +263,7 @@ constexpr std::array<HalfFn, kHalf> HALF = {&half_tile<1>, &half_tile<2>, &half_
  * between blocks of K (zeros past ncols in the bias).
  */
 void half_tile_part(size_t r, size_t kc, const float* a, const float* b, float* c, size_t ldc, size_t ncols, bool first, bool last,
-                    const float* bias) {
+                    const float* bias, const char* pf, size_t pfn) {
   alignas(32) float buf[kHalf * 16];
   alignas(32) float bi[16] = {};
   if (!first)
@@ -260,7 +271,7 @@ void half_tile_part(size_t r, size_t kc, const float* a, const float* b, float* 
       for (size_t j = 0; j < ncols; j++) buf[i * 16 + j] = c[i * ldc + j];
   if (bias)
     for (size_t j = 0; j < ncols; j++) bi[j] = bias[j];
-  HALF[r - 1](kc, a, b, buf, 16, first, last, bias ? bi : nullptr);
+  HALF[r - 1](kc, a, b, buf, 16, first, last, bias ? bi : nullptr, pf, pfn);
   for (size_t i = 0; i < r; i++)
     for (size_t j = 0; j < ncols; j++) c[i * ldc + j] = buf[i * 16 + j];
 }
@@ -341,6 +352,14 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
         // Half h of the panel: K rows of 16 (the AVX2 build's layout, dense_pack_weight), this block's from row k0.
         const float* b = p.wp + q * K * NR + h * K * kHalfPanel + k0 * kHalfPanel;
         const float* bias = p.bias ? p.bias + col + hc : nullptr;
+        // The next half panel's block (the second half's, or the next panel's first half: K * 16
+        // floats on either way; past this task's share another task's, past the weight's end a hint
+        // that fetches nothing) is prefetched into L2 while this one runs, a share of its kc lines
+        // by each call of the row tiles: the first tile of each half panel otherwise waited on
+        // memory for its whole block.
+        const char* next = reinterpret_cast<const char*>(b + K * kHalfPanel);
+        const size_t calls = (t1 - t0) * 2, per = (kc + calls - 1) / calls;
+        size_t ci = 0;
         for (size_t t = t0; t < t1; t++) {
           const size_t row = t * kTile, rows = std::min<size_t>(kTile, p.M - row);
           const float* a = ap + t * K * kTile + k0 * kTile;
@@ -350,10 +369,12 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
             const size_t left = rows - g;
             r = left > static_cast<size_t>(kHalf) && left < static_cast<size_t>(kTile) ? (left + 1) / 2 : std::min<size_t>(kHalf, left);
             float* c = p.out + (row + g) * p.n + col + hc;
+            const size_t l0 = std::min(kc, ci * per), l1 = std::min(kc, l0 + per);
+            ci++;
             if (hn == 16)
-              HALF[r - 1](kc, a + g, b, c, p.n, first, last, bias);
+              HALF[r - 1](kc, a + g, b, c, p.n, first, last, bias, next + l0 * 64, l1 - l0);
             else
-              half_tile_part(r, kc, a + g, b, c, p.n, hn, first, last, bias);
+              half_tile_part(r, kc, a + g, b, c, p.n, hn, first, last, bias, next + l0 * 64, l1 - l0);
           }
           // The epilogue on the tile's rows of this half panel, while they are in L1.
           if (last) epilogue(p, row, col + hc, rows, hn);
