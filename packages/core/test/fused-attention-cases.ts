@@ -111,7 +111,7 @@ function run(
   c: Case,
   d: Data,
   dtype: 'float32' | 'float64' = 'float32',
-  opts: { stridedQ?: boolean; stridedK?: boolean; broadcastMask?: boolean } = {},
+  opts: { stridedQ?: boolean; stridedK?: boolean; stridedV?: boolean; broadcastMask?: boolean } = {},
 ): number[] {
   return mx.scope(() => {
     const typed = (x: number[], shape: number[]) => mx.astype(mx.array(new Float64Array(x), { shape }), dtype, cpu);
@@ -129,7 +129,14 @@ function run(
       mx.evaluate(kt);
       k = mx.swapaxes(kt, -1, -2, cpu);
     }
-    const v = typed(d.v, [c.B, c.Hk, c.Lk, c.Dv]);
+    let v = typed(d.v, [c.B, c.Hk, c.Lk, c.Dv]);
+    if (opts.stridedV) {
+      // The heads of a [B, L, H, Dv] projection, as q's: its rows Hk * Dv floats apart (a block of
+      // many rows copies them side by side first).
+      const blhd = mx.transpose(v, [0, 2, 1, 3], cpu);
+      mx.evaluate(blhd);
+      v = mx.transpose(blhd, [0, 2, 1, 3], cpu);
+    }
     let mask: mx.Array | null = null;
     if (c.mask && d.mask) {
       const m =
@@ -313,13 +320,20 @@ export function fusedAttentionSuite(build: string): void {
         expectClose(run(c, d), reference(c, d), c.what);
       });
 
-    it('reads strided query and key views and a broadcast mask in place', () => {
+    it('reads strided query, key and value views and a broadcast mask', () => {
       const c = cases[5];
       const d = data(c);
       expectClose(run(c, d, 'float32', { stridedQ: true, stridedK: true, broadcastMask: true }), reference(c, d), 'strided');
       const g = cases[10];
       const dg = data(g);
       expectClose(run(g, dg, 'float32', { stridedK: true }), reference(g, dg), 'strided K, causal');
+      // V strided under blocks of many rows (copied) and of few (read in place), K's head size not
+      // a multiple of 4 (the transposed gather's tail).
+      const few: Case = { what: 'one query of two heads', B: 1, Hq: 2, Hk: 1, Lq: 1, Lk: 20, D: 8, Dv: 8 };
+      for (const w of [cases.find((x) => x.what.startsWith('an encoder layer'))!, cases.find((x) => x.D % 4 !== 0 && x.Lk >= 8)!, few]) {
+        const dw = data(w);
+        expectClose(run(w, dw, 'float32', { stridedQ: true, stridedV: true }), reference(w, dw), `strided V: ${w.what}`);
+      }
     });
 
     it('float64 takes the composition of MLX ops, with the same semantics', () => {
