@@ -37,6 +37,7 @@ export {
 export {
   Closure,
   compile,
+  cpuCompileAvailable,
   captureGraph,
   vjp,
   jvp,

@@ -91,9 +91,16 @@ console.log(JSON.stringify(out));`;
     const bounded = (a: mx.Array) => mx.ext.boundedIndices(idx, [a.shape[0]], true)[0];
     const take = mx.compile((a: mx.Array) => mx.take(a, bounded(a), 0), { shapeless: true });
     const along = mx.compile((a: mx.Array) => mx.takeAlongAxis(a, bounded(a), 0), { shapeless: true });
+    const small = mx.array(new Float32Array([1, 2]));
     for (const f of [take, along]) {
       expect(nums(f(mx.array(new Float32Array([1, 2, 3, 4]))) as mx.Array)).toEqual([4]);
-      expect(() => (f(mx.array(new Float32Array([1, 2]))) as mx.Array).eval()).toThrow(/index 3 is out of range for an axis of size 2/);
+      if (mx.cpuCompileAvailable()) {
+        expect(() => (f(small) as mx.Array).eval()).toThrow(/index 3 is out of range for an axis of size 2/);
+      } else {
+        // Without a C++ compiler compile() captures, one trace per shape: the smaller array gets
+        // its own, whose positions are bounded (clamped) for its own size, as eagerly.
+        expect(nums(f(small) as mx.Array)).toEqual(nums(mx.take(small, bounded(small), 0)));
+      }
       f.dispose();
     }
   });

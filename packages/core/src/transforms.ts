@@ -1,6 +1,7 @@
 // Closures from JS functions, and the transforms built on them: compile, vjp, jvp, valueAndGrad,
 // custom VJPs and checkpointing. MLX calls the JS function synchronously on the calling thread
 // while it traces; one trampoline per callback kind serves every closure, keyed by its payload.
+import { spawnSync } from 'node:child_process';
 import type { MlxHandle } from '@mlx/sys';
 import { Array } from './array.js';
 import { makeVector, readVector, takeVector } from './call.js';
@@ -300,16 +301,37 @@ function callableOf(cl: Closure, single: { value?: boolean }, extra: () => void 
   return call;
 }
 
+let cpuCompiler: boolean | undefined;
+
+/**
+ * Whether MLX's compile traces on the CPU in this process. On the CPU MLX compiles only where a C++
+ * compiler answers (it runs `g++ --version` and, without one, gives compile()'s function back
+ * untraced); asked once per process. Where it does not, compile() on the CPU captures instead (see
+ * compile).
+ */
+export function cpuCompileAvailable(): boolean {
+  cpuCompiler ??= spawnSync('sh', ['-c', 'g++ --version > /dev/null 2>&1'], { stdio: 'ignore' }).status === 0;
+  return cpuCompiler;
+}
+
+/** The compile mode last set (setCompileMode, enableCompile, disableCompile); MLX_DISABLE_COMPILE disables it from the start, as in MLX. */
+let compileModeNow: CompileMode = process.env.MLX_DISABLE_COMPILE !== undefined ? 'disabled' : 'enabled';
+
 /**
  * Compiles `f`. The result caches one trace per input shapes and dtypes (any shapes with
  * `shapeless`). Dispose it to release the trace and the JS function. On MLX's CPU backend each new
- * fused kernel is built with the system C++ compiler the first time it runs.
+ * fused kernel is built with the system C++ compiler the first time it runs. Where the default
+ * device is the CPU and no C++ compiler answers (cpuCompileAvailable()), MLX would run `f` on every
+ * call: the result is captureGraph(f) instead, traced once per input shapes and dtypes and replayed
+ * natively, without simplification or fusion (`shapeless` then traces each shape once). Compiled
+ * while the compile mode is 'disabled', `f` runs on every call, as MLX has it.
  */
 export function compile(f: (...xs: Array[]) => Returned, options: { shapeless?: boolean } = {}): CompiledFunction {
   // MLX 0.32 keys each trace by the default stream of the default device; if that stream is first
   // created during the first call, the second call misses the cache and traces again. Creating it here
   // keeps it to one trace per input signature.
-  defaultStream();
+  const stream = defaultStream();
+  if (stream.device.type === 'cpu' && compileModeNow !== 'disabled' && !cpuCompileAvailable()) return captureGraph(f);
   const single: { value?: boolean } = {};
   const src = closureOf(f, single);
   const res = { ctx: null };
@@ -395,9 +417,11 @@ export function asyncEval(...xs: (Array | readonly Array[])[]): void {
 
 export function enableCompile(): void {
   check(fn.mlx_enable_compile(), 'mlx_enable_compile');
+  compileModeNow = 'enabled';
 }
 export function disableCompile(): void {
   check(fn.mlx_disable_compile(), 'mlx_disable_compile');
+  compileModeNow = 'disabled';
 }
 
 export type CompileMode = 'disabled' | 'no_simplify' | 'no_fuse' | 'enabled';
@@ -412,4 +436,5 @@ export function setCompileMode(mode: CompileMode): void {
   const m = compileModes[mode];
   if (m === undefined) throw new TypeError(`compile mode must be one of ${Object.keys(compileModes).join(', ')}, got '${String(mode)}'`);
   check(fn.mlx_set_compile_mode(m), 'mlx_set_compile_mode');
+  compileModeNow = mode;
 }

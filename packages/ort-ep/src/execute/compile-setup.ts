@@ -17,7 +17,6 @@
 //   empties. That folder is made a link to a lasting one, MLX_ORT_CACHE_DIR, else
 //   $XDG_CACHE_HOME/mlx-ort, else ~/.cache/mlx-ort (each holding <version>/cpu), so a second
 //   process (or boot) reuses the kernels instead of compiling them again.
-import { spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, readlinkSync, symlinkSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -40,11 +39,6 @@ const setups = new Map<string, CompileSetup>();
 export function kernelCacheDir(): string {
   const base = process.env.MLX_ORT_CACHE_DIR || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'mlx-ort');
   return join(base, mx.version(), 'cpu');
-}
-
-function hasCxxCompiler(): boolean {
-  const r = spawnSync('g++', ['--version'], { stdio: 'ignore' });
-  return r.status === 0;
 }
 
 /** Points MLX's temporary kernel folder at the lasting one; leaves an existing folder alone. */
@@ -92,7 +86,7 @@ export function compileSetup(device: 'cpu' | 'gpu'): CompileSetup {
   } else if (!fusion) {
     mx.setCompileMode('no_fuse');
     s = { traced: true, tracer: 'capture', fusion: false };
-  } else if (process.env.MLX_ORT_CPU_JIT === '1' && hasCxxCompiler()) {
+  } else if (process.env.MLX_ORT_CPU_JIT === '1' && mx.cpuCompileAvailable()) {
     s = { traced: true, tracer: 'compile', fusion, kernelCache: linkKernelCache() };
   } else {
     if (process.env.MLX_ORT_CPU_JIT === '1')
