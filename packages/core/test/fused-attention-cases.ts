@@ -268,6 +268,10 @@ const cases: Case[] = [
     mask: { shape: [2, 1, 1, 40], kind: 'bool' },
   },
   { what: 'head size not a multiple of the vectors', B: 1, Hq: 2, Hk: 1, Lq: 5, Lk: 70, D: 13, Dv: 3 },
+  // Up to 4 rows (a query of a group's heads) take the few-rows product: keys 8 at a time, a head
+  // size and a key count that leave tails.
+  { what: 'one query of three heads, head size 13, 21 keys', B: 1, Hq: 3, Hk: 1, Lq: 1, Lk: 21, D: 13, Dv: 5 },
+  { what: 'one query of four heads, head size 40, 67 keys', B: 2, Hq: 8, Hk: 2, Lq: 1, Lk: 67, D: 40, Dv: 16 },
   // Causal masks given as data, as exports compute them: the keys past a block's rows are skipped.
   {
     what: 'a causal mask as data (additive, float32 min as torch exports write it), several blocks',

@@ -45,7 +45,8 @@ void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
         size_t n1);
 /** nk for up to 4 rows of a at any depth: on AVX-512 every row against each block of b's rows at
  * once, their lane sums in one reduction (the short-depth kernel's: with all rows of a in one pass
- * each row of b is read once, so depth needs no bound); nk elsewhere and for more rows. */
+ * each row of b is read once, so depth needs no bound); on AVX2 each row against 8 of b's rows at
+ * a time, their 8 sums reduced together; nk elsewhere and for more rows. */
 void nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
              size_t n0, size_t n1);
 /** 8-bit affine weights w [N, K / 4], as q4. */

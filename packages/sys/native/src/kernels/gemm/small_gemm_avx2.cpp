@@ -162,6 +162,60 @@ void gemm_q4_split(const float* a, size_t lda, const uint32_t* w, const float* s
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// A few rows of a against b [N, K] with a short K (attention's q·Kᵀ at decoding: the query heads of
+// one key/value head against its keys): each row against 8 keys at a time, 8 sums of K / 8 vectors
+// reduced together by a tree of horizontal adds into one vector of 8 scores, stored at once. The
+// general tile (2 rows by 4 keys, each of its 8 sums reduced alone) spent more on the reductions
+// than on the products at a head size of 32.
+
+/** The 8 lane sums of s[0..7], in order, as one vector. */
+inline __m256 reduce8(const __m256* s) {
+  const __m256 t0 = _mm256_hadd_ps(s[0], s[1]), t1 = _mm256_hadd_ps(s[2], s[3]);
+  const __m256 t2 = _mm256_hadd_ps(s[4], s[5]), t3 = _mm256_hadd_ps(s[6], s[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  // u0's low lane holds sums 0-3 of the low halves, its high lane those of the high halves (u1: 4-7).
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+void nk_rows8(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+              size_t n0, size_t n1) {
+  const size_t K8 = K / 8 * 8;
+  for (size_t m = 0; m < M; m++) {
+    const float* am = a + m * lda;
+    float* om = out + m * ldo;
+    size_t n = n0;
+    for (; n + 8 <= n1; n += 8) {
+      const float* bn = b + n * ldb;
+      __m256 s[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; j++) s[j] = _mm256_setzero_ps();
+      for (size_t k = 0; k < K8; k += 8) {
+        const __m256 av = _mm256_loadu_ps(am + k);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) s[j] = _mm256_fmadd_ps(av, _mm256_loadu_ps(bn + j * ldb + k), s[j]);
+      }
+      __m256 y = reduce8(s);
+      if (K8 < K) {
+        alignas(32) float t[8];
+        for (int j = 0; j < 8; j++) {
+          float r = 0.0f;
+          for (size_t k = K8; k < K; k++) r = __builtin_fmaf(am[k], bn[j * ldb + k], r);
+          t[j] = r;
+        }
+        y = _mm256_add_ps(y, _mm256_load_ps(t));
+      }
+      if (bias) y = _mm256_add_ps(y, _mm256_loadu_ps(bias + n));
+      _mm256_storeu_ps(om + n, y);
+    }
+    for (; n < n1; n++) {
+      float r = 0.0f;
+      for (size_t k = 0; k < K; k++) r = __builtin_fmaf(am[k], b[n * ldb + k], r);
+      om[n] = bias ? r + bias[n] : r;
+    }
+  }
+}
+
 }  // namespace mlxc_gemm_avx2
 
 namespace mlxc::cpu::gemm_avx2 {
@@ -173,6 +227,10 @@ void kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bia
 void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
         size_t n1) {
   mlxc_gemm_avx2::gemm_nk<V>(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
+}
+void nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+             size_t n0, size_t n1) {
+  mlxc_gemm_avx2::nk_rows8(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
 }
 void q4(const float* a, size_t lda, const uint32_t* w, const float* sc, const float* bi, const float* asum, const float* bias, float* out,
         size_t ldo, size_t M, size_t K, size_t group, size_t n0, size_t n1) {

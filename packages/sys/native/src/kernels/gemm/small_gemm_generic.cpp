@@ -63,6 +63,8 @@ struct G8 {
 #if defined(__x86_64__)
 #define MLXC_HAVE_AVX2_GEMM 1
 namespace mlxc::cpu::gemm_avx2 {
+void nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K,
+             size_t n0, size_t n1);
 void kn(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
         size_t n1);
 void nk(const float* a, size_t lda, const float* b, size_t ldb, const float* bias, float* out, size_t ldo, size_t M, size_t K, size_t n0,
@@ -110,6 +112,7 @@ void nk_rows(const float* a, size_t lda, const float* b, size_t ldb, const float
              size_t n0, size_t n1) {
 #ifdef MLXC_HAVE_AVX2_GEMM
   if (M <= 4 && has_avx512()) return gemm_avx512::nk_rows(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
+  if (M <= 4 && has_avx2()) return gemm_avx2::nk_rows(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
 #endif
   nk(a, lda, b, ldb, bias, out, ldo, M, K, n0, n1);
 }
