@@ -202,7 +202,8 @@ describe('HostProgram static executor', () => {
     const c = mx.compile((x: mx.Array) => mx.exp(x));
     const p = new mx.HostProgram(c, [f32(3)], [f32(3)]);
     expect(Array.from(p.run([Float32Array.of(0, 0, 0)])[0] as Float32Array)).toEqual([1, 1, 1]);
-    expect(mx.hostProgramStaticRuns()).toBe(before);
+    // Without a C++ compiler compile() is a capture (see compile), which the executor runs.
+    expect(mx.hostProgramStaticRuns()).toBe(mx.cpuCompileAvailable() ? before : before + 1);
     c.dispose();
   });
 
