@@ -80,15 +80,21 @@ const bytes = model({
 });
 const WITHOUT = (Object.keys(REWRITES) as (keyof typeof REWRITES)[]).filter((n) => n !== 'matmul-epilogue');
 
+/** The model prepared for a CPU session with packed weights, its packed products and their activations ('none': not folded). */
+function packedProducts(model: Uint8Array) {
+  const packed = prepareModel(model, { rewriteTarget: { packDense: true } });
+  const products = packed.model.graph.nodes.filter((n) => n.opType === 'MatMulPacked');
+  const kinds = products.map((n) => {
+    const a = n.attributes.get('activation');
+    return a?.type === 'string' ? a.value : 'none';
+  });
+  return { packed, products, kinds };
+}
+
 describe('matmul-epilogue rewrite', () => {
   it('folds each activation and residual Add that alone reads a packed product into it, and no other', () => {
-    const packed = prepareModel(bytes, { rewriteTarget: { packDense: true } });
+    const { packed, products, kinds } = packedProducts(bytes);
     expect(packed.rewrites).toMatchObject({ gelu: 2, 'pack-matmul': 6, 'matmul-epilogue': 5 });
-    const products = packed.model.graph.nodes.filter((n) => n.opType === 'MatMulPacked');
-    const kinds = products.map((n) => {
-      const a = n.attributes.get('activation');
-      return a?.type === 'string' ? a.value : 'none';
-    });
     expect(kinds).toEqual(['gelu', 'identity', 'gelu_tanh', 'relu', 'sigmoid', 'none']);
     // The first keeps its bias (from matmul-add); the skip connection and the broadcast row are
     // fourth inputs after an empty bias; the product read twice keeps its Tanh after it.
@@ -171,13 +177,8 @@ const gemmExport = model({
 
 describe('matmul-epilogue rewrite of Gemm exports', () => {
   it('folds the Reshape between a product and its epilogue', () => {
-    const packed = prepareModel(gemmExport, { rewriteTarget: { packDense: true } });
+    const { packed, products, kinds } = packedProducts(gemmExport);
     expect(packed.rewrites).toMatchObject({ gelu: 1, 'pack-matmul': 4, 'matmul-epilogue': 3 });
-    const products = packed.model.graph.nodes.filter((n) => n.opType === 'MatMulPacked');
-    const kinds = products.map((n) => {
-      const a = n.attributes.get('activation');
-      return a?.type === 'string' ? a.value : 'none';
-    });
     expect(kinds).toEqual(['gelu_tanh', 'identity', 'relu', 'none']);
     // The Reshape's target is the fifth input (after an empty residual where there is none).
     expect(products[0].inputs.slice(3)).toEqual(['', 'a_t']);
