@@ -21,6 +21,7 @@ import { unpackFields } from '../helpers/quant-math.js';
 import { numAt } from '../helpers/shape-host.js';
 import { isResidentConstant } from '../../runtime/uploads.js';
 import { MAX_DIM } from '../helpers/bounds.js';
+import { sameDims } from '../helpers/util.js';
 
 const MLX_GROUPS = new Set([32, 64, 128]);
 
@@ -204,16 +205,15 @@ const dimsText = (d: readonly number[]) => `{${d.join(',')}}`;
  */
 function checkShapes(ctx: OpContext<NBitsParams>): void {
   const l = ctx.params;
-  const same = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
   const either = (i: number, what: string, per: number) => {
     const d = ctx.shape(i);
-    if (!same(d, [l.N * per]) && !same(d, [l.N, per]))
+    if (!sameDims(d, [l.N * per]) && !sameDims(d, [l.N, per]))
       throw new RangeError(`${what} shape ${dimsText(d)} does not match attribute-derived shape [${l.N * per}] or [${l.N},${per}]`);
   };
   const a = ctx.shape(0);
   if (a.length < 1 || a[a.length - 1] !== l.K) throw new RangeError(`input A of shape ${dimsText(a)} does not end in K = ${l.K}`);
   const b = ctx.shape(1);
-  if (!same(b, [l.N, l.kBlocks, l.blob]))
+  if (!sameDims(b, [l.N, l.kBlocks, l.blob]))
     throw new RangeError(`B shape ${dimsText(b)} does not match attribute-derived shape [${l.N},${l.kBlocks},${l.blob}]`);
   either(2, 'scales', l.kBlocks);
   if (ctx.has(3)) {
@@ -224,7 +224,7 @@ function checkShapes(ctx: OpContext<NBitsParams>): void {
       either(3, 'zero_points', l.kBlocks);
     }
   }
-  if (ctx.has(5) && !same(ctx.shape(5), [l.N]))
+  if (ctx.has(5) && !sameDims(ctx.shape(5), [l.N]))
     throw new RangeError(`bias shape ${dimsText(ctx.shape(5))} does not match attribute-derived shape [${l.N}]`);
 }
 

@@ -65,6 +65,9 @@ export function dtypeRange(dtype: mx.Dtype): [number | bigint | boolean, number 
 
 export const sizeOf = (dims: readonly number[]): number => dims.reduce((a, b) => a * b, 1);
 
+/** Whether two shapes are the same (rank and every dimension). */
+export const sameDims = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((d, i) => d === b[i]);
+
 /** The MLX dtype for an ONNX element type, or a clear error. */
 export function mxType(onnxType: number, where: string): mx.Dtype {
   const d = mxDtypeOf(onnxType);

@@ -7,7 +7,7 @@ import type { OpContext, OpEntry } from '../../registry/types.js';
 import { gelu, layerNorm, rmsNorm, type GeluApproximation } from '@mlx/kernels';
 import { convProduct, parseConv, type ConvParams } from '../conv.js';
 import { kernelOffsets, parseWindow, toChannelsFirst, toChannelsLast, windowOf, type WindowAttrs } from '../helpers/spatial.js';
-import { dtypeRange, hostNumbers } from '../helpers/util.js';
+import { dtypeRange, hostNumbers, sameDims } from '../helpers/util.js';
 import { reshapeDims } from '../shape.js';
 import { fusedAttention, parseFusedAttention } from './attention.js';
 
@@ -155,7 +155,7 @@ function convChannelsLast(ctx: OpContext<ConvChannelsLastParams>): mx.Array {
   // A residual of the result's shape is added in the product's store, with the clamp; one that
   // broadcasts (rare) afterwards, and the clamp with it.
   const shape = [xl.shape[0], ...win.out, p.outChannels];
-  if (!r || (r.ndim === shape.length && r.shape.every((d, i) => d === shape[i]))) return act(conv(r ?? null, p.lo, p.hi));
+  if (!r || sameDims(r.shape, shape)) return act(conv(r ?? null, p.lo, p.hi));
   let y = mx.add(conv(null, ninf, inf), r);
   if (p.lo > ninf) y = mx.maximum(y, mx.array(p.lo, y.dtype));
   if (p.hi < inf) y = mx.minimum(y, mx.array(p.hi, y.dtype));
@@ -320,8 +320,6 @@ function matMulPacked(ctx: OpContext<MatMulPackedParams>): mx.Array {
     return mx.add(mx.reshape(mx.ext.denseGemmAct(x, w, n, bias, activation, null), target), residual);
   return mx.reshape(mx.ext.denseGemmAct(x, w, n, bias, activation, residual && mx.reshape(residual, shape)), target);
 }
-
-const sameDims = (a: readonly number[], b: readonly number[]) => a.length === b.length && a.every((d, i) => d === b[i]);
 
 export const mlxFusedOps: OpEntry[] = [
   splitLast,
