@@ -19,6 +19,16 @@ struct PoolGeom {
   size_t n, ih, iw, c, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
 };
 
+/** The taps k < kernel of one axis whose input index o * s + k * d - pad lies inside [0, n):
+ * [k0, k1) (one run: the index grows with k). Internal linkage: pool_avx2.cpp, built with other
+ * instruction sets, includes it too. */
+static inline void taps_inside(size_t o, size_t s, size_t d, size_t pad, size_t n, size_t kernel, size_t& k0, size_t& k1) {
+  k0 = 0;
+  while (k0 < kernel && o * s + k0 * d < pad) k0++;
+  k1 = k0;
+  while (k1 < kernel && o * s + k1 * d - pad < n) k1++;
+}
+
 /** The max of each window of x [N, ...spatial, C] (1 or 2 spatial axes natively, float32 on the
  * CPU): kernel, strides, pads (begin and end: the padding never wins, NaN propagates) and
  * dilations per spatial axis; [N, ...out, C] with out = (in + begin + end - span) / stride + 1.

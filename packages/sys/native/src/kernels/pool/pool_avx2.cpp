@@ -1,6 +1,6 @@
 // The channels-last max pool's window loop on AVX2 (pool.h): eight channels a vector, up to four
 // vectors of one output position in registers across its window's taps, the taps inside the input
-// found once per position rather than per block of channels. acc = max(v, acc) keeps acc on a tie
+// found once per position (taps_inside, pool.h) rather than per block of channels. acc = max(v, acc) keeps acc on a tie
 // and when v is NaN, as the portable loop's `v > acc` does; a NaN tap is kept apart (the last
 // one's bits) and is the result where one was seen, as there. This file alone is compiled with
 // -mavx2 -mfma (CMakeLists.txt); pool.cpp calls it only when the running CPU has both.
@@ -43,14 +43,6 @@ inline void window(const float* xb, float* y, const PoolGeom& p, size_t ky0, siz
   for (int v = 0; v < V; v++) _mm256_storeu_ps(y + c0 + 8 * v, _mm256_blendv_ps(acc[v], nanv[v], seen[v]));
 }
 
-/** The taps k of one axis with o * s + k * d - pad inside [0, n): [k0, k1). */
-inline void inside(size_t o, size_t s, size_t d, size_t pad, size_t n, size_t k, size_t& k0, size_t& k1) {
-  k0 = 0;
-  while (k0 < k && o * s + k0 * d < pad) k0++;
-  k1 = k0;
-  while (k1 < k && o * s + k1 * d - pad < n) k1++;
-}
-
 }  // namespace
 
 void max_pool_rows(const float* x, float* y, const PoolGeom& p, size_t c8, size_t r0, size_t r1) {
@@ -58,10 +50,10 @@ void max_pool_rows(const float* x, float* y, const PoolGeom& p, size_t c8, size_
     const size_t b = r / p.oh, oy = r % p.oh;
     const float* xb = x + b * p.ih * p.iw * p.c;
     size_t ky0, ky1;
-    inside(oy, p.sh, p.dh, p.ph, p.ih, p.kh, ky0, ky1);
+    taps_inside(oy, p.sh, p.dh, p.ph, p.ih, p.kh, ky0, ky1);
     for (size_t ox = 0; ox < p.ow; ox++) {
       size_t kx0, kx1;
-      inside(ox, p.sw, p.dw, p.pw, p.iw, p.kw, kx0, kx1);
+      taps_inside(ox, p.sw, p.dw, p.pw, p.iw, p.kw, kx0, kx1);
       float* yo = y + (r * p.ow + ox) * p.c;
       size_t c0 = 0;
       for (; c0 + 32 <= c8; c0 += 32) window<4>(xb, yo, p, ky0, ky1, kx0, kx1, oy, ox, c0);
