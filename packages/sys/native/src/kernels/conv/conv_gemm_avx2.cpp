@@ -14,6 +14,7 @@
 #include <array>
 #include <utility>
 
+#include "kernels/common/prefetch_l2.h"
 #include "kernels/conv/vec_avx2.h"
 
 #define MLXC_CONV_DIRECT_NS mlxc_conv_direct_avx2
@@ -43,15 +44,7 @@ inline __m256i lanes(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _m
 template <int R>
 void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size_t ldc, int ncols, bool first, bool last, const Tile& t,
            const char* pf, size_t pfn) {
-  const size_t step = pfn ? std::max<size_t>(1, kc / pfn) : kc + 1;
-  size_t next_pf = pfn ? 0 : kc;
-  // At step k of either loop below: the next line of pf, where one is due.
-  auto prefetch_at = [&](size_t k) {
-    if (k != next_pf) return;
-    _mm_prefetch(pf, _MM_HINT_T1);
-    pf += 64;
-    next_pf = --pfn ? next_pf + step : kc;
-  };
+  SpreadPrefetch pre(pf, pfn, kc);
   __m256 acc0[R], acc1[R];
   const bool two = ncols > 8;
   const __m256i m0 = lanes(ncols), m1 = lanes(ncols - 8);
@@ -77,7 +70,7 @@ void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size
   if (two) {
 #pragma GCC unroll 2
     for (size_t k = 0; k < kc; k++) {
-      prefetch_at(k);
+      pre.at(k);
       const __m256 b0 = _mm256_loadu_ps(b + k * kHalfPanel), b1 = _mm256_loadu_ps(b + k * kHalfPanel + 8);
 #pragma GCC unroll 6
       for (int i = 0; i < R; i++) {
@@ -89,7 +82,7 @@ void micro(size_t kc, const float* a, size_t lda, const float* b, float* c, size
   } else {
 #pragma GCC unroll 2
     for (size_t k = 0; k < kc; k++) {
-      prefetch_at(k);
+      pre.at(k);
       const __m256 b0 = _mm256_loadu_ps(b + k * kHalfPanel);
 #pragma GCC unroll 6
       for (int i = 0; i < R; i++) acc0[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + i * lda + k), b0, acc0[i]);
@@ -152,7 +145,7 @@ void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias
               // nothing) is prefetched into L2 while this one runs, half h's by half h's tiles: a
               // small layer's row tiles all read their panel from L2 but the first, which waited
               // on memory (a 3x3 512 -> 512 layer at 7x7: 9.4 MB of weights, 49 rows).
-              const size_t tiles = (mc + MR - 1) / MR, per = (kc + tiles - 1) / tiles;
+              const size_t tiles = (mc + MR - 1) / MR;
               for (size_t h = 0; h * 16 < nc; h++) {
                 const size_t hc = col + h * 16;
                 const int ncols = static_cast<int>(std::min<size_t>(16, nc - h * 16));
@@ -160,10 +153,10 @@ void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias
                 for (size_t i = 0, ti = 0; i < mc; i += MR, ti++) {
                   const int r = static_cast<int>(std::min<size_t>(MR, mc - i));
                   const size_t row = m0 + i;
-                  const size_t l0 = std::min(kc, ti * per), l1 = std::min(kc, l0 + per);
+                  const PrefetchShare sh = prefetch_share(kc, tiles, ti);
                   Tile t{bias ? bias + hc : nullptr, res ? res + row * O + hc : nullptr, O, lo, hi};
-                  MICRO[r - 1](kc, a + i * lda, lda, b + h * K * kHalfPanel, y + row * O + hc, O, ncols, first, last, t, next + l0 * 64,
-                               l1 - l0);
+                  MICRO[r - 1](kc, a + i * lda, lda, b + h * K * kHalfPanel, y + row * O + hc, O, ncols, first, last, t,
+                               next + sh.first * 64, sh.count);
                 }
               }
             });

@@ -24,6 +24,8 @@
 #include <array>
 #include <cstdint>
 
+#include "kernels/common/prefetch_l2.h"
+
 namespace mlxc::cpu::dense {
 namespace {
 
@@ -211,8 +213,7 @@ void half_tile(size_t kc, const float* a, const float* b, float* c, size_t ldc, 
                size_t pfn) {
   // pfn cache lines from pf prefetched into L2 along the way, one every kc / pfn steps (the next
   // half panel's block, see tiles_avx2).
-  const size_t step = pfn ? std::max<size_t>(1, kc / pfn) : kc + 1;
-  size_t next_pf = pfn ? 0 : kc;
+  SpreadPrefetch pre(pf, pfn, kc);
   __m256 acc0[R], acc1[R];
   if (first) {
 #pragma GCC unroll 6
@@ -226,11 +227,7 @@ void half_tile(size_t kc, const float* a, const float* b, float* c, size_t ldc, 
   }
 #pragma GCC unroll 4
   for (size_t k = 0; k < kc; k++) {
-    if (k == next_pf) {
-      _mm_prefetch(pf, _MM_HINT_T1);
-      pf += 64;
-      next_pf = --pfn ? next_pf + step : kc;
-    }
+    pre.at(k);
     const __m256 b0 = _mm256_loadu_ps(b + k * kHalfPanel), b1 = _mm256_loadu_ps(b + k * kHalfPanel + 8);
     const float* ak = a + k * kTile;
 #pragma GCC unroll 6
@@ -358,7 +355,7 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
         // by each call of the row tiles: the first tile of each half panel otherwise waited on
         // memory for its whole block.
         const char* next = reinterpret_cast<const char*>(b + K * kHalfPanel);
-        const size_t calls = (t1 - t0) * 2, per = (kc + calls - 1) / calls;
+        const size_t calls = (t1 - t0) * 2;
         size_t ci = 0;
         for (size_t t = t0; t < t1; t++) {
           const size_t row = t * kTile, rows = std::min<size_t>(kTile, p.M - row);
@@ -369,12 +366,11 @@ void tiles_avx2(const Problem& p, const float* ap, size_t t0, size_t t1, size_t 
             const size_t left = rows - g;
             r = left > static_cast<size_t>(kHalf) && left < static_cast<size_t>(kTile) ? (left + 1) / 2 : std::min<size_t>(kHalf, left);
             float* c = p.out + (row + g) * p.n + col + hc;
-            const size_t l0 = std::min(kc, ci * per), l1 = std::min(kc, l0 + per);
-            ci++;
+            const PrefetchShare sh = prefetch_share(kc, calls, ci++);
             if (hn == 16)
-              HALF[r - 1](kc, a + g, b, c, p.n, first, last, bias, next + l0 * 64, l1 - l0);
+              HALF[r - 1](kc, a + g, b, c, p.n, first, last, bias, next + sh.first * 64, sh.count);
             else
-              half_tile_part(r, kc, a + g, b, c, p.n, hn, first, last, bias, next + l0 * 64, l1 - l0);
+              half_tile_part(r, kc, a + g, b, c, p.n, hn, first, last, bias, next + sh.first * 64, sh.count);
           }
           // The epilogue on the tile's rows of this half panel, while they are in L1.
           if (last) epilogue(p, row, col + hc, rows, hn);
