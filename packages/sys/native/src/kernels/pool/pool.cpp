@@ -81,20 +81,18 @@ inline void max_into(float* acc, const float* v) {
   for (size_t i = 0; i < W; i++) acc[i] = (v[i] > acc[i] || v[i] != v[i]) ? v[i] : acc[i];
 }
 
-/** y[c0, c0 + cn) = the max over the window at (oy, ox) of channels [c0, c0 + cn), its taps
- * inside the input [ky0, ky1) x [kx0, kx1) (taps_inside), W at a time in a local block (cn a
- * multiple of W): it stays in registers, where through y every channel of every tap was reloaded
- * and stored (y might alias the input). */
+/** y[c0, c0 + cn) = the max over window w of channels [c0, c0 + cn), W at a time in a local block
+ * (cn a multiple of W): it stays in registers, where through y every channel of every tap was
+ * reloaded and stored (y might alias the input). */
 template <size_t W>
-inline void window_max(const float* xb, float* y, const PoolGeom& p, size_t ky0, size_t ky1, size_t kx0, size_t kx1, size_t oy, size_t ox,
-                       size_t c0, size_t cn) {
+inline void window_max(const float* xb, float* y, const PoolGeom& p, const PoolWindow& w, size_t c0, size_t cn) {
   for (size_t j = 0; j < cn; j += W) {
     alignas(16) float acc[W];
     for (size_t ci = 0; ci < W; ci++) acc[ci] = std::numeric_limits<float>::lowest();
-    for (size_t ky = ky0; ky < ky1; ky++) {
-      const size_t iy = oy * p.sh + ky * p.dh - p.ph;
-      for (size_t kx = kx0; kx < kx1; kx++) {
-        const size_t ix = ox * p.sw + kx * p.dw - p.pw;
+    for (size_t ky = w.ky0; ky < w.ky1; ky++) {
+      const size_t iy = w.oy * p.sh + ky * p.dh - p.ph;
+      for (size_t kx = w.kx0; kx < w.kx1; kx++) {
+        const size_t ix = w.ox * p.sw + kx * p.dw - p.pw;
         max_into<W>(acc, xb + (iy * p.iw + ix) * p.c + c0 + j);
       }
     }
@@ -158,20 +156,11 @@ class MaxPoolChannelsLast : public FusedPrimitive {
         if (vec) avx2::max_pool_rows(xp, yp, p, vec, r0, r1);
         if (vec == p.c) return;
         const size_t c8 = vec + (p.c - vec) / 8 * 8, c4 = vec + (p.c - vec) / 4 * 4;
-        for (size_t r = r0; r < r1; r++) {
-          const size_t b = r / p.oh, oy = r % p.oh;
-          const float* xb = xp + b * p.ih * p.iw * p.c;
-          size_t ky0, ky1;
-          taps_inside(oy, p.sh, p.dh, p.ph, p.ih, p.kh, ky0, ky1);
-          for (size_t ox = 0; ox < p.ow; ox++) {
-            size_t kx0, kx1;
-            taps_inside(ox, p.sw, p.dw, p.pw, p.iw, p.kw, kx0, kx1);
-            float* y = yp + (r * p.ow + ox) * p.c;
-            window_max<8>(xb, y, p, ky0, ky1, kx0, kx1, oy, ox, vec, c8 - vec);
-            window_max<4>(xb, y, p, ky0, ky1, kx0, kx1, oy, ox, c8, c4 - c8);
-            window_max<1>(xb, y, p, ky0, ky1, kx0, kx1, oy, ox, c4, p.c - c4);
-          }
-        }
+        for_each_window(xp, yp, p, r0, r1, [&](const float* xb, float* y, const PoolWindow& w) {
+          window_max<8>(xb, y, p, w, vec, c8 - vec);
+          window_max<4>(xb, y, p, w, c8, c4 - c8);
+          window_max<1>(xb, y, p, w, c4, p.c - c4);
+        });
       });
     });
   }

@@ -1,8 +1,8 @@
 // The channels-last max pool's window loop on AVX2 (pool.h): eight channels a vector, up to four
-// vectors of one output position in registers across its window's taps, the taps inside the input
-// found once per position (taps_inside, pool.h) rather than per block of channels. acc = max(v, acc) keeps acc on a tie
-// and when v is NaN, as the portable loop's `v > acc` does; a NaN tap is kept apart (the last
-// one's bits) and is the result where one was seen, as there. This file alone is compiled with
+// vectors of one output position in registers across its window's taps (for_each_window finds
+// those inside the input once per position, for the portable loop too). acc = max(v, acc) keeps
+// acc on a tie and when v is NaN, as the portable loop's `v > acc` does; a NaN tap is kept apart
+// (the last one's bits) and is the result where one was seen, as there. This file alone is compiled with
 // -mavx2 -mfma (CMakeLists.txt); pool.cpp calls it only when the running CPU has both.
 #include "kernels/pool/pool.h"
 
@@ -14,20 +14,19 @@
 namespace mlxc::cpu::avx2 {
 namespace {
 
-/** Channels [c0, c0 + 8 V) of output position (oy, ox), the taps inside the input. */
+/** Channels [c0, c0 + 8 V) of the output position of window w. */
 template <int V>
-inline void window(const float* xb, float* y, const PoolGeom& p, size_t ky0, size_t ky1, size_t kx0, size_t kx1, size_t oy, size_t ox,
-                   size_t c0) {
+inline void window(const float* xb, float* y, const PoolGeom& p, const PoolWindow& w, size_t c0) {
   __m256 acc[V], nanv[V], seen[V];
 #pragma GCC unroll 4
   for (int v = 0; v < V; v++) {
     acc[v] = _mm256_set1_ps(-FLT_MAX);
     nanv[v] = seen[v] = _mm256_setzero_ps();
   }
-  for (size_t ky = ky0; ky < ky1; ky++) {
-    const size_t iy = oy * p.sh + ky * p.dh - p.ph;
-    for (size_t kx = kx0; kx < kx1; kx++) {
-      const size_t ix = ox * p.sw + kx * p.dw - p.pw;
+  for (size_t ky = w.ky0; ky < w.ky1; ky++) {
+    const size_t iy = w.oy * p.sh + ky * p.dh - p.ph;
+    for (size_t kx = w.kx0; kx < w.kx1; kx++) {
+      const size_t ix = w.ox * p.sw + kx * p.dw - p.pw;
       const float* t = xb + (iy * p.iw + ix) * p.c + c0;
 #pragma GCC unroll 4
       for (int v = 0; v < V; v++) {
@@ -46,24 +45,15 @@ inline void window(const float* xb, float* y, const PoolGeom& p, size_t ky0, siz
 }  // namespace
 
 void max_pool_rows(const float* x, float* y, const PoolGeom& p, size_t c8, size_t r0, size_t r1) {
-  for (size_t r = r0; r < r1; r++) {
-    const size_t b = r / p.oh, oy = r % p.oh;
-    const float* xb = x + b * p.ih * p.iw * p.c;
-    size_t ky0, ky1;
-    taps_inside(oy, p.sh, p.dh, p.ph, p.ih, p.kh, ky0, ky1);
-    for (size_t ox = 0; ox < p.ow; ox++) {
-      size_t kx0, kx1;
-      taps_inside(ox, p.sw, p.dw, p.pw, p.iw, p.kw, kx0, kx1);
-      float* yo = y + (r * p.ow + ox) * p.c;
-      size_t c0 = 0;
-      for (; c0 + 32 <= c8; c0 += 32) window<4>(xb, yo, p, ky0, ky1, kx0, kx1, oy, ox, c0);
-      if (c0 + 16 <= c8) {
-        window<2>(xb, yo, p, ky0, ky1, kx0, kx1, oy, ox, c0);
-        c0 += 16;
-      }
-      if (c0 + 8 <= c8) window<1>(xb, yo, p, ky0, ky1, kx0, kx1, oy, ox, c0);
+  for_each_window(x, y, p, r0, r1, [&](const float* xb, float* yo, const PoolWindow& w) {
+    size_t c0 = 0;
+    for (; c0 + 32 <= c8; c0 += 32) window<4>(xb, yo, p, w, c0);
+    if (c0 + 16 <= c8) {
+      window<2>(xb, yo, p, w, c0);
+      c0 += 16;
     }
-  }
+    if (c0 + 8 <= c8) window<1>(xb, yo, p, w, c0);
+  });
 }
 
 }  // namespace mlxc::cpu::avx2
