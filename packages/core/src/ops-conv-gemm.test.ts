@@ -102,10 +102,10 @@ const cases: [string, Case][] = [
   ],
   ['1-D k5 p2 over 2 positions (no inside column), 1 -> 3', { n: 3, sp: [2], c: 1, o: 3, k: [5], s: [1], pb: [2], pe: [2], d: [1] }],
   ['1-D k3 s2 pads 0 / 1, 2 -> 3', { n: 2, sp: [9], c: 2, o: 3, k: [3], s: [2], pb: [0], pe: [1], d: [1] }],
-  // K 363: the second depth pass starts inside a kernel row and inside a tap (column 256: tap 85, channel 1).
+  // K 363: the portable build's second depth pass starts inside a kernel row and inside a tap (column 256: tap 85, channel 1).
   ['11x11 s3 p2, 3 -> 20, K over one pass', { n: 1, sp: [23, 19], c: 3, o: 20, k: [11, 11], s: [3, 3], pb: [2, 2], pe: [2, 2], d: [1, 1] }],
-  // The AVX2 build's passes are up to 1152 deep, split evenly: K 1170 in two of 585, the residual
-  // added only in the second's store.
+  // The AVX2 and AVX-512 builds' passes are up to 1152 deep, split evenly: K 1170 in two of 585
+  // (the second starting inside a tap), the residual added only in the second's store.
   [
     '3x3 s1 p1, 130 -> 40, K 1170 over two AVX2 passes',
     { n: 1, sp: [7, 9], c: 130, o: 40, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },

@@ -1,6 +1,6 @@
 // The packed-weight product (mlxc_dense_pack_weight, mlxc_dense_gemm) against float64 references
-// computed here: few rows (the panel-streaming kernel) and many (12-row tiles, K over one 256-deep
-// block, row and column tails), 1-D and batched x, x as a view, bias or none, NaN and ±Inf, the
+// computed here: few rows (the panel-streaming kernel) and many (12-row tiles, K over one block of
+// at most 1024 and over several, row and column tails), 1-D and batched x, x as a view, bias or none, NaN and ±Inf, the
 // panel layout itself, refused arguments, other dtypes (MLX's matmul on the unpacked weight) and
 // gradients. Shared by the widest build this CPU has and the portable build
 // (MLXC_CPU_KERNELS=generic), each in its own process.
@@ -74,8 +74,8 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
           }
     });
 
-    // [rows, K, N]: few rows (1-4), the tile path's 5+ rows with tails, K past one pass (256 deep,
-    // 1024 on AVX2).
+    // [rows, K, N]: few rows (1-4), the tile path's 5+ rows with tails, K past one pass (1024 deep
+    // on AVX2 and AVX-512).
     const shapes: [number, number, number][] = [
       [1, 1, 1],
       [1, 17, 33],
@@ -97,7 +97,7 @@ export function denseGemmSuite(build: 'widest' | 'avx2' | 'portable'): void {
       [20, 16, 50],
       [25, 257, 97],
       [130, 520, 45],
-      // The AVX2 build's passes are up to 1024 deep, split evenly: two of 550, three of 700.
+      // The AVX2 and AVX-512 builds' passes are up to 1024 deep, split evenly: two of 550, three of 700.
       [13, 1100, 40],
       [30, 2100, 45],
     ];

@@ -373,7 +373,7 @@ class ConvGemm : public FusedPrimitive {
     // K: its buffer may be the result's when that pass is the only one (earlier passes store sums).
     size_t depth = wp.shape(-2);
     for (int i = 1; i + 2 < wp.ndim(); i++) depth *= wp.shape(i);
-    const size_t pass = avx2_build() ? pass_depth(depth, convgemm::kDepthAvx2) : convgemm::kDepthBlock;
+    const size_t pass = convgemm::build_pass(depth);
     if (res && depth <= pass && res->is_donatable() && row_ordered(*res))
       out.copy_shared_buffer(*res);
     else
@@ -475,7 +475,7 @@ class ConvGemm : public FusedPrimitive {
       std::atomic<size_t> next{0};
       pfor(std::min(threads, ntasks), 1, [&](size_t, size_t) {
         thread_local std::vector<float> buf;
-        constexpr size_t most = std::max(convgemm::kDepthBlock, convgemm::kDepthAvx2);
+        constexpr size_t most = std::max({convgemm::kDepthBlock, convgemm::kDepthAvx2, convgemm::kDepthAvx512});
         if (buf.size() < convgemm::kRowBlock * most) buf.resize(convgemm::kRowBlock * most);
         for (size_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) {
           if (isa == 2)

@@ -102,7 +102,7 @@ constexpr auto MICRO_HALF = table<true>(std::make_integer_sequence<int, MR>{});
 void run_avx512(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                 size_t task, size_t ntasks_n, float* buf) {
   const size_t O = s.o;
-  walk_task(s, x, wp, task, ntasks_n, buf, kDepthBlock, false,
+  walk_task(s, x, wp, task, ntasks_n, buf, pass_depth(s.depth(), kDepthAvx512), false,
             [&](const float* a, size_t lda, size_t m0, size_t mc, size_t kc, bool first, bool last, const float* b, size_t col, size_t nc) {
               const int ncols = static_cast<int>(nc);
               for (size_t i = 0; i < mc; i += MR) {

@@ -4,8 +4,8 @@
 //    at each k the panel's two vectors times every row's value, two k at a time into separate sums
 //    so that one row's chains of multiply-adds overlap;
 //  - tiles: 12 rows x 32 columns of sums in 24 registers, each k one load of the tile's 12 packed
-//    values' broadcasts and the panel's two vectors, K in blocks of 256 (a panel's block, 32 KiB,
-//    stays in L1 while every tile of the task's rows passes over it).
+//    values' broadcasts and the panel's two vectors, K in long blocks (kDepthAvx512) that stream
+//    the panel's block from L2 across the tiles.
 // Masked stores past n in the last panel. Every sum is float32 in k order per lane (the few-row
 // kernel adds its two half-sums at the end).
 #include "kernels/gemm/dense_gemm.h"
@@ -16,6 +16,8 @@
 #include <algorithm>
 #include <array>
 #include <utility>
+
+#include "kernels/common/cpu.h"
 
 namespace mlxc::cpu::dense {
 namespace {
@@ -123,8 +125,10 @@ void few_avx512(const Problem& p, size_t m0, size_t m1, size_t p0, size_t p1) {
 
 void tiles_avx512(const Problem& p, const float* ap, size_t t0, size_t t1, size_t p0, size_t p1) {
   const size_t K = p.K;
-  for (size_t k0 = 0; k0 < K; k0 += kDepth) {
-    const size_t kc = std::min<size_t>(kDepth, K - k0);
+  // K in as few blocks as fit kDepthAvx512, of even sizes.
+  const size_t depth = pass_depth(K, kDepthAvx512);
+  for (size_t k0 = 0; k0 < K; k0 += depth) {
+    const size_t kc = std::min<size_t>(depth, K - k0);
     const bool first = k0 == 0, last = k0 + kc >= K;
     for (size_t q = p0; q < p1; q++) {
       const size_t col = q * NR, ncols = std::min(NR, p.n - col);
