@@ -261,3 +261,43 @@ describe('MLXC_PRIM_TIMES (a profiling aid, read once per process: a child proce
     expect(got.some((l) => l.includes('<- [1,8,8,16] [1,3,3,16,32]'))).toBe(true);
   });
 });
+
+describe('MLXC_EVAL_SPLIT (a profiling aid, read once per process: a child process)', () => {
+  it('evaluates as before and tables each graph size with its queue and wait times at exit', () => {
+    const script = `
+      import * as mx from ${JSON.stringify(fileURLToPath(new URL('./index.ts', import.meta.url)))};
+      // One graph shape evaluated three times: one row of 3 evaluations.
+      for (let i = 0; i < 3; i++) {
+        const y = mx.sum(mx.multiply(mx.arange(0, 10, 1, 'float32'), mx.scalar(i + 1, 'float32')));
+        mx.evaluateWithin([y]);
+        console.log(y.item());
+      }`;
+    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      env: { ...process.env, MLXC_EVAL_SPLIT: '1', MLXC_GRAPH_STATS: '1', VITEST: undefined },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    // 0 + 1 + ... + 9 = 45, times 1, 2, 3.
+    expect(r.stdout.trim().split('\n')).toEqual(['45', '90', '135']);
+    expect(r.stderr).toContain('[mlxc eval split]');
+    // Its size is the node count MLXC_GRAPH_STATS prints for each of the three evaluations.
+    const sizes = [...r.stderr.matchAll(/\[mlxc graph\] (\d+) nodes/g)].map((m) => m[1]);
+    expect(sizes).toHaveLength(3);
+    expect(new Set(sizes).size).toBe(1);
+    const rows = r.stderr.split('\n').filter((l) => /^\s+\d+ nodes\s/.test(l));
+    expect(rows, r.stderr).toHaveLength(1);
+    const row = rows[0];
+    expect(row.trim().split(/\s+/)[0]).toBe(sizes[0]);
+    const [evaluations, queueUs, waitUs] = row
+      .trim()
+      .split(/\s+/)
+      .filter((t) => /^[\d.]+$/.test(t))
+      .slice(1)
+      .map(Number);
+    expect(evaluations).toBe(3);
+    expect(queueUs).toBeGreaterThan(0);
+    expect(waitUs).toBeGreaterThanOrEqual(0);
+  });
+});

@@ -212,7 +212,10 @@ void eval_within(const std::vector<array>& outs, size_t max_array_bytes, size_t 
       break;
     }
   }
-  if (cpu_stream) {
+  if (eval_split_on()) {
+    // A profiling aid: queued, then waited for (on the CPU, by the stream's own thread).
+    eval_split(outs);
+  } else if (cpu_stream) {
     // Its tasks run on this thread (inline_eval.cpp): no hand-off per primitive.
     mlxc::InlineEval scope(*cpu_stream);
     if (prim_times_mode())

@@ -68,5 +68,9 @@ void print_graph_stats(const std::vector<mlx::core::array>& outputs);
 int prim_times_mode();
 /** Evaluates `outs` array by array (dependency order), timing each primitive. */
 void eval_timed(const std::vector<mlx::core::array>& outs);
+/** MLXC_EVAL_SPLIT is set: device evaluations go through eval_split. */
+bool eval_split_on();
+/** Evaluates `outs` as async_eval then a wait, timing each half (printed per graph size at exit). */
+void eval_split(const std::vector<mlx::core::array>& outs);
 
 }  // namespace mlxc

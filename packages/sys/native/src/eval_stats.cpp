@@ -1,5 +1,6 @@
 // The evaluation's debug and profiling aids (see eval.h): MLXC_GRAPH_STATS prints each graph's
-// primitives, MLXC_PRIM_TIMES times each primitive on its own.
+// primitives, MLXC_PRIM_TIMES times each primitive on its own, MLXC_EVAL_SPLIT a device's evaluation
+// in its two halves.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,6 +38,23 @@ struct PrimTimes {
       std::fprintf(stderr, "  %-48s %9zu %12.1f %10.2f %10.2f %5.1f%%\n", k.c_str(), v.first, per_eval,
                    v.second * 1e6 / static_cast<double>(v.first), v.second * 1e3, total > 0 ? 100 * v.second / total : 0.0);
     }
+  }
+};
+
+/** MLXC_EVAL_SPLIT's figures: per graph size (nodes), the encoding and the waiting times (seconds). */
+struct EvalSplit {
+  std::mutex m;
+  std::map<size_t, std::pair<std::vector<double>, std::vector<double>>> rows;
+  ~EvalSplit() {
+    if (rows.empty()) return;
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? 0.0 : v[v.size() / 2];
+    };
+    std::fprintf(stderr, "[mlxc eval split] per graph size: evaluations, median us to queue (async_eval), median us to wait\n");
+    for (auto& [nodes, r] : rows)
+      std::fprintf(stderr, "  %6zu nodes %8zu evaluations %10.1f %10.1f\n", nodes, r.first.size(), median(r.first) * 1e6,
+                   median(r.second) * 1e6);
   }
 };
 
@@ -190,6 +208,47 @@ void eval_timed(const std::vector<array>& outs) {
     r.first++;
     r.second += s;
   }
+}
+
+/**
+ * MLXC_EVAL_SPLIT=1 (a profiling aid, read once per process): each evaluation is MLX's
+ * async_eval (the host builds and queues every primitive's work: on a GPU it encodes the kernels,
+ * on the CPU the stream's thread computes them) then a wait for the result, each timed; at exit a
+ * table goes to stderr, per graph size (nodes), of the median time of each half. On a GPU a
+ * host-bound step spends its time in the first, a device-bound one in the second. It takes
+ * precedence over MLXC_PRIM_TIMES and turns the CPU's inline evaluation off.
+ */
+bool eval_split_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("MLXC_EVAL_SPLIT");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+void eval_split(const std::vector<array>& outs) {
+  size_t nodes = 0;
+  {
+    std::unordered_set<std::uintptr_t> seen;
+    std::vector<array> stack(outs.begin(), outs.end());
+    while (!stack.empty()) {
+      array a = stack.back();
+      stack.pop_back();
+      if (a.status() != array::Status::unscheduled || !a.has_primitive() || !seen.insert(a.id()).second) continue;
+      nodes++;
+      for (const auto& in : a.inputs()) stack.push_back(in);
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  mx::async_eval(outs);
+  const auto t1 = std::chrono::steady_clock::now();
+  mx::eval(outs);
+  const auto t2 = std::chrono::steady_clock::now();
+  static EvalSplit split;  // printed when the process exits
+  std::lock_guard<std::mutex> lk(split.m);
+  auto& r = split.rows[nodes];
+  r.first.push_back(std::chrono::duration<double>(t1 - t0).count());
+  r.second.push_back(std::chrono::duration<double>(t2 - t1).count());
 }
 
 }  // namespace mlxc
