@@ -3,7 +3,10 @@
 // channels that leave a partial panel, more K than one pass (partial sums stored between passes),
 // more rows than one block, bias, residual and clamp; a 1x1 window with unit strides (rows read
 // in place within one pass over K, packed past it); grouped, each group its own panels; few
-// channels a group (the direct kernel); the composition of MLX ops on float16 and with the kernels off gives the same.
+// channels a group (the direct kernel); 3x3 windows by Winograd's F(2x2, 3x3), and infinities there;
+// the composition of MLX ops on float16 and with the kernels off gives the same.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 import { expectAllClose, inputs } from '../test/numeric.js';
@@ -60,6 +63,23 @@ function reference(t: Case, x: number[], w: number[], b: number[] | null, r: num
 }
 
 const cases: [string, Case][] = [
+  // 3x3 windows with unit strides and dilations, one group, 16+ channels in and out and 32+ tiles
+  // of 2x2 outputs go by Winograd's F(2x2, 3x3) (conv_winograd.cpp): odd output sizes (a last tile
+  // half outside), asymmetric and no pads, a batch, channels off the vector width, several chunks
+  // of tiles, and rows of 1024 channels (their stride kept off 4 KiB multiples).
+  [
+    'winograd: 3x3 pads 0 / 2 and 2 / 1, 20 -> 40, batch 2',
+    { n: 2, sp: [9, 11], c: 20, o: 40, k: [3, 3], s: [1, 1], pb: [0, 2], pe: [2, 1], d: [1, 1] },
+  ],
+  [
+    'winograd: 3x3 no pads, 24 -> 33 over 14x14',
+    { n: 1, sp: [14, 14], c: 24, o: 33, k: [3, 3], s: [1, 1], pb: [0, 0], pe: [0, 0], d: [1, 1] },
+  ],
+  [
+    'winograd: 3x3 p1, 16 -> 16 over 47x45 (two chunks of tiles)',
+    { n: 1, sp: [47, 45], c: 16, o: 16, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] },
+  ],
+  ['winograd: 3x3 p1, 1024 -> 24, batch 4', { n: 4, sp: [6, 6], c: 1024, o: 24, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] }],
   ['3x3 s1 p1, 8 -> 40 (a partial panel)', { n: 1, sp: [9, 11], c: 8, o: 40, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] }],
   ['7x7 s2 p3, 3 -> 16, batch 2 (the stem)', { n: 2, sp: [20, 17], c: 3, o: 16, k: [7, 7], s: [2, 2], pb: [3, 3], pe: [3, 3], d: [1, 1] }],
   [
@@ -200,7 +220,18 @@ describe('convGemm', () => {
         const y = run();
         expect(y.shape).toEqual(yd);
         const ref = reference(t, x, w, b, r, lo, hi);
-        expectAllClose(y, ref, 1e-5, 1e-5);
+        if (name.startsWith('winograd')) {
+          // Winograd's rounding grows with the transformed sums, a few times the direct product's
+          // (long sums such as 9 x 1024 terms leave 1e-5 relative): bounded by the sum of the
+          // terms' magnitudes, |x|·|w| + |b| + |r|, as a float32 sum of them is.
+          const abs = (v: number[] | null) => v && v.map(Math.abs);
+          const mag = reference(t, abs(x)!, abs(w)!, abs(b), abs(r), -Infinity, Infinity);
+          const got = Array.from(y.toTypedArray() as Float32Array);
+          for (let i = 0; i < ref.length; i++)
+            expect(Math.abs(got[i] - ref[i]), `element ${i}: got ${got[i]}, expected ${ref[i]}`).toBeLessThanOrEqual(
+              1e-5 + 1e-5 * Math.abs(ref[i]) + 2e-7 * mag[i],
+            );
+        } else expectAllClose(y, ref, 1e-5, 1e-5);
         // MLX's conv_general on the unpacked weight (float16 takes the composition).
         const h = mx.astype(
           mx.ext.convGemm(
@@ -254,6 +285,63 @@ describe('convGemm', () => {
     expect(got[0][3][0][0]).toBe(0);
   });
 
+  it("gives the direct product's infinities where a 3x3 window that Winograd takes meets one (input or weight)", () => {
+    // 16 -> 16 over 12x12, pads 1: 36 tiles. One +Inf in the input: every output whose window holds
+    // it is ±Inf (the weights are all positive or all negative per output channel), none NaN; the
+    // transforms' sums of a patch would give Inf - Inf there.
+    const t: Case = { n: 1, sp: [12, 12], c: 16, o: 16, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] };
+    const x = inputs(12 * 12 * 16, -1, 1, 21);
+    x[(5 * 12 + 6) * 16 + 3] = Number.POSITIVE_INFINITY;
+    const w = inputs(16 * 9 * 16, 0.1, 0.5, 23).map((v, i) => (Math.floor(i / 144) % 2 ? -v : v));
+    const y = mx.ext.convGemm(
+      mx.array(x, { shape: [1, 12, 12, 16] }),
+      packGrouped(w, t),
+      16,
+      null,
+      null,
+      [1, 1],
+      [1, 1],
+      [1, 1],
+      [1, 1],
+      -Infinity,
+      Infinity,
+    );
+    const ref = reference(t, x, w, null, null, -Infinity, Infinity);
+    const got = Array.from(y.toTypedArray() as Float32Array);
+    let infinite = 0;
+    for (let i = 0; i < ref.length; i++) {
+      if (Number.isFinite(ref[i])) expect(Math.abs(got[i] - ref[i]), `element ${i}`).toBeLessThanOrEqual(1e-5 + 1e-5 * Math.abs(ref[i]));
+      else {
+        expect(got[i], `element ${i}`).toBe(ref[i]);
+        infinite++;
+      }
+    }
+    expect(infinite).toBe(9 * 16);
+    // An infinite weight: the outputs of its channel are ±Inf or NaN exactly where the reference's are.
+    const w2 = inputs(16 * 9 * 16, -0.5, 0.5, 25);
+    w2[4 * 144 + 4 * 16 + 2] = Number.POSITIVE_INFINITY;
+    const x2 = inputs(12 * 12 * 16, 0.1, 1, 27);
+    const y2 = mx.ext.convGemm(
+      mx.array(x2, { shape: [1, 12, 12, 16] }),
+      packGrouped(w2, t),
+      16,
+      null,
+      null,
+      [1, 1],
+      [1, 1],
+      [1, 1],
+      [1, 1],
+      -Infinity,
+      Infinity,
+    );
+    const ref2 = reference(t, x2, w2, null, null, -Infinity, Infinity);
+    const got2 = Array.from(y2.toTypedArray() as Float32Array);
+    for (let i = 0; i < ref2.length; i++)
+      if (Number.isFinite(ref2[i]))
+        expect(Math.abs(got2[i] - ref2[i]), `element ${i}`).toBeLessThanOrEqual(1e-5 + 1e-5 * Math.abs(ref2[i]));
+      else expect(got2[i], `element ${i}`).toBe(ref2[i]);
+  });
+
   it('refuses a weight that is not packed, a channel mismatch and a window larger than the input', () => {
     const x = mx.zeros([1, 4, 4, 3], 'float32');
     const w = mx.zeros([5, 3, 3, 3], 'float32');
@@ -269,5 +357,37 @@ describe('convGemm', () => {
     const x6 = mx.zeros([1, 4, 4, 6], 'float32');
     expect(() => mx.ext.convGemm(x6, w3, 5, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/do not split into 2 groups/);
     expect(() => mx.ext.convGemm(x6, w3, 6, null, null, [1, 1], [0, 0], [0, 0], [1, 1], 0, 1)).toThrow(/in 2 groups do not fill 1 panels/);
+  });
+});
+
+describe('Winograd F(2x2, 3x3) (MLXC_WINOGRAD, read once per process: a child process each)', () => {
+  it('takes a 3x3 window that fits it by default, and MLXC_WINOGRAD=0 the direct product: the same within rounding', () => {
+    const script = `
+      import * as mx from ${JSON.stringify(fileURLToPath(new URL('./index.ts', import.meta.url)))};
+      const x = mx.random.normal([1, 20, 20, 32], 'float32', 0, 1, mx.random.key(1));
+      const w = mx.ext.convPackWeight(mx.random.normal([48, 3, 3, 32], 'float32', 0, 0.2, mx.random.key(2)));
+      const y = mx.ext.convGemm(x, w, 48, null, null, [1, 1], [1, 1], [1, 1], [1, 1], -Infinity, Infinity);
+      console.log(JSON.stringify(Array.from(y.toTypedArray())));`;
+    const out = (winograd: string) => {
+      const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script], {
+        cwd: fileURLToPath(new URL('..', import.meta.url)),
+        env: { ...process.env, MLXC_WINOGRAD: winograd, VITEST: undefined },
+        encoding: 'utf8',
+        timeout: 120_000,
+      });
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as number[];
+    };
+    const wino = out('1');
+    const direct = out('0');
+    expect(wino).toHaveLength(20 * 20 * 48);
+    // Another grouping of the same products: most results differ in their last bits, none by more
+    // than rounding.
+    let differ = 0;
+    for (let i = 0; i < wino.length; i++) {
+      if (wino[i] !== direct[i]) differ++;
+      expect(Math.abs(wino[i] - direct[i]), `element ${i}`).toBeLessThan(1e-4 * (1 + Math.abs(direct[i])));
+    }
+    expect(differ).toBeGreaterThan(wino.length / 4);
   });
 });

@@ -25,7 +25,7 @@ export const conv: FnSpec[] = [
   op(
     'int mlxc_conv_gemm(mlx_array* res, const mlx_array x, const mlx_array w_packed, int out_channels, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, const int* strides, size_t strides_num, const int* pads_begin, size_t pads_begin_num, const int* pads_end, size_t pads_end_num, const int* dilations, size_t dilations_num, float lo, float hi, const mlx_stream s)',
     'mlxc::cpu::conv_gemm($x, $w_packed, $out_channels, $bias, $residual, $strides, $pads_begin, $pads_end, $dilations, $lo, $hi, $s)',
-    'clamp(conv(x, w) + bias + residual, lo, hi) channels-last (x [N, ...spatial, C], 1 or 2 spatial axes) with the weight from mlxc_conv_pack_weight; grouped when the weight holds C / g channels (each group padded to whole panels before packing); the CPU kernel for float32, else mlx_conv_general',
+    'clamp(conv(x, w) + bias + residual, lo, hi) channels-last (x [N, ...spatial, C], 1 or 2 spatial axes) with the weight from mlxc_conv_pack_weight; grouped when the weight holds C / g channels (each group padded to whole panels before packing); the CPU kernel for float32 (a 3x3 window with unit strides and dilations, one group, 16 or more channels in and out and 32 or more tiles of 2x2 outputs by the Winograd F(2x2, 3x3) algorithm, its transformed weight kept by the primitive for the next evaluation; an infinity or NaN in x or w, or MLXC_WINOGRAD=0, takes the direct product), else mlx_conv_general',
   ),
   op(
     'int mlxc_conv_epilogue(mlx_array* res, const mlx_array y, const mlx_array bias /* may be null */, const mlx_array residual /* may be null */, float lo, float hi, bool channels_last, const mlx_stream s)',

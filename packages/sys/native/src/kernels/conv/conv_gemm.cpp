@@ -7,11 +7,15 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <typeinfo>
 
 #include "kernels/common/fused_primitive.h"
+#include "kernels/conv/conv_winograd.h"
 #include "kernels/common/dense.h"
 #include "kernels/common/cpu.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -406,7 +410,7 @@ class ConvGemm : public FusedPrimitive {
     const array r0 = res ? row_ordered_input(*res, enc) : x0;
     enc.dispatch([sh, x = array::unsafe_weak_copy(x0), wp = array::unsafe_weak_copy(w0), b = array::unsafe_weak_copy(b0),
                   r = array::unsafe_weak_copy(r0), out = array::unsafe_weak_copy(out), hb = has_bias_, hr = res != nullptr, lo = lo_,
-                  hi = hi_]() mutable {
+                  hi = hi_, wino = wino_, w_held = w0]() mutable {
       const size_t M = sh.rows(), P = sh.panels();
       if (M == 0 || sh.o == 0) return;
       const float* xp = x.data<float>();
@@ -414,6 +418,26 @@ class ConvGemm : public FusedPrimitive {
       const float* bp = hb ? b.data<float>() : nullptr;
       const float* rp = hr ? r.data<float>() : nullptr;
       float* yp = out.data<float>();
+      if (winograd::fits(sh) && winograd::all_finite(xp, sh.n * sh.ih * sh.iw * sh.c)) {
+        // The weight's transform, kept for the next evaluation of this primitive (a compiled
+        // replay's): keyed by the weight array, held here, so that no other array can take its id.
+        // A weight with an infinity or NaN keeps the direct product (all_finite says why).
+        std::lock_guard<std::mutex> lk(wino->m);
+        if (!wino->weight || wino->weight->id() != w_held.id()) {
+          wino->finite = winograd::all_finite(wpp, wp.size());
+          if (wino->finite) {
+            wino->u.resize(winograd::weight_floats(sh));
+            winograd::transform_weight(sh, wpp, avx2_build(), wino->u.data());
+          } else {
+            wino->u.clear();
+          }
+          wino->weight = w_held;
+        }
+        if (wino->finite) {
+          winograd::run(sh, xp, wino->u.data(), bp, rp, yp, lo, hi);
+          return;
+        }
+      }
       if (sh.depth() == 0) {
         // No input channels: the product is zero; the epilogue alone.
         for (size_t m = 0; m < M; m++)
@@ -490,10 +514,19 @@ class ConvGemm : public FusedPrimitive {
   }
 
  private:
+  /** The transformed weight of the Winograd path (conv_winograd.h), and the weight array it came from. */
+  struct WinogradWeight {
+    std::mutex m;
+    std::optional<array> weight;
+    bool finite = false;
+    std::vector<float> u;
+  };
+
   int o_;
   std::vector<int> strides_, pb_, pe_, dil_;
   float lo_, hi_;
   bool has_bias_, has_residual_;
+  std::shared_ptr<WinogradWeight> wino_ = std::make_shared<WinogradWeight>();
 };
 
 }  // namespace
