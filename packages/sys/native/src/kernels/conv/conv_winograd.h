@@ -2,10 +2,10 @@
 // strides and dilations, one group. Each 2x2 block of outputs (a tile) reads a 4x4 patch of the
 // input; the patch's transform Bᵀ d B and the weight's G g Gᵀ (16 values each) multiply
 // elementwise, summed over the input channels, and Aᵀ m A gives the 4 outputs: 16 products of
-// [tiles, C] x [C, O] (the packed-weight product's kernels, dense_gemm.h) do the work of the 36
-// multiply-adds per output channel and input channel that the direct product does in 16 (2.25x
-// fewer). The transforms are additions and halvings; the results differ from the direct product's
-// by rounding only (each output sums the same products, in another grouping).
+// [tiles, C] x [C, O] (the convolution's own kernels, as 1x1 windows) do in 16 multiply-adds per
+// output channel and input channel the work that the direct product does in 36 (2.25x fewer).
+// The transforms are additions and halvings; in exact arithmetic the result is the direct
+// product's, in float32 it differs by rounding.
 #pragma once
 
 #include <cstddef>
