@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
+import { CORE_INDEX, runScript } from '../test/child.js';
 
 describe('evalInBackground', () => {
   it('computes on a worker thread while the event loop keeps turning', async () => {
@@ -228,7 +229,7 @@ describe('inline CPU evaluation', () => {
 
 describe('MLXC_PRIM_TIMES (a profiling aid, read once per process: a child process each)', () => {
   const script = `
-    import * as mx from ${JSON.stringify(fileURLToPath(new URL('./index.ts', import.meta.url)))};
+    import * as mx from ${CORE_INDEX};
     const x = mx.ones([1, 8, 8, 16]);
     // Two convolutions of one output shape [1, 8, 8, 32]: a 1x1 and a 3x3 kernel.
     const w1 = mx.ext.convPackWeight(mx.ones([32, 1, 1, 16]));
@@ -238,12 +239,7 @@ describe('MLXC_PRIM_TIMES (a profiling aid, read once per process: a child proce
     // The library's own evaluation (evaluateWithin) is the one timed.
     mx.evaluateWithin([mx.add(a, b)]);`;
   const rows = (mode: string) => {
-    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script], {
-      cwd: fileURLToPath(new URL('..', import.meta.url)),
-      env: { ...process.env, MLXC_PRIM_TIMES: mode, VITEST: undefined },
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const r = runScript(script, { MLXC_PRIM_TIMES: mode });
     expect(r.status, r.stderr).toBe(0);
     return r.stderr.split('\n').filter((l) => l.trim().startsWith('ConvGemm'));
   };
@@ -265,19 +261,14 @@ describe('MLXC_PRIM_TIMES (a profiling aid, read once per process: a child proce
 describe('MLXC_EVAL_SPLIT (a profiling aid, read once per process: a child process)', () => {
   it('evaluates as before and tables each graph size with its queue and wait times at exit', () => {
     const script = `
-      import * as mx from ${JSON.stringify(fileURLToPath(new URL('./index.ts', import.meta.url)))};
+      import * as mx from ${CORE_INDEX};
       // One graph shape evaluated three times: one row of 3 evaluations.
       for (let i = 0; i < 3; i++) {
         const y = mx.sum(mx.multiply(mx.arange(0, 10, 1, 'float32'), mx.scalar(i + 1, 'float32')));
         mx.evaluateWithin([y]);
         console.log(y.item());
       }`;
-    const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', script], {
-      cwd: fileURLToPath(new URL('..', import.meta.url)),
-      env: { ...process.env, MLXC_EVAL_SPLIT: '1', MLXC_GRAPH_STATS: '1', VITEST: undefined },
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const r = runScript(script, { MLXC_EVAL_SPLIT: '1', MLXC_GRAPH_STATS: '1' });
     expect(r.status, r.stderr).toBe(0);
     // 0 + 1 + ... + 9 = 45, times 1, 2, 3.
     expect(r.stdout.trim().split('\n')).toEqual(['45', '90', '135']);
