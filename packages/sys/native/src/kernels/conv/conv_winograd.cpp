@@ -22,6 +22,8 @@ namespace {
 /** Bytes of the transformed input and products per chunk of tiles, at least and at most. */
 constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr size_t kMaxChunkBytes = size_t{8} << 20;
+/** Tiles per chunk at least (two register tiles of rows), whatever the channels. */
+constexpr size_t kMinChunk = 24;
 
 bool enabled() {
   static const bool on = [] {
@@ -193,7 +195,7 @@ void run(const convgemm::Shape& s, const float* x, const float* u, const float* 
   // Tiles per chunk: every chunk reads all of the transformed weight, so a large one takes larger
   // chunks (fewer passes over it), up to kMaxChunkBytes (the buffers stay with the thread).
   const size_t bytes = std::clamp(2 * 16 * C * P * kPanel * sizeof(float), kChunkBytes, kMaxChunkBytes);
-  const size_t chunk = std::min(tiles, std::max<size_t>(convgemm::kRowBlock, bytes / (16 * sizeof(float) * (ld + O))));
+  const size_t chunk = std::min(tiles, std::max<size_t>(kMinChunk, bytes / (16 * sizeof(float) * (ld + O))));
   // The 16 matrices of each lie a line past whole multiples of the chunk's rows: a tile's 16 rows
   // (written, then read, together) would otherwise fall in few L1 sets where those are 4 KiB multiples.
   const size_t vplane = chunk * ld + 16, mplane = chunk * O + 16;
