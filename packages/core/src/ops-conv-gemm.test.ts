@@ -327,6 +327,25 @@ describe('convGemm', () => {
     expect(check(inputs(12 * 12 * 16, 0.1, 1, 27), w2)).toBeGreaterThan(0);
   });
 
+  it("takes Winograd for few tiles only from a weight's second evaluation (a compiled replay), the direct product first", () => {
+    // 32 -> 32 over 7x7, pads 1: 16 tiles, under the 32 a first evaluation needs.
+    const t: Case = { n: 1, sp: [7, 7], c: 32, o: 32, k: [3, 3], s: [1, 1], pb: [1, 1], pe: [1, 1], d: [1, 1] };
+    const x = inputs(7 * 7 * 32, -1, 1, 31);
+    const w = inputs(32 * 9 * 32, -0.5, 0.5, 33);
+    const xa = mx.array(x, { shape: [1, 7, 7, 32] });
+    const wp = packGrouped(w, t);
+    const conv = (a: mx.Array) => mx.ext.convGemm(a, wp, 32, null, null, [1, 1], [1, 1], [1, 1], [1, 1], -Infinity, Infinity);
+    const ref = reference(t, x, w, null, null, -Infinity, Infinity);
+    const direct = Array.from(conv(xa).toTypedArray() as Float32Array);
+    expectAllClose(direct, ref, 1e-5, 1e-5);
+    const f = mx.compile(conv);
+    const runs = [0, 1, 2].map(() => Array.from(f(xa).toTypedArray() as Float32Array));
+    for (const r of runs) expectAllClose(r, ref, 2e-5, 2e-5);
+    // The later replays transform the weight and differ from the direct product in last bits.
+    expect(runs[2].filter((v, i) => v !== direct[i]).length).toBeGreaterThan(direct.length / 4);
+    expect(runs[2]).toEqual(runs[1]);
+  });
+
   it('refuses a weight that is not packed, a channel mismatch and a window larger than the input', () => {
     const x = mx.zeros([1, 4, 4, 3], 'float32');
     const w = mx.zeros([5, 3, 3, 3], 'float32');

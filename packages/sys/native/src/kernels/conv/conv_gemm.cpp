@@ -418,35 +418,33 @@ class ConvGemm : public FusedPrimitive {
       const float* bp = hb ? b.data<float>() : nullptr;
       const float* rp = hr ? r.data<float>() : nullptr;
       float* yp = out.data<float>();
-      if (winograd::fits(sh) && winograd::all_finite(xp, sh.n * sh.ih * sh.iw * sh.c)) {
-        // The weight's transform, kept for the next evaluation of this primitive (a compiled
-        // replay's): keyed by the weight array, held here, so that no other array can take its id.
-        // A weight with an infinity or NaN keeps the direct product (all_finite says why).
+      // The weight's transform, kept for the next evaluation of this primitive (a compiled
+      // replay's): keyed by the weight array, held here, so that no other array can take its id.
+      // Few tiles take F(2x2, 3x3) only from the second evaluation of a weight on (winograd::fits:
+      // an eager run's one evaluation keeps the direct product). A weight with an infinity or NaN
+      // keeps the direct product (all_finite says why).
+      if (winograd::fits(sh, true)) {
         std::lock_guard<std::mutex> lk(wino->m);
-        if (!wino->weight || wino->weight->id() != w_held.id()) {
-          wino->finite = winograd::all_finite(wpp, wp.size());
-          if (wino->finite) {
-            wino->u.resize(winograd::weight_floats(sh));
-            winograd::transform_weight(sh, wpp, avx2_build(), wino->u.data());
-          } else {
-            wino->u.clear();
-          }
+        const bool seen = wino->weight && wino->weight->id() == w_held.id();
+        if (!seen) {
           wino->weight = w_held;
+          wino->transformed = false;
+          std::vector<float>().swap(wino->u);
         }
-        if (wino->finite) {
-          winograd::run(sh, xp, wino->u.data(), bp, rp, yp, lo, hi);
-          return;
-        }
-      }
-      if (sh.depth() == 0) {
-        // No input channels: the product is zero; the epilogue alone.
-        for (size_t m = 0; m < M; m++)
-          for (size_t j = 0; j < sh.o; j++) {
-            float v = (bp ? bp[j] : 0.0f) + (rp ? rp[m * sh.o + j] : 0.0f);
-            v = v < lo ? lo : v;
-            yp[m * sh.o + j] = v > hi ? hi : v;
+        if (winograd::fits(sh, seen) && winograd::all_finite(xp, sh.n * sh.ih * sh.iw * sh.c)) {
+          if (!wino->transformed) {
+            wino->finite = winograd::all_finite(wpp, wp.size());
+            if (wino->finite) {
+              wino->u.resize(winograd::weight_floats(sh));
+              winograd::transform_weight(sh, wpp, avx2_build(), wino->u.data());
+            }
+            wino->transformed = true;
           }
-        return;
+          if (wino->finite) {
+            winograd::run(sh, xp, wino->u.data(), bp, rp, yp, lo, hi);
+            return;
+          }
+        }
       }
       // The widest vector build the CPU runs (conv_gemm_avx512.cpp, conv_gemm_avx2.cpp), else the portable loop.
       const int isa = has_avx512() ? 2 : has_avx2() ? 1 : 0;
@@ -518,6 +516,8 @@ class ConvGemm : public FusedPrimitive {
   struct WinogradWeight {
     std::mutex m;
     std::optional<array> weight;
+    /** Whether u holds the weight's transform (or the weight was found not finite: then empty). */
+    bool transformed = false;
     bool finite = false;
     std::vector<float> u;
   };

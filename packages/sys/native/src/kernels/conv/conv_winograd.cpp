@@ -138,10 +138,11 @@ bool all_finite(const float* x, size_t n) {
   return !bad.load();
 }
 
-bool fits(const convgemm::Shape& s) {
+bool fits(const convgemm::Shape& s, bool kept) {
   if (s.kh != 3 || s.kw != 3 || s.sh != 1 || s.sw != 1 || s.dh != 1 || s.dw != 1 || s.g != 1 || s.ld != 0) return false;
   if (s.c < kMinChannels || s.o < kMinChannels || s.oh == 0 || s.ow == 0) return false;
-  return s.n * tiles_of(s.oh) * tiles_of(s.ow) >= kMinTiles && enabled();
+  const size_t tiles = s.n * tiles_of(s.oh) * tiles_of(s.ow);
+  return tiles >= (kept ? kMinTiles : kFirstTiles) && enabled();
 }
 
 void transform_weight(const convgemm::Shape& s, const float* wp, bool split, float* u) {

@@ -20,11 +20,15 @@ inline size_t tiles_of(size_t n) { return (n + 1) / 2; }
 /**
  * Whether F(2x2, 3x3) takes this problem: 2-D, a 3x3 window, unit strides and dilations, one group,
  * at least kMinChannels channels in and out and kMinTiles tiles; MLXC_WINOGRAD=0 turns it off (read
- * once per process).
+ * once per process). Below kFirstTiles tiles it takes it only where the weight's transform is
+ * already kept (`kept`): there reading the transformed weight (16/9 of the weight) costs about
+ * what the products save, and transforming it for one evaluation (an eager run's) cost more than
+ * the direct product (a 512 -> 512 layer at 7x7, 16 tiles: 2.8 ms against 1.2; 0.75 ms when kept).
  */
-bool fits(const convgemm::Shape& s);
+bool fits(const convgemm::Shape& s, bool kept);
 constexpr size_t kMinChannels = 16;
-constexpr size_t kMinTiles = 32;
+constexpr size_t kMinTiles = 16;
+constexpr size_t kFirstTiles = 32;
 
 /**
  * Whether x[0, n) holds no infinity or NaN. The transforms add and subtract values of a patch (and
