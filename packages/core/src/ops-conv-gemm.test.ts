@@ -346,6 +346,28 @@ describe('convGemm', () => {
     expect(runs[2]).toEqual(runs[1]);
   });
 
+  it('gives the epilogue alone for a window of no taps (a kernel of height 0): bias and residual, clamped', () => {
+    const x = mx.ones([1, 4, 5, 2], 'float32');
+    const wp = mx.ext.convPackWeight(mx.ones([3, 0, 3, 2], 'float32'));
+    const r = Array.from({ length: 5 * 3 * 3 }, (_, i) => (i % 7) / 4 - 0.5);
+    const y = mx.ext.convGemm(
+      x,
+      wp,
+      3,
+      mx.array([1, -2, 0.5]),
+      mx.array(r, { shape: [1, 5, 3, 3] }),
+      [1, 1],
+      [0, 0],
+      [0, 0],
+      [1, 1],
+      -1,
+      2,
+    );
+    expect(y.shape).toEqual([1, 5, 3, 3]);
+    const want = r.map((v, i) => Math.min(2, Math.max(-1, v + [1, -2, 0.5][i % 3])));
+    expect(Array.from(y.toTypedArray() as Float32Array)).toEqual(want.map(Math.fround));
+  });
+
   it('refuses a weight that is not packed, a channel mismatch and a window larger than the input', () => {
     const x = mx.zeros([1, 4, 4, 3], 'float32');
     const w = mx.zeros([5, 3, 3, 3], 'float32');

@@ -418,6 +418,16 @@ class ConvGemm : public FusedPrimitive {
       const float* bp = hb ? b.data<float>() : nullptr;
       const float* rp = hr ? r.data<float>() : nullptr;
       float* yp = out.data<float>();
+      if (sh.depth() == 0) {
+        // No input channels: the product is zero; the epilogue alone.
+        for (size_t m = 0; m < M; m++)
+          for (size_t j = 0; j < sh.o; j++) {
+            float v = (bp ? bp[j] : 0.0f) + (rp ? rp[m * sh.o + j] : 0.0f);
+            v = v < lo ? lo : v;
+            yp[m * sh.o + j] = v > hi ? hi : v;
+          }
+        return;
+      }
       // The weight's transform, kept for the next evaluation of this primitive (a compiled
       // replay's): keyed by the weight array, held here, so that no other array can take its id.
       // Few tiles take F(2x2, 3x3) only from the second evaluation of a weight on (winograd::fits:
