@@ -227,18 +227,7 @@ bool eval_split_on() {
 }
 
 void eval_split(const std::vector<array>& outs) {
-  size_t nodes = 0;
-  {
-    std::unordered_set<std::uintptr_t> seen;
-    std::vector<array> stack(outs.begin(), outs.end());
-    while (!stack.empty()) {
-      array a = stack.back();
-      stack.pop_back();
-      if (a.status() != array::Status::unscheduled || !a.has_primitive() || !seen.insert(a.id()).second) continue;
-      nodes++;
-      for (const auto& in : a.inputs()) stack.push_back(in);
-    }
-  }
+  const size_t nodes = graph_bytes(outs).nodes;
   const auto t0 = std::chrono::steady_clock::now();
   mx::async_eval(outs);
   const auto t1 = std::chrono::steady_clock::now();
