@@ -42,6 +42,8 @@ const std::string& cpu_kernels_env();
 // The thread pool (thread_pool.cpp).
 /** Runs f(begin, end) over [0, n) in chunks of at least `grain`, on the pool's threads and the caller's. */
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f);
+/** parallel_for, or f(0, n) on the calling thread alone where `serial` (work too small to hand to the pool). */
+void parallel_for_unless(bool serial, size_t n, size_t grain, const std::function<void(size_t, size_t)>& f);
 /** Threads the pool and BLAS use (the caller's included); 0 resets to the machine's cores. */
 void set_num_threads(int n);
 int num_threads();

@@ -221,6 +221,13 @@ void set_blas_threads(int n) {
 
 void parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) { pool().run(n, grain, f); }
 
+void parallel_for_unless(bool serial, size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
+  if (serial)
+    f(0, n);
+  else
+    parallel_for(n, grain, f);
+}
+
 void set_num_threads(int n) {
   int t = n > 0 ? n : machine_threads();
   pool().resize(t);

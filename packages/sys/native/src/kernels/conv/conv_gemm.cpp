@@ -478,12 +478,6 @@ class ConvGemm : public FusedPrimitive {
       const size_t macs = M * sh.depth() * P * kPanel;
       const bool serial = macs < convgemm::kSerialMacs;
       const size_t threads = serial ? 1 : static_cast<size_t>(std::max(1, num_threads()));
-      const auto pfor = [serial](size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
-        if (serial)
-          f(0, n);
-        else
-          parallel_for(n, grain, f);
-      };
       const size_t want = 4 * threads;
       const size_t shares = blocks >= want ? 1 : std::min(P, (want + blocks - 1) / blocks);
       // One pool chunk per thread, each taking single tasks until none is left: the pool's own
@@ -498,14 +492,14 @@ class ConvGemm : public FusedPrimitive {
       if (shares > 1 && sh.g == 1 && !(sh.direct() && sh.depth() <= static_cast<size_t>(convgemm::kDepthBlock))) {
         const size_t K = sh.depth(), ld = K % 1024 == 0 ? K + 16 : K;
         rows.resize(M * ld);
-        pfor(M, 8, [&](size_t m0, size_t m1) {
+        parallel_for_unless(serial, M, 8, [&](size_t m0, size_t m1) {
           for (size_t m = m0; m < m1; m++) convgemm::pack_rows(sh, xp, m, 1, 0, K, rows.data() + m * ld);
         });
         run.ld = ld;
         xr = rows.data();
       }
       std::atomic<size_t> next{0};
-      pfor(std::min(threads, ntasks), 1, [&](size_t, size_t) {
+      parallel_for_unless(serial, std::min(threads, ntasks), 1, [&](size_t, size_t) {
         thread_local std::vector<float> buf;
         constexpr size_t most = std::max({convgemm::kDepthBlock, convgemm::kDepthAvx2, convgemm::kDepthAvx512});
         if (buf.size() < convgemm::kRowBlock * most) buf.resize(convgemm::kRowBlock * most);

@@ -147,7 +147,8 @@ inline bool direct_fits(const Shape& s) { return s.og() <= kDirectChannels && s.
 /** Output rows [r0, r1) of every group (row = image * oh + oy) by the direct kernel. */
 void direct_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                  size_t r0, size_t r1);
-/** One task: the rows of block task / ntasks_n, the panels of share task % ntasks_n; buf holds kRowBlock x kDepthAvx2 floats. */
+/** One task: the rows of block task / ntasks_n, the panels of share task % ntasks_n; buf holds kRowBlock x build_pass floats (null where
+ * s.ld: rows read in place). */
 void run_avx512(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,
                 size_t task, size_t ntasks_n, float* buf);
 void run_avx2(const Shape& s, const float* x, const float* wp, const float* bias, const float* res, float* y, float lo, float hi,

@@ -44,7 +44,7 @@ inline TileAt tile_at(const convgemm::Shape& s, size_t tile) {
   return {img, ty, tx, static_cast<long>(2 * ty) - static_cast<long>(s.ph), static_cast<long>(2 * tx) - static_cast<long>(s.pw)};
 }
 
-/** One tile's input patch transformed, Bᵀ d B: row `row` of each of the 16 matrices at v (`plane` floats apart). */
+/** One tile's input patch transformed, Bᵀ d B: the tile's row of each of the 16 matrices, at v, `plane` floats apart. */
 void input_tile(const convgemm::Shape& s, const float* x, const float* zeros, size_t tile, float* v, size_t plane) {
   const TileAt t = tile_at(s, tile);
   const float* d[16];
@@ -76,8 +76,8 @@ void input_tile(const convgemm::Shape& s, const float* x, const float* zeros, si
   }
 }
 
-/** One tile's outputs: Aᵀ m A from row `row` of the 16 products (m, `plane` floats apart), plus bias and residual, clamped, stored inside
- * the output. */
+/** One tile's outputs: Aᵀ m A from the tile's row of the 16 products (at m, `plane` floats apart), plus bias and residual, clamped,
+ * stored where inside the output. */
 void output_tile(const convgemm::Shape& s, const float* m, size_t plane, size_t tile, const float* bias, const float* zeros,
                  const float* res, float* y, float lo, float hi, float* sink) {
   const TileAt t = tile_at(s, tile);
@@ -213,13 +213,7 @@ void run(const convgemm::Shape& s, const float* x, const float* u, const float* 
   for (size_t t0 = 0; t0 < tiles; t0 += chunk) {
     const size_t nt = std::min(chunk, tiles - t0);
     const bool serial = threads == 1 || 16 * nt * C * P * kPanel < convgemm::kSerialMacs;
-    const auto pfor = [serial](size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
-      if (serial)
-        f(0, n);
-      else
-        parallel_for(n, grain, f);
-    };
-    pfor(nt, 8, [&](size_t i0, size_t i1) {
+    parallel_for_unless(serial, nt, 8, [&](size_t i0, size_t i1) {
       for (size_t i = i0; i < i1; i++) input_tile(s, x, zeros, t0 + i, V + i * ld, vplane);
     });
     // Each product as a 1x1 window over its rows, read in place (ld): row blocks split over panel
@@ -237,23 +231,22 @@ void run(const convgemm::Shape& s, const float* x, const float* u, const float* 
     const size_t shares = all >= want ? 1 : std::min(P, (want + all - 1) / all);
     const size_t ntasks = all * shares;
     std::atomic<size_t> next{0};
-    pfor(serial ? 1 : std::min(threads, ntasks), 1, [&](size_t, size_t) {
-      thread_local std::vector<float> buf;  // unused: rows are read in place
-      if (buf.empty()) buf.resize(1);
+    // No buffer: rows read in place are never packed (walk_task).
+    parallel_for_unless(serial, serial ? 1 : std::min(threads, ntasks), 1, [&](size_t, size_t) {
       for (size_t i = next.fetch_add(1); i < ntasks; i = next.fetch_add(1)) {
         const size_t k = i / (blocks * shares), task = i % (blocks * shares);
         const float* xk = V + k * vplane;
         const float* uk = u + k * plane;
         float* mk = M + k * mplane;
         if (isa == 2)
-          convgemm::run_avx512(g, xk, uk, nullptr, nullptr, mk, -inf, inf, task, shares, buf.data());
+          convgemm::run_avx512(g, xk, uk, nullptr, nullptr, mk, -inf, inf, task, shares, nullptr);
         else if (isa == 1)
-          convgemm::run_avx2(g, xk, uk, nullptr, nullptr, mk, -inf, inf, task, shares, buf.data());
+          convgemm::run_avx2(g, xk, uk, nullptr, nullptr, mk, -inf, inf, task, shares, nullptr);
         else
-          convgemm::run_generic(g, xk, uk, nullptr, nullptr, mk, -inf, inf, task, shares, buf.data());
+          convgemm::run_generic(g, xk, uk, nullptr, nullptr, mk, -inf, inf, task, shares, nullptr);
       }
     });
-    pfor(nt, 8, [&](size_t i0, size_t i1) {
+    parallel_for_unless(serial, nt, 8, [&](size_t i0, size_t i1) {
       thread_local std::vector<float> sink;
       if (sink.size() < O) sink.resize(O);
       for (size_t i = i0; i < i1; i++) output_tile(s, M + i * O, mplane, t0 + i, bias, zeros, res, y, lo, hi, sink.data());

@@ -140,13 +140,7 @@ class DenseGemm : public FusedPrimitive {
     if (packed.size() < need) packed.resize(need);
     float* ap = packed.data();
     const bool serial = threads == 1 || macs < (size_t{1} << 20);
-    const auto pfor = [serial](size_t n, size_t grain, const std::function<void(size_t, size_t)>& f) {
-      if (serial)
-        f(0, n);
-      else
-        parallel_for(n, grain, f);
-    };
-    pfor(T, std::max<size_t>(1, 4096 / std::max<size_t>(p.K, 1)), [&](size_t t0, size_t t1) {
+    parallel_for_unless(serial, T, std::max<size_t>(1, 4096 / std::max<size_t>(p.K, 1)), [&](size_t t0, size_t t1) {
       if (isa >= 1)
         dense::pack_tiles_avx2(p, t0, t1, ap);
       else
@@ -159,7 +153,7 @@ class DenseGemm : public FusedPrimitive {
     const size_t shares = blocks >= want ? 1 : std::min(p.P, (want + blocks - 1) / blocks);
     const size_t per = (p.P + shares - 1) / shares, ntasks = blocks * shares;
     std::atomic<size_t> next{0};
-    pfor(serial ? 1 : std::min(threads, ntasks), 1, [&](size_t, size_t) {
+    parallel_for_unless(serial, serial ? 1 : std::min(threads, ntasks), 1, [&](size_t, size_t) {
       for (size_t t = next.fetch_add(1); t < ntasks; t = next.fetch_add(1)) {
         const size_t bi = t / shares, si = t % shares;
         const size_t t0 = bi * block, t1 = std::min(T, t0 + block), q0 = si * per, q1 = std::min(p.P, q0 + per);
