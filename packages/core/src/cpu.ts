@@ -1,6 +1,7 @@
 // The fused CPU kernels' knobs: one thread count for their pool and for OpenBLAS. The kernels
 // themselves are in the `ext` namespace (ext.fusedActivation, ext.smallMatmul, ...).
 import { check, fn } from './native.js';
+import type { Array } from './array.js';
 import { toInt32 } from './ints.js';
 
 /** Threads the fused CPU kernels use (the calling thread included). */
@@ -111,4 +112,22 @@ export function convPackHost(w: Float32Array | Uint8Array, o: number, c: number,
   const out = new Float32Array(group * Math.ceil(o / group / 32) * s * c * 32);
   check(fn.mlxc_conv_pack_host(out, w, o, c, s, group), 'mlxc_conv_pack_host');
   return out;
+}
+
+/** greedyRows()'s flag from the native call (reused: one call at a time on a thread). */
+const greedyDone = [false];
+
+/**
+ * The greedy token (the index of the largest logit, NaN counted as -Infinity, the first of equal
+ * maxima: ext.greedyArgmax's choice) of each of `x`'s last `rows` rows, its last axis the
+ * vocabulary, read where the array's data lies in host memory: no graph, no primitive, one native
+ * call (x is evaluated first if lazy). Undefined where that cannot be done (x is not float32, not
+ * row-contiguous, or in a GPU's memory): ext.greedyArgmax then serves.
+ */
+export function greedyRows(x: Array, rows = 1): Int32Array | undefined {
+  if (!Number.isSafeInteger(rows) || rows < 1) throw new RangeError(`greedyRows: rows must be a positive integer, got ${String(rows)}`);
+  if (x.disposed) throw new TypeError('greedyRows: the array was disposed');
+  const ids = new Int32Array(rows);
+  check(fn.mlxc_greedy_rows(ids, rows, greedyDone as never, x.handle), 'mlxc_greedy_rows');
+  return greedyDone[0] ? ids : undefined;
 }

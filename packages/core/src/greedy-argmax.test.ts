@@ -75,3 +75,55 @@ describe('ext.greedyArgmax', () => {
     expect(() => mx.ext.greedyArgmax(mx.array(new Float32Array(0), { shape: [0] }))).toThrow(/empty/);
   });
 });
+
+describe('greedyRows', () => {
+  /** Rows of a length around the kernel's 16- and 4-lane blocks, with NaN, infinities and ties placed at random. */
+  function awkward(V: number, seed: number): Float32Array {
+    const xs = seeded(V, seed);
+    let s = seed;
+    const next = () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0) % V;
+    for (let i = 0; i < V / 5; i++) xs[next()] = Number.NaN;
+    const top = 20 + (seed % 3);
+    // Ties for the maximum (the first wins), sometimes an infinity, sometimes a row of -Infinity only.
+    xs[next()] = top;
+    xs[next()] = top;
+    if (seed % 4 === 0) xs[next()] = Number.POSITIVE_INFINITY;
+    if (seed % 7 === 0) xs.fill(Number.NEGATIVE_INFINITY);
+    return xs;
+  }
+
+  it('matches the reference on every row length from 1 to 70, and ext.greedyArgmax', () => {
+    for (let V = 1; V <= 70; V++) {
+      const xs = awkward(V, V);
+      const x = mx.array(xs, { shape: [1, 1, V] });
+      expect(mx.greedyRows(x)?.[0]).toBe(reference(xs));
+      expect(token(x)).toBe(reference(xs));
+    }
+  });
+
+  it("the last rows of a batch, each the reference's choice, read from a lazy result", () => {
+    const V = 4099;
+    const data = new Float32Array(5 * V);
+    for (let r = 0; r < 5; r++) data.set(awkward(V, 100 + r), r * V);
+    // Lazy: the sum is evaluated by the call.
+    const x = mx.add(mx.array(data, { shape: [1, 5, V] }), mx.array(new Float32Array([0]), { shape: [1] }));
+    const ids = mx.greedyRows(x, 3);
+    expect(Array.from(ids ?? [])).toEqual([2, 3, 4].map((r) => reference(data.subarray(r * V, (r + 1) * V))));
+  });
+
+  it('undefined where the data cannot be read in place: float16, a transposed view', () => {
+    const xs = seeded(64, 9);
+    expect(mx.greedyRows(mx.astype(mx.array(xs, { shape: [64] }), 'float16'))).toBeUndefined();
+    const t = mx.transpose(mx.array(xs, { shape: [8, 8] }));
+    expect(mx.greedyRows(t)).toBeUndefined();
+  });
+
+  it('refuses rows it does not have, empty rows and a disposed array', () => {
+    const x = mx.array(seeded(12, 1), { shape: [3, 4] });
+    expect(() => mx.greedyRows(x, 4)).toThrow(/4 rows asked of an array of 3/);
+    expect(() => mx.greedyRows(x, 0)).toThrow(/rows must be a positive integer/);
+    expect(() => mx.greedyRows(mx.array(new Float32Array(0), { shape: [2, 0] }))).toThrow(/empty/);
+    x.dispose();
+    expect(() => mx.greedyRows(x)).toThrow(/disposed/);
+  });
+});

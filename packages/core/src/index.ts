@@ -63,6 +63,7 @@ export {
   setCpuThreads,
   cpuKernelsUseAvx2,
   cpuKernelsUseAvx512,
+  greedyRows,
   packDensePanels,
   transposeHost,
 } from './cpu.js';

@@ -79,7 +79,7 @@ describe('greedy on the device', () => {
     rows.dispose();
   });
 
-  it('of one row on a CPU stream is one native call, for float32, float16 and bfloat16 logits', () => {
+  it('of one row on a CPU stream is one native call, for float32 (no program), float16 and bfloat16 logits', () => {
     const r = rng(5);
     const V = 3000;
     const argmax = (xs: readonly number[]) => {
@@ -108,7 +108,8 @@ describe('greedy on the device', () => {
             mx.withStream(mx.defaultStreamOf('cpu'), () => deviceToken(a, undefined)),
             `${dtype} ${values[0]}`,
           ).toBe(argmax(held));
-          expect(mx.hostProgramStaticRuns() - before).toBe(1);
+          // float32 is read where it lies (mx.greedyRows); the others run the greedy program.
+          expect(mx.hostProgramStaticRuns() - before).toBe(dtype === 'float32' ? 0 : 1);
         } finally {
           a.dispose();
         }

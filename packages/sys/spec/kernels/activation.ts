@@ -2,7 +2,7 @@
 // in one pass, a gated act(a) * b (SwiGLU, GeGLU), HardSigmoid/HardSwish, and a QuantizeLinear-DequantizeLinear pair (fake quantization).
 // Each takes any array on any stream: float32 on a CPU stream runs the library's own vectorized,
 // multithreaded kernel (an MLX primitive); anything else gets the same computation from MLX's ops.
-import { op, type FnSpec } from '../dsl.js';
+import { manual, op, type FnSpec } from '../dsl.js';
 
 export const activation: FnSpec[] = [
   op(
@@ -29,5 +29,9 @@ export const activation: FnSpec[] = [
     'int mlxc_greedy_argmax(mlx_array* res, const mlx_array x, const mlx_stream s)',
     'mlxc::cpu::greedy_argmax($x, $s)',
     'the index of the largest element of x flattened, NaN counted as -Infinity, the first of equal maxima (0 where all are NaN or -Infinity), an int32 scalar; one pass for float32 on a CPU stream',
+  ),
+  manual(
+    'int mlxc_greedy_rows(void* dst, size_t rows, bool* done, const mlx_array x)',
+    "mlxc_greedy_argmax of each of the last rows rows of x (its last axis the vocabulary) into dst (rows int32 ids), read where the array's data lies in host memory with no graph of its own (x evaluated first if lazy): done is false and nothing is written where x is not float32, not row-contiguous or in a GPU's memory; rows 0 or more than x holds, or an empty last axis, is an error",
   ),
 ];

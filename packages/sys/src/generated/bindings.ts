@@ -529,6 +529,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_hard_sigmoid(_Inout_ mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s)',
   'int mlxc_fake_quantize(_Inout_ mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s)',
   'int mlxc_greedy_argmax(_Inout_ mlx_array* res, const mlx_array x, const mlx_stream s)',
+  'int mlxc_greedy_rows(void* dst, size_t rows, _Inout_ bool* done, const mlx_array x)',
   'int mlxc_fused_softmax(_Inout_ mlx_array* res, const mlx_array x, bool log, const mlx_stream s)',
   'int mlxc_fused_layer_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)',
   'int mlxc_fused_rms_norm(_Inout_ mlx_array* res, const mlx_array x, const mlx_array weight, float eps, const mlx_stream s)',
@@ -1612,6 +1613,8 @@ export interface MlxCFunctions {
   mlxc_fake_quantize(res: MlxHandle, x: MlxHandle, scale: number, zero_point: number, lo: number, hi: number, s: MlxHandle): number;
   /** kernels/activation: `int mlxc_greedy_argmax(mlx_array* res, const mlx_array x, const mlx_stream s)` */
   mlxc_greedy_argmax(res: MlxHandle, x: MlxHandle, s: MlxHandle): number;
+  /** kernels/activation: `int mlxc_greedy_rows(void* dst, size_t rows, bool* done, const mlx_array x)` */
+  mlxc_greedy_rows(dst: unknown, rows: number | bigint, done: unknown[], x: MlxHandle): number;
   /** kernels/norm: `int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s)` */
   mlxc_fused_softmax(res: MlxHandle, x: MlxHandle, log: boolean, s: MlxHandle): number;
   /** kernels/norm: `int mlxc_fused_layer_norm(mlx_array* res, const mlx_array x, const mlx_array weight, const mlx_array bias, float eps, const mlx_stream s)` */
@@ -1672,4 +1675,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 554;
+export const functionCount = 555;

@@ -570,6 +570,7 @@ int mlxc_gated_activation(mlx_array* res, const mlx_array a, const mlx_array b /
 int mlxc_hard_sigmoid(mlx_array* res, const mlx_array x, float alpha, float beta, bool swish, const mlx_stream s);
 int mlxc_fake_quantize(mlx_array* res, const mlx_array x, float scale, float zero_point, float lo, float hi, const mlx_stream s);
 int mlxc_greedy_argmax(mlx_array* res, const mlx_array x, const mlx_stream s);
+int mlxc_greedy_rows(void* dst, size_t rows, bool* done, const mlx_array x);
 
 /* kernels/norm */
 int mlxc_fused_softmax(mlx_array* res, const mlx_array x, bool log, const mlx_stream s);
