@@ -256,6 +256,33 @@ describe('MLXC_PRIM_TIMES (a profiling aid, read once per process: a child proce
     expect(got.some((l) => l.includes('<- [1,8,8,16] [1,1,1,16,32]'))).toBe(true);
     expect(got.some((l) => l.includes('<- [1,8,8,16] [1,3,3,16,32]'))).toBe(true);
   });
+
+  it("'static' times a host program's steps in the static executor, which the other modes turn off", () => {
+    const program = `
+      import * as mx from ${CORE_INDEX};
+      // relu(x @ w + 1) as a captured graph, run 5 times as a host program.
+      const w = mx.ones([16, 8]);
+      const f = mx.captureGraph((x) => mx.maximum(mx.add(mx.matmul(x, w), mx.scalar(1, 'float32')), mx.scalar(0, 'float32')));
+      const p = new mx.HostProgram(f, [{ dtype: 'float32', shape: [4, 16] }], [{ dtype: 'float32', shape: [4, 8] }]);
+      const before = mx.hostProgramStaticRuns();
+      let y;
+      for (let i = 0; i < 5; i++) y = p.run([new Float32Array(64).fill(i)])[0];
+      console.log(mx.hostProgramStaticRuns() - before, y[0]);`;
+    const timed = runScript(program, { MLXC_PRIM_TIMES: 'static' });
+    expect(timed.status, timed.stderr).toBe(0);
+    // Five static runs (4 * 16 + 1 = 65 on the last); a row per primitive and the runs' own.
+    expect(timed.stdout.trim()).toBe('5 65');
+    const table = timed.stderr.split('\n');
+    const row = (name: string) => table.find((l) => l.trim().startsWith(name));
+    expect(row('(static run)'), timed.stderr).toMatch(/\(static run\)\s+5 /);
+    expect(row('Matmul'), timed.stderr).toMatch(/Matmul\s+5 /);
+    expect(row('Maximum'), timed.stderr).toMatch(/Maximum\s+5 /);
+    // MLXC_PRIM_TIMES=1 evaluates array by array instead: no static run.
+    const plain = runScript(program, { MLXC_PRIM_TIMES: '1' });
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(plain.stdout.trim()).toBe('0 65');
+    expect(plain.stderr).not.toContain('(static run)');
+  });
 });
 
 describe('MLXC_EVAL_SPLIT (a profiling aid, read once per process: a child process)', () => {

@@ -394,6 +394,10 @@ std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, m
   DropTemporaries drop{mx::cpu::get_command_encoder(*p.stream)};
   std::vector<mx::array> ins;
   std::vector<mx::array> outs;
+  // MLXC_PRIM_TIMES=static: each step's kernel timed in place, and the run's whole time.
+  const bool timed = mlxc::prim_times_static();
+  std::vector<std::pair<std::string, double>> times;
+  const auto run_start = std::chrono::steady_clock::now();
   for (const auto& st : p.steps) {
     for (const auto& r : st.ins) {
       if (r.slot < 0)
@@ -406,7 +410,9 @@ std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, m
     // The outputs carry the primitive (a kernel may ask for its stream) and no inputs: nothing
     // to detach from but the primitive.
     for (size_t i = 0; i < st.shapes.size(); i++) outs.emplace_back(st.shapes[i], st.dtypes[i], st.prim, std::vector<mx::array>{});
+    const auto t0 = timed ? std::chrono::steady_clock::now() : run_start;
     st.prim->eval_cpu(ins, outs);
+    if (timed) times.emplace_back(st.prim->name(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     ins.clear();
     // What the primitive dispatched has run; a task's error was kept by the scope.
     scope.rethrow();
@@ -426,6 +432,10 @@ std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, m
   res.reserve(p.results.size());
   for (const auto& r : p.results) res.push_back(r.slot < 0 ? p.constants[-r.slot - 1] : slots[r.slot]);
   static_runs.fetch_add(1, std::memory_order_relaxed);
+  if (timed) {
+    times.emplace_back("(static run)", std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
+    mlxc::record_prim_times(times);
+  }
   return res;
 }
 
@@ -611,7 +621,7 @@ struct HostRun {
 
   /** Finds (or traces) the captured closure's trace for the program's input slots, and its static program. */
   void find_trace() {
-    if (!captured || !keep || trace || mlxc::graph_stats_on() || mlxc::prim_times_mode()) return;
+    if (!captured || !keep || trace || mlxc::graph_stats_on() || (mlxc::prim_times_mode() && !mlxc::prim_times_static())) return;
     std::vector<mx::array> placeholders;
     placeholders.reserve(ins.size());
     for (const auto& x : ins) placeholders.push_back(mx::array(x.shape, x.dtype, nullptr, {}));
@@ -643,7 +653,7 @@ struct HostRun {
     }
     std::vector<mx::array> res;
     bool ran = false;
-    if (captured && static_exec_on() && !mlxc::graph_stats_on() && !mlxc::prim_times_mode() && !limited) {
+    if (captured && static_exec_on() && !mlxc::graph_stats_on() && (!mlxc::prim_times_mode() || mlxc::prim_times_static()) && !limited) {
       Trace& t = trace ? *trace : captured->trace_for(args);
       if (keep && !trace) {
         trace = &t;

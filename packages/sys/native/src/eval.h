@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "mlx/array.h"
@@ -64,8 +66,12 @@ void run_on_worker(const mlx::core::Stream& s, std::function<void()> task, uint6
 /** MLXC_GRAPH_STATS is set: each evaluation prints its graph's primitives (print_graph_stats). */
 bool graph_stats_on();
 void print_graph_stats(const std::vector<mlx::core::array>& outputs);
-/** MLXC_PRIM_TIMES: 0 off, 1 per primitive, 2 per primitive and output shape (eval_timed). */
+/** MLXC_PRIM_TIMES: 0 off, 1 per primitive, 2 per primitive and output shape, 3 and input shapes (eval_timed), 4 static. */
 int prim_times_mode();
+/** MLXC_PRIM_TIMES=static: the static executor stays on and times its steps (record_prim_times). */
+bool prim_times_static();
+/** Adds one evaluation's (primitive, seconds) rows to MLXC_PRIM_TIMES's table. */
+void record_prim_times(std::vector<std::pair<std::string, double>>& local);
 /** Evaluates `outs` array by array (dependency order), timing each primitive. */
 void eval_timed(const std::vector<mlx::core::array>& outs);
 /** MLXC_EVAL_SPLIT is set: device evaluations go through eval_split. */

@@ -148,14 +148,32 @@ void print_graph_stats(const std::vector<array>& outputs) {
  * MLXC_PRIM_TIMES=inputs by output and input shapes (a 1x1 and a 3x3 convolution apart). The
  * per-array evaluation adds a few microseconds per node and keeps inputs alive (no buffer
  * donation), so totals run a little above a normal evaluation; compare rows, not sums.
+ * MLXC_PRIM_TIMES=static times a host program's runs as they are (capture.cpp's static executor,
+ * which the other modes turn off): each step's kernel in place, and a row "(static run)" for each
+ * run's whole time, the steps' sum and the executor's own work between them; other evaluations as
+ * MLXC_PRIM_TIMES=1.
  */
 int prim_times_mode() {
   static const int mode = [] {
     const char* e = std::getenv("MLXC_PRIM_TIMES");
     if (!e || !*e || std::string(e) == "0") return 0;
-    return std::string(e) == "shape" ? 2 : std::string(e) == "inputs" ? 3 : 1;
+    const std::string v(e);
+    return v == "shape" ? 2 : v == "inputs" ? 3 : v == "static" ? 4 : 1;
   }();
   return mode;
+}
+
+bool prim_times_static() { return prim_times_mode() == 4; }
+
+void record_prim_times(std::vector<std::pair<std::string, double>>& local) {
+  auto& t = prim_times();
+  std::lock_guard<std::mutex> lk(t.m);
+  t.evals++;
+  for (auto& [k, s] : local) {
+    auto& r = t.rows[k];
+    r.first++;
+    r.second += s;
+  }
 }
 
 /** Evaluates `outs` array by array (dependency order), timing each primitive. */
@@ -182,7 +200,7 @@ void eval_timed(const std::vector<array>& outs) {
   for (auto& a : order) {
     if (a.status() != array::Status::unscheduled) continue;  // a sibling output already computed
     std::string key = a.primitive().name();
-    if (prim_times_mode() >= 2) {
+    if (prim_times_mode() == 2 || prim_times_mode() == 3) {
       auto dims = [](const array& x) {
         std::string d = "[";
         for (int i = 0; i < x.ndim(); i++) d += (i ? "," : "") + std::to_string(x.shape(i));
@@ -200,14 +218,7 @@ void eval_timed(const std::vector<array>& outs) {
     local.emplace_back(std::move(key), std::chrono::duration<double>(t1 - t0).count());
   }
   mx::eval(outs);  // anything left (none, normally)
-  auto& t = prim_times();
-  std::lock_guard<std::mutex> lk(t.m);
-  t.evals++;
-  for (auto& [k, s] : local) {
-    auto& r = t.rows[k];
-    r.first++;
-    r.second += s;
-  }
+  record_prim_times(local);
 }
 
 /**
