@@ -61,13 +61,17 @@ export function validateFeeds(
   }
 }
 
+/** FeedMemo's length of a device array feed (no host tensor has it). */
+const DEVICE = -1;
+
 /**
  * The last feeds a session checked and ran, by name order, element type, dims and length: a loop
  * of runs of one shape (the usual case) meets them again every run, and then validateFeeds and the
  * signature key's string building (ModelRunner) are skipped, both functions of exactly these. Host
- * tensors only; a run with any other value takes the full checks. `key` is the runner's signature
- * key for them, computed on their first run; `matched` the feeds object the last matches() accepted
- * (the runner reuses the key only for that very object).
+ * tensors and device arrays (a decode loop's KV caches: by element type and shape, each still live
+ * and computed, as validateFeeds requires); a run with any other value takes the full checks.
+ * `key` is the runner's signature key for them, computed on their first run; `matched` the feeds
+ * object the last matches() accepted (the runner reuses the key only for that very object).
  */
 export class FeedMemo {
   private names: string[] = [];
@@ -94,9 +98,24 @@ export class FeedMemo {
     // holds: such feeds never match, and take the full checks.
     for (const name in feeds) {
       if (n >= names.length || names[n] !== name) return false;
-      const f = feeds[name] as HostTensor;
-      if (!f || typeof f !== 'object' || 'kind' in f || f.dtype !== this.dtypes[n] || f.data?.length !== this.lengths[n]) return false;
-      const d = f.dims;
+      const f = feeds[name] as HostTensor | Value;
+      if (!f || typeof f !== 'object') return false;
+      let d: readonly number[] | undefined;
+      if ('kind' in f) {
+        // A device array: live, computed (validateDeviceFeed evaluates a lazy one), of the same type and shape.
+        if (
+          f.kind !== 'device' ||
+          this.lengths[n] !== DEVICE ||
+          f.onnxType !== this.dtypes[n] ||
+          f.array.disposed ||
+          !f.array.isAvailable()
+        )
+          return false;
+        d = f.array.shape;
+      } else {
+        if (f.dtype !== this.dtypes[n] || f.data?.length !== this.lengths[n]) return false;
+        d = f.dims;
+      }
       const e = this.dims[n];
       if (!d || d.length !== e.length) return false;
       for (let i = 0; i < e.length; i++) if (d[i] !== e[i]) return false;
@@ -107,7 +126,7 @@ export class FeedMemo {
     return true;
   }
 
-  /** Records feeds that passed validateFeeds (forgets everything when any is not a host tensor). */
+  /** Records feeds that passed validateFeeds (forgets everything when any is neither a host tensor nor a device array). */
   remember(feeds: Record<string, HostTensor | Value>, fetches: readonly string[]): void {
     this.valid = false;
     this.key = undefined;
@@ -117,8 +136,17 @@ export class FeedMemo {
     const dims: number[][] = [];
     const lengths: number[] = [];
     for (const name of Object.keys(feeds)) {
-      const f = feeds[name] as HostTensor;
-      if (!f || typeof f !== 'object' || 'kind' in f || !Array.isArray(f.dims) || !f.data) return;
+      const f = feeds[name] as HostTensor | Value;
+      if (!f || typeof f !== 'object') return;
+      if ('kind' in f) {
+        if (f.kind !== 'device') return;
+        names.push(name);
+        dtypes.push(f.onnxType);
+        dims.push([...f.array.shape]);
+        lengths.push(DEVICE);
+        continue;
+      }
+      if (!Array.isArray(f.dims) || !f.data) return;
       names.push(name);
       dtypes.push(f.dtype);
       dims.push([...f.dims]);
