@@ -56,6 +56,29 @@ import {
 
 export type { MlxProgressEvent, MlxRunOptions, MlxSessionOptions, TensorMetadata } from './execute/options.js';
 
+/** A loop of awaited runs evaluated on the calling thread lets the event loop turn at least this often (turnEventLoop). */
+export const TURN_EVERY_MS = 2;
+/** When a run last let the event loop turn (performance.now()), process-wide. */
+let lastTurn = Number.NEGATIVE_INFINITY;
+
+/**
+ * A promise that resolves once the event loop has turned (a setImmediate), where TURN_EVERY_MS
+ * have passed since a run last let it turn; undefined otherwise (the run then resolves in
+ * microtasks). A run evaluated on the calling thread ends without the loop turning, so a loop of
+ * awaited runs would hold timers and I/O for good; a turn after every one cost a 7M decoder's
+ * 0.6 ms step ~20 us, and more in the caches the loop's own work evicts. Every 2 ms, timers and I/O
+ * wait no longer than a 2 ms run would make them wait.
+ */
+function turnEventLoop(): Promise<void> | undefined {
+  if (performance.now() - lastTurn < TURN_EVERY_MS) return undefined;
+  return new Promise<void>((resolve) =>
+    setImmediate(() => {
+      lastTurn = performance.now();
+      resolve();
+    }),
+  );
+}
+
 /**
  * The form of a one-call run (ModelRunner.runHost) for a run's options, or undefined where the
  * options rule the path out (pre-allocated or pinned outputs, terminate): a run whose results go
@@ -518,8 +541,6 @@ export class MlxSession {
     {
       this.checkRun(feeds, fetches);
       const start = performance.now();
-      // A replay in one native call: on this thread when its last evaluation was short
-      // (shortEvalMs; runsInline), on the stream's evaluation thread otherwise.
       const mode = oneCallMode(options);
       const one = mode && this.runner.oneCall(feeds, fetches, mode);
       const short = one?.program.hostRunsInline(this.shortEvalMs);
@@ -530,8 +551,9 @@ export class MlxSession {
         this.profileOneCall(start, options);
         if (short) {
           this.runner.stats.inlineEvals++;
-          // As below: the event loop turns before the result resolves.
-          await new Promise<void>((resolve) => setImmediate(resolve));
+          // As below: the event loop turns before the result resolves, at least every TURN_EVERY_MS.
+          const turn = turnEventLoop();
+          if (turn) await turn;
         }
         return done;
       }
@@ -561,8 +583,9 @@ export class MlxSession {
           this.runner.stats.inlineEvals++;
           // Everything so far ran in microtasks: let the event loop turn (timers, I/O) before the
           // result resolves, as a worker's completion would, so that a loop of awaited runs never
-          // starves it.
-          await new Promise<void>((resolve) => setImmediate(resolve));
+          // starves it (turnEventLoop: at least every TURN_EVERY_MS).
+          const turn = turnEventLoop();
+          if (turn) await turn;
         } else {
           await evalAsync(this.streams, run, arrays);
           replay?.evaluated(performance.now() - t0);

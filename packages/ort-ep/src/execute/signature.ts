@@ -136,8 +136,16 @@ export class SignatureProgram {
    * without steps are the same on every replay, so later replays skip the budget's graph walk.
    */
   private budgetPassed = false;
-  /** The last successful evaluation's time (session.ts: a short one runs on the calling thread). */
+  /**
+   * The lesser of the last two successful evaluations' times on the calling thread (session.ts: a
+   * short one runs there again); the last one's on the evaluation thread. One step slowed by
+   * another process (on 2 vCPUs a 0.5 ms decode step now and then took over 1 ms) sent the next
+   * INLINE_PROBE_EVERY runs to the evaluation thread, each ~0.7 ms slower for the hops: one in ten
+   * steps of a loop there under load. Two in a row still do.
+   */
   private evalMs = Number.POSITIVE_INFINITY;
+  /** The last evaluation's own time on the calling thread (evalMs). */
+  private lastInlineMs = Number.POSITIVE_INFINITY;
   /** One-call runs evaluated on the stream's evaluation thread since the last one on the calling thread (runsInline). */
   private asyncInARow = 0;
   private readonly onEvaluated: Replay = { evaluated: (ms) => this.evaluated(ms), lastEvalMs: () => this.evalMs };
@@ -334,7 +342,9 @@ export class SignatureProgram {
     const h = this.host!;
     const t0 = performance.now();
     const outs = h.program.run(...this.hostArgs(h, feeds, mode));
-    this.evalMs = performance.now() - t0;
+    const ms = performance.now() - t0;
+    this.evalMs = this.asyncInARow ? ms : Math.min(ms, this.lastInlineMs);
+    this.lastInlineMs = ms;
     this.asyncInARow = 0;
     return this.hostResults(h, outs, modelName);
   }

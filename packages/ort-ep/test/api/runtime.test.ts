@@ -5,8 +5,10 @@ import { model, node, v } from '../helpers/build.js';
 import { f32, mlxCpu, ort, plain, runOn, seeded } from '../helpers/ort.js';
 import { MlxSession } from '../../src/index.js';
 import { INLINE_PROBE_EVERY, runsInline } from '../../src/execute/signature.js';
+import { TURN_EVERY_MS } from '../../src/session.js';
 
-const { memory } = await import('@mlx/core');
+const mx = await import('@mlx/core');
+const { memory } = mx;
 
 describe('release()', () => {
   // y = relu(x @ w1) @ w2 with w1, w2 of 512 x 512 float32 (1 MiB each).
@@ -174,14 +176,90 @@ describe('run() and the event loop', () => {
       const worker = await turned(off);
       expect(worker.inline).toBe(false);
       expect(off.compileStats.inlineEvals).toBe(0);
-      // An inline replay too lets the event loop turn (a setImmediate run) before it resolves. (A
-      // worker's completion is a turn of its own, but its callback may resolve the run in the same
-      // poll phase, before any setImmediate: no assertion on those.)
-      expect(later.turned).toBe(true);
       for (const r of [...first, later, worker]) r.y.forEach((y, i) => expect(y).toBeCloseTo(want[i], 5));
     } finally {
       quick.release();
       off.release();
+    }
+  });
+
+  /**
+   * A loop of `ms` milliseconds of awaited runs of `s`: how many runs, how many of them inline, and
+   * how many times the event loop turned meanwhile (a setImmediate that queues itself again runs
+   * once per turn).
+   */
+  async function loop(s: MlxSession, ms: number, input = feed): Promise<{ runs: number; inline: number; turns: number; ms: number }> {
+    let turns = 0;
+    let armed = true;
+    const tick = () => {
+      turns++;
+      if (armed) setImmediate(tick);
+    };
+    setImmediate(tick);
+    const inline0 = s.compileStats.inlineEvals;
+    const t0 = performance.now();
+    let runs = 0;
+    while (performance.now() - t0 < ms) {
+      await s.run(input);
+      runs++;
+    }
+    const took = performance.now() - t0;
+    armed = false;
+    return { runs, inline: s.compileStats.inlineEvals - inline0, turns, ms: took };
+  }
+
+  it('a loop of inline runs lets the event loop turn every TURN_EVERY_MS, not after every run', async () => {
+    for (const compiled of [true, false]) {
+      const s = await MlxSession.create(small, { device: 'cpu', compiled, shortEvalMs: 1000 });
+      try {
+        for (let i = 0; i < 4; i++) await s.run(feed);
+        const r = await loop(s, 30 * TURN_EVERY_MS);
+        // Every run on this thread, a few hundred of them (microseconds each).
+        expect(r.inline).toBe(r.runs);
+        expect(r.runs).toBeGreaterThan(40);
+        // Timers and I/O had their turns all along: at least one in each stretch of TURN_EVERY_MS
+        // plus a run (the loop did nothing else), and not one per run, which cost a small model's
+        // run a good part of its time.
+        expect(r.turns).toBeGreaterThanOrEqual(5);
+        expect(r.turns).toBeLessThanOrEqual(r.ms / TURN_EVERY_MS + 2);
+        expect(r.turns).toBeLessThan(r.runs / 4);
+      } finally {
+        s.release();
+      }
+    }
+  });
+
+  it('one slow evaluation leaves a one-call replay on the calling thread; two in a row send it to the evaluation thread', async () => {
+    const s = await MlxSession.create(small, { device: 'cpu', shortEvalMs: 1 });
+    try {
+      for (let i = 0; i < 4; i++) await turned(s);
+      expect((await turned(s)).inline).toBe(true);
+      const programs = [
+        ...(s as unknown as { runner: { programs: Map<string, { host?: { program: mx.HostProgram } }> } }).runner.programs.values(),
+      ];
+      const program = programs[0].host!.program;
+      const run = program.run.bind(program);
+      // The next `slow` evaluations take 3 ms (another process holding the core, as it were).
+      let slow = 0;
+      program.run = (...args: Parameters<mx.HostProgram['run']>) => {
+        const out = run(...args);
+        if (slow > 0) {
+          slow--;
+          const until = performance.now() + 3;
+          while (performance.now() < until);
+        }
+        return out;
+      };
+      slow = 1;
+      const afterOne = [await turned(s), await turned(s)];
+      expect(afterOne.map((r) => r.inline)).toEqual([true, true]);
+      slow = 2;
+      const afterTwo = [await turned(s), await turned(s), await turned(s)];
+      expect(afterTwo.map((r) => r.inline)).toEqual([true, true, false]);
+      const want = plain((await runOn('cpu', small, { x })).y);
+      for (const r of [...afterOne, ...afterTwo]) r.y.forEach((y, i) => expect(y).toBeCloseTo(want[i], 5));
+    } finally {
+      s.release();
     }
   });
 
@@ -229,10 +307,9 @@ describe('run() and the event loop', () => {
     const quick = await MlxSession.create(small, { device: 'cpu', compiled: false, shortEvalMs: 1000 });
     const off = await MlxSession.create(small, { device: 'cpu', compiled: false, shortEvalMs: 0 });
     try {
-      // The first has no measure yet: on the worker; then on this thread, the event loop still turning.
+      // The first has no measure yet: on the worker; then on this thread.
       const runs = [await turned(quick), await turned(quick), await turned(quick)];
       expect(runs.map((r) => r.inline)).toEqual([false, true, true]);
-      expect(runs[2].turned).toBe(true);
       for (let i = 0; i < 3; i++) await turned(off);
       expect(off.compileStats.inlineEvals).toBe(0);
       for (const r of runs) r.y.forEach((y, i) => expect(y).toBeCloseTo(want[i], 5));
