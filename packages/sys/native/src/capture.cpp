@@ -26,6 +26,7 @@
 #include "mlx/primitives.h"
 #include "mlx/scheduler.h"
 #include "mlxc_private.h"
+#include "static_tiny.h"
 
 namespace mx = mlx::core;
 
@@ -284,6 +285,7 @@ struct Step {
   std::vector<mx::Shape> shapes;  // of its outputs, whose values take the next slots
   std::vector<mx::Dtype> dtypes;
   std::vector<char> unread;  // per output: nothing reads it (a sibling the function ignores)
+  mlxc::TinyStep tiny;       // computed by the executor itself (static_tiny.h), op none: by eval_cpu
 };
 
 struct Program {
@@ -320,6 +322,9 @@ bool runs_alone(const mx::Primitive& p) {
  */
 std::shared_ptr<Program> program_of(const Trace& t) {
   auto p = std::make_shared<Program>();
+  // MLXC_STATIC_TINY=0: every step through its primitive's eval_cpu (read when a program is made).
+  const char* tiny_env = std::getenv("MLXC_STATIC_TINY");
+  const bool tiny = !(tiny_env && std::string_view(tiny_env) == "0");
   std::unordered_map<std::uintptr_t, int32_t> slot;
   std::unordered_map<std::uintptr_t, int32_t> constant;
   int32_t next = 0;
@@ -345,6 +350,7 @@ std::shared_ptr<Program> program_of(const Trace& t) {
       st.dtypes.push_back(o.dtype());
       slot.emplace(o.id(), next++);
     }
+    if (tiny) st.tiny = mlxc::tiny_step(prim, a.inputs(), st.shapes, st.dtypes);
     p->steps.push_back(std::move(st));
   }
   if (!p->stream) return p;  // nothing to compute: the replay serves
@@ -411,8 +417,13 @@ std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, m
     // to detach from but the primitive.
     for (size_t i = 0; i < st.shapes.size(); i++) outs.emplace_back(st.shapes[i], st.dtypes[i], st.prim, std::vector<mx::array>{});
     const auto t0 = timed ? std::chrono::steady_clock::now() : run_start;
-    st.prim->eval_cpu(ins, outs);
-    if (timed) times.emplace_back(st.prim->name(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (st.tiny.op != mlxc::TinyOp::none)
+      mlxc::tiny_eval(st.tiny, ins, outs);
+    else
+      st.prim->eval_cpu(ins, outs);
+    if (timed)
+      times.emplace_back(std::string(st.prim->name()) + (st.tiny.op != mlxc::TinyOp::none ? " (executor)" : ""),
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     ins.clear();
     // What the primitive dispatched has run; a task's error was kept by the scope.
     scope.rethrow();
