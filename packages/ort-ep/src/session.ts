@@ -153,7 +153,7 @@ export class MlxSession {
     // worker thread on the CPU: blocks its results still hold when it ends are never collected.
     this.pooledResults =
       memory === 'pooled' || (memory === 'auto' && (isMainThread || (streams.main.device.type === 'gpu' && mx.cudaAvailable())));
-    const short = options.shortEvalMs ?? 1;
+    const short = options.shortEvalMs ?? 2;
     if (typeof short !== 'number' || !(short >= 0) || short > 1000)
       throw new TypeError(`shortEvalMs must be a number of milliseconds from 0 to 1000, got ${String(short)}`);
     this.shortEvalMs = short;

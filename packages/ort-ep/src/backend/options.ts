@@ -24,7 +24,7 @@ export interface MlxExecutionProviderOption {
   maxSessionBytes?: number;
   /** Input signatures whose compiled programs are kept. Default 16. */
   maxSignatures?: number;
-  /** run() evaluates a replay whose last evaluation took under this many ms on the calling thread. Default 1 (see MlxSessionOptions.shortEvalMs). */
+  /** run() evaluates a replay whose last evaluation took under this many ms on the calling thread. Default 2 (see MlxSessionOptions.shortEvalMs). */
   shortEvalMs?: number;
   /** Where large results land on the host: 'auto' (default), 'pooled' or 'fresh' (see MlxSessionOptions.outputMemory). */
   outputMemory?: 'auto' | 'pooled' | 'fresh';

@@ -29,7 +29,9 @@ export interface MlxSessionOptions {
    * run() of a compiled signature whose previous evaluation took under this many milliseconds
    * evaluates on the calling thread: handing a sub-millisecond graph to the worker thread and
    * back costs a good part of its compute (tens of microseconds on a CPU). The event loop then
-   * waits that long, as it waits for building the graph. Default 1; 0: run() always evaluates off
+   * waits that long, as it waits for building the graph. Default 2 (on 2 cores another process's
+   * load made a 0.6 ms decode step measure over 1 ms now and then, and each such step sent the loop
+   * through the hops, 0.3-0.5 ms each); 0: run() always evaluates off
    * the JS thread. The first runs of a signature (analysis, trace) always do. On the CPU, an eager
    * run (compiled: false, or a new signature run unanalysed) evaluates on the calling thread when
    * the previous eager run's evaluation took under this.

@@ -122,10 +122,13 @@ export const INLINE_PROBE_EVERY = 8;
  * other core, the JS thread still running as it starts), so one slow step sent a decode loop there
  * for good, each step then paying the hops there and back (0.2-0.5 ms). The probe measures the
  * step where it ran before; it blocks the event loop at most once in INLINE_PROBE_EVERY runs, for
- * less than twice `shortEvalMs` as last measured.
+ * less than twice `shortEvalMs` as last measured. A signature never yet measured on the calling
+ * thread probes after one run there (`probeAfter` 1): its first one-call run follows its trace,
+ * whose evaluation (weights packed, kernels built) says nothing of a replay's, and eight steps of
+ * each new decode loop went through the hops for it (a 7M decoder's 20-token loop: half its steps).
  */
-export function runsInline(evalMs: number, asyncInARow: number, shortEvalMs: number): boolean {
-  return evalMs < shortEvalMs || (asyncInARow >= INLINE_PROBE_EVERY && evalMs < 2 * shortEvalMs);
+export function runsInline(evalMs: number, asyncInARow: number, shortEvalMs: number, probeAfter = INLINE_PROBE_EVERY): boolean {
+  return evalMs < shortEvalMs || (asyncInARow >= probeAfter && evalMs < 2 * shortEvalMs);
 }
 
 export class SignatureProgram {
@@ -144,7 +147,7 @@ export class SignatureProgram {
    * steps of a loop there under load. Two in a row still do.
    */
   private evalMs = Number.POSITIVE_INFINITY;
-  /** The last evaluation's own time on the calling thread (evalMs). */
+  /** The last evaluation's own time on the calling thread (evalMs); infinite until one ran there. */
   private lastInlineMs = Number.POSITIVE_INFINITY;
   /** One-call runs evaluated on the stream's evaluation thread since the last one on the calling thread (runsInline). */
   private asyncInARow = 0;
@@ -374,7 +377,7 @@ export class SignatureProgram {
 
   /** Whether the next one-call run evaluates on the calling thread (runsInline), from this signature's last runs. */
   hostRunsInline(shortEvalMs: number): boolean {
-    return runsInline(this.evalMs, this.asyncInARow, shortEvalMs);
+    return runsInline(this.evalMs, this.asyncInARow, shortEvalMs, this.lastInlineMs === Number.POSITIVE_INFINITY ? 1 : INLINE_PROBE_EVERY);
   }
 
   /** A one-call run's arguments: each feed's data or array, and which arrays it may consume. */

@@ -30,7 +30,7 @@ const child = (modelDir: string) => `
   const out = {};
   for (const [name, compiled, onDevice] of [['compiled', true, false], ['device', true, true], ['eager', false, false]]) {
     const s = await ort.InferenceSession.create(join(dir, 'model.onnx'), {
-      // A run whose evaluation takes longer than shortEvalMs (1 ms by default; a loaded machine
+      // A run whose evaluation takes longer than shortEvalMs (2 ms by default; a loaded machine
       // passes it now and then) evaluates on the worker thread, the general path: the bound is
       // given room here so that the count is the one-call path's whatever the machine's load.
       executionProviders: [{ name: 'mlx', device: 'cpu', compiled, shortEvalMs: 100 }],

@@ -302,6 +302,36 @@ describe('run() and the event loop', () => {
     }
   });
 
+  it('a signature never run on the calling thread probes it after one run on the evaluation thread, not eight', async () => {
+    expect(runsInline(1.5, 1, 1, 1)).toBe(true);
+    expect(runsInline(1.5, 0, 1, 1)).toBe(false);
+    const want = plain((await runOn('cpu', small, { x })).y);
+    const s = await MlxSession.create(small, { device: 'cpu', shortEvalMs: 1000 });
+    try {
+      // Analysis and trace; the one-call form exists from the next run on.
+      await turned(s);
+      await turned(s);
+      const programs = [...(s as unknown as { runner: { programs: Map<string, object> } }).runner.programs.values()];
+      const state = programs[0] as { evalMs: number; asyncInARow: number; lastInlineMs: number };
+      // As a trace leaves it (its evaluation, weights packed and kernels built, took long), and
+      // as the evaluation thread measures a short step on 2 cores (above shortEvalMs, under twice it).
+      expect(state.lastInlineMs).toBe(Number.POSITIVE_INFINITY);
+      const runs = [];
+      for (let i = 0; i < 3; i++) {
+        // The evaluation thread's measure of the first (set again after it ran there).
+        if (i < 2) state.evalMs = 1500;
+        runs.push(await turned(s));
+      }
+      // One on the evaluation thread, then the probe here, which measures it as it is (short):
+      // here from then on.
+      expect(runs.map((r) => r.inline)).toEqual([false, true, true]);
+      expect(state.lastInlineMs).toBeLessThan(1000);
+      for (const r of runs) r.y.forEach((y, i) => expect(y).toBeCloseTo(want[i], 5));
+    } finally {
+      s.release();
+    }
+  });
+
   it('a short eager run evaluates on the calling thread after one that was short; shortEvalMs 0 never', async () => {
     const want = plain((await runOn('cpu', small, { x })).y);
     const quick = await MlxSession.create(small, { device: 'cpu', compiled: false, shortEvalMs: 1000 });
