@@ -1,6 +1,6 @@
 // The compiled path's process-wide set-up (compile-setup.ts): which devices fuse by default.
 import { describe, expect, it } from 'vitest';
-import { compileSetup, gpuFusion } from './compile-setup.js';
+import { CPU_CACHE_LIMIT, compileSetup, cpuCacheLimit, gpuFusion } from './compile-setup.js';
 
 describe('compile set-up', () => {
   it("fuses on CUDA only when MLX_ORT_FUSION is '1', on Metal unless it is '0'", () => {
@@ -15,5 +15,18 @@ describe('compile set-up', () => {
 
   it.skipIf(process.env.MLX_ORT_CPU_JIT === '1')('captures CPU segments without a compiler and without fusing by default', () => {
     expect(compileSetup('cpu')).toMatchObject({ traced: true, tracer: 'capture', fusion: false });
+  });
+});
+
+describe("MLX's CPU buffer cache limit", () => {
+  it('is raised to CPU_CACHE_LIMIT, kept where higher, or set by MLX_ORT_CPU_CACHE_MB', () => {
+    expect(cpuCacheLimit(32 << 20, undefined)).toBe(CPU_CACHE_LIMIT);
+    expect(cpuCacheLimit(4 * CPU_CACHE_LIMIT, undefined)).toBe(4 * CPU_CACHE_LIMIT);
+    expect(cpuCacheLimit(32 << 20, '')).toBe(CPU_CACHE_LIMIT);
+    expect(cpuCacheLimit(4 * CPU_CACHE_LIMIT, '64')).toBe(64 << 20);
+    expect(cpuCacheLimit(32 << 20, '0')).toBe(0);
+    expect(() => cpuCacheLimit(0, '1.5')).toThrow(/MLX_ORT_CPU_CACHE_MB must be a whole number of MiB/);
+    expect(() => cpuCacheLimit(0, '-1')).toThrow(/MLX_ORT_CPU_CACHE_MB/);
+    expect(() => cpuCacheLimit(0, 'lots')).toThrow(/MLX_ORT_CPU_CACHE_MB/);
   });
 });

@@ -13,6 +13,13 @@
 //   on a fresh H100 that took BERT-base's second run 64 s and GPT-2 small's 35 s (21 ms and 113 ms
 //   unfused), for a steady state the same on BERT-base, 0-7% faster decoding, 13% on GPT-2 small
 //   (2026-12-06). MLX_ORT_FUSION=0 turns fusion off everywhere (compile mode 'no_fuse').
+// - MLX's buffer cache on the CPU: MLX keeps freed buffers for reuse up to its cache limit, 32 MiB
+//   by default on the CPU (Metal's and CUDA's default to their memory limit). A buffer over it was
+//   handed back to the system at every free and mapped again at the next run, a page fault per
+//   4 KiB: GPT-2 small's [256, 50257] logits, 51 MB, took 12,500 faults a run and its product
+//   110-130 ms instead of ~100. A CPU session raises the limit to CPU_CACHE_LIMIT once per process
+//   (MLX_ORT_CPU_CACHE_MB sets another; a limit already above it stays); mx.memory.clearCache()
+//   gives the cached buffers back, and mx.memory.setCacheLimit() sets it anew.
 // - The CPU kernel cache (JIT only): MLX writes kernels to $TMPDIR/mlx/<version>/cpu, which a reboot
 //   empties. That folder is made a link to a lasting one, MLX_ORT_CACHE_DIR, else
 //   $XDG_CACHE_HOME/mlx-ort, else ~/.cache/mlx-ort (each holding <version>/cpu), so a second
@@ -73,9 +80,36 @@ export function gpuFusion(cuda: boolean, env: string | undefined): boolean {
   return cuda ? env === '1' : env !== '0';
 }
 
+/** MLX's buffer cache limit on the CPU once a session runs there (bytes), unless MLX_ORT_CPU_CACHE_MB says otherwise. */
+export const CPU_CACHE_LIMIT = 1 << 30;
+
+/**
+ * The CPU buffer cache limit a session sets: MLX_ORT_CPU_CACHE_MB (a whole number of MiB, 0
+ * included) where given, else CPU_CACHE_LIMIT, or the current limit where that is higher.
+ */
+export function cpuCacheLimit(current: number, env: string | undefined): number {
+  if (env !== undefined && env !== '') {
+    const mb = Number(env);
+    if (!Number.isSafeInteger(mb) || mb < 0)
+      throw new RangeError(`MLX_ORT_CPU_CACHE_MB must be a whole number of MiB (0 or more), got '${env}'`);
+    return mb * 1024 * 1024;
+  }
+  return Math.max(current, CPU_CACHE_LIMIT);
+}
+
 export function compileSetup(device: 'cpu' | 'gpu'): CompileSetup {
   let s = setups.get(device);
   if (s) return s;
+  if (device === 'cpu') {
+    // MLX has no getter: set, read the old limit back, settle (the old one again on a bad value).
+    const current = mx.memory.setCacheLimit(CPU_CACHE_LIMIT);
+    let limit = current;
+    try {
+      limit = cpuCacheLimit(current, process.env.MLX_ORT_CPU_CACHE_MB);
+    } finally {
+      mx.memory.setCacheLimit(limit);
+    }
+  }
   const fusion = process.env.MLX_ORT_FUSION !== '0';
   if (device === 'gpu') {
     // The compile mode is the process's: a CUDA session without fusion also keeps an opted-in
