@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string_view>
+#include <type_traits>
 
 namespace mx = mlx::core;
 
@@ -35,122 +36,6 @@ bool tiny_array(const mx::Shape& s, mx::Dtype t) {
   return tiny_type(t) && n >= 1 && n <= kTinyElements;
 }
 
-/** Element `j` (row-major logical order) of `a`, read through its strides, as int64. */
-struct Reader {
-  const char* base;
-  mx::Dtype dtype;
-  bool contiguous;
-  std::vector<int> shape;
-  std::vector<int64_t> strides;  // in elements
-  explicit Reader(const mx::array& a)
-      : base(static_cast<const char*>(a.data<void>())),
-        dtype(a.dtype()),
-        contiguous(a.flags().row_contiguous),
-        shape(a.shape().begin(), a.shape().end()),
-        strides(a.strides().begin(), a.strides().end()) {}
-
-  int64_t at_offset(int64_t k) const {
-    switch (dtype) {
-      case mx::bool_: return reinterpret_cast<const bool*>(base)[k] ? 1 : 0;
-      case mx::int8: return reinterpret_cast<const int8_t*>(base)[k];
-      case mx::int16: return reinterpret_cast<const int16_t*>(base)[k];
-      case mx::int32: return reinterpret_cast<const int32_t*>(base)[k];
-      case mx::int64: return reinterpret_cast<const int64_t*>(base)[k];
-      case mx::uint8: return reinterpret_cast<const uint8_t*>(base)[k];
-      case mx::uint16: return reinterpret_cast<const uint16_t*>(base)[k];
-      case mx::float32:  // an integer wanted from float data: as MLX's static_cast to int64
-        return static_cast<int64_t>(reinterpret_cast<const float*>(base)[k]);
-      default:  // uint32 (tiny_type admits nothing else)
-        return reinterpret_cast<const uint32_t*>(base)[k];
-    }
-  }
-
-  /** As a float: float32 data as it is, an integer converted (static_cast, as MLX's AsType). */
-  float f_at_offset(int64_t k) const {
-    if (dtype == mx::float32) return reinterpret_cast<const float*>(base)[k];
-    return static_cast<float>(at_offset(k));
-  }
-
-  /** The offset of the element at multi-index `idx` of `shape` (trailing axes aligned; an axis of 1 broadcasts). */
-  int64_t offset_of(const std::vector<int>& idx) const {
-    int64_t off = 0;
-    const size_t lead = idx.size() - shape.size();
-    for (size_t d = 0; d < shape.size(); d++)
-      if (shape[d] != 1) off += static_cast<int64_t>(idx[lead + d]) * strides[d];
-    return off;
-  }
-
-  /** The offset of row-major position `j`. */
-  int64_t offset(size_t j) const {
-    if (contiguous) return static_cast<int64_t>(j);
-    int64_t off = 0;
-    for (size_t d = shape.size(); d-- > 0;) {
-      const size_t n = static_cast<size_t>(shape[d]);
-      off += static_cast<int64_t>(j % n) * strides[d];
-      j /= n;
-    }
-    return off;
-  }
-
-  int64_t operator()(size_t j) const { return at_offset(offset(j)); }
-  float f(size_t j) const { return f_at_offset(offset(j)); }
-};
-
-void store(mx::array& o, size_t i, int64_t v) {
-  switch (o.dtype()) {
-    case mx::bool_: o.data<bool>()[i] = v != 0; break;
-    case mx::int8: o.data<int8_t>()[i] = static_cast<int8_t>(v); break;
-    case mx::int16: o.data<int16_t>()[i] = static_cast<int16_t>(v); break;
-    case mx::int32: o.data<int32_t>()[i] = static_cast<int32_t>(v); break;
-    case mx::int64: o.data<int64_t>()[i] = v; break;
-    case mx::uint8: o.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
-    case mx::uint16: o.data<uint16_t>()[i] = static_cast<uint16_t>(v); break;
-    case mx::float32: o.data<float>()[i] = static_cast<float>(v); break;
-    default: o.data<uint32_t>()[i] = static_cast<uint32_t>(v); break;
-  }
-}
-
-/** A float into an output of any tiny type: static_cast as MLX's AsType (bool: v != 0, NaN true). */
-void store_f(mx::array& o, size_t i, float v) {
-  switch (o.dtype()) {
-    case mx::float32: o.data<float>()[i] = v; break;
-    case mx::bool_: o.data<bool>()[i] = v != 0.0f; break;
-    case mx::int8: o.data<int8_t>()[i] = static_cast<int8_t>(v); break;
-    case mx::int16: o.data<int16_t>()[i] = static_cast<int16_t>(v); break;
-    case mx::int32: o.data<int32_t>()[i] = static_cast<int32_t>(v); break;
-    case mx::int64: o.data<int64_t>()[i] = static_cast<int64_t>(v); break;
-    case mx::uint8: o.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
-    case mx::uint16: o.data<uint16_t>()[i] = static_cast<uint16_t>(v); break;
-    default: o.data<uint32_t>()[i] = static_cast<uint32_t>(v); break;
-  }
-}
-
-/** MLX's binary ops on float32 (maximum and minimum: a NaN first operand wins, a NaN second one too, through the comparison). */
-float binary_f(TinyOp op, float a, float b) {
-  switch (op) {
-    case TinyOp::add: return a + b;
-    case TinyOp::subtract: return a - b;
-    case TinyOp::multiply: return a * b;
-    case TinyOp::maximum: return std::isnan(a) ? a : (a > b ? a : b);
-    default:  // minimum
-      return std::isnan(a) ? a : (a < b ? a : b);
-  }
-}
-
-bool compare_f(TinyOp op, float a, float b) {
-  switch (op) {
-    case TinyOp::less: return a < b;
-    case TinyOp::less_equal: return a <= b;
-    case TinyOp::greater: return a > b;
-    case TinyOp::greater_equal: return a >= b;
-    case TinyOp::equal: return a == b;
-    case TinyOp::not_equal: return a != b;
-    case TinyOp::logical_and: return a != 0.0f && b != 0.0f;
-    default:  // logical_or
-      return a != 0.0f || b != 0.0f;
-  }
-}
-
 /** The multi-index of row-major position `i` of `shape`. */
 void unravel(size_t i, const mx::Shape& shape, std::vector<int>& idx) {
   idx.resize(shape.size());
@@ -160,29 +45,76 @@ void unravel(size_t i, const mx::Shape& shape, std::vector<int>& idx) {
   }
 }
 
-/** Wrapping int64 arithmetic (through uint64: no signed overflow). */
-int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t wrap_sub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-
-int64_t binary(TinyOp op, int64_t a, int64_t b) {
-  switch (op) {
-    case TinyOp::add: return wrap_add(a, b);
-    case TinyOp::subtract: return wrap_sub(a, b);
-    case TinyOp::multiply: return wrap_mul(a, b);
-    case TinyOp::maximum: return std::max(a, b);
-    case TinyOp::minimum: return std::min(a, b);
-    case TinyOp::less: return a < b;
-    case TinyOp::less_equal: return a <= b;
-    case TinyOp::greater: return a > b;
-    case TinyOp::greater_equal: return a >= b;
-    case TinyOp::equal: return a == b;
-    case TinyOp::not_equal: return a != b;
-    case TinyOp::logical_and: return a != 0 && b != 0;
-    default:  // logical_or
-      return a != 0 || b != 0;
+/** a's elements in row-major logical order, converted to T (bool 0 or 1; static_cast otherwise). */
+template <typename S, typename T>
+void gather_typed(const mx::array& a, T* dst) {
+  const S* p = a.data<S>();
+  const size_t n = a.size();
+  if (a.flags().row_contiguous) {
+    for (size_t i = 0; i < n; i++) dst[i] = static_cast<T>(p[i]);
+    return;
+  }
+  const auto& shape = a.shape();
+  const auto& strides = a.strides();
+  for (size_t i = 0; i < n; i++) {
+    size_t j = i;
+    int64_t off = 0;
+    for (size_t d = shape.size(); d-- > 0;) {
+      const size_t m = static_cast<size_t>(shape[d]);
+      off += static_cast<int64_t>(j % m) * strides[d];
+      j /= m;
+    }
+    dst[i] = static_cast<T>(p[off]);
   }
 }
+
+template <typename T>
+void gather(const mx::array& a, T* dst) {
+  switch (a.dtype()) {
+    case mx::bool_: return gather_typed<bool, T>(a, dst);
+    case mx::int8: return gather_typed<int8_t, T>(a, dst);
+    case mx::int16: return gather_typed<int16_t, T>(a, dst);
+    case mx::int32: return gather_typed<int32_t, T>(a, dst);
+    case mx::int64: return gather_typed<int64_t, T>(a, dst);
+    case mx::uint8: return gather_typed<uint8_t, T>(a, dst);
+    case mx::uint16: return gather_typed<uint16_t, T>(a, dst);
+    case mx::uint32: return gather_typed<uint32_t, T>(a, dst);
+    default:  // float32 (tiny_type admits nothing else)
+      return gather_typed<float, T>(a, dst);
+  }
+}
+
+/** src into o's fresh row-major data, converted to its type: bool is != 0 (NaN true), the others static_cast. */
+template <typename D, typename T>
+void scatter_typed(mx::array& o, const T* src) {
+  D* p = o.data<D>();
+  const size_t n = o.size();
+  if constexpr (std::is_same_v<D, bool>) {
+    for (size_t i = 0; i < n; i++) p[i] = src[i] != 0;
+  } else {
+    for (size_t i = 0; i < n; i++) p[i] = static_cast<D>(src[i]);
+  }
+}
+
+template <typename T>
+void scatter(mx::array& o, const T* src) {
+  switch (o.dtype()) {
+    case mx::bool_: return scatter_typed<bool, T>(o, src);
+    case mx::int8: return scatter_typed<int8_t, T>(o, src);
+    case mx::int16: return scatter_typed<int16_t, T>(o, src);
+    case mx::int32: return scatter_typed<int32_t, T>(o, src);
+    case mx::int64: return scatter_typed<int64_t, T>(o, src);
+    case mx::uint8: return scatter_typed<uint8_t, T>(o, src);
+    case mx::uint16: return scatter_typed<uint16_t, T>(o, src);
+    case mx::uint32: return scatter_typed<uint32_t, T>(o, src);
+    default: return scatter_typed<float, T>(o, src);
+  }
+}
+
+/** Wrapping int64 arithmetic (through uint64: no signed overflow). */
+inline int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+inline int64_t wrap_sub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
+inline int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
 
 /** The value of an int64 once stored in `t` and read back (a reduction accumulates in its output type). */
 int64_t as_type(int64_t v, mx::Dtype t) {
@@ -196,6 +128,83 @@ int64_t as_type(int64_t v, mx::Dtype t) {
     case mx::uint32: return static_cast<uint32_t>(v);
     default: return v;
   }
+}
+
+/** r[i] = f(a[i], b[i]) over n values. */
+template <typename R, typename T, typename F>
+void zip(R* r, const T* a, const T* b, size_t n, F f) {
+  for (size_t i = 0; i < n; i++) r[i] = f(a[i], b[i]);
+}
+
+/** A binary op over integer values (int64), into r. */
+void binary_i(TinyOp op, int64_t* r, const int64_t* a, const int64_t* b, size_t n) {
+  switch (op) {
+    case TinyOp::add: return zip(r, a, b, n, wrap_add);
+    case TinyOp::subtract: return zip(r, a, b, n, wrap_sub);
+    case TinyOp::multiply: return zip(r, a, b, n, wrap_mul);
+    case TinyOp::maximum: return zip(r, a, b, n, [](int64_t x, int64_t y) { return x > y ? x : y; });
+    case TinyOp::minimum: return zip(r, a, b, n, [](int64_t x, int64_t y) { return x < y ? x : y; });
+    case TinyOp::less: return zip(r, a, b, n, [](int64_t x, int64_t y) -> int64_t { return x < y; });
+    case TinyOp::less_equal: return zip(r, a, b, n, [](int64_t x, int64_t y) -> int64_t { return x <= y; });
+    case TinyOp::greater: return zip(r, a, b, n, [](int64_t x, int64_t y) -> int64_t { return x > y; });
+    case TinyOp::greater_equal: return zip(r, a, b, n, [](int64_t x, int64_t y) -> int64_t { return x >= y; });
+    case TinyOp::equal: return zip(r, a, b, n, [](int64_t x, int64_t y) -> int64_t { return x == y; });
+    case TinyOp::not_equal: return zip(r, a, b, n, [](int64_t x, int64_t y) -> int64_t { return x != y; });
+    case TinyOp::logical_and: return zip(r, a, b, n, [](int64_t x, int64_t y) -> int64_t { return x != 0 && y != 0; });
+    default:  // logical_or
+      return zip(r, a, b, n, [](int64_t x, int64_t y) -> int64_t { return x != 0 || y != 0; });
+  }
+}
+
+/**
+ * A binary op over float32 values, as MLX's scalar kernels: one correctly rounded operation;
+ * maximum and minimum return a NaN first operand, and a NaN second one through the comparison;
+ * comparisons and the logical ops give 0 or 1 (into `c`), the arithmetic into `r`.
+ */
+void binary_f(TinyOp op, float* r, int64_t* c, const float* a, const float* b, size_t n) {
+  switch (op) {
+    case TinyOp::add: return zip(r, a, b, n, [](float x, float y) { return x + y; });
+    case TinyOp::subtract: return zip(r, a, b, n, [](float x, float y) { return x - y; });
+    case TinyOp::multiply: return zip(r, a, b, n, [](float x, float y) { return x * y; });
+    case TinyOp::maximum: return zip(r, a, b, n, [](float x, float y) { return std::isnan(x) ? x : (x > y ? x : y); });
+    case TinyOp::minimum: return zip(r, a, b, n, [](float x, float y) { return std::isnan(x) ? x : (x < y ? x : y); });
+    case TinyOp::less: return zip(c, a, b, n, [](float x, float y) -> int64_t { return x < y; });
+    case TinyOp::less_equal: return zip(c, a, b, n, [](float x, float y) -> int64_t { return x <= y; });
+    case TinyOp::greater: return zip(c, a, b, n, [](float x, float y) -> int64_t { return x > y; });
+    case TinyOp::greater_equal: return zip(c, a, b, n, [](float x, float y) -> int64_t { return x >= y; });
+    case TinyOp::equal: return zip(c, a, b, n, [](float x, float y) -> int64_t { return x == y; });
+    case TinyOp::not_equal: return zip(c, a, b, n, [](float x, float y) -> int64_t { return x != y; });
+    case TinyOp::logical_and: return zip(c, a, b, n, [](float x, float y) -> int64_t { return x != 0.0f && y != 0.0f; });
+    default:  // logical_or
+      return zip(c, a, b, n, [](float x, float y) -> int64_t { return x != 0.0f || y != 0.0f; });
+  }
+}
+
+/** This thread's scratch buffers (a step's values, read and made; reused from step to step). */
+struct Scratch {
+  std::vector<int64_t> i[4];
+  std::vector<float> f[3];
+  int64_t* ints(int k, size_t n) {
+    if (i[k].size() < n) i[k].resize(n);
+    return i[k].data();
+  }
+  float* floats(int k, size_t n) {
+    if (f[k].size() < n) f[k].resize(n);
+    return f[k].data();
+  }
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+/** The row-major position in `in` (its axes aligned at the end; an axis of 1 broadcasts) of output index `idx`. */
+size_t broadcast_index(const std::vector<int>& idx, const mx::Shape& in) {
+  const size_t lead = idx.size() - in.size();
+  size_t k = 0;
+  for (size_t d = 0; d < in.size(); d++) k = k * static_cast<size_t>(in[d]) + (in[d] == 1 ? 0 : static_cast<size_t>(idx[lead + d]));
+  return k;
 }
 
 }  // namespace
@@ -308,113 +317,122 @@ void tiny_eval(const TinyStep& t, const std::vector<mx::array>& ins, std::vector
   mx::array& o = outs[0];
   o.set_data(mx::allocator::malloc(o.nbytes()));
   const size_t n = o.size();
+  Scratch& sc = scratch();
   const bool fin = ins[0].dtype() == mx::float32;
   switch (t.op) {
-    case TinyOp::logical_not: {
-      const Reader a(ins[0]);
-      for (size_t i = 0; i < n; i++) store(o, i, fin ? a.f(i) == 0.0f : a(i) == 0);
-      return;
-    }
-    case TinyOp::negative: {
-      const Reader a(ins[0]);
-      for (size_t i = 0; i < n; i++)
-        if (fin)
-          store_f(o, i, -a.f(i));
-        else
-          store(o, i, wrap_sub(0, a(i)));
-      return;
-    }
+    case TinyOp::logical_not:
+    case TinyOp::negative:
     case TinyOp::as_type: {
-      const Reader a(ins[0]);
-      for (size_t i = 0; i < n; i++)
-        if (fin)
-          store_f(o, i, a.f(i));
-        else
-          store(o, i, a(i));
-      return;
+      if (fin) {
+        float* a = sc.floats(0, n);
+        gather(ins[0], a);
+        if (t.op == TinyOp::logical_not) {
+          int64_t* r = sc.ints(0, n);
+          for (size_t i = 0; i < n; i++) r[i] = a[i] == 0.0f;
+          return scatter(o, r);
+        }
+        if (t.op == TinyOp::negative)
+          for (size_t i = 0; i < n; i++) a[i] = -a[i];
+        return scatter(o, a);
+      }
+      int64_t* a = sc.ints(0, n);
+      gather(ins[0], a);
+      if (t.op == TinyOp::logical_not)
+        for (size_t i = 0; i < n; i++) a[i] = a[i] == 0;
+      else if (t.op == TinyOp::negative)
+        for (size_t i = 0; i < n; i++) a[i] = wrap_sub(0, a[i]);
+      return scatter(o, a);
     }
     case TinyOp::select: {
-      const Reader c(ins[0]), a(ins[1]), b(ins[2]);
-      const bool f = ins[1].dtype() == mx::float32;
-      for (size_t i = 0; i < n; i++)
-        if (f)
-          store_f(o, i, c(i) ? a.f(i) : b.f(i));
-        else
-          store(o, i, c(i) ? a(i) : b(i));
-      return;
-    }
-    case TinyOp::copy: {
-      const Reader a(ins[0]);
-      const bool whole = ins[0].size() == n;
-      std::vector<int> idx;
-      for (size_t i = 0; i < n; i++) {
-        // A broadcast reads each output position's input one, its axes of 1 held at 0.
-        int64_t k = 0;
-        if (whole) {
-          k = a.offset(i);
-        } else {
-          unravel(i, o.shape(), idx);
-          k = a.offset_of(idx);
-        }
-        if (fin)
-          store_f(o, i, a.f_at_offset(k));
-        else
-          store(o, i, a.at_offset(k));
+      int64_t* c = sc.ints(0, n);
+      gather(ins[0], c);
+      if (ins[1].dtype() == mx::float32) {
+        float *a = sc.floats(0, n), *b = sc.floats(1, n);
+        gather(ins[1], a);
+        gather(ins[2], b);
+        for (size_t i = 0; i < n; i++) a[i] = c[i] ? a[i] : b[i];
+        return scatter(o, a);
       }
-      return;
+      int64_t *a = sc.ints(1, n), *b = sc.ints(2, n);
+      gather(ins[1], a);
+      gather(ins[2], b);
+      for (size_t i = 0; i < n; i++) a[i] = c[i] ? a[i] : b[i];
+      return scatter(o, a);
     }
+    case TinyOp::copy:
     case TinyOp::concatenate: {
+      // Every input gathered in its own order, then each output position's source picked: the
+      // same position (a reshape), its broadcast one, or its place in the input along the axis.
+      const bool whole = t.op == TinyOp::copy && ins[0].size() == n;
+      size_t total = 0;
+      for (const auto& in : ins) total += in.size();
+      float* vf = fin ? sc.floats(0, total) : nullptr;
+      int64_t* vi = fin ? nullptr : sc.ints(0, total);
+      std::vector<size_t> start(ins.size());
+      for (size_t k = 0, at = 0; k < ins.size(); at += ins[k].size(), k++) {
+        start[k] = at;
+        if (fin)
+          gather(ins[k], vf + at);
+        else
+          gather(ins[k], vi + at);
+      }
+      if (whole) return fin ? scatter(o, vf) : scatter(o, vi);
+      float* rf = fin ? sc.floats(1, n) : nullptr;
+      int64_t* ri = fin ? nullptr : sc.ints(1, n);
       std::vector<int> idx;
-      const int axis = t.axis;
       for (size_t i = 0; i < n; i++) {
         unravel(i, o.shape(), idx);
         size_t k = 0;
-        while (idx[axis] >= ins[k].shape(axis)) idx[axis] -= ins[k++].shape(axis);
-        const Reader a(ins[k]);
+        if (t.op == TinyOp::concatenate)
+          while (idx[t.axis] >= ins[k].shape(t.axis)) idx[t.axis] -= ins[k++].shape(t.axis);
+        const size_t from = start[k] + broadcast_index(idx, ins[k].shape());
         if (fin)
-          store_f(o, i, a.f_at_offset(a.offset_of(idx)));
+          rf[i] = vf[from];
         else
-          store(o, i, a.at_offset(a.offset_of(idx)));
+          ri[i] = vi[from];
       }
-      return;
+      return fin ? scatter(o, rf) : scatter(o, ri);
     }
     case TinyOp::reduce_sum:
     case TinyOp::reduce_max:
     case TinyOp::reduce_min:
     case TinyOp::reduce_and:
     case TinyOp::reduce_or: {
-      // Integer inputs only (tiny_step). Trailing axes reduced over a row-major input: runs of
-      // `seg` elements, one output each; otherwise each element's output position by its index.
-      const Reader a(ins[0]);
+      // Integer inputs only (tiny_step), gathered in row-major order, each cast to the output
+      // type first (as MLX's reductions do). Trailing axes reduced: runs of `seg` values, one
+      // output each; otherwise each value's output position by its index.
       const mx::Dtype ot = o.dtype();
       const mx::Shape& s = ins[0].shape();
       const size_t total = ins[0].size();
-      const size_t seg = total / n;
-      bool runs = a.contiguous;
+      int64_t* v = sc.ints(0, total);
+      gather(ins[0], v);
+      for (size_t j = 0; j < total; j++) v[j] = as_type(v[j], ot);
+      const auto combine = [&](int64_t r, int64_t x) -> int64_t {
+        switch (t.op) {
+          case TinyOp::reduce_sum: return as_type(wrap_add(r, x), ot);
+          case TinyOp::reduce_max: return r > x ? r : x;
+          case TinyOp::reduce_min: return r < x ? r : x;
+          case TinyOp::reduce_and: return r != 0 && x != 0;
+          default: return r != 0 || x != 0;
+        }
+      };
       const auto reduced = [&](size_t d) { return std::find(t.axes.begin(), t.axes.end(), static_cast<int>(d)) != t.axes.end(); };
       size_t last_kept = 0;  // one past the last kept axis of more than one element
       for (size_t d = 0; d < s.size(); d++)
         if (!reduced(d) && s[d] > 1) last_kept = d + 1;
+      bool runs = true;
       for (size_t d = 0; d < last_kept; d++)
         if (reduced(d) && s[d] > 1) runs = false;
-      auto combine = [&](int64_t r, int64_t v) -> int64_t {
-        switch (t.op) {
-          case TinyOp::reduce_sum: return as_type(wrap_add(r, v), ot);
-          case TinyOp::reduce_max: return std::max(r, v);
-          case TinyOp::reduce_min: return std::min(r, v);
-          case TinyOp::reduce_and: return r != 0 && v != 0;
-          default: return r != 0 || v != 0;
-        }
-      };
+      int64_t* r = sc.ints(1, n);
       if (runs) {
+        const size_t seg = total / n;
         for (size_t i = 0; i < n; i++) {
-          int64_t r = as_type(a.at_offset(static_cast<int64_t>(i * seg)), ot);
-          for (size_t j = 1; j < seg; j++) r = combine(r, as_type(a.at_offset(static_cast<int64_t>(i * seg + j)), ot));
-          store(o, i, r);
+          int64_t acc = v[i * seg];
+          for (size_t j = 1; j < seg; j++) acc = combine(acc, v[i * seg + j]);
+          r[i] = acc;
         }
-        return;
+        return scatter(o, r);
       }
-      std::vector<int64_t> acc(n);
       std::vector<char> seen(n, 0);
       std::vector<int> idx;
       for (size_t j = 0; j < total; j++) {
@@ -424,26 +442,27 @@ void tiny_eval(const TinyStep& t, const std::vector<mx::array>& ins, std::vector
           const size_t od = static_cast<size_t>(o.shape(static_cast<int>(d)));
           oi = oi * od + (od == 1 ? 0 : static_cast<size_t>(idx[d]));
         }
-        const int64_t v = as_type(a(j), ot);
-        acc[oi] = seen[oi] ? combine(acc[oi], v) : v;
+        r[oi] = seen[oi] ? combine(r[oi], v[j]) : v[j];
         seen[oi] = 1;
       }
-      for (size_t i = 0; i < n; i++) store(o, i, acc[i]);
-      return;
+      return scatter(o, r);
     }
     default: {
-      const Reader a(ins[0]), b(ins[1]);
-      const bool arith =
-          t.op == TinyOp::add || t.op == TinyOp::subtract || t.op == TinyOp::multiply || t.op == TinyOp::maximum || t.op == TinyOp::minimum;
-      for (size_t i = 0; i < n; i++) {
-        if (!fin)
-          store(o, i, binary(t.op, a(i), b(i)));
-        else if (arith)
-          store_f(o, i, binary_f(t.op, a.f(i), b.f(i)));
-        else
-          store(o, i, compare_f(t.op, a.f(i), b.f(i)));
+      if (fin) {
+        float *a = sc.floats(0, n), *b = sc.floats(1, n), *r = sc.floats(2, n);
+        int64_t* c = sc.ints(0, n);
+        gather(ins[0], a);
+        gather(ins[1], b);
+        const bool arith = t.op == TinyOp::add || t.op == TinyOp::subtract || t.op == TinyOp::multiply || t.op == TinyOp::maximum ||
+                           t.op == TinyOp::minimum;
+        binary_f(t.op, r, c, a, b, n);
+        return arith ? scatter(o, r) : scatter(o, c);
       }
-      return;
+      int64_t *a = sc.ints(0, n), *b = sc.ints(1, n), *r = sc.ints(2, n);
+      gather(ins[0], a);
+      gather(ins[1], b);
+      binary_i(t.op, r, a, b, n);
+      return scatter(o, r);
     }
   }
 }

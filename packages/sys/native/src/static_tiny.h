@@ -65,6 +65,6 @@ TinyStep tiny_step(const mlx::core::Primitive& p, const std::vector<mlx::core::a
 void tiny_eval(const TinyStep& t, const std::vector<mlx::core::array>& ins, std::vector<mlx::core::array>& outs);
 
 /** The largest array a tiny step reads or makes. */
-constexpr size_t kTinyElements = 4096;
+constexpr size_t kTinyElements = 1024;
 
 }  // namespace mlxc
