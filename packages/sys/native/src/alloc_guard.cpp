@@ -22,6 +22,7 @@
 
 #include "mlxc_private.h"
 #include "mlx/allocator.h"
+#include "mlx/memory.h"
 #include "mlx/backend/cuda/cuda.h"
 #include "mlx/backend/metal/metal.h"
 
@@ -45,6 +46,12 @@ class Guarded final : public alloc::Allocator {
   explicit Guarded(alloc::Allocator& base) : base_(base) {}
   alloc::Buffer malloc(size_t size) override {
     alloc::Buffer b = base_.malloc(size);
+    if (size && !b.ptr() && mx::get_cache_memory() > 0) {
+      // The buffers MLX keeps for reuse (its cache, up to its cache limit) hold memory and address
+      // space this allocation may need: give them back and try once more.
+      mx::clear_cache();
+      b = base_.malloc(size);
+    }
     if (size && !b.ptr()) throw AllocationFailed(size);
     return b;
   }

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "eval.h"
+#include "mlx/memory.h"
 #include "inline_eval.h"
 #include "mlxc_private.h"
 #include "mlx/primitives.h"
@@ -185,6 +186,12 @@ void check_address_space(const GraphBytes& g) {
   if (!limit || !g.total) return;
   double used = address_space_used();
   double room = limit - used - kAddressReserve;
+  if (g.total > room && mx::get_cache_memory() > 0) {
+    // Buffers MLX keeps for reuse (its cache) hold address space too: give them back first.
+    mx::clear_cache();
+    used = address_space_used();
+    room = limit - used - kAddressReserve;
+  }
   if (g.total > room) {
     throw std::runtime_error("[malloc] Unable to allocate " + std::to_string(std::llround(g.total)) +
                              " bytes: evaluating needs them (the largest is " + describe(*g.largest_array, g.largest) + "), and " +
