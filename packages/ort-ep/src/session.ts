@@ -541,6 +541,8 @@ export class MlxSession {
     {
       this.checkRun(feeds, fetches);
       const start = performance.now();
+      // A replay in one native call: on this thread when its last evaluation was short
+      // (shortEvalMs; runsInline), on the stream's evaluation thread otherwise.
       const mode = oneCallMode(options);
       const one = mode && this.runner.oneCall(feeds, fetches, mode);
       const short = one?.program.hostRunsInline(this.shortEvalMs);
