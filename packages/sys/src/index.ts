@@ -447,6 +447,21 @@ export function isMlxCLoaded(): boolean {
  * explicit MLX_C_LIBRARY is authoritative (and then nothing else is tried), as is MLX_BACKEND=cuda
  * or metal.
  */
+/**
+ * The warning for a library loaded after this repository's own build failed to load (not merely
+ * absent): in a checkout, a stale platform package (the packaging step leaves one) then runs in
+ * place of the code just built, silently, until the build loads again (an unresolved symbol did it
+ * once). Undefined where the chosen library is the repository's build or that build was not tried.
+ */
+export function fallbackWarning(
+  attempts: readonly { path: string; why: string; error: string }[],
+  chosen: { path: string; why: string },
+): string | undefined {
+  const repo = attempts.find((a) => a.path === repoLibraryPath && a.error !== 'no such file');
+  if (!repo || chosen.path === repoLibraryPath) return undefined;
+  return `@mlx/sys: this repository's build ${repo.path} could not be loaded (${repo.error}); using ${chosen.path} (${chosen.why}) instead, which may not hold the code just built`;
+}
+
 export function loadMlxC(): MlxC {
   if (loaded) return loaded;
   // One process, one libmlxc: a worker thread (its own instance of this module) or another copy of
@@ -519,6 +534,8 @@ export function loadMlxC(): MlxC {
       for (const name of protoOf.keys()) resolve(name);
       return [...missingNames];
     };
+    const warning = fallbackWarning(attempts, cand);
+    if (warning) process.emitWarning(warning, { code: 'MLX_SYS_REPO_BUILD_UNLOADABLE' });
     loaded = {
       path: cand.path,
       resolve,

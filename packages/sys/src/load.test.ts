@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   cudaHeadersHome,
+  fallbackWarning,
   functionCount,
   isMlxCLoaded,
   libraryCandidates,
@@ -315,5 +316,25 @@ describe('one libmlxc per process', () => {
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
     expect(out.worker).toEqual({ path: out.main });
+  });
+});
+
+describe('a repository build that does not load', () => {
+  const platform = { path: '/x/node_modules/@mlx/sys-linux-x64-gnu/lib/libmlxc.so', why: 'platform package @mlx/sys-linux-x64-gnu' };
+  it('is named in a warning when another library is loaded in its place', () => {
+    const attempts = [
+      { path: repoLibraryPath, why: 'built by this repository (tools/dev setup)', error: 'undefined symbol: _ZTIN3mlx4core10ExpandDimsE' },
+    ];
+    const w = fallbackWarning(attempts, platform);
+    expect(w).toContain(repoLibraryPath);
+    expect(w).toContain('undefined symbol: _ZTIN3mlx4core10ExpandDimsE');
+    expect(w).toContain(platform.path);
+  });
+  it('is no warning when it is absent, loaded, or never tried', () => {
+    expect(
+      fallbackWarning([{ path: repoLibraryPath, why: 'built by this repository (tools/dev setup)', error: 'no such file' }], platform),
+    ).toBeUndefined();
+    expect(fallbackWarning([], { path: repoLibraryPath, why: 'built by this repository (tools/dev setup)' })).toBeUndefined();
+    expect(fallbackWarning([{ path: '/other/libmlxc.so', why: 'MLX_C_LIBRARY', error: 'bad ELF' }], platform)).toBeUndefined();
   });
 });
