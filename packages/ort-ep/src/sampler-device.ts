@@ -66,49 +66,46 @@ const MAX_GREEDY_PROGRAMS = 8;
 const greedyPrograms = new WeakMap<mx.Stream, Map<string, { program: mx.HostProgram; f: mx.CompiledFunction }>>();
 
 /**
- * The greedy token of a one-row `logits` in one native call, on a CPU stream: ext.greedyArgmax
- * captured once per shape and dtype (mx.captureGraph) and run as a HostProgram that reads the
- * logits where they are and returns the id (ops made, evaluated, read and freed from JS one by one
- * cost a small model's CPU decode step about what one of its layers costs; the argmax composed
- * from MLX's ops was five primitives, ~30 us at 8192 tokens). A GPU keeps choose() (its evaluation
- * is asynchronous; nothing was measured there). Undefined where this does not apply (more than one
- * row, another device).
+ * The greedy token of a one-row `logits` in one native call, on a CPU stream (greedyIds).
+ * Undefined where this does not apply (more than one row, another device).
  */
 function greedyOneCall(logits: mx.Array, V: number): number | undefined {
   if (logits.size !== V) return undefined;
-  return greedyRead(logits, 1)?.[0] ?? greedyProgram(logits, V, 1)?.[0];
-}
-
-/**
- * The greedy tokens of the last `rows` rows read from the logits' host memory on a CPU stream
- * (mx.greedyRows: one native call, no graph; a program run cost a small decoder's step ~40 us of
- * JavaScript and native work around a 2 us scan). Undefined elsewhere, or where the logits are
- * not float32 row-contiguous host data.
- */
-function greedyRead(logits: mx.Array, rows: number): Int32Array | undefined {
-  const ids = mx.defaultStream().device.type === 'cpu' ? mx.greedyRows(logits, rows) : undefined;
-  // The ids come to the host: counted as greedyProgram's download would be.
-  if (ids) countTransfers(0, 0, 1, 4 * rows);
-  return ids;
+  return greedyIds(logits, V, 1)?.[0];
 }
 
 /**
  * The greedy tokens of the last `rows` positions of `logits` (its last axis the vocabulary), in
- * one native call on a CPU stream (as greedyOneCall: one program per shape, dtype and row count,
- * each row's ext.greedyArgmax), downloading `rows` ids: a speculative verification's rows or a
- * draft's next token without their logits crossing to the host. Undefined on another device.
+ * one native call on a CPU stream (greedyIds), downloading `rows` ids: a speculative
+ * verification's rows or a draft's next token without their logits crossing to the host.
+ * Undefined on another device.
  */
 export function deviceGreedyRows(logits: mx.Array, rows: number): number[] | undefined {
   const V = logits.shape.at(-1) ?? 0;
   if (!V || rows < 1 || logits.size < rows * V) return undefined;
-  const ids = greedyRead(logits, rows) ?? greedyProgram(logits, V, rows);
+  const ids = greedyIds(logits, V, rows);
   if (!ids) return undefined;
   return Array.from(ids);
 }
 
-function greedyProgram(logits: mx.Array, V: number, rows: number): Int32Array | undefined {
+/**
+ * The greedy ids of the last `rows` rows of `logits` on a CPU stream, in one native call:
+ * float32 host data read where it lies (mx.greedyRows: no graph; a program run cost a small
+ * decoder's step ~40 us of JavaScript and native work around a 2 us scan); other dtypes and views
+ * through ext.greedyArgmax captured once per shape, dtype and row count (mx.captureGraph) and run
+ * as a HostProgram that reads the logits where they are (ops made, evaluated, read and freed from
+ * JS one by one cost a small model's CPU decode step about what one of its layers costs; the
+ * argmax composed from MLX's ops was five primitives, ~30 us at 8192 tokens). A GPU keeps
+ * choose() (its evaluation is asynchronous; nothing was measured there): undefined there.
+ */
+function greedyIds(logits: mx.Array, V: number, rows: number): Int32Array | undefined {
   const stream = mx.defaultStream();
   if (stream.device.type !== 'cpu') return undefined;
+  const direct = mx.greedyRows(logits, rows);
+  if (direct) {
+    countTransfers(0, 0, 1, 4 * rows);
+    return direct;
+  }
   let programs = greedyPrograms.get(stream);
   if (!programs) greedyPrograms.set(stream, (programs = new Map()));
   const one = rows === 1 && logits.size === V;
