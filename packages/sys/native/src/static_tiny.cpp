@@ -1,8 +1,9 @@
-// The static executor's own tiny integer steps (static_tiny.h). Values are read as int64 (every
-// supported type holds exactly there), combined in int64 and stored truncated to the output type:
-// the low bits of a sum, difference or product are those of the same operation in the narrower
-// two's complement type, so the result is MLX's typed kernel's, bit for bit (bool stores != 0, as
-// C++'s conversion to bool does).
+// The static executor's own tiny steps (static_tiny.h). Integer and bool values are gathered as
+// int64 (every supported type holds exactly there), combined there and stored truncated to the
+// output type: the low bits of a sum, difference or product are those of the same operation in the
+// narrower two's complement type, so the result is MLX's typed kernel's, bit for bit (bool stores
+// != 0, as C++'s conversion to bool does). float32 values are gathered as float32 and combined as
+// MLX's scalar kernels combine them.
 #include "static_tiny.h"
 
 #include <algorithm>
@@ -68,20 +69,25 @@ void gather_typed(const mx::array& a, T* dst) {
   }
 }
 
+/** f(D{}) with D the C++ type of `t`, one of tiny_type's. */
+template <typename F>
+decltype(auto) with_type(mx::Dtype t, F&& f) {
+  switch (t) {
+    case mx::bool_: return f(bool{});
+    case mx::int8: return f(int8_t{});
+    case mx::int16: return f(int16_t{});
+    case mx::int32: return f(int32_t{});
+    case mx::int64: return f(int64_t{});
+    case mx::uint8: return f(uint8_t{});
+    case mx::uint16: return f(uint16_t{});
+    case mx::uint32: return f(uint32_t{});
+    default: return f(float{});  // float32 (tiny_type admits nothing else)
+  }
+}
+
 template <typename T>
 void gather(const mx::array& a, T* dst) {
-  switch (a.dtype()) {
-    case mx::bool_: return gather_typed<bool, T>(a, dst);
-    case mx::int8: return gather_typed<int8_t, T>(a, dst);
-    case mx::int16: return gather_typed<int16_t, T>(a, dst);
-    case mx::int32: return gather_typed<int32_t, T>(a, dst);
-    case mx::int64: return gather_typed<int64_t, T>(a, dst);
-    case mx::uint8: return gather_typed<uint8_t, T>(a, dst);
-    case mx::uint16: return gather_typed<uint16_t, T>(a, dst);
-    case mx::uint32: return gather_typed<uint32_t, T>(a, dst);
-    default:  // float32 (tiny_type admits nothing else)
-      return gather_typed<float, T>(a, dst);
-  }
+  with_type(a.dtype(), [&](auto s) { gather_typed<decltype(s), T>(a, dst); });
 }
 
 /** src into o's fresh row-major data, converted to its type: bool is != 0 (NaN true), the others static_cast. */
@@ -98,17 +104,7 @@ void scatter_typed(mx::array& o, const T* src) {
 
 template <typename T>
 void scatter(mx::array& o, const T* src) {
-  switch (o.dtype()) {
-    case mx::bool_: return scatter_typed<bool, T>(o, src);
-    case mx::int8: return scatter_typed<int8_t, T>(o, src);
-    case mx::int16: return scatter_typed<int16_t, T>(o, src);
-    case mx::int32: return scatter_typed<int32_t, T>(o, src);
-    case mx::int64: return scatter_typed<int64_t, T>(o, src);
-    case mx::uint8: return scatter_typed<uint8_t, T>(o, src);
-    case mx::uint16: return scatter_typed<uint16_t, T>(o, src);
-    case mx::uint32: return scatter_typed<uint32_t, T>(o, src);
-    default: return scatter_typed<float, T>(o, src);
-  }
+  with_type(o.dtype(), [&](auto d) { scatter_typed<decltype(d), T>(o, src); });
 }
 
 /** Wrapping int64 arithmetic (through uint64: no signed overflow). */
@@ -116,18 +112,15 @@ inline int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(stat
 inline int64_t wrap_sub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
 inline int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
 
-/** The value of an int64 once stored in `t` and read back (a reduction accumulates in its output type). */
+/** The value of an int64 once stored in `t` (an integer type or bool) and read back (a reduction accumulates in its output type). */
 int64_t as_type(int64_t v, mx::Dtype t) {
-  switch (t) {
-    case mx::bool_: return v != 0;
-    case mx::int8: return static_cast<int8_t>(v);
-    case mx::int16: return static_cast<int16_t>(v);
-    case mx::int32: return static_cast<int32_t>(v);
-    case mx::uint8: return static_cast<uint8_t>(v);
-    case mx::uint16: return static_cast<uint16_t>(v);
-    case mx::uint32: return static_cast<uint32_t>(v);
-    default: return v;
-  }
+  return with_type(t, [v](auto d) -> int64_t {
+    using D = decltype(d);
+    if constexpr (std::is_same_v<D, bool>)
+      return v != 0;
+    else
+      return static_cast<int64_t>(static_cast<D>(v));
+  });
 }
 
 /** r[i] = f(a[i], b[i]) over n values. */

@@ -1,4 +1,4 @@
-// Tiny integer steps of a static program (capture.cpp's executor) computed by the executor itself
+// Tiny integer, bool and float32 steps of a static program (capture.cpp's executor) computed by the executor itself
 // (static_tiny.cpp): a decode step's seqlens, positions and bound checks are a few dozen MLX
 // primitives over one to a few hundred integers each, and each primitive's own evaluation (its
 // output allocated through the encoder, its task made, dispatched and run) cost 1-2 us where the
@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "mlx/array.h"
