@@ -20,6 +20,7 @@
 #include <new>
 #include <string>
 
+#include "env.h"
 #include "mlxc_private.h"
 #include "mlx/allocator.h"
 #include "mlx/memory.h"
@@ -90,8 +91,7 @@ Allocator& allocator() {
       std::fprintf(stderr, "mlxc: MLX's allocator() was not found; cannot continue\n");
       std::abort();
     }
-    const char* v = std::getenv("MLXC_ALLOC_GUARD");
-    if (v && std::string(v) == "0") return &base();
+    if (mlxc::env_off("MLXC_ALLOC_GUARD")) return &base();
     // The GPU backends' own code reaches their allocators directly and reports failures itself;
     // the wrapper is for the CPU build's plain malloc.
     if (mx::metal::is_available() || mx::cu::is_available()) return &base();

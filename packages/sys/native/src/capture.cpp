@@ -20,6 +20,7 @@
 #include <chrono>
 #include <unordered_set>
 
+#include "env.h"
 #include "eval.h"
 #include "inline_eval.h"
 #include "mlx/backend/cpu/encoder.h"
@@ -300,8 +301,7 @@ struct Program {
 std::atomic<uint64_t> static_runs{0};
 
 bool static_exec_on() {
-  const char* v = std::getenv("MLXC_STATIC_EXEC");  // read on each run: a test switches it
-  return !(v && std::string_view(v) == "0");
+  return !mlxc::env_off("MLXC_STATIC_EXEC");  // read on each run: a test switches it
 }
 
 /**
@@ -323,8 +323,7 @@ bool runs_alone(const mx::Primitive& p) {
 std::shared_ptr<Program> program_of(const Trace& t) {
   auto p = std::make_shared<Program>();
   // MLXC_STATIC_TINY=0: every step through its primitive's eval_cpu (read when a program is made).
-  const char* tiny_env = std::getenv("MLXC_STATIC_TINY");
-  const bool tiny = !(tiny_env && std::string_view(tiny_env) == "0");
+  const bool tiny = !mlxc::env_off("MLXC_STATIC_TINY");
   std::unordered_map<std::uintptr_t, int32_t> slot;
   std::unordered_map<std::uintptr_t, int32_t> constant;
   int32_t next = 0;

@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "env.h"
 #include "eval.h"
 #include "mlxc_private.h"
 #include "mlx/primitives.h"
@@ -86,10 +87,7 @@ bool graph_stats_edges() {
 }
 
 bool graph_stats_on() {
-  static const bool on = [] {
-    const char* e = std::getenv("MLXC_GRAPH_STATS");
-    return e && *e && std::string(e) != "0";
-  }();
+  static const bool on = env_on("MLXC_GRAPH_STATS");
   return on;
 }
 
@@ -230,10 +228,7 @@ void eval_timed(const std::vector<array>& outs) {
  * precedence over MLXC_PRIM_TIMES and turns the CPU's inline evaluation off.
  */
 bool eval_split_on() {
-  static const bool on = [] {
-    const char* e = std::getenv("MLXC_EVAL_SPLIT");
-    return e && *e && std::string(e) != "0";
-  }();
+  static const bool on = env_on("MLXC_EVAL_SPLIT");
   return on;
 }
 

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <string>
 
+#include "env.h"
 #include "inline_eval.h"
 #include "mlxc/functions.h"
 #include "mlx/event.h"
@@ -90,8 +91,7 @@ const Originals& originals() {
 
 bool inline_enabled() {
   static bool on = [] {
-    const char* v = std::getenv("MLXC_INLINE_EVAL");
-    if (v && std::string(v) == "0") return false;
+    if (mlxc::env_off("MLXC_INLINE_EVAL")) return false;
     const auto& o = originals();
     // Without MLX's own functions to forward to, the interposers cannot work: stay off (and the
     // interposers are then never reached with a scope open, see below).

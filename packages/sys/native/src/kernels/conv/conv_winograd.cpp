@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "env.h"
 #include "kernels/common/cpu.h"
 
 namespace mlxc::cpu::winograd {
@@ -26,10 +27,7 @@ constexpr size_t kMaxChunkBytes = size_t{8} << 20;
 constexpr size_t kMinChunk = 24;
 
 bool enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("MLXC_WINOGRAD");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool on = !env_off("MLXC_WINOGRAD");
   return on;
 }
 
