@@ -69,12 +69,7 @@ using AllocatorFn = alloc::Allocator& (*)();
 
 /** libmlx's own allocator(): the definition in the object that also holds mx::eval. */
 AllocatorFn original_allocator() {
-  Dl_info info{};
-  auto probe = reinterpret_cast<void*>(static_cast<void (*)(std::vector<mx::array>)>(&mx::eval));
-  if (!dladdr(probe, &info) || !info.dli_fname) return nullptr;
-  void* lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  if (!lib) return nullptr;
-  auto* fn = reinterpret_cast<AllocatorFn>(dlsym(lib, "_ZN3mlx4core9allocator9allocatorEv"));
+  auto* fn = reinterpret_cast<AllocatorFn>(mlxc::libmlx_symbol("_ZN3mlx4core9allocator9allocatorEv"));
   // Only MLX's definition will do: ours would call itself.
   return fn == &alloc::allocator ? nullptr : fn;
 }

@@ -32,6 +32,7 @@
 #include "env.h"
 #include "inline_eval.h"
 #include "mlxc/functions.h"
+#include "mlxc_private.h"
 #include "mlx/event.h"
 #include "mlx/scheduler.h"
 #include "mlx/primitives.h"
@@ -57,19 +58,6 @@ std::map<int, int>& in_flight() {
 using EnqueueFn = void (*)(sched::Scheduler*, mx::Stream, std::function<void()>*);
 using EventFn = void (*)(sched::Scheduler*, mx::Stream, mx::Event*, std::function<void(mx::Event&)>*);
 
-/** libmlx's own definition of a symbol this library also defines (the object that holds mx::eval). */
-void* original(const char* mangled) {
-  Dl_info info{};
-  // The address of a function only libmlx defines.
-  auto probe = reinterpret_cast<void*>(static_cast<void (*)(std::vector<mx::array>)>(&mx::eval));
-  if (!dladdr(probe, &info) || !info.dli_fname) return nullptr;
-  void* lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  if (!lib) return nullptr;
-  void* sym = dlsym(lib, mangled);
-  // The handle stays open: libmlx is loaded for as long as this library is.
-  return sym;
-}
-
 struct Originals {
   EnqueueFn enqueue = nullptr;
   EventFn signal_event = nullptr;
@@ -79,11 +67,11 @@ struct Originals {
 const Originals& originals() {
   static Originals o = [] {
     Originals r;
-    r.enqueue = reinterpret_cast<EnqueueFn>(original("_ZN3mlx4core9scheduler9Scheduler7enqueueENS0_6StreamESt8functionIFvvEE"));
-    r.signal_event =
-        reinterpret_cast<EventFn>(original("_ZN3mlx4core9scheduler9Scheduler12signal_eventENS0_6StreamENS0_5EventESt8functionIFvRS4_EE"));
-    r.wait_event =
-        reinterpret_cast<EventFn>(original("_ZN3mlx4core9scheduler9Scheduler10wait_eventENS0_6StreamENS0_5EventESt8functionIFvRS4_EE"));
+    r.enqueue = reinterpret_cast<EnqueueFn>(mlxc::libmlx_symbol("_ZN3mlx4core9scheduler9Scheduler7enqueueENS0_6StreamESt8functionIFvvEE"));
+    r.signal_event = reinterpret_cast<EventFn>(
+        mlxc::libmlx_symbol("_ZN3mlx4core9scheduler9Scheduler12signal_eventENS0_6StreamENS0_5EventESt8functionIFvRS4_EE"));
+    r.wait_event = reinterpret_cast<EventFn>(
+        mlxc::libmlx_symbol("_ZN3mlx4core9scheduler9Scheduler10wait_eventENS0_6StreamENS0_5EventESt8functionIFvRS4_EE"));
     return r;
   }();
   return o;
@@ -115,6 +103,15 @@ mlxc::InlineEval* scope_for(const mx::Stream& s) {
 }  // namespace
 
 namespace mlxc {
+
+void* libmlx_symbol(const char* mangled) {
+  Dl_info info{};
+  // The address of a function only libmlx defines.
+  auto probe = reinterpret_cast<void*>(static_cast<void (*)(std::vector<mx::array>)>(&mx::eval));
+  if (!dladdr(probe, &info) || !info.dli_fname) return nullptr;
+  void* lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  return lib ? dlsym(lib, mangled) : nullptr;
+}
 
 InlineEval::InlineEval(const mx::Stream& s) : stream_(s) {
   if (s.device != mx::Device::cpu || !inline_enabled() || current) return;

@@ -135,6 +135,13 @@ inline void set(int& h, int v) { h = v; }
 void mark_any_thread(const mx::Stream& s);
 bool is_any_thread(const mx::Stream& s);
 
+/**
+ * libmlx's own definition of `mangled` (dlsym in the object that holds mx::eval), or null: a symbol
+ * this library also defines (MLX's, replaced here) or one that only some MLX builds export (the
+ * CUDA backend's). The handle stays open, as libmlx is loaded for as long as this library is.
+ */
+void* libmlx_symbol(const char* mangled);
+
 /** The arrays of a list of mlx_array ctx addresses (none may be 0). */
 inline std::vector<array> arrays_of(const uintptr_t* ctxs, size_t n, const char* what) {
   if (n && !ctxs) throw std::invalid_argument(std::string(what) + ": null array list");
