@@ -31,7 +31,13 @@ const hasCxx = spawnSync('sh', ['-c', 'command -v g++'], { encoding: 'utf8' }).s
 const engages = process.env.MLXC_INLINE_EVAL !== '0';
 
 /** Runs `f` through one HostProgram both ways and eagerly, `rounds` times on new inputs; returns the static runs counted. */
-function agree(f: Fn, inputs: mx.HostSlot[], rounds = 3, data = (i: number, k: number, n: number) => rand(n, 7 * k + i)): number {
+function agree(
+  f: Fn,
+  inputs: mx.HostSlot[],
+  rounds = 3,
+  data = (i: number, k: number, n: number) => rand(n, 7 * k + i),
+  engaged = engages,
+): number {
   const g = mx.captureGraph(f);
   const n = (s: mx.HostSlot) => s.shape.reduce((a, b) => a * b, 1);
   const eagerOf = (xs: Float32Array[]) => f(...xs.map((x, i) => mx.array(x, { shape: [...inputs[i].shape] })));
@@ -47,7 +53,7 @@ function agree(f: Fn, inputs: mx.HostSlot[], rounds = 3, data = (i: number, k: n
     const off = withStaticExec(false, () => p.run(xs));
     expect(mx.hostProgramStaticRuns() - before).toBe(counted);
     const on = withStaticExec(true, () => p.run(xs));
-    if (engages) counted++;
+    if (engaged) counted++;
     expect(mx.hostProgramStaticRuns() - before).toBe(counted);
     expect(off.map((r) => Array.from(r as ArrayLike<number>))).toEqual(expected);
     expect(on.map((r) => Array.from(r as ArrayLike<number>))).toEqual(expected);
@@ -234,5 +240,45 @@ describe('HostProgram static executor', () => {
     expect(Array.from(out)).toEqual([1, 1, 1, 1]);
     fn.mlxc_host_program_free(res[0]);
     g.dispose();
+  });
+});
+
+// On MLX's CUDA build, with MLXC_GPU_EXEC=1, the executor runs GPU programs too (execute_gpu): each
+// step's kernels recorded in the stream's command encoder, the buffers held until the run's last
+// commit has finished.
+describe.runIf(mx.cudaAvailable() && process.env.MLXC_GPU_EXEC === '1')('HostProgram static executor on the GPU', () => {
+  const onGpu = <T>(body: () => T) => mx.withStream('gpu', body);
+
+  it('runs elementwise chains, products, reductions and multi-output primitives as MLX evaluates them', () => {
+    onGpu(() => {
+      agree((x, w) => [mx.tanh(mx.add(mx.matmul(x, w), 1)), mx.sum(mx.exp(x), 1)], [f32(5, 64), f32(64, 48)], 3, undefined, true);
+      agree(
+        (x) => {
+          const [a, b] = mx.split(mx.exp(x), 2, 1);
+          return [mx.multiply(a, b), mx.negative(b)];
+        },
+        [f32(4, 10)],
+        3,
+        undefined,
+        true,
+      );
+    });
+  });
+
+  it('drops intermediates at their last read without corrupting later steps (buffers reused within one graph)', () => {
+    onGpu(() => {
+      // A long chain of large temporaries: each freed value's buffer is wanted by a later step.
+      agree(
+        (x) => {
+          let y = x;
+          for (let i = 0; i < 40; i++) y = mx.add(mx.multiply(y, 0.5), mx.sin(y));
+          return [y, mx.sum(y)];
+        },
+        [f32(256, 1024)],
+        2,
+        undefined,
+        true,
+      );
+    });
   });
 });

@@ -1,6 +1,6 @@
 // The compiled path's process-wide set-up (compile-setup.ts): which devices fuse by default.
 import { describe, expect, it } from 'vitest';
-import { CPU_CACHE_LIMIT, compileSetup, cpuCacheLimit, gpuFusion } from './compile-setup.js';
+import { CPU_CACHE_LIMIT, compileSetup, cpuCacheLimit, gpuFusion, gpuTracer } from './compile-setup.js';
 
 describe('compile set-up', () => {
   it("fuses on CUDA only when MLX_ORT_FUSION is '1', on Metal unless it is '0'", () => {
@@ -11,6 +11,15 @@ describe('compile set-up', () => {
     expect(gpuFusion(false, undefined)).toBe(true);
     expect(gpuFusion(false, '1')).toBe(true);
     expect(gpuFusion(false, '0')).toBe(false);
+  });
+
+  it("captures CUDA segments that do not fuse where MLX_ORT_GPU_CAPTURE is '1'; MLX's compile otherwise", () => {
+    expect(gpuTracer(true, false, '1')).toBe('capture');
+    expect(gpuTracer(true, false, undefined)).toBe('compile');
+    expect(gpuTracer(true, false, '0')).toBe('compile');
+    expect(gpuTracer(true, true, '1')).toBe('compile');
+    expect(gpuTracer(false, false, '1')).toBe('compile');
+    expect(gpuTracer(false, true, undefined)).toBe('compile');
   });
 
   it.skipIf(process.env.MLX_ORT_CPU_JIT === '1')('captures CPU segments without a compiler and without fusing by default', () => {

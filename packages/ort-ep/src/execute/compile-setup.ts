@@ -9,7 +9,8 @@
 //   CPU (where g++ exists): fewer passes over memory on long elementwise chains, after seconds of
 //   compiling per new kernel.
 // - GPU segments use MLX's compile. On Metal with fusion (its kernels build in milliseconds). On
-//   CUDA without it unless MLX_ORT_FUSION=1: NVRTC builds every new fused kernel on first use, and
+//   CUDA without it unless MLX_ORT_FUSION=1 (MLX_ORT_GPU_CAPTURE=1 captures them instead:
+//   gpuTracer): NVRTC builds every new fused kernel on first use, and
 //   on a fresh H100 that took BERT-base's second run 64 s and GPT-2 small's 35 s (21 ms and 113 ms
 //   unfused), for a steady state the same on BERT-base, 0-7% faster decoding, 13% on GPT-2 small
 //   (2026-12-06). MLX_ORT_FUSION=0 turns fusion off everywhere (compile mode 'no_fuse').
@@ -80,6 +81,18 @@ export function gpuFusion(cuda: boolean, env: string | undefined): boolean {
   return cuda ? env === '1' : env !== '0';
 }
 
+/**
+ * How GPU segments are traced: MLX's compile, or on CUDA without fusion where MLX_ORT_GPU_CAPTURE
+ * is '1', captured (mx.captureGraph), so that a replay runs the trace's primitives in order from
+ * native code (the static executor's GPU form, which MLXC_GPU_EXEC=1 turns on: capture.cpp)
+ * instead of building the step's graph again for MLX's evaluation, which cost a 124.6M decode step
+ * on an H100 about 2.2 ms of encoding and as much again of building (2026-12-07). Opt-in until
+ * measured on a CUDA machine.
+ */
+export function gpuTracer(cuda: boolean, fuse: boolean, env: string | undefined): 'compile' | 'capture' {
+  return cuda && !fuse && env === '1' ? 'capture' : 'compile';
+}
+
 /** MLX's buffer cache limit on the CPU once a session runs there (bytes), unless MLX_ORT_CPU_CACHE_MB says otherwise. */
 export const CPU_CACHE_LIMIT = 1 << 30;
 
@@ -114,9 +127,10 @@ export function compileSetup(device: 'cpu' | 'gpu'): CompileSetup {
   if (device === 'gpu') {
     // The compile mode is the process's: a CUDA session without fusion also keeps an opted-in
     // CPU JIT (MLX_ORT_CPU_JIT=1) of the same process from fusing.
-    const fuse = gpuFusion(mx.cudaAvailable(), process.env.MLX_ORT_FUSION);
+    const cuda = mx.cudaAvailable();
+    const fuse = gpuFusion(cuda, process.env.MLX_ORT_FUSION);
     if (!fuse) mx.setCompileMode('no_fuse');
-    s = { traced: true, tracer: 'compile', fusion: fuse };
+    s = { traced: true, tracer: gpuTracer(cuda, fuse, process.env.MLX_ORT_GPU_CAPTURE), fusion: fuse };
   } else if (!fusion) {
     mx.setCompileMode('no_fuse');
     s = { traced: true, tracer: 'capture', fusion: false };

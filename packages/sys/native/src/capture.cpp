@@ -317,6 +317,43 @@ bool runs_alone(const mx::Primitive& p) {
 }
 
 /**
+ * What the GPU executor needs of MLX's CUDA backend, found in libmlx at run time (the CPU build,
+ * which this library is built against, has none of it): the stream's command encoder, its commit,
+ * and making the device's context current on the running thread. All null where libmlx is not the
+ * CUDA build, or MLXC_GPU_EXEC is not set.
+ */
+struct CudaHooks {
+  using EncoderFn = void* (*)(mx::Stream);
+  using MemberFn = void (*)(void*);
+  using NeedsCommitFn = bool (*)(void*);
+  using DeviceFn = void* (*)(mx::Device);
+  EncoderFn encoder = nullptr;
+  NeedsCommitFn needs_commit = nullptr;
+  MemberFn commit = nullptr;
+  DeviceFn device = nullptr;
+  MemberFn make_current = nullptr;
+  bool ok() const { return encoder && needs_commit && commit && device && make_current; }
+};
+
+const CudaHooks& cuda_hooks() {
+  static const CudaHooks h = [] {
+    CudaHooks c;
+    // Opt-in (MLXC_GPU_EXEC=1) until measured on a CUDA machine.
+    if (!mlxc::env_on("MLXC_GPU_EXEC")) return c;
+    c.encoder = reinterpret_cast<CudaHooks::EncoderFn>(mlxc::libmlx_symbol("_ZN3mlx4core2cu19get_command_encoderENS0_6StreamE"));
+    c.needs_commit = reinterpret_cast<CudaHooks::NeedsCommitFn>(mlxc::libmlx_symbol("_ZN3mlx4core2cu14CommandEncoder12needs_commitEv"));
+    c.commit = reinterpret_cast<CudaHooks::MemberFn>(mlxc::libmlx_symbol("_ZN3mlx4core2cu14CommandEncoder6commitEv"));
+    c.device = reinterpret_cast<CudaHooks::DeviceFn>(mlxc::libmlx_symbol("_ZN3mlx4core2cu6deviceENS0_6DeviceE"));
+    c.make_current = reinterpret_cast<CudaHooks::MemberFn>(mlxc::libmlx_symbol("_ZN3mlx4core2cu6Device12make_currentEv"));
+    return c;
+  }();
+  return h;
+}
+
+/** Whether the executor runs programs on GPU stream `s`: MLX's CUDA build (cuda_hooks). */
+bool gpu_exec_available(const mx::Stream& s) { return s.device == mx::Device::gpu && cuda_hooks().ok(); }
+
+/**
  * The trace as a Program (not usable where the executor cannot take it). Constants not computed
  * yet are computed here, once.
  */
@@ -338,7 +375,7 @@ std::shared_ptr<Program> program_of(const Trace& t) {
     if (!a.has_primitive()) return p;
     auto& prim = a.primitive();
     const auto s = prim.stream();
-    if (s.device != mx::Device::cpu || (p->stream && *p->stream != s) || !runs_alone(prim)) return p;
+    if ((s.device != mx::Device::cpu && !gpu_exec_available(s)) || (p->stream && *p->stream != s) || !runs_alone(prim)) return p;
     p->stream = s;
     Step st;
     st.prim = a.primitive_ptr();
@@ -349,7 +386,7 @@ std::shared_ptr<Program> program_of(const Trace& t) {
       st.dtypes.push_back(o.dtype());
       slot.emplace(o.id(), next++);
     }
-    if (tiny) st.tiny = mlxc::tiny_step(prim, a.inputs(), st.shapes, st.dtypes);
+    if (tiny && s.device == mx::Device::cpu) st.tiny = mlxc::tiny_step(prim, a.inputs(), st.shapes, st.dtypes);
     p->steps.push_back(std::move(st));
   }
   if (!p->stream) return p;  // nothing to compute: the replay serves
@@ -444,6 +481,83 @@ std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, m
   static_runs.fetch_add(1, std::memory_order_relaxed);
   if (timed) {
     times.emplace_back("(static run)", std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
+    mlxc::record_prim_times(times);
+  }
+  return res;
+}
+
+/**
+ * Runs `p` (on a GPU stream, gpu_exec_available) over `args` (moved out): what mx::eval does for
+ * each array of the graph, without building that graph and walking it. Each step's eval_gpu
+ * records its kernels in the stream's command encoder (a CUDA graph, committed whenever the encoder
+ * asks, as gpu::eval does), each value is dropped at its last read (moved into that step: a kernel
+ * may donate its buffer to its output, as a cache updated in place), and every buffer a step read
+ * or wrote is held until the run's last commit has finished on the device (gpu::eval hands them to
+ * the encoder for that): a buffer freed earlier could be handed to a later kernel of the same
+ * graph while an earlier one still reads it. The results are computed when this returns.
+ */
+std::vector<mx::array> execute_gpu(const Program& p, std::vector<mx::array>& args) {
+  const auto& cu = cuda_hooks();
+  const mx::Stream s = *p.stream;
+  cu.make_current(cu.device(s.device));
+  void* encoder = cu.encoder(s);
+  std::vector<mx::array> slots;
+  slots.reserve(p.n_slots);
+  for (auto& a : args) slots.push_back(std::move(a));
+  std::vector<std::shared_ptr<mx::array::Data>> held;
+  std::vector<mx::array> ins;
+  std::vector<mx::array> outs;
+  const bool timed = mlxc::prim_times_static();
+  std::vector<std::pair<std::string, double>> times;
+  const auto run_start = std::chrono::steady_clock::now();
+  try {
+    for (const auto& st : p.steps) {
+      for (const auto& r : st.ins) {
+        if (r.slot < 0)
+          ins.push_back(p.constants[-r.slot - 1]);
+        else if (r.last)
+          ins.push_back(std::move(slots[r.slot]));
+        else
+          ins.push_back(slots[r.slot]);
+      }
+      for (size_t i = 0; i < st.shapes.size(); i++) outs.emplace_back(st.shapes[i], st.dtypes[i], st.prim, std::vector<mx::array>{});
+      const auto t0 = timed ? std::chrono::steady_clock::now() : run_start;
+      st.prim->eval_gpu(ins, outs);
+      if (timed)
+        times.emplace_back(std::string(st.prim->name()) + " (encode)",
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      for (const auto& x : ins)
+        if (x.data_shared_ptr()) held.push_back(x.data_shared_ptr());
+      ins.clear();
+      for (size_t i = 0; i < outs.size(); i++) {
+        auto& o = outs[i];
+        if (o.data_shared_ptr()) held.push_back(o.data_shared_ptr());
+        o.detach();
+        o.set_status(mx::array::Status::available);
+        slots.push_back(std::move(o));
+        if (st.unread[i]) {
+          mx::array dropped = std::move(slots.back());
+        }
+      }
+      outs.clear();
+      if (cu.needs_commit(encoder)) cu.commit(encoder);
+    }
+    // Commits what is left and waits for the device: the results are computed, the buffers free.
+    mx::synchronize(s);
+  } catch (...) {
+    // What was recorded still runs (a kernel may read a held buffer): finish it before the buffers go.
+    try {
+      mx::synchronize(s);
+    } catch (...) {}
+    throw;
+  }
+  held.clear();
+  std::vector<mx::array> res;
+  res.reserve(p.results.size());
+  for (const auto& r : p.results) res.push_back(r.slot < 0 ? p.constants[-r.slot - 1] : slots[r.slot]);
+  static_runs.fetch_add(1, std::memory_order_relaxed);
+  if (timed) {
+    times.emplace_back("(static run, GPU)", std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
     mlxc::record_prim_times(times);
   }
   return res;
@@ -672,7 +786,10 @@ struct HostRun {
       check_results(t.outputs);
       if (!t.program) t.program = program_of(t);
       const Program& p = *t.program;
-      if (p.usable) {
+      if (p.usable && p.stream->device == mx::Device::gpu) {
+        res = execute_gpu(p, args);
+        ran = true;
+      } else if (p.usable) {
         mlxc::InlineEval scope(*p.stream);
         if (scope.active()) {
           res = execute(p, args, scope);
