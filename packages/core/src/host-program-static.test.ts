@@ -243,10 +243,9 @@ describe('HostProgram static executor', () => {
   });
 });
 
-// On MLX's CUDA build, with MLXC_GPU_EXEC=1, the executor runs GPU programs too (execute_gpu): each
-// step's kernels recorded in the stream's command encoder, the buffers held until the run's last
-// commit has finished.
-describe.runIf(mx.cudaAvailable() && process.env.MLXC_GPU_EXEC === '1')('HostProgram static executor on the GPU', () => {
+// On MLX's CUDA build the executor runs GPU programs too (execute_gpu): each step's kernels recorded
+// in the stream's command encoder, the buffers held until the run's last commit has finished.
+describe.runIf(mx.cudaAvailable() && process.env.MLXC_GPU_EXEC !== '0')('HostProgram static executor on the GPU', () => {
   const onGpu = <T>(body: () => T) => mx.withStream('gpu', body);
 
   it('runs elementwise chains, products, reductions and multi-output primitives as MLX evaluates them', () => {

@@ -13,9 +13,9 @@ describe('compile set-up', () => {
     expect(gpuFusion(false, '0')).toBe(false);
   });
 
-  it("captures CUDA segments that do not fuse where MLX_ORT_GPU_CAPTURE is '1'; MLX's compile otherwise", () => {
+  it("captures CUDA segments that do not fuse unless MLX_ORT_GPU_CAPTURE is '0'; MLX's compile where they fuse and on Metal", () => {
+    expect(gpuTracer(true, false, undefined)).toBe('capture');
     expect(gpuTracer(true, false, '1')).toBe('capture');
-    expect(gpuTracer(true, false, undefined)).toBe('compile');
     expect(gpuTracer(true, false, '0')).toBe('compile');
     expect(gpuTracer(true, true, '1')).toBe('compile');
     expect(gpuTracer(false, false, '1')).toBe('compile');

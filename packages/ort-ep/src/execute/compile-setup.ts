@@ -8,9 +8,10 @@
 //   bias, conv and matmul epilogues). MLX_ORT_CPU_JIT=1 opts into MLX's compile and fusion on the
 //   CPU (where g++ exists): fewer passes over memory on long elementwise chains, after seconds of
 //   compiling per new kernel.
-// - GPU segments use MLX's compile. On Metal with fusion (its kernels build in milliseconds). On
-//   CUDA without it unless MLX_ORT_FUSION=1 (MLX_ORT_GPU_CAPTURE=1 captures them instead:
-//   gpuTracer): NVRTC builds every new fused kernel on first use, and
+// - GPU segments use MLX's compile on Metal, with fusion (its kernels build in milliseconds). On
+//   CUDA they are captured like the CPU's and replayed by the static executor (gpuTracer), and
+//   fused with MLX's compile only where MLX_ORT_FUSION=1: NVRTC builds every new fused kernel on
+//   first use, and
 //   on a fresh H100 that took BERT-base's second run 64 s and GPT-2 small's 35 s (21 ms and 113 ms
 //   unfused), for a steady state the same on BERT-base, 0-7% faster decoding, 13% on GPT-2 small
 //   (2026-12-06). MLX_ORT_FUSION=0 turns fusion off everywhere (compile mode 'no_fuse').
@@ -82,15 +83,14 @@ export function gpuFusion(cuda: boolean, env: string | undefined): boolean {
 }
 
 /**
- * How GPU segments are traced: MLX's compile, or on CUDA without fusion where MLX_ORT_GPU_CAPTURE
- * is '1', captured (mx.captureGraph), so that a replay runs the trace's primitives in order from
- * native code (the static executor's GPU form, which MLXC_GPU_EXEC=1 turns on: capture.cpp)
- * instead of building the step's graph again for MLX's evaluation, which cost a 124.6M decode step
- * on an H100 about 2.2 ms of encoding and as much again of building (2026-12-07). Opt-in until
- * measured on a CUDA machine.
+ * How GPU segments are traced: on CUDA without fusion, captured (mx.captureGraph), so that a
+ * one-call replay runs the trace's primitives in order from native code (the static executor's
+ * GPU form: capture.cpp) instead of building the step's graph again for MLX's evaluation. A
+ * 124.6M decode step on an H100 took 5.0-5.2 ms a run() with MLX's compile and 2.6-3.4 ms captured
+ * (2026-12-07). With fusion, on Metal, or where MLX_ORT_GPU_CAPTURE is '0', MLX's compile.
  */
 export function gpuTracer(cuda: boolean, fuse: boolean, env: string | undefined): 'compile' | 'capture' {
-  return cuda && !fuse && env === '1' ? 'capture' : 'compile';
+  return cuda && !fuse && env !== '0' ? 'capture' : 'compile';
 }
 
 /** MLX's buffer cache limit on the CPU once a session runs there (bytes), unless MLX_ORT_CPU_CACHE_MB says otherwise. */

@@ -320,7 +320,7 @@ bool runs_alone(const mx::Primitive& p) {
  * What the GPU executor needs of MLX's CUDA backend, found in libmlx at run time (the CPU build,
  * which this library is built against, has none of it): the stream's command encoder, its commit,
  * and making the device's context current on the running thread. All null where libmlx is not the
- * CUDA build, or MLXC_GPU_EXEC is not set.
+ * CUDA build, or MLXC_GPU_EXEC=0.
  */
 struct CudaHooks {
   using EncoderFn = void* (*)(mx::Stream);
@@ -338,8 +338,7 @@ struct CudaHooks {
 const CudaHooks& cuda_hooks() {
   static const CudaHooks h = [] {
     CudaHooks c;
-    // Opt-in (MLXC_GPU_EXEC=1) until measured on a CUDA machine.
-    if (!mlxc::env_on("MLXC_GPU_EXEC")) return c;
+    if (mlxc::env_off("MLXC_GPU_EXEC")) return c;
     c.encoder = reinterpret_cast<CudaHooks::EncoderFn>(mlxc::libmlx_symbol("_ZN3mlx4core2cu19get_command_encoderENS0_6StreamE"));
     c.needs_commit = reinterpret_cast<CudaHooks::NeedsCommitFn>(mlxc::libmlx_symbol("_ZN3mlx4core2cu14CommandEncoder12needs_commitEv"));
     c.commit = reinterpret_cast<CudaHooks::MemberFn>(mlxc::libmlx_symbol("_ZN3mlx4core2cu14CommandEncoder6commitEv"));
