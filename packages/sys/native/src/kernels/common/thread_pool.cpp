@@ -4,7 +4,11 @@
 // A model's run is tens of kernels a few microseconds to a few tens apart: a worker that slept on
 // the condition variable after each was woken by a futex call and a context switch per kernel (17%
 // of the CPU time of a 2-thread mobilenet run). Workers (and a caller waiting for them) first spin
-// a while (100 us, MLXC_POOL_SPIN_US) on the job counter, then sleep as before.
+// a while (1 ms, MLXC_POOL_SPIN_US) on the job counter, then sleep as before. A decode step's
+// products come a few hundred microseconds of host work apart (the token read, generate()'s loop,
+// the next run's feeds): with 100 us the workers slept between steps, the step's first products
+// paid the wake-up or ran on one thread (pool_polling), and a 7M decoder's step took 0.65-0.9 ms
+// natively instead of 0.45-0.55 (2026-12-07).
 #include <dlfcn.h>
 #include <link.h>
 #include <sched.h>
@@ -26,14 +30,15 @@ namespace mlxc::cpu {
 namespace {
 
 /** How long a worker polls for the next job, and a caller for the workers' end, before sleeping:
- * 100 us, or MLXC_POOL_SPIN_US (0: sleep at once, as before; read once per process). */
+ * 1 ms, or MLXC_POOL_SPIN_US (0: sleep at once, as before; read once per process). */
 std::chrono::microseconds spin_time() {
   static const std::chrono::microseconds t = [] {
     const char* e = std::getenv("MLXC_POOL_SPIN_US");
-    if (!e || !*e) return std::chrono::microseconds{100};
+    constexpr long kDefault = 1000;
+    if (!e || !*e) return std::chrono::microseconds{kDefault};
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
-    return std::chrono::microseconds{end && *end == '\0' && v >= 0 && v <= 100000 ? v : 100};
+    return std::chrono::microseconds{end && *end == '\0' && v >= 0 && v <= 100000 ? v : kDefault};
   }();
   return t;
 }
