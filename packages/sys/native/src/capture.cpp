@@ -425,17 +425,22 @@ struct DropTemporaries {
 };
 
 /**
- * Runs `p` over `args` (its values are moved out) inside `scope` (active, on p's stream): the
- * results, computed.
+ * The executor's loop, for both devices: `args` (moved out) become the first values; per step, its
+ * inputs gathered (constants, values, each moved into the step at its last read: the step's only
+ * reference, so a kernel may donate its buffer to its output, as under mx::eval), its outputs
+ * made (they carry the primitive, which a kernel may ask for its stream, and no inputs: nothing to
+ * detach from but the primitive), `eval(st, ins, outs)` run, and the outputs detached, marked
+ * available and kept (one nothing reads dropped at once, as mx::eval drops it with its node).
+ * MLXC_PRIM_TIMES=static times each step's eval (its name and `tag`) and the whole run (row
+ * `run_row`). The results, as the values hold them.
  */
-std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, mlxc::InlineEval& scope) {
+template <typename Eval>
+std::vector<mx::array> run_steps(const Program& p, std::vector<mx::array>& args, const char* tag, const char* run_row, Eval&& eval) {
   std::vector<mx::array> slots;
   slots.reserve(p.n_slots);
   for (auto& a : args) slots.push_back(std::move(a));
-  DropTemporaries drop{mx::cpu::get_command_encoder(*p.stream)};
   std::vector<mx::array> ins;
   std::vector<mx::array> outs;
-  // MLXC_PRIM_TIMES=static: each step's kernel timed in place, and the run's whole time.
   const bool timed = mlxc::prim_times_static();
   std::vector<std::pair<std::string, double>> times;
   const auto run_start = std::chrono::steady_clock::now();
@@ -448,21 +453,13 @@ std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, m
       else
         ins.push_back(slots[r.slot]);
     }
-    // The outputs carry the primitive (a kernel may ask for its stream) and no inputs: nothing
-    // to detach from but the primitive.
     for (size_t i = 0; i < st.shapes.size(); i++) outs.emplace_back(st.shapes[i], st.dtypes[i], st.prim, std::vector<mx::array>{});
     const auto t0 = timed ? std::chrono::steady_clock::now() : run_start;
-    if (st.tiny.op != mlxc::TinyOp::none)
-      mlxc::tiny_eval(st.tiny, ins, outs);
-    else
-      st.prim->eval_cpu(ins, outs);
+    eval(st, ins, outs);
     if (timed)
-      times.emplace_back(std::string(st.prim->name()) + (st.tiny.op != mlxc::TinyOp::none ? " (executor)" : ""),
+      times.emplace_back(std::string(st.prim->name()) + (st.tiny.op != mlxc::TinyOp::none ? " (executor)" : tag),
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     ins.clear();
-    // What the primitive dispatched has run; a task's error was kept by the scope.
-    scope.rethrow();
-    drop.encoder.temporaries().clear();
     for (size_t i = 0; i < outs.size(); i++) {
       auto& o = outs[i];
       o.detach();
@@ -479,68 +476,56 @@ std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, m
   for (const auto& r : p.results) res.push_back(r.slot < 0 ? p.constants[-r.slot - 1] : slots[r.slot]);
   static_runs.fetch_add(1, std::memory_order_relaxed);
   if (timed) {
-    times.emplace_back("(static run)", std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
+    times.emplace_back(run_row, std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
     mlxc::record_prim_times(times);
   }
   return res;
 }
 
 /**
+ * Runs `p` over `args` (its values are moved out) inside `scope` (active, on p's stream): each
+ * step's kernel on this thread (the scope runs what it dispatches at once), or the executor's own
+ * tiny step. The results, computed.
+ */
+std::vector<mx::array> execute(const Program& p, std::vector<mx::array>& args, mlxc::InlineEval& scope) {
+  DropTemporaries drop{mx::cpu::get_command_encoder(*p.stream)};
+  return run_steps(p, args, "", "(static run)", [&](const Step& st, std::vector<mx::array>& ins, std::vector<mx::array>& outs) {
+    if (st.tiny.op != mlxc::TinyOp::none)
+      mlxc::tiny_eval(st.tiny, ins, outs);
+    else
+      st.prim->eval_cpu(ins, outs);
+    // What the primitive dispatched has run; a task's error was kept by the scope.
+    scope.rethrow();
+    drop.encoder.temporaries().clear();
+  });
+}
+
+/**
  * Runs `p` (on a GPU stream, gpu_exec_available) over `args` (moved out): what mx::eval does for
  * each array of the graph, without building that graph and walking it. Each step's eval_gpu
  * records its kernels in the stream's command encoder (a CUDA graph, committed whenever the encoder
- * asks, as gpu::eval does), each value is dropped at its last read (moved into that step: a kernel
- * may donate its buffer to its output, as a cache updated in place), and every buffer a step read
- * or wrote is held until the run's last commit has finished on the device (gpu::eval hands them to
- * the encoder for that): a buffer freed earlier could be handed to a later kernel of the same
- * graph while an earlier one still reads it. The results are computed when this returns.
+ * asks, as gpu::eval does), and every buffer a step read or wrote is held until the run's last
+ * commit has finished on the device (gpu::eval hands them to the encoder for that): a buffer freed
+ * earlier could be handed to a later kernel of the same graph while an earlier one still reads it.
+ * The results are computed when this returns.
  */
 std::vector<mx::array> execute_gpu(const Program& p, std::vector<mx::array>& args) {
   const auto& cu = cuda_hooks();
   const mx::Stream s = *p.stream;
   cu.make_current(cu.device(s.device));
   void* encoder = cu.encoder(s);
-  std::vector<mx::array> slots;
-  slots.reserve(p.n_slots);
-  for (auto& a : args) slots.push_back(std::move(a));
   std::vector<std::shared_ptr<mx::array::Data>> held;
-  std::vector<mx::array> ins;
-  std::vector<mx::array> outs;
-  const bool timed = mlxc::prim_times_static();
-  std::vector<std::pair<std::string, double>> times;
-  const auto run_start = std::chrono::steady_clock::now();
+  std::vector<mx::array> res;
   try {
-    for (const auto& st : p.steps) {
-      for (const auto& r : st.ins) {
-        if (r.slot < 0)
-          ins.push_back(p.constants[-r.slot - 1]);
-        else if (r.last)
-          ins.push_back(std::move(slots[r.slot]));
-        else
-          ins.push_back(slots[r.slot]);
-      }
-      for (size_t i = 0; i < st.shapes.size(); i++) outs.emplace_back(st.shapes[i], st.dtypes[i], st.prim, std::vector<mx::array>{});
-      const auto t0 = timed ? std::chrono::steady_clock::now() : run_start;
-      st.prim->eval_gpu(ins, outs);
-      if (timed)
-        times.emplace_back(std::string(st.prim->name()) + " (encode)",
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      for (const auto& x : ins)
-        if (x.data_shared_ptr()) held.push_back(x.data_shared_ptr());
-      ins.clear();
-      for (size_t i = 0; i < outs.size(); i++) {
-        auto& o = outs[i];
-        if (o.data_shared_ptr()) held.push_back(o.data_shared_ptr());
-        o.detach();
-        o.set_status(mx::array::Status::available);
-        slots.push_back(std::move(o));
-        if (st.unread[i]) {
-          mx::array dropped = std::move(slots.back());
-        }
-      }
-      outs.clear();
-      if (cu.needs_commit(encoder)) cu.commit(encoder);
-    }
+    res = run_steps(p, args, " (encode)", "(static run, GPU: encoding)",
+                    [&](const Step& st, std::vector<mx::array>& ins, std::vector<mx::array>& outs) {
+                      st.prim->eval_gpu(ins, outs);
+                      // Taken after the kernel: an input whose buffer went to an output is the output's.
+                      for (const auto* xs : {&ins, &outs})
+                        for (const auto& x : *xs)
+                          if (x.data_shared_ptr()) held.push_back(x.data_shared_ptr());
+                      if (cu.needs_commit(encoder)) cu.commit(encoder);
+                    });
     // Commits what is left and waits for the device: the results are computed, the buffers free.
     mx::synchronize(s);
   } catch (...) {
@@ -549,15 +534,6 @@ std::vector<mx::array> execute_gpu(const Program& p, std::vector<mx::array>& arg
       mx::synchronize(s);
     } catch (...) {}
     throw;
-  }
-  held.clear();
-  std::vector<mx::array> res;
-  res.reserve(p.results.size());
-  for (const auto& r : p.results) res.push_back(r.slot < 0 ? p.constants[-r.slot - 1] : slots[r.slot]);
-  static_runs.fetch_add(1, std::memory_order_relaxed);
-  if (timed) {
-    times.emplace_back("(static run, GPU)", std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
-    mlxc::record_prim_times(times);
   }
   return res;
 }
