@@ -86,7 +86,7 @@ export function gpuFusion(cuda: boolean, env: string | undefined): boolean {
  * How GPU segments are traced: on CUDA without fusion, captured (mx.captureGraph), so that a
  * one-call replay runs the trace's primitives in order from native code (the static executor's
  * GPU form: capture.cpp) instead of building the step's graph again for MLX's evaluation. A
- * 124.6M decode step on an H100 took 5.0-5.2 ms a run() with MLX's compile and 2.6-3.4 ms captured
+ * 124.6M decode step on an H100 took 4.9-5.2 ms a run() with MLX's compile and 2.3-3.4 ms captured
  * (2026-12-07). With fusion, on Metal, or where MLX_ORT_GPU_CAPTURE is '0', MLX's compile.
  */
 export function gpuTracer(cuda: boolean, fuse: boolean, env: string | undefined): 'compile' | 'capture' {
