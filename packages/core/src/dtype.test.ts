@@ -278,6 +278,15 @@ describe('float64 on the CPU stream', () => {
     const ref = [(1 + 1e-10) * 1 + 2 * 1e-10, 2, 3 + 4e-10, 4];
     r.forEach((v, i) => expect(v).toBeCloseTo(ref[i], 14));
   });
+  // MLX's GPU backends have no float64: a GPU session computes float64 nodes on the CPU stream, and
+  // a transposed (non-contiguous) float64 result was made contiguous on the GPU stream for its read,
+  // which failed ("float64 is not supported on the GPU"; ONNX's test_einsum_transpose on an H100).
+  it.runIf(mx.gpuAvailable())('reads a non-contiguous float64 result under a GPU default stream (made contiguous on the CPU)', () => {
+    const x = mx.transpose(mx.array(new Float64Array([1, 2, 3, 4, 5, 6]), { shape: [2, 3] }), [1, 0], cpu);
+    mx.withStream('gpu', () => {
+      expect(Array.from(x.toTypedArray() as Float64Array)).toEqual([1, 4, 2, 5, 3, 6]);
+    });
+  });
   it('casts to float64 and back', () => {
     const v = Math.fround(1 / 3);
     expect(mx.astype(mx.array([v]), 'float64', cpu).item()).toBe(v);

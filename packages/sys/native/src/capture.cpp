@@ -790,7 +790,7 @@ struct HostRun {
       }
       mx::array a = res[i];
       if (!a.flags().row_contiguous) {
-        a = mx::contiguous(a, false, stream);
+        a = mx::contiguous(a, false, mlxc::read_stream(a, stream));
         mlxc::eval_within({a}, 0, 0);
       }
       a.wait();

@@ -73,6 +73,12 @@ array new_data_on(const void* data, mx::Shape shape, mx::Dtype dtype, mx::Stream
 void populate_host(void* p, size_t n);
 /** Copies an evaluated, row-contiguous array's nbytes bytes into dst (mlxc_array_read). */
 void read_into(void* dst, size_t nbytes, const array& a);
+/**
+ * The stream on which to make `a` contiguous before it is read: `s`, or the CPU's default stream
+ * where `a` is float64 and `s` a GPU stream (MLX's GPU backends have no float64: a float64 result
+ * computed on the CPU, as a GPU session computes float64 nodes, would fail its copy there).
+ */
+mx::Stream read_stream(const array& a, const mx::Stream& s);
 /** On MLX's CUDA build, moves an evaluated array's unified memory in one transfer (mlxc_array_prefetch). */
 bool prefetch(const array& a, bool to_host);
 mlx_dtype to_c(mx::Dtype t);

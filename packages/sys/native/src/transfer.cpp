@@ -417,6 +417,10 @@ void populate_host(void* p, size_t n) {
   if (n >= kPopulateMinBytes) prefault(p, n, false);
 }
 
+mx::Stream read_stream(const array& a, const mx::Stream& s) {
+  return a.dtype() == mx::float64 && s.device == mx::Device::gpu ? mx::default_stream(mx::Device::cpu) : s;
+}
+
 /** The CUDA device index an evaluated array's buffer lives on, -1 for unified or host memory. */
 int buffer_device(const array& a) {
   if (!on_cuda() || !a.buffer().ptr() || a.nbytes() == 0) return -1;
@@ -574,7 +578,7 @@ int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx
   if (a.status() == array::Status::unscheduled) mlxc::eval_within({a}, 0, 0);
   a.wait();
   if (!a.flags().row_contiguous) {
-    a = mx::contiguous(a, false, mlxc::stream(stream));
+    a = mx::contiguous(a, false, mlxc::read_stream(a, mlxc::stream(stream)));
     mlxc::eval_within({a}, 0, 0);
   }
   mlx_array h{&a};
