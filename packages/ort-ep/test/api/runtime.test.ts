@@ -230,7 +230,9 @@ describe('run() and the event loop', () => {
   });
 
   it('one slow evaluation leaves a one-call replay on the calling thread; two in a row send it to the evaluation thread', async () => {
-    const s = await MlxSession.create(small, { device: 'cpu', shortEvalMs: 1 });
+    // shortEvalMs 2 and slow evaluations of 6 ms: a normal one (well under 1 ms) stays short even
+    // when the test process is preempted for a millisecond (a clean clone's CI once saw 1 ms passed).
+    const s = await MlxSession.create(small, { device: 'cpu', shortEvalMs: 2 });
     try {
       for (let i = 0; i < 4; i++) await turned(s);
       expect((await turned(s)).inline).toBe(true);
@@ -239,13 +241,13 @@ describe('run() and the event loop', () => {
       ];
       const program = programs[0].host!.program;
       const run = program.run.bind(program);
-      // The next `slow` evaluations take 3 ms (another process holding the core, as it were).
+      // The next `slow` evaluations take 6 ms (another process holding the core, as it were).
       let slow = 0;
       program.run = (...args: Parameters<mx.HostProgram['run']>) => {
         const out = run(...args);
         if (slow > 0) {
           slow--;
-          const until = performance.now() + 3;
+          const until = performance.now() + 6;
           while (performance.now() < until);
         }
         return out;
