@@ -443,11 +443,6 @@ export function isMlxCLoaded(): boolean {
 }
 
 /**
- * Loads the library once and declares every function, trying libraryCandidates() in order. An
- * explicit MLX_C_LIBRARY is authoritative (and then nothing else is tried), as is MLX_BACKEND=cuda
- * or metal.
- */
-/**
  * The warning for a library loaded after this repository's own build failed to load (not merely
  * absent): in a checkout, a stale platform package (the packaging step leaves one) then runs in
  * place of the code just built, silently, until the build loads again (an unresolved symbol did it
@@ -462,6 +457,11 @@ export function fallbackWarning(
   return `@mlx/sys: this repository's build ${repo.path} could not be loaded (${repo.error}); using ${chosen.path} (${chosen.why}) instead, which may not hold the code just built`;
 }
 
+/**
+ * Loads the library once and declares every function, trying libraryCandidates() in order. An
+ * explicit MLX_C_LIBRARY is authoritative (and then nothing else is tried), as is MLX_BACKEND=cuda
+ * or metal.
+ */
 export function loadMlxC(): MlxC {
   if (loaded) return loaded;
   // One process, one libmlxc: a worker thread (its own instance of this module) or another copy of
