@@ -11,10 +11,10 @@
 // - GPU segments use MLX's compile on Metal, with fusion (its kernels build in milliseconds). On
 //   CUDA they are captured like the CPU's and replayed by the static executor (gpuTracer), and
 //   fused with MLX's compile only where MLX_ORT_FUSION=1: NVRTC builds every new fused kernel on
-//   first use, and
-//   on a fresh H100 that took BERT-base's second run 64 s and GPT-2 small's 35 s (21 ms and 113 ms
-//   unfused), for a steady state the same on BERT-base, 0-7% faster decoding, 13% on GPT-2 small
-//   (2026-12-06). MLX_ORT_FUSION=0 turns fusion off everywhere (compile mode 'no_fuse').
+//   first use, and on a fresh H100 that took BERT-base's second run 64 s and GPT-2 small's 35 s
+//   (21 ms and 113 ms unfused), for a steady state the same on BERT-base, 0-7% faster decoding,
+//   13% on GPT-2 small (2026-12-06). MLX_ORT_FUSION=0 turns fusion off everywhere (compile mode
+//   'no_fuse').
 // - MLX's buffer cache on the CPU: MLX keeps freed buffers for reuse up to its cache limit, 32 MiB
 //   by default on the CPU (Metal's and CUDA's default to their memory limit). A buffer over it was
 //   handed back to the system at every free and mapped again at the next run, a page fault per
