@@ -457,7 +457,8 @@ std::vector<mx::array> run_steps(const Program& p, std::vector<mx::array>& args,
     const auto t0 = timed ? std::chrono::steady_clock::now() : run_start;
     eval(st, ins, outs);
     if (timed)
-      times.emplace_back(std::string(st.prim->name()) + (st.tiny.op != mlxc::TinyOp::none ? " (executor)" : tag),
+      times.emplace_back(std::string(st.prim->name()) + (st.tiny.op != mlxc::TinyOp::none ? " (executor)" : tag) +
+                             (mlxc::prim_times_mode() == 5 ? mlxc::shapes_key(outs[0], ins) : std::string()),
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     ins.clear();
     for (size_t i = 0; i < outs.size(); i++) {
@@ -476,7 +477,11 @@ std::vector<mx::array> run_steps(const Program& p, std::vector<mx::array>& args,
   for (const auto& r : p.results) res.push_back(r.slot < 0 ? p.constants[-r.slot - 1] : slots[r.slot]);
   static_runs.fetch_add(1, std::memory_order_relaxed);
   if (timed) {
-    times.emplace_back(run_row, std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
+    const double whole = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+    double steps = 0;
+    for (const auto& t : times) steps += t.second;
+    times.emplace_back(run_row, whole);
+    times.emplace_back(std::string(run_row) + ": between steps", whole - steps);
     mlxc::record_prim_times(times);
   }
   return res;

@@ -66,10 +66,13 @@ void run_on_worker(const mlx::core::Stream& s, std::function<void()> task, uint6
 /** MLXC_GRAPH_STATS is set: each evaluation prints its graph's primitives (print_graph_stats). */
 bool graph_stats_on();
 void print_graph_stats(const std::vector<mlx::core::array>& outputs);
-/** MLXC_PRIM_TIMES: 0 off, 1 per primitive, 2 per primitive and output shape, 3 and input shapes (eval_timed), 4 static. */
+/** MLXC_PRIM_TIMES: 0 off, 1 per primitive, 2 per primitive and output shape, 3 and input shapes (eval_timed), 4 static, 5 static by
+ * shapes. */
 int prim_times_mode();
 /** MLXC_PRIM_TIMES=static: the static executor stays on and times its steps (record_prim_times). */
 bool prim_times_static();
+/** A row's shape suffix: " [out]", and with the inputs' modes " [out] <- [in] [in]...". */
+std::string shapes_key(const mlx::core::array& out, const std::vector<mlx::core::array>& inputs);
 /** Adds one evaluation's (primitive, seconds) rows to MLXC_PRIM_TIMES's table. */
 void record_prim_times(std::vector<std::pair<std::string, double>>& local);
 /** Evaluates `outs` array by array (dependency order), timing each primitive. */

@@ -149,19 +149,34 @@ void print_graph_stats(const std::vector<array>& outputs) {
  * MLXC_PRIM_TIMES=static times a host program's runs as they are (capture.cpp's static executor,
  * which the other modes turn off): each step's kernel in place, and a row "(static run)" for each
  * run's whole time, the steps' sum and the executor's own work between them; other evaluations as
- * MLXC_PRIM_TIMES=1.
+ * MLXC_PRIM_TIMES=1. MLXC_PRIM_TIMES=static-inputs does the same with each step's row split by its
+ * output and input shapes, as MLXC_PRIM_TIMES=inputs does.
  */
 int prim_times_mode() {
   static const int mode = [] {
     const char* e = std::getenv("MLXC_PRIM_TIMES");
     if (!e || !*e || std::string(e) == "0") return 0;
     const std::string v(e);
-    return v == "shape" ? 2 : v == "inputs" ? 3 : v == "static" ? 4 : 1;
+    return v == "shape" ? 2 : v == "inputs" ? 3 : v == "static" ? 4 : v == "static-inputs" ? 5 : 1;
   }();
   return mode;
 }
 
-bool prim_times_static() { return prim_times_mode() == 4; }
+bool prim_times_static() { return prim_times_mode() >= 4; }
+
+std::string shapes_key(const array& out, const std::vector<array>& inputs) {
+  auto dims = [](const array& x) {
+    std::string d = "[";
+    for (int i = 0; i < x.ndim(); i++) d += (i ? "," : "") + std::to_string(x.shape(i));
+    return d + "]";
+  };
+  std::string key = " " + dims(out);
+  if (prim_times_mode() == 3 || prim_times_mode() == 5) {
+    key += " <-";
+    for (const auto& in : inputs) key += " " + dims(in);
+  }
+  return key;
+}
 
 void record_prim_times(std::vector<std::pair<std::string, double>>& local) {
   auto& t = prim_times();
@@ -198,18 +213,7 @@ void eval_timed(const std::vector<array>& outs) {
   for (auto& a : order) {
     if (a.status() != array::Status::unscheduled) continue;  // a sibling output already computed
     std::string key = a.primitive().name();
-    if (prim_times_mode() == 2 || prim_times_mode() == 3) {
-      auto dims = [](const array& x) {
-        std::string d = "[";
-        for (int i = 0; i < x.ndim(); i++) d += (i ? "," : "") + std::to_string(x.shape(i));
-        return d + "]";
-      };
-      key += " " + dims(a);
-      if (prim_times_mode() == 3) {
-        key += " <-";
-        for (const auto& in : a.inputs()) key += " " + dims(in);
-      }
-    }
+    if (prim_times_mode() == 2 || prim_times_mode() == 3) key += shapes_key(a, a.inputs());
     const auto t0 = std::chrono::steady_clock::now();
     mx::eval({a});
     const auto t1 = std::chrono::steady_clock::now();
