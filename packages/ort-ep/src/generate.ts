@@ -3,9 +3,9 @@
 // onnxruntime-genai and transformers.js export them: input_ids, attention_mask, position_ids,
 // past_key_values.{i}.key/value (or past.{i}.key/value) in, logits and present.{i}.key/value out.
 //
-// On the 'mlx' backend with `preferredOutputLocation: 'gpu-buffer'` the presents come back as
-// device tensors and are fed back as they are: the cache never crosses to the host, only the
-// last logits do. With `kvCapacity` (GroupQueryAttention's shared-buffer mode) the cache is one
+// On the 'mlx' backend the presents come back as device tensors (generate() asks for them with
+// the backend's KEEP_ON_DEVICE run option, and so does preferredOutputLocation: 'gpu-buffer') and
+// are fed back as they are: the cache never crosses to the host, only the token or the last logits do. With `kvCapacity` (GroupQueryAttention's shared-buffer mode) the cache is one
 // buffer of fixed capacity per layer: each step binds the present into the past's own tensor, so
 // the new rows are written in place and every decode step has the same shapes. A model whose
 // GroupQueryAttention keeps a sliding window cache (sliding_window_cache, local_window_size W) is
@@ -13,7 +13,7 @@
 import { Tensor as CommonTensor, type InferenceSession, type Tensor } from 'onnxruntime-common';
 import * as mx from '@mlx/core';
 import { deviceBufferOf } from './backend/device-buffer.js';
-import { MlxSessionHandler } from './backend/handler.js';
+import { KEEP_ON_DEVICE, MlxSessionHandler } from './backend/handler.js';
 import type { NodeIR } from './onnx/index.js';
 import { download } from './runtime/convert.js';
 import { InvalidFeedError, OrtMlxError, ResourceLimitError, isAllocationFailure } from './errors.js';
@@ -74,7 +74,9 @@ export interface GenerateOptions {
   /**
    * Shared-buffer mode (GroupQueryAttention's past_present_share_buffer, as onnxruntime-genai runs
    * it): each layer's past is one buffer of this many positions, and the present is bound into it.
-   * Prompt plus new tokens must fit. Absent: the cache grows by concatenation each step.
+   * Prompt plus new tokens must fit. Absent: on an mlx session whose every cache is a
+   * GroupQueryAttention past without a sliding window, prompt plus new tokens where that cache
+   * takes at most 512 MiB (defaultCapacity); otherwise the cache grows by concatenation each step.
    */
   kvCapacity?: number;
   /**
@@ -97,7 +99,8 @@ export interface GenerateOptions {
   prefixCache?: PrefixCache;
   /**
    * Where the token is chosen (generate() only). 'device': on the device, from the logits as the
-   * mlx backend returns them with `preferredOutputLocation: 'gpu-buffer'` (src/sampler-device.ts):
+   * mlx backend keeps them there (generate() asks an mlx session for its logits and presents on the
+   * device, whatever its preferredOutputLocation; src/sampler-device.ts):
    * greedy is the argmax, sampling the same distribution as the host's (top-k by a partition, top-p
    * by a sort of the kept tokens, or of the 2048 best when top-p comes alone, and of the row, on the
    * device, only where those hold less than p), drawn from MLX's generator
@@ -125,6 +128,8 @@ export interface AttentionLayout {
   gqa: boolean;
   /** Past input name -> local_window_size, for the pasts of GroupQueryAttention nodes with sliding_window_cache. */
   windows: Map<string, number>;
+  /** The graph inputs fed to a GroupQueryAttention node as its past key or value (shared-buffer capable). */
+  pasts: Set<string>;
 }
 
 /**
@@ -135,7 +140,8 @@ export function attentionLayout(session: object): AttentionLayout | undefined {
   const handler: unknown = (session as { handler?: unknown }).handler;
   if (!(handler instanceof MlxSessionHandler)) return undefined;
   const model = handler.model;
-  const layout: AttentionLayout = { gqa: false, windows: new Map() };
+  const layout: AttentionLayout = { gqa: false, windows: new Map(), pasts: new Set() };
+  const graphInputs = new Set(model.graph.inputs.map((i) => i.name));
   const int = (n: NodeIR, name: string, otherwise: number) => {
     const a = n.attributes.get(name);
     return a?.type === 'int' ? a.value : otherwise;
@@ -147,6 +153,7 @@ export function attentionLayout(session: object): AttentionLayout | undefined {
         const window = int(n, 'local_window_size', -1);
         if (int(n, 'sliding_window_cache', 0) && window > 0)
           for (const name of [n.inputs[3], n.inputs[4]]) if (name) layout.windows.set(name, window);
+        for (const name of [n.inputs[3], n.inputs[4]]) if (name && graphInputs.has(name)) layout.pasts.add(name);
       }
       for (const a of n.attributes.values())
         if (a.type === 'graph') visit(a.value.nodes);
@@ -645,14 +652,19 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
   checkDecoderSession(session, caches, 'generate');
   const prompt = options.inputIds.map(Number);
   if (!prompt.length) throw new RangeError('generate: inputIds is empty');
-  const capacity = options.kvCapacity;
+  const layout = attentionLayout(session);
+  const windows = cacheWindows(session, caches, options.kvWindow, 'generate', layout);
+  const capacity = options.kvCapacity ?? defaultCapacity(layout, caches, windows, prompt.length + options.maxNewTokens);
   if (capacity !== undefined && prompt.length + options.maxNewTokens > capacity)
     throw new RangeError(`generate: ${prompt.length} prompt tokens + ${options.maxNewTokens} new ones do not fit kvCapacity ${capacity}`);
+  // An mlx session keeps the presents on the device, and the logits where the token is chosen there.
+  const keep = layout
+    ? [...caches.map((c) => c.present), ...(sampler !== 'host' && !hostOnly && (sampler === 'device' || deviceByDefault) ? ['logits'] : [])]
+    : [];
   const typeOf = (name: string) => {
     const m = session.inputMetadata[session.inputNames.indexOf(name)];
     return m?.isTensor ? m.type : 'int64';
   };
-  const windows = cacheWindows(session, caches, options.kvWindow, 'generate');
   if (capacity !== undefined && windows.some((w) => w !== undefined))
     throw new TypeError(
       `generate: kvCapacity was given, but the model's GroupQueryAttention keeps a sliding window cache of ${windows.find((w) => w !== undefined)} rows (sliding_window_cache): leave kvCapacity out`,
@@ -747,7 +759,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       if (hasCacheBranch) feeds.use_cache_branch = new T('bool', [cached > 0], [1]);
       let out: Record<string, Tensor>;
       try {
-        ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generate'));
+        ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generate', undefined, keep));
       } catch (e) {
         throw windowHint(e, windows, 'generate');
       }
@@ -779,7 +791,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
       const onDevice = sampler === 'device' ? own !== undefined : sampler !== 'host' && own !== undefined && !hostOnly && deviceByDefault;
       if (sampler === 'device' && !onDevice)
         throw new TypeError(
-          "generate: sampler 'device' needs the logits on the device (an mlx session with preferredOutputLocation 'gpu-buffer'); this session returned them on the host",
+          "generate: sampler 'device' needs the logits on the device (an mlx session); this session returned them on the host",
         );
       if (onDevice && own) {
         try {
@@ -829,16 +841,20 @@ export async function runWithCaches(
   first: boolean,
   who: string,
   model = 'the model',
+  keep: readonly string[] = [],
 ): Promise<{ out: Record<string, Tensor>; past: Tensor[] }> {
   const fetches: Record<string, Tensor | null> = { logits: null };
   caches.forEach((c, i) => {
     feeds[c.past] = past[i];
-    const shared = capacity !== undefined && (isDevice(past[i]) || !first || !keepsOnDevice(session, c.present));
+    const onDevice = keepsOnDevice(session, c.present) || keep.includes(c.present);
+    const shared = capacity !== undefined && (isDevice(past[i]) || !first || !onDevice);
     fetches[c.present] = shared ? past[i] : null;
     const own = deviceBufferOf(past[i]);
     if (own && !shared) own.consumable = true;
   });
-  const out = (await session.run(feeds, fetches)) as Record<string, Tensor>;
+  const out = (
+    keep.length ? await session.run(feeds, fetches, { [KEEP_ON_DEVICE]: keep } as never) : await session.run(feeds, fetches)
+  ) as Record<string, Tensor>;
   const next = caches.map((c) => out[c.present]);
   for (let i = 0; i < past.length; i++) if (past[i] !== next[i] && isDevice(past[i])) past[i].dispose();
   if (capacity !== undefined && next[0].dims[2] !== capacity)
@@ -846,6 +862,29 @@ export async function runWithCaches(
       `${who}: kvCapacity ${capacity} was given, but ${model}'s present has ${next[0].dims[2]} positions (its attention does not share past and present buffers)`,
     );
   return { out, past: next };
+}
+
+/** The most KV cache bytes generate() allocates up front on its own (defaultCapacity). */
+const DEFAULT_CAPACITY_BYTES = 512 * 1024 * 1024;
+
+/**
+ * The shared buffer's capacity generate() uses where kvCapacity is not given: on an mlx session
+ * whose every cache is a GroupQueryAttention past (no sliding window), prompt plus new tokens, when
+ * the whole cache of that many positions takes at most DEFAULT_CAPACITY_BYTES. Then every decode
+ * step of a length bucket replays one compiled program (a cache grown by concatenation is a new
+ * input shape each step, which runs the eager walk: several times the step's time on a small
+ * model). Undefined otherwise (the cache grows as before).
+ */
+export function defaultCapacity(
+  layout: AttentionLayout | undefined,
+  caches: readonly CacheName[],
+  windows: readonly (number | undefined)[],
+  positions: number,
+): number | undefined {
+  if (!layout || !caches.length || windows.some((w) => w !== undefined)) return undefined;
+  if (!caches.every((c) => layout.pasts.has(c.past))) return undefined;
+  const bytes = caches.reduce((n, c) => n + c.dims[0] * c.dims[1] * positions * (c.type === 'float16' ? 2 : 4), 0);
+  return bytes <= DEFAULT_CAPACITY_BYTES ? positions : undefined;
 }
 
 /** Whether `session` is an mlx one that returns output `name` on the device (its handler says). */

@@ -18,6 +18,24 @@ export type OrtModule = TensorModule & { registerBackend: (name: string, backend
 
 const NOTHING_BOUND: ReadonlyMap<string, { tensor: Tensor; buffer?: MlxDeviceBuffer }> = new Map();
 
+/**
+ * A run option of this backend's own (a registered symbol, so no string key of onnxruntime's can
+ * collide with it, and every copy of this package reads the same one): the names of outputs this
+ * run returns as 'gpu-buffer' tensors, on top of preferredOutputLocation's. generate() asks for its
+ * presents and logits with it, so that a session made without preferredOutputLocation still keeps
+ * the cache on the device and downloads only the token.
+ */
+export const KEEP_ON_DEVICE: unique symbol = Symbol.for('@mlx/ort-ep.keepOnDevice');
+
+/** The names a run's options ask to keep on the device (KEEP_ON_DEVICE), if any. */
+function keptByRun(options: InferenceSession.RunOptions | undefined): ReadonlySet<string> | undefined {
+  const names = (options as { [KEEP_ON_DEVICE]?: unknown } | undefined)?.[KEEP_ON_DEVICE];
+  if (names === undefined) return undefined;
+  if (!Array.isArray(names) || names.some((n) => typeof n !== 'string'))
+    throw new TypeError('mlx execution provider: the keep-on-device run option must be an array of output names');
+  return new Set(names as string[]);
+}
+
 /** A feed: a host tensor, or the device Value behind a 'gpu-buffer' tensor of this backend. */
 function feedOf(name: string, t: OnnxValue): HostTensor | Value {
   const tensor = t as Tensor;
@@ -78,7 +96,8 @@ export class MlxSessionHandler implements InferenceSessionHandler {
     fetches: SessionHandler.FetchesType,
     options?: InferenceSession.RunOptions,
   ): Promise<SessionHandler.ReturnType> {
-    const plain = this.plainRun(feeds, fetches, options);
+    const kept = keptByRun(options);
+    const plain = kept ? undefined : this.plainRun(feeds, fetches, options);
     if (plain) return plain;
     const inputs: Record<string, HostTensor | Value> = {};
     for (const [name, v] of Object.entries(feeds)) inputs[name] = feedOf(name, v);
@@ -107,8 +126,9 @@ export class MlxSessionHandler implements InferenceSessionHandler {
       }
       if (boundBuffers.has(v)) donate.push(name);
     }
-    // A pre-allocated tensor decides where its output goes; otherwise preferredOutputLocation does.
-    const keep = wanted.filter((n) => (bound.has(n) ? !!bound.get(n)!.buffer : this.onDevice.has(n)));
+    // A pre-allocated tensor decides where its output goes; otherwise preferredOutputLocation (and
+    // the run's KEEP_ON_DEVICE) does.
+    const keep = wanted.filter((n) => (bound.has(n) ? !!bound.get(n)!.buffer : this.onDevice.has(n) || !!kept?.has(n)));
     // Pre-allocated CPU tensors are read into directly where their layout allows.
     const outputBuffers: Record<string, HostTensor> = {};
     for (const [name, b] of bound) {

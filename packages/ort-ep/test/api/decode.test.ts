@@ -36,7 +36,7 @@ async function withSession<T>(bytes: Uint8Array, options: object, body: (s: ort.
 describe('greedy decoding, 64 new tokens, same as onnxruntime-node', () => {
   const cases: [string, DecoderConfig, number | undefined][] = [
     ['Llama (GQA), shared KV buffer', llama, 96],
-    ['Llama (GQA), growing cache', llama, undefined],
+    ['Llama (GQA), kvCapacity left out (a growing cache; on mlx the default shared buffer)', llama, undefined],
     ['Qwen2 (GQA 8/2, QKV bias), shared KV buffer', qwen2, 80],
     ['GPT-2 (MHA past, Concat)', gpt2, undefined],
     ['Llama int4 (MatMulNBits), shared KV buffer', llamaInt4, 96],
@@ -49,6 +49,29 @@ describe('greedy decoding, 64 new tokens, same as onnxruntime-node', () => {
       expect(want).toHaveLength(64);
       expect(have).toEqual(want);
     }, 120_000);
+});
+
+describe('generate() on a session made without options', () => {
+  it('keeps the cache on the device in one shared buffer: one program for the decode steps, only token ids downloaded', async () => {
+    const bytes = buildDecoder(llama);
+    const want = await withSession(bytes, {}, (s) => tokens(s));
+    await withSession(bytes, mlxCpu, async (s) => {
+      const before = transferStats().downloadedBytes;
+      const have = await tokens(s);
+      const down = transferStats().downloadedBytes - before;
+      expect(have).toEqual(want);
+      // The token chosen on the device: 4 bytes a step (and what GroupQueryAttention reads of
+      // its mask), never a present (2 layers x 2 x [1, 2, n, 16] floats) nor a row of logits.
+      expect(down).toBeLessThan(64 * 64);
+      const stats = (s as unknown as { handler: { session: { compileStats: { unanalysed: number; size: number; oneCalls: number } } } })
+        .handler.session.compileStats;
+      // A cache grown by concatenation is a new feed shape each step (the eager walk, unanalysed).
+      expect(stats.unanalysed).toBe(0);
+      // The prompt's signature and one per mask bucket (8 + 64 positions: 16 .. 128).
+      expect(stats.size).toBeLessThanOrEqual(6);
+      expect(stats.oneCalls).toBeGreaterThanOrEqual(55);
+    });
+  }, 120_000);
 });
 
 describe('device outputs (I/O binding)', () => {
