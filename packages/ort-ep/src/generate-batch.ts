@@ -30,6 +30,7 @@ import {
   checkOptions,
   endsAfter,
   checkWindows,
+  defaultCapacity,
   halfToFloat,
   isCount,
   isDevice,
@@ -191,23 +192,25 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
   }
   const lens = prompts.map((p) => p.length);
   const L = Math.max(...lens);
-  const capacity = options.kvCapacity;
+  // GroupQueryAttention (seen in an mlx session's model) reads each sequence's length as the mask's
+  // sum and its rows from the start of the cache: right padding, position_ids or not. Sessions
+  // that do not show their graph (onnxruntime-node's) are told by the caller (padding: 'right').
+  const layout = attentionLayout(session);
+  const windows = cacheWindows(session, caches, options.kvWindow, 'generateBatch', layout);
+  // As generate(): an mlx session's cache on the device, in a shared buffer where the model allows.
+  const capacity = options.kvCapacity ?? defaultCapacity(layout, caches, windows, L + options.maxNewTokens, B);
+  const keep = layout ? caches.map((c) => c.present) : [];
   if (capacity !== undefined && L + options.maxNewTokens > capacity)
     throw new RangeError(
       `generateBatch: the longest prompt's ${L} tokens + ${options.maxNewTokens} new ones do not fit kvCapacity ${capacity}`,
     );
   const hasPositions = session.inputNames.includes('position_ids');
-  // GroupQueryAttention (seen in an mlx session's model) reads each sequence's length as the mask's
-  // sum and its rows from the start of the cache: right padding, position_ids or not. Sessions
-  // that do not show their graph (onnxruntime-node's) are told by the caller (padding: 'right').
-  const layout = attentionLayout(session);
   const gqa = layout?.gqa ?? false;
   if (gqa && options.padding === 'left')
     throw new TypeError(
       "generateBatch: padding 'left' on a model with GroupQueryAttention, which reads each sequence's length as the attention mask's sum (seqlens_k) and its rows from the start of the cache, so left pads would be attended and the last tokens missed; leave padding unset or 'right'",
     );
   const right = (options.padding ?? (capacity !== undefined || !hasPositions || gqa ? 'right' : 'left')) === 'right';
-  const windows = cacheWindows(session, caches, options.kvWindow, 'generateBatch', layout);
   if (windows.some((w) => w !== undefined)) {
     if (capacity !== undefined)
       throw new TypeError(
@@ -298,7 +301,7 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
       if (session.inputNames.includes('use_cache_branch')) feeds.use_cache_branch = new T('bool', [step > 0], [1]);
       let out: Record<string, Tensor>;
       try {
-        ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generateBatch'));
+        ({ out, past } = await runWithCaches(session, feeds, caches, past, capacity, step === 0, 'generateBatch', undefined, keep));
       } catch (e) {
         throw windowHint(e, windows, 'generateBatch');
       }

@@ -868,7 +868,8 @@ export async function runWithCaches(
 const DEFAULT_CAPACITY_BYTES = 512 * 1024 * 1024;
 
 /**
- * The shared buffer's capacity generate() uses where kvCapacity is not given: on an mlx session
+ * The shared buffer's capacity generate() (and generateBatch(), for `batch` sequences) uses where
+ * kvCapacity is not given: on an mlx session
  * whose every cache is a GroupQueryAttention past (no sliding window), prompt plus new tokens, when
  * the whole cache of that many positions takes at most DEFAULT_CAPACITY_BYTES. Then every decode
  * step of a length bucket replays one compiled program (a cache grown by concatenation is a new
@@ -880,10 +881,11 @@ export function defaultCapacity(
   caches: readonly CacheName[],
   windows: readonly (number | undefined)[],
   positions: number,
+  batch = 1,
 ): number | undefined {
   if (!layout || !caches.length || windows.some((w) => w !== undefined)) return undefined;
   if (!caches.every((c) => layout.pasts.has(c.past))) return undefined;
-  const bytes = caches.reduce((n, c) => n + c.dims[0] * c.dims[1] * positions * (c.type === 'float16' ? 2 : 4), 0);
+  const bytes = caches.reduce((n, c) => n + batch * c.dims[0] * c.dims[1] * positions * (c.type === 'float16' ? 2 : 4), 0);
   return bytes <= DEFAULT_CAPACITY_BYTES ? positions : undefined;
 }
 

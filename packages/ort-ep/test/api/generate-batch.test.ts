@@ -3,7 +3,7 @@
 // in a shared buffer): each sequence's greedy tokens are its own batch-1 run's, on mlx and on
 // onnxruntime-node running the same loop.
 import { describe, expect, it } from 'vitest';
-import { type BatchStep, InvalidFeedError, generate, generateBatch } from '../../src/index.js';
+import { type BatchStep, InvalidFeedError, generate, generateBatch, transferStats } from '../../src/index.js';
 import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
 
@@ -59,6 +59,25 @@ describe('generateBatch: batch 4 greedy equals four batch-1 runs', () => {
       expect(mlxBatch).toEqual(want);
       expect(mlxDevice).toEqual(want);
     }, 120_000);
+});
+
+describe('generateBatch on an mlx session made without options', () => {
+  it('keeps the cache on the device in one shared buffer: the logits alone downloaded, no step unanalysed', async () => {
+    const bytes = buildDecoder(llama);
+    const want = await withSession(bytes, {}, (s) => batch(s, {}));
+    await withSession(bytes, mlxCpu, async (s) => {
+      const before = transferStats().downloadedBytes;
+      expect(await batch(s, {})).toEqual(want);
+      const down = transferStats().downloadedBytes - before;
+      // The logits (the prompt's [4, 8, 256], then [4, 1, 256] a step) and what GroupQueryAttention
+      // reads of its mask: never a present (2 layers x 2 x [4, 2, n, 16] floats a step).
+      expect(down).toBeLessThan(prompts.length * llama.vocab * 4 * (8 + 23) + 24 * 64);
+      const stats = (s as unknown as { handler: { session: { compileStats: { unanalysed: number; size: number } } } }).handler.session
+        .compileStats;
+      expect(stats.unanalysed).toBe(0);
+      expect(stats.size).toBeLessThanOrEqual(5);
+    });
+  }, 120_000);
 });
 
 describe('generateBatch: every option applies per sequence', () => {
