@@ -5,7 +5,9 @@
 //
 // On the 'mlx' backend the presents come back as device tensors (generate() asks for them with
 // the backend's KEEP_ON_DEVICE run option, and so does preferredOutputLocation: 'gpu-buffer') and
-// are fed back as they are: the cache never crosses to the host, only the token or the last logits do. With `kvCapacity` (GroupQueryAttention's shared-buffer mode) the cache is one
+// are fed back as they are: the cache never crosses to the host, only the token or the last
+// logits do. With `kvCapacity` (GroupQueryAttention's shared-buffer mode; on the 'mlx' backend
+// prompt plus new tokens by default, where the model allows: defaultCapacity) the cache is one
 // buffer of fixed capacity per layer: each step binds the present into the past's own tensor, so
 // the new rows are written in place and every decode step has the same shapes. A model whose
 // GroupQueryAttention keeps a sliding window cache (sliding_window_cache, local_window_size W) is
@@ -869,12 +871,12 @@ const DEFAULT_CAPACITY_BYTES = 512 * 1024 * 1024;
 
 /**
  * The shared buffer's capacity generate() (and generateBatch(), for `batch` sequences) uses where
- * kvCapacity is not given: on an mlx session
- * whose every cache is a GroupQueryAttention past (no sliding window), prompt plus new tokens, when
- * the whole cache of that many positions takes at most DEFAULT_CAPACITY_BYTES. Then every decode
- * step of a length bucket replays one compiled program (a cache grown by concatenation is a new
- * input shape each step, which runs the eager walk: several times the step's time on a small
- * model). Undefined otherwise (the cache grows as before).
+ * kvCapacity is not given: on an mlx session whose every cache is a GroupQueryAttention past (no
+ * sliding window), prompt plus new tokens, when the whole cache of that many positions takes at
+ * most DEFAULT_CAPACITY_BYTES. Then every decode step of a length bucket replays one compiled
+ * program (a cache grown by concatenation is a new input shape each step, which runs the eager
+ * walk: several times the step's time on a small model). Undefined otherwise (the cache grows as
+ * before).
  */
 export function defaultCapacity(
   layout: AttentionLayout | undefined,
