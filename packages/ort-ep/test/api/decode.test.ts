@@ -72,6 +72,31 @@ describe('generate() on a session made without options', () => {
       expect(stats.oneCalls).toBeGreaterThanOrEqual(48);
     });
   }, 120_000);
+
+  it("the backend's keep-on-device run option: the outputs it names on the device for that run; a bad value a TypeError", async () => {
+    const KEEP = Symbol.for('@mlx/ort-ep.keepOnDevice');
+    await withSession(buildDecoder(llama), mlxCpu, async (s) => {
+      const caches = cacheNames(s);
+      const feeds: Record<string, OrtTensor> = {
+        input_ids: new ort.Tensor('int64', BigInt64Array.from([3n, 17n]), [1, 2]),
+        attention_mask: new ort.Tensor('int64', BigInt64Array.from([1n, 1n]), [1, 2]),
+      };
+      for (const c of caches) feeds[c.past] = new ort.Tensor('float32', new Float32Array(0), [1, c.dims[0], 0, c.dims[1]]);
+      const kept = await s.run(feeds, { [KEEP]: [caches[0].present, 'logits'] } as never);
+      expect(kept[caches[0].present].location).toBe('gpu-buffer');
+      expect(kept.logits.location).toBe('gpu-buffer');
+      expect(kept[caches[1].present].location).toBe('cpu');
+      const host = await s.run(feeds);
+      expect(Object.values(host).every((t) => t.location === 'cpu')).toBe(true);
+      // The same values either way.
+      expect(Array.from((await kept.logits.getData(true)) as Float32Array)).toEqual(Array.from(host.logits.data as Float32Array));
+      kept[caches[0].present].dispose();
+      for (const bad of [5, ['logits', 7], 'logits'])
+        await expect(s.run(feeds, { [KEEP]: bad } as never)).rejects.toThrow(
+          'mlx execution provider: the keep-on-device run option must be an array of output names',
+        );
+    });
+  }, 120_000);
 });
 
 describe('device outputs (I/O binding)', () => {
