@@ -66,7 +66,8 @@ export interface GenerateOptions {
    */
   logitsProcessor?: (logits: Float32Array, sequence: readonly number[]) => Float32Array | undefined | void;
   /**
-   * Prompt lookup decoding (greedy only, with kvCapacity): each step proposes the tokens that
+   * Prompt lookup decoding (greedy only, with kvCapacity, which an mlx session whose caches are
+   * GroupQueryAttention pasts has by default): each step proposes the tokens that
    * followed the last earlier occurrence of the sequence's final `ngram` tokens (default 3, from
    * the prompt or the generated text; at most `maxDraft`, default 4) and verifies them in the same
    * run: the tokens it keeps are the ones greedy decoding chooses, several a run where the text
@@ -388,10 +389,6 @@ export function checkOptions(options: GenerateOptions, who = 'generate'): void {
       options.minNewTokens
     )
       throw new TypeError('generate: promptLookup does not take penalties, minNewTokens or a logitsProcessor');
-    if (options.kvCapacity === undefined)
-      throw new TypeError(
-        'generate: promptLookup needs kvCapacity (the in-place cache, whose rejected positions the next step writes over)',
-      );
   }
   if (options.kvCapacity !== undefined && !isCount(options.kvCapacity, 1))
     throw new RangeError(`${who}: kvCapacity must be a positive integer, got ${show(options.kvCapacity)}`);
@@ -659,6 +656,10 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
   const capacity = options.kvCapacity ?? defaultCapacity(layout, caches, windows, prompt.length + options.maxNewTokens);
   if (capacity !== undefined && prompt.length + options.maxNewTokens > capacity)
     throw new RangeError(`generate: ${prompt.length} prompt tokens + ${options.maxNewTokens} new ones do not fit kvCapacity ${capacity}`);
+  if (options.promptLookup && capacity === undefined)
+    throw new TypeError(
+      'generate: promptLookup needs kvCapacity (the in-place cache, whose rejected positions the next step writes over); an mlx session whose caches are GroupQueryAttention pasts has one by default',
+    );
   // An mlx session keeps the presents on the device, and the logits where the token is chosen there.
   const keep = layout
     ? [...caches.map((c) => c.present), ...(sampler !== 'host' && !hostOnly && (sampler === 'device' || deviceByDefault) ? ['logits'] : [])]

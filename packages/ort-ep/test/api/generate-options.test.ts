@@ -199,6 +199,16 @@ describe('generate() options on a real decoder, onnxruntime-node and mlx alike',
         // The text repeats itself: drafts were fed (runs of more than one token) and kept.
         expect(fed.some((l) => l > 1 && l < prompt.length)).toBe(true);
         expect(runs).toBeLessThan(n);
+        // Without kvCapacity: an mlx session has the shared buffer by default; others need it.
+        const lookup = { maxNewTokens: n, promptLookup: { ngram: 2, maxDraft: 4 } };
+        if (name === 'mlx') {
+          let defaultRuns = 0;
+          expect(await run(s, { ...lookup, onStep: () => void defaultRuns++ })).toEqual(plain);
+          expect(defaultRuns).toBe(runs);
+        } else
+          await expect(run(s, lookup)).rejects.toThrow(
+            'generate: promptLookup needs kvCapacity (the in-place cache, whose rejected positions the next step writes over)',
+          );
       } finally {
         await s.release();
       }
