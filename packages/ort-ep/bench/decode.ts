@@ -5,7 +5,8 @@
 // Engines alternate over --rounds rounds; figures are medians over the rounds (a shared machine's
 // load moves single runs by 2-4x). A second table sets each context's tokens/s against the memory
 // bound: the bytes a token must read (the weights, and the KV cache at that context) over the
-// machine's measured copy bandwidth. Writes reports/bench-decode.json and bench/decode.svg. Never a test.
+// machine's measured copy bandwidth. Each round's own ratio is printed too (the medians' spread).
+// Writes reports/bench-decode.json and bench/decode.svg. Never a test.
 //   tools/dev bench decode [--size tiny|small|100m|qwen0.5b] [--model llama|gpt2] [--quant none|int4] [--prefill 512] [--contexts 128,1024,4096]
 //     [--tokens 16] [--rounds 3] [--engines mlx,ort-node] [--device cpu|gpu] [--out DIR]
 // BENCH_THREADS sets onnxruntime-node's intra-op threads (default 2, this project's CI machines).
@@ -136,6 +137,22 @@ function main(): void {
         ` | ${r.decode.map((d) => (Number.isFinite(d.runMsPerToken) ? d.runMsPerToken!.toFixed(3) : '-')).join(' / ')} |`,
     );
   }
+  // Each round's own ratio (that round's process of each engine), so that a median's spread shows:
+  // on a shared machine one engine's rate moves by 20-40% from process to process.
+  const refRuns = runs.get('ort-node') ?? [];
+  const perRound: Record<string, number[][]> = {};
+  for (const [e, rs] of runs) {
+    if (e === 'ort-node' || !refRuns.length || !rs.length) continue;
+    const n = Math.min(rs.length, refRuns.length);
+    perRound[e] = ok[0].decode.map((_, i) =>
+      Array.from({ length: n }, (_, k) => rs[k].decode[i].tokensPerSecond / refRuns[k].decode[i].tokensPerSecond),
+    );
+    console.log(
+      `
+${e} / ort-node, round by round: ` +
+        ok[0].decode.map((d, i) => `@${d.context} ${perRound[e][i].map((x) => x.toFixed(2)).join(' ')}`).join('; '),
+    );
+  }
   const bandwidth = copyBandwidth();
   const loadAfter = loadavg()
     .map((x) => x.toFixed(2))
@@ -165,7 +182,11 @@ function main(): void {
   mkdirSync(jsonDir, { recursive: true });
   writeFileSync(
     join(jsonDir, `bench-decode${suffix}.json`),
-    JSON.stringify({ date: new Date().toISOString(), load: { before: loadBefore, after: loadAfter }, bandwidth, bounds, results }, null, 2),
+    JSON.stringify(
+      { date: new Date().toISOString(), load: { before: loadBefore, after: loadAfter }, bandwidth, bounds, results, perRound },
+      null,
+      2,
+    ),
   );
   writeFileSync(
     join(outDir ?? here, `decode${suffix}.svg`),
