@@ -34,6 +34,7 @@ import {
   halfToFloat,
   isCount,
   isDevice,
+  kvCacheBytes,
   maskLength,
   pickToken,
   runWithCaches,
@@ -247,7 +248,7 @@ export async function* generateBatch(session: Session, options: GenerateBatchOpt
     past = caches.map((c, i) => zeros(c, windows[i] ?? capacity ?? 0));
   } catch (e) {
     if (!isAllocationFailure(e)) throw e;
-    const bytes = caches.reduce((n, c) => n + B * c.dims[0] * (capacity ?? 0) * c.dims[1] * (c.type === 'float16' ? 2 : 4), 0);
+    const bytes = kvCacheBytes(caches, capacity ?? 0, B);
     throw new ResourceLimitError(
       `generateBatch: the KV cache of ${B} sequences of kvCapacity ${capacity} (${bytes} bytes) cannot be allocated: ${e.message}`,
       { cause: e },

@@ -26,6 +26,7 @@ import {
   endsAfter,
   isCount,
   isDevice,
+  kvCacheBytes,
   lastRows,
   maskLength,
   pickToken,
@@ -213,7 +214,7 @@ export class BatchGenerator {
     this.capacity = o.kvCapacity;
     this.pad = o.padTokenId ?? 0;
     this.T = o.Tensor ?? (CommonTensor as unknown as typeof Tensor);
-    const slotBytes = this.caches.reduce((n, c) => n + c.dims[0] * this.capacity * c.dims[1] * (c.type === 'float16' ? 2 : 4), 0);
+    const slotBytes = kvCacheBytes(this.caches, this.capacity);
     const fit = o.maxKvBytes === undefined ? o.maxBatch : Math.floor(o.maxKvBytes / slotBytes) - 1;
     if (fit < 1)
       throw new ResourceLimitError(

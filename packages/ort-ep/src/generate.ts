@@ -722,7 +722,7 @@ export async function* generate(session: Session, options: GenerateOptions): Asy
     past = caches.map((c, i) => zeros(c, windows[i] ?? capacity ?? 0));
   } catch (e) {
     if (!isAllocationFailure(e)) throw e;
-    const bytes = caches.reduce((n, c) => n + c.dims[0] * (capacity ?? 0) * c.dims[1] * (c.type === 'float16' ? 2 : 4), 0);
+    const bytes = kvCacheBytes(caches, capacity ?? 0);
     throw new ResourceLimitError(`generate: the KV cache of kvCapacity ${capacity} (${bytes} bytes) cannot be allocated: ${e.message}`, {
       cause: e,
     });
@@ -888,8 +888,12 @@ export function defaultCapacity(
 ): number | undefined {
   if (!layout || !caches.length || windows.some((w) => w !== undefined)) return undefined;
   if (!caches.every((c) => layout.pasts.has(c.past))) return undefined;
-  const bytes = caches.reduce((n, c) => n + batch * c.dims[0] * c.dims[1] * positions * (c.type === 'float16' ? 2 : 4), 0);
-  return bytes <= DEFAULT_CAPACITY_BYTES ? positions : undefined;
+  return kvCacheBytes(caches, positions, batch) <= DEFAULT_CAPACITY_BYTES ? positions : undefined;
+}
+
+/** The bytes of every layer's key and value cache of `positions` rows, for `batch` sequences. */
+export function kvCacheBytes(caches: readonly CacheName[], positions: number, batch = 1): number {
+  return caches.reduce((n, c) => n + batch * c.dims[0] * positions * c.dims[1] * (c.type === 'float16' ? 2 : 4), 0);
 }
 
 /** Whether `session` is an mlx one that returns output `name` on the device (its handler says). */
