@@ -458,9 +458,9 @@ export function fallbackWarning(
 }
 
 /**
- * Loads the library once and declares every function, trying libraryCandidates() in order. An
- * explicit MLX_C_LIBRARY is authoritative (and then nothing else is tried), as is MLX_BACKEND=cuda
- * or metal.
+ * Loads the library once, trying libraryCandidates() in order (each function is declared on its
+ * first call). An explicit MLX_C_LIBRARY is authoritative (and then nothing else is tried), as is
+ * MLX_BACKEND=cuda or metal.
  */
 export function loadMlxC(): MlxC {
   if (loaded) return loaded;
