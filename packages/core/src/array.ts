@@ -28,6 +28,12 @@ export interface ArrayOptions {
   shape?: readonly number[];
 }
 
+/** How Array.fromTypedArray and Array.fromBytes place their copy. */
+export interface NewDataOptions {
+  /** Kept for a long time (a model's weights): placed in the arena of resident arrays (memory.resident()). */
+  resident?: boolean;
+}
+
 /** mlxc_array_meta's buffer: dtype, ndim and up to 30 dims (one buffer: JS is single-threaded). */
 const META = new Int32Array(32);
 
@@ -102,8 +108,12 @@ export class Array {
     return this.#address;
   }
 
-  /** An array from a TypedArray and a shape; the data is copied. */
-  static fromTypedArray(data: ArrayBufferView, shape: readonly number[], dtype?: Dtype): Array {
+  /**
+   * An array from a TypedArray and a shape; the data is copied. `resident`: the array is kept for
+   * a long time (a model's weights): on Linux's CPU build it is copied into the arena of resident
+   * arrays, on huge pages where the system gives them (see `memory.resident()`).
+   */
+  static fromTypedArray(data: ArrayBufferView, shape: readonly number[], dtype?: Dtype, opts?: NewDataOptions): Array {
     const natural = dtypeOfTypedArray(data);
     const d = dtype ?? natural;
     const dims = toInt32Array(shape, 'Array.fromTypedArray: shape', 'dim');
@@ -113,7 +123,7 @@ export class Array {
     if (data.constructor === ctor) {
       const len = (data as TypedArray).length;
       if (len !== n * perElem) throw new RangeError(`data has ${len} elements but shape [${shape.join(', ')}] needs ${n * perElem}`);
-      return newData(data, dims, d);
+      return newData(data, dims, d, opts?.resident);
     }
     // Different element type: build with the natural dtype, then cast.
     const tmp = Array.fromTypedArray(data, shape, natural);
@@ -128,13 +138,13 @@ export class Array {
    * An array from the little-endian bytes of its elements (any alignment: the bytes are copied).
    * For data read from files, where the element type's width and not a TypedArray is what is known.
    */
-  static fromBytes(bytes: Uint8Array, shape: readonly number[], dtype: Dtype): Array {
+  static fromBytes(bytes: Uint8Array, shape: readonly number[], dtype: Dtype, opts?: NewDataOptions): Array {
     const dims = toInt32Array(shape, 'Array.fromBytes: shape', 'dim');
     const n = shape.reduce((a, b) => a * b, 1);
     const want = n * itemsize(dtype);
     if (bytes.length !== want)
       throw new RangeError(`Array.fromBytes: ${bytes.length} bytes for shape [${shape.join(', ')}] ${dtype}, which needs ${want}`);
-    return newData(bytes, dims, dtype);
+    return newData(bytes, dims, dtype, opts?.resident);
   }
 
   get handle(): MlxHandle {
@@ -329,9 +339,11 @@ export class Array {
  * An array of `data` (copied) for the current default stream's device: on MLX's CUDA build and a
  * GPU stream, large data goes straight to device memory (mlxc_array_new_data_on).
  */
-function newData(data: ArrayBufferView, dims: Int32Array, d: Dtype): Array {
+function newData(data: ArrayBufferView, dims: Int32Array, d: Dtype, resident = false): Array {
   const res = { ctx: null };
-  check(fn.mlxc_array_new_data_on(res, data, dims, dims.length, dtypeCode(d), defaultStream().handle), 'mlxc_array_new_data_on');
+  if (resident)
+    check(fn.mlxc_array_new_resident(res, data, dims, dims.length, dtypeCode(d), defaultStream().handle), 'mlxc_array_new_resident');
+  else check(fn.mlxc_array_new_data_on(res, data, dims, dims.length, dtypeCode(d), defaultStream().handle), 'mlxc_array_new_data_on');
   return Array.fromHandle(res).knownMeta(d, globalThis.Array.from(dims));
 }
 

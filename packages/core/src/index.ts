@@ -1,5 +1,5 @@
 // @mlx/core: safe MLX arrays for TypeScript.
-export { Array, array, scalar, type ArrayLike, type ArrayOptions, type NestedData } from './array.js';
+export { Array, array, scalar, type ArrayLike, type ArrayOptions, type NestedData, type NewDataOptions } from './array.js';
 export {
   dtypes,
   itemsize,

@@ -11,9 +11,22 @@ function read(f: (out: never) => number, name: string): number {
 }
 
 export const memory = {
-  /** Bytes held by live arrays. */
+  /** Bytes held by live arrays (resident ones included: see `resident`). */
   active: (): number => read(fn.mlx_get_active_memory, 'mlx_get_active_memory'),
-  /** The largest `active` seen since start or the last resetPeak(). */
+  /**
+   * The arena of resident arrays (`Array.fromTypedArray(..., { resident: true })`): bytes held by
+   * live arrays, bytes mapped, and bytes of the mappings advised for huge pages (all 0 where
+   * resident arrays are ordinary ones: off Linux, on a GPU build or stream).
+   */
+  resident: (): { live: number; mapped: number; huge: number } => {
+    flushDisposed();
+    const live = [0];
+    const mapped = [0];
+    const huge = [0];
+    check(fn.mlxc_resident_memory(live as never, mapped as never, huge as never), 'mlxc_resident_memory');
+    return { live: Number(live[0]), mapped: Number(mapped[0]), huge: Number(huge[0]) };
+  },
+  /** The largest `active` since start or the last resetPeak(). */
   peak: (): number => read(fn.mlx_get_peak_memory, 'mlx_get_peak_memory'),
   resetPeak: (): void => check(fn.mlx_reset_peak_memory(), 'mlx_reset_peak_memory'),
   /** Bytes freed by arrays but kept by MLX's allocator for reuse. */

@@ -198,10 +198,16 @@ export const transforms: FnSpec[] = [
 ];
 
 export const memory: FnSpec[] = [
-  manual('int mlx_get_active_memory(size_t* res)'),
+  manual(
+    'int mlx_get_active_memory(size_t* res)',
+    "MLX's active memory plus the bytes of the live arrays of mlxc_array_new_resident's arena (which MLX's allocator does not see)",
+  ),
   manual('int mlx_get_cache_memory(size_t* res)'),
   manual('int mlx_get_memory_limit(size_t* res)'),
-  manual('int mlx_get_peak_memory(size_t* res)'),
+  manual(
+    'int mlx_get_peak_memory(size_t* res)',
+    "the most memory held at once since the start or mlx_reset_peak_memory, as mlx_get_active_memory counts it (MLX's arrays and mlxc_array_new_resident's arena together)",
+  ),
   manual('int mlx_reset_peak_memory(void)'),
   manual('int mlx_set_cache_limit(size_t* res, size_t limit)'),
   manual('int mlx_set_memory_limit(size_t* res, size_t limit)'),

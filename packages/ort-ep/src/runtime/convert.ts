@@ -74,20 +74,21 @@ export function transferStats(): TransferStats {
 
 /**
  * Uploads a host tensor. Throws for element types MLX cannot hold. A large tensor whose values were
- * never read on the host goes up from its file bytes, without a decoded copy.
+ * never read on the host goes up from its file bytes, without a decoded copy. `resident`: kept for
+ * the session's life (a constant), placed in MLX's arena of resident arrays (huge pages on Linux's CPU build).
  */
-export function upload(t: HostTensor): mx.Array {
+export function upload(t: HostTensor, resident = false): mx.Array {
   const d = mxDtypeOf(t.dtype);
   if (!d) throw new UnholdableTypeError(t.dtype);
   const raw = undecodedBytes(t);
   transfers.uploads++;
   if (raw) {
     transfers.uploadedBytes += raw.byteLength;
-    return mx.Array.fromBytes(raw, t.dims, d);
+    return mx.Array.fromBytes(raw, t.dims, d, { resident });
   }
   if (!ArrayBuffer.isView(t.data)) throw new UnholdableTypeError(t.dtype);
   transfers.uploadedBytes += t.data.byteLength;
-  return mx.Array.fromTypedArray(t.data, t.dims, d);
+  return mx.Array.fromTypedArray(t.data, t.dims, d, { resident });
 }
 
 /**

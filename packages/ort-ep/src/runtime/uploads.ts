@@ -46,7 +46,7 @@ export class ConstantStore {
   array(t: HostTensor): mx.Array {
     let a = this.arrays.get(t);
     if (!a || a.disposed) {
-      a = mx.persist(toDevice(upload(t), this.gpu));
+      a = mx.persist(toDevice(upload(t, !this.gpu), this.gpu));
       this.arrays.set(t, a);
     }
     return a;
@@ -62,7 +62,7 @@ export class ConstantStore {
     if (!m) this.reshapes.set(t, (m = new Map()));
     let a = m.get(key);
     if (!a || a.disposed) {
-      a = mx.persist(toDevice(upload({ ...t, dims: [...dims] }), this.gpu));
+      a = mx.persist(toDevice(upload({ ...t, dims: [...dims] }, !this.gpu), this.gpu));
       m.set(key, a);
     }
     return a;

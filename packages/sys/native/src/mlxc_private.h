@@ -71,6 +71,14 @@ array new_data_on(const void* data, mx::Shape shape, mx::Dtype dtype, mx::Stream
  * microseconds. The contents are not changed; a no-op where the kernel lacks MADV_POPULATE_WRITE.
  */
 void populate_host(void* p, size_t n);
+/** memcpy over up to four threads for ranges of several MiB (one core copies below the bus's rate). */
+void copy_host(void* dst, const void* src, size_t n);
+/** Bytes held by live arrays of mlxc_array_new_resident's arena (resident.cpp): counted as active memory. */
+size_t resident_live_bytes();
+/** The most memory MLX's arrays and the arena's held together since the last reset_peak_memory (resident.cpp). */
+size_t peak_memory();
+/** Restarts peak_memory (and MLX's own peak) from what is held now. */
+void reset_peak_memory();
 /** Copies an evaluated, row-contiguous array's nbytes bytes into dst (mlxc_array_read). */
 void read_into(void* dst, size_t nbytes, const array& a);
 /**

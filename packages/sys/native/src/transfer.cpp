@@ -149,6 +149,9 @@ struct CtxScope {
   }
 };
 
+}  // namespace
+
+namespace mlxc {
 /** memcpy over several threads: one core's copy rate is below the bus's. */
 void copy_host(void* dst, const void* src, size_t n) {
   constexpr size_t kPart = 2 << 20;
@@ -167,6 +170,10 @@ void copy_host(void* dst, const void* src, size_t n) {
   std::memcpy(dst, src, std::min(per, n));
   for (unsigned t = 1; t < threads; t++) pool[t].join();
 }
+}  // namespace mlxc
+
+namespace {
+using mlxc::copy_host;
 
 void prefault(void* dst, size_t n, bool huge = true);
 bool in_pinned_block(const void* p, size_t n);

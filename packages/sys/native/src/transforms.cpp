@@ -125,7 +125,7 @@ int mlx_set_compile_mode(mlx_compile_mode mode) {
 
 int mlx_get_active_memory(size_t* res) {
   MLXC_TRY
-  *res = mx::get_active_memory();
+  *res = mx::get_active_memory() + mlxc::resident_live_bytes();
   MLXC_CATCH(1)
   return 0;
 }
@@ -143,13 +143,13 @@ int mlx_get_memory_limit(size_t* res) {
 }
 int mlx_get_peak_memory(size_t* res) {
   MLXC_TRY
-  *res = mx::get_peak_memory();
+  *res = mlxc::peak_memory();
   MLXC_CATCH(1)
   return 0;
 }
 int mlx_reset_peak_memory(void) {
   MLXC_TRY
-  mx::reset_peak_memory();
+  mlxc::reset_peak_memory();
   MLXC_CATCH(1)
   return 0;
 }

@@ -9,6 +9,14 @@ export const transfer: FnSpec[] = [
     "mlx_array_new_data for the device that evaluates on stream: on MLX's CUDA build and a GPU stream, large data (256 KiB and more) is copied into device memory by the copy engine, through pinned staging buffers, instead of into unified memory that kernels then fault in page by page; elsewhere the data is copied on the host. MLXC_TRANSFER=staged (the default), pageable, pinned or unified (MLX's own path) picks how",
   ),
   manual(
+    'int mlxc_array_new_resident(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
+    "mlxc_array_new_data_on for data kept for a long time (a model's weights): on Linux, on MLX's CPU build and a CPU stream, the copy goes into an arena of 2 MiB-aligned mappings shared by the process's resident arrays and advised MADV_HUGEPAGE (the first 1 GiB; MLXC_HUGEPAGES=0: none), so that a step reading every weight walks few page tables; a mapping is returned to the system when its last array is freed. Elsewhere the same as mlxc_array_new_data_on",
+  ),
+  manual(
+    'int mlxc_resident_memory(size_t* live, size_t* mapped, size_t* huge)',
+    "mlxc_array_new_resident's arena: bytes held by live arrays, bytes mapped, and bytes of the mappings advised for huge pages",
+  ),
+  manual(
     'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
     "copies a row-contiguous array's nbytes bytes into dst, evaluating it first (as mlxc_eval_within: a CPU stream's work on the calling thread) or waiting for it: device memory on MLX's CUDA build by the copy engine (see mlxc_array_new_data_on), anything else with memcpy from its host pointer",
   ),

@@ -505,6 +505,8 @@ export const prototypes: readonly string[] = [
   'int mlxc_eval_take_error(void* buf, size_t cap, uint64_t id)',
   'int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_stream stream, size_t max_array_bytes, size_t max_total_bytes, size_t max_inline_nodes, uint64_t id)',
   'int mlxc_array_new_data_on(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
+  'int mlxc_array_new_resident(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
+  'int mlxc_resident_memory(_Inout_ size_t* live, _Inout_ size_t* mapped, _Inout_ size_t* huge)',
   'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
   'int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)',
   'int mlxc_host_alloc(_Inout_ void* * res, _Inout_ bool* pinned, size_t nbytes)',
@@ -1565,6 +1567,10 @@ export interface MlxCFunctions {
   mlxc_eval_arrays_async(ctxs: ArrayBufferView | ArrayBuffer | unknown[] | null, ctxs_num: number | bigint, stream: MlxHandle, max_array_bytes: number | bigint, max_total_bytes: number | bigint, max_inline_nodes: number | bigint, id: number | bigint): number;
   /** extensions/transfer: `int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)` */
   mlxc_array_new_data_on(res: MlxHandle, data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, stream: MlxHandle): number;
+  /** extensions/transfer: `int mlxc_array_new_resident(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)` */
+  mlxc_array_new_resident(res: MlxHandle, data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, stream: MlxHandle): number;
+  /** extensions/transfer: `int mlxc_resident_memory(size_t* live, size_t* mapped, size_t* huge)` */
+  mlxc_resident_memory(live: unknown[], mapped: unknown[], huge: unknown[]): number;
   /** extensions/transfer: `int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)` */
   mlxc_array_read(dst: unknown, nbytes: number | bigint, arr: MlxHandle): number;
   /** extensions/transfer: `int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)` */
@@ -1675,4 +1681,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 555;
+export const functionCount = 557;

@@ -90,8 +90,12 @@ function zeroPoints(zp: HostTensor | undefined, l: Layout): Float64Array {
   return out;
 }
 
-/** A host float array as a float32 MLX array (converted here, so nothing lazy is cached). */
-const upload = (values: Float64Array, shape: number[]) => mx.Array.fromTypedArray(Float32Array.from(values), shape, 'float32');
+/**
+ * A host float array as a float32 MLX array (converted here, so nothing lazy is cached); `resident`
+ * where it is kept for the session's life, as the session's constants are (huge pages on Linux's CPU build).
+ */
+const upload = (values: Float64Array, shape: number[], resident: boolean) =>
+  mx.Array.fromTypedArray(Float32Array.from(values), shape, 'float32', { resident });
 
 // ---------------------------------------------------------------------------------------------
 // Fused path: MLX quantized matmul on operands packed once.
@@ -128,14 +132,14 @@ function packOnHost(b: HostTensor, sc: HostTensor, zp: HostTensor | undefined, l
   // Copy so the words start on a 4-byte boundary whatever B's view offset was.
   const bytes = new Uint8Array(b.data as Uint8Array);
   const words = new Uint32Array(bytes.buffer, 0, bytes.length / 4);
-  const w = hold(mx.Array.fromTypedArray(words, [l.N, (l.kBlocks * l.blob) / 4], 'uint32'));
+  const w = hold(mx.Array.fromTypedArray(words, [l.N, (l.kBlocks * l.blob) / 4], 'uint32', { resident: keep }));
   return {
     w,
     group,
     kPadded: l.kBlocks * l.block,
     sources: [sc, zp],
-    scales: hold(upload(scales, [l.N, groups])),
-    biases: hold(upload(biases, [l.N, groups])),
+    scales: hold(upload(scales, [l.N, groups], keep)),
+    biases: hold(upload(biases, [l.N, groups], keep)),
   };
 }
 

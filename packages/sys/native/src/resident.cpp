@@ -1,0 +1,257 @@
+// Resident host memory: the arrays a session keeps for its whole life (a model's weights), packed
+// into a few large, 2 MiB-aligned mappings that the kernel is asked to back with huge pages.
+//
+// A decode step of a small model reads every weight once: 27 MiB for a 7M-parameter decoder, spread
+// over ~7,000 pages of 4 KiB, more than the second-level TLB holds (~3,000 entries on the cores
+// measured), so every step walks the page tables for most of them. On 2 MiB pages the same weights
+// span 14 entries. MLX's CPU allocator is malloc: each weight lands on its own 4 KiB pages, and
+// where transparent huge pages are in "madvise" mode (the usual default) none of it is ever huge;
+// most weights are under 2 MiB, so advising each buffer on its own cannot reach them either. Hence
+// one arena: weights are copied one after another into chunks of 32 MiB (a larger weight gets a
+// mapping of its own), advised MADV_HUGEPAGE before the first write.
+//
+// An arena array is an ordinary MLX array: its buffer has the CPU allocator's layout (the size in a
+// word before the data) and a deleter that returns the bytes to their chunk. A chunk is unmapped
+// when its last array goes (the open chunk is reused from its start instead). Freed bytes in the
+// middle of a chunk are not reused on their own: weights come and go with their session, together.
+//
+// Only on Linux, on MLX's CPU build (whose buffers have that layout; checked once at run time), for
+// CPU streams; everywhere else mlxc_array_new_resident is mlxc_array_new_data_on. Huge pages are
+// asked for the first 1 GiB of resident memory in a process (beyond that, a fragmented machine's
+// compaction would cost a large model's creation more than the pages win, its weights being far
+// larger than any cache); MLXC_HUGEPAGES=0 asks for none.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "env.h"
+#include "mlx/allocator.h"
+#include "mlx/memory.h"
+#include "mlxc/functions.h"
+#include "mlxc_private.h"
+
+namespace mx = mlx::core;
+namespace alloc = mlx::core::allocator;
+
+namespace {
+
+constexpr size_t kHuge = size_t{2} << 20;
+constexpr size_t kChunk = size_t{32} << 20;
+/** A weight this large gets a mapping of its own (it would leave most of a chunk's tail unused). */
+constexpr size_t kOwnMapping = kChunk / 4;
+constexpr size_t kHugeBudget = size_t{1} << 30;
+/** Each array's data starts on a cache line, its size word just before it. */
+constexpr size_t kAlign = 64;
+/** The page before a weight of its own mapping, which holds its size word. */
+const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+
+struct Chunk {
+  char* base = nullptr;
+  size_t size = 0;
+  size_t used = 0;
+  size_t arrays = 0;
+  size_t advised = 0;
+  bool open = false;
+};
+
+/** Never destroyed: arrays are freed from MLX's threads until the process exits. */
+struct Arena {
+  std::mutex mu;
+  Chunk* open = nullptr;
+  size_t live_bytes = 0;
+  /**
+   * The peak of MLX's active memory plus live_bytes before live_bytes last changed. MLX's allocator
+   * sees only its own arrays: at each change of live_bytes its peak (plus the old live_bytes) is
+   * folded in here and MLX's peak restarted, so that the two peaks add up exactly.
+   */
+  size_t earlier_peak = 0;
+  size_t mapped_bytes = 0;
+  size_t advised_bytes = 0;
+};
+
+Arena& arena() {
+  static Arena* a = new Arena;
+  return *a;
+}
+
+/** Whether MLX's buffers are the CPU allocator's: the size in a word, the data right after it. */
+bool common_layout() {
+  static const bool yes = [] {
+    auto& base = alloc::allocator();
+    alloc::Buffer b = base.malloc(24);
+    if (!b.ptr()) return false;
+    bool ok = static_cast<char*>(b.raw_ptr()) == static_cast<char*>(b.ptr()) + sizeof(size_t) && base.size(b) == 24 &&
+              *static_cast<size_t*>(b.ptr()) == 24;
+    base.free(b);
+    return ok;
+  }();
+  return yes;
+}
+
+/**
+ * A fresh mapping of `head` + `size` bytes (size a multiple of 2 MiB) whose byte `head` is on a
+ * 2 MiB boundary: a weight of its own mapping starts there, its size word in the 4 KiB page before
+ * (else a weight of exactly 8 MiB would take a fifth huge page for its size word).
+ */
+char* map_aligned(size_t head, size_t size) {
+  void* p = mmap(nullptr, head + size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // MLX's wording for a failed allocation, which callers recognise as one.
+  if (p == MAP_FAILED) throw std::runtime_error("[malloc] Unable to allocate " + std::to_string(head + size) + " bytes.");
+  auto lo = reinterpret_cast<uintptr_t>(p);
+  uintptr_t start = ((lo + head + kHuge - 1) & ~(kHuge - 1)) - head;
+  if (start > lo) munmap(p, start - lo);
+  uintptr_t tail = start + head + size;
+  uintptr_t end = lo + head + size + kHuge;
+  if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
+  return reinterpret_cast<char*>(start);
+}
+
+Chunk* new_chunk(Arena& a, size_t head, size_t size, bool open) {
+  size = (size + kHuge - 1) & ~(kHuge - 1);
+  char* base = map_aligned(head, size);
+  static const bool huge = !mlxc::env_off("MLXC_HUGEPAGES");
+  // Before any page of it exists: advice given after the first touch leaves the touched pages small.
+  bool advised = huge && a.advised_bytes + size <= kHugeBudget && madvise(base + head, size, MADV_HUGEPAGE) == 0;
+  auto* c = new Chunk;
+  c->base = base;
+  c->size = head + size;
+  c->advised = advised ? size : 0;
+  c->open = open;
+  a.mapped_bytes += c->size;
+  a.advised_bytes += c->advised;
+  return c;
+}
+
+void unmap(Arena& a, Chunk* c) {
+  munmap(c->base, c->size);
+  a.mapped_bytes -= c->size;
+  // The budget is of what is mapped: a session made after another was released is advised again.
+  a.advised_bytes -= c->advised;
+  delete c;
+}
+
+/** Space for `nbytes` of data (and its size word) in the open chunk or a new one: the chunk and the offset of the size word. */
+std::pair<Chunk*, size_t> reserve(Arena& a, size_t nbytes) {
+  const size_t need = nbytes + kAlign;
+  if (need >= kOwnMapping) return {new_chunk(a, kPage, nbytes, false), kPage - sizeof(size_t)};
+  Chunk* c = a.open;
+  size_t at = c ? (c->used + kAlign - 1) & ~(kAlign - 1) : 0;
+  if (!c || at + need > c->size) {
+    Chunk* fresh = new_chunk(a, 0, kChunk, true);  // first: it may throw
+    if (c) {
+      c->open = false;
+      if (c->arrays == 0) unmap(a, c);
+    }
+    c = a.open = fresh;
+    at = 0;
+  }
+  c->used = at + need;
+  return {c, at + kAlign - sizeof(size_t)};
+}
+
+/** live_bytes is about to change (a.mu held): MLX's peak so far, with what the arena held, is kept. */
+/** MLX's peak, which its reset sets to 0 (not to what is held), as at least what is held. */
+size_t mlx_peak() { return std::max(mx::get_peak_memory(), mx::get_active_memory()); }
+
+void fold_peak(Arena& a) {
+  a.earlier_peak = std::max(a.earlier_peak, mlx_peak() + a.live_bytes);
+  mx::reset_peak_memory();
+}
+
+void release(Chunk* c, size_t nbytes) {
+  Arena& a = arena();
+  std::lock_guard<std::mutex> lk(a.mu);
+  fold_peak(a);
+  a.live_bytes -= nbytes;
+  if (--c->arrays > 0) return;
+  if (c->open)
+    c->used = 0;
+  else
+    unmap(a, c);
+}
+
+mx::array new_resident(const void* data, mx::Shape sh, mx::Dtype dt, mx::Stream s) {
+#ifdef __linux__
+  if (s.device.type != mx::Device::cpu || !common_layout()) return mlxc::new_data_on(data, std::move(sh), dt, s);
+  size_t n = 1;
+  for (auto v : sh) {
+    if (v < 0) throw std::invalid_argument("negative dimension " + std::to_string(v) + " in shape");
+    n *= static_cast<size_t>(v);
+  }
+  const size_t nbytes = n * mx::size_of(dt);
+  if (nbytes == 0) return mlxc::new_data_on(data, std::move(sh), dt, s);
+  if (!data) throw std::invalid_argument("null data for a non-empty array");
+  Arena& a = arena();
+  Chunk* c;
+  size_t at;
+  {
+    std::lock_guard<std::mutex> lk(a.mu);
+    std::tie(c, at) = reserve(a, nbytes);
+    c->arrays++;
+    fold_peak(a);
+    a.live_bytes += nbytes;
+  }
+  char* word = c->base + at;
+  *reinterpret_cast<size_t*>(word) = nbytes;
+  char* dst = word + sizeof(size_t);
+  mlxc::populate_host(dst, nbytes);
+  mlxc::copy_host(dst, data, nbytes);
+  alloc::Data d(alloc::Buffer(word), [c, nbytes](alloc::Buffer) { release(c, nbytes); });
+  return mx::array(std::move(d), std::move(sh), dt);
+#else
+  return mlxc::new_data_on(data, std::move(sh), dt, s);
+#endif
+}
+
+}  // namespace
+
+namespace mlxc {
+size_t resident_live_bytes() {
+  Arena& a = arena();
+  std::lock_guard<std::mutex> lk(a.mu);
+  return a.live_bytes;
+}
+
+size_t peak_memory() {
+  Arena& a = arena();
+  std::lock_guard<std::mutex> lk(a.mu);
+  return std::max(a.earlier_peak, mlx_peak() + a.live_bytes);
+}
+
+void reset_peak_memory() {
+  Arena& a = arena();
+  std::lock_guard<std::mutex> lk(a.mu);
+  a.earlier_peak = 0;
+  mx::reset_peak_memory();
+}
+}  // namespace mlxc
+
+extern "C" {
+
+int mlxc_array_new_resident(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream) {
+  MLXC_TRY
+  if (dim < 0 || (dim > 0 && !shape)) throw std::invalid_argument("mlxc_array_new_resident: bad shape");
+  mlxc::set(*res, new_resident(data, mx::Shape(shape, shape + dim), mlxc::dtype(dtype), mlxc::stream(stream)));
+  MLXC_CATCH(1)
+  return 0;
+}
+
+int mlxc_resident_memory(size_t* live, size_t* mapped, size_t* huge) {
+  MLXC_TRY
+  if (!live || !mapped || !huge) throw std::invalid_argument("mlxc_resident_memory: null result pointer");
+  Arena& a = arena();
+  std::lock_guard<std::mutex> lk(a.mu);
+  *live = a.live_bytes;
+  *mapped = a.mapped_bytes;
+  *huge = a.advised_bytes;
+  MLXC_CATCH(1)
+  return 0;
+}
+
+}  // extern "C"
