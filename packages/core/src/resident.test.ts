@@ -2,7 +2,9 @@
 // ordinary uploads, read by MLX's kernels like any array; on Linux's CPU build, held in the arena of
 // huge-page mappings that memory.resident() reports, counted in memory.active(), and given back when
 // their arrays are freed.
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import * as mx from './index.js';
 
@@ -104,7 +106,7 @@ describe('resident arrays', () => {
     const n = (10 * MB) / 4;
     const a = mx.Array.fromTypedArray(new Float32Array(n).fill(0.5), [n], 'float32', { resident: true });
     const after = mx.memory.resident();
-    // Within the process's budget of advised memory (1 GiB), which nothing else here comes near.
+    // Within the process's budget of advised memory (128 MiB by default), which nothing else here comes near.
     expect(after.huge - before.huge).toBe(10 * MB);
     expect(advisedBytes() - advised).toBe(10 * MB);
     a.dispose();
@@ -128,5 +130,42 @@ describe('resident arrays', () => {
     expect(mx.memory.resident().mapped).toBeGreaterThan(left.mapped);
     for (const a of many) a.dispose();
     expect(mx.memory.resident()).toEqual({ live: 0, mapped: 32 * MB, huge: 32 * MB });
+  });
+
+  it.runIf(arena)('MLXC_HUGEPAGES sets the budget of advised memory in MiB; a bad value is a clear error', () => {
+    const core = fileURLToPath(new URL('./index.ts', import.meta.url));
+    const repo = fileURLToPath(new URL('../../..', import.meta.url));
+    // A 6 MiB weight (in the shared 32 MiB chunk, which is over a budget of 16), then two 10 MiB
+    // weights of their own mappings: the first within the budget, the second past it.
+    const code = `
+      const mx = await import(${JSON.stringify(core)});
+      const MB = 1 << 20;
+      const make = (mib) => mx.Array.fromTypedArray(new Float32Array((mib * MB) / 4), [(mib * MB) / 4], 'float32', { resident: true });
+      const out = {};
+      try {
+        const small = make(6);
+        out.small = mx.memory.resident().huge;
+        const a = make(10);
+        out.first = mx.memory.resident().huge;
+        const b = make(10);
+        out.second = mx.memory.resident().huge;
+      } catch (e) {
+        out.error = e.message;
+      }
+      console.log(JSON.stringify(out));`;
+    const run = (value: string) => {
+      const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
+        cwd: repo,
+        encoding: 'utf8',
+        timeout: 60_000,
+        env: { ...process.env, MLXC_HUGEPAGES: value },
+      });
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    };
+    expect(run('16')).toEqual({ small: 0, first: 10 * MB, second: 10 * MB });
+    expect(run('0')).toEqual({ small: 0, first: 0, second: 0 });
+    expect(run('64')).toEqual({ small: 32 * MB, first: 42 * MB, second: 52 * MB });
+    expect(run('lots').error).toMatch(/MLXC_HUGEPAGES=lots: expected a budget in MiB \(0: no huge pages\)/);
   });
 });

@@ -10,7 +10,7 @@ export const transfer: FnSpec[] = [
   ),
   manual(
     'int mlxc_array_new_resident(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
-    "mlxc_array_new_data_on for data kept for a long time (a model's weights): on Linux, on MLX's CPU build and a CPU stream, the copy goes into an arena of 2 MiB-aligned mappings shared by the process's resident arrays and advised MADV_HUGEPAGE (the first 1 GiB; MLXC_HUGEPAGES=0: none), so that a step reading every weight walks few page tables; a mapping is returned to the system when its last array is freed. Elsewhere the same as mlxc_array_new_data_on",
+    "mlxc_array_new_data_on for data kept for a long time (a model's weights): on Linux, on MLX's CPU build and a CPU stream, the copy goes into an arena of 2 MiB-aligned mappings shared by the process's resident arrays and advised MADV_HUGEPAGE (the first 128 MiB a process holds there; MLXC_HUGEPAGES=<MiB> another budget, 0 none; an invalid value is an error), so that a step reading every weight walks few page tables; a mapping is returned to the system when its last array is freed. Elsewhere the same as mlxc_array_new_data_on",
   ),
   manual(
     'int mlxc_resident_memory(size_t* live, size_t* mapped, size_t* huge)',
