@@ -50,6 +50,15 @@ describe('allocations larger than memory are MlxErrors with code ERR_MLX_ALLOCAT
   it('ones of 32 GiB', () => {
     expect(outcome("mx.ones([8, 2 ** 30], 'float32')")).toMatchObject({ name: 'MlxError', code: 'ERR_MLX_ALLOCATION' });
   });
+  it('a resident array (the arena of weights) past the address space left', () => {
+    // 1.5 GB of data fits under a 2.5 GB limit; its resident copy's mapping does not.
+    const expr = "mx.Array.fromTypedArray(new Uint8Array(1.5e9), [1.5e9], 'uint8', { resident: true })";
+    expect(outcome(expr, 2_500_000)).toMatchObject({
+      name: 'MlxError',
+      code: 'ERR_MLX_ALLOCATION',
+      message: expect.stringMatching(/^mlxc_array_new_resident: \[malloc\] Unable to allocate \d+ bytes\.$/),
+    });
+  });
   it("a shape whose size overflows MLX's arithmetic is refused when the op is made", () => {
     expect(outcome("mx.zeros([2 ** 16, 2 ** 16, 2 ** 16, 2 ** 16], 'float32')")).toEqual({
       name: 'MlxError',
