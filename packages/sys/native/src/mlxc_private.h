@@ -63,6 +63,8 @@ inline const ClosureFn& closure(mlx_closure c) { return get<ClosureFn>(c, "mlx_c
 mx::Dtype dtype(mlx_dtype t);
 /** On MLX's CUDA build, the device index of an array's buffer; -1 for unified or host memory (transfer.cpp). */
 int buffer_device(const array& a);
+/** The bytes of host data of shape `sh` and type `dt`; throws for a negative dimension, or null data for a non-empty array. */
+size_t data_bytes(const void* data, const mx::Shape& sh, mx::Dtype dt);
 /** Host data copied into a new array for the device that evaluates on `s` (mlxc_array_new_data_on). */
 array new_data_on(const void* data, mx::Shape shape, mx::Dtype dtype, mx::Stream s);
 /**

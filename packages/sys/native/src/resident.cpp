@@ -27,8 +27,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -133,7 +133,11 @@ Chunk* new_chunk(Arena& a, size_t head, size_t size, bool open) {
   size = (size + kHuge - 1) & ~(kHuge - 1);
   char* base = map_aligned(head, size);
   // Before any page of it exists: advice given after the first touch leaves the touched pages small.
+#ifdef MADV_HUGEPAGE
   bool advised = a.advised_bytes + size <= budget && madvise(base + head, size, MADV_HUGEPAGE) == 0;
+#else
+  bool advised = false;  // (the arena is used on Linux only; this keeps other systems building)
+#endif
   auto* c = new Chunk;
   c->base = base;
   c->size = head + size;
@@ -171,10 +175,10 @@ std::pair<Chunk*, size_t> reserve(Arena& a, size_t nbytes) {
   return {c, at + kAlign - sizeof(size_t)};
 }
 
-/** live_bytes is about to change (a.mu held): MLX's peak so far, with what the arena held, is kept. */
 /** MLX's peak, which its reset sets to 0 (not to what is held), as at least what is held. */
 size_t mlx_peak() { return std::max(mx::get_peak_memory(), mx::get_active_memory()); }
 
+/** live_bytes is about to change (a.mu held): MLX's peak so far, with what the arena held, is kept. */
 void fold_peak(Arena& a) {
   a.earlier_peak = std::max(a.earlier_peak, mlx_peak() + a.live_bytes);
   mx::reset_peak_memory();
@@ -195,14 +199,8 @@ void release(Chunk* c, size_t nbytes) {
 mx::array new_resident(const void* data, mx::Shape sh, mx::Dtype dt, mx::Stream s) {
 #ifdef __linux__
   if (s.device.type != mx::Device::cpu || !common_layout()) return mlxc::new_data_on(data, std::move(sh), dt, s);
-  size_t n = 1;
-  for (auto v : sh) {
-    if (v < 0) throw std::invalid_argument("negative dimension " + std::to_string(v) + " in shape");
-    n *= static_cast<size_t>(v);
-  }
-  const size_t nbytes = n * mx::size_of(dt);
+  const size_t nbytes = mlxc::data_bytes(data, sh, dt);
   if (nbytes == 0) return mlxc::new_data_on(data, std::move(sh), dt, s);
-  if (!data) throw std::invalid_argument("null data for a non-empty array");
   Arena& a = arena();
   Chunk* c;
   size_t at;

@@ -437,7 +437,7 @@ int buffer_device(const array& a) {
 
 namespace mlxc {
 
-array new_data_on(const void* data, mx::Shape sh, mx::Dtype dt, mx::Stream s) {
+size_t data_bytes(const void* data, const mx::Shape& sh, mx::Dtype dt) {
   size_t n = 1;
   for (auto v : sh) {
     if (v < 0) throw std::invalid_argument("negative dimension " + std::to_string(v) + " in shape");
@@ -445,6 +445,11 @@ array new_data_on(const void* data, mx::Shape sh, mx::Dtype dt, mx::Stream s) {
   }
   size_t nbytes = n * mx::size_of(dt);
   if (nbytes > 0 && !data) throw std::invalid_argument("null data for a non-empty array");
+  return nbytes;
+}
+
+array new_data_on(const void* data, mx::Shape sh, mx::Dtype dt, mx::Stream s) {
+  size_t nbytes = data_bytes(data, sh, dt);
   Mode how = mode();
   if (on_cuda() && s.device.type == mx::Device::gpu && how != Mode::unified && nbytes >= kMinBytes)
     return device_array(data, nbytes, std::move(sh), dt, s.device.index, how);
