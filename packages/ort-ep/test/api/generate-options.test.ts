@@ -4,20 +4,10 @@
 import { describe, expect, it } from 'vitest';
 import { generate } from '../../src/index.js';
 import { applyPenalties, lookupDraft, pickToken, samplingDistribution } from '../../src/internal.js';
-import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
+import { buildDecoder, type DecoderConfig, tinyLlama } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
 
-const llama: DecoderConfig = {
-  kind: 'llama',
-  layers: 2,
-  hidden: 64,
-  heads: 4,
-  kvHeads: 2,
-  ffn: 128,
-  vocab: 256,
-  maxPositions: 256,
-  seed: 21,
-};
+const llama = tinyLlama({ maxPositions: 256, seed: 21 });
 const prompt = [3, 17, 42, 99, 7, 128, 5, 77];
 type Opts = Partial<Parameters<typeof generate>[1]>;
 

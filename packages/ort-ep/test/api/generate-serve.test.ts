@@ -4,20 +4,10 @@
 // others decode, more requests than slots, cancellation and bad options.
 import { describe, expect, it } from 'vitest';
 import { createGenerator, generate, ResourceLimitError, type TokenStream } from '../../src/index.js';
-import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
+import { buildDecoder, type DecoderConfig, tinyLlama } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
 
-const llama: DecoderConfig = {
-  kind: 'llama',
-  layers: 2,
-  hidden: 64,
-  heads: 4,
-  kvHeads: 2,
-  ffn: 128,
-  vocab: 256,
-  maxPositions: 256,
-  seed: 41,
-};
+const llama = tinyLlama({ maxPositions: 256, seed: 41 });
 const capacity = 96;
 const prompts = [
   [3, 17, 42, 99, 7, 128, 5, 77],

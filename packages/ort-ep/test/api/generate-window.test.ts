@@ -7,23 +7,12 @@
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
 import { InvalidFeedError, type MlxSession, OrtMlxError, generate } from '../../src/index.js';
-import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
+import { buildDecoder, type DecoderConfig, tinyLlama } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
 
 const W = 8;
 const NEW = 3 * W + 6;
-const base: DecoderConfig = {
-  kind: 'llama',
-  layers: 2,
-  hidden: 64,
-  heads: 4,
-  kvHeads: 2,
-  ffn: 128,
-  vocab: 256,
-  maxPositions: 64,
-  seed: 11,
-  window: W,
-};
+const base = tinyLlama({ maxPositions: 64, seed: 11, window: W });
 const sliding = buildDecoder({ ...base, slidingCache: true });
 const windowed = buildDecoder(base);
 const short = [3, 17, 42, 99, 7];

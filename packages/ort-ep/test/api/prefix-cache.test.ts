@@ -9,20 +9,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { OrtMlxError, PrefixCache, generate } from '../../src/index.js';
-import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
+import { buildDecoder, type DecoderConfig, tinyLlama } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
 
-const llama: DecoderConfig = {
-  kind: 'llama',
-  layers: 2,
-  hidden: 64,
-  heads: 4,
-  kvHeads: 2,
-  ffn: 128,
-  vocab: 256,
-  maxPositions: 512,
-  seed: 33,
-};
+const llama = tinyLlama({ maxPositions: 512, seed: 33 });
 const gpt2: DecoderConfig = { ...llama, kind: 'gpt2', heads: 4, kvHeads: 4, seed: 34 };
 const system = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % 256);
 const dirs: string[] = [];

@@ -5,21 +5,11 @@
 import * as mx from '@mlx/core';
 import { describe, expect, it } from 'vitest';
 import { decodeModel } from '../../src/onnx/index.js';
-import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
+import { buildDecoder, type DecoderConfig, tinyLlama } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
 
 const arena = process.platform === 'linux' && !mx.gpuAvailable();
-const llama: DecoderConfig = {
-  kind: 'llama',
-  layers: 2,
-  hidden: 64,
-  heads: 4,
-  kvHeads: 2,
-  ffn: 128,
-  vocab: 512,
-  maxPositions: 64,
-  seed: 21,
-};
+const llama = tinyLlama({ vocab: 512, maxPositions: 64, seed: 21 });
 
 /** Bytes of the model's float32 and uint8 (MatMulNBits' packed B) initializers, as written in the file. */
 function weightBytes(bytes: Uint8Array): number {

@@ -9,7 +9,7 @@ import { OrtMlxError } from '../../src/errors.js';
 import { generate, transferStats } from '../../src/index.js';
 import { deviceToken } from '../../src/sampler-device.js';
 import { chi999, chiSquare } from '../helpers/chi-square.js';
-import { buildDecoder, type DecoderConfig } from '../helpers/decoder.js';
+import { buildDecoder, type DecoderConfig, tinyLlama } from '../helpers/decoder.js';
 import { mlxCpu, ort } from '../helpers/ort.js';
 
 type Settings = { temperature?: number; topK?: number; topP?: number };
@@ -206,17 +206,7 @@ describe('seeds and unusual logits', () => {
   });
 });
 
-const llama: DecoderConfig = {
-  kind: 'llama',
-  layers: 2,
-  hidden: 64,
-  heads: 4,
-  kvHeads: 2,
-  ffn: 128,
-  vocab: 256,
-  maxPositions: 256,
-  seed: 21,
-};
+const llama = tinyLlama({ maxPositions: 256, seed: 21 });
 const gpt2: DecoderConfig = { kind: 'gpt2', layers: 2, hidden: 64, heads: 4, ffn: 128, vocab: 256, maxPositions: 256, seed: 3 };
 const prompt = [3, 17, 42, 99, 7, 128, 5, 77];
 type Session = import('onnxruntime-node').InferenceSession;

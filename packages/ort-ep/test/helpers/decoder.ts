@@ -60,6 +60,21 @@ export interface DecoderConfig {
   positionIds?: boolean;
 }
 
+/**
+ * The tests' small Llama-shaped decoder: 2 layers, 64 wide, 4 query heads over 2 KV heads, a
+ * 128-wide MLP and a 256-token vocabulary, with `over` (positions, seed, ...) on top.
+ */
+export const tinyLlama = (over: Partial<DecoderConfig> & { maxPositions: number }): DecoderConfig => ({
+  kind: 'llama',
+  layers: 2,
+  hidden: 64,
+  heads: 4,
+  kvHeads: 2,
+  ffn: 128,
+  vocab: 256,
+  ...over,
+});
+
 export const headSize = (c: DecoderConfig) => c.hidden / c.heads;
 export const kvHeadsOf = (c: DecoderConfig) => (c.kind === 'llama' ? (c.kvHeads ?? c.heads) : c.heads);
 
