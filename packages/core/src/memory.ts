@@ -26,6 +26,18 @@ export const memory = {
     check(fn.mlxc_resident_memory(live as never, mapped as never, huge as never), 'mlxc_resident_memory');
     return { live: Number(live[0]), mapped: Number(mapped[0]), huge: Number(huge[0]) };
   },
+  /**
+   * The heap that holds MLX's buffers on Linux's CPU build (huge-page chunks): bytes held by live
+   * buffers, bytes mapped, bytes mapped but free (part of `cache`), and bytes advised for huge pages
+   * (all 0 where it does not serve: off Linux, on a GPU build, MLXC_CPU_HEAP=0).
+   */
+  heap: (): { live: number; mapped: number; free: number; huge: number } => {
+    flushDisposed();
+    const out = [[0], [0], [0], [0]];
+    check(fn.mlxc_heap_memory(...(out as never as [never, never, never, never])), 'mlxc_heap_memory');
+    const [live, mapped, free, huge] = out.map((o) => Number(o[0]));
+    return { live, mapped, free, huge };
+  },
   /** The largest `active` since start or the last resetPeak(). */
   peak: (): number => read(fn.mlx_get_peak_memory, 'mlx_get_peak_memory'),
   resetPeak: (): void => check(fn.mlx_reset_peak_memory(), 'mlx_reset_peak_memory'),

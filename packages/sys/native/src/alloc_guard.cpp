@@ -10,6 +10,11 @@
 // evaluating thread allocates (a primitive's eval_cpu), so the exception reaches the entry point
 // that evaluates, which reports it as an error like any other.
 //
+// On Linux the wrapper also hands MLX's buffers out of the library's own heap (heap.cpp: chunks
+// of 2 MiB-aligned mappings, best fit, 64-byte-aligned data) instead of MLX's malloc and cache,
+// and takes them back in free(); a buffer made before (the layout probe) goes back to MLX's
+// allocator. MLXC_CPU_HEAP=0 leaves MLX's allocator alone.
+//
 // Where the binding does not happen (a libmlx linked with -Bsymbolic, or macOS's two-level
 // namespace), and on MLX builds with a GPU (Metal, CUDA: their allocators report failures
 // themselves), MLX's own allocator runs unwrapped. MLXC_ALLOC_GUARD=0 turns the wrapper off.
@@ -21,6 +26,7 @@
 #include <string>
 
 #include "env.h"
+#include "heap.h"
 #include "mlxc_private.h"
 #include "mlx/allocator.h"
 #include "mlx/memory.h"
@@ -42,10 +48,30 @@ class AllocationFailed : public std::bad_alloc {
   std::string msg_;
 };
 
+/** Whether the heap serves MLX's buffers (set once, when allocator() is first made). */
+bool heap_serves = false;
+
+/** What a failed allocation may free: MLX's cache and the heap's. */
+void clear_caches() {
+  mx::clear_cache();
+  if (heap_serves) mlxc::heap::clear_cache();
+}
+
 class Guarded final : public alloc::Allocator {
  public:
   explicit Guarded(alloc::Allocator& base) : base_(base) {}
   alloc::Buffer malloc(size_t size) override {
+    if (heap_serves) {
+      void* p = mlxc::heap::malloc(size);
+      if (!p) {
+        // Memory held for reuse (MLX's cache, the heap's idle chunks) holds address space this
+        // allocation may need: give it back and try once more.
+        clear_caches();
+        p = mlxc::heap::malloc(size);
+      }
+      if (!p) throw AllocationFailed(size);
+      return alloc::Buffer(p);
+    }
     alloc::Buffer b = base_.malloc(size);
     if (size && !b.ptr() && mx::get_cache_memory() > 0) {
       // The buffers MLX keeps for reuse (its cache, up to its cache limit) hold memory and address
@@ -56,7 +82,11 @@ class Guarded final : public alloc::Allocator {
     if (size && !b.ptr()) throw AllocationFailed(size);
     return b;
   }
-  void free(alloc::Buffer buffer) override { base_.free(buffer); }
+  void free(alloc::Buffer buffer) override {
+    // A buffer made before the heap served (or by MLX's allocator) goes back there.
+    if (heap_serves && buffer.ptr() && mlxc::heap::free(buffer.ptr())) return;
+    base_.free(buffer);
+  }
   size_t size(alloc::Buffer buffer) const override { return base_.size(buffer); }
   alloc::Buffer make_buffer(void* ptr, size_t size) override { return base_.make_buffer(ptr, size); }
   void release(alloc::Buffer buffer) override { base_.release(buffer); }
@@ -64,6 +94,19 @@ class Guarded final : public alloc::Allocator {
  private:
   alloc::Allocator& base_;
 };
+
+/**
+ * Whether `base` makes buffers in the CPU allocator's layout (the size in a word, the data right
+ * after it), which the heap's buffers copy.
+ */
+bool common_layout(alloc::Allocator& base) {
+  alloc::Buffer b = base.malloc(24);
+  if (!b.ptr()) return false;
+  bool ok = static_cast<char*>(b.raw_ptr()) == static_cast<char*>(b.ptr()) + sizeof(size_t) && base.size(b) == 24 &&
+            *static_cast<size_t*>(b.ptr()) == 24;
+  base.free(b);
+  return ok;
+}
 
 using AllocatorFn = alloc::Allocator& (*)();
 
@@ -90,9 +133,19 @@ Allocator& allocator() {
     // The GPU backends' own code reaches their allocators directly and reports failures itself;
     // the wrapper is for the CPU build's plain malloc.
     if (mx::metal::is_available() || mx::cu::is_available()) return &base();
+#ifdef __linux__
+    heap_serves = !mlxc::env_off("MLXC_CPU_HEAP") && common_layout(base());
+#endif
     return new Guarded(base());
   }();
   return *a;
 }
 
 }  // namespace mlx::core::allocator
+
+namespace mlxc::heap {
+bool on() {
+  alloc::allocator();  // decides
+  return heap_serves;
+}
+}  // namespace mlxc::heap

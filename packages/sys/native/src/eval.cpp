@@ -186,9 +186,9 @@ void check_address_space(const GraphBytes& g) {
   if (!limit || !g.total) return;
   double used = address_space_used();
   double room = limit - used - kAddressReserve;
-  if (g.total > room && mx::get_cache_memory() > 0) {
-    // Buffers MLX keeps for reuse (its cache) hold address space too: give them back first.
-    mx::clear_cache();
+  if (g.total > room && mlxc::cache_memory() > 0) {
+    // Buffers MLX keeps for reuse (its cache, the heap's idle chunks) hold address space too: give them back first.
+    mlxc::clear_cache();
     used = address_space_used();
     room = limit - used - kAddressReserve;
   }

@@ -81,6 +81,14 @@ size_t resident_live_bytes();
 size_t peak_memory();
 /** Restarts peak_memory (and MLX's own peak) from what is held now. */
 void reset_peak_memory();
+/** What MLX's arrays hold: MLX's allocator's, the arena's and the heap's (heap.cpp) live bytes. */
+size_t active_memory();
+/** Memory held for reuse: MLX's cache and the heap's free bytes. */
+size_t cache_memory();
+/** Frees MLX's cache and the heap's idle chunks. */
+void clear_cache();
+/** Sets MLX's cache limit and the heap's; MLX's old one. */
+size_t set_cache_limit(size_t limit);
 /** Copies an evaluated, row-contiguous array's nbytes bytes into dst (mlxc_array_read). */
 void read_into(void* dst, size_t nbytes, const array& a);
 /**

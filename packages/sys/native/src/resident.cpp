@@ -38,6 +38,7 @@
 #include "mlx/allocator.h"
 #include "mlx/memory.h"
 #include "mlxc/functions.h"
+#include "heap.h"
 #include "mlxc_private.h"
 
 namespace mx = mlx::core;
@@ -175,13 +176,23 @@ std::pair<Chunk*, size_t> reserve(Arena& a, size_t nbytes) {
   return {c, at + kAlign - sizeof(size_t)};
 }
 
-/** MLX's peak, which its reset sets to 0 (not to what is held), as at least what is held. */
-size_t mlx_peak() { return std::max(mx::get_peak_memory(), mx::get_active_memory()); }
+/**
+ * The peak of MLX's buffers (MLX's allocator's, which its reset sets to 0, not to what is held: as
+ * at least what is held), plus the heap's (heap.cpp: where it serves, MLX's allocator holds almost
+ * nothing).
+ */
+size_t mlx_peak() { return std::max(mx::get_peak_memory(), mx::get_active_memory()) + (mlxc::heap::on() ? mlxc::heap::stats().peak : 0); }
+
+/** Restarts MLX's peak and the heap's. */
+void reset_mlx_peak() {
+  mx::reset_peak_memory();
+  if (mlxc::heap::on()) mlxc::heap::reset_peak();
+}
 
 /** live_bytes is about to change (a.mu held): MLX's peak so far, with what the arena held, is kept. */
 void fold_peak(Arena& a) {
   a.earlier_peak = std::max(a.earlier_peak, mlx_peak() + a.live_bytes);
-  mx::reset_peak_memory();
+  reset_mlx_peak();
 }
 
 void release(Chunk* c, size_t nbytes) {
@@ -242,7 +253,21 @@ void reset_peak_memory() {
   Arena& a = arena();
   std::lock_guard<std::mutex> lk(a.mu);
   a.earlier_peak = 0;
-  mx::reset_peak_memory();
+  reset_mlx_peak();
+}
+
+size_t active_memory() { return mx::get_active_memory() + resident_live_bytes() + (heap::on() ? heap::stats().live : 0); }
+
+size_t cache_memory() { return mx::get_cache_memory() + (heap::on() ? heap::stats().free : 0); }
+
+void clear_cache() {
+  mx::clear_cache();
+  if (heap::on()) heap::clear_cache();
+}
+
+size_t set_cache_limit(size_t limit) {
+  if (heap::on()) heap::set_cache_limit(limit);
+  return mx::set_cache_limit(limit);
 }
 }  // namespace mlxc
 

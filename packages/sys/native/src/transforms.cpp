@@ -125,13 +125,13 @@ int mlx_set_compile_mode(mlx_compile_mode mode) {
 
 int mlx_get_active_memory(size_t* res) {
   MLXC_TRY
-  *res = mx::get_active_memory() + mlxc::resident_live_bytes();
+  *res = mlxc::active_memory();
   MLXC_CATCH(1)
   return 0;
 }
 int mlx_get_cache_memory(size_t* res) {
   MLXC_TRY
-  *res = mx::get_cache_memory();
+  *res = mlxc::cache_memory();
   MLXC_CATCH(1)
   return 0;
 }
@@ -155,7 +155,7 @@ int mlx_reset_peak_memory(void) {
 }
 int mlx_set_cache_limit(size_t* res, size_t limit) {
   MLXC_TRY
-  *res = mx::set_cache_limit(limit);
+  *res = mlxc::set_cache_limit(limit);
   MLXC_CATCH(1)
   return 0;
 }
@@ -173,7 +173,7 @@ int mlx_set_wired_limit(size_t* res, size_t limit) {
 }
 int mlx_clear_cache(void) {
   MLXC_TRY
-  mx::clear_cache();
+  mlxc::clear_cache();
   MLXC_CATCH(1)
   return 0;
 }

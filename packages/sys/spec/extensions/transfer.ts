@@ -17,6 +17,10 @@ export const transfer: FnSpec[] = [
     "mlxc_array_new_resident's arena: bytes held by live arrays, bytes mapped, and bytes of the mappings advised for huge pages",
   ),
   manual(
+    'int mlxc_heap_memory(size_t* live, size_t* mapped, size_t* free, size_t* huge)',
+    "the heap that serves MLX's buffers on Linux's CPU build (chunks of 2 MiB-aligned mappings advised MADV_HUGEPAGE, the first 32 MiB a process maps; MLXC_HEAP_HUGEPAGES=<MiB> another budget, 0 none; MLXC_CPU_HEAP=0 leaves MLX's allocator alone): bytes held by live buffers, bytes mapped, bytes mapped but free (counted by mlx_get_cache_memory, given back by mlx_clear_cache and beyond mlx_set_cache_limit), and bytes advised for huge pages; all 0 where the heap does not serve",
+  ),
+  manual(
     'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
     "copies a row-contiguous array's nbytes bytes into dst, evaluating it first (as mlxc_eval_within: a CPU stream's work on the calling thread) or waiting for it: device memory on MLX's CUDA build by the copy engine (see mlxc_array_new_data_on), anything else with memcpy from its host pointer",
   ),

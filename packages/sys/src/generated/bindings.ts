@@ -507,6 +507,7 @@ export const prototypes: readonly string[] = [
   'int mlxc_array_new_data_on(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
   'int mlxc_array_new_resident(_Inout_ mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream)',
   'int mlxc_resident_memory(_Inout_ size_t* live, _Inout_ size_t* mapped, _Inout_ size_t* huge)',
+  'int mlxc_heap_memory(_Inout_ size_t* live, _Inout_ size_t* mapped, _Inout_ size_t* free, _Inout_ size_t* huge)',
   'int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)',
   'int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)',
   'int mlxc_host_alloc(_Inout_ void* * res, _Inout_ bool* pinned, size_t nbytes)',
@@ -1571,6 +1572,8 @@ export interface MlxCFunctions {
   mlxc_array_new_resident(res: MlxHandle, data: unknown, shape: ArrayBufferView | ArrayBuffer | unknown[] | null, dim: number, dtype: number, stream: MlxHandle): number;
   /** extensions/transfer: `int mlxc_resident_memory(size_t* live, size_t* mapped, size_t* huge)` */
   mlxc_resident_memory(live: unknown[], mapped: unknown[], huge: unknown[]): number;
+  /** extensions/transfer: `int mlxc_heap_memory(size_t* live, size_t* mapped, size_t* free, size_t* huge)` */
+  mlxc_heap_memory(live: unknown[], mapped: unknown[], free: unknown[], huge: unknown[]): number;
   /** extensions/transfer: `int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr)` */
   mlxc_array_read(dst: unknown, nbytes: number | bigint, arr: MlxHandle): number;
   /** extensions/transfer: `int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream)` */
@@ -1681,4 +1684,4 @@ export interface MlxCFunctions {
   mlxc_adamw_step(res: MlxHandle, param: MlxHandle, grad: MlxHandle, m: MlxHandle, v: MlxHandle, lr: number, beta1: number, beta2: number, eps: number, weight_decay: number, step: number, s: MlxHandle): number;
 }
 
-export const functionCount = 557;
+export const functionCount = 558;

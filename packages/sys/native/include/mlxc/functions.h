@@ -542,6 +542,7 @@ int mlxc_eval_arrays_async(const uintptr_t* ctxs, size_t ctxs_num, const mlx_str
 int mlxc_array_new_data_on(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream);
 int mlxc_array_new_resident(mlx_array* res, const void* data, const int* shape, int dim, mlx_dtype dtype, const mlx_stream stream);
 int mlxc_resident_memory(size_t* live, size_t* mapped, size_t* huge);
+int mlxc_heap_memory(size_t* live, size_t* mapped, size_t* free, size_t* huge);
 int mlxc_array_read(void* dst, size_t nbytes, const mlx_array arr);
 int mlxc_array_read_any(void* dst, size_t nbytes, const mlx_array arr, const mlx_stream stream);
 int mlxc_host_alloc(void** res, bool* pinned, size_t nbytes);
