@@ -109,17 +109,27 @@ async function main(): Promise<void> {
     if (r > 0) prefill.push(performance.now() - start);
   }
 
-  const decode: { context: number; tokensPerSecond: number; msPerToken: number; runMsPerToken: number; bytesPerToken: number }[] = [];
+  const decode: {
+    context: number;
+    tokensPerSecond: number;
+    msPerToken: number;
+    runMsPerToken: number;
+    bytesPerToken: number;
+    ids: number[];
+  }[] = [];
   for (const context of contexts) {
     begin();
     runMs.length = 0;
-    for await (const _ of generate(session, {
+    // The tokens generated (greedy), to compare engines and settings.
+    const ids: number[] = [];
+    for await (const id of generate(session, {
       inputIds: prompt(context),
       maxNewTokens: warmup + tokens + 1,
       kvCapacity: kv(context),
       Tensor: ort.Tensor as never,
       onStep,
-    }));
+    }))
+      ids.push(id);
     const ms = median(times.slice(warmup));
     // runMs[0] is the prompt's run.
     decode.push({
@@ -128,6 +138,7 @@ async function main(): Promise<void> {
       msPerToken: ms,
       runMsPerToken: median(runMs.slice(1 + warmup)),
       bytesPerToken: median(bytesMoved.slice(warmup)),
+      ids,
     });
   }
   // mlx: the compiled path's signature cache over the whole run (hits are replays of a trace).
