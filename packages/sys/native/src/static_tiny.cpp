@@ -34,7 +34,7 @@ bool tiny_type(mx::Dtype t) {
 bool tiny_array(const mx::Shape& s, mx::Dtype t) {
   size_t n = 1;
   for (auto d : s) n *= static_cast<size_t>(std::max(d, 0));
-  return tiny_type(t) && n >= 1 && n <= kTinyElements;
+  return tiny_type(t) && n >= 1 && n <= (t == mx::float32 ? kTinyFloatElements : kTinyElements);
 }
 
 /** The multi-index of row-major position `i` of `shape`. */
