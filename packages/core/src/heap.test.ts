@@ -160,6 +160,34 @@ describe('the heap of MLX buffers', () => {
     expect(out.cleared).toBe(0);
   });
 
+  it.runIf(serves)('clearCache gives back the free pages of a chunk that still holds a live buffer', () => {
+    const out = child(`
+      const rss = () => Number(/VmRSS:\\s+(\\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
+      // Two 6 MiB buffers and a small one in the same chunk; the large ones freed, the small one kept.
+      const small = mx.full([16], 3).eval();
+      const a = mx.full([(6 * MB) / 4], 1).eval();
+      const b = mx.full([(6 * MB) / 4], 2).eval();
+      out.sum = mx.scope(() => mx.sum(a).item() + mx.sum(b).item());
+      a.dispose();
+      b.dispose();
+      out.before = rss();
+      out.heap = mx.memory.heap();
+      mx.memory.clearCache();
+      out.after = rss();
+      out.cleared = mx.memory.heap();
+      out.small = mx.scope(() => mx.sum(small).item());
+      // The pages come back as zeros for the next buffer, which holds its own values.
+      const c = mx.full([(6 * MB) / 4], 5).eval();
+      out.c = mx.scope(() => mx.sum(c).item());
+    `);
+    expect(out.sum).toBe(3 * ((6 * MB) / 4));
+    // The chunk stays (a live buffer is in it), its free pages do not.
+    expect((out.cleared as { mapped: number }).mapped).toBe((out.heap as { mapped: number }).mapped);
+    expect((out.before as number) - (out.after as number)).toBeGreaterThanOrEqual(10 * MB);
+    expect(out.small).toBe(48);
+    expect(out.c).toBe(5 * ((6 * MB) / 4));
+  });
+
   it.runIf(serves)(
     'MLXC_HEAP_HUGEPAGES sets the advised budget in MiB, 0 none, a bad value a clear error; MLXC_CPU_HEAP=0 turns it off',
     () => {

@@ -23,7 +23,7 @@ struct Stats {
 };
 Stats stats();
 void reset_peak();
-/** Unmaps every chunk with nothing live. */
+/** Unmaps every chunk with nothing live, and gives the free pages of the others back to the system. */
 void clear_cache();
 /** Sets how many free bytes may stay mapped (idle chunks beyond are unmapped); the old limit. */
 size_t set_cache_limit(size_t limit);
