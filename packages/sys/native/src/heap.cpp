@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "env.h"
 #include "mlxc/functions.h"
 #include "mlxc_private.h"
 
@@ -54,16 +55,9 @@ constexpr size_t kOwnChunk = kChunk / 4;
 /** Blocks start on 64 bytes; a buffer's size word is the last word of its block's first 64. */
 constexpr size_t kAlign = 64;
 
+/** The bytes of chunks advised for huge pages at most (MLXC_HEAP_HUGEPAGES, in MiB; 32 by default). */
 size_t huge_budget() {
-  static const size_t bytes = [] {
-    const char* v = std::getenv("MLXC_HEAP_HUGEPAGES");
-    if (!v || !*v) return size_t{32} << 20;
-    char* end = nullptr;
-    unsigned long long mib = std::strtoull(v, &end, 10);
-    if (*end || mib > (size_t{1} << 24))
-      throw std::invalid_argument(std::string("MLXC_HEAP_HUGEPAGES=") + v + ": expected a budget in MiB (0: no huge pages)");
-    return static_cast<size_t>(mib) << 20;
-  }();
+  static const size_t bytes = mlxc::env_budget_mib("MLXC_HEAP_HUGEPAGES", 32);
   return bytes;
 }
 

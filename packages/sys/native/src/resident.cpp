@@ -38,6 +38,7 @@
 #include "mlx/allocator.h"
 #include "mlx/memory.h"
 #include "mlxc/functions.h"
+#include "env.h"
 #include "heap.h"
 #include "mlxc_private.h"
 
@@ -52,15 +53,7 @@ constexpr size_t kChunk = size_t{32} << 20;
 constexpr size_t kOwnMapping = kChunk / 4;
 /** The bytes of resident memory advised for huge pages at most (MLXC_HUGEPAGES, in MiB; 128 by default). */
 size_t huge_budget() {
-  static const size_t bytes = [] {
-    const char* v = std::getenv("MLXC_HUGEPAGES");
-    if (!v || !*v) return size_t{128} << 20;
-    char* end = nullptr;
-    unsigned long long mib = std::strtoull(v, &end, 10);
-    if (*end || mib > (size_t{1} << 24))
-      throw std::invalid_argument(std::string("MLXC_HUGEPAGES=") + v + ": expected a budget in MiB (0: no huge pages)");
-    return static_cast<size_t>(mib) << 20;
-  }();
+  static const size_t bytes = mlxc::env_budget_mib("MLXC_HUGEPAGES", 128);
   return bytes;
 }
 /** Each array's data starts on a cache line, its size word just before it. */
