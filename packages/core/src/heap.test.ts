@@ -12,17 +12,11 @@ import * as mx from './index.js';
 const MB = 1 << 20;
 const serves = process.platform === 'linux' && !mx.gpuAvailable();
 
-/** A seeded generator (xorshift32) of floats in [0, 1). */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 4294967296;
-  };
+/** A deterministic value in [0, 1) for integer `i`: an integer hash's bits (two multiply-xorshift rounds). */
+function hash01(i: number): number {
+  let h = Math.imul((i >>> 16) ^ i, 0x45d9f3b);
+  h = Math.imul((h >>> 16) ^ h, 0x45d9f3b);
+  return (((h >>> 16) ^ h) >>> 0) / 4294967296;
 }
 
 const core = fileURLToPath(new URL('./index.ts', import.meta.url));
@@ -63,7 +57,8 @@ function child(body: string, env: Record<string, string> = {}): Record<string, u
 
 describe('the heap of MLX buffers', () => {
   it('keeps every array intact while arrays of any size are made and freed in any order', () => {
-    const r = rng(7);
+    let draw = 0;
+    const r = () => hash01(draw++);
     const live = new Map<number, { a: mx.Array; v: number; n: number }>();
     let next = 0;
     const make = () => {
