@@ -51,12 +51,6 @@ class AllocationFailed : public std::bad_alloc {
 /** Whether the heap serves MLX's buffers (set once, when allocator() is first made). */
 bool heap_serves = false;
 
-/** What a failed allocation may free: MLX's cache and the heap's. */
-void clear_caches() {
-  mx::clear_cache();
-  if (heap_serves) mlxc::heap::clear_cache();
-}
-
 class Guarded final : public alloc::Allocator {
  public:
   explicit Guarded(alloc::Allocator& base) : base_(base) {}
@@ -66,7 +60,7 @@ class Guarded final : public alloc::Allocator {
       if (!p) {
         // Memory held for reuse (MLX's cache, the heap's idle chunks) holds address space this
         // allocation may need: give it back and try once more.
-        clear_caches();
+        mlxc::clear_cache();
         p = mlxc::heap::malloc(size);
       }
       if (!p) throw AllocationFailed(size);
@@ -95,19 +89,6 @@ class Guarded final : public alloc::Allocator {
   alloc::Allocator& base_;
 };
 
-/**
- * Whether `base` makes buffers in the CPU allocator's layout (the size in a word, the data right
- * after it), which the heap's buffers copy.
- */
-bool common_layout(alloc::Allocator& base) {
-  alloc::Buffer b = base.malloc(24);
-  if (!b.ptr()) return false;
-  bool ok = static_cast<char*>(b.raw_ptr()) == static_cast<char*>(b.ptr()) + sizeof(size_t) && base.size(b) == 24 &&
-            *static_cast<size_t*>(b.ptr()) == 24;
-  base.free(b);
-  return ok;
-}
-
 using AllocatorFn = alloc::Allocator& (*)();
 
 /** libmlx's own allocator(): the definition in the object that also holds mx::eval. */
@@ -134,7 +115,7 @@ Allocator& allocator() {
     // the wrapper is for the CPU build's plain malloc.
     if (mx::metal::is_available() || mx::cu::is_available()) return &base();
 #ifdef __linux__
-    heap_serves = !mlxc::env_off("MLXC_CPU_HEAP") && common_layout(base());
+    heap_serves = !mlxc::env_off("MLXC_CPU_HEAP") && mlxc::common_layout();
 #endif
     return new Guarded(base());
   }();
@@ -142,6 +123,23 @@ Allocator& allocator() {
 }
 
 }  // namespace mlx::core::allocator
+
+namespace mlxc {
+bool common_layout() {
+  static const bool yes = [] {
+    AllocatorFn base = original_allocator();
+    if (!base) return false;
+    alloc::Allocator& a = base();
+    alloc::Buffer b = a.malloc(24);
+    if (!b.ptr()) return false;
+    bool ok = static_cast<char*>(b.raw_ptr()) == static_cast<char*>(b.ptr()) + sizeof(size_t) && a.size(b) == 24 &&
+              *static_cast<size_t*>(b.ptr()) == 24;
+    a.free(b);
+    return ok;
+  }();
+  return yes;
+}
+}  // namespace mlxc
 
 namespace mlxc::heap {
 bool on() {

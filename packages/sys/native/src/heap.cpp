@@ -108,17 +108,10 @@ void remove_free(Heap& h, std::map<uintptr_t, size_t>::iterator it) {
  */
 Chunk* new_chunk(Heap& h, size_t size, bool own) {
   const size_t budget = huge_budget();
-  void* p = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  auto lo = reinterpret_cast<uintptr_t>(p);
-  uintptr_t start = (lo + kHuge - 1) & ~(kHuge - 1);
-  if (start > lo) munmap(p, start - lo);
-  if (lo + kHuge > start) munmap(reinterpret_cast<void*>(start + size), lo + kHuge - start);
-  Chunk c{start, size, false, own, false};
-#ifdef MADV_HUGEPAGE
-  // Before any page of it exists: advice given after the first touch leaves the touched pages small.
-  c.advised = h.advised + size <= budget && madvise(reinterpret_cast<void*>(start), size, MADV_HUGEPAGE) == 0;
-#endif
+  char* p = map_huge_aligned(0, size);
+  if (!p) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(p);
+  Chunk c{start, size, advise_huge(p, size, h.advised, budget), own, false};
   h.mapped += size;
   if (c.advised) h.advised += size;
   if (!own) add_free(h, start, size);
@@ -257,7 +250,7 @@ bool free(void* ptr) {
 Stats stats() {
   Heap& h = heap();
   std::lock_guard<std::mutex> lk(h.mu);
-  return {h.live, h.peak, h.mapped, h.mapped - h.used, h.advised, h.chunks.size()};
+  return {h.live, h.peak, h.mapped, h.mapped - h.used, h.advised};
 }
 
 void reset_peak() {

@@ -19,7 +19,6 @@ struct Stats {
   size_t mapped;   // the chunks' bytes
   size_t free;     // mapped but not in a live buffer (the cache)
   size_t advised;  // the chunks' bytes advised for huge pages
-  size_t chunks;
 };
 Stats stats();
 void reset_peak();

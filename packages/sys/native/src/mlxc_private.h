@@ -75,6 +75,21 @@ array new_data_on(const void* data, mx::Shape shape, mx::Dtype dtype, mx::Stream
 void populate_host(void* p, size_t n);
 /** memcpy over up to four threads for ranges of several MiB (one core copies below the bus's rate). */
 void copy_host(void* dst, const void* src, size_t n);
+/**
+ * A fresh private mapping of `head` + `size` bytes whose byte `head` lies on a 2 MiB boundary (the
+ * resident arena's and the heap's chunks; resident.cpp); null where mmap fails.
+ */
+char* map_huge_aligned(size_t head, size_t size);
+/**
+ * Advises [p, p + size) MADV_HUGEPAGE, before any of its pages exists, where the budget allows
+ * (`advised`, the bytes advised so far, plus `size` at most `budget`): whether it was advised.
+ */
+bool advise_huge(void* p, size_t size, size_t advised, size_t budget);
+/**
+ * Whether MLX's own allocator makes buffers in its CPU build's layout: the size in a word, the data
+ * right after it (alloc_guard.cpp, probed once). The arena's and the heap's buffers copy it.
+ */
+bool common_layout();
 /** Bytes held by live arrays of mlxc_array_new_resident's arena (resident.cpp): counted as active memory. */
 size_t resident_live_bytes();
 /** The most memory MLX's arrays and the arena's held together since the last reset_peak_memory (resident.cpp). */

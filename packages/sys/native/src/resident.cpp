@@ -90,48 +90,15 @@ Arena& arena() {
   return *a;
 }
 
-/** Whether MLX's buffers are the CPU allocator's: the size in a word, the data right after it. */
-bool common_layout() {
-  static const bool yes = [] {
-    auto& base = alloc::allocator();
-    alloc::Buffer b = base.malloc(24);
-    if (!b.ptr()) return false;
-    bool ok = static_cast<char*>(b.raw_ptr()) == static_cast<char*>(b.ptr()) + sizeof(size_t) && base.size(b) == 24 &&
-              *static_cast<size_t*>(b.ptr()) == 24;
-    base.free(b);
-    return ok;
-  }();
-  return yes;
-}
-
-/**
- * A fresh mapping of `head` + `size` bytes (size a multiple of 2 MiB) whose byte `head` is on a
- * 2 MiB boundary: a weight of its own mapping starts there, its size word in the 4 KiB page before
- * (else a weight of exactly 8 MiB would take a fifth huge page for its size word).
- */
-char* map_aligned(size_t head, size_t size) {
-  void* p = mmap(nullptr, head + size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  // MLX's wording for a failed allocation, which callers recognise as one.
-  if (p == MAP_FAILED) throw std::runtime_error("[malloc] Unable to allocate " + std::to_string(head + size) + " bytes.");
-  auto lo = reinterpret_cast<uintptr_t>(p);
-  uintptr_t start = ((lo + head + kHuge - 1) & ~(kHuge - 1)) - head;
-  if (start > lo) munmap(p, start - lo);
-  uintptr_t tail = start + head + size;
-  uintptr_t end = lo + head + size + kHuge;
-  if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
-  return reinterpret_cast<char*>(start);
-}
-
 Chunk* new_chunk(Arena& a, size_t head, size_t size, bool open) {
   const size_t budget = huge_budget();  // first: a bad MLXC_HUGEPAGES throws
   size = (size + kHuge - 1) & ~(kHuge - 1);
-  char* base = map_aligned(head, size);
-  // Before any page of it exists: advice given after the first touch leaves the touched pages small.
-#ifdef MADV_HUGEPAGE
-  bool advised = a.advised_bytes + size <= budget && madvise(base + head, size, MADV_HUGEPAGE) == 0;
-#else
-  bool advised = false;  // (the arena is used on Linux only; this keeps other systems building)
-#endif
+  // A weight of its own mapping starts at `head`, its size word in the 4 KiB page before (else a
+  // weight of exactly 8 MiB would take a fifth huge page for its size word).
+  char* base = mlxc::map_huge_aligned(head, size);
+  // MLX's wording for a failed allocation, which callers recognise as one.
+  if (!base) throw std::runtime_error("[malloc] Unable to allocate " + std::to_string(head + size) + " bytes.");
+  const bool advised = mlxc::advise_huge(base + head, size, a.advised_bytes, budget);
   auto* c = new Chunk;
   c->base = base;
   c->size = head + size;
@@ -202,7 +169,7 @@ void release(Chunk* c, size_t nbytes) {
 
 mx::array new_resident(const void* data, mx::Shape sh, mx::Dtype dt, mx::Stream s) {
 #ifdef __linux__
-  if (s.device.type != mx::Device::cpu || !common_layout()) return mlxc::new_data_on(data, std::move(sh), dt, s);
+  if (s.device.type != mx::Device::cpu || !mlxc::common_layout()) return mlxc::new_data_on(data, std::move(sh), dt, s);
   const size_t nbytes = mlxc::data_bytes(data, sh, dt);
   if (nbytes == 0) return mlxc::new_data_on(data, std::move(sh), dt, s);
   Arena& a = arena();
@@ -230,6 +197,27 @@ mx::array new_resident(const void* data, mx::Shape sh, mx::Dtype dt, mx::Stream 
 }  // namespace
 
 namespace mlxc {
+char* map_huge_aligned(size_t head, size_t size) {
+  void* p = mmap(nullptr, head + size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto lo = reinterpret_cast<uintptr_t>(p);
+  uintptr_t start = ((lo + head + kHuge - 1) & ~(kHuge - 1)) - head;
+  if (start > lo) munmap(p, start - lo);
+  uintptr_t tail = start + head + size;
+  uintptr_t end = lo + head + size + kHuge;
+  if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
+  return reinterpret_cast<char*>(start);
+}
+
+bool advise_huge(void* p, size_t size, size_t advised, size_t budget) {
+#ifdef MADV_HUGEPAGE
+  // Before any page of it exists: advice given after the first touch leaves the touched pages small.
+  return advised + size <= budget && madvise(p, size, MADV_HUGEPAGE) == 0;
+#else
+  return false;  // (the arena and the heap are used on Linux only; this keeps other systems building)
+#endif
+}
+
 size_t resident_live_bytes() {
   Arena& a = arena();
   std::lock_guard<std::mutex> lk(a.mu);
