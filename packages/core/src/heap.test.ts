@@ -4,9 +4,9 @@
 // (memory.heap) and what memory.active/peak/cache count, the cache limit and clearCache giving
 // its chunks back, and its settings (MLXC_CPU_HEAP, MLXC_HEAP_HUGEPAGES), in child processes where
 // exact figures are needed.
-import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { CORE_INDEX, runScript } from '../test/child.js';
+import { SMAPS_HELPER } from '../test/smaps.js';
 import * as mx from './index.js';
 
 const MB = 1 << 20;
@@ -19,38 +19,23 @@ function hash01(i: number): number {
   return (((h >>> 16) ^ h) >>> 0) / 4294967296;
 }
 
-const core = fileURLToPath(new URL('./index.ts', import.meta.url));
-const repo = fileURLToPath(new URL('../../..', import.meta.url));
-
 /** Runs `body` (module code with `mx`, `MB` and `advised()` in scope) in a fresh process; its last line of output, parsed. */
 function child(body: string, env: Record<string, string> = {}): Record<string, unknown> {
-  const code = `
-    const mx = await import(${JSON.stringify(core)});
-    const { readFileSync } = await import('node:fs');
+  const r = runScript(
+    `
+    import * as mx from ${CORE_INDEX};
+    import { advisedBytes as advised } from ${SMAPS_HELPER};
+    import { readFileSync } from 'node:fs';
     const MB = 1 << 20;
-    const advised = () => {
-      let total = 0;
-      for (const vma of readFileSync('/proc/self/smaps', 'utf8').split(/\\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
-        const flags = /\\nVmFlags:([^\\n]*)/.exec(vma)?.[1] ?? '';
-        if (!flags.split(' ').includes('hg')) continue;
-        const [lo, hi] = vma.slice(0, vma.indexOf(' ')).split('-');
-        total += Number(BigInt('0x' + hi) - BigInt('0x' + lo));
-      }
-      return total;
-    };
     const out = {};
     try {
       ${body}
     } catch (e) {
       out.error = e.message;
     }
-    console.log(JSON.stringify(out));`;
-  const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
-    cwd: repo,
-    encoding: 'utf8',
-    timeout: 120_000,
-    env: { ...process.env, ...env },
-  });
+    console.log(JSON.stringify(out));`,
+    env,
+  );
   expect(r.status, r.stderr).toBe(0);
   return JSON.parse(r.stdout.trim().split('\n').at(-1)!);
 }

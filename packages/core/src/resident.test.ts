@@ -2,27 +2,14 @@
 // ordinary uploads, read by MLX's kernels like any array; on Linux's CPU build, held in the arena of
 // huge-page mappings that memory.resident() reports, counted in memory.active(), and given back when
 // their arrays are freed.
-import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { CORE_INDEX, runScript } from '../test/child.js';
+import { advisedBytes } from '../test/smaps.js';
 import * as mx from './index.js';
 
 const MB = 1 << 20;
 /** Where the arena is used: Linux, MLX's CPU build (a GPU build's host arrays are its allocator's). */
 const arena = process.platform === 'linux' && !mx.gpuAvailable();
-
-/** Bytes of this process's mappings that carry the huge-page advice (VmFlags "hg"). */
-function advisedBytes(): number {
-  let total = 0;
-  for (const vma of readFileSync('/proc/self/smaps', 'utf8').split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
-    const flags = /\nVmFlags:([^\n]*)/.exec(vma)?.[1] ?? '';
-    if (!flags.split(' ').includes('hg')) continue;
-    const [lo, hi] = vma.slice(0, vma.indexOf(' ')).split('-');
-    total += Number(BigInt(`0x${hi}`) - BigInt(`0x${lo}`));
-  }
-  return total;
-}
 
 describe('resident arrays', () => {
   it('hold the values given, of every width, for kernels and reads alike', () => {
@@ -133,12 +120,10 @@ describe('resident arrays', () => {
   });
 
   it.runIf(arena)('MLXC_HUGEPAGES sets the budget of advised memory in MiB; a bad value is a clear error', () => {
-    const core = fileURLToPath(new URL('./index.ts', import.meta.url));
-    const repo = fileURLToPath(new URL('../../..', import.meta.url));
     // A 6 MiB weight (in the shared 32 MiB chunk, which is over a budget of 16), then two 10 MiB
     // weights of their own mappings: the first within the budget, the second past it.
     const code = `
-      const mx = await import(${JSON.stringify(core)});
+      import * as mx from ${CORE_INDEX};
       const MB = 1 << 20;
       const make = (mib) => mx.Array.fromTypedArray(new Float32Array((mib * MB) / 4), [(mib * MB) / 4], 'float32', { resident: true });
       const out = {};
@@ -154,12 +139,7 @@ describe('resident arrays', () => {
       }
       console.log(JSON.stringify(out));`;
     const run = (value: string) => {
-      const r = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', '--input-type=module', '-e', code], {
-        cwd: repo,
-        encoding: 'utf8',
-        timeout: 60_000,
-        env: { ...process.env, MLXC_HUGEPAGES: value },
-      });
+      const r = runScript(code, { MLXC_HUGEPAGES: value });
       expect(r.status, r.stderr).toBe(0);
       return JSON.parse(r.stdout.trim().split('\n').at(-1)!);
     };
